@@ -1,0 +1,162 @@
+"""The store's contract: an etcd-shaped, asynchronous, multi-version key-value store.
+
+Every implementation (``store.lmdb``, ``store.etcd``) obeys these rules, and
+``tests/store/test_contract.py`` checks them against each:
+
+Revisions
+    The store has one revision counter. A new store is at revision 1; every
+    successful mutation (create, update, delete) takes the next revision, and
+    the store's revision is then that number. Revisions only grow, survive
+    restarts and are never reused. A read "at revision R" sees the state right
+    after the mutation that took R. ``revision=0`` means "the current revision".
+
+Keys and values
+    Keys are non-empty ``bytes``, at most ``MAX_KEY_BYTES``; values are
+    ``bytes`` of at most ``MAX_VALUE_BYTES`` (etcd's default request limit),
+    empty values included. Values round-trip byte for byte; compression is the
+    store's business (``store.codec``) and invisible here.
+
+Per-key fields (``KeyValue``)
+    ``create_revision``: the revision of the create that began this key's
+    current life; ``mod_revision``: the revision of its last mutation;
+    ``version``: 1 at create, +1 per update. A delete ends the life; a later
+    create starts a new one at version 1.
+
+Durability
+    A mutation returns only once it is durable: fsync'd to disk (LMDB) or
+    acknowledged by a quorum (etcd). Concurrent mutations may share one
+    commit (group commit); each caller still waits for its own.
+
+Compaction
+    ``compact(R)`` forgets every version superseded at or before R. Afterwards
+    a read at a revision below R, or a watch starting below R, raises
+    ``Compacted``; reads at R or later are unaffected.
+
+Watch
+    ``watch(start, end, start_revision)`` yields, in revision order and with no
+    gap and no duplicate, every event on keys in ``[start, end)`` with a
+    revision ``>= start_revision`` (``0``: from the next revision on),
+    replaying retained history first and then following live mutations,
+    including those made by other processes or API servers sharing the store.
+    Events are delivered in lists (one list may hold several revisions).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_VALUE_BYTES",
+    "Event",
+    "EventType",
+    "KeyValue",
+    "Store",
+    "prefix_end",
+]
+
+# etcd's default --max-request-bytes is 1.5 MiB; kube-apiserver relies on it.
+MAX_VALUE_BYTES = 1536 * 1024
+# LMDB's compile-time key limit is 511 bytes; Kubernetes keys stay far below.
+MAX_KEY_BYTES = 511
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    """One version of one key."""
+
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+
+
+class EventType(enum.Enum):
+    PUT = "PUT"
+    DELETE = "DELETE"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A mutation, as a watcher sees it.
+
+    For PUT, ``kv`` is the key's new version (``kv.version == 1`` for a create).
+    For DELETE, ``kv`` carries the key, ``mod_revision`` is the delete's
+    revision and the other fields are zero, as in etcd. ``prev_kv`` is the
+    version the event replaced, when the watch asked for it and it is retained.
+    """
+
+    type: EventType
+    kv: KeyValue
+    prev_kv: KeyValue | None = None
+
+    @property
+    def revision(self) -> int:
+        return self.kv.mod_revision
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key that starts with ``prefix``.
+
+    >>> prefix_end(b"/registry/pods/")
+    b'/registry/pods0'
+    """
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return b"\x00"  # every key: etcd's convention for "no upper bound"
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The interface every backend implements (see the module docstring for the rules)."""
+
+    async def create(self, key: bytes, value: bytes) -> int:
+        """Create ``key``; return the new revision. Raises ``KeyExists`` if it exists."""
+
+    async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
+        """Replace ``key``'s value if its ``mod_revision`` is ``expected_revision``
+        (``0``: unconditionally). Raises ``NotFound`` or ``Conflict``."""
+
+    async def delete(self, key: bytes, expected_revision: int = 0) -> int:
+        """Delete ``key`` (if its ``mod_revision`` is ``expected_revision``, unless 0);
+        return the delete's revision. Raises ``NotFound`` or ``Conflict``."""
+
+    async def get(self, key: bytes, revision: int = 0) -> KeyValue | None:
+        """The version of ``key`` visible at ``revision``, or None.
+        Raises ``Compacted`` below the compaction point, ``FutureRevision`` above the store's."""
+
+    async def range(self, start: bytes, end: bytes, revision: int = 0,
+                    limit: int = 0) -> tuple[list[KeyValue], int, bool]:
+        """Keys in ``[start, end)`` at ``revision``, in key order, at most ``limit`` (0: all).
+
+        Returns ``(kvs, revision, more)``: the revision read at (the current one
+        when 0 was asked) and whether keys beyond ``limit`` remain. ``end=b""``
+        reads ``start`` alone; ``end=b"\\x00"`` reads every key from ``start`` on.
+        To page, call again with ``start = last.key + b"\\x00"`` and the returned revision.
+        """
+
+    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
+              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+        """Events on ``[start, end)`` from ``start_revision`` on (see the module docstring).
+        Raises ``Compacted`` (on first iteration) when ``start_revision`` is compacted."""
+
+    async def compact(self, revision: int) -> None:
+        """Forget versions superseded at or before ``revision``.
+        Raises ``Compacted`` if already compacted past it, ``FutureRevision`` if ahead."""
+
+    async def revision(self) -> int:
+        """The current revision (of the last durable mutation, by any process)."""
+
+    async def compacted_revision(self) -> int:
+        """The revision of the last compaction (0 if none)."""
+
+    async def close(self) -> None:
+        """Stop background work, end watches and release the files or connections."""

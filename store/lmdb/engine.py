@@ -1,0 +1,676 @@
+"""``LmdbStore``: the embedded MVCC store (see ``store.interface`` for the rules).
+
+Threads and what they own:
+
+- the event loop thread: the ``KeyIndex`` (sole mutator), every read
+  transaction, watchers, and the callers' futures;
+- the writer thread (``store.lmdb.writer``): every write transaction.
+
+Several processes may open the same path. LMDB serialises their writers; each
+process learns of the others' commits by reading the log past its index's
+revision, before every read (so reads are linearizable) and every
+``poll_interval`` while anyone watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import lmdb
+
+from ..codec import DELTA, Codec, UnknownDictionary
+from ..errors import Compacted, CorruptStore, FutureRevision, InvalidRequest, StoreError, ValueTooLarge
+from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
+from . import layout as L
+from .index import KeyIndex
+from .writer import COMPACT, CREATE, DELETE, DICT, UPDATE, Batch, Change, Op, Writer
+
+log = logging.getLogger(__name__)
+
+_OUR_FILES = {"data.mdb", "lock.mdb"}
+_RANGE_CHUNK = 1000      # keys read per read transaction before yielding to the loop
+_REPLAY_CHUNK = 2000     # log records scanned per watch replay step
+_WATCH_BUFFER = 100_000  # live events a watcher may hold before it falls back to replay
+
+
+class _MapGate:
+    """Readers share, a map resize excludes: LMDB resizes only with no transaction open."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._resizing = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    def exclusive(self, fn: Callable[[], None]) -> None:
+        with self._cond:
+            self._resizing = True
+            try:
+                while self._readers:
+                    self._cond.wait()
+                fn()
+            finally:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class _Watcher:
+    """One ``watch()``: replays the log until it has caught up with the index, then
+    takes live events from ``publish``. Falls back to replay if it lags too far."""
+
+    def __init__(self, store: LmdbStore, start: bytes, end: bytes, start_revision: int, prev_kv: bool) -> None:
+        self.store = store
+        self.start = start
+        self.end = end
+        self.prev_kv = prev_kv
+        self.next_rev = start_revision  # first revision not yet considered for the consumer
+        self.synced = False
+        self.buffer: list[Event] = []
+        self.wakeup = asyncio.Event()
+        self.closed = False
+        self.registered = False
+
+    def matches(self, key: bytes) -> bool:
+        if self.end == b"":
+            return key == self.start
+        return key >= self.start and (self.end == b"\x00" or key < self.end)
+
+    def push(self, event: Event) -> None:
+        if not self.synced:  # overflowed earlier in this same batch: the replay will cover it
+            return
+        self.buffer.append(event)
+        if len(self.buffer) > _WATCH_BUFFER:
+            self.next_rev = self.buffer[0].kv.mod_revision
+            self.buffer = []
+            self.synced = False
+        self.wakeup.set()
+
+    def __aiter__(self) -> _Watcher:
+        return self
+
+    async def __anext__(self) -> list[Event]:
+        try:
+            return await self._next()
+        except BaseException:
+            self.closed = True
+            self.store._watchers.discard(self)
+            raise
+
+    async def _next(self) -> list[Event]:
+        store = self.store
+        if not self.registered:
+            store._start()
+            if self.next_rev == 0:
+                store._catch_up()
+                self.next_rev = store._index.revision + 1
+            store._watchers.add(self)
+            store._ensure_poller()
+            self.registered = True
+        while True:
+            if self.closed:
+                raise StopAsyncIteration
+            if self.buffer:
+                events, self.buffer = self.buffer, []
+                self.next_rev = store._index.revision + 1
+                return events
+            if not self.synced:
+                events = store._replay(self)
+                if events:
+                    return events
+                if not self.synced:
+                    await asyncio.sleep(0)
+                continue
+            self.wakeup.clear()
+            await self.wakeup.wait()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self.store._watchers.discard(self)
+        self.wakeup.set()
+
+
+class LmdbStore:
+    """The embedded store. ``LmdbStore(path)`` opens or creates ``path`` (a directory)."""
+
+    def __init__(self, path: str, *, codec: Codec | None = None, map_size: int = 1 << 34,
+                 history_deltas: bool = True, auto_compact_interval: float = 300.0,
+                 poll_interval: float = 0.005, create: bool = True) -> None:
+        self.path = os.path.abspath(path)
+        self.codec = codec or Codec()
+        self.poll_interval = poll_interval
+        self.auto_compact_interval = auto_compact_interval
+        self.commit_observer: Callable[[int, float], None] | None = None
+        self.stats = {"batches": 0, "ops": 0, "map_resizes": 0}
+        self._map_size = map_size
+        self._history_deltas = history_deltas
+        self._gate = _MapGate()
+        self._env, self._dbs = self._open_env(create)
+        self._index = self._load()
+        self._watchers: set[_Watcher] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: Writer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._poller: asyncio.Task[None] | None = None
+        self._closed = False
+        self._env_closed = False
+        self._training = False
+        self._last_training_check = 0.0
+
+    # -- opening --------------------------------------------------------------
+    def _open_env(self, create: bool) -> tuple[lmdb.Environment, dict[bytes, Any]]:
+        path = self.path
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise CorruptStore(f"{path} is a file, not a store directory; refusing to touch it")
+        if os.path.isdir(path):
+            foreign = sorted(set(os.listdir(path)) - _OUR_FILES)
+            if foreign:
+                raise CorruptStore(f"{path} holds files that are not this store's ({', '.join(foreign[:5])}); "
+                                   "refusing to touch it")
+        elif create:
+            os.makedirs(path, exist_ok=True)
+        fresh = not os.path.exists(os.path.join(path, "data.mdb"))
+        if not fresh:
+            with open(os.path.join(path, "data.mdb"), "rb") as f:
+                head = f.read(32)
+            # LMDB's meta page: MDB_MAGIC (0xBEEFC0DE, little endian) at offset 16
+            if len(head) < 20 or head[16:20] != b"\xde\xc0\xef\xbe":
+                raise CorruptStore(f"{path}/data.mdb is not an LMDB file; refusing to touch it")
+        try:
+            env = lmdb.open(path, map_size=self._map_size, max_dbs=8, max_readers=1024,
+                            subdir=True, sync=True, metasync=True, readahead=False, lock=True,
+                            create=create)
+        except lmdb.Error as e:
+            raise CorruptStore(f"cannot open {path} as a store: {e}") from e
+        try:
+            env.reader_check()  # free slots of readers that died (kill -9)
+            if not fresh:
+                with env.begin() as txn:
+                    names = {k for k, _ in txn.cursor()}
+                if names and not names <= {L.DB_META, L.DB_LOG, L.DB_DICTS}:
+                    raise CorruptStore(f"{path} is an LMDB database of something else; refusing to touch it")
+            dbs = {name: env.open_db(name) for name in (L.DB_META, L.DB_LOG, L.DB_DICTS)}
+            with env.begin(write=True) as txn:
+                fmt = txn.get(L.META_FORMAT, db=dbs[L.DB_META])
+                if fmt is None:
+                    if txn.stat(dbs[L.DB_LOG])["entries"]:
+                        raise CorruptStore(f"{path} has a log but no format marker; refusing to touch it")
+                    txn.put(L.META_FORMAT, L.MAGIC + L.U32.pack(L.LAYOUT_VERSION), db=dbs[L.DB_META])
+                    txn.put(L.META_REV, L.U64.pack(L.FIRST_REVISION), db=dbs[L.DB_META])
+                    txn.put(L.META_COMPACT, L.U64.pack(0), db=dbs[L.DB_META])
+                    txn.put(L.META_COMPACTED, L.U64.pack(0), db=dbs[L.DB_META])
+                elif not fmt.startswith(L.MAGIC):
+                    raise CorruptStore(f"{path} has an unknown format marker; refusing to touch it")
+                elif L.U32.unpack_from(fmt, len(L.MAGIC))[0] != L.LAYOUT_VERSION:
+                    raise CorruptStore(f"{path} has layout version {L.U32.unpack_from(fmt, len(L.MAGIC))[0]}, "
+                                       f"this build reads {L.LAYOUT_VERSION}")
+        except BaseException:
+            env.close()
+            raise
+        return env, dbs
+
+    def _load(self) -> KeyIndex:
+        """Rebuild the index from the log and load the compression dictionaries."""
+        meta, logdb = self._dbs[L.DB_META], self._dbs[L.DB_LOG]
+        entries: dict[bytes, tuple[int, int, int]] = {}
+        hdr = L.HEADER.unpack_from
+        with self._env.begin(buffers=True) as txn:
+            rev = L.U64.unpack(txn.get(L.META_REV, db=meta))[0]
+            for k, v in txn.cursor(db=logdb):
+                kind, _f, create, version, _p, _n, klen = hdr(v)
+                r = L.U64.unpack(k)[0]
+                key = bytes(v[L.HEADER_SIZE:L.HEADER_SIZE + klen])
+                entries[key] = (r, create, version) if kind == L.PUT else (r, 0, 0)
+            for k, v in txn.cursor(db=self._dbs[L.DB_DICTS]):
+                prefix, data = L.decode_dict(v)
+                self.codec.add_dictionary(L.U32.unpack(k)[0], prefix, data)
+        return KeyIndex(rev, entries)
+
+    def _start(self) -> None:
+        """Start the writer thread and background tasks on the running loop (first use)."""
+        if self._closed:
+            raise StoreError("store is closed")
+        if self._writer is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        loop = self._loop
+        self._writer = Writer(self._env, self._dbs, self.codec, self._index,
+                              lambda batch: loop.call_soon_threadsafe(self._on_commit, batch),
+                              self._grow_map, history_deltas=self._history_deltas)
+        self._writer.start()
+        if self.auto_compact_interval > 0:
+            self._tasks.append(loop.create_task(self._auto_compact()))
+
+    # -- transactions ---------------------------------------------------------
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[lmdb.Transaction]:
+        for _attempt in range(3):
+            with self._gate.reading():
+                try:
+                    txn = self._env.begin()
+                except lmdb.MapResizedError:
+                    pass  # another process grew the map: adopt its size (below), then read
+                else:
+                    try:
+                        yield txn
+                        return
+                    finally:
+                        txn.abort()
+            self._gate.exclusive(lambda: self._env.set_mapsize(0))
+        raise StoreError("could not begin a read transaction: the map keeps being resized")
+
+    def _grow_map(self) -> None:
+        """Called by the writer on MapFullError: double the map (the file grows lazily)."""
+        def grow() -> None:
+            self._map_size = max(self._map_size * 2, self._env.info()["map_size"] * 2)
+            self._env.set_mapsize(self._map_size)
+        self._gate.exclusive(grow)
+        self.stats["map_resizes"] += 1
+        log.info("store map grown to %d bytes", self._map_size)
+
+    def _meta(self, txn: lmdb.Transaction, key: bytes) -> int:
+        return int(L.U64.unpack(txn.get(key, db=self._dbs[L.DB_META]))[0])
+
+    # -- applying commits (loop thread) ---------------------------------------
+    def _on_commit(self, batch: Batch) -> None:
+        if self._env_closed:  # batches finished while closing: just answer their callers
+            for op in batch.ops:
+                op.done(op)
+            return
+        index = self._index
+        for key, rev in batch.dropped_tombstones:
+            index.drop_tombstone(key, rev)
+        if batch.changes:
+            if batch.changes[0].revision > index.revision + 1:
+                self._catch_up()
+            fresh = [c for c in batch.changes if c.revision > index.revision]
+            if fresh:
+                self._apply(fresh, fresh[-1].revision)
+        if batch.ops:
+            self.stats["batches"] += 1
+            self.stats["ops"] += len(batch.ops)
+            if self.commit_observer is not None:
+                self.commit_observer(len(batch.ops), batch.commit_seconds)
+        for op in batch.ops:
+            op.done(op)
+        self._maybe_train()
+
+    def _apply(self, changes: list[Change], revision: int) -> None:
+        index = self._index
+        for c in changes:
+            index.put(c.key, (c.revision, c.create_revision, c.version))
+        index.revision = revision
+        if self._watchers:
+            self._publish(changes)
+
+    def _catch_up(self) -> None:
+        """Apply records other processes committed (read back from the log)."""
+        index = self._index
+        with self._read() as txn:
+            current = self._meta(txn, L.META_REV)
+            if current <= index.revision:
+                return
+            changes = []
+            cur = txn.cursor(db=self._dbs[L.DB_LOG])
+            if cur.set_range(L.rev_key(index.revision + 1)):
+                for k, v in cur:
+                    rev = L.U64.unpack(k)[0]
+                    if rev > current:
+                        break
+                    r = L.decode_record(v)
+                    if r.kind == L.PUT:
+                        changes.append(Change(rev, L.PUT, r.key, r.create_revision, r.version, r.prev_revision,
+                                              None, frame=r.frame))
+                    else:
+                        changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None))
+            self._resolve_frames(txn, changes)
+        self._apply(changes, current)
+
+    def _resolve_frames(self, txn: lmdb.Transaction, changes: list[Change]) -> None:
+        for c in changes:
+            if c.kind == L.PUT and c.value is None and c.frame is not None and self._watchers:
+                c.value = self._value_at(txn, c.revision, c.frame)
+
+    def _publish(self, changes: list[Change]) -> None:
+        watchers = [w for w in self._watchers if w.synced]
+        if not watchers:
+            return
+        for c in changes:
+            event: Event | None = None
+            for w in watchers:
+                if c.revision < w.next_rev or not w.matches(c.key):
+                    continue
+                if event is None:
+                    event = self._event(c, None)
+                if w.prev_kv and c.prev_revision:
+                    w.push(self._event(c, self._prev_kv(c)))
+                else:
+                    w.push(event)
+
+    def _event(self, c: Change, prev: KeyValue | None) -> Event:
+        if c.kind == L.PUT:
+            value = c.value
+            if value is None:
+                with self._read() as txn:
+                    value = self._value_at(txn, c.revision, c.frame)
+                c.value = value
+            return Event(EventType.PUT, KeyValue(c.key, value, c.create_revision, c.revision, c.version), prev)
+        return Event(EventType.DELETE, KeyValue(c.key, b"", 0, c.revision, 0), prev)
+
+    def _prev_kv(self, c: Change) -> KeyValue | None:
+        with self._read() as txn:
+            buf = txn.get(L.rev_key(c.prev_revision), db=self._dbs[L.DB_LOG])
+            if buf is None:
+                return None
+            r = L.decode_record(buf)
+            if r.kind != L.PUT:
+                return None
+            value = c.prev_value if c.prev_value is not None else self._value_at(txn, c.prev_revision, r.frame)
+            return KeyValue(r.key, value, r.create_revision, c.prev_revision, r.version)
+
+    # -- decoding -------------------------------------------------------------
+    def _decode(self, txn: lmdb.Transaction, frame: bytes) -> bytes:
+        try:
+            return self.codec.decode(frame)
+        except UnknownDictionary as e:  # trained by another process after we opened
+            buf = txn.get(L.U32.pack(e.dict_id), db=self._dbs[L.DB_DICTS])
+            if buf is None:
+                raise CorruptStore(f"value refers to compression dictionary {e.dict_id}, which is missing") from e
+            prefix, data = L.decode_dict(buf)
+            self.codec.add_dictionary(e.dict_id, prefix, data, activate=False)
+            return self.codec.decode(frame)
+
+    def _value_at(self, txn: lmdb.Transaction, revision: int, frame: bytes | None) -> bytes:
+        """The raw value of the PUT record at ``revision`` (frame given, or read)."""
+        if frame is None:
+            buf = txn.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
+            frame = L.decode_record(buf).frame
+        deltas: list[bytes] = []
+        rev = revision
+        while frame and frame[0] == DELTA:  # history: decode the newer version first
+            deltas.append(frame)
+            buf = txn.get(L.rev_key(rev), db=self._dbs[L.DB_LOG])
+            rev = L.HEADER.unpack_from(buf)[5]
+            frame = L.decode_record(txn.get(L.rev_key(rev), db=self._dbs[L.DB_LOG])).frame
+        value = self._decode(txn, frame) if frame else b""
+        for d in reversed(deltas):
+            value = self.codec.decode_delta(d, value)
+        return value
+
+    def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
+        """``key`` as it was at ``revision`` (index latest, then back through prev links)."""
+        e = self._index.entries.get(key)
+        if e is None:
+            return None
+        logdb = self._dbs[L.DB_LOG]
+        rev = e[0]
+        if rev <= revision:
+            if e[1] == 0:
+                return None
+            buf = txn.get(L.rev_key(rev), db=logdb)
+            if buf is None:
+                return None
+        else:
+            buf = txn.get(L.rev_key(rev), db=logdb)
+            while True:
+                if buf is None:
+                    return None
+                prev = L.HEADER.unpack_from(buf)[4]
+                if not prev:
+                    return None
+                buf = txn.get(L.rev_key(prev), db=logdb)
+                rev = prev
+                if rev <= revision:
+                    break
+            if buf is None:
+                return None
+        r = L.decode_record(buf)
+        if r.kind != L.PUT:
+            return None
+        return KeyValue(key, self._value_at(txn, rev, r.frame), r.create_revision, rev, r.version)
+
+    def _check_revision(self, txn: lmdb.Transaction, revision: int) -> int:
+        current = self._index.revision
+        if revision == 0:
+            return current
+        if revision > current:
+            raise FutureRevision(revision, current)
+        compact = self._meta(txn, L.META_COMPACT)
+        if revision < compact:
+            raise Compacted(revision, compact)
+        return revision
+
+    # -- the Store interface ----------------------------------------------------
+    def _submit(self, kind: int, key: bytes, value: bytes, expected: int) -> asyncio.Future[int]:
+        self._start()
+        loop = self._loop
+        assert loop is not None and self._writer is not None
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(op: Op) -> None:
+            if fut.cancelled():
+                return
+            if op.error is not None:
+                fut.set_exception(op.error)
+            else:
+                fut.set_result(op.result)
+        self._writer.submit(Op(kind, key, value, expected, done))
+        return fut
+
+    @staticmethod
+    def _check_key(key: bytes) -> bytes:
+        if not isinstance(key, bytes):
+            key = bytes(key)
+        if not key or len(key) > MAX_KEY_BYTES:
+            raise InvalidRequest(f"key must be 1 to {MAX_KEY_BYTES} bytes, got {len(key)}")
+        return key
+
+    @staticmethod
+    def _check_value(value: bytes) -> bytes:
+        if not isinstance(value, bytes):
+            value = bytes(value)
+        if len(value) > MAX_VALUE_BYTES:
+            raise ValueTooLarge(len(value), MAX_VALUE_BYTES)
+        return value
+
+    async def create(self, key: bytes, value: bytes) -> int:
+        return await self._submit(CREATE, self._check_key(key), self._check_value(value), 0)
+
+    async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
+        return await self._submit(UPDATE, self._check_key(key), self._check_value(value), expected_revision)
+
+    async def delete(self, key: bytes, expected_revision: int = 0) -> int:
+        return await self._submit(DELETE, self._check_key(key), b"", expected_revision)
+
+    async def get(self, key: bytes, revision: int = 0) -> KeyValue | None:
+        key = self._check_key(key)
+        self._start()
+        self._catch_up()
+        with self._read() as txn:
+            rev = self._check_revision(txn, revision)
+            return self._version_at(txn, key, rev)
+
+    async def range(self, start: bytes, end: bytes, revision: int = 0,
+                    limit: int = 0) -> tuple[list[KeyValue], int, bool]:
+        if end == b"":
+            kv = await self.get(start, revision)
+            return ([kv] if kv else []), (revision or self._index.revision), False
+        self._start()
+        self._catch_up()
+        with self._read() as txn:
+            rev = self._check_revision(txn, revision)
+        out: list[KeyValue] = []
+        resume = start
+        while True:
+            # The key list may change between chunks (we yield to the loop): resume after the
+            # last key seen. Versions are read at ``rev``, so later writes do not show.
+            keys = self._index.range_keys(resume, end, _RANGE_CHUNK)
+            if not keys:
+                return out, rev, False
+            with self._read() as txn:
+                compact = self._meta(txn, L.META_COMPACT)
+                if rev < compact:  # compacted while we were reading
+                    raise Compacted(rev, compact)
+                for key in keys:
+                    kv = self._version_at(txn, key, rev)
+                    if kv is None:
+                        continue
+                    if limit and len(out) >= limit:
+                        return out, rev, True
+                    out.append(kv)
+            if len(keys) < _RANGE_CHUNK:
+                return out, rev, False
+            resume = keys[-1] + b"\x00"
+            await asyncio.sleep(0)
+
+    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
+              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+        return _Watcher(self, start, end, start_revision, prev_kv)
+
+    def _replay(self, w: _Watcher) -> list[Event]:
+        """One step of a watcher's catch-up from the log; marks it synced when done."""
+        self._catch_up()
+        index = self._index
+        events: list[Event] = []
+        with self._read() as txn:
+            compact = self._meta(txn, L.META_COMPACT)
+            if w.next_rev < compact:
+                raise Compacted(w.next_rev, compact)
+            target = index.revision
+            cur = txn.cursor(db=self._dbs[L.DB_LOG])
+            scanned = 0
+            last = w.next_rev - 1
+            if w.next_rev <= target and cur.set_range(L.rev_key(w.next_rev)):
+                for k, v in cur:
+                    rev = L.U64.unpack(k)[0]
+                    if rev > target:
+                        break
+                    last = rev
+                    scanned += 1
+                    key = L.record_key(v)
+                    if w.matches(key):
+                        r = L.decode_record(v)
+                        if r.kind == L.PUT:
+                            c = Change(rev, L.PUT, key, r.create_revision, r.version, r.prev_revision,
+                                       self._value_at(txn, rev, r.frame))
+                        else:
+                            c = Change(rev, L.DELETE, key, 0, 0, r.prev_revision, None)
+                        events.append(self._event(c, self._prev_kv(c) if w.prev_kv and c.prev_revision else None))
+                    if scanned >= _REPLAY_CHUNK:
+                        break
+            if scanned < _REPLAY_CHUNK:
+                last = target
+        w.next_rev = last + 1
+        if w.next_rev > index.revision:
+            w.synced = True
+        return events
+
+    async def compact(self, revision: int) -> None:
+        await self._submit(COMPACT, b"", b"", revision)
+
+    async def revision(self) -> int:
+        self._start()
+        self._catch_up()
+        return self._index.revision
+
+    async def compacted_revision(self) -> int:
+        with self._read() as txn:
+            return self._meta(txn, L.META_COMPACT)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = self._tasks + ([self._poller] if self._poller else [])
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for w in list(self._watchers):
+            await w.aclose()
+        if self._writer is not None:
+            writer = self._writer
+            await asyncio.to_thread(writer.stop)
+            # batches committed during the stop still answer their callers
+            await asyncio.sleep(0)
+        self._env_closed = True
+        self._env.close()
+
+    def usage(self, scan: bool = False) -> dict[str, int]:
+        """What the store holds on disk: log records, the data file's size, and with
+        ``scan`` the bytes of all records (a full read of the log)."""
+        with self._read() as txn:
+            out = {"records": int(txn.stat(self._dbs[L.DB_LOG])["entries"]),
+                   "keys": len(self._index.entries),
+                   "file_bytes": os.path.getsize(os.path.join(self.path, "data.mdb")),
+                   "used_bytes": (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]}
+            if scan:
+                out["record_bytes"] = sum(len(v) for _, v in txn.cursor(db=self._dbs[L.DB_LOG]))
+        return out
+
+    # -- background -------------------------------------------------------------
+    def _ensure_poller(self) -> None:
+        if (self._poller is None or self._poller.done()) and self._loop is not None:
+            self._poller = self._loop.create_task(self._poll_foreign())
+
+    async def _poll_foreign(self) -> None:
+        """Watchers learn of other processes' commits within ``poll_interval``.
+        Runs only while someone watches: readers catch up by themselves."""
+        while self._watchers and not self._closed:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                self._catch_up()
+            except Exception:  # keep polling; a failed read is retried next tick
+                log.exception("reading other processes' commits failed")
+
+    async def _auto_compact(self) -> None:
+        """As kube-apiserver: every interval, compact to the revision seen one interval ago."""
+        previous = 0
+        while True:
+            await asyncio.sleep(self.auto_compact_interval)
+            current = await self.revision()
+            if previous:
+                with contextlib.suppress(Compacted, FutureRevision):
+                    await self.compact(previous)
+            previous = current
+
+    def _maybe_train(self) -> None:
+        now = time.monotonic()
+        if self._training or now - self._last_training_check < 0.1:
+            return
+        self._last_training_check = now
+        due = self.codec.training_due()
+        if due and self._loop is not None:
+            self._training = True
+            self._tasks.append(self._loop.create_task(self._train(due)))
+
+    async def _train(self, prefixes: list[bytes]) -> None:
+        try:
+            for prefix in prefixes:
+                data = await asyncio.to_thread(self.codec.train, prefix)
+                if data is not None and not self._closed:
+                    await self._submit(DICT, prefix, data, 0)
+        except Exception:
+            log.exception("training a compression dictionary failed")
+        finally:
+            self._training = False

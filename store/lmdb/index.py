@@ -1,0 +1,83 @@
+"""The in-memory key index: each key's latest record, and the keys in order.
+
+etcd keeps the same structure (``treeIndex``) in memory and rebuilds it from
+its log at start; so do we (``LmdbStore`` scans the log at open). Older
+versions are reached from the latest record through ``prev_revision`` links in
+the log, so the index holds one small tuple per key.
+
+Key order is kept lazily: writes only add a new key to ``_unsorted`` (O(1));
+the first range after them merges those into ``_sorted`` (Timsort merges two
+sorted runs in linear time). Creates are the hot path and ranges over the
+store are rare (the watch cache serves lists), so this beats a balanced tree,
+whose every insert costs a few microseconds of byte-string comparisons.
+
+Threads: only the event loop thread mutates the index. The writer thread reads
+single entries with ``entries.get`` (atomic under the GIL) and never iterates.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+# (mod_revision, create_revision, version); a tombstone (deleted key kept until
+# compaction, so reads at older revisions can walk back) has create_revision 0.
+Entry = tuple[int, int, int]
+
+
+def is_live(entry: Entry | None) -> bool:
+    return entry is not None and entry[1] != 0
+
+
+class KeyIndex:
+    __slots__ = ("entries", "revision", "_sorted", "_unsorted", "_removed")
+
+    def __init__(self, revision: int, entries: dict[bytes, Entry] | None = None) -> None:
+        self.entries: dict[bytes, Entry] = entries if entries is not None else {}
+        self.revision = revision  # every record up to here is reflected
+        self._sorted: list[bytes] = sorted(self.entries)
+        self._unsorted: list[bytes] = []
+        self._removed = 0  # keys dropped from ``entries`` but still in ``_sorted``
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, key: bytes) -> Entry | None:
+        return self.entries.get(key)
+
+    def put(self, key: bytes, entry: Entry) -> None:
+        if key not in self.entries:
+            self._unsorted.append(key)
+        self.entries[key] = entry
+
+    def drop_tombstone(self, key: bytes, revision: int) -> None:
+        """Forget ``key`` if its latest record is still the tombstone at ``revision``."""
+        e = self.entries.get(key)
+        if e is not None and e[0] == revision and e[1] == 0:
+            del self.entries[key]
+            self._removed += 1
+
+    def _order(self) -> list[bytes]:
+        if self._unsorted or self._removed:
+            entries = self.entries
+            merged = self._sorted + sorted(self._unsorted)
+            merged.sort()
+            if self._removed:
+                merged = [k for k in merged if k in entries]
+            else:  # a key deleted from entries and re-added may be listed twice
+                merged = [k for i, k in enumerate(merged) if i == 0 or merged[i - 1] != k]
+            self._sorted = merged
+            self._unsorted = []
+            self._removed = 0
+        return self._sorted
+
+    def range_keys(self, start: bytes, end: bytes, limit: int) -> list[bytes]:
+        """Up to ``limit`` keys in ``[start, end)``; ``end == b"\\x00"`` means no upper bound.
+        Keys dropped since the last merge may still be listed: check ``entries``."""
+        order = self._order()
+        i = bisect.bisect_left(order, start)
+        j = len(order) if end == b"\x00" else bisect.bisect_left(order, end, i)
+        return order[i:min(j, i + limit)]
+
+    def iter_keys(self) -> Iterator[bytes]:
+        return iter(self._order())
