@@ -1,0 +1,61 @@
+# controlplane: `make run` starts the server, `make test` runs the tests.
+# Everything beyond Python 3.11 and make is installed by these targets.
+
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Written after a successful install; older than pyproject.toml means "reinstall".
+STAMP  := $(VENV)/.installed
+# apt-get needs root; use sudo only when we are not root already.
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+ARGS   ?=
+
+.PHONY: help venv etcd run test bench lint clean distclean
+
+help:
+	@echo "make run        start the API server (writes .controlplane/kubeconfig)"
+	@echo "make test       run the tests (ARGS='-k foo' to pass pytest options)"
+	@echo "make bench      run the benchmarks"
+	@echo "make lint       ruff and mypy"
+	@echo "make venv       create .venv and install the project with its test and load extras"
+	@echo "make etcd       install etcd (Debian's etcd-server) if it is not on PATH"
+	@echo "make clean      remove caches, build output and .controlplane/ (the server's state)"
+	@echo "make distclean  clean, and remove .venv"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: need python3.11 (or python3 >= 3.11) on PATH" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test,load]'
+	touch $@
+
+etcd:
+	@if command -v etcd >/dev/null 2>&1; then \
+		echo "etcd: $$(command -v etcd)"; \
+	else \
+		set -x; $(APT) update -q && $(APT) install -y -q etcd-server; \
+	fi
+
+run: venv
+	$(BIN)/controlplane serve
+
+test: venv etcd
+	$(BIN)/python -m pytest -q -ra $(ARGS)
+
+bench: venv etcd
+	$(BIN)/controlplane bench store
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+clean:
+	rm -rf .controlplane build dist .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

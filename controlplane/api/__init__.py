@@ -1,0 +1,1 @@
+"""The HTTP API server: ``create_app(config)`` builds the ASGI application."""

@@ -1,0 +1,151 @@
+"""The ASGI application: ``create_app(config)``.
+
+For now it serves what every kube-apiserver serves besides the API itself:
+
+- ``/livez``, ``/readyz``, ``/healthz``: named checks, answered as
+  kube-apiserver does (``ok``; ``?verbose`` lists each check; ``?exclude=NAME``
+  skips one; ``/readyz/NAME`` runs one; a failure is HTTP 500 with the list);
+- ``/version``: ``version.Info`` of Kubernetes 1.37;
+- ``/metrics``: ``controlplane.metrics.REGISTRY`` in Prometheus text format.
+
+The lifespan opens the store (``store.open(config.store_url)``) before the
+server accepts connections and closes it after the last one has finished;
+``/readyz`` fails until the store is open, and its ``shutdown`` check fails
+once the lifespan's shutdown begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import orjson
+from fastapi import FastAPI, Request, Response
+
+import store
+
+from ..config import Config
+from ..metrics import CONTENT_TYPE, exposition, monitor_event_loop_lag
+from ..version import version_info
+
+__all__ = ["ServerState", "create_app"]
+
+log = logging.getLogger(__name__)
+
+_TEXT = "text/plain; charset=utf-8"
+_NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+
+
+@dataclass
+class ServerState:
+    """What the running server holds; ``app.state.server``."""
+
+    config: Config
+    store: store.Store | None = None
+    shutting_down: bool = False
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def store_open(self) -> bool:
+        return self.store is not None
+
+    def not_shutting_down(self) -> bool:
+        return not self.shutting_down
+
+
+Check = Callable[[], bool]
+
+
+def _health_checks(state: ServerState) -> dict[str, dict[str, Check]]:
+    """Endpoint -> ordered checks. Liveness must not depend on the store: a
+    store outage should make the server unready, not get it restarted."""
+    ping: Check = lambda: True
+    return {
+        "livez": {"ping": ping},
+        "healthz": {"ping": ping, "store": state.store_open},
+        "readyz": {"ping": ping, "store": state.store_open, "shutdown": state.not_shutting_down},
+    }
+
+
+def _health_endpoint(endpoint: str, checks: dict[str, Check]) -> Callable[[Request], Awaitable[Response]]:
+    async def handler(request: Request) -> Response:
+        excluded = set(request.query_params.getlist("exclude"))
+        lines: list[str] = []
+        failed = False
+        for name, check in checks.items():
+            if name in excluded:
+                lines.append(f"[+]{name} excluded: ok")
+                continue
+            ok = check()
+            failed |= not ok
+            lines.append(f"[+]{name} ok" if ok else f"[-]{name} failed: reason withheld")
+        if failed:
+            lines.append(f"{endpoint} check failed")
+            return Response("\n".join(lines) + "\n", status_code=500, media_type=_TEXT, headers=_NOSNIFF)
+        if "verbose" in request.query_params:
+            lines.append(f"{endpoint} check passed")
+            return Response("\n".join(lines) + "\n", media_type=_TEXT, headers=_NOSNIFF)
+        return Response("ok", media_type=_TEXT, headers=_NOSNIFF)
+
+    return handler
+
+
+def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
+    async def handler() -> Response:
+        if check():
+            return Response("ok", media_type=_TEXT, headers=_NOSNIFF)
+        return Response(f"internal server error: {name} check failed", status_code=500, media_type=_TEXT,
+                        headers=_NOSNIFF)
+
+    return handler
+
+
+def create_app(config: Config) -> FastAPI:
+    state = ServerState(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state._tasks.append(asyncio.create_task(monitor_event_loop_lag(), name="event-loop-lag"))
+        try:
+            log.info("opening store %s", config.store_url)
+            s = store.open(config.store_url)
+            state.store = s
+            revision = await s.revision()
+            log.info("store open at revision %d", revision)
+            yield
+        finally:
+            state.shutting_down = True
+            for task in state._tasks:
+                task.cancel()
+            await asyncio.gather(*state._tasks, return_exceptions=True)
+            if state.store is not None:
+                s, state.store = state.store, None
+                await s.close()
+                log.info("store closed")
+
+    # FastAPI's own /docs, /redoc and /openapi.json would shadow nothing of
+    # Kubernetes' but answer paths kube-apiserver does not; the OpenAPI of
+    # this server is /openapi/v3, built from the registry.
+    app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = state
+
+    for endpoint, checks in _health_checks(state).items():
+        app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
+                          include_in_schema=False)
+        for name, check in checks.items():
+            app.add_api_route(f"/{endpoint}/{name}", _single_check(name, check), methods=["GET"],
+                              include_in_schema=False)
+
+    version = orjson.dumps(version_info(), option=orjson.OPT_INDENT_2)
+
+    @app.get("/version", include_in_schema=False)
+    async def get_version() -> Response:
+        return Response(version, media_type="application/json")
+
+    @app.get("/metrics", include_in_schema=False)
+    def get_metrics() -> Response:  # sync: FastAPI runs it in a worker thread, off the event loop
+        return Response(exposition(), media_type=CONTENT_TYPE)
+
+    return app

@@ -1,0 +1,220 @@
+"""The ``controlplane`` command (also ``python -m controlplane``).
+
+    controlplane serve [--host H] [--port P] [--data-dir D] [--store URL] ...
+    controlplane bench NAME [ARGS...]
+
+Option names are fixed by DESIGN.md. Heavy modules (uvicorn, FastAPI, the
+store, a benchmark's own) are imported inside the subcommand that needs them:
+the server must be listening within a second of the command starting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .config import AUTHORIZATION_MODES, LOG_LEVELS, SNAPSHOT_MODES
+
+if TYPE_CHECKING:
+    from .config import Config
+
+__all__ = ["build_parser", "main"]
+
+STORE_SCHEMES = ("lmdb://", "etcd://")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="controlplane",
+        description="A high-throughput emulator of the Kubernetes control plane.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the API server", description="Run the API server.")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=6443, help="port to listen on (default: %(default)s)")
+    serve.add_argument("--data-dir", type=Path, default=Path(".controlplane/data"),
+                       help="where the embedded store keeps its files (default: %(default)s)")
+    serve.add_argument("--store", metavar="URL", default="",
+                       help="lmdb://PATH or etcd://HOST:PORT[,HOST:PORT...] (default: lmdb://DATA_DIR)")
+    serve.add_argument("--kubeconfig-out", metavar="PATH", type=Path, default=Path(".controlplane/kubeconfig"),
+                       help="where to write a kubeconfig for the admin user (default: %(default)s)")
+    serve.add_argument("--token-auth-file", metavar="CSV", type=Path, default=None,
+                       help='static tokens, kube-apiserver format: token,user,uid,"group1,group2" '
+                            "(default: generate an admin token into tokens.csv beside DATA_DIR)")
+    serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
+                       help="(default: %(default)s)")
+    serve.add_argument("--nodes", type=int, default=0, metavar="N",
+                       help="simulated nodes to create at start (default: %(default)s)")
+    serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
+                       help="do not run the built-in scheduler")
+    serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
+                       help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
+    serve.set_defaults(func=_serve)
+
+    from .bench import BENCHMARKS  # a dict of strings: cheap
+
+    bench = sub.add_parser(
+        "bench", help="run a benchmark", usage="%(prog)s [-h] NAME [ARGS ...]",
+        description="Run a benchmark; it prints one JSON object per line. "
+                    f"Benchmarks: {', '.join(sorted(BENCHMARKS))}. "
+                    "Arguments after NAME go to the benchmark (try: controlplane bench NAME --help).",
+    )
+    bench.add_argument("name", metavar="NAME", nargs="?", help=f"one of: {', '.join(sorted(BENCHMARKS))}")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    bench.set_defaults(func=_bench, parser=bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    rc: int = args.func(parser, args)
+    return rc
+
+
+# --------------------------------------------------------------------------- serve
+
+def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Config:
+    from .config import Config
+
+    if args.store and not args.store.startswith(STORE_SCHEMES):
+        parser.error(f"argument --store: {args.store!r} is neither lmdb://PATH nor etcd://HOST:PORT[,...]")
+    try:
+        return Config(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            store=args.store,
+            kubeconfig_out=args.kubeconfig_out,
+            token_auth_file=args.token_auth_file,
+            authorization_mode=args.authorization_mode,
+            nodes=args.nodes,
+            scheduler=args.scheduler,
+            watch_cache_snapshot=args.watch_cache_snapshot,
+            log_level=args.log_level,
+        )
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def prepare_credentials(config: Config) -> tuple[Config, str]:
+    """Make sure there is a token file and, for its admin, a kubeconfig.
+
+    Without ``--token-auth-file``: reuse the admin of ``config.generated_token_file``
+    if it has one (so kubeconfigs from earlier runs keep working), else add a
+    new one to it. With it: use its first ``system:masters`` user, if any.
+    Returns the config with ``token_auth_file`` set to the file in force, and
+    the line to tell the user.
+    """
+    import dataclasses
+
+    from .kubeconfig import write_kubeconfig
+    from .tokens import find_admin, new_admin, read_token_file, write_token_file
+
+    if config.token_auth_file is None:
+        path = config.generated_token_file
+        entries = read_token_file(path) if path.exists() else []
+        admin = find_admin(entries)
+        if admin is None:
+            admin = new_admin()
+            write_token_file(path, [*entries, admin])
+        config = dataclasses.replace(config, token_auth_file=path)
+    else:
+        path = config.token_auth_file
+        admin = find_admin(read_token_file(path))
+        if admin is None:
+            return config, (f"controlplane: {path} has no user in group system:masters, "
+                            f"so no kubeconfig was written to {config.kubeconfig_out}")
+    write_kubeconfig(config.kubeconfig_out, config.server_url, admin.token, user=admin.user)
+    kubeconfig = config.kubeconfig_out.resolve()
+    return config, (f"controlplane: serving {config.server_url}; kubeconfig for user {admin.user!r} "
+                    f"written to {kubeconfig}; use it with: export KUBECONFIG={kubeconfig}")
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import logging
+
+    config = _config_from_args(parser, args)
+    logging.basicConfig(level=config.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .tokens import TokenFileError
+
+    # Listen before the heavy imports: a client that connects while FastAPI
+    # and the store load waits in the backlog instead of being refused, and a
+    # port in use fails here, before any file is written.
+    try:
+        sock = listen(config.host, config.port)
+    except OSError as e:
+        print(f"controlplane serve: error: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
+        return 1
+    try:
+        config, message = prepare_credentials(config)
+    except (OSError, TokenFileError) as e:
+        print(f"controlplane serve: error: {e}", file=sys.stderr)
+        return 1
+    if config.store_url.startswith("lmdb://"):
+        Path(config.store_url.removeprefix("lmdb://")).parent.mkdir(parents=True, exist_ok=True)
+    print(message, flush=True)
+
+    import signal
+
+    import uvicorn
+
+    from .api.app import create_app
+
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal
+    # to the handler it found installed, which by default kills the process
+    # (exit -15). A server that drained and closed its store has succeeded:
+    # install no-op handlers for uvicorn to restore, so we exit 0 as
+    # kube-apiserver does.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _ignore_signal)
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level=config.log_level,
+        access_log=config.log_level == "debug",
+        server_header=False,
+        backlog=LISTEN_BACKLOG,
+    ))
+    server.run(sockets=[sock])  # a failed startup raises SystemExit(3), as uvicorn.run does
+    return 0
+
+
+LISTEN_BACKLOG = 2048
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (IPv4 or IPv6, as the host resolves) and listening."""
+    family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    return socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    pass
+
+
+# --------------------------------------------------------------------------- bench
+
+def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .bench import BENCHMARKS, BenchmarkUnavailable, UnknownBenchmark, resolve
+
+    if args.name is None:
+        args.parser.error(f"a benchmark NAME is required (choose from: {', '.join(sorted(BENCHMARKS))})")
+    try:
+        entry = resolve(args.name)
+    except UnknownBenchmark as e:
+        args.parser.error(str(e))  # exits 2
+    except BenchmarkUnavailable as e:
+        print(f"controlplane bench: error: {e}", file=sys.stderr)
+        return 1
+    return entry(list(args.args))

@@ -1,0 +1,82 @@
+"""The server's configuration: one immutable value built from the command line.
+
+``controlplane serve`` parses its flags (DESIGN.md fixes their names) into a
+``Config``; everything the server starts receives it. Fields that have a
+derived default (``store_url`` from ``data_dir``, the generated token file
+next to the data directory) are resolved here, so readers never recompute them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["AUTHORIZATION_MODES", "LOG_LEVELS", "SNAPSHOT_MODES", "Config"]
+
+AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
+SnapshotMode = Literal["lazy", "copy"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
+SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
+LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 6443
+    data_dir: Path = Path(".controlplane/data")
+    # "" means lmdb://<data_dir>; see ``store_url``.
+    store: str = ""
+    kubeconfig_out: Path = Path(".controlplane/kubeconfig")
+    # None: serve generates an admin token into ``generated_token_file``.
+    token_auth_file: Path | None = None
+    authorization_mode: AuthorizationMode = "AlwaysAllow"
+    nodes: int = 0
+    scheduler: bool = True
+    # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
+    watch_cache_snapshot: SnapshotMode = "lazy"
+    log_level: LogLevel = "info"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is outside 1..65535")
+        if self.nodes < 0:
+            raise ValueError(f"nodes must be >= 0, not {self.nodes}")
+        if self.authorization_mode not in AUTHORIZATION_MODES:
+            raise ValueError(f"authorization mode {self.authorization_mode!r} is not one of {AUTHORIZATION_MODES}")
+        if self.watch_cache_snapshot not in SNAPSHOT_MODES:
+            raise ValueError(f"watch cache snapshot {self.watch_cache_snapshot!r} is not one of {SNAPSHOT_MODES}")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"log level {self.log_level!r} is not one of {LOG_LEVELS}")
+
+    @property
+    def store_url(self) -> str:
+        """The URL given to ``store.open``: ``--store``, or ``lmdb://<data_dir>``."""
+        return self.store or f"lmdb://{self.data_dir}"
+
+    @property
+    def generated_token_file(self) -> Path:
+        """Where ``serve`` writes the admin token when no ``--token-auth-file`` is given:
+        beside the data directory (``.controlplane/tokens.csv`` by default)."""
+        return self.data_dir.parent / "tokens.csv"
+
+    @property
+    def server_url(self) -> str:
+        """The URL clients on this machine use to reach the server (for the kubeconfig).
+
+        >>> Config(host="0.0.0.0", port=8080).server_url
+        'http://127.0.0.1:8080'
+        >>> Config(host="::1").server_url
+        'http://[::1]:6443'
+        """
+        host = self.host
+        if host in ("", "0.0.0.0"):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

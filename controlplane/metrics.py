@@ -1,0 +1,150 @@
+"""The server's Prometheus metrics (names fixed by DESIGN.md).
+
+Every metric is a module-level object on ``REGISTRY``; code that records one
+imports it from here::
+
+    from controlplane.metrics import WATCH_CACHE_LOCK_WAIT
+    WATCH_CACHE_LOCK_WAIT.labels(resource="pods", role="writer").observe(waited)
+
+Durations are in seconds. Buckets reach far below kube-apiserver's: this
+server answers in microseconds to milliseconds, and a histogram whose first
+bucket is 5 ms would hide every difference worth measuring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+__all__ = [
+    "CONTENT_TYPE",
+    "EVENT_LOOP_LAG",
+    "PODGROUP_SCHEDULE_ATTEMPTS",
+    "REGISTRY",
+    "REQUEST_DURATION",
+    "SCHEDULER_E2E_SCHEDULING",
+    "SCHEDULER_SCHEDULE_ATTEMPTS",
+    "STORE_COMMIT_BATCH_SIZE",
+    "STORE_COMMIT_SECONDS",
+    "WATCH_CACHE_LOCK_WAIT",
+    "WATCH_EVENT_DELIVERY",
+    "exposition",
+    "monitor_event_loop_lag",
+]
+
+# The classic text format (0.0.4), which every Prometheus and kube tool reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# A registry of our own rather than prometheus_client's global one, so that
+# importing this module twice (tests, reloads) never collides, and /metrics
+# shows exactly what is listed here plus the process collectors.
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+_MICRO_TO_SECOND = (
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+    1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+)
+_SUBMILLI_TO_TEN = (
+    1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+
+WATCH_CACHE_LOCK_WAIT = Histogram(
+    "controlplane_watch_cache_lock_wait_seconds",
+    "Time spent waiting to acquire a watch cache's lock, by the cache's writer or a reader.",
+    ["resource", "role"],  # role: "writer" | "reader"
+    buckets=_MICRO_TO_SECOND,
+    registry=REGISTRY,
+)
+
+WATCH_EVENT_DELIVERY = Histogram(
+    "controlplane_watch_event_delivery_seconds",
+    "Time from the store's commit of a revision to the event's bytes being handed to a watcher's stream.",
+    ["resource"],
+    buckets=_SUBMILLI_TO_TEN,
+    registry=REGISTRY,
+)
+
+EVENT_LOOP_LAG = Histogram(
+    "controlplane_event_loop_lag_seconds",
+    "How late the event loop runs a timer that should fire every 10 ms.",
+    buckets=(1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    registry=REGISTRY,
+)
+
+REQUEST_DURATION = Histogram(
+    "controlplane_request_duration_seconds",
+    "Response latency by verb, resource, subresource, scope and HTTP code (as apiserver_request_duration_seconds).",
+    ["verb", "resource", "subresource", "scope", "code"],
+    # kube-apiserver's buckets, preceded by sub-5 ms ones.
+    buckets=(
+        1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
+        2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+    ),
+    registry=REGISTRY,
+)
+
+STORE_COMMIT_BATCH_SIZE = Histogram(
+    "controlplane_store_commit_batch_size",
+    "Mutations per store commit (group commit batch size; a count, not seconds).",
+    buckets=tuple(float(2**i) for i in range(13)),  # 1 .. 4096
+    registry=REGISTRY,
+)
+
+STORE_COMMIT_SECONDS = Histogram(
+    "controlplane_store_commit_seconds",
+    "Duration of one store commit, from its first mutation to durable (fsync'd or quorum-acknowledged).",
+    buckets=_SUBMILLI_TO_TEN,
+    registry=REGISTRY,
+)
+
+SCHEDULER_SCHEDULE_ATTEMPTS = Counter(
+    "controlplane_scheduler_schedule_attempts_total",
+    "Pod scheduling attempts by result (scheduled, unschedulable, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+
+SCHEDULER_E2E_SCHEDULING = Histogram(
+    "controlplane_scheduler_e2e_scheduling_seconds",
+    "Time from a pod entering the scheduling queue to its binding being written.",
+    buckets=tuple(0.001 * 2**i for i in range(15)),  # 1 ms .. 16 s, as kube-scheduler
+    registry=REGISTRY,
+)
+
+PODGROUP_SCHEDULE_ATTEMPTS = Counter(
+    "controlplane_podgroup_schedule_attempts_total",
+    "Gang (PodGroup) scheduling attempts by result (scheduled, unschedulable, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+
+
+def exposition() -> bytes:
+    """The registry in Prometheus text format (what ``GET /metrics`` returns)."""
+    return generate_latest(REGISTRY)
+
+
+async def monitor_event_loop_lag(interval: float = 0.01) -> None:
+    """Observe ``EVENT_LOOP_LAG`` forever: sleep ``interval``, record how much later
+    than asked the loop woke us. Run it as a task on the loop to be measured.
+
+    The clock is ``perf_counter``, not ``loop.time()``: uvloop's loop clock has
+    millisecond resolution.
+    """
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(interval)
+        EVENT_LOOP_LAG.observe(max(0.0, time.perf_counter() - start - interval))

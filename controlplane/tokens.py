@@ -1,0 +1,111 @@
+"""Static bearer tokens in kube-apiserver's ``--token-auth-file`` format.
+
+One user per line, at least three columns; the fourth, quoted when it holds
+more than one, lists the user's groups::
+
+    31ada4fd-adec-460c-809a-9e56ceb75269,admin,admin,"system:masters,ops"
+    8d2f...,alice,1001
+
+``serve`` writes such a file with one admin (group ``system:masters``) when it
+is given none; authentication reads it back with ``read_token_file``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import write_private
+
+__all__ = [
+    "MASTERS_GROUP",
+    "TokenEntry",
+    "TokenFileError",
+    "find_admin",
+    "format_token_csv",
+    "new_admin",
+    "parse_token_csv",
+    "read_token_file",
+    "write_token_file",
+]
+
+MASTERS_GROUP = "system:masters"
+
+
+class TokenFileError(ValueError):
+    """The token file is malformed (as kube-apiserver would refuse it at startup)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEntry:
+    token: str
+    user: str
+    uid: str
+    groups: tuple[str, ...] = ()
+
+
+def parse_token_csv(text: str, source: str = "<token file>") -> list[TokenEntry]:
+    """Parse the CSV text of a token file, with kube-apiserver's rules: blank
+    lines are skipped, fewer than three columns is an error, a duplicate token
+    keeps its first user.
+
+    >>> parse_token_csv('t0k3n,admin,42,"system:masters,ops"\\n')
+    [TokenEntry(token='t0k3n', user='admin', uid='42', groups=('system:masters', 'ops'))]
+    """
+    entries: list[TokenEntry] = []
+    seen: set[str] = set()
+    for lineno, record in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
+        if not record or (len(record) == 1 and not record[0].strip()):
+            continue
+        if len(record) < 3:
+            raise TokenFileError(
+                f"{source}:{lineno}: a token line needs at least 3 columns (token, user name, user uid), "
+                f"found {len(record)}")
+        token, user, uid = (c.strip() for c in record[:3])
+        if not token:
+            raise TokenFileError(f"{source}:{lineno}: empty token")
+        if token in seen:
+            continue
+        seen.add(token)
+        groups = tuple(g.strip() for g in record[3].split(",") if g.strip()) if len(record) > 3 else ()
+        entries.append(TokenEntry(token, user, uid, groups))
+    return entries
+
+
+def read_token_file(path: Path) -> list[TokenEntry]:
+    return parse_token_csv(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def format_token_csv(entries: list[TokenEntry]) -> str:
+    """The file's text; the groups column is always quoted, as kube's docs write it.
+
+    >>> format_token_csv([TokenEntry("t0k3n", "admin", "admin", ("system:masters",))])
+    't0k3n,admin,admin,"system:masters"\\n'
+    """
+    lines = []
+    for e in entries:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow([e.token, e.user, e.uid])
+        line = out.getvalue()
+        if e.groups:
+            line += ',"' + ",".join(e.groups).replace('"', '""') + '"'
+        lines.append(line + "\n")
+    return "".join(lines)
+
+
+def write_token_file(path: Path, entries: list[TokenEntry]) -> None:
+    """Write ``entries`` to ``path`` (mode 0600, atomically)."""
+    write_private(path, format_token_csv(entries).encode())
+
+
+def new_admin(user: str = "admin") -> TokenEntry:
+    """A fresh member of ``system:masters`` with a random 256-bit token."""
+    return TokenEntry(token=secrets.token_urlsafe(32), user=user, uid=user, groups=(MASTERS_GROUP,))
+
+
+def find_admin(entries: list[TokenEntry]) -> TokenEntry | None:
+    """The first entry in ``system:masters``, if any."""
+    return next((e for e in entries if MASTERS_GROUP in e.groups), None)

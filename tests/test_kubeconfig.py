@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane.config import Config
+from controlplane.kubeconfig import kubeconfig, write_kubeconfig
+
+
+def test_write_kubeconfig_writes_a_private_kubectl_config(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "kubeconfig"  # parents are created
+    write_kubeconfig(path, "http://127.0.0.1:6443", "s3cret")
+    doc = yaml.safe_load(path.read_text())
+    assert doc == {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "controlplane", "cluster": {"server": "http://127.0.0.1:6443"}}],
+        "users": [{"name": "admin", "user": {"token": "s3cret"}}],
+        "contexts": [{"name": "controlplane",
+                      "context": {"cluster": "controlplane", "user": "admin", "namespace": "default"}}],
+        "current-context": "controlplane",
+        "preferences": {},
+    }
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_write_kubeconfig_replaces_the_file_whole(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("stale: true\n" * 1000)
+    write_kubeconfig(path, "http://[::1]:7000", "t2", user="root", name="lab")
+    doc = yaml.safe_load(path.read_text())
+    assert doc == kubeconfig("http://[::1]:7000", "t2", user="root", name="lab")
+    assert doc["current-context"] == "lab"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig"]  # no temporary file left
+
+
+@pytest.mark.parametrize(("host", "url"), [
+    ("127.0.0.1", "http://127.0.0.1:6443"),
+    ("0.0.0.0", "http://127.0.0.1:6443"),
+    ("", "http://127.0.0.1:6443"),
+    ("::", "http://[::1]:6443"),
+    ("::1", "http://[::1]:6443"),
+    ("localhost", "http://localhost:6443"),
+    ("10.1.2.3", "http://10.1.2.3:6443"),
+])
+def test_server_url_is_reachable_from_this_machine(host: str, url: str) -> None:
+    assert Config(host=host).server_url == url
