@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -29,7 +28,8 @@ from ..codec import DELTA, Codec, UnknownDictionary
 from ..errors import Compacted, CorruptStore, FutureRevision, InvalidRequest, StoreError, ValueTooLarge
 from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
 from . import layout as L
-from .index import KeyIndex
+from .index import KeyIndex, is_live
+from .recent import Recent, RecentValues
 from .writer import COMPACT, CREATE, DELETE, DICT, UPDATE, Batch, Change, Op, Writer
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,8 @@ class LmdbStore:
 
     def __init__(self, path: str, *, codec: Codec | None = None, map_size: int = 1 << 34,
                  history_deltas: bool = True, auto_compact_interval: float = 300.0,
-                 poll_interval: float = 0.005, create: bool = True) -> None:
+                 poll_interval: float = 0.005, create: bool = True, keyframe_every: int = 8,
+                 recent_values: int = 16_384) -> None:
         self.path = os.path.abspath(path)
         self.codec = codec or Codec()
         self.poll_interval = poll_interval
@@ -163,6 +164,8 @@ class LmdbStore:
         self.stats = {"batches": 0, "ops": 0, "map_resizes": 0}
         self._map_size = map_size
         self._history_deltas = history_deltas
+        self._keyframe_every = keyframe_every
+        self._recent = RecentValues(recent_values)
         self._gate = _MapGate()
         self._env, self._dbs = self._open_env(create)
         self._index = self._load()
@@ -174,7 +177,6 @@ class LmdbStore:
         self._closed = False
         self._env_closed = False
         self._training = False
-        self._last_training_check = 0.0
 
     # -- opening --------------------------------------------------------------
     def _open_env(self, create: bool) -> tuple[lmdb.Environment, dict[bytes, Any]]:
@@ -234,10 +236,10 @@ class LmdbStore:
         entries: dict[bytes, tuple[int, int, int]] = {}
         hdr = L.HEADER.unpack_from
         with self._env.begin(buffers=True) as txn:
-            rev = L.U64.unpack(txn.get(L.META_REV, db=meta))[0]
+            rev = L.u64(txn.get(L.META_REV, db=meta))
             for k, v in txn.cursor(db=logdb):
-                kind, _f, create, version, _p, _n, klen = hdr(v)
-                r = L.U64.unpack(k)[0]
+                kind, _f, create, version, _p, klen = hdr(v)
+                r = L.u64(k)
                 key = bytes(v[L.HEADER_SIZE:L.HEADER_SIZE + klen])
                 entries[key] = (r, create, version) if kind == L.PUT else (r, 0, 0)
             for k, v in txn.cursor(db=self._dbs[L.DB_DICTS]):
@@ -253,9 +255,12 @@ class LmdbStore:
             return
         self._loop = asyncio.get_running_loop()
         loop = self._loop
-        self._writer = Writer(self._env, self._dbs, self.codec, self._index,
-                              lambda batch: loop.call_soon_threadsafe(self._on_commit, batch),
-                              self._grow_map, history_deltas=self._history_deltas)
+        def deliver(batch: Batch) -> None:  # from the writer thread
+            loop.call_soon_threadsafe(self._on_commit, batch)
+        self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent,
+                              self._load_latest, self._value_at, deliver,
+                              self._grow_map, history_deltas=self._history_deltas,
+                              keyframe_every=self._keyframe_every)
         self._writer.start()
         if self.auto_compact_interval > 0:
             self._tasks.append(loop.create_task(self._auto_compact()))
@@ -288,13 +293,12 @@ class LmdbStore:
         log.info("store map grown to %d bytes", self._map_size)
 
     def _meta(self, txn: lmdb.Transaction, key: bytes) -> int:
-        return int(L.U64.unpack(txn.get(key, db=self._dbs[L.DB_META]))[0])
+        return int(L.u64(txn.get(key, db=self._dbs[L.DB_META])))
 
     # -- applying commits (loop thread) ---------------------------------------
     def _on_commit(self, batch: Batch) -> None:
         if self._env_closed:  # batches finished while closing: just answer their callers
-            for op in batch.ops:
-                op.done(op)
+            self._answer(batch.ops)
             return
         index = self._index
         for key, rev in batch.dropped_tombstones:
@@ -310,9 +314,19 @@ class LmdbStore:
             self.stats["ops"] += len(batch.ops)
             if self.commit_observer is not None:
                 self.commit_observer(len(batch.ops), batch.commit_seconds)
-        for op in batch.ops:
-            op.done(op)
+        self._answer(batch.ops)
         self._maybe_train()
+
+    @staticmethod
+    def _answer(ops: list[Op]) -> None:
+        for op in ops:
+            fut = op.future
+            if fut.done():  # the caller was cancelled; the write happened all the same
+                continue
+            if op.error is None:
+                fut.set_result(op.result)
+            else:
+                fut.set_exception(op.error)
 
     def _apply(self, changes: list[Change], revision: int) -> None:
         index = self._index
@@ -333,7 +347,7 @@ class LmdbStore:
             cur = txn.cursor(db=self._dbs[L.DB_LOG])
             if cur.set_range(L.rev_key(index.revision + 1)):
                 for k, v in cur:
-                    rev = L.U64.unpack(k)[0]
+                    rev = L.u64(k)
                     if rev > current:
                         break
                     r = L.decode_record(v)
@@ -346,9 +360,10 @@ class LmdbStore:
         self._apply(changes, current)
 
     def _resolve_frames(self, txn: lmdb.Transaction, changes: list[Change]) -> None:
+        memo: dict[bytes, tuple[int, bytes]] = {}
         for c in changes:
             if c.kind == L.PUT and c.value is None and c.frame is not None and self._watchers:
-                c.value = self._value_at(txn, c.revision, c.frame)
+                c.value = self._value_at(txn, c.revision, c.frame, c.key, memo)
 
     def _publish(self, changes: list[Change]) -> None:
         watchers = [w for w in self._watchers if w.synced]
@@ -371,7 +386,7 @@ class LmdbStore:
             value = c.value
             if value is None:
                 with self._read() as txn:
-                    value = self._value_at(txn, c.revision, c.frame)
+                    value = self._value_at(txn, c.revision, c.frame, c.key)
                 c.value = value
             return Event(EventType.PUT, KeyValue(c.key, value, c.create_revision, c.revision, c.version), prev)
         return Event(EventType.DELETE, KeyValue(c.key, b"", 0, c.revision, 0), prev)
@@ -384,7 +399,7 @@ class LmdbStore:
             r = L.decode_record(buf)
             if r.kind != L.PUT:
                 return None
-            value = c.prev_value if c.prev_value is not None else self._value_at(txn, c.prev_revision, r.frame)
+            value = self._value_at(txn, c.prev_revision, r.frame, r.key)
             return KeyValue(r.key, value, r.create_revision, c.prev_revision, r.version)
 
     # -- decoding -------------------------------------------------------------
@@ -399,22 +414,59 @@ class LmdbStore:
             self.codec.add_dictionary(e.dict_id, prefix, data, activate=False)
             return self.codec.decode(frame)
 
-    def _value_at(self, txn: lmdb.Transaction, revision: int, frame: bytes | None) -> bytes:
-        """The raw value of the PUT record at ``revision`` (frame given, or read)."""
+    def _value_at(self, txn: lmdb.Transaction, revision: int, frame: bytes | None = None,
+                  key: bytes | None = None, memo: dict[bytes, tuple[int, bytes]] | None = None) -> bytes:
+        """The raw value of the PUT record at ``revision`` (its frame given, or read).
+
+        A DELTA frame needs the key's previous version first: walk back through
+        ``prev_revision`` to a full frame, a recently written value, or one in
+        ``memo`` (the replay of a watch keeps each key's last value there)."""
+        logdb = self._dbs[L.DB_LOG]
         if frame is None:
-            buf = txn.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
-            frame = L.decode_record(buf).frame
+            frame = self._record(txn, revision).frame
         deltas: list[bytes] = []
         rev = revision
-        while frame and frame[0] == DELTA:  # history: decode the newer version first
+        value: bytes | None = None
+        while True:
+            if key is not None:
+                value = self._recent.value_at(key, rev)
+                if value is None and memo is not None:
+                    m = memo.get(key)
+                    value = m[1] if m is not None and m[0] == rev else None
+                if value is not None:
+                    break
+            if not frame or frame[0] != DELTA:
+                value = self._decode(txn, frame) if frame else b""
+                break
             deltas.append(frame)
-            buf = txn.get(L.rev_key(rev), db=self._dbs[L.DB_LOG])
-            rev = L.HEADER.unpack_from(buf)[5]
-            frame = L.decode_record(txn.get(L.rev_key(rev), db=self._dbs[L.DB_LOG])).frame
-        value = self._decode(txn, frame) if frame else b""
+            rev = self._record(txn, rev).prev_revision
+            buf = txn.get(L.rev_key(rev), db=logdb)
+            if buf is None:
+                raise CorruptStore(f"revision {revision} is a delta against {rev}, which is missing")
+            frame = L.decode_record(buf).frame
         for d in reversed(deltas):
             value = self.codec.decode_delta(d, value)
+        if memo is not None and key is not None:
+            memo[key] = (revision, value)
         return value
+
+    def _record(self, txn: lmdb.Transaction, revision: int) -> L.Record:
+        buf = txn.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
+        if buf is None:
+            raise CorruptStore(f"the record of revision {revision} is missing")
+        return L.decode_record(buf)
+
+    def _load_latest(self, key: bytes) -> Recent | None:
+        """The latest version of ``key`` as (revision, version, value); encoder thread."""
+        e = self._index.entries.get(key)
+        if not is_live(e):
+            return None
+        assert e is not None
+        with self._read() as txn:
+            buf = txn.get(L.rev_key(e[0]), db=self._dbs[L.DB_LOG])
+            if buf is None:
+                return None
+            return e[0], e[2], self._value_at(txn, e[0], L.decode_record(buf).frame, key)
 
     def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
         """``key`` as it was at ``revision`` (index latest, then back through prev links)."""
@@ -446,7 +498,7 @@ class LmdbStore:
         r = L.decode_record(buf)
         if r.kind != L.PUT:
             return None
-        return KeyValue(key, self._value_at(txn, rev, r.frame), r.create_revision, rev, r.version)
+        return KeyValue(key, self._value_at(txn, rev, r.frame, key), r.create_revision, rev, r.version)
 
     def _check_revision(self, txn: lmdb.Transaction, revision: int) -> int:
         current = self._index.revision
@@ -465,28 +517,24 @@ class LmdbStore:
         loop = self._loop
         assert loop is not None and self._writer is not None
         fut: asyncio.Future[int] = loop.create_future()
-
-        def done(op: Op) -> None:
-            if fut.cancelled():
-                return
-            if op.error is not None:
-                fut.set_exception(op.error)
-            else:
-                fut.set_result(op.result)
-        self._writer.submit(Op(kind, key, value, expected, done))
+        self._writer.submit(Op(kind, key, value, expected, fut))
         return fut
 
     @staticmethod
-    def _check_key(key: bytes) -> bytes:
+    def _check_key(key: object) -> bytes:
         if not isinstance(key, bytes):
+            if not isinstance(key, (bytearray, memoryview)):
+                raise InvalidRequest(f"key must be bytes, not {type(key).__name__}")
             key = bytes(key)
         if not key or len(key) > MAX_KEY_BYTES:
             raise InvalidRequest(f"key must be 1 to {MAX_KEY_BYTES} bytes, got {len(key)}")
         return key
 
     @staticmethod
-    def _check_value(value: bytes) -> bytes:
+    def _check_value(value: object) -> bytes:
         if not isinstance(value, bytes):
+            if not isinstance(value, (bytearray, memoryview)):
+                raise InvalidRequest(f"value must be bytes, not {type(value).__name__}")
             value = bytes(value)
         if len(value) > MAX_VALUE_BYTES:
             raise ValueTooLarge(len(value), MAX_VALUE_BYTES)
@@ -558,10 +606,11 @@ class LmdbStore:
             target = index.revision
             cur = txn.cursor(db=self._dbs[L.DB_LOG])
             scanned = 0
+            memo: dict[bytes, tuple[int, bytes]] = {}
             last = w.next_rev - 1
             if w.next_rev <= target and cur.set_range(L.rev_key(w.next_rev)):
                 for k, v in cur:
-                    rev = L.U64.unpack(k)[0]
+                    rev = L.u64(k)
                     if rev > target:
                         break
                     last = rev
@@ -571,7 +620,7 @@ class LmdbStore:
                         r = L.decode_record(v)
                         if r.kind == L.PUT:
                             c = Change(rev, L.PUT, key, r.create_revision, r.version, r.prev_revision,
-                                       self._value_at(txn, rev, r.frame))
+                                       self._value_at(txn, rev, r.frame, key, memo))
                         else:
                             c = Change(rev, L.DELETE, key, 0, 0, r.prev_revision, None)
                         events.append(self._event(c, self._prev_kv(c) if w.prev_kv and c.prev_revision else None))
@@ -655,12 +704,10 @@ class LmdbStore:
             previous = current
 
     def _maybe_train(self) -> None:
-        now = time.monotonic()
-        if self._training or now - self._last_training_check < 0.1:
+        if self._training or self._closed or self._loop is None:
             return
-        self._last_training_check = now
         due = self.codec.training_due()
-        if due and self._loop is not None:
+        if due:
             self._training = True
             self._tasks.append(self._loop.create_task(self._train(due)))
 

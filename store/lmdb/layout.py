@@ -13,7 +13,8 @@ of one random page per key, and fsync stays cheap.
     b"compact"    u64 BE   compaction point: reads below it raise Compacted
     b"compacted"  u64 BE   how far physical compaction has removed history (<= compact)
 
-``log``: one record per revision; key: u64 BE revision, so appends are in key order::
+``log``: one record per revision; key: u64 BE revision, so every write is an
+append at the end of the table (records are never rewritten, only compacted)::
 
     offset size
     0      1    kind            1 = PUT, 2 = DELETE
@@ -21,15 +22,15 @@ of one random page per key, and fsync stays cheap.
     2      8    create_revision u64 BE (0 for DELETE)
     10     4    version         u32 BE (0 for DELETE)
     14     8    prev_revision   u64 BE  the key's previous record (any kind), 0 if none
-    22     8    next_revision   u64 BE  the key's next record, 0 while this is the latest
-    30     2    key length      u16 BE
-    32     n    key
-    32+n   ...  value frame     ``store.codec`` frame (empty for DELETE)
+    22     2    key length      u16 BE
+    24     n    key
+    24+n   ...  value frame     ``store.codec`` frame (empty for DELETE)
 
-    ``next_revision`` is the one field rewritten after the append: when a key is
-    updated or deleted, its previous record learns its successor (compaction needs
-    it), and a superseded PUT's frame may be rewritten as a DELTA against the new
-    value (history costs tens of bytes per version instead of hundreds).
+    A PUT's frame is a DELTA against the key's previous version (``prev_revision``)
+    unless its version is a keyframe (1, 1+K, 1+2K, ...; ``keyframe_every`` = K):
+    a status update then costs tens of bytes instead of hundreds, and reading any
+    version decodes at most K-1 deltas. Compaction rewrites the version it keeps
+    of each key as a full frame before dropping its predecessors.
 
 ``dicts``: compression dictionaries; key: u32 BE id::
 
@@ -59,9 +60,8 @@ DELETE = 2
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
 U16 = struct.Struct(">H")
-HEADER = struct.Struct(">BBQIQQH")
-HEADER_SIZE = HEADER.size  # 32
-NEXT_OFFSET = 22
+HEADER = struct.Struct(">BBQIQH")
+HEADER_SIZE = HEADER.size  # 24
 
 FIRST_REVISION = 1  # a new store is at revision 1, like etcd; the first write takes 2
 
@@ -71,9 +71,17 @@ class Record(NamedTuple):
     create_revision: int
     version: int
     prev_revision: int
-    next_revision: int
     key: bytes
     frame: bytes
+
+
+def u64(buf: bytes | memoryview | None) -> int:
+    """A u64 BE field that must exist (meta values, revision keys)."""
+    if buf is None:
+        from ..errors import CorruptStore
+
+        raise CorruptStore("a required store field is missing")
+    return int(U64.unpack(buf)[0])
 
 
 def rev_key(revision: int) -> bytes:
@@ -81,14 +89,14 @@ def rev_key(revision: int) -> bytes:
 
 
 def encode_record(kind: int, create_revision: int, version: int, prev_revision: int,
-                  key: bytes, frame: bytes, next_revision: int = 0) -> bytes:
-    return HEADER.pack(kind, 0, create_revision, version, prev_revision, next_revision, len(key)) + key + frame
+                  key: bytes, frame: bytes) -> bytes:
+    return HEADER.pack(kind, 0, create_revision, version, prev_revision, len(key)) + key + frame
 
 
 def decode_record(buf: bytes | memoryview) -> Record:
-    kind, _flags, create, version, prev, nxt, klen = HEADER.unpack_from(buf)
+    kind, _flags, create, version, prev, klen = HEADER.unpack_from(buf)
     key = bytes(buf[HEADER_SIZE:HEADER_SIZE + klen])
-    return Record(kind, create, version, prev, nxt, key, bytes(buf[HEADER_SIZE + klen:]))
+    return Record(kind, create, version, prev, key, bytes(buf[HEADER_SIZE + klen:]))
 
 
 def record_key(buf: bytes | memoryview) -> bytes:
@@ -96,15 +104,14 @@ def record_key(buf: bytes | memoryview) -> bytes:
     return bytes(buf[HEADER_SIZE:HEADER_SIZE + klen])
 
 
-def with_next(buf: bytes | memoryview, next_revision: int, frame: bytes | None = None) -> bytes:
-    """The record with its ``next_revision`` set (and its frame replaced, if given)."""
-    b = bytearray(buf)
-    U64.pack_into(b, NEXT_OFFSET, next_revision)
-    if frame is not None:
-        (klen,) = U16.unpack_from(b, HEADER_SIZE - 2)
-        del b[HEADER_SIZE + klen:]
-        b += frame
-    return bytes(b)
+def with_frame(buf: bytes | memoryview, frame: bytes) -> bytes:
+    """The record with its value frame replaced (compaction materialises deltas)."""
+    (klen,) = U16.unpack_from(buf, HEADER_SIZE - 2)
+    return bytes(buf[:HEADER_SIZE + klen]) + frame
+
+
+def is_keyframe(version: int, every: int) -> bool:
+    return (version - 1) % every == 0
 
 
 def encode_dict(prefix: bytes, data: bytes) -> bytes:
