@@ -1,0 +1,329 @@
+"""What only the LMDB engine does: files, processes, crashes, growth, compaction, history."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+import store
+from store.lmdb import LmdbStore
+from store.lmdb import engine as engine_mod
+
+pytestmark = pytest.mark.asyncio
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.store.lmdb_worker", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def log_records(s: LmdbStore) -> int:
+    return s.usage()["records"]
+
+
+async def test_reopen_keeps_everything_and_revisions_continue(tmp_path: Path) -> None:
+    s = LmdbStore(str(tmp_path / "db"))
+    r1 = await s.create(b"/a", b"1" * 100)
+    r2 = await s.update(b"/a", b"2" * 100, r1)
+    r3 = await s.create(b"/b", b"b")
+    await s.delete(b"/b", r3)
+    await s.close()
+    s = LmdbStore(str(tmp_path / "db"))
+    try:
+        assert await s.revision() == r3 + 1
+        assert (await s.get(b"/a")).value == b"2" * 100  # type: ignore[union-attr]
+        assert (await s.get(b"/a", r1)).value == b"1" * 100  # type: ignore[union-attr]
+        assert (await s.get(b"/b", r3)).value == b"b"  # type: ignore[union-attr]
+        assert await s.get(b"/b") is None
+        assert await s.create(b"/c", b"c") == r3 + 2
+        assert r2 == r1 + 1
+    finally:
+        await s.close()
+
+
+async def test_a_second_process_reads_writes_and_watches_the_same_store(tmp_path: Path) -> None:
+    path = str(tmp_path / "db")
+    s = LmdbStore(path, poll_interval=0.002)
+    try:
+        start = await s.create(b"/mine/0", b"from parent")
+        w = s.watch(b"/theirs/", store.prefix_end(b"/theirs/"), start)
+        p = worker("write", path, "/theirs/", "200", "8")
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        acks = {line.split()[1].encode(): int(line.split()[2]) for line in out.splitlines()}
+        assert len(acks) == 200
+        seen: dict[bytes, int] = {}
+        async def drain() -> None:
+            async for events in w:
+                for e in events:
+                    assert e.kv.key not in seen
+                    seen[e.kv.key] = e.kv.mod_revision
+                if len(seen) == 200:
+                    return
+        await asyncio.wait_for(drain(), 30)
+        assert seen == acks
+        # interleaved writers: ours and theirs share one revision sequence
+        mine = await s.create(b"/mine/1", b"after")
+        assert mine == max(acks.values()) + 1
+        assert (await s.get(b"/theirs/0000007")).value == b"/theirs/0000007" * 20  # type: ignore[union-attr]
+        r = worker("read", path, "/mine/1")
+        assert r.communicate(timeout=60)[0].strip() == "after"
+        # their watch sees our writes
+        wp = worker("watch", path, "/mine/", str(mine + 1), "3")
+        assert wp.stdout is not None and wp.stdout.readline().strip() == "ready"
+        revs = [await s.create(f"/mine/x{i}".encode(), b"v") for i in range(3)]
+        out, err = wp.communicate(timeout=60)
+        assert [int(line.split()[2]) for line in out.splitlines()] == revs, err
+    finally:
+        await s.close()
+
+
+async def test_kill_9_during_64_concurrent_writers_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "db")
+    acked: dict[bytes, int] = {}
+    with worker("write", path, "/crash/", "1000000", "64") as p:
+        assert p.stdout is not None and p.stderr is not None
+        deadline = time.monotonic() + 60
+        while len(acked) < 3000 and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            _, key, rev = line.split()
+            acked[key.encode()] = int(rev)
+        os.kill(p.pid, signal.SIGKILL)
+        # acks already written to the pipe before the kill count too
+        for line in p.stdout.read().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                acked[parts[1].encode()] = int(parts[2])
+        p.wait()
+        assert p.returncode == -signal.SIGKILL
+        assert len(acked) >= 3000, p.stderr.read()
+    s = LmdbStore(path)
+    try:
+        kvs, rev, _ = await s.range(b"/crash/", store.prefix_end(b"/crash/"))
+        stored = {kv.key: kv for kv in kvs}
+        for key, r in acked.items():
+            assert key in stored, key
+            assert stored[key].mod_revision == r and stored[key].value == key * 20
+        assert rev >= max(acked.values())
+        assert await s.create(b"/after-crash", b"x") == rev + 1
+    finally:
+        await s.close()
+
+
+async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
+    s = LmdbStore(str(tmp_path / "db"), map_size=256 * 1024)
+    try:
+        values = {f"/grow/{i:04d}".encode(): os.urandom(20_000) for i in range(200)}  # ~4 MB
+        await asyncio.gather(*(s.create(k, v) for k, v in values.items()))
+        assert s.stats["map_resizes"] >= 1
+        kvs, _, _ = await s.range(b"/grow/", store.prefix_end(b"/grow/"))
+        assert {kv.key: kv.value for kv in kvs} == values
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 3 MiB filesystem (tmpfs) for the disk-full test; needs root, as CI and `make test` run."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.fail(f"cannot mount a small tmpfs for the disk-full test (run as root): {res.stderr}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_a_full_disk_gives_a_clear_error_and_loses_nothing_acknowledged(small_disk: Path) -> None:
+    path = str(small_disk / "db")
+    s = LmdbStore(path)
+    acked: dict[bytes, bytes] = {}
+    error: BaseException | None = None
+    try:
+        for i in range(1000):
+            k, v = f"/full/{i:04d}".encode(), os.urandom(50_000)
+            try:
+                await s.create(k, v)
+            except store.StorageFull as e:
+                error = e
+                break
+            acked[k] = v
+        assert isinstance(error, store.StorageFull) and "disk full" in str(error)
+        assert acked
+        # still readable, and still refusing cleanly
+        assert (await s.get(next(iter(acked)))).value == acked[next(iter(acked))]  # type: ignore[union-attr]
+        with pytest.raises(store.StorageFull):
+            await s.create(b"/full/more", os.urandom(200_000))
+    finally:
+        await s.close()
+    s = LmdbStore(path)
+    try:
+        kvs, _, _ = await s.range(b"/full/", store.prefix_end(b"/full/"))
+        assert {kv.key: kv.value for kv in kvs} == acked
+    finally:
+        await s.close()
+
+
+async def test_foreign_or_corrupt_files_are_refused_and_left_untouched(tmp_path: Path) -> None:
+    f = tmp_path / "a-file"
+    f.write_bytes(b"precious")
+    with pytest.raises(store.CorruptStore):
+        LmdbStore(str(f))
+    assert f.read_bytes() == b"precious"
+
+    d = tmp_path / "foreign-dir"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    with pytest.raises(store.CorruptStore):
+        LmdbStore(str(d))
+    assert os.listdir(d) == ["notes.txt"]
+
+    g = tmp_path / "garbage"
+    g.mkdir()
+    (g / "data.mdb").write_bytes(os.urandom(8192))
+    before = (g / "data.mdb").read_bytes()
+    with pytest.raises(store.CorruptStore):
+        LmdbStore(str(g))
+    assert (g / "data.mdb").read_bytes() == before
+
+    other = tmp_path / "other-lmdb"
+    env = lmdb.open(str(other), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(b"someone", b"else's")
+    env.close()
+    before = (other / "data.mdb").read_bytes()
+    with pytest.raises(store.CorruptStore):
+        LmdbStore(str(other))
+    assert (other / "data.mdb").read_bytes() == before
+
+
+async def test_compaction_removes_superseded_history_from_disk(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    s = LmdbStore(str(path))
+    try:
+        keys = [f"/c/{i}".encode() for i in range(50)]
+        revs = {k: await s.create(k, b"v0" * 50) for k in keys}
+        for n in range(1, 10):
+            for k in keys:
+                revs[k] = await s.update(k, f"v{n}".encode() * 50, revs[k])
+        for k in keys[:10]:
+            await s.delete(k)
+        assert log_records(s) == 50 * 10 + 10
+        await s.compact(await s.revision())
+        for _ in range(100):
+            if log_records(s) == 41:  # the latest of 40 keys, and the tombstone at the point
+                break
+            await asyncio.sleep(0.05)
+        assert log_records(s) == 41
+        kvs, _, _ = await s.range(b"/c/", store.prefix_end(b"/c/"))
+        assert sorted(kv.key for kv in kvs) == sorted(keys[10:])
+        assert all(kv.value == b"v9" * 50 and kv.version == 10 for kv in kvs)
+        assert await s.create(keys[0], b"reborn") > 0  # a dropped tombstone's key can live again
+    finally:
+        await s.close()
+
+
+async def test_automatic_compaction_keeps_history_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    s = LmdbStore(str(path), auto_compact_interval=0.2)
+    try:
+        rev = await s.create(b"/lease", b"0" * 64)
+        for i in range(1, 301):
+            rev = await s.update(b"/lease", str(i).encode() * 64, rev)
+            if i % 100 == 0:
+                await asyncio.sleep(0.25)
+        await asyncio.sleep(0.6)
+        assert await s.compacted_revision() > 1
+        assert log_records(s) < 200
+    finally:
+        await s.close()
+
+
+async def test_history_is_stored_as_deltas_and_reads_back_exactly(tmp_path: Path) -> None:
+    import orjson
+
+    from controlplane.podgen import PodGenerator
+    sizes = {}
+    for deltas in (True, False):
+        path = tmp_path / f"db-{deltas}"
+        s = LmdbStore(str(path), history_deltas=deltas)
+        gen = PodGenerator(seed=9)
+        pods = [gen.pod() for _ in range(300)]
+        history: dict[bytes, list[tuple[int, bytes]]] = {}
+        for p in pods:
+            k = f"/registry/pods/{p['metadata']['namespace']}/{p['metadata']['name']}".encode()
+            v = orjson.dumps(p)
+            history[k] = [(await s.create(k, v), v)]
+        for _ in range(10):
+            for p in pods:
+                k = f"/registry/pods/{p['metadata']['namespace']}/{p['metadata']['name']}".encode()
+                v = orjson.dumps(gen.status_update(p))
+                history[k].append((await s.update(k, v, history[k][-1][0]), v))
+        for k, versions in list(history.items())[:40]:
+            for rev, v in versions:
+                assert (await s.get(k, rev)).value == v  # type: ignore[union-attr]
+        sizes[deltas] = s.usage(scan=True)["record_bytes"]
+        await s.close()
+    assert sizes[True] < sizes[False] * 0.5, sizes
+
+
+async def test_a_watcher_that_falls_behind_catches_up_from_the_log(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_mod, "_WATCH_BUFFER", 50)
+    s = LmdbStore(str(tmp_path / "db"))
+    try:
+        w = s.watch(b"/w/", store.prefix_end(b"/w/"))
+        it = w.__aiter__()
+        first = asyncio.ensure_future(it.__anext__())
+        await asyncio.sleep(0.05)
+        revs = [await s.create(b"/w/first", b"x")]
+        await first
+        revs += list(await asyncio.gather(*(s.create(f"/w/{i:04d}".encode(), b"v") for i in range(500))))
+        got: list[int] = []
+        while len(got) < 500:
+            got += [e.kv.mod_revision for e in await asyncio.wait_for(it.__anext__(), 10)]
+        assert got == sorted(revs[1:])
+        await w.aclose()  # type: ignore[attr-defined]
+    finally:
+        await s.close()
+
+
+async def test_compaction_in_the_middle_of_a_delta_chain_keeps_later_versions_readable(tmp_path: Path) -> None:
+    s = LmdbStore(str(tmp_path / "db"), keyframe_every=8)
+    try:
+        k = b"/registry/leases/kube-node-lease/node-1"
+        base = b'{"kind":"Lease","spec":{"holderIdentity":"node-1","renewTime":"%d"},"pad":"' + b"x" * 300 + b'"}'
+        revs = [await s.create(k, base % 0)]
+        for i in range(1, 30):
+            revs.append(await s.update(k, base % i, revs[-1]))
+        middle = revs[12]  # version 13: a delta against version 12
+        await s.compact(middle)
+        for _ in range(100):
+            if s.usage()["records"] == 30 - 12:
+                break
+            await asyncio.sleep(0.05)
+        assert s.usage()["records"] == 30 - 12
+        await s.close()
+        s = LmdbStore(str(tmp_path / "db"))  # no recent values: everything is decoded from disk
+        for i in range(12, 30):
+            assert (await s.get(k, revs[i])).value == base % i  # type: ignore[union-attr]
+        w = s.watch(k, b"", middle)
+        events = []
+        async for batch in w:
+            events += batch
+            if len(events) == 30 - 12:
+                break
+        assert [e.kv.value for e in events] == [base % i for i in range(12, 30)]
+    finally:
+        await s.close()
