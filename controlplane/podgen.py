@@ -243,7 +243,7 @@ class PodGenerator:
                 "managedFields": [
                     {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": created, "fieldsType": "FieldsV1",
                      "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {f"f:{k}": {} for k in labels}, "f:ownerReferences": {f'k:{{"uid":"{t.owner_uid}"}}': {}}},
-                                  "f:spec": {f'f:containers': {f'k:{{"name":"{c["name"]}"}}': {} for c in t.containers}, "f:dnsPolicy": {}, "f:restartPolicy": {}}}},
+                                  "f:spec": {'f:containers': {f'k:{{"name":"{c["name"]}"}}': {} for c in t.containers}, "f:dnsPolicy": {}, "f:restartPolicy": {}}}},
                 ],
             },
             "spec": spec,
