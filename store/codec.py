@@ -20,12 +20,10 @@ stays readable after retraining. They live inside the backend (LMDB table or
 etcd keys) and are loaded by id on demand, so every process and every
 API server replica reads what any other wrote.
 
-Two bindings, each where it is fastest: compression goes through PEP 784's
-``compression.zstd`` (``backports.zstd`` before Python 3.14), which releases
-the GIL, so the LMDB writer thread compresses on the second core while the
-event loop serves requests; decompression goes through ``zstandard``, whose
-one-shot decompress of a small frame costs a third as much. Both speak the
-standard zstd format. zstd contexts are per thread.
+Compression runs on the caller's thread and holds the GIL: releasing it for
+each 10 µs compression of a small value would make every call wait for the
+GIL to come back (a convoy behind the event loop), which measured far slower
+than compressing inline. zstd contexts are per thread.
 """
 
 from __future__ import annotations
@@ -38,11 +36,6 @@ from dataclasses import dataclass
 from typing import cast
 
 import zstandard as zstd
-
-try:  # Python 3.14+: PEP 784's compression.zstd; before that, its official backport
-    from compression.zstd import CompressionParameter, ZstdCompressor, ZstdDict  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on the Python version
-    from backports.zstd import CompressionParameter, ZstdCompressor, ZstdDict
 
 __all__ = [
     "PLAIN",
@@ -88,7 +81,7 @@ def default_prefix(key: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class CodecConfig:
-    level: int = 3
+    level: int = 1
     dict_size: int = 64 * 1024
     min_compress: int = 64          # values shorter than this are stored plain
     train_after: int = 1000         # samples of a prefix before its first dictionary
@@ -115,7 +108,7 @@ class Codec:
         self.config = config or CodecConfig()
         self.prefix_of = prefix_of
         self._dicts: dict[int, zstd.ZstdCompressionDict] = {}   # for decompression
-        self._cdicts: dict[int, ZstdDict] = {}                  # for compression
+        self._cdicts: dict[int, zstd.ZstdCompressionDict] = {}  # for compression (precomputed)
         self._active: dict[bytes, int] = {}        # prefix -> dictionary id used for new values
         self._samples: dict[bytes, _Samples] = {}
         self._local = threading.local()
@@ -127,7 +120,8 @@ class Codec:
         """Make a stored dictionary known; with ``activate`` new values of ``prefix`` use it
         (when several are activated, the highest id wins, so every process agrees)."""
         d = zstd.ZstdCompressionDict(data, dict_type=zstd.DICT_TYPE_FULLDICT)
-        cd = ZstdDict(data)
+        cd = zstd.ZstdCompressionDict(data, dict_type=zstd.DICT_TYPE_FULLDICT)
+        cd.precompute_compress(level=self.config.level)
         with self._lock:
             self._dicts[dict_id] = d
             self._cdicts[dict_id] = cd
@@ -188,20 +182,17 @@ class Codec:
         return d.as_bytes()
 
     # -- frames -------------------------------------------------------------
-    def _options(self) -> dict[CompressionParameter, int]:
-        return {CompressionParameter.compression_level: self.config.level,
-                CompressionParameter.content_size_flag: 1,
-                CompressionParameter.checksum_flag: 0,
-                CompressionParameter.dict_id_flag: 0}
-
-    def _cctx(self, dict_id: int | None) -> ZstdCompressor:
+    def _cctx(self, dict_id: int | None) -> zstd.ZstdCompressor:
         cache = self._local.__dict__.setdefault("c", {})
         c = cache.get(dict_id)
         if c is None:
-            zd = self._cdicts[dict_id].as_digested_dict if dict_id is not None else None
-            c = ZstdCompressor(options=self._options(), zstd_dict=zd)
+            if dict_id is None:
+                c = zstd.ZstdCompressor(level=self.config.level, write_checksum=False)
+            else:
+                c = zstd.ZstdCompressor(level=self.config.level, dict_data=self._cdicts[dict_id],
+                                        write_checksum=False, write_dict_id=False)
             cache[dict_id] = c
-        return c
+        return cast(zstd.ZstdCompressor, c)
 
     def _dctx(self, dict_id: int | None) -> zstd.ZstdDecompressor:
         cache = self._local.__dict__.setdefault("d", {})
@@ -220,11 +211,9 @@ class Codec:
             return b"\x00" + value
         dict_id = self._active.get(self.prefix_of(key))
         if dict_id is None:
-            body: bytes = self._cctx(None).compress(value, ZstdCompressor.FLUSH_FRAME)
-            frame = b"\x01" + body
+            frame = b"\x01" + self._cctx(None).compress(value)
         else:
-            body = self._cctx(dict_id).compress(value, ZstdCompressor.FLUSH_FRAME)
-            frame = b"\x02" + _DICT_ID.pack(dict_id) + body
+            frame = b"\x02" + _DICT_ID.pack(dict_id) + self._cctx(dict_id).compress(value)
         if len(frame) >= len(value) + 1:
             return b"\x00" + value
         return frame
@@ -258,10 +247,9 @@ class Codec:
         """
         if len(value) < self.config.min_compress or len(reference) < 16:
             return None
-        prefix = ZstdDict(reference, is_raw=True).as_prefix
-        body: bytes = ZstdCompressor(options=self._options(), zstd_dict=prefix).compress(
-            value, ZstdCompressor.FLUSH_FRAME)
-        return b"\x03" + body
+        rd = zstd.ZstdCompressionDict(reference, dict_type=zstd.DICT_TYPE_RAWCONTENT)
+        c = zstd.ZstdCompressor(level=self.config.level, dict_data=rd, write_checksum=False, write_dict_id=False)
+        return b"\x03" + c.compress(value)
 
     @staticmethod
     def decode_delta(frame: bytes | memoryview, reference: bytes) -> bytes:

@@ -4,37 +4,54 @@ Threads and what they own:
 
 - the event loop thread: the ``KeyIndex`` (sole mutator), every read
   transaction, watchers, and the callers' futures;
-- the writer thread (``store.lmdb.writer``): every write transaction.
+- the writer and applier threads (``store.lmdb.writer``): every write.
 
-Several processes may open the same path. LMDB serialises their writers; each
-process learns of the others' commits by reading the log past its index's
-revision, before every read (so reads are linearizable) and every
+A write is durable once it is in the write-ahead log (``store.lmdb.wal``); the
+applier moves it into LMDB soon after. A record is read from ``_pending``
+(this process's map of records not yet in LMDB) or from LMDB.
+
+Several processes may open the same path. The WAL lock serialises their
+writers; each process learns of the others' writes by reading the WAL past its
+index's revision, before every read (so reads are linearizable) and every
 ``poll_interval`` while anyone watches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import lmdb
 
 from ..codec import DELTA, Codec, UnknownDictionary
-from ..errors import Compacted, CorruptStore, FutureRevision, InvalidRequest, StoreError, ValueTooLarge
+from ..errors import (
+    Compacted,
+    CorruptStore,
+    FutureRevision,
+    InvalidRequest,
+    StorageFull,
+    StoreError,
+    ValueTooLarge,
+)
 from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
 from . import layout as L
+from . import wal
 from .index import KeyIndex, is_live
 from .recent import Recent, RecentValues
 from .writer import COMPACT, CREATE, DELETE, DICT, UPDATE, Batch, Change, Op, Writer
 
 log = logging.getLogger(__name__)
 
-_OUR_FILES = {"data.mdb", "lock.mdb"}
+_OUR_FILES = {"data.mdb", "lock.mdb", "wal"}
 _RANGE_CHUNK = 1000      # keys read per read transaction before yielding to the loop
 _REPLAY_CHUNK = 2000     # log records scanned per watch replay step
 _WATCH_BUFFER = 100_000  # live events a watcher may hold before it falls back to replay
@@ -168,7 +185,20 @@ class LmdbStore:
         self._recent = RecentValues(recent_values)
         self._gate = _MapGate()
         self._env, self._dbs = self._open_env(create)
-        self._index = self._load()
+        self._wal_dir = os.path.join(self.path, "wal")
+        # revision -> record, until LMDB holds it; in revision order, trimmed from the front
+        self._pending: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+        self._applier: subprocess.Popen[bytes] | None = None
+        self._trimmed_at = 0.0
+        try:
+            os.makedirs(self._wal_dir, exist_ok=True)
+            self._recover()
+            self._index = self._load()
+        except BaseException:
+            self._env.close()
+            raise
+        self._wal_reader = wal.WalReader(self._wal_dir)  # the loop's: other processes' writes
+        self._wal_reader.seek(self._index.revision + 1)
         self._watchers: set[_Watcher] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: Writer | None = None
@@ -230,6 +260,40 @@ class LmdbStore:
             raise
         return env, dbs
 
+    def _recover(self) -> None:
+        """Move whatever the WAL holds beyond LMDB into LMDB (a crash may have left some),
+        and cut a torn record off its end. Under the WAL lock: no writer is mid-batch."""
+        lock = wal.WalLock(self._wal_dir)
+        try:
+            with lock:
+                reader = wal.WalReader(self._wal_dir)
+                try:
+                    with self._env.begin() as txn:
+                        applied = L.u64(txn.get(L.META_REV, db=self._dbs[L.DB_META]))
+                    reader.seek(applied + 1)
+                    while True:
+                        with self._env.begin(write=True) as txn:
+                            last = applied
+                            for rev, payload in reader.read(50_000):
+                                txn.put(L.rev_key(rev), payload, db=self._dbs[L.DB_LOG], append=True)
+                                last = rev
+                            if last == applied:
+                                break
+                            txn.put(L.META_REV, L.U64.pack(last), db=self._dbs[L.DB_META])
+                        applied = last
+                    wal.truncate_torn_tail(self._wal_dir, reader)
+                    wal.delete_applied(self._wal_dir, applied)
+                finally:
+                    reader.close()
+        except lmdb.Error as e:
+            st = os.statvfs(self.path)
+            if st.f_bavail * st.f_frsize < (16 << 20):
+                raise StorageFull(f"cannot replay the write-ahead log into {self.path}: the disk is full "
+                                  f"({e}); nothing is lost: free space and open the store again") from e
+            raise StoreError(f"cannot replay the write-ahead log into {self.path}: {e}") from e
+        finally:
+            lock.close()
+
     def _load(self) -> KeyIndex:
         """Rebuild the index from the log and load the compression dictionaries."""
         meta, logdb = self._dbs[L.DB_META], self._dbs[L.DB_LOG]
@@ -258,12 +322,44 @@ class LmdbStore:
         def deliver(batch: Batch) -> None:  # from the writer thread
             loop.call_soon_threadsafe(self._on_commit, batch)
         self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent,
-                              self._load_latest, self._value_at, deliver,
-                              self._grow_map, history_deltas=self._history_deltas,
+                              self._load_latest, self._value_at, deliver, self._grow_map, self._txn,
+                              self._wal_dir, self._pending, history_deltas=self._history_deltas,
                               keyframe_every=self._keyframe_every)
         self._writer.start()
+        self._start_applier()
         if self.auto_compact_interval > 0:
             self._tasks.append(loop.create_task(self._auto_compact()))
+
+    def _start_applier(self) -> None:
+        """The process that moves the WAL into LMDB (``store.lmdb.applier``: why a process)."""
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self._applier = subprocess.Popen([sys.executable, "-m", "store.lmdb.applier", self.path,
+                                          str(self._map_size)],
+                                         stdin=subprocess.PIPE, env=env)
+
+    def _stop_applier(self) -> None:
+        """Close its input: it makes a last pass and exits."""
+        p = self._applier
+        if p is None:
+            return
+        self._applier = None
+        assert p.stdin is not None
+        p.stdin.close()
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def _trim_pending(self, applied: int) -> None:
+        pending = self._pending
+        while pending:
+            rev = next(iter(pending))
+            if rev > applied:
+                return
+            pending.popitem(last=False)
 
     # -- transactions ---------------------------------------------------------
     @contextlib.contextmanager
@@ -283,6 +379,29 @@ class LmdbStore:
             self._gate.exclusive(lambda: self._env.set_mapsize(0))
         raise StoreError("could not begin a read transaction: the map keeps being resized")
 
+    @contextlib.contextmanager
+    def _txn(self, write: bool = False) -> Iterator[lmdb.Transaction]:
+        """A transaction a map resize waits for; a write one commits if the body returns."""
+        for _attempt in range(3):
+            with self._gate.reading():
+                try:
+                    txn = self._env.begin(write=write)
+                except lmdb.MapResizedError:
+                    pass
+                else:
+                    try:
+                        yield txn
+                    except BaseException:
+                        txn.abort()
+                        raise
+                    if write:
+                        txn.commit()
+                    else:
+                        txn.abort()
+                    return
+            self._gate.exclusive(lambda: self._env.set_mapsize(0))
+        raise StoreError("could not begin a transaction: the map keeps being resized")
+
     def _grow_map(self) -> None:
         """Called by the writer on MapFullError: double the map (the file grows lazily)."""
         def grow() -> None:
@@ -301,14 +420,16 @@ class LmdbStore:
             self._answer(batch.ops)
             return
         index = self._index
-        for key, rev in batch.dropped_tombstones:
-            index.drop_tombstone(key, rev)
         if batch.changes:
-            if batch.changes[0].revision > index.revision + 1:
-                self._catch_up()
+            first = batch.changes[0].revision
+            if first > index.revision + 1:
+                self._catch_up(first - 1)
             fresh = [c for c in batch.changes if c.revision > index.revision]
             if fresh:
                 self._apply(fresh, fresh[-1].revision)
+            reader, pos = self._wal_reader, batch.wal_position
+            if pos is not None and reader.position() == pos[:2] and reader.next_revision == first:
+                reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
         if batch.ops:
             self.stats["batches"] += 1
             self.stats["ops"] += len(batch.ops)
@@ -316,6 +437,11 @@ class LmdbStore:
                 self.commit_observer(len(batch.ops), batch.commit_seconds)
         self._answer(batch.ops)
         self._maybe_train()
+        now = time.monotonic()
+        if now - self._trimmed_at > 0.05:
+            self._trimmed_at = now
+            with self._read() as txn:
+                self._trim_pending(self._meta(txn, L.META_REV))
 
     @staticmethod
     def _answer(ops: list[Op]) -> None:
@@ -336,28 +462,48 @@ class LmdbStore:
         if self._watchers:
             self._publish(changes)
 
-    def _catch_up(self) -> None:
-        """Apply records other processes committed (read back from the log)."""
+    def _catch_up(self, upto: int = 0) -> None:
+        """Apply what other processes wrote since the index's revision (up to ``upto``
+        when given): from LMDB what is applied there, then from the WAL."""
         index = self._index
+        changes: list[Change] = []
+        last = index.revision
+
+        def add(rev: int, buf: bytes | memoryview) -> None:
+            nonlocal last
+            r = L.decode_record(buf)
+            if r.kind == L.PUT:
+                changes.append(Change(rev, L.PUT, r.key, r.create_revision, r.version, r.prev_revision,
+                                      None, frame=r.frame))
+            else:
+                changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None))
+            last = rev
+
         with self._read() as txn:
-            current = self._meta(txn, L.META_REV)
-            if current <= index.revision:
-                return
-            changes = []
-            cur = txn.cursor(db=self._dbs[L.DB_LOG])
-            if cur.set_range(L.rev_key(index.revision + 1)):
-                for k, v in cur:
-                    rev = L.u64(k)
-                    if rev > current:
-                        break
-                    r = L.decode_record(v)
-                    if r.kind == L.PUT:
-                        changes.append(Change(rev, L.PUT, r.key, r.create_revision, r.version, r.prev_revision,
-                                              None, frame=r.frame))
-                    else:
-                        changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None))
-            self._resolve_frames(txn, changes)
-        self._apply(changes, current)
+            applied = self._meta(txn, L.META_REV)
+            self._trim_pending(applied)
+            if applied > last:  # applied by another process, and perhaps gone from the WAL
+                cur = txn.cursor(db=self._dbs[L.DB_LOG])
+                if cur.set_range(L.rev_key(last + 1)):
+                    for k, v in cur:
+                        rev = L.u64(k)
+                        if rev > applied or (upto and rev > upto):
+                            break
+                        add(rev, v)
+            reader = self._wal_reader
+            # behind LMDB (its next segment may be gone) or ahead of us: reposition
+            if reader.next_revision > last + 1 or reader.next_revision <= applied:
+                reader.seek(last + 1)
+            for rev, payload in reader.read((upto - last) if upto else 1 << 30):
+                if rev <= last:
+                    continue
+                if rev > applied:
+                    self._pending[rev] = payload
+                add(rev, payload)
+            if changes:
+                self._resolve_frames(txn, changes)
+        if changes:
+            self._apply(changes, last)
 
     def _resolve_frames(self, txn: lmdb.Transaction, changes: list[Change]) -> None:
         memo: dict[bytes, tuple[int, bytes]] = {}
@@ -393,7 +539,7 @@ class LmdbStore:
 
     def _prev_kv(self, c: Change) -> KeyValue | None:
         with self._read() as txn:
-            buf = txn.get(L.rev_key(c.prev_revision), db=self._dbs[L.DB_LOG])
+            buf = self._record_buf(txn, c.prev_revision)
             if buf is None:
                 return None
             r = L.decode_record(buf)
@@ -421,7 +567,6 @@ class LmdbStore:
         A DELTA frame needs the key's previous version first: walk back through
         ``prev_revision`` to a full frame, a recently written value, or one in
         ``memo`` (the replay of a watch keeps each key's last value there)."""
-        logdb = self._dbs[L.DB_LOG]
         if frame is None:
             frame = self._record(txn, revision).frame
         deltas: list[bytes] = []
@@ -440,7 +585,7 @@ class LmdbStore:
                 break
             deltas.append(frame)
             rev = self._record(txn, rev).prev_revision
-            buf = txn.get(L.rev_key(rev), db=logdb)
+            buf = self._record_buf(txn, rev)
             if buf is None:
                 raise CorruptStore(f"revision {revision} is a delta against {rev}, which is missing")
             frame = L.decode_record(buf).frame
@@ -450,20 +595,51 @@ class LmdbStore:
             memo[key] = (revision, value)
         return value
 
+    def _record_buf(self, txn: lmdb.Transaction, revision: int) -> bytes | memoryview | None:
+        """The record at ``revision``: not yet applied (``_pending``), or in LMDB. The
+        applier may move it between the two looks: then a fresh transaction sees it."""
+        buf: bytes | memoryview | None = self._pending.get(revision)
+        if buf is None:
+            buf = txn.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
+            if buf is None and revision > self._meta(txn, L.META_REV):
+                with self._read() as fresh:
+                    buf = fresh.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
+        return buf
+
+    def _records(self, txn: lmdb.Transaction, first: int, last: int) -> Iterator[tuple[int, bytes | memoryview]]:
+        """Records ``first..last`` in order: LMDB's (a cursor), then those not applied yet."""
+        applied = self._meta(txn, L.META_REV)
+        rev = first
+        if first <= min(applied, last):
+            cur = txn.cursor(db=self._dbs[L.DB_LOG])
+            if cur.set_range(L.rev_key(first)):
+                for k, v in cur:
+                    rev = L.u64(k)
+                    if rev > min(applied, last):
+                        break
+                    yield rev, v
+            rev = min(applied, last) + 1
+        while rev <= last:
+            buf = self._record_buf(txn, rev)
+            if buf is None:
+                raise CorruptStore(f"the record of revision {rev} is missing")
+            yield rev, buf
+            rev += 1
+
     def _record(self, txn: lmdb.Transaction, revision: int) -> L.Record:
-        buf = txn.get(L.rev_key(revision), db=self._dbs[L.DB_LOG])
+        buf = self._record_buf(txn, revision)
         if buf is None:
             raise CorruptStore(f"the record of revision {revision} is missing")
         return L.decode_record(buf)
 
     def _load_latest(self, key: bytes) -> Recent | None:
-        """The latest version of ``key`` as (revision, version, value); encoder thread."""
+        """The latest version of ``key`` as (revision, version, value)."""
         e = self._index.entries.get(key)
         if not is_live(e):
             return None
         assert e is not None
         with self._read() as txn:
-            buf = txn.get(L.rev_key(e[0]), db=self._dbs[L.DB_LOG])
+            buf = self._record_buf(txn, e[0])
             if buf is None:
                 return None
             return e[0], e[2], self._value_at(txn, e[0], L.decode_record(buf).frame, key)
@@ -473,23 +649,22 @@ class LmdbStore:
         e = self._index.entries.get(key)
         if e is None:
             return None
-        logdb = self._dbs[L.DB_LOG]
         rev = e[0]
         if rev <= revision:
             if e[1] == 0:
                 return None
-            buf = txn.get(L.rev_key(rev), db=logdb)
+            buf = self._record_buf(txn, rev)
             if buf is None:
                 return None
         else:
-            buf = txn.get(L.rev_key(rev), db=logdb)
+            buf = self._record_buf(txn, rev)
             while True:
                 if buf is None:
                     return None
                 prev = L.HEADER.unpack_from(buf)[4]
                 if not prev:
                     return None
-                buf = txn.get(L.rev_key(prev), db=logdb)
+                buf = self._record_buf(txn, prev)
                 rev = prev
                 if rev <= revision:
                     break
@@ -517,7 +692,9 @@ class LmdbStore:
         loop = self._loop
         assert loop is not None and self._writer is not None
         fut: asyncio.Future[int] = loop.create_future()
-        self._writer.submit(Op(kind, key, value, expected, fut))
+        op = Op(kind, key, value, expected, fut)
+        self._writer.encode(op)
+        self._writer.submit(op)
         return fut
 
     @staticmethod
@@ -604,28 +781,23 @@ class LmdbStore:
             if w.next_rev < compact:
                 raise Compacted(w.next_rev, compact)
             target = index.revision
-            cur = txn.cursor(db=self._dbs[L.DB_LOG])
             scanned = 0
             memo: dict[bytes, tuple[int, bytes]] = {}
             last = w.next_rev - 1
-            if w.next_rev <= target and cur.set_range(L.rev_key(w.next_rev)):
-                for k, v in cur:
-                    rev = L.u64(k)
-                    if rev > target:
-                        break
-                    last = rev
-                    scanned += 1
-                    key = L.record_key(v)
-                    if w.matches(key):
-                        r = L.decode_record(v)
-                        if r.kind == L.PUT:
-                            c = Change(rev, L.PUT, key, r.create_revision, r.version, r.prev_revision,
-                                       self._value_at(txn, rev, r.frame, key, memo))
-                        else:
-                            c = Change(rev, L.DELETE, key, 0, 0, r.prev_revision, None)
-                        events.append(self._event(c, self._prev_kv(c) if w.prev_kv and c.prev_revision else None))
-                    if scanned >= _REPLAY_CHUNK:
-                        break
+            for rev, v in self._records(txn, w.next_rev, target):
+                last = rev
+                scanned += 1
+                key = L.record_key(v)
+                if w.matches(key):
+                    r = L.decode_record(v)
+                    if r.kind == L.PUT:
+                        c = Change(rev, L.PUT, key, r.create_revision, r.version, r.prev_revision,
+                                   self._value_at(txn, rev, r.frame, key, memo))
+                    else:
+                        c = Change(rev, L.DELETE, key, 0, 0, r.prev_revision, None)
+                    events.append(self._event(c, self._prev_kv(c) if w.prev_kv and c.prev_revision else None))
+                if scanned >= _REPLAY_CHUNK:
+                    break
             if scanned < _REPLAY_CHUNK:
                 last = target
         w.next_rev = last + 1
@@ -662,17 +834,23 @@ class LmdbStore:
             await asyncio.to_thread(writer.stop)
             # batches committed during the stop still answer their callers
             await asyncio.sleep(0)
+            await asyncio.to_thread(self._stop_applier)
         self._env_closed = True
+        self._wal_reader.close()
         self._env.close()
 
     def usage(self, scan: bool = False) -> dict[str, int]:
-        """What the store holds on disk: log records, the data file's size, and with
-        ``scan`` the bytes of all records (a full read of the log)."""
+        """What the store holds on disk: log records (in LMDB, and in the WAL not yet
+        applied), the data file's size, and with ``scan`` the bytes of LMDB's records."""
         with self._read() as txn:
-            out = {"records": int(txn.stat(self._dbs[L.DB_LOG])["entries"]),
+            applied = self._meta(txn, L.META_REV)
+            out = {"records": int(txn.stat(self._dbs[L.DB_LOG])["entries"])
+                   + max(0, self._index.revision - applied),
+                   "unapplied": max(0, self._index.revision - applied),
                    "keys": len(self._index.entries),
                    "file_bytes": os.path.getsize(os.path.join(self.path, "data.mdb")),
-                   "used_bytes": (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]}
+                   "used_bytes": (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"],
+                   "wal_bytes": sum(os.path.getsize(p) for _, p in wal.segment_names(self._wal_dir))}
             if scan:
                 out["record_bytes"] = sum(len(v) for _, v in txn.cursor(db=self._dbs[L.DB_LOG]))
         return out
@@ -702,6 +880,7 @@ class LmdbStore:
                 with contextlib.suppress(Compacted, FutureRevision):
                     await self.compact(previous)
             previous = current
+            self._index.drop_tombstones_below(await self.compacted_revision())
 
     def _maybe_train(self) -> None:
         if self._training or self._closed or self._loop is None:

@@ -57,6 +57,13 @@ class KeyIndex:
             del self.entries[key]
             self._removed += 1
 
+    def drop_tombstones_below(self, revision: int) -> None:
+        """Forget deleted keys whose tombstone compaction has removed (reads skip them anyway)."""
+        gone = [k for k, e in self.entries.items() if e[1] == 0 and e[0] < revision]
+        for k in gone:
+            del self.entries[k]
+        self._removed += len(gone)
+
     def _order(self) -> list[bytes]:
         if self._unsorted or self._removed:
             entries = self.entries

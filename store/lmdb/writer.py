@@ -1,26 +1,28 @@
-"""Group commit: one thread owns every LMDB write transaction of this process.
+"""Group commit: the threads that make writes durable.
 
-Callers on the event loop hand ``Op``s to ``Writer.submit``; the writer thread
-takes everything queued, compresses the values (outside the GIL, on the second
-core), checks each op against the latest state, appends one log record per
-mutation in a single write transaction and commits it with one fsync. Only
-then does it hand the batch back to the loop (``deliver``), which applies it to
-the index, publishes the events and answers the callers. While one batch is
-being fsync'd, the next one gathers in the queue, so batches grow with load.
+Callers on the event loop compress their values (``Writer.encode``, on the
+loop: see ``store.codec`` on why not in a thread) and hand ``Op``s to
+``Writer.submit``. The writer thread takes what is submitted, checks each op
+against the latest state,
+  and, holding the WAL lock (shared by every process on the store), appends one
+record per mutation to the write-ahead log with one fdatasync; only then does
+  it hand the batch back to the loop (``deliver``), which applies it to the
+  index, publishes the events and answers the callers. While one batch is being
+  synced, the next gathers, so batches grow with load. The applier process
+  (``store.lmdb.applier``) then moves WAL records into LMDB; until it has,
+  readers find a record in ``pending``.
 
 The latest state the writer checks against is, in order: this batch's own
 changes (``staged``), changes committed but not yet applied to the index
 (``_overlay``, which also absorbs records other processes appended, read inside
 the write transaction), then the shared ``KeyIndex`` (read-only here).
 
-Two threads: the encoder compresses values as they are submitted (zstd releases
-the GIL, so this runs beside the event loop), the writer commits. An update is
-compressed as a delta against the key's previous version (``RecentValues``, or
+An update is compressed as a delta against the key's previous version (``RecentValues``, or
 read back from the log); if another write to the same key overtook it, the
 writer falls back to a full frame.
 
-LMDB binds a write transaction to the thread that began it, which is one more
-reason every write goes through this thread.
+Dictionaries and compaction points are rare: they go straight to LMDB in a
+synced transaction of the writer thread.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
 
-from ..codec import DELTA, Codec
+from ..codec import Codec
 from ..errors import Compacted, Conflict, FutureRevision, KeyExists, NotFound, StorageFull, StoreError
 from . import layout as L
+from . import wal
 from .index import Entry, KeyIndex, is_live
 from .recent import Recent, RecentValues
 
@@ -84,7 +88,8 @@ class Batch:
     changes: list[Change]
     first_revision: int       # first revision this batch took (0 when it took none)
     last_revision: int        # the store's revision after the batch
-    dropped_tombstones: list[tuple[bytes, int]] = field(default_factory=list)
+    records: list[tuple[int, bytes]] = field(default_factory=list)
+    wal_position: tuple[int, int, int] | None = None  # (segment, start, end) of its records
     commit_seconds: float = 0.0
 
 
@@ -135,9 +140,11 @@ class Writer:
     def __init__(self, env: lmdb.Environment, dbs: dict[bytes, Any], codec: Codec, index: KeyIndex,
                  recent: RecentValues, load_latest: Callable[[bytes], Recent | None],
                  value_at: Callable[[Any, int, bytes], bytes],
-                 deliver: Callable[[Batch], None], grow_map: Callable[[], None], *,
+                 deliver: Callable[[Batch], None], grow_map: Callable[[], None],
+                 txn: Callable[..., AbstractContextManager[lmdb.Transaction]],
+                 wal_dir: str, pending: MutableMapping[int, bytes], *,
                  history_deltas: bool = True, keyframe_every: int = 8, max_batch: int = 4096,
-                 compact_chunk: int = 20_000, commit_delay: float = 0.001) -> None:
+                 commit_delay: float = 0.001) -> None:
         self._env = env
         self._meta = dbs[L.DB_META]
         self._log = dbs[L.DB_LOG]
@@ -145,64 +152,57 @@ class Writer:
         self._codec = codec
         self._index = index
         self._recent = recent
-        self._load_latest = load_latest    # a key's latest PUT, read from the log (encoder thread)
+        self._load_latest = load_latest    # a key's latest PUT, read from the log
         self._value_at = value_at          # (txn, revision, frame) -> raw value
         self._deliver = deliver
         self._grow_map = grow_map
+        self._txn = txn  # txn(write=False): a transaction that a map resize waits for
         self._history_deltas = history_deltas
         self._keyframe_every = keyframe_every
         self._max_batch = max_batch
-        self._compact_chunk = compact_chunk
         self._last_batch = 1
         self._commit_delay = commit_delay
-        self._inbox = _Mailbox()     # submitted, to be compressed by the encoder thread
-        self._encoded = _Mailbox()   # compressed, to be committed by the writer thread
+        self._encoded = _Mailbox()   # submitted (compressed), to be committed by the writer thread
         self._stopping = False
         self._rev = index.revision            # last revision known committed (by anyone)
         self._overlay: dict[bytes, Entry] = {}
         self._overlay_order: collections.deque[tuple[int, bytes]] = collections.deque()
-        self._compaction_pending = True       # check once at start: a crash may have left work
-        self._compaction_kept: dict[bytes, int] = {}  # this pass: key -> the revision it keeps
-        self._compaction_target = 0
-        self._encoder_done = False
-        self._encoder = threading.Thread(target=self._run_encoder, name="store-encoder", daemon=True)
+        self._wal_dir = wal_dir
+        self._wal_lock = wal.WalLock(wal_dir)
+        self._wal_reader = wal.WalReader(wal_dir)      # the writer's view of the WAL's end
+        self._wal_writer = wal.WalWriter(wal_dir)
+        self._wal_reader.seek(index.revision + 1)
+        self._pending = pending
+        self._lmdb_checked = 0.0                       # when we last looked at LMDB's revision
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
 
     def start(self) -> None:
-        self._encoder.start()
         self._thread.start()
 
     def submit(self, op: Op) -> None:
-        self._inbox.put(op)
+        self._encoded.put(op)
 
     def stop(self) -> None:
         """Commit what was submitted, then end both threads."""
         self._stopping = True
-        self._inbox.wake()
-        self._encoder.join()
         self._encoded.wake()
         self._thread.join()
+        self._wal_reader.close()
+        self._wal_writer.close()
+        self._wal_lock.close()
 
-    # -- the threads --------------------------------------------------------
-    def _run_encoder(self) -> None:
-        """Compress values as they arrive (zstd releases the GIL), ahead of their commit."""
+    # -- encoding (on the caller's thread) -------------------------------------
+    def encode(self, op: Op) -> None:
+        """Compress ``op``'s value: in full, or for an update as a delta against the
+        key's previous version when it is at hand."""
         codec = self._codec
-        while True:
-            ops = self._inbox.take(256, 0.5)
-            if not ops:
-                if self._stopping and not self._inbox:
-                    self._encoder_done = True
-                    self._encoded.wake()
-                    return
-                continue
-            for op in ops:
-                if op.kind == CREATE:
-                    op.frame = codec.encode(op.key, op.value)
-                    codec.observe(op.key, op.value)
-                elif op.kind == UPDATE:
-                    self._encode_update(op)
-                    codec.observe(op.key, op.value)
-            self._encoded.put_all(ops)  # together: a trickle would make many small commits
+        if op.kind == CREATE:
+            op.frame = codec.encode(op.key, op.value)
+        elif op.kind == UPDATE:
+            self._encode_update(op)
+        else:
+            return
+        codec.observe(op.key, op.value)
 
     def _encode_update(self, op: Op) -> None:
         if self._history_deltas:
@@ -219,14 +219,11 @@ class Writer:
                     return
         op.frame = self._codec.encode(op.key, op.value)
 
+    # -- the threads --------------------------------------------------------
     def _run(self) -> None:
         while True:
-            if not self._encoded:
-                if self._encoder_done and not self._encoded:
-                    return
-                if self._compaction_pending:
-                    self._compact_step()
-                    continue
+            if not self._encoded and self._stopping:
+                return
             ops = self._encoded.take(self._max_batch, 0.5)
             if not ops:
                 continue
@@ -259,29 +256,53 @@ class Writer:
         return more
 
     def _commit(self, ops: list[Op]) -> Batch:
+        for op in ops:
+            op.error = None
+        t0 = time.perf_counter()
+        with self._wal_lock:
+            self._absorb_foreign()
+            if any(op.kind >= COMPACT for op in ops):
+                self._commit_meta([op for op in ops if op.kind >= COMPACT])
+            batch = self._stage(ops)
+            if batch.records:
+                data = b"".join([wal.encode(rev, rec) for rev, rec in batch.records])
+                self._wal_writer.attach(self._wal_reader)
+                try:
+                    batch.wal_position = self._wal_writer.append(batch.first_revision, data)
+                except OSError as e:
+                    self._wal_writer.close()  # reattach at the end of what is whole, next time
+                    if e.errno == 28:
+                        raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
+                    raise StoreError(f"write-ahead log: {e}") from e
+                seg, _start, end = batch.wal_position
+                self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
+                pending = self._pending
+                for rev, rec in batch.records:
+                    pending[rev] = rec
+        batch.commit_seconds = time.perf_counter() - t0
+        self._after_commit(batch)
+        return batch
+
+    def _commit_meta(self, ops: list[Op]) -> None:
+        """Dictionaries and compaction points: straight to LMDB, synced."""
         while True:
-            for op in ops:
-                op.error = None
-            t0 = time.perf_counter()
-            txn = self._env.begin(write=True)
             try:
-                batch = self._write(txn, ops)
-                txn.commit()
+                with self._txn(write=True) as txn:
+                    for op in ops:
+                        if op.kind == DICT:
+                            c = txn.cursor(db=self._dicts)
+                            op.result = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
+                            txn.put(L.U32.pack(op.result), L.encode_dict(op.key, op.value), db=self._dicts)
+                        else:
+                            self._validate_compact(txn, op, self._rev)
+                return
             except lmdb.MapFullError:
-                txn.abort()
                 self._grow_map()
-                continue
             except lmdb.Error as e:
-                txn.abort()
-                if self._disk_full(e, ops):
-                    raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
-                raise StoreError(f"LMDB error: {e}") from e
-            except BaseException:
-                txn.abort()
-                raise
-            batch.commit_seconds = time.perf_counter() - t0
-            self._after_commit(batch)
-            return batch
+                err = StorageFull(f"disk full: {e}") if self._disk_full(e, ops) else StoreError(f"LMDB error: {e}")
+                for op in ops:
+                    op.error = err
+                return
 
     def _disk_full(self, e: lmdb.Error, ops: list[Op]) -> bool:
         """LMDB reports a short write on a full disk as EIO: look at the free space too."""
@@ -308,8 +329,6 @@ class Writer:
         for op in batch.ops:
             if op.kind == DICT and op.error is None:
                 self._codec.add_dictionary(op.result, op.key, op.value)
-            elif op.kind == COMPACT and op.error is None:
-                self._compaction_pending = True
 
     def _trim_overlay(self) -> None:
         applied = self._index.revision
@@ -320,19 +339,41 @@ class Writer:
             if e is not None and e[0] == rev:
                 del self._overlay[key]
 
-    def _absorb_foreign(self, txn: lmdb.Transaction, first: int, last: int) -> None:
-        """Records other processes appended since our last commit become part of the overlay."""
-        cur = txn.cursor(db=self._log)
-        if cur.set_range(L.rev_key(first)):
-            for k, v in cur:
-                rev = L.u64(k)
-                if rev > last:
-                    break
-                kind, _f, create, version, _p, _kl = L.HEADER.unpack_from(v)
-                key = L.record_key(v)
-                self._overlay[key] = (rev, create, version) if kind == L.PUT else (rev, 0, 0)
-                self._overlay_order.append((rev, key))
-                self._recent.discard(key)
+    def _absorb(self, rev: int, record: bytes | memoryview) -> None:
+        kind, _f, create, version, _p, _kl = L.HEADER.unpack_from(record)
+        key = L.record_key(record)
+        self._overlay[key] = (rev, create, version) if kind == L.PUT else (rev, 0, 0)
+        self._overlay_order.append((rev, key))
+        self._recent.discard(key)
+        self._rev = rev
+
+    def _absorb_foreign(self) -> None:
+        """Records other processes appended since our last batch join the overlay
+        (caller holds the WAL lock, so the WAL's end stands still)."""
+        self._trim_overlay()
+        for rev, payload in self._wal_reader.read():
+            if rev > self._rev:
+                self._absorb(rev, payload)
+                self._pending[rev] = payload
+        now = time.monotonic()
+        if now - self._lmdb_checked < 0.1:
+            return
+        self._lmdb_checked = now
+        # Applied to LMDB and their segments deleted before we read them? Only when this
+        # process wrote nothing for a while: look now and then, LMDB calls are not free.
+        with self._txn() as txn:
+            applied = L.u64(txn.get(L.META_REV, db=self._meta))
+            if applied > self._rev:
+                cur = txn.cursor(db=self._log)
+                if cur.set_range(L.rev_key(self._rev + 1)):
+                    for k, v in cur:
+                        self._absorb(L.u64(k), v)
+                self._rev = max(self._rev, applied)
+                self._wal_reader.seek(self._rev + 1)
+                for rev, payload in self._wal_reader.read():
+                    if rev > self._rev:
+                        self._absorb(rev, payload)
+                        self._pending[rev] = payload
 
     def _latest(self, staged: dict[bytes, Entry], key: bytes) -> Entry | None:
         e = staged.get(key)
@@ -342,26 +383,17 @@ class Writer:
                 e = self._index.entries.get(key)
         return e
 
-    def _write(self, txn: lmdb.Transaction, ops: list[Op]) -> Batch:
-        meta, logdb = self._meta, self._log
-        cur_rev = L.u64(txn.get(L.META_REV, db=meta))
-        self._trim_overlay()
-        if cur_rev != self._rev:
-            self._absorb_foreign(txn, self._rev + 1, cur_rev)
-            self._rev = cur_rev
+    def _stage(self, ops: list[Op]) -> Batch:
+        """Check each op against the latest state and build its record (no I/O)."""
+        cur_rev = self._rev
         rev = cur_rev
+        records: list[tuple[int, bytes]] = []
         first = rev + 1
         staged: dict[bytes, Entry] = {}
         changes: list[Change] = []
         for op in ops:
             kind = op.kind
-            if kind == DICT:
-                c = txn.cursor(db=self._dicts)
-                op.result = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
-                txn.put(L.U32.pack(op.result), L.encode_dict(op.key, op.value), db=self._dicts)
-                continue
-            if kind == COMPACT:
-                self._validate_compact(txn, op, rev)
+            if kind >= COMPACT:  # done by _commit_meta
                 continue
             key = op.key
             latest = self._latest(staged, key)
@@ -396,12 +428,10 @@ class Writer:
                     rec = L.encode_record(L.DELETE, 0, 0, prev, key, b"")
                     staged[key] = (rev, 0, 0)
                     ch = Change(rev, L.DELETE, key, 0, 0, prev, None)
-            txn.put(L.rev_key(rev), rec, db=logdb, append=True)
+            records.append((rev, rec))
             op.result = rev
             changes.append(ch)
-        if rev != cur_rev:
-            txn.put(L.META_REV, L.U64.pack(rev), db=meta)
-        return Batch(ops, changes, first if rev >= first else 0, rev)
+        return Batch(ops, changes, first if rev >= first else 0, rev, records=records)
 
     def _validate_compact(self, txn: lmdb.Transaction, op: Op, current: int) -> None:
         target = op.expected
@@ -413,92 +443,3 @@ class Writer:
         else:
             txn.put(L.META_COMPACT, L.U64.pack(target), db=self._meta)
             op.result = target
-
-    # -- compaction ---------------------------------------------------------
-    def _kept_revision(self, txn: lmdb.Transaction, key: bytes, target: int) -> int:
-        """The revision of ``key``'s record that a read at ``target`` sees (0: none):
-        compaction keeps it and drops everything of the key before it."""
-        latest = self._latest({}, key)
-        if latest is None:
-            return 0
-        rev = latest[0]
-        while rev > target:
-            buf = txn.get(L.rev_key(rev), db=self._log)
-            if buf is None:
-                return 0
-            rev = L.HEADER.unpack_from(buf)[4]
-        return rev
-
-    def _compact_step(self) -> None:
-        """Remove up to ``compact_chunk`` superseded records below the compaction point,
-        in its own short transaction so client writes wait at most one chunk.
-
-        Before the first record of a key is dropped, the record the key keeps is
-        rewritten as a full frame when it is a delta: after the pass, no kept
-        record depends on a dropped one."""
-        tombstones: list[tuple[bytes, int]] = []
-        try:
-            with self._env.begin(write=True) as txn:
-                target = L.u64(txn.get(L.META_COMPACT, db=self._meta))
-                done = L.u64(txn.get(L.META_COMPACTED, db=self._meta))
-                if done >= target:
-                    self._compaction_pending = False
-                    self._compaction_kept = {}
-                    return
-                cur_rev = L.u64(txn.get(L.META_REV, db=self._meta))
-                self._trim_overlay()
-                if cur_rev != self._rev:
-                    self._absorb_foreign(txn, self._rev + 1, cur_rev)
-                    self._rev = cur_rev
-                if target != self._compaction_target:
-                    self._compaction_kept, self._compaction_target = {}, target
-                kept = self._compaction_kept
-                cur = txn.cursor(db=self._log)
-                last = done
-                n = 0
-                positioned = cur.set_range(L.rev_key(done + 1))
-                while positioned and n < self._compact_chunk:
-                    rev = L.u64(cur.key())
-                    if rev > target:
-                        break
-                    v = cur.value()
-                    kind = v[0]
-                    key = L.record_key(v)
-                    keep = kept.get(key)
-                    if keep is None:
-                        keep = kept[key] = self._kept_revision(txn, key, target)
-                        self._materialize(txn, keep)
-                    last = rev
-                    n += 1
-                    # A tombstone at the compaction point itself stays: watches may start there.
-                    if rev < keep or (rev == keep and kind == L.DELETE and rev < target):
-                        if rev == keep and self._latest({}, key) == (rev, 0, 0):
-                            tombstones.append((key, rev))
-                        cur.delete()
-                        positioned = cur.key() != b""
-                    else:
-                        positioned = cur.next()
-                if not positioned or n < self._compact_chunk:
-                    last = target
-                txn.put(L.META_COMPACTED, L.U64.pack(last), db=self._meta)
-        except lmdb.MapFullError:
-            self._grow_map()
-            return
-        except lmdb.Error:
-            log.exception("compaction step failed; will retry")
-            time.sleep(0.1)
-            return
-        if tombstones:
-            self._deliver(Batch([], [], 0, self._rev, dropped_tombstones=tombstones))
-
-    def _materialize(self, txn: lmdb.Transaction, revision: int) -> None:
-        """Rewrite the PUT at ``revision`` as a full frame if it is a delta."""
-        if not revision:
-            return
-        buf = txn.get(L.rev_key(revision), db=self._log)
-        if buf is None or buf[0] != L.PUT:
-            return
-        rec = L.decode_record(buf)
-        if rec.frame and rec.frame[0] == DELTA:
-            value = self._value_at(txn, revision, rec.frame)
-            txn.put(L.rev_key(revision), L.with_frame(buf, self._codec.encode(rec.key, value)), db=self._log)
