@@ -1,14 +1,21 @@
-"""The applier: a process that moves WAL records into LMDB, then compacts.
+"""The applier: a process that compresses WAL records into LMDB, then compacts.
 
-``python -m store.lmdb.applier PATH [MAP_SIZE]`` runs beside a process that has the store
+``python -m store.lmdb.applier PATH [MAP_SIZE [DELTAS KEYFRAME_EVERY]]`` runs beside a process that has the store
 open (``LmdbStore`` starts one) and ends when its standard input closes, that
 is when its parent closes the store or dies, after a last pass.
 
-Why a process: py-lmdb releases the GIL around every get and put. A thread
-doing thousands of puts beside a busy event loop waits for the GIL after each
-one (600 puts took 1.7 s instead of 3 ms, measured), and makes the loop hand it
-over as often. In its own process the applier has its own GIL, and the
-second core.
+Values reach the WAL uncompressed (a PLAIN frame): compression is the costliest
+part of a write, and here it runs on the second core instead of the server's
+event loop. The applier encodes each value with its key prefix's trained
+dictionary, or, for an update, as a delta against the key's previous version
+(unless the version is a keyframe); it samples values and trains the
+dictionaries, which it stores in LMDB for every process to decode with.
+
+Why a process: py-lmdb releases the GIL around every get and put, and zstd
+would hold it. A thread doing thousands of puts beside a busy event loop waits
+for the GIL after each one (600 puts took 1.7 s instead of 3 ms, measured),
+and makes the loop hand it over as often. In its own process the applier has
+its own GIL.
 
 Compaction (``compact``/``compacted`` in ``meta``): for each key written in the
 window since the last compaction, the record a read at the target sees is kept
@@ -19,13 +26,15 @@ where watches may start.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import threading
+from typing import Any
 
 import lmdb
 
-from ..codec import DELTA, Codec, UnknownDictionary
+from ..codec import DELTA, PLAIN, Codec, UnknownDictionary
 from . import layout as L
 from . import wal
 
@@ -34,21 +43,35 @@ COMPACT_KEYS = 10_000    # keys per compaction transaction
 
 
 class Applier:
-    def __init__(self, path: str, map_size: int = 1 << 34) -> None:
+    """``env``/``dbs`` given: work on the caller's environment (recovery at open);
+    otherwise open ``path`` (the process)."""
+
+    def __init__(self, path: str, map_size: int = 1 << 34, *, history_deltas: bool = True,
+                 keyframe_every: int = 8, env: lmdb.Environment | None = None,
+                 dbs: dict[bytes, Any] | None = None) -> None:
         self.path = path
-        self.env = lmdb.open(path, map_size=map_size, max_dbs=8, max_readers=1024, subdir=True,
-                             sync=True, metasync=True, readahead=False, lock=True, create=False)
-        self.meta = self.env.open_db(L.DB_META, create=False)
-        self.log = self.env.open_db(L.DB_LOG, create=False)
-        self.dicts = self.env.open_db(L.DB_DICTS, create=False)
+        self._own_env = env is None
+        if env is None:
+            env = lmdb.open(path, map_size=map_size, max_dbs=8, max_readers=1024, subdir=True,
+                            sync=True, metasync=True, readahead=False, lock=True, create=False)
+        self.env = env
+        self.meta = dbs[L.DB_META] if dbs else env.open_db(L.DB_META, create=False)
+        self.log = dbs[L.DB_LOG] if dbs else env.open_db(L.DB_LOG, create=False)
+        self.dicts = dbs[L.DB_DICTS] if dbs else env.open_db(L.DB_DICTS, create=False)
         self.wal_dir = os.path.join(path, "wal")
         self.reader = wal.WalReader(self.wal_dir)
         self.codec = Codec()
+        self.history_deltas = history_deltas
+        self.keyframe_every = keyframe_every
+        # key -> (revision, raw value) of recently applied PUTs: an update's delta base
+        self._recent: collections.OrderedDict[bytes, tuple[int, bytes]] = collections.OrderedDict()
+        self._recent_max = 50_000
         self._load_dicts()
 
     def close(self) -> None:
         self.reader.close()
-        self.env.close()
+        if self._own_env:
+            self.env.close()
 
     def _load_dicts(self) -> None:
         with self.env.begin() as txn:
@@ -72,16 +95,17 @@ class Applier:
 
     # -- WAL -> LMDB ----------------------------------------------------------
     def apply_once(self) -> bool:
-        """Move up to APPLY_BATCH records into LMDB. True if some moved."""
+        """Move up to APPLY_BATCH records into LMDB, compressed. True if some moved."""
         while True:
             txn = self._write()
+            recent_before = len(self._recent)
             try:
                 applied = L.u64(txn.get(L.META_REV, db=self.meta))
                 if self.reader.next_revision != applied + 1:
                     self.reader.seek(applied + 1)
                 last = applied
                 for rev, payload in self.reader.read(APPLY_BATCH):
-                    txn.put(L.rev_key(rev), payload, db=self.log, append=True)
+                    txn.put(L.rev_key(rev), self._encode(txn, rev, payload), db=self.log, append=True)
                     last = rev
                 if last == applied:
                     txn.abort()
@@ -96,9 +120,69 @@ class Applier:
             except BaseException:
                 txn.abort()
                 self.reader.next_revision = 0
+                if len(self._recent) != recent_before:
+                    self._recent.clear()  # it may hold values of records that were not applied
                 raise
             wal.delete_applied(self.wal_dir, last)
+            self._train()
             return True
+
+    def _encode(self, txn: lmdb.Transaction, rev: int, payload: bytes) -> bytes:
+        """The record as LMDB keeps it: an update as a delta against its previous
+        version, a PLAIN value compressed, anything else as the writer compressed it."""
+        if payload[0] != L.PUT:
+            self._recent.pop(L.record_key(payload), None)
+            return payload
+        rec = L.decode_record(payload)
+        if not rec.frame or rec.frame[0] == DELTA:
+            return payload  # replayed after a crash: already in its final form
+        plain = rec.frame[0] == PLAIN
+        value = rec.frame[1:] if plain else self._decode(txn, rec.frame)
+        codec = self.codec
+        frame = None
+        if self.history_deltas and rec.version > 1 and not L.is_keyframe(rec.version, self.keyframe_every):
+            base = self._recent.get(rec.key)
+            prev = base[1] if base is not None and base[0] == rec.prev_revision else None
+            if prev is None:
+                try:
+                    prev = self._value_at(txn, rec.prev_revision)
+                except (lmdb.Error, ValueError):
+                    prev = None
+            if prev is not None:
+                delta = codec.encode_delta(value, prev)
+                if delta is not None and len(delta) < len(rec.frame):
+                    frame = delta
+        if frame is None:
+            frame = codec.encode(rec.key, value) if plain else rec.frame
+        codec.observe(rec.key, value)
+        recent = self._recent
+        recent[rec.key] = (rev, value)
+        recent.move_to_end(rec.key)
+        if len(recent) > self._recent_max:
+            recent.popitem(last=False)
+        return L.with_frame(payload, frame)
+
+    def _train(self) -> None:
+        """Train and store the dictionaries that are due (values seen so far are samples)."""
+        for prefix in self.codec.training_due():
+            data = self.codec.train(prefix)
+            if data is None:
+                continue
+            while True:
+                txn = self._write()
+                try:
+                    c = txn.cursor(db=self.dicts)
+                    dict_id = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
+                    txn.put(L.U32.pack(dict_id), L.encode_dict(prefix, data), db=self.dicts)
+                    txn.commit()
+                    break
+                except lmdb.MapFullError:
+                    txn.abort()
+                    self._grow()
+                except BaseException:
+                    txn.abort()
+                    raise
+            self.codec.add_dictionary(dict_id, prefix, data)
 
     # -- compaction -------------------------------------------------------------
     def _decode(self, txn: lmdb.Transaction, frame: bytes) -> bytes:
@@ -109,7 +193,7 @@ class Applier:
             return self.codec.decode(frame)
 
     def _value_at(self, txn: lmdb.Transaction, revision: int) -> bytes:
-        deltas = []
+        deltas: list[bytes] = []
         rev = revision
         while True:
             buf = txn.get(L.rev_key(rev), db=self.log)
@@ -120,7 +204,7 @@ class Applier:
                 deltas.append(rec.frame)
                 rev = rec.prev_revision
                 continue
-            value = self._decode(txn, rec.frame) if rec.frame else b""
+            value: bytes = self._decode(txn, rec.frame) if rec.frame else b""
             break
         for d in reversed(deltas):
             value = self.codec.decode_delta(d, value)
@@ -219,7 +303,9 @@ class Applier:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    applier = Applier(args[0], int(args[1]) if len(args) > 1 else 1 << 34)
+    applier = Applier(args[0], int(args[1]) if len(args) > 1 else 1 << 34,
+                      history_deltas=(args[2] != "0") if len(args) > 2 else True,
+                      keyframe_every=int(args[3]) if len(args) > 3 else 8)
     try:
         applier.run()
     finally:

@@ -45,9 +45,10 @@ from ..errors import (
 from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
 from . import layout as L
 from . import wal
-from .index import KeyIndex, is_live
-from .recent import Recent, RecentValues
-from .writer import COMPACT, CREATE, DELETE, DICT, UPDATE, Batch, Change, Op, Writer
+from .applier import Applier
+from .index import KeyIndex
+from .recent import RecentValues
+from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, Writer
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,7 @@ class LmdbStore:
         self._pending: collections.OrderedDict[int, bytes] = collections.OrderedDict()
         self._applier: subprocess.Popen[bytes] | None = None
         self._trimmed_at = 0.0
+        self._dict_count = 0
         try:
             os.makedirs(self._wal_dir, exist_ok=True)
             self._recover()
@@ -206,7 +208,6 @@ class LmdbStore:
         self._poller: asyncio.Task[None] | None = None
         self._closed = False
         self._env_closed = False
-        self._training = False
 
     # -- opening --------------------------------------------------------------
     def _open_env(self, create: bool) -> tuple[lmdb.Environment, dict[bytes, Any]]:
@@ -266,25 +267,16 @@ class LmdbStore:
         lock = wal.WalLock(self._wal_dir)
         try:
             with lock:
-                reader = wal.WalReader(self._wal_dir)
+                applier = Applier(self.path, history_deltas=self._history_deltas,
+                                  keyframe_every=self._keyframe_every, env=self._env, dbs=self._dbs)
                 try:
+                    while applier.apply_once():
+                        pass
+                    wal.truncate_torn_tail(self._wal_dir, applier.reader)
                     with self._env.begin() as txn:
-                        applied = L.u64(txn.get(L.META_REV, db=self._dbs[L.DB_META]))
-                    reader.seek(applied + 1)
-                    while True:
-                        with self._env.begin(write=True) as txn:
-                            last = applied
-                            for rev, payload in reader.read(50_000):
-                                txn.put(L.rev_key(rev), payload, db=self._dbs[L.DB_LOG], append=True)
-                                last = rev
-                            if last == applied:
-                                break
-                            txn.put(L.META_REV, L.U64.pack(last), db=self._dbs[L.DB_META])
-                        applied = last
-                    wal.truncate_torn_tail(self._wal_dir, reader)
-                    wal.delete_applied(self._wal_dir, applied)
+                        wal.delete_applied(self._wal_dir, L.u64(txn.get(L.META_REV, db=self._dbs[L.DB_META])))
                 finally:
-                    reader.close()
+                    applier.close()
         except lmdb.Error as e:
             st = os.statvfs(self.path)
             if st.f_bavail * st.f_frsize < (16 << 20):
@@ -306,9 +298,7 @@ class LmdbStore:
                 r = L.u64(k)
                 key = bytes(v[L.HEADER_SIZE:L.HEADER_SIZE + klen])
                 entries[key] = (r, create, version) if kind == L.PUT else (r, 0, 0)
-            for k, v in txn.cursor(db=self._dbs[L.DB_DICTS]):
-                prefix, data = L.decode_dict(v)
-                self.codec.add_dictionary(L.U32.unpack(k)[0], prefix, data)
+            self._load_dictionaries(txn)
         return KeyIndex(rev, entries)
 
     def _start(self) -> None:
@@ -321,10 +311,8 @@ class LmdbStore:
         loop = self._loop
         def deliver(batch: Batch) -> None:  # from the writer thread
             loop.call_soon_threadsafe(self._on_commit, batch)
-        self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent,
-                              self._load_latest, self._value_at, deliver, self._grow_map, self._txn,
-                              self._wal_dir, self._pending, history_deltas=self._history_deltas,
-                              keyframe_every=self._keyframe_every)
+        self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent, deliver, self._grow_map,
+                              self._txn, self._wal_dir, self._pending)
         self._writer.start()
         self._start_applier()
         if self.auto_compact_interval > 0:
@@ -336,7 +324,8 @@ class LmdbStore:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._applier = subprocess.Popen([sys.executable, "-m", "store.lmdb.applier", self.path,
-                                          str(self._map_size)],
+                                          str(self._map_size), "1" if self._history_deltas else "0",
+                                          str(self._keyframe_every)],
                                          stdin=subprocess.PIPE, env=env)
 
     def _stop_applier(self) -> None:
@@ -436,12 +425,24 @@ class LmdbStore:
             if self.commit_observer is not None:
                 self.commit_observer(len(batch.ops), batch.commit_seconds)
         self._answer(batch.ops)
-        self._maybe_train()
         now = time.monotonic()
         if now - self._trimmed_at > 0.05:
             self._trimmed_at = now
             with self._read() as txn:
                 self._trim_pending(self._meta(txn, L.META_REV))
+                if txn.stat(self._dbs[L.DB_DICTS])["entries"] != self._dict_count:
+                    self._load_dictionaries(txn)
+
+    def _load_dictionaries(self, txn: lmdb.Transaction) -> None:
+        """Take up dictionaries the applier trained: new values are compressed with them."""
+        n = 0
+        for k, v in txn.cursor(db=self._dbs[L.DB_DICTS]):
+            n += 1
+            dict_id = L.U32.unpack(k)[0]
+            if not self.codec.has_dictionary(dict_id):
+                prefix, data = L.decode_dict(v)
+                self.codec.add_dictionary(dict_id, prefix, data)
+        self._dict_count = n
 
     @staticmethod
     def _answer(ops: list[Op]) -> None:
@@ -632,18 +633,6 @@ class LmdbStore:
             raise CorruptStore(f"the record of revision {revision} is missing")
         return L.decode_record(buf)
 
-    def _load_latest(self, key: bytes) -> Recent | None:
-        """The latest version of ``key`` as (revision, version, value)."""
-        e = self._index.entries.get(key)
-        if not is_live(e):
-            return None
-        assert e is not None
-        with self._read() as txn:
-            buf = self._record_buf(txn, e[0])
-            if buf is None:
-                return None
-            return e[0], e[2], self._value_at(txn, e[0], L.decode_record(buf).frame, key)
-
     def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
         """``key`` as it was at ``revision`` (index latest, then back through prev links)."""
         e = self._index.entries.get(key)
@@ -692,9 +681,7 @@ class LmdbStore:
         loop = self._loop
         assert loop is not None and self._writer is not None
         fut: asyncio.Future[int] = loop.create_future()
-        op = Op(kind, key, value, expected, fut)
-        self._writer.encode(op)
-        self._writer.submit(op)
+        self._writer.submit(Op(kind, key, value, expected, fut))
         return fut
 
     @staticmethod
@@ -839,6 +826,22 @@ class LmdbStore:
         self._wal_reader.close()
         self._env.close()
 
+    async def wait_applied(self, timeout: float = 60.0) -> None:
+        """Wait until LMDB holds every write this process has seen (the applier caught up)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._read() as txn:
+                if self._meta(txn, L.META_REV) >= self._index.revision:
+                    return
+            if time.monotonic() > deadline:
+                raise StoreError("the applier did not catch up in time")
+            await asyncio.sleep(0.02)
+
+    def dictionary_prefixes(self) -> list[bytes]:
+        """The key prefixes that have a trained compression dictionary in the store."""
+        with self._read() as txn:
+            return sorted({L.decode_dict(v)[0] for _, v in txn.cursor(db=self._dbs[L.DB_DICTS])})
+
     def usage(self, scan: bool = False) -> dict[str, int]:
         """What the store holds on disk: log records (in LMDB, and in the WAL not yet
         applied), the data file's size, and with ``scan`` the bytes of LMDB's records."""
@@ -882,21 +885,3 @@ class LmdbStore:
             previous = current
             self._index.drop_tombstones_below(await self.compacted_revision())
 
-    def _maybe_train(self) -> None:
-        if self._training or self._closed or self._loop is None:
-            return
-        due = self.codec.training_due()
-        if due:
-            self._training = True
-            self._tasks.append(self._loop.create_task(self._train(due)))
-
-    async def _train(self, prefixes: list[bytes]) -> None:
-        try:
-            for prefix in prefixes:
-                data = await asyncio.to_thread(self.codec.train, prefix)
-                if data is not None and not self._closed:
-                    await self._submit(DICT, prefix, data, 0)
-        except Exception:
-            log.exception("training a compression dictionary failed")
-        finally:
-            self._training = False

@@ -1,28 +1,23 @@
-"""Group commit: the threads that make writes durable.
+"""Group commit: the thread that makes writes durable.
 
-Callers on the event loop compress their values (``Writer.encode``, on the
-loop: see ``store.codec`` on why not in a thread) and hand ``Op``s to
-``Writer.submit``. The writer thread takes what is submitted, checks each op
-against the latest state,
-  and, holding the WAL lock (shared by every process on the store), appends one
-record per mutation to the write-ahead log with one fdatasync; only then does
-  it hand the batch back to the loop (``deliver``), which applies it to the
-  index, publishes the events and answers the callers. While one batch is being
-  synced, the next gathers, so batches grow with load. The applier process
-  (``store.lmdb.applier``) then moves WAL records into LMDB; until it has,
-  readers find a record in ``pending``.
+Callers on the event loop hand ``Op``s to ``Writer.submit``. The writer thread
+takes what is submitted, compresses the values (``_compress``), checks each op
+against the latest state and,
+holding the WAL lock (shared by every process on the store), appends one record
+per mutation to the write-ahead log with one fdatasync. Only then does it hand
+the batch back to the loop (``deliver``), which applies it to the index,
+publishes the events and answers the callers. While one batch is being synced,
+the next gathers, so batches grow with load. The applier process
+(``store.lmdb.applier``) then moves WAL records into LMDB; until it has,
+readers find a record in ``pending``.
 
 The latest state the writer checks against is, in order: this batch's own
 changes (``staged``), changes committed but not yet applied to the index
 (``_overlay``, which also absorbs records other processes appended, read inside
 the write transaction), then the shared ``KeyIndex`` (read-only here).
 
-An update is compressed as a delta against the key's previous version (``RecentValues``, or
-read back from the log); if another write to the same key overtook it, the
-writer falls back to a full frame.
-
-Dictionaries and compaction points are rare: they go straight to LMDB in a
-synced transaction of the writer thread.
+Compaction points are rare: they go straight to LMDB in a synced transaction
+of the writer thread.
 """
 
 from __future__ import annotations
@@ -44,17 +39,17 @@ from ..errors import Compacted, Conflict, FutureRevision, KeyExists, NotFound, S
 from . import layout as L
 from . import wal
 from .index import Entry, KeyIndex, is_live
-from .recent import Recent, RecentValues
+from .recent import RecentValues
 
 log = logging.getLogger(__name__)
 
-CREATE, UPDATE, DELETE, COMPACT, DICT = range(5)  # CREATE and UPDATE carry values
+CREATE, UPDATE, DELETE, COMPACT = range(4)  # CREATE and UPDATE carry values
 
 
 class Op:
     """One request to the writer; the loop resolves ``future`` once it is committed."""
 
-    __slots__ = ("kind", "key", "value", "expected", "future", "frame", "base", "result", "error")
+    __slots__ = ("kind", "key", "value", "expected", "future", "frame", "result", "error")
 
     def __init__(self, kind: int, key: bytes, value: bytes, expected: int, future: Any) -> None:
         self.kind = kind
@@ -63,7 +58,6 @@ class Op:
         self.expected = expected
         self.future = future
         self.frame: bytes | None = None
-        self.base = 0  # the revision ``frame`` is a delta against (0: a full frame)
         self.result = 0
         self.error: BaseException | None = None
 
@@ -138,27 +132,20 @@ class _Mailbox:
 
 class Writer:
     def __init__(self, env: lmdb.Environment, dbs: dict[bytes, Any], codec: Codec, index: KeyIndex,
-                 recent: RecentValues, load_latest: Callable[[bytes], Recent | None],
-                 value_at: Callable[[Any, int, bytes], bytes],
+                 recent: RecentValues,
                  deliver: Callable[[Batch], None], grow_map: Callable[[], None],
                  txn: Callable[..., AbstractContextManager[lmdb.Transaction]],
                  wal_dir: str, pending: MutableMapping[int, bytes], *,
-                 history_deltas: bool = True, keyframe_every: int = 8, max_batch: int = 4096,
-                 commit_delay: float = 0.001) -> None:
+                 max_batch: int = 4096, commit_delay: float = 0.001) -> None:
         self._env = env
         self._meta = dbs[L.DB_META]
         self._log = dbs[L.DB_LOG]
-        self._dicts = dbs[L.DB_DICTS]
-        self._codec = codec
         self._index = index
+        self._codec = codec
         self._recent = recent
-        self._load_latest = load_latest    # a key's latest PUT, read from the log
-        self._value_at = value_at          # (txn, revision, frame) -> raw value
         self._deliver = deliver
         self._grow_map = grow_map
         self._txn = txn  # txn(write=False): a transaction that a map resize waits for
-        self._history_deltas = history_deltas
-        self._keyframe_every = keyframe_every
         self._max_batch = max_batch
         self._last_batch = 1
         self._commit_delay = commit_delay
@@ -191,33 +178,24 @@ class Writer:
         self._wal_writer.close()
         self._wal_lock.close()
 
-    # -- encoding (on the caller's thread) -------------------------------------
-    def encode(self, op: Op) -> None:
-        """Compress ``op``'s value: in full, or for an update as a delta against the
-        key's previous version when it is at hand."""
+    def _compress(self, ops: list[Op]) -> None:
+        """Compress the batch's values with their prefix's dictionary, one zstd call per
+        dictionary, the GIL released meanwhile (the event loop runs on). A prefix with no
+        dictionary yet goes PLAIN, and the applier compresses it; the applier also turns
+        updates into deltas against their previous version."""
         codec = self._codec
-        if op.kind == CREATE:
-            op.frame = codec.encode(op.key, op.value)
-        elif op.kind == UPDATE:
-            self._encode_update(op)
-        else:
-            return
-        codec.observe(op.key, op.value)
-
-    def _encode_update(self, op: Op) -> None:
-        if self._history_deltas:
-            prev = self._recent.get(op.key)
-            if prev is None:
-                try:
-                    prev = self._load_latest(op.key)
-                except Exception:  # unreadable for now: a full frame is always correct
-                    prev = None
-            if prev is not None and not L.is_keyframe(prev[1] + 1, self._keyframe_every):
-                delta = self._codec.encode_delta(op.value, prev[2])
-                if delta is not None:
-                    op.frame, op.base = delta, prev[0]
-                    return
-        op.frame = self._codec.encode(op.key, op.value)
+        groups: dict[int, list[Op]] = {}
+        for op in ops:
+            if op.kind > UPDATE:
+                continue
+            dict_id = codec.active_dictionary(codec.prefix_of(op.key))
+            if dict_id is None or len(op.value) < codec.config.min_compress:
+                op.frame = b"\x00" + op.value
+            else:
+                groups.setdefault(dict_id, []).append(op)
+        for dict_id, group in groups.items():
+            for op, frame in zip(group, codec.encode_many(dict_id, [op.value for op in group]), strict=True):
+                op.frame = frame if len(frame) <= len(op.value) else b"\x00" + op.value
 
     # -- the threads --------------------------------------------------------
     def _run(self) -> None:
@@ -258,6 +236,7 @@ class Writer:
     def _commit(self, ops: list[Op]) -> Batch:
         for op in ops:
             op.error = None
+        self._compress(ops)
         t0 = time.perf_counter()
         with self._wal_lock:
             self._absorb_foreign()
@@ -284,17 +263,12 @@ class Writer:
         return batch
 
     def _commit_meta(self, ops: list[Op]) -> None:
-        """Dictionaries and compaction points: straight to LMDB, synced."""
+        """Compaction points: straight to LMDB, synced."""
         while True:
             try:
                 with self._txn(write=True) as txn:
                     for op in ops:
-                        if op.kind == DICT:
-                            c = txn.cursor(db=self._dicts)
-                            op.result = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
-                            txn.put(L.U32.pack(op.result), L.encode_dict(op.key, op.value), db=self._dicts)
-                        else:
-                            self._validate_compact(txn, op, self._rev)
+                        self._validate_compact(txn, op, self._rev)
                 return
             except lmdb.MapFullError:
                 self._grow_map()
@@ -326,9 +300,6 @@ class Writer:
                 recent.put(ch.key, ch.revision, ch.version, ch.value)
             else:
                 recent.discard(ch.key)
-        for op in batch.ops:
-            if op.kind == DICT and op.error is None:
-                self._codec.add_dictionary(op.result, op.key, op.value)
 
     def _trim_overlay(self) -> None:
         applied = self._index.revision
@@ -419,8 +390,6 @@ class Writer:
                 prev = latest[0]
                 if kind == UPDATE:
                     version = latest[2] + 1
-                    if op.base and (op.base != prev or L.is_keyframe(version, self._keyframe_every)):
-                        op.frame, op.base = self._codec.encode(key, op.value), 0  # overtaken: full frame
                     rec = L.encode_record(L.PUT, latest[1], version, prev, key, op.frame or b"")
                     staged[key] = (rev, latest[1], version)
                     ch = Change(rev, L.PUT, key, latest[1], version, prev, op.value)

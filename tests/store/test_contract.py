@@ -14,6 +14,7 @@ import pytest
 import store
 from controlplane.podgen import PodGenerator
 from store import Event, EventType, KeyValue
+from store.bench import has_dictionary
 
 pytestmark = pytest.mark.asyncio
 
@@ -288,10 +289,10 @@ async def test_realistic_objects_are_compressed_transparently_and_shared(store_u
                 await a.create(pfx + k, v)
         await asyncio.gather(*(put(k, v) for k, v in pods))
         for _ in range(100):  # training runs in the background
-            if a.codec.active_dictionary(b"/registry/pods/") is not None:  # type: ignore[attr-defined]
+            if await has_dictionary(a, b"/registry/pods/"):
                 break
             await asyncio.sleep(0.1)
-        assert a.codec.active_dictionary(b"/registry/pods/") is not None  # type: ignore[attr-defined]
+        assert await has_dictionary(a, b"/registry/pods/")
         more = PodGenerator(seed=4).pods(50)
         for k, v in more:
             await a.create(pfx + k, v)
