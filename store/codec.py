@@ -241,6 +241,14 @@ class Codec:
             raise ValueError("a DELTA frame needs its reference value: use decode_delta")
         raise ValueError(f"unknown frame kind 0x{kind:02x}")
 
+    def decode_many(self, dict_id: int, frames: list[bytes]) -> list[bytes]:
+        """The values of ZSTD_DICT frames that all use ``dict_id``, in one zstd call."""
+        if dict_id not in self._dicts:
+            raise UnknownDictionary(dict_id)
+        bodies: list[bytes | bytearray | memoryview] = [memoryview(f)[5:] for f in frames]
+        out = self._dctx(dict_id).multi_decompress_to_buffer(bodies, threads=0)
+        return [out[i].tobytes() for i in range(len(frames))]
+
     @staticmethod
     def frame_dict_id(frame: bytes | memoryview) -> int | None:
         return _DICT_ID.unpack_from(frame, 1)[0] if frame[0] == ZSTD_DICT else None

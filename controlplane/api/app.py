@@ -28,7 +28,13 @@ from fastapi import FastAPI, Request, Response
 import store
 
 from ..config import Config
-from ..metrics import CONTENT_TYPE, exposition, monitor_event_loop_lag
+from ..metrics import (
+    CONTENT_TYPE,
+    STORE_COMMIT_BATCH_SIZE,
+    STORE_COMMIT_SECONDS,
+    exposition,
+    monitor_event_loop_lag,
+)
 from ..version import version_info
 
 __all__ = ["ServerState", "create_app"]
@@ -102,6 +108,11 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
     return handler
 
 
+def _observe_commit(batch_size: int, seconds: float) -> None:
+    STORE_COMMIT_BATCH_SIZE.observe(batch_size)
+    STORE_COMMIT_SECONDS.observe(seconds)
+
+
 def create_app(config: Config) -> FastAPI:
     state = ServerState(config)
 
@@ -111,6 +122,8 @@ def create_app(config: Config) -> FastAPI:
         try:
             log.info("opening store %s", config.store_url)
             s = store.open(config.store_url)
+            if hasattr(s, "commit_observer"):  # the LMDB engine reports its group commits
+                s.commit_observer = _observe_commit
             state.store = s
             revision = await s.revision()
             log.info("store open at revision %d", revision)

@@ -32,7 +32,7 @@ from typing import Any
 
 import lmdb
 
-from ..codec import DELTA, Codec, UnknownDictionary
+from ..codec import DELTA, ZSTD_DICT, Codec, UnknownDictionary
 from ..errors import (
     Compacted,
     CorruptStore,
@@ -45,7 +45,6 @@ from ..errors import (
 from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
 from . import layout as L
 from . import wal
-from .applier import Applier
 from .index import KeyIndex
 from .recent import RecentValues
 from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, Writer
@@ -266,6 +265,8 @@ class LmdbStore:
         and cut a torn record off its end. Under the WAL lock: no writer is mid-batch."""
         lock = wal.WalLock(self._wal_dir)
         try:
+            from .applier import Applier  # here: ``python -m store.lmdb.applier`` must not find it imported
+
             with lock:
                 applier = Applier(self.path, history_deltas=self._history_deltas,
                                   keyframe_every=self._keyframe_every, env=self._env, dbs=self._dbs)
@@ -633,8 +634,9 @@ class LmdbStore:
             raise CorruptStore(f"the record of revision {revision} is missing")
         return L.decode_record(buf)
 
-    def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
-        """``key`` as it was at ``revision`` (index latest, then back through prev links)."""
+    def _locate(self, txn: lmdb.Transaction, key: bytes, revision: int) -> tuple[int, L.Record] | None:
+        """The PUT record of ``key`` visible at ``revision`` (the index's latest, or back
+        through prev links), or None if the key did not exist then."""
         e = self._index.entries.get(key)
         if e is None:
             return None
@@ -643,8 +645,6 @@ class LmdbStore:
             if e[1] == 0:
                 return None
             buf = self._record_buf(txn, rev)
-            if buf is None:
-                return None
         else:
             buf = self._record_buf(txn, rev)
             while True:
@@ -657,12 +657,42 @@ class LmdbStore:
                 rev = prev
                 if rev <= revision:
                     break
-            if buf is None:
-                return None
-        r = L.decode_record(buf)
-        if r.kind != L.PUT:
+        if buf is None or buf[0] != L.PUT:
             return None
+        return rev, L.decode_record(buf)
+
+    def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
+        """``key`` as it was at ``revision``."""
+        found = self._locate(txn, key, revision)
+        if found is None:
+            return None
+        rev, r = found
         return KeyValue(key, self._value_at(txn, rev, r.frame, key), r.create_revision, rev, r.version)
+
+    def _decode_many(self, txn: lmdb.Transaction, found: list[tuple[int, L.Record]]) -> list[bytes]:
+        """The values of many records: frames compressed with one dictionary are
+        decompressed together in one zstd call; the rest one by one."""
+        values: list[bytes | None] = [None] * len(found)
+        by_dict: dict[int, list[int]] = {}
+        for i, (rev, r) in enumerate(found):
+            frame = r.frame
+            if frame and frame[0] == ZSTD_DICT and self._recent.value_at(r.key, rev) is None:
+                dict_id = L.U32.unpack_from(frame, 1)[0]
+                by_dict.setdefault(dict_id, []).append(i)
+            else:
+                values[i] = self._value_at(txn, rev, frame, r.key)
+        for dict_id, idx in by_dict.items():
+            if len(idx) < 8:
+                for i in idx:
+                    values[i] = self._value_at(txn, found[i][0], found[i][1].frame, found[i][1].key)
+                continue
+            try:
+                out = self.codec.decode_many(dict_id, [found[i][1].frame for i in idx])
+            except UnknownDictionary:
+                out = [self._value_at(txn, found[i][0], found[i][1].frame, found[i][1].key) for i in idx]
+            for i, v in zip(idx, out, strict=True):
+                values[i] = v
+        return values  # type: ignore[return-value]
 
     def _check_revision(self, txn: lmdb.Transaction, revision: int) -> int:
         current = self._index.revision
@@ -742,13 +772,20 @@ class LmdbStore:
                 compact = self._meta(txn, L.META_COMPACT)
                 if rev < compact:  # compacted while we were reading
                     raise Compacted(rev, compact)
+                found: list[tuple[int, L.Record]] = []
+                more = False
                 for key in keys:
-                    kv = self._version_at(txn, key, rev)
-                    if kv is None:
+                    f = self._locate(txn, key, rev)
+                    if f is None:
                         continue
-                    if limit and len(out) >= limit:
-                        return out, rev, True
-                    out.append(kv)
+                    if limit and len(out) + len(found) >= limit:
+                        more = True
+                        break
+                    found.append(f)
+                for (mod, r), value in zip(found, self._decode_many(txn, found), strict=True):
+                    out.append(KeyValue(r.key, value, r.create_revision, mod, r.version))
+                if more:
+                    return out, rev, True
             if len(keys) < _RANGE_CHUNK:
                 return out, rev, False
             resume = keys[-1] + b"\x00"

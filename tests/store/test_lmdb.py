@@ -371,3 +371,16 @@ async def test_a_torn_write_at_the_end_of_the_wal_is_cut_off_at_open(tmp_path: P
         assert len(kvs) == 11 and (await s.get(b"/torn/after")).value == b"ok"  # type: ignore[union-attr]
     finally:
         await s.close()
+
+
+async def test_concurrent_writes_share_commits_and_each_commit_is_reported(tmp_path: Path) -> None:
+    s = LmdbStore(str(tmp_path / "db"))
+    batches: list[tuple[int, float]] = []
+    s.commit_observer = lambda size, seconds: batches.append((size, seconds))
+    try:
+        await asyncio.gather(*(s.create(f"/gc/{i}".encode(), b"v" * 200) for i in range(2000)))
+        assert sum(size for size, _ in batches) == 2000
+        assert max(size for size, _ in batches) > 1  # grouped: fewer fsyncs than writes
+        assert all(seconds > 0 for _, seconds in batches)
+    finally:
+        await s.close()
