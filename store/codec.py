@@ -152,6 +152,12 @@ class Codec:
             if i < self.config.max_samples:
                 s.values[i] = value
 
+    def wants_samples(self, key: bytes) -> bool:
+        """Whether values of ``key``'s prefix still teach anything (no dictionary yet,
+        or the one retraining still to come): if not, callers need not decode them."""
+        s = self._samples.get(self.prefix_of(key))
+        return s is None or s.trained_at < self.config.retrain_after
+
     def training_due(self) -> list[bytes]:
         """Prefixes that should get a (new) dictionary now."""
         due = []

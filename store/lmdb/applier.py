@@ -137,10 +137,14 @@ class Applier:
         if not rec.frame or rec.frame[0] == DELTA:
             return payload  # replayed after a crash: already in its final form
         plain = rec.frame[0] == PLAIN
-        value = rec.frame[1:] if plain else self._decode(txn, rec.frame)
         codec = self.codec
+        delta_wanted = self.history_deltas and rec.version > 1 and not L.is_keyframe(rec.version, self.keyframe_every)
+        if not (plain or delta_wanted or codec.wants_samples(rec.key)):
+            self._recent.pop(rec.key, None)  # a create, compressed already: nothing to do
+            return payload
+        value = rec.frame[1:] if plain else self._decode(txn, rec.frame)
         frame = None
-        if self.history_deltas and rec.version > 1 and not L.is_keyframe(rec.version, self.keyframe_every):
+        if delta_wanted:
             base = self._recent.get(rec.key)
             prev = base[1] if base is not None and base[0] == rec.prev_revision else None
             if prev is None:
