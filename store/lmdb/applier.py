@@ -30,13 +30,16 @@ import collections
 import os
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import lmdb
 
 from ..codec import DELTA, PLAIN, Codec, UnknownDictionary
 from . import layout as L
 from . import wal
+
+T = TypeVar("T")
 
 APPLY_BATCH = 50_000     # records per LMDB transaction
 COMPACT_KEYS = 10_000    # keys per compaction transaction
@@ -74,24 +77,43 @@ class Applier:
             self.env.close()
 
     def _load_dicts(self) -> None:
-        with self.env.begin() as txn:
+        with self._begin(write=False) as txn:
             for k, v in txn.cursor(db=self.dicts):
                 prefix, data = L.decode_dict(v)
                 dict_id = L.U32.unpack(k)[0]
                 if not self.codec.has_dictionary(dict_id):
                     self.codec.add_dictionary(dict_id, prefix, data)
 
-    def _write(self) -> lmdb.Transaction[bytes]:
-        """A write transaction; grows the map (or adopts another process's size) as needed."""
+    def _begin(self, write: bool) -> lmdb.Transaction[bytes]:
+        """A transaction, after adopting the map size if another process grew it."""
         while True:
             try:
-                txn: lmdb.Transaction[bytes] = self.env.begin(write=True)
+                txn: lmdb.Transaction[bytes] = self.env.begin(write=write)
                 return txn
             except lmdb.MapResizedError:
                 self.env.set_mapsize(0)
 
+    def _write(self) -> lmdb.Transaction[bytes]:
+        return self._begin(write=True)
+
     def _grow(self) -> None:
         self.env.set_mapsize(self.env.info()["map_size"] * 2)
+
+    def _transact(self, body: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``body`` in a write transaction and commit; on a full map, grow it and
+        run ``body`` again from the start."""
+        while True:
+            txn = self._write()
+            try:
+                result = body(txn)
+                txn.commit()
+                return result
+            except lmdb.MapFullError:
+                txn.abort()
+                self._grow()
+            except BaseException:
+                txn.abort()
+                raise
 
     # -- WAL -> LMDB ----------------------------------------------------------
     def apply_once(self) -> bool:
@@ -172,21 +194,12 @@ class Applier:
             data = self.codec.train(prefix)
             if data is None:
                 continue
-            while True:
-                txn = self._write()
-                try:
-                    c = txn.cursor(db=self.dicts)
-                    dict_id = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
-                    txn.put(L.U32.pack(dict_id), L.encode_dict(prefix, data), db=self.dicts)
-                    txn.commit()
-                    break
-                except lmdb.MapFullError:
-                    txn.abort()
-                    self._grow()
-                except BaseException:
-                    txn.abort()
-                    raise
-            self.codec.add_dictionary(dict_id, prefix, data)
+            def store_dict(txn: lmdb.Transaction, prefix: bytes = prefix, data: bytes = data) -> int:
+                c = txn.cursor(db=self.dicts)
+                dict_id = L.U32.unpack(c.key())[0] + 1 if c.last() else 1
+                txn.put(L.U32.pack(dict_id), L.encode_dict(prefix, data), db=self.dicts)
+                return dict_id
+            self.codec.add_dictionary(self._transact(store_dict), prefix, data)
 
     # -- compaction -------------------------------------------------------------
     def _decode(self, txn: lmdb.Transaction, frame: bytes) -> bytes:
@@ -216,7 +229,7 @@ class Applier:
 
     def compact_once(self) -> bool:
         """Run the pending compaction, COMPACT_KEYS keys per transaction. True if it ran."""
-        with self.env.begin() as txn:
+        with self._begin(write=False) as txn:
             target = L.u64(txn.get(L.META_COMPACT, db=self.meta))
             done = L.u64(txn.get(L.META_COMPACTED, db=self.meta))
             applied = L.u64(txn.get(L.META_REV, db=self.meta))
@@ -230,29 +243,17 @@ class Applier:
                     if rev > target:
                         break
                     kept[L.record_key(v)] = rev
-        items = list(kept.items())
-        for i in range(0, len(items), COMPACT_KEYS):
-            while True:
-                txn = self._write()
-                try:
-                    for _key, rev in items[i:i + COMPACT_KEYS]:
-                        self._compact_key(txn, rev, done, target)
-                    txn.commit()
-                    break
-                except lmdb.MapFullError:
-                    txn.abort()
-                    self._grow()
-                except BaseException:
-                    txn.abort()
-                    raise
-        txn = self._write()
-        try:
+        revs = list(kept.values())
+        for i in range(0, len(revs), COMPACT_KEYS):
+            def chunk(txn: lmdb.Transaction, part: list[int] = revs[i:i + COMPACT_KEYS]) -> None:
+                for rev in part:
+                    self._compact_key(txn, rev, done, target)
+            self._transact(chunk)
+
+        def finish(txn: lmdb.Transaction) -> None:
             if L.u64(txn.get(L.META_COMPACTED, db=self.meta)) < target:
                 txn.put(L.META_COMPACTED, L.U64.pack(target), db=self.meta)
-            txn.commit()
-        except BaseException:
-            txn.abort()
-            raise
+        self._transact(finish)
         return True
 
     def _compact_key(self, txn: lmdb.Transaction, kept: int, done: int, target: int) -> None:
