@@ -1,20 +1,19 @@
-"""Group commit: the thread that makes writes durable.
+"""Group commit: the threads that make writes durable.
 
 Callers on the event loop hand ``Op``s to ``Writer.submit``. The writer thread
 takes what is submitted, compresses the values (``_compress``), checks each op
-against the latest state and,
-holding the WAL lock (shared by every process on the store), appends one record
-per mutation to the write-ahead log with one fdatasync. Only then does it hand
-the batch back to the loop (``deliver``), which applies it to the index,
-publishes the events and answers the callers. While one batch is being synced,
-the next gathers, so batches grow with load. The applier process
-(``store.lmdb.applier``) then moves WAL records into LMDB; until it has,
-readers find a record in ``pending``.
+against the latest state and, holding the WAL lock (shared by every process on
+the store), appends one record per mutation to the write-ahead log. The syncer
+thread fdatasyncs it and only then hands the batch back to the loop
+(``deliver``), which applies it to the index, publishes the events and answers
+the callers; the writer goes on with the next batch meanwhile, and batches grow
+with load. The applier process (``store.lmdb.applier``) then moves WAL records
+into LMDB; until it has, readers find a record in ``pending``.
 
 The latest state the writer checks against is, in order: this batch's own
 changes (``staged``), changes committed but not yet applied to the index
-(``_overlay``, which also absorbs records other processes appended, read inside
-the write transaction), then the shared ``KeyIndex`` (read-only here).
+(``_overlay``, which also absorbs records other processes appended to the WAL,
+read under the WAL lock), then the shared ``KeyIndex`` (read-only here).
 
 Compaction points are rare: they go straight to LMDB in a synced transaction
 of the writer thread.
@@ -30,7 +29,7 @@ import time
 from collections.abc import Callable, MutableMapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lmdb
 
@@ -42,6 +41,7 @@ from .index import Entry, KeyIndex, is_live
 from .recent import RecentValues
 
 log = logging.getLogger(__name__)
+Item = TypeVar("Item")
 
 CREATE, UPDATE, DELETE, COMPACT = range(4)  # CREATE and UPDATE carry values
 
@@ -84,15 +84,16 @@ class Batch:
     last_revision: int        # the store's revision after the batch
     records: list[tuple[int, bytes]] = field(default_factory=list)
     wal_position: tuple[int, int, int] | None = None  # (segment, start, end) of its records
+    sync_fd: int | None = None  # the WAL descriptor to fdatasync before it is answered
     commit_seconds: float = 0.0
 
 
-class _Mailbox:
+class _Mailbox(Generic[Item]):
     """A FIFO between threads that wakes its one consumer only when it sleeps:
     setting a ``threading.Event`` costs a lock round trip, too much per op."""
 
     def __init__(self) -> None:
-        self._items: collections.deque[Op] = collections.deque()
+        self._items: collections.deque[Item] = collections.deque()
         self._wake = threading.Event()
         self._idle = False  # the consumer sleeps, or is about to (see take)
 
@@ -102,20 +103,15 @@ class _Mailbox:
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, op: Op) -> None:
-        self._items.append(op)
-        if self._idle:
-            self._wake.set()
-
-    def put_all(self, ops: list[Op]) -> None:
-        self._items.extend(ops)
+    def put(self, item: Item) -> None:
+        self._items.append(item)
         if self._idle:
             self._wake.set()
 
     def wake(self) -> None:
         self._wake.set()
 
-    def take(self, limit: int, timeout: float) -> list[Op]:
+    def take(self, limit: int, timeout: float) -> list[Item]:
         """Up to ``limit`` items, waiting up to ``timeout`` for the first one."""
         items = self._items
         if not items and timeout > 0:
@@ -124,7 +120,7 @@ class _Mailbox:
                 self._wake.wait(timeout)
             self._wake.clear()
             self._idle = False
-        out: list[Op] = []
+        out: list[Item] = []
         while items and len(out) < limit:
             out.append(items.popleft())
         return out
@@ -149,7 +145,7 @@ class Writer:
         self._max_batch = max_batch
         self._last_batch = 1
         self._commit_delay = commit_delay
-        self._encoded = _Mailbox()   # submitted (compressed), to be committed by the writer thread
+        self._encoded: _Mailbox[Op] = _Mailbox()   # submitted, to be committed by the writer thread
         self._stopping = False
         self._rev = index.revision            # last revision known committed (by anyone)
         self._overlay: dict[bytes, Entry] = {}
@@ -161,10 +157,15 @@ class Writer:
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
         self._lmdb_checked = 0.0                       # when we last looked at LMDB's revision
+        self._synced: _Mailbox[Batch] = _Mailbox()   # appended, to be fdatasync'd and answered
+        self._writer_done = False
+        self._broken: StoreError | None = None
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self._syncer = threading.Thread(target=self._run_syncer, name="store-syncer", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        self._syncer.start()
 
     def submit(self, op: Op) -> None:
         self._encoded.put(op)
@@ -174,6 +175,9 @@ class Writer:
         self._stopping = True
         self._encoded.wake()
         self._thread.join()
+        self._writer_done = True
+        self._synced.wake()
+        self._syncer.join()
         self._wal_reader.close()
         self._wal_writer.close()
         self._wal_lock.close()
@@ -208,14 +212,43 @@ class Writer:
             ops += self._gather_more(len(ops))
             self._last_batch = len(ops)
             try:
+                if self._broken is not None:
+                    raise self._broken
                 batch = self._commit(ops)
             except BaseException as e:  # never let the thread die: fail the batch instead
-                log.exception("store writer failed a batch")
+                if e is not self._broken:
+                    log.exception("store writer failed a batch")
                 err = e if isinstance(e, StoreError) else StoreError(f"store write failed: {e!r}")
                 for op in ops:
                     op.error = err
                 batch = Batch(ops, [], 0, self._rev)
-            self._deliver(batch)
+            self._synced.put(batch)  # answered in order, once durable
+
+    def _run_syncer(self) -> None:
+        """fdatasync what the writer appended, then hand the batches back, in order.
+        The writer goes on with the next batch meanwhile (its pwrite and our fdatasync
+        overlap). A failed fdatasync cannot be retried safely (the kernel may have
+        dropped the dirty pages): this store then refuses every write until reopened."""
+        while True:
+            batches = self._synced.take(1 << 30, 0.5)
+            if not batches:
+                if self._writer_done and not self._synced:
+                    return
+                continue
+            fds = [b.sync_fd for b in batches if b.sync_fd is not None]
+            try:
+                if fds:
+                    wal.sync(fds)
+            except OSError as e:
+                self._broken = StoreError(f"fdatasync of the write-ahead log failed ({e}); the store "
+                                          "refuses writes until it is reopened")
+                log.error("%s", self._broken)
+                for b in batches:
+                    for op in b.ops:
+                        op.error = self._broken
+                    b.changes = []
+            for b in batches:
+                self._deliver(b)
 
     def _gather_more(self, have: int) -> list[Op]:
         """Wait briefly for a batch about the size of the last one (PostgreSQL's
@@ -247,13 +280,13 @@ class Writer:
                 data = b"".join([wal.encode(rev, rec) for rev, rec in batch.records])
                 self._wal_writer.attach(self._wal_reader)
                 try:
-                    batch.wal_position = self._wal_writer.append(batch.first_revision, data)
+                    seg, start, end, batch.sync_fd = self._wal_writer.append(batch.first_revision, data)
+                    batch.wal_position = (seg, start, end)
                 except OSError as e:
                     self._wal_writer.close()  # reattach at the end of what is whole, next time
                     if e.errno == 28:
                         raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
                     raise StoreError(f"write-ahead log: {e}") from e
-                seg, _start, end = batch.wal_position
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
                 pending = self._pending
                 for rev, rec in batch.records:
