@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -97,8 +98,8 @@ async def test_kill_9_during_64_concurrent_writers_loses_no_acknowledged_write(t
             line = p.stdout.readline()
             if not line:
                 break
-            _, key, rev = line.split()
-            acked[key.encode()] = int(rev)
+            _, ack_key, ack_rev = line.split()
+            acked[ack_key.encode()] = int(ack_rev)
         os.kill(p.pid, signal.SIGKILL)
         # acks already written to the pipe before the kill count too
         for line in p.stdout.read().splitlines():
@@ -110,13 +111,13 @@ async def test_kill_9_during_64_concurrent_writers_loses_no_acknowledged_write(t
         assert len(acked) >= 3000, p.stderr.read()
     s = LmdbStore(path)
     try:
-        kvs, rev, _ = await s.range(b"/crash/", store.prefix_end(b"/crash/"))
+        kvs, at, _ = await s.range(b"/crash/", store.prefix_end(b"/crash/"))
         stored = {kv.key: kv for kv in kvs}
         for key, r in acked.items():
             assert key in stored, key
             assert stored[key].mod_revision == r and stored[key].value == key * 20
-        assert rev >= max(acked.values())
-        assert await s.create(b"/after-crash", b"x") == rev + 1
+        assert at >= max(acked.values())
+        assert await s.create(b"/after-crash", b"x") == at + 1
     finally:
         await s.close()
 
@@ -137,7 +138,7 @@ async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 3 MiB filesystem (tmpfs) for the disk-full test; needs root, as CI and `make test` run."""
     mnt = tmp_path / "small"
     mnt.mkdir()
