@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -35,7 +36,9 @@ from ..metrics import (
     exposition,
     monitor_event_loop_lag,
 )
+from ..registry import Registry
 from ..version import version_info
+from .rest import KubeApi
 
 __all__ = ["ServerState", "create_app"]
 
@@ -108,6 +111,22 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
     return handler
 
 
+class _KubeRoutes:
+    """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
+    past FastAPI's routing (the hot path), and everything else on to FastAPI."""
+
+    def __init__(self, app: Any, kube: KubeApi) -> None:
+        self.app = app
+        self.kube = kube
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == "/api" or path == "/apis" or path.startswith(("/api/", "/apis/")):
+            await self.kube(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def _observe_commit(batch_size: int, seconds: float) -> None:
     STORE_COMMIT_BATCH_SIZE.observe(batch_size)
     STORE_COMMIT_SECONDS.observe(seconds)
@@ -125,6 +144,7 @@ def create_app(config: Config) -> FastAPI:
             if hasattr(s, "commit_observer"):  # the LMDB engine reports its group commits
                 s.commit_observer = _observe_commit
             state.store = s
+            await kube.bootstrap()
             revision = await s.revision()
             log.info("store open at revision %d", revision)
             yield
@@ -143,6 +163,8 @@ def create_app(config: Config) -> FastAPI:
     # this server is /openapi/v3, built from the registry.
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
+    kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    app.add_middleware(_KubeRoutes, kube=kube)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],

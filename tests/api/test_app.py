@@ -16,11 +16,18 @@ from controlplane.metrics import REGISTRY
 
 
 class FakeStore:
+    """Just enough store for the app's lifespan: the system namespaces, the revision."""
+
     def __init__(self) -> None:
         self.closed = False
+        self.created: list[bytes] = []
+
+    async def create(self, key: bytes, value: bytes) -> int:
+        self.created.append(key)
+        return len(self.created) + 1
 
     async def revision(self) -> int:
-        return 1
+        return len(self.created) + 1
 
     async def close(self) -> None:
         self.closed = True

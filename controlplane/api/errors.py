@@ -1,0 +1,94 @@
+"""Failures as Kubernetes reports them: a ``metav1.Status`` with code, reason and details.
+
+    raise ApiError.not_found(rtype, "web-0")   # 404 NotFound, as kube-apiserver words it
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..registry import ResourceType
+
+__all__ = ["ApiError"]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+    def body(self) -> bytes:
+        return orjson.dumps(self.status())
+
+    @staticmethod
+    def _details(rtype: ResourceType | None, name: str | None) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if name:
+            d["name"] = name
+        if rtype is not None:
+            if rtype.group:
+                d["group"] = rtype.group
+            d["kind"] = rtype.plural
+        return d
+
+    @staticmethod
+    def _what(rtype: ResourceType) -> str:
+        return f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+
+    @classmethod
+    def not_found(cls, rtype: ResourceType, name: str) -> ApiError:
+        return cls(404, "NotFound", f'{cls._what(rtype)} "{name}" not found', cls._details(rtype, name))
+
+    @classmethod
+    def already_exists(cls, rtype: ResourceType, name: str) -> ApiError:
+        return cls(409, "AlreadyExists", f'{cls._what(rtype)} "{name}" already exists', cls._details(rtype, name))
+
+    @classmethod
+    def conflict(cls, rtype: ResourceType, name: str, why: str) -> ApiError:
+        return cls(409, "Conflict", f'Operation cannot be fulfilled on {cls._what(rtype)} "{name}": {why}',
+                   cls._details(rtype, name))
+
+    @classmethod
+    def bad_request(cls, message: str) -> ApiError:
+        return cls(400, "BadRequest", message)
+
+    @classmethod
+    def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
+        msg = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+        details = cls._details(rtype, name) | {"causes": causes}
+        kind = rtype.kind
+        return cls(422, "Invalid", f'{kind} "{name}" is invalid: {msg}', details)
+
+    @classmethod
+    def gone(cls, message: str) -> ApiError:
+        return cls(410, "Expired", message)
+
+    @classmethod
+    def method_not_allowed(cls, method: str) -> ApiError:
+        return cls(405, "MethodNotAllowed",
+                   f"the server does not allow this method on the requested resource ({method})")
+
+    @classmethod
+    def unsupported_media_type(cls, content_type: str) -> ApiError:
+        return cls(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media '
+                   f'types include: application/json, application/merge-patch+json (got "{content_type}")')
+
+    @classmethod
+    def too_large(cls) -> ApiError:
+        return cls(413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)")
+
+    @classmethod
+    def not_found_path(cls, path: str) -> ApiError:
+        return cls(404, "NotFound", f"the server could not find the requested resource ({path})")

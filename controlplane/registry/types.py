@@ -1,0 +1,121 @@
+"""Resource types: what the API server serves, declared once.
+
+Each ``ResourceType`` says where its objects live in the URL space and in the
+store, and what discovery says about it. Adding a resource is a declaration
+here (plus, later, its strategy: validation, defaulting, status split).
+
+Storage keys follow kube-apiserver's layout, so the codec's per-prefix
+dictionaries split the same way etcd's data does::
+
+    /registry/<plural>/<namespace>/<name>     namespaced, built-in group
+    /registry/<plural>/<name>                 cluster-scoped, built-in group
+    /registry/<group>/<plural>/...            custom resources
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+__all__ = ["BUILTIN", "Registry", "ResourceType"]
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str            # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    storage_group: str | None = None  # set for custom resources: keys under /registry/<group>/
+    singular: str = field(default="")
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def api_version(self) -> str:
+        return self.group_version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+    def prefix(self, namespace: str | None = None) -> bytes:
+        """The store prefix of this type's objects (in one namespace, if given)."""
+        base = f"/registry/{self.storage_group}/{self.plural}/" if self.storage_group else f"/registry/{self.plural}/"
+        if self.namespaced and namespace:
+            base += namespace + "/"
+        return base.encode()
+
+    def key(self, namespace: str | None, name: str) -> bytes:
+        if self.namespaced:
+            return self.prefix(namespace) + name.encode()
+        return self.prefix() + name.encode()
+
+
+def _core(kind: str, plural: str, namespaced: bool = True, **kw: object) -> ResourceType:
+    return ResourceType("", "v1", kind, plural, namespaced, **kw)  # type: ignore[arg-type]
+
+
+BUILTIN: tuple[ResourceType, ...] = (
+    _core("Namespace", "namespaces", False, short_names=("ns",), subresources=("status", "finalize")),
+    _core("Pod", "pods", short_names=("po",), categories=("all",), subresources=("status", "binding", "eviction")),
+    _core("Node", "nodes", False, short_names=("no",), subresources=("status",)),
+    _core("Service", "services", short_names=("svc",), categories=("all",), subresources=("status",)),
+    _core("Endpoints", "endpoints", short_names=("ep",), singular="endpoints"),
+    _core("ConfigMap", "configmaps", short_names=("cm",)),
+    _core("Secret", "secrets"),
+    _core("ServiceAccount", "serviceaccounts", short_names=("sa",)),
+    _core("ReplicationController", "replicationcontrollers", short_names=("rc",), categories=("all",),
+          subresources=("status", "scale")),
+    _core("Event", "events", short_names=("ev",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    ResourceType("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",), categories=("all",),
+                 subresources=("status", "scale")),
+    ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, short_names=("rs",), categories=("all",),
+                 subresources=("status", "scale")),
+    ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, short_names=("ds",), categories=("all",),
+                 subresources=("status",)),
+    ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",), categories=("all",),
+                 subresources=("status", "scale")),
+    ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
+    ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
+)
+
+
+class Registry:
+    """The served types, found by (group, version, plural), by kind, and by group."""
+
+    def __init__(self, types: Iterable[ResourceType] = BUILTIN) -> None:
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        self._groups: dict[str, list[str]] = {}
+        for t in types:
+            self.add(t)
+
+    def add(self, t: ResourceType) -> None:
+        self._by_path[(t.group, t.version, t.plural)] = t
+        versions = self._groups.setdefault(t.group, [])
+        if t.version not in versions:
+            versions.append(t.version)
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._by_path.get((group, version, plural))
+
+    def in_group_version(self, group: str, version: str) -> Iterator[ResourceType]:
+        return (t for (g, v, _), t in self._by_path.items() if g == group and v == version)
+
+    def groups(self) -> dict[str, list[str]]:
+        """group -> its versions, preferred first (the core group is "")."""
+        return {g: list(v) for g, v in self._groups.items()}
