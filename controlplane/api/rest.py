@@ -38,6 +38,7 @@ import store
 from store import EventType, Store
 
 from ..registry import Registry, ResourceType
+from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from .errors import ApiError
 
 Scope = dict[str, Any]
@@ -47,8 +48,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 MAX_BODY = 3 * 1024 * 1024
 JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
-    "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch", "limit", "continue",
-    "allowWatchBookmarks", "pretty", "fieldManager", "fieldValidation", "gracePeriodSeconds",
+    "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
+    "limit", "continue", "allowWatchBookmarks", "pretty", "fieldManager", "fieldValidation", "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
 
@@ -303,16 +304,29 @@ class KubeApi:
         if token:
             start, revision = _decode_continue(token, prefix)
         limit = _int_param(query, "limit", 0)
+        match = _matcher(rtype, query)
+        end = store.prefix_end(prefix)
+        items: list[dict[str, Any]] = []
         try:
-            kvs, rev, more = await self.store.range(start, store.prefix_end(prefix), revision=revision, limit=limit)
+            while True:  # with a selector, read on until the page has ``limit`` matches
+                kvs, rev, more = await self.store.range(start, end, revision=revision,
+                                                        limit=max(limit - len(items), 0) if limit else 0)
+                revision = rev
+                for kv in kvs:
+                    obj = _object(kv.value, kv.mod_revision)
+                    if match is None or match(obj):
+                        items.append(obj)
+                if kvs:
+                    start = kvs[-1].key + b"\x00"
+                if not more or not limit or len(items) >= limit:
+                    break
         except store.Compacted as e:
             raise ApiError.gone("The provided continue parameter is too old to display a consistent list "
                                 "result. You can start a new list without the continue parameter.") from e
-        meta: dict[str, Any] = {"resourceVersion": str(rev)}
-        if more and kvs:
-            meta["continue"] = _encode_continue(kvs[-1].key + b"\x00", rev)
-        return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta,
-                "items": [_object(kv.value, kv.mod_revision) for kv in kvs]}
+        meta: dict[str, Any] = {"resourceVersion": str(revision)}
+        if more:
+            meta["continue"] = _encode_continue(start, revision)
+        return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         obj = self._parse(rtype, body)
@@ -387,11 +401,12 @@ class KubeApi:
         prefix = rtype.prefix(namespace)
         rv = _revision_param(query.get("resourceVersion"))
         timeout = _int_param(query, "timeoutSeconds", 1800)
+        match = _matcher(rtype, query)
         deadline = time.monotonic() + (timeout or 1800)
         initial: list[dict[str, Any]] = []
         if not rv:  # no resourceVersion, or 0: the current state first, as ADDED events
             kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix))
-            initial = [_object(kv.value, kv.mod_revision) for kv in kvs]
+            initial = [o for o in (_object(kv.value, kv.mod_revision) for kv in kvs) if match is None or match(o)]
             start = rev + 1
         else:
             start = rv + 1
@@ -430,13 +445,21 @@ class KubeApi:
                     await line("ERROR", ApiError.gone(f"too old resource version: {rv} ({err.compacted})").status())
                     break
                 for ev in events:
+                    old = _object(ev.prev_kv.value, ev.kv.mod_revision) if ev.prev_kv is not None else None
                     if ev.type is EventType.DELETE:
-                        if ev.prev_kv is None:
-                            continue
-                        await line("DELETED", _object(ev.prev_kv.value, ev.kv.mod_revision))
-                    else:
-                        kind = "ADDED" if ev.kv.version == 1 else "MODIFIED"
-                        await line(kind, _object(ev.kv.value, ev.kv.mod_revision))
+                        if old is not None and (match is None or match(old)):
+                            await line("DELETED", old)
+                        continue
+                    new = _object(ev.kv.value, ev.kv.mod_revision)
+                    if match is None:
+                        await line("ADDED" if ev.kv.version == 1 else "MODIFIED", new)
+                        continue
+                    # objects entering or leaving the selector are ADDED or DELETED, as upstream
+                    was, now = old is not None and ev.kv.version > 1 and match(old), match(new)
+                    if now:
+                        await line("MODIFIED" if was else "ADDED", new)
+                    elif was:
+                        await line("DELETED", new)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write
@@ -448,6 +471,24 @@ class KubeApi:
 
 
 # -- helpers ---------------------------------------------------------------------------
+Matcher = Callable[[dict[str, Any]], bool] | None
+
+
+def _matcher(rtype: ResourceType, query: dict[str, str]) -> Matcher:
+    """The list/watch filter the selectors describe, or None for everything."""
+    try:
+        labels = parse_label_selector(query.get("labelSelector"))
+        fields = parse_field_selector(query.get("fieldSelector"), rtype.plural)
+    except SelectorError as e:
+        raise ApiError.bad_request(str(e)) from e
+    if labels.empty and fields.empty:
+        return None
+
+    def match(obj: dict[str, Any]) -> bool:
+        return labels.matches(obj.get("metadata", {}).get("labels")) and fields.matches(obj)
+    return match
+
+
 def _int_param(query: dict[str, str], name: str, default: int) -> int:
     raw = query.get(name)
     if raw in (None, ""):

@@ -149,8 +149,10 @@ def test_bad_requests_get_status_errors(served: Serve, ns: str) -> None:
     assert r.status_code == 400
     r = httpx.post(base, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
     assert r.status_code == 422 and r.json()["reason"] == "Invalid"
-    r = httpx.get(base, params={"labelSelector": "a=b"})  # not implemented yet: refused, not ignored
-    assert r.status_code == 400 and "labelSelector" in r.json()["message"]
+    r = httpx.get(base, params={"dryRun": "All"})  # not implemented yet: refused, not ignored
+    assert r.status_code == 400 and "dryRun" in r.json()["message"]
+    r = httpx.get(base, params={"labelSelector": "a in (b"})
+    assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
     r = httpx.post(base, content=b"x" * (3 * 1024 * 1024 + 1), headers={"content-type": "application/json"})
     assert r.status_code == 413
     r = httpx.get(f"{served.url}/api/v1/nosuchthings")
@@ -188,3 +190,44 @@ def test_objects_survive_a_restart(tmp_path: Path) -> None:
         assert r.status_code == 200 and r.json()["data"] == {"x": "y"}
     finally:
         s.stop()
+
+
+def test_label_and_field_selectors_on_list(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    for i, (app, node) in enumerate([("web", "n1"), ("web", "n2"), ("db", "n1")]):
+        v1.create_namespaced_pod(ns, client.V1Pod(
+            metadata=client.V1ObjectMeta(name=f"sel{i}", labels={"app": app}),
+            spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")])))
+    names = lambda items: sorted(p.metadata.name for p in items)  # noqa: E731
+    assert names(v1.list_namespaced_pod(ns, label_selector="app=web").items) == ["sel0", "sel1"]
+    assert names(v1.list_namespaced_pod(ns, label_selector="app in (db)").items) == ["sel2"]
+    assert names(v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1").items) == ["sel0", "sel2"]
+    page = v1.list_namespaced_pod(ns, label_selector="app=web", limit=1)
+    assert len(page.items) == 1 and page.metadata._continue
+    with pytest.raises(ApiException) as e:
+        v1.list_namespaced_config_map(ns, field_selector="spec.nodeName=n1")
+    assert e.value.status == 400 and "field label not supported" in e.value.body
+
+
+def test_watch_with_a_selector_sees_objects_enter_and_leave_it(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    rv = v1.list_namespaced_config_map(ns).metadata.resource_version
+    seen: list[tuple[str, str]] = []
+
+    def follow() -> None:
+        w = watch.Watch()
+        for event in w.stream(v1.list_namespaced_config_map, ns, label_selector="watched=yes",
+                              resource_version=rv, timeout_seconds=10):
+            seen.append((event["type"], event["object"].metadata.name))
+            if len(seen) == 2:
+                w.stop()
+    t = threading.Thread(target=follow)
+    t.start()
+    v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="quiet")))
+    cm = v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="moves")))
+    cm.metadata.labels = {"watched": "yes"}
+    cm = v1.replace_namespaced_config_map("moves", ns, cm)
+    cm.metadata.labels = {}
+    v1.replace_namespaced_config_map("moves", ns, cm)
+    t.join(15)
+    assert seen == [("ADDED", "moves"), ("DELETED", "moves")]

@@ -1,0 +1,213 @@
+"""Label and field selectors, with kube-apiserver's syntax and its per-type fields.
+
+    >>> sel = parse_label_selector("app=web,tier in (front, back),!canary")
+    >>> sel.matches({"app": "web", "tier": "front"})
+    True
+    >>> fields = parse_field_selector("spec.nodeName=node-1,status.phase!=Failed", "pods")
+    >>> fields.matches({"spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}})
+    True
+
+A selector a caller cannot use (bad syntax, a field the type does not index)
+raises ``SelectorError``; the API turns it into a 400.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FieldSelector", "LabelSelector", "SelectorError", "parse_field_selector", "parse_label_selector"]
+
+
+class SelectorError(ValueError):
+    pass
+
+
+# -- labels ---------------------------------------------------------------------
+_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_KEY_RE = re.compile(_KEY + r"\Z")
+_VALUE_RE = re.compile(_VALUE + r"\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class _Requirement:
+    key: str
+    op: str                       # "=", "!=", "in", "notin", "exists", "!exists"
+    values: frozenset[str]
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        has = self.key in labels
+        if self.op == "exists":
+            return has
+        if self.op == "!exists":
+            return not has
+        if self.op in ("=", "in"):
+            return has and labels[self.key] in self.values
+        return not has or labels[self.key] not in self.values  # "!=", "notin"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    requirements: tuple[_Requirement, ...]
+
+    def matches(self, labels: dict[str, str] | None) -> bool:
+        labels = labels or {}
+        return all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def empty(self) -> bool:
+        return not self.requirements
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise SelectorError(f"unbalanced parentheses in {text!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise SelectorError(f"unbalanced parentheses in {text!r}")
+    parts.append("".join(cur))
+    return parts
+
+
+def _check_key(key: str, text: str) -> str:
+    if not _KEY_RE.match(key):
+        raise SelectorError(f"invalid label key {key!r} in selector {text!r}")
+    return key
+
+
+def _check_value(value: str, text: str) -> str:
+    if len(value) > 63 or not _VALUE_RE.match(value):
+        raise SelectorError(f"invalid label value {value!r} in selector {text!r}")
+    return value
+
+
+_SET_RE = re.compile(r"^\s*(\S+?)\s+(in|notin)\s*\((.*)\)\s*$")
+
+
+def parse_label_selector(text: str | None) -> LabelSelector:
+    if not text or not text.strip():
+        return LabelSelector(())
+    reqs: list[_Requirement] = []
+    for part in _split_top(text):
+        part = part.strip()
+        if not part:
+            raise SelectorError(f"empty requirement in selector {text!r}")
+        m = _SET_RE.match(part)
+        if m:
+            key, op, vals = m.group(1), m.group(2), m.group(3)
+            values = frozenset(_check_value(v.strip(), text) for v in vals.split(","))
+            reqs.append(_Requirement(_check_key(key, text), op, values))
+            continue
+        for op in ("==", "!=", "="):
+            if op in part:
+                key, value = (s.strip() for s in part.split(op, 1))
+                reqs.append(_Requirement(_check_key(key, text), "=" if op == "==" else op,
+                                         frozenset([_check_value(value, text)])))
+                break
+        else:
+            if part.startswith("!"):
+                reqs.append(_Requirement(_check_key(part[1:].strip(), text), "!exists", frozenset()))
+            else:
+                reqs.append(_Requirement(_check_key(part, text), "exists", frozenset()))
+    return LabelSelector(tuple(reqs))
+
+
+# -- fields ---------------------------------------------------------------------
+def _path(*keys: str) -> Callable[[dict[str, Any]], str]:
+    def get(obj: dict[str, Any]) -> str:
+        cur: Any = obj
+        for k in keys:
+            if not isinstance(cur, dict):
+                return ""
+            cur = cur.get(k)
+        if cur is None:
+            return ""
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+    return get
+
+
+_COMMON = {"metadata.name": _path("metadata", "name"), "metadata.namespace": _path("metadata", "namespace")}
+
+# The fields kube-apiserver indexes for field selectors, per resource (its
+# GetAttrs functions); anything else is refused, as kube-apiserver refuses it.
+FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
+    "pods": {
+        "spec.nodeName": _path("spec", "nodeName"),
+        "spec.restartPolicy": _path("spec", "restartPolicy"),
+        "spec.schedulerName": _path("spec", "schedulerName"),
+        "spec.serviceAccountName": _path("spec", "serviceAccountName"),
+        "spec.hostNetwork": _path("spec", "hostNetwork"),
+        "status.phase": _path("status", "phase"),
+        "status.podIP": _path("status", "podIP"),
+        "status.nominatedNodeName": _path("status", "nominatedNodeName"),
+    },
+    "events": {
+        "involvedObject.kind": _path("involvedObject", "kind"),
+        "involvedObject.namespace": _path("involvedObject", "namespace"),
+        "involvedObject.name": _path("involvedObject", "name"),
+        "involvedObject.uid": _path("involvedObject", "uid"),
+        "involvedObject.apiVersion": _path("involvedObject", "apiVersion"),
+        "involvedObject.resourceVersion": _path("involvedObject", "resourceVersion"),
+        "involvedObject.fieldPath": _path("involvedObject", "fieldPath"),
+        "reason": _path("reason"),
+        "reportingComponent": _path("reportingComponent"),
+        "source": _path("source", "component"),
+        "type": _path("type"),
+    },
+    "secrets": {"type": _path("type")},
+    "namespaces": {"status.phase": _path("status", "phase")},
+    "nodes": {"spec.unschedulable": _path("spec", "unschedulable")},
+    "replicationcontrollers": {"status.replicas": _path("status", "replicas")},
+    "replicasets": {"status.replicas": _path("status", "replicas")},
+    "jobs": {"status.successful": _path("status", "succeeded")},
+    "services": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSelector:
+    terms: tuple[tuple[Callable[[dict[str, Any]], str], bool, str], ...]  # (getter, equal, value)
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        return all((get(obj) == value) == equal for get, equal, value in self.terms)
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+
+def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
+    if not text or not text.strip():
+        return FieldSelector(())
+    fields = _COMMON | FIELDS.get(plural, {})
+    terms = []
+    for part in text.split(","):
+        part = part.strip()
+        for op in ("==", "!=", "="):
+            if op in part:
+                field, value = (s.strip() for s in part.split(op, 1))
+                break
+        else:
+            raise SelectorError(f"invalid field selector {part!r}: expected field=value or field!=value")
+        if field not in fields:
+            raise SelectorError(f'field label not supported: {field}')
+        terms.append((fields[field], op != "!=", value))
+    return FieldSelector(tuple(terms))

@@ -1,0 +1,49 @@
+"""Label and field selectors: kube-apiserver's syntax and per-type fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
+
+
+@pytest.mark.parametrize(("selector", "labels", "expected"), [
+    ("app=web", {"app": "web"}, True),
+    ("app==web", {"app": "web"}, True),
+    ("app=web", {"app": "db"}, False),
+    ("app!=web", {}, True),
+    ("app!=web", {"app": "web"}, False),
+    ("tier in (front, back)", {"tier": "back"}, True),
+    ("tier in (front,back)", {"tier": "db"}, False),
+    ("tier notin (front)", {}, True),
+    ("tier notin (front)", {"tier": "front"}, False),
+    ("canary", {"canary": ""}, True),
+    ("!canary", {"canary": "yes"}, False),
+    ("app=web,tier in (a,b),!canary", {"app": "web", "tier": "a"}, True),
+    ("example.com/role=x", {"example.com/role": "x"}, True),
+    ("", {"anything": "goes"}, True),
+])
+def test_label_selectors(selector: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_label_selector(selector).matches(labels) is expected
+
+
+@pytest.mark.parametrize("bad", ["app=", "=web", "tier in (a", "a b", "app=we b", ",app=web", "x=" + "v" * 64])
+def test_bad_label_selectors_are_refused(bad: str) -> None:
+    if bad == "app=":  # an empty value is legal: app has the empty value
+        assert parse_label_selector(bad).matches({"app": ""})
+        return
+    with pytest.raises(SelectorError):
+        parse_label_selector(bad)
+
+
+def test_field_selectors_know_each_types_fields() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    assert parse_field_selector("spec.nodeName=n1", "pods").matches(pod)
+    assert not parse_field_selector("spec.nodeName=n2", "pods").matches(pod)
+    assert parse_field_selector("status.phase!=Failed,metadata.namespace=ns", "pods").matches(pod)
+    assert parse_field_selector("spec.nodeName=", "pods").matches({"spec": {}})  # unscheduled pods
+    assert parse_field_selector("metadata.name=p", "configmaps").matches(pod)
+    with pytest.raises(SelectorError, match="field label not supported: spec.nodeName"):
+        parse_field_selector("spec.nodeName=n1", "configmaps")
+    with pytest.raises(SelectorError):
+        parse_field_selector("spec.nodeName", "pods")
