@@ -198,7 +198,7 @@ def test_label_and_field_selectors_on_list(api: client.ApiClient, ns: str) -> No
         v1.create_namespaced_pod(ns, client.V1Pod(
             metadata=client.V1ObjectMeta(name=f"sel{i}", labels={"app": app}),
             spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")])))
-    names = lambda items: sorted(p.metadata.name for p in items)  # noqa: E731
+    names = lambda items: sorted(p.metadata.name for p in items)
     assert names(v1.list_namespaced_pod(ns, label_selector="app=web").items) == ["sel0", "sel1"]
     assert names(v1.list_namespaced_pod(ns, label_selector="app in (db)").items) == ["sel2"]
     assert names(v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1").items) == ["sel0", "sel2"]
