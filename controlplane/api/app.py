@@ -37,6 +37,7 @@ from ..metrics import (
     monitor_event_loop_lag,
 )
 from ..registry import Registry
+from ..tokens import read_token_file
 from ..version import version_info
 from .rest import KubeApi
 
@@ -113,18 +114,37 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
 
 class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
-    past FastAPI's routing (the hot path), and everything else on to FastAPI."""
+    past FastAPI's routing (the hot path), and everything else on to FastAPI.
 
-    def __init__(self, app: Any, kube: KubeApi) -> None:
+    With a token file, an API request needs ``Authorization: Bearer <token>`` of
+    one of its users, or gets 401 (health checks and ``/version`` stay open, as
+    kube-apiserver's are to anonymous clients)."""
+
+    def __init__(self, app: Any, kube: KubeApi, tokens: frozenset[str] | None) -> None:
         self.app = app
         self.kube = kube
+        self.tokens = tokens
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         if path == "/api" or path == "/apis" or path.startswith(("/api/", "/apis/")):
+            if self.tokens is not None and not self._authenticated(scope):
+                await KubeApi._respond(send, 401, _UNAUTHORIZED)
+                return
             await self.kube(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    def _authenticated(self, scope: dict[str, Any]) -> bool:
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and token.strip() in (self.tokens or ())
+        return False
+
+
+_UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
 
 
 def _observe_commit(batch_size: int, seconds: float) -> None:
@@ -164,7 +184,10 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
-    app.add_middleware(_KubeRoutes, kube=kube)
+    tokens = None
+    if config.token_auth_file is not None:
+        tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))
+    app.add_middleware(_KubeRoutes, kube=kube, tokens=tokens)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],

@@ -13,7 +13,14 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from controlplane.tokens import find_admin, read_token_file
 from tests.test_cli import Serve, start_serve
+
+
+def bearer(served: Serve) -> dict[str, str]:
+    admin = find_admin(read_token_file(served.tokens))
+    assert admin is not None
+    return {"authorization": f"Bearer {admin.token}"}
 
 
 @pytest.fixture(scope="module")
@@ -143,21 +150,22 @@ def test_deployment_in_a_named_group(api: client.ApiClient, ns: str) -> None:
 
 def test_bad_requests_get_status_errors(served: Serve, ns: str) -> None:
     base = f"{served.url}/api/v1/namespaces/{ns}/configmaps"
-    r = httpx.post(base, content=b"{not json", headers={"content-type": "application/json"})
+    auth = bearer(served)
+    r = httpx.post(base, content=b"{not json", headers={"content-type": "application/json", **auth})
     assert r.status_code == 400 and r.json()["kind"] == "Status" and r.json()["reason"] == "BadRequest"
-    r = httpx.post(base, json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}})
+    r = httpx.post(base, json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}, headers=auth)
     assert r.status_code == 400
-    r = httpx.post(base, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
+    r = httpx.post(base, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}, headers=auth)
     assert r.status_code == 422 and r.json()["reason"] == "Invalid"
-    r = httpx.get(base, params={"dryRun": "All"})  # not implemented yet: refused, not ignored
+    r = httpx.get(base, params={"dryRun": "All"}, headers=auth)  # not implemented yet: refused, not ignored
     assert r.status_code == 400 and "dryRun" in r.json()["message"]
-    r = httpx.get(base, params={"labelSelector": "a in (b"})
+    r = httpx.get(base, params={"labelSelector": "a in (b"}, headers=auth)
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
-    r = httpx.post(base, content=b"x" * (3 * 1024 * 1024 + 1), headers={"content-type": "application/json"})
+    r = httpx.post(base, content=b"x" * (3 * 1024 * 1024 + 1), headers={"content-type": "application/json", **auth})
     assert r.status_code == 413
-    r = httpx.get(f"{served.url}/api/v1/nosuchthings")
+    r = httpx.get(f"{served.url}/api/v1/nosuchthings", headers=auth)
     assert r.status_code == 404 and r.json()["kind"] == "Status"
-    r = httpx.delete(base)
+    r = httpx.delete(base, headers=auth)
     assert r.status_code == 405
 
 
@@ -167,11 +175,11 @@ def test_merge_patch(served: Serve, api: client.ApiClient, ns: str) -> None:
                                                            data={"keep": "1", "drop": "2"}))
     r = httpx.patch(f"{served.url}/api/v1/namespaces/{ns}/configmaps/p",
                     content=b'{"data": {"drop": null, "new": "3"}}',
-                    headers={"content-type": "application/merge-patch+json"})
+                    headers={"content-type": "application/merge-patch+json", **bearer(served)})
     assert r.status_code == 200, r.text
     assert v1.read_namespaced_config_map("p", ns).data == {"keep": "1", "new": "3"}
     r = httpx.patch(f"{served.url}/api/v1/namespaces/{ns}/configmaps/p", content=b"{}",
-                    headers={"content-type": "application/strategic-merge-patch+json"})
+                    headers={"content-type": "application/strategic-merge-patch+json", **bearer(served)})
     assert r.status_code == 415
 
 
@@ -179,14 +187,16 @@ def test_objects_survive_a_restart(tmp_path: Path) -> None:
     s = start_serve(tmp_path, run=0)
     s.wait_ready()
     try:
-        httpx.post(f"{s.url}/api/v1/namespaces/default/configmaps",
-                   json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "durable"}, "data": {"x": "y"}})
+        r = httpx.post(f"{s.url}/api/v1/namespaces/default/configmaps", headers=bearer(s),
+                       json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "durable"},
+                             "data": {"x": "y"}})
+        assert r.status_code == 201
     finally:
         assert s.stop() == 0
     s = start_serve(tmp_path, run=1, port=s.port)
     s.wait_ready()
     try:
-        r = httpx.get(f"{s.url}/api/v1/namespaces/default/configmaps/durable")
+        r = httpx.get(f"{s.url}/api/v1/namespaces/default/configmaps/durable", headers=bearer(s))
         assert r.status_code == 200 and r.json()["data"] == {"x": "y"}
     finally:
         s.stop()
@@ -231,3 +241,13 @@ def test_watch_with_a_selector_sees_objects_enter_and_leave_it(api: client.ApiCl
     v1.replace_namespaced_config_map("moves", ns, cm)
     t.join(15)
     assert seen == [("ADDED", "moves"), ("DELETED", "moves")]
+
+
+def test_api_requests_need_a_valid_token(served: Serve) -> None:
+    url = f"{served.url}/api/v1/namespaces"
+    for headers in ({}, {"authorization": "Bearer not-a-token"}, {"authorization": "Basic YWRtaW46YWRtaW4="}):
+        r = httpx.get(url, headers=headers)
+        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized", headers
+    assert httpx.get(url, headers=bearer(served)).status_code == 200
+    assert httpx.get(f"{served.url}/readyz").status_code == 200  # health stays open
+    assert httpx.get(f"{served.url}/version").status_code == 200
