@@ -189,10 +189,13 @@ class KubeApi:
             return await self._json(send, 200, await self._get(rtype, namespace, name))
         if method == "PUT":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._update(rtype, namespace, name, body))
+            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource))
         if method == "PATCH":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body))
+            return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
+                                                                 subresource))
+        if subresource is not None:
+            raise ApiError.method_not_allowed(method)
         if method == "DELETE":
             return await self._json(send, 200, await self._delete(rtype, namespace, name))
         raise ApiError.method_not_allowed(method)
@@ -275,6 +278,8 @@ class KubeApi:
                 raise ApiError.not_found(self._namespaces, namespace or "")
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
+        if "status" in rtype.subresources:  # the status is the system's to write, through /status
+            obj["status"] = _INITIAL_STATUS.get(rtype.plural, {})
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
@@ -328,7 +333,8 @@ class KubeApi:
             meta["continue"] = _encode_continue(start, revision)
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
 
-    async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+    async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
+                      subresource: str | None = None) -> dict[str, Any]:
         obj = self._parse(rtype, body)
         meta = obj["metadata"]
         self._check_namespace(rtype, namespace, meta)
@@ -340,10 +346,8 @@ class KubeApi:
         current = await self.store.get(key)
         if current is None:
             raise ApiError.not_found(rtype, name)
-        old = orjson.loads(current.value)["metadata"]
-        for field in ("uid", "creationTimestamp", "generation"):  # set by the server, kept on update
-            if field in old:
-                meta[field] = old[field]
+        obj = _split_status(rtype, subresource, orjson.loads(current.value), obj)
+        meta = obj["metadata"]
         try:
             rev = await self.store.update(key, orjson.dumps(obj), expected or current.mod_revision)
         except store.Conflict as e:
@@ -355,7 +359,7 @@ class KubeApi:
         return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
-                     body: bytes) -> dict[str, Any]:
+                     body: bytes, subresource: str | None = None) -> dict[str, Any]:
         if content_type != "application/merge-patch+json":
             raise ApiError.unsupported_media_type(content_type)
         try:
@@ -367,10 +371,14 @@ class KubeApi:
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
+            old = orjson.loads(current.value)
             obj = _merge_patch(orjson.loads(current.value), patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
-            meta = obj.setdefault("metadata", {})
+            if not isinstance(obj.get("metadata"), dict):
+                obj["metadata"] = {}
+            obj = _split_status(rtype, subresource, old, obj)
+            meta = obj["metadata"]
             meta.pop("resourceVersion", None)
             meta["name"] = name
             if rtype.namespaced:
@@ -529,6 +537,36 @@ def _decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
     if not start.startswith(prefix):
         raise ApiError.bad_request("the continue token is for another list")
     return start, revision
+
+
+_INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}
+
+
+def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],
+                  new: dict[str, Any]) -> dict[str, Any]:
+    """What an update may change: through ``/status`` only the status; through the
+    object itself, everything but the status (for types with a status subresource).
+    Server-set metadata is kept; ``generation`` counts changes of the spec."""
+    old_meta = old.get("metadata", {})
+    if subresource == "status":
+        merged = dict(old)
+        merged["status"] = new.get("status")
+        merged["metadata"] = dict(old_meta)
+        return merged
+    if "status" in rtype.subresources:
+        if "status" in old:
+            new["status"] = old["status"]
+        else:
+            new.pop("status", None)
+    meta = new["metadata"]
+    for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+        if field in old_meta:
+            meta[field] = old_meta[field]
+        else:
+            meta.pop(field, None)
+    if new.get("spec") != old.get("spec"):
+        meta["generation"] = int(old_meta.get("generation", 1)) + 1
+    return new
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

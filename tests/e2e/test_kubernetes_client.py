@@ -251,3 +251,38 @@ def test_api_requests_need_a_valid_token(served: Serve) -> None:
     assert httpx.get(url, headers=bearer(served)).status_code == 200
     assert httpx.get(f"{served.url}/readyz").status_code == 200  # health stays open
     assert httpx.get(f"{served.url}/version").status_code == 200
+
+
+def test_status_is_written_through_its_subresource_only(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    pod = v1.create_namespaced_pod(ns, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="st"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+        status=client.V1PodStatus(phase="Running")))
+    assert pod.status.phase == "Pending"  # set by the server at create
+    pod.status.phase = "Running"
+    pod.status.pod_ip = "10.0.0.7"
+    pod.spec.containers[0].image = "ignored-by-status"
+    after = v1.replace_namespaced_pod_status("st", ns, pod)
+    assert after.status.phase == "Running" and after.status.pod_ip == "10.0.0.7"
+    assert after.spec.containers[0].image == "busybox"  # spec untouched by a status write
+    after.status.phase = "Failed"
+    again = v1.replace_namespaced_pod("st", ns, after)
+    assert again.status.phase == "Running"  # status untouched by an object write
+    assert v1.read_namespaced_pod_status("st", ns).status.pod_ip == "10.0.0.7"
+
+
+def test_generation_counts_spec_changes(api: client.ApiClient, ns: str) -> None:
+    apps = client.AppsV1Api(api)
+    d = apps.read_namespaced_deployment("web", ns) if any(
+        x.metadata.name == "web" for x in apps.list_namespaced_deployment(ns).items) else None
+    if d is None:
+        test_deployment_in_a_named_group(api, ns)
+        d = apps.read_namespaced_deployment("web", ns)
+    g = d.metadata.generation
+    d.metadata.labels = {"touched": "yes"}  # metadata only: same generation
+    d = apps.replace_namespaced_deployment("web", ns, d)
+    assert d.metadata.generation == g
+    d.spec.replicas = 5
+    d = apps.replace_namespaced_deployment("web", ns, d)
+    assert d.metadata.generation == g + 1
