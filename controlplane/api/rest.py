@@ -184,6 +184,8 @@ class KubeApi:
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body))
+            if method == "DELETE":
+                return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             return await self._json(send, 200, await self._get(rtype, namespace, name))
@@ -402,6 +404,22 @@ class KubeApi:
         except (store.NotFound, store.Conflict) as e:
             raise ApiError.conflict(rtype, name, "the object was modified while being deleted; try again") from e
         return _object(current.value, rev)
+
+    async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
+                                 query: dict[str, str]) -> dict[str, Any]:
+        """Delete what the list with these selectors shows; returns the deleted objects."""
+        listed = await self._list(rtype, namespace, {k: v for k, v in query.items()
+                                                     if k in ("labelSelector", "fieldSelector")})
+        deleted = []
+        for obj in listed["items"]:
+            meta = obj["metadata"]
+            with contextlib.suppress(store.NotFound, store.Conflict):  # changed or gone meanwhile: skip
+                rev = await self.store.delete(rtype.key(meta.get("namespace"), meta["name"]),
+                                              int(meta["resourceVersion"]))
+                meta["resourceVersion"] = str(rev)
+                deleted.append(obj)
+        return {"kind": rtype.list_kind, "apiVersion": rtype.api_version,
+                "metadata": {"resourceVersion": listed["metadata"]["resourceVersion"]}, "items": deleted}
 
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],

@@ -165,7 +165,7 @@ def test_bad_requests_get_status_errors(served: Serve, ns: str) -> None:
     assert r.status_code == 413
     r = httpx.get(f"{served.url}/api/v1/nosuchthings", headers=auth)
     assert r.status_code == 404 and r.json()["kind"] == "Status"
-    r = httpx.delete(base, headers=auth)
+    r = httpx.put(base, headers=auth, json={})
     assert r.status_code == 405
 
 
@@ -286,3 +286,13 @@ def test_generation_counts_spec_changes(api: client.ApiClient, ns: str) -> None:
     d.spec.replicas = 5
     d = apps.replace_namespaced_deployment("web", ns, d)
     assert d.metadata.generation == g + 1
+
+
+def test_delete_collection_with_a_label_selector(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    for name, batch in (("dc1", "old"), ("dc2", "old"), ("dc3", "new")):
+        v1.create_namespaced_config_map(ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, labels={"batch": batch})))
+    v1.delete_collection_namespaced_config_map(ns, label_selector="batch=old")
+    left = sorted(c.metadata.name for c in v1.list_namespaced_config_map(ns, label_selector="batch").items)
+    assert left == ["dc3"]
