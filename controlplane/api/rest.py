@@ -72,6 +72,7 @@ class KubeApi:
         self._get_store = get_store
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
+        self._background: set[asyncio.Future[None]] = set()
 
     async def bootstrap(self) -> None:
         """The namespaces every cluster has (kube-apiserver's system namespaces controller)."""
@@ -199,7 +200,8 @@ class KubeApi:
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
-            return await self._json(send, 200, await self._delete(rtype, namespace, name))
+            body = await self._body(scope, receive)
+            return await self._json(send, 200, await self._delete(rtype, namespace, name, _delete_options(body)))
         raise ApiError.method_not_allowed(method)
 
     # -- discovery ---------------------------------------------------------------
@@ -278,10 +280,18 @@ class KubeApi:
             ns = await self.store.get(self._namespaces.key(None, namespace or ""))
             if ns is None:
                 raise ApiError.not_found(self._namespaces, namespace or "")
+            if orjson.loads(ns.value).get("metadata", {}).get("deletionTimestamp"):
+                raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
+                               f"create new content in namespace {namespace} because it is being terminated",
+                               {"name": name, "kind": rtype.plural})
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
         if "status" in rtype.subresources:  # the status is the system's to write, through /status
             obj["status"] = _INITIAL_STATUS.get(rtype.plural, {})
+        if rtype is self._namespaces:  # the namespace controller empties it before it goes
+            spec = obj.setdefault("spec", {})
+            if "kubernetes" not in spec.setdefault("finalizers", []):
+                spec["finalizers"].append("kubernetes")
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
@@ -350,6 +360,8 @@ class KubeApi:
             raise ApiError.not_found(rtype, name)
         obj = _split_status(rtype, subresource, orjson.loads(current.value), obj)
         meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+            return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
         try:
             rev = await self.store.update(key, orjson.dumps(obj), expected or current.mod_revision)
         except store.Conflict as e:
@@ -381,6 +393,9 @@ class KubeApi:
                 obj["metadata"] = {}
             obj = _split_status(rtype, subresource, old, obj)
             meta = obj["metadata"]
+            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+                meta["name"] = name
+                return await self._finish(rtype, key, name, obj, current.mod_revision)
             meta.pop("resourceVersion", None)
             meta["name"] = name
             if rtype.namespaced:
@@ -394,16 +409,93 @@ class KubeApi:
             return obj
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
-    async def _delete(self, rtype: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+    async def _delete(self, rtype: ResourceType, namespace: str | None, name: str,
+                      options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Delete now, or, while the object has finalizers, mark it (``deletionTimestamp``)
+        and let whoever owns the finalizers remove them; the last removal deletes it
+        (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``)."""
         key = rtype.key(namespace, name)
-        current = await self.store.get(key)
-        if current is None:
-            raise ApiError.not_found(rtype, name)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            obj: dict[str, Any] = orjson.loads(current.value)
+            meta = obj.setdefault("metadata", {})
+            pre = (options or {}).get("preconditions") or {}
+            if pre.get("uid") not in (None, meta.get("uid")):
+                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                                        f"UID in object meta: {meta.get('uid')}")
+            if pre.get("resourceVersion") not in (None, str(current.mod_revision)):
+                raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
+                                        f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                                        f"{current.mod_revision}")
+            terminating = rtype is self._namespaces
+            if meta.get("finalizers") or terminating:
+                if meta.get("deletionTimestamp"):
+                    return _object(current.value, current.mod_revision)  # already being deleted
+                meta["deletionTimestamp"] = _now()
+                meta["deletionGracePeriodSeconds"] = 0
+                if terminating:
+                    obj.setdefault("status", {})["phase"] = "Terminating"
+                try:
+                    rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+                except store.Conflict:
+                    continue
+                if terminating:
+                    self._spawn(self._terminate(name))
+                meta["resourceVersion"] = str(rev)
+                return obj
+            try:
+                rev = await self.store.delete(key, current.mod_revision)
+            except (store.NotFound, store.Conflict):
+                continue
+            return _object(current.value, rev)
+        raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
+
+    async def _finish(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
+                      expected: int) -> dict[str, Any]:
+        """The last finalizer of a deleting object is gone: delete it."""
         try:
-            rev = await self.store.delete(key, current.mod_revision)
-        except (store.NotFound, store.Conflict) as e:
-            raise ApiError.conflict(rtype, name, "the object was modified while being deleted; try again") from e
-        return _object(current.value, rev)
+            rev = await self.store.delete(key, expected)
+        except store.Conflict as e:
+            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                    "the latest version and try again") from e
+        obj["metadata"]["resourceVersion"] = str(rev)
+        return obj
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _terminate(self, namespace: str) -> None:
+        """The namespace controller's work: delete everything in a terminating
+        namespace, then the namespace itself (its ``kubernetes`` finalizer)."""
+        assert self._namespaces is not None
+        for _round in range(100):
+            left = 0
+            for rtype in self.registry.all():
+                if not rtype.namespaced:
+                    continue
+                kvs, _, _ = await self.store.range(rtype.prefix(namespace), store.prefix_end(rtype.prefix(namespace)))
+                for kv in kvs:
+                    name = orjson.loads(kv.value).get("metadata", {}).get("name", "")
+                    with contextlib.suppress(ApiError, store.StoreError):
+                        await self._delete(rtype, namespace, name)
+                    left += 1
+            if not left:
+                break
+            await asyncio.sleep(0.2)  # objects with finalizers: wait for their owners
+        key = self._namespaces.key(None, namespace)
+        with contextlib.suppress(store.StoreError):
+            ns = await self.store.get(key)
+            if ns is not None:
+                obj = orjson.loads(ns.value)
+                obj.get("spec", {}).pop("finalizers", None)
+                if obj.get("metadata", {}).get("finalizers"):
+                    await self.store.update(key, orjson.dumps(obj), ns.mod_revision)  # others still to go
+                else:
+                    await self.store.delete(key, ns.mod_revision)
 
     async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
                                  query: dict[str, str]) -> dict[str, Any]:
@@ -513,6 +605,18 @@ def _matcher(rtype: ResourceType, query: dict[str, str]) -> Matcher:
     def match(obj: dict[str, Any]) -> bool:
         return labels.matches(obj.get("metadata", {}).get("labels")) and fields.matches(obj)
     return match
+
+
+def _delete_options(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        options = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError.bad_request(f"the DeleteOptions are not valid JSON: {e}") from e
+    if not isinstance(options, dict):
+        raise ApiError.bad_request("the DeleteOptions must be an object")
+    return options
 
 
 def _int_param(query: dict[str, str], name: str, default: int) -> int:

@@ -113,6 +113,9 @@ class Registry:
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))
 
+    def all(self) -> list[ResourceType]:
+        return list(self._by_path.values())
+
     def in_group_version(self, group: str, version: str) -> Iterator[ResourceType]:
         return (t for (g, v, _), t in self._by_path.items() if g == group and v == version)
 

@@ -5,6 +5,7 @@ Status errors the client turns into ``ApiException``s."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -296,3 +297,50 @@ def test_delete_collection_with_a_label_selector(api: client.ApiClient, ns: str)
     v1.delete_collection_namespaced_config_map(ns, label_selector="batch=old")
     left = sorted(c.metadata.name for c in v1.list_namespaced_config_map(ns, label_selector="batch").items)
     assert left == ["dc3"]
+
+
+def test_finalizers_hold_a_deletion_until_removed(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_config_map(ns, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="fin", finalizers=["example.com/hold"])))
+    v1.delete_namespaced_config_map("fin", ns)
+    held = v1.read_namespaced_config_map("fin", ns)
+    assert held.metadata.deletion_timestamp is not None
+    held.metadata.finalizers = []
+    v1.replace_namespaced_config_map("fin", ns, held)
+    with pytest.raises(ApiException) as e:
+        v1.read_namespaced_config_map("fin", ns)
+    assert e.value.status == 404
+
+
+def test_delete_preconditions(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="pre")))
+    with pytest.raises(ApiException) as e:
+        v1.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid="not-the-uid")))
+    assert e.value.status == 409
+    v1.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(
+        preconditions=client.V1Preconditions(uid=cm.metadata.uid, resource_version=cm.metadata.resource_version)))
+
+
+def test_deleting_a_namespace_empties_it_then_removes_it(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    created = v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="doomed")))
+    assert created.spec.finalizers == ["kubernetes"] and created.status.phase == "Active"
+    for i in range(3):
+        v1.create_namespaced_config_map("doomed", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"c{i}")))
+    v1.delete_namespace("doomed")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        names = {n.metadata.name: n for n in v1.list_namespace().items}
+        if "doomed" not in names:
+            break
+        assert names["doomed"].status.phase == "Terminating"
+        with pytest.raises(ApiException) as forbidden:
+            v1.create_namespaced_config_map("doomed", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="late")))
+        assert forbidden.value.status in (403, 404)
+        time.sleep(0.1)
+    else:
+        pytest.fail("the namespace was not removed")
+    assert v1.list_namespaced_config_map("doomed").items == []
