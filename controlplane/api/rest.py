@@ -39,6 +39,7 @@ from store import EventType, Store
 
 from ..registry import Registry, ResourceType
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
+from ..registry.strategies import default, validate_name
 from .errors import ApiError
 
 Scope = dict[str, Any]
@@ -84,6 +85,7 @@ class KubeApi:
                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
             with contextlib.suppress(store.KeyExists):
                 await self.store.create(self._namespaces.key(None, name), orjson.dumps(obj))
+            await self._default_service_account(name)
 
     @property
     def store(self) -> Store:
@@ -171,6 +173,9 @@ class KubeApi:
         unsupported = sorted(set(query) - SUPPORTED_QUERY)
         if unsupported:
             raise ApiError.bad_request(f"query parameter(s) not supported by this server: {', '.join(unsupported)}")
+        if subresource == "binding" and method == "POST" and name is not None:
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
         if subresource not in (None, "status"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
@@ -284,6 +289,11 @@ class KubeApi:
                 raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
                                f"create new content in namespace {namespace} because it is being terminated",
                                {"name": name, "kind": rtype.plural})
+        if name:
+            causes = validate_name(rtype.plural, name)
+            if causes:
+                raise ApiError.invalid(rtype, name, causes)
+        default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
         if "status" in rtype.subresources:  # the status is the system's to write, through /status
@@ -305,8 +315,21 @@ class KubeApi:
                     raise ApiError.already_exists(rtype, name) from e
                 continue
             meta["resourceVersion"] = str(rev)
+            if rtype is self._namespaces:
+                await self._default_service_account(meta["name"])
             return obj
         raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
+
+    async def _default_service_account(self, namespace: str) -> None:
+        """The ``default`` ServiceAccount every namespace has (the service account controller)."""
+        sa = self.registry.get("", "v1", "serviceaccounts")
+        if sa is None:
+            return
+        obj = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "default", "namespace": namespace, "uid": str(uuid.uuid4()),
+                            "creationTimestamp": _now()}}
+        with contextlib.suppress(store.KeyExists):
+            await self.store.create(sa.key(namespace, "default"), orjson.dumps(obj))
 
     async def _get(self, rtype: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         kv = await self.store.get(rtype.key(namespace, name))
@@ -496,6 +519,45 @@ class KubeApi:
                     await self.store.update(key, orjson.dumps(obj), ns.mod_revision)  # others still to go
                 else:
                     await self.store.delete(key, ns.mod_revision)
+
+    async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+        """``pods/binding``: assign the pod to a node, once (409 if already bound)."""
+        try:
+            binding = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError.bad_request(f"the binding is not valid JSON: {e}") from e
+        target = binding.get("target") if isinstance(binding, dict) else None
+        node = target.get("name") if isinstance(target, dict) else None
+        if not node:
+            raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
+                                                  "message": "Required value"}])
+        key = rtype.key(namespace, name)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            pod = orjson.loads(current.value)
+            meta = pod.setdefault("metadata", {})
+            if meta.get("deletionTimestamp"):
+                raise ApiError.conflict(rtype, name, "pod is being deleted, cannot be assigned to a host")
+            if pod.get("spec", {}).get("nodeName"):
+                raise ApiError.conflict(rtype, name, f"pod {name} is already assigned to node "
+                                        f"\"{pod['spec']['nodeName']}\"")
+            pod["spec"]["nodeName"] = node
+            ann = (binding.get("metadata") or {}).get("annotations")
+            if ann:
+                meta.setdefault("annotations", {}).update(ann)
+            status = pod.setdefault("status", {})
+            conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": _now()})
+            status["conditions"] = conditions
+            try:
+                await self.store.update(key, orjson.dumps(pod), current.mod_revision)
+            except store.Conflict:
+                continue
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
 
     async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
                                  query: dict[str, str]) -> dict[str, Any]:

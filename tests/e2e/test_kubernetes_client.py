@@ -110,7 +110,7 @@ def test_list_pages_with_limit_and_continue(api: client.ApiClient, ns: str) -> N
         token = page.metadata._continue
         if not token:
             break
-    assert names == [f"sa{i}" for i in range(7)]
+    assert names == ["default"] + [f"sa{i}" for i in range(7)]  # "default": every namespace has it
 
 
 def test_watch_from_a_resource_version_sees_every_change(api: client.ApiClient, ns: str) -> None:
@@ -344,3 +344,41 @@ def test_deleting_a_namespace_empties_it_then_removes_it(api: client.ApiClient) 
     else:
         pytest.fail("the namespace was not removed")
     assert v1.list_namespaced_config_map("doomed").items == []
+
+
+def test_pods_are_defaulted_and_bound_once(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    pod = v1.create_namespaced_pod(ns, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="dflt"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")])))
+    s = pod.spec
+    assert (s.restart_policy, s.dns_policy, s.scheduler_name, s.termination_grace_period_seconds,
+            s.service_account_name) == ("Always", "ClusterFirst", "default-scheduler", 30, "default")
+    assert {t.key for t in s.tolerations} >= {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    assert s.containers[0].image_pull_policy == "Always"  # no tag: latest
+    # kube-apiserver answers a binding with a Status, which the client cannot read as a V1Binding
+    r = v1.create_namespaced_pod_binding("dflt", ns, client.V1Binding(
+        metadata=client.V1ObjectMeta(name="dflt"), target=client.V1ObjectReference(kind="Node", name="node-1")),
+        _preload_content=False)
+    assert r.status == 201  # type: ignore[attr-defined]
+    bound = v1.read_namespaced_pod("dflt", ns)
+    assert bound.spec.node_name == "node-1"
+    assert any(c.type == "PodScheduled" and c.status == "True" for c in bound.status.conditions)
+    with pytest.raises(ApiException) as e:
+        v1.create_namespaced_pod_binding("dflt", ns, client.V1Binding(
+            metadata=client.V1ObjectMeta(name="dflt"), target=client.V1ObjectReference(kind="Node", name="n2")))
+    assert e.value.status == 409
+
+
+def test_names_are_validated_and_namespaces_get_a_default_service_account(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    with pytest.raises(ApiException) as e:
+        v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="Not_Valid")))
+    assert e.value.status == 422 and '"reason":"Invalid"' in e.value.body
+    v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="with-sa")))
+    assert v1.read_namespaced_service_account("default", "with-sa").metadata.name == "default"
+    svc = v1.create_namespaced_service("with-sa", client.V1Service(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    assert svc.spec.cluster_ip.startswith("10.") and svc.spec.type == "ClusterIP"
+    assert svc.spec.ports[0].protocol == "TCP" and svc.spec.ports[0].target_port == 80
