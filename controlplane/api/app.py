@@ -116,9 +116,11 @@ class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
     past FastAPI's routing (the hot path), and everything else on to FastAPI.
 
-    With a token file, an API request needs ``Authorization: Bearer <token>`` of
-    one of its users, or gets 401 (health checks and ``/version`` stay open, as
-    kube-apiserver's are to anonymous clients)."""
+    With a token file, a request that presents credentials must present a token of
+    one of its users, or gets 401, as kube-apiserver does. A request with none is
+    anonymous and, under AlwaysAllow, allowed (kube-apiserver's default
+    ``--anonymous-auth``): client-go sends credentials only over TLS, and this
+    server speaks plain HTTP until it serves TLS, so kubectl sends none."""
 
     def __init__(self, app: Any, kube: KubeApi, tokens: frozenset[str] | None) -> None:
         self.app = app
@@ -140,7 +142,7 @@ class _KubeRoutes:
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 return scheme.lower() == "bearer" and token.strip() in (self.tokens or ())
-        return False
+        return True  # anonymous
 
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -41,6 +41,7 @@ from ..registry import Registry, ResourceType
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
 from .errors import ApiError
+from .tables import as_table, wants_table
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -50,7 +51,8 @@ MAX_BODY = 3 * 1024 * 1024
 JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
-    "limit", "continue", "allowWatchBookmarks", "pretty", "fieldManager", "fieldValidation", "gracePeriodSeconds",
+    "limit", "continue", "allowWatchBookmarks", "includeObject", "pretty", "fieldManager", "fieldValidation",
+    "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
 
@@ -182,11 +184,20 @@ class KubeApi:
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
+        headers = dict(scope["headers"])
+        table = method == "GET" and wants_table(headers.get(b"accept", b"").decode("latin-1"))
+        include = query.get("includeObject", "Metadata")
+        if include not in ("None", "Metadata", "Object"):
+            raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
         if name is None:
             if method == "GET":
                 if query.get("watch") in ("1", "true"):
-                    return await self._watch(rtype, namespace, query, receive, send)
-                return await self._json(send, 200, await self._list(rtype, namespace, query))
+                    return await self._watch(rtype, namespace, query, receive, send,
+                                             include if table else None)
+                listed = await self._list(rtype, namespace, query)
+                if table:
+                    listed = as_table(rtype.plural, listed["items"], listed["metadata"], include)
+                return await self._json(send, 200, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body))
@@ -194,7 +205,10 @@ class KubeApi:
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
-            return await self._json(send, 200, await self._get(rtype, namespace, name))
+            got = await self._get(rtype, namespace, name)
+            if table:
+                got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include)
+            return await self._json(send, 200, got)
         if method == "PUT":
             body = await self._body(scope, receive)
             return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource))
@@ -577,7 +591,8 @@ class KubeApi:
 
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
-                     receive: Receive, send: Send) -> None:
+                     receive: Receive, send: Send, table: str | None = None) -> None:
+        """Stream events; with ``table`` (its includeObject), each object is a one-row Table."""
         prefix = rtype.prefix(namespace)
         rv = _revision_param(query.get("resourceVersion"))
         timeout = _int_param(query, "timeoutSeconds", 1800)
@@ -593,7 +608,13 @@ class KubeApi:
         watch = self.store.watch(prefix, store.prefix_end(prefix), start, prev_kv=True)
         await send({"type": "http.response.start", "status": 200, "headers": JSON})
 
+        first = [True]
+
         async def line(kind: str, obj: dict[str, Any]) -> None:
+            if table is not None and kind != "ERROR":
+                obj = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                               table, columns=first[0])
+                first[0] = False
             await send({"type": "http.response.body", "body": orjson.dumps({"type": kind, "object": obj}) + b"\n",
                         "more_body": True})
 

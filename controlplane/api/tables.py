@@ -1,0 +1,216 @@
+"""Server-side printing: ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``.
+
+kubectl asks for Tables so that ``kubectl get`` shows the columns kube-apiserver
+chooses per type; priority-1 columns are the ``-o wide`` extras. Types without
+printer columns get ``Name`` and ``Created At``, as upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["as_table", "wants_table"]
+
+Obj = dict[str, Any]
+Column = tuple[str, str, str, int, Callable[[Obj], Any]]  # name, type, format, priority, cell
+
+
+def wants_table(accept: str) -> bool:
+    for part in accept.split(","):
+        params = {p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip()
+                  for p in part.split(";")[1:] if "=" in p}
+        if params.get("as") == "Table" and params.get("g", "meta.k8s.io") == "meta.k8s.io":
+            return True
+    return False
+
+
+def _age(obj: Obj) -> str:
+    ts = obj.get("metadata", {}).get("creationTimestamp")
+    if not ts:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "<unknown>"
+    return human_duration((datetime.now(UTC) - then).total_seconds())
+
+
+def human_duration(seconds: float) -> str:
+    """kube's duration.HumanDuration: 5s, 3m20s, 4h, 3d5h, 2y."""
+    s = int(max(seconds, 0))
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h = s // 3600
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    d = h // 24
+    if d < 8:
+        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
+    if d < 730:
+        return f"{d}d"
+    return f"{d // 365}y"
+
+
+def _get(obj: Obj, *path: str, default: Any = "") -> Any:
+    cur: Any = obj
+    for p in path:
+        if not isinstance(cur, dict):
+            return default
+        cur = cur.get(p)
+    return default if cur is None else cur
+
+
+def _name(o: Obj) -> str:
+    return str(_get(o, "metadata", "name"))
+
+
+def _pod_ready(o: Obj) -> str:
+    statuses = _get(o, "status", "containerStatuses", default=[])
+    total = len(_get(o, "spec", "containers", default=[]))
+    return f"{sum(1 for c in statuses if c.get('ready'))}/{total}"
+
+
+def _pod_status(o: Obj) -> str:
+    if _get(o, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    for c in _get(o, "status", "containerStatuses", default=[]):
+        waiting = _get(c, "state", "waiting", "reason")
+        if waiting:
+            return str(waiting)
+    return str(_get(o, "status", "reason") or _get(o, "status", "phase") or "Pending")
+
+
+def _restarts(o: Obj) -> int:
+    return sum(int(c.get("restartCount", 0)) for c in _get(o, "status", "containerStatuses", default=[]))
+
+
+def _node_status(o: Obj) -> str:
+    ready = next((c for c in _get(o, "status", "conditions", default=[]) if c.get("type") == "Ready"), None)
+    s = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    return s + (",SchedulingDisabled" if _get(o, "spec", "unschedulable", default=False) else "")
+
+
+def _node_roles(o: Obj) -> str:
+    roles = sorted(k.split("/", 1)[1] for k in _get(o, "metadata", "labels", default={})
+                   if k.startswith("node-role.kubernetes.io/"))
+    return ",".join(roles) or "<none>"
+
+
+def _ports(o: Obj) -> str:
+    ports = _get(o, "spec", "ports", default=[])
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+def _selector(o: Obj, *path: str) -> str:
+    sel = _get(o, *path, default={})
+    return ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"
+
+
+def _containers(o: Obj, field: str) -> str:
+    return ",".join(str(c.get(field, "")) for c in _get(o, "spec", "template", "spec", "containers", default=[]))
+
+
+def _address(o: Obj, kind: str) -> str:
+    return next((a.get("address", "") for a in _get(o, "status", "addresses", default=[])
+                 if a.get("type") == kind), "<none>")
+
+
+def _event_object(o: Obj) -> str:
+    io = o.get("involvedObject") or o.get("regarding") or {}
+    return f"{str(io.get('kind', '')).lower()}/{io.get('name', '')}"
+
+
+def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority: int = 0,
+         fmt: str = "") -> Column:
+    return (name, type_, fmt, priority, cell)
+
+
+_NAME = _col("Name", _name, fmt="name")
+_AGE = _col("Age", _age)
+COLUMNS: dict[str, list[Column]] = {
+    "pods": [_NAME, _col("Ready", _pod_ready), _col("Status", _pod_status),
+             _col("Restarts", _restarts, "integer"), _AGE,
+             _col("IP", lambda o: _get(o, "status", "podIP") or "<none>", priority=1),
+             _col("Node", lambda o: _get(o, "spec", "nodeName") or "<none>", priority=1),
+             _col("Nominated Node", lambda o: _get(o, "status", "nominatedNodeName") or "<none>", priority=1),
+             _col("Readiness Gates", lambda o: "<none>", priority=1)],
+    "namespaces": [_NAME, _col("Status", lambda o: _get(o, "status", "phase")), _AGE],
+    "nodes": [_NAME, _col("Status", _node_status), _col("Roles", _node_roles), _AGE,
+              _col("Version", lambda o: _get(o, "status", "nodeInfo", "kubeletVersion")),
+              _col("Internal-IP", lambda o: _address(o, "InternalIP"), priority=1),
+              _col("External-IP", lambda o: _address(o, "ExternalIP"), priority=1),
+              _col("OS-Image", lambda o: _get(o, "status", "nodeInfo", "osImage"), priority=1),
+              _col("Kernel-Version", lambda o: _get(o, "status", "nodeInfo", "kernelVersion"), priority=1),
+              _col("Container-Runtime", lambda o: _get(o, "status", "nodeInfo", "containerRuntimeVersion"),
+                   priority=1)],
+    "services": [_NAME, _col("Type", lambda o: _get(o, "spec", "type")),
+                 _col("Cluster-IP", lambda o: _get(o, "spec", "clusterIP") or "<none>"),
+                 _col("External-IP", lambda o: ",".join(_get(o, "spec", "externalIPs", default=[])) or "<none>"),
+                 _col("Port(s)", _ports), _AGE,
+                 _col("Selector", lambda o: _selector(o, "spec", "selector"), priority=1)],
+    "deployments": [_NAME,
+                    _col("Ready", lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/"
+                                            f"{_get(o, 'spec', 'replicas', default=1)}"),
+                    _col("Up-to-date", lambda o: _get(o, "status", "updatedReplicas", default=0), "integer"),
+                    _col("Available", lambda o: _get(o, "status", "availableReplicas", default=0), "integer"),
+                    _AGE,
+                    _col("Containers", lambda o: _containers(o, "name"), priority=1),
+                    _col("Images", lambda o: _containers(o, "image"), priority=1),
+                    _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+    "replicasets": [_NAME,
+                    _col("Desired", lambda o: _get(o, "spec", "replicas", default=1), "integer"),
+                    _col("Current", lambda o: _get(o, "status", "replicas", default=0), "integer"),
+                    _col("Ready", lambda o: _get(o, "status", "readyReplicas", default=0), "integer"), _AGE,
+                    _col("Containers", lambda o: _containers(o, "name"), priority=1),
+                    _col("Images", lambda o: _containers(o, "image"), priority=1),
+                    _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+    "configmaps": [_NAME, _col("Data", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+                               "integer"), _AGE],
+    "secrets": [_NAME, _col("Type", lambda o: o.get("type", "Opaque")),
+                _col("Data", lambda o: len(o.get("data") or {}), "integer"), _AGE],
+    "events": [_col("Last Seen", lambda o: _age({"metadata": {"creationTimestamp": o.get("lastTimestamp")
+                                                              or o.get("eventTime")
+                                                              or _get(o, "metadata", "creationTimestamp")}})),
+               _col("Type", lambda o: o.get("type", "")), _col("Reason", lambda o: o.get("reason", "")),
+               _col("Object", _event_object), _col("Message", lambda o: o.get("message") or o.get("note", ""))],
+    "leases": [_NAME, _col("Holder", lambda o: _get(o, "spec", "holderIdentity")), _AGE],
+}
+_DEFAULT = [_NAME, _col("Created At", lambda o: _get(o, "metadata", "creationTimestamp"), fmt="date")]
+
+
+def _row_object(obj: Obj, include: str) -> Obj | None:
+    if include == "None":
+        return None
+    if include == "Object":
+        return obj
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+
+
+def as_table(plural: str, objects: list[Obj], list_meta: Obj | None, include: str = "Metadata",
+             columns: bool = True) -> Obj:
+    """A metav1.Table of ``objects`` (``includeObject``: None, Metadata or Object)."""
+    cols = COLUMNS.get(plural, _DEFAULT)
+    table: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta or {}}
+    if columns:
+        table["columnDefinitions"] = [{"name": n, "type": t, "format": f, "description": "", "priority": p}
+                                      for n, t, f, p, _ in cols]
+    else:
+        table["columnDefinitions"] = []
+    rows = []
+    for obj in objects:
+        row: Obj = {"cells": [cell(obj) for *_, cell in cols]}
+        o = _row_object(obj, include)
+        if o is not None:
+            row["object"] = o
+        rows.append(row)
+    table["rows"] = rows
+    return table
