@@ -25,6 +25,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,10 +49,13 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 MAX_BODY = 3 * 1024 * 1024
+# kube-apiserver sends a watch bookmark about once a minute; tests shorten it
+BOOKMARK_SECONDS = float(os.environ.get("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "60"))
 JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
-    "limit", "continue", "allowWatchBookmarks", "includeObject", "pretty", "fieldManager", "fieldValidation",
+    "limit", "continue", "allowWatchBookmarks", "sendInitialEvents", "includeObject", "pretty", "fieldManager",
+    "fieldValidation",
     "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
@@ -592,15 +596,32 @@ class KubeApi:
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None) -> None:
-        """Stream events; with ``table`` (its includeObject), each object is a one-row Table."""
+        """Stream events as newline-delimited JSON; with ``table`` (its includeObject),
+        each object is a one-row Table.
+
+        Without a resourceVersion (or "0") the current state comes first as ADDED
+        events. ``sendInitialEvents=true`` (with ``resourceVersionMatch=NotOlderThan``,
+        as upstream requires) does the same and then marks the end of the initial
+        state with a BOOKMARK annotated ``k8s.io/initial-events-end``, which
+        client-go's WatchList waits for. ``allowWatchBookmarks`` adds a BOOKMARK
+        every ``BOOKMARK_SECONDS`` at the last revision delivered."""
         prefix = rtype.prefix(namespace)
         rv = _revision_param(query.get("resourceVersion"))
         timeout = _int_param(query, "timeoutSeconds", 1800)
         match = _matcher(rtype, query)
+        initial_events = query.get("sendInitialEvents")
+        if initial_events not in (None, "true", "false"):
+            raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial_events!r}")
+        if initial_events is not None and query.get("resourceVersionMatch") != "NotOlderThan":
+            raise ApiError.bad_request("sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
+                                       "set to NotOlderThan")
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         deadline = time.monotonic() + (timeout or 1800)
-        initial: list[dict[str, Any]] = []
-        if not rv:  # no resourceVersion, or 0: the current state first, as ADDED events
-            kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix))
+        initial: list[dict[str, Any]] | None = None
+        if (not rv and initial_events != "false") or initial_events == "true":
+            kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix), revision=0)
+            if rv and rev < rv:
+                raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {rev}")
             initial = [o for o in (_object(kv.value, kv.mod_revision) for kv in kvs) if match is None or match(o)]
             start = rev + 1
         else:
@@ -611,12 +632,18 @@ class KubeApi:
         first = [True]
 
         async def line(kind: str, obj: dict[str, Any]) -> None:
-            if table is not None and kind != "ERROR":
+            if table is not None and kind not in ("ERROR", "BOOKMARK"):
                 obj = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
                                table, columns=first[0])
                 first[0] = False
             await send({"type": "http.response.body", "body": orjson.dumps({"type": kind, "object": obj}) + b"\n",
                         "more_body": True})
+
+        def bookmark(revision: int, end_of_initial: bool = False) -> dict[str, Any]:
+            meta: dict[str, Any] = {"resourceVersion": str(revision)}
+            if end_of_initial:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
 
         async def disconnected() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -624,28 +651,43 @@ class KubeApi:
 
         gone = asyncio.ensure_future(disconnected())
         it = watch.__aiter__()
+        nxt: asyncio.Future[Any] | None = None
+        delivered = start - 1  # every event of the range up to here has been sent
+        next_bookmark = time.monotonic() + BOOKMARK_SECONDS
         try:
-            for obj in initial:
-                await line("ADDED", obj)
+            if initial is not None:
+                for obj in initial:
+                    await line("ADDED", obj)
+                if initial_events == "true":
+                    await line("BOOKMARK", bookmark(delivered, end_of_initial=True))
             while not gone.done():
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                if now >= deadline:
                     break
-                nxt = asyncio.ensure_future(it.__anext__())
-                done, _ = await asyncio.wait({nxt, gone}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if nxt is None:
+                    nxt = asyncio.ensure_future(it.__anext__())
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, max(next_bookmark - now, 0))
+                done, _ = await asyncio.wait({nxt, gone}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 if nxt not in done:
-                    nxt.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, store.StoreError):
-                        await nxt
-                    break
+                    now = time.monotonic()
+                    if gone.done() or now >= deadline:
+                        break
+                    if bookmarks and now >= next_bookmark - 0.005:  # timers may fire a hair early
+                        await line("BOOKMARK", bookmark(delivered))
+                        next_bookmark = now + BOOKMARK_SECONDS
+                    continue
+                fut, nxt = nxt, None
                 try:
-                    events = nxt.result()
+                    events = fut.result()
                 except StopAsyncIteration:
                     break
                 except store.Compacted as err:
                     await line("ERROR", ApiError.gone(f"too old resource version: {rv} ({err.compacted})").status())
                     break
                 for ev in events:
+                    delivered = ev.kv.mod_revision
                     old = _object(ev.prev_kv.value, ev.kv.mod_revision) if ev.prev_kv is not None else None
                     if ev.type is EventType.DELETE:
                         if old is not None and (match is None or match(old)):
@@ -656,8 +698,8 @@ class KubeApi:
                         await line("ADDED" if ev.kv.version == 1 else "MODIFIED", new)
                         continue
                     # objects entering or leaving the selector are ADDED or DELETED, as upstream
-                    was, now = old is not None and ev.kv.version > 1 and match(old), match(new)
-                    if now:
+                    was, now_in = old is not None and ev.kv.version > 1 and match(old), match(new)
+                    if now_in:
                         await line("MODIFIED" if was else "ADDED", new)
                     elif was:
                         await line("DELETED", new)
@@ -666,6 +708,10 @@ class KubeApi:
             pass  # the client went away mid-write
         finally:
             gone.cancel()
+            if nxt is not None:
+                nxt.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, store.StoreError):
+                    await nxt
             aclose = getattr(it, "aclose", None)
             if aclose is not None:
                 await aclose()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -384,3 +385,49 @@ def test_names_are_validated_and_namespaces_get_a_default_service_account(api: c
         spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
     assert svc.spec.cluster_ip.startswith("10.") and svc.spec.type == "ClusterIP"
     assert svc.spec.ports[0].protocol == "TCP" and svc.spec.ports[0].target_port == 80
+
+
+def watch_lines(served: Serve, path: str, params: dict[str, str], n: int) -> list[dict]:
+    """The first ``n`` events of a raw watch."""
+    out: list[dict] = []
+    with httpx.stream("GET", served.url + path, params=params, headers=bearer(served), timeout=15) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line:
+                out.append(orjson.loads(line))
+            if len(out) >= n:
+                break
+    return out
+
+
+def test_watch_list_sends_initial_events_then_the_end_bookmark(served: Serve, api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="wl")))
+    for i in range(3):
+        v1.create_namespaced_config_map("wl", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"c{i}")))
+    events = watch_lines(served, "/api/v1/namespaces/wl/configmaps",
+                         {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+                          "allowWatchBookmarks": "true", "timeoutSeconds": "5"}, 4)
+    assert [e["type"] for e in events] == ["ADDED", "ADDED", "ADDED", "BOOKMARK"]
+    end = events[3]["object"]["metadata"]
+    assert end["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(end["resourceVersion"]) >= max(int(e["object"]["metadata"]["resourceVersion"]) for e in events[:3])
+    r = httpx.get(served.url + "/api/v1/namespaces/wl/configmaps", headers=bearer(served),
+                  params={"watch": "true", "sendInitialEvents": "true"})
+    assert r.status_code == 400  # upstream requires resourceVersionMatch=NotOlderThan
+
+
+def test_periodic_bookmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "0.3")
+    s = start_serve(tmp_path)
+    s.wait_ready()
+    try:
+        rv = httpx.get(s.url + "/api/v1/namespaces/default/configmaps", headers=bearer(s)).json()["metadata"][
+            "resourceVersion"]
+        events = watch_lines(s, "/api/v1/namespaces/default/configmaps",
+                             {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                              "timeoutSeconds": "5"}, 2)
+        assert [e["type"] for e in events] == ["BOOKMARK", "BOOKMARK"]
+        assert events[0]["object"]["metadata"]["resourceVersion"] == rv
+    finally:
+        s.stop()
