@@ -82,8 +82,10 @@ class ApiError(Exception):
 
     @classmethod
     def unsupported_media_type(cls, content_type: str) -> ApiError:
-        return cls(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media '
-                   f'types include: application/json, application/merge-patch+json (got "{content_type}")')
+        return cls(415, "UnsupportedMediaType",
+                   "the body of the request was in an unknown format - accepted media types include: "
+                   "application/json, application/merge-patch+json, application/json-patch+json "
+                   f'(got "{content_type}")')
 
     @classmethod
     def too_large(cls) -> ApiError:

@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+import jsonpatch
+import jsonpointer
 import orjson
 
 import store
@@ -415,19 +417,22 @@ class KubeApi:
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None) -> dict[str, Any]:
-        if content_type != "application/merge-patch+json":
+        if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
             raise ApiError.unsupported_media_type(content_type)
         try:
             patch = orjson.loads(body)
         except orjson.JSONDecodeError as e:
             raise ApiError.bad_request(f"the patch is not valid JSON: {e}") from e
+        json_patch = content_type == "application/json-patch+json"
+        if json_patch and not isinstance(patch, list):
+            raise ApiError.bad_request("a JSON patch must be a list of operations")
         key = rtype.key(namespace, name)
         for _attempt in range(16):  # retry on conflict, as kube-apiserver does for patches
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             old = orjson.loads(current.value)
-            obj = _merge_patch(orjson.loads(current.value), patch)
+            obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
@@ -818,6 +823,16 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     if new.get("spec") != old.get("spec"):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new
+
+
+def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
+    """RFC 6902 JSON patch; a failed ``test`` or a missing path is a 422, as upstream."""
+    try:
+        return jsonpatch.apply_patch(target, ops, in_place=False)
+    except jsonpatch.JsonPatchTestFailed as e:
+        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
+        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

@@ -431,3 +431,15 @@ def test_periodic_bookmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         assert events[0]["object"]["metadata"]["resourceVersion"] == rv
     finally:
         s.stop()
+
+
+def test_json_patch(api: client.ApiClient, ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="jp"), data={"a": "1"}))
+    # a list body: the client sends application/json-patch+json
+    got = v1.patch_namespaced_config_map("jp", ns, [{"op": "add", "path": "/data/b", "value": "2"},
+                                                   {"op": "remove", "path": "/data/a"}])
+    assert got.data == {"b": "2"}
+    with pytest.raises(ApiException) as e:
+        v1.patch_namespaced_config_map("jp", ns, [{"op": "test", "path": "/data/b", "value": "nope"}])
+    assert e.value.status == 422
