@@ -92,6 +92,16 @@ BUILTIN: tuple[ResourceType, ...] = (
                  subresources=("status", "scale")),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
     ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    ResourceType("scheduling.k8s.io", "v1beta1", "Workload", "workloads", True),
+    ResourceType("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups", True, subresources=("status",)),
+    ResourceType("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
+    ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
 )
 
 

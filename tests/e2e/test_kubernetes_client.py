@@ -443,3 +443,20 @@ def test_json_patch(api: client.ApiClient, ns: str) -> None:
     with pytest.raises(ApiException) as e:
         v1.patch_namespaced_config_map("jp", ns, [{"op": "test", "path": "/data/b", "value": "nope"}])
     assert e.value.status == 422
+
+
+def test_rbac_and_the_scheduling_and_dra_groups_are_served(served: Serve, api: client.ApiClient, ns: str) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role(ns, client.V1Role(
+        metadata=client.V1ObjectMeta(name="reader"),
+        rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])]))
+    rbac.create_cluster_role(client.V1ClusterRole(metadata=client.V1ObjectMeta(name="e2e-admin")))
+    assert rbac.read_namespaced_role("reader", ns).rules[0].resources == ["pods"]
+    assert "e2e-admin" in {r.metadata.name for r in rbac.list_cluster_role().items}
+    workload = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "train"},
+                "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 8}}}]}}
+    r = httpx.post(f"{served.url}/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/workloads", json=workload,
+                   headers=bearer(served))
+    assert r.status_code == 201, r.text
+    r = httpx.get(f"{served.url}/apis/resource.k8s.io/v1", headers=bearer(served))
+    assert {x["name"] for x in r.json()["resources"]} >= {"deviceclasses", "resourceslices", "resourceclaims"}
