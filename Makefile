@@ -13,7 +13,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 ARGS   ?=
 
-.PHONY: help venv etcd run test bench lint clean distclean
+.PHONY: help venv etcd wrk run test bench lint clean distclean
 
 help:
 	@echo "make run        start the API server (writes .controlplane/kubeconfig)"
@@ -33,6 +33,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test,load]'
 	touch $@
 
+wrk:
+	@if command -v wrk >/dev/null 2>&1; then \
+		echo "wrk: $$(command -v wrk)"; \
+	else \
+		set -x; $(APT) update -q && $(APT) install -y -q wrk; \
+	fi
+
 etcd:
 	@if command -v etcd >/dev/null 2>&1; then \
 		echo "etcd: $$(command -v etcd)"; \
@@ -46,8 +53,9 @@ run: venv
 test: venv etcd
 	$(BIN)/python -m pytest -q -ra $(ARGS)
 
-bench: venv etcd
+bench: venv etcd wrk
 	$(BIN)/controlplane bench store
+	$(BIN)/controlplane bench api
 
 lint: venv
 	$(BIN)/ruff check .

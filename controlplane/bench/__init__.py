@@ -21,6 +21,7 @@ __all__ = ["BENCHMARKS", "BenchmarkUnavailable", "UnknownBenchmark", "resolve", 
 
 BENCHMARKS: dict[str, str] = {
     "store": "store.bench:main",
+    "api": "controlplane.bench.api:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -418,7 +418,7 @@ class LmdbStore:
             if fresh:
                 self._apply(fresh, fresh[-1].revision)
             reader, pos = self._wal_reader, batch.wal_position
-            if pos is not None and reader.position() == pos[:2] and reader.next_revision == first:
+            if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
         if batch.ops:
             self.stats["batches"] += 1

@@ -101,7 +101,15 @@ class WalReader:
         return self._first, self._offset
 
     def skip_to(self, first: int, offset: int, next_revision: int) -> None:
-        """Jump over records the caller already has (its own batch), when they start here."""
+        """Jump over records the caller already has (its own batch, which ends in segment
+        ``first`` at ``offset``); the caller knows nothing before it is missing."""
+        if self._fd is None or self._first != first:
+            self.close()
+            try:
+                self._fd = os.open(os.path.join(self.directory, _NAME.format(first)), os.O_RDONLY)
+            except FileNotFoundError:  # applied and deleted already: wait for what comes next
+                self._first, self._offset, self.next_revision = 0, 0, next_revision
+                return
         self._first, self._offset, self.next_revision = first, offset, next_revision
 
     def seek(self, revision: int) -> bool:
@@ -126,6 +134,8 @@ class WalReader:
 
     def _open_next(self) -> bool:
         path = os.path.join(self.directory, _NAME.format(self.next_revision))
+        if not os.access(path, os.F_OK):  # the usual answer, and an exception costs more
+            return False
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:

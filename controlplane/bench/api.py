@@ -1,0 +1,256 @@
+"""``controlplane bench api``: pod creates and gets per second over HTTP, beside the
+ceiling of the stack (a bare ASGI app on the same uvicorn doing an orjson
+load and dump of the same body), measured in the same run.
+
+The server runs as its own process (``controlplane serve``, LMDB store). The
+load comes from ``wrk`` (Debian's package; ``make bench`` installs it) with one
+thread and ``--connections`` keep-alive connections, reading pre-built request
+bodies; without wrk, from a minimal asyncio HTTP/1.1 client in this process,
+which is itself a bottleneck on two cores (the lines then say ``"client":
+"python"``). Prints JSON lines like every benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BENCH = "api"
+
+BASELINE_APP = '''
+import orjson
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            break
+    out = orjson.dumps(orjson.loads(body)) if body else b'{"kind":"Pod"}'
+    await send({"type": "http.response.start", "status": 201 if body else 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
+    await send({"type": "http.response.body", "body": out})
+'''
+
+
+def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
+    print(json.dumps({"bench": BENCH, "metric": metric, "value": round(value, 3), "unit": unit, **extra}), flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not listen in time")
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def request(self, data: bytes) -> int:
+        self.writer.write(data)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        if length:
+            await self.reader.readexactly(length)
+        return status
+
+
+def _request(method: str, path: str, body: bytes = b"", token: str | None = None) -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+    if token:
+        head += f"Authorization: Bearer {token}\r\n"
+    if body:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+async def _load(port: int, requests: list[bytes], connections: int, seconds: float,
+                ok: tuple[int, ...]) -> tuple[int, float, list[float]]:
+    """Send ``requests`` (in order, each once, round robin over connections) until done
+    or ``seconds`` pass. Returns (completed, elapsed, latencies)."""
+    conns = [_Conn(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(connections)]
+    it = iter(requests)
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(c: _Conn) -> None:
+        nonlocal errors
+        for data in it:
+            t = time.perf_counter()
+            status = await c.request(data)
+            latencies.append(time.perf_counter() - t)
+            if status not in ok:
+                errors += 1
+            if t > deadline:
+                return
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.writer.close()
+    if errors:
+        raise RuntimeError(f"{errors} requests failed")
+    return len(latencies), elapsed, latencies
+
+
+WRK_SCRIPT = """
+local items = {}
+local i = 0
+init = function(args)
+  for line in io.lines(args[1]) do items[#items + 1] = line end
+end
+request = function()
+  i = i + 1
+  local item = items[((i - 1) % #items) + 1]
+  if METHOD == "POST" then
+    return wrk.format("POST", PATH, {["Content-Type"] = "application/json"}, item)
+  end
+  return wrk.format("GET", item)
+end
+done = function(summary, latency, requests)
+  io.write(string.format('{"requests": %d, "seconds": %f, "bad_status": %d, "socket_errors": %d, ' ..
+    '"p50_ms": %f, "p99_ms": %f}\\n', summary.requests, summary.duration / 1e6, summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def _wrk(port: int, method: str, path: str, items: list[bytes], connections: int, seconds: float,
+         work: Path) -> dict[str, Any]:
+    data = work / f"items-{method}.txt"
+    data.write_bytes(b"\n".join(items) + b"\n")
+    script = work / f"{method}.lua"
+    script.write_text(f'METHOD = "{method}"\nPATH = "{path}"\n' + WRK_SCRIPT)
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{max(1, int(seconds))}s", "-s", str(script),
+                          f"http://127.0.0.1:{port}{path}", "--", str(data)], capture_output=True, text=True,
+                         timeout=seconds + 60, check=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _p(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))] * 1000
+
+
+def run(args: argparse.Namespace) -> None:
+    from controlplane.podgen import PodGenerator
+
+    gen = PodGenerator(seed=7)
+    bodies = []
+    for i in range(args.pods):
+        pod = gen.pod(namespace="default", bound=False)
+        pod["metadata"] = {"name": f"bench-{i}", "namespace": "default", "labels": pod["metadata"]["labels"]}
+        pod.pop("status", None)
+        bodies.append(orjson.dumps(pod))
+    work = Path(tempfile.mkdtemp(prefix="cp-bench-api-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        # the ceiling: a bare ASGI app on the same uvicorn stack
+        (work / "baseline.py").write_text(BASELINE_APP)
+        bport = _free_port()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "baseline:app", "--port", str(bport), "--loop", "uvloop",
+             "--http", "httptools", "--no-access-log", "--log-level", "warning"], cwd=work))
+        _wait_port(bport, procs[-1])
+        port = _free_port()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
+             "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning"], cwd=work,
+            stdout=subprocess.DEVNULL))
+        _wait_port(port, procs[-1])
+        time.sleep(1.0)  # past startup (the store opens after the port)
+        path = "/api/v1/namespaces/default/pods"
+        use_wrk = shutil.which("wrk") is not None and not args.python_client
+
+        def measure(target: int, method: str, items: list[bytes], ok: tuple[int, ...]) -> dict[str, Any]:
+            if use_wrk:
+                r = _wrk(target, method, path if method == "POST" else "/", items, args.connections, args.seconds,
+                         work)
+                if r["bad_status"] or r["socket_errors"]:
+                    raise RuntimeError(f"{method} on port {target}: {r}")
+                return {"n": r["requests"], "rate": r["requests"] / r["seconds"], "p50_ms": r["p50_ms"],
+                        "p99_ms": r["p99_ms"]}
+            reqs = [_request(method, path, b) if method == "POST" else _request("GET", b.decode()) for b in items]
+            n, secs, lat = asyncio.run(_load(target, reqs, args.connections, args.seconds, ok))
+            return {"n": n, "rate": n / secs, "p50_ms": _p(lat, 0.5), "p99_ms": _p(lat, 0.99)}
+
+        client = "wrk" if use_wrk else "python"
+        base_post = (measure(bport, "POST", bodies, (201,)))["rate"]
+        created = measure(port, "POST", bodies, (201,))
+        emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
+             p50_ms=round(created["p50_ms"], 2), p99_ms=round(created["p99_ms"], 2), client=client,
+             peer="bare-asgi", peer_value=round(base_post, 1), ratio=round(created["rate"] / base_post, 3))
+        # wrk abandons the requests in flight when time is up: ask the server what exists
+        import httpx
+
+        listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
+        names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
+        base_get = (measure(bport, "GET", [b"/p"], (200,)))["rate"]
+        got = measure(port, "GET", names, (200,))
+        emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
+             p50_ms=round(got["p50_ms"], 2), p99_ms=round(got["p99_ms"], 2), client=client,
+             peer="bare-asgi", peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="controlplane bench api", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pods", type=int, default=100_000,
+                   help="distinct pods to create (realistic, unbound); more than a phase can send")
+    p.add_argument("--gets", type=int, default=60_000)
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=20.0, help="upper bound per phase")
+    p.add_argument("--python-client", action="store_true", help="use the asyncio client even if wrk is there")
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.pods, args.gets, args.seconds = 20_000, 10_000, 5.0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
