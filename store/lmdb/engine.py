@@ -198,6 +198,8 @@ class LmdbStore:
         except BaseException:
             self._env.close()
             raise
+        self._wal_head = wal.WalHead(self._wal_dir)
+        self._wal_head.publish(self._index.revision)
         self._wal_reader = wal.WalReader(self._wal_dir)  # the loop's: other processes' writes
         self._wal_reader.seek(self._index.revision + 1)
         self._watchers: set[_Watcher] = set()
@@ -468,6 +470,8 @@ class LmdbStore:
         """Apply what other processes wrote since the index's revision (up to ``upto``
         when given): from LMDB what is applied there, then from the WAL."""
         index = self._index
+        if self._wal_head.read() <= index.revision:
+            return  # nothing new, from anyone: no LMDB or WAL access
         changes: list[Change] = []
         last = index.revision
 
@@ -493,9 +497,16 @@ class LmdbStore:
                             break
                         add(rev, v)
             reader = self._wal_reader
-            # behind LMDB (its next segment may be gone) or ahead of us: reposition
-            if reader.next_revision > last + 1 or reader.next_revision <= applied:
+            if reader.next_revision > last + 1:  # ahead of us (cannot happen): reposition
                 reader.seek(last + 1)
+            elif reader.next_revision <= applied:
+                # Behind LMDB (the applier can overtake the delivery of our own batches):
+                # read forward over what LMDB already gave us; seek only if the segment
+                # went (a seek reads its segment from the start).
+                for _skipped in reader.read(applied - reader.next_revision + 1):
+                    pass
+                if reader.next_revision <= applied:
+                    reader.seek(applied + 1)
             for rev, payload in reader.read((upto - last) if upto else 1 << 30):
                 if rev <= last:
                     continue
@@ -861,6 +872,7 @@ class LmdbStore:
             await asyncio.to_thread(self._stop_applier)
         self._env_closed = True
         self._wal_reader.close()
+        self._wal_head.close()
         self._env.close()
 
     async def wait_applied(self, timeout: float = 60.0) -> None:

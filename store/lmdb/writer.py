@@ -154,6 +154,7 @@ class Writer:
         self._wal_lock = wal.WalLock(wal_dir)
         self._wal_reader = wal.WalReader(wal_dir)      # the writer's view of the WAL's end
         self._wal_writer = wal.WalWriter(wal_dir)
+        self._wal_head = wal.WalHead(wal_dir)
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
         self._lmdb_checked = 0.0                       # when we last looked at LMDB's revision
@@ -180,6 +181,7 @@ class Writer:
         self._syncer.join()
         self._wal_reader.close()
         self._wal_writer.close()
+        self._wal_head.close()
         self._wal_lock.close()
 
     def _compress(self, ops: list[Op]) -> None:
@@ -288,6 +290,7 @@ class Writer:
                         raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
                     raise StoreError(f"write-ahead log: {e}") from e
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
+                self._wal_head.publish(batch.last_revision)
                 pending = self._pending
                 for rev, rec in batch.records:
                     pending[rev] = rec
