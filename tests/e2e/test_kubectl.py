@@ -6,25 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.test_cli import Serve, start_serve
+from tests.test_cli import Serve
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    s = start_serve(tmp_path_factory.mktemp("kubectl"))
-    try:
-        s.wait_ready()
-        yield s
-    finally:
-        if s.proc.poll() is None:
-            s.stop()
 
 
 def kubectl(served: Serve, *args: str, stdin: str | None = None) -> str:

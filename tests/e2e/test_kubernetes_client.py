@@ -26,17 +26,6 @@ def bearer(served: Serve) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    s = start_serve(tmp_path_factory.mktemp("e2e"))
-    try:
-        s.wait_ready()
-        yield s
-    finally:
-        if s.proc.poll() is None:
-            s.stop()
-
-
-@pytest.fixture(scope="module")
 def api(served: Serve) -> Iterator[client.ApiClient]:
     c = config.new_client_from_config(config_file=str(served.kubeconfig))
     try:
