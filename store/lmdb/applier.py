@@ -63,6 +63,8 @@ class Applier:
         self.dicts = dbs[L.DB_DICTS] if dbs else env.open_db(L.DB_DICTS, create=False)
         self.wal_dir = os.path.join(path, "wal")
         self.reader = wal.WalReader(self.wal_dir)
+        self.head = wal.WalHead(self.wal_dir)
+        self.recovering = env is not None  # at open, under the WAL lock: apply all that is whole
         self.codec = Codec()
         self.history_deltas = history_deltas
         self.keyframe_every = keyframe_every
@@ -73,6 +75,7 @@ class Applier:
 
     def close(self) -> None:
         self.reader.close()
+        self.head.close()
         if self._own_env:
             self.env.close()
 
@@ -126,7 +129,9 @@ class Applier:
                 if self.reader.next_revision != applied + 1:
                     self.reader.seek(applied + 1)
                 last = applied
-                for rev, payload in self.reader.read(APPLY_BATCH):
+                # only records the head says are durable (a batch is published after its fdatasync)
+                limit = APPLY_BATCH if self.recovering else min(APPLY_BATCH, self.head.read() - applied)
+                for rev, payload in self.reader.read(max(limit, 0)):
                     txn.put(L.rev_key(rev), self._encode(txn, rev, payload), db=self.log, append=True)
                     last = rev
                 if last == applied:
@@ -295,7 +300,7 @@ class Applier:
                 while self.apply_once():
                     pass
                 self.compact_once()
-            except lmdb.Error as e:  # a full disk, say: the WAL keeps everything; retry
+            except Exception as e:  # a full disk, say: the WAL keeps everything; retry
                 if stopping:
                     return  # the next open replays what is left
                 print(f"store applier: {e}; retrying", file=sys.stderr, flush=True)

@@ -64,22 +64,28 @@ class _MapGate:
         self._cond = threading.Condition()
         self._readers = 0
         self._resizing = False
+        self._mine = threading.local()  # this thread's shares: it must not wait for itself
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         with self._cond:
-            while self._resizing:
+            while self._resizing and not getattr(self._mine, "n", 0):
                 self._cond.wait()
             self._readers += 1
+        self._mine.n = getattr(self._mine, "n", 0) + 1
         try:
             yield
         finally:
+            self._mine.n -= 1
             with self._cond:
                 self._readers -= 1
                 if not self._readers:
                     self._cond.notify_all()
 
     def exclusive(self, fn: Callable[[], None]) -> None:
+        if getattr(self._mine, "n", 0):
+            # a nested read met a resize: waiting for our own transaction would never end
+            raise StoreError("the store's map was resized during a read; retry")
         with self._cond:
             self._resizing = True
             try:
@@ -199,7 +205,6 @@ class LmdbStore:
             self._env.close()
             raise
         self._wal_head = wal.WalHead(self._wal_dir)
-        self._wal_head.publish(self._index.revision)
         self._wal_reader = wal.WalReader(self._wal_dir)  # the loop's: other processes' writes
         self._wal_reader.seek(self._index.revision + 1)
         self._watchers: set[_Watcher] = set()
@@ -277,7 +282,11 @@ class LmdbStore:
                         pass
                     wal.truncate_torn_tail(self._wal_dir, applier.reader)
                     with self._env.begin() as txn:
-                        wal.delete_applied(self._wal_dir, L.u64(txn.get(L.META_REV, db=self._dbs[L.DB_META])))
+                        applied = L.u64(txn.get(L.META_REV, db=self._dbs[L.DB_META]))
+                    wal.delete_applied(self._wal_dir, applied)
+                    head = wal.WalHead(self._wal_dir)
+                    head.publish(applied)  # everything is in LMDB now; under the lock, so it only grows
+                    head.close()
                 finally:
                     applier.close()
         except lmdb.Error as e:
@@ -431,6 +440,9 @@ class LmdbStore:
         now = time.monotonic()
         if now - self._trimmed_at > 0.05:
             self._trimmed_at = now
+            if self._applier is not None and self._applier.poll() is not None and not self._closed:
+                log.warning("the store's applier exited with %s; starting another", self._applier.returncode)
+                self._start_applier()
             with self._read() as txn:
                 self._trim_pending(self._meta(txn, L.META_REV))
                 if txn.stat(self._dbs[L.DB_DICTS])["entries"] != self._dict_count:
@@ -488,6 +500,15 @@ class LmdbStore:
         with self._read() as txn:
             applied = self._meta(txn, L.META_REV)
             self._trim_pending(applied)
+            if self._meta(txn, L.META_COMPACTED) > last:
+                # Compaction removed records we never saw (deletes among them): the log no
+                # longer replays our gap. Rebuild the index from it, and send watchers
+                # that were following back to the log, where they find their start compacted.
+                self._rebuild_index(txn)
+                for w in self._watchers:
+                    w.synced = False
+                    w.buffer = []
+                return
             if applied > last:  # applied by another process, and perhaps gone from the WAL
                 cur = txn.cursor(db=self._dbs[L.DB_LOG])
                 if cur.set_range(L.rev_key(last + 1)):
@@ -507,7 +528,10 @@ class LmdbStore:
                     pass
                 if reader.next_revision <= applied:
                     reader.seek(applied + 1)
-            for rev, payload in reader.read((upto - last) if upto else 1 << 30):
+            # only what the head says is durable; our own batches come through _on_commit
+            durable = self._wal_head.read()
+            limit = min(upto or durable, durable) - reader.next_revision + 1
+            for rev, payload in reader.read(max(limit, 0)):
                 if rev <= last:
                     continue
                 if rev > applied:
@@ -517,6 +541,20 @@ class LmdbStore:
                 self._resolve_frames(txn, changes)
         if changes:
             self._apply(changes, last)
+
+    def _rebuild_index(self, txn: lmdb.Transaction) -> None:
+        entries: dict[bytes, tuple[int, int, int]] = {}
+        hdr = L.HEADER.unpack_from
+        for k, v in txn.cursor(db=self._dbs[L.DB_LOG]):
+            kind, _f, create, version, _p, klen = hdr(v)
+            entries[bytes(v[L.HEADER_SIZE:L.HEADER_SIZE + klen])] = (
+                (L.u64(k), create, version) if kind == L.PUT else (L.u64(k), 0, 0))
+        fresh = KeyIndex(self._meta(txn, L.META_REV), entries)
+        index = self._index  # the same object: the writer thread holds a reference to it
+        index.entries, index._sorted, index._unsorted, index._removed = (
+            fresh.entries, fresh._sorted, fresh._unsorted, fresh._removed)
+        index.revision = fresh.revision
+        self._wal_reader.seek(index.revision + 1)
 
     def _resolve_frames(self, txn: lmdb.Transaction, changes: list[Change]) -> None:
         memo: dict[bytes, tuple[int, bytes]] = {}
@@ -550,16 +588,19 @@ class LmdbStore:
             return Event(EventType.PUT, KeyValue(c.key, value, c.create_revision, c.revision, c.version), prev)
         return Event(EventType.DELETE, KeyValue(c.key, b"", 0, c.revision, 0), prev)
 
-    def _prev_kv(self, c: Change) -> KeyValue | None:
-        with self._read() as txn:
-            buf = self._record_buf(txn, c.prev_revision)
-            if buf is None:
-                return None
-            r = L.decode_record(buf)
-            if r.kind != L.PUT:
-                return None
-            value = self._value_at(txn, c.prev_revision, r.frame, r.key)
-            return KeyValue(r.key, value, r.create_revision, c.prev_revision, r.version)
+    def _prev_kv(self, c: Change, txn: lmdb.Transaction | None = None) -> KeyValue | None:
+        if txn is None:
+            with self._read() as own:
+                return self._prev_kv(c, own)
+        # the caller's transaction: no nested read (see _MapGate)
+        buf = self._record_buf(txn, c.prev_revision)
+        if buf is None:
+            return None
+        r = L.decode_record(buf)
+        if r.kind != L.PUT:
+            return None
+        value = self._value_at(txn, c.prev_revision, r.frame, r.key)
+        return KeyValue(r.key, value, r.create_revision, c.prev_revision, r.version)
 
     # -- decoding -------------------------------------------------------------
     def _decode(self, txn: lmdb.Transaction, frame: bytes) -> bytes:
@@ -830,11 +871,11 @@ class LmdbStore:
                                    self._value_at(txn, rev, r.frame, key, memo))
                     else:
                         c = Change(rev, L.DELETE, key, 0, 0, r.prev_revision, None)
-                    events.append(self._event(c, self._prev_kv(c) if w.prev_kv and c.prev_revision else None))
+                    events.append(self._event(c, self._prev_kv(c, txn) if w.prev_kv and c.prev_revision else None))
                 if scanned >= _REPLAY_CHUNK:
                     break
             if scanned < _REPLAY_CHUNK:
-                last = target
+                last = max(target, w.next_rev - 1)  # a watch may start beyond the store's revision
         w.next_rev = last + 1
         if w.next_rev > index.revision:
             w.synced = True

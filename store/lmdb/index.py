@@ -69,10 +69,8 @@ class KeyIndex:
             entries = self.entries
             merged = self._sorted + sorted(self._unsorted)
             merged.sort()
-            if self._removed:
-                merged = [k for k in merged if k in entries]
-            else:  # a key deleted from entries and re-added may be listed twice
-                merged = [k for i, k in enumerate(merged) if i == 0 or merged[i - 1] != k]
+            # a key dropped and re-added is listed twice; a dropped one not at all
+            merged = [k for i, k in enumerate(merged) if (i == 0 or merged[i - 1] != k) and k in entries]
             self._sorted = merged
             self._unsorted = []
             self._removed = 0

@@ -86,16 +86,22 @@ class WalHead:
         finally:
             os.close(fd)
 
+    UNKNOWN = 1 << 62  # torn (a writer died between the two copies): readers must look
+
     def read(self) -> int:
-        while True:
+        for _attempt in range(100):
             a, b = struct.unpack_from(">QQ", self._map, 0)
             if a == b:
                 return int(a)
+        return self.UNKNOWN
 
     def publish(self, revision: int) -> None:
-        if revision > self.read():
-            struct.pack_into(">Q", self._map, 0, revision)
-            struct.pack_into(">Q", self._map, 8, revision)
+        """Raise the head to ``revision``. Call it holding the WAL lock: it must only grow."""
+        a, b = struct.unpack_from(">QQ", self._map, 0)
+        if a != b or revision > a:
+            value = max(revision, a, b)  # a torn head is repaired upwards: too high only costs a look
+            struct.pack_into(">Q", self._map, 0, value)
+            struct.pack_into(">Q", self._map, 8, value)
 
     def close(self) -> None:
         self._map.close()
@@ -170,6 +176,8 @@ class WalReader:
         return self.next_revision == revision
 
     def _open_next(self) -> bool:
+        if self._fd is not None and self._first == self.next_revision:
+            return False  # already in the segment that starts here (created, not yet written)
         path = os.path.join(self.directory, _NAME.format(self.next_revision))
         if not os.access(path, os.F_OK):  # the usual answer, and an exception costs more
             return False

@@ -249,6 +249,12 @@ class Writer:
                     for op in b.ops:
                         op.error = self._broken
                     b.changes = []
+            else:
+                durable = max((b.last_revision for b in batches if b.changes), default=0)
+                if durable:
+                    # readers (and the applier) see records only once they are durable
+                    with self._wal_lock:
+                        self._wal_head.publish(durable)
             for b in batches:
                 self._deliver(b)
 
@@ -290,7 +296,6 @@ class Writer:
                         raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
                     raise StoreError(f"write-ahead log: {e}") from e
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
-                self._wal_head.publish(batch.last_revision)
                 pending = self._pending
                 for rev, rec in batch.records:
                     pending[rev] = rec
