@@ -207,6 +207,8 @@ class WalReader:
                 # torn or not yet fully written; a later read may find it whole
                 if rev != self.next_revision and len(body) == 8 + length and _crc(body) == crc:
                     raise RuntimeError(f"WAL revision {rev} where {self.next_revision} was expected")
+                if self._open_next():  # abandoned (its writer died): the log went on in a new segment
+                    continue
                 return
             self._offset += HEADER.size + length
             self.next_revision = rev + 1
@@ -264,7 +266,9 @@ class WalWriter:
         # full disk shows here, before anything is written. Small when space is short.
         st = os.statvfs(self.directory)
         size = max(min(SEGMENT_BYTES, st.f_bavail * st.f_frsize // 4), 256 << 10, need + 4096)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_EXCL: a segment of that name means another writer got there first, and we
+        # must not write into it (our view of the log's end is stale: the batch fails)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.posix_fallocate(fd, 0, size)
             os.fsync(fd)

@@ -157,7 +157,6 @@ class Writer:
         self._wal_head = wal.WalHead(wal_dir)
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
-        self._lmdb_checked = 0.0                       # when we last looked at LMDB's revision
         self._synced: _Mailbox[Batch] = _Mailbox()   # appended, to be fdatasync'd and answered
         self._writer_done = False
         self._broken: StoreError | None = None
@@ -367,12 +366,11 @@ class Writer:
             if rev > self._rev:
                 self._absorb(rev, payload)
                 self._pending[rev] = payload
-        now = time.monotonic()
-        if now - self._lmdb_checked < 0.1:
+        head = self._wal_head.read()
+        if head <= self._rev:
             return
-        self._lmdb_checked = now
-        # Applied to LMDB and their segments deleted before we read them? Only when this
-        # process wrote nothing for a while: look now and then, LMDB calls are not free.
+        # The head (durable records, of any process) is past what we read: their segment
+        # was applied to LMDB and deleted before we got there. Take them from LMDB.
         with self._txn() as txn:
             applied = L.u64(txn.get(L.META_REV, db=self._meta))
             if applied > self._rev:
