@@ -108,7 +108,11 @@ class WalHead:
 
 
 class WalLock:
-    """The cross-process writer lock (flock on ``wal/lock``)."""
+    """The cross-process writer lock (flock on ``wal/lock``).
+
+    flock belongs to an open file, not to a thread: two threads sharing one
+    ``WalLock`` share the lock, and either's unlock releases it. Each thread
+    that takes the lock opens its own."""
 
     def __init__(self, directory: str) -> None:
         self._fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT, 0o644)

@@ -155,6 +155,9 @@ class Writer:
         self._wal_reader = wal.WalReader(wal_dir)      # the writer's view of the WAL's end
         self._wal_writer = wal.WalWriter(wal_dir)
         self._wal_head = wal.WalHead(wal_dir)
+        # The syncer's own descriptor of the lock file: flock belongs to an open file, so
+        # sharing the writer's would let the syncer's unlock release the writer's lock.
+        self._head_lock = wal.WalLock(wal_dir)
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
         self._synced: _Mailbox[Batch] = _Mailbox()   # appended, to be fdatasync'd and answered
@@ -181,6 +184,7 @@ class Writer:
         self._wal_reader.close()
         self._wal_writer.close()
         self._wal_head.close()
+        self._head_lock.close()
         self._wal_lock.close()
 
     def _compress(self, ops: list[Op]) -> None:
@@ -252,7 +256,7 @@ class Writer:
                 durable = max((b.last_revision for b in batches if b.changes), default=0)
                 if durable:
                     # readers (and the applier) see records only once they are durable
-                    with self._wal_lock:
+                    with self._head_lock:
                         self._wal_head.publish(durable)
             for b in batches:
                 self._deliver(b)

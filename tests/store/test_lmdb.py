@@ -444,3 +444,26 @@ async def test_an_empty_new_wal_segment_does_not_hang_readers(tmp_path: Path) ->
         assert await s.create(b"/e/after", b"v") == last + 1
     finally:
         await s.close()
+
+
+async def test_two_writer_processes_share_one_revision_sequence(tmp_path: Path) -> None:
+    """Both processes' acknowledged writes survive, each revision used once."""
+    path = str(tmp_path / "db")
+    LmdbStore(path)._env.close()  # create the store once, then let the processes race on it
+    procs = [worker("write", path, f"/p{n}/", "1500", "16") for n in range(2)]
+    acks: dict[bytes, int] = {}
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        for line in out.splitlines():
+            _, key, rev = line.split()
+            acks[key.encode()] = int(rev)
+    assert len(acks) == 3000
+    assert len(set(acks.values())) == 3000  # no revision reused
+    s = LmdbStore(path)
+    try:
+        kvs, at, _ = await s.range(b"/p", b"/q")
+        assert {kv.key: kv.mod_revision for kv in kvs} == acks
+        assert sorted(acks.values()) == list(range(at - 2999, at + 1))  # one gapless sequence
+    finally:
+        await s.close()
