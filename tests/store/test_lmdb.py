@@ -467,3 +467,41 @@ async def test_two_writer_processes_share_one_revision_sequence(tmp_path: Path) 
         assert sorted(acks.values()) == list(range(at - 2999, at + 1))  # one gapless sequence
     finally:
         await s.close()
+
+
+async def test_killing_one_of_two_writer_processes_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    path = str(tmp_path / "db")
+    LmdbStore(path)._env.close()
+    acks: dict[bytes, int] = {}
+
+    def collect(out: str) -> None:
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                acks[parts[1].encode()] = int(parts[2])
+
+    with worker("write", path, "/victim/", "1000000", "32") as victim:
+        survivor = worker("write", path, "/survivor/", "3000", "32")
+        assert victim.stdout is not None
+        for _ in range(1500):  # let the victim get going beside the survivor
+            line = victim.stdout.readline()
+            if not line:
+                break
+            collect(line)
+        os.kill(victim.pid, signal.SIGKILL)
+        collect(victim.stdout.read())
+        victim.wait()
+    out, err = survivor.communicate(timeout=120)
+    assert survivor.returncode == 0, err
+    collect(out)
+    assert sum(k.startswith(b"/survivor/") for k in acks) == 3000
+    assert len(set(acks.values())) == len(acks)  # no revision acknowledged twice
+    s = LmdbStore(path)
+    try:
+        kvs, at, _ = await s.range(b"/", b"\x00")
+        stored = {kv.key: kv.mod_revision for kv in kvs}
+        for key, rev in acks.items():
+            assert stored.get(key) == rev, key
+        assert await s.create(b"/after", b"x") == at + 1
+    finally:
+        await s.close()
