@@ -753,29 +753,25 @@ def _delete_options(body: bytes) -> dict[str, Any]:
     return options
 
 
-def _int_param(query: dict[str, str], name: str, default: int) -> int:
-    raw = query.get(name)
+def _non_negative(raw: str | None, default: int, what: str) -> int:
+    """``raw`` as a non-negative integer (``default`` when absent), or a 400 naming ``what``."""
     if raw in (None, ""):
         return default
     try:
         value = int(raw)
     except ValueError as e:
-        raise ApiError.bad_request(f"{name} must be an integer, not {raw!r}") from e
+        raise ApiError.bad_request(f"invalid {what}: {raw!r}") from e
     if value < 0:
-        raise ApiError.bad_request(f"{name} must not be negative")
+        raise ApiError.bad_request(f"invalid {what}: {raw!r} is negative")
     return value
+
+
+def _int_param(query: dict[str, str], name: str, default: int) -> int:
+    return _non_negative(query.get(name), default, name)
 
 
 def _revision_param(raw: str | None) -> int:
-    if raw in (None, ""):
-        return 0
-    try:
-        value = int(raw)
-    except ValueError as e:
-        raise ApiError.bad_request(f"invalid resource version {raw!r}") from e
-    if value < 0:
-        raise ApiError.bad_request(f"invalid resource version {raw!r}")
-    return value
+    return _non_negative(raw, 0, "resource version")
 
 
 def _encode_continue(start: bytes, revision: int) -> str:
