@@ -1,0 +1,115 @@
+"""The schemas of the built-in types, from a maintained source.
+
+Kubernetes publishes its types as OpenAPI; the ``kubernetes-validate`` package
+ships them for each release as JSON Schema definitions (``$defs``), with the
+Kubernetes extensions kept: ``x-kubernetes-group-version-kind``,
+``x-kubernetes-list-type``, ``x-kubernetes-list-map-keys``,
+``x-kubernetes-patch-strategy``, ``x-kubernetes-patch-merge-key``,
+``x-kubernetes-map-type``. This module loads them once and answers the
+questions the API server asks: which definition is the schema of a kind, what
+a ``$ref`` points to, how a list or map merges.
+
+JSON Schema spells a nullable type ``["string", "null"]``; ``type_of`` gives
+the non-null one. ``Quantity`` and ``IntOrString`` are ``oneOf`` a string and
+a number.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "KUBERNETES_VERSION",
+    "Definitions",
+    "definitions",
+    "patch_merge_key",
+    "patch_strategy",
+    "type_of",
+]
+
+KUBERNETES_VERSION = "1.37.0"
+_REF = "#/$defs/"
+
+Schema = dict[str, Any]
+
+
+class Definitions:
+    """All definitions of one Kubernetes release, by name (``io.k8s.api.core.v1.Pod``)."""
+
+    def __init__(self, defs: dict[str, Schema]) -> None:
+        self.defs = defs
+        self._by_gvk: dict[tuple[str, str, str], str] = {}
+        for name, schema in defs.items():
+            for gvk in schema.get("x-kubernetes-group-version-kind", ()):
+                # A kind listed under several names (e.g. DeleteOptions in every
+                # group) keeps the first; kinds that are served have one.
+                self._by_gvk.setdefault((gvk["group"], gvk["version"], gvk["kind"]), name)
+
+    def name_of(self, group: str, version: str, kind: str) -> str | None:
+        """The definition name of a served kind, or None if the release has no such kind."""
+        return self._by_gvk.get((group, version, kind))
+
+    def for_kind(self, group: str, version: str, kind: str) -> Schema | None:
+        name = self.name_of(group, version, kind)
+        return self.defs[name] if name else None
+
+    def resolve(self, node: Schema) -> Schema:
+        """Follow ``$ref`` (repeatedly) to the schema it names; other nodes are returned as they are."""
+        while "$ref" in node:
+            ref = node["$ref"]
+            if not ref.startswith(_REF):
+                raise ValueError(f"unsupported $ref {ref!r}")
+            node = self.defs[ref[len(_REF):]]
+        return node
+
+    def property(self, node: Schema, name: str) -> Schema | None:
+        """The (resolved) schema of property ``name`` of an object schema, or None if it has none.
+
+        For a map (``additionalProperties``), every key has the value schema.
+        """
+        node = self.resolve(node)
+        props = node.get("properties")
+        if props is not None and name in props:
+            return self.resolve(props[name])
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            return self.resolve(extra)
+        return None
+
+    def items(self, node: Schema) -> Schema | None:
+        """The (resolved) schema of the items of an array schema."""
+        node = self.resolve(node)
+        item = node.get("items")
+        return self.resolve(item) if isinstance(item, dict) else None
+
+
+def type_of(node: Schema) -> str | None:
+    """The non-null JSON type of a schema node ("object", "array", "string", ...), or None if untyped."""
+    t = node.get("type")
+    if isinstance(t, list):
+        rest = [x for x in t if x != "null"]
+        return rest[0] if rest else None
+    return t if isinstance(t, str) else None
+
+
+def patch_strategy(node: Schema) -> tuple[str, ...]:
+    """The strategic-merge-patch strategies of a field (``merge``, ``retainKeys``), possibly none."""
+    raw = node.get("x-kubernetes-patch-strategy")
+    return tuple(s for s in raw.split(",") if s) if isinstance(raw, str) else ()
+
+
+def patch_merge_key(node: Schema) -> str | None:
+    key = node.get("x-kubernetes-patch-merge-key")
+    return key if isinstance(key, str) else None
+
+
+@functools.cache
+def definitions() -> Definitions:
+    """The definitions of ``KUBERNETES_VERSION``, loaded on first use (about 1.7 MB of JSON)."""
+    root = importlib.resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
+    raw = root.joinpath(f"v{KUBERNETES_VERSION}-local", "_definitions.json").read_bytes()
+    return Definitions(orjson.loads(raw)["$defs"])
