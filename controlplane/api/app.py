@@ -167,6 +167,8 @@ def create_app(config: Config) -> FastAPI:
                 s.commit_observer = _observe_commit
             state.store = s
             await kube.bootstrap()
+            # custom resources another server process defines appear here too
+            state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))
             revision = await s.revision()
             log.info("store open at revision %d", revision)
             yield

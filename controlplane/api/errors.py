@@ -66,9 +66,11 @@ class ApiError(Exception):
 
     @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
-        msg = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
-        details = cls._details(rtype, name) | {"causes": causes}
-        kind = rtype.kind
+        # as apimachinery's NewInvalid: the qualified kind, one error bare, several as [a, b]
+        errs = [f"{c['field']}: {c.get('message', '')}" if c.get("field") else c.get("message", "") for c in causes]
+        msg = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+        details = cls._details(rtype, name) | {"kind": rtype.kind, "causes": causes}
+        kind = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
         return cls(422, "Invalid", f'{kind} "{name}" is invalid: {msg}', details)
 
     @classmethod

@@ -41,8 +41,12 @@ import store
 from store import EventType, Store
 
 from ..registry import Registry, ResourceType
+from ..registry.crd import GROUP as CRD_GROUP
+from ..registry.crd import terminate as crd_terminate
+from ..registry.custom import present
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
+from .crds import CustomResourceDefinitions
 from .errors import ApiError
 from .tables import as_table, wants_table
 
@@ -82,6 +86,9 @@ class KubeApi:
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
         self._background: set[asyncio.Future[None]] = set()
+        crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
+        assert crd_type is not None
+        self.crds = CustomResourceDefinitions(registry, crd_type)
 
     async def bootstrap(self) -> None:
         """The namespaces every cluster has (kube-apiserver's system namespaces controller)."""
@@ -94,6 +101,9 @@ class KubeApi:
             with contextlib.suppress(store.KeyExists):
                 await self.store.create(self._namespaces.key(None, name), orjson.dumps(obj))
             await self._default_service_account(name)
+        await self.crds.load(self.store)
+        for name in self.crds.terminating():  # deletions another run began
+            self._spawn(self.crds.remove_resources(self.store, name, self._delete))
 
     @property
     def store(self) -> Store:
@@ -201,32 +211,41 @@ class KubeApi:
                     return await self._watch(rtype, namespace, query, receive, send,
                                              include if table else None)
                 listed = await self._list(rtype, namespace, query)
+                if rtype.custom is not None:
+                    listed["items"] = [present(rtype, o) for o in listed["items"]]
                 if table:
-                    listed = as_table(rtype.plural, listed["items"], listed["metadata"], include)
+                    listed = as_table(rtype.plural, listed["items"], listed["metadata"], include,
+                                      custom=rtype.custom)
                 return await self._json(send, 200, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
-                return await self._json(send, 201, await self._create(rtype, namespace, body))
+                return await self._json(send, 201, await self._create(rtype, namespace, body,
+                                                                      query.get("fieldValidation")))
             if method == "DELETE":
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             got = await self._get(rtype, namespace, name)
+            if rtype.custom is not None:
+                got = present(rtype, got)
             if table:
-                got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include)
+                got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include,
+                               custom=rtype.custom)
             return await self._json(send, 200, got)
         if method == "PUT":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource))
+            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource,
+                                                                  query.get("fieldValidation")))
         if method == "PATCH":
             body = await self._body(scope, receive)
             return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
-                                                                 subresource))
+                                                                 subresource, query.get("fieldValidation")))
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._delete(rtype, namespace, name, _delete_options(body)))
+            deleted = await self._delete(rtype, namespace, name, _delete_options(body))
+            return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
 
     # -- discovery ---------------------------------------------------------------
@@ -290,7 +309,8 @@ class KubeApi:
                                        "sent on the request")
         meta["namespace"] = namespace
 
-    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes) -> dict[str, Any]:
+    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
+                      field_validation: str | None = None) -> dict[str, Any]:
         if rtype.namespaced and namespace is None:
             raise ApiError.method_not_allowed("POST")
         obj = self._parse(rtype, body)
@@ -310,10 +330,11 @@ class KubeApi:
                                f"create new content in namespace {namespace} because it is being terminated",
                                {"name": name, "kind": rtype.plural})
         if name:
-            causes = validate_name(rtype.plural, name)
+            causes = validate_name(rtype.plural if rtype.custom is None else "", name)
             if causes:
                 raise ApiError.invalid(rtype, name, causes)
-        default(rtype.plural, obj)
+        if rtype.custom is None:
+            default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
         if "status" in rtype.subresources:  # the status is the system's to write, through /status
@@ -325,6 +346,7 @@ class KubeApi:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
+        self._admit(rtype, obj, None, None, field_validation)
         for _attempt in range(8):
             if not name:
                 meta["name"] = generate + uuid.uuid4().hex[:5]
@@ -337,6 +359,8 @@ class KubeApi:
             meta["resourceVersion"] = str(rev)
             if rtype is self._namespaces:
                 await self._default_service_account(meta["name"])
+            if rtype is self.crds.type:
+                self.crds.observe(meta["name"], obj, rev)
             return obj
         raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
 
@@ -389,7 +413,7 @@ class KubeApi:
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
-                      subresource: str | None = None) -> dict[str, Any]:
+                      subresource: str | None = None, field_validation: str | None = None) -> dict[str, Any]:
         obj = self._parse(rtype, body)
         meta = obj["metadata"]
         self._check_namespace(rtype, namespace, meta)
@@ -401,10 +425,12 @@ class KubeApi:
         current = await self.store.get(key)
         if current is None:
             raise ApiError.not_found(rtype, name)
-        obj = _split_status(rtype, subresource, orjson.loads(current.value), obj)
+        old = orjson.loads(current.value)
+        obj = _split_status(rtype, subresource, old, obj)
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
             return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
+        self._admit(rtype, obj, old, subresource, field_validation)
         try:
             rev = await self.store.update(key, orjson.dumps(obj), expected or current.mod_revision)
         except store.Conflict as e:
@@ -413,10 +439,13 @@ class KubeApi:
         except store.NotFound as e:
             raise ApiError.not_found(rtype, name) from e
         meta["resourceVersion"] = str(rev)
+        if rtype is self.crds.type:
+            self.crds.observe(name, obj, rev)
         return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
-                     body: bytes, subresource: str | None = None) -> dict[str, Any]:
+                     body: bytes, subresource: str | None = None,
+                     field_validation: str | None = None) -> dict[str, Any]:
         if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
             raise ApiError.unsupported_media_type(content_type)
         try:
@@ -447,11 +476,14 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
+            self._admit(rtype, obj, old, subresource, field_validation)
             try:
                 rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
             except store.Conflict:
                 continue
             meta["resourceVersion"] = str(rev)
+            if rtype is self.crds.type:
+                self.crds.observe(name, obj, rev)
             return obj
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
@@ -476,19 +508,25 @@ class KubeApi:
                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                         f"{current.mod_revision}")
             terminating = rtype is self._namespaces
-            if meta.get("finalizers") or terminating:
+            definition = rtype is self.crds.type  # its custom resources go first
+            if meta.get("finalizers") or terminating or definition:
                 if meta.get("deletionTimestamp"):
                     return _object(current.value, current.mod_revision)  # already being deleted
                 meta["deletionTimestamp"] = _now()
                 meta["deletionGracePeriodSeconds"] = 0
                 if terminating:
                     obj.setdefault("status", {})["phase"] = "Terminating"
+                if definition:
+                    crd_terminate(obj)
                 try:
                     rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
                 except store.Conflict:
                     continue
                 if terminating:
                     self._spawn(self._terminate(name))
+                if definition:
+                    self.crds.observe(name, obj, rev)
+                    self._spawn(self.crds.remove_resources(self.store, name, self._delete))
                 meta["resourceVersion"] = str(rev)
                 return obj
             try:
@@ -507,7 +545,18 @@ class KubeApi:
             raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                     "the latest version and try again") from e
         obj["metadata"]["resourceVersion"] = str(rev)
+        if rtype is self.crds.type:
+            self.crds.observe(name, None, rev)
         return obj
+
+    def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
+               subresource: str | None, field_validation: str | None) -> None:
+        """Type-specific admission of a write (``old`` None: a create): CRDs get their
+        defaults, validation and status; custom resources their CRD's schema."""
+        if rtype is self.crds.type:
+            self.crds.admit_definition(obj, old, subresource)
+        elif rtype.custom is not None:
+            self.crds.admit_resource(rtype, obj, old, strict=field_validation == "Strict")
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -590,6 +639,10 @@ class KubeApi:
         deleted = []
         for obj in listed["items"]:
             meta = obj["metadata"]
+            if rtype is self.crds.type:  # a CRD's custom resources go first
+                with contextlib.suppress(ApiError):
+                    deleted.append(await self._delete(rtype, None, meta["name"]))
+                continue
             with contextlib.suppress(store.NotFound, store.Conflict):  # changed or gone meanwhile: skip
                 rev = await self.store.delete(rtype.key(meta.get("namespace"), meta["name"]),
                                               int(meta["resourceVersion"]))
@@ -637,9 +690,11 @@ class KubeApi:
         first = [True]
 
         async def line(kind: str, obj: dict[str, Any]) -> None:
+            if rtype.custom is not None and kind not in ("ERROR", "BOOKMARK"):
+                obj = present(rtype, obj)
             if table is not None and kind not in ("ERROR", "BOOKMARK"):
                 obj = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                               table, columns=first[0])
+                               table, columns=first[0], custom=rtype.custom)
                 first[0] = False
             await send({"type": "http.response.body", "body": orjson.dumps({"type": kind, "object": obj}) + b"\n",
                         "more_body": True})

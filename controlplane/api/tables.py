@@ -2,7 +2,8 @@
 
 kubectl asks for Tables so that ``kubectl get`` shows the columns kube-apiserver
 chooses per type; priority-1 columns are the ``-o wide`` extras. Types without
-printer columns get ``Name`` and ``Created At``, as upstream.
+printer columns get ``Name`` and ``Created At``, as upstream. Custom resources
+get ``Name`` and their CRD's ``additionalPrinterColumns`` (``Age`` if it has none).
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["as_table", "wants_table"]
+import orjson
+
+from ..registry.custom import CustomVersion
+from .jsonpath import JsonPathError, compile_path, find
+
+__all__ = ["as_table", "custom_columns", "wants_table"]
 
 Obj = dict[str, Any]
 Column = tuple[str, str, str, int, Callable[[Obj], Any]]  # name, type, format, priority, cell
@@ -187,6 +193,48 @@ COLUMNS: dict[str, list[Column]] = {
 _DEFAULT = [_NAME, _col("Created At", lambda o: _get(o, "metadata", "creationTimestamp"), fmt="date")]
 
 
+_CUSTOM_DEFAULT = ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
+
+
+def _custom_cell(type_: str, path: str) -> Callable[[Obj], Any]:
+    """A printer column's cell: the first value its JSONPath selects, as
+    apiextensions-apiserver's table convertor shows it (None when absent)."""
+    try:
+        steps = compile_path(path)
+    except JsonPathError:
+        return lambda o: None
+
+    def cell(o: Obj) -> Any:
+        found = find(steps, o)
+        if not found:
+            return None
+        v = found[0]
+        if type_ == "string":
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            return orjson.dumps(v).decode() if isinstance(v, (dict, list)) else str(v)
+        if type_ == "integer":
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if type_ == "number":
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if type_ == "boolean":
+            return v if isinstance(v, bool) else None
+        if type_ == "date":
+            return _age({"metadata": {"creationTimestamp": v}}) if isinstance(v, str) else None
+        return None
+    return cell
+
+
+def custom_columns(version: CustomVersion) -> list[Column]:
+    """Name, then the version's ``additionalPrinterColumns`` (or Age)."""
+    cols = [_NAME]
+    for c in version.printer_columns or _CUSTOM_DEFAULT:
+        type_ = str(c.get("type", "string"))
+        cols.append((str(c.get("name", "")), type_, str(c.get("format", "")), int(c.get("priority", 0)),
+                     _custom_cell(type_, str(c.get("jsonPath", "")))))
+    return cols
+
+
 def _row_object(obj: Obj, include: str) -> Obj | None:
     if include == "None":
         return None
@@ -196,9 +244,10 @@ def _row_object(obj: Obj, include: str) -> Obj | None:
 
 
 def as_table(plural: str, objects: list[Obj], list_meta: Obj | None, include: str = "Metadata",
-             columns: bool = True) -> Obj:
-    """A metav1.Table of ``objects`` (``includeObject``: None, Metadata or Object)."""
-    cols = COLUMNS.get(plural, _DEFAULT)
+             columns: bool = True, custom: CustomVersion | None = None) -> Obj:
+    """A metav1.Table of ``objects`` (``includeObject``: None, Metadata or Object);
+    ``custom``: the objects are custom resources of this CRD version."""
+    cols = custom_columns(custom) if custom is not None else COLUMNS.get(plural, _DEFAULT)
     table: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta or {}}
     if columns:
         table["columnDefinitions"] = [{"name": n, "type": t, "format": f, "description": "", "priority": p}

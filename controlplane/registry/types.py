@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .versions import priority
+
+if TYPE_CHECKING:
+    from .custom import CustomVersion
 
 __all__ = ["BUILTIN", "Registry", "ResourceType"]
 
@@ -35,6 +41,9 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     storage_group: str | None = None  # set for custom resources: keys under /registry/<group>/
     singular: str = field(default="")
+    # what a served version of a CustomResourceDefinition adds (schema, printer
+    # columns); None for built-in types
+    custom: CustomVersion | None = field(default=None, compare=False)
 
     @property
     def group_version(self) -> str:
@@ -102,11 +111,17 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
     ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
     ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
+                 short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",)),
 )
 
 
 class Registry:
-    """The served types, found by (group, version, plural), by kind, and by group."""
+    """The served types, found by (group, version, plural), by kind, and by group.
+
+    Custom resources come and go with their CustomResourceDefinitions (``add``,
+    ``remove``); the versions of their groups are kept in version priority order.
+    A built-in type is never replaced or removed by a custom one."""
 
     def __init__(self, types: Iterable[ResourceType] = BUILTIN) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
@@ -114,11 +129,31 @@ class Registry:
         for t in types:
             self.add(t)
 
-    def add(self, t: ResourceType) -> None:
-        self._by_path[(t.group, t.version, t.plural)] = t
+    def add(self, t: ResourceType) -> bool:
+        """Serve ``t``; False (and nothing changes) if a built-in type has its path."""
+        path = (t.group, t.version, t.plural)
+        held = self._by_path.get(path)
+        if held is not None and held.custom is None and t.custom is not None:
+            return False
+        self._by_path[path] = t
         versions = self._groups.setdefault(t.group, [])
         if t.version not in versions:
             versions.append(t.version)
+            if t.custom is not None:
+                versions.sort(key=priority)
+        return True
+
+    def remove(self, t: ResourceType) -> None:
+        """Stop serving ``t`` (if it is still the type at its path)."""
+        path = (t.group, t.version, t.plural)
+        if self._by_path.get(path) is not t:
+            return
+        del self._by_path[path]
+        if not any(g == t.group and v == t.version for g, v, _ in self._by_path):
+            versions = self._groups[t.group]
+            versions.remove(t.version)
+            if not versions:
+                del self._groups[t.group]
 
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))

@@ -29,6 +29,15 @@ class FakeStore:
     async def revision(self) -> int:
         return len(self.created) + 1
 
+    async def range(self, start: bytes, end: bytes, revision: int = 0,
+                    limit: int = 0) -> tuple[list[store.KeyValue], int, bool]:
+        return [], len(self.created) + 1, False  # no CustomResourceDefinitions
+
+    async def watch(self, start: bytes, end: bytes, start_revision: int = 0,
+                    prev_kv: bool = False) -> AsyncIterator[list[store.Event]]:
+        await asyncio.Event().wait()  # nothing ever changes
+        yield []
+
     async def close(self) -> None:
         self.closed = True
 

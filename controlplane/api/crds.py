@@ -1,0 +1,206 @@
+"""The CustomResourceDefinitions this process serves, kept in step with the store.
+
+Every API server process over one store must serve the same custom resources,
+so the set of CRDs is built from the store at startup (``load``) and followed
+by a watch on the CRD prefix (``follow``): another process's create shows up
+here within a watch delivery. A write of this process is also applied at once
+(``observe``), so that discovery lists a CRD's resources as soon as its create
+returns (kubectl re-discovers right after applying a CRD, then applies the CR).
+
+Invariant: ``_revisions[name]`` is the store revision of the newest state of
+``name`` applied; an older event (the watch delivering what ``observe``
+already applied) changes nothing.
+
+Admission of CRDs (defaults, validation, status) and of custom resources
+(pruning, defaulting, schema validation) also lives here: it needs the set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+import store
+from store import EventType, Store
+
+from ..registry import Registry, ResourceType
+from ..registry.crd import (
+    CLEANUP_FINALIZER,
+    condition_true,
+    problems,
+    served_types,
+    set_defaults,
+    set_status,
+    terminate,
+)
+from ..registry.custom import admit
+from .errors import ApiError
+
+__all__ = ["CustomResourceDefinitions"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+DeleteOne = Callable[[ResourceType, str | None, str], Awaitable[object]]
+
+
+class CustomResourceDefinitions:
+    def __init__(self, registry: Registry, crd_type: ResourceType) -> None:
+        self._registry = registry
+        self.type = crd_type
+        self._crds: dict[str, Obj] = {}                    # name -> the CRD as stored
+        self._served: dict[str, list[ResourceType]] = {}   # name -> its types in the registry
+        self._revisions: dict[str, int] = {}               # name -> revision of what is applied
+        self._loaded_at = 0
+
+    # -- the set, in step with the store ----------------------------------------------------
+    def observe(self, name: str, crd: Obj | None, revision: int) -> None:
+        """Apply the state of CRD ``name`` at ``revision`` (None: deleted)."""
+        if revision <= self._revisions.get(name, 0):
+            return
+        self._revisions[name] = revision
+        for t in self._served.pop(name, []):
+            self._registry.remove(t)
+        if crd is None:
+            self._crds.pop(name, None)
+            return
+        self._crds[name] = crd
+        self._served[name] = [t for t in served_types(crd) if self._registry.add(t)]
+
+    def all(self) -> list[Obj]:
+        return list(self._crds.values())
+
+    def terminating(self) -> list[str]:
+        return [n for n, c in self._crds.items() if CLEANUP_FINALIZER in c.get("metadata", {}).get("finalizers", [])]
+
+    async def load(self, s: Store) -> None:
+        """Read every CRD at one revision; CRDs this process knew but the store no
+        longer has are forgotten."""
+        prefix = self.type.prefix()
+        kvs, revision, _ = await s.range(prefix, store.prefix_end(prefix))
+        present = set()
+        for kv in kvs:
+            crd = orjson.loads(kv.value)
+            name = crd.get("metadata", {}).get("name", "")
+            present.add(name)
+            self.observe(name, crd, kv.mod_revision)
+        for name in set(self._crds) - present:
+            self.observe(name, None, revision)
+        self._loaded_at = revision
+
+    async def follow(self, s: Store) -> None:
+        """Apply every change of a CRD from the store's watch, until cancelled
+        (a compacted watch reloads the set and watches on)."""
+        prefix = self.type.prefix()
+        while True:
+            try:
+                async for events in s.watch(prefix, store.prefix_end(prefix), self._loaded_at + 1):
+                    for ev in events:
+                        self._apply(ev)
+            except store.Compacted:
+                await self.load(s)
+                continue
+            except store.StoreError as e:  # the store closes at shutdown; otherwise retry
+                log.warning("watch of CRDs failed: %s", e)
+            await asyncio.sleep(1.0)
+            await self.load(s)
+
+    def _apply(self, ev: store.Event) -> None:
+        self._loaded_at = max(self._loaded_at, ev.kv.mod_revision)
+        if ev.type is EventType.DELETE:
+            name = ev.kv.key[len(self.type.prefix()):].decode()
+            self.observe(name, None, ev.kv.mod_revision)
+            return
+        crd = orjson.loads(ev.kv.value)
+        self.observe(crd.get("metadata", {}).get("name", ""), crd, ev.kv.mod_revision)
+
+    # -- admission ----------------------------------------------------------------------------
+    def admit_definition(self, crd: Obj, old: Obj | None, subresource: str | None) -> None:
+        """Default and validate a CRD being written, and set its status (but a
+        write to ``/status`` keeps the status written)."""
+        set_defaults(crd)
+        causes = problems(crd, old)
+        if causes:
+            raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
+        if subresource != "status":
+            set_status(crd, old, self.all())
+            if old is not None and condition_true(old, "Terminating"):
+                terminate(crd)
+
+    def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None, strict: bool = False) -> None:
+        """Prune, default and validate a custom resource being written. A new one
+        of a terminating CRD is refused, as upstream; so are the unknown fields
+        under ``fieldValidation=Strict``."""
+        assert rtype.custom is not None
+        name = obj.get("metadata", {}).get("name", "") or obj.get("metadata", {}).get("generateName", "")
+        if old is None:
+            if rtype.custom.crd in self.terminating():
+                raise ApiError(405, "MethodNotAllowed", "create not allowed while custom resource definition "
+                               "is terminating", {"name": name, "group": rtype.group, "kind": rtype.plural})
+            if "status" in rtype.subresources:
+                obj.pop("status", None)  # the status is written through /status only
+        pruned, causes = admit(rtype.custom, obj)
+        if pruned and strict:
+            raise ApiError.bad_request("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in pruned))
+        if causes:
+            raise ApiError.invalid(rtype, name, causes)
+
+    # -- deletion --------------------------------------------------------------------------------
+    async def remove_resources(self, s: Store, name: str, delete: DeleteOne) -> None:
+        """The finalizing controller: delete every custom resource of CRD ``name``
+        (each as a delete through the API, so theirs finalizers hold them), then
+        drop the cleanup finalizer, which deletes the CRD if it was the last."""
+        delay = 0.1
+        while True:
+            crd = self._crds.get(name)
+            if crd is None:
+                return
+            storage = _storage_type(crd)
+            if storage is None:
+                break
+            prefix = storage.prefix()
+            kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
+            if not kvs:
+                break
+            for item in kvs:
+                meta = orjson.loads(item.value).get("metadata", {})
+                if not meta.get("deletionTimestamp"):
+                    with contextlib.suppress(ApiError, store.NotFound, store.Conflict):
+                        await delete(storage, meta.get("namespace"), meta.get("name", ""))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        key = self.type.key(None, name)
+        for _attempt in range(16):
+            kv = await s.get(key)
+            if kv is None:
+                return
+            crd = orjson.loads(kv.value)
+            meta = crd.setdefault("metadata", {})
+            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != CLEANUP_FINALIZER]
+            try:
+                if meta["finalizers"]:
+                    rev = await s.update(key, orjson.dumps(crd), kv.mod_revision)
+                    self.observe(name, crd, rev)
+                else:
+                    rev = await s.delete(key, kv.mod_revision)
+                    self.observe(name, None, rev)
+                return
+            except (store.Conflict, store.NotFound):
+                continue
+
+
+def _storage_type(crd: Obj) -> ResourceType | None:
+    """A type for reaching the stored custom resources of ``crd``, served or not."""
+    spec = crd.get("spec", {})
+    group, names = spec.get("group"), spec.get("names", {})
+    versions = [v for v in spec.get("versions", []) if isinstance(v, dict) and v.get("name")]
+    if not group or not names.get("plural") or not versions:
+        return None
+    kind = names.get("kind", "")
+    return ResourceType(group, versions[0]["name"], kind, names["plural"], spec.get("scope") == "Namespaced",
+                        storage_group=group)

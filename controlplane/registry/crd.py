@@ -1,0 +1,326 @@
+"""CustomResourceDefinitions (``apiextensions.k8s.io/v1``): their defaults, their
+validation, their status, and the resource types an established one serves.
+
+What apiextensions-apiserver spreads over a strategy and three controllers
+(naming, establishing, finalizing) happens here synchronously, at the write, so
+that the CRD's custom resources are served as soon as its create returns::
+
+    set_defaults(crd)
+    causes = problems(crd, old)                      # [] or the causes of a 422
+    set_status(crd, old, others)                     # acceptedNames, conditions, storedVersions
+    types = served_types(crd)                        # one ResourceType per served version
+
+A name another CRD of the group has accepted is not accepted again:
+``NamesAccepted`` is False and the CRD is not established (not served).
+Deleting a CRD marks it ``Terminating`` with the ``CLEANUP_FINALIZER``; the API
+deletes its custom resources, then the finalizer, then the CRD.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from .custom import CustomVersion
+from .structural import Cause, describe, structure_problems
+from .types import ResourceType
+
+__all__ = ["CLEANUP_FINALIZER", "GROUP", "condition_true", "established", "problems", "served_types",
+           "set_defaults", "set_status", "terminate"]
+
+GROUP = "apiextensions.k8s.io"
+CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
+
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1035_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+_COLUMN_TYPES = ("integer", "number", "string", "boolean", "date")
+_COLUMN_FORMATS = ("int32", "int64", "float", "double", "byte", "date", "date-time", "password")
+
+Obj = dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+# -- defaults ----------------------------------------------------------------------------------
+def set_defaults(crd: Obj) -> None:
+    """apiextensions/v1 defaulting: singular, listKind, conversion strategy."""
+    spec = crd.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    names = spec.get("names")
+    if isinstance(names, dict) and isinstance(names.get("kind"), str) and names["kind"]:
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+    conversion = spec.setdefault("conversion", {"strategy": "None"})
+    if isinstance(conversion, dict):
+        conversion.setdefault("strategy", "None")
+
+
+# -- validation --------------------------------------------------------------------------------
+def _required(field: str) -> Cause:
+    return {"reason": "FieldValueRequired", "field": field, "message": "Required value"}
+
+
+def _invalid(field: str, value: Any, detail: str) -> Cause:
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {describe(value)}: {detail}"}
+
+
+def _dns1035(field: str, value: Any, causes: list[Cause]) -> None:
+    if not isinstance(value, str) or not value:
+        causes.append(_required(field))
+    elif not _DNS1035.match(value) or len(value) > 63:
+        causes.append(_invalid(field, value, _DNS1035_MESSAGE))
+
+
+def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
+    """What upstream's ValidateCustomResourceDefinition(Update) rejects (the subset
+    this server implements), as 422 causes."""
+    causes: list[Cause] = []
+    meta = _dict(crd.get("metadata"))
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return [_required("spec")]
+    group, names = spec.get("group"), _dict(spec.get("names"))
+    if not isinstance(group, str) or not group:
+        causes.append(_required("spec.group"))
+    elif not _DNS1123_SUBDOMAIN.match(group) or len(group) > 253:
+        causes.append(_invalid("spec.group", group, "a lowercase RFC 1123 subdomain must consist of lower case "
+                               "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                               "character"))
+    elif "." not in group:
+        causes.append(_invalid("spec.group", group, "should be a domain with at least one dot"))
+    elif _protected(group) and APPROVAL_ANNOTATION not in _dict(meta.get("annotations")):
+        causes.append({"reason": "FieldValueRequired", "field": f"metadata.annotations[{APPROVAL_ANNOTATION}]",
+                       "message": f"Required value: protected groups must have approval annotation "
+                                  f"\"{APPROVAL_ANNOTATION}\", see https://github.com/kubernetes/enhancements/"
+                                  f"pull/1111"})
+    plural = names.get("plural")
+    if meta.get("name") != f"{plural}.{group}":
+        causes.append(_invalid("metadata.name", meta.get("name", ""), 'must be spec.names.plural+"."+spec.group'))
+    causes.extend(_names_problems(names))
+    scope = spec.get("scope")
+    if scope not in ("Cluster", "Namespaced"):
+        causes.append(_required("spec.scope") if not scope else
+                      {"reason": "FieldValueNotSupported", "field": "spec.scope",
+                       "message": f'Unsupported value: {describe(scope)}: supported values: "Cluster", "Namespaced"'})
+    elif old is not None and scope != _dict(old.get("spec")).get("scope"):
+        causes.append(_invalid("spec.scope", scope, "field is immutable"))
+    if spec.get("preserveUnknownFields") is True:
+        causes.append(_invalid("spec.preserveUnknownFields", True, "cannot set to true, set "
+                               "x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"))
+    strategy = _dict(spec.get("conversion")).get("strategy")
+    if strategy == "Webhook":
+        causes.append(_invalid("spec.conversion.strategy", strategy, "webhook conversion is not supported by this "
+                               "server; use None (versions differ only in their apiVersion)"))
+    elif strategy != "None":
+        causes.append({"reason": "FieldValueNotSupported", "field": "spec.conversion.strategy",
+                       "message": f'Unsupported value: {describe(strategy)}: supported values: "None", "Webhook"'})
+    causes.extend(_versions_problems(spec.get("versions")))
+    return causes
+
+
+def _protected(group: str) -> bool:
+    return any(group == d or group.endswith("." + d) for d in ("k8s.io", "kubernetes.io"))
+
+
+def _names_problems(names: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    _dns1035("spec.names.plural", names.get("plural"), causes)
+    if names.get("singular"):
+        _dns1035("spec.names.singular", names.get("singular"), causes)
+    kind, list_kind = names.get("kind"), names.get("listKind")
+    for field, value in (("spec.names.kind", kind), ("spec.names.listKind", list_kind)):
+        if not isinstance(value, str) or not value:
+            causes.append(_required(field))
+        elif not _DNS1035.match(value.lower()):
+            causes.append(_invalid(field, value, "may have mixed case, but should otherwise match: "
+                                   "[a-z]([-a-z0-9]*[a-z0-9])?"))
+    if kind and kind == list_kind:
+        causes.append(_invalid("spec.names.listKind", list_kind, "kind and listKind may not be the same"))
+    for i, short in enumerate(_list(names.get("shortNames"))):
+        _dns1035(f"spec.names.shortNames[{i}]", short, causes)
+    for i, category in enumerate(_list(names.get("categories"))):
+        _dns1035(f"spec.names.categories[{i}]", category, causes)
+    return causes
+
+
+def _versions_problems(versions: Any) -> list[Cause]:
+    if not isinstance(versions, list) or not versions:
+        return [_required("spec.versions")]
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, v in enumerate(versions):
+        path = f"spec.versions[{i}]"
+        if not isinstance(v, dict):
+            causes.append(_invalid(path, v, "must be an object"))
+            continue
+        _dns1035(f"{path}.name", v.get("name"), causes)
+        if v.get("name") in seen:
+            causes.append({"reason": "FieldValueDuplicate", "field": f"{path}.name",
+                           "message": f"Duplicate value: {describe(v.get('name'))}"})
+        seen.add(str(v.get("name")))
+        for flag in ("served", "storage"):
+            if not isinstance(v.get(flag), bool):
+                causes.append(_required(f"{path}.{flag}"))
+        schema = _dict(v.get("schema")).get("openAPIV3Schema")
+        causes.extend(structure_problems(schema, f"{path}.schema.openAPIV3Schema"))
+        for j, column in enumerate(_list(v.get("additionalPrinterColumns"))):
+            causes.extend(_column_problems(_dict(column), f"{path}.additionalPrinterColumns[{j}]"))
+        scale = _dict(_dict(v.get("subresources")).get("scale"))
+        if scale:
+            for key in ("specReplicasPath", "statusReplicasPath"):
+                if not isinstance(scale.get(key), str) or not scale[key].startswith("."):
+                    causes.append(_invalid(f"{path}.subresources.scale.{key}", scale.get(key),
+                                           "should be a json path under .spec or .status"))
+    storage = sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True)
+    if storage != 1:
+        causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
+                               "must have exactly one version marked as storage version"))
+    return causes
+
+
+def _column_problems(column: Obj, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if not column.get("name"):
+        causes.append(_required(f"{path}.name"))
+    if column.get("type") not in _COLUMN_TYPES:
+        allowed = ", ".join(f'"{t}"' for t in _COLUMN_TYPES)
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.type",
+                       "message": f"Unsupported value: {describe(column.get('type'))}: supported values: {allowed}"})
+    if column.get("format") and column["format"] not in _COLUMN_FORMATS:
+        allowed = ", ".join(f'"{t}"' for t in _COLUMN_FORMATS)
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.format",
+                       "message": f"Unsupported value: {describe(column['format'])}: supported values: {allowed}"})
+    if not isinstance(column.get("jsonPath"), str) or not column["jsonPath"]:
+        causes.append(_required(f"{path}.jsonPath"))
+    priority = column.get("priority", 0)
+    if not isinstance(priority, int) or priority < 0:
+        causes.append(_invalid(f"{path}.priority", priority, "must be greater than or equal to 0"))
+    return causes
+
+
+# -- status --------------------------------------------------------------------------------------
+def condition_true(crd: Obj, kind: str) -> bool:
+    return any(isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True"
+               for c in _list(_dict(crd.get("status")).get("conditions")))
+
+
+def established(crd: Obj) -> bool:
+    return condition_true(crd, "Established")
+
+
+def _set_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
+    conditions = [c for c in _list(status.get("conditions")) if isinstance(c, dict)]
+    old = next((c for c in conditions if c.get("type") == kind), None)
+    text = "True" if value else "False"
+    when = old.get("lastTransitionTime") if old is not None and old.get("status") == text else None
+    new = {"type": kind, "status": text, "lastTransitionTime": when or _now(), "reason": reason, "message": message}
+    status["conditions"] = [new if c is old else c for c in conditions] if old is not None else [*conditions, new]
+
+
+def _accepted(names: Obj) -> Obj:
+    keys = ("plural", "singular", "shortNames", "kind", "listKind", "categories")
+    return {k: names[k] for k in keys if names.get(k)}
+
+
+def _conflict(crd: Obj, others: Iterable[Obj]) -> tuple[str, str] | None:
+    """(reason, message) if a name of ``crd`` is accepted by another CRD of its group."""
+    spec = _dict(crd.get("spec"))
+    names = _dict(spec.get("names"))
+    name = _dict(crd.get("metadata")).get("name")
+    for other in others:
+        if _dict(other.get("metadata")).get("name") == name or _dict(other.get("spec")).get("group") != \
+                spec.get("group"):
+            continue
+        taken = _dict(_dict(other.get("status")).get("acceptedNames"))
+        resources = {taken.get("plural"), taken.get("singular"), *_list(taken.get("shortNames"))} - {None, ""}
+        for what in ("plural", "singular"):
+            if names.get(what) in resources:
+                return "NameConflict", f'"{names[what]}" is already in use'
+        for short in _list(names.get("shortNames")):
+            if short in resources:
+                return "NameConflict", f'"{short}" is already in use'
+        kinds = {taken.get("kind"), taken.get("listKind")} - {None, ""}
+        for what in ("kind", "listKind"):
+            if names.get(what) in kinds:
+                return "KindConflict", f'"{names[what]}" is already in use'
+    return None
+
+
+def set_status(crd: Obj, old: Obj | None, others: Iterable[Obj]) -> None:
+    """What the naming and establishing controllers would write: ``acceptedNames``,
+    ``NamesAccepted`` and ``Established``, and the storage version added to
+    ``storedVersions``. Once established, a CRD stays established."""
+    status = crd["status"] = dict(_dict(old.get("status")) if old is not None else {})
+    spec = _dict(crd.get("spec"))
+    conflict = _conflict(crd, others)
+    if conflict is None:
+        status["acceptedNames"] = _accepted(_dict(spec.get("names")))
+        _set_condition(status, "NamesAccepted", True, "NoConflicts", "no conflicts found")
+    else:
+        status.setdefault("acceptedNames", {})
+        _set_condition(status, "NamesAccepted", False, *conflict)
+    if conflict is None or established(crd):
+        if not condition_true({"status": status}, "Established"):
+            _set_condition(status, "Established", True, "InitialNamesAccepted", "the initial names have been accepted")
+    else:
+        _set_condition(status, "Established", False, "NotAccepted", "not all names are accepted")
+    stored = [v for v in _list(status.get("storedVersions")) if isinstance(v, str)]
+    for v in _list(spec.get("versions")):
+        if isinstance(v, dict) and v.get("storage") is True and v.get("name") not in stored:
+            stored.append(v["name"])
+    status["storedVersions"] = stored
+
+
+def terminate(crd: Obj) -> None:
+    """Mark ``crd`` for deletion: its custom resources go first (the finalizer)."""
+    meta = crd.setdefault("metadata", {})
+    finalizers = meta.setdefault("finalizers", [])
+    if CLEANUP_FINALIZER not in finalizers:
+        finalizers.append(CLEANUP_FINALIZER)
+    _set_condition(crd.setdefault("status", {}), "Terminating", True, "InstanceDeletionInProgress",
+                   "CustomResource deletion is in progress")
+
+
+# -- what it serves ------------------------------------------------------------------------------
+def served_types(crd: Obj) -> list[ResourceType]:
+    """One ResourceType per served version of an established CRD (none otherwise)."""
+    if not established(crd):
+        return []
+    spec = _dict(crd.get("spec"))
+    names = _dict(_dict(crd.get("status")).get("acceptedNames"))
+    group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
+    if not (isinstance(group, str) and isinstance(plural, str) and isinstance(kind, str)):
+        return []
+    crd_name = str(_dict(crd.get("metadata")).get("name", ""))
+    types = []
+    for v in _list(spec.get("versions")):
+        if not isinstance(v, dict) or v.get("served") is not True or not isinstance(v.get("name"), str):
+            continue
+        subresources = _dict(v.get("subresources"))
+        schema = _dict(v.get("schema")).get("openAPIV3Schema")
+        version = CustomVersion(crd_name, schema if isinstance(schema, dict) else None,
+                                tuple(c for c in _list(v.get("additionalPrinterColumns")) if isinstance(c, dict)),
+                                deprecated=v.get("deprecated") is True)
+        types.append(ResourceType(
+            group, v["name"], kind, plural, spec.get("scope") == "Namespaced",
+            short_names=tuple(_list(names.get("shortNames"))), categories=tuple(_list(names.get("categories"))),
+            subresources=("status",) if "status" in subresources else (),
+            storage_group=group, singular=str(names.get("singular") or kind.lower()), custom=version))
+    return types

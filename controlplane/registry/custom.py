@@ -1,0 +1,57 @@
+"""What a served version of a CustomResourceDefinition adds to a ``ResourceType``,
+and what its custom resources go through on their way in and out.
+
+In (create, update, patch)::
+
+    pruned, causes = admit(version, obj)   # pruned unknown fields, defaulted, validated
+
+Out (every read)::
+
+    present(rtype, obj)    # apiVersion of the version asked for; defaults of its schema
+
+All versions of a CRD share one storage (``/registry/<group>/<plural>/``) and the
+``None`` conversion strategy, so converting between versions only rewrites
+``apiVersion``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .structural import Cause, Schema, apply_defaults, prune, validate
+
+if TYPE_CHECKING:
+    from .types import ResourceType
+
+__all__ = ["CustomVersion", "admit", "present"]
+
+
+@dataclass(frozen=True)
+class CustomVersion:
+    crd: str                                      # the CRD's name, <plural>.<group>
+    schema: Schema | None                         # the version's openAPIV3Schema
+    printer_columns: tuple[dict[str, Any], ...]   # additionalPrinterColumns, as the CRD has them
+    deprecated: bool = False
+
+
+def admit(version: CustomVersion, obj: dict[str, Any]) -> tuple[list[str], list[Cause]]:
+    """Prune, default and validate ``obj`` in place: (the pruned paths, the causes
+    of a 422). ``metadata`` is not the schema's business (only its name is
+    checked, by the caller, as for every type)."""
+    if version.schema is None:
+        return [], []
+    pruned = prune(version.schema, obj)
+    apply_defaults(version.schema, obj)
+    without_meta = {k: v for k, v in version.schema.get("properties", {}).items() if k != "metadata"}
+    schema = dict(version.schema, properties=without_meta)
+    return pruned, validate(schema, obj)
+
+
+def present(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as read through ``rtype``: its apiVersion, with the defaults of its schema
+    (kube-apiserver defaults what it reads from storage too)."""
+    obj["apiVersion"] = rtype.api_version
+    if rtype.custom is not None and rtype.custom.schema is not None:
+        apply_defaults(rtype.custom.schema, obj)
+    return obj

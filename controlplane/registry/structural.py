@@ -1,0 +1,442 @@
+"""Custom resources against their CustomResourceDefinition's ``openAPIV3Schema``:
+pruning, defaulting and validation, as apiextensions-apiserver does them
+(the structural schema subset; CEL ``x-kubernetes-validations`` are not run).
+
+The order is upstream's: unknown fields are pruned, then defaults are filled
+in, then the result is validated::
+
+    pruned = prune(schema, obj)          # ["spec.extra"]: the paths dropped
+    apply_defaults(schema, obj)
+    causes = validate(schema, obj)       # [] or the causes of a 422 Invalid
+
+A cause is a ``metav1.StatusCause``; its message is what kube-apiserver's
+``field.Error.ErrorBody()`` says, e.g. for ``spec.replicas: "two"`` against
+``type: integer``::
+
+    {"reason": "FieldValueTypeInvalid", "field": "spec.replicas",
+     "message": 'Invalid value: "string": spec.replicas in body must be of type integer: "string"'}
+
+``structure_problems`` checks that a schema is structural (what a v1 CRD
+requires) and that its defaults are valid.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import ipaddress
+import re
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+import orjson
+
+__all__ = ["apply_defaults", "describe", "prune", "structure_problems", "validate"]
+
+Schema = dict[str, Any]
+Cause = dict[str, str]
+
+TYPES = ("array", "boolean", "integer", "number", "object", "string")
+# kept at the root of every object, and of embedded resources, whatever the schema says
+_OBJECT_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+# -- values as Go prints them in field errors ------------------------------------------------
+def describe(value: Any) -> str:
+    """A bad value as ``field.Error`` shows it: strings quoted, numbers bare, null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _number(x: Any) -> str:
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+
+
+def json_type(value: Any) -> str:
+    """The OpenAPI type name of a JSON value (what "must be of type X: <this>" shows)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _invalid(path: str, value: Any, detail: str, reason: str = "FieldValueInvalid") -> Cause:
+    return {"reason": reason, "field": path, "message": f"Invalid value: {describe(value)}: {detail}"}
+
+
+def _in_body(path: str) -> str:
+    return f"{path} in body" if path else "in body"
+
+
+# -- pruning ---------------------------------------------------------------------------------
+def prune(schema: Schema, obj: dict[str, Any]) -> list[str]:
+    """Drop the fields of ``obj`` (a whole object: apiVersion, kind, metadata kept)
+    that ``schema`` does not declare; returns the dropped paths."""
+    dropped: list[str] = []
+    _prune(schema, obj, "", dropped, is_resource=True)
+    return dropped
+
+
+def _prune(schema: Schema, value: Any, path: str, dropped: list[str], is_resource: bool = False) -> None:
+    if isinstance(value, dict):
+        props: dict[str, Schema] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+        resource = is_resource or schema.get("x-kubernetes-embedded-resource") is True
+        for key in list(value):
+            if resource and key in _OBJECT_FIELDS and key not in props:
+                continue
+            if key in props:
+                _prune(props[key], value[key], _child(path, key), dropped)
+            elif isinstance(extra, dict):
+                _prune(extra, value[key], _child(path, key), dropped)
+            elif extra is True or preserve:
+                continue
+            else:
+                del value[key]
+                dropped.append(_child(path, key))
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                _prune(items, item, f"{path}[{i}]", dropped)
+
+
+# -- defaulting ------------------------------------------------------------------------------
+def apply_defaults(schema: Schema, value: Any) -> None:
+    """Fill in the ``default`` of every absent property (and of nulls where the
+    property is not nullable), depth first, in place."""
+    if isinstance(value, dict):
+        props: dict[str, Schema] = schema.get("properties") or {}
+        for key, prop in props.items():
+            if "default" in prop and (key not in value or (value[key] is None and not prop.get("nullable"))):
+                value[key] = copy.deepcopy(prop["default"])
+            if key in value:
+                apply_defaults(prop, value[key])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, item in value.items():
+                if key not in props:
+                    apply_defaults(extra, item)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                apply_defaults(items, item)
+
+
+# -- validation ------------------------------------------------------------------------------
+def validate(schema: Schema, value: Any, path: str = "") -> list[Cause]:
+    """The causes ``value`` fails ``schema`` with (empty when it is valid)."""
+    causes: list[Cause] = []
+    _validate(schema, value, path, causes)
+    return causes
+
+
+def _type_ok(expected: str, value: Any) -> bool:
+    if expected == "object":
+        return isinstance(value, dict)
+    if expected == "array":
+        return isinstance(value, list)
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "integer":
+        return json_type(value) == "integer"
+    if expected == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def _type_error(path: str, value: Any, expected: str) -> Cause:
+    got = json_type(value)
+    return {"reason": "FieldValueTypeInvalid", "field": path,
+            "message": f"Invalid value: {describe(got)}: {_in_body(path)} must be of type {expected}: "
+                       f"{describe(got)}"}
+
+
+def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> None:
+    expected = schema.get("type")
+    if value is None:
+        if schema.get("nullable") or (not expected and not schema.get("x-kubernetes-int-or-string")):
+            return
+        causes.append(_type_error(path, value, expected or "integer or string"))
+        return
+    if schema.get("x-kubernetes-int-or-string"):
+        if json_type(value) not in ("integer", "string"):
+            causes.append(_type_error(path, value, "integer or string"))
+            return
+    elif expected and not _type_ok(expected, value):
+        causes.append(_type_error(path, value, expected))
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(describe(v) if isinstance(v, str) else f'"{describe(v)}"' for v in schema["enum"])
+        causes.append({"reason": "FieldValueNotSupported", "field": path,
+                       "message": f"Unsupported value: {describe(value)}: supported values: {allowed}"})
+    if isinstance(value, str):
+        _validate_string(schema, value, path, causes)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _validate_number(schema, value, path, causes)
+    elif isinstance(value, list):
+        _validate_array(schema, value, path, causes)
+    elif isinstance(value, dict):
+        _validate_object(schema, value, path, causes)
+    for sub in schema.get("allOf") or []:
+        if isinstance(sub, dict):
+            _validate(sub, value, path, causes)
+    for key in ("anyOf", "oneOf"):
+        options = [s for s in schema.get(key) or [] if isinstance(s, dict)]
+        if options:
+            passing = sum(1 for s in options if not validate(s, value, path))
+            if passing == 0 or (key == "oneOf" and passing > 1):
+                what = "any" if key == "anyOf" else "only one"
+                causes.append(_invalid(path, value, f"{_in_body(path)} must validate {what} of the schemas"))
+    if isinstance(schema.get("not"), dict) and not validate(schema["not"], value, path):
+        causes.append(_invalid(path, value, f"{_in_body(path)} must not validate the schema (not)"))
+
+
+def _validate_string(schema: Schema, value: str, path: str, causes: list[Cause]) -> None:
+    max_length = schema.get("maxLength")
+    if isinstance(max_length, int) and len(value) > max_length:
+        causes.append({"reason": "FieldValueTooLong", "field": path,
+                       "message": f"Too long: may not be more than {max_length} bytes"})
+    min_length = schema.get("minLength")
+    if isinstance(min_length, int) and len(value) < min_length:
+        causes.append(_invalid(path, value, f"{_in_body(path)} should be at least {min_length} chars long"))
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            matched = re.search(pattern, value) is not None
+        except re.error:
+            matched = True  # the CRD's validation reports a bad pattern
+        if not matched:
+            causes.append(_invalid(path, value, f"{_in_body(path)} should match '{pattern}'"))
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and not _format_ok(fmt, value):
+        causes.append(_invalid(path, value, f"{_in_body(path)} must be of type {fmt}: {describe(value)}"))
+
+
+def _validate_number(schema: Schema, value: float, path: str, causes: list[Cause]) -> None:
+    minimum = schema.get("minimum")
+    if isinstance(minimum, (int, float)):
+        if schema.get("exclusiveMinimum") and value <= minimum:
+            causes.append(_invalid(path, value, f"{_in_body(path)} should be greater than {_number(minimum)}"))
+        elif value < minimum:
+            causes.append(_invalid(path, value, f"{_in_body(path)} should be greater than or equal to "
+                                                f"{_number(minimum)}"))
+    maximum = schema.get("maximum")
+    if isinstance(maximum, (int, float)):
+        if schema.get("exclusiveMaximum") and value >= maximum:
+            causes.append(_invalid(path, value, f"{_in_body(path)} should be less than {_number(maximum)}"))
+        elif value > maximum:
+            causes.append(_invalid(path, value, f"{_in_body(path)} should be less than or equal to "
+                                                f"{_number(maximum)}"))
+    multiple = schema.get("multipleOf")
+    if isinstance(multiple, (int, float)) and multiple > 0 and (value / multiple) % 1:
+        causes.append(_invalid(path, value, f"{_in_body(path)} should be a multiple of {_number(multiple)}"))
+    fmt = schema.get("format")
+    bits = {"int32": 31, "int64": 63}.get(fmt) if isinstance(fmt, str) else None
+    if bits is not None and not -(2**bits) <= value < 2**bits:
+        causes.append(_invalid(path, value, f"{_in_body(path)} must be of type {fmt}: {describe(value)}"))
+
+
+def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Cause]) -> None:
+    max_items = schema.get("maxItems")
+    if isinstance(max_items, int) and len(value) > max_items:
+        causes.append({"reason": "FieldValueTooMany", "field": path,
+                       "message": f"Too many: {len(value)}: must have at most {max_items} items"})
+    min_items = schema.get("minItems")
+    if isinstance(min_items, int) and len(value) < min_items:
+        causes.append(_invalid(path, value, f"{_in_body(path)} should have at least {min_items} items"))
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            _validate(items, item, f"{path}[{i}]", causes)
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "set":
+        seen: set[bytes] = set()
+        for i, item in enumerate(value):
+            key = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+            if key in seen:
+                causes.append({"reason": "FieldValueDuplicate", "field": f"{path}[{i}]",
+                               "message": f"Duplicate value: {describe(item)}"})
+            seen.add(key)
+
+
+def _validate_object(schema: Schema, value: dict[str, Any], path: str, causes: list[Cause]) -> None:
+    props: dict[str, Schema] = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        if name not in value:
+            causes.append({"reason": "FieldValueRequired", "field": _child(path, name), "message": "Required value"})
+    for key in ("maxProperties", "minProperties"):
+        limit = schema.get(key)
+        if isinstance(limit, int) and (len(value) > limit if key == "maxProperties" else len(value) < limit):
+            word = "at most" if key == "maxProperties" else "at least"
+            causes.append(_invalid(path, value, f"{_in_body(path)} should have {word} {limit} properties"))
+    extra = schema.get("additionalProperties")
+    embedded = schema.get("x-kubernetes-embedded-resource") is True
+    for key, item in value.items():
+        if key in props:
+            _validate(props[key], item, _child(path, key), causes)
+        elif isinstance(extra, dict):
+            _validate(extra, item, _child(path, key), causes)
+    if embedded:
+        for key in ("apiVersion", "kind"):
+            if not value.get(key) and not schema.get("x-kubernetes-preserve-unknown-fields"):
+                causes.append({"reason": "FieldValueRequired", "field": _child(path, key),
+                               "message": "Required value: must not be empty"})
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}"
+                       r"[a-zA-Z0-9])?)*\Z")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+\Z")
+_MAC = re.compile(r"([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\Z")
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+_DURATION = re.compile(r"(-?\d+(\.\d+)?(ns|us|µs|ms|s|m|h|d|w))+\Z")
+
+
+def _format_ok(fmt: str, value: str) -> bool:
+    """The string formats kube-openapi checks; other formats are not checked, as upstream."""
+    try:
+        if fmt == "date-time":
+            if not _DATE_TIME.match(value):
+                return False
+            datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        elif fmt == "date":
+            date.fromisoformat(value)
+        elif fmt == "uuid":
+            uuid.UUID(value)
+        elif fmt == "ipv4":
+            ipaddress.IPv4Address(value)
+        elif fmt == "ipv6":
+            ipaddress.IPv6Address(value)
+        elif fmt == "cidr":
+            ipaddress.ip_network(value, strict=False)
+        elif fmt == "byte":
+            base64.b64decode(value, validate=True)
+        elif fmt == "hostname":
+            return _HOSTNAME.match(value) is not None
+        elif fmt == "email":
+            return _EMAIL.match(value) is not None
+        elif fmt == "mac":
+            return _MAC.match(value) is not None
+        elif fmt == "duration":
+            return _DURATION.match(value) is not None
+    except (ValueError, binascii.Error):
+        return False
+    return True
+
+
+# -- is the schema structural? ----------------------------------------------------------------
+_FORBIDDEN = {"$ref": "$ref", "additionalItems": "additionalItems", "patternProperties": "patternProperties",
+              "dependencies": "dependencies", "definitions": "definitions", "id": "id", "$schema": "$schema"}
+
+
+def structure_problems(schema: Any, path: str) -> list[Cause]:
+    """Why ``schema`` (a version's ``openAPIV3Schema`` at ``path``) is not a
+    structural schema, or holds invalid defaults (empty when it is fine)."""
+    causes: list[Cause] = []
+    if not isinstance(schema, dict):
+        return [{"reason": "FieldValueRequired", "field": path, "message": "Required value: schemas are required"}]
+    if schema.get("type") != "object":
+        causes.append({"reason": "FieldValueInvalid", "field": f"{path}.type",
+                       "message": f"Invalid value: {describe(schema.get('type', ''))}: must be object at the root"})
+    _structure(schema, path, causes, root=True)
+    return causes
+
+
+def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False) -> None:
+    t = schema.get("type")
+    int_or_string = schema.get("x-kubernetes-int-or-string") is True
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+    for key, name in _FORBIDDEN.items():
+        if key in schema:
+            causes.append({"reason": "FieldValueForbidden", "field": f"{path}.{name}", "message": "Forbidden: "
+                           f"{name} is not supported in a structural schema"})
+    if t is None or t == "":
+        if not int_or_string and not preserve:
+            causes.append({"reason": "FieldValueRequired", "field": f"{path}.type",
+                           "message": "Required value: must not be empty for specified "
+                                      + ("object fields" if "properties" in schema else "fields")})
+    elif t not in TYPES:
+        allowed = ", ".join(f'"{x}"' for x in TYPES)
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.type",
+                       "message": f"Unsupported value: {describe(t)}: supported values: {allowed}"})
+    elif int_or_string:
+        causes.append({"reason": "FieldValueForbidden", "field": f"{path}.type",
+                       "message": "Forbidden: must be empty if x-kubernetes-int-or-string is true"})
+    if schema.get("uniqueItems") is True:
+        causes.append({"reason": "FieldValueForbidden", "field": f"{path}.uniqueItems", "message": "Forbidden: "
+                       "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"})
+    if "properties" in schema and schema.get("additionalProperties") not in (None, False):
+        causes.append({"reason": "FieldValueForbidden", "field": f"{path}.additionalProperties",
+                       "message": "Forbidden: additionalProperties and properties are mutual exclusive"})
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            causes.append(_invalid(f"{path}.pattern", pattern, f"must be a valid regular expression: {e}"))
+    props = schema.get("properties")
+    if props is not None:
+        if not isinstance(props, dict):
+            causes.append(_invalid(f"{path}.properties", props, "must be an object of schemas"))
+        else:
+            for name, prop in props.items():
+                sub = f"{path}.properties[{name}]"
+                if not isinstance(prop, dict):
+                    causes.append(_invalid(sub, prop, "must be a schema object"))
+                    continue
+                if root and name == "metadata":
+                    extra = sorted(set(prop.get("properties") or {}) - {"name", "generateName"})
+                    if extra:
+                        causes.append({"reason": "FieldValueForbidden", "field": sub, "message": "Forbidden: must "
+                                       "not specify anything other than name and generateName, but metadata is "
+                                       "implicitly specified"})
+                _structure(prop, sub, causes)
+    extra_schema = schema.get("additionalProperties")
+    if isinstance(extra_schema, dict):
+        _structure(extra_schema, f"{path}.additionalProperties", causes)
+    items = schema.get("items")
+    if t == "array" and items is None:
+        causes.append({"reason": "FieldValueRequired", "field": f"{path}.items",
+                       "message": "Required value: must be specified"})
+    if items is not None:
+        if isinstance(items, dict):
+            _structure(items, f"{path}.items", causes)
+        else:
+            causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items",
+                           "message": "Forbidden: items must be a schema object and not an array"})
+    if "default" in schema:
+        if root:
+            causes.append({"reason": "FieldValueForbidden", "field": f"{path}.default",
+                           "message": "Forbidden: must not be set at the root"})
+        else:
+            value = copy.deepcopy(schema["default"])
+            apply_defaults(schema, value)
+            causes.extend(validate({k: v for k, v in schema.items() if k != "default"}, value, f"{path}.default"))
