@@ -1,0 +1,56 @@
+"""Printer columns of custom resources: the JSONPath subset and the Table cells."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controlplane.api.jsonpath import JsonPathError, compile_path, find
+from controlplane.api.tables import as_table
+from controlplane.registry.custom import CustomVersion
+
+OBJ: dict[str, Any] = {
+    "metadata": {"name": "w1", "creationTimestamp": (datetime.now(UTC) - timedelta(minutes=5)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), "labels": {"app.kubernetes.io/name": "web"}},
+    "spec": {"replicas": 3, "paused": False, "ratio": 0.5, "items": [{"name": "a"}, {"name": "b"}]},
+    "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]},
+}
+
+
+def test_jsonpath_steps() -> None:
+    assert find(".spec.replicas", OBJ) == [3]
+    assert find("{.spec.items[*].name}", OBJ) == ["a", "b"]
+    assert find(".spec.items[-1].name", OBJ) == ["b"]
+    assert find('.status.conditions[?(@.type=="Ready")].status', OBJ) == ["True"]
+    assert find(".status.conditions[?(@.type!='Ready')].type", OBJ) == ["Synced"]
+    assert find(".metadata.labels['app.kubernetes.io/name']", OBJ) == ["web"]
+    assert find("..name", OBJ) == ["w1", "a", "b"]
+    assert find(".spec.missing", OBJ) == []
+    with pytest.raises(JsonPathError):
+        compile_path(".spec[")
+
+
+def test_printer_columns_make_the_table() -> None:
+    version = CustomVersion("widgets.example.com", None, (
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Paused", "type": "boolean", "jsonPath": ".spec.paused"},
+        {"name": "Ratio", "type": "number", "jsonPath": ".spec.ratio", "priority": 1},
+        {"name": "Items", "type": "string", "jsonPath": ".spec.items"},
+        {"name": "Missing", "type": "string", "jsonPath": ".spec.nothing"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ))
+    table = as_table("widgets", [OBJ], {"resourceVersion": "7"}, custom=version)
+    assert [(c["name"], c["type"], c["priority"]) for c in table["columnDefinitions"]] == [
+        ("Name", "string", 0), ("Replicas", "integer", 0), ("Ready", "string", 0), ("Paused", "boolean", 0),
+        ("Ratio", "number", 1), ("Items", "string", 0), ("Missing", "string", 0), ("Age", "date", 0)]
+    assert table["rows"][0]["cells"] == ["w1", 3, "True", False, 0.5, '[{"name":"a"},{"name":"b"}]', None, "5m"]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+def test_without_printer_columns_name_and_age() -> None:
+    table = as_table("widgets", [OBJ], {}, custom=CustomVersion("widgets.example.com", None, ()))
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
+    assert table["rows"][0]["cells"] == ["w1", "5m"]

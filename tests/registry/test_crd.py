@@ -1,0 +1,184 @@
+"""CustomResourceDefinitions: defaults, validation, status (naming and establishing),
+the types they serve, and the registry's dynamic part."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controlplane.registry import Registry
+from controlplane.registry.crd import (
+    CLEANUP_FINALIZER,
+    established,
+    problems,
+    served_types,
+    set_defaults,
+    set_status,
+    terminate,
+)
+from controlplane.registry.versions import priority
+
+SCHEMA = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+
+
+def crd(plural: str = "widgets", group: str = "example.com", kind: str = "Widget", **spec: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)}}]},
+    }
+    obj["spec"].update(spec)
+    set_defaults(obj)
+    return obj
+
+
+def fields(obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, str]:
+    return {c["field"]: c["message"] for c in problems(obj, old)}
+
+
+def test_defaults() -> None:
+    obj = crd()
+    assert obj["spec"]["names"]["singular"] == "widget"
+    assert obj["spec"]["names"]["listKind"] == "WidgetList"
+    assert obj["spec"]["conversion"] == {"strategy": "None"}
+    assert problems(obj) == []
+
+
+def test_the_name_must_be_plural_dot_group() -> None:
+    obj = crd()
+    obj["metadata"]["name"] = "gadgets.example.com"
+    assert fields(obj) == {"metadata.name": 'Invalid value: "gadgets.example.com": must be '
+                                            'spec.names.plural+"."+spec.group'}
+
+
+def test_group_names_and_scope() -> None:
+    assert fields(crd(group="example"))["spec.group"] == 'Invalid value: "example": should be a domain with at ' \
+                                                         'least one dot'
+    assert "metadata.annotations[api-approved.kubernetes.io]" in fields(crd(group="foo.k8s.io"))
+    bad = crd(plural="Widgets")
+    assert fields(bad)["spec.names.plural"].startswith('Invalid value: "Widgets": a DNS-1035 label')
+    assert fields(crd(scope="Global"))["spec.scope"] == \
+        'Unsupported value: "Global": supported values: "Cluster", "Namespaced"'
+    no_kind = crd()
+    del no_kind["spec"]["names"]["kind"]
+    assert fields(no_kind)["spec.names.kind"] == "Required value"
+    assert fields(crd(), old=crd(scope="Cluster"))["spec.scope"] == 'Invalid value: "Namespaced": field is immutable'
+    assert "spec.conversion.strategy" in fields(crd(conversion={"strategy": "Webhook"}))
+
+
+def test_exactly_one_storage_version_and_a_schema_each() -> None:
+    two = crd(versions=[{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}},
+                        {"name": "v2", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}}])
+    assert fields(two)["spec.versions"] == 'Invalid value: ["v1","v2"]: must have exactly one version marked as ' \
+                                           'storage version'
+    no_schema = crd(versions=[{"name": "v1", "served": True, "storage": True}])
+    assert fields(no_schema) == {"spec.versions[0].schema.openAPIV3Schema": "Required value: schemas are required"}
+    assert fields(crd(versions=[]))["spec.versions"] == "Required value"
+    dup = crd(versions=[{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}},
+                        {"name": "v1", "served": True, "storage": False, "schema": {"openAPIV3Schema": SCHEMA}}])
+    assert fields(dup)["spec.versions[1].name"] == 'Duplicate value: "v1"'
+
+
+def test_printer_columns_are_validated() -> None:
+    obj = crd()
+    obj["spec"]["versions"][0]["additionalPrinterColumns"] = [{"name": "X", "type": "text", "jsonPath": ".spec.x"},
+                                                              {"name": "Y", "type": "string"}]
+    got = fields(obj)
+    assert got["spec.versions[0].additionalPrinterColumns[0].type"].startswith('Unsupported value: "text"')
+    assert got["spec.versions[0].additionalPrinterColumns[1].jsonPath"] == "Required value"
+
+
+def test_status_accepts_names_and_establishes() -> None:
+    obj = crd()
+    set_status(obj, None, [])
+    status = obj["status"]
+    assert status["acceptedNames"] == {"plural": "widgets", "singular": "widget", "shortNames": ["wd"],
+                                       "kind": "Widget", "listKind": "WidgetList"}
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"NamesAccepted": "True", "Established": "True"}
+    assert status["storedVersions"] == ["v1"]
+    assert established(obj)
+
+
+def test_a_name_another_crd_accepted_is_not_accepted() -> None:
+    first = crd()
+    set_status(first, None, [])
+    second = crd(plural="gizmos", kind="Gizmo")
+    second["spec"]["names"]["shortNames"] = ["wd"]
+    set_status(second, None, [first])
+    names = {c["type"]: c for c in second["status"]["conditions"]}
+    assert names["NamesAccepted"]["status"] == "False"
+    assert names["NamesAccepted"]["message"] == '"wd" is already in use'
+    assert names["Established"]["status"] == "False"
+    assert served_types(second) == []
+    other_group = crd(group="other.io")
+    set_status(other_group, None, [first])
+    assert established(other_group)  # names are per group
+
+
+def test_stored_versions_accumulate() -> None:
+    old = crd()
+    set_status(old, None, [])
+    new = crd(versions=[{"name": "v1", "served": True, "storage": False, "schema": {"openAPIV3Schema": SCHEMA}},
+                        {"name": "v2", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}}])
+    set_status(new, old, [old])
+    assert new["status"]["storedVersions"] == ["v1", "v2"]
+
+
+def test_served_types_one_per_served_version() -> None:
+    obj = crd(versions=[{"name": "v1beta1", "served": True, "storage": False, "schema": {"openAPIV3Schema": SCHEMA}},
+                        {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA},
+                         "subresources": {"status": {}}},
+                        {"name": "v0", "served": False, "storage": False, "schema": {"openAPIV3Schema": SCHEMA}}])
+    assert served_types(obj) == []  # not established yet
+    set_status(obj, None, [])
+    types = served_types(obj)
+    assert [(t.version, t.subresources) for t in types] == [("v1beta1", ()), ("v1", ("status",))]
+    t = types[1]
+    assert (t.group, t.kind, t.plural, t.namespaced, t.short_names) == ("example.com", "Widget", "widgets", True,
+                                                                        ("wd",))
+    assert t.key("ns", "w") == b"/registry/example.com/widgets/ns/w"
+    assert types[0].prefix() == types[1].prefix()  # all versions share the storage
+    assert t.custom is not None and t.custom.crd == "widgets.example.com"
+
+
+def test_terminate_adds_the_cleanup_finalizer() -> None:
+    obj = crd()
+    set_status(obj, None, [])
+    terminate(obj)
+    assert obj["metadata"]["finalizers"] == [CLEANUP_FINALIZER]
+    assert any(c["type"] == "Terminating" and c["status"] == "True" for c in obj["status"]["conditions"])
+
+
+def test_registry_adds_and_removes_custom_types_in_version_priority() -> None:
+    registry = Registry()
+    obj = crd(versions=[{"name": v, "served": True, "storage": v == "v1", "schema": {"openAPIV3Schema": SCHEMA}}
+                        for v in ("v1alpha1", "v1", "v2beta1")])
+    set_status(obj, None, [])
+    types = served_types(obj)
+    for t in types:
+        assert registry.add(t)
+    assert registry.groups()["example.com"] == ["v1", "v2beta1", "v1alpha1"]
+    assert registry.get("example.com", "v1", "widgets") is types[1]
+    for t in types:
+        registry.remove(t)
+    assert "example.com" not in registry.groups()
+    assert registry.get("example.com", "v1", "widgets") is None
+
+
+def test_a_custom_type_never_replaces_a_builtin() -> None:
+    registry = Registry()
+    obj = crd(plural="deployments", group="apps", kind="Deployment")
+    set_status(obj, None, [])
+    t = served_types(obj)[0]
+    assert not registry.add(t)
+    builtin = registry.get("apps", "v1", "deployments")
+    assert builtin is not None and builtin.custom is None
+    registry.remove(t)
+    assert registry.get("apps", "v1", "deployments") is builtin
+
+
+def test_version_priority() -> None:
+    assert sorted(["v1beta1", "foo", "v1", "v2alpha1", "v2", "v10", "v1beta2", "bar"], key=priority) == \
+        ["v10", "v2", "v1", "v1beta2", "v1beta1", "v2alpha1", "bar", "foo"]

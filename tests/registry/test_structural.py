@@ -1,0 +1,147 @@
+"""Pruning, defaulting and validation of custom resources by their openAPIV3Schema,
+with the messages kube-apiserver gives; and the structural-schema check of CRDs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.registry.structural import apply_defaults, prune, structure_problems, validate
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["color"],
+            "properties": {
+                "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 5},
+                "tags": {"type": "array", "maxItems": 2, "minItems": 1, "items": {"type": "string"}},
+                "port": {"x-kubernetes-int-or-string": True},
+                "when": {"type": "string", "format": "date-time"},
+                "note": {"type": "string", "nullable": True},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                             "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}},
+                "nested": {"type": "object", "default": {},
+                           "properties": {"level": {"type": "string", "default": "info"}}},
+            },
+        },
+        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+    },
+}
+
+
+def causes(value: Any) -> list[tuple[str, str, str]]:
+    return [(c["reason"], c["field"], c["message"]) for c in validate(SCHEMA, value)]
+
+
+def test_a_valid_object_has_no_causes() -> None:
+    assert causes({"spec": {"color": "red", "replicas": 3, "name": "abc", "tags": ["x"], "port": "http",
+                            "when": "2026-01-02T03:04:05Z", "note": None, "labels": {"a": "b"}}}) == []
+
+
+def test_type_errors_read_as_upstream() -> None:
+    assert causes({"spec": {"color": "red", "replicas": "two"}}) == [
+        ("FieldValueTypeInvalid", "spec.replicas",
+         'Invalid value: "string": spec.replicas in body must be of type integer: "string"')]
+    assert causes({"spec": {"color": "red", "replicas": 1.5}})[0][2].endswith("must be of type integer: \"number\"")
+    assert causes({"spec": {"color": "red", "replicas": 2.0}}) == []  # an integral number is an integer
+    assert causes({"spec": {"color": True}})[0][2] == \
+        'Invalid value: "boolean": spec.color in body must be of type string: "boolean"'
+    assert causes({"spec": {"color": "red", "port": 1.5}})[0][1] == "spec.port"
+    assert causes({"spec": {"color": "red", "name": None}})[0][2].endswith('must be of type string: "null"')
+
+
+def test_required_enum_bounds_and_lengths() -> None:
+    assert causes({"spec": {}}) == [("FieldValueRequired", "spec.color", "Required value")]
+    assert causes({"spec": {"color": "pink"}}) == [
+        ("FieldValueNotSupported", "spec.color", 'Unsupported value: "pink": supported values: "red", "blue"')]
+    assert causes({"spec": {"color": "red", "replicas": -1}}) == [
+        ("FieldValueInvalid", "spec.replicas",
+         "Invalid value: -1: spec.replicas in body should be greater than or equal to 0")]
+    assert causes({"spec": {"color": "red", "replicas": 11}})[0][2].endswith("should be less than or equal to 10")
+    assert causes({"spec": {"color": "red", "name": "a"}})[0][2] == \
+        'Invalid value: "a": spec.name in body should be at least 2 chars long'
+    assert causes({"spec": {"color": "red", "name": "abcdef"}})[0][:2] == ("FieldValueTooLong", "spec.name")
+    assert causes({"spec": {"color": "red", "name": "AB"}})[0][2] == \
+        "Invalid value: \"AB\": spec.name in body should match '^[a-z]+$'"
+    assert causes({"spec": {"color": "red", "tags": ["a", "b", "c"]}}) == [
+        ("FieldValueTooMany", "spec.tags", "Too many: 3: must have at most 2 items")]
+    assert causes({"spec": {"color": "red", "tags": []}})[0][2].endswith("should have at least 1 items")
+    assert causes({"spec": {"color": "red", "tags": ["a", 1]}})[0][1] == "spec.tags[1]"
+    assert causes({"spec": {"color": "red", "labels": {"a": 1}}})[0][1] == "spec.labels.a"
+
+
+def test_formats() -> None:
+    assert causes({"spec": {"color": "red", "when": "yesterday"}}) == [
+        ("FieldValueInvalid", "spec.when",
+         'Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday"')]
+    assert validate({"type": "string", "format": "ipv4"}, "10.0.0.1") == []
+    assert validate({"type": "string", "format": "ipv4"}, "10.0.0.300") != []
+    assert validate({"type": "string", "format": "uuid"}, "not-a-uuid") != []
+    assert validate({"type": "string", "format": "something-else"}, "anything") == []  # unknown: not checked
+
+
+def test_embedded_resources_need_apiversion_and_kind() -> None:
+    got = causes({"spec": {"color": "red", "template": {"spec": {"a": "b"}}}})
+    assert [c[1] for c in got] == ["spec.template.apiVersion", "spec.template.kind"]
+
+
+def test_unknown_fields_are_pruned_except_where_preserved() -> None:
+    obj: dict[str, Any] = {
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}},
+        "spec": {"color": "red", "extra": 1, "free": {"anything": {"goes": True}}, "labels": {"k": "v"},
+                 "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                              "spec": {"a": "x", "b": "y"}},
+                 "tags": ["a"]},
+        "status": {"ready": True, "phase": "x"},
+        "top": 1,
+    }
+    assert sorted(prune(SCHEMA, obj)) == ["spec.extra", "spec.template.spec.b", "status.phase", "top"]
+    assert obj["metadata"] == {"name": "w", "labels": {"a": "b"}}
+    assert obj["spec"]["free"] == {"anything": {"goes": True}}
+    assert obj["spec"]["template"] == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                       "spec": {"a": "x"}}
+
+
+def test_defaults_fill_absent_fields_depth_first() -> None:
+    obj: dict[str, Any] = {"spec": {"color": "red"}}
+    apply_defaults(SCHEMA, obj)
+    assert obj["spec"] == {"color": "red", "replicas": 1, "nested": {"level": "info"}}
+    kept: dict[str, Any] = {"spec": {"replicas": 5, "nested": {"level": "debug"}}}
+    apply_defaults(SCHEMA, kept)
+    assert kept["spec"] == {"replicas": 5, "nested": {"level": "debug"}}
+    nulled: dict[str, Any] = {"spec": {"replicas": None}}
+    apply_defaults(SCHEMA, nulled)
+    assert nulled["spec"]["replicas"] == 1  # not nullable: null takes the default
+    assert "status" not in obj  # no default, no object
+
+
+def test_a_structural_schema_has_no_problems() -> None:
+    assert structure_problems(SCHEMA, "s") == []
+
+
+def test_structure_problems() -> None:
+    path = "spec.versions[0].schema.openAPIV3Schema"
+    got = structure_problems({"type": "object", "properties": {
+        "spec": {"properties": {"a": {"type": "string"}}},
+        "list": {"type": "array"},
+        "both": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
+        "odd": {"type": "strin"},
+        "bad": {"type": "integer", "default": "x"},
+        "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}},
+    }}, path)
+    fields = {c["field"]: c["message"] for c in got}
+    assert fields[f"{path}.properties[spec].type"] == "Required value: must not be empty for specified object fields"
+    assert fields[f"{path}.properties[list].items"] == "Required value: must be specified"
+    assert fields[f"{path}.properties[both].additionalProperties"].startswith("Forbidden")
+    assert fields[f"{path}.properties[odd].type"].startswith('Unsupported value: "strin"')
+    assert fields[f"{path}.properties[bad].default"].endswith('must be of type integer: "string"')
+    assert fields[f"{path}.properties[metadata]"].startswith("Forbidden: must not specify anything other than name")
+    assert structure_problems(None, path) == [
+        {"reason": "FieldValueRequired", "field": path, "message": "Required value: schemas are required"}]
+    assert structure_problems({"type": "string"}, path)[0]["message"] == \
+        'Invalid value: "string": must be object at the root'
