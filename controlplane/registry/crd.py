@@ -234,33 +234,52 @@ def _set_condition(status: Obj, kind: str, value: bool, reason: str, message: st
     status["conditions"] = [new if c is old else c for c in conditions] if old is not None else [*conditions, new]
 
 
-def _accepted(names: Obj) -> Obj:
-    keys = ("plural", "singular", "shortNames", "kind", "listKind", "categories")
-    return {k: names[k] for k in keys if names.get(k)}
-
-
-def _conflict(crd: Obj, others: Iterable[Obj]) -> tuple[str, str] | None:
-    """(reason, message) if a name of ``crd`` is accepted by another CRD of its group."""
+def _taken(crd: Obj, others: Iterable[Obj]) -> tuple[set[str], set[str]]:
+    """The resource names and the kinds other CRDs of ``crd``'s group have accepted."""
     spec = _dict(crd.get("spec"))
-    names = _dict(spec.get("names"))
     name = _dict(crd.get("metadata")).get("name")
+    resources: set[str] = set()
+    kinds: set[str] = set()
     for other in others:
         if _dict(other.get("metadata")).get("name") == name or _dict(other.get("spec")).get("group") != \
                 spec.get("group"):
             continue
         taken = _dict(_dict(other.get("status")).get("acceptedNames"))
-        resources = {taken.get("plural"), taken.get("singular"), *_list(taken.get("shortNames"))} - {None, ""}
-        for what in ("plural", "singular"):
-            if names.get(what) in resources:
-                return "NameConflict", f'"{names[what]}" is already in use'
-        for short in _list(names.get("shortNames")):
-            if short in resources:
-                return "NameConflict", f'"{short}" is already in use'
-        kinds = {taken.get("kind"), taken.get("listKind")} - {None, ""}
-        for what in ("kind", "listKind"):
-            if names.get(what) in kinds:
-                return "KindConflict", f'"{names[what]}" is already in use'
-    return None
+        resources |= {taken.get("plural"), taken.get("singular"), *_list(taken.get("shortNames"))} - {None, ""}
+        kinds |= {taken.get("kind"), taken.get("listKind")} - {None, ""}
+    return resources, kinds
+
+
+def _accept_names(crd: Obj, accepted: Obj, others: Iterable[Obj]) -> tuple[str, str] | None:
+    """Accept (into ``accepted``) each requested name no other CRD of the group has
+    accepted, as the naming controller does, name by name; (reason, message) of
+    the first conflict, if any."""
+    names = _dict(_dict(crd.get("spec")).get("names"))
+    resources, kinds = _taken(crd, others)
+    conflict: tuple[str, str] | None = None
+    for what in ("plural", "singular"):
+        if names.get(what) in resources:
+            conflict = conflict or ("NameConflict", f'"{names[what]}" is already in use')
+        elif names.get(what):
+            accepted[what] = names[what]
+    shorts = [s for s in _list(names.get("shortNames")) if isinstance(s, str)]
+    clash = next((s for s in shorts if s in resources), None)
+    if clash is not None:
+        conflict = conflict or ("NameConflict", f'"{clash}" is already in use')
+    elif shorts:
+        accepted["shortNames"] = shorts
+    else:
+        accepted.pop("shortNames", None)
+    for what in ("kind", "listKind"):
+        if names.get(what) in kinds:
+            conflict = conflict or ("KindConflict", f'"{names[what]}" is already in use')
+        elif names.get(what):
+            accepted[what] = names[what]
+    if names.get("categories"):
+        accepted["categories"] = list(names["categories"])
+    else:
+        accepted.pop("categories", None)
+    return conflict
 
 
 def set_status(crd: Obj, old: Obj | None, others: Iterable[Obj]) -> None:
@@ -269,12 +288,13 @@ def set_status(crd: Obj, old: Obj | None, others: Iterable[Obj]) -> None:
     ``storedVersions``. Once established, a CRD stays established."""
     status = crd["status"] = dict(_dict(old.get("status")) if old is not None else {})
     spec = _dict(crd.get("spec"))
-    conflict = _conflict(crd, others)
+    # plural and kind are not optional in the API (clients' models require them)
+    accepted = {"plural": "", "kind": ""} | dict(_dict(status.get("acceptedNames")))
+    conflict = _accept_names(crd, accepted, others)
+    status["acceptedNames"] = accepted
     if conflict is None:
-        status["acceptedNames"] = _accepted(_dict(spec.get("names")))
         _set_condition(status, "NamesAccepted", True, "NoConflicts", "no conflicts found")
     else:
-        status.setdefault("acceptedNames", {})
         _set_condition(status, "NamesAccepted", False, *conflict)
     if conflict is None or established(crd):
         if not condition_true({"status": status}, "Established"):

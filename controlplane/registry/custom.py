@@ -7,7 +7,7 @@ In (create, update, patch)::
 
 Out (every read)::
 
-    present(rtype, obj)    # apiVersion of the version asked for; defaults of its schema
+    present(rtype, obj)    # apiVersion of the version asked for; pruned and defaulted by its schema
 
 All versions of a CRD share one storage (``/registry/<group>/<plural>/``) and the
 ``None`` conversion strategy, so converting between versions only rewrites
@@ -49,9 +49,12 @@ def admit(version: CustomVersion, obj: dict[str, Any]) -> tuple[list[str], list[
 
 
 def present(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as read through ``rtype``: its apiVersion, with the defaults of its schema
-    (kube-apiserver defaults what it reads from storage too)."""
+    """``obj`` as read through ``rtype``: its apiVersion, pruned and defaulted by its
+    schema (kube-apiserver prunes and defaults what it reads from storage too:
+    the object may have been written through another version, or a schema since
+    changed)."""
     obj["apiVersion"] = rtype.api_version
     if rtype.custom is not None and rtype.custom.schema is not None:
+        prune(rtype.custom.schema, obj)
         apply_defaults(rtype.custom.schema, obj)
     return obj

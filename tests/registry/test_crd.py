@@ -112,6 +112,9 @@ def test_a_name_another_crd_accepted_is_not_accepted() -> None:
     assert names["NamesAccepted"]["message"] == '"wd" is already in use'
     assert names["Established"]["status"] == "False"
     assert served_types(second) == []
+    # each name is accepted on its own: only the short name is held back
+    assert second["status"]["acceptedNames"] == {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo",
+                                                 "listKind": "GizmoList"}
     other_group = crd(group="other.io")
     set_status(other_group, None, [first])
     assert established(other_group)  # names are per group

@@ -1,0 +1,352 @@
+"""CustomResourceDefinitions over a socket: real kubectl and the official Python
+client, a namespaced and a cluster-scoped CRD, and a second server process over
+the same data directory."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.test_cli import Serve, start_serve
+
+WIDGETS = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd], categories: [gadgets]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Color, type: string, jsonPath: .spec.color}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status', priority: 1}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [color]
+            properties:
+              replicas: {type: integer, minimum: 0, default: 1}
+              color: {type: string, enum: [red, blue]}
+          status:
+            type: object
+            properties:
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties: {type: {type: string}, status: {type: string}}
+"""
+
+WIDGET = """
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: %s}
+spec: {color: red, unknown: dropped}
+"""
+
+
+def test_kubectl_applies_a_crd_then_its_resource_at_once(served: Serve) -> None:
+    out = kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+    assert "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created" in out
+    # no wait: the CRD is established when its create returns
+    assert "widget.example.com/w1 created" in kubectl(served, "apply", "--validate=false", "-f", "-",
+                                                      stdin=WIDGET % "w1")
+    table = kubectl(served, "get", "widgets").splitlines()
+    assert table[0].split() == ["NAME", "REPLICAS", "COLOR", "AGE"]
+    assert table[1].split()[:3] == ["w1", "1", "red"]
+    assert kubectl(served, "get", "wd", "-o", "wide").splitlines()[0].split() == \
+        ["NAME", "REPLICAS", "COLOR", "READY", "AGE"]
+    assert kubectl(served, "get", "widget.example.com", "-o", "name").split() == ["widget.example.com/w1"]
+    assert kubectl(served, "get", "widgets.v1.example.com", "-o", "name").split() == ["widget.example.com/w1"]
+    assert kubectl(served, "get", "gadgets", "-o", "name").split() == ["widget.example.com/w1"]
+    obj = yaml.safe_load(kubectl(served, "get", "wd", "w1", "-o", "yaml"))
+    assert obj["apiVersion"] == "example.com/v1" and obj["kind"] == "Widget"
+    assert obj["spec"] == {"color": "red", "replicas": 1}  # pruned, defaulted
+    names = {line.split()[0]: line.split() for line in kubectl(served, "api-resources", "--no-headers").splitlines()}
+    assert names["widgets"][1:] == ["wd", "example.com/v1", "true", "Widget"]
+    assert names["customresourcedefinitions"][1] == "crd,crds"
+    crd = yaml.safe_load(kubectl(served, "get", "crd", "widgets.example.com", "-o", "yaml"))
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions == {"NamesAccepted": "True", "Established": "True"}
+
+
+def test_kubectl_shows_schema_errors_as_upstream(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+    bad = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {color: pink, replicas: two}\n"
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "--validate=false", "-f", "-"], input=bad, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    assert 'The Widget "bad" is invalid' in r.stderr
+    assert 'spec.color: Unsupported value: "pink": supported values: "red", "blue"' in r.stderr
+    assert 'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"' \
+        in r.stderr
+
+
+def test_kubectl_get_watch_sees_changes(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGET % "w-watch")
+    assert KUBECTL
+    env = {"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}
+    with subprocess.Popen([KUBECTL, "get", "wd", "w-watch", "-w", "--no-headers"], stdout=subprocess.PIPE,
+                          text=True, env=env) as proc:
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline().split()
+            assert first[:3] == ["w-watch", "1", "red"]
+            kubectl(served, "patch", "wd", "w-watch", "--type=merge", "-p", '{"spec":{"replicas":4}}')
+            assert proc.stdout.readline().split()[:3] == ["w-watch", "4", "red"]
+        finally:
+            proc.kill()
+
+
+def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
+    gizmos = WIDGETS.replace("widgets", "gizmos").replace("Widget", "Gizmo").replace("widget", "gizmo") \
+        .replace("[wd]", "[gz]")
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=gizmos)
+    for i in range(3):
+        kubectl(served, "apply", "--validate=false", "-f", "-",
+                stdin=f"apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: g{i}}}\nspec: {{color: blue}}\n")
+    assert len(kubectl(served, "get", "gizmos", "-o", "name").split()) == 3
+    assert "deleted" in kubectl(served, "delete", "crd", "gizmos.example.com")
+    assert "gizmos.example.com" not in kubectl(served, "get", "crd", "-o", "name")
+    r = httpx.get(f"{served.url}/apis/example.com/v1/namespaces/default/gizmos")
+    assert r.status_code == 404
+    names = {line.split()[0] for line in kubectl(served, "api-resources", "--no-headers").splitlines()}
+    assert "gizmos" not in names and "widgets" in names
+    # the custom resources are gone from the store: a new CRD of the same name starts empty
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=gizmos)
+    assert kubectl(served, "get", "gizmos", "-o", "name").split() == []
+
+
+CLUSTER_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: regions.infra.example.org}
+spec:
+  group: infra.example.org
+  scope: Cluster
+  names: {plural: regions, kind: Region}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {zone: {type: string}}}
+"""
+
+
+def test_a_cluster_scoped_crd_with_two_versions(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=CLUSTER_CRD)
+    region = "apiVersion: infra.example.org/v1beta1\nkind: Region\nmetadata: {name: eu}\nspec: {zone: eu-1, x: 1}\n"
+    assert "region.infra.example.org/eu created" in kubectl(served, "apply", "--validate=false", "-f", "-",
+                                                           stdin=region)
+    table = kubectl(served, "get", "regions").splitlines()
+    assert table[0].split() == ["NAME", "AGE"]
+    assert table[1].split()[0] == "eu"
+    # the preferred version is v1; the object reads as v1, the None conversion only rewrites apiVersion
+    got = yaml.safe_load(kubectl(served, "get", "region", "eu", "-o", "yaml"))
+    assert got["apiVersion"] == "infra.example.org/v1"
+    assert got["spec"] == {"zone": "eu-1"}  # v1's schema prunes what v1beta1 preserved
+    old = httpx.get(f"{served.url}/apis/infra.example.org/v1beta1/regions/eu").json()
+    assert old["apiVersion"] == "infra.example.org/v1beta1"
+    group = httpx.get(f"{served.url}/apis/infra.example.org").json()
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1"]
+    assert group["preferredVersion"]["version"] == "v1"
+    resources = httpx.get(f"{served.url}/apis/infra.example.org/v1").json()["resources"]
+    assert [(r["name"], r["namespaced"], r["kind"], r["singularName"]) for r in resources] == \
+        [("regions", False, "Region", "region")]
+
+
+def test_invalid_crds_are_refused_with_causes(served: Serve) -> None:
+    bad = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "stuff", "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": True, "storage": False}]}}
+    r = httpx.post(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=bad)
+    assert r.status_code == 422
+    status = r.json()
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith('CustomResourceDefinition.apiextensions.k8s.io "things.example.com" is '
+                                        "invalid: [")
+    assert {c["field"] for c in status["details"]["causes"]} == {
+        "metadata.name", "spec.versions[0].schema.openAPIV3Schema", "spec.versions"}
+
+
+# -- the Python client -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def api(served: Serve) -> Iterator[client.ApiClient]:
+    c = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def crd_body(plural: str, kind: str, scope: str = "Namespaced") -> dict[str, Any]:
+    doc = yaml.safe_load(WIDGETS)
+    doc["metadata"]["name"] = f"{plural}.example.com"
+    doc["spec"]["scope"] = scope
+    doc["spec"]["names"] = {"plural": plural, "kind": kind}
+    return dict(doc)
+
+
+def test_custom_objects_api_crud_list_and_watch(api: client.ApiClient) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    created = ext.create_custom_resource_definition(crd_body("sprockets", "Sprocket"))
+    assert created.status.accepted_names.kind == "Sprocket"
+    co = client.CustomObjectsApi(api)
+    g, v, ns, plural = "example.com", "v1", "default", "sprockets"
+    obj = co.create_namespaced_custom_object(g, v, ns, plural, {
+        "apiVersion": "example.com/v1", "kind": "Sprocket", "metadata": {"name": "s1"},
+        "spec": {"color": "blue"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert obj["spec"] == {"color": "blue", "replicas": 1}
+    assert "status" not in obj  # written through /status only
+    rv = obj["metadata"]["resourceVersion"]
+
+    events: list[tuple[str, str, int]] = []
+
+    def follow() -> None:
+        w = watch.Watch()
+        for ev in w.stream(co.list_namespaced_custom_object, g, v, ns, plural, resource_version=rv,
+                           timeout_seconds=10):
+            events.append((ev["type"], ev["object"]["metadata"]["name"], ev["object"]["spec"].get("replicas", 0)))
+            if ev["type"] == "DELETED":
+                w.stop()
+
+    import threading
+    t = threading.Thread(target=follow)
+    t.start()
+    time.sleep(0.5)
+    obj["spec"]["replicas"] = 2
+    replaced = co.replace_namespaced_custom_object(g, v, ns, plural, "s1", obj)
+    assert replaced["spec"]["replicas"] == 2 and replaced["metadata"]["generation"] == 2
+    patched = co.patch_namespaced_custom_object(g, v, ns, plural, "s1", {"spec": {"replicas": 3}})
+    assert patched["spec"]["replicas"] == 3
+    status = co.patch_namespaced_custom_object_status(g, v, ns, plural, "s1", {
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert status["status"]["conditions"][0]["status"] == "True"
+    assert status["metadata"]["generation"] == 3
+    listed = co.list_namespaced_custom_object(g, v, ns, plural)
+    assert listed["kind"] == "SprocketList" and [i["metadata"]["name"] for i in listed["items"]] == ["s1"]
+    assert co.list_cluster_custom_object(g, v, plural)["items"][0]["metadata"]["namespace"] == "default"
+    with pytest.raises(ApiException) as err:
+        co.patch_namespaced_custom_object(g, v, ns, plural, "s1", {"spec": {"replicas": "many"}})
+    assert err.value.status == 422
+    co.delete_namespaced_custom_object(g, v, ns, plural, "s1")
+    t.join(15)
+    assert events == [("MODIFIED", "s1", 2), ("MODIFIED", "s1", 3), ("MODIFIED", "s1", 3), ("DELETED", "s1", 3)]
+    with pytest.raises(ApiException) as err:
+        co.get_namespaced_custom_object(g, v, ns, plural, "s1")
+    assert err.value.status == 404
+
+
+def test_custom_objects_api_cluster_scoped(api: client.ApiClient) -> None:
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_body("cogs", "Cog", scope="Cluster"))
+    co = client.CustomObjectsApi(api)
+    co.create_cluster_custom_object("example.com", "v1", "cogs", {
+        "apiVersion": "example.com/v1", "kind": "Cog", "metadata": {"name": "c1"}, "spec": {"color": "red"}})
+    got = co.get_cluster_custom_object("example.com", "v1", "cogs", "c1")
+    assert "namespace" not in got["metadata"]
+    assert [i["metadata"]["name"] for i in co.list_cluster_custom_object("example.com", "v1", "cogs")["items"]] \
+        == ["c1"]
+    with pytest.raises(ApiException) as err:
+        co.create_cluster_custom_object("example.com", "v1", "cogs", {
+            "apiVersion": "example.com/v1", "kind": "Cog", "metadata": {"name": "c2"}, "spec": {}})
+    assert err.value.status == 422
+    assert "spec.color: Required value" in err.value.body
+
+
+def test_strict_field_validation_refuses_unknown_fields(served: Serve, api: client.ApiClient) -> None:
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_body("levers", "Lever"))
+    url = f"{served.url}/apis/example.com/v1/namespaces/default/levers"
+    body = {"apiVersion": "example.com/v1", "kind": "Lever", "metadata": {"name": "l1"},
+            "spec": {"color": "red", "bogus": 1}}
+    r = httpx.post(url + "?fieldValidation=Strict", json=body)
+    assert r.status_code == 400
+    assert r.json()["message"] == 'strict decoding error: unknown field "spec.bogus"'
+    r = httpx.post(url, json=body)
+    assert r.status_code == 201 and r.json()["spec"] == {"color": "red", "replicas": 1}
+
+
+def test_a_conflicting_name_is_not_accepted(api: client.ApiClient) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    first = crd_body("bolts", "Bolt")
+    first["spec"]["names"]["shortNames"] = ["bt"]
+    ext.create_custom_resource_definition(first)
+    second = crd_body("nuts", "Nut")
+    second["spec"]["names"]["shortNames"] = ["bt"]
+    got = ext.create_custom_resource_definition(second)
+    conditions = {c.type: c for c in got.status.conditions}
+    assert conditions["NamesAccepted"].status == "False"
+    assert conditions["Established"].status == "False"
+    co = client.CustomObjectsApi(api)
+    with pytest.raises(ApiException) as err:
+        co.list_namespaced_custom_object("example.com", "v1", "default", "nuts")
+    assert err.value.status == 404
+
+
+# -- several server processes over one store -----------------------------------------------------
+
+def test_a_second_server_process_sees_the_crds_of_the_first(tmp_path: Path) -> None:
+    first = start_serve(tmp_path)
+    second: Serve | None = None
+    try:
+        first.wait_ready()
+        kubectl(first, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+        kubectl(first, "apply", "--validate=false", "-f", "-", stdin=WIDGET % "shared")
+        second = start_serve(tmp_path, run=1)
+        second.wait_ready()
+        url = f"{second.url}/apis/example.com/v1/namespaces/default/widgets"
+        assert [i["metadata"]["name"] for i in httpx.get(url).json()["items"]] == ["shared"]
+        # a CRD created through the second process appears in the first, through the store's watch
+        r = httpx.post(f"{second.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                       json=crd_body("dials", "Dial"))
+        assert r.status_code == 201, r.text
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if httpx.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code == 200:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first process never served dials")
+        resources = {r["name"] for r in httpx.get(f"{first.url}/apis/example.com/v1").json()["resources"]}
+        assert {"widgets", "widgets/status", "dials", "dials/status"} <= resources
+        # and its deletion too
+        kubectl(second, "delete", "crd", "dials.example.com")
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code != 404:
+            assert time.monotonic() < deadline, "the first process still serves dials"
+            time.sleep(0.05)
+    finally:
+        for s in (first, second):
+            if s is not None and s.proc.poll() is None:
+                s.stop()
