@@ -245,8 +245,9 @@ def _taken(crd: Obj, others: Iterable[Obj]) -> tuple[set[str], set[str]]:
                 spec.get("group"):
             continue
         taken = _dict(_dict(other.get("status")).get("acceptedNames"))
-        resources |= {taken.get("plural"), taken.get("singular"), *_list(taken.get("shortNames"))} - {None, ""}
-        kinds |= {taken.get("kind"), taken.get("listKind")} - {None, ""}
+        resources |= {n for n in (taken.get("plural"), taken.get("singular"), *_list(taken.get("shortNames")))
+                      if isinstance(n, str) and n}
+        kinds |= {n for n in (taken.get("kind"), taken.get("listKind")) if isinstance(n, str) and n}
     return resources, kinds
 
 

@@ -5,6 +5,7 @@ the same data directory."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,15 +220,31 @@ def crd_body(plural: str, kind: str, scope: str = "Namespaced") -> dict[str, Any
     return dict(doc)
 
 
+def crd_model(plural: str, kind: str, scope: str = "Namespaced",
+              short_names: list[str] | None = None) -> client.V1CustomResourceDefinition:
+    body = crd_body(plural, kind, scope)
+    if short_names:
+        body["spec"]["names"]["shortNames"] = short_names
+    model = client.V1CustomResourceDefinition.from_dict(body)
+    assert model is not None
+    return model
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """The CustomObjectsApi's answers are JSON objects (typed ``object``)."""
+    assert isinstance(value, dict)
+    return value
+
+
 def test_custom_objects_api_crud_list_and_watch(api: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
-    created = ext.create_custom_resource_definition(crd_body("sprockets", "Sprocket"))
+    created = ext.create_custom_resource_definition(crd_model("sprockets", "Sprocket"))
     assert created.status.accepted_names.kind == "Sprocket"
     co = client.CustomObjectsApi(api)
     g, v, ns, plural = "example.com", "v1", "default", "sprockets"
-    obj = co.create_namespaced_custom_object(g, v, ns, plural, {
+    obj = as_dict(co.create_namespaced_custom_object(g, v, ns, plural, {
         "apiVersion": "example.com/v1", "kind": "Sprocket", "metadata": {"name": "s1"},
-        "spec": {"color": "blue"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        "spec": {"color": "blue"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
     assert obj["spec"] == {"color": "blue", "replicas": 1}
     assert "status" not in obj  # written through /status only
     rv = obj["metadata"]["resourceVersion"]
@@ -242,22 +259,21 @@ def test_custom_objects_api_crud_list_and_watch(api: client.ApiClient) -> None:
             if ev["type"] == "DELETED":
                 w.stop()
 
-    import threading
     t = threading.Thread(target=follow)
     t.start()
     time.sleep(0.5)
     obj["spec"]["replicas"] = 2
-    replaced = co.replace_namespaced_custom_object(g, v, ns, plural, "s1", obj)
+    replaced = as_dict(co.replace_namespaced_custom_object(g, v, ns, plural, "s1", obj))
     assert replaced["spec"]["replicas"] == 2 and replaced["metadata"]["generation"] == 2
-    patched = co.patch_namespaced_custom_object(g, v, ns, plural, "s1", {"spec": {"replicas": 3}})
+    patched = as_dict(co.patch_namespaced_custom_object(g, v, ns, plural, "s1", {"spec": {"replicas": 3}}))
     assert patched["spec"]["replicas"] == 3
-    status = co.patch_namespaced_custom_object_status(g, v, ns, plural, "s1", {
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    status = as_dict(co.patch_namespaced_custom_object_status(g, v, ns, plural, "s1", {
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
     assert status["status"]["conditions"][0]["status"] == "True"
     assert status["metadata"]["generation"] == 3
-    listed = co.list_namespaced_custom_object(g, v, ns, plural)
+    listed = as_dict(co.list_namespaced_custom_object(g, v, ns, plural))
     assert listed["kind"] == "SprocketList" and [i["metadata"]["name"] for i in listed["items"]] == ["s1"]
-    assert co.list_cluster_custom_object(g, v, plural)["items"][0]["metadata"]["namespace"] == "default"
+    assert as_dict(co.list_cluster_custom_object(g, v, plural))["items"][0]["metadata"]["namespace"] == "default"
     with pytest.raises(ApiException) as err:
         co.patch_namespaced_custom_object(g, v, ns, plural, "s1", {"spec": {"replicas": "many"}})
     assert err.value.status == 422
@@ -270,14 +286,14 @@ def test_custom_objects_api_crud_list_and_watch(api: client.ApiClient) -> None:
 
 
 def test_custom_objects_api_cluster_scoped(api: client.ApiClient) -> None:
-    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_body("cogs", "Cog", scope="Cluster"))
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_model("cogs", "Cog", scope="Cluster"))
     co = client.CustomObjectsApi(api)
     co.create_cluster_custom_object("example.com", "v1", "cogs", {
         "apiVersion": "example.com/v1", "kind": "Cog", "metadata": {"name": "c1"}, "spec": {"color": "red"}})
-    got = co.get_cluster_custom_object("example.com", "v1", "cogs", "c1")
+    got = as_dict(co.get_cluster_custom_object("example.com", "v1", "cogs", "c1"))
     assert "namespace" not in got["metadata"]
-    assert [i["metadata"]["name"] for i in co.list_cluster_custom_object("example.com", "v1", "cogs")["items"]] \
-        == ["c1"]
+    listed = as_dict(co.list_cluster_custom_object("example.com", "v1", "cogs"))
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["c1"]
     with pytest.raises(ApiException) as err:
         co.create_cluster_custom_object("example.com", "v1", "cogs", {
             "apiVersion": "example.com/v1", "kind": "Cog", "metadata": {"name": "c2"}, "spec": {}})
@@ -286,7 +302,7 @@ def test_custom_objects_api_cluster_scoped(api: client.ApiClient) -> None:
 
 
 def test_strict_field_validation_refuses_unknown_fields(served: Serve, api: client.ApiClient) -> None:
-    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_body("levers", "Lever"))
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_model("levers", "Lever"))
     url = f"{served.url}/apis/example.com/v1/namespaces/default/levers"
     body = {"apiVersion": "example.com/v1", "kind": "Lever", "metadata": {"name": "l1"},
             "spec": {"color": "red", "bogus": 1}}
@@ -299,12 +315,8 @@ def test_strict_field_validation_refuses_unknown_fields(served: Serve, api: clie
 
 def test_a_conflicting_name_is_not_accepted(api: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
-    first = crd_body("bolts", "Bolt")
-    first["spec"]["names"]["shortNames"] = ["bt"]
-    ext.create_custom_resource_definition(first)
-    second = crd_body("nuts", "Nut")
-    second["spec"]["names"]["shortNames"] = ["bt"]
-    got = ext.create_custom_resource_definition(second)
+    ext.create_custom_resource_definition(crd_model("bolts", "Bolt", short_names=["bt"]))
+    got = ext.create_custom_resource_definition(crd_model("nuts", "Nut", short_names=["bt"]))
     conditions = {c.type: c for c in got.status.conditions}
     assert conditions["NamesAccepted"].status == "False"
     assert conditions["Established"].status == "False"
