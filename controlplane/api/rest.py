@@ -48,6 +48,7 @@ from ..registry.selectors import SelectorError, parse_field_selector, parse_labe
 from ..registry.strategies import default, validate_name
 from .crds import CustomResourceDefinitions
 from .errors import ApiError
+from .scale import scale_of, set_replicas
 from .tables import as_table, wants_table
 
 Scope = dict[str, Any]
@@ -194,12 +195,16 @@ class KubeApi:
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        if subresource not in (None, "status"):
+        custom_scale = subresource == "scale" and rtype.custom is not None
+        if subresource not in (None, "status") and not custom_scale:
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
+        if custom_scale and name is not None:
+            body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
+            return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type, body))
         headers = dict(scope["headers"])
         table = method == "GET" and wants_table(headers.get(b"accept", b"").decode("latin-1"))
         include = query.get("includeObject", "Metadata")
@@ -277,6 +282,10 @@ class KubeApi:
             if "status" in t.subresources:
                 resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
                                   "kind": t.kind, "verbs": ["get", "patch", "update"]})
+            if "scale" in t.subresources and t.custom is not None:  # the built-in types' scale is not served yet
+                resources.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
+                                  "group": "autoscaling", "version": "v1", "kind": "Scale",
+                                  "verbs": ["get", "patch", "update"]})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -548,6 +557,52 @@ class KubeApi:
         if rtype is self.crds.type:
             self.crds.observe(name, None, rev)
         return obj
+
+    async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str, content_type: str,
+                     body: bytes) -> dict[str, Any]:
+        """``<custom resource>/scale``: the Scale the CRD's paths describe; a PUT or
+        PATCH of it writes the replica count into the object (see ``scale``)."""
+        if method == "GET":
+            return scale_of(rtype, present(rtype, await self._get(rtype, namespace, name)))
+        if method not in ("PUT", "PATCH"):
+            raise ApiError.method_not_allowed(method)
+        json_patch = content_type == "application/json-patch+json"
+        if method == "PATCH" and not json_patch and content_type != "application/merge-patch+json":
+            raise ApiError.unsupported_media_type(content_type)
+        try:
+            sent = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
+        expected = (sent.get("metadata") or {}).get("resourceVersion") if method == "PUT" and isinstance(
+            sent, dict) else None
+        key = rtype.key(namespace, name)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            if expected and expected != str(current.mod_revision):
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                        "the latest version and try again")
+            old = orjson.loads(current.value)
+            obj = present(rtype, _object(current.value, current.mod_revision))
+            scale = scale_of(rtype, obj)
+            if method == "PATCH":
+                sent_scale = _json_patch(scale, sent) if json_patch else _merge_patch(scale, sent)
+            else:
+                sent_scale = sent
+            set_replicas(rtype, obj, sent_scale)
+            meta = obj["metadata"]
+            meta.pop("resourceVersion", None)
+            if obj.get("spec") != old.get("spec"):
+                meta["generation"] = int(meta.get("generation", 1)) + 1
+            self._admit(rtype, obj, old, "scale", None)
+            try:
+                rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+            except store.Conflict:
+                continue
+            meta["resourceVersion"] = str(rev)
+            return scale_of(rtype, obj)
+        raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                subresource: str | None, field_validation: str | None) -> None:

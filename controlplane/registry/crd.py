@@ -39,6 +39,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 _DNS1035_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
                     "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
                     "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+_SIMPLE_PATH = re.compile(r"(\.[A-Za-z0-9_-]+)+\Z")  # .spec.replicas: fields only, as scale paths must be
 _COLUMN_TYPES = ("integer", "number", "string", "boolean", "date")
 _COLUMN_FORMATS = ("int32", "int64", "float", "double", "byte", "date", "date-time", "password")
 
@@ -184,10 +185,15 @@ def _versions_problems(versions: Any) -> list[Cause]:
             causes.extend(_column_problems(_dict(column), f"{path}.additionalPrinterColumns[{j}]"))
         scale = _dict(_dict(v.get("subresources")).get("scale"))
         if scale:
-            for key in ("specReplicasPath", "statusReplicasPath"):
-                if not isinstance(scale.get(key), str) or not scale[key].startswith("."):
-                    causes.append(_invalid(f"{path}.subresources.scale.{key}", scale.get(key),
-                                           "should be a json path under .spec or .status"))
+            for key, under in (("specReplicasPath", (".spec.",)), ("statusReplicasPath", (".status.",)),
+                               ("labelSelectorPath", (".spec.", ".status."))):
+                value = scale.get(key)
+                if value is None and key == "labelSelectorPath":
+                    continue
+                if not isinstance(value, str) or not _SIMPLE_PATH.match(value) or not value.startswith(under):
+                    where = " or ".join(u[:-1] for u in under)
+                    causes.append(_invalid(f"{path}.subresources.scale.{key}", value,
+                                           f"should be a json path under {where}"))
     storage = sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True)
     if storage != 1:
         causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
@@ -336,12 +342,14 @@ def served_types(crd: Obj) -> list[ResourceType]:
             continue
         subresources = _dict(v.get("subresources"))
         schema = _dict(v.get("schema")).get("openAPIV3Schema")
+        scale = _dict(subresources.get("scale"))
         version = CustomVersion(crd_name, schema if isinstance(schema, dict) else None,
                                 tuple(c for c in _list(v.get("additionalPrinterColumns")) if isinstance(c, dict)),
-                                deprecated=v.get("deprecated") is True)
+                                deprecated=v.get("deprecated") is True,
+                                scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None)
         types.append(ResourceType(
             group, v["name"], kind, plural, spec.get("scope") == "Namespaced",
             short_names=tuple(_list(names.get("shortNames"))), categories=tuple(_list(names.get("categories"))),
-            subresources=("status",) if "status" in subresources else (),
+            subresources=tuple(r for r in ("status", "scale") if r in subresources),
             storage_group=group, singular=str(names.get("singular") or kind.lower()), custom=version))
     return types

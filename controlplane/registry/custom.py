@@ -33,6 +33,7 @@ class CustomVersion:
     schema: Schema | None                         # the version's openAPIV3Schema
     printer_columns: tuple[dict[str, Any], ...]   # additionalPrinterColumns, as the CRD has them
     deprecated: bool = False
+    scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
 
 
 def admit(version: CustomVersion, obj: dict[str, Any]) -> tuple[list[str], list[Cause]]:

@@ -32,7 +32,10 @@ spec:
   - name: v1
     served: true
     storage: true
-    subresources: {status: {}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas,
+              labelSelectorPath: .status.selector}
     additionalPrinterColumns:
     - {name: Replicas, type: integer, jsonPath: .spec.replicas}
     - {name: Color, type: string, jsonPath: .spec.color}
@@ -51,6 +54,8 @@ spec:
           status:
             type: object
             properties:
+              replicas: {type: integer}
+              selector: {type: string}
               conditions:
                 type: array
                 items:
@@ -138,6 +143,27 @@ def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
     # the custom resources are gone from the store: a new CRD of the same name starts empty
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=gizmos)
     assert kubectl(served, "get", "gizmos", "-o", "name").split() == []
+
+
+def test_kubectl_scale_writes_through_the_scale_subresource(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGET % "w-scale")
+    assert "widget.example.com/w-scale scaled" in kubectl(served, "scale", "wd", "w-scale", "--replicas=5")
+    assert kubectl(served, "get", "wd", "w-scale", "-o", "jsonpath={.spec.replicas}") == "5"
+    url = f"{served.url}/apis/example.com/v1/namespaces/default/widgets/w-scale"
+    httpx.patch(url + "/status", json={"status": {"replicas": 2, "selector": "app=w"}},
+                headers={"content-type": "application/merge-patch+json"}).raise_for_status()
+    scale = httpx.get(url + "/scale").json()
+    assert scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
+    assert scale["spec"] == {"replicas": 5} and scale["status"] == {"replicas": 2, "selector": "app=w"}
+    assert scale["metadata"]["name"] == "w-scale" and scale["metadata"]["namespace"] == "default"
+    r = httpx.patch(url + "/scale", json={"spec": {"replicas": -1}},
+                    headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "spec.replicas"
+    stale = dict(scale, spec={"replicas": 7}, metadata=dict(scale["metadata"], resourceVersion="1"))
+    assert httpx.put(url + "/scale", json=stale).status_code == 409
+    resources = {r["name"]: r for r in httpx.get(f"{served.url}/apis/example.com/v1").json()["resources"]}
+    assert resources["widgets/scale"]["kind"] == "Scale" and resources["widgets/scale"]["group"] == "autoscaling"
 
 
 CLUSTER_CRD = """
