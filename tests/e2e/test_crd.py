@@ -388,3 +388,33 @@ def test_a_second_server_process_sees_the_crds_of_the_first(tmp_path: Path) -> N
         for s in (first, second):
             if s is not None and s.proc.poll() is None:
                 s.stop()
+
+
+def test_a_crd_waits_for_its_resources_finalizers(served: Serve) -> None:
+    crds = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert httpx.post(crds, json=crd_body("latches", "Latch")).status_code == 201
+    url = f"{served.url}/apis/example.com/v1/namespaces/default/latches"
+    held = {"apiVersion": "example.com/v1", "kind": "Latch",
+            "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"color": "red"}}
+    assert httpx.post(url, json=held).status_code == 201
+    r = httpx.delete(f"{crds}/latches.example.com")
+    assert r.status_code == 200
+    crd = r.json()
+    assert "customresourcecleanup.apiextensions.k8s.io" in crd["metadata"]["finalizers"]
+    assert crd["metadata"]["deletionTimestamp"]
+    assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Terminating"] == "True"
+    deadline = time.monotonic() + 10
+    while not httpx.get(f"{url}/held").json()["metadata"].get("deletionTimestamp"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    late = dict(held, metadata={"name": "late"})
+    r = httpx.post(url, json=late)
+    assert r.status_code == 405 and "terminating" in r.json()["message"]
+    assert httpx.get(f"{crds}/latches.example.com").status_code == 200  # held by its resource
+    r = httpx.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
+                    headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200
+    while httpx.get(f"{crds}/latches.example.com").status_code != 404:
+        assert time.monotonic() < deadline, "the CRD outlived its last resource"
+        time.sleep(0.05)
+    assert httpx.get(url).status_code == 404

@@ -1,0 +1,104 @@
+"""The CRD set of one process: the registry follows it, newest revision wins."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controlplane.api.crds import CustomResourceDefinitions
+from controlplane.api.errors import ApiError
+from controlplane.registry import Registry
+from controlplane.registry.crd import set_defaults, set_status, terminate
+
+
+def definition(versions: tuple[str, ...] = ("v1",)) -> dict[str, Any]:
+    crd: dict[str, Any] = {
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": v, "served": True, "storage": v == versions[0],
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                   "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}
+                              for v in versions]},
+    }
+    set_defaults(crd)
+    set_status(crd, None, [])
+    return crd
+
+
+@pytest.fixture
+def crds() -> CustomResourceDefinitions:
+    registry = Registry()
+    crd_type = registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    assert crd_type is not None
+    return CustomResourceDefinitions(registry, crd_type)
+
+
+def served(crds: CustomResourceDefinitions) -> list[str]:
+    return sorted(t.version for t in crds._registry.all() if t.group == "example.com")
+
+
+def test_observe_adds_replaces_and_removes_types(crds: CustomResourceDefinitions) -> None:
+    crds.observe("widgets.example.com", definition(), 5)
+    assert served(crds) == ["v1"]
+    crds.observe("widgets.example.com", definition(("v1", "v2")), 6)
+    assert served(crds) == ["v1", "v2"]
+    crds.observe("widgets.example.com", None, 7)
+    assert served(crds) == []
+    assert crds.all() == []
+
+
+def test_an_older_state_changes_nothing(crds: CustomResourceDefinitions) -> None:
+    crds.observe("widgets.example.com", definition(("v1", "v2")), 9)
+    crds.observe("widgets.example.com", definition(), 8)  # the watch delivering an older write
+    assert served(crds) == ["v1", "v2"]
+    crds.observe("widgets.example.com", None, 10)
+    crds.observe("widgets.example.com", definition(), 9)
+    assert served(crds) == []
+
+
+def test_admission_of_custom_resources(crds: CustomResourceDefinitions) -> None:
+    crds.observe("widgets.example.com", definition(), 5)
+    rtype = crds._registry.get("example.com", "v1", "widgets")
+    assert rtype is not None
+    obj: dict[str, Any] = {"metadata": {"name": "w"}, "spec": {"size": 2, "colour": "red"}}
+    crds.admit_resource(rtype, obj, None)
+    assert obj["spec"] == {"size": 2}
+    with pytest.raises(ApiError) as err:
+        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {"size": "big"}}, None)
+    assert err.value.code == 422
+    assert err.value.message == ('Widget.example.com "w" is invalid: spec.size: Invalid value: "string": '
+                                 'spec.size in body must be of type integer: "string"')
+    with pytest.raises(ApiError) as err:
+        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {"size": 1, "x": 1}}, None, strict=True)
+    assert err.value.code == 400
+
+
+def test_no_new_resources_while_the_crd_terminates(crds: CustomResourceDefinitions) -> None:
+    crd = definition()
+    crds.observe("widgets.example.com", crd, 5)
+    rtype = crds._registry.get("example.com", "v1", "widgets")
+    assert rtype is not None
+    deleting = copy.deepcopy(crd)
+    terminate(deleting)
+    crds.observe("widgets.example.com", deleting, 6)
+    assert crds.terminating() == ["widgets.example.com"]
+    with pytest.raises(ApiError) as err:
+        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {}}, None)
+    assert err.value.code == 405
+    crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {}}, {"metadata": {"name": "w"}})  # updates: fine
+
+
+def test_admission_of_definitions_sets_the_status(crds: CustomResourceDefinitions) -> None:
+    crd = definition()
+    del crd["status"]
+    crds.admit_definition(crd, None, None)
+    assert crd["status"]["acceptedNames"]["plural"] == "widgets"
+    bad = definition()
+    bad["spec"]["scope"] = "Everywhere"
+    with pytest.raises(ApiError) as err:
+        crds.admit_definition(bad, None, None)
+    assert err.value.code == 422
+    assert err.value.message.startswith('CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is '
+                                        'invalid: spec.scope: Unsupported value: "Everywhere"')
