@@ -12,7 +12,7 @@ from controlplane.api.tables import as_table
 from controlplane.registry.custom import CustomVersion
 
 OBJ: dict[str, Any] = {
-    "metadata": {"name": "w1", "creationTimestamp": (datetime.now(UTC) - timedelta(minutes=5)).strftime(
+    "metadata": {"name": "w1", "creationTimestamp": (datetime.now(UTC) - timedelta(days=10)).strftime(
         "%Y-%m-%dT%H:%M:%SZ"), "labels": {"app.kubernetes.io/name": "web"}},
     "spec": {"replicas": 3, "paused": False, "ratio": 0.5, "items": [{"name": "a"}, {"name": "b"}]},
     "status": {"conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]},
@@ -46,11 +46,11 @@ def test_printer_columns_make_the_table() -> None:
     assert [(c["name"], c["type"], c["priority"]) for c in table["columnDefinitions"]] == [
         ("Name", "string", 0), ("Replicas", "integer", 0), ("Ready", "string", 0), ("Paused", "boolean", 0),
         ("Ratio", "number", 1), ("Items", "string", 0), ("Missing", "string", 0), ("Age", "date", 0)]
-    assert table["rows"][0]["cells"] == ["w1", 3, "True", False, 0.5, '[{"name":"a"},{"name":"b"}]', None, "5m"]
+    assert table["rows"][0]["cells"] == ["w1", 3, "True", False, 0.5, '[{"name":"a"},{"name":"b"}]', None, "10d"]
     assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
 def test_without_printer_columns_name_and_age() -> None:
     table = as_table("widgets", [OBJ], {}, custom=CustomVersion("widgets.example.com", None, ()))
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
-    assert table["rows"][0]["cells"] == ["w1", "5m"]
+    assert table["rows"][0]["cells"] == ["w1", "10d"]
