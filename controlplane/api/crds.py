@@ -97,18 +97,22 @@ class CustomResourceDefinitions:
         """Apply every change of a CRD from the store's watch, until cancelled
         (a compacted watch reloads the set and watches on)."""
         prefix = self.type.prefix()
+        reload = False
         while True:
             try:
+                if reload:
+                    await self.load(s)
                 async for events in s.watch(prefix, store.prefix_end(prefix), self._loaded_at + 1):
                     for ev in events:
                         self._apply(ev)
+                reload = True  # the watch ended: start over from a fresh read
             except store.Compacted:
-                await self.load(s)
+                reload = True
                 continue
-            except store.StoreError as e:  # the store closes at shutdown; otherwise retry
+            except store.StoreError as e:  # e.g. the store is unavailable for a while: retry
                 log.warning("watch of CRDs failed: %s", e)
+                reload = True
             await asyncio.sleep(1.0)
-            await self.load(s)
 
     def _apply(self, ev: store.Event) -> None:
         self._loaded_at = max(self._loaded_at, ev.kv.mod_revision)

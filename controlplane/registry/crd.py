@@ -345,6 +345,7 @@ def served_types(crd: Obj) -> list[ResourceType]:
         scale = _dict(subresources.get("scale"))
         version = CustomVersion(crd_name, schema if isinstance(schema, dict) else None,
                                 tuple(c for c in _list(v.get("additionalPrinterColumns")) if isinstance(c, dict)),
+                                list_kind=str(names.get("listKind") or kind + "List"),
                                 deprecated=v.get("deprecated") is True,
                                 scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None)
         types.append(ResourceType(

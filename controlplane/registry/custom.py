@@ -32,6 +32,7 @@ class CustomVersion:
     crd: str                                      # the CRD's name, <plural>.<group>
     schema: Schema | None                         # the version's openAPIV3Schema
     printer_columns: tuple[dict[str, Any], ...]   # additionalPrinterColumns, as the CRD has them
+    list_kind: str = ""                           # acceptedNames.listKind
     deprecated: bool = False
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
 

@@ -278,13 +278,18 @@ def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Ca
         for i, item in enumerate(value):
             _validate(items, item, f"{path}[{i}]", causes)
     list_type = schema.get("x-kubernetes-list-type")
-    if list_type == "set":
+    map_keys = schema.get("x-kubernetes-list-map-keys") or []
+    if list_type in ("set", "map"):
         seen: set[bytes] = set()
         for i, item in enumerate(value):
-            key = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+            if list_type == "map" and isinstance(item, dict):
+                identity: Any = {k: item.get(k) for k in map_keys}
+            else:
+                identity = item
+            key = orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)
             if key in seen:
                 causes.append({"reason": "FieldValueDuplicate", "field": f"{path}[{i}]",
-                               "message": f"Duplicate value: {describe(item)}"})
+                               "message": f"Duplicate value: {describe(identity)}"})
             seen.add(key)
 
 
@@ -370,7 +375,53 @@ def structure_problems(schema: Any, path: str) -> list[Cause]:
     return causes
 
 
+_KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
+    "type": (str,), "format": (str,), "pattern": (str,), "description": (str,), "title": (str,),
+    "properties": (dict,), "items": (dict, list), "additionalProperties": (dict, bool), "not": (dict,),
+    "required": (list,), "enum": (list,), "allOf": (list,), "anyOf": (list,), "oneOf": (list,),
+    "minimum": (int, float), "maximum": (int, float), "multipleOf": (int, float),
+    "minLength": (int,), "maxLength": (int,), "minItems": (int,), "maxItems": (int,),
+    "minProperties": (int,), "maxProperties": (int,),
+    "exclusiveMinimum": (bool,), "exclusiveMaximum": (bool,), "nullable": (bool,), "uniqueItems": (bool,),
+    "x-kubernetes-preserve-unknown-fields": (bool,), "x-kubernetes-int-or-string": (bool,),
+    "x-kubernetes-embedded-resource": (bool,), "x-kubernetes-list-type": (str,), "x-kubernetes-list-map-keys": (list,),
+    "x-kubernetes-map-type": (str,), "x-kubernetes-validations": (list,),
+}
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "an array", bool: "a boolean", int: "an integer",
+               float: "a number"}
+
+
+def _keyword_problems(schema: Schema, path: str) -> list[Cause]:
+    """Keywords of the wrong JSON type (upstream cannot even decode those)."""
+    causes = []
+    for key, allowed in _KEYWORD_TYPES.items():
+        if key not in schema:
+            continue
+        value = schema[key]
+        ok = isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed)
+        if ok and key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
+            ok = value >= 0
+        if ok and key in ("required", "x-kubernetes-list-map-keys"):
+            ok = all(isinstance(v, str) for v in value)
+        if ok and key in ("allOf", "anyOf", "oneOf"):
+            ok = all(isinstance(v, dict) for v in value)
+        if not ok:
+            want = " or ".join(_TYPE_NAMES[t] for t in allowed)
+            if key in ("required", "x-kubernetes-list-map-keys"):
+                want = "an array of strings"
+            elif key in ("allOf", "anyOf", "oneOf"):
+                want = "an array of schemas"
+            elif allowed == (int,):
+                want = "a non-negative integer"
+            causes.append(_invalid(f"{path}.{key}", value, f"must be {want}"))
+    return causes
+
+
 def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False) -> None:
+    wrong = _keyword_problems(schema, path)
+    if wrong:  # the rest of the checks assume well-typed keywords
+        causes.extend(wrong)
+        return
     t = schema.get("type")
     int_or_string = schema.get("x-kubernetes-int-or-string") is True
     preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True

@@ -55,7 +55,7 @@ class ResourceType:
 
     @property
     def list_kind(self) -> str:
-        return self.kind + "List"
+        return self.custom.list_kind if self.custom is not None and self.custom.list_kind else self.kind + "List"
 
     @property
     def singular_name(self) -> str:

@@ -145,3 +145,30 @@ def test_structure_problems() -> None:
         {"reason": "FieldValueRequired", "field": path, "message": "Required value: schemas are required"}]
     assert structure_problems({"type": "string"}, path)[0]["message"] == \
         'Invalid value: "string": must be object at the root'
+
+
+def test_list_types_set_and_map_refuse_duplicates() -> None:
+    as_set = {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}
+    assert validate(as_set, ["a", "b", "a"], "spec.tags") == [
+        {"reason": "FieldValueDuplicate", "field": "spec.tags[2]", "message": 'Duplicate value: "a"'}]
+    as_map = {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+              "items": {"type": "object", "properties": {"name": {"type": "string"}, "v": {"type": "integer"}}}}
+    assert validate(as_map, [{"name": "a", "v": 1}, {"name": "b", "v": 1}], "spec.ports") == []
+    assert validate(as_map, [{"name": "a", "v": 1}, {"name": "a", "v": 2}], "spec.ports") == [
+        {"reason": "FieldValueDuplicate", "field": "spec.ports[1]", "message": 'Duplicate value: {"name":"a"}'}]
+
+
+def test_keywords_of_the_wrong_type_are_problems_not_crashes() -> None:
+    path = "s"
+    got = structure_problems({"type": "object", "properties": {
+        "a": {"type": "integer", "enum": 3, "minimum": "1"},
+        "b": {"type": "string", "maxLength": -1, "required": "x"},
+        "c": {"type": "string", "nullable": "yes"},
+    }}, path)
+    assert {c["field"]: c["message"] for c in got} == {
+        "s.properties[a].enum": "Invalid value: 3: must be an array",
+        "s.properties[a].minimum": 'Invalid value: "1": must be an integer or a number',
+        "s.properties[b].maxLength": "Invalid value: -1: must be a non-negative integer",
+        "s.properties[b].required": 'Invalid value: "x": must be an array of strings',
+        "s.properties[c].nullable": 'Invalid value: "yes": must be a boolean',
+    }
