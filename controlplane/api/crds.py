@@ -11,6 +11,12 @@ Invariant: ``_revisions[name]`` is the store revision of the newest state of
 ``name`` applied; an older event (the watch delivering what ``observe``
 already applied) changes nothing.
 
+A CRD's types are rebuilt only when what they are made of changes (its spec,
+its accepted names, being established); the old ones are then retired, which
+ends their watches (``until_retired``), as kube-apiserver ends them when it
+replaces or drops a custom resource's storage. Clients watch again and see the
+new schema, or a 404.
+
 Admission of CRDs (defaults, validation, status) and of custom resources
 (pruning, defaulting, schema validation) also lives here: it needs the set.
 """
@@ -32,6 +38,7 @@ from ..registry import Registry, ResourceType
 from ..registry.crd import (
     CLEANUP_FINALIZER,
     condition_true,
+    established,
     problems,
     served_types,
     set_defaults,
@@ -56,6 +63,8 @@ class CustomResourceDefinitions:
         self._crds: dict[str, Obj] = {}                    # name -> the CRD as stored
         self._served: dict[str, list[ResourceType]] = {}   # name -> its types in the registry
         self._revisions: dict[str, int] = {}               # name -> revision of what is applied
+        # id(type) -> (the type, set when it is retired), for the served types being watched
+        self._retirements: dict[int, tuple[ResourceType, asyncio.Event]] = {}
         self._loaded_at = 0
 
     # -- the set, in step with the store ----------------------------------------------------
@@ -64,13 +73,36 @@ class CustomResourceDefinitions:
         if revision <= self._revisions.get(name, 0):
             return
         self._revisions[name] = revision
+        old = self._crds.get(name)
+        if crd is not None and old is not None and _serving(old) == _serving(crd):
+            self._crds[name] = crd  # e.g. labels or conditions: the types stay as they are
+            return
         for t in self._served.pop(name, []):
             self._registry.remove(t)
+            retired = self._retirements.pop(id(t), None)
+            if retired is not None:
+                retired[1].set()
         if crd is None:
             self._crds.pop(name, None)
             return
         self._crds[name] = crd
         self._served[name] = [t for t in served_types(crd) if self._registry.add(t)]
+
+    async def until_retired(self, rtype: ResourceType, other: Awaitable[None]) -> None:
+        """Wait until ``other`` is done or ``rtype`` is no longer served, whichever is first."""
+        entry = self._retirements.get(id(rtype))
+        if entry is None:
+            entry = (rtype, asyncio.Event())
+            if any(t is rtype for types in self._served.values() for t in types):
+                self._retirements[id(rtype)] = entry
+            else:
+                entry[1].set()  # already retired
+        waits = {asyncio.ensure_future(other), asyncio.ensure_future(entry[1].wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     def all(self) -> list[Obj]:
         return list(self._crds.values())
@@ -196,6 +228,11 @@ class CustomResourceDefinitions:
                 return
             except (store.Conflict, store.NotFound):
                 continue
+
+
+def _serving(crd: Obj) -> tuple[Any, Any, bool]:
+    """What a CRD's served types are made of."""
+    return crd.get("spec"), crd.get("status", {}).get("acceptedNames"), established(crd)
 
 
 def _storage_type(crd: Obj) -> ResourceType | None:

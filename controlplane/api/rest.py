@@ -764,7 +764,9 @@ class KubeApi:
             while (await receive())["type"] != "http.disconnect":
                 pass
 
-        gone = asyncio.ensure_future(disconnected())
+        # a custom resource's watch also ends when its CRD changes or goes, as upstream
+        gone = asyncio.ensure_future(disconnected() if rtype.custom is None else
+                                     self.crds.until_retired(rtype, disconnected()))
         it = watch.__aiter__()
         nxt: asyncio.Future[Any] | None = None
         delivered = start - 1  # every event of the range up to here has been sent

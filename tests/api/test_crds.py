@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -102,3 +103,35 @@ def test_admission_of_definitions_sets_the_status(crds: CustomResourceDefinition
     assert err.value.code == 422
     assert err.value.message.startswith('CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is '
                                         'invalid: spec.scope: Unsupported value: "Everywhere"')
+
+
+def test_types_are_rebuilt_only_when_what_makes_them_changes(crds: CustomResourceDefinitions) -> None:
+    crd = definition()
+    crds.observe("widgets.example.com", crd, 5)
+    before = crds._registry.get("example.com", "v1", "widgets")
+    labelled = copy.deepcopy(crd)
+    labelled["metadata"]["labels"] = {"a": "b"}
+    crds.observe("widgets.example.com", labelled, 6)
+    assert crds._registry.get("example.com", "v1", "widgets") is before
+    changed = copy.deepcopy(crd)
+    changed["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]
+    crds.observe("widgets.example.com", changed, 7)
+    after = crds._registry.get("example.com", "v1", "widgets")
+    assert after is not None and after is not before
+    assert after.custom is not None and after.custom.printer_columns[0]["name"] == "Size"
+
+
+async def test_watches_end_when_their_type_is_retired(crds: CustomResourceDefinitions) -> None:
+    crds.observe("widgets.example.com", definition(), 5)
+    rtype = crds._registry.get("example.com", "v1", "widgets")
+    assert rtype is not None
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(crds.until_retired(rtype, never))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    crds.observe("widgets.example.com", None, 6)
+    await asyncio.wait_for(waiting, 1)
+    assert never.cancelled()
+    # asking about a type already retired returns at once
+    await asyncio.wait_for(crds.until_retired(rtype, asyncio.get_running_loop().create_future()), 1)

@@ -418,3 +418,32 @@ def test_a_crd_waits_for_its_resources_finalizers(served: Serve) -> None:
         assert time.monotonic() < deadline, "the CRD outlived its last resource"
         time.sleep(0.05)
     assert httpx.get(url).status_code == 404
+
+
+def test_watches_end_when_the_crd_changes_or_goes(served: Serve) -> None:
+    crds = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert httpx.post(crds, json=crd_body("knobs", "Knob")).status_code == 201
+    url = f"{served.url}/apis/example.com/v1/namespaces/default/knobs"
+    merge = {"content-type": "application/merge-patch+json"}
+
+    def watch_ends_after(change: Any) -> bool:
+        with httpx.stream("GET", url, params={"watch": "true", "timeoutSeconds": "20"}, timeout=30) as r:
+            started = time.monotonic()
+            change()
+            for _line in r.iter_lines():
+                pass
+            return time.monotonic() - started < 10
+
+    # a label on the CRD changes nothing its resources are served with: the watch goes on (to its timeout)
+    with httpx.stream("GET", url, params={"watch": "true", "timeoutSeconds": "2"}, timeout=30) as r:
+        httpx.patch(f"{crds}/knobs.example.com", json={"metadata": {"labels": {"a": "b"}}},
+                    headers=merge).raise_for_status()
+        started = time.monotonic()
+        list(r.iter_lines())
+        assert time.monotonic() - started > 1
+    new_column = {"spec": {"versions": [dict(crd_body("knobs", "Knob")["spec"]["versions"][0],
+                                             additionalPrinterColumns=[{"name": "Colour", "type": "string",
+                                                                        "jsonPath": ".spec.color"}])]}}
+    assert watch_ends_after(lambda: httpx.patch(f"{crds}/knobs.example.com", json=new_column,
+                                                headers=merge).raise_for_status())
+    assert watch_ends_after(lambda: httpx.delete(f"{crds}/knobs.example.com").raise_for_status())
