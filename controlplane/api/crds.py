@@ -43,6 +43,7 @@ from ..registry.crd import (
     served_types,
     set_defaults,
     set_status,
+    stored_version_problems,
     terminate,
 )
 from ..registry.custom import admit
@@ -167,6 +168,9 @@ class CustomResourceDefinitions:
             set_status(crd, old, self.all())
             if old is not None and condition_true(old, "Terminating"):
                 terminate(crd)
+        causes = stored_version_problems(crd)
+        if causes:
+            raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
 
     def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None, strict: bool = False) -> None:
         """Prune, default and validate a custom resource being written. A new one

@@ -28,7 +28,7 @@ from .structural import Cause, describe, structure_problems
 from .types import ResourceType
 
 __all__ = ["CLEANUP_FINALIZER", "GROUP", "condition_true", "established", "problems", "served_types",
-           "set_defaults", "set_status", "terminate"]
+           "set_defaults", "set_status", "stored_version_problems", "terminate"]
 
 GROUP = "apiextensions.k8s.io"
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -120,8 +120,8 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
         causes.append(_required("spec.scope") if not scope else
                       {"reason": "FieldValueNotSupported", "field": "spec.scope",
                        "message": f'Unsupported value: {describe(scope)}: supported values: "Cluster", "Namespaced"'})
-    elif old is not None and scope != _dict(old.get("spec")).get("scope"):
-        causes.append(_invalid("spec.scope", scope, "field is immutable"))
+    if old is not None:
+        causes.extend(_immutable(spec, _dict(old.get("spec")), established(old)))
     if spec.get("preserveUnknownFields") is True:
         causes.append(_invalid("spec.preserveUnknownFields", True, "cannot set to true, set "
                                "x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"))
@@ -133,6 +133,33 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
         causes.append({"reason": "FieldValueNotSupported", "field": "spec.conversion.strategy",
                        "message": f'Unsupported value: {describe(strategy)}: supported values: "None", "Webhook"'})
     causes.extend(_versions_problems(spec.get("versions")))
+    return causes
+
+
+def _immutable(spec: Obj, old: Obj, was_established: bool) -> list[Cause]:
+    """The group and plural make the CRD's name; scope and kind, once established, its storage."""
+    fields = [("spec.group", spec.get("group"), old.get("group")),
+              ("spec.names.plural", _dict(spec.get("names")).get("plural"), _dict(old.get("names")).get("plural"))]
+    if was_established:
+        fields += [("spec.scope", spec.get("scope"), old.get("scope")),
+                   ("spec.names.kind", _dict(spec.get("names")).get("kind"), _dict(old.get("names")).get("kind"))]
+    return [_invalid(field, new, "field is immutable") for field, new, was in fields if new != was]
+
+
+def stored_version_problems(crd: Obj) -> list[Cause]:
+    """Every stored version must still be a version (a migration removes it from
+    ``status.storedVersions`` first), and the storage version must be stored."""
+    stored = _list(_dict(crd.get("status")).get("storedVersions"))
+    if not stored:
+        return [_invalid("status.storedVersions", stored, "must have at least one stored version")]
+    versions = [v for v in _list(_dict(crd.get("spec")).get("versions")) if isinstance(v, dict)]
+    names = {v.get("name") for v in versions}
+    causes = [_invalid(f"status.storedVersions[{i}]", v, "must appear in spec.versions")
+              for i, v in enumerate(stored) if v not in names]
+    for v in versions:
+        if v.get("storage") is True and v.get("name") not in stored:
+            causes.append(_invalid("status.storedVersions", v.get("name"),
+                                   f"must have the storage version {v.get('name')}"))
     return causes
 
 
@@ -166,15 +193,14 @@ def _versions_problems(versions: Any) -> list[Cause]:
         return [_required("spec.versions")]
     causes: list[Cause] = []
     seen: set[str] = set()
+    unique = True
     for i, v in enumerate(versions):
         path = f"spec.versions[{i}]"
         if not isinstance(v, dict):
             causes.append(_invalid(path, v, "must be an object"))
             continue
         _dns1035(f"{path}.name", v.get("name"), causes)
-        if v.get("name") in seen:
-            causes.append({"reason": "FieldValueDuplicate", "field": f"{path}.name",
-                           "message": f"Duplicate value: {describe(v.get('name'))}"})
+        unique = unique and v.get("name") not in seen
         seen.add(str(v.get("name")))
         for flag in ("served", "storage"):
             if not isinstance(v.get(flag), bool):
@@ -195,6 +221,9 @@ def _versions_problems(versions: Any) -> list[Cause]:
                     causes.append(_invalid(f"{path}.subresources.scale.{key}", value,
                                            f"should be a json path under {where}"))
     storage = sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True)
+    if not unique:
+        causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
+                               "must contain unique version names"))
     if storage != 1:
         causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
                                "must have exactly one version marked as storage version"))

@@ -14,6 +14,7 @@ from controlplane.registry.crd import (
     served_types,
     set_defaults,
     set_status,
+    stored_version_problems,
     terminate,
 )
 from controlplane.registry.versions import priority
@@ -64,7 +65,14 @@ def test_group_names_and_scope() -> None:
     no_kind = crd()
     del no_kind["spec"]["names"]["kind"]
     assert fields(no_kind)["spec.names.kind"] == "Required value"
-    assert fields(crd(), old=crd(scope="Cluster"))["spec.scope"] == 'Invalid value: "Namespaced": field is immutable'
+    assert fields(crd(), old=crd(scope="Cluster")) == {}  # not established yet
+    established_old = crd(scope="Cluster")
+    set_status(established_old, None, [])
+    assert fields(crd(), old=established_old)["spec.scope"] == 'Invalid value: "Namespaced": field is immutable'
+    renamed = crd()
+    renamed["spec"]["names"]["kind"] = "Gadget"
+    assert fields(renamed, old=established_old)["spec.names.kind"] == 'Invalid value: "Gadget": field is immutable'
+    assert "spec.group" in fields(crd(group="other.io"), old=crd())
     assert "spec.conversion.strategy" in fields(crd(conversion={"strategy": "Webhook"}))
 
 
@@ -78,7 +86,7 @@ def test_exactly_one_storage_version_and_a_schema_each() -> None:
     assert fields(crd(versions=[]))["spec.versions"] == "Required value"
     dup = crd(versions=[{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}},
                         {"name": "v1", "served": True, "storage": False, "schema": {"openAPIV3Schema": SCHEMA}}])
-    assert fields(dup)["spec.versions[1].name"] == 'Duplicate value: "v1"'
+    assert fields(dup)["spec.versions"] == 'Invalid value: ["v1","v1"]: must contain unique version names'
 
 
 def test_printer_columns_are_validated() -> None:
@@ -118,6 +126,18 @@ def test_a_name_another_crd_accepted_is_not_accepted() -> None:
     other_group = crd(group="other.io")
     set_status(other_group, None, [first])
     assert established(other_group)  # names are per group
+
+
+def test_stored_versions_must_still_be_versions() -> None:
+    old = crd()
+    set_status(old, None, [])
+    v2_only = crd(versions=[{"name": "v2", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}}])
+    set_status(v2_only, old, [old])
+    assert v2_only["status"]["storedVersions"] == ["v1", "v2"]
+    assert [(c["field"], c["message"]) for c in stored_version_problems(v2_only)] == [
+        ("status.storedVersions[0]", 'Invalid value: "v1": must appear in spec.versions')]
+    v2_only["status"]["storedVersions"] = ["v2"]  # after a storage migration, through /status
+    assert stored_version_problems(v2_only) == []
 
 
 def test_stored_versions_accumulate() -> None:
