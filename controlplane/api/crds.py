@@ -193,8 +193,15 @@ class CustomResourceDefinitions:
     # -- deletion --------------------------------------------------------------------------------
     async def remove_resources(self, s: Store, name: str, delete: DeleteOne) -> None:
         """The finalizing controller: delete every custom resource of CRD ``name``
-        (each as a delete through the API, so theirs finalizers hold them), then
-        drop the cleanup finalizer, which deletes the CRD if it was the last."""
+        (each as a delete through the API, so their finalizers hold them), then
+        drop the cleanup finalizer, which deletes the CRD if it was the last.
+        If the store fails (or closes at shutdown), the next start resumes it."""
+        try:
+            await self._remove_resources(s, name, delete)
+        except store.StoreError as e:
+            log.warning("removing the custom resources of %s stopped: %s", name, e)
+
+    async def _remove_resources(self, s: Store, name: str, delete: DeleteOne) -> None:
         delay = 0.1
         while True:
             crd = self._crds.get(name)
