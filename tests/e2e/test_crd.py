@@ -129,6 +129,7 @@ def test_kubectl_get_watch_sees_changes(served: Serve) -> None:
 def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
     gizmos = WIDGETS.replace("widgets", "gizmos").replace("Widget", "Gizmo").replace("widget", "gizmo") \
         .replace("[wd]", "[gz]")
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=gizmos)
     for i in range(3):
         kubectl(served, "apply", "--validate=false", "-f", "-",
