@@ -448,3 +448,33 @@ def test_watches_end_when_the_crd_changes_or_goes(served: Serve) -> None:
     assert watch_ends_after(lambda: httpx.patch(f"{crds}/knobs.example.com", json=new_column,
                                                 headers=merge).raise_for_status())
     assert watch_ends_after(lambda: httpx.delete(f"{crds}/knobs.example.com").raise_for_status())
+
+
+def test_a_restart_resumes_the_deletion_of_a_crd(tmp_path: Path) -> None:
+    s = start_serve(tmp_path)
+    try:
+        s.wait_ready()
+        crds = f"{s.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        assert httpx.post(crds, json=crd_body("hinges", "Hinge")).status_code == 201
+        url = f"{s.url}/apis/example.com/v1/namespaces/default/hinges"
+        held = {"apiVersion": "example.com/v1", "kind": "Hinge",
+                "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"color": "red"}}
+        assert httpx.post(url, json=held).status_code == 201
+        assert httpx.delete(f"{crds}/hinges.example.com").status_code == 200
+        s.stop()
+        s = start_serve(tmp_path, run=1)
+        s.wait_ready()
+        crds = f"{s.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        url = f"{s.url}/apis/example.com/v1/namespaces/default/hinges"
+        assert httpx.get(f"{crds}/hinges.example.com").json()["metadata"]["deletionTimestamp"]
+        assert httpx.get(f"{url}/held").json()["metadata"]["deletionTimestamp"]
+        # only the restarted server's cleanup can drop the CRD's finalizer once its resource is gone
+        deadline = time.monotonic() + 10
+        httpx.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
+                    headers={"content-type": "application/merge-patch+json"}).raise_for_status()
+        while httpx.get(f"{crds}/hinges.example.com").status_code != 404:
+            assert time.monotonic() < deadline, "the CRD outlived its last resource"
+            time.sleep(0.05)
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
