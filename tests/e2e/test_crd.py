@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from kubernetes import client, config, watch
+from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import KUBECTL, kubectl
@@ -478,3 +478,19 @@ def test_a_restart_resumes_the_deletion_of_a_crd(tmp_path: Path) -> None:
     finally:
         if s.proc.poll() is None:
             s.stop()
+
+
+def test_the_dynamic_client_discovers_a_new_crd(served: Serve, api: client.ApiClient, tmp_path: Path) -> None:
+    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    crds.create(body=crd_body("pulleys", "Pulley"))
+    # a kind the cached discovery does not know makes the client discover again
+    pulleys = dyn.resources.get(api_version="example.com/v1", kind="Pulley")
+    assert pulleys.namespaced and pulleys.name == "pulleys"
+    pulleys.create(namespace="default", body={"apiVersion": "example.com/v1", "kind": "Pulley",
+                                              "metadata": {"name": "p1"}, "spec": {"color": "blue"}})
+    got = pulleys.get(namespace="default", name="p1")
+    assert got.spec.replicas == 1 and got.spec.color == "blue"
+    assert [i.metadata.name for i in pulleys.get(namespace="default").items] == ["p1"]
+    events = [ev["type"] for ev in pulleys.watch(namespace="default", timeout=1)]
+    assert events == ["ADDED"]
