@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -236,9 +237,28 @@ class CustomResourceDefinitions:
                 else:
                     rev = await s.delete(key, kv.mod_revision)
                     self.observe(name, None, rev)
+                    await self.reconsider_names(s, crd.get("spec", {}).get("group"))
                 return
             except (store.Conflict, store.NotFound):
                 continue
+
+    async def reconsider_names(self, s: Store, group: Any) -> None:
+        """A CRD of ``group`` went: the names it held may now be accepted for the
+        CRDs that asked for them (the naming controller requeues the group)."""
+        for crd in self.all():
+            if crd.get("spec", {}).get("group") != group or condition_true(crd, "NamesAccepted"):
+                continue
+            name = crd.get("metadata", {}).get("name", "")
+            key = self.type.key(None, name)
+            with contextlib.suppress(store.Conflict, store.NotFound):  # changed meanwhile: its writer decided
+                kv = await s.get(key)
+                if kv is None:
+                    continue
+                current = orjson.loads(kv.value)
+                updated = copy.deepcopy(current)
+                set_status(updated, current, self.all())
+                if updated["status"] != current.get("status"):
+                    self.observe(name, updated, await s.update(key, orjson.dumps(updated), kv.mod_revision))
 
 
 def _serving(crd: Obj) -> tuple[Any, Any, bool]:

@@ -556,6 +556,7 @@ class KubeApi:
         obj["metadata"]["resourceVersion"] = str(rev)
         if rtype is self.crds.type:
             self.crds.observe(name, None, rev)
+            await self.crds.reconsider_names(self.store, obj.get("spec", {}).get("group"))
         return obj
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str, content_type: str,

@@ -351,6 +351,17 @@ def test_a_conflicting_name_is_not_accepted(api: client.ApiClient) -> None:
     with pytest.raises(ApiException) as err:
         co.list_namespaced_custom_object("example.com", "v1", "default", "nuts")
     assert err.value.status == 404
+    # once the holder of the name is gone, the name is accepted and the CRD established
+    ext.delete_custom_resource_definition("bolts.example.com")
+    deadline = time.monotonic() + 10
+    while True:
+        got = ext.read_custom_resource_definition("nuts.example.com")
+        if {c.type: c.status for c in got.status.conditions or []}.get("Established") == "True":
+            break
+        assert time.monotonic() < deadline, "nuts never became established"
+        time.sleep(0.05)
+    assert got.status.accepted_names.short_names == ["bt"]
+    assert as_dict(co.list_namespaced_custom_object("example.com", "v1", "default", "nuts"))["items"] == []
 
 
 # -- several server processes over one store -----------------------------------------------------
