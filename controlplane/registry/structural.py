@@ -95,7 +95,8 @@ def _in_body(path: str) -> str:
 # -- pruning ---------------------------------------------------------------------------------
 def prune(schema: Schema, obj: dict[str, Any]) -> list[str]:
     """Drop the fields of ``obj`` (a whole object: apiVersion, kind, metadata kept)
-    that ``schema`` does not declare; returns the dropped paths."""
+    that ``schema`` does not declare; returns the dropped paths. Nulls of declared
+    fields that are not ``nullable`` are dropped too (not reported: not unknown)."""
     dropped: list[str] = []
     _prune(schema, obj, "", dropped, is_resource=True)
     return dropped
@@ -108,12 +109,15 @@ def _prune(schema: Schema, value: Any, path: str, dropped: list[str], is_resourc
         preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
         resource = is_resource or schema.get("x-kubernetes-embedded-resource") is True
         for key in list(value):
-            if resource and key in _OBJECT_FIELDS and key not in props:
+            # an object's metadata is ObjectMeta, whatever the schema says of it (controller-gen
+            # declares `metadata: {type: object}`); apiVersion and kind are always kept
+            if resource and key in _OBJECT_FIELDS and (key == "metadata" or key not in props):
                 continue
-            if key in props:
-                _prune(props[key], value[key], _child(path, key), dropped)
-            elif isinstance(extra, dict):
-                _prune(extra, value[key], _child(path, key), dropped)
+            known = props.get(key, extra if isinstance(extra, dict) else None)
+            if known is not None and value[key] is None and not known.get("nullable"):
+                del value[key]  # null of a field that is not nullable: dropped, then defaulted, as upstream
+            elif known is not None:
+                _prune(known, value[key], _child(path, key), dropped)
             elif extra is True or preserve:
                 continue
             else:

@@ -44,7 +44,10 @@ spec:
     schema:
       openAPIV3Schema:
         type: object
-        properties:
+        properties:  # apiVersion, kind and metadata declared as controller-gen does
+          apiVersion: {type: string}
+          kind: {type: string}
+          metadata: {type: object}
           spec:
             type: object
             required: [color]

@@ -107,6 +107,25 @@ def test_unknown_fields_are_pruned_except_where_preserved() -> None:
                                        "spec": {"a": "x"}}
 
 
+def test_metadata_is_never_pruned_even_when_declared_as_an_object() -> None:
+    schema = {"type": "object", "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                               "metadata": {"type": "object"}, "spec": {"type": "object"}}}
+    obj: dict[str, Any] = {"apiVersion": "example.com/v1", "kind": "Widget",
+                           "metadata": {"name": "w", "namespace": "default", "labels": {"a": "b"}}, "spec": {}}
+    assert prune(schema, obj) == []
+    assert obj["metadata"] == {"name": "w", "namespace": "default", "labels": {"a": "b"}}
+
+
+def test_nulls_of_fields_that_are_not_nullable_are_dropped_then_defaulted() -> None:
+    obj: dict[str, Any] = {"spec": {"color": "red", "replicas": None, "note": None, "name": None,
+                                    "labels": {"a": None}}}
+    assert prune(SCHEMA, obj) == []
+    assert obj["spec"] == {"color": "red", "note": None, "labels": {}}
+    apply_defaults(SCHEMA, obj)
+    assert obj["spec"]["replicas"] == 1 and obj["spec"]["note"] is None
+    assert causes(obj) == []
+
+
 def test_defaults_fill_absent_fields_depth_first() -> None:
     obj: dict[str, Any] = {"spec": {"color": "red"}}
     apply_defaults(SCHEMA, obj)
