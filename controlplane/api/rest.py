@@ -44,6 +44,7 @@ from ..registry import Registry, ResourceType
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
 from .errors import ApiError
+from .scale import replicas_of_scale, scale_of
 from .tables import as_table, wants_table
 
 Scope = dict[str, Any]
@@ -184,9 +185,18 @@ class KubeApi:
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        if subresource == "eviction" and name is not None:
+            if method != "POST":
+                raise ApiError.method_not_allowed(method)
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._evict(rtype, namespace, name, body))
+        if subresource == "scale" and name is not None:
+            body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
+            return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type,
+                                                                 body))
         if subresource not in (None, "status"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
-        content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
@@ -255,9 +265,10 @@ class KubeApi:
             if t.categories:
                 r["categories"] = list(t.categories)
             resources.append(r)
-            if "status" in t.subresources:
-                resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                                  "kind": t.kind, "verbs": ["get", "patch", "update"]})
+            for sub in t.subresources:
+                resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
+                                  **_SUBRESOURCE_DISCOVERY.get(sub, {"kind": t.kind, "verbs": ["get", "patch",
+                                                                                                 "update"]})})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -582,6 +593,78 @@ class KubeApi:
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
 
+    async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
+                     content_type: str, body: bytes) -> dict[str, Any]:
+        """``<name>/scale``: read, or write ``spec.replicas`` through, the Scale view (``api/scale.py``)."""
+        key = rtype.key(namespace, name)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            obj = _object(current.value, current.mod_revision)
+            view = scale_of(obj)
+            if method == "GET":
+                return view
+            if method == "PUT":
+                replicas, expected = replicas_of_scale(self._parse_json(body), name)
+            elif method == "PATCH":
+                patch = self._parse_json(body)
+                if content_type == "application/json-patch+json":
+                    if not isinstance(patch, list):
+                        raise ApiError.bad_request("a JSON patch must be a list of operations")
+                    patched = _json_patch(view, patch)
+                elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                    patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
+                else:
+                    raise ApiError.unsupported_media_type(content_type)
+                replicas, expected = replicas_of_scale(patched, name)
+                expected = 0 if expected == current.mod_revision else expected
+            else:
+                raise ApiError.method_not_allowed(method)
+            if expected and expected != current.mod_revision:
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
+                                        "to the latest version and try again")
+            old = orjson.loads(current.value)
+            new = orjson.loads(current.value)
+            new.setdefault("spec", {})["replicas"] = replicas
+            new = _split_status(rtype, None, old, new)
+            try:
+                rev = await self.store.update(key, orjson.dumps(new), current.mod_revision)
+            except store.Conflict:
+                if expected:
+                    raise ApiError.conflict(rtype, name, "the object has been modified; please apply your "
+                                            "changes to the latest version and try again") from None
+                continue
+            except store.NotFound as e:
+                raise ApiError.not_found(rtype, name) from e
+            new["metadata"]["resourceVersion"] = str(rev)
+            return scale_of(new)
+        raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
+
+    async def _evict(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+        """``pods/<name>/eviction`` (policy/v1 Eviction): delete the pod, with the Eviction's
+        ``deleteOptions``. No PodDisruptionBudgets are served, so no eviction is refused for one."""
+        eviction = self._parse_json(body) if body.strip() else {}
+        if not isinstance(eviction, dict):
+            raise ApiError.bad_request("the request body must be an Eviction object")
+        if eviction.get("kind") not in (None, "Eviction"):
+            raise ApiError.bad_request(f"expected an Eviction, got kind {eviction.get('kind')!r}")
+        meta = eviction.get("metadata") or {}
+        if not isinstance(meta, dict) or meta.get("name") not in (None, name):
+            raise ApiError.bad_request("name in URL does not match name in Eviction object")
+        options = eviction.get("deleteOptions") or {}
+        if not isinstance(options, dict):
+            raise ApiError.bad_request("deleteOptions must be an object")
+        await self._delete(rtype, namespace, name, options)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    @staticmethod
+    def _parse_json(body: bytes) -> Any:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
+
     async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
                                  query: dict[str, str]) -> dict[str, Any]:
         """Delete what the list with these selectors shows; returns the deleted objects."""
@@ -790,6 +873,14 @@ def _decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
         raise ApiError.bad_request("the continue token is for another list")
     return start, revision
 
+
+# What discovery says of a subresource whose kind is not its parent's (status is the parent's kind).
+_SUBRESOURCE_DISCOVERY: dict[str, dict[str, Any]] = {
+    "scale": {"group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]},
+    "eviction": {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]},
+    "binding": {"kind": "Binding", "verbs": ["create"]},
+    "finalize": {"kind": "Namespace", "verbs": ["update"]},
+}
 
 _INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}
 

@@ -1,0 +1,108 @@
+"""The ``scale`` subresource: an ``autoscaling/v1`` Scale view of an object's replicas.
+
+Deployments, ReplicaSets, StatefulSets and ReplicationControllers (and custom
+resources that declare it) expose ``.../<name>/scale``. Reading it gives::
+
+    {"kind": "Scale", "apiVersion": "autoscaling/v1",
+     "metadata": {name, namespace, uid, resourceVersion, creationTimestamp},
+     "spec": {"replicas": spec.replicas},
+     "status": {"replicas": status.replicas, "selector": "<label selector string>"}}
+
+Writing it (PUT, or a PATCH applied to that view) changes only the parent's
+``spec.replicas``; the Scale's ``resourceVersion``, when set, is the parent's
+and is checked as an update precondition. ``kubectl scale`` and the
+HorizontalPodAutoscaler use this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ApiError
+
+__all__ = ["ScalePaths", "scale_of", "replicas_of_scale"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePaths:
+    """Where a type keeps its replicas (custom resources name them in their CRD)."""
+
+    spec_replicas: tuple[str, ...] = ("spec", "replicas")
+    status_replicas: tuple[str, ...] = ("status", "replicas")
+    label_selector: tuple[str, ...] | None = None  # None: ``spec.selector`` as a LabelSelector object
+
+
+BUILTIN = ScalePaths()
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def selector_string(selector: Any) -> str:
+    """A ``metav1.LabelSelector`` (or, for ReplicationControllers, a plain map) as a selector string."""
+    if not isinstance(selector, dict):
+        return ""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        labels: dict[str, Any] = selector  # ReplicationController: spec.selector is a map
+        return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op == "In":
+            parts.append(f"{key} in ({','.join(sorted(values))})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(sorted(values))})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+def scale_of(obj: dict[str, Any], paths: ScalePaths = BUILTIN) -> dict[str, Any]:
+    """The Scale view of ``obj`` (which carries its ``metadata.resourceVersion``)."""
+    meta = obj.get("metadata", {})
+    scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                  if k in meta}
+    if paths.label_selector is None:
+        selector = selector_string(_at(obj, ("spec", "selector")))
+    else:
+        raw = _at(obj, paths.label_selector)
+        selector = raw if isinstance(raw, str) else ""
+    status: dict[str, Any] = {"replicas": _at(obj, paths.status_replicas) or 0}
+    if selector:
+        status["selector"] = selector
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
+            "spec": {"replicas": _at(obj, paths.spec_replicas) or 0}, "status": status}
+
+
+def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
+    """The replicas a written Scale asks for, and its resourceVersion precondition (0: none).
+
+    An invalid Scale is a 422 (negative or non-integer replicas) or a 400 (not a Scale)."""
+    if not isinstance(scale, dict):
+        raise ApiError.bad_request("the request body must be a Scale object")
+    if scale.get("kind") not in (None, "Scale"):
+        raise ApiError.bad_request(f"expected a Scale, got kind {scale.get('kind')!r}")
+    meta = scale.get("metadata") or {}
+    if not isinstance(meta, dict) or meta.get("name") not in (None, name):
+        raise ApiError.bad_request("the name of the object does not match the name on the URL")
+    replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale.get("spec"), dict) else 0
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                       f"{replicas!r}: must be greater than or equal to 0",
+                       {"name": name, "group": "autoscaling", "kind": "Scale",
+                        "causes": [{"reason": "FieldValueInvalid", "field": "spec.replicas",
+                                    "message": "must be greater than or equal to 0"}]})
+    rv = meta.get("resourceVersion") or ""
+    try:
+        expected = int(rv) if rv else 0
+    except ValueError as e:
+        raise ApiError.bad_request(f"invalid resourceVersion {rv!r}") from e
+    return replicas, expected
