@@ -43,6 +43,8 @@ from store import EventType, Store
 from ..registry import Registry, ResourceType
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
+from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
+from .discovery import content_type as discovery_content_type
 from .errors import ApiError
 from .scale import replicas_of_scale, scale_of
 from .tables import as_table, wants_table
@@ -146,10 +148,14 @@ class KubeApi:
         parts = [p for p in path.split("/") if p]
         method: str = scope["method"]
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
-        if parts == ["api"]:
-            return await self._json(send, 200, self._api_versions())
-        if parts == ["apis"]:
-            return await self._json(send, 200, self._group_list())
+        if parts == ["api"] or parts == ["apis"]:
+            wanted = aggregated_version_accepted(dict(scope["headers"]).get(b"accept", b"").decode("latin-1"))
+            if wanted is not None:
+                body = orjson.dumps(aggregated(self.registry, parts == ["api"], wanted))
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-type", discovery_content_type(wanted)), (b"vary", b"Accept")]})
+                return await send({"type": "http.response.body", "body": body})
+            return await self._json(send, 200, self._api_versions() if parts == ["api"] else self._group_list())
         if parts[:1] == ["api"]:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 2:
@@ -267,8 +273,8 @@ class KubeApi:
             resources.append(r)
             for sub in t.subresources:
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
-                                  **_SUBRESOURCE_DISCOVERY.get(sub, {"kind": t.kind, "verbs": ["get", "patch",
-                                                                                                 "update"]})})
+                                  "kind": t.kind, "verbs": ["get", "patch", "update"],
+                                  **SUBRESOURCE_KINDS.get(sub, {})})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -873,14 +879,6 @@ def _decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
         raise ApiError.bad_request("the continue token is for another list")
     return start, revision
 
-
-# What discovery says of a subresource whose kind is not its parent's (status is the parent's kind).
-_SUBRESOURCE_DISCOVERY: dict[str, dict[str, Any]] = {
-    "scale": {"group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]},
-    "eviction": {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]},
-    "binding": {"kind": "Binding", "verbs": ["create"]},
-    "finalize": {"kind": "Namespace", "verbs": ["update"]},
-}
 
 _INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}
 
