@@ -45,6 +45,7 @@ from ..registry.selectors import SelectorError, parse_field_selector, parse_labe
 from ..registry.strategies import default, validate_name
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
 from .discovery import content_type as discovery_content_type
+from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
 from .scale import replicas_of_scale, scale_of
 from .tables import as_table, wants_table
@@ -60,7 +61,7 @@ JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
     "limit", "continue", "allowWatchBookmarks", "sendInitialEvents", "includeObject", "pretty", "fieldManager",
-    "fieldValidation",
+    "fieldValidation", "dryRun",
     "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
@@ -103,7 +104,7 @@ class KubeApi:
         s = self._get_store()
         if s is None:
             raise ApiError(503, "ServiceUnavailable", "the store is not open yet")
-        return s
+        return DryRunStore(s) if DRY_RUN.get() else s
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -188,6 +189,10 @@ class KubeApi:
         unsupported = sorted(set(query) - SUPPORTED_QUERY)
         if unsupported:
             raise ApiError.bad_request(f"query parameter(s) not supported by this server: {', '.join(unsupported)}")
+        if parse_dry_run(query.get("dryRun")):
+            if method not in ("POST", "PUT", "PATCH", "DELETE"):
+                raise ApiError.bad_request("dryRun is only for create, update, patch and delete")
+            DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
@@ -527,6 +532,9 @@ class KubeApi:
         return obj
 
     def _spawn(self, coro: Awaitable[None]) -> None:
+        if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)
+            coro.close()  # type: ignore[attr-defined]
+            return
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
