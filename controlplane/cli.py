@@ -208,7 +208,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(config),
+        create_app(config).state.front,
         host=config.host,
         port=config.port,
         loop="uvloop",
@@ -217,6 +217,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         log_level=config.log_level,
         access_log=config.log_level == "debug",
         server_header=False,
+        proxy_headers=False,  # no proxy in front; kube-apiserver does not trust X-Forwarded-* either
         backlog=LISTEN_BACKLOG,
         # A TLS connection closes with a close_notify exchange; an idle keep-alive
         # client that never answers it would hold the shutdown for the SSL shutdown

@@ -114,7 +114,7 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
 
 class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
-    past FastAPI's routing (the hot path), and everything else on to FastAPI.
+    past FastAPI (the hot path), and everything else (lifespan included) on to FastAPI.
 
     With a token file, a request that presents credentials must present a token of
     one of its users, or gets 401, as kube-apiserver does. Over TLS a request with
@@ -190,7 +190,10 @@ def create_app(config: Config) -> FastAPI:
     tokens = None
     if config.token_auth_file is not None:
         tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))
-    app.add_middleware(_KubeRoutes, kube=kube, tokens=tokens, anonymous=not config.tls)
+    # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
+    # the hot path, and FastAPI's own layers (error, telemetry and body-limit
+    # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
+    app.state.front = _KubeRoutes(app, kube=kube, tokens=tokens, anonymous=not config.tls)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],

@@ -67,8 +67,16 @@ SUPPORTED_QUERY = {
 }
 
 
+_stamp: tuple[int, str] = (0, "")
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as an RFC 3339 string to the second (metav1.Time), formatted once a second."""
+    global _stamp
+    second = int(time.time())
+    if _stamp[0] != second:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
 
 
 def _object(value: bytes, revision: int) -> dict[str, Any]:
