@@ -214,6 +214,10 @@ class KubeApi:
             body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
             return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type,
                                                                  body))
+        if subresource == "finalize" and name is not None and rtype is self._namespaces:
+            if method != "PUT":
+                raise ApiError.method_not_allowed(method)
+            return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
         if subresource not in (None, "status"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
@@ -570,11 +574,45 @@ class KubeApi:
             ns = await self.store.get(key)
             if ns is not None:
                 obj = orjson.loads(ns.value)
-                obj.get("spec", {}).pop("finalizers", None)
-                if obj.get("metadata", {}).get("finalizers"):
-                    await self.store.update(key, orjson.dumps(obj), ns.mod_revision)  # others still to go
-                else:
-                    await self.store.delete(key, ns.mod_revision)
+                spec = obj.setdefault("spec", {})
+                spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
+                await self._store_namespace(key, obj, ns.mod_revision)
+
+    async def _store_namespace(self, key: bytes, obj: dict[str, Any], expected: int) -> int:
+        """Write a namespace; a terminating one whose finalizers (spec and metadata) are all
+        gone is deleted instead, as kube-apiserver's namespace registry does."""
+        meta = obj.setdefault("metadata", {})
+        if meta.get("deletionTimestamp") and not (obj.get("spec") or {}).get("finalizers") \
+                and not meta.get("finalizers"):
+            return await self.store.delete(key, expected)
+        return await self.store.update(key, orjson.dumps(obj), expected)
+
+    async def _finalize(self, rtype: ResourceType, name: str, body: bytes) -> dict[str, Any]:
+        """``namespaces/<name>/finalize`` (PUT): set ``spec.finalizers`` and nothing else."""
+        new = self._parse(rtype, body)
+        if new["metadata"].get("name") not in (None, name):
+            raise ApiError.bad_request("the name of the object does not match the name on the URL")
+        finalizers = (new.get("spec") or {}).get("finalizers") or []
+        if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
+            raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "spec.finalizers",
+                                                  "message": "must be a list of strings"}])
+        expected = _revision_param(new["metadata"].get("resourceVersion"))
+        key = rtype.key(None, name)
+        current = await self.store.get(key)
+        if current is None:
+            raise ApiError.not_found(rtype, name)
+        if expected and expected != current.mod_revision:
+            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                    "the latest version and try again")
+        obj: dict[str, Any] = orjson.loads(current.value)
+        obj.setdefault("spec", {})["finalizers"] = finalizers
+        try:
+            rev = await self._store_namespace(key, obj, current.mod_revision)
+        except store.Conflict as e:
+            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                    "the latest version and try again") from e
+        obj["metadata"]["resourceVersion"] = str(rev)
+        return obj
 
     async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         """``pods/binding``: assign the pod to a node, once (409 if already bound)."""

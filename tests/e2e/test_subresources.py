@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -85,3 +86,24 @@ def test_eviction_deletes_the_pod(served: Serve, api: client.ApiClient) -> None:
     r = httpx.post(f"{served.url}/api/v1/namespaces/default/pods/other/eviction", headers=bearer(served),
                    json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}})
     assert r.status_code == 400
+
+
+def test_namespace_finalize_holds_and_releases_a_terminating_namespace(served: Serve, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="fin"),
+                                              spec=client.V1NamespaceSpec(finalizers=["example.com/hold"])))
+    ns = core.read_namespace("fin")
+    assert set(ns.spec.finalizers) == {"example.com/hold", "kubernetes"}
+    core.delete_namespace("fin")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the server removes its own "kubernetes" finalizer
+        ns = core.read_namespace("fin")
+        if ns.spec.finalizers == ["example.com/hold"]:
+            break
+        time.sleep(0.1)
+    assert ns.status.phase == "Terminating" and ns.spec.finalizers == ["example.com/hold"]
+    ns.spec.finalizers = []
+    core.replace_namespace_finalize("fin", ns)
+    with pytest.raises(ApiException) as e:
+        core.read_namespace("fin")
+    assert e.value.status == 404
