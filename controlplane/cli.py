@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token-auth-file", metavar="CSV", type=Path, default=None,
                        help='static tokens, kube-apiserver format: token,user,uid,"group1,group2" '
                             "(default: generate an admin token into tokens.csv beside DATA_DIR)")
+    serve.add_argument("--tls-cert-file", metavar="PEM", type=Path, default=None,
+                       help="the serving certificate, with its chain (default: one signed by a CA generated "
+                            "into pki/ beside DATA_DIR)")
+    serve.add_argument("--tls-private-key-file", metavar="PEM", type=Path, default=None,
+                       help="the key of --tls-cert-file")
+    serve.add_argument("--no-tls", dest="tls", action="store_false",
+                       help="serve plain HTTP (clients then send no credentials: requests are anonymous)")
     serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
                        help="(default: %(default)s)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
@@ -92,6 +100,9 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             store=args.store,
             kubeconfig_out=args.kubeconfig_out,
             token_auth_file=args.token_auth_file,
+            tls=args.tls,
+            tls_cert_file=args.tls_cert_file,
+            tls_private_key_file=args.tls_private_key_file,
             authorization_mode=args.authorization_mode,
             nodes=args.nodes,
             scheduler=args.scheduler,
@@ -102,7 +113,28 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error(str(e))
 
 
-def prepare_credentials(config: Config) -> tuple[Config, str]:
+@dataclass(frozen=True, slots=True)
+class Tls:
+    cert_file: Path
+    key_file: Path
+    ca_pem: bytes  # what the kubeconfig tells clients to trust
+
+
+def prepare_tls(config: Config) -> Tls | None:
+    """The certificate to serve with: ``--tls-cert-file``, or one from the generated
+    PKI (``controlplane.pki``); None with ``--no-tls``. A given certificate file is
+    also what the kubeconfig trusts, so it should hold its chain up to its CA."""
+    if not config.tls:
+        return None
+    if config.tls_cert_file is not None and config.tls_private_key_file is not None:
+        return Tls(config.tls_cert_file, config.tls_private_key_file, config.tls_cert_file.read_bytes())
+    from .pki import ensure_serving_pki
+
+    pki = ensure_serving_pki(config.pki_dir, config.host)
+    return Tls(pki.cert_file, pki.key_file, pki.ca_file.read_bytes())
+
+
+def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Config, str]:
     """Make sure there is a token file and, for its admin, a kubeconfig.
 
     Without ``--token-auth-file``: reuse the admin of ``config.generated_token_file``
@@ -130,7 +162,7 @@ def prepare_credentials(config: Config) -> tuple[Config, str]:
         if admin is None:
             return config, (f"controlplane: {path} has no user in group system:masters, "
                             f"so no kubeconfig was written to {config.kubeconfig_out}")
-    write_kubeconfig(config.kubeconfig_out, config.server_url, admin.token, user=admin.user)
+    write_kubeconfig(config.kubeconfig_out, config.server_url, admin.token, user=admin.user, ca_pem=ca_pem)
     kubeconfig = config.kubeconfig_out.resolve()
     return config, (f"controlplane: serving {config.server_url}; kubeconfig for user {admin.user!r} "
                     f"written to {kubeconfig}; use it with: export KUBECONFIG={kubeconfig}")
@@ -153,8 +185,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(f"controlplane serve: error: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     try:
-        config, message = prepare_credentials(config)
-    except (OSError, TokenFileError) as e:
+        tls = prepare_tls(config)
+        config, message = prepare_credentials(config, tls.ca_pem if tls else None)
+    except (OSError, ValueError, TokenFileError) as e:
         print(f"controlplane serve: error: {e}", file=sys.stderr)
         return 1
     if config.store_url.startswith("lmdb://"):
@@ -175,7 +208,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(config),
+        create_app(config).state.front,
         host=config.host,
         port=config.port,
         loop="uvloop",
@@ -184,13 +217,21 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         log_level=config.log_level,
         access_log=config.log_level == "debug",
         server_header=False,
+        proxy_headers=False,  # no proxy in front; kube-apiserver does not trust X-Forwarded-* either
         backlog=LISTEN_BACKLOG,
+        # A TLS connection closes with a close_notify exchange; an idle keep-alive
+        # client that never answers it would hold the shutdown for the SSL shutdown
+        # timeout (30 s). Bound the graceful part, then connections are dropped.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        ssl_certfile=str(tls.cert_file) if tls else None,
+        ssl_keyfile=str(tls.key_file) if tls else None,
     ))
     server.run(sockets=[sock])  # a failed startup raises SystemExit(3), as uvicorn.run does
     return 0
 
 
 LISTEN_BACKLOG = 2048
+GRACEFUL_SHUTDOWN_SECONDS = 2
 
 
 def listen(host: str, port: int) -> socket.socket:

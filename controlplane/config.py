@@ -39,6 +39,11 @@ class Config:
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"
+    # TLS, as kube-apiserver: on by default with a generated CA (``pki_dir``), or
+    # with ``--tls-cert-file``/``--tls-private-key-file``; ``--no-tls`` serves plain HTTP.
+    tls: bool = True
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -49,6 +54,10 @@ class Config:
             raise ValueError(f"authorization mode {self.authorization_mode!r} is not one of {AUTHORIZATION_MODES}")
         if self.watch_cache_snapshot not in SNAPSHOT_MODES:
             raise ValueError(f"watch cache snapshot {self.watch_cache_snapshot!r} is not one of {SNAPSHOT_MODES}")
+        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
+            raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+        if self.tls_cert_file is not None and not self.tls:
+            raise ValueError("--tls-cert-file contradicts --no-tls")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log level {self.log_level!r} is not one of {LOG_LEVELS}")
 
@@ -64,12 +73,18 @@ class Config:
         return self.data_dir.parent / "tokens.csv"
 
     @property
+    def pki_dir(self) -> Path:
+        """Where ``serve`` keeps its generated CA and serving certificate: beside the
+        data directory (``.controlplane/pki`` by default)."""
+        return self.data_dir.parent / "pki"
+
+    @property
     def server_url(self) -> str:
         """The URL clients on this machine use to reach the server (for the kubeconfig).
 
         >>> Config(host="0.0.0.0", port=8080).server_url
-        'http://127.0.0.1:8080'
-        >>> Config(host="::1").server_url
+        'https://127.0.0.1:8080'
+        >>> Config(host="::1", tls=False).server_url
         'http://[::1]:6443'
         """
         host = self.host
@@ -79,4 +94,4 @@ class Config:
             host = "::1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"

@@ -3,6 +3,7 @@ the LMDB store in a temporary directory; and ``controlplane bench``'s dispatch."
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -93,18 +94,25 @@ class Serve:
             pytest.fail(f"serve did not exit within {EXIT_TIMEOUT} s of signal {sig}:\n{self.output()}")
 
 
-def start_serve(tmp: Path, run: int = 0, port: int | None = None) -> Serve:
+def start_serve(tmp: Path, run: int = 0, port: int | None = None, tls: bool = True,
+                extra: tuple[str, ...] = ()) -> Serve:
+    """``controlplane serve`` on ``tmp/state``; over TLS with the tests' CA (tests/conftest.py)."""
+    from tests.conftest import TEST_PKI
+
     port = port or free_port()
     state = tmp / "state"
     data = state / "data"
+    if tls and not (state / "pki").exists():
+        shutil.copytree(TEST_PKI, state / "pki")
     stdout, stderr = tmp / f"serve{run}.out", tmp / f"serve{run}.err"
     with stdout.open("wb") as out, stderr.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(data),
-             "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig")],
+             "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig"),
+             *(() if tls else ("--no-tls",)), *extra],
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
         )
-    return Serve(proc, f"http://127.0.0.1:{port}", port, state, stdout, stderr)
+    return Serve(proc, f"{'https' if tls else 'http'}://127.0.0.1:{port}", port, state, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +176,9 @@ def test_serve_writes_token_file_and_kubeconfig(served: Serve) -> None:
     assert kc["apiVersion"] == "v1"
     assert kc["kind"] == "Config"
     assert kc["current-context"] == "controlplane"
-    assert kc["clusters"] == [{"name": "controlplane", "cluster": {"server": served.url}}]
+    assert kc["clusters"] == [{"name": "controlplane", "cluster": {
+        "server": served.url,
+        "certificate-authority-data": base64.b64encode((served.state / "pki" / "ca.crt").read_bytes()).decode()}}]
     assert kc["users"] == [{"name": "admin", "user": {"token": token}}]
     [context] = kc["contexts"]
     assert context["context"]["cluster"] == "controlplane"
@@ -250,7 +260,7 @@ def test_serve_flags_reach_the_config() -> None:
                             kubeconfig_out=Path("/tmp/kc"), token_auth_file=Path("/etc/tokens.csv"),
                             authorization_mode="RBAC", nodes=100, scheduler=False, watch_cache_snapshot="copy",
                             log_level="debug")
-    assert config.server_url == "http://127.0.0.1:7000"
+    assert config.server_url == "https://127.0.0.1:7000"
 
 
 @pytest.mark.parametrize("argv", [

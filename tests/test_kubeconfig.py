@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import stat
 from pathlib import Path
 
@@ -38,13 +39,21 @@ def test_write_kubeconfig_replaces_the_file_whole(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("host", "url"), [
-    ("127.0.0.1", "http://127.0.0.1:6443"),
-    ("0.0.0.0", "http://127.0.0.1:6443"),
-    ("", "http://127.0.0.1:6443"),
-    ("::", "http://[::1]:6443"),
-    ("::1", "http://[::1]:6443"),
-    ("localhost", "http://localhost:6443"),
-    ("10.1.2.3", "http://10.1.2.3:6443"),
+    ("127.0.0.1", "https://127.0.0.1:6443"),
+    ("0.0.0.0", "https://127.0.0.1:6443"),
+    ("", "https://127.0.0.1:6443"),
+    ("::", "https://[::1]:6443"),
+    ("::1", "https://[::1]:6443"),
+    ("localhost", "https://localhost:6443"),
+    ("10.1.2.3", "https://10.1.2.3:6443"),
 ])
 def test_server_url_is_reachable_from_this_machine(host: str, url: str) -> None:
     assert Config(host=host).server_url == url
+    assert Config(host=host, tls=False).server_url == url.replace("https://", "http://")
+
+
+def test_the_ca_goes_into_the_cluster_entry(tmp_path: Path) -> None:
+    path = tmp_path / "kc"
+    write_kubeconfig(path, "https://127.0.0.1:6443", "t", ca_pem=b"-----BEGIN CERTIFICATE-----\n")
+    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    assert base64.b64decode(cluster["certificate-authority-data"]) == b"-----BEGIN CERTIFICATE-----\n"

@@ -114,18 +114,19 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
 
 class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
-    past FastAPI's routing (the hot path), and everything else on to FastAPI.
+    past FastAPI (the hot path), and everything else (lifespan included) on to FastAPI.
 
     With a token file, a request that presents credentials must present a token of
-    one of its users, or gets 401, as kube-apiserver does. A request with none is
-    anonymous and, under AlwaysAllow, allowed (kube-apiserver's default
-    ``--anonymous-auth``): client-go sends credentials only over TLS, and this
-    server speaks plain HTTP until it serves TLS, so kubectl sends none."""
+    one of its users, or gets 401, as kube-apiserver does. Over TLS a request with
+    none gets 401 too. Over plain HTTP (``--no-tls``) a request with none is
+    anonymous and, under AlwaysAllow, allowed: client-go sends credentials only
+    over TLS, so kubectl sends none there."""
 
-    def __init__(self, app: Any, kube: KubeApi, tokens: frozenset[str] | None) -> None:
+    def __init__(self, app: Any, kube: KubeApi, tokens: frozenset[str] | None, anonymous: bool) -> None:
         self.app = app
         self.kube = kube
         self.tokens = tokens
+        self.anonymous = anonymous
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
@@ -142,7 +143,7 @@ class _KubeRoutes:
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 return scheme.lower() == "bearer" and token.strip() in (self.tokens or ())
-        return True  # anonymous
+        return self.anonymous
 
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -191,7 +192,10 @@ def create_app(config: Config) -> FastAPI:
     tokens = None
     if config.token_auth_file is not None:
         tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))
-    app.add_middleware(_KubeRoutes, kube=kube, tokens=tokens)
+    # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
+    # the hot path, and FastAPI's own layers (error, telemetry and body-limit
+    # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
+    app.state.front = _KubeRoutes(app, kube=kube, tokens=tokens, anonymous=not config.tls)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],

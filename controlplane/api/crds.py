@@ -5,7 +5,8 @@ so the set of CRDs is built from the store at startup (``load``) and followed
 by a watch on the CRD prefix (``follow``): another process's create shows up
 here within a watch delivery. A write of this process is also applied at once
 (``observe``), so that discovery lists a CRD's resources as soon as its create
-returns (kubectl re-discovers right after applying a CRD, then applies the CR).
+returns (kubectl re-discovers right after applying a CRD, then applies the CR);
+that is ``written``, which a dry run skips.
 
 Invariant: ``_revisions[name]`` is the store revision of the newest state of
 ``name`` applied; an older event (the watch delivering what ``observe``
@@ -48,9 +49,12 @@ from ..registry.crd import (
     terminate,
 )
 from ..registry.custom import admit
+from .dryrun import DRY_RUN
 from .errors import ApiError
+from .scale import BUILTIN as BUILTIN_SCALE
+from .scale import ScalePaths
 
-__all__ = ["CustomResourceDefinitions"]
+__all__ = ["CustomResourceDefinitions", "scale_paths"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,12 @@ class CustomResourceDefinitions:
             return
         self._crds[name] = crd
         self._served[name] = [t for t in served_types(crd) if self._registry.add(t)]
+
+    def written(self, name: str, crd: Obj | None, revision: int) -> None:
+        """A write of this process to CRD ``name``: applied at once (the watch would
+        apply it a moment later), unless it was a dry run, which stored nothing."""
+        if not DRY_RUN.get():
+            self.observe(name, crd, revision)
 
     async def until_retired(self, rtype: ResourceType, other: Awaitable[None]) -> None:
         """Wait until ``other`` is done or ``rtype`` is no longer served, whichever is first."""
@@ -245,6 +255,8 @@ class CustomResourceDefinitions:
     async def reconsider_names(self, s: Store, group: Any) -> None:
         """A CRD of ``group`` went: the names it held may now be accepted for the
         CRDs that asked for them (the naming controller requeues the group)."""
+        if DRY_RUN.get():
+            return
         for crd in self.all():
             if crd.get("spec", {}).get("group") != group or condition_true(crd, "NamesAccepted"):
                 continue
@@ -259,6 +271,22 @@ class CustomResourceDefinitions:
                 set_status(updated, current, self.all())
                 if updated["status"] != current.get("status"):
                     self.observe(name, updated, await s.update(key, orjson.dumps(updated), kv.mod_revision))
+
+
+def scale_paths(rtype: ResourceType) -> ScalePaths:
+    """Where ``rtype`` keeps the replicas its ``scale`` subresource shows: the paths
+    of its CRD (``.spec.replicas`` -> ("spec", "replicas")), or the built-in ones."""
+    paths = rtype.custom.scale if rtype.custom is not None else None
+    if paths is None:
+        return BUILTIN_SCALE
+
+    def split(path: str) -> tuple[str, ...]:
+        return tuple(p for p in path.split(".") if p)
+
+    selector = paths.get("labelSelectorPath")
+    # without a labelSelectorPath the Scale has no selector: () names the object itself, never a string
+    return ScalePaths(split(paths.get("specReplicasPath", "")), split(paths.get("statusReplicasPath", "")),
+                      split(selector) if selector else ())
 
 
 def _serving(crd: Obj) -> tuple[Any, Any, bool]:

@@ -46,9 +46,12 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
-from .crds import CustomResourceDefinitions
+from .crds import CustomResourceDefinitions, scale_paths
+from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
+from .discovery import content_type as discovery_content_type
+from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
-from .scale import scale_of, set_replicas
+from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
 Scope = dict[str, Any]
@@ -62,14 +65,22 @@ JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
     "limit", "continue", "allowWatchBookmarks", "sendInitialEvents", "includeObject", "pretty", "fieldManager",
-    "fieldValidation",
+    "fieldValidation", "dryRun",
     "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
 
 
+_stamp: tuple[int, str] = (0, "")
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as an RFC 3339 string to the second (metav1.Time), formatted once a second."""
+    global _stamp
+    second = int(time.time())
+    if _stamp[0] != second:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
 
 
 def _object(value: bytes, revision: int) -> dict[str, Any]:
@@ -111,7 +122,7 @@ class KubeApi:
         s = self._get_store()
         if s is None:
             raise ApiError(503, "ServiceUnavailable", "the store is not open yet")
-        return s
+        return DryRunStore(s) if DRY_RUN.get() else s
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -156,10 +167,14 @@ class KubeApi:
         parts = [p for p in path.split("/") if p]
         method: str = scope["method"]
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
-        if parts == ["api"]:
-            return await self._json(send, 200, self._api_versions())
-        if parts == ["apis"]:
-            return await self._json(send, 200, self._group_list())
+        if parts == ["api"] or parts == ["apis"]:
+            wanted = aggregated_version_accepted(dict(scope["headers"]).get(b"accept", b"").decode("latin-1"))
+            if wanted is not None:
+                body = orjson.dumps(aggregated(self.registry, parts == ["api"], wanted))
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-type", discovery_content_type(wanted)), (b"vary", b"Accept")]})
+                return await send({"type": "http.response.body", "body": body})
+            return await self._json(send, 200, self._api_versions() if parts == ["api"] else self._group_list())
         if parts[:1] == ["api"]:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 2:
@@ -192,19 +207,32 @@ class KubeApi:
         unsupported = sorted(set(query) - SUPPORTED_QUERY)
         if unsupported:
             raise ApiError.bad_request(f"query parameter(s) not supported by this server: {', '.join(unsupported)}")
+        if parse_dry_run(query.get("dryRun")):
+            if method not in ("POST", "PUT", "PATCH", "DELETE"):
+                raise ApiError.bad_request("dryRun is only for create, update, patch and delete")
+            DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        custom_scale = subresource == "scale" and rtype.custom is not None
-        if subresource not in (None, "status") and not custom_scale:
-            raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        if subresource == "eviction" and name is not None:
+            if method != "POST":
+                raise ApiError.method_not_allowed(method)
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._evict(rtype, namespace, name, body))
+        if subresource == "scale" and name is not None:
+            body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
+            return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type,
+                                                                 body))
+        if subresource == "finalize" and name is not None and rtype is self._namespaces:
+            if method != "PUT":
+                raise ApiError.method_not_allowed(method)
+            return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
+        if subresource not in (None, "status"):
+            raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
-        if custom_scale and name is not None:
-            body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
-            return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type, body))
         headers = dict(scope["headers"])
         table = method == "GET" and wants_table(headers.get(b"accept", b"").decode("latin-1"))
         include = query.get("includeObject", "Metadata")
@@ -279,13 +307,10 @@ class KubeApi:
             if t.categories:
                 r["categories"] = list(t.categories)
             resources.append(r)
-            if "status" in t.subresources:
-                resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                                  "kind": t.kind, "verbs": ["get", "patch", "update"]})
-            if "scale" in t.subresources and t.custom is not None:  # the built-in types' scale is not served yet
-                resources.append({"name": f"{t.plural}/scale", "singularName": "", "namespaced": t.namespaced,
-                                  "group": "autoscaling", "version": "v1", "kind": "Scale",
-                                  "verbs": ["get", "patch", "update"]})
+            for sub in t.subresources:
+                resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
+                                  "kind": t.kind, "verbs": ["get", "patch", "update"],
+                                  **SUBRESOURCE_KINDS.get(sub, {})})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -369,7 +394,7 @@ class KubeApi:
             if rtype is self._namespaces:
                 await self._default_service_account(meta["name"])
             if rtype is self.crds.type:
-                self.crds.observe(meta["name"], obj, rev)
+                self.crds.written(meta["name"], obj, rev)
             return obj
         raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
 
@@ -449,7 +474,7 @@ class KubeApi:
             raise ApiError.not_found(rtype, name) from e
         meta["resourceVersion"] = str(rev)
         if rtype is self.crds.type:
-            self.crds.observe(name, obj, rev)
+            self.crds.written(name, obj, rev)
         return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
@@ -492,7 +517,7 @@ class KubeApi:
                 continue
             meta["resourceVersion"] = str(rev)
             if rtype is self.crds.type:
-                self.crds.observe(name, obj, rev)
+                self.crds.written(name, obj, rev)
             return obj
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
@@ -534,7 +559,7 @@ class KubeApi:
                 if terminating:
                     self._spawn(self._terminate(name))
                 if definition:
-                    self.crds.observe(name, obj, rev)
+                    self.crds.written(name, obj, rev)
                     self._spawn(self.crds.remove_resources(self.store, name, self._delete))
                 meta["resourceVersion"] = str(rev)
                 return obj
@@ -555,55 +580,9 @@ class KubeApi:
                                     "the latest version and try again") from e
         obj["metadata"]["resourceVersion"] = str(rev)
         if rtype is self.crds.type:
-            self.crds.observe(name, None, rev)
+            self.crds.written(name, None, rev)
             await self.crds.reconsider_names(self.store, obj.get("spec", {}).get("group"))
         return obj
-
-    async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str, content_type: str,
-                     body: bytes) -> dict[str, Any]:
-        """``<custom resource>/scale``: the Scale the CRD's paths describe; a PUT or
-        PATCH of it writes the replica count into the object (see ``scale``)."""
-        if method == "GET":
-            return scale_of(rtype, present(rtype, await self._get(rtype, namespace, name)))
-        if method not in ("PUT", "PATCH"):
-            raise ApiError.method_not_allowed(method)
-        json_patch = content_type == "application/json-patch+json"
-        if method == "PATCH" and not json_patch and content_type != "application/merge-patch+json":
-            raise ApiError.unsupported_media_type(content_type)
-        try:
-            sent = orjson.loads(body)
-        except orjson.JSONDecodeError as e:
-            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
-        expected = (sent.get("metadata") or {}).get("resourceVersion") if method == "PUT" and isinstance(
-            sent, dict) else None
-        key = rtype.key(namespace, name)
-        for _attempt in range(16):
-            current = await self.store.get(key)
-            if current is None:
-                raise ApiError.not_found(rtype, name)
-            if expected and expected != str(current.mod_revision):
-                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
-                                        "the latest version and try again")
-            old = orjson.loads(current.value)
-            obj = present(rtype, _object(current.value, current.mod_revision))
-            scale = scale_of(rtype, obj)
-            if method == "PATCH":
-                sent_scale = _json_patch(scale, sent) if json_patch else _merge_patch(scale, sent)
-            else:
-                sent_scale = sent
-            set_replicas(rtype, obj, sent_scale)
-            meta = obj["metadata"]
-            meta.pop("resourceVersion", None)
-            if obj.get("spec") != old.get("spec"):
-                meta["generation"] = int(meta.get("generation", 1)) + 1
-            self._admit(rtype, obj, old, "scale", None)
-            try:
-                rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
-            except store.Conflict:
-                continue
-            meta["resourceVersion"] = str(rev)
-            return scale_of(rtype, obj)
-        raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                subresource: str | None, field_validation: str | None) -> None:
@@ -615,6 +594,9 @@ class KubeApi:
             self.crds.admit_resource(rtype, obj, old, strict=field_validation == "Strict")
 
     def _spawn(self, coro: Awaitable[None]) -> None:
+        if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)
+            coro.close()  # type: ignore[attr-defined]
+            return
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -642,11 +624,45 @@ class KubeApi:
             ns = await self.store.get(key)
             if ns is not None:
                 obj = orjson.loads(ns.value)
-                obj.get("spec", {}).pop("finalizers", None)
-                if obj.get("metadata", {}).get("finalizers"):
-                    await self.store.update(key, orjson.dumps(obj), ns.mod_revision)  # others still to go
-                else:
-                    await self.store.delete(key, ns.mod_revision)
+                spec = obj.setdefault("spec", {})
+                spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
+                await self._store_namespace(key, obj, ns.mod_revision)
+
+    async def _store_namespace(self, key: bytes, obj: dict[str, Any], expected: int) -> int:
+        """Write a namespace; a terminating one whose finalizers (spec and metadata) are all
+        gone is deleted instead, as kube-apiserver's namespace registry does."""
+        meta = obj.setdefault("metadata", {})
+        if meta.get("deletionTimestamp") and not (obj.get("spec") or {}).get("finalizers") \
+                and not meta.get("finalizers"):
+            return await self.store.delete(key, expected)
+        return await self.store.update(key, orjson.dumps(obj), expected)
+
+    async def _finalize(self, rtype: ResourceType, name: str, body: bytes) -> dict[str, Any]:
+        """``namespaces/<name>/finalize`` (PUT): set ``spec.finalizers`` and nothing else."""
+        new = self._parse(rtype, body)
+        if new["metadata"].get("name") not in (None, name):
+            raise ApiError.bad_request("the name of the object does not match the name on the URL")
+        finalizers = (new.get("spec") or {}).get("finalizers") or []
+        if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
+            raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "spec.finalizers",
+                                                  "message": "must be a list of strings"}])
+        expected = _revision_param(new["metadata"].get("resourceVersion"))
+        key = rtype.key(None, name)
+        current = await self.store.get(key)
+        if current is None:
+            raise ApiError.not_found(rtype, name)
+        if expected and expected != current.mod_revision:
+            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                    "the latest version and try again")
+        obj: dict[str, Any] = orjson.loads(current.value)
+        obj.setdefault("spec", {})["finalizers"] = finalizers
+        try:
+            rev = await self._store_namespace(key, obj, current.mod_revision)
+        except store.Conflict as e:
+            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                    "the latest version and try again") from e
+        obj["metadata"]["resourceVersion"] = str(rev)
+        return obj
 
     async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         """``pods/binding``: assign the pod to a node, once (409 if already bound)."""
@@ -686,6 +702,82 @@ class KubeApi:
                 continue
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
+
+    async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
+                     content_type: str, body: bytes) -> dict[str, Any]:
+        """``<name>/scale``: read, or write ``spec.replicas`` through, the Scale view (``api/scale.py``);
+        a custom resource keeps its replicas where its CRD says."""
+        key = rtype.key(namespace, name)
+        paths = scale_paths(rtype)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            obj = _object(current.value, current.mod_revision)
+            if rtype.custom is not None:
+                obj = present(rtype, obj)
+            view = scale_of(obj, paths)
+            if method == "GET":
+                return view
+            if method == "PUT":
+                replicas, expected = replicas_of_scale(self._parse_json(body), name)
+            elif method == "PATCH":
+                patch = self._parse_json(body)
+                if content_type == "application/json-patch+json":
+                    if not isinstance(patch, list):
+                        raise ApiError.bad_request("a JSON patch must be a list of operations")
+                    patched = _json_patch(view, patch)
+                elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                    patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
+                else:
+                    raise ApiError.unsupported_media_type(content_type)
+                replicas, expected = replicas_of_scale(patched, name)
+                expected = 0 if expected == current.mod_revision else expected
+            else:
+                raise ApiError.method_not_allowed(method)
+            if expected and expected != current.mod_revision:
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
+                                        "to the latest version and try again")
+            old = orjson.loads(current.value)
+            new = with_spec_replicas(orjson.loads(current.value), replicas, paths)
+            new = _split_status(rtype, None, old, new)
+            self._admit(rtype, new, old, "scale", None)
+            try:
+                rev = await self.store.update(key, orjson.dumps(new), current.mod_revision)
+            except store.Conflict:
+                if expected:
+                    raise ApiError.conflict(rtype, name, "the object has been modified; please apply your "
+                                            "changes to the latest version and try again") from None
+                continue
+            except store.NotFound as e:
+                raise ApiError.not_found(rtype, name) from e
+            new["metadata"]["resourceVersion"] = str(rev)
+            return scale_of(new, paths)
+        raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
+
+    async def _evict(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+        """``pods/<name>/eviction`` (policy/v1 Eviction): delete the pod, with the Eviction's
+        ``deleteOptions``. No PodDisruptionBudgets are served, so no eviction is refused for one."""
+        eviction = self._parse_json(body) if body.strip() else {}
+        if not isinstance(eviction, dict):
+            raise ApiError.bad_request("the request body must be an Eviction object")
+        if eviction.get("kind") not in (None, "Eviction"):
+            raise ApiError.bad_request(f"expected an Eviction, got kind {eviction.get('kind')!r}")
+        meta = eviction.get("metadata") or {}
+        if not isinstance(meta, dict) or meta.get("name") not in (None, name):
+            raise ApiError.bad_request("name in URL does not match name in Eviction object")
+        options = eviction.get("deleteOptions") or {}
+        if not isinstance(options, dict):
+            raise ApiError.bad_request("deleteOptions must be an object")
+        await self._delete(rtype, namespace, name, options)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    @staticmethod
+    def _parse_json(body: bytes) -> Any:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
 
     async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
                                  query: dict[str, str]) -> dict[str, Any]:

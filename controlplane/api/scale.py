@@ -1,73 +1,120 @@
-"""The ``scale`` subresource of custom resources: an ``autoscaling/v1`` Scale read
-from, and written to, the paths the CRD names (``specReplicasPath``,
-``statusReplicasPath``, ``labelSelectorPath``).
+"""The ``scale`` subresource: an ``autoscaling/v1`` Scale view of an object's replicas.
 
-    scale = scale_of(rtype, widget)          # GET .../widgets/w1/scale
-    set_replicas(rtype, widget, new_scale)   # PUT/PATCH: spec replicas into the object
+Deployments, ReplicaSets, StatefulSets and ReplicationControllers (and custom
+resources that declare it) expose ``.../<name>/scale``. Reading it gives::
+
+    {"kind": "Scale", "apiVersion": "autoscaling/v1",
+     "metadata": {name, namespace, uid, resourceVersion, creationTimestamp},
+     "spec": {"replicas": spec.replicas},
+     "status": {"replicas": status.replicas, "selector": "<label selector string>"}}
+
+Writing it (PUT, or a PATCH applied to that view) changes only the parent's
+``spec.replicas``; the Scale's ``resourceVersion``, when set, is the parent's
+and is checked as an update precondition. ``kubectl scale`` and the
+HorizontalPodAutoscaler use this.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ..registry import ResourceType
 from .errors import ApiError
 
-__all__ = ["scale_of", "set_replicas"]
-
-Obj = dict[str, Any]
-SCALE_KIND, SCALE_API_VERSION = "Scale", "autoscaling/v1"
+__all__ = ["ScalePaths", "replicas_of_scale", "scale_of", "with_spec_replicas"]
 
 
-def _path(path: str) -> list[str]:
-    return [p for p in path.split(".") if p]
+@dataclass(frozen=True, slots=True)
+class ScalePaths:
+    """Where a type keeps its replicas (custom resources name them in their CRD)."""
+
+    spec_replicas: tuple[str, ...] = ("spec", "replicas")
+    status_replicas: tuple[str, ...] = ("status", "replicas")
+    label_selector: tuple[str, ...] | None = None  # None: ``spec.selector`` as a LabelSelector object
 
 
-def _get(obj: Any, path: str) -> Any:
-    for p in _path(path):
+BUILTIN = ScalePaths()
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
         if not isinstance(obj, dict):
             return None
-        obj = obj.get(p)
+        obj = obj.get(part)
     return obj
 
 
-def scale_of(rtype: ResourceType, obj: Obj) -> Obj:
-    """The Scale of ``obj``; a replica count the object does not have is 0."""
-    assert rtype.custom is not None and rtype.custom.scale is not None
-    paths = rtype.custom.scale
+def selector_string(selector: Any) -> str:
+    """A ``metav1.LabelSelector`` (or, for ReplicationControllers, a plain map) as a selector string."""
+    if not isinstance(selector, dict):
+        return ""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        labels: dict[str, Any] = selector  # ReplicationController: spec.selector is a map
+        return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op == "In":
+            parts.append(f"{key} in ({','.join(sorted(values))})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(sorted(values))})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+def scale_of(obj: dict[str, Any], paths: ScalePaths = BUILTIN) -> dict[str, Any]:
+    """The Scale view of ``obj`` (which carries its ``metadata.resourceVersion``)."""
     meta = obj.get("metadata", {})
-    spec_replicas = _get(obj, paths.get("specReplicasPath", ""))
-    status_replicas = _get(obj, paths.get("statusReplicasPath", ""))
-    status: Obj = {"replicas": status_replicas if isinstance(status_replicas, int) else 0}
-    selector = _get(obj, paths["labelSelectorPath"]) if paths.get("labelSelectorPath") else None
-    if isinstance(selector, str) and selector:
-        status["selector"] = selector
     scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                   if k in meta}
-    return {"kind": SCALE_KIND, "apiVersion": SCALE_API_VERSION, "metadata": scale_meta,
-            "spec": {"replicas": spec_replicas if isinstance(spec_replicas, int) else 0}, "status": status}
+    if paths.label_selector is None:
+        selector = selector_string(_at(obj, ("spec", "selector")))
+    else:
+        raw = _at(obj, paths.label_selector)
+        selector = raw if isinstance(raw, str) else ""
+    status: dict[str, Any] = {"replicas": _at(obj, paths.status_replicas) or 0}
+    if selector:
+        status["selector"] = selector
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
+            "spec": {"replicas": _at(obj, paths.spec_replicas) or 0}, "status": status}
 
 
-def set_replicas(rtype: ResourceType, obj: Obj, scale: Any) -> None:
-    """Write ``scale``'s ``spec.replicas`` into ``obj`` (422 if it is not a count)."""
-    assert rtype.custom is not None and rtype.custom.scale is not None
-    name = obj.get("metadata", {}).get("name", "")
-    if not isinstance(scale, dict) or scale.get("kind") not in (None, SCALE_KIND):
-        raise ApiError.bad_request(f"the body must be an {SCALE_API_VERSION} {SCALE_KIND}")
-    replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale.get("spec"), dict | None) else None
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        field = "spec.replicas"
-        detail = "must be greater than or equal to 0" if isinstance(replicas, int) else "must be an integer"
-        raise ApiError(422, "Invalid", f'{SCALE_KIND}.autoscaling "{name}" is invalid: {field}: Invalid value: '
-                       f"{replicas}: {detail}",
-                       {"name": name, "group": "autoscaling", "kind": SCALE_KIND,
-                        "causes": [{"reason": "FieldValueInvalid", "field": field,
-                                    "message": f"Invalid value: {replicas}: {detail}"}]})
-    *parents, last = _path(rtype.custom.scale["specReplicasPath"])
+def with_spec_replicas(obj: dict[str, Any], replicas: int, paths: ScalePaths = BUILTIN) -> dict[str, Any]:
+    """``obj`` with ``replicas`` written at its spec replicas path (objects made on the way)."""
+    *parents, last = paths.spec_replicas
     cur = obj
-    for p in parents:
-        nxt = cur.get(p)
-        if not isinstance(nxt, dict):
-            nxt = cur[p] = {}
-        cur = nxt
+    for part in parents:
+        if not isinstance(cur.get(part), dict):
+            cur[part] = {}
+        cur = cur[part]
     cur[last] = replicas
+    return obj
+
+
+def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
+    """The replicas a written Scale asks for, and its resourceVersion precondition (0: none).
+
+    An invalid Scale is a 422 (negative or non-integer replicas) or a 400 (not a Scale)."""
+    if not isinstance(scale, dict):
+        raise ApiError.bad_request("the request body must be a Scale object")
+    if scale.get("kind") not in (None, "Scale"):
+        raise ApiError.bad_request(f"expected a Scale, got kind {scale.get('kind')!r}")
+    meta = scale.get("metadata") or {}
+    if not isinstance(meta, dict) or meta.get("name") not in (None, name):
+        raise ApiError.bad_request("the name of the object does not match the name on the URL")
+    replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale.get("spec"), dict) else 0
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                       f"{replicas!r}: must be greater than or equal to 0",
+                       {"name": name, "group": "autoscaling", "kind": "Scale",
+                        "causes": [{"reason": "FieldValueInvalid", "field": "spec.replicas",
+                                    "message": "must be greater than or equal to 0"}]})
+    rv = meta.get("resourceVersion") or ""
+    try:
+        expected = int(rv) if rv else 0
+    except ValueError as e:
+        raise ApiError.bad_request(f"invalid resourceVersion {rv!r}") from e
+    return replicas, expected

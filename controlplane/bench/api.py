@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> None:
         port = _free_port()
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
-             "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning"], cwd=work,
+             "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning",
+             "--no-tls"], cwd=work,  # plain HTTP, as the bare ASGI peer
             stdout=subprocess.DEVNULL))
         _wait_port(port, procs[-1])
         time.sleep(1.0)  # past startup (the store opens after the port)

@@ -18,6 +18,7 @@ from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.e2e.test_kubernetes_client import bearer
 from tests.test_cli import Serve, start_serve
 
 WIDGETS = """
@@ -72,6 +73,24 @@ kind: Widget
 metadata: {name: %s}
 spec: {color: red, unknown: dropped}
 """
+
+
+_clients: list[httpx.Client] = []
+
+
+def authed(served: Serve) -> httpx.Client:
+    """httpx with the admin's token: the server speaks TLS, where a request without one is 401.
+    Closed after the test."""
+    c = httpx.Client(headers=bearer(served), timeout=30)
+    _clients.append(c)
+    return c
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
 
 
 def test_kubectl_applies_a_crd_then_its_resource_at_once(served: Serve) -> None:
@@ -130,6 +149,7 @@ def test_kubectl_get_watch_sees_changes(served: Serve) -> None:
 
 
 def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
+    web = authed(served)
     gizmos = WIDGETS.replace("widgets", "gizmos").replace("Widget", "Gizmo").replace("widget", "gizmo") \
         .replace("[wd]", "[gz]")
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
@@ -140,7 +160,7 @@ def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
     assert len(kubectl(served, "get", "gizmos", "-o", "name").split()) == 3
     assert "deleted" in kubectl(served, "delete", "crd", "gizmos.example.com")
     assert "gizmos.example.com" not in kubectl(served, "get", "crd", "-o", "name")
-    r = httpx.get(f"{served.url}/apis/example.com/v1/namespaces/default/gizmos")
+    r = web.get(f"{served.url}/apis/example.com/v1/namespaces/default/gizmos")
     assert r.status_code == 404
     names = {line.split()[0] for line in kubectl(served, "api-resources", "--no-headers").splitlines()}
     assert "gizmos" not in names and "widgets" in names
@@ -150,23 +170,24 @@ def test_kubectl_delete_crd_removes_its_resources(served: Serve) -> None:
 
 
 def test_kubectl_scale_writes_through_the_scale_subresource(served: Serve) -> None:
+    web = authed(served)
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGET % "w-scale")
     assert "widget.example.com/w-scale scaled" in kubectl(served, "scale", "wd", "w-scale", "--replicas=5")
     assert kubectl(served, "get", "wd", "w-scale", "-o", "jsonpath={.spec.replicas}") == "5"
     url = f"{served.url}/apis/example.com/v1/namespaces/default/widgets/w-scale"
-    httpx.patch(url + "/status", json={"status": {"replicas": 2, "selector": "app=w"}},
+    web.patch(url + "/status", json={"status": {"replicas": 2, "selector": "app=w"}},
                 headers={"content-type": "application/merge-patch+json"}).raise_for_status()
-    scale = httpx.get(url + "/scale").json()
+    scale = web.get(url + "/scale").json()
     assert scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
     assert scale["spec"] == {"replicas": 5} and scale["status"] == {"replicas": 2, "selector": "app=w"}
     assert scale["metadata"]["name"] == "w-scale" and scale["metadata"]["namespace"] == "default"
-    r = httpx.patch(url + "/scale", json={"spec": {"replicas": -1}},
+    r = web.patch(url + "/scale", json={"spec": {"replicas": -1}},
                     headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "spec.replicas"
     stale = dict(scale, spec={"replicas": 7}, metadata=dict(scale["metadata"], resourceVersion="1"))
-    assert httpx.put(url + "/scale", json=stale).status_code == 409
-    resources = {r["name"]: r for r in httpx.get(f"{served.url}/apis/example.com/v1").json()["resources"]}
+    assert web.put(url + "/scale", json=stale).status_code == 409
+    resources = {r["name"]: r for r in web.get(f"{served.url}/apis/example.com/v1").json()["resources"]}
     assert resources["widgets/scale"]["kind"] == "Scale" and resources["widgets/scale"]["group"] == "autoscaling"
 
 
@@ -195,6 +216,7 @@ spec:
 
 
 def test_a_cluster_scoped_crd_with_two_versions(served: Serve) -> None:
+    web = authed(served)
     kubectl(served, "apply", "--validate=false", "-f", "-", stdin=CLUSTER_CRD)
     region = "apiVersion: infra.example.org/v1beta1\nkind: Region\nmetadata: {name: eu}\nspec: {zone: eu-1, x: 1}\n"
     assert "region.infra.example.org/eu created" in kubectl(served, "apply", "--validate=false", "-f", "-",
@@ -206,22 +228,23 @@ def test_a_cluster_scoped_crd_with_two_versions(served: Serve) -> None:
     got = yaml.safe_load(kubectl(served, "get", "region", "eu", "-o", "yaml"))
     assert got["apiVersion"] == "infra.example.org/v1"
     assert got["spec"] == {"zone": "eu-1"}  # v1's schema prunes what v1beta1 preserved
-    old = httpx.get(f"{served.url}/apis/infra.example.org/v1beta1/regions/eu").json()
+    old = web.get(f"{served.url}/apis/infra.example.org/v1beta1/regions/eu").json()
     assert old["apiVersion"] == "infra.example.org/v1beta1"
-    group = httpx.get(f"{served.url}/apis/infra.example.org").json()
+    group = web.get(f"{served.url}/apis/infra.example.org").json()
     assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1"]
     assert group["preferredVersion"]["version"] == "v1"
-    resources = httpx.get(f"{served.url}/apis/infra.example.org/v1").json()["resources"]
+    resources = web.get(f"{served.url}/apis/infra.example.org/v1").json()["resources"]
     assert [(r["name"], r["namespaced"], r["kind"], r["singularName"]) for r in resources] == \
         [("regions", False, "Region", "region")]
 
 
 def test_invalid_crds_are_refused_with_causes(served: Serve) -> None:
+    web = authed(served)
     bad = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "things.example.com"},
            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "stuff", "kind": "Thing"},
                     "versions": [{"name": "v1", "served": True, "storage": False}]}}
-    r = httpx.post(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=bad)
+    r = web.post(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=bad)
     assert r.status_code == 422
     status = r.json()
     assert status["reason"] == "Invalid"
@@ -332,14 +355,15 @@ def test_custom_objects_api_cluster_scoped(api: client.ApiClient) -> None:
 
 
 def test_strict_field_validation_refuses_unknown_fields(served: Serve, api: client.ApiClient) -> None:
+    web = authed(served)
     client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_model("levers", "Lever"))
     url = f"{served.url}/apis/example.com/v1/namespaces/default/levers"
     body = {"apiVersion": "example.com/v1", "kind": "Lever", "metadata": {"name": "l1"},
             "spec": {"color": "red", "bogus": 1}}
-    r = httpx.post(url + "?fieldValidation=Strict", json=body)
+    r = web.post(url + "?fieldValidation=Strict", json=body)
     assert r.status_code == 400
     assert r.json()["message"] == 'strict decoding error: unknown field "spec.bogus"'
-    r = httpx.post(url, json=body)
+    r = web.post(url, json=body)
     assert r.status_code == 201 and r.json()["spec"] == {"color": "red", "replicas": 1}
 
 
@@ -374,29 +398,30 @@ def test_a_second_server_process_sees_the_crds_of_the_first(tmp_path: Path) -> N
     second: Serve | None = None
     try:
         first.wait_ready()
+        web = authed(first)  # the second process shares the state: its tokens too
         kubectl(first, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
         kubectl(first, "apply", "--validate=false", "-f", "-", stdin=WIDGET % "shared")
         second = start_serve(tmp_path, run=1)
         second.wait_ready()
         url = f"{second.url}/apis/example.com/v1/namespaces/default/widgets"
-        assert [i["metadata"]["name"] for i in httpx.get(url).json()["items"]] == ["shared"]
+        assert [i["metadata"]["name"] for i in web.get(url).json()["items"]] == ["shared"]
         # a CRD created through the second process appears in the first, through the store's watch
-        r = httpx.post(f"{second.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        r = web.post(f"{second.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                        json=crd_body("dials", "Dial"))
         assert r.status_code == 201, r.text
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if httpx.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code == 200:
+            if web.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code == 200:
                 break
             time.sleep(0.05)
         else:
             pytest.fail("the first process never served dials")
-        resources = {r["name"] for r in httpx.get(f"{first.url}/apis/example.com/v1").json()["resources"]}
+        resources = {r["name"] for r in web.get(f"{first.url}/apis/example.com/v1").json()["resources"]}
         assert {"widgets", "widgets/status", "dials", "dials/status"} <= resources
         # and its deletion too
         kubectl(second, "delete", "crd", "dials.example.com")
         deadline = time.monotonic() + 10
-        while httpx.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code != 404:
+        while web.get(f"{first.url}/apis/example.com/v1/namespaces/default/dials").status_code != 404:
             assert time.monotonic() < deadline, "the first process still serves dials"
             time.sleep(0.05)
     finally:
@@ -406,43 +431,45 @@ def test_a_second_server_process_sees_the_crds_of_the_first(tmp_path: Path) -> N
 
 
 def test_a_crd_waits_for_its_resources_finalizers(served: Serve) -> None:
+    web = authed(served)
     crds = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    assert httpx.post(crds, json=crd_body("latches", "Latch")).status_code == 201
+    assert web.post(crds, json=crd_body("latches", "Latch")).status_code == 201
     url = f"{served.url}/apis/example.com/v1/namespaces/default/latches"
     held = {"apiVersion": "example.com/v1", "kind": "Latch",
             "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"color": "red"}}
-    assert httpx.post(url, json=held).status_code == 201
-    r = httpx.delete(f"{crds}/latches.example.com")
+    assert web.post(url, json=held).status_code == 201
+    r = web.delete(f"{crds}/latches.example.com")
     assert r.status_code == 200
     crd = r.json()
     assert "customresourcecleanup.apiextensions.k8s.io" in crd["metadata"]["finalizers"]
     assert crd["metadata"]["deletionTimestamp"]
     assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Terminating"] == "True"
     deadline = time.monotonic() + 10
-    while not httpx.get(f"{url}/held").json()["metadata"].get("deletionTimestamp"):
+    while not web.get(f"{url}/held").json()["metadata"].get("deletionTimestamp"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     late = dict(held, metadata={"name": "late"})
-    r = httpx.post(url, json=late)
+    r = web.post(url, json=late)
     assert r.status_code == 405 and "terminating" in r.json()["message"]
-    assert httpx.get(f"{crds}/latches.example.com").status_code == 200  # held by its resource
-    r = httpx.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
+    assert web.get(f"{crds}/latches.example.com").status_code == 200  # held by its resource
+    r = web.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
                     headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 200
-    while httpx.get(f"{crds}/latches.example.com").status_code != 404:
+    while web.get(f"{crds}/latches.example.com").status_code != 404:
         assert time.monotonic() < deadline, "the CRD outlived its last resource"
         time.sleep(0.05)
-    assert httpx.get(url).status_code == 404
+    assert web.get(url).status_code == 404
 
 
 def test_watches_end_when_the_crd_changes_or_goes(served: Serve) -> None:
+    web = authed(served)
     crds = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    assert httpx.post(crds, json=crd_body("knobs", "Knob")).status_code == 201
+    assert web.post(crds, json=crd_body("knobs", "Knob")).status_code == 201
     url = f"{served.url}/apis/example.com/v1/namespaces/default/knobs"
     merge = {"content-type": "application/merge-patch+json"}
 
     def watch_ends_after(change: Any) -> bool:
-        with httpx.stream("GET", url, params={"watch": "true", "timeoutSeconds": "20"}, timeout=30) as r:
+        with web.stream("GET", url, params={"watch": "true", "timeoutSeconds": "20"}, timeout=30) as r:
             started = time.monotonic()
             change()
             for _line in r.iter_lines():
@@ -450,8 +477,8 @@ def test_watches_end_when_the_crd_changes_or_goes(served: Serve) -> None:
             return time.monotonic() - started < 10
 
     # a label on the CRD changes nothing its resources are served with: the watch goes on (to its timeout)
-    with httpx.stream("GET", url, params={"watch": "true", "timeoutSeconds": "2"}, timeout=30) as r:
-        httpx.patch(f"{crds}/knobs.example.com", json={"metadata": {"labels": {"a": "b"}}},
+    with web.stream("GET", url, params={"watch": "true", "timeoutSeconds": "2"}, timeout=30) as r:
+        web.patch(f"{crds}/knobs.example.com", json={"metadata": {"labels": {"a": "b"}}},
                     headers=merge).raise_for_status()
         started = time.monotonic()
         list(r.iter_lines())
@@ -459,34 +486,35 @@ def test_watches_end_when_the_crd_changes_or_goes(served: Serve) -> None:
     new_column = {"spec": {"versions": [dict(crd_body("knobs", "Knob")["spec"]["versions"][0],
                                              additionalPrinterColumns=[{"name": "Colour", "type": "string",
                                                                         "jsonPath": ".spec.color"}])]}}
-    assert watch_ends_after(lambda: httpx.patch(f"{crds}/knobs.example.com", json=new_column,
+    assert watch_ends_after(lambda: web.patch(f"{crds}/knobs.example.com", json=new_column,
                                                 headers=merge).raise_for_status())
-    assert watch_ends_after(lambda: httpx.delete(f"{crds}/knobs.example.com").raise_for_status())
+    assert watch_ends_after(lambda: web.delete(f"{crds}/knobs.example.com").raise_for_status())
 
 
 def test_a_restart_resumes_the_deletion_of_a_crd(tmp_path: Path) -> None:
     s = start_serve(tmp_path)
     try:
         s.wait_ready()
+        web = authed(s)  # the restarted server keeps its tokens
         crds = f"{s.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        assert httpx.post(crds, json=crd_body("hinges", "Hinge")).status_code == 201
+        assert web.post(crds, json=crd_body("hinges", "Hinge")).status_code == 201
         url = f"{s.url}/apis/example.com/v1/namespaces/default/hinges"
         held = {"apiVersion": "example.com/v1", "kind": "Hinge",
                 "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"color": "red"}}
-        assert httpx.post(url, json=held).status_code == 201
-        assert httpx.delete(f"{crds}/hinges.example.com").status_code == 200
+        assert web.post(url, json=held).status_code == 201
+        assert web.delete(f"{crds}/hinges.example.com").status_code == 200
         s.stop()
         s = start_serve(tmp_path, run=1)
         s.wait_ready()
         crds = f"{s.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
         url = f"{s.url}/apis/example.com/v1/namespaces/default/hinges"
-        assert httpx.get(f"{crds}/hinges.example.com").json()["metadata"]["deletionTimestamp"]
-        assert httpx.get(f"{url}/held").json()["metadata"]["deletionTimestamp"]
+        assert web.get(f"{crds}/hinges.example.com").json()["metadata"]["deletionTimestamp"]
+        assert web.get(f"{url}/held").json()["metadata"]["deletionTimestamp"]
         # only the restarted server's cleanup can drop the CRD's finalizer once its resource is gone
         deadline = time.monotonic() + 10
-        httpx.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
+        web.patch(f"{url}/held", json={"metadata": {"finalizers": None}},
                     headers={"content-type": "application/merge-patch+json"}).raise_for_status()
-        while httpx.get(f"{crds}/hinges.example.com").status_code != 404:
+        while web.get(f"{crds}/hinges.example.com").status_code != 404:
             assert time.monotonic() < deadline, "the CRD outlived its last resource"
             time.sleep(0.05)
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -240,10 +241,26 @@ def test_presented_credentials_must_be_a_valid_token(served: Serve) -> None:
         r = httpx.get(url, headers=headers)
         assert r.status_code == 401 and r.json()["reason"] == "Unauthorized", headers
     assert httpx.get(url, headers=bearer(served)).status_code == 200
-    # no credentials: anonymous, allowed under AlwaysAllow (client-go sends tokens only over TLS)
-    assert httpx.get(url).status_code == 200
+    # no credentials, over TLS: 401 as well
+    assert served.url.startswith("https://")
+    r = httpx.get(url)
+    assert r.status_code == 401 and r.json()["reason"] == "Unauthorized"
     assert httpx.get(f"{served.url}/readyz").status_code == 200  # health stays open
     assert httpx.get(f"{served.url}/version").status_code == 200
+
+
+def test_without_tls_requests_without_credentials_are_anonymous(tmp_path: Path) -> None:
+    # client-go sends credentials only over TLS: under --no-tls kubectl sends none, so none is allowed
+    s = start_serve(tmp_path, tls=False)
+    try:
+        s.wait_ready()
+        assert s.url.startswith("http://")
+        assert httpx.get(f"{s.url}/api/v1/namespaces").status_code == 200
+        assert httpx.get(f"{s.url}/api/v1/namespaces", headers={"authorization": "Bearer nope"}).status_code == 401
+        kc = yaml.safe_load(s.kubeconfig.read_text())
+        assert "certificate-authority-data" not in kc["clusters"][0]["cluster"]
+    finally:
+        s.stop()
 
 
 def test_status_is_written_through_its_subresource_only(api: client.ApiClient, ns: str) -> None:

@@ -1,0 +1,84 @@
+"""``dryRun=All``: a write request runs every step (decoding, defaulting, validation,
+preconditions, conflicts) and answers as it would, but nothing is stored.
+
+The handlers do not know about it: while a dry-run request is handled,
+``KubeApi.store`` is a ``DryRunStore`` over the real one (``DRY_RUN`` is set
+for the request's context). Its writes check what the real write would check
+(the key exists or not, the expected revision) and raise the same errors, then
+return without writing. Reads go to the real store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+
+from store import Conflict, KeyExists, NotFound, Store
+from store.interface import Event, KeyValue
+
+from .errors import ApiError
+
+__all__ = ["DRY_RUN", "DryRunStore", "parse_dry_run"]
+
+DRY_RUN: ContextVar[bool] = ContextVar("controlplane_dry_run", default=False)
+
+
+def parse_dry_run(raw: str | None) -> bool:
+    """The ``dryRun`` query parameter: absent, or ``All`` (the only value upstream knows)."""
+    if raw is None:
+        return False
+    if raw != "All":
+        raise ApiError.bad_request(f'Invalid dryRun value: dryRun: Unsupported value: "{raw}": supported values: '
+                                   '"All"')
+    return True
+
+
+class DryRunStore:
+    """A ``Store`` whose writes are checked but not made."""
+
+    def __init__(self, real: Store) -> None:
+        self._real = real
+
+    async def create(self, key: bytes, value: bytes) -> int:
+        if await self._real.get(key) is not None:
+            raise KeyExists(key)
+        return await self._real.revision()
+
+    async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
+        current = await self._real.get(key)
+        if current is None:
+            raise NotFound(key)
+        if expected_revision and current.mod_revision != expected_revision:
+            raise Conflict(key, expected_revision, current.mod_revision)
+        return current.mod_revision
+
+    async def delete(self, key: bytes, expected_revision: int = 0) -> int:
+        current = await self._real.get(key)
+        if current is None:
+            raise NotFound(key)
+        if expected_revision and current.mod_revision != expected_revision:
+            raise Conflict(key, expected_revision, current.mod_revision)
+        return current.mod_revision
+
+    async def get(self, key: bytes, revision: int = 0) -> KeyValue | None:
+        return await self._real.get(key, revision)
+
+    async def range(self, start: bytes, end: bytes, revision: int = 0,
+                    limit: int = 0) -> tuple[list[KeyValue], int, bool]:
+        return await self._real.range(start, end, revision, limit)
+
+    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
+              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+        return self._real.watch(start, end, start_revision, prev_kv)
+
+    async def compact(self, revision: int) -> None:
+        raise ApiError.bad_request("compaction is not a dry-run operation")
+
+    async def revision(self) -> int:
+        return await self._real.revision()
+
+    async def compacted_revision(self) -> int:
+        return await self._real.compacted_revision()
+
+    async def close(self) -> None:
+        return None

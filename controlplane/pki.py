@@ -1,0 +1,137 @@
+"""The serving certificate: a local CA and a certificate for the API server, made once.
+
+kube-apiserver serves only TLS, and client-go sends bearer tokens only over
+TLS, so token authentication needs it. Without ``--tls-cert-file``, ``serve``
+keeps a small PKI beside the data directory (``.controlplane/pki/`` by
+default)::
+
+    ca.crt, ca.key               a self-signed CA (10 years), made once and kept,
+                                 so kubeconfigs written earlier stay valid
+    apiserver.crt, apiserver.key  the serving certificate, signed by the CA, for
+                                 localhost, 127.0.0.1, ::1, the kubernetes service
+                                 names and the ``--host`` address; re-issued when
+                                 it does not cover the host or nears its end
+
+The kubeconfig carries ``ca.crt`` as ``certificate-authority-data``. Keys are
+ECDSA P-256: cheap handshakes, and accepted by Go, Python and OpenSSL clients.
+``cryptography`` is imported only here, so a server started without TLS, or
+with its own certificate, does not pay for it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import write_private
+
+__all__ = ["ServingPki", "ensure_serving_pki", "serving_names"]
+
+CA_DAYS = 3650
+SERVING_DAYS = 365
+RENEW_BEFORE = datetime.timedelta(days=30)
+SERVICE_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                 "kubernetes.default.svc.cluster.local")
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPki:
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def serving_names(host: str) -> tuple[list[str], list[str]]:
+    """The DNS names and IP addresses the serving certificate must cover for ``--host``."""
+    dns, ips = list(SERVICE_NAMES), ["127.0.0.1", "::1"]
+    if host and host not in ("0.0.0.0", "::"):
+        try:
+            ip = str(ipaddress.ip_address(host))
+            if ip not in ips:
+                ips.append(ip)
+        except ValueError:
+            if host not in dns:
+                dns.append(host)
+    return dns, ips
+
+
+def ensure_serving_pki(directory: Path, host: str) -> ServingPki:
+    """The CA and serving certificate in ``directory``, made or renewed as needed.
+
+    Servers sharing a state directory may start together: the work is done
+    under an exclusive lock on ``directory/.lock``, so they agree on one CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_locked(directory, host)
+
+
+def _ensure_locked(directory: Path, host: str) -> ServingPki:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    pki = ServingPki(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key")
+    ca_key_file = directory / "ca.key"
+    now = datetime.datetime.now(datetime.UTC)
+    pem = serialization.Encoding.PEM
+
+    def write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+        write_private(path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+
+    if pki.ca_file.exists() and ca_key_file.exists():
+        ca_cert = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
+        loaded = serialization.load_pem_private_key(ca_key_file.read_bytes(), password=None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{ca_key_file}: not an ECDSA key")
+        ca_key = loaded
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "controlplane-ca")])
+        ca_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+                   .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                content_commitment=False, key_encipherment=False,
+                                                data_encipherment=False, key_agreement=False,
+                                                encipher_only=False, decipher_only=False), critical=True)
+                   .sign(ca_key, hashes.SHA256()))
+        write_key(ca_key_file, ca_key)
+        write_private(pki.ca_file, ca_cert.public_bytes(pem))
+        pki.cert_file.unlink(missing_ok=True)  # signed by the old CA, if any
+
+    dns, ips = serving_names(host)
+    if pki.cert_file.exists() and pki.key_file.exists():
+        cert = x509.load_pem_x509_certificate(pki.cert_file.read_bytes())
+        try:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            covered = (set(dns) <= set(san.get_values_for_type(x509.DNSName))
+                       and {ipaddress.ip_address(i) for i in ips} <= set(san.get_values_for_type(x509.IPAddress)))
+        except x509.ExtensionNotFound:
+            covered = False
+        if covered and cert.issuer == ca_cert.subject and cert.not_valid_after_utc - now > RENEW_BEFORE:
+            return pki
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=SERVING_DAYS))
+            .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    write_key(pki.key_file, key)
+    write_private(pki.cert_file, cert.public_bytes(pem))
+    return pki

@@ -1,0 +1,109 @@
+"""``scale`` and ``eviction`` subresources, over a socket, with kubectl and the Python client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubernetes_client import bearer
+from tests.test_cli import Serve
+
+
+@pytest.fixture(scope="module")
+def api(served: Serve) -> Iterator[client.ApiClient]:
+    c = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def deployment(name: str, replicas: int = 1) -> client.V1Deployment:
+    labels = {"app": name}
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas,
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")]))))
+
+
+def test_scale_reads_and_writes_the_replicas(served: Serve, api: client.ApiClient) -> None:
+    apps = client.AppsV1Api(api)
+    apps.create_namespaced_deployment("default", deployment("scaled", 2))
+    scale = apps.read_namespaced_deployment_scale("scaled", "default")
+    assert scale.kind == "Scale" and scale.spec.replicas == 2 and scale.status.selector == "app=scaled"
+    out = kubectl(served, "scale", "deployment/scaled", "--replicas=5")
+    assert "scaled" in out
+    d = apps.read_namespaced_deployment("scaled", "default")
+    assert d.spec.replicas == 5
+    assert d.metadata.generation == 2  # a spec change
+    scale = apps.read_namespaced_deployment_scale("scaled", "default")
+    scale.spec.replicas = 3
+    assert apps.replace_namespaced_deployment_scale("scaled", "default", scale).spec.replicas == 3
+    # a stale resourceVersion on the Scale is a conflict
+    scale.spec.replicas = 4
+    with pytest.raises(ApiException) as e:
+        apps.replace_namespaced_deployment_scale("scaled", "default", scale)
+    assert e.value.status == 409
+    # negative replicas are invalid, and change nothing
+    r = httpx.patch(f"{served.url}/apis/apps/v1/namespaces/default/deployments/scaled/scale",
+                    headers={**bearer(served), "content-type": "application/merge-patch+json"},
+                    content=b'{"spec":{"replicas":-1}}')
+    assert r.status_code == 422 and r.json()["reason"] == "Invalid"
+    assert apps.read_namespaced_deployment("scaled", "default").spec.replicas == 3
+
+
+def test_scale_of_a_missing_object_is_404_and_discovery_lists_it(served: Serve) -> None:
+    r = httpx.get(f"{served.url}/apis/apps/v1/namespaces/default/deployments/nope/scale", headers=bearer(served))
+    assert r.status_code == 404
+    resources = httpx.get(f"{served.url}/apis/apps/v1", headers=bearer(served)).json()["resources"]
+    scale = next(r for r in resources if r["name"] == "deployments/scale")
+    assert (scale["group"], scale["version"], scale["kind"]) == ("autoscaling", "v1", "Scale")
+
+
+def test_eviction_deletes_the_pod(served: Serve, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="evicted"),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")]))
+    core.create_namespaced_pod("default", pod)
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="evicted", namespace="default"))
+    core.create_namespaced_pod_eviction("evicted", "default", eviction)
+    with pytest.raises(ApiException) as e:
+        core.read_namespaced_pod("evicted", "default")
+    assert e.value.status == 404
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod_eviction("evicted", "default", eviction)
+    assert e.value.status == 404
+    r = httpx.post(f"{served.url}/api/v1/namespaces/default/pods/other/eviction", headers=bearer(served),
+                   json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}})
+    assert r.status_code == 400
+
+
+def test_namespace_finalize_holds_and_releases_a_terminating_namespace(served: Serve, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="fin"),
+                                              spec=client.V1NamespaceSpec(finalizers=["example.com/hold"])))
+    ns = core.read_namespace("fin")
+    assert set(ns.spec.finalizers) == {"example.com/hold", "kubernetes"}
+    core.delete_namespace("fin")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the server removes its own "kubernetes" finalizer
+        ns = core.read_namespace("fin")
+        if ns.spec.finalizers == ["example.com/hold"]:
+            break
+        time.sleep(0.1)
+    assert ns.status.phase == "Terminating" and ns.spec.finalizers == ["example.com/hold"]
+    ns.spec.finalizers = []
+    core.replace_namespace_finalize("fin", ns)
+    with pytest.raises(ApiException) as e:
+        core.read_namespace("fin")
+    assert e.value.status == 404

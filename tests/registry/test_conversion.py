@@ -1,0 +1,40 @@
+"""events.k8s.io/v1 Event over the stored core/v1 Event."""
+
+from controlplane.registry.conversion import EVENTS_V1, validate_events_v1
+
+NEW = {
+    "apiVersion": "events.k8s.io/v1", "kind": "Event",
+    "metadata": {"name": "e1", "namespace": "default"},
+    "eventTime": "2026-11-30T08:00:00.000000Z", "reportingController": "example.com/ctl",
+    "reportingInstance": "ctl-0", "action": "Scheduling", "reason": "Scheduled", "type": "Normal",
+    "note": "assigned default/web-0 to node-1",
+    "regarding": {"kind": "Pod", "namespace": "default", "name": "web-0"},
+    "series": {"count": 2, "lastObservedTime": "2026-11-30T08:00:01.000000Z"},
+}
+
+
+def test_round_trip_keeps_every_events_v1_field() -> None:
+    stored = EVENTS_V1.to_storage(NEW)
+    assert stored["apiVersion"] == "v1" and stored["kind"] == "Event"
+    assert stored["involvedObject"] == NEW["regarding"] and stored["message"] == NEW["note"]
+    assert stored["reportingComponent"] == "example.com/ctl" and "regarding" not in stored
+    assert EVENTS_V1.from_storage(stored) == NEW
+
+
+def test_a_core_event_reads_as_events_v1_with_deprecated_fields() -> None:
+    core = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"}, "involvedObject": {"name": "p"},
+            "reason": "Pulled", "message": "pulled", "source": {"component": "kubelet"}, "count": 3,
+            "firstTimestamp": "2026-11-30T08:00:00Z", "lastTimestamp": "2026-11-30T08:01:00Z"}
+    got = EVENTS_V1.from_storage(core)
+    assert got["regarding"] == {"name": "p"} and got["note"] == "pulled"
+    assert got["deprecatedSource"] == {"component": "kubelet"} and got["deprecatedCount"] == 3
+    assert got["deprecatedFirstTimestamp"] == "2026-11-30T08:00:00Z"
+    assert EVENTS_V1.field_label("regarding.name") == "involvedObject.name"
+    assert EVENTS_V1.field_label("reason") == "reason"
+
+
+def test_validation_requires_what_upstream_requires() -> None:
+    assert validate_events_v1(NEW) == []
+    causes = validate_events_v1({"note": "x" * 2000, "type": "Odd"})
+    fields = {c["field"] for c in causes}
+    assert fields == {"eventTime", "reportingController", "reportingInstance", "action", "reason", "type", "note"}
