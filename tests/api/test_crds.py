@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.api.crds import CustomResourceDefinitions
+from controlplane.api.crds import CustomResourceDefinitions, scale_paths
 from controlplane.api.errors import ApiError
+from controlplane.api.scale import scale_of, with_spec_replicas
 from controlplane.registry import Registry
 from controlplane.registry.crd import set_defaults, set_status, terminate
 
@@ -135,3 +136,20 @@ async def test_watches_end_when_their_type_is_retired(crds: CustomResourceDefini
     assert never.cancelled()
     # asking about a type already retired returns at once
     await asyncio.wait_for(crds.until_retired(rtype, asyncio.get_running_loop().create_future()), 1)
+
+
+def test_scale_paths_come_from_the_crd(crds: CustomResourceDefinitions) -> None:
+    crd = definition()
+    crd["spec"]["versions"][0]["subresources"] = {"scale": {"specReplicasPath": ".spec.size",
+                                                            "statusReplicasPath": ".status.count"}}
+    crds.observe("widgets.example.com", crd, 5)
+    rtype = crds._registry.get("example.com", "v1", "widgets")
+    assert rtype is not None and "scale" in rtype.subresources
+    paths = scale_paths(rtype)
+    obj = {"metadata": {"name": "w"}, "spec": {"size": 3, "selector": {"matchLabels": {"a": "b"}}},
+           "status": {"count": 2}}
+    assert scale_of(obj, paths)["spec"] == {"replicas": 3}
+    assert scale_of(obj, paths)["status"] == {"replicas": 2}  # no labelSelectorPath: no selector
+    assert with_spec_replicas(obj, 5, paths)["spec"]["size"] == 5
+    builtin = crds._registry.get("apps", "v1", "deployments")
+    assert builtin is not None and scale_paths(builtin).spec_replicas == ("spec", "replicas")

@@ -536,3 +536,14 @@ def test_the_dynamic_client_discovers_a_new_crd(served: Serve, api: client.ApiCl
     assert [i.metadata.name for i in pulleys.get(namespace="default").items] == ["p1"]
     events = [ev["type"] for ev in pulleys.watch(namespace="default", timeout=1)]
     assert events == ["ADDED"]
+
+
+def test_a_dry_run_crd_is_not_served(served: Serve) -> None:
+    web = authed(served)
+    crds = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    r = web.post(crds + "?dryRun=All", json=crd_body("ghosts", "Ghost"))
+    assert r.status_code == 201 and r.json()["status"]["acceptedNames"]["kind"] == "Ghost"
+    assert web.get(f"{crds}/ghosts.example.com").status_code == 404
+    assert web.get(f"{served.url}/apis/example.com/v1/namespaces/default/ghosts").status_code == 404
+    bad = dict(crd_body("ghosts", "Ghost"), metadata={"name": "wrong.example.com"})
+    assert web.post(crds + "?dryRun=All", json=bad).status_code == 422  # validated all the same
