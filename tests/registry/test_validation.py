@@ -105,7 +105,8 @@ def test_missing_required_fields_are_found_but_not_under_status_nor_for_numbers(
 
 
 def test_duplicates_are_seen_only_when_the_key_count_says_so() -> None:
-    body = (b'{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "1", "a": "2"}},'
+    body = (b'{"apiVersion": "apps/v1", "kind": "Deployment",'
+            b' "metadata": {"name": "d", "labels": {"a": "1", "a": "2"}},'
             b' "spec": {"unknownDupe": 1, "unknownDupe": 2, "paused": true, "paused": false,'
             b' "selector": {"matchLabels": {"a": "1"}}, "template": {"spec": {"containers": [{"name": "n",'
             b' "image": "i", "unknownNested": 1, "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}')
