@@ -21,7 +21,10 @@ def openapi() -> OpenApiV3:
 
 @pytest.fixture
 async def client(openapi: OpenApiV3) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=openapi), base_url="http://cp") as c:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await openapi(scope, receive, send)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://cp") as c:
         yield c
 
 
