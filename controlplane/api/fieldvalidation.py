@@ -103,8 +103,9 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
 
     Returns the object to go on with: ``obj`` with unknown fields removed, or, when
     the body had duplicate keys, the body decoded again (the last value of a key wins,
-    as in ``obj``). Raises 400 under Strict for unknown or duplicate fields and 422
-    for missing required ones."""
+    as in ``obj``). Raises 400 for a value of the wrong JSON type where an object or a
+    list belongs (whatever the directive: it cannot be decoded), 400 under Strict for
+    unknown or duplicate fields, and 422 for missing required ones."""
     directive, method = _directive()
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:
@@ -118,19 +119,27 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             redecoded.setdefault("metadata", obj.get("metadata", {}))
             obj = redecoded
             found = shape.check(obj, duplicates=duplicates)
+    if found.mismatched:
+        path, given, expected = found.mismatched[0]
+        raise ApiError.bad_request(_undecodable(rtype, method, f"json: cannot unmarshal {given} into Go struct field "
+                                                            f"{rtype.kind}.{path} of type {expected}"))
     if found.problems:
         if directive == "Strict":
-            message = "strict decoding error: " + ", ".join(found.problems)
-            if method != "PATCH":
-                message = (f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
-                           + message)
-            raise ApiError.bad_request(message)
+            raise ApiError.bad_request(_undecodable(rtype, method, "strict decoding error: "
+                                                    + ", ".join(found.problems)))
         if directive == "Warn":
             for p in found.problems:
                 add_warning(p)
         shape.check(obj, prune=True)
     _require(rtype, obj, found)
     return obj
+
+
+def _undecodable(rtype: ResourceType, method: str, why: str) -> str:
+    """A decoding failure as upstream words it: a create or update names the kind, a patch not."""
+    if method == "PATCH":
+        return why
+    return f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {why}'
 
 
 def _require(rtype: ResourceType, obj: dict[str, Any], found: Findings) -> None:

@@ -69,15 +69,18 @@ class Shape:
     ``fields`` is None for a node that accepts anything (scalars, opaque objects,
     ``x-kubernetes-preserve-unknown-fields``); ``values`` is the schema of every
     value of a map (``additionalProperties``); ``items`` of every item of a list.
+    ``container`` is "object" for a struct or map, "array" for a list: a value of
+    another JSON type there cannot be decoded (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("fields", "items", "required", "values")
+    __slots__ = ("container", "fields", "items", "required", "values")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
         self.values: Shape | None = None
         self.items: Shape | None = None
         self.required: tuple[str, ...] = ()
+        self.container: str | None = None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None) -> Findings:
@@ -93,11 +96,9 @@ class Shape:
 @dataclass(slots=True)
 class Findings:
     problems: list[str] = field(default_factory=list)   # 'unknown field "a.b"', 'duplicate field "a.c"'
+    mismatched: list[tuple[str, str, str]] = field(default_factory=list)  # (path, JSON type given, expected)
     missing: list[str] = field(default_factory=list)    # paths of missing required fields
     keys: int = 0                                        # object keys in the decoded tree
-
-
-_ANY = Shape()
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -116,6 +117,9 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
     dicts and lists, paths built only for a problem."""
     if type(value) is dict:
         keys = len(value)
+        if shape.container == "array":
+            found.mismatched.append((_path(stack), "object", "array"))
+            return keys + _count_values(value)
         fields = shape.fields
         if fields is None:
             values = shape.values
@@ -129,6 +133,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                     stack.append(k)
                     keys += _walk(values, v, stack, found, prune, duplicates, required)
                     stack.pop()
+                elif v is not None and values.container is not None:
+                    found.mismatched.append((_path(stack, k), _json_type(v), values.container))
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -147,6 +153,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 stack.append(k)
                 keys += _walk(sub, v, stack, found, prune, duplicates, required and not (top and k == "status"))
                 stack.pop()
+            elif v is not None and sub.container is not None:
+                found.mismatched.append((_path(stack, k), _json_type(v), sub.container))
         if required and shape.required:
             for r in shape.required:
                 if value.get(r) is None:
@@ -156,18 +164,32 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 del value[k]
         return keys
     if type(value) is list:
+        if shape.container == "object":
+            found.mismatched.append((_path(stack), "array", "object"))
+            return _count_values(value)
         items = shape.items
-        if items is None or (items.fields is None and items.values is None and items.items is None):
+        if items is None or items.container is None:
             return _count_values(value)
         keys = 0
         base = stack.pop() if stack else ""
         for i, v in enumerate(value):
             stack.append(f"{base}[{i}]")
-            keys += _walk(items, v, stack, found, prune, duplicates, required)
+            if type(v) is dict or type(v) is list:
+                keys += _walk(items, v, stack, found, prune, duplicates, required)
+            elif v is not None:
+                found.mismatched.append((_path(stack), _json_type(v), items.container))
             stack.pop()
         stack.append(base)
         return keys
     return 0
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def _count(value: Any) -> int:
@@ -220,13 +242,18 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
     if isinstance(props, dict):
         shape.fields = {k: compile_schema(v, resolve, named) for k, v in props.items()}
         shape.required = tuple(r for r in node.get("required", ()) if _enforced(props.get(r), resolve))
+        shape.container = "object"
     elif isinstance(extra, dict):
         shape.values = compile_schema(extra, resolve, named)
+        shape.container = "object"
     elif kind == "object" and extra is None:
         shape.fields = {}  # a struct without fields: every key is unknown
+        shape.container = "object"
     items = node.get("items")
-    if kind == "array" and isinstance(items, dict):
-        shape.items = compile_schema(items, resolve, named)
+    if kind == "array":
+        shape.container = "array"
+        if isinstance(items, dict):
+            shape.items = compile_schema(items, resolve, named)
 
 
 def _enforced(prop: Schema | None, resolve: Resolve) -> bool:

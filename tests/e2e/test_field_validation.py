@@ -132,3 +132,12 @@ def test_missing_required_fields_are_422_with_causes(served: Serve) -> None:
                                                                    "spec.containers[1].name"]
     assert r.json()["message"].endswith("[spec.containers[0].name: Required value, "
                                         "spec.containers[1].name: Required value]")
+
+
+def test_a_value_that_cannot_be_decoded_is_400_whatever_the_directive(served: Serve) -> None:
+    url = f"{served.url}/api/v1/namespaces/default/pods"
+    r = httpx.post(url, json={"metadata": {"name": "spec-is-a-string"}, "spec": "oops"},
+                   params={"fieldValidation": "Ignore"}, headers=bearer(served))
+    assert r.status_code == 400
+    assert r.json()["message"] == ('Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string '
+                                   "into Go struct field Pod.spec of type object")

@@ -158,3 +158,16 @@ def test_check_does_not_change_a_clean_object() -> None:
     before = copy.deepcopy(obj)
     shape.check(obj, prune=True)
     assert obj == before
+
+
+def test_values_of_the_wrong_json_type_where_objects_or_lists_belong() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    assert shape.check({"spec": "x"}).mismatched == [("spec", "string", "object")]
+    assert shape.check({"spec": {"containers": {"name": "c"}}}).mismatched == [("spec.containers", "object", "array")]
+    assert shape.check({"spec": {"containers": ["c"]}}).mismatched == [("spec.containers[0]", "string", "object")]
+    assert shape.check({"metadata": {"labels": []}}).mismatched == [("metadata.labels", "array", "object")]
+    assert shape.check({"spec": {"containers": [{"name": "c", "args": 1}]}}).mismatched == [
+        ("spec.containers[0].args", "number", "array")]
+    # null is an absent value; scalars of another scalar type are not this check's business
+    assert shape.check({"spec": None, "metadata": {"labels": None, "name": 5}}).mismatched == []
