@@ -48,6 +48,7 @@ __all__ = [
     "decode_with_duplicates",
     "key_tokens",
     "may_have_duplicates",
+    "register_schema",
     "shape_of",
 ]
 
@@ -269,13 +270,47 @@ def _builtin_named() -> tuple[Definitions, dict[str, Shape]]:
     return definitions(), {}
 
 
+def _builtin_resolver(defs: Definitions) -> Resolve:
+    return lambda ref: defs.resolve({"$ref": ref})
+
+
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+# Kinds without a built-in definition whose schema was given at run time (custom resources).
+_custom: dict[tuple[str, str, str], Shape] = {}
+
+
 def shape_of(group: str, version: str, kind: str) -> Shape | None:
-    """The compiled schema of a built-in kind, or None if the release has none."""
+    """The compiled schema of a kind: a registered one, else the built-in one, else None."""
+    custom = _custom.get((group, version, kind))
+    if custom is not None:
+        return custom
     defs, named = _builtin_named()
     name = defs.name_of(group, version, kind)
     if name is None:
         return None
-    return compile_schema({"$ref": f"#/$defs/{name}"}, lambda ref: defs.resolve({"$ref": ref}), named)
+    return compile_schema({"$ref": f"#/$defs/{name}"}, _builtin_resolver(defs), named)
+
+
+def register_schema(group: str, version: str, kind: str, schema: Schema | None) -> None:
+    """Validate ``kind`` against ``schema`` (a CRD version's ``openAPIV3Schema``: no ``$ref``),
+    or, with None, stop validating it.
+
+    As for custom resources upstream, ``apiVersion`` and ``kind`` are strings and
+    ``metadata`` is checked as ObjectMeta whatever the schema says of them."""
+    if schema is None:
+        _custom.pop((group, version, kind), None)
+        return
+
+    def no_refs(ref: str) -> Schema:
+        raise ValueError(f"a custom resource schema cannot use $ref ({ref})")
+
+    shape = compile_schema(schema, no_refs)
+    if shape.fields is not None:
+        defs, named = _builtin_named()
+        shape.fields = {**shape.fields, "apiVersion": Shape(), "kind": Shape(),
+                        "metadata": compile_schema({"$ref": f"#/$defs/{_OBJECT_META}"}, _builtin_resolver(defs),
+                                                   named)}
+    _custom[(group, version, kind)] = shape
 
 
 # -- duplicates ---------------------------------------------------------------------

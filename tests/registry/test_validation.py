@@ -16,6 +16,7 @@ from controlplane.registry.validation import (
     decode_with_duplicates,
     key_tokens,
     may_have_duplicates,
+    register_schema,
     shape_of,
 )
 
@@ -171,3 +172,22 @@ def test_values_of_the_wrong_json_type_where_objects_or_lists_belong() -> None:
         ("spec.containers[0].args", "number", "array")]
     # null is an absent value; scalars of another scalar type are not this check's business
     assert shape.check({"spec": None, "metadata": {"labels": None, "name": 5}}).mismatched == []
+
+
+def test_a_registered_custom_schema_is_used_with_object_meta() -> None:
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "string"}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    assert shape_of("example.com", "v1", "Widget") is None
+    register_schema("example.com", "v1", "Widget", schema)
+    try:
+        shape = shape_of("example.com", "v1", "Widget")
+        assert shape is not None
+        obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "bogus": 1},
+               "spec": {"colour": "red"}, "status": {"anything": {"at": "all"}}}
+        found = shape.check(obj)
+        assert found.problems == ['unknown field "metadata.bogus"', 'unknown field "spec.colour"']
+        assert found.missing == ["spec.size"]
+    finally:
+        register_schema("example.com", "v1", "Widget", None)
+    assert shape_of("example.com", "v1", "Widget") is None
