@@ -89,7 +89,7 @@ def _directive() -> tuple[str, str]:
         return "Warn", method
     if raw not in DIRECTIVES:
         kind = _OPTIONS_KIND.get(method, "CreateOptions")
-        message = f'Unsupported value: "{raw}": supported values: "Ignore", "Strict", "Warn"'
+        message = f'Unsupported value: "{raw}": supported values: "", "Ignore", "Strict", "Warn"'
         raise ApiError(422, "Invalid", f'{kind}.meta.k8s.io "" is invalid: fieldValidation: {message}',
                        {"group": "meta.k8s.io", "kind": kind,
                         "causes": [{"reason": "FieldValueNotSupported", "message": message,

@@ -85,7 +85,7 @@ def test_a_bad_directive_is_invalid(served: Serve, deployments: str) -> None:
     r = post(served, deployments, DEPLOYMENT_WITH_PROBLEMS % b"bad", fieldValidation="Loud")
     assert r.status_code == 422
     assert r.json()["message"] == ('CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
-                                   '"Loud": supported values: "Ignore", "Strict", "Warn"')
+                                   '"Loud": supported values: "", "Ignore", "Strict", "Warn"')
 
 
 def test_update_and_patch_are_validated_too(served: Serve) -> None:
