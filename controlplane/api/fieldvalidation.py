@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
+
+import orjson
 
 from ..registry import ResourceType
 from ..registry.validation import Findings, decode_with_duplicates, may_have_duplicates, shape_of
@@ -97,15 +100,19 @@ def _directive() -> tuple[str, str]:
     return raw, method
 
 
-def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None) -> dict[str, Any]:
-    """Check a decoded request object (``body`` is its raw JSON, for duplicate keys;
-    None for a patch result, whose duplicates were the patch's to carry).
+def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
+                 merge_patch: bytes | None = None) -> dict[str, Any]:
+    """Check a request's object: the decoded body of a create or update (``body`` its
+    raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
+    merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
 
     Returns the object to go on with: ``obj`` with unknown fields removed, or, when
     the body had duplicate keys, the body decoded again (the last value of a key wins,
-    as in ``obj``). Raises 400 for a value of the wrong JSON type where an object or a
-    list belongs (whatever the directive: it cannot be decoded), 400 under Strict for
-    unknown or duplicate fields, and 422 for missing required ones."""
+    as in ``obj``). A value of the wrong JSON type where an object or a list belongs
+    cannot be decoded whatever the directive; under Strict unknown and duplicate fields
+    fail the request. Both are 400 BadRequest for a create or update, and 422 Invalid
+    on the field ``patch`` for a patch, as kube-apiserver's patch handler words them.
+    A missing required field is 422 Invalid with its causes."""
     directive, method = _directive()
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:
@@ -121,25 +128,69 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             found = shape.check(obj, duplicates=duplicates)
     if found.mismatched:
         path, given, expected = found.mismatched[0]
-        raise ApiError.bad_request(_undecodable(rtype, method, f"json: cannot unmarshal {given} into Go struct field "
-                                                            f"{rtype.kind}.{path} of type {expected}"))
-    if found.problems:
+        raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "
+                                               f"{rtype.kind}.{path} of type {expected}")
+    problems = found.problems
+    if directive != "Ignore" and merge_patch is not None:
+        problems = _patch_duplicates(merge_patch) + problems
+    if problems:
         if directive == "Strict":
-            raise ApiError.bad_request(_undecodable(rtype, method, "strict decoding error: "
-                                                    + ", ".join(found.problems)))
+            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(problems))
         if directive == "Warn":
-            for p in found.problems:
+            for p in problems:
                 add_warning(p)
-        shape.check(obj, prune=True)
+        if found.problems:
+            shape.check(obj, prune=True)
     _require(rtype, obj, found)
     return obj
 
 
-def _undecodable(rtype: ResourceType, method: str, why: str) -> str:
-    """A decoding failure as upstream words it: a create or update names the kind, a patch not."""
-    if method == "PATCH":
-        return why
-    return f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {why}'
+def _patch_duplicates(patch: bytes) -> list[str]:
+    """``duplicate field "a.b"`` for each key a merge patch repeats (the patch is untyped:
+    unknown fields are the patched object's to report)."""
+    tree = orjson.loads(patch)
+    if not may_have_duplicates(patch, _object_keys(tree)):
+        return []
+    tree, duplicates = decode_with_duplicates(patch)
+    return [f'duplicate field "{path}"' for path in _duplicate_paths(tree, duplicates, "")]
+
+
+def _object_keys(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_object_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_object_keys(v) for v in value)
+    return 0
+
+
+def _duplicate_paths(value: Any, duplicates: dict[int, list[str]], path: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        repeated = duplicates.get(id(value), ())
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else k
+            if k in repeated:
+                yield sub
+            yield from _duplicate_paths(v, duplicates, sub)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _duplicate_paths(v, duplicates, f"{path}[{i}]")
+
+
+def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any], why: str) -> ApiError:
+    """A decoding failure as upstream words it: a create or update is a 400 naming the
+    kind; a patch a 422 with the patched object as the invalid value of ``patch``."""
+    if method != "PATCH":
+        return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
+                                    f"{rtype.kind}: {why}")
+    message = f"Invalid value: {_go_quote(orjson.dumps(obj).decode())}: {why}"
+    # NewInvalid of an empty GroupKind and name: the message starts with a space
+    return ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
+                    {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a string, near enough: JSON string quoting without ASCII escaping."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _require(rtype: ResourceType, obj: dict[str, Any], found: Findings) -> None:

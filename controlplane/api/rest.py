@@ -439,7 +439,7 @@ class KubeApi:
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
                 obj["metadata"] = {}
-            obj = check_object(rtype, obj)
+            obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
             obj = _split_status(rtype, subresource, old, obj)
             meta = obj["metadata"]
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:

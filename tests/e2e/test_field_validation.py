@@ -101,17 +101,27 @@ def test_update_and_patch_are_validated_too(served: Serve) -> None:
     r = httpx.put(f"{url}/fv", json=current, headers=auth)
     assert r.status_code == 200 and warnings(r) == ['unknown field "extra"'] and "extra" not in r.json()
     merge = {"content-type": "application/merge-patch+json", **auth}
-    r = httpx.patch(f"{url}/fv", content=b'{"data": {"b": "2"}, "metadata": {"bogus": 1}}',
+    # a patch that leaves unknown fields is 422 on "patch", the patched object as its value (upstream's wording)
+    r = httpx.patch(f"{url}/fv", content=b'{"data": {"b": "2", "b": "3"}, "metadata": {"bogus": 1}}',
                     params={"fieldValidation": "Strict"}, headers=merge)
-    assert r.status_code == 400
-    assert r.json()["message"] == 'strict decoding error: unknown field "metadata.bogus"'
-    r = httpx.patch(f"{url}/fv", content=b'{"data": {"b": "2"}, "metadata": {"bogus": 1}}', headers=merge)
-    assert r.status_code == 200 and warnings(r) == ['unknown field "metadata.bogus"']
-    assert r.json()["data"] == {"a": "1", "b": "2"} and "bogus" not in r.json()["metadata"]
+    assert r.status_code == 422 and r.json()["reason"] == "Invalid"
+    message = r.json()["message"]
+    assert message.startswith(' "" is invalid: patch: Invalid value: "{')
+    assert message.endswith('}": strict decoding error: duplicate field "data.b", unknown field "metadata.bogus"')
+    cause = r.json()["details"]["causes"][0]
+    assert cause["field"] == "patch" and cause["reason"] == "FieldValueInvalid"
+    r = httpx.patch(f"{url}/fv", content=b'{"data": {"b": "2", "b": "3"}, "metadata": {"bogus": 1}}', headers=merge)
+    assert r.status_code == 200
+    assert warnings(r) == ['duplicate field "data.b"', 'unknown field "metadata.bogus"']
+    assert r.json()["data"] == {"a": "1", "b": "3"} and "bogus" not in r.json()["metadata"]
     jp = {"content-type": "application/json-patch+json", **auth}
     r = httpx.patch(f"{url}/fv", json=[{"op": "add", "path": "/x", "value": 1}],
                     params={"fieldValidation": "Strict"}, headers=jp)
-    assert r.status_code == 400 and 'unknown field "x"' in r.json()["message"]
+    assert r.status_code == 422 and r.json()["message"].endswith('strict decoding error: unknown field "x"')
+    r = httpx.patch(f"{url}/fv", json=[{"op": "add", "path": "/data", "value": "not a map"}], headers=jp)
+    assert r.status_code == 422
+    assert r.json()["message"].endswith("json: cannot unmarshal string into Go struct field ConfigMap.data of "
+                                        "type object")
 
 
 def test_missing_required_fields_are_422_with_causes(served: Serve) -> None:
