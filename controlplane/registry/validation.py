@@ -281,11 +281,17 @@ _custom: dict[tuple[str, str, str], Shape] = {}
 
 def shape_of(group: str, version: str, kind: str) -> Shape | None:
     """The compiled schema of a kind: a registered one, else the built-in one, else None."""
-    custom = _custom.get((group, version, kind))
+    gvk = (group, version, kind)
+    custom = _custom.get(gvk)
     if custom is not None:
         return custom
+    return _builtin_shape(gvk)
+
+
+@functools.cache
+def _builtin_shape(gvk: tuple[str, str, str]) -> Shape | None:
     defs, named = _builtin_named()
-    name = defs.name_of(group, version, kind)
+    name = defs.name_of(*gvk)
     if name is None:
         return None
     return compile_schema({"$ref": f"#/$defs/{name}"}, _builtin_resolver(defs), named)
