@@ -64,24 +64,35 @@ _OPAQUE = frozenset({
 _ZERO_VALUE_OK = frozenset({"integer", "number", "boolean"})
 
 
+# The Python types orjson decodes each JSON type to, and None (null is an absent value);
+# bool is not an integer here, nor is 1.0: Go's decoder refuses both for an int field.
+_NONE = type(None)
+_ANY_TYPE: tuple[type, ...] = (str, int, float, bool, dict, list, _NONE)
+_ACCEPTS: dict[str, tuple[type, ...]] = {"object": (dict, _NONE), "array": (list, _NONE), "string": (str, _NONE),
+                                         "integer": (int, _NONE), "number": (int, float, _NONE),
+                                         "boolean": (bool, _NONE)}
+
+
 class Shape:
     """A schema compiled for the walk: what keys an object may have, what its items are.
 
     ``fields`` is None for a node that accepts anything (scalars, opaque objects,
     ``x-kubernetes-preserve-unknown-fields``); ``values`` is the schema of every
     value of a map (``additionalProperties``); ``items`` of every item of a list.
-    ``container`` is "object" for a struct or map, "array" for a list: a value of
-    another JSON type there cannot be decoded (a 400 whatever ``fieldValidation``).
+    ``expect`` is the JSON type a value must have ("object", "array", "string",
+    "integer", "number", "boolean"), or None for any: a value of another type
+    cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("container", "fields", "items", "required", "values")
+    __slots__ = ("accepts", "expect", "fields", "items", "required", "values")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
         self.values: Shape | None = None
         self.items: Shape | None = None
         self.required: tuple[str, ...] = ()
-        self.container: str | None = None
+        self.expect: str | None = None
+        self.accepts: tuple[type, ...] = _ANY_TYPE  # the Python types of ``expect``, and None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None) -> Findings:
@@ -97,7 +108,7 @@ class Shape:
 @dataclass(slots=True)
 class Findings:
     problems: list[str] = field(default_factory=list)   # 'unknown field "a.b"', 'duplicate field "a.c"'
-    mismatched: list[tuple[str, str, str]] = field(default_factory=list)  # (path, JSON type given, expected)
+    mismatched: list[tuple[str, str, str]] = field(default_factory=list)  # (path, JSON type given, Go type)
     missing: list[str] = field(default_factory=list)    # paths of missing required fields
     keys: int = 0                                        # object keys in the decoded tree
 
@@ -118,8 +129,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
     dicts and lists, paths built only for a problem."""
     if type(value) is dict:
         keys = len(value)
-        if shape.container == "array":
-            found.mismatched.append((_path(stack), "object", "array"))
+        if shape.expect is not None and shape.expect != "object":
+            found.mismatched.append((_path(stack), "object", _GO_TYPE[shape.expect]))
             return keys + _count_values(value)
         fields = shape.fields
         if fields is None:
@@ -127,15 +138,17 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             if values is None:
                 return keys + _count_values(value)
             dups = duplicates.get(id(value)) if duplicates else None
+            accepts = values.accepts
             for k, v in value.items():
                 if dups and k in dups:
                     found.problems.append(f'duplicate field "{_path(stack, k)}"')
-                if type(v) is dict or type(v) is list:
+                t = type(v)
+                if t is dict or t is list:
                     stack.append(k)
                     keys += _walk(values, v, stack, found, prune, duplicates, required)
                     stack.pop()
-                elif v is not None and values.container is not None:
-                    found.mismatched.append((_path(stack, k), _json_type(v), values.container))
+                elif t not in accepts:
+                    found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -150,12 +163,13 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 continue
             if dups and k in dups:
                 found.problems.append(f'duplicate field "{_path(stack, k)}"')
-            if type(v) is dict or type(v) is list:
+            t = type(v)
+            if t is dict or t is list:
                 stack.append(k)
                 keys += _walk(sub, v, stack, found, prune, duplicates, required and not (top and k == "status"))
                 stack.pop()
-            elif v is not None and sub.container is not None:
-                found.mismatched.append((_path(stack, k), _json_type(v), sub.container))
+            elif t not in sub.accepts:
+                found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
         if required and shape.required:
             for r in shape.required:
                 if value.get(r) is None:
@@ -165,11 +179,18 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 del value[k]
         return keys
     if type(value) is list:
-        if shape.container == "object":
-            found.mismatched.append((_path(stack), "array", "object"))
+        if shape.expect is not None and shape.expect != "array":
+            found.mismatched.append((_path(stack), "array", _GO_TYPE[shape.expect]))
             return _count_values(value)
         items = shape.items
-        if items is None or items.container is None:
+        if items is None or items.expect is None:
+            return _count_values(value)
+        expect = items.expect
+        if expect not in ("object", "array"):  # a list of scalars: only their types to check
+            accepts = items.accepts
+            for i, v in enumerate(value):
+                if type(v) not in accepts:
+                    found.mismatched.append((_path(stack) + f"[{i}]", _json_type(v), _GO_TYPE[expect]))
             return _count_values(value)
         keys = 0
         base = stack.pop() if stack else ""
@@ -178,18 +199,27 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             if type(v) is dict or type(v) is list:
                 keys += _walk(items, v, stack, found, prune, duplicates, required)
             elif v is not None:
-                found.mismatched.append((_path(stack), _json_type(v), items.container))
+                found.mismatched.append((_path(stack), _json_type(v), _GO_TYPE[expect]))
             stack.pop()
         stack.append(base)
         return keys
     return 0
 
 
+_GO_TYPE = {"object": "object", "array": "array", "string": "string", "integer": "int", "number": "float64",
+            "boolean": "bool", "": "any"}
+
+
 def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as Go's decoder names it in an UnmarshalTypeError."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
         return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
     return "string" if isinstance(value, str) else type(value).__name__
 
 
@@ -235,26 +265,30 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
 
 
 def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape]) -> None:
-    if node.get("x-kubernetes-preserve-unknown-fields"):
-        return
     kind = type_of(node)
+    if node.get("x-kubernetes-preserve-unknown-fields"):
+        _expect(shape, kind if kind in ("object", "array") else None)
+        return
+    _expect(shape, kind if kind in _ACCEPTS else None)
     props = node.get("properties")
     extra = node.get("additionalProperties")
     if isinstance(props, dict):
         shape.fields = {k: compile_schema(v, resolve, named) for k, v in props.items()}
         shape.required = tuple(r for r in node.get("required", ()) if _enforced(props.get(r), resolve))
-        shape.container = "object"
+        _expect(shape, "object")
     elif isinstance(extra, dict):
         shape.values = compile_schema(extra, resolve, named)
-        shape.container = "object"
+        _expect(shape, "object")
     elif kind == "object" and extra is None:
         shape.fields = {}  # a struct without fields: every key is unknown
-        shape.container = "object"
     items = node.get("items")
-    if kind == "array":
-        shape.container = "array"
-        if isinstance(items, dict):
-            shape.items = compile_schema(items, resolve, named)
+    if kind == "array" and isinstance(items, dict):
+        shape.items = compile_schema(items, resolve, named)
+
+
+def _expect(shape: Shape, kind: str | None) -> None:
+    shape.expect = kind
+    shape.accepts = _ACCEPTS[kind] if kind is not None else _ANY_TYPE
 
 
 def _enforced(prop: Schema | None, resolve: Resolve) -> bool:

@@ -38,7 +38,7 @@ def test_a_generated_pod_is_clean_and_every_key_is_counted() -> None:
     for _ in range(50):
         raw = gen.pod_json()
         found = shape.check(orjson.loads(raw))
-        assert found.problems == [] and found.missing == []
+        assert found.problems == [] and found.missing == [] and found.mismatched == []
         assert found.keys == key_tokens(raw)  # managedFields keys hold escaped '\\":'
         assert not may_have_duplicates(raw, found.keys)
 
@@ -170,8 +170,22 @@ def test_values_of_the_wrong_json_type_where_objects_or_lists_belong() -> None:
     assert shape.check({"metadata": {"labels": []}}).mismatched == [("metadata.labels", "array", "object")]
     assert shape.check({"spec": {"containers": [{"name": "c", "args": 1}]}}).mismatched == [
         ("spec.containers[0].args", "number", "array")]
-    # null is an absent value; scalars of another scalar type are not this check's business
-    assert shape.check({"spec": None, "metadata": {"labels": None, "name": 5}}).mismatched == []
+    assert shape.check({"metadata": {"name": 5, "labels": {"a": 1}}}).mismatched == [
+        ("metadata.name", "number", "string"), ("metadata.labels.a", "number", "string")]
+    assert shape.check({"spec": {"hostNetwork": "true", "terminationGracePeriodSeconds": 1.5, "priority": True,
+                                 "containers": [{"name": "c", "args": ["a", 1], "ports": [{"containerPort": "80"}],
+                                                 "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}}
+                       ).mismatched == [("spec.hostNetwork", "string", "bool"),
+                                        ("spec.terminationGracePeriodSeconds", "number", "int"),
+                                        ("spec.priority", "bool", "int"),
+                                        ("spec.containers[0].args[1]", "number", "string"),
+                                        ("spec.containers[0].ports[0].containerPort", "string", "int")]
+    # null is an absent value; IntOrString and Quantity take both
+    assert shape.check({"spec": None, "metadata": {"labels": None, "name": None}}).mismatched == []
+    svc = shape_of("", "v1", "Service")
+    assert svc is not None
+    assert svc.check({"spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8080}]}}
+                     ).mismatched == []
 
 
 def test_a_registered_custom_schema_is_used_with_object_meta() -> None:
