@@ -1,7 +1,7 @@
 """``fieldValidation`` (KEP-2885) and warnings for one request.
 
     with request_scope(scope):                 # in the ASGI entry point
-        obj = check_object(rtype, obj, body)   # Strict: 400; Warn: a warning; Ignore: nothing
+        obj = check_object(rtype, obj, body)   # Strict: 400 (a patch: 422); Warn: a warning; Ignore: nothing
         ...
         headers += warning_headers()           # 'Warning: 299 - "unknown field \\"spec.foo\\""'
 

@@ -6,7 +6,9 @@ fails, with ``Warn`` (the default) it succeeds with a warning, with ``Ignore``
 silently; in every case the field is dropped, since the struct cannot hold it.
 A key given twice in one JSON object is a *duplicate* (the last value wins).
 Fields whose Go type has no ``omitempty`` appear in the schema's ``required``
-list; a missing one is a 422 ``FieldValueRequired``.
+list; a missing one is a 422 ``FieldValueRequired``. A value of another JSON type
+than its field's (a string for an int, an object for a list) cannot be decoded at
+all: a 400 whatever the directive.
 
 This module answers those questions for a decoded object, given a compiled
 schema (``Shape``)::
@@ -15,6 +17,7 @@ schema (``Shape``)::
     found = shape.check(pod, prune=True)         # unknown fields removed from ``pod``
     found.problems   # ['unknown field "spec.foo"']   in document order
     found.missing    # ['spec.containers[0].name']
+    found.mismatched # [('metadata.name', 'number', 'string')]
 
 Duplicates cannot be seen in a decoded dict. ``may_have_duplicates(body, keys)``
 compares the number of object keys in the raw JSON (``key_tokens``, a few byte
