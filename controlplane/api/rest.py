@@ -47,6 +47,7 @@ from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepte
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
+from .fieldvalidation import check_object, request_scope, warning_headers
 from .scale import replicas_of_scale, scale_of
 from .tables import as_table, wants_table
 
@@ -118,18 +119,19 @@ class KubeApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        try:
-            await self._dispatch(scope, receive, send)
-        except ApiError as e:
-            await self._respond(send, e.code, e.body())
-        except store.StoreError as e:
-            err = _store_error(e)
-            await self._respond(send, err.code, err.body())
+        with request_scope(scope):  # the fieldValidation directive, and the warnings for the response
+            try:
+                await self._dispatch(scope, receive, send)
+            except ApiError as e:
+                await self._respond(send, e.code, e.body())
+            except store.StoreError as e:
+                err = _store_error(e)
+                await self._respond(send, err.code, err.body())
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes) -> None:
         await send({"type": "http.response.start", "status": code,
-                    "headers": [*JSON, (b"content-length", str(len(body)).encode())]})
+                    "headers": [*JSON, (b"content-length", str(len(body)).encode()), *warning_headers()]})
         await send({"type": "http.response.body", "body": body})
 
     async def _json(self, send: Send, code: int, obj: Any) -> None:
@@ -313,7 +315,7 @@ class KubeApi:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
-        return obj
+        return check_object(rtype, obj, body)
 
     def _check_namespace(self, rtype: ResourceType, namespace: str | None, meta: dict[str, Any]) -> None:
         if not rtype.namespaced:
@@ -471,6 +473,7 @@ class KubeApi:
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
                 obj["metadata"] = {}
+            obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
             obj = _split_status(rtype, subresource, old, obj)
             meta = obj["metadata"]
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
