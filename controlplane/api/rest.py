@@ -40,7 +40,7 @@ import orjson
 import store
 from store import EventType, Store
 
-from ..registry import Registry, ResourceType
+from ..registry import Registry, ResourceType, strategic
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
 from .errors import ApiError
@@ -417,8 +417,9 @@ class KubeApi:
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None) -> dict[str, Any]:
-        if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
+        if content_type not in ("application/merge-patch+json", "application/json-patch+json", STRATEGIC):
             raise ApiError.unsupported_media_type(content_type)
+        patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
         except orjson.JSONDecodeError as e:
@@ -426,13 +427,18 @@ class KubeApi:
         json_patch = content_type == "application/json-patch+json"
         if json_patch and not isinstance(patch, list):
             raise ApiError.bad_request("a JSON patch must be a list of operations")
+        if patch_schema is not None:
+            patch = _strategic_patch_map(patch)
         key = rtype.key(namespace, name)
         for _attempt in range(16):  # retry on conflict, as kube-apiserver does for patches
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             old = orjson.loads(current.value)
-            obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
+            if patch_schema is not None:
+                obj = _strategic_merge_patch(old, patch, patch_schema)
+            else:
+                obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
@@ -829,6 +835,37 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
         raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
         raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
+
+
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:
+    """The patch schema of a built-in type; custom resources have none, and upstream answers 415."""
+    found = None if rtype.storage_group else strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind)
+    if found is None:
+        raise ApiError.unsupported_media_type(STRATEGIC)
+    return found
+
+
+def _strategic_patch_map(patch: Any) -> dict[str, Any]:
+    if patch is None:
+        return {}
+    if not isinstance(patch, dict):
+        kind = ("array" if isinstance(patch, list) else "string" if isinstance(patch, str)
+                else "bool" if isinstance(patch, bool) else "number")
+        raise ApiError.bad_request(f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}")
+    return patch
+
+
+def _strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any],
+                           schema: strategic.PatchSchema) -> dict[str, Any]:
+    try:
+        return strategic.apply(target, patch, schema)
+    except strategic.StrategicMergeError as e:
+        if e.code == 422:
+            raise ApiError(422, "Invalid", e.message) from e
+        raise ApiError.bad_request(e.message) from e
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
