@@ -63,7 +63,8 @@ def test_patch_delete_directive_in_a_map_empties_it() -> None:
 
 
 def test_replace_strategy_on_a_map_replaces_it() -> None:
-    pdb = {"spec": {"selector": {"matchLabels": {"app": "a"}, "matchExpressions": [{"key": "k", "operator": "Exists"}]}}}
+    selector = {"matchLabels": {"app": "a"}, "matchExpressions": [{"key": "k", "operator": "Exists"}]}
+    pdb = {"spec": {"selector": selector}}
     out = patched(pdb, {"spec": {"selector": {"matchLabels": {"app": "b"}}}},
                   schema("policy", "v1", "PodDisruptionBudget"))
     assert out["spec"]["selector"] == {"matchLabels": {"app": "b"}}
