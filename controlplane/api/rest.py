@@ -453,6 +453,8 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
+            if obj == old:  # a patch that changes nothing writes nothing (same resourceVersion), as upstream
+                return _object(current.value, current.mod_revision)
             try:
                 rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
             except store.Conflict:
