@@ -417,8 +417,8 @@ class KubeApi:
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None) -> dict[str, Any]:
-        if content_type not in ("application/merge-patch+json", "application/json-patch+json", STRATEGIC):
-            raise ApiError.unsupported_media_type(content_type)
+        if content_type not in PATCH_TYPES:
+            raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
         patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
@@ -443,6 +443,10 @@ class KubeApi:
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
                 obj["metadata"] = {}
+            wanted = obj["metadata"].get("resourceVersion")
+            if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                        "the latest version and try again")
             obj = _split_status(rtype, subresource, old, obj)
             meta = obj["metadata"]
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
@@ -840,13 +844,14 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
 
 
 STRATEGIC = "application/strategic-merge-patch+json"
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", STRATEGIC)
 
 
 def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:
     """The patch schema of a built-in type; custom resources have none, and upstream answers 415."""
     found = None if rtype.storage_group else strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind)
     if found is None:
-        raise ApiError.unsupported_media_type(STRATEGIC)
+        raise ApiError.unsupported_media_type(STRATEGIC, tuple(t for t in PATCH_TYPES if t != STRATEGIC))
     return found
 
 

@@ -155,6 +155,22 @@ def test_finalizers_merge_as_a_set_and_delete_from_primitive_list(served: Serve)
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
 
 
+def test_a_resource_version_in_the_patch_is_a_precondition(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-",
+            stdin="{apiVersion: v1, kind: ConfigMap, metadata: {name: pre}, data: {a: '1'}}")
+    url = f"{served.url}/api/v1/namespaces/default/configmaps/pre"
+    headers = {"content-type": "application/strategic-merge-patch+json", **bearer(served)}
+    rv = httpx.get(url, headers=bearer(served)).json()["metadata"]["resourceVersion"]
+    r = httpx.patch(url, json={"metadata": {"resourceVersion": rv}, "data": {"a": "2"}}, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["resourceVersion"] != rv
+    r = httpx.patch(url, json={"metadata": {"resourceVersion": rv}, "data": {"a": "3"}}, headers=headers)
+    assert r.status_code == 409 and r.json()["reason"] == "Conflict"
+    assert httpx.get(url, headers=bearer(served)).json()["data"] == {"a": "2"}
+    r = httpx.patch(url, content=b"{}", headers={**headers, "content-type": "text/plain"})
+    assert r.status_code == 415 and "application/strategic-merge-patch+json" in r.json()["message"]
+
+
 @pytest.fixture(scope="module")
 def api(served: Serve) -> Iterator[client.ApiClient]:
     c = config.new_client_from_config(config_file=str(served.kubeconfig))
