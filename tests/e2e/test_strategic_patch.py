@@ -138,6 +138,46 @@ def test_kubectl_label_annotate_and_set_image(served: Serve) -> None:
     assert [c["image"] for c in d["spec"]["template"]["spec"]["containers"]] == ["nginx:2"]
 
 
+UNION = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: union}
+spec:
+  selector: {matchLabels: {app: union}}
+  strategy: %s
+  template:
+    metadata: {labels: {app: union}}
+    spec:
+      containers: [{name: c, image: busybox}]
+      volumes: [{name: data, %s}, {name: keep, emptyDir: {}}]
+"""
+
+
+def test_kubectl_apply_switches_union_members_with_retain_keys(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-",
+            stdin=UNION % ("{type: RollingUpdate, rollingUpdate: {maxSurge: 1}}", "emptyDir: {}"))
+    # kubectl sends "$retainKeys" for the strategy and for the volume whose source changes
+    second = UNION % ("{type: Recreate}", "configMap: {name: cfg}")
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=second)
+    spec = get(served, "deployment", "union")["spec"]
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["template"]["spec"]["volumes"] == [{"name": "data", "configMap": {"name": "cfg"}},
+                                                   {"name": "keep", "emptyDir": {}}]
+
+
+def test_kubectl_rollout_restart_pause_and_resume(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-",
+            stdin=manifest("roll", labels="{app: roll}", image="nginx:1", env="[]", ports="[]"))
+    assert "restarted" in kubectl(served, "rollout", "restart", "deployment/roll")
+    assert "paused" in kubectl(served, "rollout", "pause", "deployment/roll")
+    d = get(served, "deployment", "roll")
+    assert "kubectl.kubernetes.io/restartedAt" in d["spec"]["template"]["metadata"]["annotations"]
+    assert d["spec"]["template"]["metadata"]["labels"] == {"app": "roll"}
+    assert d["spec"]["paused"] is True
+    assert "resumed" in kubectl(served, "rollout", "resume", "deployment/roll")
+    assert "paused" not in get(served, "deployment", "roll")["spec"]
+
+
 def test_finalizers_merge_as_a_set_and_delete_from_primitive_list(served: Serve) -> None:
     kubectl(served, "apply", "--validate=false", "-f", "-",
             stdin="{apiVersion: v1, kind: ConfigMap, metadata: {name: fin}}")
