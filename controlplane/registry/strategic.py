@@ -6,7 +6,7 @@ deletes a key) in which each field's schema says how its lists merge:
 - a list without a patch strategy is replaced by the patch's list;
 - a list with strategy ``merge`` and a merge key (``containers`` by ``name``,
   ``ports`` by ``containerPort``) merges item by item: a patch item updates the
-  live item with the same key, or is added;
+  live item with the same key, or is added (see "Order" below);
 - a list of scalars with strategy ``merge`` (``metadata.finalizers``) is a set
   union;
 - a map with strategy ``replace`` is replaced, not merged.
@@ -36,9 +36,13 @@ Upstream decodes the patched map into the Go type, which drops ``null`` values
 and keys no field has; this module gives the same result by keeping no
 ``null`` and no leftover ``$`` directive key in the values a patch brings in.
 
-For example, with the Pod schema, ``{"spec": {"containers": [{"name": "b",
-"image": "y"}]}}`` adds container ``b`` next to the live ones, where a JSON merge
-patch would replace the whole list.
+Order: the patch's items keep the patch's order and the live-only items the
+live order; the two are interleaved so that a live-only item stays before a
+patch item the live list had after it. An item new to the list is therefore
+placed before the live ones: on a Pod with containers ``[a]``, the patch
+``{"spec": {"containers": [{"name": "b", "image": "y"}]}}`` gives ``[b, a]``
+(``kubectl apply`` sends ``$setElementOrder`` to get the manifest's order).
+A JSON merge patch would have replaced the list with ``[b]``.
 """
 
 from __future__ import annotations
