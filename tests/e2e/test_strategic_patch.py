@@ -178,6 +178,18 @@ def test_kubectl_rollout_restart_pause_and_resume(served: Serve) -> None:
     assert "paused" not in get(served, "deployment", "roll")["spec"]
 
 
+def test_kubectl_edit_sends_a_strategic_merge_patch(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-",
+            stdin=manifest("edit", labels="{app: edit}", image="nginx:1", env="[]", ports="[]"))
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state),
+               KUBE_EDITOR="sed -i -e s/nginx:1$/nginx:5/")
+    r = subprocess.run([KUBECTL, "edit", "--validate=false", "deployment", "edit"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0 and "edited" in r.stdout, r.stderr
+    assert get(served, "deployment", "edit")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:5"
+
+
 def test_finalizers_merge_as_a_set_and_delete_from_primitive_list(served: Serve) -> None:
     kubectl(served, "apply", "--validate=false", "-f", "-",
             stdin="{apiVersion: v1, kind: ConfigMap, metadata: {name: fin}}")
