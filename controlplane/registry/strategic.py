@@ -134,12 +134,13 @@ class TypeSchema:
         # The patch metadata sits on the property, next to a $ref to the type it holds.
         strategies = openapi.patch_strategy(raw)
         merge_key = openapi.patch_merge_key(raw)
-        value = self.defs.resolve(raw)
-        if openapi.type_of(value) == "array":
-            item = value.get("items")
-            value = item if isinstance(item, dict) else None  # type: ignore[assignment]
+        held: openapi.Schema | None = self.defs.resolve(raw)
+        if held is not None and openapi.type_of(held) == "array":
+            # a list's schema, for merging, is that of its items
+            item = held.get("items")
             raw = item if isinstance(item, dict) else {}
-        return FieldPatchMeta(strategies, merge_key, TypeSchema(self.defs, value, _type_name(raw)))
+            held = item if isinstance(item, dict) else None
+        return FieldPatchMeta(strategies, merge_key, TypeSchema(self.defs, held, _type_name(raw)))
 
 
 def _type_name(node: openapi.Schema) -> str:
