@@ -255,3 +255,17 @@ def test_python_client_dict_patch_is_a_strategic_merge(served: Serve, api: clien
             "containers": [{"image": "nginx:3"}]}}}})
     assert e.value.status == 400
     assert "does not contain declared merge key: name" in json.loads(e.value.body)["message"]
+
+
+def test_python_client_status_patch_merges_conditions_by_type(served: Serve, api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="cond"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+    for condition in ({"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "False"},
+                      {"type": "Ready", "status": "True"}):
+        pod = v1.patch_namespaced_pod_status("cond", "default", {"status": {"conditions": [condition]}})
+    conditions = {(c.type, c.status) for c in pod.status.conditions}
+    assert {("Initialized", "True"), ("Ready", "True")} <= conditions
+    assert ("Ready", "False") not in conditions
+    assert pod.status.phase == "Pending"
