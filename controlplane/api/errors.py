@@ -84,11 +84,12 @@ class ApiError(Exception):
                    f"the server does not allow this method on the requested resource ({method})")
 
     @classmethod
-    def unsupported_media_type(cls, content_type: str) -> ApiError:
+    def unsupported_media_type(cls, content_type: str,
+                               accepted: tuple[str, ...] = ("application/json", "application/merge-patch+json",
+                                                            "application/json-patch+json")) -> ApiError:
         return cls(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types include: "
-                   "application/json, application/merge-patch+json, application/json-patch+json "
-                   f'(got "{content_type}")')
+                   f'{", ".join(accepted)} (got "{content_type}")')
 
     @classmethod
     def too_large(cls) -> ApiError:

@@ -60,7 +60,8 @@ _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 # Patch types this server's PATCH accepts (controlplane.api.rest); the request body
 # of every PATCH operation lists them.
-PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json")
+PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+                       "application/strategic-merge-patch+json")
 _YEAR = 365 * 24 * 3600
 
 
