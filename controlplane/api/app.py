@@ -39,6 +39,8 @@ from ..metrics import (
 from ..registry import Registry
 from ..tokens import read_token_file
 from ..version import version_info
+from .openapi import PREFIX as OPENAPI_V3
+from .openapi import OpenApiV3
 from .rest import KubeApi
 
 __all__ = ["ServerState", "create_app"]
@@ -114,7 +116,8 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
 
 class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
-    past FastAPI (the hot path), and everything else (lifespan included) on to FastAPI.
+    past FastAPI (the hot path), ``/openapi/v3`` and below to the OpenAPI documents,
+    and everything else (lifespan included) on to FastAPI.
 
     With a token file, a request that presents credentials must present a token of
     one of its users, or gets 401, as kube-apiserver does. Over TLS a request with
@@ -122,21 +125,27 @@ class _KubeRoutes:
     anonymous and, under AlwaysAllow, allowed: client-go sends credentials only
     over TLS, so kubectl sends none there."""
 
-    def __init__(self, app: Any, kube: KubeApi, tokens: frozenset[str] | None, anonymous: bool) -> None:
+    def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: frozenset[str] | None,
+                 anonymous: bool) -> None:
         self.app = app
         self.kube = kube
+        self.openapi = openapi
         self.tokens = tokens
         self.anonymous = anonymous
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         if path == "/api" or path == "/apis" or path.startswith(("/api/", "/apis/")):
-            if self.tokens is not None and not self._authenticated(scope):
-                await KubeApi._respond(send, 401, _UNAUTHORIZED)
-                return
-            await self.kube(scope, receive, send)
+            target: Any = self.kube
+        elif path == OPENAPI_V3 or path.startswith(OPENAPI_V3 + "/"):
+            target = self.openapi
         else:
             await self.app(scope, receive, send)
+            return
+        if self.tokens is not None and not self._authenticated(scope):
+            await KubeApi._respond(send, 401, _UNAUTHORIZED)
+            return
+        await target(scope, receive, send)
 
     def _authenticated(self, scope: dict[str, Any]) -> bool:
         for name, value in scope.get("headers", ()):
@@ -189,13 +198,15 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    # the served types' documents; app.state.openapi.invalidate(group, version) when they change
+    openapi = app.state.openapi = OpenApiV3(kube.registry)
     tokens = None
     if config.token_auth_file is not None:
         tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
-    app.state.front = _KubeRoutes(app, kube=kube, tokens=tokens, anonymous=not config.tls)
+    app.state.front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],

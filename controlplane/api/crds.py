@@ -51,6 +51,7 @@ from ..registry.crd import (
 from ..registry.custom import admit
 from .dryrun import DRY_RUN
 from .errors import ApiError
+from .fieldvalidation import unknown_fields
 from .scale import BUILTIN as BUILTIN_SCALE
 from .scale import ScalePaths
 
@@ -183,10 +184,10 @@ class CustomResourceDefinitions:
         if causes:
             raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
 
-    def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None, strict: bool = False) -> None:
+    def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
         """Prune, default and validate a custom resource being written. A new one
-        of a terminating CRD is refused, as upstream; so are the unknown fields
-        under ``fieldValidation=Strict``."""
+        of a terminating CRD is refused, as upstream; the pruned unknown fields
+        are reported under the request's ``fieldValidation`` (Strict: refused)."""
         assert rtype.custom is not None
         name = obj.get("metadata", {}).get("name", "") or obj.get("metadata", {}).get("generateName", "")
         if old is None:
@@ -196,8 +197,7 @@ class CustomResourceDefinitions:
             if "status" in rtype.subresources:
                 obj.pop("status", None)  # the status is written through /status only
         pruned, causes = admit(rtype.custom, obj)
-        if pruned and strict:
-            raise ApiError.bad_request("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in pruned))
+        unknown_fields(rtype, obj, pruned)
         if causes:
             raise ApiError.invalid(rtype, name, causes)
 

@@ -66,8 +66,9 @@ class ApiError(Exception):
 
     @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
-        # as apimachinery's NewInvalid: the qualified kind, one error bare, several as [a, b]
-        errs = [f"{c['field']}: {c.get('message', '')}" if c.get("field") else c.get("message", "") for c in causes]
+        """422 Invalid as ``NewInvalid`` words it: the qualified kind (``Deployment.apps``), one
+        cause as ``field: message``, several as ``[a: m1, b: m2]``; details name the kind, not the plural."""
+        errs = [f"{c.get('field', '')}: {c.get('message', '')}" for c in causes]
         msg = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
         details = cls._details(rtype, name) | {"kind": rtype.kind, "causes": causes}
         kind = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
@@ -83,11 +84,12 @@ class ApiError(Exception):
                    f"the server does not allow this method on the requested resource ({method})")
 
     @classmethod
-    def unsupported_media_type(cls, content_type: str) -> ApiError:
+    def unsupported_media_type(cls, content_type: str,
+                               accepted: tuple[str, ...] = ("application/json", "application/merge-patch+json",
+                                                            "application/json-patch+json")) -> ApiError:
         return cls(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types include: "
-                   "application/json, application/merge-patch+json, application/json-patch+json "
-                   f'(got "{content_type}")')
+                   f'{", ".join(accepted)} (got "{content_type}")')
 
     @classmethod
     def too_large(cls) -> ApiError:

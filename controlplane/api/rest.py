@@ -40,7 +40,7 @@ import orjson
 import store
 from store import EventType, Store
 
-from ..registry import Registry, ResourceType
+from ..registry import Registry, ResourceType, strategic
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
@@ -51,6 +51,7 @@ from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepte
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
+from .fieldvalidation import check_object, request_scope, warning_headers
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
@@ -128,18 +129,19 @@ class KubeApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        try:
-            await self._dispatch(scope, receive, send)
-        except ApiError as e:
-            await self._respond(send, e.code, e.body())
-        except store.StoreError as e:
-            err = _store_error(e)
-            await self._respond(send, err.code, err.body())
+        with request_scope(scope):  # the fieldValidation directive, and the warnings for the response
+            try:
+                await self._dispatch(scope, receive, send)
+            except ApiError as e:
+                await self._respond(send, e.code, e.body())
+            except store.StoreError as e:
+                err = _store_error(e)
+                await self._respond(send, err.code, err.body())
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes) -> None:
         await send({"type": "http.response.start", "status": code,
-                    "headers": [*JSON, (b"content-length", str(len(body)).encode())]})
+                    "headers": [*JSON, (b"content-length", str(len(body)).encode()), *warning_headers()]})
         await send({"type": "http.response.body", "body": body})
 
     async def _json(self, send: Send, code: int, obj: Any) -> None:
@@ -252,8 +254,7 @@ class KubeApi:
                 return await self._json(send, 200, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
-                return await self._json(send, 201, await self._create(rtype, namespace, body,
-                                                                      query.get("fieldValidation")))
+                return await self._json(send, 201, await self._create(rtype, namespace, body))
             if method == "DELETE":
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
@@ -267,12 +268,11 @@ class KubeApi:
             return await self._json(send, 200, got)
         if method == "PUT":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource,
-                                                                  query.get("fieldValidation")))
+            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource))
         if method == "PATCH":
             body = await self._body(scope, receive)
             return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
-                                                                 subresource, query.get("fieldValidation")))
+                                                                 subresource))
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
@@ -332,7 +332,7 @@ class KubeApi:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
-        return obj
+        return check_object(rtype, obj, body)
 
     def _check_namespace(self, rtype: ResourceType, namespace: str | None, meta: dict[str, Any]) -> None:
         if not rtype.namespaced:
@@ -343,8 +343,7 @@ class KubeApi:
                                        "sent on the request")
         meta["namespace"] = namespace
 
-    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
-                      field_validation: str | None = None) -> dict[str, Any]:
+    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes) -> dict[str, Any]:
         if rtype.namespaced and namespace is None:
             raise ApiError.method_not_allowed("POST")
         obj = self._parse(rtype, body)
@@ -380,7 +379,7 @@ class KubeApi:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
-        self._admit(rtype, obj, None, None, field_validation)
+        self._admit(rtype, obj, None, None)
         for _attempt in range(8):
             if not name:
                 meta["name"] = generate + uuid.uuid4().hex[:5]
@@ -447,7 +446,7 @@ class KubeApi:
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
-                      subresource: str | None = None, field_validation: str | None = None) -> dict[str, Any]:
+                      subresource: str | None = None) -> dict[str, Any]:
         obj = self._parse(rtype, body)
         meta = obj["metadata"]
         self._check_namespace(rtype, namespace, meta)
@@ -464,7 +463,7 @@ class KubeApi:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
             return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
-        self._admit(rtype, obj, old, subresource, field_validation)
+        self._admit(rtype, obj, old, subresource)
         try:
             rev = await self.store.update(key, orjson.dumps(obj), expected or current.mod_revision)
         except store.Conflict as e:
@@ -478,10 +477,10 @@ class KubeApi:
         return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
-                     body: bytes, subresource: str | None = None,
-                     field_validation: str | None = None) -> dict[str, Any]:
-        if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
-            raise ApiError.unsupported_media_type(content_type)
+                     body: bytes, subresource: str | None = None) -> dict[str, Any]:
+        if content_type not in PATCH_TYPES:
+            raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
+        patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
         except orjson.JSONDecodeError as e:
@@ -489,17 +488,27 @@ class KubeApi:
         json_patch = content_type == "application/json-patch+json"
         if json_patch and not isinstance(patch, list):
             raise ApiError.bad_request("a JSON patch must be a list of operations")
+        if patch_schema is not None:
+            patch = _strategic_patch_map(patch)
         key = rtype.key(namespace, name)
         for _attempt in range(16):  # retry on conflict, as kube-apiserver does for patches
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             old = orjson.loads(current.value)
-            obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
+            if patch_schema is not None:
+                obj = _strategic_merge_patch(old, patch, patch_schema)
+            else:
+                obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
                 obj["metadata"] = {}
+            wanted = obj["metadata"].get("resourceVersion")
+            if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                        "the latest version and try again")
+            obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
             obj = _split_status(rtype, subresource, old, obj)
             meta = obj["metadata"]
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
@@ -510,7 +519,9 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-            self._admit(rtype, obj, old, subresource, field_validation)
+            self._admit(rtype, obj, old, subresource)
+            if obj == old:  # a patch that changes nothing writes nothing (same resourceVersion), as upstream
+                return _object(current.value, current.mod_revision)
             try:
                 rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
             except store.Conflict:
@@ -585,13 +596,13 @@ class KubeApi:
         return obj
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
-               subresource: str | None, field_validation: str | None) -> None:
+               subresource: str | None) -> None:
         """Type-specific admission of a write (``old`` None: a create): CRDs get their
         defaults, validation and status; custom resources their CRD's schema."""
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:
-            self.crds.admit_resource(rtype, obj, old, strict=field_validation == "Strict")
+            self.crds.admit_resource(rtype, obj, old)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)
@@ -741,7 +752,7 @@ class KubeApi:
             old = orjson.loads(current.value)
             new = with_spec_replicas(orjson.loads(current.value), replicas, paths)
             new = _split_status(rtype, None, old, new)
-            self._admit(rtype, new, old, "scale", None)
+            self._admit(rtype, new, old, "scale")
             try:
                 rev = await self.store.update(key, orjson.dumps(new), current.mod_revision)
             except store.Conflict:
@@ -1034,6 +1045,38 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
         raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
         raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
+
+
+STRATEGIC = "application/strategic-merge-patch+json"
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", STRATEGIC)
+
+
+def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:
+    """The patch schema of a built-in type; custom resources have none, and upstream answers 415."""
+    found = None if rtype.storage_group else strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind)
+    if found is None:
+        raise ApiError.unsupported_media_type(STRATEGIC, tuple(t for t in PATCH_TYPES if t != STRATEGIC))
+    return found
+
+
+def _strategic_patch_map(patch: Any) -> dict[str, Any]:
+    if patch is None:
+        return {}
+    if not isinstance(patch, dict):
+        kind = ("array" if isinstance(patch, list) else "string" if isinstance(patch, str)
+                else "bool" if isinstance(patch, bool) else "number")
+        raise ApiError.bad_request(f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}")
+    return patch
+
+
+def _strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any],
+                           schema: strategic.PatchSchema) -> dict[str, Any]:
+    try:
+        return strategic.apply(target, patch, schema)
+    except strategic.StrategicMergeError as e:
+        if e.code == 422:
+            raise ApiError(422, "Invalid", e.message) from e
+        raise ApiError.bad_request(e.message) from e
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

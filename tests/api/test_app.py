@@ -62,7 +62,7 @@ def app(opened: list[tuple[str, FakeStore]]) -> FastAPI:
 
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://cp") as c:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app.state.front), base_url="http://cp") as c:
         yield c
 
 
@@ -125,3 +125,10 @@ async def test_version_and_metrics(client: httpx.AsyncClient) -> None:
 async def test_fastapi_extras_are_not_served(client: httpx.AsyncClient) -> None:
     for path in ("/docs", "/redoc", "/openapi.json"):
         assert (await client.get(path)).status_code == 404, path
+
+
+async def test_openapi_v3_is_routed(client: httpx.AsyncClient) -> None:
+    index = (await client.get("/openapi/v3")).json()["paths"]
+    assert "api/v1" in index
+    doc = await client.get(index["api/v1"]["serverRelativeURL"])
+    assert doc.status_code == 200 and "io.k8s.api.core.v1.Pod" in doc.json()["components"]["schemas"]

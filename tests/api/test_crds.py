@@ -10,6 +10,7 @@ import pytest
 
 from controlplane.api.crds import CustomResourceDefinitions, scale_paths
 from controlplane.api.errors import ApiError
+from controlplane.api.fieldvalidation import request_scope, warning_headers
 from controlplane.api.scale import scale_of, with_spec_replicas
 from controlplane.registry import Registry
 from controlplane.registry.crd import set_defaults, set_status, terminate
@@ -72,9 +73,15 @@ def test_admission_of_custom_resources(crds: CustomResourceDefinitions) -> None:
     assert err.value.code == 422
     assert err.value.message == ('Widget.example.com "w" is invalid: spec.size: Invalid value: "string": '
                                  'spec.size in body must be of type integer: "string"')
-    with pytest.raises(ApiError) as err:
-        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {"size": 1, "x": 1}}, None, strict=True)
+    strict = {"type": "http", "method": "POST", "query_string": b"fieldValidation=Strict"}
+    with request_scope(strict), pytest.raises(ApiError) as err:
+        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {"size": 1, "x": 1}}, None)
     assert err.value.code == 400
+    assert err.value.message == ('Widget in version "v1" cannot be handled as a Widget: strict decoding error: '
+                                 'unknown field "spec.x"')
+    with request_scope({"type": "http", "method": "POST", "query_string": b""}):  # Warn, the default
+        crds.admit_resource(rtype, {"metadata": {"name": "w"}, "spec": {"size": 1, "x": 1}}, None)
+        assert warning_headers() == [(b"warning", b'299 - "unknown field \\"spec.x\\""')]
 
 
 def test_no_new_resources_while_the_crd_terminates(crds: CustomResourceDefinitions) -> None:

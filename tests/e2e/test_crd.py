@@ -362,7 +362,10 @@ def test_strict_field_validation_refuses_unknown_fields(served: Serve, api: clie
             "spec": {"color": "red", "bogus": 1}}
     r = web.post(url + "?fieldValidation=Strict", json=body)
     assert r.status_code == 400
-    assert r.json()["message"] == 'strict decoding error: unknown field "spec.bogus"'
+    assert r.json()["message"] == ('Lever in version "v1" cannot be handled as a Lever: strict decoding error: '
+                                   'unknown field "spec.bogus"')
+    warned = web.post(url, json=dict(body, metadata={"name": "l0"}))  # Warn, the default: kept out, and said
+    assert warned.status_code == 201 and warned.headers["warning"] == '299 - "unknown field \\"spec.bogus\\""'
     r = web.post(url, json=body)
     assert r.status_code == 201 and r.json()["spec"] == {"color": "red", "replicas": 1}
 

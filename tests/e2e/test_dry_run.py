@@ -50,8 +50,7 @@ def test_a_dry_run_namespace_delete_leaves_it_active(served: Serve) -> None:
 
 def test_kubectl_dry_run_server(served: Serve) -> None:
     manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kdry}\ndata: {a: b}\n"
-    out = kubectl(served, "create", "--dry-run=server", "--validate=false", "-f", "-", "-o", "name",
-                  stdin=manifest)  # --validate=false until /openapi/v3 is served
+    out = kubectl(served, "create", "--dry-run=server", "-f", "-", "-o", "name", stdin=manifest)
     assert out.strip() == "configmap/kdry"
     r = httpx.get(f"{served.url}/api/v1/namespaces/default/configmaps/kdry", headers=bearer(served))
     assert r.status_code == 404

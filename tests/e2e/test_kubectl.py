@@ -37,8 +37,7 @@ def test_get_namespaces_prints_the_server_side_table(served: Serve) -> None:
 
 
 def test_apply_get_wide_label_selector_jsonpath_and_delete(served: Serve) -> None:
-    # --validate=false until /openapi/v3 is served (docs/api-compatibility.md)
-    assert "pod/web-0 created" in kubectl(served, "apply", "--validate=false", "-f", "-", stdin=POD)
+    assert "pod/web-0 created" in kubectl(served, "apply", "-f", "-", stdin=POD)
     wide = kubectl(served, "get", "pods", "-o", "wide").splitlines()
     assert wide[0].split()[:6] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP"]
     assert wide[1].split()[:3] == ["web-0", "0/1", "Pending"]

@@ -1,0 +1,216 @@
+"""``fieldValidation`` (KEP-2885) and warnings for one request.
+
+    with request_scope(scope):                 # in the ASGI entry point
+        obj = check_object(rtype, obj, body)   # Strict: 400 (a patch: 422); Warn: a warning; Ignore: nothing
+        ...
+        headers += warning_headers()           # 'Warning: 299 - "unknown field \\"spec.foo\\""'
+
+The directive comes from the ``fieldValidation`` query parameter: ``Strict``,
+``Warn`` (kube-apiserver's default when it is absent) or ``Ignore``; any other
+value is a 422 against the verb's options kind (``CreateOptions`` for a POST,
+``UpdateOptions`` for a PUT, ``PatchOptions`` for a PATCH), as upstream. Unknown fields are
+dropped from the object under Warn and Ignore (a Go struct cannot hold them).
+Missing required fields are a 422 Invalid whatever the directive.
+
+Warnings are request-scoped, as kube-apiserver's warning recorder: a context
+variable set by ``request_scope`` for the task serving the request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from ..registry import ResourceType
+from ..registry.validation import Findings, decode_with_duplicates, may_have_duplicates, shape_of
+from .errors import ApiError
+
+__all__ = ["add_warning", "check_object", "request_scope", "unknown_fields", "warning_headers"]
+
+DIRECTIVES = ("Ignore", "Strict", "Warn")
+_OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+# Most warnings a response carries, as kube-apiserver's recorder limits them
+_MAX_WARNINGS = 50
+
+
+@dataclass
+class _Request:
+    method: str
+    directive: str | None
+    warnings: list[str] = field(default_factory=list)
+
+
+_CURRENT: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("controlplane_request", default=None)
+
+
+@contextlib.contextmanager
+def request_scope(scope: dict[str, Any]) -> Iterator[None]:
+    """Hold an ASGI request's field-validation directive and collect its warnings."""
+    qs: bytes = scope.get("query_string", b"")
+    directive = None
+    if b"fieldValidation" in qs:  # the common request has none: skip parsing the query
+        values = parse_qs(qs.decode("latin-1"), keep_blank_values=True).get("fieldValidation")
+        directive = values[-1] if values else None
+    token = _CURRENT.set(_Request(scope.get("method", "GET"), directive))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def add_warning(text: str) -> None:
+    """Add a warning to the current request's response (no-op outside a request)."""
+    req = _CURRENT.get()
+    if req is not None and text not in req.warnings and len(req.warnings) < _MAX_WARNINGS:
+        req.warnings.append(text)
+
+
+def warning_headers() -> list[tuple[bytes, bytes]]:
+    """``Warning: 299 - "<text>"`` headers (RFC 7234 form, as kube-apiserver sends them)."""
+    req = _CURRENT.get()
+    if req is None or not req.warnings:
+        return []
+    return [(b"warning", b'299 - "' + _quote(w).encode() + b'"') for w in req.warnings]
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _directive() -> tuple[str, str]:
+    """The request's (directive, method)."""
+    req = _CURRENT.get()
+    raw, method = (req.directive, req.method) if req is not None else (None, "POST")
+    if raw is None or raw == "":
+        return "Warn", method
+    if raw not in DIRECTIVES:
+        kind = _OPTIONS_KIND.get(method, "CreateOptions")
+        message = f'Unsupported value: "{raw}": supported values: "", "Ignore", "Strict", "Warn"'
+        raise ApiError(422, "Invalid", f'{kind}.meta.k8s.io "" is invalid: fieldValidation: {message}',
+                       {"group": "meta.k8s.io", "kind": kind,
+                        "causes": [{"reason": "FieldValueNotSupported", "message": message,
+                                    "field": "fieldValidation"}]})
+    return raw, method
+
+
+def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
+                 merge_patch: bytes | None = None) -> dict[str, Any]:
+    """Check a request's object: the decoded body of a create or update (``body`` its
+    raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
+    merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
+
+    Returns the object to go on with: ``obj`` with unknown fields removed, or, when
+    the body had duplicate keys, the body decoded again (the last value of a key wins,
+    as in ``obj``). A value of the wrong JSON type where an object or a list belongs
+    cannot be decoded whatever the directive; under Strict unknown and duplicate fields
+    fail the request. Both are 400 BadRequest for a create or update, and 422 Invalid
+    on the field ``patch`` for a patch, as kube-apiserver's patch handler words them.
+    A missing required field is 422 Invalid with its causes."""
+    directive, method = _directive()
+    shape = shape_of(rtype.group, rtype.version, rtype.kind)
+    if shape is None:
+        return obj  # no schema (custom resources until theirs are registered): everything is kept
+    found = shape.check(obj)
+    if directive != "Ignore" and body is not None and may_have_duplicates(body, found.keys):
+        redecoded, duplicates = decode_with_duplicates(body)
+        if duplicates and isinstance(redecoded, dict):
+            # the fields _parse settled (kind, apiVersion, metadata) are kept from obj
+            redecoded.update({k: obj[k] for k in ("kind", "apiVersion") if k in obj})
+            redecoded.setdefault("metadata", obj.get("metadata", {}))
+            obj = redecoded
+            found = shape.check(obj, duplicates=duplicates)
+    if found.mismatched:
+        path, given, expected = found.mismatched[0]
+        raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "
+                                               f"{rtype.kind}.{path} of type {expected}")
+    problems = found.problems
+    if directive != "Ignore" and merge_patch is not None:
+        problems = _patch_duplicates(merge_patch) + problems
+    if problems:
+        if directive == "Strict":
+            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(problems))
+        if directive == "Warn":
+            for p in problems:
+                add_warning(p)
+        if found.problems:
+            shape.check(obj, prune=True)
+    _require(rtype, obj, found)
+    return obj
+
+
+def unknown_fields(rtype: ResourceType, obj: dict[str, Any], paths: list[str]) -> None:
+    """Report unknown fields found by another check (a custom resource's pruning by its
+    CRD's schema) under the request's directive, as ``check_object`` reports its own:
+    Strict fails the request, Warn adds a warning each, Ignore says nothing."""
+    directive, method = _directive()
+    if not paths or directive == "Ignore":
+        return
+    problems = [f'unknown field "{p}"' for p in paths]
+    if directive == "Strict":
+        raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(problems))
+    for p in problems:
+        add_warning(p)
+
+
+def _patch_duplicates(patch: bytes) -> list[str]:
+    """``duplicate field "a.b"`` for each key a merge patch repeats (the patch is untyped:
+    unknown fields are the patched object's to report)."""
+    tree = orjson.loads(patch)
+    if not may_have_duplicates(patch, _object_keys(tree)):
+        return []
+    tree, duplicates = decode_with_duplicates(patch)
+    return [f'duplicate field "{path}"' for path in _duplicate_paths(tree, duplicates, "")]
+
+
+def _object_keys(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_object_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_object_keys(v) for v in value)
+    return 0
+
+
+def _duplicate_paths(value: Any, duplicates: dict[int, list[str]], path: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        repeated = duplicates.get(id(value), ())
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else k
+            if k in repeated:
+                yield sub
+            yield from _duplicate_paths(v, duplicates, sub)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _duplicate_paths(v, duplicates, f"{path}[{i}]")
+
+
+def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any], why: str) -> ApiError:
+    """A decoding failure as upstream words it: a create or update is a 400 naming the
+    kind; a patch a 422 with the patched object as the invalid value of ``patch``."""
+    if method != "PATCH":
+        return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
+                                    f"{rtype.kind}: {why}")
+    message = f"Invalid value: {_go_quote(orjson.dumps(obj).decode())}: {why}"
+    # NewInvalid of an empty GroupKind and name: the message starts with a space
+    return ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
+                    {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a string, near enough: JSON string quoting without ASCII escaping."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _require(rtype: ResourceType, obj: dict[str, Any], found: Findings) -> None:
+    if not found.missing:
+        return
+    meta = obj.get("metadata")
+    name = (meta.get("name") or meta.get("generateName") or "") if isinstance(meta, dict) else ""
+    raise ApiError.invalid(rtype, str(name), [{"reason": "FieldValueRequired", "message": "Required value",
+                                               "field": path} for path in found.missing])

@@ -1,0 +1,93 @@
+"""The request-scoped directive and warnings of ``fieldValidation``, without a server."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import orjson
+import pytest
+
+from controlplane.api.errors import ApiError
+from controlplane.api.fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from controlplane.podgen import PodGenerator
+from controlplane.registry import Registry
+
+CONFIGMAPS = Registry().get("", "v1", "configmaps")
+
+
+def scope(method: str, query: bytes = b"") -> dict[str, object]:
+    return {"method": method, "query_string": query}
+
+
+def test_warnings_are_quoted_as_rfc_7234_and_scoped_to_the_request() -> None:
+    add_warning("outside any request: dropped")
+    with request_scope(scope("POST")):
+        add_warning('unknown field "a\\b"')
+        add_warning('unknown field "a\\b"')  # once per response
+        assert warning_headers() == [(b"warning", b'299 - "unknown field \\"a\\\\b\\""')]
+        with request_scope(scope("GET")):
+            assert warning_headers() == []
+    assert warning_headers() == []
+
+
+@pytest.mark.parametrize(("query", "expect"), [
+    (b"", "warned"), (b"fieldValidation=Warn", "warned"), (b"fieldValidation=", "warned"),
+    (b"pretty=1&fieldValidation=Ignore", "silent"), (b"fieldValidation=Strict", "refused"),
+])
+def test_the_directive_comes_from_the_query(query: bytes, expect: str) -> None:
+    assert CONFIGMAPS is not None
+    with request_scope(scope("PUT", query)):
+        if expect == "refused":
+            with pytest.raises(ApiError) as e:
+                check_object(CONFIGMAPS, {"metadata": {"name": "c"}, "extra": 1})
+            assert e.value.code == 400
+            return
+        obj = check_object(CONFIGMAPS, {"metadata": {"name": "c"}, "extra": 1})
+        assert "extra" not in obj
+        assert (warning_headers() != []) == (expect == "warned")
+
+
+def test_an_unknown_directive_names_the_options_of_the_verb() -> None:
+    assert CONFIGMAPS is not None
+    for method, kind in (("POST", "CreateOptions"), ("PUT", "UpdateOptions"), ("PATCH", "PatchOptions")):
+        with request_scope(scope(method, b"fieldValidation=strict")), pytest.raises(ApiError) as e:
+            check_object(CONFIGMAPS, {"metadata": {"name": "c"}})
+        assert e.value.code == 422 and e.value.message.startswith(f'{kind}.meta.k8s.io "" is invalid: ')
+
+
+def test_mangled_pods_get_a_status_or_pass_never_another_exception() -> None:
+    pods = Registry().get("", "v1", "pods")
+    assert pods is not None
+    rng = random.Random(7)
+    base = PodGenerator(seed=7).pod()
+    junk: list[object] = [None, 1, 2.5, True, "s", [], {}, [1, "a"], {"x": {"y": [None]}}]
+
+    def mangle(node: object) -> None:
+        if isinstance(node, dict) and node:
+            key = rng.choice(list(node))
+            if rng.random() < 0.3:
+                node[key] = copy.deepcopy(rng.choice(junk))
+            else:
+                mangle(node[key])
+        elif isinstance(node, list) and node:
+            i = rng.randrange(len(node))
+            if rng.random() < 0.3:
+                node[i] = copy.deepcopy(rng.choice(junk))
+            else:
+                mangle(node[i])
+
+    outcomes = set()
+    for i in range(300):
+        obj = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 4)):
+            mangle(obj)
+        body = orjson.dumps(obj)
+        directive = (b"Strict", b"Warn", b"Ignore")[i % 3]
+        with request_scope(scope(("POST", "PUT", "PATCH")[i % 3], b"fieldValidation=" + directive)):
+            try:
+                check_object(pods, orjson.loads(body), body)
+                outcomes.add(200)
+            except ApiError as e:
+                outcomes.add(e.code)
+    assert outcomes <= {200, 400, 422} and len(outcomes) > 1

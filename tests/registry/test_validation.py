@@ -1,0 +1,207 @@
+"""Field validation against the built-in schemas: unknown, duplicate and missing required fields."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from controlplane.podgen import PodGenerator
+from controlplane.registry.types import BUILTIN
+from controlplane.registry.validation import (
+    compile_schema,
+    decode_with_duplicates,
+    key_tokens,
+    may_have_duplicates,
+    register_schema,
+    shape_of,
+)
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+
+
+def test_every_builtin_kind_compiles() -> None:
+    assert all(shape_of(t.group, t.version, t.kind) is not None for t in BUILTIN)
+    assert shape_of("example.com", "v1", "Widget") is None
+
+
+def test_a_generated_pod_is_clean_and_every_key_is_counted() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    gen = PodGenerator(seed=3)
+    for _ in range(50):
+        raw = gen.pod_json()
+        found = shape.check(orjson.loads(raw))
+        assert found.problems == [] and found.missing == [] and found.mismatched == []
+        assert found.keys == key_tokens(raw)  # managedFields keys hold escaped '\\":'
+        assert not may_have_duplicates(raw, found.keys)
+
+
+def test_unknown_fields_are_reported_in_document_order_with_their_paths() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    obj = pod(foo=1)
+    obj["metadata"]["bar"] = {"deep": [1]}
+    obj["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPortt": 1}]
+    obj["bogus"] = True
+    found = shape.check(obj)
+    assert found.problems == ['unknown field "metadata.bar"', 'unknown field "spec.containers[0].ports[0].hostPortt"',
+                              'unknown field "spec.foo"', 'unknown field "bogus"']
+    assert "foo" in obj["spec"], "check without prune leaves the object alone"
+
+
+def test_prune_removes_exactly_the_unknown_fields() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    obj = pod(foo=1)
+    obj["spec"]["containers"][0]["bar"] = "x"
+    shape.check(obj, prune=True)
+    assert obj == pod()
+
+
+def test_maps_and_opaque_fields_accept_any_key() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    obj = pod(nodeSelector={"any/key": "v"}, overhead={"cpu": "1"})
+    obj["metadata"]["annotations"] = {"x.y/z": "1"}
+    obj["metadata"]["managedFields"] = [{"manager": "m", "fieldsV1": {"f:spec": {"f:anything": {}}}}]
+    assert shape.check(obj).problems == []
+
+
+def test_a_struct_without_fields_rejects_every_key() -> None:
+    node = {"type": "object", "properties": {"policy": {"$ref": "#/x/Empty"}}}
+    shape = compile_schema(node, lambda ref: {"type": "object"})
+    assert shape.check({"policy": {"a": 1}}).problems == ['unknown field "policy.a"']
+
+
+def test_preserve_unknown_fields_keeps_everything_below() -> None:
+    node = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    shape = compile_schema(node, lambda ref: {})
+    assert shape.check({"spec": {"anything": {"goes": 1}}}).problems == []
+    assert shape.check({"other": 1}).problems == ['unknown field "other"']
+
+
+def test_missing_required_fields_are_found_but_not_under_status_nor_for_numbers() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    obj = pod()
+    obj["spec"]["containers"] = [{"image": "x", "env": [{"value": "v"}]}, {"name": "ok", "image": "y"}]
+    obj["status"] = {"conditions": [{"reason": "no type, no status"}]}
+    assert shape.check(obj).missing == ["spec.containers[0].env[0].name", "spec.containers[0].name"]
+    del obj["spec"]["containers"]
+    assert shape.check(obj).missing == ["spec.containers"]
+    obj["spec"]["containers"] = None  # null is as good as absent
+    assert shape.check(obj).missing == ["spec.containers"]
+    pc = shape_of("scheduling.k8s.io", "v1", "PriorityClass")
+    assert pc is not None and pc.check({"metadata": {"name": "x"}}).missing == []  # value: the zero value is valid
+    dep = shape_of("apps", "v1", "Deployment")
+    assert dep is not None
+    assert dep.check({"metadata": {}, "spec": {}}).missing == ["spec.selector", "spec.template"]
+
+
+def test_duplicates_are_seen_only_when_the_key_count_says_so() -> None:
+    body = (b'{"apiVersion": "apps/v1", "kind": "Deployment",'
+            b' "metadata": {"name": "d", "labels": {"a": "1", "a": "2"}},'
+            b' "spec": {"unknownDupe": 1, "unknownDupe": 2, "paused": true, "paused": false,'
+            b' "selector": {"matchLabels": {"a": "1"}}, "template": {"spec": {"containers": [{"name": "n",'
+            b' "image": "i", "unknownNested": 1, "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}')
+    shape = shape_of("apps", "v1", "Deployment")
+    assert shape is not None
+    fast = shape.check(orjson.loads(body))
+    assert may_have_duplicates(body, fast.keys)
+    tree, dups = decode_with_duplicates(body)
+    found = shape.check(tree, duplicates=dups)
+    # an unknown field given twice is reported once, as unknown (as upstream for typed objects)
+    assert found.problems == [
+        'duplicate field "metadata.labels.a"',
+        'unknown field "spec.unknownDupe"',
+        'duplicate field "spec.paused"',
+        'unknown field "spec.template.spec.containers[0].unknownNested"',
+        'duplicate field "spec.template.spec.containers[0].imagePullPolicy"',
+    ]
+    assert tree["spec"]["paused"] is False, "the last value wins"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"a": {"b": 1}, "c": "x\\":y"}',              # an escaped quote and colon inside a string
+    b'{"a" : 1, "b"\n:\t{"c" :2}}',                 # whitespace before colons
+    b'{"k": "v: w", "l": ["\\"m\\":"]}',
+    b'{"k\\\\": 1, "s": "\\\\\\":", "t": "\\\\ \\" :"}',  # keys ending in an escaped backslash
+    b'{"f:x": {"k:{\\"name\\":\\"c\\"}": {}}}',          # managedFields
+])
+def test_key_tokens_counts_exactly_the_keys(body: bytes) -> None:
+    keys = sum(1 for _ in _keys(json.loads(body)))
+    assert key_tokens(body) == keys
+    assert not may_have_duplicates(body, keys)
+    assert may_have_duplicates(body[:-1] + b', "a": 2}', keys)
+
+
+def _keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)
+
+
+def test_check_does_not_change_a_clean_object() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    obj = PodGenerator(seed=5).pod()
+    before = copy.deepcopy(obj)
+    shape.check(obj, prune=True)
+    assert obj == before
+
+
+def test_values_of_the_wrong_json_type_where_objects_or_lists_belong() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    assert shape.check({"spec": "x"}).mismatched == [("spec", "string", "object")]
+    assert shape.check({"spec": {"containers": {"name": "c"}}}).mismatched == [("spec.containers", "object", "array")]
+    assert shape.check({"spec": {"containers": ["c"]}}).mismatched == [("spec.containers[0]", "string", "object")]
+    assert shape.check({"metadata": {"labels": []}}).mismatched == [("metadata.labels", "array", "object")]
+    assert shape.check({"spec": {"containers": [{"name": "c", "args": 1}]}}).mismatched == [
+        ("spec.containers[0].args", "number", "array")]
+    assert shape.check({"metadata": {"name": 5, "labels": {"a": 1}}}).mismatched == [
+        ("metadata.name", "number", "string"), ("metadata.labels.a", "number", "string")]
+    assert shape.check({"spec": {"hostNetwork": "true", "terminationGracePeriodSeconds": 1.5, "priority": True,
+                                 "containers": [{"name": "c", "args": ["a", 1], "ports": [{"containerPort": "80"}],
+                                                 "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}}
+                       ).mismatched == [("spec.hostNetwork", "string", "bool"),
+                                        ("spec.terminationGracePeriodSeconds", "number", "int"),
+                                        ("spec.priority", "bool", "int"),
+                                        ("spec.containers[0].args[1]", "number", "string"),
+                                        ("spec.containers[0].ports[0].containerPort", "string", "int")]
+    # null is an absent value; IntOrString and Quantity take both
+    assert shape.check({"spec": None, "metadata": {"labels": None, "name": None}}).mismatched == []
+    svc = shape_of("", "v1", "Service")
+    assert svc is not None
+    assert svc.check({"spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8080}]}}
+                     ).mismatched == []
+
+
+def test_a_registered_custom_schema_is_used_with_object_meta() -> None:
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "string"}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    assert shape_of("example.com", "v1", "Widget") is None
+    register_schema("example.com", "v1", "Widget", schema)
+    try:
+        shape = shape_of("example.com", "v1", "Widget")
+        assert shape is not None
+        obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "bogus": 1},
+               "spec": {"colour": "red"}, "status": {"anything": {"at": "all"}}}
+        found = shape.check(obj)
+        assert found.problems == ['unknown field "metadata.bogus"', 'unknown field "spec.colour"']
+        assert found.missing == ["spec.size"]
+    finally:
+        register_schema("example.com", "v1", "Widget", None)
+    assert shape_of("example.com", "v1", "Widget") is None
