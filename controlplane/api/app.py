@@ -36,11 +36,11 @@ from ..metrics import (
     exposition,
     monitor_event_loop_lag,
 )
-from ..registry import Registry
+from ..registry import Registry, ResourceType
 from ..tokens import read_token_file
 from ..version import version_info
 from .openapi import PREFIX as OPENAPI_V3
-from .openapi import OpenApiV3
+from .openapi import OpenApiV3, custom_resource_schema
 from .rest import KubeApi
 
 __all__ = ["ServerState", "create_app"]
@@ -200,6 +200,15 @@ def create_app(config: Config) -> FastAPI:
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
+
+    def republish(t: ResourceType) -> None:
+        """A custom resource type came or went: its group-version's document changes."""
+        schema = custom_resource_schema(t)
+        if schema is not None and kube.registry.get(t.group, t.version, t.plural) is t:
+            openapi.set_schema(t.group, t.version, t.kind, schema)
+        openapi.invalidate(t.group, t.version)
+
+    kube.crds.listeners.append(republish)
     tokens = None
     if config.token_auth_file is not None:
         tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))

@@ -73,6 +73,8 @@ class CustomResourceDefinitions:
         # id(type) -> (the type, set when it is retired), for the served types being watched
         self._retirements: dict[int, tuple[ResourceType, asyncio.Event]] = {}
         self._loaded_at = 0
+        # called with each type that starts or stops being served (e.g. to republish OpenAPI)
+        self.listeners: list[Callable[[ResourceType], None]] = []
 
     # -- the set, in step with the store ----------------------------------------------------
     def observe(self, name: str, crd: Obj | None, revision: int) -> None:
@@ -84,16 +86,21 @@ class CustomResourceDefinitions:
         if crd is not None and old is not None and _serving(old) == _serving(crd):
             self._crds[name] = crd  # e.g. labels or conditions: the types stay as they are
             return
-        for t in self._served.pop(name, []):
+        removed = self._served.pop(name, [])
+        for t in removed:
             self._registry.remove(t)
             retired = self._retirements.pop(id(t), None)
             if retired is not None:
                 retired[1].set()
+        added: list[ResourceType] = []
         if crd is None:
             self._crds.pop(name, None)
-            return
-        self._crds[name] = crd
-        self._served[name] = [t for t in served_types(crd) if self._registry.add(t)]
+        else:
+            self._crds[name] = crd
+            added = self._served[name] = [t for t in served_types(crd) if self._registry.add(t)]
+        for t in [*removed, *added]:
+            for listener in self.listeners:
+                listener(t)
 
     def written(self, name: str, crd: Obj | None, revision: int) -> None:
         """A write of this process to CRD ``name``: applied at once (the watch would

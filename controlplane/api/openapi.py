@@ -33,6 +33,7 @@ built-in definitions do not have.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -46,7 +47,7 @@ from ..registry import Registry, ResourceType
 from ..registry.schema import KUBERNETES_VERSION, Definitions, Schema, definitions
 from .rest import SUPPORTED_QUERY
 
-__all__ = ["OpenApiV3", "convert_schema"]
+__all__ = ["OpenApiV3", "convert_schema", "custom_resource_schema"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -313,6 +314,20 @@ class _Document:
     def __init__(self, body: bytes) -> None:
         self.body = body
         self.etag = hashlib.sha512(body).hexdigest().upper()
+
+
+def custom_resource_schema(t: ResourceType) -> Schema | None:
+    """The schema to publish (``set_schema``) for a custom resource: its CRD version's
+    ``openAPIV3Schema``, with ``apiVersion`` and ``kind`` strings and ``metadata``
+    ObjectMeta, as apiextensions-apiserver publishes it (None without a schema)."""
+    if t.custom is None or t.custom.schema is None:
+        return None
+    schema = copy.deepcopy(t.custom.schema)
+    props = schema.setdefault("properties", {})
+    props.setdefault("apiVersion", {"type": "string"})
+    props.setdefault("kind", {"type": "string"})
+    props["metadata"] = {"allOf": [{"$ref": _REF + _META + "ObjectMeta"}]}
+    return schema
 
 
 class OpenApiV3:

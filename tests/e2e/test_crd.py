@@ -550,3 +550,32 @@ def test_a_dry_run_crd_is_not_served(served: Serve) -> None:
     assert web.get(f"{served.url}/apis/example.com/v1/namespaces/default/ghosts").status_code == 404
     bad = dict(crd_body("ghosts", "Ghost"), metadata={"name": "wrong.example.com"})
     assert web.post(crds + "?dryRun=All", json=bad).status_code == 422  # validated all the same
+
+
+def test_openapi_publishes_the_crd_schema_and_kubectl_validates_with_it(served: Serve) -> None:
+    web = authed(served)
+    kubectl(served, "apply", "-f", "-", stdin=WIDGETS.replace("widgets", "sliders").replace("Widget", "Slider")
+            .replace("widget", "slider").replace("[wd]", "[sl]").replace("[gadgets]", "[]"))
+    doc = web.get(f"{served.url}/openapi/v3/apis/example.com/v1").json()
+    slider = doc["components"]["schemas"]["com.example.v1.Slider"]
+    assert slider["properties"]["spec"]["properties"]["replicas"] == {"type": "integer", "minimum": 0, "default": 1}
+    assert slider["properties"]["metadata"] == {
+        "allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]}
+    assert "/apis/example.com/v1/namespaces/{namespace}/sliders/{name}" in doc["paths"]
+    assert "replicas\t<integer>" in kubectl(served, "explain", "sliders.spec").replace("  ", "\t").replace("\t\t", "\t")
+    # kubectl's default validation (strict, on the server) with the published schema: no --validate=false
+    slider_cr = "apiVersion: example.com/v1\nkind: Slider\nmetadata: {name: s1}\nspec: {color: red}\n"
+    assert "slider.example.com/s1 created" in kubectl(served, "apply", "-f", "-", stdin=slider_cr)
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=slider_cr.replace("s1", "s2").replace("red", "red, x: 1"),
+                       capture_output=True, text=True, timeout=60,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)})
+    assert r.returncode != 0 and 'unknown field "spec.x"' in r.stderr
+    # a change of the CRD's schema changes the published document
+    crd = f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sliders.example.com"
+    versions = web.get(crd).json()["spec"]["versions"]
+    versions[0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"] = {"type": "string"}
+    web.patch(crd, json={"spec": {"versions": versions}},
+              headers={"content-type": "application/merge-patch+json"}).raise_for_status()
+    doc = web.get(f"{served.url}/openapi/v3/apis/example.com/v1").json()
+    assert "size" in doc["components"]["schemas"]["com.example.v1.Slider"]["properties"]["spec"]["properties"]
