@@ -205,6 +205,13 @@ def compare(old: dict[str, Any], new: dict[str, Any], shape: Shape) -> Compariso
     added: Tree = {}
     modified: Tree = {}
     removed: Tree = {}
+    # every object has metadata, spec and status, if only empty (Go zero values)
+    missing_old = [k for k in _ZERO_TOP if k in new and k not in old]
+    missing_new = [k for k in _ZERO_TOP if k in old and k not in new]
+    if missing_old:
+        old = {**old, **{k: {} for k in missing_old}}
+    if missing_new:
+        new = {**new, **{k: {} for k in missing_new}}
     _compare_children(old, new, shape, added, modified, removed)
     return Comparison(added, modified, removed)
 
