@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from controlplane.registry import fieldpath as fp
 
-A = {"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:tier": {}}}, "f:spec": {"f:replicas": {}}}
-B = {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:paused": {}}}
+A: fp.Tree = {"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:tier": {}}}, "f:spec": {"f:replicas": {}}}
+B: fp.Tree = {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:paused": {}}}
 
 
 def test_membership_leaf_and_self() -> None:
@@ -44,7 +44,7 @@ def test_a_member_that_keeps_children_but_loses_itself() -> None:
 
 
 def test_operations_do_not_change_their_inputs() -> None:
-    a = {"f:x": {".": {}, "f:y": {}}}
+    a: fp.Tree = {"f:x": {".": {}, "f:y": {}}}
     before = repr(a)
     fp.union(a, {"f:x": {"f:z": {}}})
     fp.difference(a, {"f:x": {}})
