@@ -23,6 +23,8 @@ Rules kept here, as kube-apiserver keeps them:
   ``kind`` are nobody's; nor is ``status`` when written through the object of
   a kind with a status subresource, nor anything but ``status`` through it.
 - At most ten ``Update`` entries: older ones merge into ``ancient-changes``.
+- An apply to an object without managedFields first gives all it has to
+  ``before-first-apply`` (an ``Update`` entry), as upstream.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = ["APPLY", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "a
 APPLY, UPDATE = "Apply", "Update"
 MAX_UPDATE_ENTRIES = 10
 ANCIENT = "ancient-changes"
+BEFORE_FIRST_APPLY = "before-first-apply"
 MAX_MANAGER_LENGTH = 128
 _SERVER_META = ("name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation",
                 "managedFields", "resourceVersion")
@@ -236,6 +239,11 @@ def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, An
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", [])) or []
+    if live is not None and not entries:
+        # an object nobody owns (its managedFields were cleared): what it has is
+        # someone's, so that the first apply conflicts instead of silently taking it
+        entries = [Entry(BEFORE_FIRST_APPLY, UPDATE, rtype.api_version, _now(),
+                         created_set(_view(live, rtype, subresource), shape))]
     sub = subresource or ""
     config_view = _view(config, rtype, subresource)
     applied = field_set(config_view, shape)

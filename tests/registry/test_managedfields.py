@@ -209,3 +209,14 @@ def test_manager_from_user_agent() -> None:
     assert mf.manager_from_user_agent("kubectl/v1.37.0 (linux/amd64) kubernetes/abc") == "kubectl"
     assert mf.manager_from_user_agent("OpenAPI-Generator/31.0.0/python") == "OpenAPI-Generator"
     assert len(mf.manager_from_user_agent("x" * 300)) == 128
+
+
+def test_first_apply_to_an_unowned_object_conflicts_with_before_first_apply() -> None:
+    obj = deployment(replicas=2)
+    obj["metadata"]["uid"] = "u"
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(DEPLOYMENTS, obj, deployment(replicas=3), "kubectl")
+    assert [(c.manager, c.path) for c in err.value.conflicts] == [
+        ('"before-first-apply" using apps/v1', ".spec.replicas")]
+    same = mf.apply(DEPLOYMENTS, obj, deployment(replicas=2), "kubectl")
+    assert set(entries(same)) == {("before-first-apply", "Update", ""), ("kubectl", "Apply", "")}
