@@ -119,8 +119,11 @@ def _now() -> str:
 
 
 # -- the entries on the object ---------------------------------------------------------
-def decode(raw: Any) -> list[Entry] | None:
-    """The entries of a ``managedFields`` list, or None if any is malformed."""
+def decode(raw: Any, trusted: bool = False) -> list[Entry] | None:
+    """The entries of a ``managedFields`` list, or None if any is malformed.
+
+    ``trusted``: the list was written by this module (a stored object), so the
+    field sets are not checked again."""
     if not isinstance(raw, list):
         return None
     out: list[Entry] = []
@@ -131,7 +134,7 @@ def decode(raw: Any) -> list[Entry] | None:
         fields = e.get("fieldsV1", {})
         manager, subresource, time = e.get("manager", ""), e.get("subresource", ""), e.get("time")
         if (operation not in (APPLY, UPDATE) or not isinstance(api_version, str) or not api_version
-                or fields_type != "FieldsV1" or not fieldpath.valid(fields) or not isinstance(manager, str)
+                or fields_type != "FieldsV1" or not (trusted or fieldpath.valid(fields)) or not isinstance(manager, str)
                 or not isinstance(subresource, str) or not isinstance(time, str | None)):
             return None
         out.append(Entry(manager, operation, api_version, time, fields, subresource))
@@ -200,7 +203,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         return
     entries = decode(sent) if subresource is None and sent else None
     if entries is None:
-        entries = (decode(old.get("metadata", {}).get("managedFields", [])) if old else None) or []
+        entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     try:
         if old is None:
@@ -238,7 +241,7 @@ def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, An
     ``ShapeError`` if the configuration cannot be walked (a 400)."""
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     base = live or {}
-    entries = decode(base.get("metadata", {}).get("managedFields", [])) or []
+    entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
     if live is not None and not entries:
         # an object nobody owns (its managedFields were cleared): what it has is
         # someone's, so that the first apply conflicts instead of silently taking it

@@ -152,7 +152,7 @@ def _fill_all(value: Any, shape: Shape, out: Tree) -> None:
 
 def _remembered(value: Any, shape: Shape, existing: bool = False) -> Tree:
     """``_all`` (or ``_zero_existing``) through the memo."""
-    key = (id(shape) * 2 + existing, orjson.dumps(value))
+    key = (shape, existing, orjson.dumps(value))  # the shape itself: its id could be reused
     got = _memo.get(key)
     if got is None:
         got = _zero_existing(value, shape) if existing else _all(value, shape)
@@ -173,7 +173,7 @@ def created_set(value: dict[str, Any], shape: Shape) -> Tree:
 # metadata, and of a large list item, is remembered by its JSON: the walk costs
 # ~100 times the lookup. The sets are shared, hence never mutated (fieldpath's rule).
 _MEMO_LIMIT = 8192
-_memo: dict[tuple[int, bytes], Tree] = {}
+_memo: dict[tuple[Shape, bool, bytes], Tree] = {}
 
 
 def _created(value: dict[str, Any], shape: Shape, memo: bool = False) -> Tree:

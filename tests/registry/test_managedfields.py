@@ -220,3 +220,25 @@ def test_first_apply_to_an_unowned_object_conflicts_with_before_first_apply() ->
         ('"before-first-apply" using apps/v1', ".spec.replicas")]
     same = mf.apply(DEPLOYMENTS, obj, deployment(replicas=2), "kubectl")
     assert set(entries(same)) == {("before-first-apply", "Update", ""), ("kubectl", "Apply", "")}
+
+
+def test_remembered_sets_are_the_walked_ones_and_stay_unchanged() -> None:
+    from controlplane.podgen import PodGenerator
+    from controlplane.registry import typed
+    from controlplane.registry.shapes import shape_for
+
+    gen = PodGenerator(seed=3, namespaces=1, templates_per_namespace=1)
+    a, b = gen.pod(bound=False), gen.pod(bound=False)
+    for p in (a, b):
+        p["metadata"].pop("managedFields", None)
+    assert a["spec"] == b["spec"]  # replicas of one template
+    shape = shape_for("", "v1", "Pod")
+    typed._memo.clear()
+    walked = typed._created(copy.deepcopy(a), shape)  # no memo
+    mf.record_write(PODS, None, a, "creator")
+    mf.record_write(PODS, None, b, "creator")
+    assert a["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"] == walked["f:spec"]
+    shared = copy.deepcopy(b["metadata"]["managedFields"])
+    changed = updated(PODS, a, lambda o: o["spec"]["containers"][0].__setitem__("image", "other"), "editor")
+    assert ("editor", "Update", "") in entries(changed)
+    assert b["metadata"]["managedFields"] == shared  # the other pod's (shared) set is untouched
