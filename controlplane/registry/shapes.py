@@ -18,7 +18,8 @@ Shapes are built lazily, once per schema node, and cached: the walkers of
 ``typed`` only do dict lookups on the hot path.
 
 Custom resources plug in with ``register(group, version, kind, schema)`` (a
-CRD's ``openAPIV3Schema``); kinds with no schema get the deduced shape.
+CRD's ``openAPIV3Schema``); kinds with no schema get a deduced shape. Either way
+``metadata`` is ObjectMeta's.
 """
 
 from __future__ import annotations
@@ -181,7 +182,20 @@ _registered: dict[tuple[str, str, str], Shape] = {}
 
 def register(group: str, version: str, kind: str, openapi_schema: Schema) -> None:
     """Serve ``kind`` with this schema (a CRD version's ``openAPIV3Schema``, no ``$ref``s)."""
-    _registered[(group, version, kind)] = _Builder(_no_refs).build(openapi_schema)
+    _registered[(group, version, kind)] = _custom(openapi_schema)
+
+
+def _custom(openapi_schema: Schema) -> Shape:
+    """A custom resource's shape: its schema, but always a struct whose ``metadata`` is
+    ObjectMeta (a CRD says only ``type: object`` there; the server knows better)."""
+    root = {**openapi_schema, "type": "object",
+            "properties": {**(openapi_schema.get("properties") or {}), "metadata": {"type": "object"}}}
+    root.pop("x-kubernetes-preserve-unknown-fields", None)  # unknown fields are deduced anyway
+    shape = _Builder(_no_refs).build(root)
+    meta = builtin.definitions().defs.get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+    if meta is not None:
+        shape._fields["metadata"] = _builtins().build(meta)
+    return shape
 
 
 def unregister(group: str, version: str, kind: str) -> None:
@@ -198,7 +212,13 @@ def shape_for(group: str, version: str, kind: str) -> Shape:
     if shape is not None:
         return shape
     node = builtin.definitions().for_kind(group, version, kind)
-    return DEDUCED if node is None else _builtins().build(node)
+    return _schemaless() if node is None else _builtins().build(node)
+
+
+@functools.cache
+def _schemaless() -> Shape:
+    """A kind nobody described: ObjectMeta, and the rest deduced."""
+    return _custom({})
 
 
 @functools.cache

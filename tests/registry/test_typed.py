@@ -39,14 +39,21 @@ def test_shapes_follow_the_schema_annotations() -> None:
 
 
 def test_unknown_kinds_are_deduced_and_registered_schemas_used() -> None:
-    assert shape_for("example.com", "v1", "Widget") is shapes.DEDUCED
+    unknown = shape_for("example.com", "v1", "Widget")
+    assert unknown.field("spec") is None  # deduced by the walkers
+    meta = unknown.field("metadata")
+    assert meta is not None and meta.field("finalizers").kind is Kind.SET  # type: ignore[union-attr]
+    assert field_set({"metadata": {"labels": {"a": "b"}}, "spec": {"l": [1]}}, unknown) == {
+        "f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {".": {}, "f:l": {}}}
     shapes.register("example.com", "v1", "Widget", {
         "type": "object", "properties": {"spec": {"type": "object", "properties": {
             "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
                       "items": {"type": "object", "properties": {"id": {"type": "string"}}}}}}}})
     try:
-        spec = shape_for("example.com", "v1", "Widget").field("spec")
+        widget = shape_for("example.com", "v1", "Widget")
+        spec = widget.field("spec")
         assert spec is not None and spec.field("items").kind is Kind.ASSOCIATIVE  # type: ignore[union-attr]
+        assert widget.field("metadata") is meta  # ObjectMeta, whatever the CRD says
     finally:
         shapes.unregister("example.com", "v1", "Widget")
 
