@@ -445,8 +445,10 @@ class KubeApi:
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
-            old = orjson.loads(current.value)
-            obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
+            # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
+            old = _object(current.value, current.mod_revision)
+            obj = _json_patch(old, patch) if json_patch else _merge_patch(_object(current.value, current.mod_revision),
+                                                                          patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
@@ -455,10 +457,12 @@ class KubeApi:
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
+            if meta.pop("resourceVersion", None) not in (None, "", str(current.mod_revision)):
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                        "the latest version and try again")
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
                 meta["name"] = name
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
-            meta.pop("resourceVersion", None)
             meta["name"] = name
             if rtype.namespaced:
                 meta["namespace"] = namespace

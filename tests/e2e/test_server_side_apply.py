@@ -198,3 +198,32 @@ def test_raw_apply_conflict_status_and_options(api: client.ApiClient, served: Se
     cbor = httpx.patch(f"{served.url}{path}?fieldManager=m", content=b"\xa0", headers={
         **bearer(served), "content-type": "application/apply-patch+cbor"})
     assert cbor.status_code == 415  # CBOR is out of scope
+
+
+def test_server_side_apply_takes_over_a_client_side_applied_object(served: Serve) -> None:
+    """kubectl migrates kubectl-client-side-apply's fields to its apply manager with a
+    JSON patch of managedFields (guarded by the resourceVersion), then prunes by them."""
+    csa = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: migrated}\ndata: {a: "1", b: "2"}\n'
+    ok(served, "apply", "--validate=false", "-f", "-", stdin=csa)
+    assert ("kubectl-client-side-apply", "Update") in managers(get(served, "configmap", "migrated"))
+    r = apply(served, csa.replace(', b: "2"', ""))
+    assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
+    cm = get(served, "configmap", "migrated")
+    assert cm["data"] == {"a": "1"}
+    assert ("kubectl-client-side-apply", "Update") not in managers(cm)
+    assert managers(cm)[("kubectl", "Apply")] == {"f:data": {"f:a": {}}}
+
+
+def test_a_patch_with_a_stale_resource_version_conflicts(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map("default", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="py-rv"), data={"a": "1"}))
+    stale = str(int(cm.metadata.resource_version) - 1)
+    with pytest.raises(ApiException) as err:
+        raw_patch(api, "/api/v1/namespaces/default/configmaps/py-rv", "application/json-patch+json",
+                  [{"op": "replace", "path": "/metadata/resourceVersion", "value": stale}])
+    assert err.value.status == 409
+    fresh = raw_patch(api, "/api/v1/namespaces/default/configmaps/py-rv", "application/json-patch+json",
+                      [{"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
+                       {"op": "replace", "path": "/data/a", "value": "2"}])
+    assert fresh["data"] == {"a": "2"}
