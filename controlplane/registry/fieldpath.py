@@ -30,7 +30,6 @@ __all__ = [
     "SELF",
     "Tree",
     "difference",
-    "has_member",
     "intersection",
     "is_member",
     "key_element",
@@ -47,11 +46,6 @@ SELF = "."
 
 def is_member(node: Tree) -> bool:
     return not node or SELF in node
-
-
-def has_member(node: Tree) -> bool:
-    """Whether the set is non-empty (by the invariant, any node means a member below)."""
-    return bool(node)
 
 
 def _make(member: bool, children: Tree) -> Tree | None:

@@ -150,16 +150,16 @@ def _fill_all(value: Any, shape: Shape, out: Tree) -> None:
         out[element] = _remembered(item, elem) if type(item) is dict and len(item) > 4 else _all(item, elem)
 
 
-def _remembered(value: Any, shape: Shape, existing: bool = False) -> Tree:
+def _remembered(value: Any, shape: Shape, existing: bool = False) -> Tree | None:
     """``_all`` (or ``_zero_existing``) through the memo."""
     key = (shape, existing, orjson.dumps(value))  # the shape itself: its id could be reused
-    got = _memo.get(key)
-    if got is None:
-        got = _zero_existing(value, shape) if existing else _all(value, shape)
-        if len(_memo) >= _MEMO_LIMIT:  # forget the older half
-            for old in list(itertools.islice(_memo, _MEMO_LIMIT // 2)):
-                del _memo[old]
-        _memo[key] = got
+    if key in _memo:
+        return _memo[key]
+    got = _zero_existing(value, shape) if existing else _all(value, shape)
+    if len(_memo) >= _MEMO_LIMIT:  # forget the older half
+        for old in list(itertools.islice(_memo, _MEMO_LIMIT // 2)):
+            del _memo[old]
+    _memo[key] = got
     return got
 
 
@@ -173,7 +173,7 @@ def created_set(value: dict[str, Any], shape: Shape) -> Tree:
 # metadata, and of a large list item, is remembered by its JSON: the walk costs
 # ~100 times the lookup. The sets are shared, hence never mutated (fieldpath's rule).
 _MEMO_LIMIT = 8192
-_memo: dict[tuple[Shape, bool, bytes], Tree] = {}
+_memo: dict[tuple[Shape, bool, bytes], Tree | None] = {}
 
 
 def _created(value: dict[str, Any], shape: Shape, memo: bool = False) -> Tree:
@@ -183,21 +183,24 @@ def _created(value: dict[str, Any], shape: Shape, memo: bool = False) -> Tree:
         child = _child(shape, k)
         existing = k in _ZERO_TOP or k in required
         if memo and k != "metadata" and _granular(child, v):
-            out["f:" + k] = _remembered(v, child, existing)
-            continue
-        out["f:" + k] = _zero_existing(v, child) if existing else _all(v, child)
+            node = _remembered(v, child, existing)
+        else:
+            node = _zero_existing(v, child) if existing else _all(v, child)
+        if node is not None:
+            out["f:" + k] = node
     return out
 
 
-def _zero_existing(value: Any, shape: Shape) -> Tree:
-    """The set of ``value`` at a node the empty object already has (as ``{}`` or null)."""
+def _zero_existing(value: Any, shape: Shape) -> Tree | None:
+    """The set of ``value`` at a node the empty object already has (as ``{}`` or null);
+    None if that is all it is."""
     if not _granular(shape, value):
-        return {}
+        return None if value is None else {}
     if isinstance(value, dict) and shape.kind is Kind.STRUCT:
         children = _created(value, shape)
     else:
         children = _all_children(value, shape)
-    return children if children else {}
+    return children or None
 
 
 # -- comparison ------------------------------------------------------------------------

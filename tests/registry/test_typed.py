@@ -130,3 +130,9 @@ def test_remove_drops_members_and_what_they_empty() -> None:
     assert "metadata" not in out  # emptied: it held only the removed label
     assert "ports" not in out["spec"]["containers"][0]
     assert obj["metadata"]["labels"] == {"app": "web"}  # the input is untouched
+
+
+def test_created_set_leaves_out_what_the_empty_object_has_anyway() -> None:
+    assert created_set({"metadata": {"labels": {"a": "b"}}, "spec": {}, "status": {}}, POD) == {
+        "f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
+    assert created_set({"spec": {"containers": []}}, POD) == {}
