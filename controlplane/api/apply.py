@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import yaml
 
 from ..registry import ResourceType
@@ -95,11 +96,14 @@ def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: by
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
     try:
         config = yaml.load(body, Loader=_Loader)
-    except yaml.YAMLError as e:
+        if not isinstance(config, dict):
+            raise ApiError.bad_request("the applied configuration must be an object")
+        config = dict(_string_keys(config))
+        orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
+    except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
-    if not isinstance(config, dict):
-        raise ApiError.bad_request("the applied configuration must be an object")
-    config = dict(_string_keys(config))
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise ApiError.bad_request(f"the applied configuration is not JSON: {e}") from e
     api_version, kind = config.get("apiVersion"), config.get("kind")
     if not api_version or not kind:
         raise ApiError.bad_request("the applied configuration must set apiVersion and kind")

@@ -219,7 +219,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         else:
             diff = compare(_view(old, rtype, subresource), _view(new, rtype, subresource), shape)
             changed, removed = fieldpath.union(diff.added, diff.modified), diff.removed
-    except ShapeError:
+    except (ShapeError, RecursionError):
         return  # as upstream: an object the walk cannot follow gets no managedFields
     if not changed and not removed:
         _store(new, entries)
@@ -247,6 +247,14 @@ def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, An
 
     Raises ``Conflicts`` if fields other managers own would change and not ``force``;
     ``ShapeError`` if the configuration cannot be walked (a 400)."""
+    try:
+        return _apply(rtype, live, config, manager, subresource, force)
+    except RecursionError as e:
+        raise ShapeError("the object is nested too deeply") from e
+
+
+def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
+           subresource: str | None, force: bool) -> dict[str, Any]:
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []

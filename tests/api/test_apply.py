@@ -52,6 +52,9 @@ def test_parse_config_reads_yaml_as_kubernetes_does() -> None:
     b"apiVersion: v1\nkind: ConfigMap\nmetadata: [1]",
     b"a: [",
     b"a: 1\n---\nb: 2\n",
+    b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\nbinaryData: {x: !!binary aGk=}",
+    b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: !!set {a}",
+    b"[" * 100_000,
 ])
 def test_parse_config_rejects_with_400(body: bytes) -> None:
     with pytest.raises(ApiError) as err:

@@ -242,3 +242,15 @@ def test_remembered_sets_are_the_walked_ones_and_stay_unchanged() -> None:
     changed = updated(PODS, a, lambda o: o["spec"]["containers"][0].__setitem__("image", "other"), "editor")
     assert ("editor", "Update", "") in entries(changed)
     assert b["metadata"]["managedFields"] == shared  # the other pod's (shared) set is untouched
+
+
+def test_an_object_too_deep_to_walk_gets_no_managed_fields() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(900):
+        node["x"] = {}
+        node = node["x"]
+    old = {"metadata": {"name": "c"}, "data": {}}
+    new = {"metadata": {"name": "c"}, "data": {}, "extra": deep}
+    mf.record_write(CONFIGMAPS, old, new, "m")
+    assert "managedFields" not in new["metadata"]
