@@ -36,7 +36,7 @@ from ..metrics import (
     exposition,
     monitor_event_loop_lag,
 )
-from ..registry import Registry, ResourceType
+from ..registry import Registry, ResourceType, schema
 from ..tokens import read_token_file
 from ..version import version_info
 from .openapi import PREFIX as OPENAPI_V3
@@ -176,6 +176,8 @@ def create_app(config: Config) -> FastAPI:
             if hasattr(s, "commit_observer"):  # the LMDB engine reports its group commits
                 s.commit_observer = _observe_commit
             state.store = s
+            # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
+            await asyncio.to_thread(schema.definitions)
             await kube.bootstrap()
             # custom resources another server process defines appear here too
             state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))

@@ -62,7 +62,7 @@ _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 # Patch types this server's PATCH accepts (controlplane.api.rest); the request body
 # of every PATCH operation lists them.
 PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-                       "application/strategic-merge-patch+json")
+                       "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 _YEAR = 365 * 24 * 3600
 
 

@@ -40,12 +40,13 @@ import orjson
 import store
 from store import EventType, Store
 
-from ..registry import Registry, ResourceType, strategic
+from ..registry import Registry, ResourceType, managedfields, strategic
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
+from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
 from .crds import CustomResourceDefinitions, scale_paths
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
 from .discovery import content_type as discovery_content_type
@@ -66,7 +67,7 @@ JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
     "limit", "continue", "allowWatchBookmarks", "sendInitialEvents", "includeObject", "pretty", "fieldManager",
-    "fieldValidation", "dryRun",
+    "fieldValidation", "dryRun", "force",
     "gracePeriodSeconds",
     "propagationPolicy", "orphanDependents",
 }
@@ -236,6 +237,7 @@ class KubeApi:
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
         headers = dict(scope["headers"])
+        manager = manager_of(query, headers) if method in ("POST", "PUT", "PATCH") else ""
         table = method == "GET" and wants_table(headers.get(b"accept", b"").decode("latin-1"))
         include = query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
@@ -254,7 +256,7 @@ class KubeApi:
                 return await self._json(send, 200, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
-                return await self._json(send, 201, await self._create(rtype, namespace, body))
+                return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
             if method == "DELETE":
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
@@ -268,11 +270,16 @@ class KubeApi:
             return await self._json(send, 200, got)
         if method == "PUT":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource))
+            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource,
+                                                                  manager))
         if method == "PATCH":
             body = await self._body(scope, receive)
+            applying = apply_options(query, content_type)
+            if applying is not None:
+                obj, created = await self._apply(rtype, namespace, name, body, subresource, applying)
+                return await self._json(send, 201 if created else 200, obj)
             return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
-                                                                 subresource))
+                                                                 subresource, manager))
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
@@ -343,7 +350,9 @@ class KubeApi:
                                        "sent on the request")
         meta["namespace"] = namespace
 
-    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes) -> dict[str, Any]:
+    async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
+                      manager: str | None = None) -> dict[str, Any]:
+        """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply)."""
         if rtype.namespaced and namespace is None:
             raise ApiError.method_not_allowed("POST")
         obj = self._parse(rtype, body)
@@ -376,6 +385,8 @@ class KubeApi:
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in spec.setdefault("finalizers", []):
                 spec["finalizers"].append("kubernetes")
+        if manager is not None:
+            managedfields.record_write(rtype, None, obj, manager)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
@@ -446,7 +457,7 @@ class KubeApi:
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
-                      subresource: str | None = None) -> dict[str, Any]:
+                      subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
         obj = self._parse(rtype, body)
         meta = obj["metadata"]
         self._check_namespace(rtype, namespace, meta)
@@ -460,6 +471,8 @@ class KubeApi:
             raise ApiError.not_found(rtype, name)
         old = orjson.loads(current.value)
         obj = _split_status(rtype, subresource, old, obj)
+        if manager is not None:
+            managedfields.record_write(rtype, old, obj, manager, subresource)
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
             return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
@@ -477,7 +490,7 @@ class KubeApi:
         return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
-                     body: bytes, subresource: str | None = None) -> dict[str, Any]:
+                     body: bytes, subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
         if content_type not in PATCH_TYPES:
             raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
         patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
@@ -495,11 +508,13 @@ class KubeApi:
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
-            old = orjson.loads(current.value)
+            # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
+            old = _object(current.value, current.mod_revision)
             if patch_schema is not None:
                 obj = _strategic_merge_patch(old, patch, patch_schema)
             else:
-                obj = _json_patch(old, patch) if json_patch else _merge_patch(orjson.loads(current.value), patch)
+                obj = _json_patch(old, patch) if json_patch else _merge_patch(
+                    _object(current.value, current.mod_revision), patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
@@ -510,18 +525,20 @@ class KubeApi:
                                         "the latest version and try again")
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
             obj = _split_status(rtype, subresource, old, obj)
+            if manager is not None:
+                managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
+            meta.pop("resourceVersion", None)  # checked above: stored objects carry none
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
                 meta["name"] = name
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
-            meta.pop("resourceVersion", None)
             meta["name"] = name
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
             self._admit(rtype, obj, old, subresource)
-            if obj == old:  # a patch that changes nothing writes nothing (same resourceVersion), as upstream
-                return _object(current.value, current.mod_revision)
+            if obj == orjson.loads(current.value):  # a patch that changes nothing writes nothing, as upstream
+                return old
             try:
                 rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
             except store.Conflict:
@@ -530,6 +547,61 @@ class KubeApi:
             if rtype is self.crds.type:
                 self.crds.written(name, obj, rev)
             return obj
+        raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
+
+    async def _apply(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
+                     subresource: str | None, options: ApplyOptions) -> tuple[dict[str, Any], bool]:
+        """Server-side apply: the object and whether it was created. The merge and the
+        ownership are ``managedfields.apply``; a ``resourceVersion`` in the
+        configuration is a precondition, as upstream."""
+        config = parse_config(rtype, namespace, name, body)
+        precondition = config["metadata"].pop("resourceVersion", None)
+        key = rtype.key(namespace, name)
+        for _attempt in range(16):
+            current = await self.store.get(key)
+            if precondition and (current is None or str(current.mod_revision) != str(precondition)):
+                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                        "the latest version and try again")
+            if current is None and subresource is not None:
+                raise ApiError.not_found(rtype, name)
+            old: dict[str, Any] | None = orjson.loads(current.value) if current is not None else None
+            try:
+                obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force)
+            except managedfields.Conflicts as e:
+                raise conflict_error(e) from e
+            except managedfields.ShapeError as e:
+                raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
+                                           f"Kind={rtype.kind}): {e}") from e
+            obj["metadata"]["name"] = name
+            if current is None or old is None:
+                try:
+                    return await self._create(rtype, namespace, orjson.dumps(obj)), True
+                except ApiError as e:
+                    if e.reason == "AlreadyExists":
+                        continue  # created meanwhile: apply to that
+                    raise
+            fields = obj["metadata"].get("managedFields")
+            obj = _split_status(rtype, subresource, old, obj)
+            meta = obj["metadata"]
+            if fields is None:
+                meta.pop("managedFields", None)
+            else:
+                meta["managedFields"] = fields
+            if rtype.namespaced:
+                meta["namespace"] = namespace
+            self._admit(rtype, obj, old, subresource)
+            if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
+                return _object(current.value, current.mod_revision), False
+            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+                return await self._finish(rtype, key, name, obj, current.mod_revision), False
+            try:
+                rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+            except store.Conflict:
+                continue
+            meta["resourceVersion"] = str(rev)
+            if rtype is self.crds.type:
+                self.crds.written(name, obj, rev)
+            return obj, False
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _delete(self, rtype: ResourceType, namespace: str | None, name: str,

@@ -579,3 +579,24 @@ def test_openapi_publishes_the_crd_schema_and_kubectl_validates_with_it(served: 
               headers={"content-type": "application/merge-patch+json"}).raise_for_status()
     doc = web.get(f"{served.url}/openapi/v3/apis/example.com/v1").json()
     assert "size" in doc["components"]["schemas"]["com.example.v1.Slider"]["properties"]["spec"]["properties"]
+
+
+def test_server_side_apply_of_a_crd_and_its_resources(served: Serve) -> None:
+    crd = WIDGETS.replace("widgets", "levels").replace("Widget", "Level").replace("widget", "level") \
+        .replace("[wd]", "[lv]").replace("[gadgets]", "[]")
+    assert "serverside-applied" in kubectl(served, "apply", "--server-side", "-f", "-", stdin=crd)
+    level = "apiVersion: example.com/v1\nkind: Level\nmetadata: {name: l1}\nspec: {color: red}\n"
+    assert "serverside-applied" in kubectl(served, "apply", "--server-side", "-f", "-", stdin=level)
+    assert kubectl(served, "get", "level", "l1", "-o", "jsonpath={.spec.replicas}") == "1"  # defaulted
+    kubectl(served, "apply", "--server-side", "-f", "-", stdin=level.replace("{color: red}", "{color: blue}"))
+    assert kubectl(served, "get", "lv", "l1", "-o", "jsonpath={.spec.color}") == "blue"
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "--server-side", "-f", "-"], input=level.replace("red", "pink"),
+                       capture_output=True, text=True, timeout=60,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)})
+    assert r.returncode != 0 and 'spec.color: Unsupported value: "pink"' in r.stderr
+    # a server-side apply that changes the CRD's columns changes what is served
+    wider = crd.replace("- {name: Color, type: string, jsonPath: .spec.color}",
+                        "- {name: Colour, type: string, jsonPath: .spec.color}")
+    kubectl(served, "apply", "--server-side", "-f", "-", stdin=wider)
+    assert kubectl(served, "get", "levels").splitlines()[0].split() == ["NAME", "REPLICAS", "COLOUR", "AGE"]

@@ -1,0 +1,132 @@
+"""The HTTP side of server-side apply and managedFields: which manager a request
+writes as, the ``PatchOptions`` checks, the applied configuration's body, and
+the Status of a conflict. The field ownership itself is
+``controlplane.registry.managedfields``.
+
+    PATCH .../deployments/web?fieldManager=kubectl&force=false
+    Content-Type: application/apply-patch+yaml
+
+A conflict answers 409 with one cause per field::
+
+    {"reason": "Conflict", "message": "Apply failed with 1 conflict: conflict with \\"kubectl-edit\\"
+     using apps/v1: .spec.replicas", "details": {"causes": [{"type": "FieldManagerConflict",
+     "message": "conflict with \\"kubectl-edit\\" using apps/v1", "field": ".spec.replicas"}]}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import yaml
+
+from ..registry import ResourceType
+from ..registry.managedfields import MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
+from .errors import ApiError
+
+__all__ = ["APPLY_YAML", "ApplyOptions", "apply_options", "conflict_error", "manager_of", "parse_config"]
+
+APPLY_YAML = "application/apply-patch+yaml"
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it: no timestamps (a date stays a string)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _invalid_options(field: str, reason: str, message: str) -> ApiError:
+    return ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {field}: {message}',
+                    {"group": "meta.k8s.io", "kind": "PatchOptions",
+                     "causes": [{"reason": reason, "message": message, "field": field}]})
+
+
+def manager_of(query: dict[str, str], headers: dict[bytes, bytes]) -> str:
+    """The manager a write is recorded under: ``fieldManager``, else the user agent's product."""
+    given = query.get("fieldManager")
+    if given:
+        if len(given) > MAX_MANAGER_LENGTH:
+            raise _invalid_options("fieldManager", "FieldValueTooLong",
+                                   f"Too long: may not be more than {MAX_MANAGER_LENGTH} bytes")
+        if not given.isprintable():
+            raise _invalid_options("fieldManager", "FieldValueInvalid",
+                                   f"Invalid value: {given!r}: must only contain printable characters")
+        return given
+    return manager_from_user_agent(headers.get(b"user-agent", b"").decode("latin-1"))
+
+
+class ApplyOptions:
+    __slots__ = ("force", "manager")
+
+    def __init__(self, manager: str, force: bool) -> None:
+        self.manager = manager
+        self.force = force
+
+
+def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | None:
+    """The options of an apply patch (None for other patches, which may not send ``force``)."""
+    force = query.get("force")
+    if force not in (None, "", "true", "false", "1", "0"):
+        raise ApiError.bad_request(f"invalid force: {force!r}")
+    if content_type != APPLY_YAML:
+        if force is not None:
+            raise _invalid_options("force", "FieldValueForbidden",
+                                   "Forbidden: may not be specified for non-apply patch")
+        return None
+    manager = query.get("fieldManager") or ""
+    if not manager:
+        raise _invalid_options("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
+    manager_of(query, {})  # the length and character checks
+    return ApplyOptions(manager, force in ("true", "1"))
+
+
+def _string_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v) for v in value]
+    return value
+
+
+def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+    """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
+    try:
+        config = yaml.load(body, Loader=_Loader)
+        if not isinstance(config, dict):
+            raise ApiError.bad_request("the applied configuration must be an object")
+        config = dict(_string_keys(config))
+        orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ApiError.bad_request(f"error decoding YAML: {e}") from e
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise ApiError.bad_request(f"the applied configuration is not JSON: {e}") from e
+    api_version, kind = config.get("apiVersion"), config.get("kind")
+    if not api_version or not kind:
+        raise ApiError.bad_request("the applied configuration must set apiVersion and kind")
+    if api_version != rtype.api_version or kind != rtype.kind:
+        raise ApiError.bad_request(
+            f"the API version in the data ({api_version}) and kind ({kind}) do not match the path "
+            f"({rtype.api_version}, {rtype.kind})")
+    meta = config.get("metadata")
+    if meta is None:
+        meta = config["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise ApiError.bad_request("metadata must be an object")
+    if meta.get("name") not in (None, "", name):
+        raise ApiError.bad_request("the name of the object does not match the name on the URL")
+    if rtype.namespaced and meta.get("namespace") not in (None, "", namespace):
+        raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent "
+                                   "on the request")
+    if meta.get("managedFields") is not None:
+        raise ApiError.bad_request("metadata.managedFields must be nil")
+    return config
+
+
+def conflict_error(conflicts: Conflicts) -> ApiError:
+    causes = [{"type": "FieldManagerConflict", "message": f"conflict with {c.manager}", "field": c.path}
+              for c in conflicts.conflicts]
+    return ApiError(409, "Conflict", conflicts.message(), {"causes": causes})

@@ -1,0 +1,345 @@
+"""``metadata.managedFields``: who owns which fields of an object, kept on every
+write, and server-side apply on top of it (KEP-555).
+
+Every write records its manager (the ``fieldManager`` parameter, else the
+user agent's product name): creates, updates and patches as an ``Update``
+entry owning what the write set or changed (``record_write``); applies as an
+``Apply`` entry owning exactly what the applied configuration sets (``apply``).
+An entry is identified by manager, operation and subresource; we serve one
+version per kind, so the API version does not split entries.
+
+Rules kept here, as kube-apiserver keeps them:
+
+- A write takes the fields it changes away from every other manager (an update
+  always wins; an apply wins only with ``force``, else the other managers'
+  changed fields are ``Conflicts``). Removed fields leave every set.
+- An apply removes the fields its manager applied last time and no longer
+  applies, unless another manager owns them (or something below them).
+- A request that sends ``managedFields: [{}]`` clears them. One that sends
+  none (or an empty list) keeps the stored ones, so clients unaware of the
+  field cannot drop it; one that sends valid entries replaces them.
+  Subresource writes always keep the stored ones.
+- Server-set metadata (name, uid, resourceVersion...), ``apiVersion`` and
+  ``kind`` are nobody's; nor is ``status`` when written through the object of
+  a kind with a status subresource, nor anything but ``status`` through it.
+- At most ten ``Update`` entries: older ones merge into ``ancient-changes``.
+- An apply to an object without managedFields first gives all it has to
+  ``before-first-apply`` (an ``Update`` entry), as upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import fieldpath
+from .fieldpath import SELF, Tree
+from .shapes import shape_for
+from .typed import ShapeError, compare, created_set, field_set, merge, remove
+from .types import ResourceType
+
+__all__ = ["APPLY", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "apply", "decode",
+           "manager_from_user_agent", "record_write"]
+
+APPLY, UPDATE = "Apply", "Update"
+MAX_UPDATE_ENTRIES = 10
+ANCIENT = "ancient-changes"
+BEFORE_FIRST_APPLY = "before-first-apply"
+MAX_MANAGER_LENGTH = 128
+_SERVER_META = ("name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation",
+                "managedFields", "resourceVersion")
+
+
+@dataclass(slots=True)
+class Entry:
+    manager: str
+    operation: str
+    api_version: str
+    time: str | None
+    fields: Tree
+    subresource: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.manager, self.operation, self.subresource
+
+    def describe(self) -> str:
+        """As kube-apiserver names a manager in a conflict: ``"kubectl-edit" using apps/v1``."""
+        out = f'"{self.manager}"'
+        if self.subresource:
+            out += f' with subresource "{self.subresource}"'
+        if self.operation == UPDATE:
+            out += f" using {self.api_version}"
+        return out
+
+    def encode(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version}
+        if self.time is not None:
+            out["time"] = self.time
+        out["fieldsType"] = "FieldsV1"
+        out["fieldsV1"] = self.fields
+        if self.subresource:
+            out["subresource"] = self.subresource
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    manager: str   # as ``Entry.describe`` puts it
+    path: str      # as ``fieldpath.path_string`` puts it: ``.spec.replicas``
+
+
+class Conflicts(Exception):
+    """An apply would change fields other managers own (and was not forced)."""
+
+    def __init__(self, conflicts: list[Conflict]) -> None:
+        self.conflicts = conflicts
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        cs = self.conflicts
+        if len(cs) == 1:
+            return f"Apply failed with 1 conflict: conflict with {cs[0].manager}: {cs[0].path}"
+        lines: list[str] = []
+        for manager in sorted({c.manager for c in cs}):
+            lines.append(f"conflicts with {manager}:")
+            lines.extend(f"- {c.path}" for c in cs if c.manager == manager)
+        return f"Apply failed with {len(cs)} conflicts: " + "\n".join(lines)
+
+
+def manager_from_user_agent(user_agent: str) -> str:
+    """The manager of a request without ``fieldManager``: the user agent up to its
+    first ``/`` (``kubectl/v1.37.0 (linux/amd64) ...`` -> ``kubectl``), at most 128 characters."""
+    return user_agent.split("/", 1)[0][:MAX_MANAGER_LENGTH]
+
+
+_clock: tuple[int, str] = (0, "")
+
+
+def _now() -> str:
+    """The time of an entry, to the second (formatted once a second: creates are hot)."""
+    global _clock
+    second = int(time.time())
+    if second != _clock[0]:
+        _clock = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _clock[1]
+
+
+# -- the entries on the object ---------------------------------------------------------
+def decode(raw: Any, trusted: bool = False) -> list[Entry] | None:
+    """The entries of a ``managedFields`` list, or None if any is malformed.
+
+    ``trusted``: the list was written by this module (a stored object), so the
+    field sets are not checked again."""
+    if not isinstance(raw, list):
+        return None
+    out: list[Entry] = []
+    for e in raw:
+        if not isinstance(e, dict):
+            return None
+        operation, api_version, fields_type = e.get("operation"), e.get("apiVersion"), e.get("fieldsType")
+        fields = e.get("fieldsV1", {})
+        manager, subresource, time = e.get("manager", ""), e.get("subresource", ""), e.get("time")
+        if (operation not in (APPLY, UPDATE) or not isinstance(api_version, str) or not api_version
+                or fields_type != "FieldsV1" or not (trusted or fieldpath.valid(fields)) or not isinstance(manager, str)
+                or not isinstance(subresource, str) or not isinstance(time, str | None)):
+            return None
+        out.append(Entry(manager, operation, api_version, time, fields, subresource))
+    return out
+
+
+def _is_reset(raw: Any) -> bool:
+    return isinstance(raw, list) and len(raw) == 1 and raw[0] == {}
+
+
+def _encode(entries: list[Entry]) -> list[dict[str, Any]]:
+    # Apply entries first, then by time, manager, subresource (as upstream sorts them)
+    entries = sorted(entries, key=lambda e: (e.operation, e.time or "", e.manager, e.subresource))
+    return [e.encode() for e in entries]
+
+
+def _cap(entries: list[Entry]) -> list[Entry]:
+    updates = sorted((e for e in entries if e.operation == UPDATE), key=lambda e: e.time or "")
+    excess = len(updates) - MAX_UPDATE_ENTRIES
+    if excess <= 0:
+        return entries
+    oldest = updates[:excess + 1]
+    fields: Tree = {}
+    for e in oldest:
+        fields = fieldpath.union(fields, e.fields)
+    merged_away = {id(e) for e in oldest}
+    bucket = Entry(ANCIENT, UPDATE, oldest[-1].api_version, oldest[-1].time, fields)
+    return [e for e in entries if id(e) not in merged_away] + [bucket]
+
+
+def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
+    entries = _cap([e for e in entries if e.fields])
+    meta = obj.setdefault("metadata", {})
+    if entries:
+        meta["managedFields"] = _encode(entries)
+    else:
+        meta.pop("managedFields", None)
+
+
+# -- what of an object is owned --------------------------------------------------------
+def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> dict[str, Any]:
+    """The part of ``obj`` a write through ``subresource`` can own (a shallow copy)."""
+    if subresource == "status":
+        return {"status": obj["status"]} if "status" in obj else {}
+    view = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    if "status" in rtype.subresources:
+        view.pop("status", None)
+    meta = view.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k not in _SERVER_META}
+        if meta:
+            view["metadata"] = meta
+        else:
+            del view["metadata"]
+    return view
+
+
+def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], manager: str,
+                 subresource: str | None = None) -> None:
+    """Set ``new``'s managedFields after a create (``old`` None), update or patch by ``manager``.
+
+    ``new`` carries what the client sent for managedFields (see the module rules)."""
+    meta = new.setdefault("metadata", {})
+    sent = meta.pop("managedFields", None)
+    if subresource is None and _is_reset(sent):
+        return
+    entries = decode(sent) if subresource is None and sent else None
+    if entries is None:
+        entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
+    shape = shape_for(rtype.group, rtype.version, rtype.kind)
+    try:
+        if old is None:
+            changed, removed = created_set(_view(new, rtype, subresource), shape), {}
+        else:
+            diff = compare(_view(old, rtype, subresource), _view(new, rtype, subresource), shape)
+            changed, removed = fieldpath.union(diff.added, diff.modified), diff.removed
+    except (ShapeError, RecursionError):
+        return  # as upstream: an object the walk cannot follow gets no managedFields
+    if not changed and not removed:
+        _store(new, entries)
+        return
+    sub = subresource or ""
+    own: Entry | None = None
+    for e in entries:
+        e.fields = fieldpath.difference(fieldpath.difference(e.fields, removed), changed)
+        if e.key == (manager, UPDATE, sub):
+            own = e
+    if changed:
+        if own is None:
+            own = Entry(manager, UPDATE, rtype.api_version, None, {}, sub)
+            entries.append(own)
+        own.fields = fieldpath.union(own.fields, changed)
+        own.time, own.api_version = _now(), rtype.api_version
+    _store(new, entries)
+
+
+# -- server-side apply -----------------------------------------------------------------
+def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
+          subresource: str | None = None, force: bool = False) -> dict[str, Any]:
+    """The object after ``manager`` applies ``config`` (a full object) to ``live``
+    (None: the object does not exist yet), with its managedFields.
+
+    Raises ``Conflicts`` if fields other managers own would change and not ``force``;
+    ``ShapeError`` if the configuration cannot be walked (a 400)."""
+    try:
+        return _apply(rtype, live, config, manager, subresource, force)
+    except RecursionError as e:
+        raise ShapeError("the object is nested too deeply") from e
+
+
+def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
+           subresource: str | None, force: bool) -> dict[str, Any]:
+    shape = shape_for(rtype.group, rtype.version, rtype.kind)
+    base = live or {}
+    entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
+    if live is not None and not entries:
+        # an object nobody owns (its managedFields were cleared): what it has is
+        # someone's, so that the first apply conflicts instead of silently taking it
+        entries = [Entry(BEFORE_FIRST_APPLY, UPDATE, rtype.api_version, _now(),
+                         created_set(_view(live, rtype, subresource), shape))]
+    sub = subresource or ""
+    config_view = _view(config, rtype, subresource)
+    applied = field_set(config_view, shape)
+    merged = merge(base, _applicable(config, config_view), shape)
+    live_view = _view(base, rtype, subresource)
+    diff = compare(live_view, _view(merged, rtype, subresource), shape)
+    changed = fieldpath.union(diff.added, diff.modified)
+
+    own: Entry | None = None
+    conflicts: list[Conflict] = []
+    for e in entries:
+        if e.key == (manager, APPLY, sub):
+            own = e
+            continue
+        clash = fieldpath.intersection(e.fields, changed)
+        if clash:
+            conflicts.extend(Conflict(e.describe(), fieldpath.path_string(p)) for p in fieldpath.paths(clash))
+            e.fields = fieldpath.difference(e.fields, clash)
+        e.fields = fieldpath.difference(e.fields, diff.removed)
+    if conflicts and not force:
+        raise Conflicts(sorted(conflicts, key=lambda c: (c.manager, c.path)))
+    last = own.fields if own is not None else {}
+    if own is None:
+        own = Entry(manager, APPLY, rtype.api_version, None, applied, sub)
+        entries.append(own)
+    previous = (own.fields, own.time)
+    own.fields, own.time, own.api_version = applied, _now(), rtype.api_version
+
+    owned: Tree = {}
+    for e in entries:
+        owned = fieldpath.union(owned, e.fields)
+    result = remove(merged, _unowned(last, owned), shape)
+    if result is not merged:
+        removed = compare(live_view, _view(result, rtype, subresource), shape).removed
+        for e in entries:
+            if e is not own:
+                e.fields = fieldpath.difference(e.fields, removed)
+    if previous[0] == applied and _same_object(base, result):
+        own.time = previous[1]  # a no-op apply changes nothing, its time included
+    result = dict(result)
+    result["metadata"] = dict(result.get("metadata") or {})
+    _store(result, entries)
+    return result
+
+
+def _applicable(config: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+    """What of ``config`` is merged into the object: what its manager may own, and
+    the identity (apiVersion, kind, name, namespace) that must match anyway."""
+    out = dict(view)
+    for k in ("apiVersion", "kind"):
+        if k in config:
+            out[k] = config[k]
+    meta = config.get("metadata")
+    if isinstance(meta, dict):
+        ident = {k: meta[k] for k in ("name", "namespace") if k in meta}
+        out["metadata"] = {**out.get("metadata", {}), **ident}
+    return out
+
+
+def _unowned(last: Tree, owned: Tree) -> Tree:
+    """The members of ``last`` that nobody owns now, nor anything below them."""
+    out: Tree = {}
+    for element, node in last.items():
+        if element == SELF:
+            continue
+        other = owned.get(element)
+        if other is None:
+            out[element] = node
+            continue
+        below = _unowned(node, other)
+        if below:
+            out[element] = below
+    return out
+
+
+def _same_object(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    def bare(o: dict[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in (o.get("metadata") or {}).items() if k not in ("managedFields", "resourceVersion")}
+        return {**o, "metadata": meta}
+    return bare(a) == bare(b)

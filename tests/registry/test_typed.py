@@ -1,0 +1,138 @@
+"""Field sets, comparisons, merges and removals over the built-in schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.registry import shapes
+from controlplane.registry.fieldpath import paths
+from controlplane.registry.shapes import Kind, shape_for
+from controlplane.registry.typed import ShapeError, compare, created_set, field_set, merge, remove
+
+POD = shape_for("", "v1", "Pod")
+DEPLOYMENT = shape_for("apps", "v1", "Deployment")
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1", "ports": [{"containerPort": 80}]}],
+                     **spec}}
+
+
+def test_shapes_follow_the_schema_annotations() -> None:
+    spec = POD.field("spec")
+    assert spec is not None and spec.kind is Kind.STRUCT
+    containers = spec.field("containers")
+    assert containers is not None and containers.kind is Kind.ASSOCIATIVE and containers.keys == ("name",)
+    ports = containers.elem.field("ports")
+    assert ports is not None and ports.keys == ("containerPort", "protocol")
+    meta = POD.field("metadata")
+    assert meta is not None
+    assert meta.field("finalizers").kind is Kind.SET  # type: ignore[union-attr]
+    assert meta.field("labels").kind is Kind.MAP  # type: ignore[union-attr]
+    assert meta.field("ownerReferences").elem.kind is Kind.LEAF  # type: ignore[union-attr]  # structType=atomic
+    assert containers.elem.field("args").kind is Kind.LEAF  # type: ignore[union-attr]  # listType=atomic
+    dspec = DEPLOYMENT.field("spec")
+    assert dspec is not None and dspec.field("selector").kind is Kind.LEAF  # type: ignore[union-attr]
+
+
+def test_unknown_kinds_are_deduced_and_registered_schemas_used() -> None:
+    unknown = shape_for("example.com", "v1", "Widget")
+    assert unknown.field("spec") is None  # deduced by the walkers
+    meta = unknown.field("metadata")
+    assert meta is not None and meta.field("finalizers").kind is Kind.SET  # type: ignore[union-attr]
+    assert field_set({"metadata": {"labels": {"a": "b"}}, "spec": {"l": [1]}}, unknown) == {
+        "f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {".": {}, "f:l": {}}}
+    shapes.register("example.com", "v1", "Widget", {
+        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"],
+                      "items": {"type": "object", "properties": {"id": {"type": "string"}}}}}}}})
+    try:
+        widget = shape_for("example.com", "v1", "Widget")
+        spec = widget.field("spec")
+        assert spec is not None and spec.field("items").kind is Kind.ASSOCIATIVE  # type: ignore[union-attr]
+        assert widget.field("metadata") is meta  # ObjectMeta, whatever the CRD says
+    finally:
+        shapes.unregister("example.com", "v1", "Widget")
+
+
+def test_field_set_of_an_applied_configuration() -> None:
+    s = field_set(pod(), POD)
+    assert s == {
+        "f:metadata": {"f:labels": {"f:app": {}}},
+        "f:spec": {"f:containers": {'k:{"name":"web"}': {
+            ".": {}, "f:name": {}, "f:image": {},
+            "f:ports": {'k:{"containerPort":80,"protocol":"TCP"}': {".": {}, "f:containerPort": {}}}}}},
+    }
+
+
+def test_field_set_of_deduced_values() -> None:
+    s = field_set({"spec": {"a": {"b": 1}, "l": [1, 2]}}, shapes.DEDUCED)
+    assert s == {"f:spec": {".": {}, "f:a": {".": {}, "f:b": {}}, "f:l": {}}}
+
+
+def test_missing_key_without_default_is_an_error() -> None:
+    with pytest.raises(ShapeError, match="omits key field 'name'"):
+        field_set({"spec": {"containers": [{"image": "x"}]}}, POD)
+    with pytest.raises(ShapeError, match="duplicate"):
+        field_set({"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}, POD)
+
+
+def test_created_set_owns_new_nodes_but_not_the_zero_object() -> None:
+    s = created_set(pod(restartPolicy="Always"), POD)
+    assert "." not in s["f:spec"] and "." not in s["f:spec"]["f:containers"]  # zero object has them
+    assert "." in s["f:metadata"]["f:labels"]
+    assert s["f:spec"]["f:restartPolicy"] == {}
+    assert "." in s["f:spec"]["f:containers"]['k:{"name":"web"}']
+
+
+def test_compare() -> None:
+    old = pod(restartPolicy="Always")
+    new = pod(dnsPolicy="ClusterFirst")
+    new["spec"]["containers"][0]["image"] = "nginx:2"
+    new["metadata"]["labels"]["tier"] = "x"
+    c = compare(old, new, POD)
+    assert paths(c.added) == [("f:metadata", "f:labels", "f:tier"), ("f:spec", "f:dnsPolicy")]
+    assert paths(c.modified) == [("f:spec", "f:containers", 'k:{"name":"web"}', "f:image")]
+    assert paths(c.removed) == [("f:spec", "f:restartPolicy")]
+    assert not compare(old, old, POD).changed()
+
+
+def test_merge_keeps_live_fields_and_merges_lists_by_key() -> None:
+    live = pod(restartPolicy="Always")
+    live["spec"]["containers"].insert(0, {"name": "side", "image": "busybox"})
+    config = {"metadata": {"labels": {"tier": "x"}},
+              "spec": {"containers": [{"name": "web", "image": "nginx:2"}, {"name": "new", "image": "y"}]}}
+    merged = merge(live, config, POD)
+    assert merged["metadata"]["labels"] == {"app": "web", "tier": "x"}
+    assert [c["name"] for c in merged["spec"]["containers"]] == ["side", "web", "new"]
+    web = merged["spec"]["containers"][1]
+    assert web["image"] == "nginx:2" and web["ports"] == [{"containerPort": 80}]
+    assert merged["spec"]["restartPolicy"] == "Always"
+    assert live["spec"]["containers"][1]["image"] == "nginx:1"  # the live object is untouched
+
+
+def test_merge_replaces_atomic_values_and_unions_sets() -> None:
+    live = {"metadata": {"finalizers": ["a", "b"]}, "spec": {"containers": [{"name": "w", "args": ["1", "2"]}]}}
+    config = {"metadata": {"finalizers": ["c", "a"]}, "spec": {"containers": [{"name": "w", "args": ["3"]}]}}
+    merged = merge(live, config, POD)
+    assert merged["spec"]["containers"][0]["args"] == ["3"]
+    assert merged["metadata"]["finalizers"] == ["c", "a", "b"]
+
+
+def test_remove_drops_members_and_what_they_empty() -> None:
+    obj = pod()
+    out = remove(obj, {"f:metadata": {"f:labels": {"f:app": {}}},
+                       "f:spec": {"f:containers": {'k:{"name":"web"}': {"f:ports": {
+                           'k:{"containerPort":80,"protocol":"TCP"}': {}}}}}}, POD)
+    assert "metadata" not in out  # emptied: it held only the removed label
+    assert "ports" not in out["spec"]["containers"][0]
+    assert obj["metadata"]["labels"] == {"app": "web"}  # the input is untouched
+
+
+def test_created_set_leaves_out_what_the_empty_object_has_anyway() -> None:
+    assert created_set({"metadata": {"labels": {"a": "b"}}, "spec": {}, "status": {}}, POD) == {
+        "f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
+    assert created_set({"spec": {"containers": []}}, POD) == {}
