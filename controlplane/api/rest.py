@@ -52,7 +52,7 @@ from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepte
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
-from .fieldvalidation import check_object, request_scope, warning_headers
+from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
@@ -207,6 +207,8 @@ class KubeApi:
             raise ApiError.not_found_path(path)
         if rtype.namespaced and name is not None and namespace is None:
             raise ApiError.not_found_path(path)
+        if rtype.custom is not None and rtype.custom.deprecation_warning:
+            add_warning(rtype.custom.deprecation_warning)
         unsupported = sorted(set(query) - SUPPORTED_QUERY)
         if unsupported:
             raise ApiError.bad_request(f"query parameter(s) not supported by this server: {', '.join(unsupported)}")

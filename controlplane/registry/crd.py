@@ -26,6 +26,7 @@ from typing import Any
 from .custom import CustomVersion
 from .structural import Cause, describe, structure_problems
 from .types import ResourceType
+from .versions import priority
 
 __all__ = ["CLEANUP_FINALIZER", "GROUP", "condition_true", "established", "problems", "served_types",
            "set_defaults", "set_status", "stored_version_problems", "terminate"]
@@ -355,6 +356,21 @@ def terminate(crd: Obj) -> None:
 
 
 # -- what it serves ------------------------------------------------------------------------------
+def _deprecation_warning(spec: Obj, version: Obj, kind: str) -> str:
+    """The warning every request to a deprecated version gets: its ``deprecationWarning``,
+    else upstream's default, naming the preferred version that is not deprecated."""
+    if version.get("deprecated") is not True:
+        return ""
+    if isinstance(version.get("deprecationWarning"), str):
+        return str(version["deprecationWarning"])
+    group = spec.get("group")
+    warning = f"{group}/{version.get('name')} {kind} is deprecated"
+    others = sorted((str(v["name"]) for v in _list(spec.get("versions"))
+                     if isinstance(v, dict) and isinstance(v.get("name"), str)
+                     and v.get("served") is True and v.get("deprecated") is not True), key=priority)
+    return f"{warning}; use {group}/{others[0]} {kind}" if others else warning
+
+
 def served_types(crd: Obj) -> list[ResourceType]:
     """One ResourceType per served version of an established CRD (none otherwise)."""
     if not established(crd):
@@ -375,7 +391,7 @@ def served_types(crd: Obj) -> list[ResourceType]:
         version = CustomVersion(crd_name, schema if isinstance(schema, dict) else None,
                                 tuple(c for c in _list(v.get("additionalPrinterColumns")) if isinstance(c, dict)),
                                 list_kind=str(names.get("listKind") or kind + "List"),
-                                deprecated=v.get("deprecated") is True,
+                                deprecation_warning=_deprecation_warning(spec, v, kind),
                                 scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None)
         types.append(ResourceType(
             group, v["name"], kind, plural, spec.get("scope") == "Namespaced",

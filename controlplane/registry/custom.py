@@ -33,7 +33,7 @@ class CustomVersion:
     schema: Schema | None                         # the version's openAPIV3Schema
     printer_columns: tuple[dict[str, Any], ...]   # additionalPrinterColumns, as the CRD has them
     list_kind: str = ""                           # acceptedNames.listKind
-    deprecated: bool = False
+    deprecation_warning: str = ""                 # sent with every request to a deprecated version
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
 
 

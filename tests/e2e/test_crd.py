@@ -203,6 +203,7 @@ spec:
   - name: v1beta1
     served: true
     storage: false
+    deprecated: true
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
   - name: v1
     served: true
@@ -228,8 +229,11 @@ def test_a_cluster_scoped_crd_with_two_versions(served: Serve) -> None:
     got = yaml.safe_load(kubectl(served, "get", "region", "eu", "-o", "yaml"))
     assert got["apiVersion"] == "infra.example.org/v1"
     assert got["spec"] == {"zone": "eu-1"}  # v1's schema prunes what v1beta1 preserved
-    old = web.get(f"{served.url}/apis/infra.example.org/v1beta1/regions/eu").json()
-    assert old["apiVersion"] == "infra.example.org/v1beta1"
+    r = web.get(f"{served.url}/apis/infra.example.org/v1beta1/regions/eu")
+    assert r.json()["apiVersion"] == "infra.example.org/v1beta1"
+    assert r.headers["warning"] == ('299 - "infra.example.org/v1beta1 Region is deprecated; '
+                                    'use infra.example.org/v1 Region"')
+    assert "warning" not in web.get(f"{served.url}/apis/infra.example.org/v1/regions/eu").headers
     group = web.get(f"{served.url}/apis/infra.example.org").json()
     assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1"]
     assert group["preferredVersion"]["version"] == "v1"

@@ -166,6 +166,16 @@ def test_served_types_one_per_served_version() -> None:
     assert t.custom is not None and t.custom.crd == "widgets.example.com"
 
 
+def test_deprecated_versions_carry_a_warning() -> None:
+    obj = crd(versions=[{"name": v, "served": True, "storage": v == "v1", "deprecated": v != "v1",
+                         "schema": {"openAPIV3Schema": SCHEMA}} for v in ("v1alpha1", "v1", "v1beta1")])
+    obj["spec"]["versions"][2]["deprecationWarning"] = "v1beta1 goes in 1.40"
+    set_status(obj, None, [])
+    warnings = {t.version: t.custom.deprecation_warning for t in served_types(obj) if t.custom is not None}
+    assert warnings == {"v1alpha1": "example.com/v1alpha1 Widget is deprecated; use example.com/v1 Widget",
+                        "v1": "", "v1beta1": "v1beta1 goes in 1.40"}
+
+
 def test_terminate_adds_the_cleanup_finalizer() -> None:
     obj = crd()
     set_status(obj, None, [])
