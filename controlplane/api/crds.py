@@ -20,13 +20,12 @@ new schema, or a 404.
 
 Admission of CRDs (defaults, validation, status) and of custom resources
 (pruning, defaulting, schema validation) also lives here: it needs the set.
+What follows a CRD's deletion is ``crd_controllers``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import copy
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -60,7 +59,6 @@ __all__ = ["CustomResourceDefinitions", "scale_paths"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-DeleteOne = Callable[[ResourceType, str | None, str], Awaitable[object]]
 
 
 class CustomResourceDefinitions:
@@ -126,6 +124,9 @@ class CustomResourceDefinitions:
 
     def all(self) -> list[Obj]:
         return list(self._crds.values())
+
+    def get(self, name: str) -> Obj | None:
+        return self._crds.get(name)
 
     def terminating(self) -> list[str]:
         return [n for n, c in self._crds.items() if CLEANUP_FINALIZER in c.get("metadata", {}).get("finalizers", [])]
@@ -208,77 +209,6 @@ class CustomResourceDefinitions:
         if causes:
             raise ApiError.invalid(rtype, name, causes)
 
-    # -- deletion --------------------------------------------------------------------------------
-    async def remove_resources(self, s: Store, name: str, delete: DeleteOne) -> None:
-        """The finalizing controller: delete every custom resource of CRD ``name``
-        (each as a delete through the API, so their finalizers hold them), then
-        drop the cleanup finalizer, which deletes the CRD if it was the last.
-        If the store fails (or closes at shutdown), the next start resumes it."""
-        try:
-            await self._remove_resources(s, name, delete)
-        except store.StoreError as e:
-            log.warning("removing the custom resources of %s stopped: %s", name, e)
-
-    async def _remove_resources(self, s: Store, name: str, delete: DeleteOne) -> None:
-        delay = 0.1
-        while True:
-            crd = self._crds.get(name)
-            if crd is None:
-                return
-            storage = _storage_type(crd)
-            if storage is None:
-                break
-            prefix = storage.prefix()
-            kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
-            if not kvs:
-                break
-            for item in kvs:
-                meta = orjson.loads(item.value).get("metadata", {})
-                if not meta.get("deletionTimestamp"):
-                    with contextlib.suppress(ApiError, store.NotFound, store.Conflict):
-                        await delete(storage, meta.get("namespace"), meta.get("name", ""))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        key = self.type.key(None, name)
-        for _attempt in range(16):
-            kv = await s.get(key)
-            if kv is None:
-                return
-            crd = orjson.loads(kv.value)
-            meta = crd.setdefault("metadata", {})
-            meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != CLEANUP_FINALIZER]
-            try:
-                if meta["finalizers"]:
-                    rev = await s.update(key, orjson.dumps(crd), kv.mod_revision)
-                    self.observe(name, crd, rev)
-                else:
-                    rev = await s.delete(key, kv.mod_revision)
-                    self.observe(name, None, rev)
-                    await self.reconsider_names(s, crd.get("spec", {}).get("group"))
-                return
-            except (store.Conflict, store.NotFound):
-                continue
-
-    async def reconsider_names(self, s: Store, group: Any) -> None:
-        """A CRD of ``group`` went: the names it held may now be accepted for the
-        CRDs that asked for them (the naming controller requeues the group)."""
-        if DRY_RUN.get():
-            return
-        for crd in self.all():
-            if crd.get("spec", {}).get("group") != group or condition_true(crd, "NamesAccepted"):
-                continue
-            name = crd.get("metadata", {}).get("name", "")
-            key = self.type.key(None, name)
-            with contextlib.suppress(store.Conflict, store.NotFound):  # changed meanwhile: its writer decided
-                kv = await s.get(key)
-                if kv is None:
-                    continue
-                current = orjson.loads(kv.value)
-                updated = copy.deepcopy(current)
-                set_status(updated, current, self.all())
-                if updated["status"] != current.get("status"):
-                    self.observe(name, updated, await s.update(key, orjson.dumps(updated), kv.mod_revision))
-
 
 def scale_paths(rtype: ResourceType) -> ScalePaths:
     """Where ``rtype`` keeps the replicas its ``scale`` subresource shows: the paths
@@ -299,15 +229,3 @@ def scale_paths(rtype: ResourceType) -> ScalePaths:
 def _serving(crd: Obj) -> tuple[Any, Any, bool]:
     """What a CRD's served types are made of."""
     return crd.get("spec"), crd.get("status", {}).get("acceptedNames"), established(crd)
-
-
-def _storage_type(crd: Obj) -> ResourceType | None:
-    """A type for reaching the stored custom resources of ``crd``, served or not."""
-    spec = crd.get("spec", {})
-    group, names = spec.get("group"), spec.get("names", {})
-    versions = [v for v in spec.get("versions", []) if isinstance(v, dict) and v.get("name")]
-    if not group or not names.get("plural") or not versions:
-        return None
-    kind = names.get("kind", "")
-    return ResourceType(group, versions[0]["name"], kind, names["plural"], spec.get("scope") == "Namespaced",
-                        storage_group=group)

@@ -47,6 +47,7 @@ from ..registry.custom import present
 from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
+from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
 from .discovery import content_type as discovery_content_type
@@ -117,7 +118,7 @@ class KubeApi:
             await self._default_service_account(name)
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
-            self._spawn(self.crds.remove_resources(self.store, name, self._delete))
+            self._spawn(remove_resources(self.crds, self.store, name, self._delete))
 
     @property
     def store(self) -> Store:
@@ -645,7 +646,7 @@ class KubeApi:
                     self._spawn(self._terminate(name))
                 if definition:
                     self.crds.written(name, obj, rev)
-                    self._spawn(self.crds.remove_resources(self.store, name, self._delete))
+                    self._spawn(remove_resources(self.crds, self.store, name, self._delete))
                 meta["resourceVersion"] = str(rev)
                 return obj
             try:
@@ -666,7 +667,7 @@ class KubeApi:
         obj["metadata"]["resourceVersion"] = str(rev)
         if rtype is self.crds.type:
             self.crds.written(name, None, rev)
-            await self.crds.reconsider_names(self.store, obj.get("spec", {}).get("group"))
+            await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
         return obj
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
