@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -159,6 +160,24 @@ _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": 
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
 
 
+def _settle_heap() -> None:
+    """Keep the cyclic garbage collector off the startup heap.
+
+    The schemas, the registry and the OpenAPI and validation tables are
+    hundreds of thousands of long-lived objects. Every full collection would
+    walk them again; a pod create allocates enough (its parsed JSON) to start
+    a collection every few requests, and py-spy showed those walks as a tenth
+    of the create path. ``gc.freeze`` moves what exists now out of the
+    collector's sight; a higher first threshold makes young collections rarer.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
+
+
+GC_YOUNG_THRESHOLD = 20_000
+
+
 def _observe_commit(batch_size: int, seconds: float) -> None:
     STORE_COMMIT_BATCH_SIZE.observe(batch_size)
     STORE_COMMIT_SECONDS.observe(seconds)
@@ -183,6 +202,7 @@ def create_app(config: Config) -> FastAPI:
             state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))
             revision = await s.revision()
             log.info("store open at revision %d", revision)
+            _settle_heap()
             yield
         finally:
             state.shutting_down = True
