@@ -12,7 +12,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,7 +93,7 @@ class Serve:
             pytest.fail(f"serve did not exit within {EXIT_TIMEOUT} s of signal {sig}:\n{self.output()}")
 
 
-def start_serve(tmp: Path, run: int = 0, port: int | None = None) -> Serve:
+def start_serve(tmp: Path, run: int = 0, port: int | None = None, extra: Sequence[str] = ()) -> Serve:
     port = port or free_port()
     state = tmp / "state"
     data = state / "data"
@@ -101,7 +101,7 @@ def start_serve(tmp: Path, run: int = 0, port: int | None = None) -> Serve:
     with stdout.open("wb") as out, stderr.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(data),
-             "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig")],
+             "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig"), *extra],
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
         )
     return Serve(proc, f"http://127.0.0.1:{port}", port, state, stdout, stderr)
