@@ -15,6 +15,7 @@ never parses JSON; the store-backed reads build them from the parsed object.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ __all__ = ["INDEXED_FIELDS", "Attrs", "Filter", "SelectorError"]
 # The fields watchers are indexed by, most selective first: a kubelet watches
 # its node's pods, an object's watcher names it, a namespaced client its namespace.
 INDEXED_FIELDS = ("metadata.name", "spec.nodeName", "metadata.namespace")
+
+_getters = functools.cache(selectable_fields)  # per plural, made once; never mutated
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,7 @@ class Attrs:
         meta = obj.get("metadata")
         labels = meta.get("labels") if isinstance(meta, dict) else None
         return Attrs(labels if isinstance(labels, dict) and labels else None,
-                     {name: get(obj) for name, get in selectable_fields(plural).items()})
+                     {name: get(obj) for name, get in _getters(plural).items()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,8 @@ class CacheConfig:
     pinned_snapshots: int = 64
     pinned_seconds: float = 300.0
     watcher_buffer: int = 1_000
-    walk_chunk: int = 1_000           # entries a walk handles between yields to the event loop
+    walk_chunk: int = 500             # entries a walk handles between yields to the event loop
+    apply_chunk: int = 64             # events applied under one hold of the write lock
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
 
 
@@ -177,9 +178,14 @@ class ResourceCache:
                 break
             start = kvs[-1].key + b"\x00"
             await asyncio.sleep(0)
+        await self.load(loaded)
+
+    async def load(self, entries: list[tuple[bytes, Entry]]) -> None:
+        """Install the state at ``start_revision`` (keys strictly increasing) and start
+        serving: ``run`` does it from the store; benchmarks call it directly."""
         await self.lock.acquire_write()
         try:
-            self._map.load_sorted(loaded)
+            self._map.load_sorted(entries)
             self.revision = self.start_revision
             self._retain(self.start_revision)
         finally:
@@ -188,36 +194,51 @@ class ResourceCache:
         self._resolve_waiters()
 
     async def apply(self, events: list[Event], revision: int, received: float) -> None:
-        applied: list[CacheEvent] = []
-        if events:
+        """Apply a batch, in chunks of ``apply_chunk`` events: each chunk's entries are
+        built (parsed, stamped, serialised) before the write lock is taken, applied
+        under it, then fanned out; the loop gets a turn between chunks."""
+        chunk = self.config.apply_chunk
+        for i in range(0, len(events), chunk):
+            if i:
+                await asyncio.sleep(0)
+            part = events[i:i + chunk]
+            built = self._build(part, received)
             await self.lock.acquire_write()
             try:
-                for ev in events:
-                    ce = self._unsafe_apply(ev, received)
-                    if ce is not None:
-                        applied.append(ce)
-                        self.window.append(ce)
-                        self._retain(ce.revision)
-                self.revision = max(self.revision, revision)
+                for ce in built:
+                    if ce.type == "DELETED":
+                        self._map.delete(ce.obj.key)
+                    else:
+                        self._map.set(ce.obj.key, ce.obj)
+                    self.window.append(ce)
+                    self._retain(ce.revision)
+                self.revision = max(self.revision, part[-1].kv.mod_revision)
             finally:
                 self.lock.release_write()
-        else:
-            self.revision = max(self.revision, revision)  # progress only: no state changes
-        for ce in applied:
-            self.watchers.dispatch(ce)
-        self._resolve_waiters()
+            for ce in built:
+                self.watchers.dispatch(ce)
+            self._resolve_waiters()
+        if revision > self.revision:  # progress beyond this resource's own events
+            self.revision = revision
+            self._resolve_waiters()
 
-    def _unsafe_apply(self, ev: Event, received: float) -> CacheEvent | None:
-        """Apply one event to the map; the write lock is held."""
-        key = ev.kv.key
-        if ev.type is EventType.DELETE:
-            prev = self._map.delete(key)
-            if prev is None:
-                return None
-            return CacheEvent("DELETED", prev.restamped(ev.kv.mod_revision), prev, received)
-        entry = Entry.build(self.plural, key, ev.kv.value, ev.kv.mod_revision)
-        prev = self._map.set(key, entry)
-        return CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received)
+    def _build(self, events: list[Event], received: float) -> list[CacheEvent]:
+        """The cache events of ``events``, without the lock: the applier is the map's
+        only writer, so reading it here sees exactly the state these events follow."""
+        overlay: dict[bytes, Entry | None] = {}  # earlier events of this chunk, by key
+        out: list[CacheEvent] = []
+        for ev in events:
+            key = ev.kv.key
+            prev = overlay[key] if key in overlay else self._map.get(key)
+            if ev.type is EventType.DELETE:
+                overlay[key] = None
+                if prev is not None:
+                    out.append(CacheEvent("DELETED", prev.restamped(ev.kv.mod_revision), prev, received))
+                continue
+            entry = Entry.build(self.plural, key, ev.kv.value, ev.kv.mod_revision)
+            overlay[key] = entry
+            out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
+        return out
 
     def _retain(self, revision: int) -> None:
         """Keep the state after ``revision`` (lazy mode), within the count, age and memory bounds."""
