@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .selectors import LabelSelector, SelectorError, parse_field_selector, parse_label_selector, selectable_fields
 
@@ -30,8 +30,10 @@ INDEXED_FIELDS = ("metadata.name", "spec.nodeName", "metadata.namespace")
 _getters = functools.cache(selectable_fields)  # per plural, made once; never mutated
 
 
-@dataclass(frozen=True, slots=True)
-class Attrs:
+class Attrs(NamedTuple):
+    """A tuple of two dicts of strings: CPython's cyclic GC stops tracking such a
+    tuple after its first pass, so a million cached objects' attrs cost no GC time."""
+
     labels: dict[str, str] | None
     fields: dict[str, str]  # every selectable field of the type -> its value as a string
 
@@ -39,8 +41,11 @@ class Attrs:
     def of(plural: str, obj: dict[str, Any]) -> Attrs:
         meta = obj.get("metadata")
         labels = meta.get("labels") if isinstance(meta, dict) else None
-        return Attrs(labels if isinstance(labels, dict) and labels else None,
-                     {name: get(obj) for name, get in _getters(plural).items()})
+        if isinstance(labels, dict) and labels:
+            labels = {str(k): str(v) for k, v in labels.items()}  # only strings: an untracked dict
+        else:
+            labels = None
+        return Attrs(labels, {name: get(obj) for name, get in _getters(plural).items()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,10 +60,13 @@ class CacheConfig:
     window_events: int = 100_000
     window_bytes: int = 256 << 20
     window_seconds: float = 300.0
-    # lazy mode: a snapshot per applied event, for lists at a recent revision (KEP-4988)
+    # lazy mode: snapshots kept for lists at a recent revision (KEP-4988), one at the
+    # end of an applied chunk at most every retain_interval; a revision between two
+    # is their older one plus the window's events up to it (an OverlaySnapshot)
     retained_snapshots: int = 1_000
     retained_bytes: int = 64 << 20
     retained_seconds: float = 75.0
+    retain_interval: float = 0.05
     # snapshots a paginated list's continue token refers to, kept for its next pages
     pinned_snapshots: int = 64
     pinned_seconds: float = 300.0
@@ -95,6 +98,43 @@ class LazySnapshot:
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         return self.view.items(start, end)
+
+
+class OverlaySnapshot:
+    """A retained snapshot plus the changes of the events after it, up to ``revision``."""
+
+    __slots__ = ("base", "changes", "revision")
+
+    def __init__(self, base: Snapshot, changes: dict[bytes, Entry | None], revision: int) -> None:
+        self.base = base
+        self.changes = changes  # key -> its entry at ``revision``, None if deleted by then
+        self.revision = revision
+
+    def get(self, key: bytes) -> Entry | None:
+        if key in self.changes:
+            return self.changes[key]
+        return self.base.get(key)
+
+    def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
+        changed = sorted(k for k in self.changes if start <= k < end)
+        i = 0
+        for key, entry in self.base.items(start, end):
+            while i < len(changed) and changed[i] < key:
+                got = self.changes[changed[i]]
+                if got is not None:
+                    yield changed[i], got
+                i += 1
+            if i < len(changed) and changed[i] == key:
+                got = self.changes[key]
+                if got is not None:
+                    yield key, got
+                i += 1
+                continue
+            yield key, entry
+        for key in changed[i:]:
+            got = self.changes[key]
+            if got is not None:
+                yield key, got
 
 
 class CopySnapshot:
@@ -144,6 +184,7 @@ class ResourceCache:
         # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
         self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
         self._pinned: OrderedDict[int, tuple[Snapshot, float]] = OrderedDict()
+        self._last_retained = 0.0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def __len__(self) -> int:
@@ -211,8 +252,9 @@ class ResourceCache:
                     else:
                         self._map.set(ce.obj.key, ce.obj)
                     self.window.append(ce)
-                    self._retain(ce.revision)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
+                if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:
+                    self._retain(self.revision)
             finally:
                 self.lock.release_write()
             for ce in built:
@@ -244,7 +286,8 @@ class ResourceCache:
         """Keep the state after ``revision`` (lazy mode), within the count, age and memory bounds."""
         if self.config.retained_snapshots <= 0 or self.config.mode != "lazy":
             return
-        self._retained.append((revision, LazySnapshot(self._map.snapshot(), revision), time.perf_counter()))
+        self._last_retained = time.perf_counter()
+        self._retained.append((revision, LazySnapshot(self._map.snapshot(), revision), self._last_retained))
         leaves = max(len(self._map) // LEAF, 1)
         per_snapshot = 16 * leaves + 32 * LEAF  # a top level, and a leaf the next write copies
         limit = min(self.config.retained_snapshots, max(self.config.retained_bytes // per_snapshot, 2))
@@ -279,6 +322,11 @@ class ResourceCache:
         self._waiters = keep
 
     # -- readers ------------------------------------------------------------------
+    def get(self, key: bytes) -> Entry | None:
+        """The current entry of ``key``: one synchronous lookup, so it cannot see a
+        half-applied chunk and needs neither the lock nor a snapshot."""
+        return self._map.get(key)
+
     async def snapshot(self) -> Snapshot:
         """The current state. Lazy: O(1) under the lock. Copy: O(N) under the lock."""
         if self.config.mode == "copy":
@@ -320,7 +368,18 @@ class ResourceCache:
         if not self._retained or revision < self._retained[0][0] or revision > self.revision:
             return None
         i = bisect_right(self._retained, revision, key=lambda r: r[0]) - 1
-        return LazySnapshot(self._retained[i][1].view, revision)
+        base_revision, base, _ = self._retained[i]
+        if base_revision == revision:
+            return base
+        later = self.window.since(base_revision)
+        if later is None:
+            return None
+        changes: dict[bytes, Entry | None] = {}
+        for ev in later:
+            if ev.revision > revision:
+                break
+            changes[ev.obj.key] = None if ev.type == "DELETED" else ev.obj
+        return OverlaySnapshot(base, changes, revision)
 
     def pin(self, snap: Snapshot) -> None:
         """Keep ``snap`` for the next pages of a paginated list."""

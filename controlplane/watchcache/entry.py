@@ -9,7 +9,7 @@ window and every watcher share the same ``Entry``; nothing re-serialises it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -19,14 +19,15 @@ from ..registry.attrs import Attrs
 __all__ = ["CacheEvent", "Entry"]
 
 
-class Entry:
-    __slots__ = ("attrs", "key", "raw", "revision")
+class Entry(NamedTuple):
+    """A tuple of bytes, an int and ``Attrs`` (itself a tuple of string dicts):
+    after one pass CPython's cyclic GC no longer tracks it, so the cache's
+    million entries are never traversed by a collection."""
 
-    def __init__(self, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
-        self.key = key
-        self.revision = revision  # the object's mod_revision: its resourceVersion
-        self.raw = raw            # the object's JSON, resourceVersion included
-        self.attrs = attrs
+    key: bytes
+    revision: int  # the object's mod_revision: its resourceVersion
+    raw: bytes     # the object's JSON, resourceVersion included
+    attrs: Attrs
 
     @staticmethod
     def build(plural: str, key: bytes, value: bytes, revision: int) -> Entry:

@@ -73,7 +73,7 @@ class CacheReads:
             await self._fresh(cache, resource_version, "get")
         except _Fallback:
             return await self.fallback.get(rtype, namespace, name, resource_version)
-        entry = cache._map.get(rtype.key(namespace, name))  # one synchronous lookup: no snapshot needed
+        entry = cache.get(rtype.key(namespace, name))
         return None if entry is None else entry.raw
 
     async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:

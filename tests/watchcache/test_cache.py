@@ -325,3 +325,32 @@ async def test_caches_are_made_on_demand_for_new_types(env: Env) -> None:
     await env.store.create(widgets.key("ns", "w2"), orjson.dumps({"metadata": {"name": "w2", "namespace": "ns"}}))
     listed = await env.reads.list(widgets, "ns", ListOptions(Filter.parse("widgets", None, None, "ns")))
     assert names(listed.items) == ["w1", "w2"]
+
+
+async def test_exact_lists_between_retained_snapshots_replay_the_window(tmp_path: Path) -> None:
+    st = store.open(f"lmdb://{tmp_path}/store")
+    caches = WatchCaches(st, CacheConfig(retain_interval=3600.0))  # only the initial snapshot is retained
+    await caches.start()
+    env = Env(st, caches)
+    try:
+        rnd = random.Random(7)
+        revisions = []
+        for n in range(120):
+            name = f"p{rnd.randrange(30):02d}"
+            if rnd.random() < 0.25:
+                with contextlib.suppress(store.NotFound):
+                    revisions.append(await st.delete(PODS.key("ns", name)))
+            else:
+                revisions.append(await env.put(name, node=str(n)))
+        await caches.cache_for(PODS).wait_fresh(revisions[-1])
+        for rev in revisions[::7]:
+            listed = await env.reads.list(PODS, None, ListOptions(everything(), resource_version=str(rev),
+                                                                  match="Exact"))
+            kvs, _, _ = await st.range(PODS.prefix(), store.prefix_end(PODS.prefix()), revision=rev)
+            assert listed.revision == rev
+            assert [(orjson.loads(i)["metadata"]["name"], orjson.loads(i)["spec"]["nodeName"]) for i in listed.items] \
+                == [(orjson.loads(kv.value)["metadata"]["name"], orjson.loads(kv.value)["spec"]["nodeName"])
+                    for kv in kvs]
+    finally:
+        await caches.stop()
+        await st.close()
