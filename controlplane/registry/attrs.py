@@ -31,8 +31,8 @@ _getters = functools.cache(selectable_fields)  # per plural, made once; never mu
 
 
 class Attrs(NamedTuple):
-    """A tuple of two dicts of strings: CPython's cyclic GC stops tracking such a
-    tuple after its first pass, so a million cached objects' attrs cost no GC time."""
+    """An object's labels and selectable fields, as dicts of strings only (which
+    CPython's cyclic GC does not track)."""
 
     labels: dict[str, str] | None
     fields: dict[str, str]  # every selectable field of the type -> its value as a string

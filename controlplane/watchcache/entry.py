@@ -20,9 +20,7 @@ __all__ = ["CacheEvent", "Entry"]
 
 
 class Entry(NamedTuple):
-    """A tuple of bytes, an int and ``Attrs`` (itself a tuple of string dicts):
-    after one pass CPython's cyclic GC no longer tracks it, so the cache's
-    million entries are never traversed by a collection."""
+    """Immutable, and small: the key, the revision, the bytes and the attrs."""
 
     key: bytes
     revision: int  # the object's mod_revision: its resourceVersion
