@@ -73,6 +73,7 @@ class CacheConfig:
     watcher_buffer: int = 1_000
     walk_chunk: int = 500             # entries a walk handles between yields to the event loop
     apply_chunk: int = 64             # events applied under one hold of the write lock
+    apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
 
 
@@ -237,11 +238,15 @@ class ResourceCache:
     async def apply(self, events: list[Event], revision: int, received: float) -> None:
         """Apply a batch, in chunks of ``apply_chunk`` events: each chunk's entries are
         built (parsed, stamped, serialised) before the write lock is taken, applied
-        under it, then fanned out; the loop gets a turn between chunks."""
+        under it, then fanned out. The loop gets a turn once ``apply_budget`` has
+        been spent: a turn per chunk would starve the applier behind many readers'
+        walks, none would block the loop for a whole backlog."""
         chunk = self.config.apply_chunk
+        turn = time.perf_counter()
         for i in range(0, len(events), chunk):
-            if i:
+            if i and time.perf_counter() - turn > self.config.apply_budget:
                 await asyncio.sleep(0)
+                turn = time.perf_counter()
             part = events[i:i + chunk]
             built = self._build(part, received)
             await self.lock.acquire_write()
