@@ -39,7 +39,7 @@ import store
 from store import EventType, Store
 
 from ..registry import ResourceType
-from ..registry.attrs import Attrs, Filter, SelectorError
+from ..registry.attrs import Filter, SelectorError, attrs_of
 from .errors import ApiError
 
 __all__ = [
@@ -287,7 +287,7 @@ class StoreReads:
                 revision = rev
                 for kv in kvs:
                     raw, obj = stamp(kv.value, kv.mod_revision)
-                    if match.everything or match.matches(Attrs.of(rtype.plural, obj)):
+                    if match.everything or match.matches(attrs_of(rtype.plural, obj)):
                         items.append(raw)
                 if kvs:
                     start = kvs[-1].key + b"\x00"
@@ -311,7 +311,7 @@ class StoreReads:
                 raise too_large_resource_version(options.revision, rev)
             for kv in kvs:
                 raw, obj = stamp(kv.value, kv.mod_revision)
-                if options.filter.everything or options.filter.matches(Attrs.of(rtype.plural, obj)):
+                if options.filter.everything or options.filter.matches(attrs_of(rtype.plural, obj)):
                     initial.append(WatchItem.of("ADDED", raw))
             if options.send_initial_events:
                 initial.append(WatchItem.of("BOOKMARK", bookmark_object(rtype, rev, end_of_initial=True)))
@@ -372,7 +372,7 @@ class _StoreWatch:
             self._delivered = ev.kv.mod_revision
             old = stamp(ev.prev_kv.value, ev.kv.mod_revision) if ev.prev_kv is not None else None
             if ev.type is EventType.DELETE:
-                if old is not None and (match.everything or match.matches(Attrs.of(plural, old[1]))):
+                if old is not None and (match.everything or match.matches(attrs_of(plural, old[1]))):
                     out.append(WatchItem.of("DELETED", old[0]))
                 continue
             raw, new = stamp(ev.kv.value, ev.kv.mod_revision)
@@ -380,8 +380,8 @@ class _StoreWatch:
                 out.append(WatchItem.of("ADDED" if ev.kv.version == 1 else "MODIFIED", raw))
                 continue
             # objects entering or leaving the selector are ADDED or DELETED, as upstream
-            was = old is not None and ev.kv.version > 1 and match.matches(Attrs.of(plural, old[1]))
-            if match.matches(Attrs.of(plural, new)):
+            was = old is not None and ev.kv.version > 1 and match.matches(attrs_of(plural, old[1]))
+            if match.matches(attrs_of(plural, new)):
                 out.append(WatchItem.of("MODIFIED" if was else "ADDED", raw))
             elif was:
                 out.append(WatchItem.of("DELETED", raw))

@@ -3,49 +3,57 @@
 filter a request's selectors make of them.
 
     >>> f = Filter.parse("pods", "app=web", "spec.nodeName=node-1", namespace="team-a")
-    >>> f.matches(Attrs.of("pods", {"metadata": {"namespace": "team-a", "labels": {"app": "web"}},
-    ...                             "spec": {"nodeName": "node-1"}}))
+    >>> f.matches(attrs_of("pods", {"metadata": {"namespace": "team-a", "labels": {"app": "web"}},
+    ...                            "spec": {"nodeName": "node-1"}}))
     True
     >>> f.index_hint()
     ('spec.nodeName', 'node-1')
 
-The watch cache keeps ``Attrs`` beside each object's bytes so that filtering
-never parses JSON; the store-backed reads build them from the parsed object.
+``Attrs`` are plain tuples of strings: ``(labels, fields)`` with ``labels`` the
+``(key, value)`` pairs (or None) and ``fields`` the values of the type's
+selectable fields, in ``field_names(plural)`` order. Tuples of strings are
+objects CPython's cyclic GC stops tracking after one pass, so the watch cache
+can keep them beside each object's bytes (filtering never parses JSON) without
+its million entries being walked by every collection.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from .selectors import LabelSelector, SelectorError, parse_field_selector, parse_label_selector, selectable_fields
 
-__all__ = ["INDEXED_FIELDS", "Attrs", "Filter", "SelectorError"]
+__all__ = ["INDEXED_FIELDS", "Attrs", "Filter", "SelectorError", "attrs_of", "field_names"]
 
 # The fields watchers are indexed by, most selective first: a kubelet watches
 # its node's pods, an object's watcher names it, a namespaced client its namespace.
 INDEXED_FIELDS = ("metadata.name", "spec.nodeName", "metadata.namespace")
 
-_getters = functools.cache(selectable_fields)  # per plural, made once; never mutated
+Attrs = tuple[tuple[tuple[str, str], ...] | None, tuple[str, ...]]
 
 
-class Attrs(NamedTuple):
-    """An object's labels and selectable fields, as dicts of strings only (which
-    CPython's cyclic GC does not track)."""
+@functools.cache
+def _getters(plural: str) -> tuple[Callable[[dict[str, Any]], str], ...]:
+    return tuple(selectable_fields(plural).values())
 
-    labels: dict[str, str] | None
-    fields: dict[str, str]  # every selectable field of the type -> its value as a string
 
-    @staticmethod
-    def of(plural: str, obj: dict[str, Any]) -> Attrs:
-        meta = obj.get("metadata")
-        labels = meta.get("labels") if isinstance(meta, dict) else None
-        if isinstance(labels, dict) and labels:
-            labels = {str(k): str(v) for k, v in labels.items()}  # only strings: an untracked dict
-        else:
-            labels = None
-        return Attrs(labels, {name: get(obj) for name, get in _getters(plural).items()})
+@functools.cache
+def field_names(plural: str) -> tuple[str, ...]:
+    """The selectable fields of ``plural``, in the order ``Attrs`` holds their values."""
+    return tuple(selectable_fields(plural))
+
+
+def attrs_of(plural: str, obj: dict[str, Any]) -> Attrs:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    # tuple(list), not tuple(generator): a generator's tuple is resized, which
+    # re-registers it with the GC after the tuples that hold it, and the GC
+    # can untrack a tuple only after everything in it (it walks in that order)
+    pairs = tuple([(str(k), str(v)) for k, v in labels.items()]) if isinstance(labels, dict) and labels else None
+    return pairs, tuple([get(obj) for get in _getters(plural)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,7 @@ class Filter:
 
     labels: LabelSelector
     terms: tuple[tuple[str, bool, str], ...]  # (field name, equal, value)
+    positions: tuple[int, ...] = ()           # each term's field's index in ``Attrs`` fields
 
     @staticmethod
     def parse(plural: str, label_selector: str | None, field_selector: str | None,
@@ -65,18 +74,19 @@ class Filter:
         terms = [(names[id(get)], equal, value) for get, equal, value in fields.terms]
         if namespace:
             terms.append(("metadata.namespace", True, namespace))
-        return Filter(labels, tuple(terms))
+        order = field_names(plural)
+        return Filter(labels, tuple(terms), tuple(order.index(name) for name, _, _ in terms))
 
     @property
     def everything(self) -> bool:
         return self.labels.empty and not self.terms
 
     def matches(self, attrs: Attrs) -> bool:
-        fields = attrs.fields
-        for name, equal, value in self.terms:
-            if (fields.get(name, "") == value) != equal:
+        labels, fields = attrs
+        for (_, equal, value), pos in zip(self.terms, self.positions, strict=True):
+            if (fields[pos] == value) != equal:
                 return False
-        return self.labels.matches(attrs.labels)
+        return self.labels.empty or self.labels.matches(dict(labels) if labels else None)
 
     def index_hint(self) -> tuple[str, str] | None:
         """The (field, value) every matching object has, on the most selective

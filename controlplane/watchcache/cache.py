@@ -41,7 +41,7 @@ from store import Event, EventType
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Filter
 from .cowmap import LEAF, CowSortedMap, View
-from .entry import CacheEvent, Entry
+from .entry import KEY, CacheEvent, Entry, build_entry, restamped
 from .rwlock import RWLock
 from .watchers import Watcher, WatcherIndex
 from .window import EventWindow
@@ -177,7 +177,7 @@ class ResourceCache:
         wait = WATCH_CACHE_LOCK_WAIT
         self.lock = RWLock(wait.labels(resource=plural, role="reader").observe,
                            wait.labels(resource=plural, role="writer").observe)
-        self.watchers = WatcherIndex()
+        self.watchers = WatcherIndex(plural)
         self.window = EventWindow(start_revision, config.window_events, config.window_bytes,
                                   config.window_seconds)
         self._map: CowSortedMap[Entry] = CowSortedMap()
@@ -215,7 +215,7 @@ class ResourceCache:
         loaded: list[tuple[bytes, Entry]] = []
         while True:
             kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.walk_chunk)
-            loaded.extend((kv.key, Entry.build(self.plural, kv.key, kv.value, kv.mod_revision)) for kv in kvs)
+            loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision)) for kv in kvs)
             if not more or not kvs:
                 break
             start = kvs[-1].key + b"\x00"
@@ -253,9 +253,9 @@ class ResourceCache:
             try:
                 for ce in built:
                     if ce.type == "DELETED":
-                        self._map.delete(ce.obj.key)
+                        self._map.delete(ce.obj[KEY])
                     else:
-                        self._map.set(ce.obj.key, ce.obj)
+                        self._map.set(ce.obj[KEY], ce.obj)
                     self.window.append(ce)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
                 if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:
@@ -280,9 +280,9 @@ class ResourceCache:
             if ev.type is EventType.DELETE:
                 overlay[key] = None
                 if prev is not None:
-                    out.append(CacheEvent("DELETED", prev.restamped(ev.kv.mod_revision), prev, received))
+                    out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision), prev, received))
                 continue
-            entry = Entry.build(self.plural, key, ev.kv.value, ev.kv.mod_revision)
+            entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
         return out
@@ -351,7 +351,7 @@ class ResourceCache:
     async def _unsafe_copy(self) -> CopySnapshot:
         """Copy every entry, yielding to the loop as it goes; the read lock is held
         throughout, so the state cannot change under the copy (and the writer waits)."""
-        live = View(self._map._firsts, self._map._leaves, len(self._map))
+        live = self._map.live()
         keys: list[bytes] = []
         entries: list[Entry] = []
         chunk = self.config.walk_chunk
@@ -383,7 +383,7 @@ class ResourceCache:
         for ev in later:
             if ev.revision > revision:
                 break
-            changes[ev.obj.key] = None if ev.type == "DELETED" else ev.obj
+            changes[ev.obj[KEY]] = None if ev.type == "DELETED" else ev.obj
         return OverlaySnapshot(base, changes, revision)
 
     def pin(self, snap: Snapshot) -> None:

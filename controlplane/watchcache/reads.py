@@ -34,7 +34,7 @@ from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
 from ..registry.attrs import Filter
 from .cache import ResourceCache, Snapshot
-from .entry import CacheEvent, Entry
+from .entry import ATTRS, RAW, CacheEvent, Entry
 from .feed import WatchCaches
 from .watchers import Watcher
 
@@ -74,7 +74,7 @@ class CacheReads:
         except _Fallback:
             return await self.fallback.get(rtype, namespace, name, resource_version)
         entry = cache.get(rtype.key(namespace, name))
-        return None if entry is None else entry.raw
+        return None if entry is None else entry[RAW]
 
     async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
         cache = self.caches.cache_for(rtype)
@@ -130,8 +130,8 @@ async def _walk(snap: Snapshot, start: bytes, end: bytes, match: Filter, limit: 
     for seen, (key, entry) in enumerate(snap.items(start, end), 1):
         if limit and len(items) >= limit:
             return items, key
-        if everything or match.matches(entry.attrs):
-            items.append(entry.raw)
+        if everything or match.matches(entry[ATTRS]):
+            items.append(entry[RAW])
         if seen % chunk == 0:
             await asyncio.sleep(0)
     return items, None
@@ -198,8 +198,8 @@ class CacheWatch:
         match = self._options.filter
         everything = match.everything
         for n, (_, entry) in enumerate(self._initial, 1):
-            if everything or match.matches(entry.attrs):
-                out.append(WatchItem.of("ADDED", entry.raw))
+            if everything or match.matches(entry[ATTRS]):
+                out.append(WatchItem.of("ADDED", entry[RAW]))
             if n >= self._cache.config.walk_chunk:
                 return out  # the next call goes on from here, after the caller has written these
         self._initial = None

@@ -19,8 +19,8 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from ..registry.attrs import INDEXED_FIELDS, Filter
-from .entry import CacheEvent
+from ..registry.attrs import INDEXED_FIELDS, Filter, field_names
+from .entry import ATTRS, CacheEvent
 
 __all__ = ["Watcher", "WatcherIndex"]
 
@@ -46,9 +46,9 @@ class Watcher:
         if f.everything:
             return ev.type
         if ev.type == "DELETED":
-            return "DELETED" if f.matches(ev.obj.attrs) else None
-        now = f.matches(ev.obj.attrs)
-        was = ev.prev is not None and f.matches(ev.prev.attrs)
+            return "DELETED" if f.matches(ev.obj[ATTRS]) else None
+        now = f.matches(ev.obj[ATTRS])
+        was = ev.prev is not None and f.matches(ev.prev[ATTRS])
         if now:
             return "MODIFIED" if was else "ADDED"
         return "DELETED" if was else None  # leaving the selector
@@ -77,7 +77,10 @@ class Watcher:
 
 
 class WatcherIndex:
-    def __init__(self) -> None:
+    def __init__(self, plural: str) -> None:
+        names = field_names(plural)
+        # the indexed fields this type has, with their place in an entry's attrs
+        self._positions = [(f, names.index(f)) for f in INDEXED_FIELDS if f in names]
         self._unhinted: set[Watcher] = set()
         self._hinted: dict[tuple[str, str], set[Watcher]] = {}
         self._fields: dict[str, int] = {}  # indexed field -> hinted watchers on it
@@ -113,19 +116,19 @@ class WatcherIndex:
                 w.offer(ev)
         if not self._fields:
             return
-        new = ev.obj.attrs.fields
-        old = ev.prev.attrs.fields if ev.prev is not None else None
-        for field in INDEXED_FIELDS:
+        new = ev.obj[ATTRS][1]
+        old = ev.prev[ATTRS][1] if ev.prev is not None else None
+        for field, pos in self._positions:
             if field not in self._fields:
                 continue
-            value = new.get(field)
-            bucket = self._hinted.get((field, value)) if value is not None else None
+            value = new[pos]
+            bucket = self._hinted.get((field, value))
             if bucket:
                 for w in tuple(bucket):
                     w.offer(ev)
             if old is not None:
-                before = old.get(field)
-                if before is not None and before != value:
+                before = old[pos]
+                if before != value:
                     bucket = self._hinted.get((field, before))
                     if bucket:
                         for w in tuple(bucket):
