@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import random
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.watchcache.cowmap import LEAF, CowSortedMap
+from controlplane.watchcache.entry import Entry, build_entry
 
 
 def _key(i: int) -> bytes:
@@ -74,3 +77,16 @@ def test_every_snapshot_equals_the_dict_at_its_time(ops: list[tuple[bool, int]],
         assert len(view) == len(expected)
         for k, v in expected[:20]:
             assert view.get(k) == v
+
+
+def test_the_cyclic_gc_stops_tracking_leaves_and_entries() -> None:
+    """The cache's bulk must not be walked by every collection (see entry.py)."""
+    m: CowSortedMap[Entry] = CowSortedMap()
+    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}}, "spec": {"nodeName": "n1"}}
+    m.load_sorted([(_key(i), build_entry("pods", _key(i), orjson.dumps(pod), i + 1)) for i in range(3 * LEAF)])
+    m.set(_key(5), build_entry("pods", _key(5), orjson.dumps(pod), 10_000))
+    for _ in range(6):  # one nesting level per pass, at worst
+        gc.collect()
+    for leaf in m._leaves:
+        assert not gc.is_tracked(leaf)
+    assert not gc.is_tracked(m.get(_key(5)))
