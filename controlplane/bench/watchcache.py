@@ -16,9 +16,8 @@ Per mode and N it prints (JSON lines, ``peer``/``ratio`` on the lazy lines:
 copy's value over lazy's):
 
 - ``writer_lock_wait_{p50,p99,max}``: the applier's wait for the write lock,
-  per acquisition (a batch applied after a long wait is one sample);
-- ``update_lock_wait_{p50,p99}``: the same per update (each update counts the
-  waits of the batch it was applied in), which a long wait cannot hide in;
+  per acquisition (the updates that fell due during a long wait are applied
+  in one batch afterwards: one sample; ``apply_delay`` counts them all);
 - ``apply_{p50,p99}``: one batch of updates applied, lock wait included;
 - ``apply_delay_{p50,p99}``: from an update's due time to its being applied
   (the cache's staleness, which consistent reads wait for);
@@ -128,7 +127,6 @@ async def scenario(mode: SnapshotMode, entries: list[tuple[bytes, Entry]], ups: 
     stop = asyncio.Event()
     applies: list[float] = []
     delays: list[float] = []  # an update's due time to its being applied
-    event_waits: list[float] = []  # per update: the write-lock waits of the batch it was applied in
     snapshots: list[float] = []
     lists: list[float] = []
     lags: list[float] = []
@@ -149,12 +147,9 @@ async def scenario(mode: SnapshotMode, entries: list[tuple[bytes, Entry]], ups: 
                 key, value = ups[(rev - revision) % len(ups)]
                 rev += 1
                 batch.append(Event(EventType.PUT, KeyValue(key, value, 1, rev, 2)))
-            waits_before = len(writer_waits)
             t = time.perf_counter()
             await cache.apply(batch, rev, t)
             end = time.perf_counter()
-            # every update of the batch waited for what the applier waited while applying it
-            event_waits.extend([sum(writer_waits[waits_before:])] * due)
             applies.append(end - t)
             delays.extend(end - (start + (done + k + 1) / writes) for k in range(due))
             done += due
@@ -188,7 +183,7 @@ async def scenario(mode: SnapshotMode, entries: list[tuple[bytes, Entry]], ups: 
     stop.set()
     await asyncio.gather(*tasks)
     return {
-        "writer_lock_wait": writer_waits, "update_lock_wait": event_waits, "apply": applies,
+        "writer_lock_wait": writer_waits, "apply": applies,
         "reader_snapshot": snapshots, "list": lists,
         "event_loop_lag": lags, "apply_delay": delays, "writes_per_second": len(delays) / seconds,
         "lists": len(lists),
@@ -198,7 +193,7 @@ async def scenario(mode: SnapshotMode, entries: list[tuple[bytes, Entry]], ups: 
 def report(results: dict[str, dict[str, Any]], readers: int, pods: int) -> None:
     lazy, copy = results["lazy"], results["copy"]
     rows: list[tuple[str, str, float]] = []
-    for name in ("writer_lock_wait", "update_lock_wait", "apply", "apply_delay", "reader_snapshot", "list"):
+    for name in ("writer_lock_wait", "apply", "apply_delay", "reader_snapshot", "list"):
         for q, label in ((0.5, "p50"), (0.99, "p99")):
             rows.append((f"{name}_{label}", name, q))
     rows.append(("writer_lock_wait_max", "writer_lock_wait", 1.0))
