@@ -412,6 +412,7 @@ class ResourceCache:
     async def watch_with_state(self, match: Filter) -> tuple[Snapshot, Watcher]:
         """A snapshot and a watcher registered for the events after it, atomically."""
         w = Watcher(match, 0, self.config.watcher_buffer)
+        w.initial = True  # until its stream has sent the snapshot (CacheWatch)
         async with self.lock.read():
             snap = await self._unsafe_copy() if self.config.mode == "copy" else self._unsafe_snapshot()
             w.start_revision = snap.revision

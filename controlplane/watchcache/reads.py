@@ -203,6 +203,7 @@ class CacheWatch:
             if n >= self._cache.config.walk_chunk:
                 return out  # the next call goes on from here, after the caller has written these
         self._initial = None
+        self._watcher.initial = False
         if self._options.send_initial_events:
             out.append(WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._initial_revision, True)))
         return out

@@ -22,12 +22,14 @@ from collections.abc import Callable
 from ..registry.attrs import INDEXED_FIELDS, Filter, field_names
 from .entry import ATTRS, CacheEvent
 
-__all__ = ["Watcher", "WatcherIndex"]
+__all__ = ["INITIAL_SLACK", "Watcher", "WatcherIndex"]
+
+INITIAL_SLACK = 16
 
 
 class Watcher:
-    __slots__ = ("_on_close", "buffer", "capacity", "closed", "filter", "hint", "reason", "start_revision",
-                 "wakeup")
+    __slots__ = ("_on_close", "buffer", "capacity", "closed", "filter", "hint", "initial", "reason",
+                 "start_revision", "wakeup")
 
     def __init__(self, match: Filter, start_revision: int, capacity: int) -> None:
         self.filter = match
@@ -38,6 +40,9 @@ class Watcher:
         self.wakeup = asyncio.Event()
         self.closed = False
         self.reason = ""
+        # while its stream is still sending the initial state, a watcher may hold
+        # INITIAL_SLACK times its capacity: the events of a long initial walk
+        self.initial = False
         self._on_close: Callable[[Watcher], None] | None = None
 
     def kind(self, ev: CacheEvent) -> str | None:
@@ -59,7 +64,7 @@ class Watcher:
         kind = self.kind(ev)
         if kind is None:
             return
-        if len(self.buffer) >= self.capacity:
+        if len(self.buffer) >= (self.capacity * INITIAL_SLACK if self.initial else self.capacity):
             self.close("the watcher fell too far behind")
             return
         self.buffer.append((ev, kind))

@@ -354,3 +354,20 @@ async def test_exact_lists_between_retained_snapshots_replay_the_window(tmp_path
     finally:
         await caches.stop()
         await st.close()
+
+
+async def test_a_watch_list_is_not_cut_off_by_writes_during_its_initial_walk(env: Env) -> None:
+    for i in range(70):
+        await env.put(f"p{i:02d}")
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version="0",
+                                                            send_initial_events=True))
+    try:
+        first = await stream.__anext__()  # the walk has begun (7 entries a chunk)
+        for i in range(100):  # more than the watcher's buffer of 64 arrive meanwhile
+            await env.put(f"q{i:02d}")
+        rest = await collect(stream, 70 + 1 + 100 - len(first))
+        got = first + rest
+        assert [i.type for i in got] == ["ADDED"] * 70 + ["BOOKMARK"] + ["ADDED"] * 100
+        assert not watcher_of(stream).closed
+    finally:
+        await stream.aclose()
