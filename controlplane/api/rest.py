@@ -200,7 +200,7 @@ class KubeApi:
                 if table:
                     items = [orjson.loads(raw) for raw in listed.items]
                     return await self._json(send, 200, as_table(rtype.plural, items, _list_meta(listed), include))
-                return await self._respond(send, 200, _list_body(rtype, listed))
+                return await _send_list(send, rtype, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body))
@@ -641,10 +641,30 @@ def _list_meta(listed: Listed) -> dict[str, Any]:
     return meta
 
 
-def _list_body(rtype: ResourceType, listed: Listed) -> bytes:
-    """The list response, with the items' JSON spliced in as they are (never re-serialised)."""
+LIST_CHUNK = 1000  # items per body message of a large list response
+
+
+async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
+    """The list response, with the items' JSON spliced in as they are (never
+    re-serialised): in one body when small, else in chunks of ``LIST_CHUNK``
+    items (HTTP chunked encoding), yielding between them, so a list of a million
+    objects is neither one huge bytes object nor a long stall of the loop."""
     head = orjson.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": _list_meta(listed)})
-    return head[:-1] + b',"items":[' + b",".join(listed.items) + b"]}"
+    head = head[:-1] + b',"items":['
+    items = listed.items
+    if len(items) <= LIST_CHUNK:
+        body = head + b",".join(items) + b"]}"
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*JSON, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": JSON})
+    await send({"type": "http.response.body", "body": head, "more_body": True})
+    for i in range(0, len(items), LIST_CHUNK):
+        part = b",".join(items[i:i + LIST_CHUNK])
+        await send({"type": "http.response.body", "body": b"," + part if i else part, "more_body": True})
+        await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b"]}"})
 
 
 def _delete_options(body: bytes) -> dict[str, Any]:

@@ -106,16 +106,19 @@ class WatchCaches:
         return route
 
     async def _run(self) -> None:
+        backoff = 0.1
         while True:
             try:
                 async for events in self.store.watch(b"\x00", b"\x00", self.revision + 1):
                     self._dispatch(events)
+                    backoff = 0.1
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # compacted past us, or the store failed: rebuild
-                log.warning("watch cache feed restarts after %r", e)
+                log.warning("watch cache feed restarts in %.1f s after %r", backoff, e)
                 self._drop_all(f"the watch cache is rebuilding after: {e}")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
                 with contextlib.suppress(store.StoreError):
                     self.revision = await self.store.revision()
             else:
