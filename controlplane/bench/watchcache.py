@@ -26,6 +26,11 @@ copy's value over lazy's):
 - ``list_{p50,p99}``: a full LIST or WatchList walk, end to end;
 - ``event_loop_lag_p99``, ``writes_per_second`` achieved, ``lists``.
 
+With ``--http-pods N``, first: ``http_paginated_list_rate``, pods per second
+of a LIST of N pods in pages of 500 over HTTP from ``controlplane serve``
+(``watchcache_http.py``), median of three, per mode. ``--pods 0`` skips the
+in-process phase.
+
 Then, lazy only: ``snapshot_take`` (taking one snapshot, uncontended) and
 ``write_after_snapshot`` (the first write after it, which copies the top
 level and one leaf), at this number of pods.
@@ -233,7 +238,21 @@ async def snapshot_costs(entries: list[tuple[bytes, Entry]], ups: list[tuple[byt
     emit("write_after_snapshot_p50", statistics.median(writes) * 1e6, "us", mode="lazy", pods=pods)
 
 
+async def http_phase(n: int) -> None:
+    from .watchcache_http import http_lists
+
+    rates = await http_lists(make_pods(n))
+    copy, lazy = statistics.median(rates["copy"]), statistics.median(rates["lazy"])
+    emit("http_paginated_list_rate", copy, "pods/s", mode="copy", pods=n, page=500)
+    emit("http_paginated_list_rate", lazy, "pods/s", mode="lazy", pods=n, page=500, peer="copy",
+         ratio=round(lazy / copy, 2) if copy else None)
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.http_pods:
+        await http_phase(args.http_pods)
+    if not args.pods:
+        return
     t = time.perf_counter()
     pods = make_pods(args.pods)
     ups = updates(pods, 4000)
@@ -257,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated reader counts, one run per count and mode (default: 1,10,50)")
     p.add_argument("--writes", type=float, default=1000.0, help="pod updates per second asked (default: 1000)")
     p.add_argument("--seconds", type=float, default=5.0, help="per mode and reader count (default: 5)")
+    p.add_argument("--http-pods", type=int, default=0, metavar="N",
+                   help="first, list N pods in pages of 500 over HTTP from a real server, per mode (default: off)")
     args = p.parse_args(argv)
     asyncio.run(run(args))
     return 0
