@@ -13,6 +13,7 @@ A first, untimed pass parses every page and checks that every pod came.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,8 @@ import orjson
 import store
 
 __all__ = ["http_lists"]
+
+_LOADED = re.compile(r'controlplane_watch_cache_lock_wait_seconds_count\{resource="pods",role="writer"\} [1-9]')
 
 
 def _free_port() -> int:
@@ -120,6 +123,12 @@ async def _serve_and_list(data: Path, mode: str, pods: int, rounds: int, limit: 
                 if time.monotonic() > deadline or proc.returncode is not None:
                     raise RuntimeError("the server did not serve lists in time")
                 await asyncio.sleep(0.2)
+            # the pods cache has loaded once its load has taken the write lock (a
+            # consistent read served earlier came from the store, after 3 s)
+            while not _LOADED.search((await probe.get("/metrics")).text):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the pods cache did not load in time")
+                await asyncio.sleep(0.5)
         client = _Client(*await asyncio.open_connection("127.0.0.1", port))
         count, _, revisions = await _paginate(client, limit, verify=True)
         if count != pods or len(revisions) != 1:
