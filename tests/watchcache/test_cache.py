@@ -371,3 +371,27 @@ async def test_a_watch_list_is_not_cut_off_by_writes_during_its_initial_walk(env
         assert not watcher_of(stream).closed
     finally:
         await stream.aclose()
+
+
+async def test_a_watch_resumes_across_a_cache_rebuild_with_no_gap_or_duplicate(env: Env) -> None:
+    rev = await env.put("a")
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
+    await env.put("b")
+    await env.put("c")
+    got = await collect(stream, 2)
+    last = orjson.loads(got[-1].raw)["metadata"]["resourceVersion"]
+    env.caches._drop_all("a rebuild, as after the feed failed")  # what the feed does on an error
+    with pytest.raises(StopAsyncIteration):
+        await stream.__anext__()  # the watch ends; the client resumes from ``last``
+    await stream.aclose()
+    await env.put("d")
+    await env.store.delete(PODS.key("ns", "b"))
+    resumed = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=last))
+    try:
+        got = await collect(resumed, 2)
+        assert [(i.type, orjson.loads(i.raw)["metadata"]["name"]) for i in got] == [("ADDED", "d"), ("DELETED", "b")]
+        await env.put("e")  # and live events follow (the store's watch: the new window starts after last)
+        got = await collect(resumed, 1)
+        assert orjson.loads(got[0].raw)["metadata"]["name"] == "e"
+    finally:
+        await resumed.aclose()
