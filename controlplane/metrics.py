@@ -36,6 +36,7 @@ __all__ = [
     "SCHEDULER_SCHEDULE_ATTEMPTS",
     "STORE_COMMIT_BATCH_SIZE",
     "STORE_COMMIT_SECONDS",
+    "WATCH_CACHE_FALLBACKS",
     "WATCH_CACHE_LOCK_WAIT",
     "WATCH_EVENT_DELIVERY",
     "exposition",
@@ -66,6 +67,14 @@ WATCH_CACHE_LOCK_WAIT = Histogram(
     "Time spent waiting to acquire a watch cache's lock, by the cache's writer or a reader.",
     ["resource", "role"],  # role: "writer" | "reader"
     buckets=_MICRO_TO_SECOND,
+    registry=REGISTRY,
+)
+
+WATCH_CACHE_FALLBACKS = Counter(
+    "controlplane_watch_cache_fallbacks_total",
+    "Reads the watch cache handed to the store: a consistent read that waited too long for the cache "
+    "(reason get/list/watch), a revision older than the cache keeps (past-revision, window), a cache not loaded.",
+    ["resource", "reason"],
     registry=REGISTRY,
 )
 

@@ -13,7 +13,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +95,7 @@ class Serve:
 
 
 def start_serve(tmp: Path, run: int = 0, port: int | None = None, tls: bool = True,
-                extra: tuple[str, ...] = ()) -> Serve:
+                extra: Sequence[str] = ()) -> Serve:
     """``controlplane serve`` on ``tmp/state``; over TLS with the tests' CA (tests/conftest.py)."""
     from tests.conftest import TEST_PKI
 

@@ -8,8 +8,9 @@ For now it serves what every kube-apiserver serves besides the API itself:
 - ``/version``: ``version.Info`` of Kubernetes 1.37;
 - ``/metrics``: ``controlplane.metrics.REGISTRY`` in Prometheus text format.
 
-The lifespan opens the store (``store.open(config.store_url)``) before the
-server accepts connections and closes it after the last one has finished;
+The lifespan opens the store (``store.open(config.store_url)``) and starts the
+watch caches (``controlplane.watchcache``, every read goes through them) before
+the server accepts connections, and closes them after the last one has finished;
 ``/readyz`` fails until the store is open, and its ``shutdown`` check fails
 once the lifespan's shutdown begins.
 """
@@ -40,8 +41,10 @@ from ..metrics import (
 from ..registry import Registry, ResourceType, schema
 from ..tokens import read_token_file
 from ..version import version_info
+from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
+from .reads import StoreReads
 from .rest import KubeApi
 
 __all__ = ["ServerState", "create_app"]
@@ -188,6 +191,7 @@ def create_app(config: Config) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        caches: WatchCaches | None = None
         state._tasks.append(asyncio.create_task(monitor_event_loop_lag(), name="event-loop-lag"))
         try:
             log.info("opening store %s", config.store_url)
@@ -202,6 +206,11 @@ def create_app(config: Config) -> FastAPI:
             state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))
             revision = await s.revision()
             log.info("store open at revision %d", revision)
+            caches = WatchCaches(s, CacheConfig(mode=config.watch_cache_snapshot))
+            await caches.start()
+            for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
+                caches.cache_for(rtype)
+            kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
             _settle_heap()
             yield
         finally:
@@ -209,6 +218,8 @@ def create_app(config: Config) -> FastAPI:
             for task in state._tasks:
                 task.cancel()
             await asyncio.gather(*state._tasks, return_exceptions=True)
+            if caches is not None:
+                await caches.stop()
             if state.store is not None:
                 s, state.store = state.store, None
                 await s.close()

@@ -10,9 +10,9 @@ URL forms (``/api/v1`` for the core group, ``/apis/<group>/<version>`` else)::
     .../namespaces/<ns>/<plural>/<name>   get, update, patch, delete
 
 Objects are stored as JSON without ``metadata.resourceVersion``; the store's
-revision of the object is put back on every read. Reads go to the store until
-the watch cache lands (issue 4); only ``_read_*`` touch it for reads, so the
-cache slots in there.
+revision of the object is put back on every read. Reads (``_get``, ``_list``,
+``_watch``) go through ``self.reads`` (``reads.Reads``): the store's own reads
+until the server installs the watch cache's (``controlplane.watchcache``).
 
 Query parameters this server does not implement yet are refused with 400,
 never ignored (a client that asked for something and silently did not get it
@@ -22,10 +22,8 @@ misbehaves later, or hangs).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import os
+import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,13 +36,12 @@ import jsonpointer
 import orjson
 
 import store
-from store import EventType, Store
+from store import Store
 
 from ..registry import Registry, ResourceType, managedfields, strategic
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
-from ..registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 from ..registry.strategies import default, validate_name
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
 from .crd_controllers import reconsider_names, remove_resources
@@ -54,6 +51,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .reads import Listed, Reads, StoreReads, WatchItem, list_options, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
@@ -62,8 +60,6 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 MAX_BODY = 3 * 1024 * 1024
-# kube-apiserver sends a watch bookmark about once a minute; tests shorten it
-BOOKMARK_SECONDS = float(os.environ.get("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "60"))
 JSON = [(b"content-type", b"application/json")]
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
@@ -104,6 +100,7 @@ class KubeApi:
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
         self.crds = CustomResourceDefinitions(registry, crd_type)
+        self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
 
     async def bootstrap(self) -> None:
         """The namespaces every cluster has (kube-apiserver's system namespaces controller)."""
@@ -251,12 +248,15 @@ class KubeApi:
                     return await self._watch(rtype, namespace, query, receive, send,
                                              include if table else None)
                 listed = await self._list(rtype, namespace, query)
-                if rtype.custom is not None:
-                    listed["items"] = [present(rtype, o) for o in listed["items"]]
                 if table:
-                    listed = as_table(rtype.plural, listed["items"], listed["metadata"], include,
-                                      custom=rtype.custom)
-                return await self._json(send, 200, listed)
+                    items = [orjson.loads(raw) for raw in listed.items]
+                    if rtype.custom is not None:
+                        items = [present(rtype, obj) for obj in items]
+                    return await self._json(send, 200, as_table(rtype.plural, items, _list_meta(listed), include,
+                                                                custom=rtype.custom))
+                if rtype.custom is not None:
+                    listed = dataclasses.replace(listed, items=[_presented(rtype, raw) for raw in listed.items])
+                return await _send_list(send, rtype, listed)
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
@@ -264,13 +264,15 @@ class KubeApi:
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
-            got = await self._get(rtype, namespace, name)
+            raw = await self._get(rtype, namespace, name, query)
             if rtype.custom is not None:
-                got = present(rtype, got)
+                raw = _presented(rtype, raw)
             if table:
+                got = orjson.loads(raw)
                 got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include,
                                custom=rtype.custom)
-            return await self._json(send, 200, got)
+                return await self._json(send, 200, got)
+            return await self._respond(send, 200, raw)
         if method == "PUT":
             body = await self._body(scope, receive)
             return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource,
@@ -422,42 +424,15 @@ class KubeApi:
         with contextlib.suppress(store.KeyExists):
             await self.store.create(sa.key(namespace, "default"), orjson.dumps(obj))
 
-    async def _get(self, rtype: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        kv = await self.store.get(rtype.key(namespace, name))
-        if kv is None:
+    async def _get(self, rtype: ResourceType, namespace: str | None, name: str,
+                   query: dict[str, str] | None = None) -> bytes:
+        raw = await self.reads.get(rtype, namespace, name, (query or {}).get("resourceVersion") or "")
+        if raw is None:
             raise ApiError.not_found(rtype, name)
-        return _object(kv.value, kv.mod_revision)
+        return raw
 
-    async def _list(self, rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> dict[str, Any]:
-        prefix = rtype.prefix(namespace)
-        start, revision = prefix, _revision_param(query.get("resourceVersion"))
-        token = query.get("continue")
-        if token:
-            start, revision = _decode_continue(token, prefix)
-        limit = _int_param(query, "limit", 0)
-        match = _matcher(rtype, query)
-        end = store.prefix_end(prefix)
-        items: list[dict[str, Any]] = []
-        try:
-            while True:  # with a selector, read on until the page has ``limit`` matches
-                kvs, rev, more = await self.store.range(start, end, revision=revision,
-                                                        limit=max(limit - len(items), 0) if limit else 0)
-                revision = rev
-                for kv in kvs:
-                    obj = _object(kv.value, kv.mod_revision)
-                    if match is None or match(obj):
-                        items.append(obj)
-                if kvs:
-                    start = kvs[-1].key + b"\x00"
-                if not more or not limit or len(items) >= limit:
-                    break
-        except store.Compacted as e:
-            raise ApiError.gone("The provided continue parameter is too old to display a consistent list "
-                                "result. You can start a new list without the continue parameter.") from e
-        meta: dict[str, Any] = {"resourceVersion": str(revision)}
-        if more:
-            meta["continue"] = _encode_continue(start, revision)
-        return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
+    async def _list(self, rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> Listed:
+        return await self.reads.list(rtype, namespace, list_options(rtype, namespace, query))
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
                       subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
@@ -871,7 +846,8 @@ class KubeApi:
         listed = await self._list(rtype, namespace, {k: v for k, v in query.items()
                                                      if k in ("labelSelector", "fieldSelector")})
         deleted = []
-        for obj in listed["items"]:
+        for raw in listed.items:
+            obj = orjson.loads(raw)
             meta = obj["metadata"]
             if rtype is self.crds.type:  # a CRD's custom resources go first
                 with contextlib.suppress(ApiError):
@@ -883,61 +859,32 @@ class KubeApi:
                 meta["resourceVersion"] = str(rev)
                 deleted.append(obj)
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version,
-                "metadata": {"resourceVersion": listed["metadata"]["resourceVersion"]}, "items": deleted}
+                "metadata": {"resourceVersion": str(listed.revision)}, "items": deleted}
 
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None) -> None:
-        """Stream events as newline-delimited JSON; with ``table`` (its includeObject),
-        each object is a one-row Table.
-
-        Without a resourceVersion (or "0") the current state comes first as ADDED
-        events. ``sendInitialEvents=true`` (with ``resourceVersionMatch=NotOlderThan``,
-        as upstream requires) does the same and then marks the end of the initial
-        state with a BOOKMARK annotated ``k8s.io/initial-events-end``, which
-        client-go's WatchList waits for. ``allowWatchBookmarks`` adds a BOOKMARK
-        every ``BOOKMARK_SECONDS`` at the last revision delivered."""
-        prefix = rtype.prefix(namespace)
-        rv = _revision_param(query.get("resourceVersion"))
+        """Stream ``self.reads.watch`` as newline-delimited JSON until the client goes,
+        ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
+        includeObject), each object is a one-row Table."""
+        options = watch_options(rtype, namespace, query)
         timeout = _int_param(query, "timeoutSeconds", 1800)
-        match = _matcher(rtype, query)
-        initial_events = query.get("sendInitialEvents")
-        if initial_events not in (None, "true", "false"):
-            raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial_events!r}")
-        if initial_events is not None and query.get("resourceVersionMatch") != "NotOlderThan":
-            raise ApiError.bad_request("sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
-                                       "set to NotOlderThan")
-        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         deadline = time.monotonic() + (timeout or 1800)
-        initial: list[dict[str, Any]] | None = None
-        if (not rv and initial_events != "false") or initial_events == "true":
-            kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix), revision=0)
-            if rv and rev < rv:
-                raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {rev}")
-            initial = [o for o in (_object(kv.value, kv.mod_revision) for kv in kvs) if match is None or match(o)]
-            start = rev + 1
-        else:
-            start = rv + 1
-        watch = self.store.watch(prefix, store.prefix_end(prefix), start, prev_kv=True)
-        await send({"type": "http.response.start", "status": 200, "headers": JSON})
-
+        stream = await self.reads.watch(rtype, namespace, options)
         first = [True]
 
-        async def line(kind: str, obj: dict[str, Any]) -> None:
-            if rtype.custom is not None and kind not in ("ERROR", "BOOKMARK"):
+        def line(item: WatchItem) -> bytes:
+            if item.type in ("ERROR", "BOOKMARK") or (table is None and rtype.custom is None):
+                return item.line
+            obj = orjson.loads(item.raw)
+            if rtype.custom is not None:  # the requested version's shape, pruned and defaulted
                 obj = present(rtype, obj)
-            if table is not None and kind not in ("ERROR", "BOOKMARK"):
-                obj = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                               table, columns=first[0], custom=rtype.custom)
-                first[0] = False
-            await send({"type": "http.response.body", "body": orjson.dumps({"type": kind, "object": obj}) + b"\n",
-                        "more_body": True})
-
-        def bookmark(revision: int, end_of_initial: bool = False) -> dict[str, Any]:
-            meta: dict[str, Any] = {"resourceVersion": str(revision)}
-            if end_of_initial:
-                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-            return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+            if table is None:
+                return orjson.dumps({"type": item.type, "object": obj}) + b"\n"
+            row = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                           table, columns=first[0], custom=rtype.custom)
+            first[0] = False
+            return orjson.dumps({"type": item.type, "object": row}) + b"\n"
 
         async def disconnected() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -946,59 +893,29 @@ class KubeApi:
         # a custom resource's watch also ends when its CRD changes or goes, as upstream
         gone = asyncio.ensure_future(disconnected() if rtype.custom is None else
                                      self.crds.until_retired(rtype, disconnected()))
-        it = watch.__aiter__()
-        nxt: asyncio.Future[Any] | None = None
-        delivered = start - 1  # every event of the range up to here has been sent
-        next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+        nxt: asyncio.Future[list[WatchItem]] | None = None
         try:
-            if initial is not None:
-                for obj in initial:
-                    await line("ADDED", obj)
-                if initial_events == "true":
-                    await line("BOOKMARK", bookmark(delivered, end_of_initial=True))
+            await send({"type": "http.response.start", "status": 200, "headers": JSON})
             while not gone.done():
-                now = time.monotonic()
-                if now >= deadline:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
                     break
                 if nxt is None:
-                    nxt = asyncio.ensure_future(it.__anext__())
-                wait = deadline - now
-                if bookmarks:
-                    wait = min(wait, max(next_bookmark - now, 0))
-                done, _ = await asyncio.wait({nxt, gone}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                    nxt = asyncio.ensure_future(stream.__anext__())
+                waiting: set[asyncio.Future[Any]] = {nxt, gone}
+                done, _ = await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 if nxt not in done:
-                    now = time.monotonic()
-                    if gone.done() or now >= deadline:
-                        break
-                    if bookmarks and now >= next_bookmark - 0.005:  # timers may fire a hair early
-                        await line("BOOKMARK", bookmark(delivered))
-                        next_bookmark = now + BOOKMARK_SECONDS
                     continue
                 fut, nxt = nxt, None
                 try:
-                    events = fut.result()
+                    items = fut.result()
                 except StopAsyncIteration:
                     break
-                except store.Compacted as err:
-                    await line("ERROR", ApiError.gone(f"too old resource version: {rv} ({err.compacted})").status())
-                    break
-                for ev in events:
-                    delivered = ev.kv.mod_revision
-                    old = _object(ev.prev_kv.value, ev.kv.mod_revision) if ev.prev_kv is not None else None
-                    if ev.type is EventType.DELETE:
-                        if old is not None and (match is None or match(old)):
-                            await line("DELETED", old)
-                        continue
-                    new = _object(ev.kv.value, ev.kv.mod_revision)
-                    if match is None:
-                        await line("ADDED" if ev.kv.version == 1 else "MODIFIED", new)
-                        continue
-                    # objects entering or leaving the selector are ADDED or DELETED, as upstream
-                    was, now_in = old is not None and ev.kv.version > 1 and match(old), match(new)
-                    if now_in:
-                        await line("MODIFIED" if was else "ADDED", new)
-                    elif was:
-                        await line("DELETED", new)
+                if items:
+                    await send({"type": "http.response.body", "body": b"".join(map(line, items)),
+                                "more_body": True})
+                    if items[-1].type == "ERROR":
+                        break
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write
@@ -1008,28 +925,47 @@ class KubeApi:
                 nxt.cancel()
                 with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, store.StoreError):
                     await nxt
-            aclose = getattr(it, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await stream.aclose()
 
 
 # -- helpers ---------------------------------------------------------------------------
-Matcher = Callable[[dict[str, Any]], bool] | None
+def _presented(rtype: ResourceType, raw: bytes) -> bytes:
+    """A custom resource's stored bytes as its requested version shows them (``registry.custom.present``)."""
+    return orjson.dumps(present(rtype, orjson.loads(raw)))
 
 
-def _matcher(rtype: ResourceType, query: dict[str, str]) -> Matcher:
-    """The list/watch filter the selectors describe, or None for everything."""
-    try:
-        labels = parse_label_selector(query.get("labelSelector"))
-        fields = parse_field_selector(query.get("fieldSelector"), rtype.plural)
-    except SelectorError as e:
-        raise ApiError.bad_request(str(e)) from e
-    if labels.empty and fields.empty:
-        return None
+def _list_meta(listed: Listed) -> dict[str, Any]:
+    meta: dict[str, Any] = {"resourceVersion": str(listed.revision)}
+    token = listed.continue_token
+    if token is not None:
+        meta["continue"] = token
+    return meta
 
-    def match(obj: dict[str, Any]) -> bool:
-        return labels.matches(obj.get("metadata", {}).get("labels")) and fields.matches(obj)
-    return match
+
+LIST_CHUNK = 1000  # items per body message of a large list response
+
+
+async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
+    """The list response, with the items' JSON spliced in as they are (never
+    re-serialised): in one body when small, else in chunks of ``LIST_CHUNK``
+    items (HTTP chunked encoding), yielding between them, so a list of a million
+    objects is neither one huge bytes object nor a long stall of the loop."""
+    head = orjson.dumps({"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": _list_meta(listed)})
+    head = head[:-1] + b',"items":['
+    items = listed.items
+    if len(items) <= LIST_CHUNK:
+        body = head + b",".join(items) + b"]}"
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*JSON, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": JSON})
+    await send({"type": "http.response.body", "body": head, "more_body": True})
+    for i in range(0, len(items), LIST_CHUNK):
+        part = b",".join(items[i:i + LIST_CHUNK])
+        await send({"type": "http.response.body", "body": b"," + part if i else part, "more_body": True})
+        await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b"]}"})
 
 
 def _delete_options(body: bytes) -> dict[str, Any]:
@@ -1063,23 +999,6 @@ def _int_param(query: dict[str, str], name: str, default: int) -> int:
 
 def _revision_param(raw: str | None) -> int:
     return _non_negative(raw, 0, "resource version")
-
-
-def _encode_continue(start: bytes, revision: int) -> str:
-    token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
-    return base64.urlsafe_b64encode(token).decode()
-
-
-def _decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
-    try:
-        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
-        start = data["start"].encode("utf-8", "surrogateescape")
-        revision = int(data["rv"])
-    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ApiError.bad_request("invalid continue token") from e
-    if not start.startswith(prefix):
-        raise ApiError.bad_request("the continue token is for another list")
-    return start, revision
 
 
 _INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}

@@ -22,6 +22,7 @@ __all__ = ["BENCHMARKS", "BenchmarkUnavailable", "UnknownBenchmark", "resolve", 
 BENCHMARKS: dict[str, str] = {
     "store": "store.bench:main",
     "api": "controlplane.bench.api:main",
+    "watchcache": "controlplane.bench.watchcache:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FieldSelector", "LabelSelector", "SelectorError", "parse_field_selector", "parse_label_selector"]
+__all__ = [
+    "FieldSelector",
+    "LabelSelector",
+    "SelectorError",
+    "parse_field_selector",
+    "parse_label_selector",
+    "selectable_fields",
+]
 
 
 class SelectorError(ValueError):
@@ -182,6 +189,12 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
 }
 
 
+def selectable_fields(plural: str) -> dict[str, Callable[[dict[str, Any]], str]]:
+    """Field name -> getter, for every field a selector on ``plural`` may name; the
+    getters are the very objects ``parse_field_selector`` puts in its terms."""
+    return _COMMON | FIELDS.get(plural, {})
+
+
 @dataclass(frozen=True, slots=True)
 class FieldSelector:
     terms: tuple[tuple[Callable[[dict[str, Any]], str], bool, str], ...]  # (getter, equal, value)
@@ -197,7 +210,7 @@ class FieldSelector:
 def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
     if not text or not text.strip():
         return FieldSelector(())
-    fields = _COMMON | FIELDS.get(plural, {})
+    fields = selectable_fields(plural)
     terms = []
     for part in text.split(","):
         part = part.strip()

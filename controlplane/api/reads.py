@@ -1,0 +1,399 @@
+"""The read side of the API: get, list and watch, as one small interface with two
+implementations, ``StoreReads`` (straight from the store) and the watch cache's
+``controlplane.watchcache.CacheReads`` (which falls back to ``StoreReads``).
+
+The handlers in ``rest.py`` parse a request into ``ListOptions`` or
+``WatchOptions`` (here, so both implementations see the same validated input)
+and call ``Reads``. Objects come back as JSON bytes with
+``metadata.resourceVersion`` set, ready to be spliced into a response.
+
+resourceVersion rules (the API conventions' table; rv is the parameter):
+
+==============  =====================  ===========================================
+rv              resourceVersionMatch   list / get serves
+==============  =====================  ===========================================
+unset           unset                  the most recent state (a consistent read)
+"0"             unset, NotOlderThan    any state (what the cache has)
+N               unset, no limit        a state not older than N
+N               unset, with limit      exactly N (legacy pagination)
+N               NotOlderThan           a state not older than N
+N               Exact                  exactly N
+==============  =====================  ===========================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+import store
+from store import EventType, Store
+
+from ..registry import ResourceType
+from ..registry.attrs import Filter, SelectorError, attrs_of
+from .errors import ApiError
+
+__all__ = [
+    "BOOKMARK_SECONDS",
+    "ListOptions",
+    "Listed",
+    "Reads",
+    "StoreReads",
+    "WatchItem",
+    "WatchOptions",
+    "WatchStream",
+    "bookmark_object",
+    "list_options",
+    "stamp",
+    "too_large_resource_version",
+    "watch_options",
+]
+
+# kube-apiserver sends a watch bookmark about once a minute; tests shorten it
+BOOKMARK_SECONDS = float(os.environ.get("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "60"))
+
+
+def stamp(value: bytes, revision: int) -> tuple[bytes, dict[str, Any]]:
+    """A stored value as served: its JSON with ``metadata.resourceVersion``, and the object."""
+    obj: dict[str, Any] = orjson.loads(value)
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = obj["metadata"] = {}
+    meta["resourceVersion"] = str(revision)
+    return orjson.dumps(obj), obj
+
+
+def too_large_resource_version(asked: int, current: int) -> ApiError:
+    return ApiError(504, "Timeout", f"Too large resource version: {asked}, current: {current}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
+
+
+# -- options ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    filter: Filter
+    limit: int = 0                   # 0: everything
+    resource_version: str = ""       # "" unset, "0", or a decimal revision
+    match: str = ""                  # "", "Exact" or "NotOlderThan"
+    start: bytes | None = None       # from a continue token: the first key of this page
+    continue_revision: int = 0       # from a continue token: the revision every page is read at
+
+    @property
+    def revision(self) -> int:
+        return int(self.resource_version) if self.resource_version else 0
+
+    @property
+    def exact(self) -> bool:
+        """Whether the list must be at exactly ``revision``."""
+        return self.revision > 0 and (self.match == "Exact" or (not self.match and self.limit > 0))
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    filter: Filter
+    resource_version: str = ""
+    send_initial_events: bool | None = None
+    bookmarks: bool = False
+
+    @property
+    def revision(self) -> int:
+        return int(self.resource_version) if self.resource_version else 0
+
+    @property
+    def initial_events(self) -> bool:
+        """Whether the stream starts with the current state as ADDED events."""
+        if self.send_initial_events is None:
+            return self.revision == 0  # legacy: rv unset or "0" means "get state and start"
+        return self.send_initial_events
+
+
+def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> Filter:
+    try:
+        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace)
+    except SelectorError as e:
+        raise ApiError.bad_request(str(e)) from e
+
+
+def _resource_version(query: dict[str, str]) -> str:
+    raw = query.get("resourceVersion") or ""
+    if raw and (not raw.isdigit() or not raw.isascii()):
+        raise ApiError.bad_request(f"invalid resource version: {raw!r}")
+    return str(int(raw)) if raw else ""
+
+
+def _limit(query: dict[str, str]) -> int:
+    raw = query.get("limit") or ""
+    try:
+        value = int(raw) if raw else 0
+    except ValueError as e:
+        raise ApiError.bad_request(f"invalid limit: {raw!r}") from e
+    return max(value, 0)  # kube-apiserver treats a negative limit as none
+
+
+def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
+    rv = _resource_version(query)
+    match = query.get("resourceVersionMatch") or ""
+    if match not in ("", "Exact", "NotOlderThan"):
+        raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: {match!r}: supported values: "
+                                   '"Exact", "NotOlderThan"')
+    if match and not rv:
+        raise ApiError.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match == "Exact" and rv == "0":
+        raise ApiError.bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    token = query.get("continue") or ""
+    start, continue_revision = None, 0
+    if token:
+        if match:
+            raise ApiError.bad_request("resourceVersionMatch is forbidden when continue is provided")
+        if rv not in ("", "0"):
+            raise ApiError.bad_request("specifying resource version is not allowed when using continue")
+        start, continue_revision = decode_continue(token, rtype.prefix(namespace))
+        rv = ""
+    return ListOptions(_filter(rtype, namespace, query), _limit(query), rv, match, start, continue_revision)
+
+
+def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> WatchOptions:
+    rv = _resource_version(query)
+    initial = query.get("sendInitialEvents")
+    if initial not in (None, "true", "false"):
+        raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial!r}")
+    match = query.get("resourceVersionMatch") or ""
+    if initial is not None and match != "NotOlderThan":
+        raise ApiError.bad_request("sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
+                                   "set to NotOlderThan")
+    if match and initial is None:
+        raise ApiError.bad_request("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+    bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+    return WatchOptions(_filter(rtype, namespace, query), rv, None if initial is None else initial == "true",
+                        bookmarks)
+
+
+def encode_continue(start: bytes, revision: int) -> str:
+    token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
+    return base64.urlsafe_b64encode(token).decode()
+
+
+def decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+        start = data["start"].encode("utf-8", "surrogateescape")
+        revision = int(data["rv"])
+    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ApiError.bad_request("invalid continue token") from e
+    if not start.startswith(prefix) or revision <= 0:
+        raise ApiError.bad_request("the continue token is for another list")
+    return start, revision
+
+
+# -- results ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Listed:
+    items: list[bytes]          # each object's JSON, with its resourceVersion
+    revision: int               # the revision the list was read at
+    next_start: bytes | None    # the next page's first key, when more remain
+
+    @property
+    def continue_token(self) -> str | None:
+        return encode_continue(self.next_start, self.revision) if self.next_start is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchItem:
+    """One event of a watch stream: its type, its object's JSON, and the line to send."""
+
+    type: str    # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    raw: bytes
+    line: bytes
+
+    @staticmethod
+    def of(kind: str, raw: bytes) -> WatchItem:
+        return WatchItem(kind, raw, b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n")
+
+
+def bookmark_object(rtype: ResourceType, revision: int, end_of_initial: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if end_of_initial:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return orjson.dumps({"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta})
+
+
+class WatchStream(Protocol):
+    """Lists of ``WatchItem`` in order; ends (``StopAsyncIteration``) when the server
+    ends the watch, after which the client may resume from the last revision it saw."""
+
+    def __aiter__(self) -> WatchStream: ...
+
+    async def __anext__(self) -> list[WatchItem]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Reads(Protocol):
+    """The reads every handler goes through."""
+
+    async def get(self, rtype: ResourceType, namespace: str | None, name: str,
+                  resource_version: str = "") -> bytes | None:
+        """The object's JSON, or None if it does not exist."""
+
+    async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
+        """One page of the list. Raises ``ApiError`` (410 for a compacted revision,
+        504 for one the server has not reached)."""
+
+    async def watch(self, rtype: ResourceType, namespace: str | None, options: WatchOptions) -> WatchStream:
+        """A started watch. Raises ``ApiError`` for what is known before the stream
+        starts; a revision too old for the history surfaces as an ERROR item (410)."""
+
+
+# -- the store-backed reads -----------------------------------------------------------
+class StoreReads:
+    """Every read straight from the store (no cache): the reference semantics, and
+    the watch cache's fallback."""
+
+    def __init__(self, get_store: Any) -> None:
+        self._get_store = get_store  # () -> Store; raises ApiError 503 while the store is not open
+
+    @property
+    def store(self) -> Store:
+        s: Store = self._get_store()
+        return s
+
+    async def get(self, rtype: ResourceType, namespace: str | None, name: str,
+                  resource_version: str = "") -> bytes | None:
+        kv = await self.store.get(rtype.key(namespace, name))
+        return None if kv is None else stamp(kv.value, kv.mod_revision)[0]
+
+    async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
+        prefix = rtype.prefix(namespace)
+        end = store.prefix_end(prefix)
+        start = options.start if options.start is not None else prefix
+        revision = options.continue_revision or (options.revision if options.exact else 0)
+        limit, match = options.limit, options.filter
+        items: list[bytes] = []
+        more = False
+        try:
+            while True:  # with a selector, read on until the page has ``limit`` matches
+                kvs, rev, more = await self.store.range(start, end, revision=revision,
+                                                        limit=max(limit - len(items), 0) if limit else 0)
+                revision = rev
+                for kv in kvs:
+                    raw, obj = stamp(kv.value, kv.mod_revision)
+                    if match.everything or match.matches(attrs_of(rtype.plural, obj)):
+                        items.append(raw)
+                if kvs:
+                    start = kvs[-1].key + b"\x00"
+                if not more or not limit or len(items) >= limit:
+                    break
+        except store.Compacted as e:
+            if options.start is None:
+                raise
+            raise ApiError.gone("The provided continue parameter is too old to display a consistent list "
+                                "result. You can start a new list without the continue parameter.") from e
+        if not options.exact and options.revision > revision:
+            raise too_large_resource_version(options.revision, revision)
+        return Listed(items, revision, start if more else None)
+
+    async def watch(self, rtype: ResourceType, namespace: str | None, options: WatchOptions) -> WatchStream:
+        prefix = rtype.prefix(namespace)
+        initial: list[WatchItem] = []
+        if options.initial_events:
+            kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix), revision=0)
+            if options.revision > rev:
+                raise too_large_resource_version(options.revision, rev)
+            for kv in kvs:
+                raw, obj = stamp(kv.value, kv.mod_revision)
+                if options.filter.everything or options.filter.matches(attrs_of(rtype.plural, obj)):
+                    initial.append(WatchItem.of("ADDED", raw))
+            if options.send_initial_events:
+                initial.append(WatchItem.of("BOOKMARK", bookmark_object(rtype, rev, end_of_initial=True)))
+            start = rev + 1
+        else:
+            start = options.revision + 1
+        events = self.store.watch(prefix, store.prefix_end(prefix), start, prev_kv=True)
+        return _StoreWatch(rtype, options, events, initial, start - 1)
+
+
+class _StoreWatch:
+    """A watch read from the store's own watch: the reference for the cache's."""
+
+    def __init__(self, rtype: ResourceType, options: WatchOptions, events: AsyncIterator[list[store.Event]],
+                 initial: list[WatchItem], delivered: int) -> None:
+        self._rtype = rtype
+        self._options = options
+        self._events = events.__aiter__()
+        self._pending = initial
+        self._delivered = delivered  # every event of the range up to here has been sent
+        self._next: asyncio.Future[list[store.Event]] | None = None
+        self._done = False
+        self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+
+    def __aiter__(self) -> _StoreWatch:
+        return self
+
+    async def __anext__(self) -> list[WatchItem]:
+        if self._pending:
+            out, self._pending = self._pending, []
+            return out
+        while not self._done:
+            if self._next is None:
+                self._next = asyncio.ensure_future(self._events.__anext__())
+            timeout = max(self._next_bookmark - time.monotonic(), 0) if self._options.bookmarks else None
+            done, _ = await asyncio.wait({self._next}, timeout=timeout)
+            if not done:
+                self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+                return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._delivered))]
+            fut, self._next = self._next, None
+            try:
+                events = fut.result()
+            except StopAsyncIteration:
+                break
+            except store.Compacted as err:
+                self._done = True
+                gone = ApiError.gone(f"too old resource version: {self._options.revision} ({err.compacted})")
+                return [WatchItem.of("ERROR", orjson.dumps(gone.status()))]
+            out = self._translate(events)
+            if out:
+                return out
+        raise StopAsyncIteration
+
+    def _translate(self, events: list[store.Event]) -> list[WatchItem]:
+        match, plural = self._options.filter, self._rtype.plural
+        out: list[WatchItem] = []
+        for ev in events:
+            self._delivered = ev.kv.mod_revision
+            old = stamp(ev.prev_kv.value, ev.kv.mod_revision) if ev.prev_kv is not None else None
+            if ev.type is EventType.DELETE:
+                if old is not None and (match.everything or match.matches(attrs_of(plural, old[1]))):
+                    out.append(WatchItem.of("DELETED", old[0]))
+                continue
+            raw, new = stamp(ev.kv.value, ev.kv.mod_revision)
+            if match.everything:
+                out.append(WatchItem.of("ADDED" if ev.kv.version == 1 else "MODIFIED", raw))
+                continue
+            # objects entering or leaving the selector are ADDED or DELETED, as upstream
+            was = old is not None and ev.kv.version > 1 and match.matches(attrs_of(plural, old[1]))
+            if match.matches(attrs_of(plural, new)):
+                out.append(WatchItem.of("MODIFIED" if was else "ADDED", raw))
+            elif was:
+                out.append(WatchItem.of("DELETED", raw))
+        return out
+
+    async def aclose(self) -> None:
+        self._done = True
+        if self._next is not None:
+            self._next.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, store.StoreError):
+                await self._next
+        aclose = getattr(self._events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+

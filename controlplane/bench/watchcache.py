@@ -1,0 +1,283 @@
+"""``controlplane bench watchcache``: the writer's wait on the watch cache's lock
+while N readers run full LISTs and WatchLists, lazy snapshots beside the naive
+copy, in one run.
+
+One process, one event loop, no HTTP: the pods cache (``ResourceCache``) is
+loaded with ``--pods`` realistic pods (``controlplane.podgen``; the first
+20,000 generated, the rest cloned from them under new names and uids) and fed
+pod status updates at ``--writes`` per second, as the store's watch would feed
+it. ``N`` reader tasks loop: a full LIST (snapshot, then walk every entry and
+join its bytes into 500-item pages, as a response would) and, every other
+time, a WatchList (snapshot and watcher registered together, the initial
+events walked the same way). Both modes run the same script on the same
+entries, for each N of ``--readers``.
+
+Per mode and N it prints (JSON lines, ``peer``/``ratio`` on the lazy lines:
+copy's value over lazy's):
+
+- ``writer_lock_wait_{p50,p99,max}``: the applier's wait for the write lock,
+  per acquisition (the updates that fell due during a long wait are applied
+  in one batch afterwards: one sample; ``apply_delay`` counts them all);
+- ``apply_{p50,p99}``: one batch of updates applied, lock wait included;
+- ``apply_delay_{p50,p99}``: from an update's due time to its being applied
+  (the cache's staleness, which consistent reads wait for);
+- ``reader_snapshot_{p50,p99}``: a reader's lock wait plus what it does under
+  the lock (O(1) in lazy mode, the copy in copy mode): the snapshot cost;
+- ``list_{p50,p99}``: a full LIST or WatchList walk, end to end;
+- ``event_loop_lag_p99``, ``writes_per_second`` achieved, ``lists``.
+
+With ``--http-pods N``, first: ``http_paginated_list_rate``, pods per second
+of a LIST of N pods in pages of 500 over HTTP from ``controlplane serve``
+(``watchcache_http.py``), median of three, per mode. ``--pods 0`` skips the
+in-process phase.
+
+Then, lazy only: ``snapshot_take`` (taking one snapshot, uncontended) and
+``write_after_snapshot`` (the first write after it, which copies the top
+level and one leaf), at this number of pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import statistics
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from store import Event, EventType, KeyValue
+
+from ..podgen import PodGenerator, pod_key
+from ..registry.attrs import Filter
+from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
+from ..watchcache.entry import RAW, Entry, build_entry
+
+BENCH = "watchcache"
+PREFIX = b"/registry/pods/"
+PAGE = 500
+
+
+def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
+    print(json.dumps({"bench": BENCH, "metric": metric, "value": round(value, 4), "unit": unit, **extra}),
+          flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def make_pods(n: int, seed: int = 1) -> list[tuple[bytes, bytes]]:
+    """``n`` (key, JSON) pairs in key order."""
+    gen = PodGenerator(seed=seed)
+    base = [gen.pod() for _ in range(min(n, 20_000))]
+    out: list[tuple[bytes, bytes]] = []
+    for i in range(n):
+        pod = base[i % len(base)]
+        if i >= len(base):
+            meta = dict(pod["metadata"], name=f"{pod['metadata']['name']}-{i}", uid=str(uuid.UUID(int=i)))
+            pod = dict(pod, metadata=meta)
+        meta = pod["metadata"]
+        out.append((pod_key(meta["namespace"], meta["name"]), orjson.dumps(pod)))
+    out.sort()
+    return out
+
+
+def updates(pods: list[tuple[bytes, bytes]], count: int, seed: int = 2) -> list[tuple[bytes, bytes]]:
+    """``count`` status updates of random pods, made before the clock starts."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(count):
+        key, value = pods[rnd.randrange(len(pods))]
+        pod = orjson.loads(value)
+        status = pod.setdefault("status", {})
+        status["phase"] = rnd.choice(["Running", "Pending", "Succeeded"])
+        status.setdefault("conditions", []).append({"type": "Ready", "status": "True",
+                                                    "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        out.append((key, orjson.dumps(pod)))
+    return out
+
+
+async def _walk(snap: Any, chunk: int) -> int:
+    """A full LIST's work on a snapshot: every entry, joined into pages; returns bytes."""
+    total = 0
+    page: list[bytes] = []
+    for n, (_, entry) in enumerate(snap.items(PREFIX, b"/registry/pods0"), 1):
+        page.append(entry[RAW])
+        if len(page) == PAGE:
+            total += len(b",".join(page))
+            page = []
+        if n % chunk == 0:
+            await asyncio.sleep(0)
+    return total + len(b",".join(page))
+
+
+async def scenario(mode: SnapshotMode, entries: list[tuple[bytes, Entry]], ups: list[tuple[bytes, bytes]],
+                   readers: int, seconds: float, writes: float, revision: int) -> dict[str, Any]:
+    writer_waits: list[float] = []
+    reader_waits: list[float] = []
+    config = CacheConfig(mode=mode, watcher_buffer=1 << 30)
+    cache = ResourceCache(PREFIX, "pods", config, revision)
+    await cache.load(entries)
+    cache.lock._observe_writer = writer_waits.append
+    cache.lock._observe_reader = reader_waits.append
+    everything = Filter.parse("pods", None, None)
+    stop = asyncio.Event()
+    applies: list[float] = []
+    delays: list[float] = []  # an update's due time to its being applied
+    snapshots: list[float] = []
+    lists: list[float] = []
+    lags: list[float] = []
+
+    async def writer() -> None:
+        """Applies what is due at ``writes`` per second; what fell due while it waited
+        is applied as one batch, as the store's watch delivers a backlog."""
+        rev = revision
+        start = time.perf_counter()
+        done = 0
+        while not stop.is_set():
+            due = int((time.perf_counter() - start) * writes) - done
+            if due <= 0:
+                await asyncio.sleep(1.0 / writes)
+                continue
+            batch = []
+            for _ in range(due):
+                key, value = ups[(rev - revision) % len(ups)]
+                rev += 1
+                batch.append(Event(EventType.PUT, KeyValue(key, value, 1, rev, 2)))
+            t = time.perf_counter()
+            await cache.apply(batch, rev, t)
+            end = time.perf_counter()
+            applies.append(end - t)
+            delays.extend(end - (start + (done + k + 1) / writes) for k in range(due))
+            done += due
+            await asyncio.sleep(0)
+
+    async def reader(n: int) -> None:
+        watch_list = n % 2 == 1
+        while not stop.is_set():
+            t = time.perf_counter()
+            if watch_list:
+                snap, w = await cache.watch_with_state(everything)
+            else:
+                snap = await cache.snapshot()
+            snapshots.append(time.perf_counter() - t)
+            await _walk(snap, config.walk_chunk)
+            if watch_list:
+                w.close()
+            lists.append(time.perf_counter() - t)
+            watch_list = not watch_list
+
+    async def lag() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(max(0.0, time.perf_counter() - t - 0.01))
+
+    gc.collect()
+    tasks = [asyncio.create_task(writer()), asyncio.create_task(lag())]
+    tasks += [asyncio.create_task(reader(n)) for n in range(readers)]
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    return {
+        "writer_lock_wait": writer_waits, "apply": applies,
+        "reader_snapshot": snapshots, "list": lists,
+        "event_loop_lag": lags, "apply_delay": delays, "writes_per_second": len(delays) / seconds,
+        "lists": len(lists),
+    }
+
+
+def report(results: dict[str, dict[str, Any]], readers: int, pods: int) -> None:
+    lazy, copy = results["lazy"], results["copy"]
+    rows: list[tuple[str, str, float]] = []
+    for name in ("writer_lock_wait", "apply", "apply_delay", "reader_snapshot", "list"):
+        for q, label in ((0.5, "p50"), (0.99, "p99")):
+            rows.append((f"{name}_{label}", name, q))
+    rows.append(("writer_lock_wait_max", "writer_lock_wait", 1.0))
+    rows.append(("event_loop_lag_p99", "event_loop_lag", 0.99))
+    for metric, series, q in rows:
+        c = pct(copy[series], q) * 1e3
+        v = pct(lazy[series], q) * 1e3
+        emit(metric, c, "ms", mode="copy", readers=readers, pods=pods)
+        emit(metric, v, "ms", mode="lazy", readers=readers, pods=pods, peer="copy",
+             ratio=round(c / v, 1) if v > 0 else None)
+    for metric in ("writes_per_second", "lists"):
+        emit(metric, copy[metric], "1/s" if metric == "writes_per_second" else "count", mode="copy",
+             readers=readers, pods=pods)
+        emit(metric, lazy[metric], "1/s" if metric == "writes_per_second" else "count", mode="lazy",
+             readers=readers, pods=pods, peer="copy",
+             ratio=round(lazy[metric] / copy[metric], 1) if copy[metric] else None)
+
+
+async def snapshot_costs(entries: list[tuple[bytes, Entry]], ups: list[tuple[bytes, bytes]],
+                         revision: int) -> None:
+    cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy", retained_snapshots=0), revision)
+    await cache.load(entries)
+    takes: list[float] = []
+    writes: list[float] = []
+    rev = revision
+    for i in range(2000):
+        t = time.perf_counter()
+        await cache.snapshot()
+        takes.append(time.perf_counter() - t)
+        key, value = ups[i % len(ups)]
+        rev += 1
+        t = time.perf_counter()
+        await cache.apply([Event(EventType.PUT, KeyValue(key, value, 1, rev, 2))], rev, t)
+        writes.append(time.perf_counter() - t)
+    pods = len(entries)
+    emit("snapshot_take_p50", statistics.median(takes) * 1e6, "us", mode="lazy", pods=pods)
+    emit("write_after_snapshot_p50", statistics.median(writes) * 1e6, "us", mode="lazy", pods=pods)
+
+
+async def http_phase(n: int) -> None:
+    from .watchcache_http import http_lists
+
+    rates = await http_lists(make_pods(n))
+    copy, lazy = statistics.median(rates["copy"]), statistics.median(rates["lazy"])
+    emit("http_paginated_list_rate", copy, "pods/s", mode="copy", pods=n, page=500)
+    emit("http_paginated_list_rate", lazy, "pods/s", mode="lazy", pods=n, page=500, peer="copy",
+         ratio=round(lazy / copy, 2) if copy else None)
+
+
+async def run(args: argparse.Namespace) -> None:
+    if args.http_pods:
+        await http_phase(args.http_pods)
+    if not args.pods:
+        return
+    t = time.perf_counter()
+    pods = make_pods(args.pods)
+    ups = updates(pods, 4000)
+    revision = 1_000_000
+    entries = [(key, build_entry("pods", key, value, revision)) for key, value in pods]
+    del pods
+    gc.freeze()  # the loaded state lives for the whole run: keep the cyclic GC off it, as the server would
+    emit("setup", time.perf_counter() - t, "s", pods=args.pods)
+    await snapshot_costs(entries, ups, revision)
+    for n in args.readers:
+        results = {mode: await scenario(mode, entries, ups, n, args.seconds, args.writes, revision)
+                   for mode in ("copy", "lazy")}
+        report(results, n, args.pods)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="controlplane bench watchcache", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pods", type=int, default=100_000, help="pods in the cache (default: %(default)s)")
+    p.add_argument("--readers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 10, 50],
+                   help="comma-separated reader counts, one run per count and mode (default: 1,10,50)")
+    p.add_argument("--writes", type=float, default=1000.0, help="pod updates per second asked (default: 1000)")
+    p.add_argument("--seconds", type=float, default=5.0, help="per mode and reader count (default: 5)")
+    p.add_argument("--http-pods", type=int, default=0, metavar="N",
+                   help="first, list N pods in pages of 500 over HTTP from a real server, per mode (default: off)")
+    args = p.parse_args(argv)
+    asyncio.run(run(args))
+    return 0

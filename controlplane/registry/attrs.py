@@ -1,0 +1,99 @@
+"""What list and watch filter on: an object's labels and selectable fields
+(kube-apiserver's ``GetAttrs``), extracted once per object version, and the
+filter a request's selectors make of them.
+
+    >>> f = Filter.parse("pods", "app=web", "spec.nodeName=node-1", namespace="team-a")
+    >>> f.matches(attrs_of("pods", {"metadata": {"namespace": "team-a", "labels": {"app": "web"}},
+    ...                            "spec": {"nodeName": "node-1"}}))
+    True
+    >>> f.index_hint()
+    ('spec.nodeName', 'node-1')
+
+``Attrs`` are plain tuples of strings: ``(labels, fields)`` with ``labels`` the
+``(key, value)`` pairs (or None) and ``fields`` the values of the type's
+selectable fields, in ``field_names(plural)`` order. Tuples of strings are
+objects CPython's cyclic GC stops tracking after one pass, so the watch cache
+can keep them beside each object's bytes (filtering never parses JSON) without
+its million entries being walked by every collection.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .selectors import LabelSelector, SelectorError, parse_field_selector, parse_label_selector, selectable_fields
+
+__all__ = ["INDEXED_FIELDS", "Attrs", "Filter", "SelectorError", "attrs_of", "field_names"]
+
+# The fields watchers are indexed by, most selective first: a kubelet watches
+# its node's pods, an object's watcher names it, a namespaced client its namespace.
+INDEXED_FIELDS = ("metadata.name", "spec.nodeName", "metadata.namespace")
+
+Attrs = tuple[tuple[tuple[str, str], ...] | None, tuple[str, ...]]
+
+
+@functools.cache
+def _getters(plural: str) -> tuple[Callable[[dict[str, Any]], str], ...]:
+    return tuple(selectable_fields(plural).values())
+
+
+@functools.cache
+def field_names(plural: str) -> tuple[str, ...]:
+    """The selectable fields of ``plural``, in the order ``Attrs`` holds their values."""
+    return tuple(selectable_fields(plural))
+
+
+def attrs_of(plural: str, obj: dict[str, Any]) -> Attrs:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    # tuple(list), not tuple(generator): a generator's tuple is resized, which
+    # re-registers it with the GC after the tuples that hold it, and the GC
+    # can untrack a tuple only after everything in it (it walks in that order)
+    pairs = tuple([(str(k), str(v)) for k, v in labels.items()]) if isinstance(labels, dict) and labels else None
+    return pairs, tuple([get(obj) for get in _getters(plural)])
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A request's label selector, field selector terms and URL namespace, together."""
+
+    labels: LabelSelector
+    terms: tuple[tuple[str, bool, str], ...]  # (field name, equal, value)
+    positions: tuple[int, ...] = ()           # each term's field's index in ``Attrs`` fields
+
+    @staticmethod
+    def parse(plural: str, label_selector: str | None, field_selector: str | None,
+              namespace: str | None = None) -> Filter:
+        """Raises ``SelectorError`` for a selector kube-apiserver would refuse."""
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector, plural)
+        names = {id(get): name for name, get in selectable_fields(plural).items()}
+        terms = [(names[id(get)], equal, value) for get, equal, value in fields.terms]
+        if namespace:
+            terms.append(("metadata.namespace", True, namespace))
+        order = field_names(plural)
+        return Filter(labels, tuple(terms), tuple(order.index(name) for name, _, _ in terms))
+
+    @property
+    def everything(self) -> bool:
+        return self.labels.empty and not self.terms
+
+    def matches(self, attrs: Attrs) -> bool:
+        labels, fields = attrs
+        for (_, equal, value), pos in zip(self.terms, self.positions, strict=True):
+            if (fields[pos] == value) != equal:
+                return False
+        return self.labels.empty or self.labels.matches(dict(labels) if labels else None)
+
+    def index_hint(self) -> tuple[str, str] | None:
+        """The (field, value) every matching object has, on the most selective
+        indexed field, or None: a watcher with a hint is woken only by objects
+        whose old or new version has that value."""
+        for field in INDEXED_FIELDS:
+            for name, equal, value in self.terms:
+                if name == field and equal:
+                    return field, value
+        return None

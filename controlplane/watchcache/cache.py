@@ -1,0 +1,440 @@
+"""One resource's watch cache: the objects under one store prefix, kept current
+from the store's event stream alone.
+
+Roles and the lock (``RWLock``, writer-preferring):
+
+- The *applier* (``run``, one task) is the only writer. It loads the prefix at
+  its start revision, then applies the batches ``feed`` queues, in revision
+  order, each under the write lock; it then fans the events out to watchers
+  outside the lock.
+- *Readers* take the read lock only to capture a state: in lazy mode an O(1)
+  ``CowSortedMap.snapshot()`` (or a retained one), walked after release; in
+  copy mode (``--watch-cache-snapshot copy``, the naive baseline) a copy of
+  every entry, made under the lock, as upstream did before its fix.
+
+Fields and what protects them:
+
+- ``_map``, ``window``, ``revision``, ``_retained``: written by the applier
+  under the write lock; read under the read lock.
+- ``revision``: every store event with a revision up to it, under ``prefix``,
+  has been applied (so a snapshot taken under the lock is the state at it).
+- ``watchers``: registration happens under the read lock together with the
+  snapshot or window read it starts from; a watcher takes only events after
+  its ``start_revision``, so the fan-out after release neither skips nor
+  repeats an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from bisect import bisect_right
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import store
+from store import Event, EventType
+
+from ..metrics import WATCH_CACHE_LOCK_WAIT
+from ..registry.attrs import Filter
+from .cowmap import LEAF, CowSortedMap, View
+from .entry import KEY, CacheEvent, Entry, build_entry, restamped
+from .rwlock import RWLock
+from .watchers import Watcher, WatcherIndex
+from .window import EventWindow
+
+__all__ = ["CacheConfig", "ResourceCache", "Snapshot", "SnapshotMode"]
+
+log = logging.getLogger(__name__)
+
+SnapshotMode = Literal["lazy", "copy"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    mode: SnapshotMode = "lazy"
+    # the event window (see window.py)
+    window_events: int = 100_000
+    window_bytes: int = 256 << 20
+    window_seconds: float = 300.0
+    # lazy mode: snapshots kept for lists at a recent revision (KEP-4988), one at the
+    # end of an applied chunk at most every retain_interval; a revision between two
+    # is their older one plus the window's events up to it (an OverlaySnapshot)
+    retained_snapshots: int = 1_000
+    retained_bytes: int = 64 << 20
+    retained_seconds: float = 75.0
+    retain_interval: float = 0.05
+    # snapshots a paginated list's continue token refers to, kept for its next pages
+    pinned_snapshots: int = 64
+    pinned_seconds: float = 300.0
+    watcher_buffer: int = 1_000
+    walk_chunk: int = 500             # entries a walk handles between yields to the event loop
+    apply_chunk: int = 64             # events applied under one hold of the write lock
+    apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
+    fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
+
+
+class Snapshot(Protocol):
+    """A state of the cache at ``revision``, walkable without any lock."""
+
+    revision: int
+
+    def get(self, key: bytes) -> Entry | None: ...
+
+    def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]: ...
+
+
+class LazySnapshot:
+    __slots__ = ("revision", "view")
+
+    def __init__(self, view: View[Entry], revision: int) -> None:
+        self.view = view
+        self.revision = revision
+
+    def get(self, key: bytes) -> Entry | None:
+        return self.view.get(key)
+
+    def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
+        return self.view.items(start, end)
+
+
+class OverlaySnapshot:
+    """A retained snapshot plus the changes of the events after it, up to ``revision``."""
+
+    __slots__ = ("base", "changes", "revision")
+
+    def __init__(self, base: Snapshot, changes: dict[bytes, Entry | None], revision: int) -> None:
+        self.base = base
+        self.changes = changes  # key -> its entry at ``revision``, None if deleted by then
+        self.revision = revision
+
+    def get(self, key: bytes) -> Entry | None:
+        if key in self.changes:
+            return self.changes[key]
+        return self.base.get(key)
+
+    def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
+        changed = sorted(k for k in self.changes if start <= k < end)
+        i = 0
+        for key, entry in self.base.items(start, end):
+            while i < len(changed) and changed[i] < key:
+                got = self.changes[changed[i]]
+                if got is not None:
+                    yield changed[i], got
+                i += 1
+            if i < len(changed) and changed[i] == key:
+                got = self.changes[key]
+                if got is not None:
+                    yield key, got
+                i += 1
+                continue
+            yield key, entry
+        for key in changed[i:]:
+            got = self.changes[key]
+            if got is not None:
+                yield key, got
+
+
+class CopySnapshot:
+    """The naive baseline: every entry copied (under the lock) into a list."""
+
+    __slots__ = ("entries", "keys", "revision")
+
+    def __init__(self, keys: list[bytes], entries: list[Entry], revision: int) -> None:
+        self.keys = keys
+        self.entries = entries
+        self.revision = revision
+
+    def get(self, key: bytes) -> Entry | None:
+        i = bisect_right(self.keys, key) - 1
+        return self.entries[i] if i >= 0 and self.keys[i] == key else None
+
+    def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
+        i = bisect_right(self.keys, start) - 1
+        if i < 0 or self.keys[i] < start:
+            i += 1
+        for j in range(i, len(self.keys)):
+            if self.keys[j] >= end:
+                return
+            yield self.keys[j], self.entries[j]
+
+
+Batch = tuple[list[Event], int, float]  # (events under this prefix, the feed's revision after them, receipt time)
+
+
+class ResourceCache:
+    def __init__(self, prefix: bytes, plural: str, config: CacheConfig, start_revision: int) -> None:
+        self.prefix = prefix
+        self.plural = plural
+        self.config = config
+        self.start_revision = start_revision  # the revision the initial list is read at
+        self.revision = 0                     # 0 until loaded; see the module docstring
+        self.ready = asyncio.Event()
+        self.failed: BaseException | None = None
+        wait = WATCH_CACHE_LOCK_WAIT
+        self.lock = RWLock(wait.labels(resource=plural, role="reader").observe,
+                           wait.labels(resource=plural, role="writer").observe)
+        self.watchers = WatcherIndex(plural)
+        self.window = EventWindow(start_revision, config.window_events, config.window_bytes,
+                                  config.window_seconds)
+        self._map: CowSortedMap[Entry] = CowSortedMap()
+        self._queue: asyncio.Queue[Batch] = asyncio.Queue()
+        # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
+        self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
+        self._pinned: OrderedDict[int, tuple[Snapshot, float]] = OrderedDict()
+        self._last_retained = 0.0
+        self._busy = False  # the applier has taken a batch it has not finished applying
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    # -- the writer ---------------------------------------------------------------
+    def feed(self, events: list[Event], revision: int, received: float) -> None:
+        """Queue a batch from the store's watch (called by the feed, in revision order).
+
+        A batch with no event of this cache, while nothing of it is pending, only
+        moves the revision: done here, sparing a task switch per cache per batch."""
+        if not events and not self._busy and self._queue.empty() and self.ready.is_set():
+            self.revision = max(self.revision, revision)
+            self._resolve_waiters()
+            return
+        self._queue.put_nowait((events, revision, received))
+
+    async def run(self, st: store.Store) -> None:
+        """Load the prefix at ``start_revision``, then apply batches until cancelled."""
+        try:
+            await self._load(st)
+        except BaseException as e:
+            self.failed = e
+            self.ready.set()
+            self._resolve_waiters(fail=True)
+            raise
+        while True:
+            events, revision, received = await self._queue.get()
+            self._busy = True
+            try:
+                await self.apply(events, revision, received)
+            finally:
+                self._busy = self._queue.qsize() > 0
+
+    async def _load(self, st: store.Store) -> None:
+        end = store.prefix_end(self.prefix)
+        start = self.prefix
+        loaded: list[tuple[bytes, Entry]] = []
+        while True:
+            kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.walk_chunk)
+            loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision)) for kv in kvs)
+            if not more or not kvs:
+                break
+            start = kvs[-1].key + b"\x00"
+            await asyncio.sleep(0)
+        await self.load(loaded)
+
+    async def load(self, entries: list[tuple[bytes, Entry]]) -> None:
+        """Install the state at ``start_revision`` (keys strictly increasing) and start
+        serving: ``run`` does it from the store; benchmarks call it directly."""
+        await self.lock.acquire_write()
+        try:
+            self._map.load_sorted(entries)
+            self.revision = self.start_revision
+            self._retain(self.start_revision)
+        finally:
+            self.lock.release_write()
+        self.ready.set()
+        self._resolve_waiters()
+
+    async def apply(self, events: list[Event], revision: int, received: float) -> None:
+        """Apply a batch, in chunks of ``apply_chunk`` events: each chunk's entries are
+        built (parsed, stamped, serialised) before the write lock is taken, applied
+        under it, then fanned out. The loop gets a turn once ``apply_budget`` has
+        been spent: a turn per chunk would starve the applier behind many readers'
+        walks, none would block the loop for a whole backlog."""
+        chunk = self.config.apply_chunk
+        turn = time.perf_counter()
+        for i in range(0, len(events), chunk):
+            if i and time.perf_counter() - turn > self.config.apply_budget:
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
+            part = events[i:i + chunk]
+            built = self._build(part, received)
+            await self.lock.acquire_write()
+            try:
+                for ce in built:
+                    if ce.type == "DELETED":
+                        self._map.delete(ce.obj[KEY])
+                    else:
+                        self._map.set(ce.obj[KEY], ce.obj)
+                    self.window.append(ce)
+                self.revision = max(self.revision, part[-1].kv.mod_revision)
+                if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:
+                    self._retain(self.revision)
+            finally:
+                self.lock.release_write()
+            for ce in built:
+                self.watchers.dispatch(ce)
+            self._resolve_waiters()
+        if revision > self.revision:  # progress beyond this resource's own events
+            self.revision = revision
+            self._resolve_waiters()
+
+    def _build(self, events: list[Event], received: float) -> list[CacheEvent]:
+        """The cache events of ``events``, without the lock: the applier is the map's
+        only writer, so reading it here sees exactly the state these events follow."""
+        overlay: dict[bytes, Entry | None] = {}  # earlier events of this chunk, by key
+        out: list[CacheEvent] = []
+        for ev in events:
+            key = ev.kv.key
+            prev = overlay[key] if key in overlay else self._map.get(key)
+            if ev.type is EventType.DELETE:
+                overlay[key] = None
+                if prev is not None:
+                    out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision), prev, received))
+                continue
+            entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision)
+            overlay[key] = entry
+            out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
+        return out
+
+    def _retain(self, revision: int) -> None:
+        """Keep the state after ``revision`` (lazy mode), within the count, age and memory bounds."""
+        if self.config.retained_snapshots <= 0 or self.config.mode != "lazy":
+            return
+        self._last_retained = time.perf_counter()
+        self._retained.append((revision, LazySnapshot(self._map.snapshot(), revision), self._last_retained))
+        leaves = max(len(self._map) // LEAF, 1)
+        per_snapshot = 16 * leaves + 32 * LEAF  # a top level, and a leaf the next write copies
+        limit = min(self.config.retained_snapshots, max(self.config.retained_bytes // per_snapshot, 2))
+        oldest = time.perf_counter() - self.config.retained_seconds
+        while len(self._retained) > limit or (len(self._retained) > 1 and self._retained[0][2] < oldest):
+            self._retained.popleft()
+
+    # -- freshness ------------------------------------------------------------------
+    async def wait_fresh(self, revision: int, timeout: float | None = None) -> bool:
+        """Wait until the cache has applied everything up to ``revision``; False on timeout."""
+        if self.revision >= revision and self.ready.is_set():
+            return self.failed is None
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((revision, fut))
+        try:
+            await asyncio.wait_for(fut, self.config.fresh_timeout if timeout is None else timeout)
+        except TimeoutError:
+            return False
+        return self.failed is None
+
+    def _resolve_waiters(self, fail: bool = False) -> None:
+        if not self._waiters:
+            return
+        keep: list[tuple[int, asyncio.Future[None]]] = []
+        for rev, fut in self._waiters:
+            if fut.done():
+                continue
+            if fail or (self.revision >= rev and self.ready.is_set()):
+                fut.set_result(None)
+            else:
+                keep.append((rev, fut))
+        self._waiters = keep
+
+    # -- readers ------------------------------------------------------------------
+    def get(self, key: bytes) -> Entry | None:
+        """The current entry of ``key``: one synchronous lookup, so it cannot see a
+        half-applied chunk and needs neither the lock nor a snapshot."""
+        return self._map.get(key)
+
+    async def snapshot(self) -> Snapshot:
+        """The current state. Lazy: O(1) under the lock. Copy: O(N) under the lock."""
+        if self.config.mode == "copy":
+            async with self.lock.read():
+                return await self._unsafe_copy()
+        await self.lock.acquire_read()
+        try:
+            return self._unsafe_snapshot()
+        finally:
+            self.lock.release_read()
+
+    def _unsafe_snapshot(self) -> LazySnapshot:
+        if self._retained and self._retained[-1][0] == self.revision:
+            return self._retained[-1][1]
+        return LazySnapshot(self._map.snapshot(), self.revision)
+
+    async def _unsafe_copy(self) -> CopySnapshot:
+        """Copy every entry, yielding to the loop as it goes; the read lock is held
+        throughout, so the state cannot change under the copy (and the writer waits)."""
+        live = self._map.live()
+        keys: list[bytes] = []
+        entries: list[Entry] = []
+        chunk = self.config.walk_chunk
+        for key, entry in live.items():
+            keys.append(key)
+            entries.append(entry)
+            if len(keys) % chunk == 0:
+                await asyncio.sleep(0)
+        return CopySnapshot(keys, entries, self.revision)
+
+    async def snapshot_at(self, revision: int) -> Snapshot | None:
+        """The state at exactly ``revision`` if this cache still has it (``revision``
+        must not be ahead of the cache: wait first)."""
+        pinned = self._pinned.get(revision)
+        if pinned is not None:
+            return pinned[0]
+        if revision == self.revision:
+            return await self.snapshot()
+        if not self._retained or revision < self._retained[0][0] or revision > self.revision:
+            return None
+        i = bisect_right(self._retained, revision, key=lambda r: r[0]) - 1
+        base_revision, base, _ = self._retained[i]
+        if base_revision == revision:
+            return base
+        later = self.window.since(base_revision)
+        if later is None:
+            return None
+        changes: dict[bytes, Entry | None] = {}
+        for ev in later:
+            if ev.revision > revision:
+                break
+            changes[ev.obj[KEY]] = None if ev.type == "DELETED" else ev.obj
+        return OverlaySnapshot(base, changes, revision)
+
+    def pin(self, snap: Snapshot) -> None:
+        """Keep ``snap`` for the next pages of a paginated list."""
+        now = time.perf_counter()
+        self._pinned[snap.revision] = (snap, now)
+        self._pinned.move_to_end(snap.revision)
+        while self._pinned:
+            rev, (_, taken) = next(iter(self._pinned.items()))
+            if len(self._pinned) <= self.config.pinned_snapshots and now - taken <= self.config.pinned_seconds:
+                break
+            del self._pinned[rev]
+
+    async def watch_with_state(self, match: Filter) -> tuple[Snapshot, Watcher]:
+        """A snapshot and a watcher registered for the events after it, atomically."""
+        w = Watcher(match, 0, self.config.watcher_buffer)
+        w.initial = True  # until its stream has sent the snapshot (CacheWatch)
+        async with self.lock.read():
+            snap = await self._unsafe_copy() if self.config.mode == "copy" else self._unsafe_snapshot()
+            w.start_revision = snap.revision
+            self.watchers.add(w)
+        return snap, w
+
+    async def watch_from(self, revision: int, match: Filter) -> tuple[list[CacheEvent], Watcher] | None:
+        """The window's events after ``revision`` and a watcher for the later ones,
+        or None if the window no longer reaches back to ``revision``."""
+        await self.lock.acquire_read()
+        try:
+            backlog = self.window.since(revision)
+            if backlog is None:
+                return None
+            w = Watcher(match, self.revision, self.config.watcher_buffer)
+            self.watchers.add(w)
+            return backlog, w
+        finally:
+            self.lock.release_read()
+
+    def close(self, reason: str) -> None:
+        if self.failed is None:
+            self.failed = RuntimeError(reason)
+        self.watchers.close_all(reason)
+        self._resolve_waiters(fail=True)

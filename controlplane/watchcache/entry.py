@@ -1,0 +1,82 @@
+"""What the cache holds per object version, and per event.
+
+An ``Entry`` is one object version as served: its JSON bytes with
+``metadata.resourceVersion`` set, made once when the cache applies the store's
+event, plus the attrs filters need. The map, every snapshot, the event
+window and every watcher share the same ``Entry``; nothing re-serialises it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+import orjson
+
+from ..api.reads import WatchItem
+from ..registry.attrs import Attrs, attrs_of
+
+__all__ = ["ATTRS", "KEY", "RAW", "REVISION", "CacheEvent", "Entry", "build_entry", "restamped"]
+
+
+# An entry is a plain tuple ``(key, revision, raw, attrs)``, indexed by these
+# names: an exact tuple of bytes, an int and tuples of strings is one CPython's
+# cyclic GC stops tracking after one pass, and so, in turn, are the map's
+# leaves that hold entries (a class instance, a NamedTuple or a dict would stay
+# tracked, and every collection would walk the whole cache).
+#   key       the store key
+#   revision  the object's mod_revision: its resourceVersion
+#   raw       the object's JSON, resourceVersion included
+#   attrs     (labels, fields): see registry.attrs
+Entry = tuple[bytes, int, bytes, Attrs]
+KEY: Final = 0
+REVISION: Final = 1
+RAW: Final = 2
+ATTRS: Final = 3
+
+
+def build_entry(plural: str, key: bytes, value: bytes, revision: int) -> Entry:
+    obj: dict[str, Any] = orjson.loads(value)
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = obj["metadata"] = {}
+    meta["resourceVersion"] = str(revision)
+    return (key, revision, orjson.dumps(obj), attrs_of(plural, obj))
+
+
+def restamped(entry: Entry, revision: int) -> Entry:
+    """The same object at another revision: what a DELETED event carries."""
+    obj: dict[str, Any] = orjson.loads(entry[RAW])
+    obj["metadata"]["resourceVersion"] = str(revision)
+    return (entry[KEY], revision, orjson.dumps(obj), entry[ATTRS])
+
+
+class CacheEvent:
+    """One mutation as the cache saw it. ``obj`` is what the event's type sends (the
+    new version; for DELETED the last version, at the delete's revision); ``prev``
+    the version it replaced, for selector transitions."""
+
+    __slots__ = ("_items", "obj", "prev", "received", "revision", "type")
+
+    def __init__(self, kind: str, obj: Entry, prev: Entry | None, received: float) -> None:
+        self.type = kind  # ADDED, MODIFIED or DELETED
+        self.revision = obj[REVISION]
+        self.obj = obj
+        self.prev = prev
+        self.received = received  # time.perf_counter() when the store's event reached the cache
+        self._items: dict[str, WatchItem] = {}
+
+    def item(self, kind: str) -> WatchItem:
+        """The watch line for this event as ``kind`` (a filtered watcher may see a
+        MODIFIED as ADDED or DELETED), made once and shared by every watcher."""
+        got = self._items.get(kind)
+        if got is None:
+            got = self._items[kind] = WatchItem.of(kind, self.obj[RAW])
+        return got
+
+    @property
+    def size(self) -> int:
+        return len(self.obj[RAW]) + 200  # the bytes this event keeps alive, roughly
+
+    def age(self) -> float:
+        return time.perf_counter() - self.received

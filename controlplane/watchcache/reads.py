@@ -1,0 +1,223 @@
+"""``CacheReads``: the API's ``Reads`` served from the watch caches.
+
+Consistency (KEP-2340): a read with no resourceVersion asks the store for its
+current revision and waits until the cache has applied it; after
+``CacheConfig.fresh_timeout`` it is served by the store instead, and counted
+(``controlplane_watch_cache_consistent_read_fallbacks_total``). A list at an
+exact past revision is served from a retained snapshot (KEP-4988) when the
+cache has one, else by the store (which answers 410 once compacted). The pages
+of one paginated list come from the snapshot the first page was read from.
+A watch resumes from the event window, or from the store's history when the
+window no longer reaches back (410 once that is compacted too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import store
+
+from ..api.reads import (
+    BOOKMARK_SECONDS,
+    Listed,
+    ListOptions,
+    StoreReads,
+    WatchItem,
+    WatchOptions,
+    WatchStream,
+    bookmark_object,
+    too_large_resource_version,
+)
+from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
+from ..registry import ResourceType
+from ..registry.attrs import Filter
+from .cache import ResourceCache, Snapshot
+from .entry import ATTRS, RAW, CacheEvent, Entry
+from .feed import WatchCaches
+from .watchers import Watcher
+
+__all__ = ["CacheReads"]
+
+
+class _Fallback(Exception):
+    """The cache cannot serve this read; the store will."""
+
+
+class CacheReads:
+    def __init__(self, caches: WatchCaches, fallback: StoreReads) -> None:
+        self.caches = caches
+        self.fallback = fallback
+
+    async def _fresh(self, cache: ResourceCache, resource_version: str, why: str) -> None:
+        """Wait as the resourceVersion asks: unset, for the store's current revision
+        (else ``_Fallback``); "0", for the cache to be loaded; N, to reach N (else 504)."""
+        if resource_version == "":
+            target = await self.caches.store.revision()
+            if not await cache.wait_fresh(target):
+                WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason=why).inc()
+                raise _Fallback
+            return
+        target = max(int(resource_version), 1) if resource_version != "0" else 1
+        if not await cache.wait_fresh(target):
+            if cache.failed is not None or not cache.ready.is_set():
+                WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="not-ready").inc()
+                raise _Fallback
+            raise too_large_resource_version(target, cache.revision)
+
+    async def get(self, rtype: ResourceType, namespace: str | None, name: str,
+                  resource_version: str = "") -> bytes | None:
+        cache = self.caches.cache_for(rtype)
+        try:
+            await self._fresh(cache, resource_version, "get")
+        except _Fallback:
+            return await self.fallback.get(rtype, namespace, name, resource_version)
+        entry = cache.get(rtype.key(namespace, name))
+        return None if entry is None else entry[RAW]
+
+    async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
+        cache = self.caches.cache_for(rtype)
+        try:
+            snap = await self._list_snapshot(cache, options)
+        except _Fallback:
+            return await self.fallback.list(rtype, namespace, options)
+        prefix = rtype.prefix(namespace)
+        start = options.start if options.start is not None else prefix
+        items, next_start = await _walk(snap, start, store.prefix_end(prefix), options.filter, options.limit,
+                                        cache.config.walk_chunk)
+        if next_start is not None:
+            cache.pin(snap)
+        return Listed(items, snap.revision, next_start)
+
+    async def _list_snapshot(self, cache: ResourceCache, options: ListOptions) -> Snapshot:
+        if options.continue_revision or options.exact:
+            revision = options.continue_revision or options.revision
+            await self._fresh(cache, str(revision), "list")
+            snap = await cache.snapshot_at(revision)
+            if snap is None:  # older than what the cache keeps: the store has it, or says 410
+                WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="past-revision").inc()
+                raise _Fallback
+            return snap
+        await self._fresh(cache, options.resource_version, "list")
+        return await cache.snapshot()
+
+    async def watch(self, rtype: ResourceType, namespace: str | None, options: WatchOptions) -> WatchStream:
+        cache = self.caches.cache_for(rtype)
+        try:
+            if options.initial_events:
+                await self._fresh(cache, options.resource_version, "watch")
+                snap, watcher = await cache.watch_with_state(options.filter)
+                return CacheWatch(cache, rtype, namespace, options, watcher, snap, [])
+            await self._fresh(cache, options.resource_version, "watch")
+            # rv unset (with sendInitialEvents=false): from the consistent revision just reached
+            resumed = await cache.watch_from(options.revision or cache.revision, options.filter)
+        except _Fallback:
+            return await self.fallback.watch(rtype, namespace, options)
+        if resumed is None:  # older than the window: the store's history, or its 410
+            WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="window").inc()
+            return await self.fallback.watch(rtype, namespace, options)
+        backlog, watcher = resumed
+        return CacheWatch(cache, rtype, namespace, options, watcher, None, backlog)
+
+
+async def _walk(snap: Snapshot, start: bytes, end: bytes, match: Filter, limit: int,
+                chunk: int) -> tuple[list[bytes], bytes | None]:
+    """Up to ``limit`` (0: all) matching objects from ``start``, and the next page's
+    first key if more keys remain; yields to the event loop every ``chunk`` entries."""
+    items: list[bytes] = []
+    everything = match.everything
+    for seen, (key, entry) in enumerate(snap.items(start, end), 1):
+        if limit and len(items) >= limit:
+            return items, key
+        if everything or match.matches(entry[ATTRS]):
+            items.append(entry[RAW])
+        if seen % chunk == 0:
+            await asyncio.sleep(0)
+    return items, None
+
+
+class CacheWatch:
+    """One watch served by a cache: the initial state (walked from a snapshot, in
+    chunks), the window's backlog, then live events from the watcher's buffer."""
+
+    def __init__(self, cache: ResourceCache, rtype: ResourceType, namespace: str | None, options: WatchOptions,
+                 watcher: Watcher, snap: Snapshot | None, backlog: list[CacheEvent]) -> None:
+        self._cache = cache
+        self._rtype = rtype
+        self._options = options
+        self._watcher = watcher
+        self._initial: Iterator[tuple[bytes, Entry]] | None = None
+        self._initial_revision = 0
+        if snap is not None:
+            prefix = rtype.prefix(namespace)
+            self._initial = snap.items(prefix, store.prefix_end(prefix))
+            self._initial_revision = snap.revision
+        self._backlog = backlog
+        self._delivery = WATCH_EVENT_DELIVERY.labels(resource=cache.plural)
+        self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+
+    def __aiter__(self) -> CacheWatch:
+        return self
+
+    async def __anext__(self) -> list[WatchItem]:
+        if self._initial is not None:
+            return self._initial_chunk()
+        if self._backlog:
+            chunk = self._cache.config.walk_chunk
+            events, self._backlog = self._backlog[:chunk], self._backlog[chunk:]
+            out = [ev.item(kind) for ev in events if (kind := self._watcher.kind(ev)) is not None]
+            if out:
+                return out
+        w = self._watcher
+        while True:
+            if w.buffer:
+                return self._drain()
+            if w.closed:
+                raise StopAsyncIteration
+            w.wakeup.clear()
+            if not self._options.bookmarks:
+                await w.wakeup.wait()
+                continue
+            timeout = self._next_bookmark - time.monotonic()
+            if timeout > 0:
+                try:
+                    await asyncio.wait_for(w.wakeup.wait(), timeout)
+                    continue
+                except TimeoutError:
+                    pass
+            if w.buffer or w.closed:
+                continue
+            self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+            # the buffer is empty, so every event up to the cache's revision has reached us
+            return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
+
+    def _initial_chunk(self) -> list[WatchItem]:
+        assert self._initial is not None
+        out: list[WatchItem] = []
+        match = self._options.filter
+        everything = match.everything
+        for n, (_, entry) in enumerate(self._initial, 1):
+            if everything or match.matches(entry[ATTRS]):
+                out.append(WatchItem.of("ADDED", entry[RAW]))
+            if n >= self._cache.config.walk_chunk:
+                return out  # the next call goes on from here, after the caller has written these
+        self._initial = None
+        self._watcher.initial = False
+        if self._options.send_initial_events:
+            out.append(WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._initial_revision, True)))
+        return out
+
+    def _drain(self) -> list[WatchItem]:
+        buffer = self._watcher.buffer
+        now = time.perf_counter()
+        out: list[WatchItem] = []
+        observe = self._delivery.observe
+        while buffer:
+            ev, kind = buffer.popleft()
+            out.append(ev.item(kind))
+            observe(now - ev.received)
+        return out
+
+    async def aclose(self) -> None:
+        self._watcher.close()

@@ -1,0 +1,144 @@
+"""Watcher fan-out: who gets an event, at a cost that does not grow with the
+watchers that do not want it.
+
+A watcher whose filter pins an indexed field to a value (``Filter.index_hint``:
+a kubelet's ``spec.nodeName=node-7``, a single object's ``metadata.name``, a
+namespace) is filed under that (field, value); the others are "unhinted" and
+see every event. An event is offered to the unhinted watchers and to those
+filed under its old or new version's values, so 10,000 kubelets cost an event
+two dictionary lookups, not 10,000 filter evaluations.
+
+Each watcher has a bounded buffer. One that falls ``capacity`` events behind is
+closed at once (its buffer dropped): the client resumes from the last revision
+it received, from the event window, and the others never wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+from ..registry.attrs import INDEXED_FIELDS, Filter, field_names
+from .entry import ATTRS, CacheEvent
+
+__all__ = ["INITIAL_SLACK", "Watcher", "WatcherIndex"]
+
+INITIAL_SLACK = 16
+
+
+class Watcher:
+    __slots__ = ("_on_close", "buffer", "capacity", "closed", "filter", "hint", "initial", "reason",
+                 "start_revision", "wakeup")
+
+    def __init__(self, match: Filter, start_revision: int, capacity: int) -> None:
+        self.filter = match
+        self.hint = match.index_hint()
+        self.start_revision = start_revision  # only events after it are this watcher's
+        self.capacity = capacity
+        self.buffer: deque[tuple[CacheEvent, str]] = deque()
+        self.wakeup = asyncio.Event()
+        self.closed = False
+        self.reason = ""
+        # while its stream is still sending the initial state, a watcher may hold
+        # INITIAL_SLACK times its capacity: the events of a long initial walk
+        self.initial = False
+        self._on_close: Callable[[Watcher], None] | None = None
+
+    def kind(self, ev: CacheEvent) -> str | None:
+        """The event's type as this watcher sees it, or None if it is not interested."""
+        f = self.filter
+        if f.everything:
+            return ev.type
+        if ev.type == "DELETED":
+            return "DELETED" if f.matches(ev.obj[ATTRS]) else None
+        now = f.matches(ev.obj[ATTRS])
+        was = ev.prev is not None and f.matches(ev.prev[ATTRS])
+        if now:
+            return "MODIFIED" if was else "ADDED"
+        return "DELETED" if was else None  # leaving the selector
+
+    def offer(self, ev: CacheEvent) -> None:
+        if self.closed or ev.revision <= self.start_revision:
+            return
+        kind = self.kind(ev)
+        if kind is None:
+            return
+        if len(self.buffer) >= (self.capacity * INITIAL_SLACK if self.initial else self.capacity):
+            self.close("the watcher fell too far behind")
+            return
+        self.buffer.append((ev, kind))
+        self.wakeup.set()
+
+    def close(self, reason: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.reason = reason
+        self.buffer.clear()
+        self.wakeup.set()
+        if self._on_close is not None:
+            self._on_close(self)
+
+
+class WatcherIndex:
+    def __init__(self, plural: str) -> None:
+        names = field_names(plural)
+        # the indexed fields this type has, with their place in an entry's attrs
+        self._positions = [(f, names.index(f)) for f in INDEXED_FIELDS if f in names]
+        self._unhinted: set[Watcher] = set()
+        self._hinted: dict[tuple[str, str], set[Watcher]] = {}
+        self._fields: dict[str, int] = {}  # indexed field -> hinted watchers on it
+
+    def __len__(self) -> int:
+        return len(self._unhinted) + sum(self._fields.values())
+
+    def add(self, w: Watcher) -> None:
+        w._on_close = self.remove
+        if w.hint is None:
+            self._unhinted.add(w)
+            return
+        self._hinted.setdefault(w.hint, set()).add(w)
+        self._fields[w.hint[0]] = self._fields.get(w.hint[0], 0) + 1
+
+    def remove(self, w: Watcher) -> None:
+        if w.hint is None:
+            self._unhinted.discard(w)
+            return
+        bucket = self._hinted.get(w.hint)
+        if bucket is None or w not in bucket:
+            return
+        bucket.discard(w)
+        if not bucket:
+            del self._hinted[w.hint]
+        self._fields[w.hint[0]] -= 1
+        if not self._fields[w.hint[0]]:
+            del self._fields[w.hint[0]]
+
+    def dispatch(self, ev: CacheEvent) -> None:
+        if self._unhinted:
+            for w in tuple(self._unhinted):
+                w.offer(ev)
+        if not self._fields:
+            return
+        new = ev.obj[ATTRS][1]
+        old = ev.prev[ATTRS][1] if ev.prev is not None else None
+        for field, pos in self._positions:
+            if field not in self._fields:
+                continue
+            value = new[pos]
+            bucket = self._hinted.get((field, value))
+            if bucket:
+                for w in tuple(bucket):
+                    w.offer(ev)
+            if old is not None:
+                before = old[pos]
+                if before != value:
+                    bucket = self._hinted.get((field, before))
+                    if bucket:
+                        for w in tuple(bucket):
+                            w.offer(ev)
+
+    def close_all(self, reason: str) -> None:
+        for w in [*self._unhinted, *(w for b in self._hinted.values() for w in b)]:
+            w.close(reason)

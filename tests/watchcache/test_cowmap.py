@@ -1,0 +1,92 @@
+"""The copy-on-write sorted map: snapshots are O(1), isolated, and equal to a dict at their time."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controlplane.watchcache.cowmap import LEAF, CowSortedMap
+from controlplane.watchcache.entry import Entry, build_entry
+
+
+def _key(i: int) -> bytes:
+    return b"/registry/pods/ns/p%06d" % i
+
+
+def test_snapshot_is_isolated_from_later_writes() -> None:
+    m: CowSortedMap[int] = CowSortedMap()
+    m.load_sorted([(_key(i), i) for i in range(5 * LEAF)])
+    view = m.snapshot()
+    for i in range(0, 5 * LEAF, 3):
+        m.set(_key(i), -i)
+    for i in range(1, 5 * LEAF, 7):
+        m.delete(_key(i))
+    m.set(b"/registry/pods/ns/a-new-one", 1)
+    assert [v for _, v in view.items()] == list(range(5 * LEAF))
+    assert view.get(_key(3)) == 3
+    assert view.get(b"/registry/pods/ns/a-new-one") is None
+    assert m.get(_key(3)) == -3
+    assert m.get(_key(1)) is None
+
+
+def test_snapshot_costs_no_copy_and_a_write_copies_one_leaf() -> None:
+    m: CowSortedMap[int] = CowSortedMap()
+    m.load_sorted([(_key(i), i) for i in range(20 * LEAF)])
+    before = list(m._leaves)
+    view = m.snapshot()
+    assert view._leaves is m._leaves  # nothing copied to take it
+    m.set(_key(5), 0)
+    changed = [i for i, (a, b) in enumerate(zip(before, m._leaves, strict=True)) if a is not b]
+    assert changed == [0]
+    assert view._leaves is not m._leaves
+
+
+def test_range_bounds() -> None:
+    m: CowSortedMap[int] = CowSortedMap()
+    for i in range(3 * LEAF):
+        m.set(_key(i), i)
+    view = m.snapshot()
+    got = [v for _, v in view.items(_key(LEAF - 2), _key(2 * LEAF + 5))]
+    assert got == list(range(LEAF - 2, 2 * LEAF + 5))
+    assert [v for _, v in view.items(_key(10), _key(10))] == []
+    assert [v for _, v in view.items(b"/registry/pods/ns/q")] == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3 * LEAF)), max_size=2000), st.integers(0, 2**32))
+def test_every_snapshot_equals_the_dict_at_its_time(ops: list[tuple[bool, int]], seed: int) -> None:
+    rnd = random.Random(seed)
+    m: CowSortedMap[int] = CowSortedMap()
+    model: dict[bytes, int] = {}
+    taken = []
+    for n, (put, i) in enumerate(ops):
+        if put:
+            m.set(_key(i), n)
+            model[_key(i)] = n
+        else:
+            assert m.delete(_key(i)) == model.pop(_key(i), None)
+        if rnd.random() < 0.05:
+            taken.append((m.snapshot(), sorted(model.items())))
+    taken.append((m.snapshot(), sorted(model.items())))
+    for view, expected in taken:
+        assert list(view.items()) == expected
+        assert len(view) == len(expected)
+        for k, v in expected[:20]:
+            assert view.get(k) == v
+
+
+def test_the_cyclic_gc_stops_tracking_leaves_and_entries() -> None:
+    """The cache's bulk must not be walked by every collection (see entry.py)."""
+    m: CowSortedMap[Entry] = CowSortedMap()
+    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}}, "spec": {"nodeName": "n1"}}
+    m.load_sorted([(_key(i), build_entry("pods", _key(i), orjson.dumps(pod), i + 1)) for i in range(3 * LEAF)])
+    m.set(_key(5), build_entry("pods", _key(5), orjson.dumps(pod), 10_000))
+    for _ in range(6):  # one nesting level per pass, at worst
+        gc.collect()
+    for leaf in m._leaves:
+        assert not gc.is_tracked(leaf)
+    assert not gc.is_tracked(m.get(_key(5)))
