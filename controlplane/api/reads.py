@@ -241,6 +241,10 @@ class WatchStream(Protocol):
 class Reads(Protocol):
     """The reads every handler goes through."""
 
+    def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        """A write of this process made ``obj`` at ``revision``, served as ``raw``: a cache
+        may take them for that version instead of decoding the store's bytes again."""
+
     async def get(self, rtype: ResourceType, namespace: str | None, name: str,
                   resource_version: str = "") -> bytes | None:
         """The object's JSON, or None if it does not exist."""
@@ -261,6 +265,9 @@ class StoreReads:
 
     def __init__(self, get_store: Any) -> None:
         self._get_store = get_store  # () -> Store; raises ApiError 503 while the store is not open
+
+    def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        return None  # nothing cached
 
     @property
     def store(self) -> Store:

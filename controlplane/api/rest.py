@@ -144,7 +144,7 @@ class KubeApi:
         await send({"type": "http.response.body", "body": body})
 
     async def _json(self, send: Send, code: int, obj: Any) -> None:
-        await self._respond(send, code, orjson.dumps(obj))
+        await self._respond(send, code, obj.raw if isinstance(obj, Written) else orjson.dumps(obj))
 
     @staticmethod
     async def _body(scope: Scope, receive: Receive) -> bytes:
@@ -369,10 +369,10 @@ class KubeApi:
             raise ApiError.invalid(rtype, "", [{"reason": "FieldValueRequired", "field": "metadata.name",
                                                 "message": "name or generateName is required"}])
         if rtype.namespaced and self._namespaces is not None:
-            ns = await self.store.get(self._namespaces.key(None, namespace or ""))
+            ns = await self._namespace(namespace or "")
             if ns is None:
                 raise ApiError.not_found(self._namespaces, namespace or "")
-            if orjson.loads(ns.value).get("metadata", {}).get("deletionTimestamp"):
+            if b'"deletionTimestamp"' in ns and orjson.loads(ns)["metadata"].get("deletionTimestamp"):
                 raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
                                f"create new content in namespace {namespace} because it is being terminated",
                                {"name": name, "kind": rtype.plural})
@@ -396,22 +396,46 @@ class KubeApi:
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
         self._admit(rtype, obj, None, None)
+        obj = _metadata_first(obj)
         for _attempt in range(8):
             if not name:
                 meta["name"] = generate + uuid.uuid4().hex[:5]
+            store_key = rtype.key(namespace, meta["name"])
+            stored = orjson.dumps(obj)
             try:
-                rev = await self.store.create(rtype.key(namespace, meta["name"]), orjson.dumps(obj))
+                rev = await self.store.create(store_key, stored)
             except store.KeyExists as e:
                 if name:
                     raise ApiError.already_exists(rtype, name) from e
                 continue
-            meta["resourceVersion"] = str(rev)
+            written = self._written(rtype, store_key, obj, stored, rev)
             if rtype is self._namespaces:
                 await self._default_service_account(meta["name"])
             if rtype is self.crds.type:
                 self.crds.written(meta["name"], obj, rev)
-            return obj
+            return written
         raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
+
+    def _written(self, rtype: ResourceType, key: bytes, obj: dict[str, Any], stored: bytes,
+                 revision: int) -> Written:
+        """``obj``, just stored as ``stored`` (metadata first) at ``revision``: the response,
+        whose JSON is the stored bytes with the resourceVersion spliced in, and which the
+        watch cache takes for this version too (serialised once, DESIGN.md)."""
+        obj["metadata"]["resourceVersion"] = str(revision)
+        raw = with_resource_version(stored, revision)
+        if rtype.custom is None and not DRY_RUN.get():  # custom resources are presented per version on read
+            self.reads.prime(rtype, key, revision, raw, obj)
+        return Written(obj, raw)
+
+    async def _namespace(self, name: str) -> bytes | None:
+        """The namespace's JSON, for admission (upstream's NamespaceLifecycle): from the
+        watch cache as it is, and, on a miss, from the store (it may be a moment old)."""
+        assert self._namespaces is not None
+        raw = await self.reads.get(self._namespaces, None, name, "0")
+        if raw is None:
+            kv = await self.store.get(self._namespaces.key(None, name))
+            raw = kv.value if kv is not None else None
+        return raw
 
     async def _default_service_account(self, namespace: str) -> None:
         """The ``default`` ServiceAccount every namespace has (the service account controller)."""
@@ -929,6 +953,38 @@ class KubeApi:
 
 
 # -- helpers ---------------------------------------------------------------------------
+class Written(dict[str, Any]):
+    """An object as a write returned it, with the JSON it is served as (``raw``).
+    Handlers may still read it as a dict; ``_json`` sends ``raw`` without encoding again."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, obj: dict[str, Any], raw: bytes) -> None:
+        super().__init__(obj)
+        self.raw = raw
+
+
+_META_KEY = b'"metadata":{'
+
+
+def _metadata_first(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with ``apiVersion``, ``kind`` and ``metadata`` as its first keys (Go's field
+    order), so the first ``"metadata":{`` of its JSON is its own (see ``with_resource_version``)."""
+    first = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": obj["metadata"]}
+    if list(obj)[:3] == list(first):
+        return obj
+    first.update((k, v) for k, v in obj.items() if k not in first)
+    return first
+
+
+def with_resource_version(stored: bytes, revision: int) -> bytes:
+    """Stored JSON (metadata after apiVersion and kind, no resourceVersion) as served at
+    ``revision``: ``"resourceVersion":"N"`` spliced in as metadata's first key."""
+    at = stored.index(_META_KEY) + len(_META_KEY)
+    rv = b'"resourceVersion":"%d"' % revision
+    return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
+
+
 def _presented(rtype: ResourceType, raw: bytes) -> bytes:
     """A custom resource's stored bytes as its requested version shows them (``registry.custom.present``)."""
     return orjson.dumps(present(rtype, orjson.loads(raw)))

@@ -33,7 +33,7 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import store
 from store import Event, EventType
@@ -41,7 +41,7 @@ from store import Event, EventType
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Filter
 from .cowmap import LEAF, CowSortedMap, View
-from .entry import KEY, CacheEvent, Entry, build_entry, restamped
+from .entry import KEY, CacheEvent, Entry, build_entry, entry_of, restamped
 from .rwlock import RWLock
 from .watchers import Watcher, WatcherIndex
 from .window import EventWindow
@@ -162,6 +162,7 @@ class CopySnapshot:
             yield self.keys[j], self.entries[j]
 
 
+PRIMED_MAX = 4096  # versions written here and not yet applied: about a second of writes at most
 Batch = tuple[list[Event], int, float]  # (events under this prefix, the feed's revision after them, receipt time)
 
 
@@ -188,6 +189,9 @@ class ResourceCache:
         self._last_retained = 0.0
         self._busy = False  # the applier has taken a batch it has not finished applying
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # (key, revision) -> entry: versions this process wrote and already serialised
+        # (``prime``); the applier takes them instead of decoding the store's bytes again
+        self._primed: dict[tuple[bytes, int], Entry] = {}
 
     def __len__(self) -> int:
         return len(self._map)
@@ -281,6 +285,18 @@ class ResourceCache:
             self.revision = revision
             self._resolve_waiters()
 
+    def prime(self, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        """This process wrote ``obj`` at ``revision`` and serialised it as ``raw`` (the
+        served JSON): when the store's event for it arrives, use that, not a new
+        decode and encode. The event still comes only from the store, in order; a
+        version whose event never comes here (another cache took its prefix) ages out."""
+        if revision <= self.revision:
+            return  # already applied
+        primed = self._primed
+        primed[(key, revision)] = entry_of(self.plural, key, revision, raw, obj)
+        if len(primed) > PRIMED_MAX:
+            del primed[next(iter(primed))]
+
     def _build(self, events: list[Event], received: float) -> list[CacheEvent]:
         """The cache events of ``events``, without the lock: the applier is the map's
         only writer, so reading it here sees exactly the state these events follow."""
@@ -294,7 +310,9 @@ class ResourceCache:
                 if prev is not None:
                     out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision), prev, received))
                 continue
-            entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision)
+            entry = self._primed.pop((key, ev.kv.mod_revision), None) if self._primed else None
+            if entry is None:
+                entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
         return out

@@ -16,7 +16,7 @@ import orjson
 from ..api.reads import WatchItem
 from ..registry.attrs import Attrs, attrs_of
 
-__all__ = ["ATTRS", "KEY", "RAW", "REVISION", "CacheEvent", "Entry", "build_entry", "restamped"]
+__all__ = ["ATTRS", "KEY", "RAW", "REVISION", "CacheEvent", "Entry", "build_entry", "entry_of", "restamped"]
 
 
 # An entry is a plain tuple ``(key, revision, raw, attrs)``, indexed by these
@@ -42,6 +42,11 @@ def build_entry(plural: str, key: bytes, value: bytes, revision: int) -> Entry:
         meta = obj["metadata"] = {}
     meta["resourceVersion"] = str(revision)
     return (key, revision, orjson.dumps(obj), attrs_of(plural, obj))
+
+
+def entry_of(plural: str, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> Entry:
+    """The entry of a version whose served JSON (``raw``) the writer already made from ``obj``."""
+    return (key, revision, raw, attrs_of(plural, obj))
 
 
 def restamped(entry: Entry, revision: int) -> Entry:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import store
 
@@ -65,6 +66,9 @@ class CacheReads:
                 WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="not-ready").inc()
                 raise _Fallback
             raise too_large_resource_version(target, cache.revision)
+
+    def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        self.caches.cache_for(rtype).prime(key, revision, raw, obj)
 
     async def get(self, rtype: ResourceType, namespace: str | None, name: str,
                   resource_version: str = "") -> bytes | None:

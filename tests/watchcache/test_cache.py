@@ -395,3 +395,21 @@ async def test_a_watch_resumes_across_a_cache_rebuild_with_no_gap_or_duplicate(e
         assert orjson.loads(got[0].raw)["metadata"]["name"] == "e"
     finally:
         await resumed.aclose()
+
+
+async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> None:
+    await env.put("warm")  # the cache is loaded and following
+    await env.reads.get(PODS, "ns", "warm")
+    key = PODS.key("ns", "primed")
+    raw = pod("primed", labels={"team": "a"})
+    rev = await env.store.create(key, raw)
+    obj = orjson.loads(raw)
+    served = b'{"the":"writer\'s own bytes"}'  # what the writer would send; any bytes, to tell them apart
+    env.reads.prime(PODS, key, rev, served, obj)
+    assert await env.reads.get(PODS, "ns", "primed") == served
+    listed = await env.reads.list(PODS, "ns", ListOptions(everything(labels="team=a")))
+    assert listed.items == [served]  # filters use the attrs of the primed object
+    # a version written elsewhere (not primed) is decoded from the store's bytes as usual
+    rev2 = await env.put("primed", labels={"team": "b"})
+    got = await env.reads.get(PODS, "ns", "primed")
+    assert got is not None and orjson.loads(got)["metadata"]["resourceVersion"] == str(rev2)

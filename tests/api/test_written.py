@@ -1,0 +1,28 @@
+"""Serialise once: a write's response is its stored bytes with the resourceVersion spliced in."""
+
+from __future__ import annotations
+
+import orjson
+
+from controlplane.api.rest import Written, _metadata_first, with_resource_version
+
+
+def test_the_resource_version_goes_into_the_objects_own_metadata() -> None:
+    obj = _metadata_first({"spec": {"template": {"metadata": {"labels": {"a": "b"}}}},
+                           "kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "d"}})
+    assert list(obj)[:3] == ["apiVersion", "kind", "metadata"]
+    served = orjson.loads(with_resource_version(orjson.dumps(obj), 42))
+    assert served["metadata"] == {"resourceVersion": "42", "name": "d"}
+    assert served["spec"]["template"]["metadata"] == {"labels": {"a": "b"}}
+
+
+def test_empty_metadata_and_already_ordered_objects() -> None:
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+    assert _metadata_first(obj) is obj
+    assert orjson.loads(with_resource_version(orjson.dumps(obj), 7))["metadata"] == {"resourceVersion": "7"}
+
+
+def test_written_is_a_dict_that_carries_its_json() -> None:
+    w = Written({"a": 1}, b'{"a":1}')
+    assert w == {"a": 1} and w.raw == b'{"a":1}'
+    assert orjson.loads(orjson.dumps(w)) == {"a": 1}
