@@ -39,11 +39,13 @@ import store
 from store import Store
 
 from ..registry import Registry, ResourceType, managedfields, strategic
+from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.strategies import default, validate_name
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
+from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
@@ -122,7 +124,10 @@ class KubeApi:
         s = self._get_store()
         if s is None:
             raise ApiError(503, "ServiceUnavailable", "the store is not open yet")
-        return DryRunStore(s) if DRY_RUN.get() else s
+        if DRY_RUN.get():
+            s = DryRunStore(s)
+        conversion = CONVERSION.get()
+        return ConvertingStore(s, conversion) if conversion is not None else s
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -214,6 +219,11 @@ class KubeApi:
             if method not in ("POST", "PUT", "PATCH", "DELETE"):
                 raise ApiError.bad_request("dryRun is only for create, update, patch and delete")
             DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
+        conversion = conversion_for(rtype.group, rtype.version, rtype.kind)
+        if conversion is not None:  # stored as another version: see api/converting.py
+            CONVERSION.set(conversion)
+            if "fieldSelector" in query:
+                query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
@@ -254,7 +264,7 @@ class KubeApi:
                         items = [present(rtype, obj) for obj in items]
                     return await self._json(send, 200, as_table(rtype.plural, items, _list_meta(listed), include,
                                                                 custom=rtype.custom))
-                if rtype.custom is not None:
+                if _converted(rtype):
                     listed = dataclasses.replace(listed, items=[_presented(rtype, raw) for raw in listed.items])
                 return await _send_list(send, rtype, listed)
             if method == "POST":
@@ -265,8 +275,8 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
-            if rtype.custom is not None:
-                raw = _presented(rtype, raw)
+            if _converted(rtype) and not (table and rtype.custom is None):
+                raw = _presented(rtype, raw)  # (a converted type's table is made from the stored shape)
             if table:
                 got = orjson.loads(raw)
                 got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include,
@@ -380,6 +390,10 @@ class KubeApi:
             causes = validate_name(rtype.plural if rtype.custom is None else "", name)
             if causes:
                 raise ApiError.invalid(rtype, name, causes)
+        if CONVERSION.get() is EVENTS_V1:
+            causes = validate_events_v1(obj)
+            if causes:
+                raise ApiError.invalid(rtype, name or generate, causes)
         if rtype.custom is None:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp"):
@@ -423,7 +437,7 @@ class KubeApi:
         watch cache takes for this version too (serialised once, DESIGN.md)."""
         obj["metadata"]["resourceVersion"] = str(revision)
         raw = with_resource_version(stored, revision)
-        if rtype.custom is None and not DRY_RUN.get():  # custom resources are presented per version on read
+        if rtype.custom is None and not DRY_RUN.get() and CONVERSION.get() is None:  # others are presented on read
             self.reads.prime(rtype, key, revision, raw, obj)
         return Written(obj, raw)
 
@@ -898,13 +912,13 @@ class KubeApi:
         first = [True]
 
         def line(item: WatchItem) -> bytes:
-            if item.type in ("ERROR", "BOOKMARK") or (table is None and rtype.custom is None):
+            if item.type in ("ERROR", "BOOKMARK") or (table is None and not _converted(rtype)):
                 return item.line
+            if table is None:  # the requested version's shape (a custom resource's pruned and defaulted)
+                return b'{"type":"%s","object":%s}\n' % (item.type.encode(), _presented(rtype, item.raw))
             obj = orjson.loads(item.raw)
-            if rtype.custom is not None:  # the requested version's shape, pruned and defaulted
+            if rtype.custom is not None:
                 obj = present(rtype, obj)
-            if table is None:
-                return orjson.dumps({"type": item.type, "object": obj}) + b"\n"
             row = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
                            table, columns=first[0], custom=rtype.custom)
             first[0] = False
@@ -985,9 +999,27 @@ def with_resource_version(stored: bytes, revision: int) -> bytes:
     return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
 
 
+def _converted(rtype: ResourceType) -> bool:
+    """Whether the served JSON of this type differs from the cached (stored) JSON."""
+    return rtype.custom is not None or conversion_for(rtype.group, rtype.version, rtype.kind) is not None
+
+
 def _presented(rtype: ResourceType, raw: bytes) -> bytes:
-    """A custom resource's stored bytes as its requested version shows them (``registry.custom.present``)."""
+    """Stored bytes as the requested version shows them: a custom resource's (``registry.custom.present``)
+    or a type stored as another version's (``registry.conversion``)."""
+    conversion = conversion_for(rtype.group, rtype.version, rtype.kind)
+    if conversion is not None:
+        return served_bytes(conversion, raw)
     return orjson.dumps(present(rtype, orjson.loads(raw)))
+
+
+def _field_selector_of(conversion: Conversion, selector: str) -> str:
+    """A field selector of the served version, in the stored version's field names."""
+    terms = []
+    for term in selector.split(","):
+        cut = min((i for i in (term.find("!="), term.find("=")) if i >= 0), default=len(term))
+        terms.append(conversion.field_label(term[:cut].strip()) + term[cut:])
+    return ",".join(terms)
 
 
 def _list_meta(listed: Listed) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EVENTS_V1", "Conversion", "validate_events_v1"]
+__all__ = ["CONVERSIONS", "EVENTS_V1", "Conversion", "conversion_for", "validate_events_v1"]
 
 # events.k8s.io/v1 name -> core/v1 name
 _RENAMED = {
@@ -90,3 +90,11 @@ def validate_events_v1(obj: dict[str, Any]) -> list[dict[str, str]]:
         causes.append({"reason": "FieldValueTooLong", "field": "note",
                        "message": "Too long: may not be more than 1024 bytes"})
     return causes
+
+
+# (group, version, kind) of a served version stored as another -> its conversion
+CONVERSIONS: dict[tuple[str, str, str], Conversion] = {("events.k8s.io", "v1", "Event"): EVENTS_V1}
+
+
+def conversion_for(group: str, version: str, kind: str) -> Conversion | None:
+    return CONVERSIONS.get((group, version, kind))

@@ -91,6 +91,8 @@ BUILTIN: tuple[ResourceType, ...] = (
           subresources=("status", "scale")),
     _core("Event", "events", short_names=("ev",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    # stored with core/v1 Events (/registry/events/), converted: registry/conversion.py
+    ResourceType("events.k8s.io", "v1", "Event", "events", True, short_names=("ev",)),
     ResourceType("apps", "v1", "Deployment", "deployments", True, short_names=("deploy",), categories=("all",),
                  subresources=("status", "scale")),
     ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, short_names=("rs",), categories=("all",),

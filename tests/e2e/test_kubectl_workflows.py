@@ -1,0 +1,85 @@
+"""kubectl as people use it day to day: version, -A, get -w, describe with events, delete --wait."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.test_cli import Serve
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {ns}, labels: {{app: flow}}}}
+spec:
+  containers: [{{name: c, image: "nginx:1.27"}}]
+"""
+
+EVENT = """
+apiVersion: v1
+kind: Event
+metadata: {{name: {name}.scheduled, namespace: default}}
+involvedObject: {{kind: Pod, namespace: default, name: {name}, uid: {uid}}}
+reason: Scheduled
+message: Successfully assigned default/{name} to node-1
+type: Normal
+source: {{component: default-scheduler}}
+firstTimestamp: "2026-11-30T08:00:00Z"
+lastTimestamp: "2026-11-30T08:00:00Z"
+count: 1
+"""
+
+
+def test_version_reports_the_server(served: Serve) -> None:
+    out = kubectl(served, "version", "-o", "json")
+    assert '"serverVersion"' in out and '"minor": "37"' in out
+
+
+def test_all_namespaces(served: Serve) -> None:
+    kubectl(served, "create", "namespace", "flow-a", "--dry-run=client", "-o", "yaml")  # client-side only
+    kubectl(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata: {name: flow-a}\n")
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="a0", ns="flow-a"))
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="d0", ns="default"))
+    rows = [line.split()[:2] for line in kubectl(served, "get", "pods", "-A", "-l", "app=flow").splitlines()]
+    assert rows[0] == ["NAMESPACE", "NAME"]
+    assert sorted(rows[1:]) == [["default", "d0"], ["flow-a", "a0"]]
+
+
+def test_get_watch_sees_added_modified_deleted(served: Serve) -> None:
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    watcher = subprocess.Popen([KUBECTL, "get", "pods", "-w", "--output-watch-events", "-l", "app=watched",
+                                "--no-headers"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(1.0)  # the watch is open
+        kubectl(served, "apply", "-f", "-", stdin=POD.format(name="w0", ns="default").replace("app: flow",
+                                                                                           "app: watched"))
+        kubectl(served, "label", "pod", "w0", "tier=web")
+        kubectl(served, "delete", "pod", "w0", "--wait=false")
+        time.sleep(1.5)
+    finally:
+        watcher.terminate()
+        out, _ = watcher.communicate(timeout=10)
+    kinds = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert kinds[0] == "ADDED" and "MODIFIED" in kinds and kinds[-1] == "DELETED", out
+
+
+def test_describe_pod_shows_its_events(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="described", ns="default"))
+    uid = kubectl(served, "get", "pod", "described", "-o", "jsonpath={.metadata.uid}")
+    kubectl(served, "apply", "-f", "-", stdin=EVENT.format(name="described", uid=uid))  # describe selects by uid
+    out = kubectl(served, "describe", "pod", "described")
+    assert "Name:" in out and "described" in out and "nginx:1.27" in out
+    events = out[out.index("Events:"):]
+    assert "Scheduled" in events and "Successfully assigned default/described to node-1" in events
+
+
+def test_delete_waits_until_the_object_is_gone(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="doomed", ns="default"))
+    started = time.monotonic()
+    out = kubectl(served, "delete", "pod", "doomed")  # --wait=true: kubectl watches until the pod is gone
+    assert 'pod "doomed" deleted' in out
+    assert time.monotonic() - started < 30
+    assert kubectl(served, "get", "pods", "--field-selector", "metadata.name=doomed", "-o", "name") == ""
