@@ -56,6 +56,7 @@ test: venv etcd
 bench: venv etcd wrk
 	$(BIN)/controlplane bench store
 	$(BIN)/controlplane bench api
+	$(BIN)/controlplane bench watchcache
 
 lint: venv
 	$(BIN)/ruff check .
