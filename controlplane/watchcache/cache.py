@@ -71,7 +71,7 @@ class CacheConfig:
     pinned_snapshots: int = 64
     pinned_seconds: float = 300.0
     watcher_buffer: int = 1_000
-    walk_chunk: int = 500             # entries a walk handles between yields to the event loop
+    walk_chunk: int = 50              # entries a walk handles between yields to the event loop
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
