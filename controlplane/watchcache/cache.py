@@ -72,6 +72,7 @@ class CacheConfig:
     pinned_seconds: float = 300.0
     watcher_buffer: int = 1_000
     walk_chunk: int = 50              # entries a walk handles between yields to the event loop
+    load_chunk: int = 500             # keys the initial load reads from the store per range call
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
@@ -230,7 +231,7 @@ class ResourceCache:
         start = self.prefix
         loaded: list[tuple[bytes, Entry]] = []
         while True:
-            kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.walk_chunk)
+            kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.load_chunk)
             loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision)) for kv in kvs)
             if not more or not kvs:
                 break
