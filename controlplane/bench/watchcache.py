@@ -56,6 +56,7 @@ from ..podgen import PodGenerator, pod_key
 from ..registry.attrs import Filter
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
 from ..watchcache.entry import RAW, Entry, build_entry
+from ..watchcache.watchers import Watcher
 
 BENCH = "watchcache"
 PREFIX = b"/registry/pods/"
@@ -248,9 +249,98 @@ async def http_phase(n: int) -> None:
          ratio=round(lazy / copy, 2) if copy else None)
 
 
+async def kubelet_phase(kubelets: int, pods_per_node: int, rate: float, seconds: float) -> dict[str, float]:
+    """``kubelets`` watchers filtered by ``spec.nodeName`` (one per node, as kubelets
+    watch), each drained by its own task, while pod status updates arrive at
+    ``rate`` per second spread over all nodes. Returns delivery latency (an update's
+    due time to its watcher's task taking it) and process CPU per applied event."""
+    base = make_pods(min(20_000, kubelets * pods_per_node))
+    pods: list[tuple[bytes, bytes]] = []
+    for i in range(kubelets * pods_per_node):
+        _, value = base[i % len(base)]
+        pod = orjson.loads(value)
+        pod["metadata"]["name"] = f"kp-{i}"
+        pod["spec"]["nodeName"] = f"node-{i % kubelets}"
+        pods.append((pod_key(pod["metadata"]["namespace"], f"kp-{i}"), orjson.dumps(pod)))
+    pods.sort()
+    ups = updates(pods, 8000)
+    revision = 1_000_000
+    cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
+    await cache.load([(key, build_entry("pods", key, value, revision)) for key, value in pods])
+    watchers = []
+    for n in range(kubelets):
+        w = Watcher(Filter.parse("pods", None, f"spec.nodeName=node-{n}"), revision, cache.config.watcher_buffer)
+        cache.watchers.add(w)
+        watchers.append(w)
+    delivery: list[float] = []
+    stop = asyncio.Event()
+    due_at: dict[int, float] = {}
+
+    async def kubelet(w: Watcher) -> None:
+        while not stop.is_set():
+            await w.wakeup.wait()
+            w.wakeup.clear()
+            now = time.perf_counter()
+            while w.buffer:
+                ev, _ = w.buffer.popleft()
+                delivery.append(now - due_at.get(ev.revision, now))
+
+    applied = 0
+
+    async def writer() -> None:
+        nonlocal applied
+        rev = revision
+        start = time.perf_counter()
+        while not stop.is_set():
+            due = int((time.perf_counter() - start) * rate) - applied
+            if due <= 0:
+                await asyncio.sleep(1.0 / rate)
+                continue
+            batch = []
+            for k in range(due):
+                key, value = ups[(rev - revision) % len(ups)]
+                rev += 1
+                due_at[rev] = start + (applied + k + 1) / rate
+                batch.append(Event(EventType.PUT, KeyValue(key, value, 1, rev, 2)))
+            await cache.apply(batch, rev, time.perf_counter())
+            applied += due
+            await asyncio.sleep(0)
+
+    gc.collect()
+    tasks = [asyncio.create_task(kubelet(w)) for w in watchers]
+    cpu = time.process_time()
+    wtask = asyncio.create_task(writer())
+    await asyncio.sleep(seconds)
+    stop.set()
+    await wtask
+    cpu = time.process_time() - cpu
+    for w in watchers:
+        w.wakeup.set()
+    await asyncio.gather(*tasks)
+    return {"delivery_p50": pct(delivery, 0.5), "delivery_p99": pct(delivery, 0.99),
+            "cpu_per_event": cpu / max(applied, 1), "events_per_second": applied / seconds,
+            "watchers_closed": float(sum(w.closed for w in watchers))}
+
+
+async def kubelets_phase(counts: list[int], rate: float, seconds: float) -> None:
+    results = {n: await kubelet_phase(n, 2, rate, seconds) for n in counts}
+    smallest = results[min(counts)]
+    for n, r in results.items():
+        extra: dict[str, Any] = {"kubelets": n, "updates_per_s_asked": rate}
+        emit("kubelet_delivery_p50", r["delivery_p50"] * 1e3, "ms", **extra)
+        emit("kubelet_delivery_p99", r["delivery_p99"] * 1e3, "ms", **extra)
+        emit("kubelet_events_per_second", r["events_per_second"], "1/s", **extra)
+        emit("kubelet_watchers_closed", r["watchers_closed"], "count", **extra)
+        ratio = round(r["cpu_per_event"] / smallest["cpu_per_event"], 2) if n != min(counts) else None
+        emit("kubelet_cpu_per_event", r["cpu_per_event"] * 1e6, "us", **extra,
+             **({"peer": f"{min(counts)} kubelets", "ratio": ratio} if ratio is not None else {}))
+
+
 async def run(args: argparse.Namespace) -> None:
     if args.http_pods:
         await http_phase(args.http_pods)
+    if args.kubelets:
+        await kubelets_phase(args.kubelets, args.kubelet_writes, args.seconds)
     if not args.pods:
         return
     t = time.perf_counter()
@@ -278,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0, help="per mode and reader count (default: 5)")
     p.add_argument("--http-pods", type=int, default=0, metavar="N",
                    help="first, list N pods in pages of 500 over HTTP from a real server, per mode (default: off)")
+    p.add_argument("--kubelets", type=lambda s: [int(x) for x in s.split(",")], default=[], metavar="N,N",
+                   help="first, the kubelet fan-out: N watchers filtered by spec.nodeName (2 pods per node), "
+                        "per count, e.g. 1000,10000 (default: off)")
+    p.add_argument("--kubelet-writes", type=float, default=2000.0,
+                   help="pod updates per second in the kubelet fan-out (default: %(default)s)")
     args = p.parse_args(argv)
     asyncio.run(run(args))
     return 0
