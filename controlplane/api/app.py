@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from fastapi import FastAPI, Request, Response
 import store
 
 from ..config import Config
+from ..gcsettings import settle_heap
 from ..metrics import (
     CONTENT_TYPE,
     STORE_COMMIT_BATCH_SIZE,
@@ -163,24 +163,6 @@ _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": 
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
 
 
-def _settle_heap() -> None:
-    """Keep the cyclic garbage collector off the startup heap.
-
-    The schemas, the registry and the OpenAPI and validation tables are
-    hundreds of thousands of long-lived objects. Every full collection would
-    walk them again; a pod create allocates enough (its parsed JSON) to start
-    a collection every few requests, and py-spy showed those walks as a tenth
-    of the create path. ``gc.freeze`` moves what exists now out of the
-    collector's sight; a higher first threshold makes young collections rarer.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
-
-
-GC_YOUNG_THRESHOLD = 20_000
-
-
 def _observe_commit(batch_size: int, seconds: float) -> None:
     STORE_COMMIT_BATCH_SIZE.observe(batch_size)
     STORE_COMMIT_SECONDS.observe(seconds)
@@ -211,7 +193,7 @@ def create_app(config: Config) -> FastAPI:
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
-            _settle_heap()
+            settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             yield
         finally:
             state.shutting_down = True

@@ -52,6 +52,7 @@ import orjson
 
 from store import Event, EventType, KeyValue
 
+from ..gcsettings import settle_heap
 from ..podgen import PodGenerator, pod_key
 from ..registry.attrs import Filter
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
@@ -267,6 +268,7 @@ async def kubelet_phase(kubelets: int, pods_per_node: int, rate: float, seconds:
     revision = 1_000_000
     cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
     await cache.load([(key, build_entry("pods", key, value, revision)) for key, value in pods])
+    settle_heap()  # the loaded cache, as the server's startup leaves it (gcsettings); watchers come after
     watchers = []
     for n in range(kubelets):
         w = Watcher(Filter.parse("pods", None, f"spec.nodeName=node-{n}"), revision, cache.config.watcher_buffer)
@@ -306,7 +308,6 @@ async def kubelet_phase(kubelets: int, pods_per_node: int, rate: float, seconds:
             applied += due
             await asyncio.sleep(0)
 
-    gc.collect()
     tasks = [asyncio.create_task(kubelet(w)) for w in watchers]
     cpu = time.process_time()
     wtask = asyncio.create_task(writer())
@@ -349,7 +350,7 @@ async def run(args: argparse.Namespace) -> None:
     revision = 1_000_000
     entries = [(key, build_entry("pods", key, value, revision)) for key, value in pods]
     del pods
-    gc.freeze()  # the loaded state lives for the whole run: keep the cyclic GC off it, as the server would
+    settle_heap()  # the loaded state lives for the whole run: the server's GC settings (gcsettings)
     emit("setup", time.perf_counter() - t, "s", pods=args.pods)
     await snapshot_costs(entries, ups, revision)
     for n in args.readers:
