@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kubernetes import client, config
 
 from tests.test_cli import Serve, start_serve
 
@@ -18,3 +19,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     finally:
         if s.proc.poll() is None:
             s.stop()
+
+
+@pytest.fixture(scope="module")
+def api(served: Serve) -> Iterator[client.ApiClient]:
+    """The official client, configured from the server's kubeconfig (TLS, token)."""
+    c = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield c
+    finally:
+        c.close()

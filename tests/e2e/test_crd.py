@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from kubernetes import client, config, dynamic, watch
+from kubernetes import client, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import KUBECTL, kubectl
@@ -259,15 +259,6 @@ def test_invalid_crds_are_refused_with_causes(served: Serve) -> None:
 
 
 # -- the Python client -------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
-
 
 def crd_body(plural: str, kind: str, scope: str = "Namespaced") -> dict[str, Any]:
     doc = yaml.safe_load(WIDGETS)

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_an_events_v1_event_is_a_core_event_too(served: Serve, api: client.ApiClient) -> None:

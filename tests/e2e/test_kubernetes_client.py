@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 import yaml
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controlplane.tokens import find_admin, read_token_file
@@ -24,15 +23,6 @@ def bearer(served: Serve) -> dict[str, str]:
     admin = find_admin(read_token_file(served.tokens))
     assert admin is not None
     return {"authorization": f"Bearer {admin.token}"}
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-from kubernetes import client, config, utils
+from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import KUBECTL
@@ -126,15 +125,6 @@ def test_kubectl_label_records_its_own_manager(served: Serve) -> None:
 
 
 # -- the official Python client ----------------------------------------------------------
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def raw_patch(api: client.ApiClient, path: str, content_type: str, body: Any, **query: str) -> Any:
     """A PATCH through the client's own request machinery (auth, errors as ApiException)."""
     request = api.param_serialize("PATCH", path, query_params=list(query.items()),

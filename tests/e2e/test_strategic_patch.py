@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import KUBECTL, kubectl
@@ -220,15 +219,6 @@ def test_a_resource_version_in_the_patch_is_a_precondition(served: Serve) -> Non
     assert httpx.get(url, headers=bearer(served)).json()["data"] == {"a": "2"}
     r = httpx.patch(url, content=b"{}", headers={**headers, "content-type": "text/plain"})
     assert r.status_code == 415 and "application/strategic-merge-patch+json" in r.json()["message"]
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_python_client_dict_patch_is_a_strategic_merge(served: Serve, api: client.ApiClient) -> None:

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import kubectl
 from tests.e2e.test_kubernetes_client import bearer
 from tests.test_cli import Serve
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def deployment(name: str, replicas: int = 1) -> client.V1Deployment:
