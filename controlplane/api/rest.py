@@ -430,6 +430,18 @@ class KubeApi:
             return written
         raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
 
+    async def _replace(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
+                       expected: int) -> Written:
+        """Store ``obj`` over the version at ``expected`` (``store.Conflict`` and ``store.NotFound``
+        pass through: each verb answers them its own way), serialised once as a create is."""
+        obj = _metadata_first(obj)
+        stored = orjson.dumps(obj)
+        rev = await self.store.update(key, stored, expected)
+        written = self._written(rtype, key, obj, stored, rev)
+        if rtype is self.crds.type:
+            self.crds.written(name, obj, rev)
+        return written
+
     def _written(self, rtype: ResourceType, key: bytes, obj: dict[str, Any], stored: bytes,
                  revision: int) -> Written:
         """``obj``, just stored as ``stored`` (metadata first) at ``revision``: the response,
@@ -494,16 +506,12 @@ class KubeApi:
             return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
         self._admit(rtype, obj, old, subresource)
         try:
-            rev = await self.store.update(key, orjson.dumps(obj), expected or current.mod_revision)
+            return await self._replace(rtype, key, name, obj, expected or current.mod_revision)
         except store.Conflict as e:
             raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                     "the latest version and try again") from e
         except store.NotFound as e:
             raise ApiError.not_found(rtype, name) from e
-        meta["resourceVersion"] = str(rev)
-        if rtype is self.crds.type:
-            self.crds.written(name, obj, rev)
-        return obj
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
@@ -556,13 +564,9 @@ class KubeApi:
             if obj == orjson.loads(current.value):  # a patch that changes nothing writes nothing, as upstream
                 return old
             try:
-                rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+                return await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
                 continue
-            meta["resourceVersion"] = str(rev)
-            if rtype is self.crds.type:
-                self.crds.written(name, obj, rev)
-            return obj
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _apply(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
@@ -611,13 +615,9 @@ class KubeApi:
             if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision), False
             try:
-                rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+                return await self._replace(rtype, key, name, obj, current.mod_revision), False
             except store.Conflict:
                 continue
-            meta["resourceVersion"] = str(rev)
-            if rtype is self.crds.type:
-                self.crds.written(name, obj, rev)
-            return obj, False
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _delete(self, rtype: ResourceType, namespace: str | None, name: str,
