@@ -95,22 +95,14 @@ def difference(a: Tree, b: Tree) -> Tree:
     """The members of ``a`` that are not members of ``b`` (top level: the root is never a member)."""
     if not b:
         return a
-    out: Tree = {}
-    for k, v in a.items():
-        if k == SELF:
-            continue
-        w = b.get(k)
-        if w is None:
-            out[k] = v
-            continue
-        d = _difference_node(v, w)
-        if d is not None:
-            out[k] = d
-    return out
+    return _difference_children(a, b)
 
 
 def _difference_node(a: Tree, b: Tree) -> Tree | None:
-    member = is_member(a) and not is_member(b)
+    return _make(is_member(a) and not is_member(b), _difference_children(a, b))
+
+
+def _difference_children(a: Tree, b: Tree) -> Tree:
     children: Tree = {}
     for k, v in a.items():
         if k == SELF:
@@ -122,7 +114,7 @@ def _difference_node(a: Tree, b: Tree) -> Tree | None:
         d = _difference_node(v, w)
         if d is not None:
             children[k] = d
-    return _make(member, children)
+    return children
 
 
 def intersection(a: Tree, b: Tree) -> Tree:
