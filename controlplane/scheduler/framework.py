@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..client import Client
     from .nodeinfo import NodeInfo, PodInfo
+    from .profile import Profile
 
 __all__ = [
     "ActionType",
@@ -337,7 +338,16 @@ class Handle(Protocol):
         ...
 
     def lister(self, resource: str) -> Mapping[str, Any]:
-        """The informer's objects of ``resource`` (a plural), by "namespace/name"."""
+        """The informer's objects of ``resource`` (a plural), by "namespace/name" ("name" if cluster-scoped)."""
+        ...
+
+    def add_event_handler(self, resource: str, on_add: Callable[[Any], None],
+                          on_update: Callable[[Any, Any], None], on_delete: Callable[[Any], None]) -> None:
+        """Be called on each event of a watched resource, after the scheduler's cache and queue."""
+        ...
+
+    def profile(self) -> Profile:
+        """The running profile (its plugins, and the pure Filter/Score runners)."""
         ...
 
     def allow(self, pod_key: str, plugin: str) -> None:

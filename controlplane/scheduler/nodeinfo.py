@@ -145,7 +145,7 @@ class PodInfo:
         self.nonzero_mem = self.requests.get("memory") or DEFAULT_MEMORY_REQUEST
         # queue bookkeeping
         self.timestamp = time.monotonic()  # when it (re)entered activeQ: the "age" tie-break
-        self.initial_attempt = 0.0  # first time it was popped: the e2e latency's start
+        self.initial_attempt = self.timestamp  # first seen: the e2e latency's start (kept across updates)
         self.attempts = 0
 
     @property

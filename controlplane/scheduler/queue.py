@@ -201,8 +201,6 @@ class SchedulingQueue:
         pod = self.pods[key]
         self.scheduling_cycle += 1
         pod.attempts += 1
-        if not pod.initial_attempt:
-            pod.initial_attempt = self.clock()
         return pod
 
     def _pull_siblings(self, pod: PodInfo) -> None:

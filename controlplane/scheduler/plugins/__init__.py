@@ -21,6 +21,7 @@ resourceclaimtemplates) in ``resources_to_watch()`` and reads them through
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,12 +65,13 @@ def default_registry() -> Registry:
     r.register("InterPodAffinity", lambda h, a: InterPodAffinity(h.nodes))
     r.register("GangScheduling", _gang)
     r.register("DefaultPreemption", _preemption)
-    try:  # the DRA plugin, when its package is present (branch dra)
-        from .dynamic_resources import register as register_dra
-    except ImportError:
-        pass
+    try:  # the DRA plugin, when its module is present (branch dra)
+        dra = importlib.import_module(f"{__name__}.dynamic_resources")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.dynamic_resources":
+            raise
     else:
-        register_dra(r)
+        dra.register(r)
     return r
 
 
