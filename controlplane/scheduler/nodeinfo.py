@@ -88,6 +88,7 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
             req = {**lim, **(req or {})}
         _add_into(total, req)
     sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for c in spec.get("initContainers") or ():
         res = c.get("resources") or {}
         req = res.get("requests")
@@ -99,13 +100,18 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
         if c.get("restartPolicy") == "Always":
             for k, v in one.items():
                 sidecars[k] = sidecars.get(k, 0) + v
-            continue
-        for k, v in one.items():  # an init container runs beside the sidecars started before it
-            v += sidecars.get(k, 0)
-            if v > total.get(k, 0):
-                total[k] = v
+            one = dict(sidecars)  # while it starts, the sidecars so far run
+        else:
+            for k in sidecars:  # an init container runs beside the sidecars started before it
+                one[k] = one.get(k, 0) + sidecars[k]
+        for k, v in one.items():
+            if v > init_peak.get(k, 0):
+                init_peak[k] = v
     for k, v in sidecars.items():
         total[k] = total.get(k, 0) + v
+    for k, v in init_peak.items():
+        if v > total.get(k, 0):
+            total[k] = v
     _add_into(total, spec.get("overhead"))
     return total
 

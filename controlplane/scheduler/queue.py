@@ -289,6 +289,15 @@ class SchedulingQueue:
                 if self._helps(plugin, resource, action, parked.pod, old, new):
                     moved.append(parked)
                     break
+        groups = {p.pod.group_key for p in moved if p.pod.group}
+        if groups:  # a gang is retried as a whole: its parked siblings come along
+            seen = {p.pod.key for p in moved}
+            for g in groups:
+                for key in self._groups.get(g, ()):
+                    sib = self.unschedulable.get(key)
+                    if sib is not None and key not in seen:
+                        moved.append(sib)
+                        seen.add(key)
         for parked in moved:
             del self.unschedulable[parked.pod.key]
             if parked.pending:
