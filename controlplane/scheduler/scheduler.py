@@ -285,8 +285,11 @@ class Scheduler:
     def _pod_info(self, obj: dict[str, Any]) -> PodInfo:
         pod = PodInfo(obj)
         spec = obj.get("spec") or {}
-        if spec.get("priority") is None and spec.get("priorityClassName"):
-            pod.priority = self.priority_classes.get(spec["priorityClassName"], 0)
+        pcn = spec.get("priorityClassName")
+        if pcn and pcn in self.priority_classes:
+            # Upstream's Priority admission writes the class's value into spec.priority; this
+            # server does not (it defaults 0), so the class, when known, decides.
+            pod.priority = self.priority_classes[pcn]
         return pod
 
     def _ours(self, obj: Mapping[str, Any]) -> bool:
