@@ -122,7 +122,7 @@ class PodInfo:
     __slots__ = (
         "affinity", "attempts", "gated", "group", "initial_attempt", "key", "labels", "name", "namespace",
         "node_name", "node_selector", "nominated_node", "nonzero_cpu", "nonzero_mem", "obj", "priority",
-        "requests", "resource_version", "spread", "timestamp", "tolerations", "uid",
+        "req_items", "requests", "resource_version", "spread", "timestamp", "tolerations", "uid",
     )
 
     def __init__(self, obj: dict[str, Any]) -> None:
@@ -147,6 +147,7 @@ class PodInfo:
         self.nominated_node: str = (obj.get("status") or {}).get("nominatedNodeName") or ""
         self.requests = pod_requests(spec)
         self.requests["pods"] = 1
+        self.req_items = tuple(self.requests.items())  # what Filter walks, once per node
         self.nonzero_cpu = self.requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST
         self.nonzero_mem = self.requests.get("memory") or DEFAULT_MEMORY_REQUEST
         # queue bookkeeping

@@ -192,18 +192,10 @@ class Profile:
         return totals
 
     def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> NodeInfo:
-        """The best-scoring node; ties broken at random (reservoir sampling, as upstream)."""
-        best = -1
-        chosen = nodes[0]
-        ties = 0
-        for node, s in zip(nodes, scores, strict=True):
-            if s > best:
-                best, chosen, ties = s, node, 1
-            elif s == best:
-                ties += 1
-                if self._rand.randrange(ties) == 0:
-                    chosen = node
-        return chosen
+        """The best-scoring node; ties broken at random (as upstream)."""
+        best = max(scores)
+        ties = [i for i, s in enumerate(scores) if s == best]
+        return nodes[ties[0] if len(ties) == 1 else ties[self._rand.randrange(len(ties))]]
 
     def place(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
               extra: Mapping[str, Sequence[PodInfo]] | None = None) -> tuple[NodeInfo | None, FitError | None]:

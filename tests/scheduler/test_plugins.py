@@ -58,14 +58,12 @@ def test_node_resources_fit_reports_each_insufficient_resource_and_too_many_pods
     n.add_pod(PodInfo(pod("a", cpu="600m", memory="100Mi")))
     p = PodInfo(pod("b", cpu="500m", memory="1Gi", extra={"nvidia.com/gpu": "2"}))
     state = CycleState()
-    plugin.pre_filter(state, p)
     s = plugin.filter(state, p, n)
     assert s is not None and s.code == Code.UNSCHEDULABLE
     assert set(s.reasons) == {"Insufficient cpu", "Insufficient memory", "Insufficient nvidia.com/gpu",
                               "Too many pods"}
     small = PodInfo(pod("c", cpu="100m", memory="100Mi"))
     state = CycleState()
-    plugin.pre_filter(state, small)
     assert plugin.filter(state, small, ni(node("m", cpu="1"))) is None
 
 
@@ -73,7 +71,6 @@ def test_extended_resource_missing_from_node_does_not_fit() -> None:
     plugin = NodeResourcesFit()
     p = PodInfo(pod("g", extra={"nvidia.com/gpu": "1"}))
     state = CycleState()
-    plugin.pre_filter(state, p)
     s = plugin.filter(state, p, ni(node("cpu-only")))
     assert s is not None and s.reasons == ("Insufficient nvidia.com/gpu",)
     assert plugin.filter(state, p, ni(node("gpu", extra={"nvidia.com/gpu": "8"}))) is None
