@@ -93,6 +93,7 @@ class Scheduler:
         self.informers: dict[str, Informer] = {}
         self.scheduled = 0
         self.synced = asyncio.Event()
+        self.yield_interval = 0.005
 
     # ---------------------------------------------------------------- Handle
 
@@ -399,13 +400,16 @@ class Scheduler:
         log.info("scheduler %s: synced %d nodes, %d pods queued", self.scheduler_name, len(self.cache.nodes),
                  len(self.queue))
         try:
-            n = 0
+            last_yield = time.perf_counter()
             while True:
                 pod = await self.queue.pop()
                 await self.schedule_one(pod)
-                n += 1
-                if n % 32 == 0:
-                    await asyncio.sleep(0)  # let the informers deliver
+                now = time.perf_counter()
+                if now - last_yield > self.yield_interval:
+                    # Inside serve the loop is the API's too: hand it back every few ms, not every
+                    # pod (a cycle is shorter than a trip through the loop's ready queue).
+                    await asyncio.sleep(0)
+                    last_yield = time.perf_counter()
         finally:
             self.queue.close()
             for t in list(self._tasks):
