@@ -464,7 +464,6 @@ class Scheduler:
             return
         if waiting is not None and not waiting.pending:
             waiting.future.set_result(None)
-        await self._binds.acquire()
         self.spawn(self._binding_cycle(state, pod, name, waiting, cycle))
 
     async def _unschedulable(self, state: CycleState, pod: PodInfo, fit: FitError, cycle: int) -> None:
@@ -489,10 +488,22 @@ class Scheduler:
             self.gang.on_member_failed(pod, message)
             self.queue.park_group(pod.group_key, "GangScheduling")
         SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
+        if self._gone(pod):
+            return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
         self._report_failure(pod, message, nominated)
 
+    def _gone(self, pod: PodInfo) -> bool:
+        """Was the pod deleted while its cycle ran? Then it leaves the queue."""
+        pods = self.informers.get("pods")
+        if pods is not None and pod.key not in pods.items:
+            self.queue.delete(pod.key)
+            return True
+        return False
+
     def _failed(self, pod: PodInfo, status: Status, cycle: int, message: str) -> None:
+        if self._gone(pod):
+            return
         if status.code == Code.ERROR:
             SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="error").inc()
             self.queue.requeue_error(pod)
@@ -532,18 +543,21 @@ class Scheduler:
 
     async def _binding_cycle(self, state: CycleState, pod: PodInfo, node: str, waiting: _Waiting | None,
                              cycle: int) -> None:
+        # The bound on writes in flight is taken after Permit: members of gangs waiting there hold
+        # no slot, so a quorum can always complete.
+        if waiting is not None:
+            verdict = await waiting.future
+            if waiting.timer is not None:
+                waiting.timer.cancel()
+            self._waiting.pop(pod.key, None)
+            if verdict is not None:
+                self._unreserve(state, pod, node)
+                if pod.group:
+                    self.queue.park_group(pod.group_key, "GangScheduling")
+                self._failed(pod, verdict, cycle, verdict.message)
+                return
+        await self._binds.acquire()
         try:
-            if waiting is not None:
-                verdict = await waiting.future
-                if waiting.timer is not None:
-                    waiting.timer.cancel()
-                self._waiting.pop(pod.key, None)
-                if verdict is not None:
-                    self._unreserve(state, pod, node)
-                    if pod.group:
-                        self.queue.park_group(pod.group_key, "GangScheduling")
-                    self._failed(pod, verdict, cycle, verdict.message)
-                    return
             for p in self.fwk.pre_bind:
                 s = await p.pre_bind(state, pod, node)
                 if s is not None and s.code != Code.SKIP:

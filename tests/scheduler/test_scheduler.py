@@ -216,3 +216,16 @@ async def test_gang_with_topology_lands_in_one_rack(cluster: Cluster) -> None:
     where = await cluster.bound(*(f"m{i}" for i in range(4)))
     racks_used = {str(n).split("-")[0] for n in where.values()}
     assert len(racks_used) == 1 and racks_used != {"r0"}
+
+
+async def test_a_member_deleted_while_waiting_leaves_the_queue_and_frees_its_node(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="8"))
+    await cluster.c.create(PODGROUPS, podgroup("g", 3))
+    await cluster.pods(pod("a", group="g"), pod("b", group="g"),
+                       pod("c", group="g", schedulingGates=[{"name": "hold"}]))
+    await cluster.until(lambda: len(list(cluster.sched.waiting_pods())) == 2)
+    await cluster.c.delete(f"{PODS}/a")
+    await cluster.until(lambda: cluster.sched.queue.where("default/a") is None)
+    await cluster.until(lambda: not list(cluster.sched.waiting_pods()))
+    assert cluster.sched.cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert "default/a" not in cluster.sched.queue.unschedulable
