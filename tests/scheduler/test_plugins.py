@@ -294,3 +294,37 @@ def test_feasible_nodes_for_hypothetical_nodes() -> None:
     assert why["small"].reasons == ("Insufficient cpu",)
     ok, _ = profile.feasible_nodes(PodInfo(pod("g", cpu="1", extra={"nvidia.com/gpu": "1"})), templates)
     assert [n.name for n in ok] == ["gpu"]
+
+
+def test_the_unrolled_resource_check_gives_the_plugins_verdicts() -> None:
+    import random
+
+    rnd = random.Random(5)
+    objs = []
+    for i in range(90):
+        taints = [{"key": "k", "effect": rnd.choice(["NoSchedule", "PreferNoSchedule"])}] if i % 7 == 0 else None
+        objs.append(node(f"n{i}", cpu=rnd.choice(["1", "2", "4"]), memory=rnd.choice(["1Gi", "4Gi"]),
+                         pods=rnd.choice([1, 3, 110]), taints=taints, unschedulable=i % 11 == 0,
+                         extra={"nvidia.com/gpu": "2"} if i % 3 == 0 else None))
+    h, profile = build(objs)
+    for i, n in enumerate(h.nodes().values()):
+        for j in range(rnd.randrange(3)):
+            n.add_pod(PodInfo(pod(f"x{i}-{j}", cpu=rnd.choice(["100m", "900m"]), memory="512Mi")))
+    shapes = [pod("a", cpu="500m"), pod("b", cpu=None, memory=None), pod("c", cpu="1", extra={"nvidia.com/gpu": "1"}),
+              pod("d", memory="3Gi", tolerations=[{"operator": "Exists"}])]
+    nodes = list(h.nodes().values())
+    for obj in shapes:
+        p = PodInfo(obj)
+        st = CycleState()
+        assert profile.run_pre_filter(st, p) is None
+        filters = profile.filters_for(st)
+        fast_ok, fast_failed = profile._find_feasible_resources(st, p, nodes, filters)
+        profile._next_start = 0
+        slow_ok, slow_failed = profile.find_feasible(st, p, nodes)
+        profile._next_start = 0
+        assert [n.name for n in fast_ok] == [n.name for n in slow_ok]
+        assert {k: v.reasons for k, v in fast_failed.items()} == {k: v.reasons for k, v in slow_failed.items()}
+        plain = [n for n in slow_ok if not n.taints]
+        assert profile.run_pre_score(st, p, plain) is None
+        assert profile._only_default_fit_scores(st)  # no taint among them: TaintToleration skips
+        assert profile._least_or_most_allocated(p, plain) == profile.score_nodes(st, p, plain)
