@@ -32,6 +32,7 @@ from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig
 from .profile import FitError, Profile
 from .queue import SchedulingQueue
+from .writer import Writer
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -49,6 +50,11 @@ EventHandler = Callable[..., object]
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
 def _terminal(obj: Mapping[str, Any]) -> bool:
@@ -75,6 +81,7 @@ class Scheduler:
                  percentage_of_nodes_to_score: int = 0, bind_concurrency: int = 512,
                  success_events: bool = True) -> None:
         self._client = client
+        self.writer = Writer(client)  # bindings, events, conditions: direct ASGI calls inside serve
         self.scheduler_name = scheduler_name
         self.cache = Cache()
         self._listers: dict[str, Mapping[str, Any]] = {}
@@ -159,7 +166,7 @@ class Scheduler:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self._client.create(resource_path("", "v1", "events", ns), event)
+            await self.writer.create(resource_path("", "v1", "events", ns), event)
         except (ApiError, OSError) as e:
             log.debug("event not written: %s", e)
         finally:
@@ -327,7 +334,7 @@ class Scheduler:
     def _pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
         if nspec.get("nodeName"):
-            key = PodInfo(new).key
+            key = _key(new)
             if _terminal(new):
                 if self.cache.node_of(key) is not None:
                     self.cache.remove_pod(key)
@@ -350,7 +357,7 @@ class Scheduler:
         ometa, nmeta = old.get("metadata") or {}, new.get("metadata") or {}
         if ospec == nspec and ometa.get("labels") == nmeta.get("labels") and \
                 ometa.get("annotations") == nmeta.get("annotations"):
-            held = self.queue.pods.get(PodInfo(new).key)
+            held = self.queue.pods.get(_key(new))
             if held is not None:
                 held.obj = new  # our own status writes: nothing that could change the verdict
             return
@@ -536,8 +543,8 @@ class Scheduler:
         if nominated:
             status["nominatedNodeName"] = nominated
         try:
-            await self._client.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
-                                     {"status": status}, patch_type="strategic")
+            await self.writer.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
+                                    {"status": status}, "strategic")
         except (ApiError, OSError) as e:
             log.debug("pod %s: condition not written: %s", pod.key, e)
 
@@ -598,7 +605,7 @@ class Scheduler:
                 "metadata": {"name": pod.name, "namespace": pod.namespace, **({"uid": pod.uid} if pod.uid else {})},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            await self._client.create(resource_path("", "v1", "pods", pod.namespace, pod.name, "binding"), body)
+            await self.writer.create(resource_path("", "v1", "pods", pod.namespace, pod.name, "binding"), body)
         except ApiError as e:
             if e.code == 404:
                 return Status(Code.SKIP, "pod deleted")
