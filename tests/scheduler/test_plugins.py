@@ -328,3 +328,16 @@ def test_the_unrolled_resource_check_gives_the_plugins_verdicts() -> None:
         assert profile.run_pre_score(st, p, plain) is None
         assert profile._only_default_fit_scores(st)  # no taint among them: TaintToleration skips
         assert profile._least_or_most_allocated(p, plain) == profile.score_nodes(st, p, plain)
+
+
+def test_feasible_nodes_from_api_objects_for_the_autoscaler() -> None:
+    from controlplane.scheduler.feasibility import feasible_nodes
+
+    nodes = [node("busy", cpu="2"), node("template-large", cpu="8"),
+             node("template-gpu", cpu="8", extra={"nvidia.com/gpu": "4"}),
+             node("tainted", cpu="8", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])]
+    fits, why = feasible_nodes(pod("p", cpu="1500m"), nodes, pods_on={"busy": [pod("running", cpu="1")]})
+    assert fits == ["template-large", "template-gpu"]
+    assert why == {"busy": ["Insufficient cpu"], "tainted": ["node(s) had untolerated taint {dedicated: x}"]}
+    fits, _ = feasible_nodes(pod("g", extra={"nvidia.com/gpu": "1"}), nodes)
+    assert fits == ["template-gpu"]
