@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from ..client import ApiError, Client, Informer, resource_path
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from .cache import Cache
@@ -167,8 +169,8 @@ class Scheduler:
         }
         try:
             await self.writer.create(resource_path("", "v1", "events", ns), event)
-        except (ApiError, OSError) as e:
-            log.debug("event not written: %s", e)
+        except (ApiError, OSError, httpx.TransportError) as e:
+            log.debug("event not written: %r", e)
         finally:
             self._pending_events -= 1
 
@@ -545,8 +547,8 @@ class Scheduler:
         try:
             await self.writer.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
                                     {"status": status}, "strategic")
-        except (ApiError, OSError) as e:
-            log.debug("pod %s: condition not written: %s", pod.key, e)
+        except (ApiError, OSError, httpx.TransportError) as e:
+            log.debug("pod %s: condition not written: %r", pod.key, e)
 
     async def _binding_cycle(self, state: CycleState, pod: PodInfo, node: str, waiting: _Waiting | None,
                              cycle: int) -> None:
@@ -606,6 +608,8 @@ class Scheduler:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
             await self.writer.create(resource_path("", "v1", "pods", pod.namespace, pod.name, "binding"), body)
+        except (OSError, httpx.TransportError) as e:
+            return Status(Code.ERROR, f"binding not written: {e!r}")
         except ApiError as e:
             if e.code == 404:
                 return Status(Code.SKIP, "pod deleted")

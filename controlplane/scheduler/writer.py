@@ -11,6 +11,7 @@ read whole; nothing here streams.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -26,9 +27,16 @@ _CONTENT_TYPES = {
 }
 
 
+# Over a socket, writes in flight at once. httpcore's pool scans every queued request for
+# every connection it frees (quadratic in the queue), so requests beyond its connections
+# are better queued here.
+SOCKET_CONCURRENCY = 16
+
+
 class Writer:
     def __init__(self, client: Client) -> None:
         self.client = client
+        self._slots = asyncio.Semaphore(SOCKET_CONCURRENCY)
         transport = getattr(client.http, "_transport", None)
         self.app: Any = transport.app if isinstance(transport, InProcessTransport) else None
         self._headers = [(k.lower(), v) for k, v in client.http.headers.raw
@@ -40,12 +48,14 @@ class Writer:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.app is None:
-            return await self.client.create(path, body)
+            async with self._slots:
+                return await self.client.create(path, body)
         return await self._call("POST", path, body, "json")
 
     async def patch(self, path: str, body: dict[str, Any], patch_type: str) -> dict[str, Any]:
         if self.app is None:
-            return await self.client.patch(path, body, patch_type=patch_type)
+            async with self._slots:
+                return await self.client.patch(path, body, patch_type=patch_type)
         return await self._call("PATCH", path, body, patch_type)
 
     async def _call(self, method: str, path: str, body: dict[str, Any], kind: str) -> dict[str, Any]:
