@@ -341,3 +341,28 @@ def test_feasible_nodes_from_api_objects_for_the_autoscaler() -> None:
     assert why == {"busy": ["Insufficient cpu"], "tainted": ["node(s) had untolerated taint {dedicated: x}"]}
     fits, _ = feasible_nodes(pod("g", extra={"nvidia.com/gpu": "1"}), nodes)
     assert fits == ["template-gpu"]
+
+
+def test_preemption_picks_the_node_with_the_least_important_victims_and_reprieves_the_rest() -> None:
+    from controlplane.scheduler.plugins.preemption import select_victims
+
+    h, profile = build([node("a", cpu="2"), node("b", cpu="2"), node("c", cpu="2")])
+    h.bind_pod(pod("a-low", cpu="1", priority=1), "a")
+    h.bind_pod(pod("a-mid", cpu="1", priority=50), "a")
+    h.bind_pod(pod("b-low1", cpu="1", priority=5), "b")
+    h.bind_pod(pod("b-low2", cpu="1", priority=5), "b")
+    h.bind_pod(pod("c-high", cpu="2", priority=1000), "c")
+    vip = PodInfo(pod("vip", cpu="1", priority=100))
+    st = CycleState()
+    assert profile.run_pre_filter(st, vip) is None
+    nodes = list(h.nodes().values())
+    _, failed = profile.find_feasible(st, vip, nodes, sample=False)
+    assert set(failed) == {"a", "b", "c"}
+    chosen = select_victims(profile, st, vip, nodes, failed)
+    assert chosen is not None
+    target, victims = chosen
+    # on a, evicting a-low (priority 1) is enough; on b one of two priority-5 pods; c has nothing lower
+    assert target.name == "a" and [v.name for v in victims] == ["a-low"]
+    failed["a"] = failed["a"].__class__(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "taint", plugin="TaintToleration")
+    chosen = select_victims(profile, st, vip, nodes, failed)
+    assert chosen is not None and chosen[0].name == "b" and len(chosen[1]) == 1
