@@ -95,8 +95,10 @@ class Serve:
 
 
 def start_serve(tmp: Path, run: int = 0, port: int | None = None, tls: bool = True,
-                extra: Sequence[str] = ()) -> Serve:
-    """``controlplane serve`` on ``tmp/state``; over TLS with the tests' CA (tests/conftest.py)."""
+                extra: Sequence[str] = (), scheduler: bool = False) -> Serve:
+    """``controlplane serve`` on ``tmp/state``; over TLS with the tests' CA (tests/conftest.py).
+    Without its scheduler unless ``scheduler``: tests of the API would race its writes (a pod's
+    PodScheduled condition) otherwise."""
     from tests.conftest import TEST_PKI
 
     port = port or free_port()
@@ -109,7 +111,7 @@ def start_serve(tmp: Path, run: int = 0, port: int | None = None, tls: bool = Tr
         proc = subprocess.Popen(
             [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(data),
              "--store", f"lmdb://{data}", "--kubeconfig-out", str(state / "kubeconfig"),
-             *(() if tls else ("--no-tls",)), *extra],
+             *(() if tls else ("--no-tls",)), *(() if scheduler else ("--no-scheduler",)), *extra],
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
         )
     return Serve(proc, f"{'https' if tls else 'http'}://127.0.0.1:{port}", port, state, stdout, stderr)

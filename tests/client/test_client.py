@@ -25,7 +25,8 @@ def pod(name: str, **labels: str) -> dict[str, Any]:
 
 @pytest.fixture
 async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    # no scheduler: its informers' in-process watches would count among this test's tasks
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
     async with app.router.lifespan_context(app):
         yield app
 

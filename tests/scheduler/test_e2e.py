@@ -59,7 +59,7 @@ async def _exercise(kubeconfig: Path) -> None:
 
 
 def test_the_scheduler_inside_serve_binds_over_the_socket(tmp_path: Path) -> None:
-    s = start_serve(tmp_path)
+    s = start_serve(tmp_path, scheduler=True)
     try:
         s.wait_ready()
         asyncio.run(_exercise(s.kubeconfig))
