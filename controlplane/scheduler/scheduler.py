@@ -86,7 +86,6 @@ class Scheduler:
         self.writer = Writer(client)  # bindings, events, conditions: direct ASGI calls inside serve
         self.scheduler_name = scheduler_name
         self.cache = Cache()
-        self._listers: dict[str, Mapping[str, Any]] = {}
         self._handlers: dict[str, list[tuple[EventHandler, EventHandler, EventHandler]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._waiting: dict[str, _Waiting] = {}
@@ -114,7 +113,8 @@ class Scheduler:
         return self.cache.nodes
 
     def lister(self, resource: str) -> Mapping[str, Any]:
-        return self._listers.get(resource) or {}
+        inf = self.informers.get(resource)  # its ``items`` is replaced by each relist: look it up each time
+        return inf.items if inf is not None else {}
 
     def add_event_handler(self, resource: str, on_add: EventHandler, on_update: EventHandler,
                           on_delete: EventHandler) -> None:
@@ -196,7 +196,6 @@ class Scheduler:
         inf = Informer(self._client, resource_path(group, version, plural), on_add=add, on_update=update,
                        on_delete=delete, page_size=1000)
         self.informers[plural] = inf
-        self._listers[plural] = inf.items
         return inf
 
     def _informers(self) -> list[Informer]:

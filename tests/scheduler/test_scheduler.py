@@ -18,6 +18,9 @@ from controlplane.api.app import create_app
 from controlplane.client import Client
 from controlplane.config import Config
 from controlplane.scheduler import scheduler as scheduler_module
+from controlplane.scheduler.framework import ActionType, ClusterEvent, Code, CycleState, Status, WatchedResource
+from controlplane.scheduler.nodeinfo import PodInfo
+from controlplane.scheduler.plugins import DEFAULT_PROFILE, PluginConfig, default_registry
 from controlplane.scheduler.scheduler import Scheduler
 
 from .helpers import create_node, node, pod, podgroup
@@ -229,3 +232,61 @@ async def test_a_member_deleted_while_waiting_leaves_the_queue_and_frees_its_nod
     await cluster.until(lambda: not list(cluster.sched.waiting_pods()))
     assert cluster.sched.cache.nodes["n1"].requested.get("cpu", 0) == 0
     assert "default/a" not in cluster.sched.queue.unschedulable
+
+
+class WaitsForConfigMap:
+    """A plugin of the kind DRA is: it reads a resource the core does not watch (here
+    ConfigMaps) through the framework's informer, and is requeued by its events."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.seen: list[str] = []
+        handle.add_event_handler("configmaps", lambda o: self.seen.append(o["metadata"]["name"]),
+                                 lambda a, b: None, lambda o: None)
+
+    def name(self) -> str:
+        return "WaitsForConfigMap"
+
+    def resources_to_watch(self) -> list[WatchedResource]:
+        return [WatchedResource("", "v1", "configmaps")]
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        if f"{pod.namespace}/go" in self.handle.lister("configmaps"):
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for configmap go", plugin=self.name())
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [ClusterEvent("configmaps", ActionType.ADD)]
+
+
+async def test_a_plugin_watches_its_own_resources_through_the_framework(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Scheduler] = []
+
+    async def start(client: Client, config: Config) -> None:
+        registry = default_registry()
+        registry.register("WaitsForConfigMap", lambda h, a: WaitsForConfigMap(h))
+        s = Scheduler(client, registry=registry, profile=(*DEFAULT_PROFILE, PluginConfig("WaitsForConfigMap")))
+        made.append(s)
+        await s.run()
+
+    monkeypatch.setattr(scheduler_module, "start", start)
+    monkeypatch.setattr(components, "COMPONENTS", [
+        components.Component("scheduler", "controlplane.scheduler.scheduler:start", lambda c: c.scheduler)])
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        for _ in range(200):
+            if made and made[0].synced.is_set():
+                break
+            await asyncio.sleep(0.02)
+        cluster = Cluster(c, made[0])
+        await cluster.nodes(node("n1"))
+        await cluster.pods(pod("p"))
+        await cluster.until(lambda: made[0].queue.where("default/p") == "unschedulable")
+        got = await cluster.get("p")
+        assert "waiting for configmap go" in got["status"]["conditions"][0]["message"]
+        await c.create("/api/v1/namespaces/default/configmaps",
+                       {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "go"}})
+        await cluster.bound("p")
+        plugin = made[0].fwk.get("WaitsForConfigMap")
+        assert isinstance(plugin, WaitsForConfigMap) and plugin.seen == ["go"]
