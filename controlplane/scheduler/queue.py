@@ -72,6 +72,7 @@ class SchedulingQueue:
         self._wakeup = asyncio.Event()
         self.scheduling_cycle = 0
         self._move_request_cycle = -1
+        self._last_leftover_flush = self.clock()
         self.closed = False
 
     # ---------------------------------------------------------------- adding
@@ -181,6 +182,9 @@ class SchedulingQueue:
         now = self.clock()
         if self._backoff:
             self._flush_backoff(now)
+        if self.unschedulable and now - self._last_leftover_flush > 30.0:  # upstream flushes every 30 s
+            self._last_leftover_flush = now
+            self._flush_unschedulable_leftovers(now)
         while self._front:
             key = self._front.popleft()
             if self._where.get(key) in ("active", "backoff"):
