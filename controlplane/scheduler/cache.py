@@ -23,9 +23,12 @@ __all__ = ["Cache"]
 
 class NodeMap(dict[str, NodeInfo]):
     """The cache's nodes by name, and how many of their pods carry pod (anti-)affinity
-    terms (``with_affinity``), so InterPodAffinity skips its walk when none do."""
+    terms (``with_affinity``), so InterPodAffinity skips its walk when none do.
+    ``version`` grows whenever a node is added, changed or removed (not when pods move):
+    what is derived from the nodes alone (a gang's topology domains) is kept until it grows."""
 
     with_affinity = 0
+    version = 0
 
 
 def _has_terms(pod: PodInfo) -> bool:
@@ -45,6 +48,7 @@ class Cache:
 
     def add_or_update_node(self, node: dict[str, Any]) -> NodeInfo:
         name = str((node.get("metadata") or {}).get("name"))
+        self.nodes.version += 1
         ni = self.nodes.get(name)
         if ni is None:
             ni = NodeInfo(name, node)
@@ -62,6 +66,7 @@ class Cache:
         ni = self.nodes.pop(name, None)
         if ni is None:
             return
+        self.nodes.version += 1
         i = self._index.pop(name)
         last = self.order.pop()
         if last is not ni:  # swap-remove keeps removal O(1)

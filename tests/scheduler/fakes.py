@@ -29,6 +29,7 @@ class FakeHandle:
     def add_node(self, obj: dict[str, Any]) -> NodeInfo:
         ni = NodeInfo(obj["metadata"]["name"], obj)
         self._nodes[ni.name] = ni
+        self._nodes.version += 1  # type: ignore[attr-defined]
         return ni
 
     def bind_pod(self, obj: dict[str, Any], node_name: str) -> PodInfo:

@@ -74,6 +74,11 @@ class Cluster:
         await asyncio.sleep(seconds)
 
 
+async def _conditions(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    got = await cluster.get(name)
+    return list((got.get("status") or {}).get("conditions") or [])
+
+
 @pytest.fixture
 async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
     made: list[Scheduler] = []
@@ -113,11 +118,19 @@ async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
     assert per_node == {"n1": 2, "n2": 2}  # 2 x 400m fit in 1 cpu, 3 do not
     unbound = [p for p, n in where.items() if not n]
     assert len(unbound) == 1
+    await cluster.until(lambda: _conditions(cluster, unbound[0]))  # written in the background
     stuck = await cluster.get(unbound[0])
     cond = next(c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
     assert cond["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
-    events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+
+    async def events_written() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+        reasons = {e["reason"] for e in items}
+        return items if {"FailedScheduling", "Scheduled"} <= reasons else []
+
+    await cluster.until(events_written)
+    events = await events_written()
     failed = [e for e in events if e["reason"] == "FailedScheduling"]
     assert failed and failed[0]["involvedObject"]["name"] == unbound[0] and failed[0]["type"] == "Warning"
     assert any(e["reason"] == "Scheduled" for e in events)
@@ -169,8 +182,12 @@ async def test_gang_larger_than_capacity_binds_nothing_until_capacity_is_added(c
     assert all(n is None for n in (await cluster.placement()).values())  # none bound
     assert not cluster.sched.cache.assumed  # and nothing held
     assert sum(n.requested.get("cpu", 0) for n in cluster.sched.cache.nodes.values()) == 0
-    pg = await cluster.c.get(f"{PODGROUPS}/train")
-    cond = pg["status"]["conditions"][0]
+    async def pg_condition() -> dict[str, Any]:
+        pg = await cluster.c.get(f"{PODGROUPS}/train")
+        return dict(((pg.get("status") or {}).get("conditions") or [{}])[0])
+
+    await cluster.until(pg_condition)
+    cond = await pg_condition()
     assert cond["type"] == "PodGroupScheduled" and cond["status"] == "False" and cond["reason"] == "Unschedulable"
     await cluster.nodes(node("n3", cpu="2"))
     where = await cluster.bound(*(f"w{i}" for i in range(6)), timeout=20)
@@ -283,8 +300,14 @@ async def test_a_plugin_watches_its_own_resources_through_the_framework(tmp_path
         await cluster.nodes(node("n1"))
         await cluster.pods(pod("p"))
         await cluster.until(lambda: made[0].queue.where("default/p") == "unschedulable")
-        got = await cluster.get("p")
-        assert "waiting for configmap go" in got["status"]["conditions"][0]["message"]
+
+        async def condition() -> str:
+            got = await cluster.get("p")
+            conds = got["status"].get("conditions") or [{}]
+            return str(conds[0].get("message", ""))
+
+        await cluster.until(condition)  # written in the background after the verdict
+        assert "waiting for configmap go" in await condition()
         await c.create("/api/v1/namespaces/default/configmaps",
                        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "go"}})
         await cluster.bound("p")

@@ -56,6 +56,7 @@ class GangScheduling:
         self.manager = GangManager(timeout)
         self.clock = clock
         self._rotation = 0
+        self._domain_cache: dict[str, tuple[int, dict[str, list[NodeInfo]], list[str]]] = {}
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> GangScheduling:
@@ -147,14 +148,9 @@ class GangScheduling:
         key = g.policy.topology_key
         need = max(1, len(g.members) - len(g.bound))
         profile: Profile = self.handle.profile()
-        domains: dict[str, list[NodeInfo]] = {}
-        for ni in self.handle.nodes().values():
-            v = ni.labels.get(key)
-            if v is not None:
-                domains.setdefault(v, []).append(ni)
+        domains, names = self._domains(key)
         if not domains:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"no node has the topology label {key}", plugin=NAME)
-        names = sorted(domains)
         self._rotation = (self._rotation + 1) % len(names)
         names = names[self._rotation:] + names[:self._rotation]
         probe = CycleState()
@@ -190,6 +186,24 @@ class GangScheduling:
         best = max(candidates)[1]
         self.manager.set_domain(pod.group_key, best, frozenset(n.name for n in domains[best]))
         return None
+
+    def _domains(self, key: str) -> tuple[dict[str, list[NodeInfo]], list[str]]:
+        """Nodes by value of label ``key``, and the values sorted; kept while the nodes do not
+        change (``NodeMap.version``; a plain mapping is grouped afresh each time)."""
+        nodes = self.handle.nodes()
+        version = getattr(nodes, "version", None)
+        hit = self._domain_cache.get(key)
+        if hit is not None and version is not None and hit[0] == version:
+            return hit[1], hit[2]
+        domains: dict[str, list[NodeInfo]] = {}
+        for ni in nodes.values():
+            v = ni.labels.get(key)
+            if v is not None:
+                domains.setdefault(v, []).append(ni)
+        names = sorted(domains)
+        if version is not None:
+            self._domain_cache[key] = (version, domains, names)
+        return domains, names
 
     # ---------------------------------------------------------------- status
 
