@@ -1027,6 +1027,8 @@ def _list_meta(listed: Listed) -> dict[str, Any]:
     token = listed.continue_token
     if token is not None:
         meta["continue"] = token
+        if listed.remaining is not None:
+            meta["remainingItemCount"] = listed.remaining
     return meta
 
 

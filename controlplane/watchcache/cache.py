@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,6 +89,8 @@ class Snapshot(Protocol):
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]: ...
 
+    def count(self, start: bytes, end: bytes) -> int: ...
+
 
 class LazySnapshot:
     __slots__ = ("revision", "view")
@@ -102,6 +104,9 @@ class LazySnapshot:
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         return self.view.items(start, end)
+
+    def count(self, start: bytes, end: bytes) -> int:
+        return self.view.count(start, end)
 
 
 class OverlaySnapshot:
@@ -118,6 +123,13 @@ class OverlaySnapshot:
         if key in self.changes:
             return self.changes[key]
         return self.base.get(key)
+
+    def count(self, start: bytes, end: bytes) -> int:
+        n = self.base.count(start, end)
+        for key, entry in self.changes.items():
+            if start <= key < end:
+                n += (entry is not None) - (self.base.get(key) is not None)
+        return n
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         changed = sorted(k for k in self.changes if start <= k < end)
@@ -154,6 +166,9 @@ class CopySnapshot:
     def get(self, key: bytes) -> Entry | None:
         i = bisect_right(self.keys, key) - 1
         return self.entries[i] if i >= 0 and self.keys[i] == key else None
+
+    def count(self, start: bytes, end: bytes) -> int:
+        return max(bisect_left(self.keys, end) - bisect_left(self.keys, start), 0)
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         i = bisect_right(self.keys, start) - 1

@@ -88,11 +88,14 @@ class CacheReads:
             return await self.fallback.list(rtype, namespace, options)
         prefix = rtype.prefix(namespace)
         start = options.start if options.start is not None else prefix
-        items, next_start = await _walk(snap, start, store.prefix_end(prefix), options.filter, options.limit,
-                                        cache.config.walk_chunk)
+        end = store.prefix_end(prefix)
+        items, next_start = await _walk(snap, start, end, options.filter, options.limit, cache.config.walk_chunk)
+        remaining = None
         if next_start is not None:
             cache.pin(snap)
-        return Listed(items, snap.revision, next_start)
+            if _unselective(options.filter, namespace):
+                remaining = snap.count(next_start, end)
+        return Listed(items, snap.revision, next_start, remaining)
 
     async def _list_snapshot(self, cache: ResourceCache, options: ListOptions) -> Snapshot:
         if options.continue_revision or options.exact:
@@ -123,6 +126,12 @@ class CacheReads:
             return await self.fallback.watch(rtype, namespace, options)
         backlog, watcher = resumed
         return CacheWatch(cache, rtype, namespace, options, watcher, None, backlog)
+
+
+def _unselective(match: Filter, namespace: str | None) -> bool:
+    """No selector beyond the URL's namespace (which the key range already applies)."""
+    return match.labels.empty and all(
+        (name, equal, value) == ("metadata.namespace", True, namespace) for name, equal, value in match.terms)
 
 
 async def _walk(snap: Snapshot, start: bytes, end: bytes, match: Filter, limit: int,
