@@ -73,6 +73,7 @@ class CacheConfig:
     pinned_seconds: float = 300.0
     watcher_buffer: int = 1_000
     walk_chunk: int = 50              # entries a walk handles between yields to the event loop
+    initial_chunk: int = 500          # initial events (sendInitialEvents) handed to a watch's stream at a time
     load_chunk: int = 500             # keys the initial load reads from the store per range call
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
