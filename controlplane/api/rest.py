@@ -398,7 +398,9 @@ class KubeApi:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
-        if "status" in rtype.subresources:  # the status is the system's to write, through /status
+        if "status" in rtype.subresources and not (rtype.plural == "nodes" and rtype.custom is None):
+            # the status is the system's to write, through /status; but a kubelet
+            # registers its Node with its status, which upstream's strategy keeps
             obj["status"] = _INITIAL_STATUS.get(rtype.plural, {})
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
