@@ -67,8 +67,8 @@ class Env:
 @pytest.fixture(params=["lazy", "copy"])
 async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     st = store.open(f"lmdb://{tmp_path}/store")
-    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, initial_chunk=7, load_chunk=7, window_events=50,
-                                         watcher_buffer=64, fresh_timeout=1.0,
+    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, initial_chunk=7, load_chunk=7,
+                                         window_events=50, watcher_buffer=64, fresh_timeout=1.0,
                                          pack_after=20))  # entries are compressed after the first 20
     await caches.start()
     try:
