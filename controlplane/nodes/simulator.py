@@ -205,6 +205,9 @@ class NodeSimulator:
             await self.pod_informer.synced.wait()
             await self._ensure_namespace(LEASE_NAMESPACE)
             await self.create_nodes(self.config.count)
+            names = [f"{self.config.name_prefix}{i}" for i in range(self.config.count)]
+            while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
             self._ready.set()
             await self._tick_loop()
         finally:
@@ -213,7 +216,7 @@ class NodeSimulator:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def ready(self) -> None:
-        """Until the configured nodes exist and the informers are synced."""
+        """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
         await self._ready.wait()
 
     async def _tick_loop(self) -> None:
