@@ -125,10 +125,11 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "manual", "name", "offset", "pod_ips",
-                 "since", "tainted")
+                 "since", "tainted", "uid")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
+        self.uid = ""  # the Node's, for its Lease's ownerReference
         self.ip = ip
         self.cidr = cidr
         self.itype = itype
@@ -384,6 +385,7 @@ class NodeSimulator:
         batches = max(1, round(self.config.renew_interval / max(self.config.heartbeat_batch, self.config.tick)))
         phase = (zlib.crc32(name.encode()) % batches) * self.config.renew_interval / batches
         node = _Node(name, ip, cidr, itype, images, phase)
+        node.uid = meta.get("uid", "")
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))
@@ -433,8 +435,7 @@ class NodeSimulator:
         if node is None or node.failed == "unreachable":
             return
         path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
-        body = self._lease_body(name, None)
-        body["metadata"].pop("ownerReferences", None)
+        body = self._lease_body(name, node.uid)
         try:
             # An update without a resourceVersion is unconditional: the kubelet owns its lease.
             await self.api.update(path, body)
@@ -442,7 +443,7 @@ class NodeSimulator:
         except ApiError as e:
             LEASE_RENEWALS.labels(result="error").inc()
             if e.code == 404:
-                await self._ensure_lease(name, None)
+                await self._ensure_lease(name, node.uid)
             else:
                 raise
         lag = max(0.0, time.monotonic() - due)
