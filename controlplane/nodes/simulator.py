@@ -94,6 +94,7 @@ _NODE_CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"),
 )
+HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 _TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 _TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -183,7 +184,10 @@ class NodeSimulator:
         self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
                                                                                       config.tick) + 1),
                                                                time.monotonic())
-        self._writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        # (priority, sequence, job): heartbeats first (their lag is what the node lifecycle
+        # controller sees), then pods' stages, then the rest (node set-up, status reports)
+        self._writes: asyncio.PriorityQueue[tuple[int, int, Callable[[], Awaitable[None]]]] = asyncio.PriorityQueue()
+        self._seq = 0
         self._ready = asyncio.Event()
         self.node_informer = Informer(client, resource_path("", "v1", "nodes"), on_add=self._node_seen,
                                       on_update=lambda _old, new: self._node_seen(new), on_delete=self._node_gone)
@@ -242,7 +246,7 @@ class NodeSimulator:
             nxt = due + self.config.renew_interval
             self.wheel.schedule(nxt, ("lease", name, nxt))
             if node.failed != "unreachable":
-                self._write(lambda: self._renew(name, due))
+                self._write(lambda: self._renew(name, due), HEARTBEAT)
         elif kind == "status":
             _, name = item
             node = self.nodes.get(name)
@@ -255,7 +259,7 @@ class NodeSimulator:
             _, key, gen = item
             st = self.pods.get(key)
             if st is not None and st.gen == gen:
-                self._write(lambda: self._run_stage(key, gen))
+                self._write(lambda: self._run_stage(key, gen), POD)
         elif kind == "grace":
             _, name, gen = item
             node = self.nodes.get(name)
@@ -265,12 +269,13 @@ class NodeSimulator:
             _, key, uid = item
             self._write(lambda: self._evict(key, uid))
 
-    def _write(self, job: Callable[[], Awaitable[None]]) -> None:
-        self._writes.put_nowait(job)
+    def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2) -> None:
+        self._seq += 1
+        self._writes.put_nowait((priority, self._seq, job))
 
     async def _writer(self) -> None:
         while True:
-            job = await self._writes.get()
+            _, _, job = await self._writes.get()
             try:
                 await job()
             except asyncio.CancelledError:
@@ -699,7 +704,7 @@ class NodeSimulator:
         delay = stage.delay.seconds(pod, datetime.now(UTC), self.rng) if stage.delay else 0.0
         if delay <= 0:
             gen = st.gen
-            self._write(lambda: self._run_stage(key, gen))
+            self._write(lambda: self._run_stage(key, gen), POD)
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
 
@@ -724,7 +729,7 @@ class NodeSimulator:
             return False  # its timer is set
         if not st.wrote_creating:
             st.wrote_creating = True
-            self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")))
+            self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")), POD)
         if st.pulled_at != float("inf"):
             st.gen += 1
             st.stage = "(image pull)"
