@@ -222,6 +222,10 @@ class NodeSimulator:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def pending_writes(self) -> int:
+        """API writes queued and not yet started."""
+        return self._writes.qsize()
+
     async def ready(self) -> None:
         """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
         await self._ready.wait()
