@@ -52,8 +52,8 @@ async def test_unreachable_node_is_tainted_and_its_pods_evicted_after_toleration
                 "tolerationSeconds": 300} in default_pod["spec"]["tolerations"]
 
         await inject_failure(client, "sim-node-0")
-        lease = await client.get(f"{LEASES}/sim-node-0")
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=5)
+        lease = await client.get(f"{LEASES}/sim-node-0")  # (a renewal may have been under way at the injection)
         await eventually(lambda: _eq(taints(client, "sim-node-0"), {("node.kubernetes.io/unreachable", "NoExecute"),
                                                                     ("node.kubernetes.io/unreachable", "NoSchedule")}))
         await eventually(lambda: gone_or_terminating(client, "quick"), timeout=5)
