@@ -40,10 +40,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from prometheus_client import Counter, Histogram
 
 from ..client import ApiError, Client, Informer, resource_path
-from ..metrics import REGISTRY
+from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, NODE_EVICTIONS, POD_START_SECONDS, STAGE_TRANSITIONS
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .direct import Api
 from .failures import FAILURE_MODES
@@ -53,39 +52,13 @@ from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
 from .stages import Stage, StageError, StageSet, default_stages
 from .wheel import TimingWheel
 
-__all__ = ["LEASE_RENEW_LAG", "NodeSimulator", "POD_START_SECONDS", "VERSION"]
+__all__ = ["NodeSimulator", "VERSION"]
 
 log = logging.getLogger(__name__)
 
 VERSION = "v1.37.0-controlplane"
 LEASE_NAMESPACE = "kube-node-lease"
 KUBELET_PORT = 10250
-
-LEASE_RENEW_LAG = Histogram(
-    "controlplane_nodes_lease_renew_lag_seconds",
-    "How late a simulated node's lease renewal completed, against when it was due.",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
-    registry=REGISTRY,
-)
-LEASE_RENEWALS = Counter(
-    "controlplane_nodes_lease_renewals_total", "Lease renewals by result (ok, error).", ["result"],
-    registry=REGISTRY,
-)
-POD_START_SECONDS = Histogram(
-    "controlplane_nodes_pod_start_seconds",
-    "From the simulator first seeing a pod bound to one of its nodes to its Running status being written "
-    "(image pulls and stage delays included).",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
-    registry=REGISTRY,
-)
-STAGE_TRANSITIONS = Counter(
-    "controlplane_nodes_stage_transitions_total", "Stages applied, by stage and result (ok, error).",
-    ["stage", "result"], registry=REGISTRY,
-)
-EVICTIONS = Counter(
-    "controlplane_nodes_evictions_total", "Pods deleted by taint-based eviction from failed nodes.",
-    registry=REGISTRY,
-)
 
 _NODE_CONDITIONS = (
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
@@ -648,7 +621,7 @@ class NodeSimulator:
         try:
             await self.api.delete(resource_path("", "v1", "pods", ns, name),
                                      {"preconditions": {"uid": uid}})
-            EVICTIONS.inc()
+            NODE_EVICTIONS.inc()
         except ApiError as e:
             if e.code not in (404, 409):
                 raise

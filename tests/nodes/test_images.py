@@ -7,8 +7,8 @@ import time
 import pytest
 
 from controlplane.client import Client
-from controlplane.metrics import exposition
-from controlplane.nodes.images import IMAGE_PULLS, Image, ImageCatalog, NodeImages, PullModel
+from controlplane.metrics import IMAGE_PULLS, exposition
+from controlplane.nodes.images import Image, ImageCatalog, NodeImages, PullModel
 from controlplane.nodes.instancetypes import DEFAULT_CATALOG, InstanceType
 from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
 

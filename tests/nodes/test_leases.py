@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from controlplane.client import Client, resource_path
+from controlplane.metrics import LEASE_RENEW_LAG
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
-from controlplane.nodes.simulator import LEASE_RENEW_LAG
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
