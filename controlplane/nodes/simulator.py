@@ -392,6 +392,20 @@ class NodeSimulator:
         node = self.nodes.pop(name, None)
         if node is not None:
             self.cidrs.release(node.cidr)
+            if node.uid:  # the garbage collector's part: the Lease is owned by the Node
+                self._write(lambda: self._delete_lease(name, node.uid))
+
+    async def _delete_lease(self, name: str, owner: str) -> None:
+        """Delete the Lease of a deleted Node, if that Node owned it (not one of the same name since)."""
+        path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
+        try:
+            lease = await self.api.get(path)
+            if not any(r.get("uid") == owner for r in lease["metadata"].get("ownerReferences") or []):
+                return
+            await self.api.delete(path, {"preconditions": {"uid": lease["metadata"]["uid"]}})
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
 
     async def _patch_pod_cidr(self, name: str, cidr: str) -> None:
         await self.api.patch(resource_path("", "v1", "nodes", name=name),
