@@ -57,6 +57,7 @@ from ..podgen import PodGenerator, pod_key
 from ..registry.attrs import Filter
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
 from ..watchcache.entry import Entry, build_entry, entry_json
+from ..watchcache.packing import Packer
 from ..watchcache.watchers import Watcher
 
 BENCH = "watchcache"
@@ -105,6 +106,18 @@ def updates(pods: list[tuple[bytes, bytes]], count: int, seed: int = 2) -> list[
                                                     "lastTransitionTime": "2026-01-01T00:00:00Z"})
         out.append((key, orjson.dumps(pod)))
     return out
+
+
+def packed_entries(pods: list[tuple[bytes, bytes]], revision: int) -> list[tuple[bytes, Entry]]:
+    """The pods' entries as the server's cache holds them: packed with a dictionary
+    trained on the first ``Packer.train_after`` of them (watchcache.packing)."""
+    packer = Packer()
+    for _, value in pods[:packer.train_after]:
+        packer.pack(value)
+    deadline = time.monotonic() + 60
+    while not packer.trained and len(pods) >= packer.train_after and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [(key, build_entry("pods", key, value, revision, packer.pack)) for key, value in pods]
 
 
 async def _walk(snap: Any, chunk: int) -> int:
@@ -272,7 +285,7 @@ async def kubelet_phase(kubelets: int, pods_per_node: int, rate: float, seconds:
     ups = updates(pods, 8000)
     revision = 1_000_000
     cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
-    await cache.load([(key, build_entry("pods", key, value, revision)) for key, value in pods])
+    await cache.load(packed_entries(pods, revision))
     settle_heap()  # the loaded cache, as the server's startup leaves it (gcsettings); watchers come after
     watchers = []
     for n in range(kubelets):
@@ -353,7 +366,7 @@ async def run(args: argparse.Namespace) -> None:
     pods = make_pods(args.pods)
     ups = updates(pods, 4000)
     revision = 1_000_000
-    entries = [(key, build_entry("pods", key, value, revision)) for key, value in pods]
+    entries = packed_entries(pods, revision)
     del pods
     settle_heap()  # the loaded state lives for the whole run: the server's GC settings (gcsettings)
     emit("setup", time.perf_counter() - t, "s", pods=args.pods)

@@ -315,13 +315,13 @@ class ResourceCache:
                 overlay[key] = None
                 if prev is not None:
                     out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision, pack), prev,
-                                          received))
+                                          ev.committed or received))
                 continue
             entry = self._primed.pop((key, ev.kv.mod_revision), None) if self._primed else None
             if entry is None:
                 entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
-            out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
+            out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, ev.committed or received))
         return out
 
     def _retain(self, revision: int) -> None:

@@ -84,7 +84,9 @@ class CacheEvent:
         self.revision = obj[REVISION]
         self.obj = obj
         self.prev = prev
-        self.received = received  # time.perf_counter() when the store's event reached the cache
+        # time.perf_counter() when the store committed the revision, when it says
+        # (this process's LMDB writes), else when its event reached the cache
+        self.received = received
         self._items: dict[str, WatchItem] = {}
 
     def item(self, kind: str) -> WatchItem:
