@@ -41,7 +41,10 @@ class Component:
         return start
 
 
-COMPONENTS: list[Component] = []
+COMPONENTS: list[Component] = [
+    # simulated nodes: with --nodes N > 0 (see controlplane/nodes/component.py)
+    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0),
+]
 
 
 def enabled(config: Config) -> list[Component]:
