@@ -3,6 +3,7 @@
     controlplane serve [--host H] [--port P] [--data-dir D] [--store URL] ...
     controlplane scheduler --kubeconfig PATH
     controlplane bench NAME [ARGS...]
+    controlplane nodes --kubeconfig PATH --count N [--stages FILE]
 
 Option names are fixed by DESIGN.md. Heavy modules (uvicorn, FastAPI, the
 store, a benchmark's own) are imported inside the subcommand that needs them:
@@ -75,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="as kube-scheduler's percentageOfNodesToScore; 0 is adaptive (default: %(default)s)")
     sched.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     sched.set_defaults(func=_scheduler)
+
+    from .nodes.cli import add_parser as add_nodes_parser  # argparse only: cheap
+
+    add_nodes_parser(sub)
 
     from .bench import BENCHMARKS  # a dict of strings: cheap
 

@@ -43,6 +43,8 @@ class Component:
 
 COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
+    # simulated nodes: with --nodes N > 0 (see controlplane/nodes/component.py)
+    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0),
 ]
 
 

@@ -201,6 +201,9 @@ class Listed:
     items: list[bytes]          # each object's JSON, with its resourceVersion
     revision: int               # the revision the list was read at
     next_start: bytes | None    # the next page's first key, when more remain
+    # objects after this page, when more remain and no selector filtered the list
+    # (``metadata.remainingItemCount``, as upstream); None when unknown
+    remaining: int | None = None
 
     @property
     def continue_token(self) -> str | None:
@@ -245,6 +248,12 @@ class Reads(Protocol):
         """A write of this process made ``obj`` at ``revision``, served as ``raw``: a cache
         may take them for that version instead of decoding the store's bytes again."""
 
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
+        """The newest version of ``key`` this server holds in memory, at once: its JSON
+        (resourceVersion included) and revision; None when it holds none. A hint for a
+        write to start from (upstream's ``cachedExistingObject``): it may be stale, so a
+        write from it must expect its revision and, on conflict, start again from the store."""
+
     async def get(self, rtype: ResourceType, namespace: str | None, name: str,
                   resource_version: str = "") -> bytes | None:
         """The object's JSON, or None if it does not exist."""
@@ -267,6 +276,9 @@ class StoreReads:
         self._get_store = get_store  # () -> Store; raises ApiError 503 while the store is not open
 
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        return None  # nothing cached
+
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         return None  # nothing cached
 
     @property

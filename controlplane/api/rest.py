@@ -36,7 +36,7 @@ import jsonpointer
 import orjson
 
 import store
-from store import Store
+from store import KeyValue, Store
 
 from ..registry import Registry, ResourceType, managedfields, strategic
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
@@ -98,6 +98,7 @@ class KubeApi:
         self._get_store = get_store
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
+        self._pods = registry.get("", "v1", "pods")
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -299,7 +300,10 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
             body = await self._body(scope, receive)
-            deleted = await self._delete(rtype, namespace, name, _delete_options(body))
+            options = _delete_options(body)
+            if "gracePeriodSeconds" in query and options.get("gracePeriodSeconds") is None:
+                options["gracePeriodSeconds"] = _non_negative(query["gracePeriodSeconds"], 0, "gracePeriodSeconds")
+            deleted = await self._delete(rtype, namespace, name, options)
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
 
@@ -398,7 +402,9 @@ class KubeApi:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp"):
             meta.pop(key, None)
-        if "status" in rtype.subresources:  # the status is the system's to write, through /status
+        if "status" in rtype.subresources and not (rtype.plural == "nodes" and rtype.custom is None):
+            # the status is the system's to write, through /status; but a kubelet
+            # registers its Node with its status, which upstream's strategy keeps
             obj["status"] = _INITIAL_STATUS.get(rtype.plural, {})
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
@@ -484,34 +490,60 @@ class KubeApi:
     async def _list(self, rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> Listed:
         return await self.reads.list(rtype, namespace, list_options(rtype, namespace, query))
 
+    async def _current(self, rtype: ResourceType, key: bytes, fresh: bool) -> tuple[KeyValue | None, bool]:
+        """The version a write starts from, and whether it came from the watch cache.
+
+        Not ``fresh``: the cache's newest version when it has one (upstream's
+        ``cachedExistingObject``), sparing the store a read; it may be stale, so the
+        write expects its revision and the caller, on conflict, asks again ``fresh``,
+        from the store. Types served converted read the store: their cache holds
+        another version's JSON."""
+        if not fresh and not _converted(rtype) and not DRY_RUN.get():
+            hit = self.reads.latest(rtype, key)
+            if hit is not None:
+                raw, revision = hit
+                obj = orjson.loads(raw)
+                obj["metadata"].pop("resourceVersion", None)  # as stored
+                return KeyValue(key, orjson.dumps(obj), 0, revision, 0), True
+        return await self.store.get(key), False
+
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
                       subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
-        obj = self._parse(rtype, body)
-        meta = obj["metadata"]
+        parsed = self._parse(rtype, body)
+        meta = parsed["metadata"]
         self._check_namespace(rtype, namespace, meta)
         if meta.get("name") not in (None, name):
             raise ApiError.bad_request("the name of the object does not match the name on the URL")
         meta["name"] = name
         expected = _revision_param(meta.pop("resourceVersion", None))
         key = rtype.key(namespace, name)
-        current = await self.store.get(key)
-        if current is None:
-            raise ApiError.not_found(rtype, name)
-        old = orjson.loads(current.value)
-        obj = _split_status(rtype, subresource, old, obj)
-        if manager is not None:
-            managedfields.record_write(rtype, old, obj, manager, subresource)
-        meta = obj["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
-            return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
-        self._admit(rtype, obj, old, subresource)
-        try:
-            return await self._replace(rtype, key, name, obj, expected or current.mod_revision)
-        except store.Conflict as e:
-            raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
-                                    "the latest version and try again") from e
-        except store.NotFound as e:
-            raise ApiError.not_found(rtype, name) from e
+        pristine = orjson.dumps(parsed)  # each attempt starts from the request's object
+        for attempt in range(WRITE_ATTEMPTS):  # an update without a resourceVersion is retried, as upstream
+            current, cached = await self._current(rtype, key, fresh=attempt > 0)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            if expected and expected != current.mod_revision:
+                if cached:
+                    continue  # perhaps only the cache is behind: ask the store
+                break
+            old = orjson.loads(current.value)
+            obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
+            if manager is not None:
+                managedfields.record_write(rtype, old, obj, manager, subresource)
+            meta = obj["metadata"]
+            if _finalized(meta) and rtype is not self._namespaces:
+                return await self._finish(rtype, key, name, obj, current.mod_revision)
+            self._admit(rtype, obj, old, subresource)
+            try:
+                return await self._replace(rtype, key, name, obj, current.mod_revision)
+            except store.Conflict:
+                if expected and not cached:
+                    break
+                continue
+            except store.NotFound as e:
+                raise ApiError.not_found(rtype, name) from e
+        raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                "the latest version and try again")
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
@@ -528,8 +560,9 @@ class KubeApi:
         if patch_schema is not None:
             patch = _strategic_patch_map(patch)
         key = rtype.key(namespace, name)
-        for _attempt in range(16):  # retry on conflict, as kube-apiserver does for patches
-            current = await self.store.get(key)
+        for attempt in range(WRITE_ATTEMPTS):  # retry on conflict, as kube-apiserver does for patches
+            # a JSON patch may test the resourceVersion: it starts from the store's
+            current, cached = await self._current(rtype, key, fresh=attempt > 0 or json_patch)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
@@ -545,6 +578,8 @@ class KubeApi:
                 obj["metadata"] = {}
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
+                if cached:
+                    continue  # perhaps only the cache is behind: ask the store
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                         "the latest version and try again")
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
@@ -553,7 +588,7 @@ class KubeApi:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
             meta.pop("resourceVersion", None)  # checked above: stored objects carry none
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+            if _finalized(meta) and rtype is not self._namespaces:
                 meta["name"] = name
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
             meta["name"] = name
@@ -577,7 +612,7 @@ class KubeApi:
         config = parse_config(rtype, namespace, name, body)
         precondition = config["metadata"].pop("resourceVersion", None)
         key = rtype.key(namespace, name)
-        for _attempt in range(16):
+        for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if precondition and (current is None or str(current.mod_revision) != str(precondition)):
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
@@ -612,7 +647,7 @@ class KubeApi:
             self._admit(rtype, obj, old, subresource)
             if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                 return _object(current.value, current.mod_revision), False
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+            if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision), False
             try:
                 return await self._replace(rtype, key, name, obj, current.mod_revision), False
@@ -626,7 +661,7 @@ class KubeApi:
         and let whoever owns the finalizers remove them; the last removal deletes it
         (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``)."""
         key = rtype.key(namespace, name)
-        for _attempt in range(16):
+        for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
@@ -640,6 +675,17 @@ class KubeApi:
                 raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                         f"{current.mod_revision}")
+            if rtype is self._pods:
+                graceful = _graceful_pod_delete(obj, options or {})
+                if graceful is not None:
+                    if graceful:
+                        try:
+                            rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+                        except store.Conflict:
+                            continue
+                        meta["resourceVersion"] = str(rev)
+                        return obj
+                    return _object(current.value, current.mod_revision)  # its grace period is running
             terminating = rtype is self._namespaces
             definition = rtype is self.crds.type  # its custom resources go first
             if meta.get("finalizers") or terminating or definition:
@@ -713,7 +759,10 @@ class KubeApi:
                 for kv in kvs:
                     name = orjson.loads(kv.value).get("metadata", {}).get("name", "")
                     with contextlib.suppress(ApiError, store.StoreError):
-                        await self._delete(rtype, namespace, name)
+                        # pods without their grace period: upstream waits for their kubelets (and
+                        # PodGC for pods of nodes that do not exist); here most nodes have none
+                        await self._delete(rtype, namespace, name,
+                                           {"gracePeriodSeconds": 0} if rtype is self._pods else None)
                     left += 1
             if not left:
                 break
@@ -775,7 +824,7 @@ class KubeApi:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
                                                   "message": "Required value"}])
         key = rtype.key(namespace, name)
-        for _attempt in range(16):
+        for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
@@ -808,7 +857,7 @@ class KubeApi:
         a custom resource keeps its replicas where its CRD says."""
         key = rtype.key(namespace, name)
         paths = scale_paths(rtype)
-        for _attempt in range(16):
+        for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if current is None:
                 raise ApiError.not_found(rtype, name)
@@ -1027,6 +1076,8 @@ def _list_meta(listed: Listed) -> dict[str, Any]:
     token = listed.continue_token
     if token is not None:
         meta["continue"] = token
+        if listed.remaining is not None:
+            meta["remainingItemCount"] = listed.remaining
     return meta
 
 
@@ -1054,6 +1105,61 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
         await send({"type": "http.response.body", "body": b"," + part if i else part, "more_body": True})
         await asyncio.sleep(0)
     await send({"type": "http.response.body", "body": b"]}"})
+
+
+def _finalized(meta: dict[str, Any]) -> bool:
+    """An object being deleted whose finalizers are gone and whose grace period is over
+    (upstream's ShouldDeleteDuringUpdate): a write that leaves it so deletes it."""
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers") \
+        and not meta.get("deletionGracePeriodSeconds")
+
+
+def _graceful_pod_delete(pod: dict[str, Any], options: dict[str, Any]) -> bool | None:
+    """Graceful deletion of a pod, as kube-apiserver's BeforeDelete with the pod strategy's
+    CheckGracefulDelete: a pod bound to a node and not finished gets ``deletionTimestamp =
+    now + grace`` and ``deletionGracePeriodSeconds = grace`` (grace: the options', else
+    ``spec.terminationGracePeriodSeconds``), and stays until its kubelet deletes it with
+    grace 0; a second delete may only shorten the grace. Changes ``pod`` in place.
+
+    True: ``pod`` was marked (store it); False: a deletion is pending and this one changes
+    nothing; None: no grace, delete now (or mark for finalizers) as any object."""
+    meta, spec = pod.setdefault("metadata", {}), pod.get("spec") or {}
+    asked = options.get("gracePeriodSeconds")
+    if asked is not None and (isinstance(asked, bool) or not isinstance(asked, int)):
+        raise ApiError.bad_request(f"gracePeriodSeconds must be an integer, not {asked!r}")
+    if meta.get("deletionTimestamp"):
+        current = meta.get("deletionGracePeriodSeconds")
+        if not current:
+            return None if not meta.get("finalizers") else False
+        if asked is None or asked >= current:
+            return False
+        start = _parse_time(meta["deletionTimestamp"]) - current
+        period = max(0, asked)
+    else:
+        period = asked if asked is not None else spec.get("terminationGracePeriodSeconds", 30)
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            period = 0
+        if period < 0:
+            period = 1
+        if period == 0:
+            return None
+        start = time.time()
+    if period == 0:
+        if not meta.get("finalizers"):
+            return None
+        meta["deletionGracePeriodSeconds"] = 0
+        return True
+    meta["deletionTimestamp"] = _format_time(start + period)
+    meta["deletionGracePeriodSeconds"] = period
+    return True
+
+
+def _parse_time(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _format_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _delete_options(body: bytes) -> dict[str, Any]:
@@ -1089,6 +1195,11 @@ def _revision_param(raw: str | None) -> int:
     return _non_negative(raw, 0, "resource version")
 
 
+# Attempts of a write that races others on one object (read, compute, write expecting
+# the revision read). Upstream's GuaranteedUpdate retries without a bound; each
+# attempt here waits for a group commit, so a few dozen writers to one object settle.
+WRITE_ATTEMPTS = 64
+
 _INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}
 
 
@@ -1109,7 +1220,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         else:
             new.pop("status", None)
     meta = new["metadata"]
-    for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+    for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in old_meta:
             meta[field] = old_meta[field]
         else:

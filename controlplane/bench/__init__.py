@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "api": "controlplane.bench.api:main",
     "watchcache": "controlplane.bench.watchcache:main",
     "scheduler": "controlplane.bench.scheduler:main",
+    "nodes": "controlplane.bench.nodes:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -83,7 +83,7 @@ class Scheduler:
                  percentage_of_nodes_to_score: int = 0, bind_concurrency: int = 512,
                  success_events: bool = True) -> None:
         self._client = client
-        self.writer = Writer(client)  # bindings, events, conditions: direct ASGI calls inside serve
+        self.writer = Writer(client)  # bindings, events, conditions
         self.scheduler_name = scheduler_name
         self.cache = Cache()
         self._handlers: dict[str, list[tuple[EventHandler, EventHandler, EventHandler]]] = {}

@@ -97,3 +97,20 @@ def test_namespace_finalize_holds_and_releases_a_terminating_namespace(served: S
     with pytest.raises(ApiException) as e:
         core.read_namespace("fin")
     assert e.value.status == 404
+
+
+def test_a_node_registers_with_its_status_and_a_pod_does_not(served: Serve, api: client.ApiClient) -> None:
+    """Upstream keeps a Node's status on create (the kubelet registers with it) and
+    resets a Pod's (to phase Pending)."""
+    core = client.CoreV1Api(api)
+    node = core.create_node({"metadata": {"name": "registered"},  # type: ignore[arg-type]
+                             "status": {"capacity": {"cpu": "4", "pods": "110"},
+                                        "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert node.status.capacity == {"cpu": "4", "pods": "110"}
+    assert core.read_node("registered").status.conditions[0].type == "Ready"
+    pod = core.create_namespaced_pod("default", {  # type: ignore[arg-type]
+        "metadata": {"name": "status-reset"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.1"}})
+    assert pod.status.phase == "Pending" and pod.status.pod_ip is None
+    core.delete_node("registered")
+    core.delete_namespaced_pod("status-reset", "default")

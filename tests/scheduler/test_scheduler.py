@@ -166,6 +166,16 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
     await cluster.pods(pod("low1", cpu="400m", priority=1), pod("low2", cpu="400m", priority=2))
     await cluster.bound("low1", "low2")
     await cluster.pods(pod("vip", cpu="500m", priorityClassName="high"))
+
+    async def terminating() -> bool:
+        got = await cluster.get("low1")
+        return bool(got["metadata"].get("deletionTimestamp"))
+
+    # The victim is deleted gracefully, as upstream does; no kubelet runs here to finish it,
+    # so the test confirms the deletion as one would (grace period 0).
+    await cluster.until(terminating)
+    assert (await cluster.placement())["vip"] is None  # its room is not free until the victim is gone
+    await cluster.c.delete(f"{PODS}/low1", gracePeriodSeconds=0)
     where = await cluster.bound("vip", timeout=15)
     assert where["vip"] == "only"
     # the lowest-priority pod was enough to make room, and only it was evicted

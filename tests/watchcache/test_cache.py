@@ -67,9 +67,9 @@ class Env:
 @pytest.fixture(params=["lazy", "copy"])
 async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     st = store.open(f"lmdb://{tmp_path}/store")
-    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, load_chunk=7, window_events=50,
-                                         watcher_buffer=64,
-                                         fresh_timeout=1.0))
+    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, initial_chunk=7, load_chunk=7,
+                                         window_events=50, watcher_buffer=64, fresh_timeout=1.0,
+                                         pack_after=20))  # entries are compressed after the first 20
     await caches.start()
     try:
         yield Env(st, caches)
@@ -159,7 +159,10 @@ async def test_pages_of_one_list_come_from_one_snapshot(env: Env) -> None:
                                                            continue_revision=first.revision))
         assert nxt.revision == first.revision
         seen += names(nxt.items)
+        # what remained after the previous page, at the list's revision (upstream's remainingItemCount)
+        assert nxt.remaining == (None if nxt.next_start is None else 45 - len(seen))
     assert seen == [f"p{i:02d}" for i in range(45)]
+    assert first.remaining == 35
 
 
 async def test_a_list_with_a_selector_pages_by_matches(env: Env) -> None:
@@ -168,6 +171,7 @@ async def test_a_list_with_a_selector_pages_by_matches(env: Env) -> None:
     page = await env.reads.list(PODS, None, ListOptions(everything(fields="spec.nodeName=a"), limit=4))
     assert names(page.items) == ["p00", "p03", "p06", "p09"]
     assert page.next_start is not None
+    assert page.remaining is None  # not counted when a selector filters, as upstream
 
 
 async def test_watch_resumes_from_the_window_with_no_gap_or_duplicate(env: Env) -> None:
@@ -414,3 +418,29 @@ async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> Non
     rev2 = await env.put("primed", labels={"team": "b"})
     got = await env.reads.get(PODS, "ns", "primed")
     assert got is not None and orjson.loads(got)["metadata"]["resourceVersion"] == str(rev2)
+
+
+async def test_packed_entries_serve_the_same_json(env: Env) -> None:
+    for i in range(60):
+        await env.put(f"p{i:02d}", labels={"n": str(i)})
+    cache = env.caches.cache_for(PODS)
+    for _ in range(500):
+        if cache.packer.trained:
+            break
+        await asyncio.sleep(0.01)
+    assert cache.packer.trained
+    watch = await env.reads.watch(PODS, None, WatchOptions(everything(), send_initial_events=True,
+                                                            bookmarks=True))
+    for i in range(60, 80):
+        await env.put(f"p{i:02d}", labels={"n": str(i)})
+    assert any(e[2][0] == 0xFD for _, e in (await cache.snapshot()).items(PODS.prefix(), b"\xff"))
+    listed = await env.reads.list(PODS, None, ListOptions(everything()))
+    kvs, _, _ = await env.store.range(PODS.prefix(), store.prefix_end(PODS.prefix()))
+    assert [orjson.loads(i) for i in listed.items] == [
+        {**orjson.loads(kv.value), "metadata": {**orjson.loads(kv.value)["metadata"],
+                                                 "resourceVersion": str(kv.mod_revision)}} for kv in kvs]
+    got = await env.reads.get(PODS, "ns", "p79")
+    assert got is not None and orjson.loads(got)["metadata"]["labels"] == {"n": "79"}
+    items = await collect(watch, 81)  # 60 initial, a bookmark, 20 live
+    assert [orjson.loads(i.raw)["metadata"]["name"] for i in items if i.type == "ADDED"] == \
+        [f"p{i:02d}" for i in range(80)]
