@@ -92,3 +92,27 @@ def test_the_standalone_scheduler_against_a_server_in_another_process(tmp_path: 
             sched.wait()
         s.proc.kill()
         s.proc.wait()
+
+
+def test_serve_with_simulated_nodes_schedules_and_runs_pods(tmp_path: Path) -> None:
+    """The whole path in one server: the scheduler binds, the node simulator runs the pod."""
+    s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3"))
+
+    async def run() -> None:
+        async with Client.from_kubeconfig(s.kubeconfig) as c:
+            await c.create(PODS, pod("web", cpu="100m"))
+            deadline = time.monotonic() + 30
+            while True:
+                got = await c.get(f"{PODS}/web")
+                if got["status"].get("phase") == "Running":
+                    break
+                assert time.monotonic() < deadline, f"not running: {got['spec'].get('nodeName')} {got['status']}"
+                await asyncio.sleep(0.2)
+            assert got["spec"]["nodeName"].startswith("sim-node-")
+
+    try:
+        s.wait_ready()
+        asyncio.run(run())
+    finally:
+        s.proc.kill()
+        s.proc.wait()
