@@ -67,8 +67,8 @@ def consumed_capacity(device: Device, requests: Mapping[str, Fraction] | None) -
         resolved[key] = amount
     consumed: dict[str, Fraction] = {}
     for key, cap in device.capacity.items():
-        amount = round_request(resolved.get(key), cap)
-        if amount is None or amount < 0:
+        rounded = round_request(resolved.get(key), cap)
+        if rounded is None or rounded < 0:
             return None
-        consumed[key] = amount
+        consumed[key] = rounded
     return consumed

@@ -65,15 +65,15 @@ def check_invariants(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mappi
         assert dev is not None
         totals = used_counters.setdefault(PoolID(did.driver, did.pool), {})
         for cs, counters in dev.consumes:
-            for c, v in counters:
-                totals[(cs, c)] = totals.get((cs, c), 0) + v
+            for c, n in counters:
+                totals[(cs, c)] = totals.get((cs, c), 0) + n
     for pid, totals in used_counters.items():
         pool = inv.pools[pid]
-        for (cs, c), used in sorted(totals.items()):
+        for (cs, c), total in sorted(totals.items()):
             have = pool.counter_sets.get(cs, {}).get(c)
             if have is None:
                 problems.append(f"pool {pid.driver}/{pid.pool}: counter {cs}/{c} does not exist")
-            elif used > have:
+            elif total > have:
                 problems.append(f"pool {pid.driver}/{pid.pool}: counter {cs}/{c} consumed "
-                                f"{format_quantity(Fraction(used, NANO))} > {format_quantity(Fraction(have, NANO))}")
+                                f"{format_quantity(Fraction(total, NANO))} > {format_quantity(Fraction(have, NANO))}")
     return problems

@@ -269,7 +269,7 @@ class DraManager:
                         raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
                     if status.get("allocation"):
                         raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
-                    if FINALIZER not in (latest.get("metadata") or {}).get("finalizers") or []:
+                    if FINALIZER not in ((latest.get("metadata") or {}).get("finalizers") or []):
                         latest = await client.patch(path, {"metadata": {
                             "finalizers": [*((latest.get("metadata") or {}).get("finalizers") or []), FINALIZER],
                             "resourceVersion": (latest.get("metadata") or {}).get("resourceVersion")}})
