@@ -8,9 +8,8 @@ A quantity (``"40Gi"``, ``"100m"``, ``"1.5"``, ``"2e3"``) is parsed to a
     parse_quantity("100m") == Fraction(1, 10)
     format_quantity(Fraction(3, 2)) == "1500m"
 
-``format_quantity`` writes the canonical form the API server would echo back
-for the numbers the allocator produces (consumed capacity): binary suffixes
-when the value is a whole multiple of one, decimal ones otherwise.
+``format_quantity`` writes the numbers the allocator produces (consumed
+capacity) in the shortest of their binary and decimal spellings.
 """
 
 from __future__ import annotations
@@ -67,15 +66,19 @@ def format_quantity(value: Fraction | int) -> str:
     sign = "-" if value < 0 else ""
     value = abs(value)
     if value.denominator == 1:
+        # The shorter of the binary and the decimal spelling: "3Gi", "10G", "1536Mi".
         n = value.numerator
+        spellings = [str(n)]
         for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
             if n % _BINARY[suffix] == 0:
-                return f"{sign}{n // _BINARY[suffix]}{suffix}"
+                spellings.append(f"{n // _BINARY[suffix]}{suffix}")
+                break
         for suffix in ("E", "P", "T", "G", "M", "k"):
             scale = _DECIMAL[suffix]
             if n % scale.numerator == 0:
-                return f"{sign}{n // scale.numerator}{suffix}"
-        return f"{sign}{n}"
+                spellings.append(f"{n // scale.numerator}{suffix}")
+                break
+        return sign + min(spellings, key=len)
     for suffix in ("m", "u", "n"):
         scaled = value / _DECIMAL[suffix]
         if scaled.denominator == 1:
