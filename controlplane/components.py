@@ -41,7 +41,9 @@ class Component:
         return start
 
 
-COMPONENTS: list[Component] = []
+COMPONENTS: list[Component] = [
+    Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
+]
 
 
 def enabled(config: Config) -> list[Component]:
