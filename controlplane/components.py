@@ -43,6 +43,9 @@ class Component:
 
 COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
+    # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
+    # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
+    Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),
 ]
 
 

@@ -80,6 +80,17 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     return out
 
 
+def _generated_for(claim: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = claim.get("metadata") or {}
+    pod_claim = (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name")
+    if not pod_claim:
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid"):
+            return str(ref["uid"]), str(pod_claim)
+    return None
+
+
 def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
     """(all binding conditions met, the failure condition that is True if any) for an allocated claim."""
     alloc = (claim.get("status") or {}).get("allocation") or {}
@@ -114,6 +125,9 @@ class DraManager:
         self.binding_timeout = binding_timeout
         self._filter_cache: dict[tuple[str, str], tuple[tuple[int, ...], Plan | str]] = {}
         self._watchers: dict[str, list[asyncio.Event]] = {}
+        # Claims made for a pod from a template, by (pod uid, pod claim name): found even before the
+        # claim controller's write of the pod's status.resourceClaimStatuses reaches the scheduler.
+        self._generated: dict[tuple[str, str], str] = {}
         self.filter_calls = 0
         self.filter_cache_hits = 0
 
@@ -141,6 +155,9 @@ class DraManager:
     def on_claim(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
         self.claims[key] = obj
+        gen = _generated_for(obj)
+        if gen is not None:
+            self._generated[gen] = obj["metadata"]["name"]
         self.state.set_claim(key, entries_of(obj))
         for ev in self._watchers.get(key, ()):
             ev.set()
@@ -148,6 +165,9 @@ class DraManager:
     def on_claim_delete(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
         self.claims.pop(key, None)
+        gen = _generated_for(obj)
+        if gen is not None and self._generated.get(gen) == obj["metadata"]["name"]:
+            del self._generated[gen]
         self.state.set_claim(key, [])
         for ev in self._watchers.get(key, ()):
             ev.set()
@@ -163,6 +183,8 @@ class DraManager:
         claims: list[Mapping[str, Any]] = []
         seen: set[str] = set()
         for pod_claim, claim_name in names:
+            if claim_name is None:
+                claim_name = self._generated.get((uid, pod_claim))
             if claim_name is None:
                 raise Unschedulable(f'waiting for resource claim "{pod_claim}" to be created from its template')
             if claim_name in seen:
