@@ -33,7 +33,7 @@ from fractions import Fraction
 from typing import Any
 
 from .capacity import consumed_capacity
-from .cel import CelError, Selectors
+from .cel import CelError, DeviceEnv, Selectors
 from .inventory import Device, Inventory, Pool, PoolID
 from .nodeselector import node_name_selector
 from .quantity import QuantityError, format_quantity, parse_quantity
@@ -187,7 +187,9 @@ class Allocator:
     """Allocations against one inventory and state; selector results cached per device."""
 
     def __init__(self, inventory: Inventory, state: AllocatedState,
-                 classes: Callable[[str], Mapping[str, Any] | None], selectors: Selectors | None = None) -> None:
+                 classes: Callable[[str], Mapping[str, Any] | None], selectors: Selectors | None = None,
+                 cache: bool = True) -> None:
+        self.cache = cache  # False: no candidate or selector-result caches (the benchmark's naive peer)
         self.inventory = inventory
         self.state = state
         self.classes = classes
@@ -258,7 +260,7 @@ class Allocator:
     def candidates(self, alt: _Alt, node_name: str, labels: Mapping[str, str]) -> list[tuple[Pool, Device]]:
         """Devices on this node that ``alt`` may use, whatever is in use (cached per inventory version)."""
         key = (node_name, alt.key)
-        cached = self._candidates.get(key)
+        cached = self._candidates.get(key) if self.cache else None
         if cached is not None and cached[0] == self.inventory.version:
             return cached[1]
         from .inventory import device_serves_node
@@ -272,10 +274,11 @@ class Allocator:
                 if not device_serves_node(d, node_name, labels):
                     continue
                 mk = (alt.selectors, d.fingerprint)
-                ok = self._matches.get(mk)
+                ok = self._matches.get(mk) if self.cache else None
                 if ok is None:
                     try:
-                        ok = all(c.matches(d.env) for c in compiled)
+                        env = d.env if self.cache else DeviceEnv(d.id.driver, d.spec)
+                        ok = all(c.matches(env) for c in compiled)
                     except CelError as e:
                         raise AllocationError(f"class {alt.class_name}: device {d.id}: {e}") from None
                     self._matches[mk] = ok

@@ -173,12 +173,13 @@ class Selectors:
     class costs one compilation, not one per device.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache: bool = True) -> None:
         self._cache: dict[str, CompiledSelector | CelError] = {}
+        self.cache = cache  # False: compile on every use (the benchmark's naive peer)
         self.compilations = 0
 
     def get(self, expression: str) -> CompiledSelector:
-        got = self._cache.get(expression)
+        got = self._cache.get(expression) if self.cache else None
         if got is None:
             self.compilations += 1
             try:

@@ -132,6 +132,23 @@ class Pool:
         return self.by_name.get(name)
 
 
+_CAPACITIES: dict[bytes, dict[str, Capacity]] = {}
+
+
+def _capacities(spec: Mapping[str, Any] | None) -> dict[str, Capacity]:
+    """Parsed ``device.capacity``; shared by identical devices (the same model on a thousand nodes).
+    The result is read-only."""
+    if not spec:
+        return {}
+    key = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+    got = _CAPACITIES.get(key)
+    if got is None:
+        if len(_CAPACITIES) > 10_000:
+            _CAPACITIES.clear()
+        got = _CAPACITIES[key] = {k: Capacity.parse(v) for k, v in spec.items()}
+    return got
+
+
 def _slice_target(spec: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any] | None, bool]:
     return spec.get("nodeName") or None, spec.get("nodeSelector") or None, bool(spec.get("allNodes"))
 
@@ -166,7 +183,7 @@ def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]]) -> Pool:
                     id=DeviceID(pid.driver, pid.pool, dname), spec=d, order=order,
                     node_name=(d.get("nodeName") or None) if per_device else s_node,
                     node_selector=(d.get("nodeSelector") or None) if per_device else s_sel,
-                    capacity={k: Capacity.parse(v) for k, v in (d.get("capacity") or {}).items()},
+                    capacity=_capacities(d.get("capacity")),
                     consumes=tuple(consumes),
                     allow_multiple=bool(d.get("allowMultipleAllocations")),
                     binding_conditions=tuple(d.get("bindingConditions") or ()),
@@ -196,6 +213,8 @@ class Inventory:
         self._by_node: dict[str, set[PoolID]] = {}  # pools with a slice for exactly this node
         self._shared: set[PoolID] = set()  # pools with selector or all-nodes slices
         self._node_cache: dict[str, tuple[int, list[Pool]]] = {}
+        # The node of a pool whose slices are all for one node (None: a pool shared by several).
+        self.pool_node: dict[PoolID, str | None] = {}
         self.version = 0
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
@@ -230,15 +249,19 @@ class Inventory:
         if not slices:
             self._slices.pop(pid, None)
             self.pools.pop(pid, None)
+            self.pool_node.pop(pid, None)
             return
         pool = _build_pool(pid, slices)
         self.pools[pid] = pool
+        targets: set[str | None] = set()
         for s in pool.slices.values():
             node, _sel, _all = _slice_target(s["spec"])
+            targets.add(node)
             if node:
                 self._by_node.setdefault(node, set()).add(pid)
             elif s["spec"].get("devices") or s["spec"].get("perDeviceNodeSelection"):
                 self._shared.add(pid)
+        self.pool_node[pid] = targets.pop() if len(targets) == 1 else None
 
     def pools_for_node(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
         """Pools with at least one device that can be used on this node, in a stable order."""

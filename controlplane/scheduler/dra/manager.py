@@ -64,6 +64,10 @@ class PodClaims:
     signature: str
     reserved: tuple[str, Plan] | None = None  # node, plan held by reserve
     written: list[str] = field(default_factory=list)  # claim keys whose status pre_bind wrote
+    # The claims already allocated: (name, their allocation's node selector), checked per node.
+    allocated: list[tuple[str, Mapping[str, Any] | None]] = field(default_factory=list)
+    # The filter cache's entries for claims like these, by node: (generations..., answer).
+    answers: dict[str, tuple[int, int, int, Plan | str]] = field(default_factory=dict)
 
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -115,15 +119,17 @@ def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
 
 
 class DraManager:
-    def __init__(self, binding_timeout: float = 600.0) -> None:
+    def __init__(self, binding_timeout: float = 600.0, cache: bool = True) -> None:
         self.inventory = Inventory()
         self.state = AllocatedState(self.inventory)
         self.classes: dict[str, Mapping[str, Any]] = {}
         self.claims: dict[str, Mapping[str, Any]] = {}
-        self.selectors = Selectors()
-        self.allocator = Allocator(self.inventory, self.state, self.classes.get, self.selectors)
+        self.cache = cache  # False: every cache off, CEL compiled per use (the benchmark's naive peer)
+        self.selectors = Selectors(cache)
+        self.allocator = Allocator(self.inventory, self.state, self.classes.get, self.selectors, cache)
         self.binding_timeout = binding_timeout
-        self._filter_cache: dict[tuple[str, str], tuple[tuple[int, ...], Plan | str]] = {}
+        # Filter answers by claim signature, then node (see ``_plan``).
+        self._filter_cache: dict[str, dict[str, tuple[int, int, int, Plan | str]]] = {}
         self._watchers: dict[str, list[asyncio.Event]] = {}
         # Claims made for a pod from a template, by (pod uid, pod claim name): found even before the
         # claim controller's write of the pod's status.resourceClaimStatuses reaches the scheduler.
@@ -211,39 +217,39 @@ class DraManager:
             except AllocationError as e:
                 raise Unschedulable(str(e)) from None
         sig = claim_signature([claims[i] for i in to_allocate])
-        return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig)
-
-    def _versions(self, node_name: str, labels: Mapping[str, str]) -> tuple[int, ...]:
-        pools = self.inventory.pools_for_node(node_name, labels)
-        return (self.inventory.version, *(self.state.pool_version(p.id) for p in pools))
+        allocated = [(c["metadata"]["name"], ((c.get("status") or {}).get("allocation") or {}).get("nodeSelector"))
+                     for i, c in enumerate(claims) if i not in to_allocate]
+        answers = self._filter_cache.setdefault(sig, {}) if self.cache else {}
+        return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
+                         answers=answers)
 
     def _plan(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> Plan | str:
+        # Everything an answer for this node depends on: the slices (any change), the allocations
+        # in its own pools and in shared pools. A claim in a pool unknown to the inventory bumps
+        # the shared generation (its pool has no node), so none is missed.
         self.filter_calls += 1
-        versions = self._versions(node_name, labels)
-        ck = (pc.signature, node_name)
-        cached = self._filter_cache.get(ck)
-        if cached is not None and cached[0] == versions:
+        st = self.state
+        inv_version, shared, own = self.inventory.version, st.shared_generation, st.node_generation.get(node_name, 0)
+        cached = pc.answers.get(node_name)
+        if cached is not None and cached[0] == inv_version and cached[1] == shared and cached[2] == own:
             self.filter_cache_hits += 1
-            return cached[1]
+            return cached[3]
         try:
             answer: Plan | str = self.allocator.allocate(node_name, labels, [pc.claims[i] for i in pc.to_allocate])
-        except Unsatisfiable as e:
+        except (Unsatisfiable, AllocationError) as e:
             answer = str(e)
-        except AllocationError as e:
-            answer = str(e)
-        self._filter_cache[ck] = (versions, answer)
+        pc.answers[node_name] = (inv_version, shared, own, answer)
         return answer
 
     def filter(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """None when the node can satisfy the pod's claims, else why not."""
-        for c in pc.claims:
-            alloc = (c.get("status") or {}).get("allocation")
-            if alloc and not node_selector_matches(alloc.get("nodeSelector"), node_name, labels):
-                return f"resourceclaim {c['metadata']['name']} is allocated to other nodes"
+        for name, selector in pc.allocated:
+            if selector and not node_selector_matches(selector, node_name, labels):
+                return f"resourceclaim {name} is allocated to other nodes"
         if not pc.to_allocate:
             return None
         answer = self._plan(pc, node_name, labels)
-        return answer if isinstance(answer, str) else None
+        return answer if answer.__class__ is str else None
 
     def reserve(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """Hold the devices for the pod on ``node_name`` (in memory); None on success."""

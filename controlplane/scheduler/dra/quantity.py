@@ -88,6 +88,7 @@ def format_quantity(value: Fraction | int) -> str:
     return f"{sign}{nanos}n"
 
 
+@functools.lru_cache(maxsize=4096)
 def nanos(value: Fraction | str | int) -> int:
     """``value`` in integer billionths, rounded up as Kubernetes rounds below a nano: counters and
     capacity are summed as ints on the allocator's hot path."""

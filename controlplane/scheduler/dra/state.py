@@ -63,6 +63,10 @@ class AllocatedState:
         self._in_use_by_pool: dict[PoolID, dict[str, int]] = {}
         self._pool_versions: dict[PoolID, int] = {}
         self._counter_cache: dict[PoolID, tuple[int, int, dict[tuple[str, str], int]]] = {}
+        # Generations for the per-node caches: a change in a node-local pool bumps its node's,
+        # a change in a pool shared by several nodes bumps ``shared_generation``.
+        self.node_generation: dict[str, int] = {}
+        self.shared_generation = 0
 
     # -- changes
 
@@ -102,6 +106,11 @@ class AllocatedState:
             did = e.device
             pid = PoolID(did.driver, did.pool)
             self._pool_versions[pid] = self._pool_versions.get(pid, 0) + 1
+            node = self.inventory.pool_node.get(pid)
+            if node is None:
+                self.shared_generation += 1
+            else:
+                self.node_generation[node] = self.node_generation.get(node, 0) + 1
             in_use = self._in_use_by_pool.setdefault(pid, {})
             in_use[did.device] = in_use.get(did.device, 0) + sign
             if in_use[did.device] <= 0:
