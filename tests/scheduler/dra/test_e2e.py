@@ -152,3 +152,52 @@ async def test_claim_of_a_finished_pod_is_released(served: Serve) -> None:
 
         got = await eventually(released)
         assert FINALIZER not in (got["metadata"].get("finalizers") or [])
+
+
+async def test_binding_conditions_hold_the_pod_until_the_device_is_ready(served: Serve) -> None:
+    """A device with bindingConditions: PreBind waits for them on the claim's status.devices."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        node = "fabric-node"
+        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
+        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
+                       {**created, "status": gpu_node(node, 1)["status"]})
+        await c.create(resource_path(*R, "deviceclasses"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fabric"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fabric.example.com"'}}]}})
+        await c.create(resource_path(*R, "resourceslices"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric-slice"},
+            "spec": {"driver": "fabric.example.com", "nodeName": node,
+                     "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "link-0", "bindsToNode": True,
+                                  "bindingConditions": ["example.com/attached"],
+                                  "bindingFailureConditions": ["example.com/attach-failed"]}]}})
+        claims = resource_path(*R, "resourceclaims", "default")
+        pods = resource_path("", "v1", "pods", "default")
+        await c.create(claims, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                "metadata": {"name": "link", "namespace": "default"},
+                                "spec": {"devices": {"requests": [{"name": "l", "exactly": {
+                                    "deviceClassName": "fabric"}}]}}})
+        pod = gpu_pod("attached", "default", "unused")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "link"}]
+        await c.create(pods, pod)
+
+        async def allocated() -> dict[str, Any] | None:
+            got = await c.get(f"{claims}/link")
+            return got if (got.get("status") or {}).get("allocation") else None
+
+        claim = await eventually(allocated)
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["bindingConditions"] == ["example.com/attached"]
+        await asyncio.sleep(0.5)
+        assert not (await c.get(f"{pods}/attached"))["spec"].get("nodeName")  # still waiting in PreBind
+        # The driver reports the device attached.
+        claim["status"]["devices"] = [{"driver": "fabric.example.com", "pool": "fabric", "device": "link-0",
+                                       "conditions": [{"type": "example.com/attached", "status": "True",
+                                                       "reason": "Attached", "message": "",
+                                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+        await c.update(f"{claims}/link/status", claim)
+
+        async def bound() -> bool:
+            return (await c.get(f"{pods}/attached"))["spec"].get("nodeName") == node
+
+        await eventually(bound)
