@@ -198,6 +198,6 @@ async def test_binding_conditions_hold_the_pod_until_the_device_is_ready(served:
         await c.update(f"{claims}/link/status", claim)
 
         async def bound() -> bool:
-            return (await c.get(f"{pods}/attached"))["spec"].get("nodeName") == node
+            return bool((await c.get(f"{pods}/attached"))["spec"].get("nodeName") == node)
 
         await eventually(bound)
