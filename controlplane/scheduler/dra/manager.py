@@ -38,6 +38,7 @@ __all__ = ["FINALIZER", "BindingFailed", "DraManager", "PodClaims", "Unschedulab
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256  # resourceapi.ResourceClaimReservedForMaxSize
+MAX_SIGNATURES = 512  # distinct claim specs whose Filter answers are kept
 
 
 class Unschedulable(Exception):
@@ -219,7 +220,11 @@ class DraManager:
         sig = claim_signature([claims[i] for i in to_allocate])
         allocated = [(c["metadata"]["name"], ((c.get("status") or {}).get("allocation") or {}).get("nodeSelector"))
                      for i, c in enumerate(claims) if i not in to_allocate]
-        answers = self._filter_cache.setdefault(sig, {}) if self.cache else {}
+        answers: dict[str, tuple[int, int, int, Plan | str]] = {}
+        if self.cache:
+            if sig not in self._filter_cache and len(self._filter_cache) >= MAX_SIGNATURES:
+                self._filter_cache.clear()  # many distinct claim specs: start over rather than grow
+            answers = self._filter_cache.setdefault(sig, {})
         return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
                          answers=answers)
 
