@@ -85,6 +85,13 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     return out
 
 
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
 def _generated_for(claim: Mapping[str, Any]) -> tuple[str, str] | None:
     meta = claim.get("metadata") or {}
     pod_claim = (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name")
@@ -161,6 +168,11 @@ class DraManager:
 
     def on_claim(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
+        have = self.claims.get(key)
+        if have is not None and _rv(obj) < _rv(have):
+            # Older than what PreBind already wrote and recorded (the informer catching up):
+            # taking it would drop an allocation and free its devices for a second claim.
+            return
         self.claims[key] = obj
         gen = _generated_for(obj)
         if gen is not None:

@@ -167,3 +167,23 @@ async def test_a_failed_write_releases_the_reservation() -> None:
     with pytest.raises(BindingFailed, match=r"writing resourceclaim status"):
         await m.pre_bind(client, pc, p, "n1")
     assert m.state.claims() == {}
+
+
+def test_an_older_claim_event_does_not_free_devices_prebind_recorded() -> None:
+    """The informer may deliver the claim's earlier versions after PreBind recorded the written one."""
+    m = one_device_manager()
+    old = claim("a", request("r", "gpu"))
+    old["metadata"]["resourceVersion"] = "5"
+    m.on_claim(old)
+    pc = m.pre_filter(pod("pa", "a"))
+    assert pc is not None and m.reserve(pc, "n1", {}) is None and pc.reserved is not None
+    written = copy.deepcopy(old)
+    written["metadata"]["resourceVersion"] = "7"
+    written["status"] = {"allocation": pc.reserved[1].allocation(0, "n1")}
+    m.on_claim(written)
+    stale = copy.deepcopy(old)
+    stale["metadata"]["resourceVersion"] = "6"  # e.g. the finalizer's patch
+    m.on_claim(stale)
+    m.on_claim(claim("b", request("r", "gpu")))
+    other = m.pre_filter(pod("pb", "b"))
+    assert other is not None and m.filter(other, "n1", {}) is not None
