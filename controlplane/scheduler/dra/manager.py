@@ -169,6 +169,8 @@ class DraManager:
     def on_claim(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
         have = self.claims.get(key)
+        if have is obj:
+            return  # seen already (the plugin records claims before the queue's PreEnqueue)
         if have is not None and _rv(obj) < _rv(have):
             # Older than what PreBind already wrote and recorded (the informer catching up):
             # taking it would drop an allocation and free its devices for a second claim.
@@ -192,6 +194,18 @@ class DraManager:
             ev.set()
 
     # -- extension points
+
+    def missing_claim(self, pod: Mapping[str, Any]) -> str | None:
+        """Why the pod cannot be tried yet (a claim not created), or None: PreEnqueue's question."""
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
+        for pod_claim, claim_name in pod_claim_names(pod):
+            name = claim_name or self._generated.get((uid, pod_claim))
+            if name is None:
+                return f'waiting for resource claim "{pod_claim}" to be created from its template'
+            if f"{ns}/{name}" not in self.claims:
+                return f'resourceclaim "{name}" not found'
+        return None
 
     def pre_filter(self, pod: Mapping[str, Any]) -> PodClaims | None:
         names = pod_claim_names(pod)

@@ -1,6 +1,7 @@
 """DynamicResources: the DRA plugin, a thin adapter over ``controlplane.scheduler.dra``.
 
-PreFilter finds the pod's ResourceClaims (``spec.resourceClaims``; generated
+PreEnqueue holds a pod until its claims exist (the resourceclaim controller
+creates those from templates). PreFilter finds the pod's ResourceClaims (``spec.resourceClaims``; generated
 ones through ``status.resourceClaimStatuses`` or their owner reference) and
 checks what fails everywhere (a missing class, a bad selector). Filter asks
 whether the node's devices can satisfy the unallocated claims (and whether
@@ -39,19 +40,24 @@ GROUP, VERSION = "resource.k8s.io", "v1"
 
 
 def _claim_may_help(pod: PodInfo, old: Any, new: Any) -> bool:
-    """A claim event helps a pod it belongs to, or frees devices (deallocated or deleted while allocated)."""
-    obj = new if new is not None else old
+    """A claim event helps a pod it belongs to, or frees devices (deallocated or deleted while allocated).
+
+    The queue asks this for every parked pod on every claim event: the cheap tests come first."""
+    if old is not None and (old.get("status") or {}).get("allocation") and \
+            (new is None or not (new.get("status") or {}).get("allocation")):
+        return True
+    meta = (new if new is not None else old).get("metadata") or {}
+    if meta.get("namespace") != pod.namespace:
+        return False
+    refs = meta.get("ownerReferences")
+    if refs:  # generated for a pod: it concerns that pod only
+        return any(ref.get("uid") == pod.uid for ref in refs)
+    return meta.get("name") in {n for _, n in pod_claim_names(pod.obj) if n}
+
+
+def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
-    if meta.get("namespace") == pod.namespace:
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("uid") == pod.uid:
-                return True
-        names = {n for _, n in pod_claim_names(pod.obj) if n}
-        if meta.get("name") in names:
-            return True
-    old_alloc = old is not None and bool((old.get("status") or {}).get("allocation"))
-    new_alloc = new is not None and bool((new.get("status") or {}).get("allocation"))
-    return old_alloc and not new_alloc
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _uses_claims(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -81,11 +87,25 @@ class DynamicResources:
 
     def events_to_register(self) -> list[ClusterEvent]:
         changed = ActionType.ADD | ActionType.UPDATE | ActionType.DELETE
-        return [ClusterEvent("resourceclaims", changed, _claim_may_help),
+        return [ClusterEvent("resourceclaims", changed, self._claim_may_help),
                 ClusterEvent("resourceslices", changed, _uses_claims),
                 ClusterEvent("deviceclasses", ActionType.ADD | ActionType.UPDATE, _uses_claims)]
 
+    def _claim_may_help(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        # The queue hears of a claim before this plugin's handler does, and re-runs PreEnqueue
+        # (which looks the claim up here) at once for the pods it moves: record the claim first.
+        if new is not None and self.manager.claims.get(_key(new)) is not new:
+            self.manager.on_claim(new)
+        return _claim_may_help(pod, old, new)
+
     # -- scheduling cycle
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """Keep a pod out of activeQ until its claims exist (no attempt, no FailedScheduling)."""
+        if not (pod.obj.get("spec") or {}).get("resourceClaims"):
+            return None
+        reason = self.manager.missing_claim(pod.obj)
+        return None if reason is None else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, plugin=NAME)
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
         try:
