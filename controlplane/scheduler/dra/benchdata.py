@@ -13,6 +13,13 @@ counters (e.g. two 3g and one 1g), never both::
 
 Template names: ``whole-gpu``, ``mig-3g``, ``mig-1g``; device classes
 ``gpu.example.com``, ``mig-3g.gpu.example.com``, ``mig-1g.gpu.example.com``.
+
+For a benchmark through the API (``controlplane bench scheduler``)::
+
+    data = gpu_cluster(nodes=1000)
+    await create_gpu_cluster(client, data)              # classes, templates, nodes, slices
+    ... create gpu_pod(f"p-{i}", "default", t) for t in template_mix(20000), wait until bound ...
+    assert await cluster_invariants(client) == []      # no device double-allocated or overcommitted
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DRIVER", "TEMPLATES", "GpuCluster", "claim_templates", "device_classes", "gpu_cluster", "gpu_node",
-           "gpu_pod", "node_slices", "template_mix"]
+__all__ = ["DRIVER", "TEMPLATES", "GpuCluster", "claim_templates", "cluster_invariants", "create_gpu_cluster",
+           "device_classes", "gpu_cluster", "gpu_node", "gpu_pod", "node_slices", "template_mix"]
 
 DRIVER = "gpu.example.com"
 TEMPLATES = {"whole-gpu": "gpu.example.com", "mig-3g": "mig-3g.gpu.example.com", "mig-1g": "mig-1g.gpu.example.com"}
@@ -124,3 +131,43 @@ def template_mix(n: int, seed: int = 1) -> list[str]:
     three quarters of 1,000 nodes with 8 GPUs."""
     rng = random.Random(seed)
     return rng.choices(("whole-gpu", "mig-3g", "mig-1g"), weights=(1, 2, 7), k=n)
+
+
+async def create_gpu_cluster(client: Any, data: GpuCluster, concurrency: int = 16,
+                             create_nodes: bool = True) -> None:
+    """Create ``data`` through the API: classes, templates, nodes (with their status), slices.
+
+    ``client`` is a ``controlplane.client.Client``; ``create_nodes=False`` when the
+    benchmark makes its nodes itself (their names must be ``data.nodes``')."""
+    import asyncio
+
+    from controlplane.client import resource_path
+
+    r = ("resource.k8s.io", "v1")
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(path: str, obj: dict[str, Any], status: dict[str, Any] | None = None) -> None:
+        async with sem:
+            created = await client.create(path, obj)
+            if status is not None:
+                await client.update(f"{path}/{obj['metadata']['name']}/status", {**created, "status": status})
+
+    for cls in data.classes:
+        await one(resource_path(*r, "deviceclasses"), cls)
+    for t in data.templates:
+        await one(resource_path(*r, "resourceclaimtemplates", t["metadata"]["namespace"]), t)
+    if create_nodes:
+        await asyncio.gather(*(one(resource_path("", "v1", "nodes"), n, n["status"]) for n in data.nodes))
+    await asyncio.gather(*(one(resource_path(*r, "resourceslices"), s) for s in data.slices))
+
+
+async def cluster_invariants(client: Any) -> list[str]:
+    """``check_invariants`` over every ResourceSlice and ResourceClaim the API has now."""
+    from controlplane.client import resource_path
+
+    from .invariants import check_invariants
+
+    r = ("resource.k8s.io", "v1")
+    slices = (await client.list(resource_path(*r, "resourceslices")))["items"]
+    claims = (await client.list(resource_path(*r, "resourceclaims")))["items"]
+    return check_invariants(slices, claims)

@@ -11,14 +11,19 @@ from typing import Any
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.scheduler.dra.benchdata import claim_templates, device_classes, gpu_node, gpu_pod, node_slices
+from controlplane.scheduler.dra.benchdata import (
+    cluster_invariants,
+    create_gpu_cluster,
+    gpu_cluster,
+    gpu_node,
+    gpu_pod,
+)
 from controlplane.scheduler.dra.claims import POD_CLAIM_NAME
-from controlplane.scheduler.dra.invariants import check_invariants
 from controlplane.scheduler.dra.manager import FINALIZER
 from tests.test_cli import Serve, start_serve
 
 R = ("resource.k8s.io", "v1")
-NODE = "gpu-node-e2e"
+NODE = "gpu-node-e0"
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +48,7 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0)
 
 
 async def setup_cluster(c: Client) -> None:
-    node = gpu_node(NODE, 1)
-    created = await c.create(resource_path("", "v1", "nodes"), node)
-    await c.update(resource_path("", "v1", "nodes", name=NODE, subresource="status"),
-                   {**created, "status": node["status"]})
-    for cls in device_classes():
-        await c.create(resource_path(*R, "deviceclasses"), cls)
-    for s in node_slices(NODE, 1):
-        await c.create(resource_path(*R, "resourceslices"), s)
-    for t in claim_templates("default"):
-        await c.create(resource_path(*R, "resourceclaimtemplates", "default"), t)
+    await create_gpu_cluster(c, gpu_cluster(nodes=1, gpus_per_node=1, node_prefix="gpu-node-e"))
 
 
 async def test_pod_with_claim_template_is_bound_with_devices_and_released_when_deleted(served: Serve) -> None:
@@ -94,8 +90,7 @@ async def test_pod_with_claim_template_is_bound_with_devices_and_released_when_d
         await eventually(lambda: placed("second"))
         await asyncio.sleep(1.0)
         assert not await placed("third")
-        slices = (await c.list(resource_path(*R, "resourceslices")))["items"]
-        assert check_invariants(slices, (await c.list(claims))["items"]) == []
+        assert await cluster_invariants(c) == []
 
         # The first pod ends: its claim is released and deleted, and the third pod fits.
         await c.delete(f"{pods}/trainer")
@@ -109,9 +104,8 @@ async def test_pod_with_claim_template_is_bound_with_devices_and_released_when_d
 
         await eventually(claim_gone)
         await eventually(lambda: placed("third"))
-        all_claims = (await c.list(claims))["items"]
-        assert len(all_claims) == 2
-        assert check_invariants(slices, all_claims) == []
+        assert len((await c.list(claims))["items"]) == 2
+        assert await cluster_invariants(c) == []
 
 
 async def test_claim_of_a_finished_pod_is_released(served: Serve) -> None:
