@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "store": "store.bench:main",
     "api": "controlplane.bench.api:main",
     "watchcache": "controlplane.bench.watchcache:main",
+    "scheduler": "controlplane.bench.scheduler:main",
     "dra": "controlplane.scheduler.dra.bench:main",
 }
 
