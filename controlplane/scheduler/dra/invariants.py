@@ -68,7 +68,8 @@ def check_invariants(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mappi
             for c, n in counters:
                 totals[(cs, c)] = totals.get((cs, c), 0) + n
     for pid, totals in used_counters.items():
-        pool = inv.pools[pid]
+        pool = inv.pool(pid)
+        assert pool is not None
         for (cs, c), total in sorted(totals.items()):
             have = pool.counter_sets.get(cs, {}).get(c)
             if have is None:

@@ -154,8 +154,8 @@ def _slice_target(spec: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any
 
 
 def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]]) -> Pool:
-    generation = max(int((s["spec"].get("pool") or {}).get("generation", 0)) for s in slices.values())
-    current = {n: s for n, s in slices.items() if int((s["spec"].get("pool") or {}).get("generation", 0)) == generation}
+    current = _current(slices)
+    generation = _generation(next(iter(current.values())))
     count = max(int((s["spec"].get("pool") or {}).get("resourceSliceCount", 1)) for s in current.values())
     pool = Pool(pid, generation, count, current, [], {})
     seen: set[str] = set()
@@ -204,13 +204,21 @@ def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]]) -> Pool:
 
 
 class Inventory:
-    """Pools built from ResourceSlices; which of them serve a node."""
+    """Pools built from ResourceSlices; which of them serve a node.
+
+    A slice event only notes which nodes its pool serves and marks the pool
+    stale; the pool is parsed when first asked for (``pool``), so an informer's
+    initial list of thousands of slices costs little, and a pool published as
+    several slices is parsed once.
+    """
 
     def __init__(self) -> None:
         self._slices: dict[PoolID, dict[str, Mapping[str, Any]]] = {}
         self._slice_pool: dict[str, PoolID] = {}
-        self.pools: dict[PoolID, Pool] = {}
+        self._pools: dict[PoolID, Pool] = {}
+        self._stale: set[PoolID] = set()
         self._by_node: dict[str, set[PoolID]] = {}  # pools with a slice for exactly this node
+        self._pool_nodes: dict[PoolID, set[str]] = {}  # the reverse of _by_node
         self._shared: set[PoolID] = set()  # pools with selector or all-nodes slices
         self._node_cache: dict[str, tuple[int, list[Pool]]] = {}
         # The node of a pool whose slices are all for one node (None: a pool shared by several).
@@ -224,66 +232,102 @@ class Inventory:
         old = self._slice_pool.get(name)
         if old is not None and old != pid:
             self._drop(name, old)
+            self._changed(old)
         self._slice_pool[name] = pid
         self._slices.setdefault(pid, {})[name] = obj
-        self._rebuild(pid)
+        self._changed(pid)
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         name = obj["metadata"]["name"]
         pid = self._slice_pool.pop(name, None)
         if pid is not None:
             self._drop(name, pid)
-            self._rebuild(pid)
+            self._changed(pid)
 
     def _drop(self, name: str, pid: PoolID) -> None:
         slices = self._slices.get(pid)
         if slices is not None:
             slices.pop(name, None)
 
-    def _rebuild(self, pid: PoolID) -> None:
+    def _changed(self, pid: PoolID) -> None:
         self.version += 1
-        for nodes in self._by_node.values():
-            nodes.discard(pid)
+        for old_node in self._pool_nodes.pop(pid, ()):
+            pools = self._by_node.get(old_node)
+            if pools is not None:
+                pools.discard(pid)
+                if not pools:
+                    del self._by_node[old_node]
         self._shared.discard(pid)
+        self._pools.pop(pid, None)
         slices = self._slices.get(pid)
         if not slices:
             self._slices.pop(pid, None)
-            self.pools.pop(pid, None)
+            self._stale.discard(pid)
             self.pool_node.pop(pid, None)
             return
-        pool = _build_pool(pid, slices)
-        self.pools[pid] = pool
+        self._stale.add(pid)
         targets: set[str | None] = set()
-        for s in pool.slices.values():
+        for s in _current(slices).values():
             node, _sel, _all = _slice_target(s["spec"])
             targets.add(node)
             if node:
                 self._by_node.setdefault(node, set()).add(pid)
+                self._pool_nodes.setdefault(pid, set()).add(node)
             elif s["spec"].get("devices") or s["spec"].get("perDeviceNodeSelection"):
                 self._shared.add(pid)
         self.pool_node[pid] = targets.pop() if len(targets) == 1 else None
+
+    def pool(self, pid: PoolID) -> Pool | None:
+        """The pool, parsed now if its slices changed since it last was."""
+        if pid in self._stale:
+            self._stale.discard(pid)
+            slices = self._slices.get(pid)
+            if slices:
+                self._pools[pid] = _build_pool(pid, slices)
+        return self._pools.get(pid)
+
+    @property
+    def pools(self) -> dict[PoolID, Pool]:
+        """Every pool, parsed (for checks and tests; the scheduler asks per node)."""
+        for pid in list(self._stale):
+            self.pool(pid)
+        return self._pools
 
     def pools_for_node(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
         """Pools with at least one device that can be used on this node, in a stable order."""
         cached = self._node_cache.get(node_name)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        pids = set(self._by_node.get(node_name, ()))
+        found: dict[PoolID, Pool] = {}
+        for pid in self._by_node.get(node_name, ()):
+            pool = self.pool(pid)
+            if pool is not None:
+                found[pid] = pool
         for pid in self._shared:
-            pool = self.pools[pid]
-            if any(device_serves_node(d, node_name, labels) for d in pool.devices):
-                pids.add(pid)
-        pools = [self.pools[p] for p in sorted(pids)]
+            pool = self.pool(pid)
+            if pool is not None and any(device_serves_node(d, node_name, labels) for d in pool.devices):
+                found[pid] = pool
+        pools = [found[p] for p in sorted(found)]
         self._node_cache[node_name] = (self.version, pools)
         return pools
 
     def device(self, did: DeviceID) -> Device | None:
-        pool = self.pools.get(PoolID(did.driver, did.pool))
+        pool = self.pool(PoolID(did.driver, did.pool))
         return pool.device(did.device) if pool is not None else None
 
     def devices(self) -> Iterator[Device]:
         for pool in self.pools.values():
             yield from pool.devices
+
+
+def _generation(s: Mapping[str, Any]) -> int:
+    return int((s["spec"].get("pool") or {}).get("generation", 0))
+
+
+def _current(slices: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The slices of the pool's highest generation (older ones are being replaced)."""
+    generation = max(_generation(s) for s in slices.values())
+    return {n: s for n, s in slices.items() if _generation(s) == generation}
 
 
 def device_serves_node(d: Device, node_name: str, labels: Mapping[str, str]) -> bool:

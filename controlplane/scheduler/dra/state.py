@@ -156,7 +156,7 @@ class AllocatedState:
         if cached is not None and (cached[0], cached[1]) == key:
             return cached[2]
         totals: dict[tuple[str, str], int] = {}
-        pool = self.inventory.pools.get(pid)
+        pool = self.inventory.pool(pid)
         if pool is not None:
             for name in self._in_use_by_pool.get(pid, ()):
                 dev = pool.device(name)
