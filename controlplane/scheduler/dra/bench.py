@@ -15,7 +15,9 @@ cache off and each CEL expression compiled on every use, on ``--peer-pods``
 pods, since it is that much slower), ``allocations_per_cpu_second`` (the same
 per second of the process's CPU time, steadier on a shared machine),
 ``filter_calls_per_pod``,
-``filter_cache_hit_ratio``, ``load_seconds`` (slices into the inventory) and
+``filter_cache_hit_ratio``, ``load_seconds`` (the slice events into the
+inventory; pools are parsed on first use, so that cost is in the allocation
+figures) and
 ``invariant_violations`` (``check_invariants`` over all claims at the end: 0).
 """
 
