@@ -32,9 +32,11 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from .capacity import consumed_capacity
 from .cel import CelError, DeviceEnv, Selectors
-from .inventory import Device, Inventory, Pool, PoolID
+from .inventory import Device, Inventory, Pool, PoolID, device_serves_node
 from .nodeselector import node_name_selector
 from .quantity import QuantityError, format_quantity, parse_quantity
 from .state import AllocatedState, Entry
@@ -155,8 +157,6 @@ def _configs(claim: Mapping[str, Any], picks: list[_Pick]) -> list[dict[str, Any
 
 def claim_signature(claims: Sequence[Mapping[str, Any]]) -> str:
     """Equal for claims whose specs are equal: pods from one template share Filter answers."""
-    import orjson
-
     return "|".join(orjson.dumps((c.get("spec") or {}), option=orjson.OPT_SORT_KEYS).decode() for c in claims)
 
 
@@ -263,8 +263,6 @@ class Allocator:
         cached = self._candidates.get(key) if self.cache else None
         if cached is not None and cached[0] == self.inventory.version:
             return cached[1]
-        from .inventory import device_serves_node
-
         out: list[tuple[Pool, Device]] = []
         compiled = [self.selectors.get(e) for e in alt.selectors]
         for pool in self.inventory.pools_for_node(node_name, labels):
