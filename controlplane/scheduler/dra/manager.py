@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.client import ApiError, resource_path
+
 from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
 from .cel import Selectors
 from .inventory import Inventory
@@ -306,8 +308,6 @@ class DraManager:
         """Write each claim's allocation and reservation; wait for binding conditions.
 
         Raises ``BindingFailed`` (after releasing what it wrote) when it cannot finish."""
-        from controlplane.client import ApiError, resource_path
-
         meta = pod.get("metadata") or {}
         consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
         plan = pc.reserved[1] if pc.reserved is not None and pc.reserved[0] == node_name else None
@@ -394,8 +394,6 @@ class DraManager:
 
     async def release(self, client: Any, pc: PodClaims, pod: Mapping[str, Any]) -> None:
         """Undo what ``pre_bind`` wrote: the pod leaves reservedFor; claims it allocated lose the allocation."""
-        from controlplane.client import ApiError, resource_path
-
         uid = (pod.get("metadata") or {}).get("uid", "")
         allocated_keys = {_key(pc.claims[i]) for i in pc.to_allocate}
         for key in pc.written:
