@@ -58,6 +58,7 @@ bench: venv etcd wrk
 	$(BIN)/controlplane bench api
 	$(BIN)/controlplane bench watchcache
 	$(BIN)/controlplane bench nodes
+	$(BIN)/controlplane bench dra
 
 lint: venv
 	$(BIN)/ruff check .

@@ -45,6 +45,9 @@ COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
     # simulated nodes: with --nodes N > 0 (see controlplane/nodes/component.py)
     Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0),
+    # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
+    # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
+    Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),
 ]
 
 

@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "watchcache": "controlplane.bench.watchcache:main",
     "scheduler": "controlplane.bench.scheduler:main",
     "nodes": "controlplane.bench.nodes:main",
+    "dra": "controlplane.scheduler.dra.bench:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -1,0 +1,330 @@
+"""The ResourceClaim controller (upstream's ``pkg/controller/resourceclaim``), as an API client.
+
+For a pod whose ``spec.resourceClaims`` name a ``resourceClaimTemplateName``,
+it creates the ResourceClaim from the template (named
+``<pod>-<claim>-<5 random characters>``, annotated
+``resource.kubernetes.io/pod-claim-name``, owned by the pod as its controller)
+and records it in the pod's ``status.resourceClaimStatuses``, which is where
+the scheduler looks for it.
+
+For a claim, it drops consumers in ``status.reservedFor`` that are gone (deleted,
+replaced by another pod of the same name, or done); a claim left with no
+consumer loses its ``allocation`` and the scheduler's finalizer. A claim made
+for a pod that is done or gone is deleted (upstream leaves that last step to
+the garbage collector, which this emulator does not run).
+
+Runs inside ``controlplane serve`` as a component (``start``) or alone
+(``ClaimController(client).run()``). Work is keyed by object, as client-go's
+work queue: a key is never processed by two workers at once, and a key that
+changes while it is processed is processed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, Informer, resource_path
+
+from .manager import FINALIZER
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["POD_CLAIM_NAME", "ClaimController", "generated_name", "start"]
+
+log = logging.getLogger(__name__)
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphabet: no vowels, no look-alikes
+
+
+def generated_name(pod_name: str, claim_name: str) -> str:
+    """``<pod>-<claim>-xxxxx``, the prefix cut so the whole fits in 63 characters as generateName does."""
+    prefix = f"{pod_name}-{claim_name}"[:57] + "-"
+    return prefix + "".join(random.choice(_ALPHANUMS) for _ in range(5))
+
+
+def _pod_done(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") in ("Succeeded", "Failed") or bool(
+        (pod.get("metadata") or {}).get("deletionTimestamp") and not (pod.get("spec") or {}).get("nodeName"))
+
+
+def _owner_pod(claim: Mapping[str, Any]) -> tuple[str, str] | None:
+    for ref in (claim.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("apiVersion") == "v1" and ref.get("kind") == "Pod":
+            return ref.get("name", ""), ref.get("uid", "")
+    return None
+
+
+class _WorkQueue:
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+
+    def add(self, key: str) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+
+    async def get(self) -> str:
+        key = await self._queue.get()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: str) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.put_nowait(key)
+
+    def empty(self) -> bool:
+        return not self._dirty and not self._processing
+
+
+class ClaimController:
+    def __init__(self, client: Client, workers: int = 8) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = _WorkQueue()
+        self.pods = Informer(client, "/api/v1/pods", on_add=self._pod_changed,
+                             on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
+        self.claims = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaims"),
+                               on_add=self._claim_changed, on_update=lambda _old, new: self._claim_changed(new),
+                               on_delete=self._claim_deleted)
+        self.templates = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"))
+        # Claims by owning pod uid, to find a claim created for a pod whose status was not yet updated.
+        self._owned: dict[str, set[str]] = {}
+        self.created = 0
+        self.deleted = 0
+        self.released = 0
+
+    # -- events
+
+    def _pod_changed(self, pod: dict[str, Any]) -> None:
+        spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
+        if not spec_claims:
+            return
+        self.queue.add("pod:" + _key(pod))
+        if _pod_done(pod):
+            self._enqueue_claims_of(pod)
+
+    def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        if (pod.get("spec") or {}).get("resourceClaims"):
+            self._enqueue_claims_of(pod)
+
+    def _enqueue_claims_of(self, pod: Mapping[str, Any]) -> None:
+        ns = (pod.get("metadata") or {}).get("namespace", "")
+        for rc in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if rc.get("resourceClaimName"):
+                self.queue.add(f"claim:{ns}/{rc['resourceClaimName']}")
+        for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            if st.get("resourceClaimName"):
+                self.queue.add(f"claim:{ns}/{st['resourceClaimName']}")
+        for key in self._owned.get((pod.get("metadata") or {}).get("uid", ""), ()):
+            self.queue.add("claim:" + key)
+
+    def _claim_changed(self, claim: dict[str, Any]) -> None:
+        owner = _owner_pod(claim)
+        if owner is not None:
+            self._owned.setdefault(owner[1], set()).add(_key(claim))
+        if (claim.get("status") or {}).get("reservedFor") or (claim.get("status") or {}).get("allocation") \
+                or owner is not None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+            self.queue.add("claim:" + _key(claim))
+
+    def _claim_deleted(self, claim: dict[str, Any]) -> None:
+        owner = _owner_pod(claim)
+        if owner is not None:
+            owned = self._owned.get(owner[1])
+            if owned is not None:
+                owned.discard(_key(claim))
+                if not owned:
+                    del self._owned[owner[1]]
+
+    # -- running
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(i.run()) for i in (self.templates, self.claims, self.pods)]
+        try:
+            for i in (self.templates, self.claims, self.pods):
+                await i.synced.wait()
+            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                kind, _, name = key.partition(":")
+                if kind == "pod":
+                    await self.sync_pod(name)
+                else:
+                    await self.sync_claim(name)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.code == 409:
+                    self.queue.add(key)  # a conflict: read the newer object and try again
+                else:
+                    log.warning("resourceclaim controller: %s: %s", key, e)
+            except Exception:
+                log.exception("resourceclaim controller: %s", key)
+            finally:
+                self.queue.done(key)
+
+    # -- pods: claims from templates
+
+    async def sync_pod(self, key: str) -> None:
+        pod = self.pods.items.get(key)
+        if pod is None or _pod_done(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        meta = pod["metadata"]
+        ns, uid = meta["namespace"], meta.get("uid", "")
+        statuses = list((pod.get("status") or {}).get("resourceClaimStatuses") or [])
+        have = {s.get("name") for s in statuses}
+        changed = False
+        for rc in pod["spec"].get("resourceClaims") or []:
+            template_name = rc.get("resourceClaimTemplateName")
+            if not template_name or rc.get("name") in have:
+                continue
+            claim_name = self._existing_claim(uid, rc["name"])
+            if claim_name is None:
+                claim_name = await self._create_claim(pod, rc["name"], template_name)
+            if claim_name is None:
+                continue
+            statuses.append({"name": rc["name"], "resourceClaimName": claim_name})
+            changed = True
+        if changed:
+            path = resource_path("", "v1", "pods", ns, meta["name"], "status")
+            updated = await self.client.patch(path, {"metadata": {"uid": uid},
+                                                     "status": {"resourceClaimStatuses": statuses}})
+            self.pods.items[key] = updated
+
+    def _existing_claim(self, pod_uid: str, pod_claim: str) -> str | None:
+        for ckey in self._owned.get(pod_uid, ()):
+            claim = self.claims.items.get(ckey)
+            if claim is not None and (claim["metadata"].get("annotations") or {}).get(POD_CLAIM_NAME) == pod_claim:
+                return str(claim["metadata"]["name"])
+        return None
+
+    async def _create_claim(self, pod: Mapping[str, Any], pod_claim: str, template_name: str) -> str | None:
+        meta = pod["metadata"]
+        ns = meta["namespace"]
+        template = self.templates.items.get(f"{ns}/{template_name}")
+        if template is None:
+            try:
+                template = await self.client.get(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates",
+                                                               ns, template_name))
+            except ApiError as e:
+                if e.code == 404:
+                    log.info("pod %s/%s: resourceclaimtemplate %s not found", ns, meta["name"], template_name)
+                    return None
+                raise
+        tspec = template.get("spec") or {}
+        tmeta = tspec.get("metadata") or {}
+        for _ in range(5):
+            name = generated_name(meta["name"], pod_claim)
+            body = {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {
+                    "name": name, "namespace": ns, "generateName": f"{meta['name']}-{pod_claim}"[:57] + "-",
+                    "labels": dict(tmeta.get("labels") or {}),
+                    "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME: pod_claim},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                         "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True}],
+                },
+                "spec": tspec.get("spec") or {},
+            }
+            try:
+                created = await self.client.create(resource_path("resource.k8s.io", "v1", "resourceclaims", ns), body)
+            except ApiError as e:
+                if e.code == 409:
+                    continue  # the random name was taken
+                raise
+            self.created += 1
+            self._claim_changed(created)
+            return str(created["metadata"]["name"])
+        raise ApiError(500, "InternalError", f"no free name for a claim of pod {ns}/{meta['name']}")
+
+    # -- claims: release
+
+    async def _consumer_alive(self, ns: str, ref: Mapping[str, Any]) -> bool:
+        if ref.get("resource") != "pods" or ref.get("apiGroup"):
+            return True  # other consumers are not ours to judge
+        pod = self.pods.items.get(f"{ns}/{ref.get('name', '')}")
+        if pod is None:
+            # Not seen yet, or gone: ask the server rather than release a claim in use.
+            try:
+                pod = await self.client.get(resource_path("", "v1", "pods", ns, ref.get("name", "")))
+            except ApiError as e:
+                if e.code == 404:
+                    return False
+                raise
+        return pod["metadata"].get("uid") == ref.get("uid") and not _pod_done(pod)
+
+    async def sync_claim(self, key: str) -> None:
+        claim = self.claims.items.get(key)
+        if claim is None:
+            return
+        meta = claim["metadata"]
+        ns = meta["namespace"]
+        path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, meta["name"])
+        status = dict(claim.get("status") or {})
+        reserved = list(status.get("reservedFor") or [])
+        valid = [r for r in reserved if await self._consumer_alive(ns, r)]
+        dropped = len(valid) != len(reserved)
+        if dropped or (not valid and status.get("allocation") and meta.get("deletionTimestamp")):
+            status["reservedFor"] = valid
+            if not valid:
+                # Allocated by the scheduler (structured parameters): deallocating is clearing it.
+                status.pop("allocation", None)
+                status.pop("devices", None)
+            claim = await self.client.update(path + "/status", {**claim, "status": status})
+            self.claims.items[key] = claim
+            self.released += 1
+        finalizers = claim["metadata"].get("finalizers") or []
+        if not valid and not (claim.get("status") or {}).get("allocation") and FINALIZER in finalizers:
+            claim = await self.client.patch(path, {"metadata": {
+                "finalizers": [f for f in finalizers if f != FINALIZER],
+                "resourceVersion": claim["metadata"].get("resourceVersion")}})
+            self.claims.items[key] = claim
+        if valid or meta.get("deletionTimestamp"):
+            return
+        owner = _owner_pod(claim)
+        if owner is None:
+            return
+        pod = self.pods.items.get(f"{ns}/{owner[0]}")
+        if pod is None:
+            try:
+                pod = await self.client.get(resource_path("", "v1", "pods", ns, owner[0]))
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+                pod = None
+        if pod is None or pod["metadata"].get("uid") != owner[1] or _pod_done(pod):
+            try:
+                await self.client.delete(path)
+                self.deleted += 1
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await ClaimController(client).run()

@@ -1,0 +1,415 @@
+"""The DRA plugin's state: what the informers show, what the scheduler assumed, per-node answers.
+
+``DraManager`` is fed by informers (``on_slice``, ``on_class``, ``on_claim`` and
+their deletes) and answers the extension points for one pod at a time::
+
+    pc = mgr.pre_filter(pod)              # None: the pod has no claims; raises Unschedulable
+    reason = mgr.filter(pc, node_name, labels)   # None: fits
+    reason = mgr.reserve(pc, node_name, labels)  # holds the devices in memory (assumed)
+    mgr.unreserve(pc)                      # lets them go
+    reason = await mgr.pre_bind(client, pc, pod, node_name)   # writes status.allocation + reservedFor
+
+``filter`` answers are cached per (claim specs, node) against the versions of
+the node's pools (slices and allocations): pods made from one template ask the
+same question, and a node found full stays full until something on it changes.
+
+Binding conditions (KEP-5007): when an allocated device has
+``bindingConditions``, ``pre_bind`` waits until the claim's ``status.devices``
+entry for it has all of them True; any ``bindingFailureConditions`` True, or
+``binding_timeout`` seconds, releases the allocation and fails the cycle so
+the pod is scheduled again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.client import ApiError, resource_path
+
+from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
+from .cel import Selectors
+from .inventory import Inventory
+from .nodeselector import node_selector_matches
+from .state import AllocatedState, entries_of
+
+__all__ = ["FINALIZER", "BindingFailed", "DraManager", "PodClaims", "Unschedulable", "binding_state"]
+
+FINALIZER = "resource.kubernetes.io/delete-protection"
+RESERVED_FOR_MAX = 256  # resourceapi.ResourceClaimReservedForMaxSize
+MAX_SIGNATURES = 512  # distinct claim specs whose Filter answers are kept
+
+
+class Unschedulable(Exception):
+    """The pod cannot be scheduled now (a claim missing, in use elsewhere, being deleted...)."""
+
+
+class BindingFailed(Exception):
+    """PreBind gave up: a binding failure condition, a timeout, or a write that failed."""
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+@dataclass(slots=True)
+class PodClaims:
+    """One pod's claims for one scheduling cycle (upstream's cycle state for the plugin)."""
+
+    pod_key: str
+    pod_uid: str
+    claims: list[Mapping[str, Any]]  # in pod.spec.resourceClaims order, deduplicated
+    to_allocate: list[int]  # indices into claims that have no allocation yet
+    signature: str
+    reserved: tuple[str, Plan] | None = None  # node, plan held by reserve
+    written: list[str] = field(default_factory=list)  # claim keys whose status pre_bind wrote
+    # The claims already allocated: (name, their allocation's node selector), checked per node.
+    allocated: list[tuple[str, Mapping[str, Any] | None]] = field(default_factory=list)
+    # The filter cache's entries for claims like these, by node: (generations..., answer).
+    answers: dict[str, tuple[int, int, int, Plan | str]] = field(default_factory=dict)
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """(pod claim name, ResourceClaim name or None while the controller has not created it)."""
+    statuses = {s.get("name"): s.get("resourceClaimName")
+                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    out: list[tuple[str, str | None]] = []
+    for rc in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = rc.get("name", "")
+        if rc.get("resourceClaimName"):
+            out.append((name, rc["resourceClaimName"]))
+        elif rc.get("resourceClaimTemplateName"):
+            out.append((name, statuses.get(name)))
+    return out
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _generated_for(claim: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = claim.get("metadata") or {}
+    pod_claim = (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name")
+    if not pod_claim:
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid"):
+            return str(ref["uid"]), str(pod_claim)
+    return None
+
+
+def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(all binding conditions met, the failure condition that is True if any) for an allocated claim."""
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    devices = (claim.get("status") or {}).get("devices") or []
+    ready = True
+    for r in (alloc.get("devices") or {}).get("results") or []:
+        want = r.get("bindingConditions") or []
+        fail = r.get("bindingFailureConditions") or []
+        if not want and not fail:
+            continue
+        conds: dict[str, str] = {}
+        for d in devices:
+            if (d.get("driver"), d.get("pool"), d.get("device")) == (r.get("driver"), r.get("pool"), r.get("device")) \
+                    and (d.get("shareID") or None) == (r.get("shareID") or None):
+                conds = {c.get("type", ""): c.get("status", "") for c in d.get("conditions") or []}
+        for f in fail:
+            if conds.get(f) == "True":
+                return False, f"device {r.get('driver')}/{r.get('pool')}/{r.get('device')}: {f} is True"
+        if any(conds.get(w) != "True" for w in want):
+            ready = False
+    return ready, None
+
+
+class DraManager:
+    def __init__(self, binding_timeout: float = 600.0, cache: bool = True) -> None:
+        self.inventory = Inventory()
+        self.state = AllocatedState(self.inventory)
+        self.classes: dict[str, Mapping[str, Any]] = {}
+        self.claims: dict[str, Mapping[str, Any]] = {}
+        self.cache = cache  # False: every cache off, CEL compiled per use (the benchmark's naive peer)
+        self.selectors = Selectors(cache)
+        self.allocator = Allocator(self.inventory, self.state, self.classes.get, self.selectors, cache)
+        self.binding_timeout = binding_timeout
+        # Filter answers by claim signature, then node (see ``_plan``).
+        self._filter_cache: dict[str, dict[str, tuple[int, int, int, Plan | str]]] = {}
+        self._watchers: dict[str, list[asyncio.Event]] = {}
+        # Claims made for a pod from a template, by (pod uid, pod claim name): found even before the
+        # claim controller's write of the pod's status.resourceClaimStatuses reaches the scheduler.
+        self._generated: dict[tuple[str, str], str] = {}
+        self.filter_calls = 0
+        self.filter_cache_hits = 0
+
+    # -- informer handlers
+
+    def on_slice(self, obj: Mapping[str, Any]) -> None:
+        self.inventory.upsert(obj)
+
+    def on_slice_delete(self, obj: Mapping[str, Any]) -> None:
+        self.inventory.remove(obj)
+
+    def on_class(self, obj: Mapping[str, Any]) -> None:
+        self.classes[obj["metadata"]["name"]] = obj
+        self._class_changed()
+
+    def on_class_delete(self, obj: Mapping[str, Any]) -> None:
+        self.classes.pop(obj["metadata"]["name"], None)
+        self._class_changed()
+
+    def _class_changed(self) -> None:
+        # Selector results are cached per device by selector text, which a class change
+        # alters; the per-node answers are not, so drop them.
+        self._filter_cache.clear()
+
+    def on_claim(self, obj: Mapping[str, Any]) -> None:
+        key = _key(obj)
+        have = self.claims.get(key)
+        if have is obj:
+            return  # seen already (the plugin records claims before the queue's PreEnqueue)
+        if have is not None and _rv(obj) < _rv(have):
+            # Older than what PreBind already wrote and recorded (the informer catching up):
+            # taking it would drop an allocation and free its devices for a second claim.
+            return
+        self.claims[key] = obj
+        gen = _generated_for(obj)
+        if gen is not None:
+            self._generated[gen] = obj["metadata"]["name"]
+        self.state.set_claim(key, entries_of(obj))
+        for ev in self._watchers.get(key, ()):
+            ev.set()
+
+    def on_claim_delete(self, obj: Mapping[str, Any]) -> None:
+        key = _key(obj)
+        self.claims.pop(key, None)
+        gen = _generated_for(obj)
+        if gen is not None and self._generated.get(gen) == obj["metadata"]["name"]:
+            del self._generated[gen]
+        self.state.set_claim(key, [])
+        for ev in self._watchers.get(key, ()):
+            ev.set()
+
+    # -- extension points
+
+    def missing_claim(self, pod: Mapping[str, Any]) -> str | None:
+        """Why the pod cannot be tried yet (a claim not created), or None: PreEnqueue's question."""
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
+        for pod_claim, claim_name in pod_claim_names(pod):
+            name = claim_name or self._generated.get((uid, pod_claim))
+            if name is None:
+                return f'waiting for resource claim "{pod_claim}" to be created from its template'
+            if f"{ns}/{name}" not in self.claims:
+                return f'resourceclaim "{name}" not found'
+        return None
+
+    def pre_filter(self, pod: Mapping[str, Any]) -> PodClaims | None:
+        names = pod_claim_names(pod)
+        if not names:
+            return None
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
+        claims: list[Mapping[str, Any]] = []
+        seen: set[str] = set()
+        for pod_claim, claim_name in names:
+            if claim_name is None:
+                claim_name = self._generated.get((uid, pod_claim))
+            if claim_name is None:
+                raise Unschedulable(f'waiting for resource claim "{pod_claim}" to be created from its template')
+            if claim_name in seen:
+                continue
+            seen.add(claim_name)
+            claim = self.claims.get(f"{ns}/{claim_name}")
+            if claim is None:
+                raise Unschedulable(f'resourceclaim "{claim_name}" not found')
+            cmeta = claim.get("metadata") or {}
+            if cmeta.get("deletionTimestamp"):
+                raise Unschedulable(f'resourceclaim "{claim_name}" is being deleted')
+            for ref in cmeta.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid") not in ("", None, uid):
+                    raise Unschedulable(f'resourceclaim "{claim_name}" was not created for this pod')
+            reserved = (claim.get("status") or {}).get("reservedFor") or []
+            if len(reserved) >= RESERVED_FOR_MAX and not any(r.get("uid") == uid for r in reserved):
+                raise Unschedulable(f'resourceclaim "{claim_name}" is in use by too many consumers')
+            claims.append(claim)
+        to_allocate = [i for i, c in enumerate(claims) if not (c.get("status") or {}).get("allocation")]
+        if to_allocate:
+            try:
+                # Bad classes or selectors fail every node alike: say so once.
+                self.allocator.validate([claims[i] for i in to_allocate])
+            except AllocationError as e:
+                raise Unschedulable(str(e)) from None
+        sig = claim_signature([claims[i] for i in to_allocate])
+        allocated = [(c["metadata"]["name"], ((c.get("status") or {}).get("allocation") or {}).get("nodeSelector"))
+                     for i, c in enumerate(claims) if i not in to_allocate]
+        answers: dict[str, tuple[int, int, int, Plan | str]] = {}
+        if self.cache:
+            if sig not in self._filter_cache and len(self._filter_cache) >= MAX_SIGNATURES:
+                self._filter_cache.clear()  # many distinct claim specs: start over rather than grow
+            answers = self._filter_cache.setdefault(sig, {})
+        return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
+                         answers=answers)
+
+    def _plan(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> Plan | str:
+        # Everything an answer for this node depends on: the slices (any change), the allocations
+        # in its own pools and in shared pools. A claim in a pool unknown to the inventory bumps
+        # the shared generation (its pool has no node), so none is missed.
+        self.filter_calls += 1
+        st = self.state
+        inv_version, shared, own = self.inventory.version, st.shared_generation, st.node_generation.get(node_name, 0)
+        cached = pc.answers.get(node_name)
+        if cached is not None and cached[0] == inv_version and cached[1] == shared and cached[2] == own:
+            self.filter_cache_hits += 1
+            return cached[3]
+        try:
+            answer: Plan | str = self.allocator.allocate(node_name, labels, [pc.claims[i] for i in pc.to_allocate])
+        except (Unsatisfiable, AllocationError) as e:
+            answer = str(e)
+        pc.answers[node_name] = (inv_version, shared, own, answer)
+        return answer
+
+    def filter(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
+        """None when the node can satisfy the pod's claims, else why not."""
+        for name, selector in pc.allocated:
+            if selector and not node_selector_matches(selector, node_name, labels):
+                return f"resourceclaim {name} is allocated to other nodes"
+        if not pc.to_allocate:
+            return None
+        answer = self._plan(pc, node_name, labels)
+        return answer if answer.__class__ is str else None
+
+    def reserve(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
+        """Hold the devices for the pod on ``node_name`` (in memory); None on success."""
+        if not pc.to_allocate:
+            return None
+        answer = self._plan(pc, node_name, labels)  # recomputed if anything changed since filter
+        if isinstance(answer, str):
+            return answer
+        for n, i in enumerate(pc.to_allocate):
+            self.state.assume(_key(pc.claims[i]), answer.entries(n))
+        pc.reserved = (node_name, answer)
+        return None
+
+    def unreserve(self, pc: PodClaims) -> None:
+        """Forget what ``reserve`` held (idempotent; fine without a reserve)."""
+        if pc.reserved is None:
+            return
+        for i in pc.to_allocate:
+            self.state.forget(_key(pc.claims[i]))
+        pc.reserved = None
+
+    async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str) -> None:
+        """Write each claim's allocation and reservation; wait for binding conditions.
+
+        Raises ``BindingFailed`` (after releasing what it wrote) when it cannot finish."""
+        meta = pod.get("metadata") or {}
+        consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
+        plan = pc.reserved[1] if pc.reserved is not None and pc.reserved[0] == node_name else None
+        waiting: list[str] = []
+        try:
+            for i, claim in enumerate(pc.claims):
+                cmeta = claim["metadata"]
+                key = _key(claim)
+                path = resource_path("resource.k8s.io", "v1", "resourceclaims", cmeta["namespace"], cmeta["name"])
+                latest = self.claims.get(key, claim)
+                status = dict(latest.get("status") or {})
+                reserved = list(status.get("reservedFor") or [])
+                allocating = i in pc.to_allocate
+                if not allocating and any(r.get("uid") == consumer["uid"] for r in reserved):
+                    continue
+                if allocating:
+                    if plan is None:
+                        raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
+                    if status.get("allocation"):
+                        raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
+                    if FINALIZER not in ((latest.get("metadata") or {}).get("finalizers") or []):
+                        latest = await client.patch(path, {"metadata": {
+                            "finalizers": [*((latest.get("metadata") or {}).get("finalizers") or []), FINALIZER],
+                            "resourceVersion": (latest.get("metadata") or {}).get("resourceVersion")}})
+                    status["allocation"] = plan.allocation(pc.to_allocate.index(i), node_name)
+                reserved.append(consumer)
+                status["reservedFor"] = reserved
+                body = {**latest, "status": status}
+                updated = await client.update(path + "/status", body)
+                pc.written.append(key)
+                self.on_claim(updated)
+                if allocating and any(r.get("bindingConditions")
+                                      for r in status["allocation"]["devices"]["results"]):
+                    waiting.append(key)
+        except ApiError as e:
+            await self.release(client, pc, pod)
+            raise BindingFailed(f"writing resourceclaim status: {e}") from None
+        except BindingFailed:
+            await self.release(client, pc, pod)
+            raise
+        if waiting:
+            try:
+                await self._wait_binding(waiting)
+            except BindingFailed:
+                await self.release(client, pc, pod)
+                raise
+
+    async def _wait_binding(self, keys: list[str]) -> None:
+        deadline = time.monotonic() + self.binding_timeout
+        events = {k: asyncio.Event() for k in keys}
+        for k, ev in events.items():
+            self._watchers.setdefault(k, []).append(ev)
+        try:
+            pending = set(keys)
+            while pending:
+                for k in list(pending):
+                    claim = self.claims.get(k)
+                    if claim is None:
+                        raise BindingFailed(f"resourceclaim {k} was deleted while waiting for binding conditions")
+                    ok, failure = binding_state(claim)
+                    if failure:
+                        raise BindingFailed(f"resourceclaim {k}: binding failed: {failure}")
+                    if ok:
+                        pending.discard(k)
+                if not pending:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BindingFailed(f"timed out after {self.binding_timeout:g}s waiting for binding conditions of "
+                                        f"{', '.join(sorted(pending))}")
+                waits = [asyncio.ensure_future(events[k].wait()) for k in pending]
+                _, not_done = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                for w in not_done:
+                    w.cancel()
+                for k in pending:
+                    events[k].clear()
+        finally:
+            for k, ev in events.items():
+                lst = self._watchers.get(k, [])
+                if ev in lst:
+                    lst.remove(ev)
+                if not lst:
+                    self._watchers.pop(k, None)
+
+    async def release(self, client: Any, pc: PodClaims, pod: Mapping[str, Any]) -> None:
+        """Undo what ``pre_bind`` wrote: the pod leaves reservedFor; claims it allocated lose the allocation."""
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        allocated_keys = {_key(pc.claims[i]) for i in pc.to_allocate}
+        for key in pc.written:
+            claim = self.claims.get(key)
+            if claim is None:
+                continue
+            ns, name = key.split("/", 1)
+            path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, name) + "/status"
+            status = dict(claim.get("status") or {})
+            status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != uid]
+            if key in allocated_keys and not status["reservedFor"]:
+                status.pop("allocation", None)
+                status.pop("devices", None)
+            try:
+                self.on_claim(await client.update(path, {**claim, "status": status}))
+            except ApiError:
+                continue  # the claim controller releases claims whose consumers are gone
+        pc.written.clear()
+        self.unreserve(pc)

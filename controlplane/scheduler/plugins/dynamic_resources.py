@@ -1,0 +1,156 @@
+"""DynamicResources: the DRA plugin, a thin adapter over ``controlplane.scheduler.dra``.
+
+PreEnqueue holds a pod until its claims exist (the resourceclaim controller
+creates those from templates). PreFilter finds the pod's ResourceClaims (``spec.resourceClaims``; generated
+ones through ``status.resourceClaimStatuses`` or their owner reference) and
+checks what fails everywhere (a missing class, a bad selector). Filter asks
+whether the node's devices can satisfy the unallocated claims (and whether
+allocated ones are usable there). Reserve holds the devices in memory so that
+the next cycles see them taken; Unreserve lets them go (and undoes what PreBind
+wrote). PreBind writes ``status.allocation`` and ``reservedFor`` through the
+API and waits for binding conditions. The domain logic, and its tests, are in
+``dra.manager`` and below.
+
+Arguments (``PluginConfig("DynamicResources", args=...)``): ``bindingTimeout``,
+seconds PreBind waits for binding conditions (default 600, upstream's 10 minutes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
+from ..framework import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Handle,
+    Registry,
+    Status,
+    WatchedResource,
+)
+from ..nodeinfo import NodeInfo, PodInfo
+
+__all__ = ["NAME", "DynamicResources", "register"]
+
+NAME = "DynamicResources"
+GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+def _claim_may_help(pod: PodInfo, old: Any, new: Any) -> bool:
+    """A claim event helps a pod it belongs to, or frees devices (deallocated or deleted while allocated).
+
+    The queue asks this for every parked pod on every claim event: the cheap tests come first."""
+    if old is not None and (old.get("status") or {}).get("allocation") and \
+            (new is None or not (new.get("status") or {}).get("allocation")):
+        return True
+    meta = (new if new is not None else old).get("metadata") or {}
+    if meta.get("namespace") != pod.namespace:
+        return False
+    refs = meta.get("ownerReferences")
+    if refs:  # generated for a pod: it concerns that pod only
+        return any(ref.get("uid") == pod.uid for ref in refs)
+    return meta.get("name") in {n for _, n in pod_claim_names(pod.obj) if n}
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _uses_claims(pod: PodInfo, old: Any, new: Any) -> bool:
+    return bool((pod.obj.get("spec") or {}).get("resourceClaims"))
+
+
+class DynamicResources:
+    def __init__(self, handle: Handle, binding_timeout: float = 600.0) -> None:
+        self.handle = handle
+        self.manager = DraManager(binding_timeout)
+        m = self.manager
+        handle.add_event_handler("resourceslices", m.on_slice, lambda _o, n: m.on_slice(n), m.on_slice_delete)
+        handle.add_event_handler("deviceclasses", m.on_class, lambda _o, n: m.on_class(n), m.on_class_delete)
+        handle.add_event_handler("resourceclaims", m.on_claim, lambda _o, n: m.on_claim(n), m.on_claim_delete)
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> DynamicResources:
+        return cls(handle, float(args.get("bindingTimeout", 600.0)))
+
+    def name(self) -> str:
+        return NAME
+
+    def resources_to_watch(self) -> list[WatchedResource]:
+        return [WatchedResource(GROUP, VERSION, "resourceslices", namespaced=False),
+                WatchedResource(GROUP, VERSION, "deviceclasses", namespaced=False),
+                WatchedResource(GROUP, VERSION, "resourceclaims")]
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        changed = ActionType.ADD | ActionType.UPDATE | ActionType.DELETE
+        return [ClusterEvent("resourceclaims", changed, self._claim_may_help),
+                ClusterEvent("resourceslices", changed, _uses_claims),
+                ClusterEvent("deviceclasses", ActionType.ADD | ActionType.UPDATE, _uses_claims)]
+
+    def _claim_may_help(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        # The queue hears of a claim before this plugin's handler does, and re-runs PreEnqueue
+        # (which looks the claim up here) at once for the pods it moves: record the claim first.
+        if new is not None and self.manager.claims.get(_key(new)) is not new:
+            self.manager.on_claim(new)
+        return _claim_may_help(pod, old, new)
+
+    # -- scheduling cycle
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """Keep a pod out of activeQ until its claims exist (no attempt, no FailedScheduling)."""
+        if not (pod.obj.get("spec") or {}).get("resourceClaims"):
+            return None
+        reason = self.manager.missing_claim(pod.obj)
+        return None if reason is None else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, plugin=NAME)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        try:
+            pc = self.manager.pre_filter(pod.obj)
+        except Unschedulable as e:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(e), plugin=NAME)
+        if pc is None:
+            return Status(Code.SKIP, plugin=NAME)
+        state.write(NAME, pc)
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        reason = self.manager.filter(state.read(NAME), node.name, node.labels)
+        return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        pc: PodClaims | None = state.get(NAME)
+        if pc is None:
+            return None
+        node = self.handle.nodes().get(node_name)
+        reason = self.manager.reserve(pc, node_name, node.labels if node is not None else {})
+        return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        pc: PodClaims | None = state.get(NAME)
+        if pc is None:
+            return
+        if pc.written:  # PreBind wrote before a later step failed: take it back
+            self.handle.spawn(self.manager.release(self.handle.client, pc, pod.obj))
+        else:
+            self.manager.unreserve(pc)
+
+    # -- binding cycle
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        pc: PodClaims | None = state.get(NAME)
+        if pc is None:
+            return None
+        try:
+            await self.manager.pre_bind(self.handle.client, pc, pod.obj, node_name)
+        except BindingFailed as e:
+            return Status(Code.UNSCHEDULABLE, str(e), plugin=NAME)
+        return None
+
+
+def register(registry: Registry) -> None:
+    """Called by ``plugins.default_registry()`` when this module is present."""
+    registry.register(NAME, DynamicResources.build)

@@ -1,0 +1,199 @@
+"""Over a real socket: `controlplane serve` runs the scheduler and the resourceclaim controller; a pod
+with a claim template gets a claim, the claim gets devices, the pod gets bound; its end releases them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.scheduler.dra.benchdata import (
+    cluster_invariants,
+    create_gpu_cluster,
+    gpu_cluster,
+    gpu_node,
+    gpu_pod,
+)
+from controlplane.scheduler.dra.claims import POD_CLAIM_NAME
+from controlplane.scheduler.dra.manager import FINALIZER
+from tests.test_cli import Serve, start_serve
+
+R = ("resource.k8s.io", "v1")
+NODE = "gpu-node-e0"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    s = start_serve(tmp_path_factory.mktemp("dra"))
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+async def setup_cluster(c: Client) -> None:
+    await create_gpu_cluster(c, gpu_cluster(nodes=1, gpus_per_node=1, node_prefix="gpu-node-e"))
+
+
+async def test_pod_with_claim_template_is_bound_with_devices_and_released_when_deleted(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        await setup_cluster(c)
+        pods = resource_path("", "v1", "pods", "default")
+        claims = resource_path(*R, "resourceclaims", "default")
+        await c.create(pods, gpu_pod("trainer", "default", "mig-3g"))
+
+        async def bound() -> dict[str, Any] | None:
+            p = await c.get(f"{pods}/trainer")
+            return p if p["spec"].get("nodeName") else None
+
+        pod = await eventually(bound)
+        assert pod["spec"]["nodeName"] == NODE
+        [status] = pod["status"]["resourceClaimStatuses"]
+        assert status["name"] == "gpu" and status["resourceClaimName"].startswith("trainer-gpu-")
+        claim = await c.get(f"{claims}/{status['resourceClaimName']}")
+        meta = claim["metadata"]
+        assert len(meta["name"]) == len("trainer-gpu-") + 5
+        assert meta["annotations"][POD_CLAIM_NAME] == "gpu"
+        assert meta["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+        assert meta["ownerReferences"][0]["controller"] is True
+        assert FINALIZER in meta["finalizers"]
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["driver"] == "gpu.example.com" and result["device"].startswith("gpu-0-3g-")
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "trainer",
+                                                   "uid": pod["metadata"]["uid"]}]
+        terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == [NODE]
+
+        # Two more 3g pods: the GPU has room for two 3g partitions only (80Gi), so the third waits.
+        await c.create(pods, gpu_pod("second", "default", "mig-3g"))
+        await c.create(pods, gpu_pod("third", "default", "mig-3g"))
+
+        async def placed(name: str) -> bool:
+            return bool((await c.get(f"{pods}/{name}"))["spec"].get("nodeName"))
+
+        await eventually(lambda: placed("second"))
+        await asyncio.sleep(1.0)
+        assert not await placed("third")
+        assert await cluster_invariants(c) == []
+
+        # The first pod ends: its claim is released and deleted, and the third pod fits.
+        await c.delete(f"{pods}/trainer")
+
+        async def claim_gone() -> bool:
+            try:
+                await c.get(f"{claims}/{status['resourceClaimName']}")
+            except ApiError as e:
+                return e.code == 404
+            return False
+
+        await eventually(claim_gone)
+        await eventually(lambda: placed("third"))
+        assert len((await c.list(claims))["items"]) == 2
+        assert await cluster_invariants(c) == []
+
+
+async def test_claim_of_a_finished_pod_is_released(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        pods = resource_path("", "v1", "pods", "default")
+        claims = resource_path(*R, "resourceclaims", "default")
+        # The first test left two 3g partitions in use, which take all of the GPU's memory.
+        for name in ("second", "third"):
+            await c.delete(f"{pods}/{name}")
+
+        async def no_claims() -> bool:
+            return not (await c.list(claims))["items"]
+
+        await eventually(no_claims)
+        # A claim by name (not from a template) stays, but loses its allocation when its pod is done.
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "shared-1g", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                     "deviceClassName": "mig-1g.gpu.example.com"}}]}}}
+        await c.create(claims, claim)
+        pod = gpu_pod("batch", "default", "mig-1g")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared-1g"}]
+        await c.create(pods, pod)
+
+        async def allocated() -> dict[str, Any] | None:
+            got = await c.get(f"{claims}/shared-1g")
+            return got if (got.get("status") or {}).get("allocation") else None
+
+        await eventually(allocated)
+        p = await c.get(f"{pods}/batch")
+        p["status"] = {**(p.get("status") or {}), "phase": "Succeeded"}
+        await c.update(f"{pods}/batch/status", p)
+
+        async def released() -> dict[str, Any] | None:
+            got = await c.get(f"{claims}/shared-1g")
+            st = got.get("status") or {}
+            done = not st.get("allocation") and not st.get("reservedFor")
+            # Then the finalizer goes, in a second write.
+            return got if done and FINALIZER not in (got["metadata"].get("finalizers") or []) else None
+
+        got = await eventually(released)
+        assert got["metadata"]["name"] == "shared-1g"  # a claim by name is not deleted
+
+
+async def test_binding_conditions_hold_the_pod_until_the_device_is_ready(served: Serve) -> None:
+    """A device with bindingConditions: PreBind waits for them on the claim's status.devices."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        node = "fabric-node"
+        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
+        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
+                       {**created, "status": gpu_node(node, 1)["status"]})
+        await c.create(resource_path(*R, "deviceclasses"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fabric"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fabric.example.com"'}}]}})
+        await c.create(resource_path(*R, "resourceslices"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric-slice"},
+            "spec": {"driver": "fabric.example.com", "nodeName": node,
+                     "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "link-0", "bindsToNode": True,
+                                  "bindingConditions": ["example.com/attached"],
+                                  "bindingFailureConditions": ["example.com/attach-failed"]}]}})
+        claims = resource_path(*R, "resourceclaims", "default")
+        pods = resource_path("", "v1", "pods", "default")
+        await c.create(claims, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                "metadata": {"name": "link", "namespace": "default"},
+                                "spec": {"devices": {"requests": [{"name": "l", "exactly": {
+                                    "deviceClassName": "fabric"}}]}}})
+        pod = gpu_pod("attached", "default", "unused")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "link"}]
+        await c.create(pods, pod)
+
+        async def allocated() -> dict[str, Any] | None:
+            got = await c.get(f"{claims}/link")
+            return got if (got.get("status") or {}).get("allocation") else None
+
+        claim = await eventually(allocated)
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["bindingConditions"] == ["example.com/attached"]
+        await asyncio.sleep(0.5)
+        assert not (await c.get(f"{pods}/attached"))["spec"].get("nodeName")  # still waiting in PreBind
+        # The driver reports the device attached.
+        claim["status"]["devices"] = [{"driver": "fabric.example.com", "pool": "fabric", "device": "link-0",
+                                       "conditions": [{"type": "example.com/attached", "status": "True",
+                                                       "reason": "Attached", "message": "",
+                                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]
+        await c.update(f"{claims}/link/status", claim)
+
+        async def bound() -> bool:
+            return bool((await c.get(f"{pods}/attached"))["spec"].get("nodeName") == node)
+
+        await eventually(bound)
