@@ -21,16 +21,19 @@ exceed a limit::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from .catalog import Catalog, Offering, Option
 from .labels import INSTANCE_TYPE
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, tolerates
-from .resources import Resources, add
+from .resources import Resources, add, fits, parse_resources
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
-__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest"]
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose"]
+
+Obj = dict[str, Any]
 
 MAX_INSTANCE_TYPES = 60  # Karpenter hands a NodeClaim at most this many, cheapest first
 
@@ -73,6 +76,15 @@ def cheapest(options: Sequence[Option], reqs: Requirements) -> tuple[Option, Off
         if offering is not None and (best is None or offering.price < best[1].price):
             best = (o, offering)
     return best
+
+
+def choose(catalog: Catalog, claim: Obj) -> tuple[Option, Offering] | None:
+    """What the cloud provider launches for ``claim``: the cheapest compatible
+    offering of a type that holds the claim's requests."""
+    spec = claim.get("spec") or {}
+    reqs = Requirements.parse(spec.get("requirements"))
+    requests = parse_resources((spec.get("resources") or {}).get("requests"))
+    return cheapest([o for o in catalog if fits(requests, o.allocatable)], reqs)
 
 
 @dataclass(slots=True)
