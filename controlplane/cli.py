@@ -2,6 +2,7 @@
 
     controlplane serve [--host H] [--port P] [--data-dir D] [--store URL] ...
     controlplane bench NAME [ARGS...]
+    controlplane nodes --kubeconfig PATH --count N [--stages FILE]
 
 Option names are fixed by DESIGN.md. Heavy modules (uvicorn, FastAPI, the
 store, a benchmark's own) are imported inside the subcommand that needs them:
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
+
+    from .nodes.cli import add_parser as add_nodes_parser  # argparse only: cheap
+
+    add_nodes_parser(sub)
 
     from .bench import BENCHMARKS  # a dict of strings: cheap
 

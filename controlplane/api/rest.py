@@ -98,6 +98,7 @@ class KubeApi:
         self._get_store = get_store
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
+        self._pods = registry.get("", "v1", "pods")
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -299,7 +300,10 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
             body = await self._body(scope, receive)
-            deleted = await self._delete(rtype, namespace, name, _delete_options(body))
+            options = _delete_options(body)
+            if "gracePeriodSeconds" in query and options.get("gracePeriodSeconds") is None:
+                options["gracePeriodSeconds"] = _non_negative(query["gracePeriodSeconds"], 0, "gracePeriodSeconds")
+            deleted = await self._delete(rtype, namespace, name, options)
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
 
@@ -502,7 +506,7 @@ class KubeApi:
         if manager is not None:
             managedfields.record_write(rtype, old, obj, manager, subresource)
         meta = obj["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+        if _finalized(meta) and rtype is not self._namespaces:
             return await self._finish(rtype, key, name, obj, expected or current.mod_revision)
         self._admit(rtype, obj, old, subresource)
         try:
@@ -553,7 +557,7 @@ class KubeApi:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
             meta.pop("resourceVersion", None)  # checked above: stored objects carry none
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+            if _finalized(meta) and rtype is not self._namespaces:
                 meta["name"] = name
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
             meta["name"] = name
@@ -612,7 +616,7 @@ class KubeApi:
             self._admit(rtype, obj, old, subresource)
             if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                 return _object(current.value, current.mod_revision), False
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and rtype is not self._namespaces:
+            if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision), False
             try:
                 return await self._replace(rtype, key, name, obj, current.mod_revision), False
@@ -640,6 +644,17 @@ class KubeApi:
                 raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                         f"{current.mod_revision}")
+            if rtype is self._pods:
+                graceful = _graceful_pod_delete(obj, options or {})
+                if graceful is not None:
+                    if graceful:
+                        try:
+                            rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
+                        except store.Conflict:
+                            continue
+                        meta["resourceVersion"] = str(rev)
+                        return obj
+                    return _object(current.value, current.mod_revision)  # its grace period is running
             terminating = rtype is self._namespaces
             definition = rtype is self.crds.type  # its custom resources go first
             if meta.get("finalizers") or terminating or definition:
@@ -1056,6 +1071,61 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
     await send({"type": "http.response.body", "body": b"]}"})
 
 
+def _finalized(meta: dict[str, Any]) -> bool:
+    """An object being deleted whose finalizers are gone and whose grace period is over
+    (upstream's ShouldDeleteDuringUpdate): a write that leaves it so deletes it."""
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers") \
+        and not meta.get("deletionGracePeriodSeconds")
+
+
+def _graceful_pod_delete(pod: dict[str, Any], options: dict[str, Any]) -> bool | None:
+    """Graceful deletion of a pod, as kube-apiserver's BeforeDelete with the pod strategy's
+    CheckGracefulDelete: a pod bound to a node and not finished gets ``deletionTimestamp =
+    now + grace`` and ``deletionGracePeriodSeconds = grace`` (grace: the options', else
+    ``spec.terminationGracePeriodSeconds``), and stays until its kubelet deletes it with
+    grace 0; a second delete may only shorten the grace. Changes ``pod`` in place.
+
+    True: ``pod`` was marked (store it); False: a deletion is pending and this one changes
+    nothing; None: no grace, delete now (or mark for finalizers) as any object."""
+    meta, spec = pod.setdefault("metadata", {}), pod.get("spec") or {}
+    asked = options.get("gracePeriodSeconds")
+    if asked is not None and (isinstance(asked, bool) or not isinstance(asked, int)):
+        raise ApiError.bad_request(f"gracePeriodSeconds must be an integer, not {asked!r}")
+    if meta.get("deletionTimestamp"):
+        current = meta.get("deletionGracePeriodSeconds")
+        if not current:
+            return None if not meta.get("finalizers") else False
+        if asked is None or asked >= current:
+            return False
+        start = _parse_time(meta["deletionTimestamp"]) - current
+        period = max(0, asked)
+    else:
+        period = asked if asked is not None else spec.get("terminationGracePeriodSeconds", 30)
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            period = 0
+        if period < 0:
+            period = 1
+        if period == 0:
+            return None
+        start = time.time()
+    if period == 0:
+        if not meta.get("finalizers"):
+            return None
+        meta["deletionGracePeriodSeconds"] = 0
+        return True
+    meta["deletionTimestamp"] = _format_time(start + period)
+    meta["deletionGracePeriodSeconds"] = period
+    return True
+
+
+def _parse_time(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _format_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _delete_options(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
@@ -1109,7 +1179,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         else:
             new.pop("status", None)
     meta = new["metadata"]
-    for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+    for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in old_meta:
             meta[field] = old_meta[field]
         else:

@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "store": "store.bench:main",
     "api": "controlplane.bench.api:main",
     "watchcache": "controlplane.bench.watchcache:main",
+    "nodes": "controlplane.bench.nodes:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -1,0 +1,15 @@
+"""Simulated nodes and pod lifecycle (KWOK-like), as a client of the API.
+
+- ``simulator``: ``NodeSimulator``, the kubelets of every Node annotated
+  ``kwok.x-k8s.io/node: fake`` (heartbeats, pod stages, image pulls, pod IPs)
+  and the node lifecycle controller's taint-based eviction for them;
+- ``stages`` (with ``gotemplate``, ``jqpath``, ``native``): KWOK's Stage format;
+- ``images``: per-node image cache and the pull model;
+- ``ipam``: pod CIDRs and pod IPs;
+- ``instancetypes``: the instance-type catalog (shared with the autoscaler);
+- ``wheel``: the timing wheel that spreads heartbeats;
+- ``failures``: failure injection through the API (``inject_failure``);
+- ``component``: the starter ``controlplane serve`` runs; ``cli``: ``controlplane nodes``.
+
+Importing this package imports nothing heavy; import the modules you need.
+"""

@@ -1,0 +1,98 @@
+"""``controlplane nodes``: the node simulator against any API server.
+
+    controlplane nodes --kubeconfig PATH --count N [--stages FILE] [--instance-type T] ...
+    controlplane nodes --kubeconfig PATH --fail NODE [--mode unreachable|not-ready]
+    controlplane nodes --kubeconfig PATH --recover NODE
+
+Only argparse is imported here: the simulator's modules load when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("nodes", help="simulate nodes (KWOK-like) against an API server",
+                       description="Simulate nodes and the pods bound to them, as a client of an API server: "
+                                   "create --count nodes and manage every node annotated kwok.x-k8s.io/node=fake. "
+                                   "With --fail/--recover, inject a node failure and exit.")
+    p.add_argument("--kubeconfig", type=Path, required=True, help="the kubeconfig of the server to use")
+    p.add_argument("--count", type=int, default=0, help="nodes to create at start (default: %(default)s)")
+    p.add_argument("--stages", type=Path, default=None, metavar="FILE",
+                   help="KWOK Stage YAML (multi-document) replacing the built-in stages")
+    p.add_argument("--instance-type", default="cpu-large", help="the created nodes' type (default: %(default)s)")
+    p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
+                   help="an instance-type catalog (YAML/JSON) replacing the built-in one")
+    p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
+    p.add_argument("--renew-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="lease renewal interval (default: %(default)s)")
+    p.add_argument("--job-seconds", type=float, default=1.0,
+                   help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
+                        "(default: %(default)s)")
+    p.add_argument("--node-monitor-grace-period", type=float, default=50.0, metavar="SECONDS",
+                   help="how long after a node's kubelet stops it is marked Unknown and tainted "
+                        "(default: %(default)s)")
+    p.add_argument("--fail", metavar="NODE", help="inject a failure into NODE and exit")
+    p.add_argument("--mode", choices=("unreachable", "not-ready"), default="unreachable",
+                   help="the failure --fail injects (default: %(default)s)")
+    p.add_argument("--recover", metavar="NODE", help="clear NODE's injected failure and exit")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=_run)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.count < 0:
+        print("controlplane nodes: error: --count must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from ..client import ApiError, Client
+
+    client = Client.from_kubeconfig(str(args.kubeconfig))
+    try:
+        if args.fail or args.recover:
+            from .failures import clear_failure, inject_failure
+
+            try:
+                if args.fail:
+                    await inject_failure(client, args.fail, args.mode)
+                else:
+                    await clear_failure(client, args.recover)
+            except ApiError as e:
+                print(f"controlplane nodes: error: {e}", file=sys.stderr)
+                return 1
+            return 0
+        from .config import SimConfig
+        from .instancetypes import DEFAULT_CATALOG, load_catalog
+        from .simulator import NodeSimulator
+        from .stages import StageError, load_stages
+
+        try:
+            stages = load_stages(args.stages.read_text()) if args.stages else None
+            catalog = load_catalog(args.instance_types) if args.instance_types else DEFAULT_CATALOG
+            sim = NodeSimulator(client, SimConfig(
+                count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,
+                name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
+                node_monitor_grace_period=args.node_monitor_grace_period))
+        except (OSError, ValueError, StageError) as e:
+            print(f"controlplane nodes: error: {e}", file=sys.stderr)
+            return 1
+        await sim.run()
+        return 0
+    finally:
+        await client.aclose()

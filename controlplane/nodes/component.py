@@ -1,0 +1,29 @@
+"""The node simulator as a component of ``controlplane serve``.
+
+``start(client, config)`` is the starter ``controlplane.components`` runs once
+the server is ready, with an in-process client: with ``--nodes N`` > 0 it
+creates N nodes and simulates them, and every other node annotated
+``kwok.x-k8s.io/node: fake`` (the autoscaler's, say), until the server stops.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..client import Client
+from ..config import Config
+
+__all__ = ["start"]
+
+log = logging.getLogger(__name__)
+
+
+async def start(client: Client, config: Config) -> None:
+    if config.nodes <= 0 and not getattr(config, "autoscaler", False):
+        return
+    from .config import SimConfig
+    from .simulator import NodeSimulator
+
+    sim = NodeSimulator(client, SimConfig(count=config.nodes))
+    log.info("node simulator: creating %d nodes", config.nodes)
+    await sim.run()

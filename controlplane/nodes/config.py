@@ -1,0 +1,44 @@
+"""The node simulator's settings, with upstream's defaults where upstream has one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .instancetypes import DEFAULT_CATALOG, InstanceType
+from .stages import Stage
+
+__all__ = ["FAKE_NODE_ANNOTATION", "FAILURE_ANNOTATION", "SimConfig"]
+
+# KWOK's convention: a Node with this annotation is simulated, whoever created it.
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# Failure injection through the API: "unreachable" (the kubelet stops: no lease, no
+# status; Ready becomes Unknown) or "not-ready" (the kubelet reports Ready=False).
+FAILURE_ANNOTATION = "nodes.controlplane.io/failure"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    count: int = 0  # nodes to create at start (names ``{name_prefix}{i}``)
+    name_prefix: str = "sim-node-"
+    instance_type: str = "cpu-large"
+    catalog: tuple[InstanceType, ...] = DEFAULT_CATALOG
+    zones: int = 3
+    racks_per_zone: int = 8
+    # The kubelet's lease: 40 s duration, renewed every quarter of it (KEP-589).
+    lease_duration_seconds: int = 40
+    renew_interval: float = 10.0
+    # nodeStatusUpdateFrequency (10 s) is how often the kubelet computes its status;
+    # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
+    status_report_frequency: float = 300.0
+    # The node lifecycle controller's --node-monitor-grace-period (50 s since 1.32).
+    node_monitor_grace_period: float = 50.0
+    job_seconds: float = 1.0  # how long a restartPolicy Never/OnFailure pod runs (default stages)
+    stages: list[Stage] | None = None  # None: the defaults (``stages.default_stages``)
+    cluster_cidr: str = "10.0.0.0/8"  # pod CIDRs are carved from it
+    node_network: str = "172.16.0.0/12"  # nodes' InternalIPs
+    tick: float = 0.05  # the timing wheel's resolution, seconds
+    write_concurrency: int = 64  # API writes in flight at once
+    serialize_image_pulls: bool = True  # the kubelet's serializeImagePulls
+    preloaded_images: tuple[str, ...] = ("registry.k8s.io/pause:3.10",)
+    seed: int | None = None
+    extra_labels: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,492 @@
+"""The subset of Go's ``text/template`` that KWOK stage templates use.
+
+KWOK renders a Stage's ``statusTemplate`` with Go templates (plus Sprig-like
+helpers of its own) and reads the result as YAML. This module parses a
+template once (``Template(text)``) and renders it against a dict
+(``render(data, funcs)``). Supported:
+
+- text and actions ``{{ ... }}``, with ``{{-`` / ``-}}`` trimming the
+  whitespace beside them, and ``{{/* comments */}}``;
+- ``if`` / ``else if`` / ``else`` / ``end``, ``with`` / ``else`` / ``end``,
+  ``range`` over lists and maps (``range $i, $e := ...``, ``range $e := ...``,
+  ``else`` when empty);
+- pipelines ``a | f b`` (the value goes last, as in Go), parentheses, fields
+  ``.a.b`` on the dot, on ``$`` (the root) and on variables ``$x.a``,
+  ``$x := ...`` and ``$x = ...``, string (``"..."`` and raw), number, ``true``,
+  ``false`` and ``nil`` literals;
+- the functions ``and or not eq ne lt le gt ge len index print printf``
+  (``%s %d %v %q`` only) and whatever the caller passes in ``funcs`` (the
+  stage engine passes KWOK's: ``Now``, ``Quote``, ``YAML``, ``NodeIP``,
+  ``PodIP``, ``NodeIPWith``, ``PodIPWith``, ``NodeName``, ``NodePort``,
+  ``NodeConditions``, ``Version``).
+
+Not supported (and rejected by name at parse time, never ignored): ``define``,
+``template``, ``block``, ``break``, ``continue``, method calls on values.
+A missing map key renders as ``<no value>`` as in Go.
+
+    >>> Template('phase: {{ .status.phase | printf "%q" }}').render({"status": {"phase": "Running"}}, {})
+    'phase: "Running"'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Template", "TemplateError", "go_format", "truthy"]
+
+
+class TemplateError(ValueError):
+    pass
+
+
+_ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<str>"(?:[^"\\]|\\.)*")
+    | (?P<raw>`[^`]*`)
+    | (?P<num>-?\d+(?:\.\d+)?)
+    | (?P<var>\$[A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
+    | (?P<field>(?:\.[A-Za-z0-9_]+)+|\.)
+    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
+    | (?P<op>:=|=|\||\(|\)|,)
+    )""", re.X)
+
+
+def truthy(v: Any) -> bool:
+    return not (v is None or v is False or (v == 0 and not isinstance(v, bool) and isinstance(v, int | float))
+                or (isinstance(v, str | list | dict | tuple) and len(v) == 0))
+
+
+def go_format(v: Any) -> str:
+    """How ``{{ v }}`` prints ``v``."""
+    if v is None:
+        return "<no value>"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, list):
+        return "[" + " ".join(go_format(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{go_format(v[k])}" for k in sorted(v)) + "]"
+    return str(v)
+
+
+# ----------------------------------------------------------------- expressions
+
+@dataclass(slots=True)
+class _Lit:
+    value: Any
+
+
+@dataclass(slots=True)
+class _Field:  # base None: the dot; base "$": the root; base "$x": a variable
+    base: str | None
+    path: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    args: list[Any]
+
+
+@dataclass(slots=True)
+class _Pipe:
+    commands: list[Any]  # each a _Call or an operand
+    declare: tuple[str, ...] = ()  # variables set by ":=" / "="
+    assign: bool = False
+
+
+@dataclass(slots=True)
+class _Sub:  # (pipeline).field
+    pipe: _Pipe
+    path: tuple[str, ...]
+
+
+def _lex(src: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(src):
+        if src[pos:].strip() == "":
+            break
+        m = _TOKEN.match(src, pos)
+        if m is None or m.end() == pos:
+            raise TemplateError(f"unexpected {src[pos:].strip()[:20]!r} in action {{{{{src}}}}}")
+        kind = m.lastgroup or ""
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, tokens: list[tuple[str, str]], src: str) -> None:
+        self.t = tokens
+        self.i = 0
+        self.src = src
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None:
+            raise TemplateError(f"unexpected end of action {{{{{self.src}}}}}")
+        self.i += 1
+        return tok
+
+    def pipeline(self, allow_decl: bool = True) -> _Pipe:
+        declare: list[str] = []
+        assign = False
+        if allow_decl:  # "$x :=", "$i, $e :=", "$x ="
+            j = self.i
+            names: list[str] = []
+            while j < len(self.t) and self.t[j][0] == "var" and "." not in self.t[j][1]:
+                names.append(self.t[j][1])
+                if j + 1 < len(self.t) and self.t[j + 1] == ("op", ","):
+                    j += 2
+                    continue
+                j += 1
+                break
+            if names and j < len(self.t) and self.t[j][0] == "op" and self.t[j][1] in (":=", "="):
+                declare, assign = names, self.t[j][1] == "="
+                self.i = j + 1
+        commands = [self.command()]
+        while self.peek() == ("op", "|"):
+            self.i += 1
+            commands.append(self.command())
+        return _Pipe(commands, tuple(declare), assign)
+
+    def command(self) -> Any:
+        operands: list[Any] = []
+        while True:
+            tok = self.peek()
+            if tok is None or (tok[0] == "op" and tok[1] in ("|", ")")):
+                break
+            operands.append(self.operand())
+        if not operands:
+            raise TemplateError(f"empty command in {{{{{self.src}}}}}")
+        head = operands[0]
+        if isinstance(head, _Call) and not head.args:
+            head.args = operands[1:]
+            return head
+        if len(operands) > 1:
+            raise TemplateError(f"can't give arguments to a non-function in {{{{{self.src}}}}}")
+        return head
+
+    def operand(self) -> Any:
+        kind, text = self.take()
+        if kind == "str":
+            return _Lit(json.loads(text))
+        if kind == "raw":
+            return _Lit(text[1:-1])
+        if kind == "num":
+            return _Lit(float(text) if "." in text else int(text))
+        if kind == "field":
+            return _Field(None, tuple(p for p in text.split(".") if p))
+        if kind == "var":
+            base, *path = text.split(".")
+            return _Field(base, tuple(path))
+        if kind == "ident":
+            if text in ("true", "false"):
+                return _Lit(text == "true")
+            if text == "nil":
+                return _Lit(None)
+            if "." in text:
+                raise TemplateError(f"method calls are not supported: {text}")
+            return _Call(text, [])
+        if (kind, text) == ("op", "("):
+            pipe = self.pipeline()
+            if self.take() != ("op", ")"):
+                raise TemplateError(f"unclosed parenthesis in {{{{{self.src}}}}}")
+            nxt = self.peek()
+            if nxt is not None and nxt[0] == "field" and nxt[1] != ".":
+                self.i += 1
+                return _Sub(pipe, tuple(p for p in nxt[1].split(".") if p))
+            return _Sub(pipe, ())
+        raise TemplateError(f"unexpected {text!r} in {{{{{self.src}}}}}")
+
+
+def _parse_pipe(src: str, allow_decl: bool = True) -> _Pipe:
+    p = _Parser(_lex(src), src)
+    pipe = p.pipeline(allow_decl)
+    if p.peek() is not None:
+        raise TemplateError(f"unexpected {p.peek()[1]!r} in {{{{{src}}}}}")  # type: ignore[index]
+    return pipe
+
+
+# ----------------------------------------------------------------- template tree
+
+@dataclass(slots=True)
+class _Block:
+    kind: str  # "if" | "with" | "range"
+    pipe: _Pipe
+    body: list[Any]
+    orelse: list[Any]
+
+
+_UNSUPPORTED = ("define", "template", "block", "break", "continue")
+
+
+def _parse(text: str) -> list[Any]:
+    pieces: list[tuple[str, str]] = []
+    pos = 0
+    for m in _ACTION.finditer(text):
+        lead = text[pos:m.start()]
+        if m.group(1):
+            lead = lead.rstrip()
+        if pieces and pieces[-1][0] == "trim":
+            pieces.pop()
+            lead = lead.lstrip()
+        pieces.append(("text", lead))
+        pieces.append(("action", m.group(2).strip()))
+        if m.group(3):
+            pieces.append(("trim", ""))
+        pos = m.end()
+    tail = text[pos:]
+    if pieces and pieces[-1][0] == "trim":
+        pieces.pop()
+        tail = tail.lstrip()
+    pieces.append(("text", tail))
+
+    root: list[Any] = []
+    stack: list[tuple[_Block, list[Any]]] = []  # (block, the list being filled)
+    current = root
+    for kind, src in pieces:
+        if kind == "text":
+            if src:
+                current.append(src)
+            continue
+        if src.startswith("/*"):
+            continue
+        word, _, rest = src.partition(" ")
+        if word in _UNSUPPORTED:
+            raise TemplateError(f"{{{{{word}}}}} is not supported")
+        if word in ("if", "with", "range"):
+            block = _Block(word, _parse_pipe(rest, allow_decl=word != "if"), [], [])
+            current.append(block)
+            stack.append((block, current))
+            current = block.body
+        elif word == "else":
+            if not stack:
+                raise TemplateError("{{else}} outside a block")
+            block = stack[-1][0]
+            if rest.strip().startswith("if ") or rest.strip().startswith("with "):
+                # "else if X" is "else" holding an "if X" that shares this block's "end"
+                w2, _, r2 = rest.strip().partition(" ")
+                inner = _Block(w2, _parse_pipe(r2, allow_decl=w2 != "if"), [], [])
+                block.orelse.append(inner)
+                stack.append((inner, _ELSE_CHAIN))
+                current = inner.body
+            else:
+                current = block.orelse
+        elif word == "end":
+            if not stack:
+                raise TemplateError("{{end}} outside a block")
+            block, parent = stack.pop()
+            while parent is _ELSE_CHAIN:  # an "else if" ends with its enclosing block
+                block, parent = stack.pop()
+            current = parent
+        else:
+            current.append(_parse_pipe(src))
+    if stack:
+        raise TemplateError(f"unclosed {{{{{stack[-1][0].kind}}}}}")
+    return root
+
+
+_ELSE_CHAIN: list[Any] = []
+
+
+Funcs = dict[str, Callable[..., Any]]
+
+
+def _index(v: Any, *keys: Any) -> Any:
+    for k in keys:
+        if v is None:
+            return None
+        if isinstance(v, list):
+            v = v[int(k)] if 0 <= int(k) < len(v) else None
+        elif isinstance(v, dict):
+            v = v.get(k)
+        else:
+            raise TemplateError(f"can't index {type(v).__name__}")
+    return v
+
+
+def _printf(fmt: str, *args: Any) -> str:
+    it = iter(args)
+
+    def sub(m: re.Match[str]) -> str:
+        verb = m.group(1)
+        if verb == "%":
+            return "%"
+        v = next(it, None)
+        if verb == "q":
+            return json.dumps(go_format(v))
+        if verb == "d":
+            return str(int(v)) if v is not None else "%!d(<nil>)"
+        return go_format(v)
+
+    return re.sub(r"%([sdvq%])", sub, fmt)
+
+
+def _eq(a: Any, *bs: Any) -> bool:
+    return any(a == b for b in bs)
+
+
+BUILTINS: Funcs = {
+    "and": lambda *a: next((x for x in a if not truthy(x)), a[-1]),
+    "or": lambda *a: next((x for x in a if truthy(x)), a[-1]),
+    "not": lambda a: not truthy(a),
+    "eq": _eq,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "len": lambda a: len(a),
+    "index": _index,
+    "print": lambda *a: "".join(go_format(x) for x in a),
+    "printf": _printf,
+}
+
+
+class Template:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tree = _parse(text)
+
+    def render(self, data: Any, funcs: Funcs) -> str:
+        out: list[str] = []
+        scopes: list[dict[str, Any]] = [{"$": data}]
+        _Exec({**BUILTINS, **funcs}, scopes, out).run(self.tree, data)
+        return "".join(out)
+
+
+class _Exec:
+    def __init__(self, funcs: Funcs, scopes: list[dict[str, Any]], out: list[str]) -> None:
+        self.funcs = funcs
+        self.scopes = scopes
+        self.out = out
+
+    def var(self, name: str) -> Any:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        raise TemplateError(f"undefined variable {name}")
+
+    def set_var(self, name: str, value: Any, assign: bool) -> None:
+        if assign:
+            for scope in reversed(self.scopes):
+                if name in scope:
+                    scope[name] = value
+                    return
+            raise TemplateError(f"undefined variable {name}")
+        self.scopes[-1][name] = value
+
+    def run(self, nodes: list[Any], dot: Any) -> None:
+        for node in nodes:
+            if isinstance(node, str):
+                self.out.append(node)
+            elif isinstance(node, _Pipe):
+                value = self.pipe(node, dot)
+                if not node.declare:
+                    self.out.append(go_format(value))
+            else:
+                self.block(node, dot)
+
+    def block(self, b: _Block, dot: Any) -> None:
+        self.scopes.append({})
+        try:
+            if b.kind == "range":
+                self.range(b, dot)
+                return
+            value = self.pipe(b.pipe, dot, declare_as_value=True)
+            if truthy(value):
+                self.run(b.body, value if b.kind == "with" else dot)
+            else:
+                self.run(b.orelse, dot)
+        finally:
+            self.scopes.pop()
+
+    def range(self, b: _Block, dot: Any) -> None:
+        pipe = b.pipe
+        value = self.pipe(_Pipe(pipe.commands), dot)
+        if isinstance(value, dict):
+            items: list[tuple[Any, Any]] = [(k, value[k]) for k in sorted(value)]
+        elif isinstance(value, list | tuple):
+            items = list(enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            items = [(i, i) for i in range(value)]
+        elif value is None:
+            items = []
+        else:
+            raise TemplateError(f"range can't iterate over {go_format(value)}")
+        if not items:
+            self.run(b.orelse, dot)
+            return
+        for k, v in items:
+            if len(pipe.declare) == 2:
+                self.scopes[-1][pipe.declare[0]] = k
+                self.scopes[-1][pipe.declare[1]] = v
+            elif len(pipe.declare) == 1:
+                self.scopes[-1][pipe.declare[0]] = v
+            self.run(b.body, v)
+
+    def pipe(self, p: _Pipe, dot: Any, declare_as_value: bool = False) -> Any:
+        value: Any = _MISSING
+        for cmd in p.commands:
+            value = self.command(cmd, dot, value)
+        for name in p.declare:
+            self.set_var(name, value, p.assign)
+        return value
+
+    def command(self, cmd: Any, dot: Any, piped: Any) -> Any:
+        if isinstance(cmd, _Call):
+            fn = self.funcs.get(cmd.name)
+            if fn is None:
+                raise TemplateError(f'function "{cmd.name}" not defined')
+            args = [self.operand(a, dot) for a in cmd.args]
+            if piped is not _MISSING:
+                args.append(piped)
+            try:
+                return fn(*args)
+            except TemplateError:
+                raise
+            except Exception as e:
+                raise TemplateError(f"error calling {cmd.name}: {e}") from e
+        if piped is not _MISSING:
+            raise TemplateError("can't pipe into a non-function")
+        return self.operand(cmd, dot)
+
+    def operand(self, op: Any, dot: Any) -> Any:
+        if isinstance(op, _Lit):
+            return op.value
+        if isinstance(op, _Field):
+            base = dot if op.base is None else self.var(op.base)
+            return _walk(base, op.path)
+        if isinstance(op, _Call):
+            return self.command(op, dot, _MISSING)
+        if isinstance(op, _Sub):
+            return _walk(self.pipe(op.pipe, dot), op.path)
+        raise TemplateError(f"bad operand {op!r}")
+
+
+_MISSING = object()
+
+
+def _walk(v: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if isinstance(v, dict):
+            v = v.get(key)
+        elif v is None:
+            return None
+        else:
+            raise TemplateError(f"can't evaluate field {key} in type {type(v).__name__}")
+    return v

@@ -1,0 +1,155 @@
+"""The jq expressions KWOK stage selectors and delays use as keys.
+
+KWOK evaluates a selector's ``key`` (and a delay's ``expressionFrom``) with
+gojq against the object. This is the subset its stage files use, compiled
+once and evaluated to the stream of values it yields:
+
+- paths: ``.metadata.name``, ``.metadata.annotations["a/b"]`` (also
+  ``.["a"]``), array iteration ``.[]`` (``.status.conditions.[]`` and
+  ``.status.conditions[]``), an index ``.[0]``;
+- pipes ``a | b``;
+- ``select(A == B)`` and ``select(A != B)`` where A and B are paths or
+  string, number, boolean or null literals.
+
+Anything else raises ``JqError`` when the stage is loaded.
+
+    >>> Jq('.status.conditions.[] | select( .type == "Ready" ) | .status').values(
+    ...     {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    ['True']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["Jq", "JqError"]
+
+
+class JqError(ValueError):
+    pass
+
+
+Step = Callable[[Any], Iterator[Any]]
+
+_SEGMENT = re.compile(r"""
+      \.?\[\s*\]                         # iterate
+    | \.?\[\s*(?P<idx>-?\d+)\s*\]        # index
+    | \.?\[\s*(?P<key>"(?:[^"\\]|\\.)*")\s*\]   # quoted key
+    | \.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)  # plain key
+""", re.X)
+_SELECT = re.compile(r"^select\s*\((?P<a>.*?)(?P<op>==|!=)(?P<b>.*)\)$", re.S)
+
+
+def _split_pipes(expr: str) -> list[str]:
+    parts, depth, quote, start = [], 0, False, 0
+    for i, ch in enumerate(expr):
+        if ch == '"' and (i == 0 or expr[i - 1] != "\\"):
+            quote = not quote
+        elif not quote:
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                depth -= 1
+            elif ch == "|" and depth == 0:
+                parts.append(expr[start:i])
+                start = i + 1
+    parts.append(expr[start:])
+    return [p.strip() for p in parts]
+
+
+def _path(src: str) -> list[Step]:
+    if src == ".":
+        return []
+    steps: list[Step] = []
+    pos = 0
+    while pos < len(src):
+        m = _SEGMENT.match(src, pos)
+        if m is None:
+            raise JqError(f"unsupported jq expression {src!r} (at {src[pos:]!r})")
+        if m.group("name") is not None:
+            steps.append(_key_step(m.group("name")))
+        elif m.group("key") is not None:
+            steps.append(_key_step(json.loads(m.group("key"))))
+        elif m.group("idx") is not None:
+            steps.append(_index_step(int(m.group("idx"))))
+        else:
+            steps.append(_iterate)
+        pos = m.end()
+    return steps
+
+
+def _key_step(key: str) -> Step:
+    def step(v: Any) -> Iterator[Any]:
+        if isinstance(v, dict):
+            yield v.get(key)
+        elif v is None:
+            yield None
+        # a key of a list or scalar is an error in jq; KWOK then treats the key as not matching
+
+    return step
+
+
+def _index_step(i: int) -> Step:
+    def step(v: Any) -> Iterator[Any]:
+        if isinstance(v, list):
+            yield v[i] if -len(v) <= i < len(v) else None
+        elif v is None:
+            yield None
+
+    return step
+
+
+def _iterate(v: Any) -> Iterator[Any]:
+    if isinstance(v, list):
+        yield from v
+    elif isinstance(v, dict):
+        yield from v.values()
+
+
+def _operand(src: str) -> Callable[[Any], list[Any]]:
+    src = src.strip()
+    if src.startswith("."):
+        inner = Jq(src)
+        return inner.values
+    try:
+        lit = json.loads(src)
+    except json.JSONDecodeError:
+        raise JqError(f"unsupported jq operand {src!r}") from None
+    return lambda _v: [lit]
+
+
+def _select(a: str, op: str, b: str) -> Step:
+    left, right = _operand(a), _operand(b)
+
+    def step(v: Any) -> Iterator[Any]:
+        for x in left(v):
+            for y in right(v):
+                if (x == y) == (op == "=="):
+                    yield v
+                    return
+
+    return step
+
+
+class Jq:
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+        self._steps: list[Step] = []
+        for part in _split_pipes(expr.strip()):
+            m = _SELECT.match(part)
+            if m:
+                self._steps.append(_select(m.group("a"), m.group("op"), m.group("b")))
+            elif part.startswith("."):
+                self._steps.extend(_path(part))
+            else:
+                raise JqError(f"unsupported jq expression {part!r} in {expr!r}")
+
+    def values(self, obj: Any) -> list[Any]:
+        """Every value the expression yields (jq's output stream), nulls included."""
+        stream: list[Any] = [obj]
+        for step in self._steps:
+            stream = [out for v in stream for out in step(v)]
+        return stream

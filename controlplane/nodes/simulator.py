@@ -1,0 +1,826 @@
+"""The node simulator: kubelets (and a node lifecycle controller) as an API client.
+
+``NodeSimulator(client, config)`` watches Nodes and Pods and writes back only
+through the API. It manages every Node annotated ``kwok.x-k8s.io/node: fake``
+(it creates ``config.count`` of them at start; others may create more), and
+the pods bound to them:
+
+- **heartbeats**: each node's Lease in ``kube-node-lease`` is renewed every
+  ``renew_interval`` (10 s), and its status posted every
+  ``status_report_frequency`` (5 min), as a kubelet with leases does. Nodes
+  are spread over the interval by a hash of their name on one timing wheel
+  (``wheel``), so 100,000 nodes are 10,000 renewals a second in even ticks,
+  not 100,000 at once;
+- **pods**: on every change of a pod on a managed node, its stages
+  (``stages``, KWOK's format) are evaluated and the first that matches runs
+  after its delay; before the first stage of a new pod its images are pulled
+  (``images``), the pod waiting in ``ContainerCreating`` meanwhile; pod IPs
+  come from the node's ``spec.podCIDR`` (``ipam``);
+- **failures** (``fail_node``/``recover_node``, or the annotation
+  ``nodes.controlplane.io/failure`` through the API): the node's kubelet stops
+  (``unreachable``) or reports ``Ready=False`` (``not-ready``); after the node
+  monitor grace period the node gets the upstream ``NoExecute`` taint and its
+  pods are evicted when their ``tolerationSeconds`` run out, as the node
+  lifecycle controller's taint-based eviction does.
+
+Per node the state is one ``_Node`` (slots: a few ints and strings, a pod IP
+pool, an image table); per pod a ``_Pod`` while it has a timer or an IP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import random
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from prometheus_client import Counter, Histogram
+
+from ..client import ApiError, Client, Informer, resource_path
+from ..metrics import REGISTRY
+from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
+from .failures import FAILURE_MODES
+from .images import ImageCatalog, NodeImages, PullModel
+from .instancetypes import InstanceType, catalog_by_name
+from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
+from .stages import Stage, StageError, StageSet, default_stages
+from .wheel import TimingWheel
+
+__all__ = ["LEASE_RENEW_LAG", "NodeSimulator", "POD_START_SECONDS", "VERSION"]
+
+log = logging.getLogger(__name__)
+
+VERSION = "v1.37.0-controlplane"
+LEASE_NAMESPACE = "kube-node-lease"
+KUBELET_PORT = 10250
+
+LEASE_RENEW_LAG = Histogram(
+    "controlplane_nodes_lease_renew_lag_seconds",
+    "How late a simulated node's lease renewal completed, against when it was due.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+    registry=REGISTRY,
+)
+LEASE_RENEWALS = Counter(
+    "controlplane_nodes_lease_renewals_total", "Lease renewals by result (ok, error).", ["result"],
+    registry=REGISTRY,
+)
+POD_START_SECONDS = Histogram(
+    "controlplane_nodes_pod_start_seconds",
+    "From the simulator first seeing a pod bound to one of its nodes to its Running status being written "
+    "(image pulls and stage delays included).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+    registry=REGISTRY,
+)
+STAGE_TRANSITIONS = Counter(
+    "controlplane_nodes_stage_transitions_total", "Stages applied, by stage and result (ok, error).",
+    ["stage", "result"], registry=REGISTRY,
+)
+EVICTIONS = Counter(
+    "controlplane_nodes_evictions_total", "Pods deleted by taint-based eviction from failed nodes.",
+    registry=REGISTRY,
+)
+
+_NODE_CONDITIONS = (
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"),
+)
+_TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+_TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _quote(v: Any) -> str:
+    if v is None:
+        v = ""
+    if not isinstance(v, str):
+        v = orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool) \
+            else str(v)
+    return orjson.dumps(v).decode()
+
+
+def _yaml(v: Any, indent: int = 0) -> str:
+    import yaml
+
+    text = yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip("\n")
+    pad = "  " * int(indent)
+    return "\n".join(pad + line for line in text.split("\n"))
+
+
+class _Node:
+    __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "manual", "name", "offset", "pod_ips",
+                 "since", "tainted")
+
+    def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
+        self.name = name
+        self.ip = ip
+        self.cidr = cidr
+        self.itype = itype
+        self.images = images
+        self.pod_ips = PodIPs(cidr)
+        self.offset = offset  # where in each renew interval its heartbeat falls
+        self.failed = ""  # "" | "unreachable" | "not-ready"
+        self.failure_gen = 0
+        self.manual = False  # failed by a call, not by the annotation: the annotation's absence does not recover it
+        self.tainted = 0.0  # when the NoExecute taint went on (monotonic), 0: none
+        self.since = now_rfc3339()  # Ready's lastTransitionTime
+
+
+class _Pod:
+    __slots__ = ("gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid", "wrote_creating")
+
+    def __init__(self, uid: str, node: str, seen: float) -> None:
+        self.uid = uid
+        self.node = node
+        self.seen = seen
+        self.gen = 0  # bumps cancel the pending timer
+        self.stage: str | None = None  # the stage whose timer is pending
+        self.ip: str | None = None
+        self.pulled_at: float | None = None  # when its images are (will be) on the node
+        self.wrote_creating = False
+        self.started = False
+
+
+class NodeSimulator:
+    def __init__(self, client: Client, config: SimConfig | None = None) -> None:
+        self.client = client
+        self.config = config = config or SimConfig()
+        self.rng = random.Random(config.seed)
+        stages = config.stages if config.stages is not None else default_stages(config.job_seconds)
+        self.pod_stages = StageSet(stages, "Pod", self.rng)
+        self.node_stages = StageSet(stages, "Node", self.rng)
+        self.catalog = catalog_by_name(config.catalog)
+        if config.instance_type not in self.catalog:
+            raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
+        self.image_catalog = ImageCatalog()
+        mask = node_cidr_mask(config.cluster_cidr, max(config.count, 256))
+        self.cidrs = CidrAllocator(config.cluster_cidr, mask)
+        self._node_net = ipaddress.ip_network(config.node_network)
+        self._node_ips: set[int] = set()
+        self._next_node_ip = 1
+        self.nodes: dict[str, _Node] = {}
+        self.pods: dict[str, _Pod] = {}  # "ns/name" -> state
+        self.pods_by_node: dict[str, set[str]] = {}
+        self.started = time.monotonic()
+        self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
+                                                                                      config.tick) + 1),
+                                                               time.monotonic())
+        self._writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._ready = asyncio.Event()
+        self.node_informer = Informer(client, resource_path("", "v1", "nodes"), on_add=self._node_seen,
+                                      on_update=lambda _old, new: self._node_seen(new), on_delete=self._node_gone)
+        self.pod_informer = Informer(client, resource_path("", "v1", "pods"), on_add=self._pod_seen,
+                                     on_update=lambda _old, new: self._pod_seen(new), on_delete=self._pod_gone)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.lease_renewals = 0
+        self.lease_lags: list[float] = []  # kept only while ``record_lags`` (the benchmark)
+        self.record_lags = False
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Run until cancelled: create the configured nodes, then simulate."""
+        self._tasks = [asyncio.create_task(self.node_informer.run(), name="nodes-informer"),
+                       asyncio.create_task(self.pod_informer.run(), name="pods-informer")]
+        self._tasks += [asyncio.create_task(self._writer(), name=f"nodes-writer-{i}")
+                        for i in range(self.config.write_concurrency)]
+        try:
+            await self.node_informer.synced.wait()
+            await self.pod_informer.synced.wait()
+            await self._ensure_namespace(LEASE_NAMESPACE)
+            await self.create_nodes(self.config.count)
+            self._ready.set()
+            await self._tick_loop()
+        finally:
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def ready(self) -> None:
+        """Until the configured nodes exist and the informers are synced."""
+        await self._ready.wait()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            due = self.wheel.next_due()
+            if due > now:
+                await asyncio.sleep(due - now)
+                now = time.monotonic()
+            for item in self.wheel.advance(now):
+                self._fire(item, now)
+
+    def _fire(self, item: tuple[Any, ...], now: float) -> None:
+        kind = item[0]
+        if kind == "lease":
+            _, name, due = item
+            node = self.nodes.get(name)
+            if node is None:
+                return
+            nxt = due + self.config.renew_interval
+            self.wheel.schedule(nxt, ("lease", name, nxt))
+            if node.failed != "unreachable":
+                self._write(lambda: self._renew(name, due))
+        elif kind == "status":
+            _, name = item
+            node = self.nodes.get(name)
+            if node is None:
+                return
+            self.wheel.schedule(now + self.config.status_report_frequency, ("status", name))
+            if not node.failed:
+                self._write(lambda: self._post_status(name))
+        elif kind == "pod":
+            _, key, gen = item
+            st = self.pods.get(key)
+            if st is not None and st.gen == gen:
+                self._write(lambda: self._run_stage(key, gen))
+        elif kind == "grace":
+            _, name, gen = item
+            node = self.nodes.get(name)
+            if node is not None and node.failed and node.failure_gen == gen:
+                self._write(lambda: self._taint_failed(name, gen))
+        elif kind == "evict":
+            _, key, uid = item
+            self._write(lambda: self._evict(key, uid))
+
+    def _write(self, job: Callable[[], Awaitable[None]]) -> None:
+        self._writes.put_nowait(job)
+
+    async def _writer(self) -> None:
+        while True:
+            job = await self._writes.get()
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                log.debug("simulator write failed: %s", e)
+            except Exception:
+                log.exception("simulator write failed")
+
+    # ------------------------------------------------------------------ nodes
+
+    def _allocate_node_ip(self) -> str:
+        while self._next_node_ip in self._node_ips:
+            self._next_node_ip += 1
+        offset = self._next_node_ip
+        if offset >= self._node_net.num_addresses - 1:
+            raise IPExhausted(f"no node address left in {self._node_net}")
+        self._node_ips.add(offset)
+        return str(self._node_net.network_address + offset)
+
+    def node_manifest(self, name: str, index: int, itype: InstanceType | None = None) -> dict[str, Any]:
+        """A Node as this simulator creates it (the autoscaler creates its own, annotated the same way)."""
+        itype = itype or self.catalog[self.config.instance_type]
+        zone = f"zone-{chr(ord('a') + index % max(1, self.config.zones))}"
+        rack = f"{zone}-rack-{(index // max(1, self.config.zones)) % max(1, self.config.racks_per_zone)}"
+        labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
+                  "topology.kubernetes.io/region": "region-1", "topology.controlplane.io/rack": rack,
+                  "type": "kwok", **itype.labels(), **self.config.extra_labels}
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": {"providerID": f"controlplane://{name}"}}
+
+    async def create_nodes(self, count: int, start: int = 0) -> None:
+        """Create nodes ``{prefix}{start}`` .. (those that exist are left alone), in parallel."""
+        path = resource_path("", "v1", "nodes")
+        sem = asyncio.Semaphore(self.config.write_concurrency)
+
+        async def one(i: int) -> None:
+            name = f"{self.config.name_prefix}{i}"
+            if name in self.node_informer.items:
+                return
+            async with sem:
+                try:
+                    await self.client.create(path, self.node_manifest(name, i))
+                except ApiError as e:
+                    if e.code != 409:
+                        raise
+
+        await asyncio.gather(*(one(i) for i in range(start, start + count)))
+
+    def _node_seen(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
+        if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake":
+            if name in self.nodes:
+                self._node_gone(obj)
+            return
+        node = self.nodes.get(name)
+        if node is None:
+            node = self._adopt(obj)
+            if node is None:
+                return
+        failure = (meta.get("annotations") or {}).get(FAILURE_ANNOTATION, "")
+        if failure in FAILURE_MODES and node.failed != failure:
+            self.fail_node(name, failure, manual=False)
+        elif not failure and node.failed and not node.manual:
+            self.recover_node(name)
+        if not node.failed:
+            stage = self.node_stages.select(obj)
+            if stage is not None:
+                self._write(lambda: self._apply_node_stage(name, stage))
+
+    def _adopt(self, obj: dict[str, Any]) -> _Node | None:
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+        name = meta["name"]
+        labels = meta.get("labels") or {}
+        itype = self.catalog.get(labels.get("node.kubernetes.io/instance-type", ""),
+                                 self.catalog[self.config.instance_type])
+        cidr = spec.get("podCIDR")
+        patch_spec = False
+        try:
+            if cidr:
+                self.cidrs.occupy(cidr)
+            else:
+                cidr = self.cidrs.allocate()
+                patch_spec = True
+            ip = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
+                      None)
+            if ip:
+                try:
+                    offset = int(ipaddress.ip_address(ip)) - int(self._node_net.network_address)
+                    if 0 < offset < self._node_net.num_addresses:
+                        self._node_ips.add(offset)
+                except ValueError:
+                    pass
+            else:
+                ip = self._allocate_node_ip()
+        except IPExhausted as e:
+            log.error("cannot adopt node %s: %s", name, e)
+            return None
+        model = PullModel(bandwidth_mbps=itype.registry_bandwidth_mbps, unpack_mbps=itype.unpack_mbps,
+                          unpack_workers=itype.unpack_workers)
+        images = NodeImages(model, serialize=self.config.serialize_image_pulls)
+        for image in self.config.preloaded_images:
+            images.preload(image)
+        offset = (zlib.crc32(name.encode()) % 10_000) / 10_000 * self.config.renew_interval
+        node = _Node(name, ip, cidr, itype, images, offset)
+        self.nodes[name] = node
+        if patch_spec:  # the node IPAM controller's part
+            self._write(lambda: self._patch_pod_cidr(name, cidr))
+        self._write(lambda: self._ensure_lease(name, meta.get("uid")))
+        now = time.monotonic()
+        cycle = int((now - self.started) // self.config.renew_interval)
+        first = self.started + cycle * self.config.renew_interval + offset
+        if first < now:
+            first += self.config.renew_interval
+        self.wheel.schedule(first, ("lease", name, first))
+        self.wheel.schedule(now + self.config.status_report_frequency * (0.5 + self.rng.random() / 2),
+                            ("status", name))
+        for key in list(self.pods_by_node.get(name, ())):  # pods seen before their node
+            pod = self.pod_informer.items.get(key)
+            if pod is not None:
+                self._pod_seen(pod)
+        return node
+
+    def _node_gone(self, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        node = self.nodes.pop(name, None)
+        if node is not None:
+            self.cidrs.release(node.cidr)
+
+    async def _patch_pod_cidr(self, name: str, cidr: str) -> None:
+        await self.client.patch(resource_path("", "v1", "nodes", name=name),
+                                {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}, patch_type="merge")
+
+    def _lease_body(self, name: str, uid: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": LEASE_NAMESPACE}
+        if uid:
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": self.config.lease_duration_seconds,
+                         "renewTime": _micro_time()}}
+
+    async def _ensure_lease(self, name: str, uid: str | None) -> None:
+        try:
+            await self.client.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
+                                     self._lease_body(name, uid))
+        except ApiError as e:
+            if e.code != 409:
+                raise
+
+    async def _renew(self, name: str, due: float) -> None:
+        node = self.nodes.get(name)
+        if node is None or node.failed == "unreachable":
+            return
+        path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
+        body = self._lease_body(name, None)
+        body["metadata"].pop("ownerReferences", None)
+        try:
+            # An update without a resourceVersion is unconditional: the kubelet owns its lease.
+            await self.client.update(path, body)
+            LEASE_RENEWALS.labels(result="ok").inc()
+        except ApiError as e:
+            LEASE_RENEWALS.labels(result="error").inc()
+            if e.code == 404:
+                await self._ensure_lease(name, None)
+            else:
+                raise
+        lag = max(0.0, time.monotonic() - due)
+        self.lease_renewals += 1
+        if self.record_lags:
+            self.lease_lags.append(lag)
+        LEASE_RENEW_LAG.observe(lag)
+
+    def _conditions(self, node: _Node, heartbeat: str) -> list[dict[str, Any]]:
+        out = []
+        for ctype, status, reason, message in _NODE_CONDITIONS:
+            if node.failed == "not-ready" and ctype == "Ready":
+                status, reason, message = "False", "KubeletNotReady", "container runtime is down (simulated)"
+            out.append({"type": ctype, "status": status, "reason": reason, "message": message,
+                        "lastHeartbeatTime": heartbeat, "lastTransitionTime": node.since})
+        return out
+
+    async def _post_status(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is None or node.failed == "unreachable":
+            return
+        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                {"status": {"conditions": self._conditions(node, now_rfc3339())}},
+                                patch_type="merge")
+
+    def _template_funcs(self, node: _Node | None) -> dict[str, Callable[..., Any]]:
+        def node_ip_with(node_name: Any) -> str:
+            n = self.nodes.get(str(node_name))
+            return n.ip if n is not None else ""
+
+        return {
+            "Now": now_rfc3339,
+            "Quote": _quote,
+            "YAML": _yaml,
+            "Version": lambda: VERSION,
+            "NodeIP": lambda: node.ip if node else "",
+            "NodeName": lambda: node.name if node else "",
+            "NodePort": lambda: KUBELET_PORT,
+            "NodeIPWith": node_ip_with,
+            "PodIP": lambda: "",
+            "PodIPWith": self._pod_ip_with,
+            "NodeConditions": lambda: [{"type": t, "status": s, "reason": r, "message": m}
+                                       for t, s, r, m in _NODE_CONDITIONS],
+        }
+
+    async def _apply_node_stage(self, name: str, stage: Stage) -> None:
+        node = self.nodes.get(name)
+        obj = self.node_informer.items.get(name)
+        if node is None or obj is None or node.failed or not stage.selector.matches(obj):
+            return
+        obj = dict(obj)
+        status = dict(obj.get("status") or {})
+        if not status.get("capacity"):  # what the instance type says, unless someone set it
+            status["capacity"] = status["allocatable"] = node.itype.capacity()
+            status["addresses"] = [{"type": "InternalIP", "address": node.ip},
+                                   {"type": "Hostname", "address": name}]
+            status["images"] = [{"names": [i], "sizeBytes": 700_000} for i in self.config.preloaded_images]
+        obj["status"] = status
+        try:
+            rendered = stage.next.render_status(obj, self._template_funcs(node))
+        except StageError as e:
+            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
+            log.warning("node %s, stage %s: %s", name, stage.name, e)
+            return
+        if rendered is not None:
+            for k in ("capacity", "allocatable", "addresses", "images"):
+                if k in status and k not in rendered:
+                    rendered[k] = status[k]
+            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                    {"status": rendered}, patch_type="merge")
+        await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
+        STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
+
+    # ------------------------------------------------------------------ failures
+
+    def fail_node(self, name: str, mode: str = "unreachable", manual: bool = True) -> None:
+        """Make node ``name`` fail: ``unreachable`` (lease and status stop; after the grace
+        period Ready is Unknown and the node tainted ``unreachable:NoExecute``) or
+        ``not-ready`` (its kubelet reports Ready=False; tainted ``not-ready:NoExecute``)."""
+        if mode not in FAILURE_MODES:
+            raise ValueError(f"failure mode {mode!r} is not one of {FAILURE_MODES}")
+        node = self.nodes[name]
+        node.failed = mode
+        node.manual = manual
+        node.failure_gen += 1
+        node.since = now_rfc3339()
+        for key in self.pods_by_node.get(name, ()):  # a dead kubelet advances no pod
+            st = self.pods.get(key)
+            if st is not None:
+                st.gen += 1
+                st.stage = None
+        if mode == "not-ready":
+            self._write(lambda: self._post_status(name))
+            self.wheel.schedule(time.monotonic(), ("grace", name, node.failure_gen))
+        else:
+            self.wheel.schedule(time.monotonic() + self.config.node_monitor_grace_period,
+                                ("grace", name, node.failure_gen))
+
+    def recover_node(self, name: str) -> None:
+        """Bring node ``name`` back: its kubelet posts Ready, the taints go."""
+        node = self.nodes[name]
+        if not node.failed:
+            return
+        node.failed = ""
+        node.failure_gen += 1
+        node.tainted = 0.0
+        node.since = now_rfc3339()
+
+        async def recover() -> None:
+            await self._post_status(name)
+            await self._set_taint(name, None)
+            await self._renew(name, time.monotonic())
+            for key in list(self.pods_by_node.get(name, ())):
+                pod = self.pod_informer.items.get(key)
+                if pod is not None:
+                    self._pod_seen(pod)
+
+        self._write(recover)
+
+    async def _set_taint(self, name: str, key: str | None) -> None:
+        """Replace the node lifecycle controller's NoExecute/NoSchedule taints with ``key``'s (None: none)."""
+        path = resource_path("", "v1", "nodes", name=name)
+        for _ in range(8):
+            obj = await self.client.get(path)
+            taints = [t for t in (obj.get("spec") or {}).get("taints") or []
+                      if t.get("key") not in (_TAINT_UNREACHABLE, _TAINT_NOT_READY)]
+            if key is not None:
+                taints += [{"key": key, "effect": "NoSchedule"},
+                           {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
+            try:
+                await self.client.patch(path, body, patch_type="merge")
+                return
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+
+    async def _taint_failed(self, name: str, gen: int) -> None:
+        node = self.nodes.get(name)
+        if node is None or node.failure_gen != gen or not node.failed:
+            return
+        if node.failed == "unreachable":  # the controller marks what the kubelet no longer reports
+            heartbeat = now_rfc3339()
+            conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
+                      "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": heartbeat,
+                      "lastTransitionTime": heartbeat} for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
+            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                    {"status": {"conditions": conds}}, patch_type="merge")
+        key = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
+        await self._set_taint(name, key)
+        node.tainted = time.monotonic()
+        for pod_key in list(self.pods_by_node.get(name, ())):
+            pod = self.pod_informer.items.get(pod_key)
+            if pod is not None:
+                self._schedule_eviction(pod_key, pod, key, node.tainted)
+
+    def _schedule_eviction(self, key: str, pod: dict[str, Any], taint: str, tainted: float) -> None:
+        """The taint manager's rule: no toleration of the NoExecute taint, evict now; one
+        with ``tolerationSeconds``, evict then; one without, never."""
+        seconds: float | None = 0.0
+        for t in (pod.get("spec") or {}).get("tolerations") or []:
+            if t.get("effect") not in (None, "", "NoExecute"):
+                continue
+            if (t.get("operator") == "Exists" and not t.get("key")) or t.get("key") == taint:
+                ts = t.get("tolerationSeconds")
+                if ts is None:
+                    seconds = None
+                    break
+                seconds = max(0.0, float(ts)) if seconds == 0.0 else min(seconds or 0.0, float(ts))
+        if seconds is None:
+            return
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        self.wheel.schedule(tainted + seconds, ("evict", key, uid))
+
+    async def _evict(self, key: str, uid: str) -> None:
+        pod = self.pod_informer.items.get(key)
+        if pod is None or pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
+            return
+        node = self.nodes.get((pod.get("spec") or {}).get("nodeName", ""))
+        if node is None or not node.failed:
+            return
+        ns, name = key.split("/", 1)
+        try:
+            await self.client.delete(resource_path("", "v1", "pods", ns, name),
+                                     {"preconditions": {"uid": uid}})
+            EVICTIONS.inc()
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+
+    # ------------------------------------------------------------------ pods
+
+    def _pod_ip_with(self, node_name: Any, host_network: Any = False, uid: Any = "", name: Any = "",
+                     namespace: Any = "") -> str:
+        node = self.nodes.get(str(node_name))
+        if node is None:
+            return ""
+        if host_network is True:
+            return node.ip
+        st = self.pods.get(f"{namespace}/{name}")
+        if st is not None and st.ip:
+            return st.ip
+        ip = node.pod_ips.allocate()
+        if st is not None:
+            st.ip = ip
+        return ip
+
+    def _pod_seen(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        node_name = spec.get("nodeName")
+        if not node_name:
+            return
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        self.pods_by_node.setdefault(node_name, set()).add(key)
+        node = self.nodes.get(node_name)
+        if node is None:
+            return
+        st = self.pods.get(key)
+        uid = meta.get("uid", "")
+        if st is None or st.uid != uid:
+            if st is not None:
+                self._release(st)
+            st = self.pods[key] = _Pod(uid, node_name, time.monotonic())
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip and not spec.get("hostNetwork") and node.pod_ips.occupy(ip):
+                st.ip = ip
+                st.started = True
+        if node.failed:
+            if node.tainted:
+                taint = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
+                self._schedule_eviction(key, pod, taint, node.tainted)
+            return
+        if not self._images_ready(key, st, node, pod):
+            return
+        stage = self.pod_stages.select(pod)
+        if stage is None:
+            st.stage = None
+            st.gen += 1
+            return
+        if st.stage == stage.name:
+            return  # already pending
+        st.gen += 1
+        st.stage = stage.name
+        delay = stage.delay.seconds(pod, datetime.now(UTC), self.rng) if stage.delay else 0.0
+        if delay <= 0:
+            gen = st.gen
+            self._write(lambda: self._run_stage(key, gen))
+        else:
+            self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
+
+    def _images_ready(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
+        """Before a new pod's first stage its images must be on the node: start the pulls
+        (once), write ``ContainerCreating`` while they run, come back when they are done."""
+        if st.started or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return True
+        now = time.monotonic()
+        if st.pulled_at is None:
+            ready = now
+            for c in [*(pod["spec"].get("initContainers") or []), *(pod["spec"].get("containers") or [])]:
+                image = self.image_catalog.lookup(str(c.get("image", "")))
+                at = node.images.ensure(image, str(c.get("imagePullPolicy") or "IfNotPresent"), now)
+                if at is None:
+                    at = float("inf")  # ErrImageNeverPull: stays waiting
+                ready = max(ready, at)
+            st.pulled_at = ready
+        if st.pulled_at <= now + self.config.tick:
+            return True
+        if st.stage == "(image pull)":
+            return False  # its timer is set
+        if not st.wrote_creating:
+            st.wrote_creating = True
+            self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")))
+        if st.pulled_at != float("inf"):
+            st.gen += 1
+            st.stage = "(image pull)"
+            self.wheel.schedule(st.pulled_at, ("pod", key, st.gen))
+        return False
+
+    async def _write_creating(self, key: str, uid: str, never: bool) -> None:
+        pod = self.pod_informer.items.get(key)
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return
+        now = now_rfc3339()
+        reason = "ErrImageNeverPull" if never else "ContainerCreating"
+        statuses = [{"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
+                     "started": False, "restartCount": 0, "state": {"waiting": {"reason": reason}}}
+                    for c in pod["spec"].get("containers") or []]
+        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        status: dict[str, Any] = {
+            "phase": "Pending", "startTime": now, "containerStatuses": statuses,
+            "conditions": [
+                {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": now},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+                 "lastTransitionTime": now},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            ],
+        }
+        if node is not None:
+            status["hostIP"] = node.ip
+            status["hostIPs"] = [{"ip": node.ip}]
+        ns, name = key.split("/", 1)
+        await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
+                                patch_type="merge")
+
+    async def _run_stage(self, key: str, gen: int) -> None:
+        st = self.pods.get(key)
+        pod = self.pod_informer.items.get(key)
+        if st is None or pod is None or st.gen != gen or pod["metadata"].get("uid") != st.uid:
+            return
+        node = self.nodes.get(st.node)
+        if node is None or node.failed:
+            return
+        if st.stage == "(image pull)":  # the pull is done: on to the stages
+            st.stage = None
+            self._pod_seen(pod)
+            return
+        stage = self.pod_stages.select(pod)
+        if stage is None or stage.name != st.stage:
+            st.stage = None
+            self._pod_seen(pod)
+            return
+        st.stage = None
+        ns, name = key.split("/", 1)
+        path = resource_path("", "v1", "pods", ns, name)
+        try:
+            rendered = stage.next.render_status(pod, self._template_funcs(node))
+            if rendered is not None:
+                await self.client.patch(path + "/status", {"status": rendered}, patch_type="merge")
+                if not st.started and rendered.get("phase") == "Running":
+                    st.started = True
+                    POD_START_SECONDS.observe(time.monotonic() - st.seen)
+            await self._finish_stage(ns, name, stage, pod, path)
+        except StageError as e:
+            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
+            log.warning("pod %s, stage %s: %s", key, stage.name, e)
+            return
+        except ApiError as e:
+            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
+            if e.code == 404:
+                return
+            # the informer will deliver the pod again (or already has): try the stage afresh then
+            st.gen += 1
+            self.wheel.schedule(time.monotonic() + 1.0, ("pod", key, st.gen))
+            st.stage = stage.name
+            raise
+        STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
+
+    async def _finish_stage(self, ns: str, name: str, stage: Stage, obj: dict[str, Any], path: str) -> None:
+        """The finalizer and delete parts of a stage's ``next``."""
+        meta = obj.get("metadata") or {}
+        finalizers = stage.next.finalizers(list(meta.get("finalizers") or []))
+        if finalizers is not None and finalizers != list(meta.get("finalizers") or []):
+            await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
+        if stage.next.delete:
+            try:
+                # as the kubelet does once the containers are gone: no further grace
+                await self.client.delete(path, {"gracePeriodSeconds": 0,
+                                                "preconditions": {"uid": meta.get("uid")}},
+                                         gracePeriodSeconds="0")
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+
+    def _pod_gone(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        keys = self.pods_by_node.get(spec.get("nodeName") or "")
+        if keys is not None:
+            keys.discard(key)
+        st = self.pods.get(key)
+        if st is not None and st.uid == meta.get("uid"):
+            del self.pods[key]
+            self._release(st)
+
+    def _release(self, st: _Pod) -> None:
+        st.gen += 1
+        if st.ip:
+            node = self.nodes.get(st.node)
+            if node is not None:
+                node.pod_ips.release(st.ip)
+            st.ip = None
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _ensure_namespace(self, name: str) -> None:
+        try:
+            await self.client.create(resource_path("", "v1", "namespaces"),
+                                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except ApiError as e:
+            if e.code != 409:
+                raise
