@@ -28,9 +28,9 @@ UNBOUNDED = 2**31 - 1
 _ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
             "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
 _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
-_NAMES = ({}, {}, {},
-          {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
-          {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())})
+_MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}  # noqa: SIM905
+_DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}  # noqa: SIM905
+_NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTHS, _DAYS)
 
 
 class Cron:

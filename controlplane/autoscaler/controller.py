@@ -115,8 +115,11 @@ class Autoscaler:
         def put(obj: Obj) -> None:
             into[key(obj)] = obj
 
+        def drop(obj: Obj) -> None:
+            into.pop(key(obj), None)
+
         return Informer(self.client, resource_path("resource.k8s.io", "v1", plural), on_add=put,
-                        on_update=lambda o, n: put(n), on_delete=lambda o: into.pop(key(o), None))
+                        on_update=lambda o, n: put(n), on_delete=drop)
 
     # -- informer handlers ------------------------------------------------------------------------
     def _pod_deleted(self, pod: Obj) -> None:
@@ -293,7 +296,7 @@ class Autoscaler:
     async def disrupt(self) -> list[Decision]:
         """One disruption pass: finish replacements whose new nodes are ready, then decide."""
         st = self.state
-        for old, (news, reason, pool) in list(self.replacing.items()):
+        for old, (news, _reason, _pool) in list(self.replacing.items()):
             if old not in st.nodeclaims:
                 del self.replacing[old]
                 continue

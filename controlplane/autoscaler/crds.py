@@ -115,7 +115,7 @@ def nodepool_crd() -> Obj:
     status = {"type": "object", "properties": {
         "resources": _RESOURCE_LIST, "nodes": {"type": "integer"}, "conditions": _CONDITIONS,
         "nodeClassObservedGeneration": {"type": "integer"}}}
-    columns = [
+    columns: list[Obj] = [
         {"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"},
         {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"},
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
@@ -136,7 +136,7 @@ def nodeclaim_crd() -> Obj:
         "nodeName": _STRING, "providerID": _STRING, "imageID": _STRING,
         "capacity": _RESOURCE_LIST, "allocatable": _RESOURCE_LIST, "conditions": _CONDITIONS,
         "lastPodEventTime": {"type": "string", "format": "date-time"}}}
-    columns = [
+    columns: list[Obj] = [
         {"name": "Type", "type": "string", "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"},
         {"name": "Capacity", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/capacity-type"},
         {"name": "Zone", "type": "string", "jsonPath": ".metadata.labels.topology\\.kubernetes\\.io/zone"},

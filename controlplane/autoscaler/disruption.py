@@ -175,9 +175,9 @@ class Disruption:
         plan = self.provisioner.plan(demands, trial, pools, self._usage(pools))
         if plan.unschedulable:
             return None
-        if cheaper_than is not None and plan.claims:
-            if len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than:
-                return None
+        if cheaper_than is not None and plan.claims and (
+                len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than):
+            return None
         # commit: the pods' new homes are taken for the rest of this pass
         by_name = {n.name: n for n in trial}
         for n in others:

@@ -37,7 +37,6 @@ from .labels import (
     FAKE_NODE_ANNOTATION,
     HOSTNAME,
     INITIALIZED,
-    NODEPOOL,
     REGISTERED,
     TERMINATION_FINALIZER,
     ZONE,
@@ -273,8 +272,8 @@ class Launcher:
         await asyncio.gather(*(self.evict(p) for p in pods))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout
-        while loop.time() < deadline and any(True for _ in self.state.pods_of(name)):
-            await asyncio.sleep(0.1)
+        while loop.time() < deadline and any(True for _ in self.state.pods_of(name)):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)  # the informer empties pods_of; polling it is simplest
 
     async def evict(self, pod: Obj) -> None:
         meta = pod.get("metadata") or {}

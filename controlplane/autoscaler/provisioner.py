@@ -21,8 +21,8 @@ exceed a limit::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from .catalog import Catalog, Offering, Option
 from .labels import INSTANCE_TYPE
@@ -70,7 +70,7 @@ def _price(o: Option, reqs: Requirements) -> float:
 def cheapest(options: Sequence[Option], reqs: Requirements) -> tuple[Option, Offering] | None:
     best: tuple[Option, Offering] | None = None
     for o in options:
-        if not o.requirements.compatible(reqs):
+        if not o.requirements.intersects(reqs):
             continue
         offering = o.cheapest(reqs)
         if offering is not None and (best is None or offering.price < best[1].price):
@@ -147,7 +147,7 @@ class Provisioner:
         keep: list[Option] = []
         for o in claim.options:
             merged = reqs.intersect(o.requirements)
-            if not o.requirements.compatible(reqs) or o.cheapest(merged) is None:
+            if not o.requirements.intersects(reqs) or o.cheapest(merged) is None:
                 continue
             if limit_room is not None and any(o.allocatable.get(k, 0) > v for k, v in limit_room.items()):
                 continue
@@ -166,7 +166,7 @@ class Provisioner:
                 claim.rejected.add(sig)
                 continue
             for term in pod.terms:
-                if not claim.requirements.compatible(term):
+                if not claim.requirements.intersects(term):
                     continue
                 reqs = claim.requirements.intersect(term)
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
@@ -187,7 +187,7 @@ class Provisioner:
                        if t.get("effect") in ("NoSchedule", "NoExecute")):
                 continue
             for term in pod.terms:
-                if not pool.requirements.compatible(term):
+                if not pool.requirements.intersects(term):
                     continue
                 reqs = pool.requirements.intersect(term)
                 claim = NewClaim(pool, reqs, list(self.catalog))

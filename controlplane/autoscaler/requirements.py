@@ -156,6 +156,17 @@ class Requirements(Mapping[str, Requirement]):
                 return False
         return True
 
+    def intersects(self, other: Requirements) -> bool:
+        """Whether every key both constrain has a common value (a key only one
+        side constrains is no conflict: e.g. a NodePool's label and an instance
+        type's zones)."""
+        for key, theirs in other._by_key.items():
+            mine = self._by_key.get(key)
+            if mine is not None and not mine.intersect(theirs).any() and not (
+                    mine.allows_absent and theirs.allows_absent):
+                return False
+        return True
+
     def labels(self) -> dict[str, str]:
         """The labels these requirements pin to one value."""
         out: dict[str, str] = {}

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .catalog import Catalog
-from .provisioner import choose
 from .labels import DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL
+from .provisioner import choose
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
 from .simulation import DeviceClasses, PodDemand, SimNode, demand, node_devices

@@ -84,7 +84,7 @@ def test_quantities() -> None:
     assert parse_quantity("2Gi") == 2 * 2**30 * 1000
     assert parse_quantity("1e3") == 1_000_000
     assert parse_quantity(3) == 3000
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a quantity"):
         parse_quantity("lots")
     assert format_quantity("memory", parse_quantity("64Gi")) == "64Gi"
     assert format_quantity("cpu", 250) == "250m"
@@ -109,7 +109,7 @@ def test_percent_budgets_round_up() -> None:
 
 
 def test_most_restrictive_budget_for_the_reason_wins() -> None:
-    budgets = [{"nodes": "50%"}, {"nodes": "1", "reasons": ["Drifted"]}]
+    budgets: list[dict[str, object]] = [{"nodes": "50%"}, {"nodes": "1", "reasons": ["Drifted"]}]
     assert allowed(budgets, nodes=10, reason="Drifted") == 1
     assert allowed(budgets, nodes=10, reason="Empty") == 5
 
@@ -132,7 +132,7 @@ def test_cron_fields() -> None:
     assert not c.matches(datetime(2026, 1, 15, 3, 46, tzinfo=UTC))
     assert not c.matches(datetime(2026, 1, 16, 3, 45, tzinfo=UTC))
     assert Cron("@hourly").matches(datetime(2026, 1, 1, 5, 0, tzinfo=UTC))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="outside"):
         Cron("61 * * * *")
 
 
@@ -165,5 +165,5 @@ def test_durations() -> None:
     assert parse_duration("1h30m") == 5400.0
     assert parse_duration("30s") == 30.0
     assert parse_duration("Never") is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a duration"):
         parse_duration("soon")
