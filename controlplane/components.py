@@ -41,7 +41,10 @@ class Component:
         return start
 
 
-COMPONENTS: list[Component] = []
+COMPONENTS: list[Component] = [
+    # with --autoscaler, or if a NodePool is stored when the server starts (one list call)
+    Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True),
+]
 
 
 def enabled(config: Config) -> list[Component]:

@@ -215,6 +215,9 @@ class Launcher:
             if e.code != 409:
                 raise
             created = await self.client.get(f"{NODES}/{name}")
+        if not (created.get("status") or {}).get("allocatable"):
+            # a create may drop the status (as the API does for most types): the kubelet then posts it
+            created = await self.client.patch(f"{NODES}/{name}/status", {"status": node["status"]})
         for gpu in option.type.gpus:
             await self._publish_slice(created, gpu.driver, gpu.devices())
         status = dict(claim.get("status") or {})

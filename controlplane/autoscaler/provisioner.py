@@ -7,7 +7,10 @@ to a node this plan already opens, else opens a new one. A new node is a set
 of instance-type *options*, narrowed as pods join it to the types that still
 hold them all (and whose labels agree with every pod's requirements); when the
 plan is done, each new node is launched as the cheapest option left, in the
-cheapest offering (zone, capacity type) its requirements allow.
+cheapest offering (zone, capacity type) its requirements allow. Unlike
+Karpenter, a pod joins a new node only if that costs no more than a node of
+its own would (the node may have to grow to a dearer type): packing never
+makes the plan dearer than one node per pod.
 
 NodePools are tried by weight, heaviest first. A NodePool's ``limits`` bound the
 capacity of its nodes: an option is dropped if, with what the NodePool already
@@ -93,6 +96,7 @@ class Plan:
     claims: list[NewClaim] = field(default_factory=list)
     unschedulable: dict[str, str] = field(default_factory=dict)  # pod key -> why
     usage: Mapping[str, Resources] = field(default_factory=dict)  # each NodePool's capacity before the plan
+    alone: dict[tuple[str, object], float] = field(default_factory=dict)  # (pool, pod signature) -> a node's price
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:
@@ -170,6 +174,8 @@ class Provisioner:
                     continue
                 reqs = claim.requirements.intersect(term)
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
+                if options and not self._worth_joining(pod, sig, claim, options, reqs, plan):
+                    break
                 if options:
                     claim.requirements = reqs
                     claim.options = options
@@ -180,6 +186,21 @@ class Provisioner:
                     return True
             claim.rejected.add(sig)
         return False
+
+    def _worth_joining(self, pod: PodDemand, sig: object, claim: NewClaim, options: list[Option],
+                       reqs: Requirements, plan: Plan) -> bool:
+        """Whether the node with the pod costs no more than the node without it plus
+        a node of its own: packing never makes the plan dearer."""
+        before = cheapest(claim.options, claim.requirements)
+        after = cheapest(options, reqs)
+        if before is None or after is None:
+            return True
+        alone = plan.alone.get((claim.pool.name, sig))
+        if alone is None:
+            fresh = self._open(pod, [claim.pool], plan)
+            alone = fresh.launch[1].price if fresh is not None else float("inf")
+            plan.alone[(claim.pool.name, sig)] = alone
+        return after[1].price <= before[1].price + alone + 1e-9
 
     def _open(self, pod: PodDemand, pools: Sequence[NodePoolView], plan: Plan) -> NewClaim | None:
         for pool in pools:

@@ -58,10 +58,15 @@ def test_one_small_pod_gets_the_cheapest_type_that_fits() -> None:
     assert offering.capacity_type == "on-demand" and offering.price == 0.1
 
 
-def test_pods_are_packed_onto_the_cheapest_type_that_holds_them_all() -> None:
+def test_pods_are_packed_while_that_is_no_dearer() -> None:
+    # a small node holds two 1-cpu pods; a third would need a medium (0.4 > 0.1 + 0.1): a new small one
     plan = Provisioner(CATALOG).plan(demands(*(pod(f"p{i}", "1") for i in range(10))), [], [pool()])
-    assert launched(plan) == ["large"]
-    assert len(plan.claims[0].pods) == 10
+    assert launched(plan) == ["small"] * 5
+    assert [len(c.pods) for c in plan.claims] == [2] * 5
+    # 40 pods of 0.75 cpu: medium (8 cpu, 0.4) holds 10 for the price of 4 smalls holding 2 each (0.4)
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"q{i}", "750m") for i in range(40))), [], [pool()])
+    cost = sum(c.launch[1].price for c in plan.claims)
+    assert cost <= 40 / 2 * 0.1 + 1e-9
 
 
 def test_a_pod_too_big_for_every_type_is_unschedulable() -> None:
@@ -101,10 +106,13 @@ def test_dra_claims_count_devices_of_the_class_driver() -> None:
     assert launched(plan) == ["gpu-1"]
 
 
-def test_nine_dra_pods_fill_an_eight_gpu_node_and_one_more() -> None:
+def test_gpu_pods_go_where_gpus_are_cheapest() -> None:
+    # eight 1-GPU nodes (8.0) are cheaper than one 8-GPU node (10.0)
     plan = Provisioner(CATALOG).plan(demands(*(pod(f"g{i}", "1", dra=True) for i in range(9))), [], [pool()])
-    assert launched(plan) == ["gpu-1", "gpu-8"]
-    assert sorted(len(c.pods) for c in plan.claims) == [1, 8]
+    assert launched(plan) == ["gpu-1"] * 9
+    # pods of 40 cpu and a GPU fit only the 8-GPU type: two share one
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"h{i}", "40", dra=True) for i in range(3))), [], [pool()])
+    assert launched(plan) == ["gpu-8", "gpu-8"] and sorted(len(c.pods) for c in plan.claims) == [1, 2]
 
 
 def test_an_allocated_claim_needs_no_new_device() -> None:
@@ -166,10 +174,11 @@ def test_taints_need_tolerations_and_weight_orders_nodepools() -> None:
 
 
 def test_the_launcher_buys_the_cheapest_type_the_claim_allows() -> None:
-    plan = Provisioner(CATALOG).plan(demands(*(pod(f"p{i}", "1") for i in range(3))), [], [pool()])
+    plan = Provisioner(CATALOG).plan(demands(pod("p", "3")), [], [pool()])
     c = plan.claims[0]
+    assert "small" not in c.claim_requirements()["node.kubernetes.io/instance-type"].values
     claim = {"spec": {"requirements": c.claim_requirements().to_api(),
-                      "resources": {"requests": {"cpu": "3", "memory": "3Gi", "pods": "3"}}}}
+                      "resources": {"requests": {"cpu": "3", "memory": "1Gi", "pods": "1"}}}}
     chosen = choose(CATALOG, claim)
     assert chosen is not None and chosen[0].name == c.launch[0].name == "medium"
 
@@ -181,4 +190,4 @@ def test_identical_pods_are_simulated_quickly() -> None:
     started = time.perf_counter()
     plan = Provisioner(CATALOG).plan(many, [], [pool()])
     assert time.perf_counter() - started < 2.0
-    assert sum(len(c.pods) for c in plan.claims) == 1000 and len(plan.claims) == 125
+    assert sum(len(c.pods) for c in plan.claims) == 1000 and len(plan.claims) == 1000
