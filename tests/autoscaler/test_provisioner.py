@@ -54,7 +54,7 @@ def launched(plan: Any) -> list[str]:
 def test_one_small_pod_gets_the_cheapest_type_that_fits() -> None:
     plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [pool()])
     assert launched(plan) == ["small"]
-    option, offering = plan.claims[0].launch
+    offering = plan.claims[0].launch[1]
     assert offering.capacity_type == "on-demand" and offering.price == 0.1
 
 

@@ -1,0 +1,111 @@
+"""Over a real socket: ``controlplane serve --autoscaler`` (with the node simulator
+running the launched nodes' pods) and the standalone ``controlplane autoscaler``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane.client import Client
+from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, bind, nodepool, pending_pods, pod, wait_for
+from tests.test_cli import Serve, start_serve
+
+CATALOG = {"instanceTypes": [
+    {"name": "cpu-small", "cpu": "2", "memory": "8Gi", "pods": 20, "price": 0.1, "launchLatencySeconds": 0.5},
+    {"name": "gpu-2x", "cpu": "16", "memory": "64Gi", "price": 2.0, "launchLatencySeconds": 0.5,
+     "extendedResources": {"nvidia.com/gpu": "2"}, "gpus": [{"model": "L4", "memory": "24Gi", "count": 2}],
+     "zones": ["zone-x"]},
+]}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Serve]:
+    """The server with the autoscaler inside, and the node simulator beside it."""
+    catalog = tmp_path / "types.yaml"
+    catalog.write_text(yaml.safe_dump(CATALOG))
+    s = start_serve(tmp_path, extra=("--autoscaler", "--instance-types", str(catalog)))
+    sim: subprocess.Popen[bytes] | None = None
+    try:
+        s.wait_ready()
+        with (tmp_path / "nodes.log").open("wb") as log:
+            sim = subprocess.Popen([sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(s.kubeconfig),
+                                    "--instance-types", str(catalog), "--instance-type", "cpu-small"],
+                                   stdout=log, stderr=log,
+                                   stdin=subprocess.DEVNULL)
+        yield s
+    finally:
+        if sim is not None:
+            sim.terminate()
+            sim.wait(timeout=10)
+        s.stop()
+
+
+async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as client:
+        async def pools_served() -> bool:
+            try:
+                await client.list(POOLS)
+                return True
+            except Exception:
+                return False
+
+        await wait_for(pools_served, timeout=20)
+        await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("g", "1", gpus=2)])
+        nodes: list[dict[str, Any]] = await wait_for(lambda: _items(client, NODES), timeout=20)
+        node = nodes[0]
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "gpu-2x"
+        assert labels["topology.kubernetes.io/zone"] == "zone-x"
+        claims = await _items(client, CLAIMS)
+        assert [c["status"]["nodeName"] for c in claims] == [node["metadata"]["name"]]
+        slices = await _items(client, SLICES)
+        assert [len(s["spec"]["devices"]) for s in slices] == [2]
+        # the scheduler's part, by hand; the node simulator runs the pod
+        await bind(client, "g", node["metadata"]["name"])
+
+        async def running() -> bool:
+            p = await client.get(f"{PODS}/g")
+            return bool(p["status"].get("phase") == "Running")
+
+        await wait_for(running, timeout=20)
+
+
+async def _items(client: Client, path: str) -> list[dict[str, Any]]:
+    return list((await client.list(path))["items"])
+
+
+async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
+    s = start_serve(tmp_path)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        s.wait_ready()
+        with (tmp_path / "autoscaler.log").open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "controlplane", "autoscaler", "--kubeconfig",
+                                     str(s.kubeconfig), "--latency-scale", "0.01"], stdout=log, stderr=log,
+                                    stdin=subprocess.DEVNULL)
+        async with Client.from_kubeconfig(s.kubeconfig) as client:
+            async def pools_served() -> bool:
+                try:
+                    await client.list(POOLS)
+                    return True
+                except Exception:
+                    return False
+
+            await wait_for(pools_served, timeout=30)
+            await client.create(POOLS, nodepool("default", consolidate_after="Never"))
+            await pending_pods(client, [pod("p", "1")])
+            nodes: list[dict[str, Any]] = await wait_for(lambda: _items(client, NODES), timeout=30)
+            # the built-in catalog's cheapest type that holds the pod
+            assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-small"
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        s.stop()
