@@ -728,7 +728,10 @@ class KubeApi:
                 for kv in kvs:
                     name = orjson.loads(kv.value).get("metadata", {}).get("name", "")
                     with contextlib.suppress(ApiError, store.StoreError):
-                        await self._delete(rtype, namespace, name)
+                        # pods without their grace period: upstream waits for their kubelets (and
+                        # PodGC for pods of nodes that do not exist); here most nodes have none
+                        await self._delete(rtype, namespace, name,
+                                           {"gracePeriodSeconds": 0} if rtype is self._pods else None)
                     left += 1
             if not left:
                 break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .images import ImageCatalog
 from .instancetypes import DEFAULT_CATALOG, InstanceType
 from .stages import Stage
 
@@ -39,6 +40,7 @@ class SimConfig:
     tick: float = 0.05  # the timing wheel's resolution, seconds
     write_concurrency: int = 64  # API writes in flight at once
     serialize_image_pulls: bool = True  # the kubelet's serializeImagePulls
+    image_catalog: ImageCatalog | None = None  # image sizes; None: the built-in one
     preloaded_images: tuple[str, ...] = ("registry.k8s.io/pause:3.10",)
     seed: int | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)

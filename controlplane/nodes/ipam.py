@@ -16,6 +16,7 @@ nodes cost a few megabytes.
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 
 __all__ = ["CidrAllocator", "IPExhausted", "PodIPs", "node_cidr_mask"]
@@ -86,7 +87,7 @@ class CidrAllocator:
 
 class PodIPs:
     """The addresses of one node's pod CIDR: the network address and (IPv4) broadcast
-    are skipped, the rest given out lowest first, released ones reused first."""
+    are skipped, the rest given out lowest free first (released ones are reused)."""
 
     __slots__ = ("_base", "_free", "_next", "_last", "_used", "version")
 
@@ -101,7 +102,7 @@ class PodIPs:
 
     def allocate(self) -> str:
         if self._free:
-            offset = self._free.pop()
+            offset = heapq.heappop(self._free)
         elif self._next <= self._last:
             offset, self._next = self._next, self._next + 1
         else:
@@ -116,17 +117,19 @@ class PodIPs:
             return False
         self._used.add(offset)
         if offset >= self._next:
-            self._free.extend(o for o in range(self._next, offset) if o not in self._used)
+            for o in range(self._next, offset):
+                heapq.heappush(self._free, o)
             self._next = offset + 1
         elif offset in self._free:
             self._free.remove(offset)
+            heapq.heapify(self._free)
         return True
 
     def release(self, ip: str) -> None:
         offset = int(ipaddress.ip_address(ip)) - self._base
         if offset in self._used:
             self._used.discard(offset)
-            self._free.append(offset)
+            heapq.heappush(self._free, offset)
 
     def __len__(self) -> int:
         return len(self._used)

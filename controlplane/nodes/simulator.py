@@ -167,7 +167,7 @@ class NodeSimulator:
         self.catalog = catalog_by_name(config.catalog)
         if config.instance_type not in self.catalog:
             raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
-        self.image_catalog = ImageCatalog()
+        self.image_catalog = config.image_catalog or ImageCatalog()
         mask = node_cidr_mask(config.cluster_cidr, max(config.count, 256))
         self.cidrs = CidrAllocator(config.cluster_cidr, mask)
         self._node_net = ipaddress.ip_network(config.node_network)
@@ -184,7 +184,8 @@ class NodeSimulator:
         self._ready = asyncio.Event()
         self.node_informer = Informer(client, resource_path("", "v1", "nodes"), on_add=self._node_seen,
                                       on_update=lambda _old, new: self._node_seen(new), on_delete=self._node_gone)
-        self.pod_informer = Informer(client, resource_path("", "v1", "pods"), on_add=self._pod_seen,
+        self.pod_informer = Informer(client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=",
+                                     on_add=self._pod_seen,
                                      on_update=lambda _old, new: self._pod_seen(new), on_delete=self._pod_gone)
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
@@ -204,6 +205,9 @@ class NodeSimulator:
             await self.pod_informer.synced.wait()
             await self._ensure_namespace(LEASE_NAMESPACE)
             await self.create_nodes(self.config.count)
+            names = [f"{self.config.name_prefix}{i}" for i in range(self.config.count)]
+            while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
             self._ready.set()
             await self._tick_loop()
         finally:
@@ -212,7 +216,7 @@ class NodeSimulator:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def ready(self) -> None:
-        """Until the configured nodes exist and the informers are synced."""
+        """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
         await self._ready.wait()
 
     async def _tick_loop(self) -> None:
@@ -370,15 +374,15 @@ class NodeSimulator:
         images = NodeImages(model, serialize=self.config.serialize_image_pulls)
         for image in self.config.preloaded_images:
             images.preload(image)
-        offset = (zlib.crc32(name.encode()) % 10_000) / 10_000 * self.config.renew_interval
-        node = _Node(name, ip, cidr, itype, images, offset)
+        phase = (zlib.crc32(name.encode()) % 10_000) / 10_000 * self.config.renew_interval
+        node = _Node(name, ip, cidr, itype, images, phase)
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))
         self._write(lambda: self._ensure_lease(name, meta.get("uid")))
         now = time.monotonic()
         cycle = int((now - self.started) // self.config.renew_interval)
-        first = self.started + cycle * self.config.renew_interval + offset
+        first = self.started + cycle * self.config.renew_interval + phase
         if first < now:
             first += self.config.renew_interval
         self.wheel.schedule(first, ("lease", name, first))
@@ -456,10 +460,19 @@ class NodeSimulator:
                                 {"status": {"conditions": self._conditions(node, now_rfc3339())}},
                                 patch_type="merge")
 
-    def _template_funcs(self, node: _Node | None) -> dict[str, Callable[..., Any]]:
+    def _template_funcs(self, node: _Node | None, pod: dict[str, Any] | None = None) -> dict[str, Callable[..., Any]]:
+        """KWOK's template functions; ``NodeIP``/``NodeName`` are the node's, ``PodIP``
+        the pod's (allocated on first use) when rendering a pod's stage."""
         def node_ip_with(node_name: Any) -> str:
             n = self.nodes.get(str(node_name))
             return n.ip if n is not None else ""
+
+        def pod_ip() -> str:
+            if pod is None or node is None:
+                return ""
+            meta = pod.get("metadata") or {}
+            return self._pod_ip_with(node.name, bool((pod.get("spec") or {}).get("hostNetwork")), meta.get("uid"),
+                                     meta.get("name"), meta.get("namespace"))
 
         return {
             "Now": now_rfc3339,
@@ -470,7 +483,7 @@ class NodeSimulator:
             "NodeName": lambda: node.name if node else "",
             "NodePort": lambda: KUBELET_PORT,
             "NodeIPWith": node_ip_with,
-            "PodIP": lambda: "",
+            "PodIP": pod_ip,
             "PodIPWith": self._pod_ip_with,
             "NodeConditions": lambda: [{"type": t, "status": s, "reason": r, "message": m}
                                        for t, s, r, m in _NODE_CONDITIONS],
@@ -758,7 +771,7 @@ class NodeSimulator:
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name)
         try:
-            rendered = stage.next.render_status(pod, self._template_funcs(node))
+            rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
             if rendered is not None:
                 await self.client.patch(path + "/status", {"status": rendered}, patch_type="merge")
                 if not st.started and rendered.get("phase") == "Running":

@@ -35,7 +35,8 @@ class TimingWheel(Generic[T]):
         # slots[i]: [rounds_left, item] entries due when ``_cursor`` reaches i
         self._slots: list[list[tuple[int, T]]] = [[] for _ in range(slots)]
         self._cursor = 0  # the next slot to fire
-        self._next_tick = start  # the time at which ``_cursor`` is due
+        self._start = start
+        self._ticks = 0  # ticks fired; the next is due at start + ticks * tick (no float drift)
         self._count = 0
 
     def __len__(self) -> int:
@@ -43,7 +44,7 @@ class TimingWheel(Generic[T]):
 
     def schedule(self, when: float, item: T) -> None:
         """Fire ``item`` at the first tick at or after ``when`` (at the next tick if it is past)."""
-        ticks = max(0, math.ceil((when - self._next_tick) / self.tick - 1e-9))
+        ticks = max(0, math.ceil((when - self.next_due()) / self.tick - 1e-9))
         n = len(self._slots)
         rounds, offset = divmod(ticks, n)
         self._slots[(self._cursor + offset) % n].append((rounds, item))
@@ -51,12 +52,12 @@ class TimingWheel(Generic[T]):
 
     def next_due(self) -> float:
         """When the next tick is due."""
-        return self._next_tick
+        return self._start + self._ticks * self.tick
 
     def advance(self, now: float) -> Iterator[T]:
         """The items of every tick due by ``now``, in time order."""
         n = len(self._slots)
-        while self._next_tick <= now:
+        while self.next_due() <= now + 1e-9:
             slot = self._slots[self._cursor]
             if slot:
                 keep: list[tuple[int, T]] = []
@@ -68,4 +69,4 @@ class TimingWheel(Generic[T]):
                         yield item
                 self._slots[self._cursor] = keep
             self._cursor = (self._cursor + 1) % n
-            self._next_tick += self.tick
+            self._ticks += 1

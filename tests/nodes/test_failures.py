@@ -1,0 +1,105 @@
+"""Failure injection: a node's kubelet stops (or reports NotReady), the upstream taints go on,
+pods are evicted when their tolerationSeconds run out; recovery undoes it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.nodes.failures import clear_failure, inject_failure
+from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
+
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
+
+
+def tolerating(name: str, node: str, seconds: int | None,
+               key: str = "node.kubernetes.io/unreachable") -> dict[str, Any]:
+    t: dict[str, Any] = {"key": key, "operator": "Exists", "effect": "NoExecute"}
+    if seconds is not None:
+        t["tolerationSeconds"] = seconds
+    return pod(name, node, tolerations=[t], terminationGracePeriodSeconds=0)
+
+
+async def condition(client: Client, node: str, ctype: str = "Ready") -> str | None:
+    n = await client.get(f"{NODES}/{node}")
+    return next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == ctype), None)
+
+
+async def taints(client: Client, node: str) -> set[tuple[str, str]]:
+    n = await client.get(f"{NODES}/{node}")
+    return {(t["key"], t["effect"]) for t in n.get("spec", {}).get("taints") or []}
+
+
+async def gone_or_terminating(client: Client, name: str) -> bool:
+    try:
+        return bool((await client.get(f"{PODS}/{name}"))["metadata"].get("deletionTimestamp"))
+    except ApiError as e:
+        return e.code == 404
+
+
+async def test_unreachable_node_is_tainted_and_its_pods_evicted_after_toleration_seconds(client: Client) -> None:
+    async with simulating(client, fast(count=2)):
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
+        await client.create(PODS, tolerating("quick", "sim-node-0", 1))
+        await client.create(PODS, tolerating("forever", "sim-node-0", None))
+        await client.create(PODS, pod("default", "sim-node-0"))  # 300 s from DefaultTolerationSeconds
+        await client.create(PODS, pod("other-node", "sim-node-1", terminationGracePeriodSeconds=0))
+        for name in ("quick", "forever", "default", "other-node"):
+            await eventually(lambda name=name: _eq(_phase(client, name), "Running"))  # type: ignore[misc]
+        default_pod = await client.get(f"{PODS}/default")
+        assert {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300} in default_pod["spec"]["tolerations"]
+
+        await inject_failure(client, "sim-node-0")
+        lease = await client.get(f"{LEASES}/sim-node-0")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=5)
+        assert ("node.kubernetes.io/unreachable", "NoExecute") in await taints(client, "sim-node-0")
+        assert ("node.kubernetes.io/unreachable", "NoSchedule") in await taints(client, "sim-node-0")
+        await eventually(lambda: gone_or_terminating(client, "quick"), timeout=5)
+        await asyncio.sleep(1.0)  # several renew intervals (0.5 s) of the failed node
+        assert (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] == lease["spec"]["renewTime"]
+        assert not await gone_or_terminating(client, "forever")
+        assert not await gone_or_terminating(client, "default")
+        assert await condition(client, "sim-node-1") == "True"
+        assert not await gone_or_terminating(client, "other-node")
+
+        await clear_failure(client, "sim-node-0")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
+        await eventually(lambda: _eq(taints(client, "sim-node-0"), set()), timeout=5)
+        async def renewed() -> bool:
+            return bool((await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] != lease["spec"]["renewTime"])
+        await eventually(renewed, timeout=2)
+        # the evicted pod, left Terminating by the dead kubelet, is finished by the live one
+        async def gone() -> bool:
+            try:
+                await client.get(f"{PODS}/quick")
+                return False
+            except ApiError as e:
+                return e.code == 404
+        await eventually(gone, timeout=5)
+
+
+async def test_not_ready_node_keeps_its_lease_and_gets_the_not_ready_taint(client: Client) -> None:
+    async with simulating(client, fast(count=1)) as sim:
+        await client.create(PODS, tolerating("p", "sim-node-0", 0, key="node.kubernetes.io/not-ready"))
+        await eventually(lambda: _eq(_phase(client, "p"), "Running"))
+        before = (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]
+        sim.fail_node("sim-node-0", "not-ready")  # the Python call, without the annotation
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "False"), timeout=5)
+        await eventually(lambda: gone_or_terminating(client, "p"), timeout=5)
+        assert ("node.kubernetes.io/not-ready", "NoExecute") in await taints(client, "sim-node-0")
+        await asyncio.sleep(1.2)
+        assert (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] != before  # the kubelet lives
+        assert sim.nodes["sim-node-0"].failed == "not-ready"  # the annotation's absence does not undo a call
+        sim.recover_node("sim-node-0")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
+
+
+async def _phase(client: Client, name: str) -> str | None:
+    got: str | None = (await client.get(f"{PODS}/{name}")).get("status", {}).get("phase")
+    return got
+
+
+async def _eq(awaitable: Any, want: Any) -> bool:
+    return bool(await awaitable == want)

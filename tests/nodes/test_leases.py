@@ -1,0 +1,113 @@
+"""Node heartbeats (Leases in kube-node-lease) and adoption of nodes created by others."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import datetime
+from typing import Any
+
+from controlplane.client import Client, resource_path
+from controlplane.nodes.config import FAKE_NODE_ANNOTATION
+from controlplane.nodes.simulator import LEASE_RENEW_LAG
+from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
+
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
+
+
+def _time(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: Client) -> None:
+    async with simulating(client, fast(count=3, renew_interval=0.4)) as sim:
+        async def leases() -> dict[str, dict[str, Any]] | None:
+            items = {item["metadata"]["name"]: item for item in (await client.list(LEASES))["items"]}
+            return items if set(items) == {"sim-node-0", "sim-node-1", "sim-node-2"} else None
+
+        lease = (await eventually(leases))["sim-node-0"]
+        node = await client.get(f"{NODES}/sim-node-0")
+        assert lease["spec"]["holderIdentity"] == "sim-node-0"
+        assert lease["spec"]["leaseDurationSeconds"] == 40
+        assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        seen = []
+        for _ in range(6):
+            seen.append(_time((await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]))
+            await asyncio.sleep(0.2)
+        distinct = sorted(set(seen))
+        # after the create, the first renewal falls at the node's place in the interval; then every interval
+        steps = [b - a for a, b in itertools.pairwise(distinct[1:])]
+        assert len(steps) >= 2 and all(0.3 < s < 0.6 for s in steps), steps
+        labels = node["metadata"]["labels"]
+        assert labels["kubernetes.io/hostname"] == "sim-node-0"
+        assert labels["topology.kubernetes.io/zone"] == "zone-a"
+        assert labels["topology.controlplane.io/rack"].startswith("zone-a-rack-")
+        assert labels["node.kubernetes.io/instance-type"] == "cpu-large"
+        assert node["status"]["capacity"]["cpu"] == "32" and node["status"]["allocatable"]["pods"] == "110"
+        assert node["spec"]["podCIDR"] == sim.nodes["sim-node-0"].cidr
+        # three nodes' CIDRs and renewals are spread, not all at once
+        assert len({n.cidr for n in sim.nodes.values()}) == 3
+        assert len({round(n.offset, 3) for n in sim.nodes.values()}) == 3
+        assert LEASE_RENEW_LAG._sum.get() >= 0 and sim.lease_renewals >= 3
+
+
+async def test_nodes_created_by_others_with_the_kwok_annotation_are_adopted(client: Client) -> None:
+    async with simulating(client, fast(count=0)) as sim:
+        await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "karpenter-1", "annotations": {FAKE_NODE_ANNOTATION: "fake"},
+            "labels": {"node.kubernetes.io/instance-type": "gpu-1x-l4"}}})
+        await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "real-1"}})
+
+        async def ready() -> bool:
+            n = await client.get(f"{NODES}/karpenter-1")
+            conditions = n.get("status", {}).get("conditions", [])
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+        await eventually(ready)
+        node = await client.get(f"{NODES}/karpenter-1")
+        assert node["status"]["capacity"]["nvidia.com/gpu"] == "1"  # from its instance type
+        assert node["spec"]["podCIDR"]
+        assert await client.get(f"{LEASES}/karpenter-1")
+        assert "real-1" not in sim.nodes
+        assert not (await client.get(f"{NODES}/real-1")).get("status", {}).get("conditions")
+        await client.create(PODS, pod("gpu-pod", "karpenter-1"))
+
+        async def running() -> bool:
+            return bool((await client.get(f"{PODS}/gpu-pod"))["status"].get("phase") == "Running")
+
+        await eventually(running)
+        # IPs come from the adopted node's CIDR and are released with the pod
+        ip = (await client.get(f"{PODS}/gpu-pod"))["status"]["podIP"]
+        assert len(sim.nodes["karpenter-1"].pod_ips) == 1
+        await client.delete(f"{PODS}/gpu-pod", gracePeriodSeconds=0)
+        await eventually(lambda: _empty(sim.nodes["karpenter-1"].pod_ips))
+        await client.create(PODS, pod("again", "karpenter-1"))
+        await eventually(lambda: _ip(client, "again"))
+        assert await _ip(client, "again") == ip
+
+
+async def _empty(pool: object) -> bool:
+    return len(pool) == 0  # type: ignore[arg-type]
+
+
+async def _ip(client: Client, name: str) -> str | None:
+    got: str | None = (await client.get(f"{PODS}/{name}"))["status"].get("podIP")
+    return got
+
+
+async def test_many_pods_get_distinct_ips_in_their_nodes_cidr(client: Client) -> None:
+    import ipaddress
+
+    async with simulating(client, fast(count=2)) as sim:
+        await asyncio.gather(*(client.create(PODS, pod(f"p{i}", f"sim-node-{i % 2}")) for i in range(40)))
+
+        async def all_ips() -> dict[str, str] | None:
+            items = (await client.list(PODS))["items"]
+            ips = {p["metadata"]["name"]: p["status"].get("podIP") for p in items}
+            return ips if all(ips.values()) and len(ips) == 40 else None
+
+        ips = await eventually(all_ips)
+        assert len(set(ips.values())) == 40
+        for i in range(40):
+            net = ipaddress.ip_network(sim.nodes[f"sim-node-{i % 2}"].cidr)
+            assert ipaddress.ip_address(ips[f"p{i}"]) in net

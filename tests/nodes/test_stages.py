@@ -1,0 +1,248 @@
+"""Pod lifecycle as KWOK stages: the defaults, a user's stage file, and the parser's limits."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client
+from controlplane.nodes.simulator import _quote, _yaml
+from controlplane.nodes.stages import StageError, StageSet, default_stages, load_stages, parse_duration
+from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
+
+
+async def phase(client: Client, name: str) -> str | None:
+    try:
+        got: str | None = (await client.get(f"{PODS}/{name}")).get("status", {}).get("phase")
+        return got
+    except ApiError as e:
+        if e.code == 404:
+            return "(gone)"
+        raise
+
+
+async def test_bound_pod_runs_with_kubelet_status(client: Client) -> None:
+    async with simulating(client, fast()) as sim:
+        await client.create(PODS, pod("web", "sim-node-0", readinessGates=[{"conditionType": "example.com/gate"}]))
+        await eventually(lambda: _is(client, "web", "Running"))
+        status = (await client.get(f"{PODS}/web"))["status"]
+        node = sim.nodes["sim-node-0"]
+        assert status["hostIP"] == node.ip and status["hostIPs"] == [{"ip": node.ip}]
+        assert status["podIP"].startswith(node.cidr.rsplit(".", 2)[0]) and status["podIPs"] == [{"ip": status["podIP"]}]
+        conds = {c["type"]: c["status"] for c in status["conditions"]}
+        assert conds == {"PodReadyToStartContainers": "True", "Initialized": "True", "Ready": "True",
+                         "ContainersReady": "True", "PodScheduled": "True", "example.com/gate": "True"}
+        [cs] = status["containerStatuses"]
+        assert cs["name"] == "c" and cs["ready"] is True and "running" in cs["state"]
+        assert status["startTime"]
+        # a pod on a node nobody simulates is left alone
+        await client.create(PODS, pod("elsewhere", "real-node"))
+        await client.create(PODS, pod("unbound"))
+        await eventually(lambda: _is(client, "web", "Running"))
+        assert await phase(client, "elsewhere") == "Pending"
+        assert await phase(client, "unbound") == "Pending"
+
+
+async def _is(client: Client, name: str, want: str) -> bool:
+    return await phase(client, name) == want
+
+
+async def test_restart_policy_never_pods_succeed_after_the_job_duration(client: Client) -> None:
+    async with simulating(client, fast(job_seconds=0.6)):
+        await client.create(PODS, pod("job", "sim-node-1", restartPolicy="Never"))
+        await client.create(PODS, pod("svc", "sim-node-1"))
+        await eventually(lambda: _is(client, "job", "Running"))
+        running_at = time.monotonic()
+        await eventually(lambda: _is(client, "job", "Succeeded"))
+        assert time.monotonic() - running_at >= 0.45
+        status = (await client.get(f"{PODS}/job"))["status"]
+        [cs] = status["containerStatuses"]
+        assert cs["state"]["terminated"]["reason"] == "Completed" and cs["ready"] is False
+        assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+        assert await phase(client, "svc") == "Running"  # restartPolicy Always keeps running
+
+
+async def test_deletion_honours_the_grace_period_then_removes_the_pod(client: Client) -> None:
+    async with simulating(client, fast()):
+        await client.create(PODS, pod("slow", "sim-node-0", terminationGracePeriodSeconds=2))
+        await eventually(lambda: _is(client, "slow", "Running"))
+        t0 = time.monotonic()
+        await client.delete(f"{PODS}/slow")
+        got = await client.get(f"{PODS}/slow")
+        assert got["metadata"]["deletionTimestamp"] and got["metadata"]["deletionGracePeriodSeconds"] == 2
+        await eventually(lambda: _is(client, "slow", "(gone)"), timeout=6)
+        # deletionTimestamp has a resolution of a second: the grace is 2 s, give or take one
+        assert time.monotonic() - t0 >= 1.0
+
+
+async def test_finalizers_are_left_to_their_owner(client: Client) -> None:
+    async with simulating(client, fast()):
+        body = pod("kept", "sim-node-0", terminationGracePeriodSeconds=0)
+        body["metadata"]["finalizers"] = ["example.com/keep"]
+        await client.create(PODS, body)
+        await eventually(lambda: _is(client, "kept", "Running"))
+        await client.delete(f"{PODS}/kept")
+        got = await client.get(f"{PODS}/kept")
+        assert got["metadata"]["deletionTimestamp"]
+        await client.patch(f"{PODS}/kept", {"metadata": {"finalizers": None}})
+        await eventually(lambda: _is(client, "kept", "(gone)"))
+
+
+USER_STAGES = """
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-hold
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchLabels: {stage: custom}
+    matchAnnotations: {example.com/mode: slow}
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+    - {key: .status.podIP, operator: DoesNotExist}
+    - {key: '.metadata.finalizers.[]', operator: NotIn, values: [example.com/sim]}
+  delay:
+    durationMilliseconds: 200
+    jitterDurationMilliseconds: 400
+  next:
+    finalizers:
+      add:
+      - value: example.com/sim
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-start
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+    - {key: .status.podIP, operator: DoesNotExist}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $root := . }}
+      phase: Running
+      hostIP: {{ NodeIP }}
+      podIP: {{ PodIP }}
+      startTime: {{ .metadata.creationTimestamp }}
+      message: {{ printf "%s on %s" .metadata.name NodeName | Quote }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - name: {{ $item.name | Quote }}
+        image: {{ $item.image | Quote }}
+        ready: true
+        restartCount: {{ $index }}
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      conditions:
+      - type: Ready
+        status: "True"
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-remove
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: Exists}
+  next:
+    finalizers: {empty: true}
+    delete: true
+"""
+
+
+async def test_a_user_stage_file_replaces_the_defaults(client: Client) -> None:
+    stages = load_stages(USER_STAGES)
+    assert [s.name for s in stages] == ["pod-hold", "pod-start", "pod-remove"]
+    # no node stages in the file: nodes are not initialised by stages, heartbeats still run
+    async with simulating(client, fast(stages=stages, job_seconds=0.1)) as sim:
+        body = pod("custom", "sim-node-0", restartPolicy="Never")
+        body["metadata"]["labels"] = {"stage": "custom"}
+        body["metadata"]["annotations"] = {"example.com/mode": "slow"}
+        t0 = time.monotonic()
+        await client.create(PODS, body)
+        await eventually(lambda: _is(client, "custom", "Running"))
+        assert time.monotonic() - t0 >= 0.15  # pod-hold's delay ran first
+        got = await client.get(f"{PODS}/custom")
+        assert got["metadata"]["finalizers"] == ["example.com/sim"]
+        status = got["status"]
+        node = sim.nodes["sim-node-0"]
+        assert status["hostIP"] == node.ip and status["podIP"].startswith("10.0.")
+        assert status["startTime"] == got["metadata"]["creationTimestamp"]
+        assert status["message"] == "custom on sim-node-0"
+        assert status["containerStatuses"][0]["state"]["running"]["startedAt"]
+        # no pod-complete stage in this file: a Never pod keeps running
+        await client.delete(f"{PODS}/custom")
+        await eventually(lambda: _is(client, "custom", "(gone)"))  # finalizers emptied, then deleted
+
+
+def _funcs() -> dict[str, Any]:
+    return {"Now": lambda: "2026-11-30T10:00:00Z", "Quote": _quote, "YAML": _yaml, "Version": lambda: "v",
+            "NodeIPWith": lambda n: "172.16.0.9", "PodIPWith": lambda *a: "10.0.0.7"}
+
+
+@pytest.mark.parametrize("pod_obj", [
+    pod("a", "n"),
+    {**pod("b", "n", restartPolicy="Never", hostNetwork=True,
+           initContainers=[{"name": "init", "image": "busybox"}], readinessGates=[{"conditionType": "x/y"}]),
+     "metadata": {"name": "b", "namespace": "d", "uid": "u", "creationTimestamp": "2026-11-30T09:00:00Z"}},
+])
+def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dict[str, Any]) -> None:
+    stages = {s.name: s for s in default_stages()}
+    for name in ("pod-ready", "pod-complete"):
+        stage = stages[name]
+        assert stage.next.native is not None
+        obj = dict(pod_obj)
+        if name == "pod-complete":  # completes a running pod
+            obj["status"] = stages["pod-ready"].next.render_status(obj, _funcs())
+        templated = dataclasses.replace(stage.next, native=None).render_status(obj, _funcs())
+        assert stage.next.render_status(obj, _funcs()) == templated
+
+
+def test_stage_selection_and_delays() -> None:
+    stages = default_stages(job_seconds=2.5)
+    pods = StageSet(stages, "Pod")
+    fresh = pod("p", "n")
+    assert pods.select(fresh).name == "pod-ready"  # type: ignore[union-attr]
+    running = {**fresh, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    assert pods.select(running) is None  # restartPolicy Always: nothing more to do
+    job = {**running, "spec": {**running["spec"], "restartPolicy": "Never"}}
+    stage = pods.select(job)
+    assert stage is not None and stage.name == "pod-complete" and stage.delay is not None
+    assert stage.delay.duration_ms == 2500
+    from datetime import UTC, datetime, timedelta
+    now = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+    deleting = {**running, "metadata": {**running["metadata"], "deletionTimestamp": "2026-11-30T10:00:30Z"}}
+    stage = pods.select(deleting)
+    assert stage is not None and stage.name == "pod-delete" and stage.delay is not None
+    import random
+    assert stage.delay.seconds(deleting, now, random.Random(0)) == 30.0
+    assert parse_duration("1m30s", now) == 90.0
+    assert parse_duration(1500, now) == 1.5
+    assert parse_duration((now - timedelta(seconds=5)).isoformat(), now) == 0.0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("apiVersion: v1\nkind: Pod\n", "expected apiVersion"),
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+     "spec: {resourceRef: {apiGroup: v1, kind: Pod}, next: {patches: []}}\n", r"unsupported field\(s\) patches"),
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+     "spec: {resourceRef: {apiGroup: apps/v1, kind: Deployment}}\n", "resourceRef"),
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
+     "selector: {matchExpressions: [{key: .a, operator: Gt}]}}\n", "operator"),
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
+     "next: {statusTemplate: '{{ template \"x\" }}'}}\n", "not supported"),
+])
+def test_unsupported_stages_are_rejected_by_name(text: str, message: str) -> None:
+    with pytest.raises(StageError, match=message):
+        load_stages(text)
