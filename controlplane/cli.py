@@ -1,6 +1,7 @@
 """The ``controlplane`` command (also ``python -m controlplane``).
 
     controlplane serve [--host H] [--port P] [--data-dir D] [--store URL] ...
+    controlplane scheduler --kubeconfig PATH
     controlplane bench NAME [ARGS...]
     controlplane nodes --kubeconfig PATH --count N [--stages FILE]
 
@@ -68,6 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
+
+    sched = sub.add_parser("scheduler", help="run the scheduler against a server",
+                           description="Run the scheduler alone against any server speaking the Kubernetes API.")
+    sched.add_argument("--kubeconfig", metavar="PATH", type=Path, required=True,
+                       help="the server and credentials (its current context)")
+    sched.add_argument("--scheduler-name", default="default-scheduler",
+                       help="schedule the pods whose spec.schedulerName is this (default: %(default)s)")
+    sched.add_argument("--percentage-of-nodes-to-score", type=int, default=0, metavar="P",
+                       help="as kube-scheduler's percentageOfNodesToScore; 0 is adaptive (default: %(default)s)")
+    sched.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
+    sched.set_defaults(func=_scheduler)
 
     from .nodes.cli import add_parser as add_nodes_parser  # argparse only: cheap
 
@@ -260,6 +272,13 @@ def _ignore_signal(signum: int, frame: object) -> None:
 
 
 # --------------------------------------------------------------------------- bench
+
+def _scheduler(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .scheduler.scheduler import main as scheduler_main
+
+    return scheduler_main(args.kubeconfig, scheduler_name=args.scheduler_name,
+                          percentage=args.percentage_of_nodes_to_score, log_level=args.log_level)
+
 
 def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from .bench import BENCHMARKS, BenchmarkUnavailable, UnknownBenchmark, resolve

@@ -42,6 +42,7 @@ class Component:
 
 
 COMPONENTS: list[Component] = [
+    Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
     # simulated nodes: with --nodes N > 0, or --autoscaler (its nodes need a kubelet; nodes/component.py)
     Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0 or config.autoscaler),
     # with --autoscaler, or if a NodePool is stored when the server starts (one list call)

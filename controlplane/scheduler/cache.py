@@ -1,0 +1,109 @@
+"""The scheduler's cache: nodes, the pods on them, and assumed pods.
+
+A pod is *assumed* when the scheduling cycle reserves a node for it: it counts
+against that node at once, before its binding is written, so the next cycle
+(which does not wait for the binding) sees the room taken. When the binding's
+watch event arrives the pod is *confirmed* (``add_pod`` of a bound pod that was
+assumed on the same node changes nothing); when binding fails it is
+``forget``-ten. Pods bound to nodes the cache does not know yet are kept aside
+and counted when the node arrives.
+
+``order`` lists node names in a stable order for the round-robin start of each
+cycle's sampling (upstream's ``nextStartNodeIndex``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .nodeinfo import NodeInfo, PodInfo
+
+__all__ = ["Cache"]
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.order: list[NodeInfo] = []
+        self._index: dict[str, int] = {}
+        self.pod_node: dict[str, str] = {}  # pod key -> node name, bound and assumed
+        self.assumed: set[str] = set()
+        self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound there before the node arrived
+
+    # ---------------------------------------------------------------- nodes
+
+    def add_or_update_node(self, node: dict[str, Any]) -> NodeInfo:
+        name = str((node.get("metadata") or {}).get("name"))
+        ni = self.nodes.get(name)
+        if ni is None:
+            ni = NodeInfo(name, node)
+            self.nodes[name] = ni
+            self._index[name] = len(self.order)
+            self.order.append(ni)
+            for pod in self._orphans.pop(name, {}).values():
+                ni.add_pod(pod)
+        else:
+            ni.set_node(node)
+        return ni
+
+    def remove_node(self, name: str) -> None:
+        ni = self.nodes.pop(name, None)
+        if ni is None:
+            return
+        i = self._index.pop(name)
+        last = self.order.pop()
+        if last is not ni:  # swap-remove keeps removal O(1)
+            self.order[i] = last
+            self._index[last.name] = i
+        if ni.pods:
+            self._orphans[name] = dict(ni.pods)
+
+    # ---------------------------------------------------------------- pods
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """A pod bound to ``pod.node_name`` (from a watch event)."""
+        node = pod.node_name
+        prev = self.pod_node.get(pod.key)
+        if prev is not None and prev != node:
+            self._remove_from(prev, pod.key)
+        self.assumed.discard(pod.key)
+        self.pod_node[pod.key] = node
+        ni = self.nodes.get(node)
+        if ni is None:
+            self._orphans.setdefault(node, {})[pod.key] = pod
+        else:
+            ni.add_pod(pod)
+
+    def remove_pod(self, key: str) -> None:
+        node = self.pod_node.pop(key, None)
+        self.assumed.discard(key)
+        if node is not None:
+            self._remove_from(node, key)
+
+    def _remove_from(self, node: str, key: str) -> None:
+        ni = self.nodes.get(node)
+        if ni is not None:
+            held = ni.pods.get(key)
+            if held is not None:
+                ni.remove_pod(held)
+        else:
+            orphans = self._orphans.get(node)
+            if orphans is not None:
+                orphans.pop(key, None)
+
+    def assume(self, pod: PodInfo, node: str) -> None:
+        """Count ``pod`` on ``node`` before its binding is written."""
+        self.assumed.add(pod.key)
+        self.pod_node[pod.key] = node
+        self.nodes[node].add_pod(pod)
+
+    def forget(self, pod: PodInfo) -> None:
+        """Undo ``assume`` (binding failed, or a reservation was released)."""
+        if pod.key in self.assumed:
+            self.remove_pod(pod.key)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self.assumed
+
+    def node_of(self, key: str) -> str | None:
+        return self.pod_node.get(key)

@@ -1,0 +1,251 @@
+"""What the scheduler knows of a pod (``PodInfo``) and of a node (``NodeInfo``).
+
+Both are parsed once from the API object: a pod's requests are summed when the
+pod enters the scheduler, not per node or per cycle; a node's ``requested``
+totals change incrementally as pods are added to it or removed (``add_pod``,
+``remove_pod``). Resources are plain ints in one unit each: cpu in millicores,
+memory and ephemeral-storage in bytes, everything else (``pods``,
+``nvidia.com/gpu``) as a count.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+__all__ = ["DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "NodeInfo", "PodInfo", "parse_quantity",
+           "resource_amount"]
+
+# What a pod that requests nothing counts as when spreading (upstream's non-zero defaults).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+_SUFFIX: dict[str, int | Decimal] = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "m": Decimal("0.001"), "u": Decimal("0.000001"), "n": Decimal("0.000000001"),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+_cache: dict[str, Decimal] = {}
+
+
+def parse_quantity(q: str | int | float) -> Decimal:
+    """A Kubernetes quantity as a Decimal: ``"1500m"`` -> 1.5, ``"1Gi"`` -> 1073741824.
+
+    >>> parse_quantity("250m"), parse_quantity("2Ki")
+    (Decimal('0.250'), Decimal('2048'))
+    """
+    if isinstance(q, int | float):
+        return Decimal(str(q))
+    hit = _cache.get(q)
+    if hit is not None:
+        return hit
+    m = _QUANTITY.match(q.strip())
+    if m is None:
+        raise ValueError(f"quantities must match the regular expression, not {q!r}")
+    try:
+        value = Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+    except InvalidOperation as e:
+        raise ValueError(f"invalid quantity {q!r}") from e
+    if len(_cache) < 4096:
+        _cache[q] = value
+    return value
+
+
+def resource_amount(name: str, q: str | int | float) -> int:
+    """A quantity in the scheduler's unit for ``name`` (millicores for cpu, rounded up)."""
+    v = parse_quantity(q)
+    if name == "cpu":
+        v = v * 1000
+    i = int(v)
+    return i + 1 if v > i else i
+
+
+def _add_into(total: dict[str, int], res: Any) -> None:
+    if not isinstance(res, dict):
+        return
+    for k, v in res.items():
+        try:
+            amt = resource_amount(k, v)
+        except (ValueError, TypeError):
+            continue
+        if amt:
+            total[k] = total.get(k, 0) + amt
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """The pod's effective requests, as upstream's ``resource.PodRequests``: the sum
+    over containers (a container's limits stand in for missing requests), at least
+    each init container's, plus sidecars (restartable init containers) and overhead."""
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or ():
+        res = c.get("resources") or {}
+        req = res.get("requests")
+        lim = res.get("limits")
+        if lim and isinstance(lim, dict):
+            req = {**lim, **(req or {})}
+        _add_into(total, req)
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or ():
+        res = c.get("resources") or {}
+        req = res.get("requests")
+        lim = res.get("limits")
+        if lim and isinstance(lim, dict):
+            req = {**lim, **(req or {})}
+        one: dict[str, int] = {}
+        _add_into(one, req)
+        if c.get("restartPolicy") == "Always":
+            for k, v in one.items():
+                sidecars[k] = sidecars.get(k, 0) + v
+            one = dict(sidecars)  # while it starts, the sidecars so far run
+        else:
+            for k in sidecars:  # an init container runs beside the sidecars started before it
+                one[k] = one.get(k, 0) + sidecars[k]
+        for k, v in one.items():
+            if v > init_peak.get(k, 0):
+                init_peak[k] = v
+    for k, v in sidecars.items():
+        total[k] = total.get(k, 0) + v
+    for k, v in init_peak.items():
+        if v > total.get(k, 0):
+            total[k] = v
+    _add_into(total, spec.get("overhead"))
+    return total
+
+
+class PodInfo:
+    """A pod as the scheduler sees it, parsed once. ``obj`` is the API object (not mutated)."""
+
+    __slots__ = (
+        "affinity", "attempts", "gated", "group", "initial_attempt", "key", "labels", "name", "namespace",
+        "node_name", "node_selector", "nominated_node", "nonzero_cpu", "nonzero_mem", "obj", "priority",
+        "requests", "resource_version", "spread", "timestamp", "tolerations", "uid",
+    )
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        self.obj = obj
+        self.namespace: str = meta.get("namespace") or ""
+        self.name: str = meta.get("name") or ""
+        self.key = f"{self.namespace}/{self.name}"
+        self.uid: str = meta.get("uid") or ""
+        self.resource_version: str = meta.get("resourceVersion") or ""
+        self.labels: dict[str, str] = meta.get("labels") or {}
+        self.priority: int = int(spec.get("priority") or 0)
+        self.node_name: str = spec.get("nodeName") or ""
+        self.node_selector: dict[str, str] = spec.get("nodeSelector") or {}
+        self.affinity: dict[str, Any] = spec.get("affinity") or {}
+        self.tolerations: list[dict[str, Any]] = spec.get("tolerations") or []
+        self.spread: list[dict[str, Any]] = spec.get("topologySpreadConstraints") or []
+        self.gated = bool(spec.get("schedulingGates"))
+        group = spec.get("schedulingGroup") or {}
+        self.group: str = group.get("podGroupName") or "" if isinstance(group, dict) else ""
+        self.nominated_node: str = (obj.get("status") or {}).get("nominatedNodeName") or ""
+        self.requests = pod_requests(spec)
+        self.requests["pods"] = 1
+        self.nonzero_cpu = self.requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST
+        self.nonzero_mem = self.requests.get("memory") or DEFAULT_MEMORY_REQUEST
+        # queue bookkeeping
+        self.timestamp = time.monotonic()  # when it (re)entered activeQ: the "age" tie-break
+        self.initial_attempt = self.timestamp  # first seen: the e2e latency's start (kept across updates)
+        self.attempts = 0
+
+    @property
+    def group_key(self) -> str:
+        return f"{self.namespace}/{self.group}" if self.group else ""
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+def _parse_taints(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in spec.get("taints") or () if isinstance(t, dict)]
+
+
+class NodeInfo:
+    """A node and the pods on it (bound or assumed), with the totals they request.
+
+    ``requested``: the sum of the pods' requests (what NodeResourcesFit compares
+    to ``allocatable``); ``nonzero_cpu``/``nonzero_mem``: the same with the
+    non-zero defaults, for scoring. ``generation`` grows on every change.
+    """
+
+    __slots__ = (
+        "allocatable", "generation", "labels", "name", "node", "nonzero_cpu", "nonzero_mem", "pods",
+        "requested", "taints", "unschedulable", "with_affinity",
+    )
+
+    def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.pods: dict[str, PodInfo] = {}
+        self.requested: dict[str, int] = {}
+        self.nonzero_cpu = 0
+        self.nonzero_mem = 0
+        self.generation = 0
+        self.with_affinity = 0  # pods here with (anti-)affinity terms: InterPodAffinity's shortcut
+        self.node: dict[str, Any] = {}
+        self.labels: dict[str, str] = {}
+        self.taints: list[dict[str, Any]] = []
+        self.unschedulable = False
+        self.allocatable: dict[str, int] = {}
+        if node is not None:
+            self.set_node(node)
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        self.node = node
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        self.labels = meta.get("labels") or {}
+        self.taints = _parse_taints(spec)
+        self.unschedulable = bool(spec.get("unschedulable"))
+        alloc: dict[str, int] = {}
+        status = node.get("status") or {}
+        _add_into(alloc, status.get("allocatable") or status.get("capacity") or {})
+        self.allocatable = alloc
+        self.generation += 1
+
+    def add_pod(self, pod: PodInfo) -> None:
+        old = self.pods.get(pod.key)
+        if old is not None:
+            self.remove_pod(old)
+        self.pods[pod.key] = pod
+        req = self.requested
+        for k, v in pod.requests.items():
+            req[k] = req.get(k, 0) + v
+        self.nonzero_cpu += pod.nonzero_cpu
+        self.nonzero_mem += pod.nonzero_mem
+        if pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity"):
+            self.with_affinity += 1
+        self.generation += 1
+
+    def remove_pod(self, pod: PodInfo) -> bool:
+        held = self.pods.pop(pod.key, None)
+        if held is None:
+            return False
+        req = self.requested
+        for k, v in held.requests.items():
+            req[k] = req.get(k, 0) - v
+        self.nonzero_cpu -= held.nonzero_cpu
+        self.nonzero_mem -= held.nonzero_mem
+        if held.affinity.get("podAffinity") or held.affinity.get("podAntiAffinity"):
+            self.with_affinity -= 1
+        self.generation += 1
+        return True
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pods and totals can change without touching this one (preemption's what-if)."""
+        c = NodeInfo(self.name)
+        c.node, c.labels, c.taints = self.node, self.labels, self.taints
+        c.unschedulable, c.allocatable = self.unschedulable, self.allocatable
+        c.pods = dict(self.pods)
+        c.requested = dict(self.requested)
+        c.nonzero_cpu, c.nonzero_mem = self.nonzero_cpu, self.nonzero_mem
+        c.with_affinity = self.with_affinity
+        return c
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"

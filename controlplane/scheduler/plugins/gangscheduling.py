@@ -1,0 +1,217 @@
+"""GangScheduling: the framework adapter over ``scheduler.gang.GangManager``.
+
+- PreEnqueue: hold members until their PodGroup (and Workload) exist and
+  ``minCount`` members have been observed.
+- PreFilter: with a topology constraint, choose the group's domain (first
+  member) and restrict every member's nodes to it.
+- Permit: wait for the quorum; the member completing it allows its siblings.
+- Unreserve: a member's reservation released fails the group's attempt:
+  every waiting sibling is rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...metrics import PODGROUP_SCHEDULE_ATTEMPTS
+from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status
+from ..gang import GangManager
+from ..nodeinfo import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from ..profile import Profile
+
+__all__ = ["GangScheduling"]
+
+NAME = "GangScheduling"
+CONDITION = "PodGroupScheduled"
+log = logging.getLogger("controlplane.scheduler")
+
+
+def _same_group(pod: PodInfo, old: Any, new: Any) -> bool:
+    obj = new if new is not None else old
+    if not isinstance(obj, dict):
+        return True
+    group = ((obj.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    ns = (obj.get("metadata") or {}).get("namespace")
+    return bool(group) and group == pod.group and ns == pod.namespace
+
+
+def _podgroup_of(pod: PodInfo, old: Any, new: Any) -> bool:
+    obj = new if new is not None else old
+    if not isinstance(obj, dict):
+        return True
+    meta = obj.get("metadata") or {}
+    if obj.get("kind") == "Workload" or "podGroupTemplates" in (obj.get("spec") or {}):
+        return meta.get("namespace") == pod.namespace
+    return meta.get("namespace") == pod.namespace and meta.get("name") == pod.group
+
+
+class GangScheduling:
+    def __init__(self, handle: Handle, timeout: float = 60.0, clock: Any = time.monotonic) -> None:
+        self.handle = handle
+        self.manager = GangManager(timeout)
+        self.clock = clock
+        self._rotation = 0
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> GangScheduling:
+        return cls(handle, float(args.get("timeoutSeconds", 60.0)))
+
+    def name(self) -> str:
+        return NAME
+
+    # ---------------------------------------------------------------- extension points
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        if not pod.group:
+            return None
+        why = self.manager.pre_enqueue(pod.group_key)
+        return None if why is None else Status(Code.PENDING, why, plugin=NAME)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        if not pod.group or state.get("GangScheduling/choosing"):
+            return Status(Code.SKIP)
+        g = self.manager.groups.get(pod.group_key)
+        if g is None or g.policy is None or not g.policy.topology_key:
+            return Status(Code.SKIP)
+        if g.domain is None:
+            s = self._choose_domain(pod)
+            if s is not None:
+                return s
+        state.restrict_nodes(g.domain_nodes)
+        return Status(Code.SKIP)  # the restriction is the whole of it; no Filter to run
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        if not pod.group:
+            return None, 0.0
+        now = self.clock()
+        allowed, siblings = self.manager.permit(pod.group_key, pod.key, node_name, now)
+        if allowed:
+            for key in siblings:
+                self.handle.allow(key, NAME)
+            g = self.manager.groups[pod.group_key]
+            if g.policy is not None and g.policy.gang and (siblings or g.policy.min_count == 1):
+                PODGROUP_SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
+                self._report(pod.group_key, "True", "Scheduled",
+                             f"{len(g.bound)} pods scheduled (minCount {g.policy.min_count})")
+            return None, 0.0
+        g = self.manager.groups[pod.group_key]
+        return Status(Code.WAIT, "waiting for the gang's quorum", plugin=NAME), max(0.0, g.deadline - now)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        if not pod.group:
+            return
+        self.manager.unreserved(pod.group_key, pod.key)
+        self._fail_group(pod, f'pod "{pod.name}" of the group was not scheduled', count=False)
+
+    def on_member_failed(self, pod: PodInfo, message: str) -> None:
+        """The scheduler's hook: a member's cycle failed before Reserve (no node fits)."""
+        if pod.group:
+            self._fail_group(pod, message, count=True)
+
+    def _fail_group(self, pod: PodInfo, message: str, count: bool) -> None:
+        g = self.manager.groups.get(pod.group_key)
+        if g is None or g.policy is None or not g.policy.gang:
+            return
+        rejected = self.manager.fail(pod.group_key)
+        for key in rejected:
+            self.handle.reject(key, NAME, f"rejected with the rest of PodGroup \"{pod.group}\": {message}")
+        if count or rejected:
+            PODGROUP_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
+            self._report(pod.group_key, "False", "Unschedulable", message)
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [
+            ClusterEvent("pods", ActionType.ADD, _same_group),
+            ClusterEvent("pods", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            ClusterEvent("podgroups", ActionType.ADD | ActionType.UPDATE, _podgroup_of),
+            ClusterEvent("workloads", ActionType.ADD | ActionType.UPDATE, _podgroup_of),
+            ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_ALLOCATABLE),
+        ]
+
+    # ---------------------------------------------------------------- topology
+
+    def _choose_domain(self, pod: PodInfo) -> Status | None:
+        """Pick the group's domain: walk the domains (round robin across groups), count in
+        each how many copies of this member fit (by the Filter plugins and its requests),
+        stop after a few domains with room for the group, keep the best-scoring of those."""
+        g = self.manager.groups[pod.group_key]
+        assert g.policy is not None
+        key = g.policy.topology_key
+        need = max(1, len(g.members) - len(g.bound))
+        profile: Profile = self.handle.profile()
+        domains: dict[str, list[NodeInfo]] = {}
+        for ni in self.handle.nodes().values():
+            v = ni.labels.get(key)
+            if v is not None:
+                domains.setdefault(v, []).append(ni)
+        if not domains:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"no node has the topology label {key}", plugin=NAME)
+        names = sorted(domains)
+        self._rotation = (self._rotation + 1) % len(names)
+        names = names[self._rotation:] + names[:self._rotation]
+        probe = CycleState()
+        probe.write("GangScheduling/choosing", True)
+        if profile.run_pre_filter(probe, pod) is not None:
+            return Status(Code.UNSCHEDULABLE, f"no {key} domain can hold the pods of PodGroup \"{pod.group}\"",
+                          plugin=NAME)
+        filters = profile.filters_for(probe)
+        candidates: list[tuple[float, str]] = []
+        reqs = [(r, a) for r, a in pod.requests.items() if a > 0]
+        for name in names:
+            slots = 0
+            used: list[NodeInfo] = []
+            for ni in domains[name]:
+                if profile.run_filters(filters, probe, pod, ni) is not None:
+                    continue
+                fit = min((ni.allocatable.get(r, 0) - ni.requested.get(r, 0)) // a for r, a in reqs)
+                if fit > 0:
+                    slots += fit
+                    used.append(ni)
+                if slots >= need:
+                    break
+            if slots < need:
+                continue
+            profile.run_pre_score(probe, pod, used)
+            scores = profile.score_nodes(probe, pod, used)
+            candidates.append((sum(scores) / len(scores), name))
+            if len(candidates) >= 4:
+                break
+        if not candidates:
+            return Status(Code.UNSCHEDULABLE,
+                          f"no {key} domain has room for the {need} pods of PodGroup \"{pod.group}\"", plugin=NAME)
+        best = max(candidates)[1]
+        self.manager.set_domain(pod.group_key, best, frozenset(n.name for n in domains[best]))
+        return None
+
+    # ---------------------------------------------------------------- status
+
+    def _report(self, group_key: str, status: str, reason: str, message: str) -> None:
+        g = self.manager.groups.get(group_key)
+        if g is None or g.podgroup is None:
+            return
+        for c in (g.podgroup.get("status") or {}).get("conditions") or ():
+            if c.get("type") == CONDITION and c.get("status") == status and c.get("reason") == reason:
+                return
+        ns, _, name = group_key.partition("/")
+        cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "observedGeneration": (g.podgroup.get("metadata") or {}).get("generation", 0)}
+        g.podgroup = {**g.podgroup, "status": {**(g.podgroup.get("status") or {}), "conditions": [cond]}}
+        self.handle.spawn(self._write_status(ns, name, cond))
+
+    async def _write_status(self, ns: str, name: str, cond: dict[str, Any]) -> None:
+        from ...client import ApiError, resource_path
+
+        path = resource_path("scheduling.k8s.io", "v1beta1", "podgroups", ns, name, "status")
+        try:
+            await self.handle.client.patch(path, {"status": {"conditions": [cond]}}, patch_type="merge")
+        except (TimeoutError, ApiError, OSError) as e:
+            log.warning("podgroup %s/%s: status not written: %s", ns, name, e)

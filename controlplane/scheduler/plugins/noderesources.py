@@ -1,0 +1,105 @@
+"""NodeResourcesFit: does the node have room for the pod's requests; how full would it be.
+
+PreFilter keeps the pod's requests (summed once, in ``PodInfo``) as a tuple in
+the cycle state; Filter compares them to ``allocatable - requested``; Score is
+LeastAllocated (spread, the default) or MostAllocated (bin-pack) over the
+configured resources (default cpu and memory, weight 1 each; extended resources
+such as ``nvidia.com/gpu`` may be listed too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
+from ..nodeinfo import NodeInfo, PodInfo
+
+__all__ = ["NodeResourcesFit", "insufficient"]
+
+NAME = "NodeResourcesFit"
+
+
+def insufficient(pod: PodInfo, node: NodeInfo) -> list[str]:
+    """The upstream reasons ``pod`` does not fit ``node`` by resources ([] if it fits)."""
+    alloc, req = node.allocatable, node.requested
+    out = []
+    for name, amount in pod.requests.items():
+        if alloc.get(name, 0) - req.get(name, 0) < amount:
+            out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
+    return out
+
+
+def _pod_left_node(pod: PodInfo, old: Any, new: Any) -> bool:
+    return True
+
+
+class NodeResourcesFit:
+    def __init__(self, strategy: str = "LeastAllocated", resources: list[Mapping[str, Any]] | None = None) -> None:
+        if strategy not in ("LeastAllocated", "MostAllocated"):
+            raise ValueError(f"unknown scoring strategy {strategy!r}")
+        self.most = strategy == "MostAllocated"
+        res = resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        self.resources = [(str(r["name"]), int(r.get("weight", 1))) for r in res]
+        self.default = [n for n, _ in self.resources] == ["cpu", "memory"] and all(w == 1 for _, w in self.resources)
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> NodeResourcesFit:
+        strategy = args.get("scoringStrategy") or {}
+        return cls(strategy.get("type", "LeastAllocated"), strategy.get("resources"))
+
+    def name(self) -> str:
+        return NAME
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        state.write(NAME, tuple(pod.requests.items()))
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        alloc, req = node.allocatable, node.requested
+        for name, amount in state.read(NAME):
+            if alloc.get(name, 0) - req.get(name, 0) < amount:
+                return Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin=NAME)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        alloc = node.allocatable
+        if self.default:
+            cap_c = alloc.get("cpu", 0)
+            cap_m = alloc.get("memory", 0)
+            used_c = node.nonzero_cpu + pod.nonzero_cpu
+            used_m = node.nonzero_mem + pod.nonzero_mem
+            if self.most:
+                sc = used_c * MAX_NODE_SCORE // cap_c if cap_c and used_c <= cap_c else 0
+                sm = used_m * MAX_NODE_SCORE // cap_m if cap_m and used_m <= cap_m else 0
+            else:
+                sc = (cap_c - used_c) * MAX_NODE_SCORE // cap_c if cap_c and used_c <= cap_c else 0
+                sm = (cap_m - used_m) * MAX_NODE_SCORE // cap_m if cap_m and used_m <= cap_m else 0
+            return (sc + sm) // 2
+        total = weights = 0
+        for name, weight in self.resources:
+            cap = alloc.get(name, 0)
+            if name == "cpu":
+                used = node.nonzero_cpu + pod.nonzero_cpu
+            elif name == "memory":
+                used = node.nonzero_mem + pod.nonzero_mem
+            else:
+                want = pod.requests.get(name, 0)
+                if not want:
+                    continue  # upstream skips an extended resource the pod does not request
+                used = node.requested.get(name, 0) + want
+            if not cap or used > cap:
+                s = 0
+            elif self.most:
+                s = used * MAX_NODE_SCORE // cap
+            else:
+                s = (cap - used) * MAX_NODE_SCORE // cap
+            total += s * weight
+            weights += weight
+        return total // weights if weights else 0
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [
+            ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            ClusterEvent("pods", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+        ]

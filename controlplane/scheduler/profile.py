@@ -1,0 +1,236 @@
+"""A profile: the instantiated plugins of each extension point, and the pure parts of a cycle.
+
+``Profile`` runs PreFilter, Filter (with upstream's sampling), PreScore and
+Score over NodeInfos. It does no I/O and needs no running scheduler, which is
+what ``feasible_nodes`` (for the autoscaler) and the gang's topology choice
+build on::
+
+    profile = Profile.build(handle)            # the default plugins
+    ok, why = profile.feasible_nodes(PodInfo(pod), [NodeInfo("n1", node)])
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .framework import (
+    MAX_NODE_SCORE,
+    BindPlugin,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PermitPlugin,
+    Plugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    Registry,
+    ReservePlugin,
+    ScoreNormalizer,
+    ScorePlugin,
+    Status,
+    WatchesResources,
+    num_feasible_nodes_to_find,
+)
+from .nodeinfo import NodeInfo, PodInfo
+from .plugins import PluginConfig, default_profile, default_registry
+
+__all__ = ["FitError", "Profile"]
+
+
+@dataclass
+class FitError:
+    """Why no node fits: node name -> Status, over the ``num_nodes`` considered."""
+
+    num_nodes: int
+    statuses: dict[str, Status] = field(default_factory=dict)
+    pre_filter: Status | None = None
+
+    def rejectors(self) -> set[str]:
+        if self.pre_filter is not None:
+            return {self.pre_filter.plugin}
+        return {s.plugin for s in self.statuses.values()}
+
+    def message(self) -> str:
+        """Upstream's ``FitError.Error()``: "0/5 nodes are available: 2 Insufficient cpu, 3 ..."."""
+        if self.pre_filter is not None:
+            return f"0/{self.num_nodes} nodes are available: {self.pre_filter.message}."
+        counts: dict[str, int] = {}
+        for s in self.statuses.values():
+            for r in s.reasons:
+                counts[r] = counts.get(r, 0) + 1
+        parts = sorted(f"{n} {r}" for r, n in counts.items())
+        return f"0/{self.num_nodes} nodes are available: {', '.join(parts)}."
+
+
+class Profile:
+    def __init__(self, plugins: Sequence[tuple[Plugin, int]], percentage: int = 0) -> None:
+        self.plugins = [p for p, _ in plugins]
+        self.percentage = percentage
+        self.pre_enqueue = [p for p in self.plugins if isinstance(p, PreEnqueuePlugin)]
+        self.pre_filter = [p for p in self.plugins if isinstance(p, PreFilterPlugin)]
+        self.filter = [p for p in self.plugins if isinstance(p, FilterPlugin)]
+        self.post_filter = [p for p in self.plugins if isinstance(p, PostFilterPlugin)]
+        self.pre_score = [p for p in self.plugins if isinstance(p, PreScorePlugin)]
+        self.score = [(p, w) for p, w in plugins if isinstance(p, ScorePlugin) and w > 0]
+        self.reserve = [p for p in self.plugins if isinstance(p, ReservePlugin)]
+        self.permit = [p for p in self.plugins if isinstance(p, PermitPlugin)]
+        self.pre_bind = [p for p in self.plugins if isinstance(p, PreBindPlugin)]
+        self.bind = [p for p in self.plugins if isinstance(p, BindPlugin)]
+        self.events = {p.name(): p.events_to_register() for p in self.plugins if isinstance(p, EnqueueExtensions)}
+        self.watches = [w for p in self.plugins if isinstance(p, WatchesResources) for w in p.resources_to_watch()]
+        self._next_start = 0
+        self._rand = random.Random(0)
+
+    @classmethod
+    def build(cls, handle: Handle, registry: Registry | None = None, config: Sequence[PluginConfig] | None = None,
+              percentage: int = 0) -> Profile:
+        registry = registry or default_registry()
+        config = config if config is not None else default_profile(registry)
+        return cls([(registry.build(c.name, handle, c.args), c.weight) for c in config], percentage)
+
+    def get(self, name: str) -> Plugin | None:
+        return next((p for p in self.plugins if p.name() == name), None)
+
+    # ---------------------------------------------------------------- the scheduling cycle's pure part
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        for p in self.pre_filter:
+            s = p.pre_filter(state, pod)
+            if s is None:
+                continue
+            name = p.name()
+            if s.code == Code.SKIP:
+                state.skip_filter.add(name)
+                continue
+            s.plugin = s.plugin or name
+            return s
+        return None
+
+    def filters_for(self, state: CycleState) -> list[FilterPlugin]:
+        skip = state.skip_filter
+        return [p for p in self.filter if p.name() not in skip] if skip else list(self.filter)
+
+    @staticmethod
+    def run_filters(filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        for p in filters:
+            s = p.filter(state, pod, node)
+            if s is not None:
+                return s
+        return None
+
+    def find_feasible(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                      extra: Mapping[str, Sequence[PodInfo]] | None = None,
+                      sample: bool = True) -> tuple[list[NodeInfo], dict[str, Status]]:
+        """Filter ``nodes`` (after PreFilter ran on ``state``), starting where the last
+        cycle stopped and stopping after ``num_feasible_nodes_to_find`` feasible ones
+        (``sample=False``: all). ``extra``: node name -> pods to count as if on it
+        (nominated pods of at least the pod's priority, as upstream)."""
+        filters = self.filters_for(state)
+        n = len(nodes)
+        if not n:
+            return [], {}
+        want = num_feasible_nodes_to_find(n, self.percentage) if sample else n
+        feasible: list[NodeInfo] = []
+        failed: dict[str, Status] = {}
+        start = self._next_start % n
+        processed = 0
+        for i in range(n):
+            node = nodes[(start + i) % n]
+            processed += 1
+            if extra and node.name in extra:
+                view = node.clone()
+                for other in extra[node.name]:
+                    view.add_pod(other)
+                s = self.run_filters(filters, state, pod, view)
+            else:
+                s = None
+                for p in filters:
+                    s = p.filter(state, pod, node)
+                    if s is not None:
+                        break
+            if s is None:
+                feasible.append(node)
+                if len(feasible) >= want:
+                    break
+            else:
+                s.plugin = s.plugin or "?"
+                failed[node.name] = s
+        if sample:
+            self._next_start = (start + processed) % n
+        return feasible, failed
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        for p in self.pre_score:
+            s = p.pre_score(state, pod, nodes)
+            if s is None:
+                continue
+            if s.code == Code.SKIP:
+                state.skip_score.add(p.name())
+                continue
+            return s
+        return None
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """Weighted total score per node (same order as ``nodes``)."""
+        totals = [0] * len(nodes)
+        skip = state.skip_score
+        for p, weight in self.score:
+            if skip and p.name() in skip:
+                continue
+            scores = [p.score(state, pod, node) for node in nodes]
+            if isinstance(p, ScoreNormalizer):
+                p.normalize_scores(state, pod, scores)
+            for i, s in enumerate(scores):
+                totals[i] += min(max(s, 0), MAX_NODE_SCORE) * weight
+        return totals
+
+    def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> NodeInfo:
+        """The best-scoring node; ties broken at random (reservoir sampling, as upstream)."""
+        best = -1
+        chosen = nodes[0]
+        ties = 0
+        for node, s in zip(nodes, scores, strict=True):
+            if s > best:
+                best, chosen, ties = s, node, 1
+            elif s == best:
+                ties += 1
+                if self._rand.randrange(ties) == 0:
+                    chosen = node
+        return chosen
+
+    def place(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+              extra: Mapping[str, Sequence[PodInfo]] | None = None) -> tuple[NodeInfo | None, FitError | None]:
+        """PreFilter, Filter, PreScore, Score over ``nodes``: the chosen node or why none fits."""
+        s = self.run_pre_filter(state, pod)
+        if s is not None:
+            return None, FitError(len(nodes), pre_filter=s)
+        if state.node_names is not None:
+            nodes = [n for n in nodes if n.name in state.node_names]
+        feasible, failed = self.find_feasible(state, pod, nodes, extra)
+        if not feasible:
+            return None, FitError(len(nodes), failed)
+        if len(feasible) == 1:
+            return feasible[0], None
+        self.run_pre_score(state, pod, feasible)
+        scores = self.score_nodes(state, pod, feasible)
+        return self.select_host(feasible, scores), None
+
+    def feasible_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], dict[str, Status]]:
+        """Which of ``nodes`` (real or hypothetical NodeInfos) could ``pod`` go on, by the
+        PreFilter and Filter plugins, every node considered (no sampling). For the
+        autoscaler: ``NodeInfo("template", node_dict)`` is a node that does not exist yet.
+        A PreFilter rejection is reported under the key ``""``."""
+        state = CycleState()
+        s = self.run_pre_filter(state, pod)
+        if s is not None:
+            return [], {"": s}
+        if state.node_names is not None:
+            nodes = [n for n in nodes if n.name in state.node_names]
+        return self.find_feasible(state, pod, nodes, sample=False)

@@ -1,0 +1,324 @@
+"""The scheduling queue, as kube-scheduler's: activeQ, backoffQ and the unschedulable pods.
+
+- **activeQ**: pods ready to be tried, highest priority first, then oldest
+  (``PodInfo.timestamp``, set when the pod entered or re-entered activeQ).
+- **backoffQ**: pods that failed and wait out their backoff: 1 s after the first
+  failure, doubling with each attempt up to 10 s; they move to activeQ when it ends.
+- **unschedulable**: pods rejected by Filter/PreFilter/PreEnqueue plugins. They
+  stay until a *cluster event* that one of the plugins that rejected them
+  registered for (``events_to_register``; a hint may narrow it) arrives, then go
+  to backoffQ (or activeQ, if their backoff is already over, or if the rejection
+  was PENDING). Pods parked longer than ``max_unschedulable_seconds`` are
+  retried anyway, as upstream's 5-minute flush.
+- An event that arrives while a pod is being scheduled can make the verdict
+  stale; a pod whose cycle started before the latest such event goes to
+  backoffQ, not to the unschedulable pool (upstream's ``moveRequestCycle``).
+
+PreEnqueue runs in ``add``: a pod held by it (``schedulingGates``, a PodGroup
+not created yet) is parked as unschedulable, rejected by the holding plugin.
+
+Gang members are popped together: when a pod of a PodGroup leaves activeQ, its
+siblings waiting in activeQ or backoffQ are queued right behind it, so a group's
+pods go through consecutive cycles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .framework import ActionType, ClusterEvent, Code, PreEnqueuePlugin, Status
+from .nodeinfo import PodInfo
+
+__all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue"]
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+
+
+@dataclass(slots=True)
+class _Parked:
+    pod: PodInfo
+    rejectors: frozenset[str]
+    since: float
+    pending: bool = False
+
+
+@dataclass
+class SchedulingQueue:
+    pre_enqueue: list[PreEnqueuePlugin] = field(default_factory=list)
+    # plugin name -> the events that may help pods it rejected
+    events: dict[str, list[ClusterEvent]] = field(default_factory=dict)
+    initial_backoff: float = INITIAL_BACKOFF
+    max_backoff: float = MAX_BACKOFF
+    max_unschedulable_seconds: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self._seq = itertools.count()
+        self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, key)
+        self._backoff: list[tuple[float, int, str]] = []  # (expiry, seq, key)
+        self._front: deque[str] = deque()  # gang siblings popped next
+        self.pods: dict[str, PodInfo] = {}  # every pod the queue holds, by key
+        self._where: dict[str, str] = {}  # key -> "active" | "backoff" | "unschedulable" | "inflight"
+        self.unschedulable: dict[str, _Parked] = {}
+        self._groups: dict[str, set[str]] = {}  # group key -> queued pod keys
+        self._wakeup = asyncio.Event()
+        self.scheduling_cycle = 0
+        self._move_request_cycle = -1
+        self.closed = False
+
+    # ---------------------------------------------------------------- adding
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    def where(self, key: str) -> str | None:
+        return self._where.get(key)
+
+    def add(self, pod: PodInfo) -> None:
+        """A new unscheduled pod (or an updated one not in flight): PreEnqueue, then activeQ."""
+        old = self.pods.get(pod.key)
+        if old is not None:
+            pod.attempts, pod.initial_attempt = old.attempts, old.initial_attempt
+            if self._where.get(pod.key) == "inflight":
+                self.pods[pod.key] = pod  # the running cycle's result decides where it goes
+                return
+            self._drop(pod.key)
+        self._track(pod)
+        self._enqueue(pod)
+
+    def _track(self, pod: PodInfo) -> None:
+        self.pods[pod.key] = pod
+        if pod.group:
+            self._groups.setdefault(pod.group_key, set()).add(pod.key)
+
+    def _enqueue(self, pod: PodInfo) -> None:
+        status = self._run_pre_enqueue(pod)
+        if status is not None:
+            self._park(pod, frozenset({status.plugin}), pending=True)
+            return
+        self._push_active(pod)
+
+    def _run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        for p in self.pre_enqueue:
+            s = p.pre_enqueue(pod)
+            if s is not None:
+                if not s.plugin:
+                    s.plugin = p.name()
+                return s
+        return None
+
+    def _push_active(self, pod: PodInfo) -> None:
+        pod.timestamp = self.clock()
+        self._where[pod.key] = "active"
+        heapq.heappush(self._active, (-pod.priority, pod.timestamp, next(self._seq), pod.key))
+        self._wakeup.set()
+
+    def _push_backoff(self, pod: PodInfo) -> None:
+        expiry = self.backoff_expiry(pod)
+        if expiry <= self.clock():
+            self._push_active(pod)
+            return
+        self._where[pod.key] = "backoff"
+        heapq.heappush(self._backoff, (expiry, next(self._seq), pod.key))
+        self._wakeup.set()
+
+    def _park(self, pod: PodInfo, rejectors: frozenset[str], pending: bool = False) -> None:
+        self._where[pod.key] = "unschedulable"
+        self.unschedulable[pod.key] = _Parked(pod, rejectors, self.clock(), pending)
+
+    def backoff_duration(self, pod: PodInfo) -> float:
+        if pod.attempts <= 0:
+            return 0.0
+        d: float = self.initial_backoff * (2 ** (pod.attempts - 1))
+        return min(d, self.max_backoff)
+
+    def backoff_expiry(self, pod: PodInfo) -> float:
+        return pod.timestamp + self.backoff_duration(pod)
+
+    def delete(self, key: str) -> None:
+        """The pod is gone (deleted, or bound by someone else)."""
+        self._drop(key)
+        pod = self.pods.pop(key, None)
+        self._where.pop(key, None)
+        if pod is not None and pod.group:
+            members = self._groups.get(pod.group_key)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._groups[pod.group_key]
+
+    def _drop(self, key: str) -> None:
+        # Heap entries are left behind and skipped at pop time (their key no longer says "active").
+        self.unschedulable.pop(key, None)
+        self._where.pop(key, None)
+
+    # ---------------------------------------------------------------- popping
+
+    def _flush_backoff(self, now: float) -> None:
+        b = self._backoff
+        while b and b[0][0] <= now:
+            _, _, key = heapq.heappop(b)
+            if self._where.get(key) == "backoff":
+                self._push_active(self.pods[key])
+
+    def _flush_unschedulable_leftovers(self, now: float) -> None:
+        limit = self.max_unschedulable_seconds
+        stale = [k for k, p in self.unschedulable.items() if now - p.since > limit]
+        for k in stale:
+            parked = self.unschedulable.pop(k)
+            self._push_backoff(parked.pod)
+
+    def pop_nowait(self) -> PodInfo | None:
+        """The next pod to schedule, or None if activeQ is empty."""
+        now = self.clock()
+        if self._backoff:
+            self._flush_backoff(now)
+        while self._front:
+            key = self._front.popleft()
+            if self._where.get(key) in ("active", "backoff"):
+                return self._start(key)
+        a = self._active
+        while a:
+            _, _, _, key = heapq.heappop(a)
+            if self._where.get(key) != "active":
+                continue
+            pod = self._start(key)
+            if pod.group:
+                self._pull_siblings(pod)
+            return pod
+        return None
+
+    def _start(self, key: str) -> PodInfo:
+        self._where[key] = "inflight"
+        pod = self.pods[key]
+        self.scheduling_cycle += 1
+        pod.attempts += 1
+        return pod
+
+    def _pull_siblings(self, pod: PodInfo) -> None:
+        for key in sorted(self._groups.get(pod.group_key, ()), key=lambda k: self.pods[k].timestamp):
+            if key != pod.key and self._where.get(key) in ("active", "backoff"):
+                self._front.append(key)
+
+    async def pop(self) -> PodInfo:
+        """Wait for the next pod (backoffQ is flushed as its entries expire)."""
+        while True:
+            pod = self.pop_nowait()
+            if pod is not None:
+                return pod
+            if self.closed:
+                raise asyncio.CancelledError
+            self._wakeup.clear()
+            timeout: float | None = None
+            if self._backoff:
+                timeout = max(0.0, self._backoff[0][0] - self.clock())
+            if self.unschedulable:
+                t = self.max_unschedulable_seconds / 4
+                timeout = t if timeout is None else min(timeout, t)
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                if self.unschedulable:
+                    self._flush_unschedulable_leftovers(self.clock())
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+    # ---------------------------------------------------------------- after a cycle
+
+    def done(self, key: str) -> None:
+        """The pod's cycle ended in a binding attempt: it leaves the queue."""
+        self.delete(key)
+
+    def requeue_error(self, pod: PodInfo) -> None:
+        """An ERROR: retry after backoff, whatever happens in the cluster."""
+        if self._where.get(pod.key) != "inflight":
+            return
+        self._push_backoff(self.pods[pod.key])
+
+    def add_unschedulable(self, pod: PodInfo, status: Status, cycle: int, rejectors: Iterable[str] = ()) -> None:
+        """The pod's cycle (started at ``cycle``) rejected it: park it until a helpful event."""
+        if self._where.get(pod.key) != "inflight":
+            return
+        current = self.pods[pod.key]
+        if self._move_request_cycle >= cycle:
+            self._push_backoff(current)
+            return
+        names = frozenset(rejectors) or frozenset({status.plugin})
+        self._park(current, names, pending=status.code == Code.PENDING)
+
+    def activate(self, keys: Iterable[str]) -> None:
+        """Move these pods to activeQ at once (a gang's siblings, a preemptor's victims gone)."""
+        for key in keys:
+            where = self._where.get(key)
+            if where == "unschedulable":
+                parked = self.unschedulable.pop(key)
+                self._push_active(parked.pod)
+            elif where == "backoff":
+                self._push_active(self.pods[key])
+
+    def park_group(self, group_key: str, rejector: str) -> None:
+        """Pull a gang's queued members out of activeQ/backoffQ into the unschedulable
+        pool (the group cannot be placed now; it is retried as a whole)."""
+        for key in list(self._groups.get(group_key, ())):
+            if self._where.get(key) in ("active", "backoff"):
+                self._park(self.pods[key], frozenset({rejector}))
+
+    def group_members(self, group_key: str) -> list[PodInfo]:
+        return [self.pods[k] for k in self._groups.get(group_key, ())]
+
+    # ---------------------------------------------------------------- cluster events
+
+    def on_event(self, resource: str, action: ActionType, old: Any = None, new: Any = None) -> int:
+        """A cluster event: retry the unschedulable pods it may help. Returns how many moved."""
+        self._move_request_cycle = self.scheduling_cycle
+        if not self.unschedulable:
+            return 0
+        moved: list[_Parked] = []
+        for parked in self.unschedulable.values():
+            for plugin in parked.rejectors:
+                if self._helps(plugin, resource, action, parked.pod, old, new):
+                    moved.append(parked)
+                    break
+        groups = {p.pod.group_key for p in moved if p.pod.group}
+        if groups:  # a gang is retried as a whole: its parked siblings come along
+            seen = {p.pod.key for p in moved}
+            for g in groups:
+                for key in self._groups.get(g, ()):
+                    sib = self.unschedulable.get(key)
+                    if sib is not None and key not in seen:
+                        moved.append(sib)
+                        seen.add(key)
+        for parked in moved:
+            del self.unschedulable[parked.pod.key]
+            if parked.pending:
+                self._enqueue(parked.pod)
+            else:
+                self._push_backoff(parked.pod)
+        return len(moved)
+
+    def _helps(self, plugin: str, resource: str, action: ActionType, pod: PodInfo, old: Any, new: Any) -> bool:
+        registered = self.events.get(plugin)
+        if registered is None:
+            return True  # a plugin that registered nothing: any event may help (upstream's default)
+        for ev in registered:
+            if ev.resource != resource or not (ev.actions & action):
+                continue
+            if ev.hint is None or ev.hint(pod, old, new):
+                return True
+        return False
+
+    def pending_counts(self) -> dict[str, int]:
+        counts = {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}
+        for w in self._where.values():
+            counts[w] = counts.get(w, 0) + 1
+        return counts

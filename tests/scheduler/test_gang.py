@@ -1,0 +1,114 @@
+"""The gang's domain logic alone (GangManager), and the GangScheduling plugin's topology choice."""
+
+from __future__ import annotations
+
+from controlplane.scheduler.framework import Code, CycleState
+from controlplane.scheduler.gang import GangManager, Policy, policy_of
+from controlplane.scheduler.nodeinfo import PodInfo
+from controlplane.scheduler.plugins.gangscheduling import GangScheduling
+
+from .fakes import build
+from .helpers import node, pod, podgroup
+
+
+def test_policy_inline_or_from_the_workload_template() -> None:
+    assert policy_of(podgroup("pg", 8, topology="rack"), {}) == Policy(True, 8, "rack")
+    wl = {"metadata": {"name": "train", "namespace": "default"},
+          "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}},
+                                         {"name": "ps", "schedulingPolicy": {"basic": {}}}]}}
+    ref = podgroup("pg", workload=("train", "workers"))
+    assert policy_of(ref, {}) is None  # the Workload is not there yet
+    assert policy_of(ref, {"default/train": wl}) == Policy(True, 4, "")
+    assert policy_of(podgroup("p2", workload=("train", "ps")), {"default/train": wl}) == Policy(False, 1, "")
+
+
+def test_pre_enqueue_waits_for_the_podgroup_and_min_count_members() -> None:
+    m = GangManager()
+    assert m.pre_enqueue("default/pg") == 'waiting for PodGroup "pg" to be created'
+    m.set_podgroup(podgroup("pg", 3))
+    m.observe_pod("default/pg", "default/a", None)
+    m.observe_pod("default/pg", "default/b", None)
+    why = m.pre_enqueue("default/pg")
+    assert why is not None and "2 of 3" in why
+    m.observe_pod("default/pg", "default/c", None)
+    assert m.pre_enqueue("default/pg") is None
+
+
+def test_quorum_allows_every_waiting_member_at_once() -> None:
+    m = GangManager(timeout=30)
+    m.set_podgroup(podgroup("pg", 3))
+    assert m.permit("default/pg", "default/a", "n1", now=0) == (False, [])
+    assert m.permit("default/pg", "default/b", "n2", now=1) == (False, [])
+    allowed, siblings = m.permit("default/pg", "default/c", "n3", now=2)
+    assert allowed and sorted(siblings) == ["default/a", "default/b"]
+    assert m.groups["default/pg"].bound == {"default/a", "default/b", "default/c"}
+    # a latecomer of an already-placed gang goes straight through
+    assert m.permit("default/pg", "default/d", "n4", now=3) == (True, [])
+
+
+def test_a_failure_rejects_all_waiting_members_and_forgets_the_domain() -> None:
+    m = GangManager()
+    m.set_podgroup(podgroup("pg", 3, topology="rack"))
+    m.set_domain("default/pg", "r1", frozenset({"n1"}))
+    m.permit("default/pg", "default/a", "n1", now=0)
+    m.permit("default/pg", "default/b", "n1", now=0)
+    assert sorted(m.fail("default/pg")) == ["default/a", "default/b"]
+    g = m.groups["default/pg"]
+    assert not g.waiting and g.domain is None
+    assert m.fail("default/pg") == []
+
+
+def test_timeout_expires_waiting_members() -> None:
+    m = GangManager(timeout=10)
+    m.set_podgroup(podgroup("pg", 2))
+    m.permit("default/pg", "default/a", "n1", now=100)
+    assert m.expired(now=105) == []
+    assert m.expired(now=111) == [("default/pg", ["default/a"])]
+
+
+def test_basic_policy_has_no_quorum() -> None:
+    m = GangManager()
+    pg = podgroup("pg")
+    pg["spec"]["schedulingPolicy"] = {"basic": {}}
+    m.set_podgroup(pg)
+    assert m.pre_enqueue("default/pg") is None
+    assert m.permit("default/pg", "default/a", "n1", now=0) == (True, [])
+
+
+def _racks() -> list[dict[str, object]]:
+    out = []
+    for r, cpu in (("r0", "1"), ("r1", "4"), ("r2", "4")):
+        for i in range(2):
+            out.append(node(f"{r}-n{i}", cpu=cpu, labels={"rack": r}))
+    return out
+
+
+def test_topology_places_the_gang_in_one_domain_with_room() -> None:
+    h, profile = build(_racks())
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 4, topology="rack"))
+    members = [PodInfo(pod(f"m{i}", cpu="1", group="pg")) for i in range(4)]
+    for m in members:
+        gang.manager.observe_pod(m.group_key, m.key, None)
+    h.bind_pod(pod("busy", cpu="3"), "r2-n0")  # r2 now has 1 + 4 = 5 cpu free; r1 has 8; r0 only 2
+    st = CycleState()
+    assert gang.pre_filter(st, members[0]) is not None  # SKIP: it restricts, it has no Filter
+    g = gang.manager.groups["default/pg"]
+    assert g.domain in ("r1", "r2")
+    assert st.node_names == {f"{g.domain}-n0", f"{g.domain}-n1"}
+    # LeastAllocated scores the emptier rack higher: r1
+    assert g.domain == "r1"
+
+
+def test_topology_without_a_domain_with_room_rejects_the_gang() -> None:
+    _h, profile = build(_racks())
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 10, topology="rack"))
+    members = [PodInfo(pod(f"m{i}", cpu="1", group="pg")) for i in range(10)]
+    for m in members:
+        gang.manager.observe_pod(m.group_key, m.key, None)
+    s = gang.pre_filter(CycleState(), members[0])
+    assert s is not None and s.code == Code.UNSCHEDULABLE
+    assert "no rack domain has room for the 10 pods" in s.message

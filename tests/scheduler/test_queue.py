@@ -1,0 +1,158 @@
+"""The scheduling queue's ordering, backoff and requeue rules, on a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.scheduler.framework import ActionType, ClusterEvent, Code, Status
+from controlplane.scheduler.nodeinfo import PodInfo
+from controlplane.scheduler.plugins.nodes import SchedulingGates
+from controlplane.scheduler.queue import SchedulingQueue
+
+from .helpers import pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(**kw: Any) -> tuple[SchedulingQueue, Clock]:
+    clock = Clock()
+    events = {
+        "NodeResourcesFit": [ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                             ClusterEvent("pods", ActionType.DELETE)],
+        "TaintToleration": [ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_TAINT)],
+        "SchedulingGates": [ClusterEvent("pods", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)],
+    }
+    q = SchedulingQueue(pre_enqueue=[SchedulingGates()], events=events, clock=clock, **kw)
+    return q, clock
+
+
+def unschedulable(plugin: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, "no", plugin=plugin)
+
+
+def test_active_queue_pops_by_priority_then_age() -> None:
+    q, clock = make()
+    q.add(PodInfo(pod("low-old", priority=0)))
+    clock.t += 1
+    q.add(PodInfo(pod("high", priority=100)))
+    clock.t += 1
+    q.add(PodInfo(pod("low-new", priority=0)))
+    order = [q.pop_nowait() for _ in range(3)]
+    assert [p.name for p in order if p] == ["high", "low-old", "low-new"]
+    assert q.pop_nowait() is None
+
+
+def test_backoff_starts_at_one_second_and_doubles_to_ten() -> None:
+    q, _clock = make()
+    p = PodInfo(pod("p"))
+    durations = []
+    for attempts in range(1, 7):
+        p.attempts = attempts
+        durations.append(q.backoff_duration(p))
+    assert durations == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_error_goes_to_backoff_then_back_to_active() -> None:
+    q, clock = make()
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    q.requeue_error(p)
+    assert q.where(p.key) == "backoff"
+    assert q.pop_nowait() is None
+    clock.t += 1.01
+    again = q.pop_nowait()
+    assert again is not None and again.key == p.key and again.attempts == 2
+
+
+def test_unschedulable_pods_wait_for_an_event_their_rejector_registered() -> None:
+    q, clock = make()
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    q.add_unschedulable(p, unschedulable("NodeResourcesFit"), q.scheduling_cycle, {"NodeResourcesFit"})
+    assert q.where(p.key) == "unschedulable"
+    assert q.on_event("nodes", ActionType.UPDATE_NODE_TAINT) == 0  # cannot help a pod short of cpu
+    assert q.on_event("pods", ActionType.ADD) == 0
+    assert q.where(p.key) == "unschedulable"
+    assert q.on_event("nodes", ActionType.ADD) == 1
+    assert q.where(p.key) == "backoff"  # still within its 1 s backoff
+    clock.t += 1.5
+    assert q.pop_nowait() is not None
+
+
+def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_to_the_unschedulable_pool() -> None:
+    q, _clock = make()
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    cycle = q.scheduling_cycle
+    q.on_event("nodes", ActionType.ADD)  # arrives while p is being scheduled
+    q.add_unschedulable(p, unschedulable("NodeResourcesFit"), cycle, {"NodeResourcesFit"})
+    assert q.where(p.key) == "backoff"
+
+
+def test_scheduling_gates_hold_the_pod_until_removed() -> None:
+    q, _clock = make()
+    gated = pod("g", schedulingGates=[{"name": "wait"}])
+    q.add(PodInfo(gated))
+    assert q.where("default/g") == "unschedulable"
+    assert q.pop_nowait() is None
+    q.on_event("nodes", ActionType.ADD)
+    assert q.where("default/g") == "unschedulable"
+    ungated = pod("g")
+    q.add(PodInfo(ungated))  # the informer's update
+    assert q.where("default/g") == "active"
+    assert q.pop_nowait() is not None
+
+
+def test_pods_parked_too_long_are_retried_anyway() -> None:
+    q, clock = make(max_unschedulable_seconds=60)
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    q.add_unschedulable(p, unschedulable("NodeResourcesFit"), q.scheduling_cycle, {"NodeResourcesFit"})
+    clock.t += 61
+    q._flush_unschedulable_leftovers(clock())
+    assert q.where(p.key) == "active"
+
+
+def test_gang_siblings_pop_together_and_park_together() -> None:
+    q, clock = make()
+    q.add(PodInfo(pod("g1", group="pg")))
+    clock.t += 1
+    q.add(PodInfo(pod("other", priority=5)))
+    clock.t += 1
+    q.add(PodInfo(pod("g2", group="pg")))
+    first = q.pop_nowait()
+    assert first is not None and first.name == "other"
+    names = [q.pop_nowait().name, q.pop_nowait().name]  # type: ignore[union-attr]
+    assert names == ["g1", "g2"]
+    q2, _ = make()
+    for i in range(3):
+        q2.add(PodInfo(pod(f"m{i}", group="pg")))
+    m = q2.pop_nowait()
+    assert m is not None
+    q2.park_group("default/pg", "GangScheduling")
+    assert q2.pop_nowait() is None
+    q2.activate(["default/m1", "default/m2"])
+    assert q2.pop_nowait() is not None
+
+
+def test_a_hint_narrows_which_events_requeue() -> None:
+    clock = Clock()
+    events = {"Picky": [ClusterEvent("pods", ActionType.ADD, lambda pod, old, new: new.get("wanted") is True)]}
+    q = SchedulingQueue(events=events, clock=clock)
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    q.add_unschedulable(p, Status(Code.PENDING, "waiting", plugin="Picky"), q.scheduling_cycle, {"Picky"})
+    assert q.on_event("pods", ActionType.ADD, None, {"wanted": False}) == 0
+    assert q.on_event("pods", ActionType.ADD, None, {"wanted": True}) == 1
+    assert q.where(p.key) == "active"  # PENDING skips backoff
