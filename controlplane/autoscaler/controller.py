@@ -35,7 +35,8 @@ from .metrics import NODECLAIMS_CREATED, NODECLAIMS_DISRUPTED, NODES, POD_STARTU
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
 from .provisioner import NewClaim, Plan, Provisioner
 from .resources import add
-from .simulation import Fits, resource_fit
+from .schedfit import SchedulerFits
+from .simulation import Fits
 from .state import ClusterState, Simulated, is_provisionable, key
 
 __all__ = ["Autoscaler"]
@@ -49,7 +50,7 @@ CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
 
 
 class Autoscaler:
-    def __init__(self, client: Client, catalog: Catalog | None = None, *, fits: Fits = resource_fit,
+    def __init__(self, client: Client, catalog: Catalog | None = None, *, fits: Fits | None = None,
                  batch_idle: float = 1.0, batch_max: float = 10.0, disruption_interval: float = 1.0,
                  status_interval: float = 2.0, latency_scale: float = 1.0, drain_timeout: float = 30.0) -> None:
         self.client = client
@@ -60,7 +61,9 @@ class Autoscaler:
         self.status_interval = status_interval
         self.state = ClusterState()
         self.sim = Simulated(self.state, self.catalog)
-        self.provisioner = Provisioner(self.catalog, fits)  # the scheduler's filters: pass them as ``fits``
+        # the scheduler's filter plugins judge real nodes; ``resource_fit`` alone: pass fits=resource_fit
+        self.fits: Fits = fits if fits is not None else SchedulerFits(client, self.state)
+        self.provisioner = Provisioner(self.catalog, self.fits)
         self.launcher = Launcher(client, self.catalog, self.state, latency_scale=latency_scale,
                                  drain_timeout=drain_timeout, on_registered=self._registered)
         self.disruption = Disruption(self.state, self.sim, self.provisioner, self.state.clock)
@@ -229,6 +232,7 @@ class Autoscaler:
         if not pools or not st.provisionable:
             return None
         started = time.monotonic()
+        self._refresh()
         pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
         demands = [self.sim.demand(p) for p in pods]
         usage = {name: self.sim.usage(name) for name in pools}
@@ -312,6 +316,7 @@ class Autoscaler:
         if not pools:
             return []
         busy = {old: pool for old, (_, _, pool) in self.replacing.items()}
+        self._refresh()
         decisions = self.disruption.decide(pools, busy)
         for d in decisions:
             NODECLAIMS_DISRUPTED.labels(nodepool=d.pool, reason=d.reason).inc()
@@ -324,6 +329,11 @@ class Autoscaler:
             else:
                 await self._delete_claim(d.claim)
         return decisions
+
+    def _refresh(self) -> None:
+        refresh = getattr(self.fits, "refresh", None)
+        if refresh is not None:
+            refresh()
 
     async def _delete_claim(self, name: str) -> None:
         try:

@@ -97,6 +97,8 @@ class Plan:
     unschedulable: dict[str, str] = field(default_factory=dict)  # pod key -> why
     usage: Mapping[str, Resources] = field(default_factory=dict)  # each NodePool's capacity before the plan
     alone: dict[tuple[str, object], float] = field(default_factory=dict)  # (pool, pod signature) -> a node's price
+    # (pool, pod signature) -> the requirements and options of a node opened for such a pod (None: none can be)
+    opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:
@@ -203,7 +205,15 @@ class Provisioner:
         return after[1].price <= before[1].price + alone + 1e-9
 
     def _open(self, pod: PodDemand, pools: Sequence[NodePoolView], plan: Plan) -> NewClaim | None:
+        sig = pod.signature
         for pool in pools:
+            if pool.limits is None and (pool.name, sig) in plan.opened:
+                # pods alike open alike nodes: narrow once (limits change the answer; without them, nothing does)
+                opened = plan.opened[(pool.name, sig)]
+                if opened is None:
+                    continue
+                reqs, options = opened
+                return NewClaim(pool, reqs, list(options), [pod], dict(pod.requests))
             if not all(tolerates(pod.tolerations, t) for t in pool.taints
                        if t.get("effect") in ("NoSchedule", "NoExecute")):
                 continue
@@ -219,7 +229,9 @@ class Provisioner:
                     claim.pods.append(pod)
                     claim.requested = dict(pod.requests)
                     claim.reserve = self._reserve(claim)
+                    plan.opened[(pool.name, sig)] = (reqs, options)
                     return claim
+            plan.opened[(pool.name, sig)] = None
         return None
 
     def _reserve(self, claim: NewClaim) -> Resources:

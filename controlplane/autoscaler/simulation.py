@@ -57,10 +57,12 @@ class PodDemand:
     tolerations: tuple[Obj, ...]
 
     @property
-    def signature(self) -> tuple[Any, ...]:
-        """Pods with the same signature fit the same nodes."""
-        return (tuple(sorted(self.requests.items())), tuple(repr(t) for t in self.terms),
-                repr(self.tolerations))
+    def signature(self) -> str:
+        """Pods with the same signature fit the same nodes. A string: its hash is
+        computed once, and the simulation looks it up in many sets."""
+        return repr((sorted(self.requests.items()), self.terms, self.tolerations,
+                     (self.obj.get("spec") or {}).get("affinity"),
+                     (self.obj.get("spec") or {}).get("topologySpreadConstraints")))
 
 
 class Fits(Protocol):

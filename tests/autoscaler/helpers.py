@@ -46,13 +46,16 @@ def nodepool(name: str, *, consolidate_after: str = "1s", budgets: list[dict[str
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
 
 
-def pod(name: str, cpu: str = "1", *, dra: bool = False, gpus: int = 0) -> dict[str, Any]:
+def pod(name: str, cpu: str = "1", *, dra: bool = False, gpus: int = 0, node: str = "") -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
     if gpus:
         resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "resources": resources}],
+                            "terminationGracePeriodSeconds": 1}
     if dra:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    if node:
+        spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
 
@@ -77,9 +80,11 @@ async def unschedulable(client: Client, name: str) -> None:
          "message": "0/0 nodes are available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
 
 
-async def pending_pods(client: Client, pods: list[dict[str, Any]]) -> None:
+async def pending_pods(client: Client, pods: list[dict[str, Any]], mark: bool = False) -> None:
+    """Create the pods; ``mark``: also mark them unschedulable, for a server without a scheduler."""
     await asyncio.gather(*(client.create(PODS, p) for p in pods))
-    await asyncio.gather(*(unschedulable(client, p["metadata"]["name"]) for p in pods))
+    if mark:
+        await asyncio.gather(*(unschedulable(client, p["metadata"]["name"]) for p in pods))
 
 
 async def bind(client: Client, pod_name: str, node: str) -> None:

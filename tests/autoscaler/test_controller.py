@@ -1,5 +1,7 @@
-"""The autoscaler against the API server, in process: CRDs, scale from zero with
-DRA devices, limits, consolidation within budgets, drift."""
+"""The autoscaler against the API server, in process, with the server's scheduler
+(which marks pods unschedulable and binds them) and the node simulator (which
+runs them): CRDs, scale from zero with DRA devices, limits, consolidation
+within budgets, replacement, drift."""
 
 from __future__ import annotations
 
@@ -16,13 +18,16 @@ from controlplane.autoscaler.controller import Autoscaler
 from controlplane.autoscaler.nodepool import HASH_ANNOTATION
 from controlplane.client import ApiError, Client
 from controlplane.config import Config
+from controlplane.nodes.config import SimConfig
+from controlplane.nodes.simulator import NodeSimulator
 from tests.autoscaler.helpers import (
     CLAIMS,
     FAST,
+    FAST_TYPES,
     NODES,
+    PODS,
     POOLS,
     SLICES,
-    bind,
     conditions,
     create_dra_objects,
     nodepool,
@@ -48,12 +53,14 @@ async def client(app: FastAPI) -> AsyncIterator[Client]:
 @pytest.fixture
 async def scaler(client: Client) -> AsyncIterator[Autoscaler]:
     a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
-                   drain_timeout=1.0)
-    task = asyncio.create_task(a.run())
+                   drain_timeout=5.0)
+    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+    tasks = [asyncio.create_task(a.run()), asyncio.create_task(sim.run())]
     await asyncio.wait_for(a.synced.wait(), 10)
     yield a
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def items(client: Client, path: str) -> list[dict[str, Any]]:
@@ -135,13 +142,11 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "1"}]))
     # 20 cpu each: no two fit one node, so three nodes
     await pending_pods(client, [pod(f"p{i}", "20") for i in range(3)])
-    nodes = await wait_for(lambda: _n_nodes(client, 3))
-    for i, n in enumerate(sorted(x["metadata"]["name"] for x in nodes)):
-        await bind(client, f"p{i}", n)
+    await wait_for(lambda: _running(client, 3), timeout=15)
     await asyncio.sleep(1.5)  # occupied nodes are not consolidated
     assert len(await items(client, CLAIMS)) == 3
     for i in range(3):
-        await client.delete(f"/api/v1/namespaces/default/pods/p{i}", gracePeriodSeconds=0)
+        await client.delete(f"{PODS}/p{i}", gracePeriodSeconds=0)
     most_deleting = 0
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -155,6 +160,11 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     assert most_deleting == 1  # the budget: one node at a time
 
 
+async def _running(client: Client, n: int) -> bool:
+    pods = await items(client, PODS)
+    return sum(1 for p in pods if p["status"].get("phase") == "Running") >= n
+
+
 async def _n_nodes(client: Client, n: int) -> list[dict[str, Any]] | None:
     nodes = await items(client, NODES)
     return nodes if len(nodes) >= n else None
@@ -165,15 +175,12 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "100%"}],
                                         requirements=large))
     await pending_pods(client, [pod("big", "20"), pod("big2", "20")])
-    nodes = await wait_for(lambda: _n_nodes(client, 2))
-    names = sorted(n["metadata"]["name"] for n in nodes)
-    await bind(client, "big", names[0])
-    await bind(client, "big2", names[1])
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    names = sorted(n["metadata"]["name"] for n in await items(client, NODES))
     # a small pod on each, then the big ones go: each node holds 1 cpu of 32; one node takes both
-    await client.create("/api/v1/namespaces/default/pods", pod("s0", "1"))
-    await client.create("/api/v1/namespaces/default/pods", pod("s1", "1"))
-    await bind(client, "s0", names[0])
-    await bind(client, "s1", names[1])
+    await client.create(PODS, pod("s0", "1", node=names[0]))
+    await client.create(PODS, pod("s1", "1", node=names[1]))
+    await wait_for(lambda: _running(client, 4), timeout=15)
     for name in ("big", "big2"):
         await client.delete(f"/api/v1/namespaces/default/pods/{name}", gracePeriodSeconds=0)
 
@@ -181,19 +188,17 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
         claims = await items(client, CLAIMS)
         return len(claims) == 1 and len(await items(client, NODES)) == 1
 
-    await wait_for(one_left, timeout=10)
-    # the drained node's pod was evicted through the API (bound pods terminate gracefully)
-    pods = {p["metadata"]["name"]: p for p in await items(client, "/api/v1/namespaces/default/pods")}
-    evicted = [n for n in ("s0", "s1") if n not in pods or pods[n]["metadata"].get("deletionTimestamp")]
-    assert len(evicted) == 1
+    await wait_for(one_left, timeout=15)
+    # the drained node's pod was evicted through the API (and, a bare pod, is gone: no controller recreates it)
+    pods = {p["metadata"]["name"] for p in await items(client, PODS) if not p["metadata"].get("deletionTimestamp")}
+    assert len(pods & {"s0", "s1"}) == 1
 
 
 async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
     await pending_pods(client, [pod("a", "20")])
-    nodes = await wait_for(lambda: _n_nodes(client, 1))
-    old = nodes[0]["metadata"]["name"]
-    await bind(client, "a", old)
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    old = (await items(client, NODES))[0]["metadata"]["name"]
     claim = await client.get(f"{CLAIMS}/{old}")
     old_hash = claim["metadata"]["annotations"][HASH_ANNOTATION]
     # change the template: a new taint the pod tolerates
@@ -215,13 +220,13 @@ async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler
 async def test_underutilized_node_is_replaced_by_a_cheaper_one(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s"))
     await pending_pods(client, [pod("big", "20")])
-    nodes = await wait_for(lambda: _n_nodes(client, 1))
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    nodes = await items(client, NODES)
     old = nodes[0]["metadata"]["name"]
     assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-large"
-    await bind(client, "big", old)
-    await client.create("/api/v1/namespaces/default/pods", pod("small", "1"))
-    await bind(client, "small", old)
-    await client.delete("/api/v1/namespaces/default/pods/big", gracePeriodSeconds=0)
+    await client.create(PODS, pod("small", "1", node=old))
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    await client.delete(f"{PODS}/big", gracePeriodSeconds=0)
 
     async def replaced() -> list[dict[str, Any]] | None:
         nodes = await items(client, NODES)

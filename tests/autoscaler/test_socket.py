@@ -1,5 +1,7 @@
-"""Over a real socket: ``controlplane serve --autoscaler`` (with the node simulator
-running the launched nodes' pods) and the standalone ``controlplane autoscaler``."""
+"""Over a real socket: ``controlplane serve --autoscaler`` (the whole loop in one
+server: the scheduler finds the pod unschedulable, the autoscaler launches a
+node, the scheduler binds the pod there, the node simulator runs it) and the
+standalone ``controlplane autoscaler`` beside a server."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 import yaml
 
 from controlplane.client import Client
-from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, bind, nodepool, pending_pods, pod, wait_for
+from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, nodepool, pending_pods, pod, wait_for
 from tests.test_cli import Serve, start_serve
 
 CATALOG = {"instanceTypes": [
@@ -26,23 +28,14 @@ CATALOG = {"instanceTypes": [
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Serve]:
-    """The server with the autoscaler inside, and the node simulator beside it."""
+    """The server with the scheduler, the node simulator and the autoscaler inside."""
     catalog = tmp_path / "types.yaml"
     catalog.write_text(yaml.safe_dump(CATALOG))
     s = start_serve(tmp_path, extra=("--autoscaler", "--instance-types", str(catalog)))
-    sim: subprocess.Popen[bytes] | None = None
     try:
         s.wait_ready()
-        with (tmp_path / "nodes.log").open("wb") as log:
-            sim = subprocess.Popen([sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(s.kubeconfig),
-                                    "--instance-types", str(catalog), "--instance-type", "cpu-small"],
-                                   stdout=log, stderr=log,
-                                   stdin=subprocess.DEVNULL)
         yield s
     finally:
-        if sim is not None:
-            sim.terminate()
-            sim.wait(timeout=10)
         s.stop()
 
 
@@ -67,12 +60,9 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
         assert [c["status"]["nodeName"] for c in claims] == [node["metadata"]["name"]]
         slices = await _items(client, SLICES)
         assert [len(s["spec"]["devices"]) for s in slices] == [2]
-        # the scheduler's part, by hand; the node simulator runs the pod
-        await bind(client, "g", node["metadata"]["name"])
-
         async def running() -> bool:
             p = await client.get(f"{PODS}/g")
-            return bool(p["status"].get("phase") == "Running")
+            return bool(p["status"].get("phase") == "Running" and p["spec"]["nodeName"] == node["metadata"]["name"])
 
         await wait_for(running, timeout=20)
 
