@@ -91,7 +91,8 @@ class Autoscaler:
                      on_delete=self._pool_deleted),
             Informer(self.client, CLAIMS, on_add=lambda c: st.nodeclaim_set(None, c),
                      on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
-            self._mirror("resourceslices", st.slices),
+            Informer(self.client, resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
+                     on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
             self._mirror("resourceclaims", st.claims),
             self._mirror("resourceclaimtemplates", st.templates),
             Informer(self.client, resource_path("resource.k8s.io", "v1", "deviceclasses"),
@@ -238,6 +239,11 @@ class Autoscaler:
         usage = {name: self.sim.usage(name) for name in pools}
         plan = self.provisioner.plan(demands, self.sim.nodes(), list(pools.values()), usage)
         SIMULATION.observe(time.monotonic() - started)
+        by_node: dict[str, list[str]] = {}
+        for pod_key, node in plan.existing.items():
+            by_node.setdefault(node, []).append(pod_key)
+        for node, keys in by_node.items():
+            st.nominate(node, keys)
         self.last_plan = plan
         if plan.claims:
             log.info("provisioning: %d pods -> %d new nodeclaims, %d onto existing capacity, %d unschedulable",
@@ -277,6 +283,7 @@ class Autoscaler:
             "spec": spec,
         }
         created = await self.client.create(CLAIMS, body)
+        self.state.nominate(key(created), [p.key for p in claim.pods])
         self._claim_started[key(created)] = started
         NODECLAIMS_CREATED.labels(nodepool=pool.name).inc()
         # seen at once, so that the next batch counts it before its watch event arrives

@@ -75,6 +75,8 @@ class Disruption:
         self.sim = sim
         self.provisioner = provisioner
         self.clock = clock
+        self._unmovable: dict[str, int] = {}  # claim -> the state generation at which its pods had nowhere to go
+        self._usage_cache: dict[str, Resources] = {}
 
     def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
                now: datetime | None = None) -> list[Decision]:
@@ -84,6 +86,8 @@ class Disruption:
         decisions: list[Decision] = []
         excluded: set[str] = set()
         existing: list[SimNode] | None = None
+        self._usage_cache = {}
+        self._unmovable = {k: g for k, g in self._unmovable.items() if g == st.generation}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
             disrupting = sum(1 for c in claims if (c.get("metadata") or {}).get("deletionTimestamp")
@@ -93,7 +97,7 @@ class Disruption:
                 node_name = (c.get("status") or {}).get("nodeName")
                 node = st.nodes.get(node_name or "")
                 if (node is None or not _ready(c) or (c.get("metadata") or {}).get("deletionTimestamp")
-                        or key(c) in busy or self._protected(node)):
+                        or key(c) in busy or st.nominated(key(node)) or self._protected(node)):
                     continue
                 candidates.append((c, node))
             if not candidates:
@@ -108,7 +112,7 @@ class Disruption:
                     if key(claim) in excluded:
                         continue
                     if existing is None:
-                        existing = self.sim.nodes()
+                        existing = self._with_pending(self.sim.nodes())
                     decision = self._consider(reason, claim, node, pool, pools, existing, excluded)
                     if decision is None:
                         continue
@@ -117,6 +121,13 @@ class Disruption:
                     budget -= 1
                     disrupting += 1
         return decisions
+
+    def _with_pending(self, nodes: list[SimNode]) -> list[SimNode]:
+        """``nodes`` with the pending pods placed first: room they will take is no room to move into."""
+        pending = [self.sim.demand(self.state.pods[k]) for k in self.state.provisionable if k in self.state.pods]
+        if pending:
+            self.provisioner.plan(pending, nodes, [])
+        return nodes
 
     def _protected(self, node: Obj) -> bool:
         if ((node.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true":
@@ -167,16 +178,17 @@ class Disruption:
         """Where ``pods`` would go without the node: onto the others (delete it), or,
         for what does not fit, onto new nodes (replace it) — for consolidation only
         one, and only if cheaper."""
+        if self._unmovable.get(key(claim)) == self.state.generation:
+            return None  # nothing changed since its pods last had nowhere to go
         demands = [self.sim.demand(p) for p in pods]
         gone = excluded | {node_name, key(claim)}
         others = [n for n in existing if n.name not in gone and n.claim not in gone]
         trial = [SimNode(n.name, n.labels, n.taints, n.allocatable, dict(n.requested), n.node, list(n.pods),
                          n.slices, n.nodepool, n.claim) for n in others]
         plan = self.provisioner.plan(demands, trial, pools, self._usage(pools))
-        if plan.unschedulable:
-            return None
-        if cheaper_than is not None and plan.claims and (
-                len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than):
+        if plan.unschedulable or (cheaper_than is not None and plan.claims and (
+                len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
+            self._unmovable[key(claim)] = self.state.generation
             return None
         # commit: the pods' new homes are taken for the rest of this pass
         by_name = {n.name: n for n in trial}
@@ -185,4 +197,7 @@ class Disruption:
         return Decision(key(claim), node_name, pool.name, reason, plan.claims)
 
     def _usage(self, pools: Sequence[NodePoolView]) -> dict[str, Resources]:
-        return {p.name: self.sim.usage(p.name) for p in pools}
+        for p in pools:
+            if p.name not in self._usage_cache:
+                self._usage_cache[p.name] = self.sim.usage(p.name)
+        return {p.name: self._usage_cache[p.name] for p in pools}

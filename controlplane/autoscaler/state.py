@@ -74,6 +74,11 @@ class ClusterState:
         self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it
         self.provisionable: set[str] = set()
         self.last_pod_event: dict[str, float] = {}  # node name -> clock()
+        self.claim_of: dict[str, str] = {}          # node name -> its NodeClaim's name
+        self.slices_on: dict[str, set[str]] = {}    # node name -> its ResourceSlices
+        # node (or NodeClaim) name -> (when, pods) the provisioner meant for it: not disrupted meanwhile
+        self.nominations: dict[str, tuple[float, set[str]]] = {}
+        self.generation = 0  # grows with every change of a pod, node or NodeClaim
         self.on_provisionable: Callable[[], None] = lambda: None
         self.on_pod_change: Callable[[Obj | None, Obj | None], None] = lambda old, new: None
         self.on_nodeclaim_change: Callable[[Obj | None, Obj | None], None] = lambda old, new: None
@@ -89,6 +94,7 @@ class ClusterState:
         self._pod(pod, None)
 
     def _pod(self, old: Obj | None, new: Obj | None) -> None:
+        self.generation += 1
         k = key(new if new is not None else old or {})
         old_node = (old.get("spec") or {}).get("nodeName") if old else None
         new_node = (new.get("spec") or {}).get("nodeName") if new else None
@@ -121,38 +127,81 @@ class ClusterState:
 
     # -- nodes, NodePools, NodeClaims ---------------------------------------------------------------
     def node_added(self, node: Obj) -> None:
+        self.generation += 1
         name = key(node)
         self.nodes[name] = node
         self.last_pod_event.setdefault(name, self.clock())
 
     def node_updated(self, old: Obj, new: Obj) -> None:
+        if (old.get("spec"), (old.get("metadata") or {}).get("labels")) != (
+                new.get("spec"), (new.get("metadata") or {}).get("labels")):
+            self.generation += 1
         self.nodes[key(new)] = new
 
     def node_deleted(self, node: Obj) -> None:
+        self.generation += 1
         name = key(node)
         self.nodes.pop(name, None)
         self.last_pod_event.pop(name, None)
 
     def nodeclaim_set(self, old: Obj | None, new: Obj) -> None:
+        self.generation += 1
         self.nodeclaims[key(new)] = new
+        node = (new.get("status") or {}).get("nodeName")
+        if node:
+            self.claim_of[node] = key(new)
         self.on_nodeclaim_change(old, new)
 
     def nodeclaim_deleted(self, claim: Obj) -> None:
+        self.generation += 1
         self.nodeclaims.pop(key(claim), None)
+        self.nominations.pop(key(claim), None)
+        node = (claim.get("status") or {}).get("nodeName")
+        if node and self.claim_of.get(node) == key(claim):
+            del self.claim_of[node]
         self.on_nodeclaim_change(claim, None)
 
     def claims_of_pool(self, pool: str) -> list[Obj]:
         return [c for c in self.nodeclaims.values() if ((c.get("metadata") or {}).get("labels") or {}).get(NODEPOOL)
                 == pool]
 
+    NOMINATION_SECONDS = 20.0  # Karpenter's nomination window
+
+    def nominate(self, node: str, pods: Iterable[str]) -> None:
+        self.nominations[node] = (self.clock(), set(pods))
+
+    def nominated(self, node: str) -> bool:
+        """Whether pods the provisioner meant for ``node`` are still waiting (for a while)."""
+        entry = self.nominations.get(node)
+        if entry is None:
+            return False
+        when, pods = entry
+        if self.clock() - when > self.NOMINATION_SECONDS or not (pods & self.provisionable):
+            del self.nominations[node]
+            return False
+        return True
+
     def nodeclaim_of_node(self, node: str) -> Obj | None:
-        for c in self.nodeclaims.values():
-            if (c.get("status") or {}).get("nodeName") == node:
-                return c
-        return None
+        name = self.claim_of.get(node)
+        return self.nodeclaims.get(name) if name is not None else None
 
     def slices_of(self, node: str) -> list[Obj]:
-        return [s for s in self.slices.values() if (s.get("spec") or {}).get("nodeName") == node]
+        return [self.slices[k] for k in self.slices_on.get(node, ()) if k in self.slices]
+
+    def slice_set(self, obj: Obj) -> None:
+        k = key(obj)
+        old = self.slices.get(k)
+        if old is not None:
+            self.slices_on.get((old.get("spec") or {}).get("nodeName") or "", set()).discard(k)
+        self.slices[k] = obj
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node:
+            self.slices_on.setdefault(node, set()).add(k)
+
+    def slice_deleted(self, obj: Obj) -> None:
+        k = key(obj)
+        self.slices.pop(k, None)
+        self.slices_on.get((obj.get("spec") or {}).get("nodeName") or "", set()).discard(k)
 
 
 class Simulated:
@@ -163,6 +212,7 @@ class Simulated:
         self.state = state
         self.catalog = catalog
         self._demands: dict[str, tuple[str, PodDemand]] = {}
+        self._capacities: dict[str, tuple[str, Resources]] = {}
 
     def demand(self, pod: Obj) -> PodDemand:
         k = key(pod)
@@ -179,12 +229,21 @@ class Simulated:
 
     def claim_capacity(self, claim: Obj) -> Resources:
         """A NodeClaim's capacity: its status once launched, else what it will launch."""
+        k = key(claim)
+        rv = (claim.get("metadata") or {}).get("resourceVersion", "")
+        cached = self._capacities.get(k)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
         capacity = parse_resources((claim.get("status") or {}).get("capacity"))
         if capacity:
             capacity["nodes"] = 1000
-            return capacity
-        chosen = choose(self.catalog, claim)
-        return dict(chosen[0].allocatable) if chosen is not None else {"nodes": 1000}
+        else:
+            chosen = choose(self.catalog, claim)
+            capacity = dict(chosen[0].allocatable) if chosen is not None else {"nodes": 1000}
+        if len(self._capacities) > 4 * len(self.state.nodeclaims) + 100:
+            self._capacities.clear()
+        self._capacities[k] = (rv, capacity)
+        return capacity
 
     def usage(self, pool: str) -> Resources:
         """The capacity of a NodePool's NodeClaims (what its limits bound)."""

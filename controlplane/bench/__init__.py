@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "api": "controlplane.bench.api:main",
     "watchcache": "controlplane.bench.watchcache:main",
     "nodes": "controlplane.bench.nodes:main",
+    "autoscaler": "controlplane.bench.autoscaler:main",
 }
 
 BenchMain = Callable[[list[str]], int]

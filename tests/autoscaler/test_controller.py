@@ -120,10 +120,14 @@ async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscal
     slices = await items(client, SLICES)
     assert len(slices) == 3
     assert all(len(s["spec"]["devices"]) == 8 and s["spec"]["driver"] == "gpu.nvidia.com" for s in slices)
-    # another batch of the same pods, still pending: the in-flight capacity absorbs them, nothing new
-    assert scaler.last_plan is not None
-    plan = await scaler.provision()
-    assert plan is not None and plan.claims == [] and len(plan.existing) == 20
+    # the scheduler binds the pods there (it ignores DRA devices until its DRA plugin lands: the devices
+    # are counted by the autoscaler alone); nothing more is launched
+    async def bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await items(client, PODS))
+
+    await wait_for(bound, timeout=15)
+    await asyncio.sleep(0.5)
+    assert len(await items(client, CLAIMS)) == 3
 
 
 async def test_limits_hold_back_capacity(client: Client, scaler: Autoscaler) -> None:
