@@ -70,6 +70,7 @@ class Autoscaler:
         self.replacing: dict[str, tuple[list[str], str, str]] = {}  # old claim -> (replacements, reason, pool)
         self.last_plan: Plan | None = None
         self._trigger = asyncio.Event()
+        self._wake_disruption = asyncio.Event()  # a NodeClaim went away: budget freed
         self._pools: dict[str, tuple[str, NodePoolView]] = {}  # name -> (resourceVersion, parsed)
         self._claim_started: dict[str, float] = {}  # claim name -> when its simulation ran
         self._pod_times: dict[str, list[float]] = {}  # pod -> [created, unschedulable, bound] (nan: not seen)
@@ -156,6 +157,8 @@ class Autoscaler:
     def _claim_changed(self, old: Obj | None, new: Obj | None) -> None:
         if new is not None:
             self.launcher.reconcile(new)
+        else:
+            self._wake_disruption.set()
 
     def _registered(self, claim: Obj, seconds: float) -> None:
         started = self._claim_started.pop(key(claim), None)
@@ -295,7 +298,10 @@ class Autoscaler:
     async def _disruption_loop(self) -> None:
         last_retrigger = time.monotonic()
         while True:
-            await asyncio.sleep(self.disruption_interval)
+            # every interval, and at once when a NodeClaim is gone (its budget is free again)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake_disruption.wait(), self.disruption_interval)
+            self._wake_disruption.clear()
             try:
                 await self.disrupt()
             except ApiError as e:

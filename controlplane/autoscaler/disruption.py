@@ -37,6 +37,7 @@ from .state import ClusterState, Simulated, is_reschedulable, key
 __all__ = ["REASONS", "Decision", "Disruption", "drift_reason"]
 
 REASONS = ("Drifted", "Empty", "Underutilized")
+RECHECK_SECONDS = 5.0  # a node whose pods could not move is simulated again after this, or on no change sooner
 
 Obj = dict[str, Any]
 
@@ -75,7 +76,9 @@ class Disruption:
         self.sim = sim
         self.provisioner = provisioner
         self.clock = clock
-        self._unmovable: dict[str, int] = {}  # claim -> the state generation at which its pods had nowhere to go
+        # claim -> (state generation, clock) when its pods last had nowhere to go
+        self._unmovable: dict[str, tuple[int, float]] = {}
+        self._existing: list[SimNode] | None = None
         self._usage_cache: dict[str, Resources] = {}
 
     def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
@@ -85,9 +88,9 @@ class Disruption:
         st = self.state
         decisions: list[Decision] = []
         excluded: set[str] = set()
-        existing: list[SimNode] | None = None
+        self._existing = None
         self._usage_cache = {}
-        self._unmovable = {k: g for k, g in self._unmovable.items() if g == st.generation}
+        self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
             disrupting = sum(1 for c in claims if (c.get("metadata") or {}).get("deletionTimestamp")
@@ -111,9 +114,7 @@ class Disruption:
                         break
                     if key(claim) in excluded:
                         continue
-                    if existing is None:
-                        existing = self._with_pending(self.sim.nodes())
-                    decision = self._consider(reason, claim, node, pool, pools, existing, excluded)
+                    decision = self._consider(reason, claim, node, pool, pools, excluded)
                     if decision is None:
                         continue
                     decisions.append(decision)
@@ -142,13 +143,13 @@ class Disruption:
         return self.clock() - last >= pool.consolidate_after
 
     def _consider(self, reason: str, claim: Obj, node: Obj, pool: NodePoolView, pools: Mapping[str, NodePoolView],
-                  existing: list[SimNode], excluded: set[str]) -> Decision | None:
+                  excluded: set[str]) -> Decision | None:
         node_name = key(node)
         pods = [p for p in self.state.pods_of(node_name) if is_reschedulable(p)]
         if reason == "Drifted":
             if drift_reason(claim, pool) is None:
                 return None
-            return self._move(reason, claim, node_name, pool, pods, existing, excluded, list(pools.values()),
+            return self._move(reason, claim, node_name, pool, pods, excluded, list(pools.values()),
                               cheaper_than=None)
         if not self._consolidatable(node_name, pool):
             return None
@@ -158,7 +159,9 @@ class Disruption:
             return Decision(key(claim), node_name, pool.name, reason)
         if pool.consolidation_policy != "WhenEmptyOrUnderutilized" or not pods:
             return None
-        return self._move(reason, claim, node_name, pool, pods, existing, excluded, [pool],
+        if self.state.provisionable:
+            return None  # capacity is being added: moving pods now would only race it
+        return self._move(reason, claim, node_name, pool, pods, excluded, [pool],
                           cheaper_than=self._price(claim))
 
     def _price(self, claim: Obj) -> float:
@@ -173,13 +176,17 @@ class Disruption:
         return min((o.price for o in option.offerings), default=0.0)
 
     def _move(self, reason: str, claim: Obj, node_name: str, pool: NodePoolView, pods: Sequence[Obj],
-              existing: list[SimNode], excluded: set[str], pools: list[NodePoolView],
+              excluded: set[str], pools: list[NodePoolView],
               cheaper_than: float | None) -> Decision | None:
         """Where ``pods`` would go without the node: onto the others (delete it), or,
         for what does not fit, onto new nodes (replace it) — for consolidation only
         one, and only if cheaper."""
-        if self._unmovable.get(key(claim)) == self.state.generation:
-            return None  # nothing changed since its pods last had nowhere to go
+        failed = self._unmovable.get(key(claim))
+        if failed is not None and (failed[0] == self.state.generation or self.clock() - failed[1] < RECHECK_SECONDS):
+            return None  # its pods had nowhere to go, and nothing (or not much time) has changed since
+        if self._existing is None:
+            self._existing = self._with_pending(self.sim.nodes())
+        existing = self._existing
         demands = [self.sim.demand(p) for p in pods]
         gone = excluded | {node_name, key(claim)}
         others = [n for n in existing if n.name not in gone and n.claim not in gone]
@@ -188,7 +195,7 @@ class Disruption:
         plan = self.provisioner.plan(demands, trial, pools, self._usage(pools))
         if plan.unschedulable or (cheaper_than is not None and plan.claims and (
                 len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
-            self._unmovable[key(claim)] = self.state.generation
+            self._unmovable[key(claim)] = (self.state.generation, self.clock())
             return None
         # commit: the pods' new homes are taken for the rest of this pass
         by_name = {n.name: n for n in trial}

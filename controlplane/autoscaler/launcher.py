@@ -218,15 +218,14 @@ class Launcher:
         if not (created.get("status") or {}).get("allocatable"):
             # a create may drop the status (as the API does for most types): the kubelet then posts it
             created = await self.client.patch(f"{NODES}/{name}/status", {"status": node["status"]})
-        for gpu in option.type.gpus:
-            await self._publish_slice(created, gpu.driver, gpu.devices())
         status = dict(claim.get("status") or {})
         conditions = status.get("conditions") or []
         conditions = set_condition(conditions, "Registered", "True", "Registered")
         conditions = set_condition(conditions, "Initialized", "True", "Initialized")
         conditions = set_condition(conditions, "Ready", "True", "Ready")
         status.update(nodeName=name, conditions=conditions, lastPodEventTime=now())
-        await self.client.patch(claim_path(name, "status"), {"status": status})
+        await asyncio.gather(self.client.patch(claim_path(name, "status"), {"status": status}),
+                             *(self._publish_slice(created, gpu.driver, gpu.devices()) for gpu in option.type.gpus))
 
     async def _publish_slice(self, node: Obj, driver: str, devices: list[Obj]) -> None:
         name = key(node)

@@ -56,6 +56,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--consolidate-after", type=int, default=5, metavar="SECONDS", help="(default: %(default)s)")
     p.add_argument("--budget", default="10%", help="the NodePool's disruption budget (default: %(default)s)")
     p.add_argument("--dra", action="store_true", help="ask for GPUs through ResourceClaims (needs DRA scheduling)")
+    p.add_argument("--instance-types", default="gpu-8x-a100,gpu-8x-h100", metavar="A,B",
+                   help="the NodePool's allowed instance types, as a training pool would (empty: any; "
+                        "default: %(default)s)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up on a phase after this (default: %(default)s)")
     return p.parse_args(argv)
 
@@ -112,10 +115,14 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
     from ..client import resource_path
 
     st = scaler.state
+    requirements = []
+    if args.instance_types:
+        requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                         "values": args.instance_types.split(",")}]
     await client.create(resource_path("karpenter.sh", "v1", "nodepools"), {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "gpu"},
         "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
-                                                        "name": "default"}, "requirements": []}},
+                                                        "name": "default"}, "requirements": requirements}},
                  "disruption": {"consolidateAfter": f"{args.consolidate_after}s",
                                 "budgets": [{"nodes": args.budget}]}}})
     if args.dra:
@@ -160,7 +167,8 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
         if claims and len(ready) == len(claims) and "nodes_registered" not in marks:
             marks["nodes_registered"] = now
         gpu_nodes = {(c.get("status") or {}).get("nodeName") for c in ready}
-        if ready and all(st.slices_of(n) for n in gpu_nodes if n) and "devices_published" not in marks:
+        if (claims and len(ready) == len(claims) and all(st.slices_of(n) for n in gpu_nodes if n)
+                and "devices_published" not in marks):
             marks["devices_published"] = now
         await asyncio.sleep(0.02)
     done = time.monotonic()
@@ -176,6 +184,16 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
     emit("scale_from_zero_seconds", done - t0, "s", pods=args.pods, running=len(running), nodes=nodes,
          instance_types=by_type, launch_latency=round(gpu_latency, 3), target=target,
          ok=len(running) == args.pods and done - t0 <= target)
+    per_node: dict[str, int] = {}
+    for p in st.pods.values():
+        node = (p.get("spec") or {}).get("nodeName")
+        if node:
+            per_node[node] = per_node.get(node, 0) + 1
+    over = 0
+    for node, n in per_node.items():
+        gpus = ((st.nodes.get(node) or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0")
+        over += n > int(gpus)
+    emit("gpu_overcommitted_nodes", over, "nodes", most_pods_on_a_node=max(per_node.values(), default=0))
     startup = [running[n] - created[n] for n in running if n in created]
     emit("pod_startup_p50_seconds", _quantile(startup, 0.5), "s")
     emit("pod_startup_p99_seconds", _quantile(startup, 0.99), "s")
