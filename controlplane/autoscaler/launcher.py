@@ -253,9 +253,9 @@ class Launcher:
         node = self.state.nodes.get(node_name)
         if node is not None:
             await self.drain(node)
-            for s in self.state.slices_of(node_name):
-                await self._delete(f"{SLICES}/{key(s)}")
-            await self._remove_finalizer(f"{NODES}/{node_name}", node)
+            node = self.state.nodes.get(node_name, node)
+            await asyncio.gather(self._remove_finalizer(f"{NODES}/{node_name}", node),
+                                 *(self._delete(f"{SLICES}/{key(s)}") for s in self.state.slices_of(node_name)))
             await self._delete(f"{NODES}/{node_name}")
         claim = self.state.nodeclaims.get(name, claim)
         await self._remove_finalizer(claim_path(name), claim)
@@ -271,6 +271,8 @@ class Launcher:
                 if e.code != 404:
                     raise
         pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
+        if not pods:
+            return
         await asyncio.gather(*(self.evict(p) for p in pods))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout

@@ -14,8 +14,10 @@ catalog is the built-in one with every launch latency multiplied by
    every GPU node's ResourceSlice was published, and when every pod was
    Running; the target is the GPU types' launch latency + 5 s.
 2. **Consolidation**: all the pods are deleted; reported: when the last node
-   was gone (target ``consolidateAfter`` + 5 s), and the most NodeClaims ever
-   being deleted at once against what the budget allows (sampled every 20 ms).
+   was gone, counted from when the last delete returned (target
+   ``consolidateAfter`` + 5 s; ``from_first_delete`` beside it), and the most
+   NodeClaims ever being deleted at once against what the budget allows
+   (sampled every 20 ms).
 
 Numbers are noisy on a shared two-core machine: run a few times, quote medians.
 """
@@ -204,6 +206,8 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
     await asyncio.sleep(0.5)
     t1 = time.monotonic()
     await asyncio.gather(*(_delete(client, f"{pods_path}/gpu-{i}", sem) for i in range(args.pods)))
+    t2 = time.monotonic()
+    emit("pods_deleted_seconds", t2 - t1, "s", pods=args.pods)
     most, violations = 0, 0
     total = nodes
     deadline = t1 + args.consolidate_after + args.timeout
@@ -214,9 +218,10 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
             violations += 1
         await asyncio.sleep(0.02)
     gone = time.monotonic()
-    emit("consolidation_seconds", gone - t1, "s", nodes=total, consolidate_after=args.consolidate_after,
-         target=args.consolidate_after + 5, left=len(st.nodeclaims),
-         ok=not st.nodeclaims and gone - t1 <= args.consolidate_after + 5)
+    # the target counts from when the pods are deleted (the last delete returned)
+    emit("consolidation_seconds", gone - t2, "s", nodes=total, consolidate_after=args.consolidate_after,
+         target=args.consolidate_after + 5, left=len(st.nodeclaims), from_first_delete=round(gone - t1, 3),
+         ok=not st.nodeclaims and gone - t2 <= args.consolidate_after + 5)
     emit("consolidation_most_deleting_at_once", most, "nodeclaims", budget=args.budget,
          allowed=allowed([{"nodes": args.budget}], total, "Empty"), violations=violations)
     return 0

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -65,6 +66,16 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
             return bool(p["status"].get("phase") == "Running" and p["spec"]["nodeName"] == node["metadata"]["name"])
 
         await wait_for(running, timeout=20)
+
+        async def metrics() -> str | None:
+            text = httpx.get(f"{served.url}/metrics").text
+            return text if 'controlplane_autoscaler_nodes{state="ready"} 1.0' in text else None
+
+        text = await wait_for(metrics, timeout=10)
+        assert 'controlplane_autoscaler_nodeclaims_created_total{nodepool="gpu"} 1.0' in text
+        assert "controlplane_autoscaler_provisioning_seconds_count 1.0" in text
+        assert 'controlplane_pod_startup_seconds_count{part="provisioning"} 1.0' in text
+        assert 'controlplane_pod_startup_seconds_count{part="total"} 1.0' in text
 
 
 async def _items(client: Client, path: str) -> list[dict[str, Any]]:
