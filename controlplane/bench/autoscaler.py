@@ -12,7 +12,8 @@ catalog is the built-in one with every launch latency multiplied by
    no node in the cluster. Reported: when the first NodeClaim was created
    (batching and simulation), when every NodeClaim's node was registered, when
    every GPU node's ResourceSlice was published, and when every pod was
-   Running; the target is the GPU types' launch latency + 5 s.
+   Running; the target is the GPU types' launch latency + 5 s, counted from the
+   pods' creation (and, beside it, from when all were pending: unschedulable).
 2. **Consolidation**: all the pods are deleted; reported: when the last node
    was gone, counted from when the last delete returned (target
    ``consolidateAfter`` + 5 s; ``from_first_delete`` beside it), and the most
@@ -61,6 +62,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--instance-types", default="gpu-8x-a100,gpu-8x-h100", metavar="A,B",
                    help="the NodePool's allowed instance types, as a training pool would (empty: any; "
                         "default: %(default)s)")
+    p.add_argument("--alone", action="store_true",
+                   help="the autoscaler alone: no scheduler and no node simulator; the benchmark marks the pods "
+                        "unschedulable itself and the scale-up ends when the nodes and devices are there (no pod "
+                        "runs; no consolidation phase)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up on a phase after this (default: %(default)s)")
     return p.parse_args(argv)
 
@@ -86,7 +91,8 @@ async def _run(args: argparse.Namespace) -> int:
     gpu_latency = max(t.launch_latency_seconds for t in types if t.gpus)
     pods_path = resource_path("", "v1", "pods", "default")
     with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
-        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning"))
+        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning",
+                                scheduler=not args.alone))
         async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client:
             scaler = Autoscaler(client, Catalog.of(types), disruption_interval=0.5)
             sim = NodeSimulator(client, SimConfig(catalog=types, instance_type="cpu-small"))
@@ -100,7 +106,8 @@ async def _run(args: argparse.Namespace) -> int:
                     running.setdefault(name, time.monotonic())
 
             watcher = Informer(client, pods_path, on_add=seen, on_update=lambda o, n: seen(n))
-            tasks = [asyncio.create_task(c) for c in (scaler.run(), sim.run(), watcher.run())]
+            runs = (scaler.run(), watcher.run()) if args.alone else (scaler.run(), sim.run(), watcher.run())
+            tasks = [asyncio.create_task(c) for c in runs]
             try:
                 await asyncio.wait_for(scaler.synced.wait(), 30)
                 await watcher.synced.wait()
@@ -158,24 +165,40 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
     t0 = time.monotonic()
     await asyncio.gather(*(create(i) for i in range(args.pods)))
     emit("pods_created_seconds", time.monotonic() - t0, "s", pods=args.pods)
+    if args.alone:
+        async def mark(i: int) -> None:
+            async with sem:
+                await client.patch(f"{pods_path}/gpu-{i}/status", {"status": {"conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/0 nodes are available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+
+        await asyncio.gather(*(mark(i) for i in range(args.pods)))
+        emit("pods_marked_unschedulable_seconds", time.monotonic() - t0, "s", pods=args.pods)
     marks: dict[str, float] = {}
     deadline = t0 + args.timeout
-    while len(running) < args.pods and time.monotonic() < deadline:
+    while (len(running) < args.pods and time.monotonic() < deadline
+           and not (args.alone and "devices_published" in marks)):
         now = time.monotonic()
+        if "all_pending" not in marks and len(st.provisionable) >= args.pods:
+            marks["all_pending"] = now
         claims = list(st.nodeclaims.values())
         if claims and "first_nodeclaim" not in marks:
             marks["first_nodeclaim"] = now
         ready = [c for c in claims if (c.get("status") or {}).get("nodeName") in st.nodes]
-        if claims and len(ready) == len(claims) and "nodes_registered" not in marks:
+        gpus = sum(int(((c.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")) for c in ready)
+        # every pod has a GPU on a registered node (and no NodeClaim is still launching)
+        enough = bool(claims) and len(ready) == len(claims) and gpus >= args.pods
+        if enough and "nodes_registered" not in marks:
             marks["nodes_registered"] = now
-        gpu_nodes = {(c.get("status") or {}).get("nodeName") for c in ready}
-        if (claims and len(ready) == len(claims) and all(st.slices_of(n) for n in gpu_nodes if n)
-                and "devices_published" not in marks):
+        nodes_of = {(c.get("status") or {}).get("nodeName") or "" for c in ready}
+        if enough and all(st.slices_of(n) for n in nodes_of) and "devices_published" not in marks:
             marks["devices_published"] = now
         await asyncio.sleep(0.02)
     done = time.monotonic()
     target = gpu_latency + 5.0
-    for name in ("first_nodeclaim", "nodes_registered", "devices_published"):
+    pending_at = marks.get("all_pending")
+    since_pending = round(done - pending_at, 3) if pending_at is not None else None
+    for name in ("all_pending", "first_nodeclaim", "nodes_registered", "devices_published"):
         if name in marks:
             emit(f"{name}_seconds", marks[name] - t0, "s")
     nodes = len(st.nodeclaims)
@@ -183,9 +206,14 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
     for c in st.nodeclaims.values():
         t = ((c.get("metadata") or {}).get("labels") or {}).get("node.kubernetes.io/instance-type", "?")
         by_type[t] = by_type.get(t, 0) + 1
+    if args.alone:
+        emit("scale_from_zero_alone_seconds", done - t0, "s", pods=args.pods, nodes=nodes, instance_types=by_type,
+             launch_latency=round(gpu_latency, 3), target=target, from_all_pending=since_pending,
+             ok="devices_published" in marks and done - t0 <= target)
+        return 0
     emit("scale_from_zero_seconds", done - t0, "s", pods=args.pods, running=len(running), nodes=nodes,
          instance_types=by_type, launch_latency=round(gpu_latency, 3), target=target,
-         ok=len(running) == args.pods and done - t0 <= target)
+         from_all_pending=since_pending, ok=len(running) == args.pods and done - t0 <= target)
     per_node: dict[str, int] = {}
     for p in st.pods.values():
         node = (p.get("spec") or {}).get("nodeName")
