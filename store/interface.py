@@ -93,6 +93,10 @@ class Event:
     type: EventType
     kv: KeyValue
     prev_kv: KeyValue | None = None
+    # time.perf_counter() when this process's store made the revision durable,
+    # for latency from commit (the watch cache's delivery metric); 0.0 when not
+    # known here (another process's write, the etcd backend)
+    committed: float = 0.0
 
     @property
     def revision(self) -> int:

@@ -66,9 +66,15 @@ class ServerState:
     shutting_down: bool = False
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
+    caches: WatchCaches | None = None
 
     def store_open(self) -> bool:
         return self.store is not None
+
+    def caches_loaded(self) -> bool:
+        """Every watch cache has loaded its initial state: until then reads wait or go to the store."""
+        caches = self.caches
+        return caches is not None and all(c.ready.is_set() and c.failed is None for c in caches.caches())
 
     def not_shutting_down(self) -> bool:
         return not self.shutting_down
@@ -84,7 +90,8 @@ def _health_checks(state: ServerState) -> dict[str, dict[str, Check]]:
     return {
         "livez": {"ping": ping},
         "healthz": {"ping": ping, "store": state.store_open},
-        "readyz": {"ping": ping, "store": state.store_open, "shutdown": state.not_shutting_down},
+        "readyz": {"ping": ping, "store": state.store_open, "watch-cache": state.caches_loaded,
+                   "shutdown": state.not_shutting_down},
     }
 
 
@@ -196,6 +203,7 @@ def create_app(config: Config) -> FastAPI:
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
+            state.caches = caches
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             components = enabled(config)
             if components:
@@ -213,6 +221,7 @@ def create_app(config: Config) -> FastAPI:
             for client in state._clients:
                 await client.aclose()
             if caches is not None:
+                state.caches = None
                 await caches.stop()
             if state.store is not None:
                 s, state.store = state.store, None

@@ -56,7 +56,8 @@ from ..gcsettings import settle_heap
 from ..podgen import PodGenerator, pod_key
 from ..registry.attrs import Filter
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
-from ..watchcache.entry import RAW, Entry, build_entry
+from ..watchcache.entry import Entry, build_entry, entry_json
+from ..watchcache.packing import Packer
 from ..watchcache.watchers import Watcher
 
 BENCH = "watchcache"
@@ -107,12 +108,24 @@ def updates(pods: list[tuple[bytes, bytes]], count: int, seed: int = 2) -> list[
     return out
 
 
+def packed_entries(pods: list[tuple[bytes, bytes]], revision: int) -> list[tuple[bytes, Entry]]:
+    """The pods' entries as the server's cache holds them: packed with a dictionary
+    trained on the first ``Packer.train_after`` of them (watchcache.packing)."""
+    packer = Packer()
+    for _, value in pods[:packer.train_after]:
+        packer.pack(value)
+    deadline = time.monotonic() + 60
+    while not packer.trained and len(pods) >= packer.train_after and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [(key, build_entry("pods", key, value, revision, packer.pack)) for key, value in pods]
+
+
 async def _walk(snap: Any, chunk: int) -> int:
     """A full LIST's work on a snapshot: every entry, joined into pages; returns bytes."""
     total = 0
     page: list[bytes] = []
     for n, (_, entry) in enumerate(snap.items(PREFIX, b"/registry/pods0"), 1):
-        page.append(entry[RAW])
+        page.append(entry_json(entry))
         if len(page) == PAGE:
             total += len(b",".join(page))
             page = []
@@ -243,7 +256,12 @@ async def snapshot_costs(entries: list[tuple[bytes, Entry]], ups: list[tuple[byt
 async def http_phase(n: int) -> None:
     from .watchcache_http import http_lists
 
-    rates = await http_lists(make_pods(n))
+    rates, memory = await http_lists(make_pods(n))
+    lazy_memory = memory["lazy"]
+    emit("server_rss", lazy_memory["VmRSS"] / 2**20, "MiB", pods=n, mode="lazy",
+         anon_mib=round(lazy_memory["RssAnon"] / 2**20), file_mib=round(lazy_memory["RssFile"] / 2**20),
+         peak_mib=round(lazy_memory["VmHWM"] / 2**20))
+    emit("server_rss_per_pod", lazy_memory["VmRSS"] / n, "bytes", pods=n, mode="lazy")
     copy, lazy = statistics.median(rates["copy"]), statistics.median(rates["lazy"])
     emit("http_paginated_list_rate", copy, "pods/s", mode="copy", pods=n, page=500)
     emit("http_paginated_list_rate", lazy, "pods/s", mode="lazy", pods=n, page=500, peer="copy",
@@ -267,7 +285,7 @@ async def kubelet_phase(kubelets: int, pods_per_node: int, rate: float, seconds:
     ups = updates(pods, 8000)
     revision = 1_000_000
     cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
-    await cache.load([(key, build_entry("pods", key, value, revision)) for key, value in pods])
+    await cache.load(packed_entries(pods, revision))
     settle_heap()  # the loaded cache, as the server's startup leaves it (gcsettings); watchers come after
     watchers = []
     for n in range(kubelets):
@@ -348,7 +366,7 @@ async def run(args: argparse.Namespace) -> None:
     pods = make_pods(args.pods)
     ups = updates(pods, 4000)
     revision = 1_000_000
-    entries = [(key, build_entry("pods", key, value, revision)) for key, value in pods]
+    entries = packed_entries(pods, revision)
     del pods
     settle_heap()  # the loaded state lives for the whole run: the server's GC settings (gcsettings)
     emit("setup", time.perf_counter() - t, "s", pods=args.pods)

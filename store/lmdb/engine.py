@@ -427,7 +427,7 @@ class LmdbStore:
                 self._catch_up(first - 1)
             fresh = [c for c in batch.changes if c.revision > index.revision]
             if fresh:
-                self._apply(fresh, fresh[-1].revision)
+                self._apply(fresh, fresh[-1].revision, batch.committed)
             reader, pos = self._wal_reader, batch.wal_position
             if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
@@ -470,13 +470,13 @@ class LmdbStore:
             else:
                 fut.set_exception(op.error)
 
-    def _apply(self, changes: list[Change], revision: int) -> None:
+    def _apply(self, changes: list[Change], revision: int, committed: float = 0.0) -> None:
         index = self._index
         for c in changes:
             index.put(c.key, (c.revision, c.create_revision, c.version))
         index.revision = revision
         if self._watchers:
-            self._publish(changes)
+            self._publish(changes, committed)
 
     def _catch_up(self, upto: int = 0) -> None:
         """Apply what other processes wrote since the index's revision (up to ``upto``
@@ -562,7 +562,7 @@ class LmdbStore:
             if c.kind == L.PUT and c.value is None and c.frame is not None and self._watchers:
                 c.value = self._value_at(txn, c.revision, c.frame, c.key, memo)
 
-    def _publish(self, changes: list[Change]) -> None:
+    def _publish(self, changes: list[Change], committed: float = 0.0) -> None:
         watchers = [w for w in self._watchers if w.synced]
         if not watchers:
             return
@@ -572,21 +572,22 @@ class LmdbStore:
                 if c.revision < w.next_rev or not w.matches(c.key):
                     continue
                 if event is None:
-                    event = self._event(c, None)
+                    event = self._event(c, None, committed)
                 if w.prev_kv and c.prev_revision:
-                    w.push(self._event(c, self._prev_kv(c)))
+                    w.push(self._event(c, self._prev_kv(c), committed))
                 else:
                     w.push(event)
 
-    def _event(self, c: Change, prev: KeyValue | None) -> Event:
+    def _event(self, c: Change, prev: KeyValue | None, committed: float = 0.0) -> Event:
         if c.kind == L.PUT:
             value = c.value
             if value is None:
                 with self._read() as txn:
                     value = self._value_at(txn, c.revision, c.frame, c.key)
                 c.value = value
-            return Event(EventType.PUT, KeyValue(c.key, value, c.create_revision, c.revision, c.version), prev)
-        return Event(EventType.DELETE, KeyValue(c.key, b"", 0, c.revision, 0), prev)
+            return Event(EventType.PUT, KeyValue(c.key, value, c.create_revision, c.revision, c.version), prev,
+                         committed)
+        return Event(EventType.DELETE, KeyValue(c.key, b"", 0, c.revision, 0), prev, committed)
 
     def _prev_kv(self, c: Change, txn: lmdb.Transaction | None = None) -> KeyValue | None:
         if txn is None:

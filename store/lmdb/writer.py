@@ -86,6 +86,7 @@ class Batch:
     wal_position: tuple[int, int, int] | None = None  # (segment, start, end) of its records
     sync_fd: int | None = None  # the WAL descriptor to fdatasync before it is answered
     commit_seconds: float = 0.0
+    committed: float = 0.0      # time.perf_counter() once durable (the syncer's fdatasync returned)
 
 
 class _Mailbox(Generic[Item]):
@@ -253,6 +254,9 @@ class Writer:
                         op.error = self._broken
                     b.changes = []
             else:
+                now = time.perf_counter()
+                for b in batches:
+                    b.committed = now
                 durable = max((b.last_revision for b in batches if b.changes), default=0)
                 if durable:
                     # readers (and the applier) see records only once they are durable

@@ -76,19 +76,39 @@ async def test_not_ready_until_the_store_is_open(app: FastAPI, client: httpx.Asy
 
     async with app.router.lifespan_context(app):
         assert [url for url, _ in opened] == ["lmdb:///nowhere"]
-        assert (await client.get("/readyz")).text == "ok"
+        await _until_ready(client)  # the watch caches load in the background
         assert (await client.get("/healthz")).text == "ok"
         assert (await client.get("/readyz/store")).text == "ok"
     assert opened[0][1].closed
 
 
+async def _until_ready(client: httpx.AsyncClient) -> None:
+    for _ in range(200):
+        if (await client.get("/readyz")).text == "ok":
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail((await client.get("/readyz?verbose")).text)
+
+
+async def test_readyz_waits_for_the_watch_caches(app: FastAPI, client: httpx.AsyncClient) -> None:
+    async with app.router.lifespan_context(app):
+        pods = next(c for c in app.state.server.caches.caches() if c.plural == "pods")
+        await pods.ready.wait()
+        pods.ready.clear()  # as while a large resource loads
+        r = await client.get("/readyz?verbose")
+        assert r.status_code == 500 and "[-]watch-cache failed: reason withheld" in r.text
+        pods.ready.set()
+        await _until_ready(client)
+
+
 async def test_shutdown_makes_readyz_fail_first(app: FastAPI, client: httpx.AsyncClient) -> None:
     async with app.router.lifespan_context(app):
+        await _until_ready(client)
         app.state.server.shutting_down = True
         r = await client.get("/readyz?verbose")
         assert r.status_code == 500
-        assert r.text.splitlines() == ["[+]ping ok", "[+]store ok", "[-]shutdown failed: reason withheld",
-                                       "readyz check failed"]
+        assert r.text.splitlines() == ["[+]ping ok", "[+]store ok", "[+]watch-cache ok",
+                                       "[-]shutdown failed: reason withheld", "readyz check failed"]
         assert (await client.get("/readyz?exclude=shutdown")).text == "ok"
         assert (await client.get("/readyz/shutdown")).status_code == 500
         assert (await client.get("/healthz")).text == "ok"

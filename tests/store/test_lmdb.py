@@ -505,3 +505,20 @@ async def test_killing_one_of_two_writer_processes_loses_nothing_acknowledged(tm
         assert await s.create(b"/after", b"x") == at + 1
     finally:
         await s.close()
+
+
+async def test_live_watch_events_carry_their_commit_time(tmp_path: Path) -> None:
+    """The watch cache measures delivery from the commit (DESIGN.md), not from receipt."""
+    s = store.open(f"lmdb://{tmp_path}/db")
+    try:
+        w = s.watch(b"/a/", b"/a0", await s.revision() + 1)
+        got = asyncio.ensure_future(anext(aiter(w)))
+        await asyncio.sleep(0.1)
+        before = time.perf_counter()
+        await s.create(b"/a/x", b"v")
+        after = time.perf_counter()
+        (event,) = await asyncio.wait_for(got, 5)
+        assert before < event.committed <= after
+        await w.aclose()  # type: ignore[attr-defined]
+    finally:
+        await s.close()
