@@ -57,6 +57,7 @@ bench: venv etcd wrk
 	$(BIN)/controlplane bench store
 	$(BIN)/controlplane bench api
 	$(BIN)/controlplane bench watchcache
+	$(BIN)/controlplane bench nodes
 
 lint: venv
 	$(BIN)/ruff check .

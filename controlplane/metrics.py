@@ -29,11 +29,18 @@ from prometheus_client import (
 __all__ = [
     "CONTENT_TYPE",
     "EVENT_LOOP_LAG",
+    "IMAGE_PULLS",
+    "IMAGE_PULL_SECONDS",
+    "LEASE_RENEWALS",
+    "LEASE_RENEW_LAG",
+    "NODE_EVICTIONS",
     "PODGROUP_SCHEDULE_ATTEMPTS",
+    "POD_START_SECONDS",
     "REGISTRY",
     "REQUEST_DURATION",
     "SCHEDULER_E2E_SCHEDULING",
     "SCHEDULER_SCHEDULE_ATTEMPTS",
+    "STAGE_TRANSITIONS",
     "STORE_COMMIT_BATCH_SIZE",
     "STORE_COMMIT_SECONDS",
     "WATCH_CACHE_FALLBACKS",
@@ -136,6 +143,47 @@ SCHEDULER_E2E_SCHEDULING = Histogram(
 PODGROUP_SCHEDULE_ATTEMPTS = Counter(
     "controlplane_podgroup_schedule_attempts_total",
     "Gang (PodGroup) scheduling attempts by result (scheduled, unschedulable, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+
+
+# The node simulator (controlplane.nodes), beside what DESIGN.md fixes.
+LEASE_RENEW_LAG = Histogram(
+    "controlplane_nodes_lease_renew_lag_seconds",
+    "How late a simulated node's lease renewal completed, against when it was due.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+    registry=REGISTRY,
+)
+LEASE_RENEWALS = Counter(
+    "controlplane_nodes_lease_renewals_total", "Lease renewals by result (ok, error).", ["result"],
+    registry=REGISTRY,
+)
+POD_START_SECONDS = Histogram(
+    "controlplane_nodes_pod_start_seconds",
+    "From the simulator first seeing a pod bound to one of its nodes to its Running status being written "
+    "(image pulls and stage delays included).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+    registry=REGISTRY,
+)
+STAGE_TRANSITIONS = Counter(
+    "controlplane_nodes_stage_transitions_total", "Stages applied, by stage and result (ok, error).",
+    ["stage", "result"], registry=REGISTRY,
+)
+NODE_EVICTIONS = Counter(
+    "controlplane_nodes_evictions_total", "Pods deleted by taint-based eviction from failed nodes.",
+    registry=REGISTRY,
+)
+IMAGE_PULL_SECONDS = Histogram(
+    "controlplane_nodes_image_pull_seconds",
+    "Simulated image pull duration (download + unpack), from the pull's start to the image being usable.",
+    buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0),
+    registry=REGISTRY,
+)
+IMAGE_PULLS = Counter(
+    "controlplane_nodes_image_pulls_total",
+    "Image lookups by the simulated kubelet: result=hit (cached), pull (downloaded), joined (waited for a pull "
+    "in progress), never (pull policy Never and not cached).",
     ["result"],
     registry=REGISTRY,
 )

@@ -22,8 +22,11 @@ async def start(client: Client, config: Config) -> None:
     if config.nodes <= 0 and not getattr(config, "autoscaler", False):
         return
     from .config import SimConfig
+    from .instancetypes import DEFAULT_CATALOG, load_catalog
     from .simulator import NodeSimulator
 
-    sim = NodeSimulator(client, SimConfig(count=config.nodes))
+    catalog_file = getattr(config, "instance_types", None)  # --instance-types, where serve has it
+    catalog = load_catalog(catalog_file) if catalog_file else DEFAULT_CATALOG
+    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

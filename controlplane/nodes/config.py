@@ -28,6 +28,10 @@ class SimConfig:
     # The kubelet's lease: 40 s duration, renewed every quarter of it (KEP-589).
     lease_duration_seconds: int = 40
     renew_interval: float = 10.0
+    # Renewals are spread over the interval in batches this far apart: a batch's writes
+    # reach the store together and share its group commits (a lone write costs the server
+    # about 2.5 times as much CPU), while staying well inside the 2 s lag budget.
+    heartbeat_batch: float = 0.5
     # nodeStatusUpdateFrequency (10 s) is how often the kubelet computes its status;
     # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
     status_report_frequency: float = 300.0

@@ -26,26 +26,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Histogram
+from ..metrics import IMAGE_PULL_SECONDS, IMAGE_PULLS
 
-from ..metrics import REGISTRY
-
-__all__ = ["IMAGE_PULL_SECONDS", "IMAGE_PULLS", "Image", "ImageCatalog", "NodeImages", "PullModel"]
-
-IMAGE_PULL_SECONDS = Histogram(
-    "controlplane_nodes_image_pull_seconds",
-    "Simulated image pull duration (download + unpack), from the pull's start to the image being usable.",
-    buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0),
-    registry=REGISTRY,
-)
-IMAGE_PULLS = Counter(
-    "controlplane_nodes_image_pulls_total",
-    "Image lookups by the simulated kubelet: result=hit (cached), pull (downloaded), joined (waited for a pull "
-    "in progress), never (pull policy Never and not cached).",
-    ["result"],
-    registry=REGISTRY,
-)
-
+__all__ = ["Image", "ImageCatalog", "NodeImages", "PullModel"]
 
 @dataclass(frozen=True, slots=True)
 class Image:

@@ -40,11 +40,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from prometheus_client import Counter, Histogram
 
 from ..client import ApiError, Client, Informer, resource_path
-from ..metrics import REGISTRY
+from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, NODE_EVICTIONS, POD_START_SECONDS, STAGE_TRANSITIONS
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
+from .direct import Api
 from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
 from .instancetypes import InstanceType, catalog_by_name
@@ -52,39 +52,13 @@ from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
 from .stages import Stage, StageError, StageSet, default_stages
 from .wheel import TimingWheel
 
-__all__ = ["LEASE_RENEW_LAG", "NodeSimulator", "POD_START_SECONDS", "VERSION"]
+__all__ = ["NodeSimulator", "VERSION"]
 
 log = logging.getLogger(__name__)
 
 VERSION = "v1.37.0-controlplane"
 LEASE_NAMESPACE = "kube-node-lease"
 KUBELET_PORT = 10250
-
-LEASE_RENEW_LAG = Histogram(
-    "controlplane_nodes_lease_renew_lag_seconds",
-    "How late a simulated node's lease renewal completed, against when it was due.",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
-    registry=REGISTRY,
-)
-LEASE_RENEWALS = Counter(
-    "controlplane_nodes_lease_renewals_total", "Lease renewals by result (ok, error).", ["result"],
-    registry=REGISTRY,
-)
-POD_START_SECONDS = Histogram(
-    "controlplane_nodes_pod_start_seconds",
-    "From the simulator first seeing a pod bound to one of its nodes to its Running status being written "
-    "(image pulls and stage delays included).",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
-    registry=REGISTRY,
-)
-STAGE_TRANSITIONS = Counter(
-    "controlplane_nodes_stage_transitions_total", "Stages applied, by stage and result (ok, error).",
-    ["stage", "result"], registry=REGISTRY,
-)
-EVICTIONS = Counter(
-    "controlplane_nodes_evictions_total", "Pods deleted by taint-based eviction from failed nodes.",
-    registry=REGISTRY,
-)
 
 _NODE_CONDITIONS = (
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
@@ -93,6 +67,7 @@ _NODE_CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"),
 )
+HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 _TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 _TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -124,10 +99,11 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "manual", "name", "offset", "pod_ips",
-                 "since", "tainted")
+                 "since", "tainted", "uid")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
+        self.uid = ""  # the Node's, for its Lease's ownerReference
         self.ip = ip
         self.cidr = cidr
         self.itype = itype
@@ -159,6 +135,7 @@ class _Pod:
 class NodeSimulator:
     def __init__(self, client: Client, config: SimConfig | None = None) -> None:
         self.client = client
+        self.api = Api(client)  # single-answer calls; straight into the app when in process (``direct``)
         self.config = config = config or SimConfig()
         self.rng = random.Random(config.seed)
         stages = config.stages if config.stages is not None else default_stages(config.job_seconds)
@@ -180,7 +157,10 @@ class NodeSimulator:
         self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
                                                                                       config.tick) + 1),
                                                                time.monotonic())
-        self._writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        # (priority, sequence, job): heartbeats first (their lag is what the node lifecycle
+        # controller sees), then pods' stages, then the rest (node set-up, status reports)
+        self._writes: asyncio.PriorityQueue[tuple[int, int, Callable[[], Awaitable[None]]]] = asyncio.PriorityQueue()
+        self._seq = 0
         self._ready = asyncio.Event()
         self.node_informer = Informer(client, resource_path("", "v1", "nodes"), on_add=self._node_seen,
                                       on_update=lambda _old, new: self._node_seen(new), on_delete=self._node_gone)
@@ -215,6 +195,10 @@ class NodeSimulator:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def pending_writes(self) -> int:
+        """API writes queued and not yet started."""
+        return self._writes.qsize()
+
     async def ready(self) -> None:
         """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
         await self._ready.wait()
@@ -239,7 +223,7 @@ class NodeSimulator:
             nxt = due + self.config.renew_interval
             self.wheel.schedule(nxt, ("lease", name, nxt))
             if node.failed != "unreachable":
-                self._write(lambda: self._renew(name, due))
+                self._write(lambda: self._renew(name, due), HEARTBEAT)
         elif kind == "status":
             _, name = item
             node = self.nodes.get(name)
@@ -252,7 +236,7 @@ class NodeSimulator:
             _, key, gen = item
             st = self.pods.get(key)
             if st is not None and st.gen == gen:
-                self._write(lambda: self._run_stage(key, gen))
+                self._write(lambda: self._run_stage(key, gen), POD)
         elif kind == "grace":
             _, name, gen = item
             node = self.nodes.get(name)
@@ -262,12 +246,13 @@ class NodeSimulator:
             _, key, uid = item
             self._write(lambda: self._evict(key, uid))
 
-    def _write(self, job: Callable[[], Awaitable[None]]) -> None:
-        self._writes.put_nowait(job)
+    def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2) -> None:
+        self._seq += 1
+        self._writes.put_nowait((priority, self._seq, job))
 
     async def _writer(self) -> None:
         while True:
-            job = await self._writes.get()
+            _, _, job = await self._writes.get()
             try:
                 await job()
             except asyncio.CancelledError:
@@ -310,10 +295,14 @@ class NodeSimulator:
             name = f"{self.config.name_prefix}{i}"
             if name in self.node_informer.items:
                 return
+            body = self.node_manifest(name, i)
+            cidr = self.cidrs.allocate()  # the node IPAM controller's part, done up front: one write less
+            body["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             async with sem:
                 try:
-                    await self.client.create(path, self.node_manifest(name, i))
+                    await self.api.create(path, body)
                 except ApiError as e:
+                    self.cidrs.release(cidr)
                     if e.code != 409:
                         raise
 
@@ -321,6 +310,7 @@ class NodeSimulator:
 
     def _node_seen(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
+        meta.pop("managedFields", None)  # the informer keeps this very dict: a third of it, never read
         name = meta.get("name", "")
         if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake":
             if name in self.nodes:
@@ -374,8 +364,11 @@ class NodeSimulator:
         images = NodeImages(model, serialize=self.config.serialize_image_pulls)
         for image in self.config.preloaded_images:
             images.preload(image)
-        phase = (zlib.crc32(name.encode()) % 10_000) / 10_000 * self.config.renew_interval
+        # the node's place in the renew interval: one of its batches (``heartbeat_batch`` apart)
+        batches = max(1, round(self.config.renew_interval / max(self.config.heartbeat_batch, self.config.tick)))
+        phase = (zlib.crc32(name.encode()) % batches) * self.config.renew_interval / batches
         node = _Node(name, ip, cidr, itype, images, phase)
+        node.uid = meta.get("uid", "")
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))
@@ -401,7 +394,7 @@ class NodeSimulator:
             self.cidrs.release(node.cidr)
 
     async def _patch_pod_cidr(self, name: str, cidr: str) -> None:
-        await self.client.patch(resource_path("", "v1", "nodes", name=name),
+        await self.api.patch(resource_path("", "v1", "nodes", name=name),
                                 {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}, patch_type="merge")
 
     def _lease_body(self, name: str, uid: str | None) -> dict[str, Any]:
@@ -414,7 +407,7 @@ class NodeSimulator:
 
     async def _ensure_lease(self, name: str, uid: str | None) -> None:
         try:
-            await self.client.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
+            await self.api.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
                                      self._lease_body(name, uid))
         except ApiError as e:
             if e.code != 409:
@@ -425,16 +418,15 @@ class NodeSimulator:
         if node is None or node.failed == "unreachable":
             return
         path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
-        body = self._lease_body(name, None)
-        body["metadata"].pop("ownerReferences", None)
+        body = self._lease_body(name, node.uid)
         try:
             # An update without a resourceVersion is unconditional: the kubelet owns its lease.
-            await self.client.update(path, body)
+            await self.api.update(path, body)
             LEASE_RENEWALS.labels(result="ok").inc()
         except ApiError as e:
             LEASE_RENEWALS.labels(result="error").inc()
             if e.code == 404:
-                await self._ensure_lease(name, None)
+                await self._ensure_lease(name, node.uid)
             else:
                 raise
         lag = max(0.0, time.monotonic() - due)
@@ -456,7 +448,7 @@ class NodeSimulator:
         node = self.nodes.get(name)
         if node is None or node.failed == "unreachable":
             return
-        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+        await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                 {"status": {"conditions": self._conditions(node, now_rfc3339())}},
                                 patch_type="merge")
 
@@ -512,7 +504,7 @@ class NodeSimulator:
             for k in ("capacity", "allocatable", "addresses", "images"):
                 if k in status and k not in rendered:
                     rendered[k] = status[k]
-            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+            await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                     {"status": rendered}, patch_type="merge")
         await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
@@ -567,7 +559,7 @@ class NodeSimulator:
         """Replace the node lifecycle controller's NoExecute/NoSchedule taints with ``key``'s (None: none)."""
         path = resource_path("", "v1", "nodes", name=name)
         for _ in range(8):
-            obj = await self.client.get(path)
+            obj = await self.api.get(path)
             taints = [t for t in (obj.get("spec") or {}).get("taints") or []
                       if t.get("key") not in (_TAINT_UNREACHABLE, _TAINT_NOT_READY)]
             if key is not None:
@@ -575,7 +567,7 @@ class NodeSimulator:
                            {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
             try:
-                await self.client.patch(path, body, patch_type="merge")
+                await self.api.patch(path, body, patch_type="merge")
                 return
             except ApiError as e:
                 if e.code != 409:
@@ -590,7 +582,7 @@ class NodeSimulator:
             conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
                       "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": heartbeat,
                       "lastTransitionTime": heartbeat} for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
-            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+            await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                     {"status": {"conditions": conds}}, patch_type="merge")
         key = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
         await self._set_taint(name, key)
@@ -627,9 +619,9 @@ class NodeSimulator:
             return
         ns, name = key.split("/", 1)
         try:
-            await self.client.delete(resource_path("", "v1", "pods", ns, name),
+            await self.api.delete(resource_path("", "v1", "pods", ns, name),
                                      {"preconditions": {"uid": uid}})
-            EVICTIONS.inc()
+            NODE_EVICTIONS.inc()
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
@@ -653,6 +645,7 @@ class NodeSimulator:
 
     def _pod_seen(self, pod: dict[str, Any]) -> None:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        meta.pop("managedFields", None)  # as for nodes: the informer's copy, slimmer
         node_name = spec.get("nodeName")
         if not node_name:
             return
@@ -690,7 +683,7 @@ class NodeSimulator:
         delay = stage.delay.seconds(pod, datetime.now(UTC), self.rng) if stage.delay else 0.0
         if delay <= 0:
             gen = st.gen
-            self._write(lambda: self._run_stage(key, gen))
+            self._write(lambda: self._run_stage(key, gen), POD)
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
 
@@ -715,7 +708,7 @@ class NodeSimulator:
             return False  # its timer is set
         if not st.wrote_creating:
             st.wrote_creating = True
-            self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")))
+            self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")), POD)
         if st.pulled_at != float("inf"):
             st.gen += 1
             st.stage = "(image pull)"
@@ -747,7 +740,7 @@ class NodeSimulator:
             status["hostIP"] = node.ip
             status["hostIPs"] = [{"ip": node.ip}]
         ns, name = key.split("/", 1)
-        await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
+        await self.api.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
                                 patch_type="merge")
 
     async def _run_stage(self, key: str, gen: int) -> None:
@@ -773,7 +766,7 @@ class NodeSimulator:
         try:
             rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
             if rendered is not None:
-                await self.client.patch(path + "/status", {"status": rendered}, patch_type="merge")
+                await self.api.patch(path + "/status", {"status": rendered}, patch_type="merge")
                 if not st.started and rendered.get("phase") == "Running":
                     st.started = True
                     POD_START_SECONDS.observe(time.monotonic() - st.seen)
@@ -798,11 +791,11 @@ class NodeSimulator:
         meta = obj.get("metadata") or {}
         finalizers = stage.next.finalizers(list(meta.get("finalizers") or []))
         if finalizers is not None and finalizers != list(meta.get("finalizers") or []):
-            await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
+            await self.api.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
         if stage.next.delete:
             try:
                 # as the kubelet does once the containers are gone: no further grace
-                await self.client.delete(path, {"gracePeriodSeconds": 0,
+                await self.api.delete(path, {"gracePeriodSeconds": 0,
                                                 "preconditions": {"uid": meta.get("uid")}},
                                          gracePeriodSeconds="0")
             except ApiError as e:
@@ -832,7 +825,7 @@ class NodeSimulator:
 
     async def _ensure_namespace(self, name: str) -> None:
         try:
-            await self.client.create(resource_path("", "v1", "namespaces"),
+            await self.api.create(resource_path("", "v1", "namespaces"),
                                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         except ApiError as e:
             if e.code != 409:

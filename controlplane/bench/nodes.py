@@ -1,0 +1,189 @@
+"""``controlplane bench nodes``: simulated nodes' heartbeats and pod startup, with the
+API server, its LMDB store and the node simulator in one process (as ``controlplane
+serve --nodes N`` runs them).
+
+1. ``--nodes`` nodes are created (with their Leases) through the in-process client;
+2. for ``--heartbeat-seconds`` only heartbeats run: the lease renew lag (due ->
+   written) p50/p99/max and the process CPU per second of wall time, less the
+   same measure with no nodes (``cpu_idle``), is the server's (and simulator's)
+   cost of the heartbeats;
+3. pods bound to the nodes (``spec.nodeName`` set, no scheduler) are created at
+   ``--pod-rate`` per second for ``--pod-seconds``; each pod's startup latency is
+   from its create call to a watch event showing it Running (image cached, the
+   default fast stages).
+
+Prints JSON lines like every benchmark. Other processes share this machine's two
+cores: expect noise, compare medians of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = "nodes"
+
+
+def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
+    print(json.dumps({"bench": BENCH, "metric": metric, "value": round(value, 4), "unit": unit, **extra}),
+          flush=True)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def _cpu_per_second(seconds: float) -> float:
+    c0, t0 = time.process_time(), time.monotonic()
+    await asyncio.sleep(seconds)
+    return (time.process_time() - c0) / (time.monotonic() - t0)
+
+
+async def run(args: argparse.Namespace) -> None:
+    from ..api.app import create_app
+    from ..client import Client, resource_path
+    from ..config import Config
+    from ..nodes.config import SimConfig
+    from ..nodes.direct import Api
+    from ..nodes.simulator import NodeSimulator
+
+    with tempfile.TemporaryDirectory(prefix="bench-nodes-") as tmp:
+        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning"))
+        async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client:
+            idle = await _cpu_per_second(min(3.0, args.heartbeat_seconds))
+            emit("cpu_idle", idle, "cores", note="the server alone, no nodes")
+            sim = NodeSimulator(client, SimConfig(count=args.nodes, renew_interval=args.renew_interval,
+                                                  job_seconds=3600.0, write_concurrency=args.concurrency))
+            t0 = time.monotonic()
+            task = asyncio.create_task(sim.run())
+            await sim.ready()
+            created = time.monotonic() - t0
+            emit("nodes_created", args.nodes, "nodes", seconds=round(created, 2),
+                 per_second=round(args.nodes / created, 1))
+            # leases and node status are still being written: wait for the backlog to drain,
+            # then a whole interval, so the measure sees the steady state
+            deadline = time.monotonic() + max(60.0, args.nodes / 50)
+            while sim.pending_writes() > 10 and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
+            emit("setup_backlog_drained", time.monotonic() - t0, "s", pending=sim.pending_writes())
+            await asyncio.sleep(args.renew_interval)
+            sim.record_lags = True
+            sim.lease_lags.clear()
+            renewals0 = sim.lease_renewals
+            cpu = await _cpu_per_second(args.heartbeat_seconds)
+            sim.record_lags = False
+            lags = list(sim.lease_lags)
+            rate = (sim.lease_renewals - renewals0) / args.heartbeat_seconds
+            emit("lease_renewals_per_second", rate, "1/s", nodes=args.nodes, interval=args.renew_interval)
+            emit("lease_renew_lag_p50", _pct(lags, 0.5), "s")
+            emit("lease_renew_lag_p99", _pct(lags, 0.99), "s", target=2.0)
+            emit("lease_renew_lag_max", max(lags, default=float("nan")), "s")
+            emit("heartbeat_cpu", max(0.0, cpu - idle), "cores", target=0.15, total=round(cpu, 3),
+                 nodes=args.nodes, note="process CPU per wall second while only heartbeats run, less cpu_idle")
+            if rate:
+                emit("heartbeat_cpu_per_renewal", max(0.0, cpu - idle) / rate * 1e6, "us")
+
+            if args.pod_rate > 0 and args.pod_seconds > 0:
+                c0, w0 = time.process_time(), time.monotonic()
+                pods = await _pods(client, Api(client), resource_path, args)
+                if pods:
+                    # less what the heartbeats and the idle server cost meanwhile
+                    spent = time.process_time() - c0 - cpu * (time.monotonic() - w0)
+                    emit("cpu_per_pod", max(0.0, spent) / pods * 1e3, "ms",
+                         note="create, watch events, simulator, Running status write, the bench's watch")
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _pods(client: Any, api: Any, resource_path: Any, args: argparse.Namespace) -> int:
+    """Create pods at the rate asked for (straight into the app, as a client in another process would
+    cost the server no more), and time each from its create to a watch event showing it Running."""
+    pods = resource_path("", "v1", "pods", "default")
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    total = int(args.pod_rate * args.pod_seconds)
+    done = asyncio.Event()
+    listed = await client.list(pods, limit=1)
+
+    async def watch() -> None:
+        async for ev in client.watch(pods, resource_version=listed["metadata"]["resourceVersion"]):
+            obj = ev.object
+            name = obj.get("metadata", {}).get("name")
+            if name in sent and obj.get("status", {}).get("phase") == "Running":
+                latencies.append(time.monotonic() - sent.pop(name))
+                if len(latencies) >= total:
+                    done.set()
+                    return
+
+    watcher = asyncio.create_task(watch())
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod"}
+    errors = 0
+    inflight: set[asyncio.Task[Any]] = set()
+
+    async def create(i: int) -> None:
+        nonlocal errors
+        name = f"bench-{i}"
+        b: dict[str, Any] = {**body, "metadata": {"name": name},
+                             "spec": {**spec, "nodeName": f"sim-node-{i % args.nodes}"}}
+        sent[name] = time.monotonic()
+        try:
+            await api.create(pods, b)
+        except Exception:
+            errors += 1
+            sent.pop(name, None)
+
+    t0 = time.monotonic()
+    for i in range(total):
+        due = t0 + i / args.pod_rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        t = asyncio.create_task(create(i))
+        inflight.add(t)
+        t.add_done_callback(inflight.discard)
+    sent_seconds = time.monotonic() - t0
+    await asyncio.gather(*inflight)
+    with contextlib.suppress(TimeoutError):  # the p99 then reports the pods that made it
+        await asyncio.wait_for(done.wait(), timeout=30)
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    emit("pod_create_rate", total / sent_seconds, "1/s", target=args.pod_rate, errors=errors)
+    emit("pod_startup_p50", _pct(latencies, 0.5), "s", pods=len(latencies))
+    emit("pod_startup_p99", _pct(latencies, 0.99), "s", target=1.0, pods=len(latencies),
+         not_running=total - errors - len(latencies))
+    if latencies:
+        emit("pod_startup_mean", statistics.fmean(latencies), "s")
+    return len(latencies)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="controlplane bench nodes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000, help="simulated nodes (default: %(default)s)")
+    parser.add_argument("--renew-interval", type=float, default=10.0, help="seconds (default: %(default)s)")
+    parser.add_argument("--heartbeat-seconds", type=float, default=12.0,
+                        help="how long to measure heartbeats alone (default: %(default)s)")
+    parser.add_argument("--pod-rate", type=float, default=1000.0, help="pod creates per second (default: %(default)s)")
+    parser.add_argument("--pod-seconds", type=float, default=5.0, help="how long to create pods (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=64, help="simulator writes in flight (default: %(default)s)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+    asyncio.run(run(args))
+    return 0
