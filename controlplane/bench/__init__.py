@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "watchcache": "controlplane.bench.watchcache:main",
     "nodes": "controlplane.bench.nodes:main",
     "autoscaler": "controlplane.bench.autoscaler:main",
+    "scheduler": "controlplane.bench.scheduler:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -21,9 +21,20 @@ from .nodeinfo import NodeInfo, PodInfo
 __all__ = ["Cache"]
 
 
+class NodeMap(dict[str, NodeInfo]):
+    """The cache's nodes by name, and how many of their pods carry pod (anti-)affinity
+    terms (``with_affinity``), so InterPodAffinity skips its walk when none do."""
+
+    with_affinity = 0
+
+
+def _has_terms(pod: PodInfo) -> bool:
+    return bool(pod.affinity and (pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity")))
+
+
 class Cache:
     def __init__(self) -> None:
-        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes = NodeMap()
         self.order: list[NodeInfo] = []
         self._index: dict[str, int] = {}
         self.pod_node: dict[str, str] = {}  # pod key -> node name, bound and assumed
@@ -42,6 +53,7 @@ class Cache:
             self.order.append(ni)
             for pod in self._orphans.pop(name, {}).values():
                 ni.add_pod(pod)
+                self.nodes.with_affinity += _has_terms(pod)
         else:
             ni.set_node(node)
         return ni
@@ -57,6 +69,7 @@ class Cache:
             self._index[last.name] = i
         if ni.pods:
             self._orphans[name] = dict(ni.pods)
+            self.nodes.with_affinity -= ni.with_affinity
 
     # ---------------------------------------------------------------- pods
 
@@ -72,7 +85,9 @@ class Cache:
         if ni is None:
             self._orphans.setdefault(node, {})[pod.key] = pod
         else:
+            self._remove_from(node, pod.key)  # an update of a pod already here
             ni.add_pod(pod)
+            self.nodes.with_affinity += _has_terms(pod)
 
     def remove_pod(self, key: str) -> None:
         node = self.pod_node.pop(key, None)
@@ -86,6 +101,7 @@ class Cache:
             held = ni.pods.get(key)
             if held is not None:
                 ni.remove_pod(held)
+                self.nodes.with_affinity -= _has_terms(held)
         else:
             orphans = self._orphans.get(node)
             if orphans is not None:
@@ -96,6 +112,7 @@ class Cache:
         self.assumed.add(pod.key)
         self.pod_node[pod.key] = node
         self.nodes[node].add_pod(pod)
+        self.nodes.with_affinity += _has_terms(pod)
 
     def forget(self, pod: PodInfo) -> None:
         """Undo ``assume`` (binding failed, or a reservation was released)."""

@@ -122,7 +122,8 @@ class PodInfo:
     __slots__ = (
         "affinity", "attempts", "gated", "group", "initial_attempt", "key", "labels", "name", "namespace",
         "node_name", "node_selector", "nominated_node", "nonzero_cpu", "nonzero_mem", "obj", "priority",
-        "requests", "resource_version", "spread", "timestamp", "tolerations", "uid",
+        "req_cpu", "req_items", "req_mem", "req_other", "requests", "resource_version", "spread", "timestamp",
+        "tolerations", "uid",
     )
 
     def __init__(self, obj: dict[str, Any]) -> None:
@@ -147,6 +148,11 @@ class PodInfo:
         self.nominated_node: str = (obj.get("status") or {}).get("nominatedNodeName") or ""
         self.requests = pod_requests(spec)
         self.requests["pods"] = 1
+        self.req_items = tuple(self.requests.items())  # what Filter walks, once per node
+        # the same, split for the unrolled check of ``Profile.place``
+        self.req_cpu = self.requests.get("cpu", 0)
+        self.req_mem = self.requests.get("memory", 0)
+        self.req_other = tuple((k, v) for k, v in self.req_items if k not in ("cpu", "memory", "pods"))
         self.nonzero_cpu = self.requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST
         self.nonzero_mem = self.requests.get("memory") or DEFAULT_MEMORY_REQUEST
         # queue bookkeeping
@@ -175,8 +181,8 @@ class NodeInfo:
     """
 
     __slots__ = (
-        "allocatable", "generation", "labels", "name", "node", "nonzero_cpu", "nonzero_mem", "pods",
-        "requested", "taints", "unschedulable", "with_affinity",
+        "alloc_cpu", "alloc_mem", "allocatable", "free_cpu", "free_mem", "free_pods", "generation", "labels", "name",
+        "node", "nonzero_cpu", "nonzero_mem", "pods", "requested", "taints", "unschedulable", "with_affinity",
     )
 
     def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
@@ -192,8 +198,20 @@ class NodeInfo:
         self.taints: list[dict[str, Any]] = []
         self.unschedulable = False
         self.allocatable: dict[str, int] = {}
+        # allocatable and allocatable - requested of cpu, memory and pods as plain attributes:
+        # what the unrolled check of ``Profile.place`` reads (kept by _refresh_free)
+        self.alloc_cpu = self.alloc_mem = 0
+        self.free_cpu = self.free_mem = self.free_pods = 0
         if node is not None:
             self.set_node(node)
+
+    def _refresh_free(self) -> None:
+        alloc, req = self.allocatable, self.requested
+        self.alloc_cpu = alloc.get("cpu", 0)
+        self.alloc_mem = alloc.get("memory", 0)
+        self.free_cpu = self.alloc_cpu - req.get("cpu", 0)
+        self.free_mem = self.alloc_mem - req.get("memory", 0)
+        self.free_pods = alloc.get("pods", 0) - req.get("pods", 0)
 
     def set_node(self, node: dict[str, Any]) -> None:
         self.node = node
@@ -206,6 +224,7 @@ class NodeInfo:
         status = node.get("status") or {}
         _add_into(alloc, status.get("allocatable") or status.get("capacity") or {})
         self.allocatable = alloc
+        self._refresh_free()
         self.generation += 1
 
     def add_pod(self, pod: PodInfo) -> None:
@@ -218,6 +237,9 @@ class NodeInfo:
             req[k] = req.get(k, 0) + v
         self.nonzero_cpu += pod.nonzero_cpu
         self.nonzero_mem += pod.nonzero_mem
+        self.free_cpu -= pod.req_cpu
+        self.free_mem -= pod.req_mem
+        self.free_pods -= 1
         if pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity"):
             self.with_affinity += 1
         self.generation += 1
@@ -231,6 +253,9 @@ class NodeInfo:
             req[k] = req.get(k, 0) - v
         self.nonzero_cpu -= held.nonzero_cpu
         self.nonzero_mem -= held.nonzero_mem
+        self.free_cpu += held.req_cpu
+        self.free_mem += held.req_mem
+        self.free_pods += 1
         if held.affinity.get("podAffinity") or held.affinity.get("podAntiAffinity"):
             self.with_affinity -= 1
         self.generation += 1
@@ -245,6 +270,7 @@ class NodeInfo:
         c.requested = dict(self.requested)
         c.nonzero_cpu, c.nonzero_mem = self.nonzero_cpu, self.nonzero_mem
         c.with_affinity = self.with_affinity
+        c._refresh_free()
         return c
 
     def __repr__(self) -> str:

@@ -11,6 +11,7 @@ build on::
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,11 @@ from .framework import (
 )
 from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig, default_profile, default_registry
+from .plugins.noderesources import NodeResourcesFit, insufficient
+from .plugins.nodes import NodeUnschedulable, TaintToleration
+
+# Filter plugins that pass every node that has no taints and is not cordoned (see ``place``).
+_PLAIN_NODE_NOOP = (NodeUnschedulable, TaintToleration)
 
 __all__ = ["FitError", "Profile"]
 
@@ -87,6 +93,8 @@ class Profile:
         self.watches = [w for p in self.plugins if isinstance(p, WatchesResources) for w in p.resources_to_watch()]
         self._next_start = 0
         self._rand = random.Random(0)
+        fit = self.get("NodeResourcesFit")
+        self._fit = fit if isinstance(fit, NodeResourcesFit) else None
 
     @classmethod
     def build(cls, handle: Handle, registry: Registry | None = None, config: Sequence[PluginConfig] | None = None,
@@ -192,18 +200,10 @@ class Profile:
         return totals
 
     def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> NodeInfo:
-        """The best-scoring node; ties broken at random (reservoir sampling, as upstream)."""
-        best = -1
-        chosen = nodes[0]
-        ties = 0
-        for node, s in zip(nodes, scores, strict=True):
-            if s > best:
-                best, chosen, ties = s, node, 1
-            elif s == best:
-                ties += 1
-                if self._rand.randrange(ties) == 0:
-                    chosen = node
-        return chosen
+        """The best-scoring node; ties broken at random (as upstream)."""
+        best = max(scores)
+        ties = [i for i, s in enumerate(scores) if s == best]
+        return nodes[ties[0] if len(ties) == 1 else ties[self._rand.randrange(len(ties))]]
 
     def place(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
               extra: Mapping[str, Sequence[PodInfo]] | None = None) -> tuple[NodeInfo | None, FitError | None]:
@@ -213,14 +213,90 @@ class Profile:
             return None, FitError(len(nodes), pre_filter=s)
         if state.node_names is not None:
             nodes = [n for n in nodes if n.name in state.node_names]
-        feasible, failed = self.find_feasible(state, pod, nodes, extra)
+        filters = self.filters_for(state)
+        fast = extra is None and self._fit is not None and all(type(f) in _PLAIN_NODE_NOOP or f is self._fit
+                                                               for f in filters)
+        if fast:
+            feasible, failed = self._find_feasible_resources(state, pod, nodes, filters)
+        else:
+            feasible, failed = self.find_feasible(state, pod, nodes, extra)
         if not feasible:
             return None, FitError(len(nodes), failed)
         if len(feasible) == 1:
             return feasible[0], None
         self.run_pre_score(state, pod, feasible)
-        scores = self.score_nodes(state, pod, feasible)
+        if fast and self._only_default_fit_scores(state):
+            scores = self._least_or_most_allocated(pod, feasible)
+        else:
+            scores = self.score_nodes(state, pod, feasible)
         return self.select_host(feasible, scores), None
+
+    # ---------------------------------------------------------------- the common case, unrolled
+    #
+    # Most pods at scale request resources and nothing else. When the Filter plugins left
+    # after PreFilter are NodeResourcesFit and plugins that cannot reject a node without
+    # taints that is not cordoned (NodeUnschedulable, TaintToleration), the loop below
+    # checks requests inline for such nodes, and runs the plugins for the others: the same
+    # verdicts as ``find_feasible``, without three calls per node. Likewise scoring when
+    # NodeResourcesFit (cpu and memory, weight 1) is the only scorer left after PreScore.
+
+    def _find_feasible_resources(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                                 filters: list[FilterPlugin]) -> tuple[list[NodeInfo], dict[str, Status]]:
+        n = len(nodes)
+        if not n:
+            return [], {}
+        want = num_feasible_nodes_to_find(n, self.percentage)
+        start = self._next_start % n
+        cpu, mem, other = pod.req_cpu, pod.req_mem, pod.req_other
+        feasible: list[NodeInfo] = []
+        failed: dict[str, Status] = {}
+        processed = 0
+        for node in itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start)):
+            processed += 1
+            if node.unschedulable or node.taints:
+                s = self.run_filters(filters, state, pod, node)
+                if s is None:
+                    feasible.append(node)
+                    if len(feasible) >= want:
+                        break
+                else:
+                    failed[node.name] = s
+                continue
+            # as NodeResourcesFit.filter: a resource the pod does not request is not checked
+            if (cpu and node.free_cpu < cpu) or (mem and node.free_mem < mem) or node.free_pods < 1 or (
+                    other and any(node.allocatable.get(k, 0) - node.requested.get(k, 0) < v for k, v in other)):
+                failed[node.name] = Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin="NodeResourcesFit")
+                continue
+            feasible.append(node)
+            if len(feasible) >= want:
+                break
+        self._next_start = (start + processed) % n
+        return feasible, failed
+
+    def _only_default_fit_scores(self, state: CycleState) -> bool:
+        skip = state.skip_score
+        return all(p is self._fit or p.name() in skip for p, _ in self.score) and self._fit is not None \
+            and self._fit.default and not any(p is self._fit and p.name() in skip for p, _ in self.score)
+
+    def _least_or_most_allocated(self, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        assert self._fit is not None
+        weight = next(w for p, w in self.score if p is self._fit)
+        pc, pm = pod.nonzero_cpu, pod.nonzero_mem
+        out = []
+        most = self._fit.most
+        for node in nodes:
+            cap_c = node.alloc_cpu
+            cap_m = node.alloc_mem
+            used_c = node.nonzero_cpu + pc
+            used_m = node.nonzero_mem + pm
+            if most:
+                sc = used_c * MAX_NODE_SCORE // cap_c if cap_c and used_c <= cap_c else 0
+                sm = used_m * MAX_NODE_SCORE // cap_m if cap_m and used_m <= cap_m else 0
+            else:
+                sc = (cap_c - used_c) * MAX_NODE_SCORE // cap_c if cap_c and used_c <= cap_c else 0
+                sm = (cap_m - used_m) * MAX_NODE_SCORE // cap_m if cap_m and used_m <= cap_m else 0
+            out.append((sc + sm) // 2 * weight)
+        return out
 
     def feasible_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], dict[str, Status]]:
         """Which of ``nodes`` (real or hypothetical NodeInfos) could ``pod`` go on, by the

@@ -204,8 +204,18 @@ class SchedulingQueue:
         return pod
 
     def _pull_siblings(self, pod: PodInfo) -> None:
+        """Queue the group's other members right behind ``pod``: those in activeQ or
+        backoffQ, and those parked after an earlier attempt of the group (not those
+        PreEnqueue holds): a gang is tried as a whole."""
         for key in sorted(self._groups.get(pod.group_key, ()), key=lambda k: self.pods[k].timestamp):
-            if key != pod.key and self._where.get(key) in ("active", "backoff"):
+            if key == pod.key:
+                continue
+            where = self._where.get(key)
+            if where == "unschedulable" and not self.unschedulable[key].pending:
+                del self.unschedulable[key]
+                self._where[key] = "active"
+                where = "active"
+            if where in ("active", "backoff"):
                 self._front.append(key)
 
     async def pop(self) -> PodInfo:

@@ -32,6 +32,7 @@ from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig
 from .profile import FitError, Profile
 from .queue import SchedulingQueue
+from .writer import Writer
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -49,6 +50,11 @@ EventHandler = Callable[..., object]
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
 def _terminal(obj: Mapping[str, Any]) -> bool:
@@ -75,6 +81,7 @@ class Scheduler:
                  percentage_of_nodes_to_score: int = 0, bind_concurrency: int = 512,
                  success_events: bool = True) -> None:
         self._client = client
+        self.writer = Writer(client)  # bindings, events, conditions: direct ASGI calls inside serve
         self.scheduler_name = scheduler_name
         self.cache = Cache()
         self._listers: dict[str, Mapping[str, Any]] = {}
@@ -93,6 +100,7 @@ class Scheduler:
         self.informers: dict[str, Informer] = {}
         self.scheduled = 0
         self.synced = asyncio.Event()
+        self.yield_interval = 0.005
 
     # ---------------------------------------------------------------- Handle
 
@@ -158,7 +166,7 @@ class Scheduler:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self._client.create(resource_path("", "v1", "events", ns), event)
+            await self.writer.create(resource_path("", "v1", "events", ns), event)
         except (ApiError, OSError) as e:
             log.debug("event not written: %s", e)
         finally:
@@ -285,8 +293,11 @@ class Scheduler:
     def _pod_info(self, obj: dict[str, Any]) -> PodInfo:
         pod = PodInfo(obj)
         spec = obj.get("spec") or {}
-        if spec.get("priority") is None and spec.get("priorityClassName"):
-            pod.priority = self.priority_classes.get(spec["priorityClassName"], 0)
+        pcn = spec.get("priorityClassName")
+        if pcn and pcn in self.priority_classes:
+            # Upstream's Priority admission writes the class's value into spec.priority; this
+            # server does not (it defaults 0), so the class, when known, decides.
+            pod.priority = self.priority_classes[pcn]
         return pod
 
     def _ours(self, obj: Mapping[str, Any]) -> bool:
@@ -323,7 +334,7 @@ class Scheduler:
     def _pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
         if nspec.get("nodeName"):
-            key = PodInfo(new).key
+            key = _key(new)
             if _terminal(new):
                 if self.cache.node_of(key) is not None:
                     self.cache.remove_pod(key)
@@ -346,7 +357,7 @@ class Scheduler:
         ometa, nmeta = old.get("metadata") or {}, new.get("metadata") or {}
         if ospec == nspec and ometa.get("labels") == nmeta.get("labels") and \
                 ometa.get("annotations") == nmeta.get("annotations"):
-            held = self.queue.pods.get(PodInfo(new).key)
+            held = self.queue.pods.get(_key(new))
             if held is not None:
                 held.obj = new  # our own status writes: nothing that could change the verdict
             return
@@ -396,13 +407,16 @@ class Scheduler:
         log.info("scheduler %s: synced %d nodes, %d pods queued", self.scheduler_name, len(self.cache.nodes),
                  len(self.queue))
         try:
-            n = 0
+            last_yield = time.perf_counter()
             while True:
                 pod = await self.queue.pop()
                 await self.schedule_one(pod)
-                n += 1
-                if n % 32 == 0:
-                    await asyncio.sleep(0)  # let the informers deliver
+                now = time.perf_counter()
+                if now - last_yield > self.yield_interval:
+                    # Inside serve the loop is the API's too: hand it back every few ms, not every
+                    # pod (a cycle is shorter than a trip through the loop's ready queue).
+                    await asyncio.sleep(0)
+                    last_yield = time.perf_counter()
         finally:
             self.queue.close()
             for t in list(self._tasks):
@@ -457,7 +471,6 @@ class Scheduler:
             return
         if waiting is not None and not waiting.pending:
             waiting.future.set_result(None)
-        await self._binds.acquire()
         self.spawn(self._binding_cycle(state, pod, name, waiting, cycle))
 
     async def _unschedulable(self, state: CycleState, pod: PodInfo, fit: FitError, cycle: int) -> None:
@@ -482,10 +495,22 @@ class Scheduler:
             self.gang.on_member_failed(pod, message)
             self.queue.park_group(pod.group_key, "GangScheduling")
         SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
+        if self._gone(pod):
+            return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
         self._report_failure(pod, message, nominated)
 
+    def _gone(self, pod: PodInfo) -> bool:
+        """Was the pod deleted while its cycle ran? Then it leaves the queue."""
+        pods = self.informers.get("pods")
+        if pods is not None and pod.key not in pods.items:
+            self.queue.delete(pod.key)
+            return True
+        return False
+
     def _failed(self, pod: PodInfo, status: Status, cycle: int, message: str) -> None:
+        if self._gone(pod):
+            return
         if status.code == Code.ERROR:
             SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="error").inc()
             self.queue.requeue_error(pod)
@@ -518,25 +543,28 @@ class Scheduler:
         if nominated:
             status["nominatedNodeName"] = nominated
         try:
-            await self._client.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
-                                     {"status": status}, patch_type="strategic")
+            await self.writer.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
+                                    {"status": status}, "strategic")
         except (ApiError, OSError) as e:
             log.debug("pod %s: condition not written: %s", pod.key, e)
 
     async def _binding_cycle(self, state: CycleState, pod: PodInfo, node: str, waiting: _Waiting | None,
                              cycle: int) -> None:
+        # The bound on writes in flight is taken after Permit: members of gangs waiting there hold
+        # no slot, so a quorum can always complete.
+        if waiting is not None:
+            verdict = await waiting.future
+            if waiting.timer is not None:
+                waiting.timer.cancel()
+            self._waiting.pop(pod.key, None)
+            if verdict is not None:
+                self._unreserve(state, pod, node)
+                if pod.group:
+                    self.queue.park_group(pod.group_key, "GangScheduling")
+                self._failed(pod, verdict, cycle, verdict.message)
+                return
+        await self._binds.acquire()
         try:
-            if waiting is not None:
-                verdict = await waiting.future
-                if waiting.timer is not None:
-                    waiting.timer.cancel()
-                self._waiting.pop(pod.key, None)
-                if verdict is not None:
-                    self._unreserve(state, pod, node)
-                    if pod.group:
-                        self.queue.park_group(pod.group_key, "GangScheduling")
-                    self._failed(pod, verdict, cycle, verdict.message)
-                    return
             for p in self.fwk.pre_bind:
                 s = await p.pre_bind(state, pod, node)
                 if s is not None and s.code != Code.SKIP:
@@ -577,7 +605,7 @@ class Scheduler:
                 "metadata": {"name": pod.name, "namespace": pod.namespace, **({"uid": pod.uid} if pod.uid else {})},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
-            await self._client.create(resource_path("", "v1", "pods", pod.namespace, pod.name, "binding"), body)
+            await self.writer.create(resource_path("", "v1", "pods", pod.namespace, pod.name, "binding"), body)
         except ApiError as e:
             if e.code == 404:
                 return Status(Code.SKIP, "pod deleted")

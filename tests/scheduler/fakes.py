@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from controlplane.scheduler.cache import NodeMap
 from controlplane.scheduler.framework import Code, Status
 from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 from controlplane.scheduler.plugins import PluginConfig
@@ -15,7 +16,7 @@ from .helpers import node
 
 class FakeHandle:
     def __init__(self, nodes: Iterable[dict[str, Any]] = ()) -> None:
-        self._nodes: dict[str, NodeInfo] = {}
+        self._nodes: dict[str, NodeInfo] = NodeMap()
         for n in nodes:
             self.add_node(n)
         self.allowed: list[str] = []
@@ -33,6 +34,8 @@ class FakeHandle:
     def bind_pod(self, obj: dict[str, Any], node_name: str) -> PodInfo:
         p = PodInfo(obj)
         self._nodes[node_name].add_pod(p)
+        if p.affinity.get("podAffinity") or p.affinity.get("podAntiAffinity"):
+            self._nodes.with_affinity += 1  # type: ignore[attr-defined]
         return p
 
     def nodes(self) -> Mapping[str, NodeInfo]:

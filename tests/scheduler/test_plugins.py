@@ -58,14 +58,12 @@ def test_node_resources_fit_reports_each_insufficient_resource_and_too_many_pods
     n.add_pod(PodInfo(pod("a", cpu="600m", memory="100Mi")))
     p = PodInfo(pod("b", cpu="500m", memory="1Gi", extra={"nvidia.com/gpu": "2"}))
     state = CycleState()
-    plugin.pre_filter(state, p)
     s = plugin.filter(state, p, n)
     assert s is not None and s.code == Code.UNSCHEDULABLE
     assert set(s.reasons) == {"Insufficient cpu", "Insufficient memory", "Insufficient nvidia.com/gpu",
                               "Too many pods"}
     small = PodInfo(pod("c", cpu="100m", memory="100Mi"))
     state = CycleState()
-    plugin.pre_filter(state, small)
     assert plugin.filter(state, small, ni(node("m", cpu="1"))) is None
 
 
@@ -73,7 +71,6 @@ def test_extended_resource_missing_from_node_does_not_fit() -> None:
     plugin = NodeResourcesFit()
     p = PodInfo(pod("g", extra={"nvidia.com/gpu": "1"}))
     state = CycleState()
-    plugin.pre_filter(state, p)
     s = plugin.filter(state, p, ni(node("cpu-only")))
     assert s is not None and s.reasons == ("Insufficient nvidia.com/gpu",)
     assert plugin.filter(state, p, ni(node("gpu", extra={"nvidia.com/gpu": "8"}))) is None
@@ -297,3 +294,50 @@ def test_feasible_nodes_for_hypothetical_nodes() -> None:
     assert why["small"].reasons == ("Insufficient cpu",)
     ok, _ = profile.feasible_nodes(PodInfo(pod("g", cpu="1", extra={"nvidia.com/gpu": "1"})), templates)
     assert [n.name for n in ok] == ["gpu"]
+
+
+def test_the_unrolled_resource_check_gives_the_plugins_verdicts() -> None:
+    import random
+
+    rnd = random.Random(5)
+    objs = []
+    for i in range(90):
+        taints = [{"key": "k", "effect": rnd.choice(["NoSchedule", "PreferNoSchedule"])}] if i % 7 == 0 else None
+        objs.append(node(f"n{i}", cpu=rnd.choice(["1", "2", "4"]), memory=rnd.choice(["1Gi", "4Gi"]),
+                         pods=rnd.choice([1, 3, 110]), taints=taints, unschedulable=i % 11 == 0,
+                         extra={"nvidia.com/gpu": "2"} if i % 3 == 0 else None))
+    h, profile = build(objs)
+    for i, n in enumerate(h.nodes().values()):
+        for j in range(rnd.randrange(3)):
+            n.add_pod(PodInfo(pod(f"x{i}-{j}", cpu=rnd.choice(["100m", "900m"]), memory="512Mi")))
+    shapes = [pod("a", cpu="500m"), pod("b", cpu=None, memory=None), pod("c", cpu="1", extra={"nvidia.com/gpu": "1"}),
+              pod("d", memory="3Gi", tolerations=[{"operator": "Exists"}])]
+    nodes = list(h.nodes().values())
+    for obj in shapes:
+        p = PodInfo(obj)
+        st = CycleState()
+        assert profile.run_pre_filter(st, p) is None
+        filters = profile.filters_for(st)
+        fast_ok, fast_failed = profile._find_feasible_resources(st, p, nodes, filters)
+        profile._next_start = 0
+        slow_ok, slow_failed = profile.find_feasible(st, p, nodes)
+        profile._next_start = 0
+        assert [n.name for n in fast_ok] == [n.name for n in slow_ok]
+        assert {k: v.reasons for k, v in fast_failed.items()} == {k: v.reasons for k, v in slow_failed.items()}
+        plain = [n for n in slow_ok if not n.taints]
+        assert profile.run_pre_score(st, p, plain) is None
+        assert profile._only_default_fit_scores(st)  # no taint among them: TaintToleration skips
+        assert profile._least_or_most_allocated(p, plain) == profile.score_nodes(st, p, plain)
+
+
+def test_feasible_nodes_from_api_objects_for_the_autoscaler() -> None:
+    from controlplane.scheduler.feasibility import feasible_nodes
+
+    nodes = [node("busy", cpu="2"), node("template-large", cpu="8"),
+             node("template-gpu", cpu="8", extra={"nvidia.com/gpu": "4"}),
+             node("tainted", cpu="8", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])]
+    fits, why = feasible_nodes(pod("p", cpu="1500m"), nodes, pods_on={"busy": [pod("running", cpu="1")]})
+    assert fits == ["template-large", "template-gpu"]
+    assert why == {"busy": ["Insufficient cpu"], "tainted": ["node(s) had untolerated taint {dedicated: x}"]}
+    fits, _ = feasible_nodes(pod("g", extra={"nvidia.com/gpu": "1"}), nodes)
+    assert fits == ["template-gpu"]

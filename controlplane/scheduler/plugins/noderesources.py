@@ -1,7 +1,7 @@
 """NodeResourcesFit: does the node have room for the pod's requests; how full would it be.
 
-PreFilter keeps the pod's requests (summed once, in ``PodInfo``) as a tuple in
-the cycle state; Filter compares them to ``allocatable - requested``; Score is
+The pod's requests are summed once, when it enters the scheduler
+(``PodInfo.req_items``), not per cycle or node; Filter compares them to ``allocatable - requested``; Score is
 LeastAllocated (spread, the default) or MostAllocated (bin-pack) over the
 configured resources (default cpu and memory, weight 1 each; extended resources
 such as ``nvidia.com/gpu`` may be listed too).
@@ -51,13 +51,11 @@ class NodeResourcesFit:
     def name(self) -> str:
         return NAME
 
-    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
-        state.write(NAME, tuple(pod.requests.items()))
-        return None
-
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        # The pod's requests were summed once, when the pod entered the scheduler (PodInfo.req_items):
+        # upstream computes them in PreFilter, once per cycle; here not even that is repeated.
         alloc, req = node.allocatable, node.requested
-        for name, amount in state.read(NAME):
+        for name, amount in pod.req_items:
             if alloc.get(name, 0) - req.get(name, 0) < amount:
                 return Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin=NAME)
         return None

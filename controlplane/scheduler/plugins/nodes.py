@@ -90,6 +90,11 @@ class TaintToleration:
                               plugin="TaintToleration")
         return None
 
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        if not any(n.taints for n in nodes):
+            return Status(Code.SKIP)  # every node would score the same
+        return None
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         if not node.taints:
             return 0

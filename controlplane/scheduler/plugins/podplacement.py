@@ -142,7 +142,10 @@ class InterPodAffinity:
         req_aff = (aff or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
         req_anti = (anti or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
         nodes = self._nodes()
-        any_existing_anti = any(ni.with_affinity for ni in nodes.values())
+        # The cache counts the pods with (anti-)affinity terms (NodeMap); a plain mapping is scanned.
+        counted = getattr(nodes, "with_affinity", None)
+        any_existing_anti = bool(counted) if counted is not None else any(
+            ni.with_affinity for ni in nodes.values())
         if not req_aff and not req_anti and not any_existing_anti:
             return Status(Code.SKIP)
         aff_terms = [(t, _term_namespaces(t, pod.namespace)) for t in req_aff]

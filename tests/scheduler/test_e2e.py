@@ -1,0 +1,94 @@
+"""The scheduler over a real socket: inside ``controlplane serve``, and as
+``controlplane scheduler --kubeconfig`` in its own process against a server in another."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from controlplane.client import Client
+from tests.test_cli import start_serve
+
+from .helpers import create_node, node, pod, podgroup
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+async def _wait_bound(c: Client, names: set[str], timeout: float = 20.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        items = (await c.list(PODS))["items"]
+        where = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in items}
+        if all(where.get(n) for n in names):
+            return where
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not bound in time: {where}")
+        await asyncio.sleep(0.1)
+
+
+async def _exercise(kubeconfig: Path) -> None:
+    c = Client.from_kubeconfig(kubeconfig)
+    try:
+        await create_node(c, node("n1", cpu="2"))
+        await create_node(c, node("n2", cpu="2", extra={"nvidia.com/gpu": "4"}))
+        await c.create(PODS, pod("plain", cpu="1"))
+        await c.create(PODS, pod("gpu", cpu="1", extra={"nvidia.com/gpu": "2"}))
+        await c.create("/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups", podgroup("pair", 2))
+        await c.create(PODS, pod("g1", cpu="500m", group="pair"))
+        await c.create(PODS, pod("g2", cpu="500m", group="pair"))
+        where = await _wait_bound(c, {"plain", "gpu", "g1", "g2"})
+        assert where["gpu"] == "n2"
+        await c.create(PODS, pod("huge", cpu="64"))
+        deadline = time.monotonic() + 10
+        while True:
+            got = await c.get(f"{PODS}/huge")
+            conds = got["status"].get("conditions") or []
+            if conds:
+                break
+            assert time.monotonic() < deadline, "no PodScheduled condition"
+            await asyncio.sleep(0.1)
+        assert conds[0]["reason"] == "Unschedulable"
+        assert conds[0]["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    finally:
+        await c.aclose()
+
+
+def test_the_scheduler_inside_serve_binds_over_the_socket(tmp_path: Path) -> None:
+    s = start_serve(tmp_path)
+    try:
+        s.wait_ready()
+        asyncio.run(_exercise(s.kubeconfig))
+        metrics = httpx.get(f"{s.url}/metrics").text
+        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"} 4.0' in metrics
+        assert "controlplane_scheduler_e2e_scheduling_seconds_count 4.0" in metrics
+        assert 'controlplane_podgroup_schedule_attempts_total{result="scheduled"} 1.0' in metrics
+    finally:
+        s.proc.kill()
+        s.proc.wait()
+
+
+def test_the_standalone_scheduler_against_a_server_in_another_process(tmp_path: Path) -> None:
+    s = start_serve(tmp_path, extra=("--no-scheduler",))
+    sched: subprocess.Popen[bytes] | None = None
+    try:
+        s.wait_ready()
+        with (tmp_path / "scheduler.log").open("wb") as log:
+            sched = subprocess.Popen([sys.executable, "-m", "controlplane", "scheduler",
+                                      "--kubeconfig", str(s.kubeconfig)],
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        asyncio.run(_exercise(s.kubeconfig))
+        assert sched.poll() is None
+        sched.terminate()
+        assert sched.wait(timeout=10) == 0
+        assert "synced" in (tmp_path / "scheduler.log").read_text()
+    finally:
+        if sched is not None and sched.poll() is None:
+            sched.kill()
+            sched.wait()
+        s.proc.kill()
+        s.proc.wait()

@@ -1,0 +1,231 @@
+"""The whole scheduler against a real API app in process (no socket): informers in, bindings out.
+
+Each test runs the app's lifespan with the scheduler as its in-process component,
+then talks to the API as any client would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane import components
+from controlplane.api.app import create_app
+from controlplane.client import Client
+from controlplane.config import Config
+from controlplane.scheduler import scheduler as scheduler_module
+from controlplane.scheduler.scheduler import Scheduler
+
+from .helpers import create_node, node, pod, podgroup
+
+PODS = "/api/v1/namespaces/default/pods"
+PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
+
+
+class Cluster:
+    def __init__(self, client: Client, sched: Scheduler) -> None:
+        self.c = client
+        self.sched = sched
+
+    async def nodes(self, *objs: dict[str, Any]) -> None:
+        for o in objs:
+            await create_node(self.c, o)
+
+    async def pods(self, *objs: dict[str, Any]) -> None:
+        for o in objs:
+            o = {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "uid"}}
+            await self.c.create(PODS, o)
+
+    async def get(self, name: str) -> dict[str, Any]:
+        return await self.c.get(f"{PODS}/{name}")
+
+    async def placement(self) -> dict[str, str | None]:
+        items = (await self.c.list(PODS))["items"]
+        return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in items}
+
+    async def until(self, check: Callable[[], Any], timeout: float = 10.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            got = check()
+            if asyncio.iscoroutine(got):
+                got = await got
+            if got:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("condition not reached in time")
+            await asyncio.sleep(0.05)
+
+    async def bound(self, *names: str, timeout: float = 10.0) -> dict[str, str | None]:
+        async def all_bound() -> bool:
+            where = await self.placement()
+            return all(where.get(n) for n in names)
+
+        await self.until(all_bound, timeout)
+        return await self.placement()
+
+    async def settle(self, seconds: float = 0.5) -> None:
+        await asyncio.sleep(seconds)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
+    made: list[Scheduler] = []
+
+    async def start(client: Client, config: Config) -> None:
+        s = Scheduler(client, profile=None)
+        s.fwk.get("GangScheduling").manager.timeout = 2.0  # type: ignore[union-attr]
+        made.append(s)
+        await s.run()
+
+    monkeypatch.setattr(scheduler_module, "start", start)
+    monkeypatch.setattr(components, "COMPONENTS", [
+        components.Component("scheduler", "controlplane.scheduler.scheduler:start", lambda c: c.scheduler)])
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    async with app.router.lifespan_context(app):
+        client = Client.in_process(app.state.front)
+        try:
+            for _ in range(200):
+                if made and made[0].synced.is_set():
+                    break
+                await asyncio.sleep(0.02)
+            yield Cluster(client, made[0])
+        finally:
+            await client.aclose()
+
+
+async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="1"), node("n2", cpu="1"))
+    await cluster.pods(*(pod(f"p{i}", cpu="400m") for i in range(5)))
+    where = await cluster.bound("p0", "p1", "p2", "p3")
+    await cluster.settle()
+    where = await cluster.placement()
+    per_node: dict[str, int] = {}
+    for n in where.values():
+        if n:
+            per_node[n] = per_node.get(n, 0) + 1
+    assert per_node == {"n1": 2, "n2": 2}  # 2 x 400m fit in 1 cpu, 3 do not
+    unbound = [p for p, n in where.items() if not n]
+    assert len(unbound) == 1
+    stuck = await cluster.get(unbound[0])
+    cond = next(c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+    failed = [e for e in events if e["reason"] == "FailedScheduling"]
+    assert failed and failed[0]["involvedObject"]["name"] == unbound[0] and failed[0]["type"] == "Warning"
+    assert any(e["reason"] == "Scheduled" for e in events)
+
+
+async def test_an_unschedulable_pod_is_retried_when_a_node_is_added(cluster: Cluster) -> None:
+    await cluster.nodes(node("small", cpu="1"))
+    await cluster.pods(pod("big", cpu="2"))
+    await cluster.until(lambda: cluster.sched.queue.where("default/big") == "unschedulable")
+    await cluster.nodes(node("tainted", cpu="4", taints=[{"key": "k", "effect": "NoSchedule"}]))
+    await cluster.settle(1.5)
+    assert (await cluster.placement())["big"] is None
+    await cluster.nodes(node("large", cpu="4"))
+    where = await cluster.bound("big")
+    assert where["big"] == "large"
+
+
+async def test_scheduling_gates_and_node_selector(cluster: Cluster) -> None:
+    await cluster.nodes(node("a", labels={"disk": "ssd"}), node("b"))
+    await cluster.pods(pod("gated", schedulingGates=[{"name": "example.com/hold"}], nodeSelector={"disk": "ssd"}))
+    await cluster.settle()
+    assert (await cluster.placement())["gated"] is None
+    await cluster.c.patch(f"{PODS}/gated", {"spec": {"schedulingGates": None}}, patch_type="merge")
+    where = await cluster.bound("gated")
+    assert where["gated"] == "a"
+
+
+async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluster: Cluster) -> None:
+    await cluster.c.create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                           {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                            "metadata": {"name": "high"}, "value": 1000})
+    await cluster.nodes(node("only", cpu="1"))
+    await cluster.pods(pod("low1", cpu="400m", priority=1), pod("low2", cpu="400m", priority=2))
+    await cluster.bound("low1", "low2")
+    await cluster.pods(pod("vip", cpu="500m", priorityClassName="high"))
+    where = await cluster.bound("vip", timeout=15)
+    assert where["vip"] == "only"
+    # the lowest-priority pod was enough to make room, and only it was evicted
+    assert "low1" not in where and where["low2"] == "only"
+
+
+async def test_gang_larger_than_capacity_binds_nothing_until_capacity_is_added(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="2"), node("n2", cpu="2"))
+    await cluster.c.create(PODGROUPS, podgroup("train", 6))
+    await cluster.pods(*(pod(f"w{i}", cpu="1", group="train") for i in range(6)))
+    await cluster.until(lambda: all(cluster.sched.queue.where(f"default/w{i}") == "unschedulable"
+                                    for i in range(6)))
+    await cluster.settle(0.5)
+    assert all(n is None for n in (await cluster.placement()).values())  # none bound
+    assert not cluster.sched.cache.assumed  # and nothing held
+    assert sum(n.requested.get("cpu", 0) for n in cluster.sched.cache.nodes.values()) == 0
+    pg = await cluster.c.get(f"{PODGROUPS}/train")
+    cond = pg["status"]["conditions"][0]
+    assert cond["type"] == "PodGroupScheduled" and cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    await cluster.nodes(node("n3", cpu="2"))
+    where = await cluster.bound(*(f"w{i}" for i in range(6)), timeout=20)
+    assert sorted(where.values()) == ["n1", "n1", "n2", "n2", "n3", "n3"]  # type: ignore[type-var]
+
+    async def scheduled() -> bool:
+        pg = await cluster.c.get(f"{PODGROUPS}/train")
+        return bool(pg["status"]["conditions"][0]["status"] == "True")
+
+    await cluster.until(scheduled)
+
+
+async def test_gang_waits_for_its_podgroup_and_min_count(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="8"))
+    await cluster.pods(pod("a", group="g"), pod("b", group="g"))
+    await cluster.settle()
+    assert cluster.sched.queue.where("default/a") == "unschedulable"
+    await cluster.c.create(PODGROUPS, podgroup("g", 3))
+    await cluster.settle()
+    assert all(n is None for n in (await cluster.placement()).values())
+    await cluster.pods(pod("c", group="g"))
+    await cluster.bound("a", "b", "c")
+
+
+async def test_gang_timeout_releases_reservations(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="8"))
+    await cluster.c.create(PODGROUPS, podgroup("g", 3))
+    # three members exist (quorum observed), but one is held by a scheduling gate
+    await cluster.pods(pod("a", group="g"), pod("b", group="g"),
+                       pod("c", group="g", schedulingGates=[{"name": "hold"}]))
+    await cluster.until(lambda: len(list(cluster.sched.waiting_pods())) == 2)
+    assert cluster.sched.cache.nodes["n1"].requested.get("cpu") == 200  # reserved while waiting
+    await cluster.until(lambda: not list(cluster.sched.waiting_pods()), timeout=5)  # timeout is 2 s here
+    assert cluster.sched.cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert all(n is None for n in (await cluster.placement()).values())
+    await cluster.c.patch(f"{PODS}/c", {"spec": {"schedulingGates": None}}, patch_type="merge")
+    await cluster.bound("a", "b", "c", timeout=20)
+
+
+async def test_gang_with_topology_lands_in_one_rack(cluster: Cluster) -> None:
+    racks = {"r0": "1", "r1": "2", "r2": "2"}
+    for r, cpu in racks.items():
+        await cluster.nodes(*(node(f"{r}-{i}", cpu=cpu, labels={"rack": r}) for i in range(2)))
+    await cluster.c.create(PODGROUPS, podgroup("g", 4, topology="rack"))
+    await cluster.pods(*(pod(f"m{i}", cpu="1", group="g") for i in range(4)))
+    where = await cluster.bound(*(f"m{i}" for i in range(4)))
+    racks_used = {str(n).split("-")[0] for n in where.values()}
+    assert len(racks_used) == 1 and racks_used != {"r0"}
+
+
+async def test_a_member_deleted_while_waiting_leaves_the_queue_and_frees_its_node(cluster: Cluster) -> None:
+    await cluster.nodes(node("n1", cpu="8"))
+    await cluster.c.create(PODGROUPS, podgroup("g", 3))
+    await cluster.pods(pod("a", group="g"), pod("b", group="g"),
+                       pod("c", group="g", schedulingGates=[{"name": "hold"}]))
+    await cluster.until(lambda: len(list(cluster.sched.waiting_pods())) == 2)
+    await cluster.c.delete(f"{PODS}/a")
+    await cluster.until(lambda: cluster.sched.queue.where("default/a") is None)
+    await cluster.until(lambda: not list(cluster.sched.waiting_pods()))
+    assert cluster.sched.cache.nodes["n1"].requested.get("cpu", 0) == 0
+    assert "default/a" not in cluster.sched.queue.unschedulable
