@@ -5,8 +5,8 @@ requests and DRA device counts: what Karpenter's simulation decides itself,
 and all a node that does not exist yet can be judged by), then, for a real
 node, with the scheduler profile's PreFilter and Filter plugins
 (``Profile.feasible_nodes``): node affinity, taints, pod topology spread,
-inter-pod affinity, node resources, and DynamicResources when the DRA plugin
-is present. The plugins see the cluster through a ``Handle`` over the
+inter-pod affinity, node resources (those ``scheduler.feasibility`` runs; it
+builds a cache per call, this keeps one handle per simulation). The plugins see the cluster through a ``Handle`` over the
 autoscaler's informers; their node view (``NodeInfo``s with the bound pods)
 is rebuilt once per simulation (``refresh``).
 
@@ -20,7 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..client import Client
+from ..scheduler.feasibility import _NEEDS_SCHEDULER
 from ..scheduler.nodeinfo import NodeInfo, PodInfo
+from ..scheduler.plugins import DEFAULT_PROFILE
 from ..scheduler.profile import Profile
 from .simulation import PodDemand, SimNode, resource_fit
 from .state import ClusterState, is_reschedulable
@@ -74,7 +76,10 @@ class _Handle:
 class SchedulerFits:
     def __init__(self, client: Client, state: ClusterState) -> None:
         self.handle = _Handle(client, state)
-        self.profile = Profile.build(self.handle)  # type: ignore[arg-type]
+        # the Filter plugins that need a running scheduler's informers are left out, as in
+        # scheduler.feasibility (gangs, preemption; DRA devices are counted by resource_fit)
+        config = [pc for pc in DEFAULT_PROFILE if pc.name not in _NEEDS_SCHEDULER]
+        self.profile = Profile.build(self.handle, config=config)  # type: ignore[arg-type]
         self.handle._profile = self.profile
         self._pods: dict[str, tuple[str, PodInfo]] = {}
 

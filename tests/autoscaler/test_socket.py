@@ -21,6 +21,8 @@ from tests.test_cli import Serve, start_serve
 
 CATALOG = {"instanceTypes": [
     {"name": "cpu-small", "cpu": "2", "memory": "8Gi", "pods": 20, "price": 0.1, "launchLatencySeconds": 0.5},
+    # the node simulator in serve wants its default type (cpu-large) in the catalog, even with --nodes 0
+    {"name": "cpu-large", "cpu": "32", "memory": "128Gi", "price": 1.6, "launchLatencySeconds": 0.5},
     {"name": "gpu-2x", "cpu": "16", "memory": "64Gi", "price": 2.0, "launchLatencySeconds": 0.5,
      "extendedResources": {"nvidia.com/gpu": "2"}, "gpus": [{"model": "L4", "memory": "24Gi", "count": 2}],
      "zones": ["zone-x"]},
