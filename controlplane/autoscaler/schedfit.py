@@ -6,8 +6,8 @@ and all a node that does not exist yet can be judged by), then, for a real
 node, with the scheduler profile's PreFilter and Filter plugins
 (``Profile.feasible_nodes``): node affinity, taints, pod topology spread,
 inter-pod affinity, node resources (those ``scheduler.feasibility`` runs; it
-builds a cache per call, this keeps one handle per simulation). The plugins see the cluster through a ``Handle`` over the
-autoscaler's informers; their node view (``NodeInfo``s with the bound pods)
+builds a cache per call, this keeps one handle per simulation). The plugins
+see the cluster through a ``Handle`` over the autoscaler's informers; their node view (``NodeInfo``s with the bound pods)
 is rebuilt once per simulation (``refresh``).
 
 A hypothetical node is left to ``resource_fit``: its labels are requirements
