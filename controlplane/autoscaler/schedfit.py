@@ -7,8 +7,9 @@ node, with the scheduler profile's PreFilter and Filter plugins
 (``Profile.feasible_nodes``): node affinity, taints, pod topology spread,
 inter-pod affinity, node resources (those ``scheduler.feasibility`` runs; it
 builds a cache per call, this keeps one handle per simulation). The plugins
-see the cluster through a ``Handle`` over the autoscaler's informers; their node view (``NodeInfo``s with the bound pods)
-is rebuilt once per simulation (``refresh``).
+see the cluster through a ``Handle`` over the autoscaler's informers; their
+node view (``NodeInfo``s with the bound pods) is rebuilt once per simulation
+(``refresh``).
 
 A hypothetical node is left to ``resource_fit``: its labels are requirements
 (a zone may still be any of three), which a Node object cannot express.
