@@ -117,8 +117,11 @@ async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscal
         assert n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
         assert n["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu"
         assert n["metadata"]["ownerReferences"][0]["kind"] == "NodeClaim"
-    slices = await items(client, SLICES)
-    assert len(slices) == 3
+    async def three_slices() -> list[dict[str, Any]] | None:
+        slices = await items(client, SLICES)
+        return slices if len(slices) == 3 else None
+
+    slices = await wait_for(three_slices, timeout=5)
     assert all(len(s["spec"]["devices"]) == 8 and s["spec"]["driver"] == "gpu.nvidia.com" for s in slices)
     # the scheduler binds the pods there (it ignores DRA devices until its DRA plugin lands: the devices
     # are counted by the autoscaler alone); nothing more is launched

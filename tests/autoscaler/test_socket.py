@@ -59,9 +59,14 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
         labels = node["metadata"]["labels"]
         assert labels["node.kubernetes.io/instance-type"] == "gpu-2x"
         assert labels["topology.kubernetes.io/zone"] == "zone-x"
-        claims = await _items(client, CLAIMS)
+        # the NodeClaim's registration and the ResourceSlice follow the Node's creation
+        async def registered() -> list[dict[str, Any]] | None:
+            claims = await _items(client, CLAIMS)
+            return claims if all(c.get("status", {}).get("nodeName") for c in claims) else None
+
+        claims = await wait_for(registered, timeout=10)
         assert [c["status"]["nodeName"] for c in claims] == [node["metadata"]["name"]]
-        slices = await _items(client, SLICES)
+        slices = await wait_for(lambda: _items(client, SLICES), timeout=10)
         assert [len(s["spec"]["devices"]) for s in slices] == [2]
         async def running() -> bool:
             p = await client.get(f"{PODS}/g")
