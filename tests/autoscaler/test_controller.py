@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from controlplane.api.app import create_app
 from controlplane.autoscaler.controller import Autoscaler
 from controlplane.autoscaler.nodepool import HASH_ANNOTATION
-from controlplane.client import ApiError, Client
+from controlplane.client import ApiError, Client, Informer
 from controlplane.config import Config
 from controlplane.nodes.config import SimConfig
 from controlplane.nodes.simulator import NodeSimulator
@@ -152,19 +152,30 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     await wait_for(lambda: _running(client, 3), timeout=15)
     await asyncio.sleep(1.5)  # occupied nodes are not consolidated
     assert len(await items(client, CLAIMS)) == 3
+    # every NodeClaim event, in order: how many are being deleted at once, exactly as the API saw it
+    deleting: set[str] = set()
+    most = [0]
+
+    def saw(claim: dict[str, Any]) -> None:
+        if claim["metadata"].get("deletionTimestamp"):
+            deleting.add(claim["metadata"]["name"])
+            most[0] = max(most[0], len(deleting))
+
+    watch = Informer(client, CLAIMS, on_add=saw, on_update=lambda o, n: saw(n),
+                     on_delete=lambda c: deleting.discard(c["metadata"]["name"]))
+    task = asyncio.create_task(watch.run())
+    await watch.synced.wait()
     for i in range(3):
         await client.delete(f"{PODS}/p{i}", gracePeriodSeconds=0)
-    most_deleting = 0
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    while loop.time() - started < 10:
-        claims = await items(client, CLAIMS)
-        most_deleting = max(most_deleting, sum(1 for c in claims if c["metadata"].get("deletionTimestamp")))
-        if not claims and not await items(client, NODES):
-            break
-        await asyncio.sleep(0.02)
-    assert not await items(client, CLAIMS) and not await items(client, NODES)
-    assert most_deleting == 1  # the budget: one node at a time
+
+    async def all_gone() -> bool:
+        return not await items(client, CLAIMS) and not await items(client, NODES)
+
+    await wait_for(all_gone, timeout=15)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert most[0] == 1  # the budget: one node at a time
 
 
 async def _running(client: Client, n: int) -> bool:

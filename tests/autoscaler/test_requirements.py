@@ -167,3 +167,22 @@ def test_durations() -> None:
     assert parse_duration("Never") is None
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration("soon")
+
+
+# -- drift ---------------------------------------------------------------------------------------------
+def test_drift_by_hash_and_by_requirements() -> None:
+    from controlplane.autoscaler.disruption import drift_reason
+    from controlplane.autoscaler.nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION
+
+    pool = NodePoolView.parse(nodepool(requirements=[
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]))
+
+    def claim(hash_: str, version: str = HASH_VERSION, zone: str = "zone-a") -> dict:
+        return {"metadata": {"annotations": {HASH_ANNOTATION: hash_, HASH_VERSION_ANNOTATION: version},
+                             "labels": {"topology.kubernetes.io/zone": zone,
+                                        "karpenter.sh/capacity-type": "on-demand"}}}
+
+    assert drift_reason(claim(pool.hash), pool) is None
+    assert drift_reason(claim("other"), pool) == "NodePoolDrifted"
+    assert drift_reason(claim("other", version="v2"), pool) is None  # another hash version: re-stamped, not drift
+    assert drift_reason(claim(pool.hash, zone="zone-b"), pool) == "RequirementsDrifted"
