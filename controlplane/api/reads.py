@@ -201,6 +201,9 @@ class Listed:
     items: list[bytes]          # each object's JSON, with its resourceVersion
     revision: int               # the revision the list was read at
     next_start: bytes | None    # the next page's first key, when more remain
+    # objects after this page, when more remain and no selector filtered the list
+    # (``metadata.remainingItemCount``, as upstream); None when unknown
+    remaining: int | None = None
 
     @property
     def continue_token(self) -> str | None:

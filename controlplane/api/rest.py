@@ -1045,6 +1045,8 @@ def _list_meta(listed: Listed) -> dict[str, Any]:
     token = listed.continue_token
     if token is not None:
         meta["continue"] = token
+        if listed.remaining is not None:
+            meta["remainingItemCount"] = listed.remaining
     return meta
 
 

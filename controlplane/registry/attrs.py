@@ -20,6 +20,7 @@ its million entries being walked by every collection.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,14 +47,45 @@ def field_names(plural: str) -> tuple[str, ...]:
     return tuple(selectable_fields(plural))
 
 
+# Fields whose values are (nearly) unique per object: interning them would only
+# grow the interpreter's table. Every other value repeats across objects (a
+# namespace, a node name, a phase) and is held once (``sys.intern``).
+_UNIQUE_FIELDS = frozenset({"metadata.name", "status.podIP", "status.podIPs"})
+
+
+@functools.cache
+def _shared_positions(plural: str) -> tuple[bool, ...]:
+    return tuple(name not in _UNIQUE_FIELDS for name in field_names(plural))
+
+
+# Objects of one template carry the same labels: one tuple serves them all. Bounded,
+# so unique label sets cannot grow it; a miss only costs the tuple it would have saved.
+_LABEL_SETS: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+_LABEL_SETS_MAX = 65_536
+
+
 def attrs_of(plural: str, obj: dict[str, Any]) -> Attrs:
+    """The object's labels and field values, with repeated strings and label sets
+    shared: a million pods' attrs take about 300 bytes each instead of 1,200."""
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, dict) else None
-    # tuple(list), not tuple(generator): a generator's tuple is resized, which
-    # re-registers it with the GC after the tuples that hold it, and the GC
-    # can untrack a tuple only after everything in it (it walks in that order)
-    pairs = tuple([(str(k), str(v)) for k, v in labels.items()]) if isinstance(labels, dict) and labels else None
-    return pairs, tuple([get(obj) for get in _getters(plural)])
+    intern = sys.intern
+    pairs = None
+    if isinstance(labels, dict) and labels:
+        # tuple(list), not tuple(generator): a generator's tuple is resized, which
+        # re-registers it with the GC after the tuples that hold it, and the GC
+        # can untrack a tuple only after everything in it (it walks in that order)
+        pairs = tuple([(intern(str(k)), intern(str(v))) for k, v in labels.items()])
+        shared = _LABEL_SETS.get(pairs)
+        if shared is not None:
+            pairs = shared
+        elif len(_LABEL_SETS) < _LABEL_SETS_MAX:
+            _LABEL_SETS[pairs] = pairs
+    values = [get(obj) for get in _getters(plural)]
+    for i, share in enumerate(_shared_positions(plural)):
+        if share and type(values[i]) is str:
+            values[i] = intern(values[i])
+    return pairs, tuple(values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +73,7 @@ class CacheConfig:
     pinned_seconds: float = 300.0
     watcher_buffer: int = 1_000
     walk_chunk: int = 50              # entries a walk handles between yields to the event loop
+    initial_chunk: int = 500          # initial events (sendInitialEvents) handed to a watch's stream at a time
     load_chunk: int = 500             # keys the initial load reads from the store per range call
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
@@ -89,6 +90,8 @@ class Snapshot(Protocol):
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]: ...
 
+    def count(self, start: bytes, end: bytes) -> int: ...
+
 
 class LazySnapshot:
     __slots__ = ("revision", "view")
@@ -102,6 +105,9 @@ class LazySnapshot:
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         return self.view.items(start, end)
+
+    def count(self, start: bytes, end: bytes) -> int:
+        return self.view.count(start, end)
 
 
 class OverlaySnapshot:
@@ -118,6 +124,13 @@ class OverlaySnapshot:
         if key in self.changes:
             return self.changes[key]
         return self.base.get(key)
+
+    def count(self, start: bytes, end: bytes) -> int:
+        n = self.base.count(start, end)
+        for key, entry in self.changes.items():
+            if start <= key < end:
+                n += (entry is not None) - (self.base.get(key) is not None)
+        return n
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         changed = sorted(k for k in self.changes if start <= k < end)
@@ -154,6 +167,9 @@ class CopySnapshot:
     def get(self, key: bytes) -> Entry | None:
         i = bisect_right(self.keys, key) - 1
         return self.entries[i] if i >= 0 and self.keys[i] == key else None
+
+    def count(self, start: bytes, end: bytes) -> int:
+        return max(bisect_left(self.keys, end) - bisect_left(self.keys, start), 0)
 
     def items(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Entry]]:
         i = bisect_right(self.keys, start) - 1

@@ -68,6 +68,21 @@ class View(Generic[V]):
                 return
             yield from zip(keys[j:], values[j:], strict=True)
 
+    def count(self, start: bytes, end: bytes) -> int:
+        """How many keys lie in ``[start, end)``: two bisections per end leaf and the
+        sizes of the leaves between (O(leaves), each a C-level ``len``)."""
+        firsts, leaves = self._firsts, self._leaves
+        if not leaves:
+            return 0
+        i = max(bisect_right(firsts, start) - 1, 0)
+        k = max(bisect_right(firsts, end) - 1, 0)
+        first_keys = leaves[i][0]
+        if i == k:
+            return max(bisect_left(first_keys, end) - bisect_left(first_keys, start), 0)
+        head = len(first_keys) - bisect_left(first_keys, start)
+        middle = sum([len(keys) for keys, _ in leaves[i + 1:k]])
+        return head + middle + bisect_left(leaves[k][0], end)
+
     def leaf_count(self) -> int:
         return len(self._leaves)
 

@@ -27,7 +27,7 @@ from typing import Final
 
 import zstandard as zstd
 
-__all__ = ["PACKED", "Packer", "unpack"]
+__all__ = ["PACKED", "Packer", "any_packed", "unpack", "unpack_many"]
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,38 @@ def unpack(body: bytes) -> bytes:
     return _DECOMPRESSORS[body[1] | body[2] << 8].decompress(memoryview(body)[3:])
 
 
+def any_packed(bodies: list[bytes]) -> bool:
+    return any(b[0] == PACKED for b in bodies)
+
+
+# A decompressor may be used by one thread at a time: threads other than the event
+# loop's (``unpack_many`` on a worker) have their own, made from the same dictionaries.
+_DICTIONARIES: list[zstd.ZstdCompressionDict] = []
+_local = threading.local()
+
+
+def unpack_many(bodies: list[bytes]) -> list[bytes]:
+    """The JSON of many bodies, for a thread other than the event loop's: zstd
+    releases the GIL while it decompresses, so a large page unpacked here leaves
+    the loop free (``await asyncio.to_thread(unpack_many, bodies)``)."""
+    mine: list[zstd.ZstdDecompressor] | None = getattr(_local, "decompressors", None)
+    if mine is None:
+        mine = _local.decompressors = []
+    while len(mine) < len(_DICTIONARIES):
+        mine.append(zstd.ZstdDecompressor(dict_data=_DICTIONARIES[len(mine)]))
+    out = []
+    for body in bodies:
+        if body[0] != PACKED:
+            out.append(body)
+        else:
+            out.append(mine[body[1] | body[2] << 8].decompress(memoryview(body)[3:]))
+    return out
+
+
 def _new_slot(dictionary: zstd.ZstdCompressionDict) -> int:
     with _SLOTS_LOCK:
         _DECOMPRESSORS.append(zstd.ZstdDecompressor(dict_data=dictionary))
+        _DICTIONARIES.append(dictionary)
         slot = len(_DECOMPRESSORS) - 1
     if slot > 0xFFFF:
         raise OverflowError("more than 65,536 trained dictionaries")

@@ -35,8 +35,9 @@ from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
 from ..registry.attrs import Filter
 from .cache import ResourceCache, Snapshot
-from .entry import ATTRS, CacheEvent, Entry, entry_json
+from .entry import ATTRS, BODY, CacheEvent, Entry, entry_json
 from .feed import WatchCaches
+from .packing import any_packed, unpack, unpack_many
 from .watchers import Watcher
 
 __all__ = ["CacheReads"]
@@ -88,11 +89,14 @@ class CacheReads:
             return await self.fallback.list(rtype, namespace, options)
         prefix = rtype.prefix(namespace)
         start = options.start if options.start is not None else prefix
-        items, next_start = await _walk(snap, start, store.prefix_end(prefix), options.filter, options.limit,
-                                        cache.config.walk_chunk)
+        end = store.prefix_end(prefix)
+        items, next_start = await _walk(snap, start, end, options.filter, options.limit, cache.config.walk_chunk)
+        remaining = None
         if next_start is not None:
             cache.pin(snap)
-        return Listed(items, snap.revision, next_start)
+            if _unselective(options.filter, namespace):
+                remaining = snap.count(next_start, end)
+        return Listed(items, snap.revision, next_start, remaining)
 
     async def _list_snapshot(self, cache: ResourceCache, options: ListOptions) -> Snapshot:
         if options.continue_revision or options.exact:
@@ -125,20 +129,39 @@ class CacheReads:
         return CacheWatch(cache, rtype, namespace, options, watcher, None, backlog)
 
 
+def _unselective(match: Filter, namespace: str | None) -> bool:
+    """No selector beyond the URL's namespace (which the key range already applies)."""
+    return match.labels.empty and all(
+        (name, equal, value) == ("metadata.namespace", True, namespace) for name, equal, value in match.terms)
+
+
+# Bodies unpacked on a worker thread rather than on the loop, from this many up:
+# zstd releases the GIL, so the loop serves others (and the second core unpacks)
+# while a large page is decompressed; below it the thread hop costs more than it frees.
+OFFLOAD_BODIES = 64
+
+
+async def unpacked(bodies: list[bytes]) -> list[bytes]:
+    """The JSON of entries' bodies (``packing``), off the loop when there are many."""
+    if len(bodies) >= OFFLOAD_BODIES and any_packed(bodies):
+        return await asyncio.to_thread(unpack_many, bodies)
+    return [unpack(b) for b in bodies]
+
+
 async def _walk(snap: Snapshot, start: bytes, end: bytes, match: Filter, limit: int,
                 chunk: int) -> tuple[list[bytes], bytes | None]:
     """Up to ``limit`` (0: all) matching objects from ``start``, and the next page's
     first key if more keys remain; yields to the event loop every ``chunk`` entries."""
-    items: list[bytes] = []
+    bodies: list[bytes] = []
     everything = match.everything
     for seen, (key, entry) in enumerate(snap.items(start, end), 1):
-        if limit and len(items) >= limit:
-            return items, key
+        if limit and len(bodies) >= limit:
+            return await unpacked(bodies), key
         if everything or match.matches(entry[ATTRS]):
-            items.append(entry_json(entry))
+            bodies.append(entry[BODY])
         if seen % chunk == 0:
             await asyncio.sleep(0)
-    return items, None
+    return await unpacked(bodies), None
 
 
 class CacheWatch:
@@ -166,7 +189,7 @@ class CacheWatch:
 
     async def __anext__(self) -> list[WatchItem]:
         if self._initial is not None:
-            return self._initial_chunk()
+            return await self._initial_chunk()
         if self._backlog:
             chunk = self._cache.config.walk_chunk
             events, self._backlog = self._backlog[:chunk], self._backlog[chunk:]
@@ -196,16 +219,23 @@ class CacheWatch:
             # the buffer is empty, so every event up to the cache's revision has reached us
             return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
 
-    def _initial_chunk(self) -> list[WatchItem]:
+    async def _initial_chunk(self) -> list[WatchItem]:
+        """The next ``initial_chunk`` entries of the initial state, walked in chunks
+        of ``walk_chunk`` between turns of the loop, unpacked together."""
         assert self._initial is not None
-        out: list[WatchItem] = []
+        bodies: list[bytes] = []
         match = self._options.filter
         everything = match.everything
+        chunk, size = self._cache.config.walk_chunk, self._cache.config.initial_chunk
         for n, (_, entry) in enumerate(self._initial, 1):
             if everything or match.matches(entry[ATTRS]):
-                out.append(WatchItem.of("ADDED", entry_json(entry)))
-            if n >= self._cache.config.walk_chunk:
-                return out  # the next call goes on from here, after the caller has written these
+                bodies.append(entry[BODY])
+            if n >= size:
+                # the next call goes on from here, after the caller has written these
+                return [WatchItem.of("ADDED", raw) for raw in await unpacked(bodies)]
+            if n % chunk == 0:
+                await asyncio.sleep(0)
+        out = [WatchItem.of("ADDED", raw) for raw in await unpacked(bodies)]
         self._initial = None
         self._watcher.initial = False
         if self._options.send_initial_events:

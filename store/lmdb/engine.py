@@ -19,7 +19,6 @@ index's revision, before every read (so reads are linearizable) and every
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -47,7 +46,7 @@ from . import layout as L
 from . import wal
 from .index import KeyIndex
 from .recent import RecentValues
-from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, Writer
+from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Writer
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +192,7 @@ class LmdbStore:
         self._env, self._dbs = self._open_env(create)
         self._wal_dir = os.path.join(self.path, "wal")
         # revision -> record, until LMDB holds it; in revision order, trimmed from the front
-        self._pending: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+        self._pending = PendingRecords()
         self._applier: subprocess.Popen[bytes] | None = None
         self._trimmed_at = 0.0
         self._dict_count = 0
@@ -355,12 +354,7 @@ class LmdbStore:
             p.wait()
 
     def _trim_pending(self, applied: int) -> None:
-        pending = self._pending
-        while pending:
-            rev = next(iter(pending))
-            if rev > applied:
-                return
-            pending.popitem(last=False)
+        self._pending.trim(applied)
 
     # -- transactions ---------------------------------------------------------
     @contextlib.contextmanager
@@ -535,7 +529,7 @@ class LmdbStore:
                 if rev <= last:
                     continue
                 if rev > applied:
-                    self._pending[rev] = payload
+                    self._pending.add(rev, payload)
                 add(rev, payload)
             if changes:
                 self._resolve_frames(txn, changes)

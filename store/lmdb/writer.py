@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -74,6 +74,43 @@ class Change:
     prev_revision: int
     value: bytes | None       # raw value of a PUT when the writer had it (always, for local writes)
     frame: bytes | None = None  # the stored frame, when ``value`` is not known (records read back)
+
+
+class PendingRecords:
+    """Records in the WAL and not yet in LMDB, by revision, oldest first: the
+    writer thread adds its batches, the loop reads them and trims what the
+    applier has moved into LMDB. Adding and trimming take the lock (a trim walks
+    from the oldest, which an insertion from the other thread would break);
+    ``get`` is one dict lookup and needs none."""
+
+    def __init__(self) -> None:
+        self._records: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, revision: int) -> bytes | None:
+        return self._records.get(revision)
+
+    def add(self, revision: int, record: bytes) -> None:
+        with self._lock:
+            self._records[revision] = record
+
+    def add_many(self, records: list[tuple[int, bytes]]) -> None:
+        with self._lock:
+            for revision, record in records:
+                self._records[revision] = record
+
+    def trim(self, applied: int) -> None:
+        """Forget the records up to ``applied``."""
+        records = self._records
+        with self._lock:
+            while records:
+                revision = next(iter(records))
+                if revision > applied:
+                    return
+                records.popitem(last=False)
 
 
 @dataclass(slots=True)
@@ -132,7 +169,7 @@ class Writer:
                  recent: RecentValues,
                  deliver: Callable[[Batch], None], grow_map: Callable[[], None],
                  txn: Callable[..., AbstractContextManager[lmdb.Transaction]],
-                 wal_dir: str, pending: MutableMapping[int, bytes], *,
+                 wal_dir: str, pending: PendingRecords, *,
                  max_batch: int = 4096, commit_delay: float = 0.001) -> None:
         self._env = env
         self._meta = dbs[L.DB_META]
@@ -303,9 +340,7 @@ class Writer:
                         raise StorageFull(f"disk full ({e}); nothing of this batch was written") from e
                     raise StoreError(f"write-ahead log: {e}") from e
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
-                pending = self._pending
-                for rev, rec in batch.records:
-                    pending[rev] = rec
+                self._pending.add_many(batch.records)
         batch.commit_seconds = time.perf_counter() - t0
         self._after_commit(batch)
         return batch
@@ -373,7 +408,7 @@ class Writer:
         for rev, payload in self._wal_reader.read():
             if rev > self._rev:
                 self._absorb(rev, payload)
-                self._pending[rev] = payload
+                self._pending.add(rev, payload)
         head = self._wal_head.read()
         if head <= self._rev:
             return
@@ -391,7 +426,7 @@ class Writer:
                 for rev, payload in self._wal_reader.read():
                     if rev > self._rev:
                         self._absorb(rev, payload)
-                        self._pending[rev] = payload
+                        self._pending.add(rev, payload)
 
     def _latest(self, staged: dict[bytes, Entry], key: bytes) -> Entry | None:
         e = staged.get(key)

@@ -67,7 +67,7 @@ class Env:
 @pytest.fixture(params=["lazy", "copy"])
 async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     st = store.open(f"lmdb://{tmp_path}/store")
-    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, load_chunk=7, window_events=50,
+    caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, initial_chunk=7, load_chunk=7, window_events=50,
                                          watcher_buffer=64, fresh_timeout=1.0,
                                          pack_after=20))  # entries are compressed after the first 20
     await caches.start()
@@ -159,7 +159,10 @@ async def test_pages_of_one_list_come_from_one_snapshot(env: Env) -> None:
                                                            continue_revision=first.revision))
         assert nxt.revision == first.revision
         seen += names(nxt.items)
+        # what remained after the previous page, at the list's revision (upstream's remainingItemCount)
+        assert nxt.remaining == (None if nxt.next_start is None else 45 - len(seen))
     assert seen == [f"p{i:02d}" for i in range(45)]
+    assert first.remaining == 35
 
 
 async def test_a_list_with_a_selector_pages_by_matches(env: Env) -> None:
@@ -168,6 +171,7 @@ async def test_a_list_with_a_selector_pages_by_matches(env: Env) -> None:
     page = await env.reads.list(PODS, None, ListOptions(everything(fields="spec.nodeName=a"), limit=4))
     assert names(page.items) == ["p00", "p03", "p06", "p09"]
     assert page.next_start is not None
+    assert page.remaining is None  # not counted when a selector filters, as upstream
 
 
 async def test_watch_resumes_from_the_window_with_no_gap_or_duplicate(env: Env) -> None:

@@ -77,6 +77,9 @@ def test_every_snapshot_equals_the_dict_at_its_time(ops: list[tuple[bool, int]],
         assert len(view) == len(expected)
         for k, v in expected[:20]:
             assert view.get(k) == v
+        for _ in range(5):  # count agrees with the items in any range
+            a, b = sorted((_key(rnd.randrange(3 * LEAF + 2)), _key(rnd.randrange(3 * LEAF + 2))))
+            assert view.count(a, b) == sum(1 for k, _ in expected if a <= k < b)
 
 
 def test_the_cyclic_gc_stops_tracking_leaves_and_entries() -> None:
