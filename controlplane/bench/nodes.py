@@ -55,7 +55,6 @@ async def run(args: argparse.Namespace) -> None:
     from ..client import Client, resource_path
     from ..config import Config
     from ..nodes.config import SimConfig
-    from ..nodes.direct import Api
     from ..nodes.simulator import NodeSimulator
 
     with tempfile.TemporaryDirectory(prefix="bench-nodes-") as tmp:
@@ -96,7 +95,7 @@ async def run(args: argparse.Namespace) -> None:
 
             if args.pod_rate > 0 and args.pod_seconds > 0:
                 c0, w0 = time.process_time(), time.monotonic()
-                pods = await _pods(client, Api(client), resource_path, args)
+                pods = await _pods(client, resource_path, args)
                 if pods:
                     # less what the heartbeats and the idle server cost meanwhile
                     spent = time.process_time() - c0 - cpu * (time.monotonic() - w0)
@@ -106,9 +105,10 @@ async def run(args: argparse.Namespace) -> None:
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _pods(client: Any, api: Any, resource_path: Any, args: argparse.Namespace) -> int:
-    """Create pods at the rate asked for (straight into the app, as a client in another process would
-    cost the server no more), and time each from its create to a watch event showing it Running."""
+async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> int:
+    """Create pods at the rate asked for and time each from its create call to a watch event showing
+    it Running (the in-process client's creates go straight into the app: what a client in another
+    process would cost the server, about)."""
     pods = resource_path("", "v1", "pods", "default")
     sent: dict[str, float] = {}
     latencies: list[float] = []
@@ -139,7 +139,7 @@ async def _pods(client: Any, api: Any, resource_path: Any, args: argparse.Namesp
                              "spec": {**spec, "nodeName": f"sim-node-{i % args.nodes}"}}
         sent[name] = time.monotonic()
         try:
-            await api.create(pods, b)
+            await client.create(pods, b)
         except Exception:
             errors += 1
             sent.pop(name, None)

@@ -44,7 +44,6 @@ import orjson
 from ..client import ApiError, Client, Informer, resource_path
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, NODE_EVICTIONS, POD_START_SECONDS, STAGE_TRANSITIONS
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
-from .direct import Api
 from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
 from .instancetypes import InstanceType, catalog_by_name
@@ -135,7 +134,6 @@ class _Pod:
 class NodeSimulator:
     def __init__(self, client: Client, config: SimConfig | None = None) -> None:
         self.client = client
-        self.api = Api(client)  # single-answer calls; straight into the app when in process (``direct``)
         self.config = config = config or SimConfig()
         self.rng = random.Random(config.seed)
         stages = config.stages if config.stages is not None else default_stages(config.job_seconds)
@@ -300,7 +298,7 @@ class NodeSimulator:
             body["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             async with sem:
                 try:
-                    await self.api.create(path, body)
+                    await self.client.create(path, body)
                 except ApiError as e:
                     self.cidrs.release(cidr)
                     if e.code != 409:
@@ -392,9 +390,23 @@ class NodeSimulator:
         node = self.nodes.pop(name, None)
         if node is not None:
             self.cidrs.release(node.cidr)
+            if node.uid:  # the garbage collector's part: the Lease is owned by the Node
+                self._write(lambda: self._delete_lease(name, node.uid))
+
+    async def _delete_lease(self, name: str, owner: str) -> None:
+        """Delete the Lease of a deleted Node, if that Node owned it (not one of the same name since)."""
+        path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
+        try:
+            lease = await self.client.get(path)
+            if not any(r.get("uid") == owner for r in lease["metadata"].get("ownerReferences") or []):
+                return
+            await self.client.delete(path, {"preconditions": {"uid": lease["metadata"]["uid"]}})
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
 
     async def _patch_pod_cidr(self, name: str, cidr: str) -> None:
-        await self.api.patch(resource_path("", "v1", "nodes", name=name),
+        await self.client.patch(resource_path("", "v1", "nodes", name=name),
                                 {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}, patch_type="merge")
 
     def _lease_body(self, name: str, uid: str | None) -> dict[str, Any]:
@@ -407,7 +419,7 @@ class NodeSimulator:
 
     async def _ensure_lease(self, name: str, uid: str | None) -> None:
         try:
-            await self.api.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
+            await self.client.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
                                      self._lease_body(name, uid))
         except ApiError as e:
             if e.code != 409:
@@ -421,7 +433,7 @@ class NodeSimulator:
         body = self._lease_body(name, node.uid)
         try:
             # An update without a resourceVersion is unconditional: the kubelet owns its lease.
-            await self.api.update(path, body)
+            await self.client.update(path, body)
             LEASE_RENEWALS.labels(result="ok").inc()
         except ApiError as e:
             LEASE_RENEWALS.labels(result="error").inc()
@@ -448,7 +460,7 @@ class NodeSimulator:
         node = self.nodes.get(name)
         if node is None or node.failed == "unreachable":
             return
-        await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                 {"status": {"conditions": self._conditions(node, now_rfc3339())}},
                                 patch_type="merge")
 
@@ -504,7 +516,7 @@ class NodeSimulator:
             for k in ("capacity", "allocatable", "addresses", "images"):
                 if k in status and k not in rendered:
                     rendered[k] = status[k]
-            await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                     {"status": rendered}, patch_type="merge")
         await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
@@ -559,7 +571,7 @@ class NodeSimulator:
         """Replace the node lifecycle controller's NoExecute/NoSchedule taints with ``key``'s (None: none)."""
         path = resource_path("", "v1", "nodes", name=name)
         for _ in range(8):
-            obj = await self.api.get(path)
+            obj = await self.client.get(path)
             taints = [t for t in (obj.get("spec") or {}).get("taints") or []
                       if t.get("key") not in (_TAINT_UNREACHABLE, _TAINT_NOT_READY)]
             if key is not None:
@@ -567,7 +579,7 @@ class NodeSimulator:
                            {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
             try:
-                await self.api.patch(path, body, patch_type="merge")
+                await self.client.patch(path, body, patch_type="merge")
                 return
             except ApiError as e:
                 if e.code != 409:
@@ -582,7 +594,7 @@ class NodeSimulator:
             conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
                       "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": heartbeat,
                       "lastTransitionTime": heartbeat} for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
-            await self.api.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
                                     {"status": {"conditions": conds}}, patch_type="merge")
         key = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
         await self._set_taint(name, key)
@@ -619,7 +631,7 @@ class NodeSimulator:
             return
         ns, name = key.split("/", 1)
         try:
-            await self.api.delete(resource_path("", "v1", "pods", ns, name),
+            await self.client.delete(resource_path("", "v1", "pods", ns, name),
                                      {"preconditions": {"uid": uid}})
             NODE_EVICTIONS.inc()
         except ApiError as e:
@@ -740,7 +752,7 @@ class NodeSimulator:
             status["hostIP"] = node.ip
             status["hostIPs"] = [{"ip": node.ip}]
         ns, name = key.split("/", 1)
-        await self.api.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
+        await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
                                 patch_type="merge")
 
     async def _run_stage(self, key: str, gen: int) -> None:
@@ -766,7 +778,7 @@ class NodeSimulator:
         try:
             rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
             if rendered is not None:
-                await self.api.patch(path + "/status", {"status": rendered}, patch_type="merge")
+                await self.client.patch(path + "/status", {"status": rendered}, patch_type="merge")
                 if not st.started and rendered.get("phase") == "Running":
                     st.started = True
                     POD_START_SECONDS.observe(time.monotonic() - st.seen)
@@ -791,11 +803,11 @@ class NodeSimulator:
         meta = obj.get("metadata") or {}
         finalizers = stage.next.finalizers(list(meta.get("finalizers") or []))
         if finalizers is not None and finalizers != list(meta.get("finalizers") or []):
-            await self.api.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
+            await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
         if stage.next.delete:
             try:
                 # as the kubelet does once the containers are gone: no further grace
-                await self.api.delete(path, {"gracePeriodSeconds": 0,
+                await self.client.delete(path, {"gracePeriodSeconds": 0,
                                                 "preconditions": {"uid": meta.get("uid")}},
                                          gracePeriodSeconds="0")
             except ApiError as e:
@@ -825,7 +837,7 @@ class NodeSimulator:
 
     async def _ensure_namespace(self, name: str) -> None:
         try:
-            await self.api.create(resource_path("", "v1", "namespaces"),
+            await self.client.create(resource_path("", "v1", "namespaces"),
                                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         except ApiError as e:
             if e.code != 409:

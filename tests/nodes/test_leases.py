@@ -84,6 +84,14 @@ async def test_nodes_created_by_others_with_the_kwok_annotation_are_adopted(clie
         await client.create(PODS, pod("again", "karpenter-1"))
         await eventually(lambda: _ip(client, "again"))
         assert await _ip(client, "again") == ip
+        # a deleted node's lease goes with it (the garbage collector's part, by ownerReference)
+        await client.delete(f"{NODES}/karpenter-1")
+
+        async def lease_gone() -> bool:
+            return not any(item["metadata"]["name"] == "karpenter-1" for item in (await client.list(LEASES))["items"])
+
+        await eventually(lease_gone)
+        assert "karpenter-1" not in sim.nodes
 
 
 async def _empty(pool: object) -> bool:

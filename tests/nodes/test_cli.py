@@ -1,0 +1,39 @@
+"""``controlplane nodes``: its errors, without a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controlplane.cli import main
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text("""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:28399"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    return path
+
+
+def test_a_bad_stage_file_is_refused_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+                      "spec: {resourceRef: {apiGroup: v1, kind: Pod}, next: {patches: []}}\n")
+    assert main(["nodes", "--kubeconfig", str(_kubeconfig(tmp_path)), "--stages", str(stages)]) == 1
+    assert "unsupported field(s) patches" in capsys.readouterr().err
+
+
+def test_a_missing_stage_file_and_a_negative_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = str(_kubeconfig(tmp_path))
+    assert main(["nodes", "--kubeconfig", kubeconfig, "--stages", str(tmp_path / "nope.yaml")]) == 1
+    assert "nope.yaml" in capsys.readouterr().err
+    assert main(["nodes", "--kubeconfig", kubeconfig, "--count", "-1"]) == 2
+    with pytest.raises(SystemExit):
+        main(["nodes", "--kubeconfig", kubeconfig, "--fail", "n", "--mode", "exploded"])
