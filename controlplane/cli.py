@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")
     serve.add_argument("--autoscaler", action="store_true",
-                       help="run the Karpenter-like autoscaler (default: only once a karpenter.sh NodePool exists)")
+                       help="run the Karpenter-like autoscaler and the node simulator (default: the autoscaler runs "
+                            "only if a karpenter.sh NodePool is stored when the server starts)")
     serve.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                        help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
