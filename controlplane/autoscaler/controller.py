@@ -26,12 +26,17 @@ import time
 from typing import Any
 
 from ..client import ApiError, Client, Informer, resource_path
+from ..metrics import AUTOSCALER_NODECLAIMS_CREATED as NODECLAIMS_CREATED
+from ..metrics import AUTOSCALER_NODECLAIMS_DISRUPTED as NODECLAIMS_DISRUPTED
+from ..metrics import AUTOSCALER_NODES as NODES
+from ..metrics import AUTOSCALER_PROVISIONING as PROVISIONING
+from ..metrics import AUTOSCALER_SIMULATION as SIMULATION
+from ..metrics import POD_STARTUP
 from .catalog import Catalog
 from .crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION, install
 from .disruption import Decision, Disruption, drift_reason
 from .labels import NODEPOOL, TERMINATION_FINALIZER
 from .launcher import Launcher, claim_path, condition, quantities, set_condition
-from .metrics import NODECLAIMS_CREATED, NODECLAIMS_DISRUPTED, NODES, POD_STARTUP, PROVISIONING, SIMULATION
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
 from .provisioner import NewClaim, Plan, Provisioner
 from .resources import add
