@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="(default: %(default)s)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")
+    serve.add_argument("--autoscaler", action="store_true",
+                       help="run the Karpenter-like autoscaler and the node simulator (default: the autoscaler runs "
+                            "only if a karpenter.sh NodePool is stored when the server starts)")
+    serve.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
+                       help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler")
     serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
@@ -80,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .nodes.cli import add_parser as add_nodes_parser  # argparse only: cheap
 
     add_nodes_parser(sub)
+
+    from .autoscaler.cli import add_parser as add_autoscaler_parser  # argparse only: cheap
+
+    add_autoscaler_parser(sub)
 
     from .bench import BENCHMARKS  # a dict of strings: cheap
 
@@ -123,6 +132,8 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             authorization_mode=args.authorization_mode,
             nodes=args.nodes,
             scheduler=args.scheduler,
+            autoscaler=args.autoscaler,
+            instance_types=args.instance_types,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
         )

@@ -43,8 +43,10 @@ class Component:
 
 COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
-    # simulated nodes: with --nodes N > 0 (see controlplane/nodes/component.py)
-    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0),
+    # simulated nodes: with --nodes N > 0, or --autoscaler (its nodes need a kubelet; nodes/component.py)
+    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0 or config.autoscaler),
+    # with --autoscaler, or if a NodePool is stored when the server starts (one list call)
+    Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True),
     # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
     # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
     Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),

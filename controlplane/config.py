@@ -36,6 +36,10 @@ class Config:
     authorization_mode: AuthorizationMode = "AlwaysAllow"
     nodes: int = 0
     scheduler: bool = True
+    # the Karpenter-like autoscaler: always (True), or once a NodePool exists (False)
+    autoscaler: bool = False
+    # an instance-type catalog file replacing the built-in one (nodes and autoscaler)
+    instance_types: Path | None = None
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"

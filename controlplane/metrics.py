@@ -19,6 +19,7 @@ import time
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     PlatformCollector,
@@ -27,6 +28,11 @@ from prometheus_client import (
 )
 
 __all__ = [
+    "AUTOSCALER_NODECLAIMS_CREATED",
+    "AUTOSCALER_NODECLAIMS_DISRUPTED",
+    "AUTOSCALER_NODES",
+    "AUTOSCALER_PROVISIONING",
+    "AUTOSCALER_SIMULATION",
     "CONTENT_TYPE",
     "EVENT_LOOP_LAG",
     "IMAGE_PULLS",
@@ -35,6 +41,7 @@ __all__ = [
     "LEASE_RENEW_LAG",
     "NODE_EVICTIONS",
     "PODGROUP_SCHEDULE_ATTEMPTS",
+    "POD_STARTUP",
     "POD_START_SECONDS",
     "REGISTRY",
     "REQUEST_DURATION",
@@ -188,6 +195,40 @@ IMAGE_PULLS = Counter(
     registry=REGISTRY,
 )
 
+
+# -- the autoscaler (controlplane.autoscaler) ---------------------------------------------------------
+_AUTOSCALER_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
+                       60.0, 90.0, 120.0, 180.0, 300.0)
+AUTOSCALER_PROVISIONING = Histogram(
+    "controlplane_autoscaler_provisioning_seconds",
+    "From the simulation that created a NodeClaim to its Node being registered.",
+    buckets=_AUTOSCALER_SECONDS, registry=REGISTRY,
+)
+AUTOSCALER_SIMULATION = Histogram(
+    "controlplane_autoscaler_scheduling_simulation_seconds",
+    "Duration of one provisioning simulation (pending pods onto existing and new nodes).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=REGISTRY,
+)
+AUTOSCALER_NODECLAIMS_CREATED = Counter(
+    "controlplane_autoscaler_nodeclaims_created_total", "NodeClaims created, by NodePool.", ["nodepool"],
+    registry=REGISTRY,
+)
+AUTOSCALER_NODECLAIMS_DISRUPTED = Counter(
+    "controlplane_autoscaler_nodeclaims_disrupted_total",
+    "NodeClaims disrupted, by NodePool and reason (Drifted, Empty, Underutilized).", ["nodepool", "reason"],
+    registry=REGISTRY,
+)
+AUTOSCALER_NODES = Gauge(
+    "controlplane_autoscaler_nodes", "NodeClaims by state (launching, registered, ready, deleting).", ["state"],
+    registry=REGISTRY,
+)
+# parts: total (created -> Running), scheduling (created -> bound), provisioning (marked unschedulable ->
+# bound, for pods that waited for capacity), starting (bound -> Running: image pull and start)
+POD_STARTUP = Histogram(
+    "controlplane_pod_startup_seconds",
+    "Pod startup as the autoscaler observes it, by part (total, scheduling, provisioning, starting).", ["part"],
+    buckets=_AUTOSCALER_SECONDS, registry=REGISTRY,
+)
 
 def exposition() -> bytes:
     """The registry in Prometheus text format (what ``GET /metrics`` returns)."""

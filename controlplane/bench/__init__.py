@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "scheduler": "controlplane.bench.scheduler:main",
     "nodes": "controlplane.bench.nodes:main",
     "dra": "controlplane.scheduler.dra.bench:main",
+    "autoscaler": "controlplane.bench.autoscaler:main",
 }
 
 BenchMain = Callable[[list[str]], int]

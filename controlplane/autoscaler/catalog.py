@@ -1,0 +1,143 @@
+"""What the autoscaler can launch: the node simulator's instance types
+(``controlplane.nodes.instancetypes``, one catalog for both), each with its
+offerings, as Karpenter's cloud provider describes them.
+
+An offering is where and how a type can be bought: a zone and a capacity type
+(``on-demand`` or ``spot``) at a price. The nodes' catalog says what a type is
+made of; here each type is offered in every zone of ``ZONES``, on demand at its
+price and as spot at ``SPOT_DISCOUNT`` of it, unless its entry in an
+``--instance-types`` file says otherwise (extra keys, ignored by the node
+simulator)::
+
+    - name: gpu-1x-l4
+      cpu: "8"
+      memory: 32Gi
+      price: 0.98
+      launchLatencySeconds: 5
+      extendedResources: {nvidia.com/gpu: "1"}
+      gpus: [{model: L4, memory: 24Gi, count: 1}]
+      zones: [zone-a, zone-b]           # default: ZONES
+      capacityTypes: [on-demand]        # default: [on-demand, spot]
+      spotPrice: 0.30                   # default: price * SPOT_DISCOUNT
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..nodes.instancetypes import DEFAULT_CATALOG, InstanceType
+from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE, device_resource
+from .requirements import Requirement, Requirements
+from .resources import Resources, parse_resources
+
+__all__ = ["SPOT_DISCOUNT", "ZONES", "Catalog", "Offering", "Option", "load"]
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+SPOT_DISCOUNT = 0.35
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One instance type as the provisioner sees it."""
+
+    type: InstanceType
+    offerings: tuple[Offering, ...]
+    # allocatable, in milli-units, with DRA devices counted per driver and a "nodes" slot for limits
+    allocatable: Resources
+    # labels every node of the type has, as requirements (instance type, arch, os; zones and capacity types offered)
+    requirements: Requirements
+
+    @property
+    def name(self) -> str:
+        return self.type.name
+
+    def cheapest(self, requirements: Requirements) -> Offering | None:
+        """The cheapest offering whose zone and capacity type ``requirements`` allow."""
+        zone = requirements.get(ZONE)
+        ct = requirements.get(CAPACITY_TYPE)
+        best: Offering | None = None
+        for o in self.offerings:
+            if zone is not None and not zone.allows(o.zone):
+                continue
+            if ct is not None and not ct.allows(o.capacity_type):
+                continue
+            if best is None or o.price < best.price:
+                best = o
+        return best
+
+
+def _option(t: InstanceType, extra: Mapping[str, Any] | None = None) -> Option:
+    extra = extra or {}
+    zones = tuple(str(z) for z in extra.get("zones") or ZONES)
+    cts = tuple(str(c) for c in extra.get("capacityTypes") or ("on-demand", "spot"))
+    spot = float(extra.get("spotPrice", t.price * SPOT_DISCOUNT))
+    offerings = tuple(Offering(z, c, spot if c == "spot" else t.price) for z in zones for c in cts)
+    allocatable = parse_resources(t.capacity())
+    for g in t.gpus:
+        key = device_resource(g.driver)
+        allocatable[key] = allocatable.get(key, 0) + g.count * 1000
+    allocatable["nodes"] = 1000
+    reqs = Requirements([
+        Requirement(INSTANCE_TYPE, False, frozenset((t.name,))),
+        Requirement(ARCH, False, frozenset((t.arch,))),
+        Requirement(OS, False, frozenset((t.os,))),
+        Requirement(ZONE, False, frozenset(zones)),
+        Requirement(CAPACITY_TYPE, False, frozenset(cts)),
+    ])
+    return Option(t, offerings, allocatable, reqs)
+
+
+class Catalog(Sequence[Option]):
+    """The instance types, cheapest first (by their cheapest offering)."""
+
+    def __init__(self, options: Iterable[Option]) -> None:
+        self._options = sorted(options, key=lambda o: (min((f.price for f in o.offerings), default=0.0), o.name))
+        self._by_name = {o.name: o for o in self._options}
+
+    @classmethod
+    def default(cls) -> Catalog:
+        return cls(_option(t) for t in DEFAULT_CATALOG)
+
+    @classmethod
+    def of(cls, types: Iterable[InstanceType]) -> Catalog:
+        return cls(_option(t) for t in types)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._options[i]
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def get(self, name: str) -> Option | None:
+        return self._by_name.get(name)
+
+
+def load(path: Path) -> Catalog:
+    """A catalog from a YAML or JSON file: a list of instance types, or
+    ``{"instanceTypes": [...]}`` (the node simulator's format, plus offerings)."""
+    text = path.read_text()
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text)
+    if isinstance(data, dict):
+        data = data.get("instanceTypes")
+    if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):
+        raise ValueError(f"{path}: expected a non-empty list of instance types")
+    try:
+        return Catalog(_option(InstanceType.from_dict(d), d) for d in data)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: bad instance type: {e}") from e

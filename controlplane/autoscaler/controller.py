@@ -1,0 +1,430 @@
+"""The autoscaler: informers in, decisions out, all through the API.
+
+``Autoscaler(client, catalog).run()`` installs the karpenter.sh CRDs, starts
+informers on pods, nodes, NodePools, NodeClaims and the DRA objects, then runs
+three loops:
+
+- **provisioning**: a batch opens when a pod becomes provisionable and closes
+  after ``batch_idle`` seconds without another (1 s) or ``batch_max`` after it
+  opened (10 s), as Karpenter's batcher; then the pending pods are simulated
+  (``Provisioner``) and a NodeClaim is created for each new node of the plan;
+- **disruption**, every ``disruption_interval``: ``Disruption.decide``, then
+  delete NodeClaims or launch their replacements first;
+- **status**, every ``status_interval``: NodePool hash annotations and status
+  (nodes, resources), NodeClaim hash stamps and ``Drifted`` conditions, the
+  nodes-by-state gauge.
+
+The ``Launcher`` plays the cloud provider and the NodeClaim lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from ..client import ApiError, Client, Informer, resource_path
+from ..metrics import AUTOSCALER_NODECLAIMS_CREATED as NODECLAIMS_CREATED
+from ..metrics import AUTOSCALER_NODECLAIMS_DISRUPTED as NODECLAIMS_DISRUPTED
+from ..metrics import AUTOSCALER_NODES as NODES
+from ..metrics import AUTOSCALER_PROVISIONING as PROVISIONING
+from ..metrics import AUTOSCALER_SIMULATION as SIMULATION
+from ..metrics import POD_STARTUP
+from .catalog import Catalog
+from .crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION, install
+from .disruption import Decision, Disruption, drift_reason
+from .labels import NODEPOOL, TERMINATION_FINALIZER
+from .launcher import Launcher, claim_path, condition, quantities, set_condition
+from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
+from .provisioner import NewClaim, Plan, Provisioner
+from .resources import add
+from .schedfit import SchedulerFits
+from .simulation import Fits
+from .state import ClusterState, Simulated, is_provisionable, key
+
+__all__ = ["Autoscaler"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+POOLS = resource_path(GROUP, VERSION, NODEPOOLS)
+CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
+
+
+class Autoscaler:
+    def __init__(self, client: Client, catalog: Catalog | None = None, *, fits: Fits | None = None,
+                 batch_idle: float = 1.0, batch_max: float = 10.0, disruption_interval: float = 1.0,
+                 status_interval: float = 2.0, latency_scale: float = 1.0, drain_timeout: float = 30.0) -> None:
+        self.client = client
+        self.catalog = catalog if catalog is not None else Catalog.default()
+        self.batch_idle = batch_idle
+        self.batch_max = batch_max
+        self.disruption_interval = disruption_interval
+        self.status_interval = status_interval
+        self.state = ClusterState()
+        self.sim = Simulated(self.state, self.catalog)
+        # the scheduler's filter plugins judge real nodes; ``resource_fit`` alone: pass fits=resource_fit
+        self.fits: Fits = fits if fits is not None else SchedulerFits(client, self.state)
+        self.provisioner = Provisioner(self.catalog, self.fits)
+        self.launcher = Launcher(client, self.catalog, self.state, latency_scale=latency_scale,
+                                 drain_timeout=drain_timeout, on_registered=self._registered)
+        self.disruption = Disruption(self.state, self.sim, self.provisioner, self.state.clock)
+        self.replacing: dict[str, tuple[list[str], str, str]] = {}  # old claim -> (replacements, reason, pool)
+        self.last_plan: Plan | None = None
+        self._trigger = asyncio.Event()
+        self._wake_disruption = asyncio.Event()  # a NodeClaim went away: budget freed
+        self._pools: dict[str, tuple[str, NodePoolView]] = {}  # name -> (resourceVersion, parsed)
+        self._claim_started: dict[str, float] = {}  # claim name -> when its simulation ran
+        self._pod_times: dict[str, list[float]] = {}  # pod -> [created, unschedulable, bound] (nan: not seen)
+        self.synced = asyncio.Event()
+        self.state.on_provisionable = self._trigger.set
+        self.state.on_pod_change = self._pod_timing
+        self.state.on_nodeclaim_change = self._claim_changed
+
+    # -- running --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        await install(self.client)
+        st = self.state
+        informers = [
+            Informer(self.client, resource_path("", "v1", "pods"), on_add=st.pod_added, on_update=st.pod_updated,
+                     on_delete=self._pod_deleted),
+            Informer(self.client, resource_path("", "v1", "nodes"), on_add=st.node_added,
+                     on_update=self._node_updated, on_delete=self._node_deleted),
+            Informer(self.client, POOLS, on_add=self._pool_set, on_update=lambda o, n: self._pool_set(n),
+                     on_delete=self._pool_deleted),
+            Informer(self.client, CLAIMS, on_add=lambda c: st.nodeclaim_set(None, c),
+                     on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
+            Informer(self.client, resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
+                     on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
+            self._mirror("resourceclaims", st.claims),
+            self._mirror("resourceclaimtemplates", st.templates),
+            Informer(self.client, resource_path("resource.k8s.io", "v1", "deviceclasses"),
+                     on_add=st.device_classes.add, on_update=lambda o, n: st.device_classes.add(n)),
+        ]
+        tasks = [asyncio.create_task(i.run(), name=f"autoscaler informer {i.path}") for i in informers]
+        try:
+            await asyncio.gather(*(i.synced.wait() for i in informers))
+            self.synced.set()
+            if st.provisionable:
+                self._trigger.set()
+            log.info("autoscaler: synced (%d nodepools, %d nodeclaims, %d catalog types)",
+                     len(st.nodepools), len(st.nodeclaims), len(self.catalog))
+            for claim in list(st.nodeclaims.values()):
+                self.launcher.reconcile(claim)
+            await asyncio.gather(self._provision_loop(), self._disruption_loop(), self._status_loop())
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.launcher.stop()
+
+    def _mirror(self, plural: str, into: dict[str, Obj]) -> Informer:
+        def put(obj: Obj) -> None:
+            into[key(obj)] = obj
+
+        def drop(obj: Obj) -> None:
+            into.pop(key(obj), None)
+
+        return Informer(self.client, resource_path("resource.k8s.io", "v1", plural), on_add=put,
+                        on_update=lambda o, n: put(n), on_delete=drop)
+
+    # -- informer handlers ------------------------------------------------------------------------
+    def _pod_deleted(self, pod: Obj) -> None:
+        self.state.pod_deleted(pod)
+        self.sim.forget(key(pod))
+
+    def _node_updated(self, old: Obj, new: Obj) -> None:
+        self.state.node_updated(old, new)
+        meta = new.get("metadata") or {}
+        if meta.get("deletionTimestamp") and TERMINATION_FINALIZER in (meta.get("finalizers") or ()):
+            self._delete_claim_of(key(new))
+
+    def _node_deleted(self, node: Obj) -> None:
+        self.state.node_deleted(node)
+        self._delete_claim_of(key(node))
+
+    def _delete_claim_of(self, node: str) -> None:
+        claim = self.state.nodeclaim_of_node(node)
+        if claim is not None and not (claim.get("metadata") or {}).get("deletionTimestamp"):
+            asyncio.get_running_loop().create_task(self._delete_claim(key(claim)))
+
+    def _pool_set(self, obj: Obj) -> None:
+        self.state.nodepools[key(obj)] = obj
+        self._trigger.set()  # a new or changed NodePool may take pods that found no home
+
+    def _pool_deleted(self, obj: Obj) -> None:
+        self.state.nodepools.pop(key(obj), None)
+        self._pools.pop(key(obj), None)
+
+    def _claim_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if new is not None:
+            self.launcher.reconcile(new)
+        else:
+            self._wake_disruption.set()
+
+    def _registered(self, claim: Obj, seconds: float) -> None:
+        started = self._claim_started.pop(key(claim), None)
+        PROVISIONING.observe(time.monotonic() - started if started is not None else seconds)
+
+    def _pod_timing(self, old: Obj | None, new: Obj | None) -> None:
+        if not self.synced.is_set():
+            return
+        if new is None:
+            self._pod_times.pop(key(old or {}), None)
+            return
+        k = key(new)
+        t = time.monotonic()
+        times = self._pod_times.get(k)
+        if times is None:
+            if old is not None:
+                return  # created before we watched: its start cannot be timed
+            times = self._pod_times[k] = [t, float("nan"), float("nan")]
+        if is_provisionable(new) and times[1] != times[1]:
+            times[1] = t
+        if (new.get("spec") or {}).get("nodeName") and times[2] != times[2]:
+            times[2] = t
+            POD_STARTUP.labels(part="scheduling").observe(t - times[0])
+            if times[1] == times[1]:
+                POD_STARTUP.labels(part="provisioning").observe(t - times[1])
+        if (new.get("status") or {}).get("phase") == "Running" and times[2] == times[2]:
+            POD_STARTUP.labels(part="total").observe(t - times[0])
+            POD_STARTUP.labels(part="starting").observe(t - times[2])
+            del self._pod_times[k]
+
+    # -- NodePools ----------------------------------------------------------------------------------
+    def pools(self) -> dict[str, NodePoolView]:
+        out: dict[str, NodePoolView] = {}
+        for name, obj in self.state.nodepools.items():
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            rv = meta.get("resourceVersion", "")
+            cached = self._pools.get(name)
+            if cached is None or cached[0] != rv:
+                try:
+                    cached = (rv, NodePoolView.parse(obj))
+                except ValueError as e:
+                    log.warning("nodepool %s: %s", name, e)
+                    continue
+                self._pools[name] = cached
+            out[name] = cached[1]
+        return out
+
+    # -- provisioning ---------------------------------------------------------------------------------
+    async def _provision_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._trigger.wait()
+            opened = loop.time()
+            while True:
+                self._trigger.clear()
+                left = opened + self.batch_max - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._trigger.wait(), min(self.batch_idle, left))
+                except TimeoutError:
+                    break
+            self._trigger.clear()
+            try:
+                await self.provision()
+            except ApiError as e:
+                log.warning("provisioning: %s", e)
+
+    async def provision(self) -> Plan | None:
+        """One provisioning pass over the pods pending now."""
+        pools = self.pools()
+        st = self.state
+        if not pools or not st.provisionable:
+            return None
+        started = time.monotonic()
+        self._refresh()
+        pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
+        demands = [self.sim.demand(p) for p in pods]
+        usage = {name: self.sim.usage(name) for name in pools}
+        plan = self.provisioner.plan(demands, self.sim.nodes(), list(pools.values()), usage)
+        SIMULATION.observe(time.monotonic() - started)
+        by_node: dict[str, list[str]] = {}
+        for pod_key, node in plan.existing.items():
+            by_node.setdefault(node, []).append(pod_key)
+        for node, keys in by_node.items():
+            st.nominate(node, keys)
+        self.last_plan = plan
+        if plan.claims:
+            log.info("provisioning: %d pods -> %d new nodeclaims, %d onto existing capacity, %d unschedulable",
+                     len(pods), len(plan.claims), len(plan.existing), len(plan.unschedulable))
+        results = await asyncio.gather(*(self._create_claim(c, started) for c in plan.claims),
+                                       return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                log.warning("provisioning: creating a nodeclaim: %r", r)
+        return plan
+
+    async def _create_claim(self, claim: NewClaim, started: float) -> Obj:
+        pool = claim.pool
+        template = pool.obj.get("spec", {}).get("template", {})
+        tmeta = template.get("metadata") or {}
+        tspec = template.get("spec") or {}
+        spec: Obj = {
+            "requirements": claim.claim_requirements().to_api(),
+            "resources": {"requests": quantities(claim.requested)},
+            "nodeClassRef": tspec.get("nodeClassRef") or {},
+        }
+        for field in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
+            if tspec.get(field):
+                spec[field] = tspec[field]
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeClaim",
+            "metadata": {
+                "generateName": f"{pool.name}-",
+                "labels": {**(tmeta.get("labels") or {}), NODEPOOL: pool.name},
+                "annotations": {**(tmeta.get("annotations") or {}), HASH_ANNOTATION: pool.hash,
+                                HASH_VERSION_ANNOTATION: HASH_VERSION},
+                "finalizers": [TERMINATION_FINALIZER],
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodePool", "name": pool.name,
+                                     "uid": (pool.obj.get("metadata") or {}).get("uid", ""),
+                                     "blockOwnerDeletion": True}],
+            },
+            "spec": spec,
+        }
+        created = await self.client.create(CLAIMS, body)
+        self.state.nominate(key(created), [p.key for p in claim.pods])
+        self._claim_started[key(created)] = started
+        NODECLAIMS_CREATED.labels(nodepool=pool.name).inc()
+        # seen at once, so that the next batch counts it before its watch event arrives
+        if key(created) not in self.state.nodeclaims:
+            self.state.nodeclaim_set(None, created)
+        return created
+
+    # -- disruption ---------------------------------------------------------------------------------
+    async def _disruption_loop(self) -> None:
+        last_retrigger = time.monotonic()
+        while True:
+            # every interval, and at once when a NodeClaim is gone (its budget is free again)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake_disruption.wait(), self.disruption_interval)
+            self._wake_disruption.clear()
+            try:
+                await self.disrupt()
+            except ApiError as e:
+                log.warning("disruption: %s", e)
+            if self.state.provisionable and time.monotonic() - last_retrigger > self.batch_max:
+                last_retrigger = time.monotonic()
+                self._trigger.set()  # pods still pending: capacity or limits may have changed
+
+    async def disrupt(self) -> list[Decision]:
+        """One disruption pass: finish replacements whose new nodes are ready, then decide."""
+        st = self.state
+        for old, (news, _reason, _pool) in list(self.replacing.items()):
+            if old not in st.nodeclaims:
+                del self.replacing[old]
+                continue
+            claims = [st.nodeclaims.get(n) for n in news]
+            if any(c is None or (c.get("metadata") or {}).get("deletionTimestamp") for c in claims):
+                log.info("disruption: a replacement of %s went away; %s is kept", old, old)
+                del self.replacing[old]
+                continue
+            if all((condition(c, "Initialized") or {}).get("status") == "True" for c in claims if c):
+                del self.replacing[old]
+                await self._delete_claim(old)
+        pools = self.pools()
+        if not pools:
+            return []
+        busy = {old: pool for old, (_, _, pool) in self.replacing.items()}
+        self._refresh()
+        decisions = self.disruption.decide(pools, busy)
+        for d in decisions:
+            NODECLAIMS_DISRUPTED.labels(nodepool=d.pool, reason=d.reason).inc()
+            log.info("disruption: %s %s (node %s)%s", d.reason, d.claim, d.node,
+                     f", replaced by {len(d.replacements)} new" if d.replacements else "")
+            if d.replacements:
+                started = time.monotonic()
+                created = await asyncio.gather(*(self._create_claim(c, started) for c in d.replacements))
+                self.replacing[d.claim] = ([key(c) for c in created], d.reason, d.pool)
+            else:
+                await self._delete_claim(d.claim)
+        return decisions
+
+    def _refresh(self) -> None:
+        refresh = getattr(self.fits, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    async def _delete_claim(self, name: str) -> None:
+        try:
+            await self.client.delete(claim_path(name))
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    # -- status ---------------------------------------------------------------------------------------
+    async def _status_loop(self) -> None:
+        while True:
+            try:
+                await self.sync_status()
+            except ApiError as e:
+                log.warning("status: %s", e)
+            await asyncio.sleep(self.status_interval)
+
+    async def sync_status(self) -> None:
+        st = self.state
+        pools = self.pools()
+        counts = dict.fromkeys(("launching", "registered", "ready", "deleting"), 0)
+        for claim in list(st.nodeclaims.values()):
+            counts[_claim_state(claim)] += 1
+            meta = claim.get("metadata") or {}
+            pool = pools.get((meta.get("labels") or {}).get(NODEPOOL, ""))
+            if pool is None or meta.get("deletionTimestamp"):
+                continue
+            annotations = meta.get("annotations") or {}
+            if annotations.get(HASH_VERSION_ANNOTATION) != HASH_VERSION:
+                # a hash of another version says nothing about drift: stamp the current one (as Karpenter)
+                await self._patch_quietly(claim_path(key(claim)), {"metadata": {"annotations": {
+                    HASH_ANNOTATION: pool.hash, HASH_VERSION_ANNOTATION: HASH_VERSION}}})
+                continue
+            drifted = drift_reason(claim, pool)
+            current = condition(claim, "Drifted")
+            if drifted and (current is None or current.get("status") != "True"):
+                conditions = set_condition((claim.get("status") or {}).get("conditions") or [], "Drifted", "True",
+                                           drifted)
+                await self._patch_quietly(claim_path(key(claim), "status"), {"status": {"conditions": conditions}})
+            elif not drifted and current is not None:
+                conditions = [c for c in (claim.get("status") or {}).get("conditions") or ()
+                              if c.get("type") != "Drifted"]
+                await self._patch_quietly(claim_path(key(claim), "status"), {"status": {"conditions": conditions}})
+        for state_name, n in counts.items():
+            NODES.labels(state=state_name).set(n)
+        for name, pool in pools.items():
+            obj = pool.obj
+            meta = obj.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(HASH_ANNOTATION) != pool.hash:
+                await self._patch_quietly(f"{POOLS}/{name}", {"metadata": {"annotations": {
+                    HASH_ANNOTATION: pool.hash, HASH_VERSION_ANNOTATION: HASH_VERSION}}})
+            claims = [c for c in st.claims_of_pool(name) if not (c.get("metadata") or {}).get("deletionTimestamp")]
+            resources = quantities(add(*(self.sim.claim_capacity(c) for c in claims)))
+            resources.pop("nodes", None)
+            status = dict(obj.get("status") or {})
+            wanted = {"nodes": len(claims), "resources": resources}
+            if any(status.get(k) != v for k, v in wanted.items()) or condition(obj, "Ready") is None:
+                conditions = set_condition(status.get("conditions") or [], "Ready", "True", "Ready",
+                                           generation=meta.get("generation"))
+                await self._patch_quietly(f"{POOLS}/{name}/status", {"status": {**wanted, "conditions": conditions}})
+
+    async def _patch_quietly(self, path: str, body: Obj) -> None:
+        with contextlib.suppress(ApiError):
+            await self.client.patch(path, body)
+
+
+def _claim_state(claim: Obj) -> str:
+    if (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return "deleting"
+    if (condition(claim, "Initialized") or {}).get("status") == "True":
+        return "ready"
+    if (condition(claim, "Registered") or {}).get("status") == "True":
+        return "registered"
+    return "launching"
+
+

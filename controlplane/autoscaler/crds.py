@@ -1,0 +1,181 @@
+"""The karpenter.sh/v1 CustomResourceDefinitions: NodePool and NodeClaim.
+
+The autoscaler installs them through the API when it starts (``install``), as
+an operator installs its CRDs, so it stays an API client and the resources are
+served, validated, defaulted and listed by kubectl like any custom resource.
+The schemas are structural and follow Karpenter's v1 types (fields, enums,
+defaults: ``consolidationPolicy: WhenEmptyOrUnderutilized``, ``consolidateAfter:
+0s``, ``budgets: [{nodes: 10%}]``, ``expireAfter: 720h``); CEL rules are not
+carried (the server does not run them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..client import ApiError, Client, resource_path
+
+__all__ = ["GROUP", "NODECLAIMS", "NODEPOOLS", "VERSION", "install", "nodeclaim_crd", "nodepool_crd"]
+
+log = logging.getLogger(__name__)
+
+GROUP = "karpenter.sh"
+VERSION = "v1"
+NODEPOOLS = "nodepools"
+NODECLAIMS = "nodeclaims"
+
+Obj = dict[str, Any]
+
+_STRING: Obj = {"type": "string"}
+_DURATION: Obj = {"type": "string", "pattern": r"^(([0-9]+(s|m|h))+|Never)$"}
+_QUANTITY: Obj = {"x-kubernetes-int-or-string": True,
+                  "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?"
+                             r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"}
+_RESOURCE_LIST: Obj = {"type": "object", "additionalProperties": _QUANTITY}
+_TAINTS: Obj = {"type": "array", "items": {
+    "type": "object", "required": ["key", "effect"],
+    "properties": {"key": _STRING, "value": _STRING, "timeAdded": {"type": "string", "format": "date-time"},
+                   "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}}
+_REQUIREMENTS: Obj = {"type": "array", "maxItems": 100, "items": {
+    "type": "object", "required": ["key", "operator"],
+    "properties": {
+        "key": {"type": "string", "maxLength": 316},
+        "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]},
+        "values": {"type": "array", "items": _STRING, "x-kubernetes-list-type": "atomic"},
+        "minValues": {"type": "integer", "minimum": 1, "maximum": 50}}}}
+_NODE_CLASS_REF: Obj = {"type": "object", "required": ["group", "kind", "name"],
+                        "properties": {"group": _STRING, "kind": _STRING, "name": _STRING}}
+_CONDITIONS: Obj = {"type": "array", "items": {
+    "type": "object", "required": ["type", "status", "lastTransitionTime", "reason", "message"],
+    "properties": {"type": _STRING, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                   "reason": _STRING, "message": _STRING, "observedGeneration": {"type": "integer", "minimum": 0},
+                   "lastTransitionTime": {"type": "string", "format": "date-time"}}}}
+_CLAIM_SPEC_COMMON: Obj = {
+    "taints": _TAINTS,
+    "startupTaints": _TAINTS,
+    "requirements": _REQUIREMENTS,
+    "nodeClassRef": _NODE_CLASS_REF,
+    "expireAfter": {**_DURATION, "default": "720h"},
+    "terminationGracePeriod": {"type": "string", "pattern": r"^([0-9]+(s|m|h))+$"},
+}
+
+
+def _crd(kind: str, plural: str, spec: Obj, status: Obj, columns: list[Obj], scale: Obj | None = None) -> Obj:
+    subresources: Obj = {"status": {}}
+    if scale is not None:
+        subresources["scale"] = scale
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "categories": ["karpenter"]},
+            "scope": "Cluster",
+            "versions": [{
+                "name": VERSION, "served": True, "storage": True,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "required": ["spec"],
+                    "properties": {"apiVersion": _STRING, "kind": _STRING, "metadata": {"type": "object"},
+                                   "spec": spec, "status": status}}},
+                "subresources": subresources,
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }
+
+
+def nodepool_crd() -> Obj:
+    budget = {"type": "object", "required": ["nodes"], "properties": {
+        "nodes": {"type": "string", "pattern": r"^((100|[0-9]{1,2})%|[0-9]+)$", "default": "10%"},
+        "schedule": {"type": "string"},
+        "duration": {"type": "string", "pattern": r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"},
+        "reasons": {"type": "array", "maxItems": 50,
+                    "items": {"type": "string", "enum": ["Underutilized", "Empty", "Drifted"]}}}}
+    spec = {"type": "object", "required": ["template"], "properties": {
+        "template": {"type": "object", "required": ["spec"], "properties": {
+            "metadata": {"type": "object", "properties": {
+                "labels": {"type": "object", "additionalProperties": _STRING},
+                "annotations": {"type": "object", "additionalProperties": _STRING}}},
+            "spec": {"type": "object", "required": ["requirements", "nodeClassRef"],
+                     "properties": _CLAIM_SPEC_COMMON}}},
+        "disruption": {"type": "object", "default": {"consolidateAfter": "0s"}, "required": ["consolidateAfter"],
+                       "properties": {
+                           "consolidateAfter": _DURATION,
+                           "consolidationPolicy": {"type": "string", "default": "WhenEmptyOrUnderutilized",
+                                                   "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized"]},
+                           "budgets": {"type": "array", "maxItems": 50, "items": budget,
+                                       "default": [{"nodes": "10%"}]}}},
+        "limits": _RESOURCE_LIST,
+        "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+        "replicas": {"type": "integer", "minimum": 0}}}
+    status = {"type": "object", "properties": {
+        "resources": _RESOURCE_LIST, "nodes": {"type": "integer"}, "conditions": _CONDITIONS,
+        "nodeClassObservedGeneration": {"type": "integer"}}}
+    columns: list[Obj] = [
+        {"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"},
+        {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"},
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Weight", "type": "integer", "jsonPath": ".spec.weight", "priority": 1},
+        {"name": "CPU", "type": "string", "jsonPath": ".status.resources.cpu", "priority": 1},
+        {"name": "Memory", "type": "string", "jsonPath": ".status.resources.memory", "priority": 1},
+    ]
+    return _crd("NodePool", NODEPOOLS, spec, status, columns,
+                scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"})
+
+
+def nodeclaim_crd() -> Obj:
+    spec = {"type": "object", "required": ["requirements", "nodeClassRef"], "properties": {
+        **_CLAIM_SPEC_COMMON,
+        "resources": {"type": "object", "properties": {"requests": _RESOURCE_LIST}}}}
+    status = {"type": "object", "properties": {
+        "nodeName": _STRING, "providerID": _STRING, "imageID": _STRING,
+        "capacity": _RESOURCE_LIST, "allocatable": _RESOURCE_LIST, "conditions": _CONDITIONS,
+        "lastPodEventTime": {"type": "string", "format": "date-time"}}}
+    columns: list[Obj] = [
+        {"name": "Type", "type": "string", "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"},
+        {"name": "Capacity", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/capacity-type"},
+        {"name": "Zone", "type": "string", "jsonPath": ".metadata.labels.topology\\.kubernetes\\.io/zone"},
+        {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "ID", "type": "string", "jsonPath": ".status.providerID", "priority": 1},
+        {"name": "NodePool", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/nodepool",
+         "priority": 1},
+        {"name": "NodeClass", "type": "string", "jsonPath": ".spec.nodeClassRef.name", "priority": 1},
+    ]
+    return _crd("NodeClaim", NODECLAIMS, spec, status, columns)
+
+
+CRD_PATH = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+
+async def install(client: Client, timeout: float = 10.0) -> None:
+    """Create or update both CRDs, then wait until they are established."""
+    for crd in (nodepool_crd(), nodeclaim_crd()):
+        name = crd["metadata"]["name"]
+        try:
+            await client.create(CRD_PATH, crd)
+            log.info("installed CRD %s", name)
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            current = await client.get(f"{CRD_PATH}/{name}")
+            if current.get("spec", {}).get("versions") != crd["spec"]["versions"]:
+                crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                await client.update(f"{CRD_PATH}/{name}", crd)
+                log.info("updated CRD %s", name)
+    deadline = asyncio.get_running_loop().time() + timeout
+    for name in (f"{NODEPOOLS}.{GROUP}", f"{NODECLAIMS}.{GROUP}"):
+        while True:
+            crd = await client.get(f"{CRD_PATH}/{name}")
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or ()):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"CRD {name} not established after {timeout} s")
+            await asyncio.sleep(0.05)

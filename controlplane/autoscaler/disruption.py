@@ -1,0 +1,210 @@
+"""Which nodes to disrupt now, and how: Karpenter's disruption methods in its
+order, each within the NodePool's budgets.
+
+1. **Drifted**: the NodeClaim's ``karpenter.sh/nodepool-hash`` differs from its
+   NodePool's template hash, or its labels no longer satisfy the NodePool's
+   requirements. Replaced: its pods are simulated onto the other nodes, and
+   whatever does not fit gets new NodeClaims, launched (and Initialized) before
+   the old one is deleted.
+2. **Empty**: no pod that would need a new home, and ``consolidateAfter`` since
+   the node's last pod event. Deleted.
+3. **Underutilized** (``consolidationPolicy: WhenEmptyOrUnderutilized``): its pods
+   all fit on the other nodes (deleted), or on one new node cheaper than it
+   (replaced).
+
+A node whose pods or itself carry ``karpenter.sh/do-not-disrupt: "true"`` is
+never a candidate. Budgets count the NodePool's NodeClaims; those being
+deleted or replaced already use the budget. Decisions are made on one
+simulation per pass, so two deletions never count on the same free room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .budgets import allowed
+from .labels import DO_NOT_DISRUPT
+from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
+from .provisioner import NewClaim, Provisioner
+from .requirements import Requirements
+from .resources import Resources
+from .simulation import SimNode
+from .state import ClusterState, Simulated, is_reschedulable, key
+
+__all__ = ["REASONS", "Decision", "Disruption", "drift_reason"]
+
+REASONS = ("Drifted", "Empty", "Underutilized")
+RECHECK_SECONDS = 5.0  # a node whose pods could not move is simulated again after this, or on no change sooner
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Decision:
+    claim: str
+    node: str
+    pool: str
+    reason: str
+    replacements: list[NewClaim] = field(default_factory=list)  # empty: just delete
+
+
+def drift_reason(claim: Obj, pool: NodePoolView) -> str | None:
+    """Why ``claim`` has drifted from ``pool``, or None."""
+    meta = claim.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if annotations.get(HASH_VERSION_ANNOTATION) == HASH_VERSION and annotations.get(HASH_ANNOTATION) != pool.hash:
+        return "NodePoolDrifted"
+    labels = Requirements.from_labels(meta.get("labels"))
+    for k, req in pool.requirements.items():
+        if k in labels and not labels[k].intersect(req).any():
+            return "RequirementsDrifted"
+    return None
+
+
+def _ready(claim: Obj) -> bool:
+    return any(c.get("type") == "Initialized" and c.get("status") == "True"
+               for c in (claim.get("status") or {}).get("conditions") or ())
+
+
+class Disruption:
+    def __init__(self, state: ClusterState, sim: Simulated, provisioner: Provisioner,
+                 clock: Callable[[], float]) -> None:
+        self.state = state
+        self.sim = sim
+        self.provisioner = provisioner
+        self.clock = clock
+        # claim -> (state generation, clock) when its pods last had nowhere to go
+        self._unmovable: dict[str, tuple[int, float]] = {}
+        self._existing: list[SimNode] | None = None
+        self._usage_cache: dict[str, Resources] = {}
+
+    def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
+               now: datetime | None = None) -> list[Decision]:
+        """The disruptions to start now. ``busy`` maps the NodeClaims already being
+        replaced to their NodePool (they count against budgets)."""
+        st = self.state
+        decisions: list[Decision] = []
+        excluded: set[str] = set()
+        self._existing = None
+        self._usage_cache = {}
+        self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
+        for pool in sorted(pools.values(), key=lambda p: p.name):
+            claims = st.claims_of_pool(pool.name)
+            disrupting = sum(1 for c in claims if (c.get("metadata") or {}).get("deletionTimestamp")
+                             or key(c) in busy)
+            candidates: list[tuple[Obj, Obj]] = []
+            for c in claims:
+                node_name = (c.get("status") or {}).get("nodeName")
+                node = st.nodes.get(node_name or "")
+                if (node is None or not _ready(c) or (c.get("metadata") or {}).get("deletionTimestamp")
+                        or key(c) in busy or st.nominated(key(node)) or self._protected(node)):
+                    continue
+                candidates.append((c, node))
+            if not candidates:
+                continue
+            for reason in REASONS:
+                budget = allowed(pool.budgets, len(claims), reason, now) - disrupting
+                if budget <= 0:
+                    continue
+                for claim, node in candidates:
+                    if budget <= 0:
+                        break
+                    if key(claim) in excluded:
+                        continue
+                    decision = self._consider(reason, claim, node, pool, pools, excluded)
+                    if decision is None:
+                        continue
+                    decisions.append(decision)
+                    excluded.add(key(claim))
+                    budget -= 1
+                    disrupting += 1
+        return decisions
+
+    def _with_pending(self, nodes: list[SimNode]) -> list[SimNode]:
+        """``nodes`` with the pending pods placed first: room they will take is no room to move into."""
+        pending = [self.sim.demand(self.state.pods[k]) for k in self.state.provisionable if k in self.state.pods]
+        if pending:
+            self.provisioner.plan(pending, nodes, [])
+        return nodes
+
+    def _protected(self, node: Obj) -> bool:
+        if ((node.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true":
+            return True
+        return any(((p.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+                   for p in self.state.pods_of(key(node)) if is_reschedulable(p))
+
+    def _consolidatable(self, node: str, pool: NodePoolView) -> bool:
+        if pool.consolidate_after is None:
+            return False
+        last = self.state.last_pod_event.get(node, self.clock())
+        return self.clock() - last >= pool.consolidate_after
+
+    def _consider(self, reason: str, claim: Obj, node: Obj, pool: NodePoolView, pools: Mapping[str, NodePoolView],
+                  excluded: set[str]) -> Decision | None:
+        node_name = key(node)
+        pods = [p for p in self.state.pods_of(node_name) if is_reschedulable(p)]
+        if reason == "Drifted":
+            if drift_reason(claim, pool) is None:
+                return None
+            return self._move(reason, claim, node_name, pool, pods, excluded, list(pools.values()),
+                              cheaper_than=None)
+        if not self._consolidatable(node_name, pool):
+            return None
+        if reason == "Empty":
+            if pods:
+                return None
+            return Decision(key(claim), node_name, pool.name, reason)
+        if pool.consolidation_policy != "WhenEmptyOrUnderutilized" or not pods:
+            return None
+        if self.state.provisionable:
+            return None  # capacity is being added: moving pods now would only race it
+        return self._move(reason, claim, node_name, pool, pods, excluded, [pool],
+                          cheaper_than=self._price(claim))
+
+    def _price(self, claim: Obj) -> float:
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        option = self.provisioner.catalog.get(labels.get("node.kubernetes.io/instance-type", ""))
+        if option is None:
+            return 0.0
+        for o in option.offerings:
+            if o.zone == labels.get("topology.kubernetes.io/zone") and \
+                    o.capacity_type == labels.get("karpenter.sh/capacity-type"):
+                return o.price
+        return min((o.price for o in option.offerings), default=0.0)
+
+    def _move(self, reason: str, claim: Obj, node_name: str, pool: NodePoolView, pods: Sequence[Obj],
+              excluded: set[str], pools: list[NodePoolView],
+              cheaper_than: float | None) -> Decision | None:
+        """Where ``pods`` would go without the node: onto the others (delete it), or,
+        for what does not fit, onto new nodes (replace it) — for consolidation only
+        one, and only if cheaper."""
+        failed = self._unmovable.get(key(claim))
+        if failed is not None and (failed[0] == self.state.generation or self.clock() - failed[1] < RECHECK_SECONDS):
+            return None  # its pods had nowhere to go, and nothing (or not much time) has changed since
+        if self._existing is None:
+            self._existing = self._with_pending(self.sim.nodes())
+        existing = self._existing
+        demands = [self.sim.demand(p) for p in pods]
+        gone = excluded | {node_name, key(claim)}
+        others = [n for n in existing if n.name not in gone and n.claim not in gone]
+        trial = [SimNode(n.name, n.labels, n.taints, n.allocatable, dict(n.requested), n.node, list(n.pods),
+                         n.slices, n.nodepool, n.claim) for n in others]
+        plan = self.provisioner.plan(demands, trial, pools, self._usage(pools))
+        if plan.unschedulable or (cheaper_than is not None and plan.claims and (
+                len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
+            self._unmovable[key(claim)] = (self.state.generation, self.clock())
+            return None
+        # commit: the pods' new homes are taken for the rest of this pass
+        by_name = {n.name: n for n in trial}
+        for n in others:
+            n.requested = by_name[n.name].requested
+        return Decision(key(claim), node_name, pool.name, reason, plan.claims)
+
+    def _usage(self, pools: Sequence[NodePoolView]) -> dict[str, Resources]:
+        for p in pools:
+            if p.name not in self._usage_cache:
+                self._usage_cache[p.name] = self.sim.usage(p.name)
+        return {p.name: self._usage_cache[p.name] for p in pools}

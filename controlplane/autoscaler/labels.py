@@ -1,0 +1,29 @@
+"""Well-known label, annotation, taint and finalizer names (Karpenter's and Kubernetes')."""
+
+from __future__ import annotations
+
+__all__ = ["ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION", "HOSTNAME",
+           "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "REGISTERED", "TERMINATION_FINALIZER", "ZONE",
+           "device_resource"]
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ZONE = "topology.kubernetes.io/zone"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+NODEPOOL = "karpenter.sh/nodepool"
+REGISTERED = "karpenter.sh/registered"
+INITIALIZED = "karpenter.sh/initialized"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+# Karpenter taints a node it is about to disrupt, so nothing new lands on it
+DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+# the node simulator (controlplane.nodes) adopts every Node with this annotation, as KWOK does
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def device_resource(driver: str) -> str:
+    """The pseudo resource counting a node's DRA devices of ``driver`` in the
+    simulation (``devices/gpu.nvidia.com``): never written to a Node."""
+    return f"devices/{driver}"

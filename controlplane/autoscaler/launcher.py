@@ -1,0 +1,314 @@
+"""The cloud provider of the emulator, and a NodeClaim's life from launch to
+termination, as Karpenter's lifecycle and termination controllers drive it.
+
+- **Launch**: the cheapest instance type and offering the NodeClaim's
+  requirements allow, that holds its requested resources, is "bought": the
+  NodeClaim gets its labels, ``providerID``, capacity and allocatable, and
+  ``Launched=True`` at once.
+- **Registration**, the type's launch latency later: the Node is created
+  (annotated ``kwok.x-k8s.io/node: fake`` for the node simulator to adopt;
+  labelled with the NodePool, instance type, zone, capacity type; the
+  template's taints; owned by the NodeClaim; Karpenter's termination
+  finalizer), then, for a type with GPUs, its ResourceSlice
+  (resource.k8s.io/v1, one pool per node and driver). The NodeClaim gets
+  ``nodeName``, ``Registered``, ``Initialized`` and ``Ready`` True (the Node is
+  created Ready; startup taints are not applied, since nothing in the emulator
+  would remove them).
+- **Termination** (the NodeClaim deleted; its finalizer holds it): the Node is
+  tainted ``karpenter.sh/disrupted:NoSchedule``, its pods evicted through
+  ``pods/eviction`` and awaited (at most ``drain_timeout``), its ResourceSlices
+  and the Node deleted, then the finalizer removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..client import ApiError, Client, resource_path
+from .catalog import Catalog, Offering, Option
+from .crds import GROUP, NODECLAIMS, VERSION
+from .labels import (
+    CAPACITY_TYPE,
+    DISRUPTED_TAINT,
+    FAKE_NODE_ANNOTATION,
+    HOSTNAME,
+    INITIALIZED,
+    REGISTERED,
+    TERMINATION_FINALIZER,
+    ZONE,
+)
+from .provisioner import choose
+from .requirements import Requirements
+from .resources import format_quantity, parse_resources
+from .state import ClusterState, is_reschedulable, key
+
+__all__ = ["Launcher", "condition", "now", "set_condition"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+NODES = resource_path("", "v1", "nodes")
+SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(obj: Obj, ctype: str) -> Obj | None:
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c.get("type") == ctype:
+            return dict(c)
+    return None
+
+
+def set_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str = "",
+                  generation: int | None = None) -> list[Obj]:
+    """``conditions`` with ``ctype`` set; its lastTransitionTime changes only with its status."""
+    out = [dict(c) for c in conditions]
+    for c in out:
+        if c.get("type") == ctype:
+            if c.get("status") != status:
+                c["lastTransitionTime"] = now()
+            c.update(status=status, reason=reason, message=message)
+            if generation is not None:
+                c["observedGeneration"] = generation
+            return out
+    c = {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": now()}
+    if generation is not None:
+        c["observedGeneration"] = generation
+    out.append(c)
+    return out
+
+
+def claim_path(name: str | None = None, subresource: str | None = None) -> str:
+    return resource_path(GROUP, VERSION, NODECLAIMS, None, name, subresource)
+
+
+class Launcher:
+    def __init__(self, client: Client, catalog: Catalog, state: ClusterState, *,
+                 drain_timeout: float = 30.0, latency_scale: float = 1.0,
+                 on_registered: Callable[[Obj, float], None] | None = None) -> None:
+        self.client = client
+        self.catalog = catalog
+        self.state = state
+        self.drain_timeout = drain_timeout
+        self.latency_scale = latency_scale
+        self.on_registered = on_registered or (lambda claim, seconds: None)
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # claim name -> its launch or termination
+
+    def reconcile(self, claim: Obj) -> None:
+        """Start what ``claim`` needs next, unless already under way."""
+        name = key(claim)
+        if name in self._tasks:
+            return
+        meta = claim.get("metadata") or {}
+        work = None
+        if meta.get("deletionTimestamp"):
+            if TERMINATION_FINALIZER in (meta.get("finalizers") or ()):
+                work = self._terminate(name)
+        elif (condition(claim, "Registered") or {}).get("status") != "True":
+            work = self._launch(name)
+        if work is not None:
+            task = asyncio.create_task(work, name=f"nodeclaim {name}")
+            self._tasks[name] = task
+            task.add_done_callback(lambda t, n=name: self._done(n, t))  # type: ignore[misc]
+
+    def _done(self, name: str, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(name, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("nodeclaim %s: %r", name, task.exception())
+
+    async def stop(self) -> None:
+        for t in list(self._tasks.values()):
+            t.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    # -- launch and registration ------------------------------------------------------------------
+    async def _launch(self, name: str) -> None:
+        started = asyncio.get_running_loop().time()
+        claim = self.state.nodeclaims.get(name)
+        if claim is None:
+            return
+        launched = (condition(claim, "Launched") or {}).get("status") == "True"
+        option = self.catalog.get(((claim.get("metadata") or {}).get("labels") or {}).get(
+            "node.kubernetes.io/instance-type", ""))
+        if not launched or option is None:
+            chosen = choose(self.catalog, claim)
+            if chosen is None:
+                await self._fail_launch(claim, "no instance type in the catalog satisfies the requirements")
+                return
+            option, offering = chosen
+            claim = await self._mark_launched(claim, option, offering)
+        latency = option.type.launch_latency_seconds * self.latency_scale
+        await asyncio.sleep(max(0.0, latency - (asyncio.get_running_loop().time() - started)))
+        claim = self.state.nodeclaims.get(name, claim)
+        if (claim.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        await self._register(claim, option)
+        self.on_registered(claim, asyncio.get_running_loop().time() - started)
+
+    async def _fail_launch(self, claim: Obj, message: str) -> None:
+        status = dict(claim.get("status") or {})
+        status["conditions"] = set_condition(status.get("conditions") or [], "Launched", "False",
+                                             "LaunchFailed", message)
+        await self.client.patch(claim_path(key(claim), "status"), {"status": status})
+        log.warning("nodeclaim %s: %s", key(claim), message)
+        # Karpenter deletes a NodeClaim that cannot launch; the pods go back to provisioning
+        await self._delete(claim_path(key(claim)))
+
+    async def _mark_launched(self, claim: Obj, option: Option, offering: Offering) -> Obj:
+        name = key(claim)
+        reqs = Requirements.parse((claim.get("spec") or {}).get("requirements"))
+        labels = {**reqs.labels(), **option.type.labels(), CAPACITY_TYPE: offering.capacity_type,
+                  ZONE: offering.zone}
+        claim = await self.client.patch(claim_path(name), {"metadata": {"labels": labels}})
+        capacity = option.type.capacity()
+        status = dict(claim.get("status") or {})
+        status.update(providerID=f"kwok://{name}", imageID="kwok://emulated", capacity=capacity,
+                      allocatable=dict(capacity))
+        conditions = status.get("conditions") or []
+        conditions = set_condition(conditions, "Launched", "True", "Launched")
+        for ctype in ("Registered", "Initialized", "Ready"):
+            if condition({"status": {"conditions": conditions}}, ctype) is None:
+                conditions = set_condition(conditions, ctype, "Unknown", "AwaitingReconciliation",
+                                           "object is awaiting reconciliation")
+        status["conditions"] = conditions
+        return await self.client.patch(claim_path(name, "status"), {"status": status})
+
+    async def _register(self, claim: Obj, option: Option) -> None:
+        name = key(claim)
+        meta = claim.get("metadata") or {}
+        spec = claim.get("spec") or {}
+        labels = {**(meta.get("labels") or {}), HOSTNAME: name, REGISTERED: "true", INITIALIZED: "true"}
+        capacity = option.type.capacity()
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": name, "labels": labels,
+                "annotations": {FAKE_NODE_ANNOTATION: "fake",
+                                **{k: v for k, v in (meta.get("annotations") or {}).items()
+                                   if k.startswith("karpenter.sh/")}},
+                "finalizers": [TERMINATION_FINALIZER],
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeClaim", "name": name,
+                                     "uid": meta.get("uid", ""), "blockOwnerDeletion": True}],
+            },
+            "spec": {"providerID": f"kwok://{name}", **({"taints": spec["taints"]} if spec.get("taints") else {})},
+            "status": {
+                "capacity": capacity, "allocatable": dict(capacity),
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status", "lastHeartbeatTime": now(),
+                                "lastTransitionTime": now()}],
+                "nodeInfo": {"architecture": option.type.arch, "operatingSystem": option.type.os,
+                             "kubeletVersion": "v1.37.0", "containerRuntimeVersion": "kwok"},
+                "phase": "Running",
+            },
+        }
+        try:
+            created = await self.client.create(NODES, node)
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            created = await self.client.get(f"{NODES}/{name}")
+        if not (created.get("status") or {}).get("allocatable"):
+            # a create may drop the status (as the API does for most types): the kubelet then posts it
+            created = await self.client.patch(f"{NODES}/{name}/status", {"status": node["status"]})
+        status = dict(claim.get("status") or {})
+        conditions = status.get("conditions") or []
+        conditions = set_condition(conditions, "Registered", "True", "Registered")
+        conditions = set_condition(conditions, "Initialized", "True", "Initialized")
+        conditions = set_condition(conditions, "Ready", "True", "Ready")
+        status.update(nodeName=name, conditions=conditions, lastPodEventTime=now())
+        await asyncio.gather(self.client.patch(claim_path(name, "status"), {"status": status}),
+                             *(self._publish_slice(created, gpu.driver, gpu.devices()) for gpu in option.type.gpus))
+
+    async def _publish_slice(self, node: Obj, driver: str, devices: list[Obj]) -> None:
+        name = key(node)
+        body = {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-{driver.replace('.', '-').replace('/', '-')}",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
+                                              "uid": (node.get("metadata") or {}).get("uid", ""),
+                                              "controller": True}]},
+            "spec": {"driver": driver, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
+        }
+        try:
+            await self.client.create(SLICES, body)
+        except ApiError as e:
+            if e.code != 409:
+                raise
+
+    # -- termination ------------------------------------------------------------------------------
+    async def _terminate(self, name: str) -> None:
+        claim = self.state.nodeclaims.get(name)
+        if claim is None:
+            return
+        node_name = (claim.get("status") or {}).get("nodeName") or name
+        node = self.state.nodes.get(node_name)
+        if node is not None:
+            await self.drain(node)
+            node = self.state.nodes.get(node_name, node)
+            await asyncio.gather(self._remove_finalizer(f"{NODES}/{node_name}", node),
+                                 *(self._delete(f"{SLICES}/{key(s)}") for s in self.state.slices_of(node_name)))
+            await self._delete(f"{NODES}/{node_name}")
+        claim = self.state.nodeclaims.get(name, claim)
+        await self._remove_finalizer(claim_path(name), claim)
+
+    async def drain(self, node: Obj) -> None:
+        name = key(node)
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        if not any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
+            taints.append(dict(DISRUPTED_TAINT))
+            try:
+                await self.client.patch(f"{NODES}/{name}", {"spec": {"taints": taints}})
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+        pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
+        if not pods:
+            return
+        await asyncio.gather(*(self.evict(p) for p in pods))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_timeout
+        while loop.time() < deadline and any(True for _ in self.state.pods_of(name)):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)  # the informer empties pods_of; polling it is simplest
+
+    async def evict(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        path = resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "eviction")
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
+        try:
+            await self.client.create(path, body)
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+
+    async def _remove_finalizer(self, path: str, obj: Obj) -> None:
+        finalizers = [f for f in (obj.get("metadata") or {}).get("finalizers") or () if f != TERMINATION_FINALIZER]
+        try:
+            await self.client.patch(path, {"metadata": {"finalizers": finalizers}})
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    async def _delete(self, path: str) -> None:
+        try:
+            await self.client.delete(path)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+
+def capacity_of(claim: Obj) -> dict[str, int]:
+    return parse_resources((claim.get("status") or {}).get("capacity"))
+
+
+def quantities(r: dict[str, int]) -> dict[str, str]:
+    return {k: format_quantity(k, v) for k, v in sorted(r.items()) if not k.startswith("devices/")}

@@ -1,0 +1,248 @@
+"""The provisioning simulation: where would these pending pods go, and which
+nodes must be launched for those that fit nowhere?
+
+As Karpenter's scheduler: pods are taken largest first; each goes to an
+existing node (a real one, or a NodeClaim still launching) if one fits it, else
+to a node this plan already opens, else opens a new one. A new node is a set
+of instance-type *options*, narrowed as pods join it to the types that still
+hold them all (and whose labels agree with every pod's requirements); when the
+plan is done, each new node is launched as the cheapest option left, in the
+cheapest offering (zone, capacity type) its requirements allow. Unlike
+Karpenter, a pod joins a new node only if that costs no more than a node of
+its own would (the node may have to grow to a dearer type): packing never
+makes the plan dearer than one node per pod.
+
+NodePools are tried by weight, heaviest first. A NodePool's ``limits`` bound the
+capacity of its nodes: an option is dropped if, with what the NodePool already
+has and the largest option of each node the plan opened in it, it would
+exceed a limit::
+
+    plan = Provisioner(catalog).plan(pods, existing_nodes, nodepools, usage)
+    for claim in plan.claims: claim.launch  # -> (Option, Offering), the cheapest
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import Catalog, Offering, Option
+from .labels import INSTANCE_TYPE
+from .nodepool import NodePoolView
+from .requirements import Requirement, Requirements, tolerates
+from .resources import Resources, add, fits, parse_resources
+from .simulation import Fits, PodDemand, SimNode, resource_fit
+
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose"]
+
+Obj = dict[str, Any]
+
+MAX_INSTANCE_TYPES = 60  # Karpenter hands a NodeClaim at most this many, cheapest first
+
+
+@dataclass(slots=True)
+class NewClaim:
+    pool: NodePoolView
+    requirements: Requirements
+    options: list[Option]
+    pods: list[PodDemand] = field(default_factory=list)
+    requested: Resources = field(default_factory=dict)
+    reserve: Resources = field(default_factory=dict)  # the largest option: what limits hold back for it
+    rejected: set[object] = field(default_factory=set)
+
+    @property
+    def launch(self) -> tuple[Option, Offering]:
+        chosen = cheapest(self.options, self.requirements)
+        assert chosen is not None, "a claim always keeps an option that holds its pods"
+        return chosen
+
+    def claim_requirements(self) -> Requirements:
+        """The NodeClaim's ``spec.requirements``: the merged ones, with the instance
+        types left (cheapest first, at most MAX_INSTANCE_TYPES)."""
+        ranked = sorted(self.options, key=lambda o: _price(o, self.requirements))[:MAX_INSTANCE_TYPES]
+        names = frozenset(o.name for o in ranked)
+        return self.requirements.intersect(Requirements([Requirement(INSTANCE_TYPE, False, names)]))
+
+
+def _price(o: Option, reqs: Requirements) -> float:
+    offering = o.cheapest(reqs)
+    return offering.price if offering is not None else float("inf")
+
+
+def cheapest(options: Sequence[Option], reqs: Requirements) -> tuple[Option, Offering] | None:
+    best: tuple[Option, Offering] | None = None
+    for o in options:
+        if not o.requirements.intersects(reqs):
+            continue
+        offering = o.cheapest(reqs)
+        if offering is not None and (best is None or offering.price < best[1].price):
+            best = (o, offering)
+    return best
+
+
+def choose(catalog: Catalog, claim: Obj) -> tuple[Option, Offering] | None:
+    """What the cloud provider launches for ``claim``: the cheapest compatible
+    offering of a type that holds the claim's requests."""
+    spec = claim.get("spec") or {}
+    reqs = Requirements.parse(spec.get("requirements"))
+    requests = parse_resources((spec.get("resources") or {}).get("requests"))
+    return cheapest([o for o in catalog if fits(requests, o.allocatable)], reqs)
+
+
+@dataclass(slots=True)
+class Plan:
+    existing: dict[str, str] = field(default_factory=dict)   # pod key -> node (or in-flight claim) name
+    claims: list[NewClaim] = field(default_factory=list)
+    unschedulable: dict[str, str] = field(default_factory=dict)  # pod key -> why
+    usage: Mapping[str, Resources] = field(default_factory=dict)  # each NodePool's capacity before the plan
+    alone: dict[tuple[str, object], float] = field(default_factory=dict)  # (pool, pod signature) -> a node's price
+    # (pool, pod signature) -> the requirements and options of a node opened for such a pod (None: none can be)
+    opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
+
+
+def _size(p: PodDemand) -> tuple[int, ...]:
+    r = p.requests
+    devices = sum(v for k, v in r.items() if k.startswith("devices/") or k == "nvidia.com/gpu")
+    return (devices, r.get("cpu", 0), r.get("memory", 0))
+
+
+def _elementwise_max(many: Sequence[Mapping[str, int]], keys: Sequence[str]) -> Resources:
+    return {k: max((m.get(k, 0) for m in many), default=0) for k in keys}
+
+
+class Provisioner:
+    def __init__(self, catalog: Catalog, fits: Fits = resource_fit) -> None:
+        self.catalog = catalog
+        self.fits = fits
+
+    def plan(self, pods: Sequence[PodDemand], existing: Sequence[SimNode], pools: Sequence[NodePoolView],
+             usage: Mapping[str, Resources] | None = None) -> Plan:
+        """Place ``pods`` on ``existing`` nodes or on new ones from ``pools``;
+        ``usage`` is the capacity each NodePool's nodes already have (for limits).
+        ``existing`` nodes' ``requested`` grow with the pods placed on them."""
+        plan = Plan(usage=usage or {})
+        pools = sorted(pools, key=lambda p: (-p.weight, p.name))
+        for pod in sorted(pods, key=_size, reverse=True):
+            sig = pod.signature
+            if self._onto_existing(pod, sig, existing, plan):
+                continue
+            if self._onto_new(pod, sig, plan):
+                continue
+            claim = self._open(pod, pools, plan)
+            if claim is None:
+                plan.unschedulable[pod.key] = "no NodePool and instance type can hold the pod"
+                continue
+            plan.claims.append(claim)
+        return plan
+
+    def _onto_existing(self, pod: PodDemand, sig: object, existing: Sequence[SimNode], plan: Plan) -> bool:
+        for node in existing:
+            if sig in node.rejected:
+                continue
+            if self.fits(pod, node):
+                node.requested = add(node.requested, pod.requests)
+                node.pods.append(pod.obj)
+                plan.existing[pod.key] = node.name
+                return True
+            node.rejected.add(sig)
+        return False
+
+    def _narrow(self, pod: PodDemand, claim: NewClaim, reqs: Requirements, limit_room: Resources | None,
+                ) -> list[Option]:
+        keep: list[Option] = []
+        for o in claim.options:
+            merged = reqs.intersect(o.requirements)
+            if not o.requirements.intersects(reqs) or o.cheapest(merged) is None:
+                continue
+            if limit_room is not None and any(o.allocatable.get(k, 0) > v for k, v in limit_room.items()):
+                continue
+            hypothetical = SimNode(f"<{o.name}>", merged, list(claim.pool.taints), o.allocatable,
+                                   dict(claim.requested), nodepool=claim.pool.name)
+            if self.fits(pod, hypothetical):
+                keep.append(o)
+        return keep
+
+    def _onto_new(self, pod: PodDemand, sig: object, plan: Plan) -> bool:
+        for claim in plan.claims:
+            if sig in claim.rejected:
+                continue
+            if not all(tolerates(pod.tolerations, t) for t in claim.pool.taints
+                       if t.get("effect") in ("NoSchedule", "NoExecute")):
+                claim.rejected.add(sig)
+                continue
+            for term in pod.terms:
+                if not claim.requirements.intersects(term):
+                    continue
+                reqs = claim.requirements.intersect(term)
+                options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
+                if options and not self._worth_joining(pod, sig, claim, options, reqs, plan):
+                    break
+                if options:
+                    claim.requirements = reqs
+                    claim.options = options
+                    claim.pods.append(pod)
+                    claim.requested = add(claim.requested, pod.requests)
+                    claim.reserve = self._reserve(claim)
+                    plan.existing.pop(pod.key, None)
+                    return True
+            claim.rejected.add(sig)
+        return False
+
+    def _worth_joining(self, pod: PodDemand, sig: object, claim: NewClaim, options: list[Option],
+                       reqs: Requirements, plan: Plan) -> bool:
+        """Whether the node with the pod costs no more than the node without it plus
+        a node of its own: packing never makes the plan dearer."""
+        before = cheapest(claim.options, claim.requirements)
+        after = cheapest(options, reqs)
+        if before is None or after is None:
+            return True
+        alone = plan.alone.get((claim.pool.name, sig))
+        if alone is None:
+            fresh = self._open(pod, [claim.pool], plan)
+            alone = fresh.launch[1].price if fresh is not None else float("inf")
+            plan.alone[(claim.pool.name, sig)] = alone
+        return after[1].price <= before[1].price + alone + 1e-9
+
+    def _open(self, pod: PodDemand, pools: Sequence[NodePoolView], plan: Plan) -> NewClaim | None:
+        sig = pod.signature
+        for pool in pools:
+            if pool.limits is None and (pool.name, sig) in plan.opened:
+                # pods alike open alike nodes: narrow once (limits change the answer; without them, nothing does)
+                opened = plan.opened[(pool.name, sig)]
+                if opened is None:
+                    continue
+                reqs, options = opened
+                return NewClaim(pool, reqs, list(options), [pod], dict(pod.requests))
+            if not all(tolerates(pod.tolerations, t) for t in pool.taints
+                       if t.get("effect") in ("NoSchedule", "NoExecute")):
+                continue
+            for term in pod.terms:
+                if not pool.requirements.intersects(term):
+                    continue
+                reqs = pool.requirements.intersect(term)
+                claim = NewClaim(pool, reqs, list(self.catalog))
+                room = self._room(pool, plan, None)
+                options = self._narrow(pod, claim, reqs, room)
+                if options:
+                    claim.options = options
+                    claim.pods.append(pod)
+                    claim.requested = dict(pod.requests)
+                    claim.reserve = self._reserve(claim)
+                    plan.opened[(pool.name, sig)] = (reqs, options)
+                    return claim
+            plan.opened[(pool.name, sig)] = None
+        return None
+
+    def _reserve(self, claim: NewClaim) -> Resources:
+        if claim.pool.limits is None:
+            return {}
+        return _elementwise_max([o.allocatable for o in claim.options], list(claim.pool.limits))
+
+    def _room(self, pool: NodePoolView, plan: Plan, claim: NewClaim | None) -> Resources | None:
+        """What the NodePool's limits leave for one more node (or for ``claim``'s)."""
+        if pool.limits is None:
+            return None
+        used = add(plan.usage.get(pool.name, {}),
+                   *(c.reserve for c in plan.claims if c.pool.name == pool.name and c is not claim))
+        return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}

@@ -1,0 +1,207 @@
+"""Node selector requirements as sets of allowed values, and their intersection.
+
+A requirement on one label key is the set of values it allows: ``In`` a finite
+set, ``NotIn`` and ``Exists`` the complement of one, ``DoesNotExist`` the empty
+set, ``Gt``/``Lt`` bounds on an integer value. Karpenter narrows a NodeClaim
+this way: the NodePool's template requirements, intersected with each pod's
+node selector and required node affinity, intersected with what an instance
+type and its offerings (zone, capacity type) can be::
+
+    >>> pool = Requirements.parse([{"key": "zone", "operator": "In", "values": ["a", "b"]}])
+    >>> pod = Requirements.parse([{"key": "zone", "operator": "NotIn", "values": ["a"]}])
+    >>> pool.compatible(pod), sorted(pool.intersect(pod)["zone"].values)
+    (True, ['b'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Requirement", "Requirements", "pod_requirement_terms", "tolerates"]
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    # complement: the allowed values are everything except ``values`` (NotIn, Exists, Gt, Lt)
+    complement: bool
+    values: frozenset[str]
+    gt: int | None = None
+    lt: int | None = None
+    # whether a node without the label satisfies it (NotIn, DoesNotExist)
+    allows_absent: bool = False
+
+    @classmethod
+    def parse(cls, key: str, operator: str, values: Iterable[str] = ()) -> Requirement:
+        vals = frozenset(str(v) for v in values)
+        if operator == "In":
+            return cls(key, False, vals)
+        if operator == "NotIn":
+            return cls(key, True, vals, allows_absent=True)
+        if operator == "Exists":
+            return cls(key, True, frozenset())
+        if operator == "DoesNotExist":
+            return cls(key, False, frozenset(), allows_absent=True)
+        if operator in ("Gt", "Lt"):
+            if len(vals) != 1:
+                raise ValueError(f"{operator} on {key} needs exactly one integer value")
+            (n,) = vals
+            bound = int(n)
+            return cls(key, True, frozenset(), gt=bound if operator == "Gt" else None,
+                       lt=bound if operator == "Lt" else None)
+        raise ValueError(f"unknown operator {operator!r} on {key} (one of {', '.join(OPERATORS)})")
+
+    def _in_bounds(self, value: str) -> bool:
+        if self.gt is None and self.lt is None:
+            return True
+        try:
+            n = int(value)
+        except ValueError:
+            return False
+        return (self.gt is None or n > self.gt) and (self.lt is None or n < self.lt)
+
+    def allows(self, value: str) -> bool:
+        if self.complement:
+            return value not in self.values and self._in_bounds(value)
+        return value in self.values and self._in_bounds(value)
+
+    def intersect(self, other: Requirement) -> Requirement:
+        gt = max((b for b in (self.gt, other.gt) if b is not None), default=None)
+        lt = min((b for b in (self.lt, other.lt) if b is not None), default=None)
+        absent = self.allows_absent and other.allows_absent
+        if self.complement and other.complement:
+            return Requirement(self.key, True, self.values | other.values, gt, lt, absent)
+        if self.complement:
+            finite = other.values - self.values
+        elif other.complement:
+            finite = self.values - other.values
+        else:
+            finite = self.values & other.values
+        r = Requirement(self.key, False, frozenset(), gt, lt, absent)
+        return Requirement(self.key, False, frozenset(v for v in finite if r._in_bounds(v)), gt, lt, absent)
+
+    def any(self) -> bool:
+        """Whether some value satisfies it."""
+        if not self.complement:
+            return bool(self.values)
+        return self.gt is None or self.lt is None or self.lt - self.gt > 1
+
+    def single(self) -> str | None:
+        """The one value it allows, if exactly one."""
+        if not self.complement and len(self.values) == 1:
+            return next(iter(self.values))
+        return None
+
+    def to_api(self) -> dict[str, Any]:
+        if self.gt is not None:
+            return {"key": self.key, "operator": "Gt", "values": [str(self.gt)]}
+        if self.lt is not None:
+            return {"key": self.key, "operator": "Lt", "values": [str(self.lt)]}
+        if self.complement:
+            if self.values:
+                return {"key": self.key, "operator": "NotIn", "values": sorted(self.values)}
+            return {"key": self.key, "operator": "Exists"}
+        if not self.values:
+            return {"key": self.key, "operator": "DoesNotExist"}
+        return {"key": self.key, "operator": "In", "values": sorted(self.values)}
+
+
+class Requirements(Mapping[str, Requirement]):
+    """Requirements by key (at most one per key: several on a key are intersected)."""
+
+    __slots__ = ("_by_key",)
+
+    def __init__(self, items: Iterable[Requirement] = ()) -> None:
+        self._by_key: dict[str, Requirement] = {}
+        for r in items:
+            old = self._by_key.get(r.key)
+            self._by_key[r.key] = r if old is None else old.intersect(r)
+
+    @classmethod
+    def parse(cls, exprs: Iterable[Mapping[str, Any]] | None) -> Requirements:
+        return cls(Requirement.parse(e["key"], e.get("operator", "In"), e.get("values") or ()) for e in exprs or ())
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str] | None) -> Requirements:
+        return cls(Requirement(k, False, frozenset((v,))) for k, v in (labels or {}).items())
+
+    def __getitem__(self, key: str) -> Requirement:
+        return self._by_key[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_key)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __repr__(self) -> str:
+        return f"Requirements({[r.to_api() for r in self._by_key.values()]})"
+
+    def intersect(self, other: Requirements) -> Requirements:
+        return Requirements([*self._by_key.values(), *other._by_key.values()])
+
+    def compatible(self, other: Requirements) -> bool:
+        """Whether a node can satisfy both: every key both constrain has a common
+        value, and a key only ``other`` constrains is one a node may lack."""
+        for key, theirs in other._by_key.items():
+            mine = self._by_key.get(key)
+            if mine is None:
+                if not theirs.allows_absent and theirs.any():
+                    return False
+            elif not mine.intersect(theirs).any() and not (mine.allows_absent and theirs.allows_absent):
+                return False
+        return True
+
+    def intersects(self, other: Requirements) -> bool:
+        """Whether every key both constrain has a common value (a key only one
+        side constrains is no conflict: e.g. a NodePool's label and an instance
+        type's zones)."""
+        for key, theirs in other._by_key.items():
+            mine = self._by_key.get(key)
+            if mine is not None and not mine.intersect(theirs).any() and not (
+                    mine.allows_absent and theirs.allows_absent):
+                return False
+        return True
+
+    def labels(self) -> dict[str, str]:
+        """The labels these requirements pin to one value."""
+        out: dict[str, str] = {}
+        for key, r in self._by_key.items():
+            v = r.single()
+            if v is not None:
+                out[key] = v
+        return out
+
+    def to_api(self) -> list[dict[str, Any]]:
+        return [r.to_api() for r in self._by_key.values()]
+
+
+def pod_requirement_terms(pod: Mapping[str, Any]) -> list[Requirements]:
+    """The alternatives (ORed node selector terms) a node must satisfy one of for
+    the pod: ``nodeSelector`` ANDed with each term of the required node affinity."""
+    spec = pod.get("spec") or {}
+    base = Requirements.from_labels(spec.get("nodeSelector"))
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return [base]
+    return [base.intersect(Requirements.parse(t.get("matchExpressions"))) for t in terms]
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
+    """Whether one of the tolerations tolerates the taint (as the scheduler's TaintToleration)."""
+    for t in tolerations or ():
+        effect = t.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = t.get("key") or ""
+        if key and key != taint.get("key"):
+            continue
+        if t.get("operator") == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False

@@ -1,0 +1,161 @@
+"""The nodes and pods a scheduling simulation works on, and the question it asks
+of each pair: does this pod fit on this (possibly hypothetical) node?
+
+``Fits`` is that question. ``resource_fit`` answers it with what Karpenter's
+simulation checks itself: taints tolerated, node labels compatible with the
+pod's node selector and required node affinity, requests (DRA devices counted
+per driver) within allocatable. The scheduler's filter plugins answer it for
+real nodes; to use them, pass another ``Fits`` (one line where the controller
+builds its ``Provisioner``).
+
+A pod's demand is computed once (``PodDemand``): its requests, its node
+requirement terms, its tolerations, and the DRA devices its ResourceClaims ask
+for, as ``devices/<driver>`` counts (``catalog.device_resource``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .labels import device_resource
+from .requirements import Requirements, pod_requirement_terms, tolerates
+from .resources import Resources, add, fits, parse_quantity, pod_requests
+
+__all__ = ["DeviceClasses", "Fits", "PodDemand", "SimNode", "demand", "resource_fit"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class SimNode:
+    """A node in the simulation: a real Node, a NodeClaim not yet registered, or a
+    hypothetical one of an instance type. ``requested`` grows as pods are placed."""
+
+    name: str
+    labels: Requirements
+    taints: list[Obj]
+    allocatable: Resources
+    requested: Resources = field(default_factory=dict)
+    node: Obj | None = None          # the Node, if there is one
+    pods: list[Obj] = field(default_factory=list)
+    slices: list[Obj] = field(default_factory=list)  # its ResourceSlices (published or to publish)
+    nodepool: str | None = None
+    claim: str | None = None
+    # signatures of pods that did not fit: a node only fills up, so they never will
+    rejected: set[Any] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDemand:
+    obj: Obj
+    key: str                       # namespace/name
+    requests: Resources            # with devices/<driver> for DRA claims
+    terms: tuple[Requirements, ...]
+    tolerations: tuple[Obj, ...]
+
+    @property
+    def signature(self) -> str:
+        """Pods with the same signature fit the same nodes. A string: its hash is
+        computed once, and the simulation looks it up in many sets."""
+        return repr((sorted(self.requests.items()), self.terms, self.tolerations,
+                     (self.obj.get("spec") or {}).get("affinity"),
+                     (self.obj.get("spec") or {}).get("topologySpreadConstraints")))
+
+
+class Fits(Protocol):
+    def __call__(self, pod: PodDemand, node: SimNode) -> bool: ...
+
+
+def resource_fit(pod: PodDemand, node: SimNode) -> bool:
+    for taint in node.taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
+            return False
+    if not any(node.labels.compatible(term) for term in pod.terms):
+        return False
+    return fits(add(node.requested, pod.requests), node.allocatable)
+
+
+class DeviceClasses:
+    """Which driver a DeviceClass selects, read from its CEL selectors in the
+    usual form ``device.driver == "gpu.nvidia.com"`` (the selectors are not
+    evaluated here: that is the scheduler's DRA plugin's work)."""
+
+    _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+
+    def __init__(self, classes: Mapping[str, Obj] | None = None) -> None:
+        self.drivers: dict[str, str] = {}
+        for obj in (classes or {}).values():
+            self.add(obj)
+
+    def add(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        for sel in (obj.get("spec") or {}).get("selectors") or ():
+            m = self._DRIVER.search(((sel.get("cel") or {}).get("expression")) or "")
+            if m:
+                self.drivers[name] = m.group(1)
+                return
+        self.drivers.setdefault(name, name)
+
+    def driver(self, class_name: str) -> str:
+        return self.drivers.get(class_name, class_name)
+
+
+def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> Resources:
+    out: Resources = {}
+    for req in ((spec.get("devices") or {}).get("requests")) or ():
+        exactly = req.get("exactly") or req  # v1 nests the request under "exactly"; v1beta1 did not
+        cls = exactly.get("deviceClassName")
+        if not cls:
+            # firstAvailable: count the first alternative (the cheapest to satisfy is the scheduler's choice)
+            subs = req.get("firstAvailable") or []
+            if not subs:
+                continue
+            exactly = subs[0]
+            cls = exactly.get("deviceClassName", "")
+        count = 1 if exactly.get("allocationMode", "ExactCount") == "All" else int(exactly.get("count", 1))
+        key = device_resource(classes.driver(cls))
+        out[key] = out.get(key, 0) + count * 1000
+    return out
+
+
+def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], classes: DeviceClasses) -> PodDemand:
+    """The pod's demand; ``claims`` and ``templates`` by namespace/name."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace", "")
+    spec = pod.get("spec") or {}
+    requests = pod_requests(pod)
+    statuses = {s.get("name"): s.get("resourceClaimName")
+                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    for rc in spec.get("resourceClaims") or ():
+        name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
+        claim_spec: Mapping[str, Any] | None = None
+        if name and f"{ns}/{name}" in claims:
+            claim = claims[f"{ns}/{name}"]
+            if (claim.get("status") or {}).get("allocation"):
+                continue  # allocated on some node already: no new device needed
+            claim_spec = claim.get("spec")
+        elif rc.get("resourceClaimTemplateName"):
+            template = templates.get(f"{ns}/{rc['resourceClaimTemplateName']}")
+            if template is not None:
+                claim_spec = ((template.get("spec") or {}).get("spec"))
+        if claim_spec:
+            requests = add(requests, _claim_devices(claim_spec, classes))
+    return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
+                     tuple(spec.get("tolerations") or ()))
+
+
+def node_devices(slices: Sequence[Obj]) -> Resources:
+    """The DRA devices ResourceSlices publish, counted per driver."""
+    out: Resources = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        key = device_resource(spec.get("driver", ""))
+        out[key] = out.get(key, 0) + 1000 * len(spec.get("devices") or ())
+    return out
+
+
+def gpu_count(value: Any) -> int:
+    return parse_quantity(value) // 1000

@@ -1,0 +1,296 @@
+"""The cluster as the autoscaler sees it, kept by its informers' handlers.
+
+Indexes that every batch and every disruption pass would otherwise rebuild:
+the pods bound to each node, the pods waiting for capacity
+(``provisionable``), the NodeClaim of each node, and when each node last saw a
+pod come or go (Karpenter's ``lastPodEventTime``, what ``consolidateAfter``
+counts from). Handlers are synchronous and cheap (they run on the informers'
+tasks); ``on_provisionable`` lets the batcher hear of a new pending pod.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .catalog import Catalog
+from .labels import DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL
+from .provisioner import choose
+from .requirements import Requirements
+from .resources import Resources, add, parse_resources
+from .simulation import DeviceClasses, PodDemand, SimNode, demand, node_devices
+
+__all__ = ["ClusterState", "Simulated", "is_provisionable", "is_reschedulable", "key"]
+
+Obj = dict[str, Any]
+
+
+def key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+def _terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _owned_by_daemonset(pod: Obj) -> bool:
+    return any(o.get("kind") == "DaemonSet" and o.get("controller")
+               for o in (pod.get("metadata") or {}).get("ownerReferences") or ())
+
+
+def is_provisionable(pod: Obj) -> bool:
+    """Karpenter's test: not bound, not nominated for preemption, not going away,
+    and marked unschedulable by the scheduler (PodScheduled False, reason Unschedulable)."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName") or status.get("nominatedNodeName") or _terminal(pod):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp") or _owned_by_daemonset(pod):
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in status.get("conditions") or ())
+
+
+def is_reschedulable(pod: Obj) -> bool:
+    """A pod that must find a place elsewhere if its node goes: not terminal, not
+    terminating, not a DaemonSet's (it goes with the node)."""
+    return not (_terminal(pod) or (pod.get("metadata") or {}).get("deletionTimestamp") or _owned_by_daemonset(pod))
+
+
+class ClusterState:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.pods: dict[str, Obj] = {}
+        self.nodes: dict[str, Obj] = {}
+        self.nodepools: dict[str, Obj] = {}
+        self.nodeclaims: dict[str, Obj] = {}
+        self.slices: dict[str, Obj] = {}
+        self.claims: dict[str, Obj] = {}       # resource claims, namespace/name
+        self.templates: dict[str, Obj] = {}    # resource claim templates, namespace/name
+        self.device_classes = DeviceClasses()
+        self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it
+        self.provisionable: set[str] = set()
+        self.last_pod_event: dict[str, float] = {}  # node name -> clock()
+        self.claim_of: dict[str, str] = {}          # node name -> its NodeClaim's name
+        self.slices_on: dict[str, set[str]] = {}    # node name -> its ResourceSlices
+        # node (or NodeClaim) name -> (when, pods) the provisioner meant for it: not disrupted meanwhile
+        self.nominations: dict[str, tuple[float, set[str]]] = {}
+        self.generation = 0  # grows with every change of a pod, node or NodeClaim
+        self.on_provisionable: Callable[[], None] = lambda: None
+        self.on_pod_change: Callable[[Obj | None, Obj | None], None] = lambda old, new: None
+        self.on_nodeclaim_change: Callable[[Obj | None, Obj | None], None] = lambda old, new: None
+
+    # -- pods -----------------------------------------------------------------------------------
+    def pod_added(self, pod: Obj) -> None:
+        self._pod(None, pod)
+
+    def pod_updated(self, old: Obj, new: Obj) -> None:
+        self._pod(old, new)
+
+    def pod_deleted(self, pod: Obj) -> None:
+        self._pod(pod, None)
+
+    def _pod(self, old: Obj | None, new: Obj | None) -> None:
+        self.generation += 1
+        k = key(new if new is not None else old or {})
+        old_node = (old.get("spec") or {}).get("nodeName") if old else None
+        new_node = (new.get("spec") or {}).get("nodeName") if new else None
+        old_here = old is not None and old_node and is_reschedulable(old)
+        new_here = new is not None and new_node and is_reschedulable(new)
+        if old_here and (old_node != new_node or not new_here):
+            self.pods_on.get(old_node or "", set()).discard(k)
+            self.last_pod_event[old_node or ""] = self.clock()
+        if new_here and (old_node != new_node or not old_here):
+            self.pods_on.setdefault(new_node or "", set()).add(k)
+            self.last_pod_event[new_node or ""] = self.clock()
+        if new is None:
+            self.pods.pop(k, None)
+            self.provisionable.discard(k)
+        else:
+            self.pods[k] = new
+            if is_provisionable(new):
+                if k not in self.provisionable:
+                    self.provisionable.add(k)
+                    self.on_provisionable()
+            else:
+                self.provisionable.discard(k)
+        self.on_pod_change(old, new)
+
+    def pods_of(self, node: str) -> Iterator[Obj]:
+        for k in self.pods_on.get(node, ()):
+            pod = self.pods.get(k)
+            if pod is not None:
+                yield pod
+
+    # -- nodes, NodePools, NodeClaims ---------------------------------------------------------------
+    def node_added(self, node: Obj) -> None:
+        self.generation += 1
+        name = key(node)
+        self.nodes[name] = node
+        self.last_pod_event.setdefault(name, self.clock())
+
+    def node_updated(self, old: Obj, new: Obj) -> None:
+        if (old.get("spec"), (old.get("metadata") or {}).get("labels")) != (
+                new.get("spec"), (new.get("metadata") or {}).get("labels")):
+            self.generation += 1
+        self.nodes[key(new)] = new
+
+    def node_deleted(self, node: Obj) -> None:
+        self.generation += 1
+        name = key(node)
+        self.nodes.pop(name, None)
+        self.last_pod_event.pop(name, None)
+
+    def nodeclaim_set(self, old: Obj | None, new: Obj) -> None:
+        self.generation += 1
+        self.nodeclaims[key(new)] = new
+        node = (new.get("status") or {}).get("nodeName")
+        if node:
+            self.claim_of[node] = key(new)
+        self.on_nodeclaim_change(old, new)
+
+    def nodeclaim_deleted(self, claim: Obj) -> None:
+        self.generation += 1
+        self.nodeclaims.pop(key(claim), None)
+        self.nominations.pop(key(claim), None)
+        node = (claim.get("status") or {}).get("nodeName")
+        if node and self.claim_of.get(node) == key(claim):
+            del self.claim_of[node]
+        self.on_nodeclaim_change(claim, None)
+
+    def claims_of_pool(self, pool: str) -> list[Obj]:
+        return [c for c in self.nodeclaims.values() if ((c.get("metadata") or {}).get("labels") or {}).get(NODEPOOL)
+                == pool]
+
+    NOMINATION_SECONDS = 20.0  # Karpenter's nomination window
+
+    def nominate(self, node: str, pods: Iterable[str]) -> None:
+        self.nominations[node] = (self.clock(), set(pods))
+
+    def nominated(self, node: str) -> bool:
+        """Whether pods the provisioner meant for ``node`` are still waiting (for a while)."""
+        entry = self.nominations.get(node)
+        if entry is None:
+            return False
+        when, pods = entry
+        if self.clock() - when > self.NOMINATION_SECONDS or not (pods & self.provisionable):
+            del self.nominations[node]
+            return False
+        return True
+
+    def nodeclaim_of_node(self, node: str) -> Obj | None:
+        name = self.claim_of.get(node)
+        return self.nodeclaims.get(name) if name is not None else None
+
+    def slices_of(self, node: str) -> list[Obj]:
+        return [self.slices[k] for k in self.slices_on.get(node, ()) if k in self.slices]
+
+    def slice_set(self, obj: Obj) -> None:
+        k = key(obj)
+        old = self.slices.get(k)
+        if old is not None:
+            self.slices_on.get((old.get("spec") or {}).get("nodeName") or "", set()).discard(k)
+        self.slices[k] = obj
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node:
+            self.slices_on.setdefault(node, set()).add(k)
+
+    def slice_deleted(self, obj: Obj) -> None:
+        k = key(obj)
+        self.slices.pop(k, None)
+        self.slices_on.get((obj.get("spec") or {}).get("nodeName") or "", set()).discard(k)
+
+
+class Simulated:
+    """Builds the simulation's view of the cluster from a ``ClusterState``:
+    pods' demands (cached by resourceVersion) and the nodes pods can go to."""
+
+    def __init__(self, state: ClusterState, catalog: Catalog) -> None:
+        self.state = state
+        self.catalog = catalog
+        self._demands: dict[str, tuple[str, PodDemand]] = {}
+        self._capacities: dict[str, tuple[str, Resources]] = {}
+
+    def demand(self, pod: Obj) -> PodDemand:
+        k = key(pod)
+        rv = (pod.get("metadata") or {}).get("resourceVersion", "")
+        cached = self._demands.get(k)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
+        d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes)
+        self._demands[k] = (rv, d)
+        return d
+
+    def forget(self, pod_key: str) -> None:
+        self._demands.pop(pod_key, None)
+
+    def claim_capacity(self, claim: Obj) -> Resources:
+        """A NodeClaim's capacity: its status once launched, else what it will launch."""
+        k = key(claim)
+        rv = (claim.get("metadata") or {}).get("resourceVersion", "")
+        cached = self._capacities.get(k)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
+        capacity = parse_resources((claim.get("status") or {}).get("capacity"))
+        if capacity:
+            capacity["nodes"] = 1000
+        else:
+            chosen = choose(self.catalog, claim)
+            capacity = dict(chosen[0].allocatable) if chosen is not None else {"nodes": 1000}
+        if len(self._capacities) > 4 * len(self.state.nodeclaims) + 100:
+            self._capacities.clear()
+        self._capacities[k] = (rv, capacity)
+        return capacity
+
+    def usage(self, pool: str) -> Resources:
+        """The capacity of a NodePool's NodeClaims (what its limits bound)."""
+        return add(*(self.claim_capacity(c) for c in self.state.claims_of_pool(pool)))
+
+    def nodes(self, exclude: Iterable[str] = ()) -> list[SimNode]:
+        """Every node a pod could be placed on: real nodes that take pods (not
+        deleting, not cordoned, not tainted for disruption), and NodeClaims still
+        launching (what their instance type will have)."""
+        skip = set(exclude)
+        st = self.state
+        out: list[SimNode] = []
+        for name, node in st.nodes.items():
+            if name in skip or _closed(node):
+                continue
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            allocatable = add(parse_resources((node.get("status") or {}).get("allocatable")),
+                              node_devices(st.slices_of(name)))
+            pods = list(st.pods_of(name))
+            requested = add(*(self.demand(p).requests for p in pods))
+            claim = st.nodeclaim_of_node(name)
+            out.append(SimNode(name, Requirements.from_labels(labels), list((node.get("spec") or {}).get("taints")
+                                                                            or ()),
+                               allocatable, requested, node=node, pods=pods, slices=st.slices_of(name),
+                               nodepool=labels.get(NODEPOOL), claim=key(claim) if claim else None))
+        for name, claim in st.nodeclaims.items():
+            meta = claim.get("metadata") or {}
+            status = claim.get("status") or {}
+            if name in skip or meta.get("deletionTimestamp") or (status.get("nodeName") in st.nodes):
+                continue
+            if any(c.get("type") == "Launched" and c.get("status") == "False" for c in status.get("conditions") or ()):
+                continue
+            option = self.catalog.get((meta.get("labels") or {}).get(INSTANCE_TYPE, ""))
+            if option is None:
+                chosen = choose(self.catalog, claim)
+                if chosen is None:
+                    continue
+                option = chosen[0]
+            labels = Requirements.parse((claim.get("spec") or {}).get("requirements")).intersect(
+                Requirements.from_labels(meta.get("labels")))
+            out.append(SimNode(name, labels, list((claim.get("spec") or {}).get("taints") or ()),
+                               dict(option.allocatable), {}, nodepool=(meta.get("labels") or {}).get(NODEPOOL),
+                               claim=name))
+        return out
+
+
+def _closed(node: Obj) -> bool:
+    if (node.get("metadata") or {}).get("deletionTimestamp") or (node.get("spec") or {}).get("unschedulable"):
+        return True
+    return any(t.get("key") == DISRUPTED_TAINT["key"] for t in (node.get("spec") or {}).get("taints") or ())

@@ -1,0 +1,254 @@
+"""The autoscaler against the API server, in process, with the server's scheduler
+(which marks pods unschedulable and binds them) and the node simulator (which
+runs them): CRDs, scale from zero with DRA devices, limits, consolidation
+within budgets, replacement, drift."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from controlplane.api.app import create_app
+from controlplane.autoscaler.controller import Autoscaler
+from controlplane.autoscaler.nodepool import HASH_ANNOTATION
+from controlplane.client import ApiError, Client, Informer
+from controlplane.config import Config
+from controlplane.nodes.config import SimConfig
+from controlplane.nodes.simulator import NodeSimulator
+from tests.autoscaler.helpers import (
+    CLAIMS,
+    FAST,
+    FAST_TYPES,
+    NODES,
+    PODS,
+    POOLS,
+    SLICES,
+    conditions,
+    create_dra_objects,
+    nodepool,
+    pending_pods,
+    pod,
+    wait_for,
+)
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[Client]:
+    async with Client.in_process(app.state.front) as c:
+        yield c
+
+
+@pytest.fixture
+async def scaler(client: Client) -> AsyncIterator[Autoscaler]:
+    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
+                   drain_timeout=5.0)
+    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+    tasks = [asyncio.create_task(a.run()), asyncio.create_task(sim.run())]
+    await asyncio.wait_for(a.synced.wait(), 10)
+    yield a
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def items(client: Client, path: str) -> list[dict[str, Any]]:
+    return list((await client.list(path))["items"])
+
+
+async def test_crds_are_installed_with_karpenter_defaults(client: Client, scaler: Autoscaler) -> None:
+    created = await client.create(POOLS, nodepool("default", consolidate_after="30s"))
+    d = created["spec"]["disruption"]
+    assert d["budgets"] == [{"nodes": "10%"}] and d["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
+    assert created["spec"]["template"]["spec"]["expireAfter"] == "720h"
+    bad = nodepool("bad")
+    bad["spec"]["disruption"]["consolidationPolicy"] = "Sometimes"
+    with pytest.raises(ApiError) as e:
+        await client.create(POOLS, bad)
+    assert e.value.code == 422
+    # the NodePool gets its hash and a status
+    pool = await wait_for(lambda: _pool_with_status(client, "default"))
+    assert pool["metadata"]["annotations"][HASH_ANNOTATION] and pool["status"]["nodes"] == 0
+
+
+async def _pool_with_status(client: Client, name: str) -> dict[str, Any] | None:
+    p = await client.get(f"{POOLS}/{name}")
+    return p if (p.get("status") or {}).get("conditions") and HASH_ANNOTATION in p["metadata"].get(
+        "annotations", {}) else None
+
+
+async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscaler) -> None:
+    await create_dra_objects(client)
+    eight = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gpu-8x"]}]
+    await client.create(POOLS, nodepool("gpu", consolidate_after="Never", requirements=eight))
+    await pending_pods(client, [pod(f"g{i}", "1", dra=True) for i in range(20)])
+
+    async def ready_claims() -> list[dict[str, Any]] | None:
+        claims = await items(client, CLAIMS)
+        ok = claims and all(conditions(c).get("Initialized") == "True" for c in claims)
+        return claims if ok else None
+
+    claims = await wait_for(ready_claims)
+    # 20 one-GPU pods on 8-GPU nodes (the NodePool allows no other type): 8 + 8 + 4
+    assert len(claims) == 3
+    for c in claims:
+        labels = c["metadata"]["labels"]
+        assert labels["karpenter.sh/nodepool"] == "gpu"
+        assert labels["node.kubernetes.io/instance-type"] == "gpu-8x"
+        assert labels["karpenter.sh/capacity-type"] == "on-demand" and labels["topology.kubernetes.io/zone"]
+        assert {k: v for k, v in conditions(c).items() if k != "Drifted"} == {
+            "Launched": "True", "Registered": "True", "Initialized": "True", "Ready": "True"}
+        assert c["status"]["nodeName"] == c["metadata"]["name"] and c["status"]["providerID"]
+        assert c["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    nodes = await items(client, NODES)
+    assert sorted(n["metadata"]["name"] for n in nodes) == sorted(c["metadata"]["name"] for c in claims)
+    for n in nodes:
+        assert n["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+        assert n["metadata"]["labels"]["karpenter.sh/nodepool"] == "gpu"
+        assert n["metadata"]["ownerReferences"][0]["kind"] == "NodeClaim"
+    async def three_slices() -> list[dict[str, Any]] | None:
+        slices = await items(client, SLICES)
+        return slices if len(slices) == 3 else None
+
+    slices = await wait_for(three_slices, timeout=5)
+    assert all(len(s["spec"]["devices"]) == 8 and s["spec"]["driver"] == "gpu.nvidia.com" for s in slices)
+    # the scheduler binds the pods there (it ignores DRA devices until its DRA plugin lands: the devices
+    # are counted by the autoscaler alone); nothing more is launched
+    async def bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await items(client, PODS))
+
+    await wait_for(bound, timeout=15)
+    await asyncio.sleep(0.5)
+    assert len(await items(client, CLAIMS)) == 3
+
+
+async def test_limits_hold_back_capacity(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("small", limits={"nvidia.com/gpu": "8"}, consolidate_after="Never"))
+    await pending_pods(client, [pod(f"g{i}", "1", gpus=1) for i in range(12)])
+    await wait_for(lambda: items(client, NODES))
+    await asyncio.sleep(0.5)  # another batch would have had time to run
+    await scaler.provision()
+    claims = await items(client, CLAIMS)
+    gpus = sum(int(c["status"]["capacity"]["nvidia.com/gpu"]) for c in claims)
+    assert gpus <= 8 and len(claims) >= 1
+    assert scaler.last_plan is not None and len(scaler.last_plan.unschedulable) == 4
+
+
+async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "1"}]))
+    # 20 cpu each: no two fit one node, so three nodes
+    await pending_pods(client, [pod(f"p{i}", "20") for i in range(3)])
+    await wait_for(lambda: _running(client, 3), timeout=15)
+    await asyncio.sleep(1.5)  # occupied nodes are not consolidated
+    assert len(await items(client, CLAIMS)) == 3
+    # every NodeClaim event, in order: how many are being deleted at once, exactly as the API saw it
+    deleting: set[str] = set()
+    most = [0]
+
+    def saw(claim: dict[str, Any]) -> None:
+        if claim["metadata"].get("deletionTimestamp"):
+            deleting.add(claim["metadata"]["name"])
+            most[0] = max(most[0], len(deleting))
+
+    watch = Informer(client, CLAIMS, on_add=saw, on_update=lambda o, n: saw(n),
+                     on_delete=lambda c: deleting.discard(c["metadata"]["name"]))
+    task = asyncio.create_task(watch.run())
+    await watch.synced.wait()
+    for i in range(3):
+        await client.delete(f"{PODS}/p{i}", gracePeriodSeconds=0)
+
+    async def all_gone() -> bool:
+        return not await items(client, CLAIMS) and not await items(client, NODES)
+
+    await wait_for(all_gone, timeout=15)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert most[0] == 1  # the budget: one node at a time
+
+
+async def _running(client: Client, n: int) -> bool:
+    pods = await items(client, PODS)
+    return sum(1 for p in pods if p["status"].get("phase") == "Running") >= n
+
+
+async def _n_nodes(client: Client, n: int) -> list[dict[str, Any]] | None:
+    nodes = await items(client, NODES)
+    return nodes if len(nodes) >= n else None
+
+
+async def test_underutilized_node_is_drained_onto_the_other(client: Client, scaler: Autoscaler) -> None:
+    large = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["cpu-large"]}]
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "100%"}],
+                                        requirements=large))
+    await pending_pods(client, [pod("big", "20"), pod("big2", "20")])
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    names = sorted(n["metadata"]["name"] for n in await items(client, NODES))
+    # a small pod on each, then the big ones go: each node holds 1 cpu of 32; one node takes both
+    await client.create(PODS, pod("s0", "1", node=names[0]))
+    await client.create(PODS, pod("s1", "1", node=names[1]))
+    await wait_for(lambda: _running(client, 4), timeout=15)
+    for name in ("big", "big2"):
+        await client.delete(f"/api/v1/namespaces/default/pods/{name}", gracePeriodSeconds=0)
+
+    async def one_left() -> bool:
+        claims = await items(client, CLAIMS)
+        return len(claims) == 1 and len(await items(client, NODES)) == 1
+
+    await wait_for(one_left, timeout=15)
+    # the drained node's pod was evicted through the API (and, a bare pod, is gone: no controller recreates it)
+    pods = {p["metadata"]["name"] for p in await items(client, PODS) if not p["metadata"].get("deletionTimestamp")}
+    assert len(pods & {"s0", "s1"}) == 1
+
+
+async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("a", "20")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    old = (await items(client, NODES))[0]["metadata"]["name"]
+    claim = await client.get(f"{CLAIMS}/{old}")
+    old_hash = claim["metadata"]["annotations"][HASH_ANNOTATION]
+    # change the template: a new taint the pod tolerates
+    await client.patch(f"{POOLS}/cpu", {"spec": {"template": {"spec": {"taints": [
+        {"key": "team", "value": "ml", "effect": "PreferNoSchedule"}]}}}})
+
+    async def replaced() -> list[dict[str, Any]] | None:
+        claims = await items(client, CLAIMS)
+        names = [c["metadata"]["name"] for c in claims]
+        return claims if old not in names and len(claims) == 1 else None
+
+    claims = await wait_for(replaced, timeout=15)
+    new = claims[0]
+    assert new["metadata"]["annotations"][HASH_ANNOTATION] != old_hash
+    assert new["spec"]["taints"] == [{"key": "team", "value": "ml", "effect": "PreferNoSchedule"}]
+    assert [n["metadata"]["name"] for n in await items(client, NODES)] == [new["metadata"]["name"]]
+
+
+async def test_underutilized_node_is_replaced_by_a_cheaper_one(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s"))
+    await pending_pods(client, [pod("big", "20")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    nodes = await items(client, NODES)
+    old = nodes[0]["metadata"]["name"]
+    assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-large"
+    await client.create(PODS, pod("small", "1", node=old))
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    await client.delete(f"{PODS}/big", gracePeriodSeconds=0)
+
+    async def replaced() -> list[dict[str, Any]] | None:
+        nodes = await items(client, NODES)
+        return nodes if [n["metadata"]["name"] for n in nodes] != [old] and len(nodes) == 1 else None
+
+    nodes = await wait_for(replaced, timeout=15)
+    assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-small"

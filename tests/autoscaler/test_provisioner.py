@@ -1,0 +1,193 @@
+"""The provisioning simulation: cheapest fit, packing, limits, DRA devices, requirements. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.autoscaler.catalog import Catalog
+from controlplane.autoscaler.nodepool import NodePoolView
+from controlplane.autoscaler.provisioner import Provisioner, choose
+from controlplane.autoscaler.requirements import Requirements
+from controlplane.autoscaler.simulation import DeviceClasses, SimNode, demand
+from controlplane.nodes.instancetypes import GpuDevice, InstanceType
+
+CATALOG = Catalog.of([
+    InstanceType("small", cpu="2", memory="8Gi", pods=20, price=0.1),
+    InstanceType("medium", cpu="8", memory="32Gi", pods=50, price=0.4),
+    InstanceType("large", cpu="32", memory="128Gi", pods=110, price=1.6),
+    InstanceType("gpu-1", cpu="8", memory="32Gi", price=1.0, extended_resources={"nvidia.com/gpu": "1"},
+                 gpus=(GpuDevice("L4", "24Gi", 1),)),
+    InstanceType("gpu-8", cpu="96", memory="768Gi", price=10.0, extended_resources={"nvidia.com/gpu": "8"},
+                 gpus=(GpuDevice("A100", "80Gi", 8),)),
+])
+CLASSES = DeviceClasses({"gpu": {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [
+    {"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]}}})
+TEMPLATES = {"default/one-gpu": {"metadata": {"name": "one-gpu", "namespace": "default"}, "spec": {"spec": {
+    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}}}
+
+
+def pool(name: str = "default", **spec: Any) -> NodePoolView:
+    template_spec = {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                     "requirements": spec.pop("requirements", []), **spec.pop("template", {})}
+    return NodePoolView.parse({"metadata": {"name": name, "uid": "u"},
+                               "spec": {"template": {"spec": template_spec}, **spec}})
+
+
+def pod(name: str, cpu: str = "1", *, gpus: int = 0, dra: bool = False, **spec: Any) -> dict:
+    resources: dict = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    body: dict = {"containers": [{"name": "c", "image": "i", "resources": resources}], **spec}
+    if dra:
+        body["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": body}
+
+
+def demands(*pods: dict) -> list:
+    return [demand(p, {}, TEMPLATES, CLASSES) for p in pods]
+
+
+def launched(plan: Any) -> list[str]:
+    return sorted(c.launch[0].name for c in plan.claims)
+
+
+def test_one_small_pod_gets_the_cheapest_type_that_fits() -> None:
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [pool()])
+    assert launched(plan) == ["small"]
+    offering = plan.claims[0].launch[1]
+    assert offering.capacity_type == "on-demand" and offering.price == 0.1
+
+
+def test_pods_are_packed_while_that_is_no_dearer() -> None:
+    # a small node holds two 1-cpu pods; a third would need a medium (0.4 > 0.1 + 0.1): a new small one
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"p{i}", "1") for i in range(10))), [], [pool()])
+    assert launched(plan) == ["small"] * 5
+    assert [len(c.pods) for c in plan.claims] == [2] * 5
+    # 40 pods of 0.75 cpu: medium (8 cpu, 0.4) holds 10 for the price of 4 smalls holding 2 each (0.4)
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"q{i}", "750m") for i in range(40))), [], [pool()])
+    cost = sum(c.launch[1].price for c in plan.claims)
+    assert cost <= 40 / 2 * 0.1 + 1e-9
+
+
+def test_a_pod_too_big_for_every_type_is_unschedulable() -> None:
+    plan = Provisioner(CATALOG).plan(demands(pod("huge", "200")), [], [pool()])
+    assert plan.claims == [] and list(plan.unschedulable) == ["default/huge"]
+
+
+def test_limits_bound_the_capacity_launched() -> None:
+    p = pool(limits={"cpu": "8"})
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"p{i}", "1") for i in range(12))), [], [p])
+    cpu = sum(c.launch[0].allocatable["cpu"] for c in plan.claims)
+    assert cpu <= 8000
+    assert len(plan.unschedulable) == 12 - sum(len(c.pods) for c in plan.claims) > 0
+
+
+def test_limits_count_what_the_nodepool_already_has() -> None:
+    p = pool(limits={"cpu": "10"})
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [p], usage={"default": {"cpu": 9000}})
+    assert plan.claims == [] and "default/a" in plan.unschedulable
+
+
+def test_node_limit() -> None:
+    p = pool(limits={"nodes": "1"})
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "60"), pod("b", "60")), [], [p])
+    assert len(plan.claims) == 1 and len(plan.unschedulable) == 1
+
+
+def test_gpu_pods_by_extended_resource_go_to_gpu_types() -> None:
+    plan = Provisioner(CATALOG).plan(demands(pod("g", "1", gpus=1)), [], [pool()])
+    assert launched(plan) == ["gpu-1"]
+
+
+def test_dra_claims_count_devices_of_the_class_driver() -> None:
+    d = demands(pod("g", "1", dra=True))[0]
+    assert d.requests["devices/gpu.nvidia.com"] == 1000
+    plan = Provisioner(CATALOG).plan([d], [], [pool()])
+    assert launched(plan) == ["gpu-1"]
+
+
+def test_gpu_pods_go_where_gpus_are_cheapest() -> None:
+    # eight 1-GPU nodes (8.0) are cheaper than one 8-GPU node (10.0)
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"g{i}", "1", dra=True) for i in range(9))), [], [pool()])
+    assert launched(plan) == ["gpu-1"] * 9
+    # pods of 40 cpu and a GPU fit only the 8-GPU type: two share one
+    plan = Provisioner(CATALOG).plan(demands(*(pod(f"h{i}", "40", dra=True) for i in range(3))), [], [pool()])
+    assert launched(plan) == ["gpu-8", "gpu-8"] and sorted(len(c.pods) for c in plan.claims) == [1, 2]
+
+
+def test_an_allocated_claim_needs_no_new_device() -> None:
+    p = pod("g", "1")
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+    claims = {"default/mine": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com"}}]}}, "status": {"allocation": {"devices": {"results": []}}}}}
+    assert "devices/gpu.nvidia.com" not in demand(p, claims, {}, CLASSES).requests
+
+
+def test_existing_capacity_is_used_first() -> None:
+    existing = SimNode("n1", Requirements.from_labels({"karpenter.sh/nodepool": "default"}), [],
+                       {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 10_000})
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1"), pod("b", "1"), pod("c", "3")), [existing], [pool()])
+    # largest first: c (3 cpu) and one 1-cpu pod fill n1's 4 cpu; the other needs a new (small) node
+    assert len(plan.existing) == 2 and plan.existing["default/c"] == "n1"
+    assert launched(plan) == ["small"] and len(plan.claims[0].pods) == 1
+    assert existing.requested["cpu"] == 4000
+
+
+def test_spot_is_chosen_only_where_the_nodepool_allows_it() -> None:
+    spot_ok = pool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                  "values": ["spot", "on-demand"]}])
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [spot_ok])
+    assert plan.claims[0].launch[1].capacity_type == "spot"
+    wants_spot = pod("b", "1", nodeSelector={"karpenter.sh/capacity-type": "spot"})
+    plan = Provisioner(CATALOG).plan(demands(wants_spot), [], [pool()])  # on-demand only by default
+    assert plan.claims == [] and plan.unschedulable
+
+
+def test_zone_and_instance_type_requirements_narrow_the_choice() -> None:
+    p = pool(requirements=[{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-b"]},
+                           {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["small"]}])
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [p])
+    option, offering = plan.claims[0].launch
+    assert option.name == "medium" and offering.zone == "zone-b"
+    reqs = plan.claims[0].claim_requirements()
+    assert reqs["topology.kubernetes.io/zone"].values == {"zone-b"}
+    assert "small" not in reqs["node.kubernetes.io/instance-type"].values
+
+
+def test_pod_affinity_terms_are_alternatives() -> None:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-c"]}]},
+    ]}}}
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1", affinity=affinity)), [], [pool()])
+    assert plan.claims[0].launch[1].zone == "zone-c"  # no arm64 type: the second term
+
+
+def test_taints_need_tolerations_and_weight_orders_nodepools() -> None:
+    gpu_pool = pool("gpu", weight=50, template={"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]})
+    plain = pool("plain")
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [gpu_pool, plain])
+    assert plan.claims[0].pool.name == "plain"
+    tolerant = pod("b", "1", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    plan = Provisioner(CATALOG).plan(demands(tolerant), [], [plain, gpu_pool])
+    assert plan.claims[0].pool.name == "gpu"
+
+
+def test_the_launcher_buys_the_cheapest_type_the_claim_allows() -> None:
+    plan = Provisioner(CATALOG).plan(demands(pod("p", "3")), [], [pool()])
+    c = plan.claims[0]
+    assert "small" not in c.claim_requirements()["node.kubernetes.io/instance-type"].values
+    claim = {"spec": {"requirements": c.claim_requirements().to_api(),
+                      "resources": {"requests": {"cpu": "3", "memory": "1Gi", "pods": "1"}}}}
+    chosen = choose(CATALOG, claim)
+    assert chosen is not None and chosen[0].name == c.launch[0].name == "medium"
+
+
+def test_identical_pods_are_simulated_quickly() -> None:
+    import time
+
+    many = demands(*(pod(f"g{i}", "1", dra=True) for i in range(1000)))
+    started = time.perf_counter()
+    plan = Provisioner(CATALOG).plan(many, [], [pool()])
+    assert time.perf_counter() - started < 2.0
+    assert sum(len(c.pods) for c in plan.claims) == 1000 and len(plan.claims) == 1000

@@ -1,0 +1,188 @@
+"""Requirements algebra, quantities, budgets and NodePool parsing: pure and fast."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from controlplane.autoscaler.budgets import Cron, active, allowed
+from controlplane.autoscaler.nodepool import NodePoolView, parse_duration, template_hash
+from controlplane.autoscaler.requirements import Requirements, pod_requirement_terms, tolerates
+from controlplane.autoscaler.resources import format_quantity, parse_quantity, pod_requests
+
+
+def reqs(*exprs: tuple[str, str, list[str]]) -> Requirements:
+    return Requirements.parse([{"key": k, "operator": op, "values": v} for k, op, v in exprs])
+
+
+def test_in_and_notin_intersect_to_the_difference() -> None:
+    r = reqs(("zone", "In", ["a", "b", "c"])).intersect(reqs(("zone", "NotIn", ["b"])))
+    assert r["zone"].values == {"a", "c"} and not r["zone"].complement
+
+
+def test_disjoint_in_sets_are_incompatible() -> None:
+    assert not reqs(("zone", "In", ["a"])).compatible(reqs(("zone", "In", ["b"])))
+    assert reqs(("zone", "In", ["a", "b"])).compatible(reqs(("zone", "In", ["b"])))
+
+
+def test_a_key_the_node_side_lacks_is_compatible_only_for_notin_and_doesnotexist() -> None:
+    node = reqs(("zone", "In", ["a"]))
+    assert not node.compatible(reqs(("gpu", "In", ["yes"])))
+    assert not node.compatible(reqs(("gpu", "Exists", [])))
+    assert node.compatible(reqs(("gpu", "NotIn", ["yes"])))
+    assert node.compatible(reqs(("gpu", "DoesNotExist", [])))
+
+
+def test_doesnotexist_against_a_defined_label_is_incompatible() -> None:
+    assert not Requirements.from_labels({"gpu": "yes"}).compatible(reqs(("gpu", "DoesNotExist", [])))
+
+
+def test_gt_and_lt_bound_integer_values() -> None:
+    node = Requirements.from_labels({"generation": "5"})
+    assert node.compatible(reqs(("generation", "Gt", ["4"])))
+    assert not node.compatible(reqs(("generation", "Gt", ["5"])))
+    assert node.compatible(reqs(("generation", "Lt", ["6"])))
+    both = reqs(("generation", "Gt", ["4"]), ("generation", "Lt", ["5"]))
+    assert not both["generation"].any()
+
+
+def test_unknown_operator_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown operator"):
+        reqs(("zone", "Near", ["a"]))
+
+
+def test_pod_terms_combine_node_selector_with_each_affinity_term() -> None:
+    pod = {"spec": {"nodeSelector": {"arch": "arm64"}, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+        ]}}}}}
+    terms = pod_requirement_terms(pod)
+    assert [sorted(t) for t in terms] == [["arch", "zone"], ["arch", "zone"]]
+    assert terms[1]["zone"].values == {"b"}
+
+
+def test_labels_pins_single_values() -> None:
+    r = reqs(("zone", "In", ["a"]), ("type", "In", ["x", "y"]), ("os", "Exists", []))
+    assert r.labels() == {"zone": "a"}
+
+
+def test_tolerations() -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    assert tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
+    assert tolerates([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "value": "false"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
+    assert tolerates([{"operator": "Exists"}], taint)
+    assert not tolerates([], taint)
+
+
+def test_quantities() -> None:
+    assert parse_quantity("100m") == 100
+    assert parse_quantity("1.5") == 1500
+    assert parse_quantity("2Gi") == 2 * 2**30 * 1000
+    assert parse_quantity("1e3") == 1_000_000
+    assert parse_quantity(3) == 3000
+    with pytest.raises(ValueError, match="not a quantity"):
+        parse_quantity("lots")
+    assert format_quantity("memory", parse_quantity("64Gi")) == "64Gi"
+    assert format_quantity("cpu", 250) == "250m"
+
+
+def test_pod_requests_add_containers_take_init_max_and_count_a_pod() -> None:
+    pod = {"spec": {
+        "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                       {"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
+    }}
+    r = pod_requests(pod)
+    assert r["cpu"] == 4000 and r["memory"] == parse_quantity("1Gi")
+    assert r["nvidia.com/gpu"] == 1000 and r["pods"] == 1000
+
+
+# -- budgets ---------------------------------------------------------------------------------------
+def test_percent_budgets_round_up() -> None:
+    assert allowed([{"nodes": "10%"}], nodes=25, reason="Empty") == 3
+    assert allowed([{"nodes": "10%"}], nodes=5, reason="Empty") == 1
+    assert allowed([{"nodes": "0"}], nodes=5, reason="Empty") == 0
+
+
+def test_most_restrictive_budget_for_the_reason_wins() -> None:
+    budgets: list[dict[str, object]] = [{"nodes": "50%"}, {"nodes": "1", "reasons": ["Drifted"]}]
+    assert allowed(budgets, nodes=10, reason="Drifted") == 1
+    assert allowed(budgets, nodes=10, reason="Empty") == 5
+
+
+def test_scheduled_budget_is_active_only_within_its_duration() -> None:
+    budget = {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}
+    monday_10 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)   # a Monday
+    monday_18 = datetime(2026, 11, 30, 18, 0, tzinfo=UTC)
+    sunday_10 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    assert active(budget, monday_10)
+    assert not active(budget, monday_18)
+    assert not active(budget, sunday_10)
+    assert allowed([{"nodes": "100%"}, budget], nodes=4, reason="Empty", now=monday_10) == 0
+    assert allowed([{"nodes": "100%"}, budget], nodes=4, reason="Empty", now=monday_18) == 4
+
+
+def test_cron_fields() -> None:
+    c = Cron("*/15 0-6 1,15 * *")
+    assert c.matches(datetime(2026, 1, 15, 3, 45, tzinfo=UTC))
+    assert not c.matches(datetime(2026, 1, 15, 3, 46, tzinfo=UTC))
+    assert not c.matches(datetime(2026, 1, 16, 3, 45, tzinfo=UTC))
+    assert Cron("@hourly").matches(datetime(2026, 1, 1, 5, 0, tzinfo=UTC))
+    with pytest.raises(ValueError, match="outside"):
+        Cron("61 * * * *")
+
+
+def test_unreadable_budget_fails_closed() -> None:
+    assert allowed([{"nodes": "10%", "schedule": "not a cron", "duration": "1h"}], 10, "Empty") == 0
+
+
+# -- NodePools ---------------------------------------------------------------------------------------
+def nodepool(**template_spec: object) -> dict:
+    return {"metadata": {"name": "default"}, "spec": {"template": {"spec": {
+        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+        "requirements": [], **template_spec}}}}
+
+
+def test_nodepool_defaults() -> None:
+    v = NodePoolView.parse(nodepool())
+    assert v.requirements["karpenter.sh/capacity-type"].values == {"on-demand"}
+    assert v.requirements["karpenter.sh/nodepool"].values == {"default"}
+    assert v.consolidation_policy == "WhenEmptyOrUnderutilized" and v.consolidate_after == 0.0
+    assert v.budgets == ({"nodes": "10%"},) and v.limits is None
+
+
+def test_template_hash_ignores_requirements_but_not_taints() -> None:
+    base = template_hash(nodepool())
+    assert template_hash(nodepool(requirements=[{"key": "a", "operator": "Exists"}])) == base
+    assert template_hash(nodepool(taints=[{"key": "k", "effect": "NoSchedule"}])) != base
+
+
+def test_durations() -> None:
+    assert parse_duration("1h30m") == 5400.0
+    assert parse_duration("30s") == 30.0
+    assert parse_duration("Never") is None
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("soon")
+
+
+# -- drift ---------------------------------------------------------------------------------------------
+def test_drift_by_hash_and_by_requirements() -> None:
+    from controlplane.autoscaler.disruption import drift_reason
+    from controlplane.autoscaler.nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION
+
+    pool = NodePoolView.parse(nodepool(requirements=[
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]))
+
+    def claim(hash_: str, version: str = HASH_VERSION, zone: str = "zone-a") -> dict:
+        return {"metadata": {"annotations": {HASH_ANNOTATION: hash_, HASH_VERSION_ANNOTATION: version},
+                             "labels": {"topology.kubernetes.io/zone": zone,
+                                        "karpenter.sh/capacity-type": "on-demand"}}}
+
+    assert drift_reason(claim(pool.hash), pool) is None
+    assert drift_reason(claim("other"), pool) == "NodePoolDrifted"
+    assert drift_reason(claim("other", version="v2"), pool) is None  # another hash version: re-stamped, not drift
+    assert drift_reason(claim(pool.hash, zone="zone-b"), pool) == "RequirementsDrifted"

@@ -1,0 +1,119 @@
+"""Over a real socket: ``controlplane serve --autoscaler`` (the whole loop in one
+server: the scheduler finds the pod unschedulable, the autoscaler launches a
+node, the scheduler binds the pod there, the node simulator runs it) and the
+standalone ``controlplane autoscaler`` beside a server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from controlplane.client import Client
+from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, nodepool, pending_pods, pod, wait_for
+from tests.test_cli import Serve, start_serve
+
+CATALOG = {"instanceTypes": [
+    {"name": "cpu-small", "cpu": "2", "memory": "8Gi", "pods": 20, "price": 0.1, "launchLatencySeconds": 0.5},
+    # the node simulator in serve wants its default type (cpu-large) in the catalog, even with --nodes 0
+    {"name": "cpu-large", "cpu": "32", "memory": "128Gi", "price": 1.6, "launchLatencySeconds": 0.5},
+    {"name": "gpu-2x", "cpu": "16", "memory": "64Gi", "price": 2.0, "launchLatencySeconds": 0.5,
+     "extendedResources": {"nvidia.com/gpu": "2"}, "gpus": [{"model": "L4", "memory": "24Gi", "count": 2}],
+     "zones": ["zone-x"]},
+]}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Serve]:
+    """The server with the scheduler, the node simulator and the autoscaler inside."""
+    catalog = tmp_path / "types.yaml"
+    catalog.write_text(yaml.safe_dump(CATALOG))
+    s = start_serve(tmp_path, extra=("--autoscaler", "--instance-types", str(catalog)))
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as client:
+        async def pools_served() -> bool:
+            try:
+                await client.list(POOLS)
+                return True
+            except Exception:
+                return False
+
+        await wait_for(pools_served, timeout=20)
+        await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("g", "1", gpus=2)])
+        nodes: list[dict[str, Any]] = await wait_for(lambda: _items(client, NODES), timeout=20)
+        node = nodes[0]
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "gpu-2x"
+        assert labels["topology.kubernetes.io/zone"] == "zone-x"
+        # the NodeClaim's registration and the ResourceSlice follow the Node's creation
+        async def registered() -> list[dict[str, Any]] | None:
+            claims = await _items(client, CLAIMS)
+            return claims if all(c.get("status", {}).get("nodeName") for c in claims) else None
+
+        claims = await wait_for(registered, timeout=10)
+        assert [c["status"]["nodeName"] for c in claims] == [node["metadata"]["name"]]
+        slices = await wait_for(lambda: _items(client, SLICES), timeout=10)
+        assert [len(s["spec"]["devices"]) for s in slices] == [2]
+        async def running() -> bool:
+            p = await client.get(f"{PODS}/g")
+            return bool(p["status"].get("phase") == "Running" and p["spec"]["nodeName"] == node["metadata"]["name"])
+
+        await wait_for(running, timeout=20)
+
+        async def metrics() -> str | None:
+            text = httpx.get(f"{served.url}/metrics").text
+            return text if 'controlplane_autoscaler_nodes{state="ready"} 1.0' in text else None
+
+        text = await wait_for(metrics, timeout=10)
+        assert 'controlplane_autoscaler_nodeclaims_created_total{nodepool="gpu"} 1.0' in text
+        assert "controlplane_autoscaler_provisioning_seconds_count 1.0" in text
+        assert 'controlplane_pod_startup_seconds_count{part="provisioning"} 1.0' in text
+        assert 'controlplane_pod_startup_seconds_count{part="total"} 1.0' in text
+
+
+async def _items(client: Client, path: str) -> list[dict[str, Any]]:
+    return list((await client.list(path))["items"])
+
+
+async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
+    s = start_serve(tmp_path)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        s.wait_ready()
+        with (tmp_path / "autoscaler.log").open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "controlplane", "autoscaler", "--kubeconfig",
+                                     str(s.kubeconfig), "--latency-scale", "0.01"], stdout=log, stderr=log,
+                                    stdin=subprocess.DEVNULL)
+        async with Client.from_kubeconfig(s.kubeconfig) as client:
+            async def pools_served() -> bool:
+                try:
+                    await client.list(POOLS)
+                    return True
+                except Exception:
+                    return False
+
+            await wait_for(pools_served, timeout=30)
+            await client.create(POOLS, nodepool("default", consolidate_after="Never"))
+            await pending_pods(client, [pod("p", "1")])
+            nodes: list[dict[str, Any]] = await wait_for(lambda: _items(client, NODES), timeout=30)
+            # the built-in catalog's cheapest type that holds the pod
+            assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-small"
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        s.stop()
