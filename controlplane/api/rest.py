@@ -824,12 +824,14 @@ class KubeApi:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
                                                   "message": "Required value"}])
         key = rtype.key(namespace, name)
-        for _attempt in range(WRITE_ATTEMPTS):
-            current = await self.store.get(key)
+        for attempt in range(WRITE_ATTEMPTS):
+            current, cached = await self._current(rtype, key, fresh=attempt > 0)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             pod = orjson.loads(current.value)
             meta = pod.setdefault("metadata", {})
+            if (meta.get("deletionTimestamp") or pod.get("spec", {}).get("nodeName")) and cached:
+                continue  # the cache's version may be stale: refuse only what the store says
             if meta.get("deletionTimestamp"):
                 raise ApiError.conflict(rtype, name, "pod is being deleted, cannot be assigned to a host")
             if pod.get("spec", {}).get("nodeName"):
@@ -845,9 +847,11 @@ class KubeApi:
                                "lastTransitionTime": _now()})
             status["conditions"] = conditions
             try:
-                await self.store.update(key, orjson.dumps(pod), current.mod_revision)
+                await self._replace(rtype, key, name, pod, current.mod_revision)
             except store.Conflict:
                 continue
+            except store.NotFound as e:
+                raise ApiError.not_found(rtype, name) from e
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
 
