@@ -5,11 +5,12 @@ histograms folded into :class:`Histogram` values (cumulative buckets, sum,
 count). Quantiles over a run come from the difference of two scrapes, the last
 minus the first, as ``histogram_quantile(0.99, increase(...[run]))`` would::
 
-    >>> a = parse("h_bucket{le=\\"0.1\\"} 1\\nh_bucket{le=\\"+Inf\\"} 1\\nh_count 1\\nh_sum 0.05\\n", at=0.0)
-    >>> b = parse("h_bucket{le=\\"0.1\\"} 3\\nh_bucket{le=\\"+Inf\\"} 5\\nh_count 5\\nh_sum 2.0\\n", at=1.0)
+    >>> head = "# TYPE h histogram\\n"
+    >>> a = parse(head + 'h_bucket{le="0.1"} 1\\nh_bucket{le="+Inf"} 1\\nh_count 1\\nh_sum 0.05\\n', at=0.0)
+    >>> b = parse(head + 'h_bucket{le="0.1"} 3\\nh_bucket{le="+Inf"} 5\\nh_count 5\\nh_sum 2.0\\n', at=1.0)
     >>> d = b.histogram("h").minus(a.histogram("h"))
     >>> d.count, d.quantile(0.5)
-    (4, 0.1)
+    (4.0, 0.1)
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ class Histogram:
 
     def quantile(self, q: float) -> float | None:
         """Prometheus's ``histogram_quantile``: linear within the bucket the rank
-        falls in; the highest finite bound if it falls in +Inf; None if empty."""
+        falls in; None if empty. Where Prometheus answers the highest finite
+        bound for a rank in the +Inf bucket, this answers ``inf``: all that is
+        known is that the quantile is above that bound, and a verdict must not
+        read it as a pass."""
         if not self.buckets or self.count <= 0:
             return None
         rank = q * self.buckets[-1][1]
@@ -64,7 +68,7 @@ class Histogram:
         for le, c in self.buckets:
             if c >= rank:
                 if math.isinf(le):
-                    return prev_le
+                    return math.inf
                 if c == prev_c:
                     return le
                 return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)

@@ -114,9 +114,10 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     if http:
         labels = [f"{e.request_type} {e.name}" for e in http]
         y = range(len(http))
-        for q, color in ((0.5, "#8fbfe0"), (0.9, "#3a87c8"), (0.99, "#c8553a")):
+        # widest (p99) at the back, narrowest (p50) in front, so all three show
+        for q, color, height in ((0.99, "#c8553a", 0.8), (0.9, "#3a87c8", 0.55), (0.5, "#8fbfe0", 0.3)):
             ax.barh(list(y), [(e.percentile(q) or 0) * 1000 or 0.5 for e in http], color=color,
-                    label=f"p{round(q * 100)}", height=0.8 if q == 0.5 else 0.5)
+                    label=f"p{round(q * 100)}", height=height)
         ax.set_yticks(list(y))
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_xscale("log")

@@ -208,8 +208,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     master_cmd = [*locust, "--master", "--headless", "--expect-workers", str(expect),
                   "--master-bind-host", args.master_bind_host, "--master-bind-port", str(master_port),
                   "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust"),
-                  "--loglevel", "WARNING", "--logfile", str(out / "locust-master.log"), "--only-summary",
-                  "--exit-code-on-error", "0", "--stop-timeout", "10"]
+                  "--loglevel", "INFO", "--logfile", str(out / "locust-master.log"), "--only-summary",
+                  "--exit-code-on-error", "0", "--stop-timeout", "5"]
     worker_cmd = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
                   "--loglevel", "WARNING"]
     devnull = subprocess.DEVNULL
@@ -234,6 +234,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     load_started = time.monotonic()
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0
+    timings: dict[str, float] = {}
     try:
         while master.poll() is None:
             time.sleep(1.0)
@@ -255,11 +256,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                 master.send_signal(signal.SIGTERM)
                 break
         master.wait(timeout=120)
+        timings["master_done"] = round(time.monotonic() - load_started, 1)
         for w in workers:
             try:
                 w.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 w.kill()
+        timings["workers_done"] = round(time.monotonic() - load_started, 1)
     finally:
         progress.stop()
         for w in workers:
@@ -271,7 +274,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     return {"processes": args.processes, "master_exit": master.returncode,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
-            "scrape_errors": watcher.errors}
+            "scrape_errors": watcher.errors, **timings}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -82,7 +82,7 @@ def _smoke(quick: bool, scale: float) -> dict[str, Any]:
                     "two informers (LIST and WatchList), a training job",
         "fixed": {"BinderUser": 1, "KubeletUser": 3, "InformerUser": 2, "ReplicaSetController": 1, "OperatorUser": 1,
                "TrainingJobUser": 1},
-        "weighted": {}, "peak": 0, "shape": "steady", "duration": 25 if quick else 60,
+        "weighted": {}, "peak": 0, "shape": "steady", "duration": 20 if quick else 60,
         "params": {"namespaces": 1, "pods_per_controller": 10, "burst": 5, "gpus_per_node": 8, "gang_size": 2,
                 "gang_namespaces": 1, "watch_list_fraction": 0.5, "informer_resources": ["pods"],
                 "lease_interval": 10, "max_pages": 3, "page_size": 5, "train_seconds": 1.0, "gang_timeout": 15.0},

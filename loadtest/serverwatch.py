@@ -13,6 +13,7 @@ applier), else from the ``process_*`` metrics.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -64,6 +65,11 @@ def proc_usage(pid: int) -> tuple[float, float] | None:
     return (rss, cpu) if found else None
 
 
+def _finite(x: float | None) -> float | None:
+    """JSON has no infinity: a quantile above the largest bucket is left out of the line."""
+    return None if x is None or math.isinf(x) else x
+
+
 def interval_line(prev: Scrape | None, cur: Scrape, usage: tuple[float, float] | None) -> dict[str, Any]:
     """One line of server.jsonl: what happened between ``prev`` and ``cur``."""
     line: dict[str, Any] = {"at": round(cur.at, 3)}
@@ -72,7 +78,7 @@ def interval_line(prev: Scrape | None, cur: Scrape, usage: tuple[float, float] |
         if h is None:
             continue
         d = h.minus(prev.histogram(name, **match) if prev else None)
-        line[key] = {"count": d.count, "p50": d.quantile(0.5), "p99": d.quantile(0.99)}
+        line[key] = {"count": d.count, "p50": _finite(d.quantile(0.5)), "p99": _finite(d.quantile(0.99))}
     if usage is not None:
         line["rss_bytes"], line["cpu_seconds"] = usage
     else:

@@ -117,7 +117,12 @@ class Verdict:
     upstream: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-safe: a p99 beyond a histogram's largest bucket is null, with a note."""
+        d = asdict(self)
+        if self.p99_s is not None and math.isinf(self.p99_s):
+            d["p99_s"] = None
+            d["note"] = "p99 above the histogram's largest finite bucket"
+        return d
 
 
 def _counts_for(key: str, e: Entry) -> bool:

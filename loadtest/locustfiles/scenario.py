@@ -13,12 +13,19 @@ import importlib
 import os
 from typing import Any
 
+import locust.runners
 from locust import LoadTestShape
 
 from loadtest import shapes
 from loadtest.locustfiles.base import PARAMS
 
 __all__: list[str] = []
+
+# A worker that misses 3 one-second heartbeats is dropped, and with the last one
+# gone the master ends the test. On a loaded machine (the server, Locust and
+# other work sharing two cores) a busy worker can be late by more than that;
+# allow 30 s. Read by the master when a worker connects and by every check.
+locust.runners.HEARTBEAT_LIVENESS = 30
 
 _FIXED: dict[str, int] = PARAMS.get("_fixed", {})
 _WEIGHTED: dict[str, int] = PARAMS.get("_weighted", {})
