@@ -338,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="rebuild the report of a run directory")
     rep.add_argument("dir", type=Path)
     sub.add_parser("scenarios", help="list the scenarios")
+    sub.add_parser("harness-rate", help="the harness's own request rate per worker core", add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["harness-rate"]:
+        from .harnessrate import main as harness_rate
+
+        return harness_rate(argv[1:])
     args = p.parse_args(argv)
     if args.command == "report":
         s = report.build(args.dir)
