@@ -296,7 +296,10 @@ def build(out: Path) -> dict[str, Any]:
         "peak_server_rss_bytes": peak_rss or None,
         "scrapes": len(server),
         "entries": _entry_rows(entries),
-        "complete": bool(raw) and bool(server),
+        "quota": run.get("quota"),
+        # a quota run (million) is complete only if every pod it created was deleted in time
+        "complete": bool(raw) and bool(server)
+        and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
     captions = _plots(out, entries, history, server, run)
@@ -341,6 +344,12 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
                      f"{_fmt(summary['expected_non_2xx'])}"),
         ("Server peak RSS", f"{_fmt(rss / 2**20)} MiB" if rss else "–"),
     ]
+    quota = summary.get("quota")
+    if quota:
+        done = quota.get("completed_at")
+        facts.append(("Pods (quota run)", f"{_fmt(quota.get('created'))} created, {_fmt(quota.get('deleted'))} deleted "
+                                          f"of {_fmt(quota.get('target'))}; "
+                      + (f"completed after {_fmt(done)} s" if done is not None else "NOT completed")))
     fact_rows = "".join(f"<tr><th>{k}</th><td>{_fmt(v)}</td></tr>" for k, v in facts)
     ov = summary["overall"]
     return f"""<!doctype html>

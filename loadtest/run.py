@@ -248,6 +248,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                 phase = ("creating" if created < target_pods else "deleting" if deleted else "running")
                 if target_pods and created >= target_pods and deleted >= created and not stop_file.exists():
                     stop_file.touch()
+                    timings["quota_completed"] = round(elapsed, 1)
                     phase = "done"
             progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
             if time.monotonic() > deadline and not stop_file.exists():
@@ -271,7 +272,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         if master.poll() is None:
             master.kill()
         watcher.stop()
+    final = _read_stats(out / "locust_stats.csv")
+    quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
+             "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
     return {"processes": args.processes, "master_exit": master.returncode,
+            "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
             "scrape_errors": watcher.errors, **timings}

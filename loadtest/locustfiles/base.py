@@ -176,11 +176,21 @@ TRACKER = Tracker()
 # --------------------------------------------------------------------------- the user
 
 class ApiFailure(Exception):
-    """A call that got an answer its caller did not expect."""
+    """A call that got an answer its caller did not expect. The message is the
+    status code and the Status's reason only (no object names), so Locust's
+    failure table groups like failures into one row."""
 
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(f"HTTP {status}: {text[:300]}")
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status} {reason}".rstrip())
         self.status = status
+
+
+def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
+    if status == 0:
+        return type(error).__name__ if error is not None else "no response"
+    if parsed and parsed.get("kind") == "Status":
+        return str(parsed.get("reason") or "")
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +269,7 @@ class KubeUser(FastHttpUser):
                 resp.success()
                 fire_expected(f"{status} {name}")
             else:
-                resp.failure(ApiFailure(status, (content or b"").decode("utf-8", "replace")))
+                resp.failure(ApiFailure(status, _reason(status, parsed, getattr(resp, "error", None))))
         answer = Answer(status, parsed, at)
         if track and 200 <= status < 300:
             TRACKER.wrote(track, answer.rv, at)
@@ -277,11 +287,12 @@ class KubeUser(FastHttpUser):
 
     def patch(self, plural: str, namespace: str | None, name: str, patch: Any, patch_type: str = "merge",
               subresource: str | None = None, group: str = "", version: str = "v1",
-              query: dict[str, Any] | None = None, track: bool = False) -> Answer:
+              query: dict[str, Any] | None = None, track: bool = False, expected: tuple[int, ...] = ()) -> Answer:
         label = plural + (f"/{subresource}" if subresource else "")
         body = patch if isinstance(patch, bytes) else orjson.dumps(patch)
         return self.call("PATCH", path_for(plural, namespace, name, subresource, group, version), label, body,
-                         query=query, content_type=_PATCH_TYPES[patch_type], track=label if track else None)
+                         query=query, content_type=_PATCH_TYPES[patch_type], expected=expected,
+                         track=plural if track else None)
 
     def list_pages(self, plural: str, namespace: str | None = None, group: str = "", version: str = "v1",
                    limit: int = 0, **query: Any) -> Iterator[Answer]:
