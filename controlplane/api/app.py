@@ -29,6 +29,8 @@ from fastapi import FastAPI, Request, Response
 
 import store
 
+from ..client import Client
+from ..components import enabled
 from ..config import Config
 from ..gcsettings import settle_heap
 from ..metrics import (
@@ -63,6 +65,7 @@ class ServerState:
     store: store.Store | None = None
     shutting_down: bool = False
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
 
     def store_open(self) -> bool:
         return self.store is not None
@@ -194,12 +197,21 @@ def create_app(config: Config) -> FastAPI:
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
+            components = enabled(config)
+            if components:
+                client = Client.in_process(app.state.front, token=admin_token)
+                state._clients.append(client)
+                for component in components:
+                    log.info("starting %s", component.name)
+                    state._tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
             yield
         finally:
             state.shutting_down = True
             for task in state._tasks:
                 task.cancel()
             await asyncio.gather(*state._tasks, return_exceptions=True)
+            for client in state._clients:
+                await client.aclose()
             if caches is not None:
                 await caches.stop()
             if state.store is not None:
@@ -225,8 +237,12 @@ def create_app(config: Config) -> FastAPI:
 
     kube.crds.listeners.append(republish)
     tokens = None
+    admin_token = None  # what the in-process components present
     if config.token_auth_file is not None:
-        tokens = frozenset(e.token for e in read_token_file(config.token_auth_file))
+        entries = read_token_file(config.token_auth_file)
+        tokens = frozenset(e.token for e in entries)
+        admins = [e.token for e in entries if "system:masters" in e.groups] or [e.token for e in entries]
+        admin_token = admins[0] if admins else None
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.

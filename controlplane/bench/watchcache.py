@@ -56,7 +56,7 @@ from ..gcsettings import settle_heap
 from ..podgen import PodGenerator, pod_key
 from ..registry.attrs import Filter
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
-from ..watchcache.entry import RAW, Entry, build_entry
+from ..watchcache.entry import Entry, build_entry, entry_json
 from ..watchcache.watchers import Watcher
 
 BENCH = "watchcache"
@@ -112,7 +112,7 @@ async def _walk(snap: Any, chunk: int) -> int:
     total = 0
     page: list[bytes] = []
     for n, (_, entry) in enumerate(snap.items(PREFIX, b"/registry/pods0"), 1):
-        page.append(entry[RAW])
+        page.append(entry_json(entry))
         if len(page) == PAGE:
             total += len(b",".join(page))
             page = []
@@ -243,7 +243,12 @@ async def snapshot_costs(entries: list[tuple[bytes, Entry]], ups: list[tuple[byt
 async def http_phase(n: int) -> None:
     from .watchcache_http import http_lists
 
-    rates = await http_lists(make_pods(n))
+    rates, memory = await http_lists(make_pods(n))
+    lazy_memory = memory["lazy"]
+    emit("server_rss", lazy_memory["VmRSS"] / 2**20, "MiB", pods=n, mode="lazy",
+         anon_mib=round(lazy_memory["RssAnon"] / 2**20), file_mib=round(lazy_memory["RssFile"] / 2**20),
+         peak_mib=round(lazy_memory["VmHWM"] / 2**20))
+    emit("server_rss_per_pod", lazy_memory["VmRSS"] / n, "bytes", pods=n, mode="lazy")
     copy, lazy = statistics.median(rates["copy"]), statistics.median(rates["lazy"])
     emit("http_paginated_list_rate", copy, "pods/s", mode="copy", pods=n, page=500)
     emit("http_paginated_list_rate", lazy, "pods/s", mode="lazy", pods=n, page=500, peer="copy",

@@ -103,12 +103,23 @@ async def _paginate(client: _Client, limit: int, verify: bool) -> tuple[int, flo
             return count, time.perf_counter() - t, revisions
 
 
-async def _serve_and_list(data: Path, mode: str, pods: int, rounds: int, limit: int) -> list[float]:
+def _memory(pid: int) -> dict[str, int]:
+    """The server's resident memory now, and its peak, in bytes (``/proc/PID/status``)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            out[name] = int(value.split()[0]) * 1024
+    return out
+
+
+async def _serve_and_list(data: Path, mode: str, pods: int, rounds: int, limit: int,
+                          memory: dict[str, dict[str, int]]) -> list[float]:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(data),
         "--store", f"lmdb://{data}", "--kubeconfig-out", str(data.parent / "kubeconfig"), "--log-level",
-        "warning", "--watch-cache-snapshot", mode,
+        "warning", "--watch-cache-snapshot", mode, "--no-tls",
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=data.parent)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=600) as probe:
@@ -129,6 +140,7 @@ async def _serve_and_list(data: Path, mode: str, pods: int, rounds: int, limit: 
                 if time.monotonic() > deadline:
                     raise RuntimeError("the pods cache did not load in time")
                 await asyncio.sleep(0.5)
+        memory[mode] = _memory(proc.pid)
         client = _Client(*await asyncio.open_connection("127.0.0.1", port))
         count, _, revisions = await _paginate(client, limit, verify=True)
         if count != pods or len(revisions) != 1:
@@ -146,12 +158,17 @@ async def _serve_and_list(data: Path, mode: str, pods: int, rounds: int, limit: 
         await proc.wait()
 
 
-async def http_lists(pods: list[tuple[bytes, bytes]], rounds: int = 3, limit: int = 500) -> dict[str, list[float]]:
-    """Pods per second of a paginated LIST of every pod, per mode, ``rounds`` times."""
+async def http_lists(pods: list[tuple[bytes, bytes]], rounds: int = 3, limit: int = 500,
+                     ) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
+    """Pods per second of a paginated LIST of every pod, per mode, ``rounds`` times;
+    and the server's memory once its cache had loaded, per mode (``_memory``)."""
     work = Path(tempfile.mkdtemp(prefix="bench-watchcache-"))
+    memory: dict[str, dict[str, int]] = {}
     try:
         data = work / "data"
         await _fill(f"lmdb://{data}", pods)
-        return {mode: await _serve_and_list(data, mode, len(pods), rounds, limit) for mode in ("copy", "lazy")}
+        rates = {mode: await _serve_and_list(data, mode, len(pods), rounds, limit, memory)
+                 for mode in ("copy", "lazy")}
+        return rates, memory
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -42,6 +42,7 @@ from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Filter
 from .cowmap import LEAF, CowSortedMap, View
 from .entry import KEY, CacheEvent, Entry, build_entry, entry_of, restamped
+from .packing import Packer
 from .rwlock import RWLock
 from .watchers import Watcher, WatcherIndex
 from .window import EventWindow
@@ -76,6 +77,7 @@ class CacheConfig:
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
+    pack_after: int = 1_000           # objects seen before the resource's entries are compressed (0: never)
 
 
 class Snapshot(Protocol):
@@ -183,6 +185,7 @@ class ResourceCache:
         self.window = EventWindow(start_revision, config.window_events, config.window_bytes,
                                   config.window_seconds)
         self._map: CowSortedMap[Entry] = CowSortedMap()
+        self.packer = Packer(config.pack_after)  # entries' bodies, compressed once the resource is large
         self._queue: asyncio.Queue[Batch] = asyncio.Queue()
         # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
         self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
@@ -232,7 +235,8 @@ class ResourceCache:
         loaded: list[tuple[bytes, Entry]] = []
         while True:
             kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.load_chunk)
-            loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision)) for kv in kvs)
+            pack = self.packer.pack
+            loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision, pack)) for kv in kvs)
             if not more or not kvs:
                 break
             start = kvs[-1].key + b"\x00"
@@ -294,7 +298,7 @@ class ResourceCache:
         if revision <= self.revision:
             return  # already applied
         primed = self._primed
-        primed[(key, revision)] = entry_of(self.plural, key, revision, raw, obj)
+        primed[(key, revision)] = entry_of(self.plural, key, revision, raw, obj, self.packer.pack)
         if len(primed) > PRIMED_MAX:
             del primed[next(iter(primed))]
 
@@ -303,17 +307,19 @@ class ResourceCache:
         only writer, so reading it here sees exactly the state these events follow."""
         overlay: dict[bytes, Entry | None] = {}  # earlier events of this chunk, by key
         out: list[CacheEvent] = []
+        pack = self.packer.pack
         for ev in events:
             key = ev.kv.key
             prev = overlay[key] if key in overlay else self._map.get(key)
             if ev.type is EventType.DELETE:
                 overlay[key] = None
                 if prev is not None:
-                    out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision), prev, received))
+                    out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision, pack), prev,
+                                          received))
                 continue
             entry = self._primed.pop((key, ev.kv.mod_revision), None) if self._primed else None
             if entry is None:
-                entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision)
+                entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
         return out

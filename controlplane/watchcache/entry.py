@@ -2,21 +2,25 @@
 
 An ``Entry`` is one object version as served: its JSON bytes with
 ``metadata.resourceVersion`` set, made once when the cache applies the store's
-event, plus the attrs filters need. The map, every snapshot, the event
-window and every watcher share the same ``Entry``; nothing re-serialises it.
+event and kept packed (``packing``), plus the attrs filters need. The map,
+every snapshot, the event window and every watcher share the same ``Entry``;
+nothing re-serialises it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
 from ..api.reads import WatchItem
 from ..registry.attrs import Attrs, attrs_of
+from .packing import unpack
 
-__all__ = ["ATTRS", "KEY", "RAW", "REVISION", "CacheEvent", "Entry", "build_entry", "entry_of", "restamped"]
+__all__ = ["ATTRS", "BODY", "KEY", "REVISION", "CacheEvent", "Entry", "build_entry", "entry_json", "entry_of",
+           "exact", "restamped"]
 
 
 # An entry is a plain tuple ``(key, revision, raw, attrs)``, indexed by these
@@ -26,34 +30,46 @@ __all__ = ["ATTRS", "KEY", "RAW", "REVISION", "CacheEvent", "Entry", "build_entr
 # tracked, and every collection would walk the whole cache).
 #   key       the store key
 #   revision  the object's mod_revision: its resourceVersion
-#   raw       the object's JSON, resourceVersion included
+#   body      the object's JSON, resourceVersion included, packed (``entry_json`` reads it)
 #   attrs     (labels, fields): see registry.attrs
 Entry = tuple[bytes, int, bytes, Attrs]
 KEY: Final = 0
 REVISION: Final = 1
-RAW: Final = 2
+BODY: Final = 2
 ATTRS: Final = 3
 
+Pack = Callable[[bytes], bytes]
 
-def build_entry(plural: str, key: bytes, value: bytes, revision: int) -> Entry:
+
+def exact(raw: bytes) -> bytes:
+    """``raw`` copied to its exact size (orjson's output keeps its growth slack)."""
+    return bytes(memoryview(raw))
+
+
+def entry_json(entry: Entry) -> bytes:
+    """The JSON an entry serves."""
+    return unpack(entry[BODY])
+
+
+def build_entry(plural: str, key: bytes, value: bytes, revision: int, pack: Pack = exact) -> Entry:
     obj: dict[str, Any] = orjson.loads(value)
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         meta = obj["metadata"] = {}
     meta["resourceVersion"] = str(revision)
-    return (key, revision, orjson.dumps(obj), attrs_of(plural, obj))
+    return (key, revision, pack(orjson.dumps(obj)), attrs_of(plural, obj))
 
 
-def entry_of(plural: str, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> Entry:
+def entry_of(plural: str, key: bytes, revision: int, raw: bytes, obj: dict[str, Any], pack: Pack = exact) -> Entry:
     """The entry of a version whose served JSON (``raw``) the writer already made from ``obj``."""
-    return (key, revision, raw, attrs_of(plural, obj))
+    return (key, revision, pack(raw), attrs_of(plural, obj))
 
 
-def restamped(entry: Entry, revision: int) -> Entry:
+def restamped(entry: Entry, revision: int, pack: Pack = exact) -> Entry:
     """The same object at another revision: what a DELETED event carries."""
-    obj: dict[str, Any] = orjson.loads(entry[RAW])
+    obj: dict[str, Any] = orjson.loads(entry_json(entry))
     obj["metadata"]["resourceVersion"] = str(revision)
-    return (entry[KEY], revision, orjson.dumps(obj), entry[ATTRS])
+    return (entry[KEY], revision, pack(orjson.dumps(obj)), entry[ATTRS])
 
 
 class CacheEvent:
@@ -76,12 +92,12 @@ class CacheEvent:
         MODIFIED as ADDED or DELETED), made once and shared by every watcher."""
         got = self._items.get(kind)
         if got is None:
-            got = self._items[kind] = WatchItem.of(kind, self.obj[RAW])
+            got = self._items[kind] = WatchItem.of(kind, entry_json(self.obj))
         return got
 
     @property
     def size(self) -> int:
-        return len(self.obj[RAW]) + 200  # the bytes this event keeps alive, roughly
+        return len(self.obj[BODY]) + 200  # the bytes this event keeps alive, roughly
 
     def age(self) -> float:
         return time.perf_counter() - self.received

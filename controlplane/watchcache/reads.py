@@ -35,7 +35,7 @@ from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
 from ..registry.attrs import Filter
 from .cache import ResourceCache, Snapshot
-from .entry import ATTRS, RAW, CacheEvent, Entry
+from .entry import ATTRS, CacheEvent, Entry, entry_json
 from .feed import WatchCaches
 from .watchers import Watcher
 
@@ -78,7 +78,7 @@ class CacheReads:
         except _Fallback:
             return await self.fallback.get(rtype, namespace, name, resource_version)
         entry = cache.get(rtype.key(namespace, name))
-        return None if entry is None else entry[RAW]
+        return None if entry is None else entry_json(entry)
 
     async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
         cache = self.caches.cache_for(rtype)
@@ -135,7 +135,7 @@ async def _walk(snap: Snapshot, start: bytes, end: bytes, match: Filter, limit: 
         if limit and len(items) >= limit:
             return items, key
         if everything or match.matches(entry[ATTRS]):
-            items.append(entry[RAW])
+            items.append(entry_json(entry))
         if seen % chunk == 0:
             await asyncio.sleep(0)
     return items, None
@@ -203,7 +203,7 @@ class CacheWatch:
         everything = match.everything
         for n, (_, entry) in enumerate(self._initial, 1):
             if everything or match.matches(entry[ATTRS]):
-                out.append(WatchItem.of("ADDED", entry[RAW]))
+                out.append(WatchItem.of("ADDED", entry_json(entry)))
             if n >= self._cache.config.walk_chunk:
                 return out  # the next call goes on from here, after the caller has written these
         self._initial = None

@@ -68,8 +68,8 @@ class Env:
 async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     st = store.open(f"lmdb://{tmp_path}/store")
     caches = WatchCaches(st, CacheConfig(mode=request.param, walk_chunk=7, load_chunk=7, window_events=50,
-                                         watcher_buffer=64,
-                                         fresh_timeout=1.0))
+                                         watcher_buffer=64, fresh_timeout=1.0,
+                                         pack_after=20))  # entries are compressed after the first 20
     await caches.start()
     try:
         yield Env(st, caches)
@@ -414,3 +414,29 @@ async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> Non
     rev2 = await env.put("primed", labels={"team": "b"})
     got = await env.reads.get(PODS, "ns", "primed")
     assert got is not None and orjson.loads(got)["metadata"]["resourceVersion"] == str(rev2)
+
+
+async def test_packed_entries_serve_the_same_json(env: Env) -> None:
+    for i in range(60):
+        await env.put(f"p{i:02d}", labels={"n": str(i)})
+    cache = env.caches.cache_for(PODS)
+    for _ in range(500):
+        if cache.packer.trained:
+            break
+        await asyncio.sleep(0.01)
+    assert cache.packer.trained
+    watch = await env.reads.watch(PODS, None, WatchOptions(everything(), send_initial_events=True,
+                                                            bookmarks=True))
+    for i in range(60, 80):
+        await env.put(f"p{i:02d}", labels={"n": str(i)})
+    assert any(e[2][0] == 0xFD for _, e in (await cache.snapshot()).items(PODS.prefix(), b"\xff"))
+    listed = await env.reads.list(PODS, None, ListOptions(everything()))
+    kvs, _, _ = await env.store.range(PODS.prefix(), store.prefix_end(PODS.prefix()))
+    assert [orjson.loads(i) for i in listed.items] == [
+        {**orjson.loads(kv.value), "metadata": {**orjson.loads(kv.value)["metadata"],
+                                                 "resourceVersion": str(kv.mod_revision)}} for kv in kvs]
+    got = await env.reads.get(PODS, "ns", "p79")
+    assert got is not None and orjson.loads(got)["metadata"]["labels"] == {"n": "79"}
+    items = await collect(watch, 81)  # 60 initial, a bookmark, 20 live
+    assert [orjson.loads(i.raw)["metadata"]["name"] for i in items if i.type == "ADDED"] == \
+        [f"p{i:02d}" for i in range(80)]

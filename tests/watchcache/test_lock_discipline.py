@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from controlplane.watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
-from controlplane.watchcache.entry import RAW, build_entry
+from controlplane.watchcache.entry import build_entry, entry_json
 from store import Event, EventType, KeyValue
 
 pytestmark = pytest.mark.asyncio
@@ -45,7 +45,7 @@ async def test_lazy_the_writer_does_not_wait_for_a_walk_and_the_walk_sees_its_sn
 
     async def walk() -> None:
         for n, (_, entry) in enumerate(snap.items(PREFIX, b"/registry/pods0"), 1):
-            phases.append(orjson.loads(entry[RAW])["status"]["phase"])
+            phases.append(orjson.loads(entry_json(entry))["status"]["phase"])
             if n % 50 == 0:
                 await asyncio.sleep(0.001)
 
@@ -61,7 +61,7 @@ async def test_lazy_the_writer_does_not_wait_for_a_walk_and_the_walk_sees_its_sn
     assert applied_in < 0.5
     assert cache.revision == 110
     fresh = await cache.snapshot()
-    assert orjson.loads(fresh.get(key(1999))[RAW])["status"]["phase"] == "Running"  # type: ignore[index]
+    assert orjson.loads(entry_json(fresh.get(key(1999))))["status"]["phase"] == "Running"  # type: ignore[arg-type]
 
 
 async def test_copy_the_writer_waits_for_the_whole_copy() -> None:
@@ -76,5 +76,5 @@ async def test_copy_the_writer_waits_for_the_whole_copy() -> None:
     snap = await copying
     await writer
     assert snap.revision == 100
-    assert orjson.loads(snap.get(key(0))[RAW])["status"]["phase"] == "Pending"  # type: ignore[index]
+    assert orjson.loads(entry_json(snap.get(key(0))))["status"]["phase"] == "Pending"  # type: ignore[arg-type]
     assert cache.revision == 101

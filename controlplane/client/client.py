@@ -1,0 +1,208 @@
+"""An asynchronous Kubernetes API client for the emulator's own components.
+
+The scheduler, the node simulator and the autoscaler are clients of the API,
+as their upstream counterparts are: they learn from watches and write through
+REST calls, never behind the API's back. The same ``Client`` talks to a
+server over a socket (``from_kubeconfig``) or to the app in this process
+(``in_process``: the whole API, no socket, see ``transport``).
+
+    c = Client.from_kubeconfig(".controlplane/kubeconfig")
+    pod = await c.get(resource_path("", "v1", "pods", "default", "web-0"))
+    async for ev in c.watch(resource_path("", "v1", "pods"), resource_version=rv,
+                            field_selector="spec.nodeName=node-1"):
+        ...
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import yaml
+
+from .transport import InProcessTransport
+
+__all__ = ["PATCH_TYPES", "ApiError", "Client", "WatchEvent", "resource_path"]
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+_JSON = {"Accept": "application/json"}
+
+
+def resource_path(group: str, version: str, plural: str, namespace: str | None = None,
+                  name: str | None = None, subresource: str | None = None) -> str:
+    """The REST path of a collection or an object.
+
+    >>> resource_path("", "v1", "pods", "ns", "p", "status")
+    '/api/v1/namespaces/ns/pods/p/status'
+    >>> resource_path("apps", "v1", "deployments")
+    '/apis/apps/v1/deployments'
+    """
+    parts = ["/api/v1" if not group else f"/apis/{group}/{version}"]
+    if namespace:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(plural)
+    if name:
+        parts.append(name)
+        if subresource:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+class ApiError(Exception):
+    """A non-2xx answer: ``code`` and ``reason`` from the server's ``Status``."""
+
+    def __init__(self, code: int, reason: str, message: str, status: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.status = status or {}
+
+    @classmethod
+    def from_response(cls, r: httpx.Response) -> ApiError:
+        try:
+            body = orjson.loads(r.content)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            return cls(r.status_code, str(body.get("reason", "")), str(body.get("message", "")), body)
+        return cls(r.status_code, r.reason_phrase, r.text[:200])
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: dict[str, Any]
+
+
+def _query(query: dict[str, Any]) -> dict[str, str]:
+    return {k: ("true" if v is True else "false" if v is False else str(v))
+            for k, v in query.items() if v is not None}
+
+
+class Client:
+    """One connection pool to one server. Every call raises ``ApiError`` on a non-2xx answer."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, verify: ssl.SSLContext | bool = True,
+                 transport: httpx.AsyncBaseTransport | None = None, timeout: float = 30.0) -> None:
+        headers = {"User-Agent": "controlplane-client"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+        self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
+                                      timeout=httpx.Timeout(timeout), limits=limits)
+
+    @classmethod
+    def in_process(cls, app: Any, token: str | None = None) -> Client:
+        """The ASGI app of this process (``create_app(config).state.front``)."""
+        return cls("http://in-process", token=token, transport=InProcessTransport(app))
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path, context: str | None = None) -> Client:
+        """The current (or named) context of a kubeconfig: server, CA and bearer token."""
+        doc = yaml.safe_load(Path(path).read_text())
+        ctx_name = context or doc.get("current-context")
+        ctx = _named(doc.get("contexts"), ctx_name, "context")
+        cluster = _named(doc.get("clusters"), ctx["cluster"], "cluster")
+        user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+        verify: ssl.SSLContext | bool = True
+        if cluster.get("insecure-skip-tls-verify"):
+            verify = False
+        elif cluster.get("certificate-authority-data"):
+            cadata = base64.b64decode(cluster["certificate-authority-data"]).decode()
+            verify = ssl.create_default_context(cadata=cadata)
+        elif cluster.get("certificate-authority"):
+            verify = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        token = user.get("token")
+        if not token and user.get("tokenFile"):
+            token = Path(user["tokenFile"]).read_text().strip()
+        return cls(str(cluster["server"]), token=token, verify=verify)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ verbs
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+                      **query: Any) -> dict[str, Any]:
+        content = None
+        headers = dict(_JSON)
+        if body is not None:
+            content = body if isinstance(body, bytes) else orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        r = await self.http.request(method, path, content=content, params=_query(query), headers=headers)
+        if r.status_code >= 300:
+            raise ApiError.from_response(r)
+        result: dict[str, Any] = orjson.loads(r.content)
+        return result
+
+    async def get(self, path: str, **query: Any) -> dict[str, Any]:
+        return await self.request("GET", path, **query)
+
+    async def list(self, path: str, **query: Any) -> dict[str, Any]:
+        return await self.request("GET", path, **query)
+
+    async def create(self, path: str, body: dict[str, Any], **query: Any) -> dict[str, Any]:
+        return await self.request("POST", path, body, **query)
+
+    async def update(self, path: str, body: dict[str, Any], **query: Any) -> dict[str, Any]:
+        return await self.request("PUT", path, body, **query)
+
+    async def patch(self, path: str, body: Any, patch_type: str = "merge", **query: Any) -> dict[str, Any]:
+        return await self.request("PATCH", path, body, content_type=PATCH_TYPES[patch_type], **query)
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None, **query: Any) -> dict[str, Any]:
+        return await self.request("DELETE", path, body, **query)
+
+    async def watch(self, path: str, *, resource_version: str | None = None, field_selector: str | None = None,
+                    label_selector: str | None = None, send_initial_events: bool = False,
+                    allow_bookmarks: bool = True,
+                    timeout_seconds: int | None = None) -> AsyncGenerator[WatchEvent, None]:
+        """The events of a watch, until the server ends it. An expired
+        ``resource_version`` raises ``ApiError`` 410 (as an HTTP answer or an ERROR event)."""
+        query = {"watch": True, "resourceVersion": resource_version, "fieldSelector": field_selector,
+                 "labelSelector": label_selector, "allowWatchBookmarks": allow_bookmarks or None,
+                 "timeoutSeconds": timeout_seconds}
+        if send_initial_events:
+            query["sendInitialEvents"] = True
+            query["resourceVersionMatch"] = "NotOlderThan"
+        timeout = httpx.Timeout(30.0, read=None)
+        async with self.http.stream("GET", path, params=_query(query), headers=_JSON, timeout=timeout) as r:
+            if r.status_code >= 300:
+                await r.aread()
+                raise ApiError.from_response(r)
+            async for line in r.aiter_lines():
+                if not line:
+                    continue
+                event = orjson.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
+                                   str(obj.get("message", "")), obj)
+                yield WatchEvent(kind, obj)
+
+
+def _named(entries: list[dict[str, Any]] | None, name: str | None, what: str) -> dict[str, Any]:
+    for entry in entries or ():
+        if entry.get("name") == name:
+            body: dict[str, Any] = entry.get(what, {})
+            return body
+    raise ValueError(f"kubeconfig: no {what} named {name!r}")

@@ -1,0 +1,141 @@
+"""An httpx transport that calls an ASGI app in this process, streaming.
+
+httpx's own ``ASGITransport`` reads a response whole before returning it, so a
+watch (a response that never ends) would never return. This one returns as
+soon as the app has sent ``http.response.start`` and hands the body over as
+the app sends it, through a bounded queue: a reader that stops reading makes
+the app's ``send`` wait, as a full socket buffer would. Closing the response
+tells the app the client went away (``http.disconnect``) and waits for it.
+
+Used by components running inside ``controlplane serve`` (scheduler, node
+simulator): they go through the whole API (admission, validation, watch
+cache) with no socket and no HTTP parsing, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+
+__all__ = ["InProcessTransport"]
+
+# Chunks the app may send ahead of a reader (a watch's events, a LIST's pieces).
+_QUEUE_CHUNKS = 256
+_END = b""
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, chunks: asyncio.Queue[bytes | BaseException], task: asyncio.Task[None],
+                 disconnected: asyncio.Event) -> None:
+        self._chunks = chunks
+        self._task = task
+        self._disconnected = disconnected
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            chunk = await self._chunks.get()
+            if isinstance(chunk, BaseException):
+                raise httpx.ReadError(f"the in-process app failed: {chunk!r}") from chunk
+            if chunk is _END:
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        self._disconnected.set()
+        if not self._task.done():
+            # the app may be blocked on a full queue: drain it so it sees the disconnect
+            while not self._task.done():
+                try:
+                    self._chunks.get_nowait()
+                except asyncio.QueueEmpty:
+                    done, _ = await asyncio.wait({self._task}, timeout=0.05)
+                    if done:
+                        break
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+
+class InProcessTransport(httpx.AsyncBaseTransport):
+    """``httpx.AsyncClient(transport=InProcessTransport(app), base_url="http://in-process")``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        url = request.url
+        raw_path = url.raw_path.split(b"?", 1)[0]
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": request.method,
+            "scheme": "http",
+            "path": unquote(raw_path.decode("ascii")),
+            "raw_path": raw_path,
+            "query_string": url.query,
+            "root_path": "",
+            "headers": [(k.lower(), v) for k, v in request.headers.raw],
+            "server": ("in-process", 0),
+            "client": ("127.0.0.1", 0),
+            "state": {},
+        }
+        chunks: asyncio.Queue[bytes | BaseException] = asyncio.Queue(_QUEUE_CHUNKS)
+        disconnected = asyncio.Event()
+        started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = asyncio.get_running_loop().create_future()
+        request_sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal request_sent
+            if not request_sent:
+                request_sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await disconnected.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if disconnected.is_set():
+                raise OSError("the in-process client disconnected")
+            kind = message["type"]
+            if kind == "http.response.start":
+                started.set_result((message["status"], list(message.get("headers", ()))))
+            elif kind == "http.response.body":
+                data = message.get("body", b"")
+                if data:
+                    await chunks.put(data)
+                if not message.get("more_body", False):
+                    await chunks.put(_END)
+
+        async def run() -> None:
+            try:
+                await self.app(scope, receive, send)
+            except Exception as e:  # handed to the reader, whichever side it is on
+                if not started.done():
+                    started.set_exception(e)
+                elif not disconnected.is_set():
+                    await chunks.put(e)  # aclose() drains, so this cannot wait forever
+            except BaseException as e:  # cancelled: no waiting, end the reader if there is room
+                if not started.done():
+                    started.set_exception(e)
+                elif not chunks.full():
+                    chunks.put_nowait(_END)
+                raise
+            else:
+                if not started.done():
+                    started.set_exception(RuntimeError("the app returned without a response"))
+
+        task = asyncio.create_task(run(), name=f"in-process {request.method} {scope['path']}")
+        try:
+            status, headers = await started
+        except BaseException:
+            disconnected.set()
+            with contextlib.suppress(BaseException):
+                await task
+            raise
+        return httpx.Response(status, headers=headers, stream=_Body(chunks, task, disconnected),
+                              request=request)

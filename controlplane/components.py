@@ -1,0 +1,48 @@
+"""The components that run inside ``controlplane serve`` beside the API.
+
+Each is an API client (the scheduler, the node simulator, ...): it gets a
+``Client.in_process`` over this server's app, so it goes through the whole API
+(authentication, admission, validation, the watch cache) without a socket,
+and nothing in it may reach the store behind the API's back (DESIGN.md).
+
+A component is registered here by name as ``"module:function"`` with a
+predicate on the configuration; the module is imported only when the
+component runs, so ``serve`` starts fast. The function runs as a background
+task until the server stops (it is cancelled then)::
+
+    async def start(client: Client, config: Config) -> None: ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .config import Config
+
+__all__ = ["COMPONENTS", "Component", "enabled"]
+
+Start = Callable[["Client", "Config"], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    target: str  # "module:function"
+    wanted: Callable[[Config], bool]
+
+    def load(self) -> Start:
+        module, _, function = self.target.partition(":")
+        start: Start = getattr(importlib.import_module(module), function)
+        return start
+
+
+COMPONENTS: list[Component] = []
+
+
+def enabled(config: Config) -> list[Component]:
+    return [c for c in COMPONENTS if c.wanted(config)]

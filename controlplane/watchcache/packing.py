@@ -1,0 +1,102 @@
+"""The cache's objects, kept compressed: zstd with a dictionary per resource.
+
+A realistic pod is 4.4 KB of JSON; a million of them as plain bytes would hold
+4.4 GB, and orjson's output bytes keep their growth slack (a 5 KB document
+occupies 8 KB). Once a resource's cache has seen ``train_after`` objects, a
+dictionary is trained on them in a thread and every entry made after it is
+packed: about 450 bytes per pod, a tenth (docs/benchmarks.md).
+
+The price is a decompression per object served (a few microseconds; a watch
+event is unpacked once and shared by every watcher). Small caches (most
+resources) never train and keep their JSON, copied to its exact size.
+
+A packed body is ``PACKED``, the dictionary's slot (2 bytes, little-endian),
+then a zstd frame with its content size. JSON always starts with ``{``, so
+``unpack`` tells them apart by the first byte::
+
+    >>> unpack(b'{"kind":"Pod"}')
+    b'{"kind":"Pod"}'
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from typing import Final
+
+import zstandard as zstd
+
+__all__ = ["PACKED", "Packer", "unpack"]
+
+log = logging.getLogger(__name__)
+
+PACKED: Final = 0xFD
+_SLOT = struct.Struct("<BH")  # PACKED, dictionary slot
+
+# slot -> decompressor; slots are never reused, so a body stays readable for the
+# life of the process whichever cache or snapshot holds it
+_DECOMPRESSORS: list[zstd.ZstdDecompressor] = []
+_SLOTS_LOCK = threading.Lock()
+
+
+def unpack(body: bytes) -> bytes:
+    """The JSON of an entry's body, packed or not."""
+    if body[0] != PACKED:
+        return body
+    return _DECOMPRESSORS[body[1] | body[2] << 8].decompress(memoryview(body)[3:])
+
+
+def _new_slot(dictionary: zstd.ZstdCompressionDict) -> int:
+    with _SLOTS_LOCK:
+        _DECOMPRESSORS.append(zstd.ZstdDecompressor(dict_data=dictionary))
+        slot = len(_DECOMPRESSORS) - 1
+    if slot > 0xFFFF:
+        raise OverflowError("more than 65,536 trained dictionaries")
+    return slot
+
+
+class Packer:
+    """Packs one resource's entry bodies, once it has seen enough of them to train on.
+
+    Not thread-safe: the cache's applier (one task) and the API's writers (the
+    event loop) call ``pack``; only the training runs on a thread of its own."""
+
+    def __init__(self, train_after: int = 1000, dict_size: int = 64 * 1024, level: int = 1) -> None:
+        self.train_after = train_after
+        self.dict_size = dict_size
+        self.level = level
+        self._samples: list[bytes] | None = [] if train_after > 0 else None
+        self._compressor: zstd.ZstdCompressor | None = None
+        self._head = b""
+
+    @property
+    def trained(self) -> bool:
+        return self._compressor is not None
+
+    def pack(self, raw: bytes) -> bytes:
+        compressor = self._compressor
+        if compressor is not None:
+            return self._head + compressor.compress(raw)
+        body = bytes(memoryview(raw))  # exact size: drop the serialiser's slack
+        samples = self._samples
+        if samples is not None:
+            samples.append(body)
+            if len(samples) >= self.train_after:
+                self._samples = None
+                threading.Thread(target=self._train, args=(samples,), name="packer-train", daemon=True).start()
+        return body
+
+    def _train(self, samples: list[bytes]) -> None:
+        try:
+            dictionary = zstd.train_dictionary(self.dict_size, list[bytes | bytearray | memoryview](samples),
+                                               level=self.level)
+            dictionary.precompute_compress(level=self.level)
+        except zstd.ZstdError as e:  # too few or too alike samples: stay unpacked
+            log.info("no dictionary trained (%s); entries stay unpacked", e)
+            return
+        head = _SLOT.pack(PACKED, _new_slot(dictionary))
+        compressor = zstd.ZstdCompressor(level=self.level, dict_data=dictionary, write_checksum=False,
+                                         write_content_size=True, write_dict_id=False)
+        self._head = head
+        self._compressor = compressor  # last: pack() reads it first, then the head

@@ -1,0 +1,164 @@
+"""The components' client: REST verbs, watches and informers, in process and over a socket."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client, Informer, resource_path
+from controlplane.config import Config
+from tests.test_cli import Serve, start_serve
+
+PODS = resource_path("", "v1", "pods", "default")
+
+
+def pod(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[Client]:
+    async with Client.in_process(app.state.front) as c:
+        yield c
+
+
+def test_resource_path() -> None:
+    assert resource_path("", "v1", "nodes") == "/api/v1/nodes"
+    assert resource_path("", "v1", "pods", "ns", "p", "binding") == "/api/v1/namespaces/ns/pods/p/binding"
+    assert (resource_path("scheduling.k8s.io", "v1beta1", "podgroups", "ns")
+            == "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups")
+
+
+async def test_verbs_in_process(client: Client) -> None:
+    created = await client.create(PODS, pod("a", app="x"))
+    assert created["metadata"]["uid"]
+    got = await client.get(f"{PODS}/a")
+    assert got["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    patched = await client.patch(f"{PODS}/a", {"metadata": {"labels": {"tier": "web"}}})
+    assert patched["metadata"]["labels"] == {"app": "x", "tier": "web"}
+    patched = await client.patch(f"{PODS}/a", {"metadata": {"labels": {"s": "1"}}}, "strategic")
+    assert patched["metadata"]["labels"]["s"] == "1"
+    listed = await client.list(PODS, labelSelector="tier=web")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["a"]
+    await client.delete(f"{PODS}/a")
+    with pytest.raises(ApiError) as e:
+        await client.get(f"{PODS}/a")
+    assert e.value.code == 404 and e.value.reason == "NotFound"
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Name"}})
+    assert e.value.code == 422
+
+
+async def test_watch_in_process_streams_events_as_they_happen(client: Client) -> None:
+    rv = (await client.list(PODS))["metadata"]["resourceVersion"]
+    seen: list[tuple[str, str]] = []
+
+    async def watch() -> None:
+        async for ev in client.watch(PODS, resource_version=rv):
+            if ev.type != "BOOKMARK":
+                seen.append((ev.type, ev.object["metadata"]["name"]))
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(watch())
+    await client.create(PODS, pod("w"))
+    await client.patch(f"{PODS}/w", {"metadata": {"labels": {"a": "b"}}})
+    await client.delete(f"{PODS}/w")
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
+
+
+async def test_watch_of_an_expired_revision_raises_410(client: Client, app: FastAPI) -> None:
+    for i in range(3):
+        await client.create(PODS, pod(f"p{i}"))
+    store = app.state.server.store
+    await store.compact(await store.revision())
+    with pytest.raises(ApiError) as e:
+        async for _ in client.watch(PODS, resource_version="1"):
+            pass
+    assert e.value.code == 410
+
+
+async def test_closing_a_watch_ends_the_server_side(client: Client) -> None:
+    rv = (await client.list(PODS))["metadata"]["resourceVersion"]
+    stream = client.watch(PODS, resource_version=rv)
+    task: asyncio.Task[object] = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await stream.aclose()
+    # the app's request task is gone: nothing named "in-process GET" is left running
+    await asyncio.sleep(0.05)
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("in-process GET") and not t.done()]
+
+
+async def test_informer_lists_then_follows(client: Client) -> None:
+    await client.create(PODS, pod("before"))
+    events: list[tuple[str, str]] = []
+    inf = Informer(client, PODS, page_size=1,
+                   on_add=lambda o: events.append(("add", o["metadata"]["name"])),
+                   on_update=lambda a, b: events.append(("update", b["metadata"]["name"])),
+                   on_delete=lambda o: events.append(("delete", o["metadata"]["name"])))
+    await client.create(PODS, pod("before2"))
+    task = asyncio.create_task(inf.run())
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        assert set(inf.items) == {"default/before", "default/before2"}
+        await client.create(PODS, pod("after"))
+        await client.patch(f"{PODS}/before", {"metadata": {"labels": {"x": "y"}}})
+        await client.delete(f"{PODS}/before2")
+        for _ in range(100):
+            if len(events) >= 5:
+                break
+            await asyncio.sleep(0.02)
+        assert sorted(events[:2]) == [("add", "before"), ("add", "before2")]
+        assert events[2:] == [("add", "after"), ("update", "before"), ("delete", "before2")]
+        assert set(inf.items) == {"default/before", "default/after"}
+        assert inf.items["default/before"]["metadata"]["labels"] == {"x": "y"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    s = start_serve(tmp_path_factory.mktemp("client"))
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+async def test_over_tls_from_the_kubeconfig(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        created = await c.create(PODS, pod("sock"))
+
+        async def first_event() -> tuple[str, str]:
+            async for ev in c.watch(PODS, resource_version=created["metadata"]["resourceVersion"],
+                                    allow_bookmarks=False):
+                return ev.type, ev.object["metadata"]["name"]
+            raise AssertionError("the watch ended")
+
+        task = asyncio.create_task(first_event())
+        await asyncio.sleep(0.1)
+        await c.delete(f"{PODS}/sock")
+        assert await asyncio.wait_for(task, 5) == ("DELETED", "sock")
+    with pytest.raises(ApiError) as e:
+        async with Client(served.url, verify=False) as anonymous:
+            await anonymous.list(PODS)
+    assert e.value.code == 401
