@@ -117,6 +117,7 @@ class ReplicaSetController(KubeUser):
         room = self.max_pods - len(self.pods)
         if room > 0:
             self._create_pods(min(room, random.randint(1, self.burst)))
+            self._write_status()  # the controller reports the replicas it now has
 
     @task(2)
     def scale_down(self) -> None:
