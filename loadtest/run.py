@@ -282,7 +282,14 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "scrape_errors": watcher.errors, **timings}
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM (and SIGINT where a background shell ignored it) unwind through the
+    # finally blocks, which stop Locust and the server and still write the report
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     started = time.monotonic()
     plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
                            duration=args.duration, shape=args.shape)

@@ -85,7 +85,8 @@ def _smoke(quick: bool, scale: float) -> dict[str, Any]:
         "weighted": {}, "peak": 0, "shape": "steady", "duration": 20 if quick else 60,
         "params": {"namespaces": 1, "pods_per_controller": 10, "burst": 5, "gpus_per_node": 8, "gang_size": 2,
                 "gang_namespaces": 1, "watch_list_fraction": 0.5, "informer_resources": ["pods"],
-                "lease_interval": 10, "max_pages": 3, "page_size": 5, "train_seconds": 1.0, "gang_timeout": 15.0},
+                "lease_interval": 10, "max_pages": 3, "page_size": 5, "train_seconds": 1.0, "gang_timeout": 15.0,
+                "sweep": True},
     }
 
 

@@ -204,6 +204,9 @@ class Answer:
         return ((self.body or {}).get("metadata") or {}).get("resourceVersion")
 
 
+# what geventhttpclient raises when the server had closed a pooled connection
+_IDLE_CLOSED = frozenset({"HTTPConnectionClosed", "ConnectionResetError", "BrokenPipeError"})
+
 _PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -245,31 +248,48 @@ class KubeUser(FastHttpUser):
         """One API call, recorded under ``name``. 2xx succeeds; a status in
         ``expected`` is deliberate (counted under EXPECTED, not failed); anything
         else fails the request. ``track`` names the resource whose watch
-        delivery this write should be matched against."""
-        url = path + ("?" + urlencode(query) if query else "")
+        delivery this write should be matched against.
+
+        A request that finds its pooled connection closed by the server (an idle
+        keep-alive connection the server timed out) is sent again once on a new
+        connection, as Go's HTTP transport does for a connection that died while
+        idle; the retry is counted under EXPECTED and the latency covers both."""
+        session = self.client
+        url = session._build_url(path + ("?" + urlencode(query) if query else ""))
         headers = self.headers
-        data: Any = None  # bytes; FastHttpSession's annotation says str or dict, geventhttpclient takes bytes
+        data: Any = None  # bytes; geventhttpclient sends them as they are
         if body is not None:
             headers = {**headers, "Content-Type": content_type}
             data = body if isinstance(body, bytes) else orjson.dumps(body)
-        with self.client.request(method, url, name=name, data=data, headers=headers,
-                                 catch_response=True) as resp:
-            at = time.perf_counter()
-            status = resp.status_code or 0
-            parsed: dict[str, Any] | None = None
-            content = resp.content
-            if content and content[:1] == b"{":
-                try:
-                    parsed = orjson.loads(content)
-                except orjson.JSONDecodeError:
-                    parsed = None
-            if 200 <= status < 300:
-                resp.success()
-            elif status in expected:
-                resp.success()
-                fire_expected(f"{status} {name}")
-            else:
-                resp.failure(ApiFailure(status, _reason(status, parsed, getattr(resp, "error", None))))
+        start_time = time.time()
+        started = time.perf_counter()
+        resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
+        if (resp.status_code or 0) == 0 and type(getattr(resp, "error", None)).__name__ in _IDLE_CLOSED:
+            fire_expected(f"reconnect {name}")
+            resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
+        status = resp.status_code or 0
+        error: Exception | None = getattr(resp, "error", None)
+        content = b""
+        if status:
+            try:
+                content = resp.content or b""
+            except Exception as e:  # the body broke off
+                status, error = 0, e
+        at = time.perf_counter()
+        parsed: dict[str, Any] | None = None
+        if content[:1] == b"{":
+            try:
+                parsed = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                parsed = None
+        exception: Exception | None = None
+        if status in expected:
+            fire_expected(f"{status} {name}")
+        elif not 200 <= status < 300:
+            exception = ApiFailure(status, _reason(status, parsed, error))
+        events.request.fire(request_type=method, name=name,  # type: ignore[no-untyped-call]
+                            response_time=(at - started) * 1000.0, response_length=len(content),
+                            exception=exception, context={}, start_time=start_time, url=url, response=resp)
         answer = Answer(status, parsed, at)
         if track and 200 <= status < 300:
             TRACKER.wrote(track, answer.rv, at)

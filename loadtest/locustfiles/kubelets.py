@@ -37,6 +37,7 @@ class KubeletUser(KubeUser):
         self.node_name = f"node-{unique_suffix()}"
         self.gpus = int(param("gpus_per_node", 0))
         self.started: set[str] = set()
+        self.unsynced: dict[str, dict[str, Any]] = {}  # status writes that failed, retried every lease interval
         if not _lease_namespace_ready:
             self.ensure("namespaces", objects.namespace("kube-node-lease"))
             _lease_namespace_ready = True
@@ -64,15 +65,28 @@ class KubeletUser(KubeUser):
                 or meta.get("deletionTimestamp") or key in self.started:
             return
         self.started.add(key)
+        self._report_running(key, obj)
+
+    def _report_running(self, key: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
         ip = f"10.{random.randrange(256)}.{random.randrange(256)}.{random.randrange(1, 255)}"
         # 404: the pod was deleted before its kubelet got to it (churn); a kubelet lets it go
-        self.patch("pods", meta.get("namespace"), meta["name"],
-                   objects.pod_running_status(obj, microtime()[:19] + "Z", ip), "strategic", subresource="status",
-                   track=True, expected=(404,))
+        a = self.patch("pods", meta.get("namespace"), meta["name"],
+                       objects.pod_running_status(obj, microtime()[:19] + "Z", ip), "strategic",
+                       subresource="status", track=True, expected=(404,))
+        if a.status != 404 and not 200 <= a.status < 300:
+            self.unsynced[key] = obj  # the status manager tries again on its next sync
+
+    def _resync_statuses(self) -> None:
+        for key, obj in list(self.unsynced.items()):
+            del self.unsynced[key]
+            self._report_running(key, obj)
 
     @task
     def renew_lease(self) -> None:
-        """The node's heartbeat: an update of the Lease it holds (PUT, as client-go's lease controller)."""
+        """The node's heartbeat: an update of the Lease it holds (PUT, as client-go's lease controller);
+        status writes that failed are retried on the same beat."""
+        self._resync_statuses()
         path = path_for("leases", "kube-node-lease", self.node_name, group="coordination.k8s.io")
         if self.lease is None:
             a = self.call("GET", path, "leases")

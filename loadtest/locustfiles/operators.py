@@ -38,6 +38,10 @@ class OperatorUser(KubeUser):
         self.ensure("configmaps", objects.configmap(self.ns, self.name, {"generation": "0"}), self.ns)
         self.ensure("deployments", objects.deployment(self.ns, self.name), self.ns, group="apps")
         self.generation = 0
+        if param("sweep", False):  # the smoke scenario: every operation once, whatever the dice say later
+            for op in (self.paginated_list, self.namespace_list, self.label_selected_list, self.get_own,
+                       self.strategic_patch, self.merge_patch, self.apply):
+                op()
 
     @task(1)
     def paginated_list(self) -> None:
