@@ -143,7 +143,7 @@ def _gang(quick: bool, scale: float) -> dict[str, Any]:
 def _million(quick: bool, scale: float) -> dict[str, Any]:
     s = 0.002 if quick and scale == 1.0 else scale
     controllers = _n(1000 * s)
-    pods = controllers * (50 if quick else 1000)
+    pods = controllers * (20 if quick else 1000)
     return {
         "description": f"{_n(10_000 * s):,} nodes registered through the API, {pods:,} "
                     f"pods across {controllers:,} namespaces created, scheduled and run, {_n(100 * s)} informers "
@@ -151,8 +151,8 @@ def _million(quick: bool, scale: float) -> dict[str, Any]:
         "fixed": {"BinderUser": 1, "KubeletUser": _n(10_000 * s), "InformerUser": _n(100 * s),
                "OperatorUser": _n(10 * s), "ReplicaSetController": controllers},
         "weighted": {}, "peak": 0, "shape": "steady", "duration": 55 if quick else 20 * 60, "until": "quota",
-        "params": {"namespaces": controllers, "quota": 50 if quick else 1000, "burst": 50,
-                   "hold": 2.0 if quick else 5.0,
+        "params": {"namespaces": controllers, "quota": 20 if quick else 1000, "burst": 50,
+                   "hold": 1.0 if quick else 5.0,
                 "controller_wait_min": 0.0, "controller_wait_max": 0.05, "max_pages": 10,
                 "informer_resources": ["pods"], "watch_list_fraction": 0.5, "informer_sync_timeout": 600,
                 "binder_concurrency": 32},

@@ -259,7 +259,9 @@ class KubeUser(FastHttpUser):
         headers = self.headers
         data: Any = None  # bytes; geventhttpclient sends them as they are
         if body is not None:
-            headers = {**headers, "Content-Type": content_type}
+            # lower case: geventhttpclient looks for "content-type" and, not finding it, adds
+            # application/octet-stream beside ours (the server then sees two)
+            headers = {**headers, "content-type": content_type}
             data = body if isinstance(body, bytes) else orjson.dumps(body)
         start_time = time.time()
         started = time.perf_counter()
