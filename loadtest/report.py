@@ -17,6 +17,7 @@ import html
 import itertools
 import json
 import math
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,7 +78,9 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     captions: dict[str, str] = {}
 
     def save(fig: Any, name: str, caption: str) -> None:
-        fig.tight_layout()
+        with warnings.catch_warnings():  # long labels: tight_layout may give up, the plot is still fine
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout()
         fig.savefig(out / f"{name}.png", dpi=80)
         plt.close(fig)
         captions[name] = caption

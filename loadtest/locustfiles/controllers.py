@@ -18,6 +18,7 @@ import random
 import sys
 import time
 from collections import OrderedDict
+from typing import Any
 
 import gevent
 import gevent.pool
@@ -53,12 +54,19 @@ class ReplicaSetController(KubeUser):
         self.phase = "create"
         self.done_at = 0.0
         self._phase_started = 0.0
+        self._last_resync = 0.0
         self.ensure("namespaces", objects.namespace(self.ns))
         self.ensure("replicasets", objects.replicaset(self.ns, self.rs, self.selector, 0), self.ns, group="apps")
         self.reflector = Reflector(self, "pods", self.ns, label_selector=f"loadtest/controller={self.rs}",
-                                   on_event=self._pod_event)
+                                   on_event=self._pod_event, on_list=self._pods_listed)
         self.reflector.start()
         self.reflector.synced.wait(timeout=30)
+
+    def _pods_listed(self, items: list[dict[str, Any]]) -> None:
+        """A (re)list is the truth: after a 410 the watch's missed events are in it, not replayed."""
+        self.running = {p["metadata"]["name"] for p in items if (p.get("status") or {}).get("phase") == "Running"}
+        for p in items:
+            TRACKER.pod_seen(f"{self.ns}/{p['metadata']['name']}", p, time.perf_counter())
 
     def _pod_event(self, ev: WatchEvent) -> None:
         obj = ev.object
@@ -134,6 +142,18 @@ class ReplicaSetController(KubeUser):
         self._write_status()
 
     # -- the million's fixed quota ------------------------------------------------------
+    def _resync_if_stuck(self) -> None:
+        """Every 30 s of waiting, read the pods back with a LIST, as an informer's resync
+        would: a watch event missed across a reconnect must not hold the run forever."""
+        now = time.perf_counter()
+        if now - max(self._phase_started, self._last_resync) < 30.0:
+            return
+        self._last_resync = now
+        items: list[dict[str, Any]] = []
+        for page in self.list_pages("pods", self.ns, limit=500, labelSelector=f"loadtest/controller={self.rs}"):
+            items.extend((page.body or {}).get("items") or ())
+        self._pods_listed(items)
+
     def _quota_step(self) -> None:
         if self.phase == "create":
             left = self.quota - self.created_total
@@ -144,6 +164,7 @@ class ReplicaSetController(KubeUser):
             self._phase_started = time.perf_counter()
         if self.phase == "wait-running":
             if len(self.running & set(self.pods)) < len(self.pods):
+                self._resync_if_stuck()
                 return
             fire_latency("controller all pods running", time.perf_counter() - self._phase_started)
             self.phase = "hold"
