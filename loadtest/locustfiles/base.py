@@ -189,6 +189,8 @@ def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
     if status == 0:
         return type(error).__name__ if error is not None else "no response"
     if parsed and parsed.get("kind") == "Status":
+        if status >= 500:  # a server error is rare and its message is the clue: keep it
+            return f"{parsed.get('reason') or ''}: {str(parsed.get('message') or '')[:160]}"
         return str(parsed.get("reason") or "")
     return ""
 
