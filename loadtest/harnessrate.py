@@ -1,0 +1,128 @@
+"""How fast the harness itself can go: ``python -m loadtest harness-rate``.
+
+Runs Locust exactly as a scenario does (a headless master and ``--processes``
+worker processes, FastHttpUser, statistics to CSV) with users that GET one
+trivial path without pause, against a tiny local ASGI server (uvicorn +
+httptools answering ``ok``) or ``--target``'s ``/healthz``. Reports the
+requests per second and, from ``/proc``, the workers' CPU seconds, so the
+figure is per core of Locust worker: the ceiling above which a scenario
+measures the harness, not the server. One JSON line per metric, as
+``controlplane bench`` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import httpx
+
+from .serverwatch import proc_usage
+
+__all__ = ["app", "main"]
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The trivial endpoint: 200 ``ok`` for any HTTP request."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest harness-rate", description=__doc__)
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--users", type=int, default=32, help="users in all (default: %(default)s)")
+    p.add_argument("--duration", type=float, default=10.0)
+    p.add_argument("--target", help="a server whose /healthz to use instead of the tiny local one")
+    args = p.parse_args(argv)
+
+    server = None
+    target = args.target
+    if target is None:
+        port = _free_port()
+        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "loadtest.harnessrate:app", "--port", str(port),
+                                   "--http", "httptools", "--loop", "uvloop", "--log-level", "warning",
+                                   "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        target = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                httpx.get(target + "/", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+    try:
+        with TemporaryDirectory(prefix="harness-rate-") as tmp:
+            out = Path(tmp)
+            locust = [sys.executable, "-m", "locust", "-f", str(Path(__file__).parent / "locustfiles" / "trivial.py"),
+                      "--host", target]
+            mport = _free_port()
+            master = subprocess.Popen(
+                [*locust, "--master", "--headless", "--expect-workers", str(args.processes), "--master-bind-port",
+                 str(mport), "-u", str(args.users), "-r", str(args.users), "-t", f"{args.duration:g}s",
+                 "--csv", str(out / "locust"), "--only-summary", "--loglevel", "WARNING"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            workers = [subprocess.Popen([*locust, "--worker", "--master-port", str(mport), "--loglevel", "WARNING"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       for _ in range(args.processes)]
+            samples: list[tuple[float, float]] = []  # (epoch, CPU seconds of all workers)
+            while master.poll() is None:
+                usages = [proc_usage(w.pid) for w in workers]
+                if all(u is not None for u in usages):
+                    samples.append((time.time(), sum(u[1] for u in usages if u is not None)))
+                time.sleep(0.25)
+            for w in workers:
+                w.wait(timeout=30)
+            with (out / "locust_stats.csv").open(newline="") as f:
+                rows = {r["Name"]: r for r in csv.DictReader(f)}
+            with (out / "locust_stats_history.csv").open(newline="") as f:
+                history = [(float(r["Timestamp"]), int(r["Total Request Count"])) for r in csv.DictReader(f)
+                           if r["Name"] == "Aggregated"]
+        row = rows.get("trivial", {})
+        failures = int(row.get("Failure Count") or 0)
+        # The steady part only: from a second after the first request to the last full second, so neither
+        # the workers' start (imports) nor the stop counts against them.
+        started = next((t for t, n in history if n > 0), 0.0) + 1.0
+        window = [(t, n) for t, n in history if t >= started]
+        cpu_window = [(t, c) for t, c in samples if window and window[0][0] <= t <= window[-1][0]]
+        if len(window) < 2 or len(cpu_window) < 2:
+            print("harness-rate: the run was too short to measure", file=sys.stderr)
+            return 1
+        seconds = window[-1][0] - window[0][0]
+        requests = window[-1][1] - window[0][1]
+        cpu = cpu_window[-1][1] - cpu_window[0][1]
+        cpu_seconds = cpu_window[-1][0] - cpu_window[0][0]
+        rps = requests / seconds
+        cores = cpu / cpu_seconds
+        common = {"bench": "harness", "processes": args.processes, "users": args.users, "target": target,
+                  "window_s": round(seconds, 1)}
+        for metric, value, unit in (("requests/s", rps, "req/s"),
+                                    ("worker CPU", cores, "cores"),
+                                    ("requests/s per worker core", rps / cores if cores else 0.0, "req/s/core"),
+                                    ("failures", float(failures), "requests"),
+                                    ("p50", float(row.get("50%") or 0), "ms"),
+                                    ("p99", float(row.get("99%") or 0), "ms")):
+            print(json.dumps({**common, "metric": metric, "value": round(value, 3), "unit": unit}))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+    return 0

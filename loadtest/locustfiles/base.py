@@ -1,0 +1,495 @@
+"""What every control-plane client in these load tests shares.
+
+- :class:`KubeUser`, the abstract Locust user: bearer token, Kubernetes paths,
+  and :meth:`KubeUser.call`, which names each request the way ``loadtest.slo``
+  reads it (``pods``, ``pods/status``, ``pods [namespace]`` for a namespaced
+  LIST, ``pods [cluster]``, ``pods [watch]``) and treats the answers a real
+  client expects (``409 AlreadyExists`` of a namespace someone else made) as
+  deliberate, counted under ``EXPECTED``.
+- :class:`Reflector`, client-go's list-then-watch loop in a greenlet: a LIST
+  (paginated, or a ``sendInitialEvents`` WatchList), a watch from its
+  resourceVersion with bookmarks, a relist on 410 Gone, a rewatch from the last
+  seen revision when the stream ends.
+- :data:`TRACKER`, the process's bookkeeping for latencies that are not
+  requests: watch delivery (a write's response -> the event with the same
+  resourceVersion on any watch of this process), create -> bound and
+  create -> Running of pods this process created. They are reported through
+  ``events.request.fire`` under request type ``LATENCY`` so they land in the
+  same statistics as the requests.
+
+Parameters come from the environment (``LOADTEST_*``), which the harness sets
+for the master and every worker process; workers on other machines need the
+same environment (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import gevent
+import gevent.event
+import orjson
+from locust import FastHttpUser, events
+
+__all__ = [
+    "PARAMS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param", "path_for",
+    "unique_suffix",
+]
+
+# --------------------------------------------------------------------------- parameters
+
+PARAMS: dict[str, Any] = json.loads(os.environ.get("LOADTEST_PARAMS") or "{}")
+
+
+def param(name: str, default: Any) -> Any:
+    """A scenario parameter (``LOADTEST_PARAMS``, a JSON object), or ``default``."""
+    return PARAMS.get(name, default)
+
+
+_counter = itertools.count()
+
+
+def unique_suffix() -> str:
+    """A name part no other user of this run has: the worker's index (set by the
+    harness as ``LOADTEST_WORKER`` or Locust's own) and a counter in the process."""
+    return f"{os.environ.get('LOADTEST_WORKER', str(os.getpid()))}-{next(_counter)}"
+
+
+def microtime(t: float | None = None) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds."""
+    t = time.time() if t is None else t
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def path_for(plural: str, namespace: str | None = None, name: str | None = None, subresource: str | None = None,
+             group: str = "", version: str = "v1") -> str:
+    """``/api/v1/namespaces/ns/pods/p/status`` and the like."""
+    p = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if namespace:
+        p += f"/namespaces/{namespace}"
+    p += f"/{plural}"
+    if name:
+        p += f"/{name}"
+    if subresource:
+        p += f"/{subresource}"
+    return p
+
+
+# --------------------------------------------------------------------------- latencies
+
+def fire_latency(name: str, seconds: float, exception: Exception | None = None) -> None:
+    """A latency that is not one request's, into Locust's statistics (a failure with ``exception``)."""
+    events.request.fire(request_type="LATENCY", name=name,  # type: ignore[no-untyped-call]
+                        response_time=max(0.0, seconds) * 1000.0, response_length=0, exception=exception,
+                        context={})
+
+
+def fire_expected(name: str) -> None:
+    """A deliberate non-2xx answer (409 AlreadyExists of a shared namespace, 409 on a
+    binding another binder won): counted, not failed."""
+    events.request.fire(request_type="EXPECTED", name=name,  # type: ignore[no-untyped-call]
+                        response_time=0.0, response_length=0, exception=None, context={})
+
+
+class _Bounded(OrderedDict[str, float]):
+    """A dict that forgets its oldest entries beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: str, value: float) -> None:
+        self[key] = value
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class Tracker:
+    """Latencies that span a write and a watch of this process.
+
+    Watch delivery is matched by resourceVersion: the writer records when its
+    response arrived (``wrote``), a watcher when the event with that revision
+    arrived (``seen``); whichever comes second reports the difference (0 when
+    the event beat the response). Only resources some watch of this process
+    follows are recorded (``watching``), and only the first watcher to see a
+    revision counts. Pods this process created are followed to bound (a
+    ``spec.nodeName``) and to ``Running``, from the time the create was sent.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.watching: dict[str, int] = {}
+        self._writes = _Bounded(limit)
+        self._early = _Bounded(limit)
+        self._created = _Bounded(limit)
+        self._bound: set[str] = set()
+
+    def wrote(self, resource: str, rv: str | None, at: float) -> None:
+        if not rv or not self.watching.get(resource):
+            return
+        early = self._early.pop(rv, None)
+        if early is not None:
+            fire_latency(f"watch delivery {resource}", 0.0)
+        else:
+            self._writes.put(rv, at)
+
+    def seen(self, resource: str, rv: str | None, at: float) -> None:
+        if not rv:
+            return
+        wrote = self._writes.pop(rv, None)
+        if wrote is not None:
+            fire_latency(f"watch delivery {resource}", at - wrote)
+        elif self.watching.get(resource):
+            self._early.put(rv, at)
+
+    def created(self, key: str, sent: float) -> None:
+        self._created.put(key, sent)
+
+    def pod_seen(self, key: str, obj: dict[str, Any], at: float) -> None:
+        sent = self._created.get(key)
+        if sent is None:
+            return
+        if (obj.get("spec") or {}).get("nodeName") and key not in self._bound:
+            self._bound.add(key)
+            fire_latency("pod create→bound", at - sent)
+        if (obj.get("status") or {}).get("phase") == "Running":
+            del self._created[key]
+            self._bound.discard(key)
+            fire_latency("pod startup", at - sent)
+
+    def forget(self, key: str) -> None:
+        self._created.pop(key, None)
+        self._bound.discard(key)
+
+
+TRACKER = Tracker()
+
+
+# --------------------------------------------------------------------------- the user
+
+class ApiFailure(Exception):
+    """A call that got an answer its caller did not expect. The message is the
+    status code and the Status's reason only (no object names), so Locust's
+    failure table groups like failures into one row."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status} {reason}".rstrip())
+        self.status = status
+
+
+def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
+    if status == 0:
+        return type(error).__name__ if error is not None else "no response"
+    if parsed and parsed.get("kind") == "Status":
+        if status >= 500:  # a server error is rare and its message is the clue: keep it
+            return f"{parsed.get('reason') or ''}: {str(parsed.get('message') or '')[:160]}"
+        return str(parsed.get("reason") or "")
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: dict[str, Any] | None
+    at: float  # perf_counter when the answer arrived
+
+    @property
+    def rv(self) -> str | None:
+        return ((self.body or {}).get("metadata") or {}).get("resourceVersion")
+
+
+# what geventhttpclient raises when the server had closed a pooled connection
+_IDLE_CLOSED = frozenset({"HTTPConnectionClosed", "ConnectionResetError", "BrokenPipeError"})
+
+_PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeUser(FastHttpUser):
+    """A Kubernetes API client. Subclasses read like the traffic they make."""
+
+    abstract = True
+    network_timeout = 120.0
+    connection_timeout = 30.0
+    concurrency = 4  # connections per user: a watch holds one for its lifetime
+    insecure = True  # the server's CA is the run's own; tokens are what is checked
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        token = os.environ.get("LOADTEST_TOKEN", "")
+        self.headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.greenlets: list[gevent.Greenlet] = []
+
+    def on_stop(self) -> None:
+        gevent.killall(self.greenlets, block=False)
+        self.greenlets.clear()
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
+        g = gevent.spawn(fn, *args)
+        self.greenlets.append(g)
+        return g
+
+    # -- calls -----------------------------------------------------------------
+    def call(self, method: str, path: str, name: str, body: Any = None, *, query: dict[str, Any] | None = None,
+             content_type: str = "application/json", expected: tuple[int, ...] = (),
+             track: str | None = None) -> Answer:
+        """One API call, recorded under ``name``. 2xx succeeds; a status in
+        ``expected`` is deliberate (counted under EXPECTED, not failed); anything
+        else fails the request. ``track`` names the resource whose watch
+        delivery this write should be matched against.
+
+        A request that finds its pooled connection closed by the server (an idle
+        keep-alive connection the server timed out) is sent again once on a new
+        connection, as Go's HTTP transport does for a connection that died while
+        idle; the retry is counted under EXPECTED and the latency covers both."""
+        session = self.client
+        url = session._build_url(path + ("?" + urlencode(query) if query else ""))
+        headers = self.headers
+        data: Any = None  # bytes; geventhttpclient sends them as they are
+        if body is not None:
+            # lower case: geventhttpclient looks for "content-type" and, not finding it, adds
+            # application/octet-stream beside ours (the server then sees two)
+            headers = {**headers, "content-type": content_type}
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
+        start_time = time.time()
+        started = time.perf_counter()
+        resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
+        if (resp.status_code or 0) == 0 and type(getattr(resp, "error", None)).__name__ in _IDLE_CLOSED:
+            fire_expected(f"reconnect {name}")
+            resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
+        status = resp.status_code or 0
+        error: Exception | None = getattr(resp, "error", None)
+        content = b""
+        if status:
+            try:
+                content = resp.content or b""
+            except Exception as e:  # the body broke off
+                status, error = 0, e
+        at = time.perf_counter()
+        parsed: dict[str, Any] | None = None
+        if content[:1] == b"{":
+            try:
+                parsed = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                parsed = None
+        exception: Exception | None = None
+        if status in expected:
+            fire_expected(f"{status} {name}")
+        elif not 200 <= status < 300:
+            exception = ApiFailure(status, _reason(status, parsed, error))
+        events.request.fire(request_type=method, name=name,  # type: ignore[no-untyped-call]
+                            response_time=(at - started) * 1000.0, response_length=len(content),
+                            exception=exception, context={}, start_time=start_time, url=url, response=resp)
+        answer = Answer(status, parsed, at)
+        if track and 200 <= status < 300:
+            TRACKER.wrote(track, answer.rv, at)
+        return answer
+
+    def create(self, plural: str, body: dict[str, Any], namespace: str | None = None, group: str = "",
+               version: str = "v1", expected: tuple[int, ...] = (), track: bool = False) -> Answer:
+        return self.call("POST", path_for(plural, namespace, group=group, version=version), plural, body,
+                         expected=expected, track=plural if track else None)
+
+    def ensure(self, plural: str, body: dict[str, Any], namespace: str | None = None, group: str = "",
+               version: str = "v1") -> Answer:
+        """Create, where AlreadyExists (another user made it first) is fine."""
+        return self.create(plural, body, namespace, group, version, expected=(409,))
+
+    def patch(self, plural: str, namespace: str | None, name: str, patch: Any, patch_type: str = "merge",
+              subresource: str | None = None, group: str = "", version: str = "v1",
+              query: dict[str, Any] | None = None, track: bool = False, expected: tuple[int, ...] = ()) -> Answer:
+        label = plural + (f"/{subresource}" if subresource else "")
+        body = patch if isinstance(patch, bytes) else orjson.dumps(patch)
+        return self.call("PATCH", path_for(plural, namespace, name, subresource, group, version), label, body,
+                         query=query, content_type=_PATCH_TYPES[patch_type], expected=expected,
+                         track=plural if track else None)
+
+    def list_pages(self, plural: str, namespace: str | None = None, group: str = "", version: str = "v1",
+                   limit: int = 0, **query: Any) -> Iterator[Answer]:
+        """A LIST, page by page (``limit`` 0: one unpaginated call)."""
+        scope = "namespace" if namespace else "cluster"
+        q: dict[str, Any] = dict(query)
+        if limit:
+            q["limit"] = limit
+        while True:
+            a = self.call("GET", path_for(plural, namespace, group=group, version=version),
+                          f"{plural} [{scope}]", query=q)
+            yield a
+            cont = ((a.body or {}).get("metadata") or {}).get("continue")
+            if a.status != 200 or not limit or not cont:
+                return
+            q = {**q, "continue": cont}
+
+    # -- watches ---------------------------------------------------------------
+    def open_watch(self, path: str, name: str, query: dict[str, Any]) -> Any:
+        """The watch's response, headers read, body not: the caller reads its
+        lines (``resp._response.readline(b"\\n")``). Recorded under ``name``
+        with the time to the response headers."""
+        url = path + "?" + urlencode({**query, "watch": "true"})
+        return self.client.request("GET", url, name=name, headers=self.headers, stream=True)
+
+
+# --------------------------------------------------------------------------- list + watch
+
+_TYPE = re.compile(rb'^\{"type":"([A-Z]+)"')
+_RV = re.compile(rb'"resourceVersion":"(\d+)"')
+
+
+@dataclass(slots=True)
+class WatchEvent:
+    type: str
+    rv: str | None
+    line: bytes
+    at: float
+    _obj: dict[str, Any] | None = None
+
+    @property
+    def object(self) -> dict[str, Any]:
+        """The event's object, parsed on first use (a count-only watcher never pays for it)."""
+        if self._obj is None:
+            self._obj = orjson.loads(self.line)["object"]
+        return self._obj
+
+
+class Reflector:
+    """client-go's reflector, reduced to what load needs: list (or WatchList),
+    then watch from that revision with bookmarks, relist on 410, rewatch on
+    a closed stream. ``on_event`` sees every ADDED/MODIFIED/DELETED event
+    (the initial LIST's items are not replayed as events, only counted).
+    """
+
+    def __init__(self, user: KubeUser, plural: str, namespace: str | None = None, *, group: str = "",
+                 version: str = "v1", field_selector: str = "", label_selector: str = "",
+                 page_size: int = 500, watch_list: bool = False, list_first: bool = True,
+                 on_event: Callable[[WatchEvent], None] | None = None,
+                 on_list: Callable[[list[dict[str, Any]]], None] | None = None, timeout_seconds: int = 60) -> None:
+        self.user = user
+        self.plural = plural
+        self.namespace = namespace
+        self.group, self.version = group, version
+        self.selectors = {k: v for k, v in (("fieldSelector", field_selector), ("labelSelector", label_selector))
+                          if v}
+        self.page_size = page_size
+        self.watch_list = watch_list
+        self.list_first = list_first
+        self.on_event = on_event
+        self.on_list = on_list  # the LIST's items, when the caller needs them (then it must not use watch_list)
+        self.timeout_seconds = timeout_seconds
+        self.rv: str | None = None
+        self.count = 0            # objects it believes exist (list + adds - deletes)
+        self.relists = 0
+        self.synced = gevent.event.Event()
+        self._scope = "namespace" if namespace else "cluster"
+
+    def start(self) -> gevent.Greenlet:
+        return self.user.spawn(self.run)
+
+    def run(self) -> None:
+        TRACKER.watching[self.plural] = TRACKER.watching.get(self.plural, 0) + 1
+        try:
+            while True:
+                if self.rv is None and not self.watch_list:
+                    self._list()
+                self._watch()
+        finally:
+            TRACKER.watching[self.plural] -= 1
+
+    def _list(self) -> None:
+        if not self.list_first:
+            self.rv = "0"  # a kubelet-like watcher that does not need the current state first
+            return
+        count = 0
+        items: list[dict[str, Any]] = []
+        for page in self.user.list_pages(self.plural, self.namespace, self.group, self.version,
+                                         limit=self.page_size, **self.selectors):
+            if page.status != 200 or page.body is None:
+                gevent.sleep(1.0)
+                return
+            count += len(page.body.get("items") or ())
+            if self.on_list is not None:
+                items.extend(page.body.get("items") or ())
+            self.rv = page.body["metadata"]["resourceVersion"]
+        self.count = count
+        if self.on_list is not None:
+            self.on_list(items)
+        self.synced.set()
+
+    def _watch(self) -> None:
+        query: dict[str, Any] = {**self.selectors, "allowWatchBookmarks": "true",
+                                 "timeoutSeconds": self.timeout_seconds}
+        initial = self.watch_list and self.rv is None
+        if initial:
+            query.update(sendInitialEvents="true", resourceVersionMatch="NotOlderThan")
+            self.count = 0
+        else:
+            query["resourceVersion"] = self.rv or "0"
+        path = path_for(self.plural, self.namespace, group=self.group, version=self.version)
+        resp = self.user.open_watch(path, f"{self.plural} [watch]", query)
+        if resp.status_code != 200:
+            if resp.status_code == 410:
+                self._relist()
+            else:
+                gevent.sleep(1.0)
+            return
+        stream = resp._response
+        try:
+            while True:
+                line = stream.readline(b"\n")
+                if not line:
+                    return  # the server ended the watch (timeoutSeconds): rewatch from self.rv
+                self._handle(line, initial)
+        except Exception:
+            # a reset connection or a read timeout: rewatch from where we are, as client-go does
+            gevent.sleep(0.5)
+        finally:
+            stream.release()
+
+    def _relist(self) -> None:
+        self.relists += 1
+        self.rv = None
+        fire_expected(f"410 {self.plural} [watch]")
+
+    def _handle(self, line: bytes, initial: bool) -> None:
+        at = time.perf_counter()
+        m = _TYPE.match(line)
+        etype = m.group(1).decode() if m else orjson.loads(line)["type"]
+        rv_m = _RV.search(line)
+        rv = rv_m.group(1).decode() if rv_m else None
+        if etype == "BOOKMARK":
+            self.rv = rv or self.rv
+            if initial and b"k8s.io/initial-events-end" in line:
+                self.synced.set()
+            return
+        if etype == "ERROR":
+            obj = orjson.loads(line)["object"]
+            if obj.get("code") == 410:
+                self._relist()
+                raise _Restart
+            return
+        self.rv = rv or self.rv
+        if etype == "ADDED":
+            self.count += 1
+        elif etype == "DELETED":
+            self.count -= 1
+        if not (initial and not self.synced.is_set()):
+            TRACKER.seen(self.plural, rv, at)
+        if self.on_event is not None:
+            self.on_event(WatchEvent(etype, rv, line, at))
+
+
+class _Restart(Exception):
+    """Leave the current watch stream (a 410 arrived on it)."""

@@ -1,0 +1,191 @@
+"""Controllers: a ReplicaSet controller's traffic.
+
+Each user owns one ReplicaSet in one of the run's namespaces and follows its
+own pods with a label-selected watch (as the controller's informer does). It
+creates pods in bursts, deletes them again (churn) and writes the
+ReplicaSet's status. With ``quota`` set (the ``million`` scenario) it creates
+exactly that many pods, waits until they run, holds them for ``hold``
+seconds, deletes them all and goes idle.
+
+Run alone against a server for debugging::
+
+    LOADTEST_PARAMS='{"namespaces": 2}' python -m loadtest.locustfiles.controllers http://127.0.0.1:28500
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections import OrderedDict
+from typing import Any
+
+import gevent
+import gevent.pool
+from locust import between, run_single_user, task
+
+from .. import objects
+from .base import TRACKER, KubeUser, Reflector, WatchEvent, fire_latency, param, path_for, unique_suffix
+
+__all__ = ["ReplicaSetController"]
+
+
+def namespace_for(index: int) -> str:
+    return f"load-{index % max(1, int(param('namespaces', 4))):04d}"
+
+
+class ReplicaSetController(KubeUser):
+    wait_time = between(float(param("controller_wait_min", 0.5)), float(param("controller_wait_max", 2.0)))
+    concurrency = 16  # a burst's creates go out in parallel, as the controller's slow-start batches do
+
+    def on_start(self) -> None:
+        suffix = unique_suffix()
+        self.ns = namespace_for(random.randrange(1 << 30))
+        self.rs = f"rs-{suffix}"
+        self.selector = {"loadtest/controller": self.rs}
+        self.factory = objects.PodFactory(seed=hash(suffix) & 0xFFFF)
+        self.pods: OrderedDict[str, float] = OrderedDict()  # name -> create sent
+        self.running: set[str] = set()
+        self.max_pods = int(param("pods_per_controller", 30))
+        self.burst = int(param("burst", 10))
+        self.quota = int(param("quota", 0))
+        self.hold = float(param("hold", 5.0))
+        self.created_total = 0
+        self.phase = "create"
+        self.done_at = 0.0
+        self._phase_started = 0.0
+        self._last_resync = 0.0
+        self.ensure("namespaces", objects.namespace(self.ns))
+        self.ensure("replicasets", objects.replicaset(self.ns, self.rs, self.selector, 0), self.ns, group="apps")
+        self.reflector = Reflector(self, "pods", self.ns, label_selector=f"loadtest/controller={self.rs}",
+                                   on_event=self._pod_event, on_list=self._pods_listed)
+        self.reflector.start()
+        self.reflector.synced.wait(timeout=30)
+
+    def _pods_listed(self, items: list[dict[str, Any]]) -> None:
+        """A (re)list is the truth: after a 410 the watch's missed events are in it, not replayed."""
+        self.running = {p["metadata"]["name"] for p in items if (p.get("status") or {}).get("phase") == "Running"}
+        for p in items:
+            TRACKER.pod_seen(f"{self.ns}/{p['metadata']['name']}", p, time.perf_counter())
+
+    def _pod_event(self, ev: WatchEvent) -> None:
+        obj = ev.object
+        name = obj["metadata"]["name"]
+        key = f"{self.ns}/{name}"
+        if ev.type == "DELETED":
+            self.running.discard(name)
+            TRACKER.forget(key)
+            return
+        TRACKER.pod_seen(key, obj, ev.at)
+        if (obj.get("status") or {}).get("phase") == "Running":
+            self.running.add(name)
+
+    # -- the traffic -------------------------------------------------------------
+    def _create_pods(self, n: int) -> None:
+        def one() -> None:
+            name = f"{self.rs}-{random.getrandbits(40):010x}"
+            pod = self.factory.pod(self.ns, name, self.selector)
+            sent = time.perf_counter()
+            TRACKER.created(f"{self.ns}/{name}", sent)
+            a = self.create("pods", pod, self.ns, track=True)
+            if a.status == 201:
+                self.pods[name] = sent
+                self.created_total += 1
+            else:
+                TRACKER.forget(f"{self.ns}/{name}")
+
+        pool = gevent.pool.Pool(min(n, self.concurrency - 2) or 1)
+        for _ in range(n):
+            pool.spawn(one)
+        pool.join()
+
+    def _delete_pods(self, n: int) -> None:
+        def one(name: str) -> None:
+            self.call("DELETE", path_for("pods", self.ns, name), "pods", expected=(404,))
+
+        names = [self.pods.popitem(last=False)[0] for _ in range(min(n, len(self.pods)))]
+        pool = gevent.pool.Pool(max(1, min(len(names), self.concurrency - 2)))
+        for name in names:
+            pool.spawn(one, name)
+        pool.join()
+
+    def _write_status(self) -> None:
+        n = len(self.pods)
+        ready = len(self.running & set(self.pods))
+        self.patch("replicasets", self.ns, self.rs,
+                   {"status": {"replicas": n, "fullyLabeledReplicas": n, "readyReplicas": ready,
+                               "availableReplicas": ready, "observedGeneration": 1}},
+                   subresource="status", group="apps", track=False)
+
+    @task(3)
+    def burst_of_creates(self) -> None:
+        if self.quota:
+            self._quota_step()
+            return
+        room = self.max_pods - len(self.pods)
+        if room > 0:
+            self._create_pods(min(room, random.randint(1, self.burst)))
+            self._write_status()  # the controller reports the replicas it now has
+
+    @task(2)
+    def scale_down(self) -> None:
+        if self.quota:
+            self._quota_step()
+            return
+        if len(self.pods) > self.max_pods // 2:
+            self._delete_pods(random.randint(1, self.burst))
+
+    @task(2)
+    def status_update(self) -> None:
+        if self.quota and self.phase == "idle":
+            return
+        self._write_status()
+
+    # -- the million's fixed quota ------------------------------------------------------
+    def _resync_if_stuck(self) -> None:
+        """Every 30 s of waiting, read the pods back with a LIST, as an informer's resync
+        would: a watch event missed across a reconnect must not hold the run forever."""
+        now = time.perf_counter()
+        if now - max(self._phase_started, self._last_resync) < 30.0:
+            return
+        self._last_resync = now
+        items: list[dict[str, Any]] = []
+        for page in self.list_pages("pods", self.ns, limit=500, labelSelector=f"loadtest/controller={self.rs}"):
+            items.extend((page.body or {}).get("items") or ())
+        self._pods_listed(items)
+
+    def _quota_step(self) -> None:
+        if self.phase == "create":
+            left = self.quota - self.created_total
+            if left > 0:
+                self._create_pods(min(left, self.burst))
+                return
+            self.phase = "wait-running"
+            self._phase_started = time.perf_counter()
+        if self.phase == "wait-running":
+            if len(self.running & set(self.pods)) < len(self.pods):
+                self._resync_if_stuck()
+                return
+            fire_latency("controller all pods running", time.perf_counter() - self._phase_started)
+            self.phase = "hold"
+            self.done_at = time.perf_counter() + self.hold
+        if self.phase == "hold":
+            if time.perf_counter() < self.done_at:
+                return
+            self.phase = "delete"
+        if self.phase == "delete":
+            if self.pods:
+                self._delete_pods(self.burst)
+                return
+            self._write_status()
+            self.phase = "idle"
+
+
+def main(argv: list[str]) -> None:
+    ReplicaSetController.host = argv[1] if len(argv) > 1 else "http://127.0.0.1:6443"
+    run_single_user(ReplicaSetController)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
+

@@ -1,0 +1,121 @@
+"""Kubelets: one user is one node.
+
+It registers its Node through the API and reports the node's status, keeps a
+Lease in ``kube-node-lease`` renewed every 10 s (the kubelet's heartbeat),
+watches the pods bound to it (``fieldSelector=spec.nodeName=NAME``) and, for
+each new one, reports it Running with a strategic-merge patch of its status,
+as a kubelet does once the containers start. On GPU nodes (``gpus`` > 0) it
+also publishes a ResourceSlice for its devices, as a DRA driver does.
+
+Run alone::
+
+    python -m loadtest.locustfiles.kubelets http://127.0.0.1:28500
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from typing import Any
+
+from locust import constant, run_single_user, task
+
+from .. import objects
+from .base import TRACKER, KubeUser, Reflector, WatchEvent, microtime, param, path_for, unique_suffix
+
+__all__ = ["KubeletUser"]
+
+_lease_namespace_ready = False
+
+
+class KubeletUser(KubeUser):
+    wait_time = constant(float(param("lease_interval", 10.0)))
+    concurrency = 3  # the watch, the lease, status patches
+
+    def on_start(self) -> None:
+        global _lease_namespace_ready
+        self.node_name = f"node-{unique_suffix()}"
+        self.gpus = int(param("gpus_per_node", 0))
+        self.started: set[str] = set()
+        self.unsynced: dict[str, dict[str, Any]] = {}  # status writes that failed, retried every lease interval
+        if not _lease_namespace_ready:
+            self.ensure("namespaces", objects.namespace("kube-node-lease"))
+            _lease_namespace_ready = True
+        self.ensure("nodes", objects.node(self.node_name, self.gpus))
+        self.patch("nodes", None, self.node_name, objects.node_status(self.gpus, now=microtime()[:19] + "Z"),
+                   "strategic", subresource="status")
+        a = self.ensure("leases", objects.lease(self.node_name, microtime()), "kube-node-lease",
+                        group="coordination.k8s.io")
+        self.lease: dict[str, Any] | None = a.body if a.status == 201 else None
+        if self.gpus:
+            self.ensure("resourceslices", objects.resource_slice(self.node_name, self.gpus),
+                        group="resource.k8s.io")
+        self.beats = 0
+        self.reflector = Reflector(self, "pods", field_selector=f"spec.nodeName={self.node_name}",
+                                   on_event=self._pod_event, on_list=self._pods_listed,
+                                   timeout_seconds=random.randint(60, 120))
+        self.reflector.start()
+
+    def _pods_listed(self, items: list[dict[str, Any]]) -> None:
+        """A (re)list, or the periodic sync: every pod bound here that is not yet reported running."""
+        now = time.perf_counter()
+        for obj in items:
+            self._pod(obj, now)
+
+    def _pod_event(self, ev: WatchEvent) -> None:
+        if ev.type != "DELETED":
+            self._pod(ev.object, ev.at)
+
+    def _pod(self, obj: dict[str, Any], at: float) -> None:
+        meta = obj["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        TRACKER.pod_seen(key, obj, at)
+        if (obj.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") \
+                or meta.get("deletionTimestamp") or key in self.started:
+            return
+        self.started.add(key)
+        self._report_running(key, obj)
+
+    def _report_running(self, key: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        ip = f"10.{random.randrange(256)}.{random.randrange(256)}.{random.randrange(1, 255)}"
+        # 404: the pod was deleted before its kubelet got to it (churn); a kubelet lets it go
+        a = self.patch("pods", meta.get("namespace"), meta["name"],
+                       objects.pod_running_status(obj, microtime()[:19] + "Z", ip), "strategic",
+                       subresource="status", track=True, expected=(404,))
+        if a.status != 404 and not 200 <= a.status < 300:
+            self.unsynced[key] = obj  # the status manager tries again on its next sync
+
+    def _resync_statuses(self) -> None:
+        for key, obj in list(self.unsynced.items()):
+            del self.unsynced[key]
+            self._report_running(key, obj)
+
+    @task
+    def renew_lease(self) -> None:
+        """The node's heartbeat: an update of the Lease it holds (PUT, as client-go's lease controller);
+        status writes that failed are retried on the same beat."""
+        self._resync_statuses()
+        self.beats += 1
+        if self.started and self.beats % 6 == 0:
+            # the kubelet's periodic sync (once a minute): read back the pods bound here, so a
+            # pod whose watch event was lost across a reconnect still gets started
+            items: list[dict[str, Any]] = []
+            for page in self.list_pages("pods", fieldSelector=f"spec.nodeName={self.node_name}"):
+                items.extend((page.body or {}).get("items") or ())
+            self._pods_listed(items)
+        path = path_for("leases", "kube-node-lease", self.node_name, group="coordination.k8s.io")
+        if self.lease is None:
+            a = self.call("GET", path, "leases")
+            if a.status != 200 or a.body is None:
+                return
+            self.lease = a.body
+        self.lease["spec"]["renewTime"] = microtime()
+        a = self.call("PUT", path, "leases", self.lease)
+        self.lease = a.body if a.status == 200 else None
+
+
+if __name__ == "__main__":
+    KubeletUser.host = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:6443"
+    run_single_user(KubeletUser)

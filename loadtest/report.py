@@ -1,0 +1,383 @@
+"""The run's report: ``summary.json`` (SLO verdicts, totals) and ``report.html`` with PNG plots.
+
+Everything is read back from the run's directory, so a report can be rebuilt
+from a copy of it (``python -m loadtest report DIR``):
+
+    locust.json                Locust's final statistics (--json-file)
+    locust_stats_history.csv   Locust's statistics over time (--csv-full-history)
+    server.jsonl               one line per /metrics scrape (loadtest.serverwatch)
+    metrics-first.prom, metrics-last.prom   the first and last scrape, whole
+    plan.json, run.json        what was asked, what happened (written by the harness)
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import itertools
+import json
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .promtext import parse
+from .serverwatch import run_histograms
+from .slo import Entry, Verdict, entries_from_locust_json, evaluate, overall
+
+__all__ = ["PLOTS", "build"]
+
+PLOTS = ("throughput", "latency", "lock_wait", "event_delivery", "event_loop_lag", "scheduler", "pod_startup",
+         "server_resources")
+
+_HTTP = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    except OSError:
+        return []
+
+
+def _read_history(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def _float(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+# --------------------------------------------------------------------------- plots
+
+def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], server: list[dict[str, Any]],
+           run: dict[str, Any]) -> dict[str, str]:
+    """PNG name -> caption; a plot without data is drawn with a note saying so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    captions: dict[str, str] = {}
+
+    def save(fig: Any, name: str, caption: str) -> None:
+        with warnings.catch_warnings():  # long labels: tight_layout may give up, the plot is still fine
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout()
+        fig.savefig(out / f"{name}.png", dpi=80)
+        plt.close(fig)
+        captions[name] = caption
+
+    def empty(ax: Any, what: str) -> None:
+        ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes, color="gray")
+
+    t0 = min((_float(r.get("Timestamp")) or math.inf for r in history), default=math.inf)
+
+    # throughput per HTTP verb, from Locust's history
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    series: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    for r in history:
+        if r.get("Name") == "Aggregated" or r.get("Type") not in _HTTP:
+            continue
+        t, rps = _float(r.get("Timestamp")), _float(r.get("Requests/s"))
+        if t is not None and rps is not None:
+            series[r["Type"]][t - t0] += rps
+    for verb, pts in sorted(series.items()):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], label=verb)
+    if series:
+        ax.legend(loc="upper left", fontsize=8)
+    else:
+        empty(ax, "Locust history")
+    ax.set_xlabel("s")
+    ax.set_ylabel("requests/s")
+    ax.set_title("Throughput by verb (client side)")
+    save(fig, "throughput", "Requests per second by HTTP verb, as Locust's workers saw them.")
+
+    # latency percentiles per verb and resource
+    http = sorted((e for e in entries if e.request_type in _HTTP and e.num_requests), key=lambda e: e.name)
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(http) + 1)))
+    if http:
+        labels = [f"{e.request_type} {e.name}" for e in http]
+        y = range(len(http))
+        # widest (p99) at the back, narrowest (p50) in front, so all three show
+        for q, color, height in ((0.99, "#c8553a", 0.8), (0.9, "#3a87c8", 0.55), (0.5, "#8fbfe0", 0.3)):
+            ax.barh(list(y), [(e.percentile(q) or 0) * 1000 or 0.5 for e in http], color=color,
+                    label=f"p{round(q * 100)}", height=height)
+        ax.set_yticks(list(y))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_xscale("log")
+        ax.legend(fontsize=8)
+    else:
+        empty(ax, "no requests")
+    ax.set_xlabel("ms (log)")
+    ax.set_title("Latency percentiles per verb and resource (client side, whole run)")
+    save(fig, "latency", "p50, p90 and p99 of each (verb, resource) over the run; LIST scope in brackets.")
+
+    def server_series(ax: Any, keys: Sequence[tuple[str, str]], unit: float, what: str) -> bool:
+        drawn = False
+        for key, label in keys:
+            pts = [(s["at"], s[key]["p99"] * unit) for s in server
+                   if isinstance(s.get(key), dict) and s[key].get("count") and s[key].get("p99") is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+                drawn = True
+        if drawn:
+            ax.legend(fontsize=8)
+        else:
+            empty(ax, what)
+        ax.set_xlabel("s")
+        return drawn
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    server_series(ax, [("lock_wait_writer", "writer p99"), ("lock_wait_reader", "reader p99")], 1000,
+                  "controlplane_watch_cache_lock_wait_seconds")
+    ax.axhline(1.0, color="red", linestyle=":", linewidth=1)
+    ax.set_ylabel("ms")
+    ax.set_title("Watch cache lock wait, p99 per scrape interval (target: writer ≤ 1 ms)")
+    save(fig, "lock_wait", "controlplane_watch_cache_lock_wait_seconds, per scrape interval.")
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    server_series(ax, [("event_delivery", "server: commit → watcher stream, p99")], 1000,
+                  "controlplane_watch_event_delivery_seconds")
+    client = [e for e in entries if e.request_type == "LATENCY" and e.name.startswith("watch delivery")]
+    for e in client:
+        p99 = e.percentile(0.99)
+        if p99 is not None:
+            ax.axhline(p99 * 1000, linestyle="--", linewidth=1, color="gray")
+            ax.text(0, p99 * 1000, f" client {e.name}, run p99", fontsize=7, va="bottom")
+    ax.axhline(50, color="red", linestyle=":", linewidth=1)
+    ax.set_ylabel("ms")
+    ax.set_title("Watch event delivery (target: p99 ≤ 50 ms)")
+    save(fig, "event_delivery", "Server side per scrape interval; client side (write response → event on a "
+                                "watch of the same worker) as run-wide p99 lines.")
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    server_series(ax, [("event_loop_lag", "p99"), ("request_duration", "request duration p99")], 1000,
+                  "controlplane_event_loop_lag_seconds")
+    ax.set_ylabel("ms")
+    ax.set_title("Server event loop lag (and request duration), p99 per scrape interval")
+    save(fig, "event_loop_lag", "How late the server's event loop runs a 10 ms timer.")
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    sched = [(s["at"], s["scheduled_total"]) for s in server if "scheduled_total" in s]
+    if len(sched) > 1:
+        xs = [b[0] for b in sched[1:]]
+        ys = [(b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(sched)]
+        ax.plot(xs, ys, label="built-in scheduler (metrics)")
+    bind: defaultdict[float, float] = defaultdict(float)
+    for r in history:
+        if r.get("Name") == "pods/binding" and r.get("Type") == "POST":
+            t, rps = _float(r.get("Timestamp")), _float(r.get("Requests/s"))
+            if t is not None and rps is not None:
+                bind[t - t0] += rps
+    if bind:
+        xs2 = sorted(bind)
+        ax.plot(xs2, [bind[x] for x in xs2], label="load-test binder (pods/binding)")
+    if len(sched) > 1 or bind:
+        ax.legend(fontsize=8)
+    else:
+        empty(ax, "no scheduler metrics and no bindings")
+    ax.set_xlabel("s")
+    ax.set_ylabel("pods/s")
+    ax.set_title("Pods scheduled per second")
+    save(fig, "scheduler", "Built-in scheduler from controlplane_scheduler_schedule_attempts_total{result=scheduled}"
+                           "; otherwise the harness's binder.")
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    drawn = False
+    for e in entries:
+        if e.request_type == "LATENCY" and e.name in ("pod startup", "pod create→bound", "gang startup") \
+                and e.num_requests:
+            times = sorted(e.response_times)
+            total = e.num_requests
+            acc, fractions = 0, []
+            for ms in times:
+                acc += e.response_times[ms]
+                fractions.append(acc / total)
+            ax.step([ms / 1000 for ms in times], fractions, where="post", label=f"{e.name} (n={total})")
+            drawn = True
+    if drawn:
+        ax.axvline(5.0, color="red", linestyle=":", linewidth=1)
+        ax.legend(fontsize=8)
+        ax.set_xscale("log")
+    else:
+        empty(ax, "no pods started")
+    ax.set_xlabel("s (log)")
+    ax.set_ylabel("fraction of pods")
+    ax.set_title("Pod startup: create → bound, create → Running (SLO: p99 ≤ 5 s)")
+    save(fig, "pod_startup", "Cumulative distribution, from the create request to the state seen on a watch.")
+
+    fig, ax = plt.subplots(figsize=(8, 3))
+    rss = [(s["at"], s["rss_bytes"] / 2**20) for s in server if s.get("rss_bytes")]
+    cpu = [(s["at"], s["cpu_seconds"]) for s in server if s.get("cpu_seconds") is not None]
+    if rss:
+        ax.plot([p[0] for p in rss], [p[1] for p in rss], color="#3a87c8", label="RSS MiB")
+        ax.set_ylabel("RSS MiB")
+        ax2 = ax.twinx()
+        if len(cpu) > 1:
+            xs = [b[0] for b in cpu[1:]]
+            ys = [100 * (b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(cpu)]
+            ax2.plot(xs, ys, color="#c8553a", label="CPU %")
+        ax2.set_ylabel("CPU % (100 = one core)")
+    else:
+        empty(ax, "no process figures")
+    ax.set_xlabel("s")
+    who = "the server and its child processes (/proc)" if run.get("server_pid") else "process_* metrics"
+    ax.set_title("Server memory and CPU")
+    save(fig, "server_resources", f"RSS and CPU of {who}.")
+    return captions
+
+
+# --------------------------------------------------------------------------- summary + html
+
+def _entry_rows(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    rows = []
+    for e in sorted(entries, key=lambda e: (e.request_type, e.name)):
+        rows.append({"type": e.request_type, "name": e.name, "requests": e.num_requests, "failures": e.num_failures,
+                     "p50_ms": _ms(e.percentile(0.5)), "p90_ms": _ms(e.percentile(0.9)),
+                     "p99_ms": _ms(e.percentile(0.99)), "max_ms": _ms(max(e.response_times) / 1000
+                                                                       if e.response_times else None)})
+    return rows
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x * 1000, 3)
+
+
+def build(out: Path) -> dict[str, Any]:
+    """Write summary.json, report.html and the PNGs into ``out``; return the summary."""
+    raw = _read_json(out / "locust.json", [])
+    entries = entries_from_locust_json(raw)
+    history = _read_history(out / "locust_stats_history.csv")
+    server = _read_lines(out / "server.jsonl")
+    plan = _read_json(out / "plan.json", {})
+    run = _read_json(out / "run.json", {})
+    first = last = None
+    if (out / "metrics-last.prom").exists():
+        last = parse((out / "metrics-last.prom").read_text(), 0.0)
+        if (out / "metrics-first.prom").exists():
+            first = parse((out / "metrics-first.prom").read_text(), 0.0)
+    lock = run_histograms(first, last, "controlplane_watch_cache_lock_wait_seconds", role="writer")
+    delivery = run_histograms(first, last, "controlplane_watch_event_delivery_seconds")
+    verdicts = evaluate(entries, lock, delivery)
+
+    requests = sum(e.num_requests for e in entries if e.request_type in _HTTP)
+    failures = sum(e.num_failures for e in entries)
+    expected = sum(e.num_requests for e in entries if e.request_type == "EXPECTED")
+    failed = [{"type": e.request_type, "name": e.name, "failures": e.num_failures} for e in entries
+              if e.num_failures]
+    peak_rss = max((float(s.get("rss_bytes") or 0) for s in server), default=0.0)
+    summary: dict[str, Any] = {
+        "scenario": plan.get("scenario", run.get("scenario")),
+        "command": run.get("command"),
+        "target": run.get("target"),
+        "wall_seconds": run.get("wall_seconds"),
+        "overall": overall(verdicts),
+        "verdicts": [v.as_dict() for v in verdicts],
+        "requests": requests,
+        "failures": failures,
+        "expected_non_2xx": expected,
+        "failed_entries": failed,
+        "peak_server_rss_bytes": peak_rss or None,
+        "scrapes": len(server),
+        "entries": _entry_rows(entries),
+        "quota": run.get("quota"),
+        # a quota run (million) is complete only if every pod it created was deleted in time
+        "complete": bool(raw) and bool(server)
+        and (not run.get("quota") or run["quota"].get("completed_at") is not None),
+        "plots": [],
+    }
+    captions = _plots(out, entries, history, server, run)
+    summary["plots"] = [f"{name}.png" for name in captions]
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "report.html").write_text(_html(summary, verdicts, captions, plan, run))
+    return summary
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.3f}".rstrip("0").rstrip(".") if abs(x) < 1000 else f"{x:,.0f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return html.escape(str(x))
+
+
+def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[str, str], plan: dict[str, Any],
+          run: dict[str, Any]) -> str:
+    color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575"}
+    verdict_rows = "".join(
+        f"<tr><td>{html.escape(v.title)}{'' if v.upstream else ' <small>(project target)</small>'}</td>"
+        f"<td>{_fmt(v.threshold_s * 1000)} ms</td><td>{_fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"
+        f"<td>{html.escape(v.worst)}</td><td>{_fmt(v.samples)}</td>"
+        f"<td style='color:{color[v.verdict]};font-weight:bold'>{v.verdict}</td></tr>" for v in verdicts)
+    entry_rows = "".join(
+        f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{_fmt(r['requests'])}</td>"
+        f"<td>{_fmt(r['failures'])}</td><td>{_fmt(r['p50_ms'])}</td><td>{_fmt(r['p90_ms'])}</td>"
+        f"<td>{_fmt(r['p99_ms'])}</td><td>{_fmt(r['max_ms'])}</td></tr>" for r in summary["entries"])
+    plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{html.escape(c)}</figcaption></figure>"
+                    for name, c in captions.items())
+    rss = summary.get("peak_server_rss_bytes")
+    facts = [
+        ("Scenario", f"{summary.get('scenario')}: {plan.get('description', '')}"),
+        ("Command", run.get("command")),
+        ("Target", run.get("target")),
+        ("Wall time", f"{_fmt(run.get('wall_seconds'))} s"),
+        ("Locust processes", f"1 master + {run.get('processes')} workers"),
+        ("Requests", f"{_fmt(summary['requests'])}, failed {_fmt(summary['failures'])}, deliberate non-2xx "
+                     f"{_fmt(summary['expected_non_2xx'])}"),
+        ("Server peak RSS", f"{_fmt(rss / 2**20)} MiB" if rss else "–"),
+    ]
+    quota = summary.get("quota")
+    if quota:
+        done = quota.get("completed_at")
+        facts.append(("Pods (quota run)", f"{_fmt(quota.get('created'))} created, {_fmt(quota.get('deleted'))} deleted "
+                                          f"of {_fmt(quota.get('target'))}; "
+                      + (f"completed after {_fmt(done)} s" if done is not None else "NOT completed")))
+    fact_rows = "".join(f"<tr><th>{k}</th><td>{_fmt(v)}</td></tr>" for k, v in facts)
+    ov = summary["overall"]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>controlplane load test: {_fmt(summary.get('scenario'))}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
+td, th {{ border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }}
+th {{ background: #f5f5f5; }}
+figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; font-size: 0.85em; }}
+.verdict {{ font-size: 1.4em; font-weight: bold; color: {color.get(ov, '#757575')}; }}
+</style></head><body>
+<h1>Load test: {_fmt(summary.get('scenario'))}</h1>
+<p class="verdict">SLOs: {ov}</p>
+<table>{fact_rows}</table>
+<h2>SLO verdicts (p99 over the run)</h2>
+<table><tr><th>SLO</th><th>threshold</th><th>p99</th><th>worst</th><th>samples</th><th>verdict</th></tr>
+{verdict_rows}</table>
+<h2>Plots</h2>
+{plots}
+<h2>Requests and latencies</h2>
+<p>LATENCY rows are not requests: they are latencies the clients measured across a write and a watch.
+EXPECTED rows count deliberate non-2xx answers (409 AlreadyExists of a shared object, a binding lost to
+another binder).</p>
+<table><tr><th>type</th><th>name</th><th>count</th><th>failures</th><th>p50 ms</th><th>p90 ms</th>
+<th>p99 ms</th><th>max ms</th></tr>{entry_rows}</table>
+</body></html>
+"""

@@ -1,0 +1,368 @@
+"""The harness: ``python -m loadtest run SCENARIO [options]``.
+
+1. Without ``--target``, start ``controlplane serve --no-tls`` on a fresh data
+   directory under ``--out`` (with ``--no-scheduler`` when the harness's binder
+   places the pods) and wait for ``/readyz``. With ``--target``, take the
+   bearer token from ``--token`` or ``--kubeconfig``.
+2. Start Locust headless and distributed: a master and ``--processes``
+   workers (``locust -f loadtest/locustfiles/scenario.py``), the scenario's
+   plan in their environment. Remote workers can join the same master
+   (docs/operations.md); the harness prints their command.
+3. Scrape ``/metrics`` every ``--scrape-interval`` seconds and show progress
+   (rich): phase, objects created, request rates, failures, latest p99s.
+4. When the plan's table ends (or, for a quota run, when every pod created has
+   been deleted), stop, and write Locust's CSV and JSON, ``server.jsonl``,
+   ``summary.json`` and ``report.html`` with its plots into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from . import report, scenarios, shapes
+from .serverwatch import ServerWatcher
+
+__all__ = ["add_arguments", "main", "run"]
+
+LOCUSTFILE = Path(__file__).parent / "locustfiles" / "scenario.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
+    p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
+    p.add_argument("--kubeconfig", type=Path, help="credentials for --target (its current context's token)")
+    p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
+    p.add_argument("--users", type=int, help="weighted users at the shape's peak (default: the scenario's)")
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="length of the run (default: the scenario's)")
+    p.add_argument("--shape", choices=sorted(shapes.SHAPES), help="load shape (default: the scenario's)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiply the scenario's cluster size (nodes, controllers, namespaces) (default: 1)")
+    p.add_argument("--processes", type=int, default=1, help="Locust worker processes on this machine (default: 1)")
+    p.add_argument("--expect-workers", type=int, default=0,
+                   help="wait for this many workers in all, remote ones included (default: --processes)")
+    p.add_argument("--master-port", type=int, default=0, help="the master's port for workers (default: a free one)")
+    p.add_argument("--master-bind-host", default="127.0.0.1",
+                   help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
+    p.add_argument("--out", type=Path, help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
+    p.add_argument("--quick", action="store_true", help="a small version that runs in under 60 s")
+    p.add_argument("--binder", choices=("auto", "on", "off"), default="auto",
+                   help="run the load test's binder: auto = when the harness starts the server, which it then "
+                        "starts with --no-scheduler (default: %(default)s)")
+    p.add_argument("--port", type=int, default=0, help="port for the server the harness starts (default: free)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for controlplane serve (repeatable)")
+    p.add_argument("--scrape-interval", type=float, default=2.0, help="seconds between /metrics scrapes")
+    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+
+
+def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
+    import yaml
+
+    kc = yaml.safe_load(path.read_text())
+    ctx_name = kc.get("current-context")
+    ctx: dict[str, Any] = next((c["context"] for c in kc.get("contexts", []) if c["name"] == ctx_name), {})
+    user: dict[str, Any] = next((u["user"] for u in kc.get("users", []) if u["name"] == ctx.get("user")), {})
+    cluster: dict[str, Any] = next(
+        (c["cluster"] for c in kc.get("clusters", []) if c["name"] == ctx.get("cluster")), {})
+    return str(user.get("token") or ""), cluster.get("server")
+
+
+class _Server:
+    """``controlplane serve`` started by the harness."""
+
+    def __init__(self, out: Path, port: int, scheduler: bool, extra: list[str]) -> None:
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        state = out / "server"
+        state.mkdir(parents=True, exist_ok=True)
+        self.log = (state / "serve.log").open("wb")
+        cmd = [sys.executable, "-m", "controlplane", "serve", "--no-tls", "--port", str(self.port),
+               "--data-dir", str(state / "data"), "--kubeconfig-out", str(state / "kubeconfig"),
+               "--log-level", "warning", *([] if scheduler else ["--no-scheduler"]), *extra]
+        self.command = shlex.join(cmd)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controlplane serve exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"controlplane serve not ready within {timeout:g} s; see {self.log.name}")
+
+    def check_alive(self) -> None:
+        """After /readyz answered: it was this server that answered (not another on the port)."""
+        time.sleep(0.2)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"controlplane serve exited with {self.proc.returncode}; see {self.log.name}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+        finally:
+            self.log.close()
+
+
+def _read_stats(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    try:
+        with path.open(newline="") as f:
+            return {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    except (OSError, KeyError):
+        return {}
+
+
+def _count(stats: dict[tuple[str, str], dict[str, str]], method: str, name: str) -> int:
+    r = stats.get((method, name))
+    if not r:
+        return 0
+    return int(float(r.get("Request Count") or 0)) - int(float(r.get("Failure Count") or 0))
+
+
+class _Progress:
+    """The live terminal view (rich), or nothing with --no-progress / no terminal."""
+
+    def __init__(self, enabled: bool, title: str) -> None:
+        self.live: Any = None
+        self.title = title
+        if enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(console=Console(stderr=True), refresh_per_second=2, transient=False)
+            self.live.start()
+
+    def update(self, elapsed: float, duration: float, phase: str, stats: dict[tuple[str, str], dict[str, str]],
+               server: dict[str, Any]) -> None:
+        if self.live is None:
+            return
+        from rich.table import Table
+
+        t = Table(title=f"{self.title} — {phase} — {elapsed:,.0f} / {duration:,.0f} s", show_edge=False)
+        for col in ("", "value"):
+            t.add_column(col)
+        agg = stats.get(("", "Aggregated"), {})
+        t.add_row("pods created", f"{_count(stats, 'POST', 'pods'):,}")
+        t.add_row("pods bound", f"{_count(stats, 'POST', 'pods/binding'):,}")
+        t.add_row("pods deleted", f"{_count(stats, 'DELETE', 'pods'):,}")
+        t.add_row("nodes registered", f"{_count(stats, 'POST', 'nodes'):,}")
+        t.add_row("requests/s (all)", agg.get("Requests/s", "–")[:8])
+        t.add_row("failures", agg.get("Failure Count", "–"))
+        for (method, name), r in sorted(stats.items()):
+            if method in ("POST", "GET", "PATCH", "PUT", "LATENCY") and name in (
+                    "pods", "pods [cluster]", "pods [namespace]", "pods/status", "leases", "watch delivery pods",
+                    "pod startup"):
+                t.add_row(f"p99 {method} {name}", f"{r.get('99%', '–')} ms")
+        for key, label in (("lock_wait_writer", "server writer lock wait p99"),
+                           ("event_delivery", "server event delivery p99"), ("event_loop_lag", "event loop lag p99")):
+            v = (server.get(key) or {}).get("p99")
+            t.add_row(label, "–" if v is None else f"{v * 1000:.3f} ms")
+        if server.get("rss_bytes"):
+            t.add_row("server RSS", f"{server['rss_bytes'] / 2**20:,.0f} MiB")
+        self.live.update(t)
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: str, token: str,
+           server: _Server | None) -> dict[str, Any]:
+    """Run Locust (master + workers) against ``target`` while watching the server; return what happened."""
+    stop_file = out / ".stop"
+    stop_file.unlink(missing_ok=True)
+    master_port = args.master_port or _free_port()
+    env = {**os.environ, **plan.environment(), "LOADTEST_TOKEN": token, "LOADTEST_STOP_FILE": str(stop_file),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target]
+    expect = args.expect_workers or args.processes
+    master_cmd = [*locust, "--master", "--headless", "--expect-workers", str(expect),
+                  "--master-bind-host", args.master_bind_host, "--master-bind-port", str(master_port),
+                  "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust"),
+                  "--loglevel", "INFO", "--logfile", str(out / "locust-master.log"), "--only-summary",
+                  "--exit-code-on-error", "0", "--stop-timeout", "5"]
+    worker_cmd = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
+                  "--loglevel", "WARNING"]
+    devnull = subprocess.DEVNULL
+    master = subprocess.Popen(master_cmd, env=env, stdout=devnull, stderr=(out / "locust-master.err").open("wb"),
+                              stdin=devnull)
+    workers = []
+    for i in range(args.processes):
+        workers.append(subprocess.Popen([*worker_cmd, "--logfile", str(out / f"locust-worker{i}.log")],
+                                        env={**env, "LOADTEST_WORKER": f"w{i}"}, stdout=devnull,
+                                        stderr=(out / f"locust-worker{i}.err").open("wb"), stdin=devnull))
+    if expect > args.processes:
+        remote = {k: env[k] for k in ("LOADTEST_SCENARIO", "LOADTEST_PARAMS", "LOADTEST_TOKEN")}
+        print("loadtest: waiting for remote workers; on each machine run:\n  "
+              + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=HOSTNAME "
+              + shlex.join(["python", "-m", "locust", "-f", "loadtest/locustfiles/scenario.py", "--worker",
+                            "--master-host", "THIS_HOST", "--master-port", str(master_port)]), file=sys.stderr)
+
+    watcher = ServerWatcher(target, out, token, pid=server.proc.pid if server else None,
+                            interval=args.scrape_interval)
+    watcher.start()
+    progress = _Progress(not args.no_progress and sys.stderr.isatty(), f"loadtest {plan.scenario}")
+    load_started = time.monotonic()
+    deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
+    peak_pods = 0
+    timings: dict[str, float] = {}
+    try:
+        while master.poll() is None:
+            time.sleep(1.0)
+            elapsed = time.monotonic() - load_started
+            stats = _read_stats(out / "locust_stats.csv")
+            phase = shapes.phase_at(plan.table, elapsed)
+            if plan.until == "quota":
+                created, deleted = _count(stats, "POST", "pods"), _count(stats, "DELETE", "pods")
+                peak_pods = max(peak_pods, created - deleted)
+                target_pods = plan.pods_target
+                phase = ("creating" if created < target_pods else "deleting" if deleted else "running")
+                if target_pods and created >= target_pods and deleted >= created and not stop_file.exists():
+                    stop_file.touch()
+                    timings["quota_completed"] = round(elapsed, 1)
+                    phase = "done"
+            progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
+            if time.monotonic() > deadline and not stop_file.exists():
+                stop_file.touch()
+            if time.monotonic() > deadline + 60:
+                master.send_signal(signal.SIGTERM)
+                break
+        master.wait(timeout=120)
+        timings["master_done"] = round(time.monotonic() - load_started, 1)
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        timings["workers_done"] = round(time.monotonic() - load_started, 1)
+    finally:
+        progress.stop()
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+        if master.poll() is None:
+            master.kill()
+        watcher.stop()
+    final = _read_stats(out / "locust_stats.csv")
+    quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
+             "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
+    return {"processes": args.processes, "master_exit": master.returncode,
+            "quota": quota if plan.until == "quota" else None,
+            "worker_exits": [w.returncode for w in workers],
+            "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
+            "scrape_errors": watcher.errors, **timings}
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM (and SIGINT where a background shell ignored it) unwind through the
+    # finally blocks, which stop Locust and the server and still write the report
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    started = time.monotonic()
+    plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
+                           duration=args.duration, shape=args.shape)
+    out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    binder = args.binder == "on" or (args.binder == "auto" and not args.target)
+    if not binder:
+        plan = scenarios.Plan(**{**plan.__dict__, "fixed": {k: v for k, v in plan.fixed.items()
+                                                             if k != "BinderUser"}})
+        plan = scenarios.Plan(**{**plan.__dict__, "table": tuple(
+            shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
+    (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
+                                               **plan.to_json()}, indent=2) + "\n")
+    server: _Server | None = None
+    token = args.token or ""
+    target = args.target
+    if target is None:
+        server = _Server(out, args.port, scheduler=not binder, extra=args.server_arg)
+        try:
+            server.wait_ready()
+            server.check_alive()
+        except RuntimeError:
+            server.stop()
+            raise
+        target = server.url
+    elif args.kubeconfig and not token:
+        token, _ = _token_from_kubeconfig(args.kubeconfig)
+
+    server_rc = None
+    try:
+        info = _drive(args, plan, out, target, token, server)
+    finally:
+        if server is not None:
+            server_rc = server.stop()
+    wall = time.monotonic() - started
+    (out / "run.json").write_text(json.dumps({
+        "scenario": plan.scenario, "command": shlex.join(["python", "-m", "loadtest", "run", *sys.argv[2:]])
+        if sys.argv[1:2] == ["run"] else None,
+        "target": target, "server_command": server.command if server else None,
+        "server_pid": server.proc.pid if server else None, "server_exit": server_rc,
+        "wall_seconds": round(wall, 1), **info,
+    }, indent=2) + "\n")
+    summary = report.build(out)
+    print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
+          f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
+          f"report: {out / 'report.html'}")
+    for v in summary["verdicts"]:
+        p99 = "–" if v["p99_s"] is None else f"{v['p99_s'] * 1000:.3f} ms"
+        print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) {v['worst']}")
+    return 0 if summary["failures"] == 0 and summary["complete"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest", description="controlplane load tests (Locust).")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a scenario", description="Run a load test scenario.")
+    add_arguments(r)
+    rep = sub.add_parser("report", help="rebuild the report of a run directory")
+    rep.add_argument("dir", type=Path)
+    sub.add_parser("scenarios", help="list the scenarios")
+    sub.add_parser("harness-rate", help="the harness's own request rate per worker core", add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["harness-rate"]:
+        from .harnessrate import main as harness_rate
+
+        return harness_rate(argv[1:])
+    args = p.parse_args(argv)
+    if args.command == "report":
+        s = report.build(args.dir)
+        print(json.dumps({k: s[k] for k in ("scenario", "overall", "requests", "failures")}))
+        return 0
+    if args.command == "scenarios":
+        for name in scenarios.SCENARIOS:
+            print(f"{name:12} {scenarios.build(name).description}")
+        return 0
+    return run(args)

@@ -1,0 +1,189 @@
+"""The scenarios: which clients, how many, for how long, with which parameters.
+
+A scenario is data: ``fixed`` users (a count per class, started first and
+kept: kubelets, the binder, informers), ``weighted`` users whose total
+follows the load shape (controllers, operators, training jobs), the shape's
+name, a duration, and the parameters the user classes read
+(``loadtest.locustfiles.base.param``). ``build(name, quick=..., scale=...)``
+resolves one into a :class:`Plan`, which the harness hands to Locust as
+environment variables (``LOADTEST_SCENARIO``, ``LOADTEST_PARAMS``)::
+
+    >>> plan = build("smoke", quick=True)
+    >>> plan.fixed["BinderUser"], plan.duration <= 60
+    (1, True)
+
+``until`` is ``"time"`` (the shape's table ends the run) or ``"quota"`` (the
+``million``: controllers create a fixed number of pods, then delete them; the
+harness ends the run when every pod created has been deleted, or at the
+duration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import shapes
+
+__all__ = ["SCENARIOS", "Plan", "build"]
+
+# user class -> module under loadtest.locustfiles
+CLASSES = {
+    "BinderUser": "binder",
+    "KubeletUser": "kubelets",
+    "InformerUser": "informers",
+    "ReplicaSetController": "controllers",
+    "OperatorUser": "operators",
+    "TrainingJobUser": "gang",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: str
+    description: str
+    fixed: dict[str, int]
+    weighted: dict[str, int]      # class -> weight
+    peak: int                     # weighted users at the shape's peak
+    shape: str
+    duration: float
+    params: dict[str, Any]
+    until: str = "time"
+    binder: bool = True
+    table: shapes.Table = field(default=())
+
+    @property
+    def fixed_total(self) -> int:
+        return sum(self.fixed.values())
+
+    def environment(self) -> dict[str, str]:
+        """What the master and every worker need in their environment."""
+        return {"LOADTEST_SCENARIO": self.scenario, "LOADTEST_PARAMS": json.dumps(self.to_json())}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.params, "_fixed": self.fixed, "_weighted": self.weighted, "_peak": self.peak,
+                "_shape": self.shape, "_duration": self.duration, "_until": self.until,
+                "_table": [[st.until, st.users, st.spawn_rate, st.name] for st in self.table]}
+
+    @property
+    def pods_target(self) -> int:
+        """Pods the controllers create in a quota run (0 otherwise)."""
+        return int(self.params.get("quota", 0)) * self.fixed.get("ReplicaSetController", 0)
+
+
+def _n(x: float) -> int:
+    return max(1, round(x))
+
+
+def _smoke(quick: bool, scale: float) -> dict[str, Any]:
+    return {
+        "description": "every client once, small: a binder, 3 kubelets (GPU nodes), a controller, an operator, "
+                    "two informers (LIST and WatchList), a training job",
+        "fixed": {"BinderUser": 1, "KubeletUser": 3, "InformerUser": 2, "ReplicaSetController": 1, "OperatorUser": 1,
+               "TrainingJobUser": 1},
+        "weighted": {}, "peak": 0, "shape": "steady", "duration": 20 if quick else 60,
+        "params": {"namespaces": 1, "pods_per_controller": 10, "burst": 5, "gpus_per_node": 8, "gang_size": 2,
+                "gang_namespaces": 1, "watch_list_fraction": 0.5, "informer_resources": ["pods"],
+                "lease_interval": 10, "max_pages": 3, "page_size": 5, "train_seconds": 1.0, "gang_timeout": 15.0,
+                "sweep": True},
+    }
+
+
+def _churn(quick: bool, scale: float) -> dict[str, Any]:
+    return {
+        "description": "ReplicaSet controllers creating and deleting pods in bursts on a ramp, kubelets running them, "
+                    "informers following",
+        "fixed": {"BinderUser": 1, "KubeletUser": _n(20 * scale), "InformerUser": _n(5 * scale)},
+        "weighted": {"ReplicaSetController": 1}, "peak": _n((8 if quick else 40) * scale), "shape": "ramp",
+        "duration": 45 if quick else 300,
+        "params": {"namespaces": _n(10 * scale), "pods_per_controller": 40, "burst": 10, "controller_wait_min": 0.2,
+                "controller_wait_max": 1.0, "informer_resources": ["pods"]},
+    }
+
+
+def _list_storm(quick: bool, scale: float) -> dict[str, Any]:
+    return {
+        "description": "the watch-cache lock scenario: many LISTs and WatchLists (informers restarting, operators "
+                    "listing on a spike) against a large cache while controllers keep writing",
+        "fixed": {"BinderUser": 1, "KubeletUser": _n(10 * scale), "ReplicaSetController": _n(10 * scale),
+               "InformerUser": _n(10 * scale)},
+        "weighted": {"OperatorUser": 1}, "peak": _n((10 if quick else 40) * scale), "shape": "spike",
+        "duration": 45 if quick else 300,
+        "params": {"namespaces": _n(5 * scale), "pods_per_controller": 50 if quick else 300, "burst": 25,
+                "controller_wait_min": 0.1, "controller_wait_max": 0.5, "relist_every": 5 if quick else 10,
+                "watch_list_fraction": 0.5, "operator_wait_min": 0.1, "operator_wait_max": 0.5, "max_pages": 5},
+    }
+
+
+def _kubelets(quick: bool, scale: float) -> dict[str, Any]:
+    return {
+        "description": "10,000 kubelets: a Node, a Lease renewed every 10 s and a pod watch each; controllers give "
+                    "the watches pods to run",
+        "fixed": {"BinderUser": 1, "KubeletUser": _n((100 if quick else 10_000) * scale),
+               "InformerUser": 2},
+        "weighted": {"ReplicaSetController": 1}, "peak": _n((4 if quick else 20) * scale), "shape": "steady",
+        "duration": 50 if quick else 300,
+        "params": {"namespaces": 4, "pods_per_controller": 50, "burst": 10, "informer_resources": ["nodes", "leases"]},
+    }
+
+
+def _gang(quick: bool, scale: float) -> dict[str, Any]:
+    return {
+        "description": "AI training jobs: Workload/PodGroup gangs whose pods claim GPUs (ResourceClaimTemplates) on "
+                    "GPU nodes publishing ResourceSlices; bound all at once",
+        "fixed": {"BinderUser": 1, "KubeletUser": _n((4 if quick else 32) * scale), "InformerUser": 1},
+        "weighted": {"TrainingJobUser": 1}, "peak": _n((3 if quick else 16) * scale), "shape": "steady",
+        "duration": 40 if quick else 300,
+        "params": {"gpus_per_node": 8, "gang_size": 4 if quick else 8, "gang_gpus_per_pod": 2, "gang_namespaces": 4,
+                "train_seconds": 2.0 if quick else 10.0, "informer_resources": ["pods"], "namespaces": 1},
+    }
+
+
+def _million(quick: bool, scale: float) -> dict[str, Any]:
+    s = 0.002 if quick and scale == 1.0 else scale
+    controllers = _n(1000 * s)
+    pods = controllers * (20 if quick else 1000)
+    return {
+        "description": f"{_n(10_000 * s):,} nodes registered through the API, {pods:,} "
+                    f"pods across {controllers:,} namespaces created, scheduled and run, {_n(100 * s)} informers "
+                    f"watching and {_n(10 * s)} operators listing throughout, then everything deleted",
+        "fixed": {"BinderUser": 1, "KubeletUser": _n(10_000 * s), "InformerUser": _n(100 * s),
+               "OperatorUser": _n(10 * s), "ReplicaSetController": controllers},
+        "weighted": {}, "peak": 0, "shape": "steady", "duration": 55 if quick else 20 * 60, "until": "quota",
+        "params": {"namespaces": controllers, "quota": 20 if quick else 1000, "burst": 50,
+                   "hold": 1.0 if quick else 5.0,
+                "controller_wait_min": 0.0, "controller_wait_max": 0.05, "max_pages": 10,
+                "informer_resources": ["pods"], "watch_list_fraction": 0.5, "informer_sync_timeout": 600,
+                "binder_concurrency": 32},
+    }
+
+
+SCENARIOS = {"smoke": _smoke, "churn": _churn, "list-storm": _list_storm, "kubelets": _kubelets, "gang": _gang,
+             "million": _million}
+
+
+def build(name: str, *, quick: bool = False, scale: float = 1.0, users: int | None = None,
+          duration: float | None = None, shape: str | None = None) -> Plan:
+    """The plan for scenario ``name``. ``users`` overrides the weighted peak,
+    ``duration`` the run's length, ``shape`` the load shape."""
+    if name not in SCENARIOS:
+        raise KeyError(f"unknown scenario {name!r} (choose from: {', '.join(SCENARIOS)})")
+    d = SCENARIOS[name](quick, scale)
+    if users is not None:
+        d["peak"] = users
+    if duration is not None:
+        d["duration"] = duration
+    if quick:
+        d["duration"] = min(d["duration"], 55)
+    if shape is not None:
+        d["shape"] = shape
+    if d["shape"] not in shapes.SHAPES:
+        raise KeyError(f"unknown shape {d['shape']!r} (choose from: {', '.join(shapes.SHAPES)})")
+    plan = Plan(scenario=name, **d)
+    fixed = plan.fixed_total
+    base = shapes.SHAPES[plan.shape](plan.peak, plan.duration) if plan.peak else shapes.steady(0, plan.duration)
+    # fixed users come first and stay; the weighted ones follow the shape on top of them
+    table = tuple(shapes.Stage(s.until, s.users + fixed, max(s.spawn_rate, fixed / 5.0), s.name)
+                  for s in base)
+    return Plan(**{**plan.__dict__, "table": table})

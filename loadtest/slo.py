@@ -1,0 +1,180 @@
+"""SLO verdicts over a run: the Kubernetes scalability SLOs and this project's targets.
+
+Client-side SLOs are read from Locust's statistics, whose entries the user
+classes name by convention (``loadtest.locustfiles.base``)::
+
+    request_type  name                      what
+    GET           pods                      a single-object read
+    GET           pods [namespace]          a namespace-scoped LIST (also [cluster])
+    GET           pods [watch]              a watch (time to its response headers; no SLO)
+    POST          pods, pods/binding        a single-object write (PUT, PATCH, DELETE too)
+    LATENCY       pod startup               create -> Running seen on a watch
+    LATENCY       watch delivery pods       a write's response -> its event on a watch
+    EXPECTED      409 namespaces            a deliberate non-2xx answer, counted apart
+
+As upstream (sig-scalability's ``api_call_latency.md``), the API call SLOs hold
+per (verb, resource) pair: each pair's p99 over the run must be under the
+threshold, and the verdict names the worst pair. Server-side targets come
+from ``/metrics`` histograms, the last scrape minus the first, per resource.
+
+    >>> e = Entry("GET", "pods", {3: 98, 1200: 2})
+    >>> e.percentile(0.99), e.num_requests
+    (1.2, 100)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .promtext import Histogram
+
+__all__ = ["SLOS", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate", "overall"]
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+POD_STARTUP = "pod startup"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One Locust statistics entry: its response times in milliseconds -> count."""
+
+    request_type: str
+    name: str
+    response_times: Mapping[int, int]
+    num_failures: int = 0
+
+    @property
+    def num_requests(self) -> int:
+        return sum(self.response_times.values())
+
+    def percentile(self, q: float) -> float | None:
+        """Nearest-rank percentile, in seconds."""
+        n = self.num_requests
+        if n == 0:
+            return None
+        rank = max(1, math.ceil(q * n))
+        seen = 0
+        for ms in sorted(self.response_times):
+            seen += self.response_times[ms]
+            if seen >= rank:
+                return ms / 1000.0
+        return max(self.response_times) / 1000.0
+
+    @property
+    def resource(self) -> str:
+        return self.name.split(" [", 1)[0]
+
+    @property
+    def scope(self) -> str:
+        return self.name.rsplit("[", 1)[1].rstrip("]") if self.name.endswith("]") else ""
+
+
+def entries_from_locust_json(stats: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """Locust's ``--json`` output (a list of stats entries) as entries; the
+    aggregated row, if present, is dropped."""
+    out = []
+    for s in stats:
+        if s.get("name") == "Aggregated":
+            continue
+        times = {int(float(k)): int(v) for k, v in (s.get("response_times") or {}).items()}
+        out.append(Entry(str(s.get("method") or ""), str(s["name"]), times, int(s.get("num_failures") or 0)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    key: str
+    title: str
+    threshold: float  # seconds
+    source: str       # "client" (Locust) or "server" (/metrics)
+    upstream: bool    # a Kubernetes scalability SLO, or this project's own target
+
+
+SLOS = (
+    Slo("mutating", "Mutating single-object API calls, p99 per (verb, resource)", 1.0, "client", True),
+    Slo("get", "Single-object GETs, p99 per resource", 1.0, "client", True),
+    Slo("list-namespace", "Namespace-scoped LISTs, p99 per resource", 5.0, "client", True),
+    Slo("list-cluster", "Cluster-scoped LISTs, p99 per resource", 30.0, "client", True),
+    Slo("pod-startup", "Pod startup (create -> Running observed on a watch), p99", 5.0, "client", True),
+    Slo("writer-lock-wait", "Watch cache writer lock wait, p99 per resource", 0.001, "server", False),
+    Slo("event-delivery", "Watch event delivery (commit -> watcher's stream), p99 per resource", 0.05, "server",
+        False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    key: str
+    title: str
+    threshold_s: float
+    p99_s: float | None    # the worst pair's p99; None without data
+    worst: str             # which pair (or resource) that was
+    samples: int
+    verdict: str           # "pass" | "fail" | "no data"
+    upstream: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe: a p99 beyond a histogram's largest bucket is null, with a note."""
+        d = asdict(self)
+        if self.p99_s is not None and math.isinf(self.p99_s):
+            d["p99_s"] = None
+            d["note"] = "p99 above the histogram's largest finite bucket"
+        return d
+
+
+def _counts_for(key: str, e: Entry) -> bool:
+    """Whether entry ``e`` is measured by the SLO ``key``."""
+    if key == "mutating":
+        return e.request_type in MUTATING
+    if key == "get":
+        return e.request_type == "GET" and e.scope == ""
+    if key in ("list-namespace", "list-cluster"):
+        return e.request_type == "GET" and e.scope == key.removeprefix("list-")
+    if key == "pod-startup":
+        return e.request_type == "LATENCY" and e.name == POD_STARTUP
+    return False
+
+
+def _client_groups(key: str, entries: Sequence[Entry]) -> dict[str, Entry]:
+    return {f"{e.request_type} {e.name}": e for e in entries if _counts_for(key, e)}
+
+
+def _verdict(slo: Slo, worst: str, p99: float | None, samples: int) -> Verdict:
+    if p99 is None or samples == 0:
+        return Verdict(slo.key, slo.title, slo.threshold, None, "", 0, "no data", slo.upstream)
+    return Verdict(slo.key, slo.title, slo.threshold, p99, worst, samples,
+                   "pass" if p99 <= slo.threshold else "fail", slo.upstream)
+
+
+def evaluate(entries: Sequence[Entry], lock_wait: Mapping[str, Histogram] | None = None,
+             delivery: Mapping[str, Histogram] | None = None) -> list[Verdict]:
+    """Every SLO's verdict. ``lock_wait`` and ``delivery`` are per-resource
+    histograms of what the run added (writer role only for the lock)."""
+    verdicts = []
+    for slo in SLOS:
+        worst, p99, samples = "", None, 0
+        if slo.source == "client":
+            for label, e in _client_groups(slo.key, entries).items():
+                q = e.percentile(0.99)
+                samples += e.num_requests
+                if q is not None and (p99 is None or q > p99):
+                    worst, p99 = label, q
+        else:
+            hists = (lock_wait if slo.key == "writer-lock-wait" else delivery) or {}
+            for resource, h in hists.items():
+                q = h.quantile(0.99)
+                samples += int(h.count)
+                if q is not None and (p99 is None or q > p99):
+                    worst, p99 = resource, q
+        verdicts.append(_verdict(slo, worst, p99, samples))
+    return verdicts
+
+
+def overall(verdicts: Sequence[Verdict]) -> str:
+    """"pass" when every verdict with data passes, "fail" if any fails."""
+    if any(v.verdict == "fail" for v in verdicts):
+        return "fail"
+    return "pass" if any(v.verdict == "pass" for v in verdicts) else "no data"

@@ -1,0 +1,84 @@
+"""Scraping /metrics: parsing, histogram arithmetic, and the per-interval lines the report plots."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from loadtest.promtext import parse
+from loadtest.serverwatch import interval_line, proc_usage, run_histograms
+
+
+def registry_text(observations: dict[tuple[str, str], list[float]], scheduled: int = 0) -> str:
+    reg = CollectorRegistry()
+    lock = Histogram("controlplane_watch_cache_lock_wait_seconds", "", ["resource", "role"],
+                     buckets=(1e-5, 1e-4, 1e-3, 1e-2), registry=reg)
+    lag = Histogram("controlplane_event_loop_lag_seconds", "", buckets=(1e-3, 1e-2, 0.1), registry=reg)
+    c = Counter("controlplane_scheduler_schedule_attempts_total", "", ["result"], registry=reg)
+    for (resource, role), values in observations.items():
+        for v in values:
+            lock.labels(resource=resource, role=role).observe(v)
+    lag.observe(0.005)
+    c.labels(result="scheduled").inc(scheduled)
+    return generate_latest(reg).decode()
+
+
+def test_parse_reads_histograms_and_samples() -> None:
+    s = parse(registry_text({("pods", "writer"): [5e-5] * 9 + [5e-3]}, scheduled=7), at=1.0)
+    h = s.histogram("controlplane_watch_cache_lock_wait_seconds", resource="pods", role="writer")
+    assert h is not None and h.count == 10
+    assert h.buckets[-1] == (float("inf"), 10.0)
+    assert h.quantile(0.5) == pytest.approx(1e-5 + (1e-4 - 1e-5) * 5 / 9)
+    assert h.quantile(0.99) == pytest.approx(1e-3 + (1e-2 - 1e-3) * 0.9)
+    assert s.sum("controlplane_scheduler_schedule_attempts_total", result="scheduled") == 7
+    assert s.histogram("controlplane_watch_cache_lock_wait_seconds", role="reader") is None
+
+
+def test_minus_is_what_happened_between_two_scrapes_and_plus_merges() -> None:
+    a = parse(registry_text({("pods", "writer"): [5e-3] * 10}), at=0)
+    b = parse(registry_text({("pods", "writer"): [5e-3] * 10 + [5e-5] * 100}), at=2)
+    ha = a.histogram("controlplane_watch_cache_lock_wait_seconds")
+    hb = b.histogram("controlplane_watch_cache_lock_wait_seconds")
+    assert ha is not None and hb is not None
+    d = hb.minus(ha)
+    p99 = d.quantile(0.99)
+    assert d.count == 100 and p99 is not None and p99 <= 1e-4
+    # a restarted server (counts went down) is taken as it is
+    assert ha.minus(hb).count == 10
+    merged = parse(registry_text({("pods", "writer"): [1e-3], ("leases", "writer"): [1e-3]}), 0).histogram(
+        "controlplane_watch_cache_lock_wait_seconds", role="writer")
+    assert merged is not None and merged.count == 2
+
+
+def test_quantile_edges() -> None:
+    s = parse("# TYPE h histogram\nh_bucket{le=\"1.0\"} 0\nh_bucket{le=\"+Inf\"} 4\nh_count 4\nh_sum 20\n", 0)
+    h = s.histogram("h")
+    assert h is not None
+    assert h.quantile(0.5) == float("inf")  # beyond the last finite bound: only "more than 1.0" is known
+    assert h.mean() == 5.0
+    text = "# TYPE h histogram\nh_bucket{le=\"1.0\"} 0\nh_bucket{le=\"+Inf\"} 0\nh_count 0\nh_sum 0\n"
+    empty = parse(text, 0).histogram("h")
+    assert empty is not None and empty.quantile(0.99) is None
+
+
+def test_interval_line_and_run_histograms() -> None:
+    a = parse(registry_text({("pods", "writer"): [5e-3] * 10}, scheduled=10), at=0)
+    b = parse(registry_text({("pods", "writer"): [5e-3] * 10 + [5e-5] * 100, ("pods", "reader"): [5e-3]},
+                            scheduled=30), at=2)
+    line = interval_line(a, b, (100.0, 2.5))
+    assert line["at"] == 2 and line["rss_bytes"] == 100.0 and line["cpu_seconds"] == 2.5
+    assert line["lock_wait_writer"]["count"] == 100
+    assert line["lock_wait_reader"]["count"] == 1
+    assert line["scheduled_total"] == 30
+    per_resource = run_histograms(a, b, "controlplane_watch_cache_lock_wait_seconds", role="writer")
+    assert set(per_resource) == {"pods"} and per_resource["pods"].count == 100
+
+
+def test_proc_usage_of_this_process() -> None:
+    usage = proc_usage(os.getpid())
+    assert usage is not None
+    rss, cpu = usage
+    assert rss > 10 * 2**20 and cpu > 0
+    assert proc_usage(2**22 + 12345) is None

@@ -1,0 +1,101 @@
+"""The report, built from a small run directory written by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest import report
+from tests.loadtest.test_promtext import registry_text
+
+HISTORY_FIELDS = ["Timestamp", "User Count", "Type", "Name", "Requests/s", "Failures/s", "50%", "99%",
+                  "Total Request Count", "Total Failure Count"]
+
+
+def write_run(out: Path, *, slow_startup: bool = False) -> None:
+    startup = {"9000": 5} if slow_startup else {"120": 40, "300": 2}
+    stats = [
+        {"name": "pods", "method": "POST", "response_times": {"4": 90, "12": 10}, "num_failures": 0},
+        {"name": "pods/binding", "method": "POST", "response_times": {"3": 42}, "num_failures": 0},
+        {"name": "pods [namespace]", "method": "GET", "response_times": {"8": 20}, "num_failures": 0},
+        {"name": "pods [cluster]", "method": "GET", "response_times": {"40": 5}, "num_failures": 0},
+        {"name": "leases", "method": "GET", "response_times": {"1": 7}, "num_failures": 0},
+        {"name": "pod startup", "method": "LATENCY", "response_times": startup, "num_failures": 0},
+        {"name": "pod create→bound", "method": "LATENCY", "response_times": {"40": 42}, "num_failures": 0},
+        {"name": "watch delivery pods", "method": "LATENCY", "response_times": {"1": 40}, "num_failures": 0},
+        {"name": "409 namespaces", "method": "EXPECTED", "response_times": {"0": 3}, "num_failures": 0},
+        {"name": "Aggregated", "method": "", "response_times": {"4": 300}, "num_failures": 0},
+    ]
+    (out / "locust.json").write_text(json.dumps(stats))
+    with (out / "locust_stats_history.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, HISTORY_FIELDS)
+        w.writeheader()
+        for t in range(1000, 1010):
+            for typ, name, rps in (("POST", "pods", 10), ("POST", "pods/binding", 9), ("GET", "pods [namespace]", 2),
+                                   ("", "Aggregated", 21)):
+                w.writerow({"Timestamp": t, "User Count": 5, "Type": typ, "Name": name, "Requests/s": rps,
+                            "Failures/s": 0, "50%": 4, "99%": 12, "Total Request Count": rps * (t - 999),
+                            "Total Failure Count": 0})
+    first = registry_text({("pods", "writer"): [5e-6]})
+    last = registry_text({("pods", "writer"): [5e-6] * 500, ("leases", "writer"): [5e-6] * 50})
+    (out / "metrics-first.prom").write_text(first)
+    (out / "metrics-last.prom").write_text(last)
+    lines = [{"at": 2.0 * i, "lock_wait_writer": {"count": 50, "p50": 5e-6, "p99": 9e-6},
+              "event_loop_lag": {"count": 200, "p50": 1e-4, "p99": 2e-3},
+              "rss_bytes": 100e6 + i * 1e6, "cpu_seconds": 0.5 * i, "scheduled_total": 10.0 * i} for i in range(6)]
+    (out / "server.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (out / "plan.json").write_text(json.dumps({"scenario": "smoke", "description": "a fixture"}))
+    (out / "run.json").write_text(json.dumps({"scenario": "smoke", "command": "python -m loadtest run smoke",
+                                              "target": "http://x", "wall_seconds": 12.5, "processes": 1,
+                                              "server_pid": 1}))
+
+
+def test_report_from_a_run_directory(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    summary = report.build(tmp_path)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    assert summary["complete"] is True
+    assert summary["overall"] == "pass"
+    assert summary["requests"] == 100 + 42 + 20 + 5 + 7
+    assert summary["failures"] == 0 and summary["expected_non_2xx"] == 3
+    assert summary["peak_server_rss_bytes"] == 105e6
+    verdicts = {v["key"]: v for v in summary["verdicts"]}
+    assert verdicts["mutating"]["p99_s"] == 0.012 and verdicts["mutating"]["worst"] == "POST pods"
+    assert verdicts["pod-startup"]["p99_s"] == 0.3
+    assert verdicts["writer-lock-wait"]["verdict"] == "pass" and verdicts["writer-lock-wait"]["samples"] == 549
+    assert verdicts["event-delivery"]["verdict"] == "no data"
+    assert summary["plots"] == [f"{p}.png" for p in report.PLOTS]
+    for p in report.PLOTS:
+        png = tmp_path / f"{p}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p
+    html = (tmp_path / "report.html").read_text()
+    for p in report.PLOTS:
+        assert f"src='{p}.png'" in html
+    assert "SLOs: pass" in html and "<td>pods/binding</td>" in html and "a fixture" in html
+
+
+def test_a_failing_slo_fails_the_report(tmp_path: Path) -> None:
+    write_run(tmp_path, slow_startup=True)
+    summary = report.build(tmp_path)
+    assert summary["overall"] == "fail"
+    [startup] = [v for v in summary["verdicts"] if v["key"] == "pod-startup"]
+    assert startup["verdict"] == "fail" and startup["p99_s"] == 9.0
+    assert "color:#c62828" in (tmp_path / "report.html").read_text()
+
+
+def test_an_empty_directory_gives_an_incomplete_report(tmp_path: Path) -> None:
+    summary = report.build(tmp_path)
+    assert summary["complete"] is False
+    assert summary["overall"] == "no data"
+    assert all((tmp_path / f"{p}.png").exists() for p in report.PLOTS)
+
+
+@pytest.mark.parametrize("name", ["summary.json", "report.html"])
+def test_report_files_are_small(tmp_path: Path, name: str) -> None:
+    write_run(tmp_path)
+    report.build(tmp_path)
+    assert (tmp_path / name).stat().st_size < 100_000

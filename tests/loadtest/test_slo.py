@@ -1,0 +1,83 @@
+"""SLO verdicts: percentiles of Locust entries, grouping by verb and scope, server histograms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadtest.promtext import Histogram
+from loadtest.slo import SLOS, Entry, Verdict, entries_from_locust_json, evaluate, overall
+
+
+def by_key(verdicts: list[Verdict]) -> dict[str, Verdict]:
+    return {v.key: v for v in verdicts}
+
+
+def test_percentile_is_nearest_rank_in_seconds() -> None:
+    e = Entry("GET", "pods", {1: 50, 2: 40, 10: 9, 2000: 1})
+    assert e.num_requests == 100
+    assert e.percentile(0.5) == 0.001
+    assert e.percentile(0.9) == 0.002
+    assert e.percentile(0.99) == 0.01
+    assert e.percentile(1.0) == 2.0
+    assert Entry("GET", "pods", {}).percentile(0.99) is None
+
+
+def test_names_carry_scope() -> None:
+    assert Entry("GET", "pods [namespace]", {}).scope == "namespace"
+    assert Entry("GET", "pods [namespace]", {}).resource == "pods"
+    assert Entry("PATCH", "pods/status", {}).scope == ""
+
+
+def test_each_slo_reads_its_own_entries_and_names_the_worst_pair() -> None:
+    entries = [
+        Entry("POST", "pods", {5: 99, 30: 1}),
+        Entry("PATCH", "pods/status", {5: 98, 1500: 2}),         # p99 1.5 s: fails the mutating SLO
+        Entry("GET", "pods", {2: 100}),
+        Entry("GET", "pods [watch]", {9000: 10}),                # watches have no SLO
+        Entry("GET", "pods [namespace]", {4000: 100}),
+        Entry("GET", "pods [cluster]", {20000: 100}),
+        Entry("LATENCY", "pod startup", {800: 100}),
+        Entry("LATENCY", "watch delivery pods", {70: 100}),
+        Entry("EXPECTED", "409 namespaces", {0: 3}),
+    ]
+    v = by_key(evaluate(entries))
+    assert v["mutating"].verdict == "fail" and v["mutating"].worst == "PATCH pods/status"
+    assert v["mutating"].p99_s == 1.5 and v["mutating"].samples == 200
+    assert v["get"].verdict == "pass" and v["get"].p99_s == 0.002 and v["get"].samples == 100
+    assert v["list-namespace"].verdict == "pass" and v["list-namespace"].p99_s == 4.0
+    assert v["list-cluster"].verdict == "pass" and v["list-cluster"].p99_s == 20.0
+    assert v["pod-startup"].verdict == "pass" and v["pod-startup"].p99_s == 0.8
+    assert v["writer-lock-wait"].verdict == "no data"
+    assert v["event-delivery"].verdict == "no data"
+    assert overall(list(v.values())) == "fail"
+
+
+def test_server_side_targets_from_histograms() -> None:
+    fast = Histogram(((0.0001, 99.0), (0.0005, 100.0), (float("inf"), 100.0)), 0.01, 100.0)
+    slow = Histogram(((0.001, 10.0), (0.01, 50.0), (float("inf"), 100.0)), 5.0, 100.0)
+    v = by_key(evaluate([], lock_wait={"pods": fast, "leases": fast}, delivery={"pods": slow}))
+    assert v["writer-lock-wait"].verdict == "pass" and v["writer-lock-wait"].samples == 200
+    assert v["event-delivery"].verdict == "fail" and v["event-delivery"].worst == "pods"
+    assert v["mutating"].verdict == "no data"
+
+
+def test_overall() -> None:
+    none = evaluate([])
+    assert overall(none) == "no data"
+    passing = evaluate([Entry("GET", "pods", {1: 10})])
+    assert overall(passing) == "pass"
+
+
+def test_entries_from_locust_json_drop_the_aggregate() -> None:
+    raw: list[dict[str, Any]] = [
+        {"name": "pods", "method": "POST", "response_times": {"3": 2, "12": 1}, "num_failures": 1},
+        {"name": "Aggregated", "method": "", "response_times": {"3": 2}},
+    ]
+    [e] = entries_from_locust_json(raw)
+    assert (e.request_type, e.name, dict(e.response_times), e.num_failures) == ("POST", "pods", {3: 2, 12: 1}, 1)
+
+
+def test_the_slos_are_the_issue_s() -> None:
+    thresholds = {s.key: s.threshold for s in SLOS}
+    assert thresholds == {"mutating": 1.0, "get": 1.0, "list-namespace": 5.0, "list-cluster": 30.0,
+                          "pod-startup": 5.0, "writer-lock-wait": 0.001, "event-delivery": 0.05}
