@@ -1303,4 +1303,12 @@ def _store_error(e: store.StoreError) -> ApiError:
         return ApiError(503, "ServiceUnavailable", str(e))
     if isinstance(e, store.InvalidRequest):
         return ApiError.bad_request(str(e))
+    # a write that raced another (a delete, a create) and that no verb answered its own way
+    if isinstance(e, store.NotFound):
+        return ApiError(404, "NotFound", "the object was deleted while this request was changing it")
+    if isinstance(e, store.Conflict):
+        return ApiError(409, "Conflict", "the object has been modified; please apply your changes to the latest "
+                                         "version and try again")
+    if isinstance(e, store.KeyExists):
+        return ApiError(409, "AlreadyExists", "the object was created while this request was creating it")
     return ApiError(500, "InternalError", f"storage error: {e}")

@@ -64,3 +64,30 @@ async def test_an_update_right_after_a_write_with_its_resource_version_succeeds(
                                           "data": {"a": "stale"}})
     assert e.value.code == 409
     assert (await client.get(f"{CMS}/seq"))["data"] == {"a": "19"}
+
+
+async def test_patches_racing_a_delete_get_404_never_500(client: Client) -> None:
+    for round_ in range(5):
+        name = f"doomed-{round_}"
+        await client.create(CMS, cm(name))
+
+        async def patch(i: int, name: str = name) -> int:
+            try:
+                await client.patch(f"{CMS}/{name}", {"data": {f"k{i}": "v"}})
+                return 200
+            except ApiError as e:
+                return e.code
+
+        results = await asyncio.gather(*(patch(i) for i in range(10)), client.delete(f"{CMS}/{name}"),
+                                       *(patch(i) for i in range(10, 20)))
+        codes = {r for r in results if isinstance(r, int)}
+        assert codes <= {200, 404}, codes
+
+
+def test_store_errors_no_verb_answered_map_to_their_status() -> None:
+    import store
+    from controlplane.api.rest import _store_error
+
+    assert _store_error(store.NotFound(b"/k")).code == 404
+    assert _store_error(store.Conflict(b"/k", 1, 2)).reason == "Conflict"
+    assert _store_error(store.KeyExists(b"/k")).reason == "AlreadyExists"
