@@ -38,6 +38,7 @@ import orjson
 import store
 from store import KeyValue, Store
 
+from ..metrics import REQUEST_DURATION
 from ..registry import Registry, ResourceType, managedfields, strategic
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
@@ -134,14 +135,25 @@ class KubeApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        started = time.perf_counter()
+        code = 0
+
+        async def answer(message: dict[str, Any]) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+            await send(message)
+
         with request_scope(scope):  # the fieldValidation directive, and the warnings for the response
             try:
-                await self._dispatch(scope, receive, send)
+                await self._dispatch(scope, receive, answer)
             except ApiError as e:
-                await self._respond(send, e.code, e.body())
+                await self._respond(answer, e.code, e.body())
             except store.StoreError as e:
                 err = _store_error(e)
-                await self._respond(send, err.code, err.body())
+                await self._respond(answer, err.code, err.body())
+            finally:
+                _observe_request(scope, code, time.perf_counter() - started)
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes) -> None:
@@ -1288,6 +1300,56 @@ def _merge_patch(target: Any, patch: Any) -> Any:
         else:
             target[k] = _merge_patch(target.get(k), v)
     return target
+
+
+# (verb, resource, subresource, scope, code) -> its histogram child: labels() costs
+# microseconds per request; bounded, so junk paths cannot grow it without end
+_REQUEST_SERIES: dict[tuple[str, str, str, str, str], Any] = {}
+_REQUEST_SERIES_MAX = 4096
+
+
+def _request_labels(method: str, path: str, query: bytes) -> tuple[str, str, str, str] | None:
+    """(verb, resource, subresource, scope) as ``apiserver_request_duration_seconds``
+    labels a request, or None for what it does not count (discovery, watches).
+
+    >>> _request_labels("GET", "/api/v1/namespaces/ns/pods", b"limit=5")
+    ('LIST', 'pods', '', 'namespace')
+    >>> _request_labels("POST", "/api/v1/namespaces/ns/pods/p/binding", b"")
+    ('POST', 'pods', 'binding', 'resource')
+    """
+    parts = [p for p in path.split("/") if p]
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return None
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if not rest:
+        return None
+    namespaced = False
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespaced, rest = True, rest[2:]
+    name = len(rest) > 1
+    if method == "GET":
+        if not name and (b"watch=1" in query or b"watch=true" in query):
+            return None  # a watch lasts as long as it is open: upstream's latency SLO leaves it out too
+        verb = "GET" if name else "LIST"
+    elif method == "DELETE":
+        verb = "DELETE" if name else "DELETECOLLECTION"
+    else:
+        verb = method
+    return verb, rest[0], rest[2] if len(rest) > 2 else "", (
+        "resource" if name else "namespace" if namespaced else "cluster")
+
+
+def _observe_request(scope: Scope, code: int, seconds: float) -> None:
+    labels = _request_labels(scope["method"], scope["path"], scope.get("query_string", b""))
+    if labels is None:
+        return
+    key = (*labels, str(code))
+    child = _REQUEST_SERIES.get(key)
+    if child is None:
+        if len(_REQUEST_SERIES) >= _REQUEST_SERIES_MAX:
+            key = (labels[0], "other", "", labels[3], str(code))
+        child = _REQUEST_SERIES[key] = REQUEST_DURATION.labels(*key)
+    child.observe(seconds)
 
 
 def _store_error(e: store.StoreError) -> ApiError:

@@ -91,3 +91,19 @@ def test_store_errors_no_verb_answered_map_to_their_status() -> None:
     assert _store_error(store.NotFound(b"/k")).code == 404
     assert _store_error(store.Conflict(b"/k", 1, 2)).reason == "Conflict"
     assert _store_error(store.KeyExists(b"/k")).reason == "AlreadyExists"
+
+
+async def test_requests_are_observed_by_verb_resource_and_code(client: Client) -> None:
+    from controlplane.metrics import REGISTRY
+
+    def count(**labels: str) -> float:
+        return REGISTRY.get_sample_value("controlplane_request_duration_seconds_count", labels) or 0.0
+
+    post = {"verb": "POST", "resource": "configmaps", "subresource": "", "scope": "namespace", "code": "201"}
+    missing = {"verb": "GET", "resource": "configmaps", "subresource": "", "scope": "resource", "code": "404"}
+    before_post, before_missing = count(**post), count(**missing)
+    await client.create(CMS, cm("observed"))
+    with pytest.raises(ApiError):
+        await client.get(f"{CMS}/absent")
+    assert count(**post) == before_post + 1
+    assert count(**missing) == before_missing + 1
