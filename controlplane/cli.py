@@ -247,6 +247,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         server_header=False,
         proxy_headers=False,  # no proxy in front; kube-apiserver does not trust X-Forwarded-* either
         backlog=LISTEN_BACKLOG,
+        # uvicorn closes an idle keep-alive connection after 5 s; Go clients (kubectl,
+        # client-go) keep idle connections for 90 s and would meet closed ones
+        timeout_keep_alive=90,
         # A TLS connection closes with a close_notify exchange; an idle keep-alive
         # client that never answers it would hold the shutdown for the SSL shutdown
         # timeout (30 s). Bound the graceful part, then connections are dropped.
