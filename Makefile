@@ -57,8 +57,10 @@ bench: venv etcd wrk
 	$(BIN)/controlplane bench store
 	$(BIN)/controlplane bench api
 	$(BIN)/controlplane bench watchcache
+	$(BIN)/controlplane bench scheduler
 	$(BIN)/controlplane bench nodes
 	$(BIN)/controlplane bench dra
+	$(BIN)/controlplane bench autoscaler
 
 lint: venv
 	$(BIN)/ruff check .
