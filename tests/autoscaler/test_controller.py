@@ -128,7 +128,7 @@ async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscal
     async def bound() -> bool:
         return all(p["spec"].get("nodeName") for p in await items(client, PODS))
 
-    await wait_for(bound, timeout=15)
+    await wait_for(bound, timeout=45)  # pods first tried with no nodes back off up to 10 s
     await asyncio.sleep(0.5)
     assert len(await items(client, CLAIMS)) == 3
 
