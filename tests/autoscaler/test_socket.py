@@ -34,7 +34,7 @@ def served(tmp_path: Path) -> Iterator[Serve]:
     """The server with the scheduler, the node simulator and the autoscaler inside."""
     catalog = tmp_path / "types.yaml"
     catalog.write_text(yaml.safe_dump(CATALOG))
-    s = start_serve(tmp_path, extra=("--autoscaler", "--instance-types", str(catalog)))
+    s = start_serve(tmp_path, extra=("--autoscaler", "--instance-types", str(catalog)), scheduler=True)
     try:
         s.wait_ready()
         yield s
@@ -90,7 +90,7 @@ async def _items(client: Client, path: str) -> list[dict[str, Any]]:
 
 
 async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
-    s = start_serve(tmp_path)
+    s = start_serve(tmp_path, scheduler=True)
     proc: subprocess.Popen[bytes] | None = None
     try:
         s.wait_ready()

@@ -28,7 +28,7 @@ NODE = "gpu-node-e0"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    s = start_serve(tmp_path_factory.mktemp("dra"))
+    s = start_serve(tmp_path_factory.mktemp("dra"), scheduler=True)
     try:
         s.wait_ready()
         yield s
@@ -93,7 +93,7 @@ async def test_pod_with_claim_template_is_bound_with_devices_and_released_when_d
         assert await cluster_invariants(c) == []
 
         # The first pod ends: its claim is released and deleted, and the third pod fits.
-        await c.delete(f"{pods}/trainer")
+        await c.delete(f"{pods}/trainer", gracePeriodSeconds=0)  # no kubelet here to finish a graceful delete
 
         async def claim_gone() -> bool:
             try:
@@ -114,7 +114,7 @@ async def test_claim_of_a_finished_pod_is_released(served: Serve) -> None:
         claims = resource_path(*R, "resourceclaims", "default")
         # The first test left two 3g partitions in use, which take all of the GPU's memory.
         for name in ("second", "third"):
-            await c.delete(f"{pods}/{name}")
+            await c.delete(f"{pods}/{name}", gracePeriodSeconds=0)
 
         async def no_claims() -> bool:
             return not (await c.list(claims))["items"]
