@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -70,33 +70,11 @@ class InProcessTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         url = request.url
         raw_path = url.raw_path.split(b"?", 1)[0]
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "method": request.method,
-            "scheme": "http",
-            "path": unquote(raw_path.decode("ascii")),
-            "raw_path": raw_path,
-            "query_string": url.query,
-            "root_path": "",
-            "headers": [(k.lower(), v) for k, v in request.headers.raw],
-            "server": ("in-process", 0),
-            "client": ("127.0.0.1", 0),
-            "state": {},
-        }
+        scope = _scope(request.method, raw_path, url.query, [(k.lower(), v) for k, v in request.headers.raw])
         chunks: asyncio.Queue[bytes | BaseException] = asyncio.Queue(_QUEUE_CHUNKS)
         disconnected = asyncio.Event()
         started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = asyncio.get_running_loop().create_future()
-        request_sent = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal request_sent
-            if not request_sent:
-                request_sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await disconnected.wait()
-            return {"type": "http.disconnect"}
+        receive = _receiver(body, disconnected)
 
         async def send(message: dict[str, Any]) -> None:
             if disconnected.is_set():
@@ -147,23 +125,11 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
     the ASGI exchange alone, without httpx's request and response models, which
     cost about what the API server spends on a small write. Returns the status
     and the whole body."""
-    raw_path = path.encode()
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": method, "scheme": "http", "path": unquote(path), "raw_path": raw_path,
-             "query_string": query_string, "root_path": "", "headers": headers, "server": ("in-process", 0),
-             "client": ("127.0.0.1", 0), "state": {}}
+    scope = _scope(method, path.encode(), query_string, headers)
     finished = asyncio.Event()
-    sent = False
+    receive = _receiver(body, finished)
     status = 0
     chunks: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal status
@@ -181,3 +147,25 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
     if not status:
         raise RuntimeError(f"the in-process app answered {method} {path} with no response")
     return status, b"".join(chunks)
+
+
+def _scope(method: str, raw_path: bytes, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+            "method": method, "scheme": "http", "path": unquote(raw_path.decode("ascii")), "raw_path": raw_path,
+            "query_string": query_string, "root_path": "", "headers": headers, "server": ("in-process", 0),
+            "client": ("127.0.0.1", 0), "state": {}}
+
+
+def _receiver(body: bytes, gone: asyncio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """The app's ``receive``: the whole body once, then ``http.disconnect`` when ``gone`` is set."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
