@@ -89,6 +89,9 @@ class _WorkQueue:
         return not self._dirty and not self._processing
 
 
+CONFLICT_RETRY_SECONDS = 0.05
+
+
 class ClaimController:
     def __init__(self, client: Client, workers: int = 8) -> None:
         self.client = client
@@ -174,7 +177,10 @@ class ClaimController:
                 raise
             except ApiError as e:
                 if e.code == 409:
-                    self.queue.add(key)  # a conflict: read the newer object and try again
+                    # a conflict: try again once the informers hold the newer object. Later, not
+                    # at once: an in-process 409 never yields to the loop, so an immediate retry
+                    # would spin on the same stale version with the informers starved
+                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
                 else:
                     log.warning("resourceclaim controller: %s: %s", key, e)
             except Exception:
