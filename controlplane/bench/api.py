@@ -190,7 +190,9 @@ def run(args: argparse.Namespace) -> None:
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
              "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning",
-             "--no-tls"], cwd=work,  # plain HTTP, as the bare ASGI peer
+             # plain HTTP, as the bare ASGI peer; no scheduler: it would answer every pod
+             # created here (no nodes) with a status write and an event, and measure itself
+             "--no-tls", "--no-scheduler"], cwd=work,
             stdout=subprocess.DEVNULL))
         _wait_port(port, procs[-1])
         time.sleep(1.0)  # past startup (the store opens after the port)
