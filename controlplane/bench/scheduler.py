@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -105,7 +106,15 @@ async def _send_all(port: int, n: int, limit: int, requests: Any, on_start: Any 
     await asyncio.gather(*(worker() for _ in range(limit)))
 
 
-async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
+def _start_profiler(out: str, pid: int) -> subprocess.Popen[bytes]:
+    """py-spy sampling the server (all threads, raw collapsed stacks) until SIGINT."""
+    spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(spy if spy.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100",
+                             "--format", "raw", "--output", out, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str, Any]:
     from controlplane.client import Client
 
     c = Client(f"http://127.0.0.1:{port}", timeout=120.0)
@@ -158,11 +167,15 @@ async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
         def started(i: int) -> None:
             created[f"pod-{i}"] = time.perf_counter()
 
+        spy = _start_profiler(args.profile, server_pid) if args.profile else None
         await _send_all(port, args.pods, args.connections, lambda i: (bodies[i],), started)
         create_secs = time.perf_counter() - t_create
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), args.timeout)
         watcher.cancel()
+        if spy is not None:  # the pods' phase only: py-spy writes its file on SIGINT
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         end = max(bound.values(), default=time.perf_counter())
         lat = [bound[n] - created[n] for n in bound if n in created]
         pods = (await c.list("/api/v1/namespaces/default/pods"))["items"]
@@ -229,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "controlplane", "scheduler", "--kubeconfig", str(work / "kubeconfig"),
                  "--log-level", "warning"], cwd=work, stdout=subprocess.DEVNULL))
-        r = asyncio.run(_run(args, port))
+        r = asyncio.run(_run(args, port, procs[0].pid))
         inv = check_invariants(r["pods"], r["nodes"], args.gang_size)
         shape = {"nodes": args.nodes, "pods": args.pods,
                  "scheduler": "external" if args.external_scheduler else "serve"}
@@ -270,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run 'controlplane scheduler' in its own process (serve --no-scheduler)")
     p.add_argument("--timeout", type=float, default=300.0, help="give up waiting for bindings after this")
     p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
+    p.add_argument("--profile", metavar="FILE",
+                   help="py-spy the server while the pods are created and scheduled (raw collapsed stacks to FILE)")
     args = p.parse_args(argv)
     if args.quick:
         args.nodes, args.pods = 500, 1000

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import httpx
 
-__all__ = ["InProcessTransport", "call"]
+__all__ = ["InProcessTransport", "call", "open_stream"]
 
 # Chunks the app may send ahead of a reader (a watch's events, a LIST's pieces).
 _QUEUE_CHUNKS = 256
@@ -69,54 +69,63 @@ class InProcessTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
         url = request.url
-        raw_path = url.raw_path.split(b"?", 1)[0]
-        scope = _scope(request.method, raw_path, url.query, [(k.lower(), v) for k, v in request.headers.raw])
-        chunks: asyncio.Queue[bytes | BaseException] = asyncio.Queue(_QUEUE_CHUNKS)
-        disconnected = asyncio.Event()
-        started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = asyncio.get_running_loop().create_future()
-        receive = _receiver(body, disconnected)
+        status, headers, stream = await open_stream(
+            self.app, request.method, url.raw_path.split(b"?", 1)[0], url.query,
+            [(k.lower(), v) for k, v in request.headers.raw], body)
+        return httpx.Response(status, headers=headers, stream=stream, request=request)
 
-        async def send(message: dict[str, Any]) -> None:
-            if disconnected.is_set():
-                raise OSError("the in-process client disconnected")
-            kind = message["type"]
-            if kind == "http.response.start":
-                started.set_result((message["status"], list(message.get("headers", ()))))
-            elif kind == "http.response.body":
-                data = message.get("body", b"")
-                if data:
-                    await chunks.put(data)
-                if not message.get("more_body", False):
-                    await chunks.put(_END)
 
-        async def run() -> None:
-            try:
-                await self.app(scope, receive, send)
-            except Exception as e:  # handed to the reader, whichever side it is on
-                if not started.done():
-                    started.set_exception(e)
-                elif not disconnected.is_set():
-                    await chunks.put(e)  # aclose() drains, so this cannot wait forever
-            except BaseException as e:  # cancelled: no waiting, end the reader if there is room
-                if not started.done():
-                    started.set_exception(e)
-                elif not chunks.full():
-                    chunks.put_nowait(_END)
-                raise
-            else:
-                if not started.done():
-                    started.set_exception(RuntimeError("the app returned without a response"))
+async def open_stream(app: Any, method: str, raw_path: bytes, query_string: bytes,
+                      headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, list[tuple[bytes, bytes]], _Body]:
+    """Start ``app`` on a request and return once it has answered ``http.response.start``:
+    the status, the headers, and the body as the app sends it (iterate it, then ``aclose``).
+    What ``InProcessTransport`` wraps for httpx; a watch reads it directly."""
+    scope = _scope(method, raw_path, query_string, headers)
+    chunks: asyncio.Queue[bytes | BaseException] = asyncio.Queue(_QUEUE_CHUNKS)
+    disconnected = asyncio.Event()
+    started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = asyncio.get_running_loop().create_future()
+    receive = _receiver(body, disconnected)
 
-        task = asyncio.create_task(run(), name=f"in-process {request.method} {scope['path']}")
+    async def send(message: dict[str, Any]) -> None:
+        if disconnected.is_set():
+            raise OSError("the in-process client disconnected")
+        kind = message["type"]
+        if kind == "http.response.start":
+            started.set_result((message["status"], list(message.get("headers", ()))))
+        elif kind == "http.response.body":
+            data = message.get("body", b"")
+            if data:
+                await chunks.put(data)
+            if not message.get("more_body", False):
+                await chunks.put(_END)
+
+    async def run() -> None:
         try:
-            status, headers = await started
-        except BaseException:
-            disconnected.set()
-            with contextlib.suppress(BaseException):
-                await task
+            await app(scope, receive, send)
+        except Exception as e:  # handed to the reader, whichever side it is on
+            if not started.done():
+                started.set_exception(e)
+            elif not disconnected.is_set():
+                await chunks.put(e)  # aclose() drains, so this cannot wait forever
+        except BaseException as e:  # cancelled: no waiting, end the reader if there is room
+            if not started.done():
+                started.set_exception(e)
+            elif not chunks.full():
+                chunks.put_nowait(_END)
             raise
-        return httpx.Response(status, headers=headers, stream=_Body(chunks, task, disconnected),
-                              request=request)
+        else:
+            if not started.done():
+                started.set_exception(RuntimeError("the app returned without a response"))
+
+    task = asyncio.create_task(run(), name=f"in-process {method} {scope['path']}")
+    try:
+        status, response_headers = await started
+    except BaseException:
+        disconnected.set()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    return status, response_headers, _Body(chunks, task, disconnected)
 
 
 async def call(app: Any, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],

@@ -8,14 +8,16 @@ assumed on the same node changes nothing); when binding fails it is
 ``forget``-ten. Pods bound to nodes the cache does not know yet are kept aside
 and counted when the node arrives.
 
-``order`` lists node names in a stable order for the round-robin start of each
-cycle's sampling (upstream's ``nextStartNodeIndex``).
+``order`` lists the nodes in a stable order for the round-robin start of each
+cycle's sampling (upstream's ``nextStartNodeIndex``); ``order.columns`` holds
+their free resources as arrays in the same order (``columns.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .columns import NodeOrder
 from .nodeinfo import NodeInfo, PodInfo
 
 __all__ = ["Cache"]
@@ -38,7 +40,7 @@ def _has_terms(pod: PodInfo) -> bool:
 class Cache:
     def __init__(self) -> None:
         self.nodes = NodeMap()
-        self.order: list[NodeInfo] = []
+        self.order = NodeOrder()
         self._index: dict[str, int] = {}
         self.pod_node: dict[str, str] = {}  # pod key -> node name, bound and assumed
         self.assumed: set[str] = set()
@@ -55,6 +57,7 @@ class Cache:
             self.nodes[name] = ni
             self._index[name] = len(self.order)
             self.order.append(ni)
+            self.order.columns.append(ni)
             for pod in self._orphans.pop(name, {}).values():
                 ni.add_pod(pod)
                 self.nodes.with_affinity += _has_terms(pod)
@@ -68,6 +71,7 @@ class Cache:
             return
         self.nodes.version += 1
         i = self._index.pop(name)
+        self.order.columns.remove(ni, self.order[-1])
         last = self.order.pop()
         if last is not ni:  # swap-remove keeps removal O(1)
             self.order[i] = last

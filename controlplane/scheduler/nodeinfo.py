@@ -182,7 +182,8 @@ class NodeInfo:
 
     __slots__ = (
         "alloc_cpu", "alloc_mem", "allocatable", "free_cpu", "free_mem", "free_pods", "generation", "labels", "name",
-        "node", "nonzero_cpu", "nonzero_mem", "pods", "requested", "taints", "unschedulable", "with_affinity",
+        "node", "nonzero_cpu", "nonzero_mem", "pods", "requested", "taints", "unschedulable", "watcher",
+        "with_affinity",
     )
 
     def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
@@ -202,6 +203,9 @@ class NodeInfo:
         # what the unrolled check of ``Profile.place`` reads (kept by _refresh_free)
         self.alloc_cpu = self.alloc_mem = 0
         self.free_cpu = self.free_mem = self.free_pods = 0
+        # the set this node adds itself to on every change: its cache's NodeColumns.dirty
+        # (None for nodes outside a cache, such as clones and the autoscaler's templates)
+        self.watcher: set[NodeInfo] | None = None
         if node is not None:
             self.set_node(node)
 
@@ -226,6 +230,8 @@ class NodeInfo:
         self.allocatable = alloc
         self._refresh_free()
         self.generation += 1
+        if self.watcher is not None:
+            self.watcher.add(self)
 
     def add_pod(self, pod: PodInfo) -> None:
         old = self.pods.get(pod.key)
@@ -243,6 +249,8 @@ class NodeInfo:
         if pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity"):
             self.with_affinity += 1
         self.generation += 1
+        if self.watcher is not None:
+            self.watcher.add(self)
 
     def remove_pod(self, pod: PodInfo) -> bool:
         held = self.pods.pop(pod.key, None)
@@ -259,6 +267,8 @@ class NodeInfo:
         if held.affinity.get("podAffinity") or held.affinity.get("podAntiAffinity"):
             self.with_affinity -= 1
         self.generation += 1
+        if self.watcher is not None:
+            self.watcher.add(self)
         return True
 
     def clone(self) -> NodeInfo:

@@ -16,6 +16,9 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from .columns import FeasibleNodes, Ints, NodeColumns
 from .framework import (
     MAX_NODE_SCORE,
     BindPlugin,
@@ -46,6 +49,8 @@ from .plugins.nodes import NodeUnschedulable, TaintToleration
 
 # Filter plugins that pass every node that has no taints and is not cordoned (see ``place``).
 _PLAIN_NODE_NOOP = (NodeUnschedulable, TaintToleration)
+# From how many nodes the columns (numpy) path pays off over the per-node loop.
+_COLUMNS_FROM = 256
 
 __all__ = ["FitError", "Profile"]
 
@@ -174,7 +179,7 @@ class Profile:
             self._next_start = (start + processed) % n
         return feasible, failed
 
-    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         for p in self.pre_score:
             s = p.pre_score(state, pod, nodes)
             if s is None:
@@ -185,7 +190,7 @@ class Profile:
             return s
         return None
 
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """Weighted total score per node (same order as ``nodes``)."""
         totals = [0] * len(nodes)
         skip = state.skip_score
@@ -199,7 +204,7 @@ class Profile:
                 totals[i] += min(max(s, 0), MAX_NODE_SCORE) * weight
         return totals
 
-    def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> NodeInfo:
+    def select_host(self, nodes: Sequence[NodeInfo], scores: list[int]) -> NodeInfo:
         """The best-scoring node; ties broken at random (as upstream)."""
         best = max(scores)
         ties = [i for i, s in enumerate(scores) if s == best]
@@ -216,8 +221,23 @@ class Profile:
         filters = self.filters_for(state)
         fast = extra is None and self._fit is not None and all(type(f) in _PLAIN_NODE_NOOP or f is self._fit
                                                                for f in filters)
+        rows: Ints | None = None
+        columns: NodeColumns | None = None
+        feasible: Sequence[NodeInfo]
+        failed: dict[str, Status]
         if fast:
-            feasible, failed = self._find_feasible_resources(state, pod, nodes, filters)
+            columns = getattr(nodes, "columns", None)
+            if columns is not None and not pod.req_other and len(nodes) >= _COLUMNS_FROM:
+                rows = self._find_feasible_columns(columns, state, pod, nodes, filters)
+            if rows is not None and columns is not None:
+                if not len(rows):  # why each node failed, for the FitError: the per-node path
+                    rows = None
+                else:
+                    untainted = not columns.not_plain or bool(columns.plain[rows].all())
+                    feasible = FeasibleNodes(nodes, rows, untainted)
+                    failed = {}
+            if rows is None:
+                feasible, failed = self._find_feasible_resources(state, pod, nodes, filters)
         else:
             feasible, failed = self.find_feasible(state, pod, nodes, extra)
         if not feasible:
@@ -226,6 +246,12 @@ class Profile:
             return feasible[0], None
         self.run_pre_score(state, pod, feasible)
         if fast and self._only_default_fit_scores(state):
+            if rows is not None and columns is not None:
+                assert self._fit is not None  # the weight (> 0) does not change which node is best
+                vscores = columns.allocated_scores(rows, pod.nonzero_cpu, pod.nonzero_mem, self._fit.most)
+                best = np.flatnonzero(vscores == vscores.max())
+                pick = int(best[0]) if len(best) == 1 else int(best[self._rand.randrange(len(best))])
+                return feasible[pick], None
             scores = self._least_or_most_allocated(pod, feasible)
         else:
             scores = self.score_nodes(state, pod, feasible)
@@ -273,12 +299,47 @@ class Profile:
         self._next_start = (start + processed) % n
         return feasible, failed
 
+    def _find_feasible_columns(self, columns: NodeColumns, state: CycleState, pod: PodInfo,
+                               nodes: Sequence[NodeInfo], filters: list[FilterPlugin]) -> Ints | None:
+        """``_find_feasible_resources`` over ``columns``: the rows of the feasible nodes, in
+        the order the per-node walk would find them, or None where that walk must run
+        (more tainted or cordoned nodes than it is worth running the plugins on apart)."""
+        columns.refresh()
+        n = columns.size
+        want = num_feasible_nodes_to_find(n, self.percentage)
+        special: dict[int, bool] = {}
+        if columns.not_plain:
+            if columns.not_plain > want:
+                return None
+            for i in np.flatnonzero(~columns.plain[:n]).tolist():
+                special[i] = self.run_filters(filters, state, pod, nodes[i]) is None
+        start = self._next_start % n
+        cpu, mem = pod.req_cpu, pod.req_mem
+        found: list[Ints] = []
+        count = 0
+        processed = n
+        for a, b in columns.windows(start, max(2 * want, 1024)):
+            ok = columns.fits(a, b, cpu, mem)
+            for i, fits in special.items():
+                if a <= i < b:
+                    ok[i - a] = fits
+            hit = np.flatnonzero(ok)
+            if count + len(hit) >= want:
+                hit = hit[: want - count]
+                found.append(hit + a)
+                processed = (int(hit[-1]) + a - start) % n + 1
+                break
+            found.append(hit + a)
+            count += len(hit)
+        self._next_start = (start + processed) % n
+        return np.concatenate(found) if found else np.zeros(0, np.int64)
+
     def _only_default_fit_scores(self, state: CycleState) -> bool:
         skip = state.skip_score
         return all(p is self._fit or p.name() in skip for p, _ in self.score) and self._fit is not None \
             and self._fit.default and not any(p is self._fit and p.name() in skip for p, _ in self.score)
 
-    def _least_or_most_allocated(self, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+    def _least_or_most_allocated(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         assert self._fit is not None
         weight = next(w for p, w in self.score if p is self._fit)
         pc, pm = pod.nonzero_cpu, pod.nonzero_mem

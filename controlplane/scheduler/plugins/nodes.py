@@ -3,7 +3,7 @@ and SchedulingGates (PreEnqueue)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
@@ -90,8 +90,8 @@ class TaintToleration:
                               plugin="TaintToleration")
         return None
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        if not any(n.taints for n in nodes):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        if getattr(nodes, "untainted", False) or not any(n.taints for n in nodes):
             return Status(Code.SKIP)  # every node would score the same
         return None
 
@@ -134,7 +134,7 @@ class NodeAffinity:
             return None
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.ERR, plugin="NodeAffinity")
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         na = pod.affinity.get("nodeAffinity") if pod.affinity else None
         prefs = (na or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or []
         if not prefs:

@@ -81,7 +81,7 @@ class PodTopologySpread:
                 return Status(Code.UNSCHEDULABLE, self.ERR, plugin=self.name())
         return None
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         soft = [c for c in pod.spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"]
         if not soft:
             return Status(Code.SKIP)
