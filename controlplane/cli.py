@@ -13,11 +13,16 @@ the server must be listening within a second of the command starting.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import os
+import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import AUTHORIZATION_MODES, LOG_LEVELS, SNAPSHOT_MODES
 
@@ -66,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler")
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="API server processes sharing the port (SO_REUSEPORT) over one store, each with its own "
+                            "watch cache; the components run in the first (default: %(default)s)")
     serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
@@ -136,6 +144,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             instance_types=args.instance_types,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
+            workers=args.workers,
         )
     except ValueError as e:
         parser.error(str(e))
@@ -208,7 +217,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # and the store load waits in the backlog instead of being refused, and a
     # port in use fails here, before any file is written.
     try:
-        sock = listen(config.host, config.port)
+        sock = listen(config.host, config.port, reuse_port=config.workers > 1)
     except OSError as e:
         print(f"controlplane serve: error: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
@@ -222,8 +231,6 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         Path(config.store_url.removeprefix("lmdb://")).parent.mkdir(parents=True, exist_ok=True)
     print(message, flush=True)
 
-    import signal
-
     import uvicorn
 
     from .api.app import create_app
@@ -235,8 +242,24 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # kube-apiserver does.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _ignore_signal)
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(config).state.front,
+    workers: list[int] = []
+    if config.workers > 1:
+        port = sock.getsockname()[1]  # the one chosen, if --port 0
+        for _ in range(config.workers - 1):
+            pid = os.fork()  # before any thread or loop exists
+            if pid == 0:
+                return _serve_worker(config, port, tls, create_app, uvicorn, sock)
+            workers.append(pid)
+    try:
+        _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])  # a failed startup raises SystemExit(3)
+    finally:
+        _stop_workers(workers)
+    return 0
+
+
+def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
+    return uvicorn.Server(uvicorn.Config(
+        app.state.front,
         host=config.host,
         port=config.port,
         loop="uvloop",
@@ -257,18 +280,63 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ssl_certfile=str(tls.cert_file) if tls else None,
         ssl_keyfile=str(tls.key_file) if tls else None,
     ))
-    server.run(sockets=[sock])  # a failed startup raises SystemExit(3), as uvicorn.run does
-    return 0
+
+
+def _serve_worker(config: Config, port: int, tls: Tls | None, create_app: Any, uvicorn: Any,
+                  inherited: socket.socket) -> int:
+    """An extra API server process (``--workers``): its own socket in the port's
+    SO_REUSEPORT group (the kernel spreads connections over the group), its own
+    store handle and watch cache, no components (they run once, in the first)."""
+    _die_with_parent()
+    inherited.close()  # connections the kernel hashes to the first process's socket are its to accept
+    sock = listen(config.host, port, reuse_port=True)
+    config = dataclasses.replace(config, port=port, components=False)
+    try:
+        _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])
+    except SystemExit as e:
+        os._exit(e.code if isinstance(e.code, int) else 1)
+    os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """SIGTERM this process when the one that forked it dies (Linux ``PR_SET_PDEATHSIG``)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _stop_workers(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + GRACEFUL_SHUTDOWN_SECONDS + 10
+    for pid in pids:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.05)
 
 
 LISTEN_BACKLOG = 2048
 GRACEFUL_SHUTDOWN_SECONDS = 2
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (IPv4 or IPv6, as the host resolves) and listening."""
+def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (IPv4 or IPv6, as the host resolves) and listening;
+    ``reuse_port``: in an SO_REUSEPORT group, which other processes' sockets may join."""
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-    return socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
+    return socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG, reuse_port=reuse_port)
 
 
 def _ignore_signal(signum: int, frame: object) -> None:

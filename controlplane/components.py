@@ -54,4 +54,6 @@ COMPONENTS: list[Component] = [
 
 
 def enabled(config: Config) -> list[Component]:
+    if not config.components:  # an extra API server process (serve --workers): they run in the first
+        return []
     return [c for c in COMPONENTS if c.wanted(config)]

@@ -48,10 +48,16 @@ class Config:
     tls: bool = True
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
+    # API server processes sharing the port (``serve --workers``); ``components`` is False
+    # in all but the first, so the scheduler, nodes and controllers run once
+    workers: int = 1
+    components: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 1..65535")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, not {self.workers}")
         if self.nodes < 0:
             raise ValueError(f"nodes must be >= 0, not {self.nodes}")
         if self.authorization_mode not in AUTHORIZATION_MODES:

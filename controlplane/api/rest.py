@@ -514,9 +514,7 @@ class KubeApi:
             hit = self.reads.latest(rtype, key)
             if hit is not None:
                 raw, revision = hit
-                obj = orjson.loads(raw)
-                obj["metadata"].pop("resourceVersion", None)  # as stored
-                return KeyValue(key, orjson.dumps(obj), 0, revision, 0), True
+                return KeyValue(key, without_resource_version(raw, revision), 0, revision, 0), True
         return await self.store.get(key), False
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
@@ -1062,6 +1060,23 @@ def with_resource_version(stored: bytes, revision: int) -> bytes:
     at = stored.index(_META_KEY) + len(_META_KEY)
     rv = b'"resourceVersion":"%d"' % revision
     return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
+
+
+def without_resource_version(served: bytes, revision: int) -> bytes:
+    """The inverse of ``with_resource_version``: the stored JSON of a served object (parsed
+    and serialised again where the bytes are not as that function leaves them)."""
+    at = served.find(_META_KEY)
+    if at >= 0:
+        at += len(_META_KEY)
+        rv = b'"resourceVersion":"%d"' % revision
+        if served.startswith(rv, at):
+            end = at + len(rv)
+            if served[end:end + 1] == b",":
+                end += 1
+            return served[:at] + served[end:]
+    obj = orjson.loads(served)
+    obj["metadata"].pop("resourceVersion", None)
+    return orjson.dumps(obj)
 
 
 def _converted(rtype: ResourceType) -> bool:

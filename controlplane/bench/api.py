@@ -186,16 +186,6 @@ def run(args: argparse.Namespace) -> None:
             [sys.executable, "-m", "uvicorn", "baseline:app", "--port", str(bport), "--loop", "uvloop",
              "--http", "httptools", "--no-access-log", "--log-level", "warning"], cwd=work))
         _wait_port(bport, procs[-1])
-        port = _free_port()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
-             "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning",
-             # plain HTTP, as the bare ASGI peer; no scheduler: it would answer every pod
-             # created here (no nodes) with a status write and an event, and measure itself
-             "--no-tls", "--no-scheduler"], cwd=work,
-            stdout=subprocess.DEVNULL))
-        _wait_port(port, procs[-1])
-        time.sleep(1.0)  # past startup (the store opens after the port)
         path = "/api/v1/namespaces/default/pods"
         use_wrk = shutil.which("wrk") is not None and not args.python_client
 
@@ -213,20 +203,36 @@ def run(args: argparse.Namespace) -> None:
 
         client = "wrk" if use_wrk else "python"
         base_post = (measure(bport, "POST", bodies, (201,)))["rate"]
-        created = measure(port, "POST", bodies, (201,))
-        emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
-             p50_ms=round(created["p50_ms"], 2), p99_ms=round(created["p99_ms"], 2), client=client,
-             peer="bare-asgi", peer_value=round(base_post, 1), ratio=round(created["rate"] / base_post, 3))
-        # wrk abandons the requests in flight when time is up: ask the server what exists
-        import httpx
-
-        listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
-        names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
         base_get = (measure(bport, "GET", [b"/p"], (200,)))["rate"]
-        got = measure(port, "GET", names, (200,))
-        emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
-             p50_ms=round(got["p50_ms"], 2), p99_ms=round(got["p99_ms"], 2), client=client,
-             peer="bare-asgi", peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3))
+        for workers in args.workers:
+            port = _free_port()
+            server = subprocess.Popen(
+                [sys.executable, "-m", "controlplane", "serve", "--port", str(port),
+                 "--data-dir", str(work / f"data-{workers}"), "--kubeconfig-out", str(work / "kubeconfig"),
+                 "--log-level", "warning", "--workers", str(workers),
+                 # plain HTTP, as the bare ASGI peer; no scheduler: it would answer every pod
+                 # created here (no nodes) with a status write and an event, and measure itself
+                 "--no-tls", "--no-scheduler"], cwd=work,
+                stdout=subprocess.DEVNULL)
+            procs.append(server)
+            _wait_port(port, server)
+            time.sleep(1.0 + workers)  # past startup (the store opens after the port), every worker's
+            created = measure(port, "POST", bodies, (201,))
+            emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
+                 workers=workers, p50_ms=round(created["p50_ms"], 2), p99_ms=round(created["p99_ms"], 2),
+                 client=client, peer="bare-asgi", peer_value=round(base_post, 1),
+                 ratio=round(created["rate"] / base_post, 3))
+            # wrk abandons the requests in flight when time is up: ask the server what exists
+            import httpx
+
+            listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
+            names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
+            got = measure(port, "GET", names, (200,))
+            emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
+                 workers=workers, p50_ms=round(got["p50_ms"], 2), p99_ms=round(got["p99_ms"], 2), client=client,
+                 peer="bare-asgi", peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3))
+            server.terminate()
+            server.wait(timeout=60)
     finally:
         for p in procs:
             p.terminate()
@@ -248,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="upper bound per phase")
     p.add_argument("--python-client", action="store_true", help="use the asyncio client even if wrk is there")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2],
+                   help="comma-separated: serve --workers values, each measured in turn (default: 1,2)")
     args = p.parse_args(argv)
     if args.quick:
         args.pods, args.gets, args.seconds = 20_000, 10_000, 5.0

@@ -27,6 +27,7 @@ where watches may start.
 from __future__ import annotations
 
 import collections
+import fcntl
 import os
 import sys
 import threading
@@ -294,6 +295,18 @@ class Applier:
                 pass
             closing.set()
         threading.Thread(target=watch_stdin, daemon=True).start()
+        # One applier works at a time: every server process over this store starts one,
+        # and two would take turns, each finding its reader behind LMDB and seeking it
+        # again (reading its segment from the start) on every batch. The others wait
+        # here; the lock is released when its holder exits, however it exits.
+        lock = os.open(os.path.join(self.wal_dir, "applier.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if closing.wait(0.2):
+                    return
         while True:
             stopping = closing.is_set()
             try:

@@ -162,6 +162,13 @@ class WalReader:
     def seek(self, revision: int) -> bool:
         """Position at ``revision``. False if no segment holds it (yet, or any more);
         the reader then waits at the end of what exists."""
+        if self._fd is not None and self._first <= self.next_revision <= revision:
+            # ahead of where it stands: read on from here, not from the segment's start
+            while self.next_revision < revision:
+                if not any(True for _ in self.read(revision - self.next_revision)):
+                    break
+            if self.next_revision == revision:
+                return True
         self.close()
         segments = [s for s in segment_names(self.directory) if s[0] <= revision]
         if not segments:

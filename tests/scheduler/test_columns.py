@@ -10,6 +10,7 @@ assumed and removed, and some nodes are tainted or cordoned.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, mos
     from controlplane.scheduler.plugins import PluginConfig, default_profile, default_registry
 
     rng = random.Random(percentage + most)
-    config = default_profile(default_registry())
+    config = list(default_profile(default_registry()))
     if most:
         config = [PluginConfig(c.name, c.weight, {"scoringStrategy": {"type": "MostAllocated"}})
                   if c.name == "NodeResourcesFit" else c for c in config]
@@ -69,7 +70,7 @@ def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, mos
     columns_cycles = 0
     inner = vec._find_feasible_columns
 
-    def counted(*args, **kw):  # type: ignore[no-untyped-def]
+    def counted(*args: Any, **kw: Any) -> Any:
         nonlocal columns_cycles
         rows = inner(*args, **kw)
         columns_cycles += rows is not None

@@ -1,0 +1,121 @@
+"""``serve --workers 2``: two API server processes on one port and one store.
+
+Every request here opens its own connection, so the kernel's SO_REUSEPORT
+hashing spreads them over both processes. What a client must not be able to
+tell: a write made through one process is read back through the other, a watch
+opened on one sees the writes made through both, and the components (the
+scheduler) run once. On SIGTERM both processes exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from pathlib import Path
+
+from controlplane.client import Client, resource_path
+from tests.test_cli import start_serve
+
+CONFIGMAPS = resource_path("", "v1", "configmaps", "default")
+
+
+def _server_children(pid: int) -> list[int]:
+    """The forked API server processes (not the store's applier processes)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"serve" in cmdline:
+            out.append(int(child))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+    return bool(stat) and stat.split(") ", 1)[1][:1] != "Z"
+
+
+async def _fresh(kubeconfig: Path) -> Client:
+    return Client.from_kubeconfig(kubeconfig)  # its own connection pool: a new connection
+
+
+async def _exercise(kubeconfig: Path) -> None:
+    # read-your-writes across processes: each create and each read on a new connection
+    for i in range(30):
+        async with await _fresh(kubeconfig) as c:
+            await c.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"},
+                                        "data": {"i": str(i)}})
+        async with await _fresh(kubeconfig) as c:
+            got = await c.get(f"{CONFIGMAPS}/c{i}")
+            assert got["data"] == {"i": str(i)}
+    async with await _fresh(kubeconfig) as c:
+        listed = await c.list(CONFIGMAPS)
+        assert sorted(o["metadata"]["name"] for o in listed["items"]) == sorted(f"c{i}" for i in range(30))
+
+    # both processes answer: each reports its own start time in /metrics
+    starts = set()
+    for _ in range(40):
+        async with await _fresh(kubeconfig) as c:
+            text = (await c.http.get("/metrics")).text
+        m = re.search(r"^process_start_time_seconds (\S+)$", text, re.M)
+        assert m is not None
+        starts.add(m.group(1))
+    assert len(starts) == 2, starts
+
+    # a watch on one process sees what is written through either
+    async with await _fresh(kubeconfig) as w:
+        rv = (await w.list(CONFIGMAPS, limit=1))["metadata"]["resourceVersion"]
+        seen: set[str] = set()
+
+        async def watch() -> None:
+            async for ev in w.watch(CONFIGMAPS, resource_version=rv):
+                if ev.type == "ADDED":
+                    seen.add(ev.object["metadata"]["name"])
+                    if len(seen) == 20:
+                        return
+
+        task = asyncio.create_task(watch())
+        for i in range(20):
+            async with await _fresh(kubeconfig) as c:
+                await c.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"w{i}"}})
+        await asyncio.wait_for(task, 30)
+    assert seen == {f"w{i}" for i in range(20)}
+
+    # the scheduler runs in one process only: the pod is bound once, with one Scheduled event
+    async with await _fresh(kubeconfig) as c:
+        alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        await c.patch("/api/v1/nodes/n1/status", {"status": {"capacity": alloc, "allocatable": alloc}})
+        await c.create(resource_path("", "v1", "pods", "default"), {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+        deadline = time.monotonic() + 30
+        while not (await c.get(resource_path("", "v1", "pods", "default", "p")))["spec"].get("nodeName"):
+            assert time.monotonic() < deadline, "the pod was not scheduled"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # a second scheduler, if there were one, would have tried by now
+        events = await c.list(resource_path("", "v1", "events", "default"),
+                              fieldSelector="involvedObject.name=p")
+        assert [e["reason"] for e in events["items"]] == ["Scheduled"]
+
+
+def test_two_workers_share_the_port_and_the_store(tmp_path: Path) -> None:
+    s = start_serve(tmp_path, extra=["--workers", "2"], scheduler=True)
+    children: list[int] = []
+    try:
+        s.wait_ready()
+        children = _server_children(s.proc.pid)
+        assert len(children) == 1
+        asyncio.run(_exercise(s.kubeconfig))
+    finally:
+        code = s.stop()
+    assert code == 0, s.output()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in children)
