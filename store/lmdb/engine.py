@@ -514,14 +514,15 @@ class LmdbStore:
             reader = self._wal_reader
             if reader.next_revision > last + 1:  # ahead of us (cannot happen): reposition
                 reader.seek(last + 1)
-            elif reader.next_revision <= applied:
-                # Behind LMDB (the applier can overtake the delivery of our own batches):
-                # read forward over what LMDB already gave us; seek only if the segment
-                # went (a seek reads its segment from the start).
-                for _skipped in reader.read(applied - reader.next_revision + 1):
+            elif reader.next_revision <= last:
+                # Behind what LMDB gave us (the applier can overtake the delivery of our own
+                # batches): read forward to the index's revision, not LMDB's (``upto`` may have
+                # stopped short of it: a reader left ahead of the index would have to seek
+                # back, which reads its segment from the start); seek only if the segment went.
+                for _skipped in reader.read(last - reader.next_revision + 1):
                     pass
-                if reader.next_revision <= applied:
-                    reader.seek(applied + 1)
+                if reader.next_revision <= last:
+                    reader.seek(last + 1)
             # only what the head says is durable; our own batches come through _on_commit
             durable = self._wal_head.read()
             limit = min(upto or durable, durable) - reader.next_revision + 1
