@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -57,6 +58,8 @@ from .fieldvalidation import add_warning, check_object, request_scope, warning_h
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
+
+log = logging.getLogger("controlplane.api")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -994,38 +997,41 @@ class KubeApi:
         # a custom resource's watch also ends when its CRD changes or goes, as upstream
         gone = asyncio.ensure_future(disconnected() if rtype.custom is None else
                                      self.crds.until_retired(rtype, disconnected()))
-        nxt: asyncio.Future[list[WatchItem]] | None = None
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": JSON})
-            while not gone.done():
-                wait = deadline - time.monotonic()
-                if wait <= 0:
-                    break
-                if nxt is None:
-                    nxt = asyncio.ensure_future(stream.__anext__())
-                waiting: set[asyncio.Future[Any]] = {nxt, gone}
-                done, _ = await asyncio.wait(waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-                if nxt not in done:
-                    continue
-                fut, nxt = nxt, None
-                try:
-                    items = fut.result()
-                except StopAsyncIteration:
-                    break
+
+        async def pump() -> None:
+            # one task for the whole watch: waiting on the stream and on the client's
+            # going together, per batch of events, cost a task and an asyncio.wait each
+            async for items in stream:
                 if items:
                     await send({"type": "http.response.body", "body": b"".join(map(line, items)),
                                 "more_body": True})
                     if items[-1].type == "ERROR":
-                        break
+                        return
+
+        pumping: asyncio.Future[None] | None = None
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": JSON})
+            pumping = asyncio.ensure_future(pump())
+            await asyncio.wait({pumping, gone}, timeout=max(deadline - time.monotonic(), 0),
+                               return_when=asyncio.FIRST_COMPLETED)
+            failed = pumping.exception() if pumping.done() and not pumping.cancelled() else None
+            if isinstance(failed, OSError):
+                return  # the client went away mid-write
+            if failed is not None:  # the watch ends; the client watches again from where it was
+                log.warning("watch of %s ended by %r", rtype.plural, failed)
+            if not pumping.done():  # the deadline, the client's going, or (a custom resource's) its CRD's
+                pumping.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError, store.StoreError):
+                    await pumping
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write
         finally:
             gone.cancel()
-            if nxt is not None:
-                nxt.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, store.StoreError):
-                    await nxt
+            if pumping is not None and not pumping.done():
+                pumping.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError, store.StoreError):
+                    await pumping
             await stream.aclose()
 
 
