@@ -25,7 +25,7 @@ import logging
 import time
 from typing import Any
 
-from ..client import ApiError, Client, Informer, resource_path
+from ..client import ApiError, Client, InformerHandle, resource_path
 from ..metrics import AUTOSCALER_NODECLAIMS_CREATED as NODECLAIMS_CREATED
 from ..metrics import AUTOSCALER_NODECLAIMS_DISRUPTED as NODECLAIMS_DISRUPTED
 from ..metrics import AUTOSCALER_NODES as NODES
@@ -89,19 +89,19 @@ class Autoscaler:
         await install(self.client)
         st = self.state
         informers = [
-            Informer(self.client, resource_path("", "v1", "pods"), on_add=st.pod_added, on_update=st.pod_updated,
+            self.client.informer(resource_path("", "v1", "pods"), on_add=st.pod_added, on_update=st.pod_updated,
                      on_delete=self._pod_deleted),
-            Informer(self.client, resource_path("", "v1", "nodes"), on_add=st.node_added,
+            self.client.informer(resource_path("", "v1", "nodes"), on_add=st.node_added,
                      on_update=self._node_updated, on_delete=self._node_deleted),
-            Informer(self.client, POOLS, on_add=self._pool_set, on_update=lambda o, n: self._pool_set(n),
+            self.client.informer(POOLS, on_add=self._pool_set, on_update=lambda o, n: self._pool_set(n),
                      on_delete=self._pool_deleted),
-            Informer(self.client, CLAIMS, on_add=lambda c: st.nodeclaim_set(None, c),
+            self.client.informer(CLAIMS, on_add=lambda c: st.nodeclaim_set(None, c),
                      on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
-            Informer(self.client, resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
+            self.client.informer(resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
                      on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
             self._mirror("resourceclaims", st.claims),
             self._mirror("resourceclaimtemplates", st.templates),
-            Informer(self.client, resource_path("resource.k8s.io", "v1", "deviceclasses"),
+            self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"),
                      on_add=st.device_classes.add, on_update=lambda o, n: st.device_classes.add(n)),
         ]
         tasks = [asyncio.create_task(i.run(), name=f"autoscaler informer {i.path}") for i in informers]
@@ -121,14 +121,14 @@ class Autoscaler:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.launcher.stop()
 
-    def _mirror(self, plural: str, into: dict[str, Obj]) -> Informer:
+    def _mirror(self, plural: str, into: dict[str, Obj]) -> InformerHandle:
         def put(obj: Obj) -> None:
             into[key(obj)] = obj
 
         def drop(obj: Obj) -> None:
             into.pop(key(obj), None)
 
-        return Informer(self.client, resource_path("resource.k8s.io", "v1", plural), on_add=put,
+        return self.client.informer(resource_path("resource.k8s.io", "v1", plural), on_add=put,
                         on_update=lambda o, n: put(n), on_delete=drop)
 
     # -- informer handlers ------------------------------------------------------------------------

@@ -110,8 +110,8 @@ def _start_profiler(out: str, pid: int) -> subprocess.Popen[bytes]:
     """py-spy sampling the server until SIGINT: raw collapsed stacks of whichever thread holds the
     GIL (what the process spends its CPU on; a thread waiting for the GIL is not counted)."""
     spy = Path(sys.executable).with_name("py-spy")
-    return subprocess.Popen([str(spy if spy.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100", "--gil",
-                             "--format", "raw", "--output", out, "--nonblocking"],
+    return subprocess.Popen([str(spy if spy.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100",
+                             "--gil", "--format", "raw", "--output", out, "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -20,7 +20,7 @@ import ssl
 from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
@@ -28,6 +28,9 @@ import orjson
 import yaml
 
 from .transport import InProcessTransport, call, open_stream
+
+if TYPE_CHECKING:
+    from .informer import Handler, InformerHandle, SharedInformer, UpdateHandler
 
 __all__ = ["PATCH_TYPES", "ApiError", "Client", "WatchEvent", "resource_path"]
 
@@ -111,6 +114,7 @@ class Client:
         self._auth = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
                                       timeout=httpx.Timeout(timeout), limits=limits)
+        self._shared: dict[str, SharedInformer] = {}
 
     @classmethod
     def in_process(cls, app: Any, token: str | None = None) -> Client:
@@ -138,7 +142,21 @@ class Client:
             token = Path(user["tokenFile"]).read_text().strip()
         return cls(str(cluster["server"]), token=token, verify=verify)
 
+    def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
+                 on_delete: Handler | None = None, page_size: int = 500) -> InformerHandle:
+        """A handle on this client's one informer of ``path`` (a whole collection, no
+        selectors), shared with every other caller: the components in one process list
+        and watch each collection once. Run the handle as an ``Informer``."""
+        from .informer import InformerHandle, SharedInformer
+
+        shared = self._shared.get(path)
+        if shared is None:
+            shared = self._shared[path] = SharedInformer(self, path, page_size=page_size)
+        return InformerHandle(shared, on_add, on_update, on_delete)
+
     async def aclose(self) -> None:
+        for shared in self._shared.values():
+            await shared.stop()
         await self.http.aclose()
 
     async def __aenter__(self) -> Client:

@@ -22,7 +22,7 @@ from typing import Any
 
 from .client import ApiError, Client
 
-__all__ = ["Informer", "object_key"]
+__all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key"]
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +128,85 @@ class Informer:
                     self.on_add(obj)
                 else:
                     self.on_update(before, obj)
+
+
+class SharedInformer(Informer):
+    """One list and watch of a collection for every component of a process that wants
+    it (client-go's shared informer): each object is fetched, parsed and held once,
+    and handed to each component's handlers in turn. Components take an
+    ``InformerHandle`` (``Client.informer``); the watch runs while one of their
+    ``run()`` runs. Handlers must not change the objects they are given."""
+
+    def __init__(self, client: Client, path: str, page_size: int = 500) -> None:
+        super().__init__(client, path, page_size=page_size, on_add=self._add, on_update=self._update,
+                         on_delete=self._delete)
+        self.handles: list[InformerHandle] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def _add(self, obj: dict[str, Any]) -> None:
+        for h in self.handles:
+            h.on_add(obj)
+
+    def _update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        for h in self.handles:
+            h.on_update(old, new)
+
+    def _delete(self, obj: dict[str, Any]) -> None:
+        for h in self.handles:
+            h.on_delete(obj)
+
+    def join(self, handle: InformerHandle) -> None:
+        """Deliver to ``handle`` from now on; what is already held arrives as adds at once."""
+        self.handles.append(handle)
+        if self.synced.is_set():
+            for obj in list(self.items.values()):
+                handle.on_add(obj)
+            handle.synced.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(Informer.run(self), name=f"informer {self.path}")
+
+    def leave(self, handle: InformerHandle) -> None:
+        if handle in self.handles:
+            self.handles.remove(handle)
+        if not self.handles and self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+class InformerHandle:
+    """A component's view of a ``SharedInformer``: its handlers, and ``run()``/``synced``
+    as an ``Informer`` of its own would have them (``synced`` once its handlers have
+    seen the whole list)."""
+
+    def __init__(self, shared: SharedInformer, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
+                 on_delete: Handler | None = None) -> None:
+        self.shared = shared
+        self.path = shared.path
+        self.on_add: Handler = on_add or _nothing
+        self.on_update: UpdateHandler = on_update or _nothing
+        self.on_delete: Handler = on_delete or _nothing
+        self.synced = asyncio.Event()
+
+    @property
+    def items(self) -> dict[str, dict[str, Any]]:
+        return self.shared.items
+
+    @property
+    def relists(self) -> int:
+        return self.shared.relists
+
+    async def run(self) -> None:
+        self.shared.join(self)
+        try:
+            if not self.synced.is_set():
+                await self.shared.synced.wait()  # the list's adds reached this handle's handlers
+                self.synced.set()
+            await asyncio.Event().wait()  # until cancelled, as Informer.run
+        finally:
+            self.shared.leave(self)

@@ -160,8 +160,9 @@ class NodeSimulator:
         self._writes: asyncio.PriorityQueue[tuple[int, int, Callable[[], Awaitable[None]]]] = asyncio.PriorityQueue()
         self._seq = 0
         self._ready = asyncio.Event()
-        self.node_informer = Informer(client, resource_path("", "v1", "nodes"), on_add=self._node_seen,
-                                      on_update=lambda _old, new: self._node_seen(new), on_delete=self._node_gone)
+        self.node_informer = client.informer(resource_path("", "v1", "nodes"), on_add=self._node_seen,
+                                             on_update=lambda _old, new: self._node_seen(new),
+                                             on_delete=self._node_gone)
         self.pod_informer = Informer(client, resource_path("", "v1", "pods"), field_selector="spec.nodeName!=",
                                      on_add=self._pod_seen,
                                      on_update=lambda _old, new: self._pod_seen(new), on_delete=self._pod_gone)
@@ -308,7 +309,7 @@ class NodeSimulator:
 
     def _node_seen(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        meta.pop("managedFields", None)  # the informer keeps this very dict: a third of it, never read
+        meta.pop("managedFields", None)  # the shared informer keeps this very dict: a third of it, read by none
         name = meta.get("name", "")
         if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake":
             if name in self.nodes:

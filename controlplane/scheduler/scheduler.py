@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..client import ApiError, Client, Informer, resource_path
+from ..client import ApiError, Client, InformerHandle, resource_path
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from .cache import Cache
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
@@ -98,7 +98,7 @@ class Scheduler:
         self.fwk = Profile.build(self, registry, profile, percentage_of_nodes_to_score)
         self.gang: GangScheduling | None = self.fwk.get("GangScheduling")  # type: ignore[assignment]
         self.queue = SchedulingQueue(pre_enqueue=self.fwk.pre_enqueue, events=self.fwk.events)
-        self.informers: dict[str, Informer] = {}
+        self.informers: dict[str, InformerHandle] = {}
         self.scheduled = 0
         self.synced = asyncio.Event()
         self.yield_interval = 0.005
@@ -177,7 +177,7 @@ class Scheduler:
     # ---------------------------------------------------------------- informers
 
     def _watch(self, group: str, version: str, plural: str, on_add: EventHandler, on_update: EventHandler,
-               on_delete: EventHandler) -> Informer:
+               on_delete: EventHandler) -> InformerHandle:
         def add(obj: dict[str, Any]) -> None:
             on_add(obj)
             for h in self._handlers.get(plural, ()):
@@ -193,12 +193,12 @@ class Scheduler:
             for h in self._handlers.get(plural, ()):
                 h[2](obj)
 
-        inf = Informer(self._client, resource_path(group, version, plural), on_add=add, on_update=update,
-                       on_delete=delete, page_size=1000)
+        inf = self._client.informer(resource_path(group, version, plural), on_add=add, on_update=update,
+                                    on_delete=delete, page_size=1000)
         self.informers[plural] = inf
         return inf
 
-    def _informers(self) -> list[Informer]:
+    def _informers(self) -> list[InformerHandle]:
         out = [
             self._watch("scheduling.k8s.io", "v1", "priorityclasses", self._pc_add, self._pc_update, self._pc_delete),
             self._watch("", "v1", "nodes", self._node_add, self._node_update, self._node_delete),
@@ -213,7 +213,7 @@ class Scheduler:
         out.append(self._watch("", "v1", "pods", self._pod_add, self._pod_update, self._pod_delete))
         return out
 
-    def _watch_plugin_resource(self, w: WatchedResource) -> Informer:
+    def _watch_plugin_resource(self, w: WatchedResource) -> InformerHandle:
         q = self.queue
         return self._watch(w.group, w.version, w.plural,
                            lambda o: q.on_event(w.plural, ActionType.ADD, None, o),

@@ -135,6 +135,54 @@ async def test_informer_lists_then_follows(client: Client) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def _until(cond: Any, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if cond():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+async def test_shared_informer_one_watch_for_every_handle(client: Client) -> None:
+    await client.create(PODS, pod("s1"))
+    seen_a: list[str] = []
+    seen_b: list[str] = []
+    a = client.informer(PODS, on_add=lambda o: seen_a.append(o["metadata"]["name"]),
+                        on_update=lambda _o, n: seen_a.append("~" + n["metadata"]["name"]))
+    b = client.informer(PODS, on_add=lambda o: seen_b.append(o["metadata"]["name"]),
+                        on_delete=lambda o: seen_b.append("-" + o["metadata"]["name"]))
+    assert a.shared is b.shared and client.informer(f"{PODS}x").shared is not a.shared
+    ta = asyncio.create_task(a.run())
+    tb: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(a.synced.wait(), 5)
+        assert seen_a == ["s1"]
+        await client.create(PODS, pod("s2"))
+        await _until(lambda: "s2" in seen_a)
+        # a handle that starts late gets what is held as adds, then what follows
+        tb = asyncio.create_task(b.run())
+        await asyncio.wait_for(b.synced.wait(), 5)
+        assert sorted(seen_b) == ["s1", "s2"]
+        await client.patch(f"{PODS}/s1", {"metadata": {"labels": {"x": "y"}}})
+        await client.delete(f"{PODS}/s2")
+        await _until(lambda: "~s1" in seen_a and "-s2" in seen_b)
+        # one informer task for both handles; it goes on for b when a stops
+        running = [t for t in asyncio.all_tasks() if t.get_name() == f"informer {PODS}" and not t.done()]
+        assert len(running) == 1
+        ta.cancel()
+        await asyncio.gather(ta, return_exceptions=True)
+        await client.create(PODS, pod("s3"))
+        await _until(lambda: "s3" in seen_b)
+        assert "s3" not in seen_a
+    finally:
+        for t in (ta, tb):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
+    await asyncio.sleep(0.05)  # with no handle left, the watch stops
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"informer {PODS}" and not t.done()]
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     s = start_serve(tmp_path_factory.mktemp("client"))

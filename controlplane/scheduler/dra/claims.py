@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, Informer, resource_path
+from controlplane.client import ApiError, Client, resource_path
 
 from .manager import FINALIZER
 
@@ -92,17 +92,26 @@ class _WorkQueue:
 CONFLICT_RETRY_SECONDS = 0.05
 
 
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
 class ClaimController:
     def __init__(self, client: Client, workers: int = 8) -> None:
         self.client = client
         self.workers = workers
         self.queue = _WorkQueue()
-        self.pods = Informer(client, "/api/v1/pods", on_add=self._pod_changed,
-                             on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
-        self.claims = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaims"),
-                               on_add=self._claim_changed, on_update=lambda _old, new: self._claim_changed(new),
-                               on_delete=self._claim_deleted)
-        self.templates = Informer(client, resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"))
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
+                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
+        self.claims = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaims"),
+                                      on_add=self._claim_changed, on_update=lambda _old, new: self._claim_changed(new),
+                                      on_delete=self._claim_deleted)
+        self.templates = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"))
+        # What this controller wrote, newer than the (shared, not ours to change) informers may hold yet
+        self._wrote: dict[str, dict[str, Any]] = {}
         # Claims by owning pod uid, to find a claim created for a pod whose status was not yet updated.
         self._owned: dict[str, set[str]] = {}
         self.created = 0
@@ -188,10 +197,22 @@ class ClaimController:
             finally:
                 self.queue.done(key)
 
+    def _newest(self, kind: str, items: Mapping[str, dict[str, Any]], key: str) -> dict[str, Any] | None:
+        """The informer's object, or the one this controller wrote if that is newer."""
+        held = items.get(key)
+        wrote = self._wrote.get(kind + key)
+        if wrote is None:
+            return held
+        # only objects the informer held are written here: gone from it is deleted
+        if held is None or _rv(held) >= _rv(wrote):
+            del self._wrote[kind + key]  # the informer caught up
+            return held
+        return wrote
+
     # -- pods: claims from templates
 
     async def sync_pod(self, key: str) -> None:
-        pod = self.pods.items.get(key)
+        pod = self._newest("pod:", self.pods.items, key)
         if pod is None or _pod_done(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return
         meta = pod["metadata"]
@@ -214,7 +235,7 @@ class ClaimController:
             path = resource_path("", "v1", "pods", ns, meta["name"], "status")
             updated = await self.client.patch(path, {"metadata": {"uid": uid},
                                                      "status": {"resourceClaimStatuses": statuses}})
-            self.pods.items[key] = updated
+            self._wrote["pod:" + key] = updated
 
     def _existing_claim(self, pod_uid: str, pod_claim: str) -> str | None:
         for ckey in self._owned.get(pod_uid, ()):
@@ -279,7 +300,7 @@ class ClaimController:
         return pod["metadata"].get("uid") == ref.get("uid") and not _pod_done(pod)
 
     async def sync_claim(self, key: str) -> None:
-        claim = self.claims.items.get(key)
+        claim = self._newest("claim:", self.claims.items, key)
         if claim is None:
             return
         meta = claim["metadata"]
@@ -296,14 +317,14 @@ class ClaimController:
                 status.pop("allocation", None)
                 status.pop("devices", None)
             claim = await self.client.update(path + "/status", {**claim, "status": status})
-            self.claims.items[key] = claim
+            self._wrote["claim:" + key] = claim
             self.released += 1
         finalizers = claim["metadata"].get("finalizers") or []
         if not valid and not (claim.get("status") or {}).get("allocation") and FINALIZER in finalizers:
             claim = await self.client.patch(path, {"metadata": {
                 "finalizers": [f for f in finalizers if f != FINALIZER],
                 "resourceVersion": claim["metadata"].get("resourceVersion")}})
-            self.claims.items[key] = claim
+            self._wrote["claim:" + key] = claim
         if valid or meta.get("deletionTimestamp"):
             return
         owner = _owner_pod(claim)
