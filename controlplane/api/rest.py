@@ -55,6 +55,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
@@ -103,6 +104,7 @@ class KubeApi:
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
         self._pods = registry.get("", "v1", "pods")
+        self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -120,6 +122,13 @@ class KubeApi:
             with contextlib.suppress(store.KeyExists):
                 await self.store.create(self._namespaces.key(None, name), orjson.dumps(obj))
             await self._default_service_account(name)
+        if self._priority_classes is not None:  # kube-apiserver's bootstrap-system-priority-classes
+            for name, value, description in SYSTEM_CLASSES:
+                with contextlib.suppress(store.KeyExists):
+                    await self.store.create(self._priority_classes.key(None, name), orjson.dumps(_metadata_first(
+                        {**system_class(name, value, description),
+                         "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": _now(),
+                                      "generation": 1}})))
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
             self._spawn(remove_resources(self.crds, self.store, name, self._delete))
@@ -430,6 +439,8 @@ class KubeApi:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
+        if rtype is self._pods and self._priority_classes is not None:
+            await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
         self._admit(rtype, obj, None, None)
         obj = _metadata_first(obj)
         for _attempt in range(8):
@@ -742,10 +753,35 @@ class KubeApi:
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
         return obj
 
+    async def _priority_class(self, name: str) -> dict[str, Any] | None:
+        """A PriorityClass, for Priority admission: from the watch cache as it is, and on
+        a miss from the store (a class just written by another process)."""
+        assert self._priority_classes is not None
+        raw = await self.reads.get(self._priority_classes, None, name, "0")
+        if raw is None:
+            kv = await self.store.get(self._priority_classes.key(None, name))
+            raw = kv.value if kv is not None else None
+        return orjson.loads(raw) if raw is not None else None
+
+    async def _default_priority_class(self) -> dict[str, Any] | None:
+        """The PriorityClass with ``globalDefault`` (the lowest, should there be several, as upstream)."""
+        assert self._priority_classes is not None
+        listed = await self._list(self._priority_classes, None, {"resourceVersion": "0"})
+        found = [orjson.loads(raw) for raw in listed.items if b'"globalDefault":true' in raw]
+        found = [pc for pc in found if pc.get("globalDefault") is True]
+        return min(found, key=lambda pc: int(pc.get("value") or 0)) if found else None
+
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                subresource: str | None) -> None:
         """Type-specific admission of a write (``old`` None: a create): CRDs get their
-        defaults, validation and status; custom resources their CRD's schema."""
+        defaults, validation and status; custom resources their CRD's schema; a pod's
+        priority, set when it was created, stays (Priority admission on update)."""
+        if rtype is self._pods and old is not None:
+            spec, old_spec = obj.get("spec"), old.get("spec") or {}
+            if isinstance(spec, dict):
+                for field in ("priority", "preemptionPolicy"):
+                    if spec.get(field) is None and old_spec.get(field) is not None:
+                        spec[field] = old_spec[field]
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:

@@ -166,6 +166,10 @@ def _p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] * 1000
 
 
+# What controlplane.podgen's pods name in priorityClassName, with the values they carry
+PRIORITY_CLASSES = (("high-priority", 1_000_000), ("batch-low", -10))
+
+
 def run(args: argparse.Namespace) -> None:
     from controlplane.podgen import PodGenerator
 
@@ -217,14 +221,18 @@ def run(args: argparse.Namespace) -> None:
             procs.append(server)
             _wait_port(port, server)
             time.sleep(1.0 + workers)  # past startup (the store opens after the port), every worker's
+            import httpx
+
+            for name, value in PRIORITY_CLASSES:  # the generated pods name them (Priority admission)
+                httpx.post(f"http://127.0.0.1:{port}/apis/scheduling.k8s.io/v1/priorityclasses", timeout=60,
+                           json={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": name}, "value": value}).raise_for_status()
             created = measure(port, "POST", bodies, (201,))
             emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
                  workers=workers, p50_ms=round(created["p50_ms"], 2), p99_ms=round(created["p99_ms"], 2),
                  client=client, peer="bare-asgi", peer_value=round(base_post, 1),
                  ratio=round(created["rate"] / base_post, 3))
             # wrk abandons the requests in flight when time is up: ask the server what exists
-            import httpx
-
             listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
             names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
             got = measure(port, "GET", names, (200,))

@@ -53,8 +53,6 @@ def _default_pod(pod: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = sa
     tolerations = spec.setdefault("tolerations", [])

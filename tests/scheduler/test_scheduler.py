@@ -159,11 +159,13 @@ async def test_scheduling_gates_and_node_selector(cluster: Cluster) -> None:
 
 
 async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluster: Cluster) -> None:
-    await cluster.c.create("/apis/scheduling.k8s.io/v1/priorityclasses",
-                           {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                            "metadata": {"name": "high"}, "value": 1000})
+    for name, value in (("high", 1000), ("low1", 1), ("low2", 2)):
+        await cluster.c.create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                               {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": name}, "value": value})
     await cluster.nodes(node("only", cpu="1"))
-    await cluster.pods(pod("low1", cpu="400m", priority=1), pod("low2", cpu="400m", priority=2))
+    await cluster.pods(pod("low1", cpu="400m", priorityClassName="low1"),
+                       pod("low2", cpu="400m", priorityClassName="low2"))
     await cluster.bound("low1", "low2")
     await cluster.pods(pod("vip", cpu="500m", priorityClassName="high"))
 
