@@ -254,6 +254,11 @@ class Reads(Protocol):
         write to start from (upstream's ``cachedExistingObject``): it may be stale, so a
         write from it must expect its revision and, on conflict, start again from the store."""
 
+    def generation(self, rtype: ResourceType) -> int | None:
+        """A number that changes whenever the objects of ``rtype`` this server holds in
+        memory change, for what is derived from all of them (the default PriorityClass);
+        None when it holds none (derive afresh)."""
+
     async def get(self, rtype: ResourceType, namespace: str | None, name: str,
                   resource_version: str = "") -> bytes | None:
         """The object's JSON, or None if it does not exist."""
@@ -279,6 +284,9 @@ class StoreReads:
         return None  # nothing cached
 
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
+        return None  # nothing cached
+
+    def generation(self, rtype: ResourceType) -> int | None:
         return None  # nothing cached
 
     @property

@@ -105,6 +105,7 @@ class KubeApi:
         self._namespaces = registry.get("", "v1", "namespaces")
         self._pods = registry.get("", "v1", "pods")
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -766,10 +767,16 @@ class KubeApi:
     async def _default_priority_class(self) -> dict[str, Any] | None:
         """The PriorityClass with ``globalDefault`` (the lowest, should there be several, as upstream)."""
         assert self._priority_classes is not None
+        generation = self.reads.generation(self._priority_classes)
+        if generation is not None and self._default_class_memo[0] == generation:
+            return self._default_class_memo[1]  # every pod create asks: list only when a class changed
         listed = await self._list(self._priority_classes, None, {"resourceVersion": "0"})
         found = [orjson.loads(raw) for raw in listed.items if b'"globalDefault":true' in raw]
         found = [pc for pc in found if pc.get("globalDefault") is True]
-        return min(found, key=lambda pc: int(pc.get("value") or 0)) if found else None
+        default = min(found, key=lambda pc: int(pc.get("value") or 0)) if found else None
+        if generation is not None:
+            self._default_class_memo = (generation, default)
+        return default
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                subresource: str | None) -> None:

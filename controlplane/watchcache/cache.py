@@ -192,6 +192,7 @@ class ResourceCache:
         self.config = config
         self.start_revision = start_revision  # the revision the initial list is read at
         self.revision = 0                     # 0 until loaded; see the module docstring
+        self.generation = 0                   # grows whenever the map changes (a load, applied events)
         self.ready = asyncio.Event()
         self.failed: BaseException | None = None
         wait = WATCH_CACHE_LOCK_WAIT
@@ -265,6 +266,7 @@ class ResourceCache:
         await self.lock.acquire_write()
         try:
             self._map.load_sorted(entries)
+            self.generation += 1
             self.revision = self.start_revision
             self._retain(self.start_revision)
         finally:
@@ -294,6 +296,7 @@ class ResourceCache:
                     else:
                         self._map.set(ce.obj[KEY], ce.obj)
                     self.window.append(ce)
+                self.generation += len(built)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
                 if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:
                     self._retain(self.revision)

@@ -78,6 +78,12 @@ class CacheReads:
         entry = cache.get(key)
         return None if entry is None else (entry_json(entry), entry[REVISION])
 
+    def generation(self, rtype: ResourceType) -> int | None:
+        cache = self.caches.cache_for(rtype)
+        if not cache.ready.is_set() or cache.failed is not None:
+            return None
+        return cache.generation
+
     async def get(self, rtype: ResourceType, namespace: str | None, name: str,
                   resource_version: str = "") -> bytes | None:
         cache = self.caches.cache_for(rtype)
