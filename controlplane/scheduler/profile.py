@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +78,18 @@ class FitError:
                 counts[r] = counts.get(r, 0) + 1
         parts = sorted(f"{n} {r}" for r, n in counts.items())
         return f"0/{self.num_nodes} nodes are available: {', '.join(parts)}."
+
+
+def _restricted(nodes: Sequence[NodeInfo], names: Set[str]) -> list[NodeInfo]:
+    """The nodes named (a PreFilter's restriction, a gang's domain), in ``nodes``' order:
+    looked up by name when ``nodes`` is the cache's order and the names are few (a
+    domain of 100 among 5,000 nodes), as upstream takes PreFilterResult's nodes from
+    its snapshot, instead of a walk over every node."""
+    columns: NodeColumns | None = getattr(nodes, "columns", None)
+    if columns is not None and len(names) * 8 < len(nodes):
+        row = columns.row
+        return [nodes[i] for i in sorted(r for r in map(row.get, names) if r is not None)]
+    return [n for n in nodes if n.name in names]
 
 
 class Profile:
@@ -217,7 +229,7 @@ class Profile:
         if s is not None:
             return None, FitError(len(nodes), pre_filter=s)
         if state.node_names is not None:
-            nodes = [n for n in nodes if n.name in state.node_names]
+            nodes = _restricted(nodes, state.node_names)
         filters = self.filters_for(state)
         fast = extra is None and self._fit is not None and all(type(f) in _PLAIN_NODE_NOOP or f is self._fit
                                                                for f in filters)
@@ -369,5 +381,5 @@ class Profile:
         if s is not None:
             return [], {"": s}
         if state.node_names is not None:
-            nodes = [n for n in nodes if n.name in state.node_names]
+            nodes = _restricted(nodes, state.node_names)
         return self.find_feasible(state, pod, nodes, sample=False)

@@ -131,3 +131,17 @@ def test_columns_follow_nodes_and_pods() -> None:
     _assert_columns_match(c)
     assert c.order.columns.free_cpu[c.order.columns.row["n4"]] == 2000
     assert NodeInfo("x", node("x")).watcher is None  # a node outside a cache tells nobody
+
+
+def test_a_restriction_is_taken_by_name_in_the_caches_order() -> None:
+    from controlplane.scheduler.profile import _restricted
+
+    c = Cache()
+    for i in range(400):
+        c.add_or_update_node(node(f"n{i}"))
+    for gone in ("n3", "n10", "n200"):  # swap-removes: the order is no longer by name
+        c.remove_node(gone)
+    names = {f"n{i}" for i in range(0, 400, 9)} | {"n10", "not-a-node"}
+    walked = [n for n in c.order if n.name in names]
+    assert _restricted(c.order, names) == walked
+    assert _restricted(list(c.order), names) == walked  # a plain list: the walk
