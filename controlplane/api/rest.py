@@ -106,6 +106,7 @@ class KubeApi:
         self._pods = registry.get("", "v1", "pods")
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
+        self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -758,11 +759,20 @@ class KubeApi:
         """A PriorityClass, for Priority admission: from the watch cache as it is, and on
         a miss from the store (a class just written by another process)."""
         assert self._priority_classes is not None
+        generation = self.reads.generation(self._priority_classes)
+        memo = self._class_memo
+        if generation is not None and memo[0] == generation and name in memo[1]:
+            return memo[1][name]  # unchanged since last asked: every pod of a class asks
         raw = await self.reads.get(self._priority_classes, None, name, "0")
         if raw is None:
             kv = await self.store.get(self._priority_classes.key(None, name))
             raw = kv.value if kv is not None else None
-        return orjson.loads(raw) if raw is not None else None
+        pc: dict[str, Any] | None = orjson.loads(raw) if raw is not None else None
+        if generation is not None and pc is not None:  # a miss is not kept: the class may be on its way
+            if memo[0] != generation:
+                memo = self._class_memo = (generation, {})
+            memo[1][name] = pc
+        return pc
 
     async def _default_priority_class(self) -> dict[str, Any] | None:
         """The PriorityClass with ``globalDefault`` (the lowest, should there be several, as upstream)."""
