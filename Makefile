@@ -60,6 +60,7 @@ bench: venv etcd wrk
 	$(BIN)/controlplane bench scheduler
 	$(BIN)/controlplane bench nodes
 	$(BIN)/controlplane bench dra
+	$(BIN)/controlplane bench dra --api
 	$(BIN)/controlplane bench autoscaler
 
 lint: venv

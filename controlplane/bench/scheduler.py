@@ -215,29 +215,43 @@ def check_invariants(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], ga
             "gangs_bound": sum(1 for m in groups.values() if m and all(m))}
 
 
+def start_server(work: Path, port: int, extra: list[str]) -> subprocess.Popen[bytes]:
+    """``controlplane serve --no-tls`` on ``port`` with its state in ``work``, once ready."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
+         "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning", "--no-tls", *extra],
+        cwd=work, stdout=subprocess.DEVNULL)
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the server did not become ready")
+        time.sleep(0.1)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in reversed(procs):
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="cp-bench-sched-"))
     procs: list[subprocess.Popen[bytes]] = []
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     try:
-        cmd = [sys.executable, "-m", "controlplane", "serve", "--port", str(port), "--data-dir", str(work / "data"),
-               "--kubeconfig-out", str(work / "kubeconfig"), "--log-level", "warning", "--no-tls"]
-        if args.external_scheduler:
-            cmd.append("--no-scheduler")
-        procs.append(subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL))
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError("the server did not become ready")
-            time.sleep(0.1)
+        procs.append(start_server(work, port, ["--no-scheduler"] if args.external_scheduler else []))
 
         if args.external_scheduler:  # it watches from the start, as it would in a cluster
             procs.append(subprocess.Popen(
@@ -262,13 +276,7 @@ def run(args: argparse.Namespace) -> int:
         bad = inv["nodes_over_allocatable"] or inv["partial_gangs"] or inv["gangs_across_racks"]
         return 1 if bad else 0
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -19,6 +19,9 @@ per second of the process's CPU time, steadier on a shared machine),
 inventory; pools are parsed on first use, so that cost is in the allocation
 figures) and
 ``invariant_violations`` (``check_invariants`` over all claims at the end: 0).
+
+``--api``: the same cluster and pods end to end, through a server's API
+(``controlplane.bench.dra_api``).
 """
 
 from __future__ import annotations
@@ -94,6 +97,10 @@ def run(nodes: int, gpus: int, pods: int, cache: bool = True, seed: int = 1) -> 
 
 
 def main(argv: list[str]) -> int:
+    if "--api" in argv:  # end to end, through a server's API (controlplane.bench.dra_api)
+        from controlplane.bench.dra_api import run as run_api
+
+        return run_api(argv)
     ap = argparse.ArgumentParser(prog="controlplane bench dra", description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")
