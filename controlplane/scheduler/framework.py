@@ -48,7 +48,7 @@ events for the queue, so the plugin never starts informers of its own.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -211,6 +211,9 @@ class ClusterEvent:
     resource: str
     actions: ActionType
     hint: QueueingHint | None = None
+    # ``targets(old, new)``: the uids of the only pods this event can help (a claim made for
+    # one pod), so the queue asks those instead of every parked pod; None: any may be helped
+    targets: Callable[[Any, Any], Collection[str] | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .framework import ActionType, ClusterEvent, Code, PreEnqueuePlugin, Status
+from .framework import ActionType, ClusterEvent, Code, PreEnqueuePlugin, QueueingHint, Status
 from .nodeinfo import PodInfo
 
 __all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue"]
@@ -48,6 +48,42 @@ class _Parked:
     rejectors: frozenset[str]
     since: float
     pending: bool = False
+
+
+class _ParkingLot(dict[str, _Parked]):
+    """The unschedulable pods by key, indexed by uid (``by_uid``) for events that name
+    the pods they concern, and the keys of those a plugin without registered events
+    rejected (``any_event``: every event may help them)."""
+
+    def __init__(self, unregistered: Callable[[frozenset[str]], bool]) -> None:
+        super().__init__()
+        self.by_uid: dict[str, str] = {}
+        self.any_event: set[str] = set()
+        self._unregistered = unregistered
+
+    def __setitem__(self, key: str, parked: _Parked) -> None:
+        if key in self:
+            self._forget(key)
+        super().__setitem__(key, parked)
+        if parked.pod.uid:
+            self.by_uid[parked.pod.uid] = key
+        if self._unregistered(parked.rejectors):
+            self.any_event.add(key)
+
+    def _forget(self, key: str) -> None:
+        parked = super().__getitem__(key)
+        if parked.pod.uid and self.by_uid.get(parked.pod.uid) == key:
+            del self.by_uid[parked.pod.uid]
+        self.any_event.discard(key)
+
+    def __delitem__(self, key: str) -> None:
+        self._forget(key)
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            self._forget(key)
+        return super().pop(key, *default)
 
 
 @dataclass
@@ -67,7 +103,7 @@ class SchedulingQueue:
         self._front: deque[str] = deque()  # gang siblings popped next
         self.pods: dict[str, PodInfo] = {}  # every pod the queue holds, by key
         self._where: dict[str, str] = {}  # key -> "active" | "backoff" | "unschedulable" | "inflight"
-        self.unschedulable: dict[str, _Parked] = {}
+        self.unschedulable = _ParkingLot(lambda rejectors: any(r not in self.events for r in rejectors))
         self._groups: dict[str, set[str]] = {}  # group key -> queued pod keys
         self._wakeup = asyncio.Event()
         self.scheduling_cycle = 0
@@ -298,9 +334,16 @@ class SchedulingQueue:
         if not self.unschedulable:
             return 0
         moved: list[_Parked] = []
-        for parked in self.unschedulable.values():
+        # what each plugin registered for this event, found once per event, not per parked pod
+        # (True: any pod it rejected may be helped; else the hints to ask, per pod)
+        wanted = int(action)
+        matching: dict[str, bool | list[QueueingHint]] = {}
+        for parked in self._candidates(resource, wanted, old, new):
             for plugin in parked.rejectors:
-                if self._helps(plugin, resource, action, parked.pod, old, new):
+                m = matching.get(plugin)
+                if m is None:
+                    m = matching[plugin] = self._matching(plugin, resource, wanted)
+                if m is True or (m and any(h(parked.pod, old, new) for h in m)):
                     moved.append(parked)
                     break
         groups = {p.pod.group_key for p in moved if p.pod.group}
@@ -320,16 +363,43 @@ class SchedulingQueue:
                 self._push_backoff(parked.pod)
         return len(moved)
 
-    def _helps(self, plugin: str, resource: str, action: ActionType, pod: PodInfo, old: Any, new: Any) -> bool:
+    def _candidates(self, resource: str, action: int, old: Any, new: Any) -> list[_Parked]:
+        """The parked pods this event may concern: those the registrations name by uid
+        (``ClusterEvent.targets``) when every registration for it names them, and the pods
+        a plugin that registered nothing rejected; else every parked pod."""
+        uids: set[str] = set()
+        for registered in self.events.values():
+            for ev in registered:
+                if ev.resource != resource or not (int(ev.actions) & action):
+                    continue
+                named = ev.targets(old, new) if ev.targets is not None else None
+                if named is None:
+                    return list(self.unschedulable.values())
+                uids.update(named)
+        parked = self.unschedulable
+        out = [parked[k] for k in parked.any_event if k in parked]
+        seen = {p.pod.key for p in out}
+        for uid in uids:
+            key = parked.by_uid.get(uid)
+            if key is not None and key not in seen and key in parked:
+                out.append(parked[key])
+                seen.add(key)
+        return out
+
+    def _matching(self, plugin: str, resource: str, action: int) -> bool | list[QueueingHint]:
+        """``plugin``'s registrations for this event: True if one has no hint (or the plugin
+        registered nothing: any event may help, upstream's default), else their hints."""
         registered = self.events.get(plugin)
         if registered is None:
-            return True  # a plugin that registered nothing: any event may help (upstream's default)
+            return True
+        hints: list[QueueingHint] = []
         for ev in registered:
-            if ev.resource != resource or not (ev.actions & action):
+            if ev.resource != resource or not (int(ev.actions) & action):
                 continue
-            if ev.hint is None or ev.hint(pod, old, new):
+            if ev.hint is None:
                 return True
-        return False
+            hints.append(ev.hint)
+        return hints
 
     def pending_counts(self) -> dict[str, int]:
         counts = {"active": 0, "backoff": 0, "unschedulable": 0, "inflight": 0}

@@ -155,3 +155,37 @@ def test_a_hint_narrows_which_events_requeue() -> None:
     assert q.on_event("pods", ActionType.ADD, None, {"wanted": False}) == 0
     assert q.on_event("pods", ActionType.ADD, None, {"wanted": True}) == 1
     assert q.where(p.key) == "active"  # PENDING skips backoff
+
+
+def test_events_that_name_their_pods_reach_only_those() -> None:
+    clock = Clock()
+    asked: list[str] = []
+
+    def hint(pod: PodInfo, old: Any, new: Any) -> bool:
+        asked.append(pod.name)
+        return True
+
+    def targets(old: Any, new: Any) -> list[str] | None:
+        named: list[str] | None = new.get("for")  # None: any pod
+        return named
+
+    events = {"Owned": [ClusterEvent("resourceclaims", ActionType.ADD, hint, targets)]}
+    q = SchedulingQueue(events=events, clock=clock)
+    for name in ("a", "b", "c"):
+        q.add(PodInfo(pod(name)))
+    parked = {}
+    for _ in range(3):
+        p = q.pop_nowait()
+        assert p is not None
+        parked[p.name] = p
+        rejector = "Owned" if p.name != "c" else "Unregistered"  # c: a plugin with no events
+        q.add_unschedulable(p, Status(Code.PENDING, "waiting", plugin=rejector), q.scheduling_cycle, {rejector})
+    # names a's uid: a moves, b is not even asked; c (its rejector registered nothing) moves on anything
+    assert q.on_event("resourceclaims", ActionType.ADD, None, {"for": [parked["a"].uid, "no-such-uid"]}) == 2
+    assert asked == ["a"]
+    assert {q.where(k) for k in (parked["a"].key, parked["c"].key)} == {"active"}
+    assert q.where(parked["b"].key) == "unschedulable"
+    # an event that names nobody asks every parked pod
+    assert q.on_event("resourceclaims", ActionType.ADD, None, {}) == 1
+    assert asked == ["a", "b"]
+    assert not q.unschedulable and not q.unschedulable.by_uid and not q.unschedulable.any_event

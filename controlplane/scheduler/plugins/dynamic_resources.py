@@ -17,7 +17,7 @@ seconds PreBind waits for binding conditions (default 600, upstream's 10 minutes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
@@ -55,6 +55,18 @@ def _claim_may_help(pod: PodInfo, old: Any, new: Any) -> bool:
     return meta.get("name") in {n for _, n in pod_claim_names(pod.obj) if n}
 
 
+def _claim_targets(old: Any, new: Any) -> Collection[str] | None:
+    """The pods a claim event can help, as ``_claim_may_help`` decides: a claim generated
+    for a pod (owner references) concerns that pod only, unless it freed devices."""
+    if old is not None and (old.get("status") or {}).get("allocation") and \
+            (new is None or not (new.get("status") or {}).get("allocation")):
+        return None  # devices freed: any pod may fit now
+    refs = ((new if new is not None else old).get("metadata") or {}).get("ownerReferences")
+    if not refs:
+        return None  # a claim by name: any pod naming it
+    return [str(ref.get("uid")) for ref in refs if ref.get("uid")]
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -68,6 +80,7 @@ class DynamicResources:
     def __init__(self, handle: Handle, binding_timeout: float = 600.0) -> None:
         self.handle = handle
         self.manager = DraManager(binding_timeout)
+        self._recorded: Any = None  # the last claim the queue's hint recorded (``_claim_may_help``)
         m = self.manager
         handle.add_event_handler("resourceslices", m.on_slice, lambda _o, n: m.on_slice(n), m.on_slice_delete)
         handle.add_event_handler("deviceclasses", m.on_class, lambda _o, n: m.on_class(n), m.on_class_delete)
@@ -87,15 +100,17 @@ class DynamicResources:
 
     def events_to_register(self) -> list[ClusterEvent]:
         changed = ActionType.ADD | ActionType.UPDATE | ActionType.DELETE
-        return [ClusterEvent("resourceclaims", changed, self._claim_may_help),
+        return [ClusterEvent("resourceclaims", changed, self._claim_may_help, _claim_targets),
                 ClusterEvent("resourceslices", changed, _uses_claims),
                 ClusterEvent("deviceclasses", ActionType.ADD | ActionType.UPDATE, _uses_claims)]
 
     def _claim_may_help(self, pod: PodInfo, old: Any, new: Any) -> bool:
         # The queue hears of a claim before this plugin's handler does, and re-runs PreEnqueue
         # (which looks the claim up here) at once for the pods it moves: record the claim first.
-        if new is not None and self.manager.claims.get(_key(new)) is not new:
-            self.manager.on_claim(new)
+        if new is not None and new is not self._recorded:  # once per event, not per parked pod
+            self._recorded = new
+            if self.manager.claims.get(_key(new)) is not new:
+                self.manager.on_claim(new)
         return _claim_may_help(pod, old, new)
 
     # -- scheduling cycle
