@@ -35,7 +35,7 @@ from typing import Any
 
 from ..scheduler.dra.benchdata import create_gpu_cluster, gpu_cluster, gpu_pod, template_mix
 from ..scheduler.dra.invariants import check_invariants
-from .scheduler import _free_port, _http, _p, _send_all, start_server, stop_all
+from .scheduler import _free_port, _http, _p, _send_all, start_server, stop_all, watch_bindings
 
 __all__ = ["run"]
 
@@ -60,17 +60,7 @@ async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
         bound: dict[str, float] = {}
         done = asyncio.Event()
 
-        async def watch() -> None:
-            async for ev in c.watch(pods_path, resource_version=rv):
-                obj = ev.object
-                name = obj.get("metadata", {}).get("name")
-                if ev.type == "MODIFIED" and obj.get("spec", {}).get("nodeName") and name not in bound:
-                    bound[name] = time.perf_counter()
-                    if len(bound) >= args.pods:
-                        done.set()
-                        return
-
-        watcher = asyncio.create_task(watch())
+        watcher = asyncio.create_task(watch_bindings(c, pods_path, rv, args.pods, bound, done))
         await asyncio.sleep(0.2)
         mix = template_mix(args.pods)
         bodies = [_http("POST", pods_path, gpu_pod(f"pod-{i}", "default", mix[i], cpu="100m"))

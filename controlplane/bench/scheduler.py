@@ -106,6 +106,20 @@ async def _send_all(port: int, n: int, limit: int, requests: Any, on_start: Any 
     await asyncio.gather(*(worker() for _ in range(limit)))
 
 
+async def watch_bindings(c: Any, path: str, rv: str, want: int, bound: dict[str, float],
+                         done: asyncio.Event) -> None:
+    """Record in ``bound`` when each pod under ``path`` is first seen with a node (its
+    binding's commit, as a watch from ``rv`` delivers it); set ``done`` at ``want`` pods."""
+    async for ev in c.watch(path, resource_version=rv):
+        obj = ev.object
+        name = obj.get("metadata", {}).get("name")
+        if ev.type == "MODIFIED" and obj.get("spec", {}).get("nodeName") and name not in bound:
+            bound[name] = time.perf_counter()
+            if len(bound) >= want:
+                done.set()
+                return
+
+
 def _start_profiler(out: str, pid: int) -> subprocess.Popen[bytes]:
     """py-spy sampling the server until SIGINT: raw collapsed stacks of whichever thread holds the
     GIL (what the process spends its CPU on; a thread waiting for the GIL is not counted)."""
@@ -148,17 +162,8 @@ async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str
         bound: dict[str, float] = {}
         done = asyncio.Event()
 
-        async def watch() -> None:
-            async for ev in c.watch("/api/v1/namespaces/default/pods", resource_version=rv):
-                obj = ev.object
-                name = obj.get("metadata", {}).get("name")
-                if ev.type == "MODIFIED" and obj.get("spec", {}).get("nodeName") and name not in bound:
-                    bound[name] = time.perf_counter()
-                    if len(bound) >= args.pods:
-                        done.set()
-                        return
-
-        watcher = asyncio.create_task(watch())
+        watcher = asyncio.create_task(watch_bindings(c, "/api/v1/namespaces/default/pods", rv, args.pods, bound,
+                                                     done))
         await asyncio.sleep(0.2)  # the watch is open before the first create
         t_create = time.perf_counter()
 
