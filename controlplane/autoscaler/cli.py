@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..gcsettings import settle_heap
+
 __all__ = ["add_parser"]
 
 
@@ -59,6 +61,7 @@ async def _main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1
+    settle_heap()  # a long-running process: the collector's settings of gcsettings
     client = Client.from_kubeconfig(str(args.kubeconfig))
     try:
         await Autoscaler(client, catalog, latency_scale=args.latency_scale, batch_idle=args.batch_idle,

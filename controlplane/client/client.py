@@ -28,6 +28,7 @@ import orjson
 import yaml
 
 from .transport import InProcessTransport, call, open_stream
+from .wire import ConnectionPool
 
 if TYPE_CHECKING:
     from .informer import Handler, InformerHandle, SharedInformer, UpdateHandler
@@ -114,6 +115,9 @@ class Client:
         self._auth = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
                                       timeout=httpx.Timeout(timeout), limits=limits)
+        # over a socket, single-answer requests skip httpx too (wire.py); watches stream through it
+        self._pool = ConnectionPool(base_url, headers=headers, verify=verify, timeout=timeout) \
+            if transport is None else None
         self._shared: dict[str, SharedInformer] = {}
 
     @classmethod
@@ -157,6 +161,8 @@ class Client:
     async def aclose(self) -> None:
         for shared in self._shared.values():
             await shared.stop()
+        if self._pool is not None:
+            await self._pool.aclose()
         await self.http.aclose()
 
     async def __aenter__(self) -> Client:
@@ -185,6 +191,14 @@ class Client:
         hdrs = dict(_JSON)
         if content is not None:
             hdrs["Content-Type"] = content_type
+        if self._pool is not None:
+            params = urlencode(_query(query))
+            status, answer = await self._pool.request(method, f"{path}?{params}" if params else path, content,
+                                                      hdrs)
+            if status >= 300:
+                raise ApiError.from_body(status, answer)
+            result = orjson.loads(answer)
+            return result
         r = await self.http.request(method, path, content=content, params=_query(query), headers=hdrs)
         if r.status_code >= 300:
             raise ApiError.from_response(r)

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..gcsettings import settle_heap
+
 __all__ = ["add_parser"]
 
 
@@ -63,6 +65,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace) -> int:
     from ..client import ApiError, Client
 
+    settle_heap()  # a long-running process: the collector's settings of gcsettings
     client = Client.from_kubeconfig(str(args.kubeconfig))
     try:
         if args.fail or args.recover:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..client import ApiError, Client, InformerHandle, resource_path
+from ..gcsettings import settle_heap
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from .cache import Cache
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
@@ -168,7 +169,7 @@ class Scheduler:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self.writer.create(resource_path("", "v1", "events", ns), event)
+            await self.writer.create_event(resource_path("", "v1", "events", ns), event)
         except (ApiError, OSError, httpx.TransportError) as e:
             log.debug("event not written: %r", e)
         finally:
@@ -405,6 +406,7 @@ class Scheduler:
         for inf in informers:
             await inf.synced.wait()
         self.synced.set()
+        settle_heap()  # the synced caches leave the collector's sight (gcsettings)
         log.info("scheduler %s: synced %d nodes, %d pods queued", self.scheduler_name, len(self.cache.nodes),
                  len(self.queue))
         try:
@@ -633,6 +635,7 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     async def run() -> None:
+        settle_heap()
         client = Client.from_kubeconfig(kubeconfig)
         sched = Scheduler(client, scheduler_name=scheduler_name, percentage_of_nodes_to_score=percentage)
         task = asyncio.create_task(sched.run())

@@ -2,10 +2,12 @@
 
 Inside ``serve`` the client is a ``Client.in_process`` one, whose single-answer
 requests go straight into the ASGI app (``client.transport.call``): nothing to
-add here. Over a socket, writes are bounded: at most ``SOCKET_CONCURRENCY`` in
-flight, the rest wait here. httpcore's connection pool scans its whole queue of
-requests for every connection it frees, which makes a queue of hundreds of
-bindings and events quadratic; a short one is cheap.
+add here. Over a socket, writes are bounded, in two lanes: at most
+``SOCKET_CONCURRENCY`` bindings and conditions in flight, and apart from them
+at most ``EVENT_CONCURRENCY`` events, so a server slow to answer never makes
+bindings queue behind events (upstream's event broadcaster writes from its own
+goroutine, and drops what overflows its queue, as ``Scheduler.record_event``
+does). Each request in flight holds a connection of the client's pool.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 from ..client import Client
 
-__all__ = ["SOCKET_CONCURRENCY", "Writer"]
+__all__ = ["EVENT_CONCURRENCY", "SOCKET_CONCURRENCY", "Writer"]
 
-SOCKET_CONCURRENCY = 16
+SOCKET_CONCURRENCY = 64
+EVENT_CONCURRENCY = 8
 
 
 class Writer:
@@ -25,11 +28,18 @@ class Writer:
         self.client = client
         self.in_process = getattr(client, "_app", None) is not None
         self._slots = asyncio.Semaphore(SOCKET_CONCURRENCY)
+        self._event_slots = asyncio.Semaphore(EVENT_CONCURRENCY)
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.in_process:
             return await self.client.create(path, body)
         async with self._slots:
+            return await self.client.create(path, body)
+
+    async def create_event(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.in_process:
+            return await self.client.create(path, body)
+        async with self._event_slots:
             return await self.client.create(path, body)
 
     async def patch(self, path: str, body: dict[str, Any], patch_type: str) -> dict[str, Any]:

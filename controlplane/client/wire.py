@@ -1,0 +1,187 @@
+"""Single-answer HTTP/1.1 requests over a pool of keep-alive connections.
+
+httpx spends about a millisecond of Python per request on its request and
+response models, its connection pool (which scans every waiting request each
+time a connection frees) and anyio; an external scheduler binding a few
+hundred pods a second spent nine tenths of its time there. This pool writes
+the request line and headers itself and parses answers with httptools (the C
+parser uvicorn uses): the cost of a request is then the server's.
+
+It serves ``Client``'s unary verbs only. Watches are long streams whose cost is
+their events' parsing, and stay on httpx.
+
+Failures are httpx's exception types (``ConnectError``, ``ReadError``,
+``WriteError``, ``RemoteProtocolError``, ``ReadTimeout``), which callers
+already catch as ``httpx.TransportError``. A request that finds its reused
+keep-alive connection closed before any byte of the answer (the server timed
+it out meanwhile) is sent once more on a fresh connection, as Go's net/http
+does: the server never read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from typing import cast
+from urllib.parse import urlsplit
+
+import httptools
+import httpx
+
+__all__ = ["ConnectionPool"]
+
+
+class _Answer:
+    __slots__ = ("body", "done", "keep_alive", "status")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.status = 0
+        self.body: list[bytes] = []
+        self.keep_alive = True
+        self.done: asyncio.Future[None] = loop.create_future()
+
+
+class _Connection(asyncio.Protocol):
+    """One socket; at most one request on it at a time (no pipelining)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.received = 0  # bytes of the current answer
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._answer: _Answer | None = None
+        self._parser = httptools.HttpResponseParser(self)
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self.received += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(httpx.RemoteProtocolError(f"malformed answer: {e}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.lost.done():
+            self.lost.set_result(None)
+        self._fail(httpx.ReadError(f"the server closed the connection{f': {exc}' if exc else ''}"))
+
+    # -- httptools callbacks
+    def on_body(self, body: bytes) -> None:
+        if self._answer is not None:
+            self._answer.body.append(body)
+
+    def on_message_complete(self) -> None:
+        answer = self._answer
+        if answer is None or answer.done.done():
+            return
+        answer.status = self._parser.get_status_code()
+        answer.keep_alive = self._parser.should_keep_alive()
+        self._answer = None
+        answer.done.set_result(None)
+
+    # -- the pool's side
+    def send(self, data: bytes, answer: _Answer) -> None:
+        assert self.transport is not None
+        self._answer = answer
+        self.received = 0
+        self.transport.write(data)
+
+    def _fail(self, error: Exception) -> None:
+        answer, self._answer = self._answer, None
+        if answer is not None and not answer.done.done():
+            answer.done.set_exception(error)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class ConnectionPool:
+    """Up to ``limit`` connections to the server of ``base_url`` (http or https)."""
+
+    def __init__(self, base_url: str, *, headers: dict[str, str], verify: ssl.SSLContext | bool = True,
+                 timeout: float = 30.0, limit: int = 100) -> None:
+        url = urlsplit(base_url)
+        self._tls = url.scheme == "https"
+        self._host = url.hostname or "localhost"
+        self._port = url.port or (443 if self._tls else 80)
+        self._prefix = url.path.rstrip("/")
+        self._ssl: ssl.SSLContext | None = None
+        if self._tls:
+            if isinstance(verify, ssl.SSLContext):
+                self._ssl = verify
+            else:
+                self._ssl = ssl.create_default_context()
+                if not verify:
+                    self._ssl.check_hostname = False
+                    self._ssl.verify_mode = ssl.CERT_NONE
+        host = url.netloc.rsplit("@", 1)[-1]
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host, **headers}.items()).encode("latin-1")
+        self.timeout = timeout
+        self._idle: deque[_Connection] = deque()
+        self._slots = asyncio.Semaphore(limit)
+
+    async def request(self, method: str, target: str, body: bytes | None,
+                      headers: dict[str, str]) -> tuple[int, bytes]:
+        """``target`` is the path and query. Returns the status and the whole body."""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        data = b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
+                         extra.encode("latin-1"), b"Content-Length: %d\r\n\r\n" % len(body or b""), body or b""])
+        try:
+            async with asyncio.timeout(self.timeout), self._slots:
+                for attempt in range(2):
+                    conn, reused = await self._connection()
+                    answer = _Answer(asyncio.get_running_loop())
+                    try:
+                        conn.send(data, answer)
+                        await answer.done
+                    except httpx.TransportError:
+                        conn.close()
+                        if reused and conn.received == 0 and attempt == 0:
+                            continue  # a keep-alive connection the server had closed: it never read this
+                        raise
+                    except BaseException:  # cancelled or timed out mid-answer: the socket is unusable
+                        conn.close()
+                        raise
+                    if answer.keep_alive and not conn.closed:
+                        self._idle.append(conn)
+                    else:
+                        conn.close()
+                    return answer.status, b"".join(answer.body)
+        except TimeoutError as e:
+            raise httpx.ReadTimeout(f"no answer to {method} {target} in {self.timeout} s") from e
+        raise AssertionError("unreachable")
+
+    async def _connection(self) -> tuple[_Connection, bool]:
+        """An idle connection (True), else a new one (False). The caller holds a slot,
+        so idle plus busy connections never exceed the limit."""
+        while self._idle:
+            conn = self._idle.pop()  # the most recent: the least likely to have timed out
+            if not conn.closed:
+                return conn, True
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await loop.create_connection(
+                _Connection, self._host, self._port, ssl=self._ssl,
+                server_hostname=self._host if self._ssl is not None else None)
+        except (OSError, ssl.SSLError) as e:
+            raise httpx.ConnectError(f"cannot connect to {self._host}:{self._port}: {e}") from e
+        return conn, False
+
+    async def aclose(self) -> None:
+        """Close the idle connections and wait until their sockets are (an event loop that
+        ends right after would otherwise leave them to the garbage collector)."""
+        closing = []
+        while self._idle:
+            conn = self._idle.pop()
+            conn.close()
+            closing.append(conn.lost)
+        if closing:
+            await asyncio.wait(closing, timeout=1.0)

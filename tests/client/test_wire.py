@@ -1,0 +1,188 @@
+"""The client's HTTP/1.1 pool (client/wire.py) against small servers that misbehave
+on purpose: closing kept-alive connections, chunked answers, silence, nobody listening.
+(The pool against the real server, over TLS, is tests/client/test_client.py's
+socket tests and every component test that runs ``controlplane`` processes.)"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+
+from controlplane.client.wire import ConnectionPool
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    body = await reader.readexactly(length) if length else b""
+    return head, body
+
+
+class _Server:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.handler(reader, writer)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        self.server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.fixture
+async def pools() -> AsyncIterator[list[ConnectionPool]]:
+    made: list[ConnectionPool] = []
+    yield made
+    for p in made:
+        await p.aclose()
+
+
+def _pool(made: list[ConnectionPool], url: str, timeout: float = 5.0) -> ConnectionPool:
+    p = ConnectionPool(url, headers={"User-Agent": "test"}, timeout=timeout)
+    made.append(p)
+    return p
+
+
+async def test_keep_alive_reuses_one_connection_and_sends_the_body(pools: list[ConnectionPool]) -> None:
+    server: _Server
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head, body = await _read_request(reader)
+            server.requests.append(head)
+            writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    server = _Server(echo)
+    async with server as url:
+        pool = _pool(pools, url)
+        for i in range(5):
+            status, body = await pool.request("POST", f"/x?i={i}", b'{"n":%d}' % i, {"Accept": "application/json"})
+            assert (status, body) == (201, b'{"n":%d}' % i)
+        assert server.connections == 1
+        assert server.requests[3].startswith(b"POST /x?i=3 HTTP/1.1\r\n")
+        assert b"User-Agent: test\r\n" in server.requests[0] and b"Host: 127.0.0.1:" in server.requests[0]
+
+
+async def test_chunked_answers_and_connection_close(pools: list[ConnectionPool]) -> None:
+    server: _Server
+
+    async def chunked_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     b"3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n")
+        await writer.drain()
+
+    server = _Server(chunked_then_close)
+    async with server as url:
+        pool = _pool(pools, url)
+        assert await pool.request("GET", "/a", None, {}) == (200, b'{"a":1}')
+        assert await pool.request("GET", "/b", None, {}) == (200, b'{"a":1}')
+        assert server.connections == 2  # "Connection: close" is honoured
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_retried_once(pools: list[ConnectionPool]) -> None:
+    server: _Server
+
+    async def one_answer_then_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, body = await _read_request(reader)
+        server.requests.append(body)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        # keep-alive advertised, but the connection is dropped as an idle timeout would,
+        # and a request already on its way is never read
+        await asyncio.sleep(0.05)
+        writer.transport.abort()
+
+    server = _Server(one_answer_then_close)
+    async with server as url:
+        pool = _pool(pools, url)
+        assert await pool.request("POST", "/a", b"1", {}) == (200, b"ok")
+        await asyncio.sleep(0.02)  # the request below may race the close: either way one answer
+        assert await pool.request("POST", "/b", b"2", {}) == (200, b"ok")
+        assert server.requests == [b"1", b"2"]
+
+
+async def test_failures_are_httpx_transport_errors(pools: list[ConnectionPool]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    with pytest.raises(httpx.ConnectError):
+        await _pool(pools, f"http://127.0.0.1:{port}").request("GET", "/", None, {})
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        await asyncio.sleep(10)
+
+    async with _Server(silent) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            await _pool(pools, url, timeout=0.3).request("GET", "/", None, {})
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    async with _Server(garbage) as url:
+        with pytest.raises(httpx.TransportError):
+            await _pool(pools, url).request("GET", "/", None, {})
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+
+    async with _Server(hang_up) as url:  # a fresh connection cut mid-answer: not retried
+        with pytest.raises(httpx.ReadError):
+            await _pool(pools, url).request("POST", "/", b"x", {})
+
+
+async def test_concurrent_requests_stay_within_the_limit(pools: list[ConnectionPool]) -> None:
+    server: _Server
+    busy = 0
+    peak = 0
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal busy, peak
+        while True:
+            await _read_request(reader)
+            busy += 1
+            peak = max(peak, busy)
+            await asyncio.sleep(0.01)
+            busy -= 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+
+    server = _Server(slow)
+    async with server as url:
+        pool = ConnectionPool(url, headers={}, limit=4)
+        pools.append(pool)
+        answers = await asyncio.gather(*(pool.request("GET", f"/{i}", None, {}) for i in range(40)))
+        assert answers == [(200, b"")] * 40
+        assert peak <= 4 and server.connections <= 4
