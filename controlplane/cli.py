@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="API server processes sharing the port (SO_REUSEPORT) over one store, each with its own "
                             "watch cache; the components run in the first (default: %(default)s)")
+    serve.add_argument("--components-process", action="store_true",
+                       help="run the scheduler, the node simulator and the controllers in a process of their own, "
+                            "a client of this server over its socket, instead of inside it: they get a core of "
+                            "their own (their metrics are then not in this server's /metrics)")
     serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
@@ -145,6 +149,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,
+            components_process=args.components_process,
         )
     except ValueError as e:
         parser.error(str(e))
@@ -243,17 +248,39 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _ignore_signal)
     workers: list[int] = []
+    port = sock.getsockname()[1]  # the one chosen, if --port 0
     if config.workers > 1:
-        port = sock.getsockname()[1]  # the one chosen, if --port 0
         for _ in range(config.workers - 1):
             pid = os.fork()  # before any thread or loop exists
             if pid == 0:
                 return _serve_worker(config, port, tls, create_app, uvicorn, sock)
             workers.append(pid)
+    components: list[int] = []
+    if config.components_process:
+        from .components import enabled
+
+        if enabled(config):
+            pid = os.fork()
+            if pid == 0:
+                return _components_worker(config, port, sock)
+            components.append(pid)
+        config = dataclasses.replace(config, components=False)
+    server = _uvicorn(uvicorn, create_app(config), config, tls)
+    if components:
+        exiting = server.handle_exit
+
+        def handle_exit(sig: int, frame: Any) -> None:
+            # the components' watches would hold the graceful shutdown: they go first
+            for pid in components:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            exiting(sig, frame)
+
+        server.handle_exit = handle_exit
     try:
-        _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])  # a failed startup raises SystemExit(3)
+        server.run(sockets=[sock])  # a failed startup raises SystemExit(3)
     finally:
-        _stop_workers(workers)
+        _stop_workers(components + workers)
     return 0
 
 
@@ -295,6 +322,58 @@ def _serve_worker(config: Config, port: int, tls: Tls | None, create_app: Any, u
         _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])
     except SystemExit as e:
         os._exit(e.code if isinstance(e.code, int) else 1)
+    os._exit(0)
+
+
+def _components_worker(config: Config, port: int, inherited: socket.socket) -> int:
+    """``serve --components-process``: the components (components.py) as clients of the
+    server over its socket, with the kubeconfig's credentials, once it answers."""
+    _die_with_parent()
+    inherited.close()
+    import asyncio
+    import logging
+
+    from .client import ApiError, Client
+    from .components import enabled
+    from .gcsettings import settle_heap
+
+    log = logging.getLogger("controlplane.components")
+    config = dataclasses.replace(config, port=port)
+
+    async def run() -> None:
+        settle_heap()
+        client = Client.from_kubeconfig(config.kubeconfig_out, server=config.server_url)
+        try:
+            while True:  # the server listens already; it answers once its store and caches are up
+                try:
+                    await client.get("/version")
+                    break
+                except (OSError, httpx.TransportError, ApiError):
+                    await asyncio.sleep(0.1)
+            tasks = []
+            for component in enabled(config):
+                log.info("starting %s (components process)", component.name)
+                tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
+            await asyncio.gather(*tasks)
+        finally:
+            await client.aclose()
+
+    import httpx
+    import uvloop
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops us (SIGTERM) when it is done
+
+    async def main() -> None:
+        task = asyncio.create_task(run())
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        uvloop.run(main())
+    except BaseException:
+        log.exception("the components process failed")
+        os._exit(1)
     os._exit(0)
 
 

@@ -52,6 +52,9 @@ class Config:
     # in all but the first, so the scheduler, nodes and controllers run once
     workers: int = 1
     components: bool = True
+    # the components in a process of their own, a client of the first API server over
+    # its socket (``serve --components-process``): they get a core of their own
+    components_process: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:

@@ -3,8 +3,9 @@
 Mirrors kube-scheduler's scheduler_perf SchedulingBasic: ``--nodes`` nodes
 (4 cpu, 32 GiB, 110 pods each) and ``--pods`` pods (100m cpu, 500 MiB), all
 created through the API of a ``controlplane serve`` in its own process, plain
-HTTP, its scheduler inside it (``--external-scheduler``: ``controlplane
-scheduler`` in a third process instead). Pods are created by ``--connections``
+HTTP, its scheduler inside it (``--components-process``: in the process
+``serve --components-process`` forks for its components; ``--external-scheduler``:
+``controlplane scheduler`` in a third process). Pods are created by ``--connections``
 concurrent clients while the scheduler runs; a watch on pods sees each binding
 commit. Reported: pods/s (pods bound / from the first create to the last
 binding), p50/p99 create-to-bound, the create rate (the ceiling the API puts on
@@ -256,7 +257,10 @@ def run(args: argparse.Namespace) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     port = _free_port()
     try:
-        procs.append(start_server(work, port, ["--no-scheduler"] if args.external_scheduler else []))
+        extra = ["--no-scheduler"] if args.external_scheduler else []
+        if args.components_process:
+            extra.append("--components-process")
+        procs.append(start_server(work, port, extra))
 
         if args.external_scheduler:  # it watches from the start, as it would in a cluster
             procs.append(subprocess.Popen(
@@ -264,8 +268,8 @@ def run(args: argparse.Namespace) -> int:
                  "--log-level", "warning"], cwd=work, stdout=subprocess.DEVNULL))
         r = asyncio.run(_run(args, port, procs[0].pid))
         inv = check_invariants(r["pods"], r["nodes"], args.gang_size)
-        shape = {"nodes": args.nodes, "pods": args.pods,
-                 "scheduler": "external" if args.external_scheduler else "serve"}
+        where = "external" if args.external_scheduler else "components-process" if args.components_process else "serve"
+        shape = {"nodes": args.nodes, "pods": args.pods, "scheduler": where}
         if args.gang_size:
             shape.update(gang_size=args.gang_size, racks=args.racks)
         rate = r["bound"] / r["sched_secs"] if r["sched_secs"] > 0 else 0.0
@@ -295,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=32, help="concurrent creating clients")
     p.add_argument("--external-scheduler", action="store_true",
                    help="run 'controlplane scheduler' in its own process (serve --no-scheduler)")
+    p.add_argument("--components-process", action="store_true",
+                   help="serve --components-process: the scheduler in the process serve forks for its components")
     p.add_argument("--timeout", type=float, default=300.0, help="give up waiting for bindings after this")
     p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
     p.add_argument("--profile", metavar="FILE",

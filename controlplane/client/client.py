@@ -126,8 +126,8 @@ class Client:
         return cls("http://in-process", token=token, transport=InProcessTransport(app))
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, context: str | None = None) -> Client:
-        """The current (or named) context of a kubeconfig: server, CA and bearer token."""
+    def from_kubeconfig(cls, path: str | Path, context: str | None = None, server: str | None = None) -> Client:
+        """The current (or named) context of a kubeconfig: server (unless ``server``), CA and bearer token."""
         doc = yaml.safe_load(Path(path).read_text())
         ctx_name = context or doc.get("current-context")
         ctx = _named(doc.get("contexts"), ctx_name, "context")
@@ -144,7 +144,7 @@ class Client:
         token = user.get("token")
         if not token and user.get("tokenFile"):
             token = Path(user["tokenFile"]).read_text().strip()
-        return cls(str(cluster["server"]), token=token, verify=verify)
+        return cls(server or str(cluster["server"]), token=token, verify=verify)
 
     def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
                  on_delete: Handler | None = None, page_size: int = 500) -> InformerHandle:

@@ -116,3 +116,39 @@ def test_serve_with_simulated_nodes_schedules_and_runs_pods(tmp_path: Path) -> N
     finally:
         s.proc.kill()
         s.proc.wait()
+
+
+def test_serve_components_process_runs_them_beside_the_server(tmp_path: Path) -> None:
+    """``serve --components-process``: the scheduler and the node simulator in a process
+    ``serve`` forks, clients of it over its TLS socket; a pod is bound and runs, the
+    scheduler's metrics are not the server's, and SIGTERM stops both promptly."""
+    s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3", "--components-process"))
+
+    async def run() -> None:
+        async with Client.from_kubeconfig(s.kubeconfig) as c:
+            await c.create(PODS, pod("web", cpu="100m"))
+            deadline = time.monotonic() + 30
+            while True:
+                got = await c.get(f"{PODS}/web")
+                if got["status"].get("phase") == "Running":
+                    break
+                assert time.monotonic() < deadline, f"not running: {got['spec'].get('nodeName')} {got['status']}"
+                await asyncio.sleep(0.2)
+            assert got["spec"]["nodeName"].startswith("sim-node-")
+
+    try:
+        s.wait_ready()
+        children = [c for c in Path(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read_text().split()
+                    if b"\0serve\0" in Path(f"/proc/{c}/cmdline").read_bytes()]  # (not the store's applier)
+        assert len(children) == 1, children
+        asyncio.run(run())
+        metrics = httpx.get(f"{s.url}/metrics", verify=False).text
+        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"}' not in metrics
+        s.proc.terminate()
+        assert s.proc.wait(timeout=20) == 0
+        assert not Path(f"/proc/{children[0]}").exists() or "Z" in Path(f"/proc/{children[0]}/stat").read_text()
+        assert "Traceback" not in s.stderr.read_text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
