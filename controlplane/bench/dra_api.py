@@ -91,18 +91,21 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")
     ap.add_argument("--pods", type=int, default=20000, help="pods, one claim each (default: %(default)s)")
     ap.add_argument("--connections", type=int, default=32, help="concurrent creating clients")
+    ap.add_argument("--components-process", action="store_true",
+                    help="serve --components-process: scheduler and claim controller in a process of their own")
     ap.add_argument("--timeout", type=float, default=600.0, help="give up waiting for bindings after this")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="cp-bench-dra-"))
     procs: list[Any] = []
     port = _free_port()
     try:
-        procs.append(start_server(work, port, []))
+        procs.append(start_server(work, port, ["--components-process"] if args.components_process else []))
         r = asyncio.run(_run(args, port))
     finally:
         stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
-    shape = {"nodes": args.nodes, "gpus_per_node": args.gpus, "pods": args.pods, "mode": "api"}
+    shape = {"nodes": args.nodes, "gpus_per_node": args.gpus, "pods": args.pods, "mode": "api",
+             "scheduler": "components-process" if args.components_process else "serve"}
     allocated = sum(1 for cl in r["claims"] if (cl.get("status") or {}).get("allocation"))
     emit("dra_pods_scheduled_per_s", r["bound"] / r["sched_secs"] if r["sched_secs"] > 0 else 0.0, "1/s",
          bound=r["bound"], **shape)

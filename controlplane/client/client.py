@@ -115,7 +115,7 @@ class Client:
         self._auth = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
                                       timeout=httpx.Timeout(timeout), limits=limits)
-        # over a socket, single-answer requests skip httpx too (wire.py); watches stream through it
+        # over a socket, requests and watches skip httpx too (wire.py)
         self._pool = ConnectionPool(base_url, headers=headers, verify=verify, timeout=timeout) \
             if transport is None else None
         self._shared: dict[str, SharedInformer] = {}
@@ -245,6 +245,14 @@ class Client:
                     yield event
             finally:
                 await body.aclose()
+            return
+        if self._pool is not None:
+            params = urlencode(_query(query))
+            async with self._pool.stream("GET", f"{path}?{params}", _JSON) as (status, chunks):
+                if status >= 300:
+                    raise ApiError.from_body(status, b"".join([c async for c in chunks]))
+                async for event in _events(chunks):
+                    yield event
             return
         timeout = httpx.Timeout(30.0, read=None)
         async with self.http.stream("GET", path, params=_query(query), headers=_JSON, timeout=timeout) as r:

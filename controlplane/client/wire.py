@@ -7,8 +7,8 @@ hundred pods a second spent nine tenths of its time there. This pool writes
 the request line and headers itself and parses answers with httptools (the C
 parser uvicorn uses): the cost of a request is then the server's.
 
-It serves ``Client``'s unary verbs only. Watches are long streams whose cost is
-their events' parsing, and stay on httpx.
+It serves ``Client``'s unary verbs from a pool, and each watch (``stream``) on
+a connection of its own, chunk by chunk as the server sends them.
 
 Failures are httpx's exception types (``ConnectError``, ``ReadError``,
 ``WriteError``, ``RemoteProtocolError``, ``ReadTimeout``), which callers
@@ -21,8 +21,10 @@ does: the server never read it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -103,6 +105,89 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+class _Stream(asyncio.Protocol):
+    """One streamed answer (a watch) on a connection of its own, handed over chunk by
+    chunk; reading pauses while ``_HIGH_WATER`` chunks wait for the reader, so a slow
+    reader slows the server's writes rather than growing memory."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.status: asyncio.Future[int] = loop.create_future()
+        self.lost: asyncio.Future[None] = loop.create_future()
+        self._chunks: deque[bytes] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._ended = False
+        self._error: Exception | None = None
+        self._paused = False
+        self._parser = httptools.HttpResponseParser(self)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(httpx.RemoteProtocolError(f"malformed answer: {e}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._ended:
+            self._fail(httpx.RemoteProtocolError("the server closed the connection before the answer's end"))
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def on_headers_complete(self) -> None:
+        if not self.status.done():
+            self.status.set_result(self._parser.get_status_code())
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+        if len(self._chunks) >= _HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def _fail(self, error: Exception) -> None:
+        if self._error is None:
+            self._error = error
+        if not self.status.done():
+            self.status.set_exception(error)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def body(self) -> AsyncIterator[bytes]:
+        while True:
+            if self._chunks:
+                chunk = self._chunks.popleft()
+                if self._paused and len(self._chunks) <= _HIGH_WATER // 4 and self.transport is not None:
+                    self._paused = False
+                    self.transport.resume_reading()
+                yield chunk
+                continue
+            if self._ended:
+                return
+            if self._error is not None:
+                raise self._error
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+_HIGH_WATER = 256
+
+
 class ConnectionPool:
     """Up to ``limit`` connections to the server of ``base_url`` (http or https)."""
 
@@ -158,6 +243,43 @@ class ConnectionPool:
         except TimeoutError as e:
             raise httpx.ReadTimeout(f"no answer to {method} {target} in {self.timeout} s") from e
         raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, target: str,
+                     headers: dict[str, str]) -> AsyncIterator[tuple[int, AsyncIterator[bytes]]]:
+        """A request whose answer is read as it comes (a watch), on a connection of its
+        own, closed on leaving. Yields the status and the body's chunks. Only the
+        connection and the answer's head are bounded by the timeout."""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        data = b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
+                         extra.encode("latin-1"), b"\r\n"])
+        loop = asyncio.get_running_loop()
+        stream: _Stream | None = None
+        try:
+            async with asyncio.timeout(self.timeout):
+                try:
+                    _, stream = await loop.create_connection(
+                        _Stream, self._host, self._port, ssl=self._ssl,
+                        server_hostname=self._host if self._ssl is not None else None)
+                except (OSError, ssl.SSLError) as e:
+                    raise httpx.ConnectError(f"cannot connect to {self._host}:{self._port}: {e}") from e
+                assert stream.transport is not None
+                stream.transport.write(data)
+                status = await stream.status
+        except TimeoutError as e:
+            if stream is not None:
+                stream.close()
+            raise httpx.ReadTimeout(f"no answer to {method} {target} in {self.timeout} s") from e
+        except BaseException:
+            if stream is not None:
+                stream.close()
+            raise
+        try:
+            yield status, stream.body()
+        finally:
+            stream.close()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(stream.lost), 1.0)
 
     async def _connection(self) -> tuple[_Connection, bool]:
         """An idle connection (True), else a new one (False). The caller holds a slot,

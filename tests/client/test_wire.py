@@ -186,3 +186,35 @@ async def test_concurrent_requests_stay_within_the_limit(pools: list[ConnectionP
         answers = await asyncio.gather(*(pool.request("GET", f"/{i}", None, {}) for i in range(40)))
         assert answers == [(200, b"")] * 40
         assert peak <= 4 and server.connections <= 4
+
+
+async def test_a_stream_hands_chunks_over_as_they_come_and_a_cut_is_an_error(pools: list[ConnectionPool]) -> None:
+    sent = asyncio.Event()
+
+    async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        await writer.drain()
+        await sent.wait()  # the reader has the first chunk before the second exists
+        writer.write(b"6\r\nsecond\r\n")
+        if b"cut=1" in head:
+            await writer.drain()
+            writer.transport.abort()
+            return
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async with _Server(watch) as url:
+        pool = _pool(pools, url)
+        async with pool.stream("GET", "/w", {}) as (status, chunks):
+            assert status == 200
+            got = []
+            async for chunk in chunks:
+                got.append(chunk)
+                sent.set()
+            assert got == [b"first", b"second"]
+        sent.clear()
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with pool.stream("GET", "/w?cut=1", {}) as (status, chunks):
+                async for _ in chunks:
+                    sent.set()
