@@ -191,6 +191,13 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     if bind:
         xs2 = sorted(bind)
         ax.plot(xs2, [bind[x] for x in xs2], label="load-test binder (pods/binding)")
+    if len(sched) <= 1 and not bind:  # a scheduler in another process: the bindings the server answered
+        bound = [(s["at"], s["bindings_total"]) for s in server if "bindings_total" in s]
+        if len(bound) > 1:
+            xs = [b[0] for b in bound[1:]]
+            ys = [(b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(bound)]
+            ax.plot(xs, ys, label="bindings answered 201 (server metrics)")
+            sched = bound
     if len(sched) > 1 or bind:
         ax.legend(fontsize=8)
     else:
@@ -198,8 +205,9 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     ax.set_xlabel("s")
     ax.set_ylabel("pods/s")
     ax.set_title("Pods scheduled per second")
-    save(fig, "scheduler", "Built-in scheduler from controlplane_scheduler_schedule_attempts_total{result=scheduled}"
-                           "; otherwise the harness's binder.")
+    save(fig, "scheduler", "Built-in scheduler from controlplane_scheduler_schedule_attempts_total{result=scheduled}; "
+                           "a scheduler in another process from the server's count of pods/binding answered 201; "
+                           "and the harness's binder.")
 
     fig, ax = plt.subplots(figsize=(8, 3))
     drawn = False

@@ -87,6 +87,12 @@ def interval_line(prev: Scrape | None, cur: Scrape, usage: tuple[float, float] |
     scheduled = cur.sum("controlplane_scheduler_schedule_attempts_total", result="scheduled")
     if scheduled is not None:
         line["scheduled_total"] = scheduled
+    # every scheduler's bindings as the server counts them: a scheduler in another process
+    # (serve --components-process, controlplane scheduler, kube-scheduler) or the harness's binder
+    bound = cur.histogram("controlplane_request_duration_seconds", verb="POST", resource="pods",
+                          subresource="binding", code="201")
+    if bound is not None:
+        line["bindings_total"] = bound.count
     return line
 
 

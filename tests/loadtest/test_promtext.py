@@ -82,3 +82,18 @@ def test_proc_usage_of_this_process() -> None:
     rss, cpu = usage
     assert rss > 10 * 2**20 and cpu > 0
     assert proc_usage(2**22 + 12345) is None
+
+
+def test_interval_line_counts_bindings_the_server_answered() -> None:
+    """A scheduler in another process (serve --components-process, controlplane scheduler)
+    shows in the server's metrics only as the pods/binding requests it answered 201."""
+    text = ("# TYPE controlplane_request_duration_seconds histogram\n"
+            + "".join(f'controlplane_request_duration_seconds_{part}{{verb="POST",resource="pods",'
+                      f'subresource="{sub}",scope="{scope}",code="{code}"{le}}} {n}\n'
+                      for part, le in (("bucket", ',le="+Inf"'), ("count", ""), ("sum", ""))
+                      for sub, scope, code, n in (("binding", "resource", "201", 40),
+                                                  ("binding", "resource", "409", 3),
+                                                  ("", "namespace", "201", 50))))
+    line = interval_line(None, parse(text, at=1), None)
+    assert line["bindings_total"] == 40
+    assert "scheduled_total" not in line
