@@ -231,33 +231,35 @@ class Profile:
         if state.node_names is not None:
             nodes = _restricted(nodes, state.node_names)
         filters = self.filters_for(state)
-        fast = extra is None and self._fit is not None and all(type(f) in _PLAIN_NODE_NOOP or f is self._fit
-                                                               for f in filters)
+        # Filters other than NodeResourcesFit and those that pass a plain node (no taints, not
+        # cordoned): the columns path runs them on the nodes whose resources fit, in order.
+        after = [f for f in filters if not (type(f) in _PLAIN_NODE_NOOP or f is self._fit)]
+        fast = extra is None and self._fit is not None and not after
         rows: Ints | None = None
         columns: NodeColumns | None = None
         feasible: Sequence[NodeInfo]
-        failed: dict[str, Status]
-        if fast:
+        failed: dict[str, Status] = {}
+        if extra is None and self._fit is not None:
             columns = getattr(nodes, "columns", None)
             if columns is not None and not pod.req_other and len(nodes) >= _COLUMNS_FROM:
-                rows = self._find_feasible_columns(columns, state, pod, nodes, filters)
+                rows = self._find_feasible_columns(columns, state, pod, nodes, filters, after)
             if rows is not None and columns is not None:
                 if not len(rows):  # why each node failed, for the FitError: the per-node path
                     rows = None
                 else:
                     untainted = not columns.not_plain or bool(columns.plain[rows].all())
                     feasible = FeasibleNodes(nodes, rows, untainted)
-                    failed = {}
-            if rows is None:
+        if rows is None:
+            if fast:
                 feasible, failed = self._find_feasible_resources(state, pod, nodes, filters)
-        else:
-            feasible, failed = self.find_feasible(state, pod, nodes, extra)
+            else:
+                feasible, failed = self.find_feasible(state, pod, nodes, extra)
         if not feasible:
             return None, FitError(len(nodes), failed)
         if len(feasible) == 1:
             return feasible[0], None
         self.run_pre_score(state, pod, feasible)
-        if fast and self._only_default_fit_scores(state):
+        if (fast or rows is not None) and self._only_default_fit_scores(state):
             if rows is not None and columns is not None:
                 assert self._fit is not None  # the weight (> 0) does not change which node is best
                 vscores = columns.allocated_scores(rows, pod.nonzero_cpu, pod.nonzero_mem, self._fit.most)
@@ -312,10 +314,14 @@ class Profile:
         return feasible, failed
 
     def _find_feasible_columns(self, columns: NodeColumns, state: CycleState, pod: PodInfo,
-                               nodes: Sequence[NodeInfo], filters: list[FilterPlugin]) -> Ints | None:
+                               nodes: Sequence[NodeInfo], filters: list[FilterPlugin],
+                               after: Sequence[FilterPlugin] = ()) -> Ints | None:
         """``_find_feasible_resources`` over ``columns``: the rows of the feasible nodes, in
         the order the per-node walk would find them, or None where that walk must run
-        (more tainted or cordoned nodes than it is worth running the plugins on apart)."""
+        (more tainted or cordoned nodes than it is worth running the plugins on apart).
+        ``after``: the other Filter plugins (DynamicResources...), run in the walk's order
+        on the plain nodes whose resources fit, until enough are feasible; a tainted or
+        cordoned node goes through every plugin, as in the walk."""
         columns.refresh()
         n = columns.size
         want = num_feasible_nodes_to_find(n, self.percentage)
@@ -336,6 +342,8 @@ class Profile:
                 if a <= i < b:
                     ok[i - a] = fits
             hit = np.flatnonzero(ok)
+            if after:
+                hit = self._run_after(after, state, pod, nodes, hit, a, special, want - count)
             if count + len(hit) >= want:
                 hit = hit[: want - count]
                 found.append(hit + a)
@@ -345,6 +353,20 @@ class Profile:
             count += len(hit)
         self._next_start = (start + processed) % n
         return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+    @staticmethod
+    def _run_after(after: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                   hit: Ints, base: int, special: Mapping[int, bool], wanted: int) -> Ints:
+        """The offsets in ``hit`` (rows ``base + offset``) that ``after`` passes, stopping
+        once ``wanted`` are found (the walk stops there too)."""
+        keep: list[int] = []
+        for j in hit.tolist():
+            i = base + j
+            if i in special or all(f.filter(state, pod, nodes[i]) is None for f in after):
+                keep.append(j)
+                if len(keep) >= wanted:
+                    break
+        return np.asarray(keep, dtype=np.int64)
 
     def _only_default_fit_scores(self, state: CycleState) -> bool:
         skip = state.skip_score

@@ -29,7 +29,7 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,12 +52,15 @@ class _Parked:
 
 class _ParkingLot(dict[str, _Parked]):
     """The unschedulable pods by key, indexed by uid (``by_uid``) for events that name
-    the pods they concern, and the keys of those a plugin without registered events
-    rejected (``any_event``: every event may help them)."""
+    the pods they concern, by the plugins that rejected them (``by_rejector``: an event
+    only concerns the pods a plugin that registered for it rejected), and the keys of
+    those a plugin without registered events rejected (``any_event``: every event may
+    help them)."""
 
     def __init__(self, unregistered: Callable[[frozenset[str]], bool]) -> None:
         super().__init__()
         self.by_uid: dict[str, str] = {}
+        self.by_rejector: dict[str, dict[str, None]] = {}  # plugin -> keys, in parking order
         self.any_event: set[str] = set()
         self._unregistered = unregistered
 
@@ -67,6 +70,8 @@ class _ParkingLot(dict[str, _Parked]):
         super().__setitem__(key, parked)
         if parked.pod.uid:
             self.by_uid[parked.pod.uid] = key
+        for plugin in parked.rejectors:
+            self.by_rejector.setdefault(plugin, {})[key] = None
         if self._unregistered(parked.rejectors):
             self.any_event.add(key)
 
@@ -74,6 +79,12 @@ class _ParkingLot(dict[str, _Parked]):
         parked = super().__getitem__(key)
         if parked.pod.uid and self.by_uid.get(parked.pod.uid) == key:
             del self.by_uid[parked.pod.uid]
+        for plugin in parked.rejectors:
+            keys = self.by_rejector.get(plugin)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self.by_rejector[plugin]
         self.any_event.discard(key)
 
     def __delitem__(self, key: str) -> None:
@@ -334,15 +345,19 @@ class SchedulingQueue:
         if not self.unschedulable:
             return 0
         moved: list[_Parked] = []
-        # what each plugin registered for this event, found once per event, not per parked pod
-        # (True: any pod it rejected may be helped; else the hints to ask, per pod)
+        # what each plugin that rejected a parked pod registered for this event, found once
+        # per event (True: any pod it rejected may be helped; else the hints to ask, per pod)
         wanted = int(action)
         matching: dict[str, bool | list[QueueingHint]] = {}
-        for parked in self._candidates(resource, wanted, old, new):
+        for plugin in self.unschedulable.by_rejector:
+            m = self._matching(plugin, resource, wanted)
+            if m:
+                matching[plugin] = m
+        if not matching:
+            return 0  # no parked pod was rejected by a plugin this event may change the mind of
+        for parked in self._candidates(resource, wanted, old, new, matching):
             for plugin in parked.rejectors:
-                m = matching.get(plugin)
-                if m is None:
-                    m = matching[plugin] = self._matching(plugin, resource, wanted)
+                m = matching.get(plugin, False)
                 if m is True or (m and any(h(parked.pod, old, new) for h in m)):
                     moved.append(parked)
                     break
@@ -363,10 +378,12 @@ class SchedulingQueue:
                 self._push_backoff(parked.pod)
         return len(moved)
 
-    def _candidates(self, resource: str, action: int, old: Any, new: Any) -> list[_Parked]:
+    def _candidates(self, resource: str, action: int, old: Any, new: Any,
+                    matching: Mapping[str, object]) -> list[_Parked]:
         """The parked pods this event may concern: those the registrations name by uid
         (``ClusterEvent.targets``) when every registration for it names them, and the pods
-        a plugin that registered nothing rejected; else every parked pod."""
+        a plugin that registered nothing rejected; else every pod a ``matching`` plugin
+        (one that registered for the event) rejected."""
         uids: set[str] = set()
         for registered in self.events.values():
             for ev in registered:
@@ -374,7 +391,12 @@ class SchedulingQueue:
                     continue
                 named = ev.targets(old, new) if ev.targets is not None else None
                 if named is None:
-                    return list(self.unschedulable.values())
+                    lot = self.unschedulable
+                    if len(matching) == 1:
+                        (plugin,) = matching
+                        return [lot[k] for k in lot.by_rejector.get(plugin, ())]
+                    keys = dict.fromkeys(k for plugin in matching for k in lot.by_rejector.get(plugin, ()))
+                    return [lot[k] for k in keys]
                 uids.update(named)
         parked = self.unschedulable
         out = [parked[k] for k in parked.any_event if k in parked]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controlplane.scheduler.cache import Cache
-from controlplane.scheduler.framework import CycleState
+from controlplane.scheduler.framework import Code, CycleState, Status
 from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 
 from .fakes import build
@@ -56,8 +56,23 @@ def _assert_columns_match(cache: Cache) -> None:
         assert bool(cols.plain[i]) == (not (ni.unschedulable or ni.taints))
 
 
-@pytest.mark.parametrize(("percentage", "most"), [(10, False), (0, False), (30, True)])
-def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, most: bool) -> None:
+class _EveryThirdNode:
+    """A Filter plugin beyond the resources (as DynamicResources is): it rejects nodes whose
+    number is a multiple of three, for pods whose number is even."""
+
+    def name(self) -> str:
+        return "EveryThirdNode"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if int(pod.name[1:]) % 2 == 0 and int(node.name[1:]) % 3 == 0:
+            return Status(Code.UNSCHEDULABLE, "every third node", plugin="EveryThirdNode")
+        return None
+
+
+@pytest.mark.parametrize(("percentage", "most", "after"),
+                         [(10, False, False), (0, False, False), (30, True, False), (0, False, True),
+                          (10, True, True)])
+def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, most: bool, after: bool) -> None:
     from controlplane.scheduler.plugins import PluginConfig, default_profile, default_registry
 
     rng = random.Random(percentage + most)
@@ -67,6 +82,9 @@ def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, mos
                   if c.name == "NodeResourcesFit" else c for c in config]
     _, vec = build(config=config, percentage=percentage)
     _, loop = build(config=config, percentage=percentage)
+    if after:  # the columns path runs it on the nodes whose resources fit; the loop on every node
+        vec.filter.append(_EveryThirdNode())
+        loop.filter.append(_EveryThirdNode())
     columns_cycles = 0
     inner = vec._find_feasible_columns
 

@@ -189,3 +189,34 @@ def test_events_that_name_their_pods_reach_only_those() -> None:
     assert q.on_event("resourceclaims", ActionType.ADD, None, {}) == 1
     assert asked == ["a", "b"]
     assert not q.unschedulable and not q.unschedulable.by_uid and not q.unschedulable.any_event
+
+
+def test_an_event_asks_only_the_pods_of_plugins_registered_for_it() -> None:
+    """A pod event (as every binding is) concerns the pods rejected by plugins that
+    registered pod events; pods waiting on a claim are not walked, nor their hints asked."""
+    asked: list[str] = []
+
+    def claim_hint(pod: PodInfo, old: Any, new: Any) -> bool:
+        asked.append(pod.name)
+        return True
+
+    events = {"Claims": [ClusterEvent("resourceclaims", ActionType.ADD, claim_hint)],
+              "Spread": [ClusterEvent("pods", ActionType.ADD)]}
+    q = SchedulingQueue(events=events, clock=Clock())
+    for name in ("w1", "w2", "s1"):
+        q.add(PodInfo(pod(name)))
+    keys = {}
+    for _ in range(3):
+        p = q.pop_nowait()
+        assert p is not None
+        keys[p.name] = p.key
+        rejector = "Spread" if p.name.startswith("s") else "Claims"
+        q.add_unschedulable(p, Status(Code.UNSCHEDULABLE, "no", plugin=rejector), q.scheduling_cycle, {rejector})
+    assert set(q.unschedulable.by_rejector) == {"Claims", "Spread"}
+    assert q.on_event("nodes", ActionType.ADD, None, {}) == 0  # nobody registered node events
+    assert q.on_event("pods", ActionType.ADD, None, {}) == 1
+    assert q.where(keys["s1"]) != "unschedulable" and asked == []
+    assert list(q.unschedulable.by_rejector) == ["Claims"]
+    assert q.on_event("resourceclaims", ActionType.ADD, None, {}) == 2
+    assert sorted(asked) == ["w1", "w2"]
+    assert not q.unschedulable.by_rejector
