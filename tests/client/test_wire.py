@@ -214,7 +214,11 @@ async def test_a_stream_hands_chunks_over_as_they_come_and_a_cut_is_an_error(poo
                 sent.set()
             assert got == [b"first", b"second"]
         sent.clear()
-        with pytest.raises(httpx.RemoteProtocolError):
-            async with pool.stream("GET", "/w?cut=1", {}) as (status, chunks):
-                async for _ in chunks:
+
+        async def read_cut() -> None:
+            async with pool.stream("GET", "/w?cut=1", {}) as (_, cut):
+                async for _ in cut:
                     sent.set()
+
+        with pytest.raises(httpx.RemoteProtocolError):
+            await read_cut()
