@@ -28,8 +28,13 @@ GPU_CLASS = "gpu.example.com"
 
 
 class PodFactory:
-    def __init__(self, seed: int = 0, namespaces: int = 50) -> None:
-        self._gen = PodGenerator(seed=seed, namespaces=namespaces)
+    """``gpus``: whether the run's nodes have ``nvidia.com/gpu``. Without, podgen's GPU
+    pods (a tenth) are left out: a scheduler could never place them, and a run that
+    waits for its pods to run would wait for ever (the harness's binder placed them
+    anyway, a real scheduler does not)."""
+
+    def __init__(self, seed: int = 0, namespaces: int = 50, gpus: bool = True) -> None:
+        self._gen = PodGenerator(seed=seed, namespaces=namespaces, gpu_fraction=0.1 if gpus else 0.0)
 
     def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None,
             owner: dict[str, Any] | None = None) -> dict[str, Any]:

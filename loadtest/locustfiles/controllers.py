@@ -43,7 +43,7 @@ class ReplicaSetController(KubeUser):
         self.ns = namespace_for(random.randrange(1 << 30))
         self.rs = f"rs-{suffix}"
         self.selector = {"loadtest/controller": self.rs}
-        self.factory = objects.PodFactory(seed=hash(suffix) & 0xFFFF)
+        self.factory = objects.PodFactory(seed=hash(suffix) & 0xFFFF, gpus=int(param("gpus_per_node", 0)) > 0)
         self.pods: OrderedDict[str, float] = OrderedDict()  # name -> create sent
         self.running: set[str] = set()
         self.max_pods = int(param("pods_per_controller", 30))

@@ -1,0 +1,21 @@
+"""The load tests' objects: pods a scheduler can place on the run's nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadtest.objects import PodFactory
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    return sum(int(((c.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu", 0))
+               for c in pod["spec"]["containers"])
+
+
+def test_pods_ask_for_gpus_only_where_the_nodes_have_them() -> None:
+    some, none = PodFactory(seed=3), PodFactory(seed=3, gpus=False)
+    with_gpus = [some.pod("ns", f"p{i}") for i in range(1000)]
+    without = [none.pod("ns", f"p{i}") for i in range(1000)]
+    assert 50 < sum(1 for p in with_gpus if _gpus(p)) < 200  # podgen's tenth
+    assert not any(_gpus(p) for p in without)
+    assert all(p["metadata"]["name"] == f"p{i}" and "nodeName" not in p["spec"] for i, p in enumerate(without))
