@@ -256,6 +256,11 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 return _serve_worker(config, port, tls, create_app, uvicorn, sock)
             workers.append(pid)
     components: list[int] = []
+    if config.components_process and not config.kubeconfig_out.exists():
+        # its credentials are the kubeconfig's; without an admin token none was written
+        print("controlplane serve: no kubeconfig to connect with: the components run inside the server",
+              file=sys.stderr, flush=True)
+        config = dataclasses.replace(config, components_process=False)
     if config.components_process:
         from .components import enabled
 
