@@ -37,11 +37,13 @@ def watcher_of(stream: WatchStream) -> Watcher:
     return stream._watcher
 
 
-def pod(name: str, node: str = "", labels: dict[str, str] | None = None, ns: str = "ns") -> bytes:
+def pod(name: str, node: str = "", labels: dict[str, str] | None = None, ns: str = "ns", pad: int = 0) -> bytes:
     obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
                            "spec": {"nodeName": node}, "status": {"phase": "Pending"}}
     if labels:
         obj["metadata"]["labels"] = labels
+    if pad:  # an annotation of ``pad`` bytes: a body the cache packs (packing.MIN_PACKED)
+        obj["metadata"]["annotations"] = {"pad": "x" * pad}
     return orjson.dumps(obj)
 
 
@@ -422,7 +424,7 @@ async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> Non
 
 async def test_packed_entries_serve_the_same_json(env: Env) -> None:
     for i in range(60):
-        await env.put(f"p{i:02d}", labels={"n": str(i)})
+        await env.put(f"p{i:02d}", labels={"n": str(i)}, pad=1200)
     cache = env.caches.cache_for(PODS)
     for _ in range(500):
         if cache.packer.trained:
@@ -431,10 +433,13 @@ async def test_packed_entries_serve_the_same_json(env: Env) -> None:
     assert cache.packer.trained
     watch = await env.reads.watch(PODS, None, WatchOptions(everything(), send_initial_events=True,
                                                             bookmarks=True))
-    for i in range(60, 80):
-        await env.put(f"p{i:02d}", labels={"n": str(i)})
-    assert any(e[2][0] == 0xFD for _, e in (await cache.snapshot()).items(PODS.prefix(), b"\xff"))
-    listed = await env.reads.list(PODS, None, ListOptions(everything()))
+    for i in range(60, 79):
+        await env.put(f"p{i:02d}", labels={"n": str(i)}, pad=1200)
+    await env.put("p79", labels={"n": "79"})  # small: kept as JSON, dictionary or not
+    listed = await env.reads.list(PODS, None, ListOptions(everything()))  # (a consistent read: the cache is fresh)
+    bodies = {e[0]: e[2] for _, e in (await cache.snapshot()).items(PODS.prefix(), b"\xff")}
+    assert any(b[0] == 0xFD for b in bodies.values())
+    assert bodies[PODS.key("ns", "p79")][:1] == b"{"
     kvs, _, _ = await env.store.range(PODS.prefix(), store.prefix_end(PODS.prefix()))
     assert [orjson.loads(i) for i in listed.items] == [
         {**orjson.loads(kv.value), "metadata": {**orjson.loads(kv.value)["metadata"],
