@@ -242,13 +242,9 @@ def run(args: argparse.Namespace) -> None:
             server.terminate()
             server.wait(timeout=60)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        from .scheduler import stop_all  # (scheduler.py imports this module's client)
+
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

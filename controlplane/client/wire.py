@@ -24,14 +24,17 @@ import asyncio
 import contextlib
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import cast
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
 import httptools
 import httpx
 
 __all__ = ["ConnectionPool"]
+
+
+P = TypeVar("P", bound=asyncio.Protocol)
 
 
 class _Answer:
@@ -44,23 +47,20 @@ class _Answer:
         self.done: asyncio.Future[None] = loop.create_future()
 
 
-class _Connection(asyncio.Protocol):
-    """One socket; at most one request on it at a time (no pipelining)."""
+class _Parsed(asyncio.Protocol):
+    """A socket whose bytes go to an httptools response parser calling back this object;
+    ``lost`` resolves once the socket is closed. Subclasses say what a failure does."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.received = 0  # bytes of the current answer
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._answer: _Answer | None = None
         self._parser = httptools.HttpResponseParser(self)
 
-    # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
 
     def data_received(self, data: bytes) -> None:
-        self.received += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as e:
@@ -71,6 +71,30 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if not self.lost.done():
             self.lost.set_result(None)
+
+    def _fail(self, error: Exception) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Connection(_Parsed):
+    """One socket; at most one request on it at a time (no pipelining)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received = 0  # bytes of the current answer
+        self._answer: _Answer | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.received += len(data)
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
         self._fail(httpx.ReadError(f"the server closed the connection{f': {exc}' if exc else ''}"))
 
     # -- httptools callbacks
@@ -99,44 +123,25 @@ class _Connection(asyncio.Protocol):
         if answer is not None and not answer.done.done():
             answer.done.set_exception(error)
 
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
 
-
-class _Stream(asyncio.Protocol):
+class _Stream(_Parsed):
     """One streamed answer (a watch) on a connection of its own, handed over chunk by
     chunk; reading pauses while ``_HIGH_WATER`` chunks wait for the reader, so a slow
     reader slows the server's writes rather than growing memory."""
 
     def __init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.transport: asyncio.Transport | None = None
-        self.status: asyncio.Future[int] = loop.create_future()
-        self.lost: asyncio.Future[None] = loop.create_future()
+        super().__init__()
+        self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._chunks: deque[bytes] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._ended = False
         self._error: Exception | None = None
         self._paused = False
-        self._parser = httptools.HttpResponseParser(self)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as e:
-            self._fail(httpx.RemoteProtocolError(f"malformed answer: {e}"))
-            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._ended:
             self._fail(httpx.RemoteProtocolError("the server closed the connection before the answer's end"))
-        if not self.lost.done():
-            self.lost.set_result(None)
+        super().connection_lost(exc)
 
     def on_headers_complete(self) -> None:
         if not self.status.done():
@@ -180,10 +185,6 @@ class _Stream(asyncio.Protocol):
             self._wakeup = asyncio.get_running_loop().create_future()
             await self._wakeup
 
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
 
 _HIGH_WATER = 256
 
@@ -216,9 +217,7 @@ class ConnectionPool:
     async def request(self, method: str, target: str, body: bytes | None,
                       headers: dict[str, str]) -> tuple[int, bytes]:
         """``target`` is the path and query. Returns the status and the whole body."""
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        data = b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
-                         extra.encode("latin-1"), b"Content-Length: %d\r\n\r\n" % len(body or b""), body or b""])
+        data = self._request_head(method, target, {**headers, "Content-Length": str(len(body or b""))}) + (body or b"")
         try:
             async with asyncio.timeout(self.timeout), self._slots:
                 for attempt in range(2):
@@ -250,19 +249,11 @@ class ConnectionPool:
         """A request whose answer is read as it comes (a watch), on a connection of its
         own, closed on leaving. Yields the status and the body's chunks. Only the
         connection and the answer's head are bounded by the timeout."""
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        data = b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
-                         extra.encode("latin-1"), b"\r\n"])
-        loop = asyncio.get_running_loop()
+        data = self._request_head(method, target, headers)
         stream: _Stream | None = None
         try:
             async with asyncio.timeout(self.timeout):
-                try:
-                    _, stream = await loop.create_connection(
-                        _Stream, self._host, self._port, ssl=self._ssl,
-                        server_hostname=self._host if self._ssl is not None else None)
-                except (OSError, ssl.SSLError) as e:
-                    raise httpx.ConnectError(f"cannot connect to {self._host}:{self._port}: {e}") from e
+                stream = await self._connect(_Stream)
                 assert stream.transport is not None
                 stream.transport.write(data)
                 status = await stream.status
@@ -288,14 +279,22 @@ class ConnectionPool:
             conn = self._idle.pop()  # the most recent: the least likely to have timed out
             if not conn.closed:
                 return conn, True
-        loop = asyncio.get_running_loop()
+        return await self._connect(_Connection), False
+
+    async def _connect(self, protocol: Callable[[], P]) -> P:
         try:
-            _, conn = await loop.create_connection(
-                _Connection, self._host, self._port, ssl=self._ssl,
+            _, conn = await asyncio.get_running_loop().create_connection(
+                protocol, self._host, self._port, ssl=self._ssl,
                 server_hostname=self._host if self._ssl is not None else None)
         except (OSError, ssl.SSLError) as e:
             raise httpx.ConnectError(f"cannot connect to {self._host}:{self._port}: {e}") from e
-        return conn, False
+        return conn
+
+    def _request_head(self, method: str, target: str, headers: dict[str, str]) -> bytes:
+        """The request line and headers (the pool's, then ``headers``), up to the blank line."""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
+                         extra.encode("latin-1"), b"\r\n"])
 
     async def aclose(self) -> None:
         """Close the idle connections and wait until their sockets are (an event loop that

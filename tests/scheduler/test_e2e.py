@@ -94,25 +94,26 @@ def test_the_standalone_scheduler_against_a_server_in_another_process(tmp_path: 
         s.proc.wait()
 
 
+async def _a_pod_runs_on_a_simulated_node(kubeconfig: Path) -> None:
+    async with Client.from_kubeconfig(kubeconfig) as c:
+        await c.create(PODS, pod("web", cpu="100m"))
+        deadline = time.monotonic() + 30
+        while True:
+            got = await c.get(f"{PODS}/web")
+            if got["status"].get("phase") == "Running":
+                break
+            assert time.monotonic() < deadline, f"not running: {got['spec'].get('nodeName')} {got['status']}"
+            await asyncio.sleep(0.2)
+        assert got["spec"]["nodeName"].startswith("sim-node-")
+
+
 def test_serve_with_simulated_nodes_schedules_and_runs_pods(tmp_path: Path) -> None:
     """The whole path in one server: the scheduler binds, the node simulator runs the pod."""
     s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3"))
 
-    async def run() -> None:
-        async with Client.from_kubeconfig(s.kubeconfig) as c:
-            await c.create(PODS, pod("web", cpu="100m"))
-            deadline = time.monotonic() + 30
-            while True:
-                got = await c.get(f"{PODS}/web")
-                if got["status"].get("phase") == "Running":
-                    break
-                assert time.monotonic() < deadline, f"not running: {got['spec'].get('nodeName')} {got['status']}"
-                await asyncio.sleep(0.2)
-            assert got["spec"]["nodeName"].startswith("sim-node-")
-
     try:
         s.wait_ready()
-        asyncio.run(run())
+        asyncio.run(_a_pod_runs_on_a_simulated_node(s.kubeconfig))
     finally:
         s.proc.kill()
         s.proc.wait()
@@ -124,24 +125,12 @@ def test_serve_components_process_runs_them_beside_the_server(tmp_path: Path) ->
     scheduler's metrics are not the server's, and SIGTERM stops both promptly."""
     s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3", "--components-process"))
 
-    async def run() -> None:
-        async with Client.from_kubeconfig(s.kubeconfig) as c:
-            await c.create(PODS, pod("web", cpu="100m"))
-            deadline = time.monotonic() + 30
-            while True:
-                got = await c.get(f"{PODS}/web")
-                if got["status"].get("phase") == "Running":
-                    break
-                assert time.monotonic() < deadline, f"not running: {got['spec'].get('nodeName')} {got['status']}"
-                await asyncio.sleep(0.2)
-            assert got["spec"]["nodeName"].startswith("sim-node-")
-
     try:
         s.wait_ready()
         children = [c for c in Path(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read_text().split()
                     if b"\0serve\0" in Path(f"/proc/{c}/cmdline").read_bytes()]  # (not the store's applier)
         assert len(children) == 1, children
-        asyncio.run(run())
+        asyncio.run(_a_pod_runs_on_a_simulated_node(s.kubeconfig))
         metrics = httpx.get(f"{s.url}/metrics", verify=False).text
         assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"}' not in metrics
         s.proc.terminate()
