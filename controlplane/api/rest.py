@@ -50,6 +50,7 @@ from .apply import ApplyOptions, apply_options, conflict_error, manager_of, pars
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
+from .deleteoptions import delete_options
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
@@ -297,8 +298,9 @@ class KubeApi:
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
-            if method == "DELETE":
-                return await self._json(send, 200, await self._delete_collection(rtype, namespace, query))
+            if method == "DELETE" and "deletecollection" in rtype.verbs:
+                options = self._delete_options(query, await self._body(scope, receive))
+                return await self._json(send, 200, await self._delete_collection(rtype, namespace, query, options))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
@@ -325,13 +327,18 @@ class KubeApi:
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
-            body = await self._body(scope, receive)
-            options = _delete_options(body)
-            if "gracePeriodSeconds" in query and options.get("gracePeriodSeconds") is None:
-                options["gracePeriodSeconds"] = _non_negative(query["gracePeriodSeconds"], 0, "gracePeriodSeconds")
+            options = self._delete_options(query, await self._body(scope, receive))
             deleted = await self._delete(rtype, namespace, name, options)
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
+
+    @staticmethod
+    def _delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
+        """The request's DeleteOptions; a dry run asked for in them makes this request one."""
+        options = delete_options(query, body)
+        if options["dryRun"]:
+            DRY_RUN.set(True)
+        return options
 
     # -- discovery ---------------------------------------------------------------
     def _api_versions(self) -> dict[str, Any]:
@@ -997,24 +1004,21 @@ class KubeApi:
         except orjson.JSONDecodeError as e:
             raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
 
-    async def _delete_collection(self, rtype: ResourceType, namespace: str | None,
-                                 query: dict[str, str]) -> dict[str, Any]:
-        """Delete what the list with these selectors shows; returns the deleted objects."""
+    async def _delete_collection(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
+                                 options: dict[str, Any]) -> dict[str, Any]:
+        """Delete, as one DELETE each with ``options``, what the list with these selectors
+        shows (upstream's DeleteCollection: a pod's grace period and an object's finalizers
+        hold as for a single delete); returns what each delete returned."""
         listed = await self._list(rtype, namespace, {k: v for k, v in query.items()
                                                      if k in ("labelSelector", "fieldSelector")})
         deleted = []
         for raw in listed.items:
-            obj = orjson.loads(raw)
-            meta = obj["metadata"]
-            if rtype is self.crds.type:  # a CRD's custom resources go first
-                with contextlib.suppress(ApiError):
-                    deleted.append(await self._delete(rtype, None, meta["name"]))
-                continue
-            with contextlib.suppress(store.NotFound, store.Conflict):  # changed or gone meanwhile: skip
-                rev = await self.store.delete(rtype.key(meta.get("namespace"), meta["name"]),
-                                              int(meta["resourceVersion"]))
-                meta["resourceVersion"] = str(rev)
-                deleted.append(obj)
+            meta = orjson.loads(raw)["metadata"]
+            try:
+                deleted.append(await self._delete(rtype, meta.get("namespace"), meta["name"], options))
+            except ApiError as e:
+                if e.code != 404:  # gone meanwhile: skip it, as upstream
+                    raise
         return {"kind": rtype.list_kind, "apiVersion": rtype.api_version,
                 "metadata": {"resourceVersion": str(listed.revision)}, "items": deleted}
 
@@ -1250,18 +1254,6 @@ def _parse_time(ts: str) -> float:
 
 def _format_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _delete_options(body: bytes) -> dict[str, Any]:
-    if not body.strip():
-        return {}
-    try:
-        options = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise ApiError.bad_request(f"the DeleteOptions are not valid JSON: {e}") from e
-    if not isinstance(options, dict):
-        raise ApiError.bad_request("the DeleteOptions must be an object")
-    return options
 
 
 def _non_negative(raw: str | None, default: int, what: str) -> int:

@@ -99,14 +99,17 @@ async def test_finalizers_hold_a_pod_past_its_grace(client: Client) -> None:
     assert not await exists(client, "f")
 
 
-async def test_bad_grace_period_is_a_400(client: Client) -> None:
+async def test_bad_grace_period_is_a_400_and_a_negative_one_is_a_second(client: Client) -> None:
     await client.create(PODS, pod("b"))
     with pytest.raises(ApiError) as e:
         await client.delete(f"{PODS}/b", {"gracePeriodSeconds": "soon"})
     assert e.value.code == 400
     with pytest.raises(ApiError) as e:
-        await client.delete(f"{PODS}/b", gracePeriodSeconds="-1")
+        await client.delete(f"{PODS}/b", gracePeriodSeconds="soon")
     assert e.value.code == 400
+    # upstream's BeforeDelete: a negative grace period is taken as 1 s
+    await client.delete(f"{PODS}/b", gracePeriodSeconds="-1")
+    assert (await client.get(f"{PODS}/b"))["metadata"]["deletionGracePeriodSeconds"] == 1
 
 
 async def test_deleting_a_namespace_does_not_wait_for_its_pods_grace(client: Client) -> None:

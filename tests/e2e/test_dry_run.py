@@ -54,3 +54,64 @@ def test_kubectl_dry_run_server(served: Serve) -> None:
     assert out.strip() == "configmap/kdry"
     r = httpx.get(f"{served.url}/api/v1/namespaces/default/configmaps/kdry", headers=bearer(served))
     assert r.status_code == 404
+
+
+def test_kubectl_delete_dry_run_server_deletes_nothing(served: Serve) -> None:
+    # kubectl asks for the dry run in the DeleteOptions body, not in the query
+    kubectl(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep}\n")
+    out = kubectl(served, "delete", "configmap", "keep", "--dry-run=server")
+    assert "deleted from default namespace (server dry run)" in out
+    r = httpx.get(f"{served.url}/api/v1/namespaces/default/configmaps/keep", headers=bearer(served))
+    assert r.status_code == 200
+    out = kubectl(served, "delete", "configmaps", "--all", "--dry-run=server")
+    assert "configmap \"keep\" deleted from default namespace (server dry run)" in out
+    assert httpx.get(f"{served.url}/api/v1/namespaces/default/configmaps/keep", headers=bearer(served)).is_success
+
+
+def test_delete_options_in_the_body_are_validated_and_honoured(served: Serve) -> None:
+    h = {**bearer(served), "content-type": "application/json"}
+    base = f"{served.url}/api/v1/namespaces/default/configmaps"
+    for name in ("a", "b"):
+        assert httpx.post(base, headers=h, json={"metadata": {"name": name, "labels": {"set": "x"}}}).is_success
+    bogus = httpx.request("DELETE", f"{base}/a", headers=h,
+                          content=b'{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Bogus"}')
+    assert bogus.status_code == 422 and bogus.json()["reason"] == "Invalid"
+    assert bogus.json()["message"].startswith('DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: '
+                                              'Unsupported value: "Bogus"')
+    both = httpx.request("DELETE", f"{base}/a", headers=h,
+                         content=b'{"orphanDependents":true,"propagationPolicy":"Orphan"}')
+    assert both.status_code == 422
+    bad_dry = httpx.request("DELETE", f"{base}/a", headers=h, content=b'{"dryRun":["Some"]}')
+    assert bad_dry.status_code == 422 and "dryRun" in bad_dry.json()["message"]
+    assert httpx.delete(base, params={"propagationPolicy": "Bogus"}, headers=h).status_code == 422
+    # a collection delete's dry run in its body stores nothing
+    r = httpx.request("DELETE", base, params={"labelSelector": "set=x"}, headers=h,
+                      content=b'{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"]}')
+    assert r.status_code == 200 and sorted(i["metadata"]["name"] for i in r.json()["items"]) == ["a", "b"]
+    assert httpx.get(f"{base}/a", headers=h).is_success and httpx.get(f"{base}/b", headers=h).is_success
+    r = httpx.request("DELETE", base, params={"labelSelector": "set=x"}, headers=h,
+                      content=b'{"propagationPolicy":"Background"}')
+    assert r.status_code == 200 and httpx.get(f"{base}/a", headers=h).status_code == 404
+
+
+def test_a_collection_delete_of_pods_keeps_their_grace_and_finalizers(served: Serve) -> None:
+    h = bearer(served)
+    base = f"{served.url}/api/v1/namespaces/default/pods"
+    spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
+    assert httpx.post(base, headers=h, json={"metadata": {"name": "held", "labels": {"g": "1"},
+                                                          "finalizers": ["example.com/hold"]},
+                                             "spec": {"containers": spec["containers"]}}).is_success
+    assert httpx.post(base, headers=h, json={"metadata": {"name": "bound", "labels": {"g": "1"}},
+                                             "spec": spec}).is_success
+    r = httpx.delete(base, params={"labelSelector": "g=1"}, headers=h)
+    assert r.status_code == 200
+    held = httpx.get(f"{base}/held", headers=h).json()["metadata"]
+    bound = httpx.get(f"{base}/bound", headers=h).json()["metadata"]
+    assert held["deletionTimestamp"] and held["finalizers"] == ["example.com/hold"]
+    assert bound["deletionTimestamp"] and bound["deletionGracePeriodSeconds"] == 30
+
+
+def test_namespaces_have_no_collection_delete(served: Serve) -> None:
+    r = httpx.delete(f"{served.url}/api/v1/namespaces", headers=bearer(served))
+    assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed"
+    assert httpx.get(f"{served.url}/api/v1/namespaces/default", headers=bearer(served)).is_success

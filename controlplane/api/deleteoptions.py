@@ -1,0 +1,87 @@
+"""DeleteOptions: what a DELETE of one object or of a collection asks for.
+
+As upstream's delete handler, the options come from the body when there is one
+(kubectl sends ``{"kind": "DeleteOptions", ..., "dryRun": ["All"]}``), else from
+the query (``gracePeriodSeconds``, ``propagationPolicy``, ``orphanDependents``).
+The ``dryRun`` query parameter is honoured either way: a dry run asked for
+anywhere is a dry run. They are validated as ``ValidateDeleteOptions``: a 422
+naming ``DeleteOptions.meta.k8s.io``.
+
+This server has no garbage collector, so ``propagationPolicy`` is checked and
+otherwise has no effect: dependents are left as they are (as with ``Orphan``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..registry.types import ResourceType
+from .errors import ApiError
+
+__all__ = ["PROPAGATION_POLICIES", "delete_options"]
+
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+_OPTIONS_TYPE = ResourceType("meta.k8s.io", "v1", "DeleteOptions", "deleteoptions", False)
+
+
+def delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
+    """The DeleteOptions of a DELETE, validated; ``dryRun`` is True when it asks for one."""
+    if body.strip():
+        options = _decode(body)
+    else:
+        options = {}
+        if query.get("gracePeriodSeconds") not in (None, ""):
+            options["gracePeriodSeconds"] = _integer(query["gracePeriodSeconds"], "gracePeriodSeconds")
+        if query.get("propagationPolicy"):
+            options["propagationPolicy"] = query["propagationPolicy"]
+        if query.get("orphanDependents") not in (None, ""):
+            options["orphanDependents"] = query["orphanDependents"] in ("true", "1")
+    _validate(options)
+    options["dryRun"] = bool(options.get("dryRun")) or query.get("dryRun") == "All"
+    return options
+
+
+def _decode(body: bytes) -> dict[str, Any]:
+    try:
+        options = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError.bad_request(f"the DeleteOptions are not valid JSON: {e}") from e
+    if not isinstance(options, dict):
+        raise ApiError.bad_request("the DeleteOptions must be an object")
+    if options.get("kind") not in (None, "DeleteOptions"):
+        raise ApiError.bad_request(f"the body of a DELETE must be DeleteOptions, not {options['kind']}")
+    grace = options.get("gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
+        raise ApiError.bad_request(f"gracePeriodSeconds must be an integer, not {grace!r}")
+    dry = options.get("dryRun")
+    if dry is not None and (not isinstance(dry, list) or not all(isinstance(d, str) for d in dry)):
+        raise ApiError.bad_request(f"dryRun must be a list of strings, not {dry!r}")
+    return options
+
+
+def _integer(raw: str, what: str) -> int:
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ApiError.bad_request(f"invalid {what}: {raw!r}") from e
+
+
+def _validate(options: dict[str, Any]) -> None:
+    causes: list[dict[str, str]] = []
+    policy = options.get("propagationPolicy")
+    if options.get("orphanDependents") is not None and policy is not None:
+        causes.append({"reason": "FieldValueInvalid", "field": "propagationPolicy",
+                       "message": f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot '
+                                  "be both set"})
+    elif policy is not None and policy not in PROPAGATION_POLICIES:
+        causes.append({"reason": "FieldValueNotSupported", "field": "propagationPolicy",
+                       "message": f'Unsupported value: "{policy}": supported values: '
+                                  + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES)})
+    for value in options.get("dryRun") or ():
+        if value != "All":
+            causes.append({"reason": "FieldValueNotSupported", "field": "dryRun",
+                           "message": f'Unsupported value: "{value}": supported values: "All"'})
+    if causes:
+        raise ApiError.invalid(_OPTIONS_TYPE, "", causes)
