@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import store
 
@@ -274,4 +275,31 @@ def create_app(config: Config) -> FastAPI:
     def get_metrics() -> Response:  # sync: FastAPI runs it in a worker thread, off the event loop
         return Response(exposition(), media_type=CONTENT_TYPE)
 
+    @app.get("/", include_in_schema=False)
+    async def get_root() -> Response:
+        """The paths served, as kube-apiserver's index."""
+        paths = {"/api", "/api/v1", "/apis", "/metrics", "/openapi/v3", "/version", "/healthz", "/livez",
+                 "/readyz"}
+        for group, versions in kube.registry.groups().items():
+            if group:
+                paths.add(f"/apis/{group}")
+                paths.update(f"/apis/{group}/{v}" for v in versions)
+        return Response(orjson.dumps({"paths": sorted(paths)}, option=orjson.OPT_INDENT_2),
+                        media_type="application/json")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def as_status(request: Request, exc: StarletteHTTPException) -> Response:
+        """Errors of the paths outside the API (a path nothing serves, a wrong method) as a
+        Kubernetes Status, as kube-apiserver answers them."""
+        reason, message = _NON_API_ERRORS.get(exc.status_code, ("", str(exc.detail)))
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                "reason": reason, "details": {}, "code": exc.status_code}
+        return Response(orjson.dumps(body), status_code=exc.status_code, media_type="application/json")
+
     return app
+
+
+_NON_API_ERRORS = {
+    404: ("NotFound", "the server could not find the requested resource"),
+    405: ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
+}

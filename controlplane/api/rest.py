@@ -45,7 +45,7 @@ from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validat
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
-from ..registry.strategies import default, validate_name
+from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_name
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
@@ -314,8 +314,14 @@ class KubeApi:
             return await self._respond(send, 200, raw)
         if method == "PUT":
             body = await self._body(scope, receive)
-            return await self._json(send, 200, await self._update(rtype, namespace, name, body, subresource,
-                                                                  manager))
+            try:
+                updated = await self._update(rtype, namespace, name, body, subresource, manager)
+            except ApiError as e:
+                if e.code != 404 or subresource is not None or (rtype.group, rtype.plural) not in CREATE_ON_UPDATE \
+                        or rtype.custom is not None:
+                    raise
+                return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
+            return await self._json(send, 200, updated)
         if method == "PATCH":
             body = await self._body(scope, receive)
             applying = apply_options(query, content_type)
@@ -806,6 +812,13 @@ class KubeApi:
                 for field in ("priority", "preemptionPolicy"):
                     if spec.get(field) is None and old_spec.get(field) is not None:
                         spec[field] = old_spec[field]
+        if rtype.custom is None:
+            try:
+                causes = prepare(rtype.plural, obj, old)
+            except BadData as e:
+                raise ApiError.bad_request(str(e)) from e
+            if causes:
+                raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:

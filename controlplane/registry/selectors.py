@@ -136,15 +136,17 @@ def parse_label_selector(text: str | None) -> LabelSelector:
 
 
 # -- fields ---------------------------------------------------------------------
-def _path(*keys: str) -> Callable[[dict[str, Any]], str]:
+def _path(*keys: str, zero: str = "") -> Callable[[dict[str, Any]], str]:
+    """The field at ``keys`` as its selector value; ``zero`` when absent (Go's zero value
+    of the field's type, as upstream formats it: "false" for a bool, "0" for a number)."""
     def get(obj: dict[str, Any]) -> str:
         cur: Any = obj
         for k in keys:
             if not isinstance(cur, dict):
-                return ""
+                return zero
             cur = cur.get(k)
         if cur is None:
-            return ""
+            return zero
         if isinstance(cur, bool):
             return "true" if cur else "false"
         return str(cur)
@@ -161,7 +163,7 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
         "spec.restartPolicy": _path("spec", "restartPolicy"),
         "spec.schedulerName": _path("spec", "schedulerName"),
         "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": _path("spec", "hostNetwork"),
+        "spec.hostNetwork": _path("spec", "hostNetwork", zero="false"),
         "status.phase": _path("status", "phase"),
         "status.podIP": _path("status", "podIP"),
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
@@ -181,10 +183,10 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     },
     "secrets": {"type": _path("type")},
     "namespaces": {"status.phase": _path("status", "phase")},
-    "nodes": {"spec.unschedulable": _path("spec", "unschedulable")},
-    "replicationcontrollers": {"status.replicas": _path("status", "replicas")},
-    "replicasets": {"status.replicas": _path("status", "replicas")},
-    "jobs": {"status.successful": _path("status", "succeeded")},
+    "nodes": {"spec.unschedulable": _path("spec", "unschedulable", zero="false")},
+    "replicationcontrollers": {"status.replicas": _path("status", "replicas", zero="0")},
+    "replicasets": {"status.replicas": _path("status", "replicas", zero="0")},
+    "jobs": {"status.successful": _path("status", "succeeded", zero="0")},
     "services": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
 }
 

@@ -1,18 +1,23 @@
-"""Per-type behaviour at create: name validation and defaulting, as kube-apiserver's
-strategies and defaulting functions do it (the subset this server implements).
+"""Per-type behaviour of writes: name validation and defaulting at create, and what
+every write of a type goes through (``prepare``), as kube-apiserver's strategies,
+conversions and defaulting functions do it (the subset this server implements).
 
     >>> problems = validate_name("pods", "Web_0")        # -> [cause], a 422 Invalid
     >>> default("pods", pod)                               # restartPolicy, dnsPolicy, ... filled in
+    >>> problems = prepare("secrets", secret, old)        # stringData merged into data; keys checked
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["default", "validate_name"]
+__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_name"]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -97,7 +102,11 @@ def _default_service(svc: dict[str, Any]) -> None:
             port.setdefault("targetPort", port.get("port"))
 
 
-_DEFAULTERS = {"pods": _default_pod, "services": _default_service}
+def _default_secret(secret: dict[str, Any]) -> None:
+    secret.setdefault("type", "Opaque")
+
+
+_DEFAULTERS = {"pods": _default_pod, "services": _default_service, "secrets": _default_secret}
 
 
 def default(plural: str, obj: dict[str, Any]) -> None:
@@ -105,3 +114,125 @@ def default(plural: str, obj: dict[str, Any]) -> None:
     f = _DEFAULTERS.get(plural)
     if f is not None:
         f(obj)
+
+
+# (group, plural) of the types whose strategy allows an update (PUT) of a missing
+# object to create it (upstream's AllowCreateOnUpdate): a kubelet's first Lease
+# renewal, an event recorder, the endpoints controller, RBAC reconcilers
+CREATE_ON_UPDATE = frozenset({
+    ("coordination.k8s.io", "leases"), ("", "events"), ("events.k8s.io", "events"), ("", "endpoints"),
+    ("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings"),
+    ("rbac.authorization.k8s.io", "clusterroles"), ("rbac.authorization.k8s.io", "clusterrolebindings"),
+})
+
+
+# -- every write ------------------------------------------------------------------
+class BadData(ValueError):
+    """A body the API cannot decode into its type (a 400, as a decoding error upstream)."""
+
+
+Causes = list[dict[str, str]]
+
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
+_MAX_CONFIG_BYTES = 1024 * 1024  # a ConfigMap's or Secret's data, all keys and values
+_NAME_LABEL = "kubernetes.io/metadata.name"
+# the keys a typed Secret must hold (upstream's ValidateSecret)
+_SECRET_KEYS = {"kubernetes.io/tls": ("tls.crt", "tls.key"),
+                "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+                "kubernetes.io/dockercfg": (".dockercfg",),
+                "kubernetes.io/ssh-auth": ("ssh-privatekey",)}
+
+
+def _invalid(field: str, value: object, message: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {value!r}: {message}"
+            if not isinstance(value, str) else f'Invalid value: "{value}": {message}'}
+
+
+def _config_data(obj: dict[str, Any], old: dict[str, Any] | None, binary: tuple[str, ...]) -> Causes:
+    """Keys, size and immutability of a ConfigMap's or a Secret's data fields."""
+    causes: Causes = []
+    size = 0
+    for field in binary:
+        data = obj.get(field)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise BadData(f"{field} must be an object")
+        for k, v in data.items():
+            if not _CONFIG_KEY.match(k):
+                causes.append(_invalid(f"{field}[{k}]", k, "a valid config key must consist of alphanumeric "
+                                       "characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+                                       "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"))
+            size += len(k) + (len(v) if isinstance(v, str) else 0)
+    if size > _MAX_CONFIG_BYTES:
+        causes.append({"reason": "FieldValueTooLong", "field": "",
+                       "message": f"Too long: must have at most {_MAX_CONFIG_BYTES} bytes"})
+    if old is not None and old.get("immutable") is True:
+        for field in (*binary, "immutable"):
+            if obj.get(field) != old.get(field):
+                causes.append({"reason": "FieldValueForbidden", "field": field,
+                               "message": "Forbidden: field is immutable when `immutable` is set"})
+    return causes
+
+
+def _prepare_configmap(cm: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    causes = _config_data(cm, old, ("data", "binaryData"))
+    for k in set(cm.get("data") or ()) & set(cm.get("binaryData") or ()):
+        causes.append(_invalid(f"data[{k}]", k, "duplicate of key present in binaryData"))
+    return causes
+
+
+def _prepare_secret(secret: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """``stringData`` merged into ``data`` (base64, the stringData value winning), as the
+    v1 conversion does; ``data`` values must be base64; typed secrets hold their keys."""
+    string_data = secret.pop("stringData", None)
+    data = secret.get("data")
+    if data is not None and not isinstance(data, dict):
+        raise BadData("data must be an object")
+    for k, v in (data or {}).items():
+        if not isinstance(v, str):
+            raise BadData(f"Secret in version \"v1\" cannot be handled as a Secret: data[{k}] must be a "
+                          "base64 string")
+        try:
+            base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise BadData(f"Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in "
+                          f"data[{k}]") from e
+    if string_data:
+        if not isinstance(string_data, dict):
+            raise BadData("stringData must be an object")
+        merged = dict(data or {})
+        for k, v in string_data.items():
+            merged[k] = base64.b64encode(str(v).encode()).decode()
+        secret["data"] = merged
+    causes = _config_data(secret, old, ("data",))
+    for key in _SECRET_KEYS.get(secret.get("type") or "", ()):
+        if key not in (secret.get("data") or {}):
+            causes.append({"reason": "FieldValueRequired", "field": f"data[{key}]", "message": "Required value"})
+    if old is not None and old.get("type") not in (None, secret.get("type")):
+        causes.append({"reason": "FieldValueInvalid", "field": "type",
+                       "message": f'Invalid value: "{secret.get("type")}": field is immutable'})
+    return causes
+
+
+def _prepare_namespace(ns: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """Every namespace is labelled with its name (namespaceSelectors rely on it)."""
+    meta = ns.setdefault("metadata", {})
+    if isinstance(meta, dict) and meta.get("name"):
+        labels = meta.get("labels")
+        if not isinstance(labels, dict):
+            labels = meta["labels"] = {}
+        labels[_NAME_LABEL] = meta["name"]
+    return []
+
+
+_PREPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], Causes]] = {
+    "configmaps": _prepare_configmap, "secrets": _prepare_secret, "namespaces": _prepare_namespace,
+}
+
+
+def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """What every write (``old`` None: a create) of a built-in type goes through: ``obj``
+    normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
+    f = _PREPARERS.get(plural)
+    return f(obj, old) if f is not None else []

@@ -143,8 +143,19 @@ async def test_version_and_metrics(client: httpx.AsyncClient) -> None:
 
 
 async def test_fastapi_extras_are_not_served(client: httpx.AsyncClient) -> None:
-    for path in ("/docs", "/redoc", "/openapi.json"):
-        assert (await client.get(path)).status_code == 404, path
+    for path in ("/docs", "/redoc", "/openapi.json", "/openapi/v2", "/foo"):
+        r = await client.get(path)
+        assert r.status_code == 404, path
+        assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": "the server could not find the requested resource", "reason": "NotFound",
+                            "details": {}, "code": 404}
+    r = await client.post("/version")
+    assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed"
+
+
+async def test_the_root_lists_the_paths(client: httpx.AsyncClient) -> None:
+    paths = (await client.get("/")).json()["paths"]
+    assert {"/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/healthz", "/version"} <= set(paths)
 
 
 async def test_openapi_v3_is_routed(client: httpx.AsyncClient) -> None:

@@ -115,3 +115,16 @@ def test_namespaces_have_no_collection_delete(served: Serve) -> None:
     r = httpx.delete(f"{served.url}/api/v1/namespaces", headers=bearer(served))
     assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed"
     assert httpx.get(f"{served.url}/api/v1/namespaces/default", headers=bearer(served)).is_success
+
+
+def test_a_put_of_a_missing_lease_creates_it(served: Serve) -> None:
+    h = bearer(served)
+    url = f"{served.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/put-lease"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "put-lease"},
+             "spec": {"holderIdentity": "me"}}
+    r = httpx.put(url, headers=h, json=lease)
+    assert r.status_code == 201 and r.json()["metadata"]["uid"]
+    assert httpx.put(url, headers=h, json=lease).status_code == 200
+    r = httpx.put(f"{served.url}/api/v1/namespaces/default/configmaps/put-cm", headers=h,
+                  json={"metadata": {"name": "put-cm"}})
+    assert r.status_code == 404 and r.json()["reason"] == "NotFound"

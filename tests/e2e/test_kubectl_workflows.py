@@ -83,3 +83,25 @@ def test_delete_waits_until_the_object_is_gone(served: Serve) -> None:
     assert 'pod "doomed" deleted' in out
     assert time.monotonic() - started < 30
     assert kubectl(served, "get", "pods", "--field-selector", "metadata.name=doomed", "-o", "name") == ""
+
+
+SECRET = """
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: default}
+stringData: {username: admin}
+"""
+
+
+def test_secret_string_data_namespace_label_and_zero_value_field_selector(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=SECRET)
+    assert kubectl(served, "get", "secret", "creds", "-o", "jsonpath={.data.username}") == "YWRtaW4="
+    # as upstream, a re-apply sends stringData again (the live object never shows it)
+    assert "configured" in kubectl(served, "apply", "-f", "-", stdin=SECRET)
+    assert kubectl(served, "get", "secret", "creds", "-o", "jsonpath={.stringData}") == ""
+    kubectl(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata: {name: labelled}\n")
+    out = kubectl(served, "get", "ns", "-l", "kubernetes.io/metadata.name=labelled", "-o", "name")
+    assert out.split() == ["namespace/labelled"]
+    kubectl(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata: {name: sel-node}\n")
+    out = kubectl(served, "get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name")
+    assert "node/sel-node" in out.split()

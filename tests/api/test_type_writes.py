@@ -1,0 +1,113 @@
+"""What every write of some built-in types goes through, as upstream's strategies and
+v1 conversions: a Secret's stringData merged into data, config keys and immutability,
+the namespace name label, create-on-update (Leases, Events, RBAC), field selectors on
+absent bools and numbers."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
+
+SECRETS = resource_path("", "v1", "secrets", "default")
+CMS = resource_path("", "v1", "configmaps", "default")
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "default")
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        yield c
+
+
+def b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+async def test_secret_string_data_is_merged_into_data(client: Client) -> None:
+    created = await client.create(SECRETS, {"metadata": {"name": "s"}, "data": {"a": b64("old"), "b": b64("b")},
+                                            "stringData": {"a": "new", "c": "see"}})
+    assert "stringData" not in created and created["type"] == "Opaque"
+    assert created["data"] == {"a": b64("new"), "b": b64("b"), "c": b64("see")}
+    stored = await client.get(f"{SECRETS}/s")
+    assert stored["data"] == created["data"] and "stringData" not in stored
+    # on update and patch too
+    stored["stringData"] = {"d": "dee"}
+    updated = await client.update(f"{SECRETS}/s", stored)
+    assert updated["data"]["d"] == b64("dee") and "stringData" not in updated
+    patched = await client.patch(f"{SECRETS}/s", {"stringData": {"e": "ee"}})
+    assert patched["data"]["e"] == b64("ee") and "stringData" not in patched
+
+
+async def test_secret_data_must_be_base64_and_typed_secrets_hold_their_keys(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(SECRETS, {"metadata": {"name": "bad"}, "data": {"k": "not base64!!"}})
+    assert e.value.code == 400 and "base64" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.create(SECRETS, {"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+                                      "data": {"tls.key": b64("k")}})
+    assert e.value.code == 422 and "data[tls.crt]: Required value" in e.value.message
+    await client.create(SECRETS, {"metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+                                  "stringData": {"tls.key": "k", "tls.crt": "c"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{SECRETS}/tls", {"type": "Opaque"})
+    assert e.value.code == 422 and "type" in e.value.message
+
+
+async def test_config_keys_size_and_immutability(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "k"}, "data": {"bad key": "v"}})
+    assert e.value.code == 422 and "a valid config key" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "big"}, "data": {"k": "x" * (1024 * 1024 + 1)}})
+    assert e.value.code == 422 and "Too long: must have at most 1048576 bytes" in e.value.message
+    await client.create(CMS, {"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": True})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/frozen", {"data": {"k": "changed"}})
+    assert e.value.code == 422 and "field is immutable when `immutable` is set" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/frozen", {"immutable": False})
+    assert e.value.code == 422
+    # its metadata may still change
+    labelled = await client.patch(f"{CMS}/frozen", {"metadata": {"labels": {"a": "b"}}})
+    assert labelled["metadata"]["labels"] == {"a": "b"} and labelled["data"] == {"k": "v"}
+
+
+async def test_namespaces_carry_their_name_label(client: Client) -> None:
+    nss = resource_path("", "v1", "namespaces")
+    created = await client.create(nss, {"metadata": {"name": "team-a", "labels": {"x": "y"}}})
+    assert created["metadata"]["labels"] == {"x": "y", "kubernetes.io/metadata.name": "team-a"}
+    patched = await client.patch(f"{nss}/team-a", {"metadata": {"labels": {"kubernetes.io/metadata.name": None}}})
+    assert patched["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-a"
+    listed = await client.list(nss, labelSelector="kubernetes.io/metadata.name=team-a")
+    assert [n["metadata"]["name"] for n in listed["items"]] == ["team-a"]
+
+
+async def test_an_update_of_a_missing_lease_creates_it_but_not_of_a_missing_configmap(client: Client) -> None:
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "node-1"},
+             "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}}
+    created = await client.update(f"{LEASES}/node-1", lease)
+    assert created["metadata"]["uid"] and created["spec"]["holderIdentity"] == "node-1"
+    assert (await client.get(f"{LEASES}/node-1"))["metadata"]["uid"] == created["metadata"]["uid"]
+    with pytest.raises(ApiError) as e:
+        await client.update(f"{CMS}/missing", {"metadata": {"name": "missing"}, "data": {}})
+    assert e.value.code == 404
+
+
+async def test_field_selectors_match_the_zero_value_of_an_absent_field(client: Client) -> None:
+    nodes = resource_path("", "v1", "nodes")
+    await client.create(nodes, {"metadata": {"name": "plain"}})
+    await client.create(nodes, {"metadata": {"name": "cordoned"}, "spec": {"unschedulable": True}})
+    names = [n["metadata"]["name"] for n in
+             (await client.list(nodes, fieldSelector="spec.unschedulable=false"))["items"]]
+    assert names == ["plain"]
+    names = [n["metadata"]["name"] for n in
+             (await client.list(nodes, fieldSelector="spec.unschedulable!=false"))["items"]]
+    assert names == ["cordoned"]
