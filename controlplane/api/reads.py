@@ -43,6 +43,7 @@ from ..registry.attrs import Filter, SelectorError, attrs_of
 from .errors import ApiError
 
 __all__ = [
+    "resource_version_param",
     "BOOKMARK_SECONDS",
     "ListOptions",
     "Listed",
@@ -124,7 +125,8 @@ def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -
         raise ApiError.bad_request(str(e)) from e
 
 
-def _resource_version(query: dict[str, str]) -> str:
+def resource_version_param(query: dict[str, str]) -> str:
+    """The ``resourceVersion`` parameter, canonical ("007" is "7"), or a 400."""
     raw = query.get("resourceVersion") or ""
     if raw and (not raw.isdigit() or not raw.isascii()):
         raise ApiError.bad_request(f"invalid resource version: {raw!r}")
@@ -141,7 +143,7 @@ def _limit(query: dict[str, str]) -> int:
 
 
 def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
-    rv = _resource_version(query)
+    rv = resource_version_param(query)
     match = query.get("resourceVersionMatch") or ""
     if match not in ("", "Exact", "NotOlderThan"):
         raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: {match!r}: supported values: "
@@ -163,7 +165,7 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
 
 
 def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> WatchOptions:
-    rv = _resource_version(query)
+    rv = resource_version_param(query)
     initial = query.get("sendInitialEvents")
     if initial not in (None, "true", "false"):
         raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial!r}")

@@ -57,7 +57,7 @@ from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
-from .reads import Listed, Reads, StoreReads, WatchItem, list_options, watch_options
+from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
@@ -69,6 +69,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 MAX_BODY = 3 * 1024 * 1024
 JSON = [(b"content-type", b"application/json")]
+# The query parameters this server acts on (the OpenAPI documents list them); others,
+# such as client-go's ``timeout``, are ignored, as upstream's parameter decoding does.
 SUPPORTED_QUERY = {
     "labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch",
     "limit", "continue", "allowWatchBookmarks", "sendInitialEvents", "includeObject", "pretty", "fieldManager",
@@ -240,9 +242,6 @@ class KubeApi:
             raise ApiError.not_found_path(path)
         if rtype.custom is not None and rtype.custom.deprecation_warning:
             add_warning(rtype.custom.deprecation_warning)
-        unsupported = sorted(set(query) - SUPPORTED_QUERY)
-        if unsupported:
-            raise ApiError.bad_request(f"query parameter(s) not supported by this server: {', '.join(unsupported)}")
         if parse_dry_run(query.get("dryRun")):
             if method not in ("POST", "PUT", "PATCH", "DELETE"):
                 raise ApiError.bad_request("dryRun is only for create, update, patch and delete")
@@ -523,7 +522,7 @@ class KubeApi:
 
     async def _get(self, rtype: ResourceType, namespace: str | None, name: str,
                    query: dict[str, str] | None = None) -> bytes:
-        raw = await self.reads.get(rtype, namespace, name, (query or {}).get("resourceVersion") or "")
+        raw = await self.reads.get(rtype, namespace, name, resource_version_param(query or {}))
         if raw is None:
             raise ApiError.not_found(rtype, name)
         return raw

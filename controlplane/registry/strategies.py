@@ -17,6 +17,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .podspec import default_pod_spec
+from .workloads import WORKLOADS, prepare_workload
+
 __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_name"]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -52,11 +55,7 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
 
 def _default_pod(pod: dict[str, Any]) -> None:
     spec = pod.setdefault("spec", {})
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
+    default_pod_spec(spec)
     spec.setdefault("enableServiceLinks", True)
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = sa
@@ -65,18 +64,6 @@ def _default_pod(pod: dict[str, Any]) -> None:
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if key not in keys:  # the DefaultTolerationSeconds admission plugin
             tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
-    for c in [*spec.get("initContainers", []), *spec.get("containers", [])]:
-        if not isinstance(c, dict):
-            continue
-        image = str(c.get("image", ""))
-        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
-        c.setdefault("imagePullPolicy", "Always" if tagless or image.endswith(":latest") else "IfNotPresent")
-        c.setdefault("terminationMessagePath", "/dev/termination-log")
-        c.setdefault("terminationMessagePolicy", "File")
-        c.setdefault("resources", {})
-        for port in c.get("ports", []) or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
 
 
 _SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
@@ -231,8 +218,19 @@ _PREPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], Causes]]
 }
 
 
+def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    pc.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    return []
+
+
+_PREPARERS["priorityclasses"] = _prepare_priority_class
+
+
 def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     """What every write (``old`` None: a create) of a built-in type goes through: ``obj``
     normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
+    if plural in WORKLOADS:
+        prepare_workload(plural, obj, old)
+        return []
     f = _PREPARERS.get(plural)
     return f(obj, old) if f is not None else []

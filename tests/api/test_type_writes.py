@@ -111,3 +111,53 @@ async def test_field_selectors_match_the_zero_value_of_an_absent_field(client: C
     names = [n["metadata"]["name"] for n in
              (await client.list(nodes, fieldSelector="spec.unschedulable!=false"))["items"]]
     assert names == ["cordoned"]
+
+
+APPS = "/apis/apps/v1/namespaces/default"
+TEMPLATE = {"metadata": {"labels": {"app": "w"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.27",
+                                     "readinessProbe": {"httpGet": {"port": 80}}}]}}
+
+
+async def test_workloads_get_their_defaults_and_the_status_fields_go_always_sends(client: Client) -> None:
+    selector = {"matchLabels": {"app": "w"}}
+    sts = await client.create(f"{APPS}/statefulsets", {"metadata": {"name": "s"}, "spec": {
+        "serviceName": "s", "selector": selector, "template": TEMPLATE}})
+    assert sts["status"] == {"replicas": 0, "availableReplicas": 0}
+    assert sts["spec"]["replicas"] == 1 and sts["spec"]["podManagementPolicy"] == "OrderedReady"
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    template = sts["spec"]["template"]["spec"]
+    assert template["restartPolicy"] == "Always" and template["dnsPolicy"] == "ClusterFirst"
+    probe = template["containers"][0]["readinessProbe"]
+    assert probe == {"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+                     "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+    assert "tolerations" not in template and "serviceAccountName" not in template  # pod admission only
+    rs = await client.create(f"{APPS}/replicasets", {"metadata": {"name": "r"}, "spec": {
+        "selector": selector, "template": TEMPLATE}})
+    assert rs["status"] == {"replicas": 0} and rs["spec"]["replicas"] == 1
+    ds = await client.create(f"{APPS}/daemonsets", {"metadata": {"name": "d"}, "spec": {
+        "selector": selector, "template": TEMPLATE}})
+    assert ds["status"] == {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                            "numberReady": 0}
+    dep = await client.create(f"{APPS}/deployments", {"metadata": {"name": "web"}, "spec": {
+        "selector": selector, "template": TEMPLATE}})
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate",
+                                       "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}
+    assert (dep["spec"]["replicas"], dep["spec"]["revisionHistoryLimit"],
+            dep["spec"]["progressDeadlineSeconds"]) == (1, 10, 600)
+    # a status write that leaves the always-present fields out gets them back
+    status = await client.patch(f"{APPS}/statefulsets/s/status", {"status": {"replicas": None}})
+    assert status["status"]["replicas"] == 0
+
+
+async def test_a_job_gets_its_selector_and_labels_from_its_uid(client: Client) -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    job = await client.create("/apis/batch/v1/namespaces/default/jobs",
+                              {"metadata": {"name": "train"}, "spec": {"template": template}})
+    uid, spec = job["metadata"]["uid"], job["spec"]
+    assert spec["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert spec["template"]["metadata"]["labels"] == {
+        "controller-uid": uid, "batch.kubernetes.io/controller-uid": uid, "job-name": "train",
+        "batch.kubernetes.io/job-name": "train"}
+    assert (spec["completions"], spec["parallelism"], spec["backoffLimit"], spec["completionMode"],
+            spec["suspend"]) == (1, 1, 6, "NonIndexed", False)

@@ -128,3 +128,13 @@ def test_a_put_of_a_missing_lease_creates_it(served: Serve) -> None:
     r = httpx.put(f"{served.url}/api/v1/namespaces/default/configmaps/put-cm", headers=h,
                   json={"metadata": {"name": "put-cm"}})
     assert r.status_code == 404 and r.json()["reason"] == "NotFound"
+
+
+def test_client_go_timeout_is_accepted_and_a_bad_resource_version_is_a_400(served: Serve) -> None:
+    # kubectl --request-timeout adds ?timeout=; unknown parameters are ignored, as upstream
+    assert "default" in kubectl(served, "get", "ns", "--request-timeout=5s", "-o", "name")
+    h = bearer(served)
+    r = httpx.get(f"{served.url}/api/v1/namespaces/default", params={"resourceVersion": "abc"}, headers=h)
+    assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
+    r = httpx.get(f"{served.url}/api/v1/namespaces/default", params={"resourceVersion": "0"}, headers=h)
+    assert r.status_code == 200

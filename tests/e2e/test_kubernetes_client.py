@@ -456,3 +456,26 @@ def test_rbac_and_the_scheduling_and_dra_groups_are_served(served: Serve, api: c
     assert r.status_code == 201, r.text
     r = httpx.get(f"{served.url}/apis/resource.k8s.io/v1", headers=bearer(served))
     assert {x["name"] for x in r.json()["resources"]} >= {"deviceclasses", "resourceslices", "resourceclaims"}
+
+
+def test_workloads_read_back_through_the_typed_client(api: client.ApiClient, ns: str) -> None:
+    # the client checks required fields: a StatefulSet's status.replicas, a Secret's type
+    apps = client.AppsV1Api(api)
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels={"app": "db"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="postgres:17")]))
+    selector = client.V1LabelSelector(match_labels={"app": "db"})
+    apps.create_namespaced_stateful_set(ns, client.V1StatefulSet(
+        metadata=client.V1ObjectMeta(name="db"),
+        spec=client.V1StatefulSetSpec(service_name="db", selector=selector, template=template)))
+    apps.create_namespaced_replica_set(ns, client.V1ReplicaSet(
+        metadata=client.V1ObjectMeta(name="rs"), spec=client.V1ReplicaSetSpec(selector=selector, template=template)))
+    apps.create_namespaced_daemon_set(ns, client.V1DaemonSet(
+        metadata=client.V1ObjectMeta(name="ds"), spec=client.V1DaemonSetSpec(selector=selector, template=template)))
+    sts = apps.read_namespaced_stateful_set("db", ns)
+    assert sts.status.replicas == 0 and sts.spec.replicas == 1
+    assert [r.metadata.name for r in apps.list_namespaced_replica_set(ns).items] == ["rs"]
+    assert apps.list_namespaced_daemon_set(ns).items[0].status.number_ready == 0
+    secret = client.CoreV1Api(api).create_namespaced_secret(ns, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="creds"), string_data={"user": "admin"}))
+    assert secret.type == "Opaque" and secret.data == {"user": "YWRtaW4="} and secret.string_data is None

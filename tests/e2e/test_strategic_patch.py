@@ -84,7 +84,7 @@ def test_kubectl_apply_again_is_a_three_way_merge(served: Serve) -> None:
     web = containers[1]
     assert web["image"] == "nginx:1.28"
     assert web["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
-    assert web["ports"] == [{"containerPort": 80, "name": "http"}]
+    assert web["ports"] == [{"containerPort": 80, "name": "http", "protocol": "TCP"}]  # defaulted, as upstream
     assert containers[0]["image"] == "envoy:1"
 
     # applying the same manifest again changes nothing; kubectl still sends a patch (the live order of the
@@ -159,7 +159,7 @@ def test_kubectl_apply_switches_union_members_with_retain_keys(served: Serve) ->
     kubectl(served, "apply", "-f", "-", stdin=second)
     spec = get(served, "deployment", "union")["spec"]
     assert spec["strategy"] == {"type": "Recreate"}
-    assert spec["template"]["spec"]["volumes"] == [{"name": "data", "configMap": {"name": "cfg"}},
+    assert spec["template"]["spec"]["volumes"] == [{"name": "data", "configMap": {"name": "cfg", "defaultMode": 420}},
                                                    {"name": "keep", "emptyDir": {}}]
 
 

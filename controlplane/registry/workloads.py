@@ -1,0 +1,149 @@
+"""The apps/v1 and batch/v1 workloads (and core/v1 ReplicationControllers) as
+kube-apiserver writes them: their defaults, and the status fields Go always
+serialises.
+
+No controller runs them here; what this module gives is the shape. A Go struct
+field without ``omitempty`` is always in the JSON (a StatefulSet's
+``status.replicas`` is 0 before any controller looks at it), and clients that
+check required fields, such as the official Python client, refuse an object
+without them. Defaults are those of ``SetDefaults_Deployment`` and its siblings,
+applied on every write as upstream applies them when it decodes a body; a Job
+gets its generated selector and labels when it is created (its strategy's
+``PrepareForCreate``).
+
+    >>> prepare_workload("statefulsets", sts, None)      # replicas 1, updateStrategy, status zeros, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .podspec import default_pod_spec
+
+__all__ = ["WORKLOADS", "prepare_workload"]
+
+Obj = dict[str, Any]
+
+# status fields without omitempty, per type
+_STATUS_ZEROS: dict[str, tuple[str, ...]] = {
+    "statefulsets": ("replicas", "availableReplicas"),
+    "replicasets": ("replicas",),
+    "replicationcontrollers": ("replicas",),
+    "daemonsets": ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"),
+}
+
+
+def _dict(parent: Obj, key: str) -> Obj:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = parent[key] = {}
+    return value
+
+
+def _template(spec: Obj) -> None:
+    template = spec.get("template")
+    if isinstance(template, dict):
+        default_pod_spec(_dict(template, "spec"))
+
+
+def _deployment(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    spec.setdefault("replicas", 1)
+    strategy = _dict(spec, "strategy")
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = _dict(strategy, "rollingUpdate")
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _template(spec)
+
+
+def _replicated(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    spec.setdefault("replicas", 1)
+    _template(spec)
+
+
+def _replication_controller(obj: Obj, old: Obj | None) -> None:
+    _replicated(obj, old)
+    spec = obj["spec"]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    if isinstance(labels, dict) and labels:
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        meta = _dict(obj, "metadata")
+        if not meta.get("labels"):
+            meta["labels"] = dict(labels)
+
+
+def _stateful_set(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = _dict(spec, "updateStrategy")
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        _dict(strategy, "rollingUpdate").setdefault("partition", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    retention = _dict(spec, "persistentVolumeClaimRetentionPolicy")
+    retention.setdefault("whenDeleted", "Retain")
+    retention.setdefault("whenScaled", "Retain")
+    _template(spec)
+
+
+def _daemon_set(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    strategy = _dict(spec, "updateStrategy")
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = _dict(strategy, "rollingUpdate")
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _template(spec)
+
+
+_JOB_UID = "batch.kubernetes.io/controller-uid"
+_JOB_NAME = "batch.kubernetes.io/job-name"
+
+
+def _job(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    if spec.get("podFailurePolicy") is None:
+        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _template(spec)
+    meta = obj.get("metadata") or {}
+    if old is None and not spec.get("manualSelector") and meta.get("uid"):
+        # its strategy's PrepareForCreate: a selector on its uid, and labels to match
+        uid, name = meta["uid"], meta.get("name", "")
+        spec["selector"] = {"matchLabels": {_JOB_UID: uid}}
+        template = _dict(spec, "template")
+        labels = _dict(_dict(template, "metadata"), "labels")
+        labels.update({"controller-uid": uid, _JOB_UID: uid, "job-name": name, _JOB_NAME: name})
+
+
+_DEFAULTS: dict[str, Callable[[Obj, Obj | None], None]] = {
+    "deployments": _deployment, "replicasets": _replicated, "statefulsets": _stateful_set,
+    "daemonsets": _daemon_set, "jobs": _job, "replicationcontrollers": _replication_controller,
+}
+
+WORKLOADS = frozenset(_DEFAULTS)
+
+
+def prepare_workload(plural: str, obj: Obj, old: Obj | None) -> None:
+    """``obj`` (a ``plural``) with its defaults and its status's always-present fields, in place."""
+    _DEFAULTS[plural](obj, old)
+    zeros = _STATUS_ZEROS.get(plural)
+    if zeros:
+        status = _dict(obj, "status")
+        for field in zeros:
+            status.setdefault(field, 0)
