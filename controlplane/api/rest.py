@@ -227,6 +227,12 @@ class KubeApi:
                 raise ApiError.not_found_path(path)
             return await self._json(send, 200, self._resource_list(group, version))
         namespace: str | None = None
+        if group == "" and len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "bindings" and method == "POST" \
+                and self._pods is not None:
+            # the legacy form of pods/binding: POST namespaces/{ns}/bindings, the pod named by the Binding
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._bind(self._pods, rest[1],
+                                                                _binding_name(body), body))
         if rest[0] == "namespaces" and len(rest) >= 3:
             rtype = self.registry.get(group, version, rest[2])
             if rtype is not None and rtype.namespaced:
@@ -927,6 +933,7 @@ class KubeApi:
             if ann:
                 meta.setdefault("annotations", {}).update(ann)
             status = pod.setdefault("status", {})
+            status.pop("nominatedNodeName", None)  # bound: the nomination is spent (upstream since 1.34)
             conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                "lastTransitionTime": _now()})
@@ -1266,6 +1273,19 @@ def _parse_time(ts: str) -> float:
 
 def _format_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _binding_name(body: bytes) -> str:
+    """The pod a Binding posted to ``namespaces/{ns}/bindings`` names (its ``metadata.name``)."""
+    try:
+        binding = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError.bad_request(f"the binding is not valid JSON: {e}") from e
+    name = ((binding.get("metadata") or {}).get("name") if isinstance(binding, dict) else None) or ""
+    if not isinstance(name, str) or not name:
+        raise ApiError(422, "Invalid", 'Binding "" is invalid: metadata.name: Required value: name or generateName '
+                       "is required")
+    return name
 
 
 def _non_negative(raw: str | None, default: int, what: str) -> int:

@@ -112,4 +112,25 @@ def definitions() -> Definitions:
     """The definitions of ``KUBERNETES_VERSION``, loaded on first use (about 1.7 MB of JSON)."""
     root = importlib.resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
     raw = root.joinpath(f"v{KUBERNETES_VERSION}-local", "_definitions.json").read_bytes()
-    return Definitions(orjson.loads(raw)["$defs"])
+    defs = orjson.loads(raw)["$defs"]
+    _accept_earlier_podgroup_reference(defs)
+    return Definitions(defs)
+
+
+def _accept_earlier_podgroup_reference(defs: dict[str, Schema]) -> None:
+    """A PodGroup may name its Workload template as the pre-1.37 drafts did,
+    ``spec.podGroupTemplateRef.workload: {workloadName, podGroupTemplateName}``, beside
+    1.37's ``spec.workloadRef: {workloadName, templateName}``: this project's own issue
+    and the manifests written from it use that shape, and strict field validation
+    would refuse them. The scheduler reads ``workloadRef`` first."""
+    spec = defs.get("io.k8s.api.scheduling.v1beta1.PodGroupSpec")
+    if spec is None or "podGroupTemplateRef" in spec.get("properties", {}):
+        return
+    spec["properties"]["podGroupTemplateRef"] = {
+        "description": "podGroupTemplateRef names the Workload template this group was made from (the shape of "
+                       "the drafts before 1.37; prefer workloadRef).",
+        "type": ["object", "null"],
+        "properties": {"workload": {
+            "type": ["object", "null"],
+            "properties": {"workloadName": {"type": "string"}, "podGroupTemplateName": {"type": "string"}},
+            "required": ["workloadName", "podGroupTemplateName"]}}}

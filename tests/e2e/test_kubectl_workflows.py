@@ -105,3 +105,41 @@ def test_secret_string_data_namespace_label_and_zero_value_field_selector(served
     kubectl(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata: {name: sel-node}\n")
     out = kubectl(served, "get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name")
     assert "node/sel-node" in out.split()
+
+
+GANG = """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: Workload
+metadata: {name: train}
+spec:
+  podGroupTemplates: [{name: workers, schedulingPolicy: {gang: {minCount: 8}}}]
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train-workers}
+spec:
+  podGroupTemplateRef: {workload: {workloadName: train, podGroupTemplateName: workers}}
+  schedulingPolicy: {gang: {minCount: 8}}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train-workers-137}
+spec:
+  workloadRef: {workloadName: train, templateName: workers}
+  schedulingPolicy: {gang: {minCount: 8}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: worker-0}
+spec:
+  schedulingGroup: {podGroupName: train-workers}
+  containers: [{name: c, image: "trainer:1"}]
+"""
+
+
+def test_the_gang_manifests_apply_with_strict_validation(served: Serve) -> None:
+    # both the 1.37 workloadRef and the earlier podGroupTemplateRef shape (the issue's) are accepted
+    out = kubectl(served, "apply", "--validate=strict", "-f", "-", stdin=GANG)
+    assert "podgroup.scheduling.k8s.io/train-workers created" in out and "pod/worker-0 created" in out
+    ref = kubectl(served, "get", "podgroup", "train-workers", "-o", "jsonpath={.spec.podGroupTemplateRef.workload}")
+    assert "podGroupTemplateName" in ref
