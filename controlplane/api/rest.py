@@ -340,6 +340,8 @@ class KubeApi:
         if method == "DELETE":
             options = self._delete_options(query, await self._body(scope, receive))
             deleted = await self._delete(rtype, namespace, name, options)
+            if isinstance(deleted, Gone) and rtype.custom is None and rtype.plural not in RETURN_DELETED_OBJECT:
+                return await self._json(send, 200, _deleted_status(rtype, deleted))
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
 
@@ -756,7 +758,7 @@ class KubeApi:
                 rev = await self.store.delete(key, current.mod_revision)
             except (store.NotFound, store.Conflict):
                 continue
-            return _object(current.value, rev)
+            return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
     async def _finish(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
@@ -1273,6 +1275,28 @@ def _parse_time(ts: str) -> float:
 
 def _format_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Gone(dict[str, Any]):
+    """An object a delete removed at once (not marked for finalizers or a grace period)."""
+
+    __slots__ = ()
+
+
+# The built-in types whose immediate delete answers with the object, as their upstream
+# storage's ReturnDeletedObject (custom resources too); the others answer a Success Status
+RETURN_DELETED_OBJECT = frozenset({"pods", "services", "serviceaccounts", "persistentvolumes",
+                                   "persistentvolumeclaims"})
+
+
+def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    details: dict[str, Any] = {"name": meta.get("name", "")}
+    if rtype.group:
+        details["group"] = rtype.group
+    details["kind"] = rtype.plural
+    details["uid"] = meta.get("uid", "")
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 def _binding_name(body: bytes) -> str:

@@ -497,3 +497,16 @@ def test_legacy_bindings_endpoint_binds_and_clears_the_nomination(api: client.Ap
     with pytest.raises(ApiException) as again:
         v1.create_namespaced_binding(ns, body, _preload_content=False)
     assert again.value.status == 409
+
+
+def test_an_immediate_delete_answers_a_status_unless_the_type_returns_the_object(api: client.ApiClient,
+                                                                                ns: str) -> None:
+    v1 = client.CoreV1Api(api)
+    cm = v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="short-lived")))
+    status = v1.delete_namespaced_config_map("short-lived", ns)
+    assert status.status == "Success" and status.details.name == "short-lived"
+    assert status.details.kind == "configmaps" and status.details.uid == cm.metadata.uid
+    v1.create_namespaced_service(ns, client.V1Service(metadata=client.V1ObjectMeta(name="gone-svc"),
+                                                      spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    r = v1.delete_namespaced_service("gone-svc", ns, _preload_content=False)
+    assert orjson.loads(r.data)["kind"] == "Service"  # services return the deleted object, as upstream
