@@ -4,7 +4,8 @@ that column paths use.
     >>> find(".status.conditions[?(@.type==\\"Ready\\")].status", obj)
     ['True']
 
-Supported steps: ``.field``, ``['field']``, ``[n]`` (negative counts from the
+Supported steps: ``.field`` (with ``\\.`` for a dot in the name, as in a label
+key: ``.metadata.labels.node\\.kubernetes\\.io/instance-type``), ``['field']``, ``[n]`` (negative counts from the
 end), ``[*]`` and ``.*``, ``[?(@.path==value)]`` / ``!=`` (value a quoted string
 or a number), ``..field`` (recursive descent). A path may be wrapped in ``{}``.
 """
@@ -28,7 +29,7 @@ Step = Callable[[Any], Iterator[Any]]
 
 _TOKEN = re.compile(r"""
     \.\.(?P<descend>[A-Za-z0-9_-]+)
-  | \.(?P<field>[A-Za-z0-9_-]+|\*)
+  | \.(?P<field>(?:[A-Za-z0-9_/-]|\\\.)+|\*)
   | \[\s*'(?P<quoted>[^']*)'\s*\]
   | \[\s*"(?P<dquoted>[^"]*)"\s*\]
   | \[\s*(?P<index>-?\d+)\s*\]
@@ -107,7 +108,7 @@ def compile_path(path: str) -> list[Step]:
         elif m["field"] == "*" or m["star"]:
             steps.append(_all)
         elif m["field"]:
-            steps.append(_field(m["field"]))
+            steps.append(_field(m["field"].replace("\\.", ".")))  # a label key: node\.kubernetes\.io/zone
         elif m["quoted"] is not None or m["dquoted"] is not None:
             steps.append(_field(m["quoted"] if m["quoted"] is not None else m["dquoted"]))
         elif m["index"]:

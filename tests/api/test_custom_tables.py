@@ -54,3 +54,9 @@ def test_without_printer_columns_name_and_age() -> None:
     table = as_table("widgets", [OBJ], {}, custom=CustomVersion("widgets.example.com", None, ()))
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
     assert table["rows"][0]["cells"] == ["w1", "10d"]
+
+
+def test_a_column_path_may_escape_the_dots_of_a_label_key() -> None:
+    # karpenter's NodeClaim columns: .metadata.labels.node\.kubernetes\.io/instance-type
+    obj = {"metadata": {"labels": {"node.kubernetes.io/instance-type": "gpu-8x", "node": {"kubernetes": "no"}}}}
+    assert find(r".metadata.labels.node\.kubernetes\.io/instance-type", obj) == ["gpu-8x"]
