@@ -130,6 +130,8 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         path, given, expected = found.mismatched[0]
         raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "
                                                f"{rtype.kind}.{path} of type {expected}")
+    if found.malformed:
+        raise _undecodable(rtype, method, obj, found.malformed[0])
     problems = found.problems
     if directive != "Ignore" and merge_patch is not None:
         problems = _patch_duplicates(merge_patch) + problems

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +88,7 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "expect", "fields", "items", "required", "values")
+    __slots__ = ("accepts", "expect", "fields", "items", "parse", "required", "values")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -96,6 +97,9 @@ class Shape:
         self.required: tuple[str, ...] = ()
         self.expect: str | None = None
         self.accepts: tuple[type, ...] = _ANY_TYPE  # the Python types of ``expect``, and None
+        # for a scalar Go decodes with its own parser (a Time, a Quantity): why a value is
+        # not one (Go's decoding error), or None
+        self.parse: Callable[[Any], str | None] | None = None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None) -> Findings:
@@ -113,6 +117,7 @@ class Findings:
     problems: list[str] = field(default_factory=list)   # 'unknown field "a.b"', 'duplicate field "a.c"'
     mismatched: list[tuple[str, str, str]] = field(default_factory=list)  # (path, JSON type given, Go type)
     missing: list[str] = field(default_factory=list)    # paths of missing required fields
+    malformed: list[str] = field(default_factory=list)  # decoding errors of Times and Quantities
     keys: int = 0                                        # object keys in the decoded tree
 
 
@@ -152,6 +157,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                     stack.pop()
                 elif t not in accepts:
                     found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
+                elif values.parse is not None and v is not None:
+                    _parse(values.parse, v, found)
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -173,6 +180,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 stack.pop()
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
+            elif sub.parse is not None and v is not None:
+                _parse(sub.parse, v, found)
         if required and shape.required:
             for r in shape.required:
                 if value.get(r) is None:
@@ -207,6 +216,38 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
         stack.append(base)
         return keys
     return 0
+
+
+def _parse(parse: Callable[[Any], str | None], value: Any, found: Findings) -> None:
+    why = parse(value)
+    if why is not None:
+        found.malformed.append(why)
+
+
+# Go's time.Parse(time.RFC3339, ...) of a metav1.Time or MicroTime
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+# resource.ParseQuantity: a signed decimal, then a binary or decimal SI suffix or an exponent
+_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z")
+
+
+def _time(value: Any) -> str | None:
+    if type(value) is str and _RFC3339.match(value):
+        return None
+    return (f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse "{value}" as '
+            'a time in RFC 3339 format')
+
+
+def _quantity(value: Any) -> str | None:
+    if type(value) is not str or _QUANTITY.match(value):
+        return None  # a JSON number is a quantity
+    return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+_PARSED = {
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time": _time,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": _time,
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
+}
 
 
 _GO_TYPE = {"object": "object", "array": "array", "string": "string", "integer": "int", "number": "float64",
@@ -261,6 +302,7 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
             shape = named[name] = Shape()
             if name not in _OPAQUE:
                 _fill(shape, resolve(ref), resolve, named)
+            shape.parse = _PARSED.get(name)
         return shape
     shape = Shape()
     _fill(shape, node, resolve, named)

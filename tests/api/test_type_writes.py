@@ -161,3 +161,24 @@ async def test_a_job_gets_its_selector_and_labels_from_its_uid(client: Client) -
         "batch.kubernetes.io/job-name": "train"}
     assert (spec["completions"], spec["parallelism"], spec["backoffLimit"], spec["completionMode"],
             spec["suspend"]) == (1, 1, 6, "NonIndexed", False)
+
+
+async def test_malformed_times_and_quantities_are_refused_as_go_decodes_them(client: Client) -> None:
+    pods = resource_path("", "v1", "pods", "default")
+    bad = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {
+        "requests": {"cpu": "lots"}}}]}}
+    with pytest.raises(ApiError) as e:
+        await client.create(pods, bad)
+    assert e.value.code == 400 and "quantities must match the regular expression" in e.value.message
+    bad["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "250m", "memory": 1073741824}
+    await client.create(pods, bad)  # a JSON number is a quantity too
+    lease = {"metadata": {"name": "l"}, "spec": {"renewTime": "2026-11-30T10:00:00.000000Z"}}
+    await client.create(LEASES, lease)
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{LEASES}/l", {"spec": {"renewTime": "notatime"}})
+    assert e.value.code == 422 and 'parsing time "notatime"' in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{pods}/p/status", {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "yesterday"}]}})
+    assert e.value.code == 422
+    assert (await client.get(f"{LEASES}/l"))["spec"]["renewTime"] == "2026-11-30T10:00:00.000000Z"
