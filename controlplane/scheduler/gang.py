@@ -5,8 +5,10 @@ tested alone; the ``GangScheduling`` plugin adapts it to the framework.
 
 A PodGroup (scheduling.k8s.io/v1beta1) names its policy inline
 (``spec.schedulingPolicy``) or through the Workload's ``podGroupTemplates``
-(``spec.podGroupTemplateRef.workload``): ``gang: {minCount: N}`` or
-``basic: {}``. Pods join with ``spec.schedulingGroup.podGroupName``.
+(1.37's ``spec.workloadRef: {workloadName, templateName}``; the earlier drafts'
+``spec.podGroupTemplateRef.workload: {workloadName, podGroupTemplateName}`` is
+read when ``workloadRef`` is absent): ``gang: {minCount: N}`` or ``basic: {}``.
+Pods join with ``spec.schedulingGroup.podGroupName``.
 
 The life of a gang of ``minCount`` N:
 
@@ -34,7 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GangManager", "GroupState", "Policy", "policy_of"]
+__all__ = ["INITIALLY_SCHEDULED", "GangManager", "GroupState", "Policy", "initially_scheduled", "policy_of"]
+
+# The PodGroup condition the scheduler owns (1.37). Once True it is terminal: it never
+# reverts to False, even if the group's pods are evicted later.
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,19 +50,29 @@ class Policy:
     topology_key: str = ""
 
 
+def _workload_ref(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """(workload name, template name) the PodGroup was made from: 1.37's ``workloadRef``,
+    else the earlier ``podGroupTemplateRef.workload``; ("", "") if it names none."""
+    ref = spec.get("workloadRef")
+    if ref:
+        return ref.get("workloadName") or "", ref.get("templateName") or ""
+    old = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+    return old.get("workloadName") or "", old.get("podGroupTemplateName") or ""
+
+
 def policy_of(podgroup: Mapping[str, Any], workloads: Mapping[str, Mapping[str, Any]]) -> Policy | None:
     """The PodGroup's effective policy: its own ``schedulingPolicy``, else the one of the
     Workload template it references; None if neither is there (the Workload is missing)."""
     spec = podgroup.get("spec") or {}
     policy = spec.get("schedulingPolicy")
     if not policy:
-        ref = ((spec.get("podGroupTemplateRef") or {}).get("workload")) or {}
+        workload, template = _workload_ref(spec)
         ns = (podgroup.get("metadata") or {}).get("namespace") or ""
-        wl = workloads.get(f"{ns}/{ref.get('workloadName', '')}")
+        wl = workloads.get(f"{ns}/{workload}")
         if wl is None:
             return None
         for t in (wl.get("spec") or {}).get("podGroupTemplates") or ():
-            if t.get("name") == ref.get("podGroupTemplateName"):
+            if t.get("name") == template:
                 policy = t.get("schedulingPolicy")
                 break
         if not policy:
@@ -67,6 +83,14 @@ def policy_of(podgroup: Mapping[str, Any], workloads: Mapping[str, Mapping[str, 
     if gang is not None:
         return Policy(True, max(1, int(gang.get("minCount") or 1)), key)
     return Policy(False, 1, key)
+
+
+def initially_scheduled(podgroup: Mapping[str, Any] | None) -> bool:
+    """Does the stored PodGroup carry ``PodGroupInitiallyScheduled=True``?"""
+    for c in ((podgroup or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == INITIALLY_SCHEDULED and c.get("status") == "True":
+            return True
+    return False
 
 
 @dataclass
@@ -80,7 +104,9 @@ class GroupState:
     deadline: float = 0.0  # when the first waiting member gives up
     domain: str | None = None  # chosen topology domain (value of policy.topology_key)
     domain_nodes: frozenset[str] = frozenset()
-    scheduled_reported: bool = False  # PodGroupScheduled=True written
+    # PodGroupInitiallyScheduled=True was written by us or seen on the stored object: sticky,
+    # so no later failure (evicted members retried, a restart) writes False over it
+    initially_scheduled: bool = False
 
     @property
     def quorum_reached(self) -> bool:
@@ -107,12 +133,14 @@ class GangManager:
         g = self.group(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         g.podgroup = obj
         g.policy = policy_of(obj, self.workloads)
+        g.initially_scheduled = g.initially_scheduled or initially_scheduled(obj)
         return g
 
     def remove_podgroup(self, key: str) -> None:
         g = self.groups.get(key)
         if g is not None:
             g.podgroup, g.policy = None, None
+            g.initially_scheduled = False  # a PodGroup created again under this name starts afresh
 
     def set_workload(self, obj: dict[str, Any]) -> list[str]:
         """A Workload changed: re-resolve the policies of the groups that use it."""

@@ -327,12 +327,17 @@ class SchedulingQueue:
             elif where == "backoff":
                 self._push_active(self.pods[key])
 
-    def park_group(self, group_key: str, rejector: str) -> None:
+    def park_group(self, group_key: str, rejector: str) -> list[PodInfo]:
         """Pull a gang's queued members out of activeQ/backoffQ into the unschedulable
-        pool (the group cannot be placed now; it is retried as a whole)."""
+        pool (the group cannot be placed now; it is retried as a whole). Returns the pods
+        parked: the caller owes each the failure report its own cycle would have made."""
+        parked = []
         for key in list(self._groups.get(group_key, ())):
             if self._where.get(key) in ("active", "backoff"):
-                self._park(self.pods[key], frozenset({rejector}))
+                pod = self.pods[key]
+                self._park(pod, frozenset({rejector}))
+                parked.append(pod)
+        return parked
 
     def group_members(self, group_key: str) -> list[PodInfo]:
         return [self.pods[k] for k in self._groups.get(group_key, ())]

@@ -8,7 +8,7 @@ and hands each placed pod to a binding cycle (PreBind, Bind: ``POST
 pods/binding``) that runs as its own task, so the next pod's cycle does not
 wait for the write. It writes nothing but bindings, ``PodScheduled`` conditions
 and ``nominatedNodeName`` (pods/status), Events, PodGroup status, and the
-deletions of preemption victims.
+``DisruptionTarget`` conditions and deletions of preemption victims.
 
 Inside ``controlplane serve`` it runs on a ``Client.in_process`` (``start``);
 alone, ``controlplane scheduler --kubeconfig PATH`` (``main``).
@@ -33,6 +33,7 @@ from .cache import Cache
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
 from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig
+from .plugins.gangscheduling import rejected_with_group
 from .profile import FitError, Profile
 from .queue import SchedulingQueue
 from .writer import Writer
@@ -495,13 +496,25 @@ class Scheduler:
                     message = f"{message} preemption: {s.message}"
         status = fit.pre_filter or Status(Code.UNSCHEDULABLE, message, plugin="")
         if pod.group and self.gang is not None:
-            self.gang.on_member_failed(pod, message)
-            self.queue.park_group(pod.group_key, "GangScheduling")
+            self.gang.on_member_failed(pod, message, error=status.code == Code.ERROR)
+            self._park_siblings(pod, message)
         SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
         if self._gone(pod):
             return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
         self._report_failure(pod, message, nominated)
+
+    def _park_siblings(self, pod: PodInfo, message: str) -> None:
+        """``pod``'s failure failed its gang's attempt: the members still queued are parked
+        with it, and each gets the failure report a cycle of its own would have written (a
+        FailedScheduling event, ``PodScheduled=False`` when it changes), as upstream runs
+        every pod of a failed group attempt through failure handling; the autoscaler counts
+        the pods so marked. Members waiting at Permit are rejected and report themselves."""
+        if self.gang is None or not self.gang.in_gang(pod):
+            return
+        sibling_message = rejected_with_group(pod.group, message)
+        for sibling in self.queue.park_group(pod.group_key, "GangScheduling"):
+            self._report_failure(sibling, sibling_message, "")
 
     def _gone(self, pod: PodInfo) -> bool:
         """Was the pod deleted while its cycle ran? Then it leaves the queue."""
@@ -563,7 +576,7 @@ class Scheduler:
             if verdict is not None:
                 self._unreserve(state, pod, node)
                 if pod.group:
-                    self.queue.park_group(pod.group_key, "GangScheduling")
+                    self._park_siblings(pod, verdict.message)
                 self._failed(pod, verdict, cycle, verdict.message)
                 return
         await self._binds.acquire()

@@ -25,6 +25,7 @@ class FakeHandle:
         self.spawned: list[Awaitable[None]] = []
         self._profile: Profile | None = None
         self.client: Any = None
+        self.writer: Any = None  # the Scheduler's Writer, where a test gives one
 
     def add_node(self, obj: dict[str, Any]) -> NodeInfo:
         ni = NodeInfo(obj["metadata"]["name"], obj)

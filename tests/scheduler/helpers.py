@@ -40,12 +40,17 @@ def pod(name: str, cpu: str | None = "100m", memory: str | None = "128Mi", names
 
 
 def podgroup(name: str, min_count: int | None = None, namespace: str = "default", topology: str | None = None,
-             workload: tuple[str, str] | None = None) -> dict[str, Any]:
+             workload: tuple[str, str] | None = None, earlier_ref: bool = False) -> dict[str, Any]:
+    """A PodGroup; ``workload`` (name, template) is referenced as 1.37 does (``workloadRef``),
+    or, with ``earlier_ref``, in the drafts' shape the scheduler still reads
+    (``podGroupTemplateRef.workload``)."""
     spec: dict[str, Any] = {}
     if min_count is not None:
         spec["schedulingPolicy"] = {"gang": {"minCount": min_count}}
-    if workload is not None:
+    if workload is not None and earlier_ref:
         spec["podGroupTemplateRef"] = {"workload": {"workloadName": workload[0], "podGroupTemplateName": workload[1]}}
+    elif workload is not None:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
     if topology:
         spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
     return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",

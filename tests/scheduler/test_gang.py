@@ -22,6 +22,19 @@ def test_policy_inline_or_from_the_workload_template() -> None:
     assert policy_of(podgroup("p2", workload=("train", "ps")), {"default/train": wl}) == Policy(False, 1, "")
 
 
+def test_policy_from_the_earlier_template_reference_shape() -> None:
+    wl = {"metadata": {"name": "train", "namespace": "default"},
+          "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}},
+                                         {"name": "ps", "schedulingPolicy": {"basic": {}}}]}}
+    earlier = podgroup("pg", workload=("train", "workers"), earlier_ref=True)
+    assert "workloadRef" not in earlier["spec"]
+    assert policy_of(earlier, {"default/train": wl}) == Policy(True, 4, "")
+    # both present: 1.37's workloadRef decides
+    both = podgroup("pg", workload=("train", "ps"))
+    both["spec"]["podGroupTemplateRef"] = earlier["spec"]["podGroupTemplateRef"]
+    assert policy_of(both, {"default/train": wl}) == Policy(False, 1, "")
+
+
 def test_pre_enqueue_waits_for_the_podgroup_and_min_count_members() -> None:
     m = GangManager()
     assert m.pre_enqueue("default/pg") == 'waiting for PodGroup "pg" to be created'
@@ -112,3 +125,47 @@ def test_topology_without_a_domain_with_room_rejects_the_gang() -> None:
     s = gang.pre_filter(CycleState(), members[0])
     assert s is not None and s.code == Code.UNSCHEDULABLE
     assert "no rack domain has room for the 10 pods" in s.message
+
+
+def _condition(gang: GangScheduling, key: str = "default/pg") -> dict[str, object]:
+    pg = gang.manager.groups[key].podgroup
+    assert pg is not None
+    (cond,) = pg["status"]["conditions"]
+    return dict(cond)
+
+
+def test_initially_scheduled_is_written_and_never_reverts_to_false() -> None:
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 2))
+    a, b = (PodInfo(pod(n, group="pg")) for n in ("a", "b"))
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
+    cond = _condition(gang)
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodGroupInitiallyScheduled", "False", "Unschedulable")
+    assert gang.permit(CycleState(), a, "n1")[0] is not None  # waits for b
+    assert gang.permit(CycleState(), b, "n1")[0] is None  # the quorum
+    cond = _condition(gang)
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodGroupInitiallyScheduled", "True", "Scheduled")
+    writes = len(h.spawned)
+    # members evicted and retried later fail: the condition stays True, nothing is written
+    gang.manager.forget_pod("default/pg", "default/a")
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
+    assert _condition(gang)["status"] == "True" and len(h.spawned) == writes
+
+
+def test_a_restarted_scheduler_keeps_the_stored_initially_scheduled_condition() -> None:
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    stored = podgroup("pg", 2)
+    stored["status"] = {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True",
+                                        "reason": "Scheduled", "message": "2 pods scheduled (minCount 2)"}]}
+    gang.manager.set_podgroup(stored)
+    gang.on_member_failed(PodInfo(pod("a", group="pg")), "0/1 nodes are available: 1 Insufficient cpu.")
+    assert _condition(gang)["status"] == "True" and not h.spawned
+    # the PodGroup deleted and created again under its name starts afresh
+    gang.manager.remove_podgroup("default/pg")
+    gang.manager.set_podgroup(podgroup("pg", 2))
+    gang.on_member_failed(PodInfo(pod("a", group="pg")), "0/1 nodes are available: 1 Insufficient cpu.")
+    assert _condition(gang)["status"] == "False" and len(h.spawned) == 1

@@ -138,7 +138,8 @@ def test_gang_siblings_pop_together_and_park_together() -> None:
         q2.add(PodInfo(pod(f"m{i}", group="pg")))
     m = q2.pop_nowait()
     assert m is not None
-    q2.park_group("default/pg", "GangScheduling")
+    parked = q2.park_group("default/pg", "GangScheduling")
+    assert sorted(p.name for p in parked) == ["m1", "m2"]  # the popped member is the caller's to report
     assert q2.pop_nowait() is None
     q2.activate(["default/m1", "default/m2"])
     assert q2.pop_nowait() is not None

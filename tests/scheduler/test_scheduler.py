@@ -177,6 +177,10 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
     # so the test confirms the deletion as one would (grace period 0).
     await cluster.until(terminating)
     assert (await cluster.placement())["vip"] is None  # its room is not free until the victim is gone
+    # the victim learns why it goes before it is deleted, as upstream's preemption writes it
+    disruption = [c for c in await _conditions(cluster, "low1") if c["type"] == "DisruptionTarget"]
+    assert [(c["status"], c["reason"], c["message"]) for c in disruption] == [
+        ("True", "PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod")]
     await cluster.c.delete(f"{PODS}/low1", gracePeriodSeconds=0)
     where = await cluster.bound("vip", timeout=15)
     assert where["vip"] == "only"
@@ -200,14 +204,16 @@ async def test_gang_larger_than_capacity_binds_nothing_until_capacity_is_added(c
 
     await cluster.until(pg_condition)
     cond = await pg_condition()
-    assert cond["type"] == "PodGroupScheduled" and cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["type"] == "PodGroupInitiallyScheduled" and cond["status"] == "False" \
+        and cond["reason"] == "Unschedulable"
     await cluster.nodes(node("n3", cpu="2"))
     where = await cluster.bound(*(f"w{i}" for i in range(6)), timeout=20)
     assert sorted(where.values()) == ["n1", "n1", "n2", "n2", "n3", "n3"]  # type: ignore[type-var]
 
     async def scheduled() -> bool:
         pg = await cluster.c.get(f"{PODGROUPS}/train")
-        return bool(pg["status"]["conditions"][0]["status"] == "True")
+        cond = pg["status"]["conditions"][0]
+        return bool(cond["type"] == "PodGroupInitiallyScheduled" and cond["status"] == "True")
 
     await cluster.until(scheduled)
 
@@ -325,3 +331,28 @@ async def test_a_plugin_watches_its_own_resources_through_the_framework(tmp_path
         await cluster.bound("p")
         plugin = made[0].fwk.get("WaitsForConfigMap")
         assert isinstance(plugin, WaitsForConfigMap) and plugin.seen == ["go"]
+
+
+async def _unschedulable_members(cluster: Cluster, names: list[str]) -> bool:
+    """Every named pod carries PodScheduled=False (Unschedulable) and has a FailedScheduling event."""
+    for n in names:
+        conds = await _conditions(cluster, n)
+        if not any(c["type"] == "PodScheduled" and c["status"] == "False" and c["reason"] == "Unschedulable"
+                   for c in conds):
+            return False
+    events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+    failed = {e["involvedObject"]["name"] for e in events if e["reason"] == "FailedScheduling"}
+    return set(names) <= failed
+
+
+@pytest.mark.parametrize("topology", [None, "rack"])
+async def test_every_member_of_a_failed_gang_is_marked_unschedulable(cluster: Cluster, topology: str | None) -> None:
+    # Each node holds one 20-cpu member: the gang of 6 cannot be placed, in any rack or at all.
+    await cluster.nodes(*(node(f"n{i}", cpu="32", labels={"rack": f"r{i // 2}"}) for i in range(4)))
+    await cluster.c.create(PODGROUPS, podgroup("train", 6, topology=topology))
+    names = [f"w-{i}" for i in range(6)]
+    await cluster.pods(*(pod(n, cpu="20", group="train") for n in names))
+    # the autoscaler provisions for pods so marked: a silent sibling would be left out
+    await cluster.until(lambda: _unschedulable_members(cluster, names))
+    assert all(n is None for n in (await cluster.placement()).values())
+

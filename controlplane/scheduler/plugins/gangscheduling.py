@@ -7,6 +7,10 @@
 - Permit: wait for the quorum; the member completing it allows its siblings.
 - Unreserve: a member's reservation released fails the group's attempt:
   every waiting sibling is rejected.
+
+The group's ``PodGroupInitiallyScheduled`` condition (``podgroups/status``):
+``True``/``Scheduled`` when the quorum binds, ``False``/``Unschedulable`` (or
+``SchedulerError``) when an attempt fails, but never ``False`` once ``True``.
 """
 
 from __future__ import annotations
@@ -18,17 +22,24 @@ from typing import TYPE_CHECKING, Any
 
 from ...metrics import PODGROUP_SCHEDULE_ATTEMPTS
 from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status
-from ..gang import GangManager
+from ..gang import INITIALLY_SCHEDULED, GangManager
 from ..nodeinfo import NodeInfo, PodInfo
 
 if TYPE_CHECKING:
     from ..profile import Profile
 
-__all__ = ["GangScheduling"]
+__all__ = ["GangScheduling", "rejected_with_group"]
 
 NAME = "GangScheduling"
-CONDITION = "PodGroupScheduled"
+CONDITION = INITIALLY_SCHEDULED
 log = logging.getLogger("controlplane.scheduler")
+
+
+def rejected_with_group(group: str, message: str) -> str:
+    """What a member hears when its group's attempt fails, whichever member failed it
+    (said once: a message that already says so is kept as it is)."""
+    prefix = f'rejected with the rest of PodGroup "{group}": '
+    return message if message.startswith(prefix) else prefix + message
 
 
 def _same_group(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -112,21 +123,27 @@ class GangScheduling:
         self.manager.unreserved(pod.group_key, pod.key)
         self._fail_group(pod, f'pod "{pod.name}" of the group was not scheduled', count=False)
 
-    def on_member_failed(self, pod: PodInfo, message: str) -> None:
-        """The scheduler's hook: a member's cycle failed before Reserve (no node fits)."""
-        if pod.group:
-            self._fail_group(pod, message, count=True)
+    def in_gang(self, pod: PodInfo) -> bool:
+        """Is ``pod`` a member of a group with the ``gang`` policy (all or nothing)? Members
+        of ``basic`` groups are scheduled, and fail, one by one."""
+        g = self.manager.groups.get(pod.group_key) if pod.group else None
+        return g is not None and g.policy is not None and g.policy.gang
 
-    def _fail_group(self, pod: PodInfo, message: str, count: bool) -> None:
-        g = self.manager.groups.get(pod.group_key)
-        if g is None or g.policy is None or not g.policy.gang:
+    def on_member_failed(self, pod: PodInfo, message: str, error: bool = False) -> None:
+        """The scheduler's hook: a member's cycle failed before Reserve (no node fits, or
+        an ``error`` of the scheduler's own)."""
+        if pod.group:
+            self._fail_group(pod, message, count=True, reason="SchedulerError" if error else "Unschedulable")
+
+    def _fail_group(self, pod: PodInfo, message: str, count: bool, reason: str = "Unschedulable") -> None:
+        if not self.in_gang(pod):
             return
         rejected = self.manager.fail(pod.group_key)
         for key in rejected:
-            self.handle.reject(key, NAME, f"rejected with the rest of PodGroup \"{pod.group}\": {message}")
+            self.handle.reject(key, NAME, rejected_with_group(pod.group, message))
         if count or rejected:
             PODGROUP_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
-            self._report(pod.group_key, "False", "Unschedulable", message)
+            self._report(pod.group_key, "False", reason, message)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
@@ -208,8 +225,14 @@ class GangScheduling:
     # ---------------------------------------------------------------- status
 
     def _report(self, group_key: str, status: str, reason: str, message: str) -> None:
+        """Write the group's condition when it changes. ``True`` is terminal: once written
+        (or found on the stored PodGroup, after a restart) no ``False`` follows it."""
         g = self.manager.groups.get(group_key)
         if g is None or g.podgroup is None:
+            return
+        if status == "True":
+            g.initially_scheduled = True
+        elif g.initially_scheduled:
             return
         for c in (g.podgroup.get("status") or {}).get("conditions") or ():
             if c.get("type") == CONDITION and c.get("status") == status and c.get("reason") == reason:

@@ -6,65 +6,102 @@ remove every pod of lower priority, check the pod then passes the Filter
 plugins, and put victims back, highest priority first, while it still passes:
 what remains are the victims. Among candidate nodes pick, as upstream, the one
 whose highest-priority victim is lowest, then the smallest sum of victim
-priorities, then the fewest victims. The victims are deleted through the API
-and the pod's ``status.nominatedNodeName`` is set; the pod itself is retried
-when the deletions arrive (pod DELETE events).
+priorities, then the fewest victims. Each victim gets the ``DisruptionTarget``
+condition (``PreemptionByScheduler``), then is deleted through the API, and the
+pod's ``status.nominatedNodeName`` is set; the pod itself is retried when the
+deletions arrive (pod DELETE events).
+
+Members of a ``gang`` PodGroup do not preempt (evicting for one member does not
+place the gang); members of a ``basic`` one do, as any pod.
+
+When no node is a candidate the message says why per node, as upstream's::
+
+    0/13 nodes are available: 1 No preemption victims found for incoming pod,
+    12 Preemption is not helpful for scheduling.
+
+"not helpful": the node's rejection was UNSCHEDULABLE_AND_UNRESOLVABLE; "no
+victims": nothing of lower priority runs there; otherwise the reason the pod
+still does not fit with every lower-priority pod gone ("Insufficient cpu").
 
 ``select_victims`` is the pure part (tested alone); ``post_filter`` adds the writes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from ..framework import Code, CycleState, Handle, PostFilterResult, Status
 from ..nodeinfo import NodeInfo, PodInfo
+from .gangscheduling import GangScheduling
 
 if TYPE_CHECKING:
     from ..profile import Profile
 
-__all__ = ["DefaultPreemption", "select_victims"]
+__all__ = ["NO_VICTIMS", "NOT_HELPFUL", "DefaultPreemption", "find_candidate", "select_victims"]
 
 NAME = "DefaultPreemption"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
 log = logging.getLogger("controlplane.scheduler")
 
+Candidate = tuple[NodeInfo, list[PodInfo]]
 
-def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInfo) -> list[PodInfo] | None:
+
+def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInfo) -> list[PodInfo] | Status:
+    """The pods to evict from ``node`` for ``pod`` to fit, or why there are none."""
     lower = [p for p in node.pods.values() if p.priority < pod.priority]
     if not lower:
-        return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS, plugin=NAME)
     view = node.clone()
     for p in lower:
         view.remove_pod(p)
     filters = profile.filters_for(state)
-    if profile.run_filters(filters, state, pod, view) is not None:
-        return None
+    s = profile.run_filters(filters, state, pod, view)
+    if s is not None:
+        return s  # it does not fit even with every lower-priority pod gone
     victims = []
     for p in sorted(lower, key=lambda p: (-p.priority, p.timestamp)):  # try to keep the most important
         view.add_pod(p)
         if profile.run_filters(filters, state, pod, view) is not None:
             view.remove_pod(p)
             victims.append(p)
+    if not victims:
+        return Status(Code.ERROR, f'expected at least one victim pod on node "{node.name}"', plugin=NAME)
     return victims
 
 
-def select_victims(profile: Profile, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                   statuses: Mapping[str, Status]) -> tuple[NodeInfo, list[PodInfo]] | None:
-    """The node to nominate and the pods to evict there, or None if preemption cannot help."""
+def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                   statuses: Mapping[str, Status]) -> tuple[Candidate | None, dict[str, Status]]:
+    """The node to nominate and the pods to evict there (None if preemption cannot help),
+    and why each node of ``statuses`` that is no candidate is not (upstream's dry run)."""
     best: tuple[tuple[int, int, int], NodeInfo, list[PodInfo]] | None = None
-    for node in nodes:
-        s = statuses.get(node.name)
-        if s is None or s.code != Code.UNSCHEDULABLE:
+    why_not: dict[str, Status] = {}
+    by_name = {n.name: n for n in nodes}
+    for name, s in statuses.items():
+        node = by_name.get(name)
+        if node is None or s.code != Code.UNSCHEDULABLE:
+            why_not[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL, plugin=NAME)
             continue
         victims = _victims_on(profile, state, pod, node)
-        if not victims:
+        if isinstance(victims, Status):
+            why_not[name] = victims
             continue
         rank = (max(v.priority for v in victims), sum(v.priority for v in victims), len(victims))
         if best is None or rank < best[0]:
             best = (rank, node, victims)
-    return None if best is None else (best[1], best[2])
+    return (None if best is None else (best[1], best[2])), why_not
+
+
+def select_victims(profile: Profile, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                   statuses: Mapping[str, Status]) -> Candidate | None:
+    """The node to nominate and the pods to evict there, or None if preemption cannot help."""
+    return find_candidate(profile, state, pod, nodes, statuses)[0]
 
 
 class DefaultPreemption:
@@ -84,29 +121,59 @@ class DefaultPreemption:
         if policy == "Never":
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "not eligible due to preemptionPolicy=Never.",
                                 plugin=NAME)
-        if pod.group:  # evicting for one member of a gang does not place the gang
-            return None, Status(Code.UNSCHEDULABLE, "preemption is not attempted for gang members", plugin=NAME)
         profile: Profile = self.handle.profile()
-        nodes = [self.handle.nodes()[n] for n in statuses if n in self.handle.nodes()]
-        chosen = select_victims(profile, state, pod, nodes, statuses)
+        gang = profile.get("GangScheduling")
+        if isinstance(gang, GangScheduling) and gang.in_gang(pod):
+            # evicting for one member of a gang does not place the gang (basic groups' members preempt)
+            return None, Status(Code.UNSCHEDULABLE, "preemption is not attempted for gang members", plugin=NAME)
+        nodes = self.handle.nodes()
+        chosen, why_not = find_candidate(profile, state, pod, [nodes[n] for n in statuses if n in nodes], statuses)
         if chosen is None:
-            n = len(statuses)
-            return None, Status(Code.UNSCHEDULABLE,
-                                f"0/{n} nodes are available: {n} No preemption victims found for incoming pod.",
-                                plugin=NAME)
-        node, victims = chosen
-        from ...client import ApiError, resource_path
+            from ..profile import FitError  # profile imports the plugins
 
+            return None, Status(Code.UNSCHEDULABLE, FitError(len(statuses), why_not).message(), plugin=NAME)
+        node, victims = chosen
+        errors = [e for e in await asyncio.gather(*(self._evict(pod, v) for v in victims)) if e]
+        if errors:
+            return None, Status(Code.ERROR, f"could not evict the victims: {'; '.join(errors)}", plugin=NAME)
         for v in victims:
-            body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
-            if v.uid:
-                body["preconditions"] = {"uid": v.uid}
-            try:
-                await self.handle.client.delete(resource_path("", "v1", "pods", v.namespace, v.name), body)
-            except ApiError as e:
-                if e.code != 404:
-                    log.warning("preemption: could not delete %s: %s", v.key, e)
-            except (TimeoutError, OSError) as e:
-                log.warning("preemption: could not delete %s: %s", v.key, e)
             self.handle.record_event(v.obj, "Preempted", f"Preempted by pod {pod.uid} on node {node.name}")
         return PostFilterResult(node.name), None
+
+    async def _evict(self, pod: PodInfo, victim: PodInfo) -> str | None:
+        """Mark ``victim`` with ``DisruptionTarget`` (a pods/status patch through the scheduler's
+        writer), then delete it (UID precondition), as upstream does: whoever watches it (a
+        Job's podFailurePolicy) learns it was preempted before it goes, so a victim whose
+        condition is not written is not deleted. None, or why the eviction failed (a victim
+        already gone is no failure)."""
+        from ...client import ApiError, resource_path
+
+        # the preemptor's schedulerName is this scheduler's name: it schedules only those pods
+        scheduler = (pod.obj.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                     "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        path = resource_path("", "v1", "pods", victim.namespace, victim.name)
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if victim.uid:
+            body["preconditions"] = {"uid": victim.uid}
+        try:
+            await self._patch_status(f"{path}/status", {"status": {"conditions": [condition]}})
+            await self.handle.client.delete(path, body)
+        except ApiError as e:
+            if e.code != 404:
+                log.warning("preemption: could not evict %s: %s", victim.key, e)
+                return f"{victim.key}: {e.message}"
+        except (TimeoutError, OSError, httpx.TransportError) as e:
+            log.warning("preemption: could not evict %s: %s", victim.key, e)
+            return f"{victim.key}: {e!r}"
+        return None
+
+    async def _patch_status(self, path: str, body: dict[str, Any]) -> None:
+        # The scheduler's Writer (its bounded lane for conditions); a handle without one
+        # (tests, tools) writes through its client.
+        writer = getattr(self.handle, "writer", None)
+        if writer is not None:
+            await writer.patch(path, body, "strategic")
+        else:
+            await self.handle.client.patch(path, body, patch_type="strategic")

@@ -1,0 +1,106 @@
+"""DefaultPreemption's PostFilter on a FakeHandle: who may preempt, the message when nobody
+can be evicted, and the writes (DisruptionTarget, then the delete) when somebody can."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.scheduler.framework import CycleState, PostFilterResult, Status
+from controlplane.scheduler.nodeinfo import PodInfo
+from controlplane.scheduler.plugins.gangscheduling import GangScheduling
+from controlplane.scheduler.plugins.preemption import DefaultPreemption
+from controlplane.scheduler.profile import Profile
+
+from .fakes import FakeHandle, build
+from .helpers import node, pod, podgroup
+
+
+class Writes:
+    """Stands for the client and the Writer: records the calls, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def patch(self, path: str, body: dict[str, Any], patch_type: str = "merge") -> dict[str, Any]:
+        self.calls.append(("patch", path, (body, patch_type)))
+        return {}
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.calls.append(("delete", path, body))
+        return {}
+
+
+def _preemption(h: FakeHandle, profile: Profile) -> tuple[DefaultPreemption, Writes]:
+    plugin = profile.get("DefaultPreemption")
+    assert isinstance(plugin, DefaultPreemption)
+    h.client = h.writer = Writes()
+    return plugin, h.writer
+
+
+async def _post_filter(h: FakeHandle, profile: Profile, plugin: DefaultPreemption,
+                       preemptor: PodInfo) -> tuple[PostFilterResult | None, Status | None]:
+    state = CycleState()
+    assert profile.run_pre_filter(state, preemptor) is None
+    _, failed = profile.find_feasible(state, preemptor, list(h.nodes().values()), sample=False)
+    return await plugin.post_filter(state, preemptor, failed)
+
+
+async def test_members_of_basic_groups_preempt_members_of_gangs_do_not() -> None:
+    h, profile = build([node("only", cpu="1")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("low", cpu="1", priority=1), "only")
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    basic = podgroup("serving")
+    basic["spec"]["schedulingPolicy"] = {"basic": {}}
+    gang.manager.set_podgroup(basic)
+    gang.manager.set_podgroup(podgroup("train", 1))
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="1", priority=100,
+                                                                        group="serving")))
+    assert status is None and result is not None and result.nominated_node == "only"
+    assert [c[0] for c in writes.calls] == ["patch", "delete"]
+    writes.calls.clear()
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("w", cpu="1", priority=100, group="train")))
+    assert result is None and status is not None and status.message == "preemption is not attempted for gang members"
+    assert not writes.calls
+
+
+async def test_the_message_tells_nodes_preemption_cannot_help_from_nodes_without_victims() -> None:
+    h, profile = build([
+        node("tainted", cpu="1", labels={"zone": "a"}, taints=[{"key": "dedicated", "value": "x",
+                                                                 "effect": "NoSchedule"}]),
+        node("cordoned", cpu="1", labels={"zone": "a"}, unschedulable=True),
+        node("other-zone", cpu="4", labels={"zone": "b"}),
+        node("important", cpu="1", labels={"zone": "a"}),
+        node("small", cpu="1", labels={"zone": "a"}),
+    ])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("high", cpu="1", priority=1000), "important")  # nothing of lower priority to evict
+    h.bind_pod(pod("low", cpu="1", priority=1), "small")  # 1 cpu, even empty, is too small for 2
+    h.bind_pod(pod("zone-b", cpu="4", priority=1), "other-zone")  # would do, but the selector says zone a
+    vip = PodInfo(pod("vip", cpu="2", priority=100, nodeSelector={"zone": "a"}))
+    result, status = await _post_filter(h, profile, plugin, vip)
+    assert result is None and status is not None
+    assert status.message == ("0/5 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for "
+                              "incoming pod, 3 Preemption is not helpful for scheduling.")
+    assert not writes.calls
+
+
+async def test_victims_get_the_disruption_target_condition_before_they_are_deleted() -> None:
+    h, profile = build([node("only", cpu="2")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("low1", cpu="1", priority=1), "only")
+    h.bind_pod(pod("low2", cpu="1", priority=2), "only")
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="2", priority=100)))
+    assert status is None and result is not None and result.nominated_node == "only"
+    for victim in ("low1", "low2"):
+        mine = [c for c in writes.calls if c[1].startswith(f"/api/v1/namespaces/default/pods/{victim}")]
+        assert [(kind, path.rsplit("/", 1)[-1]) for kind, path, _ in mine] == [("patch", "status"), ("delete", victim)]
+        body, patch_type = mine[0][2]
+        (cond,) = body["status"]["conditions"]
+        assert patch_type == "strategic"
+        assert {k: cond[k] for k in ("type", "status", "reason", "message")} == {
+            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": "default-scheduler: preempting to accommodate a higher priority pod"}
+        assert mine[1][2]["preconditions"] == {"uid": f"uid-{victim}"}
+    assert [r for r, _ in h.events] == ["Preempted", "Preempted"]
