@@ -1,13 +1,14 @@
 """The autoscaler: informers in, decisions out, all through the API.
 
 ``Autoscaler(client, catalog).run()`` installs the karpenter.sh CRDs, starts
-informers on pods, nodes, NodePools, NodeClaims and the DRA objects, then runs
-three loops:
+informers on pods, nodes, NodePools, NodeClaims, the DRA objects and the
+PodGroups, then runs three loops:
 
 - **provisioning**: a batch opens when a pod becomes provisionable and closes
   after ``batch_idle`` seconds without another (1 s) or ``batch_max`` after it
   opened (10 s), as Karpenter's batcher; then the pending pods are simulated
-  (``Provisioner``) and a NodeClaim is created for each new node of the plan;
+  (``Provisioner``), a gang's new nodes pinned to one topology domain
+  (``one_domain``), and a NodeClaim is created for each new node of the plan;
 - **disruption**, every ``disruption_interval``: ``Disruption.decide``, then
   delete NodeClaims or launch their replacements first;
 - **status**, every ``status_interval``: NodePool hash annotations and status
@@ -32,13 +33,14 @@ from ..metrics import AUTOSCALER_NODES as NODES
 from ..metrics import AUTOSCALER_PROVISIONING as PROVISIONING
 from ..metrics import AUTOSCALER_SIMULATION as SIMULATION
 from ..metrics import POD_STARTUP
+from ..scheduler.gang import policy_of
 from .catalog import Catalog
 from .crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION, install
 from .disruption import Decision, Disruption, drift_reason
 from .labels import NODEPOOL, TERMINATION_FINALIZER
 from .launcher import Launcher, claim_path, condition, quantities, set_condition
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
-from .provisioner import NewClaim, Plan, Provisioner
+from .provisioner import NewClaim, Plan, Provisioner, one_domain
 from .resources import add
 from .schedfit import SchedulerFits
 from .simulation import Fits
@@ -73,6 +75,9 @@ class Autoscaler:
                                  drain_timeout=drain_timeout, on_registered=self._registered)
         self.disruption = Disruption(self.state, self.sim, self.provisioner, self.state.clock)
         self.replacing: dict[str, tuple[list[str], str, str]] = {}  # old claim -> (replacements, reason, pool)
+        # claims this controller deleted whose deletion its informer has not shown yet (claim -> pool):
+        # not candidates again meanwhile
+        self.deleting: dict[str, str] = {}
         self.last_plan: Plan | None = None
         self._trigger = asyncio.Event()
         self._wake_disruption = asyncio.Event()  # a NodeClaim went away: budget freed
@@ -99,12 +104,15 @@ class Autoscaler:
                      on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
             self.client.informer(resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
                      on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
-            self._mirror("resourceclaims", st.claims),
-            self._mirror("resourceclaimtemplates", st.templates),
+            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims),
+            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"),
                      on_add=st.device_classes.add, on_update=lambda o, n: st.device_classes.add(n)),
         ]
-        tasks = [asyncio.create_task(i.run(), name=f"autoscaler informer {i.path}") for i in informers]
+        # gangs' topology only narrows where their new nodes go: not waited for (a server may not serve them)
+        optional = [self._mirror(resource_path("scheduling.k8s.io", "v1beta1", "podgroups"), st.podgroups),
+                    self._mirror(resource_path("scheduling.k8s.io", "v1beta1", "workloads"), st.workloads)]
+        tasks = [asyncio.create_task(i.run(), name=f"autoscaler informer {i.path}") for i in informers + optional]
         try:
             await asyncio.gather(*(i.synced.wait() for i in informers))
             self.synced.set()
@@ -121,15 +129,14 @@ class Autoscaler:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.launcher.stop()
 
-    def _mirror(self, plural: str, into: dict[str, Obj]) -> InformerHandle:
+    def _mirror(self, path: str, into: dict[str, Obj]) -> InformerHandle:
         def put(obj: Obj) -> None:
             into[key(obj)] = obj
 
         def drop(obj: Obj) -> None:
             into.pop(key(obj), None)
 
-        return self.client.informer(resource_path("resource.k8s.io", "v1", plural), on_add=put,
-                        on_update=lambda o, n: put(n), on_delete=drop)
+        return self.client.informer(path, on_add=put, on_update=lambda o, n: put(n), on_delete=drop)
 
     # -- informer handlers ------------------------------------------------------------------------
     def _pod_deleted(self, pod: Obj) -> None:
@@ -245,7 +252,9 @@ class Autoscaler:
         pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
         demands = [self.sim.demand(p) for p in pods]
         usage = {name: self.sim.usage(name) for name in pools}
-        plan = self.provisioner.plan(demands, self.sim.nodes(), list(pools.values()), usage)
+        nodes = self.sim.nodes()
+        plan = self.provisioner.plan(demands, nodes, list(pools.values()), usage)
+        one_domain(plan, self._gangs(pods), nodes)
         SIMULATION.observe(time.monotonic() - started)
         by_node: dict[str, list[str]] = {}
         for pod_key, node in plan.existing.items():
@@ -262,6 +271,20 @@ class Autoscaler:
             if isinstance(r, BaseException):
                 log.warning("provisioning: creating a nodeclaim: %r", r)
         return plan
+
+    def _gangs(self, pods: list[Obj]) -> dict[str, tuple[str, str]]:
+        """The pods of ``pods`` whose PodGroup has a topology key: pod key -> (group key, topology key)."""
+        out: dict[str, tuple[str, str]] = {}
+        for p in pods:
+            group = ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+            if not group:
+                continue
+            group_key = f"{(p.get('metadata') or {}).get('namespace', '')}/{group}"
+            podgroup = self.state.podgroups.get(group_key)
+            policy = policy_of(podgroup, self.state.workloads) if podgroup is not None else None
+            if policy is not None and policy.topology_key:
+                out[key(p)] = (group_key, policy.topology_key)
+        return out
 
     async def _create_claim(self, claim: NewClaim, started: float) -> Obj:
         pool = claim.pool
@@ -333,7 +356,11 @@ class Autoscaler:
         pools = self.pools()
         if not pools:
             return []
-        busy = {old: pool for old, (_, _, pool) in self.replacing.items()}
+        for name in list(self.deleting):
+            claim = st.nodeclaims.get(name)
+            if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+                del self.deleting[name]
+        busy = {old: pool for old, (_, _, pool) in self.replacing.items()} | self.deleting
         self._refresh()
         decisions = self.disruption.decide(pools, busy)
         for d in decisions:
@@ -354,6 +381,9 @@ class Autoscaler:
             refresh()
 
     async def _delete_claim(self, name: str) -> None:
+        claim = self.state.nodeclaims.get(name)
+        if claim is not None:
+            self.deleting[name] = ((claim.get("metadata") or {}).get("labels") or {}).get(NODEPOOL, "")
         try:
             await self.client.delete(claim_path(name))
         except ApiError as e:

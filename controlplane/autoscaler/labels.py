@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from ..nodes.config import SimConfig
+
 __all__ = ["ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION", "HOSTNAME",
-           "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "REGISTERED", "TERMINATION_FINALIZER", "ZONE",
-           "device_resource"]
+           "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "RACK", "RACKS_PER_ZONE", "REGION", "REGION_NAME",
+           "REGISTERED", "TERMINATION_FINALIZER", "ZONE", "device_resource", "rack_name"]
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+RACK = "topology.controlplane.io/rack"
+# the node simulator's topology, which launched nodes share: one region, racks named after their zone
+REGION_NAME = "region-1"
+RACKS_PER_ZONE = SimConfig.racks_per_zone
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 HOSTNAME = "kubernetes.io/hostname"
@@ -21,6 +28,12 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 # the node simulator (controlplane.nodes) adopts every Node with this annotation, as KWOK does
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def rack_name(zone: str, index: int) -> str:
+    """Rack ``index`` of ``zone``, named as the node simulator names its own
+    (``zone-a-rack-3``): a rack lies in one zone."""
+    return f"{zone}-rack-{index % RACKS_PER_ZONE}"
 
 
 def device_resource(driver: str) -> str:

@@ -7,23 +7,25 @@ termination, as Karpenter's lifecycle and termination controllers drive it.
   ``Launched=True`` at once.
 - **Registration**, the type's launch latency later: the Node is created
   (annotated ``kwok.x-k8s.io/node: fake`` for the node simulator to adopt;
-  labelled with the NodePool, instance type, zone, capacity type; the
-  template's taints; owned by the NodeClaim; Karpenter's termination
-  finalizer), then, for a type with GPUs, its ResourceSlice
-  (resource.k8s.io/v1, one pool per node and driver). The NodeClaim gets
-  ``nodeName``, ``Registered``, ``Initialized`` and ``Ready`` True (the Node is
-  created Ready; startup taints are not applied, since nothing in the emulator
-  would remove them).
+  labelled with the NodePool, instance type, zone, capacity type, and the
+  node simulator's topology: region, and a rack of the zone
+  (``topology_labels``); the template's taints; owned by the NodeClaim;
+  Karpenter's termination finalizer), then, for a type with GPUs, its
+  ResourceSlice (resource.k8s.io/v1, one pool per node and driver). The
+  NodeClaim gets ``nodeName``, ``Registered``, ``Initialized`` and ``Ready``
+  True (the Node is created Ready; startup taints are not applied, since
+  nothing in the emulator would remove them).
 - **Termination** (the NodeClaim deleted; its finalizer holds it): the Node is
   tainted ``karpenter.sh/disrupted:NoSchedule``, its pods evicted through
-  ``pods/eviction`` and awaited (at most ``drain_timeout``), its ResourceSlices
-  and the Node deleted, then the finalizer removed.
+  ``pods/eviction`` and awaited until gone (see ``Launcher.drain``), its
+  ResourceSlices and the Node deleted, then the finalizer removed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -37,16 +39,21 @@ from .labels import (
     FAKE_NODE_ANNOTATION,
     HOSTNAME,
     INITIALIZED,
+    RACK,
+    RACKS_PER_ZONE,
+    REGION,
+    REGION_NAME,
     REGISTERED,
     TERMINATION_FINALIZER,
     ZONE,
+    rack_name,
 )
 from .provisioner import choose
 from .requirements import Requirements
 from .resources import format_quantity, parse_resources
 from .state import ClusterState, is_reschedulable, key
 
-__all__ = ["Launcher", "condition", "now", "set_condition"]
+__all__ = ["Launcher", "condition", "now", "set_condition", "topology_labels"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +61,10 @@ Obj = dict[str, Any]
 
 NODES = resource_path("", "v1", "nodes")
 SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
+
+DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when it sets none
+# how long past a pod's grace period its kubelet may take to remove it (and the informer to tell us)
+GRACE_MARGIN_SECONDS = 5.0
 
 
 def now() -> str:
@@ -83,6 +94,26 @@ def set_condition(conditions: list[Obj], ctype: str, status: str, reason: str, m
     if generation is not None:
         c["observedGeneration"] = generation
     out.append(c)
+    return out
+
+
+def topology_labels(name: str, zone: str, reqs: Requirements) -> dict[str, str]:
+    """The region and rack labels of node ``name`` launched in ``zone``, as the node
+    simulator gives its own nodes: the region, and a rack of the zone chosen by a
+    hash of the name (the same name, the same rack), the first from there that
+    ``reqs`` allow. A label whose requirement allows none of these values is left
+    out (the labels ``reqs`` pin are the NodeClaim's anyway)."""
+    out: dict[str, str] = {}
+    region = reqs.get(REGION)
+    if region is None or region.allows(REGION_NAME):
+        out[REGION] = REGION_NAME
+    rack = reqs.get(RACK)
+    start = zlib.crc32(name.encode())
+    for i in range(RACKS_PER_ZONE):
+        candidate = rack_name(zone, start + i)
+        if rack is None or rack.allows(candidate):
+            out[RACK] = candidate
+            break
     return out
 
 
@@ -165,8 +196,8 @@ class Launcher:
     async def _mark_launched(self, claim: Obj, option: Option, offering: Offering) -> Obj:
         name = key(claim)
         reqs = Requirements.parse((claim.get("spec") or {}).get("requirements"))
-        labels = {**reqs.labels(), **option.type.labels(), CAPACITY_TYPE: offering.capacity_type,
-                  ZONE: offering.zone}
+        labels = {**topology_labels(name, offering.zone, reqs), **reqs.labels(), **option.type.labels(),
+                  CAPACITY_TYPE: offering.capacity_type, ZONE: offering.zone}
         claim = await self.client.patch(claim_path(name), {"metadata": {"labels": labels}})
         capacity = option.type.capacity()
         status = dict(claim.get("status") or {})
@@ -261,6 +292,12 @@ class Launcher:
         await self._remove_finalizer(claim_path(name), claim)
 
     async def drain(self, node: Obj) -> None:
+        """Taint the node, evict its pods, and wait until every pod bound to it has
+        gone (those evicted now and those already terminating). Its Node must not be
+        deleted before: its kubelet would go with it and leave them Terminating for
+        ever. The wait is bounded by the longest grace period among them plus
+        ``GRACE_MARGIN_SECONDS``, or by ``drain_timeout`` if longer (for pods whose
+        eviction is refused)."""
         name = key(node)
         taints = list((node.get("spec") or {}).get("taints") or [])
         if not any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
@@ -271,13 +308,20 @@ class Launcher:
                 if e.code != 404:
                     raise
         pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
-        if not pods:
-            return
         await asyncio.gather(*(self.evict(p) for p in pods))
+        waited = pods + list(self.state.terminating_pods_of(name))
+        if not waited:
+            return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_timeout
-        while loop.time() < deadline and any(True for _ in self.state.pods_of(name)):  # noqa: ASYNC110
-            await asyncio.sleep(0.1)  # the informer empties pods_of; polling it is simplest
+        limit = max(self.drain_timeout, max(_grace(p) for p in waited) + GRACE_MARGIN_SECONDS)
+        deadline = loop.time() + limit
+        while loop.time() < deadline and self._occupied(name):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)  # the informer empties both indexes; polling them is simplest
+        if self._occupied(name):
+            log.warning("node %s: pods still there after %.0f s of drain; deleting the node anyway", name, limit)
+
+    def _occupied(self, name: str) -> bool:
+        return any(True for _ in self.state.pods_of(name)) or any(True for _ in self.state.terminating_pods_of(name))
 
     async def evict(self, pod: Obj) -> None:
         meta = pod.get("metadata") or {}
@@ -304,6 +348,15 @@ class Launcher:
         except ApiError as e:
             if e.code != 404:
                 raise
+
+
+def _grace(pod: Obj) -> float:
+    """The seconds its kubelet has to stop the pod: what its deletion set, else its spec's."""
+    meta = pod.get("metadata") or {}
+    seconds = meta.get("deletionGracePeriodSeconds")
+    if seconds is None:
+        seconds = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(seconds) if isinstance(seconds, int | float) else DEFAULT_GRACE_SECONDS
 
 
 def capacity_of(claim: Obj) -> dict[str, int]:

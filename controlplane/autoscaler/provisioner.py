@@ -19,22 +19,27 @@ exceed a limit::
 
     plan = Provisioner(catalog).plan(pods, existing_nodes, nodepools, usage)
     for claim in plan.claims: claim.launch  # -> (Option, Offering), the cheapest
+
+A gang that must run in one topology domain (a PodGroup's
+``schedulingConstraints.topology`` on the zone or rack label) gets its new
+nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog, Offering, Option
-from .labels import INSTANCE_TYPE
+from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, tolerates
 from .resources import Resources, add, fits, parse_resources
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
-__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose"]
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "one_domain"]
 
 Obj = dict[str, Any]
 
@@ -246,3 +251,68 @@ class Provisioner:
         used = add(plan.usage.get(pool.name, {}),
                    *(c.reserve for c in plan.claims if c.pool.name == pool.name and c is not claim))
         return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}
+
+
+def one_domain(plan: Plan, gangs: Mapping[str, tuple[str, str]], existing: Sequence[SimNode]) -> None:
+    """Pin the new nodes ``plan`` opened for each gang to one domain of its topology
+    key, so that the gang fits in one: ``gangs`` maps a pod's key to its group's
+    key and topology key. For the zone or the rack label, the claims holding the
+    group's pods are narrowed to one zone (where the group's pods placed on
+    existing nodes are, else the cheapest they all allow) and, for the rack, one
+    rack of it: a rack from a hash of the group's key, so that the group's later
+    batches land in the same one. Other keys are left alone."""
+    by_name = {n.name: n for n in existing}
+    groups: dict[str, tuple[str, set[str]]] = {}
+    for pod_key, (group, topology) in gangs.items():
+        if topology in (ZONE, RACK):
+            groups.setdefault(group, (topology, set()))[1].add(pod_key)
+    for group, (topology, members) in sorted(groups.items()):
+        claims = [c for c in plan.claims if any(p.key in members for p in c.pods)]
+        if not claims:
+            continue
+        placed = [by_name[plan.existing[m]] for m in sorted(members) if plan.existing.get(m) in by_name]
+        zone, rack = _domain(group, topology, claims, placed)
+        if zone is None:
+            continue  # the nodes have no zone in common: nothing to pin
+        pin = [Requirement(ZONE, False, frozenset((zone,)))]
+        if rack is not None:
+            pin.append(Requirement(RACK, False, frozenset((rack,))))
+        for c in claims:
+            c.requirements = c.requirements.intersect(Requirements(pin))
+            c.options = [o for o in c.options if o.requirements.intersects(c.requirements)
+                         and o.cheapest(c.requirements) is not None]
+
+
+def _domain(group: str, topology: str, claims: Sequence[NewClaim], placed: Sequence[SimNode],
+            ) -> tuple[str | None, str | None]:
+    """The zone (and, for the rack key, the rack) ``one_domain`` pins ``claims`` to:
+    the first domain every claim allows, trying those of ``placed`` first, then
+    each zone by the claims' total price, and its racks from the group's hash."""
+    def pinned(zone: str, rack: str | None) -> Requirements:
+        return Requirements([Requirement(ZONE, False, frozenset((zone,)))]
+                            + ([Requirement(RACK, False, frozenset((rack,)))] if rack is not None else []))
+
+    def cost(zone: str, rack: str | None) -> float | None:
+        """What the claims cost in the domain; None if one cannot be there."""
+        total = 0.0
+        for c in claims:
+            chosen = cheapest(c.options, c.requirements.intersect(pinned(zone, rack)))
+            if chosen is None:
+                return None
+            total += chosen[1].price
+        return total
+
+    def label(node: SimNode, k: str) -> str | None:
+        return node.labels[k].single() if k in node.labels else None
+
+    with_rack = topology == RACK
+    candidates = [(label(n, ZONE), label(n, RACK) if with_rack else None) for n in placed]
+    zones = {o.zone for c in claims for opt in c.options for o in opt.offerings}
+    costs = {z: cost(z, None) for z in zones}
+    first = zlib.crc32(group.encode())
+    for z in sorted((z for z in zones if costs[z] is not None), key=lambda z: (costs[z], z)):
+        candidates += [(z, rack_name(z, first + i)) for i in range(RACKS_PER_ZONE)] if with_rack else [(z, None)]
+    for zone, rack in candidates:
+        if zone is not None and (rack is not None or not with_rack) and cost(zone, rack) is not None:
+            return zone, rack
+    return None, None

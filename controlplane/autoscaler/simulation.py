@@ -11,12 +11,20 @@ builds its ``Provisioner``).
 A pod's demand is computed once (``PodDemand``): its requests, its node
 requirement terms, its tolerations, and the DRA devices its ResourceClaims ask
 for, as ``devices/<driver>`` counts (``catalog.device_resource``).
+
+A claim already allocated counts by where its devices are. For a pending pod
+it needs nothing new. For a bound pod, devices local to its node (the
+allocation's node selector names the node, or they come from a pool the node's
+ResourceSlices publish) count: they are taken on that node while the pod runs
+there, and a pod moved off the node (consolidation, drift) needs as many again
+wherever it goes. Devices not tied to the node (network-attached, ``allNodes``)
+stay allocated wherever the pod goes and never count.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +32,7 @@ from .labels import device_resource
 from .requirements import Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, parse_quantity, pod_requests
 
-__all__ = ["DeviceClasses", "Fits", "PodDemand", "SimNode", "demand", "resource_fit"]
+__all__ = ["DeviceClasses", "Fits", "PodDemand", "SimNode", "demand", "node_local", "resource_fit"]
 
 Obj = dict[str, Any]
 
@@ -121,11 +129,33 @@ def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> Resources
     return out
 
 
-def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], classes: DeviceClasses) -> PodDemand:
-    """The pod's demand; ``claims`` and ``templates`` by namespace/name."""
+def node_local(allocation: Mapping[str, Any], node: str, node_slices: Sequence[Obj]) -> bool:
+    """Whether an allocation's devices are on ``node``, and go away with it: its
+    node selector names the node (as the scheduler writes it for node-local
+    devices), or one of its devices comes from a pool ``node_slices`` publish."""
+    for term in ((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms")) or ():
+        for f in term.get("matchFields") or ():
+            if f.get("key") == "metadata.name" and f.get("operator") == "In" and node in (f.get("values") or ()):
+                return True
+    pools = {((s.get("spec") or {}).get("driver"), ((s.get("spec") or {}).get("pool") or {}).get("name"))
+             for s in node_slices}
+    return any((r.get("driver"), r.get("pool")) in pools
+               for r in ((allocation.get("devices") or {}).get("results")) or ())
+
+
+def _no_slices(node: str) -> Sequence[Obj]:
+    return ()
+
+
+def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], classes: DeviceClasses,
+           node_slices: Callable[[str], Sequence[Obj]] = _no_slices) -> PodDemand:
+    """The pod's demand; ``claims`` and ``templates`` by namespace/name,
+    ``node_slices`` the ResourceSlices of a node (see the module's docstring for
+    which allocated claims count)."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace", "")
     spec = pod.get("spec") or {}
+    bound = spec.get("nodeName")
     requests = pod_requests(pod)
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
@@ -134,8 +164,9 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
         claim_spec: Mapping[str, Any] | None = None
         if name and f"{ns}/{name}" in claims:
             claim = claims[f"{ns}/{name}"]
-            if (claim.get("status") or {}).get("allocation"):
-                continue  # allocated on some node already: no new device needed
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation and not (bound and node_local(allocation, bound, node_slices(bound))):
+                continue  # pending, or its devices stay allocated wherever the pod goes: nothing new needed
             claim_spec = claim.get("spec")
         elif rc.get("resourceClaimTemplateName"):
             template = templates.get(f"{ns}/{rc['resourceClaimTemplateName']}")

@@ -1,11 +1,12 @@
 """The cluster as the autoscaler sees it, kept by its informers' handlers.
 
 Indexes that every batch and every disruption pass would otherwise rebuild:
-the pods bound to each node, the pods waiting for capacity
-(``provisionable``), the NodeClaim of each node, and when each node last saw a
-pod come or go (Karpenter's ``lastPodEventTime``, what ``consolidateAfter``
-counts from). Handlers are synchronous and cheap (they run on the informers'
-tasks); ``on_provisionable`` lets the batcher hear of a new pending pod.
+the pods bound to each node (those that would need a new home, and those
+terminating there), the pods waiting for capacity (``provisionable``), the
+NodeClaim of each node, and when each node last saw a pod come or go
+(Karpenter's ``lastPodEventTime``, what ``consolidateAfter`` counts from).
+Handlers are synchronous and cheap (they run on the informers' tasks);
+``on_provisionable`` lets the batcher hear of a new pending pod.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def is_provisionable(pod: Obj) -> bool:
                for c in status.get("conditions") or ())
 
 
+def _terminating(pod: Obj) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def is_reschedulable(pod: Obj) -> bool:
     """A pod that must find a place elsewhere if its node goes: not terminal, not
     terminating, not a DaemonSet's (it goes with the node)."""
@@ -70,8 +75,12 @@ class ClusterState:
         self.slices: dict[str, Obj] = {}
         self.claims: dict[str, Obj] = {}       # resource claims, namespace/name
         self.templates: dict[str, Obj] = {}    # resource claim templates, namespace/name
+        self.podgroups: dict[str, Obj] = {}    # scheduling.k8s.io PodGroups, namespace/name
+        self.workloads: dict[str, Obj] = {}    # and Workloads (a PodGroup may take its policy from one)
         self.device_classes = DeviceClasses()
-        self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it
+        self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it (is_reschedulable)
+        # node name -> keys of pods bound to it and terminating: the node must outlive them (drain waits)
+        self.terminating_on: dict[str, set[str]] = {}
         self.provisionable: set[str] = set()
         self.last_pod_event: dict[str, float] = {}  # node name -> clock()
         self.claim_of: dict[str, str] = {}          # node name -> its NodeClaim's name
@@ -106,6 +115,12 @@ class ClusterState:
         if new_here and (old_node != new_node or not old_here):
             self.pods_on.setdefault(new_node or "", set()).add(k)
             self.last_pod_event[new_node or ""] = self.clock()
+        old_going = old_node if old is not None and _terminating(old) else None
+        new_going = new_node if new is not None and _terminating(new) else None
+        if old_going and old_going != new_going:
+            self.terminating_on.get(old_going, set()).discard(k)
+        if new_going:
+            self.terminating_on.setdefault(new_going, set()).add(k)
         if new is None:
             self.pods.pop(k, None)
             self.provisionable.discard(k)
@@ -121,6 +136,13 @@ class ClusterState:
 
     def pods_of(self, node: str) -> Iterator[Obj]:
         for k in self.pods_on.get(node, ()):
+            pod = self.pods.get(k)
+            if pod is not None:
+                yield pod
+
+    def terminating_pods_of(self, node: str) -> Iterator[Obj]:
+        """The pods bound to ``node`` that are terminating (its kubelet still has to remove them)."""
+        for k in self.terminating_on.get(node, ()):
             pod = self.pods.get(k)
             if pod is not None:
                 yield pod
@@ -220,7 +242,7 @@ class Simulated:
         cached = self._demands.get(k)
         if cached is not None and cached[0] == rv:
             return cached[1]
-        d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes)
+        d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes, self.state.slices_of)
         self._demands[k] = (rv, d)
         return d
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from controlplane.autoscaler.catalog import Catalog
 from controlplane.autoscaler.nodepool import NodePoolView
-from controlplane.autoscaler.provisioner import Provisioner, choose
+from controlplane.autoscaler.provisioner import Provisioner, choose, one_domain
 from controlplane.autoscaler.requirements import Requirements
 from controlplane.autoscaler.simulation import DeviceClasses, SimNode, demand
 from controlplane.nodes.instancetypes import GpuDevice, InstanceType
@@ -191,3 +191,50 @@ def test_identical_pods_are_simulated_quickly() -> None:
     plan = Provisioner(CATALOG).plan(many, [], [pool()])
     assert time.perf_counter() - started < 2.0
     assert sum(len(c.pods) for c in plan.claims) == 1000 and len(plan.claims) == 1000
+
+
+RACK = "topology.controlplane.io/rack"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def pinned(claim: Any) -> tuple[str | None, str | None]:
+    reqs = claim.claim_requirements()
+    return (reqs[ZONE].single() if ZONE in reqs else None, reqs[RACK].single() if RACK in reqs else None)
+
+
+def test_a_gang_with_a_rack_constraint_gets_its_new_nodes_in_one_rack() -> None:
+    # 20 cpu each: one pod per large node; the gang's three share a rack, the loner is left alone
+    gang = demands(*(pod(f"t{i}", "20") for i in range(3)))
+    alone = demands(pod("alone", "20"))
+    plan = Provisioner(CATALOG).plan(gang + alone, [], [pool()])
+    one_domain(plan, {d.key: ("default/train", RACK) for d in gang}, [])
+    domains = {pinned(c) for c in plan.claims if c.pods[0].key != "default/alone"}
+    assert len(domains) == 1
+    (zone, rack), = domains
+    assert zone is not None and rack is not None and rack.startswith(f"{zone}-rack-")
+    assert all(c.launch[1].zone == zone for c in plan.claims if c.pods[0].key != "default/alone")
+    assert [pinned(c) for c in plan.claims if c.pods[0].key == "default/alone"] == [(None, None)]
+    # the same group gets the same rack in a later batch; a zone constraint pins only the zone
+    again = Provisioner(CATALOG).plan(demands(pod("t3", "20")), [], [pool()])
+    one_domain(again, {"default/t3": ("default/train", RACK)}, [])
+    assert pinned(again.claims[0]) == (zone, rack)
+    by_zone = Provisioner(CATALOG).plan(demands(pod("z", "20")), [], [pool()])
+    one_domain(by_zone, {"default/z": ("default/other", ZONE)}, [])
+    assert pinned(by_zone.claims[0])[1] is None and pinned(by_zone.claims[0])[0] is not None
+
+
+def test_a_gang_partly_on_existing_nodes_gets_the_rest_in_their_rack() -> None:
+    n1 = SimNode("n1", Requirements.from_labels({ZONE: "zone-b", RACK: "zone-b-rack-5"}), [],
+                 {"cpu": 32000, "memory": 128 * 2**30 * 1000, "pods": 110_000})
+    gang = demands(*(pod(f"t{i}", "20") for i in range(3)))
+    plan = Provisioner(CATALOG).plan(gang, [n1], [pool()])
+    assert len(plan.existing) == 1 and len(plan.claims) == 2
+    one_domain(plan, {d.key: ("default/train", RACK) for d in gang}, [n1])
+    assert [pinned(c) for c in plan.claims] == [("zone-b", "zone-b-rack-5")] * 2
+    # new nodes that cannot join n1's rack (their NodePool allows only zone-a) still share one of their own
+    elsewhere = pool(requirements=[{"key": ZONE, "operator": "In", "values": ["zone-a"]}])
+    n1.requested = {}
+    plan = Provisioner(CATALOG).plan(gang, [n1], [elsewhere])
+    one_domain(plan, {d.key: ("default/train", RACK) for d in gang}, [n1])
+    domains = {pinned(c) for c in plan.claims}
+    assert len(domains) == 1 and str(next(iter(domains))[1]).startswith("zone-a-rack-")

@@ -1,0 +1,28 @@
+"""The labels the launcher gives a node: the node simulator's topology. Pure."""
+
+from __future__ import annotations
+
+from controlplane.autoscaler.launcher import topology_labels
+from controlplane.autoscaler.requirements import Requirements
+
+RACK = "topology.controlplane.io/rack"
+REGION = "topology.kubernetes.io/region"
+
+
+def test_launched_nodes_get_a_region_and_a_rack_of_their_zone() -> None:
+    labels = topology_labels("cpu-x7k2p", "zone-b", Requirements())
+    assert labels[REGION] == "region-1"
+    assert labels[RACK].startswith("zone-b-rack-") and 0 <= int(labels[RACK].rsplit("-", 1)[1]) < 8
+    assert topology_labels("cpu-x7k2p", "zone-b", Requirements()) == labels  # the same name, the same rack
+    racks = {topology_labels(f"cpu-{i}", "zone-a", Requirements())[RACK] for i in range(100)}
+    assert len(racks) == 8  # spread over the zone's racks
+
+
+def test_topology_labels_keep_within_the_requirements() -> None:
+    only = Requirements.parse([{"key": RACK, "operator": "In", "values": ["zone-a-rack-6", "zone-b-rack-1"]}])
+    assert topology_labels("n", "zone-a", only)[RACK] == "zone-a-rack-6"
+    # a requirement none of the zone's racks meets, or another region: those labels are left out
+    # (a value the requirements pin is the NodeClaim's label anyway)
+    absent = Requirements.parse([{"key": RACK, "operator": "DoesNotExist"},
+                                 {"key": REGION, "operator": "In", "values": ["region-9"]}])
+    assert topology_labels("n", "zone-a", absent) == {}
