@@ -135,6 +135,69 @@ def _event_object(o: Obj) -> str:
     return f"{str(io.get('kind', '')).lower()}/{io.get('name', '')}"
 
 
+def _parse_ts(ts: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(ts), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _job_status(o: Obj) -> str:
+    """A Job's STATUS column: its terminal or suspended condition, else Running."""
+    conditions = {c.get("type"): c.get("status") for c in _get(o, "status", "conditions", default=[])}
+    for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if conditions.get(kind) == "True":
+            return kind
+    return "Running"
+
+
+def _job_completions(o: Obj) -> str:
+    succeeded = _get(o, "status", "succeeded", default=0)
+    completions = _get(o, "spec", "completions", default=None)
+    if completions is not None:
+        return f"{succeeded}/{completions}"
+    parallelism = _get(o, "spec", "parallelism", default=1)
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _job_duration(o: Obj) -> str:
+    start = _parse_ts(_get(o, "status", "startTime"))
+    if start is None:
+        return ""
+    end = _parse_ts(_get(o, "status", "completionTime")) or datetime.now(UTC)
+    return human_duration((end - start).total_seconds())
+
+
+def _subjects(o: Obj, kind: str) -> str:
+    names = [(f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount" else s.get("name", ""))
+             for s in o.get("subjects") or () if s.get("kind") == kind]
+    return ", ".join(names)
+
+
+def _claim_state(o: Obj) -> str:
+    """A ResourceClaim's STATE: pending, allocated, reserved (and deleted), as kubectl shows it."""
+    states = ["deleted"] if _get(o, "metadata", "deletionTimestamp") else []
+    if _get(o, "status", "allocation", default=None) is None:
+        if not states:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if _get(o, "status", "reservedFor", default=[]):
+            states.append("reserved")
+    return ",".join(states)
+
+
+def _endpoints(o: Obj) -> str:
+    shown: list[str] = []
+    for subset in o.get("subsets") or ():
+        ports = [p.get("port") for p in subset.get("ports") or ()] or [None]
+        for a in subset.get("addresses") or ():
+            shown.extend(f"{a.get('ip')}:{p}" if p is not None else str(a.get("ip")) for p in ports)
+    if not shown:
+        return "<none>"
+    return ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+
+
 def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority: int = 0,
          fmt: str = "") -> Column:
     return (name, type_, fmt, priority, cell)
@@ -189,6 +252,52 @@ COLUMNS: dict[str, list[Column]] = {
                _col("Type", lambda o: o.get("type", "")), _col("Reason", lambda o: o.get("reason", "")),
                _col("Object", _event_object), _col("Message", lambda o: o.get("message") or o.get("note", ""))],
     "leases": [_NAME, _col("Holder", lambda o: _get(o, "spec", "holderIdentity")), _AGE],
+    "daemonsets": [_NAME,
+                   _col("Desired", lambda o: _get(o, "status", "desiredNumberScheduled", default=0), "integer"),
+                   _col("Current", lambda o: _get(o, "status", "currentNumberScheduled", default=0), "integer"),
+                   _col("Ready", lambda o: _get(o, "status", "numberReady", default=0), "integer"),
+                   _col("Up-to-date", lambda o: _get(o, "status", "updatedNumberScheduled", default=0), "integer"),
+                   _col("Available", lambda o: _get(o, "status", "numberAvailable", default=0), "integer"),
+                   _col("Node Selector", lambda o: _selector(o, "spec", "template", "spec", "nodeSelector")),
+                   _AGE,
+                   _col("Containers", lambda o: _containers(o, "name"), priority=1),
+                   _col("Images", lambda o: _containers(o, "image"), priority=1),
+                   _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+    "statefulsets": [_NAME,
+                     _col("Ready", lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/"
+                                             f"{_get(o, 'spec', 'replicas', default=1)}"), _AGE,
+                     _col("Containers", lambda o: _containers(o, "name"), priority=1),
+                     _col("Images", lambda o: _containers(o, "image"), priority=1)],
+    "replicationcontrollers": [
+        _NAME, _col("Desired", lambda o: _get(o, "spec", "replicas", default=1), "integer"),
+        _col("Current", lambda o: _get(o, "status", "replicas", default=0), "integer"),
+        _col("Ready", lambda o: _get(o, "status", "readyReplicas", default=0), "integer"), _AGE,
+        _col("Containers", lambda o: _containers(o, "name"), priority=1),
+        _col("Images", lambda o: _containers(o, "image"), priority=1),
+        _col("Selector", lambda o: _selector(o, "spec", "selector"), priority=1)],
+    "jobs": [_NAME, _col("Status", _job_status), _col("Completions", _job_completions),
+             _col("Duration", _job_duration), _AGE,
+             _col("Containers", lambda o: _containers(o, "name"), priority=1),
+             _col("Images", lambda o: _containers(o, "image"), priority=1),
+             _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+    "serviceaccounts": [_NAME, _col("Secrets", lambda o: len(o.get("secrets") or ()), "integer"), _AGE],
+    "rolebindings": [_NAME, _col("Role", lambda o: f"{_get(o, 'roleRef', 'kind')}/{_get(o, 'roleRef', 'name')}"),
+                     _AGE, _col("Users", lambda o: _subjects(o, "User"), priority=1),
+                     _col("Groups", lambda o: _subjects(o, "Group"), priority=1),
+                     _col("ServiceAccounts", lambda o: _subjects(o, "ServiceAccount"), priority=1)],
+    "clusterrolebindings": [_NAME,
+                            _col("Role", lambda o: f"{_get(o, 'roleRef', 'kind')}/{_get(o, 'roleRef', 'name')}"),
+                            _AGE, _col("Users", lambda o: _subjects(o, "User"), priority=1),
+                            _col("Groups", lambda o: _subjects(o, "Group"), priority=1),
+                            _col("ServiceAccounts", lambda o: _subjects(o, "ServiceAccount"), priority=1)],
+    "priorityclasses": [_NAME, _col("Value", lambda o: o.get("value", 0), "integer"),
+                        _col("Global-Default", lambda o: bool(o.get("globalDefault", False)), "boolean"), _AGE,
+                        _col("PreemptionPolicy", lambda o: o.get("preemptionPolicy", "PreemptLowerPriority"))],
+    "endpoints": [_NAME, _col("Endpoints", _endpoints), _AGE],
+    "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
+    "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
+                       _col("Driver", lambda o: _get(o, "spec", "driver")),
+                       _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],
 }
 _DEFAULT = [_NAME, _col("Created At", lambda o: _get(o, "metadata", "creationTimestamp"), fmt="date")]
 

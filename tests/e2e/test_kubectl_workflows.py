@@ -143,3 +143,60 @@ def test_the_gang_manifests_apply_with_strict_validation(served: Serve) -> None:
     assert "podgroup.scheduling.k8s.io/train-workers created" in out and "pod/worker-0 created" in out
     ref = kubectl(served, "get", "podgroup", "train-workers", "-o", "jsonpath={.spec.podGroupTemplateRef.workload}")
     assert "podGroupTemplateName" in ref
+
+
+WORKLOADS = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: pg, image: "postgres:17"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {nodeSelector: {role: edge}, containers: [{name: a, image: "agent:1"}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: once}
+spec:
+  template:
+    spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: batch-low}
+value: 100
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: readers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: User, name: alice}]
+"""
+
+
+def test_get_prints_upstream_columns_for_workloads_and_rbac(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=WORKLOADS)
+    head = {kind: kubectl(served, "get", kind).splitlines()[0].split()
+            for kind in ("statefulsets", "daemonsets", "jobs", "rolebindings")}
+    assert head["statefulsets"] == ["NAME", "READY", "AGE"]
+    assert head["daemonsets"] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE",
+                                  "SELECTOR", "AGE"]
+    assert head["jobs"] == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert head["rolebindings"] == ["NAME", "ROLE", "AGE"]
+    assert kubectl(served, "get", "sts", "db", "--no-headers").split()[1] == "0/1"
+    assert "role=edge" in kubectl(served, "get", "ds", "agent", "--no-headers")
+    assert kubectl(served, "get", "job", "once", "--no-headers").split()[1:3] == ["Running", "0/1"]
+    assert kubectl(served, "get", "rolebinding", "readers", "--no-headers").split()[1] == "Role/reader"
+    pc = kubectl(served, "get", "priorityclass", "batch-low", "--no-headers").split()
+    assert pc[1:3] == ["100", "false"] and pc[-1] == "PreemptLowerPriority"
