@@ -101,10 +101,11 @@ def _directive() -> tuple[str, str]:
 
 
 def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
-                 merge_patch: bytes | None = None) -> dict[str, Any]:
+                 merge_patch: bytes | None = None, added_keys: int = 0) -> dict[str, Any]:
     """Check a request's object: the decoded body of a create or update (``body`` its
     raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
     merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
+    ``added_keys``: keys the server put into ``obj`` that ``body`` did not have.
 
     Returns the object to go on with: ``obj`` with unknown fields removed, or, when
     the body had duplicate keys, the body decoded again (the last value of a key wins,
@@ -118,7 +119,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     if shape is None:
         return obj  # no schema (custom resources until theirs are registered): everything is kept
     found = shape.check(obj)
-    if directive != "Ignore" and body is not None and may_have_duplicates(body, found.keys):
+    if directive != "Ignore" and body is not None and may_have_duplicates(body, found.keys - added_keys):
         redecoded, duplicates = decode_with_duplicates(body)
         if duplicates and isinstance(redecoded, dict):
             # the fields _parse settled (kind, apiVersion, metadata) are kept from obj

@@ -398,13 +398,15 @@ class KubeApi:
             raise ApiError.bad_request(
                 f"the API version in the data ({obj.get('apiVersion')}) and kind ({obj.get('kind')}) do not "
                 f"match the path ({rtype.api_version}, {rtype.kind})")
+        # the keys set here were not in the body: the duplicate-key count must not see them
+        added = ("kind" not in obj) + ("apiVersion" not in obj) + (obj.get("metadata") is None)
         obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
-        return check_object(rtype, obj, body)
+        return check_object(rtype, obj, body, added_keys=added)
 
     def _check_namespace(self, rtype: ResourceType, namespace: str | None, meta: dict[str, Any]) -> None:
         if not rtype.namespaced:

@@ -138,3 +138,14 @@ def test_client_go_timeout_is_accepted_and_a_bad_resource_version_is_a_400(serve
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
     r = httpx.get(f"{served.url}/api/v1/namespaces/default", params={"resourceVersion": "0"}, headers=h)
     assert r.status_code == 200
+
+
+def test_duplicate_keys_are_found_in_a_body_without_kind_or_api_version(served: Serve) -> None:
+    h = {**bearer(served), "content-type": "application/json"}
+    base = f"{served.url}/api/v1/namespaces/default/configmaps"
+    body = b'{"metadata":{"name":"dup"},"data":{"a":"b"},"data":{"c":"d"}}'
+    r = httpx.post(base, params={"fieldValidation": "Strict"}, headers=h, content=body)
+    assert r.status_code == 400 and 'duplicate field "data"' in r.json()["message"]
+    r = httpx.post(base, headers=h, content=body)
+    assert r.status_code == 201 and 'duplicate field \\"data\\"' in r.headers["warning"]
+    assert r.json()["data"] == {"c": "d"}
