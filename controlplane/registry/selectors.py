@@ -1,7 +1,7 @@
 """Label and field selectors, with kube-apiserver's syntax and its per-type fields.
 
-    >>> sel = parse_label_selector("app=web,tier in (front, back),!canary")
-    >>> sel.matches({"app": "web", "tier": "front"})
+    >>> sel = parse_label_selector("app=web,tier in (front, back),!canary,gen>2")
+    >>> sel.matches({"app": "web", "tier": "front", "gen": "3"})
     True
     >>> fields = parse_field_selector("spec.nodeName=node-1,status.phase!=Failed", "pods")
     >>> fields.matches({"spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}})
@@ -42,11 +42,17 @@ _VALUE_RE = re.compile(_VALUE + r"\Z")
 @dataclass(frozen=True, slots=True)
 class _Requirement:
     key: str
-    op: str                       # "=", "!=", "in", "notin", "exists", "!exists"
+    op: str                       # "=", "!=", "in", "notin", "exists", "!exists", "gt", "lt"
     values: frozenset[str]
 
     def matches(self, labels: dict[str, str]) -> bool:
         has = self.key in labels
+        if self.op in ("gt", "lt"):  # both sides integers, as upstream; a label that is not one never matches
+            try:
+                have, bound = int(labels[self.key]), int(next(iter(self.values)))
+            except (KeyError, ValueError):
+                return False
+            return have > bound if self.op == "gt" else have < bound
         if self.op == "exists":
             return has
         if self.op == "!exists":
@@ -121,9 +127,18 @@ def parse_label_selector(text: str | None) -> LabelSelector:
             values = frozenset(_check_value(v.strip(), text) for v in vals.split(","))
             reqs.append(_Requirement(_check_key(key, text), op, values))
             continue
-        for op in ("==", "!=", "="):
+        for op in ("==", "!=", "=", ">", "<"):
             if op in part:
                 key, value = (s.strip() for s in part.split(op, 1))
+                if op in (">", "<"):
+                    try:
+                        int(value)
+                    except ValueError as e:
+                        raise SelectorError(f"for 'Gt', 'Lt' operators, the value must be an integer: "
+                                            f"{value!r} in selector {text!r}") from e
+                    reqs.append(_Requirement(_check_key(key, text), "gt" if op == ">" else "lt",
+                                             frozenset([value])))
+                    break
                 reqs.append(_Requirement(_check_key(key, text), "=" if op == "==" else op,
                                          frozenset([_check_value(value, text)])))
                 break

@@ -22,12 +22,18 @@ from controlplane.registry.selectors import SelectorError, parse_field_selector,
     ("app=web,tier in (a,b),!canary", {"app": "web", "tier": "a"}, True),
     ("example.com/role=x", {"example.com/role": "x"}, True),
     ("", {"anything": "goes"}, True),
+    ("gen>2", {"gen": "3"}, True),
+    ("gen>2", {"gen": "2"}, False),
+    ("gen<2", {"gen": "-1"}, True),
+    ("gen<2", {}, False),
+    ("gen>2", {"gen": "three"}, False),
 ])
 def test_label_selectors(selector: str, labels: dict[str, str], expected: bool) -> None:
     assert parse_label_selector(selector).matches(labels) is expected
 
 
-@pytest.mark.parametrize("bad", ["app=", "=web", "tier in (a", "a b", "app=we b", ",app=web", "x=" + "v" * 64])
+@pytest.mark.parametrize("bad", ["app=", "=web", "tier in (a", "a b", "app=we b", ",app=web", "x=" + "v" * 64,
+                                 "gen>two"])
 def test_bad_label_selectors_are_refused(bad: str) -> None:
     if bad == "app=":  # an empty value is legal: app has the empty value
         assert parse_label_selector(bad).matches({"app": ""})
