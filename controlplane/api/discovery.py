@@ -27,6 +27,7 @@ SUBRESOURCE_KINDS: dict[str, dict[str, Any]] = {
     "eviction": {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]},
     "binding": {"kind": "Binding", "verbs": ["create"]},
     "finalize": {"verbs": ["update"]},
+    "log": {"kind": "Pod", "verbs": ["get"]},
 }
 
 

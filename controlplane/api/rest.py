@@ -266,6 +266,10 @@ class KubeApi:
                 raise ApiError.method_not_allowed(method)
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._evict(rtype, namespace, name, body))
+        if subresource == "log" and name is not None:
+            if method != "GET":
+                raise ApiError.method_not_allowed(method)
+            return await self._log(rtype, namespace, name, query, send)
         if subresource == "scale" and name is not None:
             body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
             return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type,
@@ -950,6 +954,33 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name) from e
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
+
+    async def _log(self, rtype: ResourceType, namespace: str | None, name: str, query: dict[str, str],
+                   send: Send) -> None:
+        """``pods/{name}/log``: simulated containers write nothing, so a running container's
+        log is empty (``follow`` ends at once rather than holding the request); the errors
+        are kube-apiserver's: no such container, a container not started yet."""
+        pod = orjson.loads(await self._get(rtype, namespace, name))
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        names = [c.get("name") for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]]
+        container = query.get("container") or ""
+        if not container:
+            if len(spec.get("containers") or ()) != 1:
+                listed = " ".join(c.get("name", "") for c in spec.get("containers") or ())
+                raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                           f"[{listed}]")
+            container = names[-1]
+        if container not in names:
+            raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
+        statuses = {c.get("name"): c for c in [*(status.get("initContainerStatuses") or ()),
+                                               *(status.get("containerStatuses") or ())]}
+        state = (statuses.get(container) or {}).get("state") or {}
+        if not state or "waiting" in state:
+            reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
                      content_type: str, body: bytes) -> dict[str, Any]:

@@ -200,3 +200,16 @@ def test_get_prints_upstream_columns_for_workloads_and_rbac(served: Serve) -> No
     assert kubectl(served, "get", "rolebinding", "readers", "--no-headers").split()[1] == "Role/reader"
     pc = kubectl(served, "get", "priorityclass", "batch-low", "--no-headers").split()
     assert pc[1:3] == ["100", "false"] and pc[-1] == "PreemptLowerPriority"
+
+
+def test_logs_of_a_simulated_container_are_empty_and_follow_ends(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="talker", ns="default"))
+    kubectl(served, "patch", "pod", "talker", "--subresource=status", "--type=merge", "-p",
+            '{"status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "nginx:1.27", '
+            '"imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}}')
+    assert kubectl(served, "logs", "talker") == ""
+    assert kubectl(served, "logs", "-f", "talker", "--request-timeout=10s") == ""
+    assert KUBECTL
+    bad = subprocess.run([KUBECTL, "--kubeconfig", str(served.kubeconfig), "logs", "talker", "-c", "nope"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "container nope is not valid for pod talker" in bad.stderr
