@@ -92,6 +92,18 @@ def _string_keys(value: Any) -> Any:
     return value
 
 
+def yaml_as_json(body: bytes) -> bytes:
+    """A YAML request body (``Content-Type: application/yaml``) as the JSON it says;
+    a 400 when it is not YAML or says what JSON cannot (``!!binary``, a set)."""
+    try:
+        value = _string_keys(yaml.load(body, Loader=_Loader)) if body.strip() else None
+        return orjson.dumps(value)
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ApiError.bad_request(f"error decoding YAML: {e}") from e
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise ApiError.bad_request(f"the YAML body is not JSON: {e}") from e
+
+
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
     try:

@@ -46,7 +46,7 @@ from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_name
-from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config
+from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
@@ -261,6 +261,10 @@ class KubeApi:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
         content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        if method in ("POST", "PUT") and content_type == "application/yaml":
+            # decoded as upstream's YAML serializer would: the handlers below see its JSON
+            receive = _replay(yaml_as_json(await self._body(scope, receive)))
+            content_type = "application/json"
         if subresource == "eviction" and name is not None:
             if method != "POST":
                 raise ApiError.method_not_allowed(method)
@@ -1330,6 +1334,21 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     details["kind"] = rtype.plural
     details["uid"] = meta.get("uid", "")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _replay(body: bytes) -> Receive:
+    """A ``receive`` that gives ``body`` once, then waits for the client to go."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 def _binding_name(body: bytes) -> str:

@@ -149,3 +149,15 @@ def test_duplicate_keys_are_found_in_a_body_without_kind_or_api_version(served: 
     r = httpx.post(base, headers=h, content=body)
     assert r.status_code == 201 and 'duplicate field \\"data\\"' in r.headers["warning"]
     assert r.json()["data"] == {"c": "d"}
+
+
+def test_yaml_request_bodies_are_decoded(served: Serve) -> None:
+    h = {**bearer(served), "content-type": "application/yaml"}
+    base = f"{served.url}/api/v1/namespaces/default/configmaps"
+    body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  when: 2026-11-30\n  n: '1'\n"
+    r = httpx.post(base, headers=h, content=body)
+    assert r.status_code == 201 and r.json()["data"] == {"when": "2026-11-30", "n": "1"}
+    r = httpx.put(f"{base}/from-yaml", headers=h, content=body.replace(b"'1'", b"'2'"))
+    assert r.status_code == 200 and r.json()["data"]["n"] == "2"
+    r = httpx.post(base, headers=h, content=b"metadata: [unclosed")
+    assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
