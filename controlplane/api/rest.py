@@ -56,6 +56,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
@@ -289,7 +290,9 @@ class KubeApi:
             raise ApiError.unsupported_media_type(content_type)
         headers = dict(scope["headers"])
         manager = manager_of(query, headers) if method in ("POST", "PUT", "PATCH") else ""
-        table = method == "GET" and wants_table(headers.get(b"accept", b"").decode("latin-1"))
+        accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
+        table = bool(accept) and wants_table(accept)
+        metadata_only = metadata_version(accept) if accept and not table else None
         include = query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
             raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
@@ -297,8 +300,10 @@ class KubeApi:
             if method == "GET":
                 if query.get("watch") in ("1", "true"):
                     return await self._watch(rtype, namespace, query, receive, send,
-                                             include if table else None)
+                                             include if table else None, metadata_only)
                 listed = await self._list(rtype, namespace, query)
+                if metadata_only:
+                    return await self._json(send, 200, partial_list(listed.items, _list_meta(listed), metadata_only))
                 if table:
                     items = [orjson.loads(raw) for raw in listed.items]
                     if rtype.custom is not None:
@@ -317,6 +322,8 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
+            if metadata_only:
+                return await self._json(send, 200, partial(raw, metadata_only))
             if _converted(rtype) and not (table and rtype.custom is None):
                 raw = _presented(rtype, raw)  # (a converted type's table is made from the stored shape)
             if table:
@@ -1082,10 +1089,12 @@ class KubeApi:
 
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
-                     receive: Receive, send: Send, table: str | None = None) -> None:
+                     receive: Receive, send: Send, table: str | None = None,
+                     metadata_only: str | None = None) -> None:
         """Stream ``self.reads.watch`` as newline-delimited JSON until the client goes,
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
-        includeObject), each object is a one-row Table."""
+        includeObject), each object is a one-row Table; with ``metadata_only`` (its
+        apiVersion), a PartialObjectMetadata."""
         options = watch_options(rtype, namespace, query)
         timeout = _int_param(query, "timeoutSeconds", 1800)
         deadline = time.monotonic() + (timeout or 1800)
@@ -1093,6 +1102,8 @@ class KubeApi:
         first = [True]
 
         def line(item: WatchItem) -> bytes:
+            if metadata_only and item.type != "ERROR":  # a bookmark is one too, as upstream transforms it
+                return orjson.dumps({"type": item.type, "object": partial(item.raw, metadata_only)}) + b"\n"
             if item.type in ("ERROR", "BOOKMARK") or (table is None and not _converted(rtype)):
                 return item.line
             if table is None:  # the requested version's shape (a custom resource's pruned and defaulted)

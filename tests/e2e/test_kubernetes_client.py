@@ -510,3 +510,24 @@ def test_an_immediate_delete_answers_a_status_unless_the_type_returns_the_object
                                                       spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
     r = v1.delete_namespaced_service("gone-svc", ns, _preload_content=False)
     assert orjson.loads(r.data)["kind"] == "Service"  # services return the deleted object, as upstream
+
+
+def test_metadata_only_get_list_and_watch(served: Serve, ns: str) -> None:
+    # what client-go's metadata client (metadata informers, the garbage collector) asks for
+    h = {**bearer(served), "accept": "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;"
+         "g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"}
+    base = f"{served.url}/api/v1/namespaces/{ns}/configmaps"
+    assert httpx.post(base, headers=bearer(served), json={"metadata": {"name": "meta-only", "labels": {"a": "b"}},
+                                                          "data": {"k": "v"}}).is_success
+    listed = httpx.get(base, headers=h).json()
+    assert listed["kind"] == "PartialObjectMetadataList" and listed["apiVersion"] == "meta.k8s.io/v1"
+    item = next(i for i in listed["items"] if i["metadata"]["name"] == "meta-only")
+    assert item["kind"] == "PartialObjectMetadata" and item["metadata"]["labels"] == {"a": "b"} and "data" not in item
+    one = httpx.get(f"{base}/meta-only", headers={**h, "accept": h["accept"].replace("MetadataList", "Metadata")})
+    assert one.json()["kind"] == "PartialObjectMetadata" and "data" not in one.json()
+    with httpx.stream("GET", base, params={"watch": "1", "timeoutSeconds": "1", "allowWatchBookmarks": "true",
+                                           "fieldSelector": "metadata.name=meta-only"}, headers=h,
+                      timeout=10) as r:
+        events = [orjson.loads(line) for line in r.iter_lines() if line]
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["kind"] == "PartialObjectMetadata"
+    assert all(e["object"]["kind"] == "PartialObjectMetadata" for e in events)
