@@ -15,10 +15,11 @@ template once (``Template(text)``) and renders it against a dict
   ``$x := ...`` and ``$x = ...``, string (``"..."`` and raw), number, ``true``,
   ``false`` and ``nil`` literals;
 - the functions ``and or not eq ne lt le gt ge len index print printf``
-  (``%s %d %v %q`` only) and whatever the caller passes in ``funcs`` (the
-  stage engine passes KWOK's: ``Now``, ``Quote``, ``YAML``, ``NodeIP``,
-  ``PodIP``, ``NodeIPWith``, ``PodIPWith``, ``NodeName``, ``NodePort``,
-  ``NodeConditions``, ``Version``).
+  (``%s %d %v %q`` only), Sprig's ``dict`` (KWOK's chaos stages write
+  ``or .metadata.annotations dict``) and whatever the caller passes in
+  ``funcs`` (the stage engine passes KWOK's: ``Now``, ``Quote``, ``YAML``,
+  ``NodeIP``, ``PodIP``, ``NodeIPWith``, ``PodIPWith``, ``NodeName``,
+  ``NodePort``, ``NodeConditions``, ``Version``).
 
 Not supported (and rejected by name at parse time, never ignored): ``define``,
 ``template``, ``block``, ``break``, ``continue``, method calls on values.
@@ -336,6 +337,13 @@ def _printf(fmt: str, *args: Any) -> str:
     return re.sub(r"%([sdvq%])", sub, fmt)
 
 
+def _dict(*pairs: Any) -> dict[str, Any]:
+    """Sprig's ``dict``: a map of key, value pairs; a key without a value maps to ``""``."""
+    if len(pairs) % 2:
+        pairs = (*pairs, "")
+    return {go_format(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=True)}
+
+
 def _eq(a: Any, *bs: Any) -> bool:
     return any(a == b for b in bs)
 
@@ -352,6 +360,7 @@ BUILTINS: Funcs = {
     "ge": lambda a, b: a >= b,
     "len": lambda a: len(a),
     "index": _index,
+    "dict": _dict,
     "print": lambda *a: "".join(go_format(x) for x in a),
     "printf": _printf,
 }

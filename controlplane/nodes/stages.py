@@ -3,16 +3,17 @@
 A stage says: for objects of ``resourceRef`` that match ``selector``, after
 ``delay``, do ``next`` (render ``statusTemplate`` into the status, change the
 finalizers, delete). The simulator evaluates a pod's (or node's) stages on
-every change it sees; the first stage to match, in file order (among several
-that match, by ``weight`` as KWOK does), is scheduled; when it fires it is
-re-checked against the object as it is then.
+every change it sees: of the stages that match, one is drawn by weight
+(``StageSet.choose``, KWOK's rule) and scheduled, replacing the pending one
+unless it is that one; when it fires it runs only if it still matches the
+object as it is then (``StageSet.pending``).
 
 Supported fields (the rest of a stage is rejected by name, not ignored):
 
     spec.resourceRef: {apiGroup: v1, kind: Pod|Node}
     spec.selector: matchLabels, matchAnnotations,
                    matchExpressions [{key: <jq>, operator: In|NotIn|Exists|DoesNotExist, values}]
-    spec.weight: int (among several matching stages, drawn by weight; all 0: the first)
+    spec.weight: int; spec.weightFrom.expressionFrom: <jq> giving the weight for an object
     spec.delay: durationMilliseconds, durationFrom.expressionFrom,
                 jitterDurationMilliseconds, jitterDurationFrom.expressionFrom
     spec.next: statusTemplate, finalizers {add: [{value}], remove: [{value}], empty}, delete,
@@ -22,8 +23,10 @@ Supported fields (the rest of a stage is rejected by name, not ignored):
 Keys are jq (``jqpath``); templates are Go templates (``gotemplate``). A
 ``*From`` expression may yield a timestamp (the delay runs until then, as for
 ``.metadata.deletionTimestamp``) or a duration (``"30s"``, ``"1m30s"``,
-milliseconds as a number). The jitter is KWOK's: the delay is a random point
-between the duration and the jitter duration (the latest time).
+milliseconds as a number); one that yields nothing usable leaves the static
+value. The jitter is KWOK's: the delay is a random point between the duration
+and the jitter duration (the latest time); a jitter duration at or before the
+duration is the delay.
 """
 
 from __future__ import annotations
@@ -149,9 +152,11 @@ class Delay:
             got = _first(self.jitter_from.values(obj), now)
             if got is not None:
                 latest = got
-        if latest is not None and latest > base:
-            return base + rng.random() * (latest - base)
-        return base
+        if latest is None:
+            return base
+        if latest <= base:  # KWOK's rule: the earlier time wins (a deletionTimestamp already past: now)
+            return latest
+        return base + rng.random() * (latest - base)
 
 
 def _first(values: list[Any], now: datetime) -> float | None:
@@ -224,10 +229,43 @@ class Stage:
     next: Next
     delay: Delay | None = None
     weight: int = 0
+    weight_from: Jq | None = None
     immediate_next_stage: bool = False
+
+    def weight_for(self, obj: dict[str, Any]) -> int | None:
+        """The stage's weight for ``obj``, read as KWOK reads it: the first value of
+        ``weightFrom`` if it is a number (truncated) or a string holding an integer in Go's
+        syntax (``"10"``, ``"0x10"``); the static ``weight`` if it yields nothing or
+        something else (null: an absent annotation); None, no weight at all, if it yields a
+        string that is not an integer (``""`` included). A negative weight counts as 0."""
+        w: int | None = self.weight
+        if self.weight_from is not None:
+            got = self.weight_from.values(obj)
+            v = got[0] if got else None
+            if isinstance(v, str):
+                w = _go_int(v)
+            elif isinstance(v, int | float) and not isinstance(v, bool):
+                w = int(v)
+        return None if w is None else max(0, w)
+
+
+_GO_OCTAL = re.compile(r"[+-]?0[0-7_]+")
+
+
+def _go_int(s: str) -> int | None:
+    """``strconv.ParseInt(s, 0, 64)``: decimal, ``0x``/``0o``/``0b``, a leading ``0`` for
+    octal, ``_`` between digits; None for anything else (spaces, ``"1.5"``, overflow)."""
+    if not s.isascii() or s != s.strip():
+        return None
+    try:
+        v = int(s, 8) if _GO_OCTAL.fullmatch(s) else int(s, 0)
+    except ValueError:
+        return None
+    return v if -(2 ** 63) <= v < 2 ** 63 else None
 
 
 _SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
+_FROM_FIELDS = {"expressionFrom"}
 _NEXT_FIELDS = {"statusTemplate", "finalizers", "delete", "event"}
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
 
@@ -245,8 +283,6 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
         raise StageError(f"{where}: expected apiVersion {API_VERSION}, kind Stage")
     spec = doc.get("spec") or {}
     _unsupported(where, spec, _SPEC_FIELDS)
-    if "weightFrom" in spec:
-        raise StageError(f"{where}: weightFrom is not supported")
     ref = spec.get("resourceRef") or {}
     kind, group = str(ref.get("kind") or ""), str(ref.get("apiGroup") or "v1")
     if kind not in ("Pod", "Node") or group != "v1":
@@ -268,11 +304,12 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
                                                "jitterDurationFrom"})
             delay = Delay(
                 duration_ms=int(d.get("durationMilliseconds") or 0),
-                duration_from=Jq(d["durationFrom"]["expressionFrom"]) if d.get("durationFrom") else None,
+                duration_from=_expression_from(f"{where} delay.durationFrom", d.get("durationFrom")),
                 jitter_ms=int(d["jitterDurationMilliseconds"]) if d.get("jitterDurationMilliseconds") is not None
                 else None,
-                jitter_from=Jq(d["jitterDurationFrom"]["expressionFrom"]) if d.get("jitterDurationFrom") else None,
+                jitter_from=_expression_from(f"{where} delay.jitterDurationFrom", d.get("jitterDurationFrom")),
             )
+        weight_from = _expression_from(f"{where} weightFrom", spec.get("weightFrom"))
         n = spec.get("next") or {}
         _unsupported(f"{where} next", n, _NEXT_FIELDS)
         fin = n.get("finalizers") or {}
@@ -290,8 +327,16 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
     return Stage(name=name, kind=kind, api_group=group,
                  selector=Selector(dict(sel.get("matchLabels") or {}), dict(sel.get("matchAnnotations") or {}),
                                    tuple(expressions)),
-                 next=nxt, delay=delay, weight=int(spec.get("weight") or 0),
+                 next=nxt, delay=delay, weight=int(spec.get("weight") or 0), weight_from=weight_from,
                  immediate_next_stage=bool(spec.get("immediateNextStage")))
+
+
+def _expression_from(where: str, src: Any) -> Jq | None:
+    """The jq of a ``*From`` field (``{expressionFrom: <jq>}``), None if it is absent."""
+    if not src:
+        return None
+    _unsupported(where, src, _FROM_FIELDS)
+    return Jq(str(src["expressionFrom"]))
 
 
 def load_stages(text: str) -> list[Stage]:
@@ -328,24 +373,44 @@ def default_stages(job_seconds: float = 1.0) -> list[Stage]:
 
 
 class StageSet:
-    """The stages of one kind, in order."""
+    """The stages of one kind, in file order; ``rng`` draws among several that match."""
 
     def __init__(self, stages: Iterable[Stage], kind: str, rng: random.Random | None = None) -> None:
         self.stages = [s for s in stages if s.kind == kind]
         self.rng = rng or random.Random()
 
-    def select(self, obj: dict[str, Any]) -> Stage | None:
-        """The stage to run next for ``obj``: among those that match, one drawn by weight
-        (KWOK's rule; all weights 0 means equal chances), or None."""
-        matched = [s for s in self.stages if s.selector.matches(obj)]
+    def matching(self, obj: dict[str, Any]) -> list[Stage]:
+        """The stages whose selector matches ``obj``, in file order."""
+        return [s for s in self.stages if s.selector.matches(obj)]
+
+    def choose(self, obj: dict[str, Any], matched: list[Stage]) -> Stage | None:
+        """The stage to run next among ``matched`` (those that match ``obj``), KWOK's draw:
+
+        - a single stage is chosen whatever its weight;
+        - else one of those with a positive weight (``weight_for``), in proportion to it;
+        - if no weight is positive, one at random among those of weight 0, or among
+          all of them if none has a weight at all.
+
+        So a stage of weight 0 runs only when no other matching stage weighs more.
+        """
         if len(matched) <= 1:
             return matched[0] if matched else None
-        total = sum(s.weight for s in matched)
-        if total <= 0:
-            return matched[0]  # equal weights: the first in file order, so the defaults are deterministic
-        x = self.rng.random() * total
-        for s in matched:
-            x -= s.weight
+        weighed = [(s, w) for s in matched if (w := s.weight_for(obj)) is not None]
+        total = sum(w for _, w in weighed)
+        if total == 0:
+            return self.rng.choice([s for s, _ in weighed] or matched)
+        x = self.rng.randrange(total)
+        for s, w in weighed:
+            x -= w
             if x < 0:
                 return s
-        return matched[-1]
+        raise AssertionError("the weights sum to more than the draw")
+
+    def select(self, obj: dict[str, Any]) -> Stage | None:
+        """The stage to run next for ``obj`` (``choose`` among ``matching``), or None."""
+        return self.choose(obj, self.matching(obj))
+
+    def pending(self, name: str, obj: dict[str, Any]) -> Stage | None:
+        """The stage called ``name`` if it still matches ``obj``: a pending stage whose time
+        has come runs if so (drawing again could pick another of those that match)."""
+        return next((s for s in self.stages if s.name == name and s.selector.matches(obj)), None)

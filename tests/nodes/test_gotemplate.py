@@ -40,6 +40,13 @@ def test_range_with_if_else_and_index() -> None:
     assert render('{{ if and .n (not .empty) }}ok{{ end }}', data) == "ok"
 
 
+def test_sprig_dict_as_kwok_chaos_stages_use_it() -> None:
+    tpl = '{{ $a := or .metadata.annotations dict }}{{ or (index $a "k") "default" }}'
+    assert render(tpl, {"metadata": {}}) == "default"
+    assert render(tpl, {"metadata": {"annotations": {"k": "set"}}}) == "set"
+    assert render('{{ index (dict "x" 1 "y") "y" | Quote }}', {}) == '""'
+
+
 def test_trim_markers_and_comments() -> None:
     assert render("a  {{- 1 -}}  b{{/* note */}}", {}) == "a1b"
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import random
 import time
 from typing import Any
 
 import pytest
+import yaml
 
 from controlplane.client import ApiError, Client
 from controlplane.nodes.simulator import _quote, _yaml
@@ -232,6 +235,68 @@ def test_stage_selection_and_delays() -> None:
     assert parse_duration((now - timedelta(seconds=5)).isoformat(), now) == 0.0
 
 
+def _stage(name: str, weight: int | None = None, weight_from: str | None = None, label: str = "") -> str:
+    """A Pod stage matching pods labelled ``label`` (any pod if ""), in KWOK's format."""
+    doc: dict[str, Any] = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+                           "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+                                    "selector": {"matchLabels": {label: "true"}} if label else {}, "next": {}}}
+    if weight is not None:
+        doc["spec"]["weight"] = weight
+    if weight_from is not None:
+        doc["spec"]["weightFrom"] = {"expressionFrom": weight_from}
+    return yaml.safe_dump(doc)
+
+
+def _draws(stages: StageSet, obj: dict[str, Any], n: int = 400) -> collections.Counter[str]:
+    return collections.Counter(s.name for s in (stages.select(obj) for _ in range(n)) if s is not None)
+
+
+def test_weights_and_weight_from_draw_as_kwok_does() -> None:
+    weight_from = '.metadata.annotations["example.com/weight"]'
+    text = "---\n".join([_stage("a", 1, weight_from), _stage("b", 3), _stage("zero", 0, label="zero")])
+    stages = StageSet(load_stages(text), "Pod", random.Random(7))
+    plain = pod("p", "n")
+    # in proportion to the weights; weight 0 is never drawn beside a positive weight
+    counts = _draws(stages, {**plain, "metadata": {"name": "p", "labels": {"zero": "true"}}}, 4000)
+    assert set(counts) == {"a", "b"} and 0.2 < counts["a"] / 4000 < 0.3
+    # weightFrom overrides the static weight; an absent annotation leaves it (1:3 above)
+
+    def weighing(value: Any) -> dict[str, Any]:
+        return {**plain, "metadata": {"name": "p", "annotations": {"example.com/weight": value}}}
+
+    assert _draws(stages, weighing("0")) == {"b": 400}
+    assert _draws(stages, weighing("0x1_00"))["a"] > 380  # Go's integer syntax: 256 against 3
+    assert _draws(stages, weighing("-5")) == {"b": 400}  # a negative weight counts as 0
+    # a string that is no integer: stage "a" has no weight at all, the others are drawn among
+    assert _draws(stages, weighing("heavy")) == {"b": 400}
+    assert _draws(stages, weighing("")) == {"b": 400}
+    # weight 0 all round: an even draw; a single match whatever its weight
+    zeros = StageSet(load_stages("---\n".join([_stage("x", 0), _stage("y")])), "Pod", random.Random(7))
+    assert set(_draws(zeros, plain)) == {"x", "y"}
+    only = StageSet(load_stages(_stage("alone", 0, weight_from)), "Pod")
+    assert _draws(only, weighing("none"), 1) == {"alone": 1}
+    # nobody has a weight: an even draw among all
+    none = StageSet(load_stages("---\n".join([_stage("x", 2, ".metadata.name"), _stage("y", 2, ".metadata.name")])),
+                    "Pod", random.Random(7))
+    assert set(_draws(none, plain)) == {"x", "y"}
+    [numeric] = load_stages(_stage("n", 1, ".spec.priority"))
+    assert numeric.weight_for({"spec": {"priority": 12.7}}) == 12 and numeric.weight_for({"spec": {}}) == 1
+    texts = ("010", " 1", "1.5", "9" * 20)  # Go's octal; no spaces, fractions, or more than 64 bits
+    assert [numeric.weight_for({"spec": {"priority": v}}) for v in texts] == [8, None, None, None]
+
+
+def test_a_jitter_duration_before_the_duration_is_the_delay() -> None:
+    [stage] = load_stages(_stage("d").replace("next: {}", "next: {}\n  delay: {durationMilliseconds: 1000, "
+                                               "jitterDurationFrom: {expressionFrom: .metadata.deletionTimestamp}}"))
+    assert stage.delay is not None
+    from datetime import UTC, datetime
+    now = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+    past = {"metadata": {"deletionTimestamp": "2026-11-30T09:59:00Z"}}
+    assert stage.delay.seconds(past, now, random.Random(0)) == 0.0  # KWOK: the earlier of the two
+    later = stage.delay.seconds({"metadata": {"deletionTimestamp": "2026-11-30T10:00:30Z"}}, now, random.Random(0))
+    assert 1.0 <= later <= 30.0
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("apiVersion: v1\nkind: Pod\n", "expected apiVersion"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
@@ -242,6 +307,8 @@ def test_stage_selection_and_delays() -> None:
      "selector: {matchExpressions: [{key: .a, operator: Gt}]}}\n", "operator"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
      "next: {statusTemplate: '{{ template \"x\" }}'}}\n", "not supported"),
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
+     "weightFrom: {cel: {expression: self.x}}}\n", r"weightFrom: unsupported field\(s\) cel"),
 ])
 def test_unsupported_stages_are_rejected_by_name(text: str, message: str) -> None:
     with pytest.raises(StageError, match=message):
