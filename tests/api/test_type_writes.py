@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,7 +166,7 @@ async def test_a_job_gets_its_selector_and_labels_from_its_uid(client: Client) -
 
 async def test_malformed_times_and_quantities_are_refused_as_go_decodes_them(client: Client) -> None:
     pods = resource_path("", "v1", "pods", "default")
-    bad = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {
+    bad: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {
         "requests": {"cpu": "lots"}}}]}}
     with pytest.raises(ApiError) as e:
         await client.create(pods, bad)

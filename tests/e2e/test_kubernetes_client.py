@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -490,7 +491,7 @@ def test_legacy_bindings_endpoint_binds_and_clears_the_nomination(api: client.Ap
     body = client.V1Binding(metadata=client.V1ObjectMeta(name="legacy-bind"),
                             target=client.V1ObjectReference(api_version="v1", kind="Node", name="n1"))
     # what Python schedulers call; the answer is a Status (the client cannot read it as a Binding)
-    r = v1.create_namespaced_binding(ns, body, _preload_content=False)
+    r: Any = v1.create_namespaced_binding(ns, body, _preload_content=False)  # the raw urllib3 response
     assert r.status == 201
     pod = v1.read_namespaced_pod("legacy-bind", ns)
     assert pod.spec.node_name == "n1" and pod.status.nominated_node_name is None
@@ -503,13 +504,13 @@ def test_an_immediate_delete_answers_a_status_unless_the_type_returns_the_object
                                                                                 ns: str) -> None:
     v1 = client.CoreV1Api(api)
     cm = v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="short-lived")))
-    status = v1.delete_namespaced_config_map("short-lived", ns)  # this client reads it as a plain object
+    status: Any = v1.delete_namespaced_config_map("short-lived", ns)  # this client reads it as a plain object
     assert status["kind"] == "Status" and status["status"] == "Success"
     assert status["details"] == {"name": "short-lived", "kind": "configmaps", "uid": cm.metadata.uid}
     v1.create_namespaced_service(ns, client.V1Service(metadata=client.V1ObjectMeta(name="gone-svc"),
                                                       spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
-    r = v1.delete_namespaced_service("gone-svc", ns, _preload_content=False)
-    assert orjson.loads(r.data)["kind"] == "Service"  # services return the deleted object, as upstream
+    raw: Any = v1.delete_namespaced_service("gone-svc", ns, _preload_content=False)
+    assert orjson.loads(raw.data)["kind"] == "Service"  # services return the deleted object, as upstream
 
 
 def test_metadata_only_get_list_and_watch(served: Serve, ns: str) -> None:
