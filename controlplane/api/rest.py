@@ -468,7 +468,7 @@ class KubeApi:
         if "status" in rtype.subresources and not (rtype.plural == "nodes" and rtype.custom is None):
             # the status is the system's to write, through /status; but a kubelet
             # registers its Node with its status, which upstream's strategy keeps
-            obj["status"] = _INITIAL_STATUS.get(rtype.plural, {})
+            obj["status"] = _initial_status(rtype.plural)
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in spec.setdefault("finalizers", []):
@@ -1401,7 +1401,15 @@ def _revision_param(raw: str | None) -> int:
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
 WRITE_ATTEMPTS = 64
 
-_INITIAL_STATUS: dict[str, dict[str, Any]] = {"pods": {"phase": "Pending"}, "namespaces": {"phase": "Active"}}
+def _initial_status(plural: str) -> dict[str, Any]:
+    """The status a create starts an object with (a new dict each time)."""
+    if plural == "pods":
+        return {"phase": "Pending"}
+    if plural == "namespaces":
+        return {"phase": "Active"}
+    if plural == "services":
+        return {"loadBalancer": {}}  # a struct Go always serialises
+    return {}
 
 
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],

@@ -113,7 +113,21 @@ def _node_roles(o: Obj) -> str:
 
 def _ports(o: Obj) -> str:
     ports = _get(o, "spec", "ports", default=[])
-    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+    return ",".join(f"{p.get('port')}" + (f":{p['nodePort']}" if p.get("nodePort") else "")
+                    + f"/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+def _external_ip(o: Obj) -> str:
+    """A Service's EXTERNAL-IP column, as kubectl prints it per type."""
+    kind = _get(o, "spec", "type")
+    if kind == "ExternalName":
+        return str(_get(o, "spec", "externalName") or "<none>")
+    ips = list(_get(o, "spec", "externalIPs", default=[]))
+    if kind == "LoadBalancer":
+        ingress = [i.get("ip") or i.get("hostname") for i in _get(o, "status", "loadBalancer", "ingress", default=[])]
+        ips = [*ingress, *ips]
+        return ",".join(ips) if ips else "<pending>"
+    return ",".join(ips) or "<none>"
 
 
 def _selector(o: Obj, *path: str) -> str:
@@ -223,7 +237,7 @@ COLUMNS: dict[str, list[Column]] = {
                    priority=1)],
     "services": [_NAME, _col("Type", lambda o: _get(o, "spec", "type")),
                  _col("Cluster-IP", lambda o: _get(o, "spec", "clusterIP") or "<none>"),
-                 _col("External-IP", lambda o: ",".join(_get(o, "spec", "externalIPs", default=[])) or "<none>"),
+                 _col("External-IP", _external_ip),
                  _col("Port(s)", _ports), _AGE,
                  _col("Selector", lambda o: _selector(o, "spec", "selector"), priority=1)],
     "deployments": [_NAME,

@@ -70,23 +70,46 @@ _SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 _rng = random.Random()
 
 
+_NODE_PORTS = range(30000, 32768)  # kube-apiserver's default --service-node-port-range
+
+
 def _default_service(svc: dict[str, Any]) -> None:
+    """A Service's defaults and allocations at create: a cluster IP (none for ExternalName;
+    a headless ``None`` is kept, in ``clusterIPs`` too), node ports for NodePort and
+    LoadBalancer services, and their traffic policies."""
     spec = svc.setdefault("spec", {})
-    spec.setdefault("type", "ClusterIP")
+    kind = spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    if spec.get("clusterIP") in (None, ""):
-        # A random address of the service range; kube-apiserver keeps an allocation
-        # bitmap, this server does not check collisions yet (2^20 addresses).
-        ip = str(_SERVICE_CIDR[_rng.randrange(10, _SERVICE_CIDR.num_addresses - 1)])
-        spec["clusterIP"] = ip
-        spec["clusterIPs"] = [ip]
-    spec.setdefault("ipFamilies", ["IPv4"])
-    spec.setdefault("ipFamilyPolicy", "SingleStack")
+    if kind == "ExternalName":
+        for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            spec.pop(key, None)
+    else:
+        if spec.get("clusterIP") in (None, ""):
+            # A random address of the service range; kube-apiserver keeps an allocation
+            # bitmap, this server does not check collisions yet (2^20 addresses).
+            ip = str(_SERVICE_CIDR[_rng.randrange(10, _SERVICE_CIDR.num_addresses - 1)])
+            spec["clusterIP"] = ip
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
     spec.setdefault("internalTrafficPolicy", "Cluster")
+    external = kind in ("NodePort", "LoadBalancer")
+    if external:
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if kind == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    taken = {p.get("nodePort") for p in spec.get("ports") or () if isinstance(p, dict)}
     for port in spec.get("ports", []) or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
+            if external and not port.get("nodePort") and spec.get("allocateLoadBalancerNodePorts", True):
+                # random in the range, as upstream's allocator; collisions across Services not checked
+                node_port = _rng.choice(_NODE_PORTS)
+                while node_port in taken:
+                    node_port = _rng.choice(_NODE_PORTS)
+                taken.add(node_port)
+                port["nodePort"] = node_port
 
 
 def _default_secret(secret: dict[str, Any]) -> None:

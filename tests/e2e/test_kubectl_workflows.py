@@ -213,3 +213,41 @@ def test_logs_of_a_simulated_container_are_empty_and_follow_ends(served: Serve) 
     bad = subprocess.run([KUBECTL, "--kubeconfig", str(served.kubeconfig), "logs", "talker", "-c", "nope"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and "container nope is not valid for pod talker" in bad.stderr
+
+
+SERVICES = """
+apiVersion: v1
+kind: Service
+metadata: {name: np}
+spec: {type: NodePort, selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb}
+spec: {type: LoadBalancer, selector: {app: web}, ports: [{port: 443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ext}
+spec: {type: ExternalName, externalName: example.com}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: headless}
+spec: {clusterIP: None, selector: {app: web}, ports: [{port: 5432}]}
+"""
+
+
+def test_services_of_each_type_as_kube_apiserver_allocates_them(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=SERVICES)
+    rows = {line.split()[0]: line.split() for line in kubectl(served, "get", "svc", "--no-headers").splitlines()}
+    node_port = int(rows["np"][4].split(":")[1].split("/")[0])
+    assert 30000 <= node_port <= 32767 and rows["np"][4].startswith("80:")
+    assert rows["lb"][3] == "<pending>" and rows["lb"][4].startswith("443:")
+    assert rows["ext"][2] == "<none>" and rows["ext"][3] == "example.com"
+    assert rows["headless"][2] == "None"
+    ext = kubectl(served, "get", "svc", "ext", "-o", "jsonpath={.spec.clusterIPs}{.spec.ipFamilies}")
+    assert ext == ""
+    assert kubectl(served, "get", "svc", "headless", "-o", "jsonpath={.spec.clusterIPs}") == '["None"]'
+    policy = kubectl(served, "get", "svc", "lb", "-o", "jsonpath={.spec.externalTrafficPolicy}")
+    assert policy == "Cluster"
