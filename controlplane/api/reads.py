@@ -142,21 +142,32 @@ def _limit(query: dict[str, str]) -> int:
     return max(value, 0)  # kube-apiserver treats a negative limit as none
 
 
+_LIST_OPTIONS = ResourceType("meta.k8s.io", "v1", "ListOptions", "listoptions", False)
+
+
+def _invalid_options(field: str, reason: str, message: str) -> ApiError:
+    """422 against ``ListOptions.meta.k8s.io``, as upstream's ValidateListOptions."""
+    return ApiError.invalid(_LIST_OPTIONS, "", [{"reason": reason, "field": field, "message": message}])
+
+
 def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
     rv = resource_version_param(query)
     match = query.get("resourceVersionMatch") or ""
     if match not in ("", "Exact", "NotOlderThan"):
-        raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: {match!r}: supported values: "
-                                   '"Exact", "NotOlderThan"')
+        raise _invalid_options("resourceVersionMatch", "FieldValueNotSupported",
+                               f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
     if match and not rv:
-        raise ApiError.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
+                               "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
     if match == "Exact" and rv == "0":
-        raise ApiError.bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
+                               'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
     token = query.get("continue") or ""
     start, continue_revision = None, 0
     if token:
         if match:
-            raise ApiError.bad_request("resourceVersionMatch is forbidden when continue is provided")
+            raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
+                                   "Forbidden: resourceVersionMatch is forbidden when continue is provided")
         if rv not in ("", "0"):
             raise ApiError.bad_request("specifying resource version is not allowed when using continue")
         start, continue_revision = decode_continue(token, rtype.prefix(namespace))
@@ -171,10 +182,13 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
         raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial!r}")
     match = query.get("resourceVersionMatch") or ""
     if initial is not None and match != "NotOlderThan":
-        raise ApiError.bad_request("sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
-                                   "set to NotOlderThan")
+        raise _invalid_options("sendInitialEvents", "FieldValueForbidden",
+                               "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
+                               "set to NotOlderThan")
     if match and initial is None:
-        raise ApiError.bad_request("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+        raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
+                               "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                               "provided")
     bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
     return WatchOptions(_filter(rtype, namespace, query), rv, None if initial is None else initial == "true",
                         bookmarks)

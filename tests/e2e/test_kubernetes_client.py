@@ -411,7 +411,7 @@ def test_watch_list_sends_initial_events_then_the_end_bookmark(served: Serve, ap
     assert int(end["resourceVersion"]) >= max(int(e["object"]["metadata"]["resourceVersion"]) for e in events[:3])
     r = httpx.get(served.url + "/api/v1/namespaces/wl/configmaps", headers=bearer(served),
                   params={"watch": "true", "sendInitialEvents": "true"})
-    assert r.status_code == 400  # upstream requires resourceVersionMatch=NotOlderThan
+    assert r.status_code == 422  # upstream requires resourceVersionMatch=NotOlderThan
 
 
 def test_periodic_bookmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,9 +103,12 @@ def test_pages_of_one_list_come_from_one_snapshot(http: httpx.Client) -> None:
 
 def test_resource_version_rules(http: httpx.Client) -> None:
     path = "/api/v1/namespaces/default/configmaps"
-    assert http.get(path, params={"resourceVersionMatch": "NotOlderThan"}).status_code == 400
-    assert http.get(path, params={"resourceVersion": "0", "resourceVersionMatch": "Exact"}).status_code == 400
-    assert http.get(path, params={"resourceVersion": "1", "resourceVersionMatch": "Sometimes"}).status_code == 400
+    # invalid ListOptions are 422 against ListOptions.meta.k8s.io, as upstream's ValidateListOptions
+    r = http.get(path, params={"resourceVersionMatch": "NotOlderThan"})
+    assert r.status_code == 422 and r.json()["message"].startswith('ListOptions.meta.k8s.io "" is invalid: '
+                                                                   "resourceVersionMatch: Forbidden")
+    assert http.get(path, params={"resourceVersion": "0", "resourceVersionMatch": "Exact"}).status_code == 422
+    assert http.get(path, params={"resourceVersion": "1", "resourceVersionMatch": "Sometimes"}).status_code == 422
     assert http.get(path, params={"resourceVersion": "x"}).status_code == 400
     listed = http.get(path, params={"resourceVersion": "0"})
     assert listed.status_code == 200
