@@ -47,8 +47,9 @@ from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
-from .reads import StoreReads
-from .rest import KubeApi
+from .rbac import ANONYMOUS, Authorizer, User
+from .reads import StoreReads, list_options
+from .rest import USER_SCOPE_KEY, KubeApi
 
 __all__ = ["ServerState", "create_app"]
 
@@ -140,7 +141,7 @@ class _KubeRoutes:
     anonymous and, under AlwaysAllow, allowed: client-go sends credentials only
     over TLS, so kubectl sends none there."""
 
-    def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: frozenset[str] | None,
+    def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
                  anonymous: bool) -> None:
         self.app = app
         self.kube = kube
@@ -157,21 +158,40 @@ class _KubeRoutes:
         else:
             await self.app(scope, receive, send)
             return
-        if self.tokens is not None and not self._authenticated(scope):
-            await KubeApi._respond(send, 401, _UNAUTHORIZED)
-            return
+        if self.tokens is not None:
+            user = self._authenticated(scope)
+            if user is None:
+                await KubeApi._respond(send, 401, _UNAUTHORIZED)
+                return
+            scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
         await target(scope, receive, send)
 
-    def _authenticated(self, scope: dict[str, Any]) -> bool:
+    def _authenticated(self, scope: dict[str, Any]) -> User | None:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and token.strip() in (self.tokens or ())
-        return self.anonymous
+                return (self.tokens or {}).get(token.strip()) if scheme.lower() == "bearer" else None
+        return ANONYMOUS if self.anonymous else None
 
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+
+
+def _rbac_authorizer(kube: KubeApi, caches: WatchCaches) -> Authorizer:
+    """The RBAC authorizer over the four cached RBAC types; re-indexed when one changes."""
+    types = {plural: kube.registry.get("rbac.authorization.k8s.io", "v1", plural)
+             for plural in ("roles", "rolebindings", "clusterroles", "clusterrolebindings")}
+
+    async def list_objects(plural: str) -> list[bytes]:
+        rtype = types[plural]
+        assert rtype is not None
+        return (await kube.reads.list(rtype, None, list_options(rtype, None, {}))).items
+
+    def changed() -> int:
+        return sum(caches.cache_for(t).generation for t in types.values() if t is not None)
+
+    return Authorizer(list_objects, changed)
 
 
 def _observe_commit(batch_size: int, seconds: float) -> None:
@@ -205,6 +225,9 @@ def create_app(config: Config) -> FastAPI:
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
             state.caches = caches
+            if config.authorization_mode == "RBAC":
+                await kube.bootstrap_rbac()
+                kube.authorizer = _rbac_authorizer(kube, caches)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             components = enabled(config)
             if components:
@@ -250,7 +273,7 @@ def create_app(config: Config) -> FastAPI:
     admin_token = None  # what the in-process components present
     if config.token_auth_file is not None:
         entries = read_token_file(config.token_auth_file)
-        tokens = frozenset(e.token for e in entries)
+        tokens = {e.token: User(e.user, e.groups).with_authenticated() for e in entries}
         admins = [e.token for e in entries if "system:masters" in e.groups] or [e.token for e in entries]
         admin_token = admins[0] if admins else None
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is

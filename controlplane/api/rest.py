@@ -58,6 +58,9 @@ from .errors import ApiError
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
+from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
+from .rbac import Authorizer, forbidden, verb_of
+from .rbac import Request as RbacRequest
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
@@ -69,6 +72,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 MAX_BODY = 3 * 1024 * 1024
+USER_SCOPE_KEY = "controlplane.user"  # the authenticated rbac.User, set by the router in front
 JSON = [(b"content-type", b"application/json")]
 # The query parameters this server acts on (the OpenAPI documents list them); others,
 # such as client-go's ``timeout``, are ignored, as upstream's parameter decoding does.
@@ -115,7 +119,17 @@ class KubeApi:
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
         self.crds = CustomResourceDefinitions(registry, crd_type)
+        self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
+
+    async def bootstrap_rbac(self) -> None:
+        """The bootstrap policy RBAC mode needs: ``cluster-admin`` for ``system:masters``."""
+        for plural, obj in RBAC_BOOTSTRAP:
+            rtype = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
+            assert rtype is not None
+            body = {**obj, "metadata": {**obj["metadata"], "uid": str(uuid.uuid4()), "creationTimestamp": _now()}}
+            with contextlib.suppress(store.KeyExists):
+                await self.store.create(rtype.key(None, obj["metadata"]["name"]), orjson.dumps(body))
 
     async def bootstrap(self) -> None:
         """The namespaces every cluster has (kube-apiserver's system namespaces controller)."""
@@ -204,6 +218,8 @@ class KubeApi:
         parts = [p for p in path.split("/") if p]
         method: str = scope["method"]
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
+        if self.authorizer is not None:
+            await self._authorize(scope, parts, method, query)
         if parts == ["api"] or parts == ["apis"]:
             wanted = aggregated_version_accepted(dict(scope["headers"]).get(b"accept", b"").decode("latin-1"))
             if wanted is not None:
@@ -359,6 +375,40 @@ class KubeApi:
                 return await self._json(send, 200, _deleted_status(rtype, deleted))
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
+
+    async def _authorize(self, scope: Scope, parts: list[str], method: str, query: dict[str, str]) -> None:
+        """403 unless the authorizer allows this request to its user (RBAC mode only)."""
+        assert self.authorizer is not None
+        user = scope.get(USER_SCOPE_KEY)
+        if user is None:
+            return  # no authentication configured: nothing to authorize against
+        request = self._rbac_request(parts, method, query)
+        if not await self.authorizer.allowed(user, request):
+            raise forbidden(user, request)
+
+    def _rbac_request(self, parts: list[str], method: str, query: dict[str, str]) -> RbacRequest:
+        """The RBAC attributes of a request: its resource, namespace, name and verb, or its
+        path when it names no resource (discovery)."""
+        path = "/" + "/".join(parts)
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            return RbacRequest(verb=method.lower() if method != "GET" else "get", path=path)
+        namespace = ""
+        if rest[:1] == ["namespaces"] and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]  # (namespaces/x/status is the namespace's own subresource)
+        if not rest:
+            return RbacRequest(verb="get", path=path)
+        name = rest[1] if len(rest) > 1 else ""
+        if group == "" and namespace and rest == ["bindings"] and method == "POST":
+            return RbacRequest("create", "", "pods", "binding", namespace)
+        subresource = rest[2] if len(rest) > 2 else ""
+        if rest[0] == "namespaces" and len(rest) >= 2 and group == "":
+            namespace = rest[1] if len(rest) > 1 else ""  # a namespace is in itself, as upstream
+        verb = verb_of(method, bool(name), query.get("watch") in ("1", "true"))
+        return RbacRequest(verb, group, rest[0], subresource, namespace, name)
 
     @staticmethod
     def _delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""``serve --authorization-mode RBAC``: requests allowed by the roles bound to their user,
+denied with upstream's 403 otherwise; system:masters may do everything."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, start_serve
+
+TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\n'
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+@pytest.fixture(scope="module")
+def rbac_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    tmp = tmp_path_factory.mktemp("rbac")
+    tokens = tmp / "tokens.csv"
+    tokens.write_text(TOKENS)
+    s = start_serve(tmp, extra=("--token-auth-file", str(tokens), "--authorization-mode", "RBAC"))
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+
+
+def as_user(served: Serve, token: str) -> httpx.Client:
+    return httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=10)
+
+
+def wait_status(do: Callable[[], httpx.Response], expected: int, timeout: float = 5.0) -> httpx.Response:
+    """``do()`` until it answers ``expected`` (a binding takes effect once it reaches the cache)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = do()
+        if r.status_code == expected or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_roles_bound_to_a_user_allow_and_everything_else_is_forbidden(rbac_served: Serve) -> None:
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "alice-token") as alice, \
+            as_user(rbac_served, "bob-token") as bob:
+        _roles_bound(admin, alice, bob)
+
+
+def _roles_bound(admin: httpx.Client, alice: httpx.Client, bob: httpx.Client) -> None:
+    r = alice.get("/api/v1/namespaces/default/pods")
+    assert r.status_code == 403 and r.json()["reason"] == "Forbidden"
+    assert r.json()["message"] == ('pods is forbidden: User "alice" cannot list resource "pods" in API group "" in '
+                                   'the namespace "default"')
+    assert alice.get("/api").status_code == 200 and alice.get("/apis/apps/v1").status_code == 200  # discovery
+    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev"}}).status_code == 201
+    assert admin.post(f"{RBAC}/namespaces/dev/roles", json={
+        "metadata": {"name": "pod-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}).status_code == 201
+    assert admin.post(f"{RBAC}/namespaces/dev/rolebindings", json={
+        "metadata": {"name": "alice-reads"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                         "name": "pod-reader"},
+        "subjects": [{"kind": "User", "name": "alice"}]}).status_code == 201
+    assert wait_status(lambda: alice.get("/api/v1/namespaces/dev/pods"), 200).status_code == 200
+    assert alice.get("/api/v1/namespaces/dev/pods", params={"watch": "1", "timeoutSeconds": "1"}).status_code == 200
+    assert alice.get("/api/v1/namespaces/default/pods").status_code == 403  # the binding is in dev only
+    denied = alice.post("/api/v1/namespaces/dev/pods", json={
+        "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    assert denied.status_code == 403 and 'cannot create resource "pods"' in denied.json()["message"]
+    assert alice.get("/api/v1/namespaces/dev/pods/p/log").status_code == 403  # pods/log is not pods
+    # a ClusterRole bound to a group, cluster-wide
+    assert admin.post(f"{RBAC}/clusterroles", json={
+        "metadata": {"name": "node-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}).status_code == 201
+    assert admin.post(f"{RBAC}/clusterrolebindings", json={
+        "metadata": {"name": "team-reads-nodes"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+        "subjects": [{"kind": "Group", "name": "team"}]}).status_code == 201
+    assert wait_status(lambda: bob.get("/api/v1/nodes"), 200).status_code == 200
+    r = alice.get("/api/v1/nodes")
+    assert r.status_code == 403 and r.json()["message"].endswith('in API group "" at the cluster scope')
+    # a binding's removal takes the access away again
+    assert admin.delete(f"{RBAC}/namespaces/dev/rolebindings/alice-reads").status_code == 200
+    assert wait_status(lambda: alice.get("/api/v1/namespaces/dev/pods"), 403).status_code == 403
+
+
+def test_the_admin_kubeconfig_works_and_cluster_admin_is_bootstrapped(rbac_served: Serve) -> None:
+    assert "default" in kubectl(rbac_served, "get", "namespaces", "-o", "name")
+    out = kubectl(rbac_served, "get", "clusterrolebinding", "cluster-admin", "-o",
+                  "jsonpath={.roleRef.name} {.subjects[0].name}")
+    assert out == "cluster-admin system:masters"
