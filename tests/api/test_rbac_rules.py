@@ -1,0 +1,63 @@
+"""The RBAC authorizer's rule matching, on objects given directly (no server)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from controlplane.api.rbac import ANONYMOUS, Authorizer, Request, User, forbidden, verb_of
+
+ROLE = {"metadata": {"name": "r", "namespace": "dev"}, "rules": [
+    {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["*"], "resourceNames": ["web"]},
+    {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["patch"]}]}
+CLUSTER_ROLE = {"metadata": {"name": "c"}, "rules": [{"nonResourceURLs": ["/metrics", "/logs/*"], "verbs": ["get"]},
+                                                     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}
+OBJECTS = {
+    "roles": [ROLE], "clusterroles": [CLUSTER_ROLE],
+    "rolebindings": [{"metadata": {"name": "b", "namespace": "dev"}, "roleRef": {"kind": "Role", "name": "r"},
+                      "subjects": [{"kind": "ServiceAccount", "namespace": "dev", "name": "bot"}]}],
+    "clusterrolebindings": [{"metadata": {"name": "cb"}, "roleRef": {"kind": "ClusterRole", "name": "c"},
+                             "subjects": [{"kind": "Group", "name": "ops"}]}],
+}
+BOT = User("system:serviceaccount:dev:bot").with_authenticated()
+OPS = User("carol", ("ops",)).with_authenticated()
+
+
+async def authorizer() -> Authorizer:
+    async def list_objects(plural: str) -> list[bytes]:
+        return [orjson.dumps(o) for o in OBJECTS[plural]]
+
+    return Authorizer(list_objects, lambda: 1)
+
+
+@pytest.mark.parametrize(("user", "request_", "allowed"), [
+    (BOT, Request("get", "", "pods", "", "dev", "p"), True),
+    (BOT, Request("list", "", "pods", "", "dev"), False),
+    (BOT, Request("get", "", "pods", "log", "dev", "p"), True),
+    (BOT, Request("get", "", "pods", "exec", "dev", "p"), False),
+    (BOT, Request("get", "", "pods", "", "prod", "p"), False),             # the binding is in dev
+    (BOT, Request("update", "apps", "deployments", "", "dev", "web"), True),
+    (BOT, Request("update", "apps", "deployments", "", "dev", "api"), False),  # resourceNames
+    (BOT, Request("list", "apps", "deployments", "", "dev"), False),         # a named rule lists nothing
+    (BOT, Request("patch", "batch", "jobs", "status", "dev", "j"), True),   # */status in any group
+    (OPS, Request("get", path="/metrics"), True),
+    (OPS, Request("get", path="/logs/kubelet"), True),
+    (OPS, Request("get", path="/debug"), False),
+    (OPS, Request("list", "", "nodes"), True),
+    (OPS, Request("get", path="/apis/apps/v1"), True),                    # discovery, authenticated
+    (ANONYMOUS, Request("get", path="/api"), False),
+    (User("root", ("system:masters",)), Request("delete", "", "nodes", "", "", "n"), True),
+])
+async def test_rules(user: User, request_: Request, allowed: bool) -> None:
+    assert await (await authorizer()).allowed(user, request_) is allowed
+
+
+def test_verbs_and_denials_are_worded_as_upstream() -> None:
+    assert [verb_of("GET", True, False), verb_of("GET", False, False), verb_of("GET", False, True),
+            verb_of("DELETE", False, False), verb_of("PATCH", True, False)] == [
+        "get", "list", "watch", "deletecollection", "patch"]
+    e = forbidden(BOT, Request("get", "", "pods", "log", "dev", "p"))
+    assert e.code == 403 and e.message == ('pods "p" is forbidden: User "system:serviceaccount:dev:bot" cannot get '
+                                           'resource "pods/log" in API group "" in the namespace "dev"')
+    assert forbidden(OPS, Request("get", path="/debug")).message == 'forbidden: User "carol" cannot get path "/debug"'
