@@ -12,8 +12,9 @@ A request is allowed when a rule of a role bound to its user allows it:
   ``pods/status``, ``*``, ``*/status``) and, when it names any,
   ``resourceNames``; a non-resource rule on the path (``/healthz``, ``/api/*``);
 - discovery (``/api``, ``/apis`` and below, ``/openapi``, ``/version``,
-  ``/healthz``...) is allowed to every authenticated user, as upstream's
-  ``system:discovery`` and ``system:public-info-viewer`` bindings;
+  ``/healthz``...) and the self-reviews (``api/reviews.py``) are allowed to
+  every authenticated user, as upstream's ``system:discovery``,
+  ``system:public-info-viewer`` and ``system:basic-user`` bindings;
 - a ``cluster-admin`` ClusterRole and its binding to ``system:masters`` are
   created at start (``BOOTSTRAP``), as upstream's bootstrap policy.
 
@@ -129,6 +130,9 @@ def _subject_matches(subject: dict[str, Any], user: User) -> bool:
 
 
 _DISCOVERY = ("/api", "/apis", "/openapi", "/version", "/healthz", "/livez", "/readyz")
+_SELF_REVIEWS = frozenset({("authorization.k8s.io", "selfsubjectaccessreviews"),
+                           ("authorization.k8s.io", "selfsubjectrulesreviews"),
+                           ("authentication.k8s.io", "selfsubjectreviews")})
 
 Lister = Callable[[str], Awaitable[list[bytes]]]  # plural -> the cached objects' JSON
 
@@ -146,9 +150,11 @@ class Authorizer:
     async def allowed(self, user: User, r: Request) -> bool:
         if MASTERS in user.groups:
             return True
-        if not r.resource and AUTHENTICATED in user.groups and any(
-                r.path == p or r.path.startswith(p + "/") for p in _DISCOVERY):
-            return True
+        if AUTHENTICATED in user.groups:
+            if not r.resource and any(r.path == p or r.path.startswith(p + "/") for p in _DISCOVERY):
+                return True
+            if r.verb == "create" and (r.api_group, r.resource) in _SELF_REVIEWS:  # system:basic-user
+                return True
         index = await self._current()
         for subjects, rules in index.cluster:
             if any(_subject_matches(s, user) for s in subjects) and any(rule.allows(r) for rule in rules):

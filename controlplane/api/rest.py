@@ -62,6 +62,7 @@ from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
+from .reviews import REVIEWS, review
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 
@@ -274,6 +275,15 @@ class KubeApi:
             CONVERSION.set(conversion)
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
+        if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
+            if method != "POST" or name is not None:
+                raise ApiError.method_not_allowed(method)
+            given = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
+            if given not in ("", "application/json", "*/*"):
+                raise ApiError.unsupported_media_type(given)  # kubectl auth can-i sends protobuf
+            asked = self._parse(rtype, await self._body(scope, receive))
+            return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
+                                                            self.authorizer))
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))

@@ -115,6 +115,11 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
     ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
     ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    # reviews: answered, never stored (api/reviews.py)
+    ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
+                 verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+                 verbs=("create",)),
     ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
                  short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",)),
 )

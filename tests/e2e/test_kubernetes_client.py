@@ -532,3 +532,12 @@ def test_metadata_only_get_list_and_watch(served: Serve, ns: str) -> None:
         events = [orjson.loads(line) for line in r.iter_lines() if line]
     assert events[0]["type"] == "ADDED" and events[0]["object"]["kind"] == "PartialObjectMetadata"
     assert all(e["object"]["kind"] == "PartialObjectMetadata" for e in events)
+
+
+def test_self_subject_reviews_through_the_typed_client(api: client.ApiClient) -> None:
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(client.V1SelfSubjectAccessReview(
+        spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=client.V1ResourceAttributes(
+            verb="delete", resource="nodes"))))
+    assert review.status.allowed is True  # AlwaysAllow
+    who = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
+    assert who.status.user_info.username and "system:authenticated" in who.status.user_info.groups

@@ -92,3 +92,22 @@ def test_the_admin_kubeconfig_works_and_cluster_admin_is_bootstrapped(rbac_serve
     out = kubectl(rbac_served, "get", "clusterrolebinding", "cluster-admin", "-o",
                   "jsonpath={.roleRef.name} {.subjects[0].name}")
     assert out == "cluster-admin system:masters"
+
+
+def test_self_reviews_answer_for_the_requesting_user(rbac_served: Serve) -> None:
+    # what the Python client's AuthorizationV1Api / AuthenticationV1Api send (kubectl sends protobuf: 415)
+    with as_user(rbac_served, "bob-token") as bob:
+        who = bob.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                       json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        assert who.status_code == 201
+        assert who.json()["status"]["userInfo"] == {"username": "bob",
+                                                    "groups": ["team", "ops", "system:authenticated"]}
+        ask = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}}
+        r = bob.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=ask)
+        assert r.status_code == 201 and r.json()["status"]["allowed"] is False
+        assert bob.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").status_code == 403  # authz first
+    with as_user(rbac_served, "admin-token") as admin:
+        r = admin.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=ask)
+        assert r.json()["status"]["allowed"] is True
+        assert admin.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").status_code == 405
