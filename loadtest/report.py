@@ -298,7 +298,7 @@ def build(out: Path) -> dict[str, Any]:
         "command": run.get("command"),
         "target": run.get("target"),
         "wall_seconds": run.get("wall_seconds"),
-        "overall": overall(verdicts),
+        "overall": "pending",  # below: the verdicts', unless the run failed requests or did not finish
         "verdicts": [v.as_dict() for v in verdicts],
         "requests": requests,
         "failures": failures,
@@ -313,6 +313,14 @@ def build(out: Path) -> dict[str, Any]:
         and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
+    # latencies of failed requests (a refused connection answers fast) prove nothing: a run with
+    # failures, or one that did not finish (interrupted, no Locust results), does not pass
+    verdict = overall(verdicts)
+    if failures:
+        verdict = "fail"
+    elif run.get("interrupted") or not summary["complete"]:
+        verdict = "incomplete" if verdict != "fail" else verdict
+    summary["overall"] = verdict
     captions = _plots(out, entries, history, server, run)
     summary["plots"] = [f"{name}.png" for name in captions]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -18,10 +18,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,6 +96,7 @@ class _Server:
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         state = out / "server"
+        shutil.rmtree(state / "data", ignore_errors=True)  # a fresh store each run, even in a reused --out
         state.mkdir(parents=True, exist_ok=True)
         self.log = (state / "serve.log").open("wb")
         cmd = [sys.executable, "-m", "controlplane", "serve", "--no-tls", "--port", str(self.port),
@@ -164,6 +167,7 @@ class _Progress:
                server: dict[str, Any]) -> None:
         if self.live is None:
             return
+        from rich.markup import escape
         from rich.table import Table
 
         t = Table(title=f"{self.title} — {phase} — {elapsed:,.0f} / {duration:,.0f} s", show_edge=False)
@@ -180,7 +184,7 @@ class _Progress:
             if method in ("POST", "GET", "PATCH", "PUT", "LATENCY") and name in (
                     "pods", "pods [cluster]", "pods [namespace]", "pods/status", "leases", "watch delivery pods",
                     "pod startup"):
-                t.add_row(f"p99 {method} {name}", f"{r.get('99%', '–')} ms")
+                t.add_row(escape(f"p99 {method} {name}"), f"{r.get('99%', '–')} ms")  # [cluster] is not markup
         for key, label in (("lock_wait_writer", "server writer lock wait p99"),
                            ("event_delivery", "server event delivery p99"), ("event_loop_lag", "event loop lag p99")):
             v = (server.get(key) or {}).get("p99")
@@ -235,6 +239,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0
     timings: dict[str, float] = {}
+    interrupted = False
     try:
         while master.poll() is None:
             time.sleep(1.0)
@@ -264,6 +269,16 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             except subprocess.TimeoutExpired:
                 w.kill()
         timings["workers_done"] = round(time.monotonic() - load_started, 1)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: stop the load, and give Locust's master the moment it needs
+        # to write its results, so the partial run still gets a report
+        interrupted = True
+        stop_file.touch()
+        print("loadtest: interrupted; stopping the load and writing a partial report", file=sys.stderr)
+        if master.poll() is None:
+            master.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                master.wait(timeout=20)
     finally:
         progress.stop()
         for w in workers:
@@ -275,7 +290,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     final = _read_stats(out / "locust_stats.csv")
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
-    return {"processes": args.processes, "master_exit": master.returncode,
+    return {"processes": args.processes, "master_exit": master.returncode, "interrupted": interrupted,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
@@ -290,6 +305,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)  # also where a background shell set it to be ignored
     started = time.monotonic()
     plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
                            duration=args.duration, shape=args.shape)
@@ -306,6 +322,9 @@ def run(args: argparse.Namespace) -> int:
     server: _Server | None = None
     token = args.token or ""
     target = args.target
+    if target is None and args.kubeconfig:  # the kubeconfig's cluster is the target
+        token_from, target = _token_from_kubeconfig(args.kubeconfig)
+        token = token or token_from
     if target is None:
         server = _Server(out, args.port, scheduler=not binder, extra=args.server_arg)
         try:
@@ -317,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
         target = server.url
     elif args.kubeconfig and not token:
         token, _ = _token_from_kubeconfig(args.kubeconfig)
+    if server is None:
+        _check_target(target, token)
 
     server_rc = None
     try:
@@ -326,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
             server_rc = server.stop()
     wall = time.monotonic() - started
     (out / "run.json").write_text(json.dumps({
-        "scenario": plan.scenario, "command": shlex.join(["python", "-m", "loadtest", "run", *sys.argv[2:]])
+        "scenario": plan.scenario, "command": shlex.join(["python", "-m", "loadtest", "run", *_redacted(sys.argv[2:])])
         if sys.argv[1:2] == ["run"] else None,
         "target": target, "server_command": server.command if server else None,
         "server_pid": server.proc.pid if server else None, "server_exit": server_rc,
@@ -339,7 +360,43 @@ def run(args: argparse.Namespace) -> int:
     for v in summary["verdicts"]:
         p99 = "–" if v["p99_s"] is None else f"{v['p99_s'] * 1000:.3f} ms"
         print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) {v['worst']}")
+    if info.get("interrupted"):
+        return 130
     return 0 if summary["failures"] == 0 and summary["complete"] else 1
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    """``argv`` with the value of ``--token`` hidden: the command goes into shared reports."""
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("REDACTED")
+            hide = False
+        elif a == "--token":
+            out.append(a)
+            hide = True
+        elif a.startswith("--token="):
+            out.append("--token=REDACTED")
+        else:
+            out.append(a)
+    return out
+
+
+def _check_target(target: str, token: str) -> None:
+    """Fail before any load when ``target`` cannot serve it: no scheme, nothing listening,
+    the wrong scheme, credentials refused."""
+    if not target.startswith(("http://", "https://")):
+        raise SystemExit(f"loadtest: --target must be a URL with its scheme (https://HOST:PORT), not {target!r}")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        r = httpx.get(target.rstrip("/") + "/api", headers=headers, verify=False, timeout=10)
+    except httpx.HTTPError as e:
+        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+    if r.status_code in (401, 403):
+        raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); pass --token or "
+                         "--kubeconfig")
+    if r.status_code != 200:
+        raise SystemExit(f"loadtest: {target}/api answered {r.status_code}; is it a Kubernetes API server?")
 
 
 def main(argv: list[str] | None = None) -> int:

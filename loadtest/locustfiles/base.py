@@ -59,9 +59,14 @@ _counter = itertools.count()
 
 
 def unique_suffix() -> str:
-    """A name part no other user of this run has: the worker's index (set by the
-    harness as ``LOADTEST_WORKER`` or Locust's own) and a counter in the process."""
-    return f"{os.environ.get('LOADTEST_WORKER', str(os.getpid()))}-{next(_counter)}"
+    """A name part no other user of this run, nor of another run against the same
+    server, has: the worker's index (set by the harness as ``LOADTEST_WORKER``, else
+    the process id), this process's run tag and a counter in the process."""
+    return f"{os.environ.get('LOADTEST_WORKER', str(os.getpid()))}-{_RUN_TAG}-{next(_counter)}"
+
+
+# a few characters per process, so names from runs against one --target do not collide
+_RUN_TAG = format(int.from_bytes(os.urandom(3), "big"), "x")
 
 
 def microtime(t: float | None = None) -> str:

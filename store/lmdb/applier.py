@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -325,6 +326,9 @@ class Applier:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a Ctrl-C on the terminal reaches the whole process group: the server that owns this
+    # process stops it (its pipe closes); the signal itself must not kill it mid-batch
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     applier = Applier(args[0], int(args[1]) if len(args) > 1 else 1 << 34,
                       history_deltas=(args[2] != "0") if len(args) > 2 else True,

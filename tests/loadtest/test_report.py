@@ -90,7 +90,7 @@ def test_a_failing_slo_fails_the_report(tmp_path: Path) -> None:
 def test_an_empty_directory_gives_an_incomplete_report(tmp_path: Path) -> None:
     summary = report.build(tmp_path)
     assert summary["complete"] is False
-    assert summary["overall"] == "no data"
+    assert summary["overall"] == "incomplete"  # never "pass" without a finished run
     assert all((tmp_path / f"{p}.png").exists() for p in report.PLOTS)
 
 
@@ -99,3 +99,32 @@ def test_report_files_are_small(tmp_path: Path, name: str) -> None:
     write_run(tmp_path)
     report.build(tmp_path)
     assert (tmp_path / name).stat().st_size < 100_000
+
+
+def test_a_run_with_failed_requests_never_passes(tmp_path: Path) -> None:
+    # a refused connection answers fast: its "latency" must not make the SLOs pass
+    stats = [{"name": "pods", "method": "POST", "num_requests": 10, "num_failures": 10, "response_times": {"5": 10},
+              "last_request_timestamp": 1.0, "start_time": 0.0, "num_none_requests": 0, "total_response_time": 50,
+              "max_response_time": 5, "min_response_time": 5, "total_content_length": 0,
+              "num_reqs_per_sec": {"0": 10}, "num_fail_per_sec": {"0": 10}}]
+    (tmp_path / "locust.json").write_text(json.dumps(stats))
+    (tmp_path / "server.jsonl").write_text('{"t": 0}\n')
+    summary = report.build(tmp_path)
+    assert summary["failures"] == 10 and summary["overall"] == "fail"
+
+
+def test_the_token_is_redacted_from_the_recorded_command() -> None:
+    from loadtest.run import _redacted
+
+    assert _redacted(["smoke", "--token", "s3cret", "--target", "https://x"]) == [
+        "smoke", "--token", "REDACTED", "--target", "https://x"]
+    assert _redacted(["--token=s3cret"]) == ["--token=REDACTED"]
+
+
+def test_a_target_that_cannot_serve_stops_the_run_before_any_load() -> None:
+    from loadtest.run import _check_target
+
+    with pytest.raises(SystemExit, match="with its scheme"):
+        _check_target("127.0.0.1:1", "")
+    with pytest.raises(SystemExit, match="cannot reach"):
+        _check_target("http://127.0.0.1:1", "")
