@@ -276,7 +276,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         stop_file.touch()
         print("loadtest: interrupted; stopping the load and writing a partial report", file=sys.stderr)
         if master.poll() is None:
-            master.send_signal(signal.SIGTERM)
+            # SIGINT: Locust's master then shuts down through the path that writes its JSON
+            # (a SIGTERM ended it before it wrote anything, measured)
+            master.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 master.wait(timeout=20)
     finally:
