@@ -29,8 +29,47 @@ __all__ = ["APPLY_YAML", "ApplyOptions", "apply_options", "conflict_error", "man
 APPLY_YAML = "application/apply-patch+yaml"
 
 
+# The values a YAML document that uses aliases may expand to, as go-yaml refuses
+# "excessive aliasing": a few hundred bytes of nested aliases (a YAML bomb) would
+# otherwise expand to gigabytes when the object is walked or serialised. A 3 MiB
+# body (the limit) cannot hold more values than this without aliases.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: no timestamps (a date stays a string)."""
+    """YAML as Kubernetes reads it: no timestamps (a date stays a string); counts its aliases."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(body: bytes) -> Any:
+    """One YAML document, refused (``yaml.YAMLError``) when its aliases expand it past
+    ``MAX_EXPANDED_VALUES`` values."""
+    loader = _Loader(body)
+    try:
+        value = loader.get_single_data()
+    finally:
+        loader.dispose()
+    if loader.aliases:
+        budget = [MAX_EXPANDED_VALUES]
+
+        def spend(v: Any) -> None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise yaml.YAMLError("excessive aliasing: the document expands to too many values")
+            if isinstance(v, dict):
+                for item in v.values():
+                    spend(item)
+            elif isinstance(v, list):
+                for item in v:
+                    spend(item)
+        spend(value)
+    return value
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -96,7 +135,7 @@ def yaml_as_json(body: bytes) -> bytes:
     """A YAML request body (``Content-Type: application/yaml``) as the JSON it says;
     a 400 when it is not YAML or says what JSON cannot (``!!binary``, a set)."""
     try:
-        value = _string_keys(yaml.load(body, Loader=_Loader)) if body.strip() else None
+        value = _string_keys(_load_yaml(body)) if body.strip() else None
         return orjson.dumps(value)
     except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
@@ -107,7 +146,7 @@ def yaml_as_json(body: bytes) -> bytes:
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
     try:
-        config = yaml.load(body, Loader=_Loader)
+        config = _load_yaml(body)
         if not isinstance(config, dict):
             raise ApiError.bad_request("the applied configuration must be an object")
         config = dict(_string_keys(config))

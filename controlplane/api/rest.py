@@ -45,7 +45,7 @@ from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validat
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
-from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_name
+from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
@@ -185,6 +185,18 @@ class KubeApi:
             except store.StoreError as e:
                 err = _store_error(e)
                 await self._respond(answer, err.code, err.body())
+            except RecursionError:
+                # JSON nested deeper than the walks (validation, patches, copies) can follow,
+                # though under the parser's limit: the body's fault, nothing was written
+                if not code:
+                    err = ApiError.bad_request("the object is nested too deeply to be handled")
+                    await self._respond(answer, err.code, err.body())
+            except Exception as e:  # a bug: still a Status, and one log line with the cause
+                log.error("%s %s failed: %r", scope.get("method"), scope.get("path"), e,
+                          exc_info=log.isEnabledFor(logging.DEBUG))
+                if not code:
+                    await self._respond(answer, 500, ApiError(500, "InternalError",
+                                                              f"an error on the server ({e!r})").body())
             finally:
                 _observe_request(scope, code, time.perf_counter() - started)
 
@@ -896,6 +908,11 @@ class KubeApi:
                 for field in ("priority", "preemptionPolicy"):
                     if spec.get(field) is None and old_spec.get(field) is not None:
                         spec[field] = old_spec[field]
+        meta = obj.get("metadata")
+        if isinstance(meta, dict) and (meta.get("labels") or meta.get("annotations")):
+            causes = validate_metadata(meta)
+            if causes:
+                raise ApiError.invalid(rtype, meta.get("name") or "", causes)
         if rtype.custom is None:
             try:
                 causes = prepare(rtype.plural, obj, old)

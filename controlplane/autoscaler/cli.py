@@ -8,6 +8,7 @@ Only argparse is imported here: the autoscaler's modules load when the command r
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,15 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print("controlplane autoscaler: error: need --latency-scale >= 0 and 0 < --batch-idle <= --batch-max",
               file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
         return asyncio.run(_main(args))
     except KeyboardInterrupt:
         return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 async def _main(args: argparse.Namespace) -> int:

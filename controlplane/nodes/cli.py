@@ -10,6 +10,7 @@ Only argparse is imported here: the simulator's modules load when the command ru
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,15 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.count < 0:
         print("controlplane nodes: error: --count must be >= 0", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
         return asyncio.run(_main(args))
     except KeyboardInterrupt:
         return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 async def _main(args: argparse.Namespace) -> int:

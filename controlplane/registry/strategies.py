@@ -20,7 +20,7 @@ from typing import Any
 from .podspec import default_pod_spec
 from .workloads import WORKLOADS, prepare_workload
 
-__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_name"]
+__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_metadata", "validate_name"]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -257,3 +257,60 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         return []
     f = _PREPARERS.get(plural)
     return f(obj, old) if f is not None else []
+
+
+# -- labels and annotations (every object) ------------------------------------------
+_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+_MAX_ANNOTATIONS = 256 * 1024
+
+
+def _qualified_name(key: str) -> str | None:
+    """Why ``key`` is not a qualified name (``prefix/name``), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
+               "'-' or '.', and must start and end with an alphanumeric character"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if not _NAME_PART.match(name):
+        return ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
+                "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+    return None
+
+
+def validate_metadata(meta: dict[str, Any]) -> Causes:
+    """The causes for a 422 in an object's labels and annotations, as upstream's
+    ValidateLabels and ValidateAnnotations: qualified-name keys, label values of at
+    most 63 characters of the label syntax, annotations at most 256 KiB in all."""
+    causes: Causes = []
+    labels = meta.get("labels")
+    if isinstance(labels, dict):
+        for k, v in labels.items():
+            why = _qualified_name(k)
+            if why is not None:
+                causes.append(_invalid("metadata.labels", k, why))
+            if isinstance(v, str):
+                if len(v) > 63:
+                    causes.append(_invalid("metadata.labels", v, "must be no more than 63 characters"))
+                elif not _LABEL_VALUE.match(v):
+                    causes.append(_invalid("metadata.labels", v, "a valid label must be an empty string or consist "
+                                           "of alphanumeric characters, '-', '_' or '.', and must start and end "
+                                           "with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                                           "'12345', regex used for validation is "
+                                           "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict) and annotations:
+        size = 0
+        for k, v in annotations.items():
+            why = _qualified_name(k)
+            if why is not None:
+                causes.append(_invalid("metadata.annotations", k, why))
+            size += len(k) + (len(v) if isinstance(v, str) else 0)
+        if size > _MAX_ANNOTATIONS:
+            causes.append({"reason": "FieldValueTooLong", "field": "metadata.annotations",
+                           "message": f"Too long: must have at most {_MAX_ANNOTATIONS} bytes"})
+    return causes

@@ -183,3 +183,19 @@ async def test_malformed_times_and_quantities_are_refused_as_go_decodes_them(cli
             {"type": "Ready", "status": "True", "lastTransitionTime": "yesterday"}]}})
     assert e.value.code == 422
     assert (await client.get(f"{LEASES}/l"))["spec"]["renewTime"] == "2026-11-30T10:00:00.000000Z"
+
+
+async def test_labels_and_annotations_are_validated_as_upstream(client: Client) -> None:
+    for labels in ({"bad key!": "v"}, {"k": "has space"}, {"k": "v" * 64}, {"x" * 64: "v"}, {"Bad_Prefix/k": "v"}):
+        with pytest.raises(ApiError) as e:
+            await client.create(CMS, {"metadata": {"name": "lab", "labels": labels}})
+        assert e.value.code == 422 and "metadata.labels" in e.value.message, labels
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "ann", "annotations": {"a": "x" * (256 * 1024)}}})
+    assert e.value.code == 422 and "Too long: must have at most 262144 bytes" in e.value.message
+    ok = await client.create(CMS, {"metadata": {
+        "name": "fine", "labels": {"app.kubernetes.io/name": "web", "empty": "", "v": "1.2_3-x"},
+        "annotations": {"example.com/note": "any text"}}})
+    with pytest.raises(ApiError) as e:  # updates too
+        await client.patch(f"{CMS}/fine", {"metadata": {"labels": {"k": "-bad"}}})
+    assert e.value.code == 422 and ok["metadata"]["labels"]["empty"] == ""

@@ -161,3 +161,27 @@ def test_yaml_request_bodies_are_decoded(served: Serve) -> None:
     assert r.status_code == 200 and r.json()["data"]["n"] == "2"
     r = httpx.post(base, headers=h, content=b"metadata: [unclosed")
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
+
+
+def test_json_nested_deeper_than_the_walks_is_a_400_status(served: Serve) -> None:
+    h = {**bearer(served), "content-type": "application/json"}
+    base = f"{served.url}/api/v1/namespaces/default/configmaps"
+    deep = "[" * 600 + "]" * 600
+    body = '{"metadata":{"name":"deep"},"data":{"v":' + deep + "}}"
+    r = httpx.post(base, headers=h, content=body)
+    assert r.status_code == 400 and r.json()["kind"] == "Status"
+    assert httpx.get(f"{base}/deep", headers=h).status_code == 404
+    assert httpx.get(f"{served.url}/readyz").status_code == 200
+
+
+def test_a_yaml_alias_bomb_is_refused(served: Serve) -> None:
+    lines = ["l0: &l0 [" + ",".join(['"lol"'] * 10) + "]"]
+    lines += [f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 8)]
+    bomb = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\nbomb:\n" + "\n".join("  " + x for x in lines)
+    h = {**bearer(served), "content-type": "application/apply-patch+yaml"}
+    r = httpx.patch(f"{served.url}/api/v1/namespaces/default/configmaps/bomb", params={"fieldManager": "t"},
+                    headers=h, content=bomb, timeout=30)
+    assert r.status_code == 400 and "excessive aliasing" in r.json()["message"]
+    r = httpx.post(f"{served.url}/api/v1/namespaces/default/configmaps",
+                   headers={**h, "content-type": "application/yaml"}, content=bomb, timeout=30)
+    assert r.status_code == 400 and "excessive aliasing" in r.json()["message"]
