@@ -62,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", type=int, default=1, help="Locust worker processes on this machine (default: 1)")
     p.add_argument("--expect-workers", type=int, default=0,
                    help="wait for this many workers in all, remote ones included (default: --processes)")
+    p.add_argument("--workers-wait", type=int, default=120,
+                   help="seconds to wait for the expected workers before giving up (default: %(default)s)")
     p.add_argument("--master-port", type=int, default=0, help="the master's port for workers (default: a free one)")
     p.add_argument("--master-bind-host", default="127.0.0.1",
                    help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
@@ -210,6 +212,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target]
     expect = args.expect_workers or args.processes
     master_cmd = [*locust, "--master", "--headless", "--expect-workers", str(expect),
+                  "--expect-workers-max-wait", str(args.workers_wait),
                   "--master-bind-host", args.master_bind_host, "--master-bind-port", str(master_port),
                   "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust"),
                   "--loglevel", "INFO", "--logfile", str(out / "locust-master.log"), "--only-summary",
@@ -289,6 +292,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         if master.poll() is None:
             master.kill()
         watcher.stop()
+    master_log = out / "locust-master.log"
+    if master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace"):
+        print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined; "
+              f"see {master_log}", file=sys.stderr)
     final = _read_stats(out / "locust_stats.csv")
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}

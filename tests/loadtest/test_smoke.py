@@ -54,3 +54,15 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
     assert "SLOs:" in (out / "report.html").read_text()
     for name in ("locust_stats.csv", "locust_stats_history.csv", "locust.json", "server.jsonl", "plan.json"):
         assert (out / name).stat().st_size > 0, name
+
+
+@pytest.mark.timeout(90)
+def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
+    # one local worker of the two expected: the master gives up after --workers-wait, the run says why
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "5",
+                           "--expect-workers", "2", "--workers-wait", "3", "--out", str(out), "--no-progress"],
+                          capture_output=True, text=True, timeout=80, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "gave up after 3 s: fewer than the 2 expected workers joined" in proc.stderr
+    assert json.loads((out / "summary.json").read_text())["overall"] == "incomplete"
