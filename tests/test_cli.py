@@ -4,6 +4,7 @@ the LMDB store in a temporary directory; and ``controlplane bench``'s dispatch."
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import shutil
@@ -115,6 +116,17 @@ def start_serve(tmp: Path, run: int = 0, port: int | None = None, tls: bool = Tr
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
         )
     return Serve(proc, f"{'https' if tls else 'http'}://127.0.0.1:{port}", port, state, stdout, stderr)
+
+
+@contextlib.contextmanager
+def running(s: Serve) -> Iterator[Serve]:
+    """``s`` once ready; stopped (SIGTERM) on the way out if it still runs."""
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ..registry.types import ResourceType
-from .errors import ApiError
+from .errors import ApiError, json_object
 
 __all__ = ["PROPAGATION_POLICIES", "delete_options"]
 
@@ -44,12 +42,7 @@ def delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
 
 
 def _decode(body: bytes) -> dict[str, Any]:
-    try:
-        options = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise ApiError.bad_request(f"the DeleteOptions are not valid JSON: {e}") from e
-    if not isinstance(options, dict):
-        raise ApiError.bad_request("the DeleteOptions must be an object")
+    options = json_object(body, "the DeleteOptions body")
     if options.get("kind") not in (None, "DeleteOptions"):
         raise ApiError.bad_request(f"the body of a DELETE must be DeleteOptions, not {options['kind']}")
     grace = options.get("gracePeriodSeconds")

@@ -98,3 +98,14 @@ class ApiError(Exception):
     @classmethod
     def not_found_path(cls, path: str) -> ApiError:
         return cls(404, "NotFound", f"the server could not find the requested resource ({path})")
+
+
+def json_object(body: bytes, what: str) -> dict[str, Any]:
+    """``body`` decoded as a JSON object, or a 400 naming ``what`` ("the request body")."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError.bad_request(f"{what} is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise ApiError.bad_request(f"{what} must be a JSON object")
+    return value

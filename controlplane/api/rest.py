@@ -54,7 +54,7 @@ from .deleteoptions import delete_options
 from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
-from .errors import ApiError
+from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
@@ -475,12 +475,7 @@ class KubeApi:
 
     # -- verbs ---------------------------------------------------------------------
     def _parse(self, rtype: ResourceType, body: bytes) -> dict[str, Any]:
-        try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError as e:
-            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
-        if not isinstance(obj, dict):
-            raise ApiError.bad_request("the request body must be a JSON object")
+        obj = json_object(body, "the request body")
         if obj.get("kind") not in (None, rtype.kind) or obj.get("apiVersion") not in (None, rtype.api_version):
             raise ApiError.bad_request(
                 f"the API version in the data ({obj.get('apiVersion')}) and kind ({obj.get('kind')}) do not "
@@ -1001,11 +996,8 @@ class KubeApi:
 
     async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         """``pods/binding``: assign the pod to a node, once (409 if already bound)."""
-        try:
-            binding = orjson.loads(body)
-        except orjson.JSONDecodeError as e:
-            raise ApiError.bad_request(f"the binding is not valid JSON: {e}") from e
-        target = binding.get("target") if isinstance(binding, dict) else None
+        binding = json_object(body, "the binding")
+        target = binding.get("target")
         node = target.get("name") if isinstance(target, dict) else None
         if not node:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
@@ -1441,11 +1433,8 @@ def _replay(body: bytes) -> Receive:
 
 def _binding_name(body: bytes) -> str:
     """The pod a Binding posted to ``namespaces/{ns}/bindings`` names (its ``metadata.name``)."""
-    try:
-        binding = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        raise ApiError.bad_request(f"the binding is not valid JSON: {e}") from e
-    name = ((binding.get("metadata") or {}).get("name") if isinstance(binding, dict) else None) or ""
+    meta = json_object(body, "the binding").get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
         raise ApiError(422, "Invalid", 'Binding "" is invalid: metadata.name: Required value: name or generateName '
                        "is required")

@@ -7,18 +7,13 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client, config
 
-from tests.test_cli import Serve, start_serve
+from tests.test_cli import Serve, running, start_serve
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    s = start_serve(tmp_path_factory.mktemp("e2e"))
-    try:
-        s.wait_ready()
+    with running(start_serve(tmp_path_factory.mktemp("e2e"))) as s:
         yield s
-    finally:
-        if s.proc.poll() is None:
-            s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_kubectl import kubectl
-from tests.test_cli import Serve, start_serve
+from tests.test_cli import Serve, running, start_serve
 
 TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\n'
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -21,13 +21,8 @@ def rbac_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     tmp = tmp_path_factory.mktemp("rbac")
     tokens = tmp / "tokens.csv"
     tokens.write_text(TOKENS)
-    s = start_serve(tmp, extra=("--token-auth-file", str(tokens), "--authorization-mode", "RBAC"))
-    try:
-        s.wait_ready()
+    with running(start_serve(tmp, extra=("--token-auth-file", str(tokens), "--authorization-mode", "RBAC"))) as s:
         yield s
-    finally:
-        if s.proc.poll() is None:
-            s.stop()
 
 
 def as_user(served: Serve, token: str) -> httpx.Client:

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client, config, watch
 
 from controlplane.tokens import find_admin, read_token_file
-from tests.test_cli import Serve, start_serve
+from tests.test_cli import Serve, running, start_serve
 
 
 def bearer(s: Serve) -> dict[str, str]:
@@ -28,13 +28,9 @@ def bearer(s: Serve) -> dict[str, str]:
 
 @pytest.fixture(scope="module", params=["lazy", "copy"])
 def cached(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    s = start_serve(tmp_path_factory.mktemp(f"wc-{request.param}"), extra=["--watch-cache-snapshot", request.param])
-    try:
-        s.wait_ready()
+    with running(start_serve(tmp_path_factory.mktemp(f"wc-{request.param}"),
+                             extra=["--watch-cache-snapshot", request.param])) as s:
         yield s
-    finally:
-        if s.proc.poll() is None:
-            s.stop()
 
 
 @pytest.fixture(scope="module")
