@@ -4,6 +4,13 @@
   (``PodInfo.timestamp``, set when the pod entered or re-entered activeQ).
 - **backoffQ**: pods that failed and wait out their backoff: 1 s after the first
   failure, doubling with each attempt up to 10 s; they move to activeQ when it ends.
+  When activeQ is empty the scheduler takes the next pod from backoffQ anyway
+  (upstream's ``SchedulerPopFromBackoffQ``, KEP-5142, on by default since 1.33): a
+  backoff delays a pod behind others, it never leaves the scheduler idle. Pods
+  backing off after an ERROR (a failed write, not a plugin's rejection) are kept
+  apart and always wait out their backoff, as upstream's ``podErrorBackoffQ``.
+  Upstream also rounds backoff expiries to whole-second windows ordered by
+  priority; here they expire exactly, earliest first.
 - **unschedulable**: pods rejected by Filter/PreFilter/PreEnqueue plugins. They
   stay until a *cluster event* that one of the plugins that rejected them
   registered for (``events_to_register``; a hint may narrow it) arrives, then go
@@ -110,7 +117,8 @@ class SchedulingQueue:
     def __post_init__(self) -> None:
         self._seq = itertools.count()
         self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, key)
-        self._backoff: list[tuple[float, int, str]] = []  # (expiry, seq, key)
+        self._backoff: list[tuple[float, int, str]] = []  # (expiry, seq, key): rejected by a plugin
+        self._error_backoff: list[tuple[float, int, str]] = []  # (expiry, seq, key): after an ERROR
         self._front: deque[str] = deque()  # gang siblings popped next
         self.pods: dict[str, PodInfo] = {}  # every pod the queue holds, by key
         self._where: dict[str, str] = {}  # key -> "active" | "backoff" | "unschedulable" | "inflight"
@@ -169,13 +177,13 @@ class SchedulingQueue:
         heapq.heappush(self._active, (-pod.priority, pod.timestamp, next(self._seq), pod.key))
         self._wakeup.set()
 
-    def _push_backoff(self, pod: PodInfo) -> None:
+    def _push_backoff(self, pod: PodInfo, *, error: bool = False) -> None:
         expiry = self.backoff_expiry(pod)
         if expiry <= self.clock():
             self._push_active(pod)
             return
         self._where[pod.key] = "backoff"
-        heapq.heappush(self._backoff, (expiry, next(self._seq), pod.key))
+        heapq.heappush(self._error_backoff if error else self._backoff, (expiry, next(self._seq), pod.key))
         self._wakeup.set()
 
     def _park(self, pod: PodInfo, rejectors: frozenset[str], pending: bool = False) -> None:
@@ -211,11 +219,15 @@ class SchedulingQueue:
     # ---------------------------------------------------------------- popping
 
     def _flush_backoff(self, now: float) -> None:
-        b = self._backoff
-        while b and b[0][0] <= now:
-            _, _, key = heapq.heappop(b)
-            if self._where.get(key) == "backoff":
-                self._push_active(self.pods[key])
+        for b in (self._backoff, self._error_backoff):
+            while b and b[0][0] <= now:
+                _, _, key = heapq.heappop(b)
+                if self._where.get(key) == "backoff":
+                    self._push_active(self.pods[key])
+
+    def _next_backoff_expiry(self) -> float | None:
+        heads = [b[0][0] for b in (self._backoff, self._error_backoff) if b]
+        return min(heads) if heads else None
 
     def _flush_unschedulable_leftovers(self, now: float) -> None:
         limit = self.max_unschedulable_seconds
@@ -227,7 +239,7 @@ class SchedulingQueue:
     def pop_nowait(self) -> PodInfo | None:
         """The next pod to schedule, or None if activeQ is empty."""
         now = self.clock()
-        if self._backoff:
+        if self._backoff or self._error_backoff:
             self._flush_backoff(now)
         if self.unschedulable and now - self._last_leftover_flush > 30.0:  # upstream flushes every 30 s
             self._last_leftover_flush = now
@@ -241,11 +253,21 @@ class SchedulingQueue:
             _, _, _, key = heapq.heappop(a)
             if self._where.get(key) != "active":
                 continue
-            pod = self._start(key)
-            if pod.group:
-                self._pull_siblings(pod)
-            return pod
+            return self._start_with_siblings(key)
+        # activeQ is empty: the pod whose backoff ends first goes now (SchedulerPopFromBackoffQ)
+        b = self._backoff
+        while b:
+            _, _, key = heapq.heappop(b)
+            if self._where.get(key) != "backoff":
+                continue
+            return self._start_with_siblings(key)
         return None
+
+    def _start_with_siblings(self, key: str) -> PodInfo:
+        pod = self._start(key)
+        if pod.group:
+            self._pull_siblings(pod)
+        return pod
 
     def _start(self, key: str) -> PodInfo:
         self._where[key] = "inflight"
@@ -279,8 +301,9 @@ class SchedulingQueue:
                 raise asyncio.CancelledError
             self._wakeup.clear()
             timeout: float | None = None
-            if self._backoff:
-                timeout = max(0.0, self._backoff[0][0] - self.clock())
+            expiry = self._next_backoff_expiry()
+            if expiry is not None:
+                timeout = max(0.0, expiry - self.clock())
             if self.unschedulable:
                 t = self.max_unschedulable_seconds / 4
                 timeout = t if timeout is None else min(timeout, t)
@@ -304,7 +327,7 @@ class SchedulingQueue:
         """An ERROR: retry after backoff, whatever happens in the cluster."""
         if self._where.get(pod.key) != "inflight":
             return
-        self._push_backoff(self.pods[pod.key])
+        self._push_backoff(self.pods[pod.key], error=True)
 
     def add_unschedulable(self, pod: PodInfo, status: Status, cycle: int, rejectors: Iterable[str] = ()) -> None:
         """The pod's cycle (started at ``cycle``) rejected it: park it until a helpful event."""

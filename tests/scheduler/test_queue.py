@@ -87,6 +87,40 @@ def test_unschedulable_pods_wait_for_an_event_their_rejector_registered() -> Non
     assert q.pop_nowait() is not None
 
 
+def test_an_idle_scheduler_takes_pods_from_backoff_before_their_backoff_ends() -> None:
+    """SchedulerPopFromBackoffQ (KEP-5142): with activeQ empty, the pod whose backoff
+    ends first is popped at once; while activeQ has pods, backoff holds."""
+    q, clock = make()
+    for name in ("early", "late"):
+        q.add(PodInfo(pod(name)))
+        p = q.pop_nowait()
+        assert p is not None
+        q.add_unschedulable(p, unschedulable("NodeResourcesFit"), q.scheduling_cycle, {"NodeResourcesFit"})
+        clock.t += 0.1
+    assert q.on_event("nodes", ActionType.ADD) == 2
+    assert q.where("default/early") == q.where("default/late") == "backoff"
+    q.add(PodInfo(pod("fresh")))
+    popped = q.pop_nowait()
+    assert popped is not None and popped.name == "fresh"  # activeQ first
+    first = q.pop_nowait()
+    second = q.pop_nowait()
+    assert first is not None and second is not None
+    assert [first.name, second.name] == ["early", "late"]  # earliest backoff expiry first
+    assert first.attempts == 2
+    assert q.pop_nowait() is None
+
+
+def test_pods_backing_off_after_an_error_wait_out_their_backoff() -> None:
+    q, clock = make()
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    q.requeue_error(p)
+    assert q.pop_nowait() is None  # not popped early, although activeQ is empty
+    clock.t += 1.01
+    assert q.pop_nowait() is not None
+
+
 def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_to_the_unschedulable_pool() -> None:
     q, _clock = make()
     q.add(PodInfo(pod("p")))
