@@ -31,6 +31,15 @@ from .state import ClusterState, is_reschedulable
 __all__ = ["SchedulerFits"]
 
 
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
 class _Handle:
     """The framework's Handle, over the autoscaler's state (no event handlers, no Permit)."""
 
@@ -38,6 +47,9 @@ class _Handle:
         self._client = client
         self._state = state
         self._nodes: dict[str, NodeInfo] = {}
+        # node -> (the versions of the Node and its pods it was built from, the NodeInfo)
+        self._built: dict[str, tuple[tuple[str, ...], NodeInfo]] = {}
+        self._pod_infos: dict[str, tuple[str, PodInfo]] = {}  # pod key -> (resourceVersion, PodInfo)
         self._profile: Profile | None = None
 
     @property
@@ -64,14 +76,33 @@ class _Handle:
         pass
 
     def refresh(self) -> None:
+        """Rebuild the node view from the state. A node's ``NodeInfo`` is kept from the
+        last refresh while its Node and its pods are the same versions (the plugins only
+        read it), and a pod's ``PodInfo`` while the pod is: refreshing every disruption
+        pass then costs a walk over the state, not a parse of every bound pod."""
         infos: dict[str, NodeInfo] = {}
+        built: dict[str, tuple[tuple[str, ...], NodeInfo]] = {}
+        pod_infos: dict[str, tuple[str, PodInfo]] = {}
         for name, node in self._state.nodes.items():
-            info = NodeInfo(name, node)
-            for pod in self._state.pods_of(name):
-                if is_reschedulable(pod):
-                    info.add_pod(PodInfo(pod))
+            pods = [p for p in self._state.pods_of(name) if is_reschedulable(p)]
+            versions = (_version(node), *(_version(p) for p in pods))
+            cached = self._built.get(name)
+            if cached is not None and cached[0] == versions:
+                info = cached[1]
+                for p in pods:
+                    k = _key(p)
+                    pod_infos[k] = self._pod_infos[k]
+            else:
+                info = NodeInfo(name, node)
+                for p in pods:
+                    k, rv = _key(p), _version(p)
+                    known = self._pod_infos.get(k)
+                    pod_info = known[1] if known is not None and known[0] == rv else PodInfo(p)
+                    pod_infos[k] = (rv, pod_info)
+                    info.add_pod(pod_info)
+            built[name] = (versions, info)
             infos[name] = info
-        self._nodes = infos
+        self._built, self._pod_infos, self._nodes = built, pod_infos, infos
 
 
 class SchedulerFits:
