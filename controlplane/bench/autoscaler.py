@@ -10,9 +10,9 @@ catalog is the built-in one with every launch latency multiplied by
    ``nvidia.com/gpu`` extended resource, or with ``--dra`` a ResourceClaim from a
    template, which needs the scheduler's DRA plugin), are created at once with
    no node in the cluster. Reported: when the first NodeClaim was created
-   (batching and simulation), when every NodeClaim's node was registered, when
-   every GPU node's ResourceSlice was published, and when every pod was
-   Running; the target is the GPU types' launch latency + 5 s, counted from the
+   (batching and simulation), when the first and when every NodeClaim's node
+   was registered, when every GPU node's ResourceSlice was published, when
+   every pod was bound, and when every pod was Running; the target is the GPU types' launch latency + 5 s, counted from the
    pods' creation (and, beside it, from when all were pending: unschedulable).
 2. **Consolidation**: all the pods are deleted; reported: when the last node
    was gone, counted from when the last delete returned (target
@@ -188,17 +188,23 @@ async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: d
         gpus = sum(int(((c.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")) for c in ready)
         # every pod has a GPU on a registered node (and no NodeClaim is still launching)
         enough = bool(claims) and len(ready) == len(claims) and gpus >= args.pods
+        if ready and "first_node_registered" not in marks:
+            marks["first_node_registered"] = now
         if enough and "nodes_registered" not in marks:
             marks["nodes_registered"] = now
         nodes_of = {(c.get("status") or {}).get("nodeName") or "" for c in ready}
         if enough and all(st.slices_of(n) for n in nodes_of) and "devices_published" not in marks:
             marks["devices_published"] = now
+        if ("all_bound" not in marks and len(st.pods) >= args.pods
+                and all((p.get("spec") or {}).get("nodeName") for p in st.pods.values())):
+            marks["all_bound"] = now
         await asyncio.sleep(0.02)
     done = time.monotonic()
     target = gpu_latency + 5.0
     pending_at = marks.get("all_pending")
     since_pending = round(done - pending_at, 3) if pending_at is not None else None
-    for name in ("all_pending", "first_nodeclaim", "nodes_registered", "devices_published"):
+    for name in ("all_pending", "first_nodeclaim", "first_node_registered", "nodes_registered",
+                 "devices_published", "all_bound"):
         if name in marks:
             emit(f"{name}_seconds", marks[name] - t0, "s")
     nodes = len(st.nodeclaims)
