@@ -18,8 +18,12 @@
   was PENDING). Pods parked longer than ``max_unschedulable_seconds`` are
   retried anyway, as upstream's 5-minute flush.
 - An event that arrives while a pod is being scheduled can make the verdict
-  stale; a pod whose cycle started before the latest such event goes to
-  backoffQ, not to the unschedulable pool (upstream's ``moveRequestCycle``).
+  stale: a rejected pod goes to backoffQ, not to the unschedulable pool, if an
+  event since its cycle started is one a plugin that rejected it registered for
+  (its hint saying the event may help), as upstream replays the in-flight
+  events through the rejectors' QueueingHints. The last ``RECENT_EVENTS`` events
+  are kept for this; a pod whose cycle is older than all of them goes to
+  backoffQ (the events it missed are unknown).
 
 PreEnqueue runs in ``add``: a pod held by it (``schedulingGates``, a PodGroup
 not created yet) is parked as unschedulable, rejected by the holding plugin.
@@ -47,6 +51,7 @@ __all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue"]
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
+RECENT_EVENTS = 1024  # cluster events kept to judge the pods in flight when they arrived
 
 
 @dataclass(slots=True)
@@ -126,7 +131,9 @@ class SchedulingQueue:
         self._groups: dict[str, set[str]] = {}  # group key -> queued pod keys
         self._wakeup = asyncio.Event()
         self.scheduling_cycle = 0
-        self._move_request_cycle = -1
+        # (scheduling cycle when it arrived, resource, action, old, new) of the latest cluster events
+        self._recent: deque[tuple[int, str, int, Any, Any]] = deque()
+        self._forgotten_cycle = -1  # the cycle of the latest event dropped from _recent
         self._last_leftover_flush = self.clock()
         self.closed = False
 
@@ -334,11 +341,25 @@ class SchedulingQueue:
         if self._where.get(pod.key) != "inflight":
             return
         current = self.pods[pod.key]
-        if self._move_request_cycle >= cycle:
+        names = frozenset(rejectors) or frozenset({status.plugin})
+        if self._helped_in_flight(current, names, cycle):
             self._push_backoff(current)
             return
-        names = frozenset(rejectors) or frozenset({status.plugin})
         self._park(current, names, pending=status.code == Code.PENDING)
+
+    def _helped_in_flight(self, pod: PodInfo, rejectors: frozenset[str], cycle: int) -> bool:
+        """Did an event that may help ``pod`` (by what its ``rejectors`` registered, and
+        their hints) arrive since its cycle ``cycle`` started?"""
+        if self._forgotten_cycle >= cycle:
+            return True
+        for ev_cycle, resource, action, old, new in reversed(self._recent):
+            if ev_cycle < cycle:
+                break
+            for plugin in rejectors:
+                m = self._matching(plugin, resource, action)
+                if m is True or (m and any(h(pod, old, new) for h in m)):
+                    return True
+        return False
 
     def activate(self, keys: Iterable[str]) -> None:
         """Move these pods to activeQ at once (a gang's siblings, a preemptor's victims gone)."""
@@ -369,7 +390,10 @@ class SchedulingQueue:
 
     def on_event(self, resource: str, action: ActionType, old: Any = None, new: Any = None) -> int:
         """A cluster event: retry the unschedulable pods it may help. Returns how many moved."""
-        self._move_request_cycle = self.scheduling_cycle
+        recent = self._recent
+        recent.append((self.scheduling_cycle, resource, int(action), old, new))
+        if len(recent) > RECENT_EVENTS:
+            self._forgotten_cycle = recent.popleft()[0]
         if not self.unschedulable:
             return 0
         moved: list[_Parked] = []

@@ -132,6 +132,22 @@ def test_an_event_during_the_cycle_sends_the_pod_to_backoff_not_to_the_unschedul
     assert q.where(p.key) == "backoff"
 
 
+def test_an_event_during_the_cycle_that_cannot_help_the_pod_still_parks_it() -> None:
+    """Only an in-flight event one of the rejecting plugins registered for sends the pod
+    to backoff (upstream replays them through the QueueingHints): a pod bound elsewhere
+    cannot help a pod short of cpu, so an idle scheduler does not retry it at once."""
+    q, _clock = make()
+    q.add(PodInfo(pod("p")))
+    p = q.pop_nowait()
+    assert p is not None
+    cycle = q.scheduling_cycle
+    q.on_event("pods", ActionType.ADD)  # another pod bound while p was being scheduled
+    q.on_event("nodes", ActionType.UPDATE_NODE_TAINT)
+    q.add_unschedulable(p, unschedulable("NodeResourcesFit"), cycle, {"NodeResourcesFit"})
+    assert q.where(p.key) == "unschedulable"
+    assert q.pop_nowait() is None
+
+
 def test_scheduling_gates_hold_the_pod_until_removed() -> None:
     q, _clock = make()
     gated = pod("g", schedulingGates=[{"name": "wait"}])
