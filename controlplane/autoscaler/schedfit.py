@@ -8,8 +8,9 @@ node, with the scheduler profile's PreFilter and Filter plugins
 inter-pod affinity, node resources (those ``scheduler.feasibility`` runs; it
 builds a cache per call, this keeps one handle per simulation). The plugins
 see the cluster through a ``Handle`` over the autoscaler's informers; their
-node view (``NodeInfo``s with the bound pods) is rebuilt once per simulation
-(``refresh``).
+node view (``NodeInfo``s with the bound pods) is rebuilt at most once per
+simulation (``refresh``), when a plugin first reads it, and only for the nodes
+that changed.
 
 A hypothetical node is left to ``resource_fit``: its labels are requirements
 (a zone may still be any of three), which a Node object cannot express.
@@ -50,6 +51,7 @@ class _Handle:
         # node -> (the versions of the Node and its pods it was built from, the NodeInfo)
         self._built: dict[str, tuple[tuple[str, ...], NodeInfo]] = {}
         self._pod_infos: dict[str, tuple[str, PodInfo]] = {}  # pod key -> (resourceVersion, PodInfo)
+        self._stale = False  # refresh() was called since the view was built
         self._profile: Profile | None = None
 
     @property
@@ -57,6 +59,8 @@ class _Handle:
         return self._client
 
     def nodes(self) -> Mapping[str, NodeInfo]:
+        if self._stale:
+            self._rebuild()
         return self._nodes
 
     def lister(self, resource: str) -> Mapping[str, Any]:
@@ -76,6 +80,11 @@ class _Handle:
         pass
 
     def refresh(self) -> None:
+        """Take the cluster as it is now: the node view is rebuilt when next read (a
+        disruption pass with no candidate reads none)."""
+        self._stale = True
+
+    def _rebuild(self) -> None:
         """Rebuild the node view from the state. A node's ``NodeInfo`` is kept from the
         last refresh while its Node and its pods are the same versions (the plugins only
         read it), and a pod's ``PodInfo`` while the pod is: refreshing every disruption
@@ -103,6 +112,7 @@ class _Handle:
             built[name] = (versions, info)
             infos[name] = info
         self._built, self._pod_infos, self._nodes = built, pod_infos, infos
+        self._stale = False
 
 
 class SchedulerFits:
