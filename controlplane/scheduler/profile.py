@@ -282,14 +282,19 @@ class Profile:
 
     def _find_feasible_resources(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                                  filters: list[FilterPlugin]) -> tuple[list[NodeInfo], dict[str, Status]]:
+        """The feasible nodes, and why each node failed when none is (the FitError's
+        reasons; with feasible nodes, the failures are not all reported)."""
         n = len(nodes)
         if not n:
             return [], {}
         want = num_feasible_nodes_to_find(n, self.percentage)
         start = self._next_start % n
         cpu, mem, other = pod.req_cpu, pod.req_mem, pod.req_other
+        # one extended resource (a GPU pod's nvidia.com/gpu): checked without a generator
+        one_other = other[0] if len(other) == 1 else None
         feasible: list[NodeInfo] = []
         failed: dict[str, Status] = {}
+        short: list[NodeInfo] = []  # nodes without room: their Status is only needed if none fits
         processed = 0
         for node in itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start)):
             processed += 1
@@ -303,14 +308,24 @@ class Profile:
                     failed[node.name] = s
                 continue
             # as NodeResourcesFit.filter: a resource the pod does not request is not checked
-            if (cpu and node.free_cpu < cpu) or (mem and node.free_mem < mem) or node.free_pods < 1 or (
-                    other and any(node.allocatable.get(k, 0) - node.requested.get(k, 0) < v for k, v in other)):
-                failed[node.name] = Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin="NodeResourcesFit")
+            if (cpu and node.free_cpu < cpu) or (mem and node.free_mem < mem) or node.free_pods < 1:
+                short.append(node)
+                continue
+            if one_other is not None:
+                k, v = one_other
+                if node.allocatable.get(k, 0) - node.requested.get(k, 0) < v:
+                    short.append(node)
+                    continue
+            elif other and any(node.allocatable.get(k, 0) - node.requested.get(k, 0) < v for k, v in other):
+                short.append(node)
                 continue
             feasible.append(node)
             if len(feasible) >= want:
                 break
         self._next_start = (start + processed) % n
+        if not feasible:
+            for node in short:
+                failed[node.name] = Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin="NodeResourcesFit")
         return feasible, failed
 
     def _find_feasible_columns(self, columns: NodeColumns, state: CycleState, pod: PodInfo,
