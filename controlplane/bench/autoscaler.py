@@ -12,13 +12,23 @@ catalog is the built-in one with every launch latency multiplied by
    no node in the cluster. Reported: when the first NodeClaim was created
    (batching and simulation), when the first and when every NodeClaim's node
    was registered, when every GPU node's ResourceSlice was published, when
-   every pod was bound, and when every pod was Running; the target is the GPU types' launch latency + 5 s, counted from the
-   pods' creation (and, beside it, from when all were pending: unschedulable).
+   every pod was bound, and when every pod was Running; the target is the GPU
+   types' launch latency + 5 s, counted from the pods' creation (and, beside
+   it, from when all were pending: unschedulable).
 2. **Consolidation**: all the pods are deleted; reported: when the last node
    was gone, counted from when the last delete returned (target
    ``consolidateAfter`` + 5 s; ``from_first_delete`` beside it), and the most
    NodeClaims ever being deleted at once against what the budget allows
    (sampled every 20 ms).
+
+``--components-process`` runs ``controlplane serve --autoscaler --components-process``
+instead, in processes of its own: the API server in one, the scheduler, the node
+simulator and the autoscaler in the process it forks (a core each, as a user
+would run them for speed), the catalog's latencies scaled through an
+``--instance-types`` file. The benchmark then watches the cluster over the
+socket (pods, nodes, NodeClaims, ResourceSlices) into the autoscaler's own
+``ClusterState`` to take the same marks. The autoscaler runs with its default
+disruption interval there (1 s; 0.5 s in process).
 
 Numbers are noisy on a shared two-core machine: run a few times, quote medians.
 """
@@ -66,14 +76,114 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="the autoscaler alone: no scheduler and no node simulator; the benchmark marks the pods "
                         "unschedulable itself and the scale-up ends when the nodes and devices are there (no pod "
                         "runs; no consolidation phase)")
+    p.add_argument("--components-process", action="store_true",
+                   help="serve --autoscaler --components-process in processes of their own, watched over the "
+                        "socket (the API server on one core, the components on the other)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up on a phase after this (default: %(default)s)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.components_process and (args.alone or args.dra):
+        p.error("--components-process runs the whole loop with the built-in catalog's GPUs (no --alone, no --dra)")
+    return args
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.components_process:
+        return _run_components_process(args)
     return asyncio.run(_run(args))
+
+
+def _scaled_catalog(scale: float) -> tuple[Any, ...]:
+    from ..nodes.instancetypes import DEFAULT_CATALOG
+
+    return tuple(dataclasses.replace(t, launch_latency_seconds=t.launch_latency_seconds * scale)
+                 for t in DEFAULT_CATALOG)
+
+
+def _catalog_entry(t: Any) -> dict[str, Any]:
+    """An instance type as an ``--instance-types`` file lists it (``InstanceType.from_dict``)."""
+    return {"name": t.name, "cpu": t.cpu, "memory": t.memory, "pods": t.pods, "price": t.price,
+            "launchLatencySeconds": t.launch_latency_seconds, "registryBandwidthMBps": t.registry_bandwidth_mbps,
+            "unpackMBps": t.unpack_mbps, "unpackWorkers": t.unpack_workers,
+            "extendedResources": dict(t.extended_resources), "arch": t.arch, "os": t.os,
+            "capacityType": t.capacity_type,
+            "gpus": [{"model": g.model, "memory": g.memory, "count": g.count, "driver": g.driver,
+                      "attributes": dict(g.attributes)} for g in t.gpus]}
+
+
+def _run_components_process(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .scheduler import _free_port, start_server, stop_all
+
+    types = _scaled_catalog(args.latency_scale)
+    gpu_latency = max(t.launch_latency_seconds for t in types if t.gpus)
+    work = Path(tempfile.mkdtemp(prefix="cp-bench-autoscaler-"))
+    catalog = work / "instance-types.json"
+    catalog.write_text(json.dumps([_catalog_entry(t) for t in types]))
+    port = _free_port()
+    procs = []
+    try:
+        procs.append(start_server(work, port, ["--autoscaler", "--components-process",
+                                               "--instance-types", str(catalog)]))
+        return asyncio.run(_watch_over_socket(args, port, gpu_latency))
+    finally:
+        stop_all(procs)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _watch_over_socket(args: argparse.Namespace, port: int, gpu_latency: float) -> int:
+    from ..autoscaler.crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION
+    from ..autoscaler.state import ClusterState
+    from ..client import ApiError, Client, Informer, resource_path
+
+    pods_path = resource_path("", "v1", "pods", "default")
+    async with Client(f"http://127.0.0.1:{port}") as client:
+        deadline = time.monotonic() + 60
+        while True:  # the autoscaler installs the karpenter.sh CRDs when it starts
+            try:
+                await client.list(resource_path(GROUP, VERSION, NODEPOOLS), limit=1)
+                break
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        st = ClusterState()
+        running: dict[str, float] = {}
+        created: dict[str, float] = {}
+
+        def seen(pod: dict[str, Any]) -> None:
+            name = pod["metadata"]["name"]
+            created.setdefault(name, time.monotonic())
+            if (pod.get("status") or {}).get("phase") == "Running":
+                running.setdefault(name, time.monotonic())
+
+        def pod_added(pod: dict[str, Any]) -> None:
+            st.pod_added(pod)
+            seen(pod)
+
+        def pod_updated(old: dict[str, Any], new: dict[str, Any]) -> None:
+            st.pod_updated(old, new)
+            seen(new)
+
+        informers = [
+            Informer(client, pods_path, on_add=pod_added, on_update=pod_updated, on_delete=st.pod_deleted),
+            Informer(client, resource_path("", "v1", "nodes"), on_add=st.node_added, on_update=st.node_updated,
+                     on_delete=st.node_deleted),
+            Informer(client, resource_path(GROUP, VERSION, NODECLAIMS), on_add=lambda c: st.nodeclaim_set(None, c),
+                     on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
+            Informer(client, resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
+                     on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
+        ]
+        tasks = [asyncio.create_task(i.run()) for i in informers]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
+            return await _phases(args, client, st, running, created, gpu_latency, pods_path)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -83,11 +193,9 @@ async def _run(args: argparse.Namespace) -> int:
     from ..client import Client, Informer, resource_path
     from ..config import Config
     from ..nodes.config import SimConfig
-    from ..nodes.instancetypes import DEFAULT_CATALOG
     from ..nodes.simulator import NodeSimulator
 
-    types = tuple(dataclasses.replace(t, launch_latency_seconds=t.launch_latency_seconds * args.latency_scale)
-                  for t in DEFAULT_CATALOG)
+    types = _scaled_catalog(args.latency_scale)
     gpu_latency = max(t.launch_latency_seconds for t in types if t.gpus)
     pods_path = resource_path("", "v1", "pods", "default")
     with tempfile.TemporaryDirectory(prefix="bench-autoscaler-") as tmp:
@@ -111,19 +219,19 @@ async def _run(args: argparse.Namespace) -> int:
             try:
                 await asyncio.wait_for(scaler.synced.wait(), 30)
                 await watcher.synced.wait()
-                return await _phases(args, client, scaler, running, created, gpu_latency, pods_path)
+                return await _phases(args, client, scaler.state, running, created, gpu_latency, pods_path)
             finally:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _phases(args: argparse.Namespace, client: Any, scaler: Any, running: dict[str, float],
+async def _phases(args: argparse.Namespace, client: Any, st: Any, running: dict[str, float],
                   created: dict[str, float], gpu_latency: float, pods_path: str) -> int:
+    """The two phases; ``st`` is a ``ClusterState`` kept by informers (the autoscaler's own, in process)."""
     from ..autoscaler.budgets import allowed
     from ..client import resource_path
 
-    st = scaler.state
     requirements = []
     if args.instance_types:
         requirements = [{"key": "node.kubernetes.io/instance-type", "operator": "In",
