@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..client import ApiError, Client, InformerHandle, resource_path
 from ..gcsettings import settle_heap
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from .cache import Cache
+from .events import EventRecorder
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
 from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig
@@ -47,7 +47,6 @@ __all__ = ["Scheduler", "start"]
 log = logging.getLogger("controlplane.scheduler")
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-_MAX_PENDING_EVENTS = 2000  # Normal events beyond this many unwritten ones are dropped (as a broadcaster would)
 
 EventHandler = Callable[..., object]
 
@@ -94,8 +93,7 @@ class Scheduler:
         self.nominated: dict[str, dict[str, PodInfo]] = {}  # node -> pods nominated there
         self.priority_classes: dict[str, int] = {}
         self.success_events = success_events
-        self._pending_events = 0
-        self.dropped_events = 0
+        self.events = EventRecorder(self.writer, scheduler_name, self.spawn)
         self._binds = asyncio.Semaphore(bind_concurrency)
         self.fwk = Profile.build(self, registry, profile, percentage_of_nodes_to_score)
         self.gang: GangScheduling | None = self.fwk.get("GangScheduling")  # type: ignore[assignment]
@@ -148,33 +146,12 @@ class Scheduler:
         task.add_done_callback(self._tasks.discard)
 
     def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        if self._pending_events >= _MAX_PENDING_EVENTS and type_ == "Normal":
-            self.dropped_events += 1
-            return
-        self._pending_events += 1
-        self.spawn(self._write_event(obj, reason, message, type_))
+        """An Event about ``obj``, merged into a series with its isomorphic ones (events.py)."""
+        self.events.record(obj, reason, message, type_)
 
-    async def _write_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
-        meta = obj.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        now = _now()
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}", "namespace": ns},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"),
-                               "namespace": ns, "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "reason": reason, "message": message, "type": type_,
-            "source": {"component": self.scheduler_name}, "reportingComponent": self.scheduler_name,
-            "reportingInstance": self.scheduler_name, "action": "Scheduling",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        try:
-            await self.writer.create_event(resource_path("", "v1", "events", ns), event)
-        except (ApiError, OSError, httpx.TransportError) as e:
-            log.debug("event not written: %r", e)
-        finally:
-            self._pending_events -= 1
+    @property
+    def dropped_events(self) -> int:
+        return self.events.dropped
 
     # ---------------------------------------------------------------- informers
 
@@ -404,6 +381,7 @@ class Scheduler:
         informers = self._informers()
         for inf in informers:
             self.spawn(inf.run())
+        self.spawn(self.events.run())
         for inf in informers:
             await inf.synced.wait()
         self.synced.set()

@@ -6,7 +6,7 @@ add here. Over a socket, writes are bounded, in two lanes: at most
 ``SOCKET_CONCURRENCY`` bindings and conditions in flight, and apart from them
 at most ``EVENT_CONCURRENCY`` events, so a server slow to answer never makes
 bindings queue behind events (upstream's event broadcaster writes from its own
-goroutine, and drops what overflows its queue, as ``Scheduler.record_event``
+goroutine, and drops what overflows its queue, as ``events.EventRecorder``
 does). Each request in flight holds a connection of the client's pool.
 """
 
