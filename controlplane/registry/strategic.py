@@ -51,6 +51,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 from . import schema as openapi
 
 __all__ = [
@@ -160,7 +162,17 @@ def schema_for_kind(group: str, version: str, kind: str) -> TypeSchema | None:
 
 def apply(original: dict[str, Any], patch: dict[str, Any], schema: PatchSchema) -> dict[str, Any]:
     """The object ``original`` becomes under ``patch``; neither argument is modified."""
-    return _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema)
+    return _merge_map(_json_copy(original), _json_copy(patch), schema)
+
+
+def _json_copy(value: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of decoded JSON: a round trip through orjson, several times faster than
+    ``copy.deepcopy`` on objects of this size (what it cannot encode is copied the slow way)."""
+    try:
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return copy.deepcopy(value)
+    return copied
 
 
 def _merge_map(original: dict[str, Any] | None, patch: dict[str, Any], schema: PatchSchema) -> dict[str, Any]:
