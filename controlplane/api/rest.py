@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -65,6 +64,7 @@ from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_
 from .reviews import REVIEWS, review
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
+from .uids import new_uid, random_hex
 
 log = logging.getLogger("controlplane.api")
 
@@ -116,6 +116,7 @@ class KubeApi:
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
+        self._namespace_memo: tuple[int, dict[str, bytes]] = (-1, {})  # (cache generation, namespaces by name)
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -128,7 +129,7 @@ class KubeApi:
         for plural, obj in RBAC_BOOTSTRAP:
             rtype = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
             assert rtype is not None
-            body = {**obj, "metadata": {**obj["metadata"], "uid": str(uuid.uuid4()), "creationTimestamp": _now()}}
+            body = {**obj, "metadata": {**obj["metadata"], "uid": new_uid(), "creationTimestamp": _now()}}
             with contextlib.suppress(store.KeyExists):
                 await self.store.create(rtype.key(None, obj["metadata"]["name"]), orjson.dumps(body))
 
@@ -137,7 +138,7 @@ class KubeApi:
         assert self._namespaces is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             obj = {"apiVersion": "v1", "kind": "Namespace",
-                   "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": _now(),
+                   "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": _now(),
                                 "labels": {"kubernetes.io/metadata.name": name}},
                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
             with contextlib.suppress(store.KeyExists):
@@ -148,7 +149,7 @@ class KubeApi:
                 with contextlib.suppress(store.KeyExists):
                     await self.store.create(self._priority_classes.key(None, name), orjson.dumps(_metadata_first(
                         {**system_class(name, value, description),
-                         "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": _now(),
+                         "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": _now(),
                                       "generation": 1}})))
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
@@ -230,7 +231,9 @@ class KubeApi:
         path: str = scope["path"]
         parts = [p for p in path.split("/") if p]
         method: str = scope["method"]
-        query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
+        query_string: bytes = scope.get("query_string", b"")
+        query = {k: v[-1] for k, v in parse_qs(query_string.decode(), keep_blank_values=True).items()} \
+            if query_string else {}  # most writes have no query: spare them parse_qs
         if self.authorizer is not None:
             await self._authorize(scope, parts, method, query)
         if parts == ["api"] or parts == ["apis"]:
@@ -299,7 +302,8 @@ class KubeApi:
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        content_type = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        headers = dict(scope["headers"])
+        content_type = headers.get(b"content-type", b"").decode().split(";")[0].strip().lower()
         if method in ("POST", "PUT") and content_type == "application/yaml":
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
             receive = _replay(yaml_as_json(await self._body(scope, receive)))
@@ -326,7 +330,6 @@ class KubeApi:
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
             raise ApiError.unsupported_media_type(content_type)
-        headers = dict(scope["headers"])
         manager = manager_of(query, headers) if method in ("POST", "PUT", "PATCH") else ""
         accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
         table = bool(accept) and wants_table(accept)
@@ -542,7 +545,7 @@ class KubeApi:
                 spec["finalizers"].append("kubernetes")
         if manager is not None:
             managedfields.record_write(rtype, None, obj, manager)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = _now()
         meta["generation"] = 1
         if rtype is self._pods and self._priority_classes is not None:
@@ -551,7 +554,7 @@ class KubeApi:
         obj = _metadata_first(obj)
         for _attempt in range(8):
             if not name:
-                meta["name"] = generate + uuid.uuid4().hex[:5]
+                meta["name"] = generate + random_hex(5)
             store_key = rtype.key(namespace, meta["name"])
             stored = orjson.dumps(obj)
             try:
@@ -595,10 +598,19 @@ class KubeApi:
         """The namespace's JSON, for admission (upstream's NamespaceLifecycle): from the
         watch cache as it is, and, on a miss, from the store (it may be a moment old)."""
         assert self._namespaces is not None
+        generation = self.reads.generation(self._namespaces)
+        memo = self._namespace_memo
+        if generation is not None and memo[0] == generation and name in memo[1]:
+            return memo[1][name]  # the cache's namespaces have not changed since: what it would answer
         raw = await self.reads.get(self._namespaces, None, name, "0")
         if raw is None:
             kv = await self.store.get(self._namespaces.key(None, name))
             raw = kv.value if kv is not None else None
+        elif generation is not None and generation == self.reads.generation(self._namespaces):
+            # the cache's answer (a miss is not kept: the namespace may be on its way)
+            if memo[0] != generation:
+                memo = self._namespace_memo = (generation, {})
+            memo[1][name] = raw
         return raw
 
     async def _default_service_account(self, namespace: str) -> None:
@@ -607,7 +619,7 @@ class KubeApi:
         if sa is None:
             return
         obj = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": "default", "namespace": namespace, "uid": str(uuid.uuid4()),
+               "metadata": {"name": "default", "namespace": namespace, "uid": new_uid(),
                             "creationTimestamp": _now()}}
         with contextlib.suppress(store.KeyExists):
             await self.store.create(sa.key(namespace, "default"), orjson.dumps(obj))
