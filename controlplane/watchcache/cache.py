@@ -27,6 +27,7 @@ Fields and what protects them:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from bisect import bisect_left, bisect_right
@@ -182,6 +183,13 @@ class CopySnapshot:
 
 
 PRIMED_MAX = 4096  # versions written here and not yet applied: about a second of writes at most
+# Each cache's generations start in a range of their own, so a cache that replaces a
+# failed one of the same resource never repeats a generation the old one had: the
+# API's memos keyed by generation (PriorityClasses, Namespaces) would take it for
+# "nothing changed". 2**48 changes per cache are never reached.
+_GENERATION_RANGE = 1 << 48
+_caches_made = itertools.count()
+
 Batch = tuple[list[Event], int, float]  # (events under this prefix, the feed's revision after them, receipt time)
 
 
@@ -192,7 +200,8 @@ class ResourceCache:
         self.config = config
         self.start_revision = start_revision  # the revision the initial list is read at
         self.revision = 0                     # 0 until loaded; see the module docstring
-        self.generation = 0                   # grows whenever the map changes (a load, applied events)
+        # grows whenever the map changes (a load, applied events); unique to this cache
+        self.generation = next(_caches_made) * _GENERATION_RANGE
         self.ready = asyncio.Event()
         self.failed: BaseException | None = None
         wait = WATCH_CACHE_LOCK_WAIT

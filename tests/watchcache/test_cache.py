@@ -449,3 +449,15 @@ async def test_packed_entries_serve_the_same_json(env: Env) -> None:
     items = await collect(watch, 81)  # 60 initial, a bookmark, 20 live
     assert [orjson.loads(i.raw)["metadata"]["name"] for i in items if i.type == "ADDED"] == \
         [f"p{i:02d}" for i in range(80)]
+
+
+async def test_caches_never_share_a_generation() -> None:
+    # a cache replacing a failed one starts past every generation the old one had, so
+    # memos keyed by generation (the API's PriorityClasses, Namespaces) cannot take the
+    # new cache's state for the old one's
+    from controlplane.watchcache.cache import ResourceCache
+
+    old = ResourceCache(b"/registry/namespaces/", "namespaces", CacheConfig(), 1)
+    new = ResourceCache(b"/registry/namespaces/", "namespaces", CacheConfig(), 1)
+    old.generation += 1_000_000  # what a long-lived cache reaches
+    assert new.generation > old.generation
