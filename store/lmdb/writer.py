@@ -143,7 +143,11 @@ class _Mailbox(Generic[Item]):
 
     def put(self, item: Item) -> None:
         self._items.append(item)
-        if self._idle:
+        # Already set (an earlier put of this burst; the consumer has not run since):
+        # the consumer has a clear() still to do, after which it takes every item
+        # appended before now, this one included. Setting again would only cost the
+        # Event's lock and a notify, once per op while the consumer waits for the GIL.
+        if self._idle and not self._wake.is_set():
             self._wake.set()
 
     def wake(self) -> None:
