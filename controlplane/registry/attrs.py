@@ -54,8 +54,10 @@ _UNIQUE_FIELDS = frozenset({"metadata.name", "status.podIP", "status.podIPs"})
 
 
 @functools.cache
-def _shared_positions(plural: str) -> tuple[bool, ...]:
-    return tuple(name not in _UNIQUE_FIELDS for name in field_names(plural))
+def _extractors(plural: str) -> tuple[tuple[Callable[[dict[str, Any]], str], bool], ...]:
+    """Each selectable field's getter, in ``field_names`` order, and whether its value is shared (interned)."""
+    return tuple((get, name not in _UNIQUE_FIELDS) for name, get in zip(field_names(plural), _getters(plural),
+                                                                         strict=True))
 
 
 # Objects of one template carry the same labels: one tuple serves them all. Bounded,
@@ -81,10 +83,10 @@ def attrs_of(plural: str, obj: dict[str, Any]) -> Attrs:
             pairs = shared
         elif len(_LABEL_SETS) < _LABEL_SETS_MAX:
             _LABEL_SETS[pairs] = pairs
-    values = [get(obj) for get in _getters(plural)]
-    for i, share in enumerate(_shared_positions(plural)):
-        if share and type(values[i]) is str:
-            values[i] = intern(values[i])
+    values = []
+    for get, share in _extractors(plural):
+        value = get(obj)
+        values.append(intern(value) if share and type(value) is str else value)
     return pairs, tuple(values)
 
 

@@ -155,11 +155,14 @@ def _is_reset(raw: Any) -> bool:
 
 def _encode(entries: list[Entry]) -> list[dict[str, Any]]:
     # Apply entries first, then by time, manager, subresource (as upstream sorts them)
-    entries = sorted(entries, key=lambda e: (e.operation, e.time or "", e.manager, e.subresource))
+    if len(entries) > 1:
+        entries = sorted(entries, key=lambda e: (e.operation, e.time or "", e.manager, e.subresource))
     return [e.encode() for e in entries]
 
 
 def _cap(entries: list[Entry]) -> list[Entry]:
+    if len(entries) <= MAX_UPDATE_ENTRIES:
+        return entries  # no more Update entries than entries: none to merge
     updates = sorted((e for e in entries if e.operation == UPDATE), key=lambda e: e.time or "")
     excess = len(updates) - MAX_UPDATE_ENTRIES
     if excess <= 0:
@@ -200,6 +203,15 @@ def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> 
     return view
 
 
+def _as_stored(sent: Any, old: dict[str, Any] | None) -> bool:
+    """Whether the client sent ``old``'s managedFields back as they are (it writes back what
+    it read). Those entries are the stored ones, which this module wrote, so they need no
+    check: were one malformed, the checked decode would fail and the stored ones, the very
+    same, would be taken unchecked instead."""
+    meta = old.get("metadata") if old else None
+    return isinstance(meta, dict) and meta.get("managedFields", []) == sent
+
+
 def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], manager: str,
                  subresource: str | None = None) -> None:
     """Set ``new``'s managedFields after a create (``old`` None), update or patch by ``manager``.
@@ -209,7 +221,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     sent = meta.pop("managedFields", None)
     if subresource is None and _is_reset(sent):
         return
-    entries = decode(sent) if subresource is None and sent else None
+    entries = decode(sent, trusted=_as_stored(sent, old)) if subresource is None and sent else None
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     shape = shape_for(rtype.group, rtype.version, rtype.kind)

@@ -153,18 +153,40 @@ def parse_label_selector(text: str | None) -> LabelSelector:
 # -- fields ---------------------------------------------------------------------
 def _path(*keys: str, zero: str = "") -> Callable[[dict[str, Any]], str]:
     """The field at ``keys`` as its selector value; ``zero`` when absent (Go's zero value
-    of the field's type, as upstream formats it: "false" for a bool, "0" for a number)."""
+    of the field's type, as upstream formats it: "false" for a bool, "0" for a number).
+
+    Every write computes its object's selectable fields (``attrs.attrs_of``), so the
+    paths of two keys and fewer (all of them today) get getters without the loop."""
+    def value(cur: Any) -> str:
+        if cur is None:
+            return zero
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+
+    if len(keys) == 1:
+        (only,) = keys
+
+        def get_one(obj: dict[str, Any]) -> str:
+            cur = obj.get(only) if isinstance(obj, dict) else None
+            return cur if cur.__class__ is str else value(cur)  # a str is its own value
+        return get_one
+    if len(keys) == 2:
+        first, second = keys
+
+        def get_two(obj: dict[str, Any]) -> str:
+            cur = obj.get(first) if isinstance(obj, dict) else None
+            cur = cur.get(second) if isinstance(cur, dict) else None
+            return cur if cur.__class__ is str else value(cur)
+        return get_two
+
     def get(obj: dict[str, Any]) -> str:
         cur: Any = obj
         for k in keys:
             if not isinstance(cur, dict):
                 return zero
             cur = cur.get(k)
-        if cur is None:
-            return zero
-        if isinstance(cur, bool):
-            return "true" if cur else "false"
-        return str(cur)
+        return value(cur)
     return get
 
 

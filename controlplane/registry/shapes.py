@@ -211,6 +211,14 @@ def shape_for(group: str, version: str, kind: str) -> Shape:
     shape = _registered.get((group, version, kind))
     if shape is not None:
         return shape
+    return _builtin_shape(group, version, kind)
+
+
+@functools.cache
+def _builtin_shape(group: str, version: str, kind: str) -> Shape:
+    """The shape of a kind without a registered schema. Kept per kind: the built-in
+    definitions are loaded once and never change, and ``_builtins`` builds one shape
+    per definition node, so every call would return this very shape (every write asks)."""
     node = builtin.definitions().for_kind(group, version, kind)
     return _schemaless() if node is None else _builtins().build(node)
 

@@ -102,13 +102,16 @@ class Shape:
         self.parse: Callable[[Any], str | None] | None = None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
-              duplicates: dict[int, list[str]] | None = None) -> Findings:
+              duplicates: dict[int, list[str]] | None = None, count_keys: bool = True) -> Findings:
         """Walk ``obj``; with ``prune``, remove the unknown fields from it (in place).
 
         ``duplicates`` (from ``decode_with_duplicates``) maps ``id()`` of a decoded
-        dict to the keys it had more than once."""
+        dict to the keys it had more than once. Without ``count_keys`` (no body to
+        compare with: a patch's result), ``found.keys`` is not counted: the keys of
+        the subtrees no schema describes (every managedFields entry's ``fieldsV1``)
+        are not walked for it."""
         found = Findings()
-        found.keys = _walk(self, obj, [], found, prune, duplicates, required=True, top=True)
+        found.keys = _walk(self, obj, [], found, prune, duplicates, True, True, count_keys)
         return found
 
 
@@ -118,7 +121,7 @@ class Findings:
     mismatched: list[tuple[str, str, str]] = field(default_factory=list)  # (path, JSON type given, Go type)
     missing: list[str] = field(default_factory=list)    # paths of missing required fields
     malformed: list[str] = field(default_factory=list)  # decoding errors of Times and Quantities
-    keys: int = 0                                        # object keys in the decoded tree
+    keys: int = 0                                        # object keys in the decoded tree (if counted)
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -130,8 +133,9 @@ def _path(stack: list[str], last: str | None = None) -> str:
 
 
 def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bool,
-          duplicates: dict[int, list[str]] | None, required: bool, top: bool = False) -> int:
-    """Check ``value`` against ``shape``; returns the number of object keys under it.
+          duplicates: dict[int, list[str]] | None, required: bool, top: bool = False, count: bool = True) -> int:
+    """Check ``value`` against ``shape``; returns the number of object keys under it
+    (only those of the nodes a schema describes, unless ``count``).
 
     The hot path of every write: one dict lookup per key, recursion only into
     dicts and lists, paths built only for a problem."""
@@ -139,12 +143,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
         keys = len(value)
         if shape.expect is not None and shape.expect != "object":
             found.mismatched.append((_path(stack), "object", _GO_TYPE[shape.expect]))
-            return keys + _count_values(value)
+            return keys + _count_values(value) if count else keys
         fields = shape.fields
         if fields is None:
             values = shape.values
             if values is None:
-                return keys + _count_values(value)
+                return keys + _count_values(value) if count else keys
             dups = duplicates.get(id(value)) if duplicates else None
             accepts = values.accepts
             for k, v in value.items():
@@ -153,7 +157,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 t = type(v)
                 if t is dict or t is list:
                     stack.append(k)
-                    keys += _walk(values, v, stack, found, prune, duplicates, required)
+                    keys += _walk(values, v, stack, found, prune, duplicates, required, False, count)
                     stack.pop()
                 elif t not in accepts:
                     found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
@@ -169,14 +173,16 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 if unknown is None:
                     unknown = []
                 unknown.append(k)
-                keys += _count(v)
+                if count:
+                    keys += _count(v)
                 continue
             if dups and k in dups:
                 found.problems.append(f'duplicate field "{_path(stack, k)}"')
             t = type(v)
             if t is dict or t is list:
                 stack.append(k)
-                keys += _walk(sub, v, stack, found, prune, duplicates, required and not (top and k == "status"))
+                keys += _walk(sub, v, stack, found, prune, duplicates, required and not (top and k == "status"),
+                              False, count)
                 stack.pop()
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
@@ -193,23 +199,23 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
     if type(value) is list:
         if shape.expect is not None and shape.expect != "array":
             found.mismatched.append((_path(stack), "array", _GO_TYPE[shape.expect]))
-            return _count_values(value)
+            return _count_values(value) if count else 0
         items = shape.items
         if items is None or items.expect is None:
-            return _count_values(value)
+            return _count_values(value) if count else 0
         expect = items.expect
         if expect not in ("object", "array"):  # a list of scalars: only their types to check
             accepts = items.accepts
             for i, v in enumerate(value):
                 if type(v) not in accepts:
                     found.mismatched.append((_path(stack) + f"[{i}]", _json_type(v), _GO_TYPE[expect]))
-            return _count_values(value)
+            return _count_values(value) if count else 0
         keys = 0
         base = stack.pop() if stack else ""
         for i, v in enumerate(value):
             stack.append(f"{base}[{i}]")
             if type(v) is dict or type(v) is list:
-                keys += _walk(items, v, stack, found, prune, duplicates, required)
+                keys += _walk(items, v, stack, found, prune, duplicates, required, False, count)
             elif v is not None:
                 found.mismatched.append((_path(stack), _json_type(v), _GO_TYPE[expect]))
             stack.pop()
@@ -277,10 +283,23 @@ def _count(value: Any) -> int:
 
 
 def _count_values(container: dict[str, Any] | list[Any]) -> int:
+    """The object keys below ``container`` (a dict's own not included): the keys of
+    every dict (exactly a dict) reached through dicts and lists (exactly those).
+
+    A loop over a stack, not a recursion: the opaque ``fieldsV1`` of managedFields,
+    whose every node is a dict, make this most of the walk of an update or a patch."""
     n = 0
-    for v in (container.values() if isinstance(container, dict) else container):
-        if type(v) is dict or type(v) is list:
-            n += _count(v)
+    pending: list[dict[str, Any] | list[Any]] = [container]
+    while pending:
+        c = pending.pop()
+        for v in (c.values() if isinstance(c, dict) else c):
+            t = type(v)
+            if t is dict:
+                if v:  # (an empty dict has nothing below it: most fieldsV1 nodes are such leaves)
+                    n += len(v)
+                    pending.append(v)
+            elif t is list:
+                pending.append(v)
     return n
 
 

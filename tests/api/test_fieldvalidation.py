@@ -91,3 +91,28 @@ def test_mangled_pods_get_a_status_or_pass_never_another_exception() -> None:
             except ApiError as e:
                 outcomes.add(e.code)
     assert outcomes <= {200, 400, 422} and len(outcomes) > 1
+
+
+def test_object_keys_of_a_merge_patch() -> None:
+    from controlplane.api.fieldvalidation import _object_keys
+
+    def recursive(value: object) -> int:  # the reference: how it was first written
+        if isinstance(value, dict):
+            return len(value) + sum(recursive(v) for v in value.values())
+        if isinstance(value, list):
+            return sum(recursive(v) for v in value)
+        return 0
+
+    rnd = random.Random(3)
+
+    def tree(depth: int) -> object:
+        r = rnd.random()
+        if depth > 5 or r < 0.3:
+            return rnd.choice(["s", 1, None, True, {}, []])
+        if r < 0.65:
+            return {str(i): tree(depth + 1) for i in range(rnd.randint(0, 4))}
+        return [tree(depth + 1) for _ in range(rnd.randint(0, 4))]
+
+    for _ in range(2000):
+        value = tree(0)
+        assert _object_keys(value) == recursive(value)

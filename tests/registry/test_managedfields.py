@@ -254,3 +254,38 @@ def test_an_object_too_deep_to_walk_gets_no_managed_fields() -> None:
     new = {"metadata": {"name": "c"}, "data": {}, "extra": deep}
     mf.record_write(CONFIGMAPS, old, new, "m")
     assert "managedFields" not in new["metadata"]
+
+
+def test_managed_fields_sent_back_as_stored_are_the_stored_ones() -> None:
+    # a client writing back what it read: the entries are taken as stored, unchecked;
+    # the result is the one a client unaware of managedFields gets, malformed stored sets included
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    obj["metadata"]["managedFields"][0]["fieldsV1"] = {"x:bad": {}}  # not a valid set, yet stored
+
+    def scale(o: dict[str, Any]) -> None:
+        o["spec"]["replicas"] = 3
+
+    def scale_unaware(o: dict[str, Any]) -> None:
+        scale(o)
+        o["metadata"].pop("managedFields")
+
+    echoed = updated(DEPLOYMENTS, obj, scale, "other")
+    unaware = updated(DEPLOYMENTS, obj, scale_unaware, "other")
+    assert echoed["metadata"]["managedFields"] == unaware["metadata"]["managedFields"]
+    assert ("creator", "Update", "") in entries_unchecked(echoed)
+
+
+def entries_unchecked(obj: dict[str, Any]) -> dict[tuple[str, str, str], mf.Entry]:
+    got = mf.decode(obj["metadata"].get("managedFields", []), trusted=True)
+    assert got is not None
+    return {e.key: e for e in got}
+
+
+def test_one_entry_is_neither_capped_nor_reordered() -> None:
+    obj = deployment()
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    assert [e["manager"] for e in obj["metadata"]["managedFields"]] == ["creator"]
+    for i in range(12):
+        obj = updated(DEPLOYMENTS, obj, lambda o, i=i: o["metadata"]["labels"].__setitem__(f"l{i}", "x"), f"m{i}")
+    assert len(obj["metadata"]["managedFields"]) == mf.MAX_UPDATE_ENTRIES

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controlplane.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -53,3 +55,34 @@ def test_field_selectors_know_each_types_fields() -> None:
         parse_field_selector("spec.nodeName=n1", "configmaps")
     with pytest.raises(SelectorError):
         parse_field_selector("spec.nodeName", "pods")
+
+
+def test_field_getters_format_values_as_upstream() -> None:
+    from controlplane.registry.selectors import _path
+
+    def reference(keys: tuple[str, ...], zero: str) -> Any:  # the loop every getter once was
+        def get(obj: Any) -> str:
+            cur = obj
+            for k in keys:
+                if not isinstance(cur, dict):
+                    return zero
+                cur = cur.get(k)
+            if cur is None:
+                return zero
+            if isinstance(cur, bool):
+                return "true" if cur else "false"
+            return str(cur)
+        return get
+
+    class Text(str):
+        pass
+
+    values: list[Any] = [None, True, False, 0, 3, 1.5, "s", "", Text("t"), [], {}, {"b": 1}, {"b": None},
+                         {"b": True}, {"b": "x"}, {"b": Text("y")}, {"b": [1]}, {"b": {"c": 2}}]
+    for keys in (("a",), ("a", "b"), ("a", "b", "c")):
+        for zero in ("", "false", "0"):
+            get, want = _path(*keys, zero=zero), reference(keys, zero)
+            for v in values:
+                for obj in ({"a": v}, {}, {"x": v}):
+                    assert get(obj) == want(obj)
+                    assert type(get(obj)) is type(want(obj))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ import pytest
 from controlplane.podgen import PodGenerator
 from controlplane.registry.types import BUILTIN
 from controlplane.registry.validation import (
+    _count_values,
     compile_schema,
     decode_with_duplicates,
     key_tokens,
@@ -205,3 +207,66 @@ def test_a_registered_custom_schema_is_used_with_object_meta() -> None:
     finally:
         register_schema("example.com", "v1", "Widget", None)
     assert shape_of("example.com", "v1", "Widget") is None
+
+
+def _counted_by_recursion(value: Any) -> int:
+    """The key count ``_count_values`` was first written as (a recursion), the reference."""
+    if type(value) is dict:
+        return len(value) + sum(_counted_by_recursion(v) for v in value.values()
+                                if type(v) is dict or type(v) is list)
+    if type(value) is list:
+        return sum(_counted_by_recursion(v) for v in value if type(v) is dict or type(v) is list)
+    return 0
+
+
+def test_key_count_below_a_node_matches_the_recursive_count() -> None:
+    class Sub(dict[str, Any]):
+        pass
+
+    rnd = random.Random(7)
+
+    def tree(depth: int) -> Any:
+        r = rnd.random()
+        if depth > 5 or r < 0.3:  # scalars, and what only exact dicts and lists are not: tuples, subclasses
+            return rnd.choice(["s", 1, None, True, (1, {"a": 1}), Sub(a={"b": 1}), {}, []])
+        if r < 0.65:
+            return {str(i): tree(depth + 1) for i in range(rnd.randint(0, 4))}
+        return [tree(depth + 1) for _ in range(rnd.randint(0, 4))]
+
+    for _ in range(3000):
+        value = tree(0)
+        if type(value) is dict or type(value) is list:
+            expected = _counted_by_recursion(value) - (len(value) if type(value) is dict else 0)
+            assert _count_values(value) == expected
+
+
+def test_managed_fields_count_as_keys_for_duplicates() -> None:
+    # the opaque fieldsV1 are counted, not walked: a body without duplicates stays one
+    obj = pod()
+    obj["metadata"]["managedFields"] = [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                                         "fieldsType": "FieldsV1", "fieldsV1": {
+                                             "f:spec": {"f:containers": {'k:{"name":"c"}': {".": {}, "f:image": {}}}}}}]
+    body = orjson.dumps(obj)
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    assert not may_have_duplicates(body, shape.check(orjson.loads(body)).keys)
+    doubled = body.replace(b'"f:image":{}', b'"f:image":{},"f:image":{}')
+    assert may_have_duplicates(doubled, shape.check(orjson.loads(doubled)).keys)
+
+
+def test_findings_without_the_key_count_are_the_same() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    broken = pod(bogus={"a": [{"b": 1}]}, nodeName=3, containers=[{"name": "c", "image": "x", "extra": {"y": 1}},
+                                                                     "scalar"])
+    broken["metadata"]["managedFields"] = [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                                            "fieldsV1": {"f:spec": {"f:x": {}}}, "time": "not a time"}]
+    broken["metadata"]["creationTimestamp"] = "yesterday"
+    broken["status"] = {"conditions": "no", "unknown": {"deep": {"er": 1}}}
+    for obj in (broken, pod(), pod(containers=[{"image": "x"}])):
+        counted = shape.check(copy.deepcopy(obj))
+        uncounted = shape.check(copy.deepcopy(obj), count_keys=False)
+        assert counted.keys >= uncounted.keys  # (more for what no schema describes)
+        for f in ("problems", "mismatched", "missing", "malformed"):
+            assert getattr(counted, f) == getattr(uncounted, f)
+    assert shape.check(copy.deepcopy(broken)).problems  # the object is broken indeed
