@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "nodes": "controlplane.bench.nodes:main",
     "dra": "controlplane.scheduler.dra.bench:main",
     "autoscaler": "controlplane.bench.autoscaler:main",
+    "writes": "controlplane.bench.writes:main",
 }
 
 BenchMain = Callable[[list[str]], int]

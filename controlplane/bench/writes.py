@@ -1,0 +1,125 @@
+"""``controlplane bench writes``: CPU per write through the API, by kind of write.
+
+Every target of the scheduler, the node simulator and the load tests is bound
+by what one write costs the API server: request handling, validation,
+managedFields, the store and the watch cache. This measures it without a
+socket, with the in-process client the components use (``Client.in_process``),
+so the figure is the server's work and nothing else: CPU seconds of the
+process (``time.process_time``, the store's threads included) over the writes
+of one kind, ``--concurrency`` in flight, divided by their number.
+
+The writes, in order, each over ``--count`` objects: pod create, pod binding
+(``pods/binding``), Event create, Lease update (PUT, as a kubelet renews),
+pod status merge patch (the node simulator's Running), pod status strategic
+patch (the scheduler's ``PodScheduled`` condition), node status merge patch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = "writes"
+T = "2026-11-30T10:00:00Z"
+
+
+def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
+    print(json.dumps({"bench": BENCH, "metric": metric, "value": round(value, 1), "unit": unit, **extra}),
+          flush=True)
+
+
+def _pod(i: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"app": "bench"}},
+            "spec": {"schedulerName": "none", "containers": [{
+                "name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+
+
+def _running(i: int) -> dict[str, Any]:
+    return {"status": {
+        "phase": "Running", "podIP": f"10.0.{i // 250}.{i % 250}", "hostIP": "10.1.0.1", "startTime": T,
+        "conditions": [{"type": c, "status": "True", "lastTransitionTime": T, "lastProbeTime": None}
+                       for c in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+        "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "sha256:0",
+                               "containerID": "containerd://0", "ready": True, "started": True,
+                               "restartCount": 0, "state": {"running": {"startedAt": T}}}]}}
+
+
+def _lease(i: int, k: int) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": f"n{i}", "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": f"n{i}", "leaseDurationSeconds": 40,
+                     "renewTime": f"2026-11-30T10:00:{k % 60:02d}.{i:06d}Z"}}
+
+
+async def _each(count: int, concurrency: int, write: Callable[[int], Awaitable[Any]]) -> float:
+    """CPU µs per call of ``write(i)`` for i < count, ``concurrency`` at a time."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with slots:
+            await write(i)
+
+    started = time.process_time()
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return 1e6 * (time.process_time() - started) / count
+
+
+async def _run(args: argparse.Namespace) -> None:
+    from ..api.app import create_app
+    from ..client import Client
+    from ..config import Config
+
+    n, conc = args.count, args.concurrency
+    nodes = min(n, 500)  # node status patches: one per node (concurrent patches of one object conflict)
+    with tempfile.TemporaryDirectory(prefix="bench-writes-") as tmp:
+        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning", scheduler=False))
+        async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+            for j in range(nodes):
+                await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{j}"}})
+            for i in range(200):  # warm up: caches, imports, the store's first commits
+                await c.create("/api/v1/namespaces/default/pods", _pod(n + i))
+            pods = "/api/v1/namespaces/default/pods"
+            leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+            for i in range(min(n, 500)):
+                await c.create(leases, _lease(i, 0))
+            shape = {"count": n, "concurrency": conc}
+            emit("pod_create_cpu", await _each(n, conc, lambda i: c.create(pods, _pod(i))), "us", **shape)
+            emit("binding_cpu", await _each(n, conc, lambda i: c.create(f"{pods}/p{i}/binding", {
+                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"p{i}"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": f"n{i % nodes}"}})), "us", **shape)
+            emit("event_create_cpu", await _each(n, conc, lambda i: c.create("/api/v1/namespaces/default/events", {
+                "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"p{i}.0", "namespace": "default"},
+                "involvedObject": {"kind": "Pod", "name": f"p{i}", "namespace": "default"},
+                "reason": "Scheduled", "message": f"Successfully assigned default/p{i}", "type": "Normal"})),
+                "us", **shape)
+            emit("lease_update_cpu", await _each(n, conc, lambda k: c.update(
+                f"{leases}/n{k % min(n, 500)}", _lease(k % min(n, 500), k // 500 + 1))), "us", **shape)
+            emit("pod_status_merge_patch_cpu", await _each(n, conc, lambda i: c.patch(
+                f"{pods}/p{i}/status", _running(i), patch_type="merge")), "us", **shape)
+            emit("pod_status_strategic_patch_cpu", await _each(n, conc, lambda i: c.patch(
+                f"{pods}/p{i}/status", {"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": f"0/{i} nodes are available", "lastProbeTime": None, "lastTransitionTime": T}]}},
+                patch_type="strategic")), "us", **shape)
+            emit("node_status_merge_patch_cpu", await _each(nodes, conc, lambda j: c.patch(
+                f"/api/v1/nodes/n{j}/status", {"status": {"conditions": [{
+                    "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready",
+                    "lastHeartbeatTime": T, "lastTransitionTime": T}]}}, patch_type="merge")),
+                "us", count=nodes, concurrency=conc)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="controlplane bench writes", description=__doc__.split("\n\n")[0])
+    p.add_argument("--count", type=int, default=3000, help="writes of each kind (default: %(default)s)")
+    p.add_argument("--concurrency", type=int, default=64, help="writes in flight (default: %(default)s)")
+    args = p.parse_args(argv)
+    asyncio.run(_run(args))
+    return 0
