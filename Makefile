@@ -56,6 +56,7 @@ test: venv etcd
 bench: venv etcd wrk
 	$(BIN)/controlplane bench store
 	$(BIN)/controlplane bench api
+	$(BIN)/controlplane bench writes
 	$(BIN)/controlplane bench watchcache
 	$(BIN)/controlplane bench scheduler
 	$(BIN)/controlplane bench nodes

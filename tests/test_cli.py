@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -382,3 +383,12 @@ def test_bench_passes_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(controlplane.bench, "resolve", lambda name: fake)
     assert cli.main(["bench", "store", "--ops", "10", "-v", "--help"]) == 7
     assert seen == [["--ops", "10", "-v", "--help"]]
+
+
+def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["metric"] for line in lines] == [
+        "pod_create_cpu", "binding_cpu", "event_create_cpu", "lease_update_cpu", "pod_status_merge_patch_cpu",
+        "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu"]
+    assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)
