@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,15 +57,17 @@ def _micro_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Series:
     namespace: str
     name: str  # the event's name
-    created: asyncio.Future[bool]  # True once the event is stored
     last_seen: float
+    # the event's create, while it runs (then None, and ``stored`` says how it ended)
+    creating: asyncio.Future[bool] | None
+    stored: bool = False
     count: int = 1
     written: int = 1  # the count the stored event says
-    last_observed: str = field(default_factory=_micro_time)
+    last_observed: str = ""
 
 
 class EventRecorder:
@@ -81,9 +83,17 @@ class EventRecorder:
         self.merged = 0  # occurrences counted into a series without a write of their own
         self._last_finish = self._last_refresh = clock()
 
-    def record(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+    def record(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal",
+               once: bool = False) -> None:
+        """``once``: an event that cannot recur for this version of ``obj`` (a pod's
+        ``Scheduled``: binding changes the pod). Merging would change nothing, so it is not
+        kept for the series (at a thousand pods a second, six minutes of them would be
+        hundreds of thousands of entries)."""
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
+        if once:
+            self._create_in_background(obj, ns, reason, message, type_, None)
+            return
         key: Key = (type_, reason, ns, meta.get("name", ""), meta.get("uid", ""), meta.get("resourceVersion", ""),
                     obj.get("kind", "Pod"))
         now = self.clock()
@@ -98,17 +108,24 @@ class EventRecorder:
             else:
                 self.merged += 1
             return
+        s = _Series(ns, "", now, asyncio.get_running_loop().create_future())
+        if self._create_in_background(obj, ns, reason, message, type_, s):
+            self.series[key] = s
+
+    def _create_in_background(self, obj: Mapping[str, Any], ns: str, reason: str, message: str, type_: str,
+                              s: _Series | None) -> bool:
         if self.pending >= MAX_PENDING and type_ == "Normal":
             self.dropped += 1
-            return
-        name = f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}"
-        created: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.series[key] = _Series(ns, name, created, now)
+            return False
+        name = f"{(obj.get('metadata') or {}).get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}"
+        if s is not None:
+            s.name = name
         self.pending += 1
-        self.spawn(self._create(obj, ns, name, reason, message, type_, created))
+        self.spawn(self._create(obj, ns, name, reason, message, type_, s))
+        return True
 
     async def _create(self, obj: Mapping[str, Any], ns: str, name: str, reason: str, message: str, type_: str,
-                      created: asyncio.Future[bool]) -> None:
+                      s: _Series | None) -> None:
         meta = obj.get("metadata") or {}
         now = _timestamp()
         event = {
@@ -130,11 +147,16 @@ class EventRecorder:
             log.debug("event not written: %r", e)
         finally:
             self.pending -= 1
-            created.set_result(ok)
+            if s is not None and s.creating is not None:
+                s.stored = ok
+                s.creating.set_result(ok)
+                s.creating = None
 
     async def _write_series(self, s: _Series) -> None:
         """Write the series' count as it is now (once its event is stored)."""
-        if not await asyncio.shield(s.created) or s.written == s.count:
+        if s.creating is not None:
+            await asyncio.shield(s.creating)
+        if not s.stored or s.written == s.count:
             return
         count = s.count
         try:

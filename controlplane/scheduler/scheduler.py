@@ -149,6 +149,9 @@ class Scheduler:
         """An Event about ``obj``, merged into a series with its isomorphic ones (events.py)."""
         self.events.record(obj, reason, message, type_)
 
+    def _record_scheduled(self, obj: Mapping[str, Any], message: str) -> None:
+        self.events.record(obj, "Scheduled", message, once=True)  # binding changes the pod: it cannot recur
+
     @property
     def dropped_events(self) -> int:
         return self.events.dropped
@@ -578,7 +581,7 @@ class Scheduler:
             SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
             SCHEDULER_E2E_SCHEDULING.observe(time.monotonic() - pod.initial_attempt)
             if self.success_events:
-                self.record_event(pod.obj, "Scheduled", f"Successfully assigned {pod.key} to {node}")
+                self._record_scheduled(pod.obj, f"Successfully assigned {pod.key} to {node}")
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -99,3 +99,11 @@ async def test_a_finished_series_gets_its_final_count_and_is_forgotten() -> None
     rec.record(pod(), "FailedScheduling", "m", "Warning")  # the old key again: a new event
     await settle(tasks)
     assert len(writer.created) == 3
+
+
+async def test_an_event_that_cannot_recur_is_written_and_not_kept() -> None:
+    rec, writer, _clock, tasks = recorder()
+    rec.record(pod(), "Scheduled", "Successfully assigned ns/p to n1", once=True)
+    await settle(tasks)
+    assert [e["reason"] for e in writer.created] == ["Scheduled"]
+    assert rec.series == {}
