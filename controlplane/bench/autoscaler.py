@@ -150,22 +150,15 @@ async def _watch_over_socket(args: argparse.Namespace, port: int, gpu_latency: f
                     raise
                 await asyncio.sleep(0.2)
         st = ClusterState()
-        running: dict[str, float] = {}
-        created: dict[str, float] = {}
-
-        def seen(pod: dict[str, Any]) -> None:
-            name = pod["metadata"]["name"]
-            created.setdefault(name, time.monotonic())
-            if (pod.get("status") or {}).get("phase") == "Running":
-                running.setdefault(name, time.monotonic())
+        times = _PodTimes()
 
         def pod_added(pod: dict[str, Any]) -> None:
             st.pod_added(pod)
-            seen(pod)
+            times.seen(pod)
 
         def pod_updated(old: dict[str, Any], new: dict[str, Any]) -> None:
             st.pod_updated(old, new)
-            seen(new)
+            times.seen(new)
 
         informers = [
             Informer(client, pods_path, on_add=pod_added, on_update=pod_updated, on_delete=st.pod_deleted),
@@ -179,7 +172,7 @@ async def _watch_over_socket(args: argparse.Namespace, port: int, gpu_latency: f
         tasks = [asyncio.create_task(i.run()) for i in informers]
         try:
             await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
-            return await _phases(args, client, st, running, created, gpu_latency, pods_path)
+            return await _phases(args, client, st, times, gpu_latency, pods_path)
         finally:
             for t in tasks:
                 t.cancel()
@@ -204,31 +197,38 @@ async def _run(args: argparse.Namespace) -> int:
         async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client:
             scaler = Autoscaler(client, Catalog.of(types), disruption_interval=0.5)
             sim = NodeSimulator(client, SimConfig(catalog=types, instance_type="cpu-small"))
-            running: dict[str, float] = {}
-            created: dict[str, float] = {}
-
-            def seen(pod: dict[str, Any]) -> None:
-                name = pod["metadata"]["name"]
-                created.setdefault(name, time.monotonic())
-                if (pod.get("status") or {}).get("phase") == "Running":
-                    running.setdefault(name, time.monotonic())
-
-            watcher = Informer(client, pods_path, on_add=seen, on_update=lambda o, n: seen(n))
+            times = _PodTimes()
+            watcher = Informer(client, pods_path, on_add=times.seen, on_update=lambda o, n: times.seen(n))
             runs = (scaler.run(), watcher.run()) if args.alone else (scaler.run(), sim.run(), watcher.run())
             tasks = [asyncio.create_task(c) for c in runs]
             try:
                 await asyncio.wait_for(scaler.synced.wait(), 30)
                 await watcher.synced.wait()
-                return await _phases(args, client, scaler.state, running, created, gpu_latency, pods_path)
+                return await _phases(args, client, scaler.state, times, gpu_latency, pods_path)
             finally:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _phases(args: argparse.Namespace, client: Any, st: Any, running: dict[str, float],
-                  created: dict[str, float], gpu_latency: float, pods_path: str) -> int:
+class _PodTimes:
+    """When each pod was first seen, and first seen Running (by name)."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, float] = {}
+        self.running: dict[str, float] = {}
+
+    def seen(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        self.created.setdefault(name, time.monotonic())
+        if (pod.get("status") or {}).get("phase") == "Running":
+            self.running.setdefault(name, time.monotonic())
+
+
+async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTimes, gpu_latency: float,
+                  pods_path: str) -> int:
     """The two phases; ``st`` is a ``ClusterState`` kept by informers (the autoscaler's own, in process)."""
+    running, created = times.running, times.created
     from ..autoscaler.budgets import allowed
     from ..client import resource_path
 
