@@ -45,6 +45,7 @@ from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
+from . import protobuf
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
@@ -75,6 +76,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 MAX_BODY = 3 * 1024 * 1024
 USER_SCOPE_KEY = "controlplane.user"  # the authenticated rbac.User, set by the router in front
 JSON = [(b"content-type", b"application/json")]
+PROTOBUF = protobuf.CONTENT_TYPE
+# the bodies a create or update may have (a patch has its own types)
+ACCEPTED_BODIES = ("application/json", "application/yaml", PROTOBUF)
 # The query parameters this server acts on (the OpenAPI documents list them); others,
 # such as client-go's ``timeout``, are ignored, as upstream's parameter decoding does.
 SUPPORTED_QUERY = {
@@ -290,20 +294,23 @@ class KubeApi:
             CONVERSION.set(conversion)
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
+        headers = dict(scope["headers"])
+        content_type = headers.get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
+            # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
+            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive)))
+            content_type = "application/json"
         if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)
-            given = dict(scope["headers"]).get(b"content-type", b"").decode().split(";")[0].strip().lower()
-            if given not in ("", "application/json", "*/*"):
-                raise ApiError.unsupported_media_type(given)  # kubectl auth can-i sends protobuf
+            if content_type not in ("", "application/json", "*/*"):
+                raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
             asked = self._parse(rtype, await self._body(scope, receive))
             return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
                                                             self.authorizer))
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        headers = dict(scope["headers"])
-        content_type = headers.get(b"content-type", b"").decode().split(";")[0].strip().lower()
         if method in ("POST", "PUT") and content_type == "application/yaml":
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
             receive = _replay(yaml_as_json(await self._body(scope, receive)))
@@ -328,8 +335,8 @@ class KubeApi:
         if subresource not in (None, "status"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
-            # CBOR and protobuf are out of scope; client-go falls back to JSON on a 415
-            raise ApiError.unsupported_media_type(content_type)
+            # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
+            raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
         manager = manager_of(query, headers) if method in ("POST", "PUT", "PATCH") else ""
         accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
         table = bool(accept) and wants_table(accept)
@@ -1426,6 +1433,21 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     details["kind"] = rtype.plural
     details["uid"] = meta.get("uid", "")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _protobuf_as_json(rtype: ResourceType, body: bytes) -> bytes:
+    """A protobuf request body as JSON (api/protobuf): 415 for custom resources and kinds with no
+    protobuf form (as upstream), 400 for a body that does not decode."""
+    if not body:
+        return body  # a DELETE without options
+    if rtype.custom is not None:
+        raise ApiError.unsupported_media_type(PROTOBUF, ("application/json", "application/yaml"))
+    try:
+        return protobuf.as_json(body)
+    except protobuf.UnknownKind as e:
+        raise ApiError.unsupported_media_type(f"{PROTOBUF} ({e})", ACCEPTED_BODIES) from e
+    except protobuf.ProtobufError as e:
+        raise ApiError.bad_request(f"the protobuf request body could not be decoded: {e}") from e
 
 
 def _replay(body: bytes) -> Receive:

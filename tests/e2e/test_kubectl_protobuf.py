@@ -1,0 +1,75 @@
+"""kubectl's commands that send protobuf bodies (its generators, ``auth can-i``, ``drain``'s
+evictions), with the real kubectl against ``controlplane serve`` over a socket."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, running, start_serve
+
+
+def test_generators_create_what_they_say(served: Serve) -> None:
+    assert "namespace/pb created" in kubectl(served, "create", "namespace", "pb")
+    kubectl(served, "-n", "pb", "create", "configmap", "cm", "--from-literal=a=b", "--from-literal=empty=")
+    kubectl(served, "-n", "pb", "create", "secret", "generic", "s", "--from-literal=k=v")
+    kubectl(served, "-n", "pb", "create", "deployment", "web", "--image=nginx:1.27", "--replicas=0", "--port=8080")
+    kubectl(served, "-n", "pb", "create", "service", "clusterip", "svc", "--tcp=80:8080")
+    kubectl(served, "-n", "pb", "create", "job", "j", "--image=busybox", "--", "sleep", "1")
+    kubectl(served, "-n", "pb", "create", "role", "r", "--verb=get,list", "--resource=pods")
+    kubectl(served, "-n", "pb", "create", "rolebinding", "rb", "--role=r", "--user=bob")
+    kubectl(served, "-n", "pb", "create", "serviceaccount", "sa")
+    kubectl(served, "create", "priorityclass", "pb-high", "--value=1000", "--description=d")
+
+    def get(*what: str) -> dict[str, Any]:
+        got: dict[str, Any] = json.loads(kubectl(served, "-n", "pb", "get", *what, "-o", "json"))
+        return got
+
+    assert get("configmap", "cm")["data"] == {"a": "b", "empty": ""}
+    assert get("secret", "s")["data"] == {"k": "dg=="}
+    deployment = get("deployment", "web")
+    assert deployment["spec"]["replicas"] == 0  # a pointer's zero is kept, not defaulted to 1
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert (container["image"], container["ports"]) == ("nginx:1.27", [{"containerPort": 8080, "protocol": "TCP"}])
+    assert container["imagePullPolicy"] == "IfNotPresent"  # the plain empty string was unset: defaulted
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": "25%", "maxUnavailable": "25%"}
+    port = get("service", "svc")["spec"]["ports"][0]
+    assert (port["port"], port["targetPort"], port["protocol"]) == (80, 8080, "TCP")  # IntOrString as an int
+    job = get("job", "j")["spec"]["template"]["spec"]
+    assert job["containers"][0]["command"] == ["sleep", "1"] and job["restartPolicy"] == "Never"
+    assert get("role", "r")["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    binding = get("rolebinding", "rb")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]
+    priority = json.loads(kubectl(served, "get", "priorityclass", "pb-high", "-o", "json"))
+    assert (priority["value"], priority["description"]) == (1000, "d")
+
+
+def test_auth_can_i_is_answered(served: Serve) -> None:
+    assert kubectl(served, "auth", "can-i", "create", "pods").strip() == "yes"
+
+
+@pytest.fixture(scope="module")
+def with_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("drain"), scheduler=True, extra=("--nodes", "2"))) as s:
+        yield s
+
+
+def test_drain_evicts_the_pods_of_a_node(with_nodes: Serve) -> None:
+    for name in ("d0", "d1"):
+        kubectl(with_nodes, "run", name, "--image=nginx:1.27", "--overrides",
+                '{"spec": {"nodeSelector": {"kubernetes.io/hostname": "sim-node-1"}}}')
+    deadline = time.monotonic() + 30
+    while kubectl(with_nodes, "get", "pods", "--field-selector", "spec.nodeName=sim-node-1",
+                  "-o", "name").split() != ["pod/d0", "pod/d1"]:
+        assert time.monotonic() < deadline, "the pods were not bound"
+        time.sleep(0.2)
+    out = kubectl(with_nodes, "drain", "sim-node-1", "--force", "--grace-period=1", "--timeout=30s")
+    assert "pod/d0 evicted" in out and "pod/d1 evicted" in out and "node/sim-node-1 drained" in out
+    assert kubectl(with_nodes, "get", "node", "sim-node-1", "-o", "jsonpath={.spec.unschedulable}") == "true"
