@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue
 
 from .manager import FINALIZER
 
@@ -61,34 +62,6 @@ def _owner_pod(claim: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-class _WorkQueue:
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._dirty: set[str] = set()
-        self._processing: set[str] = set()
-
-    def add(self, key: str) -> None:
-        if key in self._dirty:
-            return
-        self._dirty.add(key)
-        if key not in self._processing:
-            self._queue.put_nowait(key)
-
-    async def get(self) -> str:
-        key = await self._queue.get()
-        self._dirty.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: str) -> None:
-        self._processing.discard(key)
-        if key in self._dirty:
-            self._queue.put_nowait(key)
-
-    def empty(self) -> bool:
-        return not self._dirty and not self._processing
-
-
 CONFLICT_RETRY_SECONDS = 0.05
 
 
@@ -103,7 +76,7 @@ class ClaimController:
     def __init__(self, client: Client, workers: int = 8) -> None:
         self.client = client
         self.workers = workers
-        self.queue = _WorkQueue()
+        self.queue = WorkQueue()
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
                                     on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
         self.claims = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaims"),
