@@ -50,6 +50,10 @@ COMPONENTS: list[Component] = [
     # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
     # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
     Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),
+    # kube-controller-manager's deployment and replicaset controllers, and their part of the garbage
+    # collector (controllers/workloads.py). Tied to the scheduler's flag too: API tests run without
+    # both, and the API adds the collector's finalizers only when it runs (api/app.py)
+    Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler),
 ]
 
 

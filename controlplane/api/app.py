@@ -258,6 +258,8 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    if config.scheduler:  # the workload controllers run with the scheduler (components.py)
+        kube.garbage_collected = frozenset({"deployments", "replicasets"})
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

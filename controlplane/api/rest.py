@@ -112,6 +112,9 @@ class KubeApi:
     """The ASGI app behind ``/api`` and ``/apis``."""
 
     def __init__(self, registry: Registry, get_store: Callable[[], Store | None], server_address: str) -> None:
+        # the plurals (of group apps) whose dependents a garbage collector deletes or orphans: their
+        # deletes with propagationPolicy Orphan or Foreground get its finalizers (set by create_app)
+        self.garbage_collected: frozenset[str] = frozenset()
         self.registry = registry
         self._get_store = get_store
         self._server_address = server_address
@@ -835,6 +838,11 @@ class KubeApi:
                         meta["resourceVersion"] = str(rev)
                         return obj
                     return _object(current.value, current.mod_revision)  # its grace period is running
+            if rtype.plural in self.garbage_collected and rtype.group == "apps" and not meta.get("deletionTimestamp"):
+                # Orphan and Foreground are carried out by the garbage collector (controllers/workloads.py)
+                finalizer = _propagation_finalizer(options or {})
+                if finalizer is not None and finalizer not in (meta.get("finalizers") or ()):
+                    meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
             terminating = rtype is self._namespaces
             definition = rtype is self.crds.type  # its custom resources go first
             if meta.get("finalizers") or terminating or definition:
@@ -1433,6 +1441,18 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     details["kind"] = rtype.plural
     details["uid"] = meta.get("uid", "")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def _propagation_finalizer(options: dict[str, Any]) -> str | None:
+    """The garbage collector's finalizer that a delete's options ask for: ``orphan`` for
+    ``propagationPolicy: Orphan`` (or the older ``orphanDependents: true``), ``foregroundDeletion``
+    for ``Foreground``; None for ``Background``, the default of the apps group."""
+    policy = options.get("propagationPolicy")
+    if policy == "Orphan" or (policy is None and options.get("orphanDependents") is True):
+        return "orphan"
+    if policy == "Foreground":
+        return "foregroundDeletion"
+    return None
 
 
 def _protobuf_as_json(rtype: ResourceType, body: bytes) -> bytes:

@@ -1,5 +1,6 @@
 """kubectl's commands that send protobuf bodies (its generators, ``auth can-i``, ``drain``'s
-evictions), with the real kubectl against ``controlplane serve`` over a socket."""
+evictions), and the rollouts of what they create, with the real kubectl against
+``controlplane serve`` over a socket."""
 
 from __future__ import annotations
 
@@ -73,3 +74,38 @@ def test_drain_evicts_the_pods_of_a_node(with_nodes: Serve) -> None:
     out = kubectl(with_nodes, "drain", "sim-node-1", "--force", "--grace-period=1", "--timeout=30s")
     assert "pod/d0 evicted" in out and "pod/d1 evicted" in out and "node/sim-node-1 drained" in out
     assert kubectl(with_nodes, "get", "node", "sim-node-1", "-o", "jsonpath={.spec.unschedulable}") == "true"
+
+
+def test_a_deployment_rolls_out_rolls_back_and_is_collected(with_nodes: Serve) -> None:
+    def rolled_out() -> bool:
+        return "successfully rolled out" in kubectl(with_nodes, "rollout", "status", "deployment/roll",
+                                                    "--timeout=60s")
+
+    def image() -> str:
+        return kubectl(with_nodes, "get", "deployment", "roll", "-o",
+                       "jsonpath={.spec.template.spec.containers[0].image}")
+
+    kubectl(with_nodes, "create", "deployment", "roll", "--image=nginx:1.27", "--replicas=0")
+    assert rolled_out()
+    # revision 2: pods that go at once (kubectl's 30 s grace period would hold the deletes below)
+    kubectl(with_nodes, "patch", "deployment", "roll", "-p",
+            '{"spec": {"replicas": 4, "template": {"spec": {"terminationGracePeriodSeconds": 0}}}}')
+    assert rolled_out()
+    kubectl(with_nodes, "set", "image", "deployment/roll", "nginx=nginx:1.28")  # revision 3
+    assert rolled_out() and image() == "nginx:1.28"
+    pods = kubectl(with_nodes, "get", "pods", "-l", "app=roll", "-o",
+                   "jsonpath={range .items[*]}{.spec.containers[0].image} {.metadata.deletionTimestamp}{'\\n'}{end}")
+    assert [line.split()[0] for line in pods.splitlines() if len(line.split()) == 1] == ["nginx:1.28"] * 4
+    history = kubectl(with_nodes, "rollout", "history", "deployment/roll")
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2", "3"]
+    kubectl(with_nodes, "rollout", "undo", "deployment/roll")  # back to revision 2's template
+    assert rolled_out() and image() == "nginx:1.27"
+    kubectl(with_nodes, "scale", "deployment/roll", "--replicas=2")
+    assert rolled_out()
+    assert len(kubectl(with_nodes, "get", "pods", "-l", "app=roll", "--field-selector=status.phase=Running",
+                       "-o", "name").split()) >= 2
+    kubectl(with_nodes, "delete", "deployment", "roll", "--wait=true", "--timeout=60s")
+    deadline = time.monotonic() + 30
+    while kubectl(with_nodes, "get", "replicasets,pods", "-l", "app=roll", "-o", "name").split():
+        assert time.monotonic() < deadline, "the replicasets and pods were not collected"
+        time.sleep(0.2)

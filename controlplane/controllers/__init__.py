@@ -1,0 +1,1 @@
+"""Controllers of kube-controller-manager, as API clients (see each module)."""

@@ -1,0 +1,663 @@
+"""The Deployment and ReplicaSet controllers of kube-controller-manager, and the part of its
+garbage collector that their objects need, as one API client.
+
+- **ReplicaSet**: keeps ``spec.replicas`` active pods made from the template
+  (``generateName: <rs>-``, owned by the ReplicaSet as controller), deleting
+  the least useful extras first (unbound, then pending, then not ready, then
+  the newest), and writes ``status`` (replicas, fullyLabeledReplicas,
+  readyReplicas, availableReplicas, observedGeneration). Creates wait for
+  the informer to see the pods created before (upstream's expectations), so a
+  slow watch never doubles a ReplicaSet.
+- **Deployment**: one ReplicaSet per pod template, named
+  ``<deployment>-<pod-template-hash>``, with the ``pod-template-hash`` label
+  added to its selector, template and labels, and the
+  ``deployment.kubernetes.io/revision`` annotation. ``RollingUpdate`` scales the
+  new ReplicaSet up within ``maxSurge`` and the old ones down within
+  ``maxUnavailable`` (25% each by default: surge rounded up, unavailable down);
+  ``Recreate`` scales the old ones to zero first. Status as upstream:
+  replicas, updatedReplicas, readyReplicas, availableReplicas,
+  unavailableReplicas, observedGeneration, and the ``Available`` and
+  ``Progressing`` conditions that ``kubectl rollout status`` reads. Old
+  ReplicaSets beyond ``revisionHistoryLimit`` are deleted; ``paused`` stops
+  rollouts (scaling still applies).
+- **Garbage collection** along Deployment -> ReplicaSet -> Pod: when an
+  owner is gone, its dependents go (``propagationPolicy: Background``, what
+  kubectl sends). An owner deleted with ``Orphan`` carries the ``orphan``
+  finalizer (the API adds it): its dependents lose their owner reference,
+  then the finalizer is removed. ``Foreground`` (``foregroundDeletion``)
+  deletes the dependents first, then removes the finalizer.
+
+Released objects (whose owner was deleted with ``Orphan``) are adopted by a
+controller whose selector matches them, as upstream; bare objects that match
+are not (upstream adopts those too). Not done: ``minReadySeconds``
+(a ready pod counts as available at once), ``progressDeadlineSeconds``
+(``Progressing`` never turns False), rollbacks other than by re-applying an
+old template, and garbage collection of other kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue
+from controlplane.scheduler.plugins.selectors import match_label_selector
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["HASH_LABEL", "REVISION", "WorkloadController", "pod_template_hash", "start"]
+
+log = logging.getLogger(__name__)
+
+HASH_LABEL = "pod-template-hash"
+REVISION = "deployment.kubernetes.io/revision"
+DESIRED = "deployment.kubernetes.io/desired-replicas"
+MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+ORPHAN = "orphan"
+FOREGROUND = "foregroundDeletion"
+BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
+CONFLICT_RETRY_SECONDS = 0.05
+EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectation waits for
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SafeEncodeString alphabet
+
+
+def pod_template_hash(template: Mapping[str, Any], collisions: int = 0) -> str:
+    """The ``pod-template-hash``: FNV-1a (32 bits) of the template, as upstream's
+    ComputeHash, encoded with the safe alphabet so it is a valid label value."""
+    import orjson
+
+    data = orjson.dumps(template, option=orjson.OPT_SORT_KEYS) + (str(collisions).encode() if collisions else b"")
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return "".join(_SAFE[ord(c) % len(_SAFE)] for c in str(h))
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _controller_uid(obj: Mapping[str, Any], kind: str) -> str | None:
+    for ref in _meta(obj).get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == kind:
+            return str(ref.get("uid", ""))
+    return None
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return not _meta(pod).get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _replicas(obj: Mapping[str, Any]) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def _scaled(value: Any, total: int, round_up: bool) -> int:
+    """An intstr of a rolling update (``25%`` or ``2``) as a count of ``total``."""
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if text.endswith("%"):
+        exact = int(text[:-1]) * total / 100
+        return math.ceil(exact) if round_up else math.floor(exact)
+    return int(text)
+
+
+def _deletion_rank(pod: Mapping[str, Any]) -> tuple[int, int, int, str]:
+    """Smaller first: unbound, pending, not ready, then the newest (upstream's ActivePods order)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    created = _meta(pod).get("creationTimestamp") or ""
+    return (1 if spec.get("nodeName") else 0, 1 if status.get("phase") == "Running" else 0,
+            1 if _ready(pod) else 0, "".join(chr(0x10FFFF - ord(c)) for c in created))
+
+
+class WorkloadController:
+    def __init__(self, client: Client, workers: int = 4) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.deployments = client.informer(resource_path("apps", "v1", "deployments"),
+                                           on_add=self._deployment_changed,
+                                           on_update=lambda _old, new: self._deployment_changed(new),
+                                           on_delete=self._deployment_deleted)
+        self.replicasets = client.informer(resource_path("apps", "v1", "replicasets"),
+                                           on_add=self._replicaset_changed,
+                                           on_update=lambda _old, new: self._replicaset_changed(new),
+                                           on_delete=self._replicaset_deleted)
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
+                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
+        # dependents by their controller's uid: pods of ReplicaSets, ReplicaSets of Deployments (by key)
+        self._pods_of: dict[str, dict[str, dict[str, Any]]] = {}
+        self._sets_of: dict[str, dict[str, dict[str, Any]]] = {}
+        self._owner_keys: dict[str, str] = {}  # uid -> "kind:namespace/name" of the owners seen
+        # objects whose controller let them go (deleted with Orphan), by owner kind: adopted by a
+        # controller whose selector matches. Bare objects are not tracked (a million bare pods would
+        # cost memory for nothing), so only these are adopted.
+        self._released: dict[str, dict[str, dict[str, Any]]] = {"ReplicaSet": {}, "Deployment": {}}
+        self._owner_of: dict[str, dict[str, str]] = {"ReplicaSet": {}, "Deployment": {}}  # key -> owner uid
+        # upstream's expectations: pods created or deleted that the informer has not shown yet
+        self._expected_adds: dict[str, set[str]] = {}
+        self._expected_deletes: dict[str, set[str]] = {}
+        self._expected_at: dict[str, float] = {}
+        self.created = 0
+        self.deleted = 0
+
+    # -- events
+    def _deployment_changed(self, d: dict[str, Any]) -> None:
+        self._owner_keys[str(_meta(d).get("uid", ""))] = "deployment:" + _key(d)
+        self.queue.add("deployment:" + _key(d))
+
+    def _deployment_deleted(self, d: dict[str, Any]) -> None:
+        uid = str(_meta(d).get("uid", ""))
+        self._owner_keys.pop(uid, None)
+        self.queue.add("gc-sets:" + uid)
+
+    def _replicaset_changed(self, rs: dict[str, Any]) -> None:
+        uid = str(_meta(rs).get("uid", ""))
+        self._owner_keys[uid] = "replicaset:" + _key(rs)
+        self._index(self._sets_of, rs, "Deployment")
+        self.queue.add("replicaset:" + _key(rs))
+        owner = _controller_uid(rs, "Deployment")
+        if owner is not None and owner in self._owner_keys:
+            self.queue.add(self._owner_keys[owner])
+
+    def _replicaset_deleted(self, rs: dict[str, Any]) -> None:
+        uid = str(_meta(rs).get("uid", ""))
+        self._owner_keys.pop(uid, None)
+        self._unindex(self._sets_of, rs, "Deployment")
+        self._expected_adds.pop(uid, None)
+        self._expected_deletes.pop(uid, None)
+        self.queue.add("gc-pods:" + uid)
+        owner = _controller_uid(rs, "Deployment")
+        if owner is not None and owner in self._owner_keys:
+            self.queue.add(self._owner_keys[owner])
+
+    def _pod_changed(self, pod: dict[str, Any]) -> None:
+        owner = self._index(self._pods_of, pod, "ReplicaSet")
+        if owner is not None:
+            name = _meta(pod).get("name", "")
+            self._expected_adds.get(owner, set()).discard(name)
+            if _meta(pod).get("deletionTimestamp"):  # a graceful delete: terminating is deleted enough
+                self._expected_deletes.get(owner, set()).discard(name)
+            self._owner_changed(owner)
+
+    def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        owner = self._unindex(self._pods_of, pod, "ReplicaSet")
+        if owner is not None:
+            self._expected_deletes.get(owner, set()).discard(_meta(pod).get("name", ""))
+            self._owner_changed(owner)
+
+    def _owner_changed(self, uid: str) -> None:
+        key = self._owner_keys.get(uid)
+        if key is not None:
+            self.queue.add(key)
+        else:
+            self.queue.add("gc-pods:" + uid)  # an owner not (or no longer) seen: collected if gone
+
+    def _index(self, index: dict[str, dict[str, dict[str, Any]]], obj: dict[str, Any], kind: str) -> str | None:
+        """Files ``obj`` under its controller's uid; returns that uid. Called for every pod event,
+        so an object with no owner costs little while no object is tracked."""
+        owners, released = self._owner_of[kind], self._released[kind]
+        if not _meta(obj).get("ownerReferences") and not owners and not released:
+            return None
+        owner = _controller_uid(obj, kind)
+        key = _key(obj)
+        before = owners.get(key)
+        if before is not None and before != owner:  # its owner reference changed
+            members = index.get(before)
+            if members is not None:
+                members.pop(key, None)
+                if not members:
+                    del index[before]
+            del owners[key]
+            if owner is None:  # orphaned (its owner deleted with Orphan): may be adopted
+                released[key] = obj
+        elif owner is None and key in released:
+            released[key] = obj
+        if owner is not None:
+            index.setdefault(owner, {})[key] = obj
+            owners[key] = owner
+            released.pop(key, None)
+        return owner
+
+    def _unindex(self, index: dict[str, dict[str, dict[str, Any]]], obj: dict[str, Any], kind: str) -> str | None:
+        key = _key(obj)
+        self._released[kind].pop(key, None)
+        owner = self._owner_of[kind].pop(key, None)
+        if owner is not None:
+            members = index.get(owner)
+            if members is not None:
+                members.pop(key, None)
+                if not members:
+                    del index[owner]
+        return owner
+
+    # -- running
+    async def run(self) -> None:
+        informers = (self.deployments, self.replicasets, self.pods)
+        tasks = [asyncio.create_task(i.run()) for i in informers]
+        try:
+            for i in informers:
+                await i.synced.wait()
+            for uid in list(self._pods_of):  # owners deleted while no controller ran
+                if uid not in self._owner_keys:
+                    self.queue.add("gc-pods:" + uid)
+            for uid in list(self._sets_of):
+                if uid not in self._owner_keys:
+                    self.queue.add("gc-sets:" + uid)
+            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                kind, _, name = key.partition(":")
+                if kind == "replicaset":
+                    await self.sync_replicaset(name)
+                elif kind == "deployment":
+                    await self.sync_deployment(name)
+                elif kind == "gc-pods":
+                    await self._collect(self._pods_of.get(name, {}), "pods", name)
+                elif kind == "gc-sets":
+                    await self._collect(self._sets_of.get(name, {}), "replicasets", name)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.code == 409:  # a newer object is on its way to the informers: later, not at once
+                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
+                elif e.code != 404:
+                    log.warning("workload controller: %s: %s", key, e)
+            except Exception:
+                log.exception("workload controller: %s", key)
+            finally:
+                self.queue.done(key)
+
+    # -- garbage collection
+    async def _collect(self, dependents: Mapping[str, dict[str, Any]], plural: str, owner_uid: str) -> None:
+        """Delete the dependents of an owner that is gone (background propagation)."""
+        if owner_uid in self._owner_keys:
+            return  # the owner exists: nothing to collect
+        group = "" if plural == "pods" else "apps"
+        for obj in list(dependents.values()):
+            if _meta(obj).get("deletionTimestamp"):
+                continue
+            others = [r for r in _meta(obj).get("ownerReferences") or () if r.get("uid") != owner_uid
+                      and str(r.get("uid", "")) in self._owner_keys]
+            meta = _meta(obj)
+            path = resource_path(group, "v1", plural, meta.get("namespace"), meta.get("name"))
+            if others:  # another owner remains: only this reference goes
+                refs = [r for r in meta.get("ownerReferences") or () if r.get("uid") != owner_uid]
+                await self.client.patch(path, {"metadata": {"ownerReferences": refs,
+                                                            "resourceVersion": meta.get("resourceVersion")}})
+                continue
+            try:
+                await self.client.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                "propagationPolicy": "Background",
+                                                "preconditions": {"uid": meta.get("uid")}})
+                self.deleted += 1
+            except ApiError as e:
+                if e.code not in (404, 409):
+                    raise
+
+    async def _finalize(self, owner: dict[str, Any], plural: str, dependents: Mapping[str, dict[str, Any]],
+                        dependent_plural: str) -> bool:
+        """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer: True if
+        it is handled here (the caller does nothing else with it)."""
+        meta = _meta(owner)
+        finalizers = list(meta.get("finalizers") or ())
+        if not meta.get("deletionTimestamp"):
+            return False
+        group = "" if dependent_plural == "pods" else "apps"
+        if ORPHAN in finalizers:
+            for obj in list(dependents.values()):
+                dep = _meta(obj)
+                refs = [r for r in dep.get("ownerReferences") or () if r.get("uid") != meta.get("uid")]
+                await self.client.patch(resource_path(group, "v1", dependent_plural, dep.get("namespace"),
+                                                      dep.get("name")),
+                                        {"metadata": {"ownerReferences": refs or None,
+                                                      "resourceVersion": dep.get("resourceVersion")}})
+            finalizers.remove(ORPHAN)
+        elif FOREGROUND in finalizers:
+            if dependents:
+                for obj in list(dependents.values()):
+                    dep = _meta(obj)
+                    if not dep.get("deletionTimestamp"):
+                        await self.client.delete(
+                            resource_path(group, "v1", dependent_plural, dep.get("namespace"), dep.get("name")),
+                            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
+                return True  # the finalizer goes once the dependents are gone (their deletes requeue us)
+            finalizers.remove(FOREGROUND)
+        else:
+            return True  # being deleted for another finalizer: leave it be
+        await self.client.patch(resource_path("apps", "v1", plural, meta.get("namespace"), meta.get("name")),
+                                {"metadata": {"finalizers": finalizers,
+                                              "resourceVersion": meta.get("resourceVersion")}})
+        return True
+
+    async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
+        """Take as dependents the released objects of the owner's namespace that its selector
+        matches (upstream's ControllerRefManager); True if any was adopted."""
+        released = self._released[kind]
+        if not released:
+            return False
+        meta = _meta(owner)
+        selector = (owner.get("spec") or {}).get("selector") or {}
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            return False  # an empty selector adopts nothing, as upstream
+        prefix = f"{meta.get('namespace', '')}/"
+        adopted = False
+        for key, obj in list(released.items()):
+            dep = _meta(obj)
+            if not key.startswith(prefix) or dep.get("deletionTimestamp") \
+                    or not match_label_selector(selector, dep.get("labels") or {}):
+                continue
+            ref = {"apiVersion": "apps/v1", "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
+                   "controller": True, "blockOwnerDeletion": True}
+            try:
+                await self.client.patch(
+                    resource_path(group, "v1", plural, dep.get("namespace"), dep.get("name")),
+                    {"metadata": {"ownerReferences": [*(dep.get("ownerReferences") or ()), ref],
+                                  "resourceVersion": dep.get("resourceVersion")}})
+            except ApiError as e:
+                if e.code not in (404, 409):
+                    raise
+                continue
+            released.pop(key, None)
+            adopted = True
+        return adopted
+
+    # -- ReplicaSet
+    async def sync_replicaset(self, key: str) -> None:
+        rs = self.replicasets.items.get(key)
+        if rs is None:
+            return
+        meta = _meta(rs)
+        uid = str(meta.get("uid", ""))
+        owned = self._pods_of.get(uid, {})
+        if await self._finalize(rs, "replicasets", owned, "pods"):
+            return
+        if (self._expected_adds.get(uid) or self._expected_deletes.get(uid)) \
+                and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+            return  # wait for the informer to show this controller's last writes (each requeues us)
+        self._expected_adds.pop(uid, None)
+        self._expected_deletes.pop(uid, None)
+        if await self._adopt(rs, "ReplicaSet", "", "pods"):
+            return  # the adopted pods' events requeue this ReplicaSet
+        active = [p for p in owned.values() if _active(p)]
+        diff = _replicas(rs) - len(active)
+        namespace = meta.get("namespace")
+        if diff > 0:
+            await self._create_pods(rs, min(diff, BURST))
+        elif diff < 0:
+            doomed = sorted(active, key=_deletion_rank)[:-diff]
+            expected = self._expected_deletes.setdefault(uid, set())
+            self._expected_at[uid] = time.monotonic()
+            expected.update(_meta(p)["name"] for p in doomed)
+
+            async def delete(pod: Mapping[str, Any]) -> None:
+                name = _meta(pod)["name"]
+                try:
+                    await self.client.delete(resource_path("", "v1", "pods", namespace, name))
+                    self.deleted += 1
+                except ApiError as e:
+                    expected.discard(name)
+                    if e.code != 404:
+                        raise
+
+            await asyncio.gather(*(delete(p) for p in doomed))
+        await self._replicaset_status(rs, active)
+
+    async def _create_pods(self, rs: dict[str, Any], count: int) -> None:
+        meta = _meta(rs)
+        uid = str(meta.get("uid", ""))
+        template = (rs.get("spec") or {}).get("template") or {}
+        tmeta = template.get("metadata") or {}
+        pod_meta: dict[str, Any] = {
+            "generateName": f"{meta['name']}-", "namespace": meta.get("namespace"),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": meta["name"], "uid": uid,
+                                 "controller": True, "blockOwnerDeletion": True}]}
+        for field in ("labels", "annotations", "finalizers"):
+            if tmeta.get(field):
+                pod_meta[field] = tmeta[field]
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
+        expected = self._expected_adds.setdefault(uid, set())
+        self._expected_at[uid] = time.monotonic()
+        path = resource_path("", "v1", "pods", meta.get("namespace"))
+
+        async def create() -> None:
+            created = await self.client.create(path, copy.deepcopy(body))
+            name = _meta(created).get("name", "")
+            # the informer may have shown it already (in process, events can come before the answer)
+            if name not in self._pods_of.get(uid, {}):
+                expected.add(name)
+            self.created += 1
+
+        results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]]) -> None:
+        pods = list(active)
+        ready = sum(1 for p in pods if _ready(p))
+        selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        labeled = sum(1 for p in pods if all(_meta(p).get("labels", {}).get(k) == v for k, v in selector.items()))
+        status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": ready,
+                  "availableReplicas": ready, "observedGeneration": _meta(rs).get("generation", 1)}
+        old = rs.get("status") or {}
+        if all(old.get(k, 0) == v for k, v in status.items()):
+            return
+        meta = _meta(rs)
+        await self.client.patch(
+            resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
+            {"status": {k: v if k == "replicas" else v or None for k, v in status.items()}})
+
+    # -- Deployment
+    async def sync_deployment(self, key: str) -> None:
+        d = self.deployments.items.get(key)
+        if d is None:
+            return
+        meta = _meta(d)
+        uid = str(meta.get("uid", ""))
+        sets = self._sets_of.get(uid, {})
+        if await self._finalize(d, "deployments", sets, "replicasets"):
+            return
+        if await self._adopt(d, "Deployment", "apps", "replicasets"):
+            return
+        spec = d.get("spec") or {}
+        template = spec.get("template") or {}
+        replicas = _replicas(d)
+        pod_hash = pod_template_hash(template)
+        new_rs = next((rs for rs in sets.values() if (_meta(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash),
+                      None)
+        old_sets = [rs for rs in sets.values() if rs is not new_rs and not _meta(rs).get("deletionTimestamp")]
+        revisions = [int((_meta(rs).get("annotations") or {}).get(REVISION, "0") or 0) for rs in sets.values()]
+        paused = bool(spec.get("paused"))
+        strategy = spec.get("strategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") != "Recreate"
+        surge = unavailable = 0
+        if rolling:
+            ru = strategy.get("rollingUpdate") or {}
+            surge = _scaled(ru.get("maxSurge", "25%"), replicas, round_up=True)
+            unavailable = _scaled(ru.get("maxUnavailable", "25%"), replicas, round_up=False)
+            if surge == 0 and unavailable == 0:
+                unavailable = 1
+        if new_rs is None and not paused:
+            new_rs = await self._create_replicaset(d, template, pod_hash, max(revisions, default=0) + 1,
+                                                   0 if old_sets else replicas, replicas + surge)
+            if new_rs is None:
+                return  # created: its informer event requeues this deployment
+        if new_rs is not None and not paused:
+            await self._roll(d, new_rs, old_sets, replicas, surge, unavailable, rolling)
+        elif new_rs is not None and _replicas(new_rs) != replicas and not any(_replicas(r) for r in old_sets):
+            await self._scale(new_rs, replicas, d, replicas + surge)  # paused: scaling still applies
+        await self._prune(d, old_sets)
+        await self._deployment_status(d, new_rs, old_sets, replicas, unavailable)
+
+    async def _create_replicaset(self, d: dict[str, Any], template: dict[str, Any], pod_hash: str,
+                                 revision: int, replicas: int, max_replicas: int) -> dict[str, Any] | None:
+        meta = _meta(d)
+        spec = d.get("spec") or {}
+        template = copy.deepcopy(template)
+        tmeta = template.setdefault("metadata", {})
+        tmeta["labels"] = {**(tmeta.get("labels") or {}), HASH_LABEL: pod_hash}
+        selector = copy.deepcopy(spec.get("selector") or {})
+        selector["matchLabels"] = {**(selector.get("matchLabels") or {}), HASH_LABEL: pod_hash}
+        name = f"{meta['name']}-{pod_hash}"
+        body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": name, "namespace": meta.get("namespace"),
+                             "labels": tmeta["labels"],
+                             "annotations": {REVISION: str(revision), DESIRED: str(_replicas(d)),
+                                             MAX_REPLICAS: str(max_replicas)},
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                  "name": meta["name"], "uid": meta.get("uid"),
+                                                  "controller": True, "blockOwnerDeletion": True}]},
+                "spec": {"replicas": replicas, "minReadySeconds": spec.get("minReadySeconds", 0),
+                         "selector": selector, "template": template}}
+        try:
+            await self.client.create(resource_path("apps", "v1", "replicasets", meta.get("namespace")), body)
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            # a ReplicaSet of that name exists but is not this template's (upstream bumps collisionCount)
+            log.warning("workload controller: replicaset %s exists with another template", name)
+        return None
+
+    async def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any], max_replicas: int) -> None:
+        meta = _meta(rs)
+        await self.client.patch(
+            resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name")),
+            {"metadata": {"annotations": {DESIRED: str(_replicas(d)), MAX_REPLICAS: str(max_replicas)},
+                          "resourceVersion": meta.get("resourceVersion")},
+             "spec": {"replicas": replicas}})
+
+    async def _roll(self, d: dict[str, Any], new_rs: dict[str, Any], old_sets: list[dict[str, Any]],
+                    replicas: int, surge: int, unavailable: int, rolling: bool) -> None:
+        old_replicas = sum(_replicas(rs) for rs in old_sets)
+        if not rolling:  # Recreate: the old pods all go before the new ones come
+            for rs in old_sets:
+                if _replicas(rs):
+                    await self._scale(rs, 0, d, replicas)
+            still_running = any(p for rs in old_sets for p in self._pods_of.get(str(_meta(rs).get("uid")), {}).values()
+                                if _active(p))
+            if not still_running and _replicas(new_rs) != replicas:
+                await self._scale(new_rs, replicas, d, replicas)
+            return
+        # scale up the new ReplicaSet within maxSurge
+        allowed = replicas + surge - old_replicas
+        target = max(min(replicas, allowed), 0) if old_replicas else replicas
+        if target > _replicas(new_rs) or (not old_replicas and target != _replicas(new_rs)):
+            await self._scale(new_rs, target, d, replicas + surge)
+            return
+        if not old_replicas:
+            return
+        # scale the old ones down within maxUnavailable: what is available above the minimum may go,
+        # and old pods that are not available cost nothing to remove
+        available = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in (new_rs, *old_sets))
+        removable = available - (replicas - unavailable)
+        for rs in sorted(old_sets, key=lambda r: int((_meta(r).get("annotations") or {}).get(REVISION, "0") or 0)):
+            current = _replicas(rs)
+            if not current:
+                continue
+            unhealthy = current - (rs.get("status") or {}).get("availableReplicas", 0)
+            cut = min(current, max(unhealthy, 0) + max(removable, 0))
+            if cut <= 0:
+                continue
+            removable -= max(cut - max(unhealthy, 0), 0)
+            await self._scale(rs, current - cut, d, replicas + surge)
+
+    async def _prune(self, d: dict[str, Any], old_sets: list[dict[str, Any]]) -> None:
+        limit = (d.get("spec") or {}).get("revisionHistoryLimit", 10)
+        idle = [rs for rs in old_sets if not _replicas(rs) and not (rs.get("status") or {}).get("replicas")]
+        idle.sort(key=lambda r: int((_meta(r).get("annotations") or {}).get(REVISION, "0") or 0))
+        for rs in idle[:max(len(idle) - int(limit), 0)]:
+            meta = _meta(rs)
+            await self.client.delete(resource_path("apps", "v1", "replicasets", meta.get("namespace"),
+                                                   meta.get("name")))
+
+    async def _deployment_status(self, d: dict[str, Any], new_rs: dict[str, Any] | None,
+                                 old_sets: list[dict[str, Any]], replicas: int, unavailable: int) -> None:
+        sets = [*old_sets, *([new_rs] if new_rs is not None else [])]
+
+        def total(field: str) -> int:
+            return sum(int((rs.get("status") or {}).get(field, 0) or 0) for rs in sets)
+
+        updated = int(((new_rs or {}).get("status") or {}).get("replicas", 0) or 0)
+        available = total("availableReplicas")
+        status: dict[str, Any] = {
+            "observedGeneration": _meta(d).get("generation", 1), "replicas": total("replicas"),
+            "updatedReplicas": updated, "readyReplicas": total("readyReplicas"), "availableReplicas": available,
+            "unavailableReplicas": max(replicas - available, 0)}
+        old = d.get("status") or {}
+        complete = new_rs is not None and updated == replicas and status["replicas"] == replicas \
+            and available >= replicas and _replicas(new_rs) == replicas
+        conditions = {c.get("type"): c for c in old.get("conditions") or ()}
+        wanted = {
+            "Available": ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+            if available >= replicas - unavailable else
+            ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
+            "Progressing": ("True", "NewReplicaSetAvailable",
+                            f'ReplicaSet "{_meta(new_rs or {}).get("name", "")}" has successfully progressed.')
+            if complete else
+            ("True", "ReplicaSetUpdated",
+             f'ReplicaSet "{_meta(new_rs or {}).get("name", "")}" is progressing.'),
+        }
+        now = _now()
+        out = []
+        changed = False
+        for kind, (state, reason, message) in wanted.items():
+            before = conditions.get(kind)
+            if before is not None and (before.get("status"), before.get("reason")) == (state, reason):
+                out.append(before)
+                continue
+            changed = True
+            transition = before.get("lastTransitionTime") if before and before.get("status") == state else now
+            out.append({"type": kind, "status": state, "reason": reason, "message": message,
+                        "lastUpdateTime": now, "lastTransitionTime": transition})
+        status["conditions"] = out
+        revision = (_meta(new_rs or {}).get("annotations") or {}).get(REVISION)
+        annotations = _meta(d).get("annotations") or {}
+        if not changed and all(old.get(k, 0) == v for k, v in status.items() if k != "conditions") \
+                and (revision is None or annotations.get(REVISION) == revision):
+            return
+        meta = _meta(d)
+        path = resource_path("apps", "v1", "deployments", meta.get("namespace"), meta.get("name"))
+        if revision is not None and annotations.get(REVISION) != revision:
+            await self.client.patch(path, {"metadata": {"annotations": {REVISION: revision}}})
+        await self.client.patch(path + "/status",
+                                {"status": {k: (v or None) if k != "conditions" else v for k, v in status.items()}})
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await WorkloadController(client).run()

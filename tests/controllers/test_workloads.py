@@ -1,0 +1,236 @@
+"""The Deployment and ReplicaSet controllers and their garbage collection (controllers/workloads.py),
+inside a server with its scheduler and simulated nodes, through the in-process client."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client
+from controlplane.config import Config
+from controlplane.controllers.workloads import HASH_LABEL, REVISION, pod_template_hash
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+REPLICASETS = "/apis/apps/v1/namespaces/default/replicasets"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+def deployment(name: str, replicas: int, image: str = "nginx:1.27", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"terminationGracePeriodSeconds": 0,
+                                           "containers": [{"name": "c", "image": image}]}}, **spec}}
+
+
+async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def pods_of(c: Client, app: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await c.list(PODS, labelSelector=f"app={app}"))["items"]
+    return items
+
+
+def live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+async def rolled_out(c: Client, name: str) -> bool:
+    """What ``kubectl rollout status`` checks."""
+    d = await c.get(f"{DEPLOYMENTS}/{name}")
+    s, replicas = d.get("status") or {}, d["spec"]["replicas"]
+    return bool(s.get("observedGeneration", 0) >= d["metadata"]["generation"]) and \
+        s.get("updatedReplicas", 0) == replicas and s.get("replicas", 0) == replicas and \
+        s.get("availableReplicas", 0) == replicas
+
+
+def test_the_pod_template_hash_is_a_stable_label_value() -> None:
+    template = deployment("x", 1)["spec"]["template"]
+    h = pod_template_hash(template)
+    assert h == pod_template_hash(dict(reversed(list(template.items()))))  # key order does not matter
+    assert h != pod_template_hash(deployment("x", 1, image="other")["spec"]["template"])
+    assert h != pod_template_hash(template, collisions=1)
+    assert h.isalnum() and len(h) <= 10 and not set(h) & set("aeiou013")
+
+
+async def test_a_deployment_runs_its_pods_through_a_replicaset(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("web", 3))
+    await until(lambda: rolled_out(c, "web"))
+    (rs,) = (await c.list(REPLICASETS))["items"]
+    h = rs["metadata"]["labels"][HASH_LABEL]
+    assert rs["metadata"]["name"] == f"web-{h}" and rs["metadata"]["annotations"][REVISION] == "1"
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", HASH_LABEL: h}
+    assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    pods = await pods_of(c, "web")
+    assert len(pods) == 3
+    for pod in pods:
+        assert pod["metadata"]["name"].startswith(f"web-{h}-")
+        assert pod["metadata"]["labels"] == {"app": "web", HASH_LABEL: h}
+        (ref,) = pod["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["uid"], ref["controller"]) == ("ReplicaSet", rs["metadata"]["uid"], True)
+        assert pod["status"]["phase"] == "Running"
+    d = await c.get(f"{DEPLOYMENTS}/web")
+    assert {cond["type"]: cond["reason"] for cond in d["status"]["conditions"]} == {
+        "Available": "MinimumReplicasAvailable", "Progressing": "NewReplicaSetAvailable"}
+    assert d["metadata"]["annotations"][REVISION] == "1"
+    rs = await c.get(f"{REPLICASETS}/{rs['metadata']['name']}")
+    assert {k: rs["status"][k] for k in ("replicas", "readyReplicas", "availableReplicas")} == {
+        "replicas": 3, "readyReplicas": 3, "availableReplicas": 3}
+
+    # scale down: the controller deletes, and a pod deleted by hand is replaced
+    await c.patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": 2}})
+    await until(lambda: rolled_out(c, "web"))
+    assert len(live(await pods_of(c, "web"))) == 2
+    victim = live(await pods_of(c, "web"))[0]["metadata"]["name"]
+    await c.delete(f"{PODS}/{victim}")
+
+    async def replaced() -> bool:
+        names = {p["metadata"]["name"] for p in live(await pods_of(c, "web"))}
+        return len(names) == 2 and victim not in names
+
+    await until(replaced)
+
+
+async def test_a_rolling_update_stays_within_surge_and_unavailability(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("roll", 8, strategy={
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 1}}))
+    await until(lambda: rolled_out(c, "roll"))
+    seen: list[tuple[int, int]] = []  # (live pods, ready live pods) at each pod event
+    state: dict[str, dict[str, Any]] = {}
+    listed = await c.list(PODS)
+
+    async def watch() -> None:
+        async for event in c.watch(PODS, resource_version=listed["metadata"]["resourceVersion"]):
+            pod = event.object
+            if event.type == "BOOKMARK":
+                continue
+            if event.type == "DELETED":
+                state.pop(pod["metadata"]["name"], None)
+            else:
+                state[pod["metadata"]["name"]] = pod
+            alive = live(list(state.values()))
+            ready = [p for p in alive if any(cond["type"] == "Ready" and cond["status"] == "True"
+                                              for cond in (p.get("status") or {}).get("conditions") or ())]
+            seen.append((len(alive), len(ready)))
+
+    for pod in listed["items"]:
+        state[pod["metadata"]["name"]] = pod
+    watcher = asyncio.create_task(watch())
+    try:
+        await c.patch(f"{DEPLOYMENTS}/roll", {"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "nginx:1.28"}]}}}}, patch_type="strategic")
+        await asyncio.sleep(0.2)
+        await until(lambda: rolled_out(c, "roll"))
+    finally:
+        watcher.cancel()
+    assert seen, "no pod events"
+    assert max(n for n, _ in seen) <= 8 + 2, seen  # maxSurge
+    assert min(r for _, r in seen) >= 8 - 1 - 2, seen  # maxUnavailable (ready lags binding by a stage)
+    images = {p["spec"]["containers"][0]["image"] for p in live(await pods_of(c, "roll"))}
+    assert images == {"nginx:1.28"}
+    sets = {rs["metadata"]["annotations"][REVISION]: rs["spec"]["replicas"]
+            for rs in (await c.list(REPLICASETS))["items"]}
+    assert sets == {"1": 0, "2": 8}
+
+
+async def test_recreate_removes_the_old_pods_before_the_new(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("re", 3, strategy={"type": "Recreate"}))
+    await until(lambda: rolled_out(c, "re"))
+    await c.patch(f"{DEPLOYMENTS}/re", {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "nginx:1.28"}]}}}}, patch_type="strategic")
+    mixed = False
+
+    async def done() -> bool:
+        nonlocal mixed
+        images = {p["spec"]["containers"][0]["image"] for p in live(await pods_of(c, "re"))}
+        mixed = mixed or len(images) > 1
+        return await rolled_out(c, "re")
+
+    await until(done)
+    assert not mixed
+
+
+async def test_deleting_a_deployment_collects_its_replicasets_and_pods(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("gc", 2))
+    await until(lambda: rolled_out(c, "gc"))
+    await c.delete(f"{DEPLOYMENTS}/gc", {"kind": "DeleteOptions", "apiVersion": "v1",
+                                          "propagationPolicy": "Background"})
+
+    async def collected() -> bool:
+        return not (await c.list(REPLICASETS))["items"] and not await pods_of(c, "gc")
+
+    await until(collected)
+
+
+async def test_orphan_keeps_the_dependents_and_a_new_owner_adopts_them(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("orph", 2))
+    await until(lambda: rolled_out(c, "orph"))
+    (rs,) = (await c.list(REPLICASETS))["items"]
+    deleting = await c.delete(f"{DEPLOYMENTS}/orph", {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                       "propagationPolicy": "Orphan"})
+    assert "orphan" in deleting["metadata"]["finalizers"]
+
+    async def gone() -> bool:
+        try:
+            await c.get(f"{DEPLOYMENTS}/orph")
+        except ApiError as e:
+            return e.code == 404
+        return False
+
+    await until(gone)
+    kept = await c.get(f"{REPLICASETS}/{rs['metadata']['name']}")
+    assert not kept["metadata"].get("ownerReferences") and kept["metadata"]["uid"] == rs["metadata"]["uid"]
+    assert len(live(await pods_of(c, "orph"))) == 2
+    await c.create(DEPLOYMENTS, deployment("orph", 2))
+    await until(lambda: rolled_out(c, "orph"))
+    (again,) = (await c.list(REPLICASETS))["items"]
+    assert again["metadata"]["uid"] == rs["metadata"]["uid"]  # adopted, not replaced
+    assert again["metadata"]["ownerReferences"][0]["name"] == "orph"
+
+
+async def test_foreground_waits_for_the_dependents(client: Client) -> None:
+    c = client
+    d = deployment("fg", 2)
+    d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 2  # the pods take 2 s to go
+    await c.create(DEPLOYMENTS, d)
+    await until(lambda: rolled_out(c, "fg"))
+    await c.delete(f"{DEPLOYMENTS}/fg", {"kind": "DeleteOptions", "apiVersion": "v1",
+                                         "propagationPolicy": "Foreground"})
+    await asyncio.sleep(0.5)
+    held = await c.get(f"{DEPLOYMENTS}/fg")
+    assert held["metadata"]["finalizers"] == ["foregroundDeletion"] and held["metadata"]["deletionTimestamp"]
+    assert await pods_of(c, "fg")  # terminating, not gone yet
+
+    async def all_gone() -> bool:
+        try:
+            await c.get(f"{DEPLOYMENTS}/fg")
+            return False
+        except ApiError as e:
+            return e.code == 404 and not await pods_of(c, "fg") and not (await c.list(REPLICASETS))["items"]
+
+    await until(all_gone)
