@@ -54,6 +54,7 @@ COMPONENTS: list[Component] = [
     # collector (controllers/workloads.py). Tied to the scheduler's flag too: API tests run without
     # both, and the API adds the collector's finalizers only when it runs (api/app.py)
     Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler),
+    Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler),
 ]
 
 

@@ -112,9 +112,9 @@ class KubeApi:
     """The ASGI app behind ``/api`` and ``/apis``."""
 
     def __init__(self, registry: Registry, get_store: Callable[[], Store | None], server_address: str) -> None:
-        # the plurals (of group apps) whose dependents a garbage collector deletes or orphans: their
+        # the (group, plural)s whose dependents a garbage collector deletes or orphans: their
         # deletes with propagationPolicy Orphan or Foreground get its finalizers (set by create_app)
-        self.garbage_collected: frozenset[str] = frozenset()
+        self.garbage_collected: frozenset[tuple[str, str]] = frozenset()
         self.registry = registry
         self._get_store = get_store
         self._server_address = server_address
@@ -838,9 +838,9 @@ class KubeApi:
                         meta["resourceVersion"] = str(rev)
                         return obj
                     return _object(current.value, current.mod_revision)  # its grace period is running
-            if rtype.plural in self.garbage_collected and rtype.group == "apps" and not meta.get("deletionTimestamp"):
-                # Orphan and Foreground are carried out by the garbage collector (controllers/workloads.py)
-                finalizer = _propagation_finalizer(options or {})
+            if (rtype.group, rtype.plural) in self.garbage_collected and not meta.get("deletionTimestamp"):
+                # Orphan and Foreground are carried out by the garbage collector (controllers/ownership.py)
+                finalizer = _propagation_finalizer(rtype, options or {})
                 if finalizer is not None and finalizer not in (meta.get("finalizers") or ()):
                     meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
             terminating = rtype is self._namespaces
@@ -1443,12 +1443,21 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
-def _propagation_finalizer(options: dict[str, Any]) -> str | None:
+JOB_ORPHANS_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+                       "to remove them or set propagationPolicy=Orphan to suppress this warning")
+
+
+def _propagation_finalizer(rtype: ResourceType, options: dict[str, Any]) -> str | None:
     """The garbage collector's finalizer that a delete's options ask for: ``orphan`` for
     ``propagationPolicy: Orphan`` (or the older ``orphanDependents: true``), ``foregroundDeletion``
-    for ``Foreground``; None for ``Background``, the default of the apps group."""
+    for ``Foreground``; None for ``Background``. Without either, the default is Background, except
+    for batch/v1 Jobs: Orphan, kept by upstream for compatibility, with a warning."""
     policy = options.get("propagationPolicy")
-    if policy == "Orphan" or (policy is None and options.get("orphanDependents") is True):
+    orphan = options.get("orphanDependents")
+    if policy is None and orphan is None and (rtype.group, rtype.plural) == ("batch", "jobs"):
+        add_warning(JOB_ORPHANS_WARNING)
+        return "orphan"
+    if policy == "Orphan" or (policy is None and orphan is True):
         return "orphan"
     if policy == "Foreground":
         return "foregroundDeletion"

@@ -49,6 +49,9 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
+from .events import Recorder
+from .ownership import Dependents, collect, controller_uid, finalize, key_of, meta_of
+
 if TYPE_CHECKING:
     from controlplane.config import Config
 
@@ -60,8 +63,6 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
-ORPHAN = "orphan"
-FOREGROUND = "foregroundDeletion"
 BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
 CONFLICT_RETRY_SECONDS = 0.05
 EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectation waits for
@@ -80,25 +81,8 @@ def pod_template_hash(template: Mapping[str, Any], collisions: int = 0) -> str:
     return "".join(_SAFE[ord(c) % len(_SAFE)] for c in str(h))
 
 
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta: dict[str, Any] = obj.get("metadata") or {}
-    return meta
-
-
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _controller_uid(obj: Mapping[str, Any], kind: str) -> str | None:
-    for ref in _meta(obj).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == kind:
-            return str(ref.get("uid", ""))
-    return None
-
-
 def _active(pod: Mapping[str, Any]) -> bool:
-    return not _meta(pod).get("deletionTimestamp") and \
+    return not meta_of(pod).get("deletionTimestamp") and \
         (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
@@ -126,7 +110,7 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
 def _deletion_rank(pod: Mapping[str, Any]) -> tuple[int, int, int, str]:
     """Smaller first: unbound, pending, not ready, then the newest (upstream's ActivePods order)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    created = _meta(pod).get("creationTimestamp") or ""
+    created = meta_of(pod).get("creationTimestamp") or ""
     return (1 if spec.get("nodeName") else 0, 1 if status.get("phase") == "Running" else 0,
             1 if _ready(pod) else 0, "".join(chr(0x10FFFF - ord(c)) for c in created))
 
@@ -146,65 +130,67 @@ class WorkloadController:
                                            on_delete=self._replicaset_deleted)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
                                     on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
-        # dependents by their controller's uid: pods of ReplicaSets, ReplicaSets of Deployments (by key)
-        self._pods_of: dict[str, dict[str, dict[str, Any]]] = {}
-        self._sets_of: dict[str, dict[str, dict[str, Any]]] = {}
         self._owner_keys: dict[str, str] = {}  # uid -> "kind:namespace/name" of the owners seen
-        # objects whose controller let them go (deleted with Orphan), by owner kind: adopted by a
-        # controller whose selector matches. Bare objects are not tracked (a million bare pods would
-        # cost memory for nothing), so only these are adopted.
-        self._released: dict[str, dict[str, dict[str, Any]]] = {"ReplicaSet": {}, "Deployment": {}}
-        self._owner_of: dict[str, dict[str, str]] = {"ReplicaSet": {}, "Deployment": {}}  # key -> owner uid
+        self.pods_of = Dependents("ReplicaSet", self._owner_keys.__contains__)  # the pods of each ReplicaSet
+        self.sets_of = Dependents("Deployment", self._owner_keys.__contains__)  # the ReplicaSets of each Deployment
         # upstream's expectations: pods created or deleted that the informer has not shown yet
         self._expected_adds: dict[str, set[str]] = {}
         self._expected_deletes: dict[str, set[str]] = {}
         self._expected_at: dict[str, float] = {}
+        self.events = Recorder(client, "deployment-controller")
         self.created = 0
         self.deleted = 0
 
     # -- events
     def _deployment_changed(self, d: dict[str, Any]) -> None:
-        self._owner_keys[str(_meta(d).get("uid", ""))] = "deployment:" + _key(d)
-        self.queue.add("deployment:" + _key(d))
+        uid = str(meta_of(d).get("uid", ""))
+        if uid not in self._owner_keys:
+            self._owner_keys[uid] = "deployment:" + key_of(d)
+            self.sets_of.claim(uid)
+        self.queue.add("deployment:" + key_of(d))
 
     def _deployment_deleted(self, d: dict[str, Any]) -> None:
-        uid = str(_meta(d).get("uid", ""))
+        uid = str(meta_of(d).get("uid", ""))
         self._owner_keys.pop(uid, None)
+        self.sets_of.forget(uid)
         self.queue.add("gc-sets:" + uid)
 
     def _replicaset_changed(self, rs: dict[str, Any]) -> None:
-        uid = str(_meta(rs).get("uid", ""))
-        self._owner_keys[uid] = "replicaset:" + _key(rs)
-        self._index(self._sets_of, rs, "Deployment")
-        self.queue.add("replicaset:" + _key(rs))
-        owner = _controller_uid(rs, "Deployment")
+        uid = str(meta_of(rs).get("uid", ""))
+        if uid not in self._owner_keys:
+            self._owner_keys[uid] = "replicaset:" + key_of(rs)
+            self.pods_of.claim(uid)
+        self.sets_of.file(rs)
+        self.queue.add("replicaset:" + key_of(rs))
+        owner = controller_uid(rs, "Deployment")
         if owner is not None and owner in self._owner_keys:
             self.queue.add(self._owner_keys[owner])
 
     def _replicaset_deleted(self, rs: dict[str, Any]) -> None:
-        uid = str(_meta(rs).get("uid", ""))
+        uid = str(meta_of(rs).get("uid", ""))
         self._owner_keys.pop(uid, None)
-        self._unindex(self._sets_of, rs, "Deployment")
+        self.sets_of.unfile(rs)
+        self.pods_of.forget(uid)
         self._expected_adds.pop(uid, None)
         self._expected_deletes.pop(uid, None)
         self.queue.add("gc-pods:" + uid)
-        owner = _controller_uid(rs, "Deployment")
+        owner = controller_uid(rs, "Deployment")
         if owner is not None and owner in self._owner_keys:
             self.queue.add(self._owner_keys[owner])
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
-        owner = self._index(self._pods_of, pod, "ReplicaSet")
+        owner = self.pods_of.file(pod)
         if owner is not None:
-            name = _meta(pod).get("name", "")
+            name = meta_of(pod).get("name", "")
             self._expected_adds.get(owner, set()).discard(name)
-            if _meta(pod).get("deletionTimestamp"):  # a graceful delete: terminating is deleted enough
+            if meta_of(pod).get("deletionTimestamp"):  # a graceful delete: terminating is deleted enough
                 self._expected_deletes.get(owner, set()).discard(name)
             self._owner_changed(owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
-        owner = self._unindex(self._pods_of, pod, "ReplicaSet")
+        owner = self.pods_of.unfile(pod)
         if owner is not None:
-            self._expected_deletes.get(owner, set()).discard(_meta(pod).get("name", ""))
+            self._expected_deletes.get(owner, set()).discard(meta_of(pod).get("name", ""))
             self._owner_changed(owner)
 
     def _owner_changed(self, uid: str) -> None:
@@ -212,45 +198,7 @@ class WorkloadController:
         if key is not None:
             self.queue.add(key)
         else:
-            self.queue.add("gc-pods:" + uid)  # an owner not (or no longer) seen: collected if gone
-
-    def _index(self, index: dict[str, dict[str, dict[str, Any]]], obj: dict[str, Any], kind: str) -> str | None:
-        """Files ``obj`` under its controller's uid; returns that uid. Called for every pod event,
-        so an object with no owner costs little while no object is tracked."""
-        owners, released = self._owner_of[kind], self._released[kind]
-        if not _meta(obj).get("ownerReferences") and not owners and not released:
-            return None
-        owner = _controller_uid(obj, kind)
-        key = _key(obj)
-        before = owners.get(key)
-        if before is not None and before != owner:  # its owner reference changed
-            members = index.get(before)
-            if members is not None:
-                members.pop(key, None)
-                if not members:
-                    del index[before]
-            del owners[key]
-            if owner is None:  # orphaned (its owner deleted with Orphan): may be adopted
-                released[key] = obj
-        elif owner is None and key in released:
-            released[key] = obj
-        if owner is not None:
-            index.setdefault(owner, {})[key] = obj
-            owners[key] = owner
-            released.pop(key, None)
-        return owner
-
-    def _unindex(self, index: dict[str, dict[str, dict[str, Any]]], obj: dict[str, Any], kind: str) -> str | None:
-        key = _key(obj)
-        self._released[kind].pop(key, None)
-        owner = self._owner_of[kind].pop(key, None)
-        if owner is not None:
-            members = index.get(owner)
-            if members is not None:
-                members.pop(key, None)
-                if not members:
-                    del index[owner]
-        return owner
+            self.queue.add("gc-pods:" + uid)  # an owner deleted since: its pods are collected
 
     # -- running
     async def run(self) -> None:
@@ -259,12 +207,6 @@ class WorkloadController:
         try:
             for i in informers:
                 await i.synced.wait()
-            for uid in list(self._pods_of):  # owners deleted while no controller ran
-                if uid not in self._owner_keys:
-                    self.queue.add("gc-pods:" + uid)
-            for uid in list(self._sets_of):
-                if uid not in self._owner_keys:
-                    self.queue.add("gc-sets:" + uid)
             await asyncio.gather(*(self._worker() for _ in range(self.workers)))
         finally:
             for t in tasks:
@@ -281,9 +223,9 @@ class WorkloadController:
                 elif kind == "deployment":
                     await self.sync_deployment(name)
                 elif kind == "gc-pods":
-                    await self._collect(self._pods_of.get(name, {}), "pods", name)
+                    self.deleted += await collect(self.client, "Pod", self.pods_of.of(name), name, self._owner_keys)
                 elif kind == "gc-sets":
-                    await self._collect(self._sets_of.get(name, {}), "replicasets", name)
+                    await collect(self.client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
             except asyncio.CancelledError:
                 raise
             except ApiError as e:
@@ -296,82 +238,20 @@ class WorkloadController:
             finally:
                 self.queue.done(key)
 
-    # -- garbage collection
-    async def _collect(self, dependents: Mapping[str, dict[str, Any]], plural: str, owner_uid: str) -> None:
-        """Delete the dependents of an owner that is gone (background propagation)."""
-        if owner_uid in self._owner_keys:
-            return  # the owner exists: nothing to collect
-        group = "" if plural == "pods" else "apps"
-        for obj in list(dependents.values()):
-            if _meta(obj).get("deletionTimestamp"):
-                continue
-            others = [r for r in _meta(obj).get("ownerReferences") or () if r.get("uid") != owner_uid
-                      and str(r.get("uid", "")) in self._owner_keys]
-            meta = _meta(obj)
-            path = resource_path(group, "v1", plural, meta.get("namespace"), meta.get("name"))
-            if others:  # another owner remains: only this reference goes
-                refs = [r for r in meta.get("ownerReferences") or () if r.get("uid") != owner_uid]
-                await self.client.patch(path, {"metadata": {"ownerReferences": refs,
-                                                            "resourceVersion": meta.get("resourceVersion")}})
-                continue
-            try:
-                await self.client.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1",
-                                                "propagationPolicy": "Background",
-                                                "preconditions": {"uid": meta.get("uid")}})
-                self.deleted += 1
-            except ApiError as e:
-                if e.code not in (404, 409):
-                    raise
-
-    async def _finalize(self, owner: dict[str, Any], plural: str, dependents: Mapping[str, dict[str, Any]],
-                        dependent_plural: str) -> bool:
-        """An owner being deleted with the ``orphan`` or ``foregroundDeletion`` finalizer: True if
-        it is handled here (the caller does nothing else with it)."""
-        meta = _meta(owner)
-        finalizers = list(meta.get("finalizers") or ())
-        if not meta.get("deletionTimestamp"):
-            return False
-        group = "" if dependent_plural == "pods" else "apps"
-        if ORPHAN in finalizers:
-            for obj in list(dependents.values()):
-                dep = _meta(obj)
-                refs = [r for r in dep.get("ownerReferences") or () if r.get("uid") != meta.get("uid")]
-                await self.client.patch(resource_path(group, "v1", dependent_plural, dep.get("namespace"),
-                                                      dep.get("name")),
-                                        {"metadata": {"ownerReferences": refs or None,
-                                                      "resourceVersion": dep.get("resourceVersion")}})
-            finalizers.remove(ORPHAN)
-        elif FOREGROUND in finalizers:
-            if dependents:
-                for obj in list(dependents.values()):
-                    dep = _meta(obj)
-                    if not dep.get("deletionTimestamp"):
-                        await self.client.delete(
-                            resource_path(group, "v1", dependent_plural, dep.get("namespace"), dep.get("name")),
-                            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
-                return True  # the finalizer goes once the dependents are gone (their deletes requeue us)
-            finalizers.remove(FOREGROUND)
-        else:
-            return True  # being deleted for another finalizer: leave it be
-        await self.client.patch(resource_path("apps", "v1", plural, meta.get("namespace"), meta.get("name")),
-                                {"metadata": {"finalizers": finalizers,
-                                              "resourceVersion": meta.get("resourceVersion")}})
-        return True
-
     async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
         """Take as dependents the released objects of the owner's namespace that its selector
         matches (upstream's ControllerRefManager); True if any was adopted."""
-        released = self._released[kind]
+        released = (self.pods_of if kind == "ReplicaSet" else self.sets_of).released
         if not released:
             return False
-        meta = _meta(owner)
+        meta = meta_of(owner)
         selector = (owner.get("spec") or {}).get("selector") or {}
         if not selector.get("matchLabels") and not selector.get("matchExpressions"):
             return False  # an empty selector adopts nothing, as upstream
         prefix = f"{meta.get('namespace', '')}/"
         adopted = False
         for key, obj in list(released.items()):
-            dep = _meta(obj)
+            dep = meta_of(obj)
             if not key.startswith(prefix) or dep.get("deletionTimestamp") \
                     or not match_label_selector(selector, dep.get("labels") or {}):
                 continue
@@ -395,10 +275,10 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
-        meta = _meta(rs)
+        meta = meta_of(rs)
         uid = str(meta.get("uid", ""))
-        owned = self._pods_of.get(uid, {})
-        if await self._finalize(rs, "replicasets", owned, "pods"):
+        owned = self.pods_of.of(uid)
+        if await finalize(self.client, "ReplicaSet", rs, "Pod", owned):
             return
         if (self._expected_adds.get(uid) or self._expected_deletes.get(uid)) \
                 and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
@@ -416,13 +296,14 @@ class WorkloadController:
             doomed = sorted(active, key=_deletion_rank)[:-diff]
             expected = self._expected_deletes.setdefault(uid, set())
             self._expected_at[uid] = time.monotonic()
-            expected.update(_meta(p)["name"] for p in doomed)
+            expected.update(meta_of(p)["name"] for p in doomed)
 
             async def delete(pod: Mapping[str, Any]) -> None:
-                name = _meta(pod)["name"]
+                name = meta_of(pod)["name"]
                 try:
                     await self.client.delete(resource_path("", "v1", "pods", namespace, name))
                     self.deleted += 1
+                    self.events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
                 except ApiError as e:
                     expected.discard(name)
                     if e.code != 404:
@@ -432,7 +313,7 @@ class WorkloadController:
         await self._replicaset_status(rs, active)
 
     async def _create_pods(self, rs: dict[str, Any], count: int) -> None:
-        meta = _meta(rs)
+        meta = meta_of(rs)
         uid = str(meta.get("uid", ""))
         template = (rs.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
@@ -450,11 +331,12 @@ class WorkloadController:
 
         async def create() -> None:
             created = await self.client.create(path, copy.deepcopy(body))
-            name = _meta(created).get("name", "")
+            name = meta_of(created).get("name", "")
             # the informer may have shown it already (in process, events can come before the answer)
-            if name not in self._pods_of.get(uid, {}):
+            if name not in self.pods_of.of(uid):
                 expected.add(name)
             self.created += 1
+            self.events.record("ReplicaSet", rs, "SuccessfulCreate", f"Created pod: {name}")
 
         results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -465,13 +347,13 @@ class WorkloadController:
         pods = list(active)
         ready = sum(1 for p in pods if _ready(p))
         selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        labeled = sum(1 for p in pods if all(_meta(p).get("labels", {}).get(k) == v for k, v in selector.items()))
+        labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": ready,
-                  "availableReplicas": ready, "observedGeneration": _meta(rs).get("generation", 1)}
+                  "availableReplicas": ready, "observedGeneration": meta_of(rs).get("generation", 1)}
         old = rs.get("status") or {}
         if all(old.get(k, 0) == v for k, v in status.items()):
             return
-        meta = _meta(rs)
+        meta = meta_of(rs)
         await self.client.patch(
             resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
             {"status": {k: v if k == "replicas" else v or None for k, v in status.items()}})
@@ -481,10 +363,10 @@ class WorkloadController:
         d = self.deployments.items.get(key)
         if d is None:
             return
-        meta = _meta(d)
+        meta = meta_of(d)
         uid = str(meta.get("uid", ""))
-        sets = self._sets_of.get(uid, {})
-        if await self._finalize(d, "deployments", sets, "replicasets"):
+        sets = self.sets_of.of(uid)
+        if await finalize(self.client, "Deployment", d, "ReplicaSet", sets):
             return
         if await self._adopt(d, "Deployment", "apps", "replicasets"):
             return
@@ -492,10 +374,10 @@ class WorkloadController:
         template = spec.get("template") or {}
         replicas = _replicas(d)
         pod_hash = pod_template_hash(template)
-        new_rs = next((rs for rs in sets.values() if (_meta(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash),
+        new_rs = next((rs for rs in sets.values() if (meta_of(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash),
                       None)
-        old_sets = [rs for rs in sets.values() if rs is not new_rs and not _meta(rs).get("deletionTimestamp")]
-        revisions = [int((_meta(rs).get("annotations") or {}).get(REVISION, "0") or 0) for rs in sets.values()]
+        old_sets = [rs for rs in sets.values() if rs is not new_rs and not meta_of(rs).get("deletionTimestamp")]
+        revisions = [int((meta_of(rs).get("annotations") or {}).get(REVISION, "0") or 0) for rs in sets.values()]
         paused = bool(spec.get("paused"))
         strategy = spec.get("strategy") or {}
         rolling = strategy.get("type", "RollingUpdate") != "Recreate"
@@ -520,7 +402,7 @@ class WorkloadController:
 
     async def _create_replicaset(self, d: dict[str, Any], template: dict[str, Any], pod_hash: str,
                                  revision: int, replicas: int, max_replicas: int) -> dict[str, Any] | None:
-        meta = _meta(d)
+        meta = meta_of(d)
         spec = d.get("spec") or {}
         template = copy.deepcopy(template)
         tmeta = template.setdefault("metadata", {})
@@ -540,6 +422,9 @@ class WorkloadController:
                          "selector": selector, "template": template}}
         try:
             await self.client.create(resource_path("apps", "v1", "replicasets", meta.get("namespace")), body)
+            if replicas:
+                self.events.record("Deployment", d, "ScalingReplicaSet",
+                                   f"Scaled up replica set {name} from 0 to {replicas}")
         except ApiError as e:
             if e.code != 409:
                 raise
@@ -548,12 +433,16 @@ class WorkloadController:
         return None
 
     async def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any], max_replicas: int) -> None:
-        meta = _meta(rs)
+        meta = meta_of(rs)
+        before = _replicas(rs)
         await self.client.patch(
             resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name")),
             {"metadata": {"annotations": {DESIRED: str(_replicas(d)), MAX_REPLICAS: str(max_replicas)},
                           "resourceVersion": meta.get("resourceVersion")},
              "spec": {"replicas": replicas}})
+        direction = "up" if replicas > before else "down"
+        self.events.record("Deployment", d, "ScalingReplicaSet",
+                           f"Scaled {direction} replica set {meta.get('name')} from {before} to {replicas}")
 
     async def _roll(self, d: dict[str, Any], new_rs: dict[str, Any], old_sets: list[dict[str, Any]],
                     replicas: int, surge: int, unavailable: int, rolling: bool) -> None:
@@ -562,7 +451,7 @@ class WorkloadController:
             for rs in old_sets:
                 if _replicas(rs):
                     await self._scale(rs, 0, d, replicas)
-            still_running = any(p for rs in old_sets for p in self._pods_of.get(str(_meta(rs).get("uid")), {}).values()
+            still_running = any(p for rs in old_sets for p in self.pods_of.of(str(meta_of(rs).get("uid"))).values()
                                 if _active(p))
             if not still_running and _replicas(new_rs) != replicas:
                 await self._scale(new_rs, replicas, d, replicas)
@@ -579,7 +468,7 @@ class WorkloadController:
         # and old pods that are not available cost nothing to remove
         available = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in (new_rs, *old_sets))
         removable = available - (replicas - unavailable)
-        for rs in sorted(old_sets, key=lambda r: int((_meta(r).get("annotations") or {}).get(REVISION, "0") or 0)):
+        for rs in sorted(old_sets, key=lambda r: int((meta_of(r).get("annotations") or {}).get(REVISION, "0") or 0)):
             current = _replicas(rs)
             if not current:
                 continue
@@ -593,9 +482,9 @@ class WorkloadController:
     async def _prune(self, d: dict[str, Any], old_sets: list[dict[str, Any]]) -> None:
         limit = (d.get("spec") or {}).get("revisionHistoryLimit", 10)
         idle = [rs for rs in old_sets if not _replicas(rs) and not (rs.get("status") or {}).get("replicas")]
-        idle.sort(key=lambda r: int((_meta(r).get("annotations") or {}).get(REVISION, "0") or 0))
+        idle.sort(key=lambda r: int((meta_of(r).get("annotations") or {}).get(REVISION, "0") or 0))
         for rs in idle[:max(len(idle) - int(limit), 0)]:
-            meta = _meta(rs)
+            meta = meta_of(rs)
             await self.client.delete(resource_path("apps", "v1", "replicasets", meta.get("namespace"),
                                                    meta.get("name")))
 
@@ -609,7 +498,7 @@ class WorkloadController:
         updated = int(((new_rs or {}).get("status") or {}).get("replicas", 0) or 0)
         available = total("availableReplicas")
         status: dict[str, Any] = {
-            "observedGeneration": _meta(d).get("generation", 1), "replicas": total("replicas"),
+            "observedGeneration": meta_of(d).get("generation", 1), "replicas": total("replicas"),
             "updatedReplicas": updated, "readyReplicas": total("readyReplicas"), "availableReplicas": available,
             "unavailableReplicas": max(replicas - available, 0)}
         old = d.get("status") or {}
@@ -621,10 +510,10 @@ class WorkloadController:
             if available >= replicas - unavailable else
             ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
             "Progressing": ("True", "NewReplicaSetAvailable",
-                            f'ReplicaSet "{_meta(new_rs or {}).get("name", "")}" has successfully progressed.')
+                            f'ReplicaSet "{meta_of(new_rs or {}).get("name", "")}" has successfully progressed.')
             if complete else
             ("True", "ReplicaSetUpdated",
-             f'ReplicaSet "{_meta(new_rs or {}).get("name", "")}" is progressing.'),
+             f'ReplicaSet "{meta_of(new_rs or {}).get("name", "")}" is progressing.'),
         }
         now = _now()
         out = []
@@ -639,12 +528,12 @@ class WorkloadController:
             out.append({"type": kind, "status": state, "reason": reason, "message": message,
                         "lastUpdateTime": now, "lastTransitionTime": transition})
         status["conditions"] = out
-        revision = (_meta(new_rs or {}).get("annotations") or {}).get(REVISION)
-        annotations = _meta(d).get("annotations") or {}
+        revision = (meta_of(new_rs or {}).get("annotations") or {}).get(REVISION)
+        annotations = meta_of(d).get("annotations") or {}
         if not changed and all(old.get(k, 0) == v for k, v in status.items() if k != "conditions") \
                 and (revision is None or annotations.get(REVISION) == revision):
             return
-        meta = _meta(d)
+        meta = meta_of(d)
         path = resource_path("apps", "v1", "deployments", meta.get("namespace"), meta.get("name"))
         if revision is not None and annotations.get(REVISION) != revision:
             await self.client.patch(path, {"metadata": {"annotations": {REVISION: revision}}})

@@ -4,28 +4,15 @@ inside a server with its scheduler and simulated nodes, through the in-process c
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
-from controlplane.config import Config
 from controlplane.controllers.workloads import HASH_LABEL, REVISION, pod_template_hash
+from tests.controllers.helpers import until
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 REPLICASETS = "/apis/apps/v1/namespaces/default/replicasets"
 PODS = "/api/v1/namespaces/default/pods"
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4))
-    async with app.router.lifespan_context(app):
-        yield Client.in_process(app.state.front)
 
 
 def deployment(name: str, replicas: int, image: str = "nginx:1.27", **spec: Any) -> dict[str, Any]:
@@ -34,16 +21,6 @@ def deployment(name: str, replicas: int, image: str = "nginx:1.27", **spec: Any)
                      "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"terminationGracePeriodSeconds": 0,
                                            "containers": [{"name": "c", "image": image}]}}, **spec}}
-
-
-async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
 
 
 async def pods_of(c: Client, app: str) -> list[dict[str, Any]]:

@@ -109,3 +109,15 @@ def test_a_deployment_rolls_out_rolls_back_and_is_collected(with_nodes: Serve) -
     while kubectl(with_nodes, "get", "replicasets,pods", "-l", "app=roll", "-o", "name").split():
         assert time.monotonic() < deadline, "the replicasets and pods were not collected"
         time.sleep(0.2)
+
+
+def test_a_job_completes_and_kubectl_wait_sees_it(with_nodes: Serve) -> None:
+    kubectl(with_nodes, "create", "job", "once", "--image=busybox", "--", "true")
+    assert "condition met" in kubectl(with_nodes, "wait", "--for=condition=complete", "job/once", "--timeout=60s")
+    row = kubectl(with_nodes, "get", "job", "once", "--no-headers").split()
+    assert row[:3] == ["once", "Complete", "1/1"]
+    kubectl(with_nodes, "delete", "job", "once")  # kubectl sends Background: the pod goes too
+    deadline = time.monotonic() + 30
+    while kubectl(with_nodes, "get", "pods", "-l", "job-name=once", "-o", "name").strip():
+        assert time.monotonic() < deadline, "the job's pod was not collected"
+        time.sleep(0.2)

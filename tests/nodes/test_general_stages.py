@@ -57,9 +57,15 @@ async def test_kwok_general_stages_drive_pods_and_keep_their_conditions(client: 
             web = pod("web", image="example.com/app:1", terminationGracePeriodSeconds=1,
                       initContainers=[{"name": "setup", "image": "registry.k8s.io/pause:3.10"}])
             await _bind(client, web, "sim-node-0")
+            # a pod of a real Job (the garbage collector deletes pods of a Job that does not exist); with
+            # parallelism 0 its controller makes no pod of its own
+            owner = await client.create("/apis/batch/v1/namespaces/default/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"parallelism": 0, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
             job = pod("job", restartPolicy="Never")
             job["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
-                                                   "uid": "00000000-0000-0000-0000-00000000000j", "controller": True}]
+                                                   "uid": owner["metadata"]["uid"], "controller": True}]
             await _bind(client, job, "sim-node-0")
 
             got = await eventually(lambda: _in_phase(client, "web", "Running"))

@@ -1,0 +1,355 @@
+"""The Job controller of kube-controller-manager (batch/v1), as an API client.
+
+A Job runs pods made from its template (``generateName: <job>-``, owned by
+the Job as controller) until ``completions`` of them have succeeded, at most
+``parallelism`` at a time. With ``completions`` unset, it runs until one pod
+succeeds and the others finish. ``Indexed`` jobs give each pod an index
+(``batch.kubernetes.io/job-completion-index``, annotation and label, hostname
+``<job>-<index>``, env ``JOB_COMPLETION_INDEX``) and complete once every index
+has succeeded (``status.completedIndexes``). More than ``backoffLimit``
+failed pods, or ``activeDeadlineSeconds`` passed, fail the Job: its active
+pods are deleted. ``suspend`` deletes the active pods until resumed.
+
+Status as upstream: active, ready, terminating, succeeded, failed,
+startTime, completionTime, and the conditions ``kubectl wait
+--for=condition=complete`` reads: SuccessCriteriaMet then Complete, or
+FailureTarget then Failed, and Suspended. Pods of a deleted Job are collected
+(``controllers/ownership.py``); with no ``propagationPolicy`` a batch/v1 Job's
+pods are orphaned, as upstream, and the API warns as upstream does.
+
+Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
+counts come from the pods, so deleting finished pods by hand lowers no
+count, since counts never go down), the exponential delay before replacing a
+failed pod, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
+``ttlSecondsAfterFinished`` and CronJobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue
+
+from .events import Recorder
+from .ownership import Dependents, collect, finalize, key_of, meta_of
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["COMPLETION_INDEX", "JobController", "compress_indexes", "start"]
+
+log = logging.getLogger(__name__)
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+BURST = 500
+CONFLICT_RETRY_SECONDS = 0.05
+EXPECTATIONS_TIMEOUT = 30.0
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds_since(timestamp: str) -> float:
+    moment = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return (datetime.datetime.now(datetime.UTC) - moment).total_seconds()
+
+
+def compress_indexes(indexes: set[int]) -> str:
+    """``{0, 1, 2, 5}`` -> ``"0-2,5"`` (``status.completedIndexes``)."""
+    runs: list[str] = []
+    ordered = sorted(indexes)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        runs.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+# the events upstream records as a Job's conditions change: (reason, message); empty: the condition's
+_CONDITION_EVENTS = {("Complete", "True"): ("Completed", "Job completed"), ("Failed", "True"): ("", ""),
+                     ("Suspended", "True"): ("Suspended", "Job suspended"),
+                     ("Suspended", "False"): ("Resumed", "Job resumed")}
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _index(pod: Mapping[str, Any]) -> int | None:
+    value = (meta_of(pod).get("annotations") or {}).get(COMPLETION_INDEX)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _condition(job: Mapping[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or ())
+
+
+class JobController:
+    def __init__(self, client: Client, workers: int = 4) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.jobs = client.informer(resource_path("batch", "v1", "jobs"), on_add=self._job_changed,
+                                    on_update=lambda _old, new: self._job_changed(new),
+                                    on_delete=self._job_deleted)
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
+                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
+        self._job_keys: dict[str, str] = {}  # uid -> namespace/name
+        self.pods_of = Dependents("Job", self._job_keys.__contains__)
+        self._expected: dict[str, set[str]] = {}  # created pods the informer has not shown yet
+        self._expected_at: dict[str, float] = {}
+        self.events = Recorder(client, "job-controller")
+        self.created = 0
+
+    # -- events
+    def _job_changed(self, job: dict[str, Any]) -> None:
+        uid = str(meta_of(job).get("uid", ""))
+        if uid not in self._job_keys:
+            self._job_keys[uid] = key_of(job)
+            self.pods_of.claim(uid)
+        self.queue.add("job:" + key_of(job))
+
+    def _job_deleted(self, job: dict[str, Any]) -> None:
+        uid = str(meta_of(job).get("uid", ""))
+        self._job_keys.pop(uid, None)
+        self.pods_of.forget(uid)
+        self._expected.pop(uid, None)
+        self.queue.add("gc:" + uid)
+
+    def _pod_changed(self, pod: dict[str, Any]) -> None:
+        owner = self.pods_of.file(pod)
+        if owner is not None:
+            self._expected.get(owner, set()).discard(meta_of(pod).get("name", ""))
+            self._owner_changed(owner)
+
+    def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        owner = self.pods_of.unfile(pod)
+        if owner is not None:
+            self._owner_changed(owner)
+
+    def _owner_changed(self, uid: str) -> None:
+        key = self._job_keys.get(uid)
+        self.queue.add("job:" + key if key is not None else "gc:" + uid)
+
+    # -- running
+    async def run(self) -> None:
+        informers = (self.jobs, self.pods)
+        tasks = [asyncio.create_task(i.run()) for i in informers]
+        try:
+            for i in informers:
+                await i.synced.wait()
+            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                kind, _, name = key.partition(":")
+                if kind == "job":
+                    await self.sync(name)
+                else:
+                    await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.code == 409:
+                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
+                elif e.code != 404:
+                    log.warning("job controller: %s: %s", key, e)
+            except Exception:
+                log.exception("job controller: %s", key)
+            finally:
+                self.queue.done(key)
+
+    # -- a Job
+    async def sync(self, key: str) -> None:
+        job = self.jobs.items.get(key)
+        if job is None:
+            return
+        meta = meta_of(job)
+        uid = str(meta.get("uid", ""))
+        pods = self.pods_of.of(uid)
+        if await finalize(self.client, "Job", job, "Pod", pods):
+            return
+        if self._expected.get(uid) and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+            return  # the pods created last are not in the informer yet (their events requeue the Job)
+        self._expected.pop(uid, None)
+        spec, status = job.get("spec") or {}, dict(job.get("status") or {})
+        indexed = spec.get("completionMode") == "Indexed"
+        completions = spec.get("completions")
+        parallelism = int(spec.get("parallelism", 1) or 0)
+        active = [p for p in pods.values() if _phase(p) not in ("Succeeded", "Failed")
+                  and not meta_of(p).get("deletionTimestamp")]
+        terminating = sum(1 for p in pods.values() if meta_of(p).get("deletionTimestamp")
+                          and _phase(p) not in ("Succeeded", "Failed"))
+        succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
+        failed = max(int(status.get("failed", 0) or 0), sum(1 for p in pods.values() if _phase(p) == "Failed"))
+        done_indexes = {i for p in succeeded_pods if (i := _index(p)) is not None
+                        and completions is not None and i < int(completions)}
+        succeeded = max(int(status.get("succeeded", 0) or 0), len(done_indexes) if indexed else len(succeeded_pods))
+        conditions = list(status.get("conditions") or ())
+        now = _now()
+
+        def condition(kind: str, state: str, reason: str, message: str) -> None:
+            event = _CONDITION_EVENTS.get((kind, state))
+            if event is not None and not any(c.get("type") == kind and c.get("status") == state for c in conditions):
+                self.events.record("Job", job, event[0] or reason, event[1] or message,
+                                   "Warning" if kind == "Failed" else "Normal")
+            for c in conditions:
+                if c.get("type") == kind:
+                    if c.get("status") != state:
+                        c.update(status=state, reason=reason, message=message, lastTransitionTime=now,
+                                 lastProbeTime=now)
+                    return
+            conditions.append({"type": kind, "status": state, "reason": reason, "message": message,
+                               "lastProbeTime": now, "lastTransitionTime": now})
+
+        finished = _condition(job, "Complete") or _condition(job, "Failed")
+        doomed: list[dict[str, Any]] = []
+        to_create: list[int | None] = []
+        if finished:
+            doomed = active
+        elif spec.get("suspend"):
+            doomed = active
+            condition("Suspended", "True", "JobSuspended", "Job suspended")
+        else:
+            if _condition(job, "Suspended"):
+                condition("Suspended", "False", "JobResumed", "Job resumed")
+            status.setdefault("startTime", now)
+            deadline = spec.get("activeDeadlineSeconds")
+            backoff_limit = int(spec.get("backoffLimit", 6))
+            if failed > backoff_limit or _condition(job, "FailureTarget"):
+                reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+                if _condition(job, "FailureTarget"):
+                    reason = next(c.get("reason", reason) for c in conditions if c.get("type") == "FailureTarget")
+                condition("FailureTarget", "True", reason, message)
+                doomed = active
+                if not active:
+                    condition("Failed", "True", reason, message)
+            elif deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):
+                condition("FailureTarget", "True", "DeadlineExceeded", "Job was active longer than specified deadline")
+                doomed = active
+                if not active:
+                    condition("Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline")
+            elif (bool(succeeded_pods) if completions is None else succeeded >= int(completions)):
+                reached = "Reached expected number of succeeded pods"
+                condition("SuccessCriteriaMet", "True", "CompletionsReached", reached)
+                doomed = active
+                if not active:
+                    condition("Complete", "True", "CompletionsReached", reached)
+                    status["completionTime"] = now
+            else:
+                to_create = self._wanted(completions, indexed, parallelism, succeeded, active, done_indexes)
+            if deadline is not None and not doomed:
+                remaining = float(deadline) - _seconds_since(status["startTime"])
+                asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
+        if doomed:
+            await asyncio.gather(*(self._delete_pod(job, p) for p in doomed))
+        if to_create:
+            await self._create_pods(job, to_create[:BURST])
+        ready = sum(1 for p in active if _ready(p))
+        new_status = {**status, "active": len(active) - len(doomed) + len(to_create[:BURST]) or None,
+                      "ready": ready, "terminating": terminating + len(doomed) or None,
+                      "succeeded": succeeded or None, "failed": failed or None,
+                      "conditions": conditions or None}
+        if indexed:
+            new_status["completedIndexes"] = compress_indexes(done_indexes) or None
+        new_status = {k: v for k, v in new_status.items() if v is not None}
+        if new_status != (job.get("status") or {}):
+            keys = {*new_status, *(job.get("status") or {})}  # a key no longer set is removed (null)
+            await self.client.patch(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name"),
+                                                  "status"),
+                                    {"status": {k: new_status.get(k) for k in keys}})
+
+    @staticmethod
+    def _wanted(completions: Any, indexed: bool, parallelism: int, succeeded: int,
+                active: list[dict[str, Any]], done_indexes: set[int]) -> list[int | None]:
+        """The pods to create now: their indexes (None for a NonIndexed Job)."""
+        room = parallelism - len(active)
+        if room <= 0:
+            return []
+        if completions is None:
+            return [None] * room
+        if indexed:
+            running = {i for p in active if (i := _index(p)) is not None}
+            missing = [i for i in range(int(completions)) if i not in done_indexes and i not in running]
+            return list(missing[:room])
+        return [None] * min(room, int(completions) - succeeded - len(active))
+
+    async def _delete_pod(self, job: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
+        meta = meta_of(pod)
+        try:
+            await self.client.delete(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")))
+            self.events.record("Job", job, "SuccessfulDelete", f"Deleted pod: {meta.get('name')}")
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    async def _create_pods(self, job: dict[str, Any], indexes: list[int | None]) -> None:
+        meta = meta_of(job)
+        uid = str(meta.get("uid", ""))
+        template = (job.get("spec") or {}).get("template") or {}
+        tmeta = template.get("metadata") or {}
+        expected = self._expected.setdefault(uid, set())
+        self._expected_at[uid] = time.monotonic()
+        path = resource_path("", "v1", "pods", meta.get("namespace"))
+
+        async def create(index: int | None) -> None:
+            pod_meta: dict[str, Any] = {
+                "generateName": f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-",
+                "namespace": meta.get("namespace"),
+                "labels": dict(tmeta.get("labels") or {}), "annotations": dict(tmeta.get("annotations") or {}),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": uid,
+                                     "controller": True, "blockOwnerDeletion": True}]}
+            spec = copy.deepcopy(template.get("spec") or {})
+            if index is not None:
+                pod_meta["annotations"][COMPLETION_INDEX] = str(index)
+                pod_meta["labels"][COMPLETION_INDEX] = str(index)
+                spec.setdefault("hostname", f"{meta['name']}-{index}")
+                for container in [*spec.get("initContainers", ()), *spec.get("containers", ())]:
+                    env = container.setdefault("env", [])
+                    if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
+                        env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                            "apiVersion": "v1", "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}})
+            pod_meta = {k: v for k, v in pod_meta.items() if v}
+            created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                                                      "spec": spec})
+            name = meta_of(created).get("name", "")
+            if name not in self.pods_of.of(uid):
+                expected.add(name)
+            self.created += 1
+            self.events.record("Job", job, "SuccessfulCreate", f"Created pod: {name}")
+
+        results = await asyncio.gather(*(create(i) for i in indexes), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await JobController(client).run()

@@ -1,0 +1,166 @@
+"""The Job controller (controllers/jobs.py), inside a server with its scheduler and no nodes:
+the tests play the kubelet, writing each pod's phase themselves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client
+from controlplane.config import Config
+from controlplane.controllers.jobs import COMPLETION_INDEX, compress_indexes
+from tests.controllers.helpers import until
+
+JOBS = "/apis/batch/v1/namespaces/default/jobs"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+def job(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                                           "containers": [{"name": "c", "image": "busybox"}]}}, **spec}}
+
+
+async def pods_of(c: Client, name: str, active: bool = True) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await c.list(PODS, labelSelector=f"job-name={name}"))["items"]
+    if active:
+        items = [p for p in items if not p["metadata"].get("deletionTimestamp")
+                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return items
+
+
+async def finish(c: Client, pod: dict[str, Any], phase: str) -> None:
+    await c.patch(f"{PODS}/{pod['metadata']['name']}/status", {"status": {"phase": phase}})
+
+
+async def conditions(c: Client, name: str) -> dict[str, str]:
+    got = await c.get(f"{JOBS}/{name}")
+    return {cond["type"]: cond["reason"] for cond in (got.get("status") or {}).get("conditions") or ()
+            if cond["status"] == "True"}
+
+
+def test_completed_indexes_are_compressed() -> None:
+    assert compress_indexes({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert compress_indexes(set()) == ""
+
+
+async def test_a_job_runs_parallelism_pods_until_completions_succeed(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("work", completions=3, parallelism=2))
+    first = await until(lambda: _exactly(c, "work", 2))
+    for pod in first:
+        (ref,) = pod["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["controller"], pod["metadata"]["generateName"]) == ("Job", True, "work-")
+    got = await c.get(f"{JOBS}/work")
+    assert got["status"]["active"] == 2 and got["status"]["startTime"]
+    await finish(c, first[0], "Succeeded")
+    second = await until(lambda: _exactly(c, "work", 2, without={first[0]["metadata"]["name"]}))
+    for pod in second:
+        await finish(c, pod, "Succeeded")
+    assert await until(lambda: conditions(c, "work")) == {"SuccessCriteriaMet": "CompletionsReached",
+                                                          "Complete": "CompletionsReached"}
+    status = (await c.get(f"{JOBS}/work"))["status"]
+    assert status["succeeded"] == 3 and "active" not in status and status["completionTime"]
+    assert len(await pods_of(c, "work", active=False)) == 3  # no pod more than needed
+
+
+async def _exactly(c: Client, name: str, n: int, without: set[str] | None = None) -> list[dict[str, Any]] | None:
+    pods = [p for p in await pods_of(c, name) if p["metadata"]["name"] not in (without or set())]
+    return pods if len(pods) == n else None
+
+
+async def _none(c: Client, name: str) -> bool:
+    return not await pods_of(c, name)
+
+
+async def test_more_failures_than_the_backoff_limit_fail_the_job(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("flaky", backoffLimit=1, parallelism=2, completions=4))
+    pods = await until(lambda: _exactly(c, "flaky", 2))
+    await finish(c, pods[0], "Failed")
+    replaced = await until(lambda: _exactly(c, "flaky", 2, without={pods[0]["metadata"]["name"]}))
+    await finish(c, next(p for p in replaced if p["metadata"]["name"] != pods[1]["metadata"]["name"]), "Failed")
+    assert await until(lambda: conditions(c, "flaky")) == {"FailureTarget": "BackoffLimitExceeded",
+                                                           "Failed": "BackoffLimitExceeded"}
+    assert await pods_of(c, "flaky") == []  # the one still active was deleted
+    assert (await c.get(f"{JOBS}/flaky"))["status"]["failed"] == 2
+
+
+async def test_an_indexed_job_gives_each_pod_its_index(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("idx", completions=3, parallelism=3, completionMode="Indexed"))
+    pods = await until(lambda: _exactly(c, "idx", 3))
+    by_index = {int(p["metadata"]["annotations"][COMPLETION_INDEX]): p for p in pods}
+    assert sorted(by_index) == [0, 1, 2]
+    pod = by_index[1]
+    assert pod["metadata"]["labels"][COMPLETION_INDEX] == "1" and pod["spec"]["hostname"] == "idx-1"
+    assert pod["metadata"]["name"].startswith("idx-1-")
+    assert {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+        "apiVersion": "v1", "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}} in \
+        pod["spec"]["containers"][0]["env"]
+    await finish(c, by_index[0], "Succeeded")
+    await finish(c, by_index[2], "Succeeded")
+
+    async def partial() -> bool:
+        return bool((await c.get(f"{JOBS}/idx")).get("status", {}).get("completedIndexes") == "0,2")
+
+    await until(partial)
+    await finish(c, by_index[1], "Failed")  # index 1 runs again
+    again = await until(lambda: _exactly(c, "idx", 1))
+    assert again[0]["metadata"]["annotations"][COMPLETION_INDEX] == "1"
+    await finish(c, again[0], "Succeeded")
+    assert "Complete" in await until(lambda: conditions(c, "idx"))
+    assert (await c.get(f"{JOBS}/idx"))["status"]["completedIndexes"] == "0-2"
+
+
+async def test_suspend_and_resume(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("sus", parallelism=2, completions=2))
+    await until(lambda: _exactly(c, "sus", 2))
+    await c.patch(f"{JOBS}/sus", {"spec": {"suspend": True}})
+    assert await until(lambda: conditions(c, "sus")) == {"Suspended": "JobSuspended"}
+    await until(lambda: _none(c, "sus"))
+    await c.patch(f"{JOBS}/sus", {"spec": {"suspend": False}})
+    await until(lambda: _exactly(c, "sus", 2))
+    assert await conditions(c, "sus") == {}
+
+
+async def test_an_active_deadline_fails_the_job(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("late", activeDeadlineSeconds=1))
+    assert await until(lambda: conditions(c, "late"), timeout=10) == {"FailureTarget": "DeadlineExceeded",
+                                                                     "Failed": "DeadlineExceeded"}
+    assert await pods_of(c, "late") == []
+
+
+async def test_deleting_a_job_orphans_its_pods_by_default_and_collects_them_in_background(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("keep", parallelism=2, completions=2))
+    await c.create(JOBS, job("drop", parallelism=2, completions=2))
+    await until(lambda: _exactly(c, "keep", 2))
+    await until(lambda: _exactly(c, "drop", 2))
+    await c.delete(f"{JOBS}/keep")  # no propagationPolicy: upstream's batch/v1 default is Orphan
+
+    async def gone(name: str) -> bool:
+        try:
+            await c.get(f"{JOBS}/{name}")
+        except ApiError as e:
+            return e.code == 404
+        return False
+
+    await until(lambda: gone("keep"))
+    kept = await pods_of(c, "keep")
+    assert len(kept) == 2 and all(not p["metadata"].get("ownerReferences") for p in kept)
+    await c.delete(f"{JOBS}/drop", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+    await until(lambda: _none(c, "drop"))
