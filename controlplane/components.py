@@ -55,6 +55,7 @@ COMPONENTS: list[Component] = [
     # both, and the API adds the collector's finalizers only when it runs (api/app.py)
     Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler),
     Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler),
+    Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
 ]
 
 

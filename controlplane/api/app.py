@@ -259,7 +259,8 @@ def create_app(config: Config) -> FastAPI:
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     if config.scheduler:  # the workload controllers run with the scheduler (components.py)
-        kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs")})
+        kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
+                                            ("batch", "cronjobs")})
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

@@ -43,6 +43,17 @@ def _age(obj: Obj) -> str:
     return human_duration((datetime.now(UTC) - then).total_seconds())
 
 
+def _since(ts: Any) -> str:
+    """How long ago a timestamp was (a CronJob's LAST SCHEDULE), ``<none>`` without one."""
+    if not ts:
+        return "<none>"
+    try:
+        then = datetime.strptime(str(ts), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "<unknown>"
+    return human_duration((datetime.now(UTC) - then).total_seconds())
+
+
 def human_duration(seconds: float) -> str:
     """kube's duration.HumanDuration: 5s, 3m20s, 4h, 3d5h, 2y."""
     s = int(max(seconds, 0))
@@ -294,6 +305,15 @@ COLUMNS: dict[str, list[Column]] = {
              _col("Containers", lambda o: _containers(o, "name"), priority=1),
              _col("Images", lambda o: _containers(o, "image"), priority=1),
              _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+    "cronjobs": [_NAME, _col("Schedule", lambda o: _get(o, "spec", "schedule", default="")),
+                 _col("Timezone", lambda o: _get(o, "spec", "timeZone", default="<none>")),
+                 _col("Suspend", lambda o: str(bool(_get(o, "spec", "suspend", default=False))), "boolean"),
+                 _col("Active", lambda o: len(_get(o, "status", "active", default=[]) or ()), "integer"),
+                 _col("Last Schedule", lambda o: _since(_get(o, "status", "lastScheduleTime"))), _AGE,
+                 _col("Containers", lambda o: _containers(_get(o, "spec", "jobTemplate", default={}), "name"),
+                      priority=1),
+                 _col("Images", lambda o: _containers(_get(o, "spec", "jobTemplate", default={}), "image"),
+                      priority=1)],
     "serviceaccounts": [_NAME, _col("Secrets", lambda o: len(o.get("secrets") or ()), "integer"), _AGE],
     "rolebindings": [_NAME, _col("Role", lambda o: f"{_get(o, 'roleRef', 'kind')}/{_get(o, 'roleRef', 'name')}"),
                      _AGE, _col("Users", lambda o: _subjects(o, "User"), priority=1),

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.client.workqueue import WorkQueue
+from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
 from .ownership import Dependents, collect, finalize, key_of, meta_of
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 BURST = 500
-CONFLICT_RETRY_SECONDS = 0.05
 EXPECTATIONS_TIMEOUT = 30.0
 
 
@@ -153,37 +152,14 @@ class JobController:
 
     # -- running
     async def run(self) -> None:
-        informers = (self.jobs, self.pods)
-        tasks = [asyncio.create_task(i.run()) for i in informers]
-        try:
-            for i in informers:
-                await i.synced.wait()
-            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await run_controller("job controller", (self.jobs, self.pods), self.queue, self._handle, self.workers)
 
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                kind, _, name = key.partition(":")
-                if kind == "job":
-                    await self.sync(name)
-                else:
-                    await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as e:
-                if e.code == 409:
-                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
-                elif e.code != 404:
-                    log.warning("job controller: %s: %s", key, e)
-            except Exception:
-                log.exception("job controller: %s", key)
-            finally:
-                self.queue.done(key)
+    async def _handle(self, key: str) -> None:
+        kind, _, name = key.partition(":")
+        if kind == "job":
+            await self.sync(name)
+        else:
+            await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
 
     # -- a Job
     async def sync(self, key: str) -> None:

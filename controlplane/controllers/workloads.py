@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.client.workqueue import WorkQueue
+from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
@@ -64,7 +64,6 @@ REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
 BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
-CONFLICT_RETRY_SECONDS = 0.05
 EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectation waits for
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SafeEncodeString alphabet
 
@@ -202,41 +201,19 @@ class WorkloadController:
 
     # -- running
     async def run(self) -> None:
-        informers = (self.deployments, self.replicasets, self.pods)
-        tasks = [asyncio.create_task(i.run()) for i in informers]
-        try:
-            for i in informers:
-                await i.synced.wait()
-            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await run_controller("workload controller", (self.deployments, self.replicasets, self.pods), self.queue,
+                             self._handle, self.workers)
 
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                kind, _, name = key.partition(":")
-                if kind == "replicaset":
-                    await self.sync_replicaset(name)
-                elif kind == "deployment":
-                    await self.sync_deployment(name)
-                elif kind == "gc-pods":
-                    self.deleted += await collect(self.client, "Pod", self.pods_of.of(name), name, self._owner_keys)
-                elif kind == "gc-sets":
-                    await collect(self.client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as e:
-                if e.code == 409:  # a newer object is on its way to the informers: later, not at once
-                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
-                elif e.code != 404:
-                    log.warning("workload controller: %s: %s", key, e)
-            except Exception:
-                log.exception("workload controller: %s", key)
-            finally:
-                self.queue.done(key)
+    async def _handle(self, key: str) -> None:
+        kind, _, name = key.partition(":")
+        if kind == "replicaset":
+            await self.sync_replicaset(name)
+        elif kind == "deployment":
+            await self.sync_deployment(name)
+        elif kind == "gc-pods":
+            self.deleted += await collect(self.client, "Pod", self.pods_of.of(name), name, self._owner_keys)
+        elif kind == "gc-sets":
+            await collect(self.client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
 
     async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
         """Take as dependents the released objects of the owner's namespace that its selector

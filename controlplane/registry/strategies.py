@@ -249,12 +249,40 @@ def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> C
 _PREPARERS["priorityclasses"] = _prepare_priority_class
 
 
+def _cron_job_causes(cj: dict[str, Any]) -> Causes:
+    """A CronJob's schedule and time zone must parse (upstream's validation)."""
+    from .cron import CronError, parse
+
+    spec = cj.get("spec") or {}
+    causes: Causes = []
+    schedule = spec.get("schedule")
+    if not isinstance(schedule, str) or not schedule:
+        causes.append({"reason": "FieldValueRequired", "field": "spec.schedule", "message": "Required value"})
+    elif "TZ=" in schedule or "CRON_TZ=" in schedule:
+        causes.append(_invalid("spec.schedule", schedule,
+                               "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"))
+    else:
+        try:
+            parse(schedule)
+        except CronError as e:
+            causes.append(_invalid("spec.schedule", schedule, str(e)))
+    zone = spec.get("timeZone")
+    if zone is not None:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(str(zone))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            causes.append(_invalid("spec.timeZone", zone, "unknown time zone " + str(zone)))
+    return causes
+
+
 def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     """What every write (``old`` None: a create) of a built-in type goes through: ``obj``
     normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
-        return []
+        return _cron_job_causes(obj) if plural == "cronjobs" else []
     f = _PREPARERS.get(plural)
     return f(obj, old) if f is not None else []
 

@@ -104,6 +104,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",), categories=("all",),
                  subresources=("status", "scale")),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
+    ResourceType("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=("all",),
+                 subresources=("status",)),
     ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),

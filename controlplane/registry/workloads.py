@@ -131,9 +131,28 @@ def _job(obj: Obj, old: Obj | None) -> None:
         labels.update({"controller-uid": uid, _JOB_UID: uid, "job-name": name, _JOB_NAME: name})
 
 
+def _cron_job(obj: Obj, old: Obj | None) -> None:
+    spec = _dict(obj, "spec")
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = _dict(_dict(spec, "jobTemplate"), "spec")
+    if job_spec.get("completions") is None and job_spec.get("parallelism") is None:
+        job_spec["completions"] = 1
+    job_spec.setdefault("parallelism", 1)
+    job_spec.setdefault("backoffLimit", 6)
+    job_spec.setdefault("completionMode", "NonIndexed")
+    job_spec.setdefault("suspend", False)
+    if job_spec.get("podFailurePolicy") is None:
+        job_spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _template(job_spec)
+
+
 _DEFAULTS: dict[str, Callable[[Obj, Obj | None], None]] = {
     "deployments": _deployment, "replicasets": _replicated, "statefulsets": _stateful_set,
     "daemonsets": _daemon_set, "jobs": _job, "replicationcontrollers": _replication_controller,
+    "cronjobs": _cron_job,
 }
 
 WORKLOADS = frozenset(_DEFAULTS)

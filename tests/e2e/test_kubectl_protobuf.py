@@ -121,3 +121,13 @@ def test_a_job_completes_and_kubectl_wait_sees_it(with_nodes: Serve) -> None:
     while kubectl(with_nodes, "get", "pods", "-l", "job-name=once", "-o", "name").strip():
         assert time.monotonic() < deadline, "the job's pod was not collected"
         time.sleep(0.2)
+
+
+def test_a_cronjob_is_served_and_a_job_made_from_it_runs(with_nodes: Serve) -> None:
+    kubectl(with_nodes, "create", "cronjob", "nightly", "--schedule=0 3 * * *", "--image=busybox", "--", "true")
+    row = kubectl(with_nodes, "get", "cronjob", "nightly", "--no-headers").split()
+    assert row[:6] == ["nightly", "0", "3", "*", "*", "*"] and row[6:9] == ["<none>", "False", "0"]
+    kubectl(with_nodes, "create", "job", "manual", "--from=cronjob/nightly")
+    assert "condition met" in kubectl(with_nodes, "wait", "--for=condition=complete", "job/manual", "--timeout=60s")
+    owner = kubectl(with_nodes, "get", "job", "manual", "-o", "jsonpath={.metadata.ownerReferences[0].kind}")
+    assert owner == "CronJob"

@@ -21,14 +21,13 @@ changes while it is processed is processed again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.client.workqueue import WorkQueue
+from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .manager import FINALIZER
 
@@ -62,7 +61,6 @@ def _owner_pod(claim: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-CONFLICT_RETRY_SECONDS = 0.05
 
 
 def _rv(obj: Mapping[str, Any]) -> int:
@@ -136,39 +134,15 @@ class ClaimController:
     # -- running
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(i.run()) for i in (self.templates, self.claims, self.pods)]
-        try:
-            for i in (self.templates, self.claims, self.pods):
-                await i.synced.wait()
-            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await run_controller("resourceclaim controller", (self.templates, self.claims, self.pods), self.queue,
+                             self._handle, self.workers)
 
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                kind, _, name = key.partition(":")
-                if kind == "pod":
-                    await self.sync_pod(name)
-                else:
-                    await self.sync_claim(name)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as e:
-                if e.code == 409:
-                    # a conflict: try again once the informers hold the newer object. Later, not
-                    # at once: an in-process 409 never yields to the loop, so an immediate retry
-                    # would spin on the same stale version with the informers starved
-                    asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, self.queue.add, key)
-                else:
-                    log.warning("resourceclaim controller: %s: %s", key, e)
-            except Exception:
-                log.exception("resourceclaim controller: %s", key)
-            finally:
-                self.queue.done(key)
+    async def _handle(self, key: str) -> None:
+        kind, _, name = key.partition(":")
+        if kind == "pod":
+            await self.sync_pod(name)
+        else:
+            await self.sync_claim(name)
 
     def _newest(self, kind: str, items: Mapping[str, dict[str, Any]], key: str) -> dict[str, Any] | None:
         """The informer's object, or the one this controller wrote if that is newer."""
