@@ -56,6 +56,7 @@ COMPONENTS: list[Component] = [
     Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler),
     Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler),
     Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
+    Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler),
 ]
 
 

@@ -110,6 +110,27 @@ class TaintToleration:
         return [ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_TAINT)]
 
 
+def _named_nodes(affinity: Mapping[str, Any] | None) -> set[str] | None:
+    """The nodes required node affinity names outright: when every term has a
+    ``matchFields`` requirement ``metadata.name In [...]``, the union of those names
+    (what a DaemonSet's pods carry); None when some term may match other nodes."""
+    na = (affinity or {}).get("nodeAffinity") or {}
+    terms = ((na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or []
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        named = [f for f in term.get("matchFields") or () if f.get("key") == "metadata.name"
+                 and f.get("operator") == "In"]
+        if not named:
+            return None
+        within = set(named[0].get("values") or ())
+        for f in named[1:]:
+            within &= set(f.get("values") or ())
+        names |= within
+    return names
+
+
 class NodeAffinity:
     """Filter: ``nodeSelector`` and required node affinity. Score: the summed weights of
     the preferred terms a node matches, normalized to 0..100."""
@@ -127,6 +148,9 @@ class NodeAffinity:
         if not pod.node_selector and not (pod.affinity and pod.affinity.get("nodeAffinity")):
             state.skip_filter.add("NodeAffinity")
             return Status(Code.SKIP)
+        names = _named_nodes(pod.affinity)
+        if names is not None:  # upstream's PreFilterResult: a DaemonSet pod looks at its one node only
+            state.restrict_nodes(names)
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:

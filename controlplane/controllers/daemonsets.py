@@ -1,0 +1,323 @@
+"""The DaemonSet controller of kube-controller-manager (apps/v1), as an API client.
+
+A DaemonSet runs one pod on every node its pod template fits: the node matches
+the template's ``nodeSelector`` and required node affinity, and the pod tolerates
+the node's ``NoSchedule`` and ``NoExecute`` taints. The tolerations upstream adds
+to every daemon pod count here too (not-ready, unreachable, the pressure taints,
+unschedulable, and network-unavailable for host-network pods), so a cordoned
+node keeps its daemon. Each pod is created unbound. A required node affinity on
+``metadata.name`` pins it to its node, and the default scheduler places it (its
+NodeAffinity PreFilter then looks at that one node, as upstream's does). A pod
+on a node that no longer fits is deleted.
+
+Updates: the template's hash is the ``controller-revision-hash`` label.
+``RollingUpdate`` (the default) replaces old pods on up to ``maxUnavailable``
+nodes at a time (default 1; ``maxSurge`` is treated as 0), each node's new pod
+once its old one is gone. ``OnDelete`` replaces a pod only when it is deleted.
+Status as upstream: desiredNumberScheduled, currentNumberScheduled,
+numberMisscheduled, numberReady, numberAvailable, numberUnavailable,
+updatedNumberScheduled, observedGeneration. That is what ``kubectl rollout
+status daemonset`` reads. Not done: ControllerRevision objects (so ``kubectl
+rollout history/undo`` for DaemonSets), ``minReadySeconds``, ``maxSurge``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
+
+from .events import Recorder
+from .ownership import Dependents, collect, finalize, key_of, meta_of
+from .workloads import pod_template_hash
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["REVISION_HASH", "DaemonSetController", "daemon_tolerations", "start"]
+
+REVISION_HASH = "controller-revision-hash"
+EXPECTATIONS_TIMEOUT = 30.0
+
+
+def daemon_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pod's tolerations with those upstream adds to every daemon pod."""
+    out = list(spec.get("tolerations") or ())
+    wanted = [("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
+              ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+              ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule")]
+    if spec.get("hostNetwork"):
+        wanted.append(("node.kubernetes.io/network-unavailable", "NoSchedule"))
+    for key, effect in wanted:
+        if not any(t.get("key") == key and t.get("effect") == effect for t in out):
+            out.append({"key": key, "operator": "Exists", "effect": effect})
+    return out
+
+
+def _fits(template_spec: Mapping[str, Any], tolerations: list[dict[str, Any]], node: Mapping[str, Any]) -> bool:
+    meta = meta_of(node)
+    if not node_matches_pod_selectors(template_spec.get("nodeSelector") or {}, template_spec.get("affinity") or {},
+                                      meta.get("labels") or {}, meta.get("name", "")):
+        return False
+    taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return all(tolerates(tolerations, t) for t in taints)
+
+
+def _pinned(spec: dict[str, Any], node: str) -> dict[str, Any]:
+    """``spec`` with its required node affinity's terms narrowed to ``node`` (upstream's
+    ReplaceDaemonSetPodNodeNameNodeAffinity: a matchFields term on ``metadata.name``)."""
+    affinity = spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    pin = {"key": "metadata.name", "operator": "In", "values": [node]}
+    terms = [dict(t, matchFields=[pin]) for t in required.get("nodeSelectorTerms") or ()] or [{"matchFields": [pin]}]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    return spec
+
+
+def _node_of(pod: Mapping[str, Any]) -> str:
+    """The node a daemon pod is for: its binding, else its pinning affinity."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or ()
+    for term in terms:
+        for f in term.get("matchFields") or ():
+            if f.get("key") == "metadata.name" and f.get("values"):
+                return str(f["values"][0])
+    return ""
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return not meta_of(pod).get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class DaemonSetController:
+    def __init__(self, client: Client, workers: int = 2) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.daemonsets = client.informer(resource_path("apps", "v1", "daemonsets"), on_add=self._changed,
+                                          on_update=lambda _old, new: self._changed(new), on_delete=self._deleted)
+        self.nodes = client.informer("/api/v1/nodes", on_add=self._node_added, on_update=self._node_updated,
+                                     on_delete=self._node_added)
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
+                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
+        self._keys: dict[str, str] = {}  # uid -> namespace/name
+        self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
+        self.events = Recorder(client, "daemonset-controller")
+        self._expected: dict[str, set[str]] = {}  # daemonset uid -> nodes with a pod created, not yet seen
+        self._expected_at: dict[str, float] = {}
+        # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
+        # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
+        self._nodes_version = 0
+        self._wanted: dict[str, tuple[int, int, set[str]]] = {}
+
+    # -- events
+    def _changed(self, ds: dict[str, Any]) -> None:
+        uid = str(meta_of(ds).get("uid", ""))
+        if uid not in self._keys:
+            self._keys[uid] = key_of(ds)
+            self.pods_of.claim(uid)
+        self.queue.add("ds:" + key_of(ds))
+
+    def _deleted(self, ds: dict[str, Any]) -> None:
+        uid = str(meta_of(ds).get("uid", ""))
+        self._keys.pop(uid, None)
+        self.pods_of.forget(uid)
+        self._expected.pop(uid, None)
+        self._wanted.pop(uid, None)
+        self.queue.add("gc:" + uid)
+
+    def _all(self) -> None:
+        self._nodes_version += 1
+        for key in self._keys.values():
+            self.queue.add("ds:" + key)
+
+    def _node_added(self, node: dict[str, Any]) -> None:
+        self._all()
+
+    def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # heartbeats change a node's status only; what decides placement is its labels and taints
+        if (meta_of(old).get("labels") != meta_of(new).get("labels")
+                or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")):
+            self._all()
+
+    def _pod_changed(self, pod: dict[str, Any]) -> None:
+        owner = self.pods_of.file(pod)
+        if owner is not None:
+            self._expected.get(owner, set()).discard(_node_of(pod))
+            key = self._keys.get(owner)
+            self.queue.add("ds:" + key if key is not None else "gc:" + owner)
+
+    def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        owner = self.pods_of.unfile(pod)
+        if owner is not None:
+            key = self._keys.get(owner)
+            self.queue.add("ds:" + key if key is not None else "gc:" + owner)
+
+    # -- running
+    async def run(self) -> None:
+        await run_controller("daemonset controller", (self.daemonsets, self.nodes, self.pods), self.queue,
+                             self._handle, self.workers)
+
+    async def _handle(self, key: str) -> None:
+        kind, _, name = key.partition(":")
+        if kind == "ds":
+            await self.sync(name)
+        else:
+            await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
+
+    # -- a DaemonSet
+    async def sync(self, key: str) -> None:
+        ds = self.daemonsets.items.get(key)
+        if ds is None:
+            return
+        meta = meta_of(ds)
+        uid = str(meta.get("uid", ""))
+        owned = self.pods_of.of(uid)
+        if await finalize(self.client, "DaemonSet", ds, "Pod", owned):
+            return
+        if self._expected.get(uid) and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+            return  # the pods created last are not in the informer yet (their events requeue us)
+        self._expected.pop(uid, None)
+        spec = ds.get("spec") or {}
+        template = spec.get("template") or {}
+        template_spec = template.get("spec") or {}
+        tolerations = daemon_tolerations(template_spec)
+        current_hash = pod_template_hash(template)
+        generation = int(meta.get("generation", 1) or 1)
+        cached = self._wanted.get(uid)
+        if cached is not None and cached[:2] == (generation, self._nodes_version):
+            wanted = cached[2]
+        else:
+            wanted = {meta_of(n).get("name", "") for n in self.nodes.items.values()
+                      if _fits(template_spec, tolerations, n)}
+            self._wanted[uid] = (generation, self._nodes_version, wanted)
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for pod in owned.values():
+            if _active(pod):
+                by_node.setdefault(_node_of(pod), []).append(pod)
+        doomed: list[dict[str, Any]] = []
+        for node, pods in by_node.items():
+            if node not in wanted:
+                doomed.extend(pods)  # misscheduled: the node no longer fits
+            elif len(pods) > 1:  # more than one daemon pod on a node: keep the oldest
+                pods.sort(key=lambda p: meta_of(p).get("creationTimestamp", ""))
+                doomed.extend(pods[1:])
+        missing = sorted(n for n in wanted if n not in by_node)
+        strategy = spec.get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+            old = [p for n, ps in by_node.items() if n in wanted for p in ps[:1]
+                   if (meta_of(p).get("labels") or {}).get(REVISION_HASH) != current_hash]
+            ru = strategy.get("rollingUpdate") or {}
+            budget = _max_unavailable(ru.get("maxUnavailable", 1), len(wanted))
+            unavailable = sum(1 for n in wanted if not any(_ready(p) for p in by_node.get(n, ())))
+            room = max(budget - unavailable, 0)
+            old.sort(key=lambda p: (_ready(p), _node_of(p)))  # the not-ready ones first: they cost nothing
+            for pod in old:
+                if not _ready(pod):
+                    doomed.append(pod)
+                elif room > 0:
+                    doomed.append(pod)
+                    room -= 1
+        if doomed:
+            await asyncio.gather(*(self._delete_pod(ds, p) for p in doomed))
+        if missing:
+            await self._create_pods(ds, template, current_hash, missing)
+        await self._write_status(ds, wanted, by_node, doomed, current_hash)
+
+    async def _delete_pod(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
+        pmeta = meta_of(pod)
+        try:
+            await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            return
+        self.events.record("DaemonSet", ds, "SuccessfulDelete", f"Deleted pod: {pmeta.get('name')}")
+
+    async def _create_pods(self, ds: dict[str, Any], template: dict[str, Any], current_hash: str,
+                           nodes: list[str]) -> None:
+        meta = meta_of(ds)
+        uid = str(meta.get("uid", ""))
+        tmeta = template.get("metadata") or {}
+        expected = self._expected.setdefault(uid, set())
+        self._expected_at[uid] = time.monotonic()
+        path = resource_path("", "v1", "pods", meta.get("namespace"))
+
+        async def create(node: str) -> None:
+            spec = _pinned(copy.deepcopy(template.get("spec") or {}), node)
+            spec["tolerations"] = daemon_tolerations(spec)
+            pod_meta: dict[str, Any] = {
+                "generateName": f"{meta['name']}-", "namespace": meta.get("namespace"),
+                "labels": {**(tmeta.get("labels") or {}), REVISION_HASH: current_hash},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": meta["name"], "uid": uid,
+                                     "controller": True, "blockOwnerDeletion": True}]}
+            if tmeta.get("annotations"):
+                pod_meta["annotations"] = dict(tmeta["annotations"])
+            expected.add(node)
+            try:
+                created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                                                          "spec": spec})
+            except BaseException:
+                expected.discard(node)
+                raise
+            if meta_of(created).get("name", "") in self.pods_of.of(uid):
+                expected.discard(node)  # the informer has it already
+            self.events.record("DaemonSet", ds, "SuccessfulCreate", f"Created pod: {meta_of(created).get('name')}")
+
+        results = await asyncio.gather(*(create(n) for n in nodes[:500]), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def _write_status(self, ds: dict[str, Any], wanted: set[str], by_node: dict[str, list[dict[str, Any]]],
+                            doomed: list[dict[str, Any]], current_hash: str) -> None:
+        gone = {id(p) for p in doomed}
+        placed = {n: [p for p in ps if id(p) not in gone] for n, ps in by_node.items()}
+        placed = {n: ps for n, ps in placed.items() if ps}
+        on_wanted = [n for n in wanted if n in placed]
+        ready = sum(1 for n in on_wanted if any(_ready(p) for p in placed[n]))
+        updated = sum(1 for n in on_wanted
+                      if any((meta_of(p).get("labels") or {}).get(REVISION_HASH) == current_hash for p in placed[n]))
+        status = {"desiredNumberScheduled": len(wanted), "currentNumberScheduled": len(on_wanted),
+                  "numberMisscheduled": sum(1 for n in placed if n not in wanted), "numberReady": ready,
+                  "numberAvailable": ready, "numberUnavailable": len(wanted) - ready,
+                  "updatedNumberScheduled": updated, "observedGeneration": meta_of(ds).get("generation", 1)}
+        old = ds.get("status") or {}
+        if all(old.get(k, 0) == v for k, v in status.items()):
+            return
+        meta = meta_of(ds)
+        always = ("desiredNumberScheduled", "currentNumberScheduled", "numberMisscheduled", "numberReady")
+        await self.client.patch(
+            resource_path("apps", "v1", "daemonsets", meta.get("namespace"), meta.get("name"), "status"),
+            {"status": {k: v if k in always else v or None for k, v in status.items()}})
+
+
+def _max_unavailable(value: Any, total: int) -> int:
+    if isinstance(value, int):
+        return max(value, 1)
+    text = str(value)
+    if text.endswith("%"):
+        return max(math.floor(int(text[:-1]) * total / 100), 1)
+    return max(int(text), 1)
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await DaemonSetController(client).run()
