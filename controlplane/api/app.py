@@ -260,7 +260,8 @@ def create_app(config: Config) -> FastAPI:
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     if config.scheduler:  # the workload controllers run with the scheduler (components.py)
         kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
-                                            ("batch", "cronjobs"), ("apps", "daemonsets")})
+                                            ("batch", "cronjobs"), ("apps", "daemonsets"),
+                                            ("apps", "statefulsets")})
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

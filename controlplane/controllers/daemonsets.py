@@ -120,7 +120,9 @@ class DaemonSetController:
         self._keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
         self.events = Recorder(client, "daemonset-controller")
-        self._expected: dict[str, set[str]] = {}  # daemonset uid -> nodes with a pod created, not yet seen
+        # daemonset uid -> writes the informer has not shown yet: "+node" (a pod created for it),
+        # "-pod" (a pod deleted)
+        self._expected: dict[str, set[str]] = {}
         self._expected_at: dict[str, float] = {}
         # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
@@ -160,13 +162,18 @@ class DaemonSetController:
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
-            self._expected.get(owner, set()).discard(_node_of(pod))
+            expected = self._expected.get(owner)
+            if expected is not None:
+                expected.discard("+" + _node_of(pod))
+                if meta_of(pod).get("deletionTimestamp"):
+                    expected.discard("-" + meta_of(pod).get("name", ""))
             key = self._keys.get(owner)
             self.queue.add("ds:" + key if key is not None else "gc:" + owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
         if owner is not None:
+            self._expected.get(owner, set()).discard("-" + meta_of(pod).get("name", ""))
             key = self._keys.get(owner)
             self.queue.add("ds:" + key if key is not None else "gc:" + owner)
 
@@ -243,9 +250,13 @@ class DaemonSetController:
 
     async def _delete_pod(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         pmeta = meta_of(pod)
+        uid = str(meta_of(ds).get("uid", ""))
+        self._expected.setdefault(uid, set()).add("-" + pmeta.get("name", ""))
+        self._expected_at[uid] = time.monotonic()
         try:
             await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
         except ApiError as e:
+            self._expected.get(uid, set()).discard("-" + pmeta.get("name", ""))
             if e.code != 404:
                 raise
             return
@@ -270,15 +281,15 @@ class DaemonSetController:
                                      "controller": True, "blockOwnerDeletion": True}]}
             if tmeta.get("annotations"):
                 pod_meta["annotations"] = dict(tmeta["annotations"])
-            expected.add(node)
+            expected.add("+" + node)
             try:
                 created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                                                           "spec": spec})
             except BaseException:
-                expected.discard(node)
+                expected.discard("+" + node)
                 raise
             if meta_of(created).get("name", "") in self.pods_of.of(uid):
-                expected.discard(node)  # the informer has it already
+                expected.discard("+" + node)  # the informer has it already
             self.events.record("DaemonSet", ds, "SuccessfulCreate", f"Created pod: {meta_of(created).get('name')}")
 
         results = await asyncio.gather(*(create(n) for n in nodes[:500]), return_exceptions=True)

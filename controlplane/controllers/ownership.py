@@ -37,7 +37,8 @@ UNCLAIMED_SECONDS = 30.0
 FOREGROUND = "foregroundDeletion"
 # owner and dependent kinds: (group, plural), all at version v1
 PLURALS = {"Pod": ("", "pods"), "ReplicaSet": ("apps", "replicasets"), "Deployment": ("apps", "deployments"),
-           "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"), "DaemonSet": ("apps", "daemonsets")}
+           "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"), "DaemonSet": ("apps", "daemonsets"),
+           "StatefulSet": ("apps", "statefulsets")}
 
 
 def meta_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -441,20 +441,37 @@ class WorkloadController:
             return
         if not old_replicas:
             return
-        # scale the old ones down within maxUnavailable: what is available above the minimum may go,
-        # and old pods that are not available cost nothing to remove
-        available = sum((rs.get("status") or {}).get("availableReplicas", 0) for rs in (new_rs, *old_sets))
-        removable = available - (replicas - unavailable)
-        for rs in sorted(old_sets, key=lambda r: int((meta_of(r).get("annotations") or {}).get(REVISION, "0") or 0)):
-            current = _replicas(rs)
-            if not current:
-                continue
-            unhealthy = current - (rs.get("status") or {}).get("availableReplicas", 0)
-            cut = min(current, max(unhealthy, 0) + max(removable, 0))
-            if cut <= 0:
-                continue
-            removable -= max(cut - max(unhealthy, 0), 0)
-            await self._scale(rs, current - cut, d, replicas + surge)
+        # scale the old ones down within maxUnavailable, in upstream's two steps. The bound comes from
+        # the ReplicaSets' specs, which this controller just wrote, not from their statuses, which lag
+        # behind its scale-downs: a sync before the statuses catch up must not take more pods away.
+        def available(rs: Mapping[str, Any]) -> int:
+            return int((rs.get("status") or {}).get("availableReplicas", 0) or 0)
+
+        min_available = replicas - unavailable
+        new_unavailable = _replicas(new_rs) - available(new_rs)
+        max_scaled_down = sum(_replicas(rs) for rs in (new_rs, *old_sets)) - min_available - new_unavailable
+        if max_scaled_down <= 0:
+            return
+        oldest_first = sorted(old_sets, key=lambda r: int((meta_of(r).get("annotations") or {}).get(REVISION, "0")
+                                                            or 0))
+        targets = {id(rs): _replicas(rs) for rs in oldest_first}
+        cleaned = 0
+        for rs in oldest_first:  # 1: old pods that are not available cost nothing to remove
+            unhealthy = targets[id(rs)] - available(rs)
+            cut = min(max(unhealthy, 0), max_scaled_down - cleaned)
+            if cut > 0:
+                targets[id(rs)] -= cut
+                cleaned += cut
+        # 2: what is available above the minimum may go (within the bound too: statuses may be stale)
+        total = min(sum(available(rs) for rs in (new_rs, *old_sets)) - min_available, max_scaled_down - cleaned)
+        for rs in oldest_first:
+            cut = min(targets[id(rs)], max(total, 0))
+            if cut > 0:
+                targets[id(rs)] -= cut
+                total -= cut
+        for rs in oldest_first:
+            if targets[id(rs)] != _replicas(rs):
+                await self._scale(rs, targets[id(rs)], d, replicas + surge)
 
     async def _prune(self, d: dict[str, Any], old_sets: list[dict[str, Any]]) -> None:
         limit = (d.get("spec") or {}).get("revisionHistoryLimit", 10)

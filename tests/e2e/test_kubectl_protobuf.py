@@ -131,3 +131,41 @@ def test_a_cronjob_is_served_and_a_job_made_from_it_runs(with_nodes: Serve) -> N
     assert "condition met" in kubectl(with_nodes, "wait", "--for=condition=complete", "job/manual", "--timeout=60s")
     owner = kubectl(with_nodes, "get", "job", "manual", "-o", "jsonpath={.metadata.ownerReferences[0].kind}")
     assert owner == "CronJob"
+
+
+STATEFUL_AND_DAEMON = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: db, image: "db:1"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: a, image: "agent:1"}]
+"""
+
+
+def test_statefulsets_and_daemonsets_roll_out(with_nodes: Serve) -> None:
+    kubectl(with_nodes, "apply", "-f", "-", stdin=STATEFUL_AND_DAEMON)
+    assert "roll out complete" in kubectl(with_nodes, "rollout", "status", "statefulset/db", "--timeout=60s")
+    assert "successfully rolled out" in kubectl(with_nodes, "rollout", "status", "daemonset/agent", "--timeout=60s")
+    assert kubectl(with_nodes, "get", "pods", "-l", "app=db", "-o", "name").split() == ["pod/db-0", "pod/db-1"]
+    placed = kubectl(with_nodes, "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}")
+    assert sorted(placed.split()) == ["sim-node-0", "sim-node-1"]  # one per node (this server has two)
+    kubectl(with_nodes, "set", "image", "statefulset/db", "db=db:2")
+    assert "roll out complete" in kubectl(with_nodes, "rollout", "status", "statefulset/db", "--timeout=60s")
