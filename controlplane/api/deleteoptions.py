@@ -7,8 +7,10 @@ The ``dryRun`` query parameter is honoured either way: a dry run asked for
 anywhere is a dry run. They are validated as ``ValidateDeleteOptions``: a 422
 naming ``DeleteOptions.meta.k8s.io``.
 
-This server has no garbage collector, so ``propagationPolicy`` is checked and
-otherwise has no effect: dependents are left as they are (as with ``Orphan``).
+``propagationPolicy`` is carried out by the workload controllers' garbage
+collector for the kinds they own (``KubeApi._delete`` gives an owner deleted with
+``Orphan`` or ``Foreground`` the collector's finalizer; controllers/ownership.py);
+for other kinds it is checked and has no effect: dependents stay (as with ``Orphan``).
 """
 
 from __future__ import annotations
