@@ -57,6 +57,7 @@ COMPONENTS: list[Component] = [
     Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler),
     Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
     Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler),
+    Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",
               lambda config: config.scheduler),
 ]

@@ -39,7 +39,7 @@ import store
 from store import KeyValue, Store
 
 from ..metrics import REQUEST_DURATION
-from ..registry import Registry, ResourceType, managedfields, strategic
+from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
@@ -120,6 +120,7 @@ class KubeApi:
         self._server_address = server_address
         self._namespaces = registry.get("", "v1", "namespaces")
         self._pods = registry.get("", "v1", "pods")
+        self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
@@ -1143,7 +1144,7 @@ class KubeApi:
 
     async def _evict(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         """``pods/<name>/eviction`` (policy/v1 Eviction): delete the pod, with the Eviction's
-        ``deleteOptions``. No PodDisruptionBudgets are served, so no eviction is refused for one."""
+        ``deleteOptions``, unless the PodDisruptionBudget covering it allows no disruption (429)."""
         eviction = self._parse_json(body) if body.strip() else {}
         if not isinstance(eviction, dict):
             raise ApiError.bad_request("the request body must be an Eviction object")
@@ -1155,8 +1156,65 @@ class KubeApi:
         options = eviction.get("deleteOptions") or {}
         if not isinstance(options, dict):
             raise ApiError.bad_request("deleteOptions must be an object")
+        await self._charge_budget(rtype, namespace or "", name)
         await self._delete(rtype, namespace, name, options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    async def _charge_budget(self, rtype: ResourceType, namespace: str, name: str) -> None:
+        """Upstream's eviction check: the pod's PodDisruptionBudget must allow one more
+        disruption, which is taken from it (``disruptionsAllowed - 1``, the pod recorded in
+        ``disruptedPods`` until the disruption controller sees it go). A pod that is not
+        running (pending, terminal, being deleted) ignores budgets; an unhealthy pod may go
+        while its budget is met (``unhealthyPodEvictionPolicy``)."""
+        budgets = self._budgets
+        if budgets is None or DRY_RUN.get():
+            return
+        current = await self.store.get(rtype.key(namespace, name))
+        if current is None:
+            raise ApiError.not_found(rtype, name)
+        pod = orjson.loads(current.value)
+        if (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed") \
+                or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        for _attempt in range(WRITE_ATTEMPTS):
+            listed = await self._list(budgets, namespace, {})
+            covering = [b for raw in listed.items if disruption.covers(b := orjson.loads(raw), pod)]
+            if not covering:
+                return
+            if len(covering) > 1:  # upstream's answer, word for word
+                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the "
+                                                     "eviction subresource does not support.")
+            pdb = covering[0]
+            bmeta, status = pdb["metadata"], pdb.get("status") or {}
+            if not disruption.healthy(pod):
+                policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+                if policy == "AlwaysAllow" or status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0) > 0:
+                    return
+            if status.get("observedGeneration", 0) < bmeta.get("generation", 1):
+                raise ApiError(429, "TooManyRequests",
+                               f"Cannot evict pod as it would violate the pod's disruption budget. The disruption "
+                               f"budget {bmeta['name']} is still being processed by the server.")
+            if status.get("disruptionsAllowed", 0) <= 0:
+                raise ApiError(429, "TooManyRequests",
+                               "Cannot evict pod as it would violate the pod's disruption budget.",
+                               {"causes": [{"reason": "DisruptionBudget",
+                                            "message": f"The disruption budget {bmeta['name']} needs "
+                                                       f"{status.get('desiredHealthy', 0)} healthy pods and has "
+                                                       f"{status.get('currentHealthy', 0)} currently"}]})
+            key = budgets.key(namespace, bmeta["name"])
+            got = await self.store.get(key)
+            if got is None or str(got.mod_revision) != bmeta.get("resourceVersion"):
+                continue  # the budget changed since the list: look again
+            stored = orjson.loads(got.value)  # as stored (the listed copy carries its presented version)
+            charged = stored.setdefault("status", {})
+            charged["disruptionsAllowed"] = status["disruptionsAllowed"] - 1
+            charged.setdefault("disruptedPods", {})[name] = _now()
+            try:
+                await self._replace(budgets, key, bmeta["name"], stored, got.mod_revision)
+                return
+            except (store.Conflict, store.NotFound):
+                continue
+        raise ApiError(429, "TooManyRequests", "the disruption budget kept changing; try again")
 
     @staticmethod
     def _parse_json(body: bytes) -> Any:

@@ -314,6 +314,10 @@ COLUMNS: dict[str, list[Column]] = {
                       priority=1),
                  _col("Images", lambda o: _containers(_get(o, "spec", "jobTemplate", default={}), "image"),
                       priority=1)],
+    "poddisruptionbudgets": [
+        _NAME, _col("Min Available", lambda o: str(_get(o, "spec", "minAvailable", default="N/A"))),
+        _col("Max Unavailable", lambda o: str(_get(o, "spec", "maxUnavailable", default="N/A"))),
+        _col("Allowed Disruptions", lambda o: _get(o, "status", "disruptionsAllowed", default=0), "integer"), _AGE],
     "serviceaccounts": [_NAME, _col("Secrets", lambda o: len(o.get("secrets") or ()), "integer"), _AGE],
     "rolebindings": [_NAME, _col("Role", lambda o: f"{_get(o, 'roleRef', 'kind')}/{_get(o, 'roleRef', 'name')}"),
                      _AGE, _col("Users", lambda o: _subjects(o, "User"), priority=1),

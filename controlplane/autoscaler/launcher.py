@@ -65,6 +65,7 @@ SLICES = resource_path("resource.k8s.io", "v1", "resourceslices")
 DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when it sets none
 # how long past a pod's grace period its kubelet may take to remove it (and the informer to tell us)
 GRACE_MARGIN_SECONDS = 5.0
+EVICTION_RETRY_SECONDS = 1.0  # a drain's retry of an eviction its PodDisruptionBudget refused (429)
 
 
 def now() -> str:
@@ -324,15 +325,29 @@ class Launcher:
         return any(True for _ in self.state.pods_of(name)) or any(True for _ in self.state.terminating_pods_of(name))
 
     async def evict(self, pod: Obj) -> None:
+        """Evict ``pod``; a refusal for its PodDisruptionBudget (429) is retried every
+        ``EVICTION_RETRY_SECONDS`` for up to ``drain_timeout``, as Karpenter's terminator
+        retries, then given up (the drain's wait decides what happens to the node)."""
         meta = pod.get("metadata") or {}
         path = resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "eviction")
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
-        try:
-            await self.client.create(path, body)
-        except ApiError as e:
-            if e.code not in (404, 409):
-                raise
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_timeout
+        while True:
+            try:
+                await self.client.create(path, body)
+                return
+            except ApiError as e:
+                if e.code in (404, 409):
+                    return
+                if e.code != 429:
+                    raise
+                if loop.time() >= deadline:
+                    log.warning("pod %s/%s: eviction refused by its disruption budget for %.0f s",
+                                meta.get("namespace"), meta.get("name"), self.drain_timeout)
+                    return
+            await asyncio.sleep(EVICTION_RETRY_SECONDS)
 
     async def _remove_finalizer(self, path: str, obj: Obj) -> None:
         finalizers = [f for f in (obj.get("metadata") or {}).get("finalizers") or () if f != TERMINATION_FINALIZER]

@@ -107,6 +107,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=("all",),
                  subresources=("status",)),
     ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)),
+    # enforced by pods/eviction (api/disruption.py), its status kept by controllers/disruption.py
+    ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",),
+                 subresources=("status",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),

@@ -330,3 +330,34 @@ async def test_a_gang_with_a_rack_constraint_gets_its_nodes_in_one_rack(client: 
     assert all(lb["topology.kubernetes.io/region"] == "region-1" for lb in labels)
     assert all(lb[rack].startswith(lb["topology.kubernetes.io/zone"] + "-rack-") for lb in labels)
     assert len({lb[rack] for lb in labels}) == 1
+
+
+async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scaler: Autoscaler) -> None:
+    # the only pod is covered by a budget allowing no disruption: its eviction is refused (429) and
+    # retried until the budget is relaxed, then the pod and the node go
+    scaler.launcher.drain_timeout = 30.0
+    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    guarded = pod("guarded", "1")
+    guarded["metadata"]["labels"] = {"app": "guarded"}
+    await pending_pods(client, [guarded])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "g"},
+                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+
+    async def counted() -> bool:
+        return ((await client.get(f"{pdbs}/g")).get("status") or {}).get("currentHealthy") == 1
+
+    await wait_for(counted, timeout=10)
+    node = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.delete(f"{CLAIMS}/{node}")
+    await asyncio.sleep(2.0)
+    assert [p["metadata"]["name"] for p in await items(client, PODS)
+            if not p["metadata"].get("deletionTimestamp")] == ["guarded"]  # refused, still running
+    await client.patch(f"{pdbs}/g", {"spec": {"minAvailable": 0}})
+
+    async def node_gone() -> bool:
+        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
+
+    await wait_for(node_gone, timeout=20)
+    assert await items(client, PODS) == []

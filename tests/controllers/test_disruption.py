@@ -1,0 +1,85 @@
+"""PodDisruptionBudgets: the disruption controller's status (controllers/disruption.py) and the
+eviction check that charges it (api/rest.py), inside a server with its scheduler and four
+simulated nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client
+from controlplane.registry.disruption import budget, selector_matches
+from tests.controllers.helpers import until
+from tests.controllers.test_workloads import DEPLOYMENTS, deployment, rolled_out
+
+PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": app}}, **spec}}
+
+
+def ready_pod(name: str, ready: bool = True) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": "x"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def test_budget_arithmetic() -> None:
+    pods = [ready_pod("a"), ready_pod("b"), ready_pod("c", ready=False)]
+    assert budget(pdb("p", "x", minAvailable=1), pods) == {
+        "expectedPods": 3, "currentHealthy": 2, "desiredHealthy": 1, "disruptionsAllowed": 1}
+    assert budget(pdb("p", "x", minAvailable="50%"), pods)["desiredHealthy"] == 2  # rounded up
+    assert budget(pdb("p", "x", maxUnavailable=1), pods)["disruptionsAllowed"] == 0  # one is down already
+    assert budget(pdb("p", "x", maxUnavailable="100%"), pods)["disruptionsAllowed"] == 2
+    assert not selector_matches({}, {"app": "x"}) and selector_matches(
+        {"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]}, {"app": "x"})
+
+
+async def status_of(c: Client, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = (await c.get(f"{PDBS}/{name}")).get("status") or {}
+    return got
+
+
+async def evict(c: Client, pod: str) -> None:
+    await c.create(f"{PODS}/{pod}/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                             "metadata": {"name": pod, "namespace": "default"}})
+
+
+async def test_evictions_stay_within_the_budget(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("web", 3))
+    await until(lambda: rolled_out(c, "web"))
+    await c.create(PDBS, pdb("web", "web", minAvailable=2))
+
+    async def counted() -> bool:
+        s = await status_of(c, "web")
+        return (s.get("currentHealthy"), s.get("desiredHealthy"), s.get("disruptionsAllowed"),
+                s.get("observedGeneration")) == (3, 2, 1, 1)
+
+    await until(counted)
+    pods = sorted(p["metadata"]["name"] for p in (await c.list(PODS, labelSelector="app=web"))["items"])
+    await evict(c, pods[0])  # the one disruption allowed
+    with pytest.raises(ApiError) as e:
+        await evict(c, pods[1])
+    assert (e.value.code, e.value.reason) == (429, "TooManyRequests")
+    assert "disruption budget" in e.value.message
+    assert (e.value.status.get("details") or {}).get("causes", [{}])[0].get("reason") == "DisruptionBudget"
+
+    async def recovered() -> bool:  # the Deployment replaces the pod; the budget allows one again
+        s = await status_of(c, "web")
+        return s.get("disruptionsAllowed") == 1 and not s.get("disruptedPods")
+
+    await until(recovered)
+    await evict(c, pods[1])
+
+
+async def test_pods_no_budget_covers_are_evicted_freely(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("free", 2))
+    await until(lambda: rolled_out(c, "free"))
+    await c.create(PDBS, pdb("other", "someone-else", minAvailable=5))
+    for p in (await c.list(PODS, labelSelector="app=free"))["items"]:
+        await evict(c, p["metadata"]["name"])
