@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
 
 from .events import Recorder
-from .ownership import Dependents, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
 from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["REVISION_HASH", "DaemonSetController", "daemon_tolerations", "start"]
 
 REVISION_HASH = "controller-revision-hash"
-EXPECTATIONS_TIMEOUT = 30.0
 
 
 def daemon_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -120,10 +118,9 @@ class DaemonSetController:
         self._keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
         self.events = Recorder(client, "daemonset-controller")
-        # daemonset uid -> writes the informer has not shown yet: "+node" (a pod created for it),
-        # "-pod" (a pod deleted)
-        self._expected: dict[str, set[str]] = {}
-        self._expected_at: dict[str, float] = {}
+        # writes the informers have not shown yet: "node:<node>" for a pod created for a node (its
+        # name is the server's to choose), "-<pod>" for a pod deleted
+        self.expectations = Expectations()
         # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
         self._nodes_version = 0
@@ -141,7 +138,7 @@ class DaemonSetController:
         uid = str(meta_of(ds).get("uid", ""))
         self._keys.pop(uid, None)
         self.pods_of.forget(uid)
-        self._expected.pop(uid, None)
+        self.expectations.forget(uid)
         self._wanted.pop(uid, None)
         self.queue.add("gc:" + uid)
 
@@ -162,18 +159,15 @@ class DaemonSetController:
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
-            expected = self._expected.get(owner)
-            if expected is not None:
-                expected.discard("+" + _node_of(pod))
-                if meta_of(pod).get("deletionTimestamp"):
-                    expected.discard("-" + meta_of(pod).get("name", ""))
+            self.expectations.seen(owner, "node:" + _node_of(pod))
+            self.expectations.observe(owner, pod)
             key = self._keys.get(owner)
             self.queue.add("ds:" + key if key is not None else "gc:" + owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
         if owner is not None:
-            self._expected.get(owner, set()).discard("-" + meta_of(pod).get("name", ""))
+            self.expectations.observe_gone(owner, pod)
             key = self._keys.get(owner)
             self.queue.add("ds:" + key if key is not None else "gc:" + owner)
 
@@ -199,9 +193,8 @@ class DaemonSetController:
         owned = self.pods_of.of(uid)
         if await finalize(self.client, "DaemonSet", ds, "Pod", owned):
             return
-        if self._expected.get(uid) and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
-            return  # the pods created last are not in the informer yet (their events requeue us)
-        self._expected.pop(uid, None)
+        if self.expectations.waiting(uid):
+            return  # this controller's last writes are not in the informer yet (their events requeue us)
         spec = ds.get("spec") or {}
         template = spec.get("template") or {}
         template_spec = template.get("spec") or {}
@@ -251,12 +244,11 @@ class DaemonSetController:
     async def _delete_pod(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         pmeta = meta_of(pod)
         uid = str(meta_of(ds).get("uid", ""))
-        self._expected.setdefault(uid, set()).add("-" + pmeta.get("name", ""))
-        self._expected_at[uid] = time.monotonic()
+        self.expectations.expect(uid, "-" + pmeta.get("name", ""))
         try:
             await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
         except ApiError as e:
-            self._expected.get(uid, set()).discard("-" + pmeta.get("name", ""))
+            self.expectations.seen(uid, "-" + pmeta.get("name", ""))
             if e.code != 404:
                 raise
             return
@@ -267,8 +259,6 @@ class DaemonSetController:
         meta = meta_of(ds)
         uid = str(meta.get("uid", ""))
         tmeta = template.get("metadata") or {}
-        expected = self._expected.setdefault(uid, set())
-        self._expected_at[uid] = time.monotonic()
         path = resource_path("", "v1", "pods", meta.get("namespace"))
 
         async def create(node: str) -> None:
@@ -281,15 +271,15 @@ class DaemonSetController:
                                      "controller": True, "blockOwnerDeletion": True}]}
             if tmeta.get("annotations"):
                 pod_meta["annotations"] = dict(tmeta["annotations"])
-            expected.add("+" + node)
+            self.expectations.expect(uid, "node:" + node)
             try:
                 created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                                                           "spec": spec})
             except BaseException:
-                expected.discard("+" + node)
+                self.expectations.seen(uid, "node:" + node)
                 raise
             if meta_of(created).get("name", "") in self.pods_of.of(uid):
-                expected.discard("+" + node)  # the informer has it already
+                self.expectations.seen(uid, "node:" + node)  # the informer has it already
             self.events.record("DaemonSet", ds, "SuccessfulCreate", f"Created pod: {meta_of(created).get('name')}")
 
         results = await asyncio.gather(*(create(n) for n in nodes[:500]), return_exceptions=True)

@@ -30,7 +30,6 @@ import asyncio
 import copy
 import datetime
 import logging
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
-from .ownership import Dependents, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 BURST = 500
-EXPECTATIONS_TIMEOUT = 30.0
 
 
 def _now() -> str:
@@ -115,8 +113,7 @@ class JobController:
                                     on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
         self._job_keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("Job", self._job_keys.__contains__)
-        self._expected: dict[str, set[str]] = {}  # created pods the informer has not shown yet
-        self._expected_at: dict[str, float] = {}
+        self.expectations = Expectations()
         self.events = Recorder(client, "job-controller")
         self.created = 0
 
@@ -132,13 +129,13 @@ class JobController:
         uid = str(meta_of(job).get("uid", ""))
         self._job_keys.pop(uid, None)
         self.pods_of.forget(uid)
-        self._expected.pop(uid, None)
+        self.expectations.forget(uid)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
-            self._expected.get(owner, set()).discard(meta_of(pod).get("name", ""))
+            self.expectations.observe(owner, pod)
             self._owner_changed(owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
@@ -171,9 +168,8 @@ class JobController:
         pods = self.pods_of.of(uid)
         if await finalize(self.client, "Job", job, "Pod", pods):
             return
-        if self._expected.get(uid) and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+        if self.expectations.waiting(uid):
             return  # the pods created last are not in the informer yet (their events requeue the Job)
-        self._expected.pop(uid, None)
         spec, status = job.get("spec") or {}, dict(job.get("status") or {})
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions")
@@ -290,8 +286,6 @@ class JobController:
         uid = str(meta.get("uid", ""))
         template = (job.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
-        expected = self._expected.setdefault(uid, set())
-        self._expected_at[uid] = time.monotonic()
         path = resource_path("", "v1", "pods", meta.get("namespace"))
 
         async def create(index: int | None) -> None:
@@ -315,8 +309,8 @@ class JobController:
             created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                                                       "spec": spec})
             name = meta_of(created).get("name", "")
-            if name not in self.pods_of.of(uid):
-                expected.add(name)
+            if name not in self.pods_of.of(uid):  # (in process, its event can come before the answer)
+                self.expectations.expect(uid, "+" + name)
             self.created += 1
             self.events.record("Job", job, "SuccessfulCreate", f"Created pod: {name}")
 

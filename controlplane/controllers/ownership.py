@@ -29,11 +29,12 @@ from typing import Any
 
 from controlplane.client import ApiError, Client, resource_path
 
-__all__ = ["FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents", "collect", "controller_uid",
-           "finalize", "key_of", "meta_of"]
+__all__ = ["EXPECTATIONS_TIMEOUT", "FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents",
+           "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of"]
 
 ORPHAN = "orphan"
 UNCLAIMED_SECONDS = 30.0
+EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectation waits for
 FOREGROUND = "foregroundDeletion"
 # owner and dependent kinds: (group, plural), all at version v1
 PLURALS = {"Pod": ("", "pods"), "ReplicaSet": ("apps", "replicasets"), "Deployment": ("apps", "deployments"),
@@ -150,6 +151,56 @@ class Dependents:
             members.pop(key, None)
             if not members:
                 del self._by_owner[owner]
+
+
+class Expectations:
+    """Upstream's ControllerExpectations: a controller's writes, by owner uid, that its informers
+    have not shown yet. An owner with some pending is not synced (each such event requeues it),
+    so a slow watch never makes a controller create or delete twice. An expectation older than
+    ``EXPECTATIONS_TIMEOUT`` is dropped: a relist can lose the event it waits for.
+
+    What is expected is a string: ``"+<pod>"`` for a pod created, ``"-<pod>"`` for one deleted
+    (``observe`` and ``observe_gone`` settle those from pod events), or any other token the
+    controller settles itself with ``seen``."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._pending: dict[str, set[str]] = {}
+        self._since: dict[str, float] = {}
+
+    def expect(self, owner: str, what: str) -> None:
+        self._pending.setdefault(owner, set()).add(what)
+        self._since[owner] = self.clock()
+
+    def seen(self, owner: str, what: str) -> None:
+        pending = self._pending.get(owner)
+        if pending is not None:
+            pending.discard(what)
+
+    def observe(self, owner: str, pod: Mapping[str, Any]) -> None:
+        """A pod event: its create is seen, and its delete too once it is being deleted (a graceful
+        delete leaves it terminating, which is deleted enough for its controller)."""
+        name = meta_of(pod).get("name", "")
+        self.seen(owner, "+" + name)
+        if meta_of(pod).get("deletionTimestamp"):
+            self.seen(owner, "-" + name)
+
+    def observe_gone(self, owner: str, pod: Mapping[str, Any]) -> None:
+        """A pod's deletion event: its delete is seen, and its create can no longer be."""
+        name = meta_of(pod).get("name", "")
+        self.seen(owner, "-" + name)
+        self.seen(owner, "+" + name)
+
+    def waiting(self, owner: str) -> bool:
+        """Whether ``owner`` must wait for its informers; an owner done waiting is cleared."""
+        if self._pending.get(owner) and self.clock() - self._since.get(owner, 0.0) < EXPECTATIONS_TIMEOUT:
+            return True
+        self.forget(owner)
+        return False
+
+    def forget(self, owner: str) -> None:
+        self._pending.pop(owner, None)
+        self._since.pop(owner, None)
 
 
 async def _owner_exists(client: Client, dependent: Mapping[str, Any], uid: str) -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
-from .ownership import Dependents, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
 from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ __all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "StatefulSetController", "s
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
 REVISION_HASH = "controller-revision-hash"
-EXPECTATIONS_TIMEOUT = 30.0
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -73,8 +71,7 @@ class StatefulSetController:
         self._keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("StatefulSet", self._keys.__contains__)
         self.events = Recorder(client, "statefulset-controller")
-        self._expected: dict[str, set[str]] = {}  # pods created or deleted, not yet seen so
-        self._expected_at: dict[str, float] = {}
+        self.expectations = Expectations()
 
     # -- events
     def _changed(self, sts: dict[str, Any]) -> None:
@@ -88,23 +85,19 @@ class StatefulSetController:
         uid = str(meta_of(sts).get("uid", ""))
         self._keys.pop(uid, None)
         self.pods_of.forget(uid)
-        self._expected.pop(uid, None)
+        self.expectations.forget(uid)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
-            expected = self._expected.get(owner)
-            if expected is not None:
-                expected.discard(("+" if not _terminating(pod) else "-") + meta_of(pod).get("name", ""))
+            self.expectations.observe(owner, pod)
             self._requeue(owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
         if owner is not None:
-            expected = self._expected.get(owner)
-            if expected is not None:
-                expected.discard("-" + meta_of(pod).get("name", ""))
+            self.expectations.observe_gone(owner, pod)
             self._requeue(owner)
 
     def _requeue(self, owner: str) -> None:
@@ -133,9 +126,8 @@ class StatefulSetController:
         owned = self.pods_of.of(uid)
         if await finalize(self.client, "StatefulSet", sts, "Pod", owned):
             return
-        if self._expected.get(uid) and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+        if self.expectations.waiting(uid):
             return  # this controller's last writes are not in the informer yet (their events requeue us)
-        self._expected.pop(uid, None)
         spec = sts.get("spec") or {}
         replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
         name = meta.get("name", "")
@@ -198,10 +190,6 @@ class StatefulSetController:
             if not _ready(current):
                 return  # the one above must be Ready before the next goes
 
-    def _expect(self, uid: str, what: str) -> None:
-        self._expected.setdefault(uid, set()).add(what)
-        self._expected_at[uid] = time.monotonic()
-
     async def _create(self, sts: dict[str, Any], ordinal: int, template: dict[str, Any], revision: str) -> None:
         meta = meta_of(sts)
         uid = str(meta.get("uid", ""))
@@ -219,12 +207,12 @@ class StatefulSetController:
                                  "controller": True, "blockOwnerDeletion": True}]}
         if tmeta.get("annotations"):
             pod_meta["annotations"] = dict(tmeta["annotations"])
-        self._expect(uid, "+" + name)
+        self.expectations.expect(uid, "+" + name)
         try:
             await self.client.create(resource_path("", "v1", "pods", meta.get("namespace")),
                                      {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec})
         except ApiError as e:
-            self._expected.get(uid, set()).discard("+" + name)
+            self.expectations.seen(uid, "+" + name)
             if e.code != 409:  # 409: the old pod of that name is still going; its deletion requeues us
                 raise
             return
@@ -234,11 +222,11 @@ class StatefulSetController:
     async def _delete(self, sts: dict[str, Any], pod: Mapping[str, Any]) -> None:
         meta, pmeta = meta_of(sts), meta_of(pod)
         uid = str(meta.get("uid", ""))
-        self._expect(uid, "-" + pmeta.get("name", ""))
+        self.expectations.expect(uid, "-" + pmeta.get("name", ""))
         try:
             await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
         except ApiError as e:
-            self._expected.get(uid, set()).discard("-" + pmeta.get("name", ""))
+            self.expectations.seen(uid, "-" + pmeta.get("name", ""))
             if e.code != 404:
                 raise
             return

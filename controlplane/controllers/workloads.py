@@ -41,7 +41,6 @@ import asyncio
 import copy
 import logging
 import math
-import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +49,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
-from .ownership import Dependents, collect, controller_uid, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, controller_uid, finalize, key_of, meta_of
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -64,7 +63,6 @@ REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
 BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
-EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectation waits for
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SafeEncodeString alphabet
 
 
@@ -132,10 +130,7 @@ class WorkloadController:
         self._owner_keys: dict[str, str] = {}  # uid -> "kind:namespace/name" of the owners seen
         self.pods_of = Dependents("ReplicaSet", self._owner_keys.__contains__)  # the pods of each ReplicaSet
         self.sets_of = Dependents("Deployment", self._owner_keys.__contains__)  # the ReplicaSets of each Deployment
-        # upstream's expectations: pods created or deleted that the informer has not shown yet
-        self._expected_adds: dict[str, set[str]] = {}
-        self._expected_deletes: dict[str, set[str]] = {}
-        self._expected_at: dict[str, float] = {}
+        self.expectations = Expectations()  # a ReplicaSet's pod creates and deletes not yet seen
         self.events = Recorder(client, "deployment-controller")
         self.created = 0
         self.deleted = 0
@@ -170,8 +165,7 @@ class WorkloadController:
         self._owner_keys.pop(uid, None)
         self.sets_of.unfile(rs)
         self.pods_of.forget(uid)
-        self._expected_adds.pop(uid, None)
-        self._expected_deletes.pop(uid, None)
+        self.expectations.forget(uid)
         self.queue.add("gc-pods:" + uid)
         owner = controller_uid(rs, "Deployment")
         if owner is not None and owner in self._owner_keys:
@@ -180,16 +174,13 @@ class WorkloadController:
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
-            name = meta_of(pod).get("name", "")
-            self._expected_adds.get(owner, set()).discard(name)
-            if meta_of(pod).get("deletionTimestamp"):  # a graceful delete: terminating is deleted enough
-                self._expected_deletes.get(owner, set()).discard(name)
+            self.expectations.observe(owner, pod)
             self._owner_changed(owner)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
         if owner is not None:
-            self._expected_deletes.get(owner, set()).discard(meta_of(pod).get("name", ""))
+            self.expectations.observe_gone(owner, pod)
             self._owner_changed(owner)
 
     def _owner_changed(self, uid: str) -> None:
@@ -257,11 +248,8 @@ class WorkloadController:
         owned = self.pods_of.of(uid)
         if await finalize(self.client, "ReplicaSet", rs, "Pod", owned):
             return
-        if (self._expected_adds.get(uid) or self._expected_deletes.get(uid)) \
-                and time.monotonic() - self._expected_at.get(uid, 0.0) < EXPECTATIONS_TIMEOUT:
+        if self.expectations.waiting(uid):
             return  # wait for the informer to show this controller's last writes (each requeues us)
-        self._expected_adds.pop(uid, None)
-        self._expected_deletes.pop(uid, None)
         if await self._adopt(rs, "ReplicaSet", "", "pods"):
             return  # the adopted pods' events requeue this ReplicaSet
         active = [p for p in owned.values() if _active(p)]
@@ -271,9 +259,8 @@ class WorkloadController:
             await self._create_pods(rs, min(diff, BURST))
         elif diff < 0:
             doomed = sorted(active, key=_deletion_rank)[:-diff]
-            expected = self._expected_deletes.setdefault(uid, set())
-            self._expected_at[uid] = time.monotonic()
-            expected.update(meta_of(p)["name"] for p in doomed)
+            for p in doomed:
+                self.expectations.expect(uid, "-" + meta_of(p)["name"])
 
             async def delete(pod: Mapping[str, Any]) -> None:
                 name = meta_of(pod)["name"]
@@ -282,7 +269,7 @@ class WorkloadController:
                     self.deleted += 1
                     self.events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
                 except ApiError as e:
-                    expected.discard(name)
+                    self.expectations.seen(uid, "-" + name)
                     if e.code != 404:
                         raise
 
@@ -302,8 +289,6 @@ class WorkloadController:
             if tmeta.get(field):
                 pod_meta[field] = tmeta[field]
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
-        expected = self._expected_adds.setdefault(uid, set())
-        self._expected_at[uid] = time.monotonic()
         path = resource_path("", "v1", "pods", meta.get("namespace"))
 
         async def create() -> None:
@@ -311,7 +296,7 @@ class WorkloadController:
             name = meta_of(created).get("name", "")
             # the informer may have shown it already (in process, events can come before the answer)
             if name not in self.pods_of.of(uid):
-                expected.add(name)
+                self.expectations.expect(uid, "+" + name)
             self.created += 1
             self.events.record("ReplicaSet", rs, "SuccessfulCreate", f"Created pod: {name}")
 

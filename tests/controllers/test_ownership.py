@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from controlplane.client import Client
-from controlplane.controllers.ownership import UNCLAIMED_SECONDS, Dependents
+from controlplane.controllers.ownership import EXPECTATIONS_TIMEOUT, UNCLAIMED_SECONDS, Dependents, Expectations
 
 
 def pod(name: str, owner: str | None, controller: bool = True) -> dict[str, Any]:
@@ -61,3 +61,22 @@ async def test_a_pod_naming_an_owner_that_never_existed_is_left_alone(client: Cl
     await asyncio.sleep(1.0)
     got = await c.get("/api/v1/namespaces/default/pods/synthetic")
     assert not got["metadata"].get("deletionTimestamp")
+
+
+def test_expectations_hold_an_owner_until_its_writes_are_seen_or_too_old() -> None:
+    now = [0.0]
+    ex = Expectations(clock=lambda: now[0])
+    assert not ex.waiting("rs")
+    ex.expect("rs", "+p1")
+    ex.expect("rs", "-p2")
+    assert ex.waiting("rs")
+    ex.observe("rs", pod("p1", "rs"))  # the create is seen
+    assert ex.waiting("rs")
+    ex.observe("rs", {"metadata": {"name": "p2", "deletionTimestamp": "2026-12-01T00:00:00Z"}})  # terminating
+    assert not ex.waiting("rs")
+    ex.expect("rs", "+p3")
+    ex.observe_gone("rs", pod("p3", "rs"))  # created and gone before its add was seen
+    assert not ex.waiting("rs")
+    ex.expect("rs", "token")
+    now[0] += EXPECTATIONS_TIMEOUT + 1  # a lost event does not hold the owner for ever
+    assert not ex.waiting("rs") and not ex.waiting("rs")
