@@ -11,7 +11,9 @@ the WAL, so records written by other processes are seen too).
 
 Files, in ``<store>/wal/``::
 
-    <first revision, 20 digits>.wal   segments, preallocated, written append-only
+    <first revision, 20 digits>.wal   segments, preallocated, written append-only;
+                                      1 MiB at first, doubling up to 64 MiB, so a
+                                      store that writes little holds little
     lock                              flock'ed by the writer of any process while it
                                       assigns revisions and appends
 
@@ -42,7 +44,8 @@ import zlib
 from collections.abc import Iterator
 
 HEADER = struct.Struct(">IIQ")
-SEGMENT_BYTES = 64 << 20
+SEGMENT_BYTES = 64 << 20  # the largest a segment is preallocated to
+FIRST_SEGMENT_BYTES = 1 << 20  # a store's first; each next one twice the last, up to SEGMENT_BYTES
 _NAME = "{:020d}.wal"
 
 
@@ -276,7 +279,8 @@ class WalWriter:
         # preallocated: an fdatasync then need not journal a growing file size, and a
         # full disk shows here, before anything is written. Small when space is short.
         st = os.statvfs(self.directory)
-        size = max(min(SEGMENT_BYTES, st.f_bavail * st.f_frsize // 4), 256 << 10, need + 4096)
+        grown = min(SEGMENT_BYTES, max(FIRST_SEGMENT_BYTES, 2 * self._capacity))
+        size = max(min(grown, st.f_bavail * st.f_frsize // 4), 256 << 10, need + 4096)
         # O_EXCL: a segment of that name means another writer got there first, and we
         # must not write into it (our view of the log's end is stale: the batch fails)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)

@@ -446,6 +446,28 @@ async def test_an_empty_new_wal_segment_does_not_hang_readers(tmp_path: Path) ->
         await s.close()
 
 
+async def test_wal_segments_start_small_and_double_up_to_the_largest(tmp_path: Path) -> None:
+    """A store that writes little holds a small segment on disk; a busy one grows to big ones."""
+    from store.lmdb import wal
+
+    writer = wal.WalWriter(str(tmp_path))
+    record = wal.encode(1, b"x" * (256 << 10))
+    sizes = []
+    rev = 1
+    for _ in range(40):
+        first, _start, _end, fd = writer.append(rev, record)
+        os.close(fd)
+        rev += 1
+        size = os.path.getsize(tmp_path / f"{first:020d}.wal")
+        if not sizes or sizes[-1] != (first, size):
+            sizes.append((first, size))
+    writer.close()
+    assert sizes[0][1] == wal.FIRST_SEGMENT_BYTES
+    grown = [size for _, size in sizes]
+    assert grown == sorted(grown) and grown[1] == 2 * grown[0]
+    assert max(grown) <= wal.SEGMENT_BYTES
+
+
 async def test_two_writer_processes_share_one_revision_sequence(tmp_path: Path) -> None:
     """Both processes' acknowledged writes survive, each revision used once."""
     path = str(tmp_path / "db")
