@@ -34,11 +34,11 @@ from typing import Any
 
 import orjson
 
+from ...quantity import QuantityError, format_quantity, parse_quantity
 from .capacity import consumed_capacity
 from .cel import CelError, DeviceEnv, Selectors
 from .inventory import Device, Inventory, Pool, PoolID, device_serves_node
 from .nodeselector import node_name_selector
-from .quantity import QuantityError, format_quantity, parse_quantity
 from .state import AllocatedState, Entry
 
 __all__ = ["AllocationError", "Allocator", "Plan", "Unsatisfiable", "claim_signature"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import cel as _cel
 
-from .quantity import QuantityError, parse_quantity
+from ...quantity import QuantityError, parse_quantity
 
 __all__ = ["CelError", "CompiledSelector", "DeviceEnv", "Selectors", "compile_selector"]
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
+from ...quantity import NANO, format_quantity
 from .inventory import DeviceID, Inventory, PoolID
-from .quantity import NANO, format_quantity
 from .state import entries_of
 
 __all__ = ["check_invariants"]

@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from ...quantity import QuantityError, nanos, parse_quantity
 from .cel import DeviceEnv
 from .nodeselector import node_selector_matches
-from .quantity import QuantityError, nanos, parse_quantity
 
 __all__ = ["Capacity", "Device", "DeviceID", "Inventory", "Pool", "PoolID"]
 

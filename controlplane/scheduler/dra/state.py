@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ...quantity import QuantityError, parse_quantity
 from .inventory import DeviceID, Inventory, PoolID
-from .quantity import QuantityError, parse_quantity
 
 __all__ = ["AllocatedState", "Entry", "entries_of"]
 
