@@ -1594,8 +1594,10 @@ def _initial_status(plural: str) -> dict[str, Any]:
         return {"phase": "Pending"}
     if plural == "namespaces":
         return {"phase": "Active"}
-    if plural == "services":
+    if plural == "services" or plural == "ingresses":
         return {"loadBalancer": {}}  # a struct Go always serialises
+    if plural in ("persistentvolumeclaims", "persistentvolumes"):
+        return {"phase": "Pending"}
     return {}
 
 

@@ -223,6 +223,116 @@ def _endpoints(o: Obj) -> str:
     return ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
 
 
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+                 "ReadWriteOncePod": "RWOP"}
+
+
+def _access_modes(modes: Any) -> str:
+    """RWO,ROX,RWX,RWOP in that order, as kubectl's GetAccessModesAsString."""
+    given = set(modes or ())
+    return ",".join(short for mode, short in _ACCESS_MODES.items() if mode in given)
+
+
+def _storage(o: Obj, *path: str) -> str:
+    return str(_get(o, *path, "storage", default=""))
+
+
+def _claim_ref(o: Obj) -> str:
+    ref = _get(o, "spec", "claimRef", default={})
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
+
+
+def _storage_class_name(o: Obj) -> str:
+    default = _get(o, "metadata", "annotations", default={}).get("storageclass.kubernetes.io/is-default-class")
+    return _name(o) + (" (default)" if default == "true" else "")
+
+
+def _quota(o: Obj, limits: bool) -> str:
+    """``pods: 1/10, requests.cpu: 500m/2``: the REQUEST or the LIMIT column of a ResourceQuota."""
+    hard, used = _get(o, "status", "hard", default={}), _get(o, "status", "used", default={})
+    shown = [f"{name}: {used.get(name, '0')}/{hard[name]}" for name in sorted(hard)
+             if (name.split(".", 1)[0] == "limits" and "." in name) is limits]
+    return ", ".join(shown)
+
+
+def _some(items: list[str]) -> str:
+    """At most three, then ``+ N more...``; ``<unset>`` for none (kubectl's listWithMoreString)."""
+    if not items:
+        return "<unset>"
+    return ",".join(items[:3]) + (f" + {len(items) - 3} more..." if len(items) > 3 else "")
+
+
+def _slice_ports(o: Obj) -> str:
+    return _some([str(p["port"]) if p.get("port") is not None else str(p.get("name") or "*")
+                  for p in o.get("ports") or ()])
+
+
+def _slice_endpoints(o: Obj) -> str:
+    return _some([str(a) for e in o.get("endpoints") or () for a in e.get("addresses") or ()])
+
+
+def _ingress_hosts(o: Obj) -> str:
+    hosts = [str(r["host"]) for r in _get(o, "spec", "rules", default=[]) if r.get("host")]
+    return _some(hosts) if hosts else "*"
+
+
+def _load_balancer(o: Obj) -> str:
+    shown = [str(i.get("ip") or i.get("hostname") or "")
+             for i in _get(o, "status", "loadBalancer", "ingress", default=[])]
+    return ",".join(x for x in shown if x)
+
+
+def _hpa_targets(o: Obj) -> str:
+    """``cpu: 40%/80%`` per metric (``<unknown>`` until the status has a current value)."""
+    if o.get("apiVersion") == "autoscaling/v1":
+        target = _get(o, "spec", "targetCPUUtilizationPercentage", default=None)
+        now = _get(o, "status", "currentCPUUtilizationPercentage", default=None)
+        return "<none>" if target is None else f"cpu: {'<unknown>' if now is None else f'{now}%'}/{target}%"
+    current = _get(o, "status", "currentMetrics", default=[]) or []
+    shown = []
+    for i, m in enumerate(_get(o, "spec", "metrics", default=[])):
+        if m.get("type") not in ("Resource", "ContainerResource"):
+            shown.append(f"<{str(m.get('type', '')).lower()}>")
+            continue
+        source = m.get("resource") or m.get("containerResource") or {}
+        target = source.get("target") or {}
+        now = (current[i].get("resource") or current[i].get("containerResource") or {}).get("current", {}) \
+            if i < len(current) else {}
+        if target.get("type") == "Utilization":
+            have = f"{now['averageUtilization']}%" if "averageUtilization" in now else "<unknown>"
+            shown.append(f"{source.get('name', '')}: {have}/{target.get('averageUtilization', '')}%")
+        else:
+            want = target.get("averageValue") or target.get("value") or ""
+            have = str(now.get("averageValue") or now.get("value") or "<unknown>")
+            shown.append(f"{source.get('name', '')}: {have}/{want}")
+    if not shown:
+        return "<none>"
+    return ", ".join(shown[:2]) + (f" + {len(shown) - 2} more..." if len(shown) > 2 else "")
+
+
+def _controller(o: Obj) -> str:
+    """``statefulset.apps/web``: the controlling owner, as kind.group/name."""
+    for ref in _get(o, "metadata", "ownerReferences", default=[]):
+        if ref.get("controller"):
+            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+            return f"{str(ref.get('kind', '')).lower()}{'.' + group if group else ''}/{ref.get('name', '')}"
+    return "<none>"
+
+
+def _label_selector(sel: Obj) -> str:
+    """A LabelSelector as text (metav1.FormatLabelSelector): ``app=web,tier in (a,b)``; ``<none>`` if empty."""
+    shown = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
+    for e in sel.get("matchExpressions") or ():
+        key, op, values = e.get("key", ""), e.get("operator", ""), ",".join(e.get("values") or ())
+        shown.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}.get(op, f"{key} {op} ({values})"))
+    return ",".join(shown) or "<none>"
+
+
+def _template_containers(o: Obj, field: str) -> str:
+    return ",".join(str(c.get(field, "")) for c in _get(o, "template", "spec", "containers", default=[]))
+
+
 def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority: int = 0,
          fmt: str = "") -> Column:
     return (name, type_, fmt, priority, cell)
@@ -332,6 +442,54 @@ COLUMNS: dict[str, list[Column]] = {
                         _col("Global-Default", lambda o: bool(o.get("globalDefault", False)), "boolean"), _AGE,
                         _col("PreemptionPolicy", lambda o: o.get("preemptionPolicy", "PreemptLowerPriority"))],
     "endpoints": [_NAME, _col("Endpoints", _endpoints), _AGE],
+    "persistentvolumeclaims": [
+        _NAME, _col("Status", lambda o: _get(o, "status", "phase")),
+        _col("Volume", lambda o: _get(o, "spec", "volumeName")),
+        _col("Capacity", lambda o: _storage(o, "status", "capacity")),
+        _col("Access Modes", lambda o: _access_modes(_get(o, "status", "accessModes", default=[]))),
+        _col("StorageClass", lambda o: _get(o, "spec", "storageClassName") or "<unset>"),
+        _col("VolumeAttributesClass", lambda o: _get(o, "spec", "volumeAttributesClassName") or "<unset>"), _AGE,
+        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode"), priority=1)],
+    "persistentvolumes": [
+        _NAME, _col("Capacity", lambda o: _storage(o, "spec", "capacity")),
+        _col("Access Modes", lambda o: _access_modes(_get(o, "spec", "accessModes", default=[]))),
+        _col("Reclaim Policy", lambda o: _get(o, "spec", "persistentVolumeReclaimPolicy")),
+        _col("Status", lambda o: _get(o, "status", "phase")), _col("Claim", _claim_ref),
+        _col("StorageClass", lambda o: _get(o, "spec", "storageClassName")),
+        _col("VolumeAttributesClass", lambda o: _get(o, "spec", "volumeAttributesClassName") or "<unset>"),
+        _col("Reason", lambda o: _get(o, "status", "reason")), _AGE,
+        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode"), priority=1)],
+    "storageclasses": [
+        _col("Name", _storage_class_name, fmt="name"), _col("Provisioner", lambda o: o.get("provisioner", "")),
+        _col("ReclaimPolicy", lambda o: o.get("reclaimPolicy", "")),
+        _col("VolumeBindingMode", lambda o: o.get("volumeBindingMode", "")),
+        _col("AllowVolumeExpansion", lambda o: str(bool(o.get("allowVolumeExpansion"))).lower()), _AGE],
+    "resourcequotas": [_NAME, _AGE, _col("Request", lambda o: _quota(o, False)),
+                       _col("Limit", lambda o: _quota(o, True))],
+    "podtemplates": [_NAME, _col("Containers", lambda o: _template_containers(o, "name")),
+                     _col("Images", lambda o: _template_containers(o, "image")),
+                     _col("Pod Labels", lambda o: _selector(o, "template", "metadata", "labels"))],
+    "controllerrevisions": [_NAME, _col("Controller", _controller),
+                            _col("Revision", lambda o: o.get("revision", 0), "integer"), _AGE],
+    "horizontalpodautoscalers": [
+        _NAME, _col("Reference", lambda o: f"{_get(o, 'spec', 'scaleTargetRef', 'kind')}/"
+                                           f"{_get(o, 'spec', 'scaleTargetRef', 'name')}"),
+        _col("Targets", _hpa_targets), _col("MinPods", lambda o: _get(o, "spec", "minReplicas", default="<unset>")),
+        _col("MaxPods", lambda o: _get(o, "spec", "maxReplicas", default=0)),
+        _col("Replicas", lambda o: _get(o, "status", "currentReplicas", default=0)), _AGE],
+    "ingresses": [
+        _NAME, _col("Class", lambda o: _get(o, "spec", "ingressClassName") or "<none>"),
+        _col("Hosts", _ingress_hosts), _col("Address", _load_balancer),
+        _col("Ports", lambda o: "80, 443" if _get(o, "spec", "tls", default=[]) else "80"), _AGE],
+    "ingressclasses": [
+        _NAME, _col("Controller", lambda o: _get(o, "spec", "controller")),
+        _col("Parameters", lambda o: (f"{_get(o, 'spec', 'parameters', 'kind')}/{_get(o, 'spec', 'parameters', 'name')}"
+                                      if _get(o, "spec", "parameters", default=None) else "<none>")), _AGE],
+    "networkpolicies": [_NAME, _col("Pod-Selector", lambda o: _label_selector(_get(o, "spec", "podSelector",
+                                                                                     default={}))), _AGE],
+    "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
+                       _col("Ports", _slice_ports), _col("Endpoints", _slice_endpoints), _AGE],
+    "runtimeclasses": [_NAME, _col("Handler", lambda o: o.get("handler", "")), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),

@@ -17,7 +17,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .autoscaling import prepare_horizontal_pod_autoscaler
+from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podspec import default_pod_spec
+from .quota import prepare_limit_range, prepare_resource_quota
+from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .workloads import WORKLOADS, prepare_workload
 
 __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_metadata", "validate_name"]
@@ -247,6 +251,13 @@ def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> C
 
 
 _PREPARERS["priorityclasses"] = _prepare_priority_class
+_PREPARERS.update({
+    "persistentvolumeclaims": prepare_claim, "persistentvolumes": prepare_volume,
+    "storageclasses": prepare_storage_class, "resourcequotas": prepare_resource_quota,
+    "limitranges": prepare_limit_range, "horizontalpodautoscalers": prepare_horizontal_pod_autoscaler,
+    "ingresses": prepare_ingress, "ingressclasses": prepare_ingress_class,
+    "networkpolicies": prepare_network_policy, "endpointslices": prepare_endpoint_slice,
+})
 
 
 def _cron_job_causes(cj: dict[str, Any]) -> Causes:
@@ -284,7 +295,10 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         prepare_workload(plural, obj, old)
         return _cron_job_causes(obj) if plural == "cronjobs" else []
     f = _PREPARERS.get(plural)
-    return f(obj, old) if f is not None else []
+    try:
+        return f(obj, old) if f is not None else []
+    except BadQuantity as e:
+        raise BadData(str(e)) from e
 
 
 # -- labels and annotations (every object) ------------------------------------------

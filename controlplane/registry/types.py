@@ -92,6 +92,13 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("ReplicationController", "replicationcontrollers", short_names=("rc",), categories=("all",),
           subresources=("status", "scale")),
     _core("Event", "events", short_names=("ev",)),
+    # volumes: registry/volumes.py; bound by controllers/volumes.py
+    _core("PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",), subresources=("status",)),
+    _core("PersistentVolume", "persistentvolumes", False, short_names=("pv",), subresources=("status",)),
+    # quotas: registry/quota.py
+    _core("ResourceQuota", "resourcequotas", short_names=("quota",), subresources=("status",)),
+    _core("LimitRange", "limitranges", short_names=("limits",)),
+    _core("PodTemplate", "podtemplates"),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     # stored with core/v1 Events (/registry/events/), converted: registry/conversion.py
     ResourceType("events.k8s.io", "v1", "Event", "events", True, short_names=("ev",)),
@@ -103,6 +110,7 @@ BUILTIN: tuple[ResourceType, ...] = (
                  subresources=("status",)),
     ResourceType("apps", "v1", "StatefulSet", "statefulsets", True, short_names=("sts",), categories=("all",),
                  subresources=("status", "scale")),
+    ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
     ResourceType("batch", "v1", "CronJob", "cronjobs", True, short_names=("cj",), categories=("all",),
                  subresources=("status",)),
@@ -110,6 +118,19 @@ BUILTIN: tuple[ResourceType, ...] = (
     # enforced by pods/eviction (api/disruption.py), its status kept by controllers/disruption.py
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, short_names=("pdb",),
                  subresources=("status",)),
+    ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True,
+                 short_names=("hpa",), categories=("all",), subresources=("status",)),
+    # stored as autoscaling/v2, converted: registry/conversion.py
+    ResourceType("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True,
+                 short_names=("hpa",), categories=("all",), subresources=("status",)),
+    # networking: registry/networking.py
+    ResourceType("networking.k8s.io", "v1", "Ingress", "ingresses", True, short_names=("ing",),
+                 subresources=("status",)),
+    ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
+    ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
+    ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
+    ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),

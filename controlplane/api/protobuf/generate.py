@@ -30,14 +30,19 @@ PACKAGES = {
     "authentication/v1": "authentication.k8s.io/v1",
     "authorization/v1": "authorization.k8s.io/v1",
     "autoscaling/v1": "autoscaling/v1",
+    "autoscaling/v2": "autoscaling/v2",
     "batch/v1": "batch/v1",
     "coordination/v1": "coordination.k8s.io/v1",
+    "discovery/v1": "discovery.k8s.io/v1",
     "events/v1": "events.k8s.io/v1",
+    "networking/v1": "networking.k8s.io/v1",
+    "node/v1": "node.k8s.io/v1",
     "policy/v1": "policy/v1",
     "rbac/v1": "rbac.authorization.k8s.io/v1",
     "resource/v1": "resource.k8s.io/v1",
     "scheduling/v1": "scheduling.k8s.io/v1",
     "scheduling/v1beta1": "scheduling.k8s.io/v1beta1",
+    "storage/v1": "storage.k8s.io/v1",
 }
 # directory under k8s.io/apimachinery
 MACHINERY = ["pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"]
