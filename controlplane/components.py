@@ -60,6 +60,8 @@ COMPONENTS: list[Component] = [
     Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",
               lambda config: config.scheduler),
+    Component("persistentvolume-controller", "controlplane.controllers.volumes:start",
+              lambda config: config.scheduler),
 ]
 
 

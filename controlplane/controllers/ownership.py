@@ -30,7 +30,7 @@ from typing import Any
 from controlplane.client import ApiError, Client, resource_path
 
 __all__ = ["EXPECTATIONS_TIMEOUT", "FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents",
-           "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of"]
+           "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of", "owner_exists"]
 
 ORPHAN = "orphan"
 UNCLAIMED_SECONDS = 30.0
@@ -203,7 +203,7 @@ class Expectations:
         self._since.pop(owner, None)
 
 
-async def _owner_exists(client: Client, dependent: Mapping[str, Any], uid: str) -> bool:
+async def owner_exists(client: Client, dependent: Mapping[str, Any], uid: str) -> bool:
     """Whether the owner ``uid`` named in ``dependent``'s references still exists (a live read)."""
     meta = meta_of(dependent)
     for ref in meta.get("ownerReferences") or ():
@@ -224,7 +224,7 @@ async def collect(client: Client, kind: str, dependents: Mapping[str, dict[str, 
     with another owner still alive only loses this reference. Returns how many were deleted."""
     if owner_uid in live_owners or not dependents:
         return 0
-    if await _owner_exists(client, next(iter(dependents.values())), owner_uid):
+    if await owner_exists(client, next(iter(dependents.values())), owner_uid):
         return 0  # the owner's informer is behind this one
     deleted = 0
     for obj in list(dependents.values()):

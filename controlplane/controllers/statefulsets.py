@@ -15,10 +15,16 @@ name. Status as upstream: replicas, readyReplicas, availableReplicas,
 currentReplicas, updatedReplicas, currentRevision, updateRevision,
 observedGeneration. That is what ``kubectl rollout status statefulset`` reads.
 
-Not done: ``volumeClaimTemplates`` (no PersistentVolumeClaims are served; the
-pods are created without their volumes' claims), ControllerRevision objects
-(so no ``rollout history/undo``), ``minReadySeconds``, ``ordinals.start``,
-``maxUnavailable`` for RollingUpdate, and ``persistentVolumeClaimRetentionPolicy``.
+Storage: each of ``volumeClaimTemplates`` gives every pod its own claim,
+``<template>-<set>-<ordinal>``, created before the pod (if it does not exist)
+with the template's spec and labels plus the set's selector labels, and mounted
+as the volume of the template's name. Claims outlive their pods and the set
+unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
+makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
+garbage collector then deletes them with their owner), as upstream.
+
+Not done: ControllerRevision objects (so no ``rollout history/undo``),
+``minReadySeconds``, ``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
 """
 
 from __future__ import annotations
@@ -172,6 +178,7 @@ class StatefulSetController:
                 if not parallel:
                     return
                 continue
+            await self._condemn_claims(sts, ordinal, going)
             await self._delete(sts, going)
             if not parallel:
                 return
@@ -207,6 +214,10 @@ class StatefulSetController:
                                  "controller": True, "blockOwnerDeletion": True}]}
         if tmeta.get("annotations"):
             pod_meta["annotations"] = dict(tmeta["annotations"])
+        claims = await self._claims(sts, ordinal)
+        if claims:
+            kept = [v for v in spec.get("volumes") or () if v.get("name") not in claims]
+            spec["volumes"] = kept + [{"name": v, "persistentVolumeClaim": {"claimName": c}} for v, c in claims.items()]
         self.expectations.expect(uid, "+" + name)
         try:
             await self.client.create(resource_path("", "v1", "pods", meta.get("namespace")),
@@ -216,8 +227,61 @@ class StatefulSetController:
             if e.code != 409:  # 409: the old pod of that name is still going; its deletion requeues us
                 raise
             return
+
         self.events.record("StatefulSet", sts, "SuccessfulCreate",
                            f"create Pod {name} in StatefulSet {meta['name']} successful")
+
+    async def _claims(self, sts: dict[str, Any], ordinal: int) -> dict[str, str]:
+        """The claims of pod ``ordinal`` (volume name -> claim name), created if missing."""
+        meta, spec = meta_of(sts), sts.get("spec") or {}
+        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        claims: dict[str, str] = {}
+        for template in spec.get("volumeClaimTemplates") or ():
+            tmeta = template.get("metadata") or {}
+            volume = str(tmeta.get("name", ""))
+            claim = f"{volume}-{meta['name']}-{ordinal}"
+            claims[volume] = claim
+            cmeta: dict[str, Any] = {"name": claim, "namespace": meta.get("namespace"),
+                                     "labels": {**(tmeta.get("labels") or {}), **selector}}
+            if tmeta.get("annotations"):
+                cmeta["annotations"] = dict(tmeta["annotations"])
+            if policy.get("whenDeleted") == "Delete":
+                cmeta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"],
+                                             "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}]
+            try:
+                await self.client.create(resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace")),
+                                         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": cmeta,
+                                          "spec": copy.deepcopy(template.get("spec") or {})})
+            except ApiError as e:
+                if e.code != 409:  # the claim outlived an earlier pod of this ordinal: it is reused
+                    raise
+                continue
+            self.events.record("StatefulSet", sts, "SuccessfulCreate",
+                               f"create Claim {claim} Pod {meta['name']}-{ordinal} in StatefulSet {meta['name']} "
+                               "success")
+        return claims
+
+    async def _condemn_claims(self, sts: dict[str, Any], ordinal: int, pod: Mapping[str, Any]) -> None:
+        """``whenScaled: Delete``: a pod removed by a scale-down owns its claims, which the
+        garbage collector deletes with it (a pod replaced by an update keeps them)."""
+        spec, meta, pmeta = sts.get("spec") or {}, meta_of(sts), meta_of(pod)
+        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        if policy.get("whenScaled") != "Delete":
+            return
+        refs = [{"apiVersion": "v1", "kind": "Pod", "name": pmeta.get("name"), "uid": pmeta.get("uid"),
+                 "blockOwnerDeletion": True}]
+        if policy.get("whenDeleted") == "Delete":  # a merge patch replaces the list: the set's ref stays in it
+            refs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"], "uid": meta.get("uid"),
+                         "controller": True, "blockOwnerDeletion": True})
+        for template in spec.get("volumeClaimTemplates") or ():
+            claim = f"{(template.get('metadata') or {}).get('name', '')}-{meta['name']}-{ordinal}"
+            try:
+                await self.client.patch(resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace"), claim),
+                                        {"metadata": {"ownerReferences": refs}})
+            except ApiError as e:
+                if e.code != 404:
+                    raise
 
     async def _delete(self, sts: dict[str, Any], pod: Mapping[str, Any]) -> None:
         meta, pmeta = meta_of(sts), meta_of(pod)

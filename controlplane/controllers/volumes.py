@@ -1,0 +1,368 @@
+"""The persistent volume controller of kube-controller-manager, with a simulated
+dynamic provisioner: what makes a PersistentVolumeClaim ``Bound``.
+
+For each claim:
+
+- without a ``storageClassName``, it gets the default StorageClass (the one
+  annotated ``storageclass.kubernetes.io/is-default-class: "true"``, the newest if
+  several), as upstream's retroactive default class assignment;
+- it is bound to the smallest ``Available`` PersistentVolume that fits: same class
+  and volume mode, every access mode the claim asks for, at least its size, and the
+  claim's label selector; a volume whose ``claimRef`` names the claim (pre-bound),
+  or the volume the claim names in ``volumeName``, is taken first;
+- failing that, a claim whose class has a provisioner gets a new volume (``pvc-<uid>``,
+  a ``csi`` source of the provisioner's name, the class's reclaim policy), at once
+  for ``Immediate`` classes, and for ``WaitForFirstConsumer`` ones once a pod that
+  mounts the claim is on a node (the node is recorded in the claim's
+  ``volume.kubernetes.io/selected-node`` annotation and the volume's node affinity).
+  ``kubernetes.io/no-provisioner`` classes provision nothing, as upstream.
+
+Binding writes both sides as upstream: the volume's ``claimRef`` and ``Bound``
+phase; the claim's ``volumeName``, ``bind-completed`` and ``bound-by-controller``
+annotations, then its ``Bound`` phase, access modes and capacity.
+
+For each volume: a new one becomes ``Available``; once its claim is gone it is
+``Released``, then deleted if its reclaim policy is ``Delete``.
+
+The garbage collector's part for claims: a claim owned by pods or StatefulSets
+(``persistentVolumeClaimRetentionPolicy: Delete``) is deleted once all its owners
+are gone, and loses the references of those gone while another remains.
+
+Not simulated: attach/detach and mounts (pods start regardless of their claims:
+the scheduler has no VolumeBinding plugin), the protection finalizers
+(``kubernetes.io/pvc-protection``, ``pv-protection``), expansion, snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.quantity import QuantityError, parse_quantity
+from controlplane.scheduler.plugins.selectors import match_label_selector
+
+from .events import Recorder
+from .ownership import key_of, meta_of, owner_exists
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["DEFAULT_CLASS_ANNOTATION", "VolumeController", "start"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+CLAIMS = resource_path("", "v1", "persistentvolumeclaims")
+VOLUMES = resource_path("", "v1", "persistentvolumes")
+CLASSES = resource_path("storage.k8s.io", "v1", "storageclasses")
+
+Obj = dict[str, Any]
+
+
+def _size(resources: Any) -> Any:
+    try:
+        return parse_quantity((resources or {}).get("storage", 0))
+    except QuantityError:
+        return None
+
+
+def _claim_path(namespace: str, name: str = "", sub: str = "") -> str:
+    return resource_path("", "v1", "persistentvolumeclaims", namespace, name or None, sub or None)
+
+
+def _volume_path(name: str = "", sub: str = "") -> str:
+    return resource_path("", "v1", "persistentvolumes", None, name or None, sub or None)
+
+
+class VolumeController:
+    def __init__(self, client: Client, workers: int = 2) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.events = Recorder(client, "persistentvolume-controller")
+        self.claims = client.informer(CLAIMS, on_add=self._claim_changed,
+                                      on_update=lambda _old, new: self._claim_changed(new),
+                                      on_delete=self._claim_deleted)
+        self.volumes = client.informer(VOLUMES, on_add=self._volume_changed,
+                                       on_update=lambda _old, new: self._volume_changed(new),
+                                       on_delete=self._volume_changed)
+        self.classes = client.informer(CLASSES, on_add=self._class_changed,
+                                       on_update=lambda _old, new: self._class_changed(new))
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
+                                    on_update=lambda _old, new: self._pod_changed(new),
+                                    on_delete=self._owner_deleted)
+        self.sets = client.informer(resource_path("apps", "v1", "statefulsets"), on_delete=self._owner_deleted)
+        self._consumers: dict[str, str] = {}  # claim key -> a node a pod mounting it is on
+        self._owned: dict[str, set[str]] = {}  # owner uid -> keys of the claims it owns
+
+    # -- events
+    def _claim_changed(self, pvc: Obj) -> None:
+        key = key_of(pvc)
+        self.queue.add("claim:" + key)
+        refs = meta_of(pvc).get("ownerReferences")
+        if refs:
+            for ref in refs:
+                self._owned.setdefault(str(ref.get("uid", "")), set()).add(key)
+            self.queue.add("owners:" + key)
+
+    def _owner_deleted(self, owner: Obj) -> None:
+        for key in self._owned.pop(str(meta_of(owner).get("uid", "")), ()):
+            self.queue.add("owners:" + key)
+
+    def _claim_deleted(self, pvc: Obj) -> None:
+        self._consumers.pop(key_of(pvc), None)
+        for ref in meta_of(pvc).get("ownerReferences") or ():
+            keys = self._owned.get(str(ref.get("uid", "")))
+            if keys is not None:
+                keys.discard(key_of(pvc))
+                if not keys:
+                    del self._owned[str(ref.get("uid", ""))]
+        name = (pvc.get("spec") or {}).get("volumeName")
+        if name:
+            self.queue.add("volume:" + name)
+
+    def _volume_changed(self, pv: Obj) -> None:
+        self.queue.add("volume:" + str(meta_of(pv).get("name", "")))
+        ref = (pv.get("spec") or {}).get("claimRef")
+        if ref:
+            self.queue.add(f"claim:{ref.get('namespace', '')}/{ref.get('name', '')}")
+
+    def _class_changed(self, _sc: Obj) -> None:
+        for key, pvc in self.claims.items.items():
+            if (pvc.get("status") or {}).get("phase") != "Bound":
+                self.queue.add("claim:" + key)
+
+    def _pod_changed(self, pod: Obj) -> None:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node:
+            return
+        for volume in spec.get("volumes") or ():
+            source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
+            if source and source.get("claimName"):
+                key = f"{meta_of(pod).get('namespace', '')}/{source['claimName']}"
+                if key not in self._consumers:
+                    self._consumers[key] = node
+                    self.queue.add("claim:" + key)
+
+    # -- running
+    async def run(self) -> None:
+        await run_controller("persistentvolume controller",
+                             (self.claims, self.volumes, self.classes, self.pods, self.sets),
+                             self.queue, self.sync, self.workers)
+
+    async def sync(self, key: str) -> None:
+        kind, _, rest = key.partition(":")
+        if kind == "claim":
+            await self.sync_claim(rest)
+        elif kind == "owners":
+            await self.collect_claim(rest)
+        else:
+            await self.sync_volume(rest)
+
+    def _alive(self, namespace: str, ref: Obj) -> bool:
+        informer = {"Pod": self.pods, "StatefulSet": self.sets}.get(str(ref.get("kind")))
+        if informer is None:
+            return True  # an owner of a kind not followed here: left to be
+        owner = informer.items.get(f"{namespace}/{ref.get('name', '')}")
+        return owner is not None and meta_of(owner).get("uid") == ref.get("uid")
+
+    async def collect_claim(self, key: str) -> None:
+        pvc = self.claims.items.get(key)
+        if pvc is None or meta_of(pvc).get("deletionTimestamp"):
+            return
+        meta = meta_of(pvc)
+        refs = meta.get("ownerReferences") or []
+        alive = [r for r in refs if self._alive(meta.get("namespace", ""), r)
+                 or await owner_exists(self.client, pvc, str(r.get("uid", "")))]  # informers may lag
+        if len(alive) == len(refs):
+            return
+        path = _claim_path(meta.get("namespace", ""), meta.get("name", ""))
+        try:
+            if alive:
+                await self.client.patch(path, {"metadata": {"ownerReferences": alive,
+                                                            "resourceVersion": meta.get("resourceVersion")}})
+            else:
+                await self.client.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1",
+                                                "propagationPolicy": "Background",
+                                                "preconditions": {"uid": meta.get("uid")}})
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+
+    def default_class(self) -> Obj | None:
+        marked = [sc for sc in self.classes.items.values()
+                  if (meta_of(sc).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"]
+        return max(marked, key=lambda sc: (meta_of(sc).get("creationTimestamp", ""), meta_of(sc).get("name", "")),
+                   default=None)
+
+    async def sync_claim(self, key: str) -> None:
+        pvc = self.claims.items.get(key)
+        if pvc is None or meta_of(pvc).get("deletionTimestamp"):
+            return
+        meta, spec = meta_of(pvc), pvc.get("spec") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        if "storageClassName" not in spec:
+            default = self.default_class()
+            if default is not None:
+                await self.client.patch(_claim_path(namespace, name), {
+                    "metadata": {"resourceVersion": meta.get("resourceVersion")},
+                    "spec": {"storageClassName": meta_of(default).get("name")}})
+                return  # the update comes back as an event
+        if (pvc.get("status") or {}).get("phase") == "Bound":
+            return
+        volume = self._find_volume(pvc)
+        if volume is not None:
+            await self._bind(pvc, volume)
+            return
+        class_name = spec.get("storageClassName") or ""
+        sc = self.classes.items.get(class_name) if class_name else None
+        if sc is None or sc.get("provisioner") in (None, "", NO_PROVISIONER) or spec.get("volumeName"):
+            return  # waits for a volume to appear (or for its class)
+        node = None
+        if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+            node = (meta.get("annotations") or {}).get(SELECTED_NODE) or self._consumers.get(key)
+            if node is None:
+                return  # upstream's WaitForFirstConsumer event is written by the scheduler's binder
+        await self._provision(pvc, sc, node)
+
+    def _find_volume(self, pvc: Obj) -> Obj | None:
+        meta, spec = meta_of(pvc), pvc.get("spec") or {}
+        uid = meta.get("uid")
+        named = spec.get("volumeName")
+        if named:
+            pv = self.volumes.items.get(named)
+            ref = (pv or {}).get("spec", {}).get("claimRef")
+            if pv is not None and (not ref or ref.get("uid") in (None, "", uid)):
+                return pv
+            return None
+        want = _size((spec.get("resources") or {}).get("requests"))
+        modes = set(spec.get("accessModes") or ())
+        best: Obj | None = None
+        for pv in self.volumes.items.values():
+            pv_spec = pv.get("spec") or {}
+            ref = pv_spec.get("claimRef")
+            if ref:
+                if ref.get("namespace") == meta.get("namespace") and ref.get("name") == meta.get("name") \
+                        and ref.get("uid") in (None, "", uid):
+                    return pv  # pre-bound to this claim
+                continue
+            if (pv.get("status") or {}).get("phase") != "Available" or meta_of(pv).get("deletionTimestamp"):
+                continue
+            if (pv_spec.get("storageClassName") or "") != (spec.get("storageClassName") or ""):
+                continue
+            if pv_spec.get("volumeMode", "Filesystem") != spec.get("volumeMode", "Filesystem"):
+                continue
+            if not modes <= set(pv_spec.get("accessModes") or ()):
+                continue
+            size = _size(pv_spec.get("capacity"))
+            if want is None or size is None or size < want:
+                continue
+            if spec.get("selector") and not match_label_selector(spec["selector"],
+                                                                   meta_of(pv).get("labels") or {}):
+                continue
+            if best is None or size < _size((best.get("spec") or {}).get("capacity")):
+                best = pv
+        return best
+
+    async def _provision(self, pvc: Obj, sc: Obj, node: str | None) -> None:
+        meta, spec = meta_of(pvc), pvc.get("spec") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        if node is not None and (meta.get("annotations") or {}).get(SELECTED_NODE) != node:
+            await self.client.patch(_claim_path(namespace, name), {
+                "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {SELECTED_NODE: node}}})
+            return  # provisioned on the updated claim's event
+        provisioner = sc["provisioner"]
+        pv_name = f"pvc-{meta.get('uid')}"
+        pv_spec: Obj = {
+            "capacity": {"storage": (spec.get("resources") or {}).get("requests", {}).get("storage")},
+            "accessModes": list(spec.get("accessModes") or ()),
+            "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
+            "storageClassName": meta_of(sc).get("name"),
+            "volumeMode": spec.get("volumeMode", "Filesystem"),
+            "csi": {"driver": provisioner, "volumeHandle": pv_name, "fsType": "ext4"},
+            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": namespace,
+                         "name": name, "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+        }
+        if sc.get("mountOptions"):
+            pv_spec["mountOptions"] = sc["mountOptions"]
+        if node is not None:
+            pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+        self.events.record("PersistentVolumeClaim", pvc, "Provisioning",
+                           f'External provisioner is provisioning volume for claim "{namespace}/{name}"')
+        try:
+            await self.client.create(_volume_path(), {
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": provisioner}},
+                "spec": pv_spec})
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            return  # provisioned already; binding follows the volume's event
+        self.events.record("PersistentVolumeClaim", pvc, "ProvisioningSucceeded",
+                           f"Successfully provisioned volume {pv_name}")
+
+    async def _bind(self, pvc: Obj, pv: Obj) -> None:
+        meta, spec = meta_of(pvc), pvc.get("spec") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        pv_meta, pv_spec = meta_of(pv), pv.get("spec") or {}
+        pv_name = pv_meta.get("name", "")
+        ref = pv_spec.get("claimRef") or {}
+        if ref.get("uid") != meta.get("uid"):  # claim the volume first: two claims never share one
+            await self.client.patch(_volume_path(pv_name), {
+                "metadata": {"resourceVersion": pv_meta.get("resourceVersion")},
+                "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": namespace,
+                                      "name": name, "uid": meta.get("uid"),
+                                      "resourceVersion": meta.get("resourceVersion")}}})
+            return  # the volume's event brings the claim back here
+        if (pv.get("status") or {}).get("phase") != "Bound":
+            await self.client.patch(_volume_path(pv_name, "status"), {"status": {"phase": "Bound"}})
+        annotations = meta.get("annotations") or {}
+        if spec.get("volumeName") != pv_name or annotations.get("pv.kubernetes.io/bind-completed") != "yes":
+            marks = {"pv.kubernetes.io/bind-completed": "yes"}
+            if not spec.get("volumeName"):
+                marks["pv.kubernetes.io/bound-by-controller"] = "yes"
+            await self.client.patch(_claim_path(namespace, name), {
+                "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": marks},
+                "spec": {"volumeName": pv_name}})
+            return  # the status follows on the updated claim
+        await self.client.patch(_claim_path(namespace, name, "status"), {"status": {
+            "phase": "Bound", "accessModes": list(pv_spec.get("accessModes") or ()),
+            "capacity": dict(pv_spec.get("capacity") or {})}})
+
+    async def sync_volume(self, name: str) -> None:
+        pv = self.volumes.items.get(name)
+        if pv is None or meta_of(pv).get("deletionTimestamp"):
+            return
+        spec, phase = pv.get("spec") or {}, (pv.get("status") or {}).get("phase")
+        ref = spec.get("claimRef")
+        if not ref:
+            if phase != "Available":
+                await self.client.patch(_volume_path(name, "status"), {"status": {"phase": "Available"}})
+            return
+        claim = self.claims.items.get(f"{ref.get('namespace', '')}/{ref.get('name', '')}")
+        if claim is not None and ref.get("uid") in (None, "", meta_of(claim).get("uid")):
+            return  # bound, or being bound by the claim's sync
+        if phase == "Bound" or (phase == "Released" and claim is None):
+            if spec.get("persistentVolumeReclaimPolicy") == "Delete":
+                try:
+                    await self.client.delete(_volume_path(name))
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+                return
+            if phase != "Released":
+                await self.client.patch(_volume_path(name, "status"), {"status": {
+                    "phase": "Released", "reason": "", "message": ""}})
+        elif phase in (None, "Pending"):
+            await self.client.patch(_volume_path(name, "status"), {"status": {"phase": "Available"}})
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await VolumeController(client).run()

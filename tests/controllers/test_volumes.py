@@ -1,0 +1,134 @@
+"""The persistent volume controller and its simulated provisioner (controllers/volumes.py), and
+StatefulSets' volumeClaimTemplates, inside a server with its scheduler and four simulated nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.client import ApiError, Client
+from tests.controllers.helpers import until
+from tests.controllers.test_statefulsets import SETS, rolled_out, statefulset
+
+PVCS = "/api/v1/namespaces/default/persistentvolumeclaims"
+PVS = "/api/v1/persistentvolumes"
+CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def claim(name: str, size: str = "1Gi", **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}, **spec}}
+
+
+def volume(name: str, size: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"disk": name}},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                     "hostPath": {"path": f"/mnt/{name}"}, **spec}}
+
+
+async def phase(c: Client, path: str) -> str:
+    try:
+        return str(((await c.get(path)).get("status") or {}).get("phase"))
+    except ApiError as e:
+        if e.code == 404:
+            return "Gone"
+        raise
+
+
+async def test_a_claim_binds_the_smallest_available_volume_that_fits(client: Client) -> None:
+    for name, size in (("big", "100Gi"), ("small", "2Gi"), ("tiny", "500Mi")):
+        await client.create(PVS, volume(name, size))
+    await until(lambda: _all(client, PVS, "Available", 3))
+    await client.create(PVCS, claim("data", "1Gi", storageClassName=""))
+    await until(lambda: _is(client, f"{PVCS}/data", "Bound"))
+    pvc = await client.get(f"{PVCS}/data")
+    assert pvc["spec"]["volumeName"] == "small"
+    assert pvc["status"]["capacity"] == {"storage": "2Gi"}
+    assert pvc["status"]["accessModes"] == ["ReadWriteOnce", "ReadOnlyMany"]
+    assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    pv = await client.get(f"{PVS}/small")
+    assert pv["status"]["phase"] == "Bound" and pv["spec"]["claimRef"]["uid"] == pvc["metadata"]["uid"]
+    # a selector narrows the choice; a claim that nothing fits waits
+    await client.create(PVCS, claim("picky", "1Gi", storageClassName="", selector={"matchLabels": {"disk": "big"}}))
+    await until(lambda: _is(client, f"{PVCS}/picky", "Bound"))
+    assert (await client.get(f"{PVCS}/picky"))["spec"]["volumeName"] == "big"
+    await client.create(PVCS, claim("huge", "1Ti", storageClassName=""))
+    await client.create(PVCS, claim("rwx", "100Mi", storageClassName="", accessModes=["ReadWriteMany"]))
+    assert await phase(client, f"{PVCS}/huge") == "Pending" and await phase(client, f"{PVCS}/rwx") == "Pending"
+    # the claim goes: its Retain volume is Released, never handed to another claim
+    await client.delete(f"{PVCS}/data")
+    await until(lambda: _is(client, f"{PVS}/small", "Released"))
+    await client.create(PVCS, claim("after", "400Mi", storageClassName=""))
+    await until(lambda: _is(client, f"{PVCS}/after", "Bound"))
+    assert (await client.get(f"{PVCS}/after"))["spec"]["volumeName"] == "tiny"
+    assert await phase(client, f"{PVS}/small") == "Released"
+
+
+async def _is(c: Client, path: str, want: str) -> bool:
+    return await phase(c, path) == want
+
+
+async def _all(c: Client, path: str, want: str, n: int) -> bool:
+    items = (await c.list(path))["items"]
+    return len(items) == n and all((i.get("status") or {}).get("phase") == want for i in items)
+
+
+async def test_the_default_class_provisions_and_deleting_the_claim_deletes_its_volume(client: Client) -> None:
+    await client.create(CLASSES, {"metadata": {"name": "standard", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "example.com/csi"})
+    await client.create(PVCS, claim("logs", "5Gi"))  # no class named: the default one is assigned
+    await until(lambda: _is(client, f"{PVCS}/logs", "Bound"))
+    pvc = await client.get(f"{PVCS}/logs")
+    assert pvc["spec"]["storageClassName"] == "standard"
+    pv = await client.get(f"{PVS}/{pvc['spec']['volumeName']}")
+    assert pv["metadata"]["name"] == f"pvc-{pvc['metadata']['uid']}"
+    assert pv["spec"]["csi"]["driver"] == "example.com/csi"
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "example.com/csi"
+    await client.delete(f"{PVCS}/logs")
+    await until(lambda: _is(client, f"{PVS}/{pv['metadata']['name']}", "Gone"))
+
+
+async def test_wait_for_first_consumer_provisions_on_the_node_of_the_first_pod(client: Client) -> None:
+    await client.create(CLASSES, {"metadata": {"name": "local"}, "provisioner": "example.com/local",
+                                  "volumeBindingMode": "WaitForFirstConsumer"})
+    await client.create(PVCS, claim("scratch", storageClassName="local"))
+    await client.create(PVCS, claim("static", storageClassName="none"))  # a class that does not exist: waits
+    assert await phase(client, f"{PVCS}/scratch") == "Pending"
+    await client.create(PODS, {"metadata": {"name": "user"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "scratch"}}]}})
+    await until(lambda: _is(client, f"{PVCS}/scratch", "Bound"))
+    pod, pvc = await client.get(f"{PODS}/user"), await client.get(f"{PVCS}/scratch")
+    node = pod["spec"]["nodeName"]
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
+    pv = await client.get(f"{PVS}/{pvc['spec']['volumeName']}")
+    term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert term == {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    assert await phase(client, f"{PVCS}/static") == "Pending"
+
+
+async def test_statefulset_pods_get_their_own_claims_and_scale_down_deletes_them(client: Client) -> None:
+    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    sts = statefulset("db", 3, volumeClaimTemplates=[{"metadata": {"name": "data", "labels": {"tier": "db"}},
+                                                      "spec": {"storageClassName": "fast",
+                                                               "accessModes": ["ReadWriteOnce"],
+                                                               "resources": {"requests": {"storage": "1Gi"}}}}],
+                      persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete", "whenDeleted": "Retain"})
+    sts["spec"]["podManagementPolicy"] = "Parallel"
+    await client.create(SETS, sts)
+    await until(lambda: rolled_out(client, "db"))
+    for i in range(3):
+        pvc = await client.get(f"{PVCS}/data-db-{i}")
+        assert pvc["metadata"]["labels"] == {"tier": "db", "app": "db"}
+        pod = await client.get(f"{PODS}/db-{i}")
+        assert {"name": "data", "persistentVolumeClaim": {"claimName": f"data-db-{i}"}} in pod["spec"]["volumes"]
+    await until(lambda: _all(client, PVCS, "Bound", 3))
+    await client.patch(f"{SETS}/db", {"spec": {"replicas": 1}})
+    await until(lambda: _is(client, f"{PVCS}/data-db-2", "Gone"))
+    await until(lambda: _is(client, f"{PVCS}/data-db-1", "Gone"))
+    assert await phase(client, f"{PVCS}/data-db-0") == "Bound"
+    # a pod replaced (not scaled away) keeps its claim, which the new pod mounts again
+    await client.delete(f"{PODS}/db-0")
+    await until(lambda: rolled_out(client, "db"))
+    assert await phase(client, f"{PVCS}/data-db-0") == "Bound"
