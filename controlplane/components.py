@@ -62,6 +62,7 @@ COMPONENTS: list[Component] = [
               lambda config: config.scheduler),
     Component("persistentvolume-controller", "controlplane.controllers.volumes:start",
               lambda config: config.scheduler),
+    Component("resourcequota-controller", "controlplane.controllers.quota:start", lambda config: config.scheduler),
 ]
 
 

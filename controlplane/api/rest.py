@@ -58,6 +58,7 @@ from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
+from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
@@ -121,6 +122,8 @@ class KubeApi:
         self._namespaces = registry.get("", "v1", "namespaces")
         self._pods = registry.get("", "v1", "pods")
         self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
+        quotas = registry.get("", "v1", "resourcequotas")
+        self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
@@ -562,6 +565,8 @@ class KubeApi:
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
         self._admit(rtype, obj, None, None)
+        if self._quota is not None:
+            await self._quota.charge(rtype, namespace, obj)
         obj = _metadata_first(obj)
         for _attempt in range(8):
             if not name:

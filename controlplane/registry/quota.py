@@ -6,16 +6,27 @@
   ``default`` limit from ``max``, then a missing ``defaultRequest`` from the
   ``default`` limit, then from ``min``. Its type is Container, Pod or
   PersistentVolumeClaim.
+
+Evaluation, shared by the quota admission (``api/quota.py``) and the resource
+quota controller (``controllers/quota.py``), as upstream's evaluators: ``usage``
+is what one object uses (``count/<resource>.<group>``; for pods ``pods``,
+``requests.*``/``limits.*`` and the bare ``cpu``/``memory``; for services their
+load balancers and node ports; for claims ``requests.storage`` and per class),
+``covers`` whether a quota's scopes take it in (Terminating, NotTerminating,
+BestEffort, NotBestEffort, PriorityClass), ``unspecified`` the compute
+resources a pod must state for a quota to charge it.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from ..quantity import QuantityError, parse_quantity
 from .volumes import BadQuantity
 
-__all__ = ["SCOPES", "prepare_limit_range", "prepare_resource_quota"]
+__all__ = ["SCOPES", "covers", "pod_counts", "prepare_limit_range", "prepare_resource_quota", "tracked",
+           "unspecified", "usage"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -71,3 +82,128 @@ def prepare_limit_range(lr: Obj, old: Obj | None) -> Causes:
                 if not item[key]:
                     del item[key]
     return causes
+
+
+# -- evaluation: what an object uses, which quotas cover it (upstream's quota evaluators) -------
+_COMPUTE = ("cpu", "memory", "ephemeral-storage")
+_MUST_SPECIFY = {"requests.cpu": ("requests", "cpu"), "cpu": ("requests", "cpu"),
+                 "requests.memory": ("requests", "memory"), "memory": ("requests", "memory"),
+                 "limits.cpu": ("limits", "cpu"), "limits.memory": ("limits", "memory")}
+_LEGACY_COUNTS = {("", "pods"), ("", "services"), ("", "secrets"), ("", "configmaps"),
+                  ("", "persistentvolumeclaims"), ("", "replicationcontrollers"), ("", "resourcequotas")}
+STORAGE_CLASS_SUFFIX = ".storageclass.storage.k8s.io/"
+
+
+def _q(value: Any) -> Fraction:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return Fraction(0)
+
+
+def _pod_resources(spec: Obj, kind: str) -> dict[str, Fraction]:
+    """A pod's effective requests or limits: the containers' sum, at least each init
+    container's (they run one at a time), plus the pod's overhead."""
+    total: dict[str, Fraction] = {}
+    for c in spec.get("containers") or ():
+        for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+            total[name] = total.get(name, Fraction(0)) + _q(value)
+    for c in spec.get("initContainers") or ():
+        for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+            total[name] = max(total.get(name, Fraction(0)), _q(value))
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Fraction(0)) + _q(value)
+    return total
+
+
+def pod_counts(pod: Obj) -> bool:
+    """Whether a pod uses quota: not once it has ended (Succeeded or Failed)."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def usage(group: str, plural: str, obj: Obj) -> dict[str, Fraction]:
+    """What one object of ``group``/``plural`` uses, by quota resource name."""
+    used: dict[str, Fraction] = {f"count/{plural}" + (f".{group}" if group else ""): Fraction(1)}
+    if (group, plural) in _LEGACY_COUNTS:
+        used[plural] = Fraction(1)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if (group, plural) == ("", "pods"):
+        for kind in ("requests", "limits"):
+            for name, value in _pod_resources(spec, kind).items():
+                used[f"{kind}.{name}"] = value
+                if kind == "requests" and name in _COMPUTE:
+                    used[name] = value
+    elif (group, plural) == ("", "services"):
+        kind = spec.get("type", "ClusterIP")
+        if kind == "LoadBalancer":
+            used["services.loadbalancers"] = Fraction(1)
+        if kind in ("NodePort", "LoadBalancer"):
+            used["services.nodeports"] = Fraction(len(spec.get("ports") or ()))
+    elif (group, plural) == ("", "persistentvolumeclaims"):
+        size = _q(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0))
+        used["requests.storage"] = size
+        klass = spec.get("storageClassName")
+        if klass:
+            used[f"{klass}{STORAGE_CLASS_SUFFIX}requests.storage"] = size
+            used[f"{klass}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"] = Fraction(1)
+    return used
+
+
+def _best_effort(spec: Obj) -> bool:
+    return not any(((c.get("resources") or {}).get(kind) or {}).get(name) is not None
+                   for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))
+                   for kind in ("requests", "limits") for name in ("cpu", "memory"))
+
+
+def _scope_matches(scope: str, operator: str, values: Any, spec: Obj) -> bool:
+    if scope == "Terminating":
+        return spec.get("activeDeadlineSeconds") is not None
+    if scope == "NotTerminating":
+        return spec.get("activeDeadlineSeconds") is None
+    if scope == "BestEffort":
+        return _best_effort(spec)
+    if scope == "NotBestEffort":
+        return not _best_effort(spec)
+    if scope == "PriorityClass":
+        name = spec.get("priorityClassName")
+        return {"In": name in (values or ()), "NotIn": name not in (values or ()),
+                "Exists": bool(name), "DoesNotExist": not name}.get(operator, False)
+    return False  # CrossNamespacePodAffinity, VolumeAttributesClass: not evaluated here
+
+
+def covers(quota: Obj, group: str, plural: str, obj: Obj) -> bool:
+    """Whether ``quota`` (in the object's namespace) applies to ``obj``: its scopes (pods only)."""
+    spec = quota.get("spec") or {}
+    scopes = [(s, "Exists", None) for s in spec.get("scopes") or ()]
+    scopes += [(e.get("scopeName", ""), e.get("operator", ""), e.get("values"))
+               for e in (spec.get("scopeSelector") or {}).get("matchExpressions") or ()]
+    if not scopes:
+        return True
+    if (group, plural) != ("", "pods"):
+        return False
+    pod_spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return all(_scope_matches(s, op, values, pod_spec) for s, op, values in scopes)
+
+
+def tracked(quota: Obj, used: dict[str, Fraction]) -> dict[str, Fraction]:
+    """The part of ``used`` that ``quota`` limits (a BestEffort quota limits only pods)."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    out = {name: value for name, value in used.items() if name in hard}
+    if "BestEffort" in ((quota.get("spec") or {}).get("scopes") or ()):
+        out = {name: value for name, value in out.items() if name in ("pods", "count/pods")}
+    return out
+
+
+def unspecified(quota: Obj, pod: Obj) -> list[str]:
+    """The compute resources ``quota`` limits that some container of ``pod`` does not state
+    (upstream refuses such a pod: without them its usage cannot be charged)."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    if "BestEffort" in ((quota.get("spec") or {}).get("scopes") or ()):
+        return []
+    missing = []
+    for name, (kind, resource) in _MUST_SPECIFY.items():
+        if name in hard:
+            for c in (pod.get("spec") or {}).get("containers") or ():
+                if ((c.get("resources") or {}).get(kind) or {}).get(resource) is None:
+                    missing.append(f"{name} for: {c.get('name', '')}")
+    return sorted(set(missing))

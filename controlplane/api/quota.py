@@ -1,0 +1,117 @@
+"""ResourceQuota admission: a create in a namespace with quotas is charged to them, or refused.
+
+As upstream's quota admission plugin: for each quota of the namespace whose
+scopes cover the new object (``registry/quota.py``), what the object uses of the
+quota's ``hard`` resources is added to the quota's ``status.used``, written with
+the quota's resourceVersion as a precondition (a conflict is read again and
+retried), before the object itself is stored. A quota that would go over its
+limit refuses the create (403 ``exceeded quota``); so does one whose usage the
+quota controller has not computed yet (403 ``status unknown for quota``), and,
+for a pod, a compute resource the quota limits that a container does not state
+(403 ``failed quota ... must specify``). Usage freed by deletions is given back
+by the quota controller's recalculation (``controllers/quota.py``), as upstream.
+
+Every create asks, so the namespace's quotas are memoised per generation of the
+ResourceQuota watch cache: a cluster without quotas pays one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+import store
+
+from ..quantity import format_quantity, parse_quantity
+from ..registry.quota import covers, tracked, unspecified, usage
+from ..registry.types import ResourceType
+from .dryrun import DRY_RUN
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .rest import KubeApi
+
+__all__ = ["QuotaAdmission"]
+
+Obj = dict[str, Any]
+ATTEMPTS = 16
+
+
+def _forbidden(rtype: ResourceType, name: str, message: str) -> ApiError:
+    return ApiError(403, "Forbidden", f'{rtype.plural}{"." + rtype.group if rtype.group else ""} "{name}" is '
+                                      f"forbidden: {message}", {"name": name, "kind": rtype.plural,
+                                                                "group": rtype.group})
+
+
+def _shown(values: dict[str, Fraction]) -> str:
+    return ",".join(f"{k}={format_quantity(v)}" for k, v in sorted(values.items()))
+
+
+class QuotaAdmission:
+    def __init__(self, kube: KubeApi, quotas: ResourceType) -> None:
+        self.kube = kube
+        self.quotas = quotas
+        self._memo: tuple[int | None, dict[str, list[Obj]]] = (None, {})
+
+    async def _of(self, namespace: str) -> list[Obj]:
+        generation = self.kube.reads.generation(self.quotas)
+        if generation is None or self._memo[0] != generation:
+            listed = await self.kube._list(self.quotas, None, {"resourceVersion": "0"})
+            by_namespace: dict[str, list[Obj]] = {}
+            for raw in listed.items:
+                q = orjson.loads(raw)
+                by_namespace.setdefault(q["metadata"].get("namespace", ""), []).append(q)
+            self._memo = (generation, by_namespace)
+        return self._memo[1].get(namespace, [])
+
+    async def charge(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
+        """Charge the new ``obj`` to its namespace's quotas, or raise the 403 that refuses it."""
+        if not namespace or rtype.custom is not None or DRY_RUN.get() or not await self._of(namespace):
+            return
+        name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
+        used = usage(rtype.group, rtype.plural, obj)
+        charged: set[str] = set()  # quotas written already: a retry charges only the others
+        for _attempt in range(ATTEMPTS):
+            charges: list[tuple[bytes, Obj, int, dict[str, Fraction]]] = []
+            for listed in await self._of(namespace):
+                if listed["metadata"]["name"] in charged or not covers(listed, rtype.group, rtype.plural, obj):
+                    continue
+                qname = listed["metadata"]["name"]
+                key = self.quotas.key(namespace, qname)
+                kv = await self.kube.store.get(key)
+                if kv is None:
+                    continue
+                quota = orjson.loads(kv.value)
+                increment = tracked(quota, used)
+                if not increment:
+                    continue
+                if rtype.plural == "pods" and not rtype.group:
+                    missing = unspecified(quota, obj)
+                    if missing:
+                        raise _forbidden(rtype, name, f"failed quota: {qname}: must specify {'; '.join(missing)}")
+                status = quota.get("status") or {}
+                hard, now = status.get("hard") or {}, status.get("used") or {}
+                unknown = sorted(r for r in increment if r not in hard or r not in now)
+                if unknown:
+                    raise _forbidden(rtype, name, f"status unknown for quota: {qname}, resources: {','.join(unknown)}")
+                after = {r: parse_quantity(now[r]) + v for r, v in increment.items()}
+                over = {r: v for r, v in after.items() if v > parse_quantity(hard[r])}
+                if over:
+                    raise _forbidden(rtype, name, (
+                        f"exceeded quota: {qname}, requested: {_shown({r: increment[r] for r in over})}, "
+                        f"used: {_shown({r: parse_quantity(now[r]) for r in over})}, "
+                        f"limited: {_shown({r: parse_quantity(hard[r]) for r in over})}"))
+                charges.append((key, quota, kv.mod_revision, after))
+            try:
+                for key, quota, revision, after in charges:
+                    status = quota.setdefault("status", {})
+                    status["used"] = {**(status.get("used") or {}),
+                                      **{r: format_quantity(v) for r, v in after.items()}}
+                    await self.kube._replace(self.quotas, key, quota["metadata"]["name"], quota, revision)
+                    charged.add(quota["metadata"]["name"])
+                return
+            except (store.Conflict, store.NotFound):
+                continue  # another create charged it meanwhile: read again (a charge made stays)
+        raise ApiError(409, "Conflict", "the resource quota kept changing; try again")
