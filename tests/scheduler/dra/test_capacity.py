@@ -6,10 +6,10 @@ from fractions import Fraction
 
 import pytest
 
+from controlplane.quantity import format_quantity, parse_quantity
 from controlplane.scheduler.dra.capacity import round_request
 from controlplane.scheduler.dra.invariants import check_invariants
 from controlplane.scheduler.dra.inventory import Capacity
-from controlplane.quantity import format_quantity, parse_quantity
 
 from .helpers import DRIVER, allocate, claim, device, device_class, manager_with, pod, request, slice_
 

@@ -1,0 +1,134 @@
+"""What a chart installs beside its workloads, with the real kubectl against ``controlplane serve``
+(its controllers and two simulated nodes) over a socket: storage classes, claims bound by the
+volume controller, StatefulSet claim templates, quotas that refuse, ingresses, network policies,
+autoscalers, and their ``kubectl get`` columns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.test_cli import Serve, running, start_serve
+
+CHART = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db}
+spec: {clusterIP: None, selector: {app: db}, ports: [{port: 5432}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: pg, image: "postgres:16"}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [web.example.com], secretName: web-tls}]
+  rules:
+  - host: web.example.com
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: db, port: {number: 5432}}}}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db-only}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  ingress: [{from: [{podSelector: {matchLabels: {role: api}}}], ports: [{port: 5432}]}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: db}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("chart"), scheduler=True, extra=("--nodes", "2"))) as s:
+        yield s
+
+
+def wait_for(served: Serve, check: str, *args: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = kubectl(served, *args)
+        if check in out:
+            return out
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+
+
+def test_a_chart_applies_and_its_claims_bind(cluster: Serve) -> None:
+    assert KUBECTL
+    out = kubectl(cluster, "apply", "-f", "-", stdin=CHART)
+    for created in ("storageclass.storage.k8s.io/standard created", "statefulset.apps/db created",
+                    "ingress.networking.k8s.io/web created", "networkpolicy.networking.k8s.io/db-only created"):
+        assert created in out
+    kubectl(cluster, "rollout", "status", "statefulset/db", "--timeout=60s")
+    for i in range(2):
+        wait_for(cluster, "Bound", "get", "pvc", f"data-db-{i}")
+    lines = kubectl(cluster, "get", "pvc").splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS",
+                                "VOLUMEATTRIBUTESCLASS", "AGE"]
+    assert lines[1].split()[:2] == ["data-db-0", "Bound"] and "10Gi" in lines[1] and "RWO" in lines[1]
+    assert "standard (default)" in kubectl(cluster, "get", "storageclass")
+    assert "web.example.com" in kubectl(cluster, "get", "ingress", "web") and "80, 443" in \
+        kubectl(cluster, "get", "ingress", "web")
+    assert "app=db" in kubectl(cluster, "get", "networkpolicy", "db-only")
+    policy = json.loads(kubectl(cluster, "get", "networkpolicy", "db-only", "-o", "json"))
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    pv = json.loads(kubectl(cluster, "get", "pv", "-o", "json"))["items"]
+    assert sorted(p["spec"]["claimRef"]["name"] for p in pv) == ["data-db-0", "data-db-1"]
+
+
+def test_kubectl_generators_for_quotas_ingresses_and_autoscalers(cluster: Serve) -> None:
+    kubectl(cluster, "create", "namespace", "team")
+    kubectl(cluster, "-n", "team", "create", "quota", "q", "--hard=pods=1,requests.cpu=1")
+    wait_for(cluster, "pods: 0/1", "-n", "team", "get", "quota", "q")
+    kubectl(cluster, "-n", "team", "run", "one", "--image=nginx", "--overrides",
+            '{"spec":{"containers":[{"name":"one","image":"nginx","resources":{"requests":{"cpu":"100m"}}}]}}')
+    env_run = [KUBECTL or "kubectl", "-n", "team", "run", "two", "--image=nginx", "--overrides",
+               '{"spec":{"containers":[{"name":"two","image":"nginx","resources":{"requests":{"cpu":"100m"}}}]}}']
+    r = subprocess.run(env_run, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
+    assert r.returncode != 0 and 'pods "two" is forbidden: exceeded quota: q' in r.stderr
+    assert "pods: 1/1" in kubectl(cluster, "-n", "team", "get", "quota", "q")
+    kubectl(cluster, "-n", "team", "create", "ingress", "api", "--class=nginx",
+            "--rule=api.example.com/v1*=api:8080")
+    rule = json.loads(kubectl(cluster, "-n", "team", "get", "ingress", "api", "-o", "json"))["spec"]["rules"][0]
+    assert rule["http"]["paths"][0]["pathType"] == "Prefix" and rule["host"] == "api.example.com"
+    kubectl(cluster, "-n", "team", "create", "deployment", "api", "--image=nginx", "--replicas=0")
+    kubectl(cluster, "-n", "team", "autoscale", "deployment", "api", "--min=2", "--max=5", "--cpu=50%")
+    row = kubectl(cluster, "-n", "team", "get", "hpa", "api").splitlines()[1].split()
+    assert row[:7] == ["api", "Deployment/api", "cpu:", "<unknown>/50%", "2", "5", "0"]
