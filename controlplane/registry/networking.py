@@ -21,6 +21,11 @@ __all__ = ["prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class",
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
+
+def _spec(obj: Obj) -> Obj:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
 PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
 ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
 
@@ -58,7 +63,7 @@ def _backend(backend: Any, field: str) -> Causes:
 
 
 def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:
-    spec = ing.get("spec") if isinstance(ing.get("spec"), dict) else {}
+    spec = _spec(ing)
     causes: Causes = []
     rules = spec.get("rules") or []
     if not rules and not spec.get("defaultBackend"):
@@ -86,7 +91,7 @@ def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:
 
 
 def prepare_ingress_class(ic: Obj, old: Obj | None) -> Causes:
-    spec = ic.get("spec") if isinstance(ic.get("spec"), dict) else {}
+    spec = _spec(ic)
     causes: Causes = [] if spec.get("controller") else [_required("spec.controller")]
     if old is not None and spec.get("controller") != (old.get("spec") or {}).get("controller"):
         causes.append(_invalid("spec.controller", spec.get("controller", ""), "field is immutable"))

@@ -31,6 +31,11 @@ __all__ = ["SCOPES", "covers", "pod_counts", "prepare_limit_range", "prepare_res
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
+
+def _spec(obj: Obj) -> Obj:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
 SCOPES = ("BestEffort", "CrossNamespacePodAffinity", "NotBestEffort", "NotTerminating", "PriorityClass",
           "Terminating", "VolumeAttributesClass")
 LIMIT_TYPES = ("Container", "PersistentVolumeClaim", "Pod")
@@ -50,7 +55,7 @@ def _quantities(values: Any, field: str) -> Causes:
 
 
 def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
-    spec = rq.get("spec") if isinstance(rq.get("spec"), dict) else {}
+    spec = _spec(rq)
     causes = _quantities(spec.get("hard"), "spec.hard")
     for i, scope in enumerate(spec.get("scopes") or ()):
         if scope not in SCOPES:
@@ -60,7 +65,7 @@ def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
 
 
 def prepare_limit_range(lr: Obj, old: Obj | None) -> Causes:
-    spec = lr.get("spec") if isinstance(lr.get("spec"), dict) else {}
+    spec = _spec(lr)
     causes: Causes = []
     for i, item in enumerate(spec.get("limits") or ()):
         if not isinstance(item, dict):
@@ -126,7 +131,7 @@ def usage(group: str, plural: str, obj: Obj) -> dict[str, Fraction]:
     used: dict[str, Fraction] = {f"count/{plural}" + (f".{group}" if group else ""): Fraction(1)}
     if (group, plural) in _LEGACY_COUNTS:
         used[plural] = Fraction(1)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = _spec(obj)
     if (group, plural) == ("", "pods"):
         for kind in ("requests", "limits"):
             for name, value in _pod_resources(spec, kind).items():
@@ -181,7 +186,7 @@ def covers(quota: Obj, group: str, plural: str, obj: Obj) -> bool:
         return True
     if (group, plural) != ("", "pods"):
         return False
-    pod_spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    pod_spec = _spec(obj)
     return all(_scope_matches(s, op, values, pod_spec) for s, op, values in scopes)
 
 

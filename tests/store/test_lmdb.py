@@ -452,7 +452,7 @@ async def test_wal_segments_start_small_and_double_up_to_the_largest(tmp_path: P
 
     writer = wal.WalWriter(str(tmp_path))
     record = wal.encode(1, b"x" * (256 << 10))
-    sizes = []
+    sizes: list[tuple[int, int]] = []
     rev = 1
     for _ in range(40):
         first, _start, _end, fd = writer.append(rev, record)
