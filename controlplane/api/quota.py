@@ -29,6 +29,7 @@ from ..registry.quota import covers, tracked, unspecified, usage
 from ..registry.types import ResourceType
 from .dryrun import DRY_RUN
 from .errors import ApiError
+from .namespaced import NamespacedObjects
 
 if TYPE_CHECKING:
     from .rest import KubeApi
@@ -53,18 +54,10 @@ class QuotaAdmission:
     def __init__(self, kube: KubeApi, quotas: ResourceType) -> None:
         self.kube = kube
         self.quotas = quotas
-        self._memo: tuple[int | None, dict[str, list[Obj]]] = (None, {})
+        self._listed = NamespacedObjects(kube, quotas)
 
     async def _of(self, namespace: str) -> list[Obj]:
-        generation = self.kube.reads.generation(self.quotas)
-        if generation is None or self._memo[0] != generation:
-            listed = await self.kube._list(self.quotas, None, {"resourceVersion": "0"})
-            by_namespace: dict[str, list[Obj]] = {}
-            for raw in listed.items:
-                q = orjson.loads(raw)
-                by_namespace.setdefault(q["metadata"].get("namespace", ""), []).append(q)
-            self._memo = (generation, by_namespace)
-        return self._memo[1].get(namespace, [])
+        return await self._listed.of(namespace)
 
     async def charge(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
         """Charge the new ``obj`` to its namespace's quotas, or raise the 403 that refuses it."""

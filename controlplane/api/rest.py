@@ -56,6 +56,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .limitranger import LimitRanger
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .quota import QuotaAdmission
@@ -124,6 +125,8 @@ class KubeApi:
         self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
         quotas = registry.get("", "v1", "resourcequotas")
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
+        ranges = registry.get("", "v1", "limitranges")
+        self._limit_ranger = LimitRanger(self, ranges) if ranges is not None else None
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
@@ -564,6 +567,8 @@ class KubeApi:
         meta["generation"] = 1
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
+        if self._limit_ranger is not None:  # mutating admission, before validation and the quota
+            await self._limit_ranger.admit(rtype, namespace, obj)
         self._admit(rtype, obj, None, None)
         if self._quota is not None:
             await self._quota.charge(rtype, namespace, obj)

@@ -60,6 +60,14 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
 def _default_pod(pod: dict[str, Any]) -> None:
     spec = pod.setdefault("spec", {})
     default_pod_spec(spec)
+    for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
+        resources = c.get("resources") if isinstance(c, dict) else None
+        limits = resources.get("limits") if isinstance(resources, dict) else None
+        if limits and isinstance(limits, dict):  # a limit without a request requests the limit (SetDefaults_Pod)
+            requests = resources.setdefault("requests", {})  # type: ignore[union-attr]
+            if isinstance(requests, dict):
+                for name, value in limits.items():
+                    requests.setdefault(name, value)
     spec.setdefault("enableServiceLinks", True)
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = sa

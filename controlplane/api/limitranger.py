@@ -1,0 +1,144 @@
+"""LimitRanger admission: a new pod or claim gets its namespace's LimitRange defaults, and
+is refused (403) outside its minimums, maximums and limit/request ratios.
+
+As upstream's plugin, for each LimitRange of the namespace:
+
+- ``Container`` items: a container without a limit (request) of a resource gets the
+  item's ``default`` (``defaultRequest``); the pod is annotated
+  ``kubernetes.io/limit-ranger`` with what was set. Then each container's request
+  must be at least ``min``, its limit at most ``max``, and limit/request at most
+  ``maxLimitRequestRatio``;
+- ``Pod`` items: the same bounds over the sum of the containers;
+- ``PersistentVolumeClaim`` items: the claim's storage request within ``min`` and ``max``.
+
+Defaults are applied at create; the bounds are checked at create (upstream checks
+pod updates too, which cannot change resources but in place). The namespace's
+ranges are memoised per watch-cache generation, as the quotas.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from ..quantity import QuantityError, format_quantity, parse_quantity
+from ..registry.types import ResourceType
+from .errors import ApiError
+from .namespaced import NamespacedObjects
+
+if TYPE_CHECKING:
+    from .rest import KubeApi
+
+__all__ = ["LimitRanger"]
+
+Obj = dict[str, Any]
+ANNOTATION = "kubernetes.io/limit-ranger"
+
+
+def _q(value: Any) -> Fraction | None:
+    if isinstance(value, Fraction):  # a pod's sum, added up already
+        return value
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, Any]) -> list[str]:
+    """Upstream's messages for ``requests``/``limits`` (of a container, a pod or a claim) outside ``item``."""
+    problems = []
+    for name, low in (item.get("min") or {}).items():
+        have = _q(requests.get(name))
+        if have is None:
+            problems.append(f"minimum {name} usage per {what} is {low}.  No request is specified")
+        elif have < (_q(low) or 0):
+            problems.append(f"minimum {name} usage per {what} is {low}, but request is {format_quantity(have)}")
+    for name, high in (item.get("max") or {}).items():
+        have = _q(limits.get(name))
+        if have is None:
+            problems.append(f"maximum {name} usage per {what} is {high}.  No limit is specified")
+        elif have > (_q(high) or 0):
+            problems.append(f"maximum {name} usage per {what} is {high}, but limit is {format_quantity(have)}")
+    for name, ratio in (item.get("maxLimitRequestRatio") or {}).items():
+        limit, request = _q(limits.get(name)), _q(requests.get(name))
+        if limit is None or request is None or request == 0:
+            problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but no request or limit "
+                            "is specified")
+        elif limit / request > (_q(ratio) or 0):
+            problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but provided ratio is "
+                            f"{float(limit / request):.6f}")
+    return problems
+
+
+class LimitRanger:
+    def __init__(self, kube: KubeApi, ranges: ResourceType) -> None:
+        self.ranges = NamespacedObjects(kube, ranges)
+
+    async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
+        if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
+            return
+        ranges = await self.ranges.of(namespace)
+        if not ranges:
+            return
+        items = [i for r in ranges for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+        if spec is None:
+            return
+        problems: list[str] = []
+        if rtype.plural == "persistentvolumeclaims":
+            storage = ((spec.get("resources") or {}).get("requests") or {})
+            for item in items:
+                if item.get("type") == "PersistentVolumeClaim":
+                    problems += _bounds(item, "PersistentVolumeClaim", storage, storage)
+        else:
+            self._default(obj, spec, items)
+            containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
+            for item in items:
+                if item.get("type") == "Container":
+                    for c in containers:
+                        res = c.get("resources") or {}
+                        problems += _bounds(item, "Container", res.get("requests") or {}, res.get("limits") or {})
+                elif item.get("type") == "Pod":
+                    total: dict[str, dict[str, Fraction]] = {"requests": {}, "limits": {}}
+                    for c in containers:
+                        for kind, values in total.items():
+                            for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+                                values[name] = values.get(name, Fraction(0)) + (_q(value) or 0)
+                    problems += _bounds(item, "Pod", dict(total["requests"]), dict(total["limits"]))
+        if problems:
+            name = (obj.get("metadata") or {}).get("name") or ""
+            raise ApiError(403, "Forbidden", f'{rtype.plural} "{name}" is forbidden: {", ".join(problems)}',
+                           {"name": name, "kind": rtype.plural})
+
+    @staticmethod
+    def _default(pod: Obj, spec: Obj, items: list[Obj]) -> None:
+        set_limits: dict[str, list[str]] = {}
+        set_requests: dict[str, list[str]] = {}
+        for item in items:
+            if item.get("type") != "Container":
+                continue
+            for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+                if not isinstance(c, dict):
+                    continue
+                resources = c.setdefault("resources", {})
+                for kind, defaults, record in (("limits", item.get("default"), set_limits),
+                                               ("requests", item.get("defaultRequest"), set_requests)):
+                    values = resources.setdefault(kind, {})
+                    for name, value in (defaults or {}).items():
+                        if name not in values:
+                            values[name] = value
+                            record.setdefault(str(c.get("name", "")), []).append(name)
+                for kind in ("limits", "requests"):
+                    if not resources.get(kind):
+                        resources.pop(kind, None)
+        if set_limits or set_requests:
+            parts = [f"{', '.join(names)} request for {'init ' if _is_init(spec, c) else ''}container {c}"
+                     for c, names in set_requests.items()]
+            parts += [f"{', '.join(names)} limit for {'init ' if _is_init(spec, c) else ''}container {c}"
+                      for c, names in set_limits.items()]
+            meta = pod.setdefault("metadata", {})
+            meta.setdefault("annotations", {})[ANNOTATION] = "LimitRanger plugin set: " + "; ".join(parts)
+
+
+def _is_init(spec: Obj, name: str) -> bool:
+    return any(isinstance(c, dict) and c.get("name") == name for c in spec.get("initContainers") or ())

@@ -1,0 +1,74 @@
+"""LimitRanger admission (api/limitranger.py): LimitRange defaults applied to new pods, and
+pods and claims outside the ranges refused (403), as upstream's plugin; and a pod's limits
+standing in for the requests it leaves out (SetDefaults_Pod)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
+
+PODS = resource_path("", "v1", "pods", "default")
+PVCS = resource_path("", "v1", "persistentvolumeclaims", "default")
+LIMITS = resource_path("", "v1", "limitranges", "default")
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        yield c
+
+
+def pod(name: str, resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", **({"resources": resources} if resources is not None else {})}]}}
+
+
+async def test_limits_stand_in_for_missing_requests(client: Client) -> None:
+    created = await client.create(PODS, pod("p", {"limits": {"cpu": "1", "memory": "1Gi"},
+                                                  "requests": {"cpu": "500m"}}))
+    assert created["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+
+
+async def test_a_limit_range_defaults_new_pods_and_refuses_those_outside_it(client: Client) -> None:
+    await client.create(LIMITS, {"metadata": {"name": "cpu"}, "spec": {"limits": [
+        {"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "200m"},
+         "max": {"cpu": "1"}, "min": {"cpu": "100m"}},
+        {"type": "Pod", "max": {"memory": "1Gi"}},
+        {"type": "PersistentVolumeClaim", "max": {"storage": "10Gi"}}]}})
+    while not (await client.list(LIMITS, resourceVersion="0"))["items"]:  # admission reads the watch cache
+        await asyncio.sleep(0.01)
+    created = await client.create(PODS, pod("bare"))
+    resources = created["spec"]["containers"][0]["resources"]
+    # the default request of memory is its default limit (LimitRange defaulting)
+    assert resources == {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "200m", "memory": "256Mi"}}
+    assert created["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == \
+        "LimitRanger plugin set: cpu, memory request for container c; cpu, memory limit for container c"
+    sized = {"requests": {"cpu": "300m", "memory": "64Mi"}, "limits": {"cpu": "800m", "memory": "128Mi"}}
+    kept = await client.create(PODS, pod("sized", sized))
+    assert kept["spec"]["containers"][0]["resources"] == sized
+    assert "kubernetes.io/limit-ranger" not in (kept["metadata"].get("annotations") or {})
+    for name, resources, text in [
+        ("greedy", {"limits": {"cpu": "2"}}, "maximum cpu usage per Container is 1, but limit is 2"),
+        ("tiny", {"requests": {"cpu": "50m"}}, "minimum cpu usage per Container is 100m, but request is 50m"),
+        ("fat", {"limits": {"memory": "2Gi"}}, "maximum memory usage per Pod is 1Gi, but limit is 2Gi"),
+    ]:
+        with pytest.raises(ApiError) as e:
+            await client.create(PODS, pod(name, resources))
+        assert e.value.code == 403 and f'pods "{name}" is forbidden: ' in e.value.message, name
+        assert text in e.value.message, (name, e.value.message)
+    with pytest.raises(ApiError) as e:
+        await client.create(PVCS, {"metadata": {"name": "big"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}})
+    assert e.value.code == 403 and "maximum storage usage per PersistentVolumeClaim is 10Gi" in e.value.message
+    # other namespaces are not limited
+    await client.create(resource_path("", "v1", "namespaces"), {"metadata": {"name": "free"}})
+    await client.create(resource_path("", "v1", "pods", "free"), pod("greedy", {"limits": {"cpu": "2"}}))
