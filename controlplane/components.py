@@ -63,6 +63,8 @@ COMPONENTS: list[Component] = [
     Component("persistentvolume-controller", "controlplane.controllers.volumes:start",
               lambda config: config.scheduler),
     Component("resourcequota-controller", "controlplane.controllers.quota:start", lambda config: config.scheduler),
+    Component("endpointslice-controller", "controlplane.controllers.endpoints:start",
+              lambda config: config.scheduler),
 ]
 
 

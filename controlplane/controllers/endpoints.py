@@ -1,0 +1,303 @@
+"""The EndpointSlice and Endpoints controllers of kube-controller-manager: each Service with
+a selector gets the addresses of the pods it selects.
+
+For a Service (not ``ExternalName``, with a ``selector``), the pods of its namespace
+that match, have an IP and have not ended are its endpoints: ready when the pod's
+``Ready`` condition is true (always, with ``publishNotReadyAddresses``), terminating
+once it is being deleted. Each service port's ``targetPort`` is resolved per pod (a
+name looks up the pod's container ports; a pod without it is not an endpoint of that
+port set), and pods are grouped by the port numbers they resolve to, as upstream.
+
+- EndpointSlices (discovery.k8s.io/v1), ``<service>-<random>``, at most 100
+  endpoints each, labelled ``kubernetes.io/service-name`` and
+  ``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io``,
+  owned by the Service: addresses, ``conditions`` (ready, serving,
+  terminating), ``nodeName``, ``targetRef``; the slices a sync does not need are
+  deleted, those it needs are updated only if they differ.
+- Endpoints (v1), named after the Service: ``subsets`` of ``addresses`` and
+  ``notReadyAddresses`` (terminating pods left out) with their ports.
+
+A pod change (IP, readiness, labels, deletion) requeues the Services of its
+namespace whose selector matches it before or after; pods are indexed only for
+namespaces that have such Services. A deleted Service's slices and Endpoints are
+deleted with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.scheduler.plugins.selectors import match_label_selector
+
+from .ownership import key_of, meta_of
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["MANAGED_BY", "MAX_ENDPOINTS_PER_SLICE", "SERVICE_NAME", "EndpointsController", "start"]
+
+SERVICE_NAME = "kubernetes.io/service-name"
+MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+CONTROLLER = "endpointslice-controller.k8s.io"
+MAX_ENDPOINTS_PER_SLICE = 100
+SLICES = resource_path("discovery.k8s.io", "v1", "endpointslices")
+
+Obj = dict[str, Any]
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _relevant(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a pod its services' endpoints depend on."""
+    meta, status = meta_of(pod), pod.get("status") or {}
+    return (meta.get("labels"), status.get("podIP"), _ready(pod), bool(meta.get("deletionTimestamp")),
+            status.get("phase"), (pod.get("spec") or {}).get("nodeName"))
+
+
+def _selects(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    selector = (service.get("spec") or {}).get("selector")
+    return bool(selector) and match_label_selector({"matchLabels": selector}, meta_of(pod).get("labels") or {})
+
+
+def _port_number(port: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
+    target = port.get("targetPort", port.get("port"))
+    if isinstance(target, int):
+        return target
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        for p in c.get("ports") or ():
+            if p.get("name") == target and p.get("protocol", "TCP") == port.get("protocol", "TCP"):
+                return int(p.get("containerPort", 0))
+    return None
+
+
+class EndpointsController:
+    def __init__(self, client: Client, workers: int = 2) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue = WorkQueue()
+        self.services = client.informer(resource_path("", "v1", "services"), on_add=self._service_changed,
+                                        on_update=lambda _old, new: self._service_changed(new),
+                                        on_delete=self._service_deleted)
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_added, on_update=self._pod_updated,
+                                    on_delete=self._pod_deleted)
+        self.slices = client.informer(SLICES, on_delete=self._slice_deleted)
+        self._by_namespace: dict[str, set[str]] = {}  # namespace -> keys of its services with selectors
+        self._pods_in: dict[str, dict[str, Obj]] = {}  # namespace with such services -> its pods
+
+    # -- events
+    def _service_changed(self, svc: Obj) -> None:
+        namespace = meta_of(svc).get("namespace", "")
+        if (svc.get("spec") or {}).get("selector"):
+            self._by_namespace.setdefault(namespace, set()).add(key_of(svc))
+            if namespace not in self._pods_in:
+                self._pods_in[namespace] = {key_of(p): p for p in self.pods.items.values()
+                                            if meta_of(p).get("namespace") == namespace}
+        self.queue.add(key_of(svc))
+
+    def _service_deleted(self, svc: Obj) -> None:
+        namespace = meta_of(svc).get("namespace", "")
+        keys = self._by_namespace.get(namespace)
+        if keys is not None:
+            keys.discard(key_of(svc))
+            if not keys:
+                del self._by_namespace[namespace]
+                self._pods_in.pop(namespace, None)
+        self.queue.add("deleted:" + key_of(svc))
+
+    def _slice_deleted(self, es: Obj) -> None:
+        service = (meta_of(es).get("labels") or {}).get(SERVICE_NAME)
+        if service and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER:
+            self.queue.add(f"{meta_of(es).get('namespace', '')}/{service}")
+
+    def _pod_added(self, pod: Obj) -> None:
+        pods = self._pods_in.get(meta_of(pod).get("namespace", ""))
+        if pods is not None:
+            pods[key_of(pod)] = pod
+            self._requeue(pod, pod)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        pods = self._pods_in.get(meta_of(pod).get("namespace", ""))
+        if pods is not None and pods.pop(key_of(pod), None) is not None:
+            self._requeue(pod, pod)
+
+    def _pod_updated(self, old: Obj, new: Obj) -> None:
+        pods = self._pods_in.get(meta_of(new).get("namespace", ""))
+        if pods is not None:
+            pods[key_of(new)] = new
+            if _relevant(old) != _relevant(new):
+                self._requeue(old, new)
+
+    def _requeue(self, old: Obj, new: Obj) -> None:
+        keys = self._by_namespace.get(meta_of(new).get("namespace", ""))
+        if not keys:
+            return
+        for key in list(keys):
+            svc = self.services.items.get(key)
+            if svc is None:
+                keys.discard(key)
+            elif _selects(svc, new) or (old is not new and _selects(svc, old)):
+                self.queue.add(key)
+
+    # -- running
+    async def run(self) -> None:
+        await run_controller("endpointslice controller", (self.services, self.pods, self.slices), self.queue,
+                             self.sync, self.workers)
+
+    def _endpoints(self, svc: Obj) -> dict[tuple[tuple[str, int, str], ...], list[Obj]]:
+        """The service's pods, grouped by the ports they resolve to."""
+        meta, spec = meta_of(svc), svc.get("spec") or {}
+        namespace = meta.get("namespace", "")
+        groups: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
+        for pod in self._pods_in.get(namespace, {}).values():
+            status = pod.get("status") or {}
+            if not status.get("podIP") or not _selects(svc, pod) or status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            ports = []
+            for p in spec.get("ports") or ():
+                number = _port_number(p, pod)
+                if number is not None:
+                    ports.append((str(p.get("name", "")), number, str(p.get("protocol", "TCP"))))
+            groups.setdefault(tuple(ports), []).append(pod)
+        for pods in groups.values():
+            pods.sort(key=lambda p: meta_of(p).get("name", ""))
+        return groups
+
+    async def sync(self, key: str) -> None:
+        if key.startswith("deleted:"):
+            await self._forget(key[len("deleted:"):])
+            return
+        svc = self.services.items.get(key)
+        if svc is None:
+            return
+        meta, spec = meta_of(svc), svc.get("spec") or {}
+        if spec.get("type") == "ExternalName" or not spec.get("selector"):
+            return  # a Service without a selector: its endpoints are written by someone else
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        groups = self._endpoints(svc)
+        publish = bool(spec.get("publishNotReadyAddresses"))
+        owner = {"apiVersion": "v1", "kind": "Service", "name": name, "uid": meta.get("uid"),
+                 "controller": True, "blockOwnerDeletion": True}
+        wanted: list[Obj] = []
+        for ports, pods in sorted(groups.items()):
+            for start in range(0, len(pods), MAX_ENDPOINTS_PER_SLICE):
+                chunk = pods[start:start + MAX_ENDPOINTS_PER_SLICE]
+                wanted.append({
+                    "addressType": "IPv4",
+                    "ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports],
+                    "endpoints": [self._endpoint(p, publish) for p in chunk]})
+        if not wanted:
+            wanted.append({"addressType": "IPv4", "ports": [], "endpoints": []})  # upstream keeps an empty one
+        mine = sorted((es for es in self.slices.items.values()
+                       if meta_of(es).get("namespace") == namespace
+                       and (meta_of(es).get("labels") or {}).get(SERVICE_NAME) == name
+                       and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER),
+                      key=lambda es: meta_of(es).get("name", ""))
+        path = resource_path("discovery.k8s.io", "v1", "endpointslices", namespace)
+        labels = {**(meta.get("labels") or {}), SERVICE_NAME: name, MANAGED_BY: CONTROLLER}
+        for i, body in enumerate(wanted):
+            if i < len(mine):
+                have = mine[i]
+                if all(have.get(k) == v for k, v in body.items()) and (meta_of(have).get("labels") or {}) == labels:
+                    continue
+                await self.client.update(f"{path}/{meta_of(have)['name']}", {
+                    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {**meta_of(have), "labels": labels}, **body})
+            else:
+                await self.client.create(path, {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                                                "metadata": {"generateName": f"{name}-", "labels": labels,
+                                                             "ownerReferences": [owner]}, **body})
+        for extra in mine[len(wanted):]:
+            try:
+                await self.client.delete(f"{path}/{meta_of(extra)['name']}")
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+        await self._write_endpoints(svc, groups, publish)
+
+    async def _forget(self, key: str) -> None:
+        """A deleted Service: its slices (owned by it) and its Endpoints go too."""
+        namespace, _, name = key.partition("/")
+        if key in self.services.items:
+            return  # created again meanwhile
+        targets = [resource_path("discovery.k8s.io", "v1", "endpointslices", namespace, meta_of(es)["name"])
+                   for es in list(self.slices.items.values())
+                   if meta_of(es).get("namespace") == namespace
+                   and (meta_of(es).get("labels") or {}).get(SERVICE_NAME) == name
+                   and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER]
+        targets.append(resource_path("", "v1", "endpoints", namespace, name))
+        for path in targets:
+            try:
+                await self.client.delete(path)
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+
+    @staticmethod
+    def _endpoint(pod: Obj, publish: bool) -> Obj:
+        pmeta, status = meta_of(pod), pod.get("status") or {}
+        terminating = bool(pmeta.get("deletionTimestamp"))
+        ready = _ready(pod)
+        endpoint: Obj = {"addresses": [status["podIP"]],
+                         "conditions": {"ready": publish or (ready and not terminating), "serving": publish or ready,
+                                        "terminating": terminating},
+                         "targetRef": {"kind": "Pod", "namespace": pmeta.get("namespace"), "name": pmeta.get("name"),
+                                       "uid": pmeta.get("uid")}}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            endpoint["nodeName"] = node
+        return endpoint
+
+    async def _write_endpoints(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
+                               publish: bool) -> None:
+        meta = meta_of(svc)
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        subsets = []
+        for ports, pods in sorted(groups.items()):
+            ready: list[Obj] = []
+            not_ready: list[Obj] = []
+            for pod in pods:
+                pmeta = meta_of(pod)
+                if pmeta.get("deletionTimestamp") and not publish:
+                    continue
+                address = {"ip": (pod.get("status") or {})["podIP"],
+                           "targetRef": {"kind": "Pod", "namespace": namespace, "name": pmeta.get("name"),
+                                         "uid": pmeta.get("uid")}}
+                if (pod.get("spec") or {}).get("nodeName"):
+                    address["nodeName"] = pod["spec"]["nodeName"]
+                (ready if publish or _ready(pod) else not_ready).append(address)
+            if not ready and not not_ready:
+                continue
+            subset: Obj = {"ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports]}
+            if ready:
+                subset["addresses"] = ready
+            if not_ready:
+                subset["notReadyAddresses"] = not_ready
+            subsets.append(subset)
+        path = resource_path("", "v1", "endpoints", namespace, name)
+        body: Obj = {"apiVersion": "v1", "kind": "Endpoints",
+                     "metadata": {"name": name, "namespace": namespace, "labels": dict(meta.get("labels") or {})},
+                     "subsets": subsets}
+        try:
+            have = await self.client.get(path)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            have = None
+        if have is not None:
+            if (have.get("subsets") or []) == subsets:
+                return
+            body["metadata"]["resourceVersion"] = meta_of(have).get("resourceVersion")
+        await self.client.update(path, body)  # creates it if missing (Endpoints allow create on update)
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await EndpointsController(client).run()

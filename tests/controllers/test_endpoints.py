@@ -1,0 +1,93 @@
+"""The EndpointSlice and Endpoints controllers (controllers/endpoints.py), inside a server with its
+scheduler and four simulated nodes (which give pods their IPs and readiness)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client
+from controlplane.controllers.endpoints import MANAGED_BY, MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME
+from tests.controllers.helpers import until
+
+SERVICES = "/api/v1/namespaces/default/services"
+PODS = "/api/v1/namespaces/default/pods"
+SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+ENDPOINTS = "/api/v1/namespaces/default/endpoints"
+
+
+def pod(name: str, app: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"app": app, **labels}}, "spec": {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "nginx", "ports": [{"name": "http", "containerPort": 8080}]}]}}
+
+
+async def slices_of(c: Client, service: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await c.list(SLICES, labelSelector=f"{SERVICE_NAME}={service}"))["items"]
+    return items
+
+
+async def addresses(c: Client, service: str, ready: bool | None = True) -> set[str]:
+    return {a for es in await slices_of(c, service) for e in es.get("endpoints") or ()
+            if ready is None or e["conditions"]["ready"] is ready for a in e["addresses"]}
+
+
+async def test_a_service_gets_slices_and_endpoints_of_its_ready_pods(client: Client) -> None:
+    await client.create(SERVICES, {"metadata": {"name": "web"}, "spec": {
+        "selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
+    for i in range(3):
+        await client.create(PODS, pod(f"web-{i}", "web"))
+    await client.create(PODS, pod("other", "db"))
+    ips = await until(lambda: _n_addresses(client, "web", 3))
+    es = (await slices_of(client, "web"))[0]
+    assert es["addressType"] == "IPv4" and es["metadata"]["labels"][MANAGED_BY] == "endpointslice-controller.k8s.io"
+    assert es["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]  # the named port, resolved
+    assert es["metadata"]["ownerReferences"][0]["kind"] == "Service"
+    pods = {p["status"]["podIP"]: p for p in (await client.list(PODS, labelSelector="app=web"))["items"]}
+    assert ips == set(pods)
+    endpoint = next(e for e in es["endpoints"] if e["addresses"] == [next(iter(ips))])
+    assert endpoint["targetRef"]["kind"] == "Pod" and endpoint["nodeName"] == \
+        pods[endpoint["addresses"][0]]["spec"]["nodeName"]
+    ep = await client.get(f"{ENDPOINTS}/web")
+    assert {a["ip"] for a in ep["subsets"][0]["addresses"]} == ips
+    assert ep["subsets"][0]["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    # a pod leaving the selector leaves the endpoints
+    await client.patch(f"{PODS}/web-0", {"metadata": {"labels": {"app": "gone"}}})
+    await until(lambda: _n_addresses(client, "web", 2))
+    # a deleted service takes its slices and Endpoints along
+    await client.delete(f"{SERVICES}/web")
+    await until(lambda: _no_slices(client, "web"))
+    with pytest.raises(ApiError) as e:
+        await client.get(f"{ENDPOINTS}/web")
+    assert e.value.code == 404
+
+
+async def _n_addresses(c: Client, service: str, n: int) -> set[str] | None:
+    got = await addresses(c, service)
+    return got if len(got) == n else None
+
+
+async def _no_slices(c: Client, service: str) -> bool:
+    return not await slices_of(c, service)
+
+
+async def test_a_selectorless_service_is_left_alone_and_an_empty_one_keeps_one_slice(client: Client) -> None:
+    await client.create(SERVICES, {"metadata": {"name": "manual"}, "spec": {"ports": [{"port": 80}]}})
+    await client.create(SERVICES, {"metadata": {"name": "nobody"}, "spec": {
+        "selector": {"app": "none"}, "ports": [{"port": 80}]}})
+    await until(lambda: slices_of(client, "nobody"))
+    assert (await slices_of(client, "nobody"))[0]["endpoints"] is None or \
+        (await slices_of(client, "nobody"))[0]["endpoints"] == []
+    assert await slices_of(client, "manual") == []
+
+
+async def test_more_pods_than_a_slice_holds_spread_over_slices(client: Client) -> None:
+    n = MAX_ENDPOINTS_PER_SLICE + 5
+    await client.create(SERVICES, {"metadata": {"name": "many"}, "spec": {
+        "selector": {"app": "many"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    for i in range(n):
+        await client.create(PODS, pod(f"many-{i}", "many"))
+    await until(lambda: _n_addresses(client, "many", n), timeout=60)
+    sizes = sorted(len(es["endpoints"]) for es in await slices_of(client, "many"))
+    assert sizes == [5, MAX_ENDPOINTS_PER_SLICE]
