@@ -34,6 +34,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
 
 from .events import Recorder
+from .history import REVISION_HASH, History
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
 from .workloads import pod_template_hash
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["REVISION_HASH", "DaemonSetController", "daemon_tolerations", "start"]
 
-REVISION_HASH = "controller-revision-hash"
 
 
 def daemon_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -118,6 +118,7 @@ class DaemonSetController:
         self._keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
         self.events = Recorder(client, "daemonset-controller")
+        self.history = History(client, "DaemonSet")
         # writes the informers have not shown yet: "node:<node>" for a pod created for a node (its
         # name is the server's to choose), "-<pod>" for a pod deleted
         self.expectations = Expectations()
@@ -173,8 +174,8 @@ class DaemonSetController:
 
     # -- running
     async def run(self) -> None:
-        await run_controller("daemonset controller", (self.daemonsets, self.nodes, self.pods), self.queue,
-                             self._handle, self.workers)
+        await run_controller("daemonset controller", (self.daemonsets, self.nodes, self.pods, self.history.informer),
+                             self.queue, self._handle, self.workers)
 
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
@@ -182,6 +183,7 @@ class DaemonSetController:
             await self.sync(name)
         else:
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
+            await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
     # -- a DaemonSet
     async def sync(self, key: str) -> None:
@@ -200,6 +202,8 @@ class DaemonSetController:
         template_spec = template.get("spec") or {}
         tolerations = daemon_tolerations(template_spec)
         current_hash = pod_template_hash(template)
+        running = {str((meta_of(p).get("labels") or {}).get(REVISION_HASH, "")) for p in owned.values()}
+        await self.history.record(ds, template, {f"{meta.get('name', '')}-{h}" for h in running})
         generation = int(meta.get("generation", 1) or 1)
         cached = self._wanted.get(uid)
         if cached is not None and cached[:2] == (generation, self._nodes_version):

@@ -39,7 +39,7 @@ FOREGROUND = "foregroundDeletion"
 # owner and dependent kinds: (group, plural), all at version v1
 PLURALS = {"Pod": ("", "pods"), "ReplicaSet": ("apps", "replicasets"), "Deployment": ("apps", "deployments"),
            "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"), "DaemonSet": ("apps", "daemonsets"),
-           "StatefulSet": ("apps", "statefulsets")}
+           "StatefulSet": ("apps", "statefulsets"), "ControllerRevision": ("apps", "controllerrevisions")}
 
 
 def meta_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,9 @@ with hostname ``<set>-<ordinal>`` and subdomain ``serviceName``, and the labels
 0..i-1 are Running and Ready, and removes pods from the highest ordinal down, one
 at a time. ``Parallel`` creates and removes them all at once.
 
-Updates: the template's hash is the ``controller-revision-hash`` label.
+Updates: each template is a ControllerRevision ``<set>-<hash>`` (``history.py``,
+so ``kubectl rollout history`` and ``rollout undo`` work); its name is the pods'
+``controller-revision-hash`` label and the status's revisions.
 ``RollingUpdate`` replaces pods from the highest ordinal down to ``partition``,
 one at a time, each once the one above it is Ready again. ``OnDelete`` replaces
 a pod only when it is deleted. A deleted or failed pod is recreated under its
@@ -23,8 +25,7 @@ unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
 makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
 garbage collector then deletes them with their owner), as upstream.
 
-Not done: ControllerRevision objects (so no ``rollout history/undo``),
-``minReadySeconds``, ``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
+Not done: ``minReadySeconds``, ``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
+from .history import REVISION_HASH, History
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
-from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -48,7 +49,6 @@ __all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "StatefulSetController", "s
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
-REVISION_HASH = "controller-revision-hash"
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -77,6 +77,7 @@ class StatefulSetController:
         self._keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("StatefulSet", self._keys.__contains__)
         self.events = Recorder(client, "statefulset-controller")
+        self.history = History(client, "StatefulSet")
         self.expectations = Expectations()
 
     # -- events
@@ -112,8 +113,8 @@ class StatefulSetController:
 
     # -- running
     async def run(self) -> None:
-        await run_controller("statefulset controller", (self.sets, self.pods), self.queue, self._handle,
-                             self.workers)
+        await run_controller("statefulset controller", (self.sets, self.pods, self.history.informer), self.queue,
+                             self._handle, self.workers)
 
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
@@ -121,6 +122,7 @@ class StatefulSetController:
             await self.sync(name)
         else:
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
+            await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
     # -- a StatefulSet
     async def sync(self, key: str) -> None:
@@ -144,7 +146,7 @@ class StatefulSetController:
             if m is not None:
                 by_ordinal[int(m.group(1))] = pod
         template = spec.get("template") or {}
-        update_revision = pod_template_hash(template)
+        update_revision, _ = await self.history.record(sts, template, {_revision(p) for p in owned.values()})
         parallel = spec.get("podManagementPolicy") == "Parallel"
         strategy = spec.get("updateStrategy") or {}
         rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"

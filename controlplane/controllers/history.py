@@ -1,0 +1,107 @@
+"""ControllerRevisions: the template history of StatefulSets and DaemonSets (upstream's
+``pkg/controller/history``), which ``kubectl rollout history`` and ``rollout undo`` read.
+
+Each pod template a set has run is one ControllerRevision (apps/v1), named
+``<set>-<hash>`` after the template's hash, owned by the set (controller reference),
+labelled with the template's labels and ``controller-revision-hash``, annotated as
+the set is (so ``kubernetes.io/change-cause`` shows in the history), and holding the
+template as a strategic merge patch that replaces it::
+
+    data: {"spec": {"template": {..., "$patch": "replace"}}}
+
+which is what ``kubectl rollout undo`` sends back. Revisions are numbered from 1;
+going back to a template that has a revision makes that revision the newest again
+(its number is raised past the others), as upstream. Revisions beyond the set's
+``revisionHistoryLimit`` (default 10), oldest first, are deleted unless pods still
+run them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from controlplane.client import ApiError, Client, resource_path
+
+from .ownership import meta_of
+from .workloads import pod_template_hash
+
+__all__ = ["REVISION_HASH", "History", "revision_data"]
+
+REVISION_HASH = "controller-revision-hash"
+DEFAULT_HISTORY_LIMIT = 10
+REVISIONS = resource_path("apps", "v1", "controllerrevisions")
+
+Obj = dict[str, Any]
+
+
+def revision_data(template: Mapping[str, Any]) -> Obj:
+    """The revision's ``data``: a strategic merge patch that puts ``template`` back."""
+    return {"spec": {"template": {**copy.deepcopy(dict(template)), "$patch": "replace"}}}
+
+
+class History:
+    """The revisions of one kind of set, by owner uid, from a shared informer."""
+
+    def __init__(self, client: Client, kind: str) -> None:
+        self.client = client
+        self.kind = kind
+        self.informer = client.informer(REVISIONS)
+
+    def of(self, uid: str) -> list[Obj]:
+        """The revisions ``uid`` controls, oldest first."""
+        owned = [r for r in self.informer.items.values()
+                 if any(ref.get("controller") and ref.get("uid") == uid
+                        for ref in meta_of(r).get("ownerReferences") or ())]
+        return sorted(owned, key=lambda r: (int(r.get("revision", 0)), meta_of(r).get("name", "")))
+
+    def owned_by(self, uid: str) -> dict[str, Obj]:
+        """The revisions of ``uid`` by key, for the garbage collector once it is gone."""
+        return {f"{meta_of(r).get('namespace', '')}/{meta_of(r).get('name', '')}": r for r in self.of(uid)}
+
+    async def record(self, owner: Mapping[str, Any], template: Mapping[str, Any], in_use: Iterable[str] = ()
+                     ) -> tuple[str, int]:
+        """The revision of ``owner``'s current ``template`` (created, or made newest): its name and
+        number. Old revisions past the history limit go, except those named in ``in_use``."""
+        meta, spec = meta_of(owner), owner.get("spec") or {}
+        namespace, uid = meta.get("namespace", ""), str(meta.get("uid", ""))
+        hash_ = pod_template_hash(dict(template))
+        name = f"{meta.get('name', '')}-{hash_}"
+        revisions = self.of(uid)
+        newest = max((int(r.get("revision", 0)) for r in revisions), default=0)
+        mine = next((r for r in revisions if meta_of(r).get("name") == name), None)
+        path = resource_path("apps", "v1", "controllerrevisions", namespace)
+        if mine is None:
+            number = newest + 1
+            body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {
+                "name": name, "namespace": namespace,
+                "labels": {**((template.get("metadata") or {}).get("labels") or {}), REVISION_HASH: hash_},
+                "annotations": dict(meta.get("annotations") or {}) or None,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": self.kind, "name": meta.get("name"),
+                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
+                "data": revision_data(template), "revision": number}
+            if body["metadata"]["annotations"] is None:
+                del body["metadata"]["annotations"]
+            try:
+                await self.client.create(path, body)
+            except ApiError as e:
+                if e.code != 409:  # created by an earlier sync whose event is on its way
+                    raise
+        elif int(mine.get("revision", 0)) < newest:  # back to an older template: it is the newest again
+            number = newest + 1
+            await self.client.patch(f"{path}/{name}", {"revision": number,
+                                                       "metadata": {"annotations": meta.get("annotations")}})
+        else:
+            number = int(mine.get("revision", 0))
+        limit = spec.get("revisionHistoryLimit")
+        limit = DEFAULT_HISTORY_LIMIT if limit is None else int(limit)
+        keep = {name, *in_use}
+        old = [r for r in revisions if meta_of(r).get("name") not in keep]
+        for r in old[:max(len(old) - limit, 0)]:
+            try:
+                await self.client.delete(f"{path}/{meta_of(r)['name']}")
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+        return name, number
