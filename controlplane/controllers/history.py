@@ -74,15 +74,15 @@ class History:
         path = resource_path("apps", "v1", "controllerrevisions", namespace)
         if mine is None:
             number = newest + 1
-            body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {
+            rmeta: Obj = {
                 "name": name, "namespace": namespace,
                 "labels": {**((template.get("metadata") or {}).get("labels") or {}), REVISION_HASH: hash_},
-                "annotations": dict(meta.get("annotations") or {}) or None,
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": self.kind, "name": meta.get("name"),
-                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
-                "data": revision_data(template), "revision": number}
-            if body["metadata"]["annotations"] is None:
-                del body["metadata"]["annotations"]
+                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}]}
+            if meta.get("annotations"):
+                rmeta["annotations"] = dict(meta["annotations"])
+            body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": rmeta,
+                    "data": revision_data(template), "revision": number}
             try:
                 await self.client.create(path, body)
             except ApiError as e:
