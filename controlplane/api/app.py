@@ -50,6 +50,7 @@ from .openapi import OpenApiV3, custom_resource_schema
 from .rbac import ANONYMOUS, Authorizer, User
 from .reads import StoreReads, list_options
 from .rest import USER_SCOPE_KEY, KubeApi
+from .tokenrequest import TokenIssuer
 
 __all__ = ["ServerState", "create_app"]
 
@@ -170,7 +171,13 @@ class _KubeRoutes:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
-                return (self.tokens or {}).get(token.strip()) if scheme.lower() == "bearer" else None
+                if scheme.lower() != "bearer":
+                    return None
+                token = token.strip()
+                user = (self.tokens or {}).get(token)
+                if user is None and token.count(".") == 2 and self.kube.token_issuer is not None:
+                    user = self.kube.token_issuer.authenticate(token)  # a service account's (TokenRequest)
+                return user
         return ANONYMOUS if self.anonymous else None
 
 
@@ -258,6 +265,7 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    kube.token_issuer = TokenIssuer.in_directory(config.pki_dir)
     if config.scheduler:  # the workload controllers run with the scheduler (components.py)
         kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
                                             ("batch", "cronjobs"), ("apps", "daemonsets"),

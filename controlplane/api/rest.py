@@ -67,6 +67,7 @@ from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_
 from .reviews import REVIEWS, review
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
+from .tokenrequest import TokenIssuer, token_request
 from .uids import new_uid, random_hex
 
 log = logging.getLogger("controlplane.api")
@@ -136,6 +137,7 @@ class KubeApi:
         assert crd_type is not None
         self.crds = CustomResourceDefinitions(registry, crd_type)
         self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
+        self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
 
     async def bootstrap_rbac(self) -> None:
@@ -330,6 +332,15 @@ class KubeApi:
                 raise ApiError.method_not_allowed(method)
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._evict(rtype, namespace, name, body))
+        if subresource == "token" and name is not None and self.token_issuer is not None:
+            if method != "POST":
+                raise ApiError.method_not_allowed(method)
+            body = await self._body(scope, receive)
+            account = await self.store.get(rtype.key(namespace, name))
+            if account is None:
+                raise ApiError.not_found(rtype, name)
+            asked = self._parse_json(body) if body.strip() else {}
+            return await self._json(send, 201, token_request(self.token_issuer, orjson.loads(account.value), asked))
         if subresource == "log" and name is not None:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)

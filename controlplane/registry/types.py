@@ -88,7 +88,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("Endpoints", "endpoints", short_names=("ep",), singular="endpoints"),
     _core("ConfigMap", "configmaps", short_names=("cm",)),
     _core("Secret", "secrets"),
-    _core("ServiceAccount", "serviceaccounts", short_names=("sa",)),
+    _core("ServiceAccount", "serviceaccounts", short_names=("sa",), subresources=("token",)),
     _core("ReplicationController", "replicationcontrollers", short_names=("rc",), categories=("all",),
           subresources=("status", "scale")),
     _core("Event", "events", short_names=("ev",)),

@@ -1,0 +1,145 @@
+"""Service account tokens: ``serviceaccounts/<name>/token`` (TokenRequest), and their authentication.
+
+A TokenRequest (authentication.k8s.io/v1) for an existing ServiceAccount is answered
+with a JWT whose claims are upstream's (``iss``, ``sub``
+``system:serviceaccount:<namespace>:<name>``, ``aud``, ``exp``, ``iat``, ``nbf``,
+``jti``, and ``kubernetes.io`` with the namespace, the service account's name and
+uid, and the bound object if any) and its ``expirationTimestamp``.
+``expirationSeconds`` defaults to an hour and may not be under ten minutes (422);
+audiences default to the server's. This is what ``kubectl create token`` asks for.
+
+A bearer token that is such a JWT authenticates as its service account, with the
+groups ``system:serviceaccounts`` and ``system:serviceaccounts:<namespace>``, until
+it expires. Tokens are signed with HMAC-SHA256 under a key every server process of
+one state directory shares (``pki/sa.key``, made once); upstream signs with RS256,
+which a client never checks. Unlike upstream, a token stays valid when its
+service account (or bound object) is deleted.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import ApiError
+from .rbac import User
+
+__all__ = ["AUDIENCE", "ISSUER", "TokenIssuer", "token_request"]
+
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+AUDIENCE = ISSUER
+DEFAULT_SECONDS = 3600
+MIN_SECONDS = 600
+MAX_SECONDS = 1 << 32
+_HEADER = base64.urlsafe_b64encode(orjson.dumps({"alg": "HS256", "typ": "JWT", "kid": "controlplane"})).rstrip(b"=")
+
+
+def _b64(data: bytes) -> bytes:
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+def _unb64(data: bytes) -> bytes:
+    return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
+
+
+class TokenIssuer:
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    @classmethod
+    def in_directory(cls, directory: Path) -> TokenIssuer:
+        """The issuer of the key in ``directory/sa.key``, made (0600) by the first process to ask."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "sa.key"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            for _ in range(100):  # another process is writing it
+                key = path.read_bytes()
+                if len(key) == 32:
+                    return cls(key)
+                time.sleep(0.01)
+            raise RuntimeError(f"{path}: not a 32-byte key") from None
+        key = os.urandom(32)
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return cls(key)
+
+    def _sign(self, signing_input: bytes) -> bytes:
+        return _b64(hmac.new(self._key, signing_input, hashlib.sha256).digest())
+
+    def issue(self, claims: dict[str, Any]) -> str:
+        signing_input = _HEADER + b"." + _b64(orjson.dumps(claims))
+        return (signing_input + b"." + self._sign(signing_input)).decode()
+
+    def authenticate(self, token: str) -> User | None:
+        """The service account a token of this issuer names, if it is genuine and not expired."""
+        raw = token.encode()
+        head, dot, signature = raw.rpartition(b".")
+        if not dot or head.count(b".") != 1 or not hmac.compare_digest(self._sign(head), signature):
+            return None
+        try:
+            claims = orjson.loads(_unb64(head.partition(b".")[2]))
+        except (ValueError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(claims, dict) or claims.get("iss") != ISSUER or int(claims.get("exp", 0)) < time.time():
+            return None
+        kube = claims.get("kubernetes.io") or {}
+        namespace, name = kube.get("namespace"), (kube.get("serviceaccount") or {}).get("name")
+        if not namespace or not name:
+            return None
+        return User(f"system:serviceaccount:{namespace}:{name}",
+                    ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")).with_authenticated()
+
+
+def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any) -> dict[str, Any]:
+    """The TokenRequest answered for ``account`` (the stored ServiceAccount), from the request ``body``."""
+    if not isinstance(body, dict) or body.get("kind") not in (None, "TokenRequest"):
+        raise ApiError.bad_request("the request body must be a TokenRequest")
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ApiError.bad_request("spec must be an object")
+    meta = account.get("metadata") or {}
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    seconds = spec.get("expirationSeconds")
+    seconds = DEFAULT_SECONDS if seconds is None else seconds
+    causes = []
+    if not isinstance(seconds, int) or seconds < MIN_SECONDS:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
+                       "message": "Invalid value: may not specify a duration less than 10 minutes"})
+    elif seconds > MAX_SECONDS:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
+                       "message": "Invalid value: may not specify a duration larger than 2^32 seconds"})
+    bound = spec.get("boundObjectRef")
+    if bound is not None and (not isinstance(bound, dict) or bound.get("kind") not in ("Pod", "Secret", "Node")):
+        causes.append({"reason": "FieldValueNotSupported", "field": "spec.boundObjectRef.kind",
+                       "message": 'Unsupported value: supported values: "Pod", "Secret", "Node"'})
+    if causes:
+        raise ApiError(422, "Invalid", f'TokenRequest.authentication.k8s.io "{name}" is invalid: '
+                       + ", ".join(f"{c['field']}: {c['message']}" for c in causes),
+                       {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest", "causes": causes})
+    audiences = [str(a) for a in spec.get("audiences") or ()] or [AUDIENCE]
+    now = int(time.time())
+    kube: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": meta.get("uid", "")}}
+    if bound:
+        kube[str(bound["kind"]).lower()] = {"name": bound.get("name", ""), "uid": bound.get("uid", "")}
+    claims = {"aud": audiences, "exp": now + seconds, "iat": now, "iss": ISSUER, "jti": str(uuid.uuid4()),
+              "kubernetes.io": kube, "nbf": now, "sub": f"system:serviceaccount:{namespace}:{name}"}
+    expires = datetime.fromtimestamp(now + seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace,
+                         "creationTimestamp": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": bound},
+            "status": {"token": issuer.issue(claims), "expirationTimestamp": expires}}

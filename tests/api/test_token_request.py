@@ -1,0 +1,69 @@
+"""Service account tokens (api/tokenrequest.py): issued by ``serviceaccounts/<name>/token``,
+authenticating as the service account until they expire, with the real kubectl over a socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.api.tokenrequest import ISSUER, TokenIssuer, token_request
+from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.test_cli import Serve, running, start_serve
+
+ACCOUNT = {"metadata": {"name": "bot", "namespace": "ci", "uid": "u-1"}}
+
+
+def test_a_token_names_its_account_until_it_expires(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(tmp_path)
+    answer = token_request(issuer, ACCOUNT, {"spec": {"expirationSeconds": 600, "audiences": ["vault"]}})
+    token = answer["status"]["token"]
+    user = issuer.authenticate(token)
+    assert user is not None and user.name == "system:serviceaccount:ci:bot"
+    assert set(user.groups) == {"system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"}
+    assert answer["spec"]["audiences"] == ["vault"] and answer["status"]["expirationTimestamp"].endswith("Z")
+    assert TokenIssuer.in_directory(tmp_path).authenticate(token) == user  # the key is kept: every process
+    assert TokenIssuer.in_directory(tmp_path / "other").authenticate(token) is None  # another key
+    head, payload, signature = token.split(".")
+    assert issuer.authenticate(f"{head}.{payload}.{signature[:-2]}xx") is None
+    expired = issuer.issue({"iss": ISSUER, "exp": int(time.time()) - 1,
+                            "kubernetes.io": {"namespace": "ci", "serviceaccount": {"name": "bot"}}})
+    assert issuer.authenticate(expired) is None
+
+
+@pytest.fixture(scope="module")
+def rbac(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("tokens"), extra=("--authorization-mode", "RBAC"))) as s:
+        yield s
+
+
+def as_token(served: Serve, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    return subprocess.run([KUBECTL or "kubectl", "--token", token, *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_kubectl_create_token_and_use_it(rbac: Serve) -> None:
+    kubectl(rbac, "create", "serviceaccount", "bot")
+    token = kubectl(rbac, "create", "token", "bot", "--duration=15m").strip()
+    who = json.loads(as_token(rbac, token, "auth", "whoami", "-o", "json").stdout)
+    assert who["status"]["userInfo"]["username"] == "system:serviceaccount:default:bot"
+    denied = as_token(rbac, token, "get", "pods")
+    assert denied.returncode != 0 and 'User "system:serviceaccount:default:bot" cannot list resource "pods"' \
+        in denied.stderr
+    kubectl(rbac, "create", "role", "pod-reader", "--verb=get,list", "--resource=pods")
+    kubectl(rbac, "create", "rolebinding", "bot-reads", "--role=pod-reader", "--serviceaccount=default:bot")
+    deadline = time.monotonic() + 10
+    while (allowed := as_token(rbac, token, "get", "pods")).returncode != 0:
+        assert time.monotonic() < deadline, allowed.stderr
+        time.sleep(0.1)
+    short = subprocess.run([KUBECTL or "kubectl", "create", "token", "bot", "--duration=1m"], capture_output=True,
+                           text=True, timeout=60,
+                           env=dict(os.environ, KUBECONFIG=str(rbac.kubeconfig), HOME=str(rbac.state)))
+    assert short.returncode != 0 and "may not specify a duration less than 10 minutes" in short.stderr
+    assert as_token(rbac, token + "x", "get", "pods").returncode != 0
