@@ -21,9 +21,10 @@ A request is allowed when a rule of a role bound to its user allows it:
 The rules are indexed from the cached RBAC objects and rebuilt when one of the
 four caches changes (their ``generation``), so a binding takes effect once its
 write has reached the cache, a few milliseconds after it is acknowledged, as
-with upstream's informer-fed authorizer. Not done: ClusterRole aggregation
-(``aggregationRule``), impersonation, the other bootstrap roles (``admin``,
-``edit``, ``view``, the ``system:`` controller roles).
+with upstream's informer-fed authorizer. The user-facing roles ``admin``,
+``edit`` and ``view`` are created at start too and aggregated (``rbacpolicy.py``,
+``controllers/clusterroles.py``). Not done: impersonation, the ``system:``
+controller roles.
 
 A denial is a 403 Forbidden worded as upstream's:
 ``pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "dev"``.
@@ -39,6 +40,7 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
+from .rbacpolicy import DEFAULT_ROLES
 
 __all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "verb_of"]
 
@@ -228,4 +230,5 @@ BOOTSTRAP: tuple[tuple[str, dict[str, Any]], ...] = (
                      "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MASTERS}]}),
+    *(("clusterroles", role) for role in DEFAULT_ROLES),  # admin, edit, view (api/rbacpolicy.py)
 )

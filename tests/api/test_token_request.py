@@ -67,3 +67,35 @@ def test_kubectl_create_token_and_use_it(rbac: Serve) -> None:
                            env=dict(os.environ, KUBECONFIG=str(rbac.kubeconfig), HOME=str(rbac.state)))
     assert short.returncode != 0 and "may not specify a duration less than 10 minutes" in short.stderr
     assert as_token(rbac, token + "x", "get", "pods").returncode != 0
+
+
+def test_the_default_roles_are_aggregated_and_bindable(rbac: Serve) -> None:
+    def rules(role: str) -> list[dict[str, object]]:
+        got: list[dict[str, object]] = json.loads(kubectl(rbac, "get", "clusterrole", role, "-o", "json"))["rules"]
+        return got or []
+
+    deadline = time.monotonic() + 10
+    while not (rules("view") and rules("edit") and rules("admin")):  # the aggregation controller fills them
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    view, edit, admin = rules("view"), rules("edit"), rules("admin")
+    assert all(r in edit for r in view) and all(r in admin for r in edit)
+    assert not any("secrets" in r["resources"] for r in view)  # type: ignore[operator]
+    assert any("roles" in r["resources"] for r in admin) and not any("roles" in r["resources"] for r in edit)  # type: ignore[operator]
+    # a custom role labelled to aggregate extends view (and through it edit and admin)
+    kubectl(rbac, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "widgets-view", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}]}))
+    deadline = time.monotonic() + 10
+    while not any("widgets" in r["resources"] for r in rules("admin")):  # type: ignore[operator]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    kubectl(rbac, "create", "serviceaccount", "viewer")
+    kubectl(rbac, "create", "rolebinding", "viewer-view", "--clusterrole=view", "--serviceaccount=default:viewer")
+    token = kubectl(rbac, "create", "token", "viewer").strip()
+    deadline = time.monotonic() + 10
+    while as_token(rbac, token, "get", "configmaps").returncode != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert as_token(rbac, token, "get", "secrets").returncode != 0

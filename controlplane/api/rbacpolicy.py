@@ -1,0 +1,111 @@
+"""The default user-facing ClusterRoles of upstream's bootstrap policy, and ClusterRole aggregation.
+
+``view``, ``edit`` and ``admin`` are aggregated roles, as upstream: each has an
+``aggregationRule`` selecting ClusterRoles by a label
+(``rbac.authorization.k8s.io/aggregate-to-<role>: "true"``) and its rules are the
+union of theirs, kept by the aggregation controller (``controllers/clusterroles.py``).
+The rules come from ``system:aggregate-to-view``, ``-edit`` and ``-admin``; ``view``
+itself aggregates to ``edit`` and ``edit`` to ``admin``, so each grants what the one
+before grants. A custom ClusterRole labelled ``aggregate-to-view: "true"`` (as a CRD's
+operator installs) extends all three.
+
+- view: read (get, list, watch) the namespaced workload, service, config and storage
+  objects, their status and scale, events and quotas; not secrets, not RBAC.
+- edit: what view does, and write (create, update, patch, delete, deletecollection)
+  them, secrets included; evict pods; request service account tokens.
+- admin: what edit does, and Roles and RoleBindings of the namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..scheduler.plugins.selectors import match_label_selector
+
+__all__ = ["AGGREGATE_LABEL", "DEFAULT_ROLES", "aggregated_rules"]
+
+AGGREGATE_LABEL = "rbac.authorization.k8s.io/aggregate-to-{}"
+READ = ["get", "list", "watch"]
+WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+
+# API group -> the resources (and subresources) the default roles read and write
+_READ: dict[str, list[str]] = {
+    "": ["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "pods/log",
+         "pods/status", "replicationcontrollers", "replicationcontrollers/scale", "replicationcontrollers/status",
+         "serviceaccounts", "services", "services/status", "events", "limitranges", "resourcequotas",
+         "resourcequotas/status", "namespaces", "namespaces/status", "podtemplates"],
+    "apps": ["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale",
+             "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets",
+             "statefulsets/scale", "statefulsets/status"],
+    "autoscaling": ["horizontalpodautoscalers", "horizontalpodautoscalers/status"],
+    "batch": ["cronjobs", "cronjobs/status", "jobs", "jobs/status"],
+    "policy": ["poddisruptionbudgets", "poddisruptionbudgets/status"],
+    "networking.k8s.io": ["ingresses", "ingresses/status", "networkpolicies"],
+    "discovery.k8s.io": ["endpointslices"],
+    "events.k8s.io": ["events"],
+    "resource.k8s.io": ["resourceclaims", "resourceclaims/status", "resourceclaimtemplates"],
+    "scheduling.k8s.io": ["podgroups", "podgroups/status", "workloads"],
+}
+_WRITE: dict[str, list[str]] = {
+    "": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "replicationcontrollers",
+         "replicationcontrollers/scale", "secrets", "serviceaccounts", "services"],
+    "apps": ["daemonsets", "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
+             "statefulsets/scale"],
+    "autoscaling": ["horizontalpodautoscalers"],
+    "batch": ["cronjobs", "jobs"],
+    "policy": ["poddisruptionbudgets"],
+    "networking.k8s.io": ["ingresses", "networkpolicies"],
+    "discovery.k8s.io": ["endpointslices"],
+    "resource.k8s.io": ["resourceclaims", "resourceclaimtemplates"],
+    "scheduling.k8s.io": ["podgroups", "workloads"],
+}
+
+
+def _role(name: str, rules: list[dict[str, Any]], labels: Mapping[str, str] | None = None,
+          aggregate_from: str | None = None) -> dict[str, Any]:
+    role: dict[str, Any] = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults", **(labels or {})},
+                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "rules": rules}
+    if aggregate_from is not None:
+        role["aggregationRule"] = {"clusterRoleSelectors": [
+            {"matchLabels": {AGGREGATE_LABEL.format(aggregate_from): "true"}}]}
+    return role
+
+
+DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
+    _role("admin", [], aggregate_from="admin"),
+    _role("edit", [], {AGGREGATE_LABEL.format("admin"): "true"}, aggregate_from="edit"),
+    _role("view", [], {AGGREGATE_LABEL.format("edit"): "true"}, aggregate_from="view"),
+    _role("system:aggregate-to-view", [{"apiGroups": [g], "resources": r, "verbs": READ} for g, r in _READ.items()],
+          {AGGREGATE_LABEL.format("view"): "true"}),
+    _role("system:aggregate-to-edit",
+          [{"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
+           {"apiGroups": [""], "resources": ["pods/eviction", "serviceaccounts/token"], "verbs": ["create"]},
+           *({"apiGroups": [g], "resources": r, "verbs": WRITE} for g, r in _WRITE.items())],
+          {AGGREGATE_LABEL.format("edit"): "true"}),
+    _role("system:aggregate-to-admin",
+          [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"], "verbs": READ + WRITE}],
+          {AGGREGATE_LABEL.format("admin"): "true"}),
+)
+
+
+def aggregated_rules(role: Mapping[str, Any], roles: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The rules an aggregated ClusterRole should hold: those of every other ClusterRole
+    one of its selectors matches, in name order, each once. None if it aggregates nothing."""
+    rule = role.get("aggregationRule")
+    if not isinstance(rule, dict):
+        return None
+    selectors = [s for s in rule.get("clusterRoleSelectors") or () if isinstance(s, dict)]
+    name = (role.get("metadata") or {}).get("name")
+    out: list[dict[str, Any]] = []
+    for other in sorted(roles, key=lambda r: str((r.get("metadata") or {}).get("name", ""))):
+        meta = other.get("metadata") or {}
+        if meta.get("name") == name or not any(match_label_selector(s, meta.get("labels") or {}) for s in selectors):
+            continue
+        for r in other.get("rules") or ():
+            if r not in out:
+                out.append(dict(r))
+    return out
