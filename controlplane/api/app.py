@@ -45,6 +45,8 @@ from ..registry import Registry, ResourceType, schema
 from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
+from .errors import ApiError
+from .impersonation import impersonated
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
 from .rbac import ANONYMOUS, Authorizer, User
@@ -164,6 +166,12 @@ class _KubeRoutes:
             if user is None:
                 await KubeApi._respond(send, 401, _UNAUTHORIZED)
                 return
+            if any(n.startswith(b"impersonate-") for n, _ in scope.get("headers", ())):  # kubectl --as
+                try:
+                    user = await impersonated(scope, user, self.kube.authorizer)
+                except ApiError as e:
+                    await KubeApi._respond(send, e.code, e.body())
+                    return
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
         await target(scope, receive, send)
 

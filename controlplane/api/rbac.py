@@ -23,8 +23,8 @@ four caches changes (their ``generation``), so a binding takes effect once its
 write has reached the cache, a few milliseconds after it is acknowledged, as
 with upstream's informer-fed authorizer. The user-facing roles ``admin``,
 ``edit`` and ``view`` are created at start too and aggregated (``rbacpolicy.py``,
-``controllers/clusterroles.py``). Not done: impersonation, the ``system:``
-controller roles.
+``controllers/clusterroles.py``); impersonation is ``impersonation.py``. Not
+done: the ``system:`` controller roles.
 
 A denial is a 403 Forbidden worded as upstream's:
 ``pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "dev"``.

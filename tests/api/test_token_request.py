@@ -99,3 +99,18 @@ def test_the_default_roles_are_aggregated_and_bindable(rbac: Serve) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert as_token(rbac, token, "get", "secrets").returncode != 0
+
+
+def test_kubectl_as_impersonates_when_the_requester_may(rbac: Serve) -> None:
+    who = json.loads(kubectl(rbac, "auth", "whoami", "--as=bob", "--as-group=devs", "-o", "json"))
+    assert who["status"]["userInfo"] == {"username": "bob", "groups": ["devs", "system:authenticated"]}
+    assert kubectl(rbac, "auth", "can-i", "list", "pods", "--as=nobody", "--as-group=system:masters").strip() == "yes"
+    env = dict(os.environ, KUBECONFIG=str(rbac.kubeconfig), HOME=str(rbac.state))
+    denied = subprocess.run([KUBECTL or "kubectl", "get", "pods", "--as=nobody"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert denied.returncode != 0 and 'User "nobody" cannot list resource "pods"' in denied.stderr
+    kubectl(rbac, "create", "serviceaccount", "imp")
+    token = kubectl(rbac, "create", "token", "imp").strip()
+    refused = as_token(rbac, token, "get", "pods", "--as=alice")
+    assert refused.returncode != 0 and 'users "alice" is forbidden: User "system:serviceaccount:default:imp" ' \
+        'cannot impersonate resource "users" in API group "" at the cluster scope' in refused.stderr
