@@ -4,25 +4,13 @@ and from the store's when that one is stale: no lost write, no false 409."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 
 CMS = resource_path("", "v1", "configmaps", "default")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app: FastAPI = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:

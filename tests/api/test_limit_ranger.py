@@ -5,26 +5,15 @@ standing in for the requests it leaves out (SetDefaults_Pod)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 
 PODS = resource_path("", "v1", "pods", "default")
 PVCS = resource_path("", "v1", "persistentvolumeclaims", "default")
 LIMITS = resource_path("", "v1", "limitranges", "default")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def pod(name: str, resources: dict[str, Any] | None = None) -> dict[str, Any]:

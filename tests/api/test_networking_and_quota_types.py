@@ -4,15 +4,11 @@ and validated as upstream's strategies."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 
 INGRESSES = resource_path("networking.k8s.io", "v1", "ingresses", "default")
 POLICIES = resource_path("networking.k8s.io", "v1", "networkpolicies", "default")
@@ -21,13 +17,6 @@ QUOTAS = resource_path("", "v1", "resourcequotas", "default")
 LIMITS = resource_path("", "v1", "limitranges", "default")
 HPA_V2 = resource_path("autoscaling", "v2", "horizontalpodautoscalers", "default")
 HPA_V1 = resource_path("autoscaling", "v1", "horizontalpodautoscalers", "default")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def ingress(name: str, path: dict[str, Any]) -> dict[str, Any]:

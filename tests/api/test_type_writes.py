@@ -6,26 +6,15 @@ absent bools and numbers."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 
 SECRETS = resource_path("", "v1", "secrets", "default")
 CMS = resource_path("", "v1", "configmaps", "default")
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "default")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def b64(s: str) -> str:

@@ -3,26 +3,15 @@ validated as upstream's strategies (registry/volumes.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 
 PVCS = resource_path("", "v1", "persistentvolumeclaims", "default")
 PVS = resource_path("", "v1", "persistentvolumes", None)
 CLASSES = resource_path("storage.k8s.io", "v1", "storageclasses", None)
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def claim(name: str, storage: Any = "1Gi", **spec: Any) -> dict[str, Any]:

@@ -1,0 +1,19 @@
+"""An API server in this process, without its scheduler and controllers, and a client of it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import Client
+from controlplane.config import Config
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        yield c
