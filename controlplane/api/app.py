@@ -273,7 +273,10 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
-    kube.token_issuer = TokenIssuer.in_directory(config.pki_dir)
+    try:
+        kube.token_issuer = TokenIssuer.in_directory(config.pki_dir)
+    except OSError as e:  # a state directory this process may not write: no service account tokens
+        log.warning("service account tokens disabled: %s", e)
     if config.scheduler:  # the workload controllers run with the scheduler (components.py)
         kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
                                             ("batch", "cronjobs"), ("apps", "daemonsets"),
