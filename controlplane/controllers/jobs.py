@@ -20,8 +20,11 @@ pods are orphaned, as upstream, and the API warns as upstream does.
 Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
 counts come from the pods, so deleting finished pods by hand lowers no
 count, since counts never go down), the exponential delay before replacing a
-failed pod, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``,
-``ttlSecondsAfterFinished`` and CronJobs.
+failed pod, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``.
+
+``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
+go first) that many seconds after it finished, as the TTL-after-finished
+controller does.
 """
 
 from __future__ import annotations
@@ -159,6 +162,32 @@ class JobController:
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
 
     # -- a Job
+    async def _expire(self, key: str, job: dict[str, Any]) -> bool:
+        """The TTL-after-finished controller's part: a finished Job with ``ttlSecondsAfterFinished``
+        is deleted (its pods with it, Foreground) that long after it finished; until then the
+        controller wakes itself at that time. True once the delete is sent."""
+        status = job.get("status") or {}
+        finished_at = status.get("completionTime") or next(
+            (c.get("lastTransitionTime") for c in status.get("conditions") or ()
+             if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+        if not finished_at:
+            return False
+        remaining = float((job.get("spec") or {})["ttlSecondsAfterFinished"]) - _seconds_since(str(finished_at))
+        if remaining > 0:
+            asyncio.get_running_loop().call_later(remaining + 0.1, self.queue.add, "job:" + key)
+            return False
+        if meta_of(job).get("deletionTimestamp"):
+            return False  # being deleted already: the finalizers are carried out below
+        meta = meta_of(job)
+        try:
+            await self.client.delete(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name")),
+                                     {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground",
+                                      "preconditions": {"uid": meta.get("uid")}})
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+        return True
+
     async def sync(self, key: str) -> None:
         job = self.jobs.items.get(key)
         if job is None:
@@ -201,6 +230,8 @@ class JobController:
                                "lastProbeTime": now, "lastTransitionTime": now})
 
         finished = _condition(job, "Complete") or _condition(job, "Failed")
+        if finished and spec.get("ttlSecondsAfterFinished") is not None and await self._expire(key, job):
+            return
         doomed: list[dict[str, Any]] = []
         to_create: list[int | None] = []
         if finished:

@@ -144,6 +144,26 @@ async def test_an_active_deadline_fails_the_job(client: Client) -> None:
     assert await pods_of(c, "late") == []
 
 
+async def test_a_finished_job_with_a_ttl_is_deleted_with_its_pods(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("brief", ttlSecondsAfterFinished=1))
+    await c.create(JOBS, job("kept"))
+    for name in ("brief", "kept"):
+        pod = (await until(lambda name=name: pods_of(c, name)))[0]  # type: ignore[misc]
+        await finish(c, pod, "Succeeded")
+    await until(lambda: _gone(c, "brief"), timeout=15)
+    assert await pods_of(c, "brief", active=False) == []
+    assert "Complete" in await conditions(c, "kept")  # no TTL: it stays
+
+
+async def _gone(c: Client, name: str) -> bool:
+    try:
+        await c.get(f"{JOBS}/{name}")
+    except ApiError as e:
+        return e.code == 404
+    return False
+
+
 async def test_deleting_a_job_orphans_its_pods_by_default_and_collects_them_in_background(client: Client) -> None:
     c = client
     await c.create(JOBS, job("keep", parallelism=2, completions=2))
