@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a respawned worker is started with
     rc: int = args.func(parser, args)
     return rc
 
@@ -216,6 +220,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     config = _config_from_args(parser, args)
     logging.basicConfig(level=config.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    respawned = os.environ.pop(WORKER_PORT_ENV, None)
+    if respawned is not None:
+        return _respawned_worker(config, int(respawned))
     from .tokens import TokenFileError
 
     # Listen before the heavy imports: a client that connects while FastAPI
@@ -270,6 +277,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 return _components_worker(config, port, sock)
             components.append(pid)
         config = dataclasses.replace(config, components=False)
+    supervisor = _WorkerSupervisor(workers, port, args.argv) if workers else None
     server = _uvicorn(uvicorn, create_app(config), config, tls)
     if components:
         exiting = server.handle_exit
@@ -282,10 +290,96 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             exiting(sig, frame)
 
         server.handle_exit = handle_exit
+    if supervisor is not None:
+        supervisor.start()
     try:
         server.run(sockets=[sock])  # a failed startup raises SystemExit(3)
     finally:
+        if supervisor is not None:
+            workers = supervisor.stop()
         _stop_workers(components + workers)
+    return 0
+
+
+WORKER_PORT_ENV = "CONTROLPLANE_WORKER_PORT"  # set for a worker started again: the port it joins
+RESTARTS_PER_MINUTE = 5
+
+
+class _WorkerSupervisor(threading.Thread):
+    """Starts a ``--workers`` process again when one dies (killed, out of memory), so the port
+    keeps its N servers. The first ones are forked before any thread exists; a replacement
+    cannot be (this process has threads by then), so it is a fresh ``controlplane serve``
+    with the same arguments that joins the port's SO_REUSEPORT group (``WORKER_PORT_ENV``).
+    A worker that keeps dying is given up on after ``RESTARTS_PER_MINUTE`` in a minute."""
+
+    def __init__(self, forked: list[int], port: int, argv: list[str]) -> None:
+        super().__init__(name="worker-supervisor", daemon=True)
+        self.forked = list(forked)
+        self.spawned: list[subprocess.Popen[bytes]] = []
+        self.port = port
+        self.argv = argv
+        self.stopping = threading.Event()
+        self.restarts: list[float] = []
+        self.log = logging.getLogger("controlplane.serve")
+
+    def run(self) -> None:
+        while not self.stopping.wait(1.0):
+            for pid in list(self.forked):
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done, status = pid, 0
+                if done:
+                    self.forked.remove(pid)
+                    self._replace(pid, os.waitstatus_to_exitcode(status) if status else 0)
+            for proc in list(self.spawned):
+                if proc.poll() is not None:
+                    self.spawned.remove(proc)
+                    self._replace(proc.pid, proc.returncode)
+
+    def _replace(self, pid: int, status: int) -> None:
+        if self.stopping.is_set():
+            return
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < 60] + [now]
+        if len(self.restarts) > RESTARTS_PER_MINUTE:
+            self.log.error("worker %d exited (%s); workers keep dying, not starting another", pid, status)
+            return
+        self.log.warning("worker %d exited (%s); starting another", pid, status)
+        self.spawned.append(subprocess.Popen([sys.executable, "-m", "controlplane", *self.argv],
+                                             env={**os.environ, WORKER_PORT_ENV: str(self.port)},
+                                             stdin=subprocess.DEVNULL))
+
+    def stop(self) -> list[int]:
+        """Stop replacing workers; the pids of those alive, to be stopped."""
+        self.stopping.set()
+        self.join()
+        for proc in self.spawned:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        for proc in self.spawned:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(GRACEFUL_SHUTDOWN_SECONDS + 10)
+        return self.forked
+
+
+def _respawned_worker(config: Config, port: int) -> int:
+    """A ``--workers`` process started again by the first one (``_WorkerSupervisor``): as the
+    forked ones, a server joining the port's SO_REUSEPORT group, no components; it reads the
+    state the first one prepared (PKI, token file) and writes nothing of it."""
+    _die_with_parent()
+    if config.token_auth_file is None:
+        config = dataclasses.replace(config, token_auth_file=config.generated_token_file)
+    tls = prepare_tls(config)
+    import uvicorn
+
+    from .api.app import create_app
+
+    sock = listen(config.host, port, reuse_port=True)
+    config = dataclasses.replace(config, port=port, components=False, workers=1)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _ignore_signal)
+    _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])
     return 0
 
 

@@ -22,9 +22,11 @@ CONFIGMAPS = resource_path("", "v1", "configmaps", "default")
 
 
 def _server_children(pid: int) -> list[int]:
-    """The forked API server processes (not the store's applier processes)."""
+    """The API server processes it started (not the store's applier processes), by any of its
+    threads (a replacement worker is started by the supervising thread)."""
     out = []
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    kids = [c for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    for child in kids:
         cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         if b"serve" in cmdline:
             out.append(int(child))
@@ -119,3 +121,39 @@ def test_two_workers_share_the_port_and_the_store(tmp_path: Path) -> None:
     while any(_alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in children)
+
+
+def test_a_worker_that_dies_is_replaced(tmp_path: Path) -> None:
+    s = start_serve(tmp_path, extra=["--workers", "2"])
+    children: list[int] = []
+    try:
+        s.wait_ready()
+        first = _server_children(s.proc.pid)
+        assert len(first) == 1
+        os.kill(first[0], 9)
+        deadline = time.monotonic() + 30
+        while True:  # the first process starts another, which joins the port once its store is open
+            children = [c for c in _server_children(s.proc.pid) if _alive(c)]
+            if children and children != first:
+                break
+            assert time.monotonic() < deadline, s.output()
+            time.sleep(0.1)
+        assert "worker" in s.output() and "starting another" in s.output()
+        asyncio.run(_exercise_briefly(s.kubeconfig))
+    finally:
+        code = s.stop()
+    assert code == 0, s.output()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in children)
+
+
+async def _exercise_briefly(kubeconfig: Path) -> None:
+    """Writes and reads over fresh connections, spread over both processes, all answered."""
+    for i in range(20):
+        async with Client.from_kubeconfig(kubeconfig) as c:
+            await c.create(CONFIGMAPS, {"metadata": {"name": f"after-{i}"}, "data": {}})
+    async with Client.from_kubeconfig(kubeconfig) as c:
+        names = {cm["metadata"]["name"] for cm in (await c.list(CONFIGMAPS))["items"]}
+    assert {f"after-{i}" for i in range(20)} <= names
