@@ -29,10 +29,13 @@ garbage collector that their objects need, as one API client.
 
 Released objects (whose owner was deleted with ``Orphan``) are adopted by a
 controller whose selector matches them, as upstream; bare objects that match
-are not (upstream adopts those too). Not done: ``minReadySeconds``
-(a ready pod counts as available at once), ``progressDeadlineSeconds``
-(``Progressing`` never turns False), rollbacks other than by re-applying an
-old template, and garbage collection of other kinds.
+are not (upstream adopts those too). ``progressDeadlineSeconds``: a rollout
+that makes no progress (no more updated, ready or available replicas, no
+fewer old ones) for that long turns ``Progressing`` False with
+``ProgressDeadlineExceeded``, which ``kubectl rollout status`` reports as a
+failure; a paused Deployment is not timed. Not done: ``minReadySeconds`` (a
+ready pod counts as available at once), rollbacks other than by re-applying
+an old template, and garbage collection of other kinds.
 """
 
 from __future__ import annotations
@@ -484,22 +487,45 @@ class WorkloadController:
         complete = new_rs is not None and updated == replicas and status["replicas"] == replicas \
             and available >= replicas and _replicas(new_rs) == replicas
         conditions = {c.get("type"): c for c in old.get("conditions") or ()}
+        rs_name = meta_of(new_rs or {}).get("name", "")
+        # progress, as upstream's DeploymentProgressing: more updated, ready or available
+        # replicas than the last status said, or fewer old ones
+        moved = updated > int(old.get("updatedReplicas", 0) or 0) \
+            or status["readyReplicas"] > int(old.get("readyReplicas", 0) or 0) \
+            or available > int(old.get("availableReplicas", 0) or 0) \
+            or status["replicas"] - updated < int(old.get("replicas", 0) or 0) - int(old.get("updatedReplicas", 0) or 0)
+        before_progress = conditions.get("Progressing") or {}
+        given = (d.get("spec") or {}).get("progressDeadlineSeconds")
+        deadline = float(given) if given is not None else 0.0
+        timed = given is not None and not (d.get("spec") or {}).get("paused")
+        updating = ("True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
+        if complete:
+            progress = ("True", "NewReplicaSetAvailable", f'ReplicaSet "{rs_name}" has successfully progressed.')
+        elif moved or before_progress.get("reason") in (None, "NewReplicaSetAvailable") \
+                or f'"{rs_name}"' not in str(before_progress.get("message", "")):  # a rollout (re)starts
+            progress = updating
+        elif before_progress.get("reason") == "ProgressDeadlineExceeded" \
+                or (timed and _seconds_since(before_progress.get("lastUpdateTime")) > deadline):
+            progress = ("False", "ProgressDeadlineExceeded", f'ReplicaSet "{rs_name}" has timed out progressing.')
+        else:
+            progress = updating
+            if timed:  # no progress yet: look again when the deadline passes
+                remaining = deadline - _seconds_since(before_progress.get("lastUpdateTime"))
+                asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add,
+                                                      "deployment:" + key_of(d))
         wanted = {
             "Available": ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
             if available >= replicas - unavailable else
             ("False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
-            "Progressing": ("True", "NewReplicaSetAvailable",
-                            f'ReplicaSet "{meta_of(new_rs or {}).get("name", "")}" has successfully progressed.')
-            if complete else
-            ("True", "ReplicaSetUpdated",
-             f'ReplicaSet "{meta_of(new_rs or {}).get("name", "")}" is progressing.'),
+            "Progressing": progress,
         }
         now = _now()
         out = []
         changed = False
         for kind, (state, reason, message) in wanted.items():
             before = conditions.get(kind)
-            if before is not None and (before.get("status"), before.get("reason")) == (state, reason):
+            if before is not None and (before.get("status"), before.get("reason")) == (state, reason) \
+                    and before.get("message") == message and not (kind == "Progressing" and moved and not complete):
                 out.append(before)
                 continue
             changed = True
@@ -524,6 +550,17 @@ def _now() -> str:
     import datetime
 
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds_since(timestamp: Any) -> float:
+    """Seconds since an RFC 3339 time (0 for none: a condition not written yet)."""
+    import datetime
+
+    try:
+        then = datetime.datetime.strptime(str(timestamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
 
 
 async def start(client: Client, config: Config) -> None:

@@ -211,3 +211,32 @@ async def test_foreground_waits_for_the_dependents(client: Client) -> None:
             return e.code == 404 and not await pods_of(c, "fg") and not (await c.list(REPLICASETS))["items"]
 
     await until(all_gone)
+
+
+async def test_a_rollout_without_progress_exceeds_its_deadline(client: Client) -> None:
+    c = client
+    stuck = deployment("stuck", 2, progressDeadlineSeconds=2)
+    stuck["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "nowhere"}  # its pods never schedule
+    await c.create(DEPLOYMENTS, stuck)
+
+    async def progressing() -> dict[str, Any] | None:
+        conds = ((await c.get(f"{DEPLOYMENTS}/stuck")).get("status") or {}).get("conditions") or ()
+        return next((x for x in conds if x["type"] == "Progressing"), None)
+
+    first = await until(progressing)
+    assert (first["status"], first["reason"]) == ("True", "ReplicaSetUpdated")
+
+    async def exceeded() -> dict[str, Any] | None:
+        cond = await progressing()
+        return cond if cond is not None and cond["reason"] == "ProgressDeadlineExceeded" else None
+
+    cond = await until(exceeded, timeout=15)
+    assert cond["status"] == "False" and cond["message"].endswith("has timed out progressing.")
+    # a healthy deployment with the same deadline completes instead
+    await c.create(DEPLOYMENTS, deployment("fine", 2, progressDeadlineSeconds=2))
+    await until(lambda: _complete(c, "fine"))
+
+
+async def _complete(c: Client, name: str) -> bool:
+    conds = ((await c.get(f"{DEPLOYMENTS}/{name}")).get("status") or {}).get("conditions") or ()
+    return any(x["type"] == "Progressing" and x["reason"] == "NewReplicaSetAvailable" for x in conds)
