@@ -118,6 +118,8 @@ class KubeApi:
         # the (group, plural)s whose dependents a garbage collector deletes or orphans: their
         # deletes with propagationPolicy Orphan or Foreground get its finalizers (set by create_app)
         self.garbage_collected: frozenset[tuple[str, str]] = frozenset()
+        # StorageObjectInUseProtection: set while the persistent volume controller runs (api/app.py)
+        self.storage_protected = False
         self.registry = registry
         self._get_store = get_store
         self._server_address = server_address
@@ -583,6 +585,10 @@ class KubeApi:
         self._admit(rtype, obj, None, None)
         if self._quota is not None:
             await self._quota.charge(rtype, namespace, obj)
+        if self.storage_protected and not rtype.group and rtype.plural in _PROTECTION_FINALIZERS:
+            finalizers = meta.setdefault("finalizers", [])
+            if _PROTECTION_FINALIZERS[rtype.plural] not in finalizers:
+                finalizers.append(_PROTECTION_FINALIZERS[rtype.plural])
         obj = _metadata_first(obj)
         for _attempt in range(8):
             if not name:
@@ -1608,6 +1614,11 @@ def _revision_param(raw: str | None) -> int:
 # the revision read). Upstream's GuaranteedUpdate retries without a bound; each
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
 WRITE_ATTEMPTS = 64
+
+# the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)
+_PROTECTION_FINALIZERS = {"persistentvolumeclaims": "kubernetes.io/pvc-protection",
+                          "persistentvolumes": "kubernetes.io/pv-protection"}
+
 
 def _initial_status(plural: str) -> dict[str, Any]:
     """The status a create starts an object with (a new dict each time)."""

@@ -28,9 +28,14 @@ The garbage collector's part for claims: a claim owned by pods or StatefulSets
 (``persistentVolumeClaimRetentionPolicy: Delete``) is deleted once all its owners
 are gone, and loses the references of those gone while another remains.
 
+Protection, as upstream's admission and protection controllers: the API gives
+claims ``kubernetes.io/pvc-protection`` and volumes ``kubernetes.io/pv-protection``
+at create (while this controller runs); a claim being deleted keeps its
+finalizer while a pod that has not ended mounts it, a volume while it is Bound.
+A released volume is reclaimed after it is marked ``Released``.
+
 Not simulated: attach/detach and mounts (pods start regardless of their claims:
-the scheduler has no VolumeBinding plugin), the protection finalizers
-(``kubernetes.io/pvc-protection``, ``pv-protection``), expansion, snapshots.
+the scheduler has no VolumeBinding plugin), expansion, snapshots.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"  # added at create by the API (api/rest.py) with this controller
+PV_PROTECTION = "kubernetes.io/pv-protection"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 CLAIMS = resource_path("", "v1", "persistentvolumeclaims")
 VOLUMES = resource_path("", "v1", "persistentvolumes")
@@ -94,7 +101,7 @@ class VolumeController:
                                        on_update=lambda _old, new: self._class_changed(new))
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
                                     on_update=lambda _old, new: self._pod_changed(new),
-                                    on_delete=self._owner_deleted)
+                                    on_delete=self._pod_deleted)
         self.sets = client.informer(resource_path("apps", "v1", "statefulsets"), on_delete=self._owner_deleted)
         self._consumers: dict[str, str] = {}  # claim key -> a node a pod mounting it is on
         self._owned: dict[str, set[str]] = {}  # owner uid -> keys of the claims it owns
@@ -108,6 +115,10 @@ class VolumeController:
             for ref in refs:
                 self._owned.setdefault(str(ref.get("uid", "")), set()).add(key)
             self.queue.add("owners:" + key)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        self._pod_gone(pod)
+        self._owner_deleted(pod)
 
     def _owner_deleted(self, owner: Obj) -> None:
         for key in self._owned.pop(str(meta_of(owner).get("uid", "")), ()):
@@ -136,8 +147,19 @@ class VolumeController:
             if (pvc.get("status") or {}).get("phase") != "Bound":
                 self.queue.add("claim:" + key)
 
+    def _pod_gone(self, pod: Obj) -> None:
+        """A pod deleted or ended: a claim it mounted that waits on its deletion may go now."""
+        for volume in (pod.get("spec") or {}).get("volumes") or ():
+            claim = ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName") if isinstance(volume, dict) \
+                else None
+            key = f"{meta_of(pod).get('namespace', '')}/{claim}"
+            if claim and meta_of(self.claims.items.get(key) or {}).get("deletionTimestamp"):
+                self.queue.add("claim:" + key)
+
     def _pod_changed(self, pod: Obj) -> None:
         spec = pod.get("spec") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self._pod_gone(pod)
         node = spec.get("nodeName")
         if not node:
             return
@@ -202,7 +224,12 @@ class VolumeController:
 
     async def sync_claim(self, key: str) -> None:
         pvc = self.claims.items.get(key)
-        if pvc is None or meta_of(pvc).get("deletionTimestamp"):
+        if pvc is None:
+            return
+        if meta_of(pvc).get("deletionTimestamp"):
+            if PVC_PROTECTION in (meta_of(pvc).get("finalizers") or ()) and not self._in_use(pvc):
+                await self._release(_claim_path(meta_of(pvc).get("namespace", ""), meta_of(pvc).get("name", "")),
+                                    pvc, PVC_PROTECTION)
             return
         meta, spec = meta_of(pvc), pvc.get("spec") or {}
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
@@ -335,9 +362,38 @@ class VolumeController:
             "phase": "Bound", "accessModes": list(pv_spec.get("accessModes") or ()),
             "capacity": dict(pv_spec.get("capacity") or {})}})
 
+    def _in_use(self, pvc: Obj) -> bool:
+        """Whether a pod that has not ended mounts the claim (the pvc-protection controller's test)."""
+        meta = meta_of(pvc)
+        namespace, name = meta.get("namespace"), meta.get("name")
+        for pod in self.pods.items.values():
+            if meta_of(pod).get("namespace") != namespace \
+                    or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for volume in (pod.get("spec") or {}).get("volumes") or ():
+                if ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName") == name:
+                    return True
+        return False
+
+    async def _release(self, path: str, obj: Obj, finalizer: str) -> None:
+        """Remove a protection finalizer: the object may go."""
+        meta = meta_of(obj)
+        try:
+            await self.client.patch(path, {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "finalizers": [f for f in meta.get("finalizers") or () if f != finalizer] or None}})
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
     async def sync_volume(self, name: str) -> None:
         pv = self.volumes.items.get(name)
-        if pv is None or meta_of(pv).get("deletionTimestamp"):
+        if pv is None:
+            return
+        if meta_of(pv).get("deletionTimestamp"):
+            if PV_PROTECTION in (meta_of(pv).get("finalizers") or ()) \
+                    and (pv.get("status") or {}).get("phase") != "Bound":
+                await self._release(_volume_path(name), pv, PV_PROTECTION)
             return
         spec, phase = pv.get("spec") or {}, (pv.get("status") or {}).get("phase")
         ref = spec.get("claimRef")
@@ -349,14 +405,14 @@ class VolumeController:
         if claim is not None and ref.get("uid") in (None, "", meta_of(claim).get("uid")):
             return  # bound, or being bound by the claim's sync
         if phase == "Bound" or (phase == "Released" and claim is None):
-            if spec.get("persistentVolumeReclaimPolicy") == "Delete":
+            if spec.get("persistentVolumeReclaimPolicy") == "Delete" and phase == "Released":
                 try:
                     await self.client.delete(_volume_path(name))
                 except ApiError as e:
                     if e.code != 404:
                         raise
                 return
-            if phase != "Released":
+            if phase != "Released":  # released first, then reclaimed (its event brings it back here)
                 await self.client.patch(_volume_path(name, "status"), {"status": {
                     "phase": "Released", "reason": "", "message": ""}})
         elif phase in (None, "Pending"):

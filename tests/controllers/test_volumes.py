@@ -3,6 +3,7 @@ StatefulSets' volumeClaimTemplates, inside a server with its scheduler and four 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from controlplane.client import ApiError, Client
@@ -132,3 +133,22 @@ async def test_statefulset_pods_get_their_own_claims_and_scale_down_deletes_them
     await client.delete(f"{PODS}/db-0")
     await until(lambda: rolled_out(client, "db"))
     assert await phase(client, f"{PVCS}/data-db-0") == "Bound"
+
+
+async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -> None:
+    await client.create(CLASSES, {"metadata": {"name": "std"}, "provisioner": "example.com/csi"})
+    pvc = await client.create(PVCS, claim("held", storageClassName="std"))
+    assert pvc["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    await until(lambda: _is(client, f"{PVCS}/held", "Bound"))
+    volume = (await client.get(f"{PVCS}/held"))["spec"]["volumeName"]
+    assert (await client.get(f"{PVS}/{volume}"))["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"]
+    await client.create(PODS, {"metadata": {"name": "holder"}, "spec": {
+        "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "held"}}]}})
+    await client.delete(f"{PVCS}/held")
+    await asyncio.sleep(0.5)
+    held = await client.get(f"{PVCS}/held")  # Terminating: a pod mounts it
+    assert held["metadata"]["deletionTimestamp"] and held["status"]["phase"] == "Bound"
+    await client.delete(f"{PODS}/holder")
+    await until(lambda: _is(client, f"{PVCS}/held", "Gone"))
+    await until(lambda: _is(client, f"{PVS}/{volume}", "Gone"))  # released, reclaimed, unprotected
