@@ -33,9 +33,11 @@ are not (upstream adopts those too). ``progressDeadlineSeconds``: a rollout
 that makes no progress (no more updated, ready or available replicas, no
 fewer old ones) for that long turns ``Progressing`` False with
 ``ProgressDeadlineExceeded``, which ``kubectl rollout status`` reports as a
-failure; a paused Deployment is not timed. Not done: ``minReadySeconds`` (a
-ready pod counts as available at once), rollbacks other than by re-applying
-an old template, and garbage collection of other kinds.
+failure; a paused Deployment is not timed. ``minReadySeconds``: a pod counts
+as available once it has been Ready that long (from its Ready condition's
+``lastTransitionTime``), so rollouts pace themselves on it. Not done: rollbacks
+other than by re-applying an old template, and garbage collection of other
+kinds.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def _active(pod: Mapping[str, Any]) -> bool:
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _ready_since(pod: Mapping[str, Any]) -> Any:
+    """When the pod's Ready condition last turned true."""
+    return next((c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or ()
+                 if c.get("type") == "Ready" and c.get("status") == "True"), None)
 
 
 def _replicas(obj: Mapping[str, Any]) -> int:
@@ -310,11 +318,18 @@ class WorkloadController:
 
     async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]]) -> None:
         pods = list(active)
-        ready = sum(1 for p in pods if _ready(p))
+        ready = [p for p in pods if _ready(p)]
+        min_ready = float((rs.get("spec") or {}).get("minReadySeconds") or 0)
+        # available: ready for minReadySeconds; the set looks again when the next one will be
+        waits = [min_ready - _seconds_since(_ready_since(p)) for p in ready] if min_ready else []
+        available = len(ready) - sum(1 for w in waits if w > 0)
+        if any(w > 0 for w in waits):
+            asyncio.get_running_loop().call_later(min(w for w in waits if w > 0) + 0.1, self.queue.add,
+                                                  "replicaset:" + key_of(rs))
         selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
-        status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": ready,
-                  "availableReplicas": ready, "observedGeneration": meta_of(rs).get("generation", 1)}
+        status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
+                  "availableReplicas": available, "observedGeneration": meta_of(rs).get("generation", 1)}
         old = rs.get("status") or {}
         if all(old.get(k, 0) == v for k, v in status.items()):
             return

@@ -4,6 +4,7 @@ inside a server with its scheduler and simulated nodes, through the in-process c
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from controlplane.client import ApiError, Client
@@ -240,3 +241,24 @@ async def test_a_rollout_without_progress_exceeds_its_deadline(client: Client) -
 async def _complete(c: Client, name: str) -> bool:
     conds = ((await c.get(f"{DEPLOYMENTS}/{name}")).get("status") or {}).get("conditions") or ()
     return any(x["type"] == "Progressing" and x["reason"] == "NewReplicaSetAvailable" for x in conds)
+
+
+async def test_min_ready_seconds_delays_availability(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("slow", 1, minReadySeconds=2))
+
+    async def counts() -> tuple[int, int]:
+        st = (await c.get(f"{DEPLOYMENTS}/slow")).get("status") or {}
+        return int(st.get("readyReplicas", 0) or 0), int(st.get("availableReplicas", 0) or 0)
+
+    async def ready_not_available() -> bool:
+        return await counts() == (1, 0)
+
+    await until(ready_not_available)
+    started = time.monotonic()
+
+    async def available() -> bool:
+        return await counts() == (1, 1)
+
+    await until(available, timeout=15)
+    assert time.monotonic() - started > 0.5  # it waited for the pod to stay ready
