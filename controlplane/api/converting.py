@@ -10,8 +10,9 @@ cache (which holds the stored shape) are converted by the handlers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 
 import orjson
@@ -21,9 +22,20 @@ from store.interface import Event, KeyValue
 
 from ..registry.conversion import Conversion
 
-__all__ = ["CONVERSION", "ConvertingStore", "served_bytes"]
+__all__ = ["CONVERSION", "ConvertingStore", "served_bytes", "unconverted"]
 
 CONVERSION: ContextVar[Conversion | None] = ContextVar("controlplane_conversion", default=None)
+
+
+@contextlib.contextmanager
+def unconverted() -> Iterator[None]:
+    """Reads and writes of other types within a request for a converted one (admission
+    reading quotas while an autoscaling/v1 HPA is created): in their stored shape."""
+    token = CONVERSION.set(None)
+    try:
+        yield
+    finally:
+        CONVERSION.reset(token)
 
 
 def served_bytes(conversion: Conversion, stored: bytes) -> bytes:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..registry.types import ResourceType
+from .converting import unconverted
 
 if TYPE_CHECKING:
     from .rest import KubeApi
@@ -31,7 +32,8 @@ class NamespacedObjects:
     async def of(self, namespace: str) -> list[Obj]:
         generation = self.kube.reads.generation(self.rtype)
         if generation is None or self._memo[0] != generation:
-            listed = await self.kube._list(self.rtype, None, {"resourceVersion": "0"})
+            with unconverted():  # asked within requests for converted types too
+                listed = await self.kube._list(self.rtype, None, {"resourceVersion": "0"})
             by_namespace: dict[str, list[Obj]] = {}
             for raw in listed.items:
                 obj = orjson.loads(raw)

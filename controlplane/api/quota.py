@@ -27,6 +27,7 @@ import store
 from ..quantity import format_quantity, parse_quantity
 from ..registry.quota import covers, tracked, unspecified, usage
 from ..registry.types import ResourceType
+from .converting import unconverted
 from .dryrun import DRY_RUN
 from .errors import ApiError
 from .namespaced import NamespacedObjects
@@ -63,6 +64,10 @@ class QuotaAdmission:
         """Charge the new ``obj`` to its namespace's quotas, or raise the 403 that refuses it."""
         if not namespace or rtype.custom is not None or DRY_RUN.get() or not await self._of(namespace):
             return
+        with unconverted():  # the quotas in their stored shape, whatever type is being created
+            await self._charge(rtype, namespace, obj)
+
+    async def _charge(self, rtype: ResourceType, namespace: str, obj: Obj) -> None:
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         used = usage(rtype.group, rtype.plural, obj)
         charged: set[str] = set()  # quotas written already: a retry charges only the others

@@ -104,3 +104,21 @@ async def test_scopes_choose_the_pods_a_quota_covers(client: Client) -> None:
     await client.create(PODS, pod("vip", priorityClassName="system-cluster-critical"))
     assert await used(client, "critical") == {"pods": "1"}
     assert await used(client, "besteffort") == {"pods": "1"}
+
+
+async def test_a_converted_type_is_charged_without_converting_the_quota(client: Client) -> None:
+    """An autoscaling/v1 HPA is stored as v2: the quota read and written while it is created
+    must stay a quota, not be put through the HPA's conversion."""
+    await client.create(QUOTAS, {"metadata": {"name": "hpas"}, "spec": {"hard": {
+        "count/horizontalpodautoscalers.autoscaling": "1"}}})
+    await counted(client, "hpas")
+    v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers"
+    ref = {"kind": "Deployment", "name": "web"}
+    await client.create(v1, {"metadata": {"name": "a"}, "spec": {"scaleTargetRef": ref, "maxReplicas": 2}})
+    quota = await client.get(f"{QUOTAS}/hpas")
+    assert quota["kind"] == "ResourceQuota" and quota["spec"]["hard"] == {
+        "count/horizontalpodautoscalers.autoscaling": "1"}
+    assert quota["status"]["used"] == {"count/horizontalpodautoscalers.autoscaling": "1"}
+    with pytest.raises(ApiError) as e:
+        await client.create(v1, {"metadata": {"name": "b"}, "spec": {"scaleTargetRef": ref, "maxReplicas": 2}})
+    assert e.value.code == 403 and "exceeded quota: hpas" in e.value.message
