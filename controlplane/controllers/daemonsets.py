@@ -17,8 +17,9 @@ once its old one is gone. ``OnDelete`` replaces a pod only when it is deleted.
 Status as upstream: desiredNumberScheduled, currentNumberScheduled,
 numberMisscheduled, numberReady, numberAvailable, numberUnavailable,
 updatedNumberScheduled, observedGeneration. That is what ``kubectl rollout
-status daemonset`` reads. Not done: ControllerRevision objects (so ``kubectl
-rollout history/undo`` for DaemonSets), ``minReadySeconds``, ``maxSurge``.
+status daemonset`` reads. A pod is available once Ready for ``minReadySeconds``.
+Templates are kept as ControllerRevisions (``history.py``: ``kubectl rollout
+history/undo``). Not done: ``maxSurge``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors,
 from .events import Recorder
 from .history import REVISION_HASH, History
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .readiness import available as pods_available
 from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
@@ -298,11 +300,16 @@ class DaemonSetController:
         placed = {n: ps for n, ps in placed.items() if ps}
         on_wanted = [n for n in wanted if n in placed]
         ready = sum(1 for n in on_wanted if any(_ready(p) for p in placed[n]))
+        available, soonest = pods_available([next(p for p in placed[n] if _ready(p)) for n in on_wanted
+                                             if any(_ready(p) for p in placed[n])],
+                                            float((ds.get("spec") or {}).get("minReadySeconds") or 0))
+        if soonest is not None:
+            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "ds:" + key_of(ds))
         updated = sum(1 for n in on_wanted
                       if any((meta_of(p).get("labels") or {}).get(REVISION_HASH) == current_hash for p in placed[n]))
         status = {"desiredNumberScheduled": len(wanted), "currentNumberScheduled": len(on_wanted),
                   "numberMisscheduled": sum(1 for n in placed if n not in wanted), "numberReady": ready,
-                  "numberAvailable": ready, "numberUnavailable": len(wanted) - ready,
+                  "numberAvailable": available, "numberUnavailable": len(wanted) - available,
                   "updatedNumberScheduled": updated, "observedGeneration": meta_of(ds).get("generation", 1)}
         old = ds.get("status") or {}
         if all(old.get(k, 0) == v for k, v in status.items()):

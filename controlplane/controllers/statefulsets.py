@@ -25,11 +25,13 @@ unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
 makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
 garbage collector then deletes them with their owner), as upstream.
 
-Not done: ``minReadySeconds``, ``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
+``availableReplicas`` counts pods Ready for ``minReadySeconds``. Not done:
+``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
 from collections.abc import Mapping
@@ -41,6 +43,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from .events import Recorder
 from .history import REVISION_HASH, History
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .readiness import available as pods_available
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -310,7 +313,11 @@ class StatefulSetController:
         current_revision = update_revision if revisions <= {update_revision} and len(live) >= replicas \
             else old.get("currentRevision") or next(iter(revisions - {update_revision}), update_revision)
         current = sum(1 for p in live if _revision(p) == current_revision)
-        status = {"replicas": len(live), "readyReplicas": ready, "availableReplicas": ready,
+        available, soonest = pods_available([p for p in live if _ready(p)],
+                                            float((sts.get("spec") or {}).get("minReadySeconds") or 0))
+        if soonest is not None:
+            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "sts:" + key_of(sts))
+        status = {"replicas": len(live), "readyReplicas": ready, "availableReplicas": available,
                   "currentReplicas": current, "updatedReplicas": updated, "currentRevision": current_revision,
                   "updateRevision": update_revision, "observedGeneration": meta_of(sts).get("generation", 1),
                   "collisionCount": old.get("collisionCount", 0)}

@@ -55,6 +55,8 @@ from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
 from .ownership import Dependents, Expectations, collect, controller_uid, finalize, key_of, meta_of
+from .readiness import available as pods_available
+from .readiness import is_ready, seconds_since
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -88,15 +90,7 @@ def _active(pod: Mapping[str, Any]) -> bool:
         (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or ())
-
-
-def _ready_since(pod: Mapping[str, Any]) -> Any:
-    """When the pod's Ready condition last turned true."""
-    return next((c.get("lastTransitionTime") for c in (pod.get("status") or {}).get("conditions") or ()
-                 if c.get("type") == "Ready" and c.get("status") == "True"), None)
+_ready = is_ready
 
 
 def _replicas(obj: Mapping[str, Any]) -> int:
@@ -319,13 +313,10 @@ class WorkloadController:
     async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]]) -> None:
         pods = list(active)
         ready = [p for p in pods if _ready(p)]
-        min_ready = float((rs.get("spec") or {}).get("minReadySeconds") or 0)
         # available: ready for minReadySeconds; the set looks again when the next one will be
-        waits = [min_ready - _seconds_since(_ready_since(p)) for p in ready] if min_ready else []
-        available = len(ready) - sum(1 for w in waits if w > 0)
-        if any(w > 0 for w in waits):
-            asyncio.get_running_loop().call_later(min(w for w in waits if w > 0) + 0.1, self.queue.add,
-                                                  "replicaset:" + key_of(rs))
+        available, soonest = pods_available(ready, float((rs.get("spec") or {}).get("minReadySeconds") or 0))
+        if soonest is not None:
+            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "replicaset:" + key_of(rs))
         selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
@@ -520,12 +511,12 @@ class WorkloadController:
                 or f'"{rs_name}"' not in str(before_progress.get("message", "")):  # a rollout (re)starts
             progress = updating
         elif before_progress.get("reason") == "ProgressDeadlineExceeded" \
-                or (timed and _seconds_since(before_progress.get("lastUpdateTime")) > deadline):
+                or (timed and seconds_since(before_progress.get("lastUpdateTime")) > deadline):
             progress = ("False", "ProgressDeadlineExceeded", f'ReplicaSet "{rs_name}" has timed out progressing.')
         else:
             progress = updating
             if timed:  # no progress yet: look again when the deadline passes
-                remaining = deadline - _seconds_since(before_progress.get("lastUpdateTime"))
+                remaining = deadline - seconds_since(before_progress.get("lastUpdateTime"))
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add,
                                                       "deployment:" + key_of(d))
         wanted = {
@@ -567,15 +558,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _seconds_since(timestamp: Any) -> float:
-    """Seconds since an RFC 3339 time (0 for none: a condition not written yet)."""
-    import datetime
-
-    try:
-        then = datetime.datetime.strptime(str(timestamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
 
 
 async def start(client: Client, config: Config) -> None:
