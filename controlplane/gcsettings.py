@@ -19,7 +19,16 @@ __all__ = ["YOUNG_THRESHOLD", "settle_heap"]
 YOUNG_THRESHOLD = 20_000
 
 
+# Collections before the freeze. A collection untracks the tuples that hold only
+# untracked objects, but a nested tuple may need a pass per level (seen: two for a
+# shared label set, registry/attrs.py). One still tracked when frozen stays tracked
+# for good, and so does every later tuple that holds it: the watch-cache entries of
+# every new pod with those labels, which full collections would then walk again.
+SETTLE_PASSES = 3
+
+
 def settle_heap() -> None:
-    gc.collect()
+    for _ in range(SETTLE_PASSES):
+        gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, 20, 20)
