@@ -167,6 +167,39 @@ class Authorizer:
                     return True
         return False
 
+    async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The resource and non-resource rules that apply to ``user`` in ``namespace`` (what
+        SelfSubjectRulesReview answers): its cluster-wide bindings' and the namespace's, and
+        what every authenticated user may (the self-reviews, discovery)."""
+        index = await self._current()
+        rules = [rule for subjects, rs in index.cluster if any(_subject_matches(s, user) for s in subjects)
+                 for rule in rs]
+        rules += [rule for subjects, rs in index.by_namespace.get(namespace, ())
+                  if any(_subject_matches(s, user) for s in subjects) for rule in rs]
+        if MASTERS in user.groups:
+            rules.append(_Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}), frozenset(), ()))
+            rules.append(_Rule(frozenset({"*"}), frozenset(), frozenset(), frozenset(), ("*",)))
+        if AUTHENTICATED in user.groups:
+            for group, resource in sorted(_SELF_REVIEWS):
+                rules.append(_Rule(frozenset({"create"}), frozenset({group}), frozenset({resource}), frozenset(), ()))
+            rules.append(_Rule(frozenset({"get"}), frozenset(), frozenset(), frozenset(),
+                               tuple(p + s for p in _DISCOVERY for s in ("", "/*"))))
+        resource_rules: list[dict[str, Any]] = []
+        non_resource_rules: list[dict[str, Any]] = []
+        for rule in rules:
+            if rule.resources:
+                shown: dict[str, Any] = {"verbs": sorted(rule.verbs), "apiGroups": sorted(rule.groups),
+                                         "resources": sorted(rule.resources)}
+                if rule.names:
+                    shown["resourceNames"] = sorted(rule.names)
+                if shown not in resource_rules:
+                    resource_rules.append(shown)
+            if rule.paths:
+                shown = {"verbs": sorted(rule.verbs), "nonResourceURLs": list(rule.paths)}
+                if shown not in non_resource_rules:
+                    non_resource_rules.append(shown)
+        return resource_rules, non_resource_rules
+
     async def _current(self) -> _Index:
         version = self._changed()
         if version < 0:  # no cache to tell: re-index at most once a second

@@ -1,5 +1,6 @@
-"""The self-reviews: ``SelfSubjectAccessReview`` (may I?) and ``SelfSubjectReview``
-(who am I?). They are answered, never stored, as upstream.
+"""The self-reviews: ``SelfSubjectAccessReview`` (may I?), ``SelfSubjectRulesReview``
+(what may I, in a namespace?) and ``SelfSubjectReview`` (who am I?). They are
+answered, never stored, as upstream.
 
 A SelfSubjectAccessReview asks the server's authorizer about the requesting user:
 under ``--authorization-mode RBAC`` the RBAC rules (``api/rbac.py``), under
@@ -16,7 +17,7 @@ from .rbac import ANONYMOUS, Authorizer, Request, User
 
 __all__ = ["REVIEWS", "review"]
 
-REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectreviews"})
+REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"})
 
 
 async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizer | None) -> dict[str, Any]:
@@ -27,6 +28,16 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
         out["status"] = {"userInfo": {"username": who.name, "groups": list(who.groups)}}
         return out
     spec = body.get("spec") or {}
+    if plural == "selfsubjectrulesreviews":  # kubectl auth can-i --list
+        namespace = str(spec.get("namespace") or "")
+        if authorizer is None or user is None:  # AlwaysAllow
+            out["status"] = {"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
+            return out
+        resource_rules, non_resource_rules = await authorizer.rules_for(user, namespace)
+        out["status"] = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
+                         "incomplete": False}
+        return out
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if not isinstance(resource, dict) and not isinstance(non_resource, dict):
         raise ApiError(422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec: Invalid '

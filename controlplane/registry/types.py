@@ -144,6 +144,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     # reviews: answered, never stored (api/reviews.py)
     ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
                  verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", False,
+                 verbs=("create",)),
     ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
                  verbs=("create",)),
     ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,

@@ -114,3 +114,19 @@ def test_kubectl_as_impersonates_when_the_requester_may(rbac: Serve) -> None:
     refused = as_token(rbac, token, "get", "pods", "--as=alice")
     assert refused.returncode != 0 and 'users "alice" is forbidden: User "system:serviceaccount:default:imp" ' \
         'cannot impersonate resource "users" in API group "" at the cluster scope' in refused.stderr
+
+
+def test_auth_can_i_list_shows_the_rules_that_apply(rbac: Serve) -> None:
+    kubectl(rbac, "create", "namespace", "lister")
+    kubectl(rbac, "-n", "lister", "create", "role", "cm-reader", "--verb=get,list", "--resource=configmaps")
+    kubectl(rbac, "-n", "lister", "create", "rolebinding", "carol-reads", "--role=cm-reader", "--user=carol")
+    deadline = time.monotonic() + 10
+    while "configmaps" not in (out := kubectl(rbac, "-n", "lister", "auth", "can-i", "--list", "--as=carol")):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.1)
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert "[get list]" in rows["configmaps"]
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in rows
+    assert "secrets" not in rows  # nothing else in this namespace
+    elsewhere = kubectl(rbac, "-n", "default", "auth", "can-i", "--list", "--as=carol")
+    assert "configmaps" not in elsewhere
