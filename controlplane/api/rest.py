@@ -65,6 +65,7 @@ from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .reviews import REVIEWS, review
+from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .tables import as_table, wants_table
 from .tokenrequest import TokenIssuer, token_request
@@ -130,6 +131,8 @@ class KubeApi:
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         ranges = registry.get("", "v1", "limitranges")
         self._limit_ranger = LimitRanger(self, ranges) if ranges is not None else None
+        runtime_classes = registry.get("node.k8s.io", "v1", "runtimeclasses")
+        self._runtime_classes = RuntimeClassAdmission(self, runtime_classes) if runtime_classes is not None else None
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
@@ -580,6 +583,8 @@ class KubeApi:
         meta["generation"] = 1
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
+        if rtype is self._pods and self._runtime_classes is not None:  # mutating admission (overhead)
+            await self._runtime_classes.admit(obj)
         if self._limit_ranger is not None:  # mutating admission, before validation and the quota
             await self._limit_ranger.admit(rtype, namespace, obj)
         self._admit(rtype, obj, None, None)

@@ -1,5 +1,6 @@
-"""LimitRanger admission (api/limitranger.py): LimitRange defaults applied to new pods, and
-pods and claims outside the ranges refused (403), as upstream's plugin; and a pod's limits
+"""The admission plugins that change a new pod: LimitRanger (api/limitranger.py), LimitRange
+defaults applied and pods and claims outside the ranges refused (403); RuntimeClass
+(api/runtimeclass.py), overhead and scheduling from the pod's class; and a pod's limits
 standing in for the requests it leaves out (SetDefaults_Pod)."""
 
 from __future__ import annotations
@@ -61,3 +62,29 @@ async def test_a_limit_range_defaults_new_pods_and_refuses_those_outside_it(clie
     # other namespaces are not limited
     await client.create(resource_path("", "v1", "namespaces"), {"metadata": {"name": "free"}})
     await client.create(resource_path("", "v1", "pods", "free"), pod("greedy", {"limits": {"cpu": "2"}}))
+
+
+async def test_a_runtime_class_gives_its_pods_overhead_and_scheduling(client: Client) -> None:
+    classes = resource_path("node.k8s.io", "v1", "runtimeclasses")
+    await client.create(classes, {"metadata": {"name": "nvidia"}, "handler": "nvidia",
+                                  "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}},
+                                  "scheduling": {"nodeSelector": {"gpu": "true"},
+                                                 "tolerations": [{"key": "gpu", "operator": "Exists"}]}})
+    while not (await client.list(classes, resourceVersion="0"))["items"]:  # admission reads the watch cache
+        await asyncio.sleep(0.01)
+    gpu = pod("trainer")
+    gpu["spec"]["runtimeClassName"] = "nvidia"
+    created = await client.create(PODS, gpu)
+    assert created["spec"]["overhead"] == {"cpu": "250m", "memory": "120Mi"}
+    assert created["spec"]["nodeSelector"] == {"gpu": "true"}
+    assert {"key": "gpu", "operator": "Exists"} in created["spec"]["tolerations"]
+    missing = pod("lost")
+    missing["spec"]["runtimeClassName"] = "kata"
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, missing)
+    assert e.value.code == 403 and 'pod rejected: RuntimeClass "kata" not found' in e.value.message
+    clash = pod("clash")
+    clash["spec"].update(runtimeClassName="nvidia", nodeSelector={"gpu": "false"})
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, clash)
+    assert e.value.code == 403 and "conflict: runtimeClass.scheduling.nodeSelector[gpu]" in e.value.message
