@@ -34,11 +34,15 @@ class QuantityError(ValueError):
     """Not a Kubernetes quantity."""
 
 
-@functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str | int | float) -> Fraction:
     """The exact value of a quantity; ints and floats (as JSON may carry) are taken as they are."""
-    if isinstance(text, bool):
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):  # a list or dict is not hashable
         raise QuantityError(f"not a quantity: {text!r}")
+    return _parse_quantity(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_quantity(text: str | int | float) -> Fraction:
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):

@@ -130,7 +130,10 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any) -> di
         raise ApiError(422, "Invalid", f'TokenRequest.authentication.k8s.io "{name}" is invalid: '
                        + ", ".join(f"{c['field']}: {c['message']}" for c in causes),
                        {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest", "causes": causes})
-    audiences = [str(a) for a in spec.get("audiences") or ()] or [AUDIENCE]
+    given = spec.get("audiences")
+    if given is not None and (not isinstance(given, list) or not all(isinstance(a, str) for a in given)):
+        raise ApiError.bad_request("spec.audiences must be a list of strings")
+    audiences = list(given or ()) or [AUDIENCE]
     now = int(time.time())
     kube: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": meta.get("uid", "")}}
     if bound:

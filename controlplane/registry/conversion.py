@@ -112,13 +112,18 @@ class HorizontalPodAutoscalerV1(Conversion):
         out = {k: copy.deepcopy(v) for k, v in obj.items() if k not in ("spec", "status")}
         out["apiVersion"], out["kind"] = self.stored_api_version, self.kind
         annotations = (out.get("metadata") or {}).get("annotations") or {}
-        carried = {}
+        carried: dict[str, Any] = {}
         for field, key in _HPA_ANNOTATIONS.items():
             if key in annotations:
                 try:
-                    carried[field] = orjson.loads(annotations.pop(key))
-                except orjson.JSONDecodeError:
+                    value = orjson.loads(annotations.pop(key))
+                except (orjson.JSONDecodeError, TypeError):
                     continue
+                # what does not have the field's shape is dropped (a list of objects; behavior an object)
+                shaped = isinstance(value, dict) if field == "behavior" else \
+                    isinstance(value, list) and all(isinstance(v, dict) for v in value)
+                if shaped:
+                    carried[field] = value
         if "annotations" in out.get("metadata", {}) and not annotations:
             del out["metadata"]["annotations"]
         spec_in, status_in = obj.get("spec") or {}, obj.get("status") or {}

@@ -94,3 +94,17 @@ async def test_hpa_v2_defaults_and_v1_is_the_same_object(client: Client) -> None
         await client.create(HPA_V1, {"metadata": {"name": "bad"}, "spec": {
             "scaleTargetRef": ref, "minReplicas": 4, "maxReplicas": 2}})
     assert e.value.code == 422 and "must be greater than or equal to `minReplicas`" in e.value.message
+
+
+async def test_malformed_values_are_refused_or_dropped_never_a_500(client: Client) -> None:
+    with pytest.raises(ApiError) as e:  # a list where a quantity goes: the decoder's 400
+        await client.create(LIMITS, {"metadata": {"name": "bad"}, "spec": {"limits": [
+            {"type": "Container", "max": {"cpu": []}}]}})
+    assert e.value.code == 400 and "not a quantity" in e.value.message
+    # a v1 HPA's carried annotation that is not a list of metrics is dropped, not stored as metrics
+    await client.create(HPA_V1, {"metadata": {"name": "odd", "annotations": {
+        "autoscaling.alpha.kubernetes.io/metrics": '{"a": 1}'}}, "spec": {
+        "scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 2}})
+    v2 = await client.get(f"{HPA_V2}/odd")
+    assert v2["spec"]["metrics"] == [{"type": "Resource", "resource": {"name": "cpu", "target": {
+        "type": "Utilization", "averageUtilization": 80}}}]

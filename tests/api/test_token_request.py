@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.api.errors import ApiError
 from controlplane.api.tokenrequest import ISSUER, TokenIssuer, token_request
 from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
@@ -31,6 +32,9 @@ def test_a_token_names_its_account_until_it_expires(tmp_path: Path) -> None:
     assert TokenIssuer.in_directory(tmp_path / "other").authenticate(token) is None  # another key
     head, payload, signature = token.split(".")
     assert issuer.authenticate(f"{head}.{payload}.{signature[:-2]}xx") is None
+    with pytest.raises(ApiError) as e:
+        token_request(issuer, ACCOUNT, {"spec": {"audiences": "vault"}})
+    assert e.value.code == 400
     expired = issuer.issue({"iss": ISSUER, "exp": int(time.time()) - 1,
                             "kubernetes.io": {"namespace": "ci", "serviceaccount": {"name": "bot"}}})
     assert issuer.authenticate(expired) is None
