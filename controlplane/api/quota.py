@@ -24,7 +24,7 @@ import orjson
 
 import store
 
-from ..quantity import format_quantity, parse_quantity
+from ..quantity import QuantityError, format_quantity, parse_quantity
 from ..registry.quota import covers, tracked, unspecified, usage
 from ..registry.types import ResourceType
 from .converting import unconverted
@@ -94,8 +94,11 @@ class QuotaAdmission:
                 unknown = sorted(r for r in increment if r not in hard or r not in now)
                 if unknown:
                     raise _forbidden(rtype, name, f"status unknown for quota: {qname}, resources: {','.join(unknown)}")
-                after = {r: parse_quantity(now[r]) + v for r, v in increment.items()}
-                over = {r: v for r, v in after.items() if v > parse_quantity(hard[r])}
+                try:
+                    after = {r: parse_quantity(now[r]) + v for r, v in increment.items()}
+                    over = {r: v for r, v in after.items() if v > parse_quantity(hard[r])}
+                except QuantityError as e:  # a status someone wrote by hand: not usable until recounted
+                    raise _forbidden(rtype, name, f"status unknown for quota: {qname}: {e}") from e
                 if over:
                     raise _forbidden(rtype, name, (
                         f"exceeded quota: {qname}, requested: {_shown({r: increment[r] for r in over})}, "
