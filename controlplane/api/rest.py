@@ -46,6 +46,7 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
+from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
@@ -131,6 +132,10 @@ class KubeApi:
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         ranges = registry.get("", "v1", "limitranges")
         self._limit_ranger = LimitRanger(self, ranges) if ranges is not None else None
+        policies = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
+        policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
+        self._policies = AdmissionPolicies(self, policies, policy_bindings) \
+            if policies is not None and policy_bindings is not None else None
         runtime_classes = registry.get("node.k8s.io", "v1", "runtimeclasses")
         self._runtime_classes = RuntimeClassAdmission(self, runtime_classes) if runtime_classes is not None else None
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
@@ -255,6 +260,7 @@ class KubeApi:
         query_string: bytes = scope.get("query_string", b"")
         query = {k: v[-1] for k, v in parse_qs(query_string.decode(), keep_blank_values=True).items()} \
             if query_string else {}  # most writes have no query: spare them parse_qs
+        REQUEST_USER.set(scope.get(USER_SCOPE_KEY))  # this request's context only (admission policies)
         if self.authorizer is not None:
             await self._authorize(scope, parts, method, query)
         if parts == ["api"] or parts == ["apis"]:
@@ -588,6 +594,9 @@ class KubeApi:
         if self._limit_ranger is not None:  # mutating admission, before validation and the quota
             await self._limit_ranger.admit(rtype, namespace, obj)
         self._admit(rtype, obj, None, None)
+        if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
+            await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                                       REQUEST_USER.get())
         if self._quota is not None:
             await self._quota.charge(rtype, namespace, obj)
         if self.storage_protected and not rtype.group and rtype.plural in _PROTECTION_FINALIZERS:
@@ -719,6 +728,9 @@ class KubeApi:
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
             self._admit(rtype, obj, old, subresource)
+            if self._policies is not None:
+                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                           REQUEST_USER.get())
             try:
                 return await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
@@ -781,6 +793,9 @@ class KubeApi:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
             self._admit(rtype, obj, old, subresource)
+            if self._policies is not None:
+                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                           REQUEST_USER.get())
             if obj == orjson.loads(current.value):  # a patch that changes nothing writes nothing, as upstream
                 return old
             try:
@@ -830,6 +845,9 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             self._admit(rtype, obj, old, subresource)
+            if self._policies is not None:
+                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                           REQUEST_USER.get())
             if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                 return _object(current.value, current.mod_revision), False
             if _finalized(meta) and rtype is not self._namespaces:

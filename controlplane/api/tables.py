@@ -490,6 +490,14 @@ COLUMNS: dict[str, list[Column]] = {
     "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
                        _col("Ports", _slice_ports), _col("Endpoints", _slice_endpoints), _AGE],
     "runtimeclasses": [_NAME, _col("Handler", lambda o: o.get("handler", "")), _AGE],
+    "validatingadmissionpolicies": [
+        _NAME, _col("Validations", lambda o: len(_get(o, "spec", "validations", default=[]) or ()), "integer"),
+        _col("ParamKind", lambda o: (f"{_get(o, 'spec', 'paramKind', 'apiVersion')}/"
+                                     f"{_get(o, 'spec', 'paramKind', 'kind')}")
+             if _get(o, "spec", "paramKind", default=None) else "<unset>"), _AGE],
+    "validatingadmissionpolicybindings": [
+        _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")),
+        _col("ParamRef", lambda o: "<unset>" if not _get(o, "spec", "paramRef", default=None) else "*"), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),

@@ -131,6 +131,11 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # enforced at every write: api/admissionpolicy.py
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+                 False, categories=("api-extensions",), subresources=("status",)),
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+                 "validatingadmissionpolicybindings", False, categories=("api-extensions",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),

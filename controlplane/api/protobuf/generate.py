@@ -26,6 +26,7 @@ import sys
 # directory under k8s.io/api -> its API group/version ("" for the core group)
 PACKAGES = {
     "core/v1": "v1",
+    "admissionregistration/v1": "admissionregistration.k8s.io/v1",
     "apps/v1": "apps/v1",
     "authentication/v1": "authentication.k8s.io/v1",
     "authorization/v1": "authorization.k8s.io/v1",

@@ -1,0 +1,89 @@
+"""ValidatingAdmissionPolicy (api/admissionpolicy.py): CEL validations bound to writes refuse
+them (Deny), warn (Warn), follow the failure policy, and match by resource, operation,
+namespace labels and match conditions, as upstream's plugin."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.client import ApiError, Client, resource_path
+
+POLICIES = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
+BINDINGS = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
+DEPLOYMENTS = resource_path("apps", "v1", "deployments", "default")
+CMS = resource_path("", "v1", "configmaps", "default")
+
+
+def policy(name: str, validations: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+        "validations": validations, **spec}}
+
+
+def deployment(name: str, replicas: int, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "spec": {
+        "replicas": replicas, "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+
+
+async def bind(client: Client, name: str, policy_name: str, actions: list[str], **spec: Any) -> None:
+    await client.create(BINDINGS, {"metadata": {"name": name}, "spec": {
+        "policyName": policy_name, "validationActions": actions, **spec}})
+    while name not in {b["metadata"]["name"] for b in (await client.list(BINDINGS, resourceVersion="0"))["items"]}:
+        await asyncio.sleep(0.01)  # admission reads the watch cache
+
+
+async def test_a_deny_binding_refuses_what_fails_its_validation(client: Client) -> None:
+    await client.create(POLICIES, policy("max-replicas", [
+        {"expression": "object.spec.replicas <= 5", "message": "at most 5 replicas"},
+        {"expression": "!has(object.metadata.labels) || !('bad' in object.metadata.labels)"}]))
+    await bind(client, "max-replicas", "max-replicas", ["Deny"])
+    await client.create(DEPLOYMENTS, deployment("small", 3))
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("big", 10))
+    assert e.value.code == 422 and e.value.message == \
+        "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: at most 5 replicas"
+    with pytest.raises(ApiError) as e:  # an update too, and the default message names the expression
+        await client.patch(f"{DEPLOYMENTS}/small", {"metadata": {"labels": {"bad": "x"}}})
+    assert "denied request: failed expression: !has(object.metadata.labels)" in e.value.message
+    await client.create(CMS, {"metadata": {"name": "untouched"}, "data": {}})  # other resources: no policy
+
+
+async def test_warn_failure_policy_and_match_conditions(client: Client) -> None:
+    await client.create(POLICIES, policy("warned", [{"expression": "object.spec.replicas <= 1",
+                                                      "message": "prefer one replica"}],
+                                         matchConditions=[{"name": "labelled",
+                                                           "expression": "'team' in object.metadata.labels"}]))
+    await client.create(POLICIES, policy("broken", [{"expression": "object.spec.nosuchfield == 1"}],
+                                         failurePolicy="Ignore"))
+    await bind(client, "warned", "warned", ["Warn"])
+    await bind(client, "broken", "broken", ["Deny"])
+    app = client._app
+    assert app is not None  # the in-process client (tests/api/conftest.py)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+        answer = await http.post(DEPLOYMENTS, json=deployment("two", 2, team="a"))
+    assert answer.status_code == 201
+    warnings = answer.headers.get_list("warning")
+    assert any("Validation failed for ValidatingAdmissionPolicy 'warned' with binding 'warned': prefer one replica"
+               in w for w in warnings), warnings
+    await client.create(DEPLOYMENTS, deployment("unlabelled", 2))  # match condition false: not even a warning
+
+
+async def test_errors_fail_closed_and_namespace_selectors_narrow(client: Client) -> None:
+    await client.create(resource_path("", "v1", "namespaces"), {"metadata": {"name": "prod", "labels": {
+        "env": "prod"}}})
+    await client.create(POLICIES, policy("strict", [{"expression": "object.spec.nosuchfield == 1"}],
+                                         matchConstraints={
+                                             "resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"],
+                                                                "operations": ["CREATE"], "resources": ["*"]}],
+                                             "namespaceSelector": {"matchLabels": {"env": "prod"}}}))
+    await bind(client, "strict", "strict", ["Deny"])
+    with pytest.raises(ApiError) as e:  # a run-time error under failurePolicy Fail (the default) refuses
+        await client.create(resource_path("", "v1", "configmaps", "prod"), {"metadata": {"name": "x"}})
+    assert e.value.code == 422 and "denied request: expression resulted in an error" in e.value.message
+    await client.create(CMS, {"metadata": {"name": "elsewhere"}})  # default is not env=prod
