@@ -1,13 +1,13 @@
 """ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1): CEL rules that refuse writes.
 
-As upstream's validating admission policy plugin: a write (create or update) is
+As upstream's validating admission policy plugin: a write (create, update or delete) is
 checked against every ValidatingAdmissionPolicyBinding whose policy exists and whose
 matches take it in: the policy's ``matchConstraints`` and the binding's
 ``matchResources`` (``resourceRules`` by group, version, resource, subresource and
 operation, minus ``excludeResourceRules``; ``namespaceSelector``; ``objectSelector``).
 The policy's ``matchConditions`` must all be true, then each of its ``validations`` is
-evaluated with ``object``, ``oldObject``, ``request``, ``namespaceObject`` and
-``variables`` (the policy's ``variables``, each evaluated once per request). A
+evaluated with ``object`` (null for a delete), ``oldObject`` (null for a create),
+``request``, ``namespaceObject`` and ``variables`` (the policy's ``variables``, each evaluated once per request). A
 validation that is false fails the binding's actions: ``Deny`` refuses the write
 (422 Invalid, or the validation's ``reason``) with upstream's message
 (``ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <message>``),
@@ -16,8 +16,11 @@ not compile or fails at run time follows the policy's ``failurePolicy`` (``Fail`
 default, refuses). Expressions are compiled once per text, with the CEL interpreter
 the DRA selectors use.
 
-Not done: deletes, parameters (a policy with ``paramKind`` is not evaluated), ``authorizer``,
-``messageExpression``, ``auditAnnotations``, and the policy's type-checking status.
+A failed validation's message is its ``messageExpression``'s string, else its
+``message``, else the expression.
+
+Not done: parameters (a policy with ``paramKind`` is not evaluated), ``authorizer``,
+``auditAnnotations``, and the policy's type-checking status.
 """
 
 from __future__ import annotations
@@ -83,6 +86,19 @@ def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresourc
     return "*/*" in resources or full in resources or (not subresource and "*" in resources) \
         or (bool(subresource) and f"{resource}/*" in resources) or (bool(subresource) and f"*/{subresource}" in
                                                                     resources)
+
+
+def _message(validation: Obj, expression: str, context: Any) -> str:
+    """A failed validation's message: its ``messageExpression`` (a string), else its
+    ``message``, else the expression itself, as upstream."""
+    if validation.get("messageExpression"):
+        try:
+            text = _evaluate(str(validation["messageExpression"]), context)
+        except _ExpressionError:
+            text = None
+        if isinstance(text, str) and text.strip() and "\n" not in text:
+            return text
+    return str(validation.get("message") or f"failed expression: {expression}")
 
 
 class AdmissionPolicies:
@@ -201,8 +217,7 @@ class AdmissionPolicies:
             for validation in pspec.get("validations") or ():
                 expression = str(validation.get("expression", ""))
                 if _evaluate(expression, context) is not True:
-                    fail(str(validation.get("message") or f"failed expression: {expression}"),
-                         str(validation.get("reason") or "Invalid"))
+                    fail(_message(validation, expression, context), str(validation.get("reason") or "Invalid"))
         except _ExpressionError as e:
             if not ignore:
                 fail(f"expression resulted in an error: {e}")

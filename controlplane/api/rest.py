@@ -878,6 +878,8 @@ class KubeApi:
                 raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                         f"{current.mod_revision}")
+            if self._policies is not None and not meta.get("deletionTimestamp"):
+                await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None, REQUEST_USER.get())
             if rtype is self._pods:
                 graceful = _graceful_pod_delete(obj, options or {})
                 if graceful is not None:

@@ -364,6 +364,13 @@ class WorkloadController:
                                                    0 if old_sets else replicas, replicas + surge)
             if new_rs is None:
                 return  # created: its informer event requeues this deployment
+        if new_rs is not None and (new_rs.get("spec") or {}).get("minReadySeconds", 0) != \
+                spec.get("minReadySeconds", 0):  # the new ReplicaSet follows its Deployment's, as upstream
+            rs_meta = meta_of(new_rs)
+            await self.client.patch(resource_path("apps", "v1", "replicasets", rs_meta.get("namespace"),
+                                                  rs_meta.get("name")),
+                                    {"spec": {"minReadySeconds": spec.get("minReadySeconds", 0)}})
+            return  # its event brings this deployment back
         if new_rs is not None and not paused:
             await self._roll(d, new_rs, old_sets, replicas, surge, unavailable, rolling)
         elif new_rs is not None and _replicas(new_rs) != replicas and not any(_replicas(r) for r in old_sets):

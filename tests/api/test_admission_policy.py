@@ -87,3 +87,20 @@ async def test_errors_fail_closed_and_namespace_selectors_narrow(client: Client)
         await client.create(resource_path("", "v1", "configmaps", "prod"), {"metadata": {"name": "x"}})
     assert e.value.code == 422 and "denied request: expression resulted in an error" in e.value.message
     await client.create(CMS, {"metadata": {"name": "elsewhere"}})  # default is not env=prod
+
+
+async def test_deletes_are_checked_and_message_expressions_build_the_message(client: Client) -> None:
+    await client.create(CMS, {"metadata": {"name": "keep", "labels": {"protected": "true"}}, "data": {}})
+    await client.create(CMS, {"metadata": {"name": "drop"}, "data": {}})
+    await client.create(POLICIES, {"metadata": {"name": "no-delete"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["DELETE"], "resources": ["configmaps"]}]},
+        "validations": [{"expression": "object == null && (!has(oldObject.metadata.labels) "
+                                       "|| !('protected' in oldObject.metadata.labels))",
+                         "messageExpression": "'configmap ' + oldObject.metadata.name + ' is protected'",
+                         "reason": "Forbidden"}]}})
+    await bind(client, "no-delete", "no-delete", ["Deny"])
+    with pytest.raises(ApiError) as e:
+        await client.delete(f"{CMS}/keep")
+    assert e.value.code == 403 and e.value.message.endswith("denied request: configmap keep is protected")
+    await client.delete(f"{CMS}/drop")

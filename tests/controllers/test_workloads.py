@@ -262,3 +262,16 @@ async def test_min_ready_seconds_delays_availability(client: Client) -> None:
 
     await until(available, timeout=15)
     assert time.monotonic() - started > 0.5  # it waited for the pod to stay ready
+
+
+async def test_a_changed_min_ready_seconds_reaches_the_current_replicaset(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, deployment("tuned", 1))
+
+    async def rs_min_ready(want: int) -> bool:
+        sets = (await c.list("/apis/apps/v1/namespaces/default/replicasets", labelSelector="app=tuned"))["items"]
+        return len(sets) == 1 and sets[0]["spec"].get("minReadySeconds", 0) == want
+
+    await until(lambda: rs_min_ready(0))
+    await c.patch(f"{DEPLOYMENTS}/tuned", {"spec": {"minReadySeconds": 3}})
+    await until(lambda: rs_min_ready(3))  # the same ReplicaSet (the template did not change)
