@@ -52,7 +52,7 @@ from .openapi import OpenApiV3, custom_resource_schema
 from .rbac import ANONYMOUS, Authorizer, User
 from .reads import StoreReads, list_options
 from .rest import USER_SCOPE_KEY, KubeApi
-from .tokenrequest import TokenIssuer
+from .tokenrequest import TokenIssuer, account_of, account_user
 
 __all__ = ["ServerState", "create_app"]
 
@@ -162,7 +162,7 @@ class _KubeRoutes:
             await self.app(scope, receive, send)
             return
         if self.tokens is not None:
-            user = self._authenticated(scope)
+            user = await self._authenticated(scope)
             if user is None:
                 await KubeApi._respond(send, 401, _UNAUTHORIZED)
                 return
@@ -175,7 +175,7 @@ class _KubeRoutes:
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
         await target(scope, receive, send)
 
-    def _authenticated(self, scope: dict[str, Any]) -> User | None:
+    async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
@@ -184,9 +184,27 @@ class _KubeRoutes:
                 token = token.strip()
                 user = (self.tokens or {}).get(token)
                 if user is None and token.count(".") == 2 and self.kube.token_issuer is not None:
-                    user = self.kube.token_issuer.authenticate(token)  # a service account's (TokenRequest)
+                    claims = self.kube.token_issuer.claims(token)  # a service account's (TokenRequest)
+                    if claims is not None and await self._account_exists(*account_of(claims)):
+                        user = account_user(claims)
                 return user
         return ANONYMOUS if self.anonymous else None
+
+    async def _account_exists(self, namespace: str, name: str, uid: str) -> bool:
+        """Whether the service account a token names still exists, as the one it was issued for."""
+        accounts = self.kube.registry.get("", "v1", "serviceaccounts")
+        if accounts is None:
+            return False
+        try:
+            raw = await self.kube.reads.get(accounts, namespace, name, "0")
+            if raw is None:  # perhaps not cached yet: the store knows
+                kv = await self.kube.store.get(accounts.key(namespace, name))
+                raw = kv.value if kv is not None else None
+        except ApiError:  # the store is not open yet
+            return False
+        if raw is None:
+            return False
+        return not uid or bool(orjson.loads(raw).get("metadata", {}).get("uid") == uid)
 
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

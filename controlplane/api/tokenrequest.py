@@ -10,10 +10,11 @@ audiences default to the server's. This is what ``kubectl create token`` asks fo
 
 A bearer token that is such a JWT authenticates as its service account, with the
 groups ``system:serviceaccounts`` and ``system:serviceaccounts:<namespace>``, until
-it expires. Tokens are signed with HMAC-SHA256 under a key every server process of
-one state directory shares (``pki/sa.key``, made once); upstream signs with RS256,
-which a client never checks. Unlike upstream, a token stays valid when its
-service account (or bound object) is deleted.
+it expires, and while its service account exists with the uid it was issued for
+(a deleted account's tokens stop working, as upstream). Tokens are signed with
+HMAC-SHA256 under a key every server process of one state directory shares
+(``pki/sa.key``, made once); upstream signs with RS256, which a client never
+checks. Unlike upstream, a token bound to a pod or secret outlives that object.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import orjson
 from .errors import ApiError
 from .rbac import User
 
-__all__ = ["AUDIENCE", "ISSUER", "TokenIssuer", "token_request"]
+__all__ = ["AUDIENCE", "ISSUER", "TokenIssuer", "account_of", "account_user", "token_request"]
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 AUDIENCE = ISSUER
@@ -85,7 +86,13 @@ class TokenIssuer:
         return (signing_input + b"." + self._sign(signing_input)).decode()
 
     def authenticate(self, token: str) -> User | None:
-        """The service account a token of this issuer names, if it is genuine and not expired."""
+        """The service account a token of this issuer names, if it is genuine and not expired
+        (whether the account still exists is the caller's to check: ``claims``)."""
+        claims = self.claims(token)
+        return None if claims is None else account_user(claims)
+
+    def claims(self, token: str) -> dict[str, Any] | None:
+        """A genuine, unexpired token's claims, naming a service account; None otherwise."""
         raw = token.encode()
         head, dot, signature = raw.rpartition(b".")
         if not dot or head.count(b".") != 1 or not hmac.compare_digest(self._sign(head), signature):
@@ -97,11 +104,23 @@ class TokenIssuer:
         if not isinstance(claims, dict) or claims.get("iss") != ISSUER or int(claims.get("exp", 0)) < time.time():
             return None
         kube = claims.get("kubernetes.io") or {}
-        namespace, name = kube.get("namespace"), (kube.get("serviceaccount") or {}).get("name")
-        if not namespace or not name:
+        if not isinstance(kube, dict) or not kube.get("namespace") \
+                or not (kube.get("serviceaccount") or {}).get("name"):
             return None
-        return User(f"system:serviceaccount:{namespace}:{name}",
-                    ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")).with_authenticated()
+        return claims
+
+
+def account_of(claims: dict[str, Any]) -> tuple[str, str, str]:
+    """The (namespace, name, uid) of the service account verified claims name."""
+    kube = claims["kubernetes.io"]
+    account = kube["serviceaccount"]
+    return str(kube["namespace"]), str(account["name"]), str(account.get("uid") or "")
+
+
+def account_user(claims: dict[str, Any]) -> User:
+    namespace, name, _uid = account_of(claims)
+    return User(f"system:serviceaccount:{namespace}:{name}",
+                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")).with_authenticated()
 
 
 def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any) -> dict[str, Any]:

@@ -134,3 +134,14 @@ def test_auth_can_i_list_shows_the_rules_that_apply(rbac: Serve) -> None:
     assert "secrets" not in rows  # nothing else in this namespace
     elsewhere = kubectl(rbac, "-n", "default", "auth", "can-i", "--list", "--as=carol")
     assert "configmaps" not in elsewhere
+
+
+def test_a_deleted_account_takes_its_tokens_along(rbac: Serve) -> None:
+    kubectl(rbac, "create", "serviceaccount", "temp")
+    token = kubectl(rbac, "create", "token", "temp").strip()
+    assert as_token(rbac, token, "auth", "whoami").returncode == 0
+    kubectl(rbac, "delete", "serviceaccount", "temp")
+    gone = as_token(rbac, token, "auth", "whoami")
+    assert gone.returncode != 0 and "Unauthorized" in gone.stderr
+    kubectl(rbac, "create", "serviceaccount", "temp")  # another account of that name: another uid
+    assert as_token(rbac, token, "auth", "whoami").returncode != 0
