@@ -10,6 +10,7 @@ server with a plain ``httpx.get(served.url + ...)``. kubectl and the
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,3 +24,7 @@ TEST_PKI = Path(tempfile.mkdtemp(prefix="controlplane-test-pki-"))
 def pytest_configure(config: pytest.Config) -> None:
     pki = ensure_serving_pki(TEST_PKI, "127.0.0.1")
     os.environ["SSL_CERT_FILE"] = str(pki.ca_file)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(TEST_PKI, ignore_errors=True)

@@ -51,14 +51,11 @@ async def test_lazy_the_writer_does_not_wait_for_a_walk_and_the_walk_sees_its_sn
 
     walker = asyncio.create_task(walk())
     await asyncio.sleep(0.005)  # the walk is under way
-    t = time.perf_counter()
     for r in range(101, 111):
         await cache.apply(update(1999 - (r - 101), r), r, time.perf_counter())
-    applied_in = time.perf_counter() - t
     assert not walker.done()  # ten writes went in while the walk was still running
     await walker
     assert phases == ["Pending"] * 2000  # none of them shows in the snapshot
-    assert applied_in < 0.5
     assert cache.revision == 110
     fresh = await cache.snapshot()
     assert orjson.loads(entry_json(fresh.get(key(1999))))["status"]["phase"] == "Running"  # type: ignore[arg-type]
