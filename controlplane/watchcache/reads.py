@@ -194,6 +194,7 @@ class CacheWatch:
             self._initial = snap.items(prefix, store.prefix_end(prefix))
             self._initial_revision = snap.revision
         self._backlog = backlog
+        self._backlog_at = 0  # the first backlog event not yet handed to the stream
         self._delivery = WATCH_EVENT_DELIVERY.labels(resource=cache.plural)
         self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
 
@@ -203,12 +204,17 @@ class CacheWatch:
     async def __anext__(self) -> list[WatchItem]:
         if self._initial is not None:
             return await self._initial_chunk()
-        if self._backlog:
-            chunk = self._cache.config.walk_chunk
-            events, self._backlog = self._backlog[:chunk], self._backlog[chunk:]
+        # Invariant: the backlog is delivered whole, in order, before any live event or
+        # bookmark. A bookmark's revision tells the client it has seen everything up to
+        # it, so one sent past undelivered backlog would make a resumed watch skip it.
+        chunk = self._cache.config.walk_chunk
+        while self._backlog_at < len(self._backlog):
+            events = self._backlog[self._backlog_at:self._backlog_at + chunk]
+            self._backlog_at += chunk
             out = [ev.item(kind) for ev in events if (kind := self._watcher.kind(ev)) is not None]
             if out:
                 return out
+            await asyncio.sleep(0)  # a chunk none of which this watcher sees: let the loop breathe
         w = self._watcher
         while True:
             if w.buffer:

@@ -196,6 +196,30 @@ async def test_watch_resumes_from_the_window_with_no_gap_or_duplicate(env: Env) 
         await stream.aclose()
 
 
+async def test_a_resumed_watch_delivers_its_backlog_before_live_events_and_bookmarks(env: Env) -> None:
+    """A node's watch resumed from an old revision: its one backlog event lies past
+    several walk chunks (7 here) of other nodes' pods. It must come before the live
+    event that follows, and no bookmark may come first: a bookmark's revision would
+    let a client that reconnects skip the backlog event (the kubelets of the
+    ``million`` load test lost bound pods that way)."""
+    await env.reads.list(PODS, None, ListOptions(everything()))  # the cache exists: its window has the events
+    start = await env.put("seed")
+    for i in range(20):
+        await env.put(f"other{i}", node="elsewhere")
+    backlog_rev = await env.put("mine", node="n1")
+    await env.reads.list(PODS, None, ListOptions(everything()))  # the cache has caught up: all 21 are backlog
+    options = WatchOptions(everything(fields="spec.nodeName=n1"), resource_version=str(start), bookmarks=True)
+    stream = await env.reads.watch(PODS, None, options)
+    assert isinstance(stream, CacheWatch)
+    try:
+        live_rev = await env.put("mine", node="n1")
+        got = await collect(stream, 2)
+        assert [(i.type, orjson.loads(i.raw)["metadata"]["resourceVersion"]) for i in got] == \
+            [("ADDED", str(backlog_rev)), ("MODIFIED", str(live_rev))]
+    finally:
+        await stream.aclose()
+
+
 async def test_watch_older_than_the_window_uses_the_store_then_410_once_compacted(env: Env) -> None:
     first = await env.put("a")
     for i in range(80):  # more than the window's 50 events
