@@ -40,6 +40,8 @@ import gevent.event
 import orjson
 from locust import FastHttpUser, events
 
+from ..answer import RESOURCE_VERSION, Answer
+
 __all__ = [
     "PARAMS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param", "path_for",
     "unique_suffix",
@@ -200,17 +202,7 @@ def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    body: dict[str, Any] | None
-    at: float  # perf_counter when the answer arrived
-
-    @property
-    def rv(self) -> str | None:
-        return ((self.body or {}).get("metadata") or {}).get("resourceVersion")
-
-
+_TYPE = re.compile(rb'^\{"type":"([A-Z]+)"')
 # what geventhttpclient raises when the server had closed a pooled connection
 _IDLE_CLOSED = frozenset({"HTTPConnectionClosed", "ConnectionResetError", "BrokenPipeError"})
 
@@ -285,21 +277,15 @@ class KubeUser(FastHttpUser):
             except Exception as e:  # the body broke off
                 status, error = 0, e
         at = time.perf_counter()
-        parsed: dict[str, Any] | None = None
-        if content[:1] == b"{":
-            try:
-                parsed = orjson.loads(content)
-            except orjson.JSONDecodeError:
-                parsed = None
+        answer = Answer(status, content, at)
         exception: Exception | None = None
         if status in expected:
             fire_expected(f"{status} {name}")
         elif not 200 <= status < 300:
-            exception = ApiFailure(status, _reason(status, parsed, error))
+            exception = ApiFailure(status, _reason(status, answer.body, error))
         events.request.fire(request_type=method, name=name,  # type: ignore[no-untyped-call]
                             response_time=(at - started) * 1000.0, response_length=len(content),
                             exception=exception, context={}, start_time=start_time, url=url, response=resp)
-        answer = Answer(status, parsed, at)
         if track and 200 <= status < 300:
             TRACKER.wrote(track, answer.rv, at)
         return answer
@@ -350,8 +336,6 @@ class KubeUser(FastHttpUser):
 
 # --------------------------------------------------------------------------- list + watch
 
-_TYPE = re.compile(rb'^\{"type":"([A-Z]+)"')
-_RV = re.compile(rb'"resourceVersion":"(\d+)"')
 
 
 @dataclass(slots=True)
@@ -472,7 +456,7 @@ class Reflector:
         at = time.perf_counter()
         m = _TYPE.match(line)
         etype = m.group(1).decode() if m else orjson.loads(line)["type"]
-        rv_m = _RV.search(line)
+        rv_m = RESOURCE_VERSION.search(line)
         rv = rv_m.group(1).decode() if rv_m else None
         if etype == "BOOKMARK":
             self.rv = rv or self.rv

@@ -51,14 +51,13 @@ class KubeletUser(KubeUser):
         if self.gpus:
             self.ensure("resourceslices", objects.resource_slice(self.node_name, self.gpus),
                         group="resource.k8s.io")
-        self.beats = 0
         self.reflector = Reflector(self, "pods", field_selector=f"spec.nodeName={self.node_name}",
                                    on_event=self._pod_event, on_list=self._pods_listed,
                                    timeout_seconds=random.randint(60, 120))
         self.reflector.start()
 
     def _pods_listed(self, items: list[dict[str, Any]]) -> None:
-        """A (re)list, or the periodic sync: every pod bound here that is not yet reported running."""
+        """A (re)list: every pod bound here that is not yet reported running."""
         now = time.perf_counter()
         for obj in items:
             self._pod(obj, now)
@@ -97,14 +96,6 @@ class KubeletUser(KubeUser):
         """The node's heartbeat: an update of the Lease it holds (PUT, as client-go's lease controller);
         status writes that failed are retried on the same beat."""
         self._resync_statuses()
-        self.beats += 1
-        if self.started and self.beats % 6 == 0:
-            # the kubelet's periodic sync (once a minute): read back the pods bound here, so a
-            # pod whose watch event was lost across a reconnect still gets started
-            items: list[dict[str, Any]] = []
-            for page in self.list_pages("pods", fieldSelector=f"spec.nodeName={self.node_name}"):
-                items.extend((page.body or {}).get("items") or ())
-            self._pods_listed(items)
         path = path_for("leases", "kube-node-lease", self.node_name, group="coordination.k8s.io")
         if self.lease is None:
             a = self.call("GET", path, "leases")
