@@ -87,15 +87,24 @@ class CacheEvent:
         # time.perf_counter() when the store committed the revision, when it says
         # (this process's LMDB writes), else when its event reached the cache
         self.received = received
-        self._items: dict[str, WatchItem] = {}
+        self._items: dict[str, WatchItem] | None = None
 
     def item(self, kind: str) -> WatchItem:
         """The watch line for this event as ``kind`` (a filtered watcher may see a
-        MODIFIED as ADDED or DELETED), made once and shared by every watcher."""
-        got = self._items.get(kind)
+        MODIFIED as ADDED or DELETED), made once and shared by every watcher while
+        the event is recent (``forget_lines``)."""
+        items = self._items
+        if items is None:
+            items = self._items = {}
+        got = items.get(kind)
         if got is None:
-            got = self._items[kind] = WatchItem.of(kind, entry_json(self.obj))
+            got = items[kind] = WatchItem.of(kind, entry_json(self.obj))
         return got
+
+    def forget_lines(self) -> None:
+        """Drop the shared watch lines: the unpacked JSON is about ten times the packed
+        entry the window keeps, and only watchers far behind (or resuming) still ask."""
+        self._items = None
 
     @property
     def size(self) -> int:

@@ -14,7 +14,9 @@ from bisect import bisect_right
 
 from .entry import CacheEvent
 
-__all__ = ["EventWindow"]
+__all__ = ["LINES_KEPT", "EventWindow"]
+
+LINES_KEPT = 2_048
 
 
 class EventWindow:
@@ -36,8 +38,13 @@ class EventWindow:
         return self._bytes
 
     def append(self, event: CacheEvent) -> None:
-        self._events.append(event)
+        events = self._events
+        events.append(event)
         self._bytes += event.size
+        # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
+        # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
+        if len(events) - self._head > LINES_KEPT:
+            events[-LINES_KEPT - 1].forget_lines()
         self._evict(time.perf_counter())
 
     def _evict(self, now: float) -> None:
