@@ -22,18 +22,30 @@ from typing import Any
 
 from .client import ApiError, Client
 
-__all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key"]
+__all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key", "strip_managed_fields"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], None]
 UpdateHandler = Callable[[dict[str, Any], dict[str, Any]], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata", {})
     ns = meta.get("namespace")
     return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """What kube-scheduler's and the controllers' informers hold: the object without
+    its managedFields (a fifth of a parsed pod, read by no controller). An update
+    sent without managedFields keeps the stored ones, so writing such an object
+    back loses nothing."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def _nothing(*_: Any) -> None:
@@ -44,8 +56,10 @@ class Informer:
     def __init__(self, client: Client, path: str, *, field_selector: str | None = None,
                  label_selector: str | None = None, on_add: Handler | None = None,
                  on_update: UpdateHandler | None = None, on_delete: Handler | None = None,
-                 page_size: int = 500) -> None:
+                 page_size: int = 500, transform: Transform | None = None) -> None:
         self.client = client
+        # applied to each object before it is held and handed on (client-go's SetTransform)
+        self.transform = transform
         self.path = path
         self.field_selector = field_selector
         self.label_selector = label_selector
@@ -87,8 +101,9 @@ class Informer:
         while True:
             page = await self.client.list(self.path, limit=self.page_size, fieldSelector=self.field_selector,
                                           labelSelector=self.label_selector, **({"continue": cont} if cont else {}))
+            transform = self.transform
             for obj in page.get("items", ()):
-                fresh[object_key(obj)] = obj
+                fresh[object_key(obj)] = transform(obj) if transform is not None else obj
             cont = page.get("metadata", {}).get("continue")
             if not cont:
                 break
@@ -117,6 +132,8 @@ class Informer:
                 self.resource_version = rv
             if ev.type == "BOOKMARK":
                 continue
+            if self.transform is not None:
+                obj = self.transform(obj)
             key = object_key(obj)
             if ev.type == "DELETED":
                 self.items.pop(key, None)
@@ -139,7 +156,7 @@ class SharedInformer(Informer):
 
     def __init__(self, client: Client, path: str, page_size: int = 500) -> None:
         super().__init__(client, path, page_size=page_size, on_add=self._add, on_update=self._update,
-                         on_delete=self._delete)
+                         on_delete=self._delete, transform=strip_managed_fields)
         self.handles: list[InformerHandle] = []
         self._task: asyncio.Task[None] | None = None
 

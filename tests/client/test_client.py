@@ -211,3 +211,25 @@ async def test_over_tls_from_the_kubeconfig(served: Serve) -> None:
         async with Client(served.url, verify=False) as anonymous:
             await anonymous.list(PODS)
     assert e.value.code == 401
+
+
+async def test_shared_informers_hold_objects_without_managed_fields(client: Client) -> None:
+    """As kube-scheduler's and the controllers' informers (client-go's transform): the
+    objects are held and handed on without managedFields, which the server still keeps."""
+    await client.create(PODS, pod("m1"))
+    assert (await client.get(f"{PODS}/m1"))["metadata"]["managedFields"]
+    seen: list[dict[str, Any]] = []
+    handle = client.informer(PODS, on_add=seen.append, on_update=lambda _o, n: seen.append(n))
+    task = asyncio.create_task(handle.run())
+    try:
+        await asyncio.wait_for(handle.synced.wait(), 5)
+        await client.patch(f"{PODS}/m1", {"metadata": {"labels": {"x": "y"}}})  # a watch event
+        await _until(lambda: len(seen) == 2)
+        assert all("managedFields" not in o["metadata"] for o in seen)
+        assert all("managedFields" not in o["metadata"] for o in handle.items.values())
+        # writing the held object back keeps the stored managedFields, as upstream
+        await client.update(f"{PODS}/m1", handle.items["default/m1"])
+        assert (await client.get(f"{PODS}/m1"))["metadata"]["managedFields"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
