@@ -50,6 +50,13 @@ async def conditions(c: Client, name: str) -> dict[str, str]:
             if cond["status"] == "True"}
 
 
+async def settled(c: Client, name: str, last: str) -> dict[str, str] | None:
+    """The job's conditions once ``last`` is among them: the interim condition
+    (FailureTarget, SuccessCriteriaMet) comes first, the terminal one after its pods."""
+    got = await conditions(c, name)
+    return got if last in got else None
+
+
 def test_completed_indexes_are_compressed() -> None:
     assert compress_indexes({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
     assert compress_indexes(set()) == ""
@@ -68,8 +75,8 @@ async def test_a_job_runs_parallelism_pods_until_completions_succeed(client: Cli
     second = await until(lambda: _exactly(c, "work", 2, without={first[0]["metadata"]["name"]}))
     for pod in second:
         await finish(c, pod, "Succeeded")
-    assert await until(lambda: conditions(c, "work")) == {"SuccessCriteriaMet": "CompletionsReached",
-                                                          "Complete": "CompletionsReached"}
+    assert await until(lambda: settled(c, "work", "Complete")) == {"SuccessCriteriaMet": "CompletionsReached",
+                                                                   "Complete": "CompletionsReached"}
     status = (await c.get(f"{JOBS}/work"))["status"]
     assert status["succeeded"] == 3 and "active" not in status and status["completionTime"]
     assert len(await pods_of(c, "work", active=False)) == 3  # no pod more than needed
@@ -91,8 +98,8 @@ async def test_more_failures_than_the_backoff_limit_fail_the_job(client: Client)
     await finish(c, pods[0], "Failed")
     replaced = await until(lambda: _exactly(c, "flaky", 2, without={pods[0]["metadata"]["name"]}))
     await finish(c, next(p for p in replaced if p["metadata"]["name"] != pods[1]["metadata"]["name"]), "Failed")
-    assert await until(lambda: conditions(c, "flaky")) == {"FailureTarget": "BackoffLimitExceeded",
-                                                           "Failed": "BackoffLimitExceeded"}
+    assert await until(lambda: settled(c, "flaky", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
+                                                                  "Failed": "BackoffLimitExceeded"}
     assert await pods_of(c, "flaky") == []  # the one still active was deleted
     assert (await c.get(f"{JOBS}/flaky"))["status"]["failed"] == 2
 
@@ -139,8 +146,8 @@ async def test_suspend_and_resume(client: Client) -> None:
 async def test_an_active_deadline_fails_the_job(client: Client) -> None:
     c = client
     await c.create(JOBS, job("late", activeDeadlineSeconds=1))
-    assert await until(lambda: conditions(c, "late"), timeout=10) == {"FailureTarget": "DeadlineExceeded",
-                                                                     "Failed": "DeadlineExceeded"}
+    assert await until(lambda: settled(c, "late", "Failed"), timeout=10) == {
+        "FailureTarget": "DeadlineExceeded", "Failed": "DeadlineExceeded"}
     assert await pods_of(c, "late") == []
 
 
