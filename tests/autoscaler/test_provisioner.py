@@ -8,7 +8,7 @@ from controlplane.autoscaler.catalog import Catalog
 from controlplane.autoscaler.nodepool import NodePoolView
 from controlplane.autoscaler.provisioner import Provisioner, choose, one_domain
 from controlplane.autoscaler.requirements import Requirements
-from controlplane.autoscaler.simulation import DeviceClasses, SimNode, demand, resource_fit
+from controlplane.autoscaler.simulation import DeviceClasses, PodDemand, SimNode, demand, resource_fit
 from controlplane.nodes.instancetypes import GpuDevice, InstanceType
 
 CATALOG = Catalog.of([
@@ -189,10 +189,10 @@ def test_identical_pods_cost_a_constant_number_of_fit_checks_each() -> None:
     thousand-pod batch take seconds)."""
     checks = 0
 
-    def counting_fit(p: Any, node: Any) -> bool:
+    def counting_fit(pod: PodDemand, node: SimNode) -> bool:  # the names of the Fits protocol
         nonlocal checks
         checks += 1
-        return resource_fit(p, node)
+        return resource_fit(pod, node)
 
     for count in (10, 1000):
         checks = 0
