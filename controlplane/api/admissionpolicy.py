@@ -28,7 +28,6 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-import cel
 import orjson
 
 from ..registry.types import ResourceType
@@ -56,6 +55,8 @@ class _ExpressionError(Exception):
 def _program(expression: str) -> Any:
     program = _compiled.get(expression)
     if program is None:
+        import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
+
         try:
             program = cel.compile(expression)
         except Exception as e:  # the interpreter's parse errors
@@ -182,6 +183,8 @@ class AdmissionPolicies:
             "operation": operation, "dryRun": bool(DRY_RUN.get()),
             "userInfo": {"username": user.name if user else "", "groups": list(user.groups) if user else []},
         }
+        import cel
+
         context = cel.Context()
         context.add_variable("object", obj)
         context.add_variable("oldObject", old)

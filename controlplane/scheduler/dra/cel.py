@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import cel as _cel
-
 from ...quantity import QuantityError, parse_quantity
 
 __all__ = ["CelError", "CompiledSelector", "DeviceEnv", "Selectors", "compile_selector"]
@@ -158,6 +156,8 @@ def _describe(e: Exception) -> str:
 
 def compile_selector(expression: str) -> CompiledSelector:
     """Compile ``expression`` (uncached; ``Selectors.get`` caches)."""
+    import cel as _cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
+
     try:
         program = _cel.compile(expression)
     except Exception as e:
@@ -249,6 +249,8 @@ class DeviceEnv:
                 device = dict(device)
                 device["attributes"] = {**{d: {} for d in missing}, **self._attributes}
                 device["capacity"] = {**{d: {} for d in missing}, **self._capacity}
+            import cel as _cel
+
             ctx = _cel.Context({"device": device}, functions=_FUNCTIONS)
             self._contexts[missing] = ctx
         return ctx
