@@ -27,11 +27,11 @@ class Answer:
 
     __slots__ = ("status", "content", "at", "_body")
 
-    def __init__(self, status: int, content: bytes, at: float, body: dict[str, Any] | None = _UNPARSED) -> None:
+    def __init__(self, status: int, content: bytes, at: float) -> None:
         self.status = status
         self.content = content
         self.at = at  # perf_counter when the answer arrived
-        self._body = body
+        self._body: dict[str, Any] | None = _UNPARSED
 
     @property
     def body(self) -> dict[str, Any] | None:

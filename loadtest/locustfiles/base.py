@@ -202,7 +202,6 @@ def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
     return ""
 
 
-_TYPE = re.compile(rb'^\{"type":"([A-Z]+)"')
 # what geventhttpclient raises when the server had closed a pooled connection
 _IDLE_CLOSED = frozenset({"HTTPConnectionClosed", "ConnectionResetError", "BrokenPipeError"})
 
@@ -336,6 +335,7 @@ class KubeUser(FastHttpUser):
 
 # --------------------------------------------------------------------------- list + watch
 
+_TYPE = re.compile(rb'^\{"type":"([A-Z]+)"')
 
 
 @dataclass(slots=True)
