@@ -14,6 +14,8 @@ operator installs) extends all three.
 - edit: what view does, and write (create, update, patch, delete, deletecollection)
   them, secrets included; evict pods; request service account tokens.
 - admin: what edit does, and Roles and RoleBindings of the namespace.
+- all three read the resource metrics (``system:aggregated-metrics-reader``, as
+  metrics-server's manifest adds it).
 """
 
 from __future__ import annotations
@@ -89,6 +91,10 @@ DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
     _role("system:aggregate-to-admin",
           [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"], "verbs": READ + WRITE}],
           {AGGREGATE_LABEL.format("admin"): "true"}),
+    # metrics-server installs this one: the resource metrics (api/resourcemetrics.py) for all three
+    _role("system:aggregated-metrics-reader",
+          [{"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": READ}],
+          {AGGREGATE_LABEL.format(r): "true" for r in ("view", "edit", "admin")}),
 )
 
 

@@ -65,6 +65,8 @@ from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
+from .resourcemetrics import GROUP as METRICS_GROUP
+from .resourcemetrics import ResourceMetrics
 from .reviews import REVIEWS, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
@@ -149,6 +151,9 @@ class KubeApi:
         self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
         self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
+        nodes = registry.get("", "v1", "nodes")
+        assert self._pods is not None and nodes is not None
+        self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
 
     async def bootstrap_rbac(self) -> None:
         """The bootstrap policy RBAC mode needs: ``cluster-admin`` for ``system:masters``."""
@@ -323,6 +328,10 @@ class KubeApi:
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
             receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive)))
             content_type = "application/json"
+        if rtype.group == METRICS_GROUP and rtype.custom is None:
+            if method != "GET":
+                raise ApiError.method_not_allowed(method)
+            return await self._metrics_answer(send, rtype, namespace, name, query, dict(scope["headers"]))
         if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)
@@ -439,6 +448,16 @@ class KubeApi:
                 return await self._json(send, 200, _deleted_status(rtype, deleted))
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
+
+    async def _metrics_answer(self, send: Send, rtype: ResourceType, namespace: str | None, name: str | None,
+                              query: dict[str, str], headers: dict[bytes, bytes]) -> None:
+        answer = await self.metrics.answer(rtype, namespace, name, query)
+        accept = headers.get(b"accept", b"").decode("latin-1")
+        if accept and wants_table(accept):  # kubectl get nodes.metrics.k8s.io
+            include = query.get("includeObject", "Metadata")
+            objects = answer["items"] if name is None else [answer]
+            answer = as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include)
+        return await self._json(send, 200, answer)
 
     async def _authorize(self, scope: Scope, parts: list[str], method: str, query: dict[str, str]) -> None:
         """403 unless the authorizer allows this request to its user (RBAC mode only)."""

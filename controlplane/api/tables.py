@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any
 
 import orjson
 
+from ..quantity import format_quantity, parse_quantity
 from ..registry.custom import CustomVersion
 from .jsonpath import JsonPathError, compile_path, find
 
@@ -333,6 +335,16 @@ def _template_containers(o: Obj, field: str) -> str:
     return ",".join(str(c.get(field, "")) for c in _get(o, "template", "spec", "containers", default=[]))
 
 
+def _canonical(q: Any) -> str:
+    return format_quantity(parse_quantity(str(q or "0")))
+
+
+def _summed(o: Obj, resource: str) -> str:
+    total = sum((parse_quantity(str(c.get("usage", {}).get(resource, "0"))) for c in o.get("containers") or ()),
+                Fraction(0))
+    return format_quantity(total)
+
+
 def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority: int = 0,
          fmt: str = "") -> Column:
     return (name, type_, fmt, priority, cell)
@@ -502,6 +514,13 @@ COLUMNS: dict[str, list[Column]] = {
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),
                        _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],
+    # metrics.k8s.io (api/resourcemetrics.py): metrics-server's columns; a pod's are its containers' sum
+    "nodes.metrics.k8s.io": [_NAME, _col("CPU", lambda o: _canonical(_get(o, "usage", "cpu"))),
+                             _col("Memory", lambda o: _canonical(_get(o, "usage", "memory"))),
+                             _col("Window", lambda o: _get(o, "window"))],
+    "pods.metrics.k8s.io": [_NAME, _col("CPU", lambda o: _summed(o, "cpu")),
+                            _col("Memory", lambda o: _summed(o, "memory")),
+                            _col("Window", lambda o: _get(o, "window"))],
 }
 _DEFAULT = [_NAME, _col("Created At", lambda o: _get(o, "metadata", "creationTimestamp"), fmt="date")]
 

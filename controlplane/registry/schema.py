@@ -114,6 +114,7 @@ def definitions() -> Definitions:
     raw = root.joinpath(f"v{KUBERNETES_VERSION}-local", "_definitions.json").read_bytes()
     defs = orjson.loads(raw)["$defs"]
     _accept_earlier_podgroup_reference(defs)
+    _add_resource_metrics(defs)
     return Definitions(defs)
 
 
@@ -134,3 +135,38 @@ def _accept_earlier_podgroup_reference(defs: dict[str, Schema]) -> None:
             "type": ["object", "null"],
             "properties": {"workloadName": {"type": "string"}, "podGroupTemplateName": {"type": "string"}},
             "required": ["workloadName", "podGroupTemplateName"]}}}
+
+
+_METRICS = "io.k8s.metrics.pkg.apis.metrics.v1beta1."
+
+
+def _add_resource_metrics(defs: dict[str, Schema]) -> None:
+    """metrics.k8s.io/v1beta1 (served by metrics-server in a real cluster, so not in the
+    release's definitions): NodeMetrics, PodMetrics and their lists, for the OpenAPI documents
+    and ``kubectl explain``. Written from k8s.io/metrics' types."""
+    meta = {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    list_meta = {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"}
+    time = {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.Time"}
+    duration = {"type": "string", "description": "the span the usage was measured over"}
+    usage = {"type": "object", "description": "the memory and CPU usage, by resource name",
+             "additionalProperties": {"$ref": "#/$defs/io.k8s.apimachinery.pkg.api.resource.Quantity"}}
+
+    def kind(name: str, description: str, props: dict[str, Any], required: list[str]) -> None:
+        defs[_METRICS + name] = {
+            "description": description, "type": "object", "required": required,
+            "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, **props},
+            "x-kubernetes-group-version-kind": [{"group": "metrics.k8s.io", "version": "v1beta1", "kind": name}]}
+
+    defs[_METRICS + "ContainerMetrics"] = {
+        "description": "the resource usage of one container", "type": "object", "required": ["name", "usage"],
+        "properties": {"name": {"type": "string", "description": "the container's name"}, "usage": usage}}
+    kind("NodeMetrics", "the resource usage of a node", {"metadata": meta, "timestamp": time, "window": duration,
+                                                          "usage": usage}, ["timestamp", "window", "usage"])
+    kind("PodMetrics", "the resource usage of a pod, by container",
+         {"metadata": meta, "timestamp": time, "window": duration,
+          "containers": {"type": "array", "items": {"$ref": "#/$defs/" + _METRICS + "ContainerMetrics"}}},
+         ["timestamp", "window", "containers"])
+    for name in ("NodeMetrics", "PodMetrics"):
+        kind(name + "List", f"a list of {name}",
+             {"metadata": list_meta, "items": {"type": "array", "items": {"$ref": "#/$defs/" + _METRICS + name}}},
+             ["items"])

@@ -153,6 +153,11 @@ BUILTIN: tuple[ResourceType, ...] = (
                  verbs=("create",)),
     ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
                  verbs=("create",)),
+    # the resource metrics API: answered from the pods and nodes, never stored (api/resourcemetrics.py)
+    ResourceType("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=("get", "list"),
+                 storage_group="metrics.k8s.io"),
+    ResourceType("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verbs=("get", "list"),
+                 storage_group="metrics.k8s.io"),
     ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
                  short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",)),
 )
