@@ -65,6 +65,9 @@ COMPONENTS: list[Component] = [
     Component("resourcequota-controller", "controlplane.controllers.quota:start", lambda config: config.scheduler),
     Component("endpointslice-controller", "controlplane.controllers.endpoints:start",
               lambda config: config.scheduler),
+    # reads metrics.k8s.io, which the API serves from the pods' declared usage (api/resourcemetrics.py)
+    Component("horizontal-pod-autoscaler", "controlplane.controllers.podautoscaler:start",
+              lambda config: config.scheduler),
     # the default roles are created in RBAC mode (api/rbacpolicy.py); their rules are aggregated here
     Component("clusterrole-aggregation-controller", "controlplane.controllers.clusterroles:start",
               lambda config: config.authorization_mode == "RBAC"),

@@ -21,7 +21,8 @@ __all__ = ["MAX_PENDING", "Recorder"]
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 1000
-API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1", "Pod": "v1"}
+API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1", "Pod": "v1",
+                "HorizontalPodAutoscaler": "autoscaling/v2"}
 
 
 class Recorder:

@@ -1,0 +1,140 @@
+"""HorizontalPodAutoscalers scaling Deployments on the pods' declared usage
+(controllers/podautoscaler.py reading api/resourcemetrics.py), inside a server with its
+scheduler, controllers and four simulated nodes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api import resourcemetrics
+from controlplane.api.app import create_app
+from controlplane.client import Client
+from controlplane.config import Config
+from controlplane.controllers import podautoscaler
+from controlplane.nodes.usage import USAGE_CPU
+from tests.controllers.helpers import until
+from tests.controllers.test_workloads import DEPLOYMENTS, deployment, rolled_out
+
+HPAS = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+EVENTS = "/api/v1/namespaces/default/events"
+
+
+@pytest.fixture
+async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    monkeypatch.setattr(podautoscaler, "SYNC_PERIOD", 0.5)  # upstream's is 15 s
+    # metrics over a 1 s window: a new pod's CPU counts 1 s after it is ready, not 15 s
+    monkeypatch.setattr(resourcemetrics, "WINDOW", "1s")
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+def loaded(name: str, replicas: int, cpu_used: str) -> dict[str, Any]:
+    """A Deployment whose pods ask for 100m of CPU each and use ``cpu_used``."""
+    d = deployment(name, replicas)
+    template = d["spec"]["template"]
+    template["metadata"]["annotations"] = {USAGE_CPU: cpu_used}
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m", "memory": "32Mi"}}
+    return d
+
+
+def hpa(name: str, low: int, high: int, utilization: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                     "minReplicas": low, "maxReplicas": high,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                         "type": "Utilization", "averageUtilization": utilization}}}], **spec}}
+
+
+def condition(h: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in (h.get("status") or {}).get("conditions") or () if c["type"] == type_)
+
+
+async def test_a_loaded_deployment_is_scaled_up_then_down(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, loaded("web", 2, "90m"))
+    await until(lambda: rolled_out(c, "web"))
+    # scale-down stabilisation off, so the way down is seen without waiting five minutes
+    await c.create(HPAS, hpa("web", 1, 10, 50, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+
+    async def scaled_to(n: int) -> dict[str, Any] | None:
+        h = await c.get(f"{HPAS}/web")
+        d = await c.get(f"{DEPLOYMENTS}/web")
+        return h if d["spec"]["replicas"] == n and (h.get("status") or {}).get("desiredReplicas") == n else None
+
+    # 90% of requests against 50%: 2 * 1.8 = 3.6 -> 4
+    h = await until(lambda: scaled_to(4))
+    status = h["status"]
+    assert status["currentMetrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "current": {"averageUtilization": 90, "averageValue": "90m"}}}]
+    assert status.get("lastScaleTime")
+    assert condition(h, "ScalingActive")["reason"] == "ValidMetricFound"
+    assert condition(h, "AbleToScale")["status"] == "True"
+    events = (await c.list(EVENTS, fieldSelector="involvedObject.kind=HorizontalPodAutoscaler"))["items"]
+    assert any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 4; reason: cpu resource "
+                                                                                 "utilization (percentage of request) "
+                                                                                 "above target") for e in events)
+    await until(lambda: rolled_out(c, "web"))
+
+    # the load drops to 10%: 4 * 0.2 = 0.8 -> 1, the minimum
+    d = await c.get(f"{DEPLOYMENTS}/web")
+    d["spec"]["template"]["metadata"]["annotations"][USAGE_CPU] = "10m"
+    await c.update(f"{DEPLOYMENTS}/web", d)
+    h = await until(lambda: scaled_to(1), timeout=40)
+    assert h["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] <= 50
+
+
+async def test_limits_and_failures_show_in_conditions(client: Client) -> None:
+    c = client
+    await c.create(DEPLOYMENTS, loaded("hot", 1, "500m"))
+    await until(lambda: rolled_out(c, "hot"))
+    await c.create(HPAS, hpa("hot", 1, 3, 50))
+
+    async def limited() -> dict[str, Any] | None:
+        h = await c.get(f"{HPAS}/hot")
+        try:
+            return h if condition(h, "ScalingLimited")["reason"] == "TooManyReplicas" else None
+        except StopIteration:
+            return None
+
+    h = await until(limited)
+    assert h["status"]["desiredReplicas"] == 3
+    assert condition(h, "ScalingLimited")["status"] == "True"
+
+    # a target that does not exist: AbleToScale False, FailedGetScale
+    missing = hpa("absent", 1, 3, 50)
+    await c.create(HPAS, missing)
+
+    async def failed() -> dict[str, Any] | None:
+        h = await c.get(f"{HPAS}/absent")
+        try:
+            return h if condition(h, "AbleToScale")["reason"] == "FailedGetScale" else None
+        except StopIteration:
+            return None
+
+    h = await until(failed)
+    assert condition(h, "AbleToScale")["status"] == "False"
+
+    # pods without CPU requests cannot be measured as a percentage of them
+    bare = deployment("bare", 1)
+    await c.create(DEPLOYMENTS, bare)
+    await until(lambda: rolled_out(c, "bare"))
+    await c.create(HPAS, hpa("bare", 1, 3, 50))
+
+    async def inactive(why: str) -> dict[str, Any] | None:
+        h = await c.get(f"{HPAS}/bare")
+        try:
+            active = condition(h, "ScalingActive")
+        except StopIteration:
+            return None
+        return h if active["status"] == "False" and why in active["message"] else None
+
+    # as upstream: a pod is measured once it has been ready for a whole metric window
+    h = await until(lambda: inactive("did not receive metrics for targeted pods"))
+    h = await until(lambda: inactive("missing request for cpu in container c"), timeout=40)
+    assert condition(h, "ScalingActive")["reason"] == "FailedGetResourceMetric"
+    assert (await c.get(f"{DEPLOYMENTS}/bare"))["spec"]["replicas"] == 1
