@@ -63,6 +63,7 @@ bench: venv etcd wrk
 	$(BIN)/controlplane bench dra
 	$(BIN)/controlplane bench dra --api
 	$(BIN)/controlplane bench autoscaler
+	$(BIN)/controlplane bench informer
 
 lint: venv
 	$(BIN)/ruff check .

@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "dra": "controlplane.scheduler.dra.bench:main",
     "autoscaler": "controlplane.bench.autoscaler:main",
     "writes": "controlplane.bench.writes:main",
+    "informer": "controlplane.bench.informer:main",
 }
 
 BenchMain = Callable[[list[str]], int]

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .client import ApiError, Client
+from .sharing import PodSharer
 
 __all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key", "strip_managed_fields"]
 
@@ -150,13 +151,17 @@ class Informer:
 class SharedInformer(Informer):
     """One list and watch of a collection for every component of a process that wants
     it (client-go's shared informer): each object is fetched, parsed and held once,
-    and handed to each component's handlers in turn. Components take an
+    and handed to each component's handlers in turn (pods with their common parts shared:
+    ``client/sharing.py``; other objects without managedFields). Components take an
     ``InformerHandle`` (``Client.informer``); the watch runs while one of their
     ``run()`` runs. Handlers must not change the objects they are given."""
 
     def __init__(self, client: Client, path: str, page_size: int = 500) -> None:
+        # pods, the many objects, hold what they have in common once (client/sharing.py)
+        transform: Transform = PodSharer() if path.rstrip("/").endswith("/pods") and "/apis/" not in path \
+            else strip_managed_fields
         super().__init__(client, path, page_size=page_size, on_add=self._add, on_update=self._update,
-                         on_delete=self._delete, transform=strip_managed_fields)
+                         on_delete=self._delete, transform=transform)
         self.handles: list[InformerHandle] = []
         self._task: asyncio.Task[None] | None = None
 
