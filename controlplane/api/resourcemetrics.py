@@ -73,19 +73,25 @@ class ResourceMetrics:
             return await self._pod_metrics(namespace, name, query)
         return await self._node_metrics(name, query)
 
+    async def _measured(self, rtype: ResourceType, namespace: str | None, name: str,
+                        has_metrics: Callable[[dict[str, Any]], bool], kind: str, shown: str) -> dict[str, Any]:
+        """The pod or node ``name``, if it has metrics; else metrics-server's 404."""
+        try:
+            obj: dict[str, Any] | None = orjson.loads(await self._get(rtype, namespace, name))
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            obj = None
+        if obj is None or not has_metrics(obj):
+            raise ApiError(404, "NotFound", f'{kind}.{GROUP} "{shown}" not found',
+                           {"name": name, "group": GROUP, "kind": rtype.plural})
+        return obj
+
     # -- pods
     async def _pod_metrics(self, namespace: str | None, name: str | None, query: dict[str, str]) -> dict[str, Any]:
         now = _now()
         if name is not None:
-            try:
-                pod = orjson.loads(await self._get(self.pods, namespace, name))
-            except ApiError as e:
-                if e.code != 404:
-                    raise
-                pod = None
-            if pod is None or not measured(pod):
-                raise ApiError(404, "NotFound", f'podmetrics.metrics.k8s.io "{namespace}/{name}" not found',
-                               {"name": name, "group": GROUP, "kind": "pods"})
+            pod = await self._measured(self.pods, namespace, name, measured, "podmetrics", f"{namespace}/{name}")
             return self._pod_object(pod, now)
         listed = await self._list(self.pods, namespace, _selectors(query))
         items = []
@@ -110,15 +116,7 @@ class ResourceMetrics:
     async def _node_metrics(self, name: str | None, query: dict[str, str]) -> dict[str, Any]:
         now = _now()
         if name is not None:
-            try:
-                node = orjson.loads(await self._get(self.nodes, None, name))
-            except ApiError as e:
-                if e.code != 404:
-                    raise
-                node = None
-            if node is None or not _ready(node):
-                raise ApiError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
-                               {"name": name, "group": GROUP, "kind": "nodes"})
+            node = await self._measured(self.nodes, None, name, _ready, "nodemetrics", name)
             listed = await self._list(self.pods, None, {"fieldSelector": f"spec.nodeName={name}"})
             usage = NOTHING
             for raw in listed.items:

@@ -54,6 +54,20 @@ def condition(h: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(c for c in (h.get("status") or {}).get("conditions") or () if c["type"] == type_)
 
 
+async def with_condition(c: Client, name: str, type_: str, reason: str | None = None, status: str | None = None,
+                         message: str = "") -> dict[str, Any] | None:
+    """The HPA ``name`` once its ``type_`` condition has this reason, status and message (part)."""
+    h = await c.get(f"{HPAS}/{name}")
+    try:
+        got = condition(h, type_)
+    except StopIteration:
+        return None
+    if (reason is None or got["reason"] == reason) and (status is None or got["status"] == status) \
+            and message in got["message"]:
+        return h
+    return None
+
+
 async def test_a_loaded_deployment_is_scaled_up_then_down(client: Client) -> None:
     c = client
     await c.create(DEPLOYMENTS, loaded("web", 2, "90m"))
@@ -94,14 +108,7 @@ async def test_limits_and_failures_show_in_conditions(client: Client) -> None:
     await until(lambda: rolled_out(c, "hot"))
     await c.create(HPAS, hpa("hot", 1, 3, 50))
 
-    async def limited() -> dict[str, Any] | None:
-        h = await c.get(f"{HPAS}/hot")
-        try:
-            return h if condition(h, "ScalingLimited")["reason"] == "TooManyReplicas" else None
-        except StopIteration:
-            return None
-
-    h = await until(limited)
+    h = await until(lambda: with_condition(c, "hot", "ScalingLimited", reason="TooManyReplicas"))
     assert h["status"]["desiredReplicas"] == 3
     assert condition(h, "ScalingLimited")["status"] == "True"
 
@@ -109,14 +116,7 @@ async def test_limits_and_failures_show_in_conditions(client: Client) -> None:
     missing = hpa("absent", 1, 3, 50)
     await c.create(HPAS, missing)
 
-    async def failed() -> dict[str, Any] | None:
-        h = await c.get(f"{HPAS}/absent")
-        try:
-            return h if condition(h, "AbleToScale")["reason"] == "FailedGetScale" else None
-        except StopIteration:
-            return None
-
-    h = await until(failed)
+    h = await until(lambda: with_condition(c, "absent", "AbleToScale", reason="FailedGetScale"))
     assert condition(h, "AbleToScale")["status"] == "False"
 
     # pods without CPU requests cannot be measured as a percentage of them
@@ -125,16 +125,10 @@ async def test_limits_and_failures_show_in_conditions(client: Client) -> None:
     await until(lambda: rolled_out(c, "bare"))
     await c.create(HPAS, hpa("bare", 1, 3, 50))
 
-    async def inactive(why: str) -> dict[str, Any] | None:
-        h = await c.get(f"{HPAS}/bare")
-        try:
-            active = condition(h, "ScalingActive")
-        except StopIteration:
-            return None
-        return h if active["status"] == "False" and why in active["message"] else None
-
     # as upstream: a pod is measured once it has been ready for a whole metric window
-    h = await until(lambda: inactive("did not receive metrics for targeted pods"))
-    h = await until(lambda: inactive("missing request for cpu in container c"), timeout=40)
+    await until(lambda: with_condition(c, "bare", "ScalingActive", status="False",
+                                       message="did not receive metrics for targeted pods"))
+    h = await until(lambda: with_condition(c, "bare", "ScalingActive", status="False",
+                                           message="missing request for cpu in container c"), timeout=40)
     assert condition(h, "ScalingActive")["reason"] == "FailedGetResourceMetric"
     assert (await c.get(f"{DEPLOYMENTS}/bare"))["spec"]["replicas"] == 1
