@@ -361,6 +361,8 @@ def test_pods_are_defaulted_and_bound_once(api: client.ApiClient, ns: str) -> No
         metadata=client.V1ObjectMeta(name="dflt"), target=client.V1ObjectReference(kind="Node", name="node-1")),
         _preload_content=False)
     assert r.status == 201  # type: ignore[attr-defined]
+    r.read()  # type: ignore[attr-defined]
+    r.release_conn()  # type: ignore[attr-defined]  # else its socket is left to the collector (a ResourceWarning)
     bound = v1.read_namespaced_pod("dflt", ns)
     assert bound.spec.node_name == "node-1"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in bound.status.conditions)
