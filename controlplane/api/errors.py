@@ -25,7 +25,7 @@ class ApiError(Exception):
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                 "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
+        if self.details is not None:
             body["details"] = self.details
         return body
 
@@ -97,7 +97,8 @@ class ApiError(Exception):
 
     @classmethod
     def not_found_path(cls, path: str) -> ApiError:
-        return cls(404, "NotFound", f"the server could not find the requested resource ({path})")
+        # details present but empty, as upstream's (kubectl debug reads them to tell an old server)
+        return cls(404, "NotFound", f"the server could not find the requested resource ({path})", {})
 
 
 def json_object(body: bytes, what: str) -> dict[str, Any]:

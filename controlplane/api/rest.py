@@ -44,6 +44,7 @@ from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validat
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
+from ..registry.ephemeral import ephemeral_update
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
@@ -373,7 +374,9 @@ class KubeApi:
             if method != "PUT":
                 raise ApiError.method_not_allowed(method)
             return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
-        if subresource not in (None, "status"):
+        if subresource == "ephemeralcontainers" and method not in ("GET", "PUT", "PATCH"):
+            raise ApiError.method_not_allowed(method)
+        if subresource not in (None, "status", "ephemeralcontainers"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
             # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
@@ -996,6 +999,12 @@ class KubeApi:
         """Type-specific admission of a write (``old`` None: a create): CRDs get their
         defaults, validation and status; custom resources their CRD's schema; a pod's
         priority, set when it was created, stays (Priority admission on update)."""
+        if rtype is self._pods and old is not None and subresource == "ephemeralcontainers":
+            merged, causes = ephemeral_update(old, obj)
+            if causes:
+                raise ApiError.invalid(rtype, (old.get("metadata") or {}).get("name") or "", causes)
+            obj["spec"] = merged["spec"]
+            return
         if rtype is self._pods and old is not None:
             spec, old_spec = obj.get("spec"), old.get("spec") or {}
             if isinstance(spec, dict):
@@ -1683,6 +1692,12 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     object itself, everything but the status (for types with a status subresource).
     Server-set metadata is kept; ``generation`` counts changes of the spec."""
     old_meta = old.get("metadata", {})
+    if subresource == "ephemeralcontainers":  # only spec.ephemeralContainers (validated in _admit)
+        merged = dict(old)
+        merged["spec"] = {**(old.get("spec") or {}),
+                          "ephemeralContainers": (new.get("spec") or {}).get("ephemeralContainers")}
+        merged["metadata"] = dict(old_meta)
+        return merged
     if subresource == "status":
         merged = dict(old)
         merged["status"] = new.get("status")

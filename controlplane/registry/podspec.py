@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["default_pod_spec"]
+__all__ = ["default_container", "default_pod_spec"]
 
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _MODE_SOURCES = ("secret", "configMap", "projected", "downwardAPI")
@@ -30,13 +30,13 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for c in spec.get(key) or ():
             if isinstance(c, dict):
-                _default_container(c)
+                default_container(c)
     for volume in spec.get("volumes") or ():
         if isinstance(volume, dict):
             _default_volume(volume)
 
 
-def _default_container(c: dict[str, Any]) -> None:
+def default_container(c: dict[str, Any]) -> None:
     image = str(c.get("image", ""))
     tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
     c.setdefault("imagePullPolicy", "Always" if tagless or image.endswith(":latest") else "IfNotPresent")

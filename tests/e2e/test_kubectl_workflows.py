@@ -251,3 +251,15 @@ def test_services_of_each_type_as_kube_apiserver_allocates_them(served: Serve) -
     assert kubectl(served, "get", "svc", "headless", "-o", "jsonpath={.spec.clusterIPs}") == '["None"]'
     policy = kubectl(served, "get", "svc", "lb", "-o", "jsonpath={.spec.externalTrafficPolicy}")
     assert policy == "Cluster"
+
+
+def test_kubectl_debug_adds_an_ephemeral_container(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="debugged", ns="default"))
+    kubectl(served, "debug", "debugged", "--image=busybox:1.36", "-c", "dbg", "--target=c")
+    names = kubectl(served, "get", "pod", "debugged", "-o", "jsonpath={.spec.ephemeralContainers[*].name}")
+    assert names == "dbg"
+    assert "Ephemeral Containers:" in kubectl(served, "describe", "pod", "debugged")
+    # a second debug container: kubectl's patch orders the list, the first stays
+    kubectl(served, "debug", "debugged", "--image=busybox:1.36", "-c", "dbg2")
+    names = kubectl(served, "get", "pod", "debugged", "-o", "jsonpath={.spec.ephemeralContainers[*].name}")
+    assert names == "dbg dbg2"

@@ -1,0 +1,98 @@
+"""pods/ephemeralcontainers (registry/ephemeral.py): the only way to add containers to a
+pod, add-only, validated as upstream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+@pytest.fixture
+async def pod(client: Client) -> Client:
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+                               "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}})
+    return client
+
+
+def debugger(name: str = "dbg", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "busybox:1.36", **extra}
+
+
+async def add(c: Client, *containers: dict[str, Any]) -> dict[str, Any]:
+    return await c.patch(f"{PODS}/p/ephemeralcontainers", {"spec": {"ephemeralContainers": list(containers)}},
+                         "strategic")
+
+
+async def test_ephemeral_containers_are_added_through_the_subresource(pod: Client) -> None:
+    c = pod
+    got = await add(c, debugger(targetContainerName="app"))
+    assert got["kind"] == "Pod"
+    [e] = got["spec"]["ephemeralContainers"]
+    assert (e["name"], e["targetContainerName"], e["terminationMessagePolicy"], e["imagePullPolicy"]) == \
+        ("dbg", "app", "File", "IfNotPresent")  # defaulted as a container is
+    assert (await c.get(f"{PODS}/p/ephemeralcontainers"))["spec"]["ephemeralContainers"] == [e]
+    # a strategic patch adds by name (without $setElementOrder the patch's items come first, as upstream);
+    # a PUT of the subresource changes nothing but the ephemeral containers
+    got = await add(c, debugger("dbg2"))
+    assert [x["name"] for x in got["spec"]["ephemeralContainers"]] == ["dbg2", "dbg"]
+    got["metadata"]["labels"] = {"a": "changed"}
+    got["spec"]["containers"][0]["image"] = "other"
+    got["spec"]["ephemeralContainers"].append(debugger("dbg3"))
+    put = await c.update(f"{PODS}/p/ephemeralcontainers", got)
+    assert [x["name"] for x in put["spec"]["ephemeralContainers"]] == ["dbg2", "dbg", "dbg3"]
+    assert put["metadata"]["labels"] == {"a": "1"} and put["spec"]["containers"][0]["image"] == "nginx:1.27"
+
+
+@pytest.mark.parametrize(("container", "field", "message"), [
+    (debugger("app"), "spec.ephemeralContainers[0].name", 'Duplicate value: "app"'),
+    ({"name": "x"}, "spec.ephemeralContainers[0].image", "Required value"),
+    (debugger(ports=[{"containerPort": 80}]), "spec.ephemeralContainers[0].ports",
+     "Forbidden: cannot be set for an Ephemeral Container"),
+    (debugger(resources={"requests": {"cpu": "1"}}), "spec.ephemeralContainers[0].resources",
+     "Forbidden: cannot be set for an Ephemeral Container"),
+    (debugger(readinessProbe={"exec": {"command": ["true"]}}), "spec.ephemeralContainers[0].readinessProbe",
+     "Forbidden: cannot be set for an Ephemeral Container"),
+    (debugger(targetContainerName="nope"), "spec.ephemeralContainers[0].targetContainerName", 'Not found: "nope"'),
+])
+async def test_invalid_ephemeral_containers_are_422(pod: Client, container: dict[str, Any], field: str,
+                                                     message: str) -> None:
+    with pytest.raises(ApiError) as e:
+        await add(pod, container)
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    cause = e.value.status["details"]["causes"][0]
+    assert (cause["field"], cause["message"]) == (field, message)
+    assert message in e.value.message
+
+
+async def test_existing_ephemeral_containers_may_not_change_or_go(pod: Client) -> None:
+    c = pod
+    got = await add(c, debugger())
+    changed = {**got, "spec": {**got["spec"], "ephemeralContainers": [
+        {**got["spec"]["ephemeralContainers"][0], "image": "other"}]}}
+    with pytest.raises(ApiError) as e:
+        await c.update(f"{PODS}/p/ephemeralcontainers", changed)
+    assert e.value.code == 422 and 'existing ephemeral containers "dbg" may not be changed' in e.value.message
+    removed = {**got, "spec": {**got["spec"], "ephemeralContainers": []}}
+    with pytest.raises(ApiError) as e:
+        await c.update(f"{PODS}/p/ephemeralcontainers", removed)
+    assert e.value.code == 422 and 'existing ephemeral containers "dbg" may not be removed' in e.value.message
+    assert len((await c.get(f"{PODS}/p"))["spec"]["ephemeralContainers"]) == 1
+
+
+async def test_other_verbs_and_unknown_subresources(pod: Client) -> None:
+    c = pod
+    with pytest.raises(ApiError) as e:
+        await c.delete(f"{PODS}/p/ephemeralcontainers")
+    assert e.value.code == 405
+    with pytest.raises(ApiError) as e:
+        await c.get(f"{PODS}/p/nope")
+    # an empty details object, as upstream's: kubectl debug reads it (and crashed on a 404 without one)
+    assert (e.value.code, e.value.status.get("details")) == (404, {})
+    with pytest.raises(ApiError) as e:
+        await c.get(f"{PODS}/missing/ephemeralcontainers")
+    assert e.value.code == 404
