@@ -502,6 +502,10 @@ COLUMNS: dict[str, list[Column]] = {
     "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
                        _col("Ports", _slice_ports), _col("Endpoints", _slice_endpoints), _AGE],
     "runtimeclasses": [_NAME, _col("Handler", lambda o: o.get("handler", "")), _AGE],
+    "mutatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),
+                                      _AGE],
+    "validatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),
+                                        _AGE],
     "validatingadmissionpolicies": [
         _NAME, _col("Validations", lambda o: len(_get(o, "spec", "validations", default=[]) or ()), "integer"),
         _col("ParamKind", lambda o: (f"{_get(o, 'spec', 'paramKind', 'apiVersion')}/"

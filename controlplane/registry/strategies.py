@@ -22,6 +22,7 @@ from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress
 from .podspec import default_pod_spec
 from .quota import prepare_limit_range, prepare_resource_quota
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
+from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
 
 __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_metadata", "validate_name"]
@@ -265,6 +266,8 @@ _PREPARERS.update({
     "limitranges": prepare_limit_range, "horizontalpodautoscalers": prepare_horizontal_pod_autoscaler,
     "ingresses": prepare_ingress, "ingressclasses": prepare_ingress_class,
     "networkpolicies": prepare_network_policy, "endpointslices": prepare_endpoint_slice,
+    "mutatingwebhookconfigurations": prepare_webhook_configuration,
+    "validatingwebhookconfigurations": prepare_webhook_configuration,
 })
 
 

@@ -131,6 +131,11 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # webhook configurations: stored and served, never called (registry/webhooks.py)
+    ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+                 "mutatingwebhookconfigurations", False, categories=("api-extensions",)),
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+                 "validatingwebhookconfigurations", False, categories=("api-extensions",)),
     # enforced at every write: api/admissionpolicy.py
     ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
                  False, categories=("api-extensions",), subresources=("status",)),

@@ -132,3 +132,45 @@ def test_kubectl_generators_for_quotas_ingresses_and_autoscalers(cluster: Serve)
     kubectl(cluster, "-n", "team", "autoscale", "deployment", "api", "--min=2", "--max=5", "--cpu=50%")
     row = kubectl(cluster, "-n", "team", "get", "hpa", "api").splitlines()[1].split()
     assert row[:7] == ["api", "Deployment/api", "cpu:", "<unknown>/50%", "2", "5", "0"]
+
+
+WEBHOOKS = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: policy-webhook}
+webhooks:
+- name: validate.policy.example.com
+  rules: [{apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}]
+  admissionReviewVersions: ["v1"]
+  sideEffects: None
+  clientConfig: {service: {name: policy, namespace: policy-system, path: /validate}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: inject-webhook}
+webhooks:
+- name: inject.sidecar.example.com
+  admissionReviewVersions: ["v1"]
+  sideEffects: NoneOnDryRun
+  clientConfig: {url: "https://inject.example.com/mutate"}
+"""
+
+
+def test_a_chart_installs_its_webhook_configurations(cluster: Serve) -> None:
+    out = kubectl(cluster, "apply", "--validate=strict", "-f", "-", stdin=WEBHOOKS)
+    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/policy-webhook created" in out
+    got = json.loads(kubectl(cluster, "get", "validatingwebhookconfiguration", "policy-webhook", "-o", "json"))
+    hook = got["webhooks"][0]  # upstream's defaults
+    assert (hook["failurePolicy"], hook["matchPolicy"], hook["timeoutSeconds"], hook["rules"][0]["scope"],
+            hook["clientConfig"]["service"]["port"]) == ("Fail", "Equivalent", 10, "*", 443)
+    mutating = json.loads(kubectl(cluster, "get", "mutatingwebhookconfiguration", "inject-webhook", "-o", "json"))
+    assert mutating["webhooks"][0]["reinvocationPolicy"] == "Never"
+    assert kubectl(cluster, "get", "mutatingwebhookconfigurations").splitlines()[0].split() == \
+        ["NAME", "WEBHOOKS", "AGE"]
+    # never called: a configmap the validating webhook matches is created (nothing runs behind it)
+    kubectl(cluster, "create", "configmap", "unvalidated", "--from-literal=a=b")
+    bad = WEBHOOKS.replace("sideEffects: None\n", "sideEffects: Some\n").replace("policy-webhook", "bad-webhook")
+    r = subprocess.run([KUBECTL or "kubectl", "apply", "-f", "-"], input=bad, capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
+    assert r.returncode != 0
+    assert 'webhooks[0].sideEffects: Unsupported value: "Some"' in r.stderr

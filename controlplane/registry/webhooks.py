@@ -1,0 +1,111 @@
+"""Admission webhook configurations (admissionregistration.k8s.io/v1
+MutatingWebhookConfiguration and ValidatingWebhookConfiguration): upstream's
+defaults and validation.
+
+They are stored and served so that what installs them (Helm charts of
+operators, cert-manager, policy engines) installs here too. This server never
+calls the webhooks: nothing runs behind their services, and a real API server
+with such a configuration and ``failurePolicy: Fail`` would refuse every write
+it matches (docs/api-compatibility.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["prepare_webhook_configuration"]
+
+Causes = list[dict[str, str]]
+
+_SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 refuses Unknown and Some
+_REVIEW_VERSIONS = ("v1", "v1beta1")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+
+
+def _cause(reason: str, field: str, message: str) -> dict[str, str]:
+    return {"reason": reason, "field": field, "message": message}
+
+
+def _default(webhook: dict[str, Any], mutating: bool) -> None:
+    webhook.setdefault("failurePolicy", "Fail")
+    webhook.setdefault("matchPolicy", "Equivalent")
+    webhook.setdefault("namespaceSelector", {})
+    webhook.setdefault("objectSelector", {})
+    webhook.setdefault("timeoutSeconds", 10)
+    if mutating:
+        webhook.setdefault("reinvocationPolicy", "Never")
+    for rule in webhook.get("rules") or ():
+        if isinstance(rule, dict):
+            rule.setdefault("scope", "*")
+    service = (webhook.get("clientConfig") or {}).get("service")
+    if isinstance(service, dict):
+        service.setdefault("port", 443)
+
+
+def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """Defaults in place, then the causes of a 422, as upstream's v1 validation."""
+    mutating = obj.get("kind") == "MutatingWebhookConfiguration"
+    webhooks = obj.get("webhooks")
+    causes: Causes = []
+    if webhooks is None:
+        return causes
+    if not isinstance(webhooks, list):
+        return [_cause("FieldValueInvalid", "webhooks", "Invalid value: must be a list")]
+    names: set[str] = set()
+    for i, w in enumerate(webhooks):
+        path = f"webhooks[{i}]"
+        if not isinstance(w, dict):
+            causes.append(_cause("FieldValueInvalid", path, "Invalid value: must be an object"))
+            continue
+        _default(w, mutating)
+        name = w.get("name")
+        if not name:
+            causes.append(_cause("FieldValueRequired", f"{path}.name", "Required value"))
+        elif not isinstance(name, str) or not _SUBDOMAIN.match(name) or name.count(".") < 2:
+            causes.append(_cause("FieldValueInvalid", f"{path}.name",
+                                 f'Invalid value: "{name}": should be a domain with at least three segments '
+                                 "separated by dots"))
+        elif name in names:
+            causes.append(_cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
+        else:
+            names.add(name)
+        config = w.get("clientConfig")
+        if not isinstance(config, dict) or (("url" in config) == ("service" in config)):
+            causes.append(_cause("FieldValueRequired", f"{path}.clientConfig",
+                                 "Required value: exactly one of url or service is required"))
+        elif "service" in config:
+            service = config["service"] or {}
+            for field in ("namespace", "name"):
+                if not service.get(field):
+                    causes.append(_cause("FieldValueRequired", f"{path}.clientConfig.service.{field}",
+                                         "Required value: service " + field + " is required"))
+        elif not str(config.get("url") or "").startswith("https://"):
+            causes.append(_cause("FieldValueInvalid", f"{path}.clientConfig.url",
+                                 "Invalid value: 'https' is the only allowed URL scheme"))
+        effects = w.get("sideEffects")
+        if effects is None:
+            causes.append(_cause("FieldValueRequired", f"{path}.sideEffects",
+                                 'Required value: must specify one of "None", "NoneOnDryRun"'))
+        elif effects not in _SIDE_EFFECTS:
+            causes.append(_cause("FieldValueNotSupported", f"{path}.sideEffects",
+                                 f'Unsupported value: "{effects}": supported values: "None", "NoneOnDryRun"'))
+        versions = w.get("admissionReviewVersions")
+        if not versions:
+            causes.append(_cause("FieldValueRequired", f"{path}.admissionReviewVersions",
+                                 "Required value: must specify one of v1, v1beta1"))
+        elif not any(v in _REVIEW_VERSIONS for v in versions):
+            causes.append(_cause("FieldValueInvalid", f"{path}.admissionReviewVersions",
+                                 "Invalid value: must include at least one of v1, v1beta1"))
+        for field, allowed in (("failurePolicy", ("Ignore", "Fail")), ("matchPolicy", ("Exact", "Equivalent")),
+                               ("reinvocationPolicy", ("Never", "IfNeeded"))):
+            value = w.get(field)
+            if value is not None and value not in allowed:
+                causes.append(_cause("FieldValueNotSupported", f"{path}.{field}",
+                                     f'Unsupported value: "{value}": supported values: '
+                                     + ", ".join(f'"{a}"' for a in allowed)))
+        timeout = w.get("timeoutSeconds")
+        if isinstance(timeout, int) and not 1 <= timeout <= 30:
+            causes.append(_cause("FieldValueInvalid", f"{path}.timeoutSeconds",
+                                 f"Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds"))
+    return causes
