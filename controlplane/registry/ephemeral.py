@@ -13,19 +13,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .causes import Causes, cause, objects
 from .podspec import default_container
 
 __all__ = ["ephemeral_update"]
 
-Causes = list[dict[str, str]]
-
 # fields an ephemeral container may not set (upstream's validateEphemeralContainers)
 _FORBIDDEN = ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resizePolicy",
               "restartPolicy")
-
-
-def _cause(reason: str, field: str, message: str) -> dict[str, str]:
-    return {"reason": reason, "field": field, "message": message}
 
 
 def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], Causes]:
@@ -39,7 +34,7 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
     if wanted is None:
         wanted = []
     if not isinstance(wanted, list):
-        return merged, [_cause("FieldValueInvalid", "spec.ephemeralContainers", "Invalid value: must be a list")]
+        return merged, [cause("FieldValueInvalid", "spec.ephemeralContainers", "Invalid value: must be a list")]
     containers = [copy.deepcopy(c) for c in wanted]
     spec["ephemeralContainers"] = containers
     if not containers:
@@ -47,39 +42,35 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
     regular = {c.get("name") for key in ("containers", "initContainers") for c in old_spec.get(key) or ()
                if isinstance(c, dict)}
     seen: set[str] = set()
-    for i, c in enumerate(containers):
-        path = f"spec.ephemeralContainers[{i}]"
-        if not isinstance(c, dict):
-            causes.append(_cause("FieldValueInvalid", path, "Invalid value: must be an object"))
-            continue
+    for path, c in objects(containers, "spec.ephemeralContainers", causes):
         default_container(c)
         name = c.get("name")
         if not name:
-            causes.append(_cause("FieldValueRequired", f"{path}.name", "Required value"))
+            causes.append(cause("FieldValueRequired", f"{path}.name", "Required value"))
         elif name in regular or name in seen:
-            causes.append(_cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
+            causes.append(cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
         seen.add(str(name))
         if not c.get("image"):
-            causes.append(_cause("FieldValueRequired", f"{path}.image", "Required value"))
+            causes.append(cause("FieldValueRequired", f"{path}.image", "Required value"))
         for field in _FORBIDDEN:
             if c.get(field):
-                causes.append(_cause("FieldValueForbidden", f"{path}.{field}",
+                causes.append(cause("FieldValueForbidden", f"{path}.{field}",
                                      "Forbidden: cannot be set for an Ephemeral Container"))
         resources = c.get("resources") or {}
         if resources.get("limits") or resources.get("requests"):
-            causes.append(_cause("FieldValueForbidden", f"{path}.resources",
+            causes.append(cause("FieldValueForbidden", f"{path}.resources",
                                  "Forbidden: cannot be set for an Ephemeral Container"))
         target = c.get("targetContainerName")
         if target and target not in regular:
-            causes.append(_cause("FieldValueNotFound", f"{path}.targetContainerName", f'Not found: "{target}"'))
+            causes.append(cause("FieldValueNotFound", f"{path}.targetContainerName", f'Not found: "{target}"'))
     by_name = {c.get("name"): c for c in containers if isinstance(c, dict)}
     for before in old_spec.get("ephemeralContainers") or ():
         name = before.get("name")
         after = by_name.get(name)
         if after is None:
-            causes.append(_cause("FieldValueForbidden", "spec.ephemeralContainers",
+            causes.append(cause("FieldValueForbidden", "spec.ephemeralContainers",
                                  f'Forbidden: existing ephemeral containers "{name}" may not be removed'))
         elif after != before:
-            causes.append(_cause("FieldValueForbidden", "spec.ephemeralContainers",
+            causes.append(cause("FieldValueForbidden", "spec.ephemeralContainers",
                                  f'Forbidden: existing ephemeral containers "{name}" may not be changed'))
     return merged, causes

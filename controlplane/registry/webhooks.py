@@ -14,17 +14,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .causes import Causes, cause, objects
+
 __all__ = ["prepare_webhook_configuration"]
 
-Causes = list[dict[str, str]]
 
 _SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 refuses Unknown and Some
 _REVIEW_VERSIONS = ("v1", "v1beta1")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-
-
-def _cause(reason: str, field: str, message: str) -> dict[str, str]:
-    return {"reason": reason, "field": field, "message": message}
 
 
 def _default(webhook: dict[str, Any], mutating: bool) -> None:
@@ -51,61 +48,57 @@ def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | Non
     if webhooks is None:
         return causes
     if not isinstance(webhooks, list):
-        return [_cause("FieldValueInvalid", "webhooks", "Invalid value: must be a list")]
+        return [cause("FieldValueInvalid", "webhooks", "Invalid value: must be a list")]
     names: set[str] = set()
-    for i, w in enumerate(webhooks):
-        path = f"webhooks[{i}]"
-        if not isinstance(w, dict):
-            causes.append(_cause("FieldValueInvalid", path, "Invalid value: must be an object"))
-            continue
+    for path, w in objects(webhooks, "webhooks", causes):
         _default(w, mutating)
         name = w.get("name")
         if not name:
-            causes.append(_cause("FieldValueRequired", f"{path}.name", "Required value"))
+            causes.append(cause("FieldValueRequired", f"{path}.name", "Required value"))
         elif not isinstance(name, str) or not _SUBDOMAIN.match(name) or name.count(".") < 2:
-            causes.append(_cause("FieldValueInvalid", f"{path}.name",
+            causes.append(cause("FieldValueInvalid", f"{path}.name",
                                  f'Invalid value: "{name}": should be a domain with at least three segments '
                                  "separated by dots"))
         elif name in names:
-            causes.append(_cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
+            causes.append(cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
         else:
             names.add(name)
         config = w.get("clientConfig")
         if not isinstance(config, dict) or (("url" in config) == ("service" in config)):
-            causes.append(_cause("FieldValueRequired", f"{path}.clientConfig",
+            causes.append(cause("FieldValueRequired", f"{path}.clientConfig",
                                  "Required value: exactly one of url or service is required"))
         elif "service" in config:
             service = config["service"] or {}
             for field in ("namespace", "name"):
                 if not service.get(field):
-                    causes.append(_cause("FieldValueRequired", f"{path}.clientConfig.service.{field}",
+                    causes.append(cause("FieldValueRequired", f"{path}.clientConfig.service.{field}",
                                          "Required value: service " + field + " is required"))
         elif not str(config.get("url") or "").startswith("https://"):
-            causes.append(_cause("FieldValueInvalid", f"{path}.clientConfig.url",
+            causes.append(cause("FieldValueInvalid", f"{path}.clientConfig.url",
                                  "Invalid value: 'https' is the only allowed URL scheme"))
         effects = w.get("sideEffects")
         if effects is None:
-            causes.append(_cause("FieldValueRequired", f"{path}.sideEffects",
+            causes.append(cause("FieldValueRequired", f"{path}.sideEffects",
                                  'Required value: must specify one of "None", "NoneOnDryRun"'))
         elif effects not in _SIDE_EFFECTS:
-            causes.append(_cause("FieldValueNotSupported", f"{path}.sideEffects",
+            causes.append(cause("FieldValueNotSupported", f"{path}.sideEffects",
                                  f'Unsupported value: "{effects}": supported values: "None", "NoneOnDryRun"'))
         versions = w.get("admissionReviewVersions")
         if not versions:
-            causes.append(_cause("FieldValueRequired", f"{path}.admissionReviewVersions",
+            causes.append(cause("FieldValueRequired", f"{path}.admissionReviewVersions",
                                  "Required value: must specify one of v1, v1beta1"))
         elif not any(v in _REVIEW_VERSIONS for v in versions):
-            causes.append(_cause("FieldValueInvalid", f"{path}.admissionReviewVersions",
+            causes.append(cause("FieldValueInvalid", f"{path}.admissionReviewVersions",
                                  "Invalid value: must include at least one of v1, v1beta1"))
         for field, allowed in (("failurePolicy", ("Ignore", "Fail")), ("matchPolicy", ("Exact", "Equivalent")),
                                ("reinvocationPolicy", ("Never", "IfNeeded"))):
             value = w.get(field)
             if value is not None and value not in allowed:
-                causes.append(_cause("FieldValueNotSupported", f"{path}.{field}",
+                causes.append(cause("FieldValueNotSupported", f"{path}.{field}",
                                      f'Unsupported value: "{value}": supported values: '
                                      + ", ".join(f'"{a}"' for a in allowed)))
         timeout = w.get("timeoutSeconds")
         if isinstance(timeout, int) and not 1 <= timeout <= 30:
-            causes.append(_cause("FieldValueInvalid", f"{path}.timeoutSeconds",
+            causes.append(cause("FieldValueInvalid", f"{path}.timeoutSeconds",
                                  f"Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds"))
     return causes
