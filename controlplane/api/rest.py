@@ -1150,7 +1150,8 @@ class KubeApi:
         are kube-apiserver's: no such container, a container not started yet."""
         pod = orjson.loads(await self._get(rtype, namespace, name))
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        names = [c.get("name") for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]]
+        names = [c.get("name") for c in [*(spec.get("initContainers") or ()), *(spec.get("ephemeralContainers") or ()),
+                                          *(spec.get("containers") or ())]]
         container = query.get("container") or ""
         if not container:
             if len(spec.get("containers") or ()) != 1:
@@ -1161,6 +1162,7 @@ class KubeApi:
         if container not in names:
             raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
         statuses = {c.get("name"): c for c in [*(status.get("initContainerStatuses") or ()),
+                                               *(status.get("ephemeralContainerStatuses") or ()),
                                                *(status.get("containerStatuses") or ())]}
         state = (statuses.get(container) or {}).get("state") or {}
         if not state or "waiting" in state:

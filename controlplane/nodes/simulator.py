@@ -42,6 +42,7 @@ import ipaddress
 import logging
 import random
 import time
+import uuid
 import zlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -127,7 +128,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid", "wrote_creating")
+    __slots__ = ("ephemeral", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid",
+                 "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -139,6 +141,7 @@ class _Pod:
         self.pulled_at: float | None = None  # when its images are (will be) on the node
         self.wrote_creating = False
         self.started = False
+        self.ephemeral: frozenset[str] = frozenset()  # ephemeral containers whose status is written
 
 
 class NodeSimulator:
@@ -728,6 +731,7 @@ class NodeSimulator:
             return
         if not self._images_ready(key, st, node, pod):
             return
+        self._start_ephemeral(key, st, pod)
         stage = self.pod_stages.select(pod)
         if stage is None:
             st.stage = None
@@ -743,6 +747,34 @@ class NodeSimulator:
             self._write(lambda: self._run_stage(key, gen), POD)
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
+
+    def _start_ephemeral(self, key: str, st: _Pod, pod: dict[str, Any]) -> None:
+        """A running pod's new ephemeral containers (``kubectl debug``) run at once, as a
+        kubelet starts them: ``status.ephemeralContainerStatuses`` says so."""
+        added = pod["spec"].get("ephemeralContainers") or ()
+        if not added or (pod.get("status") or {}).get("phase") != "Running" \
+                or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        names = frozenset(str(c.get("name")) for c in added if isinstance(c, dict))
+        reported = {s.get("name") for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()}
+        if names <= st.ephemeral or names <= reported:
+            return
+        st.ephemeral = names
+        now = now_rfc3339()
+        statuses = [{"name": c.get("name"), "image": c.get("image"), "imageID": str(c.get("image", "")),
+                     "containerID": f"containerd://{uuid.uuid4().hex}", "ready": False, "started": True,
+                     "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                    for c in added if isinstance(c, dict)]
+        ns, name = key.split("/", 1)
+        path = resource_path("", "v1", "pods", ns, name, "status")
+        self._write(lambda: self._patch_quietly(path, {"status": {"ephemeralContainerStatuses": statuses}}), POD)
+
+    async def _patch_quietly(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            await self.client.patch(path, body, patch_type="merge")
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
 
     def _images_ready(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
         """Before a new pod's first stage its images must be on the node: start the pulls

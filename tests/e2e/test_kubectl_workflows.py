@@ -263,3 +263,8 @@ def test_kubectl_debug_adds_an_ephemeral_container(served: Serve) -> None:
     kubectl(served, "debug", "debugged", "--image=busybox:1.36", "-c", "dbg2")
     names = kubectl(served, "get", "pod", "debugged", "-o", "jsonpath={.spec.ephemeralContainers[*].name}")
     assert names == "dbg dbg2"
+    # once a kubelet reports it running (this server has no simulated nodes), its logs read as a container's
+    kubectl(served, "patch", "pod", "debugged", "--subresource=status", "--type=merge", "-p",
+            '{"status": {"phase": "Running", "ephemeralContainerStatuses": [{"name": "dbg", "image": "busybox:1.36", '
+            '"imageID": "", "ready": false, "restartCount": 0, "state": {"running": {}}}]}}')
+    assert kubectl(served, "logs", "debugged", "-c", "dbg") == ""

@@ -49,6 +49,25 @@ async def test_bound_pod_runs_with_kubelet_status(client: Client) -> None:
         assert await phase(client, "unbound") == "Pending"
 
 
+async def test_ephemeral_containers_run_once_added(client: Client) -> None:
+    """kubectl debug's containers: the simulated kubelet reports them running, and their logs read."""
+    async with simulating(client, fast()):
+        await client.create(PODS, pod("debugged", "sim-node-0"))
+        await eventually(lambda: _is(client, "debugged", "Running"))
+        await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+            {"name": "dbg", "image": "busybox:1.36", "targetContainerName": "c"}]}}, "strategic")
+
+        async def reported() -> list[dict[str, Any]]:
+            got: list[dict[str, Any]] = (await client.get(f"{PODS}/debugged"))["status"].get(
+                "ephemeralContainerStatuses") or []
+            return got
+
+        [status] = await eventually(reported)
+        assert status["name"] == "dbg" and "running" in status["state"] and status["image"] == "busybox:1.36"
+        pod_now = await client.get(f"{PODS}/debugged")
+        assert pod_now["status"]["phase"] == "Running" and pod_now["status"]["containerStatuses"][0]["ready"]
+
+
 async def _is(client: Client, name: str, want: str) -> bool:
     return await phase(client, name) == want
 
