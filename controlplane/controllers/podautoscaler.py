@@ -302,14 +302,13 @@ class PodAutoscaler:
                 proposal = resource_replicas(current, pod_items, usage, resource, container=container, now=now,
                                              metric_time=_metric_time(metrics),
                                              window=_window_seconds(_first(metrics).get("window")), **kw)
-            except MetricError as e:
+            except (MetricError, ApiError) as e:
                 reason = "FailedGetContainerResourceMetric" if container else "FailedGetResourceMetric"
-                errors.append((reason, f"failed to get {resource} utilization: {e}"))
-                self.events.record("HorizontalPodAutoscaler", hpa, reason, str(e), "Warning")
-                continue
-            except ApiError as e:
-                reason = "FailedGetContainerResourceMetric" if container else "FailedGetResourceMetric"
-                errors.append((reason, f"unable to get metrics for resource {resource}: {e.message}"))
+                if isinstance(e, ApiError):
+                    errors.append((reason, f"unable to get metrics for resource {resource}: {e.message}"))
+                else:
+                    errors.append((reason, f"failed to get {resource} utilization: {e}"))
+                    self.events.record("HorizontalPodAutoscaler", hpa, reason, str(e), "Warning")
                 continue
             current_values: dict[str, Any] = {"averageValue": format_quantity(_milli(proposal.average))}
             if proposal.utilization is not None:

@@ -756,15 +756,19 @@ class NodeSimulator:
                 or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return
         names = frozenset(str(c.get("name")) for c in added if isinstance(c, dict))
-        reported = {s.get("name") for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()}
-        if names <= st.ephemeral or names <= reported:
+        reported = [s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()
+                    if isinstance(s, dict)]
+        running = {s.get("name") for s in reported}
+        if names <= st.ephemeral or names <= running:
             return
         st.ephemeral = names
         now = now_rfc3339()
-        statuses = [{"name": c.get("name"), "image": c.get("image"), "imageID": str(c.get("image", "")),
-                     "containerID": f"containerd://{uuid.uuid4().hex}", "ready": False, "started": True,
-                     "restartCount": 0, "state": {"running": {"startedAt": now}}}
-                    for c in added if isinstance(c, dict)]
+        # the ones already running keep their status; the list is written whole (a merge patch)
+        statuses = reported + [
+            {"name": c.get("name"), "image": c.get("image"), "imageID": str(c.get("image", "")),
+             "containerID": f"containerd://{uuid.uuid4().hex}", "ready": False, "started": True,
+             "restartCount": 0, "state": {"running": {"startedAt": now}}}
+            for c in added if isinstance(c, dict) and c.get("name") not in running]
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
         self._write(lambda: self._patch_quietly(path, {"status": {"ephemeralContainerStatuses": statuses}}), POD)

@@ -66,6 +66,16 @@ async def test_ephemeral_containers_run_once_added(client: Client) -> None:
         assert status["name"] == "dbg" and "running" in status["state"] and status["image"] == "busybox:1.36"
         pod_now = await client.get(f"{PODS}/debugged")
         assert pod_now["status"]["phase"] == "Running" and pod_now["status"]["containerStatuses"][0]["ready"]
+        # a second one joins; the first keeps its status (same container, same start)
+        await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+            {"name": "dbg2", "image": "busybox:1.36"}]}}, "strategic")
+
+        async def both() -> list[dict[str, Any]] | None:
+            got = await reported()
+            return got if len(got) == 2 else None
+
+        first, second = await eventually(both)
+        assert first == status and second["name"] == "dbg2"
 
 
 async def _is(client: Client, name: str, want: str) -> bool:
