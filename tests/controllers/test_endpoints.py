@@ -33,6 +33,15 @@ async def addresses(c: Client, service: str, ready: bool | None = True) -> set[s
             if ready is None or e["conditions"]["ready"] is ready for a in e["addresses"]}
 
 
+async def _endpoints_with(c: Client, service: str, n: int) -> dict[str, Any] | None:
+    try:
+        ep = await c.get(f"{ENDPOINTS}/{service}")
+    except ApiError:
+        return None
+    subsets = ep.get("subsets") or []
+    return ep if subsets and len(subsets[0].get("addresses") or ()) == n else None
+
+
 async def test_a_service_gets_slices_and_endpoints_of_its_ready_pods(client: Client) -> None:
     await client.create(SERVICES, {"metadata": {"name": "web"}, "spec": {
         "selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
@@ -49,7 +58,8 @@ async def test_a_service_gets_slices_and_endpoints_of_its_ready_pods(client: Cli
     endpoint = next(e for e in es["endpoints"] if e["addresses"] == [next(iter(ips))])
     assert endpoint["targetRef"]["kind"] == "Pod" and endpoint["nodeName"] == \
         pods[endpoint["addresses"][0]]["spec"]["nodeName"]
-    ep = await client.get(f"{ENDPOINTS}/web")
+    # the Endpoints object is written after the slices: wait for it, then check it
+    ep = await until(lambda: _endpoints_with(client, "web", len(ips)))
     assert {a["ip"] for a in ep["subsets"][0]["addresses"]} == ips
     assert ep["subsets"][0]["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
     # a pod leaving the selector leaves the endpoints

@@ -88,10 +88,14 @@ async def test_a_loaded_deployment_is_scaled_up_then_down(client: Client) -> Non
     assert status.get("lastScaleTime")
     assert condition(h, "ScalingActive")["reason"] == "ValidMetricFound"
     assert condition(h, "AbleToScale")["status"] == "True"
-    events = (await c.list(EVENTS, fieldSelector="involvedObject.kind=HorizontalPodAutoscaler"))["items"]
-    assert any(e["reason"] == "SuccessfulRescale" and e["message"].startswith("New size: 4; reason: cpu resource "
-                                                                                 "utilization (percentage of request) "
-                                                                                 "above target") for e in events)
+
+    async def rescale_event() -> list[dict[str, Any]]:  # events are written in the background
+        events = (await c.list(EVENTS, fieldSelector="involvedObject.kind=HorizontalPodAutoscaler"))["items"]
+        return [e for e in events if e["reason"] == "SuccessfulRescale"]
+
+    events = await until(rescale_event)
+    assert any(e["message"].startswith("New size: 4; reason: cpu resource utilization (percentage of request) "
+                                       "above target") for e in events)
     await until(lambda: rolled_out(c, "web"))
 
     # the load drops to 10%: 4 * 0.2 = 0.8 -> 1, the minimum
