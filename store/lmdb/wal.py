@@ -44,6 +44,7 @@ import zlib
 from collections.abc import Iterator
 
 HEADER = struct.Struct(">IIQ")
+_REVISION = struct.Struct(">Q")
 SEGMENT_BYTES = 64 << 20  # the largest a segment is preallocated to
 FIRST_SEGMENT_BYTES = 1 << 20  # a store's first; each next one twice the last, up to SEGMENT_BYTES
 _NAME = "{:020d}.wal"
@@ -215,15 +216,19 @@ class WalReader:
                 if self._open_next():
                     continue
                 return
-            length, crc, rev = HEADER.unpack(head)
+            length, crc, _ = HEADER.unpack(head)
+            # The revision is read again with the body, which the crc covers: the head may have
+            # been read while the record was still being copied in (a reader ahead of the
+            # durable mark: recovery), its revision bytes not there yet.
             body = os.pread(self._fd, 8 + length, self._offset + 8)
-            if len(body) < 8 + length or _crc(body) != crc or rev != self.next_revision:
+            if len(body) < 8 + length or _crc(body) != crc:
                 # torn or not yet fully written; a later read may find it whole
-                if rev != self.next_revision and len(body) == 8 + length and _crc(body) == crc:
-                    raise RuntimeError(f"WAL revision {rev} where {self.next_revision} was expected")
                 if self._open_next():  # abandoned (its writer died): the log went on in a new segment
                     continue
                 return
+            rev = _REVISION.unpack_from(body)[0]
+            if rev != self.next_revision:
+                raise RuntimeError(f"WAL revision {rev} where {self.next_revision} was expected")
             self._offset += HEADER.size + length
             self.next_revision = rev + 1
             n += 1

@@ -544,3 +544,35 @@ async def test_live_watch_events_carry_their_commit_time(tmp_path: Path) -> None
         await w.aclose()  # type: ignore[attr-defined]
     finally:
         await s.close()
+
+
+async def test_a_record_read_while_it_is_being_copied_in_is_read_again_not_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader ahead of the durable mark (recovery) may read a record's head before its
+    revision bytes are in the file, and its body once they are: the record is taken
+    (its revision read with the body, under the crc), not refused as out of sequence."""
+    from store.lmdb import wal
+
+    first, second = wal.encode(1, b"a" * 100), wal.encode(2, b"b" * 100)
+    segment = tmp_path / f"{1:020d}.wal"
+    segment.write_bytes(first + second + b"\x00" * 4096)
+    real = os.pread
+    copied = [False]
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        got = real(fd, n, offset)
+        if offset == len(first) and n == wal.HEADER.size and not copied[0]:
+            copied[0] = True
+            return got[:8] + b"\x00" * 8  # the revision bytes not copied in yet
+        return got
+
+    monkeypatch.setattr(os, "pread", pread)
+    reader = wal.WalReader(str(tmp_path))
+    assert reader.seek(1)
+    assert list(reader.read()) == [(1, b"a" * 100), (2, b"b" * 100)]
+    with open(segment, "r+b") as f:  # a whole record out of sequence is still an error
+        f.seek(len(first) + len(second))
+        f.write(wal.encode(7, b"c"))
+    with pytest.raises(RuntimeError, match="WAL revision 7 where 3 was expected"):
+        list(reader.read())
+    reader.close()
