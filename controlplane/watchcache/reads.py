@@ -35,7 +35,7 @@ from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
 from ..registry.attrs import Filter
 from .cache import ResourceCache, Snapshot
-from .entry import ATTRS, BODY, REVISION, CacheEvent, Entry, entry_json
+from .entry import ATTRS, BODY, CacheEvent, Entry, entry_json
 from .feed import WatchCaches
 from .packing import any_packed, unpack, unpack_many
 from .watchers import Watcher
@@ -75,8 +75,7 @@ class CacheReads:
         cache = self.caches.cache_for(rtype)
         if not cache.ready.is_set() or cache.failed is not None:
             return None
-        entry = cache.get(key)
-        return None if entry is None else (entry_json(entry), entry[REVISION])
+        return cache.latest_json(key)
 
     def generation(self, rtype: ResourceType) -> int | None:
         cache = self.caches.cache_for(rtype)

@@ -24,6 +24,7 @@ from controlplane.registry import ResourceType
 from controlplane.registry.attrs import Filter
 from controlplane.registry.types import BUILTIN
 from controlplane.watchcache import CacheConfig, CacheReads, WatchCaches
+from controlplane.watchcache import entry as entry_module
 from controlplane.watchcache.reads import CacheWatch
 from controlplane.watchcache.watchers import Watcher
 
@@ -444,6 +445,41 @@ async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> Non
     rev2 = await env.put("primed", labels={"team": "b"})
     got = await env.reads.get(PODS, "ns", "primed")
     assert got is not None and orjson.loads(got)["metadata"]["resourceVersion"] == str(rev2)
+
+
+async def test_a_write_starts_from_the_json_this_process_wrote_without_unpacking(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(30):
+        await env.put(f"w{i:02d}", pad=1200)
+    cache = env.caches.cache_for(PODS)
+    for _ in range(500):
+        if cache.packer.trained:
+            break
+        await asyncio.sleep(0.01)
+    assert cache.packer.trained
+    key = PODS.key("ns", "hot")
+    raw = pod("hot", pad=1200)
+    rev = await env.store.create(key, raw)
+    obj = orjson.loads(raw)
+    obj["metadata"]["resourceVersion"] = str(rev)
+    served = orjson.dumps(obj)
+    env.reads.prime(PODS, key, rev, served, obj)
+    assert await env.reads.get(PODS, "ns", "hot") == served  # applied, its entry packed
+    unpacked: list[bytes] = []
+    real = entry_module.unpack
+    monkeypatch.setattr(entry_module, "unpack", lambda body: unpacked.append(body) or real(body))
+    assert env.reads.latest(PODS, key) == (served, rev)
+    assert unpacked == []
+    # a version written elsewhere is unpacked from the cache, never the stale one kept here
+    rev2 = await env.put("hot", labels={"v": "2"}, pad=1200)
+    await env.reads.get(PODS, "ns", "hot", resource_version=str(rev2))
+    unpacked.clear()
+    hit = env.reads.latest(PODS, key)
+    assert hit is not None and hit[1] == rev2 and orjson.loads(hit[0])["metadata"]["labels"] == {"v": "2"}
+    assert len(unpacked) == 1
+    await env.store.delete(key)
+    assert await env.reads.get(PODS, "ns", "hot") is None  # a consistent read: the deletion is applied
+    assert env.reads.latest(PODS, key) is None
 
 
 async def test_packed_entries_serve_the_same_json(env: Env) -> None:
