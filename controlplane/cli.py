@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import AUTHORIZATION_MODES, LOG_LEVELS, SNAPSHOT_MODES
+from .config import AUTHORIZATION_MODES, HTTP_PROTOCOLS, LOG_LEVELS, SNAPSHOT_MODES
 
 if TYPE_CHECKING:
     from .config import Config
@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "their own (their metrics are then not in this server's /metrics)")
     serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
+    serve.add_argument("--http-protocol", choices=HTTP_PROTOCOLS, default="controlplane",
+                       help="the HTTP/1.1 implementation on the connections: this project's (one write per "
+                            "response) or uvicorn's httptools protocol, the benchmarks' peer (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -154,6 +157,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             log_level=args.log_level,
             workers=args.workers,
             components_process=args.components_process,
+            http_protocol=args.http_protocol,
         )
     except ValueError as e:
         parser.error(str(e))
@@ -383,13 +387,21 @@ def _respawned_worker(config: Config, port: int) -> int:
     return 0
 
 
+def _http_protocol(config: Config) -> Any:
+    if config.http_protocol == "uvicorn":
+        return "httptools"
+    from .api.http1 import ServerProtocol
+
+    return ServerProtocol
+
+
 def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
     return uvicorn.Server(uvicorn.Config(
         app.state.front,
         host=config.host,
         port=config.port,
         loop="uvloop",
-        http="httptools",
+        http=_http_protocol(config),
         lifespan="on",
         log_level=config.log_level,
         access_log=config.log_level == "debug",

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AUTHORIZATION_MODES", "LOG_LEVELS", "SNAPSHOT_MODES", "Config"]
+__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+HttpProtocol = Literal["controlplane", "uvicorn"]
 
 AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
 SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
+HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class Config:
     # the components in a process of their own, a client of the first API server over
     # its socket (``serve --components-process``): they get a core of their own
     components_process: bool = False
+    # HTTP/1.1 on the connections: our own protocol (api/http1.py), or uvicorn's httptools
+    # one, kept as the side-by-side peer of the benchmarks
+    http_protocol: HttpProtocol = "controlplane"
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -71,6 +76,8 @@ class Config:
             raise ValueError("--tls-cert-file and --tls-private-key-file go together")
         if self.tls_cert_file is not None and not self.tls:
             raise ValueError("--tls-cert-file contradicts --no-tls")
+        if self.http_protocol not in HTTP_PROTOCOLS:
+            raise ValueError(f"HTTP protocol {self.http_protocol!r} is not one of {HTTP_PROTOCOLS}")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log level {self.log_level!r} is not one of {LOG_LEVELS}")
 

@@ -1,6 +1,11 @@
 """``controlplane bench api``: pod creates and gets per second over HTTP, beside the
-ceiling of the stack (a bare ASGI app on the same uvicorn doing an orjson
-load and dump of the same body), measured in the same run.
+ceiling of the stack (a bare ASGI app on the same uvicorn server and HTTP protocol
+doing an orjson load and dump of the same body), measured in the same run.
+
+Each ``--http-protocols`` entry (``serve --http-protocol``: this project's
+``api/http1.py`` or uvicorn's httptools protocol) is measured in turn, server and
+bare peer alike; a ``controlplane`` line then carries the ``uvicorn`` one's value
+as ``uvicorn_value`` and the ratio to it as ``uvicorn_ratio``.
 
 The server runs as its own process (``controlplane serve``, LMDB store). The
 load comes from ``wrk`` (Debian's package; ``make bench`` installs it) with one
@@ -29,7 +34,11 @@ import orjson
 BENCH = "api"
 
 BASELINE_APP = '''
+import sys
+
 import orjson
+import uvicorn
+
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
@@ -43,6 +52,12 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 201 if body else 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
     await send({"type": "http.response.body", "body": out})
+
+if __name__ == "__main__":  # baseline.py PORT controlplane|uvicorn
+    from controlplane.api.http1 import ServerProtocol
+
+    uvicorn.run(app, port=int(sys.argv[1]), loop="uvloop", log_level="warning", access_log=False,
+                http=ServerProtocol if sys.argv[2] == "controlplane" else "httptools")
 '''
 
 
@@ -170,6 +185,13 @@ def _p(values: list[float], q: float) -> float:
 PRIORITY_CLASSES = (("high-priority", 1_000_000), ("batch-low", -10))
 
 
+def _versus(seen: dict[str, float], protocol: str, metric: str, rate: float) -> dict[str, Any]:
+    """Remember ``rate``; for a protocol other than uvicorn's, the fields comparing it with uvicorn's."""
+    seen[f"{protocol}:{metric}"] = rate
+    peer = seen.get(f"uvicorn:{metric}") if protocol != "uvicorn" else None
+    return {} if peer is None else {"uvicorn_value": round(peer, 1), "uvicorn_ratio": round(rate / peer, 3)}
+
+
 def run(args: argparse.Namespace) -> None:
     from controlplane.podgen import PodGenerator
 
@@ -183,13 +205,7 @@ def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="cp-bench-api-"))
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        # the ceiling: a bare ASGI app on the same uvicorn stack
         (work / "baseline.py").write_text(BASELINE_APP)
-        bport = _free_port()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "baseline:app", "--port", str(bport), "--loop", "uvloop",
-             "--http", "httptools", "--no-access-log", "--log-level", "warning"], cwd=work))
-        _wait_port(bport, procs[-1])
         path = "/api/v1/namespaces/default/pods"
         use_wrk = shutil.which("wrk") is not None and not args.python_client
 
@@ -205,42 +221,63 @@ def run(args: argparse.Namespace) -> None:
             n, secs, lat = asyncio.run(_load(target, reqs, args.connections, args.seconds, ok))
             return {"n": n, "rate": n / secs, "p50_ms": _p(lat, 0.5), "p99_ms": _p(lat, 0.99)}
 
-        client = "wrk" if use_wrk else "python"
-        base_post = (measure(bport, "POST", bodies, (201,)))["rate"]
-        base_get = (measure(bport, "GET", [b"/p"], (200,)))["rate"]
-        for workers in args.workers:
-            port = _free_port()
-            server = subprocess.Popen(
-                [sys.executable, "-m", "controlplane", "serve", "--port", str(port),
-                 "--data-dir", str(work / f"data-{workers}"), "--kubeconfig-out", str(work / "kubeconfig"),
-                 "--log-level", "warning", "--workers", str(workers),
-                 # plain HTTP, as the bare ASGI peer; no scheduler: it would answer every pod
-                 # created here (no nodes) with a status write and an event, and measure itself
-                 "--no-tls", "--no-scheduler"], cwd=work,
-                stdout=subprocess.DEVNULL)
-            procs.append(server)
-            _wait_port(port, server)
-            time.sleep(1.0 + workers)  # past startup (the store opens after the port), every worker's
-            import httpx
+        def baseline(protocol: str) -> tuple[float, float]:
+            """The ceiling: a bare ASGI app on the same uvicorn server and HTTP protocol."""
+            bport = _free_port()
+            proc = subprocess.Popen([sys.executable, "baseline.py", str(bport), protocol], cwd=work)
+            procs.append(proc)
+            try:
+                _wait_port(bport, proc)
+                return measure(bport, "POST", bodies, (201,))["rate"], measure(bport, "GET", [b"/p"], (200,))["rate"]
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
 
-            for name, value in PRIORITY_CLASSES:  # the generated pods name them (Priority admission)
-                httpx.post(f"http://127.0.0.1:{port}/apis/scheduling.k8s.io/v1/priorityclasses", timeout=60,
-                           json={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                 "metadata": {"name": name}, "value": value}).raise_for_status()
-            created = measure(port, "POST", bodies, (201,))
-            emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
-                 workers=workers, p50_ms=round(created["p50_ms"], 2), p99_ms=round(created["p99_ms"], 2),
-                 client=client, peer="bare-asgi", peer_value=round(base_post, 1),
-                 ratio=round(created["rate"] / base_post, 3))
-            # wrk abandons the requests in flight when time is up: ask the server what exists
-            listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
-            names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
-            got = measure(port, "GET", names, (200,))
-            emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
-                 workers=workers, p50_ms=round(got["p50_ms"], 2), p99_ms=round(got["p99_ms"], 2), client=client,
-                 peer="bare-asgi", peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3))
-            server.terminate()
-            server.wait(timeout=60)
+        client = "wrk" if use_wrk else "python"
+        # uvicorn's protocol first, so the controlplane lines can name it as their peer
+        protocols = sorted(args.http_protocols, key=lambda p: p != "uvicorn")
+        bases = {protocol: baseline(protocol) for protocol in protocols}
+        for workers in args.workers:
+            seen: dict[str, float] = {}
+            for protocol in protocols:
+                base_post, base_get = bases[protocol]
+                port = _free_port()
+                server = subprocess.Popen(
+                    [sys.executable, "-m", "controlplane", "serve", "--port", str(port),
+                     "--data-dir", str(work / f"data-{workers}-{protocol}"), "--kubeconfig-out",
+                     str(work / "kubeconfig"), "--log-level", "warning", "--workers", str(workers),
+                     "--http-protocol", protocol,
+                     # plain HTTP, as the bare ASGI peer; no scheduler: it would answer every pod
+                     # created here (no nodes) with a status write and an event, and measure itself
+                     "--no-tls", "--no-scheduler"], cwd=work,
+                    stdout=subprocess.DEVNULL)
+                procs.append(server)
+                _wait_port(port, server)
+                time.sleep(1.0 + workers)  # past startup (the store opens after the port), every worker's
+                import httpx
+
+                for name, value in PRIORITY_CLASSES:  # the generated pods name them (Priority admission)
+                    httpx.post(f"http://127.0.0.1:{port}/apis/scheduling.k8s.io/v1/priorityclasses", timeout=60,
+                               json={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                     "metadata": {"name": name}, "value": value}).raise_for_status()
+
+                created = measure(port, "POST", bodies, (201,))
+                emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
+                     workers=workers, http_protocol=protocol, p50_ms=round(created["p50_ms"], 2),
+                     p99_ms=round(created["p99_ms"], 2), client=client, peer="bare-asgi",
+                     peer_value=round(base_post, 1), ratio=round(created["rate"] / base_post, 3),
+                     **_versus(seen, protocol, "creates", created["rate"]))
+                # wrk abandons the requests in flight when time is up: ask the server what exists
+                listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
+                names = [f"{path}/{o['metadata']['name']}".encode() for o in listed]
+                got = measure(port, "GET", names, (200,))
+                emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
+                     workers=workers, http_protocol=protocol, p50_ms=round(got["p50_ms"], 2),
+                     p99_ms=round(got["p99_ms"], 2), client=client, peer="bare-asgi",
+                     peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3),
+                     **_versus(seen, protocol, "gets", got["rate"]))
+                server.terminate()
+                server.wait(timeout=60)
     finally:
         from .scheduler import stop_all  # (scheduler.py imports this module's client)
 
@@ -260,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2],
                    help="comma-separated: serve --workers values, each measured in turn (default: 1,2)")
+    p.add_argument("--http-protocols", type=lambda v: v.split(","), default=["controlplane", "uvicorn"],
+                   help="comma-separated: serve --http-protocol values, each measured in turn, uvicorn's first "
+                        "(default: controlplane,uvicorn)")
     args = p.parse_args(argv)
     if args.quick:
         args.pods, args.gets, args.seconds = 20_000, 10_000, 5.0

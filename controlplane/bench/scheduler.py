@@ -260,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         extra = ["--no-scheduler"] if args.external_scheduler else []
         if args.components_process:
             extra.append("--components-process")
+        extra += ["--http-protocol", args.http_protocol]
         procs.append(start_server(work, port, extra))
 
         if args.external_scheduler:  # it watches from the start, as it would in a cluster
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         r = asyncio.run(_run(args, port, procs[0].pid))
         inv = check_invariants(r["pods"], r["nodes"], args.gang_size)
         where = "external" if args.external_scheduler else "components-process" if args.components_process else "serve"
-        shape = {"nodes": args.nodes, "pods": args.pods, "scheduler": where}
+        shape = {"nodes": args.nodes, "pods": args.pods, "scheduler": where, "http_protocol": args.http_protocol}
         if args.gang_size:
             shape.update(gang_size=args.gang_size, racks=args.racks)
         rate = r["bound"] / r["sched_secs"] if r["sched_secs"] > 0 else 0.0
@@ -303,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve --components-process: the scheduler in the process serve forks for its components")
     p.add_argument("--timeout", type=float, default=300.0, help="give up waiting for bindings after this")
     p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
+    p.add_argument("--http-protocol", choices=("controlplane", "uvicorn"), default="controlplane",
+                   help="serve --http-protocol (default: %(default)s)")
     p.add_argument("--profile", metavar="FILE",
                    help="py-spy the server while the pods are created and scheduled (raw collapsed stacks to FILE)")
     args = p.parse_args(argv)

@@ -1,0 +1,530 @@
+"""HTTP/1.1 for the API server: an asyncio Protocol on httptools that runs the
+ASGI app, in place of uvicorn's own HTTP protocol (uvicorn still runs the
+server: sockets, TLS, lifespan, signals, the ``date`` header's clock).
+
+Why a protocol of our own: an API answer is one status line, a few headers and a
+body whose length is known. uvicorn's protocol writes the head and the body in
+two ``transport.write`` calls (two ``send`` syscalls, two loopback segments),
+checks every header against two regular expressions, and allocates an
+``asyncio.Event``, a keep-alive timer and a cycle object per request. With the
+API at one core, that was a quarter of the server's samples in the scheduler
+benchmark. Here a response of known length goes out in one write, a streamed
+one (watches, chunked lists) is written as it comes, and the keep-alive timer
+is armed once per connection, not once per request.
+
+One connection is one ``ServerProtocol``; each request on it an ``Exchange``,
+which is the ASGI app's ``receive`` and ``send``. Invariants:
+
+- at most one exchange of a connection runs the app at a time (``current``);
+  pipelined requests wait in ``waiting``, with reading paused, and start in
+  order as the one before completes;
+- an exchange's request body is handed to the app in the order it arrived;
+  reading pauses while more than ``HIGH_WATER`` bytes wait for the app;
+- a response with ``content-length`` is held until its body arrives and goes
+  out in one write; one without it is chunked (HTTP/1.1) or ends with the
+  connection (HTTP/1.0);
+- after a connection is lost, ``receive`` answers ``http.disconnect`` and
+  ``send`` writes nothing (as uvicorn's: a watch learns it from ``receive``);
+- a response sent before its request's body was read closes the connection
+  afterwards (the rest of the body is not read, as Go's server does past a
+  small limit);
+- header names and values the app sends may not hold CR or LF (no response
+  splitting through a value that carries a client's text, such as a Warning).
+
+Requests that are not HTTP/1.x-parseable get a 400 and the connection closes;
+request heads larger than ``MAX_HEAD`` get a 431. ``Upgrade`` requests
+(websocket ``exec``) are answered as plain requests, then the connection
+closes: nothing here speaks websocket or SPDY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import logging
+import urllib.parse
+from collections import deque
+from typing import Any
+
+import httptools
+
+__all__ = ["HIGH_WATER", "MAX_HEAD", "Exchange", "ServerProtocol"]
+
+log = logging.getLogger("controlplane.http")
+
+# Request body bytes waiting for the app before reading pauses (uvicorn's is 64 KiB too).
+HIGH_WATER = 64 * 1024
+# The request line and headers together (Go's http.DefaultMaxHeaderBytes, which kube-apiserver keeps).
+MAX_HEAD = 1 << 20
+
+ASGI = {"version": "3.0", "spec_version": "2.3"}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_LAST_CHUNK = b"0\r\n\r\n"
+
+
+def _status_line(code: int) -> bytes:
+    try:
+        phrase = http.HTTPStatus(code).phrase
+    except ValueError:
+        phrase = ""
+    return f"HTTP/1.1 {code} {phrase}\r\n".encode()
+
+
+STATUS_LINES = {code: _status_line(code) for code in range(100, 600)}
+
+
+def _plain(code: int, text: str) -> bytes:
+    body = text.encode()
+    return b"".join([STATUS_LINES[code], b"content-type: text/plain; charset=utf-8\r\n",
+                     b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body), body])
+
+
+class _DefaultHeaders:
+    """uvicorn's server replaces ``server_state.default_headers`` (the ``date``
+    header) once a second; its bytes are built once per replacement, for all
+    connections."""
+
+    __slots__ = ("bytes", "source")
+
+    def __init__(self) -> None:
+        self.source: object = None
+        self.bytes = b""
+
+    def of(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        if headers is not self.source:
+            self.bytes = b"".join(b"%s: %s\r\n" % (n, v) for n, v in headers)
+            self.source = headers
+        return self.bytes
+
+
+_DEFAULTS = _DefaultHeaders()
+
+
+class Exchange:
+    """One request and its response: the ASGI ``receive`` and ``send`` of one app call."""
+
+    __slots__ = ("proto", "scope", "keep_alive", "expect_continue", "head_request", "http10",
+                 "chunks", "buffered", "body_done", "delivered", "waiter",
+                 "started", "head", "chunked", "remaining", "done", "disconnected")
+
+    def __init__(self, proto: ServerProtocol, scope: dict[str, Any], keep_alive: bool,
+                 expect_continue: bool) -> None:
+        self.proto = proto
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.expect_continue = expect_continue
+        self.head_request = scope["method"] == "HEAD"
+        self.http10 = scope["http_version"] == "1.0"
+        # the request body: chunks not yet handed to the app
+        self.chunks: list[bytes] = []
+        self.buffered = 0
+        self.body_done = False
+        self.delivered = False  # the app has been given the body's end
+        self.waiter: asyncio.Future[None] | None = None
+        # the response
+        self.started = False
+        self.head: bytes | None = None  # a head of known length, held for its body
+        self.chunked = False
+        self.remaining = -1  # body bytes still due under content-length (-1: no length)
+        self.done = False
+        self.disconnected = False
+
+    def wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # -- ASGI receive ------------------------------------------------------------------
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            if self.chunks or (self.body_done and not self.delivered):
+                body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+                self.chunks = []
+                self.buffered = 0
+                self.proto.body_taken()
+                if self.body_done:
+                    self.delivered = True
+                return {"type": "http.request", "body": body, "more_body": not self.body_done}
+            if self.disconnected or self.done:
+                return {"type": "http.disconnect"}
+            if self.expect_continue and not self.started and not self.body_done:
+                self.expect_continue = False
+                self.proto.write(_CONTINUE)
+            # the body's next part, its end, the response's end or the client's going
+            self.waiter = self.proto.loop.create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+
+    # -- ASGI send ---------------------------------------------------------------------
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if not self.started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"expected http.response.start, not {kind!r}")
+            self._start(message["status"], message.get("headers", ()))
+            return
+        if kind != "http.response.body":
+            raise RuntimeError(f"expected http.response.body, not {kind!r}")
+        if self.done:
+            raise RuntimeError("the response is complete")
+        body: bytes = message.get("body", b"")
+        more: bool = message.get("more_body", False)
+        proto = self.proto
+        if proto.write_paused:
+            await proto.drained()
+        if self.disconnected:
+            return
+        if self.head_request:
+            data = self.head or b""
+        elif self.chunked:
+            data = b"%x\r\n%s\r\n" % (len(body), body) if body else b""
+            if not more:
+                data += _LAST_CHUNK
+        else:
+            if self.remaining >= 0:
+                self.remaining -= len(body)
+                if self.remaining < 0:
+                    raise RuntimeError("the response body is longer than its content-length")
+            data = self.head + body if self.head is not None else body
+        self.head = None
+        if data:
+            proto.write(data)
+        if not more:
+            if self.remaining > 0 and not self.head_request:
+                raise RuntimeError("the response body is shorter than its content-length")
+            self.done = True
+            self.wake()
+            proto.exchange_done(self)
+
+    def _start(self, status: int, headers: Any) -> None:
+        lines = [STATUS_LINES[status], _DEFAULTS.of(self.proto.server_state.default_headers)]
+        length = -1
+        chunked_asked = False
+        for name, value in headers:
+            if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
+                raise RuntimeError(f"invalid response header {name!r}")
+            lname = name.lower()
+            if lname == b"content-length":
+                length = int(value)
+            elif lname == b"transfer-encoding":
+                chunked_asked = b"chunked" in value.lower()
+                continue  # framing is ours to decide
+            elif lname == b"connection" and b"close" in value.lower():
+                self.keep_alive = False
+            lines.append(b"%s: %s\r\n" % (name, value))
+        if not self.body_done:  # answered before the whole body came: it will not be read
+            self.keep_alive = False
+        if length >= 0 and not chunked_asked:
+            self.remaining = length
+        elif self.head_request or status in (204, 304):
+            pass
+        elif self.http10:  # no chunked framing in HTTP/1.0: the body ends with the connection
+            self.keep_alive = False
+        else:
+            self.chunked = True
+            lines.append(b"transfer-encoding: chunked\r\n")
+        if not self.keep_alive:
+            lines.append(b"connection: close\r\n")
+        lines.append(b"\r\n")
+        head = b"".join(lines)
+        self.started = True
+        self.expect_continue = False  # answered before the body was asked for: no 100
+        if self.remaining >= 0 or self.head_request:
+            self.head = head  # out with the body in one write (HEAD: with the response's end)
+        elif not self.disconnected:
+            self.proto.write(head)
+
+    def fail(self) -> None:
+        """The app ended without completing the response (or raised)."""
+        if self.done:
+            return
+        if not self.started and not self.disconnected:
+            self.keep_alive = False
+            self.proto.write(_plain(500, "Internal Server Error"))
+        self.done = True
+        self.keep_alive = False
+        self.wake()
+        self.proto.exchange_done(self)
+
+
+class ServerProtocol(asyncio.Protocol):
+    """One client connection. Constructed by uvicorn's server, as its own protocols are
+    (``uvicorn.Config(http=ServerProtocol)``)."""
+
+    def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any],
+                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if not config.loaded:
+            config.load()
+        self.app = config.loaded_app
+        self.loop = _loop or asyncio.get_event_loop()
+        self.server_state = server_state
+        self.app_state = app_state
+        self.idle_timeout: float = config.timeout_keep_alive
+        self.root_path: str = config.root_path
+        self.parser = httptools.HttpRequestParser(self)
+        with contextlib.suppress(AttributeError):  # (httptools < 0.6.3 has no leniencies)
+            # a response to the first of pipelined requests even if the client half-closed
+            self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        self.transport: asyncio.Transport | None = None
+        self.server: tuple[str, int] | None = None
+        self.client: tuple[str, int] | None = None
+        self.scheme = "http"
+        self.current: Exchange | None = None  # running the app
+        self.waiting: deque[Exchange] = deque()  # pipelined behind it
+        self.reading: Exchange | None = None  # the request whose body the parser is in
+        self.read_paused = False
+        self.write_paused = False
+        self._drain: asyncio.Future[None] | None = None
+        self.closed = False
+        self.upgraded = False
+        # the request being parsed
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._head_size = 0
+        self._expect = False
+        # keep-alive: the timer is re-armed from the last activity, not per request
+        self._idle: asyncio.TimerHandle | None = None
+        self._last_active = 0.0
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's TLS transport is no asyncio.Transport subclass, but is one in all but name)
+        self.transport = transport  # type: ignore[assignment]
+        self.server_state.connections.add(self)
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.client = _address(transport.get_extra_info("peername"))
+        self.scheme = "https" if transport.get_extra_info("sslcontext") is not None else "http"
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server_state.connections.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        for ex in (self.current, *self.waiting):
+            if ex is not None:
+                ex.disconnected = True
+                ex.wake()
+        self.waiting.clear()
+        self._resume_writers()
+
+    def data_received(self, data: bytes) -> None:
+        self._last_active = self.loop.time()
+        if self.upgraded:
+            return  # what follows an Upgrade request's head is another protocol's
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.upgraded = True
+            if self.reading is not None:  # the head is all there is of it
+                self.reading.keep_alive = False
+                self.on_message_complete()
+        except httptools.HttpParserError as e:  # a callback's own error comes as its __context__
+            if isinstance(e.__context__, _HeadTooLarge):
+                self._refuse(431, "Request Header Fields Too Large")
+            else:
+                self._refuse(400, "Bad Request")
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes when the client half-closes, as with uvicorn's protocol
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._resume_writers()
+
+    # -- uvicorn's server --------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Graceful shutdown: close an idle connection now, a busy one after its response."""
+        if self.current is None:
+            if self.transport is not None:
+                self.transport.close()
+        else:
+            self.current.keep_alive = False
+            for ex in self.waiting:
+                ex.keep_alive = False
+
+    # -- httptools callbacks -----------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._head_size = 0
+        self._expect = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_size += len(url)
+        if self._head_size > MAX_HEAD:
+            raise _HeadTooLarge
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > MAX_HEAD:
+            raise _HeadTooLarge
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self._expect = True
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        version = parser.get_http_version()
+        url = self._url
+        if url[:1] == b"/":
+            raw_path, _, query = url.partition(b"?")
+            raw_path = raw_path.partition(b"#")[0]
+        else:  # absolute-form (through a proxy) or "*"
+            parsed = httptools.parse_url(url)
+            raw_path, query = parsed.path or b"/", parsed.query or b""
+        path = raw_path.decode("latin-1")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope = {
+            "type": "http", "asgi": ASGI, "http_version": version,
+            "server": self.server, "client": self.client, "scheme": self.scheme,
+            "method": parser.get_method().decode("ascii"),
+            "root_path": self.root_path, "path": self.root_path + path,
+            "raw_path": self.root_path.encode("ascii") + raw_path if self.root_path else raw_path,
+            "query_string": query, "headers": self._headers,
+            "state": self.app_state.copy() if self.app_state else {},
+        }
+        ex = Exchange(self, scope, parser.should_keep_alive(), self._expect)
+        self.reading = ex
+        if self.current is None:
+            self._start(ex)
+        else:
+            self.waiting.append(ex)
+            self._pause_reading()
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.reading
+        if ex is None or ex.done or ex.disconnected:
+            return  # answered already: the rest of its body is not wanted
+        ex.chunks.append(body)
+        ex.buffered += len(body)
+        if ex.buffered > HIGH_WATER:
+            self._pause_reading()
+        ex.wake()
+
+    def on_message_complete(self) -> None:
+        ex = self.reading
+        if ex is None:
+            return
+        self.reading = None
+        ex.body_done = True
+        ex.wake()
+
+    # -- exchanges ---------------------------------------------------------------------
+    def _start(self, ex: Exchange) -> None:
+        self.current = ex
+        task = self.loop.create_task(self._run(ex))
+        tasks = self.server_state.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _run(self, ex: Exchange) -> None:
+        try:
+            await self.app(ex.scope, ex.receive, ex.send)
+        except BaseException as e:
+            if not isinstance(e, asyncio.CancelledError):
+                log.error("%s %s: the app raised %r", ex.scope["method"], ex.scope["path"], e, exc_info=True)
+            ex.fail()
+            if isinstance(e, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+                raise
+        else:
+            if not ex.done:
+                if ex.started and not ex.disconnected:
+                    log.error("%s %s: the app returned without completing its response",
+                              ex.scope["method"], ex.scope["path"])
+                ex.fail()
+
+    def exchange_done(self, ex: Exchange) -> None:
+        """``ex``'s response is complete: close, or start the next pipelined request."""
+        self.server_state.total_requests += 1
+        if ex is not self.current:
+            return
+        self.current = None
+        self._last_active = self.loop.time()
+        if self.closed:
+            return
+        if not ex.keep_alive or self.upgraded:
+            assert self.transport is not None
+            self.transport.close()
+            return
+        if self.waiting:
+            self._start(self.waiting.popleft())
+            if not self.waiting and (self.reading is None or self.reading.buffered <= HIGH_WATER):
+                self._resume_reading()
+        else:
+            self._resume_reading()
+
+    def body_taken(self) -> None:
+        """The app took the buffered body: read on, unless pipelined requests wait."""
+        if self.read_paused and not self.waiting:
+            self._resume_reading()
+
+    # -- transport ---------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if not self.closed:
+            assert self.transport is not None
+            self.transport.write(data)
+
+    async def drained(self) -> None:
+        if self._drain is None or self._drain.done():
+            self._drain = self.loop.create_future()
+        await asyncio.shield(self._drain)
+
+    def _resume_writers(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if not self.read_paused and not self.closed:
+            self.read_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.read_paused and not self.closed:
+            self.read_paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
+
+    def _refuse(self, code: int, text: str) -> None:
+        if self.current is None:
+            self.write(_plain(code, text))
+        if self.transport is not None:
+            self.transport.close()
+
+    def _arm_idle(self) -> None:
+        self._last_active = self.loop.time()
+        self._idle = self.loop.call_later(self.idle_timeout, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """Close a keep-alive connection idle for ``idle_timeout``; a busy one is looked at again later."""
+        self._idle = None
+        if self.closed:
+            return
+        idle_for = self.loop.time() - self._last_active
+        if self.current is None and not self.waiting and idle_for >= self.idle_timeout:
+            assert self.transport is not None
+            self.transport.close()
+            return
+        wait = self.idle_timeout - idle_for if self.current is None else self.idle_timeout
+        self._idle = self.loop.call_later(max(wait, 0.05), self._idle_check)
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: the request's head is over ``MAX_HEAD``."""
+
+
+def _address(info: Any) -> tuple[str, int] | None:
+    if isinstance(info, (list, tuple)) and len(info) >= 2:
+        return str(info[0]), int(info[1])
+    return None

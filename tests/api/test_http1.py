@@ -1,0 +1,381 @@
+"""The API server's HTTP/1.1 protocol (controlplane/api/http1.py): framing, pipelining,
+request bodies, flow control and failures, first against a recording transport (what
+is written, in how many writes), then over a real socket under uvicorn's server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from controlplane.api.http1 import HIGH_WATER, MAX_HEAD, ServerProtocol
+
+App = Any
+
+
+class RecordingTransport:
+    """What the protocol writes, one entry per ``write`` call."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.reading = True
+        self.pauses = 0
+        self.proto: ServerProtocol | None = None
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "written after close"
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            assert self.proto is not None
+            asyncio.get_running_loop().call_soon(self.proto.connection_lost, None)
+
+    def pause_reading(self) -> None:
+        self.reading = False
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 6443), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    @property
+    def output(self) -> bytes:
+        return b"".join(self.writes)
+
+
+def connect(app: App, keep_alive_timeout: float = 90.0) -> tuple[ServerProtocol, RecordingTransport, Any]:
+    state = SimpleNamespace(connections=set(), tasks=set(), default_headers=[(b"date", b"Tue, 01 Dec 2026")],
+                            total_requests=0)
+    config = SimpleNamespace(loaded=True, loaded_app=app, timeout_keep_alive=keep_alive_timeout, root_path="")
+    proto = ServerProtocol(config, state, {})
+    transport = RecordingTransport()
+    transport.proto = proto
+    proto.connection_made(transport)  # type: ignore[arg-type]
+    return proto, transport, state
+
+
+async def settle(state: Any) -> None:
+    """Until every request task of the connection has finished."""
+    for _ in range(200):
+        await asyncio.sleep(0)
+        if not state.tasks:
+            return
+    await asyncio.wait_for(asyncio.gather(*state.tasks, return_exceptions=True), 5)
+
+
+def responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    """Split written bytes into (status, headers, body) by their framing."""
+    out = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+        code = int(status_line.split()[1])
+        if code == 100:
+            continue
+        if "content-length" in headers:
+            n = int(headers["content-length"])
+            body, data = data[:n], data[n:]
+        elif headers.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                size_line, _, data = data.partition(b"\r\n")
+                size = int(size_line, 16)
+                chunk, data = data[:size], data[size + 2:]
+                if size == 0:
+                    break
+                body += chunk
+        else:
+            body, data = data, b""
+        out.append((code, headers, body))
+    return out
+
+
+async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers with the method, path, query and the whole request body, content-length framed."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            break
+    out = b"%s %s?%s %s" % (scope["method"].encode(), scope["path"].encode(), scope["query_string"], body)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(out))]})
+    await send({"type": "http.response.body", "body": out})
+
+
+async def test_a_response_of_known_length_is_one_write() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"GET /api/v1/pods?limit=5 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    assert len(transport.writes) == 1
+    [(code, headers, body)] = responses(transport.output)
+    assert (code, body) == (200, b"GET /api/v1/pods?limit=5 ")
+    assert headers["date"] == "Tue, 01 Dec 2026" and headers["content-type"] == "text/plain"
+    assert not transport.closed  # kept alive
+
+
+async def test_a_streamed_response_is_chunked_and_written_as_it_comes() -> None:
+    release = asyncio.Event()
+
+    async def stream(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b'{"type":"ADDED"}\n', "more_body": True})
+        await release.wait()
+        await send({"type": "http.response.body", "body": b'{"type":"DELETED"}\n', "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    proto, transport, state = connect(stream)
+    proto.data_received(b"GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert len(transport.writes) == 2  # the head at once (a watch has no length), then the first event
+    assert b"transfer-encoding: chunked" in transport.writes[0]
+    release.set()
+    await settle(state)
+    [(code, _, body)] = responses(transport.output)
+    assert code == 200 and body == b'{"type":"ADDED"}\n{"type":"DELETED"}\n'
+
+
+async def test_pipelined_requests_are_answered_in_order_one_at_a_time() -> None:
+    running: list[str] = []
+
+    async def slow_first(scope: Any, receive: Any, send: Any) -> None:
+        running.append(scope["path"])
+        assert len(running) - len(finished) == 1  # never two at once on one connection
+        if scope["path"] == "/first":
+            await asyncio.sleep(0.01)
+        await echo(scope, receive, send)
+        finished.append(scope["path"])
+
+    finished: list[str] = []
+    proto, transport, state = connect(slow_first)
+    proto.data_received(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+                        b"GET /third HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert not transport.reading  # paused while requests wait
+    for _ in range(100):
+        await asyncio.sleep(0.005)
+        if len(finished) == 3:
+            break
+    await settle(state)
+    assert [b for _, _, b in responses(transport.output)] == [b"GET /first? ", b"POST /second? abc", b"GET /third? "]
+    assert transport.reading and not transport.closed
+
+
+async def test_a_large_body_arrives_whole_with_reading_paused_past_the_high_water_mark() -> None:
+    got: list[int] = []
+
+    async def count(scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            await asyncio.sleep(0)  # a slow reader
+            m = await receive()
+            body += m["body"]
+            if not m["more_body"]:
+                break
+        got.append(len(body))
+        assert body == payload
+        await send({"type": "http.response.start", "status": 201, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    payload = bytes(range(256)) * (4 * HIGH_WATER // 256)
+    proto, transport, state = connect(count)
+    proto.data_received(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(payload))
+    for i in range(0, len(payload), 3 * HIGH_WATER // 2):
+        proto.data_received(payload[i:i + 3 * HIGH_WATER // 2])
+    await settle(state)
+    assert got == [len(payload)]
+    assert transport.pauses >= 1 and transport.reading
+    assert responses(transport.output)[0][0] == 201
+
+
+async def test_a_chunked_request_body_is_reassembled() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"PUT /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+    await asyncio.sleep(0)
+    proto.data_received(b"2\r\nde\r\n0\r\n\r\n")
+    await settle(state)
+    assert responses(transport.output)[0][2] == b"PUT /c? abcde"
+
+
+async def test_expect_100_continue_is_answered_when_the_app_asks_for_the_body() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+    proto.data_received(b"ok")
+    await settle(state)
+    assert responses(transport.output)[0][2] == b"POST /e? ok"
+
+
+async def test_an_answer_before_the_body_is_read_closes_the_connection() -> None:
+    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"no"})
+
+    proto, transport, state = connect(refuse)
+    proto.data_received(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\npartial")
+    await settle(state)
+    [(code, headers, body)] = responses(transport.output)
+    assert (code, body, headers["connection"]) == (401, b"no", "close")
+    await asyncio.sleep(0)
+    assert transport.closed and proto.closed
+
+
+async def test_a_lost_connection_wakes_receive_and_later_sends_write_nothing() -> None:
+    seen: list[str] = []
+
+    async def watch(scope: Any, receive: Any, send: Any) -> None:
+        await receive()  # the (empty) body
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        seen.append((await receive())["type"])  # until the client goes
+        await send({"type": "http.response.body", "body": b"late", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    proto, transport, state = connect(watch)
+    proto.data_received(b"GET /w?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    writes = len(transport.writes)
+    proto.connection_lost(None)
+    await settle(state)
+    assert seen == ["http.disconnect"]
+    assert len(transport.writes) == writes and not state.connections
+
+
+async def test_unparseable_requests_get_400_and_the_connection_closes() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"NOT HTTP AT ALL\r\n\r\n")
+    await settle(state)
+    assert responses(transport.output)[0][0] == 400 and transport.closed
+
+
+async def test_a_request_head_over_the_limit_gets_431() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    for _ in range(MAX_HEAD // 100_000 + 3):
+        proto.data_received(b"X-Filler: " + b"a" * 100_000 + b"\r\n")
+        if transport.closed:
+            break
+    await settle(state)
+    assert responses(transport.output)[0][0] == 431 and transport.closed
+
+
+async def test_a_header_value_with_a_line_break_is_a_500_never_a_split_response() -> None:
+    async def splitting(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"warning", b'299 - "x"\r\nset-cookie: evil=1'), (b"content-length", b"0")]})
+
+    proto, transport, state = connect(splitting)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    [(code, headers, _)] = responses(transport.output)
+    assert code == 500 and "set-cookie" not in headers and transport.closed
+
+
+async def test_an_app_that_raises_gets_a_500() -> None:
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise ValueError("a bug")
+
+    proto, transport, state = connect(broken)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    assert responses(transport.output)[0][0] == 500 and transport.closed
+
+
+async def test_http10_gets_no_chunked_framing_and_the_connection_closes() -> None:
+    async def unsized(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"one ", "more_body": True})
+        await send({"type": "http.response.body", "body": b"two"})
+
+    proto, transport, state = connect(unsized)
+    proto.data_received(b"GET / HTTP/1.0\r\n\r\n")
+    await settle(state)
+    head, _, body = transport.output.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head and b"connection: close" in head and body == b"one two"
+    await asyncio.sleep(0)
+    assert transport.closed
+
+
+async def test_head_requests_get_the_head_alone() -> None:
+    proto, transport, state = connect(echo)
+    proto.data_received(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    head, _, rest = transport.output.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and b"content-length: 9" in head and rest == b""
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_its_timeout() -> None:
+    proto, transport, state = connect(echo, keep_alive_timeout=0.05)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    assert not transport.closed
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if transport.closed:
+            break
+    assert transport.closed
+
+
+async def test_shutdown_closes_an_idle_connection_and_lets_a_busy_one_finish() -> None:
+    release = asyncio.Event()
+
+    async def held(scope: Any, receive: Any, send: Any) -> None:
+        await release.wait()
+        await echo(scope, receive, send)
+
+    idle, idle_transport, _ = connect(echo)
+    idle.shutdown()
+    assert idle_transport.closed
+    busy, busy_transport, state = connect(held)
+    busy.data_received(b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(0)
+    busy.shutdown()
+    assert not busy_transport.closed
+    release.set()
+    await settle(state)
+    [(code, headers, _)] = responses(busy_transport.output)
+    assert code == 200 and headers["connection"] == "close"
+
+
+# -- over a real socket, under uvicorn's server ---------------------------------------------
+@pytest.fixture
+async def served() -> Any:
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(echo, http=ServerProtocol, lifespan="off", log_level="warning", loop="none")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    yield sock.getsockname()[1]
+    server.should_exit = True
+    await task
+
+
+async def test_over_a_socket_keep_alive_and_pipelining(served: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", served)
+    writer.write(b"GET /one HTTP/1.1\r\nHost: x\r\n\r\nPOST /two HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
+    data = b""
+    while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"body"):
+        data += await asyncio.wait_for(reader.read(65536), 10)
+    assert [b for _, _, b in responses(data)] == [b"GET /one? ", b"POST /two? body"]
+    writer.write(b"GET /three?x=%2F HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    rest = await asyncio.wait_for(reader.read(), 10)  # until the server closes
+    [(code, headers, body)] = responses(rest)
+    assert code == 200 and headers["connection"] == "close" and body == b"GET /three?x=%2F "
+    writer.close()
