@@ -69,6 +69,7 @@ __all__ = [
     "Plugin",
     "PostFilterPlugin",
     "PostFilterResult",
+    "RowsFilterPlugin",
     "PreBindPlugin",
     "PreEnqueuePlugin",
     "PreFilterPlugin",
@@ -253,6 +254,19 @@ class PreFilterPlugin(Plugin, Protocol):
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """Does ``pod`` fit ``node``? Pure and cheap: called for every sampled node."""
+        ...
+
+
+@runtime_checkable
+class RowsFilterPlugin(FilterPlugin, Protocol):
+    """A Filter plugin that can also judge many nodes in one call: for the plugins whose
+    per-node verdict is mostly a cache lookup (DynamicResources), the call per node costs
+    more than the verdict."""
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Sequence[int],
+                    wanted: int) -> list[int]:
+        """The rows of ``rows`` (indexes into ``nodes``), in order, whose node ``filter``
+        passes, stopping once ``wanted`` pass: the verdicts of ``filter``, node by node."""
         ...
 
 

@@ -36,6 +36,7 @@ from .framework import (
     PreScorePlugin,
     Registry,
     ReservePlugin,
+    RowsFilterPlugin,
     ScoreNormalizer,
     ScorePlugin,
     Status,
@@ -374,6 +375,9 @@ class Profile:
                    hit: Ints, base: int, special: Mapping[int, bool], wanted: int) -> Ints:
         """The offsets in ``hit`` (rows ``base + offset``) that ``after`` passes, stopping
         once ``wanted`` are found (the walk stops there too)."""
+        if len(after) == 1 and not special and isinstance(after[0], RowsFilterPlugin):
+            rows = after[0].filter_rows(state, pod, nodes, (hit + base).tolist(), wanted)
+            return np.asarray(rows, dtype=np.int64) - base
         keep: list[int] = []
         for j in hit.tolist():
             i = base + j

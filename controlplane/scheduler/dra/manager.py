@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,6 +283,42 @@ class DraManager:
             return None
         answer = self._plan(pc, node_name, labels)
         return answer if answer.__class__ is str else None
+
+    def filter_rows(self, pc: PodClaims, nodes: Sequence[Any], rows: Sequence[int], wanted: int) -> list[int]:
+        """``filter`` over ``nodes[i]`` (NodeInfos) for each i of ``rows``: the rows that pass,
+        in order, stopping once ``wanted`` do. The answer cache is looked up inline, with the
+        generations it is checked against read once: ``_plan`` only computes, it changes
+        neither the inventory nor the allocated state."""
+        keep: list[int] = []
+        if not pc.to_allocate and not pc.allocated:
+            return list(rows[:wanted])
+        inv_version, shared, own = self.inventory.version, self.state.shared_generation, self.state.node_generation
+        answers = pc.answers
+        looked = hits = 0
+        for i in rows:
+            node = nodes[i]
+            name = node.name
+            if pc.allocated and any(sel and not node_selector_matches(sel, name, node.labels)
+                                    for _, sel in pc.allocated):
+                continue  # (``filter``'s first test)
+            if pc.to_allocate:
+                looked += 1
+                cached = answers.get(name)
+                if cached is not None and cached[0] == inv_version and cached[1] == shared \
+                        and cached[2] == own.get(name, 0):
+                    hits += 1
+                    answer = cached[3]
+                else:
+                    answer = self._plan(pc, name, node.labels)  # (it counts its own call)
+                    looked -= 1
+                if answer.__class__ is str:
+                    continue
+            keep.append(i)
+            if len(keep) >= wanted:
+                break
+        self.filter_calls += looked
+        self.filter_cache_hits += hits
+        return keep
 
     def reserve(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """Hold the devices for the pod on ``node_name`` (in memory); None on success."""

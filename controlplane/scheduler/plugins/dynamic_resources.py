@@ -17,7 +17,7 @@ seconds PreBind waits for binding conditions (default 600, upstream's 10 minutes
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
@@ -135,6 +135,10 @@ class DynamicResources:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         reason = self.manager.filter(state.read(NAME), node.name, node.labels)
         return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Sequence[int],
+                    wanted: int) -> list[int]:
+        return self.manager.filter_rows(state.read(NAME), nodes, rows, wanted)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         pc: PodClaims | None = state.get(NAME)

@@ -187,3 +187,32 @@ def test_an_older_claim_event_does_not_free_devices_prebind_recorded() -> None:
     m.on_claim(claim("b", request("r", "gpu")))
     other = m.pre_filter(pod("pb", "b"))
     assert other is not None and m.filter(other, "n1", {}) is not None
+
+
+def test_filter_rows_gives_filter_s_verdicts_node_by_node() -> None:
+    """The batch form the scheduler's walk uses: the same nodes pass as with ``filter``, in
+    order, up to ``wanted``; a reservation or an allocation in between is seen by both."""
+    from types import SimpleNamespace
+
+    slices = [slice_(f"s{i}", f"n{i}", [device("d0")] if i % 3 else []) for i in range(9)]
+    m = manager_with(*slices, CLASS)
+    nodes = [SimpleNamespace(name=f"n{i}", labels={}) for i in range(9)]
+    rows = list(range(9))
+
+    def by_filter(pc: Any, wanted: int = 99) -> list[int]:
+        return [i for i in rows if m.filter(pc, f"n{i}", {}) is None][:wanted]
+
+    for name in ("a", "b"):
+        m.on_claim(claim(name, request("r", "gpu")))
+    pa, pb = m.pre_filter(pod("pa", "a")), m.pre_filter(pod("pb", "b"))
+    assert pa is not None and pb is not None
+    assert m.filter_rows(pa, nodes, rows, 99) == by_filter(pa) == [1, 2, 4, 5, 7, 8]
+    assert m.filter_rows(pa, nodes, rows, 2) == [1, 2]
+    assert m.filter_rows(pa, nodes, rows[3:], 99) == [4, 5, 7, 8]
+    assert m.reserve(pa, "n4", {}) is None  # n4's one device is held: pb no longer fits there
+    assert m.filter_rows(pb, nodes, rows, 99) == by_filter(pb) == [1, 2, 5, 7, 8]
+    assert pa.reserved is not None
+    m.on_claim(claim("a", request("r", "gpu"), allocation=pa.reserved[1].allocation(0, "n4")))
+    allocated = m.pre_filter(pod("pa", "a"))  # its claim allocated: only its node fits
+    assert allocated is not None and not allocated.to_allocate
+    assert m.filter_rows(allocated, nodes, rows, 99) == by_filter(allocated) == [4]
