@@ -52,6 +52,9 @@ class NodeColumns:
         self.not_plain = 0  # rows with plain False
         self.dirty: set[NodeInfo] = set()  # NodeInfos changed since the last refresh
         self.row: dict[str, int] = {}
+        # rows removed so far: a removal moves the last row's node into another row, so
+        # whatever is kept by row (the DRA verdicts) is stale once this moves
+        self.removals = 0
 
     def _grow(self) -> None:
         cap = max(1024, 2 * len(self.plain))
@@ -87,6 +90,7 @@ class NodeColumns:
     def remove(self, ni: NodeInfo, last: NodeInfo) -> None:
         """Drop ``ni``'s row; ``last`` (the node in the last row) moves into it, as ``Cache.order``."""
         i = self.row.pop(ni.name)
+        self.removals += 1
         ni.watcher = None
         self.dirty.discard(ni)
         end = self.size - 1

@@ -53,6 +53,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from ..client import Client
     from .nodeinfo import NodeInfo, PodInfo
     from .profile import Profile
@@ -263,10 +266,10 @@ class RowsFilterPlugin(FilterPlugin, Protocol):
     per-node verdict is mostly a cache lookup (DynamicResources), the call per node costs
     more than the verdict."""
 
-    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Sequence[int],
-                    wanted: int) -> list[int]:
+    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                    rows: npt.NDArray[np.int64], wanted: int) -> npt.NDArray[np.int64]:
         """The rows of ``rows`` (indexes into ``nodes``), in order, whose node ``filter``
-        passes, stopping once ``wanted`` pass: the verdicts of ``filter``, node by node."""
+        passes, at most ``wanted`` of them (the first): the verdicts of ``filter``, node by node."""
         ...
 
 

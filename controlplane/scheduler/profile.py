@@ -376,8 +376,7 @@ class Profile:
         """The offsets in ``hit`` (rows ``base + offset``) that ``after`` passes, stopping
         once ``wanted`` are found (the walk stops there too)."""
         if len(after) == 1 and not special and isinstance(after[0], RowsFilterPlugin):
-            rows = after[0].filter_rows(state, pod, nodes, (hit + base).tolist(), wanted)
-            return np.asarray(rows, dtype=np.int64) - base
+            return after[0].filter_rows(state, pod, nodes, hit + base, wanted) - base
         keep: list[int] = []
         for j in hit.tolist():
             i = base + j

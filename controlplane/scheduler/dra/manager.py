@@ -28,13 +28,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from controlplane.client import ApiError, resource_path
 
+from ..columns import Ints
 from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
 from .cel import Selectors
 from .inventory import Inventory
 from .nodeselector import node_selector_matches
 from .state import AllocatedState, entries_of
+from .verdicts import UNKNOWN, RowVerdicts
 
 __all__ = ["FINALIZER", "BindingFailed", "DraManager", "PodClaims", "Unschedulable", "binding_state"]
 
@@ -140,6 +144,8 @@ class DraManager:
         self.binding_timeout = binding_timeout
         # Filter answers by claim signature, then node (see ``_plan``).
         self._filter_cache: dict[str, dict[str, tuple[int, int, int, Plan | str]]] = {}
+        # The same answers' verdicts by node row, for the scheduler's walk (``filter_rows``).
+        self.verdicts = RowVerdicts()
         self._watchers: dict[str, list[asyncio.Event]] = {}
         # Claims made for a pod from a template, by (pod uid, pod claim name): found even before the
         # claim controller's write of the pod's status.resourceClaimStatuses reaches the scheduler.
@@ -167,6 +173,7 @@ class DraManager:
         # Selector results are cached per device by selector text, which a class change
         # alters; the per-node answers are not, so drop them.
         self._filter_cache.clear()
+        self.verdicts.clear()
 
     def on_claim(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
@@ -252,6 +259,7 @@ class DraManager:
         if self.cache:
             if sig not in self._filter_cache and len(self._filter_cache) >= MAX_SIGNATURES:
                 self._filter_cache.clear()  # many distinct claim specs: start over rather than grow
+                self.verdicts.clear()
             answers = self._filter_cache.setdefault(sig, {})
         return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
                          answers=answers)
@@ -284,18 +292,22 @@ class DraManager:
         answer = self._plan(pc, node_name, labels)
         return answer if answer.__class__ is str else None
 
-    def filter_rows(self, pc: PodClaims, nodes: Sequence[Any], rows: Sequence[int], wanted: int) -> list[int]:
+    def filter_rows(self, pc: PodClaims, nodes: Sequence[Any], rows: Ints, wanted: int) -> Ints:
         """``filter`` over ``nodes[i]`` (NodeInfos) for each i of ``rows``: the rows that pass,
-        in order, stopping once ``wanted`` do. The answer cache is looked up inline, with the
-        generations it is checked against read once: ``_plan`` only computes, it changes
-        neither the inventory nor the allocated state."""
-        keep: list[int] = []
+        in order, the first ``wanted`` of them. Over the scheduler's node columns, the
+        verdicts are read as a column (``verdicts.py``) and only the unknown ones computed;
+        otherwise the answer cache is looked up inline. Either way the generations are read
+        once: ``_plan`` only computes, it changes neither the inventory nor the allocated state."""
         if not pc.to_allocate and not pc.allocated:
-            return list(rows[:wanted])
+            return rows[:wanted]
+        columns = getattr(nodes, "columns", None)
+        if columns is not None and self.cache and not pc.allocated:
+            return self._filter_columns(pc, nodes, columns, rows, wanted)
+        keep: list[int] = []
         inv_version, shared, own = self.inventory.version, self.state.shared_generation, self.state.node_generation
         answers = pc.answers
         looked = hits = 0
-        for i in rows:
+        for i in rows.tolist():
             node = nodes[i]
             name = node.name
             if pc.allocated and any(sel and not node_selector_matches(sel, name, node.labels)
@@ -318,7 +330,35 @@ class DraManager:
                 break
         self.filter_calls += looked
         self.filter_cache_hits += hits
-        return keep
+        return np.asarray(keep, dtype=np.int64)
+
+    def _filter_columns(self, pc: PodClaims, nodes: Sequence[Any], columns: Any, rows: Ints, wanted: int) -> Ints:
+        changed = self.state.changed_nodes
+        if changed:
+            where = columns.row
+            self.verdicts.invalidate(where[n] for n in changed if n in where)
+            changed.clear()
+        epoch = (self.inventory.version, self.state.shared_generation, id(columns), columns.removals)
+        col = self.verdicts.column(pc.signature, epoch, columns.size)
+        v = col[rows]
+        unknown = np.flatnonzero(v == UNKNOWN)
+        examined, computed = len(rows), 0
+        if len(unknown):
+            known_passes = np.cumsum(v == 1)  # passes among the known verdicts up to each position
+            found = 0
+            for pos in unknown.tolist():
+                if known_passes[pos] + found >= wanted:  # enough pass before this one
+                    examined = pos
+                    break
+                i = int(rows[pos])
+                node = nodes[i]
+                ok = self._plan(pc, node.name, node.labels).__class__ is not str  # (it counts itself)
+                v[pos] = col[i] = 1 if ok else 0
+                found += ok
+                computed += 1
+        self.filter_calls += examined - computed
+        self.filter_cache_hits += examined - computed
+        return rows[np.flatnonzero(v == 1)[:wanted]]
 
     def reserve(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """Hold the devices for the pod on ``node_name`` (in memory); None on success."""

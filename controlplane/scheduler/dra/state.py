@@ -67,6 +67,8 @@ class AllocatedState:
         # a change in a pool shared by several nodes bumps ``shared_generation``.
         self.node_generation: dict[str, int] = {}
         self.shared_generation = 0
+        # Nodes whose generation moved since the manager last looked (its row verdicts).
+        self.changed_nodes: set[str] = set()
 
     # -- changes
 
@@ -111,6 +113,7 @@ class AllocatedState:
                 self.shared_generation += 1
             else:
                 self.node_generation[node] = self.node_generation.get(node, 0) + 1
+                self.changed_nodes.add(node)
             in_use = self._in_use_by_pool.setdefault(pid, {})
             in_use[did.device] = in_use.get(did.device, 0) + sign
             if in_use[did.device] <= 0:

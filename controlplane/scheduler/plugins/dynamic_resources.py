@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..columns import Ints
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
 from ..framework import (
     ActionType,
@@ -136,8 +137,8 @@ class DynamicResources:
         reason = self.manager.filter(state.read(NAME), node.name, node.labels)
         return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
 
-    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Sequence[int],
-                    wanted: int) -> list[int]:
+    def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Ints,
+                    wanted: int) -> Ints:
         return self.manager.filter_rows(state.read(NAME), nodes, rows, wanted)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from controlplane.client import ApiError
@@ -189,30 +191,64 @@ def test_an_older_claim_event_does_not_free_devices_prebind_recorded() -> None:
     assert other is not None and m.filter(other, "n1", {}) is not None
 
 
-def test_filter_rows_gives_filter_s_verdicts_node_by_node() -> None:
-    """The batch form the scheduler's walk uses: the same nodes pass as with ``filter``, in
-    order, up to ``wanted``; a reservation or an allocation in between is seen by both."""
-    from types import SimpleNamespace
+class _Rows(list[Any]):
+    """Nodes as the scheduler's walk has them: a sequence with ``columns`` (their rows)."""
 
+    def __init__(self, nodes: list[Any]) -> None:
+        super().__init__(nodes)
+        self.columns = SimpleNamespace(row={n.name: i for i, n in enumerate(nodes)}, size=len(nodes), removals=0)
+
+
+@pytest.mark.parametrize("over_columns", [False, True], ids=["per-node", "columns"])
+def test_filter_rows_gives_filter_s_verdicts_node_by_node(over_columns: bool) -> None:
+    """The batch form the scheduler's walk uses: the same nodes pass as with ``filter``, in
+    order, the first ``wanted``; a reservation or an allocation in between is seen by both."""
     slices = [slice_(f"s{i}", f"n{i}", [device("d0")] if i % 3 else []) for i in range(9)]
     m = manager_with(*slices, CLASS)
-    nodes = [SimpleNamespace(name=f"n{i}", labels={}) for i in range(9)]
-    rows = list(range(9))
+    plain = [SimpleNamespace(name=f"n{i}", labels={}) for i in range(9)]
+    nodes = _Rows(plain) if over_columns else plain
+    rows = np.arange(9, dtype=np.int64)
 
-    def by_filter(pc: Any, wanted: int = 99) -> list[int]:
-        return [i for i in rows if m.filter(pc, f"n{i}", {}) is None][:wanted]
+    def by_filter(pc: Any) -> list[int]:
+        return [i for i in range(9) if m.filter(pc, f"n{i}", {}) is None]
+
+    def batch(pc: Any, wanted: int = 99, at: int = 0) -> list[int]:
+        out: list[int] = m.filter_rows(pc, nodes, rows[at:], wanted).tolist()
+        return out
 
     for name in ("a", "b"):
         m.on_claim(claim(name, request("r", "gpu")))
     pa, pb = m.pre_filter(pod("pa", "a")), m.pre_filter(pod("pb", "b"))
     assert pa is not None and pb is not None
-    assert m.filter_rows(pa, nodes, rows, 99) == by_filter(pa) == [1, 2, 4, 5, 7, 8]
-    assert m.filter_rows(pa, nodes, rows, 2) == [1, 2]
-    assert m.filter_rows(pa, nodes, rows[3:], 99) == [4, 5, 7, 8]
+    assert batch(pa, wanted=2) == [1, 2]  # (the rows past the second pass are left unasked)
+    assert batch(pa) == by_filter(pa) == [1, 2, 4, 5, 7, 8]
+    assert batch(pa, at=3) == [4, 5, 7, 8]
+    assert batch(pb) == [1, 2, 4, 5, 7, 8]
     assert m.reserve(pa, "n4", {}) is None  # n4's one device is held: pb no longer fits there
-    assert m.filter_rows(pb, nodes, rows, 99) == by_filter(pb) == [1, 2, 5, 7, 8]
-    assert pa.reserved is not None
+    assert batch(pb) == by_filter(pb) == [1, 2, 5, 7, 8]
+    m.unreserve(pa)
+    assert batch(pb) == by_filter(pb) == [1, 2, 4, 5, 7, 8]
+    assert m.reserve(pa, "n4", {}) is None and pa.reserved is not None
     m.on_claim(claim("a", request("r", "gpu"), allocation=pa.reserved[1].allocation(0, "n4")))
     allocated = m.pre_filter(pod("pa", "a"))  # its claim allocated: only its node fits
     assert allocated is not None and not allocated.to_allocate
-    assert m.filter_rows(allocated, nodes, rows, 99) == by_filter(allocated) == [4]
+    assert batch(allocated) == by_filter(allocated) == [4]
+    assert batch(pb) == by_filter(pb) == [1, 2, 5, 7, 8]
+
+
+def test_row_verdicts_are_forgotten_when_rows_move_or_slices_change() -> None:
+    slices = [slice_(f"s{i}", f"n{i}", [device("d0")] if i < 3 else []) for i in range(4)]
+    m = manager_with(*slices, CLASS)
+    nodes = _Rows([SimpleNamespace(name=f"n{i}", labels={}) for i in range(4)])
+    m.on_claim(claim("a", request("r", "gpu")))
+    pa = m.pre_filter(pod("pa", "a"))
+    assert pa is not None
+    rows = np.arange(4, dtype=np.int64)
+    assert m.filter_rows(pa, nodes, rows, 99).tolist() == [0, 1, 2]
+    # n0 leaves; n3 (no device) moves into its row, as NodeColumns.remove moves the last row
+    nodes[0], nodes.columns.row = nodes[3], {"n3": 0, "n1": 1, "n2": 2}
+    del nodes[3]
+    nodes.columns.size, nodes.columns.removals = 3, 1
+    assert m.filter_rows(pa, nodes, rows[:3], 99).tolist() == [1, 2]
+    m.on_slice(slice_("s3", "n3", [device("d0")]))  # n3 gets a device
+    assert m.filter_rows(pa, nodes, rows[:3], 99).tolist() == [0, 1, 2]
