@@ -32,7 +32,8 @@ which is the ASGI app's ``receive`` and ``send``. Invariants:
   splitting through a value that carries a client's text, such as a Warning).
 
 Requests that are not HTTP/1.x-parseable get a 400 and the connection closes;
-request heads larger than ``MAX_HEAD`` get a 431. ``Upgrade`` requests
+request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
+``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
 (websocket ``exec``) are answered as plain requests, then the connection
 closes: nothing here speaks websocket or SPDY.
 """
@@ -49,7 +50,7 @@ from typing import Any
 
 import httptools
 
-__all__ = ["HIGH_WATER", "MAX_HEAD", "Exchange", "ServerProtocol"]
+__all__ = ["HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "Exchange", "ServerProtocol"]
 
 log = logging.getLogger("controlplane.http")
 
@@ -57,6 +58,9 @@ log = logging.getLogger("controlplane.http")
 HIGH_WATER = 64 * 1024
 # The request line and headers together (Go's http.DefaultMaxHeaderBytes, which kube-apiserver keeps).
 MAX_HEAD = 1 << 20
+# How long a request's head may take to arrive before the connection is closed (kube-apiserver's
+# ReadHeaderTimeout): a client sending its headers a byte at a time does not hold a connection forever.
+HEAD_TIMEOUT = 32.0
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -285,9 +289,13 @@ class ServerProtocol(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_size = 0
         self._expect = False
+        self._in_head = False
+        self._head_began = 0.0
+        self._head_timer: asyncio.TimerHandle | None = None
         # keep-alive: the timer is re-armed from the last activity, not per request
         self._idle: asyncio.TimerHandle | None = None
         self._last_active = 0.0
+        self.head_timeout = HEAD_TIMEOUT
 
     # -- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -302,9 +310,10 @@ class ServerProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server_state.connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        for timer in (self._idle, self._head_timer):
+            if timer is not None:
+                timer.cancel()
+        self._idle = self._head_timer = None
         for ex in (self.current, *self.waiting):
             if ex is not None:
                 ex.disconnected = True
@@ -328,6 +337,9 @@ class ServerProtocol(asyncio.Protocol):
                 self._refuse(431, "Request Header Fields Too Large")
             else:
                 self._refuse(400, "Bad Request")
+            return
+        if self._in_head and self._head_timer is None:  # a head in parts: it gets a deadline
+            self._head_timer = self.loop.call_at(self._head_began + self.head_timeout, self._head_expired)
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes when the client half-closes, as with uvicorn's protocol
@@ -356,6 +368,8 @@ class ServerProtocol(asyncio.Protocol):
         self._headers = []
         self._head_size = 0
         self._expect = False
+        self._in_head = True
+        self._head_began = self._last_active
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -373,6 +387,10 @@ class ServerProtocol(asyncio.Protocol):
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
         parser = self.parser
         version = parser.get_http_version()
         url = self._url
@@ -500,6 +518,13 @@ class ServerProtocol(asyncio.Protocol):
         if self.current is None:
             self.write(_plain(code, text))
         if self.transport is not None:
+            self.transport.close()
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self.closed and self.transport is not None:
+            log.info("closing a connection from %s: its request head took over %.0f s", self.client,
+                     self.head_timeout)
             self.transport.close()
 
     def _arm_idle(self) -> None:

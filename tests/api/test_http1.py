@@ -46,6 +46,12 @@ class RecordingTransport:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"sockname": ("127.0.0.1", 6443), "peername": ("127.0.0.1", 40000)}.get(name, default)
 
+    def is_closed(self) -> bool:  # (a call, so that mypy does not narrow the flag across awaits)
+        return self.closed
+
+    def is_reading(self) -> bool:
+        return self.reading
+
     @property
     def output(self) -> bytes:
         return b"".join(self.writes)
@@ -169,7 +175,7 @@ async def test_pipelined_requests_are_answered_in_order_one_at_a_time() -> None:
             break
     await settle(state)
     assert [b for _, _, b in responses(transport.output)] == [b"GET /first? ", b"POST /second? abc", b"GET /third? "]
-    assert transport.reading and not transport.closed
+    assert transport.is_reading() and not transport.is_closed()
 
 
 async def test_a_large_body_arrives_whole_with_reading_paused_past_the_high_water_mark() -> None:
@@ -321,12 +327,29 @@ async def test_an_idle_keep_alive_connection_is_closed_after_its_timeout() -> No
     proto, transport, state = connect(echo, keep_alive_timeout=0.05)
     proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     await settle(state)
-    assert not transport.closed
+    assert not transport.is_closed()
     for _ in range(200):
         await asyncio.sleep(0.01)
-        if transport.closed:
+        if transport.is_closed():
             break
-    assert transport.closed
+    assert transport.is_closed()
+
+
+async def test_a_head_that_does_not_arrive_in_time_closes_the_connection() -> None:
+    slow, slow_transport, _ = connect(echo)
+    slow.head_timeout = 0.05
+    slow.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and the rest, a byte at a time, never
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if slow_transport.closed:
+            break
+    assert slow_transport.closed and slow_transport.writes == []
+    parts, parts_transport, state = connect(echo)
+    parts.head_timeout = 60
+    parts.data_received(b"GET /p HTTP/1.1\r\n")
+    parts.data_received(b"Host: x\r\n\r\n")  # in time: answered
+    await settle(state)
+    assert responses(parts_transport.output)[0][2] == b"GET /p? " and parts._head_timer is None
 
 
 async def test_shutdown_closes_an_idle_connection_and_lets_a_busy_one_finish() -> None:
