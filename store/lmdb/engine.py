@@ -422,6 +422,10 @@ class LmdbStore:
             fresh = [c for c in batch.changes if c.revision > index.revision]
             if fresh:
                 self._apply(fresh, fresh[-1].revision, batch.committed)
+            if self._writer is not None:  # the commit times _catch_up may still need
+                own = self._writer.recent_commits
+                while own and own[0][1] <= index.revision:
+                    own.popleft()
             reader, pos = self._wal_reader, batch.wal_position
             if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
@@ -481,14 +485,27 @@ class LmdbStore:
         changes: list[Change] = []
         last = index.revision
 
+        # (a copy: the syncer thread appends; list() of a deque holds the GIL throughout)
+        own = list(self._writer.recent_commits) if self._writer is not None else []
+
+        def committed_at(rev: int) -> float:
+            """When ``rev`` became durable, if this process wrote it (0.0: another did)."""
+            for first, end, at in reversed(own):
+                if first <= rev <= end:
+                    return at
+                if end < rev:
+                    break
+            return 0.0
+
         def add(rev: int, buf: bytes | memoryview) -> None:
             nonlocal last
             r = L.decode_record(buf)
+            at = committed_at(rev) if own else 0.0
             if r.kind == L.PUT:
                 changes.append(Change(rev, L.PUT, r.key, r.create_revision, r.version, r.prev_revision,
-                                      None, frame=r.frame))
+                                      None, frame=r.frame, committed=at))
             else:
-                changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None))
+                changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None, committed=at))
             last = rev
 
         with self._read() as txn:
@@ -567,9 +584,9 @@ class LmdbStore:
                 if c.revision < w.next_rev or not w.matches(c.key):
                     continue
                 if event is None:
-                    event = self._event(c, None, committed)
+                    event = self._event(c, None, c.committed or committed)
                 if w.prev_kv and c.prev_revision:
-                    w.push(self._event(c, self._prev_kv(c), committed))
+                    w.push(self._event(c, self._prev_kv(c), c.committed or committed))
                 else:
                     w.push(event)
 

@@ -74,6 +74,7 @@ class Change:
     prev_revision: int
     value: bytes | None       # raw value of a PUT when the writer had it (always, for local writes)
     frame: bytes | None = None  # the stored frame, when ``value`` is not known (records read back)
+    committed: float = 0.0    # time.perf_counter() when it became durable, when this process wrote it
 
 
 class PendingRecords:
@@ -203,6 +204,10 @@ class Writer:
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
         self._synced: _Mailbox[Batch] = _Mailbox()   # appended, to be fdatasync'd and answered
+        # (first revision, last revision, commit time) of this process's durable batches, appended
+        # by the syncer before the WAL head shows them: a reader that catches up through the WAL
+        # before the loop has the batch (LmdbStore._catch_up) still learns when ours committed
+        self.recent_commits: collections.deque[tuple[int, int, float]] = collections.deque(maxlen=1024)
         self._writer_done = False
         self._broken: StoreError | None = None
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
@@ -298,6 +303,8 @@ class Writer:
                 now = time.perf_counter()
                 for b in batches:
                     b.committed = now
+                    if b.changes:
+                        self.recent_commits.append((b.first_revision, b.last_revision, now))
                 durable = max((b.last_revision for b in batches if b.changes), default=0)
                 if durable:
                     # readers (and the applier) see records only once they are durable
