@@ -114,11 +114,14 @@ def _directive() -> tuple[str, str]:
 
 
 def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
-                 merge_patch: bytes | None = None, added_keys: int = 0) -> dict[str, Any]:
+                 merge_patch: bytes | None = None, added_keys: int = 0,
+                 stored: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check a request's object: the decoded body of a create or update (``body`` its
     raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
     merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
     ``added_keys``: keys the server put into ``obj`` that ``body`` did not have.
+    ``stored``: the stored object a patch was applied to; the parts of ``obj`` left as they
+    were there are not checked again (a status patch's spec, mostly).
 
     Returns the object to go on with: ``obj`` with unknown fields removed, or, when
     the body had duplicate keys, the body decoded again (the last value of a key wins,
@@ -133,7 +136,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         return obj  # no schema (custom resources until theirs are registered): everything is kept
     # the keys are counted only to find a body's duplicates (a patch's result has no body)
     count_keys = directive != "Ignore" and body is not None
-    found = shape.check(obj, count_keys=count_keys)
+    found = shape.check(obj, count_keys=count_keys, known=stored if body is None else None)
     if count_keys and body is not None and may_have_duplicates(body, found.keys - added_keys):
         redecoded, duplicates = decode_with_duplicates(body)
         if duplicates and isinstance(redecoded, dict):

@@ -801,7 +801,7 @@ class KubeApi:
                     continue  # perhaps only the cache is behind: ask the store
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                         "the latest version and try again")
-            obj = check_object(rtype, obj, merge_patch=None if json_patch else body)
+            obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old)
             obj = _split_status(rtype, subresource, old, obj)
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)

@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from .schema import Definitions, Schema, definitions, type_of
 
 __all__ = [
@@ -102,16 +104,22 @@ class Shape:
         self.parse: Callable[[Any], str | None] | None = None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
-              duplicates: dict[int, list[str]] | None = None, count_keys: bool = True) -> Findings:
+              duplicates: dict[int, list[str]] | None = None, count_keys: bool = True,
+              known: dict[str, Any] | None = None) -> Findings:
         """Walk ``obj``; with ``prune``, remove the unknown fields from it (in place).
 
         ``duplicates`` (from ``decode_with_duplicates``) maps ``id()`` of a decoded
         dict to the keys it had more than once. Without ``count_keys`` (no body to
         compare with: a patch's result), ``found.keys`` is not counted: the keys of
         the subtrees no schema describes (every managedFields entry's ``fieldsV1``)
-        are not walked for it."""
+        are not walked for it.
+
+        ``known``: the stored object ``obj`` was made from (a patch's base). A subtree
+        equal to its counterpart there (same key, same list position) is not walked:
+        it was checked when it was stored. Keys are not counted then."""
         found = Findings()
-        found.keys = _walk(self, obj, [], found, prune, duplicates, True, True, count_keys)
+        found.keys = _walk(self, obj, [], found, prune, duplicates, True, True, count_keys and known is None,
+                           known)
         return found
 
 
@@ -133,9 +141,11 @@ def _path(stack: list[str], last: str | None = None) -> str:
 
 
 def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bool,
-          duplicates: dict[int, list[str]] | None, required: bool, top: bool = False, count: bool = True) -> int:
+          duplicates: dict[int, list[str]] | None, required: bool, top: bool = False, count: bool = True,
+          known: Any = None) -> int:
     """Check ``value`` against ``shape``; returns the number of object keys under it
-    (only those of the nodes a schema describes, unless ``count``).
+    (only those of the nodes a schema describes, unless ``count``). ``known``: the
+    stored counterpart of ``value`` (``Shape.check``), whose equal children are skipped.
 
     The hot path of every write: one dict lookup per key, recursion only into
     dicts and lists, paths built only for a problem."""
@@ -151,13 +161,17 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 return keys + _count_values(value) if count else keys
             dups = duplicates.get(id(value)) if duplicates else None
             accepts = values.accepts
+            known_map = known if type(known) is dict else None
             for k, v in value.items():
                 if dups and k in dups:
                     found.problems.append(f'duplicate field "{_path(stack, k)}"')
                 t = type(v)
                 if t is dict or t is list:
+                    was = known_map.get(k) if known_map is not None else None
+                    if was is not None and _as_stored(was, v):
+                        continue  # as stored
                     stack.append(k)
-                    keys += _walk(values, v, stack, found, prune, duplicates, required, False, count)
+                    keys += _walk(values, v, stack, found, prune, duplicates, required, False, count, was)
                     stack.pop()
                 elif t not in accepts:
                     found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
@@ -166,6 +180,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
+        known_obj = known if type(known) is dict else None
         for k, v in value.items():
             sub = fields.get(k)
             if sub is None:
@@ -180,9 +195,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 found.problems.append(f'duplicate field "{_path(stack, k)}"')
             t = type(v)
             if t is dict or t is list:
+                was = known_obj.get(k) if known_obj is not None else None
+                if was is not None and _as_stored(was, v):
+                    continue  # as stored
                 stack.append(k)
                 keys += _walk(sub, v, stack, found, prune, duplicates, required and not (top and k == "status"),
-                              False, count)
+                              False, count, was)
                 stack.pop()
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
@@ -212,16 +230,33 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             return _count_values(value) if count else 0
         keys = 0
         base = stack.pop() if stack else ""
+        known_list = known if type(known) is list else None
         for i, v in enumerate(value):
+            was = known_list[i] if known_list is not None and i < len(known_list) else None
+            if was is not None and _as_stored(was, v):
+                continue  # as stored
             stack.append(f"{base}[{i}]")
             if type(v) is dict or type(v) is list:
-                keys += _walk(items, v, stack, found, prune, duplicates, required, False, count)
+                keys += _walk(items, v, stack, found, prune, duplicates, required, False, count, was)
             elif v is not None:
                 found.mismatched.append((_path(stack), _json_type(v), _GO_TYPE[expect]))
             stack.pop()
         stack.append(base)
         return keys
     return 0
+
+
+def _as_stored(stored: Any, value: Any) -> bool:
+    """Whether ``value`` is the stored subtree: the same object, or equal with the same JSON
+    types (Python's == alone takes 80.0 for 80 and True for 1, which Go would not decode alike)."""
+    if stored is value:
+        return True
+    if stored != value:
+        return False
+    try:
+        return bool(orjson.dumps(stored) == orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        return False
 
 
 def _parse(parse: Callable[[Any], str | None], value: Any, found: Findings) -> None:

@@ -270,3 +270,26 @@ def test_findings_without_the_key_count_are_the_same() -> None:
         for f in ("problems", "mismatched", "missing", "malformed"):
             assert getattr(counted, f) == getattr(uncounted, f)
     assert shape.check(copy.deepcopy(broken)).problems  # the object is broken indeed
+
+
+def test_a_patch_result_is_checked_only_where_it_differs_from_what_was_stored() -> None:
+    """``known`` (a patch's stored base): equal parts are not walked again; every changed
+    part is, and equal-looking values of another JSON type (80.0 for 80) count as changed."""
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    stored = pod()
+    stored["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    stored["spec"]["legacy"] = 1  # as if a field the schema no longer has were stored
+    patched = copy.deepcopy(stored)
+    patched["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    assert shape.check(copy.deepcopy(patched), count_keys=False).problems == ['unknown field "spec.legacy"']
+    assert shape.check(patched, count_keys=False, known=stored).problems == []  # spec as stored
+    patched["status"]["conditions"][0]["reasonn"] = "typo"
+    patched["metadata"]["labels"] = {"a": 1}
+    found = shape.check(patched, count_keys=False, known=stored)
+    assert found.problems == ['unknown field "status.conditions[0].reasonn"']
+    assert [m[0] for m in found.mismatched] == ["metadata.labels.a"]
+    retyped = copy.deepcopy(stored)
+    retyped["spec"]["containers"][0]["ports"] = [{"containerPort": 80.0}]  # == 80 in Python, not in Go
+    assert [m[0] for m in shape.check(retyped, count_keys=False, known=stored).mismatched] == \
+        ["spec.containers[0].ports[0].containerPort"]
