@@ -168,7 +168,7 @@ def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: by
     if not isinstance(meta, dict):
         raise ApiError.bad_request("metadata must be an object")
     if meta.get("name") not in (None, "", name):
-        raise ApiError.bad_request("the name of the object does not match the name on the URL")
+        raise ApiError.name_mismatch(meta.get("name"), name)
     if rtype.namespaced and meta.get("namespace") not in (None, "", namespace):
         raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent "
                                    "on the request")

@@ -65,6 +65,11 @@ class ApiError(Exception):
         return cls(400, "BadRequest", message)
 
     @classmethod
+    def name_mismatch(cls, got: object, name: str) -> ApiError:
+        """An object whose name is not the one on the URL (upstream's ``checkName``)."""
+        return cls.bad_request(f"the name of the object ({got or ''}) does not match the name on the URL ({name})")
+
+    @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
         """422 Invalid as ``NewInvalid`` words it: the qualified kind (``Deployment.apps``), one
         cause as ``field: message``, several as ``[a: m1, b: m2]``; details name the kind, not the plural."""

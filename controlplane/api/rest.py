@@ -563,6 +563,19 @@ class KubeApi:
                                        "sent on the request")
         meta["namespace"] = namespace
 
+    def _check_patched_identity(self, rtype: ResourceType, namespace: str | None, name: str,
+                                meta: dict[str, Any], old_meta: dict[str, Any]) -> None:
+        """A patch may not move, rename or re-identify its object: another namespace or
+        name is 400 (upstream's patch handler checks the patched object as a PUT's body),
+        another ``uid`` 422 (immutable, as ``ValidateObjectMetaUpdate``)."""
+        self._check_namespace(rtype, namespace, meta)
+        if meta.get("name") != name:
+            raise ApiError.name_mismatch(meta.get("name"), name)
+        uid = meta.get("uid")
+        if uid and uid != old_meta.get("uid"):
+            raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "metadata.uid",
+                                                  "message": f'Invalid value: "{uid}": field is immutable'}])
+
     async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
                       manager: str | None = None) -> dict[str, Any]:
         """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply)."""
@@ -729,20 +742,26 @@ class KubeApi:
         meta = parsed["metadata"]
         self._check_namespace(rtype, namespace, meta)
         if meta.get("name") not in (None, name):
-            raise ApiError.bad_request("the name of the object does not match the name on the URL")
+            raise ApiError.name_mismatch(meta.get("name"), name)
         meta["name"] = name
         expected = _revision_param(meta.pop("resourceVersion", None))
+        uid = meta.get("uid")  # a precondition, as upstream's update takes it from the object
         key = rtype.key(namespace, name)
         pristine = orjson.dumps(parsed)  # each attempt starts from the request's object
         for attempt in range(WRITE_ATTEMPTS):  # an update without a resourceVersion is retried, as upstream
             current, cached = await self._current(rtype, key, fresh=attempt > 0)
             if current is None:
                 raise ApiError.not_found(rtype, name)
+            old = orjson.loads(current.value)
+            if uid and uid != old["metadata"].get("uid"):
+                if cached:
+                    continue  # the cache may still hold an object deleted and created again since
+                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {uid}, "
+                                        f"UID in object meta: {old['metadata'].get('uid')}")
             if expected and expected != current.mod_revision:
                 if cached:
                     continue  # perhaps only the cache is behind: ask the store
                 break
-            old = orjson.loads(current.value)
             obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
@@ -802,6 +821,7 @@ class KubeApi:
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                         "the latest version and try again")
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old)
+            self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
             obj = _split_status(rtype, subresource, old, obj)
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
@@ -1079,7 +1099,7 @@ class KubeApi:
         """``namespaces/<name>/finalize`` (PUT): set ``spec.finalizers`` and nothing else."""
         new = self._parse(rtype, body)
         if new["metadata"].get("name") not in (None, name):
-            raise ApiError.bad_request("the name of the object does not match the name on the URL")
+            raise ApiError.name_mismatch(new["metadata"].get("name"), name)
         finalizers = (new.get("spec") or {}).get("finalizers") or []
         if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "spec.finalizers",

@@ -103,8 +103,10 @@ def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
     if scale.get("kind") not in (None, "Scale"):
         raise ApiError.bad_request(f"expected a Scale, got kind {scale.get('kind')!r}")
     meta = scale.get("metadata") or {}
-    if not isinstance(meta, dict) or meta.get("name") not in (None, name):
-        raise ApiError.bad_request("the name of the object does not match the name on the URL")
+    if not isinstance(meta, dict):
+        raise ApiError.bad_request("metadata must be an object")
+    if meta.get("name") not in (None, name):
+        raise ApiError.name_mismatch(meta.get("name"), name)
     replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale.get("spec"), dict) else 0
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
         raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '

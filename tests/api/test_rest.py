@@ -1,0 +1,84 @@
+"""The verbs' checks of what a request may change, as kube-apiserver's handlers make them:
+a patch or an update cannot rename, move or re-identify the object it writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client, resource_path
+
+CMS = resource_path("", "v1", "configmaps", "default")
+NODES = resource_path("", "v1", "nodes")
+
+
+@pytest.mark.parametrize(("patch_type", "patch"), [
+    ("merge", {"metadata": {"name": "other"}}),
+    ("strategic", {"metadata": {"name": "other"}}),
+    ("json", [{"op": "replace", "path": "/metadata/name", "value": "other"}]),
+    ("json", [{"op": "remove", "path": "/metadata/name"}]),
+])
+async def test_a_patch_cannot_rename_the_object(client: Client, patch_type: str, patch: Any) -> None:
+    created = await client.create(CMS, {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/cm", patch, patch_type)
+    assert e.value.code == 400 and e.value.reason == "BadRequest"
+    renamed = "other" if patch_type != "json" or patch[0]["op"] == "replace" else ""
+    assert e.value.message == f"the name of the object ({renamed}) does not match the name on the URL (cm)"
+    assert await client.get(f"{CMS}/cm") == created  # nothing was written
+    with pytest.raises(ApiError) as missing:
+        await client.get(f"{CMS}/other")
+    assert missing.value.code == 404
+
+
+async def test_a_patch_cannot_move_the_object_to_another_namespace(client: Client) -> None:
+    await client.create(CMS, {"metadata": {"name": "cm"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/cm", {"metadata": {"namespace": "kube-system"}})
+    assert e.value.code == 400
+    assert e.value.message == "the namespace of the provided object does not match the namespace sent on the request"
+    # the same namespace, or none, is the object's
+    patched = await client.patch(f"{CMS}/cm", {"metadata": {"namespace": "default", "labels": {"a": "b"}}})
+    assert patched["metadata"]["namespace"] == "default" and patched["metadata"]["labels"] == {"a": "b"}
+    # a cluster-scoped object has no namespace to move to: it is dropped, as upstream
+    node = await client.create(NODES, {"metadata": {"name": "n"}})
+    patched = await client.patch(f"{NODES}/n", {"metadata": {"namespace": "default", "labels": {"a": "b"}}})
+    assert "namespace" not in patched["metadata"] and patched["metadata"]["uid"] == node["metadata"]["uid"]
+
+
+async def test_a_patch_cannot_change_the_uid(client: Client) -> None:
+    created = await client.create(CMS, {"metadata": {"name": "cm"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/cm", {"metadata": {"uid": "not-its-uid"}})
+    assert e.value.code == 422 and e.value.reason == "Invalid"
+    assert e.value.message == ('ConfigMap "cm" is invalid: metadata.uid: Invalid value: "not-its-uid": '
+                               "field is immutable")
+    # its own uid, or none (a merge patch's null), changes nothing
+    uid = created["metadata"]["uid"]
+    assert (await client.patch(f"{CMS}/cm", {"metadata": {"uid": uid}}))["metadata"]["uid"] == uid
+    assert (await client.patch(f"{CMS}/cm", {"metadata": {"uid": None}}))["metadata"]["uid"] == uid
+
+
+async def test_an_update_with_another_uid_fails_its_precondition(client: Client) -> None:
+    created = await client.create(CMS, {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+    uid = created["metadata"]["uid"]
+    stale = {**created, "metadata": {**created["metadata"], "uid": "a-recreated-objects-uid"}, "data": {"a": "2"}}
+    with pytest.raises(ApiError) as e:
+        await client.update(f"{CMS}/cm", stale)
+    assert e.value.code == 409 and e.value.reason == "Conflict"
+    assert e.value.message == ('Operation cannot be fulfilled on configmaps "cm": Precondition failed: UID in '
+                               f"precondition: a-recreated-objects-uid, UID in object meta: {uid}")
+    assert (await client.get(f"{CMS}/cm"))["data"] == {"a": "1"}
+    # without a uid the update goes ahead, and keeps the object's
+    del stale["metadata"]["uid"]
+    updated = await client.update(f"{CMS}/cm", stale)
+    assert updated["data"] == {"a": "2"} and updated["metadata"]["uid"] == uid
+
+
+async def test_an_update_names_both_names_when_they_differ(client: Client) -> None:
+    created = await client.create(CMS, {"metadata": {"name": "cm"}})
+    with pytest.raises(ApiError) as e:
+        await client.update(f"{CMS}/cm", {**created, "metadata": {**created["metadata"], "name": "other"}})
+    assert e.value.code == 400
+    assert e.value.message == "the name of the object (other) does not match the name on the URL (cm)"
