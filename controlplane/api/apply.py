@@ -23,6 +23,7 @@ import yaml
 from ..registry import ResourceType
 from ..registry.managedfields import MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
 from .errors import ApiError
+from .params import flag
 
 __all__ = ["APPLY_YAML", "ApplyOptions", "apply_options", "conflict_error", "manager_of", "parse_config"]
 
@@ -108,9 +109,7 @@ class ApplyOptions:
 
 def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | None:
     """The options of an apply patch (None for other patches, which may not send ``force``)."""
-    force = query.get("force")
-    if force not in (None, "", "true", "false", "1", "0"):
-        raise ApiError.bad_request(f"invalid force: {force!r}")
+    force = flag(query, "force")
     if content_type != APPLY_YAML:
         if force is not None:
             raise _invalid_options("force", "FieldValueForbidden",
@@ -120,7 +119,7 @@ def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | No
     if not manager:
         raise _invalid_options("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
     manager_of(query, {})  # the length and character checks
-    return ApplyOptions(manager, force in ("true", "1"))
+    return ApplyOptions(manager, bool(force))
 
 
 def _string_keys(value: Any) -> Any:

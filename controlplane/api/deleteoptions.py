@@ -19,6 +19,7 @@ from typing import Any
 
 from ..registry.types import ResourceType
 from .errors import ApiError, json_object
+from .params import flag
 
 __all__ = ["PROPAGATION_POLICIES", "delete_options"]
 
@@ -36,8 +37,9 @@ def delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
             options["gracePeriodSeconds"] = _integer(query["gracePeriodSeconds"], "gracePeriodSeconds")
         if query.get("propagationPolicy"):
             options["propagationPolicy"] = query["propagationPolicy"]
-        if query.get("orphanDependents") not in (None, ""):
-            options["orphanDependents"] = query["orphanDependents"] in ("true", "1")
+        orphan = flag(query, "orphanDependents")
+        if orphan is not None:
+            options["orphanDependents"] = orphan
     _validate(options)
     options["dryRun"] = bool(options.get("dryRun")) or query.get("dryRun") == "All"
     return options

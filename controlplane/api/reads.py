@@ -41,6 +41,7 @@ from store import EventType, Store
 from ..registry import ResourceType
 from ..registry.attrs import Filter, SelectorError, attrs_of
 from .errors import ApiError
+from .params import flag
 
 __all__ = [
     "resource_version_param",
@@ -177,9 +178,7 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
 
 def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> WatchOptions:
     rv = resource_version_param(query)
-    initial = query.get("sendInitialEvents")
-    if initial not in (None, "true", "false"):
-        raise ApiError.bad_request(f"sendInitialEvents must be true or false, not {initial!r}")
+    initial = flag(query, "sendInitialEvents")
     match = query.get("resourceVersionMatch") or ""
     if initial is not None and match != "NotOlderThan":
         raise _invalid_options("sendInitialEvents", "FieldValueForbidden",
@@ -189,9 +188,7 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
         raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
                                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
                                "provided")
-    bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
-    return WatchOptions(_filter(rtype, namespace, query), rv, None if initial is None else initial == "true",
-                        bookmarks)
+    return WatchOptions(_filter(rtype, namespace, query), rv, initial, bool(flag(query, "allowWatchBookmarks")))
 
 
 def encode_continue(start: bytes, revision: int) -> str:

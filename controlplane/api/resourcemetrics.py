@@ -27,6 +27,7 @@ from controlplane.nodes.usage import NOTHING, Usage, container_usages, measured,
 
 from ..registry.types import ResourceType
 from .errors import ApiError
+from .params import flag
 from .reads import Listed
 
 __all__ = ["GROUP", "VERSION", "ResourceMetrics"]
@@ -67,7 +68,7 @@ class ResourceMetrics:
 
     async def answer(self, rtype: ResourceType, namespace: str | None, name: str | None,
                      query: dict[str, str]) -> dict[str, Any]:
-        if query.get("watch") in ("1", "true"):
+        if flag(query, "watch"):
             raise ApiError.method_not_allowed("watch")
         if rtype.plural == "pods":
             return await self._pod_metrics(namespace, name, query)

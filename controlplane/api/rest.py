@@ -59,6 +59,7 @@ from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .limitranger import LimitRanger
+from .params import flag
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .quota import QuotaAdmission
@@ -390,7 +391,7 @@ class KubeApi:
             raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
         if name is None:
             if method == "GET":
-                if query.get("watch") in ("1", "true"):
+                if flag(query, "watch"):
                     return await self._watch(rtype, namespace, query, receive, send,
                                              include if table else None, metadata_only)
                 listed = await self._list(rtype, namespace, query)
@@ -493,7 +494,7 @@ class KubeApi:
         subresource = rest[2] if len(rest) > 2 else ""
         if rest[0] == "namespaces" and len(rest) >= 2 and group == "":
             namespace = rest[1] if len(rest) > 1 else ""  # a namespace is in itself, as upstream
-        verb = verb_of(method, bool(name), query.get("watch") in ("1", "true"))
+        verb = verb_of(method, bool(name), bool(flag(query, "watch")))
         return RbacRequest(verb, group, rest[0], subresource, namespace, name)
 
     @staticmethod

@@ -416,6 +416,23 @@ def test_watch_list_sends_initial_events_then_the_end_bookmark(served: Serve, ap
     assert r.status_code == 422  # upstream requires resourceVersionMatch=NotOlderThan
 
 
+def test_boolean_parameters_are_read_as_upstream_reads_them(served: Serve, api: client.ApiClient) -> None:
+    """``watch=True`` (what Python's ``requests`` sends for ``params={"watch": True}``) is a
+    watch; only ``false`` and ``0`` are false, in any case."""
+    v1 = client.CoreV1Api(api)
+    v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="flags")))
+    v1.create_namespaced_config_map("flags", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="c")))
+    path = "/api/v1/namespaces/flags/configmaps"
+    events = watch_lines(served, path, {"watch": "True", "sendInitialEvents": "True",
+                                        "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "True",
+                                        "fieldSelector": "metadata.name=c", "timeoutSeconds": "5"}, 2)
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    for false in ("False", "0"):
+        r = httpx.get(served.url + path, params={"watch": false}, headers=bearer(served))
+        assert r.status_code == 200 and r.json()["kind"] == "ConfigMapList"
+
+
 def test_periodic_bookmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "0.3")
     s = start_serve(tmp_path)
