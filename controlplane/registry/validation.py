@@ -36,6 +36,7 @@ which upstream accepts when absent (e.g. ``PriorityClass.value``).
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import re
@@ -101,6 +102,7 @@ class Shape:
         self.accepts: tuple[type, ...] = _ANY_TYPE  # the Python types of ``expect``, and None
         # for a scalar Go decodes with its own parser (a Time, a Quantity): why a value is
         # not one (Go's decoding error), or None
+        # (or, as a ``Rewrite``, the form Go writes it back in: Times in UTC)
         self.parse: Callable[[Any], str | None] | None = None
 
     def check(self, obj: dict[str, Any], prune: bool = False,
@@ -176,7 +178,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 elif t not in accepts:
                     found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
                 elif values.parse is not None and v is not None:
-                    _parse(values.parse, v, found)
+                    _parse(values, value, k, v, found)
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -205,7 +207,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
             elif sub.parse is not None and v is not None:
-                _parse(sub.parse, v, found)
+                _parse(sub, value, k, v, found)
         if required and shape.required:
             for r in shape.required:
                 if value.get(r) is None:
@@ -259,23 +261,82 @@ def _as_stored(stored: Any, value: Any) -> bool:
         return False
 
 
-def _parse(parse: Callable[[Any], str | None], value: Any, found: Findings) -> None:
-    why = parse(value)
-    if why is not None:
+def _parse(shape: Shape, container: dict[str, Any], key: str, value: Any, found: Findings) -> None:
+    """Check a scalar Go parses (``shape.parse``), and store it as Go would write it back."""
+    assert shape.parse is not None
+    why = shape.parse(value)
+    if why is None:
+        return
+    if type(why) is Rewrite:
+        container[key] = str(why)  # (the key is there: the dict's size does not change)
+    else:
         found.malformed.append(why)
 
 
-# Go's time.Parse(time.RFC3339, ...) of a metav1.Time or MicroTime
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
-# resource.ParseQuantity: a signed decimal, then a binary or decimal SI suffix or an exponent
-_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z")
+# Go's time.Parse of a metav1.Time (time.RFC3339: any fraction of a second) or a
+# MicroTime (RFC3339Micro: exactly six digits of one), and the form each is written
+# back in (Go re-encodes what it decoded): UTC, seconds for a Time, microseconds for a
+# MicroTime, so "2026-01-01T01:00:00.5+01:00" is stored as "2026-01-01T00:00:00Z"
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+# (the stored forms, in range, checked without a parse: what nearly every write has;
+# days past the 28th are parsed for their month's length)
+_IN_RANGE = r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+_CANONICAL_TIME = re.compile(_IN_RANGE + r"Z\Z")
+_CANONICAL_MICRO_TIME = re.compile(_IN_RANGE + r"\.\d{6}Z\Z")
+_TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"
+_MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("minute", 0, 59), ("second", 0, 59))
+
+
+def _parse_time(value: Any, micro: bool) -> tuple[datetime.datetime | None, str]:
+    """(the UTC time, "") or (None, Go's error) for a Time (``micro`` False) or a MicroTime."""
+    layout = _MICRO_TIME_LAYOUT if micro else _TIME_LAYOUT
+    m = _RFC3339.match(value) if type(value) is str else None
+    if m is None:
+        return None, (f'parsing time "{value}" as "{layout}": cannot parse "{value}" as a time in RFC 3339 format')
+    fraction = m.group(7) or ""
+    if micro and len(fraction) != 7:  # Go wants the layout's six digits, then the zone
+        rest = value[19:] if len(fraction) < 7 else value[26:]
+        return None, f'parsing time "{value}" as "{layout}": cannot parse "{rest}" as ' \
+                     f'"{".000000" if len(fraction) < 7 else "Z07:00"}"'
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    for (what, low, high), n in zip(_RANGES, (month, day, hour, minute, second), strict=True):
+        if not low <= n <= high:
+            return None, f'parsing time "{value}": {what} out of range'
+    zone = m.group(8)
+    offset = datetime.timedelta(0) if zone == "Z" else \
+        (1 if zone[0] == "+" else -1) * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    try:
+        moment = datetime.datetime(year, month, day, hour, minute, second, tzinfo=datetime.timezone(offset))
+    except ValueError:  # the 31st of a shorter month
+        return None, f'parsing time "{value}": day out of range'
+    if fraction:
+        moment = moment.replace(microsecond=int(fraction[1:7].ljust(6, "0")))
+    return moment.astimezone(datetime.UTC), ""
+
+
+class Rewrite(str):
+    """What a parse answers for a value Go accepts but writes back otherwise: that form."""
+
+    __slots__ = ()
 
 
 def _time(value: Any) -> str | None:
-    if type(value) is str and _RFC3339.match(value):
+    if type(value) is str and _CANONICAL_TIME.match(value):
         return None
-    return (f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse "{value}" as '
-            'a time in RFC 3339 format')
+    moment, why = _parse_time(value, False)
+    return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _micro_time(value: Any) -> str | None:
+    if type(value) is str and _CANONICAL_MICRO_TIME.match(value):
+        return None
+    moment, why = _parse_time(value, True)
+    return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+# resource.ParseQuantity: a signed decimal, then a binary or decimal SI suffix or an exponent
+_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z")
 
 
 def _quantity(value: Any) -> str | None:
@@ -286,10 +347,9 @@ def _quantity(value: Any) -> str | None:
 
 _PARSED = {
     "io.k8s.apimachinery.pkg.apis.meta.v1.Time": _time,
-    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": _time,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": _micro_time,
     "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
 }
-
 
 _GO_TYPE = {"object": "object", "array": "array", "string": "string", "integer": "int", "number": "float64",
             "boolean": "bool", "": "any"}

@@ -4,6 +4,7 @@ Status errors the client turns into ``ApiException``s."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from controlplane.tokens import find_admin, read_token_file
+from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve, start_serve
 
 
@@ -560,3 +562,28 @@ def test_self_subject_reviews_through_the_typed_client(api: client.ApiClient) ->
     assert review.status.allowed is True  # AlwaysAllow
     who = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
     assert who.status.user_info.username and "system:authenticated" in who.status.user_info.groups
+
+
+def test_times_the_client_sends_are_stored_as_go_writes_them(served: Serve, api: client.ApiClient, ns: str) -> None:
+    """The client sends a datetime as ``isoformat()`` gives it. A Lease's MicroTimes must
+    have six digits of a second, as Go parses them (a whole second is upstream's 400),
+    and every Time is stored in UTC, as Go writes it back: kubectl and informers read it."""
+    leases = client.CoordinationV1Api(api)
+    plus2 = datetime.timezone(datetime.timedelta(hours=2))
+    renewed = datetime.datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=plus2)
+    lease = leases.create_namespaced_lease(ns, client.V1Lease(
+        metadata=client.V1ObjectMeta(name="holder"), spec=client.V1LeaseSpec(holder_identity="me", renew_time=renewed)))
+    assert lease.spec.renew_time == renewed
+    spec = orjson.loads(kubectl(served, "get", "lease", "holder", "-n", ns, "-o", "jsonpath={.spec}"))
+    assert spec["renewTime"] == "2026-01-01T10:00:00.123456Z"
+    with pytest.raises(ApiException) as e:
+        leases.patch_namespaced_lease("holder", ns, {"spec": {"renewTime": renewed.replace(microsecond=0)}})
+    assert e.value.status == 422 and 'cannot parse \\"+02:00\\" as \\".000000\\"' in e.value.body
+    pods = client.CoreV1Api(api)
+    pods.create_namespaced_pod(ns, client.V1Pod(metadata=client.V1ObjectMeta(name="timed"), spec=client.V1PodSpec(
+        node_name="nowhere", containers=[client.V1Container(name="c", image="x")])))
+    started = datetime.datetime(2026, 1, 1, 12, 0, 0, 999999, tzinfo=plus2)
+    pod = pods.patch_namespaced_pod_status("timed", ns, {"status": {"startTime": started}})
+    assert pod.status.start_time == started.replace(microsecond=0)
+    status = orjson.loads(kubectl(served, "get", "pod", "timed", "-n", ns, "-o", "jsonpath={.status}"))
+    assert status["startTime"] == "2026-01-01T10:00:00Z"

@@ -293,3 +293,66 @@ def test_a_patch_result_is_checked_only_where_it_differs_from_what_was_stored() 
     retyped["spec"]["containers"][0]["ports"] = [{"containerPort": 80.0}]  # == 80 in Python, not in Go
     assert [m[0] for m in shape.check(retyped, count_keys=False, known=stored).mismatched] == \
         ["spec.containers[0].ports[0].containerPort"]
+
+
+def lease(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": spec}
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+    ("2026-01-01T01:30:00+01:30", "2026-01-01T00:00:00Z"),       # in UTC
+    ("2025-12-31T23:00:00.999999-01:00", "2026-01-01T00:00:00Z"),  # to the second
+    ("2024-02-29T12:00:00.5Z", "2024-02-29T12:00:00Z"),
+])
+def test_a_time_is_stored_as_go_writes_it_back(given: str, stored: str) -> None:
+    shape = shape_of("batch", "v1", "Job")
+    assert shape is not None
+    def job(at: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "creationTimestamp": at},
+                "status": {"startTime": at, "conditions": [{"type": "Complete", "status": "True",
+                                                            "lastTransitionTime": at}]}}
+
+    written = job(given)
+    assert not shape.check(written).malformed
+    assert written == job(stored)
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    ("2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z"),
+    ("2026-01-01T02:00:00.123456+02:00", "2026-01-01T00:00:00.123456Z"),
+])
+def test_a_micro_time_is_stored_in_utc_with_its_microseconds(given: str, stored: str) -> None:
+    shape = shape_of("coordination.k8s.io", "v1", "Lease")
+    assert shape is not None
+    obj = lease(renewTime=given, acquireTime=given)
+    assert not shape.check(obj).malformed
+    assert obj == lease(renewTime=stored, acquireTime=stored)
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    # what the Python client sends for a datetime without microseconds (isoformat)
+    ("2026-01-01T00:00:00+00:00", 'cannot parse "+00:00" as ".000000"'),
+    ("2026-01-01T00:00:00Z", 'cannot parse "Z" as ".000000"'),
+    ("2026-01-01T00:00:00.5Z", 'cannot parse ".5Z" as ".000000"'),
+    ("2026-01-01T00:00:00.123456789Z", 'cannot parse "789Z" as "Z07:00"'),
+])
+def test_a_micro_time_needs_six_digits_of_a_second_as_go_parses_it(given: str, why: str) -> None:
+    shape = shape_of("coordination.k8s.io", "v1", "Lease")
+    assert shape is not None
+    obj = lease(renewTime=given)
+    found = shape.check(obj)
+    assert found.malformed == [f'parsing time "{given}" as "2006-01-02T15:04:05.000000Z07:00": {why}']
+    assert obj == lease(renewTime=given)  # (the request fails: nothing to store)
+
+
+@pytest.mark.parametrize(("given", "what"), [
+    ("2026-13-01T00:00:00Z", "month"), ("2026-02-29T00:00:00Z", "day"), ("2026-04-31T00:00:00Z", "day"),
+    ("2026-01-01T24:00:00Z", "hour"), ("2026-01-01T00:60:00Z", "minute"), ("2026-01-01T00:00:60Z", "second"),
+])
+def test_a_time_out_of_range_is_malformed(given: str, what: str) -> None:
+    shape = shape_of("batch", "v1", "Job")
+    assert shape is not None
+    found = shape.check({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                         "status": {"startTime": given}})
+    assert found.malformed == [f'parsing time "{given}": {what} out of range']
