@@ -369,8 +369,13 @@ class KubeApi:
             return await self._log(rtype, namespace, name, query, send)
         if subresource == "scale" and name is not None:
             body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
-            return await self._json(send, 200, await self._scale(rtype, namespace, name, method, content_type,
-                                                                 body))
+            scale = await self._scale(rtype, namespace, name, method, content_type, body)
+            accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
+            if accept and wants_table(accept) and rtype.custom is None:  # as upstream's Scale printer prints it
+                scale = as_table("scales.autoscaling", [scale],
+                                 {"resourceVersion": scale["metadata"]["resourceVersion"]},
+                                 query.get("includeObject", "Metadata"))
+            return await self._json(send, 200, scale)
         if subresource == "finalize" and name is not None and rtype is self._namespaces:
             if method != "PUT":
                 raise ApiError.method_not_allowed(method)

@@ -518,6 +518,9 @@ COLUMNS: dict[str, list[Column]] = {
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),
                        _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],
+    # the autoscaling/v1 Scale of a built-in type's ``scale`` subresource (kubectl get --subresource=scale)
+    "scales.autoscaling": [_NAME, _col("Desired", lambda o: _get(o, "spec", "replicas", default=0), "integer"),
+                           _col("Available", lambda o: _get(o, "status", "replicas", default=0), "integer"), _AGE],
     # metrics.k8s.io (api/resourcemetrics.py): metrics-server's columns; a pod's are its containers' sum
     "nodes.metrics.k8s.io": [_NAME, _col("CPU", lambda o: _canonical(_get(o, "usage", "cpu"))),
                              _col("Memory", lambda o: _canonical(_get(o, "usage", "memory"))),

@@ -52,6 +52,13 @@ def test_scale_reads_and_writes_the_replicas(served: Serve, api: client.ApiClien
     assert apps.read_namespaced_deployment("scaled", "default").spec.replicas == 3
 
 
+def test_kubectl_get_subresource_scale_prints_upstreams_scale_columns(served: Serve, api: client.ApiClient) -> None:
+    client.AppsV1Api(api).create_namespaced_deployment("default", deployment("printed", 3))
+    out = kubectl(served, "get", "deployment", "printed", "--subresource=scale").splitlines()
+    assert out[0].split() == ["NAME", "DESIRED", "AVAILABLE", "AGE"]
+    assert out[1].split()[:3] == ["printed", "3", "0"]  # (no controllers in this server: none available)
+
+
 def test_scale_of_a_missing_object_is_404_and_discovery_lists_it(served: Serve) -> None:
     r = httpx.get(f"{served.url}/apis/apps/v1/namespaces/default/deployments/nope/scale", headers=bearer(served))
     assert r.status_code == 404
