@@ -225,6 +225,8 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "replicasets": {"status.replicas": _path("status", "replicas", zero="0")},
     "jobs": {"status.successful": _path("status", "succeeded", zero="0")},
     "services": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+    # resource.k8s.io: what DRA drivers and the kubelet list (and delete) their slices by
+    "resourceslices": {"spec.nodeName": _path("spec", "nodeName"), "spec.driver": _path("spec", "driver")},
 }
 
 

@@ -587,3 +587,27 @@ def test_times_the_client_sends_are_stored_as_go_writes_them(served: Serve, api:
     assert pod.status.start_time == started.replace(microsecond=0)
     status = orjson.loads(kubectl(served, "get", "pod", "timed", "-n", ns, "-o", "jsonpath={.status}"))
     assert status["startTime"] == "2026-01-01T10:00:00Z"
+
+
+def test_resource_slices_are_selected_by_node_and_driver(api: client.ApiClient) -> None:
+    """As a DRA driver lists its slices, and the kubelet deletes a driver's slices of its node:
+    by the field selectors ``spec.nodeName`` and ``spec.driver`` (upstream's selectable fields)."""
+    dra = client.ResourceV1Api(api)
+    for node, driver in (("n1", "gpu.example.com"), ("n2", "gpu.example.com"), ("n1", "nic.example.com")):
+        dra.create_resource_slice(client.V1ResourceSlice(
+            metadata=client.V1ObjectMeta(name=f"{node}-{driver.split('.')[0]}"),
+            spec=client.V1ResourceSliceSpec(driver=driver, node_name=node, devices=[client.V1Device(name="d0")],
+                                            pool=client.V1ResourcePool(name=node, generation=1,
+                                                                       resource_slice_count=1))))
+
+    def names(selector: str) -> list[str]:
+        return sorted(s.metadata.name for s in dra.list_resource_slice(field_selector=selector).items)
+
+    assert names("spec.driver=gpu.example.com") == ["n1-gpu", "n2-gpu"]
+    assert names("spec.nodeName=n1,spec.driver=nic.example.com") == ["n1-nic"]
+    assert names("spec.nodeName!=n1") == ["n2-gpu"]
+    dra.delete_collection_resource_slice(field_selector="spec.nodeName=n1,spec.driver=gpu.example.com")
+    assert names("spec.driver=gpu.example.com") == ["n2-gpu"]
+    with pytest.raises(ApiException) as e:
+        dra.list_resource_slice(field_selector="spec.pool.name=n1")
+    assert e.value.status == 400 and "field label not supported: spec.pool.name" in e.value.body
