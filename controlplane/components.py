@@ -68,9 +68,9 @@ COMPONENTS: list[Component] = [
     # reads metrics.k8s.io, which the API serves from the pods' declared usage (api/resourcemetrics.py)
     Component("horizontal-pod-autoscaler", "controlplane.controllers.podautoscaler:start",
               lambda config: config.scheduler),
-    # the default roles are created in RBAC mode (api/rbacpolicy.py); their rules are aggregated here
+    # the default roles are created at start in every mode (api/rbacpolicy.py); their rules are aggregated here
     Component("clusterrole-aggregation-controller", "controlplane.controllers.clusterroles:start",
-              lambda config: config.authorization_mode == "RBAC"),
+              lambda config: True),
 ]
 
 

@@ -258,8 +258,8 @@ def create_app(config: Config) -> FastAPI:
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
             state.caches = caches
+            await kube.bootstrap_rbac()  # in every mode, as upstream's rbac/bootstrap-roles hook
             if config.authorization_mode == "RBAC":
-                await kube.bootstrap_rbac()
                 kube.authorizer = _rbac_authorizer(kube, caches)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             components = enabled(config)

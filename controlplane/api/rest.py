@@ -158,7 +158,9 @@ class KubeApi:
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
 
     async def bootstrap_rbac(self) -> None:
-        """The bootstrap policy RBAC mode needs: ``cluster-admin`` for ``system:masters``."""
+        """The bootstrap policy: ``cluster-admin`` for ``system:masters``, and the default
+        ``admin``, ``edit`` and ``view`` roles. Created whatever the authorization mode, as
+        upstream's ``rbac/bootstrap-roles`` hook does (the roles exist to be bound)."""
         for plural, obj in RBAC_BOOTSTRAP:
             rtype = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
             assert rtype is not None

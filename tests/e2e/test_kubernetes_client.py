@@ -611,3 +611,20 @@ def test_resource_slices_are_selected_by_node_and_driver(api: client.ApiClient) 
     with pytest.raises(ApiException) as e:
         dra.list_resource_slice(field_selector="spec.pool.name=n1")
     assert e.value.status == 400 and "field label not supported: spec.pool.name" in e.value.body
+
+
+def test_the_default_cluster_roles_exist_without_rbac_mode(served: Serve, api: client.ApiClient) -> None:
+    """kube-apiserver bootstraps its RBAC policy whatever its authorization mode: charts and
+    tools bind to ``cluster-admin``, ``admin``, ``edit`` and ``view`` and read them."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    roles = {r.metadata.name: r for r in rbac.list_cluster_role().items}
+    assert {"cluster-admin", "admin", "edit", "view"} <= set(roles)
+    assert roles["view"].aggregation_rule.cluster_role_selectors[0].match_labels == {
+        "rbac.authorization.k8s.io/aggregate-to-view": "true"}
+    binding = rbac.read_cluster_role_binding("cluster-admin")
+    assert binding.role_ref.name == "cluster-admin" and binding.subjects[0].name == "system:masters"
+    deadline = time.monotonic() + 30
+    while not rbac.read_cluster_role("view").rules and time.monotonic() < deadline:
+        time.sleep(0.1)  # the aggregation controller fills the rules in
+    out = kubectl(served, "describe", "clusterrole", "view")
+    assert "pods" in out and "[get list watch]" in out
