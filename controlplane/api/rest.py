@@ -66,6 +66,7 @@ from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
+from .rbacpolicy import aggregated_rules
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .resourcemetrics import GROUP as METRICS_GROUP
 from .resourcemetrics import ResourceMetrics
@@ -160,8 +161,17 @@ class KubeApi:
     async def bootstrap_rbac(self) -> None:
         """The bootstrap policy: ``cluster-admin`` for ``system:masters``, and the default
         ``admin``, ``edit`` and ``view`` roles. Created whatever the authorization mode, as
-        upstream's ``rbac/bootstrap-roles`` hook does (the roles exist to be bound)."""
-        for plural, obj in RBAC_BOOTSTRAP:
+        upstream's ``rbac/bootstrap-roles`` hook does (the roles exist to be bound). The
+        aggregated roles are written with the rules the aggregation controller would gather,
+        so that it has nothing to write once the server is ready."""
+        policy = [(plural, {**obj}) for plural, obj in RBAC_BOOTSTRAP]
+        roles = [obj for plural, obj in policy if plural == "clusterroles"]
+        for _ in roles:  # to the fixed point of the chains (view into edit into admin)
+            for role in roles:
+                rules = aggregated_rules(role, roles)
+                if rules is not None:
+                    role["rules"] = rules
+        for plural, obj in policy:
             rtype = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
             assert rtype is not None
             body = {**obj, "metadata": {**obj["metadata"], "uid": new_uid(), "creationTimestamp": _now()}}
