@@ -335,6 +335,23 @@ def _micro_time(value: Any) -> str | None:
     return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
+
+
+def _base64(value: Any) -> str | None:
+    """A ``[]byte`` field (Secret ``data``, ConfigMap ``binaryData``, ``caBundle``) as Go's
+    JSON decoder reads it: standard base64, padded; line breaks are skipped."""
+    if type(value) is not str:
+        return None
+    text = value.replace("\r", "").replace("\n", "") if "\n" in value or "\r" in value else value
+    if _BASE64.match(text):
+        return None
+    bad = _NOT_BASE64.search(text)  # (where Go stops, near enough: a stray byte, a short end, a padding)
+    at = bad.start() if bad else len(text) - len(text) % 4 if len(text) % 4 else max(text.find("="), 0)
+    return f"illegal base64 data at input byte {at}"
+
+
 # resource.ParseQuantity: a signed decimal, then a binary or decimal SI suffix or an exponent
 _QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z")
 
@@ -443,6 +460,8 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
     items = node.get("items")
     if kind == "array" and isinstance(items, dict):
         shape.items = compile_schema(items, resolve, named)
+    if kind == "string" and node.get("format") == "byte":  # a Go []byte: base64 in JSON
+        shape.parse = _base64
 
 
 def _expect(shape: Shape, kind: str | None) -> None:

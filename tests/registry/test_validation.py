@@ -356,3 +356,21 @@ def test_a_time_out_of_range_is_malformed(given: str, what: str) -> None:
     found = shape.check({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
                          "status": {"startTime": given}})
     assert found.malformed == [f'parsing time "{given}": {what} out of range']
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    ("YWJj", None), ("YWI=", None), ("YQ==", None), ("", None), ("YWJj\nZGVm", None),  # Go skips line breaks
+    ("!!", "illegal base64 data at input byte 0"), ("YWJjZ", "illegal base64 data at input byte 4"),
+    ("YW Jj", "illegal base64 data at input byte 2"), ("YQ", "illegal base64 data at input byte 0"),
+])
+def test_byte_fields_are_standard_base64_as_go_decodes_them(given: str, why: str | None) -> None:
+    """ConfigMap ``binaryData``, Secret ``data``, webhooks' ``caBundle``: a Go []byte,
+    which a Go client cannot decode from anything else (so neither can its informers)."""
+    cm_shape, hook_shape = shape_of("", "v1", "ConfigMap"), \
+        shape_of("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration")
+    assert cm_shape is not None and hook_shape is not None
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "binaryData": {"k": given}}
+    hooks = {"metadata": {"name": "w"}, "webhooks": [{"name": "a.b.c", "clientConfig": {"caBundle": given}}]}
+    expected = [] if why is None else [why]
+    assert cm_shape.check(cm).malformed == expected
+    assert hook_shape.check(hooks).malformed == expected
