@@ -615,10 +615,16 @@ class KubeApi:
                 raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
                                f"create new content in namespace {namespace} because it is being terminated",
                                {"name": name, "kind": rtype.plural})
+        generated = ""
         if name:
             causes = validate_name(rtype.plural if rtype.custom is None else "", name)
             if causes:
                 raise ApiError.invalid(rtype, name, causes)
+        else:  # upstream generates the name, then validates the prefix (a trailing dash allowed) and the name
+            generated = _generated_name(generate)
+            causes = _generate_name_causes(rtype.plural if rtype.custom is None else "", generate, generated)
+            if causes:
+                raise ApiError.invalid(rtype, generated, causes)
         if CONVERSION.get() is EVENTS_V1:
             causes = validate_events_v1(obj)
             if causes:
@@ -657,9 +663,9 @@ class KubeApi:
             if _PROTECTION_FINALIZERS[rtype.plural] not in finalizers:
                 finalizers.append(_PROTECTION_FINALIZERS[rtype.plural])
         obj = _metadata_first(obj)
-        for _attempt in range(8):
+        for attempt in range(8):
             if not name:
-                meta["name"] = generate + random_hex(5)
+                meta["name"] = generated if attempt == 0 else _generated_name(generate)
             store_key = rtype.key(namespace, meta["name"])
             stored = orjson.dumps(obj)
             try:
@@ -1050,7 +1056,7 @@ class KubeApi:
                     if spec.get(field) is None and old_spec.get(field) is not None:
                         spec[field] = old_spec[field]
         meta = obj.get("metadata")
-        if isinstance(meta, dict) and (meta.get("labels") or meta.get("annotations")):
+        if isinstance(meta, dict) and (meta.get("labels") or meta.get("annotations") or meta.get("finalizers")):
             causes = validate_metadata(meta)
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
@@ -1680,6 +1686,24 @@ def _binding_name(body: bytes) -> str:
         raise ApiError(422, "Invalid", 'Binding "" is invalid: metadata.name: Required value: name or generateName '
                        "is required")
     return name
+
+
+# upstream's SimpleNameGenerator: at most 58 characters of the prefix, then 5 random ones
+_GENERATED_PREFIX = 63 - 5
+
+
+def _generated_name(generate: str) -> str:
+    return generate[:_GENERATED_PREFIX] + random_hex(5)
+
+
+def _generate_name_causes(plural: str, generate: str, generated: str) -> list[dict[str, str]]:
+    """The 422 causes of a ``generateName`` and of the name made of it, as ValidateObjectMeta
+    reports them: the prefix is checked as a name whose trailing dash is allowed."""
+    masked = generate[:-1] + "a" if generate.endswith("-") else generate
+    causes = [{**c, "field": "metadata.generateName",
+               "message": c["message"].replace(f'"{masked}"', f'"{generate}"', 1)}
+              for c in validate_name(plural, masked)]
+    return causes + validate_name(plural, generated)
 
 
 def _non_negative(raw: str | None, default: int, what: str) -> int:

@@ -335,10 +335,16 @@ def _qualified_name(key: str) -> str | None:
     return None
 
 
+def _go_strings(values: list[Any]) -> str:
+    """A []string as Go's ``%v`` prints it in a field error: ``[]string{"a", "b"}``."""
+    return "[]string{" + ", ".join(f'"{v}"' for v in values) + "}"
+
+
 def validate_metadata(meta: dict[str, Any]) -> Causes:
-    """The causes for a 422 in an object's labels and annotations, as upstream's
-    ValidateLabels and ValidateAnnotations: qualified-name keys, label values of at
-    most 63 characters of the label syntax, annotations at most 256 KiB in all."""
+    """The causes for a 422 in an object's labels, annotations and finalizers, as upstream's
+    ValidateLabels, ValidateAnnotations and ValidateFinalizers: qualified-name keys and
+    finalizers, label values of at most 63 characters of the label syntax, annotations at
+    most 256 KiB in all."""
     causes: Causes = []
     labels = meta.get("labels")
     if isinstance(labels, dict):
@@ -355,6 +361,16 @@ def validate_metadata(meta: dict[str, Any]) -> Causes:
                                            "with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
                                            "'12345', regex used for validation is "
                                            "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))
+    finalizers = meta.get("finalizers")
+    if isinstance(finalizers, list):  # ValidateFinalizers: qualified names, not both dependents' policies
+        for f in finalizers:
+            why = _qualified_name(f) if isinstance(f, str) else None
+            if why is not None:
+                causes.append(_invalid("metadata.finalizers", f, why))
+        if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+            causes.append({"reason": "FieldValueInvalid", "field": "metadata.finalizers",
+                           "message": f"Invalid value: {_go_strings(finalizers)}: finalizer orphan and "
+                                      "foregroundDeletion cannot be both set"})
     annotations = meta.get("annotations")
     if isinstance(annotations, dict) and annotations:
         size = 0

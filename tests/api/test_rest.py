@@ -82,3 +82,50 @@ async def test_an_update_names_both_names_when_they_differ(client: Client) -> No
         await client.update(f"{CMS}/cm", {**created, "metadata": {**created["metadata"], "name": "other"}})
     assert e.value.code == 400
     assert e.value.message == "the name of the object (other) does not match the name on the URL (cm)"
+
+
+async def test_a_generated_name_is_validated_as_upstream_validates_it(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"generateName": "Bad_"}})
+    assert e.value.code == 422
+    causes = e.value.status["details"]["causes"]
+    assert [c["field"] for c in causes] == ["metadata.generateName", "metadata.name"]
+    assert causes[0]["message"].startswith('Invalid value: "Bad_": a lowercase RFC 1123 subdomain')
+    generated = e.value.status["details"]["name"]
+    assert generated.startswith("Bad_") and len(generated) == len("Bad_") + 5
+    assert (await client.list(CMS))["items"] == []
+    # a trailing dash is what a prefix has; a long prefix is cut so that the name fits (a
+    # Service's name is a DNS-1035 label, at most 63 characters; so is its generateName)
+    made = await client.create(CMS, {"metadata": {"generateName": "web-"}})
+    assert made["metadata"]["name"].startswith("web-") and made["metadata"]["generateName"] == "web-"
+    services = resource_path("", "v1", "services", "default")
+    svc = await client.create(services, {"metadata": {"generateName": "s" * 60},
+                                         "spec": {"ports": [{"port": 80}]}})
+    assert len(svc["metadata"]["name"]) == 63 and svc["metadata"]["name"].startswith("s" * 58)
+    with pytest.raises(ApiError) as long:
+        await client.create(services, {"metadata": {"generateName": "s" * 64}, "spec": {"ports": [{"port": 80}]}})
+    assert long.value.code == 422 and "must be no more than 63 characters" in long.value.message
+
+
+async def test_finalizers_are_qualified_names(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "cm", "finalizers": ["example.com/ok", "not ok"]}})
+    assert e.value.code == 422
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == ["metadata.finalizers"]
+    assert 'Invalid value: "not ok": name part must consist of' in e.value.message
+    await client.create(CMS, {"metadata": {"name": "cm", "finalizers": ["example.com/ok"]}})
+    with pytest.raises(ApiError) as both:
+        await client.patch(f"{CMS}/cm", {"metadata": {"finalizers": ["orphan", "foregroundDeletion"]}})
+    assert both.value.code == 422 and "finalizer orphan and foregroundDeletion cannot be both set" in \
+        both.value.message
+
+
+async def test_binary_data_that_is_not_base64_is_refused(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "cm"}, "binaryData": {"k": "not base64!"}})
+    assert e.value.code == 400
+    assert e.value.message == ('ConfigMap in version "v1" cannot be handled as a ConfigMap: illegal base64 data '
+                               "at input byte 3")
+    with pytest.raises(ApiError) as missing:
+        await client.get(f"{CMS}/cm")
+    assert missing.value.code == 404
