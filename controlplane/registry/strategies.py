@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import ipaddress
 import random
 import re
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .autoscaling import prepare_horizontal_pod_autoscaler
+from .immutable import pod_update_causes, service_update_causes, workload_causes
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podspec import default_pod_spec
 from .quota import prepare_limit_range, prepare_resource_quota
@@ -304,7 +306,16 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
     normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
-        return _cron_job_causes(obj) if plural == "cronjobs" else []
+        return _cron_job_causes(obj) if plural == "cronjobs" else workload_causes(plural, obj, old)
+    if old is not None and plural == "pods":
+        spec, old_spec = obj.get("spec"), old.get("spec")
+        if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
+            return []
+        probe = {"spec": copy.deepcopy(spec)}  # compared defaulted, as upstream decodes an update
+        _default_pod(probe)
+        return pod_update_causes(probe["spec"], old_spec)
+    if old is not None and plural == "services":
+        return service_update_causes(obj, old)
     f = _PREPARERS.get(plural)
     try:
         return f(obj, old) if f is not None else []

@@ -268,3 +268,39 @@ def test_kubectl_debug_adds_an_ephemeral_container(served: Serve) -> None:
             '{"status": {"phase": "Running", "ephemeralContainerStatuses": [{"name": "dbg", "image": "busybox:1.36", '
             '"imageID": "", "ready": false, "restartCount": 0, "state": {"running": {}}}]}}')
     assert kubectl(served, "logs", "debugged", "-c", "dbg") == ""
+
+
+IMMUTABLE = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frozen, namespace: default}
+spec:
+  selector: {matchLabels: {app: frozen}}
+  template:
+    metadata: {labels: {app: frozen}}
+    spec: {containers: [{name: c, image: "nginx:1.27"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: frozen, namespace: default}
+spec:
+  containers: [{name: c, image: "nginx:1.27"}]
+"""
+
+
+def test_apply_of_a_changed_immutable_field_fails_as_upstream(served: Serve) -> None:
+    """What GitOps tools look for to recreate an object: ``field is immutable``, 422."""
+    kubectl(served, "apply", "-f", "-", stdin=IMMUTABLE)
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    relabelled = IMMUTABLE.split("---")[0].replace("{app: frozen}", "{app: thawed}")
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=relabelled, capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode != 0
+    assert 'The Deployment "frozen" is invalid: spec.selector: Invalid value:' in r.stderr
+    assert "field is immutable" in r.stderr
+    pod = IMMUTABLE.split("---")[1].replace("containers:", "restartPolicy: Never\n  containers:")
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=pod, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "pod updates may not change fields other than" in r.stderr
+    # what may change does
+    assert "configured" in kubectl(served, "apply", "-f", "-", stdin=IMMUTABLE.replace("1.27", "1.28"))
+    assert kubectl(served, "get", "pod", "frozen", "-o", "jsonpath={.spec.containers[0].image}") == "nginx:1.28"

@@ -1,0 +1,222 @@
+"""What a write may not say, as upstream's hand-written validation says it: workloads'
+selectors and templates, and what an update may not change (``ValidateDeploymentUpdate``,
+``ValidateStatefulSetUpdate``, ``ValidateJobUpdate``, ``ValidatePodUpdate``,
+``ValidateServiceUpdate``). Each answers the causes of a 422 Invalid::
+
+    workload_causes("deployments", new, old)   # [{'field': 'spec.selector', ... 'field is immutable'}]
+
+The messages keep upstream's words, which tools match on: Flux and Argo CD recreate an
+object whose update failed with ``field is immutable``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+
+from .disruption import selector_matches
+
+__all__ = ["pod_update_causes", "service_update_causes", "workload_causes"]
+
+Obj = dict[str, Any]
+Causes = list[dict[str, str]]
+
+# apps/v1 and batch/v1 kinds with a LabelSelector over their pod template, and the word
+# upstream's "empty selector is invalid for ..." uses (ReplicaSets say "deployment" too)
+_SELECTED = {"deployments": "deployment", "replicasets": "deployment", "daemonsets": "daemonset",
+             "statefulsets": "statefulset", "jobs": "job"}
+# the StatefulSet spec fields an update may change
+_STATEFUL_SET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit",
+                         "persistentVolumeClaimRetentionPolicy", "minReadySeconds")
+
+
+def _go_map(labels: Any) -> str:
+    """A map[string]string as Go's ``%#v`` prints it in a field error (keys sorted)."""
+    if not isinstance(labels, dict):
+        return "map[string]string(nil)"
+    return "map[string]string{" + ", ".join(f'"{k}":"{labels[k]}"' for k in sorted(labels)) + "}"
+
+
+def _immutable(field: str, value: Any) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "field": field,
+            "message": f"Invalid value: {_show(value)}: field is immutable"}
+
+
+def _show(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() if not isinstance(value, str) else f'"{value}"'
+
+
+def _spec(obj: Obj | None) -> Obj:
+    spec = (obj or {}).get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
+    """A workload's selector must select its template's labels; an update may not change
+    the selector, nor a StatefulSet's other fixed fields, nor a started Job's template."""
+    word = _SELECTED.get(plural)
+    if word is None:
+        return []
+    spec, causes = _spec(obj), []
+    selector = spec.get("selector")
+    if isinstance(selector, dict):
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            causes.append({"reason": "FieldValueInvalid", "field": "spec.selector",
+                           "message": f"Invalid value: {_show(selector)}: empty selector is invalid for {word}"})
+        elif not selector_matches(selector, labels):
+            causes.append({"reason": "FieldValueInvalid", "field": "spec.template.metadata.labels",
+                           "message": f"Invalid value: {_go_map(labels)}: `selector` does not match template "
+                                      "`labels`"})
+    if old is None:
+        return causes
+    old_spec = _spec(old)
+    if spec is old_spec:  # a status or scale write: the spec is the stored one
+        return causes
+    if spec.get("selector") != old_spec.get("selector"):
+        causes.append(_immutable("spec.selector", spec.get("selector")))
+    if plural == "statefulsets":
+        fixed = {k: v for k, v in spec.items() if k not in _STATEFUL_SET_MUTABLE}
+        was = {k: v for k, v in old_spec.items() if k not in _STATEFUL_SET_MUTABLE}
+        if fixed != was:
+            causes.append({"reason": "FieldValueForbidden", "field": "spec",
+                           "message": "Forbidden: updates to statefulset spec for fields other than 'replicas', "
+                                      "'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', "
+                                      "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"})
+    if plural == "jobs":
+        causes += _job_update_causes(spec, old_spec, old)
+    return causes
+
+
+def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
+    """A Job's template is fixed, but for the scheduling directives of a suspended Job that
+    never started (labels, annotations, node selector and affinity, tolerations, gates);
+    ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``."""
+    causes = []
+    template, was = spec.get("template"), old_spec.get("template")
+    if template != was:
+        suspended = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
+        if not (suspended and _same_but_scheduling(template, was)):
+            causes.append(_immutable("spec.template", template))
+    completions = spec.get("completions")
+    if completions != old_spec.get("completions"):
+        elastic = spec.get("completionMode") == "Indexed" and completions == spec.get("parallelism")
+        if not elastic:
+            causes.append(_immutable("spec.completions", completions))
+    return causes
+
+
+_SCHEDULING = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
+
+
+def _same_but_scheduling(template: Any, was: Any) -> bool:
+    if not isinstance(template, dict) or not isinstance(was, dict):
+        return False
+    a, b = copy.deepcopy(template), copy.deepcopy(was)
+    for t in (a, b):
+        t.pop("metadata", None)  # labels and annotations
+        for k in _SCHEDULING:
+            (t.get("spec") or {}).pop(k, None)
+    return a == b
+
+
+# -- pods ------------------------------------------------------------------------------
+_POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+    "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without nulls, empty lists and empty maps: what Go's semantic equality
+    takes for absent (an update's body need not repeat the zero values the store holds)."""
+    if isinstance(value, dict):
+        out = {k: _plain(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def pod_update_causes(new_spec: Obj, old_spec: Obj) -> Causes:
+    """What an update of a pod (not through a subresource) may change, as ValidatePodUpdate:
+    container images, ``activeDeadlineSeconds``, added tolerations, removed scheduling
+    gates (and, while gated, the node selector and affinity); nothing else. ``new_spec``
+    is defaulted as the stored one was."""
+    if new_spec is old_spec or new_spec == old_spec:
+        return []
+    causes: Causes = []
+    for field in ("containers", "initContainers"):
+        if len(new_spec.get(field) or ()) != len(old_spec.get(field) or ()):
+            return [{"reason": "FieldValueForbidden", "field": f"spec.{field}",
+                     "message": "Forbidden: pod updates may not add or remove containers"}]
+    old_tolerations = [{k: v for k, v in t.items() if k != "tolerationSeconds"}
+                       for t in old_spec.get("tolerations") or () if isinstance(t, dict)]
+    new_tolerations = [{k: v for k, v in t.items() if k != "tolerationSeconds"}
+                       for t in new_spec.get("tolerations") or () if isinstance(t, dict)]
+    if any(t not in new_tolerations for t in old_tolerations):
+        causes.append({"reason": "FieldValueForbidden", "field": "spec.tolerations",
+                       "message": "Forbidden: existing toleration can not be modified except its tolerationSeconds"})
+    old_gates = {g.get("name") for g in old_spec.get("schedulingGates") or () if isinstance(g, dict)}
+    for i, g in enumerate(new_spec.get("schedulingGates") or ()):
+        if isinstance(g, dict) and g.get("name") not in old_gates:
+            causes.append({"reason": "FieldValueForbidden", "field": f"spec.schedulingGates[{i}].name",
+                           "message": "Forbidden: only deletion is allowed, but found new scheduling gate "
+                                      f"'{g.get('name')}'"})
+    munged = copy.deepcopy(new_spec)
+    for field in ("containers", "initContainers"):
+        for container, was in zip(munged.get(field) or (), old_spec.get(field) or (), strict=False):
+            if isinstance(container, dict) and isinstance(was, dict):
+                container["image"] = was.get("image")
+    for field in ("activeDeadlineSeconds", "schedulingGates", "tolerations",
+                  *(("nodeSelector", "affinity") if old_spec.get("schedulingGates") else ())):
+        if field in old_spec:
+            munged[field] = old_spec[field]
+        else:
+            munged.pop(field, None)
+    grace, old_grace = munged.get("terminationGracePeriodSeconds"), old_spec.get("terminationGracePeriodSeconds")
+    if isinstance(old_grace, int) and old_grace < 0 and grace == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    plain_new, plain_old = _plain(munged), _plain(old_spec)
+    if plain_new != plain_old:
+        changed = sorted(k for k in set(plain_new) | set(plain_old) if plain_new.get(k) != plain_old.get(k))
+        causes.append({"reason": "FieldValueForbidden", "field": "spec",
+                       "message": f"{_POD_UPDATE_FORBIDDEN}\n  changed: " + ", ".join(f"spec.{k}" for k in changed)})
+    return causes
+
+
+# -- services --------------------------------------------------------------------------
+def service_update_causes(obj: Obj, old: Obj) -> Causes:
+    """A Service keeps the cluster IPs it was given: an update that leaves them out keeps
+    them (upstream's ``patchAllocatedValues``), one that changes them is refused (unless
+    the Service is or becomes an ExternalName, which has none)."""
+    spec, old_spec = _spec(obj), _spec(old)
+    if spec is old_spec:
+        return []
+    if spec.get("type") == "ExternalName" and old_spec.get("type") != "ExternalName":
+        for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):  # dropTypeDependentFields
+            if spec.get(field) == old_spec.get(field):
+                spec.pop(field, None)
+    if "ExternalName" in (spec.get("type"), old_spec.get("type")):
+        return []
+    old_ips = old_spec.get("clusterIPs") or ([old_spec["clusterIP"]] if old_spec.get("clusterIP") else [])
+    if not old_ips:
+        return []
+    if spec.get("clusterIP") != old_spec.get("clusterIP") and spec.get("clusterIPs") == old_spec.get("clusterIPs"):
+        # only the singular field changed (an older client): it is what was meant (NormalizeClusterIPs)
+        spec["clusterIPs"] = [spec["clusterIP"]] if spec.get("clusterIP") else []
+    if not spec.get("clusterIP") and not spec.get("clusterIPs"):
+        spec["clusterIP"], spec["clusterIPs"] = old_ips[0], list(old_ips)
+        for field in ("ipFamilies", "ipFamilyPolicy"):
+            if field in old_spec and field not in spec:
+                spec[field] = old_spec[field]
+        return []
+    ips = spec.get("clusterIPs") or [spec.get("clusterIP")]
+    if spec.get("clusterIP") and not spec.get("clusterIPs"):
+        spec["clusterIPs"] = [spec["clusterIP"]]
+    if ips[0] != old_ips[0]:
+        return [{"reason": "FieldValueInvalid", "field": "spec.clusterIPs[0]",
+                 "message": f"Invalid value: {_show(ips)}: may not change once set"}]
+    return []
