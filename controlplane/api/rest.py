@@ -631,7 +631,7 @@ class KubeApi:
                 raise ApiError.invalid(rtype, name or generate, causes)
         if rtype.custom is None:
             default(rtype.plural, obj)
-        for key in ("resourceVersion", "deletionTimestamp"):
+        for key in ("resourceVersion", "deletionTimestamp", "selfLink"):  # (selfLink: never stored, as upstream)
             meta.pop(key, None)
         if "status" in rtype.subresources and not (rtype.plural == "nodes" and rtype.custom is None):
             # the status is the system's to write, through /status; but a kubelet
@@ -1778,6 +1778,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
             meta[field] = old_meta[field]
         else:
             meta.pop(field, None)
+    meta.pop("selfLink", None)  # cleared before storage, as upstream's PrepareObjectForStorage
     if new.get("spec") != old.get("spec"):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new

@@ -129,3 +129,12 @@ async def test_binary_data_that_is_not_base64_is_refused(client: Client) -> None
     with pytest.raises(ApiError) as missing:
         await client.get(f"{CMS}/cm")
     assert missing.value.code == 404
+
+
+async def test_a_self_link_is_never_stored(client: Client) -> None:
+    created = await client.create(CMS, {"metadata": {"name": "cm", "selfLink": "/api/v1/elsewhere"}})
+    assert "selfLink" not in created["metadata"]
+    patched = await client.patch(f"{CMS}/cm", {"metadata": {"selfLink": "/x", "labels": {"a": "b"}}})
+    updated = await client.update(f"{CMS}/cm", {**patched, "metadata": {**patched["metadata"], "selfLink": "/y"}})
+    assert "selfLink" not in patched["metadata"] and "selfLink" not in updated["metadata"]
+    assert "selfLink" not in (await client.get(f"{CMS}/cm"))["metadata"]
