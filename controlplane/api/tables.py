@@ -515,6 +515,8 @@ COLUMNS: dict[str, list[Column]] = {
         _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")),
         _col("ParamRef", lambda o: "<unset>" if not _get(o, "spec", "paramRef", default=None) else "*"), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
+    "deviceclasses": [_NAME, _AGE],
+    "resourceclaimtemplates": [_NAME, _AGE],
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),
                        _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],

@@ -304,3 +304,27 @@ def test_apply_of_a_changed_immutable_field_fails_as_upstream(served: Serve) -> 
     # what may change does
     assert "configured" in kubectl(served, "apply", "-f", "-", stdin=IMMUTABLE.replace("1.27", "1.28"))
     assert kubectl(served, "get", "pod", "frozen", "-o", "jsonpath={.spec.containers[0].image}") == "nginx:1.28"
+
+
+DRA_OBJECTS = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpus}
+spec: {}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: gpus}}]
+"""
+
+
+def test_get_prints_upstreams_columns_for_device_classes_and_claim_templates(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=DRA_OBJECTS)
+    for kind, name in (("deviceclasses", "gpus"), ("resourceclaimtemplates", "one-gpu")):
+        lines = kubectl(served, "get", kind).splitlines()
+        assert lines[0].split() == ["NAME", "AGE"]
+        assert lines[1].split()[0] == name
