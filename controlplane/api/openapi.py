@@ -45,7 +45,7 @@ import orjson
 
 from ..registry import Registry, ResourceType
 from ..registry.schema import KUBERNETES_VERSION, Definitions, Schema, definitions
-from .rest import SUPPORTED_QUERY
+from .rest import SUPPORTED_QUERY, accepted_patch_types
 
 __all__ = ["OpenApiV3", "convert_schema", "custom_resource_schema"]
 
@@ -59,10 +59,6 @@ _REF = "#/components/schemas/"
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
 _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
-# Patch types this server's PATCH accepts (controlplane.api.rest); the request body
-# of every PATCH operation lists them.
-PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-                       "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 _YEAR = 365 * 24 * 3600
 
 
@@ -271,7 +267,7 @@ class _PathBuilder:
         if "patch" in verbs:
             one["patch"] = self._op(f"patch{self.gv}{ns}{kind}", "patch", f"partially update the specified {kind}",
                                     _query(_PATCH), self._ok(self.kind_def, "200", "201"),
-                                    _content(_META + "Patch", PATCH_CONTENT_TYPES))
+                                    _content(_META + "Patch", accepted_patch_types(t)))
         if "delete" in verbs:
             one["delete"] = self._op(f"delete{self.gv}{ns}{kind}", "delete", f"delete a {kind}", _query(_DELETE),
                                      self._ok(self.kind_def, "200", "202"),
@@ -289,7 +285,7 @@ class _PathBuilder:
                 "patch": self._op(f"patch{self.gv}{ns}{kind}Status", "patch",
                                   f"partially update status of the specified {kind}", _query(_PATCH),
                                   self._ok(self.kind_def, "200", "201"),
-                                  _content(_META + "Patch", PATCH_CONTENT_TYPES)),
+                                  _content(_META + "Patch", accepted_patch_types(t))),
                 "parameters": name_param + ns_param + common,
             }
         if t.namespaced and "list" in verbs:

@@ -48,7 +48,7 @@ from ..registry.ephemeral import ephemeral_update
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
-from .apply import ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
+from .apply import APPLY_YAML, ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
@@ -1796,6 +1796,15 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
 
 STRATEGIC = "application/strategic-merge-patch+json"
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", STRATEGIC)
+
+
+def accepted_patch_types(rtype: ResourceType) -> tuple[str, ...]:
+    """The PATCH content types ``rtype`` takes, as its OpenAPI operations list them: kubectl's
+    client-side apply sends a strategic merge patch exactly when they list one, else a
+    merge patch (custom resources have no patch schema: upstream lists none for them)."""
+    if rtype.storage_group or strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind) is None:
+        return (*(t for t in PATCH_TYPES if t != STRATEGIC), APPLY_YAML)
+    return (*PATCH_TYPES, APPLY_YAML)
 
 
 def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:

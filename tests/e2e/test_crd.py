@@ -595,3 +595,20 @@ def test_server_side_apply_of_a_crd_and_its_resources(served: Serve) -> None:
                         "- {name: Colour, type: string, jsonPath: .spec.color}")
     kubectl(served, "apply", "--server-side", "-f", "-", stdin=wider)
     assert kubectl(served, "get", "levels").splitlines()[0].split() == ["NAME", "REPLICAS", "COLOUR", "AGE"]
+
+
+def test_kubectl_apply_updates_a_custom_resource_with_a_merge_patch(served: Serve) -> None:
+    """kubectl's client-side apply sends a strategic merge patch where the OpenAPI operation
+    lists one: a custom resource's must not (it has no patch schema; upstream answers 415)."""
+    kubectl(served, "apply", "-f", "-", stdin=WIDGETS)
+    widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: reapplied}\nspec: {color: red, replicas: 1}\n"
+    kubectl(served, "apply", "-f", "-", stdin=widget)
+    out = kubectl(served, "apply", "-f", "-", stdin=widget.replace("replicas: 1", "replicas: 2"))
+    assert "widget.example.com/reapplied configured" in out
+    assert kubectl(served, "get", "widget", "reapplied", "-o", "jsonpath={.spec.replicas}") == "2"
+    doc = authed(served).get(served.url + "/openapi/v3/apis/example.com/v1").json()
+    patch = doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"]
+    assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]
+    builtin = authed(served).get(served.url + "/openapi/v3/apis/apps/v1").json()
+    deployments = builtin["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
+    assert "application/strategic-merge-patch+json" in deployments["requestBody"]["content"]
