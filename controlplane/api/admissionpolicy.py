@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..registry.expressions import ExpressionError, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from .errors import ApiError
@@ -45,34 +46,6 @@ __all__ = ["REQUEST_USER", "AdmissionPolicies"]
 Obj = dict[str, Any]
 REQUEST_USER: ContextVar[User | None] = ContextVar("controlplane_request_user", default=None)
 _REASONS = {"Invalid": 422, "Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}
-_compiled: dict[str, Any] = {}
-
-
-class _ExpressionError(Exception):
-    pass
-
-
-def _program(expression: str) -> Any:
-    program = _compiled.get(expression)
-    if program is None:
-        import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
-
-        try:
-            program = cel.compile(expression)
-        except Exception as e:  # the interpreter's parse errors
-            raise _ExpressionError(f"compilation failed: {e}") from e
-        if len(_compiled) < 10_000:
-            _compiled[expression] = program
-    return program
-
-
-def _evaluate(expression: str, context: Any) -> Any:
-    try:
-        return _program(expression).execute(context)
-    except _ExpressionError:
-        raise
-    except Exception as e:  # the interpreter's run-time errors (no such key, type mismatch)
-        raise _ExpressionError(str(e)) from e
 
 
 def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresource: str, operation: str) -> bool:
@@ -94,8 +67,8 @@ def _message(validation: Obj, expression: str, context: Any) -> str:
     ``message``, else the expression itself, as upstream."""
     if validation.get("messageExpression"):
         try:
-            text = _evaluate(str(validation["messageExpression"]), context)
-        except _ExpressionError:
+            text = evaluate(str(validation["messageExpression"]), context)
+        except ExpressionError:
             text = None
         if isinstance(text, str) and text.strip() and "\n" not in text:
             return text
@@ -212,15 +185,15 @@ class AdmissionPolicies:
             variables: dict[str, Any] = {}
             context.add_variable("variables", variables)
             for variable in pspec.get("variables") or ():  # each sees those before it
-                variables[str(variable.get("name"))] = _evaluate(str(variable.get("expression", "")), context)
+                variables[str(variable.get("name"))] = evaluate(str(variable.get("expression", "")), context)
                 context.add_variable("variables", variables)
             for condition in pspec.get("matchConditions") or ():
-                if _evaluate(str(condition.get("expression", "")), context) is not True:
+                if evaluate(str(condition.get("expression", "")), context) is not True:
                     return  # a match condition is false: the policy does not apply
             for validation in pspec.get("validations") or ():
                 expression = str(validation.get("expression", ""))
-                if _evaluate(expression, context) is not True:
+                if evaluate(expression, context) is not True:
                     fail(_message(validation, expression, context), str(validation.get("reason") or "Invalid"))
-        except _ExpressionError as e:
+        except ExpressionError as e:
             if not ignore:
                 fail(f"expression resulted in an error: {e}")

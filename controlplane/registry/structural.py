@@ -1,6 +1,6 @@
 """Custom resources against their CustomResourceDefinition's ``openAPIV3Schema``:
 pruning, defaulting and validation, as apiextensions-apiserver does them
-(the structural schema subset; CEL ``x-kubernetes-validations`` are not run).
+(the structural schema subset, and CEL ``x-kubernetes-validations`` but for transition rules).
 
 The order is upstream's: unknown fields are pruned, then defaults are filled
 in, then the result is validated::
@@ -222,6 +222,56 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> Non
                 causes.append(_invalid(path, value, f"{_in_body(path)} must validate {what} of the schemas"))
     if isinstance(schema.get("not"), dict) and not validate(schema["not"], value, path):
         causes.append(_invalid(path, value, f"{_in_body(path)} must not validate the schema (not)"))
+    rules = schema.get("x-kubernetes-validations")
+    if rules and isinstance(rules, list):
+        _validate_rules(rules, schema, value, path, causes)
+
+
+# the reasons a rule may give its failure, and how field.Error words each
+_RULE_REASONS = {"FieldValueInvalid": "", "FieldValueForbidden": "Forbidden: ",
+                 "FieldValueRequired": "Required value: ", "FieldValueDuplicate": "Duplicate value: "}
+
+
+def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, causes: list[Cause]) -> None:
+    """CEL ``x-kubernetes-validations``, with ``self`` the value at ``path``. A failed rule
+    is its ``messageExpression``'s string, else its ``message``, else ``failed rule: <rule>``,
+    on ``path`` (and its ``fieldPath``) with its ``reason``. Transition rules (``oldSelf``)
+    need the stored object, which validation here does not see: they are not run."""
+    from .expressions import ExpressionError, context_of, evaluate
+
+    context = None
+    for rule in rules:
+        text = rule.get("rule") if isinstance(rule, dict) else None
+        if not isinstance(text, str) or "oldSelf" in text:
+            continue
+        if context is None:
+            context = context_of({"self": value})
+        reason = str(rule.get("reason") or "FieldValueInvalid")
+        field = path + str(rule.get("fieldPath") or "") if rule.get("fieldPath") else path
+        try:
+            ok = evaluate(text, context) is True
+        except ExpressionError as e:
+            causes.append({"reason": "FieldValueInvalid", "field": field,
+                           "message": f"Invalid value: {describe(schema.get('type') or 'object')}: {e}"})
+            continue
+        if ok:
+            continue
+        message = str(rule.get("message") or f"failed rule: {text}")
+        if rule.get("messageExpression"):
+            try:
+                made = evaluate(str(rule["messageExpression"]), context)
+                if isinstance(made, str) and made.strip():
+                    message = made
+            except ExpressionError:
+                pass  # upstream falls back to the message too
+        prefix = _RULE_REASONS.get(reason)
+        if prefix is None:
+            reason, prefix = "FieldValueInvalid", ""
+        if reason == "FieldValueInvalid":
+            message = f"Invalid value: {describe(schema.get('type') or 'object')}: {message}"
+        else:
+            message = prefix + message
+        causes.append({"reason": reason, "field": field, "message": message})
 
 
 def _validate_string(schema: Schema, value: str, path: str, causes: list[Cause]) -> None:

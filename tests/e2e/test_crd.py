@@ -597,6 +597,7 @@ def test_server_side_apply_of_a_crd_and_its_resources(served: Serve) -> None:
     assert kubectl(served, "get", "levels").splitlines()[0].split() == ["NAME", "REPLICAS", "COLOUR", "AGE"]
 
 
+
 def test_kubectl_apply_updates_a_custom_resource_with_a_merge_patch(served: Serve) -> None:
     """kubectl's client-side apply sends a strategic merge patch where the OpenAPI operation
     lists one: a custom resource's must not (it has no patch schema; upstream answers 415)."""
@@ -612,3 +613,42 @@ def test_kubectl_apply_updates_a_custom_resource_with_a_merge_patch(served: Serv
     builtin = authed(served).get(served.url + "/openapi/v3/apis/apps/v1").json()
     deployments = builtin["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
     assert "application/strategic-merge-patch+json" in deployments["requestBody"]["content"]
+
+RULED_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: quotas.ruled.example.com}
+spec:
+  group: ruled.example.com
+  names: {kind: Quota, plural: quotas, singular: quota}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: "self.min <= self.max", message: "min must not exceed max"}
+            properties:
+              min: {type: integer}
+              max: {type: integer}
+"""
+
+
+def test_kubectl_sees_a_crds_cel_rules_enforced(served: Serve) -> None:
+    """Operators' CRDs validate with CEL (``x-kubernetes-validations``): a resource that
+    breaks a rule is upstream's 422, worded as upstream words it."""
+    kubectl(served, "apply", "-f", "-", stdin=RULED_CRD)
+    ok = "apiVersion: ruled.example.com/v1\nkind: Quota\nmetadata: {name: q}\nspec: {min: 1, max: 5}\n"
+    kubectl(served, "apply", "-f", "-", stdin=ok)
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=ok.replace("min: 1", "min: 9"), capture_output=True,
+                       text=True, env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    assert 'The Quota "q" is invalid: spec: Invalid value: "object": min must not exceed max' in r.stderr
+    assert kubectl(served, "get", "quotas.ruled.example.com", "q", "-o", "jsonpath={.spec.min}") == "1"

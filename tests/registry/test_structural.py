@@ -191,3 +191,31 @@ def test_keywords_of_the_wrong_type_are_problems_not_crashes() -> None:
         "s.properties[b].required": 'Invalid value: "x": must be an array of strings',
         "s.properties[c].nullable": 'Invalid value: "yes": must be a boolean',
     }
+
+
+RULED: dict[str, Any] = {"type": "object", "properties": {"spec": {
+    "type": "object",
+    "x-kubernetes-validations": [
+        {"rule": "self.replicas <= 10", "message": "at most 10 replicas"},
+        {"rule": "!has(self.min) || self.min <= self.replicas", "reason": "FieldValueForbidden", "fieldPath": ".min",
+         "messageExpression": "'min ' + string(self.min) + ' is above replicas'"},
+        {"rule": "self.replicas >= oldSelf.replicas"},  # a transition rule: needs the stored object
+    ],
+    "properties": {"replicas": {"type": "integer"}, "min": {"type": "integer"},
+                   "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('w')"}]}}}}}
+
+
+def test_cel_rules_of_the_schema_are_run_on_their_values() -> None:
+    assert validate(RULED, {"spec": {"replicas": 5, "min": 1, "name": "web"}}) == []
+    causes = validate(RULED, {"spec": {"replicas": 11, "min": 20, "name": "db"}})
+    assert {(c["field"], c["reason"], c["message"]) for c in causes} == {
+        ("spec", "FieldValueInvalid", 'Invalid value: "object": at most 10 replicas'),
+        ("spec.min", "FieldValueForbidden", "Forbidden: min 20 is above replicas"),
+        ("spec.name", "FieldValueInvalid", 'Invalid value: "string": failed rule: self.startsWith(\'w\')'),
+    }
+
+
+def test_a_rule_that_fails_to_run_is_a_cause() -> None:
+    schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self.replicas > 1"}]}
+    assert validate(schema, {"size": 1}, "spec") == [
+        {"reason": "FieldValueInvalid", "field": "spec", "message": 'Invalid value: "object": no such key: replicas'}]
