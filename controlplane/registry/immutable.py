@@ -195,6 +195,7 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
     spec, old_spec = _spec(obj), _spec(old)
     if spec is old_spec:
         return []
+    _keep_node_ports(spec, old_spec)
     if spec.get("type") == "ExternalName" and old_spec.get("type") != "ExternalName":
         for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):  # dropTypeDependentFields
             if spec.get(field) == old_spec.get(field):
@@ -220,3 +221,29 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
         return [{"reason": "FieldValueInvalid", "field": "spec.clusterIPs[0]",
                  "message": f"Invalid value: {_show(ips)}: may not change once set"}]
     return []
+
+
+_NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+
+
+def _keep_node_ports(spec: Obj, old_spec: Obj) -> None:
+    """The node ports an update leaves out are kept, port by port name, unless another port
+    of the update took them (``patchAllocatedValues``); a Service that no longer needs them
+    loses those it had (``dropTypeDependentFields``)."""
+    ports, old_ports = spec.get("ports"), old_spec.get("ports")
+    if not isinstance(ports, list) or not isinstance(old_ports, list):
+        return
+    old_by_name = {p.get("name"): p.get("nodePort") for p in old_ports if isinstance(p, dict)}
+    if spec.get("type") in _NODE_PORT_TYPES and old_spec.get("type") in _NODE_PORT_TYPES:
+        used = {p.get("nodePort") for p in ports if isinstance(p, dict) and p.get("nodePort")}
+        for p in ports:
+            if isinstance(p, dict) and not p.get("nodePort"):
+                was = old_by_name.get(p.get("name"))
+                if was and was not in used:
+                    p["nodePort"] = was
+    elif spec.get("type") not in _NODE_PORT_TYPES and old_spec.get("type") in _NODE_PORT_TYPES:
+        for p in ports:
+            if isinstance(p, dict) and p.get("nodePort") and p.get("nodePort") == old_by_name.get(p.get("name")):
+                del p["nodePort"]
+        if spec.get("externalTrafficPolicy") == old_spec.get("externalTrafficPolicy"):
+            spec.pop("externalTrafficPolicy", None)

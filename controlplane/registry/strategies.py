@@ -315,7 +315,10 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         _default_pod(probe)
         return pod_update_causes(probe["spec"], old_spec)
     if old is not None and plural == "services":
-        return service_update_causes(obj, old)
+        causes = service_update_causes(obj, old)
+        if not causes and obj.get("spec") is not old.get("spec"):
+            _default_service(obj)  # what a new type needs: node ports, a cluster IP, traffic policies
+        return causes
     f = _PREPARERS.get(plural)
     try:
         return f(obj, old) if f is not None else []

@@ -154,3 +154,21 @@ def test_a_service_keeps_its_cluster_ip() -> None:
     external = service(type="ExternalName", externalName="x.example.com", clusterIP="10.96.0.10",
                        clusterIPs=["10.96.0.10"])
     assert service_update_causes(external, old) == [] and "clusterIP" not in external["spec"]
+
+
+def test_a_service_keeps_its_node_ports_and_gets_them_when_it_needs_them() -> None:
+    stored = service(type="NodePort", ports=[{"name": "http", "port": 80}])
+    default("services", stored)
+    node_port = stored["spec"]["ports"][0]["nodePort"]
+    replaced = service(type="NodePort", ports=[{"name": "http", "port": 80}])  # as a manifest says it
+    assert prepare("services", replaced, stored) == []
+    assert replaced["spec"]["ports"][0]["nodePort"] == node_port
+    assert replaced["spec"]["clusterIP"] == stored["spec"]["clusterIP"]
+    internal = service(clusterIP=stored["spec"]["clusterIP"], ports=[{"name": "http", "port": 80,
+                                                                      "nodePort": node_port}])
+    assert prepare("services", internal, stored) == [] and "nodePort" not in internal["spec"]["ports"][0]
+    exposed = copy.deepcopy(internal)
+    exposed["spec"]["type"] = "NodePort"
+    assert prepare("services", exposed, internal) == []
+    assert 30000 <= exposed["spec"]["ports"][0]["nodePort"] <= 32767
+    assert exposed["spec"]["externalTrafficPolicy"] == "Cluster"
