@@ -18,7 +18,7 @@ import orjson
 
 from .disruption import selector_matches
 
-__all__ = ["pod_update_causes", "service_update_causes", "workload_causes"]
+__all__ = ["pod_update_causes", "selector_causes", "service_update_causes", "workload_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -53,6 +53,30 @@ def _spec(obj: Obj | None) -> Obj:
     return spec if isinstance(spec, dict) else {}
 
 
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def selector_causes(selector: Obj, path: str) -> Causes:
+    """A LabelSelector's expressions as ValidateLabelSelector checks them: a known operator,
+    values for In and NotIn and none for Exists and DoesNotExist."""
+    causes: Causes = []
+    for i, e in enumerate(selector.get("matchExpressions") or ()):
+        if not isinstance(e, dict):
+            continue
+        at, op, values = f"{path}.matchExpressions[{i}]", e.get("operator"), e.get("values")
+        if op in ("In", "NotIn") and not values:
+            causes.append({"reason": "FieldValueRequired", "field": f"{at}.values",
+                           "message": "Required value: must be specified when `operator` is 'In' or 'NotIn'"})
+        elif op in ("Exists", "DoesNotExist") and values:
+            causes.append({"reason": "FieldValueForbidden", "field": f"{at}.values",
+                           "message": "Forbidden: may not be specified when `operator` is 'Exists' or "
+                                      "'DoesNotExist'"})
+        elif op not in _OPERATORS:
+            causes.append({"reason": "FieldValueInvalid", "field": f"{at}.operator",
+                           "message": f"Invalid value: {_show(op)}: not a valid selector operator"})
+    return causes
+
+
 def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
     """A workload's selector must select its template's labels; an update may not change
     the selector, nor a StatefulSet's other fixed fields, nor a started Job's template."""
@@ -62,6 +86,7 @@ def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
     spec, causes = _spec(obj), []
     selector = spec.get("selector")
     if isinstance(selector, dict):
+        causes += selector_causes(selector, "spec.selector")
         labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         if not (selector.get("matchLabels") or selector.get("matchExpressions")):
             causes.append({"reason": "FieldValueInvalid", "field": "spec.selector",

@@ -172,3 +172,14 @@ def test_a_service_keeps_its_node_ports_and_gets_them_when_it_needs_them() -> No
     assert prepare("services", exposed, internal) == []
     assert 30000 <= exposed["spec"]["ports"][0]["nodePort"] <= 32767
     assert exposed["spec"]["externalTrafficPolicy"] == "Cluster"
+
+
+@pytest.mark.parametrize(("expression", "field", "message"), [
+    ({"key": "a", "operator": "Is", "values": ["b"]}, "operator", 'Invalid value: "Is": not a valid selector operator'),
+    ({"key": "a", "operator": "In"}, "values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+    ({"key": "a", "operator": "Exists", "values": ["b"]}, "values",
+     "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+])
+def test_a_selectors_expressions_are_validated(expression: dict[str, Any], field: str, message: str) -> None:
+    causes = workload_causes("deployments", deployment({"matchExpressions": [expression]}, {"a": "b"}), None)
+    assert (causes[0]["field"], causes[0]["message"]) == (f"spec.selector.matchExpressions[0].{field}", message)
