@@ -466,8 +466,13 @@ async def test_a_write_starts_from_the_json_this_process_wrote_without_unpacking
     env.reads.prime(PODS, key, rev, served, obj)
     assert await env.reads.get(PODS, "ns", "hot") == served  # applied, its entry packed
     unpacked: list[bytes] = []
-    real = entry_module.unpack
-    monkeypatch.setattr(entry_module, "unpack", lambda body: unpacked.append(body) or real(body))
+    real = entry_module.unpack  # type: ignore[attr-defined]  # (entry's import of packing.unpack)
+
+    def counting_unpack(body: bytes) -> bytes:
+        unpacked.append(body)
+        return bytes(real(body))
+
+    monkeypatch.setattr(entry_module, "unpack", counting_unpack)
     assert env.reads.latest(PODS, key) == (served, rev)
     assert unpacked == []
     # a version written elsewhere is unpacked from the cache, never the stale one kept here
