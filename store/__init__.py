@@ -24,7 +24,7 @@ from .errors import (
     Unavailable,
     ValueTooLarge,
 )
-from .interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue, Store, prefix_end
+from .interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue, Store, prefix_end, update_many
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -46,6 +46,7 @@ __all__ = [
     "ValueTooLarge",
     "open",
     "prefix_end",
+    "update_many",
 ]
 
 

@@ -43,10 +43,13 @@ Watch
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from .errors import StoreError
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -56,6 +59,7 @@ __all__ = [
     "KeyValue",
     "Store",
     "prefix_end",
+    "update_many",
 ]
 
 # etcd's default --max-request-bytes is 1.5 MiB; kube-apiserver relies on it.
@@ -164,3 +168,19 @@ class Store(Protocol):
 
     async def close(self) -> None:
         """Stop background work, end watches and release the files or connections."""
+
+
+async def update_many(s: Store, items: Sequence[tuple[bytes, bytes, int]]) -> list[int | StoreError]:
+    """Each ``(key, value, expected_revision)`` as ``s.update`` does it, all submitted at
+    once: the revision each took, or the ``StoreError`` it raised, in order. Each is its
+    own mutation with its own revision (not one transaction: one may fail alone); a
+    backend that groups commits (LMDB) commits them together. Other errors propagate."""
+    batch = getattr(s, "update_many", None)
+    if batch is not None:
+        return await batch(items)  # type: ignore[no-any-return]
+    done = await asyncio.gather(*(s.update(k, v, e) for k, v, e in items), return_exceptions=True)
+    for r in done:
+        if isinstance(r, BaseException) and not isinstance(r, StoreError):
+            raise r
+    return done  # type: ignore[return-value]
+

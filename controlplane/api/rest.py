@@ -58,6 +58,8 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .leaserenewals import GROUP as RENEWALS_GROUP
+from .leaserenewals import renew_leases
 from .limitranger import LimitRanger
 from .params import flag
 from .partial import metadata_version, partial, partial_list
@@ -73,6 +75,8 @@ from .resourcemetrics import ResourceMetrics
 from .reviews import REVIEWS, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
+from .stored import metadata_first as _metadata_first
+from .stored import with_resource_version, without_resource_version
 from .tables import as_table, wants_table
 from .tokenrequest import TokenIssuer, token_request
 from .uids import new_uid, random_hex
@@ -354,6 +358,14 @@ class KubeApi:
             asked = self._parse(rtype, await self._body(scope, receive))
             return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
                                                             self.authorizer))
+        if rtype.group == RENEWALS_GROUP and rtype.custom is None:
+            if method != "POST" or name is not None:
+                raise ApiError.method_not_allowed(method)
+            if content_type not in ("", "application/json", "*/*"):
+                raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._renew_leases(scope, rtype, namespace or "", body,
+                                                                        manager_of(query, headers)))
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
@@ -479,6 +491,25 @@ class KubeApi:
             objects = answer["items"] if name is None else [answer]
             answer = as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include)
         return await self._json(send, 200, answer)
+
+    async def _renew_leases(self, scope: Scope, rtype: ResourceType, namespace: str, body: bytes,
+                            manager: str) -> dict[str, Any]:
+        """A LeaseRenewal (api/leaserenewals.py): its user must also be allowed to update leases."""
+        leases = self.registry.get("coordination.k8s.io", "v1", "leases")
+        if leases is None:
+            raise ApiError.not_found_path(f"/apis/{rtype.group_version}/{rtype.plural}")
+        user = scope.get(USER_SCOPE_KEY)
+        if self.authorizer is not None and user is not None:
+            request = RbacRequest("update", leases.group, leases.plural, "", namespace, "")
+            if not await self.authorizer.allowed(user, request):
+                raise forbidden(user, request)
+        asked = json_object(body, "the request body")
+        if asked.get("kind") not in (None, rtype.kind) or asked.get("apiVersion") not in (None, rtype.api_version):
+            raise ApiError.bad_request(
+                f"the API version in the data ({asked.get('apiVersion')}) and kind ({asked.get('kind')}) do not "
+                f"match the path ({rtype.api_version}, {rtype.kind})")
+        return await renew_leases(store_=self.store, reads=self.reads, leases=leases, namespace=namespace,
+                                  request=asked, manager=manager, prime=not DRY_RUN.get())
 
     async def _authorize(self, scope: Scope, parts: list[str], method: str, query: dict[str, str]) -> None:
         """403 unless the authorizer allows this request to its user (RBAC mode only)."""
@@ -1451,44 +1482,6 @@ class Written(dict[str, Any]):
     def __init__(self, obj: dict[str, Any], raw: bytes) -> None:
         super().__init__(obj)
         self.raw = raw
-
-
-_META_KEY = b'"metadata":{'
-
-
-def _metadata_first(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` with ``apiVersion``, ``kind`` and ``metadata`` as its first keys (Go's field
-    order), so the first ``"metadata":{`` of its JSON is its own (see ``with_resource_version``)."""
-    first = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": obj["metadata"]}
-    if list(obj)[:3] == list(first):
-        return obj
-    first.update((k, v) for k, v in obj.items() if k not in first)
-    return first
-
-
-def with_resource_version(stored: bytes, revision: int) -> bytes:
-    """Stored JSON (metadata after apiVersion and kind, no resourceVersion) as served at
-    ``revision``: ``"resourceVersion":"N"`` spliced in as metadata's first key."""
-    at = stored.index(_META_KEY) + len(_META_KEY)
-    rv = b'"resourceVersion":"%d"' % revision
-    return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
-
-
-def without_resource_version(served: bytes, revision: int) -> bytes:
-    """The inverse of ``with_resource_version``: the stored JSON of a served object (parsed
-    and serialised again where the bytes are not as that function leaves them)."""
-    at = served.find(_META_KEY)
-    if at >= 0:
-        at += len(_META_KEY)
-        rv = b'"resourceVersion":"%d"' % revision
-        if served.startswith(rv, at):
-            end = at + len(rv)
-            if served[end:end + 1] == b",":
-                end += 1
-            return served[:at] + served[end:]
-    obj = orjson.loads(served)
-    obj["metadata"].pop("resourceVersion", None)
-    return orjson.dumps(obj)
 
 
 def _converted(rtype: ResourceType) -> bool:

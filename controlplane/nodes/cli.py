@@ -35,6 +35,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
     p.add_argument("--renew-interval", type=float, default=10.0, metavar="SECONDS",
                    help="lease renewal interval (default: %(default)s)")
+    p.add_argument("--put-leases", action="store_true",
+                   help="renew each Lease with a PUT, as a kubelet does, even where the server serves "
+                        "LeaseRenewals (this emulator's bulk renewals, used by default where served)")
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
@@ -97,7 +100,7 @@ async def _main(args: argparse.Namespace) -> int:
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
-                node_monitor_grace_period=args.node_monitor_grace_period))
+                node_monitor_grace_period=args.node_monitor_grace_period, lease_renewals=not args.put_leases))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

@@ -32,6 +32,10 @@ class SimConfig:
     # reach the store together and share its group commits (a lone write costs the server
     # about 2.5 times as much CPU), while staying well inside the 2 s lag budget.
     heartbeat_batch: float = 0.5
+    # A batch's renewals go as LeaseRenewals (``api/leaserenewals.py``, at most
+    # ``renewals_per_request`` Leases each) when the server serves them, as PUTs otherwise.
+    lease_renewals: bool = True
+    renewals_per_request: int = 2000
     # nodeStatusUpdateFrequency (10 s) is how often the kubelet computes its status;
     # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
     status_report_frequency: float = 300.0

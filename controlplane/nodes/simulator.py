@@ -10,7 +10,9 @@ the pods bound to them:
   ``status_report_frequency`` (5 min), as a kubelet with leases does. Nodes
   are spread over the interval by a hash of their name on one timing wheel
   (``wheel``), so 100,000 nodes are 10,000 renewals a second in even ticks,
-  not 100,000 at once;
+  not 100,000 at once. A tick's renewals go as one or a few LeaseRenewals
+  (this emulator's bulk renewal, ``controlplane/api/leaserenewals.py``) when
+  the server serves them, as a PUT of each Lease otherwise;
 - **pods and nodes**: on every change of a pod on a managed node (or of the
   node), its stages (``stages``, KWOK's format) are evaluated: one that
   matches is drawn by weight and runs after its delay (the draw being the
@@ -66,6 +68,8 @@ log = logging.getLogger(__name__)
 
 VERSION = "v1.37.0-controlplane"
 LEASE_NAMESPACE = "kube-node-lease"
+# renewals in bulk, where the server is this emulator's (``controlplane/api/leaserenewals.py``)
+RENEWALS_GROUP, RENEWALS_VERSION, RENEWALS_PLURAL = "nodes.controlplane.dev", "v1alpha1", "leaserenewals"
 KUBELET_PORT = 10250
 
 _NODE_CONDITIONS = (
@@ -189,6 +193,9 @@ class NodeSimulator:
                                             on_delete=self._pod_gone)
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
+        # whether renewals go as LeaseRenewals: known once the server's discovery is read
+        self.bulk_renewals = False
+        self._due_leases: list[tuple[str, float]] = []  # (name, due) fired by this tick
         self.lease_lags: list[float] = []  # kept only while ``record_lags`` (the benchmark)
         self.record_lags = False
 
@@ -204,6 +211,7 @@ class NodeSimulator:
             await self.node_informer.synced.wait()
             await self.pod_informer.synced.wait()
             await self._ensure_namespace(LEASE_NAMESPACE)
+            self.bulk_renewals = self.config.lease_renewals and await self._serves_lease_renewals()
             await self.create_nodes(self.config.count)
             names = [f"{self.config.name_prefix}{i}" for i in range(self.config.count)]
             while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
@@ -232,6 +240,8 @@ class NodeSimulator:
                 now = time.monotonic()
             for item in self.wheel.advance(now):
                 self._fire(item, now)
+            if self._due_leases:
+                self._renew_due()
 
     def _fire(self, item: tuple[Any, ...], now: float) -> None:
         kind = item[0]
@@ -243,7 +253,7 @@ class NodeSimulator:
             nxt = due + self.config.renew_interval
             self.wheel.schedule(nxt, ("lease", name, nxt))
             if node.failed != "unreachable":
-                self._write(lambda: self._renew(name, due), HEARTBEAT)
+                self._due_leases.append((name, due))
         elif kind == "status":
             _, name = item
             node = self.nodes.get(name)
@@ -466,6 +476,61 @@ class NodeSimulator:
             if e.code != 409:
                 raise
 
+    async def _serves_lease_renewals(self) -> bool:
+        try:
+            listed = await self.client.get(f"/apis/{RENEWALS_GROUP}/{RENEWALS_VERSION}")
+        except ApiError:
+            return False  # another API server: each Lease is PUT
+        return any(r.get("name") == RENEWALS_PLURAL for r in listed.get("resources") or [])
+
+    def _renew_due(self) -> None:
+        """Queue the renewals of the leases this tick fired: LeaseRenewals of up to
+        ``renewals_per_request`` Leases when the server serves them, else a PUT each."""
+        due, self._due_leases = self._due_leases, []
+        if not self.bulk_renewals:
+            for name, at in due:
+                self._write(lambda name=name, at=at: self._renew(name, at), HEARTBEAT)  # type: ignore[misc]
+            return
+        size = max(1, self.config.renewals_per_request)
+        for start in range(0, len(due), size):
+            chunk = due[start:start + size]
+            self._write(lambda chunk=chunk: self._renew_many(chunk), HEARTBEAT)  # type: ignore[misc]
+
+    async def _renew_many(self, due: list[tuple[str, float]]) -> None:
+        due = [(name, at) for name, at in due
+               if (node := self.nodes.get(name)) is not None and node.failed != "unreachable"]
+        if not due:
+            return
+        body = {"apiVersion": f"{RENEWALS_GROUP}/{RENEWALS_VERSION}", "kind": "LeaseRenewal",
+                "metadata": {"namespace": LEASE_NAMESPACE},
+                "spec": {"renewTime": _micro_time(), "leases": [name for name, _ in due]}}
+        try:
+            answer = await self.client.create(resource_path(RENEWALS_GROUP, RENEWALS_VERSION, RENEWALS_PLURAL,
+                                                            LEASE_NAMESPACE), body)
+        except ApiError as e:
+            if e.code not in (404, 405):
+                raise
+            self.bulk_renewals = False  # no longer served (the server was replaced): PUTs from now on
+            for name, at in due:
+                await self._renew(name, at)
+            return
+        status = answer.get("status") or {}
+        retry = set(status.get("notFound") or ()) | set(status.get("conflicts") or ())
+        done = time.monotonic()
+        LEASE_RENEWALS.labels(result="ok").inc(len(due) - len(retry))
+        for name, at in due:
+            if name not in retry:
+                self._renewed(max(0.0, done - at))
+        for name, at in due:
+            if name in retry:
+                await self._renew(name, at)  # created if it is missing
+
+    def _renewed(self, lag: float) -> None:
+        self.lease_renewals += 1
+        if self.record_lags:
+            self.lease_lags.append(lag)
+        LEASE_RENEW_LAG.observe(lag)
+
     async def _renew(self, name: str, due: float) -> None:
         node = self.nodes.get(name)
         if node is None or node.failed == "unreachable":
@@ -482,11 +547,7 @@ class NodeSimulator:
                 await self._ensure_lease(name, node.uid)
             else:
                 raise
-        lag = max(0.0, time.monotonic() - due)
-        self.lease_renewals += 1
-        if self.record_lags:
-            self.lease_lags.append(lag)
-        LEASE_RENEW_LAG.observe(lag)
+        self._renewed(max(0.0, time.monotonic() - due))
 
     def _conditions(self, node: _Node, heartbeat: str) -> list[dict[str, Any]]:
         out = []

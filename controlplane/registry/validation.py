@@ -50,6 +50,7 @@ from .schema import Definitions, Schema, definitions, type_of
 
 __all__ = [
     "Findings",
+    "parse_micro_time",
     "Shape",
     "compile_schema",
     "decode_with_duplicates",
@@ -333,6 +334,15 @@ def _micro_time(value: Any) -> str | None:
         return None
     moment, why = _parse_time(value, True)
     return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def parse_micro_time(value: Any) -> tuple[str | None, str]:
+    """(its stored form, "") for a MicroTime Go accepts (UTC, six digits of a second),
+    (None, Go's parse error) for one it refuses."""
+    why = _micro_time(value)
+    if why is None:
+        return value, ""
+    return (str(why), "") if isinstance(why, Rewrite) else (None, why)
 
 
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import lmdb
@@ -804,6 +804,18 @@ class LmdbStore:
 
     async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
         return await self._submit(UPDATE, self._check_key(key), self._check_value(value), expected_revision)
+
+    async def update_many(self, items: Sequence[tuple[bytes, bytes, int]]) -> list[int | StoreError]:
+        """``store.update_many``: every op handed to the writer before the first is awaited,
+        so they share its commits (no task per op)."""
+        futures = [self._submit(UPDATE, self._check_key(k), self._check_value(v), e) for k, v, e in items]
+        out: list[int | StoreError] = []
+        for f in futures:
+            try:
+                out.append(await f)
+            except StoreError as e:
+                out.append(e)
+        return out
 
     async def delete(self, key: bytes, expected_revision: int = 0) -> int:
         return await self._submit(DELETE, self._check_key(key), b"", expected_revision)

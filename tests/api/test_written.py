@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from controlplane.api.rest import Written, _metadata_first, with_resource_version, without_resource_version
+from controlplane.api.rest import Written
+from controlplane.api.stored import metadata_first as _metadata_first
+from controlplane.api.stored import with_resource_version, without_resource_version
 
 
 def test_the_resource_version_goes_into_the_objects_own_metadata() -> None:

@@ -106,3 +106,35 @@ def test_self_reviews_answer_for_the_requesting_user(rbac_served: Serve) -> None
         r = admin.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=ask)
         assert r.json()["status"]["allowed"] is True
         assert admin.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").status_code == 405
+
+
+def test_a_lease_renewal_needs_update_on_the_leases_too(rbac_served: Serve) -> None:
+    """Over a real socket: bob may create leaserenewals, but until he may update leases
+    in the namespace the renewal is forbidden and no Lease moves."""
+    renewals = "/apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals"
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    body = {"spec": {"renewTime": "2026-12-02T01:00:10.000000Z", "leases": ["bob-node"]}}
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "bob-token") as bob:
+        assert admin.post(leases, json={"metadata": {"name": "bob-node"}, "spec": {
+            "renewTime": "2026-12-02T01:00:00.000000Z"}}).status_code == 201
+        assert bob.post(renewals, json=body).status_code == 403
+        for name, rule in (("renew", {"apiGroups": ["nodes.controlplane.dev"], "resources": ["leaserenewals"],
+                                      "verbs": ["create"]}),
+                           ("leases", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                       "verbs": ["update"]})):
+            assert admin.post(f"{RBAC}/namespaces/kube-node-lease/roles", json={
+                "metadata": {"name": f"bob-{name}"}, "rules": [rule]}).status_code == 201
+            assert admin.post(f"{RBAC}/namespaces/kube-node-lease/rolebindings", json={
+                "metadata": {"name": f"bob-{name}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"bob-{name}"},
+                "subjects": [{"kind": "User", "name": "bob"}]}).status_code == 201
+            if name == "renew":
+                deadline = time.monotonic() + 5  # until the binding reaches the cache
+                while 'cannot create resource "leaserenewals"' in (denied := bob.post(renewals, json=body)).text \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert denied.status_code == 403 and 'cannot update resource "leases"' in denied.json()["message"]
+                assert admin.get(f"{leases}/bob-node").json()["spec"]["renewTime"].endswith("00.000000Z")
+        r = wait_status(lambda: bob.post(renewals, json=body), 201)
+        assert r.status_code == 201 and r.json()["status"] == {"renewed": 1}
+        assert admin.get(f"{leases}/bob-node").json()["spec"]["renewTime"] == "2026-12-02T01:00:10.000000Z"

@@ -7,6 +7,8 @@ import itertools
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from controlplane.client import Client, resource_path
 from controlplane.metrics import LEASE_RENEW_LAG
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
@@ -19,8 +21,11 @@ def _time(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: Client) -> None:
-    async with simulating(client, fast(count=3, renew_interval=0.4, heartbeat_batch=0.1)) as sim:
+@pytest.mark.parametrize("bulk", [True, False], ids=["LeaseRenewal", "PUT"])
+async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: Client, bulk: bool) -> None:
+    async with simulating(client, fast(count=3, renew_interval=0.4, heartbeat_batch=0.1,
+                                       lease_renewals=bulk)) as sim:
+        assert sim.bulk_renewals is bulk  # this server serves LeaseRenewals: used unless turned off
         async def leases() -> dict[str, dict[str, Any]] | None:
             items = {item["metadata"]["name"]: item for item in (await client.list(LEASES))["items"]}
             return items if set(items) == {"sim-node-0", "sim-node-1", "sim-node-2"} else None
@@ -49,6 +54,24 @@ async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: C
         # renewals fall in one of the interval's batches (0.1 s apart)
         assert all(0 <= n.offset < 0.4 and round(n.offset / 0.1, 6).is_integer() for n in sim.nodes.values())
         assert LEASE_RENEW_LAG._sum.get() >= 0 and sim.lease_renewals >= 3
+
+
+async def test_a_deleted_lease_is_created_again_by_the_next_bulk_renewal(client: Client) -> None:
+    async with simulating(client, fast(count=2, renew_interval=0.3, heartbeat_batch=0.1)) as sim:
+        assert sim.bulk_renewals
+
+        async def both() -> bool:
+            return len((await client.list(LEASES))["items"]) == 2
+        await eventually(both)
+        gone = await client.get(f"{LEASES}/sim-node-1")
+        await client.delete(f"{LEASES}/sim-node-1")
+
+        async def again() -> dict[str, Any] | None:
+            items = {i["metadata"]["name"]: i for i in (await client.list(LEASES))["items"]}
+            lease = items.get("sim-node-1")
+            return lease if lease is not None and lease["metadata"]["uid"] != gone["metadata"]["uid"] else None
+        lease = await eventually(again, timeout=3)
+        assert lease["spec"]["holderIdentity"] == "sim-node-1"
 
 
 async def test_nodes_created_by_others_with_the_kwok_annotation_are_adopted(client: Client) -> None:

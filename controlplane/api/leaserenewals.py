@@ -1,0 +1,179 @@
+"""Lease renewals in bulk: ``LeaseRenewal`` (``nodes.controlplane.dev/v1alpha1``),
+answered, never stored. This emulator's extension, for simulated nodes.
+
+A kubelet renews its node's Lease with one PUT every 10 s, so 100,000 simulated nodes
+are 10,000 PUTs a second, each paying the whole write path (the body parsed and
+checked against the schema, managedFields compared, the object serialised, the
+response sent) to move one field. A LeaseRenewal names many Leases of one namespace
+and one ``renewTime``::
+
+    POST /apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals
+    {"spec": {"renewTime": "2026-12-02T01:00:00.000000Z", "leases": ["node-1", "node-2"]}}
+    -> 201 {..., "status": {"renewed": 1, "notFound": ["node-2"]}}
+
+Each named Lease is updated as the kubelet's PUT updates it: ``spec.renewTime`` set,
+the writer's managedFields entry re-timed (upstream re-times an entry whenever a
+field it owns changes value), its own store write with its own resourceVersion and
+MODIFIED event. Only the writes are submitted together, so the store commits them
+in one group. The update is unconditional, as the kubelet's: a Lease another writer
+changed in between is read again and renewed. A missing one is reported in
+``notFound`` for the caller to create; nothing is created here.
+
+The user needs ``update`` on ``leases`` in the namespace besides ``create`` on
+``leaserenewals`` (checked by the server's authorizer before the body is read).
+``controlplane.nodes`` uses this when discovery lists it and PUTs each Lease
+otherwise (against any other API server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+import store
+from store import Store
+
+from ..registry import ResourceType, managedfields
+from ..registry.strategies import validate_name
+from ..registry.validation import parse_micro_time
+from .errors import ApiError
+from .reads import Reads
+from .stored import with_resource_version, without_resource_version
+
+__all__ = ["GROUP", "KIND", "MAX_LEASES", "PLURAL", "VERSION", "renew_leases"]
+
+GROUP, VERSION, KIND, PLURAL = "nodes.controlplane.dev", "v1alpha1", "LeaseRenewal", "leaserenewals"
+MAX_LEASES = 10_000  # per request: the body stays under 1 MiB of names
+# the leases handed to the store at once: the loop yields between chunks, so a large
+# request does not hold other requests back for the whole of it
+CHUNK = 512
+ATTEMPTS = 8  # per lease, when another writer's change keeps coming in between
+
+
+def _invalid(rtype: ResourceType, field: str, message: str) -> ApiError:
+    return ApiError.invalid(rtype, "", [{"reason": "FieldValueInvalid", "field": field, "message": message}])
+
+
+def _asked(rtype: ResourceType, body: dict[str, Any]) -> tuple[list[str], str]:
+    """The request's leases (each once, in order) and renewTime (its stored form), or 422."""
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        raise ApiError.invalid(rtype, "", [{"reason": "FieldValueRequired", "field": "spec",
+                                            "message": "Required value"}])
+    names = spec.get("leases")
+    if not isinstance(names, list) or not all(type(n) is str for n in names):
+        raise _invalid(rtype, "spec.leases", "Invalid value: must be a list of Lease names")
+    if len(names) > MAX_LEASES:
+        raise ApiError.invalid(rtype, "", [{"reason": "FieldValueTooMany", "field": "spec.leases",
+                                            "message": f"Too many: {len(names)}: must have at most "
+                                                       f"{MAX_LEASES} items"}])
+    for i, name in enumerate(names):
+        causes = validate_name("leases", name)
+        if causes:
+            raise _invalid(rtype, f"spec.leases[{i}]", causes[0]["message"])
+    asked = spec.get("renewTime")
+    if asked is None:
+        now = time.time()
+        renew_time = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    else:
+        stored_form, why = parse_micro_time(asked)
+        if stored_form is None:
+            raise _invalid(rtype, "spec.renewTime", f"Invalid value: {asked!r}: {why}")
+        renew_time = stored_form
+    return list(dict.fromkeys(names)), renew_time
+
+
+def _owns_alone(entries: Any, manager: str) -> dict[str, Any] | None:
+    """The manager's Update entry when it is the only entry and owns ``spec.renewTime``
+    (every renewal of a Lease its holder created): re-timing it is all managedFields
+    needs. None otherwise: the general comparison decides."""
+    if not isinstance(entries, list) or len(entries) != 1:
+        return None
+    entry = entries[0]
+    if not isinstance(entry, dict) or entry.get("manager") != manager or entry.get("operation") != "Update" \
+            or entry.get("subresource"):
+        return None
+    spec = (entry.get("fieldsV1") or {}).get("f:spec")
+    return entry if isinstance(spec, dict) and "f:renewTime" in spec else None
+
+
+def _renewed(rtype: ResourceType, stored: bytes, renew_time: str, manager: str, now: str) -> dict[str, Any] | None:
+    """The Lease stored as ``stored`` once renewed by ``manager``; None if it already
+    holds ``renew_time`` (an update that changes nothing writes nothing, as upstream)."""
+    obj: dict[str, Any] = orjson.loads(stored)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    elif spec.get("renewTime") == renew_time:
+        return None
+    meta = obj["metadata"]
+    entry = _owns_alone(meta.get("managedFields"), manager)
+    spec["renewTime"] = renew_time
+    if "generation" in meta:  # a spec change moves it, as an update's (rest._split_status)
+        meta["generation"] = int(meta["generation"]) + 1
+    if entry is not None:
+        entry["time"] = now
+    elif manager:
+        managedfields.record_write(rtype, orjson.loads(stored), obj, manager)
+    return obj
+
+
+async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, namespace: str,
+                       request: dict[str, Any], manager: str, prime: bool) -> dict[str, Any]:
+    """The answered LeaseRenewal ``request`` (its ``status`` set) once every Lease it names
+    in ``namespace`` is renewed or found missing. ``prime``: hand each written version to
+    the watch cache (not in a dry run)."""
+    names, renew_time = _asked(leases, request)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    renewed, missing, conflicts = 0, [], []
+    for start in range(0, len(names), CHUNK):
+        if start:
+            await asyncio.sleep(0)
+        pending = names[start:start + CHUNK]
+        for attempt in range(ATTEMPTS):
+            writes: list[tuple[str, bytes, dict[str, Any], bytes, int]] = []
+            for name in pending:
+                key = leases.key(namespace, name)
+                # the cache's newest version first, as a PUT starts from it; after a conflict the store's
+                hit = reads.latest(leases, key) if attempt == 0 else None
+                if hit is not None:
+                    current, revision = without_resource_version(hit[0], hit[1]), hit[1]
+                else:
+                    kv = await store_.get(key)
+                    if kv is None:
+                        missing.append(name)
+                        continue
+                    current, revision = kv.value, kv.mod_revision
+                obj = _renewed(leases, current, renew_time, manager, now)
+                if obj is None:
+                    renewed += 1
+                    continue
+                writes.append((name, key, obj, orjson.dumps(obj), revision))
+            results = await store.update_many(store_, [(key, value, rev) for _, key, _, value, rev in writes])
+            pending = []
+            for (name, key, obj, value, _), result in zip(writes, results, strict=True):
+                if isinstance(result, int):
+                    renewed += 1
+                    if prime:
+                        obj["metadata"]["resourceVersion"] = str(result)
+                        reads.prime(leases, key, result, with_resource_version(value, result), obj)
+                elif isinstance(result, store.Conflict):
+                    pending.append(name)  # changed since it was read: read it again, from the store
+                elif isinstance(result, store.NotFound):
+                    missing.append(name)
+                else:
+                    raise result
+            if not pending:
+                break
+        conflicts += pending
+    status: dict[str, Any] = {"renewed": renewed}
+    if missing:
+        status["notFound"] = missing
+    if conflicts:
+        status["conflicts"] = conflicts
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
+            "metadata": {"namespace": namespace, "creationTimestamp": None},
+            "spec": {"renewTime": renew_time, "leases": names}, "status": status}
