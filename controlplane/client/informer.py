@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .client import ApiError, Client
-from .sharing import PodSharer
+from .sharing import NodeSharer, PodSharer
 
 __all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key", "strip_managed_fields"]
 
@@ -158,8 +158,9 @@ class SharedInformer(Informer):
 
     def __init__(self, client: Client, path: str, page_size: int = 500) -> None:
         # pods, the many objects, hold what they have in common once (client/sharing.py)
-        transform: Transform = PodSharer() if path.rstrip("/").endswith("/pods") and "/apis/" not in path \
-            else strip_managed_fields
+        core = "/apis/" not in path
+        transform: Transform = PodSharer() if core and path.rstrip("/").endswith("/pods") \
+            else NodeSharer() if core and path.rstrip("/").endswith("/nodes") else strip_managed_fields
         super().__init__(client, path, page_size=page_size, on_add=self._add, on_update=self._update,
                          on_delete=self._delete, transform=transform)
         self.handles: list[InformerHandle] = []

@@ -1,4 +1,4 @@
-"""Pods held by an informer, with what they have in common held once.
+"""Pods and Nodes held by an informer, with what they have in common held once.
 
 A process that follows every pod (the scheduler, the controllers, the node
 simulator: ``serve --components-process``) holds one parsed copy of each, and
@@ -11,6 +11,12 @@ so a million pods of a thousand templates carry a thousand copies of those parts
 not a million. The parts that differ (names, uids, IPs, timestamps) stay the
 pod's own. A pod parsed from JSON costs about half as much held this way
 (docs/benchmarks.md).
+
+Nodes are the same story at 100,000 of them: a simulated Node parses to about
+29 KB of objects, most of it the same for every node of its instance type
+(capacity, allocatable, images, the conditions' words, the node info's versions).
+``NodeSharer`` shares those parts; names, uids, addresses, CIDRs, machine ids and
+heartbeat times stay the node's own.
 
 The rule that makes sharing safe is the one informers already have: handlers must
 not change the objects they are given. A part held by many pods changed in place
@@ -28,7 +34,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["PodSharer"]
+__all__ = ["NodeSharer", "PodSharer", "Sharer"]
 
 _dumps = orjson.dumps
 _intern = sys.intern
@@ -43,9 +49,9 @@ _STATUS_STRINGS = ("type", "status", "reason", "lastTransitionTime", "name", "im
 MIN_SWEEP = 4096
 
 
-class PodSharer:
-    """A transform for pod informers (``Informer(transform=...)``): equal parts of the pods it
-    sees become one object. Takes ownership of the pod it is given."""
+class Sharer:
+    """The table of held parts (hash-consing): ``_same`` answers the held part equal to
+    the one given. Subclasses are the transforms, one per kind."""
 
     def __init__(self) -> None:
         self._held: dict[int, Any] = {}
@@ -84,6 +90,18 @@ class PodSharer:
             if getrefcount(held[key]) <= 2:  # the table's reference and getrefcount's argument
                 del held[key]
         self._sweep_at = max(MIN_SWEEP, 2 * len(held))
+
+    @staticmethod
+    def _strings(entry: dict[str, Any], fields: tuple[str, ...] = _STATUS_STRINGS) -> None:
+        for f in fields:
+            v = entry.get(f)
+            if isinstance(v, str):
+                entry[f] = _intern(v)
+
+
+class PodSharer(Sharer):
+    """A transform for pod informers (``Informer(transform=...)``): equal parts of the pods it
+    sees become one object. Takes ownership of the pod it is given."""
 
     def __call__(self, pod: dict[str, Any]) -> dict[str, Any]:
         same = self._same
@@ -138,9 +156,54 @@ class PodSharer:
                     volume[f] = same(v)
         return volume
 
-    @staticmethod
-    def _strings(entry: dict[str, Any]) -> None:
-        for f in _STATUS_STRINGS:
-            v = entry.get(f)
-            if isinstance(v, str):
-                entry[f] = _intern(v)
+
+# fields of a node held whole when equal: its instance type's, its runtime's, its cluster's
+_NODE_SPEC_PARTS = ("taints", "configSource")
+_NODE_STATUS_PARTS = ("capacity", "allocatable", "images", "daemonEndpoints", "volumesInUse", "volumesAttached",
+                      "config", "features", "runtimeHandlers")
+_CONDITION_STRINGS = ("type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime")
+
+
+class NodeSharer(Sharer):
+    """A transform for node informers: equal parts of the nodes it sees become one object,
+    and their repeated strings one string. Takes ownership of the node it is given."""
+
+    def __call__(self, node: dict[str, Any]) -> dict[str, Any]:
+        same = self._same
+        meta = node.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)  # as strip_managed_fields
+            for f in ("annotations", "ownerReferences", "finalizers"):
+                if f in meta:
+                    meta[f] = same(meta[f])
+            labels = meta.get("labels")
+            if isinstance(labels, dict):  # (the hostname label makes each node's set its own)
+                for k, v in labels.items():
+                    if isinstance(v, str):
+                        labels[k] = _intern(v)
+        spec = node.get("spec")
+        if isinstance(spec, dict):
+            for f in _NODE_SPEC_PARTS:
+                if f in spec:
+                    spec[f] = same(spec[f])
+        status = node.get("status")
+        if isinstance(status, dict):
+            for f in _NODE_STATUS_PARTS:
+                if f in status:
+                    status[f] = same(status[f])
+            info = status.get("nodeInfo")
+            if isinstance(info, dict):  # versions and platform shared; machine, system and boot ids not
+                for f, v in info.items():
+                    if isinstance(v, str) and not f.endswith("ID"):
+                        info[f] = _intern(v)
+            conditions = status.get("conditions")
+            if isinstance(conditions, list):  # whole when equal: the nodes that posted in the same second
+                for i, entry in enumerate(conditions):
+                    if isinstance(entry, dict):
+                        self._strings(entry, _CONDITION_STRINGS)
+                        conditions[i] = same(entry)
+            for entry in status.get("addresses") or ():
+                if isinstance(entry, dict) and isinstance(entry.get("type"), str):
+                    entry["type"] = _intern(entry["type"])
+        return node
+

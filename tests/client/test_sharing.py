@@ -70,3 +70,58 @@ def test_an_equal_part_is_never_changed_through_another_pod() -> None:
     second = sharer(orjson.loads(raw))
     assert second == first == before and second is not first
     assert second["spec"]["containers"][0]["resources"] is first["spec"]["containers"][0]["resources"]
+
+
+def nodes(n: int) -> list[bytes]:
+    """Simulated nodes' JSON: one real shape (instance type, conditions, node info), each
+    with its own name, uid, CIDR, machine ids and address."""
+    out = []
+    for i in range(n):
+        beat = f"2026-12-02T01:00:{i % 3:02d}Z"  # three heartbeat seconds among them
+        out.append(orjson.dumps({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"n{i}", "uid": f"uid-{i}",
+                         "labels": {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": "zone-a"},
+                         "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {}}]},
+            "spec": {"podCIDR": f"10.0.{i}.0/24", "podCIDRs": [f"10.0.{i}.0/24"],
+                     "taints": [{"key": "gpu", "effect": "NoSchedule"}]},
+            "status": {"capacity": {"cpu": "32", "pods": "110"}, "allocatable": {"cpu": "32", "pods": "110"},
+                       "conditions": [{"type": t, "status": "False", "reason": f"Kubelet{t}", "message": "ok",
+                                       "lastHeartbeatTime": beat, "lastTransitionTime": "2026-12-02T00:00:00Z"}
+                                      for t in ("MemoryPressure", "DiskPressure", "Ready")],
+                       "addresses": [{"type": "InternalIP", "address": f"172.16.0.{i}"}],
+                       "nodeInfo": {"machineID": f"m{i}", "systemUUID": f"s{i}", "bootID": f"b{i}",
+                                    "kubeletVersion": "v1.37.0", "osImage": "Controlplane Simulated"},
+                       "images": [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 700000}]}}))
+    return out
+
+
+def test_a_shared_node_is_the_node_without_managed_fields_and_nodes_share_their_types_parts() -> None:
+    sharer = sharing.NodeSharer()
+    held = []
+    for raw in nodes(30):
+        want = orjson.loads(raw)
+        del want["metadata"]["managedFields"]
+        got = sharer(orjson.loads(raw))
+        assert orjson.dumps(got) == orjson.dumps(want)  # content and key order unchanged
+        held.append(got)
+    a, b, c = held[0], held[3], held[1]  # a and b posted in the same second, c in another
+    for part in ("capacity", "allocatable", "images"):
+        assert a["status"][part] is b["status"][part]
+    assert a["spec"]["taints"] is b["spec"]["taints"]
+    assert a["metadata"]["annotations"] is b["metadata"]["annotations"]
+    assert a["status"]["conditions"][0] is b["status"]["conditions"][0]  # equal conditions held once
+    assert a["status"]["conditions"][0] is not c["status"]["conditions"][0]  # another heartbeat: its own
+    assert a["status"]["conditions"] is not b["status"]["conditions"]  # each node's list its own
+    assert a["status"]["nodeInfo"] is not b["status"]["nodeInfo"]
+    assert a["status"]["nodeInfo"]["kubeletVersion"] is b["status"]["nodeInfo"]["kubeletVersion"]  # interned
+    assert a["spec"]["podCIDR"] != b["spec"]["podCIDR"] and a["metadata"]["labels"] is not b["metadata"]["labels"]
+
+
+def test_the_node_informer_holds_nodes_shared() -> None:
+    from controlplane.client.informer import SharedInformer
+
+    informer = SharedInformer(None, "/api/v1/nodes")  # type: ignore[arg-type]
+    assert isinstance(informer.transform, sharing.NodeSharer)
+    assert isinstance(SharedInformer(None, "/api/v1/pods").transform, PodSharer)  # type: ignore[arg-type]
