@@ -110,12 +110,16 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 
 class _Node:
-    __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "manual", "name", "offset", "pod_ips",
-                 "since", "stage", "stage_gen", "tainted", "uid")
+    __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
+                 "pod_ips", "since", "stage", "stage_gen", "tainted", "uid")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
         self.uid = ""  # the Node's, for its Lease's ownerReference
+        # its Lease exists (created, or found): until then its creation is queued and
+        # renewing it would only find it missing (at 100,000 nodes set up at once, a
+        # renewal each that fails and creates it ahead of the queue)
+        self.lease_ready = False
         self.ip = ip
         self.cidr = cidr
         self.itype = itype
@@ -475,6 +479,9 @@ class NodeSimulator:
         except ApiError as e:
             if e.code != 409:
                 raise
+        node = self.nodes.get(name)
+        if node is not None:
+            node.lease_ready = True
 
     async def _serves_lease_renewals(self) -> bool:
         try:
@@ -487,6 +494,7 @@ class NodeSimulator:
         """Queue the renewals of the leases this tick fired: LeaseRenewals of up to
         ``renewals_per_request`` Leases when the server serves them, else a PUT each."""
         due, self._due_leases = self._due_leases, []
+        due = [(name, at) for name, at in due if (node := self.nodes.get(name)) is not None and node.lease_ready]
         if not self.bulk_renewals:
             for name, at in due:
                 self._write(lambda name=name, at=at: self._renew(name, at), HEARTBEAT)  # type: ignore[misc]
@@ -515,15 +523,21 @@ class NodeSimulator:
                 await self._renew(name, at)
             return
         status = answer.get("status") or {}
-        retry = set(status.get("notFound") or ()) | set(status.get("conflicts") or ())
+        missing, conflicts = set(status.get("notFound") or ()), set(status.get("conflicts") or ())
         done = time.monotonic()
-        LEASE_RENEWALS.labels(result="ok").inc(len(due) - len(retry))
+        LEASE_RENEWALS.labels(result="ok").inc(len(due) - len(missing) - len(conflicts))
         for name, at in due:
-            if name not in retry:
+            if name not in missing and name not in conflicts:
                 self._renewed(max(0.0, done - at))
         for name, at in due:
-            if name in retry:
-                await self._renew(name, at)  # created if it is missing
+            if name in missing:  # deleted by someone: created again, as the kubelet does
+                LEASE_RENEWALS.labels(result="error").inc()
+                node = self.nodes.get(name)
+                if node is not None:
+                    node.lease_ready = False
+                    await self._ensure_lease(name, node.uid)
+            elif name in conflicts:
+                await self._renew(name, at)
 
     def _renewed(self, lag: float) -> None:
         self.lease_renewals += 1
