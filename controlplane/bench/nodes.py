@@ -198,9 +198,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--renewals", choices=("both", "bulk", "put"), default="both",
                         help="measure heartbeats as LeaseRenewals (bulk), as a PUT per Lease, or both, bulk "
                              "first (default: %(default)s)")
+    parser.add_argument("--components-process", action="store_true",
+                        help="serve --nodes N --components-process: the simulator in a process of its own, over "
+                             "HTTP, and the pods created over HTTP (bench/nodes_api.py)")
     parser.add_argument("--concurrency", type=int, default=64, help="simulator writes in flight (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.components_process:
+        from .nodes_api import run as run_components_process
+
+        return run_components_process(args)
     try:
         import uvloop
 

@@ -1,0 +1,172 @@
+"""``controlplane bench nodes --components-process``: simulated nodes' heartbeats and pod
+startup with the node simulator in a process of its own, as ``controlplane serve
+--nodes N --components-process`` runs it (the server's components, the simulator
+among them, as clients over HTTP in the process serve forks; no scheduler: the pods
+name their node).
+
+1. ``serve`` creates ``--nodes`` nodes at start; the benchmark waits until every
+   node and its Lease exist, then one more renew interval;
+2. for ``--heartbeat-seconds`` only heartbeats run: the CPU of both processes
+   (from ``/proc``), less ``cpu_idle`` (the same two processes with ``--nodes 0``,
+   measured first), per renewal;
+3. pods naming a node are created at ``--pod-rate`` per second for
+   ``--pod-seconds`` over keep-alive connections of a bare asyncio client (httpx's
+   per-request cost would make this process the bottleneck); each pod's startup
+   is from its create request's send to a watch event showing it Running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .nodes import _pct, emit
+from .scheduler import _free_port, _http, start_server, stop_all
+
+__all__ = ["run"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of ``pid`` and its children still running (the components process)."""
+    total = 0.0
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    for p in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
+async def _cpu_per_second(pid: int, seconds: float) -> float:
+    c0, t0 = _cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    return (_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+
+async def _wait_nodes(c: Any, count: int, timeout: float) -> float:
+    """Seconds until ``count`` nodes and their Leases exist."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        nodes = (await c.list("/api/v1/nodes", limit=1))["metadata"].get("remainingItemCount", -1) + 1
+        leases = (await c.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", limit=1))[
+            "metadata"].get("remainingItemCount", -1) + 1
+        if nodes >= count and leases >= count:
+            return time.monotonic() - t0
+        await asyncio.sleep(1.0)
+    raise TimeoutError(f"{count} nodes and leases not there after {timeout} s")
+
+
+async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, list[float], int]:
+    """Create the pods at the asked rate; (the create rate, startup latencies, pods not Running)."""
+    from .api import _Conn
+
+    pods = "/api/v1/namespaces/default/pods"
+    total = int(args.pod_rate * args.pod_seconds)
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    done = asyncio.Event()
+    rv = (await c.list(pods, limit=1))["metadata"]["resourceVersion"]
+
+    async def watch() -> None:
+        async for ev in c.watch(pods, resource_version=rv):
+            obj = ev.object
+            name = obj.get("metadata", {}).get("name")
+            if name in sent and obj.get("status", {}).get("phase") == "Running":
+                latencies.append(time.monotonic() - sent.pop(name))
+                if len(latencies) >= total:
+                    done.set()
+                    return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.2)
+    bodies = [_http("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"bench-{i}"},
+                                   "spec": {"nodeName": f"sim-node-{i % args.nodes}", "containers": [
+                                       {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+              for i in range(total)]
+    it = iter(range(total))
+    t0 = time.monotonic()
+    errors = 0
+
+    async def worker() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        conn = _Conn(reader, writer)
+        try:
+            for i in it:
+                delay = t0 + i / args.pod_rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent[f"bench-{i}"] = time.monotonic()
+                if await conn.request(bodies[i]) >= 300:
+                    errors += 1
+                    sent.pop(f"bench-{i}", None)
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    rate = total / (time.monotonic() - t0)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), timeout=30)
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    emit("pod_create_rate", rate, "1/s", target=args.pod_rate, errors=errors, mode="components-process")
+    return rate, latencies, total - errors - len(latencies)
+
+
+async def _measure(args: argparse.Namespace, port: int, pid: int, idle: float) -> None:
+    from controlplane.client import Client
+
+    c = Client(f"http://127.0.0.1:{port}", timeout=120.0)
+    try:
+        waited = await _wait_nodes(c, args.nodes, timeout=max(120.0, args.nodes / 20))
+        emit("nodes_ready", waited, "s", nodes=args.nodes, mode="components-process")
+        await asyncio.sleep(args.renew_interval)
+        cpu = await _cpu_per_second(pid, args.heartbeat_seconds)
+        rate = args.nodes / args.renew_interval
+        emit("heartbeat_cpu", max(0.0, cpu - idle), "cores", target=0.15, total=round(cpu, 3), nodes=args.nodes,
+             mode="components-process", note="both processes' CPU per wall second, heartbeats only, less cpu_idle")
+        emit("heartbeat_cpu_per_renewal", max(0.0, cpu - idle) / rate * 1e6, "us", target=15.0,
+             mode="components-process")
+        if args.pod_rate > 0 and args.pod_seconds > 0:
+            _, latencies, left = await _pods(c, port, args)
+            emit("pod_startup_p50", _pct(latencies, 0.5), "s", pods=len(latencies), mode="components-process")
+            emit("pod_startup_p99", _pct(latencies, 0.99), "s", target=1.0, pods=len(latencies), not_running=left,
+                 mode="components-process")
+    finally:
+        await c.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    work = Path(tempfile.mkdtemp(prefix="bench-nodes-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        port = _free_port()
+        base = ["--no-scheduler", "--components-process"]
+        for d in ("idle", "run"):
+            (work / d).mkdir()
+        idle_server = start_server(work / "idle", port, [*base, "--nodes", "0"])
+        procs.append(idle_server)
+        time.sleep(5.0)  # its start-up done
+        idle = asyncio.run(_cpu_per_second(idle_server.pid, min(3.0, args.heartbeat_seconds)))
+        emit("cpu_idle", idle, "cores", note="both processes, no nodes", mode="components-process")
+        stop_all(procs)
+        procs.clear()
+        server = start_server(work / "run", port, [*base, "--nodes", str(args.nodes)])
+        procs.append(server)
+        asyncio.run(_measure(args, port, server.pid, idle))
+        return 0
+    finally:
+        stop_all(procs)
+        shutil.rmtree(work, ignore_errors=True)
