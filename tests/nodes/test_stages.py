@@ -241,6 +241,26 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
         assert stage.next.render_status(obj, _funcs()) == templated
 
 
+@pytest.mark.parametrize("node_obj", [
+    {"metadata": {"name": "n1"}},
+    {"metadata": {"name": "n2", "uid": "u2", "creationTimestamp": "2026-11-30T09:00:00Z",
+                  "labels": {"kubernetes.io/arch": "arm64"}},
+     "status": {"capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
+                "allocatable": {"cpu": "7500m", "memory": "30Gi", "pods": "110"},
+                "addresses": [{"type": "InternalIP", "address": "172.16.0.4"}]}},
+])
+def test_the_node_stage_renders_natively_exactly_as_its_template(node_obj: dict[str, Any]) -> None:
+    stage = {s.name: s for s in default_stages()}["node-initialize"]
+    assert stage.next.native is not None
+    funcs = {**_funcs(), "NodeIP": lambda: "172.16.0.9", "NodeName": lambda: "n", "NodePort": lambda: 10250,
+             "NodeConditions": lambda: [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                         "message": "kubelet is posting ready status"},
+                                        {"type": "DiskPressure", "status": "False", "reason": "NoPressure",
+                                         "message": "has: no pressure"}]}
+    templated = dataclasses.replace(stage.next, native=None).render_status(node_obj, funcs)
+    assert stage.next.render_status(node_obj, funcs) == templated
+
+
 def test_stage_selection_and_delays() -> None:
     stages = default_stages(job_seconds=2.5)
     pods = StageSet(stages, "Pod")
