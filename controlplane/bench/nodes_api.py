@@ -36,17 +36,24 @@ __all__ = ["run"]
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of ``pid`` and its children still running (the components process)."""
-    total = 0.0
-    pids = [pid]
+def _cpu_of(pid: int) -> float:
     with contextlib.suppress(OSError):
-        pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    for p in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK
-    return total
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    return 0.0
+
+
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU of ``pid`` (the server) and of its children still running (the
+    components process)."""
+    children = []
+    with contextlib.suppress(OSError):
+        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return _cpu_of(pid), sum(_cpu_of(c) for c in children)
+
+
+def _cpu_seconds(pid: int) -> float:
+    return sum(_cpu_split(pid))
 
 
 async def _cpu_per_second(pid: int, seconds: float) -> float:
@@ -132,7 +139,7 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: float) -
     try:
         waited = await _wait_nodes(c, args.nodes, timeout=max(120.0, args.nodes / 20))
         emit("nodes_ready", waited, "s", nodes=args.nodes, mode="components-process")
-        await asyncio.sleep(args.renew_interval)
+        await asyncio.sleep(2 * args.renew_interval)  # the nodes' first status posts and stages done
         cpu = await _cpu_per_second(pid, args.heartbeat_seconds)
         rate = args.nodes / args.renew_interval
         emit("heartbeat_cpu", max(0.0, cpu - idle), "cores", target=0.15, total=round(cpu, 3), nodes=args.nodes,
@@ -140,7 +147,14 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: float) -
         emit("heartbeat_cpu_per_renewal", max(0.0, cpu - idle) / rate * 1e6, "us", target=15.0,
              mode="components-process")
         if args.pod_rate > 0 and args.pod_seconds > 0:
+            (s0, c0), w0 = _cpu_split(pid), time.monotonic()
             _, latencies, left = await _pods(c, port, args)
+            (s1, c1), wall = _cpu_split(pid), time.monotonic() - w0
+            if latencies:  # less what the heartbeats and the idle processes cost meanwhile
+                per_pod = (s1 - s0 + c1 - c0 - cpu * wall) / len(latencies) * 1e3
+                emit("cpu_per_pod", max(0.0, per_pod), "ms", mode="components-process",
+                     server_cores=round((s1 - s0) / wall, 3), components_cores=round((c1 - c0) / wall, 3),
+                     note="both processes: create, watch events, simulator, Running status write")
             emit("pod_startup_p50", _pct(latencies, 0.5), "s", pods=len(latencies), mode="components-process")
             emit("pod_startup_p99", _pct(latencies, 0.99), "s", target=1.0, pods=len(latencies), not_running=left,
                  mode="components-process")
