@@ -50,7 +50,7 @@ MAX_LEASES = 10_000  # per request: the body stays under 1 MiB of names
 # the leases handed to the store at once: the loop yields between chunks, so a large
 # request does not hold other requests back for the whole of it
 CHUNK = 512
-ATTEMPTS = 8  # per lease, when another writer's change keeps coming in between
+ATTEMPTS = 64  # per lease, when other writers keep coming in between (as many as an update tries)
 
 
 def _invalid(rtype: ResourceType, field: str, message: str) -> ApiError:
@@ -121,6 +121,25 @@ def _renewed(rtype: ResourceType, stored: bytes, renew_time: str, manager: str, 
     return obj
 
 
+async def _at_least(reads: Reads, leases: ResourceType, namespace: str, name: str,
+                    revision: int) -> tuple[bytes, int] | None:
+    """The lease's served JSON and revision once the cache holds ``revision`` or later (a
+    conflict names the version that beat this write: at a store too busy for the cache to
+    keep up, waiting for it is cheaper than a read of the store's encoded value); None to
+    read the store (no revision known, the cache not there in time, or no lease)."""
+    if revision <= 0:
+        return None
+    try:
+        raw = await reads.get(leases, namespace, name, str(revision))
+    except ApiError:  # 504: the cache did not get there in time
+        return None
+    if raw is None:
+        return None
+    obj = orjson.loads(raw)
+    served = int(obj["metadata"]["resourceVersion"])
+    return (raw, served) if served >= revision else None
+
+
 async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, namespace: str,
                        request: dict[str, Any], manager: str, prime: bool) -> dict[str, Any]:
     """The answered LeaseRenewal ``request`` (its ``status`` set) once every Lease it names
@@ -133,14 +152,17 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
         if start:
             await asyncio.sleep(0)
         pending = names[start:start + CHUNK]
+        behind: dict[str, int] = {}  # the revision a conflict said the lease is at
         for attempt in range(ATTEMPTS):
             writes: list[tuple[str, bytes, dict[str, Any], bytes, int]] = []
             for name in pending:
                 key = leases.key(namespace, name)
-                # the cache's newest version first, as a PUT starts from it; after a conflict the store's
-                hit = reads.latest(leases, key) if attempt == 0 else None
-                if hit is not None:
-                    current, revision = without_resource_version(hit[0], hit[1]), hit[1]
+                # the cache's newest version, as a PUT starts from it; after a conflict the
+                # cache's once it has the version the conflict named, else the store's
+                found = reads.latest(leases, key) if attempt == 0 else await _at_least(
+                    reads, leases, namespace, name, behind.get(name, 0))
+                if found is not None:
+                    current, revision = without_resource_version(found[0], found[1]), found[1]
                 else:
                     kv = await store_.get(key)
                     if kv is None:
@@ -161,7 +183,8 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
                         obj["metadata"]["resourceVersion"] = str(result)
                         reads.prime(leases, key, result, with_resource_version(value, result), obj)
                 elif isinstance(result, store.Conflict):
-                    pending.append(name)  # changed since it was read: read it again, from the store
+                    pending.append(name)  # changed since it was read: read it again
+                    behind[name] = result.actual
                 elif isinstance(result, store.NotFound):
                     missing.append(name)
                 else:

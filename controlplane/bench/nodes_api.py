@@ -8,7 +8,9 @@ name their node).
    node and its Lease exist, then one more renew interval;
 2. for ``--heartbeat-seconds`` only heartbeats run: the CPU of both processes
    (from ``/proc``), less ``cpu_idle`` (the same two processes with ``--nodes 0``,
-   measured first), per renewal;
+   measured first), per renewal; then the age of every Lease's ``renewTime`` (the
+   interval plus the renew lag: the simulator's own lag histogram is in the other
+   process);
 3. pods naming a node are created at ``--pod-rate`` per second for
    ``--pod-seconds`` over keep-alive connections of a bare asyncio client (httpx's
    per-request cost would make this process the bottleneck); each pod's startup
@@ -73,6 +75,25 @@ async def _wait_nodes(c: Any, count: int, timeout: float) -> float:
             return time.monotonic() - t0
         await asyncio.sleep(1.0)
     raise TimeoutError(f"{count} nodes and leases not there after {timeout} s")
+
+
+async def _lease_ages(c: Any) -> list[float]:
+    """Seconds since each node Lease's renewTime, read in pages."""
+    from datetime import datetime
+
+    ages: list[float] = []
+    token = ""
+    while True:
+        page = await c.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", limit=5000,
+                            **({"continue": token} if token else {}))
+        now = time.time()
+        for lease in page["items"]:
+            renewed = (lease.get("spec") or {}).get("renewTime")
+            if renewed:
+                ages.append(now - datetime.fromisoformat(renewed.replace("Z", "+00:00")).timestamp())
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return ages
 
 
 async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, list[float], int]:
@@ -146,6 +167,11 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: float) -
              mode="components-process", note="both processes' CPU per wall second, heartbeats only, less cpu_idle")
         emit("heartbeat_cpu_per_renewal", max(0.0, cpu - idle) / rate * 1e6, "us", target=15.0,
              mode="components-process")
+        ages = await _lease_ages(c)
+        # a renewal due every interval and late by its lag: a Lease is at most interval + lag old
+        emit("lease_age_p99", _pct(ages, 0.99), "s", target=args.renew_interval + 2.0, leases=len(ages),
+             mode="components-process", note="now - renewTime over every Lease: the interval plus the renew lag")
+        emit("lease_age_max", max(ages, default=float("nan")), "s", mode="components-process")
         if args.pod_rate > 0 and args.pod_seconds > 0:
             (s0, c0), w0 = _cpu_split(pid), time.monotonic()
             _, latencies, left = await _pods(c, port, args)

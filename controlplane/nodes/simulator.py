@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import orjson
 
 from ..client import ApiError, Client, resource_path
@@ -298,6 +299,8 @@ class NodeSimulator:
                 raise
             except ApiError as e:
                 log.debug("simulator write failed: %s", e)
+            except (httpx.TransportError, OSError) as e:  # a server too busy to answer in time, or gone
+                log.warning("simulator write failed: %r", e)
             except Exception:
                 log.exception("simulator write failed")
 

@@ -148,3 +148,23 @@ async def test_discovery_lists_the_resource(client: Client) -> None:
     listed = await client.get("/apis/nodes.controlplane.dev/v1alpha1")
     [resource] = listed["resources"]
     assert resource["name"] == "leaserenewals" and resource["namespaced"] and resource["verbs"] == ["create"]
+
+
+async def test_renewals_racing_another_writer_lose_none_of_its_writes(client: Client) -> None:
+    """Renewals start from the cache's version; one that lost to another writer's patch
+    is read again (once the cache has the winner) and renewed over it, never over the
+    stale version."""
+    await _leases(client, ["n1", "n2"])
+
+    async def renew(i: int) -> None:
+        answer = await client.create(RENEWALS, {"spec": {"renewTime": f"2026-12-02T01:01:{i:02d}.000000Z",
+                                                         "leases": ["n1", "n2"]}}, fieldManager="kubelet")
+        assert answer["status"] == {"renewed": 2}
+
+    async def label(i: int) -> None:
+        await client.patch(f"{LEASES}/n1", {"metadata": {"labels": {f"k{i}": "v"}}}, patch_type="merge")
+
+    await asyncio.gather(*(f(i) for i in range(30) for f in (renew, label)))
+    got = await client.get(f"{LEASES}/n1")
+    assert got["metadata"]["labels"] == {f"k{i}": "v" for i in range(30)}  # no patch undone by a renewal
+    assert got["spec"]["renewTime"].startswith("2026-12-02T01:01:")
