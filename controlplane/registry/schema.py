@@ -115,6 +115,7 @@ def definitions() -> Definitions:
     defs = orjson.loads(raw)["$defs"]
     _accept_earlier_podgroup_reference(defs)
     _add_resource_metrics(defs)
+    _add_lease_renewal(defs)
     return Definitions(defs)
 
 
@@ -170,3 +171,29 @@ def _add_resource_metrics(defs: dict[str, Schema]) -> None:
         kind(name + "List", f"a list of {name}",
              {"metadata": list_meta, "items": {"type": "array", "items": {"$ref": "#/$defs/" + _METRICS + name}}},
              ["items"])
+
+
+def _add_lease_renewal(defs: dict[str, Schema]) -> None:
+    """nodes.controlplane.dev/v1alpha1 LeaseRenewal, this emulator's own (``api/leaserenewals.py``),
+    for the OpenAPI documents and ``kubectl explain``."""
+    defs["dev.controlplane.nodes.v1alpha1.LeaseRenewal"] = {
+        "description": "Renews many Leases of a namespace at once, each written as its holder's update would write "
+                       "it. Answered, never stored.",
+        "type": "object", "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"},
+            "spec": {"type": "object", "required": ["leases"], "properties": {
+                "leases": {"type": "array", "items": {"type": "string"},
+                           "description": "the names of the Leases to renew, at most 10,000"},
+                "renewTime": {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime",
+                              "description": "the time each Lease's spec.renewTime is set to; the server's clock "
+                                             "when unset"}}},
+            "status": {"type": "object", "properties": {
+                "renewed": {"type": "integer", "description": "the Leases renewed (or already at renewTime)"},
+                "notFound": {"type": "array", "items": {"type": "string"}, "description": "the Leases missing"},
+                "conflicts": {"type": "array", "items": {"type": "string"},
+                              "description": "the Leases other writers kept changing: not renewed"}}}},
+        "x-kubernetes-group-version-kind": [{"group": "nodes.controlplane.dev", "version": "v1alpha1",
+                                             "kind": "LeaseRenewal"}]}
+
