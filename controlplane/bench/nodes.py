@@ -124,6 +124,20 @@ async def _heartbeats(sim: Any, args: argparse.Namespace, idle: float, mode: str
     return cpu
 
 
+async def watch_running(client: Any, pods: str, rv: str, sent: dict[str, float], latencies: list[float],
+                        total: int, done: asyncio.Event) -> None:
+    """Each pod of ``sent`` (name -> when its create was sent) seen Running adds its startup
+    latency to ``latencies``; ``done`` is set at ``total``."""
+    async for ev in client.watch(pods, resource_version=rv):
+        obj = ev.object
+        name = obj.get("metadata", {}).get("name")
+        if name in sent and obj.get("status", {}).get("phase") == "Running":
+            latencies.append(time.monotonic() - sent.pop(name))
+            if len(latencies) >= total:
+                done.set()
+                return
+
+
 async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> int:
     """Create pods at the rate asked for and time each from its create call to a watch event showing
     it Running (the in-process client's creates go straight into the app: what a client in another
@@ -135,17 +149,8 @@ async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> in
     done = asyncio.Event()
     listed = await client.list(pods, limit=1)
 
-    async def watch() -> None:
-        async for ev in client.watch(pods, resource_version=listed["metadata"]["resourceVersion"]):
-            obj = ev.object
-            name = obj.get("metadata", {}).get("name")
-            if name in sent and obj.get("status", {}).get("phase") == "Running":
-                latencies.append(time.monotonic() - sent.pop(name))
-                if len(latencies) >= total:
-                    done.set()
-                    return
-
-    watcher = asyncio.create_task(watch())
+    watcher = asyncio.create_task(watch_running(client, pods, listed["metadata"]["resourceVersion"], sent,
+                                                latencies, total, done))
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod"}
     errors = 0

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .nodes import _pct, emit
+from .nodes import _pct, emit, watch_running
 from .scheduler import _free_port, _http, start_server, stop_all
 
 __all__ = ["run"]
@@ -107,17 +107,7 @@ async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, lis
     done = asyncio.Event()
     rv = (await c.list(pods, limit=1))["metadata"]["resourceVersion"]
 
-    async def watch() -> None:
-        async for ev in c.watch(pods, resource_version=rv):
-            obj = ev.object
-            name = obj.get("metadata", {}).get("name")
-            if name in sent and obj.get("status", {}).get("phase") == "Running":
-                latencies.append(time.monotonic() - sent.pop(name))
-                if len(latencies) >= total:
-                    done.set()
-                    return
-
-    watcher = asyncio.create_task(watch())
+    watcher = asyncio.create_task(watch_running(c, pods, rv, sent, latencies, total, done))
     await asyncio.sleep(0.2)
     bodies = [_http("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"bench-{i}"},
                                    "spec": {"nodeName": f"sim-node-{i % args.nodes}", "containers": [
