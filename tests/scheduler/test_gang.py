@@ -5,7 +5,7 @@ from __future__ import annotations
 from controlplane.scheduler.framework import Code, CycleState
 from controlplane.scheduler.gang import GangManager, Policy, policy_of
 from controlplane.scheduler.nodeinfo import PodInfo
-from controlplane.scheduler.plugins.gangscheduling import GangScheduling
+from controlplane.scheduler.plugins.gangscheduling import GangScheduling, placements_to_score
 
 from .fakes import build
 from .helpers import node, pod, podgroup
@@ -110,8 +110,40 @@ def test_topology_places_the_gang_in_one_domain_with_room() -> None:
     g = gang.manager.groups["default/pg"]
     assert g.domain in ("r1", "r2")
     assert st.node_names == {f"{g.domain}-n0", f"{g.domain}-n1"}
-    # LeastAllocated scores the emptier rack higher: r1
-    assert g.domain == "r1"
+    # placements are scored MostAllocated (upstream's NodeResourcesFit placement score, whatever
+    # the per-pod strategy): r2 would be 7/8 cpu full, r1 4/8, so the gang packs into r2
+    assert g.domain == "r2"
+
+
+def test_topology_scores_every_feasible_domain_of_a_small_cluster() -> None:
+    # Ten racks of two 4-cpu nodes; the gang of 4 x 1 cpu fits in all but r0. The fullest rack
+    # that holds it is r7 (4 of 8 cpu used; 8 of 8 with the gang). In a 20-node cluster every
+    # rack is scored (100%), so r7 wins wherever the rotation starts.
+    nodes = [node(f"r{r}-n{i}", cpu="4", labels={"rack": f"r{r}"}) for r in range(10) for i in range(2)]
+    for start in range(3):
+        h, profile = build(nodes)
+        gang = profile.get("GangScheduling")
+        assert isinstance(gang, GangScheduling)
+        gang._rotation = start
+        h.bind_pod(pod("full", cpu="4"), "r0-n0")
+        h.bind_pod(pod("full2", cpu="1"), "r0-n1")  # r0: 3 cpu free, too little
+        h.bind_pod(pod("half", cpu="2"), "r3-n0")  # r3: 6/8 once the gang is in
+        h.bind_pod(pod("most", cpu="4"), "r7-n1")  # r7: 8/8 once the gang is in: the best
+        gang.manager.set_podgroup(podgroup("pg", 4, topology="rack"))
+        members = [PodInfo(pod(f"m{i}", cpu="1", group="pg")) for i in range(4)]
+        for m in members:
+            gang.manager.observe_pod(m.group_key, m.key, None)
+        gang.pre_filter(CycleState(), members[0])
+        assert gang.manager.groups["default/pg"].domain == "r7"
+
+
+def test_placements_to_score_as_upstream() -> None:
+    assert placements_to_score(3, 6) == 3  # tiny clusters: every placement
+    assert placements_to_score(50, 5000) == 5  # 10% at 5,000 nodes
+    assert placements_to_score(1000, 100_000) == 50  # never under 5%
+    assert placements_to_score(50, 2500) == 28  # 55% halfway
+    assert placements_to_score(7, 100_000) == 1  # at least one
+    assert placements_to_score(50, 5000, percentage=40) == 20  # PercentageOfPlacementsToScore set
 
 
 def test_topology_without_a_domain_with_room_rejects_the_gang() -> None:

@@ -28,7 +28,7 @@ from ..nodeinfo import NodeInfo, PodInfo
 if TYPE_CHECKING:
     from ..profile import Profile
 
-__all__ = ["GangScheduling", "rejected_with_group"]
+__all__ = ["GangScheduling", "placement_score", "placements_to_score", "rejected_with_group"]
 
 NAME = "GangScheduling"
 CONDITION = INITIALLY_SCHEDULED
@@ -40,6 +40,33 @@ def rejected_with_group(group: str, message: str) -> str:
     (said once: a message that already says so is kept as it is)."""
     prefix = f'rejected with the rest of PodGroup "{group}": '
     return message if message.startswith(prefix) else prefix + message
+
+
+def placements_to_score(placements: int, nodes: int, percentage: int = 0) -> int:
+    """How many feasible placements are scored before the best is taken, as upstream's
+    PercentageOfPlacementsToScore (KEP-5732, beta): ``percentage`` when set, else adaptive
+    to the nodes the placements hold, from 100% for a tiny cluster down to 10% at 5,000
+    nodes, never under 5%; at least one.
+
+    >>> placements_to_score(50, 5000), placements_to_score(3, 6), placements_to_score(200, 100000)
+    (5, 3, 10)
+    """
+    if percentage <= 0:
+        percentage = max(5, 100 - 90 * nodes // 5000)
+    return max(1, -(-placements * min(percentage, 100) // 100))
+
+
+def placement_score(nodes: list[NodeInfo], pod: PodInfo, count: int) -> int:
+    """NodeResourcesFit's score of a placement (0-100): MostAllocated over the placement's
+    nodes taken together, cpu and memory weighted alike, with ``count`` pods like ``pod``
+    added; higher is fuller, so gangs pack rather than spread (upstream always scores
+    placements MostAllocated, whatever the per-pod scoring strategy)."""
+    alloc_cpu = sum(n.alloc_cpu for n in nodes)
+    alloc_mem = sum(n.alloc_mem for n in nodes)
+    used_cpu = sum(n.requested.get("cpu", 0) for n in nodes) + count * pod.requests.get("cpu", 0)
+    used_mem = sum(n.requested.get("memory", 0) for n in nodes) + count * pod.requests.get("memory", 0)
+    scores = [used * 100 // alloc for used, alloc in ((used_cpu, alloc_cpu), (used_mem, alloc_mem)) if alloc]
+    return sum(min(s, 100) for s in scores) // len(scores) if scores else 0
 
 
 def _same_group(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -62,8 +89,10 @@ def _podgroup_of(pod: PodInfo, old: Any, new: Any) -> bool:
 
 
 class GangScheduling:
-    def __init__(self, handle: Handle, timeout: float = 60.0, clock: Any = time.monotonic) -> None:
+    def __init__(self, handle: Handle, timeout: float = 60.0, clock: Any = time.monotonic,
+                 percentage_of_placements_to_score: int = 0) -> None:
         self.handle = handle
+        self.percentage = percentage_of_placements_to_score
         self.manager = GangManager(timeout)
         self.clock = clock
         self._rotation = 0
@@ -71,7 +100,8 @@ class GangScheduling:
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> GangScheduling:
-        return cls(handle, float(args.get("timeoutSeconds", 60.0)))
+        return cls(handle, float(args.get("timeoutSeconds", 60.0)),
+                   percentage_of_placements_to_score=int(args.get("percentageOfPlacementsToScore", 0)))
 
     def name(self) -> str:
         return NAME
@@ -157,9 +187,15 @@ class GangScheduling:
     # ---------------------------------------------------------------- topology
 
     def _choose_domain(self, pod: PodInfo) -> Status | None:
-        """Pick the group's domain: walk the domains (round robin across groups), count in
-        each how many copies of this member fit (by the Filter plugins and its requests),
-        stop after a few domains with room for the group, keep the best-scoring of those."""
+        """Pick the group's domain as upstream's topology-aware scheduling (KEP-5732) picks a
+        placement: each value of the topology label is a candidate; one is feasible when the
+        group's unbound members fit in it (by the Filter plugins and this member's requests);
+        the feasible ones are scored until ``placements_to_score`` of them are found (walking
+        from a start that rotates across groups), and the highest score wins. The score is
+        NodeResourcesFit's placement score, MostAllocated over the domain's cpu and memory
+        once the members are in it, so gangs pack into the fullest domain that holds them.
+        (Upstream's other default placement scorer, PodGroupPodsCount, counts the members
+        that fit: every feasible candidate here holds them all, so it ties.)"""
         g = self.manager.groups[pod.group_key]
         assert g.policy is not None
         key = g.policy.topology_key
@@ -176,26 +212,23 @@ class GangScheduling:
             return Status(Code.UNSCHEDULABLE, f"no {key} domain can hold the pods of PodGroup \"{pod.group}\"",
                           plugin=NAME)
         filters = profile.filters_for(probe)
-        candidates: list[tuple[float, str]] = []
-        reqs = [(r, a) for r, a in pod.requests.items() if a > 0]
+        wanted = placements_to_score(len(names), sum(len(d) for d in domains.values()), self.percentage)
+        candidates: list[tuple[int, str]] = []
+        reqs = [(r, a) for r, a in pod.requests.items() if a > 0]  # "pods": 1 among them
         for name in names:
             slots = 0
-            used: list[NodeInfo] = []
             for ni in domains[name]:
                 if profile.run_filters(filters, probe, pod, ni) is not None:
                     continue
                 fit = min((ni.allocatable.get(r, 0) - ni.requested.get(r, 0)) // a for r, a in reqs)
                 if fit > 0:
                     slots += fit
-                    used.append(ni)
                 if slots >= need:
                     break
             if slots < need:
                 continue
-            profile.run_pre_score(probe, pod, used)
-            scores = profile.score_nodes(probe, pod, used)
-            candidates.append((sum(scores) / len(scores), name))
-            if len(candidates) >= 4:
+            candidates.append((placement_score(domains[name], pod, need), name))
+            if len(candidates) >= wanted:
                 break
         if not candidates:
             return Status(Code.UNSCHEDULABLE,
