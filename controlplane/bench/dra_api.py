@@ -18,7 +18,9 @@ Reported: pods/s (pods bound over the time from the first create to the last
 binding), p50/p99 create-to-bound, the create rate, and
 ``double_allocations``: ``check_invariants`` over every claim the server
 holds at the end (no device in two claims, no shared counter over its total;
-0 is the requirement). Exit 1 if that is not 0 or pods were left unbound.
+0 is the requirement), and ``nodes_over_allocatable`` (the pods' cpu and
+memory against their nodes'). Exit 1 if either is not 0 or pods were left
+unbound.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 from ..scheduler.dra.benchdata import create_gpu_cluster, gpu_cluster, gpu_pod, template_mix
 from ..scheduler.dra.invariants import check_invariants
+from . import scheduler as sched_bench
 from .scheduler import _free_port, _http, _p, _send_all, start_server, stop_all, watch_bindings
 
 __all__ = ["run"]
@@ -77,7 +80,11 @@ async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
         watcher.cancel()
         end = max(bound.values(), default=time.perf_counter())
         claims = (await c.list(resource_path("resource.k8s.io", "v1", "resourceclaims")))["items"]
-        return {"setup": setup, "create_secs": create_secs, "sched_secs": end - t_create, "bound": len(bound),
+        pods = (await c.list(pods_path))["items"]
+        nodes = (await c.list("/api/v1/nodes"))["items"]
+        over = sched_bench.check_invariants(pods, nodes, 0)["nodes_over_allocatable"]
+        return {"over": over, "setup": setup, "create_secs": create_secs, "sched_secs": end - t_create,
+                "bound": len(bound),
                 "lat": [bound[n] - created[n] for n in bound if n in created], "claims": claims,
                 "violations": check_invariants(data.slices, claims)}
     finally:
@@ -115,4 +122,6 @@ def run(argv: list[str]) -> int:
     emit("setup_seconds", r["setup"], "s", note="classes, templates, nodes with status, slices", **shape)
     emit("claims_allocated", allocated, "claims", claims=len(r["claims"]), **shape)
     emit("double_allocations", len(r["violations"]), "violations", **shape)
-    return 1 if r["violations"] or r["bound"] < args.pods else 0
+    emit("nodes_over_allocatable", r["over"], "nodes", **shape)
+    emit("pods_unbound", args.pods - r["bound"], "pods", **shape)
+    return 1 if r["violations"] or r["over"] or r["bound"] < args.pods else 0

@@ -11,7 +11,7 @@ commit. Reported: pods/s (pods bound / from the first create to the last
 binding), p50/p99 create-to-bound, the create rate (the ceiling the API puts on
 the first figure), and the invariant check: no node holds more than its
 allocatable (and with ``--gang-size``, no gang partly bound nor spread over
-racks).
+racks). Exit 1 if an invariant is broken or pods were left unbound.
 
 ``--gang-size K --racks R``: nodes labelled ``rack=r0..`` in R racks; pods in
 PodGroups of K (minCount K) with ``schedulingConstraints.topology: [{key: rack}]``.
@@ -279,12 +279,13 @@ def run(args: argparse.Namespace) -> int:
         emit("create_to_bound_p99", _p(r["lat"], 0.99) * 1000, "ms", **shape)
         emit("pod_creates_per_s", args.pods / r["create_secs"], "1/s", connections=args.connections, **shape)
         emit("nodes_over_allocatable", inv["nodes_over_allocatable"], "nodes", **shape)
+        emit("pods_unbound", args.pods - r["bound"], "pods", **shape)
         if args.gang_size:
             emit("partial_gangs", inv["partial_gangs"], "gangs", **shape)
             emit("gangs_across_racks", inv["gangs_across_racks"], "gangs", **shape)
             emit("gangs_bound", inv["gangs_bound"], "gangs", **shape)
         bad = inv["nodes_over_allocatable"] or inv["partial_gangs"] or inv["gangs_across_racks"]
-        return 1 if bad else 0
+        return 1 if bad or r["bound"] < args.pods else 0
     finally:
         stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
