@@ -407,6 +407,12 @@ class Scheduler:
             for t in list(self._tasks):
                 t.cancel()
 
+    def nominated_pods_for(self, pod: PodInfo) -> dict[str, list[PodInfo]] | None:
+        """Node name -> the pods nominated there that ``pod`` must leave room for (those of
+        at least its priority, as upstream's ``addGENominatedPods``); None if there are none.
+        Filter counts them (``schedule_one``), and so does preemption's dry run."""
+        return self._extra_for(pod)
+
     def _extra_for(self, pod: PodInfo) -> dict[str, list[PodInfo]] | None:
         if not self.nominated:
             return None

@@ -4,7 +4,10 @@ For each node the pod was rejected from with UNSCHEDULABLE (not
 UNSCHEDULABLE_AND_UNRESOLVABLE: evicting cannot fix a taint or a selector),
 remove every pod of lower priority, check the pod then passes the Filter
 plugins, and put victims back, highest priority first, while it still passes:
-what remains are the victims. Among candidate nodes pick, as upstream, the one
+what remains are the victims. Pods nominated to the node with at least the
+pod's priority count there throughout, as upstream's
+``RunFilterPluginsWithNominatedPods``: their room is not the pod's to take.
+Among candidate nodes pick, as upstream, the one
 whose highest-priority victim is lowest, then the smallest sum of victim
 priorities, then the fewest victims. Each victim gets the ``DisruptionTarget``
 condition (``PreemptionByScheduler``), then is deleted through the API, and the
@@ -53,14 +56,18 @@ log = logging.getLogger("controlplane.scheduler")
 Candidate = tuple[NodeInfo, list[PodInfo]]
 
 
-def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInfo) -> list[PodInfo] | Status:
-    """The pods to evict from ``node`` for ``pod`` to fit, or why there are none."""
+def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInfo,
+                nominated: Sequence[PodInfo] = ()) -> list[PodInfo] | Status:
+    """The pods to evict from ``node`` for ``pod`` to fit, or why there are none.
+    ``nominated``: the pods nominated to ``node`` that ``pod`` must leave room for."""
     lower = [p for p in node.pods.values() if p.priority < pod.priority]
     if not lower:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS, plugin=NAME)
     view = node.clone()
     for p in lower:
         view.remove_pod(p)
+    for p in nominated:
+        view.add_pod(p)
     filters = profile.filters_for(state)
     s = profile.run_filters(filters, state, pod, view)
     if s is not None:
@@ -77,9 +84,11 @@ def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInf
 
 
 def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
-                   statuses: Mapping[str, Status]) -> tuple[Candidate | None, dict[str, Status]]:
+                   statuses: Mapping[str, Status], nominated: Mapping[str, Sequence[PodInfo]] | None = None,
+                   ) -> tuple[Candidate | None, dict[str, Status]]:
     """The node to nominate and the pods to evict there (None if preemption cannot help),
-    and why each node of ``statuses`` that is no candidate is not (upstream's dry run)."""
+    and why each node of ``statuses`` that is no candidate is not (upstream's dry run).
+    ``nominated``: node name -> pods nominated there of at least ``pod``'s priority."""
     best: tuple[tuple[int, int, int], NodeInfo, list[PodInfo]] | None = None
     why_not: dict[str, Status] = {}
     by_name = {n.name: n for n in nodes}
@@ -88,7 +97,7 @@ def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Seq
         if node is None or s.code != Code.UNSCHEDULABLE:
             why_not[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL, plugin=NAME)
             continue
-        victims = _victims_on(profile, state, pod, node)
+        victims = _victims_on(profile, state, pod, node, (nominated or {}).get(name, ()))
         if isinstance(victims, Status):
             why_not[name] = victims
             continue
@@ -127,7 +136,11 @@ class DefaultPreemption:
             # evicting for one member of a gang does not place the gang (basic groups' members preempt)
             return None, Status(Code.UNSCHEDULABLE, "preemption is not attempted for gang members", plugin=NAME)
         nodes = self.handle.nodes()
-        chosen, why_not = find_candidate(profile, state, pod, [nodes[n] for n in statuses if n in nodes], statuses)
+        # the scheduler's nominated pods (a handle without any: tests, tools)
+        nominated_for = getattr(self.handle, "nominated_pods_for", None)
+        nominated = nominated_for(pod) if nominated_for is not None else None
+        chosen, why_not = find_candidate(profile, state, pod, [nodes[n] for n in statuses if n in nodes], statuses,
+                                         nominated)
         if chosen is None:
             from ..profile import FitError  # profile imports the plugins
 
