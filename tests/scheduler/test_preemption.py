@@ -104,3 +104,38 @@ async def test_victims_get_the_disruption_target_condition_before_they_are_delet
             "message": "default-scheduler: preempting to accommodate a higher priority pod"}
         assert mine[1][2]["preconditions"] == {"uid": f"uid-{victim}"}
     assert [r for r, _ in h.events] == ["Preempted", "Preempted"]
+
+
+def test_the_dry_run_counts_pods_nominated_to_the_node() -> None:
+    """A pod nominated to a node with at least the preemptor's priority keeps its room
+    there (upstream's RunFilterPluginsWithNominatedPods): evicting the pods of lower
+    priority does not make room for a second pod of that priority, and a pod that would
+    fit beside the nominated one takes only the victims it needs."""
+    from controlplane.scheduler.plugins.preemption import find_candidate
+
+    h, profile = build([node("only", cpu="5")])
+    h.bind_pod(pod("low", cpu="3", priority=1), "only")
+    h.bind_pod(pod("small", cpu="1", priority=60), "only")
+    nominated = {"only": [PodInfo(pod("vip", cpu="4", priority=100))]}
+    nodes = list(h.nodes().values())
+
+    def dry_run(preemptor: PodInfo) -> tuple[list[str] | None, str]:
+        state = CycleState()
+        assert profile.run_pre_filter(state, preemptor) is None
+        _, failed = profile.find_feasible(state, preemptor, nodes, extra=nominated, sample=False)
+        chosen, why_not = find_candidate(profile, state, preemptor, nodes, failed, nominated)
+        return (None if chosen is None else sorted(v.name for v in chosen[1])), \
+            ", ".join(s.message for s in why_not.values())
+
+    # without the nomination low's 3 cpu would do; with it, even low and small gone leave 1
+    assert dry_run(PodInfo(pod("peer", cpu="2", priority=100))) == (None, "Insufficient cpu")
+    assert dry_run(PodInfo(pod("mid", cpu="1", priority=50))) == (None, "Insufficient cpu")  # small is not lower
+    # 1 cpu fits beside the nominated pod once both lower pods go
+    assert dry_run(PodInfo(pod("one", cpu="1", priority=100))) == (["low", "small"], "")
+    # a nominated pod of lower priority than the preemptor is no obstacle (the caller leaves it out)
+    state = CycleState()
+    top = PodInfo(pod("top", cpu="4", priority=1000))
+    assert profile.run_pre_filter(state, top) is None
+    _, failed = profile.find_feasible(state, top, nodes, sample=False)
+    chosen, _ = find_candidate(profile, state, top, nodes, failed, None)
+    assert chosen is not None and [v.name for v in chosen[1]] == ["low"]
