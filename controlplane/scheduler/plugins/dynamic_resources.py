@@ -86,6 +86,7 @@ class DynamicResources:
         handle.add_event_handler("resourceslices", m.on_slice, lambda _o, n: m.on_slice(n), m.on_slice_delete)
         handle.add_event_handler("deviceclasses", m.on_class, lambda _o, n: m.on_class(n), m.on_class_delete)
         handle.add_event_handler("resourceclaims", m.on_claim, lambda _o, n: m.on_claim(n), m.on_claim_delete)
+        handle.add_event_handler("nodes", lambda _n: None, self._node_updated, lambda _n: None)
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> DynamicResources:
@@ -101,9 +102,20 @@ class DynamicResources:
 
     def events_to_register(self) -> list[ClusterEvent]:
         changed = ActionType.ADD | ActionType.UPDATE | ActionType.DELETE
-        return [ClusterEvent("resourceclaims", changed, self._claim_may_help, _claim_targets),
+        # a node added or labelled into a slice's nodeSelector may now be served (upstream's
+        # nodeActionType: Add | UpdateNodeLabel | UpdateNodeTaint)
+        nodes = ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+        return [ClusterEvent("nodes", nodes),
+                ClusterEvent("resourceclaims", changed, self._claim_may_help, _claim_targets),
                 ClusterEvent("resourceslices", changed, _uses_claims),
                 ClusterEvent("deviceclasses", ActionType.ADD | ActionType.UPDATE, _uses_claims)]
+
+    def _node_updated(self, old: Any, new: Any) -> None:
+        # Which devices serve a node through a selector (a slice's nodeSelector) depends on its
+        # labels, and what the manager keeps per node (its pools, candidates, Filter answers and
+        # verdicts) holds for one inventory version: a relabelled node has them computed anew.
+        if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            self.manager.inventory.version += 1
 
     def _claim_may_help(self, pod: PodInfo, old: Any, new: Any) -> bool:
         # The queue hears of a claim before this plugin's handler does, and re-runs PreEnqueue
