@@ -27,6 +27,8 @@ from typing import Final
 
 import zstandard as zstd
 
+from store import heldzstd
+
 __all__ = ["PACKED", "Packer", "any_packed", "unpack", "unpack_many"]
 
 log = logging.getLogger(__name__)
@@ -40,8 +42,9 @@ MIN_PACKED: Final = 1024
 _SLOT = struct.Struct("<BH")  # PACKED, dictionary slot
 
 # slot -> decompressor; slots are never reused, so a body stays readable for the
-# life of the process whichever cache or snapshot holds it
-_DECOMPRESSORS: list[zstd.ZstdDecompressor] = []
+# life of the process whichever cache or snapshot holds it. These keep the GIL
+# (``store.heldzstd``): they serve the event loop, one small body at a time.
+_DECOMPRESSORS: list[heldzstd.Decompress] = []
 _SLOTS_LOCK = threading.Lock()
 
 
@@ -49,15 +52,16 @@ def unpack(body: bytes) -> bytes:
     """The JSON of an entry's body, packed or not."""
     if body[0] != PACKED:
         return body
-    return _DECOMPRESSORS[body[1] | body[2] << 8].decompress(memoryview(body)[3:])
+    return _DECOMPRESSORS[body[1] | body[2] << 8].decompress(body[3:])
 
 
 def any_packed(bodies: list[bytes]) -> bool:
     return any(b[0] == PACKED for b in bodies)
 
 
-# A decompressor may be used by one thread at a time: threads other than the event
-# loop's (``unpack_many`` on a worker) have their own, made from the same dictionaries.
+# A python-zstandard decompressor may be used by one thread at a time, and releases the
+# GIL, which is what a worker wants: threads other than the event loop's
+# (``unpack_many`` on a worker) have their own, made from the same dictionaries.
 _DICTIONARIES: list[zstd.ZstdCompressionDict] = []
 _local = threading.local()
 
@@ -82,7 +86,7 @@ def unpack_many(bodies: list[bytes]) -> list[bytes]:
 
 def _new_slot(dictionary: zstd.ZstdCompressionDict) -> int:
     with _SLOTS_LOCK:
-        _DECOMPRESSORS.append(zstd.ZstdDecompressor(dict_data=dictionary))
+        _DECOMPRESSORS.append(heldzstd.decompressor(dictionary.as_bytes()))
         _DICTIONARIES.append(dictionary)
         slot = len(_DECOMPRESSORS) - 1
     if slot > 0xFFFF:
@@ -101,7 +105,7 @@ class Packer:
         self.dict_size = dict_size
         self.level = level
         self._samples: list[bytes] | None = [] if train_after > 0 else None
-        self._compressor: zstd.ZstdCompressor | None = None
+        self._compressor: heldzstd.Compress | None = None
         self._head = b""
 
     @property
@@ -125,12 +129,10 @@ class Packer:
         try:
             dictionary = zstd.train_dictionary(self.dict_size, list[bytes | bytearray | memoryview](samples),
                                                level=self.level)
-            dictionary.precompute_compress(level=self.level)
         except zstd.ZstdError as e:  # too few or too alike samples: stay unpacked
             log.info("no dictionary trained (%s); entries stay unpacked", e)
             return
         head = _SLOT.pack(PACKED, _new_slot(dictionary))
-        compressor = zstd.ZstdCompressor(level=self.level, dict_data=dictionary, write_checksum=False,
-                                         write_content_size=True, write_dict_id=False)
+        compressor = heldzstd.compressor(dictionary.as_bytes(), self.level)
         self._head = head
         self._compressor = compressor  # last: pack() reads it first, then the head

@@ -1,0 +1,167 @@
+"""zstd calls that keep the GIL, for small values on the event loop.
+
+python-zstandard releases the GIL around every call, which is right for a worker
+thread and wrong for the event loop: a 3 µs decompression hands the GIL to any
+other thread that wants it (the store's writer), and the loop then waits for it
+back until that thread blocks or its switch interval ends. py-spy measured that
+wait: the watch cache's pack and unpack were a tenth of the API server's loop
+time in ``bench dra --api`` (20,000 pods), about fifteen times their own cost.
+
+Here libzstd (the system's ``libzstd.so.1``; Debian's dpkg depends on it) is
+called through ``ctypes.PyDLL``, which does not release the GIL: the call is
+over before anything else runs. The frames are the standard format, so what
+one side writes the other reads. Where the library cannot be loaded the
+python-zstandard objects stand in, with the same methods::
+
+    d = zstandard.train_dictionary(65536, samples)
+    c = compressor(d.as_bytes(), level=1)      # content size in the frame, no checksum, no dict id
+    x = decompressor(d.as_bytes())
+    assert x.decompress(c.compress(raw)) == raw
+
+Each call holds the GIL from start to end, so one context per object is safe
+from any thread; the output goes through a scratch buffer per thread (a thread
+switch may come between the call and the copy out of it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from typing import Protocol
+
+import zstandard as zstd
+
+__all__ = ["Compress", "Decompress", "available", "compressor", "decompressor"]
+
+
+class Compress(Protocol):
+    def compress(self, data: bytes) -> bytes: ...
+
+
+class Decompress(Protocol):
+    def decompress(self, data: bytes) -> bytes: ...
+
+
+_V = ctypes.c_void_p
+_S = ctypes.c_size_t
+# ZSTD_cParameter values (zstd.h, stable API)
+_C_CONTENT_SIZE_FLAG = 200
+_C_CHECKSUM_FLAG = 201
+_C_DICT_ID_FLAG = 202
+_CONTENTSIZE_ERROR = 2**64 - 2  # ZSTD_CONTENTSIZE_ERROR; UNKNOWN is 2**64 - 1
+
+
+def _load() -> ctypes.PyDLL | None:
+    name = ctypes.util.find_library("zstd")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.PyDLL(name)
+        if lib.ZSTD_versionNumber() < 10400:  # the advanced parameters are stable since 1.4.0
+            return None
+        for fn, res, args in (
+            ("ZSTD_createDDict", _V, [ctypes.c_char_p, _S]),
+            ("ZSTD_createDCtx", _V, []),
+            ("ZSTD_decompress_usingDDict", _S, [_V, _V, _S, ctypes.c_char_p, _S, _V]),
+            ("ZSTD_getFrameContentSize", ctypes.c_ulonglong, [ctypes.c_char_p, _S]),
+            ("ZSTD_createCDict", _V, [ctypes.c_char_p, _S, ctypes.c_int]),
+            ("ZSTD_createCCtx", _V, []),
+            ("ZSTD_CCtx_setParameter", _S, [_V, ctypes.c_int, ctypes.c_int]),
+            ("ZSTD_CCtx_refCDict", _S, [_V, _V]),
+            ("ZSTD_compress2", _S, [_V, _V, _S, ctypes.c_char_p, _S]),
+            ("ZSTD_compressBound", _S, [_S]),
+            ("ZSTD_isError", ctypes.c_uint, [_S]),
+            ("ZSTD_getErrorName", ctypes.c_char_p, [_S]),
+        ):
+            f = getattr(lib, fn)
+            f.restype, f.argtypes = res, args
+        return lib
+    except (OSError, AttributeError):
+        return None
+
+
+_lib = _load()
+_local = threading.local()
+
+
+def available() -> bool:
+    """Whether calls keep the GIL (libzstd was loaded), or python-zstandard stands in."""
+    return _lib is not None
+
+
+def _scratch(size: int) -> ctypes.Array[ctypes.c_char]:
+    buf: ctypes.Array[ctypes.c_char] | None = getattr(_local, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _local.buf = ctypes.create_string_buffer(max(size, 64 * 1024))
+    return buf
+
+
+def _check(lib: ctypes.PyDLL, code: int) -> int:
+    if lib.ZSTD_isError(code):
+        raise zstd.ZstdError(lib.ZSTD_getErrorName(code).decode())
+    return code
+
+
+class _HeldDecompressor:
+    __slots__ = ("_dctx", "_ddict", "_dict")
+
+    def __init__(self, lib: ctypes.PyDLL, dictionary: bytes) -> None:
+        self._dict = dictionary  # the DDict copies it, but keep it alive anyway
+        self._ddict = lib.ZSTD_createDDict(dictionary, len(dictionary))
+        self._dctx = lib.ZSTD_createDCtx()
+        if not self._ddict or not self._dctx:
+            raise MemoryError("libzstd could not create a decompression context")
+
+    def decompress(self, data: bytes) -> bytes:
+        lib = _lib
+        assert lib is not None
+        size = lib.ZSTD_getFrameContentSize(data, len(data))
+        if size >= _CONTENTSIZE_ERROR:
+            raise zstd.ZstdError("a frame without its content size, or not a zstd frame")
+        buf = _scratch(size)
+        n = _check(lib, lib.ZSTD_decompress_usingDDict(self._dctx, buf, size, data, len(data), self._ddict))
+        return ctypes.string_at(buf, n)
+
+
+class _HeldCompressor:
+    __slots__ = ("_cctx", "_cdict", "_dict")
+
+    def __init__(self, lib: ctypes.PyDLL, dictionary: bytes, level: int) -> None:
+        self._dict = dictionary
+        self._cdict = lib.ZSTD_createCDict(dictionary, len(dictionary), level)
+        self._cctx = lib.ZSTD_createCCtx()
+        if not self._cdict or not self._cctx:
+            raise MemoryError("libzstd could not create a compression context")
+        for param, value in ((_C_CONTENT_SIZE_FLAG, 1), (_C_CHECKSUM_FLAG, 0), (_C_DICT_ID_FLAG, 0)):
+            _check(lib, lib.ZSTD_CCtx_setParameter(self._cctx, param, value))
+        _check(lib, lib.ZSTD_CCtx_refCDict(self._cctx, self._cdict))
+
+    def compress(self, data: bytes) -> bytes:
+        lib = _lib
+        assert lib is not None
+        cap = lib.ZSTD_compressBound(len(data))
+        buf = _scratch(cap)
+        n = _check(lib, lib.ZSTD_compress2(self._cctx, buf, cap, data, len(data)))
+        return ctypes.string_at(buf, n)
+
+
+# Contexts are never freed: one per trained dictionary, and dictionaries live as long
+# as the process (a cache's slots are never reused).
+
+
+def decompressor(dictionary: bytes) -> Decompress:
+    """Decompresses frames written with ``dictionary`` (its full bytes, as
+    ``ZstdCompressionDict.as_bytes()``), keeping the GIL where it can."""
+    if _lib is not None:
+        return _HeldDecompressor(_lib, dictionary)
+    return zstd.ZstdDecompressor(dict_data=zstd.ZstdCompressionDict(dictionary))
+
+
+def compressor(dictionary: bytes, level: int) -> Compress:
+    """Compresses with ``dictionary`` at ``level``: frames with their content size, no
+    checksum and no dictionary id, keeping the GIL where it can."""
+    if _lib is not None:
+        return _HeldCompressor(_lib, dictionary, level)
+    return zstd.ZstdCompressor(level=level, dict_data=zstd.ZstdCompressionDict(dictionary), write_checksum=False,
+                               write_content_size=True, write_dict_id=False)
