@@ -73,8 +73,19 @@ class AllocatedState:
     # -- changes
 
     def set_claim(self, key: str, entries: list[Entry]) -> None:
-        """The claim as the API has it now (``[]`` when unallocated or deleted)."""
-        old = self._committed.pop(key, None)
+        """The claim as the API has it now (``[]`` when unallocated or deleted).
+
+        What changes nothing in use bumps no generation: the API confirming what was
+        assumed (PreBind's own write, then the informer's event of it), or an update of
+        the claim that leaves its allocation as it was. Each bump sends the node's
+        verdicts to be computed again, and a pod's allocation came back three times."""
+        old = self._committed.get(key)
+        if entries and key not in self._assumed and old == entries:
+            return
+        if entries and not old and self._assumed.get(key) == entries:
+            self._committed[key] = self._assumed.pop(key)
+            return
+        self._committed.pop(key, None)
         if old:
             self._apply(old, -1)
         assumed = self._assumed.pop(key, None) if entries else None

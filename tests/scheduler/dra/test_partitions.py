@@ -94,3 +94,28 @@ def test_first_available_falls_back_to_the_next_subrequest() -> None:
     assert allocate(m2, pod("pfb", "fb"), "n1") is None
     results = m2.claims["default/fb"]["status"]["allocation"]["devices"]["results"]
     assert [(r["request"], r["device"]) for r in results] == [("gpu/part", "gpu-0-3g-1")]
+
+
+def test_the_api_confirming_an_assumed_allocation_leaves_the_nodes_answers_valid() -> None:
+    # A node's generation keys its Filter answers; only a change of what is in use may move it.
+    _slices, m = setup(gpus=2)
+    st = m.state
+    m.on_claim(claim("a", request("gpu", MIG1)))
+    pc = m.pre_filter(pod("pa", "a"))
+    assert pc is not None and m.reserve(pc, "n1", {}) is None  # assumed: gpu in use, generation moves
+    assumed = st.node_generation["n1"]
+    assert pc.reserved is not None
+    written = dict(pc.claims[0])
+    written["metadata"] = {**written["metadata"], "resourceVersion": "2"}
+    written["status"] = {"allocation": pc.reserved[1].allocation(0, "n1"),
+                         "reservedFor": [{"resource": "pods", "name": "pa", "uid": "uid-pa"}]}
+    m.on_claim(written)  # PreBind's write, as the API answered it: the same devices
+    assert st.node_generation["n1"] == assumed and not st.is_assumed("default/a")
+    assert st.committed("default/a") == st.claims()["default/a"]
+    later = {**written, "metadata": {**written["metadata"], "resourceVersion": "3", "labels": {"x": "y"}}}
+    m.on_claim(later)  # the informer's event of it, then an update that leaves the allocation alone
+    assert st.node_generation["n1"] == assumed
+    # a real change still counts: the claim released
+    m.on_claim({**later, "metadata": {**later["metadata"], "resourceVersion": "4"}, "status": {}})
+    assert st.node_generation["n1"] > assumed and st.committed("default/a") is None
+    assert m.filter(m.pre_filter(pod("pb", "a")), "n1", {}) is None  # and its room is free again
