@@ -76,6 +76,43 @@ def test_extended_resource_missing_from_node_does_not_fit() -> None:
     assert plugin.filter(state, p, ni(node("gpu", extra={"nvidia.com/gpu": "8"}))) is None
 
 
+def test_ephemeral_storage_fits_or_is_insufficient() -> None:
+    """Ephemeral storage is requested by containers (a limit stands in for a missing
+    request, init containers count at their peak) and checked against the node's
+    allocatable, in bytes, as any resource: a node that declares none has none."""
+    plugin = NodeResourcesFit()
+    n = ni(node("n", extra={"ephemeral-storage": "10Gi"}))
+    n.add_pod(PodInfo(pod("scratch", extra={"ephemeral-storage": "6Gi"})))
+    assert n.requested["ephemeral-storage"] == 6 * 2**30
+    fits = PodInfo(pod("fits", extra={"ephemeral-storage": "4Gi"}))
+    assert plugin.filter(CycleState(), fits, n) is None
+    too_big = PodInfo(pod("too-big", extra={"ephemeral-storage": "5Gi"}))
+    s = plugin.filter(CycleState(), too_big, n)
+    assert s is not None and s.code == Code.UNSCHEDULABLE and s.reasons == ("Insufficient ephemeral-storage",)
+    limited = pod("limited")
+    limited["spec"]["containers"][0]["resources"]["limits"] = {"ephemeral-storage": "4294967297"}  # 4Gi + 1
+    init = pod("init")
+    init["spec"]["initContainers"] = [{"name": "unpack", "image": "x",
+                                       "resources": {"requests": {"ephemeral-storage": "5G"}}}]  # 5e9 > 4Gi
+    for obj in (limited, init):
+        s = plugin.filter(CycleState(), PodInfo(obj), n)
+        assert s is not None and s.reasons == ("Insufficient ephemeral-storage",), obj["metadata"]["name"]
+    s = plugin.filter(CycleState(), fits, ni(node("undeclared")))
+    assert s is not None and s.reasons == ("Insufficient ephemeral-storage",)
+
+    # through the whole profile: the node with room is chosen, and when none has, the
+    # FitError counts the reason as upstream's
+    h, profile = build([node("small", extra={"ephemeral-storage": "1Gi"}),
+                        node("large", extra={"ephemeral-storage": "100Gi"})])
+    chosen, error = profile.place(CycleState(), PodInfo(pod("p", extra={"ephemeral-storage": "20Gi"})),
+                                  list(h.nodes().values()))
+    assert error is None and chosen is not None and chosen.name == "large"
+    chosen, error = profile.place(CycleState(), PodInfo(pod("q", extra={"ephemeral-storage": "200Gi"})),
+                                  list(h.nodes().values()))
+    assert chosen is None and error is not None
+    assert error.message() == "0/2 nodes are available: 2 Insufficient ephemeral-storage."
+
+
 def test_least_allocated_prefers_the_emptier_node_and_most_allocated_the_fuller() -> None:
     empty, busy = ni(node("empty")), ni(node("busy"))
     busy.add_pod(PodInfo(pod("x", cpu="3", memory="6Gi")))
