@@ -275,6 +275,9 @@ class RowsFilterPlugin(FilterPlugin, Protocol):
 
 @dataclass(slots=True)
 class PostFilterResult:
+    """What PostFilter says of the pod's nomination: a node to nominate it to, ``""`` to
+    clear the one it has (upstream's ModeOverride with no node), or None to leave it."""
+
     nominated_node: str | None = None
 
 

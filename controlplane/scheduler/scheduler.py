@@ -467,6 +467,7 @@ class Scheduler:
     async def _unschedulable(self, state: CycleState, pod: PodInfo, fit: FitError, cycle: int) -> None:
         message = fit.message()
         nominated = ""
+        clear = False
         if fit.pre_filter is None and self.fwk.post_filter:
             for p in self.fwk.post_filter:
                 try:
@@ -479,6 +480,11 @@ class Scheduler:
                     pod.nominated_node = nominated
                     self.nominated.setdefault(nominated, {})[pod.key] = pod
                     break
+                if result is not None and result.nominated_node == "" and pod.nominated_node:
+                    # preemption found no room any more: the node it was nominated to is let go
+                    self._clear_nomination(pod.key)
+                    pod.nominated_node = ""
+                    clear = True
                 if s is not None and s.message:
                     message = f"{message} preemption: {s.message}"
         status = fit.pre_filter or Status(Code.UNSCHEDULABLE, message, plugin="")
@@ -489,7 +495,7 @@ class Scheduler:
         if self._gone(pod):
             return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
-        self._report_failure(pod, message, nominated)
+        self._report_failure(pod, message, nominated, clear_nominated=clear)
 
     def _park_siblings(self, pod: PodInfo, message: str) -> None:
         """``pod``'s failure failed its gang's attempt: the members still queued are parked
@@ -530,21 +536,24 @@ class Scheduler:
                 log.exception("unreserve %s failed for %s", p.name(), pod.key)
         self.cache.forget(pod)
 
-    def _report_failure(self, pod: PodInfo, message: str, nominated: str) -> None:
-        """FailedScheduling event, and the PodScheduled=False condition (written only when it changes)."""
+    def _report_failure(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
+        """FailedScheduling event, and the PodScheduled=False condition (written only when it
+        changes), with ``status.nominatedNodeName`` set to ``nominated`` or, ``clear_nominated``, removed."""
         self.record_event(pod.obj, "FailedScheduling", message, "Warning")
         for c in (pod.obj.get("status") or {}).get("conditions") or ():
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message") == message \
-                    and not nominated:
+                    and not nominated and not clear_nominated:
                 return
-        self.spawn(self._write_condition(pod, message, nominated))
+        self.spawn(self._write_condition(pod, message, nominated, clear_nominated))
 
-    async def _write_condition(self, pod: PodInfo, message: str, nominated: str) -> None:
+    async def _write_condition(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
         status: dict[str, Any] = {"conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
             "lastProbeTime": None, "lastTransitionTime": _now()}]}
         if nominated:
             status["nominatedNodeName"] = nominated
+        elif clear_nominated:
+            status["nominatedNodeName"] = None  # a strategic merge patch's null removes it
         try:
             await self.writer.patch(resource_path("", "v1", "pods", pod.namespace, pod.name, "status"),
                                     {"status": status}, "strategic")

@@ -87,3 +87,33 @@ async def test_the_nominated_node_is_written_and_its_room_held_for_the_preemptor
         where = await cluster.placement()
         assert where["mid"] is None and where["peer"] is None
         assert not cluster.sched.nominated
+
+
+async def test_a_nomination_no_preemption_can_honour_any_more_is_cleared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As upstream: a later attempt whose preemption finds no candidate clears the pod's
+    # nominatedNodeName (PostFilter's ModeOverride to no node), in memory and on the pod.
+    async with running(tmp_path, monkeypatch) as cluster:
+        await _priority_classes(cluster, low=1, vip=100, boss=200)
+        await cluster.nodes(node("only", cpu="5"))
+        await cluster.pods(pod("low", cpu="3", priorityClassName="low"))
+        await cluster.bound("low")
+        await cluster.pods(pod("vip", cpu="4", priorityClassName="vip"))
+
+        async def nominated(name: str) -> bool:
+            return await _nominated(cluster, name) == "only"
+
+        await cluster.until(lambda: nominated("vip"))
+        # a pod above vip takes the whole node: it preempts the victim and vip's room is its
+        await cluster.pods(pod("boss", cpu="5", priorityClassName="boss"))
+        await cluster.until(lambda: nominated("boss"))
+        await cluster.c.delete(f"{PODS}/low", gracePeriodSeconds=0)
+        assert (await cluster.bound("boss"))["boss"] == "only"
+
+        async def cleared() -> bool:
+            return await _nominated(cluster, "vip") == ""
+
+        await cluster.until(cleared)
+        assert not cluster.sched.nominated
+        assert (await cluster.placement())["vip"] is None
+        assert (await _failed_message(cluster, "vip")).startswith("0/1 nodes are available: 1 Insufficient cpu.")

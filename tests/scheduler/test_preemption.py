@@ -80,7 +80,8 @@ async def test_the_message_tells_nodes_preemption_cannot_help_from_nodes_without
     h.bind_pod(pod("zone-b", cpu="4", priority=1), "other-zone")  # would do, but the selector says zone a
     vip = PodInfo(pod("vip", cpu="2", priority=100, nodeSelector={"zone": "a"}))
     result, status = await _post_filter(h, profile, plugin, vip)
-    assert result is None and status is not None
+    # no candidate: the result clears any nomination the pod had (upstream's ModeOverride to "")
+    assert result is not None and result.nominated_node == "" and status is not None
     assert status.message == ("0/5 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for "
                               "incoming pod, 3 Preemption is not helpful for scheduling.")
     assert not writes.calls

@@ -144,7 +144,10 @@ class DefaultPreemption:
         if chosen is None:
             from ..profile import FitError  # profile imports the plugins
 
-            return None, Status(Code.UNSCHEDULABLE, FitError(len(statuses), why_not).message(), plugin=NAME)
+            # no candidate: the pod's nomination, if it had one, is cleared (upstream's
+            # NewPostFilterResultWithNominatedNode(""), a ModeOverride to nothing)
+            return PostFilterResult(""), Status(Code.UNSCHEDULABLE, FitError(len(statuses), why_not).message(),
+                                                plugin=NAME)
         node, victims = chosen
         errors = [e for e in await asyncio.gather(*(self._evict(pod, v) for v in victims)) if e]
         if errors:
