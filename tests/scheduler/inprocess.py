@@ -1,6 +1,7 @@
 """The scheduler alone inside a real API app, in process (no socket, no subprocess):
 ``running(tmp_path, monkeypatch)`` yields the ``Cluster`` of ``test_scheduler`` over it,
-after ``configure`` has had a look at the new ``Scheduler`` (shorter timeouts...)."""
+after ``configure`` has had a look at the new ``Scheduler`` (shorter timeouts...);
+``make`` builds it instead of ``Scheduler(client)`` (another registry or profile)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ __all__ = ["Cluster", "running"]
 
 @contextlib.asynccontextmanager
 async def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                  configure: Callable[[Scheduler], None] | None = None) -> AsyncIterator[Cluster]:
+                  configure: Callable[[Scheduler], None] | None = None,
+                  make: Callable[[Client], Scheduler] = Scheduler) -> AsyncIterator[Cluster]:
     made: list[Scheduler] = []
 
     async def start(client: Client, config: Config) -> None:
-        s = Scheduler(client)
+        s = make(client)
         if configure is not None:
             configure(s)
         made.append(s)

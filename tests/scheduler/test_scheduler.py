@@ -296,28 +296,17 @@ class WaitsForConfigMap:
 
 async def test_a_plugin_watches_its_own_resources_through_the_framework(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[Scheduler] = []
+    from .inprocess import running  # (it imports this module's Cluster)
 
-    async def start(client: Client, config: Config) -> None:
+    def make(client: Client) -> Scheduler:
         registry = default_registry()
         registry.register("WaitsForConfigMap", lambda h, a: WaitsForConfigMap(h))
-        s = Scheduler(client, registry=registry, profile=(*DEFAULT_PROFILE, PluginConfig("WaitsForConfigMap")))
-        made.append(s)
-        await s.run()
+        return Scheduler(client, registry=registry, profile=(*DEFAULT_PROFILE, PluginConfig("WaitsForConfigMap")))
 
-    monkeypatch.setattr(scheduler_module, "start", start)
-    monkeypatch.setattr(components, "COMPONENTS", [
-        components.Component("scheduler", "controlplane.scheduler.scheduler:start", lambda c: c.scheduler)])
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        for _ in range(200):
-            if made and made[0].synced.is_set():
-                break
-            await asyncio.sleep(0.02)
-        cluster = Cluster(c, made[0])
+    async with running(tmp_path, monkeypatch, make=make) as cluster:
         await cluster.nodes(node("n1"))
         await cluster.pods(pod("p"))
-        await cluster.until(lambda: made[0].queue.where("default/p") == "unschedulable")
+        await cluster.until(lambda: cluster.sched.queue.where("default/p") == "unschedulable")
 
         async def condition() -> str:
             got = await cluster.get("p")
@@ -326,10 +315,10 @@ async def test_a_plugin_watches_its_own_resources_through_the_framework(tmp_path
 
         await cluster.until(condition)  # written in the background after the verdict
         assert "waiting for configmap go" in await condition()
-        await c.create("/api/v1/namespaces/default/configmaps",
-                       {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "go"}})
+        await cluster.c.create("/api/v1/namespaces/default/configmaps",
+                               {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "go"}})
         await cluster.bound("p")
-        plugin = made[0].fwk.get("WaitsForConfigMap")
+        plugin = cluster.sched.fwk.get("WaitsForConfigMap")
         assert isinstance(plugin, WaitsForConfigMap) and plugin.seen == ["go"]
 
 
