@@ -13,11 +13,7 @@ from typing import Any
 
 import pytest
 
-from controlplane import components
-from controlplane.api.app import create_app
 from controlplane.client import Client
-from controlplane.config import Config
-from controlplane.scheduler import scheduler as scheduler_module
 from controlplane.scheduler.framework import ActionType, ClusterEvent, Code, CycleState, Status, WatchedResource
 from controlplane.scheduler.nodeinfo import PodInfo
 from controlplane.scheduler.plugins import DEFAULT_PROFILE, PluginConfig, default_registry
@@ -81,28 +77,13 @@ async def _conditions(cluster: Cluster, name: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
-    made: list[Scheduler] = []
+    from .inprocess import running  # (it imports this module's Cluster)
 
-    async def start(client: Client, config: Config) -> None:
-        s = Scheduler(client, profile=None)
+    def configure(s: Scheduler) -> None:
         s.fwk.get("GangScheduling").manager.timeout = 2.0  # type: ignore[union-attr]
-        made.append(s)
-        await s.run()
 
-    monkeypatch.setattr(scheduler_module, "start", start)
-    monkeypatch.setattr(components, "COMPONENTS", [
-        components.Component("scheduler", "controlplane.scheduler.scheduler:start", lambda c: c.scheduler)])
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
-    async with app.router.lifespan_context(app):
-        client = Client.in_process(app.state.front)
-        try:
-            for _ in range(200):
-                if made and made[0].synced.is_set():
-                    break
-                await asyncio.sleep(0.02)
-            yield Cluster(client, made[0])
-        finally:
-            await client.aclose()
+    async with running(tmp_path, monkeypatch, configure) as c:
+        yield c
 
 
 async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
