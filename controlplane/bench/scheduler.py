@@ -16,6 +16,10 @@ racks). Exit 1 if an invariant is broken or pods were left unbound.
 ``--gang-size K --racks R``: nodes labelled ``rack=r0..`` in R racks; pods in
 PodGroups of K (minCount K) with ``schedulingConstraints.topology: [{key: rack}]``.
 
+``--dra``: the DRA workload (``bench dra --api``, ``controlplane/bench/dra_api.py``):
+pods claiming whole GPUs or partitions on nodes of partitionable GPUs, checked for
+double allocation.
+
 On two shared cores the numbers are noisy: quote medians of a few runs.
 """
 
@@ -309,7 +313,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve --http-protocol (default: %(default)s)")
     p.add_argument("--profile", metavar="FILE",
                    help="py-spy the server while the pods are created and scheduled (raw collapsed stacks to FILE)")
+    p.add_argument("--dra", action="store_true",
+                   help="issue 5's DRA workload instead: 'bench dra --api' (1,000 nodes x 8 partitionable GPUs, "
+                        "20,000 pods unless --nodes/--pods say otherwise)")
     args = p.parse_args(argv)
+    if args.dra:
+        from . import dra_api
+
+        def given(flag: str) -> bool:
+            return any(a == flag or a.startswith(flag + "=") for a in argv or [])
+
+        nodes = ["--nodes", str(args.nodes)] if given("--nodes") else []  # else the DRA workload's own
+        pods = ["--pods", str(args.pods)] if given("--pods") else []
+        where = ["--components-process"] if args.components_process else []
+        return dra_api.run(["--api", *nodes, *pods, *where, "--connections", str(args.connections),
+                            "--timeout", str(max(args.timeout, 600.0))])
     if args.quick:
         args.nodes, args.pods = 500, 1000
     if not args.gang_size:

@@ -61,8 +61,9 @@ def test_bench_scheduler_fails_when_pods_are_left_unbound() -> None:
     assert m["pods_unbound"] == 20 and m["nodes_over_allocatable"] == 0
 
 
-def test_bench_dra_api_allocates_every_claim_without_double_allocation() -> None:
-    rc, m = _bench("dra", "--api", "--nodes", "4", "--pods", "30")
+def test_bench_scheduler_dra_allocates_every_claim_without_double_allocation() -> None:
+    # issue 5's DRA workload under `bench scheduler`: it runs `bench dra --api`
+    rc, m = _bench("scheduler", "--dra", "--nodes=4", "--pods", "30")
     assert rc == 0, m
     assert m["claims_allocated"] == 30
     assert (m["pods_unbound"], m["double_allocations"], m["nodes_over_allocatable"]) == (0, 0, 0)
