@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
-from typing import Protocol
+from typing import Protocol, cast
 
 import zstandard as zstd
 
@@ -50,6 +50,10 @@ _C_CONTENT_SIZE_FLAG = 200
 _C_CHECKSUM_FLAG = 201
 _C_DICT_ID_FLAG = 202
 _CONTENTSIZE_ERROR = 2**64 - 2  # ZSTD_CONTENTSIZE_ERROR; UNKNOWN is 2**64 - 1
+# An error is a negative code as a size_t (ZSTD_isError: above -ZSTD_error_maxCode,
+# about 120): told apart here without another foreign call.
+_FIRST_ERROR = 2**64 - 1024
+_DST_SIZE_TOO_SMALL = 2**64 - 70  # -ZSTD_error_dstSize_tooSmall
 
 
 def _load() -> ctypes.PyDLL | None:
@@ -98,9 +102,14 @@ def _scratch(size: int) -> ctypes.Array[ctypes.c_char]:
 
 
 def _check(lib: ctypes.PyDLL, code: int) -> int:
-    if lib.ZSTD_isError(code):
+    if code >= _FIRST_ERROR and lib.ZSTD_isError(code):
         raise zstd.ZstdError(lib.ZSTD_getErrorName(code).decode())
     return code
+
+
+def _bound(n: int) -> int:
+    """ZSTD_COMPRESSBOUND (zstd.h), without a foreign call."""
+    return n + (n >> 8) + (((128 << 10) - n) >> 11 if n < (128 << 10) else 0)
 
 
 class _HeldDecompressor:
@@ -116,12 +125,15 @@ class _HeldDecompressor:
     def decompress(self, data: bytes) -> bytes:
         lib = _lib
         assert lib is not None
-        size = lib.ZSTD_getFrameContentSize(data, len(data))
-        if size >= _CONTENTSIZE_ERROR:
-            raise zstd.ZstdError("a frame without its content size, or not a zstd frame")
-        buf = _scratch(size)
-        n = _check(lib, lib.ZSTD_decompress_usingDDict(self._dctx, buf, size, data, len(data), self._ddict))
-        return ctypes.string_at(buf, n)
+        buf = _scratch(0)  # most values fit the scratch buffer as it is: no size asked first
+        n = lib.ZSTD_decompress_usingDDict(self._dctx, buf, len(buf), data, len(data), self._ddict)
+        if n == _DST_SIZE_TOO_SMALL:
+            size = lib.ZSTD_getFrameContentSize(data, len(data))
+            if size >= _CONTENTSIZE_ERROR:
+                raise zstd.ZstdError("a frame without its content size, or not a zstd frame")
+            buf = _scratch(size)
+            n = lib.ZSTD_decompress_usingDDict(self._dctx, buf, size, data, len(data), self._ddict)
+        return cast(bytes, buf[:_check(lib, n)])  # (a c_char array's slice is bytes)
 
 
 class _HeldCompressor:
@@ -140,10 +152,10 @@ class _HeldCompressor:
     def compress(self, data: bytes) -> bytes:
         lib = _lib
         assert lib is not None
-        cap = lib.ZSTD_compressBound(len(data))
+        cap = _bound(len(data))
         buf = _scratch(cap)
         n = _check(lib, lib.ZSTD_compress2(self._cctx, buf, cap, data, len(data)))
-        return ctypes.string_at(buf, n)
+        return cast(bytes, buf[:n])
 
 
 # Contexts are never freed: one per trained dictionary, and dictionaries live as long

@@ -79,3 +79,14 @@ def test_without_libzstd_python_zstandard_stands_in(monkeypatch: pytest.MonkeyPa
     d = heldzstd.decompressor(dictionary.as_bytes())
     assert isinstance(c, zstd.ZstdCompressor) and isinstance(d, zstd.ZstdDecompressor)
     assert d.decompress(c.compress(pods[0])) == pods[0]
+
+
+def test_a_value_larger_than_the_scratch_buffer_is_decompressed_whole(dictionary: zstd.ZstdCompressionDict) -> None:
+    big = b'{"data":"' + bytes(range(33, 127)) * 4000 + b'"}'  # 376 KB: past the first 64 KiB buffer
+    frame = zstd.ZstdCompressor(level=1, dict_data=dictionary, write_dict_id=False).compress(big)
+    d = heldzstd.decompressor(dictionary.as_bytes())
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: got.append(d.decompress(frame)))  # a thread with no buffer yet
+    t.start()
+    t.join()
+    assert got == [big]
