@@ -313,18 +313,15 @@ class LmdbStore:
         return KeyIndex(rev, entries)
 
     def _start(self) -> None:
-        """Start the writer thread and background tasks on the running loop (first use)."""
+        """Start the writer (and its syncer process) and background tasks on the running loop (first use)."""
         if self._closed:
             raise StoreError("store is closed")
         if self._writer is not None:
             return
         self._loop = asyncio.get_running_loop()
         loop = self._loop
-        def deliver(batch: Batch) -> None:  # from the writer thread
-            loop.call_soon_threadsafe(self._on_commit, batch)
-        self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent, deliver, self._grow_map,
-                              self._txn, self._wal_dir, self._pending)
-        self._writer.start()
+        self._writer = Writer(self._env, self._dbs, self.codec, self._index, self._recent, self._on_commit,
+                              self._grow_map, self._txn, self._wal_dir, self._pending, loop)
         self._start_applier()
         if self.auto_compact_interval > 0:
             self._tasks.append(loop.create_task(self._auto_compact()))
@@ -422,10 +419,6 @@ class LmdbStore:
             fresh = [c for c in batch.changes if c.revision > index.revision]
             if fresh:
                 self._apply(fresh, fresh[-1].revision, batch.committed)
-            if self._writer is not None:  # the commit times _catch_up may still need
-                own = self._writer.recent_commits
-                while own and own[0][1] <= index.revision:
-                    own.popleft()
             reader, pos = self._wal_reader, batch.wal_position
             if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
@@ -485,27 +478,17 @@ class LmdbStore:
         changes: list[Change] = []
         last = index.revision
 
-        # (a copy: the syncer thread appends; list() of a deque holds the GIL throughout)
-        own = list(self._writer.recent_commits) if self._writer is not None else []
-
-        def committed_at(rev: int) -> float:
-            """When ``rev`` became durable, if this process wrote it (0.0: another did)."""
-            for first, end, at in reversed(own):
-                if first <= rev <= end:
-                    return at
-                if end < rev:
-                    break
-            return 0.0
-
+        # Every record read here is another process's: ours are applied (_on_commit) in the
+        # same callback that publishes the WAL head showing them (Writer._synced), so no
+        # catch-up runs in between. Their commit time is not known here (0.0).
         def add(rev: int, buf: bytes | memoryview) -> None:
             nonlocal last
             r = L.decode_record(buf)
-            at = committed_at(rev) if own else 0.0
             if r.kind == L.PUT:
                 changes.append(Change(rev, L.PUT, r.key, r.create_revision, r.version, r.prev_revision,
-                                      None, frame=r.frame, committed=at))
+                                      None, frame=r.frame))
             else:
-                changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None, committed=at))
+                changes.append(Change(rev, L.DELETE, r.key, 0, 0, r.prev_revision, None))
             last = rev
 
         with self._read() as txn:
@@ -562,7 +545,7 @@ class LmdbStore:
             entries[bytes(v[L.HEADER_SIZE:L.HEADER_SIZE + klen])] = (
                 (L.u64(k), create, version) if kind == L.PUT else (L.u64(k), 0, 0))
         fresh = KeyIndex(self._meta(txn, L.META_REV), entries)
-        index = self._index  # the same object: the writer thread holds a reference to it
+        index = self._index  # the same object: the writer holds a reference to it
         index.entries, index._sorted, index._unsorted, index._removed = (
             fresh.entries, fresh._sorted, fresh._unsorted, fresh._removed)
         index.revision = fresh.revision
@@ -931,10 +914,7 @@ class LmdbStore:
         for w in list(self._watchers):
             await w.aclose()
         if self._writer is not None:
-            writer = self._writer
-            await asyncio.to_thread(writer.stop)
-            # batches committed during the stop still answer their callers
-            await asyncio.sleep(0)
+            await self._writer.stop()
             await asyncio.to_thread(self._stop_applier)
         self._env_closed = True
         self._wal_reader.close()

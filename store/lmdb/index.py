@@ -11,8 +11,8 @@ sorted runs in linear time). Creates are the hot path and ranges over the
 store are rare (the watch cache serves lists), so this beats a balanced tree,
 whose every insert costs a few microseconds of byte-string comparisons.
 
-Threads: only the event loop thread mutates the index. The writer thread reads
-single entries with ``entries.get`` (atomic under the GIL) and never iterates.
+Threads: only the event loop thread mutates the index, and the writer (on the
+loop too) reads single entries with ``entries.get``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ that version was usually written moments ago, and keeping its raw bytes here
 spares decoding it from the log. Bounded by entries, least recently written
 out first.
 
-Threads: the writer thread puts, the event loop gets;
-single dict operations are atomic under the GIL.
+The writer puts and readers get, all on the event loop.
 """
 
 from __future__ import annotations

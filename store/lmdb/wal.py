@@ -263,10 +263,9 @@ class WalWriter:
         self._first, self._offset = first, offset
         self._capacity = os.fstat(self._fd).st_size
 
-    def append(self, first_revision: int, data: bytes) -> tuple[int, int, int, int]:
-        """Write ``data`` (encoded records from ``first_revision`` on), not yet durable.
-        Returns (segment, start offset, end offset, fd): ``fd`` is the caller's own
-        descriptor of the segment, to ``fdatasync`` and close (``sync``)."""
+    def append(self, first_revision: int, data: bytes) -> tuple[int, int, int]:
+        """Write ``data`` (encoded records from ``first_revision`` on), not yet durable
+        (the syncer process makes it so). Returns (segment, start offset, end offset)."""
         if self._fd is None or self._offset + len(data) > self._capacity:
             self._new_segment(first_revision, len(data))
         assert self._fd is not None
@@ -275,7 +274,7 @@ class WalWriter:
         if written != len(data):
             raise OSError(28, f"short write to the write-ahead log ({written} of {len(data)} bytes)")
         self._offset = start + len(data)
-        return self._first, start, self._offset, os.dup(self._fd)
+        return self._first, start, self._offset
 
 
     def _new_segment(self, first_revision: int, need: int) -> None:
@@ -302,21 +301,6 @@ class WalWriter:
         finally:
             os.close(dfd)
         self._fd, self._first, self._offset, self._capacity = fd, first_revision, 0, size
-
-
-def sync(fds: list[int]) -> None:
-    """Make durable what was written through these descriptors (one fdatasync per
-    file suffices for every write to it before the call), then close them."""
-    try:
-        done: set[tuple[int, int]] = set()
-        for fd in fds:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) not in done:
-                os.fdatasync(fd)
-                done.add((st.st_dev, st.st_ino))
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def truncate_torn_tail(directory: str, reader: WalReader) -> None:

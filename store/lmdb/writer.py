@@ -1,49 +1,60 @@
-"""Group commit: the threads that make writes durable.
+"""Group commit: how writes become durable, on the event loop and the syncer process.
 
-Callers on the event loop hand ``Op``s to ``Writer.submit``. The writer thread
-takes what is submitted, compresses the values (``_compress``), checks each op
-against the latest state and, holding the WAL lock (shared by every process on
-the store), appends one record per mutation to the write-ahead log. The syncer
-thread fdatasyncs it and only then hands the batch back to the loop
-(``deliver``), which applies it to the index, publishes the events and answers
-the callers; the writer goes on with the next batch meanwhile, and batches grow
-with load. The applier process (``store.lmdb.applier``) then moves WAL records
-into LMDB; until it has, readers find a record in ``pending``.
+Callers on the event loop hand ``Op``s to ``Writer.submit``. When no sync is
+outstanding, the next turn of the loop (``_flush``) takes what was submitted as
+one batch, compresses its values (``_compress``), checks each op against the
+latest state and, holding the WAL lock (shared by every process on the store),
+appends one record per mutation to the write-ahead log; then it asks the syncer
+process (``store.lmdb.syncer``: why a process) to fdatasync it. What is
+submitted meanwhile waits, and goes as the next batch once the syncer answers,
+so batches grow with load without a timer. On the answer (``_synced``) the
+WAL head is published, the next batch goes out, and this one is handed to
+``deliver``, which applies it to the index, publishes the events and answers the
+callers. The applier process (``store.lmdb.applier``) then moves WAL records into
+LMDB; until it has, readers find a record in ``pending``.
+
+No thread of this process takes part: a thread that gives up the GIL for a
+system call waits for the busy loop to give it back (the syncer's docstring).
 
 The latest state the writer checks against is, in order: this batch's own
 changes (``staged``), changes committed but not yet applied to the index
 (``_overlay``, which also absorbs records other processes appended to the WAL,
 read under the WAL lock), then the shared ``KeyIndex`` (read-only here).
 
-Compaction points are rare: they go straight to LMDB in a synced transaction
-of the writer thread.
+Compaction points are rare: they go straight to LMDB in a synced transaction,
+on the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
+import errno
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import lmdb
 
 from ..codec import Codec
 from ..errors import Compacted, Conflict, FutureRevision, KeyExists, NotFound, StorageFull, StoreError
 from . import layout as L
-from . import wal
+from . import syncer, wal
 from .index import Entry, KeyIndex, is_live
 from .recent import RecentValues
 
 log = logging.getLogger(__name__)
-Item = TypeVar("Item")
 
 CREATE, UPDATE, DELETE, COMPACT = range(4)  # CREATE and UPDATE carry values
+IN_FLIGHT = 2  # batches appended and not yet answered by the syncer (1 and 4 measured no better)
 
 
 class Op:
@@ -79,9 +90,9 @@ class Change:
 
 class PendingRecords:
     """Records in the WAL and not yet in LMDB, by revision, oldest first: the
-    writer thread adds its batches, the loop reads them and trims what the
+    writer adds its batches, readers get them, and the loop trims what the
     applier has moved into LMDB. Adding and trimming take the lock (a trim walks
-    from the oldest, which an insertion from the other thread would break);
+    from the oldest, which an insertion from a reader's thread would break);
     ``get`` is one dict lookup and needs none."""
 
     def __init__(self) -> None:
@@ -122,51 +133,106 @@ class Batch:
     last_revision: int        # the store's revision after the batch
     records: list[tuple[int, bytes]] = field(default_factory=list)
     wal_position: tuple[int, int, int] | None = None  # (segment, start, end) of its records
-    sync_fd: int | None = None  # the WAL descriptor to fdatasync before it is answered
-    commit_seconds: float = 0.0
-    committed: float = 0.0      # time.perf_counter() once durable (the syncer's fdatasync returned)
+    sync_seq: int = 0           # the syncer's sequence that makes it durable (0: nothing to sync)
+    commit_seconds: float = 0.0  # from the batch's start to durable
+    committed: float = 0.0      # time.perf_counter() once durable (the syncer answered)
 
 
-class _Mailbox(Generic[Item]):
-    """A FIFO between threads that wakes its one consumer only when it sleeps:
-    setting a ``threading.Event`` costs a lock round trip, too much per op."""
+class _SyncProcess:
+    """The loop's end of the syncer process (``store.lmdb.syncer``: why a process):
+    requests written to its stdin, replies read from its stdout when the loop's
+    selector has them. Requests not yet answered are kept, and sent again to a new
+    syncer if this one dies."""
 
-    def __init__(self) -> None:
-        self._items: collections.deque[Item] = collections.deque()
-        self._wake = threading.Event()
-        self._idle = False  # the consumer sleeps, or is about to (see take)
+    def __init__(self, wal_dir: str, loop: asyncio.AbstractEventLoop,
+                 synced: Callable[[int, int], None]) -> None:
+        self._wal_dir = wal_dir
+        self._loop = loop
+        self._synced = synced          # synced(sequence, errno): every request up to it answered
+        self._asked: dict[int, int] = {}  # sequence -> segment, not yet answered
+        self._unread = b""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closing = False
+        self._spawn()
 
-    def __bool__(self) -> bool:
-        return bool(self._items)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "syncer.py")
 
-    def __len__(self) -> int:
-        return len(self._items)
+    def _spawn(self) -> None:
+        proc = subprocess.Popen([sys.executable, "-S", self.script, self._wal_dir],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        assert proc.stdin is not None and proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        self._loop.add_reader(proc.stdout.fileno(), self._readable)
+        self._proc = proc
+        self._unread = b""
+        for seq, segment in self._asked.items():
+            self._send(seq, segment)
 
-    def put(self, item: Item) -> None:
-        self._items.append(item)
-        # Already set (an earlier put of this burst; the consumer has not run since):
-        # the consumer has a clear() still to do, after which it takes every item
-        # appended before now, this one included. Setting again would only cost the
-        # Event's lock and a notify, once per op while the consumer waits for the GIL.
-        if self._idle and not self._wake.is_set():
-            self._wake.set()
+    def ask(self, seq: int, segment: int) -> None:
+        self._asked[seq] = segment
+        self._send(seq, segment)
 
-    def wake(self) -> None:
-        self._wake.set()
+    def _send(self, seq: int, segment: int) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        # 16 bytes: never partial. If it died, its stdout's EOF comes next and a new one gets this request.
+        with contextlib.suppress(OSError):
+            os.write(self._proc.stdin.fileno(), syncer.REQUEST.pack(seq, segment))
 
-    def take(self, limit: int, timeout: float) -> list[Item]:
-        """Up to ``limit`` items, waiting up to ``timeout`` for the first one."""
-        items = self._items
-        if not items and timeout > 0:
-            self._idle = True
-            if not items:  # re-check: put() saw _idle False and did not wake us
-                self._wake.wait(timeout)
-            self._wake.clear()
-            self._idle = False
-        out: list[Item] = []
-        while items and len(out) < limit:
-            out.append(items.popleft())
-        return out
+    def _readable(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        try:
+            data = os.read(proc.stdout.fileno(), 1 << 12)
+        except BlockingIOError:
+            return
+        if not data:
+            self._died()
+            return
+        self._unread += data
+        whole = len(self._unread) - len(self._unread) % syncer.REPLY.size
+        replies = [syncer.REPLY.unpack_from(self._unread, i) for i in range(0, whole, syncer.REPLY.size)]
+        self._unread = self._unread[whole:]
+        for seq, failed in replies:
+            for done in [s for s in self._asked if s <= seq]:
+                del self._asked[done]
+            self._synced(seq, failed)
+
+    def _died(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        self._loop.remove_reader(proc.stdout.fileno())
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._proc = None
+        if self._closing:
+            return
+        log.warning("the store's syncer exited with %s; starting another", proc.returncode)
+        try:
+            self._spawn()
+        except OSError as e:
+            log.error("could not start the store's syncer: %s", e)
+            for seq in sorted(self._asked):
+                self._synced(seq, e.errno or errno.EIO)
+            self._asked.clear()
+
+    def close(self) -> None:
+        """Close its stdin: it exits, and its stdout's EOF ends our side."""
+        self._closing = True
+        proc = self._proc
+        if proc is None:
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        self._loop.remove_reader(proc.stdout.fileno())
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        self._proc = None
 
 
 class Writer:
@@ -174,8 +240,8 @@ class Writer:
                  recent: RecentValues,
                  deliver: Callable[[Batch], None], grow_map: Callable[[], None],
                  txn: Callable[..., AbstractContextManager[lmdb.Transaction]],
-                 wal_dir: str, pending: PendingRecords, *,
-                 max_batch: int = 4096, commit_delay: float = 0.001) -> None:
+                 wal_dir: str, pending: PendingRecords, loop: asyncio.AbstractEventLoop, *,
+                 max_batch: int = 4096) -> None:
         self._env = env
         self._meta = dbs[L.DB_META]
         self._log = dbs[L.DB_LOG]
@@ -186,10 +252,14 @@ class Writer:
         self._grow_map = grow_map
         self._txn = txn  # txn(write=False): a transaction that a map resize waits for
         self._max_batch = max_batch
-        self._last_batch = 1
-        self._commit_delay = commit_delay
-        self._encoded: _Mailbox[Op] = _Mailbox()   # submitted, to be committed by the writer thread
-        self._stopping = False
+        self._loop = loop
+        self._queue: list[Op] = []            # submitted, for the next batch
+        self._flush_scheduled = False
+        # Appended to the WAL and not yet durable, in order. At most IN_FLIGHT: while a
+        # sync runs the next batch is appended and asked for (the syncer answers both
+        # with one fdatasync if it arrives in time); more waits for an answer.
+        self._unanswered: collections.deque[Batch] = collections.deque()
+        self._sync_seq = 0
         self._rev = index.revision            # last revision known committed (by anyone)
         self._overlay: dict[bytes, Entry] = {}
         self._overlay_order: collections.deque[tuple[int, bytes]] = collections.deque()
@@ -198,40 +268,27 @@ class Writer:
         self._wal_reader = wal.WalReader(wal_dir)      # the writer's view of the WAL's end
         self._wal_writer = wal.WalWriter(wal_dir)
         self._wal_head = wal.WalHead(wal_dir)
-        # The syncer's own descriptor of the lock file: flock belongs to an open file, so
-        # sharing the writer's would let the syncer's unlock release the writer's lock.
-        self._head_lock = wal.WalLock(wal_dir)
         self._wal_reader.seek(index.revision + 1)
         self._pending = pending
-        self._synced: _Mailbox[Batch] = _Mailbox()   # appended, to be fdatasync'd and answered
-        # (first revision, last revision, commit time) of this process's durable batches, appended
-        # by the syncer before the WAL head shows them: a reader that catches up through the WAL
-        # before the loop has the batch (LmdbStore._catch_up) still learns when ours committed
-        self.recent_commits: collections.deque[tuple[int, int, float]] = collections.deque(maxlen=1024)
-        self._writer_done = False
         self._broken: StoreError | None = None
-        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
-        self._syncer = threading.Thread(target=self._run_syncer, name="store-syncer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-        self._syncer.start()
+        self._syncer = _SyncProcess(wal_dir, loop, self._synced)
 
     def submit(self, op: Op) -> None:
-        self._encoded.put(op)
+        self._queue.append(op)
+        if not self._flush_scheduled and len(self._unanswered) < IN_FLIGHT:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
-    def stop(self) -> None:
-        """Commit what was submitted, then end both threads."""
-        self._stopping = True
-        self._encoded.wake()
-        self._thread.join()
-        self._writer_done = True
-        self._synced.wake()
-        self._syncer.join()
+    async def stop(self) -> None:
+        """Commit what was submitted, wait until it is answered, then end the syncer."""
+        while self._queue or self._unanswered:
+            if len(self._unanswered) < IN_FLIGHT:
+                self._flush()
+            await asyncio.sleep(0.001)
+        self._syncer.close()
         self._wal_reader.close()
         self._wal_writer.close()
         self._wal_head.close()
-        self._head_lock.close()
         self._wal_lock.close()
 
     def _compress(self, ops: list[Op]) -> None:
@@ -253,87 +310,79 @@ class Writer:
             for op, frame in zip(group, codec.encode_many(dict_id, [op.value for op in group]), strict=True):
                 op.frame = frame if len(frame) <= len(op.value) else b"\x00" + op.value
 
-    # -- the threads --------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            if not self._encoded and self._stopping:
-                return
-            ops = self._encoded.take(self._max_batch, 0.5)
-            if not ops:
-                continue
-            ops += self._gather_more(len(ops))
-            self._last_batch = len(ops)
-            try:
-                if self._broken is not None:
-                    raise self._broken
-                batch = self._commit(ops)
-            except BaseException as e:  # never let the thread die: fail the batch instead
-                if e is not self._broken:
-                    log.exception("store writer failed a batch")
-                err = e if isinstance(e, StoreError) else StoreError(f"store write failed: {e!r}")
-                for op in ops:
-                    op.error = err
-                batch = Batch(ops, [], 0, self._rev)
-            self._synced.put(batch)  # answered in order, once durable
+    # -- group commit, on the loop ----------------------------------------------
+    def _flush(self) -> None:
+        """Commit what was submitted as one batch: appended to the WAL here, made
+        durable by the syncer. With IN_FLIGHT batches unanswered, what is submitted
+        waits for an answer and then goes as the next batch (group commit: the batch
+        grows with the load, with no timer)."""
+        self._flush_scheduled = False
+        if len(self._unanswered) >= IN_FLIGHT or not self._queue:
+            return
+        ops, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
+        try:
+            if self._broken is not None:
+                raise self._broken
+            batch = self._commit(ops)
+        except BaseException as e:  # fail the batch, never the loop
+            if e is not self._broken:
+                log.exception("store writer failed a batch")
+            err = e if isinstance(e, StoreError) else StoreError(f"store write failed: {e!r}")
+            for op in ops:
+                op.error = err
+            batch = Batch(ops, [], 0, self._rev)
+        if batch.wal_position is not None:
+            self._sync_seq += 1
+            batch.sync_seq = self._sync_seq
+            self._unanswered.append(batch)
+            self._syncer.ask(self._sync_seq, batch.wal_position[0])
+        elif self._unanswered:  # nothing written (refused, or failed): answered in turn
+            batch.sync_seq = self._sync_seq
+            self._unanswered.append(batch)
+        else:  # answered after the batches _synced is answering, if it called us
+            self._loop.call_soon(self._deliver, batch)
+        if self._queue and len(self._unanswered) < IN_FLIGHT and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
-    def _run_syncer(self) -> None:
-        """fdatasync what the writer appended, then hand the batches back, in order.
-        The writer goes on with the next batch meanwhile (its pwrite and our fdatasync
-        overlap). A failed fdatasync cannot be retried safely (the kernel may have
-        dropped the dirty pages): this store then refuses every write until reopened."""
-        while True:
-            batches = self._synced.take(1 << 30, 0.5)
-            if not batches:
-                if self._writer_done and not self._synced:
-                    return
-                continue
-            fds = [b.sync_fd for b in batches if b.sync_fd is not None]
-            try:
-                if fds:
-                    wal.sync(fds)
-            except OSError as e:
-                self._broken = StoreError(f"fdatasync of the write-ahead log failed ({e}); the store "
-                                          "refuses writes until it is reopened")
-                log.error("%s", self._broken)
-                for b in batches:
-                    for op in b.ops:
-                        op.error = self._broken
-                    b.changes = []
-            else:
-                now = time.perf_counter()
-                for b in batches:
-                    b.committed = now
-                    if b.changes:
-                        self.recent_commits.append((b.first_revision, b.last_revision, now))
-                durable = max((b.last_revision for b in batches if b.changes), default=0)
-                if durable:
-                    # readers (and the applier) see records only once they are durable
-                    with self._head_lock:
-                        self._wal_head.publish(durable)
-            for b in batches:
-                self._deliver(b)
-
-    def _gather_more(self, have: int) -> list[Op]:
-        """Wait briefly for a batch about the size of the last one (PostgreSQL's
-        commit_delay, made adaptive). Under a steady load of N concurrent writers,
-        their next writes arrive while the loop answers the previous batch; committing
-        the first few alone would cost a whole fsync and split the writers in two
-        smaller, slower batches for good."""
-        want = min(self._max_batch, int(self._last_batch * 0.75))
-        more: list[Op] = []
-        if have >= want:
-            return more
-        deadline = time.perf_counter() + self._commit_delay
-        while have + len(more) < want and time.perf_counter() < deadline:
-            time.sleep(0.0001)
-            more += self._encoded.take(self._max_batch - have - len(more), 0)
-        return more
+    def _synced(self, seq: int, failed: int) -> None:
+        """The syncer's answer: every batch up to ``seq`` is durable (or, with ``failed``,
+        cannot be made so: this store then refuses writes until it is reopened). The
+        next batch is sent before these are answered, so its sync overlaps their answers."""
+        now = time.perf_counter()
+        if failed and self._broken is None:
+            self._broken = StoreError(f"fdatasync of the write-ahead log failed ({os.strerror(failed)}); "
+                                      "the store refuses writes until it is reopened")
+            log.error("%s", self._broken)
+        done: list[Batch] = []
+        unanswered = self._unanswered
+        while unanswered and unanswered[0].sync_seq <= seq:
+            done.append(unanswered.popleft())
+        durable = 0
+        failed = failed or self._broken is not None  # nothing after a failed sync is durable
+        for b in done:
+            if failed:
+                for op in b.ops:
+                    op.error = self._broken
+                b.changes = []
+            elif b.changes:
+                b.committed = now
+                b.commit_seconds = now - b.commit_seconds
+                durable = b.last_revision
+        if durable:
+            # readers (and the applier) see records only once they are durable; the loop
+            # applies them in this same callback (deliver, below), before any catch-up
+            with self._wal_lock:
+                self._wal_head.publish(durable)
+        self._flush()
+        for b in done:
+            self._deliver(b)
 
     def _commit(self, ops: list[Op]) -> Batch:
         for op in ops:
             op.error = None
-        self._compress(ops)
         t0 = time.perf_counter()
+        self._compress(ops)
         with self._wal_lock:
             self._absorb_foreign()
             if any(op.kind >= COMPACT for op in ops):
@@ -343,7 +392,7 @@ class Writer:
                 data = b"".join([wal.encode(rev, rec) for rev, rec in batch.records])
                 self._wal_writer.attach(self._wal_reader)
                 try:
-                    seg, start, end, batch.sync_fd = self._wal_writer.append(batch.first_revision, data)
+                    seg, start, end = self._wal_writer.append(batch.first_revision, data)
                     batch.wal_position = (seg, start, end)
                 except OSError as e:
                     self._wal_writer.close()  # reattach at the end of what is whole, next time
@@ -352,7 +401,7 @@ class Writer:
                     raise StoreError(f"write-ahead log: {e}") from e
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
                 self._pending.add_many(batch.records)
-        batch.commit_seconds = time.perf_counter() - t0
+        batch.commit_seconds = t0  # made a duration once durable (_synced)
         self._after_commit(batch)
         return batch
 
