@@ -2,7 +2,8 @@
 
 python-zstandard releases the GIL around every call, which is right for a worker
 thread and wrong for the event loop: a 3 µs decompression hands the GIL to any
-other thread that wants it (the store's writer), and the loop then waits for it
+other thread that wants it (then the store's writer; still the worker threads
+that unpack list pages and train dictionaries), and the loop then waits for it
 back until that thread blocks or its switch interval ends. py-spy measured that
 wait: the watch cache's pack and unpack were a tenth of the API server's loop
 time in ``bench dra --api`` (20,000 pods), about fifteen times their own cost.
