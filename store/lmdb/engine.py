@@ -46,7 +46,7 @@ from . import layout as L
 from . import wal
 from .index import KeyIndex
 from .recent import RecentValues
-from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Writer
+from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Writer, end_child
 
 log = logging.getLogger(__name__)
 
@@ -342,13 +342,7 @@ class LmdbStore:
         if p is None:
             return
         self._applier = None
-        assert p.stdin is not None
-        p.stdin.close()
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        end_child(p, 60)
 
     def _trim_pending(self, applied: int) -> None:
         self._pending.trim(applied)

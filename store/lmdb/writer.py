@@ -138,6 +138,18 @@ class Batch:
     committed: float = 0.0      # time.perf_counter() once durable (the syncer answered)
 
 
+def end_child(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Close a child's stdin, which tells the store's children (syncer, applier) to
+    finish and exit; kill it if it has not within ``timeout`` seconds."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class _SyncProcess:
     """The loop's end of the syncer process (``store.lmdb.syncer``: why a process):
     requests written to its stdin, replies read from its stdout when the loop's
@@ -223,14 +235,9 @@ class _SyncProcess:
         proc = self._proc
         if proc is None:
             return
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout is not None
         self._loop.remove_reader(proc.stdout.fileno())
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_child(proc, 10)
         proc.stdout.close()
         self._proc = None
 
