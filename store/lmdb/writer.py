@@ -1,13 +1,13 @@
 """Group commit: how writes become durable, on the event loop and the syncer process.
 
-Callers on the event loop hand ``Op``s to ``Writer.submit``. When no sync is
-outstanding, the next turn of the loop (``_flush``) takes what was submitted as
-one batch, compresses its values (``_compress``), checks each op against the
+Callers on the event loop hand ``Op``s to ``Writer.submit``. While fewer than
+``IN_FLIGHT`` batches wait for the syncer, the next turn of the loop (``_flush``)
+takes what was submitted as one batch, compresses its values (``_compress``), checks each op against the
 latest state and, holding the WAL lock (shared by every process on the store),
 appends one record per mutation to the write-ahead log; then it asks the syncer
-process (``store.lmdb.syncer``: why a process) to fdatasync it. What is
-submitted meanwhile waits, and goes as the next batch once the syncer answers,
-so batches grow with load without a timer. On the answer (``_synced``) the
+process (``store.lmdb.syncer``: why a process) to fdatasync it. Beyond that, what is
+submitted waits, and goes as the next batch once the syncer answers, so batches
+grow with load without a timer. On the answer (``_synced``) the
 WAL head is published, the next batch goes out, and this one is handed to
 ``deliver``, which applies it to the index, publishes the events and answers the
 callers. The applier process (``store.lmdb.applier``) then moves WAL records into
@@ -134,7 +134,8 @@ class Batch:
     records: list[tuple[int, bytes]] = field(default_factory=list)
     wal_position: tuple[int, int, int] | None = None  # (segment, start, end) of its records
     sync_seq: int = 0           # the syncer's sequence that makes it durable (0: nothing to sync)
-    commit_seconds: float = 0.0  # from the batch's start to durable
+    started: float = 0.0        # time.perf_counter() when the writer took it
+    commit_seconds: float = 0.0  # from started to answered (durable, or failed)
     committed: float = 0.0      # time.perf_counter() once durable (the syncer answered)
 
 
@@ -300,7 +301,7 @@ class Writer:
 
     def _compress(self, ops: list[Op]) -> None:
         """Compress the batch's values with their prefix's dictionary, one zstd call per
-        dictionary, the GIL released meanwhile (the event loop runs on). A prefix with no
+        dictionary (on the loop: no other thread of ours wants the GIL it releases). A prefix with no
         dictionary yet goes PLAIN, and the applier compresses it; the applier also turns
         updates into deltas against their previous version."""
         codec = self._codec
@@ -347,6 +348,7 @@ class Writer:
             batch.sync_seq = self._sync_seq
             self._unanswered.append(batch)
         else:  # answered after the batches _synced is answering, if it called us
+            batch.commit_seconds = time.perf_counter() - batch.started if batch.started else 0.0
             self._loop.call_soon(self._deliver, batch)
         if self._queue and len(self._unanswered) < IN_FLIGHT and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -368,13 +370,13 @@ class Writer:
         durable = 0
         failed = failed or self._broken is not None  # nothing after a failed sync is durable
         for b in done:
+            b.commit_seconds = now - b.started if b.started else 0.0
             if failed:
                 for op in b.ops:
                     op.error = self._broken
                 b.changes = []
             elif b.changes:
                 b.committed = now
-                b.commit_seconds = now - b.commit_seconds
                 durable = b.last_revision
         if durable:
             # readers (and the applier) see records only once they are durable; the loop
@@ -408,7 +410,7 @@ class Writer:
                     raise StoreError(f"write-ahead log: {e}") from e
                 self._wal_reader.skip_to(seg, end, batch.last_revision + 1)
                 self._pending.add_many(batch.records)
-        batch.commit_seconds = t0  # made a duration once durable (_synced)
+        batch.started = t0
         self._after_commit(batch)
         return batch
 

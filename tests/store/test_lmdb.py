@@ -385,7 +385,7 @@ async def test_concurrent_writes_share_commits_and_each_commit_is_reported(tmp_p
         await asyncio.gather(*(s.create(f"/gc/{i}".encode(), b"v" * 200) for i in range(2000)))
         assert sum(size for size, _ in batches) == 2000
         assert max(size for size, _ in batches) > 1  # grouped: fewer fsyncs than writes
-        assert all(seconds > 0 for _, seconds in batches)
+        assert all(0 < seconds < 60 for _, seconds in batches)  # durations, not clock readings
     finally:
         await s.close()
 

@@ -104,6 +104,8 @@ async def test_a_failed_fdatasync_fails_the_batch_and_every_later_write(
         f"    os.write(1, rep.pack(seq, {errno.EIO}))\n")
     monkeypatch.setattr(_SyncProcess, "script", str(failing))
     s = LmdbStore(str(tmp_path / "db"))
+    reported: list[float] = []
+    s.commit_observer = lambda _size, seconds: reported.append(seconds)
     try:
         with pytest.raises(StoreError, match="fdatasync"):
             await s.create(b"/a", b"1")
@@ -111,6 +113,7 @@ async def test_a_failed_fdatasync_fails_the_batch_and_every_later_write(
             await s.create(b"/b", b"2")
         kvs, _, _ = await s.range(b"/", b"0")  # nothing was published as durable
         assert kvs == []
+        assert reported and all(0 <= seconds < 60 for seconds in reported)  # failed batches are timed too
         assert os.path.isdir(tmp_path / "db")
     finally:
         await s.close()
