@@ -860,15 +860,19 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name)
             # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
             old = _object(current.value, current.mod_revision)
+            # obj shares with old what the patch leaves alone (a status patch's spec): the
+            # checks below skip those parts (identity), and what changes obj in place
+            # replaces a part rather than editing it, so that old stays the version stored
             if patch_schema is not None:
                 obj = _strategic_merge_patch(old, patch, patch_schema)
             else:
-                obj = _json_patch(old, patch) if json_patch else _merge_patch(
-                    _object(current.value, current.mod_revision), patch)
+                obj = _json_patch(old, patch) if json_patch else _merge_patch(old, patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
                 obj["metadata"] = {}
+            elif obj["metadata"] is old["metadata"]:
+                obj["metadata"] = dict(old["metadata"])  # changed below
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
                 if cached:
@@ -893,7 +897,7 @@ class KubeApi:
             if self._policies is not None:
                 await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
                                            REQUEST_USER.get())
-            if obj == orjson.loads(current.value):  # a patch that changes nothing writes nothing, as upstream
+            if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
                 return old
             try:
                 return await self._replace(rtype, key, name, obj, current.mod_revision)
@@ -1828,18 +1832,29 @@ def _strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any],
         raise ApiError.bad_request(e.message) from e
 
 
+def _unchanged(obj: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether ``obj`` (to be stored: no resourceVersion) is ``old`` (as read: with one).
+    Cheap where the two share parts: equal dicts compare their values by identity first."""
+    meta = old["metadata"]
+    version = meta.pop("resourceVersion")
+    try:
+        return obj == old
+    finally:
+        meta["resourceVersion"] = version  # (its place: last, where _object put it)
+
+
 def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
+    """RFC 7386 JSON merge patch. ``target`` is not changed: the maps along the patch's keys
+    are new, and the result shares the rest with ``target`` (see ``_patch``)."""
     if not isinstance(patch, dict):
         return patch
-    if not isinstance(target, dict):
-        target = {}
+    merged = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
-            target.pop(k, None)
+            merged.pop(k, None)
         else:
-            target[k] = _merge_patch(target.get(k), v)
-    return target
+            merged[k] = _merge_patch(merged.get(k), v)
+    return merged
 
 
 # (verb, resource, subresource, scope, code) -> its histogram child: labels() costs

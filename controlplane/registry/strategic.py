@@ -49,11 +49,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from . import schema as openapi
+
+_J = TypeVar("_J", dict[str, Any], list[Any])  # a decoded JSON container
 
 __all__ = [
     "FieldPatchMeta",
@@ -161,15 +163,37 @@ def schema_for_kind(group: str, version: str, kind: str) -> TypeSchema | None:
 
 
 def apply(original: dict[str, Any], patch: dict[str, Any], schema: PatchSchema) -> dict[str, Any]:
-    """The object ``original`` becomes under ``patch``; neither argument is modified."""
-    return _merge_map(_json_copy(original), _json_copy(patch), schema)
+    """The object ``original`` becomes under ``patch``; neither argument is modified.
+
+    The result shares with ``original`` the parts the patch does not reach (a status
+    patch leaves the spec where it was): whoever changes the result in place must
+    replace such a part, not edit it."""
+    return _merge_map(_copied_for(original, patch), _json_copy(patch), schema)
 
 
-def _json_copy(value: dict[str, Any]) -> dict[str, Any]:
+def _copied_for(original: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``original`` with every part ``_merge_map`` may change in place under ``patch``
+    copied, and the rest shared. The merge changes a map only along the patch's keys;
+    a list it merges in place, so a list the patch reaches is copied whole; a directive
+    (``$patch``, ``$retainKeys``, ``$setElementOrder/…``, ``$deleteFromPrimitiveList/…``)
+    may touch any key of its map, so a map with one is copied whole."""
+    if any(k.startswith("$") for k in patch):
+        return _json_copy(original)
+    copied = dict(original)
+    for key, value in patch.items():
+        live = copied.get(key)
+        if isinstance(live, dict) and isinstance(value, dict):
+            copied[key] = _copied_for(live, value)
+        elif isinstance(live, list) and isinstance(value, list):
+            copied[key] = _json_copy(live)
+    return copied
+
+
+def _json_copy(value: _J) -> _J:
     """A deep copy of decoded JSON: a round trip through orjson, several times faster than
     ``copy.deepcopy`` on objects of this size (what it cannot encode is copied the slow way)."""
     try:
-        copied: dict[str, Any] = orjson.loads(orjson.dumps(value))
+        copied: _J = orjson.loads(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError):
         return copy.deepcopy(value)
     return copied

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -26,7 +27,13 @@ def pod_spec(**spec: Any) -> dict[str, Any]:
 
 
 def patched(original: dict[str, Any], patch: dict[str, Any], on: strategic.PatchSchema = POD) -> dict[str, Any]:
-    return strategic.apply(original, patch, on)
+    """The patch applied; every case also checks that neither argument changed (the result
+    shares the parts the patch does not reach with ``original``)."""
+    before = (copy.deepcopy(original), copy.deepcopy(patch))
+    out = strategic.apply(original, patch, on)
+    assert (original, patch) == before
+    assert [repr(original), repr(patch)] == [repr(before[0]), repr(before[1])]  # key order too
+    return out
 
 
 # -- maps ---------------------------------------------------------------------------------------
@@ -44,6 +51,20 @@ def test_the_arguments_are_not_modified() -> None:
     before = (repr(pod), repr(patch))
     patched(pod, patch)
     assert (repr(pod), repr(patch)) == before
+
+
+def test_the_parts_the_patch_does_not_reach_are_shared_and_the_rest_copied() -> None:
+    pod = {**pod_spec(containers=[{"name": "a", "image": "x:1"}]),
+           "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    out = patched(pod, {"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}})
+    assert out["spec"] is pod["spec"] and out["metadata"] is pod["metadata"]
+    assert out["status"] is not pod["status"] and out["status"]["conditions"] is not pod["status"]["conditions"]
+    assert out["status"]["conditions"][0] is not pod["status"]["conditions"][0]
+    assert out["status"] == {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    # a directive may reach every key of its map: that map is copied whole
+    out = patched(pod, {"spec": {"$setElementOrder/containers": [{"name": "a"}], "containers": [{"name": "a"}]}})
+    assert out["spec"] is not pod["spec"] and out["spec"]["containers"][0] is not pod["spec"]["containers"][0]
+    assert out["status"] is pod["status"]
 
 
 def test_null_for_a_missing_key_is_dropped_not_stored() -> None:
