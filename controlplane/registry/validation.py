@@ -280,8 +280,10 @@ def _parse(shape: Shape, container: dict[str, Any], key: str, value: Any, found:
 # MicroTime, so "2026-01-01T01:00:00.5+01:00" is stored as "2026-01-01T00:00:00Z"
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
 # (the stored forms, in range, checked without a parse: what nearly every write has;
-# days past the 28th are parsed for their month's length)
-_IN_RANGE = r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+# the 29th and 30th of every month but February and the 31st of the months that have one
+# too, so that only February the 29th is parsed, for the leap year)
+_IN_RANGE = (r"\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+             r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d")
 _CANONICAL_TIME = re.compile(_IN_RANGE + r"Z\Z")
 _CANONICAL_MICRO_TIME = re.compile(_IN_RANGE + r"\.\d{6}Z\Z")
 _TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"

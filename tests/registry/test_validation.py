@@ -358,6 +358,27 @@ def test_a_time_out_of_range_is_malformed(given: str, what: str) -> None:
     assert found.malformed == [f'parsing time "{given}": {what} out of range']
 
 
+def test_every_day_of_the_calendar_is_a_time_and_no_other_is() -> None:
+    """The stored forms are accepted without a parse (a pattern of the days each month
+    has; February the 29th is parsed for its year): every real day of a common year, a
+    leap year and a century that is not one is valid, and no other."""
+    import datetime
+    shape = shape_of("batch", "v1", "Job")
+    assert shape is not None
+    for year in (2026, 2028, 2100):
+        for month in range(1, 13):
+            for day in range(1, 32):
+                given = f"{year}-{month:02d}-{day:02d}T23:59:59Z"
+                found = shape.check({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                                     "status": {"startTime": given}})
+                try:
+                    datetime.date(year, month, day)
+                except ValueError:
+                    assert found.malformed == [f'parsing time "{given}": day out of range']
+                else:
+                    assert found.malformed == [], given
+
+
 @pytest.mark.parametrize(("given", "why"), [
     ("YWJj", None), ("YWI=", None), ("YQ==", None), ("", None), ("YWJj\nZGVm", None),  # Go skips line breaks
     ("!!", "illegal base64 data at input byte 0"), ("YWJjZ", "illegal base64 data at input byte 4"),
