@@ -182,7 +182,10 @@ class CopySnapshot:
             yield self.keys[j], self.entries[j]
 
 
-PRIMED_MAX = 4096  # versions written here and not yet applied: about a second of writes at most
+# versions written here and not yet applied: a few seconds of writes at the most this
+# process makes (10,000 lease renewals a second besides its other writes; a lease's entry
+# is about 600 bytes, a pod's, packed, about 1.5 KB); past it the oldest are decoded again
+PRIMED_MAX = 32_768
 # The served JSON of the versions this process wrote last, kept unpacked up to this many
 # bytes per resource: the next write to the same object (a status patch, a binding) starts
 # from it without decompressing. zstd releases the GIL, and on the event loop a call that
@@ -228,6 +231,10 @@ class ResourceCache:
         # (key, revision) -> entry: versions this process wrote and already serialised
         # (``prime``); the applier takes them instead of decoding the store's bytes again
         self._primed: dict[tuple[bytes, int], Entry] = {}
+        # key -> the newest revision of it in _primed: while the applier is behind, the
+        # next write to the object starts from it (``latest_json``), not from a version
+        # the store has already replaced (a sure conflict, and a read to recover from it)
+        self._primed_newest: dict[bytes, int] = {}
         # key -> (revision, served JSON) of versions written here, newest last (``latest_json``)
         self._recent: OrderedDict[bytes, tuple[int, bytes]] = OrderedDict()
         self._recent_bytes = 0
@@ -320,6 +327,10 @@ class ResourceCache:
                     self._retain(self.revision)
             finally:
                 self.lock.release_write()
+            if self._primed:  # the map has these versions now (no await since: nobody saw the gap)
+                for ce in built:
+                    if self._primed.pop((ce.obj[KEY], ce.revision), None) is not None:
+                        self._forget_primed(ce.obj[KEY], ce.revision)
             for ce in built:
                 self.watchers.dispatch(ce)
             self._resolve_waiters()
@@ -334,12 +345,21 @@ class ResourceCache:
         version whose event never comes here (another cache took its prefix) ages out."""
         if revision <= self.revision:
             return  # already applied
-        primed = self._primed
+        primed, newest = self._primed, self._primed_newest
         entry = primed[(key, revision)] = entry_of(self.plural, key, revision, raw, obj, self.packer.pack)
+        if newest.get(key, 0) < revision:
+            newest[key] = revision
         if len(primed) > PRIMED_MAX:
-            del primed[next(iter(primed))]
+            aged = next(iter(primed))
+            del primed[aged]
+            self._forget_primed(*aged)
         if entry[BODY][0] == PACKED:
             self._remember(key, revision, raw)
+
+    def _forget_primed(self, key: bytes, revision: int) -> None:
+        """``key``'s version at ``revision`` has left ``_primed`` (applied or aged out)."""
+        if self._primed_newest.get(key) == revision:
+            del self._primed_newest[key]
 
     def _remember(self, key: bytes, revision: int, raw: bytes) -> None:
         recent = self._recent
@@ -366,7 +386,8 @@ class ResourceCache:
                     out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision, pack), prev,
                                           ev.committed or received))
                 continue
-            entry = self._primed.pop((key, ev.kv.mod_revision), None) if self._primed else None
+            # (left in _primed until applied: latest_json serves it until the map has it)
+            entry = self._primed.get((key, ev.kv.mod_revision)) if self._primed else None
             if entry is None:
                 entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
@@ -419,9 +440,16 @@ class ResourceCache:
         return self._map.get(key)
 
     def latest_json(self, key: bytes) -> tuple[bytes, int] | None:
-        """The current version of ``key`` as served JSON, and its revision (as ``get``):
-        from the versions written here when it is one of them, else unpacked."""
+        """The newest version of ``key`` known here as served JSON, and its revision, for
+        a write to start from: the current entry (as ``get``), or a newer version this
+        process wrote that the applier has not reached yet. Either may have been replaced
+        in the store since: the write expects the revision and reads again on conflict."""
         entry = self._map.get(key)
+        newest = self._primed_newest.get(key) if self._primed_newest else None
+        if newest is not None and (entry is None or newest > entry[REVISION]):
+            primed = self._primed.get((key, newest))
+            if primed is not None:
+                entry = primed
         if entry is None:
             return None
         revision = entry[REVISION]

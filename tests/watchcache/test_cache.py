@@ -447,6 +447,35 @@ async def test_a_primed_version_is_served_as_the_writer_made_it(env: Env) -> Non
     assert got is not None and orjson.loads(got)["metadata"]["resourceVersion"] == str(rev2)
 
 
+async def test_a_write_starts_from_a_version_written_here_before_the_applier_reaches_it(env: Env) -> None:
+    """While the applier is behind (here: the write lock held), the next write to an object
+    this process wrote starts from that version, not from the one it replaced (a sure
+    conflict); once applied, the map's entry is the same version, and nothing is left over."""
+    await env.put("lease")
+    await env.reads.get(PODS, "ns", "lease")
+    cache = env.caches.cache_for(PODS)
+    key = PODS.key("ns", "lease")
+    before = env.reads.latest(PODS, key)
+    assert before is not None
+    await cache.lock.acquire_write()
+    try:
+        raw = pod("lease", labels={"renewed": "1"})
+        rev = await env.store.update(key, raw, before[1])
+        obj = orjson.loads(raw)
+        obj["metadata"]["resourceVersion"] = str(rev)
+        served = orjson.dumps(obj)
+        env.reads.prime(PODS, key, rev, served, obj)
+        await asyncio.sleep(0.05)  # the store's event is queued or built, not applied
+        assert cache.get(key)[1] == before[1]  # type: ignore[index]
+        assert env.reads.latest(PODS, key) == (served, rev)
+    finally:
+        cache.lock.release_write()
+    assert await cache.wait_fresh(rev, timeout=5)
+    assert cache.get(key)[1] == rev  # type: ignore[index]
+    assert env.reads.latest(PODS, key) == (served, rev)
+    assert not cache._primed and not cache._primed_newest
+
+
 async def test_a_write_starts_from_the_json_this_process_wrote_without_unpacking(
         env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(30):
