@@ -112,7 +112,7 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
-                 "pod_ips", "since", "stage", "stage_gen", "tainted", "uid")
+                 "pod_ips", "renewing", "since", "stage", "stage_gen", "tainted", "uid")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
@@ -121,6 +121,10 @@ class _Node:
         # renewing it would only find it missing (at 100,000 nodes set up at once, a
         # renewal each that fails and creates it ahead of the queue)
         self.lease_ready = False
+        # a renewal of its Lease is queued or in flight: the next falls due only after it
+        # answers, as the kubelet's one renew loop (two at once would conflict, and behind
+        # a backlog they would pile up, a round each interval, and feed it)
+        self.renewing = False
         self.ip = ip
         self.cidr = cidr
         self.itype = itype
@@ -257,7 +261,7 @@ class NodeSimulator:
                 return
             nxt = due + self.config.renew_interval
             self.wheel.schedule(nxt, ("lease", name, nxt))
-            if node.failed != "unreachable":
+            if node.failed != "unreachable" and not node.renewing:
                 self._due_leases.append((name, due))
         elif kind == "status":
             _, name = item
@@ -498,14 +502,30 @@ class NodeSimulator:
         ``renewals_per_request`` Leases when the server serves them, else a PUT each."""
         due, self._due_leases = self._due_leases, []
         due = [(name, at) for name, at in due if (node := self.nodes.get(name)) is not None and node.lease_ready]
+        for name, _ in due:
+            self.nodes[name].renewing = True
         if not self.bulk_renewals:
             for name, at in due:
-                self._write(lambda name=name, at=at: self._renew(name, at), HEARTBEAT)  # type: ignore[misc]
+                self._write(lambda name=name, at=at: self._renewals([(name, at)], False), HEARTBEAT)  # type: ignore[misc]
             return
         size = max(1, self.config.renewals_per_request)
         for start in range(0, len(due), size):
             chunk = due[start:start + size]
-            self._write(lambda chunk=chunk: self._renew_many(chunk), HEARTBEAT)  # type: ignore[misc]
+            self._write(lambda chunk=chunk: self._renewals(chunk, True), HEARTBEAT)  # type: ignore[misc]
+
+    async def _renewals(self, due: list[tuple[str, float]], bulk: bool) -> None:
+        """Renew ``due`` (a LeaseRenewal, or a PUT each); then their next renewals may fall due."""
+        try:
+            if bulk:
+                await self._renew_many(due)
+            else:
+                for name, at in due:
+                    await self._renew(name, at)
+        finally:
+            for name, _ in due:
+                node = self.nodes.get(name)
+                if node is not None:
+                    node.renewing = False
 
     async def _renew_many(self, due: list[tuple[str, float]]) -> None:
         due = [(name, at) for name, at in due

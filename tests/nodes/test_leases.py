@@ -142,3 +142,37 @@ async def test_many_pods_get_distinct_ips_in_their_nodes_cidr(client: Client) ->
         for i in range(40):
             net = ipaddress.ip_network(sim.nodes[f"sim-node-{i % 2}"].cidr)
             assert ipaddress.ip_address(ips[f"p{i}"]) in net
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["LeaseRenewal", "PUT"])
+async def test_a_lease_is_not_renewed_again_while_its_renewal_is_unanswered(client: Client, bulk: bool) -> None:
+    """As the kubelet's one renew loop: a renewal stuck behind a busy server is not joined by
+    another each interval (they would conflict, and pile up behind the backlog)."""
+    async with simulating(client, fast(count=2, renew_interval=0.2, heartbeat_batch=0.1,
+                                       lease_renewals=bulk)) as sim:
+        await eventually(lambda: _renewed_at_least(sim, 2))
+        held = asyncio.Event()
+        sent: list[str] = []
+        real_many, real_one = sim._renew_many, sim._renew
+
+        async def stuck_many(due: list[tuple[str, float]]) -> None:
+            sent.extend(name for name, _ in due)
+            await held.wait()
+            await real_many(due)
+
+        async def stuck_one(name: str, due: float) -> None:
+            sent.append(name)
+            await held.wait()
+            await real_one(name, due)
+
+        sim._renew_many, sim._renew = stuck_many, stuck_one  # type: ignore[method-assign]
+        await asyncio.sleep(1.0)  # five intervals
+        assert sorted(sent) == ["sim-node-0", "sim-node-1"]  # one renewal each, still unanswered
+        before = sim.lease_renewals
+        held.set()
+        await eventually(lambda: _renewed_at_least(sim, before + 4))  # answered, then due again
+        assert sent.count("sim-node-0") >= 2
+
+
+async def _renewed_at_least(sim: Any, n: int) -> bool:
+    return bool(sim.lease_renewals >= n)
