@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["metadata_first", "with_resource_version", "without_resource_version"]
+__all__ = ["metadata_first", "served_form", "with_resource_version", "without_resource_version"]
 
 _META_KEY = b'"metadata":{'
 
@@ -33,6 +33,20 @@ def with_resource_version(stored: bytes, revision: int) -> bytes:
     at = stored.index(_META_KEY) + len(_META_KEY)
     rv = b'"resourceVersion":"%d"' % revision
     return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
+
+
+def served_form(stored: bytes, revision: int) -> bytes | None:
+    """``with_resource_version`` of bytes read from the store, when they are in the stored
+    form: the first object nested in them is the top-level metadata (only strings, such
+    as apiVersion and kind, before it), and no resourceVersion anywhere (a reference's,
+    such as an Event's involvedObject, is not told from the object's own without a
+    parse). None otherwise: the caller parses and serialises."""
+    at = stored.find(_META_KEY)
+    if at < 0 or stored.find(b"{", 1) != at + len(_META_KEY) - 1 or b"[" in stored[:at]:
+        return None
+    if b'"resourceVersion"' in stored:
+        return None
+    return with_resource_version(stored, revision)
 
 
 def without_resource_version(served: bytes, revision: int) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any, Final
 import orjson
 
 from ..api.reads import WatchItem
+from ..api.stored import served_form
 from ..registry.attrs import Attrs, attrs_of
 from .packing import unpack
 
@@ -52,12 +53,18 @@ def entry_json(entry: Entry) -> bytes:
 
 
 def build_entry(plural: str, key: bytes, value: bytes, revision: int, pack: Pack = exact) -> Entry:
+    """The entry of a version read from the store (``value``): its served JSON is the
+    stored bytes with the resourceVersion spliced in, as the writer would have made it
+    (``prime``), where they are in the stored form; else the object serialised again."""
     obj: dict[str, Any] = orjson.loads(value)
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        meta = obj["metadata"] = {}
-    meta["resourceVersion"] = str(revision)
-    return (key, revision, pack(orjson.dumps(obj)), attrs_of(plural, obj))
+    served = served_form(value, revision)
+    if served is None:
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        meta["resourceVersion"] = str(revision)
+        served = orjson.dumps(obj)
+    return (key, revision, pack(served), attrs_of(plural, obj))
 
 
 def entry_of(plural: str, key: bytes, revision: int, raw: bytes, obj: dict[str, Any], pack: Pack = exact) -> Entry:

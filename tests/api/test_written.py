@@ -6,7 +6,7 @@ import orjson
 
 from controlplane.api.rest import Written
 from controlplane.api.stored import metadata_first as _metadata_first
-from controlplane.api.stored import with_resource_version, without_resource_version
+from controlplane.api.stored import served_form, with_resource_version, without_resource_version
 
 
 def test_the_resource_version_goes_into_the_objects_own_metadata() -> None:
@@ -38,3 +38,21 @@ def test_without_resource_version_gives_back_the_stored_bytes() -> None:
     # bytes not shaped by with_resource_version (another revision, another key order): parsed
     odd = b'{"metadata":{"name":"p","resourceVersion":"3"},"kind":"Pod"}'
     assert orjson.loads(without_resource_version(odd, 3)) == {"metadata": {"name": "p"}, "kind": "Pod"}
+
+
+def test_bytes_read_from_the_store_are_served_spliced_only_in_the_stored_form() -> None:
+    """What the watch cache does with a version it did not write (``build_entry``): the splice
+    where the bytes are as this server stores them, else None (parsed and serialised)."""
+    stored = orjson.dumps(_metadata_first({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                                           "spec": {"template": {"metadata": {"labels": {"a": "b"}}}}}))
+    served = served_form(stored, 9)
+    assert served == with_resource_version(stored, 9) and without_resource_version(served, 9) == stored
+    assert orjson.loads(served)["metadata"] == {"resourceVersion": "9", "name": "d"}
+    for other in (
+        b'{"kind":"Deployment","spec":{"metadata":{"a":1}},"metadata":{"name":"d"}}',  # a nested metadata first
+        b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","resourceVersion":"3"}}',  # one of its own
+        b'{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"},'
+        b'"involvedObject":{"resourceVersion":"3"}}',  # a reference's: not told apart without a parse
+        b'{"tags":["a"],"metadata":{"name":"x"}}', b'{"apiVersion":"v1","kind":"Pod"}',
+    ):
+        assert served_form(other, 9) is None, other
