@@ -261,6 +261,10 @@ class Reads(Protocol):
         """A write of this process made ``obj`` at ``revision``, served as ``raw``: a cache
         may take them for that version instead of decoding the store's bytes again."""
 
+    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
+        """As ``prime``, for a version made from the one at ``base`` by a change no filter
+        reads (no label, no selectable field): a cache may reuse that version's attrs."""
+
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         """The newest version of ``key`` this server holds in memory, at once: its JSON
         (resourceVersion included) and revision; None when it holds none. A hint for a
@@ -294,6 +298,9 @@ class StoreReads:
         self._get_store = get_store  # () -> Store; raises ApiError 503 while the store is not open
 
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
+        return None  # nothing cached
+
+    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
         return None  # nothing cached
 
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:

@@ -59,7 +59,7 @@ from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
 from .leaserenewals import GROUP as RENEWALS_GROUP
-from .leaserenewals import renew_leases
+from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
 from .params import flag
 from .partial import metadata_version, partial, partial_list
@@ -158,6 +158,7 @@ class KubeApi:
         self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
         self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
+        self.renewal_plans = RenewalPlans()  # where LeaseRenewals splice the Leases they renewed last
         nodes = registry.get("", "v1", "nodes")
         assert self._pods is not None and nodes is not None
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
@@ -509,7 +510,8 @@ class KubeApi:
                 f"the API version in the data ({asked.get('apiVersion')}) and kind ({asked.get('kind')}) do not "
                 f"match the path ({rtype.api_version}, {rtype.kind})")
         return await renew_leases(store_=self.store, reads=self.reads, leases=leases, namespace=namespace,
-                                  request=asked, manager=manager, prime=not DRY_RUN.get())
+                                  request=asked, manager=manager, prime=not DRY_RUN.get(),
+                                  plans=self.renewal_plans)
 
     async def _authorize(self, scope: Scope, parts: list[str], method: str, query: dict[str, str]) -> None:
         """403 unless the authorizer allows this request to its user (RBAC mode only)."""
@@ -676,7 +678,10 @@ class KubeApi:
             managedfields.record_write(rtype, None, obj, manager)
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = _now()
-        meta["generation"] = 1
+        if (rtype.group, rtype.plural) in WITHOUT_GENERATION:
+            meta.pop("generation", None)
+        else:
+            meta["generation"] = 1
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
         if rtype is self._pods and self._runtime_classes is not None:  # mutating admission (overhead)
@@ -1747,6 +1752,13 @@ def _initial_status(plural: str) -> dict[str, Any]:
     return {}
 
 
+# The types whose upstream strategy leaves metadata.generation unset (coordination's
+# lease/strategy.go: its PrepareForCreate and PrepareForUpdate do nothing): none at
+# create, none moved by an update. Every other type gets 1 at create and a step per
+# change of its spec, as most of upstream's strategies do.
+WITHOUT_GENERATION = frozenset({("coordination.k8s.io", "leases")})
+
+
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],
                   new: dict[str, Any]) -> dict[str, Any]:
     """What an update may change: through ``/status`` only the status; through the
@@ -1776,7 +1788,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         else:
             meta.pop(field, None)
     meta.pop("selfLink", None)  # cleared before storage, as upstream's PrepareObjectForStorage
-    if new.get("spec") != old.get("spec"):
+    if new.get("spec") != old.get("spec") and (rtype.group, rtype.plural) not in WITHOUT_GENERATION:
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new
 

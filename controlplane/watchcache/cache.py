@@ -42,7 +42,7 @@ from store import Event, EventType
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Filter
 from .cowmap import LEAF, CowSortedMap, View
-from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
+from .entry import ATTRS, BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
 from .packing import PACKED, Packer
 from .rwlock import RWLock
 from .watchers import Watcher, WatcherIndex
@@ -345,8 +345,25 @@ class ResourceCache:
         version whose event never comes here (another cache took its prefix) ages out."""
         if revision <= self.revision:
             return  # already applied
+        self._prime_entry(key, revision, raw, entry_of(self.plural, key, revision, raw, obj, self.packer.pack))
+
+    def prime_same_attrs(self, key: bytes, revision: int, raw: bytes, base: int) -> None:
+        """As ``prime``, for a version made from ``key``'s version at ``base`` by changing
+        nothing a filter reads (no label, no selectable field): it takes that version's
+        attrs instead of a parse. Nothing is primed when this process holds no entry of
+        ``base`` (the store's event is then decoded as any other)."""
+        if revision <= self.revision:
+            return  # already applied
+        found = self._primed.get((key, base)) if self._primed else None
+        if found is None:
+            found = self._map.get(key)
+            if found is None or found[REVISION] != base:
+                return
+        self._prime_entry(key, revision, raw, (key, revision, self.packer.pack(raw), found[ATTRS]))
+
+    def _prime_entry(self, key: bytes, revision: int, raw: bytes, entry: Entry) -> None:
         primed, newest = self._primed, self._primed_newest
-        entry = primed[(key, revision)] = entry_of(self.plural, key, revision, raw, obj, self.packer.pack)
+        primed[(key, revision)] = entry
         if newest.get(key, 0) < revision:
             newest[key] = revision
         if len(primed) > PRIMED_MAX:

@@ -71,6 +71,9 @@ class CacheReads:
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
         self.caches.cache_for(rtype).prime(key, revision, raw, obj)
 
+    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
+        self.caches.cache_for(rtype).prime_same_attrs(key, revision, raw, base)
+
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         cache = self.caches.cache_for(rtype)
         if not cache.ready.is_set() or cache.failed is not None:

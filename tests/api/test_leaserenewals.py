@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
@@ -13,6 +14,7 @@ from controlplane.client import ApiError, Client, resource_path
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
 RENEWALS = resource_path("nodes.controlplane.dev", "v1alpha1", "leaserenewals", "kube-node-lease")
 T0, T1 = "2026-12-02T01:00:00.000000Z", "2026-12-02T01:00:10.123456Z"
+T2, T3, T4 = "2026-12-02T01:00:20.000001Z", "2026-12-02T01:00:30.999999Z", "2026-12-02T01:00:40.500000Z"
 
 
 async def _leases(client: Client, names: list[str], manager: str = "kubelet") -> dict[str, dict[str, Any]]:
@@ -168,3 +170,128 @@ async def test_renewals_racing_another_writer_lose_none_of_its_writes(client: Cl
     got = await client.get(f"{LEASES}/n1")
     assert got["metadata"]["labels"] == {f"k{i}": "v" for i in range(30)}  # no patch undone by a renewal
     assert got["spec"]["renewTime"].startswith("2026-12-02T01:01:")
+
+
+# -- renewals spliced into the bytes of the version this server renewed last ---------------
+def _counting_whole_way(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the Leases renewed the whole way (parsed, compared, serialised) from now on."""
+    from controlplane.api import leaserenewals
+
+    seen: list[str] = []
+    whole_way = leaserenewals._renewed
+
+    def counted(rtype: Any, stored: bytes, *args: Any) -> Any:
+        seen.append(orjson.loads(stored)["metadata"]["name"])
+        return whole_way(rtype, stored, *args)
+
+    monkeypatch.setattr(leaserenewals, "_renewed", counted)
+    return seen
+
+
+async def test_the_next_renewal_of_a_version_renewed_here_is_spliced_and_stores_what_a_put_would(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole_way = _counting_whole_way(monkeypatch)
+    await _leases(client, ["bulk", "put"])
+    for t in (T1, T2, T3):
+        answer = await client.create(RENEWALS, {"spec": {"renewTime": t, "leases": ["bulk"]}}, fieldManager="kubelet")
+        assert answer["status"] == {"renewed": 1}
+        put = await client.get(f"{LEASES}/put")
+        put["spec"]["renewTime"] = t
+        await client.update(f"{LEASES}/put", put, fieldManager="kubelet")
+    assert whole_way == ["bulk"]  # the first renewal only: the next two were spliced
+    bulk, put = await client.get(f"{LEASES}/bulk"), await client.get(f"{LEASES}/put")
+    assert bulk["spec"]["renewTime"] == T3 and "generation" not in bulk["metadata"]
+
+    def comparable(lease: dict[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in lease["metadata"].items() if k not in ("name", "uid", "resourceVersion",
+                                                                         "creationTimestamp")}
+        for e in meta["managedFields"]:
+            e.pop("time")
+        return {**lease, "metadata": meta, "spec": {**lease["spec"], "holderIdentity": ""}}
+
+    assert comparable(bulk) == comparable(put)
+    # the same again at once: nothing written, as the whole way would
+    answer = await client.create(RENEWALS, {"spec": {"renewTime": T3, "leases": ["bulk"]}}, fieldManager="kubelet")
+    assert answer["status"] == {"renewed": 1}
+    assert (await client.get(f"{LEASES}/bulk"))["metadata"]["resourceVersion"] == bulk["metadata"]["resourceVersion"]
+
+
+async def test_a_spliced_version_keeps_what_filters_read_and_its_events_carry_it(client: Client) -> None:
+    await client.create(LEASES, {"metadata": {"name": "n1", "labels": {"zone": "a"}},
+                                 "spec": {"holderIdentity": "n1", "renewTime": T0}}, fieldManager="kubelet")
+    await client.create(RENEWALS, {"spec": {"renewTime": T1, "leases": ["n1"]}}, fieldManager="kubelet")
+    listed = await client.list(LEASES)
+    events: list[Any] = []
+
+    async def watch() -> None:
+        async for ev in client.watch(LEASES, resource_version=listed["metadata"]["resourceVersion"],
+                                     label_selector="zone=a", field_selector="metadata.name=n1"):
+            events.append(ev)
+            return
+
+    watcher = asyncio.create_task(watch())
+    await client.create(RENEWALS, {"spec": {"renewTime": T2, "leases": ["n1"]}}, fieldManager="kubelet")
+    await asyncio.wait_for(watcher, 5)
+    got = await client.get(f"{LEASES}/n1")
+    assert events[0].type == "MODIFIED" and events[0].object == got and got["spec"]["renewTime"] == T2
+    selected = await client.list(LEASES, labelSelector="zone=a", fieldSelector="metadata.name=n1")
+    assert [item["spec"]["renewTime"] for item in selected["items"]] == [T2]
+
+
+async def test_a_version_another_writer_made_is_renewed_the_whole_way_then_spliced_again(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole_way = _counting_whole_way(monkeypatch)
+    await _leases(client, ["n1"])
+    await client.create(RENEWALS, {"spec": {"renewTime": T1, "leases": ["n1"]}}, fieldManager="kubelet")
+    await client.patch(f"{LEASES}/n1", {"metadata": {"labels": {"zone": "b"}}}, patch_type="merge",
+                       fieldManager="kubelet")
+    await client.create(RENEWALS, {"spec": {"renewTime": T2, "leases": ["n1"]}}, fieldManager="kubelet")
+    await client.create(RENEWALS, {"spec": {"renewTime": T3, "leases": ["n1"]}}, fieldManager="kubelet")
+    assert whole_way == ["n1", "n1"]  # the first, and the one after the patch
+    got = await client.get(f"{LEASES}/n1")
+    assert got["metadata"]["labels"] == {"zone": "b"} and got["spec"]["renewTime"] == T3
+    selected = await client.list(LEASES, labelSelector="zone=b")
+    assert [item["spec"]["renewTime"] for item in selected["items"]] == [T3]
+    # another manager's renewal of a spliced version goes the whole way, and takes the field;
+    # with two managers' entries, every renewal goes the whole way
+    await client.create(RENEWALS, {"spec": {"renewTime": T4, "leases": ["n1"]}}, fieldManager="other")
+    await client.create(RENEWALS, {"spec": {"renewTime": T1, "leases": ["n1"]}}, fieldManager="other")
+    assert whole_way == ["n1"] * 4
+    got = await client.get(f"{LEASES}/n1")
+    entries = {e["manager"]: e["fieldsV1"] for e in got["metadata"]["managedFields"]}
+    assert entries["other"] == {"f:spec": {"f:renewTime": {}}} and got["spec"]["renewTime"] == T1
+
+
+def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_where_the_bytes_agree() -> None:
+    from controlplane.api.leaserenewals import RenewalPlans
+
+    now, renew = b"2026-12-02T01:00:10Z", T1.encode()
+    stored = (b'{"metadata":{"name":"n1","annotations":{"note":"x"},"managedFields":[{"manager":"kubelet",'
+              b'"time":"' + now + b'"}]},"spec":{"renewTime":"' + renew + b'"}}')
+    plans = RenewalPlans()
+    plans.learn(b"k", 7, "kubelet", stored, renew, now)
+    later, renew2 = b"2026-12-02T01:00:20Z", T2.encode()
+    spliced = plans.renewed(b"k", 7, "kubelet", stored, renew2, later)
+    assert spliced == stored.replace(now, later).replace(renew, renew2)
+    assert plans.renewed(b"k", 7, "kubelet", stored, renew, later) is stored  # already at that time
+    assert plans.renewed(b"k", 8, "kubelet", stored, renew2, later) is None  # another version
+    assert plans.renewed(b"k", 7, "other", stored, renew2, later) is None  # another manager
+    assert plans.renewed(b"k", 7, "kubelet", stored[:-2] + b' }}', renew2, later) is None  # bytes moved
+    plans.written(b"k", 7, 9)
+    assert plans.renewed(b"k", 9, "kubelet", spliced, T3.encode(), later) is not None
+    # an annotation holding the same time: the value is there twice, nothing learnt
+    twice = stored.replace(b'"note":"x"', b'"time":"' + now + b'"')
+    plans.learn(b"t", 7, "kubelet", twice, renew, now)
+    assert plans.renewed(b"t", 7, "kubelet", twice, renew2, later) is None
+
+
+async def test_a_lease_has_no_generation_as_upstreams_strategy_sets_none(client: Client) -> None:
+    created = await client.create(LEASES, {"metadata": {"name": "n1", "generation": 5},
+                                           "spec": {"holderIdentity": "n1", "renewTime": T0}})
+    assert "generation" not in created["metadata"]
+    created["spec"]["renewTime"] = T1
+    updated = await client.update(f"{LEASES}/n1", created)
+    assert "generation" not in updated["metadata"]
+    pod = await client.create(resource_path("", "v1", "pods", "default"), {
+        "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    assert pod["metadata"]["generation"] == 1  # (other types as before)
