@@ -11,7 +11,9 @@ of one kind, ``--concurrency`` in flight, divided by their number.
 The writes, in order, each over ``--count`` objects: pod create, pod binding
 (``pods/binding``), Event create, Lease update (PUT, as a kubelet renews),
 pod status merge patch (the node simulator's Running), pod status strategic
-patch (the scheduler's ``PodScheduled`` condition), node status merge patch.
+patch (the scheduler's ``PodScheduled`` condition), node status merge patch;
+then Lease renewals in bulk (``LeaseRenewal``, as the node simulator sends a
+batch: ``RENEWAL_BATCH`` Leases a request), per Lease renewed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 BENCH = "writes"
 T = "2026-11-30T10:00:00Z"
+RENEWAL_BATCH = 2000  # Leases a LeaseRenewal names (the simulator's renewals_per_request)
 
 
 def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
@@ -114,6 +117,25 @@ async def _run(args: argparse.Namespace) -> None:
                     "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready",
                     "lastHeartbeatTime": T, "lastTransitionTime": T}]}}, patch_type="merge")),
                 "us", count=nodes, concurrency=conc)
+            emit("lease_renewal_cpu", await _bulk_renewals(c, n), "us", leases=RENEWAL_BATCH,
+                 requests=max(2, n // 200), note="per Lease renewed, LeaseRenewals of all the Leases")
+
+
+async def _bulk_renewals(c: Any, n: int) -> float:
+    """CPU µs per Lease renewed by LeaseRenewals naming ``RENEWAL_BATCH`` Leases, one at a time."""
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    renewals = "/apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals"
+    names = [f"r{i}" for i in range(RENEWAL_BATCH)]
+    for i, name in enumerate(names):
+        await c.create(leases, {**_lease(i, 0), "metadata": {"name": name, "namespace": "kube-node-lease"}})
+    requests = max(2, n // 200)
+    started = time.process_time()
+    for k in range(requests):
+        answer = await c.create(renewals, {"apiVersion": "nodes.controlplane.dev/v1alpha1", "kind": "LeaseRenewal",
+                                           "spec": {"renewTime": f"2026-11-30T10:01:{k % 60:02d}.000000Z",
+                                                    "leases": names}})
+        assert answer["status"]["renewed"] == RENEWAL_BATCH, answer["status"]
+    return 1e6 * (time.process_time() - started) / (requests * RENEWAL_BATCH)
 
 
 def main(argv: list[str]) -> int:
