@@ -37,6 +37,7 @@ import store
 from store import Store
 
 from ..registry import ResourceType, managedfields
+from ..registry.attrs import Attrs
 from ..registry.strategies import validate_name
 from ..registry.validation import parse_micro_time
 from .errors import ApiError
@@ -143,7 +144,7 @@ class RenewalPlans:
     revision names the bytes, whichever process reads them), by the same manager, and
     the splice checks the bytes around both values before it writes. The splice
     changes neither labels nor a selectable field, so the cache keeps the version's
-    attrs (``prime_same_attrs``). Offsets are from the end: the served JSON differs
+    attrs (``prime_attrs``). Offsets are from the end: the served JSON differs
     from the stored only by the resourceVersion spliced into the start of metadata."""
 
     def __init__(self) -> None:
@@ -229,14 +230,20 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
         pending = names[start:start + CHUNK]
         behind: dict[str, int] = {}  # the revision a conflict said the lease is at
         for attempt in range(ATTEMPTS):
-            # (name, key, value, the revision it was made from, the object or None when spliced, learnable)
-            writes: list[tuple[str, bytes, bytes, int, dict[str, Any] | None, bool]] = []
+            # (name, key, value, the revision it was made from, the object made the whole way
+            # and whether a plan can be learnt from it, or None and the attrs of a splice)
+            writes: list[tuple[str, bytes, bytes, int, dict[str, Any] | None, bool, Attrs | None]] = []
             for name in pending:
                 key = leases.key(namespace, name)
                 # the cache's newest version, as a PUT starts from it; after a conflict the
                 # cache's once it has the version the conflict named, else the store's
-                found = reads.latest(leases, key) if attempt == 0 else await _at_least(
-                    reads, leases, namespace, name, behind.get(name, 0))
+                attrs: Attrs | None = None
+                if attempt == 0:
+                    latest = reads.latest(leases, key)
+                    found = None if latest is None else (latest[0], latest[1])
+                    attrs = None if latest is None else latest[2]
+                else:
+                    found = await _at_least(reads, leases, namespace, name, behind.get(name, 0))
                 if found is not None:
                     current, revision = without_resource_version(found[0], found[1]), found[1]
                 else:
@@ -245,23 +252,23 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
                         missing.append(name)
                         continue
                     current, revision = kv.value, kv.mod_revision
-                if spliced_values is not None and plans is not None:
+                if spliced_values is not None and plans is not None and attrs is not None:
                     spliced = plans.renewed(key, revision, manager, current, *spliced_values)
                     if spliced is current:
                         renewed += 1  # already renewed to this time: nothing to write
                         continue
                     if spliced is not None:
-                        writes.append((name, key, spliced, revision, None, False))
+                        writes.append((name, key, spliced, revision, None, False, attrs))
                         continue
                 made = _renewed(leases, current, renew_time, manager, now)
                 if made is None:
                     renewed += 1
                     continue
                 obj, learnable = made
-                writes.append((name, key, orjson.dumps(obj), revision, obj, learnable))
-            results = await store.update_many(store_, [(key, value, rev) for _, key, value, rev, _, _ in writes])
+                writes.append((name, key, orjson.dumps(obj), revision, obj, learnable, None))
+            results = await store.update_many(store_, [(key, value, rev) for _, key, value, rev, *_ in writes])
             pending = []
-            for (name, key, value, base, whole, learnable), result in zip(writes, results, strict=True):
+            for (name, key, value, base, whole, learnable, same_attrs), result in zip(writes, results, strict=True):
                 if isinstance(result, int):
                     renewed += 1
                     if not prime:
@@ -272,9 +279,9 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
                         elif learnable:
                             plans.learn(key, result, manager, value, *spliced_values)
                     served = with_resource_version(value, result)
-                    if whole is None:
-                        reads.prime_same_attrs(leases, key, result, served, base)
-                    else:
+                    if same_attrs is not None:
+                        reads.prime_attrs(leases, key, result, served, same_attrs)
+                    elif whole is not None:
                         whole["metadata"]["resourceVersion"] = str(result)
                         reads.prime(leases, key, result, served, whole)
                 elif isinstance(result, store.Conflict):

@@ -39,7 +39,7 @@ import store
 from store import EventType, Store
 
 from ..registry import ResourceType
-from ..registry.attrs import Filter, SelectorError, attrs_of
+from ..registry.attrs import Attrs, Filter, SelectorError, attrs_of
 from .errors import ApiError
 from .params import flag
 
@@ -261,13 +261,13 @@ class Reads(Protocol):
         """A write of this process made ``obj`` at ``revision``, served as ``raw``: a cache
         may take them for that version instead of decoding the store's bytes again."""
 
-    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
-        """As ``prime``, for a version made from the one at ``base`` by a change no filter
-        reads (no label, no selectable field): a cache may reuse that version's attrs."""
+    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
+        """As ``prime``, for a version made by a change no filter reads (no label, no
+        selectable field) from a version whose attrs (``latest``) were ``attrs``."""
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
         """The newest version of ``key`` this server holds in memory, at once: its JSON
-        (resourceVersion included) and revision; None when it holds none. A hint for a
+        (resourceVersion included), revision and attrs; None when it holds none. A hint for a
         write to start from (upstream's ``cachedExistingObject``): it may be stale, so a
         write from it must expect its revision and, on conflict, start again from the store."""
 
@@ -300,10 +300,10 @@ class StoreReads:
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
         return None  # nothing cached
 
-    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
+    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
         return None  # nothing cached
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
         return None  # nothing cached
 
     def generation(self, rtype: ResourceType) -> int | None:

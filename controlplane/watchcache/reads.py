@@ -33,7 +33,7 @@ from ..api.reads import (
 )
 from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
-from ..registry.attrs import Filter
+from ..registry.attrs import Attrs, Filter
 from .cache import ResourceCache, Snapshot
 from .entry import ATTRS, BODY, CacheEvent, Entry, entry_json
 from .feed import WatchCaches
@@ -71,10 +71,10 @@ class CacheReads:
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
         self.caches.cache_for(rtype).prime(key, revision, raw, obj)
 
-    def prime_same_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, base: int) -> None:
-        self.caches.cache_for(rtype).prime_same_attrs(key, revision, raw, base)
+    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
+        self.caches.cache_for(rtype).prime_attrs(key, revision, raw, attrs)
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
         cache = self.caches.cache_for(rtype)
         if not cache.ready.is_set() or cache.failed is not None:
             return None
