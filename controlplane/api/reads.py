@@ -262,12 +262,12 @@ class Reads(Protocol):
         may take them for that version instead of decoding the store's bytes again."""
 
     def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
-        """As ``prime``, for a version made by a change no filter reads (no label, no
-        selectable field) from a version whose attrs (``latest``) were ``attrs``."""
+        """As ``prime``, for a version whose labels and selectable fields are known to be
+        ``attrs`` (made by a change no filter reads from a version that had them)."""
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         """The newest version of ``key`` this server holds in memory, at once: its JSON
-        (resourceVersion included), revision and attrs; None when it holds none. A hint for a
+        (resourceVersion included) and revision; None when it holds none. A hint for a
         write to start from (upstream's ``cachedExistingObject``): it may be stale, so a
         write from it must expect its revision and, on conflict, start again from the store."""
 
@@ -303,7 +303,7 @@ class StoreReads:
     def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
         return None  # nothing cached
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         return None  # nothing cached
 
     def generation(self, rtype: ResourceType) -> int | None:

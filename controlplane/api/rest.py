@@ -792,7 +792,7 @@ class KubeApi:
         if not fresh and not _converted(rtype) and not DRY_RUN.get():
             hit = self.reads.latest(rtype, key)
             if hit is not None:
-                raw, revision, _ = hit
+                raw, revision = hit
                 return KeyValue(key, without_resource_version(raw, revision), 0, revision, 0), True
         return await self.store.get(key), False
 

@@ -42,7 +42,7 @@ from store import Event, EventType
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Attrs, Filter
 from .cowmap import LEAF, CowSortedMap, View
-from .entry import ATTRS, BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
+from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
 from .packing import PACKED, Packer
 from .rwlock import RWLock
 from .watchers import Watcher, WatcherIndex
@@ -451,8 +451,8 @@ class ResourceCache:
         half-applied chunk and needs neither the lock nor a snapshot."""
         return self._map.get(key)
 
-    def latest_json(self, key: bytes) -> tuple[bytes, int, Attrs] | None:
-        """The newest version of ``key`` known here as served JSON, its revision and attrs, for
+    def latest_json(self, key: bytes) -> tuple[bytes, int] | None:
+        """The newest version of ``key`` known here as served JSON, and its revision, for
         a write to start from: the current entry (as ``get``), or a newer version this
         process wrote that the applier has not reached yet. Either may have been replaced
         in the store since: the write expects the revision and reads again on conflict."""
@@ -467,8 +467,8 @@ class ResourceCache:
         revision = entry[REVISION]
         recent = self._recent.get(key)
         if recent is not None and recent[0] == revision:
-            return recent[1], revision, entry[ATTRS]
-        return entry_json(entry), revision, entry[ATTRS]
+            return recent[1], revision
+        return entry_json(entry), revision
 
     async def snapshot(self) -> Snapshot:
         """The current state. Lazy: O(1) under the lock. Copy: O(N) under the lock."""

@@ -74,7 +74,7 @@ class CacheReads:
     def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
         self.caches.cache_for(rtype).prime_attrs(key, revision, raw, attrs)
 
-    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int, Attrs] | None:
+    def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         cache = self.caches.cache_for(rtype)
         if not cache.ready.is_set() or cache.failed is not None:
             return None

@@ -268,21 +268,27 @@ def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_wher
     now, renew = b"2026-12-02T01:00:10Z", T1.encode()
     stored = (b'{"metadata":{"name":"n1","annotations":{"note":"x"},"managedFields":[{"manager":"kubelet",'
               b'"time":"' + now + b'"}]},"spec":{"renewTime":"' + renew + b'"}}')
+    attrs: Any = (None, ("n1", "kube-node-lease"))
     plans = RenewalPlans()
-    plans.learn(b"k", 7, "kubelet", stored, renew, now)
+    plans.learn(b"k", 7, "kubelet", stored, renew, now, attrs)
     later, renew2 = b"2026-12-02T01:00:20Z", T2.encode()
-    spliced = plans.renewed(b"k", 7, "kubelet", stored, renew2, later)
-    assert spliced == stored.replace(now, later).replace(renew, renew2)
-    assert plans.renewed(b"k", 7, "kubelet", stored, renew, later) is stored  # already at that time
-    assert plans.renewed(b"k", 8, "kubelet", stored, renew2, later) is None  # another version
-    assert plans.renewed(b"k", 7, "other", stored, renew2, later) is None  # another manager
-    assert plans.renewed(b"k", 7, "kubelet", stored[:-2] + b' }}', renew2, later) is None  # bytes moved
-    plans.written(b"k", 7, 9)
-    assert plans.renewed(b"k", 9, "kubelet", spliced, T3.encode(), later) is not None
+    spliced = stored.replace(now, later).replace(renew, renew2)
+    assert plans.renewal(b"k", "kubelet", renew2, later) == (spliced, 7, attrs)
+    assert plans.renewal(b"k", "kubelet", renew, later) is None  # already at that time: the whole way checks
+    assert plans.renewal(b"k", "other", renew2, later) is None  # another manager
+    assert plans.renewal(b"k", "kubelet", b"2026-12-02T01:00:20.5Z", later) is None  # not a stored MicroTime
+    assert plans.renewal(b"none", "kubelet", renew2, later) is None
+    plans.written(b"k", 7, 9, spliced)
+    assert plans.renewal(b"k", "kubelet", T3.encode(), now) == (
+        spliced.replace(later, now).replace(renew2, T3.encode()), 9, attrs)
+    plans.written(b"k", 7, 11, stored)  # not the plan's version: ignored
+    assert plans.renewal(b"k", "kubelet", renew, now) is not None
+    plans.forget(b"k")
+    assert plans.renewal(b"k", "kubelet", renew2, later) is None
     # an annotation holding the same time: the value is there twice, nothing learnt
     twice = stored.replace(b'"note":"x"', b'"time":"' + now + b'"')
-    plans.learn(b"t", 7, "kubelet", twice, renew, now)
-    assert plans.renewed(b"t", 7, "kubelet", twice, renew2, later) is None
+    plans.learn(b"t", 7, "kubelet", twice, renew, now, attrs)
+    assert plans.renewal(b"t", "kubelet", renew2, later) is None
 
 
 async def test_a_lease_has_no_generation_as_upstreams_strategy_sets_none(client: Client) -> None:

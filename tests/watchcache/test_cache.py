@@ -21,7 +21,7 @@ from controlplane.api.errors import ApiError
 from controlplane.api.reads import ListOptions, StoreReads, WatchItem, WatchOptions, WatchStream
 from controlplane.metrics import WATCH_CACHE_FALLBACKS
 from controlplane.registry import ResourceType
-from controlplane.registry.attrs import Filter, attrs_of
+from controlplane.registry.attrs import Filter
 from controlplane.registry.types import BUILTIN
 from controlplane.watchcache import CacheConfig, CacheReads, WatchCaches
 from controlplane.watchcache import entry as entry_module
@@ -467,12 +467,12 @@ async def test_a_write_starts_from_a_version_written_here_before_the_applier_rea
         env.reads.prime(PODS, key, rev, served, obj)
         await asyncio.sleep(0.05)  # the store's event is queued or built, not applied
         assert cache.get(key)[1] == before[1]  # type: ignore[index]
-        assert env.reads.latest(PODS, key) == (served, rev, attrs_of("pods", obj))
+        assert env.reads.latest(PODS, key) == (served, rev)
     finally:
         cache.lock.release_write()
     assert await cache.wait_fresh(rev, timeout=5)
     assert cache.get(key)[1] == rev  # type: ignore[index]
-    assert env.reads.latest(PODS, key) == (served, rev, attrs_of("pods", obj))
+    assert env.reads.latest(PODS, key) == (served, rev)
     assert not cache._primed and not cache._primed_newest
 
 
@@ -502,7 +502,7 @@ async def test_a_write_starts_from_the_json_this_process_wrote_without_unpacking
         return bytes(real(body))
 
     monkeypatch.setattr(entry_module, "unpack", counting_unpack)
-    assert env.reads.latest(PODS, key) == (served, rev, attrs_of("pods", obj))
+    assert env.reads.latest(PODS, key) == (served, rev)
     assert unpacked == []
     # a version written elsewhere is unpacked from the cache, never the stale one kept here
     rev2 = await env.put("hot", labels={"v": "2"}, pad=1200)
