@@ -575,3 +575,59 @@ async def test_a_record_read_while_it_is_being_copied_in_is_read_again_not_refus
     with pytest.raises(RuntimeError, match="WAL revision 7 where 3 was expected"):
         list(reader.read())
     reader.close()
+
+
+async def test_small_values_keep_their_full_frames_and_large_ones_become_deltas(tmp_path: Path) -> None:
+    """A delta costs the applier a zstd context built around the previous version: an update
+    whose full frame is under DELTA_MIN_FRAME (a Lease) keeps it; a large one (a pod's
+    status update) is stored as a delta. Every version reads back exactly."""
+    import orjson
+
+    from controlplane.podgen import PodGenerator
+    from store.codec import DELTA
+    from store.lmdb import layout
+    from store.lmdb.applier import DELTA_MIN_FRAME
+
+    path = str(tmp_path / "db")
+    s = LmdbStore(path)
+    gen = PodGenerator(seed=3)
+    versions: dict[bytes, list[tuple[int, bytes]]] = {}
+    for i in range(200):  # enough of each prefix for its dictionary
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": f"n{i}", "namespace": "kube-node-lease"},
+                 "spec": {"holderIdentity": f"n{i}", "leaseDurationSeconds": 40,
+                          "renewTime": f"2026-12-02T01:00:00.{i:06d}Z"}}
+        pod = gen.pod()
+        for k, v in ((f"/registry/leases/kube-node-lease/n{i}".encode(), orjson.dumps(lease)),
+                     (f"/registry/pods/{pod['metadata']['namespace']}/{pod['metadata']['name']}".encode(),
+                      orjson.dumps(pod))):
+            versions[k] = [(await s.create(k, v), v)]
+        for j in range(1, 4):
+            lease["spec"]["renewTime"] = f"2026-12-02T01:00:{j:02d}.{i:06d}Z"
+            k = f"/registry/leases/kube-node-lease/n{i}".encode()
+            v = orjson.dumps(lease)
+            versions[k].append((await s.update(k, v, versions[k][-1][0]), v))
+            pod = gen.status_update(pod)
+            k = f"/registry/pods/{pod['metadata']['namespace']}/{pod['metadata']['name']}".encode()
+            v = orjson.dumps(pod)
+            versions[k].append((await s.update(k, v, versions[k][-1][0]), v))
+    await s.close()
+    s = LmdbStore(path)  # everything in LMDB now
+    try:
+        kinds: dict[bool, list[int]] = {True: [], False: []}  # lease? -> frame kinds of its updates
+        with s._read() as txn:
+            for k, vs in versions.items():
+                for rev, _ in vs[1:]:
+                    buf = s._record_buf(txn, rev)
+                    assert buf is not None
+                    frame = layout.decode_record(bytes(buf)).frame
+                    kinds[k.startswith(b"/registry/leases/")].append(frame[0])
+                    if k.startswith(b"/registry/leases/"):
+                        assert len(frame) < DELTA_MIN_FRAME
+        assert DELTA not in kinds[True]
+        assert kinds[False].count(DELTA) > len(kinds[False]) // 2
+        for k, vs in versions.items():
+            for rev, v in vs:
+                assert (await s.get(k, rev)).value == v  # type: ignore[union-attr]
+    finally:
+        await s.close()
