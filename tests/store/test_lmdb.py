@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
@@ -593,7 +594,7 @@ async def test_small_values_keep_their_full_frames_and_large_ones_become_deltas(
     gen = PodGenerator(seed=3)
     versions: dict[bytes, list[tuple[int, bytes]]] = {}
     for i in range(200):  # enough of each prefix for its dictionary
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": f"n{i}", "namespace": "kube-node-lease"},
                  "spec": {"holderIdentity": f"n{i}", "leaseDurationSeconds": 40,
                           "renewTime": f"2026-12-02T01:00:00.{i:06d}Z"}}
