@@ -26,6 +26,15 @@ async def _leases(client: Client, names: list[str], manager: str = "kubelet") ->
     return out
 
 
+def _comparable(lease: dict[str, Any]) -> dict[str, Any]:
+    """A Lease without what differs between two Leases renewed alike (names, identities, times of managedFields)."""
+    meta = {k: v for k, v in lease["metadata"].items() if k not in ("name", "uid", "resourceVersion",
+                                                                     "creationTimestamp")}
+    for e in meta["managedFields"]:
+        e.pop("time")
+    return {**lease, "metadata": meta, "spec": {**lease["spec"], "holderIdentity": ""}}
+
+
 async def test_each_named_lease_is_renewed_with_its_own_revision_and_event(client: Client) -> None:
     before = await _leases(client, ["n1", "n2", "n3"])
     listed = await client.list(LEASES)
@@ -69,14 +78,7 @@ async def test_renewal_equals_the_put_it_replaces(client: Client) -> None:
     await client.update(f"{LEASES}/put", put, fieldManager="kubelet")
     bulk, put = await client.get(f"{LEASES}/bulk"), await client.get(f"{LEASES}/put")
 
-    def comparable(lease: dict[str, Any]) -> dict[str, Any]:
-        meta = {k: v for k, v in lease["metadata"].items() if k not in ("name", "uid", "resourceVersion",
-                                                                         "creationTimestamp")}
-        for e in meta["managedFields"]:
-            e.pop("time")
-        return {**lease, "metadata": meta, "spec": {**lease["spec"], "holderIdentity": ""}}
-
-    assert comparable(bulk) == comparable(put)
+    assert _comparable(bulk) == _comparable(put)
 
 
 async def test_another_managers_renewal_takes_the_field_as_an_update_would(client: Client) -> None:
@@ -202,14 +204,7 @@ async def test_the_next_renewal_of_a_version_renewed_here_is_spliced_and_stores_
     bulk, put = await client.get(f"{LEASES}/bulk"), await client.get(f"{LEASES}/put")
     assert bulk["spec"]["renewTime"] == T3 and "generation" not in bulk["metadata"]
 
-    def comparable(lease: dict[str, Any]) -> dict[str, Any]:
-        meta = {k: v for k, v in lease["metadata"].items() if k not in ("name", "uid", "resourceVersion",
-                                                                         "creationTimestamp")}
-        for e in meta["managedFields"]:
-            e.pop("time")
-        return {**lease, "metadata": meta, "spec": {**lease["spec"], "holderIdentity": ""}}
-
-    assert comparable(bulk) == comparable(put)
+    assert _comparable(bulk) == _comparable(put)
     # the same again at once: nothing written, as the whole way would
     answer = await client.create(RENEWALS, {"spec": {"renewTime": T3, "leases": ["bulk"]}}, fieldManager="kubelet")
     assert answer["status"] == {"renewed": 1}
