@@ -8,7 +8,7 @@ Values reach the WAL uncompressed (a PLAIN frame): compression is the costliest
 part of a write, and here it runs on the second core instead of the server's
 event loop. The applier encodes each value with its key prefix's trained
 dictionary, or, for an update, as a delta against the key's previous version
-(unless the version is a keyframe); it samples values and trains the
+(unless the version is a keyframe, or its full frame is under ``DELTA_MIN_FRAME``); it samples values and trains the
 dictionaries, which it stores in LMDB for every process to decode with.
 
 Why a process: py-lmdb releases the GIL around every get and put, and zstd
