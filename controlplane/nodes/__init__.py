@@ -7,7 +7,8 @@
 - ``images``: per-node image cache and the pull model;
 - ``ipam``: pod CIDRs and pod IPs;
 - ``instancetypes``: the instance-type catalog (shared with the autoscaler);
-- ``wheel``: the timing wheel that spreads heartbeats;
+- ``rota``: the heartbeat rota that spreads Lease renewals over the interval;
+- ``wheel``: the timing wheel for every other timer (status reports, stages, evictions);
 - ``failures``: failure injection through the API (``inject_failure``);
 - ``component``: the starter ``controlplane serve`` runs; ``cli``: ``controlplane nodes``.
 

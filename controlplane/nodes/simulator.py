@@ -8,9 +8,10 @@ the pods bound to them:
 - **heartbeats**: each node's Lease in ``kube-node-lease`` is renewed every
   ``renew_interval`` (10 s), and its status posted every
   ``status_report_frequency`` (5 min), as a kubelet with leases does. Nodes
-  are spread over the interval by a hash of their name on one timing wheel
-  (``wheel``), so 100,000 nodes are 10,000 renewals a second in even ticks,
-  not 100,000 at once. A tick's renewals go as one or a few LeaseRenewals
+  are seated over the interval by a hash of their name (``rota``), so 100,000
+  nodes are 10,000 renewals a second in even batches, not 100,000 at once;
+  other timers (status reports, stages, evictions) share one timing wheel
+  (``wheel``). A batch's renewals go as one or a few LeaseRenewals
   (this emulator's bulk renewal, ``controlplane/api/leaserenewals.py``) when
   the server serves them, as a PUT of each Lease otherwise;
 - **pods and nodes**: on every change of a pod on a managed node (or of the
@@ -45,7 +46,6 @@ import logging
 import random
 import time
 import uuid
-import zlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +60,7 @@ from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
+from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages
 from .wheel import TimingWheel
 
@@ -187,6 +188,9 @@ class NodeSimulator:
         self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
                                                                                       config.tick) + 1),
                                                                time.monotonic())
+        # the node's place in the renew interval: one of its batches (``heartbeat_batch`` apart)
+        batches = max(1, round(config.renew_interval / max(config.heartbeat_batch, config.tick)))
+        self.rota = HeartbeatRota(config.renew_interval, batches, self.started)
         # (priority, sequence, job): heartbeats first (their lag is what the node lifecycle
         # controller sees), then pods' stages, then the rest (node set-up, status reports)
         self._writes: asyncio.PriorityQueue[tuple[int, int, Callable[[], Awaitable[None]]]] = asyncio.PriorityQueue()
@@ -204,7 +208,7 @@ class NodeSimulator:
         self.lease_renewals = 0
         # whether renewals go as LeaseRenewals: known once the server's discovery is read
         self.bulk_renewals = False
-        self._due_leases: list[tuple[str, float]] = []  # (name, due) fired by this tick
+        self._due_leases: list[tuple[float, list[str]]] = []  # (due, names) of the batches due by this tick
         self.lease_lags: list[float] = []  # kept only while ``record_lags`` (the benchmark)
         self.record_lags = False
 
@@ -249,21 +253,13 @@ class NodeSimulator:
                 now = time.monotonic()
             for item in self.wheel.advance(now):
                 self._fire(item, now)
+            self._due_leases.extend(self.rota.advance(now))
             if self._due_leases:
                 self._renew_due()
 
     def _fire(self, item: tuple[Any, ...], now: float) -> None:
         kind = item[0]
-        if kind == "lease":
-            _, name, due = item
-            node = self.nodes.get(name)
-            if node is None:
-                return
-            nxt = due + self.config.renew_interval
-            self.wheel.schedule(nxt, ("lease", name, nxt))
-            if node.failed != "unreachable" and not node.renewing:
-                self._due_leases.append((name, due))
-        elif kind == "status":
+        if kind == "status":
             _, name = item
             node = self.nodes.get(name)
             if node is None:
@@ -424,21 +420,14 @@ class NodeSimulator:
         images = NodeImages(model, serialize=self.config.serialize_image_pulls)
         for image in self.config.preloaded_images:
             images.preload(image)
-        # the node's place in the renew interval: one of its batches (``heartbeat_batch`` apart)
-        batches = max(1, round(self.config.renew_interval / max(self.config.heartbeat_batch, self.config.tick)))
-        phase = (zlib.crc32(name.encode()) % batches) * self.config.renew_interval / batches
-        node = _Node(name, ip, cidr, itype, images, phase)
+        node = _Node(name, ip, cidr, itype, images, self.rota.offset(name))
         node.uid = meta.get("uid", "")
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))
         self._write(lambda: self._ensure_lease(name, meta.get("uid")))
+        self.rota.add(name)  # renewed each time its batch comes round
         now = time.monotonic()
-        cycle = int((now - self.started) // self.config.renew_interval)
-        first = self.started + cycle * self.config.renew_interval + phase
-        if first < now:
-            first += self.config.renew_interval
-        self.wheel.schedule(first, ("lease", name, first))
         self.wheel.schedule(now + self.config.status_report_frequency * (0.5 + self.rng.random() / 2),
                             ("status", name))
         for key in list(self.pods_by_node.get(name, ())):  # pods seen before their node
@@ -451,6 +440,7 @@ class NodeSimulator:
         name = (obj.get("metadata") or {}).get("name", "")
         node = self.nodes.pop(name, None)
         if node is not None:
+            self.rota.discard(name)
             self.cidrs.release(node.cidr)
             if node.uid:  # the garbage collector's part: the Lease is owned by the Node
                 self._write(lambda: self._delete_lease(name, node.uid))
@@ -498,43 +488,48 @@ class NodeSimulator:
         return any(r.get("name") == RENEWALS_PLURAL for r in listed.get("resources") or [])
 
     def _renew_due(self) -> None:
-        """Queue the renewals of the leases this tick fired: LeaseRenewals of up to
-        ``renewals_per_request`` Leases when the server serves them, else a PUT each."""
-        due, self._due_leases = self._due_leases, []
-        due = [(name, at) for name, at in due if (node := self.nodes.get(name)) is not None and node.lease_ready]
-        for name, _ in due:
-            self.nodes[name].renewing = True
-        if not self.bulk_renewals:
-            for name, at in due:
-                self._write(lambda name=name, at=at: self._renewals([(name, at)], False), HEARTBEAT)  # type: ignore[misc]
-            return
-        size = max(1, self.config.renewals_per_request)
-        for start in range(0, len(due), size):
-            chunk = due[start:start + size]
-            self._write(lambda chunk=chunk: self._renewals(chunk, True), HEARTBEAT)  # type: ignore[misc]
+        """Queue the renewals of the batches due by this tick: LeaseRenewals of up to
+        ``renewals_per_request`` Leases when the server serves them, else a PUT each.
+        A node whose last renewal is still unanswered sits this one out (the kubelet's
+        one renew loop), as does one whose kubelet is down or whose Lease is on its way."""
+        batches, self._due_leases = self._due_leases, []
+        nodes = self.nodes
+        for at, names in batches:
+            due = [name for name in names if (node := nodes.get(name)) is not None and node.lease_ready
+                   and not node.renewing and node.failed != "unreachable"]
+            for name in due:
+                nodes[name].renewing = True
+            if not self.bulk_renewals:
+                for name in due:
+                    self._write(lambda name=name, at=at: self._renewals(at, [name], False), HEARTBEAT)  # type: ignore[misc]
+                continue
+            size = max(1, self.config.renewals_per_request)
+            for start in range(0, len(due), size):
+                chunk = due[start:start + size]
+                self._write(lambda at=at, chunk=chunk: self._renewals(at, chunk, True), HEARTBEAT)  # type: ignore[misc]
 
-    async def _renewals(self, due: list[tuple[str, float]], bulk: bool) -> None:
-        """Renew ``due`` (a LeaseRenewal, or a PUT each); then their next renewals may fall due."""
+    async def _renewals(self, at: float, names: list[str], bulk: bool) -> None:
+        """Renew ``names``, due at ``at`` (a LeaseRenewal, or a PUT each); then their next
+        renewals may fall due."""
         try:
             if bulk:
-                await self._renew_many(due)
+                await self._renew_many(at, names)
             else:
-                for name, at in due:
+                for name in names:
                     await self._renew(name, at)
         finally:
-            for name, _ in due:
+            for name in names:
                 node = self.nodes.get(name)
                 if node is not None:
                     node.renewing = False
 
-    async def _renew_many(self, due: list[tuple[str, float]]) -> None:
-        due = [(name, at) for name, at in due
-               if (node := self.nodes.get(name)) is not None and node.failed != "unreachable"]
-        if not due:
+    async def _renew_many(self, at: float, names: list[str]) -> None:
+        names = [name for name in names if (node := self.nodes.get(name)) is not None and node.failed != "unreachable"]
+        if not names:
             return
         body = {"apiVersion": f"{RENEWALS_GROUP}/{RENEWALS_VERSION}", "kind": "LeaseRenewal",
                 "metadata": {"namespace": LEASE_NAMESPACE},
-                "spec": {"renewTime": _micro_time(), "leases": [name for name, _ in due]}}
+                "spec": {"renewTime": _micro_time(), "leases": names}}
         try:
             answer = await self.client.create(resource_path(RENEWALS_GROUP, RENEWALS_VERSION, RENEWALS_PLURAL,
                                                             LEASE_NAMESPACE), body)
@@ -542,17 +537,18 @@ class NodeSimulator:
             if e.code not in (404, 405):
                 raise
             self.bulk_renewals = False  # no longer served (the server was replaced): PUTs from now on
-            for name, at in due:
+            for name in names:
                 await self._renew(name, at)
             return
         status = answer.get("status") or {}
         missing, conflicts = set(status.get("notFound") or ()), set(status.get("conflicts") or ())
-        done = time.monotonic()
-        LEASE_RENEWALS.labels(result="ok").inc(len(due) - len(missing) - len(conflicts))
-        for name, at in due:
-            if name not in missing and name not in conflicts:
-                self._renewed(max(0.0, done - at))
-        for name, at in due:
+        lag = max(0.0, time.monotonic() - at)
+        renewed = len(names) - len(missing) - len(conflicts)
+        LEASE_RENEWALS.labels(result="ok").inc(renewed)
+        self._renewed(lag, renewed)
+        if not missing and not conflicts:
+            return
+        for name in names:
             if name in missing:  # deleted by someone: created again, as the kubelet does
                 LEASE_RENEWALS.labels(result="error").inc()
                 node = self.nodes.get(name)
@@ -562,11 +558,13 @@ class NodeSimulator:
             elif name in conflicts:
                 await self._renew(name, at)
 
-    def _renewed(self, lag: float) -> None:
-        self.lease_renewals += 1
+    def _renewed(self, lag: float, count: int = 1) -> None:
+        """``count`` Leases renewed ``lag`` seconds after they fell due."""
+        self.lease_renewals += count
         if self.record_lags:
-            self.lease_lags.append(lag)
-        LEASE_RENEW_LAG.observe(lag)
+            self.lease_lags.extend([lag] * count)
+        for _ in range(count):
+            LEASE_RENEW_LAG.observe(lag)
 
     async def _renew(self, name: str, due: float) -> None:
         node = self.nodes.get(name)

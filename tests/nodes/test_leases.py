@@ -155,10 +155,10 @@ async def test_a_lease_is_not_renewed_again_while_its_renewal_is_unanswered(clie
         sent: list[str] = []
         real_many, real_one = sim._renew_many, sim._renew
 
-        async def stuck_many(due: list[tuple[str, float]]) -> None:
-            sent.extend(name for name, _ in due)
+        async def stuck_many(at: float, names: list[str]) -> None:
+            sent.extend(names)
             await held.wait()
-            await real_many(due)
+            await real_many(at, names)
 
         async def stuck_one(name: str, due: float) -> None:
             sent.append(name)
