@@ -50,7 +50,7 @@ def test_a_removed_node_is_no_longer_due_and_adding_twice_seats_once() -> None:
 
 
 def test_bad_shapes_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be positive"):
         HeartbeatRota(interval=0, slots=4, start=0.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be positive"):
         HeartbeatRota(interval=1.0, slots=0, start=0.0)
