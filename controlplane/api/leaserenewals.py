@@ -27,31 +27,26 @@ otherwise (against any other API server).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import orjson
 
-import store
 from store import Store
 
 from ..registry import ResourceType, managedfields
 from ..registry.attrs import Attrs, attrs_of
 from ..registry.strategies import validate_name
 from ..registry.validation import parse_micro_time
+from .bulkwrites import Rewrite, rewrite_each
 from .errors import ApiError
 from .reads import Reads
-from .stored import with_resource_version, without_resource_version
+from .splices import SplicePlans
 
 __all__ = ["GROUP", "KIND", "MAX_LEASES", "PLURAL", "VERSION", "RenewalPlans", "renew_leases"]
 
 GROUP, VERSION, KIND, PLURAL = "nodes.controlplane.dev", "v1alpha1", "LeaseRenewal", "leaserenewals"
 MAX_LEASES = 10_000  # per request: the body stays under 1 MiB of names
-# the leases handed to the store at once: the loop yields between chunks, so a large
-# request does not hold other requests back for the whole of it
-CHUNK = 512
-ATTEMPTS = 64  # per lease, when other writers keep coming in between (as many as an update tries)
 
 
 def _invalid(rtype: ResourceType, field: str, message: str) -> ApiError:
@@ -124,96 +119,38 @@ def _renewed(rtype: ResourceType, stored: bytes, renew_time: str, manager: str,
     return obj, simple
 
 
-# A renewal's two values in a Lease's JSON: ``spec.renewTime`` (a MicroTime, stored
-# as 27 characters) and the renewer's managedFields entry's ``time`` (20).
-_RENEW_FIELD, _RENEW_LEN = b'"renewTime":"', 27
+# A renewal's two values in a Lease's JSON: the renewer's managedFields entry's ``time``
+# (stored as 20 characters) and ``spec.renewTime`` (a MicroTime, 27).
 _TIME_FIELD, _TIME_LEN = b'"time":"', 20
-PLANS_MAX = 1_000_000  # Leases remembered; past it the plans start over
+_RENEW_FIELD, _RENEW_LEN = b'"renewTime":"', 27
 
 
-class RenewalPlans:
+class RenewalPlans(SplicePlans):
     """The version of each Lease this process last renewed, and where a renewal's two
-    values sit in its bytes, so that the next renewal is two splices: no read of the
-    cache or the store, no parse, no managedFields comparison, no serialisation (at
-    100,000 nodes the server renews 10,000 Leases a second).
-
-    A plan is learnt from a renewal made the whole way (``_renewed``) that changed
-    exactly ``spec.renewTime`` and the re-timed managedFields entry of its manager
-    (its sole entry): the bytes then hold each value once. The next renewal by the
-    same manager splices the bytes, after checking the bytes around both values, and
-    is written expecting the plan's revision: if anyone wrote the Lease since (another
-    writer, another API server over the same store), the store answers a conflict
-    and the renewal goes the whole way from the version it names. The revision names
-    the bytes, so a plan is never applied to a version it was not made from. The
-    splice changes neither labels nor a selectable field: the cache takes the attrs
-    learnt with the plan (``prime_attrs``)."""
+    values sit in its bytes (``splices``), so that the next renewal by the same manager
+    is two splices: no read of the cache or the store, no parse, no managedFields
+    comparison, no serialisation (at 100,000 nodes the server renews 10,000 Leases a
+    second). A plan is learnt from a renewal made the whole way (``_renewed``) that
+    changed exactly ``spec.renewTime`` and the re-timed managedFields entry of its
+    manager (its sole entry), where each value is there once. The splice changes
+    neither labels nor a selectable field: the cache takes the attrs learnt with the
+    plan (``prime_attrs``)."""
 
     def __init__(self) -> None:
-        # Lease key -> (revision, manager, stored bytes, renewTime's offset, time's, attrs)
-        self._plans: dict[bytes, tuple[int, str, bytes, int, int, Attrs]] = {}
+        super().__init__(((_TIME_FIELD, _TIME_LEN), (_RENEW_FIELD, _RENEW_LEN)))
 
-    def learn(self, key: bytes, revision: int, manager: str, stored: bytes, renew_time: bytes,
-              now: bytes, attrs: Attrs) -> None:
+    def learn_renewal(self, key: bytes, revision: int, manager: str, stored: bytes, renew_time: bytes,
+                      now: bytes, attrs: Attrs) -> None:
         """``stored`` (written at ``revision``, with ``attrs``) is a renewal made the whole way
-        by ``manager`` to ``renew_time`` at ``now``: remember it and where both values sit,
-        when each is there once."""
-        renew = _RENEW_FIELD + renew_time + b'"'
-        at_renew = stored.find(renew)
-        timed = _TIME_FIELD + now + b'"'
-        at_time = stored.find(timed)
-        if at_renew < 0 or at_time < 0 or stored.rfind(renew) != at_renew or stored.rfind(timed) != at_time:
-            self._plans.pop(key, None)
-            return
-        if len(self._plans) >= PLANS_MAX:
-            self._plans.clear()
-        self._plans[key] = (revision, manager, stored, at_renew + len(_RENEW_FIELD), at_time + len(_TIME_FIELD),
-                            attrs)
+        by ``manager`` to ``renew_time`` at ``now``."""
+        self.learn(key, revision, manager, stored, (now, renew_time), (1, 1), attrs)
 
     def renewal(self, key: bytes, manager: str, renew_time: bytes,
                 now: bytes) -> tuple[bytes, int, Attrs] | None:
         """The Lease's last version renewed here, renewed again by ``manager`` to
         ``renew_time`` at ``now``: its bytes, the revision to expect and its attrs; None
-        without a plan, or when the plan already holds ``renew_time`` (the whole way then
-        checks the current version, which may be another's)."""
-        plan = self._plans.get(key)
-        if plan is None or plan[1] != manager or len(renew_time) != _RENEW_LEN or len(now) != _TIME_LEN:
-            return None
-        stored, r, t = plan[2], plan[3], plan[4]
-        if not (t < r and stored[r - len(_RENEW_FIELD):r] == _RENEW_FIELD and stored[t - len(_TIME_FIELD):t]
-                == _TIME_FIELD and stored[r + _RENEW_LEN:r + _RENEW_LEN + 1] == b'"'
-                and stored[t + _TIME_LEN:t + _TIME_LEN + 1] == b'"') or stored[r:r + _RENEW_LEN] == renew_time:
-            return None
-        return (b"".join((stored[:t], now, stored[t + _TIME_LEN:r], renew_time, stored[r + _RENEW_LEN:])), plan[0],
-                plan[5])
-
-    def written(self, key: bytes, base: int, revision: int, stored: bytes) -> None:
-        """A renewal spliced from the plan at ``base`` was written at ``revision`` as ``stored``."""
-        plan = self._plans.get(key)
-        if plan is not None and plan[0] == base:
-            self._plans[key] = (revision, plan[1], stored, plan[3], plan[4], plan[5])
-
-    def forget(self, key: bytes) -> None:
-        """The Lease changed under the plan (a conflict): renew it the whole way next."""
-        self._plans.pop(key, None)
-
-
-async def _at_least(reads: Reads, leases: ResourceType, namespace: str, name: str,
-                    revision: int) -> tuple[bytes, int] | None:
-    """The lease's served JSON and revision once the cache holds ``revision`` or later (a
-    conflict names the version that beat this write: at a store too busy for the cache to
-    keep up, waiting for it is cheaper than a read of the store's encoded value); None to
-    read the store (no revision known, the cache not there in time, or no lease)."""
-    if revision <= 0:
-        return None
-    try:
-        raw = await reads.get(leases, namespace, name, str(revision))
-    except ApiError:  # 504: the cache did not get there in time
-        return None
-    if raw is None:
-        return None
-    obj = orjson.loads(raw)
-    served = int(obj["metadata"]["resourceVersion"])
-    return (raw, served) if served >= revision else None
+        without a plan, or when the plan already holds ``renew_time``."""
+        return self.splice(key, manager, (now, renew_time), fresh=1)
 
 
 async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, namespace: str,
@@ -227,77 +164,23 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     renew_bytes, now_bytes = renew_time.encode(), now.encode()
     splicing = plans if prime else None  # a dry run neither uses the plans nor changes them
-    renewed, missing, conflicts = 0, [], []
-    for start in range(0, len(names), CHUNK):
-        if start:
-            await asyncio.sleep(0)
-        pending = names[start:start + CHUNK]
-        behind: dict[str, int] = {}  # the revision a conflict said the lease is at
-        for attempt in range(ATTEMPTS):
-            # (name, key, value, the revision it was made from; the object made the whole way and
-            # whether a plan can be learnt from it, or None and the attrs of a splice)
-            writes: list[tuple[str, bytes, bytes, int, dict[str, Any] | None, bool, Attrs | None]] = []
-            for name in pending:
-                key = leases.key(namespace, name)
-                if attempt == 0 and splicing is not None:
-                    spliced = splicing.renewal(key, manager, renew_bytes, now_bytes)
-                    if spliced is not None:
-                        writes.append((name, key, spliced[0], spliced[1], None, False, spliced[2]))
-                        continue
-                # the cache's newest version, as a PUT starts from it; after a conflict the
-                # cache's once it has the version the conflict named, else the store's
-                found = reads.latest(leases, key) if attempt == 0 else await _at_least(
-                    reads, leases, namespace, name, behind.get(name, 0))
-                if found is not None:
-                    current, revision = without_resource_version(found[0], found[1]), found[1]
-                else:
-                    kv = await store_.get(key)
-                    if kv is None:
-                        missing.append(name)
-                        continue
-                    current, revision = kv.value, kv.mod_revision
-                made = _renewed(leases, current, renew_time, manager, now)
-                if made is None:
-                    renewed += 1
-                    continue
-                obj, learnable = made
-                writes.append((name, key, orjson.dumps(obj), revision, obj, learnable, None))
-            results = await store.update_many(store_, [(key, value, rev) for _, key, value, rev, *_ in writes])
-            pending = []
-            for (name, key, value, base, whole, learnable, same_attrs), result in zip(writes, results, strict=True):
-                if isinstance(result, int):
-                    renewed += 1
-                    if not prime:
-                        continue  # a dry run: nothing was written
-                    served = with_resource_version(value, result)
-                    if same_attrs is not None:
-                        if splicing is not None:
-                            splicing.written(key, base, result, value)
-                        reads.prime_attrs(leases, key, result, served, same_attrs)
-                    elif whole is not None:
-                        whole["metadata"]["resourceVersion"] = str(result)
-                        reads.prime(leases, key, result, served, whole)
-                        if learnable and splicing is not None:
-                            splicing.learn(key, result, manager, value, renew_bytes, now_bytes,
-                                           attrs_of(leases.plural, whole))
-                    continue
-                if whole is None and splicing is not None:
-                    splicing.forget(key)  # written since the plan's version: the whole way from now
-                if isinstance(result, store.Conflict):
-                    pending.append(name)  # changed since it was read: read it again
-                    behind[name] = result.actual
-                elif isinstance(result, store.NotFound):
-                    missing.append(name)
-                else:
-                    raise result
-            if not pending:
-                break
-        conflicts += pending
-    status: dict[str, Any] = {"renewed": renewed}
-    if missing:
-        status["notFound"] = missing
-    if conflicts:
-        status["conflicts"] = conflicts
+
+    def splice(key: bytes) -> tuple[bytes, int, Attrs] | None:
+        assert splicing is not None
+        return splicing.renewal(key, manager, renew_bytes, now_bytes)
+
+    def learn(key: bytes, revision: int, value: bytes, obj: dict[str, Any]) -> None:
+        assert splicing is not None
+        splicing.learn_renewal(key, revision, manager, value, renew_bytes, now_bytes, attrs_of(leases.plural, obj))
+
+    how = Rewrite(leases, namespace, lambda stored: _renewed(leases, stored, renew_time, manager, now), splice,
+                  learn, splicing)
+    out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
+    status: dict[str, Any] = {"renewed": out.done}
+    if out.missing:
+        status["notFound"] = out.missing
+    if out.conflicts:
+        status["conflicts"] = out.conflicts
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"namespace": namespace, "creationTimestamp": None},
             "spec": {"renewTime": renew_time, "leases": names}, "status": status}

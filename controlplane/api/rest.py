@@ -61,6 +61,8 @@ from .fieldvalidation import add_warning, check_object, request_scope, warning_h
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
+from .nodereports import PLURAL as REPORTS_PLURAL
+from .nodereports import ReportPlans, report_node_status
 from .params import flag
 from .partial import metadata_version, partial, partial_list
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
@@ -159,6 +161,7 @@ class KubeApi:
         self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
         self.renewal_plans = RenewalPlans()  # where LeaseRenewals splice the Leases they renewed last
+        self.report_plans = ReportPlans()  # where NodeStatusReports splice the Nodes they reported last
         nodes = registry.get("", "v1", "nodes")
         assert self._pods is not None and nodes is not None
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
@@ -365,6 +368,9 @@ class KubeApi:
             if content_type not in ("", "application/json", "*/*"):
                 raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
             body = await self._body(scope, receive)
+            if rtype.plural == REPORTS_PLURAL:
+                return await self._json(send, 201, await self._report_node_status(scope, rtype, body,
+                                                                                  manager_of(query, headers)))
             return await self._json(send, 201, await self._renew_leases(scope, rtype, namespace or "", body,
                                                                         manager_of(query, headers)))
         if subresource == "binding" and method == "POST" and name is not None:
@@ -493,22 +499,36 @@ class KubeApi:
             answer = as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include)
         return await self._json(send, 200, answer)
 
-    async def _renew_leases(self, scope: Scope, rtype: ResourceType, namespace: str, body: bytes,
-                            manager: str) -> dict[str, Any]:
-        """A LeaseRenewal (api/leaserenewals.py): its user must also be allowed to update leases."""
-        leases = self.registry.get("coordination.k8s.io", "v1", "leases")
-        if leases is None:
+    async def _bulk_request(self, scope: Scope, rtype: ResourceType, body: bytes, target: ResourceType | None,
+                            need: RbacRequest) -> tuple[ResourceType, dict[str, Any]]:
+        """A bulk write's target type and body, once its user may also ``need`` (RBAC mode)."""
+        if target is None:
             raise ApiError.not_found_path(f"/apis/{rtype.group_version}/{rtype.plural}")
         user = scope.get(USER_SCOPE_KEY)
-        if self.authorizer is not None and user is not None:
-            request = RbacRequest("update", leases.group, leases.plural, "", namespace, "")
-            if not await self.authorizer.allowed(user, request):
-                raise forbidden(user, request)
+        if self.authorizer is not None and user is not None and not await self.authorizer.allowed(user, need):
+            raise forbidden(user, need)
         asked = json_object(body, "the request body")
         if asked.get("kind") not in (None, rtype.kind) or asked.get("apiVersion") not in (None, rtype.api_version):
             raise ApiError.bad_request(
                 f"the API version in the data ({asked.get('apiVersion')}) and kind ({asked.get('kind')}) do not "
                 f"match the path ({rtype.api_version}, {rtype.kind})")
+        return target, asked
+
+    async def _report_node_status(self, scope: Scope, rtype: ResourceType, body: bytes,
+                                  manager: str) -> dict[str, Any]:
+        """A NodeStatusReport (api/nodereports.py): its user must also be allowed to patch nodes/status."""
+        nodes, asked = await self._bulk_request(scope, rtype, body, self.registry.get("", "v1", "nodes"),
+                                                RbacRequest("patch", "", "nodes", "status"))
+        return await report_node_status(store_=self.store, reads=self.reads, nodes=nodes, request=asked,
+                                        manager=manager, prime=not DRY_RUN.get(), plans=self.report_plans)
+
+    async def _renew_leases(self, scope: Scope, rtype: ResourceType, namespace: str, body: bytes,
+                            manager: str) -> dict[str, Any]:
+        """A LeaseRenewal (api/leaserenewals.py): its user must also be allowed to update leases."""
+        leases, asked = await self._bulk_request(scope, rtype, body,
+                                                 self.registry.get("coordination.k8s.io", "v1", "leases"),
+                                                 RbacRequest("update", "coordination.k8s.io", "leases", "",
+                                                             namespace, ""))
         return await renew_leases(store_=self.store, reads=self.reads, leases=leases, namespace=namespace,
                                   request=asked, manager=manager, prime=not DRY_RUN.get(),
                                   plans=self.renewal_plans)

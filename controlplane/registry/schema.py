@@ -116,6 +116,7 @@ def definitions() -> Definitions:
     _accept_earlier_podgroup_reference(defs)
     _add_resource_metrics(defs)
     _add_lease_renewal(defs)
+    _add_node_status_report(defs)
     return Definitions(defs)
 
 
@@ -171,6 +172,35 @@ def _add_resource_metrics(defs: dict[str, Schema]) -> None:
         kind(name + "List", f"a list of {name}",
              {"metadata": list_meta, "items": {"type": "array", "items": {"$ref": "#/$defs/" + _METRICS + name}}},
              ["items"])
+
+
+def _add_node_status_report(defs: dict[str, Schema]) -> None:
+    """nodes.controlplane.dev/v1alpha1 NodeStatusReport, this emulator's own (``api/nodereports.py``),
+    for the OpenAPI documents and ``kubectl explain``."""
+    time_ = "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+    defs["dev.controlplane.nodes.v1alpha1.NodeStatusReport"] = {
+        "description": "Reports the status conditions of many Nodes at once, each Node written as its kubelet's "
+                       "status update would write it. Answered, never stored.",
+        "type": "object", "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"},
+            "spec": {"type": "object", "required": ["nodes", "conditions"], "properties": {
+                "nodes": {"type": "array", "items": {"type": "string"},
+                          "description": "the names of the Nodes to report, at most 10,000"},
+                "conditions": {"type": "array", "description": "the conditions each Node's kubelet reports",
+                               "items": {"type": "object", "required": ["type", "status"], "properties": {
+                                   "type": {"type": "string"}, "status": {"type": "string"},
+                                   "reason": {"type": "string"}, "message": {"type": "string"}}}},
+                "heartbeatTime": {"$ref": time_, "description": "each reported condition's lastHeartbeatTime; "
+                                                                "the server's clock when unset"}}},
+            "status": {"type": "object", "properties": {
+                "reported": {"type": "integer", "description": "the Nodes written (or already so)"},
+                "notFound": {"type": "array", "items": {"type": "string"}, "description": "the Nodes missing"},
+                "conflicts": {"type": "array", "items": {"type": "string"},
+                              "description": "the Nodes other writers kept changing: not written"}}}},
+        "x-kubernetes-group-version-kind": [{"group": "nodes.controlplane.dev", "version": "v1alpha1",
+                                             "kind": "NodeStatusReport"}]}
 
 
 def _add_lease_renewal(defs: dict[str, Schema]) -> None:

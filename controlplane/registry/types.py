@@ -160,6 +160,9 @@ BUILTIN: tuple[ResourceType, ...] = (
                  verbs=("create",)),
     # bulk lease renewals for simulated nodes: answered, never stored (api/leaserenewals.py)
     ResourceType("nodes.controlplane.dev", "v1alpha1", "LeaseRenewal", "leaserenewals", True, verbs=("create",)),
+    # bulk node status reports for simulated nodes: answered, never stored (api/nodereports.py)
+    ResourceType("nodes.controlplane.dev", "v1alpha1", "NodeStatusReport", "nodestatusreports", False,
+                 verbs=("create",)),
     # the resource metrics API: answered from the pods and nodes, never stored (api/resourcemetrics.py)
     ResourceType("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=("get", "list"),
                  storage_group="metrics.k8s.io"),

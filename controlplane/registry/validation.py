@@ -51,6 +51,7 @@ from .schema import Definitions, Schema, definitions, type_of
 __all__ = [
     "Findings",
     "parse_micro_time",
+    "parse_time",
     "Shape",
     "compile_schema",
     "decode_with_duplicates",
@@ -336,6 +337,15 @@ def _micro_time(value: Any) -> str | None:
         return None
     moment, why = _parse_time(value, True)
     return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def parse_time(value: Any) -> tuple[str | None, str]:
+    """(its stored form, "") for a Time Go accepts (UTC, whole seconds), (None, Go's parse
+    error) for one it refuses."""
+    why = _time(value)
+    if why is None:
+        return value, ""
+    return (str(why), "") if isinstance(why, Rewrite) else (None, why)
 
 
 def parse_micro_time(value: Any) -> tuple[str | None, str]:

@@ -150,8 +150,10 @@ async def test_only_create_is_served_and_the_kind_must_match(client: Client) -> 
 
 async def test_discovery_lists_the_resource(client: Client) -> None:
     listed = await client.get("/apis/nodes.controlplane.dev/v1alpha1")
-    [resource] = listed["resources"]
-    assert resource["name"] == "leaserenewals" and resource["namespaced"] and resource["verbs"] == ["create"]
+    resources = {r["name"]: r for r in listed["resources"]}
+    assert sorted(resources) == ["leaserenewals", "nodestatusreports"]
+    assert resources["leaserenewals"]["namespaced"] and resources["leaserenewals"]["verbs"] == ["create"]
+    assert not resources["nodestatusreports"]["namespaced"] and resources["nodestatusreports"]["verbs"] == ["create"]
 
 
 async def test_renewals_racing_another_writer_lose_none_of_its_writes(client: Client) -> None:
@@ -265,7 +267,7 @@ def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_wher
               b'"time":"' + now + b'"}]},"spec":{"renewTime":"' + renew + b'"}}')
     attrs: Any = (None, ("n1", "kube-node-lease"))
     plans = RenewalPlans()
-    plans.learn(b"k", 7, "kubelet", stored, renew, now, attrs)
+    plans.learn_renewal(b"k", 7, "kubelet", stored, renew, now, attrs)
     later, renew2 = b"2026-12-02T01:00:20Z", T2.encode()
     spliced = stored.replace(now, later).replace(renew, renew2)
     assert plans.renewal(b"k", "kubelet", renew2, later) == (spliced, 7, attrs)
@@ -282,7 +284,7 @@ def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_wher
     assert plans.renewal(b"k", "kubelet", renew2, later) is None
     # an annotation holding the same time: the value is there twice, nothing learnt
     twice = stored.replace(b'"note":"x"', b'"time":"' + now + b'"')
-    plans.learn(b"t", 7, "kubelet", twice, renew, now, attrs)
+    plans.learn_renewal(b"t", 7, "kubelet", twice, renew, now, attrs)
     assert plans.renewal(b"t", "kubelet", renew2, later) is None
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve, running, start_serve
 
-TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\n'
+TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\ncarol-token,carol,4\n'
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
@@ -138,3 +138,34 @@ def test_a_lease_renewal_needs_update_on_the_leases_too(rbac_served: Serve) -> N
         r = wait_status(lambda: bob.post(renewals, json=body), 201)
         assert r.status_code == 201 and r.json()["status"] == {"renewed": 1}
         assert admin.get(f"{leases}/bob-node").json()["spec"]["renewTime"] == "2026-12-02T01:00:10.000000Z"
+
+
+def test_a_node_status_report_needs_patch_on_nodes_status_too(rbac_served: Serve) -> None:
+    """Over a real socket: carol may create nodestatusreports, but until she may patch
+    nodes/status the report is forbidden and no Node moves."""
+    reports = "/apis/nodes.controlplane.dev/v1alpha1/nodestatusreports"
+    body = {"spec": {"heartbeatTime": "2026-12-02T01:05:00Z", "nodes": ["carol-node"],
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "carol-token") as carol:
+        assert admin.post("/api/v1/nodes", json={"metadata": {"name": "carol-node"}}).status_code == 201
+        assert carol.post(reports, json=body).status_code == 403
+        for name, rule in (("report", {"apiGroups": ["nodes.controlplane.dev"], "resources": ["nodestatusreports"],
+                                       "verbs": ["create"]}),
+                           ("status", {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]})):
+            assert admin.post(f"{RBAC}/clusterroles", json={
+                "metadata": {"name": f"carol-{name}"}, "rules": [rule]}).status_code == 201
+            assert admin.post(f"{RBAC}/clusterrolebindings", json={
+                "metadata": {"name": f"carol-{name}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"carol-{name}"},
+                "subjects": [{"kind": "User", "name": "carol"}]}).status_code == 201
+            if name == "report":
+                deadline = time.monotonic() + 5  # until the binding reaches the cache
+                while 'cannot create resource "nodestatusreports"' in (denied := carol.post(reports, json=body)).text \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert denied.status_code == 403 and 'cannot patch resource "nodes/status"' in denied.json()["message"]
+                assert "conditions" not in admin.get("/api/v1/nodes/carol-node").json().get("status", {})
+        r = wait_status(lambda: carol.post(reports, json=body), 201)
+        assert r.status_code == 201 and r.json()["status"] == {"reported": 1}
+        [ready] = admin.get("/api/v1/nodes/carol-node").json()["status"]["conditions"]
+        assert ready["lastHeartbeatTime"] == ready["lastTransitionTime"] == "2026-12-02T01:05:00Z"
