@@ -390,5 +390,6 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["metric"] for line in lines] == [
         "pod_create_cpu", "binding_cpu", "event_create_cpu", "lease_update_cpu", "pod_status_merge_patch_cpu",
-        "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu", "lease_renewal_cpu"]
+        "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu", "lease_renewal_cpu",
+        "node_status_report_patch_cpu", "node_status_report_cpu"]
     assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)

@@ -13,7 +13,10 @@ The writes, in order, each over ``--count`` objects: pod create, pod binding
 pod status merge patch (the node simulator's Running), pod status strategic
 patch (the scheduler's ``PodScheduled`` condition), node status merge patch;
 then Lease renewals in bulk (``LeaseRenewal``, as the node simulator sends a
-batch: ``RENEWAL_BATCH`` Leases a request), per Lease renewed.
+batch: ``RENEWAL_BATCH`` Leases a request), per Lease renewed; last, a
+kubelet's periodic node status report on nodes of realistic size, as a merge
+patch of each node and as ``NodeStatusReport`` requests naming them all, per
+node.
 """
 
 from __future__ import annotations
@@ -119,6 +122,12 @@ async def _run(args: argparse.Namespace) -> None:
                 "us", count=nodes, concurrency=conc)
             emit("lease_renewal_cpu", await _bulk_renewals(c, n), "us", leases=RENEWAL_BATCH,
                  requests=max(2, n // 200), note="per Lease renewed, LeaseRenewals of all the Leases")
+            patched, reported = await _node_status_reports(c)
+            emit("node_status_report_patch_cpu", patched, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
+                 note="per node, a kubelet's periodic status report as a merge patch of its 5 conditions")
+            emit("node_status_report_cpu", reported, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
+                 patch_over_report=round(patched / reported, 1),
+                 note="per node, the same reports as NodeStatusReports of all the nodes")
 
 
 async def _bulk_renewals(c: Any, n: int) -> float:
@@ -136,6 +145,72 @@ async def _bulk_renewals(c: Any, n: int) -> float:
                                                     "leases": names}})
         assert answer["status"]["renewed"] == RENEWAL_BATCH, answer["status"]
     return 1e6 * (time.process_time() - started) / (requests * RENEWAL_BATCH)
+
+
+REPORT_NODES, REPORT_ROUNDS = 1000, 3
+_CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+               ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+               ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+               ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+               ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"))
+
+
+def _conditions(heartbeat: str) -> list[dict[str, str]]:
+    return [{"type": t, "status": st, "reason": r, "message": m, "lastHeartbeatTime": heartbeat,
+             "lastTransitionTime": T} for t, st, r, m in _CONDITIONS]
+
+
+def _node(name: str) -> dict[str, Any]:
+    """A Node as a simulated kubelet registers it (labels, capacity, addresses, images: about 3 KB)."""
+    resources = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "cpu-large", "topology.kubernetes.io/zone": "zone-a"}},
+        "spec": {"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.0.0.0/24"]},
+        "status": {"capacity": resources, "allocatable": resources, "conditions": _conditions(T),
+                   "addresses": [{"type": "InternalIP", "address": "172.16.0.1"},
+                                 {"type": "Hostname", "address": name}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                   "nodeInfo": {"kubeletVersion": "v1.37.0", "containerRuntimeVersion": "containerd://2.2.0",
+                                "operatingSystem": "linux", "architecture": "amd64", "osImage": "controlplane"},
+                   "images": [{"names": [f"registry.k8s.io/image-{i}:1.0"], "sizeBytes": 10_000_000 * (i + 1)}
+                              for i in range(10)]}}
+
+
+async def _node_status_reports(c: Any) -> tuple[float, float]:
+    """CPU µs per node of a periodic status report (its conditions re-timed): as a merge
+    patch of each node, and as NodeStatusReports naming every node. Two rounds each first,
+    not counted: the reports' first two are made the whole way (the first moves the
+    heartbeats from the node's create entry of managedFields to its status entry, the
+    second learns the plans), as a simulated node's first reports after registering."""
+    reports = "/apis/nodes.controlplane.dev/v1alpha1/nodestatusreports"
+    for prefix in ("p", "r"):
+        for i in range(REPORT_NODES):
+            await c.create("/api/v1/nodes", _node(f"{prefix}{i}"), fieldManager="kubelet")
+
+    def beat(k: int) -> str:
+        return f"2026-11-30T10:{k + 1:02d}:00Z"
+
+    async def patch_all(k: int) -> None:
+        await _each(REPORT_NODES, 64, lambda i: c.patch(f"/api/v1/nodes/p{i}/status", {"status": {
+            "conditions": _conditions(beat(k))}}, patch_type="merge", fieldManager="kubelet"))
+
+    async def report_all(k: int) -> None:
+        names = [f"r{i}" for i in range(REPORT_NODES)]
+        reported = [{"type": t, "status": st, "reason": r, "message": m} for t, st, r, m in _CONDITIONS]
+        answer = await c.create(reports, {"spec": {"heartbeatTime": beat(k), "conditions": reported,
+                                                   "nodes": names}}, fieldManager="kubelet")
+        assert answer["status"] == {"reported": REPORT_NODES}, answer["status"]
+
+    out = []
+    for each in (patch_all, report_all):
+        await each(0)
+        await each(1)
+        started = time.process_time()
+        for k in range(2, REPORT_ROUNDS + 2):
+            await each(k)
+        out.append(1e6 * (time.process_time() - started) / (REPORT_ROUNDS * REPORT_NODES))
+    return out[0], out[1]
 
 
 def main(argv: list[str]) -> int:

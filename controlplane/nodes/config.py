@@ -36,6 +36,9 @@ class SimConfig:
     # ``renewals_per_request`` Leases each) when the server serves them, as PUTs otherwise.
     lease_renewals: bool = True
     renewals_per_request: int = 2000
+    # A healthy node's periodic status report goes as NodeStatusReports (``api/nodereports.py``,
+    # up to ``renewals_per_request`` Nodes each) when the server serves them, as a patch otherwise.
+    bulk_status_reports: bool = True
     # nodeStatusUpdateFrequency (10 s) is how often the kubelet computes its status;
     # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
     status_report_frequency: float = 300.0

@@ -72,6 +72,7 @@ VERSION = "v1.37.0-controlplane"
 LEASE_NAMESPACE = "kube-node-lease"
 # renewals in bulk, where the server is this emulator's (``controlplane/api/leaserenewals.py``)
 RENEWALS_GROUP, RENEWALS_VERSION, RENEWALS_PLURAL = "nodes.controlplane.dev", "v1alpha1", "leaserenewals"
+REPORTS_PLURAL = "nodestatusreports"  # NodeStatusReport: node status reports in bulk (api/nodereports.py)
 KUBELET_PORT = 10250
 
 _NODE_CONDITIONS = (
@@ -208,6 +209,9 @@ class NodeSimulator:
         self.lease_renewals = 0
         # whether renewals go as LeaseRenewals: known once the server's discovery is read
         self.bulk_renewals = False
+        # whether a healthy node's periodic status report goes as NodeStatusReports (likewise)
+        self.bulk_reports = False
+        self._due_reports: list[str] = []  # healthy nodes whose status report fell due this tick
         self._due_leases: list[tuple[float, list[str]]] = []  # (due, names) of the batches due by this tick
         self.lease_lags: list[float] = []  # kept only while ``record_lags`` (the benchmark)
         self.record_lags = False
@@ -224,7 +228,9 @@ class NodeSimulator:
             await self.node_informer.synced.wait()
             await self.pod_informer.synced.wait()
             await self._ensure_namespace(LEASE_NAMESPACE)
-            self.bulk_renewals = self.config.lease_renewals and await self._serves_lease_renewals()
+            served = await self._served_bulk()
+            self.bulk_renewals = self.config.lease_renewals and RENEWALS_PLURAL in served
+            self.bulk_reports = self.config.bulk_status_reports and REPORTS_PLURAL in served
             await self.create_nodes(self.config.count)
             names = [f"{self.config.name_prefix}{i}" for i in range(self.config.count)]
             while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
@@ -256,6 +262,9 @@ class NodeSimulator:
             self._due_leases.extend(self.rota.advance(now))
             if self._due_leases:
                 self._renew_due()
+            if self._due_reports:
+                names, self._due_reports = self._due_reports, []
+                self._write(lambda names=names: self._report_many(names))  # type: ignore[misc]
 
     def _fire(self, item: tuple[Any, ...], now: float) -> None:
         kind = item[0]
@@ -265,7 +274,11 @@ class NodeSimulator:
             if node is None:
                 return
             self.wheel.schedule(now + self.config.status_report_frequency, ("status", name))
-            if not node.failed:
+            if node.failed:
+                return
+            if self.bulk_reports:
+                self._due_reports.append(name)
+            else:
                 self._write(lambda: self._post_status(name))
         elif kind == "pod":
             _, key, gen = item
@@ -480,12 +493,14 @@ class NodeSimulator:
         if node is not None:
             node.lease_ready = True
 
-    async def _serves_lease_renewals(self) -> bool:
+    async def _served_bulk(self) -> set[str]:
+        """The bulk resources of this emulator the server serves (none: another API server,
+        where each Lease is PUT and each status patched)."""
         try:
             listed = await self.client.get(f"/apis/{RENEWALS_GROUP}/{RENEWALS_VERSION}")
         except ApiError:
-            return False  # another API server: each Lease is PUT
-        return any(r.get("name") == RENEWALS_PLURAL for r in listed.get("resources") or [])
+            return set()
+        return {r.get("name") for r in listed.get("resources") or []}
 
     def _renew_due(self) -> None:
         """Queue the renewals of the batches due by this tick: LeaseRenewals of up to
@@ -557,6 +572,30 @@ class NodeSimulator:
                     await self._ensure_lease(name, node.uid)
             elif name in conflicts:
                 await self._renew(name, at)
+
+    async def _report_many(self, names: list[str]) -> None:
+        """Post the periodic status of healthy nodes as NodeStatusReports: each node's
+        conditions re-timed as its status patch would; a node another writer kept changing
+        (or whose kubelet failed meanwhile) is patched on its own."""
+        names = [name for name in names if (node := self.nodes.get(name)) is not None and not node.failed]
+        reported = [{"type": t, "status": st, "reason": reason, "message": message}
+                    for t, st, reason, message in _NODE_CONDITIONS]
+        for start in range(0, len(names), self.config.renewals_per_request):
+            chunk = names[start:start + self.config.renewals_per_request]
+            body = {"apiVersion": f"{RENEWALS_GROUP}/{RENEWALS_VERSION}", "kind": "NodeStatusReport",
+                    "spec": {"heartbeatTime": now_rfc3339(), "conditions": reported, "nodes": chunk}}
+            try:
+                answer = await self.client.create(resource_path(RENEWALS_GROUP, RENEWALS_VERSION, REPORTS_PLURAL),
+                                                  body)
+            except ApiError as e:
+                if e.code not in (404, 405):
+                    raise
+                self.bulk_reports = False  # no longer served (the server was replaced): a patch each from now on
+                for name in chunk:
+                    await self._post_status(name)
+                continue
+            for name in (answer.get("status") or {}).get("conflicts") or ():
+                await self._post_status(name)
 
     def _renewed(self, lag: float, count: int = 1) -> None:
         """``count`` Leases renewed ``lag`` seconds after they fell due."""

@@ -176,3 +176,32 @@ async def test_a_lease_is_not_renewed_again_while_its_renewal_is_unanswered(clie
 
 async def _renewed_at_least(sim: Any, n: int) -> bool:
     return bool(sim.lease_renewals >= n)
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["NodeStatusReport", "patch"])
+async def test_status_is_reported_every_report_interval_with_only_heartbeats_moving(client: Client,
+                                                                                    bulk: bool) -> None:
+    """A healthy node's periodic status report: every condition's lastHeartbeatTime moves,
+    nothing else; against this server as NodeStatusReports unless turned off."""
+    async with simulating(client, fast(count=2, status_report_frequency=1.2, bulk_status_reports=bulk)) as sim:
+        assert sim.bulk_reports is bulk
+        patched: list[str] = []
+        real = sim._post_status
+
+        async def post(name: str) -> None:
+            patched.append(name)
+            await real(name)
+
+        sim._post_status = post  # type: ignore[method-assign]
+        first = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
+
+        async def reported() -> dict[str, dict[str, Any]] | None:
+            now = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
+            return now if now["Ready"]["lastHeartbeatTime"] > first["Ready"]["lastHeartbeatTime"] else None
+
+        later = await eventually(reported, timeout=15)
+        assert set(later) == set(first)
+        beat = later["Ready"]["lastHeartbeatTime"]
+        for kind, c in later.items():
+            assert c == {**first[kind], "lastHeartbeatTime": beat}  # status, reason, transition time kept
+        assert (not patched) is bulk
