@@ -115,14 +115,13 @@ def _asked(rtype: ResourceType, body: dict[str, Any]) -> tuple[list[str], list[d
 
 
 def _apply(conditions: list[Any], reported: list[dict[str, str]], heartbeat: str) -> bool:
-    """Set ``reported`` into ``conditions`` as the kubelet's status update does; True when only
-    heartbeat times moved."""
+    """Set ``reported`` into ``conditions`` as the kubelet's status update does; True when every
+    reported condition's heartbeat moved (so this write's managedFields entry owns them all)."""
     by_type = {c.get("type"): c for c in conditions if isinstance(c, dict)}
-    beats_only = True
+    every_beat_moved = True
     for r in reported:
         have = by_type.get(r["type"])
         if have is None:
-            beats_only = False
             conditions.append({"type": r["type"], "status": r["status"], "lastHeartbeatTime": heartbeat,
                                "lastTransitionTime": heartbeat, "reason": r["reason"], "message": r["message"]})
             continue
@@ -130,20 +129,27 @@ def _apply(conditions: list[Any], reported: list[dict[str, str]], heartbeat: str
             have["lastTransitionTime"] = heartbeat
         for field in ("status", "reason", "message"):
             if have.get(field, "") != r[field]:
-                beats_only = False
                 if r[field]:
                     have[field] = r[field]
                 else:
                     have.pop(field, None)
+        if have.get("lastHeartbeatTime") == heartbeat:
+            every_beat_moved = False
         have["lastHeartbeatTime"] = heartbeat
-    return beats_only
+    return every_beat_moved
 
 
 def _reported(nodes: ResourceType, stored: bytes, reported: list[dict[str, str]], heartbeat: str,
               manager: str) -> tuple[dict[str, Any], bool] | None:
     """The Node stored as ``stored`` once ``manager`` reported ``reported`` at ``heartbeat``,
-    and whether only the heartbeat times and the manager's own managedFields entry's time
-    moved (a ``ReportPlans`` can learn it); None if it already holds that report."""
+    and whether a ``ReportPlans`` can learn from it; None if it already holds that report.
+
+    It can when every reported heartbeat moved: the write then gave each to the manager's
+    status entry of managedFields (taking it from any other entry), and made the conditions
+    what is reported. The same report at a later time, on the version written, then moves
+    exactly the heartbeats and that entry's time: what a splice writes. (Whether this write
+    changed more, say the first report after registering taking the heartbeats from the
+    create's entry, does not matter.)"""
     obj: dict[str, Any] = orjson.loads(stored)
     status = obj.get("status")
     if not isinstance(status, dict):
@@ -151,32 +157,12 @@ def _reported(nodes: ResourceType, stored: bytes, reported: list[dict[str, str]]
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
         conditions = status["conditions"] = []
-    beats_only = _apply(conditions, reported, heartbeat)
+    every_beat_moved = _apply(conditions, reported, heartbeat)
     old: dict[str, Any] = orjson.loads(stored)
     if obj == old:
         return None
-    before = old.get("metadata", {}).get("managedFields")
     managedfields.record_write(nodes, old, obj, manager, subresource="status")
-    after = obj.get("metadata", {}).get("managedFields")
-    return obj, beats_only and _retimed_only(before, after, manager)
-
-
-def _retimed_only(before: Any, after: Any, manager: str) -> bool:
-    """Whether the managedFields ``after`` are ``before`` with only the manager's status
-    entry re-timed (its one entry of that kind)."""
-    if not isinstance(before, list) or not isinstance(after, list) or len(before) != len(after):
-        return False
-    own = 0
-    for b, a in zip(before, after, strict=True):
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            return False
-        if a.get("manager") == manager and a.get("operation") == "Update" and a.get("subresource") == "status":
-            own += 1
-            if {k: v for k, v in a.items() if k != "time"} != {k: v for k, v in b.items() if k != "time"}:
-                return False
-        elif a != b:
-            return False
-    return own == 1
+    return obj, every_beat_moved
 
 
 # A report's moving values in a Node's JSON: the reporter's managedFields entry's ``time``
@@ -189,9 +175,9 @@ _TIME_LEN = 20
 class ReportPlans(SplicePlans):
     """Where a report's values sit in each Node this process reported last (``splices``),
     tagged with the conditions reported: the next report of the same conditions by the
-    same manager is splices. A plan is learnt only from a report made the whole way that
-    moved nothing else, where the manager's time is there once and the heartbeat once per
-    reported condition. Heartbeats change neither labels nor a selectable field: the
+    same manager is splices. A plan is learnt from a report made the whole way that moved
+    every reported heartbeat (``_reported``), where the marks find the manager's time once
+    and the heartbeat once per reported condition. Heartbeats change neither labels nor a selectable field: the
     cache takes the attrs learnt with the plan."""
 
     def __init__(self) -> None:

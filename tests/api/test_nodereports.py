@@ -107,6 +107,59 @@ async def test_reports_equal_the_status_patches_they_replace_the_first_whole_the
     assert len(made) == 1  # the first report the whole way; it learnt a plan; the next two spliced
 
 
+async def test_a_node_registered_with_its_conditions_is_spliced_from_its_second_report(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first report takes the heartbeats from the create's managedFields entry to the
+    status entry; the plan learnt from it still makes the next report what a patch makes."""
+    from controlplane.api import nodereports
+    whole_way = nodereports._reported
+    made: list[bytes] = []
+
+    def counted(*args: Any) -> Any:
+        made.append(args[1])
+        return whole_way(*args)
+
+    monkeypatch.setattr(nodereports, "_reported", counted)
+    for name in ("bulk", "patch"):
+        await client.create(NODES, {"metadata": {"name": name, "labels": {"zone": "a"}},
+                                    "status": {"conditions": _conditions(T0)}}, fieldManager="kubelet")
+    for at in (T1, T2, T3):
+        await client.create(REPORTS, _report(["bulk"], at), fieldManager="kubelet")
+        await client.patch(f"{NODES}/patch/status", {"status": {"conditions": _conditions(at)}},
+                           patch_type="merge", fieldManager="kubelet")
+        bulk, patched = await client.get(f"{NODES}/bulk"), await client.get(f"{NODES}/patch")
+        assert _comparable(bulk) == _comparable(patched)
+        # the create's entry keeps the labels; the heartbeats are the status entry's
+        assert {e.get("subresource", "") for e in bulk["metadata"]["managedFields"]} == {"", "status"}
+    assert len(made) == 1
+
+
+async def test_a_report_that_left_a_heartbeat_where_it_was_teaches_no_plan(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A heartbeat the report did not move may still be another manager's: the next report,
+    which moves it, changes that manager's entry too, so it goes the whole way."""
+    from controlplane.api import nodereports
+    whole_way = nodereports._reported
+    made: list[bytes] = []
+
+    def counted(*args: Any) -> Any:
+        made.append(args[1])
+        return whole_way(*args)
+
+    monkeypatch.setattr(nodereports, "_reported", counted)
+    await _nodes(client, ["bulk", "patch"])
+    for name in ("bulk", "patch"):  # another manager already set Ready's heartbeat to T1
+        await client.patch(f"{NODES}/{name}/status", {"status": {"conditions": [
+            {**_conditions(T1)[0]}, _conditions(T0)[1]]}}, patch_type="merge", fieldManager="other")
+    for at, whole in ((T1, 1), (T2, 2), (T3, 2)):
+        await client.create(REPORTS, _report(["bulk"], at), fieldManager="kubelet")
+        await client.patch(f"{NODES}/patch/status", {"status": {"conditions": _conditions(at)}},
+                           patch_type="merge", fieldManager="kubelet")
+        bulk, patched = await client.get(f"{NODES}/bulk"), await client.get(f"{NODES}/patch")
+        assert _comparable(bulk) == _comparable(patched)
+        assert len(made) == whole
+
+
 async def test_a_changed_status_moves_its_transition_time_and_a_missing_condition_is_added(client: Client) -> None:
     await _nodes(client, ["n1"])
     not_ready = {**READY, "status": "False", "reason": "KubeletNotReady", "message": "runtime down"}
