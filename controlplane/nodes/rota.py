@@ -15,9 +15,12 @@ renewals a second the cyclic collector's young generations walked 30,000
 objects a second for them. Here the seats are fixed; a due slot is one list.
 
 Invariant: a node is seated in at most one slot, the one ``slot_of`` gives;
-``advance`` yields every slot time up to ``now`` exactly once, in time order,
-even those a stalled loop overslept (each with its own due time, so the lag
-it measures includes the stall).
+``advance`` yields each slot time up to ``now`` at most once, in time order,
+and every slot at most once a call: a loop that stalled for part of an interval
+gets the slot times it overslept, each with its own due time (so the lag it
+measures includes the stall); one that stalled longer (or started late, after
+the nodes' set-up) gets each slot once, at its time in the last interval, as a
+kubelet whose renew loop stalled renews once, not once per interval missed.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class HeartbeatRota:
     def advance(self, now: float) -> Iterator[tuple[float, list[str]]]:
         """``(due, names)`` for each slot time due by ``now`` whose slot has anyone seated."""
         slots = self.slots
+        behind = int((now + 1e-9 - self.next_due()) * slots / self.interval) + 1  # slot times due
+        if behind > slots:
+            self._fired += behind - slots
         while (due := self.next_due()) <= now + 1e-9:
             seats = self._seats[self._fired % slots]
             self._fired += 1
