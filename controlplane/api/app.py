@@ -73,6 +73,12 @@ class ServerState:
     _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
     caches: WatchCaches | None = None
 
+    @property
+    def components_client(self) -> Client | None:
+        """The client the in-process components share (so one informer, one parsed copy of
+        each object, serves them all), once they started; None without components."""
+        return self._clients[0] if self._clients else None
+
     def store_open(self) -> bool:
         return self.store is not None
 

@@ -74,7 +74,11 @@ async def run(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-nodes-") as tmp:
         app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning"))
-        async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client:
+        async with app.router.lifespan_context(app), Client.in_process(app.state.front) as own:
+            # the simulator shares the components' client, as ``serve --nodes N`` runs it: one
+            # informer of nodes and one of pods (one parsed copy of each) for it, the scheduler and
+            # the controllers. (Until 2026-12-02 it had a client of its own, and so a second copy.)
+            client = app.state.server.components_client or own
             idle = await _cpu_per_second(min(3.0, args.heartbeat_seconds))
             emit("cpu_idle", idle, "cores", note="the server alone, no nodes")
             sim = NodeSimulator(client, SimConfig(count=args.nodes, renew_interval=args.renew_interval,
