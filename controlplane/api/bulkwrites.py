@@ -60,6 +60,16 @@ class Outcome:
     missing: list[str]
     conflicts: list[str]  # other writers kept changing them: not written
 
+    def status(self, done_as: str) -> dict[str, Any]:
+        """The answer's ``status``: the count written (as ``done_as``), then what was missing
+        and what kept conflicting, when any."""
+        status: dict[str, Any] = {done_as: self.done}
+        if self.missing:
+            status["notFound"] = self.missing
+        if self.conflicts:
+            status["conflicts"] = self.conflicts
+        return status
+
 
 async def _at_least(reads: Reads, rtype: ResourceType, namespace: str, name: str,
                     revision: int) -> tuple[bytes, int] | None:

@@ -176,11 +176,6 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
     how = Rewrite(leases, namespace, lambda stored: _renewed(leases, stored, renew_time, manager, now), splice,
                   learn, splicing)
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
-    status: dict[str, Any] = {"renewed": out.done}
-    if out.missing:
-        status["notFound"] = out.missing
-    if out.conflicts:
-        status["conflicts"] = out.conflicts
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"namespace": namespace, "creationTimestamp": None},
-            "spec": {"renewTime": renew_time, "leases": names}, "status": status}
+            "spec": {"renewTime": renew_time, "leases": names}, "status": out.status("renewed")}

@@ -234,11 +234,7 @@ async def report_node_status(*, store_: Store, reads: Reads, nodes: ResourceType
     how = Rewrite(nodes, "", lambda stored: _reported(nodes, stored, reported, heartbeat, manager), splice, learn,
                   splicing)
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
-    status: dict[str, Any] = {"reported": out.done}
-    if out.missing:
-        status["notFound"] = out.missing
-    if out.conflicts:
-        status["conflicts"] = out.conflicts
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"creationTimestamp": None},
-            "spec": {"heartbeatTime": heartbeat, "conditions": reported, "nodes": names}, "status": status}
+            "spec": {"heartbeatTime": heartbeat, "conditions": reported, "nodes": names},
+            "status": out.status("reported")}

@@ -52,6 +52,22 @@ def _comparable(node: dict[str, Any]) -> dict[str, Any]:
         e.pop("time")
     return {**node, "metadata": meta}
 
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The stored versions reports were made from the whole way (``_reported``), in order:
+    a report spliced from its plan adds none."""
+    from controlplane.api import nodereports
+    whole_way = nodereports._reported
+    seen: list[bytes] = []
+
+    def counted(*args: Any) -> Any:
+        seen.append(args[1])
+        return whole_way(*args)
+
+    monkeypatch.setattr(nodereports, "_reported", counted)
+    return seen
+
+
 
 async def test_each_named_node_gets_its_heartbeat_with_its_own_revision_and_event(client: Client) -> None:
     before = await _nodes(client, ["n1", "n2", "n3"])
@@ -83,18 +99,9 @@ async def test_each_named_node_gets_its_heartbeat_with_its_own_revision_and_even
 
 
 async def test_reports_equal_the_status_patches_they_replace_the_first_whole_the_next_spliced(
-        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: Client, made: list[bytes]) -> None:
     """Report one Node, merge-patch its twin with the same conditions: the two store the same
     Node, at the first report (made the whole way) and at the next ones (spliced)."""
-    from controlplane.api import nodereports
-    whole_way = nodereports._reported
-    made: list[bytes] = []
-
-    def counted(*args: Any) -> Any:
-        made.append(args[1])
-        return whole_way(*args)
-
-    monkeypatch.setattr(nodereports, "_reported", counted)
     await _nodes(client, ["bulk", "patch"])
     for at in (T1, T2, T3):
         answer = await client.create(REPORTS, _report(["bulk"], at), fieldManager="kubelet")
@@ -108,18 +115,9 @@ async def test_reports_equal_the_status_patches_they_replace_the_first_whole_the
 
 
 async def test_a_node_registered_with_its_conditions_is_spliced_from_its_second_report(
-        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: Client, made: list[bytes]) -> None:
     """The first report takes the heartbeats from the create's managedFields entry to the
     status entry; the plan learnt from it still makes the next report what a patch makes."""
-    from controlplane.api import nodereports
-    whole_way = nodereports._reported
-    made: list[bytes] = []
-
-    def counted(*args: Any) -> Any:
-        made.append(args[1])
-        return whole_way(*args)
-
-    monkeypatch.setattr(nodereports, "_reported", counted)
     for name in ("bulk", "patch"):
         await client.create(NODES, {"metadata": {"name": name, "labels": {"zone": "a"}},
                                     "status": {"conditions": _conditions(T0)}}, fieldManager="kubelet")
@@ -135,18 +133,9 @@ async def test_a_node_registered_with_its_conditions_is_spliced_from_its_second_
 
 
 async def test_a_report_that_left_a_heartbeat_where_it_was_teaches_no_plan(
-        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: Client, made: list[bytes]) -> None:
     """A heartbeat the report did not move may still be another manager's: the next report,
     which moves it, changes that manager's entry too, so it goes the whole way."""
-    from controlplane.api import nodereports
-    whole_way = nodereports._reported
-    made: list[bytes] = []
-
-    def counted(*args: Any) -> Any:
-        made.append(args[1])
-        return whole_way(*args)
-
-    monkeypatch.setattr(nodereports, "_reported", counted)
     await _nodes(client, ["bulk", "patch"])
     for name in ("bulk", "patch"):  # another manager already set Ready's heartbeat to T1
         await client.patch(f"{NODES}/{name}/status", {"status": {"conditions": [
@@ -194,16 +183,7 @@ async def test_without_a_heartbeat_time_the_servers_clock_is_used(client: Client
 
 
 async def test_a_node_another_writer_changed_is_reported_the_whole_way_over_its_version(
-        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    from controlplane.api import nodereports
-    whole_way = nodereports._reported
-    made: list[bytes] = []
-
-    def counted(*args: Any) -> Any:
-        made.append(args[1])
-        return whole_way(*args)
-
-    monkeypatch.setattr(nodereports, "_reported", counted)
+        client: Client, made: list[bytes]) -> None:
     await _nodes(client, ["n1"])
     await client.create(REPORTS, _report(["n1"], T1), fieldManager="kubelet")
     await client.create(REPORTS, _report(["n1"], T2), fieldManager="kubelet")
