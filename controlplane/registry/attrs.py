@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..gcsettings import untracked
 from .selectors import LabelSelector, SelectorError, parse_field_selector, parse_label_selector, selectable_fields
 
 __all__ = ["INDEXED_FIELDS", "Attrs", "Filter", "SelectorError", "attrs_of", "field_names"]
@@ -81,13 +82,16 @@ def attrs_of(plural: str, obj: dict[str, Any]) -> Attrs:
         shared = _LABEL_SETS.get(pairs)
         if shared is not None:
             pairs = shared
-        elif len(_LABEL_SETS) < _LABEL_SETS_MAX:
-            _LABEL_SETS[pairs] = pairs
+        else:
+            untracked(pairs)  # (its pairs the next young collection untracks: they hold strings)
+            if len(_LABEL_SETS) < _LABEL_SETS_MAX:
+                _LABEL_SETS[pairs] = pairs
     values = []
     for get, share in _extractors(plural):
         value = get(obj)
         values.append(intern(value) if share and type(value) is str else value)
-    return pairs, tuple(values)
+    # untracked now: the collector would leave many of these tracked (gcsettings.untracked)
+    return untracked((pairs, untracked(tuple(values))))
 
 
 @dataclass(frozen=True, slots=True)

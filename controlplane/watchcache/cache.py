@@ -39,6 +39,7 @@ from typing import Any, Literal, Protocol
 import store
 from store import Event, EventType
 
+from ..gcsettings import untracked
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Attrs, Filter
 from .cowmap import LEAF, CowSortedMap, View
@@ -355,7 +356,7 @@ class ResourceCache:
         ``attrs`` (made by a change no filter reads from a version that had them): no parse."""
         if revision <= self.revision:
             return  # already applied
-        self._prime_entry(key, revision, raw, (key, revision, self.packer.pack(raw), attrs))
+        self._prime_entry(key, revision, raw, untracked((key, revision, self.packer.pack(raw), attrs)))
 
     def _prime_entry(self, key: bytes, revision: int, raw: bytes, entry: Entry) -> None:
         primed, newest = self._primed, self._primed_newest

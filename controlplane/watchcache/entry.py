@@ -17,6 +17,7 @@ import orjson
 
 from ..api.reads import WatchItem
 from ..api.stored import served_form
+from ..gcsettings import untracked
 from ..registry.attrs import Attrs, attrs_of
 from .packing import unpack
 
@@ -25,10 +26,11 @@ __all__ = ["ATTRS", "BODY", "KEY", "REVISION", "CacheEvent", "Entry", "build_ent
 
 
 # An entry is a plain tuple ``(key, revision, raw, attrs)``, indexed by these
-# names: an exact tuple of bytes, an int and tuples of strings is one CPython's
-# cyclic GC stops tracking after one pass, and so, in turn, are the map's
-# leaves that hold entries (a class instance, a NamedTuple or a dict would stay
-# tracked, and every collection would walk the whole cache).
+# names: an exact tuple of bytes, an int and tuples of strings, made untracked
+# by the cyclic GC (``untracked``: the GC itself would leave many tracked), and
+# so, in turn, are the map's leaves that hold entries (a class instance, a
+# NamedTuple or a dict would stay tracked, and every collection would walk the
+# whole cache).
 #   key       the store key
 #   revision  the object's mod_revision: its resourceVersion
 #   body      the object's JSON, resourceVersion included, packed (``entry_json`` reads it)
@@ -64,19 +66,19 @@ def build_entry(plural: str, key: bytes, value: bytes, revision: int, pack: Pack
             meta = obj["metadata"] = {}
         meta["resourceVersion"] = str(revision)
         served = orjson.dumps(obj)
-    return (key, revision, pack(served), attrs_of(plural, obj))
+    return untracked((key, revision, pack(served), attrs_of(plural, obj)))
 
 
 def entry_of(plural: str, key: bytes, revision: int, raw: bytes, obj: dict[str, Any], pack: Pack = exact) -> Entry:
     """The entry of a version whose served JSON (``raw``) the writer already made from ``obj``."""
-    return (key, revision, pack(raw), attrs_of(plural, obj))
+    return untracked((key, revision, pack(raw), attrs_of(plural, obj)))
 
 
 def restamped(entry: Entry, revision: int, pack: Pack = exact) -> Entry:
     """The same object at another revision: what a DELETED event carries."""
     obj: dict[str, Any] = orjson.loads(entry_json(entry))
     obj["metadata"]["resourceVersion"] = str(revision)
-    return (entry[KEY], revision, pack(orjson.dumps(obj)), entry[ATTRS])
+    return untracked((entry[KEY], revision, pack(orjson.dumps(obj)), entry[ATTRS]))
 
 
 class CacheEvent:
@@ -95,6 +97,9 @@ class CacheEvent:
         # (this process's LMDB writes), else when its event reached the cache
         self.received = received
         self._items: dict[str, WatchItem] | None = None
+        # out of the cyclic GC's sight: nothing it holds leads back to it, and a window
+        # holds up to 100,000 of them a resource, walked by every full collection
+        untracked(self)
 
     def item(self, kind: str) -> WatchItem:
         """The watch line for this event as ``kind`` (a filtered watcher may see a
