@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from ..gcsettings import untrack_json
 from .client import ApiError, Client
 from .sharing import NodeSharer, PodSharer
 
@@ -46,6 +47,7 @@ def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    untrack_json(obj)  # held for long: out of the cyclic collector's sight (gcsettings)
     return obj
 
 
