@@ -44,7 +44,7 @@ class SimNode:
 
     name: str
     labels: Requirements
-    taints: list[Obj]
+    taints: Sequence[Obj]
     allocatable: Resources
     requested: Resources = field(default_factory=dict)
     node: Obj | None = None          # the Node, if there is one

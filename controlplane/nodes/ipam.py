@@ -97,8 +97,10 @@ class PodIPs:
         self._base = int(net.network_address)
         self._next = 1
         self._last = net.num_addresses - (2 if net.version == 4 else 1)
-        self._free: list[int] = []
-        self._used: set[int] = set()
+        # made on first use: an empty list or set is still an object the cyclic GC walks
+        # at every full collection, two a node at 100,000 nodes that never run a pod
+        self._free: list[int] | None = None  # released offsets below _next, a heap
+        self._used: set[int] | None = None
 
     def allocate(self) -> str:
         if self._free:
@@ -107,7 +109,7 @@ class PodIPs:
             offset, self._next = self._next, self._next + 1
         else:
             raise IPExhausted("the node's pod CIDR is full")
-        self._used.add(offset)
+        self._in_use().add(offset)
         return str(ipaddress.ip_address(self._base + offset))
 
     def occupy(self, ip: str) -> bool:
@@ -115,21 +117,32 @@ class PodIPs:
         offset = int(ipaddress.ip_address(ip)) - self._base
         if not 1 <= offset <= self._last:
             return False
-        self._used.add(offset)
+        self._in_use().add(offset)
         if offset >= self._next:
+            free = self._released()
             for o in range(self._next, offset):
-                heapq.heappush(self._free, o)
+                heapq.heappush(free, o)
             self._next = offset + 1
-        elif offset in self._free:
+        elif self._free and offset in self._free:
             self._free.remove(offset)
             heapq.heapify(self._free)
         return True
 
     def release(self, ip: str) -> None:
         offset = int(ipaddress.ip_address(ip)) - self._base
-        if offset in self._used:
+        if self._used and offset in self._used:
             self._used.discard(offset)
-            heapq.heappush(self._free, offset)
+            heapq.heappush(self._released(), offset)
+
+    def _in_use(self) -> set[int]:
+        if self._used is None:
+            self._used = set()
+        return self._used
+
+    def _released(self) -> list[int]:
+        if self._free is None:
+            self._free = []
+        return self._free
 
     def __len__(self) -> int:
-        return len(self._used)
+        return len(self._used) if self._used else 0

@@ -54,6 +54,7 @@ import httpx
 import orjson
 
 from ..client import ApiError, Client, resource_path
+from ..gcsettings import untracked
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, NODE_EVICTIONS, POD_START_SECONDS, STAGE_TRANSITIONS
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .failures import FAILURE_MODES
@@ -181,6 +182,8 @@ class NodeSimulator:
         self.cidrs = CidrAllocator(config.cluster_cidr, mask)
         self._node_net = ipaddress.ip_network(config.node_network)
         self._node_ips: set[int] = set()
+        # one per instance type, shared by its nodes (it is the same numbers for each)
+        self._pull_models: dict[tuple[float, float, int], PullModel] = {}
         self._next_node_ip = 1
         self.nodes: dict[str, _Node] = {}
         self.pods: dict[str, _Pod] = {}  # "ns/name" -> state
@@ -319,6 +322,14 @@ class NodeSimulator:
 
     # ------------------------------------------------------------------ nodes
 
+    def _pull_model(self, itype: InstanceType) -> PullModel:
+        key = (itype.registry_bandwidth_mbps, itype.unpack_mbps, itype.unpack_workers)
+        model = self._pull_models.get(key)
+        if model is None:
+            model = self._pull_models[key] = PullModel(bandwidth_mbps=key[0], unpack_mbps=key[1],
+                                                       unpack_workers=key[2])
+        return model
+
     def _allocate_node_ip(self) -> str:
         while self._next_node_ip in self._node_ips:
             self._next_node_ip += 1
@@ -428,13 +439,16 @@ class NodeSimulator:
         except IPExhausted as e:
             log.error("cannot adopt node %s: %s", name, e)
             return None
-        model = PullModel(bandwidth_mbps=itype.registry_bandwidth_mbps, unpack_mbps=itype.unpack_mbps,
-                          unpack_workers=itype.unpack_workers)
+        model = self._pull_model(itype)
         images = NodeImages(model, serialize=self.config.serialize_image_pulls)
         for image in self.config.preloaded_images:
             images.preload(image)
         node = _Node(name, ip, cidr, itype, images, self.rota.offset(name))
         node.uid = meta.get("uid", "")
+        # out of the cyclic GC's sight, as the watch cache's entries (gcsettings.untracked):
+        # three objects a node that hold nothing leading back to them
+        for part in (node, node.pod_ips, images):
+            untracked(part)
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))

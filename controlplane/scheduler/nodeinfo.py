@@ -168,8 +168,9 @@ class PodInfo:
         return f"PodInfo({self.key})"
 
 
-def _parse_taints(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in spec.get("taints") or () if isinstance(t, dict)]
+def _parse_taints(spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    # a tuple: what the cyclic GC stops tracking (a list, even empty, it walks at every full collection)
+    return tuple([t for t in spec.get("taints") or () if isinstance(t, dict)])
 
 
 class NodeInfo:
@@ -196,7 +197,7 @@ class NodeInfo:
         self.with_affinity = 0  # pods here with (anti-)affinity terms: InterPodAffinity's shortcut
         self.node: dict[str, Any] = {}
         self.labels: dict[str, str] = {}
-        self.taints: list[dict[str, Any]] = []
+        self.taints: tuple[dict[str, Any], ...] = ()
         self.unschedulable = False
         self.allocatable: dict[str, int] = {}
         # allocatable and allocatable - requested of cpu, memory and pods as plain attributes:
