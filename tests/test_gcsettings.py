@@ -90,3 +90,22 @@ def test_watch_cache_entries_and_events_are_untracked() -> None:
     ev.item("MODIFIED")
     assert not gc.is_tracked(ev)
     assert orjson.loads(ev.item("MODIFIED").line)["object"]["metadata"]["resourceVersion"] == "6"
+
+
+def test_per_pod_and_per_node_state_of_the_components_is_untracked() -> None:
+    from controlplane.nodes.ipam import PodIPs
+    from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
+
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    info = PodInfo(pod)
+    assert not gc.is_tracked(info) and info.tolerations == () and info.requests["cpu"] == 100
+    node = NodeInfo("n1", {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "110"}}})
+    assert node.taints == ()
+    node.add_pod(info)
+    assert node.free_cpu == 3900 and node.pods[info.key] is info
+    ips = PodIPs("10.0.0.0/30")  # two addresses: the lists and sets are made when first needed
+    assert len(ips) == 0
+    a, b = ips.allocate(), ips.allocate()
+    ips.release(a)
+    assert len(ips) == 1 and ips.allocate() == a and b == "10.0.0.2"

@@ -868,7 +868,7 @@ class NodeSimulator:
         if st is None or st.uid != uid:
             if st is not None:
                 self._release(st)
-            st = self.pods[key] = _Pod(uid, node_name, time.monotonic())
+            st = self.pods[key] = untracked(_Pod(uid, node_name, time.monotonic()))  # (as its node's)
             ip = (pod.get("status") or {}).get("podIP")
             if ip and not spec.get("hostNetwork") and node.pod_ips.occupy(ip):
                 st.ip = ip

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from ..gcsettings import untracked
 
 __all__ = ["DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "NodeInfo", "PodInfo", "parse_quantity",
            "resource_amount"]
@@ -140,8 +143,9 @@ class PodInfo:
         self.node_name: str = spec.get("nodeName") or ""
         self.node_selector: dict[str, str] = spec.get("nodeSelector") or {}
         self.affinity: dict[str, Any] = spec.get("affinity") or {}
-        self.tolerations: list[dict[str, Any]] = spec.get("tolerations") or []
-        self.spread: list[dict[str, Any]] = spec.get("topologySpreadConstraints") or []
+        # () when absent, not []: an empty list is one more object per pod the cyclic GC walks
+        self.tolerations: Sequence[dict[str, Any]] = spec.get("tolerations") or ()
+        self.spread: Sequence[dict[str, Any]] = spec.get("topologySpreadConstraints") or ()
         self.gated = bool(spec.get("schedulingGates"))
         group = spec.get("schedulingGroup") or {}
         self.group: str = group.get("podGroupName") or "" if isinstance(group, dict) else ""
@@ -159,6 +163,9 @@ class PodInfo:
         self.timestamp = time.monotonic()  # when it (re)entered activeQ: the "age" tie-break
         self.initial_attempt = self.timestamp  # first seen: the e2e latency's start (kept across updates)
         self.attempts = 0
+        # out of the cyclic GC's sight (gcsettings.untracked): nothing it holds leads back to it,
+        # and a bound pod's is held for the pod's life, a million of them at a million pods
+        untracked(self)
 
     @property
     def group_key(self) -> str:

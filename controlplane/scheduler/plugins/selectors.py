@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["match_label_selector", "match_node_selector_terms", "node_matches_pod_selectors", "tolerates"]
@@ -69,7 +69,7 @@ def node_matches_pod_selectors(pod_selector: Mapping[str, str], affinity: Mappin
     return True
 
 
-def tolerates(tolerations: list[dict[str, Any]], taint: Mapping[str, Any]) -> bool:
+def tolerates(tolerations: Sequence[dict[str, Any]], taint: Mapping[str, Any]) -> bool:
     """Does one of ``tolerations`` tolerate ``taint``? (upstream ``ToleratesTaint``)."""
     key = taint.get("key", "")
     effect = taint.get("effect", "")
