@@ -11,7 +11,10 @@ serve --nodes N`` runs them).
 3. pods bound to the nodes (``spec.nodeName`` set, no scheduler) are created at
    ``--pod-rate`` per second for ``--pod-seconds``; each pod's startup latency is
    from its create call to a watch event showing it Running (image cached, the
-   default fast stages).
+   default fast stages);
+4. with ``--hold-seconds``, the heartbeats are measured again for that long with
+   those pods held Running (issue 6: a million pods on 100,000 nodes), and the
+   process's resident memory.
 
 Prints JSON lines like every benchmark. Other processes share this machine's two
 cores: expect noise, compare medians of several runs.
@@ -116,34 +119,59 @@ async def run(args: argparse.Namespace) -> None:
                     spent = time.process_time() - c0 - cpu * (time.monotonic() - w0)
                     emit("cpu_per_pod", max(0.0, spent) / pods * 1e3, "ms",
                          note="create, watch events, simulator, Running status write, the bench's watch")
+                if args.hold_seconds > 0:
+                    await _held(sim, args, idle, pods)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _heartbeats(sim: Any, args: argparse.Namespace, idle: float, mode: str) -> float:
-    """Measure heartbeats alone for ``--heartbeat-seconds``, renewals sent as ``mode``
-    (``LeaseRenewal``: in bulk; ``PUT``: one update per Lease); the process CPU per second."""
+def _memory_kib() -> dict[str, int]:
+    """This process's resident memory now (VmRSS) and at its peak (VmHWM), in KiB."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line[:5]] = int(line.split()[1])
+    return out
+
+
+async def _held(sim: Any, args: argparse.Namespace, idle: float, pods: int) -> None:
+    """Step 4 (``--hold-seconds``): the heartbeats again, with the pods of step 3 held Running."""
+    await asyncio.sleep(args.renew_interval)  # the last pods' writes settle
+    await _heartbeats(sim, args, idle, "LeaseRenewal", seconds=args.hold_seconds, pods_held=pods)
+    mem = _memory_kib()
+    emit("rss_with_pods_held", mem.get("VmRSS", 0) / 1024, "MiB", peak=round(mem.get("VmHWM", 0) / 1024),
+         pods_held=pods, nodes=args.nodes, note="this process: the API server, its watch cache, the components")
+
+
+async def _heartbeats(sim: Any, args: argparse.Namespace, idle: float, mode: str, seconds: float | None = None,
+                      **extra: Any) -> float:
+    """Measure heartbeats alone for ``seconds`` (``--heartbeat-seconds``), renewals sent as ``mode``
+    (``LeaseRenewal``: in bulk; ``PUT``: one update per Lease); the process CPU per second.
+    ``extra`` goes into each figure (``pods_held``: step 4)."""
+    seconds = args.heartbeat_seconds if seconds is None else seconds
     sim.record_lags = True
     sim.lease_lags.clear()
     renewals0 = sim.lease_renewals
     helpers0, wall0 = _helpers_cpu(), time.monotonic()
-    cpu: float = await _cpu_per_second(args.heartbeat_seconds)
+    cpu: float = await _cpu_per_second(seconds)
     helpers = (_helpers_cpu() - helpers0) / (time.monotonic() - wall0)
     sim.record_lags = False
     lags = list(sim.lease_lags)
-    rate = (sim.lease_renewals - renewals0) / args.heartbeat_seconds
-    emit("lease_renewals_per_second", rate, "1/s", nodes=args.nodes, interval=args.renew_interval, mode=mode)
-    emit("lease_renew_lag_p50", _pct(lags, 0.5), "s", mode=mode)
-    emit("lease_renew_lag_p99", _pct(lags, 0.99), "s", target=2.0, mode=mode)
-    emit("lease_renew_lag_max", max(lags, default=float("nan")), "s", mode=mode)
+    rate = (sim.lease_renewals - renewals0) / seconds
+    emit("lease_renewals_per_second", rate, "1/s", nodes=args.nodes, interval=args.renew_interval, mode=mode,
+         **extra)
+    emit("lease_renew_lag_p50", _pct(lags, 0.5), "s", mode=mode, **extra)
+    emit("lease_renew_lag_p99", _pct(lags, 0.99), "s", target=2.0, mode=mode, **extra)
+    emit("lease_renew_lag_max", max(lags, default=float("nan")), "s", mode=mode, **extra)
     emit("heartbeat_cpu", max(0.0, cpu - idle), "cores", target=0.15, total=round(cpu, 3), nodes=args.nodes,
-         mode=mode, store_helpers=round(helpers, 3),
+         mode=mode, store_helpers=round(helpers, 3), **extra,
          note="process CPU per wall second while only heartbeats run, less cpu_idle; store_helpers: the "
               "LMDB applier's and syncer's processes besides")
     if rate:
         # the target: 100,000 nodes' renewals (10,000/s at 10 s) in 0.15 cores
         emit("heartbeat_cpu_per_renewal", max(0.0, cpu - idle) / rate * 1e6, "us", mode=mode, target=15.0,
-             with_store_helpers=round((max(0.0, cpu - idle) + helpers) / rate * 1e6, 1))
+             with_store_helpers=round((max(0.0, cpu - idle) + helpers) / rate * 1e6, 1), **extra)
     return cpu
 
 
@@ -223,6 +251,9 @@ def main(argv: list[str]) -> int:
                         help="how long to measure heartbeats alone (default: %(default)s)")
     parser.add_argument("--pod-rate", type=float, default=1000.0, help="pod creates per second (default: %(default)s)")
     parser.add_argument("--pod-seconds", type=float, default=5.0, help="how long to create pods (default: %(default)s)")
+    parser.add_argument("--hold-seconds", type=float, default=0.0,
+                        help="then measure the heartbeats again for this long, with the pods held Running "
+                             "(in process only; default: %(default)s, not measured)")
     parser.add_argument("--renewals", choices=("both", "bulk", "put"), default="both",
                         help="measure heartbeats as LeaseRenewals (bulk), as a PUT per Lease, or both, bulk "
                              "first (default: %(default)s)")
