@@ -18,7 +18,7 @@ from controlplane.watchcache.entry import CacheEvent, build_entry, entry_of, res
 
 def containers(value: Any) -> list[Any]:
     """Every dict and list in ``value``, itself included."""
-    out = []
+    out: list[Any] = []
     stack = [value]
     while stack:
         v = stack.pop()
@@ -104,6 +104,8 @@ def test_per_pod_and_per_node_state_of_the_components_is_untracked() -> None:
     assert node.taints == ()
     node.add_pod(info)
     assert node.free_cpu == 3900 and node.pods[info.key] is info
+    from controlplane.nodes.simulator import _Pod
+    assert _Pod("u1", "n1", 0.0).ephemeral is _Pod("u2", "n1", 0.0).ephemeral  # not a tracked set a pod
     ips = PodIPs("10.0.0.0/30")  # two addresses: the lists and sets are made when first needed
     assert len(ips) == 0
     a, b = ips.allocate(), ips.allocate()

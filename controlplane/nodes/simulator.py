@@ -84,6 +84,8 @@ _NODE_CONDITIONS = (
     ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"),
 )
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
+# one empty set for every _Pod: CPython makes a new frozenset() each call, tracked by the GC
+_NO_EPHEMERAL: frozenset[str] = frozenset()
 _TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 _TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -157,7 +159,7 @@ class _Pod:
         self.pulled_at: float | None = None  # when its images are (will be) on the node
         self.wrote_creating = False
         self.started = False
-        self.ephemeral: frozenset[str] = frozenset()  # ephemeral containers whose status is written
+        self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
 
 
 class NodeSimulator:
