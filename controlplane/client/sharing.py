@@ -5,7 +5,8 @@ simulator: ``serve --components-process``) holds one parsed copy of each, and
 most of a pod is its template's: the containers' resources, env, ports, probes
 and mounts, the volumes' sources, the tolerations, affinity and labels are the
 same for every pod of a ReplicaSet; condition types and statuses, images and
-phases are the same few strings everywhere. ``PodSharer`` replaces each such
+phases are the same few strings everywhere, and the pods that started in the same
+second have the same conditions. ``PodSharer`` replaces each such
 part of a new pod by the equal part already held, if there is one (hash-consing),
 so a million pods of a thousand templates carry a thousand copies of those parts,
 not a million. The parts that differ (names, uids, IPs, timestamps) stay the
@@ -151,6 +152,8 @@ class PodSharer(Sharer):
                                 entry["resources"] = same(entry["resources"])
                             if "volumeMounts" in entry:
                                 entry["volumeMounts"] = same(entry["volumeMounts"])
+            if "conditions" in status:  # the same for the pods that changed state in the same second
+                status["conditions"] = same(status["conditions"])
         untrack_json(pod)  # last: inserting a dict into a dict tracks it again
         return pod
 

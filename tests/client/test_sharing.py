@@ -49,6 +49,20 @@ def test_pods_of_one_template_share_its_parts() -> None:
     assert a["status"].get("podIP") != b["status"].get("podIP")
 
 
+def test_pods_that_started_in_the_same_second_share_their_conditions() -> None:
+    gen = PodGenerator(seed=3, namespaces=1)
+    raws = [gen.pod() for _ in range(3)]
+    for pod, second in zip(raws, ("00", "00", "01"), strict=True):
+        for c in pod["status"]["conditions"]:
+            c["lastTransitionTime"] = f"2026-12-03T05:00:{second}Z"
+    sharer = PodSharer()
+    a, b, c = (sharer(orjson.loads(orjson.dumps(p))) for p in raws)
+    assert a["status"]["conditions"] is b["status"]["conditions"]
+    assert c["status"]["conditions"] is not a["status"]["conditions"]
+    assert c["status"]["conditions"][0]["lastTransitionTime"] == "2026-12-03T05:00:01Z"
+    assert a["status"]["containerStatuses"] is not b["status"]["containerStatuses"]  # their container ids
+
+
 def test_parts_no_pod_holds_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sharing, "MIN_SWEEP", 64)
     sharer = PodSharer()
