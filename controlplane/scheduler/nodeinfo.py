@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..gcsettings import untracked
+from ..gcsettings import untrack_json, untracked
 
 __all__ = ["DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "NodeInfo", "PodInfo", "parse_quantity",
            "resource_amount"]
@@ -120,7 +120,8 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
 
 
 class PodInfo:
-    """A pod as the scheduler sees it, parsed once. ``obj`` is the API object (not mutated)."""
+    """A pod as the scheduler sees it, parsed once. ``obj`` is the API object (not mutated),
+    until the pod is bound: then only what names it (``keep_only_identity``)."""
 
     __slots__ = (
         "affinity", "attempts", "gated", "group", "initial_attempt", "key", "labels", "name", "namespace",
@@ -166,6 +167,20 @@ class PodInfo:
         # out of the cyclic GC's sight (gcsettings.untracked): nothing it holds leads back to it,
         # and a bound pod's is held for the pod's life, a million of them at a million pods
         untracked(self)
+
+    def keep_only_identity(self) -> None:
+        """Drop the API object but what names the pod (kind, name, namespace, uid,
+        resourceVersion: what an Event about it needs, as preemption's for its victims).
+
+        For a bound pod the cache holds for its life: the informer holds the whole pod,
+        and this one, parsed when it was bound, was a second copy of every running pod.
+        What the plugins read of a bound pod (labels, requests, namespace, priority) is
+        in the fields above, which keep their parts of the object."""
+        meta = self.obj.get("metadata") or {}
+        identity = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
+        untrack_json(identity)
+        self.obj = identity
 
     @property
     def group_key(self) -> str:

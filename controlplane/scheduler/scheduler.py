@@ -306,6 +306,9 @@ class Scheduler:
             self.queue.on_event("pods", ActionType.ADD, None, obj)
 
     def _assigned(self, pod: PodInfo) -> None:
+        """A pod the informer shows bound: into the cache, for its life (so, of its object,
+        only what names it: the informer holds the rest)."""
+        pod.keep_only_identity()
         self.cache.add_pod(pod)
         if self.queue.where(pod.key) not in (None, "inflight"):
             self.queue.delete(pod.key)  # bound by someone else
@@ -329,7 +332,9 @@ class Scheduler:
                 self.queue.on_event("pods", ActionType.ADD, None, new)
                 return
             if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
-                self.cache.add_pod(self._pod_info(new))
+                pod = self._pod_info(new)
+                pod.keep_only_identity()
+                self.cache.add_pod(pod)
                 self.queue.on_event("pods", ActionType.UPDATE_POD_LABEL, old, new)
             return
         if not self._ours(new):

@@ -148,6 +148,12 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
     await cluster.pods(pod("low1", cpu="400m", priorityClassName="low1"),
                        pod("low2", cpu="400m", priorityClassName="low2"))
     await cluster.bound("low1", "low2")
+    # a bound pod's PodInfo keeps of its object only what names it: the informer holds the pod
+    low1 = await cluster.get("low1")
+    await cluster.until(lambda: "default/low1" in cluster.sched.cache.nodes["only"].pods)
+    held = cluster.sched.cache.nodes["only"].pods["default/low1"]
+    assert held.obj["metadata"]["uid"] == low1["metadata"]["uid"] and "spec" not in held.obj
+    assert held.labels == low1["metadata"].get("labels", {}) and held.priority == 1
     await cluster.pods(pod("vip", cpu="500m", priorityClassName="high"))
 
     async def terminating() -> bool:
@@ -162,6 +168,14 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
     disruption = [c for c in await _conditions(cluster, "low1") if c["type"] == "DisruptionTarget"]
     assert [(c["status"], c["reason"], c["message"]) for c in disruption] == [
         ("True", "PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod")]
+    # the victim's Event names it, from what its PodInfo kept
+    async def preempted() -> list[dict[str, Any]]:
+        events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+        return [e for e in events if e.get("reason") == "Preempted"]
+
+    await cluster.until(preempted)
+    involved = (await preempted())[0]["involvedObject"]
+    assert (involved["kind"], involved["name"], involved["uid"]) == ("Pod", "low1", low1["metadata"]["uid"])
     await cluster.c.delete(f"{PODS}/low1", gracePeriodSeconds=0)
     where = await cluster.bound("vip", timeout=15)
     assert where["vip"] == "only"
