@@ -12,6 +12,10 @@ own name, uid, addresses, CIDR, machine ids and heartbeat times).
 The two modes alternate ``--repeat`` times; the medians are printed, one JSON
 line per metric and mode, then their ratio.
 
+With ``--kind pods`` a third mode, ``packed``, holds them shared in the pod informers'
+``PackedItems`` (``client/helditems.py``): all but the newest 20,000 packed; it
+also reports what reading one of the oldest costs (parsed again).
+
     controlplane bench informer [--pods 20000] [--kind pods|nodes] [--repeat 3]
 """
 
@@ -27,7 +31,7 @@ import time
 from typing import Any
 
 BENCH = "informer"
-MODES = ("stripped", "shared")
+MODES = ("stripped", "shared", "packed")  # packed: shared, then all but the newest packed (pods only)
 
 
 def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
@@ -98,6 +102,7 @@ def measure(mode: str, count: int, kind: str = "pods") -> dict[str, float]:
     """In this process: hold ``count`` pods (or nodes) the ``mode`` way."""
     import orjson
 
+    from controlplane.client.helditems import PackedItems
     from controlplane.client.informer import strip_managed_fields
     from controlplane.client.sharing import NodeSharer, PodSharer
     from controlplane.podgen import PodGenerator
@@ -108,17 +113,24 @@ def measure(mode: str, count: int, kind: str = "pods") -> dict[str, float]:
     else:
         gen = PodGenerator(seed=1)
         raws = [gen.pod_json() for _ in range(count)]
-        transform = PodSharer() if mode == "shared" else strip_managed_fields
+        transform = PodSharer() if mode in ("shared", "packed") else strip_managed_fields
     gc.collect()
     before = _rss_kib()
-    held = {}
+    held: Any = PackedItems() if mode == "packed" else {}
     started = time.perf_counter()
     for i, raw in enumerate(raws):
-        held[i] = transform(orjson.loads(raw))
+        held[str(i)] = transform(orjson.loads(raw))
     elapsed = time.perf_counter() - started
     gc.collect()
     grown = _rss_kib() - before
-    return {"kib_per_pod": grown / count, "us_per_pod": elapsed / count * 1e6, "held": float(len(held))}
+    # a read of the oldest objects (packed ones, in that mode: parsed again)
+    keys = [str(i) for i in range(min(count, 2000))]
+    started = time.perf_counter()
+    for k in keys:
+        held.get(k)
+    read = (time.perf_counter() - started) / len(keys) * 1e6
+    return {"kib_per_pod": grown / count, "us_per_pod": elapsed / count * 1e6, "us_per_read": read,
+            "held": float(len(held))}
 
 
 def main(argv: list[str]) -> int:
@@ -132,20 +144,25 @@ def main(argv: list[str]) -> int:
     if args.one:
         print(json.dumps(measure(args.one, args.pods, args.kind)))
         return 0
-    runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
+    modes = MODES if args.kind == "pods" else MODES[:2]  # an informer's nodes are not packed
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(args.repeat):
-        for mode in MODES:
+        for mode in modes:
             out = subprocess.run([sys.executable, "-m", "controlplane", "bench", BENCH, "--one", mode,
                                   "--pods", str(args.pods), "--kind", args.kind],
                                  capture_output=True, text=True, check=True)
             runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    medians = {m: {k: statistics.median(r[k] for r in runs[m]) for k in ("kib_per_pod", "us_per_pod")}
-               for m in MODES}
+    medians = {m: {k: statistics.median(r[k] for r in runs[m]) for k in ("kib_per_pod", "us_per_pod", "us_per_read")}
+               for m in modes}
     one = args.kind[:-1]  # pod, node
-    for mode in MODES:
+    for mode in modes:
         emit(f"memory_per_{one}", medians[mode]["kib_per_pod"], "KiB", mode=mode, count=args.pods, runs=args.repeat)
         emit(f"parse_and_hold_per_{one}", medians[mode]["us_per_pod"], "us", mode=mode, count=args.pods,
              runs=args.repeat)
+        emit(f"read_per_{one}", medians[mode]["us_per_read"], "us", mode=mode, count=args.pods, runs=args.repeat)
     emit("memory_ratio", medians["shared"]["kib_per_pod"] / medians["stripped"]["kib_per_pod"], "x",
          kind=args.kind, count=args.pods)
+    if "packed" in medians:
+        emit("memory_ratio_packed", medians["packed"]["kib_per_pod"] / medians["stripped"]["kib_per_pod"], "x",
+             kind=args.kind, count=args.pods)
     return 0

@@ -5,9 +5,9 @@
 """
 
 from .client import PATCH_TYPES, ApiError, Client, WatchEvent, resource_path
-from .informer import Informer, InformerHandle, SharedInformer, object_key
+from .informer import Informer, InformerHandle, SharedInformer, held_in, object_key
 from .transport import InProcessTransport
 
 __all__ = ["PATCH_TYPES", "ApiError", "Client", "InProcessTransport", "Informer", "InformerHandle", "SharedInformer",
-           "WatchEvent", "object_key",
+           "WatchEvent", "held_in", "object_key",
            "resource_path"]

@@ -17,26 +17,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from ..gcsettings import untrack_json
 from .client import ApiError, Client
+from .helditems import PackedItems
 from .sharing import NodeSharer, PodSharer
 
-__all__ = ["Informer", "InformerHandle", "SharedInformer", "object_key", "strip_managed_fields"]
+__all__ = ["Informer", "InformerHandle", "SharedInformer", "held_in", "object_key", "strip_managed_fields"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], None]
 UpdateHandler = Callable[[dict[str, Any], dict[str, Any]], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
+Items = MutableMapping[str, dict[str, Any]]
 
 
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata", {})
     ns = meta.get("namespace")
     return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def held_in(items: Items, namespace: str) -> list[dict[str, Any]]:
+    """The objects of ``namespace`` an informer holds, found by their keys
+    (``namespace/name``): of a ``PackedItems``, only those are parsed."""
+    prefix = namespace + "/"
+    return [obj for key in list(items) if key.startswith(prefix) and (obj := items.get(key)) is not None]
 
 
 def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +68,8 @@ class Informer:
     def __init__(self, client: Client, path: str, *, field_selector: str | None = None,
                  label_selector: str | None = None, on_add: Handler | None = None,
                  on_update: UpdateHandler | None = None, on_delete: Handler | None = None,
-                 page_size: int = 500, transform: Transform | None = None) -> None:
+                 page_size: int = 500, transform: Transform | None = None,
+                 items_factory: Callable[[], Items] = dict) -> None:
         self.client = client
         # applied to each object before it is held and handed on (client-go's SetTransform)
         self.transform = transform
@@ -70,7 +80,9 @@ class Informer:
         self.on_update: UpdateHandler = on_update or _nothing
         self.on_delete: Handler = on_delete or _nothing
         self.page_size = page_size
-        self.items: dict[str, dict[str, Any]] = {}
+        # what holds the objects: a dict, or for pods ``PackedItems`` (client/helditems.py)
+        self.items_factory = items_factory
+        self.items: Items = items_factory()
         self.resource_version = ""
         self.synced = asyncio.Event()  # set after the first list has been delivered
         self.relists = 0
@@ -99,7 +111,7 @@ class Informer:
             backoff = min(backoff * 2, 5.0)
 
     async def _list(self) -> None:
-        fresh: dict[str, dict[str, Any]] = {}
+        fresh = self.items_factory()
         cont = None
         while True:
             page = await self.client.list(self.path, limit=self.page_size, fieldSelector=self.field_selector,
@@ -114,9 +126,9 @@ class Informer:
         old, self.items = self.items, fresh
         if self.synced.is_set():
             self.relists += 1
-        for key, obj in old.items():
+        for key in old:  # (by key: a packed object is parsed only if it is needed)
             if key not in fresh:
-                self.on_delete(obj)
+                self.on_delete(old[key])
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:
@@ -139,7 +151,8 @@ class Informer:
                 obj = self.transform(obj)
             key = object_key(obj)
             if ev.type == "DELETED":
-                self.items.pop(key, None)
+                if key in self.items:  # (not pop: it would parse a packed object for nothing)
+                    del self.items[key]
                 self.on_delete(obj)
             else:
                 before = self.items.get(key)
@@ -161,10 +174,12 @@ class SharedInformer(Informer):
     def __init__(self, client: Client, path: str, page_size: int = 500) -> None:
         # pods, the many objects, hold what they have in common once (client/sharing.py)
         core = "/apis/" not in path
-        transform: Transform = PodSharer() if core and path.rstrip("/").endswith("/pods") \
+        pods = core and path.rstrip("/").endswith("/pods")
+        transform: Transform = PodSharer() if pods \
             else NodeSharer() if core and path.rstrip("/").endswith("/nodes") else strip_managed_fields
+        # and all but the newest pods packed (client/helditems.py): most are Running, and cold
         super().__init__(client, path, page_size=page_size, on_add=self._add, on_update=self._update,
-                         on_delete=self._delete, transform=transform)
+                         on_delete=self._delete, transform=transform, items_factory=PackedItems if pods else dict)
         self.handles: list[InformerHandle] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -184,8 +199,11 @@ class SharedInformer(Informer):
         """Deliver to ``handle`` from now on; what is already held arrives as adds at once."""
         self.handles.append(handle)
         if self.synced.is_set():
-            for obj in list(self.items.values()):
-                handle.on_add(obj)
+            items = self.items
+            for key in list(items):  # one at a time: packed objects are parsed as they are handed on
+                obj = items.get(key)
+                if obj is not None:
+                    handle.on_add(obj)
             handle.synced.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(Informer.run(self), name=f"informer {self.path}")
@@ -219,7 +237,7 @@ class InformerHandle:
         self.synced = asyncio.Event()
 
     @property
-    def items(self) -> dict[str, dict[str, Any]]:
+    def items(self) -> Items:
         return self.shared.items
 
     @property

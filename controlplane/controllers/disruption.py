@@ -21,7 +21,7 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.registry.disruption import budget, covers
 
@@ -59,7 +59,8 @@ class DisruptionController:
     def _budget_changed(self, pdb: dict[str, Any]) -> None:
         key = key_of(pdb)
         self._by_namespace.setdefault(meta_of(pdb).get("namespace", ""), set()).add(key)
-        self._covered[key] = {key_of(p): p for p in self.pods.items.values() if covers(pdb, p)}
+        self._covered[key] = {key_of(p): p for p in held_in(self.pods.items, meta_of(pdb).get("namespace", ""))
+                              if covers(pdb, p)}
         self.queue.add(key)
 
     def _budget_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, resource_path
+from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
@@ -98,8 +98,7 @@ class EndpointsController:
         if (svc.get("spec") or {}).get("selector"):
             self._by_namespace.setdefault(namespace, set()).add(key_of(svc))
             if namespace not in self._pods_in:
-                self._pods_in[namespace] = {key_of(p): p for p in self.pods.items.values()
-                                            if meta_of(p).get("namespace") == namespace}
+                self._pods_in[namespace] = {key_of(p): p for p in held_in(self.pods.items, namespace)}
         self.queue.add(key_of(svc))
 
     def _service_deleted(self, svc: Obj) -> None:

@@ -19,7 +19,7 @@ import asyncio
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, resource_path
+from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.quantity import format_quantity
 from controlplane.registry.quota import STORAGE_CLASS_SUFFIX, covers, pod_counts, tracked, usage
@@ -73,8 +73,7 @@ class QuotaController:
         namespace = meta_of(quota).get("namespace", "")
         self._by_namespace.setdefault(namespace, set()).add(key_of(quota))
         if namespace not in self._pods_in:
-            self._pods_in[namespace] = {key_of(p): p for p in self.pods.items.values()
-                                        if meta_of(p).get("namespace") == namespace}
+            self._pods_in[namespace] = {key_of(p): p for p in held_in(self.pods.items, namespace)}
         self.queue.add(key_of(quota))
 
     def _quota_updated(self, old: Obj, new: Obj) -> None:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, resource_path
+from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.quantity import QuantityError, parse_quantity
 from controlplane.scheduler.plugins.selectors import match_label_selector
@@ -366,9 +366,8 @@ class VolumeController:
         """Whether a pod that has not ended mounts the claim (the pvc-protection controller's test)."""
         meta = meta_of(pvc)
         namespace, name = meta.get("namespace"), meta.get("name")
-        for pod in self.pods.items.values():
-            if meta_of(pod).get("namespace") != namespace \
-                    or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        for pod in held_in(self.pods.items, namespace or ""):
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             for volume in (pod.get("spec") or {}).get("volumes") or ():
                 if ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName") == name:
