@@ -18,6 +18,7 @@ from controlplane.client.helditems import PackedItems
 from controlplane.config import Config
 from controlplane.podgen import PodGenerator
 from controlplane.watchcache.packing import Packer
+from tests.client.test_client import _until
 
 PODS = resource_path("", "v1", "pods", "default")
 
@@ -97,14 +98,6 @@ async def client(tmp_path: Path) -> AsyncIterator[Client]:
     app: FastAPI = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
         yield c
-
-
-async def _until(cond: Any, seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
 
 
 def pod(name: str) -> dict[str, Any]:
