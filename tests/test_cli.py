@@ -393,3 +393,14 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
         "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu", "lease_renewal_cpu",
         "node_status_report_patch_cpu", "node_status_report_cpu"]
     assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)
+
+
+def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "watchcache", "--pods", "0", "--resumes", "4", "--resume-nodes", "50",
+                     "--resume-backlog", "500"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["metric"], line["way"]) for line in lines] == [
+        ("resume_backlog_walk_p50", "naive"), ("resume_backlog_walk_p50", "hinted"),
+        ("resume_backlog_per_event", "hinted")]
+    assert lines[1]["peer"] == "naive" and lines[1]["ratio"] > 0 and lines[1]["backlog"] == 500

@@ -27,6 +27,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import math
 import os
 import time
 from collections.abc import AsyncIterator
@@ -62,6 +63,7 @@ __all__ = [
 
 # kube-apiserver sends a watch bookmark about once a minute; tests shorten it
 BOOKMARK_SECONDS = float(os.environ.get("CONTROLPLANE_WATCH_BOOKMARK_SECONDS", "60"))
+PRE_DEADLINE_BOOKMARK = 2.0
 
 
 def stamp(value: bytes, revision: int) -> tuple[bytes, dict[str, Any]]:
@@ -106,6 +108,21 @@ class WatchOptions:
     resource_version: str = ""
     send_initial_events: bool | None = None
     bookmarks: bool = False
+    deadline: float = math.inf  # time.monotonic() at which the server ends the watch (timeoutSeconds)
+
+    def next_bookmark(self, now: float) -> float:
+        """When an idle watch's next bookmark is due, from ``now``: every
+        ``BOOKMARK_SECONDS``, and once more ``PRE_DEADLINE_BOOKMARK`` seconds before
+        the deadline, as upstream's cacheWatcher. The client then resumes from a
+        revision seconds old, so the backlog it is handed (the whole resource's
+        events since, walked for a filtered watch) is seconds long, not a minute.
+        ``math.inf`` once that last one is sent: a pre-deadline time less than
+        half a second away is taken as the one just sent (the loop's timers may
+        fire early)."""
+        periodic, last = now + BOOKMARK_SECONDS, self.deadline - PRE_DEADLINE_BOOKMARK
+        if periodic <= last:
+            return periodic
+        return last if last >= now + 0.5 else math.inf
 
     @property
     def revision(self) -> int:
@@ -176,7 +193,8 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
     return ListOptions(_filter(rtype, namespace, query), _limit(query), rv, match, start, continue_revision)
 
 
-def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> WatchOptions:
+def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str],
+                  deadline: float = math.inf) -> WatchOptions:
     rv = resource_version_param(query)
     initial = flag(query, "sendInitialEvents")
     match = query.get("resourceVersionMatch") or ""
@@ -188,7 +206,8 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
         raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
                                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
                                "provided")
-    return WatchOptions(_filter(rtype, namespace, query), rv, initial, bool(flag(query, "allowWatchBookmarks")))
+    return WatchOptions(_filter(rtype, namespace, query), rv, initial, bool(flag(query, "allowWatchBookmarks")),
+                        deadline)
 
 
 def encode_continue(start: bytes, revision: int) -> str:
@@ -381,7 +400,7 @@ class _StoreWatch:
         self._delivered = delivered  # every event of the range up to here has been sent
         self._next: asyncio.Future[list[store.Event]] | None = None
         self._done = False
-        self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+        self._next_bookmark = options.next_bookmark(time.monotonic())
 
     def __aiter__(self) -> _StoreWatch:
         return self
@@ -393,10 +412,11 @@ class _StoreWatch:
         while not self._done:
             if self._next is None:
                 self._next = asyncio.ensure_future(self._events.__anext__())
-            timeout = max(self._next_bookmark - time.monotonic(), 0) if self._options.bookmarks else None
+            timeout = max(self._next_bookmark - time.monotonic(), 0) \
+                if self._options.bookmarks and self._next_bookmark < math.inf else None
             done, _ = await asyncio.wait({self._next}, timeout=timeout)
             if not done:
-                self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+                self._next_bookmark = self._options.next_bookmark(time.monotonic())
                 return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._delivered))]
             fut, self._next = self._next, None
             try:

@@ -1435,9 +1435,9 @@ class KubeApi:
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
         includeObject), each object is a one-row Table; with ``metadata_only`` (its
         apiVersion), a PartialObjectMetadata."""
-        options = watch_options(rtype, namespace, query)
         timeout = _int_param(query, "timeoutSeconds", 1800)
         deadline = time.monotonic() + (timeout or 1800)
+        options = watch_options(rtype, namespace, query, deadline)
         stream = await self.reads.watch(rtype, namespace, options)
         first = [True]
 

@@ -355,7 +355,51 @@ async def kubelets_phase(counts: list[int], rate: float, seconds: float) -> None
              **({"peer": f"{min(counts)} kubelets", "ratio": ratio} if ratio is not None else {}))
 
 
+async def resume_phase(nodes: int, backlog: int, resumes: int) -> None:
+    """A kubelet resuming its watch is handed the window's events since its revision:
+    the whole cluster's, ``backlog`` pod updates over ``nodes`` nodes. Per resume,
+    the cost of picking its node's events out of them, by its index hint
+    (``Watcher.seen``: one comparison an event) beside the naive way (the watcher's
+    filter on each event's new and old version), on the same events, alternating."""
+    pods: list[tuple[bytes, bytes]] = []
+    base = make_pods(min(20_000, 2 * nodes))
+    for i in range(2 * nodes):
+        pod = orjson.loads(base[i % len(base)][1])
+        pod["metadata"]["name"] = f"rp-{i}"
+        pod["spec"]["nodeName"] = f"node-{i % nodes}"
+        pods.append((pod_key(pod["metadata"]["namespace"], f"rp-{i}"), orjson.dumps(pod)))
+    pods.sort()
+    revision = 1_000_000
+    cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy", window_events=backlog + 1), revision)
+    await cache.load(packed_entries(pods, revision))
+    ups = updates(pods, backlog)
+    events = [Event(EventType.PUT, KeyValue(key, value, 1, revision + i + 1, 2)) for i, (key, value) in enumerate(ups)]
+    await cache.apply(events, revision + len(events), time.perf_counter())
+    window = cache.window.since(revision)
+    assert window is not None and len(window) == len(events)
+    rng = random.Random(3)
+    times: dict[str, list[float]] = {"hinted": [], "naive": []}
+    seen: dict[str, int] = {"hinted": 0, "naive": 0}
+    for n in range(resumes):
+        w = Watcher(Filter.parse("pods", None, f"spec.nodeName=node-{rng.randrange(nodes)}"), revision, 1 << 30)
+        for way in (("hinted", "naive") if n % 2 == 0 else ("naive", "hinted")):
+            t = time.perf_counter()
+            got = w.seen(window) if way == "hinted" else \
+                [(ev, kind) for ev in window if (kind := w.kind(ev)) is not None]
+            times[way].append(time.perf_counter() - t)
+            seen[way] += len(got)
+    assert seen["hinted"] == seen["naive"]
+    hinted, naive = statistics.median(times["hinted"]), statistics.median(times["naive"])
+    extra: dict[str, Any] = {"nodes": nodes, "backlog": len(window), "resumes": resumes}
+    emit("resume_backlog_walk_p50", naive * 1e3, "ms", way="naive", **extra)
+    emit("resume_backlog_walk_p50", hinted * 1e3, "ms", way="hinted", peer="naive",
+         ratio=round(naive / hinted, 2), **extra)
+    emit("resume_backlog_per_event", hinted / len(window) * 1e9, "ns", way="hinted", **extra)
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.resumes:
+        await resume_phase(args.resume_nodes, args.resume_backlog, args.resumes)
     if args.http_pods:
         await http_phase(args.http_pods)
     if args.kubelets:
@@ -392,6 +436,12 @@ def main(argv: list[str] | None = None) -> int:
                         "per count, e.g. 1000,10000 (default: off)")
     p.add_argument("--kubelet-writes", type=float, default=2000.0,
                    help="pod updates per second in the kubelet fan-out (default: %(default)s)")
+    p.add_argument("--resumes", type=int, default=0, metavar="N",
+                   help="first, N kubelet watches resumed over a backlog of the whole cluster's events, "
+                        "by index hint beside the naive filter (default: off)")
+    p.add_argument("--resume-nodes", type=int, default=10_000, help="nodes in the resume phase (default: %(default)s)")
+    p.add_argument("--resume-backlog", type=int, default=20_000,
+                   help="pod updates in the resumed watches' backlog (default: %(default)s)")
     args = p.parse_args(argv)
     asyncio.run(run(args))
     return 0

@@ -126,6 +126,13 @@ class Filter:
                 return False
         return self.labels.empty or self.labels.matches(dict(labels) if labels else None)
 
+    def position_of(self, term: tuple[str, str]) -> int:
+        """Where in ``Attrs`` fields the (field, value) equality ``term`` of this filter looks."""
+        for (name, equal, value), pos in zip(self.terms, self.positions, strict=True):
+            if equal and (name, value) == term:
+                return pos
+        raise KeyError(term)
+
     def index_hint(self) -> tuple[str, str] | None:
         """The (field, value) every matching object has, on the most selective
         indexed field, or None: a watcher with a hint is woken only by objects

@@ -14,6 +14,7 @@ window no longer reaches back (410 once that is compacted too).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,6 @@ from typing import Any
 import store
 
 from ..api.reads import (
-    BOOKMARK_SECONDS,
     Listed,
     ListOptions,
     StoreReads,
@@ -156,6 +156,12 @@ def _unselective(match: Filter, namespace: str | None) -> bool:
 OFFLOAD_BODIES = 64
 
 
+# A watcher with an index hint skips another object's event by one comparison
+# (``Watcher.seen``), not a filter evaluation: it walks this many walk chunks of
+# its backlog between turns of the loop.
+HINTED_CHUNKS = 16
+
+
 async def unpacked(bodies: list[bytes]) -> list[bytes]:
     """The JSON of entries' bodies (``packing``), off the loop when there are many."""
     if len(bodies) >= OFFLOAD_BODIES and any_packed(bodies):
@@ -198,7 +204,7 @@ class CacheWatch:
         self._backlog = backlog
         self._backlog_at = 0  # the first backlog event not yet handed to the stream
         self._delivery = WATCH_EVENT_DELIVERY.labels(resource=cache.plural)
-        self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+        self._next_bookmark = options.next_bookmark(time.monotonic())
 
     def __aiter__(self) -> CacheWatch:
         return self
@@ -210,10 +216,12 @@ class CacheWatch:
         # bookmark. A bookmark's revision tells the client it has seen everything up to
         # it, so one sent past undelivered backlog would make a resumed watch skip it.
         chunk = self._cache.config.walk_chunk
+        if self._watcher.hint is not None:
+            chunk *= HINTED_CHUNKS
         while self._backlog_at < len(self._backlog):
             events = self._backlog[self._backlog_at:self._backlog_at + chunk]
             self._backlog_at += chunk
-            out = [ev.item(kind) for ev in events if (kind := self._watcher.kind(ev)) is not None]
+            out = [ev.item(kind) for ev, kind in self._watcher.seen(events)]
             if out:
                 return out
             await asyncio.sleep(0)  # a chunk none of which this watcher sees: let the loop breathe
@@ -224,7 +232,7 @@ class CacheWatch:
             if w.closed:
                 raise StopAsyncIteration
             w.wakeup.clear()
-            if not self._options.bookmarks:
+            if not self._options.bookmarks or self._next_bookmark == math.inf:
                 await w.wakeup.wait()
                 continue
             timeout = self._next_bookmark - time.monotonic()
@@ -236,7 +244,7 @@ class CacheWatch:
                     pass
             if w.buffer or w.closed:
                 continue
-            self._next_bookmark = time.monotonic() + BOOKMARK_SECONDS
+            self._next_bookmark = self._options.next_bookmark(time.monotonic())
             # the buffer is empty, so every event up to the cache's revision has reached us
             return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
 

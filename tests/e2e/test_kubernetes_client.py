@@ -451,6 +451,24 @@ def test_periodic_bookmarks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         s.stop()
 
 
+def test_a_bookmark_comes_two_seconds_before_the_watch_ends(served: Serve, ns: str) -> None:
+    """As upstream's cacheWatcher, an idle watch gets a bookmark shortly before its
+    ``timeoutSeconds`` end it (bookmarks are otherwise a minute apart): the client
+    resumes from a fresh revision, and is handed seconds of backlog, not a minute's."""
+    base = f"{served.url}/api/v1/namespaces/{ns}/configmaps"
+    rv = httpx.get(base, headers=bearer(served)).json()["metadata"]["resourceVersion"]
+    start = time.monotonic()
+    got: list[tuple[float, dict]] = []
+    with httpx.stream("GET", base, params={"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                                           "timeoutSeconds": "4"}, headers=bearer(served), timeout=15) as r:
+        got = [(time.monotonic() - start, orjson.loads(line)) for line in r.iter_lines() if line]
+    ended = time.monotonic() - start
+    assert [e["type"] for _, e in got] == ["BOOKMARK"]
+    at, bookmark = got[0]
+    assert 1.0 <= at < 3.5 and 3.5 <= ended < 8
+    assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
 def test_json_patch(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
     v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="jp"), data={"a": "1"}))

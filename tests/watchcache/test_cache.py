@@ -221,6 +221,34 @@ async def test_a_resumed_watch_delivers_its_backlog_before_live_events_and_bookm
         await stream.aclose()
 
 
+async def test_a_resumed_node_watch_sees_its_pods_come_and_go_in_the_backlog(env: Env) -> None:
+    """A kubelet's resumed watch skips the backlog by its index hint (``Watcher.seen``):
+    what it is handed is what the same watch would have seen live, a pod that
+    arrives, moves away, comes back and is deleted included, and another node's
+    pods and a second selector term are not taken for its own."""
+    await env.reads.list(PODS, None, ListOptions(everything()))  # the cache exists: its window has the events
+    start = await env.put("seed")
+    await env.put("p1", node="n7")
+    await env.put("other", node="n8")
+    await env.put("p1", node="n8")                      # leaves n7
+    await env.put("p1", node="n7")                      # comes back
+    await env.put("db", node="n7", labels={"app": "db"})
+    await env.store.delete(PODS.key("ns", "p1"))
+    await env.reads.list(PODS, None, ListOptions(everything()))  # the cache has caught up
+    expected = {("spec.nodeName=n7", None): ["ADDED p1", "DELETED p1", "ADDED p1", "ADDED db", "DELETED p1"],
+                ("spec.nodeName=n8", None): ["ADDED other", "ADDED p1", "DELETED p1"],
+                ("spec.nodeName=n7", "app!=db"): ["ADDED p1", "DELETED p1", "ADDED p1", "DELETED p1"]}
+    for (fields, labels), want in expected.items():
+        stream = await env.reads.watch(PODS, None, WatchOptions(everything(fields=fields, labels=labels),
+                                                                resource_version=str(start)))
+        assert watcher_of(stream).hint == ("spec.nodeName", fields.rpartition("=")[2])
+        try:
+            got = await collect(stream, len(want))
+            assert [f"{i.type} {orjson.loads(i.raw)['metadata']['name']}" for i in got] == want
+        finally:
+            await stream.aclose()
+
+
 async def test_watch_older_than_the_window_uses_the_store_then_410_once_compacted(env: Env) -> None:
     first = await env.put("a")
     for i in range(80):  # more than the window's 50 events
