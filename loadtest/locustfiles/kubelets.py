@@ -53,7 +53,7 @@ class KubeletUser(KubeUser):
                         group="resource.k8s.io")
         self.reflector = Reflector(self, "pods", field_selector=f"spec.nodeName={self.node_name}",
                                    on_event=self._pod_event, on_list=self._pods_listed,
-                                   timeout_seconds=random.randint(60, 120))
+                                   timeout_seconds=random.randint(300, 600))  # client-go's reflector: 5-10 min
         self.reflector.start()
 
     def _pods_listed(self, items: list[dict[str, Any]]) -> None:
