@@ -1469,9 +1469,12 @@ class KubeApi:
             # going together, per batch of events, cost a task and an asyncio.wait each
             async for items in stream:
                 if items:
-                    await send({"type": "http.response.body", "body": b"".join(map(line, items)),
-                                "more_body": True})
-                    if items[-1].type == "ERROR":
+                    body = b"".join(map(line, items))
+                    ended = items[-1].type == "ERROR"
+                    del items  # their lines are in the body: not both alive while a slow client drains
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    del body
+                    if ended:
                         return
 
         pumping: asyncio.Future[None] | None = None

@@ -28,4 +28,8 @@ def test_only_recent_events_keep_their_watch_lines_and_old_ones_rebuild_them() -
     assert all(ev._items is not None for ev in events[100:])
     old = events[0].item("ADDED")  # a resumed watch still gets the same line
     assert orjson.loads(old.line)["object"]["metadata"]["name"] == "p1"
+    # ...built for it and not kept: a long backlog walk must not make old events hold lines again
+    assert all(ev._items is None for ev in events[:100])
+    assert events[0].item("DELETED").line.startswith(b'{"type":"DELETED"')
+    assert events[0]._items is None
     assert window.since(0) == events and len(window) == len(events)
