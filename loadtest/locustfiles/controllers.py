@@ -55,6 +55,7 @@ class ReplicaSetController(KubeUser):
         self.done_at = 0.0
         self._phase_started = 0.0
         self._last_resync = 0.0
+        self._last_running = 0.0  # when one of its pods was last seen turn Running
         self.ensure("namespaces", objects.namespace(self.ns))
         self.ensure("replicasets", objects.replicaset(self.ns, self.rs, self.selector, 0), self.ns, group="apps")
         self.reflector = Reflector(self, "pods", self.ns, label_selector=f"loadtest/controller={self.rs}",
@@ -77,8 +78,9 @@ class ReplicaSetController(KubeUser):
             TRACKER.forget(key)
             return
         TRACKER.pod_seen(key, obj, ev.at)
-        if (obj.get("status") or {}).get("phase") == "Running":
+        if (obj.get("status") or {}).get("phase") == "Running" and name not in self.running:
             self.running.add(name)
+            self._last_running = ev.at
 
     # -- the traffic -------------------------------------------------------------
     def _create_pods(self, n: int) -> None:
@@ -111,7 +113,7 @@ class ReplicaSetController(KubeUser):
 
     def _write_status(self) -> None:
         n = len(self.pods)
-        ready = len(self.running & set(self.pods))
+        ready = len(self.running.intersection(self.pods))
         self.patch("replicasets", self.ns, self.rs,
                    {"status": {"replicas": n, "fullyLabeledReplicas": n, "readyReplicas": ready,
                                "availableReplicas": ready, "observedGeneration": 1}},
@@ -143,10 +145,13 @@ class ReplicaSetController(KubeUser):
 
     # -- the million's fixed quota ------------------------------------------------------
     def _resync_if_stuck(self) -> None:
-        """Every 30 s of waiting, read the pods back with a LIST, as an informer's resync
-        would: a watch event missed across a reconnect must not hold the run forever."""
+        """After 30 s with no pod turning Running, read the pods back with a LIST: a watch
+        event missed across a reconnect must not hold the run forever. Only then: while
+        pods still start, a LIST every 30 s of waiting made a slow server slower (1,000
+        pods listed and parsed by each of the controllers, most of the namespaced LISTs
+        of the ``million`` run)."""
         now = time.perf_counter()
-        if now - max(self._phase_started, self._last_resync) < 30.0:
+        if now - max(self._phase_started, self._last_resync, self._last_running) < 30.0:
             return
         self._last_resync = now
         items: list[dict[str, Any]] = []
@@ -163,7 +168,7 @@ class ReplicaSetController(KubeUser):
             self.phase = "wait-running"
             self._phase_started = time.perf_counter()
         if self.phase == "wait-running":
-            if len(self.running & set(self.pods)) < len(self.pods):
+            if not self.running.issuperset(self.pods):
                 self._resync_if_stuck()
                 return
             fire_latency("controller all pods running", time.perf_counter() - self._phase_started)
