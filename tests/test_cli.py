@@ -404,3 +404,12 @@ def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
         ("resume_backlog_walk_p50", "naive"), ("resume_backlog_walk_p50", "hinted"),
         ("resume_backlog_per_event", "hinted")]
     assert lines[1]["peer"] == "naive" and lines[1]["ratio"] > 0 and lines[1]["backlog"] == 500
+
+
+def test_bench_watchcache_selector_compares_label_pairs_with_the_general_match(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "watchcache", "--pods", "0", "--selector-pods", "500"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["metric"], line["way"]) for line in lines] == [
+        ("label_selected_match_per_entry", "dict"), ("label_selected_match_per_entry", "pairs")]
+    assert lines[0]["matched"] == lines[1]["matched"] > 0 and lines[1]["peer"] == "dict"

@@ -54,7 +54,7 @@ from store import Event, EventType, KeyValue
 
 from ..gcsettings import settle_heap
 from ..podgen import PodGenerator, pod_key
-from ..registry.attrs import Filter
+from ..registry.attrs import Filter, attrs_of
 from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
 from ..watchcache.entry import Entry, build_entry, entry_json
 from ..watchcache.packing import Packer
@@ -397,7 +397,39 @@ async def resume_phase(nodes: int, backlog: int, resumes: int) -> None:
     emit("resume_backlog_per_event", hinted / len(window) * 1e9, "ns", way="hinted", **extra)
 
 
+def selector_phase(pods: int, rounds: int = 7) -> None:
+    """A label-selected LIST's test of each entry: ``app.kubernetes.io/name=X`` over
+    ``pods`` podgen pods' attrs, by the filter's label pairs as the attrs hold them
+    (``Filter.label_pairs``) beside the general way (the labels made a dict, each
+    requirement evaluated), on the same entries, alternating; median of ``rounds``."""
+    gen = PodGenerator(seed=1)
+    objs = [gen.pod(f"ns-{i % 50}", bound=True) for i in range(pods)]
+    attrs = [attrs_of("pods", o) for o in objs]
+    names = sorted({str(name) for o in objs
+                    if (name := (o["metadata"].get("labels") or {}).get("app.kubernetes.io/name"))})
+    f = Filter.parse("pods", f"app.kubernetes.io/name={names[0]}", None)
+    assert f.label_pairs is not None
+    general = f.labels
+    times: dict[str, list[float]] = {"pairs": [], "dict": []}
+    found: dict[str, int] = {}
+    for n in range(rounds):
+        for way in (("pairs", "dict") if n % 2 == 0 else ("dict", "pairs")):
+            t = time.perf_counter()
+            if way == "pairs":
+                found[way] = sum(1 for a in attrs if f.matches(a))
+            else:
+                found[way] = sum(1 for a in attrs if general.matches(dict(a[0]) if a[0] else None))
+            times[way].append(time.perf_counter() - t)
+    assert found["pairs"] == found["dict"]
+    pairs, naive = statistics.median(times["pairs"]), statistics.median(times["dict"])
+    emit("label_selected_match_per_entry", naive / pods * 1e9, "ns", way="dict", pods=pods, matched=found["dict"])
+    emit("label_selected_match_per_entry", pairs / pods * 1e9, "ns", way="pairs", pods=pods, matched=found["pairs"],
+         peer="dict", ratio=round(naive / pairs, 2))
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.selector_pods:
+        selector_phase(args.selector_pods)
     if args.resumes:
         await resume_phase(args.resume_nodes, args.resume_backlog, args.resumes)
     if args.http_pods:
@@ -436,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
                         "per count, e.g. 1000,10000 (default: off)")
     p.add_argument("--kubelet-writes", type=float, default=2000.0,
                    help="pod updates per second in the kubelet fan-out (default: %(default)s)")
+    p.add_argument("--selector-pods", type=int, default=0, metavar="N",
+                   help="first, a label selector tested on N pods' attrs, by label pairs beside the general "
+                        "way (default: off)")
     p.add_argument("--resumes", type=int, default=0, metavar="N",
                    help="first, N kubelet watches resumed over a backlog of the whole cluster's events, "
                         "by index hint beside the naive filter (default: off)")
