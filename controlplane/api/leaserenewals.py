@@ -161,7 +161,7 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
     the watch cache (not in a dry run). ``plans``: this server's, to splice the renewals
     of Leases it renewed last (``RenewalPlans``); none: every renewal the whole way."""
     names, renew_time = _asked(leases, request)
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
     renew_bytes, now_bytes = renew_time.encode(), now.encode()
     splicing = plans if prime else None  # a dry run neither uses the plans nor changes them
 

@@ -105,7 +105,7 @@ def _asked(rtype: ResourceType, body: dict[str, Any]) -> tuple[list[str], list[d
                          "message": c.get("message", "")})
     asked = spec.get("heartbeatTime")
     if asked is None:
-        heartbeat = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        heartbeat = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
     else:
         stored_form, why = parse_time(asked)
         if stored_form is None:
@@ -216,7 +216,7 @@ async def report_node_status(*, store_: Store, reads: Reads, nodes: ResourceType
     cache (not in a dry run). ``plans``: this server's, to splice the reports of Nodes it
     reported last."""
     names, reported, heartbeat = _asked(nodes, request)
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
     values, tag = (now.encode(), heartbeat.encode()), _tag(reported)
     splicing = plans if prime else None  # a dry run neither uses the plans nor changes them
 

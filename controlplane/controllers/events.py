@@ -46,7 +46,7 @@ class Recorder:
     async def _write(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}", "namespace": ns},

@@ -50,7 +50,7 @@ Key = tuple[str, str, str, str, str, str, str]  # type, reason, namespace, name,
 
 
 def _timestamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
 
 def _micro_time() -> str:

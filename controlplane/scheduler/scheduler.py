@@ -52,7 +52,7 @@ EventHandler = Callable[..., object]
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
 
 def _key(obj: Mapping[str, Any]) -> str:

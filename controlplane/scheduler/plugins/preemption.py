@@ -168,7 +168,7 @@ class DefaultPreemption:
         scheduler = (pod.obj.get("spec") or {}).get("schedulerName") or "default-scheduler"
         condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                      "message": f"{scheduler}: preempting to accommodate a higher priority pod",
-                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))}
         path = resource_path("", "v1", "pods", victim.namespace, victim.name)
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if victim.uid:
