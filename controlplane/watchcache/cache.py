@@ -324,7 +324,7 @@ class ResourceCache:
                         self._map.delete(ce.obj[KEY])
                     else:
                         self._map.set(ce.obj[KEY], ce.obj)
-                    self.window.append(ce)
+                self.window.extend(built)
                 self.generation += len(built)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
                 if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:

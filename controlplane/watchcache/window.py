@@ -38,13 +38,19 @@ class EventWindow:
         return self._bytes
 
     def append(self, event: CacheEvent) -> None:
+        self.extend((event,))
+
+    def extend(self, added: tuple[CacheEvent, ...] | list[CacheEvent]) -> None:
+        """Add events newer than every event here, in revision order; then evict what is
+        past the bounds (once for them all)."""
         events = self._events
-        events.append(event)
-        self._bytes += event.size
-        # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
-        # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
-        if len(events) - self._head > LINES_KEPT:
-            events[-LINES_KEPT - 1].forget_lines()
+        for event in added:
+            events.append(event)
+            self._bytes += event.size
+            # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
+            # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
+            if len(events) - self._head > LINES_KEPT:
+                events[-LINES_KEPT - 1].forget_lines()
         self._evict(time.perf_counter())
 
     def _evict(self, now: float) -> None:
