@@ -21,6 +21,7 @@ where the bytes around every value are still those of the member it was found in
 
 from __future__ import annotations
 
+from ..gcsettings import untracked
 from ..registry.attrs import Attrs
 
 __all__ = ["PLANS_MAX", "SplicePlans"]
@@ -30,12 +31,17 @@ PLANS_MAX = 1_000_000  # objects remembered; past it the plans start over
 
 class SplicePlans:
     """``fields``: for each moving value, the JSON member's opening it follows (``b'"time":"'``)
-    and its fixed width in the stored form (a time's ``2026-12-02T01:00:00Z`` is 20)."""
+    and its fixed width in the stored form (a time's ``2026-12-02T01:00:00Z`` is 20).
+
+    A plan holds the stored bytes cut at the moving values: the fixed pieces between them,
+    which no splice changes (every value keeps its width), and which value goes in each
+    gap. A splice is then one join, and ``written`` only moves the revision and the
+    values."""
 
     def __init__(self, fields: tuple[tuple[bytes, int], ...]) -> None:
         self.fields = fields
-        # key -> (revision, manager, tag, stored bytes, ((offset, value index), ...) by offset, attrs)
-        self._plans: dict[bytes, tuple[int, str, bytes, bytes, tuple[tuple[int, int], ...], Attrs]] = {}
+        # key -> _Plan
+        self._plans: dict[bytes, _Plan] = {}
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -56,9 +62,7 @@ class SplicePlans:
             if found != count:
                 self._plans.pop(key, None)
                 return
-        if len(self._plans) >= PLANS_MAX:
-            self._plans.clear()
-        self._plans[key] = (revision, manager, tag, stored, tuple(sorted(spans)), attrs)
+        self._keep(key, revision, manager, tag, stored, sorted(spans), values, attrs)
 
     def learn_marked(self, key: bytes, revision: int, manager: str, stored: bytes, marked: bytes,
                      marks: tuple[bytes, ...], values: tuple[bytes, ...], counts: tuple[int, ...], attrs: Attrs,
@@ -89,45 +93,78 @@ class SplicePlans:
         if tuple(found) != counts or b"".join(parts) != stored:
             self._plans.pop(key, None)
             return
+        self._keep(key, revision, manager, tag, stored, spans, values, attrs)
+
+    def _keep(self, key: bytes, revision: int, manager: str, tag: bytes, stored: bytes,
+              spans: list[tuple[int, int]], values: tuple[bytes, ...], attrs: Attrs) -> None:
+        """The plan of ``stored``: cut at ``spans`` (offset, value index; by offset), each
+        value of its field's width there (the learners checked)."""
+        pieces: list[bytes] = []
+        done = 0
+        for at, i in spans:
+            pieces.append(stored[done:at])
+            done = at + self.fields[i][1]
+        pieces.append(stored[done:])
         if len(self._plans) >= PLANS_MAX:
             self._plans.clear()
-        self._plans[key] = (revision, manager, tag, stored, tuple(spans), attrs)
+        self._plans[key] = _Plan(revision, manager, tag, tuple(pieces), tuple(i for _, i in spans),
+                                 tuple(values), attrs)
 
     def splice(self, key: bytes, manager: str, values: tuple[bytes, ...], tag: bytes = b"",
                fresh: int = -1) -> tuple[bytes, int, Attrs] | None:
         """The object's last version written here with ``values`` spliced in: its bytes, the
         revision to expect and its attrs. None without a plan for this manager and tag, where
-        a value is not of its width or the bytes around one disagree, or where value
-        ``fresh`` is already the plan's (a write that would change nothing: the whole way
-        then checks the current version, which may be another's)."""
+        a value is not of its width, or where value ``fresh`` is already the plan's (a write
+        that would change nothing: the whole way then checks the current version, which may
+        be another's)."""
         plan = self._plans.get(key)
-        if plan is None or plan[1] != manager or plan[2] != tag:
+        if plan is None or plan.manager != manager or plan.tag != tag:
             return None
-        fields = self.fields
-        for (_, width), value in zip(fields, values, strict=True):
+        for (_, width), value in zip(self.fields, values, strict=True):
             if len(value) != width:
                 return None
-        stored, spans = plan[3], plan[4]
-        parts: list[bytes] = []
-        done = 0
-        for at, i in spans:
-            field, width = fields[i]
-            if stored[at - len(field):at] != field or stored[at + width:at + width + 1] != b'"':
-                return None
-            if i == fresh and stored[at:at + width] == values[i]:
-                return None
-            parts.append(stored[done:at])
+        if fresh >= 0 and plan.values[fresh] == values[fresh]:
+            return None
+        pieces = plan.pieces
+        parts = [pieces[0]]
+        for n, i in enumerate(plan.order, 1):
             parts.append(values[i])
-            done = at + width
-        parts.append(stored[done:])
-        return b"".join(parts), plan[0], plan[5]
+            parts.append(pieces[n])
+        return b"".join(parts), plan.revision, plan.attrs
 
     def written(self, key: bytes, base: int, revision: int, stored: bytes) -> None:
-        """A write spliced from the plan at ``base`` was stored at ``revision`` as ``stored``."""
+        """A write spliced from the plan at ``base`` was stored at ``revision`` as ``stored``
+        (its pieces are the plan's: only the values moved)."""
         plan = self._plans.get(key)
-        if plan is not None and plan[0] == base:
-            self._plans[key] = (revision, plan[1], plan[2], stored, plan[4], plan[5])
+        if plan is not None and plan.revision == base:
+            fields, values = self.fields, list(plan.values)
+            at = len(plan.pieces[0])
+            for n, i in enumerate(plan.order, 1):
+                width = fields[i][1]
+                values[i] = stored[at:at + width]
+                at += width + len(plan.pieces[n])
+            plan.revision, plan.values = revision, tuple(values)
 
     def forget(self, key: bytes) -> None:
         """The object changed under the plan (a conflict): the whole way next."""
         self._plans.pop(key, None)
+
+
+class _Plan:
+    """One object's plan: the revision its bytes were stored at, who wrote them and with what
+    tag, the fixed ``pieces`` of those bytes around the moving values (one more than the
+    values), which value fills each gap (``order``), each value as last written, and the
+    version's attrs."""
+
+    __slots__ = ("attrs", "manager", "order", "pieces", "revision", "tag", "values")
+
+    def __init__(self, revision: int, manager: str, tag: bytes, pieces: tuple[bytes, ...],
+                 order: tuple[int, ...], values: tuple[bytes, ...], attrs: Attrs) -> None:
+        self.revision = revision
+        self.manager = manager
+        self.tag = tag
+        self.pieces = pieces
+        self.order = order
+        self.values = values
+        self.attrs = attrs
+        untracked(self)  # 100,000 nodes' plans out of the collector's sight: it holds bytes and tuples
