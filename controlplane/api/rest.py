@@ -81,7 +81,7 @@ from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
 from .tables import as_table, wants_table
 from .tokenrequest import TokenIssuer, token_request
-from .uids import new_uid, random_hex
+from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
 
@@ -1718,7 +1718,7 @@ _GENERATED_PREFIX = 63 - 5
 
 
 def _generated_name(generate: str) -> str:
-    return generate[:_GENERATED_PREFIX] + random_hex(5)
+    return generate[:_GENERATED_PREFIX] + random_suffix(5)
 
 
 def _generate_name_causes(plural: str, generate: str, generated: str) -> list[dict[str, str]]:

@@ -1,6 +1,10 @@
 """Random object UIDs (RFC 4122 version 4, as ``str(uuid.uuid4())``) and the random
 suffixes of ``generateName``, drawn from a pool of random bytes.
 
+A suffix is drawn from apimachinery's ``util/rand`` alphabet, as upstream's name
+generator draws it: no vowels, no 0, 1 or 3, so it never spells a word. Tools that
+find a pod's workload by its name (``<replicaset>-<5 of these>``) rely on it.
+
 ``uuid.uuid4()`` reads ``os.urandom(16)`` per call (a system call that also
 releases the GIL, letting the store's threads in mid-request) and builds a
 ``UUID`` object only to format it: a few microseconds of every create. Here
@@ -16,7 +20,10 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["new_uid", "random_hex"]
+__all__ = ["SUFFIX_ALPHABET", "new_uid", "random_suffix"]
+
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_UNBIASED = 256 - 256 % len(SUFFIX_ALPHABET)  # bytes at or above it are redrawn: every character equally likely
 
 _POOL_SIZE = 4096  # bytes read from os.urandom at a time: 256 UIDs
 
@@ -57,6 +64,10 @@ def new_uid() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def random_hex(digits: int) -> str:
-    """``digits`` random lowercase hex digits (as ``uuid.uuid4().hex[:digits]`` for at most 12)."""
-    return _random_bytes((digits + 1) // 2).hex()[:digits]
+def random_suffix(length: int) -> str:
+    """``length`` (at most 64) random characters of ``SUFFIX_ALPHABET``, each equally likely."""
+    out: list[str] = []
+    while len(out) < length:
+        out.extend(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)]
+                   for b in _random_bytes(length - len(out) + 1) if b < _UNBIASED)
+    return "".join(out[:length])

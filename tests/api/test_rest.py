@@ -3,6 +3,7 @@ a patch or an update cannot rename, move or re-identify the object it writes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -97,7 +98,8 @@ async def test_a_generated_name_is_validated_as_upstream_validates_it(client: Cl
     # a trailing dash is what a prefix has; a long prefix is cut so that the name fits (a
     # Service's name is a DNS-1035 label, at most 63 characters; so is its generateName)
     made = await client.create(CMS, {"metadata": {"generateName": "web-"}})
-    assert made["metadata"]["name"].startswith("web-") and made["metadata"]["generateName"] == "web-"
+    assert made["metadata"]["generateName"] == "web-"
+    assert re.fullmatch(r"web-[bcdfghjklmnpqrstvwxz2456789]{5}", made["metadata"]["name"])  # util/rand's alphabet
     services = resource_path("", "v1", "services", "default")
     svc = await client.create(services, {"metadata": {"generateName": "s" * 60},
                                          "spec": {"ports": [{"port": 80}]}})

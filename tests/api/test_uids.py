@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 import uuid
 
 from controlplane.api import uids
-from controlplane.api.uids import new_uid, random_hex
+from controlplane.api.uids import SUFFIX_ALPHABET, new_uid, random_suffix
 
 
 def test_uids_are_version_4_uuids_as_uuid4_formats_them() -> None:
@@ -22,12 +24,15 @@ def test_uids_do_not_repeat() -> None:
     assert len({new_uid() for _ in range(10_000)}) == 10_000
 
 
-def test_random_hex() -> None:
-    for digits in (1, 5, 12):
-        got = random_hex(digits)
-        assert len(got) == digits
-        int(got, 16)
-    assert len({random_hex(5) for _ in range(200)}) > 190
+def test_generate_name_suffixes_use_apimachinerys_alphabet_each_character_equally() -> None:
+    """``util/rand``'s alphabet: no vowels, no 0, 1 or 3 (what name-parsing tools match)."""
+    assert SUFFIX_ALPHABET == "bcdfghjklmnpqrstvwxz2456789"
+    for length in (1, 5, 12):
+        assert re.fullmatch(f"[{SUFFIX_ALPHABET}]{{{length}}}", random_suffix(length))
+    assert len({random_suffix(5) for _ in range(200)}) > 190
+    counts = collections.Counter("".join(random_suffix(5) for _ in range(27_000)))
+    assert set(counts) == set(SUFFIX_ALPHABET)
+    assert all(4_300 < n < 5_700 for n in counts.values())  # 5,000 each expected, σ ≈ 69: ±10σ
 
 
 def test_a_forked_child_does_not_reuse_the_parents_pool() -> None:

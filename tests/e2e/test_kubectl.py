@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,3 +54,11 @@ def test_api_resources_lists_the_registry(served: Serve) -> None:
     out = kubectl(served, "api-resources", "--no-headers")
     names = {line.split()[0] for line in out.splitlines()}
     assert {"pods", "namespaces", "configmaps", "deployments", "jobs", "leases"} <= names
+
+
+def test_create_of_a_generate_name_prints_a_name_with_upstreams_random_suffix(served: Serve) -> None:
+    """kube-apiserver's suffixes come from apimachinery's util/rand alphabet (no vowels, no
+    0, 1 or 3): tools that find a pod's workload by its name match exactly that."""
+    made = kubectl(served, "create", "-o", "name", "-f", "-",
+                   stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: made-}\n").strip()
+    assert re.fullmatch(r"configmap/made-[bcdfghjklmnpqrstvwxz2456789]{5}", made), made
