@@ -386,13 +386,16 @@ def test_bench_passes_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8"]) == 0
+    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8", "--renewal-leases", "2500"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["metric"] for line in lines] == [
         "pod_create_cpu", "binding_cpu", "event_create_cpu", "lease_update_cpu", "pod_status_merge_patch_cpu",
         "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu", "lease_renewal_cpu",
         "node_status_report_patch_cpu", "node_status_report_cpu"]
     assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)
+    renewals = next(line for line in lines if line["metric"] == "lease_renewal_cpu")
+    # two counted rounds over the 2,500 Leases, in requests of 2,000 and 500
+    assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (2500, 2000, 5000)
 
 
 def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(

@@ -13,7 +13,8 @@ The writes, in order, each over ``--count`` objects: pod create, pod binding
 pod status merge patch (the node simulator's Running), pod status strategic
 patch (the scheduler's ``PodScheduled`` condition), node status merge patch;
 then Lease renewals in bulk (``LeaseRenewal``, as the node simulator sends a
-batch: ``RENEWAL_BATCH`` Leases a request), per Lease renewed; last, a
+batch: ``RENEWAL_BATCH`` Leases a request, round ``--renewal-leases`` Leases), per
+Lease renewed; last, a
 kubelet's periodic node status report on nodes of realistic size, as a merge
 patch of each node and as ``NodeStatusReport`` requests naming them all, per
 node.
@@ -120,8 +121,10 @@ async def _run(args: argparse.Namespace) -> None:
                     "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready",
                     "lastHeartbeatTime": T, "lastTransitionTime": T}]}}, patch_type="merge")),
                 "us", count=nodes, concurrency=conc)
-            emit("lease_renewal_cpu", await _bulk_renewals(c, n), "us", leases=RENEWAL_BATCH,
-                 requests=max(2, n // 200), note="per Lease renewed, LeaseRenewals of all the Leases")
+            held = max(args.renewal_leases, RENEWAL_BATCH)
+            emit("lease_renewal_cpu", await _bulk_renewals(c, n, held), "us", leases=held, batch=RENEWAL_BATCH,
+                 renewals=_renewal_rounds(n, held) * held,
+                 note=f"per Lease renewed, LeaseRenewals of {RENEWAL_BATCH} Leases at a time, round all the Leases")
             patched, reported = await _node_status_reports(c)
             emit("node_status_report_patch_cpu", patched, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
                  note="per node, a kubelet's periodic status report as a merge patch of its 5 conditions")
@@ -130,21 +133,40 @@ async def _run(args: argparse.Namespace) -> None:
                  note="per node, the same reports as NodeStatusReports of all the nodes")
 
 
-async def _bulk_renewals(c: Any, n: int) -> float:
-    """CPU µs per Lease renewed by LeaseRenewals naming ``RENEWAL_BATCH`` Leases, one at a time."""
-    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+def _renewal_rounds(n: int, leases: int) -> int:
+    """Rounds over ``leases`` Leases for about ``10 * n`` renewals: at least two."""
+    return max(2, 10 * n // leases)
+
+
+async def _bulk_renewals(c: Any, n: int, leases: int) -> float:
+    """CPU µs per Lease renewed by LeaseRenewals naming ``RENEWAL_BATCH`` Leases each, round
+    ``leases`` Leases (at 100,000 nodes the server holds 100,000, each renewed every 10 s),
+    after a first round that is not counted (it learns the renewal plans)."""
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
     renewals = "/apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals"
-    names = [f"r{i}" for i in range(RENEWAL_BATCH)]
-    for i, name in enumerate(names):
-        await c.create(leases, {**_lease(i, 0), "metadata": {"name": name, "namespace": "kube-node-lease"}})
-    requests = max(2, n // 200)
-    started = time.process_time()
-    for k in range(requests):
+    names = [f"r{i}" for i in range(leases)]
+    batches = [names[i:i + RENEWAL_BATCH] for i in range(0, leases, RENEWAL_BATCH)]
+    await _each(leases, 256, lambda i: c.create(path, {**_lease(i, 0), "metadata": {
+        "name": names[i], "namespace": "kube-node-lease"}}))
+    sent = 0
+
+    async def renew(batch: list[str]) -> None:
+        nonlocal sent
+        sent += 1  # a new renewTime each request: every Lease changes
         answer = await c.create(renewals, {"apiVersion": "nodes.controlplane.dev/v1alpha1", "kind": "LeaseRenewal",
-                                           "spec": {"renewTime": f"2026-11-30T10:01:{k % 60:02d}.000000Z",
-                                                    "leases": names}})
-        assert answer["status"]["renewed"] == RENEWAL_BATCH, answer["status"]
-    return 1e6 * (time.process_time() - started) / (requests * RENEWAL_BATCH)
+                                           "spec": {"renewTime": f"2026-11-30T{10 + sent // 3600 % 10:02d}:"
+                                                                 f"{sent // 60 % 60:02d}:{sent % 60:02d}.000000Z",
+                                                    "leases": batch}})
+        assert answer["status"]["renewed"] == len(batch), answer["status"]
+
+    for batch in batches:
+        await renew(batch)
+    rounds = _renewal_rounds(n, leases)
+    started = time.process_time()
+    for _ in range(rounds):
+        for batch in batches:
+            await renew(batch)
+    return 1e6 * (time.process_time() - started) / (rounds * leases)
 
 
 REPORT_NODES, REPORT_ROUNDS = 1000, 3
@@ -217,6 +239,9 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="controlplane bench writes", description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=3000, help="writes of each kind (default: %(default)s)")
     p.add_argument("--concurrency", type=int, default=64, help="writes in flight (default: %(default)s)")
+    p.add_argument("--renewal-leases", type=int, default=RENEWAL_BATCH,
+                   help="Leases the bulk renewals go round, %(default)s at a time (100000: as many as "
+                        "100,000 nodes hold; default: %(default)s)")
     args = p.parse_args(argv)
     asyncio.run(_run(args))
     return 0
