@@ -42,7 +42,7 @@ from store import Event, EventType
 from ..gcsettings import untracked
 from ..metrics import WATCH_CACHE_LOCK_WAIT
 from ..registry.attrs import Attrs, Filter
-from .cowmap import LEAF, CowSortedMap, View
+from .cowmap import CowSortedMap, View
 from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
 from .packing import PACKED, Packer
 from .rwlock import RWLock
@@ -65,7 +65,10 @@ class CacheConfig:
     window_seconds: float = 300.0
     # lazy mode: snapshots kept for lists at a recent revision (KEP-4988), one at the
     # end of an applied chunk at most every retain_interval; a revision between two
-    # is their older one plus the window's events up to it (an OverlaySnapshot)
+    # is their older one plus the window's events up to it (an OverlaySnapshot), so
+    # none older than the window's start is kept (upstream drops a snapshot with its
+    # event). retained_bytes bounds what they keep alive: the versions, leaves and
+    # top levels replaced since each was taken (``_retain``)
     retained_snapshots: int = 1_000
     retained_bytes: int = 64 << 20
     retained_seconds: float = 75.0
@@ -225,6 +228,10 @@ class ResourceCache:
         self._queue: asyncio.Queue[Batch] = asyncio.Queue()
         # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
         self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
+        # what each retained snapshot alone keeps alive, in bytes (estimated), and their sum
+        self._retained_costs: deque[int] = deque()
+        self._retained_bytes = 0
+        self._retained_at = (0, 0)  # (generation, window.added_bytes) at the newest one
         self._pinned: OrderedDict[int, tuple[Snapshot, float]] = OrderedDict()
         self._last_retained = 0.0
         self._busy = False  # the applier has taken a batch it has not finished applying
@@ -408,17 +415,39 @@ class ResourceCache:
         return out
 
     def _retain(self, revision: int) -> None:
-        """Keep the state after ``revision`` (lazy mode), within the count, age and memory bounds."""
+        """Keep the state after ``revision`` (lazy mode), within the count, age and memory
+        bounds, and none older than the window's start (``snapshot_at`` could not replay
+        from it).
+
+        What a snapshot alone keeps alive is what the writes after it replaced, until the
+        next snapshot: the versions (about the window's bytes for those events), a copy of
+        each leaf they touched, and the top level. At 10,000 renewals a second the old
+        per-snapshot guess (a top level and one leaf) let 1,000 snapshots, one every
+        50 ms, keep 50 s of Leases: 955,000 versions of 100,000 Leases were alive, where
+        the window holds 10 s."""
         if self.config.retained_snapshots <= 0 or self.config.mode != "lazy":
             return
-        self._last_retained = time.perf_counter()
-        self._retained.append((revision, LazySnapshot(self._map.snapshot(), revision), self._last_retained))
-        leaves = max(len(self._map) // LEAF, 1)
-        per_snapshot = 16 * leaves + 32 * LEAF  # a top level, and a leaf the next write copies
-        limit = min(self.config.retained_snapshots, max(self.config.retained_bytes // per_snapshot, 2))
-        oldest = time.perf_counter() - self.config.retained_seconds
-        while len(self._retained) > limit or (len(self._retained) > 1 and self._retained[0][2] < oldest):
-            self._retained.popleft()
+        now = time.perf_counter()
+        self._last_retained = now
+        view = self._map.snapshot()
+        writes = self.generation - self._retained_at[0]
+        added = self.window.added_bytes - self._retained_at[1]
+        self._retained_at = (self.generation, self.window.added_bytes)
+        if self._retained_costs and writes > 0:
+            leaves = view.leaf_count()
+            leaf_bytes = 176 + 16 * len(view) // max(leaves, 1)  # two tuples of the leaf's keys and entries
+            span = 16 * leaves + min(writes, leaves) * leaf_bytes + added
+            self._retained_costs[-1] += span
+            self._retained_bytes += span
+        self._retained.append((revision, LazySnapshot(view, revision), now))
+        self._retained_costs.append(0)
+        retained, config = self._retained, self.config
+        oldest = now - config.retained_seconds
+        while len(retained) > 1 and (len(retained) > config.retained_snapshots
+                                     or self._retained_bytes > config.retained_bytes
+                                     or retained[0][2] < oldest or retained[0][0] < self.window.start):
+            retained.popleft()
+            self._retained_bytes -= self._retained_costs.popleft()
 
     # -- freshness ------------------------------------------------------------------
     async def wait_fresh(self, revision: int, timeout: float | None = None) -> bool:

@@ -29,6 +29,7 @@ class EventWindow:
         self._events: list[CacheEvent] = []
         self._head = 0      # _events[:_head] are evicted (compacted away now and then)
         self._bytes = 0
+        self.added_bytes = 0  # the sizes of every event ever added: what a span of writes kept alive
 
     def __len__(self) -> int:
         return len(self._events) - self._head
@@ -46,7 +47,9 @@ class EventWindow:
         events = self._events
         for event in added:
             events.append(event)
-            self._bytes += event.size
+            size = event.size
+            self._bytes += size
+            self.added_bytes += size
             # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
             # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
             if len(events) - self._head > LINES_KEPT:

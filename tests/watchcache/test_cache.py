@@ -416,6 +416,41 @@ async def test_exact_lists_between_retained_snapshots_replay_the_window(tmp_path
         await st.close()
 
 
+@pytest.mark.parametrize(("window_events", "retained_bytes", "span"), [(40, 1 << 30, 40), (1_000, 20_000, 20)])
+async def test_retained_snapshots_stay_within_the_window_and_their_memory_bound(
+        tmp_path: Path, window_events: int, retained_bytes: int, span: int) -> None:
+    """A snapshot is retained after every event here (retain_interval 0): 200 of them
+    unbounded. None is kept from before the window's start, and what they keep alive
+    (each write since: about 1 KB here) stays within retained_bytes. An exact list still
+    answers at every revision: from the cache within the window, from the store before."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    caches = WatchCaches(st, CacheConfig(retain_interval=0.0, window_events=window_events,
+                                         retained_bytes=retained_bytes, apply_chunk=1))
+    await caches.start()
+    env = Env(st, caches)
+    try:
+        cache = caches.cache_for(PODS)
+        await cache.ready.wait()
+        revisions = [await env.put(f"p{n % 20:02d}", node=f"n{n}", pad=300) for n in range(200)]
+        await cache.wait_fresh(revisions[-1])
+        retained = list(cache._retained)
+        assert retained[0][0] >= cache.window.start
+        assert cache._retained_bytes <= retained_bytes
+        assert sum(cache._retained_costs) == cache._retained_bytes
+        assert 1 < len(retained) <= span + 1
+        assert retained[-1][0] - retained[0][0] <= span
+        for rev in revisions[::9]:
+            listed = await env.reads.list(PODS, None, ListOptions(everything(), resource_version=str(rev),
+                                                                  match="Exact"))
+            kvs, _, _ = await st.range(PODS.prefix(), store.prefix_end(PODS.prefix()), revision=rev)
+            assert listed.revision == rev
+            assert [orjson.loads(i)["spec"]["nodeName"] for i in listed.items] \
+                == [orjson.loads(kv.value)["spec"]["nodeName"] for kv in kvs]
+    finally:
+        await caches.stop()
+        await st.close()
+
+
 async def test_a_watch_list_is_not_cut_off_by_writes_during_its_initial_walk(env: Env) -> None:
     for i in range(70):
         await env.put(f"p{i:02d}")
