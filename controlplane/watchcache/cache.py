@@ -83,6 +83,9 @@ class CacheConfig:
     apply_chunk: int = 64             # events applied under one hold of the write lock
     apply_budget: float = 0.005       # seconds the applier runs before it yields to the loop
     fresh_timeout: float = 3.0        # a consistent read waits this long, then falls back to the store
+    # events a loaded cache may have queued; past it the feed's batches are not queued
+    # but read again from the store's log when the applier reaches them (``_read_gap``)
+    feed_backlog: int = 100_000
     pack_after: int = 1_000           # objects seen before the resource's entries are compressed (0: never)
 
 
@@ -186,10 +189,12 @@ class CopySnapshot:
             yield self.keys[j], self.entries[j]
 
 
-# versions written here and not yet applied: a few seconds of writes at the most this
+# versions written here and not yet applied: ten seconds of writes at the most this
 # process makes (10,000 lease renewals a second besides its other writes; a lease's entry
-# is about 600 bytes, a pod's, packed, about 1.5 KB); past it the oldest are decoded again
-PRIMED_MAX = 32_768
+# is about 600 bytes, a pod's, packed, about 1.5 KB); past it the oldest are decoded again,
+# at several times the cost, so a cache that fell behind by more (a long collection at
+# 100,000 nodes) fell further behind
+PRIMED_MAX = 100_000
 # The served JSON of the versions this process wrote last, kept unpacked up to this many
 # bytes per resource: the next write to the same object (a status patch, a binding) starts
 # from it without decompressing. zstd releases the GIL, and on the event loop a call that
@@ -204,6 +209,7 @@ _GENERATION_RANGE = 1 << 48
 _caches_made = itertools.count()
 
 Batch = tuple[list[Event], int, float]  # (events under this prefix, the feed's revision after them, receipt time)
+_GAP: Batch = ([], -1, 0.0)  # queued in place of the batches a cache behind its writers reads from the store
 
 
 class ResourceCache:
@@ -226,6 +232,15 @@ class ResourceCache:
         self._map: CowSortedMap[Entry] = CowSortedMap()
         self.packer = Packer(config.pack_after)  # entries' bodies, compressed once the resource is large
         self._queue: asyncio.Queue[Batch] = asyncio.Queue()
+        self.queued = 0  # events in _queue
+        # Past config.feed_backlog queued events the feed's batches are not queued: the
+        # applier reads them from the store when it gets there (``_read_gap``). _fed: the
+        # feed's revision after the last batch queued; _gap: [that revision, the feed's
+        # revision now, the newest event of this prefix not queued]; _skip_through: events
+        # up to it were read from the store, and the feed's copies are dropped.
+        self._fed = start_revision
+        self._gap: list[int] | None = None
+        self._skip_through = 0
         # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
         self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
         # what each retained snapshot alone keeps alive, in bytes (estimated), and their sum
@@ -259,10 +274,32 @@ class ResourceCache:
 
         A batch with no event of this cache, while nothing of it is pending, only
         moves the revision: done here, sparing a task switch per cache per batch."""
+        if self._skip_through:
+            if events and events[0].kv.mod_revision <= self._skip_through:
+                events = [ev for ev in events if ev.kv.mod_revision > self._skip_through]
+            if revision >= self._skip_through:
+                self._skip_through = 0
+        gap = self._gap
+        if gap is not None:
+            gap[1] = revision
+            if events:
+                gap[2] = events[-1].kv.mod_revision
+            return
         if not events and not self._busy and self._queue.empty() and self.ready.is_set():
             self.revision = max(self.revision, revision)
+            self._fed = revision
             self._resolve_waiters()
             return
+        if events and self.queued + len(events) > self.config.feed_backlog and self.ready.is_set():
+            # Without this a cache behind its writers (a saturated core, a long collection)
+            # queued every event, about 1 KB each: at 100,000 nodes, ten seconds of writes
+            # (117,000) at 172,000 pods, 1.4 million after the loop had stalled for a minute.
+            # Read again, they cost a store read and a decode each instead of memory.
+            self._gap = [self._fed, revision, events[-1].kv.mod_revision]
+            self._queue.put_nowait(_GAP)
+            return
+        self._fed = revision
+        self.queued += len(events)
         self._queue.put_nowait((events, revision, received))
 
     async def run(self, st: store.Store) -> None:
@@ -275,12 +312,49 @@ class ResourceCache:
             self._resolve_waiters(fail=True)
             raise
         while True:
-            events, revision, received = await self._queue.get()
+            batch = await self._queue.get()
             self._busy = True
             try:
-                await self.apply(events, revision, received)
+                if batch is _GAP:
+                    await self._read_gap(st)
+                else:
+                    events, revision, received = batch
+                    self.queued -= len(events)
+                    await self.apply(events, revision, received)
             finally:
                 self._busy = self._queue.qsize() > 0
+
+    async def _read_gap(self, st: store.Store) -> None:
+        """Apply, from the store's log, the events of this prefix the feed did not queue
+        (``feed``), then take the feed's batches again. Done once every event the feed
+        passed over is applied: the store may have given newer ones too, which the
+        feed's later batches then skip. A gap the store no longer has (compacted) fails
+        the cache: its watchers end and resume, and the next read builds it anew."""
+        gap = self._gap
+        assert gap is not None
+        applied = gap[0]
+        watch = st.watch(self.prefix, store.prefix_end(self.prefix), gap[0] + 1)
+        try:
+            while applied < gap[2]:
+                events = await anext(watch)
+                if events:
+                    applied = events[-1].kv.mod_revision
+                    await self.apply(events, applied, time.perf_counter())
+        except BaseException as e:
+            if not isinstance(e, asyncio.CancelledError):
+                self.close(f"the watch cache could not read its backlog from the store: {e}")
+            raise
+        finally:
+            close = getattr(watch, "aclose", None)  # both stores' watches have it; the protocol does not say
+            if close is not None:
+                await close()
+        # no await since the check: the feed has passed over nothing newer than ``applied``
+        self._gap = None
+        self._fed = max(gap[1], applied)
+        self._skip_through = applied if applied > gap[1] else 0
+        if self._fed > self.revision:
+            self.revision = self._fed
+            self._resolve_waiters()
 
     async def _load(self, st: store.Store) -> None:
         end = store.prefix_end(self.prefix)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -448,6 +449,91 @@ async def test_retained_snapshots_stay_within_the_window_and_their_memory_bound(
                 == [orjson.loads(kv.value)["spec"]["nodeName"] for kv in kvs]
     finally:
         await caches.stop()
+        await st.close()
+
+
+async def test_a_cache_behind_its_writers_reads_its_backlog_from_the_store(tmp_path: Path) -> None:
+    """With the applier held (a reader holds the lock it needs), the pods cache queues at
+    most feed_backlog events; the feed passes over the rest for it, and the applier reads
+    them from the store's log when it gets there. Meanwhile another resource's cache keeps
+    up. Released, the pods cache has every write, in order, once, and a watcher sees each
+    event once, while writes go on."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    caches = WatchCaches(st, CacheConfig(feed_backlog=20))
+    await caches.start()
+    env = Env(st, caches)
+    cms = next(t for t in BUILTIN if t.plural == "configmaps")
+    try:
+        cache, other = caches.cache_for(PODS), caches.cache_for(cms)
+        await cache.ready.wait()
+        await other.ready.wait()
+        stream = await env.reads.watch(PODS, None, WatchOptions(everything(), resource_version=str(cache.revision)))
+        await cache.lock.acquire_read()
+        revisions = []
+        most = 0
+        for n in range(150):
+            revisions.append(await env.put(f"p{n % 40:02d}", node=f"n{n}"))
+            most = max(most, cache.queued)
+        cm = await st.create(cms.key("ns", "c"), orjson.dumps({"metadata": {"name": "c", "namespace": "ns"}}))
+        assert await other.wait_fresh(cm, timeout=5)  # the other cache is not held back
+        assert most <= 20
+        assert cache.revision < revisions[0]
+        cache.lock.release_read()
+        more = asyncio.gather(*[env.put(f"q{n}", node="late") for n in range(30)])
+        assert await cache.wait_fresh(revisions[-1], timeout=10)
+        revisions += sorted(await more)
+        assert await cache.wait_fresh(revisions[-1], timeout=10)
+        seen = [int(orjson.loads(item.raw)["metadata"]["resourceVersion"])
+                for item in await collect(stream, len(revisions), timeout=10)]
+        assert seen == revisions
+        listed = await env.reads.list(PODS, None, ListOptions(everything()))
+        kvs, _, _ = await st.range(PODS.prefix(), store.prefix_end(PODS.prefix()))
+        assert [orjson.loads(i)["spec"]["nodeName"] for i in listed.items] \
+            == [orjson.loads(kv.value)["spec"]["nodeName"] for kv in kvs]
+        assert cache.queued == 0 and cache._gap is None
+    finally:
+        await caches.stop()
+        await st.close()
+
+
+async def test_a_backlog_read_from_the_store_past_the_feed_is_not_applied_twice(tmp_path: Path) -> None:
+    """The feed's batches, handed over here by hand, lag the store: reading its gap, the
+    cache gets events the feed has not delivered yet; the feed's copies of those are then
+    dropped, and what follows them applied."""
+    from controlplane.watchcache.cache import ResourceCache
+    st = store.open(f"lmdb://{tmp_path}/store")
+    try:
+        cache = ResourceCache(PODS.prefix(), "pods", CacheConfig(feed_backlog=5), await st.revision())
+        task = asyncio.create_task(cache.run(st))
+        await cache.ready.wait()
+        watcher_stream = st.watch(b"\x00", b"\x00", cache.revision + 1)
+        revisions = [await st.create(PODS.key("ns", f"p{n}"), pod(f"p{n}", node="a")) for n in range(12)]
+        events: list[store.Event] = []
+        while len(events) < 12:
+            events += await anext(watcher_stream)
+        await cache.lock.acquire_read()
+        for ev in events[:8]:  # 5 queued, then a gap from the 6th on
+            cache.feed([ev], ev.kv.mod_revision, time.perf_counter())
+        assert cache.queued == 5 and cache._gap == [revisions[4], revisions[7], revisions[7]]
+        cache.lock.release_read()
+        assert await cache.wait_fresh(revisions[-1], timeout=5)  # the gap read reached the store's newest
+        assert cache._skip_through == revisions[-1]
+        for ev in events[8:]:
+            cache.feed([ev], ev.kv.mod_revision, time.perf_counter())
+        last = await st.update(PODS.key("ns", "p0"), pod("p0", node="b"), 0)
+        tail: list[store.Event] = []
+        while not tail:
+            tail = await anext(watcher_stream)
+        cache.feed(tail, last, time.perf_counter())
+        assert await cache.wait_fresh(last, timeout=5)
+        assert [ev.revision for ev in cache.window.since(revisions[0] - 1) or []] == [*revisions, last]
+        snap = await cache.snapshot()
+        assert [(k, e[1]) for k, e in snap.items(b"", b"\xff")] == sorted(
+            [(PODS.key("ns", f"p{n}"), revisions[n]) for n in range(1, 12)] + [(PODS.key("ns", "p0"), last)])
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await watcher_stream.aclose()  # type: ignore[attr-defined]
+    finally:
         await st.close()
 
 
