@@ -52,6 +52,7 @@ __all__ = [
     "STORE_COMMIT_SECONDS",
     "WATCH_CACHE_FALLBACKS",
     "WATCH_CACHE_LOCK_WAIT",
+    "WATCH_CACHE_REREAD_EVENTS",
     "WATCH_EVENT_DELIVERY",
     "exposition",
     "monitor_event_loop_lag",
@@ -89,6 +90,14 @@ WATCH_CACHE_FALLBACKS = Counter(
     "Reads the watch cache handed to the store: a consistent read that waited too long for the cache "
     "(reason get/list/watch), a revision older than the cache keeps (past-revision, window), a cache not loaded.",
     ["resource", "reason"],
+    registry=REGISTRY,
+)
+
+WATCH_CACHE_REREAD_EVENTS = Counter(
+    "controlplane_watch_cache_reread_events_total",
+    "Events a watch cache read back from the store's log because it had fallen more than its feed backlog "
+    "(100,000 events) behind its writers, rather than hold them queued in memory.",
+    ["resource"],
     registry=REGISTRY,
 )
 

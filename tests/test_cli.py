@@ -416,3 +416,15 @@ def test_bench_watchcache_selector_compares_label_pairs_with_the_general_match(
     assert [(line["metric"], line["way"]) for line in lines] == [
         ("label_selected_match_per_entry", "dict"), ("label_selected_match_per_entry", "pairs")]
     assert lines[0]["matched"] == lines[1]["matched"] > 0 and lines[1]["peer"] == "dict"
+
+
+def test_bench_nodes_in_process_prints_each_step_and_the_pods_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "nodes", "--nodes", "20", "--renew-interval", "1", "--heartbeat-seconds", "1",
+                     "--renewals", "bulk", "--pod-rate", "40", "--pod-seconds", "1"]) == 0
+    lines = {line["metric"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert lines["nodes_created"]["value"] == 20
+    assert lines["lease_renewals_per_second"]["value"] > 0
+    assert lines["pod_startup_p99"]["pods"] == 40 and lines["pod_startup_p99"]["not_running"] == 0
+    # a cache this far from its writers holds nothing back, nor reads anything again
+    assert lines["watch_cache_backlog_max"]["value"] < 1_000 and lines["watch_cache_backlog_max"]["reread"] == 0
+    assert lines["rss_after_pods"]["value"] > 0 and lines["rss_after_pods"]["pods"] == 40

@@ -113,7 +113,15 @@ async def run(args: argparse.Namespace) -> None:
 
             if args.pod_rate > 0 and args.pod_seconds > 0:
                 c0, w0 = time.process_time(), time.monotonic()
+                backlog = asyncio.create_task(_cache_backlog(app.state.server.caches))
                 pods = await _pods(client, resource_path, args)
+                backlog.cancel()
+                most, reread = await backlog
+                mem = _memory_kib()
+                emit("watch_cache_backlog_max", most, "events", reread=reread,
+                     note="the most events one cache had queued, sampled each second while the pods were "
+                          "created; reread: events caches read back from the store instead (past 100,000)")
+                emit("rss_after_pods", mem.get("VmRSS", 0) / 1024, "MiB", pods=pods, nodes=args.nodes)
                 if pods:
                     # less what the heartbeats and the idle server cost meanwhile
                     spent = time.process_time() - c0 - cpu * (time.monotonic() - w0)
@@ -142,6 +150,19 @@ async def _held(sim: Any, args: argparse.Namespace, idle: float, pods: int) -> N
     mem = _memory_kib()
     emit("rss_with_pods_held", mem.get("VmRSS", 0) / 1024, "MiB", peak=round(mem.get("VmHWM", 0) / 1024),
          pods_held=pods, nodes=args.nodes, note="this process: the API server, its watch cache, the components")
+
+
+async def _cache_backlog(caches: Any) -> tuple[int, int]:
+    """Until cancelled: the most events any watch cache had queued (sampled each second), and
+    the events the caches read back from the store meanwhile (``ResourceCache._read_gap``)."""
+    reread0 = sum(c.reread for c in caches.caches())
+    most = 0
+    try:
+        while True:
+            most = max([most, *(c.queued for c in caches.caches())])
+            await asyncio.sleep(1.0)
+    except asyncio.CancelledError:
+        return most, sum(c.reread for c in caches.caches()) - reread0
 
 
 async def _heartbeats(sim: Any, args: argparse.Namespace, idle: float, mode: str, seconds: float | None = None,

@@ -40,7 +40,7 @@ import store
 from store import Event, EventType
 
 from ..gcsettings import untracked
-from ..metrics import WATCH_CACHE_LOCK_WAIT
+from ..metrics import WATCH_CACHE_LOCK_WAIT, WATCH_CACHE_REREAD_EVENTS
 from ..registry.attrs import Attrs, Filter
 from .cowmap import CowSortedMap, View
 from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
@@ -241,6 +241,7 @@ class ResourceCache:
         self._fed = start_revision
         self._gap: list[int] | None = None
         self._skip_through = 0
+        self.reread = 0  # events read back from the store so (controlplane_watch_cache_reread_events_total)
         # (revision, snapshot, taken at): lazy mode's per-event snapshots, oldest first
         self._retained: deque[tuple[int, LazySnapshot, float]] = deque()
         # what each retained snapshot alone keeps alive, in bytes (estimated), and their sum
@@ -334,11 +335,14 @@ class ResourceCache:
         assert gap is not None
         applied = gap[0]
         watch = st.watch(self.prefix, store.prefix_end(self.prefix), gap[0] + 1)
+        reread = WATCH_CACHE_REREAD_EVENTS.labels(resource=self.plural)
         try:
             while applied < gap[2]:
                 events = await anext(watch)
                 if events:
                     applied = events[-1].kv.mod_revision
+                    self.reread += len(events)
+                    reread.inc(len(events))
                     await self.apply(events, applied, time.perf_counter())
         except BaseException as e:
             if not isinstance(e, asyncio.CancelledError):

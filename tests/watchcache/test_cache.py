@@ -491,6 +491,7 @@ async def test_a_cache_behind_its_writers_reads_its_backlog_from_the_store(tmp_p
         assert [orjson.loads(i)["spec"]["nodeName"] for i in listed.items] \
             == [orjson.loads(kv.value)["spec"]["nodeName"] for kv in kvs]
         assert cache.queued == 0 and cache._gap is None
+        assert cache.reread >= 150 - 20
     finally:
         await caches.stop()
         await st.close()
