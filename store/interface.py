@@ -68,9 +68,12 @@ MAX_VALUE_BYTES = 1536 * 1024
 MAX_KEY_BYTES = 511
 
 
-@dataclass(frozen=True, slots=True)
+# KeyValue and Event are not changed once made, by contract: frozen, each would cost
+# 0.7 µs to make instead of 0.15 (its __init__ sets every field through
+# object.__setattr__), and the store makes one of each for every write it publishes.
+@dataclass(slots=True)
 class KeyValue:
-    """One version of one key."""
+    """One version of one key (never changed once made)."""
 
     key: bytes
     value: bytes
@@ -84,9 +87,9 @@ class EventType(enum.Enum):
     DELETE = "DELETE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
-    """A mutation, as a watcher sees it.
+    """A mutation, as a watcher sees it (never changed once made).
 
     For PUT, ``kv`` is the key's new version (``kv.version == 1`` for a create).
     For DELETE, ``kv`` carries the key, ``mod_revision`` is the delete's

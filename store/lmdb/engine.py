@@ -117,10 +117,11 @@ class _Watcher:
             return key == self.start
         return key >= self.start and (self.end == b"\x00" or key < self.end)
 
-    def push(self, event: Event) -> None:
-        if not self.synced:  # overflowed earlier in this same batch: the replay will cover it
+    def push(self, events: list[Event]) -> None:
+        """A committed batch's events for this watcher, in revision order."""
+        if not self.synced:  # overflowed earlier: the replay will cover these
             return
-        self.buffer.append(event)
+        self.buffer += events
         if len(self.buffer) > _WATCH_BUFFER:
             self.next_rev = self.buffer[0].kv.mod_revision
             self.buffer = []
@@ -555,17 +556,25 @@ class LmdbStore:
         watchers = [w for w in self._watchers if w.synced]
         if not watchers:
             return
-        for c in changes:
-            event: Event | None = None
-            for w in watchers:
-                if c.revision < w.next_rev or not w.matches(c.key):
+        # each change's event (without prev_kv) made once, for every watcher it matches
+        made: list[Event | None] = [None] * len(changes)
+        for w in watchers:
+            mine: list[Event] = []
+            first, start, end, prev_kv = w.next_rev, w.start, w.end, w.prev_kv
+            for i, c in enumerate(changes):
+                key = c.key
+                if c.revision < first or (key != start if end == b"" else (
+                        key < start or (end != b"\x00" and key >= end))):  # (_Watcher.matches)
                     continue
+                if prev_kv and c.prev_revision:
+                    mine.append(self._event(c, self._prev_kv(c), c.committed or committed))
+                    continue
+                event = made[i]
                 if event is None:
-                    event = self._event(c, None, c.committed or committed)
-                if w.prev_kv and c.prev_revision:
-                    w.push(self._event(c, self._prev_kv(c), c.committed or committed))
-                else:
-                    w.push(event)
+                    event = made[i] = self._event(c, None, c.committed or committed)
+                mine.append(event)
+            if mine:
+                w.push(mine)
 
     def _event(self, c: Change, prev: KeyValue | None, committed: float = 0.0) -> Event:
         if c.kind == L.PUT:

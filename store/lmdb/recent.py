@@ -11,6 +11,8 @@ The writer puts and readers get, all on the event loop.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
 
 # (mod_revision, version, raw value)
 Recent = tuple[int, int, bytes]
@@ -35,6 +37,21 @@ class RecentValues:
         values[key] = (revision, version, value)
         values.move_to_end(key)
         if len(values) > self.capacity:
+            values.popitem(last=False)
+
+    def put_changes(self, changes: Iterable[Any]) -> None:
+        """Each of a committed batch's ``Change``s in turn: a put's value is its key's
+        newest, a delete's key is forgotten (``put`` and ``discard`` inlined: a call of
+        each per write was 3% of a Lease renewal)."""
+        values = self._values
+        move = values.move_to_end
+        for ch in changes:
+            if ch.value is not None:
+                values[ch.key] = (ch.revision, ch.version, ch.value)
+                move(ch.key)
+            else:
+                values.pop(ch.key, None)
+        while len(values) > self.capacity:
             values.popitem(last=False)
 
     def discard(self, key: bytes) -> None:

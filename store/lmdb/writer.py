@@ -443,15 +443,11 @@ class Writer:
 
     def _after_commit(self, batch: Batch) -> None:
         self._rev = batch.last_revision
-        recent = self._recent
+        overlay, order = self._overlay, self._overlay_order
         for ch in batch.changes:
-            entry = (ch.revision, ch.create_revision, ch.version)
-            self._overlay[ch.key] = entry
-            self._overlay_order.append((ch.revision, ch.key))
-            if ch.value is not None:
-                recent.put(ch.key, ch.revision, ch.version, ch.value)
-            else:
-                recent.discard(ch.key)
+            overlay[ch.key] = (ch.revision, ch.create_revision, ch.version)
+            order.append((ch.revision, ch.key))
+        self._recent.put_changes(batch.changes)
 
     def _trim_overlay(self) -> None:
         applied = self._index.revision
