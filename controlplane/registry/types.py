@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILTIN", "Registry", "ResourceType"]
 
+_PREFIXES_MAX = 4096  # namespaces a type remembers the prefix of (past that, it starts again)
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -44,6 +46,8 @@ class ResourceType:
     # what a served version of a CustomResourceDefinition adds (schema, printer
     # columns); None for built-in types
     custom: CustomVersion | None = field(default=None, compare=False)
+    # prefix() by namespace (None: the type's), made once: every write and read needs a key
+    _prefixes: dict[str | None, bytes] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def group_version(self) -> str:
@@ -63,15 +67,21 @@ class ResourceType:
 
     def prefix(self, namespace: str | None = None) -> bytes:
         """The store prefix of this type's objects (in one namespace, if given)."""
-        base = f"/registry/{self.storage_group}/{self.plural}/" if self.storage_group else f"/registry/{self.plural}/"
-        if self.namespaced and namespace:
-            base += namespace + "/"
-        return base.encode()
+        prefixes = self._prefixes
+        made = prefixes.get(namespace)
+        if made is None:
+            base = f"/registry/{self.storage_group}/{self.plural}/" if self.storage_group else \
+                f"/registry/{self.plural}/"
+            if self.namespaced and namespace:
+                base += namespace + "/"
+            made = base.encode()
+            if len(prefixes) >= _PREFIXES_MAX:
+                prefixes.clear()
+            prefixes[namespace] = made
+        return made
 
     def key(self, namespace: str | None, name: str) -> bytes:
-        if self.namespaced:
-            return self.prefix(namespace) + name.encode()
-        return self.prefix() + name.encode()
+        return self.prefix(namespace if self.namespaced else None) + name.encode()
 
 
 def _core(kind: str, plural: str, namespaced: bool = True, **kw: object) -> ResourceType:
