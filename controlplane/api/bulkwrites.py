@@ -47,11 +47,14 @@ class Rewrite:
     # the object made from its stored bytes, and whether only the plans' moving values
     # changed (a plan can be learnt from it); None: it already is so, nothing to write
     whole: Callable[[bytes], tuple[dict[str, Any], bool] | None]
-    # the object spliced from its plan (bytes, the revision to expect, attrs), or None
-    splice: Callable[[bytes], tuple[bytes, int, Attrs] | None]
     # a whole-way write that ``whole`` called learnable, stored at a revision: learn its plan
     learn: Callable[[bytes, int, bytes, dict[str, Any]], None]
     plans: SplicePlans | None  # None: a dry run, which neither uses the plans nor changes them
+    # what a splice from a plan writes: the moving values (in the plans' field order), by
+    # which field manager, with which tag; the last value is the one that must change
+    manager: str = ""
+    values: tuple[bytes, ...] = ()
+    tag: bytes = b""
 
 
 @dataclass
@@ -104,12 +107,16 @@ async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Re
             # (name, key, value, the revision it was made from; the object made the whole way and
             # whether a plan can be learnt from it, or None and the attrs of a splice)
             writes: list[tuple[str, bytes, bytes, int, dict[str, Any] | None, bool, Attrs | None]] = []
-            for name in pending:
-                key = rtype.key(namespace, name)
-                if attempt == 0 and plans is not None:
-                    spliced = how.splice(key)
-                    if spliced is not None:
-                        writes.append((name, key, spliced[0], spliced[1], None, False, spliced[2]))
+            prefix = rtype.prefix(namespace if rtype.namespaced else None)
+            keys = [prefix + name.encode() for name in pending]
+            spliced = plans.splice_many(keys, how.manager, how.values, how.tag, fresh=len(how.values) - 1) \
+                if attempt == 0 and plans is not None else None
+            for n, name in enumerate(pending):
+                key = keys[n]
+                if spliced is not None:
+                    planned = spliced[n]
+                    if planned is not None:
+                        writes.append((name, key, planned[0], planned[1], None, False, planned[2]))
                         continue
                 found = reads.latest(rtype, key) if attempt == 0 else await _at_least(
                     reads, rtype, namespace, name, behind.get(name, 0))
@@ -129,6 +136,10 @@ async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Re
                 writes.append((name, key, orjson.dumps(obj), revision, obj, learnable, None))
             results = await store.update_many(store_, [(key, value, rev) for _, key, value, rev, *_ in writes])
             pending = []
+            # the splices stored (key, the plan's revision, the revision taken), and what the
+            # watch cache is handed for them (key, revision, served JSON, attrs)
+            spliced_done: list[tuple[bytes, int, int]] = []
+            primes: list[tuple[bytes, int, bytes, Attrs]] = []
             for (name, key, value, base, whole, learnable, same_attrs), result in zip(writes, results, strict=True):
                 if isinstance(result, int):
                     out.done += 1
@@ -136,9 +147,8 @@ async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Re
                         continue  # a dry run: nothing was written
                     served = with_resource_version(value, result)
                     if same_attrs is not None:
-                        if plans is not None:
-                            plans.written(key, base, result, value)
-                        reads.prime_attrs(rtype, key, result, served, same_attrs)
+                        spliced_done.append((key, base, result))
+                        primes.append((key, result, served, same_attrs))
                     elif whole is not None:
                         whole["metadata"]["resourceVersion"] = str(result)
                         reads.prime(rtype, key, result, served, whole)
@@ -154,6 +164,10 @@ async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Re
                     out.missing.append(name)
                 else:
                     raise result
+            if plans is not None and spliced_done:
+                plans.written(spliced_done, how.values)
+            if primes:
+                reads.prime_attrs(rtype, primes)
             if not pending:
                 break
         out.conflicts += pending

@@ -143,14 +143,19 @@ class RenewalPlans(SplicePlans):
                       now: bytes, attrs: Attrs) -> None:
         """``stored`` (written at ``revision``, with ``attrs``) is a renewal made the whole way
         by ``manager`` to ``renew_time`` at ``now``."""
-        self.learn(key, revision, manager, stored, (now, renew_time), (1, 1), attrs)
+        self.learn(key, revision, manager, stored, self.values(renew_time, now), (1, 1), attrs)
 
     def renewal(self, key: bytes, manager: str, renew_time: bytes,
                 now: bytes) -> tuple[bytes, int, Attrs] | None:
         """The Lease's last version renewed here, renewed again by ``manager`` to
         ``renew_time`` at ``now``: its bytes, the revision to expect and its attrs; None
         without a plan, or when the plan already holds ``renew_time``."""
-        return self.splice(key, manager, (now, renew_time), fresh=1)
+        return self.splice(key, manager, self.values(renew_time, now), fresh=1)
+
+    @staticmethod
+    def values(renew_time: bytes, now: bytes) -> tuple[bytes, bytes]:
+        """A renewal's moving values, in the plans' field order (``spec.renewTime`` last)."""
+        return now, renew_time
 
 
 async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, namespace: str,
@@ -165,16 +170,12 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
     renew_bytes, now_bytes = renew_time.encode(), now.encode()
     splicing = plans if prime else None  # a dry run neither uses the plans nor changes them
 
-    def splice(key: bytes) -> tuple[bytes, int, Attrs] | None:
-        assert splicing is not None
-        return splicing.renewal(key, manager, renew_bytes, now_bytes)
-
     def learn(key: bytes, revision: int, value: bytes, obj: dict[str, Any]) -> None:
         assert splicing is not None
         splicing.learn_renewal(key, revision, manager, value, renew_bytes, now_bytes, attrs_of(leases.plural, obj))
 
-    how = Rewrite(leases, namespace, lambda stored: _renewed(leases, stored, renew_time, manager, now), splice,
-                  learn, splicing)
+    how = Rewrite(leases, namespace, lambda stored: _renewed(leases, stored, renew_time, manager, now), learn,
+                  splicing, manager, RenewalPlans.values(renew_bytes, now_bytes))
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"namespace": namespace, "creationTimestamp": None},

@@ -44,7 +44,7 @@ import orjson
 from store import Store
 
 from ..registry import ResourceType, managedfields
-from ..registry.attrs import Attrs, attrs_of
+from ..registry.attrs import attrs_of
 from ..registry.strategies import validate_name
 from ..registry.validation import parse_time
 from .bulkwrites import Rewrite, rewrite_each
@@ -220,10 +220,6 @@ async def report_node_status(*, store_: Store, reads: Reads, nodes: ResourceType
     values, tag = (now.encode(), heartbeat.encode()), _tag(reported)
     splicing = plans if prime else None  # a dry run neither uses the plans nor changes them
 
-    def splice(key: bytes) -> tuple[bytes, int, Attrs] | None:
-        assert splicing is not None
-        return splicing.splice(key, manager, values, tag, fresh=1)
-
     def learn(key: bytes, revision: int, value: bytes, obj: dict[str, Any]) -> None:
         assert splicing is not None
         marked = _marked(value, reported, manager)
@@ -231,8 +227,8 @@ async def report_node_status(*, store_: Store, reads: Reads, nodes: ResourceType
             splicing.learn_marked(key, revision, manager, value, marked, _MARKS, values, (1, len(reported)),
                                   attrs_of(nodes.plural, obj), tag)
 
-    how = Rewrite(nodes, "", lambda stored: _reported(nodes, stored, reported, heartbeat, manager), splice, learn,
-                  splicing)
+    how = Rewrite(nodes, "", lambda stored: _reported(nodes, stored, reported, heartbeat, manager), learn,
+                  splicing, manager, values, tag)
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
             "metadata": {"creationTimestamp": None},

@@ -280,9 +280,10 @@ class Reads(Protocol):
         """A write of this process made ``obj`` at ``revision``, served as ``raw``: a cache
         may take them for that version instead of decoding the store's bytes again."""
 
-    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
-        """As ``prime``, for a version whose labels and selectable fields are known to be
-        ``attrs`` (made by a change no filter reads from a version that had them)."""
+    def prime_attrs(self, rtype: ResourceType, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
+        """As ``prime``, for versions (key, revision, served JSON, attrs) whose labels and
+        selectable fields are known to be ``attrs`` (made by a change no filter reads from
+        a version that had them)."""
 
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         """The newest version of ``key`` this server holds in memory, at once: its JSON
@@ -319,7 +320,7 @@ class StoreReads:
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
         return None  # nothing cached
 
-    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
+    def prime_attrs(self, rtype: ResourceType, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
         return None  # nothing cached
 
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:

@@ -117,33 +117,44 @@ class SplicePlans:
         a value is not of its width, or where value ``fresh`` is already the plan's (a write
         that would change nothing: the whole way then checks the current version, which may
         be another's)."""
-        plan = self._plans.get(key)
-        if plan is None or plan.manager != manager or plan.tag != tag:
-            return None
+        return self.splice_many([key], manager, values, tag, fresh)[0]
+
+    def splice_many(self, keys: list[bytes], manager: str, values: tuple[bytes, ...], tag: bytes = b"",
+                    fresh: int = -1) -> list[tuple[bytes, int, Attrs] | None]:
+        """``splice`` of each of ``keys`` with the same values (one request's: a loop here,
+        not a call per object, at 10,000 renewals a second)."""
         for (_, width), value in zip(self.fields, values, strict=True):
             if len(value) != width:
-                return None
-        if fresh >= 0 and plan.values[fresh] == values[fresh]:
-            return None
-        pieces = plan.pieces
-        parts = [pieces[0]]
-        for n, i in enumerate(plan.order, 1):
-            parts.append(values[i])
-            parts.append(pieces[n])
-        return b"".join(parts), plan.revision, plan.attrs
+                return [None] * len(keys)
+        plans, join = self._plans, b"".join
+        unchanged = values[fresh] if fresh >= 0 else None
+        out: list[tuple[bytes, int, Attrs] | None] = []
+        for key in keys:
+            plan = plans.get(key)
+            if plan is None or plan.manager != manager or plan.tag != tag or (
+                    unchanged is not None and plan.values[fresh] == unchanged):
+                out.append(None)
+                continue
+            pieces, order = plan.pieces, plan.order
+            if len(order) == 2:  # a Lease renewal's two values
+                made = join((pieces[0], values[order[0]], pieces[1], values[order[1]], pieces[2]))
+            else:
+                parts = [pieces[0]]
+                for n, i in enumerate(order, 1):
+                    parts.append(values[i])
+                    parts.append(pieces[n])
+                made = join(parts)
+            out.append((made, plan.revision, plan.attrs))
+        return out
 
-    def written(self, key: bytes, base: int, revision: int, stored: bytes) -> None:
-        """A write spliced from the plan at ``base`` was stored at ``revision`` as ``stored``
-        (its pieces are the plan's: only the values moved)."""
-        plan = self._plans.get(key)
-        if plan is not None and plan.revision == base:
-            fields, values = self.fields, list(plan.values)
-            at = len(plan.pieces[0])
-            for n, i in enumerate(plan.order, 1):
-                width = fields[i][1]
-                values[i] = stored[at:at + width]
-                at += width + len(plan.pieces[n])
-            plan.revision, plan.values = revision, tuple(values)
+    def written(self, done: list[tuple[bytes, int, int]], values: tuple[bytes, ...]) -> None:
+        """Writes spliced with ``values`` were stored: each ``(key, the plan's revision they
+        were made from, the revision they took)``. A plan moved on since is left alone."""
+        plans = self._plans
+        for key, base, revision in done:
+            plan = plans.get(key)
+            if plan is not None and plan.revision == base:
+                plan.revision, plan.values = revision, values
 
     def forget(self, key: bytes) -> None:
         """The object changed under the plan (a conflict): the whole way next."""

@@ -436,12 +436,14 @@ class ResourceCache:
             return  # already applied
         self._prime_entry(key, revision, raw, entry_of(self.plural, key, revision, raw, obj, self.packer.pack))
 
-    def prime_attrs(self, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
-        """As ``prime``, for a version whose labels and selectable fields are known to be
-        ``attrs`` (made by a change no filter reads from a version that had them): no parse."""
-        if revision <= self.revision:
-            return  # already applied
-        self._prime_entry(key, revision, raw, untracked((key, revision, self.packer.pack(raw), attrs)))
+    def prime_attrs(self, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
+        """As ``prime``, for versions (key, revision, served JSON, attrs) whose labels and
+        selectable fields are known to be ``attrs`` (made by a change no filter reads from
+        a version that had them): no parse."""
+        pack, applied = self.packer.pack, self.revision
+        for key, revision, raw, attrs in written:
+            if revision > applied:  # (else already applied)
+                self._prime_entry(key, revision, raw, untracked((key, revision, pack(raw), attrs)))
 
     def _prime_entry(self, key: bytes, revision: int, raw: bytes, entry: Entry) -> None:
         primed, newest = self._primed, self._primed_newest

@@ -71,8 +71,8 @@ class CacheReads:
     def prime(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, obj: dict[str, Any]) -> None:
         self.caches.cache_for(rtype).prime(key, revision, raw, obj)
 
-    def prime_attrs(self, rtype: ResourceType, key: bytes, revision: int, raw: bytes, attrs: Attrs) -> None:
-        self.caches.cache_for(rtype).prime_attrs(key, revision, raw, attrs)
+    def prime_attrs(self, rtype: ResourceType, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
+        self.caches.cache_for(rtype).prime_attrs(written)
 
     def latest(self, rtype: ResourceType, key: bytes) -> tuple[bytes, int] | None:
         cache = self.caches.cache_for(rtype)

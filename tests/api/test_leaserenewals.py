@@ -275,10 +275,10 @@ def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_wher
     assert plans.renewal(b"k", "other", renew2, later) is None  # another manager
     assert plans.renewal(b"k", "kubelet", b"2026-12-02T01:00:20.5Z", later) is None  # not a stored MicroTime
     assert plans.renewal(b"none", "kubelet", renew2, later) is None
-    plans.written(b"k", 7, 9, spliced)
+    plans.written([(b"k", 7, 9)], RenewalPlans.values(renew2, later))
     assert plans.renewal(b"k", "kubelet", T3.encode(), now) == (
         spliced.replace(later, now).replace(renew2, T3.encode()), 9, attrs)
-    plans.written(b"k", 7, 11, stored)  # not the plan's version: ignored
+    plans.written([(b"k", 7, 11)], RenewalPlans.values(renew, now))  # not the plan's version: ignored
     assert plans.renewal(b"k", "kubelet", renew, now) is not None
     plans.forget(b"k")
     assert plans.renewal(b"k", "kubelet", renew2, later) is None
