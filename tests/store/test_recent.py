@@ -1,0 +1,21 @@
+"""The store's recent raw values (``store.lmdb.recent``)."""
+
+from __future__ import annotations
+
+
+def test_recent_values_keep_the_newest_of_each_key_within_their_capacity() -> None:
+    from store.lmdb.layout import DELETE, PUT
+    from store.lmdb.recent import RecentValues
+    from store.lmdb.writer import Change
+
+    recent = RecentValues(capacity=8)
+    for i in range(20):
+        recent.put(b"k%d" % i, 100 + i, 1, b"v%d" % i)
+    kept = [i for i in range(20) if recent.get(b"k%d" % i) is not None]
+    assert 4 <= len(kept) <= 8 and kept == list(range(20 - len(kept), 20))  # the latest written, no gaps
+    recent.put_changes([Change(200, PUT, b"k19", 1, 2, 119, b"new"),
+                        Change(201, DELETE, b"k18", 0, 0, 118, None)])  # a delete forgets the key
+    assert recent.value_at(b"k19", 200) == b"new" and recent.value_at(b"k19", 119) is None
+    assert recent.get(b"k18") is None
+    recent.discard(b"k19")
+    assert recent.get(b"k19") is None
