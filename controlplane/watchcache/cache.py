@@ -404,11 +404,16 @@ class ResourceCache:
             built = self._build(part, received)
             await self.lock.acquire_write()
             try:
+                mapped, primed = self._map, self._primed
                 for ce in built:
+                    key = ce.obj[KEY]
                     if ce.type == "DELETED":
-                        self._map.delete(ce.obj[KEY])
+                        mapped.delete(key)
                     else:
-                        self._map.set(ce.obj[KEY], ce.obj)
+                        mapped.set(key, ce.obj)
+                    # the map has this version now (no await since: nobody saw the gap)
+                    if primed and primed.pop((key, ce.revision), None) is not None:
+                        self._forget_primed(key, ce.revision)
                 self.window.extend(built)
                 self.generation += len(built)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
@@ -416,12 +421,7 @@ class ResourceCache:
                     self._retain(self.revision)
             finally:
                 self.lock.release_write()
-            if self._primed:  # the map has these versions now (no await since: nobody saw the gap)
-                for ce in built:
-                    if self._primed.pop((ce.obj[KEY], ce.revision), None) is not None:
-                        self._forget_primed(ce.obj[KEY], ce.revision)
-            for ce in built:
-                self.watchers.dispatch(ce)
+            self.watchers.dispatch_all(built)
             self._resolve_waiters()
         if revision > self.revision:  # progress beyond this resource's own events
             self.revision = revision

@@ -130,10 +130,20 @@ class WatchCaches:
         received = time.perf_counter()
         route = self._route()
         by_cache: dict[ResourceCache, list[store.Event]] = {}
+        # a batch comes in runs of one resource (a request's writes): the run's cache is
+        # routed once, and its next keys only checked against its prefix
+        prefix, bucket = b"", None
         for ev in events:
-            cache = route(ev.kv.key)
-            if cache is not None:
-                by_cache.setdefault(cache, []).append(ev)
+            key = ev.kv.key
+            if bucket is None or not key.startswith(prefix):
+                cache = route(key)
+                if cache is None:
+                    bucket = None
+                    continue
+                prefix, bucket = cache.prefix, by_cache.get(cache)
+                if bucket is None:
+                    bucket = by_cache[cache] = []
+            bucket.append(ev)
         self.revision = events[-1].kv.mod_revision
         for cache in self._caches.values():
             cache.feed(by_cache.get(cache, []), self.revision, received)

@@ -127,6 +127,12 @@ class WatcherIndex:
         if not self._fields[w.hint[0]]:
             del self._fields[w.hint[0]]
 
+    def dispatch_all(self, events: list[CacheEvent]) -> None:
+        """``dispatch`` each of ``events``, in order (nothing to do without watchers)."""
+        if self._unhinted or self._fields:
+            for ev in events:
+                self.dispatch(ev)
+
     def dispatch(self, ev: CacheEvent) -> None:
         if self._unhinted:
             for w in tuple(self._unhinted):
