@@ -493,14 +493,6 @@ class Writer:
                         self._absorb(rev, payload)
                         self._pending.add(rev, payload)
 
-    def _latest(self, staged: dict[bytes, Entry], key: bytes) -> Entry | None:
-        e = staged.get(key)
-        if e is None:
-            e = self._overlay.get(key)
-            if e is None:
-                e = self._index.entries.get(key)
-        return e
-
     def _stage(self, ops: list[Op]) -> Batch:
         """Check each op against the latest state and build its record (no I/O)."""
         cur_rev = self._rev
@@ -509,12 +501,15 @@ class Writer:
         first = rev + 1
         staged: dict[bytes, Entry] = {}
         changes: list[Change] = []
+        # the latest entry: this batch's, else the overlay's, else the index's (an entry is a
+        # non-empty tuple: ``or`` takes the first found)
+        in_staged, in_overlay, in_index = staged.get, self._overlay.get, self._index.entries.get
         for op in ops:
             kind = op.kind
             if kind >= COMPACT:  # done by _commit_meta
                 continue
             key = op.key
-            latest = self._latest(staged, key)
+            latest = in_staged(key) or in_overlay(key) or in_index(key)
             live = is_live(latest)
             if kind == CREATE:
                 if live:
