@@ -10,6 +10,7 @@ import zstandard as zstd
 
 from controlplane.podgen import PodGenerator
 from store import heldzstd
+from store.codec import HELD_BELOW, Codec
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +91,17 @@ def test_a_value_larger_than_the_scratch_buffer_is_decompressed_whole(dictionary
     t.start()
     t.join()
     assert got == [big]
+
+
+@pytest.mark.parametrize("batch", [1, HELD_BELOW - 1, HELD_BELOW, 100])
+def test_the_codec_frames_a_batch_alike_held_or_in_one_call(pods: list[bytes], dictionary: zstd.ZstdCompressionDict,
+                                                            batch: int) -> None:
+    """encode_many compresses a small batch held, a value at a time, and a larger one in one
+    multi_compress_to_buffer call: the same frames either way, each read back by decode."""
+    codec = Codec()
+    codec.add_dictionary(7, b"/registry/pods/", dictionary.as_bytes())
+    values = pods[300:300 + batch]
+    frames = codec.encode_many(7, values)
+    assert [codec.decode(f) for f in frames] == values
+    one_call = codec._cctx(7).multi_compress_to_buffer(list[bytes | bytearray | memoryview](values), threads=0)
+    assert [f[5:] for f in frames] == [one_call[i].tobytes() for i in range(len(values))]
