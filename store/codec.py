@@ -246,8 +246,9 @@ class Codec:
         return frame
 
     def encode_many(self, dict_id: int, values: list[bytes]) -> list[bytes]:
-        """ZSTD_DICT frames for ``values`` with dictionary ``dict_id``, in one C call that
-        releases the GIL once (per-value calls would each queue for the GIL again)."""
+        """ZSTD_DICT frames for ``values`` with dictionary ``dict_id``: from ``HELD_BELOW`` values
+        on, in one C call that releases the GIL once (per-value calls that release it would
+        each queue for it again); fewer, a value at a time with the GIL kept."""
         head = b"\x02" + _DICT_ID.pack(dict_id)
         if len(values) < HELD_BELOW:
             held = self._held(dict_id)

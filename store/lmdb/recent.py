@@ -38,10 +38,6 @@ class RecentValues:
         r = self.get(key)
         return r[2] if r is not None and r[0] == revision else None
 
-    def put(self, key: bytes, revision: int, version: int, value: bytes) -> None:
-        self._younger[key] = (revision, version, value)
-        self._age()
-
     def put_changes(self, changes: Iterable[Any]) -> None:
         """Each of a committed batch's ``Change``s in turn: a put's value is its key's
         newest, a delete's key is forgotten."""

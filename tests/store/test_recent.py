@@ -9,8 +9,8 @@ def test_recent_values_keep_the_newest_of_each_key_within_their_capacity() -> No
     from store.lmdb.writer import Change
 
     recent = RecentValues(capacity=8)
-    for i in range(20):
-        recent.put(b"k%d" % i, 100 + i, 1, b"v%d" % i)
+    for i in range(20):  # a batch of one write each
+        recent.put_changes([Change(100 + i, PUT, b"k%d" % i, 100 + i, 1, 0, b"v%d" % i)])
     kept = [i for i in range(20) if recent.get(b"k%d" % i) is not None]
     assert 4 <= len(kept) <= 8 and kept == list(range(20 - len(kept), 20))  # the latest written, no gaps
     recent.put_changes([Change(200, PUT, b"k19", 1, 2, 119, b"new"),
