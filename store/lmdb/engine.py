@@ -794,7 +794,14 @@ class LmdbStore:
     async def update_many(self, items: Sequence[tuple[bytes, bytes, int]]) -> list[int | StoreError]:
         """``store.update_many``: every op handed to the writer before the first is awaited,
         so they share its commits (no task per op)."""
-        futures = [self._submit(UPDATE, self._check_key(k), self._check_value(v), e) for k, v, e in items]
+        self._start()
+        assert self._loop is not None and self._writer is not None
+        new_future = self._loop.create_future
+        ops = [Op(UPDATE, k if type(k) is bytes and 0 < len(k) <= MAX_KEY_BYTES else self._check_key(k),
+                  v if type(v) is bytes and len(v) <= MAX_VALUE_BYTES else self._check_value(v), e, new_future())
+               for k, v, e in items]
+        self._writer.submit_many(ops)
+        futures = [op.future for op in ops]
         out: list[int | StoreError] = []
         for f in futures:
             try:

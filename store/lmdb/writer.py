@@ -287,6 +287,12 @@ class Writer:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def submit_many(self, ops: list[Op]) -> None:
+        self._queue += ops
+        if not self._flush_scheduled and len(self._unanswered) < IN_FLIGHT:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
     async def stop(self) -> None:
         """Commit what was submitted, wait until it is answered, then end the syncer."""
         while self._queue or self._unanswered:
