@@ -86,12 +86,13 @@ class CacheEvent:
     new version; for DELETED the last version, at the delete's revision); ``prev``
     the version it replaced, for selector transitions."""
 
-    __slots__ = ("_items", "_recent", "obj", "prev", "received", "revision", "type")
+    __slots__ = ("_items", "_recent", "obj", "prev", "received", "revision", "size", "type")
 
     def __init__(self, kind: str, obj: Entry, prev: Entry | None, received: float) -> None:
         self.type = kind  # ADDED, MODIFIED or DELETED
         self.revision = obj[REVISION]
         self.obj = obj
+        self.size = len(obj[BODY]) + 200  # the bytes this event keeps alive, roughly
         self.prev = prev
         # time.perf_counter() when the store committed the revision, when it says
         # (this process's LMDB writes), else when its event reached the cache
@@ -125,10 +126,6 @@ class CacheEvent:
         For good: a line built later for one of them is not kept either."""
         self._items = None
         self._recent = False
-
-    @property
-    def size(self) -> int:
-        return len(self.obj[BODY]) + 200  # the bytes this event keeps alive, roughly
 
     def age(self) -> float:
         return time.perf_counter() - self.received

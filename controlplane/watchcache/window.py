@@ -45,15 +45,16 @@ class EventWindow:
         """Add events newer than every event here, in revision order; then evict what is
         past the bounds (once for them all)."""
         events = self._events
-        for event in added:
-            events.append(event)
-            size = event.size
-            self._bytes += size
-            self.added_bytes += size
-            # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
-            # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
-            if len(events) - self._head > LINES_KEPT:
-                events[-LINES_KEPT - 1].forget_lines()
+        events.extend(added)
+        size = sum([event.size for event in added])
+        self._bytes += size
+        self.added_bytes += size
+        # Only the newest LINES_KEPT events keep their watch lines (CacheEvent.item): live
+        # watchers drain within a few events; a window of 100,000 pods' lines was ~500 MB.
+        # These are the events that the ones added pushed out of the newest LINES_KEPT.
+        end = len(events) - LINES_KEPT
+        for i in range(max(self._head, end - len(added)), end):
+            events[i].forget_lines()
         self._evict(time.perf_counter())
 
     def _evict(self, now: float) -> None:
