@@ -401,19 +401,16 @@ class ResourceCache:
                 await asyncio.sleep(0)
                 turn = time.perf_counter()
             part = events[i:i + chunk]
-            built = self._build(part, received)
+            built, changes = self._build(part, received)
             await self.lock.acquire_write()
             try:
-                mapped, primed = self._map, self._primed
-                for ce in built:
-                    key = ce.obj[KEY]
-                    if ce.type == "DELETED":
-                        mapped.delete(key)
-                    else:
-                        mapped.set(key, ce.obj)
-                    # the map has this version now (no await since: nobody saw the gap)
-                    if primed and primed.pop((key, ce.revision), None) is not None:
-                        self._forget_primed(key, ce.revision)
+                self._map.apply_many(changes)
+                primed = self._primed
+                if primed:
+                    # the map has these versions now (no await since: nobody saw the gap)
+                    for key, entry in changes:
+                        if entry is not None and primed.pop((key, entry[REVISION]), None) is not None:
+                            self._forget_primed(key, entry[REVISION])
                 self.window.extend(built)
                 self.generation += len(built)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
@@ -471,11 +468,14 @@ class ResourceCache:
         while self._recent_bytes > RECENT_JSON_BYTES:
             self._recent_bytes -= len(recent.popitem(last=False)[1][1])
 
-    def _build(self, events: list[Event], received: float) -> list[CacheEvent]:
-        """The cache events of ``events``, without the lock: the applier is the map's
-        only writer, so reading it here sees exactly the state these events follow."""
+    def _build(self, events: list[Event],
+               received: float) -> tuple[list[CacheEvent], list[tuple[bytes, Entry | None]]]:
+        """The cache events of ``events``, and the map's changes for them (an entry, or
+        None to delete), without the lock: the applier is the map's only writer, so
+        reading it here sees exactly the state these events follow."""
         overlay: dict[bytes, Entry | None] = {}  # earlier events of this chunk, by key
         out: list[CacheEvent] = []
+        changes: list[tuple[bytes, Entry | None]] = []
         pack = self.packer.pack
         for ev in events:
             key = ev.kv.key
@@ -485,6 +485,7 @@ class ResourceCache:
                 if prev is not None:
                     out.append(CacheEvent("DELETED", restamped(prev, ev.kv.mod_revision, pack), prev,
                                           ev.committed or received))
+                    changes.append((key, None))
                 continue
             # (left in _primed until applied: latest_json serves it until the map has it)
             entry = self._primed.get((key, ev.kv.mod_revision)) if self._primed else None
@@ -492,7 +493,8 @@ class ResourceCache:
                 entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, ev.committed or received))
-        return out
+            changes.append((key, entry))
+        return out, changes
 
     def _retain(self, revision: int) -> None:
         """Keep the state after ``revision`` (lazy mode), within the count, age and memory

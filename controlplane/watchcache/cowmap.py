@@ -185,6 +185,43 @@ class CowSortedMap(Generic[V]):
         self._size += 1
         return None
 
+    def apply_many(self, changes: list[tuple[bytes, V | None]]) -> None:
+        """Set each ``(key, value)`` in turn, or delete ``key`` where ``value`` is None:
+        as ``set`` and ``delete`` one by one, but a leaf whose present keys are replaced is
+        copied once for the call, not once a write (a chunk of Lease renewals, sorted,
+        falls into a few leaves). The copies are this call's own until installed, so
+        writing into them breaks no view; they are installed before any change that
+        reshapes the tree (an insert, a delete) and at the end."""
+        firsts, leaves = self._firsts, self._leaves
+        opened: dict[int, list[V]] = {}  # leaf index -> its values, copied in this call
+        for key, value in changes:
+            if value is not None and leaves:
+                i = max(bisect_right(firsts, key) - 1, 0)
+                keys = leaves[i][0]
+                j = bisect_left(keys, key)
+                if j < len(keys) and keys[j] == key:
+                    values = opened.get(i)
+                    if values is None:
+                        values = opened[i] = list(leaves[i][1])
+                    values[j] = value
+                    continue
+            if opened:
+                self._install(opened)
+                opened = {}
+            if value is None:
+                self.delete(key)
+            else:
+                self.set(key, value)
+            firsts, leaves = self._firsts, self._leaves
+        if opened:
+            self._install(opened)
+
+    def _install(self, opened: dict[int, list[V]]) -> None:
+        self._own_top()
+        leaves = self._leaves
+        for i, values in opened.items():
+            leaves[i] = (leaves[i][0], tuple(values))
+
     def delete(self, key: bytes) -> V | None:
         """Remove ``key``; returns its value, or None if absent."""
         i = bisect_right(self._firsts, key) - 1

@@ -82,6 +82,42 @@ def test_every_snapshot_equals_the_dict_at_its_time(ops: list[tuple[bool, int]],
             assert view.count(a, b) == sum(1 for k, _ in expected if a <= k < b)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3 * LEAF), st.booleans()), max_size=600), max_size=8))
+def test_apply_many_is_set_and_delete_in_turn(chunks: list[list[tuple[int, bool]]]) -> None:
+    """A chunk applied at once leaves the map, and every snapshot taken before, as the
+    same writes one by one would (a leaf copied once a chunk is never one a view holds)."""
+    m: CowSortedMap[int] = CowSortedMap()
+    m.load_sorted([(_key(i), -i) for i in range(0, 3 * LEAF, 2)])
+    model = {_key(i): -i for i in range(0, 3 * LEAF, 2)}
+    taken = []
+    for c, chunk in enumerate(chunks):
+        taken.append((m.snapshot(), sorted(model.items())))
+        changes = [(_key(i), None if delete else c * 10_000 + n) for n, (i, delete) in enumerate(chunk)]
+        m.apply_many(changes)
+        for key, value in changes:
+            if value is None:
+                model.pop(key, None)
+            else:
+                model[key] = value
+        assert list(m.live().items()) == sorted(model.items())
+        assert len(m) == len(model)
+    for view, expected in taken:
+        assert list(view.items()) == expected
+
+
+def test_apply_many_copies_a_leaf_once_a_chunk() -> None:
+    m: CowSortedMap[int] = CowSortedMap()
+    m.load_sorted([(_key(i), i) for i in range(4 * LEAF)])
+    view = m.snapshot()
+    first_leaf = m._leaves[0]
+    m.apply_many([(_key(i), -i) for i in range(0, LEAF // 2)])
+    assert m._leaves[0] is not first_leaf and view._leaves[0] is first_leaf
+    assert [m.get(_key(i)) for i in range(3)] == [0, -1, -2]
+    assert [view.get(_key(i)) for i in range(3)] == [0, 1, 2]
+    assert all(a is b for a, b in zip(view._leaves[1:], m._leaves[1:], strict=True))
+
+
 def test_the_cyclic_gc_stops_tracking_leaves_and_entries() -> None:
     """The cache's bulk must not be walked by every collection (see entry.py)."""
     m: CowSortedMap[Entry] = CowSortedMap()
