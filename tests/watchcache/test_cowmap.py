@@ -111,7 +111,7 @@ def test_apply_many_copies_a_leaf_once_a_chunk() -> None:
     m.load_sorted([(_key(i), i) for i in range(4 * LEAF)])
     view = m.snapshot()
     first_leaf = m._leaves[0]
-    m.apply_many([(_key(i), -i) for i in range(0, LEAF // 2)])
+    m.apply_many([(_key(i), -i) for i in range(LEAF // 2)])
     assert m._leaves[0] is not first_leaf and view._leaves[0] is first_leaf
     assert [m.get(_key(i)) for i in range(3)] == [0, -1, -2]
     assert [view.get(_key(i)) for i in range(3)] == [0, 1, 2]
