@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -35,6 +36,21 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 STORE_SCHEMES = ("lmdb://", "etcd://")
+
+
+_GO_DURATION = re.compile(r"((\d+(\.\d*)?|\.\d+)(h|ms|m|s))+\Z")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(text: str) -> float:
+    """Seconds, from a number of seconds or a Go duration (``5m``, ``1m30s``, ``500ms``)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if not _GO_DURATION.match(text):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or as 5m, 90s, 1h)")
+    return sum(float(n) * _GO_UNITS[unit] for n, _, unit in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-protocol", choices=HTTP_PROTOCOLS, default="controlplane",
                        help="the HTTP/1.1 implementation on the connections: this project's (one write per "
                             "response) or uvicorn's httptools protocol, the benchmarks' peer (default: %(default)s)")
+    serve.add_argument("--etcd-compaction-interval", type=_duration, default=300.0, metavar="DURATION",
+                       help="how often the store's history is compacted, as kube-apiserver's flag: seconds or a "
+                            "Go duration (5m, 90s); what is older than one to two intervals then answers 410 "
+                            "Gone; 0 never compacts (default: 5m)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -158,6 +178,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             workers=args.workers,
             components_process=args.components_process,
             http_protocol=args.http_protocol,
+            compaction_interval=args.etcd_compaction_interval,
         )
     except ValueError as e:
         parser.error(str(e))

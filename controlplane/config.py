@@ -60,12 +60,17 @@ class Config:
     # HTTP/1.1 on the connections: our own protocol (api/http1.py), or uvicorn's httptools
     # one, kept as the side-by-side peer of the benchmarks
     http_protocol: HttpProtocol = "controlplane"
+    # seconds between compactions of the store's history (kube-apiserver's
+    # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
+    compaction_interval: float = 300.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 1..65535")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, not {self.workers}")
+        if not self.compaction_interval >= 0:
+            raise ValueError(f"compaction interval must be >= 0 seconds, not {self.compaction_interval}")
         if self.nodes < 0:
             raise ValueError(f"nodes must be >= 0, not {self.nodes}")
         if self.authorization_mode not in AUTHORIZATION_MODES:

@@ -268,13 +268,14 @@ def test_serve_defaults_match_design() -> None:
 def test_serve_flags_reach_the_config() -> None:
     argv = ["serve", "--host", "0.0.0.0", "--port", "7000", "--data-dir", "/var/cp", "--store", "etcd://a:2379,b:2379",
             "--kubeconfig-out", "/tmp/kc", "--token-auth-file", "/etc/tokens.csv", "--authorization-mode", "RBAC",
-            "--nodes", "100", "--no-scheduler", "--watch-cache-snapshot", "copy", "--log-level", "debug"]
+            "--nodes", "100", "--no-scheduler", "--watch-cache-snapshot", "copy", "--log-level", "debug",
+            "--etcd-compaction-interval", "1m30s"]
     parser = cli.build_parser()
     config = cli._config_from_args(parser, parser.parse_args(argv))
     assert config == Config(host="0.0.0.0", port=7000, data_dir=Path("/var/cp"), store="etcd://a:2379,b:2379",
                             kubeconfig_out=Path("/tmp/kc"), token_auth_file=Path("/etc/tokens.csv"),
                             authorization_mode="RBAC", nodes=100, scheduler=False, watch_cache_snapshot="copy",
-                            log_level="debug")
+                            log_level="debug", compaction_interval=90.0)
     assert config.server_url == "https://127.0.0.1:7000"
 
 
@@ -283,6 +284,8 @@ def test_serve_flags_reach_the_config() -> None:
     ["serve", "--nodes", "-1"],
     ["serve", "--port", "70000"],
     ["serve", "--watch-cache-snapshot", "eager"],
+    ["serve", "--etcd-compaction-interval", "5 minutes"],
+    ["serve", "--etcd-compaction-interval", "-5"],
 ])
 def test_serve_rejects_bad_flags(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     parser = cli.build_parser()

@@ -29,6 +29,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import store
+from store.compactor import run_compactor
 
 from ..client import Client
 from ..components import enabled
@@ -251,6 +252,9 @@ def create_app(config: Config) -> FastAPI:
             if hasattr(s, "commit_observer"):  # the LMDB engine reports its group commits
                 s.commit_observer = _observe_commit
             state.store = s
+            if config.compaction_interval > 0:  # every server process: they take turns (store/compactor.py)
+                state._tasks.append(asyncio.create_task(run_compactor(s, config.compaction_interval),
+                                                        name="store-compactor"))
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
             await asyncio.to_thread(schema.definitions)
             await kube.bootstrap()
