@@ -168,6 +168,9 @@ def _invalid_options(field: str, reason: str, message: str) -> ApiError:
     return ApiError.invalid(_LIST_OPTIONS, "", [{"reason": reason, "field": field, "message": message}])
 
 
+_FORBIDDEN = "FieldValueForbidden"
+
+
 def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
     rv = resource_version_param(query)
     match = query.get("resourceVersionMatch") or ""
@@ -180,6 +183,8 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
     if match == "Exact" and rv == "0":
         raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
                                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    if "sendInitialEvents" in query:  # present at all, even false, as upstream
+        raise _invalid_options("sendInitialEvents", _FORBIDDEN, "Forbidden: sendInitialEvents is forbidden for list")
     token = query.get("continue") or ""
     start, continue_revision = None, 0
     if token:
@@ -198,14 +203,19 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
     rv = resource_version_param(query)
     initial = flag(query, "sendInitialEvents")
     match = query.get("resourceVersionMatch") or ""
+    # every violation, in upstream's order (validateWatchOptions)
+    causes: list[dict[str, str]] = []
     if initial is not None and match != "NotOlderThan":
-        raise _invalid_options("sendInitialEvents", "FieldValueForbidden",
-                               "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is "
-                               "set to NotOlderThan")
+        causes.append({"reason": _FORBIDDEN, "field": "resourceVersionMatch",
+                       "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"})
     if match and initial is None:
-        raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
-                               "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
-                               "provided")
+        causes.append({"reason": _FORBIDDEN, "field": "resourceVersionMatch", "message": "Forbidden: "
+                       "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"})
+    if match and match != "NotOlderThan":
+        causes.append({"reason": "FieldValueNotSupported", "field": "resourceVersionMatch",
+                       "message": f'Unsupported value: "{match}": supported values: "NotOlderThan"'})
+    if causes:
+        raise ApiError.invalid(_LIST_OPTIONS, "", causes)
     return WatchOptions(_filter(rtype, namespace, query), rv, initial, bool(flag(query, "allowWatchBookmarks")),
                         deadline)
 

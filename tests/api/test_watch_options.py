@@ -28,3 +28,37 @@ def test_the_last_bookmark_comes_just_before_the_deadline_and_none_after() -> No
 
 def test_a_watch_shorter_than_the_margin_gets_no_timed_bookmark() -> None:
     assert options(100.0 + PRE_DEADLINE_BOOKMARK / 2).next_bookmark(100.0) == math.inf
+
+
+# -- validation of the options, as upstream's ValidateListOptions ----------------------------
+def _causes(query: dict[str, str], watch: bool) -> list[tuple[str, str]]:
+    from controlplane.api.errors import ApiError
+    from controlplane.api.reads import list_options, watch_options
+    from controlplane.registry import Registry
+
+    pods = Registry().get("", "v1", "pods")
+    assert pods is not None
+    try:
+        (watch_options if watch else list_options)(pods, "default", query)
+    except ApiError as e:
+        error = e
+    else:
+        return []
+    assert error.code == 422 and error.reason == "Invalid"
+    return [(c["field"], c["message"]) for c in error.status()["details"]["causes"]]
+
+
+def test_a_list_may_not_ask_for_initial_events() -> None:
+    for value in ("true", "false"):
+        assert _causes({"sendInitialEvents": value}, watch=False) == [
+            ("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list")]
+
+
+def test_a_watch_reports_every_option_violation_as_upstream() -> None:
+    assert _causes({"sendInitialEvents": "true"}, watch=True) == [
+        ("resourceVersionMatch", "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")]
+    assert _causes({"resourceVersionMatch": "Exact", "resourceVersion": "5"}, watch=True) == [
+        ("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents "
+                                 "is provided"),
+        ("resourceVersionMatch", 'Unsupported value: "Exact": supported values: "NotOlderThan"')]
+    assert _causes({"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}, watch=True) == []
