@@ -990,6 +990,9 @@ class KubeApi:
         and let whoever owns the finalizers remove them; the last removal deletes it
         (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``)."""
         key = rtype.key(namespace, name)
+        if rtype is self._namespaces and name in IMMORTAL_NAMESPACES:  # the NamespaceLifecycle admission
+            raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                           {"name": name, "kind": "namespaces"})
         for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if current is None:
@@ -1755,6 +1758,7 @@ def _revision_param(raw: str | None) -> int:
 # Attempts of a write that races others on one object (read, compute, write expecting
 # the revision read). Upstream's GuaranteedUpdate retries without a bound; each
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})  # never deleted (upstream)
 WRITE_ATTEMPTS = 64
 
 # the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)

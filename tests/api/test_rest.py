@@ -140,3 +140,15 @@ async def test_a_self_link_is_never_stored(client: Client) -> None:
     updated = await client.update(f"{CMS}/cm", {**patched, "metadata": {**patched["metadata"], "selfLink": "/y"}})
     assert "selfLink" not in patched["metadata"] and "selfLink" not in updated["metadata"]
     assert "selfLink" not in (await client.get(f"{CMS}/cm"))["metadata"]
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public"])
+async def test_the_immortal_namespaces_may_not_be_deleted(client: Client, name: str) -> None:
+    namespaces = resource_path("", "v1", "namespaces")
+    for dry_run in (None, "All"):
+        with pytest.raises(ApiError) as e:
+            await client.delete(f"{namespaces}/{name}", dryRun=dry_run)
+        assert (e.value.code, e.value.reason) == (403, "Forbidden")
+        assert e.value.message == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+    ns = await client.get(f"{namespaces}/{name}")
+    assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"
