@@ -50,6 +50,8 @@ from .errors import ApiError
 from .impersonation import impersonated
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
+from .openapiv2 import PATH as OPENAPI_V2
+from .openapiv2 import OpenApiV2
 from .rbac import ANONYMOUS, Authorizer, User
 from .reads import StoreReads, list_options
 from .rest import USER_SCOPE_KEY, KubeApi
@@ -142,7 +144,7 @@ def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
 
 class _KubeRoutes:
     """Sends ``/api`` and ``/apis`` requests straight to the Kubernetes API app,
-    past FastAPI (the hot path), ``/openapi/v3`` and below to the OpenAPI documents,
+    past FastAPI (the hot path), ``/openapi/v3`` and below and ``/openapi/v2`` to the OpenAPI documents,
     and everything else (lifespan included) on to FastAPI.
 
     With a token file, a request that presents credentials must present a token of
@@ -156,6 +158,7 @@ class _KubeRoutes:
         self.app = app
         self.kube = kube
         self.openapi = openapi
+        self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
         self.tokens = tokens
         self.anonymous = anonymous
 
@@ -165,6 +168,8 @@ class _KubeRoutes:
             target: Any = self.kube
         elif path == OPENAPI_V3 or path.startswith(OPENAPI_V3 + "/"):
             target = self.openapi
+        elif path == OPENAPI_V2:
+            target = self.openapi_v2
         else:
             await self.app(scope, receive, send)
             return
@@ -353,8 +358,8 @@ def create_app(config: Config) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def get_root() -> Response:
         """The paths served, as kube-apiserver's index."""
-        paths = {"/api", "/api/v1", "/apis", "/metrics", "/openapi/v3", "/version", "/healthz", "/livez",
-                 "/readyz"}
+        paths = {"/api", "/api/v1", "/apis", "/metrics", "/openapi/v2", "/openapi/v3", "/version", "/healthz",
+                 "/livez", "/readyz"}
         for group, versions in kube.registry.groups().items():
             if group:
                 paths.add(f"/apis/{group}")

@@ -143,7 +143,7 @@ async def test_version_and_metrics(client: httpx.AsyncClient) -> None:
 
 
 async def test_fastapi_extras_are_not_served(client: httpx.AsyncClient) -> None:
-    for path in ("/docs", "/redoc", "/openapi.json", "/openapi/v2", "/foo"):
+    for path in ("/docs", "/redoc", "/openapi.json", "/openapi/v2/foo", "/foo"):
         r = await client.get(path)
         assert r.status_code == 404, path
         assert r.json() == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -163,3 +163,9 @@ async def test_openapi_v3_is_routed(client: httpx.AsyncClient) -> None:
     assert "api/v1" in index
     doc = await client.get(index["api/v1"]["serverRelativeURL"])
     assert doc.status_code == 200 and "io.k8s.api.core.v1.Pod" in doc.json()["components"]["schemas"]
+
+
+async def test_openapi_v2_is_routed(client: httpx.AsyncClient) -> None:
+    doc = await client.get("/openapi/v2")
+    assert doc.status_code == 200 and "io.k8s.api.core.v1.Pod" in doc.json()["definitions"]
+    assert "/openapi/v2" in (await client.get("/")).json()["paths"]

@@ -123,3 +123,31 @@ spec:
 """)
     assert r.returncode != 0
     assert 'The Pod "nameless" is invalid: spec.containers[0].name: Required value' in r.stderr
+
+
+def test_apply_of_a_list_is_validated_with_openapi_v2(served: Serve) -> None:
+    """kubectl validates a ``kind: List`` itself, with ``/openapi/v2`` (the v3 check knows no v1/List)."""
+    ok(served, "create", "namespace", "listed")
+    for name in ("a", "b"):
+        ok(served, "create", "configmap", name, "-n", "listed", "--from-literal=k=v")
+    listed = ok(served, "get", "configmaps", "-n", "listed", "-o", "yaml").stdout
+    assert "kind: List" in listed
+    applied = ok(served, "apply", "-f", "-", stdin=listed).stdout
+    assert "configmap/a configured" in applied and "configmap/b configured" in applied
+    wrong = listed.replace("  data:\n    k: v\n", "  data: 5\n", 1)
+    assert wrong != listed
+    r = run(served, "apply", "-f", "-", stdin=wrong)
+    assert r.returncode != 0
+    assert ('error validating "STDIN": error validating data: ValidationError(ConfigMap.data): invalid type for '
+            'io.k8s.api.core.v1.ConfigMap.data: got "integer", expected "map"') in r.stderr
+
+
+def test_apply_of_an_unknown_kind_says_no_matches(served: Serve) -> None:
+    r = run(served, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Nope\nmetadata: {name: nope}\n")
+    assert r.returncode != 0
+    assert 'no matches for kind "Nope" in version "v1"' in r.stderr and "openapi" not in r.stderr
+
+
+def test_get_raw_openapi_v2_is_swagger_json(served: Serve) -> None:
+    out = ok(served, "get", "--raw", "/openapi/v2").stdout
+    assert out.startswith('{"swagger":"2.0","info":{"title":"Kubernetes"')
