@@ -69,6 +69,11 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
+REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
+# a Deployment's annotations go to its new ReplicaSet (kubectl rollout history reads
+# kubernetes.io/change-cause there), all but these (upstream's annotationsToSkip)
+_NOT_COPIED = frozenset({"kubectl.kubernetes.io/last-applied-configuration", REVISION, REVISION_HISTORY, DESIRED,
+                         MAX_REPLICAS, "deprecated.deployment.rollback.to"})
 BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SafeEncodeString alphabet
 
@@ -348,7 +353,9 @@ class WorkloadController:
         new_rs = next((rs for rs in sets.values() if (meta_of(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash),
                       None)
         old_sets = [rs for rs in sets.values() if rs is not new_rs and not meta_of(rs).get("deletionTimestamp")]
-        revisions = [int((meta_of(rs).get("annotations") or {}).get(REVISION, "0") or 0) for rs in sets.values()]
+        # the new ReplicaSet's revision is one past every other's: one brought back (rollout
+        # undo, a template changed back) takes the next revision, its old one kept in the history
+        revision = max((_revision(rs) for rs in sets.values() if rs is not new_rs), default=0) + 1
         paused = bool(spec.get("paused"))
         strategy = spec.get("strategy") or {}
         rolling = strategy.get("type", "RollingUpdate") != "Recreate"
@@ -360,10 +367,17 @@ class WorkloadController:
             if surge == 0 and unavailable == 0:
                 unavailable = 1
         if new_rs is None and not paused:
-            new_rs = await self._create_replicaset(d, template, pod_hash, max(revisions, default=0) + 1,
+            new_rs = await self._create_replicaset(d, template, pod_hash, revision,
                                                    0 if old_sets else replicas, replicas + surge)
             if new_rs is None:
                 return  # created: its informer event requeues this deployment
+        if new_rs is not None:
+            annotations = _new_replicaset_annotations(d, new_rs, revision)
+            if annotations:
+                rs_meta = meta_of(new_rs)
+                await self.client.patch(resource_path("apps", "v1", "replicasets", rs_meta.get("namespace"),
+                                                      rs_meta.get("name")), {"metadata": {"annotations": annotations}})
+                return  # its event brings this deployment back
         if new_rs is not None and (new_rs.get("spec") or {}).get("minReadySeconds", 0) != \
                 spec.get("minReadySeconds", 0):  # the new ReplicaSet follows its Deployment's, as upstream
             rs_meta = meta_of(new_rs)
@@ -391,8 +405,8 @@ class WorkloadController:
         body = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                 "metadata": {"name": name, "namespace": meta.get("namespace"),
                              "labels": tmeta["labels"],
-                             "annotations": {REVISION: str(revision), DESIRED: str(_replicas(d)),
-                                             MAX_REPLICAS: str(max_replicas)},
+                             "annotations": {**_copied_annotations(d), REVISION: str(revision),
+                                             DESIRED: str(_replicas(d)), MAX_REPLICAS: str(max_replicas)},
                              "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                                   "name": meta["name"], "uid": meta.get("uid"),
                                                   "controller": True, "blockOwnerDeletion": True}]},
@@ -557,6 +571,32 @@ class WorkloadController:
             await self.client.patch(path, {"metadata": {"annotations": {REVISION: revision}}})
         await self.client.patch(path + "/status",
                                 {"status": {k: (v or None) if k != "conditions" else v for k, v in status.items()}})
+
+
+def _revision(rs: dict[str, Any]) -> int:
+    try:
+        return int((meta_of(rs).get("annotations") or {}).get(REVISION) or 0)
+    except ValueError:
+        return 0
+
+
+def _copied_annotations(d: dict[str, Any]) -> dict[str, str]:
+    return {k: v for k, v in (meta_of(d).get("annotations") or {}).items() if k not in _NOT_COPIED}
+
+
+def _new_replicaset_annotations(d: dict[str, Any], rs: dict[str, Any], revision: int) -> dict[str, str]:
+    """What the new ReplicaSet's annotations lack (upstream's SetNewReplicaSetAnnotations):
+    the Deployment's own, and a revision one past every other ReplicaSet's, its old one
+    appended to ``revision-history``. Empty when it has them."""
+    have = meta_of(rs).get("annotations") or {}
+    wanted = {k: v for k, v in _copied_annotations(d).items() if have.get(k) != v}
+    old = _revision(rs)
+    if old < revision:
+        wanted[REVISION] = str(revision)
+        if old:
+            history = have.get(REVISION_HISTORY)
+            wanted[REVISION_HISTORY] = f"{history},{old}" if history else str(old)
+    return wanted
 
 
 def _now() -> str:

@@ -275,3 +275,38 @@ async def test_a_changed_min_ready_seconds_reaches_the_current_replicaset(client
     await until(lambda: rs_min_ready(0))
     await c.patch(f"{DEPLOYMENTS}/tuned", {"spec": {"minReadySeconds": 3}})
     await until(lambda: rs_min_ready(3))  # the same ReplicaSet (the template did not change)
+
+
+async def test_a_template_brought_back_takes_the_next_revision_and_annotations_follow(client: Client) -> None:
+    """What ``kubectl rollout undo`` and ``rollout history`` rely on: the ReplicaSet of a
+    template brought back becomes the newest revision (its old one in revision-history),
+    and the Deployment's annotations (change-cause) reach its new ReplicaSet."""
+    c = client
+    await c.create(DEPLOYMENTS, deployment("undo", 2))
+    await until(lambda: rolled_out(c, "undo"))
+
+    async def set_image(image: str, cause: str) -> None:
+        await c.patch(f"{DEPLOYMENTS}/undo", {
+            "metadata": {"annotations": {"kubernetes.io/change-cause": cause}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}, patch_type="strategic")
+        await until(lambda: rolled_out(c, "undo"))
+
+    async def revisions() -> dict[str, tuple[str, str | None, str | None]]:
+        """image -> (revision, revision-history, change-cause) of each ReplicaSet."""
+        out = {}
+        for rs in (await c.list(REPLICASETS))["items"]:
+            a = rs["metadata"]["annotations"]
+            out[rs["spec"]["template"]["spec"]["containers"][0]["image"]] = (
+                a[REVISION], a.get("deployment.kubernetes.io/revision-history"), a.get("kubernetes.io/change-cause"))
+        return out
+
+    await set_image("nginx:1.28", "to 1.28")
+    assert await revisions() == {"nginx:1.27": ("1", None, None), "nginx:1.28": ("2", None, "to 1.28")}
+    await set_image("nginx:1.27", "back to 1.27")  # as rollout undo: the first template again
+
+    async def undone() -> bool:
+        return (await revisions()).get("nginx:1.27") == ("3", "1", "back to 1.27")
+
+    await until(undone)
+    assert (await c.get(f"{DEPLOYMENTS}/undo"))["metadata"]["annotations"][REVISION] == "3"
+    assert {p["spec"]["containers"][0]["image"] for p in live(await pods_of(c, "undo"))} == {"nginx:1.27"}
