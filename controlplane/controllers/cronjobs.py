@@ -255,9 +255,17 @@ class CronJobController:
         for outcome, limit in (("Complete", spec.get("successfulJobsHistoryLimit", 3)),
                                ("Failed", spec.get("failedJobsHistoryLimit", 1))):
             done = [j for j in jobs if _finished(j) == outcome and not meta_of(j).get("deletionTimestamp")]
-            done.sort(key=lambda j: (meta_of(j).get("annotations") or {}).get(SCHEDULED_TIMESTAMP, ""))
+            done.sort(key=_by_start_time)
             for job in done[:max(len(done) - int(limit), 0)]:
                 await self._delete_job(cj, job)
+
+
+def _by_start_time(job: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Oldest first by ``status.startTime``, one without it last, names breaking ties (upstream's
+    byJobStartTime): a Job made by hand from the CronJob (``kubectl create job --from``),
+    which has no scheduled time, is as old as it is."""
+    start = (job.get("status") or {}).get("startTime")
+    return start is None, str(start or ""), str(meta_of(job).get("name", ""))
 
 
 def _names(refs: Any) -> list[str]:

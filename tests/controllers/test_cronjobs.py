@@ -164,3 +164,38 @@ async def test_suspend_and_an_invalid_schedule(setup: tuple[Client, CronJobContr
     with pytest.raises(ApiError) as e:
         await c.create(CRONJOBS, cronjob("tz", timeZone="Mars/Olympus"))
     assert e.value.code == 422 and "spec.timeZone" in e.value.message
+
+
+async def test_a_job_made_by_hand_from_the_cronjob_is_as_old_as_its_start(
+        setup: tuple[Client, CronJobController, Clock]) -> None:
+    """``kubectl create job --from=cronjob/x`` makes a Job owned by the CronJob without a
+    scheduled time: history cleanup goes by start time (upstream's byJobStartTime), so the
+    oldest scheduled Job goes, not the one just made by hand."""
+    c, controller, clock = setup
+    cj = await c.create(CRONJOBS, cronjob("byhand", successfulJobsHistoryLimit=2))
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    scheduled = []
+    for i in range(2):
+        await tick(c, controller, clock, "byhand")
+        job = await until(lambda: _scheduled_now(c, "byhand", clock))
+        scheduled.append(job["metadata"]["name"])
+        await c.patch(f"{JOBS}/{job['metadata']['name']}/status", {"status": {
+            "startTime": (started + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}})
+        await finish(c, job)
+    manual = await c.create(JOBS, {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "byhand-manual", "labels": {"cron": "byhand"},
+                     "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "byhand",
+                                          "uid": cj["metadata"]["uid"], "controller": True}]},
+        "spec": cronjob("byhand")["spec"]["jobTemplate"]["spec"]})
+    await c.patch(f"{JOBS}/byhand-manual/status", {"status": {
+        "startTime": (started + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")}})
+    await finish(c, manual)
+    controller.queue.add("cronjob:default/byhand")
+
+    async def trimmed() -> bool:
+        left = {j["metadata"]["name"] for j in await jobs_of(c, "byhand") if not j["metadata"].get("deletionTimestamp")}
+        return left == {scheduled[1], "byhand-manual"}
+
+    await until(trimmed)
