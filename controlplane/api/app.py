@@ -161,6 +161,8 @@ class _KubeRoutes:
         self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
         self.tokens = tokens
         self.anonymous = anonymous
+        if tokens is not None:  # TokenReview authenticates as requests are (else nothing does)
+            kube.authenticate_token = self.token_user
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
@@ -193,14 +195,22 @@ class _KubeRoutes:
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() != "bearer":
                     return None
-                token = token.strip()
-                user = (self.tokens or {}).get(token)
-                if user is None and token.count(".") == 2 and self.kube.token_issuer is not None:
-                    claims = self.kube.token_issuer.claims(token)  # a service account's (TokenRequest)
-                    if claims is not None and await self._account_exists(*account_of(claims)):
-                        user = account_user(claims)
-                return user
+                found = await self.token_user(token.strip())
+                return found[0] if found is not None else None
         return ANONYMOUS if self.anonymous else None
+
+    async def token_user(self, token: str) -> tuple[User, list[str] | None] | None:
+        """The user ``token`` authenticates, and the audiences it is good for (None for a
+        static token: any of the server's); None if it authenticates nobody."""
+        user = (self.tokens or {}).get(token)
+        if user is not None:
+            return user, None
+        if token.count(".") == 2 and self.kube.token_issuer is not None:
+            claims = self.kube.token_issuer.claims(token)  # a service account's (TokenRequest)
+            if claims is not None and await self._account_exists(*account_of(claims)):
+                audiences = claims.get("aud")
+                return account_user(claims), [audiences] if isinstance(audiences, str) else list(audiences or ())
+        return None
 
     async def _account_exists(self, namespace: str, name: str, uid: str) -> bool:
         """Whether the service account a token names still exists, as the one it was issued for."""

@@ -74,7 +74,7 @@ from .rbacpolicy import aggregated_rules
 from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
 from .resourcemetrics import GROUP as METRICS_GROUP
 from .resourcemetrics import ResourceMetrics
-from .reviews import REVIEWS, review
+from .reviews import REVIEWS, Authenticate, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .stored import metadata_first as _metadata_first
@@ -159,6 +159,7 @@ class KubeApi:
         self.crds = CustomResourceDefinitions(registry, crd_type)
         self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
         self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
+        self.authenticate_token: Authenticate | None = None  # the server's token authentication (TokenReview)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
         self.renewal_plans = RenewalPlans()  # where LeaseRenewals splice the Leases they renewed last
         self.report_plans = ReportPlans()  # where NodeStatusReports splice the Nodes they reported last
@@ -361,7 +362,7 @@ class KubeApi:
                 raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
             asked = self._parse(rtype, await self._body(scope, receive))
             return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
-                                                            self.authorizer))
+                                                            self.authorizer, namespace, self.authenticate_token))
         if rtype.group == RENEWALS_GROUP and rtype.custom is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)

@@ -1,29 +1,56 @@
-"""The self-reviews: ``SelfSubjectAccessReview`` (may I?), ``SelfSubjectRulesReview``
-(what may I, in a namespace?) and ``SelfSubjectReview`` (who am I?). They are
-answered, never stored, as upstream.
+"""The reviews, answered and never stored, as upstream:
 
-A SelfSubjectAccessReview asks the server's authorizer about the requesting user:
-under ``--authorization-mode RBAC`` the RBAC rules (``api/rbac.py``), under
-``AlwaysAllow`` every question is allowed. A SelfSubjectReview echoes the user the
-token authenticates.
+- the self-reviews: ``SelfSubjectAccessReview`` (may I?), ``SelfSubjectRulesReview``
+  (what may I, in a namespace?) and ``SelfSubjectReview`` (who am I?);
+- ``SubjectAccessReview`` and ``LocalSubjectAccessReview`` (may this user and these
+  groups?), which webhook authorizers and proxies such as kube-rbac-proxy ask;
+- ``TokenReview`` (whose is this token?), which webhook authenticators ask.
+
+An access review asks the server's authorizer: under ``--authorization-mode RBAC``
+the RBAC rules (``api/rbac.py``), under ``AlwaysAllow`` every question is allowed.
+A SelfSubjectReview echoes the user the token authenticates; a TokenReview runs the
+server's own token authentication (``authenticate``: static tokens, service account
+tokens) on the token it is given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import orjson
 
 from .errors import ApiError
 from .rbac import ANONYMOUS, Authorizer, Request, User
+from .tokenrequest import AUDIENCE
 
 __all__ = ["REVIEWS", "review"]
 
-REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"})
+REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews",
+                     "subjectaccessreviews", "localsubjectaccessreviews", "tokenreviews"})
+
+# a token -> the user it authenticates and the audiences it is good for (None: any,
+# a static token), or None
+Authenticate = Callable[[str], Awaitable[tuple[User, list[str] | None] | None]]
+SERVER_AUDIENCES = (AUDIENCE,)  # kube-apiserver's --api-audiences default: its service account issuer
 
 
-async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizer | None) -> dict[str, Any]:
-    """The review ``body`` answered for ``user`` (None: no authentication configured)."""
+async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizer | None,
+                 namespace: str | None = None, authenticate: Authenticate | None = None) -> dict[str, Any]:
+    """The review ``body`` answered for ``user`` (None: no authentication configured), in
+    ``namespace`` for a LocalSubjectAccessReview."""
     who = user or ANONYMOUS
     out = {**body, "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}}
+    if namespace is not None:
+        out["metadata"]["namespace"] = namespace
+    if plural == "tokenreviews":
+        out["status"] = await _token_status(body.get("spec") or {}, authenticate)
+        return out
+    if plural in ("subjectaccessreviews", "localsubjectaccessreviews"):
+        spec = body.get("spec") or {}
+        subject = _subject(plural, spec, namespace)
+        out["status"] = await _access_status(spec, subject, authorizer, kind=_KINDS[plural])
+        return out
     if plural == "selfsubjectreviews":
         out["status"] = {"userInfo": {"username": who.name, "groups": list(who.groups)}}
         return out
@@ -38,11 +65,56 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
         out["status"] = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
                          "incomplete": False}
         return out
+    out["status"] = await _access_status(spec, user, authorizer, kind="SelfSubjectAccessReview")
+    return out
+
+
+_KINDS = {"subjectaccessreviews": "SubjectAccessReview", "localsubjectaccessreviews": "LocalSubjectAccessReview"}
+
+
+def _invalid(kind: str, causes: list[dict[str, str]]) -> ApiError:
+    listed = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+    return ApiError(422, "Invalid", f'{kind}.authorization.k8s.io "" is invalid: '
+                    + (listed if len(causes) == 1 else f"[{listed}]"),
+                    {"group": "authorization.k8s.io", "kind": kind, "causes": causes})
+
+
+def _go_value(value: Any) -> str:
+    """A struct as a field error shows it (JSON here, where Go prints its own syntax)."""
+    return orjson.dumps(value).decode()
+
+
+def _subject(plural: str, spec: dict[str, Any], namespace: str | None) -> User:
+    """The user a (Local)SubjectAccessReview asks about, its spec checked as upstream's
+    ValidateSubjectAccessReviewSpec and ValidateLocalSubjectAccessReview."""
+    causes: list[dict[str, str]] = []
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if not isinstance(resource, dict) and not isinstance(non_resource, dict):
-        raise ApiError(422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec: Invalid '
-                       "value: exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                       {"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview"})
+    if plural == "localsubjectaccessreviews":
+        if isinstance(non_resource, dict):
+            causes.append({"reason": "FieldValueInvalid", "field": "spec.nonResourceAttributes",
+                           "message": f"Invalid value: {_go_value(non_resource)}: disallowed on this kind of request"})
+        if isinstance(resource, dict) and str(resource.get("namespace") or "") != namespace:
+            causes.append({"reason": "FieldValueInvalid", "field": "spec.resourceAttributes.namespace",
+                           "message": f'Invalid value: "{resource.get("namespace") or ""}": must match '
+                                      "metadata.namespace"})
+    groups = spec.get("groups") or []
+    if not spec.get("user") and not groups:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.user",
+                       "message": 'Invalid value: "": at least one of user or group must be specified'})
+    if causes:
+        raise _invalid(_KINDS[plural], causes)
+    return User(str(spec.get("user") or ""), tuple(str(g) for g in groups))
+
+
+async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizer | None,
+                         kind: str) -> dict[str, Any]:
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if isinstance(resource, dict) == isinstance(non_resource, dict):
+        which = "nonResourceAttributes" if isinstance(resource, dict) else "resourceAttributes"
+        message = f"Invalid value: {_go_value(non_resource)}: cannot be specified in combination with " \
+            "resourceAttributes" if isinstance(resource, dict) else \
+            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified'
+        raise _invalid(kind, [{"reason": "FieldValueInvalid", "field": f"spec.{which}", "message": message}])
     if isinstance(resource, dict):
         request = Request(str(resource.get("verb", "")), str(resource.get("group", "")),
                           str(resource.get("resource", "")), str(resource.get("subresource", "")),
@@ -51,5 +123,22 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
         assert isinstance(non_resource, dict)
         request = Request(str(non_resource.get("verb", "")), path=str(non_resource.get("path", "")))
     allowed = authorizer is None or user is None or await authorizer.allowed(user, request)
-    out["status"] = {"allowed": allowed} if allowed else {"allowed": False, "reason": "no RBAC rule allows it"}
-    return out
+    return {"allowed": True} if allowed else {"allowed": False, "reason": "no RBAC rule allows it"}
+
+
+async def _token_status(spec: dict[str, Any], authenticate: Authenticate | None) -> dict[str, Any]:
+    """Upstream's TokenReview: the user, and the audiences both the token and the review
+    accept (the review's, or else the server's); a static token is good for any of the
+    server's audiences."""
+    token = spec.get("token")
+    if not isinstance(token, str) or not token:
+        raise ApiError.bad_request("token is required for TokenReview in authentication")
+    asked = [str(a) for a in spec.get("audiences") or ()] or list(SERVER_AUDIENCES)
+    found = await authenticate(token) if authenticate is not None else None
+    if found is None:
+        return {"user": {}, "error": "invalid bearer token"}
+    user, token_audiences = found
+    good = [a for a in asked if a in (token_audiences if token_audiences is not None else SERVER_AUDIENCES)]
+    if not good:
+        return {"user": {}, "error": "token audiences do not match the review's"}
+    return {"authenticated": True, "user": {"username": user.name, "groups": list(user.groups)}, "audiences": good}

@@ -168,6 +168,11 @@ BUILTIN: tuple[ResourceType, ...] = (
                  verbs=("create",)),
     ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
                  verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", False,
+                 verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", True,
+                 verbs=("create",)),
+    ResourceType("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
     # bulk lease renewals for simulated nodes: answered, never stored (api/leaserenewals.py)
     ResourceType("nodes.controlplane.dev", "v1alpha1", "LeaseRenewal", "leaserenewals", True, verbs=("create",)),
     # bulk node status reports for simulated nodes: answered, never stored (api/nodereports.py)

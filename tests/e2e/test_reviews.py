@@ -1,0 +1,88 @@
+"""TokenReview, SubjectAccessReview and LocalSubjectAccessReview (api/reviews.py), asked with the
+official client over a socket of a server in RBAC mode, as webhook authenticators and
+authorizers (kube-rbac-proxy) ask them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from controlplane.tokens import read_token_file
+from tests.test_cli import Serve, running, start_serve
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("reviews"), extra=("--authorization-mode", "RBAC"))) as s:
+        yield s
+
+
+def token_review(api: client.ApiClient, token: str, audiences: list[str] | None = None) -> client.V1TokenReviewStatus:
+    review = client.AuthenticationV1Api(api).create_token_review(client.V1TokenReview(
+        spec=client.V1TokenReviewSpec(token=token, audiences=audiences)))
+    status: client.V1TokenReviewStatus = review.status
+    return status
+
+
+def test_a_token_review_authenticates_as_requests_are(served: Serve, api: client.ApiClient) -> None:
+    admin = read_token_file(served.tokens)[0]
+    status = token_review(api, admin.token)
+    assert status.authenticated and status.user.username == admin.user
+    assert {"system:masters", "system:authenticated"} <= set(status.user.groups)
+    assert status.audiences == ["https://kubernetes.default.svc.cluster.local"]
+    assert not token_review(api, "not-a-token").authenticated
+    assert not token_review(api, admin.token, ["vault"]).authenticated  # not one of the server's audiences
+
+    v1 = client.CoreV1Api(api)
+    v1.create_namespaced_service_account("default", client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="bot")))
+    issued = v1.create_namespaced_service_account_token("bot", "default", client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=["vault"], expiration_seconds=600)))
+    status = token_review(api, issued.status.token, ["vault", "other"])
+    assert status.authenticated and status.user.username == "system:serviceaccount:default:bot"
+    assert status.audiences == ["vault"]
+    assert not token_review(api, issued.status.token).authenticated  # the server's audiences: not its
+
+    with pytest.raises(client.ApiException) as e:
+        token_review(api, "")
+    assert e.value.status == 400
+
+
+def test_subject_access_reviews_ask_the_rbac_rules_about_another_user(api: client.ApiClient) -> None:
+    v1, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    authz = client.AuthorizationV1Api(api)
+    v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="dev")))
+    rbac.create_namespaced_role("dev", client.V1Role(
+        metadata=client.V1ObjectMeta(name="pod-reader"),
+        rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get"])]))
+    rbac.create_namespaced_role_binding("dev", client.V1RoleBinding(
+        metadata=client.V1ObjectMeta(name="alice-reads"),
+        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
+        subjects=[client.RbacV1Subject(kind="User", name="alice", api_group="rbac.authorization.k8s.io")]))
+
+    def allowed(verb: str, namespace: str = "dev", user: str = "alice", groups: list[str] | None = None) -> bool:
+        review = authz.create_subject_access_review(client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, groups=groups, resource_attributes=client.V1ResourceAttributes(
+                namespace=namespace, verb=verb, resource="pods"))))
+        return bool(review.status.allowed)
+
+    assert allowed("get") and not allowed("list") and not allowed("get", namespace="prod")
+    assert allowed("delete", user="root", groups=["system:masters"])
+
+    local = authz.create_namespaced_local_subject_access_review("dev", client.V1LocalSubjectAccessReview(
+        metadata=client.V1ObjectMeta(namespace="dev"), spec=client.V1SubjectAccessReviewSpec(
+            user="alice", resource_attributes=client.V1ResourceAttributes(namespace="dev", verb="get",
+                                                                          resource="pods"))))
+    assert local.status.allowed and local.metadata.namespace == "dev"
+
+    with pytest.raises(client.ApiException) as e:  # neither a user nor a group
+        authz.create_subject_access_review(client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(verb="get", resource="pods"))))
+    assert e.value.status == 422 and "at least one of user or group must be specified" in e.value.body
+    with pytest.raises(client.ApiException) as e:  # another namespace than the URL's
+        authz.create_namespaced_local_subject_access_review("dev", client.V1LocalSubjectAccessReview(
+            metadata=client.V1ObjectMeta(namespace="dev"), spec=client.V1SubjectAccessReviewSpec(
+                user="alice", resource_attributes=client.V1ResourceAttributes(namespace="prod", verb="get",
+                                                                              resource="pods"))))
+    assert e.value.status == 422 and "must match metadata.namespace" in e.value.body
