@@ -71,6 +71,8 @@ COMPONENTS: list[Component] = [
     # the default roles are created at start in every mode (api/rbacpolicy.py); their rules are aggregated here
     Component("clusterrole-aggregation-controller", "controlplane.controllers.clusterroles:start",
               lambda config: True),
+    # kube-root-ca.crt in every namespace, when the server serves TLS (controllers/rootca.py)
+    Component("root-ca-cert-publisher", "controlplane.controllers.rootca:start", lambda config: config.scheduler),
 ]
 
 

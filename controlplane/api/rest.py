@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -198,6 +199,7 @@ class KubeApi:
             with contextlib.suppress(store.KeyExists):
                 await self.store.create(self._namespaces.key(None, name), orjson.dumps(obj))
             await self._default_service_account(name)
+        await self._kubernetes_service()
         if self._priority_classes is not None:  # kube-apiserver's bootstrap-system-priority-classes
             for name, value, description in SYSTEM_CLASSES:
                 with contextlib.suppress(store.KeyExists):
@@ -208,6 +210,58 @@ class KubeApi:
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
             self._spawn(remove_resources(self.crds, self.store, name, self._delete))
+
+    async def _kubernetes_service(self) -> None:
+        """The ``kubernetes`` Service in ``default``, the first address of the service range,
+        with an Endpoints and an EndpointSlice naming this server (kube-apiserver's
+        bootstrap controller and endpoint reconciler): in-cluster clients find the API
+        through it. The endpoints follow the server's address when it restarts on another."""
+        host, _, port_text = self._server_address.rpartition(":")
+        try:
+            address = ipaddress.ip_address(host.strip("[]"))
+            ip = "127.0.0.1" if address.is_unspecified else str(address)
+        except ValueError:
+            ip = "127.0.0.1"
+        port = int(port_text) if port_text.isdigit() else 6443
+        labels = {"component": "apiserver", "provider": "kubernetes"}
+        objects: list[tuple[str, str, str, dict[str, Any]]] = [
+            ("", "v1", "services", {
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "labels": labels},
+                "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                         "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
+                         "internalTrafficPolicy": "Cluster",
+                         "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]},
+                "status": {"loadBalancer": {}}}),
+            ("", "v1", "endpoints", {
+                "apiVersion": "v1", "kind": "Endpoints",
+                "metadata": {"name": "kubernetes", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                "subsets": [{"addresses": [{"ip": ip}],
+                             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
+            ("discovery.k8s.io", "v1", "endpointslices", {
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+                "metadata": {"name": "kubernetes", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]})]
+        for group, version, plural, obj in objects:
+            rtype = self.registry.get(group, version, plural)
+            if rtype is None:
+                continue
+            key = rtype.key("default", "kubernetes")
+            meta = {**obj["metadata"], "namespace": "default", "uid": new_uid(), "creationTimestamp": _now()}
+            try:
+                await self.store.create(key, orjson.dumps(_metadata_first({**obj, "metadata": meta})))
+                continue
+            except store.KeyExists:
+                pass
+            current = await self.store.get(key)
+            if current is None or plural == "services":
+                continue
+            stored = orjson.loads(current.value)
+            moving = [k for k in ("subsets", "endpoints", "ports") if k in obj and stored.get(k) != obj[k]]
+            if moving:  # the server moved: its endpoints follow
+                stored.update({k: obj[k] for k in moving})
+                with contextlib.suppress(store.Conflict):
+                    await self.store.update(key, orjson.dumps(stored), current.mod_revision)
 
     @property
     def store(self) -> Store:

@@ -152,3 +152,18 @@ async def test_the_immortal_namespaces_may_not_be_deleted(client: Client, name: 
         assert e.value.message == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
     ns = await client.get(f"{namespaces}/{name}")
     assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"
+
+
+async def test_the_kubernetes_service_names_this_server(client: Client) -> None:
+    """kube-apiserver's bootstrap controller: the ``kubernetes`` Service at the first address of
+    the service range, its Endpoints and EndpointSlice at the server's address and port."""
+    svc = await client.get(resource_path("", "v1", "services", "default") + "/kubernetes")
+    assert svc["spec"]["clusterIP"] == "10.96.0.1" and svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]
+    assert svc["metadata"]["labels"] == {"component": "apiserver", "provider": "kubernetes"}
+    endpoints = await client.get(resource_path("", "v1", "endpoints", "default") + "/kubernetes")
+    assert endpoints["subsets"] == [{"addresses": [{"ip": "127.0.0.1"}],
+                                     "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]
+    sliced = await client.get(resource_path("discovery.k8s.io", "v1", "endpointslices", "default") + "/kubernetes")
+    assert sliced["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
+    assert sliced["endpoints"] == [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}]
