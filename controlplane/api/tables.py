@@ -93,23 +93,93 @@ def _name(o: Obj) -> str:
 
 
 def _pod_ready(o: Obj) -> str:
-    statuses = _get(o, "status", "containerStatuses", default=[])
-    total = len(_get(o, "spec", "containers", default=[]))
-    return f"{sum(1 for c in statuses if c.get('ready'))}/{total}"
+    ready, total, _reason, _restarts = _pod_summary(o)
+    return f"{ready}/{total}"
 
 
 def _pod_status(o: Obj) -> str:
-    if _get(o, "metadata", "deletionTimestamp"):
-        return "Terminating"
-    for c in _get(o, "status", "containerStatuses", default=[]):
-        waiting = _get(c, "state", "waiting", "reason")
-        if waiting:
-            return str(waiting)
-    return str(_get(o, "status", "reason") or _get(o, "status", "phase") or "Pending")
+    return _pod_summary(o)[2]
 
 
-def _restarts(o: Obj) -> int:
-    return sum(int(c.get("restartCount", 0)) for c in _get(o, "status", "containerStatuses", default=[]))
+def _restarts(o: Obj) -> str:
+    restarts, last = _pod_summary(o)[3]
+    return f"{restarts} ({_since(last)} ago)" if restarts and last else str(restarts)
+
+
+def _terminated_reason(t: Obj, prefix: str = "") -> str:
+    if t.get("reason"):
+        return prefix + str(t["reason"])
+    return f"{prefix}Signal:{t['signal']}" if t.get("signal") else f"{prefix}ExitCode:{t.get('exitCode', 0)}"
+
+
+def _pod_summary(o: Obj) -> tuple[int, int, str, tuple[int, str]]:
+    """(ready containers, containers, STATUS, (restarts, last restart)) as kubectl's pod
+    printer makes them (printPod): init containers' progress (``Init:1/2``,
+    ``Init:CrashLoopBackOff``), a container's waiting or terminated reason (``Completed``,
+    ``Error``, ``ExitCode:1``), ``NotReady`` for a completed container beside running
+    ones, ``Terminating`` once deleted; sidecars (init containers that always restart)
+    count as containers."""
+    status = _get(o, "status", default={})
+    spec = _get(o, "spec", default={})
+    reason = str(status.get("reason") or status.get("phase") or "Pending")
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in status.get("conditions") or ()):
+        reason = "SchedulingGated"
+    inits = {c.get("name"): c for c in spec.get("initContainers") or () if isinstance(c, dict)}
+    sidecars = {name for name, c in inits.items() if c.get("restartPolicy") == "Always"}
+    total = len(spec.get("containers") or ()) + len(sidecars)
+    ready = restarts = sidecar_restarts = 0
+    last = sidecar_last = ""
+    initializing = False
+    for i, c in enumerate(status.get("initContainerStatuses") or ()):
+        restarts += int(c.get("restartCount") or 0)
+        finished = _get(c, "lastState", "terminated", "finishedAt")
+        last = max(last, str(finished or ""))
+        if c.get("name") in sidecars:
+            sidecar_restarts += int(c.get("restartCount") or 0)
+            sidecar_last = max(sidecar_last, str(finished or ""))
+            if c.get("started") and c.get("ready"):
+                ready += 1
+            continue
+        state = c.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+        if terminated is not None and not terminated.get("exitCode"):
+            continue
+        if terminated is not None:
+            reason = _terminated_reason(terminated, "Init:")
+        elif waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + str(waiting["reason"])
+        else:
+            reason = f"Init:{i}/{len(inits)}"
+        initializing = True
+        break
+    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True"
+                      for c in status.get("conditions") or ())
+    if not initializing or initialized:
+        restarts, last = sidecar_restarts, sidecar_last
+        running = False
+        for c in reversed(status.get("containerStatuses") or ()):
+            restarts += int(c.get("restartCount") or 0)
+            last = max(last, str(_get(c, "lastState", "terminated", "finishedAt") or ""))
+            state = c.get("state") or {}
+            terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+            if waiting.get("reason"):
+                reason = str(waiting["reason"])
+            elif terminated is not None:
+                reason = _terminated_reason(terminated)
+            elif c.get("ready") and state.get("running") is not None:
+                running = True
+                ready += 1
+        if reason == "Completed" and running:
+            ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in status.get("conditions") or ())
+            reason = "Running" if ready_condition else "NotReady"
+    meta = _get(o, "metadata", default={})
+    if meta.get("deletionTimestamp") and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif meta.get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    return ready, total, reason, (restarts, last)
 
 
 def _node_status(o: Obj) -> str:
@@ -354,7 +424,7 @@ _NAME = _col("Name", _name, fmt="name")
 _AGE = _col("Age", _age)
 COLUMNS: dict[str, list[Column]] = {
     "pods": [_NAME, _col("Ready", _pod_ready), _col("Status", _pod_status),
-             _col("Restarts", _restarts, "integer"), _AGE,
+             _col("Restarts", _restarts), _AGE,
              _col("IP", lambda o: _get(o, "status", "podIP") or "<none>", priority=1),
              _col("Node", lambda o: _get(o, "spec", "nodeName") or "<none>", priority=1),
              _col("Nominated Node", lambda o: _get(o, "status", "nominatedNodeName") or "<none>", priority=1),
