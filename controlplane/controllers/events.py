@@ -3,6 +3,12 @@ core/v1 Events written in the background, as client-go's record.EventRecorder do
 for kube-controller-manager. At most ``MAX_PENDING`` unwritten events are kept,
 beyond which they are dropped, as the broadcaster's bounded queue drops them; a
 failed write is logged and forgotten.
+
+The same event again (same object, type, reason and message) updates the one
+written, as client-go's EventCorrelator: its ``count`` goes up and its
+``lastTimestamp`` moves, so ``kubectl describe`` shows ``(x6 over 75s)`` rather
+than six lines. The events written are remembered for the last ``SEEN_MAX``
+keys.
 """
 
 from __future__ import annotations
@@ -11,18 +17,36 @@ import asyncio
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import ApiError, Client, resource_path
 
 __all__ = ["MAX_PENDING", "Recorder"]
 
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 1000
+SEEN_MAX = 4096  # client-go's maxLruCacheEntries
 API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1", "Pod": "v1",
                 "HorizontalPodAutoscaler": "autoscaling/v2"}
+
+
+EventKey = tuple[str, str, str, str, str, str, str]
+
+
+class _Seen:
+    """An event written for a key: its name, its count, and the write in flight."""
+
+    __slots__ = ("count", "first", "name", "namespace", "write")
+
+    def __init__(self, name: str, namespace: str, first: str) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.first = first
+        self.count = 0
+        self.write: asyncio.Task[None] | None = None
 
 
 class Recorder:
@@ -32,33 +56,64 @@ class Recorder:
         self.pending = 0
         self.dropped = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._seen: OrderedDict[EventKey, _Seen] = OrderedDict()
 
     def record(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         """An event about ``obj``, a ``kind`` (list items need not carry their kind)."""
         if self.pending >= MAX_PENDING:
             self.dropped += 1
             return
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        key = (kind, ns, str(meta.get("name", "")), str(meta.get("uid", "")), type_, reason, message)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
+        seen = self._seen.get(key)
+        if seen is None:
+            seen = self._seen[key] = _Seen(f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}", ns, now)
+            if len(self._seen) > SEEN_MAX:
+                self._seen.popitem(last=False)
+        else:
+            self._seen.move_to_end(key)
+        seen.count += 1
         self.pending += 1
-        task = asyncio.get_running_loop().create_task(self._write(kind, obj, reason, message, type_))
+        task = asyncio.get_running_loop().create_task(self._write(kind, obj, reason, message, type_, seen,
+                                                                  seen.count, now, seen.write))
+        seen.write = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
-        meta = obj.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}", "namespace": ns},
-            "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
-                               "namespace": ns, "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "reason": reason, "message": message, "type": type_,
-            "source": {"component": self.component}, "reportingComponent": self.component,
-            "reportingInstance": self.component, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+    async def _write(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str,
+                     seen: _Seen, count: int, now: str, before: asyncio.Task[None] | None) -> None:
         try:
-            await self.client.create(resource_path("", "v1", "events", ns), event)
+            if before is not None:  # the same event's earlier write (its create) goes first
+                await asyncio.gather(before, return_exceptions=True)
+            path = resource_path("", "v1", "events", seen.namespace)
+            if count > 1:
+                try:
+                    await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
+                    return
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+                    seen.first, seen.count, count = now, 1, 1  # gone (expired, deleted): written anew
+            meta = obj.get("metadata") or {}
+            event = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": seen.name, "namespace": seen.namespace},
+                "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
+                                   "namespace": seen.namespace, "name": meta.get("name", ""),
+                                   "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
+                "reason": reason, "message": message, "type": type_,
+                "source": {"component": self.component}, "reportingComponent": self.component,
+                "reportingInstance": self.component, "firstTimestamp": seen.first, "lastTimestamp": now,
+                "count": count,
+            }
+            try:
+                await self.client.create(path, event)
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+                await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
         except Exception as e:  # an event is best effort: never the controller's failure
             log.debug("event not written: %r", e)
         finally:

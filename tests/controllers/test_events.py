@@ -1,0 +1,48 @@
+"""The controllers' event recorder (controllers/events.py): the same event again counts up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import Client
+from controlplane.config import Config
+from controlplane.controllers.events import Recorder
+
+EVENTS = "/api/v1/namespaces/default/events"
+HPA = {"metadata": {"name": "web", "namespace": "default", "uid": "u-1"}}
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+async def written(recorder: Recorder) -> None:
+    while recorder.pending:
+        await asyncio.sleep(0.01)
+
+
+async def test_the_same_event_again_counts_up_the_one_written(client: Client) -> None:
+    recorder = Recorder(client, "horizontal-pod-autoscaler")
+    for _ in range(3):  # at once: the updates wait for the create
+        recorder.record("HorizontalPodAutoscaler", HPA, "FailedGetScale", "no scale", "Warning")
+    recorder.record("HorizontalPodAutoscaler", HPA, "SuccessfulRescale", "New size: 2")
+    await written(recorder)
+    events = {e["reason"]: e for e in (await client.list(EVENTS))["items"]}
+    assert set(events) == {"FailedGetScale", "SuccessfulRescale"}
+    failed = events["FailedGetScale"]
+    assert failed["count"] == 3 and failed["firstTimestamp"] <= failed["lastTimestamp"]
+    assert events["SuccessfulRescale"]["count"] == 1
+
+    await client.delete(f"{EVENTS}/{failed['metadata']['name']}")
+    recorder.record("HorizontalPodAutoscaler", HPA, "FailedGetScale", "no scale", "Warning")
+    await written(recorder)
+    again = [e for e in (await client.list(EVENTS))["items"] if e["reason"] == "FailedGetScale"]
+    assert [e["count"] for e in again] == [1]  # gone: written anew
