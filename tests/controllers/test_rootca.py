@@ -42,7 +42,7 @@ async def test_every_namespace_gets_the_bundle_and_keeps_it(client: Client) -> N
         return bool(cm["data"] == {"ca.crt": BUNDLE} and "kubernetes.io/description" in cm["metadata"]["annotations"])
 
     for namespace in ("default", "kube-system", "kube-public", "kube-node-lease"):
-        await until(lambda: bundle_in(namespace))
+        await until(lambda namespace=namespace: bundle_in(namespace))
     await c.create("/api/v1/namespaces", {"metadata": {"name": "team"}})
     await until(lambda: bundle_in("team"))
     await c.patch(f"/api/v1/namespaces/team/configmaps/{NAME}", {"data": {"ca.crt": "tampered", "extra": "x"}})
