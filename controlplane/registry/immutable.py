@@ -17,8 +17,19 @@ from typing import Any
 import orjson
 
 from .disruption import selector_matches
+from .podvalidation import (
+    dns_label_problems,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    port_name_problems,
+    required,
+    template_causes,
+)
 
-__all__ = ["pod_update_causes", "selector_causes", "service_update_causes", "workload_causes"]
+__all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
+           "workload_spec_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -75,6 +86,63 @@ def selector_causes(selector: Obj, path: str) -> Causes:
             causes.append({"reason": "FieldValueInvalid", "field": f"{at}.operator",
                            "message": f"Invalid value: {_show(op)}: not a valid selector operator"})
     return causes
+
+
+_NONNEGATIVE = "must be greater than or equal to 0"
+_JOB_COUNTS = ("parallelism", "completions", "activeDeadlineSeconds", "backoffLimit")
+_STRATEGIES = ("Recreate", "RollingUpdate")
+
+
+def _counts(spec: Obj, fields: tuple[str, ...], path: str) -> Causes:
+    """``ValidateNonnegativeField`` over the integer ``fields`` of ``spec`` present."""
+    causes = []
+    for field in fields:
+        value = spec.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            causes.append(invalid(f"{path}.{field}", value, _NONNEGATIVE))
+    return causes
+
+
+def _deployment_strategy(strategy: Any) -> Causes:
+    """``ValidateDeploymentStrategy``: a known type, and no rolling parameters for Recreate.
+    An unknown type is reported on the whole strategy, printed as Go's ``%#v`` prints it."""
+    if not isinstance(strategy, dict):
+        return []
+    kind, rolling = strategy.get("type"), strategy.get("rollingUpdate")
+    if kind == "Recreate" and rolling is not None:
+        return [forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'")]
+    if kind in _STRATEGIES:
+        return []
+    pointer = "(*apps.RollingUpdateDeployment)(nil)" if rolling is None else \
+        "(*apps.RollingUpdateDeployment)(0xc000000000)"
+    value = f'apps.DeploymentStrategy{{Type:"{kind or ""}", RollingUpdate:{pointer}}}'
+    return [{"reason": "FieldValueNotSupported", "field": "spec.strategy",
+             "message": f'Unsupported value: {value}: supported values: "Recreate", "RollingUpdate"'}]
+
+
+def _spec_causes(plural: str, spec: Obj) -> Causes:
+    """What a workload's spec must say (``ValidateDeploymentSpec``, ``ValidateReplicaSetSpec``,
+    ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``, ``ValidateJobSpec``,
+    ``ValidateReplicationControllerSpec``, ``ValidateCronJobSpec``): counts not negative,
+    a known Deployment strategy, and a valid pod template (``podvalidation``)."""
+    if plural == "cronjobs":
+        job = (spec.get("jobTemplate") or {}).get("spec")
+        if not isinstance(job, dict):
+            return []
+        return _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
+            template_causes("jobs", job, "spec.jobTemplate.spec")
+    causes = _counts(spec, _JOB_COUNTS if plural == "jobs" else ("replicas",), "spec")
+    causes += template_causes(plural, spec, "spec")
+    if plural == "deployments":
+        causes += _deployment_strategy(spec.get("strategy"))
+    return causes
+
+
+def workload_spec_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
+    """A (defaulted) workload's spec must be valid: counts, strategy, pod template. A write
+    that keeps the stored spec (a status write) is not checked again."""
+    spec = _spec(obj)
+    return [] if old is not None and spec is _spec(old) else _spec_causes(plural, spec)
 
 
 def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
@@ -213,6 +281,75 @@ def pod_update_causes(new_spec: Obj, old_spec: Obj) -> Causes:
 
 
 # -- services --------------------------------------------------------------------------
+_SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_AFFINITIES = ("ClientIP", "None")
+_PORT_RANGE = "must be between 1 and 65535, inclusive"
+
+
+def service_causes(svc: Obj) -> Causes:
+    """What a (defaulted) Service must say, as ``ValidateService`` on create and update:
+    ports unless headless or an ExternalName, each with a name when there are several
+    (unique DNS labels), a port number, a protocol and a target port; a known type, an
+    ExternalName's name, a known session affinity."""
+    spec = _spec(svc)
+    causes: Causes = []
+    kind = spec.get("type")
+    ips = spec.get("clusterIPs")
+    headless = kind == "ClusterIP" and isinstance(ips, list) and len(ips) == 1 and ips[0] == "None"
+    ports = spec.get("ports")
+    if not isinstance(ports, list):
+        ports = []
+    if not ports and not headless and kind != "ExternalName":
+        causes.append(required("spec.ports"))
+    if kind == "ExternalName":
+        name = spec.get("externalName")
+        cname = name[:-1] if isinstance(name, str) and name.endswith(".") else name
+        if not cname:
+            causes.append(required("spec.externalName"))
+    names: set[str] = set()
+    several = len(ports) > 1
+    for i, p in enumerate(ports):
+        if isinstance(p, dict):
+            causes += _service_port(p, f"spec.ports[{i}]", several, names)
+    affinity = spec.get("sessionAffinity")
+    if affinity not in _AFFINITIES:
+        causes.append(required("spec.sessionAffinity") if not affinity
+                      else not_supported("spec.sessionAffinity", affinity, _AFFINITIES))
+    if kind not in _SERVICE_TYPES:
+        causes.append(required("spec.type") if not kind else not_supported("spec.type", kind, _SERVICE_TYPES))
+    return causes
+
+
+def _service_port(p: Obj, at: str, several: bool, names: set[str]) -> Causes:
+    causes: Causes = []
+    name = p.get("name")
+    if not name:
+        if several:
+            causes.append(required(f"{at}.name"))
+    elif isinstance(name, str):
+        causes += [invalid(f"{at}.name", name, m) for m in dns_label_problems(name)]
+        if name in names:
+            causes.append(duplicate(f"{at}.name", name))
+        names.add(name)
+    port = p.get("port")
+    if isinstance(port, int) and not isinstance(port, bool) and not 0 < port < 65536:
+        causes.append(invalid(f"{at}.port", port, _PORT_RANGE))
+    elif port is None:
+        causes.append(invalid(f"{at}.port", 0, _PORT_RANGE))
+    protocol = p.get("protocol")
+    if protocol not in _PROTOCOLS:
+        causes.append(required(f"{at}.protocol") if not protocol
+                      else not_supported(f"{at}.protocol", protocol, _PROTOCOLS))
+    target = p.get("targetPort")
+    if isinstance(target, int) and not isinstance(target, bool):  # (0 and "" are defaulted to the port)
+        if target and not 0 < target < 65536:
+            causes.append(invalid(f"{at}.targetPort", target, _PORT_RANGE))
+    elif isinstance(target, str) and target:
+        causes += [invalid(f"{at}.targetPort", target, m) for m in port_name_problems(target)]
+    return causes
+
+
 def service_update_causes(obj: Obj, old: Obj) -> Causes:
     """A Service keeps the cluster IPs it was given: an update that leaves them out keeps
     them (upstream's ``patchAllocatedValues``), one that changes them is refused (unless

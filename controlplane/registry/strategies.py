@@ -19,9 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 from .autoscaling import prepare_horizontal_pod_autoscaler
-from .immutable import pod_update_causes, service_update_causes, workload_causes
+from .immutable import (
+    pod_update_causes,
+    service_causes,
+    service_update_causes,
+    workload_causes,
+    workload_spec_causes,
+)
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podspec import default_pod_spec
+from .podvalidation import pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
@@ -262,6 +269,15 @@ def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> C
 
 
 _PREPARERS["priorityclasses"] = _prepare_priority_class
+
+
+def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    spec = pod.get("spec")
+    return pod_spec_causes(spec if isinstance(spec, dict) else {}, "spec", pod=True)
+
+
+_PREPARERS["pods"] = _prepare_pod
+_PREPARERS["services"] = lambda svc, old: service_causes(svc)
 _PREPARERS.update({
     "persistentvolumeclaims": prepare_claim, "persistentvolumes": prepare_volume,
     "storageclasses": prepare_storage_class, "resourcequotas": prepare_resource_quota,
@@ -306,18 +322,22 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
     normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
-        return _cron_job_causes(obj) if plural == "cronjobs" else workload_causes(plural, obj, old)
+        causes = workload_spec_causes(plural, obj, old)
+        return causes + (_cron_job_causes(obj) if plural == "cronjobs" else workload_causes(plural, obj, old))
     if old is not None and plural == "pods":
         spec, old_spec = obj.get("spec"), old.get("spec")
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
             return []
         probe = {"spec": copy.deepcopy(spec)}  # compared defaulted, as upstream decodes an update
         _default_pod(probe)
-        return pod_update_causes(probe["spec"], old_spec)
+        if probe["spec"] == old_spec:
+            return []
+        return pod_spec_causes(probe["spec"], "spec", pod=True) + pod_update_causes(probe["spec"], old_spec)
     if old is not None and plural == "services":
         causes = service_update_causes(obj, old)
         if not causes and obj.get("spec") is not old.get("spec"):
             _default_service(obj)  # what a new type needs: node ports, a cluster IP, traffic policies
+            causes = service_causes(obj)
         return causes
     f = _PREPARERS.get(plural)
     try:

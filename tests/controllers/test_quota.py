@@ -79,7 +79,7 @@ async def test_object_counts_and_service_node_ports(client: Client) -> None:
     assert e.value.code == 403 and "exceeded quota: objects, requested: configmaps=1" in e.value.message
     with pytest.raises(ApiError) as e:
         await client.create(SERVICES, {"metadata": {"name": "np"}, "spec": {
-            "type": "NodePort", "ports": [{"port": 80}, {"port": 443}]}})
+            "type": "NodePort", "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}})
     assert "services.nodeports=2" in e.value.message
     await client.create(SERVICES, {"metadata": {"name": "cip"}, "spec": {"ports": [{"port": 80}]}})
     # the controller's count agrees with what admission charged, and notices a deletion
