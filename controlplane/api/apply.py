@@ -15,6 +15,7 @@ A conflict answers 409 with one cause per field::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,10 +23,12 @@ import yaml
 
 from ..registry import ResourceType
 from ..registry.managedfields import MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
+from ..registry.strategies import default
 from .errors import ApiError
 from .params import flag
 
-__all__ = ["APPLY_YAML", "ApplyOptions", "apply_options", "conflict_error", "manager_of", "parse_config"]
+__all__ = ["APPLY_YAML", "ApplyOptions", "apply_defaults", "apply_options", "conflict_error", "manager_of",
+           "parse_config"]
 
 APPLY_YAML = "application/apply-patch+yaml"
 
@@ -174,6 +177,23 @@ def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: by
     if meta.get("managedFields") is not None:
         raise ApiError.bad_request("metadata.managedFields must be nil")
     return config
+
+
+# Built-in types whose create-time defaults allocate (a Service's cluster IPs and node
+# ports): an update keeps what was allocated and then defaults the rest itself (their
+# ``prepare``), so an apply must not allocate anew what it removed.
+_DEFAULTED_ON_UPDATE = frozenset({"services"})
+
+
+def apply_defaults(rtype: ResourceType) -> Callable[[dict[str, Any]], None] | None:
+    """What fills in ``rtype``'s defaults after an apply changed an existing object
+    (``managedfields.apply``), as upstream's apply defaults the object it made: a
+    Secret whose ``type`` nobody applies any more is ``Opaque`` again. None for custom
+    resources (their schema's defaults come with every write) and the types above."""
+    if rtype.custom is not None or rtype.group or rtype.plural in _DEFAULTED_ON_UPDATE:
+        return None
+    plural = rtype.plural
+    return lambda obj: default(plural, obj)
 
 
 def conflict_error(conflicts: Conflicts) -> ApiError:

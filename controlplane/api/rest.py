@@ -49,7 +49,16 @@ from ..registry.ephemeral import ephemeral_update
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
-from .apply import APPLY_YAML, ApplyOptions, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
+from .apply import (
+    APPLY_YAML,
+    ApplyOptions,
+    apply_defaults,
+    apply_options,
+    conflict_error,
+    manager_of,
+    parse_config,
+    yaml_as_json,
+)
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
@@ -455,7 +464,8 @@ class KubeApi:
             return await self._log(rtype, namespace, name, query, send)
         if subresource == "scale" and name is not None:
             body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
-            scale = await self._scale(rtype, namespace, name, method, content_type, body)
+            scale = await self._scale(rtype, namespace, name, method, content_type, body,
+                                      manager_of(query, headers) if method != "GET" else "")
             accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
             if accept and wants_table(accept) and rtype.custom is None:  # as upstream's Scale printer prints it
                 scale = as_table("scales.autoscaling", [scale],
@@ -1002,7 +1012,8 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name)
             old: dict[str, Any] | None = orjson.loads(current.value) if current is not None else None
             try:
-                obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force)
+                obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force,
+                                          apply_defaults(rtype))
             except managedfields.Conflicts as e:
                 raise conflict_error(e) from e
             except managedfields.ShapeError as e:
@@ -1335,9 +1346,10 @@ class KubeApi:
         await send({"type": "http.response.body", "body": b""})
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
-                     content_type: str, body: bytes) -> dict[str, Any]:
+                     content_type: str, body: bytes, manager: str = "") -> dict[str, Any]:
         """``<name>/scale``: read, or write ``spec.replicas`` through, the Scale view (``api/scale.py``);
-        a custom resource keeps its replicas where its CRD says."""
+        a custom resource keeps its replicas where its CRD says. ``manager`` owns the
+        replicas a write changes (``managedfields.record_scale``)."""
         key = rtype.key(namespace, name)
         paths = scale_paths(rtype)
         for _attempt in range(WRITE_ATTEMPTS):
@@ -1372,6 +1384,7 @@ class KubeApi:
             old = orjson.loads(current.value)
             new = with_spec_replicas(orjson.loads(current.value), replicas, paths)
             new = _split_status(rtype, None, old, new)
+            managedfields.record_scale(rtype, old, new, manager, paths.spec_replicas)
             self._admit(rtype, new, old, "scale")
             try:
                 rev = await self.store.update(key, orjson.dumps(new), current.mod_revision)

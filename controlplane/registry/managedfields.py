@@ -25,11 +25,21 @@ Rules kept here, as kube-apiserver keeps them:
 - At most ten ``Update`` entries: older ones merge into ``ancient-changes``.
 - An apply to an object without managedFields first gives all it has to
   ``before-first-apply`` (an ``Update`` entry), as upstream.
+- Writes are recorded in the form the object is stored in, as upstream records
+  them on the decoded object: a Secret's ``stringData`` counts as the ``data``
+  keys it becomes. An apply owns what its configuration says, ``stringData``
+  included (upstream's applied set is the configuration's).
+- A write through ``/scale`` is an ``Update`` with subresource ``scale`` owning
+  the parent's replicas field, taken from whoever owned it (``record_scale``,
+  upstream's ScaleHandler).
 """
 
 from __future__ import annotations
 
+import base64
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +49,11 @@ from .shapes import shape_for
 from .typed import ShapeError, compare, created_set, field_set, merge, remove
 from .types import ResourceType
 
-__all__ = ["APPLY", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "apply", "decode",
-           "manager_from_user_agent", "record_write"]
+__all__ = ["APPLY", "SCALE", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "apply", "decode",
+           "manager_from_user_agent", "record_scale", "record_write"]
 
 APPLY, UPDATE = "Apply", "Update"
+SCALE = "scale"
 MAX_UPDATE_ENTRIES = 10
 ANCIENT = "ancient-changes"
 BEFORE_FIRST_APPLY = "before-first-apply"
@@ -203,6 +214,24 @@ def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> 
     return view
 
 
+def _stored_form(rtype: ResourceType, view: dict[str, Any]) -> dict[str, Any]:
+    """``view`` as it will be stored: a Secret's ``stringData`` folded into ``data``
+    (base64, stringData winning), as upstream's v1 conversion does before its field
+    manager sees the object. Anything malformed is left for validation to refuse."""
+    if rtype.kind != "Secret" or rtype.group or "stringData" not in view:
+        return view
+    string_data = view["stringData"]
+    out = {k: v for k, v in view.items() if k != "stringData"}
+    data = out.get("data")
+    if isinstance(string_data, dict) and isinstance(data, dict | None):
+        merged = dict(data or {})
+        for k, v in string_data.items():
+            merged[k] = base64.b64encode(str(v).encode()).decode()
+        if merged:
+            out["data"] = merged
+    return out
+
+
 def _as_stored(sent: Any, old: dict[str, Any] | None) -> bool:
     """Whether the client sent ``old``'s managedFields back as they are (it writes back what
     it read). Those entries are the stored ones, which this module wrote, so they need no
@@ -226,10 +255,11 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     try:
+        new_view = _stored_form(rtype, _view(new, rtype, subresource))
         if old is None:
-            changed, removed = created_set(_view(new, rtype, subresource), shape), {}
+            changed, removed = created_set(new_view, shape), {}
         else:
-            diff = compare(_view(old, rtype, subresource), _view(new, rtype, subresource), shape)
+            diff = compare(_stored_form(rtype, _view(old, rtype, subresource)), new_view, shape)
             changed, removed = fieldpath.union(diff.added, diff.modified), diff.removed
     except (ShapeError, RecursionError):
         return  # as upstream: an object the walk cannot follow gets no managedFields
@@ -251,22 +281,75 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     _store(new, entries)
 
 
+def _leaf(path: tuple[str, ...]) -> Tree:
+    """The set of one field: ``("spec", "replicas")`` -> ``{"f:spec": {"f:replicas": {}}}``."""
+    tree: Tree = {}
+    for part in reversed(path):
+        tree = {f"f:{part}": tree}
+    return tree
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def record_scale(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], manager: str,
+                 replicas: tuple[str, ...] = ("spec", "replicas")) -> None:
+    """Set ``new``'s managedFields after ``manager`` wrote ``old``'s replicas (at the path
+    ``replicas``) through ``/scale``. As upstream's ScaleHandler: the Scale's own update
+    owns ``spec.replicas`` when it changes it, which on the parent is the replicas field,
+    owned by an ``Update`` entry with subresource ``scale`` and taken from every other
+    entry. A write that leaves the replicas as they were changes no ownership."""
+    stored = (old.get("metadata") or {}).get("managedFields", [])
+    meta = new.setdefault("metadata", {})
+    if _at(old, replicas) == _at(new, replicas):
+        if stored:
+            meta["managedFields"] = stored
+        else:
+            meta.pop("managedFields", None)
+        return
+    entries = decode(stored, trusted=True) or []
+    field = _leaf(replicas)
+    own: Entry | None = None
+    for e in entries:
+        e.fields = fieldpath.difference(e.fields, field)
+        if e.key == (manager, UPDATE, SCALE):
+            own = e
+    if own is None:
+        own = Entry(manager, UPDATE, rtype.api_version, None, {}, SCALE)
+        entries.append(own)
+    own.fields = fieldpath.union(own.fields, field)
+    own.time, own.api_version = _now(), rtype.api_version
+    _store(new, entries)
+
+
 # -- server-side apply -----------------------------------------------------------------
 def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
-          subresource: str | None = None, force: bool = False) -> dict[str, Any]:
+          subresource: str | None = None, force: bool = False,
+          defaults: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The object after ``manager`` applies ``config`` (a full object) to ``live``
     (None: the object does not exist yet), with its managedFields.
+
+    ``defaults`` fills in, in place, the type's defaults of an existing object the
+    apply changed: a field the apply removed that has a default comes back with it,
+    owned by nobody (upstream defaults the object its apply made). A create is
+    defaulted as every create is.
 
     Raises ``Conflicts`` if fields other managers own would change and not ``force``;
     ``ShapeError`` if the configuration cannot be walked (a 400)."""
     try:
-        return _apply(rtype, live, config, manager, subresource, force)
+        return _apply(rtype, live, config, manager, subresource, force, defaults)
     except RecursionError as e:
         raise ShapeError("the object is nested too deeply") from e
 
 
 def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
-           subresource: str | None, force: bool) -> dict[str, Any]:
+           subresource: str | None, force: bool,
+           defaults: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
     shape = shape_for(rtype.group, rtype.version, rtype.kind)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
@@ -312,6 +395,9 @@ def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, A
         for e in entries:
             if e is not own:
                 e.fields = fieldpath.difference(e.fields, removed)
+    if defaults is not None and live is not None and not _same_object(base, result):
+        result = copy.deepcopy(result)  # it shares what the apply left alone with live and config
+        defaults(result)
     if previous[0] == applied and _same_object(base, result):
         own.time = previous[1]  # a no-op apply changes nothing, its time included
     result = dict(result)

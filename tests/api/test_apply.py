@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controlplane.api.apply import APPLY_YAML, apply_options, conflict_error, manager_of, parse_config
 from controlplane.api.errors import ApiError
+from controlplane.client import Client
+from controlplane.client.client import ApiError as ClientError
 from controlplane.registry import BUILTIN
 from controlplane.registry.managedfields import Conflict, Conflicts
 
@@ -70,3 +74,68 @@ def test_conflict_status() -> None:
                                  ".spec.replicas")
     assert status["details"]["causes"] == [{"type": "FieldManagerConflict", "field": ".spec.replicas",
                                             "message": 'conflict with "kubectl-edit" using apps/v1'}]
+
+
+SECRETS = "/api/v1/namespaces/default/secrets"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+
+
+def managers(obj: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(e["manager"], e["operation"], e.get("subresource", "")): e["fieldsV1"]
+            for e in obj["metadata"].get("managedFields", [])}
+
+
+async def test_secret_string_data_is_recorded_as_data_and_applies_over_it(client: Client) -> None:
+    created = await client.create(SECRETS, {"metadata": {"name": "ss"}, "stringData": {"password": "hunter2"}},
+                                  fieldManager="kubectl-client-side-apply")
+    fields = managers(created)[("kubectl-client-side-apply", "Update", "")]
+    assert "f:stringData" not in fields and fields["f:data"] == {".": {}, "f:password": {}}
+    patched = await client.patch(f"{SECRETS}/ss", {"stringData": {"user": "me"}}, fieldManager="kubectl-patch")
+    assert managers(patched)[("kubectl-patch", "Update", "")] == {"f:data": {"f:user": {}}}
+    config = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ss"},
+              "stringData": {"password": "hunter3"}}
+    applied = await client.patch(f"{SECRETS}/ss", config, "apply", fieldManager="kubectl")
+    assert applied["data"]["password"] == "aHVudGVyMw==" and "stringData" not in applied
+    assert managers(applied)[("kubectl", "Apply", "")] == {"f:stringData": {"f:password": {}}}
+
+
+async def test_an_apply_that_drops_a_defaulted_field_gets_the_default_again(client: Client) -> None:
+    config: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}, "type": "Opaque",
+                              "data": {"a": "YQ=="}}
+    await client.patch(f"{SECRETS}/s1", config, "apply", fieldManager="kubectl")
+    del config["type"]
+    applied = await client.patch(f"{SECRETS}/s1", config, "apply", fieldManager="kubectl")
+    assert applied["type"] == "Opaque"
+    assert managers(applied)[("kubectl", "Apply", "")] == {"f:data": {"f:a": {}}}
+
+
+def deployment(replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "d1"}},
+                     "template": {"metadata": {"labels": {"app": "d1"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+async def test_a_scale_write_owns_the_replicas_and_a_later_apply_conflicts(client: Client) -> None:
+    await client.patch(f"{DEPLOYMENTS}/d1", deployment(1), "apply", fieldManager="kubectl")
+    scale = await client.patch(f"{DEPLOYMENTS}/d1/scale", {"spec": {"replicas": 2}}, fieldManager="scaler")
+    assert scale["spec"]["replicas"] == 2 and "managedFields" not in scale["metadata"]
+    d = await client.get(f"{DEPLOYMENTS}/d1")
+    assert managers(d)[("scaler", "Update", "scale")] == {"f:spec": {"f:replicas": {}}}
+    assert "f:replicas" not in managers(d)[("kubectl", "Apply", "")]["f:spec"]
+    entry = next(e for e in d["metadata"]["managedFields"] if e.get("subresource") == "scale")
+    assert entry["apiVersion"] == "apps/v1" and entry["operation"] == "Update"
+    with pytest.raises(ClientError) as err:
+        await client.patch(f"{DEPLOYMENTS}/d1", deployment(1), "apply", fieldManager="kubectl")
+    assert err.value.code == 409
+    assert err.value.message == ('Apply failed with 1 conflict: conflict with "scaler" with subresource "scale" '
+                                 "using apps/v1: .spec.replicas")
+    assert (await client.get(f"{DEPLOYMENTS}/d1"))["spec"]["replicas"] == 2
+    # a PUT of the Scale that keeps the replicas changes no ownership
+    unchanged = await client.update(f"{DEPLOYMENTS}/d1/scale", {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                                                                  "metadata": {"name": "d1"},
+                                                                  "spec": {"replicas": 2}}, fieldManager="other")
+    assert unchanged["spec"]["replicas"] == 2
+    assert ("other", "Update", "scale") not in managers(await client.get(f"{DEPLOYMENTS}/d1"))
+    forced = await client.patch(f"{DEPLOYMENTS}/d1", deployment(1), "apply", fieldManager="kubectl", force=True)
+    assert forced["spec"]["replicas"] == 1 and ("scaler", "Update", "scale") not in managers(forced)

@@ -4,6 +4,7 @@ the same data directory."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import yaml
 from kubernetes import client, dynamic, watch
@@ -652,3 +654,21 @@ def test_kubectl_sees_a_crds_cel_rules_enforced(served: Serve) -> None:
     assert r.returncode != 0
     assert 'The Quota "q" is invalid: spec: Invalid value: "object": min must not exceed max' in r.stderr
     assert kubectl(served, "get", "quotas.ruled.example.com", "q", "-o", "jsonpath={.spec.min}") == "1"
+
+
+def test_kubectl_scale_of_a_custom_resource_owns_its_replicas(served: Serve) -> None:
+    kubectl(served, "apply", "--validate=false", "-f", "-", stdin=WIDGETS)
+    applied = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w-owned}\nspec: {color: red, replicas: 1}\n"
+    kubectl(served, "apply", "--server-side", "-f", "-", stdin=applied)
+    kubectl(served, "scale", "wd", "w-owned", "--replicas=3")
+    got = orjson.loads(kubectl(served, "get", "wd", "w-owned", "-o", "json", "--show-managed-fields"))
+    [entry] = [e for e in got["metadata"]["managedFields"] if e.get("subresource") == "scale"]
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == ("kubectl", "Update", "example.com/v1")
+    assert entry["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    r = subprocess.run([KUBECTL, "apply", "--server-side", "-f", "-"], input=applied, capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode != 0
+    assert ('Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using example.com/v1: '
+            ".spec.replicas") in r.stderr
+    assert kubectl(served, "get", "wd", "w-owned", "-o", "jsonpath={.spec.replicas}") == "3"

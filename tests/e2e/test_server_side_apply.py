@@ -216,3 +216,50 @@ def test_a_patch_with_a_stale_resource_version_conflicts(api: client.ApiClient) 
                       [{"op": "test", "path": "/metadata/resourceVersion", "value": cm.metadata.resource_version},
                        {"op": "replace", "path": "/data/a", "value": "2"}])
     assert fresh["data"] == {"a": "2"}
+
+
+def test_server_side_apply_of_string_data_over_a_client_side_applied_secret(served: Serve) -> None:
+    """A Secret's stringData is stored as data: writes own the data keys it becomes, so
+    kubectl's switch to server-side apply finds nothing to conflict with."""
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: ss}\nstringData: {password: hunter2}\n"
+    ok(served, "apply", "-f", "-", stdin=secret)
+    csa = managers(get(served, "secret", "ss"))[("kubectl-client-side-apply", "Update")]
+    assert "f:stringData" not in csa and csa["f:data"] == {".": {}, "f:password": {}}
+    r = apply(served, secret.replace("hunter2", "hunter3"))
+    assert r.returncode == 0, r.stderr
+    got = get(served, "secret", "ss")
+    assert got["data"] == {"password": "aHVudGVyMw=="} and got["type"] == "Opaque" and "stringData" not in got
+    assert managers(get(served, "secret", "ss"))[("kubectl", "Apply")] == {"f:stringData": {"f:password": {}}}
+    ok(served, "create", "secret", "generic", "made", "--from-literal=k=v")
+    made = managers(get(served, "secret", "made"))[("kubectl-create", "Update")]
+    assert made == {"f:data": {".": {}, "f:k": {}}, "f:type": {}}
+
+
+def test_an_apply_that_drops_a_defaulted_field_defaults_it_again(served: Serve) -> None:
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s1}\ntype: Opaque\ndata: {a: YQ==}\n"
+    assert apply(served, secret).returncode == 0
+    r = apply(served, secret.replace("type: Opaque\n", ""))
+    assert r.returncode == 0, r.stderr
+    got = get(served, "secret", "s1")
+    assert got["type"] == "Opaque" and managers(got)[("kubectl", "Apply")] == {"f:data": {"f:a": {}}}
+
+
+def test_kubectl_scale_owns_the_replicas_and_a_later_apply_conflicts(served: Serve) -> None:
+    manifest = (MANIFEST.split("---")[0].replace("name: web\n", "name: scaled-web\n")
+                .replace("replicas: 2", "replicas: 1"))
+    assert apply(served, manifest).returncode == 0
+    ok(served, "scale", "deployment", "scaled-web", "--replicas=2")
+    dep = get(served, "deployment", "scaled-web")
+    [entry] = [e for e in dep["metadata"]["managedFields"] if e.get("subresource") == "scale"]
+    # kubectl scale sends no fieldManager: the manager is its user agent's product, as for any write
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == ("kubectl", "Update", "apps/v1")
+    assert entry["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+    r = apply(served, manifest)
+    assert r.returncode != 0
+    assert ('Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: '
+            ".spec.replicas") in r.stderr
+    assert get(served, "deployment", "scaled-web")["spec"]["replicas"] == 2
+    assert apply(served, manifest, "--force-conflicts").returncode == 0
+    dep = get(served, "deployment", "scaled-web")
+    assert dep["spec"]["replicas"] == 1
+    assert not [e for e in dep["metadata"]["managedFields"] if e.get("subresource") == "scale"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -289,3 +290,99 @@ def test_one_entry_is_neither_capped_nor_reordered() -> None:
     for i in range(12):
         obj = updated(DEPLOYMENTS, obj, lambda o, i=i: o["metadata"]["labels"].__setitem__(f"l{i}", "x"), f"m{i}")
     assert len(obj["metadata"]["managedFields"]) == mf.MAX_UPDATE_ENTRIES
+
+
+SECRETS = next(t for t in BUILTIN if t.plural == "secrets")
+
+
+def secret(**fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}, **fields}
+
+
+def stored_secret(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the Secret strategy stores it: ``stringData`` folded into ``data``."""
+    out = copy.deepcopy(obj)
+    for k, v in (out.pop("stringData", None) or {}).items():
+        out.setdefault("data", {})[k] = base64.b64encode(v.encode()).decode()
+    return out
+
+
+def test_secret_writes_own_the_data_keys_their_string_data_becomes() -> None:
+    created = secret(type="Opaque", stringData={"password": "hunter2"})
+    mf.record_write(SECRETS, None, created, "kubectl-client-side-apply")
+    assert sorted(owned(created, "kubectl-client-side-apply", "Update")) == [
+        ("f:data",), ("f:data", "f:password"), ("f:type",)]
+    live = stored_secret(created)
+    new = updated(SECRETS, live, lambda o: o.__setitem__("stringData", {"user": "me", "password": "hunter2"}),
+                  "kubectl-edit")
+    assert owned(new, "kubectl-edit", "Update") == [("f:data", "f:user")]  # the password is the same value
+    assert ("f:data", "f:password") in owned(new, "kubectl-client-side-apply", "Update")
+
+
+def test_applying_string_data_over_client_side_applied_data_does_not_conflict() -> None:
+    created = secret(type="Opaque", stringData={"password": "hunter2"})
+    mf.record_write(SECRETS, None, created, "kubectl-client-side-apply")
+    live = stored_secret(created)
+    applied = mf.apply(SECRETS, live, secret(stringData={"password": "hunter3"}), "kubectl")
+    # as upstream, the applier owns what its configuration says; the strategy folds it into data
+    assert owned(applied, "kubectl", "Apply") == [("f:stringData", "f:password")]
+    assert applied["stringData"] == {"password": "hunter3"}
+    assert ("f:data", "f:password") in owned(applied, "kubectl-client-side-apply", "Update")
+
+
+def test_a_removed_field_with_a_default_is_defaulted_again_and_owned_by_nobody() -> None:
+    applied = mf.apply(SECRETS, None, secret(type="Opaque", data={"a": "YQ=="}), "kubectl")
+    assert ("f:type",) in owned(applied, "kubectl", "Apply")
+
+    def default(obj: dict[str, Any]) -> None:
+        obj.setdefault("type", "Opaque")
+
+    without = mf.apply(SECRETS, applied, secret(data={"a": "YQ=="}), "kubectl", defaults=default)
+    assert without["type"] == "Opaque"
+    assert owned(without, "kubectl", "Apply") == [("f:data", "f:a")]
+    assert applied["type"] == "Opaque" and "type" in applied  # the live object is left as it was
+    undefaulted = mf.apply(SECRETS, applied, secret(data={"a": "YQ=="}), "kubectl")
+    assert "type" not in undefaulted
+
+
+def test_a_scale_write_takes_the_replicas_and_a_later_apply_conflicts() -> None:
+    live = mf.apply(DEPLOYMENTS, None, deployment(replicas=1), "kubectl")
+    scaled = copy.deepcopy(live)
+    scaled["spec"]["replicas"] = 2
+    mf.record_scale(DEPLOYMENTS, live, scaled, "kubectl")
+    scale_entry = entries(scaled)[("kubectl", "Update", "scale")]
+    assert paths(scale_entry.fields) == [("f:spec", "f:replicas")] and scale_entry.api_version == "apps/v1"
+    assert ("f:spec", "f:replicas") not in owned(scaled, "kubectl", "Apply")
+    encoded = next(e for e in scaled["metadata"]["managedFields"] if e.get("subresource") == "scale")
+    assert encoded["operation"] == "Update" and encoded["time"].endswith("Z")
+    with pytest.raises(mf.Conflicts) as err:
+        mf.apply(DEPLOYMENTS, scaled, deployment(replicas=1), "kubectl")
+    assert err.value.message() == ('Apply failed with 1 conflict: conflict with "kubectl" with subresource '
+                                   '"scale" using apps/v1: .spec.replicas')
+    forced = mf.apply(DEPLOYMENTS, scaled, deployment(replicas=1), "kubectl", force=True)
+    assert ("kubectl", "Update", "scale") not in entries(forced)
+    assert forced["spec"]["replicas"] == 1
+    # applying the value the scale wrote shares it instead
+    shared = mf.apply(DEPLOYMENTS, scaled, deployment(replicas=2), "kubectl")
+    assert ("f:spec", "f:replicas") in owned(shared, "kubectl", "Apply")
+    assert ("kubectl", "Update", "scale") in entries(shared)
+
+
+def test_a_scale_write_that_changes_nothing_changes_no_ownership() -> None:
+    live = mf.apply(DEPLOYMENTS, None, deployment(replicas=2), "kubectl")
+    same = copy.deepcopy(live)
+    mf.record_scale(DEPLOYMENTS, live, same, "hpa")
+    assert same["metadata"]["managedFields"] == live["metadata"]["managedFields"]
+
+
+def test_a_scale_write_at_a_custom_replicas_path() -> None:
+    widgets = ResourceType(group="example.com", version="v1", plural="widgets", kind="Widget", namespaced=True)
+    live: dict[str, Any] = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                            "spec": {"size": 1, "color": "red"}}
+    mf.record_write(widgets, None, live, "creator")
+    scaled = copy.deepcopy(live)
+    scaled["spec"]["size"] = 3
+    mf.record_scale(widgets, live, scaled, "scaler", ("spec", "size"))
+    assert owned(scaled, "scaler", "Update", "scale") == [("f:spec", "f:size")]
+    assert ("f:spec", "f:size") not in owned(scaled, "creator", "Update")
+    assert ("f:spec", "f:color") in owned(scaled, "creator", "Update")
