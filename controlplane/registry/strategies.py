@@ -216,7 +216,10 @@ def _prepare_configmap(cm: dict[str, Any], old: dict[str, Any] | None) -> Causes
 
 def _prepare_secret(secret: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     """``stringData`` merged into ``data`` (base64, the stringData value winning), as the
-    v1 conversion does; ``data`` values must be base64; typed secrets hold their keys."""
+    v1 conversion does; ``data`` values must be base64; typed secrets hold their keys. A
+    write without ``type`` gets ``Opaque`` (decode-time default, on every write as upstream)."""
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
     string_data = secret.pop("stringData", None)
     data = secret.get("data")
     if data is not None and not isinstance(data, dict):

@@ -34,6 +34,11 @@ async def test_secret_string_data_is_merged_into_data(client: Client) -> None:
     assert updated["data"]["d"] == b64("dee") and "stringData" not in updated
     patched = await client.patch(f"{SECRETS}/s", {"stringData": {"e": "ee"}})
     assert patched["data"]["e"] == b64("ee") and "stringData" not in patched
+    # a write that drops the type gets the default again, as every upstream decode does
+    assert (await client.patch(f"{SECRETS}/s", {"type": None}))["type"] == "Opaque"
+    current = await client.get(f"{SECRETS}/s")
+    del current["type"]
+    assert (await client.update(f"{SECRETS}/s", current))["type"] == "Opaque"
 
 
 async def test_secret_data_must_be_base64_and_typed_secrets_hold_their_keys(client: Client) -> None:
