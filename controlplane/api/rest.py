@@ -1185,8 +1185,9 @@ class KubeApi:
                     if spec.get(field) is None and old_spec.get(field) is not None:
                         spec[field] = old_spec[field]
         meta = obj.get("metadata")
-        if isinstance(meta, dict) and (meta.get("labels") or meta.get("annotations") or meta.get("finalizers")):
-            causes = validate_metadata(meta)
+        if isinstance(meta, dict) and (meta.get("labels") or meta.get("annotations") or meta.get("finalizers")
+                                       or meta.get("ownerReferences")):
+            causes = validate_metadata(meta, old.get("metadata") if old is not None else None)
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
         if rtype.custom is None:

@@ -13,6 +13,7 @@ import base64
 import binascii
 import copy
 import ipaddress
+import json
 import random
 import re
 from collections.abc import Callable
@@ -372,17 +373,56 @@ def _qualified_name(key: str) -> str | None:
     return None
 
 
+def _owner_reference_causes(owners: list[Any]) -> Causes:
+    causes: Causes = []
+    controller = ""
+    for ref in owners:
+        if not isinstance(ref, dict):
+            continue
+        api_version = str(ref.get("apiVersion") or "")
+        version = api_version.rpartition("/")[2]
+        for field, value, what in (("apiVersion", api_version, "version"), ("kind", ref.get("kind"), "kind"),
+                                   ("name", ref.get("name"), "name"), ("uid", ref.get("uid"), "uid")):
+            if not (version if field == "apiVersion" else value):
+                causes.append(_invalid(f"metadata.ownerReferences.{field}", str(value or ""),
+                                       f"{what} must not be empty"))
+        if api_version == "v1" and ref.get("kind") == "Event":
+            causes.append(_invalid("metadata.ownerReferences", json.dumps(ref, separators=(",", ":")),
+                                   "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            name = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+            if controller:
+                causes.append(_invalid("metadata.ownerReferences", json.dumps(owners, separators=(",", ":")),
+                                       'Only one reference can have Controller set to true. Found "true" in '
+                                       f"references for {controller} and {name}"))
+            else:
+                controller = name
+    return causes
+
+
 def _go_strings(values: list[Any]) -> str:
     """A []string as Go's ``%v`` prints it in a field error: ``[]string{"a", "b"}``."""
     return "[]string{" + ", ".join(f'"{v}"' for v in values) + "}"
 
 
-def validate_metadata(meta: dict[str, Any]) -> Causes:
-    """The causes for a 422 in an object's labels, annotations and finalizers, as upstream's
-    ValidateLabels, ValidateAnnotations and ValidateFinalizers: qualified-name keys and
-    finalizers, label values of at most 63 characters of the label syntax, annotations at
-    most 256 KiB in all."""
+def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -> Causes:
+    """The causes for a 422 in an object's labels, annotations, finalizers and owner
+    references, as upstream's ValidateLabels, ValidateAnnotations, ValidateFinalizers,
+    ValidateOwnerReferences and (``old``: the stored metadata of an update)
+    ValidateNoNewFinalizers: qualified-name keys and finalizers, label values of at most 63
+    characters of the label syntax, annotations at most 256 KiB in all, owner references
+    complete with one controller at most, and no finalizer added once deletion began."""
     causes: Causes = []
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list) and owners:
+        causes += _owner_reference_causes(owners)
+    if old is not None and old.get("deletionTimestamp") and isinstance(meta.get("finalizers"), list):
+        kept = set(old.get("finalizers") or ())
+        added = [f for f in meta["finalizers"] if f not in kept]
+        if added:
+            causes.append({"reason": "FieldValueForbidden", "field": "metadata.finalizers",
+                           "message": "Forbidden: no new finalizers can be added if the object is being deleted, "
+                                      f"found new finalizers {_go_strings(added)}"})
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for k, v in labels.items():

@@ -167,3 +167,33 @@ async def test_the_kubernetes_service_names_this_server(client: Client) -> None:
     sliced = await client.get(resource_path("discovery.k8s.io", "v1", "endpointslices", "default") + "/kubernetes")
     assert sliced["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
     assert sliced["endpoints"] == [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}]
+
+
+async def test_owner_references_are_complete_and_name_one_controller(client: Client) -> None:
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "u-a", "controller": True}
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "x", "ownerReferences": [{**ref, "uid": ""}]}})
+    assert e.value.code == 422
+    assert 'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty' in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "x", "ownerReferences": [
+            ref, {**ref, "name": "b", "uid": "u-b"}]}})
+    assert e.value.code == 422
+    assert ('Only one reference can have Controller set to true. Found "true" in references for ConfigMap/a and '
+            "ConfigMap/b") in e.value.message
+    made = await client.create(CMS, {"metadata": {"name": "x", "ownerReferences": [ref]}})
+    assert made["metadata"]["ownerReferences"] == [ref]
+
+
+async def test_no_new_finalizer_once_deletion_began(client: Client) -> None:
+    await client.create(CMS, {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})
+    await client.delete(f"{CMS}/held")
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/held", {"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}})
+    assert e.value.code == 422
+    assert ('metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found '
+            'new finalizers []string{"example.com/new"}') in e.value.message
+    await client.patch(f"{CMS}/held", {"metadata": {"finalizers": []}})  # removing one is allowed: it goes
+    with pytest.raises(ApiError) as gone:
+        await client.get(f"{CMS}/held")
+    assert gone.value.code == 404

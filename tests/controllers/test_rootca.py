@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -42,7 +43,7 @@ async def test_every_namespace_gets_the_bundle_and_keeps_it(client: Client) -> N
         return bool(cm["data"] == {"ca.crt": BUNDLE} and "kubernetes.io/description" in cm["metadata"]["annotations"])
 
     for namespace in ("default", "kube-system", "kube-public", "kube-node-lease"):
-        await until(lambda namespace=namespace: bundle_in(namespace))
+        await until(functools.partial(bundle_in, namespace))
     await c.create("/api/v1/namespaces", {"metadata": {"name": "team"}})
     await until(lambda: bundle_in("team"))
     await c.patch(f"/api/v1/namespaces/team/configmaps/{NAME}", {"data": {"ca.crt": "tampered", "extra": "x"}})
