@@ -46,6 +46,7 @@ from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
+from ..registry.podspec import qos_class
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
@@ -755,6 +756,8 @@ class KubeApi:
             # the status is the system's to write, through /status; but a kubelet
             # registers its Node with its status, which upstream's strategy keeps
             obj["status"] = _initial_status(rtype.plural)
+            if rtype is self._pods and isinstance(obj.get("spec"), dict):  # upstream's PrepareForCreate
+                obj["status"]["qosClass"] = qos_class(obj["spec"])
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in spec.setdefault("finalizers", []):

@@ -11,9 +11,12 @@ account, default tolerations) are not here: templates do not get them.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
-__all__ = ["default_container", "default_pod_spec"]
+from ..quantity import parse_quantity
+
+__all__ = ["default_container", "default_pod_spec", "qos_class"]
 
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _MODE_SOURCES = ("secret", "configMap", "projected", "downwardAPI")
@@ -73,3 +76,56 @@ def _default_volume(volume: dict[str, Any]) -> None:
         s = volume.get(source)
         if isinstance(s, dict):
             s.setdefault("defaultMode", _DEFAULT_MODE)
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """The pod's quality of service class, as upstream's GetPodQOS sets it at create from the
+    cpu and memory of every container and init container: BestEffort without requests or
+    limits; Guaranteed when each container limits both and every request equals its limit
+    (summed over the containers); else Burstable. (The sums are made only for a pod whose
+    every container limits both: most pods are Burstable before any arithmetic.)"""
+    resources = [c.get("resources") or {} for key in ("containers", "initContainers")
+                 for c in spec.get(key) or () if isinstance(c, dict)]
+    resources = [r if isinstance(r, dict) else {} for r in resources]
+    any_set, all_limited = False, bool(resources)
+    for r in resources:
+        requests, limits = r.get("requests"), r.get("limits")
+        for name in _QOS_RESOURCES:
+            if isinstance(requests, dict) and _positive(requests.get(name)):
+                any_set = True
+            if isinstance(limits, dict) and _positive(limits.get(name)):
+                any_set = True
+            else:
+                all_limited = False
+    if not any_set:
+        return "BestEffort"
+    if not all_limited:
+        return "Burstable"
+    for name in _QOS_RESOURCES:
+        asked = sum((_value(r.get("requests"), name) for r in resources), Fraction(0))
+        if not asked or asked != sum((_value(r.get("limits"), name) for r in resources), Fraction(0)):
+            return "Burstable"  # (a limit without a request: the create's defaults have made it one)
+    return "Guaranteed"
+
+
+_QOS_RESOURCES = ("cpu", "memory")
+
+
+def _value(amounts: Any, name: str) -> Fraction:
+    raw = amounts.get(name) if isinstance(amounts, dict) else None
+    if raw is None:
+        return Fraction(0)
+    try:
+        value = parse_quantity(raw)
+    except ValueError:
+        return Fraction(0)
+    return value if value > 0 else Fraction(0)
+
+
+def _positive(raw: Any) -> bool:
+    if raw is None:
+        return False
+    try:
+        return parse_quantity(raw) > 0
+    except ValueError:
+        return False

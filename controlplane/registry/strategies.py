@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import ipaddress
 import json
 import random
@@ -332,11 +331,13 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         spec, old_spec = obj.get("spec"), old.get("spec")
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
             return []
-        probe = {"spec": copy.deepcopy(spec)}  # compared defaulted, as upstream decodes an update
-        _default_pod(probe)
-        if probe["spec"] == old_spec:
+        # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits
+        # it as it admits a create: what is stored has the defaults a PUT or patch left out
+        _default_pod(obj)
+        spec = obj["spec"]
+        if spec == old_spec:
             return []
-        return pod_spec_causes(probe["spec"], "spec", pod=True) + pod_update_causes(probe["spec"], old_spec)
+        return pod_spec_causes(spec, "spec", pod=True) + pod_update_causes(spec, old_spec)
     if old is not None and plural == "services":
         causes = service_update_causes(obj, old)
         if not causes and obj.get("spec") is not old.get("spec"):

@@ -193,3 +193,43 @@ async def test_labels_and_annotations_are_validated_as_upstream(client: Client) 
     with pytest.raises(ApiError) as e:  # updates too
         await client.patch(f"{CMS}/fine", {"metadata": {"labels": {"k": "-bad"}}})
     assert e.value.code == 422 and ok["metadata"]["labels"]["empty"] == ""
+
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def _container(**resources: dict[str, str]) -> dict[str, Any]:
+    return {"name": f"c{len(resources)}", "image": "busybox", "resources": resources}
+
+
+async def test_a_pod_gets_its_qos_class_at_create(client: Client) -> None:
+    cases = {
+        "best": [{"name": "c", "image": "busybox"}],
+        "guaranteed": [_container(limits={"cpu": "1", "memory": "1Gi"})],  # requests default to the limits
+        "burstable": [_container(requests={"cpu": "100m"})],
+        "mixed": [_container(limits={"cpu": "1", "memory": "1Gi"}), {"name": "side", "image": "busybox"}],
+    }
+    for name, containers in cases.items():
+        made = await client.create(PODS, {"metadata": {"name": name}, "spec": {"containers": containers}})
+        assert made["status"]["qosClass"] == {"best": "BestEffort", "guaranteed": "Guaranteed",
+                                              "burstable": "Burstable", "mixed": "Burstable"}[name], name
+
+
+async def test_a_pod_update_is_defaulted_and_keeps_the_default_tolerations(client: Client) -> None:
+    """A PUT or patch leaving out defaulted fields stores them defaulted, and the
+    DefaultTolerationSeconds admission puts the not-ready/unreachable tolerations back on
+    update too, as upstream."""
+    made = await client.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox"}]}})
+    defaults = made["spec"]["tolerations"]
+    assert {t["key"] for t in defaults} == {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    made["spec"].pop("restartPolicy")
+    made["spec"]["containers"][0].pop("imagePullPolicy")
+    made["spec"]["tolerations"] = []
+    updated = await client.update(f"{PODS}/p", made)
+    assert updated["spec"]["restartPolicy"] == "Always"
+    assert updated["spec"]["containers"][0]["imagePullPolicy"] == "Always"
+    assert updated["spec"]["tolerations"] == defaults
+    added = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
+    patched = await client.patch(f"{PODS}/p", {"spec": {"tolerations": [added]}}, patch_type="merge")
+    assert patched["spec"]["tolerations"] == [added, *defaults]
