@@ -1893,13 +1893,34 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
 
 
 def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
-    """RFC 6902 JSON patch; a failed ``test`` or a missing path is a 422, as upstream."""
+    """RFC 6902 JSON patch; a failed ``test`` or a missing path is a 422, as upstream, in the
+    words of upstream's json-patch library (``testing value /spec/replicas failed: test
+    failed``, ``doc is missing path: /spec/nope``), naming the failing operation's path
+    rather than printing the document."""
     try:
         return jsonpatch.apply_patch(target, ops, in_place=False)
-    except jsonpatch.JsonPatchTestFailed as e:
-        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
-        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {e}") from e
+        failed = _failing_op(target, ops)
+        path = str(failed.get("path", "")) if isinstance(failed, dict) else ""
+        if isinstance(e, jsonpatch.JsonPatchTestFailed):
+            why = f"testing value {path} failed: test failed"
+        elif isinstance(failed, dict) and failed.get("op") in ("move", "copy") and path:
+            why = f"{failed['op']} operation does not apply: doc is missing from path: {failed.get('from', '')}"
+        else:
+            why = f"doc is missing path: {path}: missing value" if path else str(e)
+        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {why}") \
+            from e
+
+
+def _failing_op(target: dict[str, Any], ops: list[Any]) -> Any:
+    """The first operation of ``ops`` that does not apply (the error path only)."""
+    doc: Any = target
+    for op in ops:
+        try:
+            doc = jsonpatch.apply_patch(doc, [op], in_place=False)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError):
+            return op
+    return None
 
 
 STRATEGIC = "application/strategic-merge-patch+json"

@@ -197,3 +197,17 @@ async def test_no_new_finalizer_once_deletion_began(client: Client) -> None:
     with pytest.raises(ApiError) as gone:
         await client.get(f"{CMS}/held")
     assert gone.value.code == 404
+
+
+async def test_a_json_patch_that_does_not_apply_names_its_path_not_the_document(client: Client) -> None:
+    await client.create(CMS, {"metadata": {"name": "jp"}, "data": {"a": "1"}})
+    cases = [([{"op": "test", "path": "/data/a", "value": "2"}], "testing value /data/a failed: test failed"),
+             ([{"op": "add", "path": "/data/a", "value": "2"}, {"op": "replace", "path": "/spec/nope/x", "value": 1}],
+              "doc is missing path: /spec/nope/x: missing value"),
+             ([{"op": "remove", "path": "/data/b"}], "doc is missing path: /data/b: missing value")]
+    for patch, why in cases:
+        with pytest.raises(ApiError) as e:
+            await client.patch(f"{CMS}/jp", patch, "json")
+        assert (e.value.code, e.value.reason) == (422, "Invalid")
+        assert e.value.message == f"the server rejected our request due to an error in our request: {why}"
+    assert (await client.get(f"{CMS}/jp"))["data"] == {"a": "1"}
