@@ -1324,7 +1324,8 @@ class KubeApi:
                    send: Send) -> None:
         """``pods/{name}/log``: simulated containers write nothing, so a running container's
         log is empty (``follow`` ends at once rather than holding the request); the errors
-        are kube-apiserver's: no such container, a container not started yet."""
+        are kube-apiserver's: no such container, a container not started yet, no earlier
+        instance for ``previous``."""
         pod = orjson.loads(await self._get(rtype, namespace, name))
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         names = [c.get("name") for c in [*(spec.get("initContainers") or ()), *(spec.get("ephemeralContainers") or ()),
@@ -1341,8 +1342,12 @@ class KubeApi:
         statuses = {c.get("name"): c for c in [*(status.get("initContainerStatuses") or ()),
                                                *(status.get("ephemeralContainerStatuses") or ()),
                                                *(status.get("containerStatuses") or ())]}
-        state = (statuses.get(container) or {}).get("state") or {}
-        if not state or "waiting" in state:
+        found = statuses.get(container) or {}
+        state = found.get("state") or {}
+        if flag(query, "previous"):  # the kubelet's answer when no earlier instance ended
+            if not (found.get("lastState") or {}).get("terminated"):
+                raise ApiError.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+        elif not state or "waiting" in state:
             reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
             raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
         await send({"type": "http.response.start", "status": 200,

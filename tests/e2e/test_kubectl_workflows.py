@@ -213,6 +213,10 @@ def test_logs_of_a_simulated_container_are_empty_and_follow_ends(served: Serve) 
     bad = subprocess.run([KUBECTL, "--kubeconfig", str(served.kubeconfig), "logs", "talker", "-c", "nope"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and "container nope is not valid for pod talker" in bad.stderr
+    previous = subprocess.run([KUBECTL, "--kubeconfig", str(served.kubeconfig), "logs", "talker", "--previous"],
+                              capture_output=True, text=True, timeout=30)
+    assert previous.returncode != 0
+    assert 'previous terminated container "c" in pod "talker" not found' in previous.stderr
 
 
 SERVICES = """
