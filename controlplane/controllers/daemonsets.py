@@ -272,7 +272,9 @@ class DaemonSetController:
             spec["tolerations"] = daemon_tolerations(spec)
             pod_meta: dict[str, Any] = {
                 "generateName": f"{meta['name']}-", "namespace": meta.get("namespace"),
-                "labels": {**(tmeta.get("labels") or {}), REVISION_HASH: current_hash},
+                # (pod-template-generation: deprecated upstream, still set by its controller)
+                "labels": {**(tmeta.get("labels") or {}), REVISION_HASH: current_hash,
+                           "pod-template-generation": str(meta.get("generation", 1))},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": meta["name"], "uid": uid,
                                      "controller": True, "blockOwnerDeletion": True}]}
             if tmeta.get("annotations"):

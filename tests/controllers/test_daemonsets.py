@@ -81,6 +81,7 @@ async def test_one_pod_per_node_even_a_cordoned_one(c: Client) -> None:
         "nodeSelectorTerms"]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [pod["spec"]["nodeName"]]}]
     assert pod["metadata"]["labels"][REVISION_HASH] and pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+    assert pod["metadata"]["labels"]["pod-template-generation"] == "1"
 
     async def status_done() -> bool:
         s = (await c.get(f"{DAEMONSETS}/agent")).get("status") or {}
