@@ -34,8 +34,9 @@ at create (while this controller runs); a claim being deleted keeps its
 finalizer while a pod that has not ended mounts it, a volume while it is Bound.
 A released volume is reclaimed after it is marked ``Released``.
 
-Not simulated: attach/detach and mounts (pods start regardless of their claims:
-the scheduler has no VolumeBinding plugin), expansion, snapshots.
+The scheduler's VolumeBinding plugin (``scheduler/plugins/volumebinding.py``) holds a
+pod until its Immediate claims are bound. Not simulated: attach/detach and mounts,
+expansion, snapshots.
 """
 
 from __future__ import annotations

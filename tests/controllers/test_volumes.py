@@ -152,3 +152,56 @@ async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -
     await client.delete(f"{PODS}/holder")
     await until(lambda: _is(client, f"{PVCS}/held", "Gone"))
     await until(lambda: _is(client, f"{PVS}/{volume}", "Gone"))  # released, reclaimed, unprotected
+
+
+async def _unschedulable_because(c: Client, pod: str) -> str:
+    conditions = ((await c.get(f"{PODS}/{pod}")).get("status") or {}).get("conditions") or []
+    return next((str(x.get("message")) for x in conditions if x.get("type") == "PodScheduled"
+                 and x.get("status") == "False"), "")
+
+
+async def test_a_pod_waits_for_its_immediate_claims_to_be_bound(client: Client) -> None:
+    """The scheduler's VolumeBinding: a missing claim, or one not bound whose class binds
+    at once, keeps the pod Pending until the controller binds it."""
+    mounts = {"containers": [{"name": "c", "image": "busybox"}],
+              "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "later"}}]}
+    await client.create(PODS, {"metadata": {"name": "waiter"}, "spec": mounts})
+
+    async def says(text: str) -> bool:
+        return text in await _unschedulable_because(client, "waiter")
+
+    await until(lambda: says('persistentvolumeclaim "later" not found'))
+    await client.create(PVCS, claim("later"))  # no class, and no default class yet
+    await until(lambda: says("pod has unbound immediate PersistentVolumeClaims"))
+    assert not (await client.get(f"{PODS}/waiter"))["spec"].get("nodeName")
+    await client.create(CLASSES, {"metadata": {"name": "std", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "example.com/csi"})
+
+    async def running() -> bool:
+        return ((await client.get(f"{PODS}/waiter")).get("status") or {}).get("phase") == "Running"
+
+    await until(running)
+    assert await phase(client, f"{PVCS}/later") == "Bound"
+
+
+async def test_a_pod_goes_where_its_bound_volume_is(client: Client) -> None:
+    async def four_nodes() -> bool:
+        return len((await client.list("/api/v1/nodes"))["items"]) == 4
+
+    await until(four_nodes)
+    target = sorted(n["metadata"]["name"] for n in (await client.list("/api/v1/nodes"))["items"])[-1]
+    await client.create(PVS, volume("local-disk", "5Gi", nodeAffinity={"required": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                     "values": [target]}]}]}}))
+    await until(lambda: _is(client, f"{PVS}/local-disk", "Available"))
+    await client.create(PVCS, claim("pinned", storageClassName=""))
+    await until(lambda: _is(client, f"{PVCS}/pinned", "Bound"))
+    await client.create(PODS, {"metadata": {"name": "local"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "pinned"}}]}})
+
+    async def placed() -> bool:
+        return bool((await client.get(f"{PODS}/local"))["spec"].get("nodeName"))
+
+    await until(placed)
+    assert (await client.get(f"{PODS}/local"))["spec"]["nodeName"] == target

@@ -53,6 +53,12 @@ def _preemption(handle: Handle, args: Mapping[str, Any]) -> Plugin:
     return DefaultPreemption.build(handle, args)
 
 
+def _volume_binding(handle: Handle, args: Mapping[str, Any]) -> Plugin:
+    from .volumebinding import VolumeBinding
+
+    return VolumeBinding.build(handle, args)
+
+
 def default_registry() -> Registry:
     r = Registry()
     r.register("SchedulingGates", lambda h, a: SchedulingGates())
@@ -64,6 +70,7 @@ def default_registry() -> Registry:
     r.register("PodTopologySpread", lambda h, a: PodTopologySpread(h.nodes))
     r.register("InterPodAffinity", lambda h, a: InterPodAffinity(h.nodes))
     r.register("GangScheduling", _gang)
+    r.register("VolumeBinding", _volume_binding)
     r.register("DefaultPreemption", _preemption)
     try:  # the DRA plugin, when its module is present (branch dra)
         dra = importlib.import_module(f"{__name__}.dynamic_resources")
@@ -84,6 +91,7 @@ DEFAULT_PROFILE: tuple[PluginConfig, ...] = (
     PluginConfig("TaintToleration", weight=3),
     PluginConfig("NodeAffinity", weight=2),
     PluginConfig("NodeResourcesFit", weight=1),
+    PluginConfig("VolumeBinding"),
     PluginConfig("PodTopologySpread", weight=2),
     PluginConfig("InterPodAffinity", weight=2),
     PluginConfig("DefaultPreemption"),
