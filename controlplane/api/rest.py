@@ -296,28 +296,37 @@ class KubeApi:
                 code = message["status"]
             await send(message)
 
-        with request_scope(scope):  # the fieldValidation directive, and the warnings for the response
-            try:
-                await self._dispatch(scope, receive, answer)
-            except ApiError as e:
-                await self._respond(answer, e.code, e.body())
-            except store.StoreError as e:
-                err = _store_error(e)
-                await self._respond(answer, err.code, err.body())
-            except RecursionError:
-                # JSON nested deeper than the walks (validation, patches, copies) can follow,
-                # though under the parser's limit: the body's fault, nothing was written
-                if not code:
-                    err = ApiError.bad_request("the object is nested too deeply to be handled")
+        # This request's context variables, reset on the way out: an in-process client runs the
+        # app in its caller's task, where a dry run's DRY_RUN (or a converted type's CONVERSION)
+        # would otherwise outlive the request and turn that client's next create into a dry run.
+        dry_run, conversion, user = DRY_RUN.set(False), CONVERSION.set(None), REQUEST_USER.set(None)
+        try:
+            with request_scope(scope):
+                try:
+                    await self._dispatch(scope, receive, answer)
+                except ApiError as e:
+                    await self._respond(answer, e.code, e.body())
+                except store.StoreError as e:
+                    err = _store_error(e)
                     await self._respond(answer, err.code, err.body())
-            except Exception as e:  # a bug: still a Status, and one log line with the cause
-                log.error("%s %s failed: %r", scope.get("method"), scope.get("path"), e,
-                          exc_info=log.isEnabledFor(logging.DEBUG))
-                if not code:
-                    await self._respond(answer, 500, ApiError(500, "InternalError",
-                                                              f"an error on the server ({e!r})").body())
-            finally:
-                _observe_request(scope, code, time.perf_counter() - started)
+                except RecursionError:
+                    # JSON nested deeper than the walks (validation, patches, copies) can follow,
+                    # though under the parser's limit: the body's fault, nothing was written
+                    if not code:
+                        err = ApiError.bad_request("the object is nested too deeply to be handled")
+                        await self._respond(answer, err.code, err.body())
+                except Exception as e:  # a bug: still a Status, and one log line with the cause
+                    log.error("%s %s failed: %r", scope.get("method"), scope.get("path"), e,
+                              exc_info=log.isEnabledFor(logging.DEBUG))
+                    if not code:
+                        await self._respond(answer, 500, ApiError(500, "InternalError",
+                                                                  f"an error on the server ({e!r})").body())
+                finally:
+                    _observe_request(scope, code, time.perf_counter() - started)
+        finally:
+            REQUEST_USER.reset(user)
+            CONVERSION.reset(conversion)
+            DRY_RUN.reset(dry_run)
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes) -> None:

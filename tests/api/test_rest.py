@@ -211,3 +211,22 @@ async def test_a_json_patch_that_does_not_apply_names_its_path_not_the_document(
         assert (e.value.code, e.value.reason) == (422, "Invalid")
         assert e.value.message == f"the server rejected our request due to an error in our request: {why}"
     assert (await client.get(f"{CMS}/jp"))["data"] == {"a": "1"}
+    with pytest.raises(ApiError) as e:  # upstream's maxJSONPatchOperations
+        await client.patch(f"{CMS}/jp", [{"op": "test", "path": "/data/a", "value": "1"}] * 10_001, "json")
+    assert e.value.code == 413
+    assert e.value.message.endswith("The allowed maximum operations in a JSON patch is 10000, got 10001")
+
+
+async def test_a_dry_run_does_not_outlive_its_request(client: Client) -> None:
+    """The in-process client runs the app in the caller's task: a dry run's context (or a
+    converted type's) must end with its request, or the next create is silently not stored."""
+    body = {"metadata": {"name": "after-dry-run"}, "data": {"a": "1"}}
+    await client.create(CMS, body, dryRun="All")
+    made = await client.create(CMS, body)
+    assert (await client.get(f"{CMS}/after-dry-run"))["metadata"]["uid"] == made["metadata"]["uid"]
+    await client.create("/apis/events.k8s.io/v1/namespaces/default/events", {
+        "metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "t",
+        "reportingInstance": "t", "action": "A", "reason": "R", "type": "Normal",
+        "regarding": {"kind": "ConfigMap", "name": "after-dry-run", "namespace": "default"}})
+    await client.create(CMS, {"metadata": {"name": "after-conversion"}})  # stored as a ConfigMap, not converted
+    assert (await client.get(f"{CMS}/after-conversion"))["kind"] == "ConfigMap"
