@@ -66,5 +66,5 @@ async def run_compactor(s: Store, interval: float = DEFAULT_INTERVAL) -> None:
         await asyncio.sleep(interval)
         try:
             version, revision = await compact_turn(s, version, revision)
-        except StoreError as e:  # the next tick tries again
-            log.warning("compacting the store failed: %s", e)
+        except Exception as e:  # (not a cancellation) the next tick tries again: never stop compacting
+            log.warning("compacting the store failed: %s", e, exc_info=not isinstance(e, StoreError))

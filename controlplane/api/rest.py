@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import ipaddress
 import logging
@@ -765,8 +766,6 @@ class KubeApi:
             # the status is the system's to write, through /status; but a kubelet
             # registers its Node with its status, which upstream's strategy keeps
             obj["status"] = _initial_status(rtype.plural)
-            if rtype is self._pods and isinstance(obj.get("spec"), dict):  # upstream's PrepareForCreate
-                obj["status"]["qosClass"] = qos_class(obj["spec"])
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in spec.setdefault("finalizers", []):
@@ -785,6 +784,8 @@ class KubeApi:
             await self._runtime_classes.admit(obj)
         if self._limit_ranger is not None:  # mutating admission, before validation and the quota
             await self._limit_ranger.admit(rtype, namespace, obj)
+        if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
+            obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
         self._admit(rtype, obj, None, None)
         if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
             await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
@@ -1209,6 +1210,12 @@ class KubeApi:
                 raise ApiError.bad_request(str(e)) from e
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
+            before = (old.get("metadata") or {}).get("generation") if old is not None else None
+            if old is not None and before is not None and isinstance(meta, dict) \
+                    and meta.get("generation") != before and obj.get("spec") == old.get("spec"):
+                # only the defaults an update left out differed: the spec did not change (upstream
+                # compares what it decoded, defaulted)
+                meta["generation"] = before
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:
@@ -1886,8 +1893,11 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         return merged
     if subresource == "status":
         merged = dict(old)
-        merged["status"] = new.get("status")
+        status = merged["status"] = new.get("status")
         merged["metadata"] = dict(old_meta)
+        kept = (old.get("status") or {}).get("qosClass") if rtype.plural == "pods" and not rtype.group else None
+        if kept and isinstance(status, dict) and not status.get("qosClass"):  # upstream keeps it (immutable)
+            merged["status"] = {**status, "qosClass": kept}
         return merged
     if "status" in rtype.subresources:
         if "status" in old:
@@ -1910,7 +1920,11 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
     """RFC 6902 JSON patch; a failed ``test`` or a missing path is a 422, as upstream, in the
     words of upstream's json-patch library (``testing value /spec/replicas failed: test
     failed``, ``doc is missing path: /spec/nope``), naming the failing operation's path
-    rather than printing the document."""
+    rather than printing the document. At most ``MAX_JSON_PATCH_OPS`` operations (413), as
+    upstream."""
+    if len(ops) > MAX_JSON_PATCH_OPS:
+        raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations in "
+                       f"a JSON patch is {MAX_JSON_PATCH_OPS}, got {len(ops)}")
     try:
         return jsonpatch.apply_patch(target, ops, in_place=False)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
@@ -1926,12 +1940,16 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
             from e
 
 
+MAX_JSON_PATCH_OPS = 10_000  # upstream's maxJSONPatchOperations
+
+
 def _failing_op(target: dict[str, Any], ops: list[Any]) -> Any:
-    """The first operation of ``ops`` that does not apply (the error path only)."""
-    doc: Any = target
+    """The first operation of ``ops`` that does not apply (the error path only): one copy of
+    the document, each operation applied to it in place, in turn."""
+    doc: Any = copy.deepcopy(target)
     for op in ops:
         try:
-            doc = jsonpatch.apply_patch(doc, [op], in_place=False)
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError):
             return op
     return None

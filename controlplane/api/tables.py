@@ -135,14 +135,15 @@ def _pod_summary(o: Obj) -> tuple[int, int, str, tuple[int, str]]:
         restarts += int(c.get("restartCount") or 0)
         finished = _get(c, "lastState", "terminated", "finishedAt")
         last = max(last, str(finished or ""))
+        state = c.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
         if c.get("name") in sidecars:
             sidecar_restarts += int(c.get("restartCount") or 0)
             sidecar_last = max(sidecar_last, str(finished or ""))
-            if c.get("started") and c.get("ready"):
-                ready += 1
-            continue
-        state = c.get("state") or {}
-        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+            if c.get("started"):  # a sidecar that has started no longer holds the pod's init
+                if c.get("ready"):
+                    ready += 1
+                continue
         if terminated is not None and not terminated.get("exitCode"):
             continue
         if terminated is not None:

@@ -37,15 +37,19 @@ EventKey = tuple[str, str, str, str, str, str, str]
 
 
 class _Seen:
-    """An event written for a key: its name, its count, and the write in flight."""
+    """An event written for a key: its name, the count and time of its last occurrence, the
+    count the server has, and the write in flight (one at a time: occurrences while it runs
+    only count up, and it sends the latest count when it is done)."""
 
-    __slots__ = ("count", "first", "name", "namespace", "write")
+    __slots__ = ("count", "first", "last", "name", "namespace", "stored", "write")
 
     def __init__(self, name: str, namespace: str, first: str) -> None:
         self.name = name
         self.namespace = namespace
         self.first = first
+        self.last = first
         self.count = 0
+        self.stored = 0  # the count the server holds (0: not written yet)
         self.write: asyncio.Task[None] | None = None
 
 
@@ -60,9 +64,6 @@ class Recorder:
 
     def record(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         """An event about ``obj``, a ``kind`` (list items need not carry their kind)."""
-        if self.pending >= MAX_PENDING:
-            self.dropped += 1
-            return
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         key = (kind, ns, str(meta.get("name", "")), str(meta.get("uid", "")), type_, reason, message)
@@ -75,46 +76,49 @@ class Recorder:
         else:
             self._seen.move_to_end(key)
         seen.count += 1
+        seen.last = now
+        if seen.write is not None and not seen.write.done():
+            return  # the write in flight sends this count too
+        if self.pending >= MAX_PENDING:
+            self.dropped += 1
+            return
         self.pending += 1
-        task = asyncio.get_running_loop().create_task(self._write(kind, obj, reason, message, type_, seen,
-                                                                  seen.count, now, seen.write))
+        task = asyncio.get_running_loop().create_task(self._write(kind, obj, reason, message, type_, seen))
         seen.write = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _write(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str,
-                     seen: _Seen, count: int, now: str, before: asyncio.Task[None] | None) -> None:
+                     seen: _Seen) -> None:
+        path = resource_path("", "v1", "events", seen.namespace)
         try:
-            if before is not None:  # the same event's earlier write (its create) goes first
-                await asyncio.gather(before, return_exceptions=True)
-            path = resource_path("", "v1", "events", seen.namespace)
-            if count > 1:
-                try:
-                    await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
-                    return
-                except ApiError as e:
-                    if e.code != 404:
-                        raise
-                    seen.first, seen.count, count = now, 1, 1  # gone (expired, deleted): written anew
-            meta = obj.get("metadata") or {}
-            event = {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": seen.name, "namespace": seen.namespace},
-                "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
-                                   "namespace": seen.namespace, "name": meta.get("name", ""),
-                                   "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
-                "reason": reason, "message": message, "type": type_,
-                "source": {"component": self.component}, "reportingComponent": self.component,
-                "reportingInstance": self.component, "firstTimestamp": seen.first, "lastTimestamp": now,
-                "count": count,
-            }
-            try:
-                await self.client.create(path, event)
-            except ApiError as e:
-                if e.code != 409:
-                    raise
-                await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
+            while seen.stored != seen.count:
+                count, now = seen.count, seen.last
+                if seen.stored:
+                    try:
+                        await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
+                        seen.stored = count
+                        continue
+                    except ApiError as e:
+                        if e.code != 404:
+                            raise
+                    # gone (expired, deleted): written anew, counting from here
+                    seen.first, seen.count, seen.stored, count = now, seen.count - count + 1, 0, 1
+                meta = obj.get("metadata") or {}
+                await self.client.create(path, {
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": seen.name, "namespace": seen.namespace},
+                    "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
+                                       "namespace": seen.namespace, "name": meta.get("name", ""),
+                                       "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
+                    "reason": reason, "message": message, "type": type_,
+                    "source": {"component": self.component}, "reportingComponent": self.component,
+                    "reportingInstance": self.component, "firstTimestamp": seen.first, "lastTimestamp": now,
+                    "count": count,
+                })
+                seen.stored = count
         except Exception as e:  # an event is best effort: never the controller's failure
+            seen.stored = seen.count  # given up: the next occurrence tries again from here
             log.debug("event not written: %r", e)
         finally:
             self.pending -= 1

@@ -16,19 +16,30 @@ from typing import Any
 
 from ..quantity import parse_quantity
 
-__all__ = ["default_container", "default_pod_spec", "qos_class"]
+__all__ = ["default_container", "default_pod_spec", "fill", "qos_class"]
 
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _MODE_SOURCES = ("secret", "configMap", "projected", "downwardAPI")
 _DEFAULT_MODE = 0o644  # 420
 
 
+def fill(d: dict[str, Any], key: str, value: Any) -> Any:
+    """Set ``d[key]`` to its default ``value`` where it is absent, null or ``""`` (Go decodes
+    a null into the zero value, and a defaulting function fills a zero string or a nil
+    pointer: a Helm chart's empty ``imagePullPolicy:`` is defaulted, not refused); returns
+    what ``d[key]`` holds. A zero number or false is a value, kept."""
+    got = d.get(key)
+    if got is None or got == "":
+        d[key] = got = value
+    return got
+
+
 def default_pod_spec(spec: dict[str, Any]) -> None:
     """Fill in ``spec``'s decode-time defaults, in place."""
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
+    fill(spec, "restartPolicy", "Always")
+    fill(spec, "dnsPolicy", "ClusterFirst")
+    fill(spec, "schedulerName", "default-scheduler")
+    fill(spec, "terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for c in spec.get(key) or ():
@@ -42,20 +53,20 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
 def default_container(c: dict[str, Any]) -> None:
     image = str(c.get("image", ""))
     tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
-    c.setdefault("imagePullPolicy", "Always" if tagless or image.endswith(":latest") else "IfNotPresent")
-    c.setdefault("terminationMessagePath", "/dev/termination-log")
-    c.setdefault("terminationMessagePolicy", "File")
+    fill(c, "imagePullPolicy", "Always" if tagless or image.endswith(":latest") else "IfNotPresent")
+    fill(c, "terminationMessagePath", "/dev/termination-log")
+    fill(c, "terminationMessagePolicy", "File")
     c.setdefault("resources", {})
     for port in c.get("ports") or ():
         if isinstance(port, dict):
-            port.setdefault("protocol", "TCP")
+            fill(port, "protocol", "TCP")
     for probe in (c.get(p) for p in _PROBES):
         if isinstance(probe, dict):
             _default_probe(probe)
     for env in c.get("env") or ():
         field_ref = ((env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None)
         if isinstance(field_ref, dict):
-            field_ref.setdefault("apiVersion", "v1")
+            fill(field_ref, "apiVersion", "v1")
 
 
 def _default_probe(probe: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from .immutable import (
     workload_spec_causes,
 )
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
-from .podspec import default_pod_spec
+from .podspec import default_pod_spec, fill
 from .podvalidation import pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
@@ -78,7 +78,7 @@ def _default_pod(pod: dict[str, Any]) -> None:
             if isinstance(requests, dict):
                 for name, value in limits.items():
                     requests.setdefault(name, value)
-    spec.setdefault("enableServiceLinks", True)
+    fill(spec, "enableServiceLinks", True)
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = spec["serviceAccount"] = sa
     tolerations = spec.setdefault("tolerations", [])
@@ -100,8 +100,8 @@ def _default_service(svc: dict[str, Any]) -> None:
     a headless ``None`` is kept, in ``clusterIPs`` too), node ports for NodePort and
     LoadBalancer services, and their traffic policies."""
     spec = svc.setdefault("spec", {})
-    kind = spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
+    kind = fill(spec, "type", "ClusterIP")
+    fill(spec, "sessionAffinity", "None")
     if kind == "ExternalName":
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             spec.pop(key, None)
@@ -113,18 +113,18 @@ def _default_service(svc: dict[str, Any]) -> None:
             spec["clusterIP"] = ip
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
-    spec.setdefault("internalTrafficPolicy", "Cluster")
+        fill(spec, "ipFamilyPolicy", "SingleStack")
+    fill(spec, "internalTrafficPolicy", "Cluster")
     external = kind in ("NodePort", "LoadBalancer")
     if external:
-        spec.setdefault("externalTrafficPolicy", "Cluster")
+        fill(spec, "externalTrafficPolicy", "Cluster")
     if kind == "LoadBalancer":
-        spec.setdefault("allocateLoadBalancerNodePorts", True)
+        fill(spec, "allocateLoadBalancerNodePorts", True)
     taken = {p.get("nodePort") for p in spec.get("ports") or () if isinstance(p, dict)}
     for port in spec.get("ports", []) or []:
         if isinstance(port, dict):
-            port.setdefault("protocol", "TCP")
-            port.setdefault("targetPort", port.get("port"))
+            fill(port, "protocol", "TCP")
+            fill(port, "targetPort", port.get("port"))
             if external and not port.get("nodePort") and spec.get("allocateLoadBalancerNodePorts", True):
                 # random in the range, as upstream's allocator; collisions across Services not checked
                 node_port = _rng.choice(_NODE_PORTS)
@@ -135,7 +135,7 @@ def _default_service(svc: dict[str, Any]) -> None:
 
 
 def _default_secret(secret: dict[str, Any]) -> None:
-    secret.setdefault("type", "Opaque")
+    fill(secret, "type", "Opaque")
 
 
 _DEFAULTERS = {"pods": _default_pod, "services": _default_service, "secrets": _default_secret}
@@ -267,7 +267,7 @@ _PREPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], Causes]]
 
 
 def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
-    pc.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    fill(pc, "preemptionPolicy", "PreemptLowerPriority")
     return []
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .podspec import default_pod_spec
+from .podspec import default_pod_spec, fill
 
 __all__ = ["WORKLOADS", "prepare_workload"]
 
@@ -49,21 +49,21 @@ def _template(spec: Obj) -> None:
 
 def _deployment(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
-    spec.setdefault("replicas", 1)
+    fill(spec, "replicas", 1)
     strategy = _dict(spec, "strategy")
-    strategy.setdefault("type", "RollingUpdate")
+    fill(strategy, "type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
         rolling = _dict(strategy, "rollingUpdate")
-        rolling.setdefault("maxUnavailable", "25%")
-        rolling.setdefault("maxSurge", "25%")
-    spec.setdefault("revisionHistoryLimit", 10)
-    spec.setdefault("progressDeadlineSeconds", 600)
+        fill(rolling, "maxUnavailable", "25%")
+        fill(rolling, "maxSurge", "25%")
+    fill(spec, "revisionHistoryLimit", 10)
+    fill(spec, "progressDeadlineSeconds", 600)
     _template(spec)
 
 
 def _replicated(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
-    spec.setdefault("replicas", 1)
+    fill(spec, "replicas", 1)
     _template(spec)
 
 
@@ -81,28 +81,28 @@ def _replication_controller(obj: Obj, old: Obj | None) -> None:
 
 def _stateful_set(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
-    spec.setdefault("replicas", 1)
-    spec.setdefault("podManagementPolicy", "OrderedReady")
+    fill(spec, "replicas", 1)
+    fill(spec, "podManagementPolicy", "OrderedReady")
     strategy = _dict(spec, "updateStrategy")
-    strategy.setdefault("type", "RollingUpdate")
+    fill(strategy, "type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
-        _dict(strategy, "rollingUpdate").setdefault("partition", 0)
-    spec.setdefault("revisionHistoryLimit", 10)
+        fill(_dict(strategy, "rollingUpdate"), "partition", 0)
+    fill(spec, "revisionHistoryLimit", 10)
     retention = _dict(spec, "persistentVolumeClaimRetentionPolicy")
-    retention.setdefault("whenDeleted", "Retain")
-    retention.setdefault("whenScaled", "Retain")
+    fill(retention, "whenDeleted", "Retain")
+    fill(retention, "whenScaled", "Retain")
     _template(spec)
 
 
 def _daemon_set(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
     strategy = _dict(spec, "updateStrategy")
-    strategy.setdefault("type", "RollingUpdate")
+    fill(strategy, "type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
         rolling = _dict(strategy, "rollingUpdate")
-        rolling.setdefault("maxUnavailable", 1)
-        rolling.setdefault("maxSurge", 0)
-    spec.setdefault("revisionHistoryLimit", 10)
+        fill(rolling, "maxUnavailable", 1)
+        fill(rolling, "maxSurge", 0)
+    fill(spec, "revisionHistoryLimit", 10)
     _template(spec)
 
 
@@ -114,12 +114,12 @@ def _job(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
-    spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
-    spec.setdefault("completionMode", "NonIndexed")
-    spec.setdefault("suspend", False)
+    fill(spec, "parallelism", 1)
+    fill(spec, "backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
+    fill(spec, "completionMode", "NonIndexed")
+    fill(spec, "suspend", False)
     if spec.get("podFailurePolicy") is None:
-        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        fill(spec, "podReplacementPolicy", "TerminatingOrFailed")
     _template(spec)
     meta = obj.get("metadata") or {}
     if old is None and not spec.get("manualSelector") and meta.get("uid"):
@@ -133,19 +133,19 @@ def _job(obj: Obj, old: Obj | None) -> None:
 
 def _cron_job(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
-    spec.setdefault("concurrencyPolicy", "Allow")
-    spec.setdefault("suspend", False)
-    spec.setdefault("successfulJobsHistoryLimit", 3)
-    spec.setdefault("failedJobsHistoryLimit", 1)
+    fill(spec, "concurrencyPolicy", "Allow")
+    fill(spec, "suspend", False)
+    fill(spec, "successfulJobsHistoryLimit", 3)
+    fill(spec, "failedJobsHistoryLimit", 1)
     job_spec = _dict(_dict(spec, "jobTemplate"), "spec")
     if job_spec.get("completions") is None and job_spec.get("parallelism") is None:
         job_spec["completions"] = 1
-    job_spec.setdefault("parallelism", 1)
-    job_spec.setdefault("backoffLimit", 6)
-    job_spec.setdefault("completionMode", "NonIndexed")
-    job_spec.setdefault("suspend", False)
+    fill(job_spec, "parallelism", 1)
+    fill(job_spec, "backoffLimit", 6)
+    fill(job_spec, "completionMode", "NonIndexed")
+    fill(job_spec, "suspend", False)
     if job_spec.get("podFailurePolicy") is None:
-        job_spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        fill(job_spec, "podReplacementPolicy", "TerminatingOrFailed")
     _template(job_spec)
 
 

@@ -792,23 +792,35 @@ class LmdbStore:
         return await self._submit(UPDATE, self._check_key(key), self._check_value(value), expected_revision)
 
     async def update_many(self, items: Sequence[tuple[bytes, bytes, int]]) -> list[int | StoreError]:
-        """``store.update_many``: every op handed to the writer before the first is awaited,
-        so they share its commits (no task per op)."""
+        """``store.update_many``: every op handed to the writer at once, before the first is
+        awaited, so they share its commits (no task per op). An item whose key or value is
+        refused fails alone, as the interface says."""
         self._start()
         assert self._loop is not None and self._writer is not None
         new_future = self._loop.create_future
-        ops = [Op(UPDATE, k if type(k) is bytes and 0 < len(k) <= MAX_KEY_BYTES else self._check_key(k),
-                  v if type(v) is bytes and len(v) <= MAX_VALUE_BYTES else self._check_value(v), e, new_future())
-               for k, v, e in items]
-        self._writer.submit_many(ops)
-        futures = [op.future for op in ops]
-        out: list[int | StoreError] = []
-        for f in futures:
+        ops: list[Op] = []
+        out: list[Op | StoreError] = []
+        for k, v, e in items:
             try:
-                out.append(await f)
-            except StoreError as e:
-                out.append(e)
-        return out
+                op = Op(UPDATE, k if type(k) is bytes and 0 < len(k) <= MAX_KEY_BYTES else self._check_key(k),
+                        v if type(v) is bytes and len(v) <= MAX_VALUE_BYTES else self._check_value(v), e,
+                        new_future())
+            except StoreError as refused:
+                out.append(refused)
+                continue
+            ops.append(op)
+            out.append(op)
+        self._writer.submit_many(ops)
+        answers: list[int | StoreError] = []
+        for item in out:
+            if isinstance(item, StoreError):
+                answers.append(item)
+                continue
+            try:
+                answers.append(await item.future)
+            except StoreError as failed:
+                answers.append(failed)
+        return answers
 
     async def delete(self, key: bytes, expected_revision: int = 0) -> int:
         return await self._submit(DELETE, self._check_key(key), b"", expected_revision)

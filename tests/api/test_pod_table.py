@@ -58,3 +58,10 @@ def test_restarts_say_when_the_last_was() -> None:
     p = pod([{"name": "a", "ready": True, "state": RUNNING, "restartCount": 2,
               "lastState": {"terminated": {"exitCode": 1, "finishedAt": finished}}}])
     assert columns(p) == ("1/1", "Running", "2 (3m ago)")
+
+
+def test_a_sidecar_not_started_holds_the_init_status() -> None:
+    p = pod([{"name": "a", "state": {"waiting": {"reason": "PodInitializing"}}}],
+            [{"name": "s", "started": False, "state": {"waiting": {"reason": "ContainerCreating"}}}],
+            init_specs=[{"name": "s", "restartPolicy": "Always"}], phase="Pending")
+    assert columns(p) == ("0/2", "Init:ContainerCreating", "0")

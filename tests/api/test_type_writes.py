@@ -5,6 +5,7 @@ absent bools and numbers."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -233,3 +234,59 @@ async def test_a_pod_update_is_defaulted_and_keeps_the_default_tolerations(clien
     added = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
     patched = await client.patch(f"{PODS}/p", {"spec": {"tolerations": [added]}}, patch_type="merge")
     assert patched["spec"]["tolerations"] == [added, *defaults]
+
+
+async def test_null_or_empty_defaulted_fields_are_defaulted_not_refused(client: Client) -> None:
+    """Go decodes null into the zero value and the defaulting functions fill it: a Helm
+    chart's empty ``imagePullPolicy:`` is defaulted, as upstream."""
+    pod = await client.create(PODS, {"metadata": {"name": "nulls"}, "spec": {
+        "restartPolicy": None, "dnsPolicy": "", "containers": [{
+            "name": "c", "image": "busybox:1.36", "imagePullPolicy": None, "terminationMessagePolicy": None,
+            "ports": [{"containerPort": 80, "protocol": None}]}]}})
+    spec = pod["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"]) == ("Always", "ClusterFirst")
+    c = spec["containers"][0]
+    assert (c["imagePullPolicy"], c["terminationMessagePolicy"], c["ports"][0]["protocol"]) == (
+        "IfNotPresent", "File", "TCP")
+    svc = await client.create("/api/v1/namespaces/default/services", {"metadata": {"name": "nulls"}, "spec": {
+        "type": None, "sessionAffinity": None, "ports": [{"port": 80, "protocol": None}]}})
+    assert (svc["spec"]["type"], svc["spec"]["sessionAffinity"], svc["spec"]["ports"][0]["protocol"]) == (
+        "ClusterIP", "None", "TCP")
+    d = await client.create("/apis/apps/v1/namespaces/default/deployments", {
+        "metadata": {"name": "nulls"}, "spec": {
+            "replicas": None, "strategy": {"type": None}, "selector": {"matchLabels": {"app": "n"}},
+            "template": {"metadata": {"labels": {"app": "n"}},
+                         "spec": {"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": ""}]}}}})
+    assert (d["spec"]["replicas"], d["spec"]["strategy"]["type"]) == (1, "RollingUpdate")
+    zero = await client.create("/apis/apps/v1/namespaces/default/deployments", {
+        "metadata": {"name": "zero"}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "z"}},
+            "template": {"metadata": {"labels": {"app": "z"}}, "spec": {"containers": [
+                {"name": "c", "image": "busybox"}]}}}})
+    assert zero["spec"]["replicas"] == 0  # a zero is a value
+
+
+async def test_qos_class_follows_admission_and_stays(client: Client) -> None:
+    """The class is made after the LimitRanger's defaults, and a status write without it keeps it."""
+    await client.create("/api/v1/namespaces/default/limitranges", {"metadata": {"name": "defaults"}, "spec": {
+        "limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
+                    "defaultRequest": {"cpu": "1", "memory": "1Gi"}}]}})
+    body = {"metadata": {"name": "ranged"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    for _ in range(100):  # the LimitRanger sees the range once its cache has it
+        if (await client.create(PODS, body, dryRun="All"))["spec"]["containers"][0]["resources"]:
+            break
+        await asyncio.sleep(0.05)
+    pod = await client.create(PODS, body)
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    written = await client.update(f"{PODS}/ranged/status", {**pod, "status": {"phase": "Pending"}})
+    assert written["status"]["qosClass"] == "Guaranteed"
+
+
+async def test_an_update_that_leaves_out_defaults_changes_no_generation(client: Client) -> None:
+    made = await client.create(PODS, {"metadata": {"name": "gen"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox"}]}})
+    made["spec"].pop("restartPolicy")
+    made["spec"]["tolerations"] = []
+    updated = await client.update(f"{PODS}/gen", made)
+    assert updated["metadata"]["generation"] == made["metadata"]["generation"]
+    assert updated["spec"]["restartPolicy"] == "Always"

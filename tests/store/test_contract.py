@@ -102,6 +102,11 @@ async def test_update_many_answers_each_update_in_order_with_its_own_revision(kv
     assert (await kv.get(b)) == KeyValue(b, b"b3", rb, results[3], 2)  # the failed one wrote nothing
     assert await kv.get(c) is None
     assert await store.update_many(kv, []) == []
+    # a value too large fails alone: the others are written
+    big = b"x" * (store.MAX_VALUE_BYTES + 1)
+    results = await store.update_many(kv, [(a, big, 0), (b, b"b4", 0)])
+    assert isinstance(results[0], store.ValueTooLarge) and isinstance(results[1], int)
+    assert (await kv.get(b)) is not None and (await kv.get(b)).value == b"b4"  # type: ignore[union-attr]
 
 
 async def test_reads_at_past_revisions(kv: store.Store, prefix: bytes) -> None:
