@@ -132,9 +132,11 @@ def test_a_pod_update_is_compared_with_its_defaults() -> None:
     retagged = copy.deepcopy(manifest)
     retagged["spec"]["containers"][0]["image"] = "x:2"
     assert prepare("pods", retagged, stored) == []
-    # (to the untagged image, whose pull policy defaults to Always: a change of that too, as upstream)
-    retagged["spec"]["containers"][0]["image"] = "x"
-    assert fields(prepare("pods", retagged, stored)) == ["spec"]
+    # (to the untagged image, whose pull policy defaults to Always: a change of that too, as upstream;
+    # a fresh body: prepare defaults the one it is given, as a request's decoding would)
+    untagged = copy.deepcopy(manifest)
+    untagged["spec"]["containers"][0]["image"] = "x"
+    assert fields(prepare("pods", untagged, stored)) == ["spec"]
 
 
 def service(**spec: Any) -> dict[str, Any]:
