@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..registry.managedfields import value_at
 from .errors import ApiError
 
 __all__ = ["ScalePaths", "replicas_of_scale", "scale_of", "with_spec_replicas"]
@@ -34,14 +35,6 @@ class ScalePaths:
 
 
 BUILTIN = ScalePaths()
-
-
-def _at(obj: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def selector_string(selector: Any) -> str:
@@ -71,15 +64,15 @@ def scale_of(obj: dict[str, Any], paths: ScalePaths = BUILTIN) -> dict[str, Any]
     scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                   if k in meta}
     if paths.label_selector is None:
-        selector = selector_string(_at(obj, ("spec", "selector")))
+        selector = selector_string(value_at(obj, ("spec", "selector")))
     else:
-        raw = _at(obj, paths.label_selector)
+        raw = value_at(obj, paths.label_selector)
         selector = raw if isinstance(raw, str) else ""
-    status: dict[str, Any] = {"replicas": _at(obj, paths.status_replicas) or 0}
+    status: dict[str, Any] = {"replicas": value_at(obj, paths.status_replicas) or 0}
     if selector:
         status["selector"] = selector
     return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
-            "spec": {"replicas": _at(obj, paths.spec_replicas) or 0}, "status": status}
+            "spec": {"replicas": value_at(obj, paths.spec_replicas) or 0}, "status": status}
 
 
 def with_spec_replicas(obj: dict[str, Any], replicas: int, paths: ScalePaths = BUILTIN) -> dict[str, Any]:

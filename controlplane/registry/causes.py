@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Causes", "cause", "objects"]
+__all__ = ["Causes", "cause", "duplicate", "forbidden", "invalid", "not_found", "not_supported", "objects", "required",
+           "show"]
 
 Causes = list[dict[str, str]]
 
@@ -24,3 +25,42 @@ def objects(items: list[Any], path: str, causes: Causes) -> Iterator[tuple[str, 
             yield at, item
         else:
             causes.append(cause("FieldValueInvalid", at, "Invalid value: must be an object"))
+
+
+# -- field errors, as apimachinery's field package words them ------------------------------
+def show(value: Any) -> str:
+    """A bad value as ``field.Error`` prints it: strings quoted (``%q``), numbers plain."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def invalid(field: str, value: Any, detail: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {show(value)}: {detail}"}
+
+
+def required(field: str, detail: str = "") -> dict[str, str]:
+    return {"reason": "FieldValueRequired", "field": field,
+            "message": f"Required value: {detail}" if detail else "Required value"}
+
+
+def not_supported(field: str, value: Any, supported: tuple[str, ...]) -> dict[str, str]:
+    listed = ", ".join(f'"{v}"' for v in supported)
+    return {"reason": "FieldValueNotSupported", "field": field,
+            "message": f"Unsupported value: {show(value)}: supported values: {listed}"}
+
+
+def duplicate(field: str, value: Any) -> dict[str, str]:
+    return {"reason": "FieldValueDuplicate", "field": field, "message": f"Duplicate value: {show(value)}"}
+
+
+def not_found(field: str, value: Any) -> dict[str, str]:
+    return {"reason": "FieldValueNotFound", "field": field, "message": f"Not found: {show(value)}"}
+
+
+def forbidden(field: str, detail: str) -> dict[str, str]:
+    return {"reason": "FieldValueForbidden", "field": field, "message": f"Forbidden: {detail}"}

@@ -16,17 +16,9 @@ from typing import Any
 
 import orjson
 
+from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
-from .podvalidation import (
-    dns_label_problems,
-    duplicate,
-    forbidden,
-    invalid,
-    not_supported,
-    port_name_problems,
-    required,
-    template_causes,
-)
+from .podvalidation import dns_label_problems, port_name_problems, template_causes
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
            "workload_spec_causes"]

@@ -50,7 +50,8 @@ from .typed import ShapeError, compare, created_set, field_set, merge, remove
 from .types import ResourceType
 
 __all__ = ["APPLY", "SCALE", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "apply", "decode",
-           "manager_from_user_agent", "record_scale", "record_write"]
+           "manager_from_user_agent", "record_scale", "record_write",
+           "value_at"]
 
 APPLY, UPDATE = "Apply", "Update"
 SCALE = "scale"
@@ -289,7 +290,8 @@ def _leaf(path: tuple[str, ...]) -> Tree:
     return tree
 
 
-def _at(obj: Any, path: tuple[str, ...]) -> Any:
+def value_at(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` of nested objects, None where a step is missing or not an object."""
     for part in path:
         if not isinstance(obj, dict):
             return None
@@ -306,7 +308,7 @@ def record_scale(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], 
     entry. A write that leaves the replicas as they were changes no ownership."""
     stored = (old.get("metadata") or {}).get("managedFields", [])
     meta = new.setdefault("metadata", {})
-    if _at(old, replicas) == _at(new, replicas):
+    if value_at(old, replicas) == value_at(new, replicas):
         if stored:
             meta["managedFields"] = stored
         else:

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from ..quantity import QuantityError, parse_quantity
+from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
 
 __all__ = ["dns_label_problems", "not_supported", "pod_spec_causes", "port_name_problems", "required",
            "template_causes"]
@@ -56,45 +57,6 @@ _TEMPLATE_RESTART = {"deployments": ("Always",), "replicasets": ("Always",), "st
 # the kinds whose template may not say activeDeadlineSeconds, as their validators word it
 _NO_DEADLINE = {"deployments": "ReplicaSet", "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
                 "daemonsets": "DaemonSet", "replicationcontrollers": "ReplicationController"}
-
-
-# -- field errors, as apimachinery's field package words them ------------------------------
-def _show(value: Any) -> str:
-    """A bad value as ``field.Error`` prints it: strings quoted (``%q``), numbers plain."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def invalid(field: str, value: Any, detail: str) -> dict[str, str]:
-    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {_show(value)}: {detail}"}
-
-
-def required(field: str, detail: str = "") -> dict[str, str]:
-    return {"reason": "FieldValueRequired", "field": field,
-            "message": f"Required value: {detail}" if detail else "Required value"}
-
-
-def not_supported(field: str, value: Any, supported: tuple[str, ...]) -> dict[str, str]:
-    listed = ", ".join(f'"{v}"' for v in supported)
-    return {"reason": "FieldValueNotSupported", "field": field,
-            "message": f"Unsupported value: {_show(value)}: supported values: {listed}"}
-
-
-def duplicate(field: str, value: Any) -> dict[str, str]:
-    return {"reason": "FieldValueDuplicate", "field": field, "message": f"Duplicate value: {_show(value)}"}
-
-
-def not_found(field: str, value: Any) -> dict[str, str]:
-    return {"reason": "FieldValueNotFound", "field": field, "message": f"Not found: {_show(value)}"}
-
-
-def forbidden(field: str, detail: str) -> dict[str, str]:
-    return {"reason": "FieldValueForbidden", "field": field, "message": f"Forbidden: {detail}"}
 
 
 def dns_label_problems(value: str) -> list[str]:
@@ -140,30 +102,22 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False) -> Causes:
     if not containers or not isinstance(containers, list):
         causes.append(required(f"{path}.containers"))
         containers = []
-    names: set[Any] = set()
-    for i, c in enumerate(containers):
-        if isinstance(c, dict):
-            at = f"{path}.containers[{i}]"
+    init = spec.get("initContainers")
+    names: set[Any] = set()  # unique across containers and init containers
+    for key, listed in (("containers", containers), ("initContainers", init if isinstance(init, list) else ())):
+        for i, c in enumerate(listed):
+            if not isinstance(c, dict):
+                continue
+            at = f"{path}.{key}[{i}]"
             _container(c, at, volumes, pod, causes)
             name = c.get("name")
             if name in names:
                 causes.append(duplicate(f"{at}.name", name))
-            else:
+            elif name or key == "containers":
                 names.add(name)
-    init = spec.get("initContainers")
-    if init and isinstance(init, list):
-        for i, c in enumerate(init):
-            if isinstance(c, dict):
-                at = f"{path}.initContainers[{i}]"
-                _container(c, at, volumes, pod, causes)
-                name = c.get("name")
-                if name in names:
-                    causes.append(duplicate(f"{at}.name", name))
-                elif name:
-                    names.add(name)
-                policy = c.get("restartPolicy")
-                if policy is not None and policy != "Always":
-                    causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
+            policy = c.get("restartPolicy") if key == "initContainers" else None
+            if policy is not None and policy != "Always":  # only a sidecar's, on an init container
+                causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
     restart = spec.get("restartPolicy")
     if restart not in _RESTART_POLICIES:
         causes.append(required(f"{path}.restartPolicy") if not restart

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..quantity import QuantityError, parse_quantity
+from .causes import forbidden, not_supported
 
 __all__ = ["VOLUME_SOURCES", "prepare_claim", "prepare_storage_class", "prepare_volume"]
 
@@ -42,16 +43,6 @@ class BadQuantity(ValueError):
 
 def _required(field: str) -> dict[str, str]:
     return {"reason": "FieldValueRequired", "field": field, "message": "Required value"}
-
-
-def _unsupported(field: str, value: object, allowed: tuple[str, ...]) -> dict[str, str]:
-    shown = ", ".join(f'"{a}"' for a in allowed)
-    return {"reason": "FieldValueNotSupported", "field": field,
-            "message": f'Unsupported value: "{value}": supported values: {shown}'}
-
-
-def _forbidden(field: str, message: str) -> dict[str, str]:
-    return {"reason": "FieldValueForbidden", "field": field, "message": f"Forbidden: {message}"}
 
 
 def _dict(obj: Obj, key: str) -> Obj:
@@ -78,15 +69,15 @@ def _access_modes(modes: Any, field: str) -> Causes:
     causes: Causes = []
     for i, mode in enumerate(modes):
         if mode not in ACCESS_MODES:
-            causes.append(_unsupported(f"{field}[{i}]", mode, ACCESS_MODES))
+            causes.append(not_supported(f"{field}[{i}]", mode, ACCESS_MODES))
     if "ReadWriteOncePod" in modes and len(modes) > 1:
-        causes.append(_forbidden(field, "may not use ReadWriteOncePod with other access modes"))
+        causes.append(forbidden(field, "may not use ReadWriteOncePod with other access modes"))
     return causes
 
 
 def _volume_mode(spec: Obj) -> Causes:
     mode = spec.setdefault("volumeMode", "Filesystem")
-    return [] if mode in ("Filesystem", "Block") else [_unsupported("spec.volumeMode", mode, ("Block", "Filesystem"))]
+    return [] if mode in ("Filesystem", "Block") else [not_supported("spec.volumeMode", mode, ("Block", "Filesystem"))]
 
 
 def prepare_claim(pvc: Obj, old: Obj | None) -> Causes:
@@ -109,11 +100,11 @@ def prepare_claim(pvc: Obj, old: Obj | None) -> Causes:
     fixed = {k: v for k, v in spec.items() if k not in mutable}
     if fixed != {k: v for k, v in old_spec.items() if k not in mutable} \
             or (old_spec.get("volumeName") and spec.get("volumeName") != old_spec.get("volumeName")):
-        causes.append(_forbidden("spec", "spec is immutable after creation except resources.requests and "
+        causes.append(forbidden("spec", "spec is immutable after creation except resources.requests and "
                                          "volumeAttributesClassName for bound claims"))
     capacity = storage_of(((old.get("status") or {}).get("capacity")), "status.capacity")
     if requested is not None and capacity is not None and requested < capacity:
-        causes.append(_forbidden("spec.resources.requests.storage", "field can not be less than status.capacity"))
+        causes.append(forbidden("spec.resources.requests.storage", "field can not be less than status.capacity"))
     return causes
 
 
@@ -125,20 +116,20 @@ def prepare_volume(pv: Obj, old: Obj | None) -> Causes:
         causes.append(_required("spec.capacity"))
     policy = spec["persistentVolumeReclaimPolicy"]
     if policy not in ("Delete", "Recycle", "Retain"):
-        causes.append(_unsupported("spec.persistentVolumeReclaimPolicy", policy, ("Delete", "Recycle", "Retain")))
+        causes.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, ("Delete", "Recycle", "Retain")))
     sources = [s for s in VOLUME_SOURCES if spec.get(s) is not None]
     if not sources:
         causes.append({"reason": "FieldValueRequired", "field": "spec",
                        "message": "Required value: must specify a volume type"})
     for extra in sources[1:]:
-        causes.append(_forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
+        causes.append(forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
     if sources == ["local"] and not spec.get("nodeAffinity"):
         causes.append({"reason": "FieldValueRequired", "field": "spec.nodeAffinity",
                        "message": "Required value: Local volume requires node affinity"})
     if old is None:
         pv.setdefault("status", {}).setdefault("phase", "Pending")
     elif sources and (old.get("spec") or {}).get(sources[0]) != spec.get(sources[0]):
-        causes.append(_forbidden("spec.persistentvolumesource", "spec.persistentvolumesource is immutable after "
+        causes.append(forbidden("spec.persistentvolumesource", "spec.persistentvolumesource is immutable after "
                                                                 "creation"))
     return causes
 
@@ -153,11 +144,12 @@ def prepare_storage_class(sc: Obj, old: Obj | None) -> Causes:
     if not sc.get("provisioner"):
         causes.append(_required("provisioner"))
     if sc["reclaimPolicy"] not in ("Delete", "Retain"):
-        causes.append(_unsupported("reclaimPolicy", sc["reclaimPolicy"], ("Delete", "Retain")))
+        causes.append(not_supported("reclaimPolicy", sc["reclaimPolicy"], ("Delete", "Retain")))
     if sc["volumeBindingMode"] not in ("Immediate", "WaitForFirstConsumer"):
-        causes.append(_unsupported("volumeBindingMode", sc["volumeBindingMode"], ("Immediate", "WaitForFirstConsumer")))
+        causes.append(not_supported("volumeBindingMode", sc["volumeBindingMode"],
+                                    ("Immediate", "WaitForFirstConsumer")))
     if old is not None:
         for field in _CLASS_FIXED:
             if sc.get(field) != old.get(field):
-                causes.append(_forbidden(field, f"updates to {field} are forbidden."))
+                causes.append(forbidden(field, f"updates to {field} are forbidden."))
     return causes
