@@ -73,6 +73,7 @@ from .fieldvalidation import add_warning, check_object, request_scope, warning_h
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
+from .negotiation import AS_JSON, AS_YAML, NOT_ACCEPTABLE, output_format, yaml_writer
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .params import flag
@@ -304,6 +305,13 @@ class KubeApi:
         try:
             with request_scope(scope):
                 try:
+                    fmt = _output_format(scope)
+                    if fmt is None:
+                        raise NOT_ACCEPTABLE
+                    if fmt == AS_YAML:
+                        if _is_watch(scope):
+                            raise NOT_ACCEPTABLE  # a watch has no YAML framing, upstream either
+                        answer = yaml_writer(answer)  # type: ignore[assignment]
                     await self._dispatch(scope, receive, answer)
                 except ApiError as e:
                     await self._respond(answer, e.code, e.body())
@@ -1669,6 +1677,24 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
         await send({"type": "http.response.body", "body": b"," + part if i else part, "more_body": True})
         await asyncio.sleep(0)
     await send({"type": "http.response.body", "body": b"]}"})
+
+
+def _output_format(scope: Scope) -> str | None:
+    """The response's format from ``Accept`` (``api/negotiation.py``); a pod's log takes any."""
+    for name, value in scope["headers"]:
+        if name == b"accept":
+            if scope["path"].endswith("/log"):
+                return AS_JSON
+            return output_format(value.decode("latin-1"))
+    return AS_JSON
+
+
+def _is_watch(scope: Scope) -> bool:
+    query: bytes = scope.get("query_string", b"")
+    if b"watch=" not in query:
+        return False
+    values = parse_qs(query.decode("latin-1")).get("watch") or [""]
+    return values[-1].lower() not in ("", "false", "0")
 
 
 def _finalized(meta: dict[str, Any]) -> bool:
