@@ -13,16 +13,23 @@ As upstream's plugin, for each LimitRange of the namespace:
 
 Defaults are applied at create; the bounds are checked at create (upstream checks
 pod updates too, which cannot change resources but in place). The namespace's
-ranges are memoised per watch-cache generation, as the quotas.
+ranges are memoised per watch-cache generation, as the quotas; a namespace the cache
+shows none in is read once consistently and remembered for 30 s (upstream's live
+lookup), so a LimitRange just created already applies.
 """
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..quantity import QuantityError, format_quantity, parse_quantity
 from ..registry.types import ResourceType
+from .converting import unconverted
 from .errors import ApiError
 from .namespaced import NamespacedObjects
 
@@ -70,14 +77,41 @@ def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, An
     return problems
 
 
+LIVE_LOOKUP_SECONDS = 30.0  # upstream's liveTTL
+LIVE_LOOKUP_MAX = 4096  # namespaces remembered
+
+
 class LimitRanger:
     def __init__(self, kube: KubeApi, ranges: ResourceType) -> None:
         self.ranges = NamespacedObjects(kube, ranges)
+        self._kube, self._type = kube, ranges
+        # namespace -> (until when, the ranges a live read found): as upstream's liveLookupCache
+        self._live: OrderedDict[str, tuple[float, list[Obj]]] = OrderedDict()
+
+    async def _ranges_of(self, namespace: str) -> list[Obj]:
+        """The namespace's ranges from the watch cache; when it has none, one consistent read,
+        remembered for ``LIVE_LOOKUP_SECONDS`` (upstream's live lookup): a pod created just
+        after its namespace's LimitRange, before the cache has it, still gets its defaults."""
+        ranges = await self.ranges.of(namespace)
+        if ranges:
+            return ranges
+        now = time.monotonic()
+        live = self._live.get(namespace)
+        if live is not None and live[0] > now:
+            return live[1]
+        with unconverted():
+            listed = await self._kube._list(self._type, namespace, {})  # no resourceVersion: consistent
+        found = [orjson.loads(raw) for raw in listed.items]
+        self._live[namespace] = (now + LIVE_LOOKUP_SECONDS, found)
+        self._live.move_to_end(namespace)
+        if len(self._live) > LIVE_LOOKUP_MAX:
+            self._live.popitem(last=False)
+        return found
 
     async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
         if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
             return
-        ranges = await self.ranges.of(namespace)
+        ranges = await self._ranges_of(namespace)
         if not ranges:
             return
         items = [i for r in ranges for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
