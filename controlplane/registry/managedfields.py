@@ -267,7 +267,13 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     if not changed and not removed:
         _store(new, entries)
         return
-    sub = subresource or ""
+    _give(entries, rtype, manager, subresource or "", changed, removed)
+    _store(new, entries)
+
+
+def _give(entries: list[Entry], rtype: ResourceType, manager: str, sub: str, changed: Tree, removed: Tree) -> None:
+    """``changed`` taken from every entry and given to ``manager``'s ``Update`` entry (made if
+    missing) for subresource ``sub``; ``removed`` taken from every entry."""
     own: Entry | None = None
     for e in entries:
         e.fields = fieldpath.difference(fieldpath.difference(e.fields, removed), changed)
@@ -279,7 +285,6 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
             entries.append(own)
         own.fields = fieldpath.union(own.fields, changed)
         own.time, own.api_version = _now(), rtype.api_version
-    _store(new, entries)
 
 
 def _leaf(path: tuple[str, ...]) -> Tree:
@@ -315,17 +320,7 @@ def record_scale(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], 
             meta.pop("managedFields", None)
         return
     entries = decode(stored, trusted=True) or []
-    field = _leaf(replicas)
-    own: Entry | None = None
-    for e in entries:
-        e.fields = fieldpath.difference(e.fields, field)
-        if e.key == (manager, UPDATE, SCALE):
-            own = e
-    if own is None:
-        own = Entry(manager, UPDATE, rtype.api_version, None, {}, SCALE)
-        entries.append(own)
-    own.fields = fieldpath.union(own.fields, field)
-    own.time, own.api_version = _now(), rtype.api_version
+    _give(entries, rtype, manager, SCALE, _leaf(replicas), {})
     _store(new, entries)
 
 

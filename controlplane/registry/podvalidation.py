@@ -119,13 +119,9 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False) -> Causes:
             if policy is not None and policy != "Always":  # only a sidecar's, on an init container
                 causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
     restart = spec.get("restartPolicy")
-    if restart not in _RESTART_POLICIES:
-        causes.append(required(f"{path}.restartPolicy") if not restart
-                      else not_supported(f"{path}.restartPolicy", restart, _RESTART_POLICIES))
+    _one_of(f"{path}.restartPolicy", restart, _RESTART_POLICIES, causes)
     dns = spec.get("dnsPolicy")
-    if dns not in _DNS_POLICIES:
-        causes.append(required(f"{path}.dnsPolicy") if not dns
-                      else not_supported(f"{path}.dnsPolicy", dns, _DNS_POLICIES))
+    _one_of(f"{path}.dnsPolicy", dns, _DNS_POLICIES, causes)
     return causes
 
 
@@ -165,9 +161,7 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, causes: Causes) ->
     elif pod and isinstance(image, str) and image != image.strip():
         causes.append(invalid(f"{at}.image", image, "must not have leading or trailing whitespace"))
     policy = c.get("terminationMessagePolicy")
-    if policy not in _MESSAGE_POLICIES:
-        causes.append(required(f"{at}.terminationMessagePolicy") if not policy
-                      else not_supported(f"{at}.terminationMessagePolicy", policy, _MESSAGE_POLICIES))
+    _one_of(f"{at}.terminationMessagePolicy", policy, _MESSAGE_POLICIES, causes)
     ports = c.get("ports")
     if ports:
         _container_ports(ports, at, causes)
@@ -178,12 +172,16 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, causes: Causes) ->
     if mounts:
         _mounts(mounts, at, volumes, causes)
     pull = c.get("imagePullPolicy")
-    if pull not in _PULL_POLICIES:
-        causes.append(required(f"{at}.imagePullPolicy") if not pull
-                      else not_supported(f"{at}.imagePullPolicy", pull, _PULL_POLICIES))
+    _one_of(f"{at}.imagePullPolicy", pull, _PULL_POLICIES, causes)
     resources = c.get("resources")
     if resources:
         _resources(resources, at, causes)
+
+
+def _one_of(field: str, value: Any, allowed: tuple[str, ...], causes: Causes) -> None:
+    """An enum field: ``Required value`` when empty, ``Unsupported value`` when not ``allowed``."""
+    if value not in allowed:
+        causes.append(required(field) if not value else not_supported(field, value, allowed))
 
 
 def _container_ports(ports: Any, at: str, causes: Causes) -> None:
@@ -211,9 +209,7 @@ def _container_ports(ports: Any, at: str, causes: Causes) -> None:
         if host and _is_int(host) and not 0 < host < 65536:
             causes.append(invalid(f"{at}.ports[{i}].hostPort", host, _PORT_RANGE))
         protocol = p.get("protocol")
-        if protocol not in _PROTOCOLS:
-            causes.append(required(f"{at}.ports[{i}].protocol") if not protocol
-                          else not_supported(f"{at}.ports[{i}].protocol", protocol, _PROTOCOLS))
+        _one_of(f"{at}.ports[{i}].protocol", protocol, _PROTOCOLS, causes)
 
 
 def _env(env: Any, at: str, causes: Causes) -> None:
