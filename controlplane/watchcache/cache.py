@@ -662,10 +662,12 @@ class ResourceCache:
         or None if the window no longer reaches back to ``revision``."""
         await self.lock.acquire_read()
         try:
-            backlog = self.window.since(revision)
+            w = Watcher(match, self.revision, self.config.watcher_buffer)
+            # a hinted watcher is handed only the events of its value when the backlog is long
+            backlog = self.window.since(revision, w.hint_at, w.hint[1]) if w.hint is not None \
+                else self.window.since(revision)
             if backlog is None:
                 return None
-            w = Watcher(match, self.revision, self.config.watcher_buffer)
             self.watchers.add(w)
             return backlog, w
         finally:

@@ -28,13 +28,13 @@ INITIAL_SLACK = 16
 
 
 class Watcher:
-    __slots__ = ("_hint_at", "_on_close", "buffer", "capacity", "closed", "filter", "hint", "initial", "reason",
+    __slots__ = ("_on_close", "buffer", "capacity", "closed", "filter", "hint", "hint_at", "initial", "reason",
                  "start_revision", "wakeup")
 
     def __init__(self, match: Filter, start_revision: int, capacity: int) -> None:
         self.filter = match
         self.hint = match.index_hint()
-        self._hint_at = match.position_of(self.hint) if self.hint is not None else -1
+        self.hint_at = match.position_of(self.hint) if self.hint is not None else -1
         self.start_revision = start_revision  # only events after it are this watcher's
         self.capacity = capacity
         self.buffer: deque[tuple[CacheEvent, str]] = deque()
@@ -65,7 +65,7 @@ class Watcher:
         version without the hinted value cannot match), not a filter evaluation: a
         kubelet resuming its watch walks the whole cluster's backlog."""
         if self.hint is not None:
-            at, value = self._hint_at, self.hint[1]
+            at, value = self.hint_at, self.hint[1]
             events = [ev for ev in events if ev.obj[3][1][at] == value  # 3: ATTRS
                       or ((prev := ev.prev) is not None and prev[3][1][at] == value)]
         return [(ev, kind) for ev in events if (kind := self.kind(ev)) is not None]

@@ -26,6 +26,7 @@ from controlplane.registry.attrs import Filter
 from controlplane.registry.types import BUILTIN
 from controlplane.watchcache import CacheConfig, CacheReads, WatchCaches
 from controlplane.watchcache import entry as entry_module
+from controlplane.watchcache import window as window_module
 from controlplane.watchcache.reads import CacheWatch
 from controlplane.watchcache.watchers import Watcher
 
@@ -222,11 +223,16 @@ async def test_a_resumed_watch_delivers_its_backlog_before_live_events_and_bookm
         await stream.aclose()
 
 
-async def test_a_resumed_node_watch_sees_its_pods_come_and_go_in_the_backlog(env: Env) -> None:
-    """A kubelet's resumed watch skips the backlog by its index hint (``Watcher.seen``):
-    what it is handed is what the same watch would have seen live, a pod that
-    arrives, moves away, comes back and is deleted included, and another node's
-    pods and a second selector term are not taken for its own."""
+@pytest.mark.parametrize("indexed", [False, True], ids=["walked", "indexed"])
+async def test_a_resumed_node_watch_sees_its_pods_come_and_go_in_the_backlog(
+        env: Env, indexed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kubelet's resumed watch skips the backlog by its index hint (``Watcher.seen``,
+    or the window's index by node for a long backlog): what it is handed is what
+    the same watch would have seen live, a pod that arrives, moves away, comes back
+    and is deleted included, and another node's pods and a second selector term are
+    not taken for its own."""
+    if indexed:
+        monkeypatch.setattr(window_module, "INDEX_FROM", 0)
     await env.reads.list(PODS, None, ListOptions(everything()))  # the cache exists: its window has the events
     start = await env.put("seed")
     await env.put("p1", node="n7")
@@ -248,6 +254,8 @@ async def test_a_resumed_node_watch_sees_its_pods_come_and_go_in_the_backlog(env
             assert [f"{i.type} {orjson.loads(i.raw)['metadata']['name']}" for i in got] == want
         finally:
             await stream.aclose()
+    caches_indexes = [c.window._indexes for c in env.caches._caches.values()]
+    assert any(caches_indexes) == indexed
 
 
 async def test_watch_older_than_the_window_uses_the_store_then_410_once_compacted(env: Env) -> None:

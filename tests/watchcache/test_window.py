@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import orjson
 
+from controlplane.registry.attrs import Filter
 from controlplane.watchcache.entry import CacheEvent, entry_of
-from controlplane.watchcache.window import LINES_KEPT, EventWindow
+from controlplane.watchcache.window import INDEX_FROM, LINES_KEPT, EventWindow
 
 
 def event(revision: int) -> CacheEvent:
@@ -33,3 +35,50 @@ def test_only_recent_events_keep_their_watch_lines_and_old_ones_rebuild_them() -
     assert events[0].item("DELETED").line.startswith(b'{"type":"DELETED"')
     assert events[0]._items is None
     assert window.since(0) == events and len(window) == len(events)
+
+
+def pod_event(revision: int, name: str, node: str, prev: CacheEvent | None) -> CacheEvent:
+    obj = {"apiVersion": "v1", "kind": "Pod", "spec": {"nodeName": node},
+           "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(revision)}}
+    raw = orjson.dumps(obj)
+    entry = entry_of("pods", f"/registry/pods/ns/{name}".encode(), revision, raw, obj)
+    return CacheEvent("MODIFIED" if prev else "ADDED", entry, prev.obj if prev else None, time.perf_counter())
+
+
+def test_a_hinted_resume_gets_exactly_the_events_of_its_value_in_order_with_or_without_the_index() -> None:
+    """``since(rev, at, value)`` is the window's events after ``rev`` whose new or old
+    version has ``value`` at ``at`` (with others, for a short backlog, that the
+    caller's filter drops): from the index for a long one, across evictions and
+    compactions that trim the index."""
+    rng = random.Random(7)
+    at = Filter.parse("pods", None, "spec.nodeName=n0").position_of(("spec.nodeName", "n0"))
+    window = EventWindow(0, max_events=INDEX_FROM + 3_000)
+    latest: dict[str, CacheEvent] = {}
+    nodes = [f"n{i}" for i in range(12)] + [""]
+    revision = 0
+
+    def of(node: str, events: list[CacheEvent]) -> list[CacheEvent]:
+        return [ev for ev in events
+                if ev.obj[3][1][at] == node or (ev.prev is not None and ev.prev[3][1][at] == node)]
+
+    for _ in range(6):
+        for _ in range(rng.randrange(1_000, 6_000)):
+            revision += 1
+            name = f"p{rng.randrange(500)}"
+            ev = pod_event(revision, name, rng.choice(nodes), latest.get(name))
+            latest[name] = ev
+            window.extend([ev] if rng.random() < 0.5 else (ev,))
+        for _ in range(20):
+            since = rng.randrange(window.start, revision + 1)
+            node = rng.choice([*nodes, "nowhere"])
+            everything = window.since(since)
+            got = window.since(since, at, node)
+            assert got is not None and everything is not None
+            assert of(node, got) == of(node, everything)
+            assert [ev.revision for ev in got] == sorted({ev.revision for ev in got})
+            if at in window._indexes:
+                assert got == of(node, everything)
+        assert window.since(window.start - 1, at, "n1") is None
+    assert at in window._indexes  # the long backlogs were answered from the index
+    for bucket in window._indexes[at].values():  # compaction trimmed what was evicted long ago
+        assert bucket and bucket[-1].revision > window.start
