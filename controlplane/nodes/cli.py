@@ -27,8 +27,9 @@ def add_parser(sub: Any) -> None:
                                    "With --fail/--recover, inject a node failure and exit.")
     p.add_argument("--kubeconfig", type=Path, required=True, help="the kubeconfig of the server to use")
     p.add_argument("--count", type=int, default=0, help="nodes to create at start (default: %(default)s)")
-    p.add_argument("--stages", type=Path, default=None, metavar="FILE",
-                   help="KWOK Stage YAML (multi-document) replacing the built-in stages")
+    p.add_argument("--stages", type=Path, action="append", default=None, metavar="FILE",
+                   help="KWOK Stage YAML (multi-document) replacing the built-in stages; repeat it for "
+                        "several files, as KWOK's --config")
     p.add_argument("--instance-type", default="cpu-large", help="the created nodes' type (default: %(default)s)")
     p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
@@ -95,7 +96,7 @@ async def _main(args: argparse.Namespace) -> int:
         from .stages import StageError, load_stages
 
         try:
-            stages = load_stages(args.stages.read_text()) if args.stages else None
+            stages = load_stages("\n---\n".join(f.read_text() for f in args.stages)) if args.stages else None
             catalog = load_catalog(args.instance_types) if args.instance_types else DEFAULT_CATALOG
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,

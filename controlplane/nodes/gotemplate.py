@@ -14,12 +14,16 @@ template once (``Template(text)``) and renders it against a dict
   ``.a.b`` on the dot, on ``$`` (the root) and on variables ``$x.a``,
   ``$x := ...`` and ``$x = ...``, string (``"..."`` and raw), number, ``true``,
   ``false`` and ``nil`` literals;
-- the functions ``and or not eq ne lt le gt ge len index print printf``
+- the functions ``and or not eq ne lt le gt ge len index print println printf``
   (``%s %d %v %q`` only), Sprig's ``dict`` (KWOK's chaos stages write
-  ``or .metadata.annotations dict``) and whatever the caller passes in
-  ``funcs`` (the stage engine passes KWOK's: ``Now``, ``Quote``, ``YAML``,
-  ``NodeIP``, ``PodIP``, ``NodeIPWith``, ``PodIPWith``, ``NodeName``,
-  ``NodePort``, ``NodeConditions``, ``Version``).
+  ``or .metadata.annotations dict``) and its common functions (``SPRIG``:
+  ``default``, ``add1``, ``toString``, ...; KWOK renders with all of Sprig)
+  and whatever the caller passes in ``funcs`` (the stage engine passes
+  KWOK's: ``Now``, ``StartTime``, ``Quote``, ``YAML``, ``NodeIP``, ``PodIP``,
+  ``NodeIPWith``, ``NodeIPsWith``, ``PodIPWith``, ``PodIPsWith``,
+  ``NodeName``, ``NodePort``, ``NodeConditions``, ``Version``).
+  ``Template.functions`` names the functions a template calls, so that a
+  caller can refuse one it does not provide before rendering.
 
 Not supported (and rejected by name at parse time, never ignored): ``define``,
 ``template``, ``block``, ``break``, ``continue``, method calls on values.
@@ -32,12 +36,13 @@ A missing map key renders as ``<no value>`` as in Go.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Template", "TemplateError", "go_format", "truthy"]
+__all__ = ["BUILTINS", "Template", "TemplateError", "go_format", "truthy"]
 
 
 class TemplateError(ValueError):
@@ -348,6 +353,128 @@ def _eq(a: Any, *bs: Any) -> bool:
     return any(a == b for b in bs)
 
 
+# --- Sprig (KWOK renders with ``sprig.TxtFuncMap()``): the common ones, with Sprig's semantics
+
+
+def _strval(v: Any) -> str:
+    """Sprig's ``strval``: a string as it is, anything else as ``%v`` prints it (nil: ``<nil>``)."""
+    return "<nil>" if v is None else go_format(v)
+
+
+def _to_int(v: Any) -> int:
+    """Sprig's ``toInt64`` (``cast.ToInt64``): numbers truncated, a string holding an integer
+    parsed, anything else 0."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int | float):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip(), 0) if v.strip()[:2].lower() in ("0x", "0o", "0b") else int(v.strip())
+        except ValueError:
+            return 0
+    return 0
+
+
+def _to_float(v: Any) -> float:
+    if isinstance(v, bool | int | float):
+        return float(v)
+    try:
+        return float(str(v).strip())
+    except ValueError:
+        return 0.0
+
+
+def _go_div(a: Any, b: Any) -> int:
+    x, y = _to_int(a), _to_int(b)
+    q = abs(x) // abs(y)  # Go truncates toward zero (a zero divisor raises, as Go panics)
+    return q if (x >= 0) == (y >= 0) else -q
+
+
+def _go_mod(a: Any, b: Any) -> int:
+    x, y = _to_int(a), _to_int(b)
+    return x - _go_div(x, y) * y
+
+
+def _default(d: Any, *given: Any) -> Any:
+    return given[0] if given and truthy(given[0]) else d
+
+
+def _b64dec(s: Any) -> str:
+    import base64
+
+    try:
+        return base64.b64decode(str(s), validate=True).decode()
+    except ValueError as e:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return str(e)
+
+
+def _to_json(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _uuidv4() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def _b64enc(s: Any) -> str:
+    import base64
+
+    return base64.b64encode(_strval(s).encode()).decode()
+
+
+def _now() -> str:
+    """Sprig's ``now`` is a ``time.Time``; here the RFC 3339 text it quotes (``now | Quote``) as."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+SPRIG: Funcs = {
+    "now": _now,
+    "default": _default,
+    "empty": lambda v: not truthy(v),
+    "coalesce": lambda *a: next((x for x in a if truthy(x)), None),
+    "ternary": lambda vt, vf, cond: vt if truthy(cond) else vf,
+    "quote": lambda *a: " ".join(json.dumps(_strval(x), ensure_ascii=False) for x in a if x is not None),
+    "squote": lambda *a: " ".join(f"'{_strval(x)}'" for x in a if x is not None),
+    "toString": _strval,
+    "toJson": _to_json,
+    "int": _to_int,
+    "int64": _to_int,
+    "float64": _to_float,
+    "atoi": _to_int,
+    "add": lambda *a: sum(_to_int(x) for x in a),
+    "add1": lambda a: _to_int(a) + 1,
+    "sub": lambda a, b: _to_int(a) - _to_int(b),
+    "mul": lambda a, *b: math.prod([_to_int(a), *(_to_int(x) for x in b)]),
+    "div": _go_div,
+    "mod": _go_mod,
+    "max": lambda a, *b: max([_to_int(a), *(_to_int(x) for x in b)]),
+    "min": lambda a, *b: min([_to_int(a), *(_to_int(x) for x in b)]),
+    "list": lambda *a: list(a),
+    "hasKey": lambda d, k: isinstance(d, dict) and k in d,
+    "get": lambda d, k: d.get(k, "") if isinstance(d, dict) else "",
+    "trim": lambda s: _strval(s).strip(),
+    "lower": lambda s: _strval(s).lower(),
+    "upper": lambda s: _strval(s).upper(),
+    "replace": lambda old, new, src: _strval(src).replace(_strval(old), _strval(new)),
+    "contains": lambda sub, s: _strval(sub) in _strval(s),
+    "hasPrefix": lambda p, s: _strval(s).startswith(_strval(p)),
+    "hasSuffix": lambda p, s: _strval(s).endswith(_strval(p)),
+    "trimPrefix": lambda p, s: _strval(s).removeprefix(_strval(p)),
+    "trimSuffix": lambda p, s: _strval(s).removesuffix(_strval(p)),
+    "join": lambda sep, v: _strval(sep).join(_strval(x) for x in v) if isinstance(v, list | tuple)
+    else _strval(v),
+    "splitList": lambda sep, s: _strval(s).split(_strval(sep)),
+    "b64enc": _b64enc,
+    "b64dec": _b64dec,
+    "uuidv4": _uuidv4,
+}
+
+
 BUILTINS: Funcs = {
     "and": lambda *a: next((x for x in a if not truthy(x)), a[-1]),
     "or": lambda *a: next((x for x in a if truthy(x)), a[-1]),
@@ -360,16 +487,44 @@ BUILTINS: Funcs = {
     "ge": lambda a, b: a >= b,
     "len": lambda a: len(a),
     "index": _index,
-    "dict": _dict,
     "print": lambda *a: "".join(go_format(x) for x in a),
+    "println": lambda *a: " ".join(go_format(x) for x in a) + "\n",
     "printf": _printf,
+    "dict": _dict,
+    **SPRIG,
 }
+
+
+def _called(nodes: list[Any], out: set[str]) -> set[str]:
+    """The names of the functions a template tree calls."""
+    def pipe(p: _Pipe) -> None:
+        for cmd in p.commands:
+            operand(cmd)
+
+    def operand(op: Any) -> None:
+        if isinstance(op, _Call):
+            out.add(op.name)
+            for a in op.args:
+                operand(a)
+        elif isinstance(op, _Sub):
+            pipe(op.pipe)
+
+    for node in nodes:
+        if isinstance(node, _Pipe):
+            pipe(node)
+        elif isinstance(node, _Block):
+            pipe(node.pipe)
+            _called(node.body, out)
+            _called(node.orelse, out)
+    return out
 
 
 class Template:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tree = _parse(text)
+        # every function it calls: a caller can refuse one it will not provide before rendering
+        self.functions = frozenset(_called(self.tree, set()))
 
     def render(self, data: Any, funcs: Funcs) -> str:
         out: list[str] = []

@@ -176,6 +176,9 @@ class NodeSimulator:
         self.status_patch = "merge" if self.builtin_stages else "strategic"
         self.pod_stages = StageSet(stages, "Pod", self.rng)
         self.node_stages = StageSet(stages, "Node", self.rng)
+        # a user's node stages own the node's status, as in KWOK (whose heartbeat is a stage): the
+        # simulator's own status report would undo theirs (a chaos ``node-not-ready``'s Ready=False)
+        self.status_reports = self.builtin_stages or not self.node_stages.stages
         self.catalog = catalog_by_name(config.catalog)
         if config.instance_type not in self.catalog:
             raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
@@ -191,6 +194,7 @@ class NodeSimulator:
         self.pods: dict[str, _Pod] = {}  # "ns/name" -> state
         self.pods_by_node: dict[str, set[str]] = {}
         self.started = time.monotonic()
+        self.start_time = now_rfc3339()  # KWOK's ``StartTime`` in status templates
         self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
                                                                                       config.tick) + 1),
                                                                time.monotonic())
@@ -212,6 +216,7 @@ class NodeSimulator:
                                             on_delete=self._pod_gone)
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
+        self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
         # whether renewals go as LeaseRenewals: known once the server's discovery is read
         self.bulk_renewals = False
         # whether a healthy node's periodic status report goes as NodeStatusReports (likewise)
@@ -457,8 +462,9 @@ class NodeSimulator:
         self._write(lambda: self._ensure_lease(name, meta.get("uid")))
         self.rota.add(name)  # renewed each time its batch comes round
         now = time.monotonic()
-        self.wheel.schedule(now + self.config.status_report_frequency * (0.5 + self.rng.random() / 2),
-                            ("status", name))
+        if self.status_reports:
+            self.wheel.schedule(now + self.config.status_report_frequency * (0.5 + self.rng.random() / 2),
+                                ("status", name))
         for key in list(self.pods_by_node.get(name, ())):  # pods seen before their node
             pod = self.pod_informer.items.get(key)
             if pod is not None:
@@ -658,10 +664,20 @@ class NodeSimulator:
 
     def _template_funcs(self, node: _Node | None, pod: dict[str, Any] | None = None) -> dict[str, Callable[..., Any]]:
         """KWOK's template functions; ``NodeIP``/``NodeName`` are the node's, ``PodIP``
-        the pod's (allocated on first use) when rendering a pod's stage."""
+        the pod's (allocated on first use) when rendering a pod's stage. ``NodeIPsWith`` and
+        ``PodIPsWith`` (KWOK's dual-stack forms, v0.8's fast ``pod-ready``) give lists: a node
+        and a pod have one address here, none for a node that is not simulated."""
         def node_ip_with(node_name: Any) -> str:
             n = self.nodes.get(str(node_name))
             return n.ip if n is not None else ""
+
+        def node_ips_with(node_name: Any) -> list[str]:
+            ip = node_ip_with(node_name)
+            return [ip] if ip else []
+
+        def pod_ips_with(*args: Any) -> list[str]:
+            ip = self._pod_ip_with(*args)
+            return [ip] if ip else []
 
         def pod_ip() -> str:
             if pod is None or node is None:
@@ -679,8 +695,11 @@ class NodeSimulator:
             "NodeName": lambda: node.name if node else "",
             "NodePort": lambda: KUBELET_PORT,
             "NodeIPWith": node_ip_with,
+            "NodeIPsWith": node_ips_with,
             "PodIP": pod_ip,
             "PodIPWith": self._pod_ip_with,
+            "PodIPsWith": pod_ips_with,
+            "StartTime": lambda: self.start_time,
             "NodeConditions": lambda: [{"type": t, "status": s, "reason": r, "message": m}
                                        for t, s, r, m in _NODE_CONDITIONS],
         }
@@ -1031,8 +1050,16 @@ class NodeSimulator:
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
 
     async def _finish_stage(self, ns: str, name: str, stage: Stage, obj: dict[str, Any], path: str) -> None:
-        """The finalizer and delete parts of a stage's ``next``."""
+        """The event, finalizer and delete parts of a stage's ``next``."""
         meta = obj.get("metadata") or {}
+        event = stage.next.event
+        if event is not None:  # as KWOK's recorder does, in the background and best effort
+            if self._recorder is None:
+                from ..controllers.events import Recorder
+
+                self._recorder = Recorder(self.client, "kwok_controller")
+            self._recorder.record(stage.kind, obj, event.get("reason", ""), event.get("message", ""),
+                                  event.get("type") or "Normal")
         finalizers = stage.next.finalizers(list(meta.get("finalizers") or []))
         if finalizers is not None and finalizers != list(meta.get("finalizers") or []):
             await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")

@@ -16,8 +16,9 @@ Supported fields (the rest of a stage is rejected by name, not ignored):
     spec.weight: int; spec.weightFrom.expressionFrom: <jq> giving the weight for an object
     spec.delay: durationMilliseconds, durationFrom.expressionFrom,
                 jitterDurationMilliseconds, jitterDurationFrom.expressionFrom
-    spec.next: statusTemplate, finalizers {add: [{value}], remove: [{value}], empty}, delete,
-               event {type, reason, message}
+    spec.next: statusTemplate (calling only Go's, common Sprig and KWOK's functions: KWOK_FUNCTIONS),
+               finalizers {add: [{value}], remove: [{value}], empty}, delete,
+               event {type, reason, message} (recorded as a core/v1 Event)
     spec.immediateNextStage: bool
 
 Keys are jq (``jqpath``); templates are Go templates (``gotemplate``). A
@@ -32,6 +33,7 @@ duration is the delay.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import re
 from collections.abc import Callable, Iterable
@@ -42,13 +44,14 @@ from typing import Any
 
 import yaml
 
-from .gotemplate import Template, TemplateError
+from .gotemplate import BUILTINS, Template, TemplateError
 from .jqpath import Jq, JqError
 
-__all__ = ["Delay", "Next", "Selector", "Stage", "StageError", "StageSet", "default_stages", "load_stages",
-           "parse_duration"]
+__all__ = ["KWOK_FUNCTIONS", "Delay", "Next", "Selector", "Stage", "StageError", "StageSet", "default_stages",
+           "load_stages", "parse_duration"]
 
 API_VERSION = "kwok.x-k8s.io/v1alpha1"
+log = logging.getLogger(__name__)
 
 try:  # libyaml's parser, ten times PyYAML's
     _Loader: Any = yaml.CSafeLoader
@@ -264,6 +267,10 @@ def _go_int(s: str) -> int | None:
     return v if -(2 ** 63) <= v < 2 ** 63 else None
 
 
+# KWOK's own template functions, which the simulator passes when it renders (``_template_funcs``);
+# with the Go and Sprig ones of ``gotemplate.BUILTINS`` the functions a status template may call
+KWOK_FUNCTIONS = frozenset({"Now", "StartTime", "Quote", "YAML", "Version", "NodeIP", "NodeName", "NodePort",
+                            "NodeConditions", "NodeIPWith", "NodeIPsWith", "PodIP", "PodIPWith", "PodIPsWith"})
 _SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
 _FROM_FIELDS = {"expressionFrom"}
 _NEXT_FIELDS = {"statusTemplate", "finalizers", "delete", "event"}
@@ -313,9 +320,12 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
         n = spec.get("next") or {}
         _unsupported(f"{where} next", n, _NEXT_FIELDS)
         fin = n.get("finalizers") or {}
-        template = n.get("statusTemplate")
+        template = Template(str(n["statusTemplate"])) if n.get("statusTemplate") else None
+        unknown = sorted(template.functions - KWOK_FUNCTIONS - set(BUILTINS)) if template else []
+        if unknown:
+            raise StageError(f"{where}: the status template calls unsupported function(s) {', '.join(unknown)}")
         nxt = Next(
-            status_template=Template(str(template)) if template else None,
+            status_template=template,
             finalizers_add=tuple(str(f["value"]) for f in fin.get("add") or []),
             finalizers_remove=tuple(str(f["value"]) for f in fin.get("remove") or []),
             finalizers_empty=bool(fin.get("empty")),
@@ -331,6 +341,10 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
                  immediate_next_stage=bool(spec.get("immediateNextStage")))
 
 
+# the API groups of KWOK's configuration files: their other kinds are not this loader's concern
+_KWOK_GROUPS = frozenset({"kwok.x-k8s.io", "config.kwok.x-k8s.io"})
+
+
 def _expression_from(where: str, src: Any) -> Jq | None:
     """The jq of a ``*From`` field (``{expressionFrom: <jq>}``), None if it is absent."""
     if not src:
@@ -340,7 +354,9 @@ def _expression_from(where: str, src: Any) -> Jq | None:
 
 
 def load_stages(text: str) -> list[Stage]:
-    """Stages from YAML (one or many documents; ``StageList``/``List`` items too)."""
+    """Stages from YAML (one or many documents; ``StageList``/``List`` items too). KWOK's other
+    configuration documents (``KwokConfiguration`` and the like, which a KWOK config file holds
+    beside its stages) are skipped, with a warning, as KWOK skips the kinds it does not use."""
     out: list[Stage] = []
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))
@@ -353,6 +369,9 @@ def load_stages(text: str) -> list[Stage]:
             raise StageError("each document must be a Stage")
         if doc.get("kind") in ("StageList", "List"):
             out.extend(_parse_stage(d) for d in doc.get("items") or [])
+        elif doc.get("kind") != "Stage" and str(doc.get("apiVersion") or "").partition("/")[0] in _KWOK_GROUPS:
+            log.warning("stages: skipping %s %s (not a Stage)", doc.get("kind"),
+                        (doc.get("metadata") or {}).get("name") or "")
         else:
             out.append(_parse_stage(doc))
     if not out:

@@ -30,6 +30,17 @@ def test_a_bad_stage_file_is_refused_by_name(tmp_path: Path, capsys: pytest.Capt
     assert "unsupported field(s) patches" in capsys.readouterr().err
 
 
+def test_stage_files_may_be_several_as_kwoks_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: ok}\n"
+                    "spec: {resourceRef: {apiGroup: v1, kind: Pod}}")  # no newline at the end
+    bad.write_text("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+                   "spec: {resourceRef: {apiGroup: v1, kind: Pod}, next: {patches: []}}\n")
+    assert main(["nodes", "--kubeconfig", str(_kubeconfig(tmp_path)), "--stages", str(good),
+                 "--stages", str(bad)]) == 1
+    assert "stage 's'" in capsys.readouterr().err  # the second file is read too
+
+
 def test_a_missing_stage_file_and_a_negative_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kubeconfig = str(_kubeconfig(tmp_path))
     assert main(["nodes", "--kubeconfig", kubeconfig, "--stages", str(tmp_path / "nope.yaml")]) == 1

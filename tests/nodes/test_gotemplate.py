@@ -47,6 +47,34 @@ def test_sprig_dict_as_kwok_chaos_stages_use_it() -> None:
     assert render('{{ index (dict "x" 1 "y") "y" | Quote }}', {}) == '""'
 
 
+def test_sprig_functions_as_kwok_renders_them() -> None:
+    """KWOK renders with Sprig's functions; the common ones, with Sprig's semantics."""
+    data = {"a": {"k": "v"}, "n": "3", "s": " Mixed ", "l": ["x", "y"], "z": 0}
+    cases = {
+        '{{ .missing | default "d" }} {{ .a.k | default "d" }} {{ .z | default 7 }}': "d v 7",
+        "{{ empty .z }} {{ empty .a }} {{ coalesce .missing .z .a.k }}": "true false v",
+        '{{ ternary "yes" "no" (hasKey .a "k") }} {{ get .a "nope" | quote }} {{ .a.k | squote }}': "yes \"\" 'v'",
+        "{{ add1 .n }} {{ add 1 .n 2.9 }} {{ sub 1 .n }} {{ mul 2 .n }} {{ div -7 2 }} {{ mod -7 2 }}":
+            "4 6 -2 6 -3 -1",
+        "{{ max 1 .n }} {{ min 1 .n }} {{ int \"x\" }} {{ toString 5 }} {{ toString .missing }}": "3 1 0 5 <nil>",
+        '{{ trim .s | lower }}|{{ upper .s }}|{{ replace "i" "!" .s }}|{{ join "," .l }}': "mixed| MIXED | M!xed |x,y",
+        '{{ contains "ix" .s }} {{ hasPrefix " M" .s }} {{ hasSuffix "x" .s }} {{ trimPrefix " " .s }}':
+            "true true false Mixed ",
+        '{{ toJson .a }} {{ list 1 "b" | toJson }} {{ b64enc "hi" }} {{ b64dec "aGk=" }}':
+            '{"k":"v"} [1,"b"] aGk= hi',
+        '{{ splitList "," "a,b" | len }} {{ println "a" 1 }}': "2 a 1\n",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+    assert len(render("{{ uuidv4 }}", {})) == 36
+    assert render("{{ now | Quote }}", {}).endswith('Z"')  # Sprig's now, as KWOK's branch stages quote it
+
+
+def test_a_template_lists_the_functions_it_calls() -> None:
+    text = '{{ $n := Now }}{{ range .x }}{{ if eq (index . 0) "y" }}{{ PodIPsWith .a | Quote }}{{ end }}{{ end }}'
+    assert Template(text).functions == {"Now", "eq", "index", "PodIPsWith", "Quote"}
+
+
 def test_trim_markers_and_comments() -> None:
     assert render("a  {{- 1 -}}  b{{/* note */}}", {}) == "a1b"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import random
@@ -14,7 +15,7 @@ import yaml
 from controlplane.client import ApiError, Client
 from controlplane.nodes.simulator import _quote, _yaml
 from controlplane.nodes.stages import StageError, StageSet, default_stages, load_stages, parse_duration
-from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
+from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 
 async def phase(client: Client, name: str) -> str | None:
@@ -218,6 +219,65 @@ async def test_a_user_stage_file_replaces_the_defaults(client: Client) -> None:
         await eventually(lambda: _is(client, "custom", "(gone)"))  # finalizers emptied, then deleted
 
 
+NODE_DOWN_STAGES = """
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-down}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: DoesNotExist}
+  next:
+    statusTemplate: |
+      conditions:
+      - {type: Ready, status: "False", reason: NodeDown, lastHeartbeatTime: {{ Now | Quote }}}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-run}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .status.phase, operator: NotIn, values: [Running]}
+  next:
+    event: {type: Normal, reason: Started, message: Started container}
+    statusTemplate: |
+      phase: Running
+"""
+
+
+async def test_node_stages_own_the_node_status_and_emit_events(client: Client) -> None:
+    """A file with node stages owns the node's status, as KWOK's (whose heartbeat is a stage): the
+    simulator's own status report, due here within 0.2 s, would set Ready back to True. And a
+    stage's ``next.event`` is recorded as KWOK's controller records it."""
+    async with simulating(client, fast(count=1, stages=load_stages(NODE_DOWN_STAGES),
+                                       status_report_frequency=0.2)) as sim:
+        assert not sim.status_reports
+
+        async def down() -> bool:
+            conditions = (await client.get(f"{NODES}/sim-node-0")).get("status", {}).get("conditions") or []
+            return [(c["type"], c["status"]) for c in conditions] == [("Ready", "False")]
+
+        await eventually(down)
+        created = await client.create(PODS, pod("evented", "sim-node-0"))
+        await eventually(lambda: _is(client, "evented", "Running"))
+
+        async def event() -> list[dict[str, Any]]:
+            items = (await client.list("/api/v1/namespaces/default/events"))["items"]
+            return [e for e in items if e["involvedObject"].get("name") == "evented"]
+
+        [got] = await eventually(event)
+        assert (got["type"], got["reason"], got["message"]) == ("Normal", "Started", "Started container")
+        assert got["involvedObject"]["kind"] == "Pod" and got["involvedObject"]["uid"] == created["metadata"]["uid"]
+        assert got["source"]["component"] == "kwok_controller"
+        await asyncio.sleep(0.5)  # two report intervals
+        assert await down()
+    async with simulating(client, fast(count=0, stages=load_stages(USER_STAGES))) as sim:
+        assert sim.status_reports  # pod stages only: nothing else reports the node's status
+
+
 def _funcs() -> dict[str, Any]:
     return {"Now": lambda: "2026-11-30T10:00:00Z", "Quote": _quote, "YAML": _yaml, "Version": lambda: "v",
             "NodeIPWith": lambda n: "172.16.0.9", "PodIPWith": lambda *a: "10.0.0.7"}
@@ -346,6 +406,18 @@ def test_a_jitter_duration_before_the_duration_is_the_delay() -> None:
     assert 1.0 <= later <= 30.0
 
 
+def test_kwok_configuration_beside_the_stages_is_skipped() -> None:
+    """A KWOK config file holds its stages beside ``KwokConfiguration`` and the like; KWOK skips
+    the kinds it does not use, so does the loader (KWOK's groups only: a Pod is still refused)."""
+    text = ("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {cidr: 10.0.0.1/24}\n"
+            "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Attach\nmetadata: {name: a}\n"
+            "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+            "spec: {resourceRef: {apiGroup: v1, kind: Pod}}\n")
+    assert [s.name for s in load_stages(text)] == ["s"]
+    with pytest.raises(StageError, match="no stages found"):
+        load_stages(text.rsplit("---", 1)[0])
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("apiVersion: v1\nkind: Pod\n", "expected apiVersion"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
@@ -358,6 +430,9 @@ def test_a_jitter_duration_before_the_duration_is_the_delay() -> None:
      "next: {statusTemplate: '{{ template \"x\" }}'}}\n", "not supported"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
      "weightFrom: {cel: {expression: self.x}}}\n", r"weightFrom: unsupported field\(s\) cel"),
+    # a function neither Go, Sprig's common ones nor KWOK's: refused at load, not at each render
+    ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
+     "next: {statusTemplate: 'phase: {{ Nope (sha1sum .x) }}'}}\n", r"unsupported function\(s\) Nope, sha1sum"),
 ])
 def test_unsupported_stages_are_rejected_by_name(text: str, message: str) -> None:
     with pytest.raises(StageError, match=message):
