@@ -48,6 +48,7 @@ from ..registry.crd import (
     terminate,
 )
 from ..registry.custom import admit
+from ..registry.structural import apply_defaults, prune
 from .dryrun import DRY_RUN
 from .errors import ApiError
 from .fieldvalidation import unknown_fields
@@ -192,6 +193,17 @@ class CustomResourceDefinitions:
         if causes:
             raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
 
+    def prepare_resource(self, rtype: ResourceType, obj: Obj) -> None:
+        """Prune a custom resource being written of its unknown fields (reported under
+        the request's ``fieldValidation``) and fill in its defaults, before its
+        managed fields are recorded: upstream's decoder does both, so no manager
+        owns a field that was pruned. ``admit_resource`` validates it later."""
+        assert rtype.custom is not None
+        if rtype.custom.schema is not None:
+            pruned = prune(rtype.custom.schema, obj)
+            apply_defaults(rtype.custom.schema, obj)
+            unknown_fields(rtype, obj, pruned)
+
     def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
         """Prune, default and validate a custom resource being written. A new one
         of a terminating CRD is refused, as upstream; the pruned unknown fields
@@ -204,7 +216,7 @@ class CustomResourceDefinitions:
                                "is terminating", {"name": name, "group": rtype.group, "kind": rtype.plural})
             if "status" in rtype.subresources:
                 obj.pop("status", None)  # the status is written through /status only
-        pruned, causes = admit(rtype.custom, obj)
+        pruned, causes = admit(rtype.custom, obj, old)
         unknown_fields(rtype, obj, pruned)
         if causes:
             raise ApiError.invalid(rtype, name, causes)

@@ -15,6 +15,9 @@ __all__ = ["ApiError"]
 
 
 class ApiError(Exception):
+    # the Status's ListMeta: an expired continue token's 410 carries a fresh token (``continue``)
+    list_meta: dict[str, Any] | None = None
+
     def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
@@ -23,7 +26,8 @@ class ApiError(Exception):
         self.details = details
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta or {}),
+                                "status": "Failure",
                                 "message": self.message, "reason": self.reason, "code": self.code}
         if self.details is not None:
             body["details"] = self.details

@@ -220,6 +220,17 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
                         deadline)
 
 
+# a continue token's revision meaning "the latest", which the 410 of an expired token offers
+# (upstream's -1: a list that goes on may then be inconsistent)
+LATEST = -1
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new "
+    "list without the continue parameter, or use the continue token in this response to retrieve the "
+    "remainder of the results. Continuing with the provided token results in an inconsistent list - objects "
+    "that were created, modified, or deleted between the time the first chunk was returned and now may show "
+    "up in the list.")
+
+
 def encode_continue(start: bytes, revision: int) -> str:
     token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
     return base64.urlsafe_b64encode(token).decode()
@@ -232,9 +243,9 @@ def decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
         revision = int(data["rv"])
     except (binascii.Error, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ApiError.bad_request("invalid continue token") from e
-    if not start.startswith(prefix) or revision <= 0:
+    if not start.startswith(prefix) or (revision <= 0 and revision != LATEST):
         raise ApiError.bad_request("the continue token is for another list")
-    return start, revision
+    return start, max(revision, 0)  # LATEST: a consistent read of the rest, from ``start``
 
 
 # -- results ----------------------------------------------------------------------
@@ -373,8 +384,10 @@ class StoreReads:
         except store.Compacted as e:
             if options.start is None:
                 raise
-            raise ApiError.gone("The provided continue parameter is too old to display a consistent list "
-                                "result. You can start a new list without the continue parameter.") from e
+            # as upstream's etcd3 store: a token to go on from the same key at the latest revision
+            gone = ApiError.gone(INCONSISTENT_CONTINUE)
+            gone.list_meta = {"continue": encode_continue(options.start, LATEST)}
+            raise gone from e
         if not options.exact and options.revision > revision:
             raise too_large_resource_version(options.revision, revision)
         return Listed(items, revision, start if more else None)

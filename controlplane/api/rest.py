@@ -778,6 +778,8 @@ class KubeApi:
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in spec.setdefault("finalizers", []):
                 spec["finalizers"].append("kubernetes")
+        if rtype.custom is not None:
+            self.crds.prepare_resource(rtype, obj)
         if manager is not None:
             managedfields.record_write(rtype, None, obj, manager)
         meta["uid"] = new_uid()
@@ -929,6 +931,8 @@ class KubeApi:
                     continue  # perhaps only the cache is behind: ask the store
                 break
             obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
+            if rtype.custom is not None:
+                self.crds.prepare_resource(rtype, obj)
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
@@ -993,6 +997,8 @@ class KubeApi:
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old)
             self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
             obj = _split_status(rtype, subresource, old, obj)
+            if rtype.custom is not None:
+                self.crds.prepare_resource(rtype, obj)
             if manager is not None:
                 managedfields.record_write(rtype, old, obj, manager, subresource)
             meta = obj["metadata"]
@@ -1119,6 +1125,8 @@ class KubeApi:
                     return _object(current.value, current.mod_revision)  # already being deleted
                 meta["deletionTimestamp"] = _now()
                 meta["deletionGracePeriodSeconds"] = 0
+                if not terminating:  # upstream's namespace storage marks it without markAsDeleting
+                    _bump_generation(meta)
                 if terminating:
                     obj.setdefault("status", {})["phase"] = "Terminating"
                 if definition:
@@ -1739,9 +1747,20 @@ def _graceful_pod_delete(pod: dict[str, Any], options: dict[str, Any]) -> bool |
             return None
         meta["deletionGracePeriodSeconds"] = 0
         return True
+    if not meta.get("deletionTimestamp"):
+        _bump_generation(meta)
     meta["deletionTimestamp"] = _format_time(start + period)
     meta["deletionGracePeriodSeconds"] = period
     return True
+
+
+def _bump_generation(meta: dict[str, Any]) -> None:
+    """An object's first ``deletionTimestamp`` changes what its controllers must do: upstream
+    counts it as a new generation (rest.BeforeDelete for graceful deletion, the store's
+    markAsDeleting for finalizers), for types that keep one."""
+    generation = meta.get("generation")
+    if isinstance(generation, int) and not isinstance(generation, bool) and generation > 0:
+        meta["generation"] = generation + 1
 
 
 def _parse_time(ts: str) -> float:

@@ -1,6 +1,6 @@
 """Custom resources against their CustomResourceDefinition's ``openAPIV3Schema``:
 pruning, defaulting and validation, as apiextensions-apiserver does them
-(the structural schema subset, and CEL ``x-kubernetes-validations`` but for transition rules).
+(the structural schema subset, and CEL ``x-kubernetes-validations``, transition rules included).
 
 The order is upstream's: unknown fields are pruned, then defaults are filled
 in, then the result is validated::
@@ -8,6 +8,7 @@ in, then the result is validated::
     pruned = prune(schema, obj)          # ["spec.extra"]: the paths dropped
     apply_defaults(schema, obj)
     causes = validate(schema, obj)       # [] or the causes of a 422 Invalid
+    causes = validate(schema, obj, old=stored)   # an update: transition rules (oldSelf) run too
 
 A cause is a ``metav1.StatusCause``; its message is what kube-apiserver's
 ``field.Error.ErrorBody()`` says, e.g. for ``spec.replicas: "two"`` against
@@ -154,11 +155,40 @@ def apply_defaults(schema: Schema, value: Any) -> None:
 
 
 # -- validation ------------------------------------------------------------------------------
-def validate(schema: Schema, value: Any, path: str = "") -> list[Cause]:
-    """The causes ``value`` fails ``schema`` with (empty when it is valid)."""
+_ABSENT: Any = object()  # no old value at a path: a create, or a value the old object did not have
+
+# errors that mean the object does not have the shape its CEL rules were written for: the rules
+# are not run then (apiextensions-apiserver's hasBlockingErr)
+_BLOCKING = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany",
+                       "FieldValueTypeInvalid"})
+_RULES_NOT_RUN: Cause = {
+    "reason": "FieldValueInvalid", "field": "<nil>",
+    "message": 'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+               "correct the existing errors to complete validation"}
+
+
+def validate(schema: Schema, value: Any, path: str = "", old: Any = _ABSENT) -> list[Cause]:
+    """The causes ``value`` fails ``schema`` with (empty when it is valid). ``old``, on an
+    update, is the stored object: transition rules (those naming ``oldSelf``) run where
+    the old object has a value correlated with the new one (same property, map key, or
+    ``x-kubernetes-list-type: map`` keys). As upstream, the CEL rules' causes follow the
+    schema's, and are not looked for at all when the schema's say the object has the
+    wrong shape (a type, required, enum or size error)."""
     causes: list[Cause] = []
-    _validate(schema, value, path, causes)
-    return causes
+    rule_causes: list[Cause] = []
+    _validate(schema, value, path, causes, old, rule_causes)
+    if any(c["reason"] in _BLOCKING for c in causes):
+        return [*causes, dict(_RULES_NOT_RUN)] if _has_rules(schema) else causes
+    return causes + rule_causes
+
+
+def _has_rules(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("x-kubernetes-validations"):
+        return True
+    return any(_has_rules(s) for s in (schema.get("properties") or {}).values()) \
+        or _has_rules(schema.get("items")) or _has_rules(schema.get("additionalProperties"))
 
 
 def _type_ok(expected: str, value: Any) -> bool:
@@ -184,7 +214,10 @@ def _type_error(path: str, value: Any, expected: str) -> Cause:
                        f"{describe(got)}"}
 
 
-def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> None:
+def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: Any = _ABSENT,
+              rule_causes: list[Cause] | None = None) -> None:
+    if rule_causes is None:
+        rule_causes = causes
     expected = schema.get("type")
     if value is None:
         if schema.get("nullable") or (not expected and not schema.get("x-kubernetes-int-or-string")):
@@ -207,12 +240,12 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> Non
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         _validate_number(schema, value, path, causes)
     elif isinstance(value, list):
-        _validate_array(schema, value, path, causes)
+        _validate_array(schema, value, path, causes, old, rule_causes)
     elif isinstance(value, dict):
-        _validate_object(schema, value, path, causes)
+        _validate_object(schema, value, path, causes, old, rule_causes)
     for sub in schema.get("allOf") or []:
         if isinstance(sub, dict):
-            _validate(sub, value, path, causes)
+            _validate(sub, value, path, causes, old, rule_causes)
     for key in ("anyOf", "oneOf"):
         options = [s for s in schema.get(key) or [] if isinstance(s, dict)]
         if options:
@@ -224,28 +257,34 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause]) -> Non
         causes.append(_invalid(path, value, f"{_in_body(path)} must not validate the schema (not)"))
     rules = schema.get("x-kubernetes-validations")
     if rules and isinstance(rules, list):
-        _validate_rules(rules, schema, value, path, causes)
+        _validate_rules(rules, schema, value, path, rule_causes, old)
 
+
+_OLD_SELF = re.compile(r"\boldSelf\b")
 
 # the reasons a rule may give its failure, and how field.Error words each
 _RULE_REASONS = {"FieldValueInvalid": "", "FieldValueForbidden": "Forbidden: ",
                  "FieldValueRequired": "Required value: ", "FieldValueDuplicate": "Duplicate value: "}
 
 
-def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, causes: list[Cause]) -> None:
+def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, causes: list[Cause],
+                    old: Any = _ABSENT) -> None:
     """CEL ``x-kubernetes-validations``, with ``self`` the value at ``path``. A failed rule
     is its ``messageExpression``'s string, else its ``message``, else ``failed rule: <rule>``,
-    on ``path`` (and its ``fieldPath``) with its ``reason``. Transition rules (``oldSelf``)
-    need the stored object, which validation here does not see: they are not run."""
+    on ``path`` (and its ``fieldPath``) with its ``reason``. Transition rules (naming
+    ``oldSelf``) run only where there is an old value (``old``), as upstream; those with
+    ``optionalOldSelf`` (``oldSelf`` an optional) are not run."""
     from .expressions import ExpressionError, context_of, evaluate
 
     context = None
     for rule in rules:
         text = rule.get("rule") if isinstance(rule, dict) else None
-        if not isinstance(text, str) or "oldSelf" in text:
+        if not isinstance(text, str):
+            continue
+        if _OLD_SELF.search(text) and (old is _ABSENT or rule.get("optionalOldSelf") is True):
             continue
         if context is None:
-            context = context_of({"self": value})
+            context = context_of({"self": value} if old is _ABSENT else {"self": value, "oldSelf": old})
         reason = str(rule.get("reason") or "FieldValueInvalid")
         field = path + str(rule.get("fieldPath") or "") if rule.get("fieldPath") else path
         try:
@@ -319,7 +358,8 @@ def _validate_number(schema: Schema, value: float, path: str, causes: list[Cause
         causes.append(_invalid(path, value, f"{_in_body(path)} must be of type {fmt}: {describe(value)}"))
 
 
-def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Cause]) -> None:
+def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Cause], old: Any = _ABSENT,
+                    rule_causes: list[Cause] | None = None) -> None:
     max_items = schema.get("maxItems")
     if isinstance(max_items, int) and len(value) > max_items:
         causes.append({"reason": "FieldValueTooMany", "field": path,
@@ -328,11 +368,19 @@ def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Ca
     if isinstance(min_items, int) and len(value) < min_items:
         causes.append(_invalid(path, value, f"{_in_body(path)} should have at least {min_items} items"))
     items = schema.get("items")
-    if isinstance(items, dict):
-        for i, item in enumerate(value):
-            _validate(items, item, f"{path}[{i}]", causes)
     list_type = schema.get("x-kubernetes-list-type")
     map_keys = schema.get("x-kubernetes-list-map-keys") or []
+    if isinstance(items, dict):
+        # only the items of a map list are correlated with old ones (by their keys)
+        olds: dict[bytes, Any] = {}
+        if list_type == "map" and isinstance(old, list):
+            for item in old:
+                if isinstance(item, dict):
+                    olds[orjson.dumps([item.get(k) for k in map_keys])] = item
+        for i, item in enumerate(value):
+            before = olds.get(orjson.dumps([item.get(k) for k in map_keys]), _ABSENT) \
+                if olds and isinstance(item, dict) else _ABSENT
+            _validate(items, item, f"{path}[{i}]", causes, before, rule_causes)
     if list_type in ("set", "map"):
         seen: set[bytes] = set()
         for i, item in enumerate(value):
@@ -347,7 +395,8 @@ def _validate_array(schema: Schema, value: list[Any], path: str, causes: list[Ca
             seen.add(key)
 
 
-def _validate_object(schema: Schema, value: dict[str, Any], path: str, causes: list[Cause]) -> None:
+def _validate_object(schema: Schema, value: dict[str, Any], path: str, causes: list[Cause], old: Any = _ABSENT,
+                     rule_causes: list[Cause] | None = None) -> None:
     props: dict[str, Schema] = schema.get("properties") or {}
     for name in schema.get("required") or []:
         if name not in value:
@@ -359,11 +408,12 @@ def _validate_object(schema: Schema, value: dict[str, Any], path: str, causes: l
             causes.append(_invalid(path, value, f"{_in_body(path)} should have {word} {limit} properties"))
     extra = schema.get("additionalProperties")
     embedded = schema.get("x-kubernetes-embedded-resource") is True
+    olds = old if isinstance(old, dict) else {}
     for key, item in value.items():
         if key in props:
-            _validate(props[key], item, _child(path, key), causes)
+            _validate(props[key], item, _child(path, key), causes, olds.get(key, _ABSENT), rule_causes)
         elif isinstance(extra, dict):
-            _validate(extra, item, _child(path, key), causes)
+            _validate(extra, item, _child(path, key), causes, olds.get(key, _ABSENT), rule_causes)
     if embedded:
         for key in ("apiVersion", "kind"):
             if not value.get(key) and not schema.get("x-kubernetes-preserve-unknown-fields"):

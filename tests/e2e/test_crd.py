@@ -672,3 +672,121 @@ def test_kubectl_scale_of_a_custom_resource_owns_its_replicas(served: Serve) -> 
     assert ('Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using example.com/v1: '
             ".spec.replicas") in r.stderr
     assert kubectl(served, "get", "wd", "w-owned", "-o", "jsonpath={.spec.replicas}") == "3"
+
+
+LOCKS_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: locks.ruled.example.com}
+spec:
+  group: ruled.example.com
+  scope: Namespaced
+  names: {plural: locks, singular: lock, kind: Lock}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: "self.size >= oldSelf.size", message: size may only grow}
+            properties:
+              size: {type: integer}
+              owner:
+                type: string
+                x-kubernetes-validations: [{rule: "self == oldSelf", message: owner is immutable}]
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  properties:
+                    name: {type: string}
+                    port: {type: integer, x-kubernetes-validations: [{rule: "self == oldSelf", message: fixed}]}
+"""
+
+
+def test_transition_rules_compare_an_update_with_the_stored_object(served: Serve, api: client.ApiClient) -> None:
+    """CEL rules naming ``oldSelf`` (immutability, only-grow) run on updates, against the
+    stored object's value at the same place; a create, or a value the old object lacked,
+    does not run them. Rules are not run on an object of the wrong shape, as upstream."""
+    kubectl(served, "apply", "-f", "-", stdin=LOCKS_CRD)
+    co = client.CustomObjectsApi(api)
+    g, v, ns, plural = "ruled.example.com", "v1", "default", "locks"
+    co.create_namespaced_custom_object(g, v, ns, plural, {
+        "apiVersion": f"{g}/{v}", "kind": "Lock", "metadata": {"name": "l1"},
+        "spec": {"size": 2, "ports": [{"name": "a", "port": 1}]}})
+
+    locks = dynamic.DynamicClient(api).resources.get(api_version=f"{g}/{v}", kind="Lock")
+
+    def refused(patch: object, content_type: str = "application/merge-patch+json") -> str:
+        with pytest.raises(ApiException) as err:
+            locks.patch(name="l1", namespace=ns, body=patch, content_type=content_type)
+        assert err.value.status == 422
+        return str(orjson.loads(err.value.body)["message"])
+
+    assert refused({"spec": {"size": 1}}) == 'Lock.ruled.example.com "l1" is invalid: spec: Invalid value: "object": ' \
+                                            "size may only grow"
+    co.patch_namespaced_custom_object(g, v, ns, plural, "l1", {"spec": {"owner": "me", "size": 3}})  # new: no oldSelf
+    assert refused([{"op": "replace", "path": "/spec/owner", "value": "you"}], "application/json-patch+json") == \
+        'Lock.ruled.example.com "l1" is invalid: spec.owner: Invalid value: "string": owner is immutable'
+    # list-type map items are correlated by key: "a" keeps its port, "b" is new
+    co.patch_namespaced_custom_object(g, v, ns, plural, "l1", {"spec": {"ports": [{"name": "b", "port": 7},
+                                                                                  {"name": "a", "port": 1}]}})
+    assert refused({"spec": {"ports": [{"name": "a", "port": 2}]}}).endswith(
+        'spec.ports[0].port: Invalid value: "integer": fixed')
+    assert refused({"spec": {"size": "big"}}) == (
+        'Lock.ruled.example.com "l1" is invalid: [spec.size: Invalid value: "string": spec.size in body must be of '
+        'type integer: "string", <nil>: Invalid value: "null": some validation rules were not checked because the '
+        "object was invalid; correct the existing errors to complete validation]")
+    got = as_dict(co.get_namespaced_custom_object(g, v, ns, plural, "l1"))
+    assert got["spec"] == {"size": 3, "owner": "me", "ports": [{"name": "b", "port": 7}, {"name": "a", "port": 1}]}
+
+
+def test_deleting_an_object_with_finalizers_counts_a_generation(api: client.ApiClient) -> None:
+    """The first ``deletionTimestamp`` bumps ``metadata.generation`` (upstream's
+    markAsDeleting), so operators filtering on generation changes see the deletion."""
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_model("latches", "Latch"))
+    co = client.CustomObjectsApi(api)
+    g, v, ns, plural = "example.com", "v1", "default", "latches"
+    co.create_namespaced_custom_object(g, v, ns, plural, {
+        "apiVersion": f"{g}/{v}", "kind": "Latch", "metadata": {"name": "l1", "finalizers": ["example.com/hold"]},
+        "spec": {"color": "red"}})
+    deleted = as_dict(co.delete_namespaced_custom_object(g, v, ns, plural, "l1",
+                                                         body=client.V1DeleteOptions(grace_period_seconds=30)))
+    meta = deleted["metadata"]
+    assert meta["deletionTimestamp"] and meta["deletionGracePeriodSeconds"] == 0 and meta["generation"] == 2
+    co.delete_namespaced_custom_object(g, v, ns, plural, "l1")  # already deleting: no other generation
+    got = as_dict(co.get_namespaced_custom_object(g, v, ns, plural, "l1"))["metadata"]
+    assert got["generation"] == 2 and got["deletionTimestamp"] == meta["deletionTimestamp"]
+    co.patch_namespaced_custom_object(g, v, ns, plural, "l1", {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as err:
+        co.get_namespaced_custom_object(g, v, ns, plural, "l1")
+    assert err.value.status == 404
+
+
+def test_pruned_fields_are_owned_by_no_manager(api: client.ApiClient) -> None:
+    """Unknown fields are pruned as the object is decoded, before the field manager
+    sees it: managedFields never name them (create, update, patch, status)."""
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd_model("pawls", "Pawl"))
+    co = client.CustomObjectsApi(api)
+    g, v, ns, plural = "example.com", "v1", "default", "pawls"
+
+    def owned(obj: object) -> list[Any]:
+        entries = as_dict(obj)["metadata"]["managedFields"]
+        return [(e["manager"], e.get("subresource", ""), e["fieldsV1"]) for e in entries]
+
+    made = co.create_namespaced_custom_object(g, v, ns, plural, {
+        "apiVersion": f"{g}/{v}", "kind": "Pawl", "metadata": {"name": "p1"}, "spec": {"color": "red", "junk": 1}})
+    assert owned(made) == [("OpenAPI-Generator", "", {"f:spec": {"f:color": {}, "f:replicas": {}}})]
+    co.patch_namespaced_custom_object(g, v, ns, plural, "p1", {"spec": {"color": "blue", "more": {"a": 1}}})
+    got = co.patch_namespaced_custom_object_status(g, v, ns, plural, "p1", {"status": {"replicas": 1, "tick": "x"}})
+    assert as_dict(got)["status"] == {"replicas": 1}
+    [main, status] = owned(got)
+    assert main == ("OpenAPI-Generator", "", {"f:spec": {"f:color": {}, "f:replicas": {}}})
+    assert status[:2] == ("OpenAPI-Generator", "status") and "f:tick" not in status[2]["f:status"]

@@ -219,3 +219,36 @@ def test_a_rule_that_fails_to_run_is_a_cause() -> None:
     schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self.replicas > 1"}]}
     assert validate(schema, {"size": 1}, "spec") == [
         {"reason": "FieldValueInvalid", "field": "spec", "message": 'Invalid value: "object": no such key: replicas'}]
+
+
+def test_transition_rules_run_on_an_update_where_the_old_object_has_the_value() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": "self.replicas >= oldSelf.replicas", "message": "no scaling down"}],
+        "properties": {
+            "replicas": {"type": "integer"},
+            "mode": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "fixed"}]},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "properties": {
+                          "name": {"type": "string"},
+                          "port": {"type": "integer", "x-kubernetes-validations": [
+                              {"rule": "self == oldSelf", "message": "port fixed"}]}}}},
+        }}}}
+    new = {"spec": {"replicas": 1, "mode": "b", "ports": [{"name": "a", "port": 2}, {"name": "c", "port": 3}]}}
+    assert validate(schema, new) == []  # a create: no oldSelf, the rules are not run
+    old = {"spec": {"replicas": 2, "mode": "a", "ports": [{"name": "b", "port": 9}, {"name": "a", "port": 1}]}}
+    assert {(c["field"], c["message"]) for c in validate(schema, new, old=old)} == {
+        ("spec", 'Invalid value: "object": no scaling down'),
+        ("spec.mode", 'Invalid value: "string": fixed'),
+        ("spec.ports[0].port", 'Invalid value: "integer": port fixed'),  # item "a", correlated by its key
+    }
+    assert validate(schema, {"spec": {"replicas": 3}}, old=old) == []  # mode newly absent: not compared
+
+
+def test_rules_are_not_run_when_the_schema_finds_the_wrong_shape() -> None:
+    causes = validate(RULED, {"spec": {"replicas": "many", "name": "db"}})
+    assert [(c["field"], c["message"]) for c in causes] == [
+        ("spec.replicas", 'Invalid value: "string": spec.replicas in body must be of type integer: "string"'),
+        ("<nil>", 'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+                  "correct the existing errors to complete validation"),
+    ]

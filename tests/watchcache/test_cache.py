@@ -19,7 +19,15 @@ import pytest
 
 import store
 from controlplane.api.errors import ApiError
-from controlplane.api.reads import ListOptions, StoreReads, WatchItem, WatchOptions, WatchStream
+from controlplane.api.reads import (
+    ListOptions,
+    StoreReads,
+    WatchItem,
+    WatchOptions,
+    WatchStream,
+    encode_continue,
+    list_options,
+)
 from controlplane.metrics import WATCH_CACHE_FALLBACKS
 from controlplane.registry import ResourceType
 from controlplane.registry.attrs import Filter
@@ -713,3 +721,25 @@ async def test_caches_never_share_a_generation() -> None:
     new = ResourceCache(b"/registry/namespaces/", "namespaces", CacheConfig(), 1)
     old.generation += 1_000_000  # what a long-lived cache reaches
     assert new.generation > old.generation
+
+
+async def test_an_expired_continue_token_is_410_with_a_token_to_go_on_at_the_latest_revision(env: Env) -> None:
+    first = await env.put("a")
+    for i in range(80):  # more than the window's 50 events
+        await env.put(f"b{i % 10}")
+    await env.store.compact(first + 40)
+    expired = encode_continue(PODS.key("ns", "b"), first)
+    with pytest.raises(ApiError) as e:
+        await env.reads.list(PODS, "ns", list_options(PODS, "ns", {"limit": "3", "continue": expired}))
+    status = e.value.status()
+    assert status["code"] == 410 and status["reason"] == "Expired"
+    assert status["message"].startswith("The provided continue parameter is too old to display a consistent list "
+                                        "result. You can start a new list without the continue parameter, or use "
+                                        "the continue token in this response to retrieve the remainder")
+    # the fresh token goes on from the same key, at the latest revision, with consistent tokens after it
+    listed = await env.reads.list(PODS, "ns", list_options(PODS, "ns", {"limit": "3",
+                                                                          "continue": status["metadata"]["continue"]}))
+    assert names(listed.items) == ["b0", "b1", "b2"]
+    assert listed.revision == await env.store.revision() and listed.continue_token is not None
+    rest = await env.reads.list(PODS, "ns", list_options(PODS, "ns", {"continue": listed.continue_token}))
+    assert names(rest.items) == [f"b{i}" for i in range(3, 10)]
