@@ -47,7 +47,7 @@ from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
-from ..registry.podspec import qos_class
+from ..registry.podspec import pair_ips, qos_class
 from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
@@ -1940,9 +1940,11 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         merged = dict(old)
         status = merged["status"] = new.get("status")
         merged["metadata"] = dict(old_meta)
-        kept = (old.get("status") or {}).get("qosClass") if rtype.plural == "pods" and not rtype.group else None
-        if kept and isinstance(status, dict) and not status.get("qosClass"):  # upstream keeps it (immutable)
-            merged["status"] = {**status, "qosClass": kept}
+        if rtype.plural == "pods" and not rtype.group and isinstance(status, dict):
+            kept = (old.get("status") or {}).get("qosClass")
+            if kept and not status.get("qosClass"):  # upstream keeps it (immutable)
+                status = {**status, "qosClass": kept}
+            merged["status"] = pair_ips(status)
         return merged
     if "status" in rtype.subresources:
         if "status" in old:

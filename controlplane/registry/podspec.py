@@ -16,7 +16,7 @@ from typing import Any
 
 from ..quantity import parse_quantity
 
-__all__ = ["default_container", "default_pod_spec", "fill", "qos_class"]
+__all__ = ["default_container", "default_pod_spec", "fill", "pair_ips", "qos_class"]
 
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _MODE_SOURCES = ("secret", "configMap", "projected", "downwardAPI")
@@ -152,3 +152,21 @@ def _positive(raw: Any) -> bool:
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return raw > 0
     return False
+
+
+def pair_ips(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` with ``podIPs``/``hostIPs`` and ``podIP``/``hostIP`` agreeing, as upstream's
+    v1 PodStatus conversion leaves them on every write: a singular address alone is also
+    the list's only entry; a singular address that differs from the list's first entry
+    wins (older kubelets set only it); a list alone gives the singular its first entry."""
+    for single, plural in (("podIP", "podIPs"), ("hostIP", "hostIPs")):
+        ip, ips = status.get(single), status.get(plural)
+        if not isinstance(ips, list):
+            ips = None
+        if isinstance(ip, str) and ip:
+            first = ips[0].get("ip") if ips and isinstance(ips[0], dict) else None
+            if first != ip:
+                status = {**status, plural: [{"ip": ip}]}
+        elif ips and isinstance(ips[0], dict) and isinstance(ips[0].get("ip"), str) and ips[0]["ip"]:
+            status = {**status, single: ips[0]["ip"]}
+    return status

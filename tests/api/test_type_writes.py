@@ -286,3 +286,23 @@ async def test_an_update_that_leaves_out_defaults_changes_no_generation(client: 
     updated = await client.update(f"{PODS}/gen", made)
     assert updated["metadata"]["generation"] == made["metadata"]["generation"]
     assert updated["spec"]["restartPolicy"] == "Always"
+
+
+async def test_pod_ips_and_host_ips_agree_with_their_singular_fields(client: Client) -> None:
+    """As upstream's v1 PodStatus conversion: a kubelet that writes only ``podIP``/``hostIP``
+    (KWOK's general stages) gets the lists too; a list alone gives the singular field; a
+    singular field that differs from the list's first entry wins."""
+    pod = await client.create(PODS, {"metadata": {"name": "ips"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox"}]}})
+    status = {"phase": "Running", "podIP": "10.1.0.5", "hostIP": "10.0.0.2"}
+    written = await client.update(f"{PODS}/ips/status", {**pod, "status": status})
+    assert written["status"]["podIPs"] == [{"ip": "10.1.0.5"}]
+    assert written["status"]["hostIPs"] == [{"ip": "10.0.0.2"}]
+    assert written["status"]["qosClass"] == "BestEffort"
+    written = await client.patch(f"{PODS}/ips/status", {"status": {
+        "podIP": None, "podIPs": [{"ip": "10.1.0.6"}, {"ip": "fd00::6"}],
+        "hostIP": "10.0.0.3"}}, patch_type="merge")
+    assert written["status"]["podIP"] == "10.1.0.6"
+    assert written["status"]["podIPs"] == [{"ip": "10.1.0.6"}, {"ip": "fd00::6"}]
+    assert written["status"]["hostIPs"] == [{"ip": "10.0.0.3"}]  # the singular one wins
+    assert (await client.get(f"{PODS}/ips"))["status"]["podIP"] == "10.1.0.6"
