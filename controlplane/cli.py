@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "only if a karpenter.sh NodePool is stored when the server starts)")
     serve.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                        help="an instance-type catalog (YAML/JSON) replacing the built-in one")
+    serve.add_argument("--stages", type=Path, action="append", default=[], metavar="FILE",
+                       help="KWOK Stage YAML replacing the simulated nodes' built-in stages; repeat it for several "
+                            "files, as KWOK's --config (as `controlplane nodes --stages`)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler")
     serve.add_argument("--workers", type=int, default=1, metavar="N",
@@ -152,6 +155,19 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- serve
 
+def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple[Path, ...]:
+    """``--stages`` files, read once here so that a missing file or a stage the simulator
+    cannot run stops ``serve`` at once, not its node simulator later in the background."""
+    if files:
+        from .nodes.stages import StageError, load_stages
+
+        try:
+            load_stages("\n---\n".join(f.read_text() for f in files))
+        except (OSError, StageError) as e:
+            parser.error(f"--stages: {e}")
+    return tuple(files)
+
+
 def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Config:
     from .config import Config
 
@@ -173,6 +189,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             scheduler=args.scheduler,
             autoscaler=args.autoscaler,
             instance_types=args.instance_types,
+            stages=_checked_stages(parser, args.stages),
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,

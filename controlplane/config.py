@@ -42,6 +42,8 @@ class Config:
     autoscaler: bool = False
     # an instance-type catalog file replacing the built-in one (nodes and autoscaler)
     instance_types: Path | None = None
+    # KWOK Stage files replacing the simulated nodes' built-in stages (read together)
+    stages: tuple[Path, ...] = ()
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -431,3 +432,71 @@ def test_bench_nodes_in_process_prints_each_step_and_the_pods_memory(capsys: pyt
     # a cache this far from its writers holds nothing back, nor reads anything again
     assert lines["watch_cache_backlog_max"]["value"] < 1_000 and lines["watch_cache_backlog_max"]["reread"] == 0
     assert lines["rss_after_pods"]["value"] > 0 and lines["rss_after_pods"]["pods"] == 40
+
+
+USER_STAGE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: user-node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - {key: .status.phase, operator: NotIn, values: [Running]}
+  next:
+    statusTemplate: |
+      phase: Running
+      conditions:
+      - {type: Ready, status: "True", reason: KubeletReady, message: from the user's node stage}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: user-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .spec.nodeName, operator: Exists}
+    - {key: .status.phase, operator: In, values: [Pending]}
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+  next:
+    statusTemplate: |
+      phase: Running
+      message: from the user's stage
+      podIP: {{ PodIP }}
+"""
+
+
+def test_serve_runs_its_simulated_nodes_through_the_given_stage_files(tmp_path: Path) -> None:
+    stages = tmp_path / "stages.yaml"
+    stages.write_text(USER_STAGE)
+    with running(start_serve(tmp_path, tls=False, scheduler=True,
+                             extra=["--nodes", "1", "--stages", str(stages)])) as s:
+        pods = f"{s.url}/api/v1/namespaces/default/pods"
+        made = httpx.post(pods, json={"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "busybox"}]}})
+        assert made.status_code == 201, made.text
+        deadline = time.monotonic() + 30
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline and status.get("phase") != "Running":
+            time.sleep(0.2)
+            status = httpx.get(f"{pods}/p").json()["status"]
+        assert status["phase"] == "Running" and status["message"] == "from the user's stage"
+        assert status["podIPs"] == [{"ip": status["podIP"]}]
+
+
+def test_serve_refuses_a_stage_file_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(USER_STAGE.replace("{{ PodIP }}", "{{ NoSuchFunction }}"))
+    parser = cli.build_parser()
+    for files in ([bad], [tmp_path / "missing.yaml"]):
+        with pytest.raises(SystemExit) as exc:
+            cli._config_from_args(parser, parser.parse_args(["serve", *(a for f in files
+                                                                       for a in ("--stages", str(f)))]))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--stages" in err and ("NoSuchFunction" in err or "missing.yaml" in err)
+    good = tmp_path / "good.yaml"
+    good.write_text(USER_STAGE)
+    config = cli._config_from_args(parser, parser.parse_args(["serve", "--stages", str(good), "--stages", str(good)]))
+    assert config.stages == (good, good)

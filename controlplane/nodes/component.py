@@ -3,7 +3,8 @@
 ``start(client, config)`` is the starter ``controlplane.components`` runs once
 the server is ready, with an in-process client: with ``--nodes N`` > 0 it
 creates N nodes and simulates them, and every other node annotated
-``kwok.x-k8s.io/node: fake`` (the autoscaler's, say), until the server stops.
+``kwok.x-k8s.io/node: fake`` (the autoscaler's, say), until the server stops,
+through serve's ``--stages`` files when it has any, else the built-in stages.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ async def start(client: Client, config: Config) -> None:
     from .config import SimConfig
     from .instancetypes import DEFAULT_CATALOG, load_catalog
     from .simulator import NodeSimulator
+    from .stages import load_stages
 
     catalog_file = getattr(config, "instance_types", None)  # --instance-types, where serve has it
     catalog = load_catalog(catalog_file) if catalog_file else DEFAULT_CATALOG
-    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog))
+    stages = load_stages("\n---\n".join(f.read_text() for f in config.stages)) if config.stages else None
+    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()
