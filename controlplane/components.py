@@ -58,6 +58,9 @@ COMPONENTS: list[Component] = [
     Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
     Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler),
     Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler),
+    # pods leave nodes tainted NoExecute (`kubectl taint nodes n k=v:NoExecute`) unless they tolerate it
+    Component("taint-eviction-controller", "controlplane.controllers.tainteviction:start",
+              lambda config: config.scheduler),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",
               lambda config: config.scheduler),
     Component("persistentvolume-controller", "controlplane.controllers.volumes:start",

@@ -1454,6 +1454,10 @@ class KubeApi:
         options = eviction.get("deleteOptions") or {}
         if not isinstance(options, dict):
             raise ApiError.bad_request("deleteOptions must be an object")
+        # validated as a DELETE's; a dry run asked for in them (`kubectl drain --dry-run=server`
+        # puts it there, not in the query) makes the eviction one, as upstream's propagateDryRun
+        options = self._delete_options({"dryRun": "All"} if DRY_RUN.get() else {},
+                                       orjson.dumps({k: v for k, v in options.items() if k != "kind"}))
         await self._charge_budget(rtype, namespace or "", name)
         await self._delete(rtype, namespace, name, options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
@@ -1465,7 +1469,7 @@ class KubeApi:
         running (pending, terminal, being deleted) ignores budgets; an unhealthy pod may go
         while its budget is met (``unhealthyPodEvictionPolicy``)."""
         budgets = self._budgets
-        if budgets is None or DRY_RUN.get():
+        if budgets is None:
             return
         current = await self.store.get(rtype.key(namespace, name))
         if current is None:
@@ -1499,6 +1503,8 @@ class KubeApi:
                                             "message": f"The disruption budget {bmeta['name']} needs "
                                                        f"{status.get('desiredHealthy', 0)} healthy pods and has "
                                                        f"{status.get('currentHealthy', 0)} currently"}]})
+            if DRY_RUN.get():  # checked, as upstream's checkAndDecrement, but not charged
+                return
             key = budgets.key(namespace, bmeta["name"])
             got = await self.store.get(key)
             if got is None or str(got.mod_revision) != bmeta.get("resourceVersion"):

@@ -168,6 +168,10 @@ class PodAutoscaler:
         conditions.set("AbleToScale", "True", "SucceededGetScale",
                        "the HPA controller was able to get the target's current scale")
         current = int((scale.get("spec") or {}).get("replicas") or 0)
+        if key not in self._history:  # upstream's recordInitialRecommendation: a new HPA (or a restarted
+            # controller) counts the current size as a recommendation, so it scales down only after
+            # the stabilisation window, not at its first sync
+            self._history[key] = Recommendations(recommendations=[(time.time(), current)])
         low = int(spec.get("minReplicas") or 1)
         high = int(spec.get("maxReplicas") or low)
         metric_statuses: list[dict[str, Any]] | None = old_status.get("currentMetrics")

@@ -19,7 +19,9 @@ garbage collector that their objects need, as one API client.
   unavailableReplicas, observedGeneration, and the ``Available`` and
   ``Progressing`` conditions that ``kubectl rollout status`` reads. Old
   ReplicaSets beyond ``revisionHistoryLimit`` are deleted; ``paused`` stops
-  rollouts (scaling still applies).
+  rollouts (scaling still applies, to the one ReplicaSet with replicas, the old one
+  when the template changed meanwhile) and turns ``Progressing`` Unknown
+  (``DeploymentPaused``; ``DeploymentResumed`` on resuming), as upstream.
 - **Garbage collection** along Deployment -> ReplicaSet -> Pod: when an
   owner is gone, its dependents go (``propagationPolicy: Background``, what
   kubectl sends). An owner deleted with ``Orphan`` carries the ``orphan``
@@ -387,8 +389,11 @@ class WorkloadController:
             return  # its event brings this deployment back
         if new_rs is not None and not paused:
             await self._roll(d, new_rs, old_sets, replicas, surge, unavailable, rolling)
-        elif new_rs is not None and _replicas(new_rs) != replicas and not any(_replicas(r) for r in old_sets):
-            await self._scale(new_rs, replicas, d, replicas + surge)  # paused: scaling still applies
+        elif paused:  # scaling still applies, to the one active ReplicaSet (upstream's FindActiveOrLatest):
+            # the old one when the template changed while paused (no new ReplicaSet is made then)
+            target = _active_or_latest(new_rs, old_sets)
+            if target is not None and _replicas(target) != replicas:
+                await self._scale(target, replicas, d, replicas + surge)
         await self._prune(d, old_sets)
         await self._deployment_status(d, new_rs, old_sets, replicas, unavailable)
 
@@ -524,18 +529,32 @@ class WorkloadController:
         before_progress = conditions.get("Progressing") or {}
         given = (d.get("spec") or {}).get("progressDeadlineSeconds")
         deadline = float(given) if given is not None else 0.0
-        timed = given is not None and not (d.get("spec") or {}).get("paused")
+        paused = bool((d.get("spec") or {}).get("paused"))
+        timed = given is not None and not paused
+        # upstream's checkPausedConditions: with a progress deadline, pausing turns Progressing
+        # Unknown (not for a rollout that timed out) and resuming says so, restarting the clock
+        has_deadline = given is not None and int(given) != 2**31 - 1
+        reason_before = before_progress.get("reason")
         updating = ("True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
-        if complete:
+        resumed = ("Unknown", "DeploymentResumed", "Deployment is resumed")
+        if has_deadline and paused and reason_before != "ProgressDeadlineExceeded":
+            progress = ("Unknown", "DeploymentPaused", "Deployment is paused")
+        elif has_deadline and paused:
+            progress = (str(before_progress.get("status")), str(reason_before),
+                        str(before_progress.get("message", "")))
+        elif has_deadline and reason_before == "DeploymentPaused":
+            progress = resumed
+        elif complete:
             progress = ("True", "NewReplicaSetAvailable", f'ReplicaSet "{rs_name}" has successfully progressed.')
-        elif moved or before_progress.get("reason") in (None, "NewReplicaSetAvailable") \
-                or f'"{rs_name}"' not in str(before_progress.get("message", "")):  # a rollout (re)starts
+        elif moved or reason_before in (None, "NewReplicaSetAvailable") \
+                or (f'"{rs_name}"' not in str(before_progress.get("message", ""))
+                    and reason_before != "DeploymentResumed"):  # a rollout (re)starts
             progress = updating
         elif before_progress.get("reason") == "ProgressDeadlineExceeded" \
                 or (timed and seconds_since(before_progress.get("lastUpdateTime")) > deadline):
             progress = ("False", "ProgressDeadlineExceeded", f'ReplicaSet "{rs_name}" has timed out progressing.')
         else:
-            progress = updating
+            progress = resumed if reason_before == "DeploymentResumed" else updating
             if timed:  # no progress yet: look again when the deadline passes
                 remaining = deadline - seconds_since(before_progress.get("lastUpdateTime"))
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add,
@@ -552,7 +571,8 @@ class WorkloadController:
         for kind, (state, reason, message) in wanted.items():
             before = conditions.get(kind)
             if before is not None and (before.get("status"), before.get("reason")) == (state, reason) \
-                    and before.get("message") == message and not (kind == "Progressing" and moved and not complete):
+                    and before.get("message") == message \
+                    and not (kind == "Progressing" and moved and progress == updating):
                 out.append(before)
                 continue
             changed = True
@@ -571,6 +591,20 @@ class WorkloadController:
             await self.client.patch(path, {"metadata": {"annotations": {REVISION: revision}}})
         await self.client.patch(path + "/status",
                                 {"status": {k: (v or None) if k != "conditions" else v for k, v in status.items()}})
+
+
+def _active_or_latest(new_rs: dict[str, Any] | None, old_sets: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The only ReplicaSet with replicas, or the newest when none has any; None when
+    several have (upstream's FindActiveOrLatest; those are scaled in proportion there)."""
+    sets = [*([new_rs] if new_rs is not None else []), *old_sets]
+    active = [rs for rs in sets if _replicas(rs)]
+    if len(active) == 1:
+        return active[0]
+    if active or not sets:
+        return None
+    if new_rs is not None:
+        return new_rs
+    return max(old_sets, key=lambda rs: (str(meta_of(rs).get("creationTimestamp") or ""), _revision(rs)))
 
 
 def _revision(rs: dict[str, Any]) -> int:

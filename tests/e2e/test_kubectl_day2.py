@@ -1,0 +1,144 @@
+"""Day-2 kubectl against ``controlplane serve --nodes 2`` with its controllers: NoExecute
+taints (controllers/tainteviction.py), a paused Deployment (controllers/workloads.py) and a
+new HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, running, start_serve
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("day2"), scheduler=True, extra=("--nodes", "2"))) as s:
+        yield s
+
+
+def eventually(what: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"not within {timeout} s"
+        time.sleep(0.2)
+
+
+TAINTED = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  nodeName: sim-node-1
+  terminationGracePeriodSeconds: 0
+  tolerations: {tolerations}
+  containers: [{{name: c, image: "nginx:1.27"}}]
+"""
+
+
+def test_a_noexecute_taint_evicts_the_pods_that_do_not_tolerate_it(served: Serve) -> None:
+    pods = {"plain": "[]",
+            "forever": "[{key: maint, operator: Exists, effect: NoExecute}]",
+            "brief": "[{key: maint, operator: Equal, value: 'yes', effect: NoExecute, tolerationSeconds: 2}]",
+            "long": "[{key: maint, operator: Exists, effect: NoExecute, tolerationSeconds: 600}]"}
+    for name, tolerations in pods.items():
+        kubectl(served, "apply", "-f", "-", stdin=TAINTED.format(name=name, tolerations=tolerations))
+
+    def names() -> list[str]:
+        return kubectl(served, "get", "pods", "--field-selector", "spec.nodeName=sim-node-1", "-o",
+                       "jsonpath={range .items[*]}{.metadata.name}{' '}{.metadata.deletionTimestamp}{'\\n'}{end}"
+                       ).split("\n")
+
+    kubectl(served, "taint", "nodes", "sim-node-1", "maint=yes:NoExecute")
+    # at once for the pod without a toleration, after 2 s for the one tolerating it for 2 s
+    eventually(lambda: sorted(line.strip() for line in names() if len(line.split()) == 1) == ["forever", "long"])
+    events = kubectl(served, "get", "events", "--field-selector", "reason=TaintManagerEviction", "-o",
+                     "jsonpath={range .items[*]}{.message}{'\\n'}{end}")
+    assert "Marking for deletion Pod default/plain" in events and "Marking for deletion Pod default/brief" in events
+    # the taint goes: the eviction scheduled for ten minutes is off
+    kubectl(served, "taint", "nodes", "sim-node-1", "maint-")
+    eventually(lambda: "Cancelling deletion of Pod default/long" in kubectl(
+        served, "get", "events", "--field-selector", "reason=TaintManagerEviction", "-o",
+        "jsonpath={range .items[*]}{.message}{'\\n'}{end}"))
+    assert sorted(line.split()[0] for line in names() if line.strip()) == ["forever", "long"]
+    kubectl(served, "delete", "pod", "forever", "long", "--grace-period=0", "--force")
+
+
+def test_a_paused_deployment_says_so_and_still_scales(served: Serve) -> None:
+    def progressing() -> dict[str, Any]:
+        d = json.loads(kubectl(served, "get", "deployment", "paused", "-o", "json"))
+        return next(c for c in d["status"].get("conditions", ()) if c["type"] == "Progressing")
+
+    kubectl(served, "create", "deployment", "paused", "--image=nginx:1.27", "--replicas=1")
+    kubectl(served, "rollout", "status", "deployment/paused", "--timeout=60s")
+    kubectl(served, "rollout", "pause", "deployment/paused")
+    eventually(lambda: progressing()["reason"] == "DeploymentPaused")
+    assert progressing()["status"] == "Unknown" and progressing()["message"] == "Deployment is paused"
+    # a change of template waits for the resume; a change of size does not (the old ReplicaSet takes it)
+    kubectl(served, "set", "image", "deployment/paused", "nginx=nginx:1.28")
+    kubectl(served, "scale", "deployment/paused", "--replicas=2")
+    eventually(lambda: kubectl(served, "get", "rs", "-l", "app=paused", "-o",
+                               "jsonpath={range .items[*]}{.spec.replicas}{' '}{end}").split() == ["2"])
+    kubectl(served, "rollout", "resume", "deployment/paused")
+    assert "successfully rolled out" in kubectl(served, "rollout", "status", "deployment/paused", "--timeout=60s")
+    assert eventually(lambda: progressing()["reason"] == "NewReplicaSetAvailable")
+    sizes = kubectl(served, "get", "rs", "-l", "app=paused", "-o",
+                    "jsonpath={range .items[*]}{.spec.template.spec.containers[0].image}={.spec.replicas}{' '}{end}")
+    assert sorted(sizes.split()) == ["nginx:1.27=0", "nginx:1.28=2"]
+
+
+LOADED = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: idle}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: idle}}
+  template:
+    metadata:
+      labels: {app: idle}
+      annotations: {kwok.x-k8s.io/usage-cpu: 1m}
+    spec:
+      containers:
+      - {name: app, image: "nginx:1.27", resources: {requests: {cpu: 100m}}}
+"""
+
+
+def test_a_new_autoscaler_does_not_scale_down_before_its_stabilisation_window(served: Serve) -> None:
+    """Upstream records the current size as a new HPA's first recommendation: with 1% of its
+    requests used, the Deployment keeps its 3 replicas for the 5 minutes of the window."""
+    kubectl(served, "apply", "-f", "-", stdin=LOADED)
+    kubectl(served, "rollout", "status", "deployment/idle", "--timeout=60s")
+    kubectl(served, "autoscale", "deployment/idle", "--cpu=50%", "--min=1", "--max=5")
+
+    def measured() -> dict[str, Any] | None:
+        hpa = json.loads(kubectl(served, "get", "hpa", "idle", "-o", "json"))
+        conditions = {c["type"]: c for c in (hpa.get("status") or {}).get("conditions", ())}
+        return conditions if (conditions.get("ScalingActive") or {}).get("status") == "True" else None
+
+    conditions = eventually(measured, timeout=60)
+    assert conditions["AbleToScale"]["reason"] == "ScaleDownStabilized", conditions
+    assert kubectl(served, "get", "deployment", "idle", "-o", "jsonpath={.spec.replicas}") == "3"
+
+
+def test_a_server_dry_run_drain_evicts_nothing(served: Serve) -> None:
+    """kubectl puts the dry run in the Eviction's deleteOptions, not the query: the pod stays,
+    and its budget is checked but not charged (upstream's propagateDryRun, checkAndDecrement)."""
+    kubectl(served, "run", "dry", "--image=nginx:1.27", "--labels=app=dry",
+            "--overrides", '{"spec": {"nodeName": "sim-node-0"}}')
+    kubectl(served, "create", "poddisruptionbudget", "dry", "--selector=app=dry", "--max-unavailable=1")
+    eventually(lambda: kubectl(served, "get", "pdb", "dry", "-o", "jsonpath={.status.disruptionsAllowed}") == "1")
+    out = kubectl(served, "drain", "sim-node-0", "--dry-run=server", "--force", "--ignore-daemonsets")
+    assert "evicting pod default/dry (server dry run)" in out and "drained (server dry run)" in out
+    time.sleep(0.5)
+    assert kubectl(served, "get", "pod", "dry", "-o", "jsonpath={.metadata.deletionTimestamp}") == ""
+    assert kubectl(served, "get", "node", "sim-node-0", "-o", "jsonpath={.spec.unschedulable}") == ""
+    assert kubectl(served, "get", "pdb", "dry", "-o",
+                   "jsonpath={.status.disruptionsAllowed}{.status.disruptedPods}") == "1"
