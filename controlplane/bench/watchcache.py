@@ -442,9 +442,65 @@ def selector_phase(pods: int, rounds: int = 7) -> None:
          peer="dict", ratio=round(naive / pairs, 2))
 
 
+async def node_list_phase(pods: int, nodes: int, lists: int) -> None:
+    """A kubelet's LIST of its node's pods (``spec.nodeName=node-N``, the current state)
+    over a cache of ``pods`` pods on ``nodes`` nodes: the node's keys read from the
+    cache's index (``valueindex``) beside the walk of every entry with the filter, on the
+    same snapshot, alternating; median of ``lists``. Also the index's memory (tracemalloc,
+    rebuilt once from the same entries)."""
+    import tracemalloc
+
+    from ..watchcache.reads import _pick, _walk
+    from ..watchcache.valueindex import ValueIndex
+
+    base = make_pods(min(20_000, pods))
+    items: list[tuple[bytes, bytes]] = []
+    for i in range(pods):
+        pod = orjson.loads(base[i % len(base)][1])
+        pod["metadata"]["name"] = f"np-{i}"
+        pod["spec"]["nodeName"] = f"node-{i % nodes}"
+        items.append((pod_key(pod["metadata"]["namespace"], f"np-{i}"), orjson.dumps(pod)))
+    items.sort()
+    revision = 1_000_000
+    cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
+    entries = packed_entries(items, revision)
+    await cache.load(entries)
+    assert cache.index is not None
+    end = PREFIX[:-1] + bytes([PREFIX[-1] + 1])
+    rng = random.Random(5)
+    times: dict[str, list[float]] = {"walk": [], "index": []}
+    for n in range(lists):
+        node = f"node-{rng.randrange(nodes)}"
+        match = Filter.parse("pods", None, f"spec.nodeName={node}")
+        got: dict[str, list[bytes]] = {}
+        for way in (("walk", "index") if n % 2 == 0 else ("index", "walk")):
+            t = time.perf_counter()
+            if way == "walk":
+                snap = await cache.snapshot()
+                got[way], _ = await _walk(snap, PREFIX, end, match, 0, cache.config.walk_chunk)
+            else:
+                snap, keys = await cache.snapshot_with_keys(node)
+                got[way], _ = await _pick(snap, keys, PREFIX, end, match, 0)
+            times[way].append(time.perf_counter() - t)
+        assert got["walk"] == got["index"] and got["walk"]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index = ValueIndex(cache.index.at)
+    index.load(entries)
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    walk, indexed = statistics.median(times["walk"]), statistics.median(times["index"])
+    extra: dict[str, Any] = {"pods": pods, "nodes": nodes, "lists": lists}
+    emit("node_list_p50", walk * 1e3, "ms", way="walk", **extra)
+    emit("node_list_p50", indexed * 1e3, "ms", way="index", peer="walk", ratio=round(walk / indexed, 1), **extra)
+    emit("node_index_bytes_per_pod", size / pods, "B", **extra)
+
+
 async def run(args: argparse.Namespace) -> None:
     if args.selector_pods:
         selector_phase(args.selector_pods)
+    if args.node_lists:
+        await node_list_phase(args.node_list_pods, args.node_list_nodes, args.node_lists)
     if args.resumes:
         await resume_phase(args.resume_nodes, args.resume_backlog, args.resumes)
     if args.http_pods:
@@ -483,6 +539,13 @@ def main(argv: list[str] | None = None) -> int:
                         "per count, e.g. 1000,10000 (default: off)")
     p.add_argument("--kubelet-writes", type=float, default=2000.0,
                    help="pod updates per second in the kubelet fan-out (default: %(default)s)")
+    p.add_argument("--node-lists", type=int, default=0, metavar="N",
+                   help="first, N kubelet LISTs of one node's pods (spec.nodeName), from the cache's index beside "
+                        "the walk of every entry")
+    p.add_argument("--node-list-pods", type=int, default=100_000,
+                   help="pods in the node-list phase (default: %(default)s)")
+    p.add_argument("--node-list-nodes", type=int, default=1_000,
+                   help="nodes in the node-list phase (default: %(default)s)")
     p.add_argument("--selector-pods", type=int, default=0, metavar="N",
                    help="first, a label selector tested on N pods' attrs, by label pairs beside the general "
                         "way (default: off)")

@@ -41,19 +41,24 @@ from store import Event, EventType
 
 from ..gcsettings import untracked
 from ..metrics import WATCH_CACHE_LOCK_WAIT, WATCH_CACHE_REREAD_EVENTS
-from ..registry.attrs import Attrs, Filter
+from ..registry.attrs import Attrs, Filter, field_names
 from .cowmap import CowSortedMap, View
 from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
 from .packing import PACKED, Packer
 from .rwlock import RWLock
+from .valueindex import ValueIndex
 from .watchers import Watcher, WatcherIndex
 from .window import EventWindow
 
-__all__ = ["CacheConfig", "ResourceCache", "Snapshot", "SnapshotMode"]
+__all__ = ["INDEXED_LIST_FIELD", "CacheConfig", "ResourceCache", "Snapshot", "SnapshotMode"]
 
 log = logging.getLogger(__name__)
 
 SnapshotMode = Literal["lazy", "copy"]
+
+# the field whose values a cache of a type that has it indexes its current keys by
+# (``valueindex``): a kubelet's LIST of its node's pods reads its keys, not every pod
+INDEXED_LIST_FIELD = "spec.nodeName"
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +235,9 @@ class ResourceCache:
         self.window = EventWindow(start_revision, config.window_events, config.window_bytes,
                                   config.window_seconds)
         self._map: CowSortedMap[Entry] = CowSortedMap()
+        names = field_names(plural)
+        # the map's keys by INDEXED_LIST_FIELD, changed with the map under the write lock
+        self.index = ValueIndex(names.index(INDEXED_LIST_FIELD)) if INDEXED_LIST_FIELD in names else None
         self.packer = Packer(config.pack_after)  # entries' bodies, compressed once the resource is large
         self._queue: asyncio.Queue[Batch] = asyncio.Queue()
         self.queued = 0  # events in _queue
@@ -380,6 +388,8 @@ class ResourceCache:
         await self.lock.acquire_write()
         try:
             self._map.load_sorted(entries)
+            if self.index is not None:
+                self.index.load(entries)
             self.generation += 1
             self.revision = self.start_revision
             self._retain(self.start_revision)
@@ -405,6 +415,8 @@ class ResourceCache:
             await self.lock.acquire_write()
             try:
                 self._map.apply_many(changes)
+                if self.index is not None:
+                    self.index.apply(built)
                 primed = self._primed
                 if primed:
                     # the map has these versions now (no await since: nobody saw the gap)
@@ -592,6 +604,14 @@ class ResourceCache:
             return self._unsafe_snapshot()
         finally:
             self.lock.release_read()
+
+    async def snapshot_with_keys(self, value: str) -> tuple[Snapshot, list[bytes]]:
+        """The current state and, read in the same critical section, the keys of its
+        entries whose INDEXED_LIST_FIELD is ``value`` (the cache must have the index)."""
+        assert self.index is not None
+        async with self.lock.read():
+            snap = await self._unsafe_copy() if self.config.mode == "copy" else self._unsafe_snapshot()
+            return snap, self.index.keys(value)
 
     def _unsafe_snapshot(self) -> LazySnapshot:
         if self._retained and self._retained[-1][0] == self.revision:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +35,7 @@ from ..api.reads import (
 from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
 from ..registry import ResourceType
 from ..registry.attrs import Attrs, Filter
-from .cache import ResourceCache, Snapshot
+from .cache import INDEXED_LIST_FIELD, ResourceCache, Snapshot
 from .entry import ATTRS, BODY, CacheEvent, Entry, entry_json
 from .feed import WatchCaches
 from .packing import any_packed, unpack, unpack_many
@@ -98,14 +99,24 @@ class CacheReads:
 
     async def list(self, rtype: ResourceType, namespace: str | None, options: ListOptions) -> Listed:
         cache = self.caches.cache_for(rtype)
+        value = _indexed_value(cache, options)
+        keys: list[bytes] | None = None
         try:
-            snap = await self._list_snapshot(cache, options)
+            if value:
+                await self._fresh(cache, options.resource_version, "list")
+                snap, keys = await cache.snapshot_with_keys(value)
+            else:
+                snap = await self._list_snapshot(cache, options)
         except _Fallback:
             return await self.fallback.list(rtype, namespace, options)
         prefix = rtype.prefix(namespace)
         start = options.start if options.start is not None else prefix
         end = store.prefix_end(prefix)
-        items, next_start = await _walk(snap, start, end, options.filter, options.limit, cache.config.walk_chunk)
+        if keys is not None:
+            items, next_start = await _pick(snap, keys, start, end, options.filter, options.limit)
+        else:
+            items, next_start = await _walk(snap, start, end, options.filter, options.limit,
+                                            cache.config.walk_chunk)
         remaining = None
         if next_start is not None:
             cache.pin(snap)
@@ -142,6 +153,34 @@ class CacheReads:
             return await self.fallback.watch(rtype, namespace, options)
         backlog, watcher = resumed
         return CacheWatch(cache, rtype, namespace, options, watcher, None, backlog)
+
+
+def _indexed_value(cache: ResourceCache, options: ListOptions) -> str:
+    """The INDEXED_LIST_FIELD value a list of the current state pins (``spec.nodeName=node-7``)
+    when the cache indexes it, else "" (walk): a page of a paginated list, or a list at
+    an exact revision, reads its snapshot's entries instead."""
+    if cache.index is None or options.continue_revision or options.exact:
+        return ""
+    for name, equal, value in options.filter.terms:
+        if name == INDEXED_LIST_FIELD and equal and value:
+            return value
+    return ""
+
+
+async def _pick(snap: Snapshot, keys: list[bytes], start: bytes, end: bytes, match: Filter,
+                limit: int) -> tuple[list[bytes], bytes | None]:
+    """``_walk`` over ``keys`` (sorted, from the snapshot's index) rather than every entry."""
+    bodies: list[bytes] = []
+    for key in keys[bisect_left(keys, start):]:
+        if key >= end:
+            break
+        entry = snap.get(key)
+        if entry is None or not match.matches(entry[ATTRS]):
+            continue
+        if limit and len(bodies) >= limit:
+            return await unpacked(bodies), key
+        bodies.append(entry[BODY])
+    return await unpacked(bodies), None
 
 
 def _unselective(match: Filter, namespace: str | None) -> bool:

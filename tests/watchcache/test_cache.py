@@ -187,6 +187,64 @@ async def test_a_list_with_a_selector_pages_by_matches(env: Env) -> None:
     assert page.remaining is None  # not counted when a selector filters, as upstream
 
 
+async def test_a_node_selected_list_reads_the_index_and_equals_the_store_under_concurrent_writes(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kubelet's LIST (``spec.nodeName=n1``, the current state) reads its node's keys from
+    the cache's index (``valueindex``), not every entry: under writes that bind, move and
+    delete pods in two namespaces it equals the store's range at the list's revision, with
+    a label selector too and in one namespace; a page limit leaves a continue key."""
+    from controlplane.watchcache import reads as reads_module
+
+    walked: list[int] = []
+    walk = reads_module._walk
+
+    async def counted(*args: Any, **kw: Any) -> Any:
+        walked.append(1)
+        return await walk(*args, **kw)
+
+    monkeypatch.setattr(reads_module, "_walk", counted)
+    rnd = random.Random(11)
+    nodes = ["", "n1", "n2", "n3"]
+    for i in range(40):
+        await env.put(f"p{i:02d}", node=nodes[i % 4], ns=("ns", "other")[i % 2])
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        while not stop.is_set():
+            name, ns = f"p{rnd.randrange(50):02d}", rnd.choice(("ns", "other"))
+            if rnd.random() < 0.2:
+                with contextlib.suppress(store.NotFound):
+                    await env.store.delete(PODS.key(ns, name))
+            else:
+                await env.put(name, node=rnd.choice(nodes), ns=ns,
+                              labels={"tier": rnd.choice(("web", "db"))})
+
+    task = asyncio.create_task(writer())
+    try:
+        for n in range(30):
+            node, ns = f"n{1 + n % 3}", (None, "ns")[n % 2]
+            labels = "tier=web" if n % 3 == 0 else None
+            listed = await env.reads.list(PODS, ns, ListOptions(everything(fields=f"spec.nodeName={node}",
+                                                                           labels=labels)))
+            kvs, _, _ = await env.store.range(PODS.prefix(ns), store.prefix_end(PODS.prefix(ns)),
+                                              revision=listed.revision)
+            objs = [orjson.loads(kv.value) for kv in kvs]
+            expected = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs
+                        if o["spec"]["nodeName"] == node
+                        and (labels is None or (o["metadata"].get("labels") or {}).get("tier") == "web")]
+            assert [(orjson.loads(i)["metadata"]["namespace"], orjson.loads(i)["metadata"]["name"])
+                    for i in listed.items] == expected
+            await asyncio.sleep(0.003)
+    finally:
+        stop.set()
+        await task
+    assert not walked
+    page = await env.reads.list(PODS, None, ListOptions(everything(fields="spec.nodeName=n1"), limit=2))
+    assert len(page.items) == 2 and page.next_start is not None and not walked
+    await env.reads.list(PODS, None, ListOptions(everything(fields="spec.nodeName=")))  # unbound: walked
+    assert walked
+
+
 async def test_watch_resumes_from_the_window_with_no_gap_or_duplicate(env: Env) -> None:
     start = await env.put("a")
     for i in range(5):
