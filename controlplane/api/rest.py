@@ -1086,13 +1086,18 @@ class KubeApi:
         if rtype is self._namespaces and name in IMMORTAL_NAMESPACES:  # the NamespaceLifecycle admission
             raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted',
                            {"name": name, "kind": "namespaces"})
-        for _attempt in range(WRITE_ATTEMPTS):
-            current = await self.store.get(key)
+        for attempt in range(WRITE_ATTEMPTS):
+            # the cache's newest version first (upstream's cachedExistingObject): every write
+            # below expects its revision, so a stale one is a conflict and a fresh read
+            current, cached = await self._current(rtype, key, fresh=attempt > 0)
             if current is None:
                 raise ApiError.not_found(rtype, name)
             obj: dict[str, Any] = orjson.loads(current.value)
             meta = obj.setdefault("metadata", {})
             pre = (options or {}).get("preconditions") or {}
+            if cached and (pre.get("uid") not in (None, meta.get("uid"))
+                           or pre.get("resourceVersion") not in (None, str(current.mod_revision))):
+                continue  # judged on the store's version, not a possibly stale one
             if pre.get("uid") not in (None, meta.get("uid")):
                 raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
                                         f"UID in object meta: {meta.get('uid')}")

@@ -4,8 +4,10 @@ and from the store's when that one is stale: no lost write, no false 409."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
@@ -95,3 +97,47 @@ async def test_requests_are_observed_by_verb_resource_and_code(client: Client) -
         await client.get(f"{CMS}/absent")
     assert count(**post) == before_post + 1
     assert count(**missing) == before_missing + 1
+
+
+async def test_a_delete_starts_from_the_cache_and_judges_preconditions_on_the_stores_version(
+        tmp_path: Path) -> None:
+    """A delete reads the cache's version first, as updates do; when that version is stale
+    (here: the cache made to answer the first version of the object), its preconditions are
+    judged on the store's version, not refused, and the delete expects the store's revision."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        first = await c.create(CMS, cm("d", a="1"))
+        newest = await c.update(f"{CMS}/d", {**first, "data": {"a": "2"}})
+        reads = app.state.front.kube.reads
+        latest = reads.latest
+        first_raw = orjson.dumps(first)
+
+        def stale(rtype: Any, key: bytes) -> Any:
+            hit = latest(rtype, key)
+            if hit is None or not key.endswith(b"/d"):
+                return hit
+            return first_raw, int(first["metadata"]["resourceVersion"])
+
+        reads.latest = stale
+        with pytest.raises(ApiError) as e:
+            await c.delete(f"{CMS}/d", {"preconditions": {"resourceVersion": first["metadata"]["resourceVersion"]}})
+        assert e.value.code == 409  # stale on the store's version too
+        with pytest.raises(ApiError) as e:
+            await c.delete(f"{CMS}/d", {"preconditions": {"uid": "not-its-uid"}})
+        assert e.value.code == 409
+        await c.delete(f"{CMS}/d", {"preconditions": {"resourceVersion": newest["metadata"]["resourceVersion"]}})
+        with pytest.raises(ApiError) as e:
+            await c.get(f"{CMS}/d")
+        assert e.value.code == 404
+
+
+async def test_deletes_right_after_writes_with_their_resource_version_succeed(client: Client) -> None:
+    for i in range(20):
+        made = await client.create(CMS, cm(f"gone-{i}"))
+        updated = await client.update(f"{CMS}/gone-{i}", {**made, "data": {"a": str(i)}})
+        await client.delete(f"{CMS}/gone-{i}", {"preconditions": {
+            "resourceVersion": updated["metadata"]["resourceVersion"], "uid": made["metadata"]["uid"]}})
+    assert not (await client.list(CMS)).get("items")
