@@ -355,6 +355,20 @@ async def kubelets_phase(counts: list[int], rate: float, seconds: float) -> None
              **({"peer": f"{min(counts)} kubelets", "ratio": ratio} if ratio is not None else {}))
 
 
+def pods_on_nodes(count: int, nodes: int, prefix: str) -> list[tuple[bytes, bytes]]:
+    """``count`` podgen pods named ``prefix-i``, spread round-robin on ``node-0``.. ``node-{nodes-1}``,
+    as (key, JSON) in key order."""
+    base = make_pods(min(20_000, count))
+    pods: list[tuple[bytes, bytes]] = []
+    for i in range(count):
+        pod = orjson.loads(base[i % len(base)][1])
+        pod["metadata"]["name"] = f"{prefix}-{i}"
+        pod["spec"]["nodeName"] = f"node-{i % nodes}"
+        pods.append((pod_key(pod["metadata"]["namespace"], f"{prefix}-{i}"), orjson.dumps(pod)))
+    pods.sort()
+    return pods
+
+
 async def resume_phase(nodes: int, backlog: int, resumes: int) -> None:
     """A kubelet resuming its watch is handed the window's events since its revision:
     the whole cluster's, ``backlog`` pod updates over ``nodes`` nodes. Per resume,
@@ -363,14 +377,7 @@ async def resume_phase(nodes: int, backlog: int, resumes: int) -> None:
     version), by its index hint (``Watcher.seen``: one comparison an event), and
     from the window's index by node (``EventWindow.since`` with the hint, built once,
     timed apart, then kept with every event added)."""
-    pods: list[tuple[bytes, bytes]] = []
-    base = make_pods(min(20_000, 2 * nodes))
-    for i in range(2 * nodes):
-        pod = orjson.loads(base[i % len(base)][1])
-        pod["metadata"]["name"] = f"rp-{i}"
-        pod["spec"]["nodeName"] = f"node-{i % nodes}"
-        pods.append((pod_key(pod["metadata"]["namespace"], f"rp-{i}"), orjson.dumps(pod)))
-    pods.sort()
+    pods = pods_on_nodes(2 * nodes, nodes, "rp")
     revision = 1_000_000
     cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy", window_events=backlog + 1), revision)
     await cache.load(packed_entries(pods, revision))
@@ -453,14 +460,7 @@ async def node_list_phase(pods: int, nodes: int, lists: int) -> None:
     from ..watchcache.reads import _pick, _walk
     from ..watchcache.valueindex import ValueIndex
 
-    base = make_pods(min(20_000, pods))
-    items: list[tuple[bytes, bytes]] = []
-    for i in range(pods):
-        pod = orjson.loads(base[i % len(base)][1])
-        pod["metadata"]["name"] = f"np-{i}"
-        pod["spec"]["nodeName"] = f"node-{i % nodes}"
-        items.append((pod_key(pod["metadata"]["namespace"], f"np-{i}"), orjson.dumps(pod)))
-    items.sort()
+    items = pods_on_nodes(pods, nodes, "np")
     revision = 1_000_000
     cache = ResourceCache(PREFIX, "pods", CacheConfig(mode="lazy"), revision)
     entries = packed_entries(items, revision)
