@@ -187,7 +187,7 @@ STAGE_TRANSITIONS = Counter(
     ["stage", "result"], registry=REGISTRY,
 )
 NODE_EVICTIONS = Counter(
-    "controlplane_nodes_evictions_total", "Pods deleted by taint-based eviction from failed nodes.",
+    "controlplane_nodes_evictions_total", "Pods deleted by the taint eviction controller (NoExecute taints).",
     registry=REGISTRY,
 )
 IMAGE_PULL_SECONDS = Histogram(

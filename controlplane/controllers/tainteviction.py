@@ -16,11 +16,13 @@ An eviction records the event ``TaintManagerEviction`` (``Marking for deletion P
 ns/name``), gives the pod the ``DisruptionTarget`` condition (``DeletionByTaintManager``)
 and deletes it with its own grace period, once: the pod is not deleted again.
 
-The node lifecycle taints of the nodes the node simulator manages
-(``node.kubernetes.io/unreachable`` and ``not-ready`` on nodes annotated
-``kwok.x-k8s.io/node``) are left to the simulator, which evicts for them
-(``nodes/simulator.py``). Pods on a tainted node are listed from the API by
-``spec.nodeName`` when its taints change; other pod events cost a dictionary lookup.
+The node lifecycle controller's taints (``node.kubernetes.io/not-ready`` and
+``unreachable``, ``nodelifecycle.py``) are taints like any other here, on every node,
+simulated or not: the DefaultTolerationSeconds admission gives every pod 300 s of them,
+so an ordinary pod goes 5 minutes after its node turns NotReady or Unknown. Pods on a
+tainted node are listed from the API by ``spec.nodeName`` when its taints change; other
+pod events cost a dictionary lookup. Each eviction counts in
+``controlplane_nodes_evictions_total``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.metrics import NODE_EVICTIONS
 from controlplane.scheduler.plugins.selectors import tolerates
 
 from .events import Recorder
@@ -44,17 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = ["TaintEvictionController", "min_toleration_seconds", "start"]
 
-FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # nodes/config.py: the node simulator's nodes
-LIFECYCLE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 REASON = "TaintManagerEviction"
 
 
 def no_execute_taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The node's NoExecute taints this controller acts on."""
-    simulated = FAKE_NODE_ANNOTATION in (meta_of(node).get("annotations") or {})
+    """The node's NoExecute taints this controller acts on: all of them."""
     return [t for t in (node.get("spec") or {}).get("taints") or ()
-            if isinstance(t, dict) and t.get("effect") == "NoExecute"
-            and not (simulated and t.get("key") in LIFECYCLE_TAINTS)]
+            if isinstance(t, dict) and t.get("effect") == "NoExecute"]
 
 
 def min_toleration_seconds(taints: Sequence[Mapping[str, Any]],
@@ -215,6 +214,7 @@ class TaintEvictionController:
                      "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": now}]}},
                     patch_type="strategic")
             await self.client.delete(path, {"preconditions": {"uid": ev.uid}})
+            NODE_EVICTIONS.inc()
         except ApiError as e:
             if e.code not in (404, 409):
                 raise

@@ -43,8 +43,8 @@ def add_parser(sub: Any) -> None:
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
     p.add_argument("--node-monitor-grace-period", type=float, default=50.0, metavar="SECONDS",
-                   help="how long after a node's kubelet stops it is marked Unknown and tainted "
-                        "(default: %(default)s)")
+                   help="how long after a node's kubelet stops its conditions are marked Unknown (the "
+                        "server's node lifecycle controller then taints it) (default: %(default)s)")
     p.add_argument("--fail", metavar="NODE", help="inject a failure into NODE and exit")
     p.add_argument("--mode", choices=("unreachable", "not-ready"), default="unreachable",
                    help="the failure --fail injects (default: %(default)s)")

@@ -1,4 +1,5 @@
-"""The node simulator: kubelets (and a node lifecycle controller) as an API client.
+"""The node simulator: kubelets (and, for their nodes, the node lifecycle controller's lease monitor)
+as an API client.
 
 ``NodeSimulator(client, config)`` watches Nodes and Pods and writes back only
 through the API. It manages every Node annotated ``kwok.x-k8s.io/node: fake``
@@ -28,11 +29,14 @@ the pods bound to them:
   of ours could make a later stage of theirs match first); pod IPs come from
   the node's ``spec.podCIDR`` (``ipam``);
 - **failures** (``fail_node``/``recover_node``, or the annotation
-  ``nodes.controlplane.io/failure`` through the API): the node's kubelet stops
-  (``unreachable``) or reports ``Ready=False`` (``not-ready``); after the node
-  monitor grace period the node gets the upstream ``NoExecute`` taint and its
-  pods are evicted when their ``tolerationSeconds`` run out, as the node
-  lifecycle controller's taint-based eviction does.
+  ``nodes.controlplane.io/failure`` through the API): what a failing kubelet does.
+  ``unreachable``: it stops (no lease renewal, no status, no stages), and after the
+  node monitor grace period the simulator marks the node's conditions Unknown, as
+  the node lifecycle controller's health pass does when a Lease stops (the simulator
+  knows when its kubelet stopped; nothing watches the Leases). ``not-ready``: it
+  reports ``Ready=False``. The taints and evictions that follow are the controllers'
+  (``controllers/nodelifecycle.py``, ``controllers/tainteviction.py``), as for any
+  node whose Ready condition is False or Unknown.
 
 Per node the state is one ``_Node`` (slots: a few ints and strings, a pod IP
 pool, an image table); per pod a ``_Pod`` while it has a timer or an IP.
@@ -55,7 +59,7 @@ import orjson
 
 from ..client import ApiError, Client, resource_path
 from ..gcsettings import untracked
-from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, NODE_EVICTIONS, POD_START_SECONDS, STAGE_TRANSITIONS
+from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
@@ -86,8 +90,6 @@ _NODE_CONDITIONS = (
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 # one empty set for every _Pod: CPython makes a new frozenset() each call, tracked by the GC
 _NO_EPHEMERAL: frozenset[str] = frozenset()
-_TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
-_TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 
 
 def now_rfc3339() -> str:
@@ -117,7 +119,7 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
-                 "pod_ips", "renewing", "since", "stage", "stage_gen", "tainted", "uid")
+                 "pod_ips", "renewing", "since", "stage", "stage_gen", "uid")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
@@ -139,7 +141,6 @@ class _Node:
         self.failed = ""  # "" | "unreachable" | "not-ready"
         self.failure_gen = 0
         self.manual = False  # failed by a call, not by the annotation: the annotation's absence does not recover it
-        self.tainted = 0.0  # when the NoExecute taint went on (monotonic), 0: none
         self.since = now_rfc3339()  # Ready's lastTransitionTime
         self.stage: str | None = None  # the node stage whose timer (or write) is pending
         self.stage_gen = 0  # bumps cancel it
@@ -303,11 +304,8 @@ class NodeSimulator:
         elif kind == "grace":
             _, name, gen = item
             node = self.nodes.get(name)
-            if node is not None and node.failed and node.failure_gen == gen:
-                self._write(lambda: self._taint_failed(name, gen))
-        elif kind == "evict":
-            _, key, uid = item
-            self._write(lambda: self._evict(key, uid))
+            if node is not None and node.failed == "unreachable" and node.failure_gen == gen:
+                self._write(lambda: self._mark_unknown(name, gen))
 
     def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2) -> None:
         self._seq += 1
@@ -742,9 +740,10 @@ class NodeSimulator:
     # ------------------------------------------------------------------ failures
 
     def fail_node(self, name: str, mode: str = "unreachable", manual: bool = True) -> None:
-        """Make node ``name`` fail: ``unreachable`` (lease and status stop; after the grace
-        period Ready is Unknown and the node tainted ``unreachable:NoExecute``) or
-        ``not-ready`` (its kubelet reports Ready=False; tainted ``not-ready:NoExecute``)."""
+        """Make node ``name``'s kubelet fail: ``unreachable`` (lease and status stop; after the
+        grace period its conditions are Unknown) or ``not-ready`` (it reports Ready=False). The
+        node lifecycle controller taints it for that, ``unreachable``/``not-ready:NoExecute``,
+        and the taint eviction controller evicts its pods."""
         if mode not in FAILURE_MODES:
             raise ValueError(f"failure mode {mode!r} is not one of {FAILURE_MODES}")
         node = self.nodes[name]
@@ -760,24 +759,22 @@ class NodeSimulator:
                 st.stage = None
         if mode == "not-ready":
             self._write(lambda: self._post_status(name))
-            self.wheel.schedule(time.monotonic(), ("grace", name, node.failure_gen))
         else:
             self.wheel.schedule(time.monotonic() + self.config.node_monitor_grace_period,
                                 ("grace", name, node.failure_gen))
 
     def recover_node(self, name: str) -> None:
-        """Bring node ``name`` back: its kubelet posts Ready, the taints go."""
+        """Bring node ``name`` back: its kubelet posts Ready (the node lifecycle controller then
+        takes the taints off), renews its lease and runs its pods again."""
         node = self.nodes[name]
         if not node.failed:
             return
         node.failed = ""
         node.failure_gen += 1
-        node.tainted = 0.0
         node.since = now_rfc3339()
 
         async def recover() -> None:
             await self._post_status(name)
-            await self._set_taint(name, None)
             await self._renew(name, time.monotonic())
             for key in list(self.pods_by_node.get(name, ())):
                 pod = self.pod_informer.items.get(key)
@@ -786,76 +783,19 @@ class NodeSimulator:
 
         self._write(recover)
 
-    async def _set_taint(self, name: str, key: str | None) -> None:
-        """Replace the node lifecycle controller's NoExecute/NoSchedule taints with ``key``'s (None: none)."""
-        path = resource_path("", "v1", "nodes", name=name)
-        for _ in range(8):
-            obj = await self.client.get(path)
-            taints = [t for t in (obj.get("spec") or {}).get("taints") or []
-                      if t.get("key") not in (_TAINT_UNREACHABLE, _TAINT_NOT_READY)]
-            if key is not None:
-                taints += [{"key": key, "effect": "NoSchedule"},
-                           {"key": key, "effect": "NoExecute", "timeAdded": now_rfc3339()}]
-            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-            try:
-                await self.client.patch(path, body, patch_type="merge")
-                return
-            except ApiError as e:
-                if e.code != 409:
-                    raise
-
-    async def _taint_failed(self, name: str, gen: int) -> None:
+    async def _mark_unknown(self, name: str, gen: int) -> None:
+        """The node lifecycle controller's health pass, for a node whose kubelet (this
+        simulator's) stopped a grace period ago: its conditions Unknown, as upstream writes
+        them when a node's Lease and status stop (NetworkUnavailable, not the kubelet's, kept)."""
         node = self.nodes.get(name)
-        if node is None or node.failure_gen != gen or not node.failed:
+        if node is None or node.failure_gen != gen or node.failed != "unreachable":
             return
-        if node.failed == "unreachable":  # the controller marks what the kubelet no longer reports
-            heartbeat = now_rfc3339()
-            conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
-                      "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": heartbeat,
-                      "lastTransitionTime": heartbeat} for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
-            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                    {"status": {"conditions": conds}}, patch_type="merge")
-        key = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
-        await self._set_taint(name, key)
-        node.tainted = time.monotonic()
-        for pod_key in list(self.pods_by_node.get(name, ())):
-            pod = self.pod_informer.items.get(pod_key)
-            if pod is not None:
-                self._schedule_eviction(pod_key, pod, key, node.tainted)
-
-    def _schedule_eviction(self, key: str, pod: dict[str, Any], taint: str, tainted: float) -> None:
-        """The taint manager's rule: no toleration of the NoExecute taint, evict now; one
-        with ``tolerationSeconds``, evict then; one without, never."""
-        seconds: float | None = 0.0
-        for t in (pod.get("spec") or {}).get("tolerations") or []:
-            if t.get("effect") not in (None, "", "NoExecute"):
-                continue
-            if (t.get("operator") == "Exists" and not t.get("key")) or t.get("key") == taint:
-                ts = t.get("tolerationSeconds")
-                if ts is None:
-                    seconds = None
-                    break
-                seconds = max(0.0, float(ts)) if seconds == 0.0 else min(seconds or 0.0, float(ts))
-        if seconds is None:
-            return
-        uid = (pod.get("metadata") or {}).get("uid", "")
-        self.wheel.schedule(tainted + seconds, ("evict", key, uid))
-
-    async def _evict(self, key: str, uid: str) -> None:
-        pod = self.pod_informer.items.get(key)
-        if pod is None or pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
-            return
-        node = self.nodes.get((pod.get("spec") or {}).get("nodeName", ""))
-        if node is None or not node.failed:
-            return
-        ns, name = key.split("/", 1)
-        try:
-            await self.client.delete(resource_path("", "v1", "pods", ns, name),
-                                     {"preconditions": {"uid": uid}})
-            NODE_EVICTIONS.inc()
-        except ApiError as e:
-            if e.code not in (404, 409):
-                raise
+        now = now_rfc3339()  # (each condition's lastHeartbeatTime stays the kubelet's last, as upstream's)
+        conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
+                  "message": "Kubelet stopped posting node status.", "lastTransitionTime": now}
+                 for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
+        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                {"status": {"conditions": conds}}, patch_type="strategic")
 
     # ------------------------------------------------------------------ pods
 
@@ -894,10 +834,7 @@ class NodeSimulator:
             if ip and not spec.get("hostNetwork") and node.pod_ips.occupy(ip):
                 st.ip = ip
                 st.started = True
-        if node.failed:
-            if node.tainted:
-                taint = _TAINT_UNREACHABLE if node.failed == "unreachable" else _TAINT_NOT_READY
-                self._schedule_eviction(key, pod, taint, node.tainted)
+        if node.failed:  # a dead kubelet advances no pod; evictions are the taint eviction controller's
             return
         if not self._images_ready(key, st, node, pod):
             return

@@ -27,9 +27,10 @@ def test_tolerations_without_a_time_keep_the_pod_and_the_shortest_time_wins() ->
     assert min_toleration_seconds([MAINT], [{"key": "maint", "operator": "Exists", "tolerationSeconds": -5}]) == 0
 
 
-def test_only_noexecute_taints_count_and_the_simulators_lifecycle_taints_are_its_own() -> None:
+def test_only_noexecute_taints_count_the_node_lifecycle_ones_too_on_simulated_nodes() -> None:
     taints = [MAINT, {"key": "x", "effect": "NoSchedule"},
               {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
     assert no_execute_taints({"spec": {"taints": taints}}) == [MAINT, taints[2]]
+    # the simulator no longer evicts for its nodes: the controller does, as for any node
     simulated = {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}, "spec": {"taints": taints}}
-    assert no_execute_taints(simulated) == [MAINT]
+    assert no_execute_taints(simulated) == [MAINT, taints[2]]

@@ -1,13 +1,24 @@
 """Failure injection: a node's kubelet stops (or reports NotReady), the upstream taints go on,
-pods are evicted when their tolerationSeconds run out; recovery undoes it."""
+pods are evicted when their tolerationSeconds run out; recovery undoes it.
+
+The simulator does only the kubelet's part (and, for its nodes, turns Ready Unknown when
+the grace period has passed since its kubelet stopped); the taints are the node lifecycle
+controller's and the evictions the taint eviction controller's, both components of the
+server these tests run (``controllers/nodelifecycle.py``, ``controllers/tainteviction.py``).
+A KWOK chaos stage setting Ready=False gets the same treatment.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
 from controlplane.nodes.failures import clear_failure, inject_failure
+from controlplane.nodes.stages import load_stages
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
@@ -94,6 +105,111 @@ async def test_not_ready_node_keeps_its_lease_and_gets_the_not_ready_taint(clien
         assert sim.nodes["sim-node-0"].failed == "not-ready"  # the annotation's absence does not undo a call
         sim.recover_node("sim-node-0")
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
+
+
+# KWOK's fast stages, whose node-initialize leaves a node in chaos alone, and a chaos stage in the
+# shape of KWOK's node-not-ready (kustomize/stage/node/chaos): a labelled node reports Ready=False
+FAST_STAGES = Path(__file__).with_name("kwok-fast-stages.yaml")
+CHAOS_LABEL = "node-not-ready.stage.kwok.x-k8s.io"
+NODE_NOT_READY = f"""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-not-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.metadata.labels["{CHAOS_LABEL}"]'
+      operator: 'In'
+      values: ['true']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values: ['True']
+  weight: 10000
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      {{{{ range NodeConditions }}}}
+      - type: {{{{ .type | Quote }}}}
+        status: {{{{ if eq .type "Ready" }}}}"False"{{{{ else }}}}{{{{ .status | Quote }}}}{{{{ end }}}}
+        reason: {{{{ if eq .type "Ready" }}}}"nodeFailed"{{{{ else }}}}{{{{ .reason | Quote }}}}{{{{ end }}}}
+        message: {{{{ .message | Quote }}}}
+        lastHeartbeatTime: {{{{ $now | Quote }}}}
+        lastTransitionTime: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+"""
+
+
+def chaos_stages() -> str:
+    text = FAST_STAGES.read_text()
+    initialize = "  name: node-initialize\nspec:\n  resourceRef:\n    apiGroup: v1\n    kind: Node\n" \
+                 "  selector:\n    matchExpressions:\n"
+    assert text.count(initialize) == 1
+    text = text.replace(initialize, initialize + f"    - key: '.metadata.labels[\"{CHAOS_LABEL}\"]'\n"
+                                                  "      operator: 'DoesNotExist'\n")
+    return text + "\n---\n" + NODE_NOT_READY
+
+
+async def test_a_kwok_chaos_stage_setting_ready_false_taints_the_node_and_evicts_after_toleration_seconds(
+        client: Client) -> None:
+    async with simulating(client, fast(count=1, stages=load_stages(chaos_stages()))) as sim:
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
+        await client.create(PODS, tolerating("quick", "sim-node-0", 1, key="node.kubernetes.io/not-ready"))
+        await client.create(PODS, pod("slow", "sim-node-0", terminationGracePeriodSeconds=0))  # 300 s by default
+        for name in ("quick", "slow"):
+            await eventually(lambda name=name: _eq(_phase(client, name), "Running"))  # type: ignore[misc]
+
+        await client.patch(f"{NODES}/sim-node-0", {"metadata": {"labels": {CHAOS_LABEL: "true"}}})
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "False"), timeout=5)
+        assert not sim.nodes["sim-node-0"].failed  # the stage's doing, not a failure of the simulator's
+        await eventually(lambda: _eq(taints(client, "sim-node-0"), {("node.kubernetes.io/not-ready", "NoExecute"),
+                                                                    ("node.kubernetes.io/not-ready", "NoSchedule")}),
+                         timeout=5)
+        await eventually(lambda: _gone(client, "quick"), timeout=5)  # evicted; the live kubelet finishes it
+        assert not await gone_or_terminating(client, "slow")
+
+        # recovery: node-initialize makes it Ready again, the taints go, the pending eviction is off
+        await client.patch(f"{NODES}/sim-node-0", {"metadata": {"labels": {CHAOS_LABEL: None}}})
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
+        await eventually(lambda: _eq(taints(client, "sim-node-0"), set()), timeout=5)
+        await eventually(lambda: _cancelled(client, "default/slow"), timeout=5)
+        assert not await gone_or_terminating(client, "slow")
+
+
+async def test_without_the_controllers_a_failed_node_only_turns_unknown(tmp_path: Path) -> None:
+    """The division of labour: with no controllers (``--no-scheduler``) the simulator's failure is a
+    kubelet's only: Ready Unknown after the grace period, no taint, no eviction."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client, \
+            simulating(client, fast(count=1)) as sim:
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
+        await client.create(PODS, tolerating("quick", "sim-node-0", 0))
+        sim.fail_node("sim-node-0", "unreachable")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=5)
+        node = await client.get(f"{NODES}/sim-node-0")
+        reasons = {c["type"]: c["reason"] for c in node["status"]["conditions"]}
+        assert reasons["Ready"] == "NodeStatusUnknown" and reasons["NetworkUnavailable"] != "NodeStatusUnknown"
+        await asyncio.sleep(0.5)
+        assert await taints(client, "sim-node-0") == set()
+        assert not await gone_or_terminating(client, "quick")
+
+
+async def _gone(client: Client, name: str) -> bool:
+    try:
+        await client.get(f"{PODS}/{name}")
+        return False
+    except ApiError as e:
+        return e.code == 404
+
+
+async def _cancelled(client: Client, key: str) -> bool:
+    events = (await client.list(resource_path("", "v1", "events", "default")))["items"]
+    return any(e.get("reason") == "TaintManagerEviction" and e.get("message") == f"Cancelling deletion of Pod {key}"
+               for e in events)
 
 
 async def _phase(client: Client, name: str) -> str | None:
