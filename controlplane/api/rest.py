@@ -752,6 +752,10 @@ class KubeApi:
                 raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
                                f"create new content in namespace {namespace} because it is being terminated",
                                {"name": name, "kind": rtype.plural})
+            if rtype.group == "resource.k8s.io" and rtype.plural in _DEVICE_REQUESTS:
+                causes = _admin_access_causes(rtype.plural, obj, ns)
+                if causes:
+                    raise ApiError.invalid(rtype, name or generate, causes)
         generated = ""
         if name:
             causes = validate_name(rtype.plural if rtype.custom is None else "", name)
@@ -1867,6 +1871,32 @@ def _binding_name(body: bytes) -> str:
 
 # upstream's SimpleNameGenerator: at most 58 characters of the prefix, then 5 random ones
 _GENERATED_PREFIX = 63 - 5
+
+
+# where a ResourceClaim's and a ResourceClaimTemplate's device requests are
+_DEVICE_REQUESTS = {"resourceclaims": ("spec",), "resourceclaimtemplates": ("spec", "spec")}
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def _admin_access_causes(plural: str, obj: dict[str, Any], namespace: bytes) -> list[dict[str, str]]:
+    """Upstream's ``AuthorizedForAdmin`` (the claim and claim template strategies, on create;
+    their spec is immutable): a request with ``adminAccess: true`` needs its namespace
+    labelled ``resource.kubernetes.io/admin-access: "true"`` (KEP-5018)."""
+    spec: Any = obj
+    for step in _DEVICE_REQUESTS[plural]:
+        spec = spec.get(step) if isinstance(spec, dict) else None
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    for i, request in enumerate(requests if isinstance(requests, list) else ()):
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        if isinstance(exactly, dict) and exactly.get("adminAccess") is True:
+            labels = (orjson.loads(namespace).get("metadata") or {}).get("labels") or {}
+            if labels.get(ADMIN_ACCESS_LABEL) == "true":
+                return []
+            return [{"reason": "FieldValueForbidden", "field": f"spec.devices.requests[{i}].adminAccess",
+                     "message": f"Forbidden: admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` "
+                                "label on the containing namespace"}]
+    return []
 
 
 def _generated_name(generate: str) -> str:

@@ -165,6 +165,15 @@ class Autoscaler:
     def _pool_deleted(self, obj: Obj) -> None:
         self.state.nodepools.pop(key(obj), None)
         self._pools.pop(key(obj), None)
+        # the garbage collector's part: a NodeClaim is owned by its NodePool, so the NodePool's
+        # deletion deletes its NodeClaims (Background propagation), and their nodes are drained
+        uid = (obj.get("metadata") or {}).get("uid")
+        for claim in self.state.claims_of_pool(key(obj)):
+            meta = claim.get("metadata") or {}
+            owned = any(ref.get("kind") == "NodePool" and ref.get("uid") == uid
+                        for ref in meta.get("ownerReferences") or ())
+            if uid and owned and not meta.get("deletionTimestamp"):
+                asyncio.get_running_loop().create_task(self._delete_claim(key(claim)))
 
     def _claim_changed(self, old: Obj | None, new: Obj | None) -> None:
         if new is not None:

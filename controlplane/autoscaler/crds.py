@@ -5,8 +5,11 @@ an operator installs its CRDs, so it stays an API client and the resources are
 served, validated, defaulted and listed by kubectl like any custom resource.
 The schemas are structural and follow Karpenter's v1 types (fields, enums,
 defaults: ``consolidationPolicy: WhenEmptyOrUnderutilized``, ``consolidateAfter:
-0s``, ``budgets: [{nodes: 10%}]``, ``expireAfter: 720h``); CEL rules are not
-carried (the server does not run them).
+0s``, ``budgets: [{nodes: 10%}]``, ``expireAfter: 720h``) and their CEL rules for
+requirements, labels, budgets and the node class reference, with Karpenter's
+messages (``label "kubernetes.io/hostname" is restricted``). A rule that uses
+the Kubernetes regex library's ``find`` is written with ``matches`` instead, which
+the server's CEL has.
 """
 
 from __future__ import annotations
@@ -38,15 +41,52 @@ _TAINTS: Obj = {"type": "array", "items": {
     "type": "object", "required": ["key", "effect"],
     "properties": {"key": _STRING, "value": _STRING, "timeAdded": {"type": "string", "format": "date-time"},
                    "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}}
-_REQUIREMENTS: Obj = {"type": "array", "maxItems": 100, "items": {
-    "type": "object", "required": ["key", "operator"],
-    "properties": {
-        "key": {"type": "string", "maxLength": 316},
-        "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]},
-        "values": {"type": "array", "items": _STRING, "x-kubernetes-list-type": "atomic"},
-        "minValues": {"type": "integer", "minimum": 1, "maximum": 50}}}}
+# Karpenter's well-known labels: its own domain is reserved but for these two (a domain, the key's
+# part before its first '/', ending in karpenter.sh: Karpenter's rule says self.find("^([^/]+)").endsWith(...))
+_KARPENTER_DOMAIN = "[\"karpenter.sh/capacity-type\", \"karpenter.sh/nodepool\"]"
+_KARPENTER_DOMAIN_RE = "'^[^/]*karpenter[.]sh(/|$)'"
+
+
+def _restricted_keys(nodepool: bool) -> list[Obj]:
+    """The rules on a requirement's key (``self``), as Karpenter's NodePool (``nodepool``) and NodeClaim CRDs."""
+    rules = [{"rule": f"self in {_KARPENTER_DOMAIN} || !self.matches({_KARPENTER_DOMAIN_RE})",
+              "message": 'label domain "karpenter.sh" is restricted'}]
+    if nodepool:
+        rules.append({"rule": 'self != "karpenter.sh/nodepool"',
+                      "message": 'label "karpenter.sh/nodepool" is restricted'})
+    rules.append({"rule": 'self != "kubernetes.io/hostname"',
+                  "message": 'label "kubernetes.io/hostname" is restricted'})
+    return rules
+
+
+def _requirements(nodepool: bool) -> Obj:
+    return {"type": "array", "maxItems": 100, "items": {
+        "type": "object", "required": ["key", "operator"],
+        "properties": {
+            "key": {"type": "string", "maxLength": 316, "x-kubernetes-validations": _restricted_keys(nodepool)},
+            "operator": {"type": "string",
+                         "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]},
+            "values": {"type": "array", "items": _STRING, "x-kubernetes-list-type": "atomic"},
+            "minValues": {"type": "integer", "minimum": 1, "maximum": 50}}},
+        "x-kubernetes-validations": [
+            {"rule": "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+             "message": "requirements with operator 'In' must have a value defined"},
+            {"rule": "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || "
+                     "x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+             "message": "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"},
+            {"rule": "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+             "message": "requirements with 'minValues' must have at least that many values specified in the "
+                        "'values' field"}]}
+
+
+def _not_empty(what: str) -> Obj:
+    return {"type": "string",
+            "x-kubernetes-validations": [{"rule": "self != ''", "message": f"{what} may not be empty"}]}
+
+
 _NODE_CLASS_REF: Obj = {"type": "object", "required": ["group", "kind", "name"],
-                        "properties": {"group": _STRING, "kind": _STRING, "name": _STRING}}
+                        "properties": {"group": _not_empty("group"), "kind": _not_empty("kind"),
+                                       "name": _not_empty("name")}}
 _CONDITIONS: Obj = {"type": "array", "items": {
     "type": "object", "required": ["type", "status", "lastTransitionTime", "reason", "message"],
     "properties": {"type": _STRING, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
@@ -55,7 +95,7 @@ _CONDITIONS: Obj = {"type": "array", "items": {
 _CLAIM_SPEC_COMMON: Obj = {
     "taints": _TAINTS,
     "startupTaints": _TAINTS,
-    "requirements": _REQUIREMENTS,
+    "requirements": _requirements(nodepool=False),
     "nodeClassRef": _NODE_CLASS_REF,
     "expireAfter": {**_DURATION, "default": "720h"},
     "terminationGracePeriod": {"type": "string", "pattern": r"^([0-9]+(s|m|h))+$"},
@@ -98,17 +138,26 @@ def nodepool_crd() -> Obj:
     spec = {"type": "object", "required": ["template"], "properties": {
         "template": {"type": "object", "required": ["spec"], "properties": {
             "metadata": {"type": "object", "properties": {
-                "labels": {"type": "object", "additionalProperties": _STRING},
+                "labels": {"type": "object", "additionalProperties": _STRING, "x-kubernetes-validations": [
+                    {**rule, "rule": f"self.all(x, {rule['rule'].replace('self', 'x')})"}
+                    for rule in _restricted_keys(nodepool=True)]},
                 "annotations": {"type": "object", "additionalProperties": _STRING}}},
             "spec": {"type": "object", "required": ["requirements", "nodeClassRef"],
-                     "properties": _CLAIM_SPEC_COMMON}}},
+                     "properties": {**_CLAIM_SPEC_COMMON, "requirements": _requirements(nodepool=True),
+                                    "nodeClassRef": {**_NODE_CLASS_REF, "x-kubernetes-validations": [
+                                        {"rule": "self.group == oldSelf.group",
+                                         "message": "nodeClassRef.group is immutable"},
+                                        {"rule": "self.kind == oldSelf.kind",
+                                         "message": "nodeClassRef.kind is immutable"}]}}}}},
         "disruption": {"type": "object", "default": {"consolidateAfter": "0s"}, "required": ["consolidateAfter"],
                        "properties": {
                            "consolidateAfter": _DURATION,
                            "consolidationPolicy": {"type": "string", "default": "WhenEmptyOrUnderutilized",
                                                    "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized"]},
                            "budgets": {"type": "array", "maxItems": 50, "items": budget,
-                                       "default": [{"nodes": "10%"}]}}},
+                                       "default": [{"nodes": "10%"}], "x-kubernetes-validations": [
+                                           {"rule": "self.all(x, has(x.schedule) == has(x.duration))",
+                                            "message": "'schedule' must be set with 'duration'"}]}}},
         "limits": _RESOURCE_LIST,
         "weight": {"type": "integer", "minimum": 1, "maximum": 100},
         "replicas": {"type": "integer", "minimum": 0}}}

@@ -32,6 +32,9 @@ from typing import Any
 __all__ = ["DEFAULT_CATALOG", "GpuDevice", "InstanceType", "catalog_by_name", "load_catalog"]
 
 
+NVIDIA_DRIVER = "gpu.nvidia.com"
+
+
 @dataclass(frozen=True, slots=True)
 class GpuDevice:
     """A template for the DRA devices one node of the type publishes (``count`` of them):
@@ -44,8 +47,13 @@ class GpuDevice:
     attributes: dict[str, str] = field(default_factory=dict)
 
     def devices(self) -> list[dict[str, Any]]:
-        """The ``spec.devices`` of a resource.k8s.io/v1 ResourceSlice for one node."""
+        """The ``spec.devices`` of a resource.k8s.io/v1 ResourceSlice for one node. For
+        NVIDIA's driver, a whole GPU also has ``type: gpu``, as that driver publishes it:
+        the ``gpu.nvidia.com`` DeviceClass it installs selects
+        ``device.attributes['gpu.nvidia.com'].type == 'gpu'`` (MIG devices are ``mig``)."""
         attrs: dict[str, Any] = {"model": {"string": self.model}}
+        if self.driver == NVIDIA_DRIVER:
+            attrs["type"] = {"string": "gpu"}
         attrs.update({k: {"string": v} for k, v in self.attributes.items()})
         return [{"name": f"gpu-{i}", "attributes": attrs, "capacity": {"memory": {"value": self.memory}}}
                 for i in range(self.count)]

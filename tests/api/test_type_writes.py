@@ -306,3 +306,31 @@ async def test_pod_ips_and_host_ips_agree_with_their_singular_fields(client: Cli
     assert written["status"]["podIPs"] == [{"ip": "10.1.0.6"}, {"ip": "fd00::6"}]
     assert written["status"]["hostIPs"] == [{"ip": "10.0.0.3"}]  # the singular one wins
     assert (await client.get(f"{PODS}/ips"))["status"]["podIP"] == "10.1.0.6"
+
+
+async def test_admin_access_needs_the_namespace_label(client: Client) -> None:
+    # KEP-5018: adminAccess in a ResourceClaim or ResourceClaimTemplate is allowed only in a
+    # namespace labelled resource.kubernetes.io/admin-access: "true" (dra-example-driver's
+    # demo/examples/admin-access labels its namespace so)
+    namespaces = resource_path("", "v1", "namespaces")
+    await client.create(namespaces, {"metadata": {"name": "plain"}})
+    await client.create(namespaces, {"metadata": {"name": "admin",
+                                                  "labels": {"resource.kubernetes.io/admin-access": "true"}}})
+    admin: dict[str, Any] = {"deviceClassName": "gpu.example.com", "allocationMode": "All", "adminAccess": True}
+    requests = [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}},
+                {"name": "admin-gpu", "exactly": admin}]
+    claim: dict[str, Any] = {"metadata": {"name": "c"}, "spec": {"devices": {"requests": requests}}}
+    template: dict[str, Any] = {"metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": requests}}}}
+    for plural, body, kind in (("resourceclaims", claim, "ResourceClaim"),
+                               ("resourceclaimtemplates", template, "ResourceClaimTemplate")):
+        with pytest.raises(ApiError) as e:
+            await client.create(resource_path("resource.k8s.io", "v1", plural, "plain"), body)
+        assert e.value.code == 422
+        assert str(e.value.message) == (
+            f'{kind}.resource.k8s.io "{body["metadata"]["name"]}" is invalid: spec.devices.requests[1].adminAccess: '
+            "Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label "
+            "on the containing namespace")
+        await client.create(resource_path("resource.k8s.io", "v1", plural, "admin"), body)
+    # without adminAccess (or with it false) any namespace will do
+    admin["adminAccess"] = False
+    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaims", "plain"), claim)

@@ -88,6 +88,50 @@ async def _pool_with_status(client: Client, name: str) -> dict[str, Any] | None:
         "annotations", {}) else None
 
 
+@pytest.mark.parametrize(("requirements", "labels", "budgets", "message"), [
+    ([{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}], None, None,
+     'spec.template.spec.requirements[0].key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'),
+    ([{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["a"]}], None, None,
+     'label "karpenter.sh/nodepool" is restricted'),
+    ([{"key": "karpenter.sh/other", "operator": "Exists"}], None, None, 'label domain "karpenter.sh" is restricted'),
+    ([{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []}], None, None,
+     "requirements with operator 'In' must have a value defined"),
+    ([{"key": "example.com/gen", "operator": "Gt", "values": ["2", "3"]}], None, None,
+     "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"),
+    ([{"key": "example.com/family", "operator": "In", "values": ["a"], "minValues": 2}], None, None,
+     "requirements with 'minValues' must have at least that many values specified in the 'values' field"),
+    ([], {"kubernetes.io/hostname": "x"}, None, 'label "kubernetes.io/hostname" is restricted'),
+    ([], None, [{"nodes": "1", "schedule": "@daily"}], "'schedule' must be set with 'duration'"),
+])
+async def test_nodepools_are_validated_by_karpenters_rules(
+        client: Client, scaler: Autoscaler, requirements: list[dict[str, Any]], labels: dict[str, str] | None,
+        budgets: list[dict[str, Any]] | None, message: str) -> None:
+    bad = nodepool("bad", requirements=requirements, budgets=budgets)
+    if labels:
+        bad["spec"]["template"]["metadata"] = {"labels": labels}
+    with pytest.raises(ApiError) as e:
+        await client.create(POOLS, bad)
+    assert e.value.code == 422 and message in str(e.value.message)
+
+
+async def test_karpenters_own_nodepool_examples_are_accepted(client: Client, scaler: Autoscaler) -> None:
+    good = nodepool("good", requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["2"]},
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "Exists", "minValues": 5}],
+        budgets=[{"nodes": "0", "schedule": "@daily", "duration": "10m"}])
+    good["spec"]["template"]["metadata"] = {"labels": {"team": "a", "karpenter.sh/capacity-type": "spot"}}
+    await client.create(POOLS, good)
+    # nodeClassRef's group and kind are immutable, its name is not
+    good = await client.get(f"{POOLS}/good")
+    good["spec"]["template"]["spec"]["nodeClassRef"]["name"] = "other"
+    good = await client.update(f"{POOLS}/good", good)
+    good["spec"]["template"]["spec"]["nodeClassRef"]["kind"] = "EC2NodeClass"
+    with pytest.raises(ApiError) as e:
+        await client.update(f"{POOLS}/good", good)
+    assert e.value.code == 422 and "nodeClassRef.kind is immutable" in str(e.value.message)
+
+
 async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscaler) -> None:
     await create_dra_objects(client)
     eight = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gpu-8x"]}]
@@ -176,6 +220,25 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert most[0] == 1  # the budget: one node at a time
+
+
+async def test_deleting_a_nodepool_deletes_its_nodeclaims_and_nodes(client: Client, scaler: Autoscaler) -> None:
+    # NodeClaims are owned by their NodePool: the garbage collector deletes them with it (Karpenter
+    # relies on that), and the termination finalizer drains and removes their nodes
+    await client.create(POOLS, nodepool("doomed", consolidate_after="Never"))
+    await client.create(POOLS, nodepool("kept", consolidate_after="Never",
+                                        taints=[{"key": "kept", "effect": "NoSchedule"}]))
+    await pending_pods(client, [pod(f"p{i}", "20") for i in range(2)])
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    claims = await items(client, CLAIMS)
+    assert len(claims) == 2 and {c["metadata"]["labels"]["karpenter.sh/nodepool"] for c in claims} == {"doomed"}
+    await client.delete(f"{POOLS}/doomed")
+
+    async def all_gone() -> bool:
+        return not await items(client, CLAIMS) and not await items(client, NODES)
+
+    await wait_for(all_gone, timeout=15)
+    assert [p["metadata"]["name"] for p in await items(client, POOLS)] == ["kept"]
 
 
 async def _running(client: Client, n: int) -> bool:
