@@ -1110,7 +1110,13 @@ class KubeApi:
                                         f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                         f"{current.mod_revision}")
             if self._policies is not None and not meta.get("deletionTimestamp"):
-                await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None, REQUEST_USER.get())
+                try:
+                    await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None,
+                                               REQUEST_USER.get())
+                except ApiError:
+                    if cached:
+                        continue  # as upstream's conditional delete: judged again on the store's version
+                    raise
             if rtype is self._pods:
                 graceful = _graceful_pod_delete(obj, options or {})
                 if graceful is not None:
@@ -1121,6 +1127,8 @@ class KubeApi:
                             continue
                         meta["resourceVersion"] = str(rev)
                         return obj
+                    if cached:
+                        continue  # answer nothing from a version that may be stale: read the store's
                     return _object(current.value, current.mod_revision)  # its grace period is running
             if (rtype.group, rtype.plural) in self.garbage_collected and not meta.get("deletionTimestamp"):
                 # Orphan and Foreground are carried out by the garbage collector (controllers/ownership.py)
@@ -1131,10 +1139,13 @@ class KubeApi:
             definition = rtype is self.crds.type  # its custom resources go first
             if meta.get("finalizers") or terminating or definition:
                 if meta.get("deletionTimestamp"):
+                    if cached:
+                        continue
                     return _object(current.value, current.mod_revision)  # already being deleted
                 meta["deletionTimestamp"] = _now()
                 meta["deletionGracePeriodSeconds"] = 0
-                if not terminating:  # upstream's namespace storage marks it without markAsDeleting
+                if not terminating and not definition:
+                    # upstream's namespace and CRD storage mark them without BeforeDelete's bump
                     _bump_generation(meta)
                 if terminating:
                     obj.setdefault("status", {})["phase"] = "Terminating"

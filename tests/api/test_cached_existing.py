@@ -141,3 +141,48 @@ async def test_deletes_right_after_writes_with_their_resource_version_succeed(cl
         await client.delete(f"{CMS}/gone-{i}", {"preconditions": {
             "resourceVersion": updated["metadata"]["resourceVersion"], "uid": made["metadata"]["uid"]}})
     assert not (await client.list(CMS)).get("items")
+
+
+async def test_a_delete_an_admission_policy_denies_on_a_stale_version_is_judged_on_the_stores(
+        tmp_path: Path) -> None:
+    """As upstream's conditional delete, a validating admission policy's refusal of the
+    cache's version is checked again on a fresh read: the label that made it refuse was
+    taken off before the delete."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    policies = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
+    bindings = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        await c.create(policies, {"metadata": {"name": "protect"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["DELETE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "!has(oldObject.metadata.labels) "
+                                           "|| !('protected' in oldObject.metadata.labels)"}]}})
+        await c.create(bindings, {"metadata": {"name": "protect"}, "spec": {
+            "policyName": "protect", "validationActions": ["Deny"]}})
+        first = await c.create(CMS, {**cm("locked"), "metadata": {"name": "locked", "labels": {"protected": "y"}}})
+        while True:  # the binding is in force (admission reads the watch cache)
+            try:
+                await c.delete(f"{CMS}/locked", {"dryRun": ["All"]})
+            except ApiError:
+                break
+            await asyncio.sleep(0.01)
+        unlocked = {**first, "metadata": {**first["metadata"], "labels": {}}}
+        await c.update(f"{CMS}/locked", unlocked)
+        reads = app.state.front.kube.reads
+        latest = reads.latest
+        first_raw = orjson.dumps(first)
+
+        def stale(rtype: Any, key: bytes) -> Any:
+            hit = latest(rtype, key)
+            if hit is None or not key.endswith(b"/locked"):
+                return hit
+            return first_raw, int(first["metadata"]["resourceVersion"])
+
+        reads.latest = stale
+        await c.delete(f"{CMS}/locked")
+        with pytest.raises(ApiError) as e:
+            await c.get(f"{CMS}/locked")
+        assert e.value.code == 404
