@@ -480,7 +480,7 @@ async def node_list_phase(pods: int, nodes: int, lists: int) -> None:
                 got[way], _ = await _walk(snap, PREFIX, end, match, 0, cache.config.walk_chunk)
             else:
                 snap, keys = await cache.snapshot_with_keys(node)
-                got[way], _ = await _pick(snap, keys, PREFIX, end, match, 0)
+                got[way], _ = await _pick(snap, keys, PREFIX, end, match, 0, cache.config.walk_chunk)
             times[way].append(time.perf_counter() - t)
         assert got["walk"] == got["index"] and got["walk"]
     tracemalloc.start()

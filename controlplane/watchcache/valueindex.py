@@ -20,7 +20,9 @@ from collections.abc import Iterable
 
 from .entry import ATTRS, CacheEvent, Entry
 
-__all__ = ["ValueIndex"]
+__all__ = ["LIST_MAX", "ValueIndex"]
+
+LIST_MAX = 256  # keys of one value held in a list; more, in a dict
 
 
 class ValueIndex:
@@ -28,10 +30,10 @@ class ValueIndex:
 
     def __init__(self, at: int) -> None:
         self.at = at  # the position in an entry's attrs fields
-        # value -> its keys, unordered: a list, not a set (8 bytes a key, a set's ~70); a
-        # node holds about a hundred pods, so a removal's scan is short, and rare beside
-        # the status writes that leave the value alone
-        self._keys: dict[str, list[bytes]] = {}
+        # value -> its keys, unordered: a list (8 bytes a key; a set's ~70) while short, as a
+        # node's hundred pods are, so a removal's scan is short; past LIST_MAX keys (a
+        # KWOK-style node of 50,000 pods) a dict, so draining it is not quadratic
+        self._keys: dict[str, list[bytes] | dict[bytes, None]] = {}
 
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._keys.values())
@@ -73,12 +75,22 @@ class ValueIndex:
         keys = self._keys.get(value)
         if keys is None:
             self._keys[value] = [key]
-        else:
+        elif isinstance(keys, dict):
+            keys[key] = None
+        elif len(keys) < LIST_MAX:
             keys.append(key)
+        else:
+            grown = dict.fromkeys(keys)
+            grown[key] = None
+            self._keys[value] = grown
 
     def _discard(self, value: str, key: bytes) -> None:
         keys = self._keys.get(value)
-        if keys is not None and key in keys:
+        if keys is None:
+            return
+        if isinstance(keys, dict):
+            keys.pop(key, None)
+        elif key in keys:
             keys.remove(key)
-            if not keys:
-                del self._keys[value]
+        if not keys:
+            del self._keys[value]
