@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["TaintEvictionController", "min_toleration_seconds", "start"]
 
 REASON = "TaintManagerEviction"
+RETRY_SECONDS = 1.0
+log = logging.getLogger(__name__)
 
 
 def no_execute_taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -216,8 +221,18 @@ class TaintEvictionController:
             await self.client.delete(path, {"preconditions": {"uid": ev.uid}})
             NODE_EVICTIONS.inc()
         except ApiError as e:
-            if e.code not in (404, 409):
-                raise
+            if e.code not in (404, 409):  # gone, or another pod by now: nothing to evict
+                self._retry(key, ev, e)
+        except (OSError, TimeoutError, httpx.HTTPError) as e:
+            self._retry(key, ev, e)
+
+    def _retry(self, key: str, ev: _Eviction, error: BaseException) -> None:
+        """An eviction that failed is tried again in a second (upstream's timed worker
+        forgets a failed one, so the pod's next update schedules it again), unless it was
+        cancelled meanwhile."""
+        log.warning("taint eviction of pod %s failed (%r); again in %.0f s", key, error, RETRY_SECONDS)
+        if self.evictions.get(key) is ev:
+            ev.handle = asyncio.get_running_loop().call_later(RETRY_SECONDS, self.queue.add, "evict:" + key)
 
     async def run(self) -> None:
         try:
