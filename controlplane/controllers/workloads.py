@@ -20,7 +20,9 @@ garbage collector that their objects need, as one API client.
   ``Progressing`` conditions that ``kubectl rollout status`` reads. Old
   ReplicaSets beyond ``revisionHistoryLimit`` are deleted; ``paused`` stops
   rollouts (scaling still applies, to the one ReplicaSet with replicas, the old one
-  when the template changed meanwhile) and turns ``Progressing`` Unknown
+  when the template changed meanwhile; a Deployment paused mid-rollout, with
+  several, is not scaled: upstream scales those in proportion, not done here)
+  and turns ``Progressing`` Unknown
   (``DeploymentPaused``; ``DeploymentResumed`` on resuming), as upstream.
 - **Garbage collection** along Deployment -> ReplicaSet -> Pod: when an
   owner is gone, its dependents go (``propagationPolicy: Background``, what
