@@ -13,6 +13,14 @@ consumer loses its ``allocation`` and the scheduler's finalizer. A claim made
 for a pod that is done or gone is deleted (upstream leaves that last step to
 the garbage collector, which this emulator does not run).
 
+A PodGroup's claims (KEP-5729): for each ``spec.resourceClaims`` entry of a
+PodGroup naming a template, one claim is created for the group
+(``<podgroup>-<claim>-xxxxx``, owned by the PodGroup) and recorded in the
+group's ``status.resourceClaimStatuses``; a pod whose claim matches the group's
+exactly gets that claim's name in its own status instead of a claim of its own.
+The scheduler reserves such a claim for the PodGroup; the reservation is dropped
+when the PodGroup is gone, and the claim, deallocated, is then deleted.
+
 Runs inside ``controlplane serve`` as a component (``start``) or alone
 (``ClaimController(client).run()``). Work is keyed by object, as client-go's
 work queue: a key is never processed by two workers at once, and a key that
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 
+from .groups import API_GROUP, group_claim_names, group_name, is_group_consumer, owner_podgroup, status_claim_name
 from .manager import FINALIZER
 
 if TYPE_CHECKING:
@@ -88,6 +97,12 @@ class ClaimController:
                                       on_add=self._claim_changed, on_update=lambda _old, new: self._claim_changed(new),
                                       on_delete=self._claim_deleted)
         self.templates = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"))
+        self.podgroups = client.informer(resource_path(API_GROUP, "v1beta1", "podgroups"),
+                                         on_add=self._podgroup_changed,
+                                         on_update=lambda _old, new: self._podgroup_changed(new),
+                                         on_delete=self._podgroup_deleted)
+        # Pods with claims by their PodGroup ("ns/group" -> pod keys): a group's claim reaches them.
+        self._members: dict[str, set[str]] = {}
         # What this controller wrote, newer than the (shared, not ours to change) informers may hold yet
         self._wrote: dict[str, dict[str, Any]] = {}
         # Claims by owning pod uid, to find a claim created for a pod whose status was not yet updated.
@@ -102,6 +117,9 @@ class ClaimController:
         spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
         if not spec_claims:
             return
+        group = group_name(pod)
+        if group is not None:
+            self._members.setdefault(f"{pod['metadata'].get('namespace', '')}/{group}", set()).add(_key(pod))
         self.queue.add("pod:" + _key(pod))
         if _pod_done(pod):
             self._enqueue_claims_of(pod)
@@ -109,6 +127,30 @@ class ClaimController:
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         if (pod.get("spec") or {}).get("resourceClaims"):
             self._enqueue_claims_of(pod)
+            group = group_name(pod)
+            if group is not None:
+                members = self._members.get(f"{pod['metadata'].get('namespace', '')}/{group}")
+                if members is not None:
+                    members.discard(_key(pod))
+
+    def _podgroup_changed(self, podgroup: dict[str, Any]) -> None:
+        if not (podgroup.get("spec") or {}).get("resourceClaims"):
+            return
+        key = _key(podgroup)
+        self.queue.add("podgroup:" + key)
+        for pod_key in self._members.get(key, ()):
+            self.queue.add("pod:" + pod_key)
+
+    def _podgroup_deleted(self, podgroup: dict[str, Any]) -> None:
+        ns = (podgroup.get("metadata") or {}).get("namespace", "")
+        for st in (podgroup.get("status") or {}).get("resourceClaimStatuses") or []:
+            if st.get("resourceClaimName"):
+                self.queue.add(f"claim:{ns}/{st['resourceClaimName']}")
+        for rc in (podgroup.get("spec") or {}).get("resourceClaims") or []:
+            if rc.get("resourceClaimName"):
+                self.queue.add(f"claim:{ns}/{rc['resourceClaimName']}")
+        for key in self._owned.get((podgroup.get("metadata") or {}).get("uid", ""), ()):
+            self.queue.add("claim:" + key)
 
     def _enqueue_claims_of(self, pod: Mapping[str, Any]) -> None:
         ns = (pod.get("metadata") or {}).get("namespace", "")
@@ -122,7 +164,7 @@ class ClaimController:
             self.queue.add("claim:" + key)
 
     def _claim_changed(self, claim: dict[str, Any]) -> None:
-        owner = _owner_pod(claim)
+        owner = _owner_pod(claim) or owner_podgroup(claim)
         if owner is not None:
             self._owned.setdefault(owner[1], set()).add(_key(claim))
         if (claim.get("status") or {}).get("reservedFor") or (claim.get("status") or {}).get("allocation") \
@@ -130,7 +172,7 @@ class ClaimController:
             self.queue.add("claim:" + _key(claim))
 
     def _claim_deleted(self, claim: dict[str, Any]) -> None:
-        owner = _owner_pod(claim)
+        owner = _owner_pod(claim) or owner_podgroup(claim)
         if owner is not None:
             owned = self._owned.get(owner[1])
             if owned is not None:
@@ -141,13 +183,16 @@ class ClaimController:
     # -- running
 
     async def run(self) -> None:
-        await run_controller("resourceclaim controller", (self.templates, self.claims, self.pods), self.queue,
+        await run_controller("resourceclaim controller", (self.templates, self.claims, self.podgroups, self.pods),
+                             self.queue,
                              self._handle, self.workers)
 
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
         if kind == "pod":
             await self.sync_pod(name)
+        elif kind == "podgroup":
+            await self.sync_podgroup(name)
         else:
             await self.sync_claim(name)
 
@@ -174,9 +219,24 @@ class ClaimController:
         statuses = list((pod.get("status") or {}).get("resourceClaimStatuses") or [])
         have = {s.get("name") for s in statuses}
         changed = False
+        group = group_name(pod)
+        podgroup = self.podgroups.items.get(f"{ns}/{group}") if group is not None else None
+        shared = group_claim_names(pod, podgroup)
         for rc in pod["spec"].get("resourceClaims") or []:
             template_name = rc.get("resourceClaimTemplateName")
             if not template_name or rc.get("name") in have:
+                continue
+            if group is not None and podgroup is None:
+                continue  # whether the claim is the group's is known once the PodGroup is (its event requeues)
+            if podgroup is not None and rc["name"] in shared:
+                # The group's claim: its name, once made for the group (the group's sync makes it).
+                claim_name = status_claim_name(podgroup, rc["name"]) or self._existing_claim(
+                    podgroup["metadata"].get("uid", ""), rc["name"])
+                if claim_name is None:
+                    self.queue.add("podgroup:" + _key(podgroup))
+                    continue
+                statuses.append({"name": rc["name"], "resourceClaimName": claim_name})
+                changed = True
                 continue
             claim_name = self._existing_claim(uid, rc["name"])
             if claim_name is None:
@@ -191,6 +251,34 @@ class ClaimController:
                                                      "status": {"resourceClaimStatuses": statuses}})
             self._wrote["pod:" + key] = updated
 
+    async def sync_podgroup(self, key: str) -> None:
+        """Create the group's claims from its templates, once, and record them in its status."""
+        podgroup = self._newest("podgroup:", self.podgroups.items, key)
+        if podgroup is None or (podgroup.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        meta = podgroup["metadata"]
+        statuses = list((podgroup.get("status") or {}).get("resourceClaimStatuses") or [])
+        have = {s.get("name") for s in statuses}
+        changed = False
+        for rc in (podgroup.get("spec") or {}).get("resourceClaims") or []:
+            template_name = rc.get("resourceClaimTemplateName")
+            if not template_name or rc.get("name") in have:
+                continue
+            claim_name = self._existing_claim(meta.get("uid", ""), rc["name"])
+            if claim_name is None:
+                owner = {"apiVersion": podgroup.get("apiVersion") or f"{API_GROUP}/v1beta1", "kind": "PodGroup"}
+                claim_name = await self._create_claim(podgroup, rc["name"], template_name, owner)
+            if claim_name is None:
+                continue
+            statuses.append({"name": rc["name"], "resourceClaimName": claim_name})
+            changed = True
+        if changed:
+            path = resource_path(API_GROUP, "v1beta1", "podgroups", meta["namespace"], meta["name"], "status")
+            updated = await self.client.patch(path, {"metadata": {"uid": meta.get("uid", "")},
+                                                     "status": {"resourceClaimStatuses": statuses}})
+            self._wrote["podgroup:" + key] = updated
+            self._podgroup_changed(updated)  # its pods can now record the claims
+
     def _existing_claim(self, pod_uid: str, pod_claim: str) -> str | None:
         for ckey in self._owned.get(pod_uid, ()):
             claim = self.claims.items.get(ckey)
@@ -198,7 +286,9 @@ class ClaimController:
                 return str(claim["metadata"]["name"])
         return None
 
-    async def _create_claim(self, pod: Mapping[str, Any], pod_claim: str, template_name: str) -> str | None:
+    async def _create_claim(self, pod: Mapping[str, Any], pod_claim: str, template_name: str,
+                            owner: Mapping[str, str] | None = None) -> str | None:
+        """A claim from the template for ``pod``, or for a PodGroup (``owner``: its apiVersion and kind)."""
         meta = pod["metadata"]
         ns = meta["namespace"]
         template = self.templates.items.get(f"{ns}/{template_name}")
@@ -221,7 +311,7 @@ class ClaimController:
                     "name": name, "namespace": ns, "generateName": f"{meta['name']}-{pod_claim}"[:57] + "-",
                     "labels": dict(tmeta.get("labels") or {}),
                     "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_NAME: pod_claim},
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                    "ownerReferences": [{**(owner or {"apiVersion": "v1", "kind": "Pod"}), "name": meta["name"],
                                          "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True}],
                 },
                 "spec": tspec.get("spec") or {},
@@ -240,6 +330,8 @@ class ClaimController:
     # -- claims: release
 
     async def _consumer_alive(self, ns: str, ref: Mapping[str, Any]) -> bool:
+        if is_group_consumer(ref):  # reserved for a PodGroup: until the PodGroup is gone (KEP-5729)
+            return await self._podgroup_alive(ns, ref.get("name", ""), ref.get("uid", ""))
         if ref.get("resource") != "pods" or ref.get("apiGroup"):
             return True  # other consumers are not ours to judge
         pod = self.pods.items.get(f"{ns}/{ref.get('name', '')}")
@@ -252,6 +344,17 @@ class ClaimController:
                     return False
                 raise
         return pod["metadata"].get("uid") == ref.get("uid") and not _pod_done(pod)
+
+    async def _podgroup_alive(self, ns: str, name: str, uid: str) -> bool:
+        podgroup = self.podgroups.items.get(f"{ns}/{name}")
+        if podgroup is None:
+            try:
+                podgroup = await self.client.get(resource_path(API_GROUP, "v1beta1", "podgroups", ns, name))
+            except ApiError as e:
+                if e.code == 404:
+                    return False
+                raise
+        return bool(podgroup["metadata"].get("uid") == uid)
 
     async def sync_claim(self, key: str) -> None:
         claim = self._newest("claim:", self.claims.items, key)
@@ -280,6 +383,17 @@ class ClaimController:
                 "resourceVersion": claim["metadata"].get("resourceVersion")}})
             self._wrote["claim:" + key] = claim
         if valid or meta.get("deletionTimestamp"):
+            return
+        group_owner = owner_podgroup(claim)
+        if group_owner is not None:
+            # Upstream's garbage collector deletes it with its PodGroup; this emulator's does not.
+            if not await self._podgroup_alive(ns, *group_owner):
+                try:
+                    await self.client.delete(path)
+                    self.deleted += 1
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
             return
         owner = _owner_pod(claim)
         if owner is None:

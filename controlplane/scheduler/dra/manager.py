@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,8 @@ from controlplane.client import ApiError, resource_path
 from ..columns import Ints
 from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
 from .cel import Selectors
+from .groups import consumer as group_consumer
+from .groups import group_claim_names, group_name, owner_podgroup, status_claim_name
 from .inventory import Inventory
 from .nodeselector import node_selector_matches
 from .state import AllocatedState, entries_of
@@ -75,6 +77,8 @@ class PodClaims:
     allocated: list[tuple[str, Mapping[str, Any] | None]] = field(default_factory=list)
     # The filter cache's entries for claims like these, by node: (generations..., answer).
     answers: dict[str, tuple[int, int, int, Plan | str]] = field(default_factory=dict)
+    # Per claim, whom ``reservedFor`` names: the pod, or its PodGroup for the group's claims (KEP-5729).
+    consumers: list[dict[str, str]] = field(default_factory=list)
 
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -99,12 +103,13 @@ def _rv(obj: Mapping[str, Any]) -> int:
 
 
 def _generated_for(claim: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(owner uid, claim name in the owner) of a claim generated for a pod or a PodGroup."""
     meta = claim.get("metadata") or {}
     pod_claim = (meta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name")
     if not pod_claim:
         return None
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid"):
+        if ref.get("controller") and ref.get("kind") in ("Pod", "PodGroup") and ref.get("uid"):
             return str(ref["uid"]), str(pod_claim)
     return None
 
@@ -150,6 +155,14 @@ class DraManager:
         # Claims made for a pod from a template, by (pod uid, pod claim name): found even before the
         # claim controller's write of the pod's status.resourceClaimStatuses reaches the scheduler.
         self._generated: dict[tuple[str, str], str] = {}
+        # The PodGroups (``ns/name`` -> object), for claims shared by a group (set by the plugin).
+        self.podgroups: Callable[[], Mapping[str, Mapping[str, Any]]] = dict
+        # Allocations Reserve holds in memory, by claim key: a group's claim allocated for one
+        # member is, for its siblings' cycles, allocated there before PreBind writes it.
+        self._assumed_alloc: dict[str, dict[str, Any]] = {}
+        # The pods whose PreBind wrote a group claim's reservation (release frees it with the last).
+        self._group_users: dict[str, set[str]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
         self.filter_calls = 0
         self.filter_cache_hits = 0
 
@@ -185,6 +198,10 @@ class DraManager:
             # taking it would drop an allocation and free its devices for a second claim.
             return
         self.claims[key] = obj
+        if (obj.get("status") or {}).get("allocation"):
+            self._assumed_alloc.pop(key, None)
+        else:
+            self._group_users.pop(key, None)
         gen = _generated_for(obj)
         if gen is not None:
             self._generated[gen] = obj["metadata"]["name"]
@@ -195,6 +212,8 @@ class DraManager:
     def on_claim_delete(self, obj: Mapping[str, Any]) -> None:
         key = _key(obj)
         self.claims.pop(key, None)
+        self._group_users.pop(key, None)
+        self._locks.pop(key, None)
         gen = _generated_for(obj)
         if gen is not None and self._generated.get(gen) == obj["metadata"]["name"]:
             del self._generated[gen]
@@ -204,12 +223,33 @@ class DraManager:
 
     # -- extension points
 
+    def _group_of(self, pod: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, set[str]]:
+        """The pod's PodGroup and the names of its claims that are the group's (KEP-5729)."""
+        group = group_name(pod)
+        if group is None:
+            return None, set()
+        podgroup = self.podgroups().get(f"{(pod.get('metadata') or {}).get('namespace', '')}/{group}")
+        return podgroup, group_claim_names(pod, podgroup)
+
+    def _resolve(self, pod: Mapping[str, Any]) -> list[tuple[str, str | None, Mapping[str, Any] | None]]:
+        """(pod claim name, ResourceClaim name or None, the PodGroup if the claim is the group's)."""
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        podgroup, shared = self._group_of(pod)
+        out: list[tuple[str, str | None, Mapping[str, Any] | None]] = []
+        for pod_claim, claim_name in pod_claim_names(pod):
+            if podgroup is not None and pod_claim in shared:
+                if claim_name is None:
+                    claim_name = status_claim_name(podgroup, pod_claim) or self._generated.get(
+                        ((podgroup.get("metadata") or {}).get("uid", ""), pod_claim))
+                out.append((pod_claim, claim_name, podgroup))
+            else:
+                out.append((pod_claim, claim_name or self._generated.get((uid, pod_claim)), None))
+        return out
+
     def missing_claim(self, pod: Mapping[str, Any]) -> str | None:
         """Why the pod cannot be tried yet (a claim not created), or None: PreEnqueue's question."""
-        meta = pod.get("metadata") or {}
-        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
-        for pod_claim, claim_name in pod_claim_names(pod):
-            name = claim_name or self._generated.get((uid, pod_claim))
+        ns = (pod.get("metadata") or {}).get("namespace", "")
+        for pod_claim, name, _ in self._resolve(pod):
             if name is None:
                 return f'waiting for resource claim "{pod_claim}" to be created from its template'
             if f"{ns}/{name}" not in self.claims:
@@ -217,16 +257,16 @@ class DraManager:
         return None
 
     def pre_filter(self, pod: Mapping[str, Any]) -> PodClaims | None:
-        names = pod_claim_names(pod)
-        if not names:
+        if not pod_claim_names(pod):
             return None
         meta = pod.get("metadata") or {}
         ns, uid = meta.get("namespace", ""), meta.get("uid", "")
         claims: list[Mapping[str, Any]] = []
+        consumers: list[dict[str, str]] = []
+        assumed: set[int] = set()
         seen: set[str] = set()
-        for pod_claim, claim_name in names:
-            if claim_name is None:
-                claim_name = self._generated.get((uid, pod_claim))
+        pod_consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": uid}
+        for pod_claim, claim_name, podgroup in self._resolve(pod):
             if claim_name is None:
                 raise Unschedulable(f'waiting for resource claim "{pod_claim}" to be created from its template')
             if claim_name in seen:
@@ -238,13 +278,24 @@ class DraManager:
             cmeta = claim.get("metadata") or {}
             if cmeta.get("deletionTimestamp"):
                 raise Unschedulable(f'resourceclaim "{claim_name}" is being deleted')
+            who = group_consumer(podgroup) if podgroup is not None else pod_consumer
+            if podgroup is not None:
+                owner = owner_podgroup(claim)
+                if owner is not None and owner[1] != who["uid"]:
+                    raise Unschedulable(f'resourceclaim "{claim_name}" was not created for this pod group')
             for ref in cmeta.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid") not in ("", None, uid):
                     raise Unschedulable(f'resourceclaim "{claim_name}" was not created for this pod')
             reserved = (claim.get("status") or {}).get("reservedFor") or []
-            if len(reserved) >= RESERVED_FOR_MAX and not any(r.get("uid") == uid for r in reserved):
+            if len(reserved) >= RESERVED_FOR_MAX and not any(r.get("uid") == who["uid"] for r in reserved):
                 raise Unschedulable(f'resourceclaim "{claim_name}" is in use by too many consumers')
+            if podgroup is not None and not (claim.get("status") or {}).get("allocation"):
+                held = self._assumed_alloc.get(_key(claim))
+                if held is not None:  # a sibling's Reserve allocated it: use that allocation
+                    claim = {**claim, "status": {**(claim.get("status") or {}), "allocation": held}}
+                    assumed.add(len(claims))
             claims.append(claim)
+            consumers.append(who)
         to_allocate = [i for i, c in enumerate(claims) if not (c.get("status") or {}).get("allocation")]
         if to_allocate:
             try:
@@ -262,7 +313,7 @@ class DraManager:
                 self.verdicts.clear()
             answers = self._filter_cache.setdefault(sig, {})
         return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
-                         answers=answers)
+                         answers=answers, consumers=consumers)
 
     def _plan(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> Plan | str:
         # Everything an answer for this node depends on: the slices (any change), the allocations
@@ -368,7 +419,10 @@ class DraManager:
         if isinstance(answer, str):
             return answer
         for n, i in enumerate(pc.to_allocate):
-            self.state.assume(_key(pc.claims[i]), answer.entries(n))
+            key = _key(pc.claims[i])
+            self.state.assume(key, answer.entries(n))
+            if pc.consumers and pc.consumers[i]["resource"] != "pods":
+                self._assumed_alloc[key] = answer.allocation(n, node_name)
         pc.reserved = (node_name, answer)
         return None
 
@@ -378,46 +432,24 @@ class DraManager:
             return
         for i in pc.to_allocate:
             self.state.forget(_key(pc.claims[i]))
+            self._assumed_alloc.pop(_key(pc.claims[i]), None)
         pc.reserved = None
 
     async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str) -> None:
         """Write each claim's allocation and reservation; wait for binding conditions.
 
         Raises ``BindingFailed`` (after releasing what it wrote) when it cannot finish."""
-        meta = pod.get("metadata") or {}
-        consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
         plan = pc.reserved[1] if pc.reserved is not None and pc.reserved[0] == node_name else None
         waiting: list[str] = []
         try:
             for i, claim in enumerate(pc.claims):
-                cmeta = claim["metadata"]
-                key = _key(claim)
-                path = resource_path("resource.k8s.io", "v1", "resourceclaims", cmeta["namespace"], cmeta["name"])
-                latest = self.claims.get(key, claim)
-                status = dict(latest.get("status") or {})
-                reserved = list(status.get("reservedFor") or [])
-                allocating = i in pc.to_allocate
-                if not allocating and any(r.get("uid") == consumer["uid"] for r in reserved):
-                    continue
-                if allocating:
-                    if plan is None:
-                        raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
-                    if status.get("allocation"):
-                        raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
-                    if FINALIZER not in ((latest.get("metadata") or {}).get("finalizers") or []):
-                        latest = await client.patch(path, {"metadata": {
-                            "finalizers": [*((latest.get("metadata") or {}).get("finalizers") or []), FINALIZER],
-                            "resourceVersion": (latest.get("metadata") or {}).get("resourceVersion")}})
-                    status["allocation"] = plan.allocation(pc.to_allocate.index(i), node_name)
-                reserved.append(consumer)
-                status["reservedFor"] = reserved
-                body = {**latest, "status": status}
-                updated = await client.update(path + "/status", body)
-                pc.written.append(key)
-                self.on_claim(updated)
-                if allocating and any(r.get("bindingConditions")
-                                      for r in status["allocation"]["devices"]["results"]):
-                    waiting.append(key)
+                if pc.consumers and pc.consumers[i]["resource"] != "pods":
+                    # A group's claim: its members' PreBinds run side by side; one writes at a time.
+                    async with self._locks.setdefault(_key(claim), asyncio.Lock()):
+                        if await self._bind_claim(client, pc, i, pod, node_name, plan):
+                            waiting.append(_key(claim))
+                elif await self._bind_claim(client, pc, i, pod, node_name, plan):
+                    waiting.append(_key(claim))
         except ApiError as e:
             await self.release(client, pc, pod)
             raise BindingFailed(f"writing resourceclaim status: {e}") from None
@@ -430,6 +462,51 @@ class DraManager:
             except BindingFailed:
                 await self.release(client, pc, pod)
                 raise
+
+    async def _bind_claim(self, client: Any, pc: PodClaims, i: int, pod: Mapping[str, Any], node_name: str,
+                          plan: Plan | None) -> bool:
+        """PreBind's write for claim ``i``: True when it must wait for binding conditions."""
+        claim = pc.claims[i]
+        meta = pod.get("metadata") or {}
+        consumer = pc.consumers[i] if pc.consumers else \
+            {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
+        group = consumer["resource"] != "pods"
+        cmeta = claim["metadata"]
+        key = _key(claim)
+        path = resource_path("resource.k8s.io", "v1", "resourceclaims", cmeta["namespace"], cmeta["name"])
+        latest = self.claims.get(key, claim)
+        status = dict(latest.get("status") or {})
+        reserved = list(status.get("reservedFor") or [])
+        allocating = i in pc.to_allocate
+        if group:
+            self._group_users.setdefault(key, set()).add(pc.pod_uid)
+        if any(r.get("uid") == consumer["uid"] for r in reserved) \
+                and (status.get("allocation") if group else not allocating):
+            return False  # reserved already (for a group: by a sibling's PreBind, which wrote Reserve's plan)
+        sibling = group and not allocating and not status.get("allocation")
+        if allocating or sibling:
+            if sibling:  # allocated by a sibling's Reserve, whose PreBind has not written it yet
+                allocation = self._assumed_alloc.get(key)
+                if allocation is None:
+                    raise BindingFailed(f"claim {cmeta['name']}: its group's allocation was given up")
+            else:
+                if plan is None:
+                    raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
+                if status.get("allocation"):
+                    raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
+                allocation = self._assumed_alloc.get(key) or plan.allocation(pc.to_allocate.index(i), node_name)
+            if FINALIZER not in ((latest.get("metadata") or {}).get("finalizers") or []):
+                latest = await client.patch(path, {"metadata": {
+                    "finalizers": [*((latest.get("metadata") or {}).get("finalizers") or []), FINALIZER],
+                    "resourceVersion": (latest.get("metadata") or {}).get("resourceVersion")}})
+            status["allocation"] = allocation
+        reserved.append(consumer)
+        status["reservedFor"] = reserved
+        updated = await client.update(path + "/status", {**latest, "status": status})
+        pc.written.append(key)
+        self.on_claim(updated)
+        return (allocating or group) and any(r.get("bindingConditions")
+                                             for r in status["allocation"]["devices"]["results"])
 
     async def _wait_binding(self, keys: list[str]) -> None:
         deadline = time.monotonic() + self.binding_timeout
@@ -469,18 +546,29 @@ class DraManager:
                     self._watchers.pop(k, None)
 
     async def release(self, client: Any, pc: PodClaims, pod: Mapping[str, Any]) -> None:
-        """Undo what ``pre_bind`` wrote: the pod leaves reservedFor; claims it allocated lose the allocation."""
+        """Undo what ``pre_bind`` wrote: the pod leaves reservedFor; claims it allocated lose the allocation.
+
+        A group's claim stays reserved for the group while another member's PreBind wrote it."""
         uid = (pod.get("metadata") or {}).get("uid", "")
         allocated_keys = {_key(pc.claims[i]) for i in pc.to_allocate}
+        consumers = {_key(c): pc.consumers[i] for i, c in enumerate(pc.claims)} if pc.consumers else {}
         for key in pc.written:
             claim = self.claims.get(key)
             if claim is None:
                 continue
+            who = consumers.get(key) or {"uid": uid, "resource": "pods"}
+            group = who["resource"] != "pods"
+            if group:
+                users = self._group_users.get(key, set())
+                users.discard(uid)
+                if users:
+                    continue
+                self._group_users.pop(key, None)
             ns, name = key.split("/", 1)
             path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, name) + "/status"
             status = dict(claim.get("status") or {})
-            status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != uid]
-            if key in allocated_keys and not status["reservedFor"]:
+            status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != who["uid"]]
+            if (key in allocated_keys or group) and not status["reservedFor"]:
                 status.pop("allocation", None)
                 status.pop("devices", None)
             try:

@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..columns import Ints
+from ..dra.groups import group_name
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
 from ..framework import (
     ActionType,
@@ -51,8 +52,9 @@ def _claim_may_help(pod: PodInfo, old: Any, new: Any) -> bool:
     if meta.get("namespace") != pod.namespace:
         return False
     refs = meta.get("ownerReferences")
-    if refs:  # generated for a pod: it concerns that pod only
-        return any(ref.get("uid") == pod.uid for ref in refs)
+    if refs:  # generated for a pod (it concerns that pod only) or for its PodGroup (KEP-5729)
+        return any(ref.get("uid") == pod.uid
+                   or (ref.get("kind") == "PodGroup" and ref.get("name") == group_name(pod.obj)) for ref in refs)
     return meta.get("name") in {n for _, n in pod_claim_names(pod.obj) if n}
 
 
@@ -63,8 +65,8 @@ def _claim_targets(old: Any, new: Any) -> Collection[str] | None:
             (new is None or not (new.get("status") or {}).get("allocation")):
         return None  # devices freed: any pod may fit now
     refs = ((new if new is not None else old).get("metadata") or {}).get("ownerReferences")
-    if not refs:
-        return None  # a claim by name: any pod naming it
+    if not refs or any(ref.get("kind") == "PodGroup" for ref in refs):
+        return None  # a claim by name, or a group's: any pod naming it
     return [str(ref.get("uid")) for ref in refs if ref.get("uid")]
 
 
@@ -81,6 +83,7 @@ class DynamicResources:
     def __init__(self, handle: Handle, binding_timeout: float = 600.0) -> None:
         self.handle = handle
         self.manager = DraManager(binding_timeout)
+        self.manager.podgroups = lambda: handle.lister("podgroups")
         self._recorded: Any = None  # the last claim the queue's hint recorded (``_claim_may_help``)
         m = self.manager
         handle.add_event_handler("resourceslices", m.on_slice, lambda _o, n: m.on_slice(n), m.on_slice_delete)
