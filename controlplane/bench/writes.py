@@ -17,7 +17,8 @@ batch: ``RENEWAL_BATCH`` Leases a request, round ``--renewal-leases`` Leases), p
 Lease renewed; last, a
 kubelet's periodic node status report on nodes of realistic size, as a merge
 patch of each node and as ``NodeStatusReport`` requests naming them all, per
-node.
+node; last of all, the bound pods' deletes (``gracePeriodSeconds: 0``, as a
+kubelet's final delete of a pod it has stopped).
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ async def _run(args: argparse.Namespace) -> None:
             emit("node_status_report_cpu", reported, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
                  patch_over_report=round(patched / reported, 1),
                  note="per node, the same reports as NodeStatusReports of all the nodes")
+            emit("pod_delete_cpu", await _each(n, conc, lambda i: c.delete(f"{pods}/p{i}", {"gracePeriodSeconds": 0})),
+                 "us", **shape)
 
 
 def _renewal_rounds(n: int, leases: int) -> int:
