@@ -67,6 +67,15 @@ def _float(x: Any) -> float | None:
 
 # --------------------------------------------------------------------------- plots
 
+def _plain_log_ticks(axis: Any) -> None:
+    """A log axis labelled 0.01, 2, 500 rather than 10^-2, 2x10^0 (matplotlib's default)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], server: list[dict[str, Any]],
            run: dict[str, Any]) -> dict[str, str]:
     """PNG name -> caption; a plot without data is drawn with a note saying so."""
@@ -124,6 +133,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
         ax.set_yticks(list(y))
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
         ax.legend(fontsize=8)
     else:
         empty(ax, "no requests")
@@ -162,7 +172,9 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
         p99 = e.percentile(0.99)
         if p99 is not None:
             ax.axhline(p99 * 1000, linestyle="--", linewidth=1, color="gray")
-            ax.text(0, p99 * 1000, f" client {e.name}, run p99", fontsize=7, va="bottom")
+            # at the right edge, in axes coordinates: inside the plot whatever the time axis spans
+            ax.text(0.99, p99 * 1000, f"client {e.name}, run p99", fontsize=7, va="bottom", ha="right",
+                    color="gray", transform=ax.get_yaxis_transform())
     ax.axhline(50, color="red", linestyle=":", linewidth=1)
     ax.set_ylabel("ms")
     ax.set_title("Watch event delivery (target: p99 ≤ 50 ms)")
@@ -170,7 +182,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
                                 "watch of the same worker) as run-wide p99 lines.")
 
     fig, ax = plt.subplots(figsize=(8, 3))
-    server_series(ax, [("event_loop_lag", "p99"), ("request_duration", "request duration p99")], 1000,
+    server_series(ax, [("event_loop_lag", "event loop lag p99"), ("request_duration", "request duration p99")], 1000,
                   "controlplane_event_loop_lag_seconds")
     ax.set_ylabel("ms")
     ax.set_title("Server event loop lag (and request duration), p99 per scrape interval")
@@ -226,6 +238,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
         ax.axvline(5.0, color="red", linestyle=":", linewidth=1)
         ax.legend(fontsize=8)
         ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
     else:
         empty(ax, "no pods started")
     ax.set_xlabel("s (log)")
@@ -309,7 +322,7 @@ def build(out: Path) -> dict[str, Any]:
         "entries": _entry_rows(entries),
         "quota": run.get("quota"),
         # a quota run (million) is complete only if every pod it created was deleted in time
-        "complete": bool(raw) and bool(server)
+        "complete": bool(raw) and bool(server) and not run.get("interrupted")
         and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
@@ -338,6 +351,15 @@ def _fmt(x: Any) -> str:
     return html.escape(str(x))
 
 
+def _processes(run: dict[str, Any]) -> str:
+    local = run.get("processes")
+    workers = run.get("expected_workers") or local
+    if local is None:
+        return "–"
+    here = f" ({local} on this machine)" if workers != local else ""
+    return f"1 master + {workers} worker{'s' if workers != 1 else ''}{here}"
+
+
 def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[str, str], plan: dict[str, Any],
           run: dict[str, Any]) -> str:
     color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575"}
@@ -358,7 +380,7 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         ("Command", run.get("command")),
         ("Target", run.get("target")),
         ("Wall time", f"{_fmt(run.get('wall_seconds'))} s"),
-        ("Locust processes", f"1 master + {run.get('processes')} workers"),
+        ("Locust processes", _processes(run)),
         ("Requests", f"{_fmt(summary['requests'])}, failed {_fmt(summary['failures'])}, deliberate non-2xx "
                      f"{_fmt(summary['expected_non_2xx'])}"),
         ("Server peak RSS", f"{_fmt(rss / 2**20)} MiB" if rss else "–"),

@@ -21,7 +21,9 @@ import argparse
 import contextlib
 import csv
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -49,20 +51,64 @@ def _free_port() -> int:
         return port
 
 
+_GO_DURATION = re.compile(r"((\d+(\.\d*)?|\.\d+)(h|ms|m|s))+\Z")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds, or a Go duration (``90s``, ``10m``, ``1h30m``),
+    as ``controlplane serve`` reads its durations."""
+    try:
+        v = float(text)
+    except ValueError:
+        if not _GO_DURATION.match(text):
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or as 90s, 10m, 1h)") from None
+        v = sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds and finite, not {text!r}")
+    return v
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text!r}")
+    return v
+
+
+def _at_least(minimum: int) -> Any:
+    """An argparse type: a whole number not below ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {v}")
+        return v
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
     p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
     p.add_argument("--kubeconfig", type=Path, help="credentials for --target (its current context's token)")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
-    p.add_argument("--users", type=int, help="weighted users at the shape's peak (default: the scenario's)")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="length of the run (default: the scenario's)")
+    p.add_argument("--users", type=_at_least(0), help="weighted users at the shape's peak (default: the scenario's)")
+    p.add_argument("--duration", type=_seconds, metavar="SECONDS",
+                   help="length of the run, in seconds or as 90s, 10m, 1h (default: the scenario's)")
     p.add_argument("--shape", choices=sorted(shapes.SHAPES), help="load shape (default: the scenario's)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--scale", type=_positive, default=1.0,
                    help="multiply the scenario's cluster size (nodes, controllers, namespaces) (default: 1)")
-    p.add_argument("--processes", type=int, default=1, help="Locust worker processes on this machine (default: 1)")
-    p.add_argument("--expect-workers", type=int, default=0,
+    p.add_argument("--processes", type=_at_least(0), default=1,
+                   help="Locust worker processes on this machine; 0 with --expect-workers for remote ones only "
+                        "(default: 1)")
+    p.add_argument("--expect-workers", type=_at_least(0), default=0,
                    help="wait for this many workers in all, remote ones included (default: --processes)")
-    p.add_argument("--workers-wait", type=int, default=120,
+    p.add_argument("--workers-wait", type=_at_least(1), default=120,
                    help="seconds to wait for the expected workers before giving up (default: %(default)s)")
     p.add_argument("--master-port", type=int, default=0, help="the master's port for workers (default: a free one)")
     p.add_argument("--master-bind-host", default="127.0.0.1",
@@ -75,19 +121,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="port for the server the harness starts (default: free)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for controlplane serve (repeatable)")
-    p.add_argument("--scrape-interval", type=float, default=2.0, help="seconds between /metrics scrapes")
+    p.add_argument("--scrape-interval", type=_positive, default=2.0, help="seconds between /metrics scrapes")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
 
 
 def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
+    """(bearer token, cluster server) of the kubeconfig's current context."""
     import yaml
 
-    kc = yaml.safe_load(path.read_text())
+    try:
+        kc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise SystemExit(f"loadtest: cannot read --kubeconfig {path}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise SystemExit(f"loadtest: --kubeconfig {path} is not YAML: {e}") from e
+    if not isinstance(kc, dict):
+        raise SystemExit(f"loadtest: --kubeconfig {path} is not a kubeconfig")
     ctx_name = kc.get("current-context")
-    ctx: dict[str, Any] = next((c["context"] for c in kc.get("contexts", []) if c["name"] == ctx_name), {})
-    user: dict[str, Any] = next((u["user"] for u in kc.get("users", []) if u["name"] == ctx.get("user")), {})
+    ctx: dict[str, Any] = next((c.get("context") or {} for c in kc.get("contexts") or []
+                                if c.get("name") == ctx_name), {})
+    user: dict[str, Any] = next((u.get("user") or {} for u in kc.get("users") or []
+                                 if u.get("name") == ctx.get("user")), {})
     cluster: dict[str, Any] = next(
-        (c["cluster"] for c in kc.get("clusters", []) if c["name"] == ctx.get("cluster")), {})
+        (c.get("cluster") or {} for c in kc.get("clusters") or [] if c.get("name") == ctx.get("cluster")), {})
     return str(user.get("token") or ""), cluster.get("server")
 
 
@@ -125,6 +181,14 @@ class _Server:
         time.sleep(0.2)
         if self.proc.poll() is not None:
             raise RuntimeError(f"controlplane serve exited with {self.proc.returncode}; see {self.log.name}")
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines ``serve`` wrote (why it did not start)."""
+        try:
+            text = Path(self.log.name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join("  " + x for x in text.strip().splitlines()[-lines:])
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -299,7 +363,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     final = _read_stats(out / "locust_stats.csv")
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
-    return {"processes": args.processes, "master_exit": master.returncode, "interrupted": interrupted,
+    return {"processes": args.processes, "expected_workers": expect, "master_exit": master.returncode,
+            "interrupted": interrupted,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
@@ -312,41 +377,89 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# what a run writes at the top of its --out (a reused --out must not lend a new run the old results)
+_OUTPUTS = ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv", "locust_exceptions.csv",
+            "locust.json", "locust-master.log", "locust-master.err", "server.jsonl", "metrics-first.prom",
+            "metrics-last.prom", "plan.json", "run.json", "summary.json", "report.html", ".stop",
+            *(f"{name}.png" for name in report.PLOTS))
+
+
+def _prepare_out(out: Path) -> None:
+    """Make ``out`` (a directory), and remove what an earlier run left there: a run that
+    ends before Locust writes its results must not be reported with the previous run's."""
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"loadtest: cannot create --out {out}: {e.strerror or e}") from e
+    for name in _OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+    for stale in out.glob("locust-worker*.*"):
+        stale.unlink(missing_ok=True)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.processes == 0 and not args.expect_workers:
+        raise SystemExit("loadtest: --processes 0 runs no worker here: give --expect-workers N for remote ones")
+    if args.expect_workers and args.expect_workers < args.processes:
+        raise SystemExit(f"loadtest: --expect-workers counts every worker, the {args.processes} local ones "
+                         f"(--processes) included: give at least {args.processes}")
+
+
+def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
+    """(target, token, binder): the server to load (None: the harness starts one), the bearer
+    token, and whether the harness's binder places the pods."""
+    token = args.token or ""
+    target = args.target
+    if args.kubeconfig:  # its current context's token; its server is the target when --target is not given
+        token_from, server_from = _token_from_kubeconfig(args.kubeconfig)
+        token = token or token_from
+        target = target or server_from
+        if target is None:
+            raise SystemExit(f"loadtest: {args.kubeconfig}'s current context names no cluster server; "
+                             "give --target")
+    # auto: the binder runs when the harness starts the server (then with --no-scheduler), never
+    # against a --target or a kubeconfig's server, whose scheduler places the pods
+    binder = args.binder == "on" or (args.binder == "auto" and target is None)
+    return target, token, binder
+
+
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)  # also where a background shell set it to be ignored
     started = time.monotonic()
+    _check_args(args)
     plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
                            duration=args.duration, shape=args.shape)
     out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
-    binder = args.binder == "on" or (args.binder == "auto" and not args.target)
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
+    target, token, binder = _resolve_target(args)
     if not binder:
         plan = scenarios.Plan(**{**plan.__dict__, "fixed": {k: v for k, v in plan.fixed.items()
                                                              if k != "BinderUser"}})
         plan = scenarios.Plan(**{**plan.__dict__, "table": tuple(
             shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
+    if target is not None:
+        _check_target(target, token, from_kubeconfig=bool(args.kubeconfig and not args.token))
+    _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
                                                **plan.to_json()}, indent=2) + "\n")
     server: _Server | None = None
-    token = args.token or ""
-    target = args.target
-    if target is None and args.kubeconfig:  # the kubeconfig's cluster is the target
-        token_from, target = _token_from_kubeconfig(args.kubeconfig)
-        token = token or token_from
     if target is None:
         server = _Server(out, args.port, scheduler=not binder, extra=args.server_arg)
         try:
             server.wait_ready()
             server.check_alive()
-        except RuntimeError:
+        except RuntimeError as e:
+            server.stop()
+            tail = server.log_tail()
+            raise SystemExit(f"loadtest: {e}" + (f"; it said:\n{tail}" if tail else "")) from None
+        except KeyboardInterrupt:
             server.stop()
             raise
         target = server.url
-    elif args.kubeconfig and not token:
-        token, _ = _token_from_kubeconfig(args.kubeconfig)
-    if server is None:
-        _check_target(target, token)
 
     server_rc = None
     try:
@@ -391,21 +504,47 @@ def _redacted(argv: list[str]) -> list[str]:
     return out
 
 
-def _check_target(target: str, token: str) -> None:
+def _check_target(target: str, token: str, *, from_kubeconfig: bool = False) -> None:
     """Fail before any load when ``target`` cannot serve it: no scheme, nothing listening,
-    the wrong scheme, credentials refused."""
+    the wrong scheme, credentials refused, or a user the server's authorizer (RBAC) does not
+    let list and create what every scenario does (pods, namespaces)."""
     if not target.startswith(("http://", "https://")):
         raise SystemExit(f"loadtest: --target must be a URL with its scheme (https://HOST:PORT), not {target!r}")
+    base = target.rstrip("/")
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.get(target.rstrip("/") + "/api", headers=headers, verify=False, timeout=10)
+        r = httpx.get(base + "/api", headers=headers, verify=False, timeout=10)
     except httpx.HTTPError as e:
-        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+        hint = ""
+        if target.startswith("https://") and "WRONG_VERSION_NUMBER" in str(e):
+            hint = " (it does not speak TLS: a server started with --no-tls is http://)"
+        elif target.startswith("http://") and isinstance(e, httpx.RemoteProtocolError):
+            hint = " (a server with TLS, as controlplane serve without --no-tls, is https://)"
+        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{hint}") from e
     if r.status_code in (401, 403):
-        raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); pass --token or "
-                         "--kubeconfig")
+        how = ("the kubeconfig's user has no bearer token (client certificates are not supported): pass --token"
+               if from_kubeconfig and not token else "pass --token or --kubeconfig")
+        raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); {how}")
     if r.status_code != 200:
         raise SystemExit(f"loadtest: {target}/api answered {r.status_code}; is it a Kubernetes API server?")
+    # discovery is open to every authenticated user; what the load does may not be
+    probes = (("GET", "/api/v1/pods?limit=1", None),
+              ("POST", "/api/v1/namespaces?dryRun=All",
+               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "loadtest-permission-check"}}))
+    for method, path, body in probes:
+        try:
+            r = httpx.request(method, base + path, headers=headers, json=body, verify=False, timeout=10)
+        except httpx.HTTPError as e:
+            raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+        if r.status_code == 403:
+            try:
+                message = str(r.json().get("message") or "")
+            except ValueError:
+                message = ""
+            raise SystemExit(f"loadtest: {target} does not allow this user the load's requests: "
+                             f"{method} {path.split('?')[0]} answered 403"
+                             + (f" ({message})" if message else "")
+                             + "; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -424,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         return harness_rate(argv[1:])
     args = p.parse_args(argv)
     if args.command == "report":
+        if not args.dir.is_dir() or not any((args.dir / f).exists() for f in ("plan.json", "run.json", "locust.json")):
+            raise SystemExit(f"loadtest: {args.dir} is not a run's directory (no plan.json, run.json or locust.json)")
         s = report.build(args.dir)
         print(json.dumps({k: s[k] for k in ("scenario", "overall", "requests", "failures")}))
         return 0
@@ -431,4 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in scenarios.SCENARIOS:
             print(f"{name:12} {scenarios.build(name).description}")
         return 0
-    return run(args)
+    try:
+        return run(args)
+    except KeyboardInterrupt:  # before the load started (a run under way writes its partial report)
+        print("loadtest: interrupted", file=sys.stderr)
+        return 130

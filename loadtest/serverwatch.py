@@ -71,13 +71,16 @@ def _finite(x: float | None) -> float | None:
 
 
 def interval_line(prev: Scrape | None, cur: Scrape, usage: tuple[float, float] | None) -> dict[str, Any]:
-    """One line of server.jsonl: what happened between ``prev`` and ``cur``."""
+    """One line of server.jsonl: what happened between ``prev`` and ``cur``. The first
+    scrape (no ``prev``) has no interval: its histograms hold everything since the server
+    started (its start-up, or a long-running ``--target``'s whole life), so the line
+    carries no quantiles, only the counters and the process's figures."""
     line: dict[str, Any] = {"at": round(cur.at, 3)}
     for key, (name, match) in HISTOGRAMS.items():
         h = cur.histogram(name, **match)
-        if h is None:
+        if h is None or prev is None:
             continue
-        d = h.minus(prev.histogram(name, **match) if prev else None)
+        d = h.minus(prev.histogram(name, **match))
         line[key] = {"count": d.count, "p50": _finite(d.quantile(0.5)), "p99": _finite(d.quantile(0.99))}
     if usage is not None:
         line["rss_bytes"], line["cpu_seconds"] = usage

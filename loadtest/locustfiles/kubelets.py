@@ -38,6 +38,7 @@ class KubeletUser(KubeUser):
         self.node_name = f"node-{unique_suffix()}"
         self.gpus = int(param("gpus_per_node", 0))
         self.started: set[str] = set()
+        self.deleting: set[str] = set()  # pods whose graceful deletion this kubelet is finishing
         self.unsynced: dict[str, dict[str, Any]] = {}  # status writes that failed, retried every lease interval
         if not _lease_namespace_ready:
             self.ensure("namespaces", objects.namespace("kube-node-lease"))
@@ -65,13 +66,21 @@ class KubeletUser(KubeUser):
     def _pod_event(self, ev: WatchEvent) -> None:
         if ev.type != "DELETED":
             self._pod(ev.object, ev.at)
+        else:
+            meta = ev.object["metadata"]
+            key = f"{meta.get('namespace')}/{meta['name']}"
+            self.started.discard(key)
+            self.deleting.discard(key)
+            self.unsynced.pop(key, None)
 
     def _pod(self, obj: dict[str, Any], at: float) -> None:
         meta = obj["metadata"]
         key = f"{meta.get('namespace')}/{meta['name']}"
         TRACKER.pod_seen(key, obj, at)
-        if (obj.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") \
-                or meta.get("deletionTimestamp") or key in self.started:
+        if meta.get("deletionTimestamp"):
+            self._finish_deletion(key, obj)
+            return
+        if (obj.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") or key in self.started:
             return
         self.started.add(key)
         self._report_running(key, obj)
@@ -85,6 +94,22 @@ class KubeletUser(KubeUser):
                        subresource="status", track=True, expected=(404,))
         if a.status != 404 and not 200 <= a.status < 300:
             self.unsynced[key] = obj  # the status manager tries again on its next sync
+
+    def _finish_deletion(self, key: str, obj: dict[str, Any]) -> None:
+        """A pod deleted gracefully stays (``Terminating``, holding its node's resources and its
+        claims' devices) until its kubelet has stopped it and deletes it with grace 0, the pod's
+        UID as precondition, as the kubelet's status manager does. Its containers stop at once here."""
+        if key in self.deleting:
+            return
+        self.deleting.add(key)
+        self.unsynced.pop(key, None)
+        meta = obj["metadata"]
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        if meta.get("uid"):
+            options["preconditions"] = {"uid": meta["uid"]}
+        # 404: already gone; 409: the name is another pod's by now
+        self.call("DELETE", path_for("pods", meta.get("namespace"), meta["name"]), "pods", options,
+                  expected=(404, 409))
 
     def _resync_statuses(self) -> None:
         for key, obj in list(self.unsynced.items()):

@@ -76,6 +76,15 @@ def test_interval_line_and_run_histograms() -> None:
     assert set(per_resource) == {"pods"} and per_resource["pods"].count == 100
 
 
+def test_the_first_scrape_has_no_interval_and_no_quantiles() -> None:
+    # its histograms hold everything since the server started (its start-up, or a --target's whole
+    # life): plotted as the first interval, they would show what the run never did
+    a = parse(registry_text({("pods", "writer"): [5e-3] * 10}, scheduled=10), at=0)
+    line = interval_line(None, a, (100.0, 2.5))
+    assert "lock_wait_writer" not in line and "lock_wait_reader" not in line
+    assert line["scheduled_total"] == 10 and line["rss_bytes"] == 100.0
+
+
 def test_proc_usage_of_this_process() -> None:
     usage = proc_usage(os.getpid())
     assert usage is not None

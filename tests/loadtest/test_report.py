@@ -128,3 +128,22 @@ def test_a_target_that_cannot_serve_stops_the_run_before_any_load() -> None:
         _check_target("127.0.0.1:1", "")
     with pytest.raises(SystemExit, match="cannot reach"):
         _check_target("http://127.0.0.1:1", "")
+
+
+def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "interrupted": True}))
+    summary = report.build(tmp_path)
+    assert summary["complete"] is False and summary["overall"] == "incomplete"
+
+
+def test_the_report_counts_remote_workers(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "processes": 2, "expected_workers": 6}))
+    report.build(tmp_path)
+    assert "1 master + 6 workers (2 on this machine)" in (tmp_path / "report.html").read_text()
+    (tmp_path / "run.json").write_text(json.dumps({**run, "processes": 1, "expected_workers": 1}))
+    report.build(tmp_path)
+    assert "1 master + 1 worker<" in (tmp_path / "report.html").read_text()

@@ -1,0 +1,190 @@
+"""The harness's pieces, without a run: its options, its --out, its --target checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from loadtest import report, run
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    run.add_arguments(p)
+    return p.parse_args(["smoke", *argv])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("45", 45.0), ("2.5", 2.5), ("90s", 90.0), ("10m", 600.0),
+                                               ("1h30m", 5400.0), ("1500ms", 1.5)])
+def test_duration_is_seconds_or_a_go_duration(text: str, seconds: float) -> None:
+    assert parse("--duration", text).duration == seconds
+
+
+@pytest.mark.parametrize("argv", [("--duration", "0"), ("--duration", "-5"), ("--duration", "nan"),
+                                  ("--duration", "inf"), ("--duration", "10x"), ("--users", "-1"),
+                                  ("--scale", "0"), ("--scale", "-1"), ("--processes", "-1"),
+                                  ("--scrape-interval", "0"), ("--workers-wait", "0")])
+def test_bad_options_are_refused_with_a_message(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        parse(*argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[0]}:" in err and "Traceback" not in err
+
+
+def test_worker_counts_must_add_up() -> None:
+    with pytest.raises(SystemExit, match="--processes 0 runs no worker here"):
+        run._check_args(parse("--processes", "0"))
+    with pytest.raises(SystemExit, match="give at least 2"):
+        run._check_args(parse("--processes", "2", "--expect-workers", "1"))
+    run._check_args(parse("--processes", "0", "--expect-workers", "3"))  # remote workers only
+    run._check_args(parse("--processes", "2", "--expect-workers", "6"))
+
+
+def test_a_reused_out_loses_the_last_run_s_results(tmp_path: Path) -> None:
+    # a run that ends before Locust writes its results must not be reported with the last run's
+    for name in ("locust.json", "locust_stats.csv", "server.jsonl", "summary.json", "report.html", "run.json",
+                 "latency.png", "locust-worker3.log", "locust-worker3.err"):
+        (tmp_path / name).write_text("old")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "server").mkdir()
+    run._prepare_out(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "server"]
+    assert report.build(tmp_path)["overall"] == "incomplete"
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("")
+    with pytest.raises(SystemExit, match="exists and is not a directory"):
+        run._prepare_out(f)
+
+
+def _kubeconfig(path: Path, server: str | None = "https://10.0.0.1:6443", token: str | None = "t0k") -> Path:
+    cluster = {"server": server} if server else {}
+    user = {"token": token} if token else {}
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    return path
+
+
+def test_a_kubeconfig_s_server_is_the_target_and_its_scheduler_places_the_pods(tmp_path: Path) -> None:
+    kc = _kubeconfig(tmp_path / "kc")
+    # the binder is for a server the harness starts with --no-scheduler, never for a kubeconfig's server
+    assert run._resolve_target(parse("--kubeconfig", str(kc))) == ("https://10.0.0.1:6443", "t0k", False)
+    assert run._resolve_target(parse("--kubeconfig", str(kc), "--token", "x", "--target", "http://h:1")) == (
+        "http://h:1", "x", False)
+    assert run._resolve_target(parse("--kubeconfig", str(kc), "--binder", "on"))[2] is True
+    assert run._resolve_target(parse()) == (None, "", True)
+    assert run._resolve_target(parse("--binder", "off")) == (None, "", False)
+
+
+def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="cannot read --kubeconfig"):
+        run._resolve_target(parse("--kubeconfig", str(tmp_path / "missing")))
+    (tmp_path / "bad").write_text("clusters: [")
+    with pytest.raises(SystemExit, match="is not YAML"):
+        run._resolve_target(parse("--kubeconfig", str(tmp_path / "bad")))
+    with pytest.raises(SystemExit, match="names no cluster server"):
+        run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc", server=None))))
+
+
+class _Api(BaseHTTPRequestHandler):
+    """/api for every token; pods and namespaces for the token "admin" only (as RBAC would)."""
+
+    def _answer(self) -> None:
+        admin = self.headers.get("authorization") == "Bearer admin"
+        if self.headers.get("authorization") is None:
+            code, body = 401, {"kind": "Status", "code": 401, "reason": "Unauthorized"}
+        elif self.path == "/api" or admin:
+            code, body = 200, {"kind": "APIVersions"}
+        else:
+            code, body = 403, {"kind": "Status", "code": 403, "reason": "Forbidden",
+                               "message": 'pods is forbidden: User "alice" cannot list resource "pods"'}
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self._answer()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str) -> None:
+    run._check_target(api, "admin")
+    with pytest.raises(SystemExit, match=r'GET /api/v1/pods answered 403 \(pods is forbidden: User "alice"'):
+        run._check_target(api, "alice")
+    with pytest.raises(SystemExit, match="refused the credentials"):
+        run._check_target(api, "")
+    with pytest.raises(SystemExit, match="has no bearer token"):
+        run._check_target(api, "", from_kubeconfig=True)
+
+
+def test_the_report_command_wants_a_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="is not a run's directory"):
+        run.main(["report", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="is not a run's directory"):
+        run.main(["report", str(tmp_path)])
+
+
+_KUBELET_DELETES = r'''
+import json, orjson
+from loadtest.locustfiles.base import WatchEvent
+from loadtest.locustfiles.kubelets import KubeletUser
+
+k = object.__new__(KubeletUser)  # no Locust environment: only the pod handling is exercised
+k.started, k.deleting, k.unsynced = {"ns/p"}, set(), {}
+calls = []
+k.call = lambda method, path, name, body=None, **kw: calls.append([method, path, name, body, list(kw["expected"])])
+pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u1", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+       "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+k._pod(pod, 0.0)
+k._pod(pod, 0.1)  # the next MODIFIED event of the same deletion: one DELETE only
+k._pod_event(WatchEvent("DELETED", "7", orjson.dumps({"type": "DELETED", "object": pod}), 0.2))
+print(json.dumps({"calls": calls, "deleting": sorted(k.deleting), "started": sorted(k.started)}))
+'''
+
+
+def test_a_kubelet_finishes_the_graceful_deletion_of_its_pods() -> None:
+    # the server keeps a deleted bound pod Terminating (holding its node's resources and its claims'
+    # GPUs) until its kubelet deletes it with grace 0; a kubelet that never did left every deleted pod
+    # there, and gangs waited for GPUs that were never freed. Locust monkey-patches with gevent:
+    # a process of its own.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _KUBELET_DELETES], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["calls"] == [["DELETE", "/api/v1/namespaces/ns/pods/p", "pods",
+                              {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                               "preconditions": {"uid": "u1"}}, [404, 409]]]
+    assert seen["deleting"] == [] and seen["started"] == []
