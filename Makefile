@@ -48,7 +48,7 @@ etcd:
 	fi
 
 run: venv
-	$(BIN)/controlplane serve
+	$(BIN)/controlplane serve $(ARGS)
 
 test: venv etcd
 	$(BIN)/python -m pytest -q -ra $(ARGS)
