@@ -134,10 +134,11 @@ class ClaimController:
                     members.discard(_key(pod))
 
     def _podgroup_changed(self, podgroup: dict[str, Any]) -> None:
-        if not (podgroup.get("spec") or {}).get("resourceClaims"):
-            return
         key = _key(podgroup)
-        self.queue.add("podgroup:" + key)
+        if (podgroup.get("spec") or {}).get("resourceClaims"):
+            self.queue.add("podgroup:" + key)
+        # every member waiting for it: a pod of a group makes no claim until the group is known
+        # (whether each of its claims is the group's), group claims or not
         for pod_key in self._members.get(key, ()):
             self.queue.add("pod:" + pod_key)
 

@@ -5,7 +5,10 @@ PodGroup, and freed and deleted once the PodGroup is gone. The objects are dra-e
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +100,37 @@ async def test_podgroup_claim_is_shared_by_its_pods_and_reserved_for_the_group(s
             return not (await c.list(claims))["items"]
 
         await eventually(no_claims, timeout=30)
+
+
+async def test_a_pods_own_claim_is_made_once_its_podgroup_without_claims_arrives(tmp_path: Path) -> None:
+    """A member's claims wait until its PodGroup is known (are they the group's?); a PodGroup
+    with no claims of its own must still release them: the pod created first gets its own."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+    from controlplane.scheduler.dra.claims import ClaimController
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        c = Client.in_process(app.state.front)
+        await c.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", "default"), {
+            "metadata": {"name": "t"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}}}})
+        task = asyncio.create_task(ClaimController(c).run())
+        try:
+            await c.create("/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {
+                "schedulingGroup": {"podGroupName": "g"},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                "containers": [{"name": "c", "image": "busybox"}]}})
+            await asyncio.sleep(0.3)  # the controller has seen the pod, and waits for its group
+            await c.create(resource_path("scheduling.k8s.io", "v1beta1", "podgroups", "default"), {
+                "metadata": {"name": "g"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}})
+            async with asyncio.timeout(10):
+                while not ((await c.get("/api/v1/namespaces/default/pods/p")).get("status") or {}).get(
+                        "resourceClaimStatuses"):
+                    await asyncio.sleep(0.05)
+            claims = (await c.list(resource_path("resource.k8s.io", "v1", "resourceclaims", "default")))["items"]
+            assert [cl["metadata"]["ownerReferences"][0]["kind"] for cl in claims] == ["Pod"]
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
