@@ -395,7 +395,7 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
     assert [line["metric"] for line in lines] == [
         "pod_create_cpu", "binding_cpu", "event_create_cpu", "lease_update_cpu", "pod_status_merge_patch_cpu",
         "pod_status_strategic_patch_cpu", "node_status_merge_patch_cpu", "lease_renewal_cpu",
-        "node_status_report_patch_cpu", "node_status_report_cpu"]
+        "node_status_report_patch_cpu", "node_status_report_cpu", "pod_delete_cpu"]
     assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)
     renewals = next(line for line in lines if line["metric"] == "lease_renewal_cpu")
     # two counted rounds over the 2,500 Leases, in requests of 2,000 and 500
@@ -407,10 +407,21 @@ def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
     assert cli.main(["bench", "watchcache", "--pods", "0", "--resumes", "4", "--resume-nodes", "50",
                      "--resume-backlog", "500"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(line["metric"], line["way"]) for line in lines] == [
+    assert [(line["metric"], line.get("way")) for line in lines] == [
         ("resume_backlog_walk_p50", "naive"), ("resume_backlog_walk_p50", "hinted"),
-        ("resume_backlog_per_event", "hinted")]
+        ("resume_backlog_walk_p50", "indexed"), ("resume_backlog_per_event", "hinted"),
+        ("resume_index_build", None)]
     assert lines[1]["peer"] == "naive" and lines[1]["ratio"] > 0 and lines[1]["backlog"] == 500
+    assert lines[2]["peer"] == "hinted" and lines[2]["ratio"] > 0
+
+
+def test_bench_watchcache_node_lists_compare_the_index_with_the_walk(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "watchcache", "--pods", "0", "--node-lists", "3", "--node-list-pods", "2000",
+                     "--node-list-nodes", "20"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["metric"], line.get("way")) for line in lines] == [
+        ("node_list_p50", "walk"), ("node_list_p50", "index"), ("node_index_bytes_per_pod", None)]
+    assert lines[1]["peer"] == "walk" and lines[1]["ratio"] > 0 and 0 < lines[2]["value"] < 100
 
 
 def test_bench_watchcache_selector_compares_label_pairs_with_the_general_match(
