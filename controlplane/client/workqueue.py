@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["CONFLICT_RETRY_SECONDS", "WorkQueue", "run_controller"]
+__all__ = ["CONFLICT_RETRY_SECONDS", "RETRY_FIRST", "RETRY_MAX", "WorkQueue", "run_controller"]
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +23,22 @@ class WorkQueue:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
+        self._failures: dict[str, int] = {}  # key -> its failed handlings in a row (only failing keys)
+
+    def add_after_failure(self, key: str) -> float:
+        """Add ``key`` again after a delay that doubles with each failure in a row, as
+        client-go's rate-limited requeue (``AddRateLimited``): from ``RETRY_FIRST`` to
+        ``RETRY_MAX`` seconds. Returns the delay."""
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        delay: float = min(RETRY_FIRST * 2 ** n, RETRY_MAX)
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+        return delay
+
+    def forget(self, key: str) -> None:
+        """``key`` was handled: its next failure starts from the shortest delay again."""
+        if self._failures:
+            self._failures.pop(key, None)
 
     def add(self, key: str) -> None:
         if key in self._dirty:
@@ -47,6 +63,8 @@ class WorkQueue:
 
 
 CONFLICT_RETRY_SECONDS = 0.05
+RETRY_FIRST = 0.1  # a failed key's first retry (client-go's default limiter starts at 5 ms, per item)
+RETRY_MAX = 60.0   # and its longest wait (client-go's: 1,000 s)
 
 
 async def run_controller(name: str, informers: Sequence[Any], queue: WorkQueue,
@@ -58,8 +76,11 @@ async def run_controller(name: str, informers: Sequence[Any], queue: WorkQueue,
     A conflict (409) means a newer object is on its way to the informers: the key
     is handled again a little later, not at once (an in-process 409 never yields to
     the loop, so an immediate retry would spin on the same stale version with the
-    informers starved). A 404 is an object gone meanwhile; any other error is
-    logged, and the key waits for its next event."""
+    informers starved). A 404 is an object gone meanwhile. Any other error (a 500,
+    a client timeout under load) is logged and the key handled again after a delay
+    that doubles with each failure in a row (``WorkQueue.add_after_failure``), as
+    client-go's controllers requeue: a controller whose object gets no further
+    event (a node already marked unhealthy) must not wait for one."""
     tasks = [asyncio.create_task(i.run()) for i in informers]
     try:
         for i in informers:
@@ -80,14 +101,15 @@ async def _work(name: str, queue: WorkQueue, handle: Callable[[str], Awaitable[N
         key = await queue.get()
         try:
             await handle(key)
+            queue.forget(key)
         except asyncio.CancelledError:
             raise
         except ApiError as e:
             if e.code == 409:
                 asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, queue.add, key)
             elif e.code != 404:
-                log.warning("%s: %s: %s", name, key, e)
+                log.warning("%s: %s: %s; again in %.1f s", name, key, e, queue.add_after_failure(key))
         except Exception:
-            log.exception("%s: %s", name, key)
+            log.exception("%s: %s; again in %.1f s", name, key, queue.add_after_failure(key))
         finally:
             queue.done(key)

@@ -3,6 +3,9 @@ on any node whoever wrote them, and the taint eviction controller evicting for t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from pathlib import Path
 from typing import Any
 
 from controlplane.client import ApiError, Client
@@ -145,3 +148,40 @@ async def _eq(awaitable: Any, want: Any) -> bool:
 
 async def _has(awaitable: Any, item: Any) -> bool:
     return item in await awaitable
+
+
+async def test_a_taint_write_that_fails_is_tried_again(tmp_path: Path) -> None:
+    """A node marked unhealthy once gets no further event: a failed taint patch (a 500 here, a
+    client timeout under load) is handled again after a delay (the work queue's rate-limited
+    requeue), not left for an event that never comes."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+    from controlplane.controllers.nodelifecycle import NodeLifecycleController
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        c = Client.in_process(app.state.front)
+        await c.create("/api/v1/nodes", {"metadata": {"name": "n"}})
+        controller = NodeLifecycleController(c)
+        patch = c.patch
+        refused: list[str] = []
+
+        async def refuse_once(path: str, *args: Any, **kw: Any) -> Any:
+            if path == "/api/v1/nodes/n" and not refused:
+                refused.append(path)
+                raise ApiError(500, "InternalError", "refused by the test")
+            return await patch(path, *args, **kw)
+
+        c.patch = refuse_once  # type: ignore[method-assign]
+        task = asyncio.create_task(controller.run())
+        try:
+            await patch("/api/v1/nodes/n/status", {"status": {"conditions": [
+                {"type": "Ready", "status": "Unknown"}]}}, patch_type="strategic")
+            async with asyncio.timeout(10):
+                while not ((await c.get("/api/v1/nodes/n")).get("spec") or {}).get("taints"):
+                    await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert refused == ["/api/v1/nodes/n"]
