@@ -35,30 +35,42 @@ def wants_table(accept: str) -> bool:
 
 
 def _age(obj: Obj) -> str:
-    ts = obj.get("metadata", {}).get("creationTimestamp")
+    return _since(obj.get("metadata", {}).get("creationTimestamp"), "<unknown>")
+
+
+def _since(ts: Any, missing: str = "<none>") -> str:
+    """How long ago a timestamp was (kubectl's translateTimestampSince); ``missing`` without one."""
     if not ts:
-        return "<unknown>"
-    try:
-        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
+        return missing
+    then = _parse_ts(ts)
+    if then is None:
         return "<unknown>"
     return human_duration((datetime.now(UTC) - then).total_seconds())
 
 
-def _since(ts: Any) -> str:
-    """How long ago a timestamp was (a CronJob's LAST SCHEDULE), ``<none>`` without one."""
-    if not ts:
-        return "<none>"
+def _parse_ts(ts: Any) -> datetime | None:
+    """A metav1.Time or MicroTime (``2026-01-01T00:00:00Z``, ``...00.123456Z``), in UTC."""
+    text = str(ts)
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
     try:
-        then = datetime.strptime(str(ts), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return "<unknown>"
-    return human_duration((datetime.now(UTC) - then).total_seconds())
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def human_duration(seconds: float) -> str:
-    """kube's duration.HumanDuration: 5s, 3m20s, 4h, 3d5h, 2y."""
-    s = int(max(seconds, 0))
+    """apimachinery's duration.HumanDuration: 5s, 3m20s, 4h, 3d5h, 2y70d, 9y; ``<invalid>``
+    for more than a second in the future."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
     if s < 120:
         return f"{s}s"
     m = s // 60
@@ -72,10 +84,12 @@ def human_duration(seconds: float) -> str:
     if h < 48:
         return f"{h}h"
     d = h // 24
-    if d < 8:
+    if h < 24 * 8:
         return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
-    if d < 730:
+    if h < 24 * 365 * 2:
         return f"{d}d"
+    if h < 24 * 365 * 8:
+        return f"{d // 365}y{d % 365}d" if d % 365 else f"{d // 365}y"
     return f"{d // 365}y"
 
 
@@ -185,14 +199,24 @@ def _pod_summary(o: Obj) -> tuple[int, int, str, tuple[int, str]]:
 
 def _node_status(o: Obj) -> str:
     ready = next((c for c in _get(o, "status", "conditions", default=[]) if c.get("type") == "Ready"), None)
-    s = "Ready" if ready and ready.get("status") == "True" else "NotReady" if ready else "Unknown"
+    s = "Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"
     return s + (",SchedulingDisabled" if _get(o, "spec", "unschedulable", default=False) else "")
 
 
 def _node_roles(o: Obj) -> str:
-    roles = sorted(k.split("/", 1)[1] for k in _get(o, "metadata", "labels", default={})
-                   if k.startswith("node-role.kubernetes.io/"))
-    return ",".join(roles) or "<none>"
+    """``node-role.kubernetes.io/<role>`` labels and a ``kubernetes.io/role`` label's value, sorted."""
+    roles: set[str] = set()
+    for k, v in _get(o, "metadata", "labels", default={}).items():
+        if k.startswith("node-role.kubernetes.io/"):
+            if k[len("node-role.kubernetes.io/"):]:
+                roles.add(k[len("node-role.kubernetes.io/"):])
+        elif k == "kubernetes.io/role" and v:
+            roles.add(str(v))
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _node_info(field: str) -> Callable[[Obj], str]:
+    return lambda o: str(_get(o, "status", "nodeInfo", field) or "<unknown>")
 
 
 def _ports(o: Obj) -> str:
@@ -201,21 +225,35 @@ def _ports(o: Obj) -> str:
                     + f"/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
 
 
+def _cluster_ip(o: Obj) -> str:
+    ips = _get(o, "spec", "clusterIPs", default=[]) or [_get(o, "spec", "clusterIP")]
+    return str(ips[0] or "<none>")
+
+
+def _lb_ingress(o: Obj) -> list[str]:
+    """A load balancer status's IPs (else hostnames), deduplicated and sorted, as kubectl's stringers."""
+    return sorted({str(i.get("ip") or i.get("hostname"))
+                   for i in _get(o, "status", "loadBalancer", "ingress", default=[]) or ()
+                   if i.get("ip") or i.get("hostname")})
+
+
 def _external_ip(o: Obj) -> str:
     """A Service's EXTERNAL-IP column, as kubectl prints it per type."""
     kind = _get(o, "spec", "type")
-    if kind == "ExternalName":
-        return str(_get(o, "spec", "externalName") or "<none>")
-    ips = list(_get(o, "spec", "externalIPs", default=[]))
+    ips = [str(ip) for ip in _get(o, "spec", "externalIPs", default=[]) or ()]
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(ips) or "<none>"
     if kind == "LoadBalancer":
-        ingress = [i.get("ip") or i.get("hostname") for i in _get(o, "status", "loadBalancer", "ingress", default=[])]
-        ips = [*ingress, *ips]
-        return ",".join(ips) if ips else "<pending>"
-    return ",".join(ips) or "<none>"
+        shown = [*_lb_ingress(o), *ips]
+        return ",".join(shown) if shown else "<pending>"
+    if kind == "ExternalName":
+        return str(_get(o, "spec", "externalName"))
+    return "<unknown>"
 
 
-def _selector(o: Obj, *path: str) -> str:
-    sel = _get(o, *path, default={})
+def _labels(o: Obj, *path: str) -> str:
+    """A label map as text (labels.FormatLabels): ``a=1,b=2`` sorted by key, ``<none>`` if empty."""
+    sel = _get(o, *path, default={}) or {}
     return ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"
 
 
@@ -229,23 +267,54 @@ def _address(o: Obj, kind: str) -> str:
 
 
 def _event_object(o: Obj) -> str:
-    io = o.get("involvedObject") or o.get("regarding") or {}
-    return f"{str(io.get('kind', '')).lower()}/{io.get('name', '')}"
+    io = o.get("involvedObject") or {}
+    kind = str(io.get("kind", "")).lower()
+    return f"{kind}/{io['name']}" if io.get("name") else kind
 
 
-def _parse_ts(ts: Any) -> datetime | None:
-    try:
-        return datetime.strptime(str(ts), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
+def _event_times(o: Obj) -> tuple[str, str, int]:
+    """(LAST SEEN, FIRST SEEN, COUNT) as kubectl's event printer makes them: the first
+    timestamp or else the event time; the last timestamp or else the first; a series'
+    last observation and count; a count of 1 for a singleton without one."""
+    first = _since(o.get("firstTimestamp"), "") or _since(o.get("eventTime"), "<unknown>")
+    last = _since(o.get("lastTimestamp"), "") or first
+    count = int(o.get("count") or 0)
+    series = o.get("series")
+    if isinstance(series, dict):
+        last = _since(series.get("lastObservedTime"), "<unknown>")
+        count = int(series.get("count") or 0)
+    elif count == 0:
+        count = 1
+    return last, first, count
+
+
+def _event_source(o: Obj) -> str:
+    source = o.get("source") or {}
+    component = source.get("component") or o.get("reportingComponent") or ""
+    instance = source.get("host") or o.get("reportingInstance") or ""
+    return f"{component}, {instance}" if instance else str(component)
+
+
+def _condition(o: Obj, kind: str) -> bool:
+    """Whether the first status condition of this type is True (hasJobCondition)."""
+    for c in _get(o, "status", "conditions", default=[]) or ():
+        if c.get("type") == kind:
+            return bool(c.get("status") == "True")
+    return False
 
 
 def _job_status(o: Obj) -> str:
-    """A Job's STATUS column: its terminal or suspended condition, else Running."""
-    conditions = {c.get("type"): c.get("status") for c in _get(o, "status", "conditions", default=[])}
-    for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
-        if conditions.get(kind) == "True":
-            return kind
+    """A Job's STATUS column: Complete, Failed, Terminating, Suspended, FailureTarget, else Running."""
+    if _condition(o, "Complete"):
+        return "Complete"
+    if _condition(o, "Failed"):
+        return "Failed"
+    if _get(o, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    if _condition(o, "Suspended"):
+        return "Suspended"
+    if _condition(o, "FailureTarget"):
+        return "FailureTarget"
     return "Running"
 
 
@@ -254,7 +323,7 @@ def _job_completions(o: Obj) -> str:
     completions = _get(o, "spec", "completions", default=None)
     if completions is not None:
         return f"{succeeded}/{completions}"
-    parallelism = _get(o, "spec", "parallelism", default=1)
+    parallelism = _get(o, "spec", "parallelism", default=0)
     return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
 
 
@@ -264,6 +333,10 @@ def _job_duration(o: Obj) -> str:
         return ""
     end = _parse_ts(_get(o, "status", "completionTime")) or datetime.now(UTC)
     return human_duration((end - start).total_seconds())
+
+
+def _bool_ptr(v: Any) -> str:
+    return "<unset>" if v is None else "True" if v else "False"
 
 
 def _subjects(o: Obj, kind: str) -> str:
@@ -285,15 +358,29 @@ def _claim_state(o: Obj) -> str:
     return ",".join(states)
 
 
+def _host_port(ip: Any, port: Any) -> str:
+    return f"[{ip}]:{port}" if ":" in str(ip) else f"{ip}:{port}"
+
+
 def _endpoints(o: Obj) -> str:
-    shown: list[str] = []
-    for subset in o.get("subsets") or ():
-        ports = [p.get("port") for p in subset.get("ports") or ()] or [None]
-        for a in subset.get("addresses") or ():
-            shown.extend(f"{a.get('ip')}:{p}" if p is not None else str(a.get("ip")) for p in ports)
-    if not shown:
+    """kubectl's formatEndpoints: ``ip:port`` per port then address, three at most, then
+    ``+ N more...``; ``<none>`` without subsets."""
+    subsets = o.get("subsets") or ()
+    if not subsets:
         return "<none>"
-    return ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+    shown: list[str] = []
+    count = 0
+    for subset in subsets:
+        addresses = [a.get("ip", "") for a in subset.get("addresses") or ()]
+        ports = subset.get("ports") or ()
+        if not ports:
+            count += len(addresses)
+            shown.extend(str(ip) for ip in addresses)
+            continue
+        for p in ports:
+            count += len(addresses)
+            shown.extend(_host_port(ip, p.get("port")) for ip in addresses)
+    return ",".join(shown[:3]) + (f" + {count - 3} more..." if count > 3 else "")
 
 
 _ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
@@ -307,7 +394,8 @@ def _access_modes(modes: Any) -> str:
 
 
 def _storage(o: Obj, *path: str) -> str:
-    return str(_get(o, *path, "storage", default=""))
+    """A resource list's ``storage``, canonical as resource.Quantity prints it (``0`` without one)."""
+    return _canonical(_get(o, *path, "storage", default="0"))
 
 
 def _claim_ref(o: Obj) -> str:
@@ -315,15 +403,34 @@ def _claim_ref(o: Obj) -> str:
     return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
 
 
+def _volume_class(o: Obj) -> str:
+    """The beta storage-class annotation, else ``spec.storageClassName`` (GetPersistentVolume(Claim)Class)."""
+    annotations = _get(o, "metadata", "annotations", default={}) or {}
+    if "volume.beta.kubernetes.io/storage-class" in annotations:
+        return str(annotations["volume.beta.kubernetes.io/storage-class"])
+    return str(_get(o, "spec", "storageClassName"))
+
+
+def _volume_phase(o: Obj) -> str:
+    return "Terminating" if _get(o, "metadata", "deletionTimestamp") else str(_get(o, "status", "phase"))
+
+
+def _claim_bound(o: Obj, cell: Callable[[Obj], str]) -> str:
+    """A PVC's CAPACITY and ACCESS MODES: shown once it names its volume."""
+    return cell(o) if _get(o, "spec", "volumeName") else ""
+
+
 def _storage_class_name(o: Obj) -> str:
-    default = _get(o, "metadata", "annotations", default={}).get("storageclass.kubernetes.io/is-default-class")
-    return _name(o) + (" (default)" if default == "true" else "")
+    annotations = _get(o, "metadata", "annotations", default={}) or {}
+    default = (annotations.get("storageclass.kubernetes.io/is-default-class") == "true"
+               or annotations.get("storageclass.beta.kubernetes.io/is-default-class") == "true")
+    return _name(o) + (" (default)" if default else "")
 
 
 def _quota(o: Obj, limits: bool) -> str:
     """``pods: 1/10, requests.cpu: 500m/2``: the REQUEST or the LIMIT column of a ResourceQuota."""
     hard, used = _get(o, "status", "hard", default={}), _get(o, "status", "used", default={})
-    shown = [f"{name}: {used.get(name, '0')}/{hard[name]}" for name in sorted(hard)
+    shown = [f"{name}: {_canonical(used.get(name, '0'))}/{_canonical(hard[name])}" for name in sorted(hard)
              if (name.split(".", 1)[0] == "limits" and "." in name) is limits]
     return ", ".join(shown)
 
@@ -345,42 +452,84 @@ def _slice_endpoints(o: Obj) -> str:
 
 
 def _ingress_hosts(o: Obj) -> str:
-    hosts = [str(r["host"]) for r in _get(o, "spec", "rules", default=[]) if r.get("host")]
-    return _some(hosts) if hosts else "*"
+    """kubectl's formatHosts: the rules' hosts until three are shown, then ``+ N more...``
+    (N: the rules beyond three); ``*`` if none names one."""
+    rules = _get(o, "spec", "rules", default=[]) or []
+    hosts: list[str] = []
+    more = False
+    for r in rules:
+        more = more or len(hosts) == 3
+        if not more and r.get("host"):
+            hosts.append(str(r["host"]))
+    if not hosts:
+        return "*"
+    return ",".join(hosts) + (f" + {len(rules) - 3} more..." if more else "")
 
 
-def _load_balancer(o: Obj) -> str:
-    shown = [str(i.get("ip") or i.get("hostname") or "")
-             for i in _get(o, "status", "loadBalancer", "ingress", default=[])]
-    return ",".join(x for x in shown if x)
+def _ingress_class_parameters(o: Obj) -> str:
+    params = _get(o, "spec", "parameters", default=None)
+    if not params:
+        return "<none>"
+    group = f".{params['apiGroup']}" if params.get("apiGroup") is not None else ""
+    return f"{params.get('kind', '')}{group}/{params.get('name', '')}"
+
+
+def _quantity(q: Any) -> str:
+    return "<nil>" if q is None else _canonical(q)
+
+
+def _hpa_metric(spec: Obj, status: Obj) -> str:
+    """One metric of an HPA's TARGETS, as kubectl's formatHPAMetrics."""
+    kind = spec.get("type")
+    if kind in ("External", "Object", "Pods"):
+        key = {"External": "external", "Object": "object", "Pods": "pods"}[str(kind)]
+        target = (spec.get(key) or {}).get("target") or {}
+        now = status.get(key)
+        current = (now or {}).get("current") or {}
+        if kind == "Pods":
+            have = _quantity(current.get("averageValue")) if now is not None else "<unknown>"
+            return f"{have}/{_quantity(target.get('averageValue'))}"
+        if target.get("averageValue") is not None:
+            have = _canonical(current["averageValue"]) if current.get("averageValue") is not None else "<unknown>"
+            return f"{have}/{_canonical(target['averageValue'])} (avg)"
+        have = _quantity(current.get("value")) if now is not None else "<unknown>"
+        return f"{have}/{_quantity(target.get('value'))}"
+    if kind in ("Resource", "ContainerResource"):
+        key = "resource" if kind == "Resource" else "containerResource"
+        source = spec.get(key) or {}
+        target = source.get("target") or {}
+        now = status.get(key)
+        current = (now or {}).get("current") or {}
+        name = source.get("name", "")
+        if target.get("averageValue") is not None:
+            have = _quantity(current.get("averageValue")) if now is not None else "<unknown>"
+            return f"{name}: {have}/{_canonical(target['averageValue'])}"
+        have = (f"{current['averageUtilization']}%" if now is not None and current.get("averageUtilization") is not None
+                else "<unknown>")
+        want = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+        return f"{name}: {have}/{want}"
+    return "<unknown type>"
 
 
 def _hpa_targets(o: Obj) -> str:
-    """``cpu: 40%/80%`` per metric (``<unknown>`` until the status has a current value)."""
+    """``cpu: 40%/80%`` per metric (``<unknown>`` until the status has a current value), two
+    at most then ``+ N more...``; ``<none>`` without metrics."""
     if o.get("apiVersion") == "autoscaling/v1":
         target = _get(o, "spec", "targetCPUUtilizationPercentage", default=None)
         now = _get(o, "status", "currentCPUUtilizationPercentage", default=None)
         return "<none>" if target is None else f"cpu: {'<unknown>' if now is None else f'{now}%'}/{target}%"
-    current = _get(o, "status", "currentMetrics", default=[]) or []
-    shown = []
-    for i, m in enumerate(_get(o, "spec", "metrics", default=[])):
-        if m.get("type") not in ("Resource", "ContainerResource"):
-            shown.append(f"<{str(m.get('type', '')).lower()}>")
-            continue
-        source = m.get("resource") or m.get("containerResource") or {}
-        target = source.get("target") or {}
-        now = (current[i].get("resource") or current[i].get("containerResource") or {}).get("current", {}) \
-            if i < len(current) else {}
-        if target.get("type") == "Utilization":
-            have = f"{now['averageUtilization']}%" if "averageUtilization" in now else "<unknown>"
-            shown.append(f"{source.get('name', '')}: {have}/{target.get('averageUtilization', '')}%")
-        else:
-            want = target.get("averageValue") or target.get("value") or ""
-            have = str(now.get("averageValue") or now.get("value") or "<unknown>")
-            shown.append(f"{source.get('name', '')}: {have}/{want}")
-    if not shown:
+    specs = _get(o, "spec", "metrics", default=[]) or []
+    if not specs:
         return "<none>"
+    statuses = _get(o, "status", "currentMetrics", default=[]) or []
+    shown = [_hpa_metric(m, statuses[i] if i < len(statuses) and isinstance(statuses[i], dict) else {})
+             for i, m in enumerate(specs)]
     return ", ".join(shown[:2]) + (f" + {len(shown) - 2} more..." if len(shown) > 2 else "")
+
+
+def _hpa_min(o: Obj) -> str:
+    low = _get(o, "spec", "minReplicas", default=None)
+    return "<unset>" if low is None else str(low)
 
 
 def _controller(o: Obj) -> str:
@@ -392,22 +541,67 @@ def _controller(o: Obj) -> str:
     return "<none>"
 
 
-def _label_selector(sel: Obj) -> str:
-    """A LabelSelector as text (metav1.FormatLabelSelector): ``app=web,tier in (a,b)``; ``<none>`` if empty."""
-    shown = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
+def _label_selector(sel: Any, empty: str = "<none>") -> str:
+    """A LabelSelector as text (metav1.FormatLabelSelector): requirements sorted by key, set
+    values sorted: ``app=web,tier in (a,b)``; ``empty`` if it has none."""
+    if not isinstance(sel, dict):
+        return empty
+    reqs = [(str(k), f"{k}={v}") for k, v in (sel.get("matchLabels") or {}).items()]
     for e in sel.get("matchExpressions") or ():
-        key, op, values = e.get("key", ""), e.get("operator", ""), ",".join(e.get("values") or ())
-        shown.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
-                      "DoesNotExist": f"!{key}"}.get(op, f"{key} {op} ({values})"))
-    return ",".join(shown) or "<none>"
+        key, op, values = str(e.get("key", "")), e.get("operator", ""), ",".join(sorted(e.get("values") or ()))
+        reqs.append((key, {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                           "DoesNotExist": f"!{key}"}.get(op, f"{key} {op} ({values})")))
+    return ",".join(text for _, text in sorted(reqs, key=lambda r: r[0])) or empty
+
+
+def _workload_selector(o: Obj) -> str:
+    return _label_selector(_get(o, "spec", "selector", default=None))
+
+
+def _param_ref(o: Obj) -> str:
+    """A ValidatingAdmissionPolicyBinding's PARAMREF: ``ns/name``, ``*/name``, a selector, or ``<unset>``."""
+    ref = _get(o, "spec", "paramRef", default=None)
+    if not isinstance(ref, dict):
+        return "<unset>"
+    if ref.get("name"):
+        return f"{ref.get('namespace') or '*'}/{ref['name']}"
+    if ref.get("selector") is not None:
+        return _label_selector(ref["selector"], "")
+    return "<unset>"
 
 
 def _template_containers(o: Obj, field: str) -> str:
     return ",".join(str(c.get(field, "")) for c in _get(o, "template", "spec", "containers", default=[]))
 
 
+_BINARY_SUFFIXES = (("Ei", 2 ** 60), ("Pi", 2 ** 50), ("Ti", 2 ** 40), ("Gi", 2 ** 30), ("Mi", 2 ** 20),
+                    ("Ki", 2 ** 10))
+_DECIMAL_SUFFIXES = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3), ("", 0), ("m", -3),
+                     ("u", -6), ("n", -9))
+
+
 def _canonical(q: Any) -> str:
-    return format_quantity(parse_quantity(str(q or "0")))
+    """A quantity as resource.Quantity's String() prints it: in the format it was written in
+    (binary suffixes stay binary when the value is whole bytes of at least 1Ki), with the
+    largest suffix that keeps the number whole (``1024Mi`` → ``1Gi``, ``1500m`` → ``1500m``,
+    ``2000`` → ``2k``), rounded up to nanos."""
+    text = str(q if q is not None else "0").strip()
+    try:
+        value = parse_quantity(text)
+    except ValueError:
+        return text
+    if value == 0:
+        return "0"
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    if text.endswith(tuple(s for s, _ in _BINARY_SUFFIXES)) and value.denominator == 1 and value >= 1024:
+        n = value.numerator
+        suffix, unit = next(((s, u) for s, u in _BINARY_SUFFIXES if n % u == 0), ("", 1))
+        return f"{sign}{n // unit}{suffix}"
+    nanos_ = -(-value * 10 ** 9 // 1)  # rounded up to a whole number of nanos
+    for suffix, exp in _DECIMAL_SUFFIXES:
+        if nanos_ % 10 ** (exp + 9) == 0:
+            return f"{sign}{nanos_ // 10 ** (exp + 9)}{suffix}"
+    return f"{sign}{nanos_}n"
 
 
 def _summed(o: Obj, resource: str) -> str:
@@ -423,6 +617,8 @@ def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority:
 
 _NAME = _col("Name", _name, fmt="name")
 _AGE = _col("Age", _age)
+_WIDE_CONTAINERS = [_col("Containers", lambda o: _containers(o, "name"), priority=1),
+                    _col("Images", lambda o: _containers(o, "image"), priority=1)]
 COLUMNS: dict[str, list[Column]] = {
     "pods": [_NAME, _col("Ready", _pod_ready), _col("Status", _pod_status),
              _col("Restarts", _restarts), _AGE,
@@ -435,40 +631,40 @@ COLUMNS: dict[str, list[Column]] = {
               _col("Version", lambda o: _get(o, "status", "nodeInfo", "kubeletVersion")),
               _col("Internal-IP", lambda o: _address(o, "InternalIP"), priority=1),
               _col("External-IP", lambda o: _address(o, "ExternalIP"), priority=1),
-              _col("OS-Image", lambda o: _get(o, "status", "nodeInfo", "osImage"), priority=1),
-              _col("Kernel-Version", lambda o: _get(o, "status", "nodeInfo", "kernelVersion"), priority=1),
-              _col("Container-Runtime", lambda o: _get(o, "status", "nodeInfo", "containerRuntimeVersion"),
-                   priority=1)],
+              _col("OS-Image", _node_info("osImage"), priority=1),
+              _col("Kernel-Version", _node_info("kernelVersion"), priority=1),
+              _col("Container-Runtime", _node_info("containerRuntimeVersion"), priority=1)],
     "services": [_NAME, _col("Type", lambda o: _get(o, "spec", "type")),
-                 _col("Cluster-IP", lambda o: _get(o, "spec", "clusterIP") or "<none>"),
-                 _col("External-IP", _external_ip),
+                 _col("Cluster-IP", _cluster_ip), _col("External-IP", _external_ip),
                  _col("Port(s)", _ports), _AGE,
-                 _col("Selector", lambda o: _selector(o, "spec", "selector"), priority=1)],
+                 _col("Selector", lambda o: _labels(o, "spec", "selector"), priority=1)],
     "deployments": [_NAME,
                     _col("Ready", lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/"
                                             f"{_get(o, 'spec', 'replicas', default=1)}"),
-                    _col("Up-to-date", lambda o: _get(o, "status", "updatedReplicas", default=0), "integer"),
-                    _col("Available", lambda o: _get(o, "status", "availableReplicas", default=0), "integer"),
-                    _AGE,
-                    _col("Containers", lambda o: _containers(o, "name"), priority=1),
-                    _col("Images", lambda o: _containers(o, "image"), priority=1),
-                    _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+                    _col("Up-to-date", lambda o: _get(o, "status", "updatedReplicas", default=0)),
+                    _col("Available", lambda o: _get(o, "status", "availableReplicas", default=0)),
+                    _AGE, *_WIDE_CONTAINERS,
+                    # selector.String(): empty for an empty selector, unlike the other workloads' <none>
+                    _col("Selector", lambda o: _label_selector(_get(o, "spec", "selector", default=None), ""),
+                         priority=1)],
     "replicasets": [_NAME,
                     _col("Desired", lambda o: _get(o, "spec", "replicas", default=1), "integer"),
                     _col("Current", lambda o: _get(o, "status", "replicas", default=0), "integer"),
                     _col("Ready", lambda o: _get(o, "status", "readyReplicas", default=0), "integer"), _AGE,
-                    _col("Containers", lambda o: _containers(o, "name"), priority=1),
-                    _col("Images", lambda o: _containers(o, "image"), priority=1),
-                    _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
-    "configmaps": [_NAME, _col("Data", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
-                               "integer"), _AGE],
-    "secrets": [_NAME, _col("Type", lambda o: o.get("type", "Opaque")),
-                _col("Data", lambda o: len(o.get("data") or {}), "integer"), _AGE],
-    "events": [_col("Last Seen", lambda o: _age({"metadata": {"creationTimestamp": o.get("lastTimestamp")
-                                                              or o.get("eventTime")
-                                                              or _get(o, "metadata", "creationTimestamp")}})),
+                    *_WIDE_CONTAINERS, _col("Selector", _workload_selector, priority=1)],
+    "configmaps": [_NAME, _col("Data", lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+                   _AGE],
+    "secrets": [_NAME, _col("Type", lambda o: o.get("type", "")),
+                _col("Data", lambda o: len(o.get("data") or {})), _AGE],
+    "events": [_col("Last Seen", lambda o: _event_times(o)[0]),
                _col("Type", lambda o: o.get("type", "")), _col("Reason", lambda o: o.get("reason", "")),
-               _col("Object", _event_object), _col("Message", lambda o: o.get("message") or o.get("note", ""))],
+               _col("Object", _event_object),
+               _col("Subobject", lambda o: _get(o, "involvedObject", "fieldPath"), priority=1),
+               _col("Source", _event_source, priority=1),
+               _col("Message", lambda o: str(o.get("message") or "").strip()),
+               _col("First Seen", lambda o: _event_times(o)[1], priority=1),
+               _col("Count", lambda o: _event_times(o)[2], priority=1),
+               _col("Name", _name, priority=1, fmt="name")],
     "leases": [_NAME, _col("Holder", lambda o: _get(o, "spec", "holderIdentity")), _AGE],
     "daemonsets": [_NAME,
                    _col("Desired", lambda o: _get(o, "status", "desiredNumberScheduled", default=0), "integer"),
@@ -476,42 +672,36 @@ COLUMNS: dict[str, list[Column]] = {
                    _col("Ready", lambda o: _get(o, "status", "numberReady", default=0), "integer"),
                    _col("Up-to-date", lambda o: _get(o, "status", "updatedNumberScheduled", default=0), "integer"),
                    _col("Available", lambda o: _get(o, "status", "numberAvailable", default=0), "integer"),
-                   _col("Node Selector", lambda o: _selector(o, "spec", "template", "spec", "nodeSelector")),
-                   _AGE,
-                   _col("Containers", lambda o: _containers(o, "name"), priority=1),
-                   _col("Images", lambda o: _containers(o, "image"), priority=1),
-                   _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+                   _col("Node Selector", lambda o: _labels(o, "spec", "template", "spec", "nodeSelector")),
+                   _AGE, *_WIDE_CONTAINERS, _col("Selector", _workload_selector, priority=1)],
     "statefulsets": [_NAME,
                      _col("Ready", lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/"
                                              f"{_get(o, 'spec', 'replicas', default=1)}"), _AGE,
-                     _col("Containers", lambda o: _containers(o, "name"), priority=1),
-                     _col("Images", lambda o: _containers(o, "image"), priority=1)],
+                     *_WIDE_CONTAINERS],
     "replicationcontrollers": [
         _NAME, _col("Desired", lambda o: _get(o, "spec", "replicas", default=1), "integer"),
         _col("Current", lambda o: _get(o, "status", "replicas", default=0), "integer"),
         _col("Ready", lambda o: _get(o, "status", "readyReplicas", default=0), "integer"), _AGE,
-        _col("Containers", lambda o: _containers(o, "name"), priority=1),
-        _col("Images", lambda o: _containers(o, "image"), priority=1),
-        _col("Selector", lambda o: _selector(o, "spec", "selector"), priority=1)],
+        *_WIDE_CONTAINERS, _col("Selector", lambda o: _labels(o, "spec", "selector"), priority=1)],
     "jobs": [_NAME, _col("Status", _job_status), _col("Completions", _job_completions),
-             _col("Duration", _job_duration), _AGE,
-             _col("Containers", lambda o: _containers(o, "name"), priority=1),
-             _col("Images", lambda o: _containers(o, "image"), priority=1),
-             _col("Selector", lambda o: _selector(o, "spec", "selector", "matchLabels"), priority=1)],
+             _col("Duration", _job_duration), _AGE, *_WIDE_CONTAINERS,
+             _col("Selector", _workload_selector, priority=1)],
     "cronjobs": [_NAME, _col("Schedule", lambda o: _get(o, "spec", "schedule", default="")),
                  _col("Timezone", lambda o: _get(o, "spec", "timeZone", default="<none>")),
-                 _col("Suspend", lambda o: str(bool(_get(o, "spec", "suspend", default=False))), "boolean"),
+                 _col("Suspend", lambda o: _bool_ptr(_get(o, "spec", "suspend", default=None)), "boolean"),
                  _col("Active", lambda o: len(_get(o, "status", "active", default=[]) or ()), "integer"),
                  _col("Last Schedule", lambda o: _since(_get(o, "status", "lastScheduleTime"))), _AGE,
                  _col("Containers", lambda o: _containers(_get(o, "spec", "jobTemplate", default={}), "name"),
                       priority=1),
                  _col("Images", lambda o: _containers(_get(o, "spec", "jobTemplate", default={}), "image"),
+                      priority=1),
+                 _col("Selector", lambda o: _workload_selector(_get(o, "spec", "jobTemplate", default={})),
                       priority=1)],
     "poddisruptionbudgets": [
         _NAME, _col("Min Available", lambda o: str(_get(o, "spec", "minAvailable", default="N/A"))),
         _col("Max Unavailable", lambda o: str(_get(o, "spec", "maxUnavailable", default="N/A"))),
         _col("Allowed Disruptions", lambda o: _get(o, "status", "disruptionsAllowed", default=0), "integer"), _AGE],
-    "serviceaccounts": [_NAME, _col("Secrets", lambda o: len(o.get("secrets") or ()), "integer"), _AGE],
+    "serviceaccounts": [_NAME, _col("Secrets", lambda o: len(o.get("secrets") or ())), _AGE],
     "rolebindings": [_NAME, _col("Role", lambda o: f"{_get(o, 'roleRef', 'kind')}/{_get(o, 'roleRef', 'name')}"),
                      _AGE, _col("Users", lambda o: _subjects(o, "User"), priority=1),
                      _col("Groups", lambda o: _subjects(o, "Group"), priority=1),
@@ -523,51 +713,51 @@ COLUMNS: dict[str, list[Column]] = {
                             _col("ServiceAccounts", lambda o: _subjects(o, "ServiceAccount"), priority=1)],
     "priorityclasses": [_NAME, _col("Value", lambda o: o.get("value", 0), "integer"),
                         _col("Global-Default", lambda o: bool(o.get("globalDefault", False)), "boolean"), _AGE,
-                        _col("PreemptionPolicy", lambda o: o.get("preemptionPolicy", "PreemptLowerPriority"))],
+                        _col("PreemptionPolicy", lambda o: o.get("preemptionPolicy") or "")],
     "endpoints": [_NAME, _col("Endpoints", _endpoints), _AGE],
     "persistentvolumeclaims": [
-        _NAME, _col("Status", lambda o: _get(o, "status", "phase")),
+        _NAME, _col("Status", _volume_phase),
         _col("Volume", lambda o: _get(o, "spec", "volumeName")),
-        _col("Capacity", lambda o: _storage(o, "status", "capacity")),
-        _col("Access Modes", lambda o: _access_modes(_get(o, "status", "accessModes", default=[]))),
-        _col("StorageClass", lambda o: _get(o, "spec", "storageClassName") or "<unset>"),
+        _col("Capacity", lambda o: _claim_bound(o, lambda c: _storage(c, "status", "capacity"))),
+        _col("Access Modes", lambda o: _claim_bound(
+            o, lambda c: _access_modes(_get(c, "status", "accessModes", default=[])))),
+        _col("StorageClass", _volume_class),
         _col("VolumeAttributesClass", lambda o: _get(o, "spec", "volumeAttributesClassName") or "<unset>"), _AGE,
-        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode"), priority=1)],
+        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode") or "<unset>", priority=1)],
     "persistentvolumes": [
         _NAME, _col("Capacity", lambda o: _storage(o, "spec", "capacity")),
         _col("Access Modes", lambda o: _access_modes(_get(o, "spec", "accessModes", default=[]))),
         _col("Reclaim Policy", lambda o: _get(o, "spec", "persistentVolumeReclaimPolicy")),
-        _col("Status", lambda o: _get(o, "status", "phase")), _col("Claim", _claim_ref),
-        _col("StorageClass", lambda o: _get(o, "spec", "storageClassName")),
+        _col("Status", _volume_phase), _col("Claim", _claim_ref),
+        _col("StorageClass", _volume_class),
         _col("VolumeAttributesClass", lambda o: _get(o, "spec", "volumeAttributesClassName") or "<unset>"),
         _col("Reason", lambda o: _get(o, "status", "reason")), _AGE,
-        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode"), priority=1)],
+        _col("VolumeMode", lambda o: _get(o, "spec", "volumeMode") or "<unset>", priority=1)],
     "storageclasses": [
         _col("Name", _storage_class_name, fmt="name"), _col("Provisioner", lambda o: o.get("provisioner", "")),
-        _col("ReclaimPolicy", lambda o: o.get("reclaimPolicy", "")),
-        _col("VolumeBindingMode", lambda o: o.get("volumeBindingMode", "")),
-        _col("AllowVolumeExpansion", lambda o: str(bool(o.get("allowVolumeExpansion"))).lower()), _AGE],
-    "resourcequotas": [_NAME, _AGE, _col("Request", lambda o: _quota(o, False)),
-                       _col("Limit", lambda o: _quota(o, True))],
+        _col("ReclaimPolicy", lambda o: o.get("reclaimPolicy") or "Delete"),
+        _col("VolumeBindingMode", lambda o: o.get("volumeBindingMode") or "Immediate"),
+        _col("AllowVolumeExpansion", lambda o: bool(o.get("allowVolumeExpansion"))), _AGE],
+    "resourcequotas": [_NAME, _col("Request", lambda o: _quota(o, False)),
+                       _col("Limit", lambda o: _quota(o, True)), _AGE],
     "podtemplates": [_NAME, _col("Containers", lambda o: _template_containers(o, "name")),
                      _col("Images", lambda o: _template_containers(o, "image")),
-                     _col("Pod Labels", lambda o: _selector(o, "template", "metadata", "labels"))],
+                     _col("Pod Labels", lambda o: _labels(o, "template", "metadata", "labels"))],
     "controllerrevisions": [_NAME, _col("Controller", _controller),
-                            _col("Revision", lambda o: o.get("revision", 0), "integer"), _AGE],
+                            _col("Revision", lambda o: o.get("revision", 0)), _AGE],
     "horizontalpodautoscalers": [
         _NAME, _col("Reference", lambda o: f"{_get(o, 'spec', 'scaleTargetRef', 'kind')}/"
                                            f"{_get(o, 'spec', 'scaleTargetRef', 'name')}"),
-        _col("Targets", _hpa_targets), _col("MinPods", lambda o: _get(o, "spec", "minReplicas", default="<unset>")),
+        _col("Targets", _hpa_targets), _col("MinPods", _hpa_min),
         _col("MaxPods", lambda o: _get(o, "spec", "maxReplicas", default=0)),
         _col("Replicas", lambda o: _get(o, "status", "currentReplicas", default=0)), _AGE],
     "ingresses": [
         _NAME, _col("Class", lambda o: _get(o, "spec", "ingressClassName") or "<none>"),
-        _col("Hosts", _ingress_hosts), _col("Address", _load_balancer),
+        _col("Hosts", _ingress_hosts), _col("Address", lambda o: ",".join(_lb_ingress(o))),
         _col("Ports", lambda o: "80, 443" if _get(o, "spec", "tls", default=[]) else "80"), _AGE],
     "ingressclasses": [
         _NAME, _col("Controller", lambda o: _get(o, "spec", "controller")),
-        _col("Parameters", lambda o: (f"{_get(o, 'spec', 'parameters', 'kind')}/{_get(o, 'spec', 'parameters', 'name')}"
-                                      if _get(o, "spec", "parameters", default=None) else "<none>")), _AGE],
+        _col("Parameters", _ingress_class_parameters), _AGE],
     "networkpolicies": [_NAME, _col("Pod-Selector", lambda o: _label_selector(_get(o, "spec", "podSelector",
                                                                                      default={}))), _AGE],
     "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
@@ -583,8 +773,7 @@ COLUMNS: dict[str, list[Column]] = {
                                      f"{_get(o, 'spec', 'paramKind', 'kind')}")
              if _get(o, "spec", "paramKind", default=None) else "<unset>"), _AGE],
     "validatingadmissionpolicybindings": [
-        _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")),
-        _col("ParamRef", lambda o: "<unset>" if not _get(o, "spec", "paramRef", default=None) else "*"), _AGE],
+        _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")), _col("ParamRef", _param_ref), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
     "deviceclasses": [_NAME, _AGE],
     "resourceclaimtemplates": [_NAME, _AGE],
@@ -592,7 +781,8 @@ COLUMNS: dict[str, list[Column]] = {
                        _col("Driver", lambda o: _get(o, "spec", "driver")),
                        _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],
     # the autoscaling/v1 Scale of a built-in type's ``scale`` subresource (kubectl get --subresource=scale)
-    "scales.autoscaling": [_NAME, _col("Desired", lambda o: _get(o, "spec", "replicas", default=0), "integer"),
+    "scales.autoscaling": [_col("Name", _name), _col("Desired", lambda o: _get(o, "spec", "replicas", default=0),
+                                                     "integer"),
                            _col("Available", lambda o: _get(o, "status", "replicas", default=0), "integer"), _AGE],
     # metrics.k8s.io (api/resourcemetrics.py): metrics-server's columns; a pod's are its containers' sum
     "nodes.metrics.k8s.io": [_NAME, _col("CPU", lambda o: _canonical(_get(o, "usage", "cpu"))),
