@@ -111,7 +111,7 @@ def _renewed(rtype: ResourceType, stored: bytes, renew_time: str, manager: str,
     meta = obj["metadata"]
     entry = _owns_alone(meta.get("managedFields"), manager)
     simple = entry is not None
-    spec["renewTime"] = renew_time  # (no generation to move: a Lease has none, rest.WITHOUT_GENERATION)
+    spec["renewTime"] = renew_time  # (no generation to move: a Lease has none, rest.GENERATION)
     if entry is not None:
         entry["time"] = now
     elif manager:

@@ -260,6 +260,8 @@ class KubeApi:
                 continue
             key = rtype.key("default", "kubernetes")
             meta = {**obj["metadata"], "namespace": "default", "uid": new_uid(), "creationTimestamp": _now()}
+            if keeps_generation(rtype):  # the EndpointSlice (its strategy's)
+                meta["generation"] = 1
             try:
                 await self.store.create(key, orjson.dumps(_metadata_first({**obj, "metadata": meta})))
                 continue
@@ -271,7 +273,11 @@ class KubeApi:
             stored = orjson.loads(current.value)
             moving = [k for k in ("subsets", "endpoints", "ports") if k in obj and stored.get(k) != obj[k]]
             if moving:  # the server moved: its endpoints follow
+                before = dict(stored)
                 stored.update({k: obj[k] for k in moving})
+                if keeps_generation(rtype) and _generation_moves(rtype, before, stored):
+                    stored_meta = stored.setdefault("metadata", {})
+                    stored_meta["generation"] = int(stored_meta.get("generation", 1)) + 1
                 with contextlib.suppress(store.Conflict):
                     await self.store.update(key, orjson.dumps(stored), current.mod_revision)
 
@@ -788,10 +794,16 @@ class KubeApi:
             managedfields.record_write(rtype, None, obj, manager)
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = _now()
-        if (rtype.group, rtype.plural) in WITHOUT_GENERATION:
-            meta.pop("generation", None)
-        else:
+        if keeps_generation(rtype):
             meta["generation"] = 1
+        else:  # the strategy leaves it: what the client sent stays, as upstream's BeforeCreate
+            generation = meta.get("generation")
+            if isinstance(generation, int) and not isinstance(generation, bool) and generation < 0:
+                raise ApiError.invalid(rtype, meta.get("name") or meta.get("generateName") or "", [{
+                    "reason": "FieldValueInvalid", "field": "metadata.generation",
+                    "message": f"Invalid value: {generation}: must be greater than or equal to 0"}])
+            if not isinstance(generation, int) or isinstance(generation, bool) or not generation:
+                meta.pop("generation", None)  # (0 is Go's zero value: never serialised)
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
         if rtype is self._pods and self._runtime_classes is not None:  # mutating admission (overhead)
@@ -1248,9 +1260,9 @@ class KubeApi:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
             before = (old.get("metadata") or {}).get("generation") if old is not None else None
             if old is not None and before is not None and isinstance(meta, dict) \
-                    and meta.get("generation") != before and obj.get("spec") == old.get("spec"):
-                # only the defaults an update left out differed: the spec did not change (upstream
-                # compares what it decoded, defaulted)
+                    and meta.get("generation") != before and not _generation_moves(rtype, old, obj):
+                # only the defaults an update left out differed: nothing that counts changed
+                # (upstream compares what it decoded, defaulted)
                 meta["generation"] = before
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
@@ -1969,11 +1981,54 @@ def _initial_status(plural: str) -> dict[str, Any]:
     return {}
 
 
-# The types whose upstream strategy leaves metadata.generation unset (coordination's
-# lease/strategy.go: its PrepareForCreate and PrepareForUpdate do nothing): none at
-# create, none moved by an update. Every other type gets 1 at create and a step per
-# change of its spec, as most of upstream's strategies do.
-WITHOUT_GENERATION = frozenset({("coordination.k8s.io", "leases")})
+# metadata.generation, type by type, as upstream's registry strategies keep it (1.37):
+# the types named here get 1 at create (their PrepareForCreate) and a step when one of
+# the named top-level fields changes (their PrepareForUpdate); custom resources step
+# on any change but to their metadata (apiextensions' customresource strategy). Every
+# other type (ConfigMaps, Secrets, Namespaces, Services, Nodes, Endpoints, Events,
+# ServiceAccounts, PersistentVolume(Claim)s, quotas, limit ranges, ControllerRevisions,
+# Leases, StorageClasses, RuntimeClasses, RBAC, Workloads, PodGroups, ResourceClaims and
+# their templates) has none: what a create carries is kept (BeforeCreate leaves it), an
+# update keeps the old value (BeforeUpdate), and nothing moves it but a deletion's bump
+# of a value above 0 (BeforeDelete, markAsDeleting).
+_SPEC = ("spec",)
+GENERATION: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): _SPEC,  # set for every pod since 1.33 (KEP-5067), ungated
+    ("", "replicationcontrollers"): _SPEC,
+    ("", "podtemplates"): ("template",),
+    ("apps", "deployments"): _SPEC,  # upstream steps on annotation changes too: not here (docs)
+    ("apps", "replicasets"): _SPEC,
+    ("apps", "statefulsets"): _SPEC,
+    ("apps", "daemonsets"): _SPEC,
+    ("batch", "jobs"): _SPEC,
+    ("batch", "cronjobs"): _SPEC,
+    ("policy", "poddisruptionbudgets"): _SPEC,
+    ("autoscaling", "horizontalpodautoscalers"): _SPEC,  # HPAGeneration: beta, on, since 1.37
+    ("networking.k8s.io", "ingresses"): _SPEC,
+    ("networking.k8s.io", "ingressclasses"): _SPEC,
+    ("networking.k8s.io", "networkpolicies"): _SPEC,
+    ("discovery.k8s.io", "endpointslices"): ("addressType", "endpoints", "ports"),  # all but metadata
+    ("scheduling.k8s.io", "priorityclasses"): (),  # 1 at create, never stepped by an update
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ("webhooks",),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ("webhooks",),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): _SPEC,
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): _SPEC,
+    ("resource.k8s.io", "deviceclasses"): _SPEC,
+    ("resource.k8s.io", "resourceslices"): _SPEC,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): _SPEC,
+}
+
+
+def keeps_generation(rtype: ResourceType) -> bool:
+    """Whether upstream's strategy for the type sets ``metadata.generation``."""
+    return rtype.custom is not None or (rtype.group, rtype.plural) in GENERATION
+
+
+def _generation_moves(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether an update from ``old`` to ``new`` is a new generation of the object."""
+    if rtype.custom is not None:
+        return any(new.get(k) != old.get(k) for k in {*old, *new} - {"apiVersion", "kind", "metadata"})
+    return any(new.get(k) != old.get(k) for k in GENERATION.get((rtype.group, rtype.plural), ()))
 
 
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],
@@ -1987,6 +2042,8 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         merged["spec"] = {**(old.get("spec") or {}),
                           "ephemeralContainers": (new.get("spec") or {}).get("ephemeralContainers")}
         merged["metadata"] = dict(old_meta)
+        if merged["spec"] != old.get("spec") and keeps_generation(rtype):  # (pod strategy's updatePodGeneration)
+            merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
     if subresource == "status":
         merged = dict(old)
@@ -2010,7 +2067,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         else:
             meta.pop(field, None)
     meta.pop("selfLink", None)  # cleared before storage, as upstream's PrepareObjectForStorage
-    if new.get("spec") != old.get("spec") and (rtype.group, rtype.plural) not in WITHOUT_GENERATION:
+    if keeps_generation(rtype) and _generation_moves(rtype, old, new):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     return new
 

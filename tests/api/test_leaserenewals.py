@@ -289,12 +289,19 @@ def test_a_plan_is_learnt_only_where_each_value_is_there_once_and_used_only_wher
 
 
 async def test_a_lease_has_no_generation_as_upstreams_strategy_sets_none(client: Client) -> None:
-    created = await client.create(LEASES, {"metadata": {"name": "n1", "generation": 5},
-                                           "spec": {"holderIdentity": "n1", "renewTime": T0}})
+    created = await client.create(LEASES, {"metadata": {"name": "n0"},
+                                           "spec": {"holderIdentity": "n0", "renewTime": T0}})
     assert "generation" not in created["metadata"]
     created["spec"]["renewTime"] = T1
-    updated = await client.update(f"{LEASES}/n1", created)
+    updated = await client.update(f"{LEASES}/n0", created)
     assert "generation" not in updated["metadata"]
+    # what a client sends is kept (upstream's BeforeCreate leaves it), never moved by an update (BeforeUpdate)
+    sent = await client.create(LEASES, {"metadata": {"name": "n1", "generation": 5},
+                                        "spec": {"holderIdentity": "n1", "renewTime": T0}})
+    assert sent["metadata"]["generation"] == 5
+    sent["spec"]["renewTime"] = T1
+    sent["metadata"]["generation"] = 9
+    assert (await client.update(f"{LEASES}/n1", sent))["metadata"]["generation"] == 5
     pod = await client.create(resource_path("", "v1", "pods", "default"), {
         "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
     assert pod["metadata"]["generation"] == 1  # (other types as before)

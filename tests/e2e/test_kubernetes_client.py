@@ -293,6 +293,60 @@ def test_generation_counts_spec_changes(api: client.ApiClient, ns: str) -> None:
     assert d.metadata.generation == g + 1
 
 
+def test_generation_only_for_the_types_whose_upstream_strategy_sets_one(
+        served: Serve, api: client.ApiClient, ns: str) -> None:
+    """As kube-apiserver's registry strategies: ConfigMaps, Secrets and Services carry no
+    ``metadata.generation`` (not at create, not after an update, not when a finalizer
+    holds their deletion); Deployments and Ingresses start at 1 and step per spec change,
+    and a deletion held by a finalizer steps theirs once more."""
+    v1, apps, net = client.CoreV1Api(api), client.AppsV1Api(api), client.NetworkingV1Api(api)
+    meta = client.V1ObjectMeta(name="nogen", finalizers=["example.com/hold"])
+    v1.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=meta, data={"a": "1"}))
+    v1.create_namespaced_secret(ns, client.V1Secret(metadata=meta, string_data={"a": "1"}))
+    v1.create_namespaced_service(ns, client.V1Service(metadata=meta, spec=client.V1ServiceSpec(
+        ports=[client.V1ServicePort(port=80)], selector={"app": "x"})))
+    v1.patch_namespaced_config_map("nogen", ns, {"data": {"a": "2"}})
+    v1.patch_namespaced_secret("nogen", ns, {"stringData": {"a": "2"}})
+    v1.patch_namespaced_service("nogen", ns, {"spec": {"sessionAffinity": "ClientIP"}})
+    for kind in ("configmap", "secret", "service"):  # what `kubectl get -o yaml` shows
+        shown = yaml.safe_load(kubectl(served, "get", kind, "nogen", "-n", ns, "-o", "yaml"))
+        assert "generation" not in shown["metadata"], kind
+    v1.delete_namespaced_config_map("nogen", ns)
+    held = v1.read_namespaced_config_map("nogen", ns).metadata
+    assert held.deletion_timestamp is not None and held.generation is None
+    v1.patch_namespaced_config_map("nogen", ns, {"metadata": {"finalizers": None}})
+
+    labels = {"app": "gen"}
+    d = apps.create_namespaced_deployment(ns, client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="gen"), spec=client.V1DeploymentSpec(
+            replicas=0, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=client.V1PodSpec(
+                containers=[client.V1Container(name="c", image="nginx")])))))
+    assert d.metadata.generation == 1
+    d = apps.patch_namespaced_deployment("gen", ns, {"metadata": {"labels": {"x": "y"}}})
+    assert d.metadata.generation == 1
+    assert apps.patch_namespaced_deployment("gen", ns, {"spec": {"replicas": 1}}).metadata.generation == 2
+    shown = yaml.safe_load(kubectl(served, "get", "deployment", "gen", "-n", ns, "-o", "yaml"))
+    assert shown["metadata"]["generation"] == 2
+
+    backend = client.V1IngressBackend(service=client.V1IngressServiceBackend(
+        name="nogen", port=client.V1ServiceBackendPort(number=80)))
+    ing = net.create_namespaced_ingress(ns, client.V1Ingress(
+        metadata=meta, spec=client.V1IngressSpec(default_backend=backend)))
+    assert ing.metadata.generation == 1
+    ing = net.patch_namespaced_ingress("nogen", ns, {"spec": {"ingressClassName": "nginx"}})
+    assert ing.metadata.generation == 2
+    net.delete_namespaced_ingress("nogen", ns)
+    held = net.read_namespaced_ingress("nogen", ns).metadata
+    assert held.deletion_timestamp is not None and held.generation == 3  # the store's markAsDeleting
+    net.patch_namespaced_ingress("nogen", ns, {"metadata": {"finalizers": None}})
+    v1.patch_namespaced_secret("nogen", ns, {"metadata": {"finalizers": None}})
+    v1.patch_namespaced_service("nogen", ns, {"metadata": {"finalizers": None}})
+    v1.delete_namespaced_secret("nogen", ns)
+    v1.delete_namespaced_service("nogen", ns)
+    apps.delete_namespaced_deployment("gen", ns)
+
+
 def test_delete_collection_with_a_label_selector(api: client.ApiClient, ns: str) -> None:
     v1 = client.CoreV1Api(api)
     for name, batch in (("dc1", "old"), ("dc2", "old"), ("dc3", "new")):

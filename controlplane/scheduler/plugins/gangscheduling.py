@@ -272,8 +272,10 @@ class GangScheduling:
                 return
         ns, _, name = group_key.partition("/")
         cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time())),
-                "observedGeneration": (g.podgroup.get("metadata") or {}).get("generation", 0)}
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))}
+        generation = (g.podgroup.get("metadata") or {}).get("generation")
+        if generation:  # a PodGroup has none upstream (its strategy sets none): Go omits the 0
+            cond["observedGeneration"] = generation
         g.podgroup = {**g.podgroup, "status": {**(g.podgroup.get("status") or {}), "conditions": [cond]}}
         self.handle.spawn(self._write_status(ns, name, cond))
 
