@@ -11,7 +11,7 @@ the pods bound to them:
   ``status_report_frequency`` (5 min), as a kubelet with leases does. Nodes
   are seated over the interval by a hash of their name (``rota``), so 100,000
   nodes are 10,000 renewals a second in even batches, not 100,000 at once;
-  other timers (status reports, stages, evictions) share one timing wheel
+  other timers (status reports, stages, failure grace periods) share one timing wheel
   (``wheel``). A batch's renewals go as one or a few LeaseRenewals
   (this emulator's bulk renewal, ``controlplane/api/leaserenewals.py``) when
   the server serves them, as a PUT of each Lease otherwise;
