@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from ..client import ApiError, Client, InformerHandle, resource_path
+from ..client.workqueue import WorkQueue
 from ..metrics import AUTOSCALER_NODECLAIMS_CREATED as NODECLAIMS_CREATED
 from ..metrics import AUTOSCALER_NODECLAIMS_DISRUPTED as NODECLAIMS_DISRUPTED
 from ..metrics import AUTOSCALER_NODES as NODES
@@ -54,6 +55,7 @@ Obj = dict[str, Any]
 
 POOLS = resource_path(GROUP, VERSION, NODEPOOLS)
 CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
+DELETION_WORKERS = 4  # NodeClaim deletions in flight at once (upstream's garbage collector runs 20 workers)
 
 
 class Autoscaler:
@@ -84,6 +86,9 @@ class Autoscaler:
         self._pools: dict[str, tuple[str, NodePoolView]] = {}  # name -> (resourceVersion, parsed)
         self._claim_started: dict[str, float] = {}  # claim name -> when its simulation ran
         self._pod_times: dict[str, list[float]] = {}  # pod -> [created, unschedulable, bound] (nan: not seen)
+        # NodeClaims to delete (the garbage collector's part and a gone node's), retried when that fails
+        self._deletions = WorkQueue()
+        self._doomed: set[str] = set()  # claims queued because their node is gone or going
         self.synced = asyncio.Event()
         self.state.on_provisionable = self._trigger.set
         self.state.on_pod_change = self._pod_timing
@@ -122,7 +127,9 @@ class Autoscaler:
                      len(st.nodepools), len(st.nodeclaims), len(self.catalog))
             for claim in list(st.nodeclaims.values()):
                 self.launcher.reconcile(claim)
-            await asyncio.gather(self._provision_loop(), self._disruption_loop(), self._status_loop())
+                self._collect_if_orphaned(claim)  # a NodePool deleted while this controller was not watching
+            await asyncio.gather(self._provision_loop(), self._disruption_loop(), self._status_loop(),
+                                 *(self._deletion_worker() for _ in range(DELETION_WORKERS)))
         finally:
             for t in tasks:
                 t.cancel()
@@ -156,7 +163,8 @@ class Autoscaler:
     def _delete_claim_of(self, node: str) -> None:
         claim = self.state.nodeclaim_of_node(node)
         if claim is not None and not (claim.get("metadata") or {}).get("deletionTimestamp"):
-            asyncio.get_running_loop().create_task(self._delete_claim(key(claim)))
+            self._doomed.add(key(claim))
+            self._deletions.add(key(claim))
 
     def _pool_set(self, obj: Obj) -> None:
         self.state.nodepools[key(obj)] = obj
@@ -165,21 +173,79 @@ class Autoscaler:
     def _pool_deleted(self, obj: Obj) -> None:
         self.state.nodepools.pop(key(obj), None)
         self._pools.pop(key(obj), None)
-        # the garbage collector's part: a NodeClaim is owned by its NodePool, so the NodePool's
-        # deletion deletes its NodeClaims (Background propagation), and their nodes are drained
-        uid = (obj.get("metadata") or {}).get("uid")
         for claim in self.state.claims_of_pool(key(obj)):
-            meta = claim.get("metadata") or {}
-            owned = any(ref.get("kind") == "NodePool" and ref.get("uid") == uid
-                        for ref in meta.get("ownerReferences") or ())
-            if uid and owned and not meta.get("deletionTimestamp"):
-                asyncio.get_running_loop().create_task(self._delete_claim(key(claim)))
+            self._collect_if_orphaned(claim)
 
     def _claim_changed(self, old: Obj | None, new: Obj | None) -> None:
         if new is not None:
             self.launcher.reconcile(new)
+            self._collect_if_orphaned(new)
         else:
+            self._doomed.discard(key(old or {}))
             self._wake_disruption.set()
+
+    # -- the garbage collector's part -----------------------------------------------------------------
+    # A NodeClaim is owned by its NodePool (ownerReferences), so upstream's garbage collector deletes
+    # it once the NodePool is gone (Background propagation), whenever it looks, and the termination
+    # finalizer drains and removes its node. The emulator's garbage collector does not collect
+    # NodeClaims: this controller does, on the NodePool's delete event, on every NodeClaim event and
+    # over all NodeClaims once its informers have synced (a NodePool deleted while it was not running).
+    def _owner_gone(self, claim: Obj) -> bool:
+        """Whether ``claim`` names a NodePool owner that the informer does not hold (by name and uid)."""
+        for ref in (claim.get("metadata") or {}).get("ownerReferences") or ():
+            if ref.get("kind") == "NodePool" and ref.get("apiVersion", "").startswith(f"{GROUP}/"):
+                pool = self.state.nodepools.get(ref.get("name", ""))
+                if pool is None or (ref.get("uid") and (pool.get("metadata") or {}).get("uid") != ref["uid"]):
+                    return True
+        return False
+
+    def _collect_if_orphaned(self, claim: Obj) -> None:
+        if not self.synced.is_set() or (claim.get("metadata") or {}).get("deletionTimestamp"):
+            return  # before the NodePools are listed, every owner would look gone
+        if self._owner_gone(claim):
+            self._deletions.add(key(claim))
+
+    async def _orphaned(self, claim: Obj) -> bool:
+        """As the garbage collector, which asks the server before it deletes a dependent: an owner
+        NodePool that is gone (404) or another object of its name (another uid)."""
+        for ref in (claim.get("metadata") or {}).get("ownerReferences") or ():
+            if ref.get("kind") != "NodePool" or not ref.get("apiVersion", "").startswith(f"{GROUP}/"):
+                continue
+            try:
+                pool = await self.client.get(f"{POOLS}/{ref.get('name', '')}")
+            except ApiError as e:
+                if e.code == 404:
+                    return True
+                raise
+            if ref.get("uid") and (pool.get("metadata") or {}).get("uid") != ref["uid"]:
+                return True
+        return False
+
+    async def _deletion_worker(self) -> None:
+        queue = self._deletions
+        while True:
+            name = await queue.get()
+            try:
+                await self._sync_deletion(name)
+                queue.forget(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("nodeclaim %s: deleting: %s; again in %.1f s", name, e, queue.add_after_failure(name))
+            finally:
+                queue.done(name)
+
+    async def _sync_deletion(self, name: str) -> None:
+        claim = self.state.nodeclaims.get(name)
+        if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
+            self._doomed.discard(name)
+            return
+        if name in self._doomed:
+            await self._delete_claim(name)
+            self._doomed.discard(name)
+        elif self._owner_gone(claim) and await self._orphaned(claim):
+            log.info("nodeclaim %s: its nodepool is gone: deleting it", name)
+            await self._delete_claim(name)
 
     def _registered(self, claim: Obj, seconds: float) -> None:
         started = self._claim_started.pop(key(claim), None)

@@ -241,6 +241,74 @@ async def test_deleting_a_nodepool_deletes_its_nodeclaims_and_nodes(client: Clie
     assert [p["metadata"]["name"] for p in await items(client, POOLS)] == ["kept"]
 
 
+async def test_nodeclaims_of_a_nodepool_deleted_while_the_autoscaler_was_down_are_deleted(
+        app: FastAPI, client: Client) -> None:
+    # the garbage collector converges whenever it looks: a NodePool deleted while no autoscaler watched
+    # (restart, upgrade) still takes its NodeClaims and their nodes with it
+    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+    sim_task = asyncio.create_task(sim.run())
+
+    async def start() -> tuple[Client, Autoscaler, asyncio.Task[None]]:
+        c = Client.in_process(app.state.front)
+        a = Autoscaler(c, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
+                       drain_timeout=5.0)
+        t = asyncio.create_task(a.run())
+        await asyncio.wait_for(a.synced.wait(), 10)
+        return c, a, t
+
+    first, _, task = await start()
+    second: Client | None = None
+    try:
+        await client.create(POOLS, nodepool("doomed", consolidate_after="Never"))
+        await pending_pods(client, [pod(f"p{i}", "20") for i in range(2)])
+        await wait_for(lambda: _running(client, 2), timeout=15)
+        assert len(await items(client, CLAIMS)) == 2
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await first.aclose()
+        await client.delete(f"{POOLS}/doomed")
+        await asyncio.sleep(0.3)
+        assert len(await items(client, CLAIMS)) == 2  # nobody collected them meanwhile
+        second, _, task = await start()
+
+        async def all_gone() -> bool:
+            return not await items(client, CLAIMS) and not await items(client, NODES)
+
+        await wait_for(all_gone, timeout=15)
+    finally:
+        for t in (task, sim_task):
+            t.cancel()
+        await asyncio.gather(task, sim_task, return_exceptions=True)
+        if second is not None:
+            await second.aclose()
+
+
+async def test_a_failed_nodeclaim_deletion_is_retried(client: Client, scaler: Autoscaler,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the NodePool's delete event is seen once: a deletion of one of its NodeClaims that fails
+    # (a 500, a timeout) must be tried again, not lost
+    await client.create(POOLS, nodepool("doomed", consolidate_after="Never"))
+    await pending_pods(client, [pod(f"p{i}", "20") for i in range(2)])
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    real_delete = client.delete
+    failed: list[str] = []
+
+    async def flaky_delete(path: str, body: dict[str, Any] | None = None, **query: Any) -> dict[str, Any]:
+        if path.startswith(f"{CLAIMS}/") and path not in failed:
+            failed.append(path)
+            raise ApiError(500, "InternalError", "etcdserver: request timed out")
+        return await real_delete(path, body, **query)
+
+    monkeypatch.setattr(client, "delete", flaky_delete)
+    await client.delete(f"{POOLS}/doomed")
+
+    async def all_gone() -> bool:
+        return not await items(client, CLAIMS) and not await items(client, NODES)
+
+    await wait_for(all_gone, timeout=15)
+    assert len(failed) == 2  # each claim's first deletion failed
+
+
 async def _running(client: Client, n: int) -> bool:
     pods = await items(client, PODS)
     return sum(1 for p in pods if p["status"].get("phase") == "Running") >= n

@@ -96,7 +96,9 @@ class ClaimController:
         self.claims = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaims"),
                                       on_add=self._claim_changed, on_update=lambda _old, new: self._claim_changed(new),
                                       on_delete=self._claim_deleted)
-        self.templates = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"))
+        self.templates = client.informer(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"),
+                                         on_add=self._template_added,
+                                         on_update=lambda _old, new: self._template_added(new))
         self.podgroups = client.informer(resource_path(API_GROUP, "v1beta1", "podgroups"),
                                          on_add=self._podgroup_changed,
                                          on_update=lambda _old, new: self._podgroup_changed(new),
@@ -107,6 +109,10 @@ class ClaimController:
         self._wrote: dict[str, dict[str, Any]] = {}
         # Claims by owning pod uid, to find a claim created for a pod whose status was not yet updated.
         self._owned: dict[str, set[str]] = {}
+        # Pods and PodGroups ("pod:ns/name", "podgroup:ns/name") skipped because a template they name is
+        # missing, by template ("ns/template"): its creation requeues them (kubectl apply -f dir/ creates
+        # in file order, a template may well come after its pods)
+        self._awaiting_template: dict[str, set[str]] = {}
         self.created = 0
         self.deleted = 0
         self.released = 0
@@ -132,6 +138,8 @@ class ClaimController:
                 members = self._members.get(f"{pod['metadata'].get('namespace', '')}/{group}")
                 if members is not None:
                     members.discard(_key(pod))
+            if self._awaiting_template:
+                self._stop_awaiting(pod, "pod:")
 
     def _podgroup_changed(self, podgroup: dict[str, Any]) -> None:
         key = _key(podgroup)
@@ -144,6 +152,8 @@ class ClaimController:
 
     def _podgroup_deleted(self, podgroup: dict[str, Any]) -> None:
         ns = (podgroup.get("metadata") or {}).get("namespace", "")
+        if self._awaiting_template:
+            self._stop_awaiting(podgroup, "podgroup:")
         for st in (podgroup.get("status") or {}).get("resourceClaimStatuses") or []:
             if st.get("resourceClaimName"):
                 self.queue.add(f"claim:{ns}/{st['resourceClaimName']}")
@@ -152,6 +162,26 @@ class ClaimController:
                 self.queue.add(f"claim:{ns}/{rc['resourceClaimName']}")
         for key in self._owned.get((podgroup.get("metadata") or {}).get("uid", ""), ()):
             self.queue.add("claim:" + key)
+
+    def _template_added(self, template: dict[str, Any]) -> None:
+        for waiting in self._awaiting_template.pop(_key(template), ()):
+            self.queue.add(waiting)
+
+    def _await_template(self, owner: Mapping[str, Any], kind: str, template_key: str) -> None:
+        """``owner`` (a pod or PodGroup, ``kind`` its key prefix) waits for ``template_key`` to be created."""
+        self._awaiting_template.setdefault(template_key, set()).add(kind + _key(owner))
+        if template_key in self.templates.items:  # its event came while the server was asked
+            self._template_added(self.templates.items[template_key])
+
+    def _stop_awaiting(self, owner: Mapping[str, Any], kind: str) -> None:
+        ns = (owner.get("metadata") or {}).get("namespace", "")
+        for rc in (owner.get("spec") or {}).get("resourceClaims") or ():
+            template_key = f"{ns}/{rc.get('resourceClaimTemplateName') or ''}"
+            waiting = self._awaiting_template.get(template_key)
+            if waiting is not None:
+                waiting.discard(kind + _key(owner))
+                if not waiting:
+                    del self._awaiting_template[template_key]
 
     def _enqueue_claims_of(self, pod: Mapping[str, Any]) -> None:
         ns = (pod.get("metadata") or {}).get("namespace", "")
@@ -299,7 +329,9 @@ class ClaimController:
                                                                ns, template_name))
             except ApiError as e:
                 if e.code == 404:
-                    log.info("pod %s/%s: resourceclaimtemplate %s not found", ns, meta["name"], template_name)
+                    log.info("%s %s/%s: resourceclaimtemplate %s not found", "pod" if owner is None else "podgroup",
+                             ns, meta["name"], template_name)
+                    self._await_template(pod, "pod:" if owner is None else "podgroup:", f"{ns}/{template_name}")
                     return None
                 raise
         tspec = template.get("spec") or {}
