@@ -23,6 +23,7 @@ the pod is scheduled again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,9 @@ class PodClaims:
     answers: dict[str, tuple[int, int, int, Plan | str]] = field(default_factory=dict)
     # Per claim, whom ``reservedFor`` names: the pod, or its PodGroup for the group's claims (KEP-5729).
     consumers: list[dict[str, str]] = field(default_factory=list)
+    # The group's claims (by index): the allocation this pod was filtered and reserved against
+    # (the API's, a sibling's Reserve's, or its own Reserve's). PreBind binds with that one only.
+    expected: dict[int, Mapping[str, Any]] | None = None
 
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -135,6 +139,24 @@ def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
         if any(conds.get(w) != "True" for w in want):
             ready = False
     return ready, None
+
+
+def _has_binding_conditions(allocation: Mapping[str, Any]) -> bool:
+    return any(r.get("bindingConditions") for r in (allocation.get("devices") or {}).get("results") or ())
+
+
+def _devices(allocation: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    return sorted((r.get("request"), r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID") or None)
+                  for r in (allocation.get("devices") or {}).get("results") or ())
+
+
+def same_allocation(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two allocations are one: the same devices for the same requests, on the same nodes."""
+    return a is b or (a.get("nodeSelector") == b.get("nodeSelector") and _devices(a) == _devices(b))
+
+
+# In a group claim's users: pods bound before this scheduler kept count may use the claim.
+_EARLIER = ""
 
 
 class DraManager:
@@ -263,7 +285,7 @@ class DraManager:
         ns, uid = meta.get("namespace", ""), meta.get("uid", "")
         claims: list[Mapping[str, Any]] = []
         consumers: list[dict[str, str]] = []
-        assumed: set[int] = set()
+        expected: dict[int, Mapping[str, Any]] | None = None
         seen: set[str] = set()
         pod_consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": uid}
         for pod_claim, claim_name, podgroup in self._resolve(pod):
@@ -289,11 +311,16 @@ class DraManager:
             reserved = (claim.get("status") or {}).get("reservedFor") or []
             if len(reserved) >= RESERVED_FOR_MAX and not any(r.get("uid") == who["uid"] for r in reserved):
                 raise Unschedulable(f'resourceclaim "{claim_name}" is in use by too many consumers')
-            if podgroup is not None and not (claim.get("status") or {}).get("allocation"):
-                held = self._assumed_alloc.get(_key(claim))
-                if held is not None:  # a sibling's Reserve allocated it: use that allocation
-                    claim = {**claim, "status": {**(claim.get("status") or {}), "allocation": held}}
-                    assumed.add(len(claims))
+            if podgroup is not None:
+                if expected is None:
+                    expected = {}
+                held = (claim.get("status") or {}).get("allocation")
+                if not held:
+                    held = self._assumed_alloc.get(_key(claim))
+                    if held is not None:  # a sibling's Reserve allocated it: use that allocation
+                        claim = {**claim, "status": {**(claim.get("status") or {}), "allocation": held}}
+                if held:
+                    expected[len(claims)] = held
             claims.append(claim)
             consumers.append(who)
         to_allocate = [i for i, c in enumerate(claims) if not (c.get("status") or {}).get("allocation")]
@@ -313,7 +340,7 @@ class DraManager:
                 self.verdicts.clear()
             answers = self._filter_cache.setdefault(sig, {})
         return PodClaims(f"{ns}/{meta.get('name', '')}", uid, claims, to_allocate, sig, allocated=allocated,
-                         answers=answers, consumers=consumers)
+                         answers=answers, consumers=consumers, expected=expected)
 
     def _plan(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> Plan | str:
         # Everything an answer for this node depends on: the slices (any change), the allocations
@@ -421,8 +448,8 @@ class DraManager:
         for n, i in enumerate(pc.to_allocate):
             key = _key(pc.claims[i])
             self.state.assume(key, answer.entries(n))
-            if pc.consumers and pc.consumers[i]["resource"] != "pods":
-                self._assumed_alloc[key] = answer.allocation(n, node_name)
+            if pc.expected is not None and pc.consumers[i]["resource"] != "pods":
+                pc.expected[i] = self._assumed_alloc[key] = answer.allocation(n, node_name)
         pc.reserved = (node_name, answer)
         return None
 
@@ -431,8 +458,12 @@ class DraManager:
         if pc.reserved is None:
             return
         for i in pc.to_allocate:
-            self.state.forget(_key(pc.claims[i]))
-            self._assumed_alloc.pop(_key(pc.claims[i]), None)
+            key = _key(pc.claims[i])
+            self.state.forget(key)
+            if pc.expected is not None:
+                mine = pc.expected.pop(i, None)
+                if mine is not None and self._assumed_alloc.get(key) is mine:  # not a later member's
+                    del self._assumed_alloc[key]
         pc.reserved = None
 
     async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str) -> None:
@@ -446,7 +477,7 @@ class DraManager:
                 if pc.consumers and pc.consumers[i]["resource"] != "pods":
                     # A group's claim: its members' PreBinds run side by side; one writes at a time.
                     async with self._locks.setdefault(_key(claim), asyncio.Lock()):
-                        if await self._bind_claim(client, pc, i, pod, node_name, plan):
+                        if await self._bind_group_claim(client, pc, i):
                             waiting.append(_key(claim))
                 elif await self._bind_claim(client, pc, i, pod, node_name, plan):
                     waiting.append(_key(claim))
@@ -465,12 +496,10 @@ class DraManager:
 
     async def _bind_claim(self, client: Any, pc: PodClaims, i: int, pod: Mapping[str, Any], node_name: str,
                           plan: Plan | None) -> bool:
-        """PreBind's write for claim ``i``: True when it must wait for binding conditions."""
+        """PreBind's write for the pod's claim ``i``: True when it must wait for binding conditions."""
         claim = pc.claims[i]
         meta = pod.get("metadata") or {}
-        consumer = pc.consumers[i] if pc.consumers else \
-            {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
-        group = consumer["resource"] != "pods"
+        consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
         cmeta = claim["metadata"]
         key = _key(claim)
         path = resource_path("resource.k8s.io", "v1", "resourceclaims", cmeta["namespace"], cmeta["name"])
@@ -478,35 +507,76 @@ class DraManager:
         status = dict(latest.get("status") or {})
         reserved = list(status.get("reservedFor") or [])
         allocating = i in pc.to_allocate
-        if group:
-            self._group_users.setdefault(key, set()).add(pc.pod_uid)
-        if any(r.get("uid") == consumer["uid"] for r in reserved) \
-                and (status.get("allocation") if group else not allocating):
-            return False  # reserved already (for a group: by a sibling's PreBind, which wrote Reserve's plan)
-        sibling = group and not allocating and not status.get("allocation")
-        if allocating or sibling:
-            if sibling:  # allocated by a sibling's Reserve, whose PreBind has not written it yet
-                allocation = self._assumed_alloc.get(key)
-                if allocation is None:
-                    raise BindingFailed(f"claim {cmeta['name']}: its group's allocation was given up")
-            else:
-                if plan is None:
-                    raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
-                if status.get("allocation"):
-                    raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
-                allocation = self._assumed_alloc.get(key) or plan.allocation(pc.to_allocate.index(i), node_name)
-            if FINALIZER not in ((latest.get("metadata") or {}).get("finalizers") or []):
-                latest = await client.patch(path, {"metadata": {
-                    "finalizers": [*((latest.get("metadata") or {}).get("finalizers") or []), FINALIZER],
-                    "resourceVersion": (latest.get("metadata") or {}).get("resourceVersion")}})
-            status["allocation"] = allocation
+        if not allocating and any(r.get("uid") == consumer["uid"] for r in reserved):
+            return False
+        if allocating:
+            if plan is None:
+                raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
+            if status.get("allocation"):
+                raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
+            latest = await self._add_finalizer(client, path, latest)
+            status["allocation"] = plan.allocation(pc.to_allocate.index(i), node_name)
         reserved.append(consumer)
         status["reservedFor"] = reserved
         updated = await client.update(path + "/status", {**latest, "status": status})
         pc.written.append(key)
         self.on_claim(updated)
-        return (allocating or group) and any(r.get("bindingConditions")
-                                             for r in status["allocation"]["devices"]["results"])
+        return allocating and _has_binding_conditions(status["allocation"])
+
+    async def _bind_group_claim(self, client: Any, pc: PodClaims, i: int) -> bool:
+        """PreBind for a claim of the pod's PodGroup (KEP-5729), under the claim's lock: True when
+        the pod must wait for binding conditions.
+
+        The pod binds with the allocation it was filtered and reserved against (``pc.expected``),
+        whoever writes it: the first member's PreBind writes it and the group's reservation, the
+        others find them. If the claim now holds another allocation (its members were unreserved
+        and another member reserved it elsewhere), or none any more, the pod is not bound: it is
+        scheduled again. Every member waits for the devices' binding conditions, as upstream's
+        PreBind waits for those of all the pod's claims."""
+        claim = pc.claims[i]
+        consumer = pc.consumers[i]
+        cmeta = claim["metadata"]
+        key = _key(claim)
+        name = cmeta["name"]
+        latest = self.claims.get(key, claim)
+        status = dict(latest.get("status") or {})
+        reserved = list(status.get("reservedFor") or [])
+        expected = pc.expected.get(i) if pc.expected is not None else None
+        if expected is None:
+            raise BindingFailed(f"claim {name}: no allocation was reserved for this pod")
+        current = status.get("allocation") or self._assumed_alloc.get(key)
+        if current is None:
+            raise BindingFailed(f"claim {name}: its group's allocation was given up")
+        if not same_allocation(current, expected):
+            raise BindingFailed(f"claim {name}: allocated to other devices or nodes since this pod was scheduled")
+        for_group = any(r.get("uid") == consumer["uid"] for r in reserved)
+        users = self._group_users.get(key)
+        if users is None:
+            users = self._group_users[key] = set()
+            if status.get("allocation") and for_group:
+                users.add(_EARLIER)  # reserved before this scheduler kept count: bound members may use it
+        users.add(pc.pod_uid)
+        pc.written.append(key)  # (release takes the pod out of the group's users)
+        if not status.get("allocation") or not for_group:
+            path = resource_path("resource.k8s.io", "v1", "resourceclaims", cmeta["namespace"], name)
+            if not status.get("allocation"):  # held by a member's Reserve: the first PreBind writes it
+                latest = await self._add_finalizer(client, path, latest)
+                status["allocation"] = expected
+            if not for_group:
+                reserved.append(consumer)
+                status["reservedFor"] = reserved
+            self.on_claim(await client.update(path + "/status", {**latest, "status": status}))
+        return _has_binding_conditions(status["allocation"])
+
+    @staticmethod
+    async def _add_finalizer(client: Any, path: str, latest: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = latest.get("metadata") or {}
+        if FINALIZER in (meta.get("finalizers") or []):
+            return latest
+        result: Mapping[str, Any] = await client.patch(path, {"metadata": {
+            "finalizers": [*(meta.get("finalizers") or []), FINALIZER],
+            "resourceVersion": meta.get("resourceVersion")}})
+        return result
 
     async def _wait_binding(self, keys: list[str]) -> None:
         deadline = time.monotonic() + self.binding_timeout
@@ -520,6 +590,8 @@ class DraManager:
                     claim = self.claims.get(k)
                     if claim is None:
                         raise BindingFailed(f"resourceclaim {k} was deleted while waiting for binding conditions")
+                    if not (claim.get("status") or {}).get("allocation"):
+                        raise BindingFailed(f"resourceclaim {k} was deallocated while waiting for binding conditions")
                     ok, failure = binding_state(claim)
                     if failure:
                         raise BindingFailed(f"resourceclaim {k}: binding failed: {failure}")
@@ -548,27 +620,25 @@ class DraManager:
     async def release(self, client: Any, pc: PodClaims, pod: Mapping[str, Any]) -> None:
         """Undo what ``pre_bind`` wrote: the pod leaves reservedFor; claims it allocated lose the allocation.
 
-        A group's claim stays reserved for the group while another member's PreBind wrote it."""
+        A group's claim stays reserved for the group while another member's PreBind uses it
+        (wrote it or found it written), and loses its allocation with the last of them."""
         uid = (pod.get("metadata") or {}).get("uid", "")
         allocated_keys = {_key(pc.claims[i]) for i in pc.to_allocate}
         consumers = {_key(c): pc.consumers[i] for i, c in enumerate(pc.claims)} if pc.consumers else {}
         for key in pc.written:
+            who = consumers.get(key) or {"uid": uid, "resource": "pods"}
+            if who["resource"] != "pods":
+                async with self._locks.setdefault(key, asyncio.Lock()):  # not while a member's PreBind writes
+                    await self._release_group_claim(client, key, uid, who)
+                continue
             claim = self.claims.get(key)
             if claim is None:
                 continue
-            who = consumers.get(key) or {"uid": uid, "resource": "pods"}
-            group = who["resource"] != "pods"
-            if group:
-                users = self._group_users.get(key, set())
-                users.discard(uid)
-                if users:
-                    continue
-                self._group_users.pop(key, None)
             ns, name = key.split("/", 1)
             path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, name) + "/status"
             status = dict(claim.get("status") or {})
-            status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != who["uid"]]
-            if (key in allocated_keys or group) and not status["reservedFor"]:
+            status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != uid]
+            if key in allocated_keys and not status["reservedFor"]:
                 status.pop("allocation", None)
                 status.pop("devices", None)
             try:
@@ -577,3 +647,26 @@ class DraManager:
                 continue  # the claim controller releases claims whose consumers are gone
         pc.written.clear()
         self.unreserve(pc)
+
+    async def _release_group_claim(self, client: Any, key: str, uid: str, who: Mapping[str, Any]) -> None:
+        users = self._group_users.get(key)
+        if users is None:
+            return  # freed already (by the last member, or deallocated)
+        users.discard(uid)
+        if users:
+            return
+        del self._group_users[key]
+        claim = self.claims.get(key)
+        if claim is None:
+            return
+        status = dict(claim.get("status") or {})
+        status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != who["uid"]]
+        if not status["reservedFor"]:
+            status.pop("allocation", None)
+            status.pop("devices", None)
+        if status == (claim.get("status") or {}):
+            return
+        ns, name = key.split("/", 1)
+        path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, name) + "/status"
+        with contextlib.suppress(ApiError):  # the claim controller frees it once the PodGroup is gone
+            self.on_claim(await client.update(path, {**claim, "status": status}))
