@@ -151,17 +151,9 @@ class ClaimController:
             self.queue.add("pod:" + pod_key)
 
     def _podgroup_deleted(self, podgroup: dict[str, Any]) -> None:
-        ns = (podgroup.get("metadata") or {}).get("namespace", "")
         if self._awaiting_template:
             self._stop_awaiting(podgroup, "podgroup:")
-        for st in (podgroup.get("status") or {}).get("resourceClaimStatuses") or []:
-            if st.get("resourceClaimName"):
-                self.queue.add(f"claim:{ns}/{st['resourceClaimName']}")
-        for rc in (podgroup.get("spec") or {}).get("resourceClaims") or []:
-            if rc.get("resourceClaimName"):
-                self.queue.add(f"claim:{ns}/{rc['resourceClaimName']}")
-        for key in self._owned.get((podgroup.get("metadata") or {}).get("uid", ""), ()):
-            self.queue.add("claim:" + key)
+        self._enqueue_claims_of(podgroup)  # a PodGroup names and owns claims as a pod does
 
     def _template_added(self, template: dict[str, Any]) -> None:
         for waiting in self._awaiting_template.pop(_key(template), ()):
@@ -184,6 +176,7 @@ class ClaimController:
                     del self._awaiting_template[template_key]
 
     def _enqueue_claims_of(self, pod: Mapping[str, Any]) -> None:
+        """The claims a pod (or a PodGroup) names, was given, or owns, to be synced."""
         ns = (pod.get("metadata") or {}).get("namespace", "")
         for rc in (pod.get("spec") or {}).get("resourceClaims") or []:
             if rc.get("resourceClaimName"):
