@@ -485,6 +485,7 @@ def _components_worker(config: Config, port: int, inherited: socket.socket) -> i
     from .client import ApiError, Client
     from .components import enabled
     from .gcsettings import settle_heap
+    from .leaderelection import identity, run_elected
 
     log = logging.getLogger("controlplane.components")
     config = dataclasses.replace(config, port=port)
@@ -499,11 +500,16 @@ def _components_worker(config: Config, port: int, inherited: socket.socket) -> i
                     break
                 except (OSError, httpx.TransportError, ApiError):
                     await asyncio.sleep(0.1)
-            tasks = []
-            for component in enabled(config):
-                log.info("starting %s (components process)", component.name)
-                tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
-            await asyncio.gather(*tasks)
+
+            def start_components() -> list[asyncio.Task[None]]:
+                tasks = []
+                for component in enabled(config):
+                    log.info("starting %s (components process)", component.name)
+                    tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
+                return tasks
+
+            # under a Lease, as in the server's process (leaderelection.py)
+            await run_elected(client, start_components, identity(config.host, config.port))
         finally:
             await client.aclose()
 

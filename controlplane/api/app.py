@@ -35,6 +35,7 @@ from ..client import Client
 from ..components import enabled
 from ..config import Config
 from ..gcsettings import settle_heap
+from ..leaderelection import identity, run_elected
 from ..metrics import (
     CONTENT_TYPE,
     STORE_COMMIT_BATCH_SIZE,
@@ -291,9 +292,18 @@ def create_app(config: Config) -> FastAPI:
             if components:
                 client = Client.in_process(app.state.front, token=admin_token)
                 state._clients.append(client)
-                for component in components:
-                    log.info("starting %s", component.name)
-                    state._tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
+
+                def start_components() -> list[asyncio.Task[None]]:
+                    tasks = []
+                    for component in components:
+                        log.info("starting %s", component.name)
+                        tasks.append(asyncio.create_task(component.load()(client, config), name=component.name))
+                    return tasks
+
+                # under a Lease: several servers over one store run them once (leaderelection.py)
+                state._tasks.append(asyncio.create_task(
+                    run_elected(client, start_components, identity(config.host, config.port)),
+                    name="components-leader-election"))
             yield
         finally:
             state.shutting_down = True
