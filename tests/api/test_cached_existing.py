@@ -99,6 +99,22 @@ async def test_requests_are_observed_by_verb_resource_and_code(client: Client) -
     assert count(**missing) == before_missing + 1
 
 
+def serve_stale(app: Any, name: str, version: dict[str, Any]) -> None:
+    """Make the server's watch cache answer ``version`` as the newest of ConfigMap ``name``
+    (a cache behind the store), for the writes that start from it."""
+    reads = app.state.front.kube.reads
+    latest = reads.latest
+    raw = orjson.dumps(version)
+
+    def stale(rtype: Any, key: bytes) -> Any:
+        hit = latest(rtype, key)
+        if hit is None or not key.endswith(b"/" + name.encode()):
+            return hit
+        return raw, int(version["metadata"]["resourceVersion"])
+
+    reads.latest = stale
+
+
 async def test_a_delete_starts_from_the_cache_and_judges_preconditions_on_the_stores_version(
         tmp_path: Path) -> None:
     """A delete reads the cache's version first, as updates do; when that version is stale
@@ -111,17 +127,7 @@ async def test_a_delete_starts_from_the_cache_and_judges_preconditions_on_the_st
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
         first = await c.create(CMS, cm("d", a="1"))
         newest = await c.update(f"{CMS}/d", {**first, "data": {"a": "2"}})
-        reads = app.state.front.kube.reads
-        latest = reads.latest
-        first_raw = orjson.dumps(first)
-
-        def stale(rtype: Any, key: bytes) -> Any:
-            hit = latest(rtype, key)
-            if hit is None or not key.endswith(b"/d"):
-                return hit
-            return first_raw, int(first["metadata"]["resourceVersion"])
-
-        reads.latest = stale
+        serve_stale(app, "d", first)
         with pytest.raises(ApiError) as e:
             await c.delete(f"{CMS}/d", {"preconditions": {"resourceVersion": first["metadata"]["resourceVersion"]}})
         assert e.value.code == 409  # stale on the store's version too
@@ -171,17 +177,7 @@ async def test_a_delete_an_admission_policy_denies_on_a_stale_version_is_judged_
             await asyncio.sleep(0.01)
         unlocked = {**first, "metadata": {**first["metadata"], "labels": {}}}
         await c.update(f"{CMS}/locked", unlocked)
-        reads = app.state.front.kube.reads
-        latest = reads.latest
-        first_raw = orjson.dumps(first)
-
-        def stale(rtype: Any, key: bytes) -> Any:
-            hit = latest(rtype, key)
-            if hit is None or not key.endswith(b"/locked"):
-                return hit
-            return first_raw, int(first["metadata"]["resourceVersion"])
-
-        reads.latest = stale
+        serve_stale(app, "locked", first)
         await c.delete(f"{CMS}/locked")
         with pytest.raises(ApiError) as e:
             await c.get(f"{CMS}/locked")

@@ -414,12 +414,7 @@ class ClaimController:
         if group_owner is not None:
             # Upstream's garbage collector deletes it with its PodGroup; this emulator's does not.
             if not await self._podgroup_alive(ns, *group_owner):
-                try:
-                    await self.client.delete(path)
-                    self.deleted += 1
-                except ApiError as e:
-                    if e.code != 404:
-                        raise
+                await self._delete_claim(path)
             return
         owner = _owner_pod(claim)
         if owner is None:
@@ -433,12 +428,16 @@ class ClaimController:
                     raise
                 pod = None
         if pod is None or pod["metadata"].get("uid") != owner[1] or _pod_done(pod):
-            try:
-                await self.client.delete(path)
-                self.deleted += 1
-            except ApiError as e:
-                if e.code != 404:
-                    raise
+            await self._delete_claim(path)
+
+    async def _delete_claim(self, path: str) -> None:
+        """Delete a claim whose owner is gone or done (gone already: nothing to do)."""
+        try:
+            await self.client.delete(path)
+            self.deleted += 1
+        except ApiError as e:
+            if e.code != 404:
+                raise
 
 
 def _key(obj: Mapping[str, Any]) -> str:
