@@ -24,10 +24,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from ..client import ApiError, Client, InformerHandle, resource_path
 from ..client.workqueue import WorkQueue
+from ..controllers.events import Recorder
 from ..metrics import AUTOSCALER_NODECLAIMS_CREATED as NODECLAIMS_CREATED
 from ..metrics import AUTOSCALER_NODECLAIMS_DISRUPTED as NODECLAIMS_DISRUPTED
 from ..metrics import AUTOSCALER_NODES as NODES
@@ -38,9 +40,9 @@ from ..scheduler.gang import policy_of
 from .catalog import Catalog
 from .crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION, install
 from .disruption import Decision, Disruption, drift_reason
-from .labels import NODEPOOL, TERMINATION_FINALIZER
+from .labels import NODEPOOL, TERMINATION_FINALIZER, custom_label
 from .launcher import Launcher, claim_path, condition, quantities, set_condition
-from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
+from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView, parse_duration
 from .provisioner import NewClaim, Plan, Provisioner, one_domain
 from .resources import add
 from .schedfit import SchedulerFits
@@ -55,6 +57,10 @@ Obj = dict[str, Any]
 
 POOLS = resource_path(GROUP, VERSION, NODEPOOLS)
 CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
+# NodePool status.resources always lists these (Karpenter's counter controller's BaseResources)
+POOL_BASE_RESOURCES = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nodes": "0", "pods": "0"}
+# the NodePool conditions this emulator keeps True (Karpenter's root Ready and two of its dependents)
+POOL_CONDITIONS = ("ValidationSucceeded", "NodeClassReady", "Ready")
 DELETION_WORKERS = 4  # NodeClaim deletions in flight at once (upstream's garbage collector runs 20 workers)
 
 
@@ -90,6 +96,8 @@ class Autoscaler:
         self._deletions = WorkQueue()
         self._doomed: set[str] = set()  # claims queued because their node is gone or going
         self.synced = asyncio.Event()
+        self.events = Recorder(client, "karpenter")
+        self._events_seen: dict[tuple[str, str, str, str], float] = {}  # (kind, uid, reason, message) -> when
         self.state.on_provisionable = self._trigger.set
         self.state.on_pod_change = self._pod_timing
         self.state.on_nodeclaim_change = self._claim_changed
@@ -109,6 +117,7 @@ class Autoscaler:
                      on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
             self.client.informer(resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
                      on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
+            self._mirror(resource_path("policy", "v1", "poddisruptionbudgets"), st.pdbs),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"),
@@ -337,6 +346,12 @@ class Autoscaler:
         for node, keys in by_node.items():
             st.nominate(node, keys)
         self.last_plan = plan
+        for pod_key, node in plan.existing.items():
+            self._nominated(pod_key, node)
+        for pod_key, why in plan.unschedulable.items():
+            if pod_key in st.pods:  # as Karpenter's PodFailedToScheduleEvent
+                self._event("Pod", st.pods[pod_key], "FailedScheduling", f"Failed to schedule pod, {why}",
+                            "Warning", dedupe=300.0)
         if plan.claims:
             log.info("provisioning: %d pods -> %d new nodeclaims, %d onto existing capacity, %d unschedulable",
                      len(pods), len(plan.claims), len(plan.existing), len(plan.unschedulable))
@@ -346,6 +361,47 @@ class Autoscaler:
             if isinstance(r, BaseException):
                 log.warning("provisioning: creating a nodeclaim: %r", r)
         return plan
+
+    # -- events ----------------------------------------------------------------------------------------
+    def _event(self, kind: str, obj: Obj, reason: str, message: str, type_: str = "Normal",
+               dedupe: float = 120.0) -> None:
+        """An event about ``obj``, at most once per ``dedupe`` seconds for the same object,
+        reason and message (as Karpenter's recorder dedupes)."""
+        meta = obj.get("metadata") or {}
+        k = (kind, str(meta.get("uid") or key(obj)), reason, message)
+        t = time.monotonic()
+        if t - self._events_seen.get(k, float("-inf")) < dedupe:
+            return
+        if len(self._events_seen) > 10_000:
+            self._events_seen = {e: w for e, w in self._events_seen.items() if t - w < 300.0}
+        self._events_seen[k] = t
+        self.events.record(kind, obj, reason, message, type_)
+
+    def _nominated(self, pod_key: str, target: str) -> None:
+        """Karpenter's ``Nominated`` event: the node or NodeClaim a pending pod should land on."""
+        pod = self.state.pods.get(pod_key)
+        if pod is None:
+            return
+        claim = self.state.nodeclaim_of_node(target) if target in self.state.nodes else self.state.nodeclaims.get(
+            target)
+        where = ([f"nodeclaim/{key(claim)}"] if claim is not None else []) + (
+            [f"node/{target}"] if target in self.state.nodes else [])
+        if not where:
+            where = [f"nodeclaim/{target}"]
+        self._event("Pod", pod, "Nominated", f"Pod should schedule on: {', '.join(where)}")
+
+    def _disruption_events(self, decisions: list[Decision]) -> None:
+        st = self.state
+        for claim, node, why in self.disruption.blocked:
+            self._event("Node", node, "DisruptionBlocked", why)
+            self._event("NodeClaim", claim, "DisruptionBlocked", why)
+        for d in decisions:
+            disrupted, owner = st.nodes.get(d.node), st.nodeclaims.get(d.claim)
+            if disrupted is not None:
+                self._event("Node", disrupted, "DisruptionTerminating", f"Disrupting Node: {d.reason}", dedupe=0.0)
+            if owner is not None:
+                self._event("NodeClaim", owner, "DisruptionTerminating", f"Disrupting NodeClaim: {d.reason}",
+                            dedupe=0.0)
 
     def _gangs(self, pods: list[Obj]) -> dict[str, tuple[str, str]]:
         """The pods of ``pods`` whose PodGroup has a topology key: pod key -> (group key, topology key)."""
@@ -366,8 +422,13 @@ class Autoscaler:
         template = pool.obj.get("spec", {}).get("template", {})
         tmeta = template.get("metadata") or {}
         tspec = template.get("spec") or {}
+        requirements = claim.claim_requirements()
+        # a label the requirements allow several values of (In [a, b], Exists, Gt) gets one, so that
+        # the pods that asked for it can schedule on the node (Karpenter's resolved custom labels)
+        resolved = {k: v for k, r in requirements.items()
+                    if custom_label(k) and (v := r.any_value()) is not None}
         spec: Obj = {
-            "requirements": claim.claim_requirements().to_api(),
+            "requirements": requirements.to_api(),
             "resources": {"requests": quantities(claim.requested)},
             "nodeClassRef": tspec.get("nodeClassRef") or {},
         }
@@ -378,7 +439,7 @@ class Autoscaler:
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeClaim",
             "metadata": {
                 "generateName": f"{pool.name}-",
-                "labels": {**(tmeta.get("labels") or {}), NODEPOOL: pool.name},
+                "labels": {**(tmeta.get("labels") or {}), **resolved, NODEPOOL: pool.name},
                 "annotations": {**(tmeta.get("annotations") or {}), HASH_ANNOTATION: pool.hash,
                                 HASH_VERSION_ANNOTATION: HASH_VERSION},
                 "finalizers": [TERMINATION_FINALIZER],
@@ -390,6 +451,8 @@ class Autoscaler:
         }
         created = await self.client.create(CLAIMS, body)
         self.state.nominate(key(created), [p.key for p in claim.pods])
+        for p in claim.pods:
+            self._nominated(p.key, key(created))
         self._claim_started[key(created)] = started
         NODECLAIMS_CREATED.labels(nodepool=pool.name).inc()
         # seen at once, so that the next batch counts it before its watch event arrives
@@ -428,6 +491,7 @@ class Autoscaler:
             if all((condition(c, "Initialized") or {}).get("status") == "True" for c in claims if c):
                 del self.replacing[old]
                 await self._delete_claim(old)
+        await self._expire()
         pools = self.pools()
         if not pools:
             return []
@@ -438,6 +502,7 @@ class Autoscaler:
         busy = {old: pool for old, (_, _, pool) in self.replacing.items()} | self.deleting
         self._refresh()
         decisions = self.disruption.decide(pools, busy)
+        self._disruption_events(decisions)
         for d in decisions:
             NODECLAIMS_DISRUPTED.labels(nodepool=d.pool, reason=d.reason).inc()
             log.info("disruption: %s %s (node %s)%s", d.reason, d.claim, d.node,
@@ -445,10 +510,34 @@ class Autoscaler:
             if d.replacements:
                 started = time.monotonic()
                 created = await asyncio.gather(*(self._create_claim(c, started) for c in d.replacements))
+                for c in created:
+                    self._event("NodeClaim", c, "DisruptionLaunching", f"Launching NodeClaim: {d.reason}", dedupe=0.0)
                 self.replacing[d.claim] = ([key(c) for c in created], d.reason, d.pool)
             else:
                 await self._delete_claim(d.claim)
         return decisions
+
+    async def _expire(self) -> None:
+        """Delete the NodeClaims older than their ``expireAfter`` (``Never``: never), as
+        Karpenter's expiration controller: forcefully, whatever the budgets, the pods'
+        ``do-not-disrupt`` or the nodes being replaced (the drain, bounded by the claim's
+        ``terminationGracePeriod``, is what waits)."""
+        wall = time.time()
+        for name, claim in list(self.state.nodeclaims.items()):
+            meta = claim.get("metadata") or {}
+            if meta.get("deletionTimestamp") or name in self.deleting:
+                continue
+            try:
+                after = parse_duration((claim.get("spec") or {}).get("expireAfter"))
+                created = datetime.strptime(meta.get("creationTimestamp", ""), "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                continue
+            if after is None or wall < created.replace(tzinfo=UTC).timestamp() + after:
+                continue
+            pool = (meta.get("labels") or {}).get(NODEPOOL, "")
+            log.info("disruption: Expired %s (expireAfter %s)", name, (claim.get("spec") or {}).get("expireAfter"))
+            NODECLAIMS_DISRUPTED.labels(nodepool=pool, reason="Expired").inc()
+            await self._delete_claim(name)
 
     def _refresh(self) -> None:
         refresh = getattr(self.fits, "refresh", None)
@@ -490,16 +579,34 @@ class Autoscaler:
                 await self._patch_quietly(claim_path(key(claim)), {"metadata": {"annotations": {
                     HASH_ANNOTATION: pool.hash, HASH_VERSION_ANNOTATION: HASH_VERSION}}})
                 continue
+            status = claim.get("status") or {}
+            conditions = list(status.get("conditions") or ())
             drifted = drift_reason(claim, pool)
             current = condition(claim, "Drifted")
             if drifted and (current is None or current.get("status") != "True"):
-                conditions = set_condition((claim.get("status") or {}).get("conditions") or [], "Drifted", "True",
-                                           drifted)
-                await self._patch_quietly(claim_path(key(claim), "status"), {"status": {"conditions": conditions}})
+                conditions = set_condition(conditions, "Drifted", "True", drifted)
             elif not drifted and current is not None:
-                conditions = [c for c in (claim.get("status") or {}).get("conditions") or ()
-                              if c.get("type") != "Drifted"]
-                await self._patch_quietly(claim_path(key(claim), "status"), {"status": {"conditions": conditions}})
+                conditions = [c for c in conditions if c.get("type") != "Drifted"]
+            # Consolidatable: consolidateAfter has passed since the node's last pod event (Karpenter's
+            # nodeclaim disruption controller); not while launching, nor with consolidateAfter: Never
+            node = status.get("nodeName") or ""
+            ripe = _ready(claim) and node in st.nodes and self.disruption.consolidatable(node, pool)
+            if ripe and condition(claim, "Consolidatable") is None:
+                conditions = set_condition(conditions, "Consolidatable", "True", "Consolidatable")
+            elif not ripe:
+                conditions = [c for c in conditions if c.get("type") != "Consolidatable"]
+            patch: Obj = {}
+            if conditions != list(status.get("conditions") or ()):
+                patch["conditions"] = conditions
+            last = st.last_pod_event.get(node)
+            if last is not None and _ready(claim):
+                # lastPodEventTime, written at most every 10 s (as Karpenter's podevents controller)
+                seen = time.time() - (st.clock() - last)
+                stored = _timestamp(status.get("lastPodEventTime"))
+                if stored is None or seen - stored >= 10.0:
+                    patch["lastPodEventTime"] = datetime.fromtimestamp(seen, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if patch:
+                await self._patch_quietly(claim_path(key(claim), "status"), {"status": patch})
         for state_name, n in counts.items():
             NODES.labels(state=state_name).set(n)
         for name, pool in pools.items():
@@ -509,18 +616,32 @@ class Autoscaler:
                 await self._patch_quietly(f"{POOLS}/{name}", {"metadata": {"annotations": {
                     HASH_ANNOTATION: pool.hash, HASH_VERSION_ANNOTATION: HASH_VERSION}}})
             claims = [c for c in st.claims_of_pool(name) if not (c.get("metadata") or {}).get("deletionTimestamp")]
-            resources = quantities(add(*(self.sim.claim_capacity(c) for c in claims)))
-            resources.pop("nodes", None)
+            # as Karpenter's counter: cpu, memory, pods, ephemeral-storage and nodes, zero when none
+            resources = {**POOL_BASE_RESOURCES, **quantities(add(*(self.sim.claim_capacity(c) for c in claims)))}
             status = dict(obj.get("status") or {})
             wanted = {"nodes": len(claims), "resources": resources}
-            if any(status.get(k) != v for k, v in wanted.items()) or condition(obj, "Ready") is None:
-                conditions = set_condition(status.get("conditions") or [], "Ready", "True", "Ready",
-                                           generation=meta.get("generation"))
+            generation = meta.get("generation")
+            if any(status.get(k) != v for k, v in wanted.items()) or any(
+                    (condition(obj, t) or {}).get("observedGeneration") != generation for t in POOL_CONDITIONS):
+                conditions = status.get("conditions") or []
+                for ctype in POOL_CONDITIONS:  # the NodePool is valid (the schema said so); its NodeClass is not read
+                    conditions = set_condition(conditions, ctype, "True", ctype, generation=generation)
                 await self._patch_quietly(f"{POOLS}/{name}/status", {"status": {**wanted, "conditions": conditions}})
 
     async def _patch_quietly(self, path: str, body: Obj) -> None:
         with contextlib.suppress(ApiError):
             await self.client.patch(path, body)
+
+
+def _ready(claim: Obj) -> bool:
+    return (condition(claim, "Initialized") or {}).get("status") == "True"
+
+
+def _timestamp(value: Any) -> float | None:
+    try:
+        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def _claim_state(claim: Obj) -> str:

@@ -192,10 +192,13 @@ def nodeclaim_crd() -> Obj:
         {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "ImageID", "type": "string", "jsonPath": ".status.imageID", "priority": 1},
         {"name": "ID", "type": "string", "jsonPath": ".status.providerID", "priority": 1},
         {"name": "NodePool", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/nodepool",
          "priority": 1},
         {"name": "NodeClass", "type": "string", "jsonPath": ".spec.nodeClassRef.name", "priority": 1},
+        {"name": "Drifted", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Drifted")].status',
+         "priority": 1},
     ]
     return _crd("NodeClaim", NODECLAIMS, spec, status, columns)
 

@@ -12,8 +12,10 @@ order, each within the NodePool's budgets.
    all fit on the other nodes (deleted), or on one new node cheaper than it
    (replaced).
 
-A node whose pods or itself carry ``karpenter.sh/do-not-disrupt: "true"`` is
-never a candidate. Budgets count the NodePool's NodeClaims; those being
+A node whose pods or itself carry ``karpenter.sh/do-not-disrupt: "true"``, or
+with a pod whose PodDisruptionBudget allows no disruption, is never a candidate
+(but for drift of a NodeClaim with a ``terminationGracePeriod``); ``blocked``
+says which and why, for the events. Budgets count the NodePool's NodeClaims; those being
 deleted or replaced already use the budget. Decisions are made on one
 simulation per pass, so two deletions never count on the same free room.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..registry.disruption import covers, healthy
 from .budgets import allowed
 from .labels import DO_NOT_DISRUPT
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
@@ -64,6 +67,10 @@ def drift_reason(claim: Obj, pool: NodePoolView) -> str | None:
     return None
 
 
+def _annotated(obj: Obj) -> bool:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+
+
 def _ready(claim: Obj) -> bool:
     return any(c.get("type") == "Initialized" and c.get("status") == "True"
                for c in (claim.get("status") or {}).get("conditions") or ())
@@ -80,6 +87,8 @@ class Disruption:
         self._unmovable: dict[str, tuple[int, float]] = {}
         self._existing: list[SimNode] | None = None
         self._usage_cache: dict[str, Resources] = {}
+        # (claim, node, why) of the last pass's candidates that something kept from disruption
+        self.blocked: list[tuple[Obj, Obj, str]] = []
 
     def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
                now: datetime | None = None) -> list[Decision]:
@@ -90,29 +99,42 @@ class Disruption:
         excluded: set[str] = set()
         self._existing = None
         self._usage_cache = {}
+        self.blocked = []
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
             disrupting = sum(1 for c in claims if (c.get("metadata") or {}).get("deletionTimestamp")
                              or key(c) in busy)
-            candidates: list[tuple[Obj, Obj]] = []
+            # (claim, node, why its pods block a graceful disruption, or None)
+            candidates: list[tuple[Obj, Obj, str | None]] = []
             for c in claims:
                 node_name = (c.get("status") or {}).get("nodeName")
                 node = st.nodes.get(node_name or "")
                 if (node is None or not _ready(c) or (c.get("metadata") or {}).get("deletionTimestamp")
-                        or key(c) in busy or st.nominated(key(node)) or self._protected(node)):
+                        or key(c) in busy or st.nominated(key(node))):
                     continue
-                candidates.append((c, node))
+                if _annotated(node):
+                    self.blocked.append((c, node, f'Disruption is blocked through the "{DO_NOT_DISRUPT}" annotation'))
+                    continue
+                candidates.append((c, node, self._pods_block(node)))
             if not candidates:
                 continue
             for reason in REASONS:
                 budget = allowed(pool.budgets, len(claims), reason, now) - disrupting
                 if budget <= 0:
                     continue
-                for claim, node in candidates:
+                for claim, node, pods_block in candidates:
                     if budget <= 0:
                         break
                     if key(claim) in excluded:
+                        continue
+                    # drift is an eventual disruption: a NodeClaim with a terminationGracePeriod is
+                    # drained within it whatever its pods' budgets and annotations say (Karpenter's
+                    # EventualDisruptionClass); the others are graceful and leave such nodes alone
+                    if pods_block is not None and not (
+                            reason == "Drifted" and (claim.get("spec") or {}).get("terminationGracePeriod")):
+                        if reason != "Drifted" or drift_reason(claim, pool) is not None:
+                            self.blocked.append((claim, node, pods_block))
                         continue
                     decision = self._consider(reason, claim, node, pool, pools, excluded)
                     if decision is None:
@@ -130,13 +152,30 @@ class Disruption:
             self.provisioner.plan(pending, nodes, [])
         return nodes
 
-    def _protected(self, node: Obj) -> bool:
-        if ((node.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true":
-            return True
-        return any(((p.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
-                   for p in self.state.pods_of(key(node)) if is_reschedulable(p))
+    def _pods_block(self, node: Obj) -> str | None:
+        """Why the pods of ``node`` keep it from a graceful disruption (Karpenter's
+        ``ValidatePodsDisruptable``): one annotated ``karpenter.sh/do-not-disrupt: "true"``, or
+        one its PodDisruptionBudget lets none be evicted from (no disruption allowed now; or
+        several budgets, which the eviction API refuses). None if nothing blocks."""
+        pdbs = list(self.state.pdbs.values())
+        for p in self.state.pods_of(key(node)):
+            if not is_reschedulable(p):
+                continue
+            if ((p.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true":
+                return f'Pod has "{DO_NOT_DISRUPT}" annotation (Pod={key(p)})'
+            matching = [b for b in pdbs if covers(b, p)]
+            if len(matching) > 1:
+                return f"Eviction does not support multiple PDBs (PodDisruptionBudget(s)={sorted(map(key, matching))})"
+            for b in matching:
+                if ((b.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                        and not healthy(p)):
+                    continue  # an unhealthy pod the budget lets go anyway
+                if int((b.get("status") or {}).get("disruptionsAllowed") or 0) <= 0:
+                    return f"Pdb prevents pod evictions (PodDisruptionBudget=[{key(b)}])"
+        return None
 
-    def _consolidatable(self, node: str, pool: NodePoolView) -> bool:
+    def consolidatable(self, node: str, pool: NodePoolView) -> bool:
+        """Whether ``consolidateAfter`` has passed since the node's last pod event."""
         if pool.consolidate_after is None:
             return False
         last = self.state.last_pod_event.get(node, self.clock())
@@ -151,7 +190,7 @@ class Disruption:
                 return None
             return self._move(reason, claim, node_name, pool, pods, excluded, list(pools.values()),
                               cheaper_than=None)
-        if not self._consolidatable(node_name, pool):
+        if not self.consolidatable(node_name, pool):
             return None
         if reason == "Empty":
             if pods:

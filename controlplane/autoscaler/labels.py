@@ -6,7 +6,8 @@ from ..nodes.config import SimConfig
 
 __all__ = ["ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION", "HOSTNAME",
            "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "RACK", "RACKS_PER_ZONE", "REGION", "REGION_NAME",
-           "REGISTERED", "TERMINATION_FINALIZER", "ZONE", "device_resource", "rack_name"]
+           "REGISTERED", "TERMINATION_FINALIZER", "WELL_KNOWN", "ZONE", "custom_label", "device_resource",
+           "rack_name"]
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
@@ -28,6 +29,20 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 # the node simulator (controlplane.nodes) adopts every Node with this annotation, as KWOK does
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+# labels the cloud provider (the launcher) or the kubelet sets from the offering, the node or the
+# NodePool: a requirement on one of them gives a NodeClaim no label of its own (Karpenter's
+# WellKnownLabels and RestrictedLabels)
+WELL_KNOWN = frozenset((INSTANCE_TYPE, ZONE, REGION, RACK, ARCH, OS, HOSTNAME, CAPACITY_TYPE, NODEPOOL, REGISTERED,
+                        INITIALIZED, "node.kubernetes.io/windows-build"))
+
+
+def custom_label(key: str) -> bool:
+    """Whether ``key`` is a label of the user's, which a NodeClaim gets from its requirements
+    (not a well-known one, not in Karpenter's restricted domain)."""
+    domain = key.partition("/")[0] if "/" in key else ""
+    return key not in WELL_KNOWN and not (domain == "karpenter.sh" or domain.endswith(".karpenter.sh"))
 
 
 def rack_name(zone: str, index: int) -> str:

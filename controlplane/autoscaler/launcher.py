@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from .crds import GROUP, NODECLAIMS, VERSION
 from .labels import (
     CAPACITY_TYPE,
     DISRUPTED_TAINT,
+    DO_NOT_DISRUPT,
     FAKE_NODE_ANNOTATION,
     HOSTNAME,
     INITIALIZED,
@@ -48,6 +50,7 @@ from .labels import (
     ZONE,
     rack_name,
 )
+from .nodepool import parse_duration
 from .provisioner import choose
 from .requirements import Requirements
 from .resources import format_quantity, parse_resources
@@ -284,7 +287,7 @@ class Launcher:
         node_name = (claim.get("status") or {}).get("nodeName") or name
         node = self.state.nodes.get(node_name)
         if node is not None:
-            await self.drain(node)
+            await self.drain(node, _grace_deadline(claim))
             node = self.state.nodes.get(node_name, node)
             await asyncio.gather(self._remove_finalizer(f"{NODES}/{node_name}", node),
                                  *(self._delete(f"{SLICES}/{key(s)}") for s in self.state.slices_of(node_name)))
@@ -292,24 +295,26 @@ class Launcher:
         claim = self.state.nodeclaims.get(name, claim)
         await self._remove_finalizer(claim_path(name), claim)
 
-    async def drain(self, node: Obj) -> None:
+    async def drain(self, node: Obj, deadline: float | None = None) -> None:
         """Taint the node, evict its pods, and wait until every pod bound to it has
         gone (those evicted now and those already terminating). Its Node must not be
         deleted before: its kubelet would go with it and leave them Terminating for
         ever. The wait is bounded by the longest grace period among them plus
         ``GRACE_MARGIN_SECONDS``, or by ``drain_timeout`` if longer (for pods whose
-        eviction is refused)."""
+        eviction is refused). A pod annotated ``karpenter.sh/do-not-disrupt: "true"``
+        is not evicted, only waited for.
+
+        ``deadline`` (wall clock, from the NodeClaim's ``terminationGracePeriod``)
+        replaces ``drain_timeout``: refused evictions are retried until then, and the
+        pods still there are then deleted, whatever their budgets and annotations say,
+        as Karpenter's terminator does once the grace period has elapsed."""
+        if deadline is not None:
+            await self._drain_until(node, deadline)
+            return
         name = key(node)
-        taints = list((node.get("spec") or {}).get("taints") or [])
-        if not any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
-            taints.append(dict(DISRUPTED_TAINT))
-            try:
-                await self.client.patch(f"{NODES}/{name}", {"spec": {"taints": taints}})
-            except ApiError as e:
-                if e.code != 404:
-                    raise
+        await self._taint(name, node)
         pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
-        await asyncio.gather(*(self.evict(p) for p in pods))
+        await asyncio.gather(*(self.evict(p) for p in pods if not _do_not_disrupt(p)))
         waited = pods + list(self.state.terminating_pods_of(name))
         if not waited:
             return
@@ -321,19 +326,54 @@ class Launcher:
         if self._occupied(name):
             log.warning("node %s: pods still there after %.0f s of drain; deleting the node anyway", name, limit)
 
+    async def _taint(self, name: str, node: Obj) -> None:
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        if not any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
+            taints.append(dict(DISRUPTED_TAINT))
+            try:
+                await self.client.patch(f"{NODES}/{name}", {"spec": {"taints": taints}})
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+
+    async def _drain_until(self, node: Obj, deadline: float) -> None:
+        """``drain`` bounded by the NodeClaim's terminationGracePeriod: evictions (not of
+        do-not-disrupt pods) retried until ``deadline``, then the pods left deleted."""
+        name = key(node)
+        await self._taint(name, node)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + max(0.0, deadline - time.time())
+        pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
+        await asyncio.gather(*(self.evict(p, until) for p in pods if not _do_not_disrupt(p)))
+        while loop.time() < until and self._occupied(name):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        left = list(self.state.pods_of(name)) + list(self.state.terminating_pods_of(name))
+        if not left:
+            return
+        log.info("node %s: terminationGracePeriod elapsed: deleting its %d pods", name, len(left))
+        for p in left:
+            meta = p.get("metadata") or {}
+            if not meta.get("deletionTimestamp"):
+                await self._delete(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")))
+        limit = max(_grace(p) for p in left) + GRACE_MARGIN_SECONDS
+        end = loop.time() + limit
+        while loop.time() < end and self._occupied(name):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+
     def _occupied(self, name: str) -> bool:
         return any(True for _ in self.state.pods_of(name)) or any(True for _ in self.state.terminating_pods_of(name))
 
-    async def evict(self, pod: Obj) -> None:
+    async def evict(self, pod: Obj, until: float | None = None) -> None:
         """Evict ``pod``; a refusal for its PodDisruptionBudget (429) is retried every
-        ``EVICTION_RETRY_SECONDS`` for up to ``drain_timeout``, as Karpenter's terminator
-        retries, then given up (the drain's wait decides what happens to the node)."""
+        ``EVICTION_RETRY_SECONDS`` for up to ``drain_timeout`` (or until ``until``, loop
+        time), as Karpenter's terminator retries, then given up (the drain's wait decides
+        what happens to the node)."""
         meta = pod.get("metadata") or {}
         path = resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "eviction")
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.drain_timeout
+        deadline = until if until is not None else loop.time() + self.drain_timeout
         while True:
             try:
                 await self.client.create(path, body)
@@ -363,6 +403,31 @@ class Launcher:
         except ApiError as e:
             if e.code != 404:
                 raise
+
+
+def _do_not_disrupt(pod: Obj) -> bool:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+
+
+def _grace_deadline(claim: Obj) -> float | None:
+    """When (wall clock) the NodeClaim's ``terminationGracePeriod`` ends: its deletion
+    time plus the period; None without one."""
+    period = (claim.get("spec") or {}).get("terminationGracePeriod")
+    if not period:
+        return None
+    try:
+        seconds = parse_duration(period)
+    except ValueError:
+        return None
+    if seconds is None:
+        return None
+    deleted = (claim.get("metadata") or {}).get("deletionTimestamp")
+    try:
+        start = datetime.strptime(deleted, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() if deleted \
+            else time.time()
+    except ValueError:
+        start = time.time()
+    return start + seconds
 
 
 def _grace(pod: Obj) -> float:

@@ -15,6 +15,7 @@ type and its offerings (zone, capacity type) can be::
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,39 @@ class Requirement:
         if not self.complement and len(self.values) == 1:
             return next(iter(self.values))
         return None
+
+    def any_value(self) -> str | None:
+        """A value a node's label can take to satisfy it (Karpenter's ``Requirement.Any``): one of
+        ``In``'s values (the least), a random integer within the bounds and not excluded for the
+        complement ones (``Exists``, ``NotIn``, ``Gt``, ``Lt``); None for ``DoesNotExist`` or if none."""
+        if not self.complement:
+            values = sorted(self.values)
+            return values[0] if values else None
+        low = self.gt + 1 if self.gt is not None else 0
+        high = self.lt if self.lt is not None else 2**63 - 1
+        for _ in range(100):
+            if high <= low:
+                return None
+            value = str(random.randrange(low, high))
+            if value not in self.values:
+                return value
+        return next((str(n) for n in range(low, min(high, low + len(self.values) + 1))
+                     if str(n) not in self.values), None)
+
+    def exprs(self) -> list[dict[str, Any]]:
+        """It as node selector requirements: several when one cannot say it (``NotIn`` and bounds)."""
+        if not self.complement:
+            return [self.to_api()]
+        out: list[dict[str, Any]] = []
+        if self.values:
+            out.append({"key": self.key, "operator": "NotIn", "values": sorted(self.values)})
+            if not self.allows_absent and self.gt is None and self.lt is None:
+                out.append({"key": self.key, "operator": "Exists"})
+        if self.gt is not None:
+            out.append({"key": self.key, "operator": "Gt", "values": [str(self.gt)]})
+        if self.lt is not None:
+            out.append({"key": self.key, "operator": "Lt", "values": [str(self.lt)]})
+        return out or [{"key": self.key, "operator": "Exists"}]
 
     def to_api(self) -> dict[str, Any]:
         if self.gt is not None:
@@ -177,7 +211,7 @@ class Requirements(Mapping[str, Requirement]):
         return out
 
     def to_api(self) -> list[dict[str, Any]]:
-        return [r.to_api() for r in self._by_key.values()]
+        return [e for r in self._by_key.values() for e in r.exprs()]
 
 
 def pod_requirement_terms(pod: Mapping[str, Any]) -> list[Requirements]:

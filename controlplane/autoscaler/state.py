@@ -77,6 +77,7 @@ class ClusterState:
         self.templates: dict[str, Obj] = {}    # resource claim templates, namespace/name
         self.podgroups: dict[str, Obj] = {}    # scheduling.k8s.io PodGroups, namespace/name
         self.workloads: dict[str, Obj] = {}    # and Workloads (a PodGroup may take its policy from one)
+        self.pdbs: dict[str, Obj] = {}         # PodDisruptionBudgets, namespace/name (they block disruption)
         self.device_classes = DeviceClasses()
         self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it (is_reschedulable)
         # node name -> keys of pods bound to it and terminating: the node must outlive them (drain waits)

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 MAX_PENDING = 1000
 SEEN_MAX = 4096  # client-go's maxLruCacheEntries
 API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1", "Pod": "v1",
-                "HorizontalPodAutoscaler": "autoscaling/v2"}
+                "HorizontalPodAutoscaler": "autoscaling/v2", "NodePool": "karpenter.sh/v1",
+                "NodeClaim": "karpenter.sh/v1"}
 
 
 EventKey = tuple[str, str, str, str, str, str, str]
@@ -108,8 +109,10 @@ class Recorder:
                 await self.client.create(path, {
                     "apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": seen.name, "namespace": seen.namespace},
+                    # a cluster-scoped object's events live in "default" but name no namespace (as
+                    # client-go's recorder), which `kubectl describe node` searches them by
                     "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
-                                       "namespace": seen.namespace, "name": meta.get("name", ""),
+                                       "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
                                        "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
                     "reason": reason, "message": message, "type": type_,
                     "source": {"component": self.component}, "reportingComponent": self.component,

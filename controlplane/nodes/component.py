@@ -30,6 +30,11 @@ async def start(client: Client, config: Config) -> None:
     catalog_file = getattr(config, "instance_types", None)  # --instance-types, where serve has it
     catalog = load_catalog(catalog_file) if catalog_file else DEFAULT_CATALOG
     stages = load_stages("\n---\n".join(f.read_text() for f in config.stages)) if config.stages else None
-    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages))
+    # the created nodes' type: the default one, or the first of an --instance-types catalog without it
+    # (with --nodes 0, as for the autoscaler's own nodes, it is not used, but must be in the catalog)
+    names = [t.name for t in catalog]
+    instance_type = SimConfig.instance_type if SimConfig.instance_type in names else names[0]
+    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages,
+                                          instance_type=instance_type))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

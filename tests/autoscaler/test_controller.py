@@ -492,3 +492,162 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
 
     await wait_for(node_gone, timeout=20)
     assert await items(client, PODS) == []
+
+
+async def _events(client: Client, name: str, reason: str, kind: str = "") -> list[str]:
+    evs = (await client.list(resource_path("", "v1", "events")))["items"]
+    return [e["message"] for e in evs if e["involvedObject"]["name"] == name and e["reason"] == reason
+            and e["involvedObject"]["kind"] == (kind or e["involvedObject"]["kind"])]
+
+
+async def test_a_requirement_with_several_values_gives_the_node_one(client: Client, scaler: Autoscaler) -> None:
+    # Karpenter labels a NodeClaim with a value of each custom requirement (In: one of its values;
+    # Exists, Gt: a number within bounds), so a pod asking for the label can land on it: one node
+    await client.create(POOLS, nodepool("custom", consolidate_after="Never", requirements=[
+        {"key": "example.com/team", "operator": "In", "values": ["x", "z"]},
+        {"key": "example.com/gen", "operator": "Gt", "values": ["2"]},
+        {"key": "example.com/any", "operator": "Exists"}]))
+    p = pod("p", "1")
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "example.com/team", "operator": "In", "values": ["x", "z"]},
+            {"key": "example.com/gen", "operator": "Gt", "values": ["1"]},
+            {"key": "example.com/any", "operator": "Exists"}]}]}}}
+    await pending_pods(client, [p])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    [node] = await items(client, NODES)
+    labels = node["metadata"]["labels"]
+    assert labels["example.com/team"] in ("x", "z") and int(labels["example.com/gen"]) > 2
+    assert "example.com/any" in labels and claim["metadata"]["labels"]["example.com/team"] == labels[
+        "example.com/team"]
+    # Karpenter's Nominated event on the pod
+    assert await _events(client, "p", "Nominated") == [f"Pod should schedule on: nodeclaim/{claim['metadata']['name']}"]
+
+
+async def test_a_pod_no_instance_type_holds_gets_a_failed_scheduling_event(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("huge", "1000")])
+
+    async def failed() -> list[str]:  # the scheduler's, and Karpenter's own
+        return [m for m in await _events(client, "huge", "FailedScheduling")
+                if m.startswith("Failed to schedule pod, ")]
+
+    await wait_for(failed, timeout=10)
+    assert await items(client, CLAIMS) == []
+
+
+async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler: Autoscaler) -> None:
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s"))
+    pool = await wait_for(lambda: _pool_with_status(client, "cpu"))
+    # the counter's base resources, nodes included, and the conditions Ready depends on
+    assert pool["status"]["resources"] == {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nodes": "0",
+                                           "pods": "0"}
+    assert conditions(pool) == {"ValidationSucceeded": "True", "NodeClassReady": "True", "Ready": "True"}
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+
+    async def counted() -> dict[str, Any] | None:
+        p = await client.get(f"{POOLS}/cpu")
+        return p if p["status"]["resources"]["nodes"] == "1" and p["status"]["nodes"] == 1 else None
+
+    assert (await wait_for(counted))["status"]["resources"]["cpu"] == "2"
+    # the pod's node is not consolidatable while it has the pod... once it is gone and
+    # consolidateAfter has passed, the NodeClaim is marked Consolidatable, then deleted
+    [claim] = await items(client, CLAIMS)
+    assert "Consolidatable" not in conditions(claim) and claim["status"]["lastPodEventTime"]
+    scaler.disruption_interval = 3600.0  # see the condition before the node goes
+    await client.delete(f"{PODS}/p", gracePeriodSeconds=0)
+
+    async def consolidatable() -> bool:
+        return conditions(await client.get(f"{CLAIMS}/{claim['metadata']['name']}")).get("Consolidatable") == "True"
+
+    await wait_for(consolidatable, timeout=10)
+    crd = await client.get(resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                         name="nodeclaims.karpenter.sh"))
+    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["Type", "Capacity", "Zone", "Node", "Ready", "Age", "ImageID", "ID", "NodePool", "NodeClass",
+                       "Drifted"]
+
+
+async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scaler: Autoscaler) -> None:
+    # a node whose pod's budget allows no disruption is no candidate (Karpenter's
+    # ValidatePodsDisruptable): DisruptionBlocked, and it stays until the budget allows one
+    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "100%"}]))
+    small = pod("small", "1")
+    small["metadata"]["labels"] = {"app": "small"}
+    await pending_pods(client, [pod("big", "20"), small])
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    name = claim["metadata"]["name"]
+    assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-large"
+    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "s"},
+                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "small"}}}})
+
+    async def counted() -> bool:
+        return ((await client.get(f"{pdbs}/s")).get("status") or {}).get("currentHealthy") == 1
+
+    await wait_for(counted, timeout=10)
+    await client.delete(f"{PODS}/big", gracePeriodSeconds=0)  # the large node is now underutilized
+
+    async def blocked() -> list[str]:
+        return await _events(client, name, "DisruptionBlocked", "NodeClaim")
+
+    assert await wait_for(blocked, timeout=10) == ["Pdb prevents pod evictions (PodDisruptionBudget=[default/s])"]
+    # on the Node too, where `kubectl describe node` finds it (no namespace: a cluster-scoped object)
+    evs = (await client.list(resource_path("", "v1", "events")))["items"]
+    assert any(e["involvedObject"] == {**e["involvedObject"], "kind": "Node", "name": name, "namespace": ""}
+               and e["reason"] == "DisruptionBlocked" for e in evs)
+    await asyncio.sleep(2.0)
+    assert [c["metadata"]["name"] for c in await items(client, CLAIMS)] == [name]
+    assert not (await client.get(f"{CLAIMS}/{name}"))["metadata"].get("deletionTimestamp")
+    await client.patch(f"{pdbs}/s", {"spec": {"minAvailable": 0}})
+
+    async def replaced() -> bool:
+        claims = await items(client, CLAIMS)
+        return all(c["metadata"]["name"] != name for c in claims)
+
+    await wait_for(replaced, timeout=20)
+    assert await _events(client, name, "DisruptionTerminating", "NodeClaim") == ["Disrupting NodeClaim: Underutilized"]
+
+
+async def test_termination_grace_period_bounds_a_drain_of_a_do_not_disrupt_pod(
+        client: Client, scaler: Autoscaler) -> None:
+    # a do-not-disrupt pod is not evicted: the drain waits for it until the NodeClaim's
+    # terminationGracePeriod has passed, then deletes it (Karpenter's terminator)
+    pool = nodepool("cpu", consolidate_after="Never")
+    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "3s"
+    await client.create(POOLS, pool)
+    keep = pod("keep", "1")
+    keep["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    await pending_pods(client, [keep])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    assert claim["spec"]["terminationGracePeriod"] == "3s"
+    await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
+    await asyncio.sleep(1.5)
+    [p] = await items(client, PODS)
+    assert not p["metadata"].get("deletionTimestamp")  # not evicted
+
+    async def gone() -> bool:
+        return not await items(client, NODES) and not any(
+            c["metadata"]["name"] == claim["metadata"]["name"] for c in await items(client, CLAIMS))
+
+    await wait_for(gone, timeout=15)
+    assert await items(client, PODS) == []
+
+
+async def test_an_expired_nodeclaim_is_deleted(client: Client, scaler: Autoscaler) -> None:
+    pool = nodepool("cpu", consolidate_after="Never")
+    pool["spec"]["template"]["spec"]["expireAfter"] = "2s"
+    await client.create(POOLS, pool)
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    assert claim["spec"]["expireAfter"] == "2s"
+
+    async def expired() -> bool:
+        return all(c["metadata"]["name"] != claim["metadata"]["name"] for c in await items(client, CLAIMS))
+
+    await wait_for(expired, timeout=15)

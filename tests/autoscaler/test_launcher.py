@@ -1,9 +1,18 @@
-"""The labels the launcher gives a node: the node simulator's topology. Pure."""
+"""The labels the launcher gives a node: the node simulator's topology. Pure. And the node
+simulator that runs the launched nodes' pods, with an ``--instance-types`` catalog."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from controlplane.api.app import create_app
 from controlplane.autoscaler.launcher import topology_labels
 from controlplane.autoscaler.requirements import Requirements
+from controlplane.client import Client
+from controlplane.config import Config
+from controlplane.nodes import component as nodes_component
 
 RACK = "topology.controlplane.io/rack"
 REGION = "topology.kubernetes.io/region"
@@ -26,3 +35,22 @@ def test_topology_labels_keep_within_the_requirements() -> None:
     absent = Requirements.parse([{"key": RACK, "operator": "DoesNotExist"},
                                  {"key": REGION, "operator": "In", "values": ["region-9"]}])
     assert topology_labels("n", "zone-a", absent) == {}
+
+
+async def test_serve_with_a_catalog_without_the_default_type_runs_the_node_simulator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `serve --autoscaler --instance-types FILE`: the node simulator, which runs the launched
+    # nodes' pods, must start with a catalog that lacks its default type (cpu-large)
+    from controlplane.nodes import simulator
+
+    started: list[str] = []
+
+    async def run(self: simulator.NodeSimulator) -> None:
+        started.append(self.config.instance_type)
+
+    monkeypatch.setattr(simulator.NodeSimulator, "run", run)
+    catalog = tmp_path / "types.yaml"
+    catalog.write_text("- {name: small, cpu: '2', memory: 8Gi, price: 0.1}\n")
+    config = Config(data_dir=tmp_path / "data", tls=False, autoscaler=True, instance_types=catalog)
+    await nodes_component.start(Client.in_process(create_app(config).state.front), config)
+    assert started == ["small"]

@@ -186,3 +186,23 @@ def test_drift_by_hash_and_by_requirements() -> None:
     assert drift_reason(claim("other"), pool) == "NodePoolDrifted"
     assert drift_reason(claim("other", version="v2"), pool) is None  # another hash version: re-stamped, not drift
     assert drift_reason(claim(pool.hash, zone="zone-b"), pool) == "RequirementsDrifted"
+
+
+def test_any_value_is_a_label_value_the_requirement_allows() -> None:
+    # Karpenter's Requirement.Any: what a NodeClaim's custom label is set to
+    assert reqs(("team", "In", ["z", "x"]))["team"].any_value() == "x"
+    assert reqs(("team", "DoesNotExist", []))["team"].any_value() is None
+    for _ in range(20):
+        gen = reqs(("gen", "Gt", ["2"])).intersect(reqs(("gen", "Lt", ["6"])))["gen"]
+        assert gen.any_value() in ("3", "4", "5")
+        assert reqs(("any", "Exists", []))["any"].any_value() is not None
+        assert reqs(("n", "NotIn", ["0"])).intersect(reqs(("n", "Lt", ["2"])))["n"].any_value() == "1"
+    assert reqs(("gen", "Gt", ["2"])).intersect(reqs(("gen", "Lt", ["3"])))["gen"].any_value() is None
+
+
+def test_requirements_to_api_keep_both_bounds_and_the_excluded_values() -> None:
+    r = reqs(("gen", "Gt", ["2"]), ("gen", "Lt", ["9"]), ("gen", "NotIn", ["5"]))
+    assert sorted(r.to_api(), key=lambda e: e["operator"]) == [
+        {"key": "gen", "operator": "Gt", "values": ["2"]}, {"key": "gen", "operator": "Lt", "values": ["9"]},
+        {"key": "gen", "operator": "NotIn", "values": ["5"]}]
+    assert Requirements.parse(r.to_api())["gen"] == r["gen"]
