@@ -22,15 +22,18 @@ import orjson
 import yaml
 
 from ..registry import ResourceType
-from ..registry.managedfields import MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
+from ..registry.managedfields import KUBECTL, LAST_APPLIED, MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
 from ..registry.strategies import default
+from ..registry.validation import shape_of
 from .errors import ApiError
 from .params import flag
 
 __all__ = ["APPLY_YAML", "ApplyOptions", "apply_defaults", "apply_options", "conflict_error", "manager_of",
-           "parse_config"]
+           "parse_config", "sync_last_applied"]
 
 APPLY_YAML = "application/apply-patch+yaml"
+# metadata.annotations may hold at most this many bytes, keys and values together
+ANNOTATIONS_SIZE_LIMIT = 256 * 1024
 
 
 # The values a YAML document that uses aliases may expand to, as go-yaml refuses
@@ -176,7 +179,28 @@ def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: by
                                    "on the request")
     if meta.get("managedFields") is not None:
         raise ApiError.bad_request("metadata.managedFields must be nil")
+    _check_config(rtype, config)
     return config
+
+
+def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
+    """As upstream's field manager makes the configuration a typed value of the kind's
+    schema before it merges it: a field the schema does not declare, a value of another
+    type (or an integer past its Go type) cannot be, whatever ``fieldValidation`` says.
+    A 400, as this server answers the configurations it cannot walk (kube-apiserver's
+    error is the same, though its status code is a 500 for now)."""
+    shape = shape_of(rtype.group, rtype.version, rtype.kind)
+    if shape is None:
+        return
+    found = shape.check(config, count_keys=False)
+    errors = [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched]
+    errors += [f".{p[len('unknown field ') + 1:-1]}: field not declared in schema" for p in found.problems
+               if p.startswith("unknown field ")]
+    errors += found.malformed
+    if errors:
+        why = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
+        raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
+                                   f"Kind={rtype.kind}): {why}")
 
 
 # Built-in types whose create-time defaults allocate (a Service's cluster IPs and node
@@ -200,3 +224,40 @@ def conflict_error(conflicts: Conflicts) -> ApiError:
     causes = [{"type": "FieldManagerConflict", "message": f"conflict with {c.manager}", "field": c.path}
               for c in conflicts.conflicts]
     return ApiError(409, "Conflict", conflicts.message(), {"causes": causes})
+
+
+# What Go's encoding/json escapes in strings that orjson writes as they are.
+_GO_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028",
+               0x2029: "\\u2029"}
+
+
+def sync_last_applied(manager: str, config: dict[str, Any], obj: dict[str, Any]) -> None:
+    """As upstream's lastAppliedUpdater: an apply by ``kubectl`` (``kubectl apply
+    --server-side``) to an object that has a client-side apply annotation
+    (``kubectl.kubernetes.io/last-applied-configuration``) rewrites it to the applied
+    configuration (without that annotation; JSON as Go encodes it), so a later
+    client-side ``kubectl apply`` merges against what was applied last. An annotation
+    that would pass the annotations' size limit is dropped instead. Other managers opt
+    out. ``obj`` (the apply's result) is changed in place."""
+    if manager != KUBECTL:
+        return
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict) or not annotations.get(LAST_APPLIED):
+        return
+    applied = dict(config)
+    applied_meta = applied.get("metadata")
+    if isinstance(applied_meta, dict):
+        applied_meta = applied["metadata"] = dict(applied_meta)
+        sent = applied_meta.get("annotations")
+        if isinstance(sent, dict):
+            applied_meta["annotations"] = {k: v for k, v in sent.items() if k != LAST_APPLIED}
+        elif "annotations" in applied_meta:
+            del applied_meta["annotations"]
+    value = orjson.dumps(applied, option=orjson.OPT_SORT_KEYS).decode().translate(_GO_ESCAPES) + "\n"
+    annotations = {**annotations, LAST_APPLIED: value}
+    if sum(len(k.encode()) + len(str(v).encode()) for k, v in annotations.items()) > ANNOTATIONS_SIZE_LIMIT:
+        del annotations[LAST_APPLIED]
+    meta["annotations"] = annotations

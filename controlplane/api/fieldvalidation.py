@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from ..registry import ResourceType
-from ..registry.validation import Findings, decode_with_duplicates, may_have_duplicates, shape_of
+from ..registry.validation import Findings, decode_with_duplicates, may_have_duplicates, shape_of, zero_nulls
 from .errors import ApiError
 
 __all__ = ["add_warning", "check_object", "request_scope", "unknown_fields", "warning_headers"]
@@ -145,6 +145,13 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             redecoded.setdefault("metadata", obj.get("metadata", {}))
             obj = redecoded
             found = shape.check(obj, duplicates=duplicates, count_keys=False)
+    if found.nulls and rtype.custom is None:
+        # a null is decoded as its Go type's zero value: never stored as a null, which the
+        # readers of the object (the controllers, the typed clients) could not take; an
+        # emptied item of a list may lack its required fields (a custom resource's nulls
+        # are its schema's to prune)
+        zero_nulls(found.nulls)
+        found.missing = shape.check(obj, count_keys=False, known=stored if body is None else None).missing
     if found.mismatched:
         path, given, expected = found.mismatched[0]
         raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "

@@ -59,6 +59,7 @@ from .apply import (
     conflict_error,
     manager_of,
     parse_config,
+    sync_last_applied,
     yaml_as_json,
 )
 from .converting import CONVERSION, ConvertingStore, served_bytes
@@ -780,7 +781,11 @@ class KubeApi:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp", "selfLink"):  # (selfLink: never stored, as upstream)
             meta.pop(key, None)
-        if "status" in rtype.subresources and not (rtype.plural == "nodes" and rtype.custom is None):
+        if "status" in rtype.subresources and rtype.custom is not None:
+            # dropped, as upstream's strategy drops it, before the pruning below: a schema
+            # without a status would have it reported as an unknown field (Strict: a 400)
+            obj.pop("status", None)
+        elif "status" in rtype.subresources and rtype.plural != "nodes":
             # the status is the system's to write, through /status; but a kubelet
             # registers its Node with its status, which upstream's strategy keeps
             obj["status"] = _initial_status(rtype.plural)
@@ -972,7 +977,7 @@ class KubeApi:
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
         if content_type not in PATCH_TYPES:
-            raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
+            raise ApiError.unsupported_media_type(content_type, accepted_patch_types(rtype))
         patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
@@ -1044,6 +1049,8 @@ class KubeApi:
         ownership are ``managedfields.apply``; a ``resourceVersion`` in the
         configuration is a precondition, as upstream."""
         config = parse_config(rtype, namespace, name, body)
+        applied = dict(config)  # as sent, for the last-applied annotation
+        config["metadata"] = dict(config["metadata"])
         precondition = config["metadata"].pop("resourceVersion", None)
         key = rtype.key(namespace, name)
         for _attempt in range(WRITE_ATTEMPTS):
@@ -1062,6 +1069,7 @@ class KubeApi:
             except managedfields.ShapeError as e:
                 raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
                                            f"Kind={rtype.kind}): {e}") from e
+            sync_last_applied(options.manager, applied, obj)
             obj["metadata"]["name"] = name
             if current is None or old is None:
                 try:
@@ -1347,7 +1355,21 @@ class KubeApi:
         """``pods/binding``: assign the pod to a node, once (409 if already bound)."""
         binding = json_object(body, "the binding")
         target = binding.get("target")
-        node = target.get("name") if isinstance(target, dict) else None
+        if target is not None and not isinstance(target, dict):
+            raise ApiError.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: json: cannot "
+                                       f"unmarshal {_json_kind(target)} into Go struct field Binding.target of "
+                                       f"type v1.ObjectReference")
+        node = target.get("name") if target else None
+        kind = target.get("kind") if target else None
+        for field, value in (("name", node), ("kind", kind)):
+            if value is not None and not isinstance(value, str):
+                raise ApiError.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: json: cannot "
+                                           f"unmarshal {_json_kind(value)} into Go struct field "
+                                           f"ObjectReference.target.{field} of type string")
+        if kind not in (None, "", "Node"):  # upstream's ValidatePodBinding
+            raise ApiError.invalid(rtype, name, [{"reason": "FieldValueNotSupported", "field": "target.kind",
+                                                  "message": f'Unsupported value: "{kind}": supported values: '
+                                                             f'"Node", "<empty>"'}])
         if not node:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
                                                   "message": "Required value"}])
@@ -1445,8 +1467,8 @@ class KubeApi:
                     patched = _json_patch(view, patch)
                 elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
                     patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
-                else:
-                    raise ApiError.unsupported_media_type(content_type)
+                else:  # (server-side apply through /scale is not served: see docs/api-compatibility.md)
+                    raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
                 replicas, expected = replicas_of_scale(patched, name)
                 expected = 0 if expected == current.mod_revision else expected
             else:
@@ -2128,8 +2150,14 @@ def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:
     """The patch schema of a built-in type; custom resources have none, and upstream answers 415."""
     found = None if rtype.storage_group else strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind)
     if found is None:
-        raise ApiError.unsupported_media_type(STRATEGIC, tuple(t for t in PATCH_TYPES if t != STRATEGIC))
+        raise ApiError.unsupported_media_type(STRATEGIC, accepted_patch_types(rtype))
     return found
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type of a decoded value as Go's decoder names it in its errors."""
+    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list)
+            else "string" if isinstance(value, str) else "bool" if isinstance(value, bool) else "number")
 
 
 def _strategic_patch_map(patch: Any) -> dict[str, Any]:

@@ -90,7 +90,8 @@ def with_spec_replicas(obj: dict[str, Any], replicas: int, paths: ScalePaths = B
 def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
     """The replicas a written Scale asks for, and its resourceVersion precondition (0: none).
 
-    An invalid Scale is a 422 (negative or non-integer replicas) or a 400 (not a Scale)."""
+    An invalid Scale is a 422 (negative replicas) or a 400 (not a Scale, or replicas that
+    are no int32)."""
     if not isinstance(scale, dict):
         raise ApiError.bad_request("the request body must be a Scale object")
     if scale.get("kind") not in (None, "Scale"):
@@ -100,8 +101,15 @@ def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
         raise ApiError.bad_request("metadata must be an object")
     if meta.get("name") not in (None, name):
         raise ApiError.name_mismatch(meta.get("name"), name)
-    replicas = (scale.get("spec") or {}).get("replicas", 0) if isinstance(scale.get("spec"), dict) else 0
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+    spec = scale.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        raise _undecodable(spec, "Scale.spec", "v1.ScaleSpec")
+    replicas = spec.get("replicas") if spec else None
+    if replicas is None:
+        replicas = 0  # absent or null: Go's zero
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not -_INT32 <= replicas < _INT32:
+        raise _undecodable(replicas, "ScaleSpec.spec.replicas", "int32")
+    if replicas < 0:
         raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
                        f"{replicas!r}: must be greater than or equal to 0",
                        {"name": name, "group": "autoscaling", "kind": "Scale",
@@ -113,3 +121,18 @@ def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
     except ValueError as e:
         raise ApiError.bad_request(f"invalid resourceVersion {rv!r}") from e
     return replicas, expected
+
+
+_INT32 = 1 << 31
+
+
+def _undecodable(value: Any, field: str, go_type: str) -> ApiError:
+    """A value Go's decoder cannot put into the Scale's field: a 400, as upstream's."""
+    if isinstance(value, bool):
+        given = "bool"
+    elif isinstance(value, int | float):
+        given = f"number {value}"
+    else:
+        given = "string" if isinstance(value, str) else "array" if isinstance(value, list) else "object"
+    return ApiError.bad_request(f'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
+                                f"{given} into Go struct field {field} of type {go_type}")

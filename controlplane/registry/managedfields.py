@@ -29,6 +29,11 @@ Rules kept here, as kube-apiserver keeps them:
   them on the decoded object: a Secret's ``stringData`` counts as the ``data``
   keys it becomes. An apply owns what its configuration says, ``stringData``
   included (upstream's applied set is the configuration's).
+- An apply by ``kubectl`` that conflicts only on fields the object's client-side
+  apply annotation (``kubectl.kubernetes.io/last-applied-configuration``) gives
+  the values they still have is forced (upstream's lastAppliedManager): the first
+  ``kubectl apply --server-side`` after client-side ones takes them over.
+- Custom resources are walked by their CRD's schema (``shapes.custom_shape``).
 - A write through ``/scale`` is an ``Update`` with subresource ``scale`` owning
   the parent's replicas field, taken from whoever owned it (``record_scale``,
   upstream's ScaleHandler).
@@ -43,14 +48,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from . import fieldpath
 from .fieldpath import SELF, Tree
-from .shapes import shape_for
+from .shapes import Shape, custom_shape, shape_for
 from .typed import ShapeError, compare, created_set, field_set, merge, remove
 from .types import ResourceType
 
-__all__ = ["APPLY", "SCALE", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError", "apply", "decode",
-           "manager_from_user_agent", "record_scale", "record_write",
+__all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError",
+           "apply", "decode", "manager_from_user_agent", "record_scale", "record_write",
            "value_at"]
 
 APPLY, UPDATE = "Apply", "Update"
@@ -59,6 +66,8 @@ MAX_UPDATE_ENTRIES = 10
 ANCIENT = "ancient-changes"
 BEFORE_FIRST_APPLY = "before-first-apply"
 MAX_MANAGER_LENGTH = 128
+KUBECTL = "kubectl"  # the manager of ``kubectl apply --server-side``
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # client-side apply's annotation
 _SERVER_META = ("name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation",
                 "managedFields", "resourceVersion")
 
@@ -100,6 +109,7 @@ class Entry:
 class Conflict:
     manager: str   # as ``Entry.describe`` puts it
     path: str      # as ``fieldpath.path_string`` puts it: ``.spec.replicas``
+    elements: tuple[str, ...] = ()  # the path as set elements: ``("f:spec", "f:replicas")``
 
 
 class Conflicts(Exception):
@@ -136,6 +146,14 @@ def _now() -> str:
     if second != _clock[0]:
         _clock = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
     return _clock[1]
+
+
+def _shape(rtype: ResourceType) -> Shape:
+    """The structure of ``rtype`` as apply sees it: a custom resource's from its CRD's schema."""
+    custom = rtype.custom
+    if custom is not None and custom.schema is not None:
+        return custom_shape(custom.schema)
+    return shape_for(rtype.group, rtype.version, rtype.kind)
 
 
 # -- the entries on the object ---------------------------------------------------------
@@ -254,7 +272,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     entries = decode(sent, trusted=_as_stored(sent, old)) if subresource is None and sent else None
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
-    shape = shape_for(rtype.group, rtype.version, rtype.kind)
+    shape = _shape(rtype)
     try:
         new_view = _stored_form(rtype, _view(new, rtype, subresource))
         if old is None:
@@ -339,15 +357,62 @@ def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, An
     Raises ``Conflicts`` if fields other managers own would change and not ``force``;
     ``ShapeError`` if the configuration cannot be walked (a 400)."""
     try:
-        return _apply(rtype, live, config, manager, subresource, force, defaults)
+        try:
+            return _apply(rtype, live, config, manager, subresource, force, defaults)
+        except Conflicts as e:
+            if manager != KUBECTL or live is None:
+                raise
+            allowed = _last_applied_set(rtype, live, subresource)
+            if allowed is None:
+                raise
+            left = [c for c in e.conflicts if not _has(allowed, c.elements)]
+            if left:
+                raise Conflicts(left) from None
+            # what kubectl applied client-side and still is as it applied it: kubectl's now
+            return _apply(rtype, live, config, manager, subresource, True, defaults)
     except RecursionError as e:
         raise ShapeError("the object is nested too deeply") from e
+
+
+def _last_applied_set(rtype: ResourceType, live: dict[str, Any], subresource: str | None) -> Tree | None:
+    """As upstream's lastAppliedManager, for ``kubectl apply --server-side`` after a
+    client-side ``kubectl apply``: the fields of ``live``'s last-applied annotation
+    that still have the values it gives them, which kubectl may take over from their
+    managers without a conflict. None without a (readable) annotation of this version."""
+    annotations = (live.get("metadata") or {}).get("annotations")
+    raw = annotations.get(LAST_APPLIED) if isinstance(annotations, dict) else None
+    if not raw or not isinstance(raw, str):
+        return None
+    try:
+        last = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(last, dict) or last.get("apiVersion") != rtype.api_version:
+        return None
+    shape = _shape(rtype)
+    try:
+        last_view = _view(last, rtype, subresource)
+        fields = field_set(last_view, shape)
+        diff = compare(last_view, _view(live, rtype, subresource), shape)
+    except ShapeError:
+        return None
+    for changed in diff:
+        fields = fieldpath.difference(fields, changed)
+    return fields
+
+
+def _has(tree: Tree, path: tuple[str, ...]) -> bool:
+    """Whether ``path`` is a member of the set ``tree``."""
+    node: Tree | None = tree
+    for element in path:
+        node = node.get(element) if node is not None else None
+    return node is not None and bool(path) and fieldpath.is_member(node)
 
 
 def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
            subresource: str | None, force: bool,
            defaults: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
-    shape = shape_for(rtype.group, rtype.version, rtype.kind)
+    shape = _shape(rtype)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
     if live is not None and not entries:
@@ -371,7 +436,7 @@ def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, A
             continue
         clash = fieldpath.intersection(e.fields, changed)
         if clash:
-            conflicts.extend(Conflict(e.describe(), fieldpath.path_string(p)) for p in fieldpath.paths(clash))
+            conflicts.extend(Conflict(e.describe(), fieldpath.path_string(p), p) for p in fieldpath.paths(clash))
             e.fields = fieldpath.difference(e.fields, clash)
         e.fields = fieldpath.difference(e.fields, diff.removed)
     if conflicts and not force:

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 from . import schema as builtin
 
-__all__ = ["DEDUCED", "WALK_DICT", "WALK_LIST", "Kind", "Shape", "register", "shape_for", "unregister"]
+__all__ = ["DEDUCED", "WALK_DICT", "WALK_LIST", "Kind", "Shape", "custom_shape", "register", "shape_for",
+           "unregister"]
 
 Schema = dict[str, Any]
 Resolver = Callable[[Schema], Schema]
@@ -106,7 +108,12 @@ class Shape:
             got = builder.build(builder.resolve(props[name]))
             self._fields[name] = got
             return got
-        return self.elem if self.kind is Kind.MAP or "additionalProperties" in node else None
+        if self.kind is Kind.MAP or "additionalProperties" in node:
+            return self.elem
+        if node.get("x-kubernetes-preserve-unknown-fields") or (
+                name in _EMBEDDED and node.get("x-kubernetes-embedded-resource")):
+            return DEDUCED  # what the schema does not describe is kept, and deduced
+        return None
 
     def declares(self, name: str) -> bool:
         """Whether ``name`` is a declared field (not a map key) of this struct."""
@@ -129,6 +136,8 @@ class Shape:
 
 
 DEDUCED = Shape(Kind.DEDUCED)
+# what an ``x-kubernetes-embedded-resource`` object has whether its schema says so or not
+_EMBEDDED = frozenset({"apiVersion", "kind", "metadata"})
 _LEAF = Shape(Kind.LEAF)
 
 
@@ -190,11 +199,31 @@ def _custom(openapi_schema: Schema) -> Shape:
     ObjectMeta (a CRD says only ``type: object`` there; the server knows better)."""
     root = {**openapi_schema, "type": "object",
             "properties": {**(openapi_schema.get("properties") or {}), "metadata": {"type": "object"}}}
-    root.pop("x-kubernetes-preserve-unknown-fields", None)  # unknown fields are deduced anyway
     shape = _Builder(_no_refs).build(root)
     meta = builtin.definitions().defs.get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
     if meta is not None:
         shape._fields["metadata"] = _builtins().build(meta)
+    return shape
+
+
+# The shapes of the served custom resource versions, by their schema (which the entry keeps
+# alive, so its id is not reused while it is here): a CRD's types are rebuilt, with new
+# schema objects, when its spec changes.
+_CUSTOM_LIMIT = 512
+_customs: dict[int, tuple[Schema, Shape]] = {}
+
+
+def custom_shape(openapi_schema: Schema) -> Shape:
+    """The shape of a custom resource version served with this ``openAPIV3Schema`` (its
+    list types, map types and key defaults, as upstream's field manager reads the CRD)."""
+    got = _customs.get(id(openapi_schema))
+    if got is not None and got[0] is openapi_schema:
+        return got[1]
+    shape = _custom(openapi_schema)
+    if len(_customs) >= _CUSTOM_LIMIT:  # forget the older half
+        for old in list(itertools.islice(_customs, _CUSTOM_LIMIT // 2)):
+            del _customs[old]
+    _customs[id(openapi_schema)] = (openapi_schema, shape)
     return shape
 
 
@@ -226,7 +255,7 @@ def _builtin_shape(group: str, version: str, kind: str) -> Shape:
 @functools.cache
 def _schemaless() -> Shape:
     """A kind nobody described: ObjectMeta, and the rest deduced."""
-    return _custom({})
+    return _custom({"x-kubernetes-preserve-unknown-fields": True})
 
 
 @functools.cache

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from .fieldpath import SELF, Tree, key_element, set_element
+from .fieldpath import SELF, Tree, key_element, path_string, set_element
 from .shapes import DEDUCED, WALK_DICT, WALK_LIST, Kind, Shape
 
 __all__ = ["Comparison", "ShapeError", "compare", "created_set", "field_set", "merge", "remove"]
@@ -63,7 +63,7 @@ def _element(shape: Shape, item: Any) -> str:
         elif name in shape.key_defaults:
             key[name] = shape.key_defaults[name]
         else:
-            raise ShapeError(f"associative list with keys has an element that omits key field {name!r} "
+            raise ShapeError(f"associative list with keys has an element that omits key field {_quoted(name)} "
                              "(and doesn't have default value)")
     return key_element(key)
 
@@ -74,7 +74,7 @@ def _index(shape: Shape, items: list[Any]) -> dict[str, Any]:
     for item in items:
         element = _element(shape, item)
         if element in out:
-            raise ShapeError(f"duplicate entries for key {element[2:]}")
+            raise ShapeError(f"duplicate entries for key {path_string((element,))}")
         out[element] = item
     return out
 
@@ -96,16 +96,25 @@ def _with_self(children: Tree) -> Tree:
 
 # -- field sets ------------------------------------------------------------------------
 def field_set(value: dict[str, Any], shape: Shape) -> Tree:
-    """The fields an applied configuration sets (structured-merge-diff's ``ToFieldSet``)."""
-    return _set_children(value, shape)
+    """The fields an applied configuration sets (structured-merge-diff's ``ToFieldSet``).
+
+    As upstream types the configuration first, a field its struct does not declare
+    (nor take as a map key or an unknown field it preserves) is a ``ShapeError``:
+    ``.spec.foo: field not declared in schema``; so is an item a list cannot
+    identify, with the list's path."""
+    return _set_children(value, shape, ())
 
 
-def _set_children(value: Any, shape: Shape) -> Tree:
+def _set_children(value: Any, shape: Shape, path: tuple[str, ...]) -> Tree:
     out: Tree = {}
     if isinstance(value, dict):
         for k, v in value.items():
-            child = _child(shape, k)
-            sub = _set_children(v, child) if _granular(child, v) else None
+            child = shape.field(k)
+            if child is None:
+                if shape.kind is Kind.STRUCT:
+                    raise ShapeError(f"{path_string((*path, 'f:' + k))}: field not declared in schema")
+                child = DEDUCED
+            sub = _set_children(v, child, (*path, "f:" + k)) if _granular(child, v) else None
             if sub is None:
                 out["f:" + k] = {}  # a leaf
             elif not sub or v is None or not shape.declares(k):
@@ -114,9 +123,28 @@ def _set_children(value: Any, shape: Shape) -> Tree:
                 out["f:" + k] = sub
     else:  # a set or associative list
         elem = shape.elem
-        for element, item in _index(shape, value).items():
-            out[element] = _with_self(_set_children(item, elem)) if _granular(elem, item) else {}
+        try:
+            items = _index(shape, value)
+        except ShapeError as e:
+            raise ShapeError(f"{path_string(path)}: {_item_error(shape, value, e)}") from None
+        for element, item in items.items():
+            out[element] = _with_self(_set_children(item, elem, (*path, element))) if _granular(elem, item) else {}
     return out
+
+
+def _item_error(shape: Shape, items: list[Any], error: ShapeError) -> str:
+    """``error`` (from indexing ``items``) as upstream words it: the position of an
+    item that cannot be identified (``element 0: ...``)."""
+    for i, item in enumerate(items):
+        try:
+            _element(shape, item)
+        except ShapeError as e:
+            return f"element {i}: {e}"
+    return str(error)
+
+
+def _quoted(name: str) -> str:
+    return orjson.dumps(name).decode()
 
 
 # One leaf shared by the sets a create makes: most nodes are leaves, and the sets

@@ -59,6 +59,7 @@ __all__ = [
     "may_have_duplicates",
     "register_schema",
     "shape_of",
+    "zero_nulls",
 ]
 
 # Object schemas whose values are arbitrary JSON in the Go types (json.RawMessage,
@@ -93,7 +94,7 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "expect", "fields", "items", "parse", "required", "values")
+    __slots__ = ("accepts", "bound", "expect", "fields", "items", "parse", "required", "values")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -106,6 +107,9 @@ class Shape:
         # not one (Go's decoding error), or None
         # (or, as a ``Rewrite``, the form Go writes it back in: Times in UTC)
         self.parse: Callable[[Any], str | None] | None = None
+        # for an integer of a sized Go type (its schema's format), the bound a value must be
+        # under in magnitude (1 << 31 for an int32): a number past it cannot be decoded; or 0
+        self.bound = 0
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None, count_keys: bool = True,
@@ -134,6 +138,9 @@ class Findings:
     missing: list[str] = field(default_factory=list)    # paths of missing required fields
     malformed: list[str] = field(default_factory=list)  # decoding errors of Times and Quantities
     keys: int = 0                                        # object keys in the decoded tree (if counted)
+    # the nulls met where the schema has a type: (the dict or list holding one, its key or
+    # index, the Shape of its value, or None for a field of a struct); see ``zero_nulls``
+    nulls: list[tuple[Any, Any, Shape | None]] = field(default_factory=list)
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -162,6 +169,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
         if fields is None:
             values = shape.values
             if values is None:
+                if shape.parse is not None:  # an object for a scalar of any JSON type (a Quantity)
+                    found.malformed.append(str(shape.parse(value)))
                 return keys + _count_values(value) if count else keys
             dups = duplicates.get(id(value)) if duplicates else None
             accepts = values.accepts
@@ -179,8 +188,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                     stack.pop()
                 elif t not in accepts:
                     found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
-                elif values.parse is not None and v is not None:
+                elif t is _NONE:
+                    found.nulls.append((value, k, values))
+                elif values.parse is not None:
                     _parse(values, value, k, v, found)
+                elif t is int and values.bound and not -values.bound <= v < values.bound:
+                    _bounded(values.bound, v, _path(stack, k), found)
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -208,8 +221,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 stack.pop()
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
-            elif sub.parse is not None and v is not None:
+            elif t is _NONE:
+                found.nulls.append((value, k, None))
+            elif sub.parse is not None:
                 _parse(sub, value, k, v, found)
+            elif t is int and sub.bound and not -sub.bound <= v < sub.bound:
+                _bounded(sub.bound, v, _path(stack, k), found)
         if required and shape.required:
             for r in shape.required:
                 if value.get(r) is None:
@@ -224,13 +241,20 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             return _count_values(value) if count else 0
         items = shape.items
         if items is None or items.expect is None:
+            if shape.parse is not None:  # a list for a scalar of any JSON type (a Quantity)
+                found.malformed.append(str(shape.parse(value)))
             return _count_values(value) if count else 0
         expect = items.expect
         if expect not in ("object", "array"):  # a list of scalars: only their types to check
             accepts = items.accepts
             for i, v in enumerate(value):
-                if type(v) not in accepts:
+                t = type(v)
+                if t not in accepts:
                     found.mismatched.append((_path(stack) + f"[{i}]", _json_type(v), _GO_TYPE[expect]))
+                elif t is _NONE:
+                    found.nulls.append((value, i, items))
+                elif t is int and items.bound and not -items.bound <= v < items.bound:
+                    _bounded(items.bound, v, _path(stack) + f"[{i}]", found)
             return _count_values(value) if count else 0
         keys = 0
         base = stack.pop() if stack else ""
@@ -244,10 +268,45 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 keys += _walk(items, v, stack, found, prune, duplicates, required, False, count, was)
             elif v is not None:
                 found.mismatched.append((_path(stack), _json_type(v), _GO_TYPE[expect]))
+            else:
+                found.nulls.append((value, i, items))
             stack.pop()
         stack.append(base)
         return keys
     return 0
+
+
+def _bounded(bound: int, value: int, path: str, found: Findings) -> None:
+    """An integer too large for its Go type: Go's decoder names the number."""
+    found.mismatched.append((path, f"number {value}", _INT_TYPES[bound]))
+
+
+# The zero value Go decodes a null item of a list or value of a map into, by the JSON type
+# of the item (a struct's is an empty one; a Quantity's is 0)
+_ZERO: dict[str | None, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False}
+
+
+def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> None:
+    """Replace the nulls ``Shape.check`` found (``Findings.nulls``) as Go's decoder reads
+    them into a typed object: a null field of a struct is no value (dropped, as
+    ``omitempty`` writes the zero value back), a null item of a list or value of a map is
+    its type's zero value (``[null]`` of containers is one empty container). In place; a
+    null whose type the schema leaves open (a Time in a list, anything opaque) is kept."""
+    for container, key, shape in nulls:
+        if shape is None:
+            container.pop(key, None)
+            continue
+        if shape.parse is _quantity:
+            zero: Any = "0"
+        elif shape.expect == "object":
+            zero = {}
+        elif shape.expect == "array":
+            zero = []
+        elif shape.expect in _ZERO and shape.parse is None:
+            zero = _ZERO[shape.expect]
+        else:
+            continue
+        container[key] = zero
 
 
 def _as_stored(stored: Any, value: Any) -> bool:
@@ -379,8 +438,14 @@ _QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[e
 
 
 def _quantity(value: Any) -> str | None:
-    if type(value) is not str or _QUANTITY.match(value):
-        return None  # a JSON number is a quantity
+    t = type(value)
+    if t is int or t is float:
+        # a JSON number is a quantity, which Go writes back as a string: readers that type
+        # the field (the typed clients) take nothing else
+        whole = t is int or (value.is_integer() and abs(value) < 1e15)
+        return Rewrite(str(int(value)) if whole else repr(value))
+    if t is str and _QUANTITY.match(value):
+        return None
     return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
@@ -484,6 +549,12 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
         shape.items = compile_schema(items, resolve, named)
     if kind == "string" and node.get("format") == "byte":  # a Go []byte: base64 in JSON
         shape.parse = _base64
+    elif kind == "integer" and node.get("format") in _INT_BOUNDS:
+        shape.bound = _INT_BOUNDS[node["format"]]
+
+
+_INT_BOUNDS = {"int32": 1 << 31, "int64": 1 << 63}
+_INT_TYPES = {bound: name for name, bound in _INT_BOUNDS.items()}
 
 
 def _expect(shape: Shape, kind: str | None) -> None:

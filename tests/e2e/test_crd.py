@@ -790,3 +790,19 @@ def test_pruned_fields_are_owned_by_no_manager(api: client.ApiClient) -> None:
     [main, status] = owned(got)
     assert main == ("OpenAPI-Generator", "", {"f:spec": {"f:color": {}, "f:replicas": {}}})
     assert status[:2] == ("OpenAPI-Generator", "status") and "f:tick" not in status[2]["f:status"]
+
+
+def test_kubectl_creates_a_resource_whose_schema_has_no_status_under_strict_validation(served: Serve) -> None:
+    """kubectl's default ``--validate`` is Strict: a create must not report the status
+    the server drops (a status subresource, a schema without ``status``) as unknown."""
+    crd = WIDGETS.replace("widgets", "knobs").replace("Widget", "Knob").replace("widget", "knob") \
+        .replace("[wd]", "[kn]").replace("[gadgets]", "[]")
+    crd = crd[:crd.index("          status:")]
+    kubectl(served, "apply", "-f", "-", stdin=crd)
+    knob = "apiVersion: example.com/v1\nkind: Knob\nmetadata: {name: k1}\nspec: {color: red}\n"
+    assert "knob.example.com/k1 created" in kubectl(served, "apply", "-f", "-", stdin=knob)
+    assert "knob.example.com/k2 created" in kubectl(served, "create", "-f", "-", stdin=knob.replace("k1", "k2"))
+    assert "knob.example.com/k1 configured" in kubectl(served, "apply", "-f", "-",
+                                                       stdin=knob.replace("red", "blue"))
+    obj = yaml.safe_load(kubectl(served, "get", "knob", "k1", "-o", "yaml"))
+    assert obj["spec"] == {"color": "blue", "replicas": 1} and "status" not in obj
