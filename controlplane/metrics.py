@@ -14,7 +14,9 @@ bucket is 5 ms would hide every difference worth measuring.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
+from collections.abc import Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -54,6 +56,7 @@ __all__ = [
     "WATCH_CACHE_LOCK_WAIT",
     "WATCH_CACHE_REREAD_EVENTS",
     "WATCH_EVENT_DELIVERY",
+    "observe_many",
     "exposition",
     "monitor_event_loop_lag",
 ]
@@ -238,6 +241,30 @@ POD_STARTUP = Histogram(
     "Pod startup as the autoscaler observes it, by part (total, scheduling, provisioning, starting).", ["part"],
     buckets=_AUTOSCALER_SECONDS, registry=REGISTRY,
 )
+
+def observe_many(child: Histogram, amounts: Sequence[float]) -> None:
+    """``child.observe(a)`` for each of ``amounts``, counted per bucket first: one locked
+    increment per bucket touched and one for the sum, instead of two per amount. A watch
+    drains hundreds of events at a time (a bulk renewal's Leases share a commit), each
+    observed in its delivery histogram: 1.3 µs an event one by one. Uses prometheus_client's
+    histogram internals (``_upper_bounds``, ``_buckets``, ``_sum``; stable since 0.4), and
+    the public call where a version lacks them."""
+    bounds = getattr(child, "_upper_bounds", None)
+    buckets = getattr(child, "_buckets", None)
+    total = getattr(child, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(amounts) < 2:
+        for amount in amounts:
+            child.observe(amount)
+        return
+    counts: dict[int, int] = {}
+    for amount in amounts:
+        i = bisect.bisect_left(bounds, amount)  # the first bound >= amount, as observe's scan
+        counts[i] = counts.get(i, 0) + 1
+    total.inc(sum(amounts))
+    for i, n in counts.items():
+        if i < len(buckets):
+            buckets[i].inc(n)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus text format (what ``GET /metrics`` returns)."""

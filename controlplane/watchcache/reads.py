@@ -32,7 +32,7 @@ from ..api.reads import (
     bookmark_object,
     too_large_resource_version,
 )
-from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY
+from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY, observe_many
 from ..registry import ResourceType
 from ..registry.attrs import Attrs, Filter
 from .cache import INDEXED_LIST_FIELD, ResourceCache, Snapshot
@@ -318,11 +318,12 @@ class CacheWatch:
         buffer = self._watcher.buffer
         now = time.perf_counter()
         out: list[WatchItem] = []
-        observe = self._delivery.observe
+        delays: list[float] = []
         while buffer:
             ev, kind = buffer.popleft()
             out.append(ev.item(kind))
-            observe(now - ev.received)
+            delays.append(now - ev.received)
+        observe_many(self._delivery, delays)
         return out
 
     async def aclose(self) -> None:
