@@ -109,6 +109,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how often the store's history is compacted, as kube-apiserver's flag: seconds or a "
                             "Go duration (5m, 90s); what is older than one to two intervals then answers 410 "
                             "Gone; 0 never compacts (default: 5m)")
+    lifecycle = serve.add_argument_group(
+        "node lifecycle controller", "kube-controller-manager's flags of the same names (docs/nodes.md)")
+    lifecycle.add_argument("--node-monitor-period", type=_duration, default=5.0, metavar="DURATION",
+                           help="how often every node's health is checked (default: 5s)")
+    lifecycle.add_argument("--node-monitor-grace-period", type=_duration, default=50.0, metavar="DURATION",
+                           help="a node whose Lease and status have not moved for this long turns Ready Unknown "
+                                "(default: 50s)")
+    lifecycle.add_argument("--node-startup-grace-period", type=_duration, default=60.0, metavar="DURATION",
+                           help="the same, from its creation, for a node that never posted a Ready condition "
+                                "(default: 1m)")
+    lifecycle.add_argument("--node-eviction-rate", type=float, default=0.1, metavar="QPS",
+                           help="nodes a second given the not-ready/unreachable NoExecute taint, per zone "
+                                "(default: %(default)s)")
+    lifecycle.add_argument("--secondary-node-eviction-rate", type=float, default=0.01, metavar="QPS",
+                           help="the same in a zone whose unhealthy share reaches --unhealthy-zone-threshold; 0 in "
+                                "a zone of at most --large-cluster-size-threshold nodes (default: %(default)s)")
+    lifecycle.add_argument("--unhealthy-zone-threshold", type=float, default=0.55, metavar="FRACTION",
+                           help="(default: %(default)s)")
+    lifecycle.add_argument("--large-cluster-size-threshold", type=int, default=50, metavar="N",
+                           help="(default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -169,7 +189,7 @@ def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple
 
 
 def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Config:
-    from .config import Config
+    from .config import Config, NodeLifecycle
 
     if args.store and not args.store.startswith(STORE_SCHEMES):
         parser.error(f"argument --store: {args.store!r} is neither lmdb://PATH nor etcd://HOST:PORT[,...]")
@@ -196,6 +216,14 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             components_process=args.components_process,
             http_protocol=args.http_protocol,
             compaction_interval=args.etcd_compaction_interval,
+            node_lifecycle=NodeLifecycle(
+                monitor_period=args.node_monitor_period,
+                monitor_grace_period=args.node_monitor_grace_period,
+                startup_grace_period=args.node_startup_grace_period,
+                eviction_rate=args.node_eviction_rate,
+                secondary_eviction_rate=args.secondary_node_eviction_rate,
+                unhealthy_zone_threshold=args.unhealthy_zone_threshold,
+                large_cluster_size_threshold=args.large_cluster_size_threshold),
         )
     except ValueError as e:
         parser.error(str(e))

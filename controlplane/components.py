@@ -58,9 +58,9 @@ COMPONENTS: list[Component] = [
     Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
     Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler),
     Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler),
-    # the node lifecycle controller's taints from node conditions: not-ready/unreachable NoExecute (Ready
-    # False/Unknown, whoever wrote it: the simulator's failures, a KWOK stage, a client) and the NoSchedule
-    # ones of TaintNodesByCondition. Ready turns Unknown by the node simulator's timer (no Lease watch)
+    # the node lifecycle controller: Ready Unknown for a node whose Lease and status stand still, and the
+    # taints from node conditions: not-ready/unreachable NoExecute (Ready False/Unknown, whoever wrote it),
+    # at each zone's rate, and the NoSchedule ones of TaintNodesByCondition
     Component("node-lifecycle-controller", "controlplane.controllers.nodelifecycle:start",
               lambda config: config.scheduler),
     # pods leave nodes tainted NoExecute (`kubectl taint nodes n k=v:NoExecute`, the node lifecycle

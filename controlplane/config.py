@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config"]
+__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config", "NodeLifecycle"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
@@ -23,6 +23,38 @@ AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
 SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLifecycle:
+    """The node lifecycle controller's settings: kube-controller-manager's flags of the same
+    names, with their defaults (``controllers/nodelifecycle.py``)."""
+
+    # how often every node's health is checked (--node-monitor-period)
+    monitor_period: float = 5.0
+    # a node whose Lease and Ready heartbeat have both stood still this long turns Unknown
+    # (--node-monitor-grace-period: 50 s since 1.32)
+    monitor_grace_period: float = 50.0
+    # the same for a node that never posted a Ready condition, from its creation
+    # (--node-startup-grace-period)
+    startup_grace_period: float = 60.0
+    # nodes a second given a NoExecute taint in a healthy zone (--node-eviction-rate), and in
+    # a zone whose unhealthy share reaches the threshold (--secondary-node-eviction-rate; 0 in
+    # a zone of at most --large-cluster-size-threshold nodes)
+    eviction_rate: float = 0.1
+    secondary_eviction_rate: float = 0.01
+    unhealthy_zone_threshold: float = 0.55
+    large_cluster_size_threshold: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("monitor_period", "monitor_grace_period", "startup_grace_period"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name.replace('_', ' ')} must be > 0 seconds, not {getattr(self, name)}")
+        for name in ("eviction_rate", "secondary_eviction_rate", "large_cluster_size_threshold"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name.replace('_', ' ')} must be >= 0, not {getattr(self, name)}")
+        if not 0 < self.unhealthy_zone_threshold <= 1:
+            raise ValueError(f"unhealthy zone threshold must be in (0, 1], not {self.unhealthy_zone_threshold}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +97,7 @@ class Config:
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
+    node_lifecycle: NodeLifecycle = NodeLifecycle()
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:

@@ -1,49 +1,70 @@
-"""The node lifecycle controller of kube-controller-manager, the part a Node's conditions drive:
-the taints that say a node is unhealthy, on every node, whoever wrote its status.
+"""The node lifecycle controller of kube-controller-manager: a node's health from its Lease
+and its status, and the taints that say a node is unhealthy, on every node, whoever wrote its
+status. As upstream's ``nodelifecycle`` controller, with kube-controller-manager's flags
+(``config.NodeLifecycle``, ``serve --node-monitor-grace-period`` and the rest).
 
-As upstream's ``nodelifecycle`` controller decides them from ``status.conditions`` and
-``spec.unschedulable``:
+**Health** (upstream's ``monitorNodeHealth``, every ``--node-monitor-period``). A node is
+heard from when its Lease ``kube-node-lease/<node>`` is renewed (its ``spec.renewTime``
+changes) or its Ready condition's ``lastHeartbeatTime`` moves; a node is first heard from when
+this controller first sees it, or, if it never posted a Ready condition and has no Lease, at its
+creation. A node not heard from for ``--node-monitor-grace-period`` (50 s;
+``--node-startup-grace-period``, 60 s, without a Ready condition) has its Ready,
+MemoryPressure, DiskPressure and PIDPressure conditions set Unknown: ``NodeStatusUnknown``,
+"Kubelet stopped posting node status." (a missing one ``NodeStatusNeverUpdated``, "Kubelet
+never posted node status.", its ``lastHeartbeatTime`` the node's creation), each other
+``lastHeartbeatTime`` kept, NetworkUnavailable left alone. That write turning Ready from True
+records the event ``NodeNotReady`` ("Node n status is now: NodeNotReady").
 
-- Ready ``False``: ``node.kubernetes.io/not-ready:NoExecute``; Ready ``Unknown``:
-  ``node.kubernetes.io/unreachable:NoExecute`` (one replaces the other); Ready ``True``:
-  neither. A node without a Ready condition keeps whatever NoExecute taints it has, as
-  upstream (its health pass skips a node with no Ready condition);
-- TaintNodesByCondition's ``NoSchedule`` taints: ``not-ready`` (Ready False),
+**Taints**, from ``status.conditions`` and ``spec.unschedulable``:
+
+- TaintNodesByCondition's ``NoSchedule`` taints, at once: ``not-ready`` (Ready False),
   ``unreachable`` (Ready Unknown), ``memory-pressure``, ``disk-pressure``, ``pid-pressure``,
-  ``network-unavailable`` (their condition True), ``unschedulable`` (``spec.unschedulable``,
-  a cordon).
+  ``network-unavailable`` (their condition True), ``unschedulable`` (a cordon);
+- Ready ``False``: ``node.kubernetes.io/not-ready:NoExecute``; Ready ``Unknown``:
+  ``node.kubernetes.io/unreachable:NoExecute``; Ready ``True``: neither. Swapping one for the
+  other and taking them off are done at once; a node that has neither gets its first through
+  its zone's queue, at the zone's rate (below). A node without a Ready condition keeps whatever
+  NoExecute taints it has (upstream's health pass skips it).
 
-A taint added gets ``timeAdded``, as upstream's SwapNodeControllerTaint gives it; the other
-taints of the node (a user's, another controller's) are kept as they are, and one of these
-keys that is still wanted is left alone (its ``timeAdded`` with it). The write is a merge
-patch of ``spec.taints`` at the resourceVersion the informer holds (409: again, shortly). A
-node going not ready (a NoExecute taint added where it had none) gets the event
-``NodeNotReady`` ("Node n status is now: NodeNotReady").
+A taint added gets ``timeAdded``; the other taints of the node are kept as they are, and one of
+these keys that is still wanted is left alone. The write is a merge patch of ``spec.taints`` at
+the resourceVersion the informer holds (409: again, shortly).
+
+**Zones** (``handleDisruption``). Nodes are grouped by ``topology.kubernetes.io/region`` and
+``zone`` (one zone for nodes without them; ``node.kubernetes.io/exclude-disruption`` nodes are
+not counted). On each pass a zone with no Ready node is in full disruption; one with more than 2
+nodes not Ready, at least ``--unhealthy-zone-threshold`` (0.55) of it, in partial disruption;
+else normal. The rate at which a zone's nodes get their first NoExecute taint is
+``--node-eviction-rate`` (0.1 nodes a second, a burst of 1) when it is normal or fully
+disrupted, ``--secondary-node-eviction-rate`` (0.01) when partially disrupted, 0 then if the
+zone has at most ``--large-cluster-size-threshold`` (50) nodes. When every zone is fully
+disrupted (the control plane, not the nodes, is the likelier fault) no taint is added and the
+NoExecute ones are taken off every node; when a zone recovers, every node is given a fresh
+grace period.
 
 The pods leave through the taint eviction controller (``tainteviction.py``): the
-DefaultTolerationSeconds admission gives every pod 300 s of both NoExecute taints, so an
-ordinary pod goes 5 minutes after the taint.
+DefaultTolerationSeconds admission gives every pod 300 s of both NoExecute taints.
 
-What this controller does not do: watch Leases. Upstream's health pass turns a node's
-conditions Unknown when neither its status nor its Lease has moved for
-``--node-monitor-grace-period``; here that is the node simulator's (``nodes/simulator.py``),
-which knows when the kubelet it plays stops, and does it for its own nodes on its timer
-(watching every Lease would cost a parse per renewal: 10,000 a second at 100,000 nodes;
-see docs/nodes.md). Nor the rate limits of ``--node-eviction-rate`` and the zone
-disruption states, nor MarkPodsNotReady.
+Not done: MarkPodsNotReady (the pods of a node turned Unknown keep their Ready condition).
 
-The cost per Node event is a look at its conditions (five) and taints (usually none)
-in the informer's copy; nothing is kept per node.
+Costs: a Lease event is the client's parse and a comparison (the Lease is held as its name,
+version and renewTime). A Node event looks at its conditions (five) and taints (usually none).
+A pass walks the nodes' due times, a float each.
 """
 
 from __future__ import annotations
 
+import asyncio
+import calendar
 import datetime
-from collections.abc import Iterable, Mapping
+import logging
+import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import Client, Informer, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.config import NodeLifecycle
 
 from .events import Recorder
 from .ownership import meta_of
@@ -51,7 +72,10 @@ from .ownership import meta_of
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["CONDITION_TAINTS", "NodeLifecycleController", "lifecycle_taints", "start", "tainted"]
+__all__ = ["CONDITION_TAINTS", "NodeLifecycleController", "TokenBucket", "lifecycle_taints", "start", "tainted",
+           "unknown_conditions", "zone_key", "zone_state"]
+
+log = logging.getLogger(__name__)
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -105,10 +129,16 @@ def lifecycle_taints(node: Mapping[str, Any]) -> tuple[frozenset[tuple[str, str]
 
 
 def tainted(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The node's taints as this controller would write them, or None when they are right:
-    the others kept, the lifecycle ones wanted and held kept, the missing ones added
-    (``timeAdded`` now), the ones no longer wanted dropped."""
-    wanted, held, owned = lifecycle_taints(node)
+    """The node's taints with its lifecycle ones as its conditions want them, or None when
+    they are right."""
+    return _rewritten(node, *lifecycle_taints(node))
+
+
+def _rewritten(node: Mapping[str, Any], wanted: frozenset[tuple[str, str]], held: frozenset[tuple[str, str]],
+               owned: frozenset[tuple[str, str]]) -> list[dict[str, Any]] | None:
+    """The node's taints with ``wanted`` of the ``owned`` lifecycle ones, or None when that is
+    what it has: the others kept, the lifecycle ones wanted and held kept, the missing ones
+    added (``timeAdded`` now), the ones no longer wanted dropped."""
     if wanted == held:
         return None
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -123,43 +153,359 @@ def tainted(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return out
 
 
-def _not_ready(taints: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether one of ``taints`` is a not-ready or unreachable NoExecute taint."""
-    return any((t.get("key"), t.get("effect")) in _NO_EXECUTE_OWNED for t in taints)
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
+# the conditions a node's silence turns Unknown (NetworkUnavailable is the network's, not the kubelet's)
+HEALTH_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+EXCLUDE_DISRUPTION = "node.kubernetes.io/exclude-disruption"
+TAINTER_PERIOD = 0.1  # how often the zones' queues are tried (upstream's nodeEvictionPeriod)
+INITIAL, NORMAL, PARTIAL_DISRUPTION, FULL_DISRUPTION = "Initial", "Normal", "PartialDisruption", "FullDisruption"
+_NO_READY: Any = object()  # the heartbeat of a node without a Ready condition
+_UNSEEN: Any = object()
+
+
+def zone_key(node: Mapping[str, Any]) -> str:
+    """The node's zone, as upstream's ``GetZoneKey``: region and zone (the GA labels, else the
+    beta ones), "" for a node with neither."""
+    labels = meta_of(node).get("labels") or {}
+    zone = labels.get("topology.kubernetes.io/zone", labels.get("failure-domain.beta.kubernetes.io/zone", ""))
+    region = labels.get("topology.kubernetes.io/region", labels.get("failure-domain.beta.kubernetes.io/region", ""))
+    return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def zone_state(ready: int, not_ready: int, threshold: float) -> str:
+    """A zone's state from its nodes (upstream's ``ComputeZoneState``)."""
+    if ready == 0 and not_ready > 0:
+        return FULL_DISRUPTION
+    if not_ready > 2 and not_ready / (not_ready + ready) >= threshold:
+        return PARTIAL_DISRUPTION
+    return NORMAL
+
+
+def _ready(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    status = node.get("status")
+    for c in (status.get("conditions") if status else None) or ():
+        if c.get("type") == "Ready":
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+def unknown_conditions(node: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
+    """The conditions the health pass writes on a node not heard from for its grace period (a
+    strategic merge patch, by ``type``: each ``lastHeartbeatTime`` stays), or None when its
+    Ready condition is Unknown already (upstream writes only when Ready changes)."""
+    have = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or ()}
+    ready = have.get("Ready")
+    if ready is not None and ready.get("status") == "Unknown":
+        return None
+    out: list[dict[str, Any]] = []
+    for ctype in HEALTH_CONDITIONS:
+        c = have.get(ctype)
+        if c is None:
+            out.append({"type": ctype, "status": "Unknown", "reason": "NodeStatusNeverUpdated",
+                        "message": "Kubelet never posted node status.",
+                        "lastHeartbeatTime": meta_of(node).get("creationTimestamp"), "lastTransitionTime": now})
+        elif c.get("status") != "Unknown":
+            out.append({"type": ctype, "status": "Unknown", "reason": "NodeStatusUnknown",
+                        "message": "Kubelet stopped posting node status.", "lastTransitionTime": now})
+    return out
+
+
+class TokenBucket:
+    """client-go's token bucket limiter with a burst of 1, full when made; a rate of 0 never
+    accepts (its ``NewFakeNeverRateLimiter``)."""
+
+    __slots__ = ("last", "qps", "tokens")
+
+    def __init__(self, qps: float, now: float) -> None:
+        self.qps = qps
+        self.tokens = 1.0
+        self.last = now
+
+    def try_accept(self, now: float) -> bool:
+        if self.qps <= 0:
+            return False
+        self.tokens = min(1.0, self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+class _ZoneTainter:
+    """A zone's nodes waiting for their first NoExecute taint, in order, and the rate they get
+    it at (upstream's ``RateLimitedTimedQueue``)."""
+
+    __slots__ = ("limiter", "waiting")
+
+    def __init__(self, qps: float, now: float) -> None:
+        self.waiting: dict[str, None] = {}
+        self.limiter = TokenBucket(qps, now)
+
+    def swap(self, qps: float, now: float) -> None:
+        """A new rate (upstream's ``SwapLimiter``): a new full bucket, drained at once if the
+        old one was empty."""
+        if qps == self.limiter.qps:
+            return
+        new = TokenBucket(qps, now)
+        if qps > 0 and not self.limiter.try_accept(now):
+            new.try_accept(now)
+        self.limiter = new
+
+
+def _renewal(lease: dict[str, Any]) -> dict[str, Any]:
+    """What is held of a Lease: its key, version and renewTime."""
+    meta = lease.get("metadata") or {}
+    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                         "resourceVersion": meta.get("resourceVersion")},
+            "spec": {"renewTime": (lease.get("spec") or {}).get("renewTime")}}
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _epoch(timestamp: Any) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(str(timestamp), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
 
 
 class NodeLifecycleController:
-    def __init__(self, client: Client, workers: int = 2) -> None:
+    def __init__(self, client: Client, settings: NodeLifecycle | None = None, workers: int = 2) -> None:
         self.client = client
+        self.settings = settings or NodeLifecycle()
         self.workers = workers
         self.queue = WorkQueue()
         self.events = Recorder(client, "node-controller")
         self.nodes = client.informer("/api/v1/nodes", on_add=self._node_changed,
-                                     on_update=lambda _old, new: self._node_changed(new))
+                                     on_update=lambda _old, new: self._node_changed(new),
+                                     on_delete=self._node_deleted)
+        self.leases = Informer(client, LEASES, on_add=self._lease_changed,
+                               on_update=lambda _old, new: self._lease_changed(new),
+                               on_delete=self._lease_deleted, transform=_renewal)
+        # health, by node name: when it is overdue (monotonic), its Ready condition's
+        # lastHeartbeatTime last seen (_NO_READY without one), its Lease's renewTime last seen
+        self.due: dict[str, float] = {}
+        self.heartbeats: dict[str, Any] = {}
+        self.renewals: dict[str, Any] = {}
+        # zones: each counted node's (zone, Ready True); each zone's [nodes, Ready ones]; states
+        self.counted: dict[str, tuple[str, bool]] = {}
+        self.zone_counts: dict[str, list[int]] = {}
+        self.zone_states: dict[str, str] = {}
+        self.tainters: dict[str, _ZoneTainter] = {}
+        self.all_disrupted = False
+
+    # ------------------------------------------------------------------ events
+
+    def _grace(self, name: str) -> float:
+        s = self.settings
+        return s.startup_grace_period if self.heartbeats.get(name) is _NO_READY else s.monitor_grace_period
 
     def _node_changed(self, node: dict[str, Any]) -> None:
+        meta = meta_of(node)
+        name = str(meta.get("name", ""))
+        ready = _ready(node)
+        heartbeat = ready.get("lastHeartbeatTime") if ready is not None else _NO_READY
+        seen = self.heartbeats.get(name, _UNSEEN)
+        self.heartbeats[name] = heartbeat
+        if seen is _UNSEEN and ready is None and name not in self.renewals:
+            created = _epoch(meta.get("creationTimestamp"))
+            since = 0.0 if created is None else max(0.0, time.time() - created)
+            self.due[name] = time.monotonic() - since + self.settings.startup_grace_period
+        elif seen is _UNSEEN or heartbeat != seen:
+            self.due[name] = time.monotonic() + self._grace(name)
+        self._count(name, node, ready)
         wanted, held, _ = lifecycle_taints(node)
-        if wanted != held:
-            self.queue.add(str(meta_of(node).get("name", "")))
+        if wanted != held or (self.all_disrupted and held & _NO_EXECUTE_OWNED):
+            self.queue.add(name)
+
+    def _node_deleted(self, node: dict[str, Any]) -> None:
+        name = str(meta_of(node).get("name", ""))
+        self.due.pop(name, None)
+        self.heartbeats.pop(name, None)
+        self._uncount(name)
+        tainter = self.tainters.get(zone_key(node))
+        if tainter is not None:
+            tainter.waiting.pop(name, None)
+
+    def _lease_changed(self, lease: dict[str, Any]) -> None:
+        name = lease["metadata"]["name"]
+        renewed = lease["spec"]["renewTime"]
+        if renewed is not None and renewed != self.renewals.get(name):
+            self.renewals[name] = renewed
+            if name in self.heartbeats:
+                self.due[name] = time.monotonic() + self._grace(name)
+
+    def _lease_deleted(self, lease: dict[str, Any]) -> None:
+        self.renewals.pop(lease["metadata"]["name"], None)
+
+    def _count(self, name: str, node: Mapping[str, Any], ready: Mapping[str, Any] | None) -> None:
+        """Keep the zones' counts (nodes, Ready ones) in step with the node."""
+        labels = meta_of(node).get("labels") or {}
+        now = None if EXCLUDE_DISRUPTION in labels else (zone_key(node), ready is not None and
+                                                            ready.get("status") == "True")
+        before = self.counted.get(name)
+        if now == before:
+            return
+        self._uncount(name)
+        if now is not None:
+            self.counted[name] = now
+            counts = self.zone_counts.setdefault(now[0], [0, 0])
+            counts[0] += 1
+            counts[1] += now[1]
+
+    def _uncount(self, name: str) -> None:
+        before = self.counted.pop(name, None)
+        if before is not None:
+            counts = self.zone_counts[before[0]]
+            counts[0] -= 1
+            counts[1] -= before[1]
+            if not counts[0]:
+                del self.zone_counts[before[0]]
+
+    # ------------------------------------------------------------------ the health pass
+
+    def monitor_pass(self, now: float | None = None) -> None:
+        """Queue the nodes overdue whose Ready condition is not Unknown yet, then set the zones'
+        states and rates."""
+        now = time.monotonic() if now is None else now
+        items = self.nodes.items
+        for name, due in self.due.items():
+            if due < now:
+                node = items.get(name)
+                if node is not None and ((ready := _ready(node)) is None or ready.get("status") != "Unknown"):
+                    self.queue.add(name)
+        self._handle_disruption(now)
+
+    def _qps(self, state: str, size: int) -> float:
+        s = self.settings
+        if self.all_disrupted:
+            return 0.0
+        if state == PARTIAL_DISRUPTION:
+            return s.secondary_eviction_rate if size > s.large_cluster_size_threshold else 0.0
+        return s.eviction_rate
+
+    def _handle_disruption(self, now: float) -> None:
+        threshold = self.settings.unhealthy_zone_threshold
+        states = {zone: zone_state(ready, total - ready, threshold)
+                  for zone, (total, ready) in self.zone_counts.items()}
+        everywhere = bool(states) and all(s == FULL_DISRUPTION for s in states.values())
+        entering, leaving = everywhere and not self.all_disrupted, self.all_disrupted and not everywhere
+        self.all_disrupted = everywhere
+        if entering:
+            log.warning("node lifecycle controller: no node is Ready; taking the NoExecute taints off and "
+                        "evicting nothing until one is")
+            for name, node in self.nodes.items.items():
+                if lifecycle_taints(node)[1] & _NO_EXECUTE_OWNED:
+                    self.queue.add(name)
+        if leaving:
+            log.info("node lifecycle controller: some nodes are Ready; every node has a new grace period")
+            for name in self.due:
+                self.due[name] = now + self._grace(name)
+            for name, node in self.nodes.items.items():
+                if (ready := _ready(node)) is not None and ready.get("status") != "True":
+                    self.queue.add(name)  # to be queued for its taint again
+        for zone, state in states.items():
+            if entering or leaving or self.zone_states.get(zone, INITIAL) != state:
+                tainter = self.tainters.get(zone)
+                if tainter is not None:
+                    tainter.swap(self._qps(state, self.zone_counts[zone][0]), now)
+        self.zone_states = states
+
+    def _tainter(self, zone: str) -> _ZoneTainter:
+        tainter = self.tainters.get(zone)
+        if tainter is None:
+            counts = self.zone_counts.get(zone)
+            tainter = self.tainters[zone] = _ZoneTainter(
+                self._qps(self.zone_states.get(zone, NORMAL), counts[0] if counts else 0), time.monotonic())
+        return tainter
+
+    # ------------------------------------------------------------------ writes
 
     async def sync(self, name: str) -> None:
         node = self.nodes.items.get(name)
         if node is None:
             return
-        taints = tainted(node)
+        due = self.due.get(name)
+        if due is not None and due < time.monotonic():
+            conditions = unknown_conditions(node, _rfc3339(time.time()))
+            if conditions is not None:
+                await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                        {"metadata": {"resourceVersion": meta_of(node).get("resourceVersion")},
+                                         "status": {"conditions": conditions}}, patch_type="strategic")
+                ready = _ready(node)
+                if ready is not None and ready.get("status") == "True":
+                    self.events.record("Node", node, REASON_NOT_READY,
+                                       f"Node {name} status is now: {REASON_NOT_READY}")
+                return  # its taints follow from the update this makes
+        await self._write_taints(node, first_no_execute=False)
+
+    async def _write_taints(self, node: dict[str, Any], first_no_execute: bool) -> None:
+        """Write the node's lifecycle taints as they should be, but a first NoExecute one only
+        with ``first_no_execute`` (from its zone's queue); without, the node joins that queue."""
+        name = str(meta_of(node).get("name", ""))
+        wanted, held, owned = lifecycle_taints(node)
+        no_execute = wanted & _NO_EXECUTE_OWNED
+        if self.all_disrupted:
+            wanted -= no_execute
+        elif no_execute and not (held & _NO_EXECUTE_OWNED) and not first_no_execute:
+            self._tainter(zone_key(node)).waiting[name] = None
+            wanted -= no_execute
+        if not no_execute:
+            tainter = self.tainters.get(zone_key(node))
+            if tainter is not None:
+                tainter.waiting.pop(name, None)
+        taints = _rewritten(node, wanted, held, owned)
         if taints is None:
             return
-        meta = meta_of(node)
         await self.client.patch(resource_path("", "v1", "nodes", name=name),
-                                {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                {"metadata": {"resourceVersion": meta_of(node).get("resourceVersion")},
                                  "spec": {"taints": taints or None}}, patch_type="merge")
-        if _not_ready(taints) and not _not_ready((node.get("spec") or {}).get("taints") or ()):
-            self.events.record("Node", node, REASON_NOT_READY, f"Node {name} status is now: {REASON_NOT_READY}")
+
+    async def _drain_tainters(self) -> None:
+        """Give the nodes waiting in each zone's queue their first NoExecute taint, at the zone's
+        rate; a write that fails is tried again at the queue's end."""
+        while True:
+            await asyncio.sleep(TAINTER_PERIOD)
+            for tainter in list(self.tainters.values()):
+                while tainter.waiting and tainter.limiter.try_accept(time.monotonic()):
+                    name = next(iter(tainter.waiting))
+                    del tainter.waiting[name]
+                    node = self.nodes.items.get(name)
+                    if node is None:
+                        continue
+                    try:
+                        await self._write_taints(node, first_no_execute=True)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as e:  # a conflict (a newer node is on its way), a timeout
+                        log.info("node lifecycle controller: tainting node %s: %s; again later", name, e)
+                        tainter.waiting[name] = None
+                        break
+
+    async def _monitor(self) -> None:
+        while True:
+            self.monitor_pass()
+            await asyncio.sleep(self.settings.monitor_period)
 
     async def run(self) -> None:
-        await run_controller("node lifecycle controller", (self.nodes,), self.queue, self.sync, self.workers)
+        background: list[asyncio.Task[None]] = []
+
+        def synced() -> None:
+            background.append(asyncio.create_task(self._monitor()))
+            background.append(asyncio.create_task(self._drain_tainters()))
+
+        try:
+            await run_controller("node lifecycle controller", (self.nodes, self.leases), self.queue, self.sync,
+                                 self.workers, on_synced=synced)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
 
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await NodeLifecycleController(client).run()
+    await NodeLifecycleController(client, config.node_lifecycle).run()

@@ -42,9 +42,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
-    p.add_argument("--node-monitor-grace-period", type=float, default=50.0, metavar="SECONDS",
-                   help="how long after a node's kubelet stops its conditions are marked Unknown (the "
-                        "server's node lifecycle controller then taints it) (default: %(default)s)")
     p.add_argument("--fail", metavar="NODE", help="inject a failure into NODE and exit")
     p.add_argument("--mode", choices=("unreachable", "not-ready"), default="unreachable",
                    help="the failure --fail injects (default: %(default)s)")
@@ -101,7 +98,7 @@ async def _main(args: argparse.Namespace) -> int:
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
-                node_monitor_grace_period=args.node_monitor_grace_period, lease_renewals=not args.put_leases))
+                lease_renewals=not args.put_leases))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

@@ -42,8 +42,6 @@ class SimConfig:
     # nodeStatusUpdateFrequency (10 s) is how often the kubelet computes its status;
     # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
     status_report_frequency: float = 300.0
-    # The node lifecycle controller's --node-monitor-grace-period (50 s since 1.32).
-    node_monitor_grace_period: float = 50.0
     job_seconds: float = 1.0  # how long a restartPolicy Never/OnFailure pod runs (default stages)
     stages: list[Stage] | None = None  # None: the defaults (``stages.default_stages``)
     cluster_cidr: str = "10.0.0.0/8"  # pod CIDRs are carved from it

@@ -30,13 +30,11 @@ the pods bound to them:
   the node's ``spec.podCIDR`` (``ipam``);
 - **failures** (``fail_node``/``recover_node``, or the annotation
   ``nodes.controlplane.io/failure`` through the API): what a failing kubelet does.
-  ``unreachable``: it stops (no lease renewal, no status, no stages), and after the
-  node monitor grace period the simulator marks the node's conditions Unknown, as
-  the node lifecycle controller's health pass does when a Lease stops (the simulator
-  knows when its kubelet stopped; nothing watches the Leases). ``not-ready``: it
-  reports ``Ready=False``. The taints and evictions that follow are the controllers'
+  ``unreachable``: it stops (no lease renewal, no status, no stages); ``not-ready``:
+  it reports ``Ready=False``. What follows is the controllers'
   (``controllers/nodelifecycle.py``, ``controllers/tainteviction.py``), as for any
-  node whose Ready condition is False or Unknown.
+  node: its conditions Unknown once its Lease has stood still for the grace period,
+  the taints, the evictions.
 
 Per node the state is one ``_Node`` (slots: a few ints and strings, a pod IP
 pool, an image table); per pod a ``_Pod`` while it has a timer or an IP.
@@ -301,11 +299,6 @@ class NodeSimulator:
             node = self.nodes.get(name)
             if node is not None and node.stage_gen == gen:
                 self._write(lambda: self._apply_node_stage(name, gen))
-        elif kind == "grace":
-            _, name, gen = item
-            node = self.nodes.get(name)
-            if node is not None and node.failed == "unreachable" and node.failure_gen == gen:
-                self._write(lambda: self._mark_unknown(name, gen))
 
     def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2) -> None:
         self._seq += 1
@@ -740,10 +733,10 @@ class NodeSimulator:
     # ------------------------------------------------------------------ failures
 
     def fail_node(self, name: str, mode: str = "unreachable", manual: bool = True) -> None:
-        """Make node ``name``'s kubelet fail: ``unreachable`` (lease and status stop; after the
-        grace period its conditions are Unknown) or ``not-ready`` (it reports Ready=False). The
-        node lifecycle controller taints it for that, ``unreachable``/``not-ready:NoExecute``,
-        and the taint eviction controller evicts its pods."""
+        """Make node ``name``'s kubelet fail: ``unreachable`` (lease and status stop: the node
+        lifecycle controller turns its conditions Unknown after its grace period) or
+        ``not-ready`` (it reports Ready=False). That controller taints it for that,
+        ``unreachable``/``not-ready:NoExecute``, and the taint eviction controller evicts its pods."""
         if mode not in FAILURE_MODES:
             raise ValueError(f"failure mode {mode!r} is not one of {FAILURE_MODES}")
         node = self.nodes[name]
@@ -759,9 +752,6 @@ class NodeSimulator:
                 st.stage = None
         if mode == "not-ready":
             self._write(lambda: self._post_status(name))
-        else:
-            self.wheel.schedule(time.monotonic() + self.config.node_monitor_grace_period,
-                                ("grace", name, node.failure_gen))
 
     def recover_node(self, name: str) -> None:
         """Bring node ``name`` back: its kubelet posts Ready (the node lifecycle controller then
@@ -782,20 +772,6 @@ class NodeSimulator:
                     self._pod_seen(pod)
 
         self._write(recover)
-
-    async def _mark_unknown(self, name: str, gen: int) -> None:
-        """The node lifecycle controller's health pass, for a node whose kubelet (this
-        simulator's) stopped a grace period ago: its conditions Unknown, as upstream writes
-        them when a node's Lease and status stop (NetworkUnavailable, not the kubelet's, kept)."""
-        node = self.nodes.get(name)
-        if node is None or node.failure_gen != gen or node.failed != "unreachable":
-            return
-        now = now_rfc3339()  # (each condition's lastHeartbeatTime stays the kubelet's last, as upstream's)
-        conds = [{"type": t, "status": "Unknown", "reason": "NodeStatusUnknown",
-                  "message": "Kubelet stopped posting node status.", "lastTransitionTime": now}
-                 for t, *_ in _NODE_CONDITIONS if t != "NetworkUnavailable"]
-        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                {"status": {"conditions": conds}}, patch_type="strategic")
 
     # ------------------------------------------------------------------ pods
 

@@ -9,11 +9,13 @@ import pytest
 
 from controlplane.api.app import create_app
 from controlplane.client import Client
-from controlplane.config import Config
+from controlplane.config import Config, NodeLifecycle
 
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4))
+    # (the node lifecycle controller's pass every 0.2 s, not 5: its zones' states follow at once)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4,
+                            node_lifecycle=NodeLifecycle(monitor_period=0.2)))
     async with app.router.lifespan_context(app):
         yield Client.in_process(app.state.front)

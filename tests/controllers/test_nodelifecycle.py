@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from controlplane.client import ApiError, Client
-from controlplane.controllers.nodelifecycle import lifecycle_taints, tainted
+from controlplane.config import NodeLifecycle
+from controlplane.controllers.nodelifecycle import (
+    TokenBucket,
+    lifecycle_taints,
+    tainted,
+    unknown_conditions,
+    zone_key,
+    zone_state,
+)
 from tests.controllers.helpers import until
 
 NODES = "/api/v1/nodes"
@@ -90,6 +100,17 @@ def _pod(name: str, node_name: str, seconds: int | None = None, **spec: Any) -> 
     return body
 
 
+async def _simulated_nodes_ready(c: Client) -> None:
+    """Wait for the fixture's four simulated nodes to be Ready, and the controller's next pass:
+    until then every zone is without a Ready node, and the controller adds no NoExecute taint."""
+    async def ready() -> bool:
+        nodes = (await c.list(NODES))["items"]
+        return len(nodes) == 4 and all(any(x["type"] == "Ready" and x["status"] == "True"
+                                           for x in n.get("status", {}).get("conditions", ())) for n in nodes)
+    await until(ready, timeout=10)
+    await asyncio.sleep(0.5)
+
+
 async def _events(c: Client, reason: str) -> list[str]:
     items = (await c.list("/api/v1/namespaces/default/events"))["items"]
     return [e["message"] for e in items if e.get("reason") == reason]
@@ -98,6 +119,7 @@ async def _events(c: Client, reason: str) -> list[str]:
 async def test_a_client_setting_ready_false_taints_the_node_and_its_pods_go_after_toleration_seconds(
         client: Client) -> None:
     c = client
+    await _simulated_nodes_ready(c)
     # a node no simulator manages (no kwok annotation): only its client writes its status
     await c.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
     await _set_ready(c, "bare", "True")
@@ -113,7 +135,7 @@ async def test_a_client_setting_ready_false_taints_the_node_and_its_pods_go_afte
     assert any(cond["type"] == "DisruptionTarget" and cond["reason"] == "DeletionByTaintManager"
                for cond in quick["status"]["conditions"])
     assert not await _terminating(c, "slow") and not await _terminating(c, "forever")
-    await until(lambda: _events(c, "NodeNotReady"), timeout=5)
+    assert not await _events(c, "NodeNotReady")  # the kubelet's to record, not the controller's
 
     await _set_ready(c, "bare", "Unknown")  # the taint of the other kind replaces it
     await until(lambda: _eq(_taints(c, "bare"), {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}),
@@ -185,3 +207,135 @@ async def test_a_taint_write_that_fails_is_tried_again(tmp_path: Path) -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         assert refused == ["/api/v1/nodes/n"]
+
+
+def test_zones_their_states_and_rates_are_upstreams() -> None:
+    assert zone_key({"metadata": {"labels": {"topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": "z",
+                                              "failure-domain.beta.kubernetes.io/zone": "old"}}}) == "r:\x00:z"
+    assert zone_key({"metadata": {"labels": {"failure-domain.beta.kubernetes.io/zone": "old"}}}) == ":\x00:old"
+    assert zone_key({"metadata": {}}) == ""
+    assert zone_state(0, 1, 0.55) == "FullDisruption"
+    assert zone_state(0, 0, 0.55) == "Normal"
+    assert zone_state(2, 3, 0.55) == "PartialDisruption"  # 3 of 5 >= 0.55, and more than 2
+    assert zone_state(1, 2, 0.55) == "Normal"  # 2 of 3, but not more than 2
+    assert zone_state(5, 3, 0.55) == "Normal"
+    bucket = TokenBucket(0.5, now=100.0)
+    assert bucket.try_accept(100.0) and not bucket.try_accept(101.0) and bucket.try_accept(102.0)
+    assert not TokenBucket(0.0, now=0.0).try_accept(1e9)
+
+
+def test_the_health_pass_writes_unknown_as_upstream() -> None:
+    posted = {"metadata": {"name": "n", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:01:00Z"},
+        {"type": "MemoryPressure", "status": "False"}, {"type": "DiskPressure", "status": "Unknown"},
+        {"type": "NetworkUnavailable", "status": "False"}]}}
+    got = {c["type"]: c for c in unknown_conditions(posted, "2026-01-01T00:02:00Z") or ()}
+    assert set(got) == {"Ready", "MemoryPressure", "PIDPressure"}  # DiskPressure is Unknown already
+    assert got["Ready"] == {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                            "message": "Kubelet stopped posting node status.",
+                            "lastTransitionTime": "2026-01-01T00:02:00Z"}  # its lastHeartbeatTime kept
+    assert got["PIDPressure"]["reason"] == "NodeStatusNeverUpdated"
+    assert got["PIDPressure"]["lastHeartbeatTime"] == "2026-01-01T00:00:00Z"  # the node's creation
+    posted["status"]["conditions"][0]["status"] = "Unknown"
+    assert unknown_conditions(posted, "2026-01-01T00:02:00Z") is None  # written only when Ready changes
+
+
+@contextlib.asynccontextmanager
+async def _controller(tmp_path: Path, settings: NodeLifecycle) -> AsyncIterator[Client]:
+    """A server without the components, and a node lifecycle controller of ``settings`` on it."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+    from controlplane.controllers.nodelifecycle import NodeLifecycleController
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        c = Client.in_process(app.state.front)
+        task = asyncio.create_task(NodeLifecycleController(c, settings).run())
+        try:
+            yield c
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _conditions(c: Client, name: str) -> dict[str, dict[str, Any]]:
+    return {x["type"]: x for x in (await c.get(f"{NODES}/{name}")).get("status", {}).get("conditions") or ()}
+
+
+async def test_a_node_not_heard_from_turns_unknown_and_a_renewed_lease_is_heard(tmp_path: Path) -> None:
+    """Ready True, then neither a Lease renewal nor a heartbeat for the grace period: Unknown,
+    and NodeNotReady. Never posted a status: Unknown (NodeStatusNeverUpdated) after the
+    startup grace period, unless its Lease is renewed (upstream then takes it as healthy)."""
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1, monitor_grace_period=1.0,
+                                                   startup_grace_period=1.5)) as c:
+        for name in ("posted", "silent", "leased", "beating"):
+            await c.create(NODES, {"metadata": {"name": name}})
+        await _set_ready(c, "posted", "True")
+        await _set_ready(c, "beating", "True")
+        await c.create(leases, {"metadata": {"name": "leased"}, "spec": {"holderIdentity": "leased",
+                                                                         "renewTime": "2026-01-01T00:00:00.000000Z"}})
+        started = time.monotonic()
+        for i in range(1, 12):  # 3.3 s of renewals and heartbeats
+            await asyncio.sleep(0.3)
+            await c.patch(f"{leases}/leased", {"spec": {"renewTime": f"2026-01-01T00:00:{i:02d}.000000Z"}})
+            await c.patch(f"{NODES}/beating/status", {"status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": f"2026-01-01T00:00:{i:02d}Z"}]}},
+                patch_type="strategic")
+        posted, silent = await _conditions(c, "posted"), await _conditions(c, "silent")
+        assert posted["Ready"]["status"] == "Unknown" and posted["Ready"]["reason"] == "NodeStatusUnknown"
+        assert posted["Ready"]["lastHeartbeatTime"] == "2026-01-01T00:00:00Z"
+        assert {t: x["reason"] for t, x in silent.items()} == dict.fromkeys(
+            ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"), "NodeStatusNeverUpdated")
+        created = (await c.get(f"{NODES}/silent"))["metadata"]["creationTimestamp"]
+        assert all(x["lastHeartbeatTime"] == created for x in silent.values())
+        assert await _conditions(c, "leased") == {}
+        assert (await _conditions(c, "beating"))["Ready"]["status"] == "True"
+        assert time.monotonic() - started > 1.5
+        assert await _events(c, "NodeNotReady") == ["Node posted status is now: NodeNotReady"]
+        assert await _taints(c, "posted") >= {(UNREACHABLE, "NoSchedule")}
+
+
+async def test_first_noexecute_taints_go_at_the_zones_rate_and_none_when_every_zone_is_down(tmp_path: Path) -> None:
+    """Two nodes of a healthy zone going not ready: the first is tainted at once, the second a
+    1/rate later (NoSchedule at once for both). A small zone mostly down (partial disruption)
+    gets no new NoExecute taint. Every zone down: the NoExecute taints come off."""
+    async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1, eviction_rate=0.4)) as c:
+        zones = {"a": 8, "b": 1}
+        for zone, count in zones.items():
+            for i in range(count):
+                await c.create(NODES, {"metadata": {"name": f"{zone}{i}", "labels": {
+                    "topology.kubernetes.io/region": "r", "topology.kubernetes.io/zone": zone}}})
+                await _set_ready(c, f"{zone}{i}", "True")
+        await asyncio.sleep(0.3)  # a pass: the zones are normal
+
+        async def no_execute() -> set[str]:
+            return {n["metadata"]["name"] for n in (await c.list(NODES))["items"]
+                    if any(t["effect"] == "NoExecute" for t in n.get("spec", {}).get("taints") or ())}
+
+        await _set_ready(c, "a0", "False")
+        await _set_ready(c, "a1", "False")
+        await until(lambda: _eq(no_execute(), {"a0"}), timeout=5)
+        assert (NOT_READY, "NoSchedule") in await _taints(c, "a1")  # NoSchedule at once
+        first = time.monotonic()
+        await until(lambda: _eq(no_execute(), {"a0", "a1"}), timeout=5)
+        assert time.monotonic() - first > 1.5  # 2.5 s at 0.4 nodes a second
+
+        for i in (2, 3, 4):  # 5 of 8 not ready: a partial disruption, in a zone of at most 50 nodes
+            await _set_ready(c, f"a{i}", "False")
+        await asyncio.sleep(3.0)  # more than a token's time at the normal rate
+        assert await no_execute() == {"a0", "a1"}
+
+        for i in (5, 6, 7):
+            await _set_ready(c, f"a{i}", "False")
+        await _set_ready(c, "b0", "False")  # no zone has a Ready node
+        await until(lambda: _eq(no_execute(), set()), timeout=5)
+        assert (NOT_READY, "NoSchedule") in await _taints(c, "a0")
+
+        await _set_ready(c, "b0", "True")  # zone b recovers; zone a is fully down: the normal rate, one by one
+        async def one() -> bool:
+            return len(await no_execute()) == 1
+        await until(one, timeout=6)  # (the queue's first: a2, which waited through the partial disruption)
+        await asyncio.sleep(1.0)
+        assert len(await no_execute()) == 1

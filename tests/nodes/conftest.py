@@ -58,7 +58,7 @@ async def client(app: FastAPI) -> AsyncIterator[Client]:
 
 def fast(**kw: Any) -> SimConfig:
     """A simulator configuration on a test's time scale."""
-    base: dict[str, Any] = {"count": 2, "renew_interval": 0.5, "node_monitor_grace_period": 0.3, "tick": 0.02,
+    base: dict[str, Any] = {"count": 2, "renew_interval": 0.5, "tick": 0.02,
                             "status_report_frequency": 60.0, "job_seconds": 0.2, "seed": 1, "write_concurrency": 8}
     base.update(kw)
     return SimConfig(**base)

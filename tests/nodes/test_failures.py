@@ -1,27 +1,40 @@
 """Failure injection: a node's kubelet stops (or reports NotReady), the upstream taints go on,
 pods are evicted when their tolerationSeconds run out; recovery undoes it.
 
-The simulator does only the kubelet's part (and, for its nodes, turns Ready Unknown when
-the grace period has passed since its kubelet stopped); the taints are the node lifecycle
-controller's and the evictions the taint eviction controller's, both components of the
-server these tests run (``controllers/nodelifecycle.py``, ``controllers/tainteviction.py``).
-A KWOK chaos stage setting Ready=False gets the same treatment.
+The simulator does only the kubelet's part: its Lease stops. Ready turning Unknown once the
+Lease has stood still for the grace period, the taints and the evictions are the node
+lifecycle and taint eviction controllers', components of the server these tests run
+(``controllers/nodelifecycle.py``, ``controllers/tainteviction.py``), here with a grace
+period of 3 s. A KWOK chaos stage setting Ready=False gets the same treatment.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from fastapi import FastAPI
+
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
+from controlplane.config import Config, NodeLifecycle
 from controlplane.nodes.failures import clear_failure, inject_failure
 from controlplane.nodes.stages import load_stages
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
+# Leases renewed every 0.5 s (``fast``): a grace period of 3 s, checked every 0.1 s
+LIFECYCLE = NodeLifecycle(monitor_period=0.1, monitor_grace_period=3.0)
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, node_lifecycle=LIFECYCLE))
+    async with app.router.lifespan_context(app):
+        yield app
 
 
 def tolerating(name: str, node: str, seconds: int | None,
@@ -63,7 +76,7 @@ async def test_unreachable_node_is_tainted_and_its_pods_evicted_after_toleration
                 "tolerationSeconds": 300} in default_pod["spec"]["tolerations"]
 
         await inject_failure(client, "sim-node-0")
-        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=5)
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=10)
         lease = await client.get(f"{LEASES}/sim-node-0")  # (a renewal may have been under way at the injection)
         await eventually(lambda: _eq(taints(client, "sim-node-0"), {("node.kubernetes.io/unreachable", "NoExecute"),
                                                                     ("node.kubernetes.io/unreachable", "NoSchedule")}))
@@ -92,7 +105,8 @@ async def test_unreachable_node_is_tainted_and_its_pods_evicted_after_toleration
 
 
 async def test_not_ready_node_keeps_its_lease_and_gets_the_not_ready_taint(client: Client) -> None:
-    async with simulating(client, fast(count=1)) as sim:
+    # (two nodes: were every node not Ready, the controller would add no NoExecute taint)
+    async with simulating(client, fast(count=2)) as sim:
         await client.create(PODS, tolerating("p", "sim-node-0", 0, key="node.kubernetes.io/not-ready"))
         await eventually(lambda: _eq(_phase(client, "p"), "Running"))
         before = (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]
@@ -156,7 +170,7 @@ def chaos_stages() -> str:
 
 async def test_a_kwok_chaos_stage_setting_ready_false_taints_the_node_and_evicts_after_toleration_seconds(
         client: Client) -> None:
-    async with simulating(client, fast(count=1, stages=load_stages(chaos_stages()))) as sim:
+    async with simulating(client, fast(count=2, stages=load_stages(chaos_stages()))) as sim:
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
         await client.create(PODS, tolerating("quick", "sim-node-0", 1, key="node.kubernetes.io/not-ready"))
         await client.create(PODS, pod("slow", "sim-node-0", terminationGracePeriodSeconds=0))  # 300 s by default
@@ -180,22 +194,46 @@ async def test_a_kwok_chaos_stage_setting_ready_false_taints_the_node_and_evicts
         assert not await gone_or_terminating(client, "slow")
 
 
-async def test_without_the_controllers_a_failed_node_only_turns_unknown(tmp_path: Path) -> None:
-    """The division of labour: with no controllers (``--no-scheduler``) the simulator's failure is a
-    kubelet's only: Ready Unknown after the grace period, no taint, no eviction."""
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+async def test_without_the_controllers_a_failed_node_stays_ready(tmp_path: Path) -> None:
+    """The division of labour: with no controllers (``--no-scheduler``) nothing watches the
+    Leases, as in a cluster without kube-controller-manager: the simulator's failure stops its
+    Lease and nothing more; the node stays Ready, untainted, its pods where they are."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, node_lifecycle=LIFECYCLE))
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client, \
             simulating(client, fast(count=1)) as sim:
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
         await client.create(PODS, tolerating("quick", "sim-node-0", 0))
         sim.fail_node("sim-node-0", "unreachable")
-        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=5)
-        node = await client.get(f"{NODES}/sim-node-0")
-        reasons = {c["type"]: c["reason"] for c in node["status"]["conditions"]}
-        assert reasons["Ready"] == "NodeStatusUnknown" and reasons["NetworkUnavailable"] != "NodeStatusUnknown"
-        await asyncio.sleep(0.5)
+        lease = (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]
+        await asyncio.sleep(LIFECYCLE.monitor_grace_period + 1)
+        assert (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] == lease
+        assert await condition(client, "sim-node-0") == "True"
         assert await taints(client, "sim-node-0") == set()
         assert not await gone_or_terminating(client, "quick")
+
+
+async def test_the_controller_turns_a_silent_node_unknown_as_upstream(client: Client) -> None:
+    """Ready, MemoryPressure, DiskPressure and PIDPressure Unknown (each lastHeartbeatTime the
+    kubelet's last), NetworkUnavailable left alone, the event NodeNotReady; the kubelet back
+    posts Ready and renews."""
+    async with simulating(client, fast(count=1)) as sim:
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
+        before = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
+        sim.fail_node("sim-node-0", "unreachable")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=10)
+        node = await client.get(f"{NODES}/sim-node-0")
+        after = {c["type"]: c for c in node["status"]["conditions"]}
+        for ctype in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
+            assert after[ctype]["status"] == "Unknown" and after[ctype]["reason"] == "NodeStatusUnknown"
+            assert after[ctype]["message"] == "Kubelet stopped posting node status."
+            assert after[ctype]["lastHeartbeatTime"] == before[ctype]["lastHeartbeatTime"]
+        assert after["NetworkUnavailable"] == before["NetworkUnavailable"]
+        events = (await client.list(resource_path("", "v1", "events", "default")))["items"]
+        assert any(e["reason"] == "NodeNotReady" and e["message"] == "Node sim-node-0 status is now: NodeNotReady"
+                   and e["involvedObject"]["kind"] == "Node" for e in events)
+        sim.recover_node("sim-node-0")
+        await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
+        await eventually(lambda: _eq(taints(client, "sim-node-0"), set()), timeout=5)
 
 
 async def _gone(client: Client, name: str) -> bool:
