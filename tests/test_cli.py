@@ -402,6 +402,15 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
     assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (2500, 2000, 5000)
 
 
+def test_bench_lease_watch_prints_each_watcher_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "lease-watch", "--leases", "300", "--rounds", "2"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["mode"] for line in lines] == ["none", "raw", "parse", "controller"]
+    assert all(line["bench"] == "lease-watch" and line["metric"] == "cpu_per_renewal" and line["value"] > 0
+               and line["unit"] == "us" for line in lines)
+    assert all("over_none_us" in line for line in lines[1:])
+
+
 def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "watchcache", "--pods", "0", "--resumes", "4", "--resume-nodes", "50",

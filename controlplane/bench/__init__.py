@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "autoscaler": "controlplane.bench.autoscaler:main",
     "writes": "controlplane.bench.writes:main",
     "informer": "controlplane.bench.informer:main",
+    "lease-watch": "controlplane.bench.leasewatch:main",
 }
 
 BenchMain = Callable[[list[str]], int]
