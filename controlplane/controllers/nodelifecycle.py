@@ -45,7 +45,12 @@ grace period.
 The pods leave through the taint eviction controller (``tainteviction.py``): the
 DefaultTolerationSeconds admission gives every pod 300 s of both NoExecute taints.
 
-Not done: MarkPodsNotReady (the pods of a node turned Unknown keep their Ready condition).
+When the health pass turns a node's Ready from True, its pods' Ready condition goes False
+(upstream's ``MarkPodsNotReady``: each pod's ``status.conditions`` Ready ``False``, its
+``lastTransitionTime`` now, reason and message kept, and the Warning event ``NodeNotReady``
+"Node is not ready" on the pod); the pods are listed by ``spec.nodeName`` (the watch cache's
+index), and a node whose pods could not all be written is tried again. The kubelet puts Ready
+back when it returns.
 
 Costs: a Lease event is the client's parse and a comparison (the Lease is held as its name,
 version and renewTime). A Node event looks at its conditions (five) and taints (usually none).
@@ -62,7 +67,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import Client, Informer, resource_path
+from controlplane.client import ApiError, Client, Informer, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.config import NodeLifecycle
 
@@ -296,6 +301,8 @@ class NodeLifecycleController:
         self.zone_states: dict[str, str] = {}
         self.tainters: dict[str, _ZoneTainter] = {}
         self.all_disrupted = False
+        # nodes turned Unknown from Ready whose pods are still to be marked not ready
+        self.pods_to_mark: set[str] = set()
 
     # ------------------------------------------------------------------ events
 
@@ -325,6 +332,7 @@ class NodeLifecycleController:
         name = str(meta_of(node).get("name", ""))
         self.due.pop(name, None)
         self.heartbeats.pop(name, None)
+        self.pods_to_mark.discard(name)
         self._uncount(name)
         tainter = self.tainters.get(zone_key(node))
         if tainter is not None:
@@ -439,8 +447,38 @@ class NodeLifecycleController:
                 if ready is not None and ready.get("status") == "True":
                     self.events.record("Node", node, REASON_NOT_READY,
                                        f"Node {name} status is now: {REASON_NOT_READY}")
+                    self.pods_to_mark.add(name)
+                    await self._mark_pods_not_ready(name)
                 return  # its taints follow from the update this makes
+        if name in self.pods_to_mark:
+            await self._mark_pods_not_ready(name)
         await self._write_taints(node, first_no_execute=False)
+
+    async def _mark_pods_not_ready(self, name: str) -> None:
+        """Upstream's ``MarkPodsNotReady`` for the pods on node ``name``; raises (the node is
+        then handled again) if one could not be written."""
+        pods = await self.client.list(resource_path("", "v1", "pods"), fieldSelector=f"spec.nodeName={name}")
+        now = _rfc3339(time.time())
+        failed: Exception | None = None
+        for pod in pods.get("items") or ():
+            ready = _ready(pod)
+            if ready is None or ready.get("status") == "False":
+                continue
+            meta = meta_of(pod)
+            try:
+                await self.client.patch(
+                    resource_path("", "v1", "pods", str(meta.get("namespace")), str(meta.get("name")), "status"),
+                    {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                     "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}},
+                    patch_type="strategic")
+            except ApiError as e:
+                if e.code != 404:
+                    failed = e
+                continue
+            self.events.record("Pod", pod, REASON_NOT_READY, "Node is not ready", "Warning")
+        if failed is not None:
+            raise failed
+        self.pods_to_mark.discard(name)
 
     async def _write_taints(self, node: dict[str, Any], first_no_execute: bool) -> None:
         """Write the node's lifecycle taints as they should be, but a first NoExecute one only

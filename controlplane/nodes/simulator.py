@@ -770,8 +770,29 @@ class NodeSimulator:
                 pod = self.pod_informer.items.get(key)
                 if pod is not None:
                     self._pod_seen(pod)
+                    if self.builtin_stages:
+                        await self._ready_again(pod)
 
         self._write(recover)
+
+    async def _ready_again(self, pod: dict[str, Any]) -> None:
+        """A running pod whose Ready condition someone else turned False while the kubelet was
+        away (the node lifecycle controller's MarkPodsNotReady) is Ready again, as the kubelet's
+        status manager puts back the status it holds (with the built-in stages, whose status
+        this is; a user's stages own theirs)."""
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not any(
+                c.get("type") == "Ready" and c.get("status") == "False" for c in status.get("conditions") or ()):
+            return
+        try:
+            await self.client.patch(
+                resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "status"),
+                {"metadata": {"uid": meta.get("uid")},
+                 "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}},
+                patch_type="strategic")
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
 
     # ------------------------------------------------------------------ pods
 

@@ -212,12 +212,19 @@ async def test_without_the_controllers_a_failed_node_stays_ready(tmp_path: Path)
         assert not await gone_or_terminating(client, "quick")
 
 
+async def _pod_ready(client: Client, name: str) -> str | None:
+    pod = await client.get(f"{PODS}/{name}")
+    return next((c["status"] for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
+
+
 async def test_the_controller_turns_a_silent_node_unknown_as_upstream(client: Client) -> None:
     """Ready, MemoryPressure, DiskPressure and PIDPressure Unknown (each lastHeartbeatTime the
-    kubelet's last), NetworkUnavailable left alone, the event NodeNotReady; the kubelet back
-    posts Ready and renews."""
+    kubelet's last), NetworkUnavailable left alone, the event NodeNotReady; its pods not Ready
+    (MarkPodsNotReady). The kubelet back posts Ready, renews, and its pods are Ready again."""
     async with simulating(client, fast(count=1)) as sim:
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
+        await client.create(PODS, tolerating("stays", "sim-node-0", None))
+        await eventually(lambda: _eq(_pod_ready(client, "stays"), "True"))
         before = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
         sim.fail_node("sim-node-0", "unreachable")
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "Unknown"), timeout=10)
@@ -231,9 +238,14 @@ async def test_the_controller_turns_a_silent_node_unknown_as_upstream(client: Cl
         events = (await client.list(resource_path("", "v1", "events", "default")))["items"]
         assert any(e["reason"] == "NodeNotReady" and e["message"] == "Node sim-node-0 status is now: NodeNotReady"
                    and e["involvedObject"]["kind"] == "Node" for e in events)
+        await eventually(lambda: _eq(_pod_ready(client, "stays"), "False"), timeout=5)
+        events = (await client.list(resource_path("", "v1", "events", "default")))["items"]
+        assert any(e["reason"] == "NodeNotReady" and e["message"] == "Node is not ready" and e["type"] == "Warning"
+                   and e["involvedObject"]["name"] == "stays" for e in events)
         sim.recover_node("sim-node-0")
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"), timeout=5)
         await eventually(lambda: _eq(taints(client, "sim-node-0"), set()), timeout=5)
+        await eventually(lambda: _eq(_pod_ready(client, "stays"), "True"), timeout=5)
 
 
 async def _gone(client: Client, name: str) -> bool:
