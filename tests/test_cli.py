@@ -280,7 +280,24 @@ def test_serve_flags_reach_the_config() -> None:
     assert config.server_url == "https://127.0.0.1:7000"
 
 
+def test_serve_node_lifecycle_flags_reach_the_config() -> None:
+    from controlplane.config import NodeLifecycle
+
+    argv = ["serve", "--node-monitor-period", "1s", "--node-monitor-grace-period", "40s",
+            "--node-startup-grace-period", "2m", "--node-eviction-rate", "0.5", "--secondary-node-eviction-rate", "0",
+            "--unhealthy-zone-threshold", "0.4", "--large-cluster-size-threshold", "10"]
+    parser = cli.build_parser()
+    config = cli._config_from_args(parser, parser.parse_args(argv))
+    assert config.node_lifecycle == NodeLifecycle(monitor_period=1.0, monitor_grace_period=40.0,
+                                                  startup_grace_period=120.0, eviction_rate=0.5,
+                                                  secondary_eviction_rate=0.0, unhealthy_zone_threshold=0.4,
+                                                  large_cluster_size_threshold=10)
+
+
 @pytest.mark.parametrize("argv", [
+    ["serve", "--node-monitor-grace-period", "0"],
+    ["serve", "--node-eviction-rate", "-1"],
+    ["serve", "--unhealthy-zone-threshold", "1.5"],
     ["serve", "--store", "sqlite:///x"],
     ["serve", "--nodes", "-1"],
     ["serve", "--port", "70000"],
