@@ -316,7 +316,8 @@ class Autoscaler:
                 if left <= 0:
                     break
                 try:
-                    await asyncio.wait_for(self._trigger.wait(), min(self.batch_idle, left))
+                    async with asyncio.timeout(min(self.batch_idle, left)):  # (not wait_for: see reads.py)
+                        await self._trigger.wait()
                 except TimeoutError:
                     break
             self._trigger.clear()
@@ -466,7 +467,8 @@ class Autoscaler:
         while True:
             # every interval, and at once when a NodeClaim is gone (its budget is free again)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake_disruption.wait(), self.disruption_interval)
+                async with asyncio.timeout(self.disruption_interval):  # (not wait_for: see reads.py)
+                    await self._wake_disruption.wait()
             self._wake_disruption.clear()
             try:
                 await self.disrupt()

@@ -315,7 +315,8 @@ class SchedulingQueue:
                 t = self.max_unschedulable_seconds / 4
                 timeout = t if timeout is None else min(timeout, t)
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):  # (not wait_for: it can lose a cancellation in 3.11)
+                    await self._wakeup.wait()
             except TimeoutError:
                 if self.unschedulable:
                     self._flush_unschedulable_leftovers(self.clock())

@@ -551,7 +551,8 @@ class ResourceCache:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((revision, fut))
         try:
-            await asyncio.wait_for(fut, self.config.fresh_timeout if timeout is None else timeout)
+            async with asyncio.timeout(self.config.fresh_timeout if timeout is None else timeout):  # (see reads.py)
+                await fut
         except TimeoutError:
             return False
         return self.failed is None

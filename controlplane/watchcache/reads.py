@@ -280,8 +280,12 @@ class CacheWatch:
                 continue
             timeout = self._next_bookmark - time.monotonic()
             if timeout > 0:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when the
+                # awaited event is set as the task is cancelled, losing the cancellation (the task
+                # then runs on: a loop never stops), and costs a task a call
                 try:
-                    await asyncio.wait_for(w.wakeup.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await w.wakeup.wait()
                     continue
                 except TimeoutError:
                     pass

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from controlplane.scheduler.framework import ActionType, ClusterEvent, Code, Status
 from controlplane.scheduler.nodeinfo import PodInfo
@@ -271,3 +274,21 @@ def test_an_event_asks_only_the_pods_of_plugins_registered_for_it() -> None:
     assert q.on_event("resourceclaims", ActionType.ADD, None, {}) == 2
     assert sorted(asked) == ["w1", "w2"]
     assert not q.unschedulable.by_rejector
+
+
+async def test_a_pop_cancelled_as_a_pod_arrives_stays_cancelled() -> None:
+    """Python 3.11's wait_for returned the awaited event's result when the task was cancelled in
+    the same tick, losing the cancellation: a scheduler stopping as a pod arrived took the pod
+    and ran on. The pop now ends cancelled, the pod still queued."""
+    q, _clock = make()
+    parked = PodInfo(pod("parked"))  # an unschedulable pod: the pop waits with a timeout
+    q.add(parked)
+    assert q.pop_nowait() is parked
+    q.add_unschedulable(parked, unschedulable("NodeResourcesFit"), q.scheduling_cycle, {"NodeResourcesFit"})
+    task = asyncio.create_task(q.pop())
+    await asyncio.sleep(0.01)  # waiting on the queue's wakeup
+    q.add(PodInfo(pod("p")))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (got := q.pop_nowait()) is not None and got.name == "p"
