@@ -1,5 +1,4 @@
-"""The node simulator: kubelets (and, for their nodes, the node lifecycle controller's lease monitor)
-as an API client.
+"""The node simulator: kubelets as an API client.
 
 ``NodeSimulator(client, config)`` watches Nodes and Pods and writes back only
 through the API. It manages every Node annotated ``kwok.x-k8s.io/node: fake``
