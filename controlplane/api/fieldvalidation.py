@@ -27,10 +27,17 @@ from urllib.parse import parse_qs
 import orjson
 
 from ..registry import ResourceType
-from ..registry.validation import Findings, decode_with_duplicates, may_have_duplicates, shape_of, zero_nulls
+from ..registry.validation import (
+    Findings,
+    decode_with_duplicates,
+    fill_zeros,
+    may_have_duplicates,
+    shape_of,
+    zero_nulls,
+)
 from .errors import ApiError
 
-__all__ = ["add_warning", "check_object", "request_scope", "unknown_fields", "warning_headers"]
+__all__ = ["add_warning", "check_object", "fill_zero_values", "request_scope", "unknown_fields", "warning_headers"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -151,7 +158,8 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # emptied item of a list may lack its required fields (a custom resource's nulls
         # are its schema's to prune)
         zero_nulls(found.nulls)
-        found.missing = shape.check(obj, count_keys=False, known=stored if body is None else None).missing
+        again = shape.check(obj, count_keys=False, known=stored if body is None else None)
+        found.missing, found.unfilled = again.missing, again.unfilled
     if found.mismatched:
         path, given, expected = found.mismatched[0]
         raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "
@@ -169,8 +177,26 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
                 add_warning(p)
         if found.problems:
             shape.check(obj, prune=True, count_keys=False)
+    if found.unfilled and rtype.custom is None:
+        # the fields Go writes back whatever their value (no omitempty): a list item a
+        # patch left without its name, ready or restartCount is read back with "", false, 0
+        fill_zeros(found.unfilled)
     _require(rtype, obj, found)
     return obj
+
+
+def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None) -> None:
+    """Give ``obj`` (an object another path than ``check_object`` made: a server-side
+    apply's merge) the fields Go always writes, as ``check_object`` does; the parts equal
+    to ``stored``'s are not walked."""
+    if rtype.custom is not None:
+        return
+    shape = shape_of(rtype.group, rtype.version, rtype.kind)
+    if shape is None:
+        return
+    found = shape.check(obj, count_keys=False, known=stored)
+    if found.unfilled:
+        fill_zeros(found.unfilled)
 
 
 def unknown_fields(rtype: ResourceType, obj: dict[str, Any], paths: list[str]) -> None:

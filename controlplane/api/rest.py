@@ -70,7 +70,7 @@ from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepte
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
-from .fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from .fieldvalidation import add_warning, check_object, fill_zero_values, request_scope, warning_headers
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
@@ -1080,6 +1080,7 @@ class KubeApi:
                     raise
             fields = obj["metadata"].get("managedFields")
             obj = _split_status(rtype, subresource, old, obj)
+            fill_zero_values(rtype, obj, old)  # as decoding the merge into the Go type would
             meta = obj["metadata"]
             if fields is None:
                 meta.pop("managedFields", None)

@@ -32,6 +32,17 @@ Required fields are not enforced under the top-level ``status`` (the system
 writes it, and kube-apiserver's status validation is hand-written and lenient),
 nor for integer, number and boolean fields, whose Go zero value is valid and
 which upstream accepts when absent (e.g. ``PriorityClass.value``).
+
+A field that is not enforced is still never *absent* once upstream has decoded the
+object: a Go field without ``omitempty`` is always written back, as its zero value
+when the request left it out. ``Shape.zeros`` lists those scalar fields of a built-in
+struct (its schema's ``required`` strings, integers and booleans, which openapi-gen
+derives from the missing ``omitempty``, checked against k8s.io/api's tags: see
+``_OMITTED``, ``_ALSO_WRITTEN``); the walk notes the dicts that lack one
+(``Findings.unfilled``) and ``fill_zeros`` gives them the zero value, so that a status
+patch of ``{"containerStatuses": [{}]}`` stores ``name: ""``, ``ready: false``,
+``restartCount: 0``, ``image: ""``, ``imageID: ""`` as kube-apiserver does (and the typed
+clients, which require them, can read the pod back).
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ __all__ = [
     "may_have_duplicates",
     "register_schema",
     "shape_of",
+    "fill_zeros",
     "zero_nulls",
 ]
 
@@ -94,7 +106,7 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "expect", "fields", "items", "parse", "required", "values")
+    __slots__ = ("accepts", "bound", "expect", "fields", "items", "parse", "required", "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -110,6 +122,9 @@ class Shape:
         # for an integer of a sized Go type (its schema's format), the bound a value must be
         # under in magnitude (1 << 31 for an int32): a number past it cannot be decoded; or 0
         self.bound = 0
+        # the scalar fields Go always writes (no ``omitempty``) and their zero values, for a
+        # struct of a built-in type: ``fill_zeros``
+        self.zeros: tuple[tuple[str, Any], ...] = ()
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None, count_keys: bool = True,
@@ -141,6 +156,9 @@ class Findings:
     # the nulls met where the schema has a type: (the dict or list holding one, its key or
     # index, the Shape of its value, or None for a field of a struct); see ``zero_nulls``
     nulls: list[tuple[Any, Any, Shape | None]] = field(default_factory=list)
+    # the structs that lack a field Go always writes: (the dict, its Shape's ``zeros``);
+    # see ``fill_zeros``
+    unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = field(default_factory=list)
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -231,6 +249,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             for r in shape.required:
                 if value.get(r) is None:
                     found.missing.append(_path(stack, r))
+        zeros = shape.zeros
+        if zeros:
+            for z in zeros:
+                if value.get(z[0]) is None:
+                    found.unfilled.append((value, zeros))
+                    break
         if prune and unknown:
             for k in unknown:
                 del value[k]
@@ -307,6 +331,16 @@ def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> None:
         else:
             continue
         container[key] = zero
+
+
+def fill_zeros(unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]) -> None:
+    """Give the structs ``Shape.check`` found lacking (``Findings.unfilled``) the fields Go
+    writes back whatever their value, as their zero values (in place; run after
+    ``zero_nulls``, which drops the null fields of structs)."""
+    for obj, zeros in unfilled:
+        for key, zero in zeros:
+            if obj.get(key) is None:
+                obj[key] = zero
 
 
 def _as_stored(stored: Any, value: Any) -> bool:
@@ -519,7 +553,10 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
         if shape is None:
             shape = named[name] = Shape()
             if name not in _OPAQUE:
-                _fill(shape, resolve(ref), resolve, named)
+                target = resolve(ref)
+                _fill(shape, target, resolve, named)
+                if name.startswith("io.k8s.") and shape.fields:
+                    shape.zeros = _zero_fields(name, target, shape.fields)
             shape.parse = _PARSED.get(name)
         return shape
     shape = Shape()
@@ -551,6 +588,52 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
         shape.parse = _base64
     elif kind == "integer" and node.get("format") in _INT_BOUNDS:
         shape.bound = _INT_BOUNDS[node["format"]]
+
+
+# Required fields of the built-in types that Go nonetheless omits when empty (tagged
+# ``omitempty``, or pointers: nil is written as null), so they are not filled with a zero
+# value: from the ``json`` tags of k8s.io/api's served versions
+_OMITTED: dict[str, frozenset[str]] = {
+    "io.k8s.api.core.v1.ContainerRestartRule": frozenset({"action"}),
+    "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes": frozenset({"operator"}),
+    "io.k8s.api.core.v1.ImageVolumeStatus": frozenset({"imageRef"}),
+    "io.k8s.api.core.v1.PodCertificateProjection": frozenset({"keyType", "signerName"}),
+    "io.k8s.api.core.v1.EvictionResponder": frozenset({"priority"}),  # *int32
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset({"policyName"}),
+    "io.k8s.api.admissionregistration.v1.MutatingWebhook": frozenset({"sideEffects"}),  # pointer
+    "io.k8s.api.admissionregistration.v1.ValidatingWebhook": frozenset({"sideEffects"}),  # pointer
+    "io.k8s.api.authentication.v1.TokenReviewSpec": frozenset({"token"}),
+    "io.k8s.api.flowcontrol.v1.FlowSchemaCondition": frozenset({"type"}),
+    "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": frozenset({"type"}),
+    "io.k8s.api.networking.v1.ParentReference": frozenset({"name", "resource"}),
+    "io.k8s.api.networking.v1.HTTPIngressPath": frozenset({"pathType"}),  # pointer
+}
+# Fields of list items Go always writes (no ``omitempty``) that the schemas do not list
+# as required (``+optional``)
+_ALSO_WRITTEN: dict[str, tuple[str, ...]] = {
+    "io.k8s.api.apps.v1.DaemonSetCondition": ("type", "status"),
+    "io.k8s.api.apps.v1.DeploymentCondition": ("type", "status"),
+    "io.k8s.api.apps.v1.ReplicaSetCondition": ("type", "status"),
+    "io.k8s.api.apps.v1.StatefulSetCondition": ("type", "status"),
+    "io.k8s.api.core.v1.NodeRuntimeHandler": ("name",),
+}
+
+
+def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tuple[str, Any], ...]:
+    """The (field, zero value) pairs of a built-in struct's scalars that Go always writes.
+
+    Only plain strings, integers, numbers and booleans: a Time's zero is written as
+    null, a Quantity's or an IntOrString's are not this struct's to guess, a []byte's is
+    null."""
+    omitted = _OMITTED.get(name, frozenset())
+    out: list[tuple[str, Any]] = []
+    for r in (*node.get("required", ()), *_ALSO_WRITTEN.get(name, ())):
+        sub = fields.get(r)
+        if sub is None or r in omitted or any(r == k for k, _ in out):
+            continue
+        if sub.expect in _ZERO and sub.parse is None:
+            out.append((r, _ZERO[sub.expect]))
+    return tuple(out)
 
 
 _INT_BOUNDS = {"int32": 1 << 31, "int64": 1 << 63}
