@@ -49,12 +49,13 @@ When the health pass turns a node's Ready from True, its pods' Ready condition g
 (upstream's ``MarkPodsNotReady``: each pod's ``status.conditions`` Ready ``False``, its
 ``lastTransitionTime`` now, reason and message kept, and the Warning event ``NodeNotReady``
 "Node is not ready" on the pod); the pods are listed by ``spec.nodeName`` (the watch cache's
-index), and a node whose pods could not all be written is tried again. The kubelet puts Ready
-back when it returns.
+index), on a queue and workers of their own, and a node whose pods could not all be written is
+tried again while it is not Ready. The kubelet puts Ready back when it returns.
 
 Costs: a Lease event is the client's parse and a comparison (the Lease is held as its name,
-version and renewTime). A Node event looks at its conditions (five) and taints (usually none).
-A pass walks the nodes' due times, a float each.
+version and renewTime: about 0.6 KB). A Node event looks at its conditions (five) and taints
+(usually none). A pass walks the nodes' due times, a float each (a node found Unknown is due
+again only once heard from).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ import asyncio
 import calendar
 import datetime
 import logging
+import math
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -259,11 +261,24 @@ class _ZoneTainter:
 
 
 def _renewal(lease: dict[str, Any]) -> dict[str, Any]:
-    """What is held of a Lease: its key, version and renewTime."""
+    """What is held of a Lease: its name, version and renewTime (one namespace: the name is
+    its key)."""
     meta = lease.get("metadata") or {}
-    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                         "resourceVersion": meta.get("resourceVersion")},
-            "spec": {"renewTime": (lease.get("spec") or {}).get("renewTime")}}
+    return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+            "renewTime": (lease.get("spec") or {}).get("renewTime")}
+
+
+def _later(new: str, old: str | None) -> bool:
+    """Whether MicroTime ``new`` is after ``old`` (upstream: a Lease counts as renewed only
+    when its renewTime moves forward). RFC 3339 strings of one width compare as strings."""
+    if old is None:
+        return True
+    if len(new) == len(old):
+        return new > old
+    try:
+        return datetime.datetime.fromisoformat(new) > datetime.datetime.fromisoformat(old)
+    except ValueError:
+        return new != old
 
 
 def _rfc3339(t: float) -> str:
@@ -278,11 +293,16 @@ def _epoch(timestamp: Any) -> float | None:
 
 
 class NodeLifecycleController:
-    def __init__(self, client: Client, settings: NodeLifecycle | None = None, workers: int = 2) -> None:
+    def __init__(self, client: Client, settings: NodeLifecycle | None = None, workers: int = 8,
+                 pod_workers: int = 4) -> None:
         self.client = client
         self.settings = settings or NodeLifecycle()
+        # as upstream: 8 workers for the nodes' writes, 4 apart for their pods' (MarkPodsNotReady),
+        # so a zone's worth of pod writes never holds up another node's taints
         self.workers = workers
+        self.pod_workers = pod_workers
         self.queue = WorkQueue()
+        self.pod_queue = WorkQueue()  # nodes turned Unknown from Ready whose pods are to be marked
         self.events = Recorder(client, "node-controller")
         self.nodes = client.informer("/api/v1/nodes", on_add=self._node_changed,
                                      on_update=lambda _old, new: self._node_changed(new),
@@ -301,8 +321,9 @@ class NodeLifecycleController:
         self.zone_states: dict[str, str] = {}
         self.tainters: dict[str, _ZoneTainter] = {}
         self.all_disrupted = False
-        # nodes turned Unknown from Ready whose pods are still to be marked not ready
-        self.pods_to_mark: set[str] = set()
+        # nodes this controller turned Unknown from Ready, with the Ready heartbeat it saw then,
+        # until their pods are marked (a later heartbeat: the kubelet is back, nothing to mark)
+        self.unheard: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -332,7 +353,7 @@ class NodeLifecycleController:
         name = str(meta_of(node).get("name", ""))
         self.due.pop(name, None)
         self.heartbeats.pop(name, None)
-        self.pods_to_mark.discard(name)
+        self.unheard.pop(name, None)
         self._uncount(name)
         tainter = self.tainters.get(zone_key(node))
         if tainter is not None:
@@ -340,8 +361,8 @@ class NodeLifecycleController:
 
     def _lease_changed(self, lease: dict[str, Any]) -> None:
         name = lease["metadata"]["name"]
-        renewed = lease["spec"]["renewTime"]
-        if renewed is not None and renewed != self.renewals.get(name):
+        renewed = lease["renewTime"]
+        if isinstance(renewed, str) and _later(renewed, self.renewals.get(name)):
             self.renewals[name] = renewed
             if name in self.heartbeats:
                 self.due[name] = time.monotonic() + self._grace(name)
@@ -377,14 +398,22 @@ class NodeLifecycleController:
 
     def monitor_pass(self, now: float | None = None) -> None:
         """Queue the nodes overdue whose Ready condition is not Unknown yet, then set the zones'
-        states and rates."""
+        states and rates. A node found Unknown is not looked at again (its due time is
+        infinite) until it is heard from: a pass during an outage stays a float a node."""
         now = time.monotonic() if now is None else now
         items = self.nodes.items
+        quiet = []
         for name, due in self.due.items():
             if due < now:
                 node = items.get(name)
-                if node is not None and ((ready := _ready(node)) is None or ready.get("status") != "Unknown"):
+                if node is None:
+                    continue
+                if (ready := _ready(node)) is None or ready.get("status") != "Unknown":
                     self.queue.add(name)
+                else:
+                    quiet.append(name)
+        for name in quiet:
+            self.due[name] = math.inf
         self._handle_disruption(now)
 
     def _qps(self, state: str, size: int) -> float:
@@ -447,16 +476,21 @@ class NodeLifecycleController:
                 if ready is not None and ready.get("status") == "True":
                     self.events.record("Node", node, REASON_NOT_READY,
                                        f"Node {name} status is now: {REASON_NOT_READY}")
-                    self.pods_to_mark.add(name)
-                    await self._mark_pods_not_ready(name)
+                    self.unheard[name] = ready.get("lastHeartbeatTime")
+                    self.pod_queue.add(name)
                 return  # its taints follow from the update this makes
-        if name in self.pods_to_mark:
-            await self._mark_pods_not_ready(name)
         await self._write_taints(node, first_no_execute=False)
 
-    async def _mark_pods_not_ready(self, name: str) -> None:
-        """Upstream's ``MarkPodsNotReady`` for the pods on node ``name``; raises (the node is
-        then handled again) if one could not be written."""
+    async def mark_pods_not_ready(self, name: str) -> None:
+        """Upstream's ``MarkPodsNotReady`` for the pods on node ``name``, while the node is not
+        Ready (a retry after the kubelet came back would undo its work: upstream retries only
+        then too); raises (the node is then handled again, later) if one could not be written."""
+        node = self.nodes.items.get(name)
+        ready = _ready(node) if node is not None else None
+        if name not in self.unheard or ready is None or (
+                ready.get("status") == "True" and ready.get("lastHeartbeatTime") != self.unheard[name]):
+            self.unheard.pop(name, None)  # gone, or Ready again since (the informer may not show
+            return                        # this controller's Unknown yet: then the heartbeat is the same)
         pods = await self.client.list(resource_path("", "v1", "pods"), fieldSelector=f"spec.nodeName={name}")
         now = _rfc3339(time.time())
         failed: Exception | None = None
@@ -478,7 +512,7 @@ class NodeLifecycleController:
             self.events.record("Pod", pod, REASON_NOT_READY, "Node is not ready", "Warning")
         if failed is not None:
             raise failed
-        self.pods_to_mark.discard(name)
+        self.unheard.pop(name, None)
 
     async def _write_taints(self, node: dict[str, Any], first_no_execute: bool) -> None:
         """Write the node's lifecycle taints as they should be, but a first NoExecute one only
@@ -507,25 +541,51 @@ class NodeLifecycleController:
         rate; a write that fails is tried again at the queue's end."""
         while True:
             await asyncio.sleep(TAINTER_PERIOD)
-            for tainter in list(self.tainters.values()):
-                while tainter.waiting and tainter.limiter.try_accept(time.monotonic()):
-                    name = next(iter(tainter.waiting))
-                    del tainter.waiting[name]
-                    node = self.nodes.items.get(name)
-                    if node is None:
-                        continue
-                    try:
-                        await self._write_taints(node, first_no_execute=True)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as e:  # a conflict (a newer node is on its way), a timeout
-                        log.info("node lifecycle controller: tainting node %s: %s; again later", name, e)
-                        tainter.waiting[name] = None
-                        break
+            try:
+                await self._drain_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug: logged, and the queues are still drained
+                log.exception("node lifecycle controller: tainting pass")
+
+    async def _drain_once(self) -> None:
+        """One pass over the zones' queues: each gives as many nodes as its tokens allow."""
+        for tainter in list(self.tainters.values()):
+            while tainter.waiting and tainter.limiter.try_accept(time.monotonic()):
+                name = next(iter(tainter.waiting))
+                del tainter.waiting[name]
+                node = self.nodes.items.get(name)
+                if node is None:
+                    continue
+                try:
+                    await self._taint_first(name, node)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # a timeout, a server error: at the queue's end, with a token
+                    log.info("node lifecycle controller: tainting node %s: %s; again later", name, e)
+                    tainter.waiting[name] = None
+                    break
+
+    async def _taint_first(self, name: str, node: dict[str, Any]) -> None:
+        """A node's first NoExecute taint, for the one token its queue gave: a conflict (the
+        informer's copy behind a write of this controller's own, the NoSchedule taint just
+        added) is tried again on a fresh read, up to 5 times, as upstream's
+        ``AddOrUpdateTaintOnNode``."""
+        for attempt in range(5):
+            try:
+                await self._write_taints(node, first_no_execute=True)
+                return
+            except ApiError as e:
+                if e.code != 409 or attempt == 4:
+                    raise
+            node = await self.client.get(resource_path("", "v1", "nodes", name=name))
 
     async def _monitor(self) -> None:
         while True:
-            self.monitor_pass()
+            try:
+                self.monitor_pass()
+            except Exception:  # a bug: logged, and the next pass is still made
+                log.exception("node lifecycle controller: health pass")
             await asyncio.sleep(self.settings.monitor_period)
 
     async def run(self) -> None:
@@ -534,6 +594,8 @@ class NodeLifecycleController:
         def synced() -> None:
             background.append(asyncio.create_task(self._monitor()))
             background.append(asyncio.create_task(self._drain_tainters()))
+            background.append(asyncio.create_task(run_controller(
+                "node lifecycle controller (pods)", (), self.pod_queue, self.mark_pods_not_ready, self.pod_workers)))
 
         try:
             await run_controller("node lifecycle controller", (self.nodes, self.leases), self.queue, self.sync,

@@ -42,6 +42,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
+    # until 2026-12-03 the simulator marked its failed nodes Unknown itself, after this long; the
+    # server's node lifecycle controller does it now (serve --node-monitor-grace-period)
+    p.add_argument("--node-monitor-grace-period", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("--fail", metavar="NODE", help="inject a failure into NODE and exit")
     p.add_argument("--mode", choices=("unreachable", "not-ready"), default="unreachable",
                    help="the failure --fail injects (default: %(default)s)")
@@ -73,6 +76,10 @@ async def _main(args: argparse.Namespace) -> int:
     from ..client import ApiError, Client
 
     settle_heap()  # a long-running process: the collector's settings of gcsettings
+    if args.node_monitor_grace_period is not None:
+        print("controlplane nodes: --node-monitor-grace-period is ignored: the server's node lifecycle "
+              "controller turns a silent node Unknown (controlplane serve --node-monitor-grace-period)",
+              file=sys.stderr)
     client = Client.from_kubeconfig(str(args.kubeconfig))
     try:
         if args.fail or args.recover:
