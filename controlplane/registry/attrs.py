@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..gcsettings import untracked
@@ -104,6 +104,17 @@ class Filter:
     # when every label requirement is ``key=value`` (or ``key in (value)``): those pairs,
     # looked up in an object's label pairs as they are, without making them a dict
     label_pairs: tuple[tuple[str, str], ...] | None = None
+    # derived once (``matches`` runs for every event and every watcher): each term as
+    # (position, value, equal), whether there is no label requirement, and ``everything``
+    _checks: tuple[tuple[int, str, bool], ...] = field(init=False, repr=False, compare=False)
+    _no_labels: bool = field(init=False, repr=False, compare=False)
+    _everything: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        checks = tuple((pos, value, equal) for (_, equal, value), pos in zip(self.terms, self.positions, strict=True))
+        object.__setattr__(self, "_checks", checks)
+        object.__setattr__(self, "_no_labels", self.labels.empty)
+        object.__setattr__(self, "_everything", self.labels.empty and not self.terms)
 
     @staticmethod
     def parse(plural: str, label_selector: str | None, field_selector: str | None,
@@ -123,15 +134,14 @@ class Filter:
 
     @property
     def everything(self) -> bool:
-        return self.labels.empty and not self.terms
+        return self._everything
 
     def matches(self, attrs: Attrs) -> bool:
         labels, fields = attrs
-        if self.terms:
-            for (_, equal, value), pos in zip(self.terms, self.positions, strict=True):
-                if (fields[pos] == value) != equal:
-                    return False
-        if self.labels.empty:
+        for pos, value, equal in self._checks:
+            if (fields[pos] == value) != equal:
+                return False
+        if self._no_labels:
             return True
         pairs = self.label_pairs
         if pairs is not None:
@@ -154,8 +164,8 @@ class Filter:
         """The (field, value) every matching object has, on the most selective
         indexed field, or None: a watcher with a hint is woken only by objects
         whose old or new version has that value."""
-        for field in INDEXED_FIELDS:
+        for indexed in INDEXED_FIELDS:
             for name, equal, value in self.terms:
-                if name == field and equal:
-                    return field, value
+                if name == indexed and equal:
+                    return indexed, value
         return None
