@@ -157,13 +157,17 @@ class Disruption:
         ``ValidatePodsDisruptable``): one annotated ``karpenter.sh/do-not-disrupt: "true"``, or
         one its PodDisruptionBudget lets none be evicted from (no disruption allowed now; or
         several budgets, which the eviction API refuses). None if nothing blocks."""
-        pdbs = list(self.state.pdbs.values())
+        pdbs: dict[str, list[Obj]] | None = None  # by namespace, made if a pod needs it
         for p in self.state.pods_of(key(node)):
             if not is_reschedulable(p):
                 continue
             if ((p.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true":
                 return f'Pod has "{DO_NOT_DISRUPT}" annotation (Pod={key(p)})'
-            matching = [b for b in pdbs if covers(b, p)]
+            if pdbs is None:
+                pdbs = {}
+                for b in self.state.pdbs.values():
+                    pdbs.setdefault((b.get("metadata") or {}).get("namespace") or "", []).append(b)
+            matching = [b for b in pdbs.get((p.get("metadata") or {}).get("namespace") or "", ()) if covers(b, p)]
             if len(matching) > 1:
                 return f"Eviction does not support multiple PDBs (PodDisruptionBudget(s)={sorted(map(key, matching))})"
             for b in matching:

@@ -38,11 +38,25 @@ WELL_KNOWN = frozenset((INSTANCE_TYPE, ZONE, REGION, RACK, ARCH, OS, HOSTNAME, C
                         INITIALIZED, "node.kubernetes.io/windows-build"))
 
 
+# Karpenter's RestrictedLabelDomains and their LabelDomainExceptions (pkg/apis/v1/labels.go)
+RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh")
+DOMAIN_EXCEPTIONS = ("node.kubernetes.io", "node-restriction.kubernetes.io", "kops.k8s.io")
+
+
+def _in_domain(domain: str, suffixes: tuple[str, ...]) -> bool:
+    return any(domain == d or domain.endswith("." + d) for d in suffixes)
+
+
 def custom_label(key: str) -> bool:
-    """Whether ``key`` is a label of the user's, which a NodeClaim gets from its requirements
-    (not a well-known one, not in Karpenter's restricted domain)."""
+    """Whether ``key`` is a label of the user's, which a NodeClaim gets from its requirements:
+    not a well-known one, and not in a restricted domain (``kubernetes.io``, ``k8s.io``,
+    ``karpenter.sh`` and their subdomains) unless in one of its exceptions, as Karpenter's
+    ``IsRestrictedNodeLabel``: ``failure-domain.beta.kubernetes.io/zone`` is not copied (it
+    could contradict the zone launched), ``node-restriction.kubernetes.io/team`` is."""
+    if key in WELL_KNOWN:
+        return False
     domain = key.partition("/")[0] if "/" in key else ""
-    return key not in WELL_KNOWN and not (domain == "karpenter.sh" or domain.endswith(".karpenter.sh"))
+    return _in_domain(domain, DOMAIN_EXCEPTIONS) or not _in_domain(domain, RESTRICTED_DOMAINS)
 
 
 def rack_name(zone: str, index: int) -> str:

@@ -269,8 +269,10 @@ class ConnectionPool:
             yield status, stream.body()
         finally:
             stream.close()
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(stream.lost), 1.0)
+            # (a cancellation here goes on up: suppressing it would let a cancelled task run on)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await asyncio.shield(stream.lost)
 
     async def _connection(self) -> tuple[_Connection, bool]:
         """An idle connection (True), else a new one (False). The caller holds a slot,

@@ -160,6 +160,16 @@ class _Pod:
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
 
 
+def _unreadied(pod: dict[str, Any]) -> bool:
+    """Whether ``pod`` runs with its containers ready but its Ready condition False: turned so
+    by someone other than its kubelet (the node lifecycle controller's MarkPodsNotReady)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+        return False
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    return conditions.get("Ready") == "False" and conditions.get("ContainersReady") == "True"
+
+
 class NodeSimulator:
     def __init__(self, client: Client, config: SimConfig | None = None) -> None:
         self.client = client
@@ -168,6 +178,7 @@ class NodeSimulator:
         stages = config.stages if config.stages is not None else default_stages(config.job_seconds)
         # with the built-in stages the simulator writes a status of its own while images pull
         self.builtin_stages = config.stages is None
+        self._readying: set[str] = set()  # pods whose Ready condition is being put back (_ready_again)
         # a user's stage file is applied as KWOK applies it (a strategic merge: conditions merge by
         # type); the built-in stages write whole condition lists, where a merge patch gives the same
         # object for less of the server's CPU (about 0.1 ms a status write)
@@ -778,10 +789,11 @@ class NodeSimulator:
         """A running pod whose Ready condition someone else turned False while the kubelet was
         away (the node lifecycle controller's MarkPodsNotReady) is Ready again, as the kubelet's
         status manager puts back the status it holds (with the built-in stages, whose status
-        this is; a user's stages own theirs)."""
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not any(
-                c.get("type") == "Ready" and c.get("status") == "False" for c in status.get("conditions") or ()):
+        this is; a user's stages own theirs): at its recovery, and on any later event showing
+        it so (a MarkPodsNotReady still under way at the recovery)."""
+        meta = pod.get("metadata") or {}
+        self._readying.discard(f"{meta.get('namespace')}/{meta.get('name')}")
+        if not _unreadied(pod):
             return
         try:
             await self.client.patch(
@@ -832,6 +844,9 @@ class NodeSimulator:
                 st.started = True
         if node.failed:  # a dead kubelet advances no pod; evictions are the taint eviction controller's
             return
+        if self.builtin_stages and key not in self._readying and _unreadied(pod):
+            self._readying.add(key)
+            self._write(lambda: self._ready_again(pod), POD)
         if not self._images_ready(key, st, node, pod):
             return
         self._start_ephemeral(key, st, pod)

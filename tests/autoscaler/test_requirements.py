@@ -206,3 +206,14 @@ def test_requirements_to_api_keep_both_bounds_and_the_excluded_values() -> None:
         {"key": "gen", "operator": "Gt", "values": ["2"]}, {"key": "gen", "operator": "Lt", "values": ["9"]},
         {"key": "gen", "operator": "NotIn", "values": ["5"]}]
     assert Requirements.parse(r.to_api())["gen"] == r["gen"]
+
+
+def test_a_nodeclaim_copies_only_labels_outside_karpenters_restricted_domains() -> None:
+    from controlplane.autoscaler.labels import custom_label
+
+    for key in ("team", "example.com/team", "node-restriction.kubernetes.io/team", "node.kubernetes.io/pool",
+                "kops.k8s.io/ig"):
+        assert custom_label(key), key
+    for key in ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "beta.kubernetes.io/arch",
+                "kubernetes.io/foo", "example.k8s.io/x", "karpenter.sh/nodepool", "x.karpenter.sh/y"):
+        assert not custom_label(key), key

@@ -205,6 +205,7 @@ async def test_without_the_controllers_a_failed_node_stays_ready(tmp_path: Path)
         await eventually(lambda: _eq(condition(client, "sim-node-0"), "True"))
         await client.create(PODS, tolerating("quick", "sim-node-0", 0))
         sim.fail_node("sim-node-0", "unreachable")
+        await asyncio.sleep(1.0)  # (a renewal may have been under way at the failure)
         lease = (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]
         await asyncio.sleep(LIFECYCLE.monitor_grace_period + 1)
         assert (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] == lease
