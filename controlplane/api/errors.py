@@ -36,6 +36,12 @@ class ApiError(Exception):
     def body(self) -> bytes:
         return orjson.dumps(self.status())
 
+    def retry_after(self) -> list[tuple[bytes, bytes]]:
+        """The ``Retry-After`` header of an answer whose details say ``retryAfterSeconds``,
+        as upstream's ``ErrorNegotiated`` sets it (client-go waits and retries on it)."""
+        seconds = (self.details or {}).get("retryAfterSeconds")
+        return [(b"retry-after", str(seconds).encode())] if isinstance(seconds, int) and seconds > 0 else []
+
     @staticmethod
     def _details(rtype: ResourceType | None, name: str | None) -> dict[str, Any]:
         d: dict[str, Any] = {}

@@ -47,6 +47,7 @@ from .params import flag
 __all__ = [
     "resource_version_param",
     "BOOKMARK_SECONDS",
+    "ErrorWatch",
     "ListOptions",
     "Listed",
     "Reads",
@@ -77,7 +78,9 @@ def stamp(value: bytes, revision: int) -> tuple[bytes, dict[str, Any]]:
 
 
 def too_large_resource_version(asked: int, current: int) -> ApiError:
-    return ApiError(504, "Timeout", f"Too large resource version: {asked}, current: {current}",
+    """Upstream's ``NewTooLargeResourceVersionError`` (a ``NewTimeoutError``: its message
+    says "Timeout: "; the answer's ``Retry-After`` header is the details' seconds)."""
+    return ApiError(504, "Timeout", f"Timeout: Too large resource version: {asked}, current: {current}",
                     {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                      "retryAfterSeconds": 1})
 
@@ -195,7 +198,10 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
             raise ApiError.bad_request("specifying resource version is not allowed when using continue")
         start, continue_revision = decode_continue(token, rtype.prefix(namespace))
         rv = ""
-    return ListOptions(_filter(rtype, namespace, query), _limit(query), rv, match, start, continue_revision)
+    limit = _limit(query)
+    if rv == "0":
+        limit = 0  # "0" is served whole from the cache, ``limit`` ignored, as upstream's cacher (computeListLimit)
+    return ListOptions(_filter(rtype, namespace, query), limit, rv, match, start, continue_revision)
 
 
 def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str],
@@ -294,6 +300,27 @@ class WatchStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ErrorWatch:
+    """A watch that sends one ERROR event and ends: what upstream's cacher answers a valid
+    watch it cannot start (``newErrWatcher``), e.g. a WatchList from a revision it does
+    not reach in time (200, then the 504 Status as an event, not a 504 answer)."""
+
+    def __init__(self, error: ApiError) -> None:
+        self._items = [WatchItem.of("ERROR", orjson.dumps(error.status()))]
+
+    def __aiter__(self) -> ErrorWatch:
+        return self
+
+    async def __anext__(self) -> list[WatchItem]:
+        if not self._items:
+            raise StopAsyncIteration
+        out, self._items = self._items, []
+        return out
+
+    async def aclose(self) -> None:
+        self._items = []
+
+
 class Reads(Protocol):
     """The reads every handler goes through."""
 
@@ -382,8 +409,8 @@ class StoreReads:
                 if not more or not limit or len(items) >= limit:
                     break
         except store.Compacted as e:
-            if options.start is None:
-                raise
+            if options.start is None:  # upstream's etcd3 store's words (interpretListError)
+                raise ApiError.gone("The resourceVersion for the provided list is too old.") from e
             # as upstream's etcd3 store: a token to go on from the same key at the latest revision
             gone = ApiError.gone(INCONSISTENT_CONTINUE)
             gone.list_meta = {"continue": encode_continue(options.start, LATEST)}
@@ -398,12 +425,12 @@ class StoreReads:
         if options.initial_events:
             kvs, rev, _ = await self.store.range(prefix, store.prefix_end(prefix), revision=0)
             if options.revision > rev:
-                raise too_large_resource_version(options.revision, rev)
+                return ErrorWatch(too_large_resource_version(options.revision, rev))
             for kv in kvs:
                 raw, obj = stamp(kv.value, kv.mod_revision)
                 if options.filter.everything or options.filter.matches(attrs_of(rtype.plural, obj)):
                     initial.append(WatchItem.of("ADDED", raw))
-            if options.send_initial_events:
+            if options.send_initial_events and options.bookmarks:  # as upstream: only to a client that asks
                 initial.append(WatchItem.of("BOOKMARK", bookmark_object(rtype, rev, end_of_initial=True)))
             start = rev + 1
         else:
@@ -474,8 +501,9 @@ class _StoreWatch:
             was = old is not None and ev.kv.version > 1 and match.matches(attrs_of(plural, old[1]))
             if match.matches(attrs_of(plural, new)):
                 out.append(WatchItem.of("MODIFIED" if was else "ADDED", raw))
-            elif was:
-                out.append(WatchItem.of("DELETED", raw))
+            elif was:  # the previous version at the event's revision, as upstream's cacheWatcher
+                assert old is not None
+                out.append(WatchItem.of("DELETED", old[0]))
         return out
 
     async def aclose(self) -> None:

@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import ipaddress
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -85,7 +86,16 @@ from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
 from .rbac import Request as RbacRequest
 from .rbacpolicy import aggregated_rules
-from .reads import Listed, Reads, StoreReads, WatchItem, list_options, resource_version_param, watch_options
+from .reads import (
+    Listed,
+    Reads,
+    StoreReads,
+    WatchItem,
+    list_options,
+    resource_version_param,
+    too_large_resource_version,
+    watch_options,
+)
 from .resourcemetrics import GROUP as METRICS_GROUP
 from .resourcemetrics import ResourceMetrics
 from .reviews import REVIEWS, Authenticate, review
@@ -321,10 +331,10 @@ class KubeApi:
                         answer = yaml_writer(answer)  # type: ignore[assignment]
                     await self._dispatch(scope, receive, answer)
                 except ApiError as e:
-                    await self._respond(answer, e.code, e.body())
+                    await self._respond(answer, e.code, e.body(), e.retry_after())
                 except store.StoreError as e:
                     err = _store_error(e)
-                    await self._respond(answer, err.code, err.body())
+                    await self._respond(answer, err.code, err.body(), err.retry_after())
                 except RecursionError:
                     # JSON nested deeper than the walks (validation, patches, copies) can follow,
                     # though under the parser's limit: the body's fault, nothing was written
@@ -345,9 +355,10 @@ class KubeApi:
             DRY_RUN.reset(dry_run)
 
     @staticmethod
-    async def _respond(send: Send, code: int, body: bytes) -> None:
+    async def _respond(send: Send, code: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         await send({"type": "http.response.start", "status": code,
-                    "headers": [*JSON, (b"content-length", str(len(body)).encode()), *warning_headers()]})
+                    "headers": [*JSON, (b"content-length", str(len(body)).encode()), *warning_headers(),
+                                *(extra or ())]})
         await send({"type": "http.response.body", "body": body})
 
     async def _json(self, send: Send, code: int, obj: Any) -> None:
@@ -1608,8 +1619,10 @@ class KubeApi:
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
         includeObject), each object is a one-row Table; with ``metadata_only`` (its
         apiVersion), a PartialObjectMetadata."""
-        timeout = _int_param(query, "timeoutSeconds", 1800)
-        deadline = time.monotonic() + (timeout or 1800)
+        # without timeoutSeconds (or 0), as upstream: --min-request-timeout (1800 s) times 1 to 2,
+        # so that the watches of clients started together do not all end together
+        timeout = _int_param(query, "timeoutSeconds", 0) or MIN_REQUEST_TIMEOUT * (1 + random.random())
+        deadline = time.monotonic() + timeout
         options = watch_options(rtype, namespace, query, deadline)
         stream = await self.reads.watch(rtype, namespace, options)
         first = [True]
@@ -1980,6 +1993,9 @@ def _revision_param(raw: str | None) -> int:
     return _non_negative(raw, 0, "resource version")
 
 
+MIN_REQUEST_TIMEOUT = 1800  # seconds: kube-apiserver's --min-request-timeout, a watch's default time
+
+
 # Attempts of a write that races others on one object (read, compute, write expecting
 # the revision read). Upstream's GuaranteedUpdate retries without a bound; each
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
@@ -2262,7 +2278,7 @@ def _store_error(e: store.StoreError) -> ApiError:
     if isinstance(e, store.Compacted):
         return ApiError.gone(str(e))
     if isinstance(e, store.FutureRevision):
-        return ApiError(504, "Timeout", f"Too large resource version: {e.revision}, current: {e.current}")
+        return too_large_resource_version(e.revision, e.current)
     if isinstance(e, store.StorageFull):
         return ApiError(507, "InsufficientStorage", str(e))
     if isinstance(e, store.Unavailable):

@@ -683,7 +683,8 @@ class ResourceCache:
         or None if the window no longer reaches back to ``revision``."""
         await self.lock.acquire_read()
         try:
-            w = Watcher(match, self.revision, self.config.watcher_buffer)
+            # (a revision the cache has not reached yet: only the events after it)
+            w = Watcher(match, max(revision, self.revision), self.config.watcher_buffer)
             # a hinted watcher is handed only the events of its value when the backlog is long
             backlog = self.window.since(revision, w.hint_at, w.hint[1]) if w.hint is not None \
                 else self.window.since(revision)

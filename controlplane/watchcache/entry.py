@@ -98,7 +98,8 @@ def restamped(entry: Entry, revision: int, pack: Pack = exact) -> Entry:
 class CacheEvent:
     """One mutation as the cache saw it. ``obj`` is what the event's type sends (the
     new version; for DELETED the last version, at the delete's revision); ``prev``
-    the version it replaced, for selector transitions."""
+    the version it replaced, for selector transitions (and what a watcher it leaves
+    is sent, ``_json``)."""
 
     __slots__ = ("_items", "_recent", "obj", "prev", "received", "revision", "size", "type")
 
@@ -125,14 +126,22 @@ class CacheEvent:
         every event a long backlog walk touched held its line until it left the
         window (77,000 lines, 0.7 GB, in the ``million`` load test at 0.05)."""
         if not self._recent:
-            return WatchItem.of(kind, entry_json(self.obj))
+            return WatchItem.of(kind, self._json(kind))
         items = self._items
         if items is None:
             items = self._items = {}
         got = items.get(kind)
         if got is None:
-            got = items[kind] = WatchItem.of(kind, entry_json(self.obj))
+            got = items[kind] = WatchItem.of(kind, self._json(kind))
         return got
+
+    def _json(self, kind: str) -> bytes:
+        """The object ``kind`` sends: an object leaving a watcher's selector (a MODIFIED
+        seen as DELETED) is its previous version at this event's revision, as upstream's
+        cacheWatcher sends it; otherwise ``obj``."""
+        if kind == "DELETED" and self.type != "DELETED" and self.prev is not None:
+            return entry_json(restamped(self.prev, self.revision))
+        return entry_json(self.obj)
 
     def forget_lines(self) -> None:
         """Drop the shared watch lines: the unpacked JSON is about ten times the packed

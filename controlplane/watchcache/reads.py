@@ -22,7 +22,9 @@ from typing import Any
 
 import store
 
+from ..api.errors import ApiError
 from ..api.reads import (
+    ErrorWatch,
     Listed,
     ListOptions,
     StoreReads,
@@ -141,10 +143,15 @@ class CacheReads:
         cache = self.caches.cache_for(rtype)
         try:
             if options.initial_events:
-                await self._fresh(cache, options.resource_version, "watch")
+                try:
+                    await self._fresh(cache, options.resource_version, "watch")
+                except ApiError as e:  # a revision not reached: an ERROR event, as upstream's cacher
+                    return ErrorWatch(e)
                 snap, watcher = await cache.watch_with_state(options.filter)
                 return CacheWatch(cache, rtype, namespace, options, watcher, snap, [])
-            await self._fresh(cache, options.resource_version, "watch")
+            # from N: the events after N, however far the cache has got (upstream's cacher neither
+            # waits for N nor refuses it: a client that read N from another server watches on)
+            await self._fresh(cache, "0" if options.revision else options.resource_version, "watch")
             # rv unset (with sendInitialEvents=false): from the consistent revision just reached
             resumed = await cache.watch_from(options.revision or cache.revision, options.filter)
         except _Fallback:
@@ -292,6 +299,8 @@ class CacheWatch:
             if w.buffer or w.closed:
                 continue
             self._next_bookmark = self._options.next_bookmark(time.monotonic())
+            if self._cache.revision < self._options.revision:
+                continue  # a watch from a revision the cache has not reached: nothing to mark yet
             # the buffer is empty, so every event up to the cache's revision has reached us
             return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
 
@@ -314,7 +323,7 @@ class CacheWatch:
         out = [WatchItem.of("ADDED", raw) for raw in await unpacked(bodies)]
         self._initial = None
         self._watcher.initial = False
-        if self._options.send_initial_events:
+        if self._options.send_initial_events and self._options.bookmarks:  # only to a client that asks, as upstream
             out.append(WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._initial_revision, True)))
         return out
 

@@ -1,10 +1,17 @@
-"""When an idle watch's bookmarks are due (``WatchOptions.next_bookmark``)."""
+"""When an idle watch's bookmarks are due (``WatchOptions.next_bookmark``), and when a watch ends."""
 
 from __future__ import annotations
 
 import math
+import time
+from typing import Any
 
+import pytest
+
+from controlplane.api import reads, rest
 from controlplane.api.reads import BOOKMARK_SECONDS, PRE_DEADLINE_BOOKMARK, WatchOptions
+from controlplane.client import Client, resource_path
+from controlplane.registry import ResourceType
 from controlplane.registry.attrs import Filter
 
 
@@ -62,3 +69,27 @@ def test_a_watch_reports_every_option_violation_as_upstream() -> None:
                                  "is provided"),
         ("resourceVersionMatch", 'Unsupported value: "Exact": supported values: "NotOlderThan"')]
     assert _causes({"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}, watch=True) == []
+
+
+async def test_a_watch_without_timeout_seconds_ends_after_30_to_60_minutes(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As upstream's handler: with no ``timeoutSeconds`` (or 0), --min-request-timeout
+    (1800 s) times a random 1 to 2, so that watches started together end spread out."""
+    seen: list[float] = []
+    real = reads.watch_options
+
+    def spy(rtype: ResourceType, namespace: str | None, query: dict[str, str], deadline: float = math.inf) -> Any:
+        if rtype.plural == "configmaps":  # (not the server's own components' watches)
+            seen.append(deadline - time.monotonic())
+        return real(rtype, namespace, query, deadline)
+
+    monkeypatch.setattr(rest, "watch_options", spy)
+    cms = resource_path("", "v1", "configmaps", "default")
+    await client.create(cms, {"metadata": {"name": "c"}})
+    for timeout in (None, 0, None, None, 7):
+        events = client.watch(cms, timeout_seconds=timeout)
+        async for _ in events:
+            break
+        await events.aclose()
+    assert all(1799 < s <= 3600 for s in seen[:4]) and len({round(s) for s in seen[:4]}) > 1
+    assert 6 < seen[4] <= 7

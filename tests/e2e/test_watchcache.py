@@ -115,6 +115,55 @@ def test_resource_version_rules(http: httpx.Client) -> None:
     assert exact.status_code == 200 and exact.json()["metadata"]["resourceVersion"] == str(current)
 
 
+def test_too_large_resource_version_is_upstreams_timeout(http: httpx.Client) -> None:
+    """storage.NewTooLargeResourceVersionError: a NewTimeoutError ("Timeout: ..."), with the
+    Retry-After header client-go waits on; a legacy watch from a revision not reached yet
+    is served (the events after it), as upstream's cacher serves it."""
+    path = "/api/v1/namespaces/default/configmaps"
+    current = int(http.get(path).json()["metadata"]["resourceVersion"])
+    r = http.get(path, params={"resourceVersion": str(current + 1000)})
+    assert r.status_code == 504 and r.headers["retry-after"] == "1"
+    assert r.json()["message"].startswith(f"Timeout: Too large resource version: {current + 1000}, current: ")
+    assert r.json()["details"]["retryAfterSeconds"] == 1
+    watched = http.get(path, params={"watch": "1", "resourceVersion": str(current + 1000), "timeoutSeconds": "1"})
+    assert watched.status_code == 200 and watched.text == ""
+
+
+def test_a_list_from_resource_version_0_ignores_limit(http: httpx.Client) -> None:
+    """As upstream's cacher (computeListLimit): resourceVersion=0 is served whole."""
+    ns = make_ns(http, "rv0-limit")
+    for i in range(5):
+        http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm(f"c{i}", ns))
+    whole = http.get(f"/api/v1/namespaces/{ns}/configmaps", params={"resourceVersion": "0", "limit": "2"}).json()
+    assert len(whole["items"]) == 5 and "continue" not in whole["metadata"]
+    paged = http.get(f"/api/v1/namespaces/{ns}/configmaps", params={"limit": "2"}).json()
+    assert len(paged["items"]) == 2 and paged["metadata"]["remainingItemCount"] == 3
+
+
+def test_watch_events_as_upstream_sends_them(cached: Serve, http: httpx.Client) -> None:
+    """An object leaving a label selector is DELETED as it was (its previous labels and
+    data) at the change's resourceVersion; the initial-events-end bookmark only with
+    allowWatchBookmarks."""
+    ns = make_ns(http, "leaving")
+    rv = http.post(f"/api/v1/namespaces/{ns}/configmaps",
+                   json={**cm("a", ns, x="1"), "metadata": {"name": "a", "labels": {"app": "web"}}}
+                   ).json()["metadata"]["resourceVersion"]
+    left = http.patch(f"/api/v1/namespaces/{ns}/configmaps/a",
+                      content=b'{"metadata":{"labels":{"app":"db"}},"data":{"x":"2"}}',
+                      headers={"content-type": "application/merge-patch+json"}).json()["metadata"]["resourceVersion"]
+    events = watch_lines(cached, f"/api/v1/namespaces/{ns}/configmaps",
+                         {"watch": "1", "resourceVersion": rv, "labelSelector": "app=web", "timeoutSeconds": "5"}, 1)
+    assert events[0]["type"] == "DELETED"
+    gone = events[0]["object"]
+    assert gone["metadata"]["labels"] == {"app": "web"} and gone["data"] == {"x": "1"}
+    assert gone["metadata"]["resourceVersion"] == left
+    with httpx.stream("GET", cached.url + f"/api/v1/namespaces/{ns}/configmaps", headers=bearer(cached),
+                      params={"watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+                              "timeoutSeconds": "1"}, timeout=15) as r:
+        types = [orjson.loads(line)["type"] for line in r.iter_lines() if line]
+    assert types == ["ADDED"]
+
+
 def test_watch_resumes_from_a_resource_version(cached: Serve, http: httpx.Client) -> None:
     ns = make_ns(http, "resume")
     rv = http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm("a", ns)).json()["metadata"]["resourceVersion"]

@@ -344,11 +344,25 @@ async def test_watch_older_than_the_window_uses_the_store_then_410_once_compacte
         await stream.aclose()
 
 
+async def test_a_list_at_a_compacted_revision_is_410_in_upstreams_words(env: Env) -> None:
+    first = await env.put("a")
+    for i in range(80):  # past the window and the snapshots the cache keeps of it
+        await env.put(f"b{i % 10}")
+    await env.store.compact(first + 40)
+    for options in (ListOptions(everything(), resource_version=str(first), match="Exact"),
+                    ListOptions(everything(), limit=5, resource_version=str(first))):
+        with pytest.raises(ApiError) as err:
+            await env.reads.fallback.list(PODS, "ns", options)
+        assert (err.value.code, err.value.reason) == (410, "Expired")
+        assert err.value.message == "The resourceVersion for the provided list is too old."
+        assert err.value.list_meta is None  # (no continue token offered: there was none)
+
+
 async def test_initial_events_then_bookmark_then_live(env: Env) -> None:
     for i in range(20):
         await env.put(f"p{i:02d}")
     stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version="0",
-                                                            send_initial_events=True))
+                                                            send_initial_events=True, bookmarks=True))
     try:
         got = await collect(stream, 21)
         assert [i.type for i in got] == ["ADDED"] * 20 + ["BOOKMARK"]
@@ -375,6 +389,70 @@ async def test_selector_transitions_are_added_and_deleted(env: Env) -> None:
         assert [i.type for i in got] == ["DELETED", "ADDED", "MODIFIED", "DELETED"]
     finally:
         await stream.aclose()
+
+
+async def test_initial_events_end_without_a_bookmark_unless_asked(env: Env) -> None:
+    """As upstream's cacher (setInitialEventsEndBookmarkIfRequested): the
+    ``k8s.io/initial-events-end`` bookmark only with allowWatchBookmarks."""
+    for i in range(3):
+        await env.put(f"p{i:02d}")
+    for reads in (env.reads, env.reads.fallback):
+        stream = await reads.watch(PODS, "ns", WatchOptions(everything(), resource_version="0",
+                                                            send_initial_events=True))
+        try:
+            got = await collect(stream, 3)
+            rev = await env.put("p00")
+            got += await collect(stream, 1)
+            assert [i.type for i in got] == ["ADDED"] * 3 + ["MODIFIED"]
+            assert orjson.loads(got[-1].raw)["metadata"]["resourceVersion"] == str(rev)
+        finally:
+            await stream.aclose()
+
+
+async def test_an_object_leaving_the_selector_is_deleted_as_it_was(env: Env) -> None:
+    """As upstream's cacheWatcher: the DELETED of an object leaving the selector carries
+    its previous version, at the event's resourceVersion (from the window, live, and
+    from the store)."""
+    rev = await env.put("x", labels={"app": "web"}, node="n1")
+    live = await env.reads.watch(PODS, "ns", WatchOptions(everything(labels="app=web"), resource_version=str(rev)))
+    try:
+        left = await env.put("x", labels={"app": "db"}, node="n2")
+        streams = [live, await env.reads.watch(PODS, "ns", WatchOptions(everything(labels="app=web"),
+                                                                         resource_version=str(rev))),
+                   await env.reads.fallback.watch(PODS, "ns", WatchOptions(everything(labels="app=web"),
+                                                                            resource_version=str(rev)))]
+        for stream in streams:
+            got = await collect(stream, 1)
+            assert got[0].type == "DELETED"
+            obj = orjson.loads(got[0].raw)
+            assert obj["metadata"]["labels"] == {"app": "web"} and obj["spec"]["nodeName"] == "n1"
+            assert obj["metadata"]["resourceVersion"] == str(left)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+
+
+async def test_a_watch_from_a_revision_not_reached_yet_waits_for_it(env: Env) -> None:
+    """A watch from N the cache has not reached is not refused (upstream's cacher serves
+    it): the events after N; a WatchList from N is an ERROR event (504), not an answer."""
+    rev = await env.put("a")
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev + 2)))
+    try:
+        for name in ("b", "c", "d", "e"):
+            await env.put(name)
+        got = await collect(stream, 2)
+        assert [orjson.loads(i.raw)["metadata"]["name"] for i in got] == ["d", "e"]
+    finally:
+        await stream.aclose()
+    far = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev + 1000),
+                                                         send_initial_events=True, bookmarks=True))
+    got = await collect(far, 1)
+    status = orjson.loads(got[0].raw)
+    assert got[0].type == "ERROR" and status["code"] == 504
+    assert status["message"].startswith("Timeout: Too large resource version: ")
+    assert status["details"]["retryAfterSeconds"] == 1
+    with pytest.raises(StopAsyncIteration):
+        await far.__anext__()
 
 
 async def test_node_watchers_get_only_their_pods_and_are_indexed(env: Env) -> None:
@@ -616,7 +694,7 @@ async def test_a_watch_list_is_not_cut_off_by_writes_during_its_initial_walk(env
     for i in range(70):
         await env.put(f"p{i:02d}")
     stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version="0",
-                                                            send_initial_events=True))
+                                                            send_initial_events=True, bookmarks=True))
     try:
         first = await stream.__anext__()  # the walk has begun (7 entries a chunk)
         for i in range(100):  # more than the watcher's buffer of 64 arrive meanwhile
