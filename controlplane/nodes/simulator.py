@@ -161,13 +161,18 @@ class _Pod:
 
 
 def _unreadied(pod: dict[str, Any]) -> bool:
-    """Whether ``pod`` runs with its containers ready but its Ready condition False: turned so
-    by someone other than its kubelet (the node lifecycle controller's MarkPodsNotReady)."""
+    """Whether ``pod`` runs with its containers ready and its readiness gates True but its
+    Ready condition False: turned so by someone other than its kubelet (the node lifecycle
+    controller's MarkPodsNotReady), which the kubelet, computing Ready from those, undoes. (A
+    gate False keeps Ready False, as the kubelet's.)"""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     if meta.get("deletionTimestamp") or status.get("phase") != "Running":
         return False
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
-    return conditions.get("Ready") == "False" and conditions.get("ContainersReady") == "True"
+    if conditions.get("Ready") != "False" or conditions.get("ContainersReady") != "True":
+        return False
+    gates = (pod.get("spec") or {}).get("readinessGates") or ()
+    return all(conditions.get(g.get("conditionType")) == "True" for g in gates if isinstance(g, dict))
 
 
 class NodeSimulator:

@@ -273,3 +273,24 @@ async def _phase(client: Client, name: str) -> str | None:
 
 async def _eq(awaitable: Any, want: Any) -> bool:
     return bool(await awaitable == want)
+
+
+def test_the_kubelet_puts_back_only_a_ready_condition_it_would_compute_true() -> None:
+    from controlplane.nodes.simulator import _unreadied
+
+    def running(ready: str, containers: str = "True", gate: str | None = None) -> dict[str, Any]:
+        conditions = [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": containers}]
+        spec: dict[str, Any] = {}
+        if gate is not None:
+            spec["readinessGates"] = [{"conditionType": "example.com/lb"}]
+            conditions.append({"type": "example.com/lb", "status": gate})
+        return {"metadata": {}, "spec": spec, "status": {"phase": "Running", "conditions": conditions}}
+
+    assert _unreadied(running("False"))  # MarkPodsNotReady's doing
+    assert _unreadied(running("False", gate="True"))
+    assert not _unreadied(running("True"))
+    assert not _unreadied(running("False", containers="False"))
+    assert not _unreadied(running("False", gate="False"))  # a gate False keeps Ready False
+    terminating = running("False")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not _unreadied(terminating)
