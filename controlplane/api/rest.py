@@ -828,6 +828,11 @@ class KubeApi:
             await self._limit_ranger.admit(rtype, namespace, obj)
         if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
             obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
+            if obj["spec"].get("schedulingGates"):  # the pod strategy's applySchedulingGatedCondition
+                obj["status"]["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                    "lastTransitionTime": _now(), "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
         if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
             await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,

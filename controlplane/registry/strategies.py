@@ -27,6 +27,7 @@ from .immutable import (
     workload_spec_causes,
 )
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
+from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
 from .podvalidation import pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
@@ -289,6 +290,7 @@ _PREPARERS.update({
     "networkpolicies": prepare_network_policy, "endpointslices": prepare_endpoint_slice,
     "mutatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingwebhookconfigurations": prepare_webhook_configuration,
+    "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,
 })
 
 

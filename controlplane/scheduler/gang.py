@@ -115,7 +115,7 @@ class GroupState:
 
 
 class GangManager:
-    def __init__(self, timeout: float = 60.0) -> None:
+    def __init__(self, timeout: float = 300.0) -> None:
         self.timeout = timeout
         self.groups: dict[str, GroupState] = {}
         self.workloads: dict[str, dict[str, Any]] = {}

@@ -55,6 +55,22 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
 
+def _go_duration(seconds: float) -> str:
+    """Seconds as Go prints a ``time.Duration`` (to the millisecond): ``5m0s``, ``1m30.5s``,
+    ``400ms``, as upstream's messages say them.
+
+    >>> _go_duration(300), _go_duration(90.5), _go_duration(0.4), _go_duration(3725)
+    ('5m0s', '1m30.5s', '400ms', '1h2m5s')
+    """
+    ms = max(0, round(seconds * 1000))
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs = f"{ms // 1000}.{ms % 1000:03d}".rstrip("0").rstrip(".") + "s"
+    return (f"{hours}h{minutes}m" if hours else f"{minutes}m" if minutes else "") + secs
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
@@ -460,7 +476,8 @@ class Scheduler:
                     if t is not None:
                         t.cancel()
                     waiting.timer = asyncio.get_running_loop().call_later(
-                        timeout, self.reject, pod.key, pp.name(), f"timed out after {timeout:.0f}s waiting at Permit")
+                        timeout, self.reject, pod.key, pp.name(),
+                        f"rejected due to timeout after waiting {_go_duration(timeout)} at plugin {pp.name()}")
                 continue
             self._unreserve(state, pod, name)
             self._failed(pod, s, cycle, s.message)

@@ -32,6 +32,8 @@ __all__ = ["GangScheduling", "placement_score", "placements_to_score", "rejected
 
 NAME = "GangScheduling"
 CONDITION = INITIALLY_SCHEDULED
+# How long members wait at Permit for the quorum: upstream's fixed permitTimeoutDuration (5 minutes)
+PERMIT_TIMEOUT = 300.0
 log = logging.getLogger("controlplane.scheduler")
 
 
@@ -89,7 +91,7 @@ def _podgroup_of(pod: PodInfo, old: Any, new: Any) -> bool:
 
 
 class GangScheduling:
-    def __init__(self, handle: Handle, timeout: float = 60.0, clock: Any = time.monotonic,
+    def __init__(self, handle: Handle, timeout: float = PERMIT_TIMEOUT, clock: Any = time.monotonic,
                  percentage_of_placements_to_score: int = 0) -> None:
         self.handle = handle
         self.percentage = percentage_of_placements_to_score
@@ -100,7 +102,7 @@ class GangScheduling:
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> GangScheduling:
-        return cls(handle, float(args.get("timeoutSeconds", 60.0)),
+        return cls(handle, float(args.get("timeoutSeconds", PERMIT_TIMEOUT)),
                    percentage_of_placements_to_score=int(args.get("percentageOfPlacementsToScore", 0)))
 
     def name(self) -> str:
@@ -267,16 +269,21 @@ class GangScheduling:
             g.initially_scheduled = True
         elif g.initially_scheduled:
             return
-        for c in (g.podgroup.get("status") or {}).get("conditions") or ():
-            if c.get("type") == CONDITION and c.get("status") == status and c.get("reason") == reason:
-                return
+        conditions = list((g.podgroup.get("status") or {}).get("conditions") or ())
+        prior = next((c for c in conditions if c.get("type") == CONDITION), None)
+        if prior is not None and prior.get("status") == status and prior.get("reason") == reason:
+            return
         ns, _, name = group_key.partition("/")
         cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
                 "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))}
+        if prior is not None and prior.get("status") == status and prior.get("lastTransitionTime"):
+            cond["lastTransitionTime"] = prior["lastTransitionTime"]  # as apimeta.SetStatusCondition
         generation = (g.podgroup.get("metadata") or {}).get("generation")
         if generation:  # a PodGroup has none upstream (its strategy sets none): Go omits the 0
             cond["observedGeneration"] = generation
-        g.podgroup = {**g.podgroup, "status": {**(g.podgroup.get("status") or {}), "conditions": [cond]}}
+        # the group's other conditions (DisruptionTarget, a controller's own) are kept
+        conditions = [cond if c is prior else c for c in conditions] if prior is not None else [*conditions, cond]
+        g.podgroup = {**g.podgroup, "status": {**(g.podgroup.get("status") or {}), "conditions": conditions}}
         self.handle.spawn(self._write_status(ns, name, cond))
 
     async def _write_status(self, ns: str, name: str, cond: dict[str, Any]) -> None:
@@ -284,6 +291,7 @@ class GangScheduling:
 
         path = resource_path("scheduling.k8s.io", "v1beta1", "podgroups", ns, name, "status")
         try:
-            await self.handle.client.patch(path, {"status": {"conditions": [cond]}}, patch_type="merge")
+            # strategic: merged into the stored list by type (a merge patch would replace the list)
+            await self.handle.client.patch(path, {"status": {"conditions": [cond]}}, patch_type="strategic")
         except (TimeoutError, ApiError, OSError) as e:
             log.warning("podgroup %s/%s: status not written: %s", ns, name, e)
