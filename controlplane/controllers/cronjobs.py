@@ -10,7 +10,8 @@ runs; a time older than ``startingDeadlineSeconds`` is skipped.
 while a Job is active (and retries it later, within the deadline); ``Replace``
 deletes the active Jobs first. ``suspend`` stops new runs. Finished Jobs beyond
 ``successfulJobsHistoryLimit``/``failedJobsHistoryLimit`` are deleted, oldest
-first. Status: ``active`` (references to the running Jobs),
+first. Status: ``active`` (references to the running Jobs it started; a Job made from it
+by hand is not one, and gets an ``UnexpectedJob`` warning, as upstream),
 ``lastScheduleTime``, ``lastSuccessfulTime``. The Jobs of a deleted CronJob are
 collected (``ownership.py``).
 """
@@ -144,7 +145,7 @@ class CronJobController:
         if await finalize(self.client, "CronJob", cj, "Job", self.jobs_of.of(uid)):
             return
         spec, status = cj.get("spec") or {}, dict(cj.get("status") or {})
-        active = [j for j in jobs if _finished(j) is None and not meta_of(j).get("deletionTimestamp")]
+        active = self._active(cj, jobs)
         await self._clean_history(cj, jobs)
         succeeded = [t for j in jobs if _finished(j) == "Complete"
                      and (t := _parse_time((j.get("status") or {}).get("completionTime"))) is not None]
@@ -193,6 +194,30 @@ class CronJobController:
                 current.get(k) != new_status[k] for k in ("lastScheduleTime", "lastSuccessfulTime")):
             await self.client.patch(resource_path("batch", "v1", "cronjobs", meta.get("namespace"), meta.get("name"),
                                                   "status"), {"status": new_status})
+
+    def _active(self, cj: dict[str, Any], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The running Jobs this controller started: those of ``status.active``, and those it
+        scheduled (annotated) that the status does not show yet. Another running Job it owns
+        (``kubectl create job --from=cronjob/x``) is warned about and left out, as upstream's
+        syncCronJob: concurrency rules do not see it, ``Replace`` does not delete it."""
+        listed = {r.get("uid") for r in (cj.get("status") or {}).get("active") or ()}
+        active = []
+        for job in jobs:
+            jmeta = meta_of(job)
+            outcome = _finished(job)
+            if outcome is not None:
+                if jmeta.get("uid") in listed:
+                    self.events.record("CronJob", cj, "SawCompletedJob",
+                                       f"Saw completed job: {jmeta.get('name')}, condition: {outcome}")
+            elif jmeta.get("deletionTimestamp"):
+                continue
+            elif jmeta.get("uid") in listed or SCHEDULED_TIMESTAMP in (jmeta.get("annotations") or {}):
+                active.append(job)
+            else:
+                self.events.record("CronJob", cj, "UnexpectedJob",
+                                   f"Saw a job that the controller did not create or forgot: {jmeta.get('name')}",
+                                   "Warning")
+        return active
 
     @staticmethod
     def _due(schedule: Any, zone: Any, since: datetime.datetime, now: datetime.datetime

@@ -269,16 +269,16 @@ class StatefulSetController:
 
     async def _condemn_claims(self, sts: dict[str, Any], ordinal: int, pod: Mapping[str, Any]) -> None:
         """``whenScaled: Delete``: a pod removed by a scale-down owns its claims, which the
-        garbage collector deletes with it (a pod replaced by an update keeps them)."""
+        garbage collector deletes with it (a pod replaced by an update keeps them). The pod is
+        their only owner: with ``whenDeleted: Delete`` the set's reference goes (the merge patch
+        replaces the list), else the set, still there, would keep them (upstream's
+        updateClaimOwnerRefForSetAndPod)."""
         spec, meta, pmeta = sts.get("spec") or {}, meta_of(sts), meta_of(pod)
         policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
         if policy.get("whenScaled") != "Delete":
             return
         refs = [{"apiVersion": "v1", "kind": "Pod", "name": pmeta.get("name"), "uid": pmeta.get("uid"),
-                 "blockOwnerDeletion": True}]
-        if policy.get("whenDeleted") == "Delete":  # a merge patch replaces the list: the set's ref stays in it
-            refs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"], "uid": meta.get("uid"),
-                         "controller": True, "blockOwnerDeletion": True})
+                 "controller": True, "blockOwnerDeletion": True}]
         for template in spec.get("volumeClaimTemplates") or ():
             claim = f"{(template.get('metadata') or {}).get('name', '')}-{meta['name']}-{ordinal}"
             try:

@@ -2,8 +2,10 @@
 (``pkg/apis/core/validation``), wherever a pod spec is written: a Pod's own (its create,
 and an update's new spec, as ``ValidatePodUpdate`` validates it too), and the template of
 a Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob or ReplicationController,
-whose field paths carry the ``spec.template.spec.`` prefix. Specs are checked after their
-defaults (``podspec``), as upstream validates a decoded, defaulted body::
+whose field paths carry the ``spec.template.spec.`` prefix (a StatefulSet's only for its
+restart policy and deadline, as upstream: its mounts may name its ``volumeClaimTemplates``).
+Specs are checked after their defaults (``podspec``), as upstream validates a decoded,
+defaulted body::
 
     pod_spec_causes(spec, "spec", pod=True)            # [{'field': 'spec.containers[0].image', ...}]
     template_causes("jobs", job["spec"], "spec")       # ... 'spec.template.spec.restartPolicy' ...
@@ -294,7 +296,9 @@ def template_causes(plural: str, spec: Obj, path: str) -> Causes:
     if not isinstance(pod_spec, dict):
         return [required(f"{path}.template.spec")]
     at = f"{path}.template.spec"
-    causes = pod_spec_causes(pod_spec, at)
+    # upstream leaves a StatefulSet's pod spec unchecked (ValidatePodTemplateSpecForStatefulSet: its
+    # mounts may name volumeClaimTemplates, not volumes); its pods are checked when they are created
+    causes = [] if plural == "statefulsets" else pod_spec_causes(pod_spec, at)
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

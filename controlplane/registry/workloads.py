@@ -129,6 +129,11 @@ def _job(obj: Obj, old: Obj | None) -> None:
         template = _dict(spec, "template")
         labels = _dict(_dict(template, "metadata"), "labels")
         labels.update({"controller-uid": uid, _JOB_UID: uid, "job-name": name, _JOB_NAME: name})
+    # SetDefaults_Job: a Job without labels has its template's (the generated ones too, as upstream
+    # reads it back from storage)
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    if isinstance(template_labels, dict) and template_labels and isinstance(meta, dict) and not meta.get("labels"):
+        meta["labels"] = dict(template_labels)
 
 
 def _cron_job(obj: Obj, old: Obj | None) -> None:

@@ -156,6 +156,11 @@ async def test_a_job_gets_its_selector_and_labels_from_its_uid(client: Client) -
         "batch.kubernetes.io/job-name": "train"}
     assert (spec["completions"], spec["parallelism"], spec["backoffLimit"], spec["completionMode"],
             spec["suspend"]) == (1, 1, 6, "NonIndexed", False)
+    # SetDefaults_Job: a Job without labels of its own shows its template's (kubectl describe job)
+    assert job["metadata"]["labels"] == spec["template"]["metadata"]["labels"]
+    own = await client.create("/apis/batch/v1/namespaces/default/jobs",
+                              {"metadata": {"name": "own", "labels": {"team": "a"}}, "spec": {"template": template}})
+    assert own["metadata"]["labels"] == {"team": "a"}
 
 
 async def test_malformed_times_and_quantities_are_refused_as_go_decodes_them(client: Client) -> None:

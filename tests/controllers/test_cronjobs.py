@@ -199,3 +199,52 @@ async def test_a_job_made_by_hand_from_the_cronjob_is_as_old_as_its_start(
         return left == {scheduled[1], "byhand-manual"}
 
     await until(trimmed)
+
+
+async def test_a_job_made_by_hand_is_not_active_and_is_warned_about(
+        setup: tuple[Client, CronJobController, Clock]) -> None:
+    """Upstream's syncCronJob counts only the Jobs of ``status.active`` (those it started): a
+    running Job made by ``kubectl create job --from=cronjob/x`` gets an ``UnexpectedJob``
+    warning, stays out of ``ACTIVE``, does not hold a ``Forbid`` schedule back and is not
+    deleted by ``Replace``; a listed Job that ends is reported ``SawCompletedJob``."""
+    c, controller, clock = setup
+    for policy in ("Forbid", "Replace"):
+        cj = await c.create(CRONJOBS, cronjob(policy.lower(), concurrencyPolicy=policy))
+        await c.create(JOBS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{policy.lower()}-manual", "labels": {"cron": policy.lower()},
+                         "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": policy.lower(),
+                                              "uid": cj["metadata"]["uid"], "controller": True}]},
+            "spec": cronjob(policy.lower())["spec"]["jobTemplate"]["spec"]})
+
+    async def warned() -> list[dict[str, Any]] | None:
+        events = (await c.list("/api/v1/namespaces/default/events"))["items"]
+        return [e for e in events if e["reason"] == "UnexpectedJob"] or None
+
+    controller.queue.add("cronjob:default/forbid")
+    event = (await until(warned))[0]
+    assert event["type"] == "Warning"
+    assert event["message"] == "Saw a job that the controller did not create or forgot: forbid-manual"
+    assert not (await c.get(f"{CRONJOBS}/forbid")).get("status", {}).get("active")
+    clock.now += dt.timedelta(minutes=1)
+    for name in ("forbid", "replace"):
+        controller.queue.add(f"cronjob:default/{name}")
+    for name in ("forbid", "replace"):  # each ran its schedule beside the manual Job, which stays
+        jobs = await until(lambda name=name: _count(c, name, 2))
+        assert all(not j["metadata"].get("deletionTimestamp") for j in jobs)
+    scheduled = next(j for j in await jobs_of(c, "forbid") if j["metadata"]["name"] != "forbid-manual")
+
+    async def listed() -> bool:
+        active = (await c.get(f"{CRONJOBS}/forbid")).get("status", {}).get("active") or []
+        return [a["name"] for a in active] == [scheduled["metadata"]["name"]]
+
+    await until(listed)
+    await finish(c, scheduled)
+
+    async def saw_completed() -> list[dict[str, Any]] | None:
+        events = (await c.list("/api/v1/namespaces/default/events"))["items"]
+        return [e for e in events if e["reason"] == "SawCompletedJob"] or None
+
+    event = (await until(saw_completed))[0]
+    assert event["message"] == f"Saw completed job: {scheduled['metadata']['name']}, condition: Complete"

@@ -135,6 +135,24 @@ async def test_statefulset_pods_get_their_own_claims_and_scale_down_deletes_them
     assert await phase(client, f"{PVCS}/data-db-0") == "Bound"
 
 
+async def test_scale_down_deletes_the_claims_when_the_set_would_delete_them_too(client: Client) -> None:
+    """Both policies ``Delete``: a scaled-away pod's claims lose the set's reference and get the
+    pod's, so they go with the pod (upstream's updateClaimOwnerRefForSetAndPod); the set keeps
+    the others, which go with it."""
+    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    sts = statefulset("both", 2, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
+        "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+                      persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete", "whenDeleted": "Delete"})
+    sts["spec"]["podManagementPolicy"] = "Parallel"
+    await client.create(SETS, sts)
+    await until(lambda: rolled_out(client, "both"))
+    await until(lambda: _all(client, PVCS, "Bound", 2))
+    await client.patch(f"{SETS}/both", {"spec": {"replicas": 1}})
+    await until(lambda: _is(client, f"{PVCS}/data-both-1", "Gone"))
+    kept = await client.get(f"{PVCS}/data-both-0")
+    assert [r["kind"] for r in kept["metadata"]["ownerReferences"]] == ["StatefulSet"]
+
+
 async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -> None:
     await client.create(CLASSES, {"metadata": {"name": "std"}, "provisioner": "example.com/csi"})
     pvc = await client.create(PVCS, claim("held", storageClassName="std"))

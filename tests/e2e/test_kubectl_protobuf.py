@@ -131,6 +131,8 @@ def test_a_cronjob_is_served_and_a_job_made_from_it_runs(with_nodes: Serve) -> N
     assert "condition met" in kubectl(with_nodes, "wait", "--for=condition=complete", "job/manual", "--timeout=60s")
     owner = kubectl(with_nodes, "get", "job", "manual", "-o", "jsonpath={.metadata.ownerReferences[0].kind}")
     assert owner == "CronJob"
+    # SetDefaults_Job: the Job shows its template's labels (kubectl describe job: Labels)
+    assert kubectl(with_nodes, "get", "job", "manual", "-o", "jsonpath={.metadata.labels.job-name}") == "manual"
 
 
 STATEFUL_AND_DAEMON = """

@@ -267,6 +267,18 @@ async def test_templates_are_validated_as_pod_specs(client: Client) -> None:
     assert cause["field"] == "spec.template.spec.containers"
 
 
+async def test_a_statefulset_template_may_mount_its_claim_templates(client: Client) -> None:
+    # upstream leaves a StatefulSet's pod spec to its pods (ValidatePodTemplateSpecForStatefulSet):
+    # a mount names a volumeClaimTemplate, not a volume
+    spec = pod_spec()
+    spec["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    sts = deployment(spec, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}])
+    await client.create(STATEFULSETS, sts)
+    bad = deployment(pod_spec(restartPolicy="Never"))
+    assert only(await invalid(client, STATEFULSETS, bad))["field"] == "spec.template.spec.restartPolicy"
+
+
 async def test_a_workload_update_validates_its_template_but_not_a_status_write(client: Client) -> None:
     await client.create(DEPLOYMENTS, deployment(pod_spec()))
     with pytest.raises(ApiError) as e:
