@@ -462,6 +462,14 @@ def _http_protocol(config: Config) -> Any:
 
 
 def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
+    server = _server(uvicorn, app, config, tls)
+    _SERVERS.append(server)
+    if _STOP_REQUESTED:  # asked to stop while the app was made: it starts and stops at once
+        server.should_exit = True
+    return server
+
+
+def _server(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
     return uvicorn.Server(uvicorn.Config(
         app.state.front,
         host=config.host,
@@ -601,8 +609,21 @@ def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG, reuse_port=reuse_port)
 
 
+# The uvicorn servers this process made. A SIGINT/SIGTERM that comes before uvicorn has put
+# its own handlers in (while the app is made, the store opened: a worker started again is
+# stopped then if the server stops at once) must not be lost: the server is told to exit.
+_SERVERS: list[Any] = []
+_STOP_REQUESTED: list[int] = []  # the signals that came before a server was made
+
+
 def _ignore_signal(signum: int, frame: object) -> None:
-    pass
+    """The handler uvicorn restores after a graceful shutdown and re-raises the signal to: a
+    no-op then, so that a drained server exits 0. Before uvicorn runs, it stops the server
+    made so far at its start (``_uvicorn``) or as soon as it is made."""
+    _STOP_REQUESTED.append(signum)
+    for server in _SERVERS:
+        if not server.started:
+            server.handle_exit(signum, frame)
 
 
 # --------------------------------------------------------------------------- bench

@@ -537,3 +537,27 @@ def test_serve_refuses_a_stage_file_it_cannot_run(tmp_path: Path, capsys: pytest
     good.write_text(USER_STAGE)
     config = cli._config_from_args(parser, parser.parse_args(["serve", "--stages", str(good), "--stages", str(good)]))
     assert config.stages == (good, good)
+
+
+def test_a_stop_signal_before_uvicorn_runs_is_not_lost(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A server started again by the supervisor and stopped while it makes its app (before
+    uvicorn puts its handlers in) used to ignore the SIGTERM and hold the first process's exit."""
+    import signal
+
+    import uvicorn
+
+    from controlplane.api.app import create_app
+
+    monkeypatch.setattr(cli, "_SERVERS", [])
+    monkeypatch.setattr(cli, "_STOP_REQUESTED", [])
+    config = Config(data_dir=tmp_path / "data", tls=False)
+    early = cli._uvicorn(uvicorn, create_app(config), config, None)
+    assert not early.should_exit
+    cli._ignore_signal(signal.SIGTERM, None)  # made, not started: told to exit
+    assert early.should_exit
+    late = cli._uvicorn(uvicorn, create_app(config), config, None)
+    assert late.should_exit  # made after the signal: exits at once
+    early.started = True
+    early.should_exit = False
+    cli._ignore_signal(signal.SIGTERM, None)  # uvicorn's re-raise after a graceful stop: a no-op
+    assert not early.should_exit
