@@ -49,7 +49,16 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.podspec import pair_ips, qos_class
-from ..registry.strategies import CREATE_ON_UPDATE, BadData, default, prepare, validate_metadata, validate_name
+from ..registry.strategies import (
+    CREATE_ON_UPDATE,
+    SERVICE_ALLOCATED,
+    BadData,
+    default,
+    prepare,
+    service_allocation_causes,
+    validate_metadata,
+    validate_name,
+)
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .apply import (
@@ -788,6 +797,7 @@ class KubeApi:
             causes = validate_events_v1(obj)
             if causes:
                 raise ApiError.invalid(rtype, name or generate, causes)
+        allocating = await self._service_allocated(rtype, None, "")
         if rtype.custom is None:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp", "selfLink"):  # (selfLink: never stored, as upstream)
@@ -834,6 +844,8 @@ class KubeApi:
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
+        if allocating:
+            self._check_allocations(rtype, obj, None)
         if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
             await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
                                        REQUEST_USER.get())
@@ -975,7 +987,10 @@ class KubeApi:
             meta = obj["metadata"]
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
+            allocating = await self._service_allocated(rtype, namespace, name)
             self._admit(rtype, obj, old, subresource)
+            if allocating:
+                self._check_allocations(rtype, obj, old)
             if self._policies is not None:
                 await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
                                            REQUEST_USER.get())
@@ -1047,7 +1062,10 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
+            allocating = await self._service_allocated(rtype, namespace, name)
             self._admit(rtype, obj, old, subresource)
+            if allocating:
+                self._check_allocations(rtype, obj, old)
             if self._policies is not None:
                 await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
                                            REQUEST_USER.get())
@@ -1077,6 +1095,7 @@ class KubeApi:
             if current is None and subresource is not None:
                 raise ApiError.not_found(rtype, name)
             old: dict[str, Any] | None = orjson.loads(current.value) if current is not None else None
+            await self._service_allocated(rtype, namespace, name)  # (the apply's defaults allocate)
             try:
                 obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force,
                                           apply_defaults(rtype))
@@ -1104,7 +1123,10 @@ class KubeApi:
                 meta["managedFields"] = fields
             if rtype.namespaced:
                 meta["namespace"] = namespace
+            allocating = await self._service_allocated(rtype, namespace, name)
             self._admit(rtype, obj, old, subresource)
+            if allocating:
+                self._check_allocations(rtype, obj, old)
             if self._policies is not None:
                 await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
                                            REQUEST_USER.get())
@@ -1293,6 +1315,35 @@ class KubeApi:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
+
+    async def _service_allocated(self, rtype: ResourceType, namespace: str | None, name: str) -> bool:
+        """Before a Service's write: the cluster IPs and node ports the other stored Services
+        hold, read from the store (what kube-apiserver's allocators rebuild their bitmaps
+        from), into ``SERVICE_ALLOCATED`` for the defaults to avoid and the check after."""
+        if rtype.custom is not None or rtype.group or rtype.plural != "services":
+            return False
+        prefix = rtype.prefix(None)
+        kvs, _, _ = await self.store.range(prefix, store.prefix_end(prefix))
+        own = rtype.key(namespace, name) if name else None
+        ips: set[str] = set()
+        ports: set[int] = set()
+        for kv in kvs:
+            if kv.key == own:
+                continue
+            spec = orjson.loads(kv.value).get("spec")
+            if not isinstance(spec, dict):
+                continue
+            ips.update(ip for ip in spec.get("clusterIPs") or () if isinstance(ip, str) and ip != "None")
+            ports.update(p["nodePort"] for p in spec.get("ports") or () if isinstance(p, dict) and p.get("nodePort"))
+            if spec.get("healthCheckNodePort"):
+                ports.add(spec["healthCheckNodePort"])
+        SERVICE_ALLOCATED.set((frozenset(ips), frozenset(ports)))
+        return True
+
+    def _check_allocations(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        causes = service_allocation_causes(obj, old)
+        if causes:
+            raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)

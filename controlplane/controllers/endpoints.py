@@ -12,10 +12,12 @@ port set), and pods are grouped by the port numbers they resolve to, as upstream
   endpoints each, labelled ``kubernetes.io/service-name`` and
   ``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io``,
   owned by the Service: addresses, ``conditions`` (ready, serving,
-  terminating), ``nodeName``, ``targetRef``; the slices a sync does not need are
+  terminating), ``nodeName`` and its node's ``zone``, ``hostname`` (a pod whose
+  ``subdomain`` is the Service), ``targetRef``; ``service.kubernetes.io/headless`` on a
+  headless Service's slices and Endpoints; the slices a sync does not need are
   deleted, those it needs are updated only if they differ.
 - Endpoints (v1), named after the Service: ``subsets`` of ``addresses`` and
-  ``notReadyAddresses`` (terminating pods left out) with their ports.
+  ``notReadyAddresses`` (terminating pods left out, sorted by IP) with their ports.
 
 A pod change (IP, readiness, labels, deletion) requeues the Services of its
 namespace whose selector matches it before or after; pods are indexed only for
@@ -44,6 +46,8 @@ MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 CONTROLLER = "endpointslice-controller.k8s.io"
 MAX_ENDPOINTS_PER_SLICE = 100
 SLICES = resource_path("discovery.k8s.io", "v1", "endpointslices")
+HEADLESS = "service.kubernetes.io/headless"
+ZONE = "topology.kubernetes.io/zone"
 
 Obj = dict[str, Any]
 
@@ -78,6 +82,15 @@ def _port_number(port: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _hostname(pod: Mapping[str, Any], svc: Mapping[str, Any]) -> str | None:
+    """A pod's hostname when its subdomain is the Service (upstream: the DNS name of a
+    StatefulSet's pod behind its headless Service)."""
+    spec = pod.get("spec") or {}
+    if spec.get("hostname") and spec.get("subdomain") == meta_of(svc).get("name"):
+        return str(spec["hostname"])
+    return None
+
+
 class EndpointsController:
     def __init__(self, client: Client, workers: int = 2) -> None:
         self.client = client
@@ -89,6 +102,7 @@ class EndpointsController:
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted)
         self.slices = client.informer(SLICES, on_delete=self._slice_deleted)
+        self.nodes = client.informer("/api/v1/nodes")  # (the endpoints' zones)
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> keys of its services with selectors
         self._pods_in: dict[str, dict[str, Obj]] = {}  # namespace with such services -> its pods
 
@@ -147,7 +161,8 @@ class EndpointsController:
 
     # -- running
     async def run(self) -> None:
-        await run_controller("endpointslice controller", (self.services, self.pods, self.slices), self.queue,
+        await run_controller("endpointslice controller", (self.services, self.pods, self.slices, self.nodes),
+                             self.queue,
                              self.sync, self.workers)
 
     def _endpoints(self, svc: Obj) -> dict[tuple[tuple[str, int, str], ...], list[Obj]]:
@@ -191,7 +206,7 @@ class EndpointsController:
                 wanted.append({
                     "addressType": "IPv4",
                     "ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports],
-                    "endpoints": [self._endpoint(p, publish) for p in chunk]})
+                    "endpoints": [self._endpoint(p, svc, publish) for p in chunk]})
         if not wanted:
             wanted.append({"addressType": "IPv4", "ports": [], "endpoints": []})  # upstream keeps an empty one
         mine = sorted((es for es in self.slices.items.values()
@@ -201,6 +216,10 @@ class EndpointsController:
                       key=lambda es: meta_of(es).get("name", ""))
         path = resource_path("discovery.k8s.io", "v1", "endpointslices", namespace)
         labels = {**(meta.get("labels") or {}), SERVICE_NAME: name, MANAGED_BY: CONTROLLER}
+        if spec.get("clusterIP") in (None, "", "None"):
+            labels[HEADLESS] = ""  # as upstream's slices and Endpoints of a headless Service
+        else:
+            labels.pop(HEADLESS, None)
         for i, body in enumerate(wanted):
             if i < len(mine):
                 have = mine[i]
@@ -239,19 +258,24 @@ class EndpointsController:
                 if e.code != 404:
                     raise
 
-    @staticmethod
-    def _endpoint(pod: Obj, publish: bool) -> Obj:
+    def _endpoint(self, pod: Obj, svc: Obj, publish: bool) -> Obj:
         pmeta, status = meta_of(pod), pod.get("status") or {}
         terminating = bool(pmeta.get("deletionTimestamp"))
         ready = _ready(pod)
         endpoint: Obj = {"addresses": [status["podIP"]],
-                         "conditions": {"ready": publish or (ready and not terminating), "serving": publish or ready,
-                                        "terminating": terminating},
-                         "targetRef": {"kind": "Pod", "namespace": pmeta.get("namespace"), "name": pmeta.get("name"),
-                                       "uid": pmeta.get("uid")}}
+                         "conditions": {"ready": publish or (ready and not terminating), "serving": ready,
+                                        "terminating": terminating}}
+        hostname = _hostname(pod, svc)
+        if hostname:
+            endpoint["hostname"] = hostname
+        endpoint["targetRef"] = {"kind": "Pod", "namespace": pmeta.get("namespace"), "name": pmeta.get("name"),
+                                 "uid": pmeta.get("uid")}
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             endpoint["nodeName"] = node
+            zone = (meta_of(self.nodes.items.get(node) or {}).get("labels") or {}).get(ZONE)
+            if zone:
+                endpoint["zone"] = zone
         return endpoint
 
     async def _write_endpoints(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
@@ -266,14 +290,19 @@ class EndpointsController:
                 pmeta = meta_of(pod)
                 if pmeta.get("deletionTimestamp") and not publish:
                     continue
-                address = {"ip": (pod.get("status") or {})["podIP"],
-                           "targetRef": {"kind": "Pod", "namespace": namespace, "name": pmeta.get("name"),
-                                         "uid": pmeta.get("uid")}}
+                address = {"ip": (pod.get("status") or {})["podIP"]}
+                hostname = _hostname(pod, svc)
+                if hostname:
+                    address["hostname"] = hostname
+                address["targetRef"] = {"kind": "Pod", "namespace": namespace, "name": pmeta.get("name"),
+                                        "uid": pmeta.get("uid")}
                 if (pod.get("spec") or {}).get("nodeName"):
                     address["nodeName"] = pod["spec"]["nodeName"]
                 (ready if publish or _ready(pod) else not_ready).append(address)
             if not ready and not not_ready:
                 continue
+            for addresses in (ready, not_ready):  # sorted by IP, as upstream's RepackSubsets
+                addresses.sort(key=lambda a: (a["ip"], a["targetRef"]["uid"] or ""))
             subset: Obj = {"ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports]}
             if ready:
                 subset["addresses"] = ready
@@ -281,8 +310,13 @@ class EndpointsController:
                 subset["notReadyAddresses"] = not_ready
             subsets.append(subset)
         path = resource_path("", "v1", "endpoints", namespace, name)
+        labels = dict(meta.get("labels") or {})
+        if (svc.get("spec") or {}).get("clusterIP") in (None, "", "None"):
+            labels[HEADLESS] = ""
+        else:
+            labels.pop(HEADLESS, None)
         body: Obj = {"apiVersion": "v1", "kind": "Endpoints",
-                     "metadata": {"name": name, "namespace": namespace, "labels": dict(meta.get("labels") or {})},
+                     "metadata": {"name": name, "namespace": namespace, "labels": labels},
                      "subsets": subsets}
         try:
             have = await self.client.get(path)
@@ -291,7 +325,7 @@ class EndpointsController:
                 raise
             have = None
         if have is not None:
-            if (have.get("subsets") or []) == subsets:
+            if (have.get("subsets") or []) == subsets and (meta_of(have).get("labels") or {}) == labels:
                 return
             body["metadata"]["resourceVersion"] = meta_of(have).get("resourceVersion")
         await self.client.update(path, body)  # creates it if missing (Endpoints allow create on update)

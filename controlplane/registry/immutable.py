@@ -351,7 +351,8 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
         return []
     _keep_node_ports(spec, old_spec)
     if spec.get("type") == "ExternalName" and old_spec.get("type") != "ExternalName":
-        for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):  # dropTypeDependentFields
+        for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",  # dropTypeDependentFields
+                      "internalTrafficPolicy"):
             if spec.get(field) == old_spec.get(field):
                 spec.pop(field, None)
     if "ExternalName" in (spec.get("type"), old_spec.get("type")):

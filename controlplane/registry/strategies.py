@@ -16,6 +16,7 @@ import json
 import random
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from .autoscaling import prepare_horizontal_pod_autoscaler
@@ -95,44 +96,127 @@ _rng = random.Random()
 
 _NODE_PORTS = range(30000, 32768)  # kube-apiserver's default --service-node-port-range
 
+# The cluster IPs and node ports the other stored Services hold (kube-apiserver's
+# allocators), set by the API around a Service's write: what is allocated here avoids them.
+SERVICE_ALLOCATED: ContextVar[tuple[frozenset[str], frozenset[int]]] = ContextVar(
+    "service_allocated", default=(frozenset(), frozenset()))
+
+
+def _static_band(size: int, step: int, most: int) -> int:
+    """The low part of a range left to requested values, as upstream's ``calculateRangeOffset``
+    (KEP-3070, KEP-3668): dynamic allocations take the rest first."""
+    return 0 if size <= 16 else min(max(16, size // step), most)
+
+
+def _free_cluster_ip(taken: frozenset[str]) -> str:
+    size = _SERVICE_CIDR.num_addresses
+    for low in (_static_band(size - 2, 16, 256) + 1, 1):  # (not the network or broadcast address)
+        for _ in range(64):
+            ip = str(_SERVICE_CIDR[_rng.randrange(low, size - 1)])
+            if ip not in taken:
+                return ip
+    return str(_SERVICE_CIDR[_rng.randrange(1, size - 1)])  # (2^20 addresses: never full here)
+
+
+def _free_node_port(taken: set[int]) -> int | None:
+    band = _NODE_PORTS.start + _static_band(len(_NODE_PORTS), 32, 128)
+    for low in (band, _NODE_PORTS.start):
+        free = [p for p in range(low, _NODE_PORTS.stop) if p not in taken]
+        if free:
+            return _rng.choice(free)
+    return None  # the range is full
+
 
 def _default_service(svc: dict[str, Any]) -> None:
     """A Service's defaults and allocations at create: a cluster IP (none for ExternalName;
     a headless ``None`` is kept, in ``clusterIPs`` too), node ports for NodePort and
-    LoadBalancer services, and their traffic policies."""
+    LoadBalancer services, and their traffic policies. Allocations avoid what
+    ``SERVICE_ALLOCATED`` says other Services hold."""
     spec = svc.setdefault("spec", {})
+    taken_ips, taken_ports = SERVICE_ALLOCATED.get()
     kind = fill(spec, "type", "ClusterIP")
-    fill(spec, "sessionAffinity", "None")
+    affinity = fill(spec, "sessionAffinity", "None")
+    if affinity == "None":
+        spec.pop("sessionAffinityConfig", None)
+    elif affinity == "ClientIP":
+        config = spec.get("sessionAffinityConfig")
+        client = config.get("clientIP") if isinstance(config, dict) else None
+        if not isinstance(client, dict) or client.get("timeoutSeconds") is None:
+            spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}  # 3 hours, as upstream
     if kind == "ExternalName":
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             spec.pop(key, None)
     else:
         if spec.get("clusterIP") in (None, ""):
-            # A random address of the service range; kube-apiserver keeps an allocation
-            # bitmap, this server does not check collisions yet (2^20 addresses).
-            ip = str(_SERVICE_CIDR[_rng.randrange(10, _SERVICE_CIDR.num_addresses - 1)])
-            spec["clusterIP"] = ip
+            spec["clusterIP"] = _free_cluster_ip(taken_ips)
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
         fill(spec, "ipFamilyPolicy", "SingleStack")
-    fill(spec, "internalTrafficPolicy", "Cluster")
+        fill(spec, "internalTrafficPolicy", "Cluster")  # (not for an ExternalName, as upstream)
     external = kind in ("NodePort", "LoadBalancer")
-    if external:
+    if external or (kind == "ClusterIP" and spec.get("externalIPs")):
         fill(spec, "externalTrafficPolicy", "Cluster")
     if kind == "LoadBalancer":
         fill(spec, "allocateLoadBalancerNodePorts", True)
-    taken = {p.get("nodePort") for p in spec.get("ports") or () if isinstance(p, dict)}
+    taken: set[int] = {n for p in spec.get("ports") or () if isinstance(p, dict)
+                       and isinstance(n := p.get("nodePort"), int)} | taken_ports
     for port in spec.get("ports", []) or []:
         if isinstance(port, dict):
             fill(port, "protocol", "TCP")
             fill(port, "targetPort", port.get("port"))
             if external and not port.get("nodePort") and spec.get("allocateLoadBalancerNodePorts", True):
-                # random in the range, as upstream's allocator; collisions across Services not checked
-                node_port = _rng.choice(_NODE_PORTS)
-                while node_port in taken:
-                    node_port = _rng.choice(_NODE_PORTS)
-                taken.add(node_port)
-                port["nodePort"] = node_port
+                node_port = _free_node_port(taken)  # random in the range, as upstream's allocator
+                if node_port is not None:
+                    taken.add(node_port)
+                    port["nodePort"] = node_port
+
+
+def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """What kube-apiserver's allocators refuse in a Service's write: a cluster IP or node
+    port it asks for that is out of the range or that another Service holds
+    (``SERVICE_ALLOCATED``); those it held already are its own."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    old_spec = (old or {}).get("spec") or {}
+    taken_ips, taken_ports = SERVICE_ALLOCATED.get()
+    causes: Causes = []
+    ips = spec.get("clusterIPs")
+    ips = ips if isinstance(ips, list) else []
+    held = old_spec.get("clusterIPs") or ()
+    for ip in ips if spec.get("type") != "ExternalName" else ():
+        if not isinstance(ip, str) or ip in ("", "None") or ip in held:
+            continue
+        try:
+            address = ipaddress.ip_address(ip)
+        except ValueError:
+            continue
+        if address not in _SERVICE_CIDR or address in (_SERVICE_CIDR.network_address, _SERVICE_CIDR.broadcast_address):
+            problem = f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {_SERVICE_CIDR}"
+        elif ip in taken_ips:
+            problem = "provided IP is already allocated"
+        else:
+            continue
+        causes.append(_invalid_go("spec.clusterIPs", _go_strings(ips), f"failed to allocate IP {ip}: {problem}"))
+        return causes
+    held_ports = {p.get("nodePort") for p in old_spec.get("ports") or () if isinstance(p, dict)}
+    for i, port in enumerate(spec.get("ports") or ()):
+        node_port = port.get("nodePort") if isinstance(port, dict) else None
+        if not isinstance(node_port, int) or isinstance(node_port, bool) or not node_port or node_port in held_ports:
+            continue
+        if node_port not in _NODE_PORTS:
+            problem = ("provided port is not in the valid range. The range of valid ports is "
+                       f"{_NODE_PORTS.start}-{_NODE_PORTS.stop - 1}")
+        elif node_port in taken_ports:
+            problem = "provided port is already allocated"
+        else:
+            continue
+        causes.append(_invalid_go(f"spec.ports[{i}].nodePort", str(node_port), problem))
+    return causes
+
+
+def _invalid_go(field: str, shown: str, message: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {shown}: {message}"}
 
 
 def _default_secret(secret: dict[str, Any]) -> None:

@@ -101,3 +101,24 @@ async def test_more_pods_than_a_slice_holds_spread_over_slices(client: Client) -
     await until(lambda: _n_addresses(client, "many", n), timeout=60)
     sizes = sorted(len(es["endpoints"]) for es in await slices_of(client, "many"))
     assert sizes == [5, MAX_ENDPOINTS_PER_SLICE]
+
+
+async def test_endpoints_carry_zones_hostnames_and_the_headless_label(client: Client) -> None:
+    await client.create(SERVICES, {"metadata": {"name": "db"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432}]}})
+    for i in range(3):
+        body = pod(f"db-{i}", "db")
+        body["spec"].update(hostname=f"db-{i}", subdomain="db")
+        await client.create(PODS, body)
+    await until(lambda: _n_addresses(client, "db", 3))
+    nodes = {n["metadata"]["name"]: n for n in (await client.list("/api/v1/nodes"))["items"]}
+    es = (await slices_of(client, "db"))[0]
+    assert es["metadata"]["labels"]["service.kubernetes.io/headless"] == ""
+    for e in es["endpoints"]:  # the zone of its node, the hostname its pod asked for
+        assert e["zone"] == nodes[e["nodeName"]]["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        assert e["hostname"] == e["targetRef"]["name"]
+    ep = await until(lambda: _endpoints_with(client, "db", 3))
+    assert ep["metadata"]["labels"]["service.kubernetes.io/headless"] == ""
+    ips = [a["ip"] for a in ep["subsets"][0]["addresses"]]
+    assert ips == sorted(ips)  # as upstream's RepackSubsets orders them
+    assert {a["hostname"] for a in ep["subsets"][0]["addresses"]} == {"db-0", "db-1", "db-2"}
