@@ -479,7 +479,7 @@ class NodeLifecycleController:
                     self.unheard[name] = ready.get("lastHeartbeatTime")
                     self.pod_queue.add(name)
                 return  # its taints follow from the update this makes
-        await self._write_taints(node, first_no_execute=False)
+        await self._write_fresh(name, node, first_no_execute=False)
 
     async def mark_pods_not_ready(self, name: str) -> None:
         """Upstream's ``MarkPodsNotReady`` for the pods on node ``name``, while the node is not
@@ -558,7 +558,7 @@ class NodeLifecycleController:
                 if node is None:
                     continue
                 try:
-                    await self._taint_first(name, node)
+                    await self._write_fresh(name, node, first_no_execute=True)
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # a timeout, a server error: at the queue's end, with a token
@@ -566,14 +566,15 @@ class NodeLifecycleController:
                     tainter.waiting[name] = None
                     break
 
-    async def _taint_first(self, name: str, node: dict[str, Any]) -> None:
-        """A node's first NoExecute taint, for the one token its queue gave: a conflict (the
-        informer's copy behind a write of this controller's own, the NoSchedule taint just
-        added) is tried again on a fresh read, up to 5 times, as upstream's
-        ``AddOrUpdateTaintOnNode``."""
+    async def _write_fresh(self, name: str, node: dict[str, Any], first_no_execute: bool) -> None:
+        """``_write_taints``, a conflict tried again on a fresh read, up to 5 times, as upstream's
+        ``AddOrUpdateTaintOnNode``/``RemoveTaintOffNode``: the informer's copy is often behind a
+        write just made (this controller's NoSchedule taint before a queue's NoExecute one, the
+        kubelet's status reports as a node recovers: retried from the informer, 2.3 conflicts
+        a recovering node). A first NoExecute taint keeps the one token its queue gave."""
         for attempt in range(5):
             try:
-                await self._write_taints(node, first_no_execute=True)
+                await self._write_taints(node, first_no_execute=first_no_execute)
                 return
             except ApiError as e:
                 if e.code != 409 or attempt == 4:
