@@ -45,11 +45,11 @@ async def test_a_taken_or_foreign_cluster_ip_is_refused(client: Client) -> None:
 
 
 async def test_allocated_cluster_ips_are_distinct_and_above_the_static_band(client: Client) -> None:
-    ips = set()
+    ips: set[ipaddress.IPv4Address] = set()
     for i in range(30):
         created = await client.create(SVCS, svc(f"s{i}"))
-        ip = ipaddress.ip_address(created["spec"]["clusterIP"])
-        assert ip in ipaddress.ip_network("10.96.0.0/12") and ip >= ipaddress.ip_address("10.96.1.0")
+        ip = ipaddress.IPv4Address(created["spec"]["clusterIP"])
+        assert ip in ipaddress.ip_network("10.96.0.0/12") and ip >= ipaddress.IPv4Address("10.96.1.0")
         ips.add(ip)
     assert len(ips) == 30
 
@@ -80,7 +80,7 @@ async def test_a_taken_or_foreign_node_port_is_refused(client: Client) -> None:
 
 
 async def test_allocated_node_ports_avoid_the_taken_ones(client: Client) -> None:
-    ports = set()
+    ports: set[int] = set()
     for i in range(20):
         created = await client.create(SVCS, svc(f"n{i}", type="NodePort", ports=[{"port": 80, "name": "a"},
                                                                                  {"port": 81, "name": "b"}]))
@@ -122,16 +122,18 @@ def test_allocations_survive_a_restart(tmp_path: Path) -> None:
         first.stop()
     with running(start_serve(tmp_path, run=1, port=first.port)) as second:
         for core in _core(second.kubeconfig):
+            assert body.metadata is not None and body.spec is not None
             body.metadata.name = "web2"
             with pytest.raises(k8s.ApiException) as e:
                 core.create_namespaced_service("default", body)
             assert e.value.status == 422
-            assert "failed to allocate IP 10.96.0.20: provided IP is already allocated" in e.value.body
+            assert "failed to allocate IP 10.96.0.20: provided IP is already allocated" in str(e.value.body)
             body.spec.cluster_ip = None
             with pytest.raises(k8s.ApiException) as port:
                 core.create_namespaced_service("default", body)
             assert port.value.status == 422
-            assert "spec.ports[0].nodePort: Invalid value: 30020: provided port is already allocated" in port.value.body
+            assert "spec.ports[0].nodePort: Invalid value: 30020: provided port is already allocated" in str(
+                port.value.body)
             core.delete_namespaced_service("web", "default")
             again = core.create_namespaced_service("default", body)
             assert again.spec.ports[0].node_port == 30020

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,7 @@ async def test_a_job_made_by_hand_is_not_active_and_is_warned_about(
     for name in ("forbid", "replace"):
         controller.queue.add(f"cronjob:default/{name}")
     for name in ("forbid", "replace"):  # each ran its schedule beside the manual Job, which stays
-        jobs = await until(lambda name=name: _count(c, name, 2))
+        jobs = await until(functools.partial(_count, c, name, 2))
         assert all(not j["metadata"].get("deletionTimestamp") for j in jobs)
     scheduled = next(j for j in await jobs_of(c, "forbid") if j["metadata"]["name"] != "forbid-manual")
 

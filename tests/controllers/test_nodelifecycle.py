@@ -236,7 +236,7 @@ def test_the_health_pass_writes_unknown_as_upstream() -> None:
                             "lastTransitionTime": "2026-01-01T00:02:00Z"}  # its lastHeartbeatTime kept
     assert got["PIDPressure"]["reason"] == "NodeStatusNeverUpdated"
     assert got["PIDPressure"]["lastHeartbeatTime"] == "2026-01-01T00:00:00Z"  # the node's creation
-    posted["status"]["conditions"][0]["status"] = "Unknown"
+    posted["status"]["conditions"][0]["status"] = "Unknown"  # type: ignore[index]
     assert unknown_conditions(posted, "2026-01-01T00:02:00Z") is None  # written only when Ready changes
 
 
@@ -363,7 +363,8 @@ async def test_a_first_taint_that_conflicts_is_tried_again_within_its_token(tmp_
             await c.create(NODES, {"metadata": {"name": name}})
             await _set_ready(c, name, "True")
         await asyncio.sleep(0.3)
-        patch, refused = c.patch, []
+        patch = c.patch
+        refused: list[str] = []
 
         async def conflict_once(path: str, body: Any, *args: Any, **kw: Any) -> Any:
             if path == f"{NODES}/down" and not refused and any(
