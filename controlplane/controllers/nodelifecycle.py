@@ -344,6 +344,10 @@ class NodeLifecycleController:
             self.due[name] = time.monotonic() - since + self.settings.startup_grace_period
         elif seen is _UNSEEN or heartbeat != seen:
             self.due[name] = time.monotonic() + self._grace(name)
+        elif self.due.get(name) == math.inf and (ready is None or ready.get("status") != "Unknown"):
+            # set back from Unknown without a heartbeat (a client's patch): still not heard
+            # from, so overdue at once, as upstream's pass finds it
+            self.due[name] = time.monotonic()
         self._count(name, node, ready)
         wanted, held, _ = lifecycle_taints(node)
         if wanted != held or (self.all_disrupted and held & _NO_EXECUTE_OWNED):

@@ -412,3 +412,29 @@ async def test_pods_are_not_marked_not_ready_on_a_ready_node(tmp_path: Path) -> 
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -> None:
+    """A node found Unknown is skipped by the passes until heard from; set Ready again by a
+    client without a new heartbeat, it is still not heard from: the next pass queues it, as
+    upstream's, whose probe time did not move."""
+    from types import SimpleNamespace
+
+    from controlplane.controllers.nodelifecycle import NodeLifecycleController
+
+    class Held(SimpleNamespace):
+        items: dict[str, Any]
+
+    fake = SimpleNamespace(informer=lambda *a, **kw: Held(items={}))
+    controller = NodeLifecycleController(fake)  # type: ignore[arg-type]
+    unknown = node("Unknown")
+    controller.nodes.items["n"] = unknown
+    controller._node_changed(unknown)
+    controller.monitor_pass(now=time.monotonic() + 1000)  # overdue and Unknown: not looked at again
+    assert controller.due["n"] == float("inf")
+    controller.queue = type(controller.queue)()
+    ready = node("True")
+    controller.nodes.items["n"] = ready
+    controller._node_changed(ready)  # (no lastHeartbeatTime, as before)
+    controller.monitor_pass(now=time.monotonic() + 1)
+    assert not controller.queue.empty()
