@@ -122,3 +122,24 @@ async def test_endpoints_carry_zones_hostnames_and_the_headless_label(client: Cl
     ips = [a["ip"] for a in ep["subsets"][0]["addresses"]]
     assert ips == sorted(ips)  # as upstream's RepackSubsets orders them
     assert {a["hostname"] for a in ep["subsets"][0]["addresses"]} == {"db-0", "db-1", "db-2"}
+
+
+async def test_pods_joining_and_leaving_and_a_changed_selector_follow_the_selection(client: Client) -> None:
+    """Each service keeps the set of pods it selects, with every pod event and selector change:
+    a sync walks its own pods, not its namespace's."""
+    await client.create(SERVICES, {"metadata": {"name": "api"}, "spec": {
+        "selector": {"app": "api"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    await client.create(PODS, pod("a-0", "api"))
+    await client.create(PODS, pod("b-0", "batch"))
+    await until(lambda: _n_addresses(client, "api", 1))
+    await client.patch(f"{PODS}/b-0", {"metadata": {"labels": {"app": "api"}}})  # joins
+    await until(lambda: _n_addresses(client, "api", 2))
+    await client.patch(f"{SERVICES}/api", {"spec": {"selector": {"app": "batch"}}})  # selects none now
+
+    async def none() -> bool:
+        return not await addresses(client, "api", ready=None)
+    await until(none)
+    await client.patch(f"{SERVICES}/api", {"spec": {"selector": {"app": "api"}}})
+    await until(lambda: _n_addresses(client, "api", 2))
+    await client.delete(f"{PODS}/a-0", {"gracePeriodSeconds": 0})
+    await until(lambda: _n_addresses(client, "api", 1))
