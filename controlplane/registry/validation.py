@@ -310,12 +310,15 @@ def _bounded(bound: int, value: int, path: str, found: Findings) -> None:
 _ZERO: dict[str | None, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False}
 
 
-def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> None:
+def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> bool:
     """Replace the nulls ``Shape.check`` found (``Findings.nulls``) as Go's decoder reads
     them into a typed object: a null field of a struct is no value (dropped, as
     ``omitempty`` writes the zero value back), a null item of a list or value of a map is
     its type's zero value (``[null]`` of containers is one empty container). In place; a
-    null whose type the schema leaves open (a Time in a list, anything opaque) is kept."""
+    null whose type the schema leaves open (a Time in a list, anything opaque) is kept.
+    True if an empty struct was made: the walk never saw it (its required fields, the ones
+    to fill); a dropped field the walk counted already as missing or unfilled."""
+    made_struct = False
     for container, key, shape in nulls:
         if shape is None:
             container.pop(key, None)
@@ -324,6 +327,7 @@ def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> None:
             zero: Any = "0"
         elif shape.expect == "object":
             zero = {}
+            made_struct = True
         elif shape.expect == "array":
             zero = []
         elif shape.expect in _ZERO and shape.parse is None:
@@ -331,6 +335,7 @@ def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> None:
         else:
             continue
         container[key] = zero
+    return made_struct
 
 
 def fill_zeros(unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]) -> None:
