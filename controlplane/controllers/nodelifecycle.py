@@ -50,7 +50,10 @@ When the health pass turns a node's Ready from True, its pods' Ready condition g
 ``lastTransitionTime`` now, reason and message kept, and the Warning event ``NodeNotReady``
 "Node is not ready" on the pod); the pods are listed by ``spec.nodeName`` (the watch cache's
 index), on a queue and workers of their own, and a node whose pods could not all be written is
-tried again while it is not Ready. The kubelet puts Ready back when it returns.
+tried again while it is not Ready. The kubelet puts Ready back when it returns. A pod bound
+later to a node whose Ready condition is not True (upstream's ``processPod``: a pod added, or
+given its ``spec.nodeName``) is marked in the same way; a pod bound to a Ready node costs its
+event a dictionary lookup.
 
 Costs: a Lease event is the client's parse and a comparison (the Lease is held as its name,
 version and renewTime: about 0.6 KB). A Node event looks at its conditions (five) and taints
@@ -74,7 +77,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.config import NodeLifecycle
 
 from .events import Recorder
-from .ownership import meta_of
+from .ownership import key_of, meta_of
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -104,6 +107,7 @@ _NO_EXECUTE_OWNED = frozenset({(NOT_READY, NO_EXECUTE), (UNREACHABLE, NO_EXECUTE
 _NO_EXECUTE_BY_READY = {"False": (NOT_READY, NO_EXECUTE), "Unknown": (UNREACHABLE, NO_EXECUTE)}
 _NONE: frozenset[tuple[str, str]] = frozenset()
 REASON_NOT_READY = "NodeNotReady"
+_POD_KEY = "pod:"  # the pod queue's keys of single pods (the others are node names)
 
 
 def lifecycle_taints(node: Mapping[str, Any]) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]],
@@ -310,6 +314,8 @@ class NodeLifecycleController:
         self.leases = Informer(client, LEASES, on_add=self._lease_changed,
                                on_update=lambda _old, new: self._lease_changed(new),
                                on_delete=self._lease_deleted, transform=_renewal)
+        self.pods = client.informer("/api/v1/pods", on_add=self._pod_bound,
+                                    on_update=lambda old, new: self._pod_bound(new, old))
         # health, by node name: when it is overdue (monotonic), its Ready condition's
         # lastHeartbeatTime last seen (_NO_READY without one), its Lease's renewTime last seen
         self.due: dict[str, float] = {}
@@ -370,6 +376,17 @@ class NodeLifecycleController:
             self.renewals[name] = renewed
             if name in self.heartbeats:
                 self.due[name] = time.monotonic() + self._grace(name)
+
+    def _pod_bound(self, pod: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+        """Upstream's ``podUpdated``: a pod added or bound (its ``spec.nodeName`` new) is looked
+        at by a pod worker unless its node is known and Ready."""
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or (old is not None and (old.get("spec") or {}).get("nodeName") == node_name):
+            return
+        node = self.nodes.items.get(node_name)
+        if node is not None and (ready := _ready(node)) is not None and ready.get("status") == "True":
+            return
+        self.pod_queue.add(_POD_KEY + key_of(pod))
 
     def _lease_deleted(self, lease: dict[str, Any]) -> None:
         self.renewals.pop(lease["metadata"]["name"], None)
@@ -488,7 +505,11 @@ class NodeLifecycleController:
     async def mark_pods_not_ready(self, name: str) -> None:
         """Upstream's ``MarkPodsNotReady`` for the pods on node ``name``, while the node is not
         Ready (a retry after the kubelet came back would undo its work: upstream retries only
-        then too); raises (the node is then handled again, later) if one could not be written."""
+        then too); raises (the node is then handled again, later) if one could not be written.
+        A key ``pod:<namespace>/<name>`` is one pod bound since (``process_pod``)."""
+        if name.startswith(_POD_KEY):
+            await self.process_pod(name[len(_POD_KEY):])
+            return
         node = self.nodes.items.get(name)
         ready = _ready(node) if node is not None else None
         if name not in self.unheard or ready is None or (
@@ -499,24 +520,40 @@ class NodeLifecycleController:
         now = _rfc3339(time.time())
         failed: Exception | None = None
         for pod in pods.get("items") or ():
-            ready = _ready(pod)
-            if ready is None or ready.get("status") == "False":
-                continue
-            meta = meta_of(pod)
             try:
-                await self.client.patch(
-                    resource_path("", "v1", "pods", str(meta.get("namespace")), str(meta.get("name")), "status"),
-                    {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                     "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}},
-                    patch_type="strategic")
+                await self._mark_pod_not_ready(pod, now)
             except ApiError as e:
                 if e.code != 404:
                     failed = e
-                continue
-            self.events.record("Pod", pod, REASON_NOT_READY, "Node is not ready", "Warning")
         if failed is not None:
             raise failed
         self.unheard.pop(name, None)
+
+    async def process_pod(self, key: str) -> None:
+        """Upstream's ``processPod``: the pod ``key`` (namespace/name), bound since this
+        controller last looked, is marked not Ready if its node's Ready condition is not True."""
+        pod = self.pods.items.get(key)
+        if pod is None:
+            return
+        node = self.nodes.items.get((pod.get("spec") or {}).get("nodeName") or "")
+        ready = _ready(node) if node is not None else None
+        if ready is None or ready.get("status") == "True":
+            return  # gone, never reported, or Ready again: nothing to mark
+        await self._mark_pod_not_ready(pod, _rfc3339(time.time()))
+
+    async def _mark_pod_not_ready(self, pod: dict[str, Any], now: str) -> None:
+        """Set ``pod``'s Ready condition False (at the version read: 409 when it moved since) and
+        record ``NodeNotReady`` on it; a pod without a Ready condition, or not Ready, is left."""
+        ready = _ready(pod)
+        if ready is None or ready.get("status") == "False":
+            return
+        meta = meta_of(pod)
+        await self.client.patch(
+            resource_path("", "v1", "pods", str(meta.get("namespace")), str(meta.get("name")), "status"),
+            {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+             "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}},
+            patch_type="strategic")
+        self.events.record("Pod", pod, REASON_NOT_READY, "Node is not ready", "Warning")
 
     async def _write_taints(self, node: dict[str, Any], first_no_execute: bool) -> None:
         """Write the node's lifecycle taints as they should be, but a first NoExecute one only
@@ -603,7 +640,7 @@ class NodeLifecycleController:
                 "node lifecycle controller (pods)", (), self.pod_queue, self.mark_pods_not_ready, self.pod_workers)))
 
         try:
-            await run_controller("node lifecycle controller", (self.nodes, self.leases), self.queue, self.sync,
+            await run_controller("node lifecycle controller", (self.nodes, self.leases, self.pods), self.queue, self.sync,
                                  self.workers, on_synced=synced)
         finally:
             for task in background:

@@ -438,3 +438,31 @@ def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -
     controller._node_changed(ready)  # (no lastHeartbeatTime, as before)
     controller.monitor_pass(now=time.monotonic() + 1)
     assert not controller.queue.empty()
+
+
+async def test_a_pod_bound_to_a_node_not_ready_is_marked_not_ready(tmp_path: Path) -> None:
+    """Upstream's processPod: a pod that reports Ready, bound after its node went Unknown (a
+    scheduler's binding raced the outage), is marked not Ready with NodeNotReady; a pod bound
+    to a Ready node is left alone."""
+    async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1)) as c:
+        for name in ("down", "up"):
+            await c.create(NODES, {"metadata": {"name": name}})
+        await _set_ready(c, "down", "Unknown")
+        await _set_ready(c, "up", "True")
+        for name, node_name in (("on-down", "down"), ("on-up", "up")):
+            pod = _pod(name, node_name)
+            pod["spec"].pop("nodeName")
+            await c.create(PODS, pod)
+            await c.patch(f"{PODS}/{name}/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+                          patch_type="strategic")
+            await c.create(f"{PODS}/{name}/binding", {"metadata": {"name": name},
+                                                      "target": {"kind": "Node", "name": node_name}})
+
+        async def ready(name: str) -> str:
+            pod = await c.get(f"{PODS}/{name}")
+            return next(x["status"] for x in pod["status"]["conditions"] if x["type"] == "Ready")
+
+        await until(lambda: _eq(ready("on-down"), "False"), timeout=5)
+        await until(lambda: _has(_events(c, "NodeNotReady"), "Node is not ready"), timeout=5)
+        await asyncio.sleep(0.3)
+        assert await ready("on-up") == "True"
