@@ -39,7 +39,7 @@ from .requirements import Requirement, Requirements, tolerates
 from .resources import Resources, add, fits, parse_resources
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
-__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "one_domain"]
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "min_values_unmet", "one_domain"]
 
 Obj = dict[str, Any]
 
@@ -62,12 +62,39 @@ class NewClaim:
         assert chosen is not None, "a claim always keeps an option that holds its pods"
         return chosen
 
+    def ranked(self) -> list[Option]:
+        """The options left, cheapest first, at most MAX_INSTANCE_TYPES: what the NodeClaim names."""
+        return sorted(self.options, key=lambda o: _price(o, self.requirements))[:MAX_INSTANCE_TYPES]
+
     def claim_requirements(self) -> Requirements:
-        """The NodeClaim's ``spec.requirements``: the merged ones, with the instance
-        types left (cheapest first, at most MAX_INSTANCE_TYPES)."""
-        ranked = sorted(self.options, key=lambda o: _price(o, self.requirements))[:MAX_INSTANCE_TYPES]
-        names = frozenset(o.name for o in ranked)
+        """The NodeClaim's ``spec.requirements``: the merged ones (``minValues`` kept), with the
+        instance types left (``ranked``)."""
+        names = frozenset(o.name for o in self.ranked())
         return self.requirements.intersect(Requirements([Requirement(INSTANCE_TYPE, False, names)]))
+
+
+def min_values_unmet(options: Sequence[Option], reqs: Requirements) -> list[str]:
+    """The keys whose ``minValues`` the options do not meet, as Karpenter's
+    ``SatisfiesMinValues``: the instance types must between them offer at least that many
+    distinct values of the key (here, of those the requirement allows)."""
+    unmet = []
+    for key, r in reqs.items():
+        if r.min_values is None:
+            continue
+        seen: set[str] = set()
+        for o in options:
+            own = o.requirements.get(key)
+            if own is not None and not own.complement:
+                seen.update(v for v in own.values if r.allows(v))
+            if len(seen) >= r.min_values:
+                break
+        else:
+            unmet.append(key)
+    return unmet
+
+
+def min_values_message(keys: Sequence[str]) -> str:
+    return f"minValues requirement is not met for label(s) ({', '.join(sorted(keys))})"
 
 
 def _price(o: Option, reqs: Requirements) -> float:
@@ -104,6 +131,8 @@ class Plan:
     alone: dict[tuple[str, object], float] = field(default_factory=dict)  # (pool, pod signature) -> a node's price
     # (pool, pod signature) -> the requirements and options of a node opened for such a pod (None: none can be)
     opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
+    # pod signature -> the keys whose minValues stopped a node opening for such a pod
+    inflexible: dict[object, list[str]] = field(default_factory=dict)
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:
@@ -136,9 +165,21 @@ class Provisioner:
                 continue
             claim = self._open(pod, pools, plan)
             if claim is None:
-                plan.unschedulable[pod.key] = "no NodePool and instance type can hold the pod"
+                unmet = plan.inflexible.get(sig)
+                plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else
+                                               "no NodePool and instance type can hold the pod")
                 continue
             plan.claims.append(claim)
+        if any(r.min_values is not None for c in plan.claims for r in c.requirements.values()):
+            # Karpenter's Truncate: the instance types a NodeClaim names must still meet minValues
+            kept = []
+            for claim in plan.claims:
+                if unmet := min_values_unmet(claim.ranked(), claim.requirements):
+                    for p in claim.pods:
+                        plan.unschedulable[p.key] = min_values_message(unmet)
+                else:
+                    kept.append(claim)
+            plan.claims = kept
         return plan
 
     def _onto_existing(self, pod: PodDemand, sig: object, existing: Sequence[SimNode], plan: Plan) -> bool:
@@ -181,6 +222,8 @@ class Provisioner:
                     continue
                 reqs = claim.requirements.intersect(term)
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
+                if options and min_values_unmet(options, reqs):
+                    options = []  # the node would lose the flexibility its NodePool asks for
                 if options and not self._worth_joining(pod, sig, claim, options, reqs, plan):
                     break
                 if options:
@@ -229,6 +272,9 @@ class Provisioner:
                 claim = NewClaim(pool, reqs, list(self.catalog))
                 room = self._room(pool, plan, None)
                 options = self._narrow(pod, claim, reqs, room)
+                if options and (unmet := min_values_unmet(options, reqs)):
+                    plan.inflexible[sig] = unmet
+                    options = []
                 if options:
                     claim.options = options
                     claim.pods.append(pod)

@@ -15,6 +15,7 @@ type and its offerings (zone, capacity type) can be::
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 
 __all__ = ["Requirement", "Requirements", "pod_requirement_terms", "tolerates"]
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +36,18 @@ class Requirement:
     lt: int | None = None
     # whether a node without the label satisfies it (NotIn, DoesNotExist)
     allows_absent: bool = False
+    # Karpenter's ``minValues``: a NodeClaim's instance types must offer at least this many
+    # distinct values of the key (flexibility, e.g. for spot); the larger wins when intersected
+    min_values: int | None = None
 
     @classmethod
-    def parse(cls, key: str, operator: str, values: Iterable[str] = ()) -> Requirement:
+    def parse(cls, key: str, operator: str, values: Iterable[str] = (), min_values: int | None = None,
+              ) -> Requirement:
+        r = cls._parse(key, operator, values)
+        return r if min_values is None else dataclasses.replace(r, min_values=int(min_values))
+
+    @classmethod
+    def _parse(cls, key: str, operator: str, values: Iterable[str]) -> Requirement:
         vals = frozenset(str(v) for v in values)
         if operator == "In":
             return cls(key, False, vals)
@@ -47,13 +57,14 @@ class Requirement:
             return cls(key, True, frozenset())
         if operator == "DoesNotExist":
             return cls(key, False, frozenset(), allows_absent=True)
-        if operator in ("Gt", "Lt"):
+        if operator in ("Gt", "Lt", "Gte", "Lte"):
             if len(vals) != 1:
                 raise ValueError(f"{operator} on {key} needs exactly one integer value")
             (n,) = vals
-            bound = int(n)
-            return cls(key, True, frozenset(), gt=bound if operator == "Gt" else None,
-                       lt=bound if operator == "Lt" else None)
+            bound = int(n)  # Gte n is Gt n-1, Lte n is Lt n+1: the values are integers
+            if operator in ("Gt", "Gte"):
+                return cls(key, True, frozenset(), gt=bound - (operator == "Gte"))
+            return cls(key, True, frozenset(), lt=bound + (operator == "Lte"))
         raise ValueError(f"unknown operator {operator!r} on {key} (one of {', '.join(OPERATORS)})")
 
     def _in_bounds(self, value: str) -> bool:
@@ -74,8 +85,9 @@ class Requirement:
         gt = max((b for b in (self.gt, other.gt) if b is not None), default=None)
         lt = min((b for b in (self.lt, other.lt) if b is not None), default=None)
         absent = self.allows_absent and other.allows_absent
+        least = max((m for m in (self.min_values, other.min_values) if m is not None), default=None)
         if self.complement and other.complement:
-            return Requirement(self.key, True, self.values | other.values, gt, lt, absent)
+            return Requirement(self.key, True, self.values | other.values, gt, lt, absent, least)
         if self.complement:
             finite = other.values - self.values
         elif other.complement:
@@ -83,7 +95,7 @@ class Requirement:
         else:
             finite = self.values & other.values
         r = Requirement(self.key, False, frozenset(), gt, lt, absent)
-        return Requirement(self.key, False, frozenset(v for v in finite if r._in_bounds(v)), gt, lt, absent)
+        return Requirement(self.key, False, frozenset(v for v in finite if r._in_bounds(v)), gt, lt, absent, least)
 
     def any(self) -> bool:
         """Whether some value satisfies it."""
@@ -116,7 +128,14 @@ class Requirement:
                      if str(n) not in self.values), None)
 
     def exprs(self) -> list[dict[str, Any]]:
-        """It as node selector requirements: several when one cannot say it (``NotIn`` and bounds)."""
+        """It as node selector requirements: several when one cannot say it (``NotIn`` and bounds);
+        ``minValues`` on the first."""
+        out = self._exprs()
+        if self.min_values is not None:
+            out[0]["minValues"] = self.min_values
+        return out
+
+    def _exprs(self) -> list[dict[str, Any]]:
         if not self.complement:
             return [self.to_api()]
         out: list[dict[str, Any]] = []
@@ -157,7 +176,8 @@ class Requirements(Mapping[str, Requirement]):
 
     @classmethod
     def parse(cls, exprs: Iterable[Mapping[str, Any]] | None) -> Requirements:
-        return cls(Requirement.parse(e["key"], e.get("operator", "In"), e.get("values") or ()) for e in exprs or ())
+        return cls(Requirement.parse(e["key"], e.get("operator", "In"), e.get("values") or (), e.get("minValues"))
+                   for e in exprs or ())
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str] | None) -> Requirements:

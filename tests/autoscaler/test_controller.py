@@ -651,3 +651,28 @@ async def test_an_expired_nodeclaim_is_deleted(client: Client, scaler: Autoscale
         return all(c["metadata"]["name"] != claim["metadata"]["name"] for c in await items(client, CLAIMS))
 
     await wait_for(expired, timeout=15)
+
+
+async def test_min_values_go_onto_the_nodeclaim_and_an_inflexible_pod_gets_an_event(
+        client: Client, scaler: Autoscaler) -> None:
+    """A NodePool asking for 2 instance types of flexibility: the NodeClaim names at least two,
+    keeps the minValues (as Karpenter's), and is accepted by its CRD; a pod only one type can
+    hold gets Karpenter's FailedScheduling with the minValues message and no NodeClaim."""
+    it = "node.kubernetes.io/instance-type"
+    await client.create(POOLS, nodepool("flexible", consolidate_after="Never", requirements=[
+        {"key": it, "operator": "Exists", "minValues": 2},
+        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]))
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    [req] = [r for r in claim["spec"]["requirements"] if r["key"] == it]
+    assert req["operator"] == "In" and req["minValues"] == 2 and len(req["values"]) >= 2
+    largest = max(FAST_TYPES, key=lambda t: float(str(t.cpu)))
+    await pending_pods(client, [pod("big", str(largest.cpu))])
+
+    async def failed() -> list[str]:
+        return [m for m in await _events(client, "big", "FailedScheduling") if "minValues" in m]
+
+    assert await wait_for(failed, timeout=10) == [
+        f"Failed to schedule pod, minValues requirement is not met for label(s) ({it})"]
+    assert len(await items(client, CLAIMS)) == 1

@@ -247,3 +247,49 @@ def test_a_gang_partly_on_existing_nodes_gets_the_rest_in_their_rack() -> None:
     one_domain(plan, {d.key: ("default/train", RACK) for d in gang}, [n1])
     domains = {pinned(c) for c in plan.claims}
     assert len(domains) == 1 and str(next(iter(domains))[1]).startswith("zone-a-rack-")
+
+
+IT = "node.kubernetes.io/instance-type"
+
+
+def test_min_values_keep_a_nodeclaim_flexible_or_the_pod_unschedulable() -> None:
+    """Karpenter's minValues: the instance types a NodeClaim names must offer that many values of
+    the key. A 1-cpu pod fits all five types: the claim names them and launches the cheapest. A
+    30-cpu pod fits only large and gpu-8: with minValues 3 no node can open for it."""
+    flexible = pool(requirements=[{"key": IT, "operator": "Exists", "minValues": 3}])
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [flexible])
+    assert launched(plan) == ["small"]
+    reqs = plan.claims[0].claim_requirements()
+    assert len(reqs[IT].values) == 5 and reqs[IT].min_values == 3
+    assert {"key": IT, "operator": "In", "values": sorted(reqs[IT].values), "minValues": 3} in reqs.to_api()
+    plan = Provisioner(CATALOG).plan(demands(pod("big", "30")), [], [flexible])
+    assert plan.claims == []
+    assert plan.unschedulable == {"default/big": f"minValues requirement is not met for label(s) ({IT})"}
+    # the same pod without the minValues gets its node
+    plan = Provisioner(CATALOG).plan(demands(pod("big", "30")), [], [pool()])
+    assert launched(plan) == ["large"]
+
+
+def test_a_pod_does_not_join_a_node_that_would_lose_its_min_values() -> None:
+    """Three 1-cpu pods: without minValues the third joins the first two (a 4-cpu type at 0.12
+    is cheaper than a second 2-cpu node at 0.1 more); with minValues 4 it would narrow the node
+    to three types, so it opens a node of its own, which can still name all four."""
+    catalog = Catalog.of([InstanceType("a2", cpu="2", memory="8Gi", price=0.1),
+                          InstanceType("b4", cpu="4", memory="16Gi", price=0.12),
+                          InstanceType("c4", cpu="4", memory="16Gi", price=0.15),
+                          InstanceType("d8", cpu="8", memory="32Gi", price=0.3)])
+    pods = demands(pod("a", "1"), pod("b", "1"), pod("c", "1"))
+    plan = Provisioner(catalog).plan(pods, [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [3] and launched(plan) == ["b4"]
+    four = pool(requirements=[{"key": IT, "operator": "Exists", "minValues": 4}])
+    plan = Provisioner(catalog).plan(demands(pod("a", "1"), pod("b", "1"), pod("c", "1")), [], [four])
+    assert [len(c.pods) for c in plan.claims] == [2, 1] and launched(plan) == ["a2", "a2"]
+    assert not plan.unschedulable
+
+
+def test_min_values_survive_intersection_and_are_parsed_from_the_api() -> None:
+    a = Requirements.parse([{"key": IT, "operator": "In", "values": ["x", "y", "z"], "minValues": 2}])
+    b = Requirements.parse([{"key": IT, "operator": "NotIn", "values": ["z"]}])
+    assert a.intersect(b)[IT].min_values == 2 and b.intersect(a)[IT].min_values == 2
+    c = Requirements.parse([{"key": IT, "operator": "Exists", "minValues": 3}])
+    assert a.intersect(c)[IT].min_values == 3

@@ -217,3 +217,10 @@ def test_a_nodeclaim_copies_only_labels_outside_karpenters_restricted_domains() 
     for key in ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "beta.kubernetes.io/arch",
                 "kubernetes.io/foo", "example.k8s.io/x", "karpenter.sh/nodepool", "x.karpenter.sh/y"):
         assert not custom_label(key), key
+
+
+def test_gte_and_lte_are_inclusive_bounds() -> None:
+    """Karpenter's Gte and Lte (its CRD's operators): Gt n-1 and Lt n+1 on integer values."""
+    r = Requirements.parse([{"key": "cpu", "operator": "Gte", "values": ["4"]},
+                            {"key": "cpu", "operator": "Lte", "values": ["8"]}])["cpu"]
+    assert [v for v in ("3", "4", "8", "9") if r.allows(v)] == ["4", "8"]
