@@ -69,6 +69,7 @@ DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when it se
 # how long past a pod's grace period its kubelet may take to remove it (and the informer to tell us)
 GRACE_MARGIN_SECONDS = 5.0
 EVICTION_RETRY_SECONDS = 1.0  # a drain's retry of an eviction its PodDisruptionBudget refused (429)
+STUCK_TERMINATING_SECONDS = 60.0  # a terminating pod this long past its deletion time is not waited for
 
 
 def now() -> str:
@@ -299,32 +300,36 @@ class Launcher:
         """Taint the node, evict its pods, and wait until every pod bound to it has
         gone (those evicted now and those already terminating). Its Node must not be
         deleted before: its kubelet would go with it and leave them Terminating for
-        ever. The wait is bounded by the longest grace period among them plus
-        ``GRACE_MARGIN_SECONDS``, or by ``drain_timeout`` if longer (for pods whose
-        eviction is refused). A pod annotated ``karpenter.sh/do-not-disrupt: "true"``
-        is not evicted, only waited for.
+        ever. As Karpenter's terminator without a ``terminationGracePeriod``, the wait
+        has no end: an eviction refused by a PodDisruptionBudget (429) is tried again
+        every ``EVICTION_RETRY_SECONDS``, and a pod annotated
+        ``karpenter.sh/do-not-disrupt: "true"`` is not evicted, only waited for (its
+        annotation removed, it is evicted). A terminating pod is waited for until a
+        minute past its deletion time (Karpenter's "stuck terminating": its kubelet
+        is gone). After ``drain_timeout`` a blocked drain is logged, once.
 
         ``deadline`` (wall clock, from the NodeClaim's ``terminationGracePeriod``)
-        replaces ``drain_timeout``: refused evictions are retried until then, and the
-        pods still there are then deleted, whatever their budgets and annotations say,
-        as Karpenter's terminator does once the grace period has elapsed."""
+        bounds it: refused evictions are retried until then, and the pods still there
+        are then deleted, whatever their budgets and annotations say, as Karpenter's
+        terminator does once the grace period has elapsed."""
         if deadline is not None:
             await self._drain_until(node, deadline)
             return
         name = key(node)
         await self._taint(name, node)
-        pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
-        await asyncio.gather(*(self.evict(p) for p in pods if not _do_not_disrupt(p)))
-        waited = pods + list(self.state.terminating_pods_of(name))
-        if not waited:
-            return
         loop = asyncio.get_running_loop()
-        limit = max(self.drain_timeout, max(_grace(p) for p in waited) + GRACE_MARGIN_SECONDS)
-        deadline = loop.time() + limit
-        while loop.time() < deadline and self._occupied(name):  # noqa: ASYNC110
+        started, next_eviction, warned = loop.time(), 0.0, False
+        while self._occupied(name, stuck_after=STUCK_TERMINATING_SECONDS):
+            if loop.time() >= next_eviction:
+                pods = [p for p in self.state.pods_of(name) if not _do_not_disrupt(p)]
+                await asyncio.gather(*(self._evict_once(p) for p in pods))
+                next_eviction = loop.time() + EVICTION_RETRY_SECONDS
+            if not warned and loop.time() - started > self.drain_timeout:
+                warned = True
+                log.warning("node %s: drain blocked for %.0f s (disruption budgets, do-not-disrupt pods or long "
+                            "grace periods); waiting, as Karpenter does without a terminationGracePeriod",
+                            name, self.drain_timeout)
             await asyncio.sleep(0.1)  # the informer empties both indexes; polling them is simplest
-        if self._occupied(name):
-            log.warning("node %s: pods still there after %.0f s of drain; deleting the node anyway", name, limit)
 
     async def _taint(self, name: str, node: Obj) -> None:
         taints = list((node.get("spec") or {}).get("taints") or [])
@@ -360,33 +365,38 @@ class Launcher:
         while loop.time() < end and self._occupied(name):  # noqa: ASYNC110
             await asyncio.sleep(0.1)
 
-    def _occupied(self, name: str) -> bool:
-        return any(True for _ in self.state.pods_of(name)) or any(True for _ in self.state.terminating_pods_of(name))
+    def _occupied(self, name: str, stuck_after: float | None = None) -> bool:
+        """Whether pods are still bound to node ``name``: running ones that must go elsewhere, or
+        terminating ones (with ``stuck_after``, not those that many seconds past their deletion time)."""
+        if any(True for _ in self.state.pods_of(name)):
+            return True
+        if stuck_after is None:
+            return any(True for _ in self.state.terminating_pods_of(name))
+        now = time.time()
+        return any(not _stuck(p, now, stuck_after) for p in self.state.terminating_pods_of(name))
 
-    async def evict(self, pod: Obj, until: float | None = None) -> None:
-        """Evict ``pod``; a refusal for its PodDisruptionBudget (429) is retried every
-        ``EVICTION_RETRY_SECONDS`` for up to ``drain_timeout`` (or until ``until``, loop
-        time), as Karpenter's terminator retries, then given up (the drain's wait decides
-        what happens to the node)."""
+    async def _evict_once(self, pod: Obj) -> bool:
+        """One eviction of ``pod``: done or gone (404, 409): False; refused by its budget (429): True."""
         meta = pod.get("metadata") or {}
-        path = resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "eviction")
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}}
+        try:
+            await self.client.create(
+                resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "eviction"),
+                {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}})
+        except ApiError as e:
+            if e.code not in (404, 409, 429):
+                raise
+            return e.code == 429
+        return False
+
+    async def evict(self, pod: Obj, until: float) -> None:
+        """Evict ``pod``; a refusal for its PodDisruptionBudget (429) is retried every
+        ``EVICTION_RETRY_SECONDS`` until ``until`` (loop time), as Karpenter's terminator
+        retries, then given up (the drain's deadline deletes what is left)."""
         loop = asyncio.get_running_loop()
-        deadline = until if until is not None else loop.time() + self.drain_timeout
         while True:
-            try:
-                await self.client.create(path, body)
+            if not await self._evict_once(pod) or loop.time() >= until:
                 return
-            except ApiError as e:
-                if e.code in (404, 409):
-                    return
-                if e.code != 429:
-                    raise
-                if loop.time() >= deadline:
-                    log.warning("pod %s/%s: eviction refused by its disruption budget for %.0f s",
-                                meta.get("namespace"), meta.get("name"), self.drain_timeout)
-                    return
             await asyncio.sleep(EVICTION_RETRY_SECONDS)
 
     async def _remove_finalizer(self, path: str, obj: Obj) -> None:
@@ -428,6 +438,17 @@ def _grace_deadline(claim: Obj) -> float | None:
     except ValueError:
         start = time.time()
     return start + seconds
+
+
+def _stuck(pod: Obj, now: float, after: float) -> bool:
+    """Whether a terminating pod is ``after`` seconds past its deletion time (Karpenter's
+    ``IsStuckTerminating``: its kubelet will not remove it)."""
+    deleted = (pod.get("metadata") or {}).get("deletionTimestamp")
+    try:
+        at = datetime.strptime(str(deleted), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return False
+    return now > at + after
 
 
 def _grace(pod: Obj) -> float:

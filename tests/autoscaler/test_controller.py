@@ -465,8 +465,9 @@ async def test_a_gang_with_a_rack_constraint_gets_its_nodes_in_one_rack(client: 
 
 async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scaler: Autoscaler) -> None:
     # the only pod is covered by a budget allowing no disruption: its eviction is refused (429) and
-    # retried until the budget is relaxed, then the pod and the node go
-    scaler.launcher.drain_timeout = 30.0
+    # retried until the budget is relaxed, then the pod and the node go; without a
+    # terminationGracePeriod, as Karpenter, however long that takes (well past the drain timeout)
+    scaler.launcher.drain_timeout = 0.5
     pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
     await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
     guarded = pod("guarded", "1")
@@ -676,3 +677,33 @@ async def test_min_values_go_onto_the_nodeclaim_and_an_inflexible_pod_gets_an_ev
     assert await wait_for(failed, timeout=10) == [
         f"Failed to schedule pod, minValues requirement is not met for label(s) ({it})"]
     assert len(await items(client, CLAIMS)) == 1
+
+
+async def test_a_do_not_disrupt_pod_holds_its_node_until_it_may_go(client: Client, scaler: Autoscaler,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a terminationGracePeriod, Karpenter's terminator waits for a do-not-disrupt pod
+    for ever: the node stays (tainted) past the drain timeout and the pod's grace period; the
+    annotation removed, the pod is evicted and the node goes."""
+    from controlplane.autoscaler import launcher
+
+    scaler.launcher.drain_timeout = 0.5
+    monkeypatch.setattr(launcher, "GRACE_MARGIN_SECONDS", 0.0)  # no wait beyond the pod's 1 s
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    kept = pod("kept", "1")
+    kept["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    await pending_pods(client, [kept])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    node = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.delete(f"{CLAIMS}/{node}")
+    await asyncio.sleep(2.0)
+    [still] = await items(client, NODES)
+    assert any(t["key"] == "karpenter.sh/disrupted" for t in still["spec"].get("taints") or ())
+    assert [p["metadata"]["name"] for p in await items(client, PODS) if not p["metadata"].get("deletionTimestamp")] \
+        == ["kept"]
+    await client.patch(f"{PODS}/kept", {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}})
+
+    async def node_gone() -> bool:
+        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
+
+    await wait_for(node_gone, timeout=20)
+    assert await items(client, PODS) == []
