@@ -73,21 +73,30 @@ def default_container(c: dict[str, Any]) -> None:
     for probe in (c.get(p) for p in _PROBES):
         if isinstance(probe, dict):
             _default_probe(probe)
+    lifecycle = c.get("lifecycle")
+    if lifecycle and isinstance(lifecycle, dict):  # SetDefaults_HTTPGetAction holds for hooks too
+        for hook in (lifecycle.get("postStart"), lifecycle.get("preStop")):
+            http = hook.get("httpGet") if isinstance(hook, dict) else None
+            if isinstance(http, dict):
+                fill(http, "path", "/")
+                fill(http, "scheme", "HTTP")
     for env in c.get("env") or ():
         field_ref = ((env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) else None)
         if isinstance(field_ref, dict):
             fill(field_ref, "apiVersion", "v1")
 
 
+_PROBE_DEFAULTS = (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3))
+
+
 def _default_probe(probe: dict[str, Any]) -> None:
-    probe.setdefault("timeoutSeconds", 1)
-    probe.setdefault("periodSeconds", 10)
-    probe.setdefault("successThreshold", 1)
-    probe.setdefault("failureThreshold", 3)
+    for key, value in _PROBE_DEFAULTS:  # SetDefaults_Probe: a zero (or absent) count is defaulted
+        if not probe.get(key):
+            probe[key] = value
     http = probe.get("httpGet")
     if isinstance(http, dict):
-        http.setdefault("path", "/")
-        http.setdefault("scheme", "HTTP")
+        fill(http, "path", "/")
+        fill(http, "scheme", "HTTP")
 
 
 def _default_volume(volume: dict[str, Any]) -> None:

@@ -12,23 +12,26 @@ defaulted body::
 
 The subset checked: containers (present, names unique DNS labels across containers and
 init containers, an image, ports, protocols, env var names, volume mounts naming a volume,
-pull and termination-message policies, requests within limits), volume names, the restart
-and DNS policies, and the restart policy each workload kind allows its template. Messages
+pull and termination-message policies, requests within limits, probes and lifecycle hooks,
+security contexts), volume names, the restart and DNS policies, the node selector and node
+name, the pod security context, affinity, topology spread constraints, tolerations, and the
+restart policy each workload kind allows its template. Messages
 are upstream's words (``field.Required``, ``NotSupported``, ``Duplicate``, ``NotFound``).
 Cheap on purpose: every pod create passes here, so plain loops over the dicts, precompiled
-patterns and field paths built only for a cause.
+patterns and field paths built only for a cause; a field left out costs a dict lookup.
+Label keys are checked as 1.37's ``content.IsLabelKey`` words them (``bytes``, not ``characters``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
 
-__all__ = ["dns_label_problems", "not_supported", "pod_spec_causes", "port_name_problems", "required",
-           "template_causes"]
+__all__ = ["dns_label_problems", "label_key_problems", "label_value_problems", "not_supported", "pod_spec_causes",
+           "port_name_problems", "required", "template_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -90,7 +93,7 @@ def port_name_problems(name: str) -> list[str]:
     return problems
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -105,25 +108,56 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False) -> Causes:
         causes.append(required(f"{path}.containers"))
         containers = []
     init = spec.get("initContainers")
+    grace = spec.get("terminationGracePeriodSeconds")
+    sc = spec.get("securityContext")
+    host_users = spec.get("hostUsers") is not False
     names: set[Any] = set()  # unique across containers and init containers
     for key, listed in (("containers", containers), ("initContainers", init if isinstance(init, list) else ())):
         for i, c in enumerate(listed):
             if not isinstance(c, dict):
                 continue
             at = f"{path}.{key}[{i}]"
-            _container(c, at, volumes, pod, causes)
+            _container(c, at, volumes, pod, host_users, causes)
             name = c.get("name")
             if name in names:
                 causes.append(duplicate(f"{at}.name", name))
             elif name or key == "containers":
                 names.add(name)
-            policy = c.get("restartPolicy") if key == "initContainers" else None
-            if policy is not None and policy != "Always":  # only a sidecar's, on an init container
-                causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
+            policy = c.get("restartPolicy")
+            if key == "containers":  # validateContainers: hooks and probes; no restart policy
+                _hooks_and_probes(c, at, grace, causes)
+                if policy is not None:
+                    causes.append(forbidden(f"{at}.restartPolicy", "may not be set for non-init containers"))
+            elif policy == "Always":  # a sidecar: hooks and probes as a container's
+                _hooks_and_probes(c, at, grace, causes)
+            else:
+                if policy is not None:
+                    causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
+                for field in _HOOKS_AND_PROBES:  # validateInitContainers: not for a plain init container
+                    if c.get(field) is not None:
+                        causes.append(forbidden(f"{at}.{field}", _INIT_FORBIDDEN))
     restart = spec.get("restartPolicy")
     _one_of(f"{path}.restartPolicy", restart, _RESTART_POLICIES, causes)
     dns = spec.get("dnsPolicy")
     _one_of(f"{path}.dnsPolicy", dns, _DNS_POLICIES, causes)
+    # the rest of ValidatePodSpec, in its order; each only when the field says something
+    node_selector = spec.get("nodeSelector")
+    if node_selector and isinstance(node_selector, dict):
+        _labels(node_selector, f"{path}.nodeSelector", causes)
+    if (sc and isinstance(sc, dict)) or spec.get("shareProcessNamespace"):
+        _pod_security_context(sc if isinstance(sc, dict) else {}, spec, f"{path}.securityContext", causes)
+    affinity = spec.get("affinity")
+    if affinity and isinstance(affinity, dict):
+        _affinity(affinity, f"{path}.affinity", causes)
+    spread = spec.get("topologySpreadConstraints")
+    if spread and isinstance(spread, list):
+        _spread_constraints(spread, f"{path}.topologySpreadConstraints", causes)
+    node_name = spec.get("nodeName")
+    if node_name and isinstance(node_name, str) and not _is_subdomain(node_name):
+        causes.extend(invalid(f"{path}.nodeName", node_name, m) for m in _subdomain_problems(node_name))
+    tolerations = spec.get("tolerations")
+    if tolerations and isinstance(tolerations, list):
+        _tolerations(tolerations, f"{path}.tolerations", causes)
     return causes
 
 
@@ -150,7 +184,7 @@ def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:
     return names
 
 
-def _container(c: Obj, at: str, volumes: set[str], pod: bool, causes: Causes) -> None:
+def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, causes: Causes) -> None:
     """``validateContainerCommon``: what every container of a spec must say."""
     name = c.get("name")
     if not name:
@@ -178,6 +212,9 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, causes: Causes) ->
     resources = c.get("resources")
     if resources:
         _resources(resources, at, causes)
+    sc = c.get("securityContext")
+    if sc and isinstance(sc, dict):
+        _container_security_context(sc, f"{at}.securityContext", host_users, causes)
 
 
 def _one_of(field: str, value: Any, allowed: tuple[str, ...], causes: Causes) -> None:
@@ -280,6 +317,531 @@ def _resources(resources: Any, at: str, causes: Causes) -> None:
 def _quantity(value: Any) -> str:
     """A quantity as its ``String()`` prints it, near enough: as written."""
     return value if isinstance(value, str) else str(value)
+
+
+# -- names and labels, as apimachinery words them ------------------------------------------------
+_LABEL_KEY_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_KEY_HINT = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                   "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+                   "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+_SUBDOMAIN_HINT = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                   "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                   r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_VALUE_HINT = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                     "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                     "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+_VALID_KEYS: set[str] = set()  # label keys seen valid (the default tolerations' keys, on every pod create)
+
+
+def label_key_problems(key: str) -> list[str]:
+    """Why ``key`` is not a label key, a qualified name (``content.IsLabelKey``); empty when it is."""
+    parts = key.split("/")
+    problems: list[str] = []
+    if len(parts) > 2:
+        return ["a valid label key " + _LABEL_KEY_HINT + " with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix.encode()) > 253:
+                problems.append("prefix part must be no more than 253 bytes")
+            if not _DNS1123_SUBDOMAIN.match(prefix):
+                problems.append("prefix part " + _SUBDOMAIN_HINT)
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name.encode()) > 63:
+        problems.append("name part must be no more than 63 bytes")
+    if not _LABEL_KEY_NAME.match(name):
+        problems.append("name part " + _LABEL_KEY_HINT)
+    return problems
+
+
+def label_value_problems(value: str) -> list[str]:
+    """Why ``value`` is not a label value (``content.IsLabelValue``); empty when it is."""
+    problems = ["must be no more than 63 bytes"] if len(value.encode()) > 63 else []
+    if value and not _LABEL_KEY_NAME.match(value):
+        problems.append(_LABEL_VALUE_HINT)
+    return problems
+
+
+def _label_key(key: Any, field: str, causes: Causes) -> None:
+    """``ValidateLabelName``: each problem of a label key is a cause."""
+    if not isinstance(key, str):
+        key = ""
+    elif key in _VALID_KEYS:
+        return
+    problems = label_key_problems(key)
+    if problems:
+        causes.extend(invalid(field, key, p) for p in problems)
+    elif len(_VALID_KEYS) < 4096:
+        _VALID_KEYS.add(key)
+
+
+def _label_values(values: Any, field: str, causes: Causes) -> None:
+    for k, v in enumerate(values):
+        if isinstance(v, str) and v:
+            causes.extend(invalid(f"{field}[{k}]", v, p) for p in label_value_problems(v))
+
+
+def _labels(labels: Obj, field: str, causes: Causes) -> None:
+    """``ValidateLabels``: keys and values, each reported at the map's own path."""
+    for key, value in labels.items():
+        _label_key(key, field, causes)
+        if isinstance(value, str) and value:
+            causes.extend(invalid(field, value, p) for p in label_value_problems(value))
+
+
+def _is_subdomain(value: str) -> bool:
+    return len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value) is not None
+
+
+def _subdomain_problems(value: str) -> list[str]:
+    """Why ``value`` is not a DNS-1123 subdomain (``IsDNS1123Subdomain``, as ``ValidateNodeName``)."""
+    problems = ["must be no more than 253 characters"] if len(value) > 253 else []
+    if not _DNS1123_SUBDOMAIN.match(value):
+        problems.append(_SUBDOMAIN_HINT)
+    return problems
+
+
+def _label_selector(selector: Obj, field: str, causes: Causes) -> None:
+    """``ValidateLabelSelector`` (label values checked, as for a new pod)."""
+    match_labels = selector.get("matchLabels")
+    if match_labels and isinstance(match_labels, dict):
+        _labels(match_labels, f"{field}.matchLabels", causes)
+    expressions = selector.get("matchExpressions")
+    if not expressions or not isinstance(expressions, list):
+        return
+    for i, e in enumerate(expressions):
+        if not isinstance(e, dict):
+            continue
+        at, op, values = f"{field}.matchExpressions[{i}]", e.get("operator"), e.get("values") or ()
+        if op in ("In", "NotIn"):
+            if not values:
+                causes.append(required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(forbidden(f"{at}.values",
+                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            causes.append(invalid(f"{at}.operator", op or "", "not a valid selector operator"))
+        _label_key(e.get("key") or "", f"{at}.key", causes)
+        _label_values(values, f"{at}.values", causes)
+
+
+# -- tolerations ---------------------------------------------------------------------------------
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")  # validateTaintEffect's order
+_KEYLESS = 'operator must be Exists when `key` is empty, which means "match all values and all keys"'
+
+
+def _tolerations(tolerations: list[Any], path: str, causes: Causes) -> None:
+    """``ValidateTolerations``: a label key (or none, with Exists), Equal's value a label value,
+    Exists without a value, a known effect, and ``tolerationSeconds`` only for NoExecute."""
+    for i, t in enumerate(tolerations):
+        if not isinstance(t, dict):
+            continue
+        key, op, effect = t.get("key") or "", t.get("operator") or "", t.get("effect") or ""
+        if key:
+            _label_key(key, f"{path}[{i}].key", causes)
+        elif op != "Exists":
+            causes.append(invalid(f"{path}[{i}].operator", op, _KEYLESS))
+        if effect != "NoExecute" and t.get("tolerationSeconds") is not None:
+            causes.append(invalid(f"{path}[{i}].effect", effect,
+                                  "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+        value = t.get("value") or ""
+        if op == "Exists":
+            if value:
+                causes.append(invalid(f"{path}[{i}].operator", value,
+                                      "value must be empty when `operator` is 'Exists'"))
+        elif op in ("Equal", ""):  # the value's problems joined, reported on the operator
+            problems = label_value_problems(value) if value else None
+            if problems:
+                causes.append(invalid(f"{path}[{i}].operator", value, ";".join(problems)))
+        else:
+            causes.append(not_supported(f"{path}[{i}].operator", op, ("Equal", "Exists")))
+        if effect and effect not in _EFFECTS:
+            causes.append(not_supported(f"{path}[{i}].effect", effect, _EFFECTS))
+
+
+# -- affinity --------------------------------------------------------------------------------------
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+_WEIGHT_RANGE = "must be in the range 1-100"
+
+
+def _affinity(affinity: Obj, path: str, causes: Causes) -> None:
+    """``validateAffinity``: node affinity, pod affinity and pod anti-affinity."""
+    node = affinity.get("nodeAffinity")
+    if node and isinstance(node, dict):
+        _node_affinity(node, f"{path}.nodeAffinity", causes)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(kind)
+        if terms and isinstance(terms, dict):
+            _pod_affinity(terms, f"{path}.{kind}", causes)
+
+
+def _weight(item: Obj, field: str, causes: Causes) -> None:
+    weight = item.get("weight") or 0  # an int32 left out is 0
+    if _is_int(weight) and not 0 < weight <= 100:
+        causes.append(invalid(field, weight, _WEIGHT_RANGE))
+
+
+def _node_affinity(node: Obj, path: str, causes: Causes) -> None:
+    """``validateNodeAffinity``: at least one required term; preferred weights 1-100 (their
+    label values are not checked, as upstream allows them)."""
+    selector = node.get(_REQUIRED)
+    if isinstance(selector, dict):
+        at = f"{path}.{_REQUIRED}.nodeSelectorTerms"
+        terms = selector.get("nodeSelectorTerms")
+        if not terms or not isinstance(terms, list):
+            causes.append(required(at, "must have at least one node selector term"))
+        else:
+            for i, term in enumerate(terms):
+                if isinstance(term, dict):
+                    _node_selector_term(term, f"{at}[{i}]", True, causes)
+    preferred = node.get(_PREFERRED)
+    if preferred and isinstance(preferred, list):
+        for i, p in enumerate(preferred):
+            if not isinstance(p, dict):
+                continue
+            at = f"{path}.{_PREFERRED}[{i}]"
+            _weight(p, f"{at}.weight", causes)
+            term = p.get("preference")
+            if isinstance(term, dict):
+                _node_selector_term(term, f"{at}.preference", False, causes)
+
+
+def _node_selector_term(term: Obj, path: str, values: bool, causes: Causes) -> None:
+    """``ValidateNodeSelectorTerm``: its label expressions and its field expressions."""
+    for j, r in enumerate(term.get("matchExpressions") or ()):
+        if not isinstance(r, dict):
+            continue
+        at, op, listed = f"{path}.matchExpressions[{j}]", r.get("operator"), r.get("values") or ()
+        if op in ("In", "NotIn"):
+            if not listed:
+                causes.append(required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if listed:
+                causes.append(forbidden(f"{at}.values",
+                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        elif op in ("Gt", "Lt"):
+            if len(listed) != 1:
+                causes.append(required(f"{at}.values",
+                                       "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+        else:
+            causes.append(invalid(f"{at}.operator", op or "", "not a valid selector operator"))
+        _label_key(r.get("key") or "", f"{at}.key", causes)
+        if values:
+            _label_values(listed, f"{at}.values", causes)
+    for j, r in enumerate(term.get("matchFields") or ()):
+        if not isinstance(r, dict):
+            continue
+        at, op, listed = f"{path}.matchFields[{j}]", r.get("operator"), r.get("values") or ()
+        if op in ("In", "NotIn"):
+            if len(listed) != 1:
+                causes.append(required(f"{at}.values", "must be only one value when `operator` is 'In' or "
+                                                       "'NotIn' for node field selector"))
+        else:
+            causes.append(invalid(f"{at}.operator", op or "", "not a valid selector operator"))
+        key = r.get("key") or ""
+        if key != "metadata.name":
+            causes.append(invalid(f"{at}.key", key, "not a valid field selector key"))
+            continue
+        for k, v in enumerate(listed):
+            if isinstance(v, str) and not _is_subdomain(v):
+                causes.extend(invalid(f"{at}.values[{k}]", v, p) for p in _subdomain_problems(v))
+
+
+def _pod_affinity(affinity: Obj, path: str, causes: Causes) -> None:
+    """``validatePodAffinity``, ``validatePodAntiAffinity``: each term; preferred weights 1-100."""
+    terms = affinity.get(_REQUIRED)
+    if terms and isinstance(terms, list):
+        for i, term in enumerate(terms):
+            if isinstance(term, dict):
+                _pod_affinity_term(term, f"{path}.{_REQUIRED}[{i}]", causes)
+    preferred = affinity.get(_PREFERRED)
+    if preferred and isinstance(preferred, list):
+        for i, p in enumerate(preferred):
+            if not isinstance(p, dict):
+                continue
+            at = f"{path}.{_PREFERRED}[{i}]"
+            _weight(p, f"{at}.weight", causes)
+            term = p.get("podAffinityTerm")
+            _pod_affinity_term(term if isinstance(term, dict) else {}, f"{at}.podAffinityTerm", causes)
+
+
+def _pod_affinity_term(term: Obj, path: str, causes: Causes) -> None:
+    """``validatePodAffinityTerm``: valid selectors and namespaces, label keys, a topology key."""
+    selector = term.get("labelSelector")
+    if isinstance(selector, dict):
+        _label_selector(selector, f"{path}.labelSelector", causes)
+    namespace_selector = term.get("namespaceSelector")
+    if isinstance(namespace_selector, dict):
+        _label_selector(namespace_selector, f"{path}.namespaceSelector", causes)
+    for name in term.get("namespaces") or ():
+        if isinstance(name, str):  # (upstream's path says "namespace")
+            causes.extend(invalid(f"{path}.namespace", name, p) for p in dns_label_problems(name))
+    match_keys, mismatch_keys = term.get("matchLabelKeys"), term.get("mismatchLabelKeys")
+    if match_keys or mismatch_keys:
+        for field, keys in (("matchLabelKeys", match_keys), ("mismatchLabelKeys", mismatch_keys)):
+            if not keys or not isinstance(keys, list):
+                continue
+            if selector is None:
+                causes.append(forbidden(f"{path}.{field}", "must not be specified when labelSelector is not set"))
+                continue
+            for i, key in enumerate(keys):
+                _label_key(key, f"{path}.{field}[{i}]", causes)
+        mismatched = {k for k in mismatch_keys if isinstance(k, str)} if isinstance(mismatch_keys, list) else set()
+        for i, key in enumerate(match_keys if isinstance(match_keys, list) else ()):
+            if isinstance(key, str) and key in mismatched:
+                causes.append(invalid(f"{path}.matchLabelKeys[{i}]", key,
+                                      "exists in both matchLabelKeys and mismatchLabelKeys"))
+    topology = term.get("topologyKey") or ""
+    if not topology:
+        causes.append(required(f"{path}.topologyKey", "can not be empty"))
+    _label_key(topology, f"{path}.topologyKey", causes)  # (an empty one is reported as a bad name too)
+
+
+# -- topology spread constraints -----------------------------------------------------------------
+_SCHEDULE_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+_INCLUSION_POLICIES = ("Honor", "Ignore")
+
+
+def _spread_constraints(constraints: list[Any], path: str, causes: Causes) -> None:
+    """``validateTopologySpreadConstraints``: a positive skew, a topology key, a known action,
+    no repeated {key, action}, ``minDomains`` positive and only with DoNotSchedule, known
+    inclusion policies, match label keys with a selector, and a valid selector."""
+    for i, c in enumerate(constraints):
+        if not isinstance(c, dict):
+            continue
+        at = f"{path}[{i}]"
+        skew = c.get("maxSkew") or 0
+        if _is_int(skew) and skew <= 0:
+            causes.append(invalid(f"{at}.maxSkew", skew, "must be greater than zero"))
+        key, action = c.get("topologyKey") or "", c.get("whenUnsatisfiable") or ""
+        if not key:
+            causes.append(required(f"{at}.topologyKey", "can not be empty"))
+        if action not in _SCHEDULE_ACTIONS:
+            causes.append(not_supported(f"{at}.whenUnsatisfiable", action, _SCHEDULE_ACTIONS))
+        for later in constraints[i + 1:]:
+            if isinstance(later, dict) and (later.get("topologyKey") or "") == key \
+                    and (later.get("whenUnsatisfiable") or "") == action:
+                causes.append(duplicate(f"{at}.{{topologyKey, whenUnsatisfiable}}", f"{{{key}, {action}}}"))
+                break
+        domains = c.get("minDomains")
+        if _is_int(domains):
+            if domains <= 0:
+                causes.append(invalid(f"{at}.minDomains", domains, "must be greater than zero"))
+            if action != "DoNotSchedule":
+                causes.append(invalid(f"{at}.minDomains", domains,
+                                      f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {action}"))
+        for field in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            policy = c.get(field)
+            if policy is not None and policy not in _INCLUSION_POLICIES:
+                causes.append(not_supported(f"{at}.{field}", policy, _INCLUSION_POLICIES))
+        selector = c.get("labelSelector")
+        keys = c.get("matchLabelKeys")
+        if keys and isinstance(keys, list):
+            if selector is None:
+                causes.append(forbidden(f"{at}.matchLabelKeys", "must not be specified when labelSelector is not set"))
+            for j, k in enumerate(keys):
+                _label_key(k, f"{at}.matchLabelKeys[{j}]", causes)
+        if isinstance(selector, dict):
+            _label_selector(selector, f"{at}.labelSelector", causes)
+
+
+# -- security contexts -----------------------------------------------------------------------------
+_ID_RANGE = "must be between 0 and 2147483647, inclusive"  # IsValidUserID, IsValidGroupID
+_PROFILE_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+_SYSCTL = re.compile(r"([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?\Z")
+_SYSCTL_HINT = (r"must have at most 253 characters and match regex "
+                r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+
+
+def _ids(sc: Obj, fields: tuple[str, ...], path: str, causes: Causes) -> None:
+    for field in fields:
+        value = sc.get(field)
+        if _is_int(value) and not 0 <= value <= 2147483647:
+            causes.append(invalid(f"{path}.{field}", value, _ID_RANGE))
+
+
+def _pod_security_context(sc: Obj, spec: Obj, path: str, causes: Causes) -> None:
+    """``validatePodSpecSecurityContext``: user and group ids in range, sysctl names, known
+    policies and seccomp and AppArmor profiles; a shared process namespace not with hostPID."""
+    _ids(sc, ("fsGroup", "runAsUser", "runAsGroup"), path, causes)
+    groups = sc.get("supplementalGroups")
+    if groups and isinstance(groups, list):
+        for g, gid in enumerate(groups):
+            if _is_int(gid) and not 0 <= gid <= 2147483647:
+                causes.append(invalid(f"{path}.supplementalGroups[{g}]", gid, _ID_RANGE))
+    if spec.get("shareProcessNamespace") is True and spec.get("hostPID") is True:  # (internally, both are here)
+        causes.append(invalid(f"{path}.shareProcessNamespace", True,
+                              "ShareProcessNamespace and HostPID cannot both be enabled"))
+    sysctls = sc.get("sysctls")
+    if sysctls and isinstance(sysctls, list):
+        names: set[str] = set()
+        for i, s in enumerate(sysctls):
+            name = s.get("name") if isinstance(s, dict) else None
+            if not name or not isinstance(name, str):
+                causes.append(required(f"{path}.sysctls[{i}].name"))
+                continue
+            if len(name) > 253 or not _SYSCTL.match(name):
+                causes.append(invalid(f"{path}.sysctls[{i}].name", name, _SYSCTL_HINT))
+            elif name in names:
+                causes.append(duplicate(f"{path}.sysctls[{i}].name", name))
+            names.add(name)
+    policy = sc.get("fsGroupChangePolicy")
+    if policy is not None and policy not in ("Always", "OnRootMismatch"):
+        causes.append(not_supported(f"{path}.fsGroupChangePolicy", policy, ("Always", "OnRootMismatch")))
+    _seccomp(sc.get("seccompProfile"), f"{path}.seccompProfile", causes)
+    _apparmor(sc.get("appArmorProfile"), f"{path}.appArmorProfile", causes)
+    policy = sc.get("supplementalGroupsPolicy")
+    if policy is not None and policy not in ("Merge", "Strict"):
+        causes.append(not_supported(f"{path}.supplementalGroupsPolicy", policy, ("Merge", "Strict")))
+
+
+def _container_security_context(sc: Obj, path: str, host_users: bool, causes: Causes) -> None:
+    """``ValidateSecurityContext``: ids in range, a known proc mount (Unmasked only in a user
+    namespace), seccomp and AppArmor profiles."""
+    _ids(sc, ("runAsUser", "runAsGroup"), path, causes)
+    proc_mount = sc.get("procMount")
+    if proc_mount is not None:
+        if proc_mount not in ("Default", "Unmasked"):
+            causes.append(not_supported(f"{path}.procMount", proc_mount, ("Default", "Unmasked")))
+        if host_users and proc_mount == "Unmasked":
+            causes.append(invalid(f"{path}.procMount", proc_mount, "`hostUsers` must be false to use `Unmasked`"))
+    _seccomp(sc.get("seccompProfile"), f"{path}.seccompProfile", causes)
+    _apparmor(sc.get("appArmorProfile"), f"{path}.appArmorProfile", causes)
+
+
+def _seccomp(profile: Any, path: str, causes: Causes) -> None:
+    """``validateSeccompProfileField``: a known type; Localhost names its profile."""
+    if not isinstance(profile, dict):
+        return
+    kind = profile.get("type")
+    if kind not in _PROFILE_TYPES:
+        causes.append(required(f"{path}.type", "type is required when seccompProfile is set") if not kind
+                      else not_supported(f"{path}.type", kind, _PROFILE_TYPES))
+    elif kind == "Localhost" and profile.get("localhostProfile") is None:
+        causes.append(required(f"{path}.localhostProfile", "must be set when seccomp type is Localhost"))
+
+
+def _apparmor(profile: Any, path: str, causes: Causes) -> None:
+    """``ValidateAppArmorProfileField``: a known type; Localhost, and only it, names its profile."""
+    if not isinstance(profile, dict):
+        return
+    kind, local = profile.get("type"), profile.get("localhostProfile")
+    if kind == "Localhost":
+        if local is None or (isinstance(local, str) and local == local.strip() and not local):
+            causes.append(required(f"{path}.localhostProfile", "must be set when AppArmor type is Localhost"))
+        elif isinstance(local, str) and local != local.strip():
+            causes.append(invalid(f"{path}.localhostProfile", local, "must not be padded with whitespace"))
+    elif kind in ("RuntimeDefault", "Unconfined"):
+        if local is not None:
+            causes.append(invalid(f"{path}.localhostProfile", local, "can only be set when AppArmor type is Localhost"))
+    elif not kind:
+        causes.append(required(f"{path}.type", "type is required when appArmorProfile is set"))
+    else:
+        causes.append(not_supported(f"{path}.type", kind, _PROFILE_TYPES))
+
+
+# -- probes and lifecycle hooks -------------------------------------------------------------------
+_HOOKS_AND_PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
+_INIT_FORBIDDEN = "may not be set for init containers without restartPolicy=Always"
+_PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
+_HOOK_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
+_PROBE_COUNTS = ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold")
+_NONNEGATIVE = "must be greater than or equal to 0"
+_HTTP_HEADER = re.compile(r"[-A-Za-z0-9]+\Z")
+_HTTP_HEADER_HINT = ("a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', "
+                     "regex used for validation is '[-A-Za-z0-9]+')")
+
+
+def _hooks_and_probes(c: Obj, at: str, grace: Any, causes: Causes) -> None:
+    """``validateLifecycle`` and the liveness, readiness and startup probes of a container
+    (or a sidecar); ``grace`` the pod's termination grace period, a sleep's bound."""
+    lifecycle = c.get("lifecycle")
+    if lifecycle and isinstance(lifecycle, dict):
+        for hook in ("postStart", "preStop"):
+            handler = lifecycle.get(hook)
+            if isinstance(handler, dict):
+                _handler(handler, f"{at}.lifecycle.{hook}", _HOOK_HANDLERS, grace, causes)
+    for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = c.get(kind)
+        if isinstance(probe, dict):
+            _probe(probe, kind, f"{at}.{kind}", grace, causes)
+
+
+def _probe(probe: Obj, kind: str, at: str, grace: Any, causes: Causes) -> None:
+    """``validateProbe``: one handler, counts not negative, a positive grace period; a liveness
+    or startup probe succeeds once, a readiness probe has no grace period of its own."""
+    _handler(probe, at, _PROBE_HANDLERS, grace, causes)
+    for field in _PROBE_COUNTS:
+        value = probe.get(field)
+        if _is_int(value) and value < 0:
+            causes.append(invalid(f"{at}.{field}", value, _NONNEGATIVE))
+    period = probe.get("terminationGracePeriodSeconds")
+    if _is_int(period) and period <= 0:
+        causes.append(invalid(f"{at}.terminationGracePeriodSeconds", period, "must be greater than 0"))
+    if kind == "readinessProbe":
+        if period is not None:
+            causes.append(invalid(f"{at}.terminationGracePeriodSeconds", period, "must not be set for readinessProbes"))
+        return
+    success = probe.get("successThreshold")
+    if _is_int(success) and success not in (0, 1):  # (0 is defaulted to 1)
+        causes.append(invalid(f"{at}.successThreshold", success, "must be 1"))
+
+
+def _handler(handler: Obj, at: str, kinds: tuple[str, ...], grace: Any, causes: Causes) -> None:
+    """``validateHandler``: exactly one handler type, itself valid."""
+    count = 0
+    for kind in kinds:
+        action = handler.get(kind)
+        if action is None:
+            continue
+        if count:
+            causes.append(forbidden(f"{at}.{kind}", "may not specify more than 1 handler type"))
+            continue
+        count += 1
+        if not isinstance(action, dict):
+            continue
+        where = f"{at}.{kind}"
+        if kind == "exec":
+            if not action.get("command"):
+                causes.append(required(f"{where}.command"))
+        elif kind == "httpGet":
+            if action.get("path") == "":
+                causes.append(required(f"{where}.path"))
+            _port(action.get("port"), f"{where}.port", causes)
+            scheme = action.get("scheme")
+            if scheme and scheme not in ("HTTP", "HTTPS"):
+                causes.append(not_supported(f"{where}.scheme", scheme, ("HTTP", "HTTPS")))
+            for header in action.get("httpHeaders") or ():
+                name = header.get("name") if isinstance(header, dict) else None
+                name = name if isinstance(name, str) else ""
+                if not _HTTP_HEADER.match(name):
+                    causes.append(invalid(f"{where}.httpHeaders", name, _HTTP_HEADER_HINT))
+        elif kind == "tcpSocket":
+            _port(action.get("port"), f"{where}.port", causes)
+        elif kind == "grpc":
+            _port(action.get("port") or 0, f"{where}.port", causes)
+        else:  # sleep (zero allowed: PodLifecycleSleepActionAllowZero)
+            seconds = action.get("seconds") or 0
+            if _is_int(grace) and _is_int(seconds) and not 0 <= seconds <= grace:
+                causes.append(invalid(where, seconds, "must be non-negative and less than "
+                                                      f"terminationGracePeriodSeconds ({grace})"))
+    if not count:
+        causes.append(required(at, "must specify a handler type"))
+
+
+def _port(port: Any, field: str, causes: Causes) -> None:
+    """``ValidatePortNumOrName``: a number in range, or an IANA service name."""
+    if isinstance(port, str):
+        causes.extend(invalid(field, port, p) for p in port_name_problems(port))
+    elif port is None or (_is_int(port) and not 0 < port < 65536):
+        causes.append(invalid(field, port or 0, _PORT_RANGE))
 
 
 # -- workload templates -------------------------------------------------------------------------
