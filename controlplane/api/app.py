@@ -274,6 +274,10 @@ def create_app(config: Config) -> FastAPI:
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
             await asyncio.to_thread(schema.definitions)
             await kube.bootstrap()
+            # the Services' claims checked (made for data stored before them), the hint seeded;
+            # then again every few minutes, in every process (api/allocations.py)
+            await kube.allocations.repair()
+            state._tasks.append(asyncio.create_task(kube.allocations.run(), name="service-allocation-repair"))
             # custom resources another server process defines appear here too
             state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))
             revision = await s.revision()

@@ -51,7 +51,6 @@ from ..registry.ephemeral import ephemeral_update
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.strategies import (
     CREATE_ON_UPDATE,
-    SERVICE_ALLOCATED,
     BadData,
     default,
     prepare,
@@ -61,6 +60,7 @@ from ..registry.strategies import (
 )
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
+from .allocations import ServiceAllocations, ServiceWrite, held
 from .apply import (
     APPLY_YAML,
     ApplyOptions,
@@ -172,6 +172,10 @@ class KubeApi:
         self._namespaces = registry.get("", "v1", "namespaces")
         self._pods = registry.get("", "v1", "pods")
         self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
+        self._services = registry.get("", "v1", "services")
+        assert self._services is not None
+        # Services' cluster IPs and node ports, claimed in the store (api/allocations.py)
+        self.allocations = ServiceAllocations(lambda: self.store, self._services)
         quotas = registry.get("", "v1", "resourcequotas")
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         ranges = registry.get("", "v1", "limitranges")
@@ -284,6 +288,8 @@ class KubeApi:
                 meta["generation"] = 1
             try:
                 await self.store.create(key, orjson.dumps(_metadata_first({**obj, "metadata": meta})))
+                if plural == "services":
+                    await self.allocations.claim_held("default", "kubernetes", obj)
                 continue
             except store.KeyExists:
                 pass
@@ -759,8 +765,9 @@ class KubeApi:
                                                   "message": f'Invalid value: "{uid}": field is immutable'}])
 
     async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
-                      manager: str | None = None) -> dict[str, Any]:
-        """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply)."""
+                      manager: str | None = None, write: ServiceWrite | None = None) -> dict[str, Any]:
+        """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply).
+        ``write``: a Service's allocations begun by the caller (an apply's defaults picked)."""
         if rtype.namespaced and namespace is None:
             raise ApiError.method_not_allowed("POST")
         obj = self._parse(rtype, body)
@@ -797,7 +804,8 @@ class KubeApi:
             causes = validate_events_v1(obj)
             if causes:
                 raise ApiError.invalid(rtype, name or generate, causes)
-        allocating = await self._service_allocated(rtype, None, "")
+        if write is None:
+            write = self._allocating(rtype, None)
         if rtype.custom is None:
             default(rtype.plural, obj)
         for key in ("resourceVersion", "deletionTimestamp", "selfLink"):  # (selfLink: never stored, as upstream)
@@ -844,36 +852,41 @@ class KubeApi:
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
-        if allocating:
-            self._check_allocations(rtype, obj, None)
-        if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
-            await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
-                                       REQUEST_USER.get())
-        if self._quota is not None:
-            await self._quota.charge(rtype, namespace, obj)
-        if self.storage_protected and not rtype.group and rtype.plural in _PROTECTION_FINALIZERS:
-            finalizers = meta.setdefault("finalizers", [])
-            if _PROTECTION_FINALIZERS[rtype.plural] not in finalizers:
-                finalizers.append(_PROTECTION_FINALIZERS[rtype.plural])
-        obj = _metadata_first(obj)
-        for attempt in range(8):
-            if not name:
-                meta["name"] = generated if attempt == 0 else _generated_name(generate)
-            store_key = rtype.key(namespace, meta["name"])
-            stored = orjson.dumps(obj)
-            try:
-                rev = await self.store.create(store_key, stored)
-            except store.KeyExists as e:
-                if name:
-                    raise ApiError.already_exists(rtype, name) from e
-                continue
-            written = self._written(rtype, store_key, obj, stored, rev)
-            if rtype is self._namespaces:
-                await self._default_service_account(meta["name"])
-            if rtype is self.crds.type:
-                self.crds.written(meta["name"], obj, rev)
-            return written
-        raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
+        if write is not None:
+            await self._reserve(write, rtype, namespace, name or generated, obj, None)
+        try:
+            if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
+                await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                                           REQUEST_USER.get())
+            if self._quota is not None:
+                await self._quota.charge(rtype, namespace, obj)
+            if self.storage_protected and not rtype.group and rtype.plural in _PROTECTION_FINALIZERS:
+                finalizers = meta.setdefault("finalizers", [])
+                if _PROTECTION_FINALIZERS[rtype.plural] not in finalizers:
+                    finalizers.append(_PROTECTION_FINALIZERS[rtype.plural])
+            obj = _metadata_first(obj)
+            for attempt in range(8):
+                if not name:
+                    meta["name"] = generated if attempt == 0 else _generated_name(generate)
+                store_key = rtype.key(namespace, meta["name"])
+                stored = orjson.dumps(obj)
+                try:
+                    rev = await self.store.create(store_key, stored)
+                except store.KeyExists as e:
+                    if name:
+                        raise ApiError.already_exists(rtype, name) from e
+                    continue
+                written = self._written(rtype, store_key, obj, stored, rev)
+                if rtype is self._namespaces:
+                    await self._default_service_account(meta["name"])
+                if rtype is self.crds.type:
+                    self.crds.written(meta["name"], obj, rev)
+                await self._settled(write, namespace, meta["name"], None, obj)
+                return written
+            raise ApiError(409, "AlreadyExists", "could not generate a unique name; try again")
+        except BaseException:
+            await self._aborted(write)
+            raise
 
     async def _replace(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
                        expected: int) -> Written:
@@ -987,28 +1000,35 @@ class KubeApi:
             meta = obj["metadata"]
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
-            allocating = await self._service_allocated(rtype, namespace, name)
+            write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
-            if allocating:
-                self._check_allocations(rtype, obj, old)
-            if self._policies is not None:
-                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                           REQUEST_USER.get())
+            if write is not None:
+                await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                return await self._replace(rtype, key, name, obj, current.mod_revision)
+                if self._policies is not None:
+                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                               REQUEST_USER.get())
+                written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
+                await self._aborted(write)
                 if expected and not cached:
                     break
                 continue
             except store.NotFound as e:
+                await self._aborted(write)
                 raise ApiError.not_found(rtype, name) from e
+            except BaseException:
+                await self._aborted(write)
+                raise
+            await self._settled(write, namespace, name, old, obj)
+            return written
         raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                 "the latest version and try again")
 
     async def _patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str,
                      body: bytes, subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
         if content_type not in PATCH_TYPES:
-            raise ApiError.unsupported_media_type(content_type, accepted_patch_types(rtype))
+            raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
         patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
@@ -1062,19 +1082,26 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-            allocating = await self._service_allocated(rtype, namespace, name)
+            write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
-            if allocating:
-                self._check_allocations(rtype, obj, old)
-            if self._policies is not None:
-                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                           REQUEST_USER.get())
-            if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
-                return old
+            if write is not None:
+                await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                return await self._replace(rtype, key, name, obj, current.mod_revision)
+                if self._policies is not None:
+                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                               REQUEST_USER.get())
+                if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
+                    await self._aborted(write)
+                    return old
+                written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
+                await self._aborted(write)
                 continue
+            except BaseException:
+                await self._aborted(write)
+                raise
+            await self._settled(write, namespace, name, old, obj)
+            return written
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _apply(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
@@ -1095,7 +1122,7 @@ class KubeApi:
             if current is None and subresource is not None:
                 raise ApiError.not_found(rtype, name)
             old: dict[str, Any] | None = orjson.loads(current.value) if current is not None else None
-            await self._service_allocated(rtype, namespace, name)  # (the apply's defaults allocate)
+            write = self._allocating(rtype, old)  # (the apply's defaults allocate)
             try:
                 obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force,
                                           apply_defaults(rtype))
@@ -1108,7 +1135,7 @@ class KubeApi:
             obj["metadata"]["name"] = name
             if current is None or old is None:
                 try:
-                    return await self._create(rtype, namespace, orjson.dumps(obj)), True
+                    return await self._create(rtype, namespace, orjson.dumps(obj), write=write), True
                 except ApiError as e:
                     if e.reason == "AlreadyExists":
                         continue  # created meanwhile: apply to that
@@ -1123,21 +1150,28 @@ class KubeApi:
                 meta["managedFields"] = fields
             if rtype.namespaced:
                 meta["namespace"] = namespace
-            allocating = await self._service_allocated(rtype, namespace, name)
             self._admit(rtype, obj, old, subresource)
-            if allocating:
-                self._check_allocations(rtype, obj, old)
-            if self._policies is not None:
-                await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                           REQUEST_USER.get())
-            if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
-                return _object(current.value, current.mod_revision), False
-            if _finalized(meta) and rtype is not self._namespaces:
-                return await self._finish(rtype, key, name, obj, current.mod_revision), False
+            if write is not None:
+                await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                return await self._replace(rtype, key, name, obj, current.mod_revision), False
+                if self._policies is not None:
+                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                               REQUEST_USER.get())
+                if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
+                    await self._aborted(write)
+                    return _object(current.value, current.mod_revision), False
+                if _finalized(meta) and rtype is not self._namespaces:
+                    await self._aborted(write)  # (deleted: _finish releases what it held)
+                    return await self._finish(rtype, key, name, obj, current.mod_revision), False
+                written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
+                await self._aborted(write)
                 continue
+            except BaseException:
+                await self._aborted(write)
+                raise
+            await self._settled(write, namespace, name, old, obj)
+            return written, False
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _delete(self, rtype: ResourceType, namespace: str | None, name: str,
@@ -1225,6 +1259,8 @@ class KubeApi:
                 rev = await self.store.delete(key, current.mod_revision)
             except (store.NotFound, store.Conflict):
                 continue
+            if self._allocates(rtype):
+                await self.allocations.release(namespace or "", name, held(obj), None)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
@@ -1237,6 +1273,8 @@ class KubeApi:
             raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                     "the latest version and try again") from e
         obj["metadata"]["resourceVersion"] = str(rev)
+        if self._allocates(rtype):
+            await self.allocations.release(obj["metadata"].get("namespace") or "", name, held(obj), None)
         if rtype is self.crds.type:
             self.crds.written(name, None, rev)
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
@@ -1316,29 +1354,33 @@ class KubeApi:
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
 
-    async def _service_allocated(self, rtype: ResourceType, namespace: str | None, name: str) -> bool:
-        """Before a Service's write: the cluster IPs and node ports the other stored Services
-        hold, read from the store (what kube-apiserver's allocators rebuild their bitmaps
-        from), into ``SERVICE_ALLOCATED`` for the defaults to avoid and the check after."""
-        if rtype.custom is not None or rtype.group or rtype.plural != "services":
-            return False
-        prefix = rtype.prefix(None)
-        kvs, _, _ = await self.store.range(prefix, store.prefix_end(prefix))
-        own = rtype.key(namespace, name) if name else None
-        ips: set[str] = set()
-        ports: set[int] = set()
-        for kv in kvs:
-            if kv.key == own:
-                continue
-            spec = orjson.loads(kv.value).get("spec")
-            if not isinstance(spec, dict):
-                continue
-            ips.update(ip for ip in spec.get("clusterIPs") or () if isinstance(ip, str) and ip != "None")
-            ports.update(p["nodePort"] for p in spec.get("ports") or () if isinstance(p, dict) and p.get("nodePort"))
-            if spec.get("healthCheckNodePort"):
-                ports.add(spec["healthCheckNodePort"])
-        SERVICE_ALLOCATED.set((frozenset(ips), frozenset(ports)))
-        return True
+    def _allocates(self, rtype: ResourceType) -> bool:
+        return rtype is self._services
+
+    def _allocating(self, rtype: ResourceType, old: dict[str, Any] | None) -> ServiceWrite | None:
+        """Before a Service's write over ``old`` (None: a create), before its defaults: the
+        write's allocations (api/allocations.py)."""
+        return self.allocations.begin(old) if rtype is self._services else None
+
+    async def _reserve(self, write: ServiceWrite, rtype: ResourceType, namespace: str | None, name: str,
+                       obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A Service about to be written (admitted, valid): its new cluster IPs and node ports,
+        in the range, claimed in the store; taken ones a 422 (or picked again)."""
+        self._check_allocations(rtype, obj, old)
+        await write.reserve(rtype, namespace or "", name, obj)
+
+    @staticmethod
+    async def _aborted(write: ServiceWrite | None) -> None:
+        if write is not None:
+            await write.abort()
+
+    async def _settled(self, write: ServiceWrite | None, namespace: str | None, name: str,
+                       old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        """A Service was written: what it held before and holds no more is released."""
+        if write is not None:
+            await write.done()
+            if old is not None:
+                await self.allocations.release(namespace or "", name, write.before, new)
 
     def _check_allocations(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         causes = service_allocation_causes(obj, old)

@@ -13,11 +13,12 @@ import base64
 import binascii
 import ipaddress
 import json
+import os
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 from .autoscaling import prepare_horizontal_pod_autoscaler
 from .immutable import (
@@ -90,16 +91,25 @@ def _default_pod(pod: dict[str, Any]) -> None:
             tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
 
 
-_SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")  # kube-apiserver's --service-cluster-ip-range here
 _rng = random.Random()
+os.register_at_fork(after_in_child=_rng.seed)  # (a --workers process must not pick what its parent picks)
 
 
-_NODE_PORTS = range(30000, 32768)  # kube-apiserver's default --service-node-port-range
+NODE_PORTS = range(30000, 32768)  # kube-apiserver's default --service-node-port-range
 
-# The cluster IPs and node ports the other stored Services hold (kube-apiserver's
-# allocators), set by the API around a Service's write: what is allocated here avoids them.
-SERVICE_ALLOCATED: ContextVar[tuple[frozenset[str], frozenset[int]]] = ContextVar(
-    "service_allocated", default=(frozenset(), frozenset()))
+
+class ServicePicks(Protocol):
+    """Where a Service's write takes the cluster IP and node ports it is given (the API's
+    allocator, ``api/allocations.py``, which then claims them in the store)."""
+
+    def cluster_ip(self) -> str: ...
+
+    def node_port(self, taken: set[int]) -> int | None: ...
+
+
+# set by the API around a Service's write; without one, picks are random and unchecked
+SERVICE_PICKS: ContextVar[ServicePicks | None] = ContextVar("service_picks", default=None)
 
 
 def _static_band(size: int, step: int, most: int) -> int:
@@ -108,20 +118,22 @@ def _static_band(size: int, step: int, most: int) -> int:
     return 0 if size <= 16 else min(max(16, size // step), most)
 
 
-def _free_cluster_ip(taken: frozenset[str]) -> str:
-    size = _SERVICE_CIDR.num_addresses
+def free_cluster_ip(taken: Container[str]) -> str:
+    """A random address of the range not in ``taken``, from above the static band first."""
+    size = SERVICE_CIDR.num_addresses
     for low in (_static_band(size - 2, 16, 256) + 1, 1):  # (not the network or broadcast address)
         for _ in range(64):
-            ip = str(_SERVICE_CIDR[_rng.randrange(low, size - 1)])
+            ip = str(SERVICE_CIDR[_rng.randrange(low, size - 1)])
             if ip not in taken:
                 return ip
-    return str(_SERVICE_CIDR[_rng.randrange(1, size - 1)])  # (2^20 addresses: never full here)
+    return str(SERVICE_CIDR[_rng.randrange(1, size - 1)])  # (2^20 addresses: never full here)
 
 
-def _free_node_port(taken: set[int]) -> int | None:
-    band = _NODE_PORTS.start + _static_band(len(_NODE_PORTS), 32, 128)
-    for low in (band, _NODE_PORTS.start):
-        free = [p for p in range(low, _NODE_PORTS.stop) if p not in taken]
+def free_node_port(taken: Container[int]) -> int | None:
+    """A random port of the range not in ``taken``, from above the static band first; None: full."""
+    band = NODE_PORTS.start + _static_band(len(NODE_PORTS), 32, 128)
+    for low in (band, NODE_PORTS.start):
+        free = [p for p in range(low, NODE_PORTS.stop) if p not in taken]
         if free:
             return _rng.choice(free)
     return None  # the range is full
@@ -130,10 +142,9 @@ def _free_node_port(taken: set[int]) -> int | None:
 def _default_service(svc: dict[str, Any]) -> None:
     """A Service's defaults and allocations at create: a cluster IP (none for ExternalName;
     a headless ``None`` is kept, in ``clusterIPs`` too), node ports for NodePort and
-    LoadBalancer services, and their traffic policies. Allocations avoid what
-    ``SERVICE_ALLOCATED`` says other Services hold."""
+    LoadBalancer services, and their traffic policies. The picks are ``SERVICE_PICKS``'s."""
     spec = svc.setdefault("spec", {})
-    taken_ips, taken_ports = SERVICE_ALLOCATED.get()
+    picks = SERVICE_PICKS.get()
     kind = fill(spec, "type", "ClusterIP")
     affinity = fill(spec, "sessionAffinity", "None")
     if affinity == "None":
@@ -148,7 +159,7 @@ def _default_service(svc: dict[str, Any]) -> None:
             spec.pop(key, None)
     else:
         if spec.get("clusterIP") in (None, ""):
-            spec["clusterIP"] = _free_cluster_ip(taken_ips)
+            spec["clusterIP"] = picks.cluster_ip() if picks is not None else free_cluster_ip(())
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
         fill(spec, "ipFamilyPolicy", "SingleStack")
@@ -159,27 +170,27 @@ def _default_service(svc: dict[str, Any]) -> None:
     if kind == "LoadBalancer":
         fill(spec, "allocateLoadBalancerNodePorts", True)
     taken: set[int] = {n for p in spec.get("ports") or () if isinstance(p, dict)
-                       and isinstance(n := p.get("nodePort"), int)} | taken_ports
+                       and isinstance(n := p.get("nodePort"), int)}
     for port in spec.get("ports", []) or []:
         if isinstance(port, dict):
             fill(port, "protocol", "TCP")
             fill(port, "targetPort", port.get("port"))
             if external and not port.get("nodePort") and spec.get("allocateLoadBalancerNodePorts", True):
-                node_port = _free_node_port(taken)  # random in the range, as upstream's allocator
+                # random in the range, as upstream's allocator
+                node_port = picks.node_port(taken) if picks is not None else free_node_port(taken)
                 if node_port is not None:
                     taken.add(node_port)
                     port["nodePort"] = node_port
 
 
 def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
-    """What kube-apiserver's allocators refuse in a Service's write: a cluster IP or node
-    port it asks for that is out of the range or that another Service holds
-    (``SERVICE_ALLOCATED``); those it held already are its own."""
+    """What kube-apiserver's allocators refuse in a Service's write before they look at
+    what is taken: a cluster IP or node port it asks for out of the range; those it held
+    already are its own. (A taken one is refused as it is claimed: ``taken_*_cause``.)"""
     spec = svc.get("spec")
     if not isinstance(spec, dict):
         return []
     old_spec = (old or {}).get("spec") or {}
-    taken_ips, taken_ports = SERVICE_ALLOCATED.get()
     causes: Causes = []
     ips = spec.get("clusterIPs")
     ips = ips if isinstance(ips, list) else []
@@ -191,27 +202,36 @@ def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None) -
             address = ipaddress.ip_address(ip)
         except ValueError:
             continue
-        if address not in _SERVICE_CIDR or address in (_SERVICE_CIDR.network_address, _SERVICE_CIDR.broadcast_address):
-            problem = f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {_SERVICE_CIDR}"
-        elif ip in taken_ips:
-            problem = "provided IP is already allocated"
-        else:
-            continue
-        causes.append(_invalid_go("spec.clusterIPs", _go_strings(ips), f"failed to allocate IP {ip}: {problem}"))
-        return causes
+        if address not in SERVICE_CIDR or address in (SERVICE_CIDR.network_address, SERVICE_CIDR.broadcast_address):
+            problem = f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"
+            causes.append(_invalid_go("spec.clusterIPs", _go_strings(ips), f"failed to allocate IP {ip}: {problem}"))
+            return causes
     held_ports = {p.get("nodePort") for p in old_spec.get("ports") or () if isinstance(p, dict)}
     for i, port in enumerate(spec.get("ports") or ()):
         node_port = port.get("nodePort") if isinstance(port, dict) else None
         if not isinstance(node_port, int) or isinstance(node_port, bool) or not node_port or node_port in held_ports:
             continue
-        if node_port not in _NODE_PORTS:
+        if node_port not in NODE_PORTS:
             problem = ("provided port is not in the valid range. The range of valid ports is "
-                       f"{_NODE_PORTS.start}-{_NODE_PORTS.stop - 1}")
-        elif node_port in taken_ports:
-            problem = "provided port is already allocated"
-        else:
-            continue
-        causes.append(_invalid_go(f"spec.ports[{i}].nodePort", str(node_port), problem))
+                       f"{NODE_PORTS.start}-{NODE_PORTS.stop - 1}")
+            causes.append(_invalid_go(f"spec.ports[{i}].nodePort", str(node_port), problem))
+    return causes
+
+
+def taken_ip_cause(svc: dict[str, Any], ip: str) -> dict[str, str]:
+    """The allocator's refusal of a requested cluster IP another Service holds."""
+    ips = (svc.get("spec") or {}).get("clusterIPs")
+    return _invalid_go("spec.clusterIPs", _go_strings(ips if isinstance(ips, list) else [ip]),
+                       f"failed to allocate IP {ip}: provided IP is already allocated")
+
+
+def taken_port_causes(svc: dict[str, Any], port: int) -> Causes:
+    """The allocator's refusal of a requested node port another Service holds (each field asking it)."""
+    spec = svc.get("spec") or {}
+    causes = [_invalid_go(f"spec.ports[{i}].nodePort", str(port), "provided port is already allocated")
+              for i, p in enumerate(spec.get("ports") or ()) if isinstance(p, dict) and p.get("nodePort") == port]
+    if spec.get("healthCheckNodePort") == port:
+        causes.append(_invalid_go("spec.healthCheckNodePort", str(port), "provided port is already allocated"))
     return causes
 
 

@@ -1,15 +1,20 @@
 """Services' cluster IPs and node ports, as kube-apiserver's allocators give them: from the
-service range (10.96.0.0/12) and the node port range (30000-32767), never twice, a
-requested one that is taken or out of range refused (422 in the allocators' words),
-released with the Service, and still known after a restart (they are read from the store)."""
+service range (10.96.0.0/12) and the node port range (30000-32767), never twice (each
+claimed in the store, as upstream's IPAddress objects, so not even by concurrent writes
+through several processes), a requested one that is taken or out of range refused (422 in
+the allocators' words), released with the Service, and still known after a restart."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config
@@ -137,3 +142,192 @@ def test_allocations_survive_a_restart(tmp_path: Path) -> None:
             core.delete_namespaced_service("web", "default")
             again = core.create_namespaced_service("default", body)
             assert again.spec.ports[0].node_port == 30020
+
+
+# -- claimed in the store: one Service per value, whatever runs concurrently -------------
+
+async def _burst(url: str, bodies: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``bodies`` created at once, each on a connection of its own (over ``--workers`` the
+    kernel spreads them over the processes)."""
+    limits = httpx.Limits(max_connections=len(bodies), max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as c:
+        async def one(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            r = await c.post("/api/v1/namespaces/default/services", json=body)
+            return r.status_code, r.json()
+        return await asyncio.gather(*(one(b) for b in bodies))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_concurrent_creates_never_share_a_cluster_ip_or_node_port(tmp_path: Path, workers: int) -> None:
+    """Many creates at once over a socket, on one process or two over one store: every
+    allocated value is one Service's; of the creates asking for one value, one gets it
+    and the others a 422 (kube-apiserver's allocators claim each value in storage)."""
+    extra = ("--workers", str(workers)) if workers > 1 else ()
+    with running(start_serve(tmp_path, tls=False, extra=extra)) as s:
+        dynamic = [svc(f"d{i}", type="NodePort") for i in range(150)]
+        same_ip = [svc(f"ip{i}", clusterIP="10.96.0.77") for i in range(15)]
+        same_port = [svc(f"port{i}", type="NodePort", ports=[{"port": 80, "nodePort": 30077}]) for i in range(15)]
+        answers = asyncio.run(_burst(s.url, dynamic + same_ip + same_port))
+        made = [o for code, o in answers[:150] if code == 201]
+        assert len(made) == 150, [o for code, o in answers[:150] if code != 201][:3]
+        ips = [o["spec"]["clusterIP"] for o in made]
+        ports = [o["spec"]["ports"][0]["nodePort"] for o in made]
+        assert len(set(ips)) == 150 and len(set(ports)) == 150
+        assert "10.96.0.77" not in ips and 30077 not in ports  # (the static bands: dynamic values come above)
+        for wanted, field, start in (("10.96.0.77", "spec.clusterIPs", 150), ("30077", "spec.ports[0].nodePort", 165)):
+            codes = sorted(code for code, _ in answers[start:start + 15])
+            assert codes == [201] + [422] * 14, codes
+            refused = next(o for code, o in answers[start:start + 15] if code == 422)
+            assert refused["reason"] == "Invalid" and refused["details"]["causes"][0]["field"] == field
+            assert "already allocated" in refused["message"] and wanted in refused["message"]
+        # what the store holds agrees: listed, every value once
+        listed = httpx.get(f"{s.url}/api/v1/services").json()["items"]
+        all_ips = [o["spec"]["clusterIP"] for o in listed]
+        all_ports = [p["nodePort"] for o in listed for p in o["spec"]["ports"] if p.get("nodePort")]
+        assert len(all_ips) == len(set(all_ips)) == 150 + 2 + 1  # (and the kubernetes Service)
+        assert len(all_ports) == len(set(all_ports)) == 151
+
+
+async def test_a_failed_or_dry_run_write_claims_nothing(client: Client) -> None:
+    """What a write that is refused after its claims (here: AlreadyExists) or that is only
+    a dry run asked for is free for the next Service."""
+    await client.create(SVCS, svc("a", clusterIP="10.96.0.30"))
+    with pytest.raises(ApiError) as e:
+        await client.create(SVCS, svc("a", type="NodePort", clusterIP="10.96.0.31",
+                                      ports=[{"port": 80, "nodePort": 30031}]))
+    assert e.value.code == 409
+    dry = await client.create(SVCS, svc("dry", type="NodePort", clusterIP="10.96.0.32",
+                                        ports=[{"port": 80, "nodePort": 30032}]), dryRun="All")
+    assert dry["spec"]["clusterIP"] == "10.96.0.32"
+    b = await client.create(SVCS, svc("b", type="NodePort", clusterIP="10.96.0.31",
+                                      ports=[{"port": 80, "nodePort": 30031}]))
+    c = await client.create(SVCS, svc("c", type="NodePort", clusterIP="10.96.0.32",
+                                      ports=[{"port": 80, "nodePort": 30032}]))
+    assert (b["spec"]["clusterIP"], c["spec"]["ports"][0]["nodePort"]) == ("10.96.0.31", 30032)
+    # refused for one value (the port "b" holds): the other (a free IP) is not kept either
+    with pytest.raises(ApiError) as port:
+        await client.create(SVCS, svc("e", type="NodePort", clusterIP="10.96.0.33",
+                                      ports=[{"port": 80, "nodePort": 30031}]))
+    assert port.value.code == 422 and "provided port is already allocated" in port.value.message
+    assert (await client.create(SVCS, svc("f", clusterIP="10.96.0.33")))["spec"]["clusterIP"] == "10.96.0.33"
+    # a dry run still refuses what is taken, as the real write would
+    with pytest.raises(ApiError) as taken:
+        await client.create(SVCS, svc("d", clusterIP="10.96.0.31"), dryRun="All")
+    assert taken.value.code == 422 and "provided IP is already allocated" in taken.value.message
+
+
+async def test_released_on_delete_and_type_change_and_reused(client: Client) -> None:
+    await client.create(SVCS, svc("lb", type="LoadBalancer", clusterIP="10.96.0.40",
+                                  ports=[{"port": 80, "nodePort": 30040}]))
+    await client.patch(f"{SVCS}/lb", {"spec": {"type": "ExternalName", "externalName": "example.com"}})
+    # an ExternalName holds neither: both are free for others
+    other = await client.create(SVCS, svc("other", type="NodePort", clusterIP="10.96.0.40",
+                                          ports=[{"port": 80, "nodePort": 30040}]))
+    assert other["spec"]["clusterIP"] == "10.96.0.40"
+    # back from ExternalName: a new cluster IP is allocated, distinct
+    back = await client.patch(f"{SVCS}/lb", {"spec": {"type": "ClusterIP", "externalName": None}})
+    assert back["spec"]["clusterIP"] not in ("10.96.0.40", None)
+    await client.delete(f"{SVCS}/other")
+    again = await client.create(SVCS, svc("again", type="NodePort", clusterIP="10.96.0.40",
+                                          ports=[{"port": 80, "nodePort": 30040}]))
+    assert again["spec"]["ports"][0]["nodePort"] == 30040
+
+
+async def test_the_repair_deletes_leaked_claims_and_claims_for_unclaimed_services(tmp_path: Path) -> None:
+    """A claim left by a process that died before its Service was written goes once older
+    than the grace period; a Service stored without its claims (older data) gets them
+    (upstream's repair controllers)."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        kube = app.state.front.kube
+        st = kube.store
+        # a claim whose Service never came
+        leaked = {"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+                  "metadata": {"name": "10.96.0.50", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                  "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default",
+                                         "name": "ghost"}}}
+        await st.create(b"/registry/ipaddresses/10.96.0.50", orjson.dumps(leaked))
+        # a Service stored without claims
+        stored = {"apiVersion": "v1", "kind": "Service",
+                  "metadata": {"name": "old", "namespace": "default", "uid": "u-old",
+                               "creationTimestamp": "2020-01-01T00:00:00Z"},
+                  "spec": {"type": "NodePort", "clusterIP": "10.96.0.60", "clusterIPs": ["10.96.0.60"],
+                           "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80, "nodePort": 30060}]}}
+        await st.create(b"/registry/services/default/old", orjson.dumps(stored))
+        with pytest.raises(ApiError) as e:
+            await c.create(SVCS, svc("x", clusterIP="10.96.0.50"))
+        assert e.value.code == 422  # claimed, if by no one
+        done = await kube.allocations.repair()
+        assert done == {"created": 2, "repointed": 0, "deleted": 1, "duplicates": 0}
+        x = await c.create(SVCS, svc("x", clusterIP="10.96.0.50"))
+        assert x["spec"]["clusterIP"] == "10.96.0.50"
+        claim = orjson.loads((await st.get(b"/registry/ipaddresses/10.96.0.50")).value)
+        assert claim["kind"] == "IPAddress" and claim["spec"]["parentRef"] == {
+            "group": "", "resource": "services", "namespace": "default", "name": "x"}
+        assert claim["metadata"]["labels"]["ipaddress.kubernetes.io/managed-by"] == "ipallocator.k8s.io"
+        for field, value in (("clusterIP", "10.96.0.60"), ("nodePort", 30060)):
+            body = svc("y", clusterIP=value) if field == "clusterIP" else \
+                svc("y", type="NodePort", ports=[{"port": 80, "nodePort": value}])
+            with pytest.raises(ApiError) as taken:
+                await c.create(SVCS, body)
+            assert taken.value.code == 422 and "already allocated" in taken.value.message
+        # a young claim no Service holds (a write in flight elsewhere) is left alone
+        await st.create(b"/registry/servicenodeports/30070", orjson.dumps({
+            "kind": "ServiceNodePort", "metadata": {"name": "30070", "creationTimestamp": _rfc3339_now()},
+            "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "z"}}}))
+        assert (await kube.allocations.repair())["deleted"] == 0
+        kube.allocations.leak_grace = 0.0
+        assert (await kube.allocations.repair())["deleted"] == 1
+        assert await st.get(b"/registry/servicenodeports/30070") is None
+
+
+def _rfc3339_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+async def test_server_side_apply_claims_and_releases_as_other_writes(client: Client) -> None:
+    def applied(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                "spec": {"ports": [{"port": 80, "protocol": "TCP"}], **spec}}
+
+    made = await client.patch(f"{SVCS}/ssa", applied("ssa", type="NodePort"), "apply", fieldManager="t")
+    port = made["spec"]["ports"][0]["nodePort"]
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{SVCS}/ssa2", applied("ssa2", clusterIP=made["spec"]["clusterIP"]), "apply",
+                           fieldManager="t")
+    assert e.value.code == 422 and "provided IP is already allocated" in e.value.message
+    await client.patch(f"{SVCS}/ssa", applied("ssa", type="ClusterIP"), "apply", fieldManager="t")
+    other = await client.create(SVCS, svc("other", type="NodePort", ports=[{"port": 80, "nodePort": port}]))
+    assert other["spec"]["ports"][0]["nodePort"] == port
+
+
+async def test_node_ports_claimed_elsewhere_are_found_and_a_full_range_is_a_500(tmp_path: Path) -> None:
+    """Claims this process never heard of (another process's, since its last repair) are
+    collisions at the claim: the write picks again, reads the claims afresh when the picks
+    keep colliding, and gets one of the ports still free; with none left, upstream's 500."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        st = app.state.front.kube.store
+        free = {30001, 30500, 31000, 32000, 32767}
+        claim = orjson.dumps({"kind": "ServiceNodePort", "metadata": {"creationTimestamp": _rfc3339_now()},
+                              "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default",
+                                                     "name": "elsewhere"}}})
+        taken = [p for p in range(30000, 32768) if p not in free]
+        for at in range(0, len(taken), 500):
+            await asyncio.gather(*(st.create(f"/registry/servicenodeports/{p}".encode(), claim)
+                                   for p in taken[at:at + 500]))
+        got = set()
+        for i in range(5):
+            made = await c.create(SVCS, svc(f"n{i}", type="NodePort"))
+            got.add(made["spec"]["ports"][0]["nodePort"])
+        assert got == free
+        with pytest.raises(ApiError) as full:
+            await c.create(SVCS, svc("n5", type="NodePort"))
+        assert full.value.code == 500 and "range is full" in full.value.message
+        assert (await c.list(SVCS))["items"][-1]["metadata"]["name"] != "n5"
