@@ -43,8 +43,7 @@ ATTEMPTS = 16
 
 def _forbidden(rtype: ResourceType, name: str, message: str) -> ApiError:
     return ApiError(403, "Forbidden", f'{rtype.plural}{"." + rtype.group if rtype.group else ""} "{name}" is '
-                                      f"forbidden: {message}", {"name": name, "kind": rtype.plural,
-                                                                "group": rtype.group})
+                                      f"forbidden: {message}", ApiError._details(rtype, name))  # no empty group
 
 
 def _shown(values: dict[str, Fraction]) -> str:
@@ -82,13 +81,13 @@ class QuotaAdmission:
                 if kv is None:
                     continue
                 quota = orjson.loads(kv.value)
-                increment = tracked(quota, used)
-                if not increment:
-                    continue
-                if rtype.plural == "pods" and not rtype.group:
+                if rtype.plural == "pods" and not rtype.group:  # upstream's Constraints: before any usage
                     missing = unspecified(quota, obj)
                     if missing:
                         raise _forbidden(rtype, name, f"failed quota: {qname}: must specify {'; '.join(missing)}")
+                increment = tracked(quota, used)
+                if not increment:
+                    continue
                 status = quota.get("status") or {}
                 hard, now = status.get("hard") or {}, status.get("used") or {}
                 unknown = sorted(r for r in increment if r not in hard or r not in now)

@@ -112,8 +112,8 @@ from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
-from .tables import as_table, wants_table
-from .tokenrequest import TokenIssuer, token_request
+from .tables import as_table
+from .tokenrequest import TokenIssuer, token_request_looked_up
 from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
@@ -509,20 +509,23 @@ class KubeApi:
             if account is None:
                 raise ApiError.not_found(rtype, name)
             asked = self._parse_json(body) if body.strip() else {}
-            return await self._json(send, 201, token_request(self.token_issuer, orjson.loads(account.value), asked))
+            return await self._json(send, 201, await token_request_looked_up(
+                self.token_issuer, orjson.loads(account.value), asked, self._core_object))
         if subresource == "log" and name is not None:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)
             return await self._log(rtype, namespace, name, query, send)
         if subresource == "scale" and name is not None:
+            if method in ("POST", "PUT") and content_type not in ("", "application/json"):
+                raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             body = await self._body(scope, receive) if method in ("PUT", "PATCH") else b""
-            scale = await self._scale(rtype, namespace, name, method, content_type, body,
+            scale = await self._scale(rtype, namespace, name, method, content_type, body, query,
                                       manager_of(query, headers) if method != "GET" else "")
-            accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
-            if accept and wants_table(accept) and rtype.custom is None:  # as upstream's Scale printer prints it
-                scale = as_table("scales.autoscaling", [scale],
-                                 {"resourceVersion": scale["metadata"]["resourceVersion"]},
-                                 query.get("includeObject", "Metadata"))
+            out = OUTPUT.get()
+            if method == "GET" and out.table and rtype.custom is None:  # as upstream's Scale printer prints it
+                scale = _table_version(as_table("scales.autoscaling", [scale],
+                                                {"resourceVersion": scale["metadata"]["resourceVersion"]},
+                                                query.get("includeObject", "Metadata")), out)
             return await self._json(send, 200, scale)
         if subresource == "finalize" and name is not None and rtype is self._namespaces:
             if method != "PUT":
@@ -1516,12 +1519,22 @@ class KubeApi:
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
 
+    async def _core_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The stored core/v1 object, or None (a TokenRequest's bound object)."""
+        rtype = self.registry.get("", "v1", plural)
+        kv = None if rtype is None or not name else await self.store.get(rtype.key(namespace, name))
+        if kv is None:
+            return None
+        obj: dict[str, Any] = orjson.loads(kv.value)
+        return obj
+
     async def _log(self, rtype: ResourceType, namespace: str | None, name: str, query: dict[str, str],
                    send: Send) -> None:
         """``pods/{name}/log``: simulated containers write nothing, so a running container's
         log is empty (``follow`` ends at once rather than holding the request); the errors
         are kube-apiserver's: no such container, a container not started yet, no earlier
-        instance for ``previous``."""
+        instance for ``previous``. The options are validated first, as upstream's ``LogREST.Get``."""
+        validate_log_options(name, query)
         pod = orjson.loads(await self._get(rtype, namespace, name))
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         names = [c.get("name") for c in [*(spec.get("initContainers") or ()), *(spec.get("ephemeralContainers") or ()),
@@ -1530,8 +1543,10 @@ class KubeApi:
         if not container:
             if len(spec.get("containers") or ()) != 1:
                 listed = " ".join(c.get("name", "") for c in spec.get("containers") or ())
+                init = " ".join(c.get("name", "") for c in spec.get("initContainers") or ())
                 raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
-                                           f"[{listed}]")
+                                           f"[{listed}]" + (f" or one of the init containers: [{init}]"
+                                                            if init else ""))
             container = names[-1]
         if container not in names:
             raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
@@ -1540,7 +1555,9 @@ class KubeApi:
                                                *(status.get("containerStatuses") or ())]}
         found = statuses.get(container) or {}
         state = found.get("state") or {}
-        if flag(query, "previous"):  # the kubelet's answer when no earlier instance ended
+        if not spec.get("nodeName"):
+            pass  # upstream's LogLocation: a pod with no host yet has no log location, so an empty log
+        elif flag(query, "previous"):  # the kubelet's answer when no earlier instance ended
             if not (found.get("lastState") or {}).get("terminated"):
                 raise ApiError.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         elif not state or "waiting" in state:

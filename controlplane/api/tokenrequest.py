@@ -25,6 +25,7 @@ import hmac
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ import orjson
 from .errors import ApiError
 from .rbac import User
 
-__all__ = ["AUDIENCE", "ISSUER", "TokenIssuer", "account_of", "account_user", "token_request"]
+__all__ = ["AUDIENCE", "ISSUER", "TokenIssuer", "account_of", "account_user", "token_request",
+           "token_request_looked_up"]
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 AUDIENCE = ISSUER
@@ -123,8 +125,53 @@ def account_user(claims: dict[str, Any]) -> User:
                 ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")).with_authenticated()
 
 
-def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any) -> dict[str, Any]:
-    """The TokenRequest answered for ``account`` (the stored ServiceAccount), from the request ``body``."""
+Getter = Callable[[str, str | None, str], Awaitable[dict[str, Any] | None]]
+
+
+async def token_request_looked_up(issuer: TokenIssuer, account: dict[str, Any], body: Any,
+                                  get: Getter) -> dict[str, Any]:
+    """``token_request`` with its bound object looked up through ``get(plural, namespace, name)``
+    (None when missing), as upstream's TokenREST does after validating the request: a missing
+    object is 404, a pod of another service account 400, a ``uid`` that is not the object's 409;
+    a pod's token names its node too (ServiceAccountTokenPodNodeInfo), without a uid if the
+    node is gone."""
+    token_request(issuer, account, body, bound_claims={})  # the validation first, as upstream
+    ref = body["spec"].get("boundObjectRef") if isinstance(body.get("spec"), dict) else None
+    if not isinstance(ref, dict):
+        return token_request(issuer, account, body)
+    kind, name = str(ref["kind"]), str(ref.get("name") or "")
+    api_version = str(ref.get("apiVersion") or "v1")
+    if "/" in api_version:  # upstream binds core objects only
+        raise ApiError.bad_request(f"cannot bind token to object of type {api_version}, Kind={kind}")
+    meta = account.get("metadata") or {}
+    plural = kind.lower() + "s"
+    obj = await get(plural, None if kind == "Node" else str(meta.get("namespace", "")), name)
+    if obj is None:
+        raise ApiError(404, "NotFound", f'{plural} "{name}" not found', {"name": name, "kind": plural})
+    uid = str((obj.get("metadata") or {}).get("uid") or "")
+    claims: dict[str, Any] = {kind.lower(): {"name": name, "uid": uid}}
+    if kind == "Pod":
+        account_name = meta.get("name", "")
+        pod_spec = obj.get("spec") or {}
+        if pod_spec.get("serviceAccountName") != account_name:
+            raise ApiError.bad_request(f'cannot bind token for serviceaccount "{account_name}" to pod running '
+                                       "with different serviceaccount name.")
+        if node_name := pod_spec.get("nodeName"):
+            node = await get("nodes", None, str(node_name))
+            node_uid = (node or {}).get("metadata", {}).get("uid")
+            claims["node"] = {"name": node_name, **({"uid": node_uid} if node_uid else {})}
+    if ref.get("uid") and ref["uid"] != uid:
+        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": the UID in the bound '
+                       f"object reference ({ref['uid']}) does not match the UID in record. The object might have "
+                       "been deleted and then recreated", {"name": name, "kind": kind})
+    return token_request(issuer, account, body, bound_claims=claims)
+
+
+def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
+                  bound_claims: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The TokenRequest answered for ``account`` (the stored ServiceAccount), from the request ``body``;
+    ``bound_claims``, when given, are the ``kubernetes.io`` claims of its bound object
+    (``token_request_looked_up``), else they are taken from its ``boundObjectRef`` as it is."""
     if not isinstance(body, dict) or body.get("kind") not in (None, "TokenRequest"):
         raise ApiError.bad_request("the request body must be a TokenRequest")
     spec = body.get("spec") or {}
@@ -137,25 +184,27 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any) -> di
     causes = []
     if not isinstance(seconds, int) or seconds < MIN_SECONDS:
         causes.append({"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
-                       "message": "Invalid value: may not specify a duration less than 10 minutes"})
+                       "message": f"Invalid value: {seconds}: may not specify a duration less than 10 minutes"})
     elif seconds > MAX_SECONDS:
         causes.append({"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
-                       "message": "Invalid value: may not specify a duration larger than 2^32 seconds"})
+                       "message": f"Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds"})
     bound = spec.get("boundObjectRef")
     if bound is not None and (not isinstance(bound, dict) or bound.get("kind") not in ("Pod", "Secret", "Node")):
         causes.append({"reason": "FieldValueNotSupported", "field": "spec.boundObjectRef.kind",
                        "message": 'Unsupported value: supported values: "Pod", "Secret", "Node"'})
-    if causes:
-        raise ApiError(422, "Invalid", f'TokenRequest.authentication.k8s.io "{name}" is invalid: '
+    if causes:  # upstream's NewInvalid names no object here: `TokenRequest.authentication.k8s.io "" is invalid`
+        raise ApiError(422, "Invalid", 'TokenRequest.authentication.k8s.io "" is invalid: '
                        + ", ".join(f"{c['field']}: {c['message']}" for c in causes),
-                       {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest", "causes": causes})
+                       {"group": "authentication.k8s.io", "kind": "TokenRequest", "causes": causes})
     given = spec.get("audiences")
     if given is not None and (not isinstance(given, list) or not all(isinstance(a, str) for a in given)):
         raise ApiError.bad_request("spec.audiences must be a list of strings")
     audiences = list(given or ()) or [AUDIENCE]
     now = int(time.time())
     kube: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": meta.get("uid", "")}}
-    if bound:
+    if bound_claims is not None:
+        kube.update(bound_claims)
+    elif bound:
         kube[str(bound["kind"]).lower()] = {"name": bound.get("name", ""), "uid": bound.get("uid", "")}
     claims = {"aud": audiences, "exp": now + seconds, "iat": now, "iss": ISSUER, "jti": str(uuid.uuid4()),
               "kubernetes.io": kube, "nbf": now, "sub": f"system:serviceaccount:{namespace}:{name}"}

@@ -205,10 +205,13 @@ def unspecified(quota: Obj, pod: Obj) -> list[str]:
     hard = (quota.get("spec") or {}).get("hard") or {}
     if "BestEffort" in ((quota.get("spec") or {}).get("scopes") or ()):
         return []
+    spec = pod.get("spec") or {}
     missing = []
-    for name, (kind, resource) in _MUST_SPECIFY.items():
-        if name in hard:
-            for c in (pod.get("spec") or {}).get("containers") or ():
-                if ((c.get("resources") or {}).get(kind) or {}).get(resource) is None:
-                    missing.append(f"{name} for: {c.get('name', '')}")
-    return sorted(set(missing))
+    for name, (kind, resource) in sorted(_MUST_SPECIFY.items()):
+        if name in hard:  # as upstream's podEvaluator.Constraints: init containers too, names sorted
+            lacking = sorted({str(c.get("name", "")) for c in [*(spec.get("initContainers") or ()),
+                                                               *(spec.get("containers") or ())]
+                              if ((c.get("resources") or {}).get(kind) or {}).get(resource) is None})
+            if lacking:
+                missing.append(f"{name} for: {','.join(lacking)}")
+    return missing

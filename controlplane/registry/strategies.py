@@ -285,8 +285,17 @@ def _invalid(field: str, value: object, message: str) -> dict[str, str]:
             if not isinstance(value, str) else f'Invalid value: "{value}": {message}'}
 
 
-def _config_data(obj: dict[str, Any], old: dict[str, Any] | None, binary: tuple[str, ...]) -> Causes:
-    """Keys, size and immutability of a ConfigMap's or a Secret's data fields."""
+def _decoded_size(value: str) -> int:
+    """The bytes a base64 value decodes to (upstream counts a Secret's data and a ConfigMap's
+    binaryData decoded: they are []byte)."""
+    return len(value) * 3 // 4 - (2 if value.endswith("==") else 1 if value.endswith("=") else 0)
+
+
+def _config_data(obj: dict[str, Any], old: dict[str, Any] | None, binary: tuple[str, ...],
+                 encoded: tuple[str, ...] = ("binaryData",), size_field: str = "") -> Causes:
+    """Keys, size and immutability of a ConfigMap's or a Secret's data fields. The size is
+    upstream's: the values' bytes (keys not counted; the ``encoded`` fields decoded), at most
+    1 MiB, reported at ``size_field`` (a ConfigMap's whole object, a Secret's ``data``)."""
     causes: Causes = []
     size = 0
     for field in binary:
@@ -300,9 +309,10 @@ def _config_data(obj: dict[str, Any], old: dict[str, Any] | None, binary: tuple[
                 causes.append(_invalid(f"{field}[{k}]", k, "a valid config key must consist of alphanumeric "
                                        "characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
                                        "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"))
-            size += len(k) + (len(v) if isinstance(v, str) else 0)
+            if isinstance(v, str):
+                size += _decoded_size(v) if field in encoded else len(v.encode())
     if size > _MAX_CONFIG_BYTES:
-        causes.append({"reason": "FieldValueTooLong", "field": "",
+        causes.append({"reason": "FieldValueTooLong", "field": size_field,
                        "message": f"Too long: must have at most {_MAX_CONFIG_BYTES} bytes"})
     if old is not None and old.get("immutable") is True:
         for field in (*binary, "immutable"):
@@ -345,7 +355,7 @@ def _prepare_secret(secret: dict[str, Any], old: dict[str, Any] | None) -> Cause
         for k, v in string_data.items():
             merged[k] = base64.b64encode(str(v).encode()).decode()
         secret["data"] = merged
-    causes = _config_data(secret, old, ("data",))
+    causes = _config_data(secret, old, ("data",), encoded=("data",), size_field="data")
     for key in _SECRET_KEYS.get(secret.get("type") or "", ()):
         if key not in (secret.get("data") or {}):
             causes.append({"reason": "FieldValueRequired", "field": f"data[{key}]", "message": "Required value"})

@@ -203,7 +203,8 @@ def test_get_prints_upstream_columns_for_workloads_and_rbac(served: Serve) -> No
 
 
 def test_logs_of_a_simulated_container_are_empty_and_follow_ends(served: Serve) -> None:
-    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="talker", ns="default"))
+    # on a node, as a kubelet is asked for the log only then (a pod with no node has an empty one)
+    kubectl(served, "apply", "-f", "-", stdin=POD.format(name="talker", ns="default") + "  nodeName: node-a\n")
     kubectl(served, "patch", "pod", "talker", "--subresource=status", "--type=merge", "-p",
             '{"status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "nginx:1.27", '
             '"imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}}')
