@@ -22,14 +22,21 @@ import orjson
 import yaml
 
 from ..registry import ResourceType
-from ..registry.managedfields import KUBECTL, LAST_APPLIED, MAX_MANAGER_LENGTH, Conflicts, manager_from_user_agent
+from ..registry.managedfields import (
+    KUBECTL,
+    LAST_APPLIED,
+    MAX_MANAGER_LENGTH,
+    SCALE_TYPE,
+    Conflicts,
+    manager_from_user_agent,
+)
 from ..registry.strategies import default
 from ..registry.validation import shape_of
 from .errors import ApiError
 from .params import flag
 
 __all__ = ["APPLY_YAML", "ApplyOptions", "apply_defaults", "apply_options", "conflict_error", "manager_of",
-           "parse_config", "sync_last_applied"]
+           "parse_config", "parse_scale_config", "sync_last_applied"]
 
 APPLY_YAML = "application/apply-patch+yaml"
 # metadata.annotations may hold at most this many bytes, keys and values together
@@ -146,6 +153,50 @@ def yaml_as_json(body: bytes) -> bytes:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
     except (TypeError, orjson.JSONEncodeError) as e:
         raise ApiError.bad_request(f"the YAML body is not JSON: {e}") from e
+
+
+def _load_config(body: bytes) -> dict[str, Any]:
+    """An applied configuration's YAML (or JSON) object; a 400 for anything else."""
+    try:
+        config = _load_yaml(body)
+        if not isinstance(config, dict):
+            raise ApiError.bad_request("the applied configuration must be an object")
+        config = dict(_string_keys(config))
+        orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ApiError.bad_request(f"error decoding YAML: {e}") from e
+    except (TypeError, orjson.JSONEncodeError) as e:
+        raise ApiError.bad_request(f"the applied configuration is not JSON: {e}") from e
+    return config
+
+
+def parse_scale_config(namespaced: bool, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+    """The configuration applied through ``/scale``: an ``autoscaling/v1`` Scale named
+    ``name``. Anything else is upstream's 400 ``invalid object type: apps/v1,
+    Kind=Deployment`` (its field manager checks the kind first), which is what
+    ``kubectl apply --server-side --subresource=scale`` of a Deployment's file gets."""
+    config = _load_config(body)
+    api_version, kind = config.get("apiVersion"), config.get("kind")
+    if api_version != SCALE_TYPE.api_version or kind != SCALE_TYPE.kind:
+        given = api_version if isinstance(api_version, str) else ""
+        slashes = given.count("/")  # as Go's ParseGroupVersion: no group version for more than one
+        group, version = given.split("/") if slashes == 1 else ("", given if slashes == 0 else "")
+        raise ApiError.bad_request(f"invalid object type: {group}/{version}, "
+                                   f"Kind={kind if isinstance(kind, str) else ''}")
+    meta = config.get("metadata")
+    if meta is None:
+        meta = config["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise ApiError.bad_request("metadata must be an object")
+    if meta.get("managedFields") is not None:
+        raise ApiError.bad_request("metadata.managedFields must be nil")
+    if meta.get("name") not in (None, "", name):
+        raise ApiError.name_mismatch(meta.get("name"), name)
+    if namespaced and meta.get("namespace") not in (None, "", namespace):
+        raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent "
+                                   "on the request")
+    _check_config(SCALE_TYPE, config)
+    return config
 
 
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:

@@ -99,12 +99,12 @@ class ApiError(Exception):
                    f"the server does not allow this method on the requested resource ({method})")
 
     @classmethod
-    def unsupported_media_type(cls, content_type: str,
-                               accepted: tuple[str, ...] = ("application/json", "application/merge-patch+json",
-                                                            "application/json-patch+json")) -> ApiError:
+    def unsupported_media_type(cls, accepted: tuple[str, ...]) -> ApiError:
+        """A body of a type the endpoint does not read, worded as upstream's (which does not
+        name the type it got)."""
         return cls(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types include: "
-                   f'{", ".join(accepted)} (got "{content_type}")')
+                   f'{", ".join(accepted)}')
 
     @classmethod
     def too_large(cls) -> ApiError:

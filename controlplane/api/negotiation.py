@@ -1,19 +1,37 @@
 """What a response is written as, from the request's ``Accept`` header, as kube-apiserver
-negotiates it.
+negotiates it (k8s.io/apiserver ``endpoints/handlers/negotiation``).
 
-The server writes JSON; ``application/yaml`` preferred (by its ``q`` and then its
-place in the header) gets the same document as YAML, its keys sorted as upstream's
-JSON-to-YAML conversion sorts them. A header that accepts none of JSON, YAML or
-protobuf (which this server answers with JSON, as a client asking for protobuf
-always also accepts), nor a wildcard, is 406 NotAcceptable with upstream's message;
-so is YAML for a watch, which has no YAML framing upstream either. A pod's log is
-text and takes any ``Accept``.
+The header is parsed as goautoneg parses it: clauses split at ``,``, a clause without a
+``/`` dropped (``*`` alone is ``*/*``), ``q`` read but never a reason to refuse a clause
+(``q=0`` included), and the clauses sorted by its comparison (higher ``q`` first, but a
+concrete type before a wildcard whatever their ``q``) with an insertion sort, so equal
+clauses keep their order. Media types are compared as written (case-sensitive). The
+first clause that names a served type (``application/json``, ``application/yaml``,
+``application/vnd.kubernetes.protobuf``, or a wildcard of them, JSON first) with
+parameters the endpoint allows wins:
+
+- ``as``/``g``/``v`` ask for a conversion: ``Table`` (JSON or YAML only) and
+  ``PartialObjectMetadata``/``PartialObjectMetadataList`` of ``meta.k8s.io`` ``v1`` or
+  ``v1beta1`` on a resource, nothing anywhere else (discovery documents, errors);
+- ``stream`` must be ``watch``, of a type with a stream form (not YAML);
+- ``sv`` must be ``v1`` (the meta group's version), and only on a resource;
+- a custom resource's own object has no protobuf form.
+
+No clause that does: 406 NotAcceptable, listing every served type. An empty header is
+JSON. The server writes JSON for protobuf (a client asking for protobuf also accepts
+JSON), and YAML as the same document with its keys sorted, as upstream's JSON-to-YAML
+conversion sorts them. A watch needs a type with a stream form, so YAML there is a 406
+that lists the stream types. An error is written as the header negotiates without
+conversions (JSON if nothing is left), as upstream's ``ErrorNegotiated``. A pod's log
+is text and takes any ``Accept``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -21,56 +39,172 @@ import yaml
 
 from .errors import ApiError
 
-__all__ = ["AS_JSON", "AS_YAML", "NOT_ACCEPTABLE", "output_format", "yaml_writer"]
+__all__ = ["AS_JSON", "AS_PROTOBUF", "AS_YAML", "BUILTIN", "CUSTOM", "JSON_OUTPUT", "NOT_ACCEPTABLE",
+           "NOT_ACCEPTABLE_STREAM", "OUTPUT", "PLAIN", "Output", "error_format", "negotiate", "negotiated_writer"]
 
-AS_JSON, AS_YAML = "json", "yaml"
+AS_JSON, AS_YAML, AS_PROTOBUF = "json", "yaml", "protobuf"
 NOT_ACCEPTABLE = ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json, "
                           "application/yaml, application/vnd.kubernetes.protobuf")
-_JSON_TYPES = frozenset({"application/json", "application/vnd.kubernetes.protobuf", "*/*", "application/*"})
+NOT_ACCEPTABLE_STREAM = ApiError(406, "NotAcceptable", "only the following media types are accepted: "
+                                 "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
+
+# What an endpoint lets a client ask for (upstream's EndpointRestrictions).
+PLAIN = 0    # DefaultEndpointRestrictions: no conversion (discovery documents, errors)
+BUILTIN = 1  # a built-in resource's RequestScope
+CUSTOM = 2   # a custom resource's: its StandardSerializers leave out protobuf
+
+_META = "meta.k8s.io"
+_META_VERSIONS = ("v1", "v1beta1")
+_PARTIAL = ("PartialObjectMetadata", "PartialObjectMetadataList")
+# the served media types in upstream's order: type, subtype, format, has a stream form
+_SERVED = (("application", "json", AS_JSON, True), ("application", "yaml", AS_YAML, False),
+           ("application", "vnd.kubernetes.protobuf", AS_PROTOBUF, True))
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """The negotiated answer: its format, and the conversion asked for (``kind`` and its
+    ``meta.k8s.io`` version; no kind: the object itself)."""
+
+    format: str
+    kind: str = ""
+    version: str = ""
+
+    @property
+    def table(self) -> bool:
+        return self.kind == "Table"
+
+    @property
+    def metadata_only(self) -> str | None:
+        """``meta.k8s.io/<version>`` for a PartialObjectMetadata(List) answer, else None."""
+        return f"{_META}/{self.version}" if self.kind in _PARTIAL else None
+
+    @property
+    def yaml(self) -> bool:
+        return self.format == AS_YAML
+
+
+JSON_OUTPUT = Output(AS_JSON)
+
+# This request's negotiated output, set where the endpoint is known (api/rest.py); the
+# writer of ``negotiated_writer`` reads it when the answer starts.
+OUTPUT: contextvars.ContextVar[Output] = contextvars.ContextVar("output", default=JSON_OUTPUT)
+
+
+def _clauses(accept: str) -> list[tuple[str, str, float, dict[str, str]]]:
+    """The clauses of an Accept header as goautoneg's ParseAccept gives them: (type,
+    subtype, q, parameters), sorted."""
+    out: list[tuple[str, str, float, dict[str, str]]] = []
+    for part in accept.split(","):
+        part = part.strip(" ")
+        media, *params = part.split(";")
+        kind, slash, rest = media.partition("/")
+        kind = kind.strip(" ")
+        if not slash:
+            if kind != "*":
+                continue
+            sub = "*"
+        else:
+            if "/" in rest:
+                continue
+            sub = rest.strip(" ")
+        q, found = 1.0, {}
+        for param in params:
+            key, eq, value = param.partition("=")
+            if not eq or "=" in value:
+                continue
+            key = key.strip(" ")
+            if key == "q":  # as Go's ParseFloat: no spaces around the number
+                try:
+                    q = float(value) if value == value.strip() else 0.0
+                except ValueError:
+                    q = 0.0
+            else:
+                found[key] = value.strip(" ")
+        out.append((kind, sub, q, found))
+    # Go's sort.Sort of a few elements is an insertion sort; its Less is goautoneg's
+    for i in range(1, len(out)):
+        j = i
+        while j > 0 and _less(out[j], out[j - 1]):
+            out[j], out[j - 1] = out[j - 1], out[j]
+            j -= 1
+    return out
+
+
+def _less(a: tuple[str, str, float, dict[str, str]], b: tuple[str, str, float, dict[str, str]]) -> bool:
+    return a[2] > b[2] or (a[0] != "*" and b[0] == "*") or (a[1] != "*" and b[1] == "*")
+
+
+def _accepted(params: dict[str, str], fmt: str, streams: bool, endpoint: int) -> Output | None:
+    """The output a clause's parameters ask for of ``fmt``, or None if the endpoint refuses
+    them (upstream's acceptMediaTypeOptions with the endpoint's restrictions)."""
+    kind = group = version = None
+    for key, value in params.items():
+        if key == "as":
+            kind = value
+        elif key == "g":
+            group = value
+        elif key == "v":
+            version = value
+        elif (key == "stream" and value and (not streams or value != "watch")) \
+                or (key == "sv" and value and (endpoint == PLAIN or value != "v1")):
+            return None
+    if kind is None and group is None and version is None:
+        if endpoint == CUSTOM and fmt == AS_PROTOBUF:
+            return None
+        return Output(fmt)
+    if endpoint == PLAIN or group != _META or version not in _META_VERSIONS:
+        return None
+    if kind == "Table":
+        return Output(fmt, kind, version) if fmt in (AS_JSON, AS_YAML) else None
+    if kind in _PARTIAL:
+        return Output(fmt, kind, version)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def negotiate(accept: str, endpoint: int = PLAIN) -> Output | None:
+    """What ``accept`` gets from an ``endpoint`` (PLAIN, BUILTIN, CUSTOM); None: a 406."""
+    if not accept:
+        return JSON_OUTPUT
+    for kind, sub, _q, params in _clauses(accept):
+        for served_kind, served_sub, fmt, streams in _SERVED:
+            if (kind == served_kind and sub in (served_sub, "*")) or (kind == "*" and sub == "*"):
+                found = _accepted(params, fmt, streams, endpoint)
+                if found is not None:
+                    return found
+    return None
+
+
+def error_format(accept: str) -> str:
+    """The format of an error answer: as ``accept`` negotiates without conversions, else JSON."""
+    found = negotiate(accept, PLAIN)
+    return AS_YAML if found is not None and found.yaml else AS_JSON
+
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-@functools.lru_cache(maxsize=512)
-def output_format(accept: str) -> str | None:
-    """``AS_JSON``, ``AS_YAML``, or None when ``accept`` takes neither (an empty header takes JSON)."""
-    if not accept:
-        return AS_JSON
-    best, best_q = None, 0.0
-    for part in accept.split(","):
-        media, _, params = part.partition(";")
-        media = media.strip().lower()
-        kind = AS_YAML if media == "application/yaml" else AS_JSON if media in _JSON_TYPES else None
-        if kind is None:
-            continue
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if q > best_q:
-            best, best_q = kind, q
-    return best
-
-
-def yaml_writer(send: Send) -> Send:
-    """``send``, with a JSON response body collected and written as YAML."""
+def negotiated_writer(send: Send, errors_as_yaml: bool) -> Send:
+    """``send``, with a JSON answer written as YAML when it is negotiated so: an error
+    (a status of 400 or more) if ``errors_as_yaml``, any other answer if ``OUTPUT`` (read
+    when it starts) is YAML. Other answers, and answers that are not JSON, go as they are."""
     start: dict[str, Any] | None = None
     body: list[bytes] = []
+    passing = False
 
     async def write(message: dict[str, Any]) -> None:
-        nonlocal start
+        nonlocal start, passing
         if message["type"] == "http.response.start":
             headers = message.get("headers") or []
-            if not any(k == b"content-type" and v.startswith(b"application/json") for k, v in headers):
-                await send(message)  # not a JSON answer: as it is
+            as_yaml = errors_as_yaml if message["status"] >= 400 else OUTPUT.get().yaml
+            if not as_yaml or not any(k == b"content-type" and v == b"application/json" for k, v in headers):
+                passing = True
+                await send(message)  # as it is
                 return
             start = message
             return
-        if start is None:
+        if passing or start is None:
             await send(message)
             return
         body.append(message.get("body", b""))

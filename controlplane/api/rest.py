@@ -69,6 +69,7 @@ from .apply import (
     conflict_error,
     manager_of,
     parse_config,
+    parse_scale_config,
     sync_last_applied,
     yaml_as_json,
 )
@@ -84,11 +85,25 @@ from .fieldvalidation import add_warning, check_object, fill_zero_values, reques
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
-from .negotiation import AS_JSON, AS_YAML, NOT_ACCEPTABLE, output_format, yaml_writer
+from .negotiation import (
+    AS_YAML,
+    BUILTIN,
+    CUSTOM,
+    JSON_OUTPUT,
+    NOT_ACCEPTABLE,
+    NOT_ACCEPTABLE_STREAM,
+    OUTPUT,
+    PLAIN,
+    Output,
+    error_format,
+    negotiate,
+    negotiated_writer,
+)
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .params import flag
-from .partial import metadata_version, partial, partial_list
+from .partial import partial, partial_list
+from .podlog import validate_log_options
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
@@ -334,16 +349,13 @@ class KubeApi:
         # app in its caller's task, where a dry run's DRY_RUN (or a converted type's CONVERSION)
         # would otherwise outlive the request and turn that client's next create into a dry run.
         dry_run, conversion, user = DRY_RUN.set(False), CONVERSION.set(None), REQUEST_USER.set(None)
+        output = OUTPUT.set(JSON_OUTPUT)  # the endpoint's negotiation sets it (api/negotiation.py)
         try:
             with request_scope(scope):
                 try:
-                    fmt = _output_format(scope)
-                    if fmt is None:
-                        raise NOT_ACCEPTABLE
-                    if fmt == AS_YAML:
-                        if _is_watch(scope):
-                            raise NOT_ACCEPTABLE  # a watch has no YAML framing, upstream either
-                        answer = yaml_writer(answer)  # type: ignore[assignment]
+                    accept = _accept(scope)
+                    if "yaml" in accept:  # (else nothing can be written as YAML)
+                        answer = negotiated_writer(answer, error_format(accept) == AS_YAML)  # type: ignore[assignment]
                     await self._dispatch(scope, receive, answer)
                 except ApiError as e:
                     await self._respond(answer, e.code, e.body(), e.retry_after())
@@ -365,6 +377,7 @@ class KubeApi:
                 finally:
                     _observe_request(scope, code, time.perf_counter() - started)
         finally:
+            OUTPUT.reset(output)
             REQUEST_USER.reset(user)
             CONVERSION.reset(conversion)
             DRY_RUN.reset(dry_run)
@@ -407,12 +420,14 @@ class KubeApi:
         if self.authorizer is not None:
             await self._authorize(scope, parts, method, query)
         if parts == ["api"] or parts == ["apis"]:
-            wanted = aggregated_version_accepted(dict(scope["headers"]).get(b"accept", b"").decode("latin-1"))
+            accept = _accept(scope)
+            wanted = aggregated_version_accepted(accept)
             if wanted is not None:
                 body = orjson.dumps(aggregated(self.registry, parts == ["api"], wanted))
                 await send({"type": "http.response.start", "status": 200,
                             "headers": [(b"content-type", discovery_content_type(wanted)), (b"vary", b"Accept")]})
                 return await send({"type": "http.response.body", "body": body})
+            _negotiated(accept, PLAIN)  # a discovery document: no conversion
             return await self._json(send, 200, self._api_versions() if parts == ["api"] else self._group_list())
         if parts[:1] == ["api"]:
             group, version, rest = "", parts[1], parts[2:]
@@ -421,6 +436,7 @@ class KubeApi:
                 g = self._group(parts[1])
                 if g is None:
                     raise ApiError.not_found_path(path)
+                _negotiated(_accept(scope), PLAIN)
                 return await self._json(send, 200, g)
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
@@ -428,6 +444,7 @@ class KubeApi:
         if not rest:
             if version not in self.registry.groups().get(group, []):
                 raise ApiError.not_found_path(path)
+            _negotiated(_accept(scope), PLAIN)
             return await self._json(send, 200, self._resource_list(group, version))
         namespace: str | None = None
         if group == "" and len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "bindings" and method == "POST" \
@@ -449,6 +466,17 @@ class KubeApi:
             raise ApiError.not_found_path(path)
         if rtype.namespaced and name is not None and namespace is None:
             raise ApiError.not_found_path(path)
+        headers = dict(scope["headers"])
+        if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers") \
+                and "patch" in rtype.verbs:  # upstream checks a patch's type first, as written (case and all)
+            patch_type = headers.get(b"content-type", b"").decode("latin-1").strip()
+            if patch_type.find(";") > 0:
+                patch_type = patch_type[:patch_type.index(";")]
+            accepted = accepted_patch_types(rtype)
+            if patch_type not in accepted:
+                raise ApiError.unsupported_media_type(accepted)
+        if subresource != "log":  # (a pod's log is text: it takes any Accept)
+            _negotiated(_accept(scope), CUSTOM if rtype.custom is not None else BUILTIN)
         if rtype.custom is not None and rtype.custom.deprecation_warning:
             add_warning(rtype.custom.deprecation_warning)
         if parse_dry_run(query.get("dryRun")):
@@ -460,8 +488,7 @@ class KubeApi:
             CONVERSION.set(conversion)
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
-        headers = dict(scope["headers"])
-        content_type = headers.get(b"content-type", b"").decode().split(";")[0].strip().lower()
+        content_type = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
         if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
             receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive)))
@@ -473,16 +500,16 @@ class KubeApi:
         if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)
-            if content_type not in ("", "application/json", "*/*"):
-                raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
+            if content_type not in ("", "application/json"):
+                raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             asked = self._parse(rtype, await self._body(scope, receive))
             return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
                                                             self.authorizer, namespace, self.authenticate_token))
         if rtype.group == RENEWALS_GROUP and rtype.custom is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)
-            if content_type not in ("", "application/json", "*/*"):
-                raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
+            if content_type not in ("", "application/json"):
+                raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             body = await self._body(scope, receive)
             if rtype.plural == REPORTS_PLURAL:
                 return await self._json(send, 201, await self._report_node_status(scope, rtype, body,
@@ -535,21 +562,23 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if subresource not in (None, "status", "ephemeralcontainers"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
-        if method in ("POST", "PUT") and content_type not in ("", "application/json", "*/*"):
+        if method in ("POST", "PUT") and content_type not in ("", "application/json"):
             # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
-            raise ApiError.unsupported_media_type(content_type, ACCEPTED_BODIES)
+            raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
         manager = manager_of(query, headers) if method in ("POST", "PUT", "PATCH") else ""
-        accept = headers.get(b"accept", b"").decode("latin-1") if method == "GET" else ""
-        table = bool(accept) and wants_table(accept)
-        metadata_only = metadata_version(accept) if accept and not table else None
+        out = OUTPUT.get()
+        table = method == "GET" and out.table
+        metadata_only = out.metadata_only if method == "GET" else None
         include = query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
             raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
         if name is None:
             if method == "GET":
                 if flag(query, "watch"):
+                    if out.yaml:
+                        raise NOT_ACCEPTABLE_STREAM  # YAML has no stream form, upstream either
                     return await self._watch(rtype, namespace, query, receive, send,
-                                             include if table else None, metadata_only)
+                                             include if table else None, metadata_only, out.version)
                 listed = await self._list(rtype, namespace, query)
                 if metadata_only:
                     return await self._json(send, 200, partial_list(listed.items, _list_meta(listed), metadata_only))
@@ -557,8 +586,8 @@ class KubeApi:
                     items = [orjson.loads(raw) for raw in listed.items]
                     if rtype.custom is not None:
                         items = [present(rtype, obj) for obj in items]
-                    return await self._json(send, 200, as_table(rtype.plural, items, _list_meta(listed), include,
-                                                                custom=rtype.custom))
+                    return await self._json(send, 200, _table_version(
+                        as_table(rtype.plural, items, _list_meta(listed), include, custom=rtype.custom), out))
                 if _converted(rtype):
                     listed = dataclasses.replace(listed, items=[_presented(rtype, raw) for raw in listed.items])
                 return await _send_list(send, rtype, listed)
@@ -579,7 +608,7 @@ class KubeApi:
                 got = orjson.loads(raw)
                 got = as_table(rtype.plural, [got], {"resourceVersion": got["metadata"]["resourceVersion"]}, include,
                                custom=rtype.custom)
-                return await self._json(send, 200, got)
+                return await self._json(send, 200, _table_version(got, out))
             return await self._respond(send, 200, raw)
         if method == "PUT":
             body = await self._body(scope, receive)
@@ -612,11 +641,10 @@ class KubeApi:
     async def _metrics_answer(self, send: Send, rtype: ResourceType, namespace: str | None, name: str | None,
                               query: dict[str, str], headers: dict[bytes, bytes]) -> None:
         answer = await self.metrics.answer(rtype, namespace, name, query)
-        accept = headers.get(b"accept", b"").decode("latin-1")
-        if accept and wants_table(accept):  # kubectl get nodes.metrics.k8s.io
+        if OUTPUT.get().table:  # kubectl get nodes.metrics.k8s.io
             include = query.get("includeObject", "Metadata")
             objects = answer["items"] if name is None else [answer]
-            answer = as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include)
+            answer = _table_version(as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include), OUTPUT.get())
         return await self._json(send, 200, answer)
 
     async def _bulk_request(self, scope: Scope, rtype: ResourceType, body: bytes, target: ResourceType | None,
@@ -1568,12 +1596,18 @@ class KubeApi:
         await send({"type": "http.response.body", "body": b""})
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
-                     content_type: str, body: bytes, manager: str = "") -> dict[str, Any]:
+                     content_type: str, body: bytes, query: dict[str, str],
+                     manager: str = "") -> dict[str, Any]:
         """``<name>/scale``: read, or write ``spec.replicas`` through, the Scale view (``api/scale.py``);
         a custom resource keeps its replicas where its CRD says. ``manager`` owns the
-        replicas a write changes (``managedfields.record_scale``)."""
+        replicas a write changes (``managedfields.record_scale``); a server-side apply
+        (an autoscaling/v1 Scale) owns them as an ``Apply`` entry with subresource
+        ``scale`` (``managedfields.apply_scale``). A write that changes nothing writes nothing."""
         key = rtype.key(namespace, name)
         paths = scale_paths(rtype)
+        applying = apply_options(query, content_type) if method == "PATCH" else None
+        config = parse_scale_config(rtype.namespaced, namespace, name, body) if applying is not None else None
+        precondition = (config["metadata"].get("resourceVersion") or "") if config is not None else ""
         for _attempt in range(WRITE_ATTEMPTS):
             current = await self.store.get(key)
             if current is None:
@@ -1584,8 +1618,25 @@ class KubeApi:
             view = scale_of(obj, paths)
             if method == "GET":
                 return view
+            old = orjson.loads(current.value)
+            fields: Any = None
             if method == "PUT":
                 replicas, expected = replicas_of_scale(self._parse_json(body), name)
+            elif applying is not None and config is not None:
+                if precondition and str(precondition) != str(current.mod_revision):
+                    raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
+                                            "to the latest version and try again")
+                owner = {"metadata": {"managedFields": (old.get("metadata") or {}).get("managedFields", [])}}
+                try:
+                    applied = managedfields.apply_scale(rtype, owner, view, config, applying.manager,
+                                                        applying.force, paths.spec_replicas)
+                except managedfields.Conflicts as e:
+                    raise conflict_error(e) from e
+                except managedfields.ShapeError as e:
+                    raise ApiError.bad_request(f"failed to create typed patch object (autoscaling/v1, Kind=Scale): "
+                                               f"{e}") from e
+                fields = owner["metadata"].get("managedFields")
+                replicas, expected = replicas_of_scale({**applied, "metadata": {}}, name)
             elif method == "PATCH":
                 patch = self._parse_json(body)
                 if content_type == "application/json-patch+json":
@@ -1594,8 +1645,8 @@ class KubeApi:
                     patched = _json_patch(view, patch)
                 elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
                     patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
-                else:  # (server-side apply through /scale is not served: see docs/api-compatibility.md)
-                    raise ApiError.unsupported_media_type(content_type, PATCH_TYPES)
+                else:  # (the dispatch refused other types)
+                    raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
                 replicas, expected = replicas_of_scale(patched, name)
                 expected = 0 if expected == current.mod_revision else expected
             else:
@@ -1603,11 +1654,17 @@ class KubeApi:
             if expected and expected != current.mod_revision:
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
                                         "to the latest version and try again")
-            old = orjson.loads(current.value)
             new = with_spec_replicas(orjson.loads(current.value), replicas, paths)
             new = _split_status(rtype, None, old, new)
-            managedfields.record_scale(rtype, old, new, manager, paths.spec_replicas)
+            if applying is None:
+                managedfields.record_scale(rtype, old, new, manager, paths.spec_replicas)
+            elif fields:
+                new["metadata"]["managedFields"] = fields
+            else:
+                new["metadata"].pop("managedFields", None)
             self._admit(rtype, new, old, "scale")
+            if new == old:  # nothing changed: no write, the same resourceVersion
+                return view
             try:
                 rev = await self.store.update(key, orjson.dumps(new), current.mod_revision)
             except store.Conflict:
@@ -1729,11 +1786,11 @@ class KubeApi:
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None,
-                     metadata_only: str | None = None) -> None:
+                     metadata_only: str | None = None, table_version: str = "v1") -> None:
         """Stream ``self.reads.watch`` as newline-delimited JSON until the client goes,
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
-        includeObject), each object is a one-row Table; with ``metadata_only`` (its
-        apiVersion), a PartialObjectMetadata."""
+        includeObject), each object is a one-row Table (of meta.k8s.io ``table_version``);
+        with ``metadata_only`` (its apiVersion), a PartialObjectMetadata."""
         # without timeoutSeconds (or 0), as upstream: --min-request-timeout (1800 s) times 1 to 2,
         # so that the watches of clients started together do not all end together
         timeout = _int_param(query, "timeoutSeconds", 0) or MIN_REQUEST_TIMEOUT * (1 + random.random())
@@ -1754,6 +1811,8 @@ class KubeApi:
                 obj = present(rtype, obj)
             row = as_table(rtype.plural, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]},
                            table, columns=first[0], custom=rtype.custom)
+            if table_version != "v1":
+                _as_version(row, table_version)
             first[0] = False
             return orjson.dumps({"type": item.type, "object": row}) + b"\n"
 
@@ -1876,22 +1935,36 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
     await send({"type": "http.response.body", "body": b"]}"})
 
 
-def _output_format(scope: Scope) -> str | None:
-    """The response's format from ``Accept`` (``api/negotiation.py``); a pod's log takes any."""
+def _as_version(table: dict[str, Any], version: str) -> dict[str, Any]:
+    """A meta.k8s.io/v1 Table (and its rows' PartialObjectMetadata) as of meta.k8s.io ``version``."""
+    table["apiVersion"] = f"meta.k8s.io/{version}"
+    for row in table.get("rows") or []:
+        obj = row.get("object")
+        if isinstance(obj, dict) and obj.get("kind") == "PartialObjectMetadata":
+            obj["apiVersion"] = table["apiVersion"]
+    return table
+
+
+def _table_version(table: dict[str, Any], out: Output) -> dict[str, Any]:
+    """``table`` in the version the request negotiated (``Accept: ...;as=Table;v=v1beta1``)."""
+    return _as_version(table, out.version) if out.version and out.version != "v1" else table
+
+
+def _accept(scope: Scope) -> str:
+    """The request's ``Accept`` header ("" without one)."""
     for name, value in scope["headers"]:
         if name == b"accept":
-            if scope["path"].endswith("/log"):
-                return AS_JSON
-            return output_format(value.decode("latin-1"))
-    return AS_JSON
+            return str(value.decode("latin-1").strip())
+    return ""
 
 
-def _is_watch(scope: Scope) -> bool:
-    query: bytes = scope.get("query_string", b"")
-    if b"watch=" not in query:
-        return False
-    values = parse_qs(query.decode("latin-1")).get("watch") or [""]
-    return values[-1].lower() not in ("", "false", "0")
+def _negotiated(accept: str, endpoint: int) -> Output:
+    """What ``accept`` gets from the endpoint (api/negotiation.py), kept for the writer; 406 if nothing."""
+    found = negotiate(accept, endpoint)
+    if found is None:
+        raise NOT_ACCEPTABLE
+    OUTPUT.set(found)
+    return found
 
 
 def _finalized(meta: dict[str, Any]) -> bool:
@@ -2009,11 +2082,11 @@ def _protobuf_as_json(rtype: ResourceType, body: bytes) -> bytes:
     if not body:
         return body  # a DELETE without options
     if rtype.custom is not None:
-        raise ApiError.unsupported_media_type(PROTOBUF, ("application/json", "application/yaml"))
+        raise ApiError.unsupported_media_type(("application/json", "application/yaml"))
     try:
         return protobuf.as_json(body)
     except protobuf.UnknownKind as e:
-        raise ApiError.unsupported_media_type(f"{PROTOBUF} ({e})", ACCEPTED_BODIES) from e
+        raise ApiError.unsupported_media_type(ACCEPTED_BODIES) from e
     except protobuf.ProtobufError as e:
         raise ApiError.bad_request(f"the protobuf request body could not be decoded: {e}") from e
 
@@ -2282,7 +2355,7 @@ def _strategic_schema(rtype: ResourceType) -> strategic.PatchSchema:
     """The patch schema of a built-in type; custom resources have none, and upstream answers 415."""
     found = None if rtype.storage_group else strategic.schema_for_kind(rtype.group, rtype.version, rtype.kind)
     if found is None:
-        raise ApiError.unsupported_media_type(STRATEGIC, accepted_patch_types(rtype))
+        raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
     return found
 
 

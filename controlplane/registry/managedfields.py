@@ -36,7 +36,8 @@ Rules kept here, as kube-apiserver keeps them:
 - Custom resources are walked by their CRD's schema (``shapes.custom_shape``).
 - A write through ``/scale`` is an ``Update`` with subresource ``scale`` owning
   the parent's replicas field, taken from whoever owned it (``record_scale``,
-  upstream's ScaleHandler).
+  upstream's ScaleHandler); an apply through it an ``Apply`` entry with
+  subresource ``scale`` (``apply_scale``).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ from .shapes import Shape, custom_shape, shape_for
 from .typed import ShapeError, compare, created_set, field_set, merge, remove
 from .types import ResourceType
 
-__all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "UPDATE", "Conflict", "Conflicts", "Entry", "ShapeError",
-           "apply", "decode", "manager_from_user_agent", "record_scale", "record_write",
+__all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "SCALE_TYPE", "UPDATE", "Conflict", "Conflicts", "Entry",
+           "ShapeError", "apply", "apply_scale", "decode", "manager_from_user_agent", "record_scale", "record_write",
            "value_at"]
 
 APPLY, UPDATE = "Apply", "Update"
@@ -342,6 +343,60 @@ def record_scale(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], 
     _store(new, entries)
 
 
+# A Scale (autoscaling/v1) as apply walks it through ``/scale``
+SCALE_TYPE = ResourceType("autoscaling", "v1", "Scale", "scales", True)
+
+
+def apply_scale(rtype: ResourceType, parent: dict[str, Any], scale: dict[str, Any], config: dict[str, Any],
+                manager: str, force: bool, replicas: tuple[str, ...] = ("spec", "replicas")) -> dict[str, Any]:
+    """The Scale after ``manager`` applies ``config`` (an autoscaling/v1 Scale) through
+    ``/scale`` to ``scale``, the Scale view of ``parent``; ``parent``'s managedFields are set
+    (in place) to what the apply owns, as upstream's ScaleHandler converts them:
+
+    - to the Scale: every entry owning the parent's replicas field (at ``replicas``) owns
+      the Scale's ``spec.replicas``, under its own manager, operation and subresource (so a
+      conflict names it as the parent's entry does); the others are not seen;
+    - the apply is one on the Scale, entry ``Apply`` with subresource ``scale``: it
+      conflicts with those owners unless ``force``, and an object nobody owns the replicas
+      of gets a ``before-first-apply`` entry first;
+    - back to the parent: an entry that lost the Scale's replicas loses the parent's; one
+      the apply made (the applier's, or ``before-first-apply``) that owns them owns the
+      parent's replicas field, in the parent's version and with no ``time`` (upstream takes
+      the times from the parent's entries); the rest are kept as they were.
+
+    The result has no ``spec.replicas`` if the apply removed them (Go reads 0). Raises
+    ``Conflicts`` and ``ShapeError`` as ``apply`` does."""
+    entries = decode((parent.get("metadata") or {}).get("managedFields", []), trusted=True) or []
+    parent_path = tuple(f"f:{p}" for p in replicas)
+    scale_path = ("f:spec", "f:replicas")
+    owners = [Entry(e.manager, e.operation, e.api_version, e.time, _leaf(("spec", "replicas")), e.subresource)
+              for e in entries if _has(e.fields, parent_path)]
+    live = dict(scale)
+    live["metadata"] = {k: v for k, v in (scale.get("metadata") or {}).items() if k != "managedFields"}
+    if owners:
+        live["metadata"]["managedFields"] = _encode(owners)
+    try:
+        result = _apply(SCALE_TYPE, live, config, manager, SCALE, force, None)
+    except RecursionError as err:
+        raise ShapeError("the object is nested too deeply") from err
+    after = {e.key: e for e in decode(result["metadata"].pop("managedFields", []), trusted=True) or []}
+    made = {k: e for k, e in after.items() if _has(e.fields, scale_path)}
+    out: list[Entry] = []
+    for e in entries:
+        if _has(e.fields, parent_path):
+            made.pop(e.key, None)
+            if e.key not in after:
+                e.fields = fieldpath.difference(e.fields, _leaf(replicas))  # taken through the Scale
+        elif e.key in made:
+            continue  # the Scale's entry of the same manager stands for it
+        out.append(e)
+    # the parent's times, as upstream takes them: an entry new to the parent has none
+    out.extend(Entry(e.manager, e.operation, rtype.api_version, None, _leaf(replicas), e.subresource)
+               for e in made.values())
+    _store(parent, out)
+    return result
+
+
 # -- server-side apply -----------------------------------------------------------------
 def apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
           subresource: str | None = None, force: bool = False,
@@ -415,12 +470,12 @@ def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, A
     shape = _shape(rtype)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
+    sub = subresource or ""
     if live is not None and not entries:
         # an object nobody owns (its managedFields were cleared): what it has is
         # someone's, so that the first apply conflicts instead of silently taking it
         entries = [Entry(BEFORE_FIRST_APPLY, UPDATE, rtype.api_version, _now(),
-                         created_set(_view(live, rtype, subresource), shape))]
-    sub = subresource or ""
+                         created_set(_view(live, rtype, subresource), shape), sub)]
     config_view = _view(config, rtype, subresource)
     applied = field_set(config_view, shape)
     merged = merge(base, _applicable(config, config_view), shape)
