@@ -34,6 +34,8 @@ class Component:
     name: str
     target: str  # "module:function"
     wanted: Callable[[Config], bool]
+    # the program it stands for: its requests' User-Agent, so the field manager of its writes (Client.as_agent)
+    agent: str = "kube-controller-manager"
 
     def load(self) -> Start:
         module, _, function = self.target.partition(":")
@@ -42,11 +44,13 @@ class Component:
 
 
 COMPONENTS: list[Component] = [
-    Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler),
+    Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler,
+              agent="kube-scheduler"),
     # simulated nodes: with --nodes N > 0, or --autoscaler (its nodes need a kubelet; nodes/component.py)
-    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0 or config.autoscaler),
+    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0 or config.autoscaler,
+              agent="kubelet"),
     # with --autoscaler, or if a NodePool is stored when the server starts (one list call)
-    Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True),
+    Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True, agent="karpenter"),
     # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
     # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
     Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),

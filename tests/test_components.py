@@ -43,3 +43,41 @@ async def test_an_enabled_component_runs_as_an_in_process_client_until_shutdown(
             await asyncio.sleep(0.02)
         assert "default" in seen and "kube-system" in seen
     assert stopped.is_set()
+
+
+async def test_components_write_as_the_programs_they_stand_for(tmp_path: Path) -> None:
+    """Each component's requests carry its program's User-Agent, so the server names the field
+    managers of their writes as upstream's would be: the kubelet's status writes are "kubelet"'s,
+    the scheduler's and the controllers' theirs (not an anonymous "")."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=1))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        await c.create("/apis/apps/v1/namespaces/default/deployments", {
+            "metadata": {"name": "web"}, "spec": {
+                "replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                             "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+
+        async def running() -> dict | None:
+            pods = (await c.list("/api/v1/namespaces/default/pods"))["items"]
+            return next((p for p in pods if p.get("status", {}).get("phase") == "Running"), None)
+
+        pod = None
+        for _ in range(200):
+            if pod := await running():
+                break
+            await asyncio.sleep(0.05)
+        assert pod is not None
+        managers = {(e["manager"], e["operation"], e.get("subresource", "")) for e in pod["metadata"]["managedFields"]}
+        assert ("kube-controller-manager", "Update", "") in managers  # the ReplicaSet controller's create
+        assert ("kubelet", "Update", "status") in managers
+        assert "" not in {m for m, _, _ in managers}
+        rs = (await c.list("/apis/apps/v1/namespaces/default/replicasets"))["items"][0]
+        assert ("kube-controller-manager", "Update", "status") in {
+            (e["manager"], e["operation"], e.get("subresource", "")) for e in rs["metadata"]["managedFields"]}
+
+
+def test_an_agents_view_shares_the_clients_informers() -> None:
+    c = Client("http://127.0.0.1:1")
+    view = c.as_agent("kubelet")
+    assert view._shared is c._shared and view.http is c.http
+    assert view._json["User-Agent"].startswith("kubelet/v1.")

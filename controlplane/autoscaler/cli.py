@@ -68,7 +68,7 @@ async def _main(args: argparse.Namespace) -> int:
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1
     settle_heap()  # a long-running process: the collector's settings of gcsettings
-    client = Client.from_kubeconfig(str(args.kubeconfig))
+    client = Client.from_kubeconfig(str(args.kubeconfig)).as_agent("karpenter")
     try:
         await Autoscaler(client, catalog, latency_scale=args.latency_scale, batch_idle=args.batch_idle,
                          batch_max=args.batch_max).run()

@@ -16,6 +16,7 @@ server over a socket (``from_kubeconfig``) or to the app in this process
 from __future__ import annotations
 
 import base64
+import copy
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
@@ -113,12 +114,26 @@ class Client:
         # in process, single-answer requests skip httpx for the bare ASGI exchange (transport.call)
         self._app = transport.app if isinstance(transport, InProcessTransport) else None
         self._auth = [(b"authorization", f"Bearer {token}".encode())] if token else []
+        self._json = _JSON  # a request's own headers (over a socket): Accept, and an agent's User-Agent
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
                                       timeout=httpx.Timeout(timeout), limits=limits)
         # over a socket, requests and watches skip httpx too (wire.py)
         self._pool = ConnectionPool(base_url, headers=headers, verify=verify, timeout=timeout) \
             if transport is None else None
         self._shared: dict[str, SharedInformer] = {}
+
+    def as_agent(self, product: str) -> Client:
+        """This client, its connections and its shared informers, for a component that writes
+        as ``product`` (``kube-scheduler``, ``kubelet``, ``kube-controller-manager``): its requests
+        carry the User-Agent ``<product>/<version> (linux/amd64) controlplane``, from which the
+        server names the field manager of a write that names none, as upstream's clients do."""
+        from controlplane.version import GIT_VERSION
+
+        agent = f"{product}/{GIT_VERSION} (linux/amd64) controlplane"
+        view = copy.copy(self)
+        view._auth = [*self._auth, (b"user-agent", agent.encode())]
+        view._json = {**_JSON, "User-Agent": agent}
+        return view
 
     @classmethod
     def in_process(cls, app: Any, token: str | None = None) -> Client:
@@ -188,7 +203,7 @@ class Client:
                 raise ApiError.from_body(status, answer)
             result: dict[str, Any] = orjson.loads(answer)
             return result
-        hdrs = dict(_JSON)
+        hdrs = dict(self._json)
         if content is not None:
             hdrs["Content-Type"] = content_type
         if self._pool is not None:
@@ -248,14 +263,14 @@ class Client:
             return
         if self._pool is not None:
             params = urlencode(_query(query))
-            async with self._pool.stream("GET", f"{path}?{params}", _JSON) as (status, chunks):
+            async with self._pool.stream("GET", f"{path}?{params}", self._json) as (status, chunks):
                 if status >= 300:
                     raise ApiError.from_body(status, b"".join([c async for c in chunks]))
                 async for event in _events(chunks):
                     yield event
             return
         timeout = httpx.Timeout(30.0, read=None)
-        async with self.http.stream("GET", path, params=_query(query), headers=_JSON, timeout=timeout) as r:
+        async with self.http.stream("GET", path, params=_query(query), headers=self._json, timeout=timeout) as r:
             if r.status_code >= 300:
                 await r.aread()
                 raise ApiError.from_response(r)

@@ -209,7 +209,10 @@ class ConnectionPool:
                     self._ssl.check_hostname = False
                     self._ssl.verify_mode = ssl.CERT_NONE
         host = url.netloc.rsplit("@", 1)[-1]
-        self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host, **headers}.items()).encode("latin-1")
+        # the User-Agent apart: a request may name its own (``Client.as_agent``)
+        self._agent = f"User-Agent: {headers.get('User-Agent', 'controlplane-client')}\r\n"
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host, **headers}.items()
+                             if k != "User-Agent").encode("latin-1")
         self.timeout = timeout
         self._idle: deque[_Connection] = deque()
         self._slots = asyncio.Semaphore(limit)
@@ -295,6 +298,8 @@ class ConnectionPool:
     def _request_head(self, method: str, target: str, headers: dict[str, str]) -> bytes:
         """The request line and headers (the pool's, then ``headers``), up to the blank line."""
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        if "User-Agent" not in headers:
+            extra = self._agent + extra
         return b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
                          extra.encode("latin-1"), b"\r\n"])
 

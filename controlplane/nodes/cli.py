@@ -80,7 +80,7 @@ async def _main(args: argparse.Namespace) -> int:
         print("controlplane nodes: --node-monitor-grace-period is ignored: the server's node lifecycle "
               "controller turns a silent node Unknown (controlplane serve --node-monitor-grace-period)",
               file=sys.stderr)
-    client = Client.from_kubeconfig(str(args.kubeconfig))
+    client = Client.from_kubeconfig(str(args.kubeconfig)).as_agent("kubelet")
     try:
         if args.fail or args.recover:
             from .failures import clear_failure, inject_failure

@@ -667,7 +667,7 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
 
     async def run() -> None:
         settle_heap()
-        client = Client.from_kubeconfig(kubeconfig)
+        client = Client.from_kubeconfig(kubeconfig).as_agent("kube-scheduler")
         sched = Scheduler(client, scheduler_name=scheduler_name, percentage_of_nodes_to_score=percentage)
         task = asyncio.create_task(sched.run())
         loop = asyncio.get_running_loop()
