@@ -541,7 +541,8 @@ def _components_worker(config: Config, port: int, inherited: socket.socket) -> i
                 tasks = []
                 for component in enabled(config):
                     log.info("starting %s (components process)", component.name)
-                    tasks.append(asyncio.create_task(component.load()(client.as_agent(component.agent), config), name=component.name))
+                    start = component.load()(client.as_agent(component.agent), config)
+                    tasks.append(asyncio.create_task(start, name=component.name))
                 return tasks
 
             # under a Lease, as in the server's process (leaderelection.py)

@@ -301,7 +301,8 @@ def create_app(config: Config) -> FastAPI:
                     tasks = []
                     for component in components:
                         log.info("starting %s", component.name)
-                        tasks.append(asyncio.create_task(component.load()(client.as_agent(component.agent), config), name=component.name))
+                        start = component.load()(client.as_agent(component.agent), config)
+                        tasks.append(asyncio.create_task(start, name=component.name))
                     return tasks
 
                 # under a Lease: several servers over one store run them once (leaderelection.py)

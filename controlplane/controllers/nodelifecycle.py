@@ -640,8 +640,8 @@ class NodeLifecycleController:
                 "node lifecycle controller (pods)", (), self.pod_queue, self.mark_pods_not_ready, self.pod_workers)))
 
         try:
-            await run_controller("node lifecycle controller", (self.nodes, self.leases, self.pods), self.queue, self.sync,
-                                 self.workers, on_synced=synced)
+            await run_controller("node lifecycle controller", (self.nodes, self.leases, self.pods), self.queue,
+                                 self.sync, self.workers, on_synced=synced)
         finally:
             for task in background:
                 task.cancel()
