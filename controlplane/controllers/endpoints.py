@@ -103,6 +103,9 @@ class EndpointsController:
                                     on_delete=self._pod_deleted)
         self.slices = client.informer(SLICES, on_delete=self._slice_deleted)
         self.nodes = client.informer("/api/v1/nodes")  # (the endpoints' zones)
+        # the Endpoints as they are (upstream's endpointsLister): a sync compares against them, and
+        # one deleted by someone else is written again
+        self.endpoints = client.informer(resource_path("", "v1", "endpoints"), on_delete=self._endpoints_deleted)
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> keys of its services with selectors
         self._pods_in: dict[str, dict[str, Obj]] = {}  # namespace with such services -> its pods
         # service key -> the keys of the pods its selector selects, kept with each pod event: a
@@ -137,6 +140,11 @@ class EndpointsController:
         service = (meta_of(es).get("labels") or {}).get(SERVICE_NAME)
         if service and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER:
             self.queue.add(f"{meta_of(es).get('namespace', '')}/{service}")
+
+    def _endpoints_deleted(self, endpoints: Obj) -> None:
+        key = key_of(endpoints)
+        if key in self.services.items:
+            self.queue.add(key)
 
     def _pod_added(self, pod: Obj) -> None:
         pods = self._pods_in.get(meta_of(pod).get("namespace", ""))
@@ -179,9 +187,9 @@ class EndpointsController:
 
     # -- running
     async def run(self) -> None:
-        await run_controller("endpointslice controller", (self.services, self.pods, self.slices, self.nodes),
-                             self.queue,
-                             self.sync, self.workers)
+        await run_controller("endpointslice controller",
+                             (self.services, self.pods, self.slices, self.nodes, self.endpoints),
+                             self.queue, self.sync, self.workers)
 
     def _endpoints(self, svc: Obj) -> dict[tuple[tuple[str, int, str], ...], list[Obj]]:
         """The service's pods, grouped by the ports they resolve to."""
@@ -340,12 +348,8 @@ class EndpointsController:
         body: Obj = {"apiVersion": "v1", "kind": "Endpoints",
                      "metadata": {"name": name, "namespace": namespace, "labels": labels},
                      "subsets": subsets}
-        try:
-            have = await self.client.get(path)
-        except ApiError as e:
-            if e.code != 404:
-                raise
-            have = None
+        # from the informer, not a read: a stale copy's version is a conflict, handled again later
+        have = self.endpoints.items.get(f"{namespace}/{name}")
         if have is not None:
             if (have.get("subsets") or []) == subsets and (meta_of(have).get("labels") or {}) == labels:
                 return

@@ -147,3 +147,16 @@ async def test_pods_joining_and_leaving_and_a_changed_selector_follow_the_select
     await until(lambda: _n_addresses(client, "api", 2))
     await client.delete(f"{PODS}/a-0", {"gracePeriodSeconds": 0})
     await until(lambda: _n_addresses(client, "api", 1))
+
+
+async def test_endpoints_deleted_by_someone_else_are_written_again(client: Client) -> None:
+    """The controller keeps the Endpoints from its informer (upstream's lister): one deleted
+    behind its back is written again, and an unchanged one is not rewritten."""
+    await client.create(SERVICES, {"metadata": {"name": "api"}, "spec": {
+        "selector": {"app": "api"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    await client.create(PODS, pod("api-0", "api"))
+    first = await until(lambda: _endpoints_with(client, "api", 1))
+    await client.delete(f"{ENDPOINTS}/api")
+    again = await until(lambda: _endpoints_with(client, "api", 1))
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert again["subsets"] == first["subsets"]
