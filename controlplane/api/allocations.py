@@ -217,8 +217,15 @@ class ServiceWrite:
         try:
             misses = 0
             while wanted:
-                results = await asyncio.gather(*(self._allocations.claim(key, owner) for key in wanted))
-                self.claimed += [(key, revision) for key, revision in zip(wanted, results, strict=True) if revision]
+                # every claim settled before any failure is raised: the ones made are then taken back
+                settled = await asyncio.gather(*(self._allocations.claim(key, owner) for key in wanted),
+                                               return_exceptions=True)
+                self.claimed += [(key, r) for key, r in zip(wanted, settled, strict=True)
+                                 if isinstance(r, int) and r]
+                failed = next((r for r in settled if isinstance(r, BaseException)), None)
+                if failed is not None:
+                    raise failed
+                results = [r if isinstance(r, int) else None for r in settled]
                 again: list[bytes] = []
                 for key, revision in zip(wanted, results, strict=True):
                     if revision is None:  # another Service's

@@ -52,7 +52,7 @@ from .labels import (
 )
 from .nodepool import parse_duration
 from .provisioner import choose
-from .requirements import Requirements
+from .requirements import Requirements, tolerates
 from .resources import format_quantity, parse_resources
 from .state import ClusterState, is_reschedulable, key
 
@@ -321,7 +321,7 @@ class Launcher:
         started, next_eviction, warned = loop.time(), 0.0, False
         while self._occupied(name, stuck_after=STUCK_TERMINATING_SECONDS):
             if loop.time() >= next_eviction:
-                pods = [p for p in self.state.pods_of(name) if not _do_not_disrupt(p)]
+                pods = [p for p in self.state.pods_of(name) if _drainable(p) and not _do_not_disrupt(p)]
                 await asyncio.gather(*(self._evict_once(p) for p in pods))
                 next_eviction = loop.time() + EVICTION_RETRY_SECONDS
             if not warned and loop.time() - started > self.drain_timeout:
@@ -348,11 +348,11 @@ class Launcher:
         await self._taint(name, node)
         loop = asyncio.get_running_loop()
         until = loop.time() + max(0.0, deadline - time.time())
-        pods = [p for p in self.state.pods_of(name) if is_reschedulable(p)]
+        pods = [p for p in self.state.pods_of(name) if is_reschedulable(p) and _drainable(p)]
         await asyncio.gather(*(self.evict(p, until) for p in pods if not _do_not_disrupt(p)))
         while loop.time() < until and self._occupied(name):  # noqa: ASYNC110
             await asyncio.sleep(0.1)
-        left = list(self.state.pods_of(name)) + list(self.state.terminating_pods_of(name))
+        left = [p for p in (*self.state.pods_of(name), *self.state.terminating_pods_of(name)) if _drainable(p)]
         if not left:
             return
         log.info("node %s: terminationGracePeriod elapsed: deleting its %d pods", name, len(left))
@@ -367,13 +367,14 @@ class Launcher:
 
     def _occupied(self, name: str, stuck_after: float | None = None) -> bool:
         """Whether pods are still bound to node ``name``: running ones that must go elsewhere, or
-        terminating ones (with ``stuck_after``, not those that many seconds past their deletion time)."""
-        if any(True for _ in self.state.pods_of(name)):
+        terminating ones (with ``stuck_after``, not those that many seconds past their deletion time);
+        not those that tolerate the disrupted taint (``_drainable``)."""
+        if any(_drainable(p) for p in self.state.pods_of(name)):
             return True
         if stuck_after is None:
-            return any(True for _ in self.state.terminating_pods_of(name))
+            return any(_drainable(p) for p in self.state.terminating_pods_of(name))
         now = time.time()
-        return any(not _stuck(p, now, stuck_after) for p in self.state.terminating_pods_of(name))
+        return any(_drainable(p) and not _stuck(p, now, stuck_after) for p in self.state.terminating_pods_of(name))
 
     async def _evict_once(self, pod: Obj) -> bool:
         """One eviction of ``pod``: done or gone (404, 409): False; refused by its budget (429): True."""
@@ -413,6 +414,12 @@ class Launcher:
         except ApiError as e:
             if e.code != 404:
                 raise
+
+
+def _drainable(pod: Obj) -> bool:
+    """Whether a drain evicts and waits for ``pod``: not if it tolerates the disrupted taint
+    (Karpenter's ``IsDrainable``: it could be scheduled straight back; it goes with the node)."""
+    return not tolerates((pod.get("spec") or {}).get("tolerations"), DISRUPTED_TAINT)
 
 
 def _do_not_disrupt(pod: Obj) -> bool:

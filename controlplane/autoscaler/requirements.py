@@ -144,14 +144,21 @@ class Requirement:
             if not self.allows_absent and self.gt is None and self.lt is None:
                 out.append({"key": self.key, "operator": "Exists"})
         if self.gt is not None:
-            out.append({"key": self.key, "operator": "Gt", "values": [str(self.gt)]})
+            out.append(self._gt_api())
         if self.lt is not None:
             out.append({"key": self.key, "operator": "Lt", "values": [str(self.lt)]})
         return out or [{"key": self.key, "operator": "Exists"}]
 
+    def _gt_api(self) -> dict[str, Any]:
+        """The lower bound: ``Gte 0`` for ``Gt -1`` (what ``Gte 0`` parses to), as the CRDs refuse a
+        negative value; no label value is a negative integer, so both say "an integer"."""
+        if self.gt is not None and self.gt < 0:
+            return {"key": self.key, "operator": "Gte", "values": ["0"]}
+        return {"key": self.key, "operator": "Gt", "values": [str(self.gt)]}
+
     def to_api(self) -> dict[str, Any]:
         if self.gt is not None:
-            return {"key": self.key, "operator": "Gt", "values": [str(self.gt)]}
+            return self._gt_api()
         if self.lt is not None:
             return {"key": self.key, "operator": "Lt", "values": [str(self.lt)]}
         if self.complement:

@@ -331,3 +331,36 @@ async def test_node_ports_claimed_elsewhere_are_found_and_a_full_range_is_a_500(
             await c.create(SVCS, svc("n5", type="NodePort"))
         assert full.value.code == 500 and "range is full" in full.value.message
         assert (await c.list(SVCS))["items"][-1]["metadata"]["name"] != "n5"
+
+
+async def test_a_write_whose_claim_fails_leaves_none_of_its_other_claims(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store failing one claim of a write (its node port) fails the write, and the claims
+    made alongside (its cluster IP, written a little later) are taken back, not left to the
+    repair: the IP is free for the next Service at once."""
+    import store
+    from controlplane.api.allocations import PORT_PREFIX
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        allocations = app.state.front.kube.allocations
+        claim = allocations.claim
+
+        async def flaky(key: bytes, owner: tuple[str, str]) -> int | None:
+            if key.startswith(PORT_PREFIX):
+                raise store.Unavailable("the store is away")
+            await asyncio.sleep(0.05)
+            return await claim(key, owner)
+
+        monkeypatch.setattr(allocations, "claim", flaky)
+        with pytest.raises(ApiError) as e:
+            await c.create(SVCS, svc("a", type="NodePort", clusterIP="10.96.0.90",
+                                     ports=[{"port": 80, "nodePort": 30090}]))
+        assert e.value.code >= 500
+        monkeypatch.setattr(allocations, "claim", claim)
+        await asyncio.sleep(0.2)
+        assert await app.state.front.kube.store.get(b"/registry/ipaddresses/10.96.0.90") is None
+        made = await c.create(SVCS, svc("b", clusterIP="10.96.0.90"))
+        assert made["spec"]["clusterIP"] == "10.96.0.90"

@@ -707,3 +707,39 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_it_may_go(client: Clien
 
     await wait_for(node_gone, timeout=20)
     assert await items(client, PODS) == []
+
+
+async def test_a_drain_neither_evicts_nor_waits_for_a_pod_tolerating_the_disrupted_taint(
+        client: Client, scaler: Autoscaler) -> None:
+    """Karpenter's terminator drains only pods that do not tolerate karpenter.sh/disrupted:NoSchedule
+    (``IsDrainable``: such a pod could be scheduled straight back, so it is neither evicted nor
+    waited for): a do-not-disrupt pod tolerating every taint does not hold its node for ever."""
+    scaler.launcher.drain_timeout = 0.5
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    tolerant = pod("tolerant", "1")
+    tolerant["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]
+    await pending_pods(client, [tolerant])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    node = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.delete(f"{CLAIMS}/{node}")
+
+    async def node_gone() -> bool:
+        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
+
+    await wait_for(node_gone, timeout=10)
+    # not evicted: it goes with its node (the pod GC's, upstream)
+    [left] = await items(client, PODS)
+    assert left["metadata"]["name"] == "tolerant" and not left["metadata"].get("deletionTimestamp")
+
+
+async def test_a_gte_zero_requirement_launches_a_node(client: Client, scaler: Autoscaler) -> None:
+    """``Gte 0`` is a valid NodePool requirement (its CRD allows values >= 0): the NodeClaim made
+    for it must pass the same CRD rule (no ``Gt -1``), and the pod gets its node."""
+    await client.create(POOLS, nodepool("gte", consolidate_after="Never", requirements=[
+        {"key": "example.com/generation", "operator": "Gte", "values": ["0"]}]))
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    assert all(int(v) >= 0 for r in claim["spec"]["requirements"] if r["operator"] in ("Gt", "Lt", "Gte", "Lte")
+               for v in r["values"])

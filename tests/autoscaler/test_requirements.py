@@ -224,3 +224,12 @@ def test_gte_and_lte_are_inclusive_bounds() -> None:
     r = Requirements.parse([{"key": "cpu", "operator": "Gte", "values": ["4"]},
                             {"key": "cpu", "operator": "Lte", "values": ["8"]}])["cpu"]
     assert [v for v in ("3", "4", "8", "9") if r.allows(v)] == ["4", "8"]
+
+
+def test_gte_zero_is_written_as_the_crds_take_it() -> None:
+    """``Gte 0`` is ``Gt -1`` within, but the NodePool and NodeClaim CRDs refuse a negative value:
+    it is written back as ``Gte 0``, and reads the same."""
+    r = Requirements.parse([{"key": "gen", "operator": "Gte", "values": ["0"]}])
+    assert r.to_api() == [{"key": "gen", "operator": "Gte", "values": ["0"]}]
+    assert Requirements.parse(r.to_api()) == r
+    assert [v for v in ("-1", "0", "7") if r["gen"].allows(v)] == ["0", "7"]
