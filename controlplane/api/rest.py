@@ -102,8 +102,8 @@ from .negotiation import (
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .params import flag
-from .partial import partial, partial_list
-from .podlog import validate_log_options
+from .partial import check_partial_kind, partial, partial_list
+from .podlog import follow, running_instance, validate_log_options
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
@@ -541,7 +541,7 @@ class KubeApi:
         if subresource == "log" and name is not None:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)
-            return await self._log(rtype, namespace, name, query, send)
+            return await self._log(rtype, namespace, name, query, receive, send)
         if subresource == "scale" and name is not None:
             if method in ("POST", "PUT") and content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
@@ -1557,9 +1557,9 @@ class KubeApi:
         return obj
 
     async def _log(self, rtype: ResourceType, namespace: str | None, name: str, query: dict[str, str],
-                   send: Send) -> None:
-        """``pods/{name}/log``: simulated containers write nothing, so a running container's
-        log is empty (``follow`` ends at once rather than holding the request); the errors
+                   receive: Receive, send: Send) -> None:
+        """``pods/{name}/log``: simulated containers write nothing, so a container's log is
+        empty; ``follow`` holds it open while the container runs (``podlog.follow``). The errors
         are kube-apiserver's: no such container, a container not started yet, no earlier
         instance for ``previous``. The options are validated first, as upstream's ``LogREST.Get``."""
         validate_log_options(name, query)
@@ -1591,6 +1591,8 @@ class KubeApi:
         elif not state or "waiting" in state:
             reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
             raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+        elif flag(query, "follow") and running_instance(pod, container) is not None:
+            return await follow(self.reads, rtype, namespace, pod, container, receive, send)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/plain"), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
