@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -24,10 +24,14 @@ from prometheus_client import (
     Gauge,
     GCCollector,
     Histogram,
+    Metric,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = [
     "AUTOSCALER_NODECLAIMS_CREATED",
@@ -41,12 +45,15 @@ __all__ = [
     "IMAGE_PULL_SECONDS",
     "LEASE_RENEWALS",
     "LEASE_RENEW_LAG",
+    "LONGRUNNING_REQUESTS",
     "NODE_EVICTIONS",
+    "OBJECT_COUNTS",
     "PODGROUP_SCHEDULE_ATTEMPTS",
     "POD_STARTUP",
     "POD_START_SECONDS",
     "REGISTRY",
-    "REQUEST_DURATION",
+    "REQUESTS",
+    "REQUEST_BUCKETS",
     "SCHEDULER_E2E_SCHEDULING",
     "SCHEDULER_SCHEDULE_ATTEMPTS",
     "STAGE_TRANSITIONS",
@@ -119,17 +126,217 @@ EVENT_LOOP_LAG = Histogram(
     registry=REGISTRY,
 )
 
-REQUEST_DURATION = Histogram(
-    "controlplane_request_duration_seconds",
-    "Response latency by verb, resource, subresource, scope and HTTP code (as apiserver_request_duration_seconds).",
-    ["verb", "resource", "subresource", "scope", "code"],
-    # kube-apiserver's buckets, preceded by sub-5 ms ones.
-    buckets=(
-        1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
-        2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-    ),
+# -- the API's requests: controlplane_request_duration_seconds and kube-apiserver's series ----------------
+# One observation per request (api/rest.py ``_observe_request``): a count in the bucket its duration falls in
+# and the duration added to a sum, kept per RequestKey in a plain list. Every series below is derived from
+# those lists when /metrics is read (``RequestMetrics.collect``), so naming them as upstream does costs a
+# request nothing. Upstream's buckets are a subset of REQUEST_BUCKETS: a cumulative count at one of its
+# bounds is the same number in both.
+REQUEST_BUCKETS = (  # kube-apiserver's buckets, preceded by sub-5 ms ones
+    1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
+    2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+)
+# k8s.io/apiserver/pkg/endpoints/metrics: apiserver_request_duration_seconds' and
+# apiserver_request_sli_duration_seconds' buckets
+APISERVER_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+                     10.0, 15.0, 20.0, 30.0, 45.0, 60.0)
+SLI_BUCKETS = APISERVER_BUCKETS[2:]
+# upstream reports these subresources' requests as verb CONNECT, and any verb it does not know as "other"
+CONNECT_SUBRESOURCES = frozenset({"log", "exec", "portforward", "attach", "proxy"})
+_UPSTREAM_VERBS = frozenset({"APPLY", "CONNECT", "CREATE", "DELETE", "DELETECOLLECTION", "GET", "LIST", "PATCH",
+                             "POST", "PROXY", "PUT", "UPDATE", "WATCH", "WATCHLIST"})
+COMPONENT = "apiserver"  # upstream's component label of the API's own requests
+
+# (verb, dry_run, group, version, resource, subresource, scope, code). verb: GET, LIST, WATCH, POST, PUT,
+# PATCH, APPLY (a server-side apply patch), DELETE, DELETECOLLECTION (or the method); scope: resource
+# (named), namespace or cluster (a collection), for a create too (controlplane_request_duration_seconds'
+# meaning; upstream's create is scope resource, made so when exposed); dry_run: upstream's label ("", "All",
+# "invalid").
+RequestKey = tuple[str, str, str, str, str, str, str, str]
+REQUEST_SERIES_MAX = 4096  # keys; past it a new key's resource is "other" (junk paths cannot grow it without end)
+
+
+# le label values: prometheus_client's form (1.0) for ours, as before; Go's (1), as kube-apiserver's
+# client_golang writes them, for the apiserver_* series (a query for le="1" finds them)
+_LE = [str(floatToGoString(b)) for b in REQUEST_BUCKETS]  # type: ignore[no-untyped-call]
+_GO_LE = [format(b, "g") for b in REQUEST_BUCKETS]
+
+
+def _cumulative(counts: Sequence[float], at: Sequence[int], le: Sequence[str]) -> list[tuple[str, float]]:
+    """Prometheus buckets (le, cumulative count) at REQUEST_BUCKETS' indexes ``at``, then +Inf."""
+    out: list[tuple[str, float]] = []
+    running = 0.0
+    i = 0
+    for j in at:
+        while i <= j:
+            running += counts[i]
+            i += 1
+        out.append((le[j], running))
+    out.append(("+Inf", float(sum(counts[:-1]))))
+    return out
+
+
+def _upstream_verb(verb: str, subresource: str, scope: str) -> str:
+    if subresource in CONNECT_SUBRESOURCES:
+        return "CONNECT"
+    if verb == "HEAD":
+        return "GET" if scope == "resource" else "LIST"
+    return verb if verb in _UPSTREAM_VERBS else "other"
+
+
+class RequestMetrics(Collector):
+    """The API's request series: ``controlplane_request_duration_seconds{verb,resource,subresource,scope,code}``
+    (watches left out), and kube-apiserver's ``apiserver_request_duration_seconds``,
+    ``apiserver_request_sli_duration_seconds`` (the same durations: no webhook or queue time to take
+    out here; dry runs left out, as upstream), ``apiserver_request_total`` and
+    ``apiserver_current_inflight_requests``.
+
+    ``series`` and ``inflight`` are written by the event loop's thread only; ``collect`` (a
+    scrape's worker thread) reads copies, each taken in one step under the GIL."""
+
+    def __init__(self) -> None:
+        self.series: dict[RequestKey, list[float]] = {}  # key -> [count per bucket..., +Inf count, sum]
+        # requests being served, by upstream's request_kind: [readOnly, mutating] (watches not counted),
+        # and the most of each since the last scrape: upstream reports its last second's most
+        self.inflight = [0, 0]
+        self.peak = [0, 0]
+
+    def counts(self, key: RequestKey) -> list[float]:
+        """``key``'s list, made on first use."""
+        counts = self.series.get(key)
+        if counts is None:
+            if len(self.series) >= REQUEST_SERIES_MAX:
+                key = (*key[:4], "other", "", *key[6:])
+                counts = self.series.get(key)
+            if counts is None:
+                counts = self.series[key] = [0] * (len(REQUEST_BUCKETS) + 2)
+        return counts
+
+    def clear(self) -> None:
+        self.series.clear()
+
+    @staticmethod
+    def _families() -> tuple[HistogramMetricFamily, HistogramMetricFamily, HistogramMetricFamily,
+                             CounterMetricFamily, GaugeMetricFamily]:
+        return (
+            HistogramMetricFamily(
+                "controlplane_request_duration_seconds",
+                "Response latency by verb, resource, subresource, scope and HTTP code (as "
+                "apiserver_request_duration_seconds; watches are not counted).",
+                labels=["verb", "resource", "subresource", "scope", "code"]),
+            HistogramMetricFamily(
+                "apiserver_request_duration_seconds",
+                "Response latency in seconds by verb, dry run value, group, version, resource, subresource, "
+                "scope and component.",
+                labels=["component", "dry_run", "group", "resource", "scope", "subresource", "verb", "version"]),
+            HistogramMetricFamily(
+                "apiserver_request_sli_duration_seconds",
+                "Response latency in seconds without webhook and flow control queue time (neither happens "
+                "here), by verb, group, version, resource, subresource, scope and component.",
+                labels=["component", "group", "resource", "scope", "subresource", "verb", "version"]),
+            CounterMetricFamily(
+                "apiserver_request",
+                "Requests by verb, dry run value, group, version, resource, subresource, scope, component and "
+                "HTTP code.",
+                labels=["code", "component", "dry_run", "group", "resource", "scope", "subresource", "verb",
+                        "version"]),
+            GaugeMetricFamily(
+                "apiserver_current_inflight_requests",
+                "Most requests being served at once since the previous scrape, by request kind (readOnly, "
+                "mutating; long-running ones not counted).",
+                labels=["request_kind"]),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        ours, duration, sli, total, inflight = self._families()
+        width = len(REQUEST_BUCKETS) + 2
+        by_ours: dict[tuple[str, ...], list[float]] = {}
+        by_upstream: dict[tuple[str, ...], list[float]] = {}
+        by_sli: dict[tuple[str, ...], list[float]] = {}
+        by_code: dict[tuple[str, ...], float] = {}
+
+        def add(into: dict[tuple[str, ...], list[float]], key: tuple[str, ...], counts: list[float]) -> None:
+            into_counts = into.get(key)
+            if into_counts is None:
+                into[key] = counts
+            else:
+                into[key] = [a + b for a, b in zip(into_counts, counts, strict=True)]
+
+        for (verb, dry_run, group, version, resource, sub, scope, code), counts in self.series.copy().items():
+            counts = list(counts)
+            if len(counts) != width:
+                continue
+            if verb != "WATCH":
+                add(by_ours, ("PATCH" if verb == "APPLY" else verb, resource, sub, scope, code), counts)
+            shown = _upstream_verb(verb, sub, scope)
+            if verb == "POST":
+                scope = "resource"  # upstream's installer: a create is scope resource
+            add(by_upstream, (COMPONENT, dry_run, group, resource, scope, sub, shown, version), counts)
+            with_code = (code, COMPONENT, dry_run, group, resource, scope, sub, shown, version)
+            by_code[with_code] = by_code.get(with_code, 0.0) + sum(counts[:-1])
+            if not dry_run:
+                add(by_sli, (COMPONENT, group, resource, scope, sub, shown, version), counts)
+        every = range(len(REQUEST_BUCKETS))
+        upstream_at = [REQUEST_BUCKETS.index(b) for b in APISERVER_BUCKETS]
+        sli_at = [REQUEST_BUCKETS.index(b) for b in SLI_BUCKETS]
+        for family, series, at, le in ((ours, by_ours, every, _LE), (duration, by_upstream, upstream_at, _GO_LE),
+                                       (sli, by_sli, sli_at, _GO_LE)):
+            for labels, counts in sorted(series.items()):
+                family.add_metric(labels, _cumulative(counts, at, le), counts[-1])
+        for labels_code, n in sorted(by_code.items()):
+            total.add_metric(labels_code, n)
+        for i, kind in enumerate(("readOnly", "mutating")):
+            now = self.inflight[i]
+            inflight.add_metric([kind], max(self.peak[i], now))
+            self.peak[i] = now
+        return [ours, duration, sli, total, inflight]
+
+
+REQUESTS = RequestMetrics()
+REGISTRY.register(REQUESTS)
+
+LONGRUNNING_REQUESTS = Gauge(
+    "apiserver_longrunning_requests",
+    "Long-running requests (watches) being served, by verb, group, version, resource, subresource, scope "
+    "and component.",
+    ["component", "group", "resource", "scope", "subresource", "verb", "version"],
     registry=REGISTRY,
 )
+
+
+class ObjectCounts(Collector):
+    """``apiserver_storage_objects{resource}`` (``pods``, ``deployments.apps``) and
+    ``apiserver_resource_objects{group,resource}``: objects stored, per resource, as the loaded watch
+    caches hold them. ``source`` (set by the running server: api/app.py) yields (group, resource,
+    count); without one, nothing is shown."""
+
+    source: Callable[[], Iterable[tuple[str, str, int]]] | None = None
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (GaugeMetricFamily("apiserver_storage_objects",
+                                  "Objects stored, by resource (resource.group).", labels=["resource"]),
+                GaugeMetricFamily("apiserver_resource_objects",
+                                  "Objects stored, by group and resource.", labels=["group", "resource"]))
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        legacy, counts = self._families()
+        source = self.source
+        if source is not None:
+            for group, resource, n in sorted(source()):
+                legacy.add_metric([f"{resource}.{group}" if group else resource], n)
+                counts.add_metric([group, resource], n)
+        return [legacy, counts]
+
+
+OBJECT_COUNTS = ObjectCounts()
+REGISTRY.register(OBJECT_COUNTS)
 
 STORE_COMMIT_BATCH_SIZE = Histogram(
     "controlplane_store_commit_batch_size",

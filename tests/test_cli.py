@@ -156,7 +156,7 @@ def test_health_endpoints_answer_ok(served: Serve, path: str) -> None:
 def test_readyz_verbose_lists_the_store(served: Serve) -> None:
     r = httpx.get(served.url + "/readyz?verbose")
     assert r.status_code == 200
-    assert "[+]store ok" in r.text.splitlines()
+    assert "[+]etcd ok" in r.text.splitlines()
     assert r.text.endswith("readyz check passed\n")
 
 

@@ -2,11 +2,13 @@
 
 For now it serves what every kube-apiserver serves besides the API itself:
 
-- ``/livez``, ``/readyz``, ``/healthz``: named checks, answered as
+- ``/livez``, ``/readyz``, ``/healthz``: named checks, named and answered as
   kube-apiserver does (``ok``; ``?verbose`` lists each check; ``?exclude=NAME``
-  skips one; ``/readyz/NAME`` runs one; a failure is HTTP 500 with the list);
+  skips one; ``/readyz/NAME`` runs one; a failure is HTTP 500 with the list;
+  see ``_health_checks``);
 - ``/version``: ``version.Info`` of Kubernetes 1.37;
-- ``/metrics``: ``controlplane.metrics.REGISTRY`` in Prometheus text format.
+- ``/metrics``: ``controlplane.metrics.REGISTRY`` in Prometheus text format
+  (the ``controlplane_*`` series and kube-apiserver's ``apiserver_*`` ones).
 
 The lifespan opens the store (``store.open(config.store_url)``) and starts the
 watch caches (``controlplane.watchcache``, every read goes through them) before
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +42,7 @@ from ..gcsettings import settle_heap
 from ..leaderelection import identity, run_elected
 from ..metrics import (
     CONTENT_TYPE,
+    OBJECT_COUNTS,
     STORE_COMMIT_BATCH_SIZE,
     STORE_COMMIT_SECONDS,
     exposition,
@@ -76,6 +81,7 @@ class ServerState:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
     caches: WatchCaches | None = None
+    hooks: set[str] = field(default_factory=set)  # POST_START_HOOKS done
 
     @property
     def components_client(self) -> Client | None:
@@ -83,46 +89,113 @@ class ServerState:
         each object, serves them all), once they started; None without components."""
         return self._clients[0] if self._clients else None
 
-    def store_open(self) -> bool:
-        return self.store is not None
-
     def caches_loaded(self) -> bool:
         """Every watch cache has loaded its initial state: until then reads wait or go to the store."""
         caches = self.caches
         return caches is not None and all(c.ready.is_set() and c.failed is None for c in caches.caches())
 
-    def not_shutting_down(self) -> bool:
-        return not self.shutting_down
+
+# A health check answers None when it passes, else why not: the reason is shown at
+# /ENDPOINT/NAME only (and logged); the endpoint's list withholds it, as upstream's.
+Check = Callable[[], Awaitable[str | None]]
+
+# kube-apiserver's post-start hooks that have a step of this server's startup (the lifespan)
+# to stand for, in the order upstream lists them; ServerState.hooks names those done
+POST_START_HOOKS = (
+    "generic-apiserver-start-informers",  # the watch caches started
+    "storage-object-count-tracker-hook",  # apiserver_storage_objects served
+    "start-apiextensions-informers",  # the CRD watch started
+    "crd-informer-synced",  # the stored CRDs loaded
+    "start-service-ip-repair-controllers",  # the Services' allocations repaired
+    "rbac/bootstrap-roles",
+    "scheduling/bootstrap-system-priority-classes",
+    "start-system-namespaces-controller",
+    "bootstrap-controller",  # the kubernetes Service and its endpoints
+)
 
 
-Check = Callable[[], bool]
+class StoreProbe:
+    """The ``etcd`` (and ``etcd-readiness``) check: the store answers a revision read
+    (LMDB: the WAL head; etcd: a count-only range) within ``TIMEOUT``, upstream's
+    ``--etcd-healthcheck-timeout``. As upstream's etcd prober, it reads at most once every
+    half timeout; a check in between gets the last read's result."""
+
+    TIMEOUT = 2.0
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._at = -self.TIMEOUT
+        self._error: str | None = None
+
+    async def __call__(self) -> str | None:
+        s = self.state.store
+        if s is None:
+            return "server is shutting down" if self.state.shutting_down else \
+                "etcd client connection not yet established"
+        now = time.monotonic()
+        if now - self._at < self.TIMEOUT / 2:
+            return self._error
+        self._at = now
+        try:
+            await asyncio.wait_for(s.revision(), self.TIMEOUT)
+        except TimeoutError:
+            self._error = "context deadline exceeded"
+        except Exception as e:  # whatever the store raises, the check fails with it
+            self._error = f"{type(e).__name__}: {e}"
+        else:
+            self._error = None
+        return self._error
+
+
+def _passes(condition: Callable[[], bool], failure: str) -> Check:
+    async def check() -> str | None:
+        return None if condition() else failure
+
+    return check
 
 
 def _health_checks(state: ServerState) -> dict[str, dict[str, Check]]:
-    """Endpoint -> ordered checks. Liveness must not depend on the store: a
-    store outage should make the server unready, not get it restarted."""
-    ping: Check = lambda: True
+    """Endpoint -> ordered checks, named and ordered as kube-apiserver's: ``ping``, ``log``,
+    ``etcd`` and the post-start hooks on all three; ``/readyz`` adds ``etcd-readiness`` and
+    ``informer-sync`` (the watch caches loaded) after ``etcd``, and ``shutdown`` last. As
+    upstream, ``etcd`` is a liveness check too: a store that stops answering fails ``/livez``."""
+    ping = _passes(lambda: True, "")
+    store_answers = StoreProbe(state)
+    hooks: dict[str, Check] = {
+        f"poststarthook/{name}": _passes(functools.partial(state.hooks.__contains__, name), "not finished")
+        for name in POST_START_HOOKS}
+    common: dict[str, Check] = {"ping": ping, "log": ping, "etcd": store_answers}
     return {
-        "livez": {"ping": ping},
-        "healthz": {"ping": ping, "store": state.store_open},
-        "readyz": {"ping": ping, "store": state.store_open, "watch-cache": state.caches_loaded,
-                   "shutdown": state.not_shutting_down},
+        "livez": {**common, **hooks},
+        "healthz": {**common, **hooks},
+        "readyz": {**common, "etcd-readiness": store_answers,
+                   "informer-sync": _passes(state.caches_loaded, "the watch caches have not loaded"),
+                   **hooks,
+                   "shutdown": _passes(lambda: not state.shutting_down, "process is shutting down")},
     }
 
 
 def _health_endpoint(endpoint: str, checks: dict[str, Check]) -> Callable[[Request], Awaitable[Response]]:
     async def handler(request: Request) -> Response:
-        excluded = set(request.query_params.getlist("exclude"))
+        excluded = request.query_params.getlist("exclude")
+        unknown = set(excluded) - checks.keys()
         lines: list[str] = []
-        failed = False
+        failed: list[str] = []
         for name, check in checks.items():
             if name in excluded:
                 lines.append(f"[+]{name} excluded: ok")
                 continue
-            ok = check()
-            failed |= not ok
-            lines.append(f"[+]{name} ok" if ok else f"[-]{name} failed: reason withheld")
-        if failed:
+            reason = await check()
+            if reason is None:
+                lines.append(f"[+]{name} ok")
+            else:
+                failed.append(f"[-]{name} failed: {reason}")
+                lines.append(f"[-]{name} failed: reason withheld")
+        if unknown:
+            names = ",".join(f'"{n}"' for n in sorted(unknown))
+            lines.append(f"warn: some health checks cannot be excluded: no matches for {names}")
+        if failed:  # the list whether asked or not, as upstream
+            log.info("%s check failed: %s", endpoint, "; ".join(failed))
             lines.append(f"{endpoint} check failed")
             return Response("\n".join(lines) + "\n", status_code=500, media_type=_TEXT, headers=_NOSNIFF)
         if "verbose" in request.query_params:
@@ -133,11 +206,12 @@ def _health_endpoint(endpoint: str, checks: dict[str, Check]) -> Callable[[Reque
     return handler
 
 
-def _single_check(name: str, check: Check) -> Callable[[], Awaitable[Response]]:
+def _single_check(check: Check) -> Callable[[], Awaitable[Response]]:
     async def handler() -> Response:
-        if check():
+        reason = await check()
+        if reason is None:
             return Response("ok", media_type=_TEXT, headers=_NOSNIFF)
-        return Response(f"internal server error: {name} check failed", status_code=500, media_type=_TEXT,
+        return Response(f"internal server error: {reason}\n", status_code=500, media_type=_TEXT,
                         headers=_NOSNIFF)
 
     return handler
@@ -250,6 +324,20 @@ def _rbac_authorizer(kube: KubeApi, caches: WatchCaches) -> Authorizer:
     return Authorizer(list_objects, changed)
 
 
+def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
+    """(group, resource, objects) of each loaded watch cache, for each type stored under its
+    prefix (``apiserver_storage_objects``; read in a scrape's thread)."""
+    served: dict[bytes, set[tuple[str, str]]] = {}
+    for t in registry.all():
+        served.setdefault(t.prefix(), set()).add((t.group, t.plural))
+    counts: list[tuple[str, str, int]] = []
+    for cache in caches.caches():
+        if cache.ready.is_set() and cache.failed is None:
+            n = len(cache)
+            counts.extend((group, plural, n) for group, plural in served.get(cache.prefix, ()))
+    return counts
+
+
 def _observe_commit(batch_size: int, seconds: float) -> None:
     STORE_COMMIT_BATCH_SIZE.observe(batch_size)
     STORE_COMMIT_SECONDS.observe(seconds)
@@ -261,6 +349,7 @@ def create_app(config: Config) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         caches: WatchCaches | None = None
+        counts: Callable[[], list[tuple[str, str, int]]] | None = None  # OBJECT_COUNTS' source
         state._tasks.append(asyncio.create_task(monitor_event_loop_lag(), name="event-loop-lag"))
         try:
             log.info("opening store %s", config.store_url)
@@ -274,12 +363,16 @@ def create_app(config: Config) -> FastAPI:
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
             await asyncio.to_thread(schema.definitions)
             await kube.bootstrap()
+            state.hooks.update(("crd-informer-synced", "scheduling/bootstrap-system-priority-classes",
+                                "start-system-namespaces-controller", "bootstrap-controller"))
             # the Services' claims checked (made for data stored before them), the hint seeded;
             # then again every few minutes, in every process (api/allocations.py)
             await kube.allocations.repair()
+            state.hooks.add("start-service-ip-repair-controllers")
             state._tasks.append(asyncio.create_task(kube.allocations.run(), name="service-allocation-repair"))
             # custom resources another server process defines appear here too
             state._tasks.append(asyncio.create_task(kube.crds.follow(s), name="crd-watch"))
+            state.hooks.add("start-apiextensions-informers")
             revision = await s.revision()
             log.info("store open at revision %d", revision)
             caches = WatchCaches(s, CacheConfig(mode=config.watch_cache_snapshot))
@@ -288,7 +381,10 @@ def create_app(config: Config) -> FastAPI:
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
             state.caches = caches
+            OBJECT_COUNTS.source = counts = functools.partial(_object_counts, kube.registry, caches)
+            state.hooks.update(("generic-apiserver-start-informers", "storage-object-count-tracker-hook"))
             await kube.bootstrap_rbac()  # in every mode, as upstream's rbac/bootstrap-roles hook
+            state.hooks.add("rbac/bootstrap-roles")
             if config.authorization_mode == "RBAC":
                 kube.authorizer = _rbac_authorizer(kube, caches)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
@@ -318,6 +414,8 @@ def create_app(config: Config) -> FastAPI:
             for client in state._clients:
                 await client.aclose()
             if caches is not None:
+                if OBJECT_COUNTS.source is counts:
+                    OBJECT_COUNTS.source = None
                 state.caches = None
                 await caches.stop()
             if state.store is not None:
@@ -367,7 +465,7 @@ def create_app(config: Config) -> FastAPI:
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
                           include_in_schema=False)
         for name, check in checks.items():
-            app.add_api_route(f"/{endpoint}/{name}", _single_check(name, check), methods=["GET"],
+            app.add_api_route(f"/{endpoint}/{name}", _single_check(check), methods=["GET"],
                               include_in_schema=False)
 
     version = orjson.dumps(version_info(), option=orjson.OPT_INDENT_2)

@@ -29,7 +29,8 @@ import ipaddress
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -41,7 +42,7 @@ import orjson
 import store
 from store import KeyValue, Store
 
-from ..metrics import REQUEST_DURATION
+from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
@@ -338,6 +339,12 @@ class KubeApi:
             return
         started = time.perf_counter()
         code = 0
+        # requests in flight by upstream's request_kind (readOnly 0, mutating 1): RequestMetrics
+        kind = 0 if scope["method"] == "GET" or scope["method"] == "HEAD" else 1
+        inflight = REQUESTS.inflight
+        now = inflight[kind] = inflight[kind] + 1
+        if now > REQUESTS.peak[kind]:
+            REQUESTS.peak[kind] = now
 
         async def answer(message: dict[str, Any]) -> None:
             nonlocal code
@@ -377,6 +384,7 @@ class KubeApi:
                 finally:
                     _observe_request(scope, code, time.perf_counter() - started)
         finally:
+            inflight[kind] -= 1
             OUTPUT.reset(output)
             REQUEST_USER.reset(user)
             CONVERSION.reset(conversion)
@@ -575,12 +583,15 @@ class KubeApi:
         if name is None:
             if method == "GET":
                 if flag(query, "watch"):
+                    scope[WATCH_SCOPE_KEY] = True  # its metrics' verb
                     if out.yaml:
                         raise NOT_ACCEPTABLE_STREAM  # YAML has no stream form, upstream either
-                    return await self._watch(rtype, namespace, query, receive, send,
-                                             include if table else None, metadata_only, out.version)
+                    with _long_running(rtype, namespace):
+                        return await self._watch(rtype, namespace, query, receive, send,
+                                                 include if table else None, metadata_only, out.version)
                 listed = await self._list(rtype, namespace, query)
                 if metadata_only:
+                    check_partial_kind(out.kind, rtype, listing=True)
                     return await self._json(send, 200, partial_list(listed.items, _list_meta(listed), metadata_only))
                 if table:
                     items = [orjson.loads(raw) for raw in listed.items]
@@ -624,6 +635,7 @@ class KubeApi:
             body = await self._body(scope, receive)
             applying = apply_options(query, content_type)
             if applying is not None:
+                scope[APPLY_SCOPE_KEY] = True  # its metrics' verb
                 obj, created = await self._apply(rtype, namespace, name, body, subresource, applying)
                 return await self._json(send, 201 if created else 200, obj)
             return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
@@ -2412,54 +2424,89 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     return merged
 
 
-# (verb, resource, subresource, scope, code) -> its histogram child: labels() costs
-# microseconds per request; bounded, so junk paths cannot grow it without end
-_REQUEST_SERIES: dict[tuple[str, str, str, str, str], Any] = {}
-_REQUEST_SERIES_MAX = 4096
+# ASGI scope keys the dispatch sets for the request's metrics labels: a watch (verb WATCH), a server-side
+# apply patch (verb APPLY)
+WATCH_SCOPE_KEY = "controlplane.watch"
+APPLY_SCOPE_KEY = "controlplane.apply"
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")  # namespaces/NAME/status is not a resource "status" in NAME
+_REQUEST_SERIES = REQUESTS.series  # RequestKey -> its counts (metrics.RequestMetrics)
 
 
-def _request_labels(method: str, path: str, query: bytes) -> tuple[str, str, str, str] | None:
-    """(verb, resource, subresource, scope) as ``apiserver_request_duration_seconds``
-    labels a request, or None for what it does not count (discovery, watches).
+def _request_labels(scope: Scope) -> tuple[str, str, str, str, str, str, str] | None:
+    """(verb, dry_run, group, version, resource, subresource, scope) as
+    ``metrics.RequestKey`` labels a request (the code apart), or None for what it does not count
+    (discovery).
 
-    >>> _request_labels("GET", "/api/v1/namespaces/ns/pods", b"limit=5")
-    ('LIST', 'pods', '', 'namespace')
-    >>> _request_labels("POST", "/api/v1/namespaces/ns/pods/p/binding", b"")
-    ('POST', 'pods', 'binding', 'resource')
+    >>> _request_labels({"method": "GET", "path": "/api/v1/namespaces/ns/pods", "query_string": b"limit=5"})
+    ('LIST', '', '', 'v1', 'pods', '', 'namespace')
+    >>> _request_labels({"method": "POST", "path": "/apis/apps/v1/namespaces/ns/deployments",
+    ...                  "query_string": b"dryRun=All"})
+    ('POST', 'All', 'apps', 'v1', 'deployments', '', 'namespace')
+    >>> _request_labels({"method": "PUT", "path": "/api/v1/namespaces/ns/finalize", "query_string": b""})
+    ('PUT', '', '', 'v1', 'namespaces', 'finalize', 'resource')
     """
-    parts = [p for p in path.split("/") if p]
-    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+    parts = [p for p in scope["path"].split("/") if p]
+    if len(parts) < 3:
         return None
-    rest = parts[2:] if parts[0] == "api" else parts[3:]
-    if not rest:
+    if parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) > 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
         return None
     namespaced = False
-    if rest[0] == "namespaces" and len(rest) >= 3:
+    if rest[0] == "namespaces" and len(rest) >= 3 and (len(rest) > 3 or rest[2] not in _NAMESPACE_SUBRESOURCES):
         namespaced, rest = True, rest[2:]
     name = len(rest) > 1
+    method = scope["method"]
     if method == "GET":
-        if not name and (b"watch=1" in query or b"watch=true" in query):
-            return None  # a watch lasts as long as it is open: upstream's latency SLO leaves it out too
-        verb = "GET" if name else "LIST"
+        verb = "GET" if name else "WATCH" if WATCH_SCOPE_KEY in scope else "LIST"
     elif method == "DELETE":
         verb = "DELETE" if name else "DELETECOLLECTION"
+    elif method == "PATCH" and APPLY_SCOPE_KEY in scope:
+        verb = "APPLY"
     else:
         verb = method
-    return verb, rest[0], rest[2] if len(rest) > 2 else "", (
-        "resource" if name else "namespace" if namespaced else "cluster")
+    query = scope.get("query_string", b"")
+    return (verb, _dry_run_label(query) if b"dryRun" in query else "", group, version, rest[0],
+            rest[2] if len(rest) > 2 else "", "resource" if name else "namespace" if namespaced else "cluster")
+
+
+def _dry_run_label(query: bytes) -> str:
+    """Upstream's ``dry_run`` label: the distinct ``dryRun`` values, sorted and joined with
+    commas; ``invalid`` if one is not ``All``."""
+    values = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("dryRun", [])
+    if any(v != "All" for v in values):
+        return "invalid"
+    return ",".join(sorted(set(values)))
 
 
 def _observe_request(scope: Scope, code: int, seconds: float) -> None:
-    labels = _request_labels(scope["method"], scope["path"], scope.get("query_string", b""))
+    labels = _request_labels(scope)
     if labels is None:
         return
     key = (*labels, str(code))
-    child = _REQUEST_SERIES.get(key)
-    if child is None:
-        if len(_REQUEST_SERIES) >= _REQUEST_SERIES_MAX:
-            key = (labels[0], "other", "", labels[3], str(code))
-        child = _REQUEST_SERIES[key] = REQUEST_DURATION.labels(*key)
-    child.observe(seconds)
+    counts = _REQUEST_SERIES.get(key)
+    if counts is None:
+        counts = REQUESTS.counts(key)
+    counts[bisect_left(REQUEST_BUCKETS, seconds)] += 1
+    counts[-1] += seconds
+
+
+@contextlib.contextmanager
+def _long_running(rtype: ResourceType, namespace: str | None) -> Iterator[None]:
+    """A watch being served: in ``apiserver_longrunning_requests``, and not among the read-only
+    requests in flight (upstream's max-in-flight leaves long-running requests out)."""
+    running = LONGRUNNING_REQUESTS.labels(verb="WATCH", group=rtype.group, version=rtype.version,
+                                          resource=rtype.plural, subresource="",
+                                          scope="namespace" if namespace else "cluster", component=COMPONENT)
+    running.inc()
+    REQUESTS.inflight[0] -= 1
+    try:
+        yield
+    finally:
+        REQUESTS.inflight[0] += 1
+        running.dec()
 
 
 def _store_error(e: store.StoreError) -> ApiError:

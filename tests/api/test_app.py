@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 import store
-from controlplane.api.app import create_app
+from controlplane.api.app import StoreProbe, create_app
 from controlplane.config import Config
 from controlplane.metrics import REGISTRY
 
@@ -21,12 +21,18 @@ class FakeStore:
     def __init__(self) -> None:
         self.closed = False
         self.created: list[bytes] = []
+        self.failure: Exception | None = None  # what revision() raises, when set
+        self.answering = asyncio.Event()  # revision() waits for it
+        self.answering.set()
 
     async def create(self, key: bytes, value: bytes) -> int:
         self.created.append(key)
         return len(self.created) + 1
 
     async def revision(self) -> int:
+        await self.answering.wait()
+        if self.failure is not None:
+            raise self.failure
         return len(self.created) + 1
 
     async def range(self, start: bytes, end: bytes, revision: int = 0,
@@ -70,15 +76,17 @@ async def test_not_ready_until_the_store_is_open(app: FastAPI, client: httpx.Asy
                                                  opened: list[tuple[str, FakeStore]]) -> None:
     r = await client.get("/readyz")
     assert r.status_code == 500
-    assert "[-]store failed: reason withheld" in r.text
+    assert "[-]etcd failed: reason withheld" in r.text
     assert r.text.endswith("readyz check failed\n")
-    assert (await client.get("/livez")).text == "ok"  # liveness does not depend on the store
+    assert (await client.get("/livez")).status_code == 500  # as upstream's, etcd is a liveness check too
+    r = await client.get("/livez/etcd")
+    assert (r.status_code, r.text) == (500, "internal server error: etcd client connection not yet established\n")
 
     async with app.router.lifespan_context(app):
         assert [url for url, _ in opened] == ["lmdb:///nowhere"]
         await _until_ready(client)  # the watch caches load in the background
         assert (await client.get("/healthz")).text == "ok"
-        assert (await client.get("/readyz/store")).text == "ok"
+        assert (await client.get("/readyz/etcd")).text == "ok"
     assert opened[0][1].closed
 
 
@@ -96,7 +104,7 @@ async def test_readyz_waits_for_the_watch_caches(app: FastAPI, client: httpx.Asy
         await pods.ready.wait()
         pods.ready.clear()  # as while a large resource loads
         r = await client.get("/readyz?verbose")
-        assert r.status_code == 500 and "[-]watch-cache failed: reason withheld" in r.text
+        assert r.status_code == 500 and "[-]informer-sync failed: reason withheld" in r.text
         pods.ready.set()
         await _until_ready(client)
 
@@ -107,11 +115,40 @@ async def test_shutdown_makes_readyz_fail_first(app: FastAPI, client: httpx.Asyn
         app.state.server.shutting_down = True
         r = await client.get("/readyz?verbose")
         assert r.status_code == 500
-        assert r.text.splitlines() == ["[+]ping ok", "[+]store ok", "[+]watch-cache ok",
-                                       "[-]shutdown failed: reason withheld", "readyz check failed"]
+        lines = r.text.splitlines()
+        assert lines[:5] == ["[+]ping ok", "[+]log ok", "[+]etcd ok", "[+]etcd-readiness ok", "[+]informer-sync ok"]
+        assert lines[-2:] == ["[-]shutdown failed: reason withheld", "readyz check failed"]
+        assert all(line.startswith("[+]poststarthook/") and line.endswith(" ok") for line in lines[5:-2])
         assert (await client.get("/readyz?exclude=shutdown")).text == "ok"
         assert (await client.get("/readyz/shutdown")).status_code == 500
         assert (await client.get("/healthz")).text == "ok"
+
+
+async def test_the_etcd_check_reads_the_store(app: FastAPI, client: httpx.AsyncClient,
+                                              opened: list[tuple[str, FakeStore]],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(StoreProbe, "TIMEOUT", 0.1)  # a read every 0.05 s at most
+
+    async def after_the_last_read(path: str) -> httpx.Response:
+        await asyncio.sleep(0.06)
+        return await client.get(path)
+
+    async with app.router.lifespan_context(app):
+        await _until_ready(client)
+        fake = opened[0][1]
+        fake.failure = store.Unavailable("the disk is gone")
+        r = await after_the_last_read("/readyz/etcd")
+        assert (r.status_code, r.text) == (500, "internal server error: Unavailable: the disk is gone\n")
+        r = await client.get("/livez?verbose")
+        assert r.status_code == 500 and "[-]etcd failed: reason withheld" in r.text.splitlines()
+        assert r.text.endswith("livez check failed\n")
+        fake.failure = None
+        fake.answering.clear()  # a store that does not answer at all
+        r = await after_the_last_read("/healthz/etcd")
+        assert (r.status_code, r.text) == (500, "internal server error: context deadline exceeded\n")
+        fake.answering.set()
+        r = await after_the_last_read("/readyz")
+        assert (r.status_code, r.text) == (200, "ok")
 
 
 async def test_a_store_that_fails_to_open_fails_startup(monkeypatch: pytest.MonkeyPatch) -> None:
