@@ -40,9 +40,12 @@ class DryRunStore:
         self._real = real
 
     async def create(self, key: bytes, value: bytes) -> int:
+        """0: nothing was written, so the object has no version (upstream's
+        ``DryRunnableStorage.Create`` answers the object as prepared, with no
+        resourceVersion; ``KubeApi._written`` serves it so)."""
         if await self._real.get(key) is not None:
             raise KeyExists(key)
-        return await self._real.revision()
+        return 0
 
     async def update(self, key: bytes, value: bytes, expected_revision: int) -> int:
         current = await self._real.get(key)

@@ -74,6 +74,9 @@ from .apply import (
     sync_last_applied,
     yaml_as_json,
 )
+from .componentstatus import DEPRECATION as CS_DEPRECATION
+from .componentstatus import PLURAL as CS_PLURAL
+from .componentstatus import component_statuses
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
@@ -455,12 +458,6 @@ class KubeApi:
             _negotiated(_accept(scope), PLAIN)
             return await self._json(send, 200, self._resource_list(group, version))
         namespace: str | None = None
-        if group == "" and len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "bindings" and method == "POST" \
-                and self._pods is not None:
-            # the legacy form of pods/binding: POST namespaces/{ns}/bindings, the pod named by the Binding
-            body = await self._body(scope, receive)
-            return await self._json(send, 201, await self._bind(self._pods, rest[1],
-                                                                _binding_name(body), body))
         if rest[0] == "namespaces" and len(rest) >= 3:
             rtype = self.registry.get(group, version, rest[2])
             if rtype is not None and rtype.namespaced:
@@ -505,6 +502,8 @@ class KubeApi:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)
             return await self._metrics_answer(send, rtype, namespace, name, query, dict(scope["headers"]))
+        if not rtype.group and rtype.plural == CS_PLURAL and rtype.custom is None:
+            return await self._component_statuses(send, rtype, method, name, query)
         if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)
@@ -531,6 +530,16 @@ class KubeApi:
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
             receive = _replay(yaml_as_json(await self._body(scope, receive)))
             content_type = "application/json"
+        if not rtype.group and rtype.plural == "bindings" and rtype.custom is None and self._pods is not None:
+            # the legacy form of pods/binding: POST namespaces/{ns}/bindings binds the pod the Binding names
+            if name is not None or namespace is None:
+                raise ApiError.not_found_path(path)  # (upstream has no such route)
+            if method != "POST":
+                raise ApiError.method_not_allowed(method)
+            if content_type not in ("", "application/json"):
+                raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
+            body = await self._body(scope, receive)
+            return await self._json(send, 201, await self._bind(self._pods, namespace, _binding_name(body), body))
         if subresource == "eviction" and name is not None:
             if method != "POST":
                 raise ApiError.method_not_allowed(method)
@@ -612,6 +621,7 @@ class KubeApi:
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
             if metadata_only:
+                check_partial_kind(out.kind, rtype, listing=False)
                 return await self._json(send, 200, partial(raw, metadata_only))
             if _converted(rtype) and not (table and rtype.custom is None):
                 raw = _presented(rtype, raw)  # (a converted type's table is made from the stored shape)
@@ -649,6 +659,30 @@ class KubeApi:
                 return await self._json(send, 200, _deleted_status(rtype, deleted))
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
         raise ApiError.method_not_allowed(method)
+
+    async def _component_statuses(self, send: Send, rtype: ResourceType, method: str, name: str | None,
+                                  query: dict[str, str]) -> None:
+        """``componentstatuses``: get and list only (api/componentstatus.py), with upstream's warning."""
+        if method != "GET":
+            raise ApiError.method_not_allowed(method)
+        if name is None and flag(query, "watch"):
+            raise ApiError(405, "MethodNotAllowed", f'watch is not supported on resources of kind "{CS_PLURAL}"',
+                           {"kind": CS_PLURAL})
+        add_warning(CS_DEPRECATION)
+        answer = await component_statuses(self.store.revision, name, query)
+        out = OUTPUT.get()
+        if out.metadata_only:
+            check_partial_kind(out.kind, rtype, listing=name is None)
+            items = answer["items"] if name is None else [answer]
+            if name is None:
+                return await self._json(send, 200, partial_list([orjson.dumps(i) for i in items], {},
+                                                                out.metadata_only))
+            return await self._json(send, 200, partial(orjson.dumps(answer), out.metadata_only))
+        if out.table:
+            include = query.get("includeObject", "Metadata")
+            objects = answer["items"] if name is None else [answer]
+            answer = _table_version(as_table(CS_PLURAL, objects, {}, include), out)
+        return await self._json(send, 200, answer)
 
     async def _metrics_answer(self, send: Send, rtype: ResourceType, namespace: str | None, name: str | None,
                               query: dict[str, str], headers: dict[bytes, bytes]) -> None:
@@ -947,7 +981,11 @@ class KubeApi:
                  revision: int) -> Written:
         """``obj``, just stored as ``stored`` (metadata first) at ``revision``: the response,
         whose JSON is the stored bytes with the resourceVersion spliced in, and which the
-        watch cache takes for this version too (serialised once, DESIGN.md)."""
+        watch cache takes for this version too (serialised once, DESIGN.md). A dry-run
+        create's ``revision`` is 0: it has no version, and is served without one."""
+        if not revision:
+            obj["metadata"].pop("resourceVersion", None)
+            return Written(obj, stored)
         obj["metadata"]["resourceVersion"] = str(revision)
         raw = with_resource_version(stored, revision)
         if rtype.custom is None and not DRY_RUN.get() and CONVERSION.get() is None:  # others are presented on read
@@ -1909,7 +1947,13 @@ def _field_selector_of(conversion: Conversion, selector: str) -> str:
     terms = []
     for term in selector.split(","):
         cut = min((i for i in (term.find("!="), term.find("=")) if i >= 0), default=len(term))
-        terms.append(conversion.field_label(term[:cut].strip()) + term[cut:])
+        if not term.strip() or cut == len(term):
+            terms.append(term)  # (refused, or dropped, as it is, when the selector is parsed)
+            continue
+        label = conversion.field_label(term[:cut].strip())
+        if label is None:
+            raise ApiError.bad_request(f"field label not supported: {term[:cut].strip()}")
+        terms.append(label + term[cut:])
     return ",".join(terms)
 
 

@@ -615,6 +615,15 @@ def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority:
     return (name, type_, fmt, priority, cell)
 
 
+def _component_health(obj: Obj) -> tuple[str, str, str]:
+    """A ComponentStatus's Status, Message and Error cells: its ``Healthy`` condition's (upstream's printer)."""
+    for c in obj.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "Healthy":
+            return ("Healthy" if c.get("status") == "True" else "Unhealthy"), c.get("message") or "", \
+                c.get("error") or ""
+    return "Unknown", "", ""
+
+
 _NAME = _col("Name", _name, fmt="name")
 _AGE = _col("Age", _age)
 _WIDE_CONTAINERS = [_col("Containers", lambda o: _containers(o, "name"), priority=1),
@@ -666,6 +675,9 @@ COLUMNS: dict[str, list[Column]] = {
                _col("Count", lambda o: _event_times(o)[2], priority=1),
                _col("Name", _name, priority=1, fmt="name")],
     "leases": [_NAME, _col("Holder", lambda o: _get(o, "spec", "holderIdentity")), _AGE],
+    "componentstatuses": [_NAME, _col("Status", lambda o: _component_health(o)[0]),
+                          _col("Message", lambda o: _component_health(o)[1]),
+                          _col("Error", lambda o: _component_health(o)[2])],
     "daemonsets": [_NAME,
                    _col("Desired", lambda o: _get(o, "status", "desiredNumberScheduled", default=0), "integer"),
                    _col("Current", lambda o: _get(o, "status", "currentNumberScheduled", default=0), "integer"),

@@ -48,6 +48,14 @@ _RENAMED = {
     "deprecatedCount": "count",
 }
 _BACK = {v: k for k, v in _RENAMED.items()}
+# the field selector labels of events.k8s.io/v1 -> core/v1's; no others (not even core/v1's own names)
+_EVENT_FIELD_LABELS = {
+    **{f"regarding.{f}": f"involvedObject.{f}"
+       for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reportingController": "reportingComponent",
+    "reason": "reason", "source": "source", "type": "type",
+    "metadata.namespace": "metadata.namespace", "metadata.name": "metadata.name",
+}
 _KEPT = ("metadata", "eventTime", "series", "action", "reason", "related", "type", "reportingInstance")
 
 
@@ -80,10 +88,11 @@ class Conversion:
                 out[k] = v
         return out
 
-    def field_label(self, label: str) -> str:
-        """A field selector's label of the served version, as the stored shape names it."""
-        head, dot, rest = label.partition(".")
-        return _RENAMED.get(head, head) + dot + rest
+    def field_label(self, label: str) -> str | None:
+        """A field selector's label of the served version, as the stored shape names it;
+        None if the served version has no such label (upstream's field label conversion
+        function for events.k8s.io/v1 Event, pkg/apis/events/v1/conversion.go)."""
+        return _EVENT_FIELD_LABELS.get(label)
 
 
 EVENTS_V1 = Conversion("events.k8s.io/v1", "v1", "Event")
@@ -179,7 +188,7 @@ class HorizontalPodAutoscalerV1(Conversion):
         out["spec"], out["status"] = spec, status
         return out
 
-    def field_label(self, label: str) -> str:
+    def field_label(self, label: str) -> str | None:
         return label
 
 

@@ -191,6 +191,14 @@ def _path(*keys: str, zero: str = "") -> Callable[[dict[str, Any]], str]:
 
 
 _COMMON = {"metadata.name": _path("metadata", "name"), "metadata.namespace": _path("metadata", "namespace")}
+_source_component = _path("source", "component")
+_reporting_component = _path("reportingComponent")
+
+
+def _event_source(obj: dict[str, Any]) -> str:
+    """An Event's ``source`` field: ``source.component``, else ``reportingComponent``
+    (upstream's ToSelectableFields: an events.k8s.io/v1 writer sets no source)."""
+    return _source_component(obj) or _reporting_component(obj)
 
 # The fields kube-apiserver indexes for field selectors, per resource (its
 # GetAttrs functions); anything else is refused, as kube-apiserver refuses it.
@@ -215,7 +223,7 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
         "involvedObject.fieldPath": _path("involvedObject", "fieldPath"),
         "reason": _path("reason"),
         "reportingComponent": _path("reportingComponent"),
-        "source": _path("source", "component"),
+        "source": _event_source,
         "type": _path("type"),
     },
     "secrets": {"type": _path("type")},

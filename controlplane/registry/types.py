@@ -109,6 +109,10 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("ResourceQuota", "resourcequotas", short_names=("quota",), subresources=("status",)),
     _core("LimitRange", "limitranges", short_names=("limits",)),
     _core("PodTemplate", "podtemplates"),
+    # never stored: a Binding binds the pod it names (the legacy form of pods/binding, api/rest.py)
+    _core("Binding", "bindings", verbs=("create",)),
+    # never stored: computed on each read (api/componentstatus.py); deprecated upstream since 1.19
+    _core("ComponentStatus", "componentstatuses", False, short_names=("cs",), verbs=("get", "list")),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     # stored with core/v1 Events (/registry/events/), converted: registry/conversion.py
     ResourceType("events.k8s.io", "v1", "Event", "events", True, short_names=("ev",)),
