@@ -488,7 +488,20 @@ def _quantity(value: Any) -> str | None:
     return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 
+def _int_or_string(value: Any) -> str | None:
+    """An IntOrString (a Service's ``targetPort``, a probe's ``port``, ``maxSurge``) as its
+    UnmarshalJSON reads it: a string, else an int32 (Go's error for anything else)."""
+    t = type(value)
+    if t is str:
+        return None
+    if t is int and -(1 << 31) <= value < (1 << 31):
+        return None
+    found = f"number {value}" if t is int or t is float else _json_type(value)
+    return f"json: cannot unmarshal {found} into Go value of type int32"
+
+
 _PARSED = {
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _int_or_string,
     "io.k8s.apimachinery.pkg.apis.meta.v1.Time": _time,
     "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": _micro_time,
     "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,

@@ -150,3 +150,24 @@ async def test_a_quantity_is_stored_as_a_string(client: Client) -> None:
     for bad in (True, {"a": 1}, [1]):
         await refused(client.create(PODS, pod("q", {"containers": [
             {"name": "c", "image": "i", "resources": {"limits": {"cpu": bad}}}]})), 400)
+
+
+@pytest.mark.parametrize(("target_port", "found"), [
+    (True, "bool"), ({"a": 1}, "object"), ([80], "array"), (1.5, "number 1.5"), (1 << 40, "number 1099511627776"),
+])
+async def test_an_int_or_string_is_an_int32_or_a_string(client: Client, target_port: Any, found: str) -> None:
+    """IntOrString (a Service's targetPort, a probe's port, maxSurge) decodes a string, else an
+    int32: anything else is refused as its UnmarshalJSON refuses it, never stored (a typed
+    client could not read it back)."""
+    services = resource_path("", "v1", "services", "default")
+    e = await refused(client.create(services, {"metadata": {"name": "s"},
+                                               "spec": {"ports": [{"port": 80, "targetPort": target_port}]}}), 400)
+    assert e.message == ('Service in version "v1" cannot be handled as a Service: json: cannot unmarshal '
+                         f"{found} into Go value of type int32")
+    for ok in (8080, "http"):
+        created = await client.create(services, {"metadata": {"generateName": "s-"},
+                                                 "spec": {"ports": [{"port": 80, "targetPort": ok}]}})
+        assert created["spec"]["ports"][0]["targetPort"] == ok
+    body = deployment("d")
+    body["spec"]["strategy"] = {"rollingUpdate": {"maxSurge": target_port}}
+    await refused(client.create(DEPLOYMENTS, body), 400)
