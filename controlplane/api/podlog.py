@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import orjson
 
 from ..registry.types import ResourceType
+from ..registry.validation import parse_time
 from .errors import ApiError
 from .reads import Reads, watch_options
 
@@ -58,11 +58,9 @@ def validate_log_options(name: str, query: dict[str, str]) -> None:
     tail, limit, since = _int(query, "tailLines"), _int(query, "limitBytes"), _int(query, "sinceSeconds")
     since_time = query.get("sinceTime") or None
     if since_time is not None:
-        try:
-            datetime.datetime.fromisoformat(since_time.replace("Z", "+00:00"))
-        except ValueError:
-            raise ApiError.bad_request(f'parsing time "{since_time}" as "2006-01-02T15:04:05Z07:00": '
-                                       "not an RFC 3339 time") from None
+        _, why = parse_time(since_time)  # a metav1.Time, as the query's decoder reads it (RFC 3339)
+        if why:
+            raise ApiError.bad_request(why)
     causes: list[dict[str, str]] = []
 
     def cause(reason: str, field: str, message: str) -> None:

@@ -92,6 +92,15 @@ def test_a_log_option_that_is_not_a_number_is_400(served: Serve, running_pod: st
     assert r.json()["message"] == 'strconv.ParseInt: parsing "ten": invalid syntax'
 
 
+@pytest.mark.parametrize("since_time", ["2024-01-01", "2024-01-01T00:00:00", "2024-13-01T00:00:00Z"])
+def test_a_log_since_time_is_an_rfc_3339_time(served: Serve, running_pod: str, since_time: str) -> None:
+    r = _raw(served, f"/api/v1/namespaces/default/pods/{running_pod}/log?sinceTime={since_time}")
+    assert r.status_code == 400, r.text
+    assert r.json()["message"].startswith(f'parsing time "{since_time}"')
+    ok = _raw(served, f"/api/v1/namespaces/default/pods/{running_pod}/log?sinceTime=2024-01-01T00:00:00%2B01:00")
+    assert ok.status_code == 200, ok.text
+
+
 def test_a_log_stream_is_one_of_upstreams(served: Serve, running_pod: str) -> None:
     ok = _raw(served, f"/api/v1/namespaces/default/pods/{running_pod}/log?stream=Stderr")
     assert ok.status_code == 200 and ok.text == ""
