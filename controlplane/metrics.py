@@ -46,6 +46,7 @@ __all__ = [
     "LEASE_RENEWALS",
     "LEASE_RENEW_LAG",
     "LONGRUNNING_REQUESTS",
+    "NODES_HEALTH_PASS",
     "NODE_EVICTIONS",
     "OBJECT_COUNTS",
     "PODGROUP_SCHEDULE_ATTEMPTS",
@@ -59,10 +60,14 @@ __all__ = [
     "STAGE_TRANSITIONS",
     "STORE_COMMIT_BATCH_SIZE",
     "STORE_COMMIT_SECONDS",
+    "UNHEALTHY_NODES",
     "WATCH_CACHE_FALLBACKS",
     "WATCH_CACHE_LOCK_WAIT",
     "WATCH_CACHE_REREAD_EVENTS",
     "WATCH_EVENT_DELIVERY",
+    "ZONE_EVICTIONS",
+    "ZONE_HEALTH",
+    "ZONE_SIZE",
     "observe_many",
     "exposition",
     "monitor_event_loop_lag",
@@ -395,6 +400,31 @@ POD_START_SECONDS = Histogram(
 STAGE_TRANSITIONS = Counter(
     "controlplane_nodes_stage_transitions_total", "Stages applied, by stage and result (ok, error).",
     ["stage", "result"], registry=REGISTRY,
+)
+# kube-controller-manager's node lifecycle controller (controllers/nodelifecycle.py), under its
+# names: a zone is upstream's key, "<region>:\x00:<zone>" ("" without either label)
+ZONE_HEALTH = Gauge(
+    "node_collector_zone_health", "Gauge measuring percentage of healthy nodes per zone.", ["zone"],
+    registry=REGISTRY,
+)
+ZONE_SIZE = Gauge(
+    "node_collector_zone_size", "Gauge measuring number of registered Nodes per zones.", ["zone"],
+    registry=REGISTRY,
+)
+UNHEALTHY_NODES = Gauge(
+    "node_collector_unhealthy_nodes_in_zone", "Gauge measuring number of not Ready Nodes per zones.", ["zone"],
+    registry=REGISTRY,
+)
+ZONE_EVICTIONS = Counter(
+    "node_collector_evictions", "Number of Node evictions that happened since current instance of "
+    "NodeController started (first NoExecute taints given by a zone's queue).", ["zone"],
+    registry=REGISTRY,
+)
+NODES_HEALTH_PASS = Histogram(
+    "node_collector_update_all_nodes_health_duration_seconds",
+    "Duration in seconds for NodeController to update the health of all nodes.",
+    buckets=(1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
 )
 NODE_EVICTIONS = Counter(
     "controlplane_nodes_evictions_total", "Pods deleted by the taint eviction controller (NoExecute taints).",

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.client import ApiError, Client, Informer, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.config import NodeLifecycle
+from controlplane.metrics import NODES_HEALTH_PASS, UNHEALTHY_NODES, ZONE_EVICTIONS, ZONE_HEALTH, ZONE_SIZE
 
 from .events import Recorder
 from .ownership import key_of, meta_of
@@ -449,6 +450,10 @@ class NodeLifecycleController:
         threshold = self.settings.unhealthy_zone_threshold
         states = {zone: zone_state(ready, total - ready, threshold)
                   for zone, (total, ready) in self.zone_counts.items()}
+        for zone, (size, healthy) in self.zone_counts.items():  # upstream's zone gauges, a pass at a time
+            ZONE_SIZE.labels(zone).set(size)
+            ZONE_HEALTH.labels(zone).set(100 * healthy / size)
+            UNHEALTHY_NODES.labels(zone).set(size - healthy)
         everywhere = bool(states) and all(s == FULL_DISRUPTION for s in states.values())
         entering, leaving = everywhere and not self.all_disrupted, self.all_disrupted and not everywhere
         self.all_disrupted = everywhere
@@ -600,6 +605,7 @@ class NodeLifecycleController:
                     continue
                 try:
                     await self._write_fresh(name, node, first_no_execute=True)
+                    ZONE_EVICTIONS.labels(zone_key(node)).inc()
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # a timeout, a server error: at the queue's end, with a token
@@ -624,8 +630,10 @@ class NodeLifecycleController:
 
     async def _monitor(self) -> None:
         while True:
+            started = time.perf_counter()
             try:
                 self.monitor_pass()
+                NODES_HEALTH_PASS.observe(time.perf_counter() - started)
             except Exception:  # a bug: logged, and the next pass is still made
                 log.exception("node lifecycle controller: health pass")
             await asyncio.sleep(self.settings.monitor_period)

@@ -466,3 +466,23 @@ async def test_a_pod_bound_to_a_node_not_ready_is_marked_not_ready(tmp_path: Pat
         await until(lambda: _has(_events(c, "NodeNotReady"), "Node is not ready"), timeout=5)
         await asyncio.sleep(0.3)
         assert await ready("on-up") == "True"
+
+
+async def test_zone_gauges_under_upstreams_names(tmp_path: Path) -> None:
+    """node_collector_zone_size, _zone_health (percent Ready) and _unhealthy_nodes_in_zone, by
+    upstream's zone key, set on each health pass; the pass's duration is observed."""
+    from controlplane.metrics import REGISTRY
+
+    zone = "region-9:\x00:zone-z"
+    async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1)) as c:
+        for name, ready in (("za", "True"), ("zb", "True"), ("zc", "False"), ("zd", "Unknown")):
+            await c.create(NODES, {"metadata": {"name": name, "labels": {
+                "topology.kubernetes.io/region": "region-9", "topology.kubernetes.io/zone": "zone-z"}}})
+            await _set_ready(c, name, ready)
+
+        async def gauges() -> tuple[float | None, ...]:
+            return tuple(REGISTRY.get_sample_value(f"node_collector_{m}", {"zone": zone})
+                         for m in ("zone_size", "zone_health", "unhealthy_nodes_in_zone"))
+
+        await until(lambda: _eq(gauges(), (4.0, 50.0, 2.0)), timeout=5)
+        assert (REGISTRY.get_sample_value("node_collector_update_all_nodes_health_duration_seconds_count") or 0) > 0
