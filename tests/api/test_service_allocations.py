@@ -352,7 +352,8 @@ async def test_a_write_whose_claim_fails_leaves_none_of_its_other_claims(tmp_pat
             if key.startswith(PORT_PREFIX):
                 raise store.Unavailable("the store is away")
             await asyncio.sleep(0.05)
-            return await claim(key, owner)
+            revision: int | None = await claim(key, owner)
+            return revision
 
         monkeypatch.setattr(allocations, "claim", flaky)
         with pytest.raises(ApiError) as e:

@@ -460,7 +460,7 @@ async def test_a_pod_bound_to_a_node_not_ready_is_marked_not_ready(tmp_path: Pat
 
         async def ready(name: str) -> str:
             pod = await c.get(f"{PODS}/{name}")
-            return next(x["status"] for x in pod["status"]["conditions"] if x["type"] == "Ready")
+            return str(next(x["status"] for x in pod["status"]["conditions"] if x["type"] == "Ready"))
 
         await until(lambda: _eq(ready("on-down"), "False"), timeout=5)
         await until(lambda: _has(_events(c, "NodeNotReady"), "Node is not ready"), timeout=5)
