@@ -287,7 +287,9 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
     name = str((doc.get("metadata") or {}).get("name") or "")
     where = f"stage {name!r}"
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != "Stage":
-        raise StageError(f"{where}: expected apiVersion {API_VERSION}, kind Stage")
+        # say what it is: a kustomize directory of KWOK's mixes other objects in (a StorageClass)
+        raise StageError(f"{name!r}: a {doc.get('kind')} of {doc.get('apiVersion')}, not a Stage: "
+                         f"expected apiVersion {API_VERSION}, kind Stage")
     spec = doc.get("spec") or {}
     _unsupported(where, spec, _SPEC_FIELDS)
     ref = spec.get("resourceRef") or {}

@@ -419,7 +419,7 @@ def test_kwok_configuration_beside_the_stages_is_skipped() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("apiVersion: v1\nkind: Pod\n", "expected apiVersion"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "'p': a Pod of v1, not a Stage: expected apiVersion"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
      "spec: {resourceRef: {apiGroup: v1, kind: Pod}, next: {patches: []}}\n", r"unsupported field\(s\) patches"),
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"

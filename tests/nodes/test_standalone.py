@@ -1,0 +1,140 @@
+"""Over a real socket: ``controlplane nodes`` in its own process against ``controlplane serve``
+(scheduler and controllers on, no simulator of its own). Its nodes register and renew their
+Leases, and run the pods the scheduler binds to them; when the process dies, nothing renews
+them any more: the server's node lifecycle controller turns them Unknown after
+``--node-monitor-grace-period`` and taints them unreachable, and the taint eviction
+controller evicts the pods whose toleration runs out (``tolerationSeconds``).
+
+One node, ``kept-0``, has a kubelet played by the test (a Ready status and its Lease renewed),
+so that the cluster is not wholly down when the simulator dies: with no Ready node at all
+the controller takes the NoExecute taints off instead, as upstream's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controlplane.client import ApiError, Client, resource_path
+from tests.nodes.conftest import NODES, PODS, eventually
+from tests.test_cli import start_serve
+
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def _kubelet(client: Client, name: str) -> None:
+    """A minimal kubelet for ``name``: Ready once, then its Lease renewed every 0.3 s."""
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    now = _now()
+    await client.patch(f"{NODES}/{name}/status", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+         "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, "strategic")
+    await client.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+                                 "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now}})
+    while True:
+        await asyncio.sleep(0.3)
+        await client.patch(f"{LEASES}/{name}", {"spec": {"renewTime": _now()}})
+
+
+def _on(name: str, node: str, seconds: int | None) -> dict[str, Any]:
+    toleration: dict[str, Any] = {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                  "effect": "NoExecute"}
+    if seconds is not None:
+        toleration["tolerationSeconds"] = seconds
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "tolerations": [toleration],
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+
+
+async def _ready(client: Client, node: str) -> str | None:
+    try:
+        n = await client.get(f"{NODES}/{node}")
+    except ApiError:
+        return None
+    return next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
+
+
+async def _phase(client: Client, name: str) -> str | None:
+    got: str | None = (await client.get(f"{PODS}/{name}")).get("status", {}).get("phase")
+    return got
+
+
+async def _is(awaitable: Any, want: Any) -> bool:
+    return bool(await awaitable == want)
+
+
+async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lifecycle_controller(
+        tmp_path: Path) -> None:
+    serve = start_serve(tmp_path, scheduler=True, extra=(
+        "--node-monitor-grace-period", "3s", "--node-monitor-period", "0.2s", "--node-eviction-rate", "50"))
+    cli: subprocess.Popen[bytes] | None = None
+    kubelet: asyncio.Task[None] | None = None
+    try:
+        serve.wait_ready()
+        async with Client.from_kubeconfig(serve.kubeconfig) as client:
+            kubelet = asyncio.create_task(_kubelet(client, "kept-0"))
+            with (tmp_path / "nodes.err").open("wb") as err:
+                cli = subprocess.Popen(
+                    [sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(serve.kubeconfig),
+                     "--count", "2", "--name-prefix", "cli-", "--renew-interval", "1"],
+                    stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+            for node in ("cli-0", "cli-1"):
+                await eventually(lambda node=node: _is(_ready(client, node), "True"), timeout=20)  # type: ignore[misc]
+            first = (await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"]
+
+            async def renewed() -> bool:
+                return bool((await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"] != first)
+
+            await eventually(renewed, timeout=5)
+            # bound by the scheduler, run by the standalone simulator
+            await client.create(PODS, _on("brief", "cli-0", 1))
+            await client.create(PODS, _on("stays", "cli-1", None))
+            for name in ("brief", "stays"):
+                await eventually(lambda name=name: _is(_phase(client, name), "Running"), timeout=20)  # type: ignore[misc]
+            assert (await client.get(f"{PODS}/brief"))["spec"]["nodeName"] == "cli-0"
+            # Longer than the grace period: the simulator's renewals keep its nodes Ready
+            await asyncio.sleep(4)
+            assert await _ready(client, "cli-0") == "True"
+
+            cli.send_signal(signal.SIGKILL)  # a kubelet that dies without a word
+            cli.wait(10)
+            for node in ("cli-0", "cli-1"):
+                await eventually(lambda node=node: _is(_ready(client, node), "Unknown"), timeout=10)  # type: ignore[misc]
+
+            async def tainted() -> bool:
+                n = await client.get(f"{NODES}/cli-0")
+                return any(t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute"
+                           for t in n["spec"].get("taints") or [])
+
+            await eventually(tainted, timeout=5)
+
+            async def evicted() -> bool:
+                p = await client.get(f"{PODS}/brief")
+                return bool(p["metadata"].get("deletionTimestamp")) and any(
+                    c["type"] == "DisruptionTarget" and c.get("reason") == "DeletionByTaintManager"
+                    for c in p["status"].get("conditions", []))
+
+            await eventually(evicted, timeout=10)
+            stays = await client.get(f"{PODS}/stays")
+            assert not stays["metadata"].get("deletionTimestamp")
+            assert await _ready(client, "kept-0") == "True"
+    finally:
+        if kubelet is not None:
+            kubelet.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ApiError):
+                await kubelet
+        if cli is not None and cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+        serve.proc.terminate()
+        serve.proc.wait(20)
