@@ -91,8 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stages", type=Path, action="append", default=[], metavar="FILE",
                        help="KWOK Stage YAML replacing the simulated nodes' built-in stages; repeat it for several "
                             "files, as KWOK's --config (as `controlplane nodes --stages`)")
+    serve.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
+                       help="as KWOK's (and `controlplane nodes`'): the simulator plays only the fake nodes "
+                            "whose labels match (default: every node annotated kwok.x-k8s.io/node: fake)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
-                       help="do not run the built-in scheduler")
+                       help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
+                            "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "
+                            "and the autoscaler if asked for, and the clusterrole aggregation controller")
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="API server processes sharing the port (SO_REUSEPORT) over one store, each with its own "
                             "watch cache; the components run in the first (default: %(default)s)")
@@ -175,6 +180,16 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- serve
 
+def _checked_selector(parser: argparse.ArgumentParser, selector: str) -> str:
+    from .registry.selectors import SelectorError, parse_label_selector
+
+    try:
+        parse_label_selector(selector)
+    except SelectorError as e:
+        parser.error(f"--manage-nodes-with-label-selector: {e}")
+    return selector
+
+
 def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple[Path, ...]:
     """``--stages`` files, read once here so that a missing file or a stage the simulator
     cannot run stops ``serve`` at once, not its node simulator later in the background."""
@@ -210,6 +225,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             autoscaler=args.autoscaler,
             instance_types=args.instance_types,
             stages=_checked_stages(parser, args.stages),
+            manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,

@@ -76,6 +76,8 @@ class Config:
     instance_types: Path | None = None
     # KWOK Stage files replacing the simulated nodes' built-in stages (read together)
     stages: tuple[Path, ...] = ()
+    # KWOK's --manage-nodes-with-label-selector for the simulated nodes ("": every fake node)
+    manage_nodes_selector: str = ""
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"

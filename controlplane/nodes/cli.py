@@ -34,6 +34,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
+    p.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
+                   help="as KWOK's: play only the fake nodes whose labels match (its key=value terms are "
+                        "given to the nodes it creates), so that two simulators on one server take "
+                        "their own nodes (default: every node annotated kwok.x-k8s.io/node: fake)")
     p.add_argument("--renew-interval", type=float, default=10.0, metavar="SECONDS",
                    help="lease renewal interval (default: %(default)s)")
     p.add_argument("--put-leases", action="store_true",
@@ -105,7 +109,7 @@ async def _main(args: argparse.Namespace) -> int:
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
-                lease_renewals=not args.put_leases))
+                lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

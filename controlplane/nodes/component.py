@@ -35,6 +35,7 @@ async def start(client: Client, config: Config) -> None:
     names = [t.name for t in catalog]
     instance_type = SimConfig.instance_type if SimConfig.instance_type in names else names[0]
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages,
-                                          instance_type=instance_type))
+                                          instance_type=instance_type,
+                                          node_selector=getattr(config, "manage_nodes_selector", "")))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

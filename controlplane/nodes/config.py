@@ -53,3 +53,7 @@ class SimConfig:
     preloaded_images: tuple[str, ...] = ("registry.k8s.io/pause:3.10",)
     seed: int | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # KWOK's --manage-nodes-with-label-selector: only the fake nodes whose labels match are this
+    # simulator's (two simulators on one server each take their own); the nodes it creates get
+    # the selector's ``key=value`` labels. Empty: every fake node.
+    node_selector: str = ""

@@ -57,6 +57,7 @@ import orjson
 from ..client import ApiError, Client, resource_path
 from ..gcsettings import untracked
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
+from ..registry.selectors import parse_label_selector
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
@@ -193,6 +194,13 @@ class NodeSimulator:
         # a user's node stages own the node's status, as in KWOK (whose heartbeat is a stage): the
         # simulator's own status report would undo theirs (a chaos ``node-not-ready``'s Ready=False)
         self.status_reports = self.builtin_stages or not self.node_stages.stages
+        self.selector = parse_label_selector(config.node_selector)  # SelectorError (a ValueError) if bad
+        # the labels its own nodes get so that the selector takes them: its key=value terms
+        self.selector_labels = {r.key: next(iter(r.values)) for r in self.selector.requirements
+                                if r.op in ("=", "in") and len(r.values) == 1}
+        if config.count and not self.selector.matches({**self.selector_labels, **config.extra_labels}):
+            raise ValueError(f"--manage-nodes-with-label-selector {config.node_selector!r} would not take the "
+                             "nodes this simulator creates: give it key=value terms only")
         self.catalog = catalog_by_name(config.catalog)
         if config.instance_type not in self.catalog:
             raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
@@ -359,7 +367,7 @@ class NodeSimulator:
         rack = f"{zone}-rack-{(index // max(1, self.config.zones)) % max(1, self.config.racks_per_zone)}"
         labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
                   "topology.kubernetes.io/region": "region-1", "topology.controlplane.io/rack": rack,
-                  "type": "kwok", **itype.labels(), **self.config.extra_labels}
+                  "type": "kwok", **itype.labels(), **self.config.extra_labels, **self.selector_labels}
         return {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "labels": labels,
                              "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
@@ -390,7 +398,8 @@ class NodeSimulator:
     def _node_seen(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
-        if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake":
+        if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake" or (
+                self.selector.requirements and not self.selector.matches(meta.get("labels"))):
             if name in self.nodes:
                 self._node_gone(obj)
             return

@@ -12,6 +12,7 @@ import pytest
 from controlplane.client import Client, resource_path
 from controlplane.metrics import LEASE_RENEW_LAG
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
+from controlplane.nodes.simulator import NodeSimulator
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
@@ -205,3 +206,34 @@ async def test_status_is_reported_every_report_interval_with_only_heartbeats_mov
         for kind, c in later.items():
             assert c == {**first[kind], "lastHeartbeatTime": beat}  # status, reason, transition time kept
         assert (not patched) is bulk
+
+
+async def test_two_simulators_with_label_selectors_take_their_own_nodes(client: Client) -> None:
+    """KWOK's --manage-nodes-with-label-selector: each simulator plays only the fake nodes its
+    selector takes, and labels the nodes it creates so that it takes them; a fake node neither
+    selects is left to no one."""
+    async with simulating(client, fast(count=2, name_prefix="a-", node_selector="sim=a")) as a, \
+            simulating(client, fast(count=2, name_prefix="b-", node_selector="sim=b,tier!=gold")) as b:
+        await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "other", "annotations": {FAKE_NODE_ANNOTATION: "fake"}, "labels": {"sim": "c"}}})
+        await eventually(lambda: _both(a, b))
+        assert set(a.nodes) == {"a-0", "a-1"} and set(b.nodes) == {"b-0", "b-1"}
+        assert (await client.get(f"{NODES}/a-0"))["metadata"]["labels"]["sim"] == "a"
+        await client.create(PODS, pod("on-b", "b-1"))
+
+        async def running() -> bool:
+            return bool((await client.get(f"{PODS}/on-b"))["status"].get("phase") == "Running")
+
+        await eventually(running)
+        assert "on-b" not in {k.split("/")[-1] for k in a.pods}
+        assert not (await client.get(f"{NODES}/other")).get("status", {}).get("conditions")
+
+
+async def _both(a: NodeSimulator, b: NodeSimulator) -> bool:
+    return len(a.nodes) == 2 and len(b.nodes) == 2
+
+
+def test_a_selector_that_would_not_take_the_created_nodes_is_refused() -> None:
+    with pytest.raises(ValueError, match="would not take the nodes this simulator creates"):
+        NodeSimulator(Client("http://127.0.0.1:1"), fast(count=1, node_selector="sim in (a,b)"))
+    NodeSimulator(Client("http://127.0.0.1:1"), fast(count=0, node_selector="sim in (a,b)"))  # creates none
