@@ -20,19 +20,24 @@ import math
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .promtext import parse
 from .serverwatch import run_histograms
-from .slo import Entry, Verdict, entries_from_locust_json, evaluate, overall
+from .slo import SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
-__all__ = ["PLOTS", "build"]
+__all__ = ["PLOTS", "build", "fmt"]
 
 PLOTS = ("throughput", "latency", "lock_wait", "event_delivery", "event_loop_lag", "scheduler", "pod_startup",
          "server_resources")
 
 _HTTP = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+LOCK_WAIT = "controlplane_watch_cache_lock_wait_seconds"
+DELIVERY = "controlplane_watch_event_delivery_seconds"
+_SERVER_METRIC = {"writer-lock-wait": LOCK_WAIT, "event-delivery": DELIVERY}
 
 
 def _read_json(path: Path, default: Any) -> Any:
@@ -283,6 +288,32 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x * 1000, 3)
 
 
+def _explained(verdicts: Sequence[Verdict], *, locust_results: bool, scraped: bool, last_text: str, scrapes: int,
+               run: dict[str, Any]) -> list[Verdict]:
+    """``verdicts``, each "no data" one with a note saying why it has none."""
+    source = {slo.key: slo.source for slo in SLOS}
+    out = []
+    for v in verdicts:
+        if v.verdict != "no data":
+            out.append(v)
+            continue
+        if source[v.key] == "client":
+            note = no_data_note(v.key, locust_results=locust_results)
+        else:
+            metric = _SERVER_METRIC[v.key]
+            if not scraped:
+                errors, error = run.get("scrape_errors"), run.get("scrape_error")
+                note = "no /metrics scrape succeeded" + (
+                    f" ({errors} failed" + (f"; the last: {error}" if error else "") + ")" if errors else "")
+            elif f"# TYPE {metric} histogram" not in last_text:
+                note = f"the target's /metrics has no {metric} (a server other than controlplane?)"
+            else:
+                note = (f"no {metric} observation between the first and the last of the run's {scrapes} "
+                        f"/metrics scrape{'s' if scrapes != 1 else ''}")
+        out.append(replace(v, note=note))
+    return out
+
+
 def build(out: Path) -> dict[str, Any]:
     """Write summary.json, report.html and the PNGs into ``out``; return the summary."""
     raw = _read_json(out / "locust.json", [])
@@ -292,13 +323,16 @@ def build(out: Path) -> dict[str, Any]:
     plan = _read_json(out / "plan.json", {})
     run = _read_json(out / "run.json", {})
     first = last = None
+    last_text = ""
     if (out / "metrics-last.prom").exists():
-        last = parse((out / "metrics-last.prom").read_text(), 0.0)
+        last_text = (out / "metrics-last.prom").read_text()
+        last = parse(last_text, 0.0)
         if (out / "metrics-first.prom").exists():
             first = parse((out / "metrics-first.prom").read_text(), 0.0)
-    lock = run_histograms(first, last, "controlplane_watch_cache_lock_wait_seconds", role="writer")
-    delivery = run_histograms(first, last, "controlplane_watch_event_delivery_seconds")
-    verdicts = evaluate(entries, lock, delivery)
+    lock = run_histograms(first, last, LOCK_WAIT, role="writer")
+    delivery = run_histograms(first, last, DELIVERY)
+    verdicts = _explained(evaluate(entries, lock, delivery), locust_results=bool(raw),
+                          scraped=last is not None, last_text=last_text, scrapes=len(server), run=run)
 
     requests = sum(e.num_requests for e in entries if e.request_type in _HTTP)
     failures = sum(e.num_failures for e in entries)
@@ -341,7 +375,7 @@ def build(out: Path) -> dict[str, Any]:
     return summary
 
 
-def _fmt(x: Any) -> str:
+def fmt(x: Any) -> str:
     if x is None:
         return "–"
     if isinstance(x, float):
@@ -365,13 +399,14 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575"}
     verdict_rows = "".join(
         f"<tr><td>{html.escape(v.title)}{'' if v.upstream else ' <small>(project target)</small>'}</td>"
-        f"<td>{_fmt(v.threshold_s * 1000)} ms</td><td>{_fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"
-        f"<td>{html.escape(v.worst)}</td><td>{_fmt(v.samples)}</td>"
+        f"<td>{fmt(v.threshold_s * 1000)} ms</td><td>{fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"
+        f"<td>{html.escape(v.worst) if v.worst else f'<small>{html.escape(v.note)}</small>'}</td>"
+        f"<td>{fmt(v.samples)}</td>"
         f"<td style='color:{color[v.verdict]};font-weight:bold'>{v.verdict}</td></tr>" for v in verdicts)
     entry_rows = "".join(
-        f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{_fmt(r['requests'])}</td>"
-        f"<td>{_fmt(r['failures'])}</td><td>{_fmt(r['p50_ms'])}</td><td>{_fmt(r['p90_ms'])}</td>"
-        f"<td>{_fmt(r['p99_ms'])}</td><td>{_fmt(r['max_ms'])}</td></tr>" for r in summary["entries"])
+        f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{fmt(r['requests'])}</td>"
+        f"<td>{fmt(r['failures'])}</td><td>{fmt(r['p50_ms'])}</td><td>{fmt(r['p90_ms'])}</td>"
+        f"<td>{fmt(r['p99_ms'])}</td><td>{fmt(r['max_ms'])}</td></tr>" for r in summary["entries"])
     plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{html.escape(c)}</figcaption></figure>"
                     for name, c in captions.items())
     rss = summary.get("peak_server_rss_bytes")
@@ -379,22 +414,22 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         ("Scenario", f"{summary.get('scenario')}: {plan.get('description', '')}"),
         ("Command", run.get("command")),
         ("Target", run.get("target")),
-        ("Wall time", f"{_fmt(run.get('wall_seconds'))} s"),
+        ("Wall time", f"{fmt(run.get('wall_seconds'))} s"),
         ("Locust processes", _processes(run)),
-        ("Requests", f"{_fmt(summary['requests'])}, failed {_fmt(summary['failures'])}, deliberate non-2xx "
-                     f"{_fmt(summary['expected_non_2xx'])}"),
-        ("Server peak RSS", f"{_fmt(rss / 2**20)} MiB" if rss else "–"),
+        ("Requests", f"{fmt(summary['requests'])}, failed {fmt(summary['failures'])}, deliberate non-2xx "
+                     f"{fmt(summary['expected_non_2xx'])}"),
+        ("Server peak RSS", f"{fmt(rss / 2**20)} MiB" if rss else "–"),
     ]
     quota = summary.get("quota")
     if quota:
         done = quota.get("completed_at")
-        facts.append(("Pods (quota run)", f"{_fmt(quota.get('created'))} created, {_fmt(quota.get('deleted'))} deleted "
-                                          f"of {_fmt(quota.get('target'))}; "
-                      + (f"completed after {_fmt(done)} s" if done is not None else "NOT completed")))
-    fact_rows = "".join(f"<tr><th>{k}</th><td>{_fmt(v)}</td></tr>" for k, v in facts)
+        facts.append(("Pods (quota run)", f"{fmt(quota.get('created'))} created, {fmt(quota.get('deleted'))} deleted "
+                                          f"of {fmt(quota.get('target'))}; "
+                      + (f"completed after {fmt(done)} s" if done is not None else "NOT completed")))
+    fact_rows = "".join(f"<tr><th>{k}</th><td>{fmt(v)}</td></tr>" for k, v in facts)
     ov = summary["overall"]
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>controlplane load test: {_fmt(summary.get('scenario'))}</title>
+<html lang="en"><head><meta charset="utf-8"><title>controlplane load test: {fmt(summary.get('scenario'))}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
@@ -403,11 +438,12 @@ th {{ background: #f5f5f5; }}
 figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; font-size: 0.85em; }}
 .verdict {{ font-size: 1.4em; font-weight: bold; color: {color.get(ov, '#757575')}; }}
 </style></head><body>
-<h1>Load test: {_fmt(summary.get('scenario'))}</h1>
+<h1>Load test: {fmt(summary.get('scenario'))}</h1>
 <p class="verdict">SLOs: {ov}</p>
 <table>{fact_rows}</table>
 <h2>SLO verdicts (p99 over the run)</h2>
-<table><tr><th>SLO</th><th>threshold</th><th>p99</th><th>worst</th><th>samples</th><th>verdict</th></tr>
+<table><tr><th>SLO</th><th>threshold</th><th>p99</th><th>worst (or why no data)</th><th>samples</th>
+<th>verdict</th></tr>
 {verdict_rows}</table>
 <h2>Plots</h2>
 {plots}

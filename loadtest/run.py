@@ -161,7 +161,10 @@ class _Server:
                "--data-dir", str(state / "data"), "--kubeconfig-out", str(state / "kubeconfig"),
                "--log-level", "warning", *([] if scheduler else ["--no-scheduler"]), *extra]
         self.command = shlex.join(cmd)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # a process group of its own (and of its children: the store's syncer, a components process):
+        # a terminal's Ctrl-C reaches the harness alone, which stops the server once the load is over
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     process_group=0)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -191,14 +194,24 @@ class _Server:
         return "\n".join("  " + x for x in text.strip().splitlines()[-lines:])
 
     def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._kill_group()
+                return self.proc.wait()
+        except KeyboardInterrupt:  # a second Ctrl-C while it shuts down: no server is left behind
+            self._kill_group()
+            self.proc.wait()
+            raise
         finally:
             self.log.close()
+
+    def _kill_group(self) -> None:
+        """SIGKILL to the server and its children (its process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 def _read_stats(path: Path) -> dict[tuple[str, str], dict[str, str]]:
@@ -284,13 +297,18 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     worker_cmd = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
                   "--loglevel", "WARNING"]
     devnull = subprocess.DEVNULL
+    # process groups of their own: a terminal's Ctrl-C (SIGINT to its foreground process group) reaches
+    # the harness alone, which then ends the load the way a run ends, so that the master still writes its
+    # results (a master that got the terminal's SIGINT and then the harness's was killed before it wrote
+    # locust.json, and the server died under the load)
     master = subprocess.Popen(master_cmd, env=env, stdout=devnull, stderr=(out / "locust-master.err").open("wb"),
-                              stdin=devnull)
+                              stdin=devnull, process_group=0)
     workers = []
     for i in range(args.processes):
         workers.append(subprocess.Popen([*worker_cmd, "--logfile", str(out / f"locust-worker{i}.log")],
                                         env={**env, "LOADTEST_WORKER": f"w{i}"}, stdout=devnull,
-                                        stderr=(out / f"locust-worker{i}.err").open("wb"), stdin=devnull))
+                                        stderr=(out / f"locust-worker{i}.err").open("wb"), stdin=devnull,
+                                        process_group=0))
     if expect > args.processes:
         remote = {k: env[k] for k in ("LOADTEST_SCENARIO", "LOADTEST_PARAMS", "LOADTEST_TOKEN")}
         print("loadtest: waiting for remote workers; on each machine run:\n  "
@@ -342,12 +360,24 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         interrupted = True
         stop_file.touch()
         print("loadtest: interrupted; stopping the load and writing a partial report", file=sys.stderr)
-        if master.poll() is None:
-            # SIGINT: Locust's master then shuts down through the path that writes its JSON
-            # (a SIGTERM ended it before it wrote anything, measured)
+        master_log = out / "locust-master.log"
+        started_load = master_log.exists() and "Shape test starting" in master_log.read_text(errors="replace")
+        if master.poll() is not None:
+            pass
+        elif started_load:
+            # the stop file ends the shape at its next tick (each second), as at the end of a run: the
+            # master stops its workers and writes its results. A SIGINT instead raced with Locust's
+            # own shutdown (a KeyboardInterrupt during it killed the master before it wrote locust.json,
+            # measured); it is only for a master that does not stop
+            try:
+                master.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                master.send_signal(signal.SIGINT)
+        else:
+            # still waiting for its workers: no shape ticks yet, and no results to write
             master.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                master.wait(timeout=20)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            master.wait(timeout=20)
     finally:
         progress.stop()
         for w in workers:
@@ -360,6 +390,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     if master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace"):
         print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined; "
               f"see {master_log}", file=sys.stderr)
+    if watcher.errors:
+        print(f"loadtest: {watcher.errors} /metrics scrape{'s' if watcher.errors != 1 else ''} of {target} failed; "
+              f"the last: {watcher.last_error}", file=sys.stderr)
     final = _read_stats(out / "locust_stats.csv")
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
@@ -368,11 +401,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
-            "scrape_errors": watcher.errors, **timings}
+            "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
 
 
 def _terminate(signum: int, frame: object) -> None:
-    # SIGTERM (and SIGINT where a background shell ignored it) unwind through the
+    # SIGTERM, SIGHUP (and SIGINT where a background shell ignored it) unwind through the
     # finally blocks, which stop Locust and the server and still write the report
     raise KeyboardInterrupt
 
@@ -428,6 +461,9 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, _terminate)  # also where a background shell set it to be ignored
+    # the terminal closed: its SIGHUP reaches the harness alone (the children have process groups of
+    # their own), which stops them as for Ctrl-C
+    signal.signal(signal.SIGHUP, _terminate)
     started = time.monotonic()
     _check_args(args)
     plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
@@ -480,8 +516,10 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")
     for v in summary["verdicts"]:
-        p99 = "–" if v["p99_s"] is None else f"{v['p99_s'] * 1000:.3f} ms"
-        print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) {v['worst']}")
+        # client-side p99s are Locust's whole milliseconds: no decimals they do not have
+        p99 = "–" if v["p99_s"] is None else f"{report.fmt(v['p99_s'] * 1000)} ms"
+        print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) "
+              f"{v['worst'] or v.get('note', '')}")
     if info.get("interrupted"):
         return 130
     return 0 if summary["failures"] == 0 and summary["complete"] else 1

@@ -115,6 +115,7 @@ class ServerWatcher(threading.Thread):
         self.latest: dict[str, Any] = {}
         self.peak_rss = 0.0
         self.errors = 0
+        self.last_error: str | None = None  # what the last failed scrape got, for the report
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -130,10 +131,20 @@ class ServerWatcher(threading.Thread):
         try:
             r = client.get(self.url)
             r.raise_for_status()
-        except httpx.HTTPError:
+        except httpx.HTTPStatusError as e:
             self.errors += 1
+            self.last_error = f"{e.response.status_code} {e.response.reason_phrase}".strip()
             return
-        cur = parse(r.text, time.monotonic() - self.started)
+        except httpx.HTTPError as e:
+            self.errors += 1
+            self.last_error = repr(e)
+            return
+        try:
+            cur = parse(r.text, time.monotonic() - self.started)
+        except ValueError as e:  # a 200 that is not Prometheus text (a proxy's page, a server's JSON)
+            self.errors += 1
+            self.last_error = f"not Prometheus text ({e})"[:200]
+            return
         if self.first is None:
             self.first = cur
             (self.out / "metrics-first.prom").write_text(r.text)

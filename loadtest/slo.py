@@ -31,7 +31,8 @@ from typing import Any
 
 from .promtext import Histogram
 
-__all__ = ["SLOS", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate", "overall"]
+__all__ = ["SLOS", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate", "no_data_note",
+           "overall"]
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 POD_STARTUP = "pod startup"
@@ -115,14 +116,36 @@ class Verdict:
     samples: int
     verdict: str           # "pass" | "fail" | "no data"
     upstream: bool
+    note: str = ""         # why a verdict has no data
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe: a p99 beyond a histogram's largest bucket is null, with a note."""
         d = asdict(self)
+        if not self.note:
+            del d["note"]
         if self.p99_s is not None and math.isinf(self.p99_s):
             d["p99_s"] = None
             d["note"] = "p99 above the histogram's largest finite bucket"
         return d
+
+
+# what each client-side SLO reads, for a "no data" verdict's note
+_CLIENT_WHAT = {
+    "mutating": "POST, PUT, PATCH or DELETE of a single object",
+    "get": "single-object GET",
+    "list-namespace": "namespace-scoped LIST",
+    "list-cluster": "cluster-scoped LIST",
+    "pod-startup": "pod seen Running on a watch (pod startup)",
+}
+
+
+def no_data_note(key: str, *, locust_results: bool) -> str:
+    """Why the client-side SLO ``key`` has no data: no Locust results at all, or none of
+    the requests (or latencies) it reads in them."""
+    if not locust_results:
+        return ("no Locust results: locust.json is missing or empty (the load did not start, or ended "
+                "before Locust's master wrote them; see locust-master.log)")
+    return f"no {_CLIENT_WHAT.get(key, key)} in this run: the scenario's clients make none, or none was sent"
 
 
 def _counts_for(key: str, e: Entry) -> bool:

@@ -147,3 +147,37 @@ def test_the_report_counts_remote_workers(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({**run, "processes": 1, "expected_workers": 1}))
     report.build(tmp_path)
     assert "1 master + 1 worker<" in (tmp_path / "report.html").read_text()
+
+
+def test_a_no_data_verdict_says_why(tmp_path: Path) -> None:
+    # the fixture's /metrics has no event delivery histogram, and its clients make no single-object GET
+    # but of leases; without those GETs the note names what is missing
+    write_run(tmp_path)
+    stats = [s for s in json.loads((tmp_path / "locust.json").read_text()) if s["name"] != "leases"]
+    (tmp_path / "locust.json").write_text(json.dumps(stats))
+    summary = report.build(tmp_path)
+    verdicts = {v["key"]: v for v in summary["verdicts"]}
+    assert verdicts["get"]["verdict"] == "no data"
+    assert verdicts["get"]["note"].startswith("no single-object GET in this run")
+    assert verdicts["event-delivery"]["note"] == (
+        "the target's /metrics has no controlplane_watch_event_delivery_seconds (a server other than controlplane?)")
+    assert "note" not in verdicts["mutating"]  # a verdict with data needs none
+    assert summary["overall"] == "pass"  # "no data" neither passes nor fails the run
+    assert "no single-object GET in this run" in (tmp_path / "report.html").read_text()
+
+
+def test_a_run_without_results_says_what_is_missing(tmp_path: Path) -> None:
+    # the load never ran and no scrape succeeded: each verdict says which of the two it lacks
+    (tmp_path / "run.json").write_text(json.dumps({"scenario": "smoke", "scrape_errors": 3,
+                                                   "scrape_error": "403 Forbidden"}))
+    summary = report.build(tmp_path)
+    notes = {v["key"]: v["note"] for v in summary["verdicts"]}
+    assert notes["pod-startup"].startswith("no Locust results: locust.json is missing or empty")
+    assert notes["writer-lock-wait"] == "no /metrics scrape succeeded (3 failed; the last: 403 Forbidden)"
+    # with a scrape whose histogram saw nothing during the run
+    (tmp_path / "metrics-last.prom").write_text(registry_text({}))
+    (tmp_path / "metrics-first.prom").write_text(registry_text({}))
+    (tmp_path / "server.jsonl").write_text('{"at": 0.1}\n')
+    notes = {v["key"]: v["note"] for v in report.build(tmp_path)["verdicts"]}
+    assert notes["writer-lock-wait"] == ("no controlplane_watch_cache_lock_wait_seconds observation between the "
+                                         "first and the last of the run's 1 /metrics scrape")

@@ -203,3 +203,24 @@ def test_a_kubelet_finishes_the_graceful_deletion_of_its_pods() -> None:
                               {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                                "preconditions": {"uid": "u1"}}, [404, 409]]] * 2
     assert seen["deleting"] == [] and seen["started"] == []
+
+
+def test_failed_scrapes_are_counted_with_what_they_got(api: str, tmp_path: Path) -> None:
+    # /metrics refused (the _Api server answers 401 without a token) or not Prometheus text (its JSON
+    # for "admin"): counted, with the last answer for the report, and the watcher goes on
+    import httpx
+
+    from loadtest.serverwatch import ServerWatcher
+
+    lines = (tmp_path / "server.jsonl").open("w")
+    refused = ServerWatcher(api, tmp_path)
+    with httpx.Client() as client:
+        refused.scrape_once(client, lines)
+    assert (refused.errors, refused.last_error) == (1, "401 Unauthorized")
+    garbled = ServerWatcher(api, tmp_path, token="admin")
+    with httpx.Client(headers=garbled.headers) as client:
+        garbled.scrape_once(client, lines)
+        garbled.scrape_once(client, lines)
+    assert garbled.errors == 2 and (garbled.last_error or "").startswith("not Prometheus text")
+    assert garbled.first is None and not (tmp_path / "metrics-last.prom").exists()
+    lines.close()

@@ -15,6 +15,16 @@ import pytest
 
 from loadtest import report
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    """This checkout's packages first: the harness runs from a temporary directory, where an editable
+    install made from another checkout would otherwise be imported."""
+    import os
+
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
@@ -22,7 +32,7 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "run"
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--out", str(out),
-                           "--no-progress"], capture_output=True, text=True, timeout=140, cwd=tmp_path)
+                           "--no-progress"], capture_output=True, text=True, timeout=140, cwd=tmp_path, env=_env())
     wall = time.monotonic() - started
     logs = "".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.glob("locust-*.err")))
     assert proc.returncode == 0, proc.stdout + proc.stderr + logs
@@ -62,7 +72,58 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "5",
                            "--expect-workers", "2", "--workers-wait", "3", "--out", str(out), "--no-progress"],
-                          capture_output=True, text=True, timeout=80, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=80, cwd=tmp_path, env=_env())
     assert proc.returncode == 1
     assert "gave up after 3 s: fewer than the 2 expected workers joined" in proc.stderr
     assert json.loads((out / "summary.json").read_text())["overall"] == "incomplete"
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session ``sid`` (field 6 of /proc/PID/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_ctrl_c_in_a_terminal_still_writes_the_results(tmp_path: Path) -> None:
+    # a terminal's Ctrl-C is SIGINT to its whole foreground process group: the harness, and (unless they
+    # have groups of their own) Locust's master, its worker and the server. A master that got that SIGINT
+    # and then the harness's was killed before it wrote locust.json, and the server died under the load.
+    import os
+    import signal
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "40",
+                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the load is under way
+            stats = out / "locust_stats.csv"
+            if stats.exists() and any(line.startswith("POST,pods,") for line in stats.read_text().splitlines()):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("no pod was created within 60 s")
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted; stopping the load and writing a partial report" in stderr
+    assert _session(proc.pid) == []  # neither Locust nor the server is left running
+    run = json.loads((out / "run.json").read_text())
+    assert run["interrupted"] is True and run["master_exit"] == 0 and run["server_exit"] == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"] == "incomplete" and summary["requests"] > 0  # what it had, from locust.json
+    assert "Traceback" not in (out / "server" / "serve.log").read_text()
