@@ -201,16 +201,7 @@ def parse_scale_config(namespaced: bool, namespace: str | None, name: str, body:
 
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
-    try:
-        config = _load_yaml(body)
-        if not isinstance(config, dict):
-            raise ApiError.bad_request("the applied configuration must be an object")
-        config = dict(_string_keys(config))
-        orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
-    except (yaml.YAMLError, RecursionError) as e:
-        raise ApiError.bad_request(f"error decoding YAML: {e}") from e
-    except (TypeError, orjson.JSONEncodeError) as e:
-        raise ApiError.bad_request(f"the applied configuration is not JSON: {e}") from e
+    config = _load_config(body)
     api_version, kind = config.get("apiVersion"), config.get("kind")
     if not api_version or not kind:
         raise ApiError.bad_request("the applied configuration must set apiVersion and kind")

@@ -418,14 +418,7 @@ def _label_selector(selector: Obj, field: str, causes: Causes) -> None:
         if not isinstance(e, dict):
             continue
         at, op, values = f"{field}.matchExpressions[{i}]", e.get("operator"), e.get("values") or ()
-        if op in ("In", "NotIn"):
-            if not values:
-                causes.append(required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                causes.append(forbidden(f"{at}.values",
-                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        else:
+        if not _set_operator_values(op, values, at, causes):
             causes.append(invalid(f"{at}.operator", op or "", "not a valid selector operator"))
         _label_key(e.get("key") or "", f"{at}.key", causes)
         _label_values(values, f"{at}.values", causes)
@@ -513,25 +506,33 @@ def _node_affinity(node: Obj, path: str, causes: Causes) -> None:
                 _node_selector_term(term, f"{at}.preference", False, causes)
 
 
+def _set_operator_values(op: Any, values: Any, at: str, causes: Causes) -> bool:
+    """The values of an In/NotIn (required) or Exists/DoesNotExist (forbidden) expression, as
+    label and node selectors check them alike; False for another operator."""
+    if op in ("In", "NotIn"):
+        if not values:
+            causes.append(required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        return True
+    if op in ("Exists", "DoesNotExist"):
+        if values:
+            causes.append(forbidden(f"{at}.values",
+                                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        return True
+    return False
+
+
 def _node_selector_term(term: Obj, path: str, values: bool, causes: Causes) -> None:
     """``ValidateNodeSelectorTerm``: its label expressions and its field expressions."""
     for j, r in enumerate(term.get("matchExpressions") or ()):
         if not isinstance(r, dict):
             continue
         at, op, listed = f"{path}.matchExpressions[{j}]", r.get("operator"), r.get("values") or ()
-        if op in ("In", "NotIn"):
-            if not listed:
-                causes.append(required(f"{at}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif op in ("Exists", "DoesNotExist"):
-            if listed:
-                causes.append(forbidden(f"{at}.values",
-                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        elif op in ("Gt", "Lt"):
-            if len(listed) != 1:
-                causes.append(required(f"{at}.values",
-                                       "must be specified single value when `operator` is 'Lt' or 'Gt'"))
-        else:
+        if _set_operator_values(op, listed, at, causes):
+            pass
+        elif op not in ("Gt", "Lt"):
             causes.append(invalid(f"{at}.operator", op or "", "not a valid selector operator"))
+        elif len(listed) != 1:
+            causes.append(required(f"{at}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
         _label_key(r.get("key") or "", f"{at}.key", causes)
         if values:
             _label_values(listed, f"{at}.values", causes)
