@@ -103,6 +103,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", choices=sorted(shapes.SHAPES), help="load shape (default: the scenario's)")
     p.add_argument("--scale", type=_positive, default=1.0,
                    help="multiply the scenario's cluster size (nodes, controllers, namespaces) (default: 1)")
+    p.add_argument("--pod-rate", type=_positive, metavar="PODS_PER_S",
+                   help="pace the million scenario's pod creates and deletes at this rate, all controllers "
+                        "together, as clusterloader2's throughput (default: unpaced, as fast as the server answers)")
     p.add_argument("--processes", type=_at_least(0), default=1,
                    help="Locust worker processes on this machine; 0 with --expect-workers for remote ones only "
                         "(default: 1)")
@@ -466,8 +469,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, _terminate)
     started = time.monotonic()
     _check_args(args)
-    plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
-                           duration=args.duration, shape=args.shape)
+    try:
+        plan = scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
+                               duration=args.duration, shape=args.shape, pod_rate=args.pod_rate)
+    except KeyError as e:
+        raise SystemExit(f"loadtest: {e.args[0]}") from None
     out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")

@@ -164,9 +164,11 @@ SCENARIOS = {"smoke": _smoke, "churn": _churn, "list-storm": _list_storm, "kubel
 
 
 def build(name: str, *, quick: bool = False, scale: float = 1.0, users: int | None = None,
-          duration: float | None = None, shape: str | None = None) -> Plan:
+          duration: float | None = None, shape: str | None = None, pod_rate: float | None = None) -> Plan:
     """The plan for scenario ``name``. ``users`` overrides the weighted peak,
-    ``duration`` the run's length, ``shape`` the load shape."""
+    ``duration`` the run's length, ``shape`` the load shape, ``pod_rate`` paces
+    a quota run's pod creates and deletes (per second, all controllers together;
+    unpaced by default: as fast as the server answers)."""
     if name not in SCENARIOS:
         raise KeyError(f"unknown scenario {name!r} (choose from: {', '.join(SCENARIOS)})")
     d = SCENARIOS[name](quick, scale)
@@ -178,6 +180,10 @@ def build(name: str, *, quick: bool = False, scale: float = 1.0, users: int | No
         d["duration"] = min(d["duration"], 55)
     if shape is not None:
         d["shape"] = shape
+    if pod_rate is not None:
+        if not d["params"].get("quota"):
+            raise KeyError(f"--pod-rate paces a quota run's controllers; {name!r} has none (only 'million' does)")
+        d["params"] = {**d["params"], "pod_rate": float(pod_rate)}
     if d["shape"] not in shapes.SHAPES:
         raise KeyError(f"unknown shape {d['shape']!r} (choose from: {', '.join(shapes.SHAPES)})")
     plan = Plan(scenario=name, **d)

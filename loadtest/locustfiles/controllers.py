@@ -5,7 +5,8 @@ own pods with a label-selected watch (as the controller's informer does). It
 creates pods in bursts, deletes them again (churn) and writes the
 ReplicaSet's status. With ``quota`` set (the ``million`` scenario) it creates
 exactly that many pods, waits until they run, holds them for ``hold``
-seconds, deletes them all and goes idle.
+seconds, deletes them all and goes idle; ``pod_rate`` (the harness's
+``--pod-rate``) paces those creates and deletes, all controllers together.
 
 Run alone against a server for debugging::
 
@@ -18,6 +19,7 @@ import random
 import sys
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -27,7 +29,30 @@ from locust import between, run_single_user, task
 from .. import objects
 from .base import TRACKER, KubeUser, Reflector, WatchEvent, fire_latency, param, path_for, unique_suffix
 
-__all__ = ["ReplicaSetController"]
+__all__ = ["Pacer", "ReplicaSetController"]
+
+
+class Pacer:
+    """Spaces one controller's writes at ``rate`` a second (its share of the run's
+    ``pod_rate``, as clusterloader2 paces its pods by a throughput): a write of ``n``
+    waits for its slot, and the next slot is ``n / rate`` later. A slot missed while
+    the server was slow is not made up, so a slow server lowers the rate instead of
+    drawing a burst. The first slot is at a random phase, so the controllers' bursts
+    interleave."""
+
+    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], object] = gevent.sleep) -> None:
+        self.interval = 1.0 / rate
+        self.burst = max(1, min(burst, round(rate / 2)))  # about two bursts a second
+        self.clock, self.sleep = clock, sleep
+        self.next = clock() + random.uniform(0.0, self.burst * self.interval)
+
+    def take(self, n: int) -> None:
+        now = self.clock()
+        if self.next > now:
+            self.sleep(self.next - now)
+            now = self.next
+        self.next = now + n * self.interval
 
 
 def namespace_for(index: int) -> str:
@@ -50,6 +75,9 @@ class ReplicaSetController(KubeUser):
         self.burst = int(param("burst", 10))
         self.quota = int(param("quota", 0))
         self.hold = float(param("hold", 5.0))
+        pod_rate = float(param("pod_rate", 0) or 0)
+        controllers = int((param("_fixed", {}) or {}).get("ReplicaSetController", 0) or 1)
+        self.pacer = Pacer(pod_rate / controllers, self.burst) if pod_rate > 0 else None
         self.created_total = 0
         self.phase = "create"
         self.done_at = 0.0
@@ -163,7 +191,10 @@ class ReplicaSetController(KubeUser):
         if self.phase == "create":
             left = self.quota - self.created_total
             if left > 0:
-                self._create_pods(min(left, self.burst))
+                n = min(left, self.pacer.burst if self.pacer else self.burst)
+                if self.pacer:
+                    self.pacer.take(n)
+                self._create_pods(n)
                 return
             self.phase = "wait-running"
             self._phase_started = time.perf_counter()
@@ -180,7 +211,10 @@ class ReplicaSetController(KubeUser):
             self.phase = "delete"
         if self.phase == "delete":
             if self.pods:
-                self._delete_pods(self.burst)
+                n = min(len(self.pods), self.pacer.burst if self.pacer else self.burst)
+                if self.pacer:
+                    self.pacer.take(n)
+                self._delete_pods(n)
                 return
             self._write_status()
             self.phase = "idle"

@@ -29,7 +29,8 @@ def test_duration_is_seconds_or_a_go_duration(text: str, seconds: float) -> None
 @pytest.mark.parametrize("argv", [("--duration", "0"), ("--duration", "-5"), ("--duration", "nan"),
                                   ("--duration", "inf"), ("--duration", "10x"), ("--users", "-1"),
                                   ("--scale", "0"), ("--scale", "-1"), ("--processes", "-1"),
-                                  ("--scrape-interval", "0"), ("--workers-wait", "0")])
+                                  ("--scrape-interval", "0"), ("--workers-wait", "0"),
+                                  ("--pod-rate", "0"), ("--pod-rate", "-3")])
 def test_bad_options_are_refused_with_a_message(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         parse(*argv)
@@ -224,3 +225,45 @@ def test_failed_scrapes_are_counted_with_what_they_got(api: str, tmp_path: Path)
     assert garbled.errors == 2 and (garbled.last_error or "").startswith("not Prometheus text")
     assert garbled.first is None and not (tmp_path / "metrics-last.prom").exists()
     lines.close()
+
+
+_PACER = r'''
+import json
+from loadtest.locustfiles.controllers import Pacer
+
+now = [100.0]
+slept = []
+
+
+def sleep(s):
+    slept.append(round(s, 6))
+    now[0] += s
+
+
+p = Pacer(20.0, 50, clock=lambda: now[0], sleep=sleep)  # one controller's share: 20 pods/s
+first = p.next - 100.0
+starts = []
+for _ in range(4):
+    p.take(p.burst)
+    starts.append(round(now[0] - 100.0 - first, 6))
+now[0] += 5.0  # the server was slow for 5 s: the missed slots are not made up
+p.take(p.burst)
+late = round(p.next - now[0], 6)
+print(json.dumps({"burst": p.burst, "first": first, "starts": starts, "late": late,
+                  "tiny": Pacer(0.5, 50, clock=lambda: 0.0, sleep=sleep).burst}))
+'''
+
+
+def test_a_paced_controller_writes_in_slots_at_its_share_of_the_rate() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PACER], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["burst"] == 10  # about two bursts a second, never more than the scenario's burst
+    assert 0.0 <= seen["first"] <= 0.5  # a random phase within one slot
+    assert seen["starts"] == [0.0, 0.5, 1.0, 1.5]  # 10 pods every 0.5 s: 20 a second
+    assert seen["late"] == 0.5  # after a stall, the next slot is one burst away, not a catch-up burst
+    assert seen["tiny"] == 1  # a controller whose share is under one pod a second writes one at a time

@@ -79,3 +79,11 @@ def test_overrides_and_unknown_names() -> None:
         scenarios.build("nope")
     with pytest.raises(KeyError, match="unknown shape"):
         scenarios.build("churn", shape="zigzag")
+
+
+def test_pod_rate_paces_only_a_quota_run() -> None:
+    plan = scenarios.build("million", scale=0.02, pod_rate=300)
+    assert plan.params["pod_rate"] == 300.0 and plan.to_json()["pod_rate"] == 300.0
+    assert "pod_rate" not in scenarios.build("million").params  # unpaced by default
+    with pytest.raises(KeyError, match="only 'million' does"):
+        scenarios.build("churn", pod_rate=10)
