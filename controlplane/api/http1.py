@@ -44,13 +44,14 @@ import asyncio
 import contextlib
 import http
 import logging
+import time
 import urllib.parse
 from collections import deque
 from typing import Any
 
 import httptools
 
-__all__ = ["HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "Exchange", "ServerProtocol"]
+__all__ = ["HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol"]
 
 log = logging.getLogger("controlplane.http")
 
@@ -63,6 +64,11 @@ MAX_HEAD = 1 << 20
 HEAD_TIMEOUT = 32.0
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
+# scope key: time.perf_counter() when the server took the request up (its head parsed and the request
+# before it on the connection answered), before its task waited for the event loop: the start of
+# upstream's request latency ("from the moment the apiserver gets the request"), read by the API's
+# request metrics (api/rest.py)
+RECEIVED_SCOPE_KEY = "controlplane.received"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
 
@@ -441,6 +447,7 @@ class ServerProtocol(asyncio.Protocol):
     # -- exchanges ---------------------------------------------------------------------
     def _start(self, ex: Exchange) -> None:
         self.current = ex
+        ex.scope[RECEIVED_SCOPE_KEY] = time.perf_counter()
         task = self.loop.create_task(self._run(ex))
         tasks = self.server_state.tasks
         tasks.add(task)

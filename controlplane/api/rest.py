@@ -86,6 +86,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, fill_zero_values, request_scope, warning_headers
+from .http1 import RECEIVED_SCOPE_KEY
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
@@ -340,7 +341,9 @@ class KubeApi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        started = time.perf_counter()
+        # from when the HTTP server took the request up (the wait for the loop counts, as upstream's
+        # latency counts from the request's arrival); a server that does not say, from now
+        started = scope.get(RECEIVED_SCOPE_KEY) or time.perf_counter()
         code = 0
         # requests in flight by upstream's request_kind (readOnly 0, mutating 1): RequestMetrics
         kind = 0 if scope["method"] == "GET" or scope["method"] == "HEAD" else 1

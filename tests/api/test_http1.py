@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from controlplane.api.http1 import HIGH_WATER, MAX_HEAD, ServerProtocol
+from controlplane.api.http1 import HIGH_WATER, MAX_HEAD, RECEIVED_SCOPE_KEY, ServerProtocol
 
 App = Any
 
@@ -176,6 +177,34 @@ async def test_pipelined_requests_are_answered_in_order_one_at_a_time() -> None:
     await settle(state)
     assert [b for _, _, b in responses(transport.output)] == [b"GET /first? ", b"POST /second? abc", b"GET /third? "]
     assert transport.is_reading() and not transport.is_closed()
+
+
+async def test_a_request_is_stamped_when_taken_up_not_when_its_task_first_runs() -> None:
+    """The start of a request's latency (api/rest.py's request metrics): when the server took it
+    up, so a request that waited for a busy event loop counts the wait, as upstream's counts from
+    the moment the apiserver gets the request; a pipelined request is taken up when the one
+    before it is answered."""
+    called: dict[str, tuple[float, float]] = {}
+    answered: dict[str, float] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        called[scope["path"]] = (scope[RECEIVED_SCOPE_KEY], time.perf_counter())
+        await asyncio.sleep(0.05)
+        await echo(scope, receive, send)
+        answered[scope["path"]] = time.perf_counter()
+
+    proto, _transport, state = connect(app)
+    proto.data_received(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)  # the loop is busy elsewhere before the request's task can run
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if len(answered) == 2:
+            break
+    await settle(state)
+    received, ran = called["/first"]
+    assert ran - received >= 0.2
+    received2, _ = called["/second"]
+    assert answered["/first"] - 0.01 <= received2 <= called["/second"][1]
 
 
 async def test_a_large_body_arrives_whole_with_reading_paused_past_the_high_water_mark() -> None:
