@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .promtext import parse
-from .serverwatch import run_histograms
-from .slo import SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
+from .serverwatch import api_call_histograms, run_histograms
+from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
 __all__ = ["PLOTS", "build", "fmt"]
 
@@ -297,7 +297,7 @@ def _explained(verdicts: Sequence[Verdict], *, locust_results: bool, scraped: bo
         if v.verdict != "no data":
             out.append(v)
             continue
-        if source[v.key] == "client":
+        if source[v.key] in ("client", "api"):  # an API call SLO without the SLI falls back to the clients'
             note = no_data_note(v.key, locust_results=locust_results)
         else:
             metric = _SERVER_METRIC[v.key]
@@ -331,7 +331,8 @@ def build(out: Path) -> dict[str, Any]:
             first = parse((out / "metrics-first.prom").read_text(), 0.0)
     lock = run_histograms(first, last, LOCK_WAIT, role="writer")
     delivery = run_histograms(first, last, DELIVERY)
-    verdicts = _explained(evaluate(entries, lock, delivery), locust_results=bool(raw),
+    api_calls = api_call_histograms(first, last, SLI)
+    verdicts = _explained(evaluate(entries, lock, delivery, api_calls), locust_results=bool(raw),
                           scraped=last is not None, last_text=last_text, scrapes=len(server), run=run)
 
     requests = sum(e.num_requests for e in entries if e.request_type in _HTTP)
@@ -394,6 +395,15 @@ def _processes(run: dict[str, Any]) -> str:
     return f"1 master + {workers} worker{'s' if workers != 1 else ''}{here}"
 
 
+def _measured(v: Verdict) -> str:
+    """Where a verdict's p99 comes from; for an API call SLO read from the server, the clients' too."""
+    if v.measured == "server" and v.key not in ("writer-lock-wait", "event-delivery"):
+        client = "" if v.client_p99_s is None else (
+            f"<br><small>Locust clients: p99 {fmt(v.client_p99_s * 1000)} ms {html.escape(v.client_worst)}</small>")
+        return f"server (SLI histogram){client}"
+    return {"server": "server (/metrics)", "client": "Locust clients"}.get(v.measured, "–")
+
+
 def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[str, str], plan: dict[str, Any],
           run: dict[str, Any]) -> str:
     color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575"}
@@ -401,7 +411,7 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         f"<tr><td>{html.escape(v.title)}{'' if v.upstream else ' <small>(project target)</small>'}</td>"
         f"<td>{fmt(v.threshold_s * 1000)} ms</td><td>{fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"
         f"<td>{html.escape(v.worst) if v.worst else f'<small>{html.escape(v.note)}</small>'}</td>"
-        f"<td>{fmt(v.samples)}</td>"
+        f"<td>{fmt(v.samples)}</td><td>{_measured(v)}</td>"
         f"<td style='color:{color[v.verdict]};font-weight:bold'>{v.verdict}</td></tr>" for v in verdicts)
     entry_rows = "".join(
         f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{fmt(r['requests'])}</td>"
@@ -443,8 +453,13 @@ figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; font-size: 0.85em; }}
 <table>{fact_rows}</table>
 <h2>SLO verdicts (p99 over the run)</h2>
 <table><tr><th>SLO</th><th>threshold</th><th>p99</th><th>worst (or why no data)</th><th>samples</th>
-<th>verdict</th></tr>
+<th>measured by</th><th>verdict</th></tr>
 {verdict_rows}</table>
+<p><small>The API call SLOs are upstream's: latency from the moment the API server gets the request to the
+last byte of its response, read from the server's <code>apiserver_request_sli_duration_seconds</code> (every
+client's calls, the cluster's components too) when its <code>/metrics</code> was scraped; the Locust clients'
+p99 is shown beside it, the difference being time spent outside the server (network, a saturated load
+generator).</small></p>
 <h2>Plots</h2>
 {plots}
 <h2>Requests and latencies</h2>

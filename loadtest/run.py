@@ -524,8 +524,10 @@ def run(args: argparse.Namespace) -> int:
     for v in summary["verdicts"]:
         # client-side p99s are Locust's whole milliseconds: no decimals they do not have
         p99 = "–" if v["p99_s"] is None else f"{report.fmt(v['p99_s'] * 1000)} ms"
+        client = "" if v.get("client_p99_s") is None else (
+            f" [server side; the Locust clients' p99 {report.fmt(v['client_p99_s'] * 1000)} ms {v['client_worst']}]")
         print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) "
-              f"{v['worst'] or v.get('note', '')}")
+              f"{v['worst'] or v.get('note', '')}{client}")
     if info.get("interrupted"):
         return 130
     return 0 if summary["failures"] == 0 and summary["complete"] else 1

@@ -24,7 +24,7 @@ import httpx
 
 from .promtext import Histogram, Scrape, parse
 
-__all__ = ["ServerWatcher", "interval_line", "proc_usage"]
+__all__ = ["ServerWatcher", "api_call_histograms", "interval_line", "proc_usage", "run_histograms"]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -176,4 +176,22 @@ def run_histograms(first: Scrape | None, last: Scrape | None, name: str,
         delta = h.minus(before)
         resource = d.get("resource", "")
         out[resource] = out[resource].plus(delta) if resource in out else delta
+    return out
+
+
+def api_call_histograms(first: Scrape | None, last: Scrape | None,
+                        name: str = "apiserver_request_sli_duration_seconds",
+                        ) -> dict[tuple[str, str, str, str, str], Histogram]:
+    """Per (verb, group, resource, subresource, scope): what the run added to upstream's request
+    latency histogram ``name`` (its versions and components together)."""
+    if last is None:
+        return {}
+    out: dict[tuple[str, str, str, str, str], Histogram] = {}
+    for labels, h in last.series(name).items():
+        d = dict(labels)
+        before = first.histograms.get((name, labels)) if first else None
+        delta = h.minus(before)
+        key = (d.get("verb", ""), d.get("group", ""), d.get("resource", ""), d.get("subresource", ""),
+               d.get("scope", ""))
+        out[key] = out[key].plus(delta) if key in out else delta
     return out

@@ -14,8 +14,16 @@ classes name by convention (``loadtest.locustfiles.base``)::
 
 As upstream (sig-scalability's ``api_call_latency.md``), the API call SLOs hold
 per (verb, resource) pair: each pair's p99 over the run must be under the
-threshold, and the verdict names the worst pair. Server-side targets come
-from ``/metrics`` histograms, the last scrape minus the first, per resource.
+threshold, and the verdict names the worst pair. Upstream's latency of an API
+call runs "from the moment when apiserver gets the request to last byte of
+response sent", the server's ``apiserver_request_sli_duration_seconds``
+(what clusterloader2 reads): when the run's scrapes have it, the API call
+verdicts are read from it, every client's calls counted (the cluster's own
+components too), and the Locust clients' p99 is kept beside as
+``client_p99_s``: the difference is time spent outside the server (the
+network, a saturated load generator). Without it (a server whose ``/metrics``
+was not read) they are the clients'. Server-side targets come from
+``/metrics`` histograms, the last scrape minus the first, per resource.
 
     >>> e = Entry("GET", "pods", {3: 98, 1200: 2})
     >>> e.percentile(0.99), e.num_requests
@@ -26,16 +34,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .promtext import Histogram
 
-__all__ = ["SLOS", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate", "no_data_note",
-           "overall"]
+__all__ = ["SLI", "SLOS", "ApiKey", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate",
+           "no_data_note", "overall"]
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 POD_STARTUP = "pod startup"
+SLI = "apiserver_request_sli_duration_seconds"
+# a series of SLI: (verb, group, resource, subresource, scope), upstream's labels (a create is scope
+# resource, a server-side apply verb APPLY, a collection's GET verb LIST)
+ApiKey = tuple[str, str, str, str, str]
+_SERVER_MUTATING = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +103,15 @@ class Slo:
     key: str
     title: str
     threshold: float  # seconds
-    source: str       # "client" (Locust) or "server" (/metrics)
+    source: str       # "api" (the server's SLI histogram, else Locust), "client" (Locust) or "server" (/metrics)
     upstream: bool    # a Kubernetes scalability SLO, or this project's own target
 
 
 SLOS = (
-    Slo("mutating", "Mutating single-object API calls, p99 per (verb, resource)", 1.0, "client", True),
-    Slo("get", "Single-object GETs, p99 per resource", 1.0, "client", True),
-    Slo("list-namespace", "Namespace-scoped LISTs, p99 per resource", 5.0, "client", True),
-    Slo("list-cluster", "Cluster-scoped LISTs, p99 per resource", 30.0, "client", True),
+    Slo("mutating", "Mutating single-object API calls, p99 per (verb, resource)", 1.0, "api", True),
+    Slo("get", "Single-object GETs, p99 per resource", 1.0, "api", True),
+    Slo("list-namespace", "Namespace-scoped LISTs, p99 per resource", 5.0, "api", True),
+    Slo("list-cluster", "Cluster-scoped LISTs, p99 per resource", 30.0, "api", True),
     Slo("pod-startup", "Pod startup (create -> Running observed on a watch), p99", 5.0, "client", True),
     Slo("writer-lock-wait", "Watch cache writer lock wait, p99 per resource", 0.001, "server", False),
     Slo("event-delivery", "Watch event delivery (commit -> watcher's stream), p99 per resource", 0.05, "server",
@@ -117,12 +130,17 @@ class Verdict:
     verdict: str           # "pass" | "fail" | "no data"
     upstream: bool
     note: str = ""         # why a verdict has no data
+    measured: str = ""     # "server" (a /metrics histogram) or "client" (Locust); "" without data
+    client_p99_s: float | None = None  # an API call SLO read from the server: the Locust clients' worst p99
+    client_worst: str = ""             # and their pair
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe: a p99 beyond a histogram's largest bucket is null, with a note."""
         d = asdict(self)
         if not self.note:
             del d["note"]
+        if self.measured != "server" or self.client_p99_s is None:
+            del d["client_p99_s"], d["client_worst"]
         if self.p99_s is not None and math.isinf(self.p99_s):
             d["p99_s"] = None
             d["note"] = "p99 above the histogram's largest finite bucket"
@@ -165,34 +183,66 @@ def _client_groups(key: str, entries: Sequence[Entry]) -> dict[str, Entry]:
     return {f"{e.request_type} {e.name}": e for e in entries if _counts_for(key, e)}
 
 
-def _verdict(slo: Slo, worst: str, p99: float | None, samples: int) -> Verdict:
+def _server_counts_for(key: str, verb: str, scope: str) -> bool:
+    """Whether an SLI series of ``verb`` and ``scope`` is measured by the API call SLO ``key``."""
+    if key == "mutating":
+        return verb in _SERVER_MUTATING and scope == "resource"
+    if key == "get":
+        return verb == "GET" and scope == "resource"
+    if key in ("list-namespace", "list-cluster"):
+        return verb == "LIST" and scope == key.removeprefix("list-")
+    return False
+
+
+def _api_label(k: ApiKey) -> str:
+    """``PUT leases.coordination.k8s.io``, ``POST pods/binding``, ``LIST pods [cluster]``."""
+    verb, group, resource, sub, scope = k
+    name = f"{resource}.{group}" if group else resource
+    return f"{verb} {name}{'/' + sub if sub else ''}{f' [{scope}]' if verb == 'LIST' else ''}"
+
+
+def _worst(pairs: Iterable[tuple[str, float | None, int]]) -> tuple[str, float | None, int]:
+    """(label, p99, samples) of the worst pair, the samples of them all."""
+    worst, p99, samples = "", None, 0
+    for label, q, n in pairs:
+        samples += n
+        if q is not None and (p99 is None or q > p99):
+            worst, p99 = label, q
+    return worst, p99, samples
+
+
+def _verdict(slo: Slo, worst: str, p99: float | None, samples: int, measured: str) -> Verdict:
     if p99 is None or samples == 0:
         return Verdict(slo.key, slo.title, slo.threshold, None, "", 0, "no data", slo.upstream)
     return Verdict(slo.key, slo.title, slo.threshold, p99, worst, samples,
-                   "pass" if p99 <= slo.threshold else "fail", slo.upstream)
+                   "pass" if p99 <= slo.threshold else "fail", slo.upstream, measured=measured)
 
 
 def evaluate(entries: Sequence[Entry], lock_wait: Mapping[str, Histogram] | None = None,
-             delivery: Mapping[str, Histogram] | None = None) -> list[Verdict]:
+             delivery: Mapping[str, Histogram] | None = None,
+             api_calls: Mapping[ApiKey, Histogram] | None = None) -> list[Verdict]:
     """Every SLO's verdict. ``lock_wait`` and ``delivery`` are per-resource
-    histograms of what the run added (writer role only for the lock)."""
+    histograms of what the run added (writer role only for the lock), ``api_calls``
+    the SLI series (:data:`SLI`) it added."""
     verdicts = []
     for slo in SLOS:
-        worst, p99, samples = "", None, 0
+        client = _worst((label, e.percentile(0.99), e.num_requests)
+                        for label, e in _client_groups(slo.key, entries).items())
         if slo.source == "client":
-            for label, e in _client_groups(slo.key, entries).items():
-                q = e.percentile(0.99)
-                samples += e.num_requests
-                if q is not None and (p99 is None or q > p99):
-                    worst, p99 = label, q
+            verdicts.append(_verdict(slo, *client, "client"))
+        elif slo.source == "api":
+            server = _worst((_api_label(k), h.quantile(0.99), int(h.count))
+                            for k, h in sorted((api_calls or {}).items())
+                            if h.count > 0 and _server_counts_for(slo.key, k[0], k[4]))
+            if server[2] == 0:  # not read from this server: the clients' view
+                verdicts.append(_verdict(slo, *client, "client"))
+                continue
+            v = _verdict(slo, *server, "server")
+            verdicts.append(replace(v, client_p99_s=client[1], client_worst=client[0]))
         else:
             hists = (lock_wait if slo.key == "writer-lock-wait" else delivery) or {}
-            for resource, h in hists.items():
-                q = h.quantile(0.99)
-                samples += int(h.count)
-                if q is not None and (p99 is None or q > p99):
-                    worst, p99 = resource, q
-        verdicts.append(_verdict(slo, worst, p99, samples))
+            verdicts.append(_verdict(slo, *_worst((r, h.quantile(0.99), int(h.count)) for r, h in hists.items()),
+                                     "server"))
     return verdicts
 
 

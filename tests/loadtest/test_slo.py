@@ -81,3 +81,33 @@ def test_the_slos_are_the_issue_s() -> None:
     thresholds = {s.key: s.threshold for s in SLOS}
     assert thresholds == {"mutating": 1.0, "get": 1.0, "list-namespace": 5.0, "list-cluster": 30.0,
                           "pod-startup": 5.0, "writer-lock-wait": 0.001, "event-delivery": 0.05}
+
+
+def test_api_call_slos_read_the_server_s_sli_when_the_run_has_it() -> None:
+    """Upstream's API call latency runs from the apiserver getting the request to the last
+    byte sent (apiserver_request_sli_duration_seconds); the clients' p99 stays beside it."""
+    inf = float("inf")
+    quick = Histogram(((0.05, 99.0), (0.1, 100.0), (inf, 100.0)), 1.0, 100.0)
+    slow = Histogram(((0.05, 90.0), (1.0, 95.0), (2.0, 100.0), (inf, 100.0)), 20.0, 100.0)
+    api = {
+        ("PUT", "coordination.k8s.io", "leases", "", "resource"): slow,   # p99 1.8 s: fails
+        ("POST", "", "pods", "binding", "resource"): quick,
+        ("GET", "", "pods", "", "resource"): quick,
+        ("LIST", "", "pods", "", "cluster"): slow,
+        ("WATCH", "", "pods", "", "cluster"): slow,                        # no SLO
+        ("POST", "", "events", "", "resource"): Histogram(((0.05, 0.0), (inf, 0.0)), 0.0, 0.0),  # none this run
+    }
+    entries = [Entry("POST", "pods", {3000: 100}), Entry("GET", "pods [namespace]", {40: 10})]
+    v = by_key(evaluate(entries, api_calls=api))
+    m = v["mutating"]
+    assert (m.verdict, m.measured, m.worst, m.samples) == ("fail", "server", "PUT leases.coordination.k8s.io", 200)
+    assert abs((m.p99_s or 0) - 1.8) < 1e-9
+    assert (m.client_p99_s, m.client_worst) == (3.0, "POST pods")  # the clients waited longer than the server
+    assert v["get"].verdict == "pass" and v["get"].worst == "GET pods" and v["get"].measured == "server"
+    assert v["list-cluster"].worst == "LIST pods [cluster]" and v["list-cluster"].verdict == "pass"
+    # no namespace-scoped LIST in the server's series: the clients' figure, said so
+    ns = v["list-namespace"]
+    assert (ns.measured, ns.p99_s, ns.worst) == ("client", 0.04, "GET pods [namespace]")
+    assert "client_p99_s" not in ns.as_dict() and m.as_dict()["client_p99_s"] == 3.0
+    # without the SLI (a server whose /metrics was not read): every API call verdict is the clients'
+    assert by_key(evaluate(entries))["mutating"].measured == "client"
