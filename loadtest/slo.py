@@ -65,17 +65,19 @@ class Entry:
         return sum(self.response_times.values())
 
     def percentile(self, q: float) -> float | None:
-        """Nearest-rank percentile, in seconds."""
+        """The percentile in seconds, by Locust's rule (``locust.stats.calculate_response_time_percentile``),
+        so that the report and the verdicts read what ``locust_stats.csv`` shows: the slowest time with
+        at most ``int(q * n)`` requests faster than it. Where ``q * n`` is whole it is one rank above
+        the nearest rank (of 100 requests, p99 is the slowest, not the 99th)."""
         n = self.num_requests
         if n == 0:
             return None
-        rank = max(1, math.ceil(q * n))
-        seen = 0
-        for ms in sorted(self.response_times):
-            seen += self.response_times[ms]
-            if seen >= rank:
+        below = n
+        for ms in sorted(self.response_times, reverse=True):
+            below -= self.response_times[ms]
+            if below <= int(n * q):
                 return ms / 1000.0
-        return max(self.response_times) / 1000.0
+        return min(self.response_times) / 1000.0
 
     @property
     def resource(self) -> str:
