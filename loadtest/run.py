@@ -443,6 +443,27 @@ def _check_args(args: argparse.Namespace) -> None:
                          f"(--processes) included: give at least {args.processes}")
 
 
+def _check_plan(args: argparse.Namespace, plan: scenarios.Plan) -> None:
+    """Refuse options the scenario has nothing to apply to, rather than run without them: ``--users``
+    and ``--shape`` move only weighted users (smoke's and million's clients are all fixed counts), and
+    ``--scale`` only what a scenario sizes by it."""
+    name = plan.scenario
+    if not plan.weighted:
+        for given, option in ((args.users is not None, "--users"), (args.shape is not None, "--shape")):
+            if given:
+                raise SystemExit(f"loadtest: {option} does not apply to {name}: its clients are fixed counts, "
+                                 "with no weighted users to shape" + (
+                                     "; --scale sizes it" if _scales(args, plan) else ""))
+    if args.scale != 1.0 and not _scales(args, plan):
+        raise SystemExit(f"loadtest: --scale does not apply to {name}: its size is fixed")
+
+
+def _scales(args: argparse.Namespace, plan: scenarios.Plan) -> bool:
+    """Whether ``--scale`` changes the scenario's size (smoke's is fixed)."""
+    a, b = (scenarios.build(plan.scenario, quick=args.quick, scale=s) for s in (1.0, 2.0))
+    return (a.fixed, a.weighted, a.peak, a.params) != (b.fixed, b.weighted, b.peak, b.params)
+
+
 def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
     """(target, token, binder): the server to load (None: the harness starts one), the bearer
     token, and whether the harness's binder places the pods."""
@@ -474,6 +495,7 @@ def run(args: argparse.Namespace) -> int:
                                duration=args.duration, shape=args.shape, pod_rate=args.pod_rate)
     except KeyError as e:
         raise SystemExit(f"loadtest: {e.args[0]}") from None
+    _check_plan(args, plan)
     out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import report, run
+from loadtest import report, run, scenarios
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -46,6 +46,32 @@ def test_worker_counts_must_add_up() -> None:
         run._check_args(parse("--processes", "2", "--expect-workers", "1"))
     run._check_args(parse("--processes", "0", "--expect-workers", "3"))  # remote workers only
     run._check_args(parse("--processes", "2", "--expect-workers", "6"))
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("smoke", "--users", "5"), "--users does not apply to smoke"),
+    (("smoke", "--shape", "spike"), "--shape does not apply to smoke"),
+    (("million", "--quick", "--users", "3"), "--users does not apply to million.*; --scale sizes it"),
+    (("smoke", "--scale", "2"), "--scale does not apply to smoke"),
+])
+def test_options_the_scenario_would_ignore_are_refused(argv: tuple[str, ...], message: str) -> None:
+    # smoke and million have only fixed users: --users and --shape had silently no effect
+    p = argparse.ArgumentParser()
+    run.add_arguments(p)
+    args = p.parse_args(argv)
+    with pytest.raises(SystemExit, match=message):
+        run._check_plan(args, scenarios.build(args.scenario, quick=args.quick, scale=args.scale,
+                                              users=args.users, shape=args.shape))
+
+
+@pytest.mark.parametrize("argv", [("churn", "--users", "3", "--shape", "spike", "--scale", "0.5"),
+                                  ("million", "--scale", "0.01"), ("gang", "--quick", "--users", "2"), ("smoke",)])
+def test_options_the_scenario_applies_are_accepted(argv: tuple[str, ...]) -> None:
+    p = argparse.ArgumentParser()
+    run.add_arguments(p)
+    args = p.parse_args(argv)
+    run._check_plan(args, scenarios.build(args.scenario, quick=args.quick, scale=args.scale, users=args.users,
+                                          shape=args.shape))
 
 
 def test_a_reused_out_loses_the_last_run_s_results(tmp_path: Path) -> None:
