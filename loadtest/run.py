@@ -232,6 +232,38 @@ def _count(stats: dict[tuple[str, str], dict[str, str]], method: str, name: str)
     return int(float(r.get("Request Count") or 0)) - int(float(r.get("Failure Count") or 0))
 
 
+def _progress_rows(stats: dict[tuple[str, str], dict[str, str]], server: dict[str, Any]) -> list[tuple[str, str]]:
+    """The live view's rows: counts from Locust's statistics so far, the latest p99s."""
+    agg = stats.get(("", "Aggregated"), {})
+    rate = _float_or_none(agg.get("Requests/s"))
+    # pods seen bound by whoever binds them (the harness's binder, or a --target's scheduler)
+    bound = max(_count(stats, "POST", "pods/binding"), _count(stats, "LATENCY", "pod create→bound"))
+    rows = [("pods created", f"{_count(stats, 'POST', 'pods'):,}"), ("pods bound", f"{bound:,}"),
+            ("pods deleted", f"{_count(stats, 'DELETE', 'pods'):,}"),
+            ("nodes registered", f"{_count(stats, 'POST', 'nodes'):,}"),
+            ("requests/s (all)", "–" if rate is None else f"{rate:,.1f}"),
+            ("failures", agg.get("Failure Count", "–"))]
+    for (method, name), r in sorted(stats.items()):
+        if method in ("POST", "GET", "PATCH", "PUT", "LATENCY") and name in (
+                "pods", "pods [cluster]", "pods [namespace]", "pods/status", "leases", "watch delivery pods",
+                "pod startup"):
+            rows.append((f"p99 {method} {name}", f"{r.get('99%', '–')} ms"))
+    for key, label in (("lock_wait_writer", "server writer lock wait p99"),
+                       ("event_delivery", "server event delivery p99"), ("event_loop_lag", "event loop lag p99")):
+        v = (server.get(key) or {}).get("p99")
+        rows.append((label, "–" if v is None else f"{v * 1000:.3f} ms"))
+    if server.get("rss_bytes"):
+        rows.append(("server RSS", f"{server['rss_bytes'] / 2**20:,.0f} MiB"))
+    return rows
+
+
+def _float_or_none(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
 class _Progress:
     """The live terminal view (rich), or nothing with --no-progress / no terminal."""
 
@@ -255,24 +287,8 @@ class _Progress:
         t = Table(title=f"{self.title} — {phase} — {elapsed:,.0f} / {duration:,.0f} s", show_edge=False)
         for col in ("", "value"):
             t.add_column(col)
-        agg = stats.get(("", "Aggregated"), {})
-        t.add_row("pods created", f"{_count(stats, 'POST', 'pods'):,}")
-        t.add_row("pods bound", f"{_count(stats, 'POST', 'pods/binding'):,}")
-        t.add_row("pods deleted", f"{_count(stats, 'DELETE', 'pods'):,}")
-        t.add_row("nodes registered", f"{_count(stats, 'POST', 'nodes'):,}")
-        t.add_row("requests/s (all)", agg.get("Requests/s", "–")[:8])
-        t.add_row("failures", agg.get("Failure Count", "–"))
-        for (method, name), r in sorted(stats.items()):
-            if method in ("POST", "GET", "PATCH", "PUT", "LATENCY") and name in (
-                    "pods", "pods [cluster]", "pods [namespace]", "pods/status", "leases", "watch delivery pods",
-                    "pod startup"):
-                t.add_row(escape(f"p99 {method} {name}"), f"{r.get('99%', '–')} ms")  # [cluster] is not markup
-        for key, label in (("lock_wait_writer", "server writer lock wait p99"),
-                           ("event_delivery", "server event delivery p99"), ("event_loop_lag", "event loop lag p99")):
-            v = (server.get(key) or {}).get("p99")
-            t.add_row(label, "–" if v is None else f"{v * 1000:.3f} ms")
-        if server.get("rss_bytes"):
-            t.add_row("server RSS", f"{server['rss_bytes'] / 2**20:,.0f} MiB")
+        for label, value in _progress_rows(stats, server):
+            t.add_row(escape(label), value)  # [cluster] is not markup
         self.live.update(t)
 
     def stop(self) -> None:

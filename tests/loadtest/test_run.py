@@ -293,3 +293,20 @@ def test_a_paced_controller_writes_in_slots_at_its_share_of_the_rate() -> None:
     assert seen["starts"] == [0.0, 0.5, 1.0, 1.5]  # 10 pods every 0.5 s: 20 a second
     assert seen["late"] == 0.5  # after a stall, the next slot is one burst away, not a catch-up burst
     assert seen["tiny"] == 1  # a controller whose share is under one pod a second writes one at a time
+
+
+def test_the_progress_counts_pods_bound_by_a_target_s_scheduler() -> None:
+    # against a --target its scheduler binds the pods: no pods/binding of the harness's, but the
+    # controllers see their pods bound on their watches
+    def row(n: int) -> dict[str, str]:
+        return {"Request Count": str(n), "Failure Count": "0", "99%": "12"}
+
+    stats = {("POST", "pods"): row(22), ("LATENCY", "pod create→bound"): row(20),
+             ("", "Aggregated"): {"Requests/s": "14.780103362811", "Failure Count": "0"}}
+    rows = dict(run._progress_rows(stats, {}))
+    assert rows["pods created"] == "22"
+    assert rows["pods bound"] == "20"
+    assert rows["requests/s (all)"] == "14.8"
+    stats[("POST", "pods/binding")] = row(21)  # the harness's binder
+    assert dict(run._progress_rows(stats, {}))["pods bound"] == "21"
+    assert dict(run._progress_rows({}, {}))["requests/s (all)"] == "–"
