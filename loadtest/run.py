@@ -436,11 +436,20 @@ _OUTPUTS = ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv
             *(f"{name}.png" for name in report.PLOTS))
 
 
+# what a run's directory has from its start (plan.json) or its end
+_RUN_MARKS = ("plan.json", "run.json", "locust.json", "summary.json")
+
+
 def _prepare_out(out: Path) -> None:
     """Make ``out`` (a directory), and remove what an earlier run left there: a run that
     ends before Locust writes its results must not be reported with the previous run's."""
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
+    # a reused --out is an earlier run's; any other directory with files in it (--out ., a home
+    # directory) is not the harness's to clear and fill
+    if out.is_dir() and any(out.iterdir()) and not any((out / f).exists() for f in _RUN_MARKS):
+        raise SystemExit(f"loadtest: --out {out} is a directory with other files in it, not an earlier run's "
+                         f"(no {', '.join(_RUN_MARKS)}): give a new or empty directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

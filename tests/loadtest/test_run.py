@@ -86,6 +86,18 @@ def test_a_reused_out_loses_the_last_run_s_results(tmp_path: Path) -> None:
     assert report.build(tmp_path)["overall"] == "incomplete"
 
 
+def test_an_out_with_other_files_is_refused(tmp_path: Path) -> None:
+    # --out . in a checkout: its files named like a run's (report.html...) must not be removed
+    (tmp_path / "report.html").write_text("someone's")
+    (tmp_path / "server").mkdir()
+    with pytest.raises(SystemExit, match="not an earlier run's"):
+        run._prepare_out(tmp_path)
+    assert (tmp_path / "report.html").read_text() == "someone's"
+    run._prepare_out(tmp_path / "new")  # a new directory
+    (tmp_path / "empty").mkdir()
+    run._prepare_out(tmp_path / "empty")  # an empty one
+
+
 def test_an_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_text("")
