@@ -615,8 +615,12 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False) -> 
             hint = " (a server with TLS, as controlplane serve without --no-tls, is https://)"
         raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{hint}") from e
     if r.status_code in (401, 403):
-        how = ("the kubeconfig's user has no bearer token (client certificates are not supported): pass --token"
-               if from_kubeconfig and not token else "pass --token or --kubeconfig")
+        if not token:
+            how = ("the kubeconfig's user has no bearer token (client certificates are not supported): pass --token"
+                   if from_kubeconfig else "pass --token or --kubeconfig")
+        else:
+            how = (f"the token {'of --kubeconfig' if from_kubeconfig else 'given with --token'} is not one it "
+                   "knows (another server's, or an older token file's?)")
         raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); {how}")
     if r.status_code != 200:
         raise SystemExit(f"loadtest: {target}/api answered {r.status_code}; is it a Kubernetes API server?")

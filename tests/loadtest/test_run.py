@@ -141,7 +141,7 @@ class _Api(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         admin = self.headers.get("authorization") == "Bearer admin"
-        if self.headers.get("authorization") is None:
+        if self.headers.get("authorization") in (None, "Bearer stale"):
             code, body = 401, {"kind": "Status", "code": 401, "reason": "Unauthorized"}
         elif self.path == "/api" or admin:
             code, body = 200, {"kind": "APIVersions"}
@@ -184,6 +184,11 @@ def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str) -
         run._check_target(api, "")
     with pytest.raises(SystemExit, match="has no bearer token"):
         run._check_target(api, "", from_kubeconfig=True)
+    # a token the server does not know: the message does not ask for the --token just given
+    with pytest.raises(SystemExit, match=r"\(401\); the token given with --token is not one it knows"):
+        run._check_target(api, "stale")
+    with pytest.raises(SystemExit, match=r"\(401\); the token of --kubeconfig is not one it knows"):
+        run._check_target(api, "stale", from_kubeconfig=True)
 
 
 def test_the_report_command_wants_a_run_directory(tmp_path: Path) -> None:
