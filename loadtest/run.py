@@ -92,6 +92,14 @@ def _at_least(minimum: int) -> Any:
     return parse
 
 
+def _port(text: str) -> int:
+    """A TCP port, or 0 for a free one."""
+    v = _at_least(0)(text)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {v} (at most 65535; 0 for a free one)")
+    return int(v)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
     p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
@@ -113,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="wait for this many workers in all, remote ones included (default: --processes)")
     p.add_argument("--workers-wait", type=_at_least(1), default=120,
                    help="seconds to wait for the expected workers before giving up (default: %(default)s)")
-    p.add_argument("--master-port", type=int, default=0, help="the master's port for workers (default: a free one)")
+    p.add_argument("--master-port", type=_port, default=0, help="the master's port for workers (default: a free one)")
     p.add_argument("--master-bind-host", default="127.0.0.1",
                    help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
     p.add_argument("--out", type=Path, help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
@@ -121,7 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--binder", choices=("auto", "on", "off"), default="auto",
                    help="run the load test's binder: auto = when the harness starts the server, which it then "
                         "starts with --no-scheduler (default: %(default)s)")
-    p.add_argument("--port", type=int, default=0, help="port for the server the harness starts (default: free)")
+    p.add_argument("--port", type=_port, default=0, help="port for the server the harness starts (default: free)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for controlplane serve (repeatable)")
     p.add_argument("--scrape-interval", type=_positive, default=2.0, help="seconds between /metrics scrapes")

@@ -30,7 +30,8 @@ def test_duration_is_seconds_or_a_go_duration(text: str, seconds: float) -> None
                                   ("--duration", "inf"), ("--duration", "10x"), ("--users", "-1"),
                                   ("--scale", "0"), ("--scale", "-1"), ("--processes", "-1"),
                                   ("--scrape-interval", "0"), ("--workers-wait", "0"),
-                                  ("--pod-rate", "0"), ("--pod-rate", "-3")])
+                                  ("--pod-rate", "0"), ("--pod-rate", "-3"), ("--master-port", "70000"),
+                                  ("--master-port", "-1"), ("--port", "65536"), ("--port", "x")])
 def test_bad_options_are_refused_with_a_message(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         parse(*argv)
