@@ -358,6 +358,7 @@ def build(out: Path) -> dict[str, Any]:
         "quota": run.get("quota"),
         # a quota run (million) is complete only if every pod it created was deleted in time
         "complete": bool(raw) and bool(server) and not run.get("interrupted")
+        and run.get("server_exited_at") is None
         and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
@@ -430,6 +431,9 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
                      f"{fmt(summary['expected_non_2xx'])}"),
         ("Server peak RSS", f"{fmt(rss / 2**20)} MiB" if rss else "–"),
     ]
+    if run.get("server_exited_at") is not None:
+        facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
+                                f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))
     quota = summary.get("quota")
     if quota:
         done = quota.get("completed_at")

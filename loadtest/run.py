@@ -368,6 +368,12 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                     timings["quota_completed"] = round(elapsed, 1)
                     phase = "done"
             progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
+            if server is not None and server.proc.poll() is not None and "server_exited_at" not in timings:
+                # the rest of the run would only fail requests against nothing: end the load now
+                timings["server_exited_at"] = round(elapsed, 1)
+                stop_file.touch()
+                print(f"loadtest: controlplane serve exited with {server.proc.returncode} after {elapsed:.0f} s "
+                      f"of load; stopping the load (see {server.log.name})", file=sys.stderr)
             if time.monotonic() > deadline and not stop_file.exists():
                 stop_file.touch()
             if time.monotonic() > deadline + 60:

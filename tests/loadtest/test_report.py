@@ -138,6 +138,15 @@ def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:
     assert summary["complete"] is False and summary["overall"] == "incomplete"
 
 
+def test_a_run_whose_server_died_is_not_complete_and_says_so(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "server_exit": -9, "server_exited_at": 14.2}))
+    summary = report.build(tmp_path)
+    assert summary["complete"] is False and summary["overall"] == "incomplete"
+    assert "controlplane serve exited with -9 after 14.2 s of load" in (tmp_path / "report.html").read_text()
+
+
 def test_the_report_counts_remote_workers(tmp_path: Path) -> None:
     write_run(tmp_path)
     run = json.loads((tmp_path / "run.json").read_text())
