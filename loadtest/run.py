@@ -515,6 +515,11 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
         if target is None:
             raise SystemExit(f"loadtest: {args.kubeconfig}'s current context names no cluster server; "
                              "give --target")
+    if target is not None:
+        for given, option in ((args.server_arg, "--server-arg"), (args.port, "--port")):
+            if given:
+                raise SystemExit(f"loadtest: {option} is for the server the harness starts; it does not apply to "
+                                 f"--target {target}" + (" (the kubeconfig's server)" if not args.target else ""))
     # auto: the binder runs when the harness starts the server (then with --no-scheduler), never
     # against a --target or a kubeconfig's server, whose scheduler places the pods
     binder = args.binder == "on" or (args.binder == "auto" and target is None)

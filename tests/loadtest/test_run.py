@@ -127,6 +127,15 @@ def test_a_kubeconfig_s_server_is_the_target_and_its_scheduler_places_the_pods(t
     assert run._resolve_target(parse("--binder", "off")) == (None, "", False)
 
 
+def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
+    # they were silently ignored: the run loaded the --target without them
+    with pytest.raises(SystemExit, match="--server-arg is for the server the harness starts"):
+        run._resolve_target(parse("--target", "https://10.0.0.1:6443", "--server-arg=--components-process"))
+    with pytest.raises(SystemExit, match=r"--port is for .* \(the kubeconfig's server\)"):
+        run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc")), "--port", "7000"))
+    assert run._resolve_target(parse("--server-arg=--components-process", "--port", "7000"))[0] is None
+
+
 def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="cannot read --kubeconfig"):
         run._resolve_target(parse("--kubeconfig", str(tmp_path / "missing")))
