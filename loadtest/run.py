@@ -103,7 +103,9 @@ def _port(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
     p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
-    p.add_argument("--kubeconfig", type=Path, help="credentials for --target (its current context's token)")
+    p.add_argument("--kubeconfig", type=Path,
+                   help="credentials for --target: its current context's token; its server is the target when "
+                        "--target is not given")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     p.add_argument("--users", type=_at_least(0), help="weighted users at the shape's peak (default: the scenario's)")
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
@@ -125,15 +127,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master-bind-host", default="127.0.0.1",
                    help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
     p.add_argument("--out", type=Path, help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
-    p.add_argument("--quick", action="store_true", help="a small version that runs in under 60 s")
+    p.add_argument("--quick", action="store_true",
+                   help="a small version that runs in under 60 s (a longer --duration is cut to 55 s)")
     p.add_argument("--binder", choices=("auto", "on", "off"), default="auto",
                    help="run the load test's binder: auto = when the harness starts the server, which it then "
                         "starts with --no-scheduler (default: %(default)s)")
     p.add_argument("--port", type=_port, default=0, help="port for the server the harness starts (default: free)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for controlplane serve (repeatable)")
-    p.add_argument("--scrape-interval", type=_positive, default=2.0, help="seconds between /metrics scrapes")
-    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.add_argument("--scrape-interval", type=_positive, default=2.0,
+                   help="seconds between /metrics scrapes (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no live progress display (none either when stderr is not a terminal)")
 
 
 def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
