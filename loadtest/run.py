@@ -138,7 +138,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scrape-interval", type=_positive, default=2.0,
                    help="seconds between /metrics scrapes (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true",
-                   help="no live progress display (none either when stderr is not a terminal)")
+                   help="no progress display (without a terminal, a line every 30 s stands for the live table)")
 
 
 def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
@@ -278,12 +278,16 @@ def _float_or_none(text: str | None) -> float | None:
 
 
 class _Progress:
-    """The live terminal view (rich), or nothing with --no-progress / no terminal."""
+    """The live terminal view (rich); without a terminal (a CI log, ``nohup``) a line every
+    ``every`` seconds instead; nothing with --no-progress."""
 
-    def __init__(self, enabled: bool, title: str) -> None:
+    def __init__(self, mode: str, title: str, every: float = 30.0) -> None:
         self.live: Any = None
         self.title = title
-        if enabled:
+        self.lines = mode == "lines"
+        self.every = every
+        self.next_line = every
+        if mode == "live":
             from rich.console import Console
             from rich.live import Live
 
@@ -292,6 +296,12 @@ class _Progress:
 
     def update(self, elapsed: float, duration: float, phase: str, stats: dict[tuple[str, str], dict[str, str]],
                server: dict[str, Any]) -> None:
+        if self.lines and elapsed >= self.next_line:
+            self.next_line = elapsed + self.every
+            rows = dict(_progress_rows(stats, server))
+            print(f"{self.title}: {phase}, {elapsed:,.0f} / {duration:,.0f} s; pods created {rows['pods created']}, "
+                  f"bound {rows['pods bound']}, deleted {rows['pods deleted']}; requests/s "
+                  f"{rows['requests/s (all)']}, failures {rows['failures']}", file=sys.stderr, flush=True)
         if self.live is None:
             return
         from rich.markup import escape
@@ -351,7 +361,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     watcher = ServerWatcher(target, out, token, pid=server.proc.pid if server else None,
                             interval=args.scrape_interval)
     watcher.start()
-    progress = _Progress(not args.no_progress and sys.stderr.isatty(), f"loadtest {plan.scenario}")
+    mode = "off" if args.no_progress else "live" if sys.stderr.isatty() else "lines"
+    if mode != "off":
+        length = (f"{plan.pods_target:,} pods created and deleted (at most {plan.duration:g} s)"
+                  if plan.until == "quota" else f"{plan.duration:g} s")
+        print(f"loadtest {plan.scenario}: {length} of load against {target}; results in {out}", file=sys.stderr,
+              flush=True)
+    progress = _Progress(mode, f"loadtest {plan.scenario}")
     load_started = time.monotonic()
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0

@@ -337,3 +337,18 @@ def test_the_progress_counts_pods_bound_by_a_target_s_scheduler() -> None:
     stats[("POST", "pods/binding")] = row(21)  # the harness's binder
     assert dict(run._progress_rows(stats, {}))["pods bound"] == "21"
     assert dict(run._progress_rows({}, {}))["requests/s (all)"] == "–"
+
+
+def test_without_a_terminal_progress_is_a_line_now_and_then(capsys: pytest.CaptureFixture[str]) -> None:
+    # a CI log or nohup: no live table, but not silence for the whole run either
+    progress = run._Progress("lines", "loadtest churn", every=30.0)
+    stats = {("POST", "pods"): {"Request Count": "40", "Failure Count": "0"},
+             ("", "Aggregated"): {"Requests/s": "12.34", "Failure Count": "0"}}
+    progress.update(10.0, 300.0, "ramp 1/4", stats, {})
+    assert capsys.readouterr().err == ""
+    progress.update(31.0, 300.0, "ramp 1/4", stats, {})
+    progress.update(40.0, 300.0, "ramp 1/4", stats, {})
+    assert capsys.readouterr().err == ("loadtest churn: ramp 1/4, 31 / 300 s; pods created 40, bound 0, deleted 0; "
+                                       "requests/s 12.3, failures 0\n")
+    run._Progress("off", "loadtest churn").update(100.0, 300.0, "peak", stats, {})
+    assert capsys.readouterr().err == ""
