@@ -54,6 +54,19 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
         return []
 
 
+def _failure_reasons(path: Path, limit: int = 20) -> list[dict[str, Any]]:
+    """Why requests failed (Locust's ``locust_failures.csv``), the most frequent first."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for r in _read_history(path):
+        try:
+            n = int(r.get("Occurrences") or 0)
+        except ValueError:
+            continue
+        rows.append((n, {"type": r.get("Method") or "", "name": r.get("Name") or "", "error": r.get("Error") or "",
+                         "occurrences": n}))
+    return [row for _, row in sorted(rows, key=lambda x: -x[0])[:limit]]
+
+
 def _read_history(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="") as f:
@@ -352,6 +365,7 @@ def build(out: Path) -> dict[str, Any]:
         "failures": failures,
         "expected_non_2xx": expected,
         "failed_entries": failed,
+        "failure_reasons": _failure_reasons(out / "locust_failures.csv"),
         "peak_server_rss_bytes": peak_rss or None,
         "scrapes": len(server),
         "entries": _entry_rows(entries),
@@ -418,6 +432,12 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{fmt(r['requests'])}</td>"
         f"<td>{fmt(r['failures'])}</td><td>{fmt(r['p50_ms'])}</td><td>{fmt(r['p90_ms'])}</td>"
         f"<td>{fmt(r['p99_ms'])}</td><td>{fmt(r['max_ms'])}</td></tr>" for r in summary["entries"])
+    failure_rows = "".join(
+        f"<tr><td>{html.escape(r['type'])}</td><td>{html.escape(r['name'])}</td><td>{html.escape(r['error'])}</td>"
+        f"<td>{fmt(r['occurrences'])}</td></tr>" for r in summary.get("failure_reasons") or [])
+    failures = ("<h2>Failures</h2><p>Why requests failed (locust_failures.csv), the most frequent first.</p>"
+                f"<table><tr><th>type</th><th>name</th><th>error</th><th>count</th></tr>{failure_rows}</table>"
+                if failure_rows else "")
     plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{html.escape(c)}</figcaption></figure>"
                     for name, c in captions.items())
     rss = summary.get("peak_server_rss_bytes")
@@ -464,6 +484,7 @@ last byte of its response, read from the server's <code>apiserver_request_sli_du
 client's calls, the cluster's components too) when its <code>/metrics</code> was scraped; the Locust clients'
 p99 is shown beside it, the difference being time spent outside the server (network, a saturated load
 generator).</small></p>
+{failures}
 <h2>Plots</h2>
 {plots}
 <h2>Requests and latencies</h2>

@@ -608,6 +608,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")
+    for r in summary["failure_reasons"][:3]:
+        print(f"  {r['occurrences']:>7,} failed  {r['type']} {r['name']}: {r['error']}")
     for v in summary["verdicts"]:
         # client-side p99s are Locust's whole milliseconds: no decimals they do not have
         p99 = "–" if v["p99_s"] is None else f"{report.fmt(v['p99_s'] * 1000)} ms"

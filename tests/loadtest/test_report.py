@@ -109,8 +109,22 @@ def test_a_run_with_failed_requests_never_passes(tmp_path: Path) -> None:
               "num_reqs_per_sec": {"0": 10}, "num_fail_per_sec": {"0": 10}}]
     (tmp_path / "locust.json").write_text(json.dumps(stats))
     (tmp_path / "server.jsonl").write_text('{"t": 0}\n')
+    (tmp_path / "locust_failures.csv").write_text(
+        "Method,Name,Error,Occurrences,First Seen,Last Seen\n"
+        "POST,pods,ApiFailure('HTTP 0 ConnectionRefusedError'),3,2026-12-04T09:45:49Z,2026-12-04T09:45:49Z\n"
+        "POST,pods,ApiFailure('HTTP 500 InternalError: <disk full>'),7,2026-12-04T09:45:49Z,2026-12-04T09:45:50Z\n")
     summary = report.build(tmp_path)
     assert summary["failures"] == 10 and summary["overall"] == "fail"
+    # and why they failed, the most frequent first
+    assert [r["occurrences"] for r in summary["failure_reasons"]] == [7, 3]
+    page = (tmp_path / "report.html").read_text()
+    assert "<h2>Failures</h2>" in page and "InternalError: &lt;disk full&gt;" in page
+
+
+def test_a_report_without_failures_has_no_failure_table(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    assert report.build(tmp_path)["failure_reasons"] == []
+    assert "<h2>Failures</h2>" not in (tmp_path / "report.html").read_text()
 
 
 def test_the_token_is_redacted_from_the_recorded_command() -> None:
