@@ -537,6 +537,9 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
             raise SystemExit(f"loadtest: {args.kubeconfig}'s current context names no cluster server; "
                              "give --target")
     if target is not None:
+        # Locust joins the host and each path: https://h:6443/ + /api/... is a protocol-relative
+        # //api/... that every request of the run failed on
+        target = target.rstrip("/")
         for given, option in ((args.server_arg, "--server-arg"), (args.port, "--port")):
             if given:
                 raise SystemExit(f"loadtest: {option} is for the server the harness starts; it does not apply to "

@@ -127,6 +127,13 @@ def test_a_kubeconfig_s_server_is_the_target_and_its_scheduler_places_the_pods(t
     assert run._resolve_target(parse("--binder", "off")) == (None, "", False)
 
 
+def test_a_target_s_trailing_slash_is_dropped(tmp_path: Path) -> None:
+    # Locust would send //api/v1/... and every user would die on it
+    assert run._resolve_target(parse("--target", "https://10.0.0.1:6443/"))[0] == "https://10.0.0.1:6443"
+    kc = _kubeconfig(tmp_path / "kc", server="https://10.0.0.2:6443/")
+    assert run._resolve_target(parse("--kubeconfig", str(kc)))[0] == "https://10.0.0.2:6443"
+
+
 def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
     # they were silently ignored: the run loaded the --target without them
     with pytest.raises(SystemExit, match="--server-arg is for the server the harness starts"):
