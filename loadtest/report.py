@@ -67,6 +67,21 @@ def _failure_reasons(path: Path, limit: int = 20) -> list[dict[str, Any]]:
     return [row for _, row in sorted(rows, key=lambda x: -x[0])[:limit]]
 
 
+def _client_errors(path: Path, limit: int = 20) -> list[dict[str, Any]]:
+    """Exceptions raised in the load's clients (Locust's ``locust_exceptions.csv``): the task (or,
+    in ``on_start``, the user) one ended did not make its load. The most frequent first."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for r in _read_history(path):
+        try:
+            n = int(r.get("Count") or 0)
+        except ValueError:
+            continue
+        where = (r.get("Traceback") or "").strip().splitlines()
+        rows.append((n, {"count": n, "message": r.get("Message") or "",
+                         "where": where[-2].strip() if len(where) >= 2 else ""}))
+    return [row for _, row in sorted(rows, key=lambda x: -x[0])[:limit]]
+
+
 def _read_history(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="") as f:
@@ -354,6 +369,7 @@ def build(out: Path) -> dict[str, Any]:
     failed = [{"type": e.request_type, "name": e.name, "failures": e.num_failures} for e in entries
               if e.num_failures]
     peak_rss = max((float(s.get("rss_bytes") or 0) for s in server), default=0.0)
+    summary_errors = _client_errors(out / "locust_exceptions.csv")
     summary: dict[str, Any] = {
         "scenario": plan.get("scenario", run.get("scenario")),
         "command": run.get("command"),
@@ -366,13 +382,14 @@ def build(out: Path) -> dict[str, Any]:
         "expected_non_2xx": expected,
         "failed_entries": failed,
         "failure_reasons": _failure_reasons(out / "locust_failures.csv"),
+        "client_errors": summary_errors,
         "peak_server_rss_bytes": peak_rss or None,
         "scrapes": len(server),
         "entries": _entry_rows(entries),
         "quota": run.get("quota"),
         # a quota run (million) is complete only if every pod it created was deleted in time
         "complete": bool(raw) and bool(server) and not run.get("interrupted")
-        and run.get("server_exited_at") is None
+        and run.get("server_exited_at") is None and not summary_errors
         and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
@@ -438,6 +455,13 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     failures = ("<h2>Failures</h2><p>Why requests failed (locust_failures.csv), the most frequent first.</p>"
                 f"<table><tr><th>type</th><th>name</th><th>error</th><th>count</th></tr>{failure_rows}</table>"
                 if failure_rows else "")
+    error_rows = "".join(
+        f"<tr><td>{fmt(r['count'])}</td><td>{html.escape(r['message'])}</td><td>{html.escape(r['where'])}</td></tr>"
+        for r in summary.get("client_errors") or [])
+    errors = ("<h2>Errors in the load's clients</h2><p>Exceptions raised in the Locust users "
+              "(locust_exceptions.csv, with their tracebacks): the tasks or users they ended did not make their "
+              f"load, so the run is not complete.</p><table><tr><th>count</th><th>message</th><th>where</th>"
+              f"</tr>{error_rows}</table>" if error_rows else "")
     plots = "".join(f"<figure><img src='{name}.png' alt='{name}'><figcaption>{html.escape(c)}</figcaption></figure>"
                     for name, c in captions.items())
     rss = summary.get("peak_server_rss_bytes")
@@ -484,6 +508,7 @@ last byte of its response, read from the server's <code>apiserver_request_sli_du
 client's calls, the cluster's components too) when its <code>/metrics</code> was scraped; the Locust clients'
 p99 is shown beside it, the difference being time spent outside the server (network, a saturated load
 generator).</small></p>
+{errors}
 {failures}
 <h2>Plots</h2>
 {plots}

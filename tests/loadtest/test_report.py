@@ -121,10 +121,28 @@ def test_a_run_with_failed_requests_never_passes(tmp_path: Path) -> None:
     assert "<h2>Failures</h2>" in page and "InternalError: &lt;disk full&gt;" in page
 
 
+def test_errors_in_the_load_s_clients_are_shown_and_leave_the_run_incomplete(tmp_path: Path) -> None:
+    # a user whose on_start raised made none of its load: the verdicts of the rest must not pass the run
+    write_run(tmp_path)
+    (tmp_path / "locust_exceptions.csv").write_text(
+        'Count,Message,Traceback,Nodes\n'
+        '12,invalid request URI \'//api/v1/namespaces\',"  File ""locust/user/users.py"", line 166, in run\n'
+        '    self.on_start()\n  File ""loadtest/locustfiles/kubelets.py"", line 44, in on_start\n'
+        '    self.ensure(""namespaces"", objects.namespace(""kube-node-lease""))\n",[]\n')
+    summary = report.build(tmp_path)
+    assert summary["client_errors"] == [{"count": 12, "message": "invalid request URI '//api/v1/namespaces'",
+                                         "where": 'File "loadtest/locustfiles/kubelets.py", line 44, in on_start'}]
+    assert summary["complete"] is False and summary["overall"] == "incomplete"
+    page = (tmp_path / "report.html").read_text()
+    assert "<h2>Errors in the load's clients</h2>" in page and "kubelets.py" in page
+
+
 def test_a_report_without_failures_has_no_failure_table(tmp_path: Path) -> None:
     write_run(tmp_path)
-    assert report.build(tmp_path)["failure_reasons"] == []
-    assert "<h2>Failures</h2>" not in (tmp_path / "report.html").read_text()
+    summary = report.build(tmp_path)
+    assert summary["failure_reasons"] == [] and summary["client_errors"] == []
+    assert "<h2>Failures</h2>" not in (page := (tmp_path / "report.html").read_text())
+    assert "Errors in the load" not in page
 
 
 def test_the_token_is_redacted_from_the_recorded_command() -> None:
