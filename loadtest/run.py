@@ -357,6 +357,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
               + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=HOSTNAME "
               + shlex.join(["python", "-m", "locust", "-f", "loadtest/locustfiles/scenario.py", "--worker",
                             "--master-host", "THIS_HOST", "--master-port", str(master_port)]), file=sys.stderr)
+        for note in _remote_notes(args.master_bind_host, target):
+            print(f"loadtest: note: {note}", file=sys.stderr)
 
     watcher = ServerWatcher(target, out, token, pid=server.proc.pid if server else None,
                             interval=args.scrape_interval)
@@ -456,6 +458,22 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
             "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _remote_notes(master_bind_host: str, target: str) -> list[str]:
+    """What keeps workers on other machines from joining or loading (they can run on this one)."""
+    notes = []
+    if master_bind_host in _LOOPBACK:
+        notes.append(f"the master listens on {master_bind_host} only: workers on other machines cannot reach it "
+                     "(give --master-bind-host 0.0.0.0)")
+    host = httpx.URL(target).host
+    if host in _LOOPBACK or host.startswith("127."):
+        notes.append(f"the workers load {target}, a loopback address: on other machines that is not this server "
+                     "(give a --target they reach)")
+    return notes
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -359,3 +359,11 @@ def test_without_a_terminal_progress_is_a_line_now_and_then(capsys: pytest.Captu
                                        "requests/s 12.3, failures 0\n")
     run._Progress("off", "loadtest churn").update(100.0, 300.0, "peak", stats, {})
     assert capsys.readouterr().err == ""
+
+
+def test_remote_workers_are_warned_of_loopback_addresses() -> None:
+    # the docs' example binds 0.0.0.0 and loads a --target others reach; the defaults do neither
+    assert run._remote_notes("0.0.0.0", "https://api.example:6443") == []
+    master, server = run._remote_notes("127.0.0.1", "http://127.0.0.1:41000")
+    assert "--master-bind-host 0.0.0.0" in master and "a loopback address" in server
+    assert len(run._remote_notes("0.0.0.0", "https://localhost:6443")) == 1
