@@ -442,7 +442,8 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     verdict_rows = "".join(
         f"<tr><td>{html.escape(v.title)}{'' if v.upstream else ' <small>(project target)</small>'}</td>"
         f"<td>{fmt(v.threshold_s * 1000)} ms</td><td>{fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"
-        f"<td>{html.escape(v.worst) if v.worst else f'<small>{html.escape(v.note)}</small>'}</td>"
+        f"<td>{html.escape(v.worst)}{'<br>' if v.worst and v.note else ''}"
+        f"{f'<small>{html.escape(v.note)}</small>' if v.note else ''}</td>"
         f"<td>{fmt(v.samples)}</td><td>{_measured(v)}</td>"
         f"<td style='color:{color[v.verdict]};font-weight:bold'>{v.verdict}</td></tr>" for v in verdicts)
     entry_rows = "".join(

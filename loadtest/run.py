@@ -640,7 +640,7 @@ def run(args: argparse.Namespace) -> int:
         client = "" if v.get("client_p99_s") is None else (
             f" [server side; the Locust clients' p99 {report.fmt(v['client_p99_s'] * 1000)} ms {v['client_worst']}]")
         print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) "
-              f"{v['worst'] or v.get('note', '')}{client}")
+              f"{v['worst'] or v.get('note', '')}{client}" + (f"; {v['note']}" if v['worst'] and v.get('note') else ""))
     if info.get("interrupted"):
         return 130
     return 0 if summary["failures"] == 0 and summary["complete"] else 1

@@ -239,8 +239,15 @@ def evaluate(entries: Sequence[Entry], lock_wait: Mapping[str, Histogram] | None
             if server[2] == 0:  # not read from this server: the clients' view
                 verdicts.append(_verdict(slo, *client, "client"))
                 continue
-            v = _verdict(slo, *server, "server")
-            verdicts.append(replace(v, client_p99_s=client[1], client_worst=client[0]))
+            v = replace(_verdict(slo, *server, "server"), client_p99_s=client[1], client_worst=client[0])
+            first = min((h.buckets[0][0] for h in (api_calls or {}).values() if h.buckets), default=math.inf)
+            if v.p99_s is not None and v.p99_s <= first:
+                # upstream's SLI buckets start at 50 ms: a faster call reads as an interpolation within
+                # the first (49.5 ms for every pair), and which pair is "worst" says nothing
+                v = replace(v, note=f"every pair's p99 is within the histogram's first bucket, under "
+                                    f"{first * 1000:g} ms (the {round(v.p99_s * 1000, 2):g} ms is interpolated, "
+                                    "as histogram_quantile does)")
+            verdicts.append(v)
         else:
             hists = (lock_wait if slo.key == "writer-lock-wait" else delivery) or {}
             verdicts.append(_verdict(slo, *_worst((r, h.quantile(0.99), int(h.count)) for r, h in hists.items()),

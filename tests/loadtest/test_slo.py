@@ -136,3 +136,17 @@ def test_api_call_slos_read_the_server_s_sli_when_the_run_has_it() -> None:
     assert "client_p99_s" not in ns.as_dict() and m.as_dict()["client_p99_s"] == 3.0
     # without the SLI (a server whose /metrics was not read): every API call verdict is the clients'
     assert by_key(evaluate(entries))["mutating"].measured == "client"
+
+
+def test_an_sli_p99_within_the_first_bucket_says_so() -> None:
+    # upstream's SLI buckets start at 50 ms: sub-millisecond calls read as 49.5 ms, every pair alike
+    inf = float("inf")
+    fast = Histogram(((0.05, 13.0), (0.1, 13.0), (inf, 13.0)), 0.001, 13.0)
+    v = by_key(evaluate([Entry("GET", "deployments", {0: 13})],
+                        api_calls={("GET", "apps", "deployments", "", "resource"): fast}))["get"]
+    assert v.verdict == "pass" and v.p99_s is not None and abs(v.p99_s - 0.0495) < 1e-9
+    assert "within the histogram's first bucket, under 50 ms" in v.note
+    assert v.as_dict()["worst"] == "GET deployments.apps"
+    slow = Histogram(((0.05, 90.0), (1.0, 100.0), (inf, 100.0)), 20.0, 100.0)
+    v = by_key(evaluate([], api_calls={("GET", "", "pods", "", "resource"): slow}))["get"]
+    assert v.note == ""  # above the first bucket: an interpolation between two bounds, no note
