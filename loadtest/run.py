@@ -160,7 +160,13 @@ def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
                                  if u.get("name") == ctx.get("user")), {})
     cluster: dict[str, Any] = next(
         (c.get("cluster") or {} for c in kc.get("clusters") or [] if c.get("name") == ctx.get("cluster")), {})
-    return str(user.get("token") or ""), cluster.get("server")
+    token = str(user.get("token") or "")
+    if not token and user.get("tokenFile"):  # as client-go reads it, relative to the working directory
+        try:
+            token = Path(str(user["tokenFile"])).read_text().strip()
+        except OSError as e:
+            raise SystemExit(f"loadtest: cannot read the tokenFile of --kubeconfig {path}: {e.strerror or e}") from e
+    return token, cluster.get("server")
 
 
 class _Server:

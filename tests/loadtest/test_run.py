@@ -143,6 +143,19 @@ def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
     assert run._resolve_target(parse("--server-arg=--components-process", "--port", "7000"))[0] is None
 
 
+def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("from-file\n")
+    kc = _kubeconfig(tmp_path / "kc", token=None)
+    doc = json.loads(kc.read_text())
+    doc["users"][0]["user"] = {"tokenFile": str(tmp_path / "token")}
+    kc.write_text(json.dumps(doc))
+    assert run._resolve_target(parse("--kubeconfig", str(kc)))[1] == "from-file"
+    doc["users"][0]["user"] = {"tokenFile": str(tmp_path / "missing")}
+    kc.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match="cannot read the tokenFile"):
+        run._resolve_target(parse("--kubeconfig", str(kc)))
+
+
 def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="cannot read --kubeconfig"):
         run._resolve_target(parse("--kubeconfig", str(tmp_path / "missing")))
