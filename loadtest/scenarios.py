@@ -76,6 +76,10 @@ def _n(x: float) -> int:
     return max(1, round(x))
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _smoke(quick: bool, scale: float) -> dict[str, Any]:
     return {
         "description": "every client once, small: a binder, 3 kubelets (GPU nodes), a controller, an operator, "
@@ -146,8 +150,9 @@ def _million(quick: bool, scale: float) -> dict[str, Any]:
     pods = controllers * (20 if quick else 1000)
     return {
         "description": f"{_n(10_000 * s):,} nodes registered through the API, {pods:,} "
-                    f"pods across {controllers:,} namespaces created, scheduled and run, {_n(100 * s)} informers "
-                    f"watching and {_n(10 * s)} operators listing throughout, then everything deleted",
+                    f"pods across {controllers:,} namespaces created, scheduled and run, "
+                    f"{_plural(_n(100 * s), 'informer')} watching and {_plural(_n(10 * s), 'operator')} listing "
+                    f"throughout, then everything deleted",
         "fixed": {"BinderUser": 1, "KubeletUser": _n(10_000 * s), "InformerUser": _n(100 * s),
                "OperatorUser": _n(10 * s), "ReplicaSetController": controllers},
         "weighted": {}, "peak": 0, "shape": "steady", "duration": 55 if quick else 20 * 60, "until": "quota",
