@@ -177,7 +177,7 @@ _CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready statu
                ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
                ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-               ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"))
+               ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"))
 
 
 def _conditions(heartbeat: str) -> list[dict[str, str]]:

@@ -83,7 +83,7 @@ _NODE_CONDITIONS = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-    ("NetworkUnavailable", "False", "RouteCreated", "the simulated network is up"),
+    ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 # one empty set for every _Pod: CPython makes a new frozenset() each call, tracked by the GC

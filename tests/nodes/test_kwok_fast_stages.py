@@ -25,7 +25,14 @@ async def test_kwok_fast_stages_run_pods_with_their_addresses(client: Client) ->
                                         "pod-delete"]
     async with simulating(client, fast(count=1, stages=stages)) as sim:
         node = sim.nodes["sim-node-0"]
-        await eventually(lambda: _ready(client))
+        ready = await eventually(lambda: _ready(client))
+        # KWOK's NodeConditions, as its node-initialize renders them (reasons and messages)
+        assert {c["type"]: (c["status"], c["reason"], c["message"]) for c in ready["status"]["conditions"]} == {
+            "Ready": ("True", "KubeletReady", "kubelet is posting ready status"),
+            "MemoryPressure": ("False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            "DiskPressure": ("False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            "PIDPressure": ("False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            "NetworkUnavailable": ("False", "RouteCreated", "RouteController created a route")}
         await _bind(client, pod("web", initContainers=[{"name": "setup", "image": "busybox"},
                                                       {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]),
                     "sim-node-0")
