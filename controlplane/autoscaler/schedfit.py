@@ -27,7 +27,7 @@ from ..scheduler.nodeinfo import NodeInfo, PodInfo
 from ..scheduler.plugins import DEFAULT_PROFILE
 from ..scheduler.profile import Profile
 from .simulation import PodDemand, SimNode, resource_fit
-from .state import ClusterState, is_reschedulable
+from .state import ClusterState
 
 __all__ = ["SchedulerFits"]
 
@@ -93,7 +93,8 @@ class _Handle:
         built: dict[str, tuple[tuple[str, ...], NodeInfo]] = {}
         pod_infos: dict[str, tuple[str, PodInfo]] = {}
         for name, node in self._state.nodes.items():
-            pods = [p for p in self._state.pods_of(name) if is_reschedulable(p)]
+            # every bound pod not finished, as the scheduler's cache holds them (terminating ones too)
+            pods = [*self._state.pods_of(name), *self._state.held_pods_of(name)]
             versions = (_version(node), *(_version(p) for p in pods))
             cached = self._built.get(name)
             if cached is not None and cached[0] == versions:

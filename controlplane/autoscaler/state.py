@@ -80,6 +80,9 @@ class ClusterState:
         self.pdbs: dict[str, Obj] = {}         # PodDisruptionBudgets, namespace/name (they block disruption)
         self.device_classes = DeviceClasses()
         self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it (is_reschedulable)
+        # node name -> keys of the other pods bound to it and not finished (terminating, or a DaemonSet's):
+        # they need no new home, but hold their requests there until gone, as in Karpenter's cluster state
+        self.held_on: dict[str, set[str]] = {}
         # node name -> keys of pods bound to it and terminating: the node must outlive them (drain waits)
         self.terminating_on: dict[str, set[str]] = {}
         self.provisionable: set[str] = set()
@@ -116,6 +119,12 @@ class ClusterState:
         if new_here and (old_node != new_node or not old_here):
             self.pods_on.setdefault(new_node or "", set()).add(k)
             self.last_pod_event[new_node or ""] = self.clock()
+        old_held = old_node if old is not None and old_node and not old_here and not _terminal(old) else None
+        new_held = new_node if new is not None and new_node and not new_here and not _terminal(new) else None
+        if old_held and old_held != new_held:
+            self.held_on.get(old_held, set()).discard(k)
+        if new_held:
+            self.held_on.setdefault(new_held, set()).add(k)
         old_going = old_node if old is not None and _terminating(old) else None
         new_going = new_node if new is not None and _terminating(new) else None
         if old_going and old_going != new_going:
@@ -137,6 +146,14 @@ class ClusterState:
 
     def pods_of(self, node: str) -> Iterator[Obj]:
         for k in self.pods_on.get(node, ()):
+            pod = self.pods.get(k)
+            if pod is not None:
+                yield pod
+
+    def held_pods_of(self, node: str) -> Iterator[Obj]:
+        """The pods bound to ``node`` that need no new home but still take their room
+        there: terminating ones (until their kubelet removes them) and DaemonSets'."""
+        for k in self.held_on.get(node, ()):
             pod = self.pods.get(k)
             if pod is not None:
                 yield pod
@@ -286,7 +303,8 @@ class Simulated:
             allocatable = add(parse_resources((node.get("status") or {}).get("allocatable")),
                               node_devices(st.slices_of(name)))
             pods = list(st.pods_of(name))
-            requested = add(*(self.demand(p).requests for p in pods))
+            # what the scheduler counts: every bound pod not finished, terminating and DaemonSet pods too
+            requested = add(*(self.demand(p).requests for p in (*pods, *st.held_pods_of(name))))
             claim = st.nodeclaim_of_node(name)
             out.append(SimNode(name, Requirements.from_labels(labels), list((node.get("spec") or {}).get("taints")
                                                                             or ()),

@@ -1,0 +1,64 @@
+"""The cluster state's view of existing nodes: what their pods take. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.autoscaler.schedfit import SchedulerFits
+from controlplane.autoscaler.state import ClusterState, Simulated
+from tests.autoscaler.test_provisioner import CATALOG, pod
+
+
+def node(name: str, cpu: str = "2") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
+            "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "20"},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def bound(name: str, cpu: str, node_name: str, rv: str = "1", **meta: Any) -> dict[str, Any]:
+    p = pod(name, cpu, nodeName=node_name)
+    p["metadata"].update(resourceVersion=rv, **meta)
+    p["status"] = {"phase": "Running"}
+    return p
+
+
+def test_terminating_and_daemonset_pods_take_their_room_until_gone() -> None:
+    """As Karpenter's cluster state (and the scheduler): every bound pod not finished counts
+    on its node, terminating ones and DaemonSets' too; only the others need a new home."""
+    st = ClusterState()
+    st.node_added(node("n1"))
+    running = bound("web", "500m", "n1")
+    going = bound("old", "1", "n1", deletionTimestamp="2026-01-01T00:00:00Z")
+    daemon = bound("agent", "250m", "n1", ownerReferences=[
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": True}])
+    done = bound("job", "2", "n1")
+    done["status"] = {"phase": "Succeeded"}
+    for p in (running, going, daemon, done):
+        st.pod_added(p)
+    sim = Simulated(st, CATALOG)
+    [n1] = sim.nodes()
+    assert n1.requested["cpu"] == 1750
+    assert [p["metadata"]["name"] for p in n1.pods] == ["web"]
+
+    # the scheduler's filters see the same: a 1-CPU pod does not fit beside them
+    fits = SchedulerFits(None, st)  # type: ignore[arg-type]
+    fits.refresh()
+    pending = sim.demand(pod("new", "250m"))
+    assert fits(pending, n1)
+    assert not fits(sim.demand(pod("big", "500m")), n1)
+
+    # the terminating pod gone: its room is free
+    st.pod_deleted(going)
+    [n1] = sim.nodes()
+    assert n1.requested["cpu"] == 750
+    fits.refresh()
+    assert fits(sim.demand(pod("big", "500m")), n1)
+
+    # a pod that starts terminating moves from the movable pods to the held ones
+    leaving = bound("web", "500m", "n1", rv="2", deletionTimestamp="2026-01-01T00:00:00Z")
+    st.pod_updated(running, leaving)
+    [n1] = sim.nodes()
+    assert n1.requested["cpu"] == 750 and n1.pods == []
+    st.pod_deleted(leaving)
+    st.pod_deleted(daemon)
+    assert sim.nodes()[0].requested.get("cpu", 0) == 0 and not st.held_on["n1"]
