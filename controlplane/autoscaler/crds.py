@@ -37,9 +37,15 @@ _QUANTITY: Obj = {"x-kubernetes-int-or-string": True,
                   "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?"
                              r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"}
 _RESOURCE_LIST: Obj = {"type": "object", "additionalProperties": _QUANTITY}
+# Karpenter's patterns: a qualified name (a label key; also what its CRDs ask of a taint's value) and a label value
+_QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
+                   r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE: Obj = {"type": "string", "maxLength": 63, "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}
 _TAINTS: Obj = {"type": "array", "items": {
     "type": "object", "required": ["key", "effect"],
-    "properties": {"key": _STRING, "value": _STRING, "timeAdded": {"type": "string", "format": "date-time"},
+    "properties": {"key": {"type": "string", "minLength": 1, "pattern": _QUALIFIED_NAME},
+                   "value": {"type": "string", "pattern": _QUALIFIED_NAME},
+                   "timeAdded": {"type": "string", "format": "date-time"},
                    "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}}
 # Karpenter's well-known labels: its own domain is reserved but for these two (a domain, the key's
 # part before its first '/', ending in karpenter.sh: Karpenter's rule says self.find("^([^/]+)").endsWith(...))
@@ -63,10 +69,11 @@ def _requirements(nodepool: bool) -> Obj:
     return {"type": "array", "maxItems": 100, "items": {
         "type": "object", "required": ["key", "operator"],
         "properties": {
-            "key": {"type": "string", "maxLength": 316, "x-kubernetes-validations": _restricted_keys(nodepool)},
+            "key": {"type": "string", "maxLength": 316, "pattern": _QUALIFIED_NAME,
+                    "x-kubernetes-validations": _restricted_keys(nodepool)},
             "operator": {"type": "string",
                          "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]},
-            "values": {"type": "array", "items": _STRING, "x-kubernetes-list-type": "atomic"},
+            "values": {"type": "array", "items": _LABEL_VALUE, "x-kubernetes-list-type": "atomic"},
             "minValues": {"type": "integer", "minimum": 1, "maximum": 50}}},
         "x-kubernetes-validations": [
             {"rule": "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
@@ -85,7 +92,8 @@ def _not_empty(what: str) -> Obj:
 
 
 _NODE_CLASS_REF: Obj = {"type": "object", "required": ["group", "kind", "name"],
-                        "properties": {"group": _not_empty("group"), "kind": _not_empty("kind"),
+                        "properties": {"group": {**_not_empty("group"), "pattern": r"^[^/]*$"},
+                                       "kind": _not_empty("kind"),
                                        "name": _not_empty("name")}}
 _CONDITIONS: Obj = {"type": "array", "items": {
     "type": "object", "required": ["type", "status", "lastTransitionTime", "reason", "message"],
@@ -131,14 +139,16 @@ def _crd(kind: str, plural: str, spec: Obj, status: Obj, columns: list[Obj], sca
 def nodepool_crd() -> Obj:
     budget = {"type": "object", "required": ["nodes"], "properties": {
         "nodes": {"type": "string", "pattern": r"^((100|[0-9]{1,2})%|[0-9]+)$", "default": "10%"},
-        "schedule": {"type": "string"},
+        "schedule": {"type": "string", "pattern": r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|"
+                                                  r"((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"},
         "duration": {"type": "string", "pattern": r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"},
         "reasons": {"type": "array", "maxItems": 50,
                     "items": {"type": "string", "enum": ["Underutilized", "Empty", "Drifted"]}}}}
     spec = {"type": "object", "required": ["template"], "properties": {
         "template": {"type": "object", "required": ["spec"], "properties": {
             "metadata": {"type": "object", "properties": {
-                "labels": {"type": "object", "additionalProperties": _STRING, "x-kubernetes-validations": [
+                "labels": {"type": "object", "additionalProperties": _LABEL_VALUE, "maxProperties": 100,
+                           "x-kubernetes-validations": [
                     {**rule, "rule": f"self.all(x, {rule['rule'].replace('self', 'x')})"}
                     for rule in _restricted_keys(nodepool=True)]},
                 "annotations": {"type": "object", "additionalProperties": _STRING}}},
@@ -159,8 +169,18 @@ def nodepool_crd() -> Obj:
                                            {"rule": "self.all(x, has(x.schedule) == has(x.duration))",
                                             "message": "'schedule' must be set with 'duration'"}]}}},
         "limits": _RESOURCE_LIST,
-        "weight": {"type": "integer", "minimum": 1, "maximum": 100},
-        "replicas": {"type": "integer", "minimum": 0}}}
+        "weight": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 100},
+        "replicas": {"type": "integer", "format": "int64", "minimum": 0}},
+        # static NodePools (replicas) as Karpenter's rules allow them
+        "x-kubernetes-validations": [
+            {"rule": "has(self.replicas) == has(oldSelf.replicas)",
+             "message": "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) "
+                        "provisioning modes"},
+            {"rule": "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || "
+                     "(size(self.limits) == 1 && 'nodes' in self.limits))",
+             "message": "only 'limits.nodes' is supported on static NodePools"},
+            {"rule": "!has(self.replicas) || !has(self.weight)",
+             "message": "'weight' is not supported on static NodePools"}]}
     status = {"type": "object", "properties": {
         "resources": _RESOURCE_LIST, "nodes": {"type": "integer"}, "conditions": _CONDITIONS,
         "nodeClassObservedGeneration": {"type": "integer"}}}
@@ -180,7 +200,8 @@ def nodepool_crd() -> Obj:
 def nodeclaim_crd() -> Obj:
     spec = {"type": "object", "required": ["requirements", "nodeClassRef"], "properties": {
         **_CLAIM_SPEC_COMMON,
-        "resources": {"type": "object", "properties": {"requests": _RESOURCE_LIST}}}}
+        "resources": {"type": "object", "properties": {"requests": _RESOURCE_LIST}}},
+        "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec is immutable"}]}
     status = {"type": "object", "properties": {
         "nodeName": _STRING, "providerID": _STRING, "imageID": _STRING,
         "capacity": _RESOURCE_LIST, "allocatable": _RESOURCE_LIST, "conditions": _CONDITIONS,

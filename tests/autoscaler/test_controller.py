@@ -102,6 +102,13 @@ async def _pool_with_status(client: Client, name: str) -> dict[str, Any] | None:
      "requirements with 'minValues' must have at least that many values specified in the 'values' field"),
     ([], {"kubernetes.io/hostname": "x"}, None, 'label "kubernetes.io/hostname" is restricted'),
     ([], None, [{"nodes": "1", "schedule": "@daily"}], "'schedule' must be set with 'duration'"),
+    ([], None, [{"nodes": "1", "schedule": "daily", "duration": "1h"}],
+     "spec.disruption.budgets[0].schedule in body should match"),
+    ([{"key": "example.com/a b", "operator": "Exists"}], None, None,
+     "spec.template.spec.requirements[0].key in body should match"),
+    ([{"key": "example.com/team", "operator": "In", "values": ["a/b"]}], None, None,
+     "spec.template.spec.requirements[0].values[0] in body should match"),
+    ([], {"team": "x" * 64}, None, "spec.template.metadata.labels.team: Too long"),
 ])
 async def test_nodepools_are_validated_by_karpenters_rules(
         client: Client, scaler: Autoscaler, requirements: list[dict[str, Any]], labels: dict[str, str] | None,
@@ -130,6 +137,26 @@ async def test_karpenters_own_nodepool_examples_are_accepted(client: Client, sca
     with pytest.raises(ApiError) as e:
         await client.update(f"{POOLS}/good", good)
     assert e.value.code == 422 and "nodeClassRef.kind is immutable" in str(e.value.message)
+
+
+async def test_static_nodepools_and_nodeclaim_specs_as_karpenters_rules(client: Client, scaler: Autoscaler) -> None:
+    static = nodepool("static")
+    static["spec"].update(replicas=2, weight=10, limits={"cpu": "10"})
+    with pytest.raises(ApiError) as e:
+        await client.create(POOLS, static)
+    assert e.value.code == 422 and "only 'limits.nodes' is supported on static NodePools" in str(e.value.message)
+    assert "'weight' is not supported on static NodePools" in str(e.value.message)
+    await client.create(POOLS, nodepool("dynamic"))
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{POOLS}/dynamic", {"spec": {"replicas": 1}})
+    assert e.value.code == 422 and "Cannot transition NodePool between static" in str(e.value.message)
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "mine"}, "spec": {
+        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+        "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["cpu-small"]}]}}
+    await client.create(CLAIMS, claim)
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CLAIMS}/mine", {"spec": {"expireAfter": "1h"}})
+    assert e.value.code == 422 and "spec is immutable" in str(e.value.message)
 
 
 async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscaler) -> None:

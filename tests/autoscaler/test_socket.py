@@ -5,6 +5,7 @@ standalone ``controlplane autoscaler`` beside a server."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from kubernetes import client as k8s
+from kubernetes import config
+from kubernetes.client.exceptions import ApiException
 
 from controlplane.client import Client
 from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, nodepool, pending_pods, pod, wait_for
@@ -83,6 +87,31 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
         assert "controlplane_autoscaler_provisioning_seconds_count 1.0" in text
         assert 'controlplane_pod_startup_seconds_count{part="provisioning"} 1.0' in text
         assert 'controlplane_pod_startup_seconds_count{part="total"} 1.0' in text
+
+    # the official client gets Karpenter's validation errors: a NodeClaim's spec is immutable, and
+    # labels, requirement keys and values, and taint keys follow Karpenter's patterns
+    api = config.new_client_from_config(config_file=str(served.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        custom: Any = k8s.CustomObjectsApi(api)
+        with pytest.raises(ApiException) as e:
+            custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claims[0]["metadata"]["name"],
+                                               {"spec": {"expireAfter": "1h"}})
+        assert e.value.status == 422 and "spec is immutable" in e.value.body
+        custom.patch_cluster_custom_object("karpenter.sh", "v1", "nodeclaims", claims[0]["metadata"]["name"],
+                                           {"metadata": {"labels": {"team": "a"}}})  # its metadata is not
+        bad = nodepool("bad", requirements=[{"key": "bad key", "operator": "In", "values": ["a b"]}],
+                       taints=[{"key": "", "effect": "NoSchedule"}])
+        bad["spec"]["template"]["metadata"] = {"labels": {"team": "has space"}}
+        with pytest.raises(ApiException) as e:
+            custom.create_cluster_custom_object("karpenter.sh", "v1", "nodepools", bad)
+        assert e.value.status == 422
+        body = json.loads(e.value.body)
+        assert body["reason"] == "Invalid" and sorted(c["field"] for c in body["details"]["causes"]) == [
+            "spec.template.metadata.labels.team", "spec.template.spec.requirements[0].key",
+            "spec.template.spec.requirements[0].values[0]", "spec.template.spec.taints[0].key",
+            "spec.template.spec.taints[0].key"]
+    finally:
+        api.close()
 
 
 async def _items(client: Client, path: str) -> list[dict[str, Any]]:
