@@ -109,7 +109,7 @@ class Autoscaler:
         informers = [
             self.client.informer(resource_path("", "v1", "pods"), on_add=st.pod_added, on_update=st.pod_updated,
                      on_delete=self._pod_deleted),
-            self.client.informer(resource_path("", "v1", "nodes"), on_add=st.node_added,
+            self.client.informer(resource_path("", "v1", "nodes"), on_add=self._node_added,
                      on_update=self._node_updated, on_delete=self._node_deleted),
             self.client.informer(POOLS, on_add=self._pool_set, on_update=lambda o, n: self._pool_set(n),
                      on_delete=self._pool_deleted),
@@ -159,8 +159,13 @@ class Autoscaler:
         self.state.pod_deleted(pod)
         self.sim.forget(key(pod))
 
+    def _node_added(self, node: Obj) -> None:
+        self.state.node_added(node)
+        self.launcher.node_changed(node)
+
     def _node_updated(self, old: Obj, new: Obj) -> None:
         self.state.node_updated(old, new)
+        self.launcher.node_changed(new)
         meta = new.get("metadata") or {}
         if meta.get("deletionTimestamp") and TERMINATION_FINALIZER in (meta.get("finalizers") or ()):
             self._delete_claim_of(key(new))

@@ -12,9 +12,14 @@ termination, as Karpenter's lifecycle and termination controllers drive it.
   (``topology_labels``); the template's taints; owned by the NodeClaim;
   Karpenter's termination finalizer), then, for a type with GPUs, its
   ResourceSlice (resource.k8s.io/v1, one pool per node and driver). The
-  NodeClaim gets ``nodeName``, ``Registered``, ``Initialized`` and ``Ready``
-  True (the Node is created Ready; startup taints are not applied, since
-  nothing in the emulator would remove them).
+  NodeClaim gets ``nodeName`` and ``Registered``. The Node is created as
+  Karpenter's KWOK provider creates it: capacity and allocatable, phase
+  Pending, no conditions; its kubelet (the node simulator's ``node-initialize``
+  stage, or a user's) posts the conditions, addresses and ``nodeInfo``.
+- **Initialization**: once the Node is Ready, it is labelled
+  ``karpenter.sh/initialized`` and the NodeClaim gets ``Initialized`` and
+  ``Ready`` True (startup taints are not applied, since nothing in the
+  emulator would remove them). Without a kubelet it stays Registered.
 - **Termination** (the NodeClaim deleted; its finalizer holds it): the Node is
   tainted ``karpenter.sh/disrupted:NoSchedule``, its pods evicted through
   ``pods/eviction`` and awaited until gone (see ``Launcher.drain``), its
@@ -137,28 +142,52 @@ class Launcher:
         self.latency_scale = latency_scale
         self.on_registered = on_registered or (lambda claim, seconds: None)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # claim name -> its launch or termination
+        # claim name -> what a launch waiting for its Node to turn Ready awaits (node_changed, a deletion)
+        self._waiting: dict[str, asyncio.Future[None]] = {}
 
     def reconcile(self, claim: Obj) -> None:
         """Start what ``claim`` needs next, unless already under way."""
         name = key(claim)
-        if name in self._tasks:
-            return
         meta = claim.get("metadata") or {}
+        if name in self._tasks:
+            if meta.get("deletionTimestamp"):
+                self._wake(name)  # a launch waiting for its Node gives way to the termination (_done)
+            return
         work = None
         if meta.get("deletionTimestamp"):
             if TERMINATION_FINALIZER in (meta.get("finalizers") or ()):
                 work = self._terminate(name)
         elif (condition(claim, "Registered") or {}).get("status") != "True":
             work = self._launch(name)
+        elif (condition(claim, "Initialized") or {}).get("status") != "True":
+            work = self._initialize(name, claim)
         if work is not None:
-            task = asyncio.create_task(work, name=f"nodeclaim {name}")
+            kind = "terminate" if meta.get("deletionTimestamp") else "launch"
+            task = asyncio.create_task(work, name=f"{kind} nodeclaim {name}")
             self._tasks[name] = task
             task.add_done_callback(lambda t, n=name: self._done(n, t))  # type: ignore[misc]
 
     def _done(self, name: str, task: asyncio.Task[None]) -> None:
         self._tasks.pop(name, None)
-        if not task.cancelled() and task.exception() is not None:
+        self._waiting.pop(name, None)
+        if task.cancelled():
+            return
+        if task.exception() is not None:
             log.warning("nodeclaim %s: %r", name, task.exception())
+        claim = self.state.nodeclaims.get(name)
+        if claim is not None and (claim.get("metadata") or {}).get("deletionTimestamp") and \
+                not task.get_name().startswith("terminate "):
+            self.reconcile(claim)  # deleted while it launched: its termination starts now
+
+    def node_changed(self, node: Obj) -> None:
+        """A Node was added or changed: a launch waiting for it to turn Ready goes on."""
+        if _node_ready(node):
+            self._wake(self.state.claim_of.get(key(node), key(node)))
+
+    def _wake(self, name: str) -> None:
+        waiter = self._waiting.pop(name, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def stop(self) -> None:
         for t in list(self._tasks.values()):
@@ -186,8 +215,9 @@ class Launcher:
         claim = self.state.nodeclaims.get(name, claim)
         if (claim.get("metadata") or {}).get("deletionTimestamp"):
             return
-        await self._register(claim, option)
+        claim = await self._register(claim, option)
         self.on_registered(claim, asyncio.get_running_loop().time() - started)
+        await self._initialize(name, claim)
 
     async def _fail_launch(self, claim: Obj, message: str) -> None:
         status = dict(claim.get("status") or {})
@@ -217,11 +247,13 @@ class Launcher:
         status["conditions"] = conditions
         return await self.client.patch(claim_path(name, "status"), {"status": status})
 
-    async def _register(self, claim: Obj, option: Option) -> None:
+    async def _register(self, claim: Obj, option: Option) -> Obj:
+        """Create the Node (as Karpenter's KWOK provider: no conditions, phase Pending; its
+        kubelet posts the rest) and its ResourceSlices; the NodeClaim, Registered, returned."""
         name = key(claim)
         meta = claim.get("metadata") or {}
         spec = claim.get("spec") or {}
-        labels = {**(meta.get("labels") or {}), HOSTNAME: name, REGISTERED: "true", INITIALIZED: "true"}
+        labels = {**(meta.get("labels") or {}), HOSTNAME: name, REGISTERED: "true"}
         capacity = option.type.capacity()
         node = {
             "apiVersion": "v1", "kind": "Node",
@@ -235,15 +267,7 @@ class Launcher:
                                      "uid": meta.get("uid", ""), "blockOwnerDeletion": True}],
             },
             "spec": {"providerID": f"kwok://{name}", **({"taints": spec["taints"]} if spec.get("taints") else {})},
-            "status": {
-                "capacity": capacity, "allocatable": dict(capacity),
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status", "lastHeartbeatTime": now(),
-                                "lastTransitionTime": now()}],
-                "nodeInfo": {"architecture": option.type.arch, "operatingSystem": option.type.os,
-                             "kubeletVersion": "v1.37.0", "containerRuntimeVersion": "kwok"},
-                "phase": "Running",
-            },
+            "status": {"capacity": capacity, "allocatable": dict(capacity), "phase": "Pending"},
         }
         try:
             created = await self.client.create(NODES, node)
@@ -255,13 +279,34 @@ class Launcher:
             # a create may drop the status (as the API does for most types): the kubelet then posts it
             created = await self.client.patch(f"{NODES}/{name}/status", {"status": node["status"]})
         status = dict(claim.get("status") or {})
-        conditions = status.get("conditions") or []
-        conditions = set_condition(conditions, "Registered", "True", "Registered")
-        conditions = set_condition(conditions, "Initialized", "True", "Initialized")
-        conditions = set_condition(conditions, "Ready", "True", "Ready")
+        conditions = set_condition(status.get("conditions") or [], "Registered", "True", "Registered")
         status.update(nodeName=name, conditions=conditions, lastPodEventTime=now())
-        await asyncio.gather(self.client.patch(claim_path(name, "status"), {"status": status}),
-                             *(self._publish_slice(created, gpu.driver, gpu.devices()) for gpu in option.type.gpus))
+        registered, *_ = await asyncio.gather(
+            self.client.patch(claim_path(name, "status"), {"status": status}),
+            *(self._publish_slice(created, gpu.driver, gpu.devices()) for gpu in option.type.gpus))
+        registered_claim: Obj = registered
+        return registered_claim
+
+    async def _initialize(self, name: str, claim: Obj) -> None:
+        """Once the claim's Node is Ready (its kubelet says so), label it initialized and the
+        NodeClaim Initialized and Ready, as Karpenter's initialization; wait until then."""
+        node_name = (claim.get("status") or {}).get("nodeName") or name
+        while True:
+            claim = _newer(self.state.nodeclaims.get(name), claim)
+            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                return
+            node = self.state.nodes.get(node_name)
+            if node is not None and _node_ready(node):
+                break
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting[name] = waiter
+            await waiter
+        if ((node.get("metadata") or {}).get("labels") or {}).get(INITIALIZED) != "true":
+            await self.client.patch(f"{NODES}/{node_name}", {"metadata": {"labels": {INITIALIZED: "true"}}})
+        status = dict(claim.get("status") or {})
+        conditions = set_condition(status.get("conditions") or [], "Initialized", "True", "Initialized")
+        conditions = set_condition(conditions, "Ready", "True", "Ready")
+        await self.client.patch(claim_path(name, "status"), {"status": {"conditions": conditions}})
 
     async def _publish_slice(self, node: Obj, driver: str, devices: list[Obj]) -> None:
         name = key(node)
@@ -414,6 +459,23 @@ class Launcher:
         except ApiError as e:
             if e.code != 404:
                 raise
+
+
+def _node_ready(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or ())
+
+
+def _newer(a: Obj | None, b: Obj) -> Obj:
+    """Of two versions of an object, the later (by resourceVersion): the informer's may lag a write."""
+    if a is None:
+        return b
+    try:
+        rv_a = int((a.get("metadata") or {}).get("resourceVersion") or 0)
+        rv_b = int((b.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return a
+    return a if rv_a >= rv_b else b
 
 
 def _drainable(pod: Obj) -> bool:

@@ -733,10 +733,13 @@ class NodeSimulator:
             return
         obj = dict(obj)
         status = dict(obj.get("status") or {})
-        if not status.get("capacity"):  # what the instance type says, unless someone set it
+        # what the instance type says, unless someone set it (the autoscaler's nodes come with their capacity)
+        if not status.get("capacity"):
             status["capacity"] = status["allocatable"] = node.itype.capacity()
+        if not status.get("addresses"):
             status["addresses"] = [{"type": "InternalIP", "address": node.ip},
                                    {"type": "Hostname", "address": name}]
+        if not status.get("images"):
             status["images"] = [{"names": [i], "sizeBytes": 700_000} for i in self.config.preloaded_images]
         obj["status"] = status
         try:

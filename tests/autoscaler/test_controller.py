@@ -598,6 +598,54 @@ async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler
                        "Drifted"]
 
 
+async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> None:
+    """As with Karpenter's KWOK provider: the Node is created without conditions (phase Pending);
+    its kubelet, the node simulator, posts them with its addresses and nodeInfo; only then is
+    the NodeClaim Initialized and Ready, and the Node labelled karpenter.sh/initialized."""
+    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
+    tasks = [asyncio.create_task(a.run())]
+    try:
+        await asyncio.wait_for(a.synced.wait(), 10)
+        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("p", "1")])
+
+        async def registered() -> dict[str, Any] | None:
+            claims = await items(client, CLAIMS)
+            return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
+
+        claim = await wait_for(registered, timeout=10)
+        name = claim["status"]["nodeName"]
+        node = await client.get(f"{NODES}/{name}")
+        assert node["status"]["phase"] == "Pending" and not node["status"].get("conditions")
+        assert "karpenter.sh/initialized" not in node["metadata"]["labels"]
+        await asyncio.sleep(0.5)  # no kubelet: it stays so
+        claim = await client.get(f"{CLAIMS}/{claim['metadata']['name']}")
+        assert conditions(claim)["Initialized"] == "Unknown" and conditions(claim)["Ready"] == "Unknown"
+
+        sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+        tasks.append(asyncio.create_task(sim.run()))
+
+        async def initialized() -> dict[str, Any] | None:
+            c = await client.get(f"{CLAIMS}/{claim['metadata']['name']}")
+            return c if conditions(c).get("Ready") == "True" else None
+
+        claim = await wait_for(initialized, timeout=10)
+        assert conditions(claim)["Initialized"] == "True" and conditions(claim)["Registered"] == "True"
+        node = await client.get(f"{NODES}/{name}")
+        assert node["metadata"]["labels"]["karpenter.sh/initialized"] == "true"
+        status = node["status"]
+        assert {c["type"] for c in status["conditions"]} == {"Ready", "MemoryPressure", "DiskPressure",
+                                                              "PIDPressure", "NetworkUnavailable"}
+        assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
+        assert status["nodeInfo"]["kubeletVersion"] and status["phase"] == "Running"
+        assert status["capacity"]["cpu"] == "2"  # the instance type's, as the launcher posted it
+        await wait_for(lambda: _running(client, 1), timeout=15)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scaler: Autoscaler) -> None:
     # a node whose pod's budget allows no disruption is no candidate (Karpenter's
     # ValidatePodsDisruptable): DisruptionBlocked, and it stays until the budget allows one

@@ -77,6 +77,10 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
             return bool(p["status"].get("phase") == "Running" and p["spec"]["nodeName"] == node["metadata"]["name"])
 
         await wait_for(running, timeout=20)
+        # its kubelet (the node simulator) posted what a kubelet posts: addresses, conditions, nodeInfo
+        status = (await client.get(f"{NODES}/{node['metadata']['name']}"))["status"]
+        assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
+        assert len(status["conditions"]) == 5 and status["nodeInfo"]["kubeletVersion"]
 
         async def metrics() -> str | None:
             text = httpx.get(f"{served.url}/metrics").text
