@@ -115,8 +115,10 @@ class Recorder:
                                        "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
                                        "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
                     "reason": reason, "message": message, "type": type_,
+                    # as client-go's recorder: the reporting instance is the source's host, which
+                    # a controller's recorder leaves empty (kubectl's SOURCE column: the component alone)
                     "source": {"component": self.component}, "reportingComponent": self.component,
-                    "reportingInstance": self.component, "firstTimestamp": seen.first, "lastTimestamp": now,
+                    "firstTimestamp": seen.first, "lastTimestamp": now,
                     "count": count,
                 })
                 seen.stored = count

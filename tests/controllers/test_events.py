@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.api.app import create_app
+from controlplane.api.tables import _event_source
 from controlplane.client import Client
 from controlplane.config import Config
 from controlplane.controllers.events import Recorder
@@ -40,6 +41,11 @@ async def test_the_same_event_again_counts_up_the_one_written(client: Client) ->
     failed = events["FailedGetScale"]
     assert failed["count"] == 3 and failed["firstTimestamp"] <= failed["lastTimestamp"]
     assert events["SuccessfulRescale"]["count"] == 1
+    # as client-go's recorder with a source of no host: no reporting instance, and kubectl's
+    # SOURCE column (-o wide) shows the component alone
+    assert failed["source"] == {"component": "horizontal-pod-autoscaler"}
+    assert failed["reportingComponent"] == "horizontal-pod-autoscaler" and not failed.get("reportingInstance")
+    assert _event_source(failed) == "horizontal-pod-autoscaler"
 
     await client.delete(f"{EVENTS}/{failed['metadata']['name']}")
     recorder.record("HorizontalPodAutoscaler", HPA, "FailedGetScale", "no scale", "Warning")
