@@ -1,0 +1,107 @@
+"""The pod garbage collector (controllers/podgc.py): pods of a node that no longer
+exists are failed and deleted after the quarantine, as upstream's gcOrphaned."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.api.app import create_app
+from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
+from controlplane.controllers.podgc import PodGCController
+
+PODS = resource_path("", "v1", "pods", "default")
+NODES = resource_path("", "v1", "nodes")
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def pod(name: str, node_name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+async def gone(client: Client, name: str) -> bool:
+    try:
+        await client.get(f"{PODS}/{name}")
+        return False
+    except ApiError as e:
+        return e.code == 404
+
+
+async def test_pods_of_a_deleted_node_are_failed_and_deleted_after_the_quarantine(client: Client) -> None:
+    for n in ("n1", "n2"):
+        await client.create(NODES, node(n))
+    await client.create(PODS, pod("web", "n1"))
+    await client.create(PODS, pod("kept", "n2"))
+    await client.patch(f"{PODS}/web/status", {"status": {"phase": "Running"}})
+    # a pod bound to a node that never existed is an orphan too, and a finished one is deleted as it is
+    await client.create(PODS, pod("stray", "nowhere"))
+    await client.create(PODS, pod("done", "nowhere"))
+    await client.patch(f"{PODS}/done/status", {"status": {"phase": "Succeeded"}})
+    gc = PodGCController(client, quarantine=0.5)
+    task = asyncio.create_task(gc.run())
+    try:
+        # watch web's last status: Failed with DisruptionTarget, then deleted
+        seen: list[dict[str, Any]] = []
+        rv = (await client.list(PODS))["metadata"]["resourceVersion"]
+
+        async def record() -> None:
+            async for event in client.watch(PODS, resource_version=rv):
+                seen.append(event.object)
+
+        watcher = asyncio.create_task(record())
+        await client.delete(f"{NODES}/n1")
+        started = time.monotonic()
+        deadline = started + 10
+        while not all([await gone(client, "web"), await gone(client, "stray"), await gone(client, "done")]):
+            assert time.monotonic() < deadline, "orphans not collected"
+            await asyncio.sleep(0.05)
+        assert time.monotonic() - started >= 0.4  # not before the quarantine
+        assert not await gone(client, "kept")  # its node exists
+        failed = [p for p in seen if p["metadata"]["name"] == "web" and p["status"].get("phase") == "Failed"]
+        assert failed, "web was not marked Failed before its deletion"
+        [target] = [c for c in failed[0]["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert (target["status"], target["reason"], target["message"]) == (
+            "True", "DeletionByPodGC", "PodGC: node no longer exists")
+        assert not any(p["metadata"]["name"] == "done" and p["status"].get("phase") == "Failed" for p in seen)
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_node_back_within_the_quarantine_keeps_its_pods(client: Client) -> None:
+    await client.create(NODES, node("n1"))
+    await client.create(PODS, pod("web", "n1"))
+    gc = PodGCController(client, quarantine=0.5)
+    task = asyncio.create_task(gc.run())
+    try:
+        await asyncio.sleep(0.1)
+        await client.delete(f"{NODES}/n1")
+        await client.create(NODES, node("n1"))
+        await asyncio.sleep(1.0)
+        assert not await gone(client, "web")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
