@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..nodes.config import SimConfig
 
-__all__ = ["ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION", "HOSTNAME",
+__all__ = ["ALLOW_UNDEFINED", "ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION",
+           "HOSTNAME",
            "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "RACK", "RACKS_PER_ZONE", "REGION", "REGION_NAME",
            "REGISTERED", "TERMINATION_FINALIZER", "WELL_KNOWN", "ZONE", "custom_label", "device_resource",
            "rack_name"]
@@ -37,6 +38,13 @@ FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 WELL_KNOWN = frozenset((INSTANCE_TYPE, ZONE, REGION, RACK, ARCH, OS, HOSTNAME, CAPACITY_TYPE, NODEPOOL, REGISTERED,
                         INITIALIZED, "node.kubernetes.io/windows-build"))
 
+# Karpenter's WellKnownLabels (pkg/apis/v1/labels.go), with the labels this emulator's provider
+# gives every node (region, rack), as KWOK's provider adds its karpenter.kwok.sh/instance-* ones: a
+# pod may require them of a new node whose NodePool names them not. Any other label a pod requires
+# (In, Exists, Gt, Lt) must be one its NodePool's requirements or template labels define, or the
+# NodePool cannot provision for it: Karpenter's 'label "k" does not have known values'.
+ALLOW_UNDEFINED = frozenset((NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE,
+                             "node.kubernetes.io/windows-build", RACK))
 
 # Karpenter's RestrictedLabelDomains and their LabelDomainExceptions (pkg/apis/v1/labels.go)
 RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh")

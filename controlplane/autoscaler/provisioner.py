@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog, Offering, Option
-from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, rack_name
+from .labels import ALLOW_UNDEFINED, INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, tolerates
 from .resources import Resources, add, fits, parse_resources
@@ -133,6 +133,8 @@ class Plan:
     opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
     # pod signature -> the keys whose minValues stopped a node opening for such a pod
     inflexible: dict[object, list[str]] = field(default_factory=dict)
+    # pod signature -> why a NodePool refused such a pod (a label it requires that no NodePool defines)
+    incompatible: dict[object, str] = field(default_factory=dict)
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:
@@ -166,8 +168,8 @@ class Provisioner:
             claim = self._open(pod, pools, plan)
             if claim is None:
                 unmet = plan.inflexible.get(sig)
-                plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else
-                                               "no NodePool and instance type can hold the pod")
+                plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else plan.incompatible.get(sig)
+                                               or "no NodePool and instance type can hold the pod")
                 continue
             plan.claims.append(claim)
         if any(r.min_values is not None for c in plan.claims for r in c.requirements.values()):
@@ -218,7 +220,7 @@ class Provisioner:
                 claim.rejected.add(sig)
                 continue
             for term in pod.terms:
-                if not claim.requirements.intersects(term):
+                if not claim.requirements.intersects(term) or claim.requirements.undefined(term, ALLOW_UNDEFINED):
                     continue
                 reqs = claim.requirements.intersect(term)
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
@@ -267,6 +269,10 @@ class Provisioner:
                 continue
             for term in pod.terms:
                 if not pool.requirements.intersects(term):
+                    continue
+                if (key := pool.requirements.undefined(term, ALLOW_UNDEFINED)) is not None:
+                    plan.incompatible.setdefault(
+                        sig, f'incompatible with nodepool "{pool.name}", label "{key}" does not have known values')
                     continue
                 reqs = pool.requirements.intersect(term)
                 claim = NewClaim(pool, reqs, list(self.catalog))

@@ -228,6 +228,15 @@ class Requirements(Mapping[str, Requirement]):
                 return False
         return True
 
+    def undefined(self, other: Requirements, allowed: frozenset[str]) -> str | None:
+        """The first key ``other`` needs a value of (not ``NotIn``/``DoesNotExist``) that these
+        requirements do not define and ``allowed`` does not excuse, as Karpenter's
+        ``Compatible``: a custom label a NodePool never names has no known values."""
+        for key, theirs in other._by_key.items():
+            if key not in self._by_key and key not in allowed and not theirs.allows_absent:
+                return key
+        return None
+
     def labels(self) -> dict[str, str]:
         """The labels these requirements pin to one value."""
         out: dict[str, str] = {}

@@ -293,3 +293,32 @@ def test_min_values_survive_intersection_and_are_parsed_from_the_api() -> None:
     assert a.intersect(b)[IT].min_values == 2 and b.intersect(a)[IT].min_values == 2
     c = Requirements.parse([{"key": IT, "operator": "Exists", "minValues": 3}])
     assert a.intersect(c)[IT].min_values == 3
+
+
+def test_a_label_no_nodepool_defines_has_no_known_values() -> None:
+    """Karpenter's Compatible: a pod requiring a label that is neither well-known nor named by the
+    NodePool (requirements or template labels) gets no node from it; NotIn and DoesNotExist need none."""
+    team = pod("a", "1", nodeSelector={"example.com/team": "a"})
+    plan = Provisioner(CATALOG).plan(demands(team), [], [pool()])
+    assert launched(plan) == [] and plan.unschedulable == {
+        "default/a": 'incompatible with nodepool "default", label "example.com/team" does not have known values'}
+    worker = pod("w", "1", nodeSelector={"node-role.kubernetes.io/worker": ""})
+    assert launched(Provisioner(CATALOG).plan(demands(worker), [], [pool()])) == []
+    # defined by the NodePool's requirements, or its template labels: provisioned
+    exists = [{"key": "example.com/team", "operator": "Exists"}]
+    assert launched(Provisioner(CATALOG).plan(demands(team), [], [pool(requirements=exists)])) == ["small"]
+    labelled = NodePoolView.parse({"metadata": {"name": "labelled", "uid": "u"}, "spec": {"template": {
+        "metadata": {"labels": {"example.com/team": "a"}},
+        "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}}}})
+    assert launched(Provisioner(CATALOG).plan(demands(team), [], [labelled])) == ["small"]
+    # well-known labels (and the provider's rack) need no definition; a NotIn needs none either
+    zone = pod("z", "1", nodeSelector={"topology.kubernetes.io/zone": "zone-a", "topology.controlplane.io/rack":
+                                       "zone-a-rack-0"})
+    assert launched(Provisioner(CATALOG).plan(demands(zone), [], [pool()])) == ["small"]
+    not_gpu = pod("n", "1", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "example.com/gpu", "operator": "NotIn",
+                                                     "values": ["yes"]}]}]}}})
+    assert launched(Provisioner(CATALOG).plan(demands(not_gpu), [], [pool()])) == ["small"]
+    # a pod joining a node another pod opened is held to the same rule
+    both = Provisioner(CATALOG).plan(demands(pod("first", "500m"), team), [], [pool()])
+    assert launched(both) == ["small"] and "default/a" in both.unschedulable
