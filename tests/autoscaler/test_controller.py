@@ -646,6 +646,36 @@ async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> 
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client) -> None:
+    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
+    task = asyncio.create_task(a.run())
+    try:
+        await asyncio.wait_for(a.synced.wait(), 10)
+        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("p", "1")])
+
+        async def registered() -> dict[str, Any] | None:
+            claims = await items(client, CLAIMS)
+            return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
+
+        claim = await wait_for(registered, timeout=10)
+        name = claim["status"]["nodeName"]
+        await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
+
+        async def draining() -> bool:
+            # its termination started: the Node tainted, its pod evicted (which, with no kubelet to
+            # end it, stays terminating: the drain waits for it, as Karpenter's)
+            node = await client.get(f"{NODES}/{name}")
+            tainted = any(t["key"] == "karpenter.sh/disrupted" for t in node["spec"].get("taints") or ())
+            p = await client.get(f"{PODS}/p")
+            return tainted and bool(p["metadata"].get("deletionTimestamp"))
+
+        await wait_for(draining, timeout=10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scaler: Autoscaler) -> None:
     # a node whose pod's budget allows no disruption is no candidate (Karpenter's
     # ValidatePodsDisruptable): DisruptionBlocked, and it stays until the budget allows one
