@@ -41,7 +41,7 @@ from .catalog import Catalog
 from .crds import GROUP, NODECLAIMS, NODEPOOLS, VERSION, install
 from .disruption import Decision, Disruption, drift_reason
 from .labels import NODEPOOL, TERMINATION_FINALIZER, custom_label
-from .launcher import Launcher, claim_path, condition, quantities, set_condition
+from .launcher import Launcher, claim_path, condition, generation_of, quantities, set_condition
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView, parse_duration
 from .provisioner import NewClaim, Plan, Provisioner, one_domain
 from .resources import add
@@ -591,7 +591,7 @@ class Autoscaler:
             drifted = drift_reason(claim, pool)
             current = condition(claim, "Drifted")
             if drifted and (current is None or current.get("status") != "True"):
-                conditions = set_condition(conditions, "Drifted", "True", drifted)
+                conditions = set_condition(conditions, "Drifted", "True", drifted, generation=generation_of(claim))
             elif not drifted and current is not None:
                 conditions = [c for c in conditions if c.get("type") != "Drifted"]
             # Consolidatable: consolidateAfter has passed since the node's last pod event (Karpenter's
@@ -599,7 +599,8 @@ class Autoscaler:
             node = status.get("nodeName") or ""
             ripe = _ready(claim) and node in st.nodes and self.disruption.consolidatable(node, pool)
             if ripe and condition(claim, "Consolidatable") is None:
-                conditions = set_condition(conditions, "Consolidatable", "True", "Consolidatable")
+                conditions = set_condition(conditions, "Consolidatable", "True", "Consolidatable",
+                                           generation=generation_of(claim))
             elif not ripe:
                 conditions = [c for c in conditions if c.get("type") != "Consolidatable"]
             patch: Obj = {}

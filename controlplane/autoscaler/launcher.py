@@ -61,7 +61,7 @@ from .requirements import Requirements, tolerates
 from .resources import format_quantity, parse_resources
 from .state import ClusterState, is_reschedulable, key
 
-__all__ = ["Launcher", "condition", "now", "set_condition", "topology_labels"]
+__all__ = ["Launcher", "condition", "generation_of", "now", "set_condition", "topology_labels"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,12 @@ def condition(obj: Obj, ctype: str) -> Obj | None:
         if c.get("type") == ctype:
             return dict(c)
     return None
+
+
+def generation_of(obj: Obj) -> int | None:
+    """The object's ``metadata.generation``, which a condition Karpenter sets observes (operatorpkg)."""
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
 
 
 def set_condition(conditions: list[Obj], ctype: str, status: str, reason: str, message: str = "",
@@ -222,7 +228,7 @@ class Launcher:
     async def _fail_launch(self, claim: Obj, message: str) -> None:
         status = dict(claim.get("status") or {})
         status["conditions"] = set_condition(status.get("conditions") or [], "Launched", "False",
-                                             "LaunchFailed", message)
+                                             "LaunchFailed", message, generation=generation_of(claim))
         await self.client.patch(claim_path(key(claim), "status"), {"status": status})
         log.warning("nodeclaim %s: %s", key(claim), message)
         # Karpenter deletes a NodeClaim that cannot launch; the pods go back to provisioning
@@ -239,11 +245,12 @@ class Launcher:
         status.update(providerID=f"kwok://{name}", imageID="kwok://emulated", capacity=capacity,
                       allocatable=dict(capacity))
         conditions = status.get("conditions") or []
-        conditions = set_condition(conditions, "Launched", "True", "Launched")
+        generation = generation_of(claim)
+        conditions = set_condition(conditions, "Launched", "True", "Launched", generation=generation)
         for ctype in ("Registered", "Initialized", "Ready"):
             if condition({"status": {"conditions": conditions}}, ctype) is None:
                 conditions = set_condition(conditions, ctype, "Unknown", "AwaitingReconciliation",
-                                           "object is awaiting reconciliation")
+                                           "object is awaiting reconciliation", generation=generation)
         status["conditions"] = conditions
         return await self.client.patch(claim_path(name, "status"), {"status": status})
 
@@ -279,7 +286,8 @@ class Launcher:
             # a create may drop the status (as the API does for most types): the kubelet then posts it
             created = await self.client.patch(f"{NODES}/{name}/status", {"status": node["status"]})
         status = dict(claim.get("status") or {})
-        conditions = set_condition(status.get("conditions") or [], "Registered", "True", "Registered")
+        conditions = set_condition(status.get("conditions") or [], "Registered", "True", "Registered",
+                                   generation=generation_of(claim))
         status.update(nodeName=name, conditions=conditions, lastPodEventTime=now())
         registered, *_ = await asyncio.gather(
             self.client.patch(claim_path(name, "status"), {"status": status}),
@@ -304,8 +312,10 @@ class Launcher:
         if ((node.get("metadata") or {}).get("labels") or {}).get(INITIALIZED) != "true":
             await self.client.patch(f"{NODES}/{node_name}", {"metadata": {"labels": {INITIALIZED: "true"}}})
         status = dict(claim.get("status") or {})
-        conditions = set_condition(status.get("conditions") or [], "Initialized", "True", "Initialized")
-        conditions = set_condition(conditions, "Ready", "True", "Ready")
+        generation = generation_of(claim)
+        conditions = set_condition(status.get("conditions") or [], "Initialized", "True", "Initialized",
+                                   generation=generation)
+        conditions = set_condition(conditions, "Ready", "True", "Ready", generation=generation)
         await self.client.patch(claim_path(name, "status"), {"status": {"conditions": conditions}})
 
     async def _publish_slice(self, node: Obj, driver: str, devices: list[Obj]) -> None:

@@ -584,6 +584,9 @@ async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler
     # consolidateAfter has passed, the NodeClaim is marked Consolidatable, then deleted
     [claim] = await items(client, CLAIMS)
     assert "Consolidatable" not in conditions(claim) and claim["status"]["lastPodEventTime"]
+    # as operatorpkg's conditions: each observes the NodeClaim's generation
+    assert {c["type"]: c.get("observedGeneration") for c in claim["status"]["conditions"]} == {
+        "Launched": 1, "Registered": 1, "Initialized": 1, "Ready": 1}
     scaler.disruption_interval = 3600.0  # see the condition before the node goes
     await client.delete(f"{PODS}/p", gracePeriodSeconds=0)
 
