@@ -88,15 +88,23 @@ def node_initialize(node: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
     addresses = status.get("addresses") or [{"type": "InternalIP", "address": _s(funcs["NodeIP"]())},
                                             {"type": "Hostname", "address": _s(funcs["NodeName"]())}]
     version = _s(funcs["Version"]())
+    info = status.get("nodeInfo") or {}  # what the node's creator set is kept, as KWOK's node-initialize
     return {"conditions": conditions, "addresses": addresses,
             "daemonEndpoints": {"kubeletEndpoint": {"Port": funcs["NodePort"]()}},
             "capacity": status.get("capacity") or dict(_DEFAULT_RESOURCES),
             "allocatable": status.get("allocatable") or dict(_DEFAULT_RESOURCES),
-            "nodeInfo": {"architecture": _s((meta.get("labels") or {}).get("kubernetes.io/arch") or "amd64"),
-                         "operatingSystem": "linux", "containerRuntimeVersion": f"controlplane://{version}",
-                         "kernelVersion": version, "kubeletVersion": version, "kubeProxyVersion": version,
-                         "osImage": "controlplane simulated node", "machineID": "",
-                         "systemUUID": _s(meta.get("uid") or ""), "bootID": ""},
+            "nodeInfo": {"architecture": _s(info.get("architecture")
+                                            or (meta.get("labels") or {}).get("kubernetes.io/arch") or "amd64"),
+                         "operatingSystem": _s(info.get("operatingSystem") or "linux"),
+                         "containerRuntimeVersion": _s(info.get("containerRuntimeVersion")
+                                                       or f"controlplane://{version}"),
+                         "kernelVersion": _s(info.get("kernelVersion") or version),
+                         "kubeletVersion": _s(info.get("kubeletVersion") or version),
+                         "kubeProxyVersion": _s(info.get("kubeProxyVersion") or version),
+                         "osImage": _s(info.get("osImage") or "controlplane simulated node"),
+                         "machineID": _s(info.get("machineID") or ""),
+                         "systemUUID": _s(info.get("systemUUID") or meta.get("uid") or ""),
+                         "bootID": _s(info.get("bootID") or "")},
             "phase": "Running"}
 
 

@@ -308,6 +308,10 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
      "status": {"capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
                 "allocatable": {"cpu": "7500m", "memory": "30Gi", "pods": "110"},
                 "addresses": [{"type": "InternalIP", "address": "172.16.0.4"}]}},
+    # a node created with its nodeInfo (KWOK's example Node): kept, as KWOK's node-initialize keeps it
+    {"metadata": {"name": "n3", "uid": "u3"},
+     "status": {"nodeInfo": {"kubeletVersion": "fake", "kubeProxyVersion": "fake", "architecture": "arm64",
+                             "operatingSystem": "linux", "containerRuntimeVersion": "", "bootID": ""}}},
 ])
 def test_the_node_stage_renders_natively_exactly_as_its_template(node_obj: dict[str, Any]) -> None:
     stage = {s.name: s for s in default_stages()}["node-initialize"]
@@ -319,6 +323,12 @@ def test_the_node_stage_renders_natively_exactly_as_its_template(node_obj: dict[
                                          "message": "has: no pressure"}]}
     templated = dataclasses.replace(stage.next, native=None).render_status(node_obj, funcs)
     assert stage.next.render_status(node_obj, funcs) == templated
+    given = (node_obj.get("status") or {}).get("nodeInfo")
+    if given:
+        assert templated["nodeInfo"]["kubeletVersion"] == "fake" and templated["nodeInfo"]["architecture"] == "arm64"
+        assert templated["nodeInfo"]["containerRuntimeVersion"] == "controlplane://v"  # empty: the default
+    else:
+        assert templated["nodeInfo"]["kubeletVersion"] == "v"
 
 
 def test_stage_selection_and_delays() -> None:
