@@ -61,6 +61,9 @@ CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
 POOL_BASE_RESOURCES = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nodes": "0", "pods": "0"}
 # the NodePool conditions this emulator keeps True (Karpenter's root Ready and two of its dependents)
 POOL_CONDITIONS = ("ValidationSucceeded", "NodeClassReady", "Ready")
+# Karpenter's NodeRegistrationHealthy: Unknown for a new NodePool or a new generation of one, True once
+# one of its NodeClaims registers a node (not part of Ready)
+REGISTRATION_HEALTHY = "NodeRegistrationHealthy"
 DELETION_WORKERS = 4  # NodeClaim deletions in flight at once (upstream's garbage collector runs 20 workers)
 
 
@@ -91,6 +94,7 @@ class Autoscaler:
         self._wake_disruption = asyncio.Event()  # a NodeClaim went away: budget freed
         self._pools: dict[str, tuple[str, NodePoolView]] = {}  # name -> (resourceVersion, parsed)
         self._claim_started: dict[str, float] = {}  # claim name -> when its simulation ran
+        self._registered_in: set[str] = set()  # NodePools a NodeClaim of which registered since their last status
         self._pod_times: dict[str, list[float]] = {}  # pod -> [created, unschedulable, bound] (nan: not seen)
         # NodeClaims to delete (the garbage collector's part and a gone node's), retried when that fails
         self._deletions = WorkQueue()
@@ -262,6 +266,9 @@ class Autoscaler:
             await self._delete_claim(name)
 
     def _registered(self, claim: Obj, seconds: float) -> None:
+        pool = ((claim.get("metadata") or {}).get("labels") or {}).get(NODEPOOL)
+        if pool:
+            self._registered_in.add(pool)
         started = self._claim_started.pop(key(claim), None)
         PROVISIONING.observe(time.monotonic() - started if started is not None else seconds)
 
@@ -629,11 +636,24 @@ class Autoscaler:
             status = dict(obj.get("status") or {})
             wanted = {"nodes": len(claims), "resources": resources}
             generation = meta.get("generation")
-            if any(status.get(k) != v for k, v in wanted.items()) or any(
+            registration = condition(obj, REGISTRATION_HEALTHY)
+            reset = registration is None or registration.get("observedGeneration") != generation
+            healthy = (registration is not None and not reset and name in self._registered_in
+                       and registration.get("status") != "True")
+            if reset:
+                self._registered_in.discard(name)  # what registered before counts for the old generation
+            if reset or healthy or any(status.get(k) != v for k, v in wanted.items()) or any(
                     (condition(obj, t) or {}).get("observedGeneration") != generation for t in POOL_CONDITIONS):
                 conditions = status.get("conditions") or []
                 for ctype in POOL_CONDITIONS:  # the NodePool is valid (the schema said so); its NodeClass is not read
                     conditions = set_condition(conditions, ctype, "True", ctype, generation=generation)
+                if reset:
+                    conditions = set_condition(conditions, REGISTRATION_HEALTHY, "Unknown", "AwaitingReconciliation",
+                                               "object is awaiting reconciliation", generation=generation)
+                elif healthy:
+                    conditions = set_condition(conditions, REGISTRATION_HEALTHY, "True", REGISTRATION_HEALTHY,
+                                               generation=generation)
+                    self._registered_in.discard(name)
                 await self._patch_quietly(f"{POOLS}/{name}/status", {"status": {**wanted, "conditions": conditions}})
 
     async def _patch_quietly(self, path: str, body: Obj) -> None:

@@ -571,15 +571,26 @@ async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler
     # the counter's base resources, nodes included, and the conditions Ready depends on
     assert pool["status"]["resources"] == {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nodes": "0",
                                            "pods": "0"}
-    assert conditions(pool) == {"ValidationSucceeded": "True", "NodeClassReady": "True", "Ready": "True"}
+    # NodeRegistrationHealthy: Unknown until one of its nodes registers (Ready does not depend on it)
+    assert conditions(pool) == {"ValidationSucceeded": "True", "NodeClassReady": "True", "Ready": "True",
+                                "NodeRegistrationHealthy": "Unknown"}
     await pending_pods(client, [pod("p", "1")])
     await wait_for(lambda: _running(client, 1), timeout=15)
 
     async def counted() -> dict[str, Any] | None:
         p = await client.get(f"{POOLS}/cpu")
-        return p if p["status"]["resources"]["nodes"] == "1" and p["status"]["nodes"] == 1 else None
+        return p if p["status"]["resources"]["nodes"] == "1" and p["status"]["nodes"] == 1 and \
+            conditions(p)["NodeRegistrationHealthy"] == "True" else None
 
-    assert (await wait_for(counted))["status"]["resources"]["cpu"] == "2"
+    counted_pool = await wait_for(counted)
+    assert counted_pool["status"]["resources"]["cpu"] == "2"
+    # a new generation of the NodePool: its registration health is unknown again
+    await client.patch(f"{POOLS}/cpu", {"spec": {"weight": 5}})
+
+    async def reset() -> bool:
+        return conditions(await client.get(f"{POOLS}/cpu"))["NodeRegistrationHealthy"] == "Unknown"
+
+    await wait_for(reset)
     # the pod's node is not consolidatable while it has the pod... once it is gone and
     # consolidateAfter has passed, the NodeClaim is marked Consolidatable, then deleted
     [claim] = await items(client, CLAIMS)
