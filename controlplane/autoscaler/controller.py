@@ -43,7 +43,7 @@ from .disruption import Decision, Disruption, drift_reason
 from .labels import NODEPOOL, TERMINATION_FINALIZER, custom_label
 from .launcher import Launcher, claim_path, condition, generation_of, quantities, set_condition
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView, parse_duration
-from .provisioner import NewClaim, Plan, Provisioner, one_domain
+from .provisioner import NewClaim, Plan, Provisioner, daemon_overhead, one_domain
 from .resources import add
 from .schedfit import SchedulerFits
 from .simulation import Fits
@@ -122,6 +122,7 @@ class Autoscaler:
             self.client.informer(resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
                      on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
             self._mirror(resource_path("policy", "v1", "poddisruptionbudgets"), st.pdbs),
+            self._mirror(resource_path("apps", "v1", "daemonsets"), st.daemonsets),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"),
@@ -349,8 +350,9 @@ class Autoscaler:
         pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
         demands = [self.sim.demand(p) for p in pods]
         usage = {name: self.sim.usage(name) for name in pools}
-        nodes = self.sim.nodes()
-        plan = self.provisioner.plan(demands, nodes, list(pools.values()), usage)
+        overhead = daemon_overhead(st.daemonsets.values(), pools.values())
+        nodes = self.sim.nodes(overhead=overhead)
+        plan = self.provisioner.plan(demands, nodes, list(pools.values()), usage, overhead)
         one_domain(plan, self._gangs(pods), nodes)
         SIMULATION.observe(time.monotonic() - started)
         by_node: dict[str, list[str]] = {}

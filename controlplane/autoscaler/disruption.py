@@ -31,7 +31,7 @@ from ..registry.disruption import covers, healthy
 from .budgets import allowed
 from .labels import DO_NOT_DISRUPT
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
-from .provisioner import NewClaim, Provisioner
+from .provisioner import NewClaim, Provisioner, daemon_overhead
 from .requirements import Requirements
 from .resources import Resources
 from .simulation import SimNode
@@ -87,6 +87,7 @@ class Disruption:
         self._unmovable: dict[str, tuple[int, float]] = {}
         self._existing: list[SimNode] | None = None
         self._usage_cache: dict[str, Resources] = {}
+        self._overhead: dict[str, Resources] = {}  # each NodePool's DaemonSet pods' requests, this pass
         # (claim, node, why) of the last pass's candidates that something kept from disruption
         self.blocked: list[tuple[Obj, Obj, str]] = []
 
@@ -99,6 +100,7 @@ class Disruption:
         excluded: set[str] = set()
         self._existing = None
         self._usage_cache = {}
+        self._overhead = daemon_overhead(st.daemonsets.values(), pools.values())
         self.blocked = []
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
@@ -228,14 +230,14 @@ class Disruption:
         if failed is not None and (failed[0] == self.state.generation or self.clock() - failed[1] < RECHECK_SECONDS):
             return None  # its pods had nowhere to go, and nothing (or not much time) has changed since
         if self._existing is None:
-            self._existing = self._with_pending(self.sim.nodes())
+            self._existing = self._with_pending(self.sim.nodes(overhead=self._overhead))
         existing = self._existing
         demands = [self.sim.demand(p) for p in pods]
         gone = excluded | {node_name, key(claim)}
         others = [n for n in existing if n.name not in gone and n.claim not in gone]
         trial = [SimNode(n.name, n.labels, n.taints, n.allocatable, dict(n.requested), n.node, list(n.pods),
                          n.slices, n.nodepool, n.claim) for n in others]
-        plan = self.provisioner.plan(demands, trial, pools, self._usage(pools))
+        plan = self.provisioner.plan(demands, trial, pools, self._usage(pools), self._overhead)
         if plan.unschedulable or (cheaper_than is not None and plan.claims and (
                 len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
             self._unmovable[key(claim)] = (self.state.generation, self.clock())

@@ -28,18 +28,19 @@ nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog, Offering, Option
 from .labels import ALLOW_UNDEFINED, INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, rack_name
 from .nodepool import NodePoolView
-from .requirements import Requirement, Requirements, tolerates
-from .resources import Resources, add, fits, parse_resources
+from .requirements import Requirement, Requirements, pod_requirement_terms, tolerates
+from .resources import Resources, add, fits, parse_resources, pod_requests
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
-__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "min_values_unmet", "one_domain"]
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "daemon_overhead", "min_values_unmet",
+           "one_domain"]
 
 Obj = dict[str, Any]
 
@@ -128,6 +129,7 @@ class Plan:
     claims: list[NewClaim] = field(default_factory=list)
     unschedulable: dict[str, str] = field(default_factory=dict)  # pod key -> why
     usage: Mapping[str, Resources] = field(default_factory=dict)  # each NodePool's capacity before the plan
+    overhead: Mapping[str, Resources] = field(default_factory=dict)  # each NodePool's DaemonSet pods' requests
     alone: dict[tuple[str, object], float] = field(default_factory=dict)  # (pool, pod signature) -> a node's price
     # (pool, pod signature) -> the requirements and options of a node opened for such a pod (None: none can be)
     opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
@@ -135,6 +137,30 @@ class Plan:
     inflexible: dict[object, list[str]] = field(default_factory=dict)
     # pod signature -> why a NodePool refused such a pod (a label it requires that no NodePool defines)
     incompatible: dict[object, str] = field(default_factory=dict)
+
+
+def daemon_overhead(daemonsets: Iterable[Obj], pools: Iterable[NodePoolView]) -> dict[str, Resources]:
+    """Karpenter's daemonset overhead: for each NodePool, the requests of the DaemonSets whose
+    pods its new nodes would run (the pod template tolerates the NodePool's taints and its node
+    requirements are compatible with the NodePool's), which a new node must hold beside the
+    pods it is launched for."""
+    templates = [{"spec": ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}} for ds in daemonsets]
+    if not templates:
+        return {}
+    out: dict[str, Resources] = {}
+    for pool in pools:
+        total: Resources = {}
+        for pod in templates:
+            tolerations = pod["spec"].get("tolerations") or ()
+            if not all(tolerates(tolerations, t) for t in pool.taints
+                       if t.get("effect") in ("NoSchedule", "NoExecute")):
+                continue
+            if not any(pool.requirements.intersects(term) and pool.requirements.undefined(term, ALLOW_UNDEFINED) is None
+                       for term in pod_requirement_terms(pod)):
+                continue
+            total = add(total, pod_requests(pod))
+        out[pool.name] = total
+    return out
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:
@@ -153,11 +179,13 @@ class Provisioner:
         self.fits = fits
 
     def plan(self, pods: Sequence[PodDemand], existing: Sequence[SimNode], pools: Sequence[NodePoolView],
-             usage: Mapping[str, Resources] | None = None) -> Plan:
+             usage: Mapping[str, Resources] | None = None,
+             overhead: Mapping[str, Resources] | None = None) -> Plan:
         """Place ``pods`` on ``existing`` nodes or on new ones from ``pools``;
-        ``usage`` is the capacity each NodePool's nodes already have (for limits).
-        ``existing`` nodes' ``requested`` grow with the pods placed on them."""
-        plan = Plan(usage=usage or {})
+        ``usage`` is the capacity each NodePool's nodes already have (for limits),
+        ``overhead`` what the DaemonSets' pods will take on each NodePool's new nodes
+        (``daemon_overhead``). ``existing`` nodes' ``requested`` grow with the pods placed on them."""
+        plan = Plan(usage=usage or {}, overhead=overhead or {})
         pools = sorted(pools, key=lambda p: (-p.weight, p.name))
         for pod in sorted(pods, key=_size, reverse=True):
             sig = pod.signature
@@ -263,7 +291,7 @@ class Provisioner:
                 if opened is None:
                     continue
                 reqs, options = opened
-                return NewClaim(pool, reqs, list(options), [pod], dict(pod.requests))
+                return NewClaim(pool, reqs, list(options), [pod], add(plan.overhead.get(pool.name, {}), pod.requests))
             if not all(tolerates(pod.tolerations, t) for t in pool.taints
                        if t.get("effect") in ("NoSchedule", "NoExecute")):
                 continue
@@ -275,7 +303,7 @@ class Provisioner:
                         sig, f'incompatible with nodepool "{pool.name}", label "{key}" does not have known values')
                     continue
                 reqs = pool.requirements.intersect(term)
-                claim = NewClaim(pool, reqs, list(self.catalog))
+                claim = NewClaim(pool, reqs, list(self.catalog), requested=dict(plan.overhead.get(pool.name, {})))
                 room = self._room(pool, plan, None)
                 options = self._narrow(pod, claim, reqs, room)
                 if options and (unmet := min_values_unmet(options, reqs)):
@@ -284,7 +312,7 @@ class Provisioner:
                 if options:
                     claim.options = options
                     claim.pods.append(pod)
-                    claim.requested = dict(pod.requests)
+                    claim.requested = add(claim.requested, pod.requests)
                     claim.reserve = self._reserve(claim)
                     plan.opened[(pool.name, sig)] = (reqs, options)
                     return claim

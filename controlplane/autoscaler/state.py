@@ -12,7 +12,7 @@ Handlers are synchronous and cheap (they run on the informers' tasks);
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .catalog import Catalog
@@ -78,6 +78,7 @@ class ClusterState:
         self.podgroups: dict[str, Obj] = {}    # scheduling.k8s.io PodGroups, namespace/name
         self.workloads: dict[str, Obj] = {}    # and Workloads (a PodGroup may take its policy from one)
         self.pdbs: dict[str, Obj] = {}         # PodDisruptionBudgets, namespace/name (they block disruption)
+        self.daemonsets: dict[str, Obj] = {}   # namespace/name: their pods take room on every new node
         self.device_classes = DeviceClasses()
         self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it (is_reschedulable)
         # node name -> keys of the other pods bound to it and not finished (terminating, or a DaemonSet's):
@@ -289,10 +290,11 @@ class Simulated:
         """The capacity of a NodePool's NodeClaims (what its limits bound)."""
         return add(*(self.claim_capacity(c) for c in self.state.claims_of_pool(pool)))
 
-    def nodes(self, exclude: Iterable[str] = ()) -> list[SimNode]:
+    def nodes(self, exclude: Iterable[str] = (), overhead: Mapping[str, Resources] | None = None) -> list[SimNode]:
         """Every node a pod could be placed on: real nodes that take pods (not
         deleting, not cordoned, not tainted for disruption), and NodeClaims still
-        launching (what their instance type will have)."""
+        launching (what their instance type will have, less ``overhead``: what the
+        DaemonSets' pods will take on their NodePool's nodes)."""
         skip = set(exclude)
         st = self.state
         out: list[SimNode] = []
@@ -325,8 +327,9 @@ class Simulated:
                 option = chosen[0]
             labels = Requirements.parse((claim.get("spec") or {}).get("requirements")).intersect(
                 Requirements.from_labels(meta.get("labels")))
+            pool = (meta.get("labels") or {}).get(NODEPOOL)
             out.append(SimNode(name, labels, list((claim.get("spec") or {}).get("taints") or ()),
-                               dict(option.allocatable), {}, nodepool=(meta.get("labels") or {}).get(NODEPOOL),
+                               dict(option.allocatable), dict((overhead or {}).get(pool or "", {})), nodepool=pool,
                                claim=name))
         return out
 

@@ -690,6 +690,26 @@ async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_new_node_holds_the_daemonsets_pods_too(client: Client, scaler: Autoscaler) -> None:
+    """With a DaemonSet asking 1 CPU, a 1.5-CPU pod needs more than cpu-small's 2 CPUs: the node
+    launched holds both, and both run there (the DaemonSet controller places its pod)."""
+    await client.create(resource_path("apps", "v1", "daemonsets", "default"), {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}]}}}})
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("p", "1500m")])
+    nodes = await wait_for(lambda: _n_nodes(client, 1), timeout=15)
+    # the cheapest type that holds both
+    assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] != "cpu-small"
+    [claim] = await items(client, CLAIMS)
+    assert claim["spec"]["resources"]["requests"]["cpu"] == "2500m"
+    await wait_for(lambda: _running(client, 2), timeout=15)
+    assert len(await items(client, CLAIMS)) == 1
+
+
 async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scaler: Autoscaler) -> None:
     # a node whose pod's budget allows no disruption is no candidate (Karpenter's
     # ValidatePodsDisruptable): DisruptionBlocked, and it stays until the budget allows one

@@ -6,7 +6,7 @@ from typing import Any
 
 from controlplane.autoscaler.catalog import Catalog
 from controlplane.autoscaler.nodepool import NodePoolView
-from controlplane.autoscaler.provisioner import Provisioner, choose, one_domain
+from controlplane.autoscaler.provisioner import Provisioner, choose, daemon_overhead, one_domain
 from controlplane.autoscaler.requirements import Requirements
 from controlplane.autoscaler.simulation import DeviceClasses, PodDemand, SimNode, demand, resource_fit
 from controlplane.nodes.instancetypes import GpuDevice, InstanceType
@@ -322,3 +322,28 @@ def test_a_label_no_nodepool_defines_has_no_known_values() -> None:
     # a pod joining a node another pod opened is held to the same rule
     both = Provisioner(CATALOG).plan(demands(pod("first", "500m"), team), [], [pool()])
     assert launched(both) == ["small"] and "default/a" in both.unschedulable
+
+
+def test_daemonset_overhead_is_held_on_new_nodes() -> None:
+    """Karpenter's daemonset overhead: a new node must hold the pods of the DaemonSets that would
+    run on it beside the pods it is launched for; DaemonSets whose template does not tolerate the
+    NodePool's taints, or whose node requirements it cannot meet, do not count."""
+    def ds(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}], **spec}}}}
+
+    gpu_pool = pool("gpu", template={"taints": [{"key": "gpu", "effect": "NoSchedule"}]})
+    daemonsets = [ds("agent", "1"), ds("gpu-agent", "500m", tolerations=[{"key": "gpu", "operator": "Exists"}]),
+                  ds("arm-only", "4", nodeSelector={"kubernetes.io/arch": "arm64"}),
+                  ds("labelled", "4", nodeSelector={"example.com/team": "x"})]
+    amd64 = pool(requirements=[{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}])
+    overhead = daemon_overhead(daemonsets, [amd64, gpu_pool])
+    # the agents (a toleration does not keep a pod off untainted nodes); not the arm64 nor the labelled one
+    assert overhead["default"]["cpu"] == 1500 and overhead["default"]["pods"] == 2000
+    assert overhead["gpu"]["cpu"] == 500  # only the DaemonSet tolerating its taint
+    alone = Provisioner(CATALOG).plan(demands(pod("a", "500m")), [], [amd64])
+    assert launched(alone) == ["small"]  # 2 CPUs hold the pod alone...
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1"), pod("b", "500m")), [], [amd64], overhead=overhead)
+    assert launched(plan) == ["medium"]  # ...not with the agents' beside it
+    assert plan.claims[0].requested["cpu"] == 3000 and plan.claims[0].requested["pods"] == 4000
+    assert daemon_overhead([], [pool()]) == {}
