@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..nodes.config import SimConfig
 
 __all__ = ["ALLOW_UNDEFINED", "ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION",
+           "PROVIDER_DOMAINS", "may_be_undefined",
            "HOSTNAME",
            "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "RACK", "RACKS_PER_ZONE", "REGION", "REGION_NAME",
            "REGISTERED", "TERMINATION_FINALIZER", "WELL_KNOWN", "ZONE", "custom_label", "device_resource",
@@ -45,6 +46,14 @@ WELL_KNOWN = frozenset((INSTANCE_TYPE, ZONE, REGION, RACK, ARCH, OS, HOSTNAME, C
 # NodePool cannot provision for it: Karpenter's 'label "k" does not have known values'.
 ALLOW_UNDEFINED = frozenset((NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE,
                              "node.kubernetes.io/windows-build", RACK))
+# the cloud providers' own label domains, whose labels each registers as well-known
+# (karpenter.kwok.sh/instance-family, karpenter.k8s.aws/instance-generation, ...)
+PROVIDER_DOMAINS = ("karpenter.kwok.sh", "karpenter.k8s.aws", "karpenter.azure.com")
+
+
+def may_be_undefined(key: str) -> bool:
+    """Whether a pod may require label ``key`` of a NodePool that does not define it."""
+    return key in ALLOW_UNDEFINED or key.partition("/")[0] in PROVIDER_DOMAINS
 
 # Karpenter's RestrictedLabelDomains and their LabelDomainExceptions (pkg/apis/v1/labels.go)
 RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog, Offering, Option
-from .labels import ALLOW_UNDEFINED, INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, rack_name
+from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, parse_resources, pod_requests
@@ -155,7 +155,8 @@ def daemon_overhead(daemonsets: Iterable[Obj], pools: Iterable[NodePoolView]) ->
             if not all(tolerates(tolerations, t) for t in pool.taints
                        if t.get("effect") in ("NoSchedule", "NoExecute")):
                 continue
-            if not any(pool.requirements.intersects(term) and pool.requirements.undefined(term, ALLOW_UNDEFINED) is None
+            if not any(pool.requirements.intersects(term)
+                       and pool.requirements.undefined(term, may_be_undefined) is None
                        for term in pod_requirement_terms(pod)):
                 continue
             total = add(total, pod_requests(pod))
@@ -248,7 +249,7 @@ class Provisioner:
                 claim.rejected.add(sig)
                 continue
             for term in pod.terms:
-                if not claim.requirements.intersects(term) or claim.requirements.undefined(term, ALLOW_UNDEFINED):
+                if not claim.requirements.intersects(term) or claim.requirements.undefined(term, may_be_undefined):
                     continue
                 reqs = claim.requirements.intersect(term)
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
@@ -298,7 +299,7 @@ class Provisioner:
             for term in pod.terms:
                 if not pool.requirements.intersects(term):
                     continue
-                if (key := pool.requirements.undefined(term, ALLOW_UNDEFINED)) is not None:
+                if (key := pool.requirements.undefined(term, may_be_undefined)) is not None:
                     plan.incompatible.setdefault(
                         sig, f'incompatible with nodepool "{pool.name}", label "{key}" does not have known values')
                     continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,12 +228,12 @@ class Requirements(Mapping[str, Requirement]):
                 return False
         return True
 
-    def undefined(self, other: Requirements, allowed: frozenset[str]) -> str | None:
+    def undefined(self, other: Requirements, allowed: Callable[[str], bool]) -> str | None:
         """The first key ``other`` needs a value of (not ``NotIn``/``DoesNotExist``) that these
         requirements do not define and ``allowed`` does not excuse, as Karpenter's
         ``Compatible``: a custom label a NodePool never names has no known values."""
         for key, theirs in other._by_key.items():
-            if key not in self._by_key and key not in allowed and not theirs.allows_absent:
+            if key not in self._by_key and not allowed(key) and not theirs.allows_absent:
                 return key
         return None
 

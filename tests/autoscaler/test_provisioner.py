@@ -319,6 +319,9 @@ def test_a_label_no_nodepool_defines_has_no_known_values() -> None:
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "example.com/gpu", "operator": "NotIn",
                                                      "values": ["yes"]}]}]}}})
     assert launched(Provisioner(CATALOG).plan(demands(not_gpu), [], [pool()])) == ["small"]
+    # the providers' own labels are well-known to them (KWOK's instance-family, AWS's generation...)
+    family = pod("f", "1", nodeSelector={"karpenter.kwok.sh/instance-family": "c"})
+    assert launched(Provisioner(CATALOG).plan(demands(family), [], [pool()])) == ["small"]
     # a pod joining a node another pod opened is held to the same rule
     both = Provisioner(CATALOG).plan(demands(pod("first", "500m"), team), [], [pool()])
     assert launched(both) == ["small"] and "default/a" in both.unschedulable
