@@ -100,6 +100,7 @@ class Autoscaler:
         self._deletions = WorkQueue()
         self._doomed: set[str] = set()  # claims queued because their node is gone or going
         self.synced = asyncio.Event()
+        self._pods_listed = asyncio.Event()  # the pod informer's initial list is in: later pods are new
         self.events = Recorder(client, "karpenter")
         self._events_seen: dict[tuple[str, str, str, str], float] = {}  # (kind, uid, reason, message) -> when
         self.state.on_provisionable = self._trigger.set
@@ -110,9 +111,11 @@ class Autoscaler:
     async def run(self) -> None:
         await install(self.client)
         st = self.state
+        pods = self.client.informer(resource_path("", "v1", "pods"), on_add=st.pod_added,
+                                    on_update=st.pod_updated, on_delete=self._pod_deleted)
+        self._pods_listed = pods.synced
         informers = [
-            self.client.informer(resource_path("", "v1", "pods"), on_add=st.pod_added, on_update=st.pod_updated,
-                     on_delete=self._pod_deleted),
+            pods,
             self.client.informer(resource_path("", "v1", "nodes"), on_add=self._node_added,
                      on_update=self._node_updated, on_delete=self._node_deleted),
             self.client.informer(POOLS, on_add=self._pool_set, on_update=lambda o, n: self._pool_set(n),
@@ -274,7 +277,9 @@ class Autoscaler:
         PROVISIONING.observe(time.monotonic() - started if started is not None else seconds)
 
     def _pod_timing(self, old: Obj | None, new: Obj | None) -> None:
-        if not self.synced.is_set():
+        # a pod the initial list brought was created before we watched; one created after it is timed,
+        # though other informers (DaemonSets, PDBs...) may still be listing
+        if not self._pods_listed.is_set():
             return
         if new is None:
             self._pod_times.pop(key(old or {}), None)
