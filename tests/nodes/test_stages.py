@@ -322,7 +322,7 @@ def test_the_node_stage_renders_natively_exactly_as_its_template(node_obj: dict[
                                         {"type": "DiskPressure", "status": "False", "reason": "NoPressure",
                                          "message": "has: no pressure"}]}
     templated = dataclasses.replace(stage.next, native=None).render_status(node_obj, funcs)
-    assert stage.next.render_status(node_obj, funcs) == templated
+    assert templated is not None and stage.next.render_status(node_obj, funcs) == templated
     given = (node_obj.get("status") or {}).get("nodeInfo")
     if given:
         assert templated["nodeInfo"]["kubeletVersion"] == "fake" and templated["nodeInfo"]["architecture"] == "arm64"
