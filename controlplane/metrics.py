@@ -312,6 +312,23 @@ LONGRUNNING_REQUESTS = Gauge(
 )
 
 
+# Responses (watch streams above all) that waited for their client to read: the connection's
+# send buffer was over its high-water mark, so the writer waited for it to drain (api/http1.py).
+# A watch event's delivery latency (controlplane_watch_event_delivery_seconds) includes such
+# waits: these say how much of it was the clients' reading rather than the server's work.
+HTTP_WRITE_BLOCKED_SECONDS = Counter(
+    "controlplane_http_write_blocked_seconds",
+    "Seconds responses waited for their client to read (the connection's send buffer over its high-water "
+    "mark), summed over responses.",
+    registry=REGISTRY,
+)
+HTTP_WRITE_BLOCKS = Counter(
+    "controlplane_http_write_blocks",
+    "Times a response waited for its client to read (the connection's send buffer over its high-water mark).",
+    registry=REGISTRY,
+)
+
+
 class ObjectCounts(Collector):
     """``apiserver_storage_objects{resource}`` (``pods``, ``deployments.apps``) and
     ``apiserver_resource_objects{group,resource}``: objects stored, per resource, as the loaded watch

@@ -384,6 +384,9 @@ def build(out: Path) -> dict[str, Any]:
         "failure_reasons": _failure_reasons(out / "locust_failures.csv"),
         "client_errors": summary_errors,
         "peak_server_rss_bytes": peak_rss or None,
+        # responses (watch streams above all) that waited for their client to read, over the run:
+        # part of the event delivery latency that is the clients' reading, not the server's work
+        "server_write_blocked": _write_blocked(first, last),
         "scrapes": len(server),
         "entries": _entry_rows(entries),
         "quota": run.get("quota"),
@@ -406,6 +409,21 @@ def build(out: Path) -> dict[str, Any]:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "report.html").write_text(_html(summary, verdicts, captions, plan, run))
     return summary
+
+
+def _write_blocked(first: Any, last: Any) -> dict[str, float] | None:
+    """Waits of the server's responses for their clients to read over the run (last scrape
+    minus first); None from a server that does not count them."""
+    if last is None:
+        return None
+    seconds = last.value("controlplane_http_write_blocked_seconds_total")
+    blocks = last.value("controlplane_http_write_blocks_total")
+    if seconds is None or blocks is None:
+        return None
+    if first is not None:
+        seconds -= first.value("controlplane_http_write_blocked_seconds_total") or 0.0
+        blocks -= first.value("controlplane_http_write_blocks_total") or 0.0
+    return {"blocks": int(blocks), "seconds": round(seconds, 3)}
 
 
 def fmt(x: Any) -> str:
@@ -476,6 +494,11 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
                      f"{fmt(summary['expected_non_2xx'])}"),
         ("Server peak RSS", f"{fmt(rss / 2**20)} MiB" if rss else "–"),
     ]
+    blocked = summary.get("server_write_blocked")
+    if blocked:
+        facts.append(("Responses waiting for slow readers", f"{fmt(blocked['blocks'])} waits, "
+                      f"{fmt(blocked['seconds'])} s in all (watch streams whose client read too slowly: part "
+                      "of the event delivery latency)"))
     if run.get("server_exited_at") is not None:
         facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
                                 f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))

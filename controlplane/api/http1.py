@@ -51,6 +51,8 @@ from typing import Any
 
 import httptools
 
+from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
+
 __all__ = ["HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol"]
 
 log = logging.getLogger("controlplane.http")
@@ -184,7 +186,10 @@ class Exchange:
         more: bool = message.get("more_body", False)
         proto = self.proto
         if proto.write_paused:
+            blocked = time.perf_counter()
             await proto.drained()
+            HTTP_WRITE_BLOCKS.inc()
+            HTTP_WRITE_BLOCKED_SECONDS.inc(time.perf_counter() - blocked)
         if self.disconnected:
             return
         if self.head_request:

@@ -207,6 +207,34 @@ async def test_a_request_is_stamped_when_taken_up_not_when_its_task_first_runs()
     assert answered["/first"] - 0.01 <= received2 <= called["/second"][1]
 
 
+async def test_a_response_waiting_for_a_slow_reader_is_counted() -> None:
+    """A send while the transport's buffer is over its high-water mark waits for it to drain,
+    and the wait is counted (controlplane_http_write_blocked_*): a watch event's delivery
+    latency includes such waits, and these tell them from the server's own work."""
+    from controlplane.metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
+
+    blocks0, seconds0 = HTTP_WRITE_BLOCKS._value.get(), HTTP_WRITE_BLOCKED_SECONDS._value.get()
+    sent = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        await send({"type": "http.response.body", "body": b"second", "more_body": False})
+        sent.set()
+
+    proto, transport, state = connect(app)
+    proto.pause_writing()  # the client is not reading
+    proto.data_received(b"GET /w HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(0.1)
+    assert not sent.is_set() and b"first" not in transport.output
+    proto.resume_writing()
+    await asyncio.wait_for(sent.wait(), 5)
+    await settle(state)
+    assert responses(transport.output)[0][2] == b"firstsecond"
+    assert HTTP_WRITE_BLOCKS._value.get() == blocks0 + 1
+    assert HTTP_WRITE_BLOCKED_SECONDS._value.get() - seconds0 >= 0.09
+
+
 async def test_a_large_body_arrives_whole_with_reading_paused_past_the_high_water_mark() -> None:
     got: list[int] = []
 

@@ -42,6 +42,9 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
     assert summary["failures"] == 0, summary["failed_entries"]
     assert summary["scrapes"] >= 5
     assert summary["requests"] > 100
+    # the harness's own server counts its responses' waits for slow readers (0 or more)
+    blocked = summary["server_write_blocked"]
+    assert blocked is not None and blocked["blocks"] >= 0 and blocked["seconds"] >= 0
     run = json.loads((out / "run.json").read_text())
     assert run["master_exit"] == 0 and run["worker_exits"] == [0] and run["server_exit"] == 0
     # every kind of client made its traffic
