@@ -28,7 +28,7 @@ nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +39,8 @@ from .requirements import Requirement, Requirements, pod_requirement_terms, tole
 from .resources import Resources, add, fits, parse_resources, pod_requests
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
-__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "daemon_overhead", "min_values_unmet",
-           "one_domain"]
+__all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "daemon_overhead", "daemon_requests",
+           "min_values_unmet", "one_domain"]
 
 Obj = dict[str, Any]
 
@@ -144,24 +144,30 @@ def daemon_overhead(daemonsets: Iterable[Obj], pools: Iterable[NodePoolView]) ->
     pods its new nodes would run (the pod template tolerates the NodePool's taints and its node
     requirements are compatible with the NodePool's), which a new node must hold beside the
     pods it is launched for."""
-    templates = [{"spec": ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}} for ds in daemonsets]
-    if not templates:
+    daemonsets = list(daemonsets)
+    if not daemonsets:
         return {}
-    out: dict[str, Resources] = {}
-    for pool in pools:
-        total: Resources = {}
-        for pod in templates:
-            tolerations = pod["spec"].get("tolerations") or ()
-            if not all(tolerates(tolerations, t) for t in pool.taints
-                       if t.get("effect") in ("NoSchedule", "NoExecute")):
-                continue
-            if not any(pool.requirements.intersects(term)
-                       and pool.requirements.undefined(term, may_be_undefined) is None
-                       for term in pod_requirement_terms(pod)):
-                continue
-            total = add(total, pod_requests(pod))
-        out[pool.name] = total
-    return out
+    return {pool.name: daemon_requests(daemonsets, pool.requirements, pool.taints, may_be_undefined)
+            for pool in pools}
+
+
+def daemon_requests(daemonsets: Iterable[Obj], requirements: Requirements, taints: Iterable[Obj],
+                    allowed: Callable[[str], bool] = lambda _key: False) -> Resources:
+    """The requests of the DaemonSets whose pods would run on a node of ``requirements`` and
+    ``taints`` (``allowed``: the labels a pod may require that ``requirements`` do not define,
+    as Karpenter's ``Compatible``; for an existing node's labels, none)."""
+    taints = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
+    total: Resources = {}
+    for ds in daemonsets:
+        pod = {"spec": ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}}
+        tolerations = pod["spec"].get("tolerations") or ()
+        if not all(tolerates(tolerations, t) for t in taints):
+            continue
+        if not any(requirements.intersects(term) and requirements.undefined(term, allowed) is None
+                   for term in pod_requirement_terms(pod)):
+            continue
+        total = add(total, pod_requests(pod))
+    return total
 
 
 def _size(p: PodDemand) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .catalog import Catalog
 from .labels import DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL
-from .provisioner import choose
+from .provisioner import choose, daemon_requests
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
 from .simulation import DeviceClasses, PodDemand, SimNode, demand, node_devices
@@ -292,9 +292,10 @@ class Simulated:
 
     def nodes(self, exclude: Iterable[str] = (), overhead: Mapping[str, Resources] | None = None) -> list[SimNode]:
         """Every node a pod could be placed on: real nodes that take pods (not
-        deleting, not cordoned, not tainted for disruption), and NodeClaims still
-        launching (what their instance type will have, less ``overhead``: what the
-        DaemonSets' pods will take on their NodePool's nodes)."""
+        deleting, not cordoned, not tainted for disruption; a NodePool's, with
+        ``overhead``, less what its DaemonSets' pods not bound there yet will take),
+        and NodeClaims still launching (what their instance type will have, less
+        ``overhead``: what the DaemonSets' pods will take on their NodePool's nodes)."""
         skip = set(exclude)
         st = self.state
         out: list[SimNode] = []
@@ -306,7 +307,13 @@ class Simulated:
                               node_devices(st.slices_of(name)))
             pods = list(st.pods_of(name))
             # what the scheduler counts: every bound pod not finished, terminating and DaemonSet pods too
-            requested = add(*(self.demand(p).requests for p in (*pods, *st.held_pods_of(name))))
+            held = list(st.held_pods_of(name))
+            requested = add(*(self.demand(p).requests for p in (*pods, *held)))
+            pool = labels.get(NODEPOOL)
+            if overhead and pool in overhead and st.daemonsets:
+                # a NodePool's node: its DaemonSets' pods not there yet (a node just registered) keep their
+                # room, as Karpenter's ExistingNode (their requests less the DaemonSet pods it has, not below 0)
+                requested = add(requested, self._daemons_missing(node, held))
             claim = st.nodeclaim_of_node(name)
             out.append(SimNode(name, Requirements.from_labels(labels), list((node.get("spec") or {}).get("taints")
                                                                             or ()),
@@ -332,6 +339,17 @@ class Simulated:
                                dict(option.allocatable), dict((overhead or {}).get(pool or "", {})), nodepool=pool,
                                claim=name))
         return out
+
+    def _daemons_missing(self, node: Obj, held: Iterable[Obj]) -> Resources:
+        """What the DaemonSets whose pods would run on ``node`` request, less what their pods bound
+        to it take (each resource at least 0). Lifecycle taints (``node.kubernetes.io/``) do not
+        keep them off: the DaemonSet controller gives its pods their tolerations."""
+        labels = Requirements.from_labels((node.get("metadata") or {}).get("labels"))
+        taints = [t for t in (node.get("spec") or {}).get("taints") or ()
+                  if not str(t.get("key", "")).startswith("node.kubernetes.io/")]
+        wanted = daemon_requests(self.state.daemonsets.values(), labels, taints)
+        there = add(*(self.demand(p).requests for p in held if _owned_by_daemonset(p)))
+        return {k: v - there.get(k, 0) for k, v in wanted.items() if v > there.get(k, 0)}
 
 
 def _closed(node: Obj) -> bool:

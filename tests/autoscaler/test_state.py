@@ -62,3 +62,39 @@ def test_terminating_and_daemonset_pods_take_their_room_until_gone() -> None:
     st.pod_deleted(leaving)
     st.pod_deleted(daemon)
     assert sim.nodes()[0].requested.get("cpu", 0) == 0 and not st.held_on["n1"]
+
+
+def test_a_nodepool_node_keeps_room_for_its_daemonset_pods_not_there_yet() -> None:
+    """As Karpenter's ExistingNode: a node just registered, before its DaemonSet pods are bound,
+    keeps the room they will take (the DaemonSets' requests less their pods there, not below 0);
+    the new node's overhead must not vanish the moment its Node appears."""
+    from controlplane.autoscaler.provisioner import Provisioner, daemon_overhead
+    from tests.autoscaler.test_provisioner import demands, launched, pool
+
+    def ds(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "kube-system"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}], **spec}}}}
+
+    st = ClusterState()
+    registered = node("n1", cpu="2")
+    registered["metadata"]["labels"]["karpenter.sh/nodepool"] = "default"
+    st.node_added(registered)
+    st.daemonsets["kube-system/agent"] = ds("agent", "500m")
+    # one whose pods cannot land on n1 (its nodeSelector asks a label n1 does not have) keeps no room
+    st.daemonsets["kube-system/arm"] = ds("arm", "1", nodeSelector={"kubernetes.io/arch": "arm64"})
+    overhead = daemon_overhead(st.daemonsets.values(), [pool()])
+    sim = Simulated(st, CATALOG)
+    [n1] = sim.nodes(overhead=overhead)
+    assert n1.requested["cpu"] == 500
+    # the pod it was launched for and one more: the second no longer takes the agent's room
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1500m"), pod("b", "500m")), [n1], [pool()],
+                                     overhead=overhead)
+    assert launched(plan) == ["small"] and [p.key for p in plan.claims[0].pods] == ["default/b"]
+
+    # the agent's pod bound there: counted once, as a pod of the node
+    st.pod_added(bound("agent-n1", "500m", "n1", ownerReferences=[
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": True}]))
+    [n1] = sim.nodes(overhead=overhead)
+    assert n1.requested["cpu"] == 500
+    # a node of no NodePool, or no DaemonSets: as before
+    assert sim.nodes()[0].requested["cpu"] == 500
