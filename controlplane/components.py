@@ -46,9 +46,9 @@ class Component:
 COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler,
               agent="kube-scheduler"),
-    # simulated nodes: with --nodes N > 0, or --autoscaler (its nodes need a kubelet; nodes/component.py)
-    Component("nodes", "controlplane.nodes.component:start", lambda config: config.nodes > 0 or config.autoscaler,
-              agent="kubelet"),
+    # simulated nodes: with --nodes N > 0, or when the autoscaler runs (--autoscaler, or a NodePool stored: its
+    # nodes need a kubelet); nodes/component.py decides, with one list call when neither flag says
+    Component("nodes", "controlplane.nodes.component:start", lambda config: True, agent="kubelet"),
     # with --autoscaler, or if a NodePool is stored when the server starts (one list call)
     Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True, agent="karpenter"),
     # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.

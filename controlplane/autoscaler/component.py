@@ -16,12 +16,13 @@ from ..client import ApiError, Client, resource_path
 from ..config import Config
 from .crds import GROUP, NODEPOOLS, VERSION
 
-__all__ = ["start"]
+__all__ = ["nodepool_exists", "start"]
 
 log = logging.getLogger(__name__)
 
 
-async def _nodepool_exists(client: Client) -> bool:
+async def nodepool_exists(client: Client) -> bool:
+    """Whether a NodePool is stored (one list call): the autoscaler then starts without the flag."""
     try:
         page = await client.list(resource_path(GROUP, VERSION, NODEPOOLS), limit=1)
     except ApiError:
@@ -31,7 +32,7 @@ async def _nodepool_exists(client: Client) -> bool:
 
 async def start(client: Client, config: Config) -> None:
     if not config.autoscaler:
-        if not await _nodepool_exists(client):
+        if not await nodepool_exists(client):
             return
         log.info("autoscaler: a NodePool is stored; starting")
     from .catalog import Catalog, load

@@ -5,6 +5,8 @@ the server is ready, with an in-process client: with ``--nodes N`` > 0 it
 creates N nodes and simulates them, and every other node annotated
 ``kwok.x-k8s.io/node: fake`` (the autoscaler's, say), until the server stops,
 through serve's ``--stages`` files when it has any, else the built-in stages.
+With ``--nodes 0`` it runs when the autoscaler does: with ``--autoscaler``, or
+when a NodePool is stored as the server starts.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ log = logging.getLogger(__name__)
 
 async def start(client: Client, config: Config) -> None:
     if config.nodes <= 0 and not getattr(config, "autoscaler", False):
-        return
+        from ..autoscaler.component import nodepool_exists
+
+        # without --autoscaler the autoscaler still starts when a NodePool is stored (a restarted
+        # cluster that had one): its nodes need their kubelet as much as with the flag
+        if not await nodepool_exists(client):
+            return
     from .config import SimConfig
     from .instancetypes import DEFAULT_CATALOG, load_catalog
     from .simulator import NodeSimulator

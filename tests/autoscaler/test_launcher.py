@@ -54,3 +54,35 @@ async def test_serve_with_a_catalog_without_the_default_type_runs_the_node_simul
     config = Config(data_dir=tmp_path / "data", tls=False, autoscaler=True, instance_types=catalog)
     await nodes_component.start(Client.in_process(create_app(config).state.front), config)
     assert started == ["small"]
+
+
+async def test_a_stored_nodepool_starts_the_node_simulator_as_it_starts_the_autoscaler(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `serve` restarted without --autoscaler over a cluster that has a NodePool: the autoscaler
+    # starts (autoscaler/component.py), and its launched Nodes wait for a kubelet to turn Ready;
+    # the node simulator must start too, or its NodeClaims never become Initialized
+    from controlplane.autoscaler import crds
+    from controlplane.nodes import simulator
+    from tests.autoscaler.helpers import POOLS, nodepool
+
+    started: list[str] = []
+
+    async def run(self: simulator.NodeSimulator) -> None:
+        started.append(self.config.instance_type)
+
+    monkeypatch.setattr(simulator.NodeSimulator, "run", run)
+    from controlplane import components
+
+    config = Config(data_dir=tmp_path / "data", tls=False, scheduler=False)
+    assert "nodes" in {c.name for c in components.enabled(config)}  # serve starts it, and it decides
+    app = create_app(config)
+    async with app.router.lifespan_context(app):
+        client = Client.in_process(app.state.front)
+        await nodes_component.start(client, config)
+        assert started == []  # no NodePool, no --nodes, no --autoscaler: nothing to simulate
+        await crds.install(client)
+        await nodes_component.start(client, config)
+        assert started == []
+        await client.create(POOLS, nodepool("cpu"))
+        await nodes_component.start(client, config)
+        assert len(started) == 1
