@@ -61,7 +61,8 @@ from .requirements import Requirements, tolerates
 from .resources import format_quantity, parse_resources
 from .state import ClusterState, is_reschedulable, key
 
-__all__ = ["Launcher", "condition", "generation_of", "now", "set_condition", "topology_labels"]
+__all__ = ["RETRY_FIRST", "RETRY_MAX", "Launcher", "condition", "generation_of", "now", "set_condition",
+           "topology_labels"]
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,10 @@ def claim_path(name: str | None = None, subresource: str | None = None) -> str:
     return resource_path(GROUP, VERSION, NODECLAIMS, None, name, subresource)
 
 
+RETRY_FIRST = 1.0  # a failed launch's or termination's first retry, in seconds (doubling after each failure)
+RETRY_MAX = 60.0
+
+
 class Launcher:
     def __init__(self, client: Client, catalog: Catalog, state: ClusterState, *,
                  drain_timeout: float = 30.0, latency_scale: float = 1.0,
@@ -150,6 +155,8 @@ class Launcher:
         self._tasks: dict[str, asyncio.Task[None]] = {}  # claim name -> its launch or termination
         # claim name -> what a launch waiting for its Node to turn Ready awaits (node_changed, a deletion)
         self._waiting: dict[str, asyncio.Future[None]] = {}
+        self._failures: dict[str, int] = {}  # claim name -> its failed launches or terminations in a row
+        self._stopped = False
 
     def reconcile(self, claim: Obj) -> None:
         """Start what ``claim`` needs next, unless already under way."""
@@ -178,12 +185,30 @@ class Launcher:
         self._waiting.pop(name, None)
         if task.cancelled():
             return
-        if task.exception() is not None:
-            log.warning("nodeclaim %s: %r", name, task.exception())
+        failed = task.exception() is not None
         claim = self.state.nodeclaims.get(name)
         if claim is not None and (claim.get("metadata") or {}).get("deletionTimestamp") and \
                 not task.get_name().startswith("terminate "):
+            if failed:
+                log.warning("nodeclaim %s: %r", name, task.exception())
             self.reconcile(claim)  # deleted while it launched: its termination starts now
+        elif failed:
+            # again after a delay that doubles with each failure in a row, as Karpenter's controllers
+            # requeue: the NodeClaim may get no event of its own (Registered, never Initialized)
+            n = self._failures.get(name, 0)
+            self._failures[name] = n + 1
+            delay = min(RETRY_FIRST * 2 ** n, RETRY_MAX)
+            log.warning("nodeclaim %s: %r; again in %.1f s", name, task.exception(), delay)
+            asyncio.get_running_loop().call_later(delay, self._retry, name)
+        else:
+            self._failures.pop(name, None)
+
+    def _retry(self, name: str) -> None:
+        claim = self.state.nodeclaims.get(name)
+        if claim is None:
+            self._failures.pop(name, None)
+        elif not self._stopped:
+            self.reconcile(claim)
 
     def node_changed(self, node: Obj) -> None:
         """A Node was added or changed: a launch waiting for it to turn Ready goes on."""
@@ -196,6 +221,7 @@ class Launcher:
             waiter.set_result(None)
 
     async def stop(self) -> None:
+        self._stopped = True
         for t in list(self._tasks.values()):
             t.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)

@@ -690,6 +690,43 @@ async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_launch_that_fails_is_tried_again(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch or initialization that fails (a 500, a timeout under load) is handled again after a
+    delay, as Karpenter's controllers requeue: the NodeClaim gets no event of its own to retry on,
+    and would stay Registered, never Initialized, its Node Ready and used."""
+    from controlplane.autoscaler import launcher
+
+    real = launcher.Launcher._initialize
+    failed: list[str] = []
+
+    async def flaky(self: launcher.Launcher, name: str, claim: dict[str, Any]) -> None:
+        if not failed:
+            failed.append(name)
+            raise ApiError(500, "InternalError", "the first try fails")
+        await real(self, name, claim)
+
+    monkeypatch.setattr(launcher.Launcher, "_initialize", flaky)
+    monkeypatch.setattr(launcher, "RETRY_FIRST", 0.2)
+    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
+    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+    tasks = [asyncio.create_task(a.run()), asyncio.create_task(sim.run())]
+    try:
+        await asyncio.wait_for(a.synced.wait(), 10)
+        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("p", "1")])
+
+        async def initialized() -> dict[str, Any] | None:
+            claims = await items(client, CLAIMS)
+            return claims[0] if claims and conditions(claims[0]).get("Initialized") == "True" else None
+
+        await wait_for(initialized, timeout=10)
+        assert len(failed) == 1
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def test_a_new_node_holds_the_daemonsets_pods_too(client: Client, scaler: Autoscaler) -> None:
     """With a DaemonSet asking 1 CPU, a 1.5-CPU pod needs more than cpu-small's 2 CPUs: the node
     launched holds both, and both run there (the DaemonSet controller places its pod)."""
