@@ -48,10 +48,12 @@ def _free_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .run import _at_least, _seconds
+
     p = argparse.ArgumentParser(prog="python -m loadtest harness-rate", description=__doc__)
-    p.add_argument("--processes", type=int, default=1)
-    p.add_argument("--users", type=int, default=32, help="users in all (default: %(default)s)")
-    p.add_argument("--duration", type=float, default=10.0)
+    p.add_argument("--processes", type=_at_least(1), default=1)
+    p.add_argument("--users", type=_at_least(1), default=32, help="users in all (default: %(default)s)")
+    p.add_argument("--duration", type=_seconds, default=10.0)
     p.add_argument("--target", help="a server whose /healthz to use instead of the tiny local one")
     args = p.parse_args(argv)
 

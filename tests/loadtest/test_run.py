@@ -380,3 +380,14 @@ def test_remote_workers_are_warned_of_loopback_addresses() -> None:
     master, server = run._remote_notes("127.0.0.1", "http://127.0.0.1:41000")
     assert "--master-bind-host 0.0.0.0" in master and "a loopback address" in server
     assert len(run._remote_notes("0.0.0.0", "https://localhost:6443")) == 1
+
+
+@pytest.mark.parametrize("argv", [("--processes", "0"), ("--users", "0"), ("--duration", "0"), ("--duration", "x")])
+def test_harness_rate_refuses_bad_options(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtest.harnessrate import main as harness_rate
+
+    with pytest.raises(SystemExit) as e:
+        harness_rate(list(argv))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[0]}:" in err and "Traceback" not in err
