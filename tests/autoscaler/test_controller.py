@@ -612,6 +612,19 @@ async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler
                        "Drifted"]
 
 
+async def _registered_claim(client: Client) -> dict[str, Any]:
+    """A NodePool and a pending pod; the NodeClaim launched for it once it is Registered."""
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("p", "1")])
+
+    async def registered() -> dict[str, Any] | None:
+        claims = await items(client, CLAIMS)
+        return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
+
+    claim: dict[str, Any] = await wait_for(registered, timeout=10)
+    return claim
+
+
 async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> None:
     """As with Karpenter's KWOK provider: the Node is created without conditions (phase Pending);
     its kubelet, the node simulator, posts them with its addresses and nodeInfo; only then is
@@ -620,14 +633,7 @@ async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> 
     tasks = [asyncio.create_task(a.run())]
     try:
         await asyncio.wait_for(a.synced.wait(), 10)
-        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-        await pending_pods(client, [pod("p", "1")])
-
-        async def registered() -> dict[str, Any] | None:
-            claims = await items(client, CLAIMS)
-            return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
-
-        claim = await wait_for(registered, timeout=10)
+        claim = await _registered_claim(client)
         name = claim["status"]["nodeName"]
         node = await client.get(f"{NODES}/{name}")
         assert node["status"]["phase"] == "Pending" and not node["status"].get("conditions")
@@ -665,14 +671,7 @@ async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client
     task = asyncio.create_task(a.run())
     try:
         await asyncio.wait_for(a.synced.wait(), 10)
-        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-        await pending_pods(client, [pod("p", "1")])
-
-        async def registered() -> dict[str, Any] | None:
-            claims = await items(client, CLAIMS)
-            return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
-
-        claim = await wait_for(registered, timeout=10)
+        claim = await _registered_claim(client)
         name = claim["status"]["nodeName"]
         await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
 
