@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="(default: %(default)s)")
     lifecycle.add_argument("--large-cluster-size-threshold", type=int, default=50, metavar="N",
                            help="(default: %(default)s)")
+    serve.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500, metavar="N",
+                       help="finished pods (Succeeded or Failed) kept before the pod garbage collector deletes "
+                            "the oldest, as kube-controller-manager's flag; 0 or less: never (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -226,6 +229,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             instance_types=args.instance_types,
             stages=_checked_stages(parser, args.stages),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
+            terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,

@@ -78,6 +78,9 @@ class Config:
     stages: tuple[Path, ...] = ()
     # KWOK's --manage-nodes-with-label-selector for the simulated nodes ("": every fake node)
     manage_nodes_selector: str = ""
+    # finished pods kept before the pod garbage collector deletes the oldest
+    # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
+    terminated_pod_gc_threshold: int = 12_500
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"

@@ -49,6 +49,8 @@ __all__ = [
     "NODES_HEALTH_PASS",
     "NODE_EVICTIONS",
     "OBJECT_COUNTS",
+    "PODGC_DELETES",
+    "PODGC_DELETE_ERRORS",
     "PODGROUP_SCHEDULE_ATTEMPTS",
     "POD_STARTUP",
     "POD_START_SECONDS",
@@ -442,6 +444,16 @@ NODES_HEALTH_PASS = Histogram(
     "Duration in seconds for NodeController to update the health of all nodes.",
     buckets=(1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     registry=REGISTRY,
+)
+PODGC_DELETES = Counter(
+    "pod_gc_collector_force_delete_pods_total",
+    "Number of pods that are being forcefully deleted since the Pod GC Controller started.",
+    ["namespace", "reason"], registry=REGISTRY,
+)
+PODGC_DELETE_ERRORS = Counter(
+    "pod_gc_collector_force_delete_pod_errors_total",
+    "Number of errors encountered when forcefully deleting the pods since the Pod GC Controller started.",
+    ["namespace", "reason"], registry=REGISTRY,
 )
 NODE_EVICTIONS = Counter(
     "controlplane_nodes_evictions_total", "Pods deleted by the taint eviction controller (NoExecute taints).",

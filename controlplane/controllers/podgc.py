@@ -1,8 +1,19 @@
-"""kube-controller-manager's pod garbage collector, its part for orphans: pods
-bound to a node that no longer exists (``kubectl delete node``, an autoscaler's
-node gone with its DaemonSet pods) leave instead of staying ``Running`` forever.
+"""kube-controller-manager's pod garbage collector: its sweeps of terminated pods
+and of orphans.
 
-As upstream's ``gcOrphaned``: a node name that pods name but the node informer
+**Terminated pods** (upstream's ``gcTerminated``): every 20 s (``gcCheckPeriod``),
+when more pods have finished (phase ``Succeeded`` or ``Failed``) than
+``--terminated-pod-gc-threshold`` (12,500; 0 turns the sweep off), the excess is
+deleted with a grace period of 0, evicted pods (``Failed``, reason ``Evicted``)
+first, then the oldest by creation time, names breaking ties. The finished pods
+are kept as a set of their keys, updated by the pod informer's events, so a
+sweep under the threshold costs a comparison; only a sweep over it sorts them.
+Jobs' finished pods (``ttlSecondsAfterFinished`` aside) and evicted pods stop
+piling up in a long run.
+
+**Orphans**: pods bound to a node that no longer exists (``kubectl delete
+node``, an autoscaler's node gone with its DaemonSet pods) leave instead of
+staying ``Running`` forever. As upstream's ``gcOrphaned``: a node name that pods name but the node informer
 does not hold is quarantined for 40 s (a node deleted and created again, an
 informer behind, are not orphans); then, if the informer still lacks it and a
 GET confirms it is gone (404), each pod bound to it (listed by
@@ -11,10 +22,12 @@ condition ``DisruptionTarget`` (``DeletionByPodGC``, "PodGC: node no longer
 exists"), and every one is deleted with a grace period of 0. Their controllers
 (ReplicaSets, Jobs, ...) then replace them where nodes exist.
 
-Upstream's other sweeps are left out: terminated pods past
-``--terminated-pod-gc-threshold`` (12,500), terminating pods on
-``out-of-service`` nodes, and unscheduled terminating pods (which the API
-deletes at once here).
+Upstream's other sweeps are left out: terminating pods on ``out-of-service``
+nodes, and unscheduled terminating pods (which the API deletes at once here).
+
+Deletions are counted in ``pod_gc_collector_force_delete_pods_total`` and
+``pod_gc_collector_force_delete_pod_errors_total`` (labels ``namespace`` and
+``reason``: ``terminated`` or ``orphaned``), kube-controller-manager's names.
 """
 
 from __future__ import annotations
@@ -26,29 +39,44 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.metrics import PODGC_DELETE_ERRORS, PODGC_DELETES
 
 from .ownership import meta_of
 
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["QUARANTINE_SECONDS", "PodGCController", "start"]
+__all__ = ["CHECK_PERIOD", "QUARANTINE_SECONDS", "TERMINATED_THRESHOLD", "PodGCController", "start"]
 
 QUARANTINE_SECONDS = 40.0  # upstream's quarantineTime
+CHECK_PERIOD = 20.0  # upstream's gcCheckPeriod
+TERMINATED_THRESHOLD = 12_500  # --terminated-pod-gc-threshold's default
+DELETES_AT_ONCE = 64  # a sweep's deletes in flight
 REASON = "DeletionByPodGC"
 MESSAGE = "PodGC: node no longer exists"
 log = logging.getLogger(__name__)
 
 
+# a finished pod's place in a terminated sweep's order: evicted first, then the oldest
+# (RFC 3339 timestamps of one format sort as their times), then by name; and its uid
+_Order = tuple[bool, str, str, str]
+
+
 class PodGCController:
-    def __init__(self, client: Client, quarantine: float = QUARANTINE_SECONDS) -> None:
+    def __init__(self, client: Client, quarantine: float = QUARANTINE_SECONDS,
+                 terminated_threshold: int = TERMINATED_THRESHOLD, check_period: float = CHECK_PERIOD) -> None:
         self.client = client
         self.quarantine = quarantine
+        self.terminated_threshold = terminated_threshold
+        self.check_period = check_period
         self.queue = WorkQueue()
         self.nodes = client.informer("/api/v1/nodes", on_delete=self._node_deleted)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_seen,
-                                    on_update=lambda _old, new: self._pod_seen(new))
+                                    on_update=lambda _old, new: self._pod_seen(new), on_delete=self._pod_gone)
         self._quarantined: set[str] = set()  # node names waiting out their quarantine
+        # (namespace, name) -> order, of every pod the informer holds finished (phase
+        # Succeeded or Failed); kept only while the terminated sweep is on
+        self.terminated: dict[tuple[str, str], _Order] = {}
 
     def _node_deleted(self, node: dict[str, Any]) -> None:
         self._quarantine(str(meta_of(node).get("name", "")))
@@ -57,6 +85,58 @@ class PodGCController:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and node not in self.nodes.items:
             self._quarantine(node)
+        if self.terminated_threshold > 0:
+            meta = meta_of(pod)
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            status = pod.get("status") or {}
+            phase = status.get("phase")
+            if phase == "Succeeded" or phase == "Failed":
+                evicted = phase == "Failed" and status.get("reason") == "Evicted"
+                self.terminated[key] = (not evicted, str(meta.get("creationTimestamp", "")), key[1],
+                                        str(meta.get("uid", "")))
+            elif self.terminated:
+                self.terminated.pop(key, None)
+
+    def _pod_gone(self, pod: dict[str, Any]) -> None:
+        if self.terminated:
+            meta = meta_of(pod)
+            self.terminated.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
+
+    async def gc_terminated(self) -> int:
+        """Delete the finished pods past the threshold, evicted and oldest first (upstream's
+        ``gcTerminated``); returns how many were asked to go."""
+        excess = len(self.terminated) - self.terminated_threshold
+        if self.terminated_threshold <= 0 or excess <= 0:
+            return 0
+        doomed = sorted(self.terminated.items(), key=lambda item: item[1])[:excess]
+        log.info("garbage collecting %d terminated pods (%d finished, threshold %d)", excess,
+                 len(self.terminated), self.terminated_threshold)
+        for start in range(0, len(doomed), DELETES_AT_ONCE):
+            await asyncio.gather(*(self._delete_terminated(ns, name, order[3])
+                                   for (ns, name), order in doomed[start:start + DELETES_AT_ONCE]))
+        return excess
+
+    async def _delete_terminated(self, namespace: str, name: str, uid: str) -> None:
+        path = resource_path("", "v1", "pods", namespace, name)
+        try:
+            await self.client.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError as e:
+            if e.code not in (404, 409):  # gone, or another pod of that name by now
+                PODGC_DELETE_ERRORS.labels(namespace, "terminated").inc()
+                log.warning("pod %s/%s: terminated pod not deleted: %s", namespace, name, e)
+                return
+        PODGC_DELETES.labels(namespace, "terminated").inc()
+        # the informer's delete drops it too; not sweeping it again meanwhile
+        self.terminated.pop((namespace, name), None)
+
+    async def _sweep_terminated(self) -> None:
+        await self.pods.synced.wait()  # a partial set would pick the wrong pods as the oldest
+        while True:
+            await asyncio.sleep(self.check_period)
+            try:
+                await self.gc_terminated()
+            except Exception:  # a sweep's failure must not end the controller: the next one tries again
+                log.exception("terminated pod sweep failed")
 
     def _quarantine(self, node: str) -> None:
         if node and node not in self._quarantined:
@@ -95,19 +175,24 @@ class PodGCController:
             await self.client.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}})
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now
+                PODGC_DELETE_ERRORS.labels(str(meta.get("namespace", "")), "orphaned").inc()
                 raise
+        PODGC_DELETES.labels(str(meta.get("namespace", "")), "orphaned").inc()
 
     async def run(self) -> None:
         # the nodes first: a pod's node is looked up in them as the pods arrive
         nodes = asyncio.create_task(self.nodes.run())
+        sweep = asyncio.create_task(self._sweep_terminated()) if self.terminated_threshold > 0 else None
         try:
             await self.nodes.synced.wait()
             await run_controller("pod garbage collector", (self.pods,), self.queue, self.sync, 1)
         finally:
-            nodes.cancel()
-            await asyncio.gather(nodes, return_exceptions=True)
+            for task in (nodes, sweep):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (nodes, sweep) if t is not None), return_exceptions=True)
 
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await PodGCController(client).run()
+    await PodGCController(client, terminated_threshold=config.terminated_pod_gc_threshold).run()

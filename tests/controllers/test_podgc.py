@@ -1,5 +1,6 @@
 """The pod garbage collector (controllers/podgc.py): pods of a node that no longer
-exists are failed and deleted after the quarantine, as upstream's gcOrphaned."""
+exists are failed and deleted after the quarantine, as upstream's gcOrphaned; finished
+pods past the threshold are deleted, evicted and oldest first, as its gcTerminated."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.config import Config
 from controlplane.controllers.podgc import PodGCController
+from controlplane.metrics import PODGC_DELETES
 
 PODS = resource_path("", "v1", "pods", "default")
 NODES = resource_path("", "v1", "nodes")
@@ -101,6 +103,66 @@ async def test_a_node_back_within_the_quarantine_keeps_its_pods(client: Client) 
         await client.create(NODES, node("n1"))
         await asyncio.sleep(1.0)
         assert not await gone(client, "web")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def finish(client: Client, name: str, phase: str, reason: str | None = None) -> None:
+    status: dict[str, Any] = {"phase": phase}
+    if reason:
+        status["reason"] = reason
+    await client.patch(f"{PODS}/{name}/status", {"status": status})
+
+
+async def test_finished_pods_past_the_threshold_go_evicted_first_then_oldest(client: Client) -> None:
+    await client.create(NODES, node("n1"))
+    await client.create(PODS, pod("z-oldest", "n1"))
+    await asyncio.sleep(1.05)  # creationTimestamp has whole seconds: z-oldest is older by one
+    for name in ("a", "b", "c", "d"):
+        await client.create(PODS, pod(name, "n1"))
+    await finish(client, "z-oldest", "Succeeded")
+    await finish(client, "a", "Succeeded")
+    await finish(client, "b", "Failed")
+    await finish(client, "c", "Failed", "Evicted")  # the newest of the finished, but evicted
+    # d runs: 4 finished, threshold 2, so 2 go: the evicted c, then the oldest, z-oldest
+    before = PODGC_DELETES.labels("default", "terminated")._value.get()
+    gc = PodGCController(client, terminated_threshold=2, check_period=0.1)
+    task = asyncio.create_task(gc.run())
+    try:
+        deadline = time.monotonic() + 10
+        while not (await gone(client, "c") and await gone(client, "z-oldest")):
+            assert time.monotonic() < deadline, "finished pods past the threshold not collected"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.4)  # later sweeps leave the rest alone: 2 finished, not more than the threshold
+        assert [await gone(client, n) for n in ("a", "b", "d")] == [False, False, False]
+        assert set(gc.terminated) == {("default", "a"), ("default", "b")}
+        assert PODGC_DELETES.labels("default", "terminated")._value.get() - before == 2
+        # one more finishes: the oldest of those left by name (a and b share a second) goes
+        await finish(client, "d", "Succeeded")
+        deadline = time.monotonic() + 10
+        while not await gone(client, "a"):
+            assert time.monotonic() < deadline, "the third finished pod did not take the oldest out"
+            await asyncio.sleep(0.05)
+        assert not await gone(client, "b") and not await gone(client, "d")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_threshold_of_zero_keeps_every_finished_pod(client: Client) -> None:
+    await client.create(NODES, node("n1"))
+    for name in ("a", "b"):
+        await client.create(PODS, pod(name, "n1"))
+        await finish(client, name, "Succeeded")
+    gc = PodGCController(client, terminated_threshold=0, check_period=0.05)
+    task = asyncio.create_task(gc.run())
+    try:
+        await asyncio.sleep(0.5)
+        assert not await gone(client, "a") and not await gone(client, "b")
+        assert gc.terminated == {}  # not even counted
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
