@@ -48,7 +48,7 @@ from .gotemplate import BUILTINS, Template, TemplateError
 from .jqpath import Jq, JqError
 
 __all__ = ["KWOK_FUNCTIONS", "Delay", "Next", "Selector", "Stage", "StageError", "StageSet", "default_stages",
-           "load_stages", "parse_duration"]
+           "load_stages", "parse_duration", "stage_from_object"]
 
 API_VERSION = "kwok.x-k8s.io/v1alpha1"
 log = logging.getLogger(__name__)
@@ -273,7 +273,7 @@ KWOK_FUNCTIONS = frozenset({"Now", "StartTime", "Quote", "YAML", "Version", "Nod
                             "NodeConditions", "NodeIPWith", "NodeIPsWith", "PodIP", "PodIPWith", "PodIPsWith"})
 _SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
 _FROM_FIELDS = {"expressionFrom"}
-_NEXT_FIELDS = {"statusTemplate", "finalizers", "delete", "event"}
+_NEXT_FIELDS = {"statusTemplate", "statusSubresource", "finalizers", "delete", "event"}
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
 
 
@@ -321,6 +321,10 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
         weight_from = _expression_from(f"{where} weightFrom", spec.get("weightFrom"))
         n = spec.get("next") or {}
         _unsupported(f"{where} next", n, _NEXT_FIELDS)
+        # the CRD's default (a stored Stage has it); a Pod's or Node's status has no other subresource
+        if n.get("statusSubresource", "status") != "status":
+            raise StageError(f"{where}: next.statusSubresource must be status for a Pod or a Node, "
+                             f"not {n['statusSubresource']!r}")
         fin = n.get("finalizers") or {}
         template = Template(str(n["statusTemplate"])) if n.get("statusTemplate") else None
         unknown = sorted(template.functions - KWOK_FUNCTIONS - set(BUILTINS)) if template else []
@@ -353,6 +357,12 @@ def _expression_from(where: str, src: Any) -> Jq | None:
         return None
     _unsupported(where, src, _FROM_FIELDS)
     return Jq(str(src["expressionFrom"]))
+
+
+def stage_from_object(obj: dict[str, Any]) -> Stage:
+    """The stage of a Stage object read from the API (``--enable-crds Stage``): its ``spec``
+    as a file's, whatever ``apiVersion`` and ``kind`` a list's items carry."""
+    return _parse_stage({**obj, "apiVersion": API_VERSION, "kind": "Stage"})
 
 
 def load_stages(text: str) -> list[Stage]:
