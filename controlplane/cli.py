@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stages", type=Path, action="append", default=[], metavar="FILE",
                        help="KWOK Stage YAML replacing the simulated nodes' built-in stages; repeat it for several "
                             "files, as KWOK's --config (as `controlplane nodes --stages`)")
+    serve.add_argument("--enable-crds", action="append", default=[], metavar="CRD",
+                       help="as KWOK's (and `controlplane nodes`'): Stage runs the node simulator with the stages "
+                            "of the Stage objects (kwok.x-k8s.io/v1alpha1) stored in this server, following their "
+                            "changes, and installs their CRD (only Stage is supported)")
     serve.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
                        help="as KWOK's (and `controlplane nodes`'): the simulator plays only the fake nodes "
                             "whose labels match (default: every node annotated kwok.x-k8s.io/node: fake)")
@@ -206,6 +210,15 @@ def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple
     return tuple(files)
 
 
+def _checked_crds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, ...]:
+    from .nodes.cli import enable_crds
+
+    try:
+        return enable_crds(args.enable_crds, args.stages)
+    except ValueError as e:
+        parser.error(str(e))
+
+
 def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Config:
     from .config import Config, NodeLifecycle
 
@@ -228,6 +241,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             autoscaler=args.autoscaler,
             instance_types=args.instance_types,
             stages=_checked_stages(parser, args.stages),
+            enable_crds=_checked_crds(parser, args),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             watch_cache_snapshot=args.watch_cache_snapshot,

@@ -76,6 +76,8 @@ class Config:
     instance_types: Path | None = None
     # KWOK Stage files replacing the simulated nodes' built-in stages (read together)
     stages: tuple[Path, ...] = ()
+    # KWOK's --enable-crds: ("Stage",) takes the simulated nodes' stages from the Stage objects stored
+    enable_crds: tuple[str, ...] = ()
     # KWOK's --manage-nodes-with-label-selector for the simulated nodes ("": every fake node)
     manage_nodes_selector: str = ""
     # finished pods kept before the pod garbage collector deletes the oldest

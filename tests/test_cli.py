@@ -539,6 +539,20 @@ def test_serve_refuses_a_stage_file_it_cannot_run(tmp_path: Path, capsys: pytest
     assert config.stages == (good, good)
 
 
+def test_serve_takes_kwoks_enable_crds_stage_but_not_with_stage_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = cli.build_parser()
+    config = cli._config_from_args(parser, parser.parse_args(["serve", "--enable-crds", "Stage"]))
+    assert config.enable_crds == ("Stage",) and config.stages == ()
+    good = tmp_path / "good.yaml"
+    good.write_text(USER_STAGE)
+    for args in (["--enable-crds", "Exec"], ["--enable-crds", "Stage", "--stages", str(good)]):
+        with pytest.raises(SystemExit) as exc:
+            cli._config_from_args(parser, parser.parse_args(["serve", *args]))
+        assert exc.value.code == 2
+        assert "--enable-crds" in capsys.readouterr().err
+
+
 def test_a_stop_signal_before_uvicorn_runs_is_not_lost(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A server started again by the supervisor and stopped while it makes its app (before
     uvicorn puts its handlers in) used to ignore the SIGTERM and hold the first process's exit."""

@@ -4,6 +4,7 @@
   ``kwok.x-k8s.io/node: fake`` (heartbeats, pod stages, image pulls, pod IPs)
   and the node lifecycle controller's taint-based eviction for them;
 - ``stages`` (with ``gotemplate``, ``jqpath``, ``native``): KWOK's Stage format;
+- ``crds``: the Stage CRD, for stages kept as API objects (``--enable-crds Stage``);
 - ``images``: per-node image cache and the pull model;
 - ``ipam``: pod CIDRs and pod IPs;
 - ``instancetypes``: the instance-type catalog (shared with the autoscaler);

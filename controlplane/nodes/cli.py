@@ -1,6 +1,6 @@
 """``controlplane nodes``: the node simulator against any API server.
 
-    controlplane nodes --kubeconfig PATH --count N [--stages FILE] [--instance-type T] ...
+    controlplane nodes --kubeconfig PATH --count N [--stages FILE | --enable-crds Stage] [--instance-type T] ...
     controlplane nodes --kubeconfig PATH --fail NODE [--mode unreachable|not-ready]
     controlplane nodes --kubeconfig PATH --recover NODE
 
@@ -17,7 +17,33 @@ from typing import Any
 
 from ..gcsettings import settle_heap
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "enable_crds"]
+
+# KWOK's --enable-crds values (its CRDs besides Stage serve exec, logs, port-forward, usage, metrics)
+KWOK_CRDS = ("Stage", "Attach", "ClusterAttach", "Exec", "ClusterExec", "PortForward", "ClusterPortForward",
+             "Logs", "ClusterLogs", "ResourceUsage", "ClusterResourceUsage", "Metric")
+SUPPORTED_CRDS = ("Stage",)
+
+
+def enable_crds(values: list[str] | None, stage_files: object) -> tuple[str, ...]:
+    """``--enable-crds`` as KWOK reads it (repeated, or comma-separated), checked: only ``Stage``
+    is served here, and not with stage files (KWOK refuses Stages both in its --config and from
+    the API). A ValueError says what is wrong."""
+    out: list[str] = []
+    for value in values or ():
+        for name in value.split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if name not in SUPPORTED_CRDS:
+                what = "is not supported here" if name in KWOK_CRDS else "is not one of KWOK's CRDs"
+                raise ValueError(f"--enable-crds: {name} {what} (supported: {', '.join(SUPPORTED_CRDS)})")
+            if name not in out:
+                out.append(name)
+    if "Stage" in out and stage_files:
+        raise ValueError("--stages and --enable-crds Stage cannot be used together: with Stage the stages "
+                         "are the Stage objects in the API server (kubectl apply -f FILE puts a file's there)")
+    return tuple(out)
 
 
 def add_parser(sub: Any) -> None:
@@ -30,6 +56,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stages", type=Path, action="append", default=None, metavar="FILE",
                    help="KWOK Stage YAML (multi-document) replacing the built-in stages; repeat it for "
                         "several files, as KWOK's --config")
+    p.add_argument("--enable-crds", action="append", default=None, metavar="CRD",
+                   help="as KWOK's: Stage takes the stages from the Stage objects (kwok.x-k8s.io/v1alpha1) "
+                        "stored in the API server, following their changes, and installs their CRD if it "
+                        "is absent (repeat it or separate with commas; only Stage is supported)")
     p.add_argument("--instance-type", default="cpu-large", help="the created nodes' type (default: %(default)s)")
     p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
@@ -64,6 +94,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.count < 0:
         print("controlplane nodes: error: --count must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        args.enable_crds = enable_crds(args.enable_crds, args.stages)
+    except ValueError as e:
+        print(f"controlplane nodes: error: {e}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
@@ -107,7 +142,8 @@ async def _main(args: argparse.Namespace) -> int:
             stages = load_stages("\n---\n".join(f.read_text() for f in args.stages)) if args.stages else None
             catalog = load_catalog(args.instance_types) if args.instance_types else DEFAULT_CATALOG
             sim = NodeSimulator(client, SimConfig(
-                count=args.count, stages=stages, instance_type=args.instance_type, catalog=catalog,
+                count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,
+                instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector))
         except (OSError, ValueError, StageError) as e:

@@ -4,9 +4,11 @@
 the server is ready, with an in-process client: with ``--nodes N`` > 0 it
 creates N nodes and simulates them, and every other node annotated
 ``kwok.x-k8s.io/node: fake`` (the autoscaler's, say), until the server stops,
-through serve's ``--stages`` files when it has any, else the built-in stages.
-With ``--nodes 0`` it runs when the autoscaler does: with ``--autoscaler``, or
-when a NodePool is stored as the server starts.
+through serve's ``--stages`` files when it has any, the Stage objects stored
+with ``--enable-crds Stage``, else the built-in stages. With ``--nodes 0`` it
+runs when the autoscaler does (with ``--autoscaler``, or when a NodePool is
+stored as the server starts), and with ``--enable-crds Stage``, whose CRD it
+installs and whose objects it follows (for nodes created by others).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 async def start(client: Client, config: Config) -> None:
-    if config.nodes <= 0 and not getattr(config, "autoscaler", False):
+    from_api = "Stage" in getattr(config, "enable_crds", ())
+    if config.nodes <= 0 and not getattr(config, "autoscaler", False) and not from_api:
         from ..autoscaler.component import nodepool_exists
 
         # without --autoscaler the autoscaler still starts when a NodePool is stored (a restarted
@@ -41,7 +44,7 @@ async def start(client: Client, config: Config) -> None:
     # (with --nodes 0, as for the autoscaler's own nodes, it is not used, but must be in the catalog)
     names = [t.name for t in catalog]
     instance_type = SimConfig.instance_type if SimConfig.instance_type in names else names[0]
-    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages,
+    sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", "")))
     log.info("node simulator: creating %d nodes", config.nodes)

@@ -44,6 +44,9 @@ class SimConfig:
     status_report_frequency: float = 300.0
     job_seconds: float = 1.0  # how long a restartPolicy Never/OnFailure pod runs (default stages)
     stages: list[Stage] | None = None  # None: the defaults (``stages.default_stages``)
+    # KWOK's ``--enable-crds Stage``: the stages are the Stage objects stored in the API server
+    # (``nodes/crds.py``, installed if absent), followed as they change; ``stages`` must be None
+    stages_from_api: bool = False
     cluster_cidr: str = "10.0.0.0/8"  # pod CIDRs are carved from it
     node_network: str = "172.16.0.0/12"  # nodes' InternalIPs
     tick: float = 0.05  # the timing wheel's resolution, seconds

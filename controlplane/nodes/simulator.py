@@ -27,6 +27,12 @@ the pods bound to them:
   stage file it just waits (the file's stages own the pod's status: a status
   of ours could make a later stage of theirs match first); pod IPs come from
   the node's ``spec.podCIDR`` (``ipam``);
+- **stages from the API** (``config.stages_from_api``, KWOK's ``--enable-crds
+  Stage``): the stages are the Stage objects stored in the server (their CRD,
+  ``crds``, installed if absent), as a user's stage file's: none until there
+  are some (nodes and pods are then left alone, but for the nodes' Leases), a
+  new set in force as they change (``_stage_seen``), and each simulated object
+  with no stage pending drawn again from it (``_sweep``);
 - **failures** (``fail_node``/``recover_node``, or the annotation
   ``nodes.controlplane.io/failure`` through the API): what a failing kubelet does.
   ``unreachable``: it stops (no lease renewal, no status, no stages); ``not-ready``:
@@ -59,12 +65,13 @@ from ..gcsettings import untracked
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from ..registry.selectors import parse_label_selector
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
+from .crds import STAGES
 from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
 from .rota import HeartbeatRota
-from .stages import Stage, StageError, StageSet, default_stages
+from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
 from .wheel import TimingWheel
 
 __all__ = ["NodeSimulator", "VERSION"]
@@ -86,6 +93,10 @@ _NODE_CONDITIONS = (
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
+IMAGE_PULL = "(image pull)"  # a pod's pending "stage" while its images are pulled
+# with Stages from the API, the objects are evaluated against a new set once the Stages have
+# not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
+SWEEP_QUIET = 0.1
 # one empty set for every _Pod: CPython makes a new frozenset() each call, tracked by the GC
 _NO_EPHEMERAL: frozenset[str] = frozenset()
 
@@ -181,9 +192,16 @@ class NodeSimulator:
         self.client = client
         self.config = config = config or SimConfig()
         self.rng = random.Random(config.seed)
-        stages = config.stages if config.stages is not None else default_stages(config.job_seconds)
+        # KWOK's --enable-crds Stage: the stages are the Stage objects stored in the API server,
+        # none until they are listed (``_stage_seen``); else a stage file's, or the built-in ones
+        self.stages_from_api = config.stages_from_api
+        if self.stages_from_api and config.stages is not None:
+            raise ValueError("the stages come from the Stage objects in the API server (--enable-crds Stage) "
+                             "or from stage files (--stages), not both")
+        stages = [] if self.stages_from_api else config.stages if config.stages is not None \
+            else default_stages(config.job_seconds)
         # with the built-in stages the simulator writes a status of its own while images pull
-        self.builtin_stages = config.stages is None
+        self.builtin_stages = config.stages is None and not self.stages_from_api
         self._readying: set[str] = set()  # pods whose Ready condition is being put back (_ready_again)
         # a user's stage file is applied as KWOK applies it (a strategic merge: conditions merge by
         # type); the built-in stages write whole condition lists, where a merge patch gives the same
@@ -192,8 +210,16 @@ class NodeSimulator:
         self.pod_stages = StageSet(stages, "Pod", self.rng)
         self.node_stages = StageSet(stages, "Node", self.rng)
         # a user's node stages own the node's status, as in KWOK (whose heartbeat is a stage): the
-        # simulator's own status report would undo theirs (a chaos ``node-not-ready``'s Ready=False)
-        self.status_reports = self.builtin_stages or not self.node_stages.stages
+        # simulator's own status report would undo theirs (a chaos ``node-not-ready``'s Ready=False).
+        # Stages from the API own it whatever they are, none included (they may come any time)
+        self.status_reports = self.builtin_stages or (not self.stages_from_api and not self.node_stages.stages)
+        # Stage name -> (resourceVersion, stage): the last version of each Stage object that parsed
+        self._stage_objects: dict[str, tuple[str, Stage]] = {}
+        self._stages_changed = 0.0  # when the set from the API last changed (monotonic)
+        self._sweeper: asyncio.Task[None] | None = None
+        self.stage_informer = client.informer(STAGES, on_add=self._stage_seen,
+                                              on_update=lambda _old, new: self._stage_seen(new),
+                                              on_delete=self._stage_gone) if self.stages_from_api else None
         self.selector = parse_label_selector(config.node_selector)  # SelectorError (a ValueError) if bad
         # the labels its own nodes get so that the selector takes them: its key=value terms
         self.selector_labels = {r.key: next(iter(r.values)) for r in self.selector.requirements
@@ -252,13 +278,23 @@ class NodeSimulator:
 
     async def run(self) -> None:
         """Run until cancelled: create the configured nodes, then simulate."""
+        if self.stage_informer is not None:
+            from .crds import install
+
+            await install(self.client)
         self._tasks = [asyncio.create_task(self.node_informer.run(), name="nodes-informer"),
                        asyncio.create_task(self.pod_informer.run(), name="pods-informer")]
+        if self.stage_informer is not None:
+            self._tasks.append(asyncio.create_task(self.stage_informer.run(), name="stages-informer"))
         self._tasks += [asyncio.create_task(self._writer(), name=f"nodes-writer-{i}")
                         for i in range(self.config.write_concurrency)]
         try:
             await self.node_informer.synced.wait()
             await self.pod_informer.synced.wait()
+            if self.stage_informer is not None:
+                await self.stage_informer.synced.wait()
+                if not self._stage_objects:
+                    log.info("node simulator: no Stage in the API server yet: nodes and pods wait for one")
             await self._ensure_namespace(LEASE_NAMESPACE)
             served = await self._served_bulk()
             self.bulk_renewals = self.config.lease_renewals and RENEWALS_PLURAL in served
@@ -270,6 +306,8 @@ class NodeSimulator:
             self._ready.set()
             await self._tick_loop()
         finally:
+            if self._sweeper is not None:
+                self._tasks.append(self._sweeper)
             for t in self._tasks:
                 t.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -340,6 +378,72 @@ class NodeSimulator:
                 log.warning("simulator write failed: %r", e)
             except Exception:
                 log.exception("simulator write failed")
+
+    # ------------------------------------------------------------------ stages from the API
+
+    def _stage_seen(self, obj: dict[str, Any]) -> None:
+        """A Stage object added or changed (``--enable-crds Stage``): its stage replaces its last
+        version in the set in force. One that cannot be run (a field or function not supported
+        here, a resourceRef other than v1 Pod or Node) is logged, and its last version that could
+        stays in force (none if it never could)."""
+        meta = obj.get("metadata") or {}
+        name, version = str(meta.get("name") or ""), str(meta.get("resourceVersion") or "")
+        try:
+            stage = stage_from_object(obj)
+        except StageError as e:
+            kept = "its previous version stays in force" if name in self._stage_objects else "it is not used"
+            log.warning("Stage %s (resourceVersion %s) cannot be run: %s; %s", name, version, e, kept)
+            return
+        self._stage_objects[name] = (version, stage)
+        self._use_stages()
+
+    def _stage_gone(self, obj: dict[str, Any]) -> None:
+        if self._stage_objects.pop(str((obj.get("metadata") or {}).get("name") or ""), None) is not None:
+            self._use_stages()
+
+    def _use_stages(self) -> None:
+        """Put the Stage objects' stages in force (by name: a list's order) and, once the Stages have
+        been quiet for ``SWEEP_QUIET``, evaluate the objects against them (``_sweep``)."""
+        stages = [stage for _, (_, stage) in sorted(self._stage_objects.items())]
+        self.pod_stages = StageSet(stages, "Pod", self.rng)
+        self.node_stages = StageSet(stages, "Node", self.rng)
+        log.info("node simulator: stages in force: %s", ", ".join(s.name for s in stages) or "none")
+        self._stages_changed = time.monotonic()
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_when_quiet(), name="stages-sweep")
+
+    async def _sweep_when_quiet(self) -> None:
+        while True:
+            wait = self._stages_changed + SWEEP_QUIET - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            started = time.monotonic()
+            await self._sweep()
+            if self._stages_changed < started:
+                return
+
+    async def _sweep(self) -> None:
+        """Draw the next stage, from the set now in force, of every simulated node and pod that has
+        none pending, or whose pending stage is no longer in force (its Stage deleted). A pending
+        stage still in force keeps its timer; when it fires, it runs as its Stage is then if that
+        still matches (``StageSet.pending``), as always. So pods bound before there were Stages
+        start once there are, and deleting a Stage stops what it had pending."""
+        names = {s.name for s in self.node_stages.stages}
+        for name in list(self.nodes):
+            node, obj = self.nodes.get(name), self.node_informer.items.get(name)
+            if node is not None and obj is not None and not node.failed and node.stage not in names:
+                self._schedule_node_stage(node, obj)
+        for i, key in enumerate(list(self.pods)):
+            if i % 500 == 0:
+                await asyncio.sleep(0)  # a turn for the rest (100,000 pods: a few seconds)
+                names = {s.name for s in self.pod_stages.stages}
+            st = self.pods.get(key)
+            if st is None or st.stage == IMAGE_PULL or st.stage in names:
+                continue
+            pod = self.pod_informer.items.get(key)
+            if pod is not None:
+                self._pod_seen(pod)
 
     # ------------------------------------------------------------------ nodes
 
@@ -932,14 +1036,14 @@ class NodeSimulator:
             st.pulled_at = ready
         if st.pulled_at <= now + self.config.tick:
             return True
-        if st.stage == "(image pull)":
+        if st.stage == IMAGE_PULL:
             return False  # its timer is set
         if not st.wrote_creating and self.builtin_stages:
             st.wrote_creating = True
             self._write(lambda: self._write_creating(key, st.uid, st.pulled_at == float("inf")), POD)
         if st.pulled_at != float("inf"):
             st.gen += 1
-            st.stage = "(image pull)"
+            st.stage = IMAGE_PULL
             self.wheel.schedule(st.pulled_at, ("pod", key, st.gen))
         return False
 
@@ -979,7 +1083,7 @@ class NodeSimulator:
         node = self.nodes.get(st.node)
         if node is None or node.failed:
             return
-        if st.stage == "(image pull)":  # the pull is done: on to the stages
+        if st.stage == IMAGE_PULL:  # the pull is done: on to the stages
             st.stage = None
             self._pod_seen(pod)
             return

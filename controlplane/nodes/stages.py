@@ -17,6 +17,7 @@ Supported fields (the rest of a stage is rejected by name, not ignored):
     spec.delay: durationMilliseconds, durationFrom.expressionFrom,
                 jitterDurationMilliseconds, jitterDurationFrom.expressionFrom
     spec.next: statusTemplate (calling only Go's, common Sprig and KWOK's functions: KWOK_FUNCTIONS),
+               statusSubresource (status only: the CRD's default),
                finalizers {add: [{value}], remove: [{value}], empty}, delete,
                event {type, reason, message} (recorded as a core/v1 Event)
     spec.immediateNextStage: bool

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.cli import main
+from controlplane.nodes.cli import enable_crds
 
 
 def _kubeconfig(tmp_path: Path) -> Path:
@@ -48,3 +49,17 @@ def test_a_missing_stage_file_and_a_negative_count(tmp_path: Path, capsys: pytes
     assert main(["nodes", "--kubeconfig", kubeconfig, "--count", "-1"]) == 2
     with pytest.raises(SystemExit):
         main(["nodes", "--kubeconfig", kubeconfig, "--fail", "n", "--mode", "exploded"])
+
+
+def test_enable_crds_takes_stage_alone_as_kwoks_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert enable_crds(["Stage", "Stage,"], None) == ("Stage",)  # repeated or comma-separated, as KWOK's
+    kubeconfig = str(_kubeconfig(tmp_path))
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: ok}\n"
+                      "spec: {resourceRef: {apiGroup: v1, kind: Pod}}\n")
+    for args, said in ((["--enable-crds", "Stage,Metric"], "Metric is not supported here (supported: Stage)"),
+                       (["--enable-crds", "Stages"], "Stages is not one of KWOK's CRDs"),
+                       (["--enable-crds", "Stage", "--stages", str(stages)],
+                        "--stages and --enable-crds Stage cannot be used together")):
+        assert main(["nodes", "--kubeconfig", kubeconfig, *args]) == 2
+        assert said in capsys.readouterr().err
