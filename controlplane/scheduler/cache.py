@@ -11,6 +11,10 @@ and counted when the node arrives.
 ``order`` lists the nodes in a stable order for the round-robin start of each
 cycle's sampling (upstream's ``nextStartNodeIndex``); ``order.columns`` holds
 their free resources as arrays in the same order (``columns.py``).
+
+``counts`` (also ``nodes.pod_counts``, where PodTopologySpread finds it) counts the
+pods matching the selectors asked about per node (``podcounts.py``): every pod the
+cache adds to a node or removes from one goes through it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from .columns import NodeOrder
 from .nodeinfo import NodeInfo, PodInfo
+from .podcounts import PodCounts
 
 __all__ = ["Cache"]
 
@@ -31,6 +36,7 @@ class NodeMap(dict[str, NodeInfo]):
 
     with_affinity = 0
     version = 0
+    pod_counts: PodCounts | None = None  # the cache's (a NodeMap outside a cache has none)
 
 
 def _has_terms(pod: PodInfo) -> bool:
@@ -45,6 +51,8 @@ class Cache:
         self.pod_node: dict[str, str] = {}  # pod key -> node name, bound and assumed
         self.assumed: set[str] = set()
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound there before the node arrived
+        self.counts = PodCounts(self.nodes)
+        self.nodes.pod_counts = self.counts
 
     # ---------------------------------------------------------------- nodes
 
@@ -61,8 +69,12 @@ class Cache:
             for pod in self._orphans.pop(name, {}).values():
                 ni.add_pod(pod)
                 self.nodes.with_affinity += _has_terms(pod)
+                self.counts.pod_added(pod, ni)
         else:
+            old = ni.labels
             ni.set_node(node)
+            if self.counts.active and ni.labels != old:
+                self.counts.node_relabeled(ni, old)
         return ni
 
     def remove_node(self, name: str) -> None:
@@ -76,6 +88,7 @@ class Cache:
         if last is not ni:  # swap-remove keeps removal O(1)
             self.order[i] = last
             self._index[last.name] = i
+        self.counts.node_removed(ni)
         if ni.pods:
             self._orphans[name] = dict(ni.pods)
             self.nodes.with_affinity -= ni.with_affinity
@@ -97,6 +110,7 @@ class Cache:
             self._remove_from(node, pod.key)  # an update of a pod already here
             ni.add_pod(pod)
             self.nodes.with_affinity += _has_terms(pod)
+            self.counts.pod_added(pod, ni)
 
     def remove_pod(self, key: str) -> None:
         node = self.pod_node.pop(key, None)
@@ -111,6 +125,7 @@ class Cache:
             if held is not None:
                 ni.remove_pod(held)
                 self.nodes.with_affinity -= _has_terms(held)
+                self.counts.pod_removed(held, ni)
         else:
             orphans = self._orphans.get(node)
             if orphans is not None:
@@ -120,8 +135,10 @@ class Cache:
         """Count ``pod`` on ``node`` before its binding is written."""
         self.assumed.add(pod.key)
         self.pod_node[pod.key] = node
-        self.nodes[node].add_pod(pod)
+        ni = self.nodes[node]
+        ni.add_pod(pod)
         self.nodes.with_affinity += _has_terms(pod)
+        self.counts.pod_added(pod, ni)
 
     def forget(self, pod: PodInfo) -> None:
         """Undo ``assume`` (binding failed, or a reservation was released)."""

@@ -126,8 +126,8 @@ class PodInfo:
     __slots__ = (
         "affinity", "attempts", "gated", "group", "initial_attempt", "key", "labels", "name", "namespace",
         "node_name", "node_selector", "nominated_node", "nonzero_cpu", "nonzero_mem", "obj", "priority",
-        "req_cpu", "req_items", "req_mem", "req_other", "requests", "resource_version", "spread", "timestamp",
-        "tolerations", "uid",
+        "req_cpu", "req_items", "req_mem", "req_other", "requests", "resource_version", "spread", "terminating",
+        "timestamp", "tolerations", "uid",
     )
 
     def __init__(self, obj: dict[str, Any]) -> None:
@@ -140,6 +140,8 @@ class PodInfo:
         self.uid: str = meta.get("uid") or ""
         self.resource_version: str = meta.get("resourceVersion") or ""
         self.labels: dict[str, str] = meta.get("labels") or {}
+        # deleted, waiting out its grace period: not counted by PodTopologySpread (as upstream)
+        self.terminating = bool(meta.get("deletionTimestamp"))
         self.priority: int = int(spec.get("priority") or 0)
         self.node_name: str = spec.get("nodeName") or ""
         self.node_selector: dict[str, str] = spec.get("nodeSelector") or {}

@@ -347,11 +347,15 @@ class Scheduler:
                 self._assigned(self._pod_info(new))
                 self.queue.on_event("pods", ActionType.ADD, None, new)
                 return
-            if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            ometa, nmeta = old.get("metadata") or {}, new.get("metadata") or {}
+            relabeled = ometa.get("labels") != nmeta.get("labels")
+            if relabeled or (nmeta.get("deletionTimestamp") and not ometa.get("deletionTimestamp")):
+                # (a terminating pod is no longer counted by PodTopologySpread: cache.counts)
                 pod = self._pod_info(new)
                 pod.keep_only_identity()
                 self.cache.add_pod(pod)
-                self.queue.on_event("pods", ActionType.UPDATE_POD_LABEL, old, new)
+                if relabeled:
+                    self.queue.on_event("pods", ActionType.UPDATE_POD_LABEL, old, new)
             return
         if not self._ours(new):
             return
