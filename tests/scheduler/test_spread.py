@@ -1,13 +1,25 @@
-"""The counts of matching pods the cache keeps per (namespace, selector), for PodTopologySpread."""
+"""PodTopologySpread's scoring as upstream's: the system default constraints and their
+selector (DefaultSelector), the counts the cache keeps per (namespace, selector), the
+normalizing formula; and a Deployment's replicas spread over a real server's nodes."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from controlplane.client import Client
 from controlplane.scheduler.cache import Cache
-from controlplane.scheduler.nodeinfo import PodInfo
+from controlplane.scheduler.framework import Code, CycleState, Status
+from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
+from controlplane.scheduler.plugins.defaultselector import DefaultSelectors
+from controlplane.scheduler.plugins.podplacement import SYSTEM_DEFAULT_CONSTRAINTS, PodTopologySpread
 from controlplane.scheduler.podcounts import PodCounts, selector_from_set
+from tests.test_cli import start_serve
 
+from .fakes import FakeHandle
 from .helpers import node, pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -20,6 +32,16 @@ def owned(name: str, kind: str = "ReplicaSet", owner: str = "web-abc", api: str 
     p["metadata"]["ownerReferences"] = [{"apiVersion": api, "kind": kind, "name": owner, "uid": f"uid-{owner}",
                                          "controller": True}]
     return p
+
+
+def replicaset(name: str = "web-abc", selector: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": selector if selector is not None else {"matchLabels": dict(WEB)}}}
+
+
+def service(name: str, selector: dict[str, str] | None, namespace: str = "default") -> dict[str, Any]:
+    spec = {"selector": selector} if selector is not None else {}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
 def bound(cache: Cache, obj: dict[str, Any], node_name: str) -> PodInfo:
@@ -35,6 +57,53 @@ def cluster(*nodes: dict[str, Any]) -> Cache:
     for n in nodes:
         cache.add_or_update_node(n)
     return cache
+
+
+def scored(plugin: PodTopologySpread, p: PodInfo, nodes: list[NodeInfo]) -> list[int] | Status:
+    st = CycleState()
+    s = plugin.pre_score(st, p, nodes)
+    if s is not None:
+        return s
+    scores = [plugin.score(st, p, n) for n in nodes]
+    plugin.normalize_scores(st, p, scores)
+    return scores
+
+
+# --------------------------------------------------------------------------- DefaultSelector
+
+def test_default_selector_merges_the_services_selecting_the_pod_and_its_controller() -> None:
+    sel = DefaultSelectors()
+    sel.set("services", service("web", {"app": "web"}))
+    sel.set("services", service("all-web", {"pod-template-hash": "abc"}))
+    sel.set("services", service("other", {"app": "db"}))  # does not select the pod
+    sel.set("services", service("headless", None))  # no selector: selects nothing
+    sel.set("services", service("elsewhere", {"app": "web"}, namespace="prod"))
+    sel.set("replicasets", replicaset(selector={"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "tier", "operator": "DoesNotExist"}]}))
+    p = PodInfo(owned("p"))
+    assert sel.for_pod(p) == (("app", "In", ("web",)), ("pod-template-hash", "In", ("abc",)),
+                              ("tier", "DoesNotExist", ()))
+    sel.remove("replicasets", replicaset())
+    assert sel.for_pod(p) == (("app", "In", ("web",)), ("pod-template-hash", "In", ("abc",)))
+    sel.remove("services", service("web", None))
+    sel.remove("services", service("all-web", None))
+    assert sel.for_pod(p) is None  # nothing selects it: no default constraints
+
+
+def test_default_selector_of_a_statefulset_and_a_replicationcontroller() -> None:
+    sel = DefaultSelectors()
+    sel.set("statefulsets", {"metadata": {"name": "db", "namespace": "default"},
+                             "spec": {"selector": {"matchLabels": {"app": "db"}}}})
+    sel.set("replicationcontrollers", {"metadata": {"name": "old", "namespace": "default"},
+                                       "spec": {"selector": {"app": "old"}}})
+    sts = PodInfo(owned("db-0", kind="StatefulSet", owner="db", labels={"app": "db"}))
+    assert sel.for_pod(sts) == (("app", "In", ("db",)),)
+    rc = PodInfo(owned("old-x", kind="ReplicationController", owner="old", api="v1", labels={"app": "old"}))
+    assert sel.for_pod(rc) == (("app", "In", ("old",)),)
+    # a Job's pods, an unknown ReplicaSet's, a pod without owner: no selector
+    assert sel.for_pod(PodInfo(owned("j", kind="Job", owner="db", api="batch/v1"))) is None
+    assert sel.for_pod(PodInfo(owned("r", owner="gone"))) is None
+    assert sel.for_pod(PodInfo(pod("plain", labels={"app": "db"}))) is None
 
 
 # --------------------------------------------------------------------------- the cache's counts
@@ -95,3 +164,111 @@ def test_an_index_unused_for_its_ttl_is_dropped() -> None:
     now[0] = 100.0  # db unused for 100 s, web for 50 s
     counts.get("prod", web)
     assert {(c.namespace, c.selector) for c in counts.indexes()} == {("default", web), ("prod", web)}
+
+
+# --------------------------------------------------------------------------- scoring
+
+def _replicaset_setup() -> tuple[Cache, PodTopologySpread, list[NodeInfo]]:
+    cache = cluster(node("n1"), node("n2"), node("n3"))
+    sel = DefaultSelectors()
+    sel.set("replicasets", replicaset())
+    plugin = PodTopologySpread(lambda: cache.nodes, SYSTEM_DEFAULT_CONSTRAINTS, sel, system_defaulted=True)
+    bound(cache, owned("w1"), "n1")
+    bound(cache, owned("w2"), "n1")
+    bound(cache, owned("w3"), "n2")
+    return cache, plugin, [cache.nodes["n1"], cache.nodes["n2"], cache.nodes["n3"]]
+
+
+def test_system_defaults_spread_a_replicasets_pods_by_hostname() -> None:
+    cache, plugin, nodes = _replicaset_setup()
+    # hostname, maxSkew 3, 3 nodes: count * ln(5) + 2 -> 5, 4, 2; no node has a zone label;
+    # normalized 100 * (5 + 2 - s) / 5
+    assert scored(plugin, PodInfo(owned("w4")), nodes) == [40, 60, 100]
+    bound(cache, owned("w4"), "n3")
+    bound(cache, owned("w5"), "n3")
+    assert scored(plugin, PodInfo(owned("w6")), nodes) == [80, 100, 80]  # 2/1/2: 5, 4, 5
+
+
+def test_no_default_constraints_for_a_pod_with_its_own_or_an_empty_selector() -> None:
+    _, plugin, nodes = _replicaset_setup()
+    hard = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}}
+    own = scored(plugin, PodInfo(owned("w4", topologySpreadConstraints=[hard])), nodes)
+    assert isinstance(own, Status) and own.code == Code.SKIP  # its own constraints, none ScheduleAnyway
+    stray = scored(plugin, PodInfo(owned("w4", owner="unknown")), nodes)
+    assert isinstance(stray, Status) and stray.code == Code.SKIP
+    plain = scored(plugin, PodInfo(pod("bench", labels={"app": "web"})), nodes)
+    assert isinstance(plain, Status) and plain.code == Code.SKIP
+
+
+def test_zone_and_hostname_weights_with_nodes_without_a_zone() -> None:
+    cache = cluster(node("a1", labels={ZONE: "a"}), node("a2", labels={ZONE: "a"}), node("b1", labels={ZONE: "b"}),
+                    node("bare"))
+    sel = DefaultSelectors()
+    sel.set("services", service("web", {"app": "web"}))
+    plugin = PodTopologySpread(lambda: cache.nodes, SYSTEM_DEFAULT_CONSTRAINTS, sel, system_defaulted=True)
+    bound(cache, pod("w1", labels={"app": "web"}), "a1")
+    nodes = [cache.nodes[n] for n in ("a1", "a2", "b1", "bare")]
+    # hostname (4 nodes, ln 6 = 1.79): 1, 0, 0, 0 -> +2; zone (a, b and "" : ln 5 = 1.61): a 1, b 0 -> +4
+    # a1: 1.79 + 2 + 1.61 + 4 = 9.4 -> 9; a2: 2 + 5.61 -> 8; b1: 6; bare (no zone label): 2
+    assert scored(plugin, PodInfo(pod("w2", labels={"app": "web"})), nodes) == [
+        100 * (9 + 2 - 9) // 9, 100 * (9 + 2 - 8) // 9, 100 * (9 + 2 - 6) // 9, 100]
+
+
+def test_schedule_anyway_scores_as_upstream() -> None:
+    """The pod's own ScheduleAnyway constraint: weight ln(domains + 2), maxSkew - 1 added,
+    normalized 100 * (max + min - s) / max; nodes without the key are ignored (0)."""
+    h = FakeHandle([node("a1", labels={"zone": "a"}), node("b1", labels={"zone": "b"}), node("nolabel")])
+    h.bind_pod(pod("w1", labels={"app": "web"}), "a1")
+    h.bind_pod(pod("w2", labels={"app": "web"}), "a1")
+    h.bind_pod(pod("w3", labels={"app": "web"}), "b1")
+    plugin = PodTopologySpread(h.nodes)
+    c = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"app": "web"}}}
+    nodes = [h.nodes()[n] for n in ("a1", "b1", "nolabel")]
+    # zone a: 2 * ln 4 = 2.77 -> 3, zone b: 1.39 -> 1; 100 * (3 + 1 - s) / 3
+    assert scored(plugin, PodInfo(pod("w4", labels={"app": "web"}, topologySpreadConstraints=[c])), nodes) == [
+        33, 100, 0]
+
+
+def test_normalize_as_upstream() -> None:
+    plugin = PodTopologySpread(dict)
+    st = CycleState()
+    scores = [5, 10, -1, 7]
+    plugin.normalize_scores(st, PodInfo(pod("p")), scores)
+    assert scores == [100, 50, 0, 80]
+    scores = [0, 0, -1]
+    plugin.normalize_scores(st, PodInfo(pod("p")), scores)
+    assert scores == [100, 100, 0]
+
+
+# --------------------------------------------------------------------------- over a real socket
+
+async def _deployment_spreads(kubeconfig: Path) -> Counter[str]:
+    async with Client.from_kubeconfig(kubeconfig) as c:
+        await c.create("/apis/apps/v1/namespaces/default/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}})
+        deadline = time.monotonic() + 30
+        while True:
+            items = (await c.list("/api/v1/namespaces/default/pods"))["items"]
+            where = [p["spec"].get("nodeName") for p in items]
+            if len(where) == 6 and all(where):
+                return Counter(str(w) for w in where)
+            assert time.monotonic() < deadline, f"not all bound: {where}"
+            await asyncio.sleep(0.1)
+
+
+def test_a_deployments_request_less_replicas_spread_evenly(tmp_path: Path) -> None:
+    """``serve --nodes 3`` and a Deployment of 6 replicas without requests: 2/2/2, as
+    kube-scheduler places them (its ReplicaSet's selector, the default hostname constraint)."""
+    s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3"))
+    try:
+        s.wait_ready()
+        where = asyncio.run(_deployment_spreads(s.kubeconfig))
+        assert sorted(where.values()) == [2, 2, 2], where
+    finally:
+        s.proc.kill()
+        s.proc.wait()

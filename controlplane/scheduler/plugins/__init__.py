@@ -67,7 +67,7 @@ def default_registry() -> Registry:
     r.register("TaintToleration", lambda h, a: TaintToleration())
     r.register("NodeAffinity", NodeAffinity.build)
     r.register("NodeResourcesFit", NodeResourcesFit.build)
-    r.register("PodTopologySpread", lambda h, a: PodTopologySpread(h.nodes))
+    r.register("PodTopologySpread", PodTopologySpread.build)
     r.register("InterPodAffinity", lambda h, a: InterPodAffinity(h.nodes))
     r.register("GangScheduling", _gang)
     r.register("VolumeBinding", _volume_binding)

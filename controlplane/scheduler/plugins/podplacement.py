@@ -1,26 +1,44 @@
 """Plugins that look at other pods: PodTopologySpread and InterPodAffinity.
 
-Both count, once per cycle in PreFilter, the pods that match the incoming pod's
-selectors per topology domain (a node label's value), then Filter is a dict
-lookup per node. Pods without such constraints SKIP both at no cost.
+PodTopologySpread reads the matching pods per node from the cache's counts
+(``podcounts.py``), kept as pods come and go, so its PreFilter and PreScore walk
+nodes, never pods; InterPodAffinity counts, once per cycle in PreFilter, the pods
+that match the incoming pod's terms per topology domain. Filter is then a dict
+lookup per node. Pods without such constraints SKIP both at no cost (for
+PodTopologySpread's scoring: and that no Service or controller selects, see below).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Status
+from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
+from ..podcounts import PodCounts, Selector, SelectorCount, selector_of
+from .defaultselector import DefaultSelectors
 from .selectors import match_label_selector, node_matches_pod_selectors
 
-__all__ = ["InterPodAffinity", "PodTopologySpread"]
+__all__ = ["HOSTNAME", "SYSTEM_DEFAULT_CONSTRAINTS", "ZONE", "InterPodAffinity", "PodTopologySpread"]
 
 NodesFn = Callable[[], Mapping[str, NodeInfo]]
 
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+# Upstream's ``systemDefaultConstraints``: what a pod without constraints of its own is
+# scored by (defaultingType System), its pods counted with ``DefaultSelectors.for_pod``.
+SYSTEM_DEFAULT_CONSTRAINTS: tuple[Mapping[str, Any], ...] = (
+    {"topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 3},
+    {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 5},
+)
+
 
 class _Spread:
-    __slots__ = ("counts", "key", "max_skew", "min_domains", "selector")
+    """A DoNotSchedule constraint and, after PreFilter, its matching pods per domain."""
+
+    __slots__ = ("counts", "key", "lowest", "max_skew", "min_domains", "selector")
 
     def __init__(self, c: Mapping[str, Any]) -> None:
         self.key: str = c.get("topologyKey", "")
@@ -28,37 +46,101 @@ class _Spread:
         self.min_domains = int(c.get("minDomains") or 1)
         self.selector: Mapping[str, Any] | None = c.get("labelSelector")
         self.counts: dict[str, int] = {}
+        self.lowest = 0  # the smallest domain's count (0 with fewer domains than minDomains)
+
+
+class _Soft:
+    """A ScheduleAnyway constraint as PreScore leaves it for Score."""
+
+    __slots__ = ("domains", "hostname", "key", "max_skew", "per_node", "weight")
+
+    def __init__(self, key: str, max_skew: int, size: int, per_node: Mapping[str, int],
+                 domains: Mapping[str, int]) -> None:
+        self.key = key
+        self.hostname = key == HOSTNAME  # counted per node, as upstream
+        self.max_skew = max_skew
+        # upstream's topologyNormalizingWeight: a domain's count weighs more when there are
+        # more domains, so a key with few (zones) does not drown one with many (hosts)
+        self.weight = math.log(size + 2)
+        self.per_node = per_node
+        self.domains = domains
+
+
+def _has_node_constraints(pod: PodInfo) -> bool:
+    na = pod.affinity.get("nodeAffinity") if pod.affinity else None
+    return bool(pod.node_selector) or bool(na and na.get("requiredDuringSchedulingIgnoredDuringExecution"))
 
 
 class PodTopologySpread:
     """``topologySpreadConstraints``: DoNotSchedule ones filter (skew = matching pods in
     the node's domain + 1 - the smallest domain's count, at most ``maxSkew``); ScheduleAnyway
-    ones score (fewer matching pods in the domain is better). Domains are the values of
-    ``topologyKey`` over nodes that pass the pod's node selector and affinity."""
+    ones score, as upstream's PreScore, Score and NormalizeScore: a node's score is, over
+    the constraints whose key it has, ``count * log(domains + 2) + maxSkew - 1`` (``count``:
+    matching pods in its domain; for ``kubernetes.io/hostname``, on the node), then
+    ``100 * (max + min - score) / max``. Domains are the values of ``topologyKey`` over
+    nodes that pass the pod's node selector and affinity and, for the pod's own
+    constraints, have every constraint's key (the others score 0).
+
+    A pod without constraints of its own is scored by the default constraints
+    (``SYSTEM_DEFAULT_CONSTRAINTS``: hostname maxSkew 3, zone maxSkew 5; nodes without a
+    zone label still spread by hostname), counting the pods that match the selectors of
+    the Services selecting it and of its ReplicaSet, StatefulSet or ReplicationController
+    (``DefaultSelectors``); none of those, no default constraints. Plugin args as
+    upstream's PodTopologySpreadArgs: ``defaultingType`` ``System`` (the default) or
+    ``List`` with ``defaultConstraints``."""
 
     ERR = "node(s) didn't match pod topology spread constraints"
     ERR_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
 
-    def __init__(self, nodes: NodesFn) -> None:
+    def __init__(self, nodes: NodesFn, defaults: Sequence[Mapping[str, Any]] = (),
+                 selectors: DefaultSelectors | None = None, system_defaulted: bool = False) -> None:
         self._nodes = nodes
+        self._defaults = tuple(c for c in defaults if c.get("whenUnsatisfiable") == "ScheduleAnyway")
+        self._selectors = selectors
+        self._system_defaulted = system_defaulted
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> PodTopologySpread:
+        kind = args.get("defaultingType", "System")
+        if kind == "System":
+            defaults, system = SYSTEM_DEFAULT_CONSTRAINTS, True
+        elif kind == "List":
+            defaults, system = tuple(args.get("defaultConstraints") or ()), False
+        else:
+            raise ValueError(f"PodTopologySpread: defaultingType {kind!r} is neither System nor List")
+        selectors = None
+        if defaults:
+            selectors = DefaultSelectors()
+            selectors.watch(handle)
+        return cls(handle.nodes, defaults, selectors, system)
 
     def name(self) -> str:
         return "PodTopologySpread"
 
+    def resources_to_watch(self) -> list[WatchedResource]:
+        return list(DefaultSelectors.RESOURCES) if self._selectors is not None else []
+
+    def _counts(self) -> tuple[Mapping[str, NodeInfo], PodCounts]:
+        nodes = self._nodes()
+        counts = getattr(nodes, "pod_counts", None)  # the cache's; without a cache, a walk per selector
+        return nodes, counts if counts is not None else PodCounts(nodes)
+
     def _count(self, pod: PodInfo, constraints: Sequence[Mapping[str, Any]]) -> list[_Spread]:
+        nodes, counts = self._counts()
         spreads = [_Spread(c) for c in constraints]
-        for ni in self._nodes().values():
-            if not node_matches_pod_selectors(pod.node_selector, pod.affinity, ni.labels, ni.name):
+        indexes = [_index(counts, pod.namespace, selector_of(s.selector)) for s in spreads]
+        keys = [s.key for s in spreads]
+        for ni in nodes.values():
+            labels = ni.labels
+            if any(k not in labels for k in keys):  # a node counts only with every constraint's key
                 continue
-            for s in spreads:
-                value = ni.labels.get(s.key)
-                if value is None:
-                    continue
-                n = 0
-                for other in ni.pods.values():
-                    if other.namespace == pod.namespace and match_label_selector(s.selector, other.labels):
-                        n += 1
-                s.counts[value] = s.counts.get(value, 0) + n
+            if not node_matches_pod_selectors(pod.node_selector, pod.affinity, labels, ni.name):
+                continue
+            for s, index in zip(spreads, indexes, strict=True):
+                value = labels[s.key]
+                s.counts[value] = s.counts.get(value, 0) + (index.nodes.get(ni.name, 0) if index else 0)
+        for s in spreads:
+            s.lowest = 0 if len(s.counts) < s.min_domains else min(s.counts.values(), default=0)
         return spreads
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
@@ -74,33 +156,110 @@ class PodTopologySpread:
             if value is None:
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.ERR_LABEL, plugin=self.name())
             self_match = 1 if match_label_selector(s.selector, pod.labels) else 0
-            lowest = min(s.counts.values(), default=0)
-            if len(s.counts) < s.min_domains:
-                lowest = 0
-            if s.counts.get(value, 0) + self_match - lowest > s.max_skew:
+            if s.counts.get(value, 0) + self_match - s.lowest > s.max_skew:
                 return Status(Code.UNSCHEDULABLE, self.ERR, plugin=self.name())
         return None
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
-        soft = [c for c in pod.spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"]
-        if not soft:
+        if pod.spread:
+            constraints: Sequence[Mapping[str, Any]] = [
+                c for c in pod.spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"]
+            selectors = [selector_of(c.get("labelSelector")) for c in constraints]
+            require_all = True
+        else:
+            sel = self._selectors.for_pod(pod) if self._selectors is not None and self._defaults else None
+            if sel is None:
+                return Status(Code.SKIP)
+            constraints = self._defaults
+            selectors = [sel] * len(constraints)
+            # system defaults: a node without a zone label still spreads by hostname
+            require_all = not self._system_defaulted
+        if not constraints:
             return Status(Code.SKIP)
-        state.write("PodTopologySpread/soft", self._count(pod, soft))
+        all_nodes, counts = self._counts()
+        if not all_nodes:
+            return Status(Code.SKIP)
+        keys = [c.get("topologyKey", "") for c in constraints]
+        ignored: set[str] = set()
+        if require_all:
+            ignored = {n.name for n in nodes if any(k not in n.labels for k in keys)}
+        restricted = _has_node_constraints(pod)
+        soft = []
+        for c, key, sel in zip(constraints, keys, selectors, strict=True):
+            index = _index(counts, pod.namespace, sel)
+            max_skew = int(c.get("maxSkew", 1))
+            if key == HOSTNAME:
+                soft.append(_Soft(key, max_skew, len(nodes) - len(ignored), index.nodes if index else {}, {}))
+                continue
+            size = len({n.labels.get(key, "") for n in nodes if n.name not in ignored} if ignored
+                       else {n.labels.get(key, "") for n in nodes})
+            if index is None:
+                domains: Mapping[str, int] = {}
+            elif not restricted and (not require_all or all(k == key for k in keys)):
+                domains = counts.domains(index, key)  # kept by the cache
+            else:
+                domains = _domains_of(index, all_nodes, pod, key, keys if require_all else ())
+            soft.append(_Soft(key, max_skew, size, {}, domains))
+        state.write("PodTopologySpread/soft", (soft, ignored))
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return sum(s.counts.get(node.labels.get(s.key, ""), 0) for s in state.read("PodTopologySpread/soft"))
+        """Not normalized: higher is worse; -1 for a node PreScore ignores (no key of a constraint)."""
+        soft, ignored = state.read("PodTopologySpread/soft")
+        if ignored and node.name in ignored:
+            return -1
+        labels = node.labels
+        total = 0.0
+        for s in soft:
+            value = labels.get(s.key)
+            if value is None:
+                continue
+            n = s.per_node.get(node.name, 0) if s.hostname else s.domains.get(value, 0)
+            total += n * s.weight + s.max_skew - 1
+        return int(total + 0.5)  # Go's math.Round (half away from zero; total >= 0)
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
-        top, low = max(scores, default=0), min(scores, default=0)
+        valid = [s for s in scores if s >= 0]
+        top = max(max(valid, default=0), 0)
+        low = min(valid, default=0)
         for i, s in enumerate(scores):
-            scores[i] = MAX_NODE_SCORE if top == low else (top - s) * MAX_NODE_SCORE // (top - low)
+            if s < 0:
+                scores[i] = 0
+            elif top == 0:
+                scores[i] = MAX_NODE_SCORE
+            else:
+                scores[i] = MAX_NODE_SCORE * (top + low - s) // top
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("pods", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_POD_LABEL),
             ClusterEvent("nodes", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL),
         ]
+
+
+def _index(counts: PodCounts, namespace: str, selector: Selector | None) -> SelectorCount | None:
+    """The counts of ``selector`` in ``namespace``; None for a selector that matches nothing."""
+    return counts.get(namespace, selector) if selector is not None else None
+
+
+def _domains_of(index: SelectorCount, nodes: Mapping[str, NodeInfo], pod: PodInfo, key: str,
+                required: Sequence[str]) -> dict[str, int]:
+    """Matching pods per value of ``key``, over the nodes with such pods that pass ``pod``'s
+    node selector and affinity and have every key of ``required``: a walk over the nodes
+    that hold matching pods (not all nodes, not their pods)."""
+    out: dict[str, int] = {}
+    for name, n in index.nodes.items():
+        ni = nodes.get(name)
+        if ni is None:
+            continue
+        labels = ni.labels
+        value = labels.get(key)
+        if value is None or any(k not in labels for k in required):
+            continue
+        if not node_matches_pod_selectors(pod.node_selector, pod.affinity, labels, name):
+            continue
+        out[value] = out.get(value, 0) + n
+    return out
 
 
 def _term_namespaces(term: Mapping[str, Any], pod_namespace: str) -> tuple[str, ...] | None:
