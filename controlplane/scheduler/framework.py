@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionType",
+    "BatchScorer",
     "BindPlugin",
     "ClusterEvent",
     "Code",
@@ -299,6 +300,15 @@ class PreScorePlugin(Plugin, Protocol):
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """0..MAX_NODE_SCORE (or any range when ``normalize_scores`` maps it there)."""
+        ...
+
+
+@runtime_checkable
+class BatchScorer(Protocol):
+    def score_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """``[score(state, pod, n) for n in nodes]``, in one call: for the scorers whose per-node
+        work is a lookup or two, where the call per node costs more than the score (the
+        feasible nodes are hundreds to thousands)."""
         ...
 
 

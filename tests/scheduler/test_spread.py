@@ -10,11 +10,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from controlplane.client import Client
 from controlplane.scheduler.cache import Cache
+from controlplane.scheduler.columns import FeasibleNodes
 from controlplane.scheduler.framework import Code, CycleState, Status
 from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.defaultselector import DefaultSelectors
+from controlplane.scheduler.plugins.noderesources import NodeResourcesFit
 from controlplane.scheduler.plugins.podplacement import SYSTEM_DEFAULT_CONSTRAINTS, PodTopologySpread
 from controlplane.scheduler.podcounts import PodCounts, selector_from_set
 from tests.test_cli import start_serve
@@ -272,3 +276,25 @@ def test_a_deployments_request_less_replicas_spread_evenly(tmp_path: Path) -> No
     finally:
         s.proc.kill()
         s.proc.wait()
+
+
+def test_batch_scores_are_the_per_node_scores() -> None:
+    """``score_all`` (the one call per plugin a cycle makes) gives each node's ``score``:
+    PodTopologySpread's unrolled hostname-and-zone sums, NodeResourcesFit's columns."""
+    cache = cluster(*(node(f"n{i}", cpu="4", labels={ZONE: f"z{i % 3}"} if i % 5 else {}) for i in range(300)))
+    sel = DefaultSelectors()
+    sel.set("replicasets", replicaset())
+    spread = PodTopologySpread(lambda: cache.nodes, SYSTEM_DEFAULT_CONSTRAINTS, sel, system_defaulted=True)
+    for i in range(200):
+        bound(cache, owned(f"w{i}") if i % 2 else pod(f"o{i}", cpu="250m"), f"n{(i * 7) % 150}")
+    rows = np.arange(0, 300, 2, dtype=np.int64)
+    feasible = FeasibleNodes(cache.order, rows, True)
+    p = PodInfo(owned("new"))
+    st = CycleState()
+    assert spread.pre_score(st, p, feasible) is None
+    soft, _ = st.read("PodTopologySpread/soft")
+    unrolled = spread.score_all(st, p, feasible)
+    st.write("PodTopologySpread/soft", (soft, {"none-such"}))  # an ignored node: the generic loop
+    assert unrolled == spread.score_all(st, p, feasible) and len(set(unrolled)) > 2
+    fit = NodeResourcesFit()
+    assert fit.score_all(st, p, feasible) == [fit.score(st, p, n) for n in feasible]

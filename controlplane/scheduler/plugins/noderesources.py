@@ -9,9 +9,10 @@ such as ``nvidia.com/gpu`` may be listed too).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
+from ..columns import FeasibleNodes, NodeColumns
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
 from ..nodeinfo import NodeInfo, PodInfo
 
@@ -95,6 +96,17 @@ class NodeResourcesFit:
             total += s * weight
             weights += weight
         return total // weights if weights else 0
+
+    def score_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """``score`` of each node; over the cache's columns (the feasible rows of a cycle that
+        took them) as one array operation for the default resources."""
+        if self.default and isinstance(nodes, FeasibleNodes):
+            columns: NodeColumns | None = getattr(nodes.nodes, "columns", None)
+            if columns is not None:
+                columns.refresh()
+                return cast(list[int], columns.allocated_scores(nodes.rows, pod.nonzero_cpu, pod.nonzero_mem,
+                                                                self.most).tolist())
+        return [self.score(state, pod, n) for n in nodes]
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [

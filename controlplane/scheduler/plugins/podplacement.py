@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
 from ..podcounts import PodCounts, Selector, SelectorCount, selector_of
@@ -205,36 +207,61 @@ class PodTopologySpread:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Not normalized: higher is worse; -1 for a node PreScore ignores (no key of a constraint)."""
+        return self.score_all(state, pod, (node,))[0]
+
+    def score_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         soft, ignored = state.read("PodTopologySpread/soft")
-        if ignored and node.name in ignored:
-            return -1
-        labels = node.labels
-        total = 0.0
-        for s in soft:
-            value = labels.get(s.key)
-            if value is None:
+        if not ignored and len(soft) == 2 and soft[0].hostname and not soft[1].hostname:
+            return _score_host_and_zone(soft[0], soft[1], nodes)  # the system defaults' shape
+        out = []
+        for node in nodes:
+            name = node.name
+            if ignored and name in ignored:
+                out.append(-1)
                 continue
-            n = s.per_node.get(node.name, 0) if s.hostname else s.domains.get(value, 0)
-            total += n * s.weight + s.max_skew - 1
-        return int(total + 0.5)  # Go's math.Round (half away from zero; total >= 0)
+            labels = node.labels
+            total = 0.0
+            for s in soft:
+                value = labels.get(s.key)
+                if value is None:
+                    continue
+                n = s.per_node.get(name, 0) if s.hostname else s.domains.get(value, 0)
+                total += n * s.weight + s.max_skew - 1
+            out.append(int(total + 0.5))  # Go's math.Round (half away from zero; total >= 0)
+        return out
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
-        valid = [s for s in scores if s >= 0]
-        top = max(max(valid, default=0), 0)
-        low = min(valid, default=0)
-        for i, s in enumerate(scores):
-            if s < 0:
-                scores[i] = 0
-            elif top == 0:
-                scores[i] = MAX_NODE_SCORE
-            else:
-                scores[i] = MAX_NODE_SCORE * (top + low - s) // top
+        """``100 * (max + min - s) / max`` over the nodes not ignored (-1), which get 0."""
+        raw = np.asarray(scores, dtype=np.int64)
+        valid = raw >= 0
+        if not valid.any():
+            scores[:] = [0] * len(scores)
+            return
+        top, low = max(int(raw.max()), 0), int(raw[valid].min())
+        out = MAX_NODE_SCORE * (top + low - raw) // top if top else np.full_like(raw, MAX_NODE_SCORE)
+        scores[:] = np.where(valid, out, 0).tolist()
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("pods", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_POD_LABEL),
             ClusterEvent("nodes", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL),
         ]
+
+
+def _score_host_and_zone(host: _Soft, zone: _Soft, nodes: Sequence[NodeInfo]) -> list[int]:
+    """``score_all`` of a hostname and a zone constraint, no node ignored: the same sums,
+    unrolled (this runs for every feasible node of every pod of a ReplicaSet)."""
+    per_node, hw, hb = host.per_node, host.weight, host.max_skew - 1
+    domains, key, zw, zb = zone.domains, zone.key, zone.weight, zone.max_skew - 1
+    out = []
+    for node in nodes:
+        labels = node.labels
+        total = per_node.get(node.name, 0) * hw + hb if HOSTNAME in labels else 0.0
+        value = labels.get(key)
+        if value is not None:
+            total += domains.get(value, 0) * zw + zb
+        out.append(int(total + 0.5))
+    return out
 
 
 def _index(counts: PodCounts, namespace: str, selector: Selector | None) -> SelectorCount | None:
