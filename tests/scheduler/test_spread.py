@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.defaultselector import DefaultSelectors
 from controlplane.scheduler.plugins.noderesources import NodeResourcesFit
 from controlplane.scheduler.plugins.podplacement import SYSTEM_DEFAULT_CONSTRAINTS, PodTopologySpread
-from controlplane.scheduler.podcounts import PodCounts, selector_from_set
+from controlplane.scheduler.podcounts import PodCounts, SelectorCount, selector_from_set
 from tests.test_cli import start_serve
 
 from .fakes import FakeHandle
@@ -298,3 +299,24 @@ def test_batch_scores_are_the_per_node_scores() -> None:
     assert unrolled == spread.score_all(st, p, feasible) and len(set(unrolled)) > 2
     fit = NodeResourcesFit()
     assert fit.score_all(st, p, feasible) == [fit.score(st, p, n) for n in feasible]
+
+
+def test_a_pod_is_tested_only_against_the_indexes_its_labels_could_match() -> None:
+    cache = cluster(node("n1"))
+    tested: list[str] = []
+
+    def spy(c: SelectorCount, app: str) -> None:
+        inner = c.match
+
+        def match(labels: Mapping[str, str]) -> bool:
+            tested.append(app)
+            return inner(labels)
+
+        c.match = match
+
+    for app in ("web", "db"):
+        spy(cache.counts.get("default", selector_from_set({"app": app, "pod-template-hash": app[0]})), app)
+    anything = cache.counts.get("default", ())  # no equality: every pod of the namespace is tested
+    bound(cache, pod("w", labels={"app": "web", "pod-template-hash": "w"}), "n1")
+    assert tested == ["web"]
+    assert anything.nodes == {"n1": 1}
