@@ -16,6 +16,11 @@ racks). Exit 1 if an invariant is broken or pods were left unbound.
 ``--gang-size K --racks R``: nodes labelled ``rack=r0..`` in R racks; pods in
 PodGroups of K (minCount K) with ``schedulingConstraints.topology: [{key: rack}]``.
 
+``--replication-controllers K``: pods owned by K ReplicationControllers (which exist;
+no controller of them runs in this server, so none adds or deletes pods) on nodes in
+3 zones: PodTopologySpread's default constraints apply to every pod, as to a
+Deployment's. Reported too: the most replicas of one controller on a node.
+
 ``--dra``: the DRA workload (``bench dra --api``, ``controlplane/bench/dra_api.py``):
 pods claiming whole GPUs or partitions on nodes of partitionable GPUs, checked for
 double allocation.
@@ -36,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -61,22 +67,37 @@ def _p(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def _node(i: int, racks: int) -> dict[str, Any]:
+def _node(i: int, racks: int, zones: int = 0) -> dict[str, Any]:
     alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
     labels = {"kubernetes.io/hostname": f"node-{i}"}
     if racks:
         labels["rack"] = f"r{i % racks}"
+    if zones:
+        labels["topology.kubernetes.io/zone"] = f"zone-{i % zones}"
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels},
             "status": {"capacity": alloc, "allocatable": alloc}}
 
 
-def _pod(i: int, group: str | None) -> dict[str, Any]:
+def _pod(i: int, group: str | None, owners: list[str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10", "resources": {
         "requests": {"cpu": "100m", "memory": "500Mi"}}}]}
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"pod-{i}", "namespace": "default", "labels": {"app": "bench"}}, "spec": spec}
+    meta: dict[str, Any] = {"name": f"pod-{i}", "namespace": "default", "labels": {"app": "bench"}}
+    if owners:  # owned by ReplicationController rc-j (uid owners[j]): the spread defaults apply
+        j = i % len(owners)
+        meta["labels"] = {"app": f"rc-{j}"}
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ReplicationController", "name": f"rc-{j}",
+                                    "uid": owners[j], "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _replication_controller(j: int, replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ReplicationController",
+            "metadata": {"name": f"rc-{j}", "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"app": f"rc-{j}"},
+                     "template": {"metadata": {"labels": {"app": f"rc-{j}"}}, "spec": {"containers": [
+                         {"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}}}
 
 
 def _http(method: str, path: str, body: Any, content_type: str = "application/json") -> bytes:
@@ -142,7 +163,7 @@ async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str
         t0 = time.perf_counter()
 
         def node_requests(i: int) -> list[bytes]:
-            n = _node(i, args.racks)
+            n = _node(i, args.racks, 3 if args.replication_controllers else 0)
             return [_http("POST", "/api/v1/nodes", {k: v for k, v in n.items() if k != "status"}),
                     _http("PATCH", f"/api/v1/nodes/node-{i}/status", {"status": n["status"]},
                           "application/merge-patch+json")]
@@ -161,6 +182,11 @@ async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str
                              "schedulingConstraints": {"topology": [{"key": "rack"}]}}})]
 
             await _send_all(port, len(groups), args.connections, group_requests)
+        owners: list[str] = []
+        for j in range(args.replication_controllers):
+            made = await c.create("/api/v1/namespaces/default/replicationcontrollers",
+                                  _replication_controller(j, args.pods // args.replication_controllers))
+            owners.append(made["metadata"]["uid"])
         listed = await c.list("/api/v1/namespaces/default/pods", limit=1)
         rv = listed["metadata"]["resourceVersion"]
         created: dict[str, float] = {}
@@ -173,7 +199,8 @@ async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str
         t_create = time.perf_counter()
 
         bodies = [_http("POST", "/api/v1/namespaces/default/pods",
-                        _pod(i, groups[i // args.gang_size] if args.gang_size else None)) for i in range(args.pods)]
+                        _pod(i, groups[i // args.gang_size] if args.gang_size else None, owners))
+                  for i in range(args.pods)]
 
         def started(i: int) -> None:
             created[f"pod-{i}"] = time.perf_counter()
@@ -275,6 +302,8 @@ def run(args: argparse.Namespace) -> int:
         inv = check_invariants(r["pods"], r["nodes"], args.gang_size)
         where = "external" if args.external_scheduler else "components-process" if args.components_process else "serve"
         shape = {"nodes": args.nodes, "pods": args.pods, "scheduler": where, "http_protocol": args.http_protocol}
+        if args.replication_controllers:
+            shape["replication_controllers"] = args.replication_controllers
         if args.gang_size:
             shape.update(gang_size=args.gang_size, racks=args.racks)
         rate = r["bound"] / r["sched_secs"] if r["sched_secs"] > 0 else 0.0
@@ -284,6 +313,10 @@ def run(args: argparse.Namespace) -> int:
         emit("pod_creates_per_s", args.pods / r["create_secs"], "1/s", connections=args.connections, **shape)
         emit("nodes_over_allocatable", inv["nodes_over_allocatable"], "nodes", **shape)
         emit("pods_unbound", args.pods - r["bound"], "pods", **shape)
+        if args.replication_controllers:
+            per = Counter(((p["metadata"].get("labels") or {}).get("app"), p["spec"].get("nodeName"))
+                          for p in r["pods"] if p["spec"].get("nodeName"))
+            emit("most_replicas_of_one_controller_on_a_node", max(per.values(), default=0), "pods", **shape)
         if args.gang_size:
             emit("partial_gangs", inv["partial_gangs"], "gangs", **shape)
             emit("gangs_across_racks", inv["gangs_across_racks"], "gangs", **shape)
@@ -303,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gang-size", type=int, default=0, help="pods per PodGroup (0: no gangs)")
     p.add_argument("--racks", type=int, default=50, help="with --gang-size: racks (topology domains)")
     p.add_argument("--connections", type=int, default=32, help="concurrent creating clients")
+    p.add_argument("--replication-controllers", type=int, default=0, metavar="K",
+                   help="pods owned by K ReplicationControllers, nodes in 3 zones: PodTopologySpread's default "
+                        "constraints apply (0: bare pods)")
     p.add_argument("--external-scheduler", action="store_true",
                    help="run 'controlplane scheduler' in its own process (serve --no-scheduler)")
     p.add_argument("--components-process", action="store_true",
