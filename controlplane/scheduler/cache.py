@@ -51,7 +51,7 @@ class Cache:
         self.pod_node: dict[str, str] = {}  # pod key -> node name, bound and assumed
         self.assumed: set[str] = set()
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound there before the node arrived
-        self.counts = PodCounts(self.nodes)
+        self.counts = PodCounts(self.nodes, tracked=True)
         self.nodes.pod_counts = self.counts
 
     # ---------------------------------------------------------------- nodes

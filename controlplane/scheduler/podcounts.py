@@ -5,7 +5,8 @@ match a selector on each node and in each domain of a topology key. Walking ever
 pod of every node for that costs O(pods) a cycle, a million at the scale this
 project aims at. Instead the cache keeps, for each (namespace, selector) asked
 about, an index of the count per node: built by one walk over the pods the first
-time it is asked for, then updated by the cache on every pod it adds or removes.
+time it is asked for (the cache's: over the pods of its namespace, which it keeps
+by namespace), then updated by the cache on every pod it adds or removes.
 Only the indexes of the pod's namespace that could match it are tested: each is
 filed under one of its selector's equalities (``app=web``), found by the pod's
 own labels, so a pod of a namespace that has none costs one dict lookup, and
@@ -143,8 +144,13 @@ class PodCounts:
     ``get``, which is what a caller without a cache pays anyway."""
 
     def __init__(self, nodes: Mapping[str, NodeInfo], ttl: float = DEFAULT_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, tracked: bool = False) -> None:
         self._nodes = nodes
+        # tracked (the cache's, told of every pod from the start): namespace -> pod key ->
+        # node name of the pods counted, so that an index is built from its namespace's
+        # pods, not from every pod (a thousand, not a million, for one of the million
+        # run's ReplicaSets); about 40 bytes a pod. Untracked: a build walks every node.
+        self._in_ns: dict[str, dict[str, str]] | None = {} if tracked else None
         self._by_ns: dict[str, dict[Selector, SelectorCount]] = {}
         # namespace -> equality -> the indexes filed under it (None: those without an equality)
         self._filed: dict[str, dict[tuple[str, str] | None, list[SelectorCount]]] = {}
@@ -196,6 +202,14 @@ class PodCounts:
         c = SelectorCount(namespace, selector)
         match = c.match
         counts = c.nodes
+        if self._in_ns is not None:
+            nodes = self._nodes
+            for key, name in self._in_ns.get(namespace, {}).items():
+                ni = nodes.get(name)
+                p = ni.pods.get(key) if ni is not None else None
+                if p is not None and not p.terminating and match(p.labels):
+                    counts[name] = counts.get(name, 0) + 1
+            return c
         for ni in self._nodes.values():
             if not ni.pods:
                 continue
@@ -225,15 +239,34 @@ class PodCounts:
     # ---------------------------------------------------------------- the cache's changes
 
     def pod_added(self, pod: PodInfo, node: NodeInfo) -> None:
+        if pod.terminating:
+            return
+        if self._in_ns is not None:
+            in_ns = self._in_ns.get(pod.namespace)
+            if in_ns is None:
+                in_ns = self._in_ns[pod.namespace] = {}
+            in_ns[pod.key] = node.name
         filed = self._filed.get(pod.namespace)
-        if filed is not None and not pod.terminating:
+        if filed is not None:
             self._count(filed, pod.labels, node, 1)
 
     def pod_removed(self, pod: PodInfo, node: NodeInfo) -> None:
         """``pod``: the PodInfo that was added (its labels then), not a newer one."""
+        if pod.terminating:
+            return
+        if self._in_ns is not None:
+            self._forget(pod, node.name)
         filed = self._filed.get(pod.namespace)
-        if filed is not None and not pod.terminating:
+        if filed is not None:
             self._count(filed, pod.labels, node, -1)
+
+    def _forget(self, pod: PodInfo, node: str) -> None:
+        assert self._in_ns is not None
+        in_ns = self._in_ns.get(pod.namespace)
+        if in_ns is not None and in_ns.get(pod.key) == node:
+            del in_ns[pod.key]
+            if not in_ns:
+                del self._in_ns[pod.namespace]
 
     @staticmethod
     def _count(filed: Mapping[tuple[str, str] | None, list[SelectorCount]], labels: Mapping[str, str],
@@ -248,6 +281,10 @@ class PodCounts:
 
     def node_removed(self, node: NodeInfo) -> None:
         """The node left the cache (its pods are no longer counted)."""
+        if self._in_ns is not None:
+            for p in node.pods.values():
+                if not p.terminating:
+                    self._forget(p, node.name)
         if not self._by_ns:
             return
         name = node.name

@@ -21,7 +21,7 @@ from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.defaultselector import DefaultSelectors
 from controlplane.scheduler.plugins.noderesources import NodeResourcesFit
 from controlplane.scheduler.plugins.podplacement import SYSTEM_DEFAULT_CONSTRAINTS, PodTopologySpread
-from controlplane.scheduler.podcounts import PodCounts, SelectorCount, selector_from_set
+from controlplane.scheduler.podcounts import PodCounts, SelectorCount, selector_from_set, selector_of
 from tests.test_cli import start_serve
 
 from .fakes import FakeHandle
@@ -156,6 +156,42 @@ def test_counts_follow_nodes_removed_relabeled_and_arriving_after_their_pods() -
     assert web.nodes == {"n1": 1, "n2": 1, "n3": 1} and web.domains[ZONE] == {"a": 2, "c": 1}
     cache.remove_node("n1")
     assert web.nodes == {"n2": 1, "n3": 1} and web.domains[ZONE] == {"a": 1, "c": 1}
+
+
+def test_the_caches_index_is_built_from_its_namespaces_pods_as_a_walk_would_count() -> None:
+    """The cache keeps its pods by namespace, so an index's first build walks only the
+    namespace's pods; what it counts must be what a walk over every node counts, through
+    terminating pods, moves, removed nodes and pods bound before their node."""
+    cache = cluster(node("n1", labels={ZONE: "a"}), node("n2", labels={ZONE: "b"}), node("n3", labels={ZONE: "a"}))
+    web = selector_from_set({"app": "web"})
+
+    def labelled(name: str, ns: str = "default", app: str = "web") -> dict[str, Any]:
+        return pod(name, namespace=ns, labels={"app": app})
+
+    for i, n in enumerate(("n1", "n1", "n2", "n3")):
+        bound(cache, labelled(f"w{i}"), n)
+    bound(cache, labelled("other-ns", ns="prod"), "n1")
+    bound(cache, labelled("db", app="db"), "n2")
+    bound(cache, labelled("leaving"), "n2")
+    terminating = {**labelled("leaving"), "metadata": {**labelled("leaving")["metadata"],
+                                                        "deletionTimestamp": "2026-12-04T00:00:00Z"}}
+    bound(cache, terminating, "n2")  # now terminating: no longer counted
+    bound(cache, labelled("moved"), "n1")
+    cache.remove_pod("default/moved")
+    bound(cache, labelled("early"), "n4")  # n4 is not known yet
+    cache.remove_node("n3")  # w3 is no longer counted
+
+    def walked() -> dict[str, int]:
+        return PodCounts(cache.nodes).get("default", web).nodes  # untracked: a walk over every node
+
+    assert cache.counts.get("default", web).nodes == walked() == {"n1": 2, "n2": 1}
+    # the next index of the namespace is built from the pods as they are now
+    cache.add_or_update_node(node("n4", labels={ZONE: "b"}))
+    cache.add_or_update_node(node("n3", labels={ZONE: "a"}))
+    anyapp = selector_of({"matchExpressions": [{"key": "app", "operator": "Exists"}]})
+    assert anyapp is not None
+    assert cache.counts.get("default", anyapp).nodes == PodCounts(cache.nodes).get("default", anyapp).nodes == {
+        "n1": 2, "n2": 2, "n3": 1, "n4": 1}
 
 
 def test_an_index_unused_for_its_ttl_is_dropped() -> None:
