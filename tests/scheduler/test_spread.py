@@ -356,3 +356,22 @@ def test_a_pod_is_tested_only_against_the_indexes_its_labels_could_match() -> No
     bound(cache, pod("w", labels={"app": "web", "pod-template-hash": "w"}), "n1")
     assert tested == ["web"]
     assert anything.nodes == {"n1": 1}
+
+
+def test_an_empty_label_selector_counts_no_pod_as_upstream() -> None:
+    """``labelSelector: {}`` matches every pod, but upstream's ``countPodsMatchSelector`` returns 0
+    for an empty selector: the existing pods count nothing (the pod itself still self-matches in
+    Filter), so such a constraint neither filters nor ranks nodes."""
+    h = FakeHandle([node("a1", labels={"zone": "a"}), node("b1", labels={"zone": "b"})])
+    for i in range(3):
+        h.bind_pod(pod(f"w{i}", labels={"app": "web"}), "a1")
+    plugin = PodTopologySpread(h.nodes)
+    nodes = [h.nodes()[n] for n in ("a1", "b1")]
+    soft = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}
+    assert scored(plugin, PodInfo(pod("w9", labels={"app": "web"}, topologySpreadConstraints=[soft])), nodes) == [
+        100, 100]
+    hard = {**soft, "whenUnsatisfiable": "DoNotSchedule"}
+    p = PodInfo(pod("w9", labels={"app": "web"}, topologySpreadConstraints=[hard]))
+    st = CycleState()
+    assert plugin.pre_filter(st, p) is None
+    assert [plugin.filter(st, p, n) for n in nodes] == [None, None]

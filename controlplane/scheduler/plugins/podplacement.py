@@ -265,8 +265,10 @@ def _score_host_and_zone(host: _Soft, zone: _Soft, nodes: Sequence[NodeInfo]) ->
 
 
 def _index(counts: PodCounts, namespace: str, selector: Selector | None) -> SelectorCount | None:
-    """The counts of ``selector`` in ``namespace``; None for a selector that matches nothing."""
-    return counts.get(namespace, selector) if selector is not None else None
+    """The counts of ``selector`` in ``namespace``; None for a selector whose pods count 0: none
+    (``labelSelector`` absent) or an empty one (``{}``): upstream's ``countPodsMatchSelector``
+    counts no pod for an empty selector, though the pod itself still matches it."""
+    return counts.get(namespace, selector) if selector else None
 
 
 def _domains_of(index: SelectorCount, nodes: Mapping[str, NodeInfo], pod: PodInfo, key: str,
