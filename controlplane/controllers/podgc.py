@@ -126,8 +126,12 @@ class PodGCController:
                 log.warning("pod %s/%s: terminated pod not deleted: %s", namespace, name, e)
                 return
         PODGC_DELETES.labels(namespace, "terminated").inc()
-        # the informer's delete drops it too; not sweeping it again meanwhile
-        self.terminated.pop((namespace, name), None)
+        # the informer's delete drops it too; not sweeping it again meanwhile. Only the pod
+        # deleted: after a 409 the name may be another pod's by now (a StatefulSet's
+        # replacement), which the informer has put in its place and which stays counted
+        held = self.terminated.get((namespace, name))
+        if held is not None and held[3] == uid:
+            del self.terminated[(namespace, name)]
 
     async def _sweep_terminated(self) -> None:
         await self.pods.synced.wait()  # a partial set would pick the wrong pods as the oldest

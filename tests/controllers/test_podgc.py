@@ -167,3 +167,19 @@ async def test_a_threshold_of_zero_keeps_every_finished_pod(client: Client) -> N
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_finished_pod_recreated_under_the_name_of_one_swept_stays_counted(client: Client) -> None:
+    """The sweep deletes with the uid it saw; when a pod of that name but another uid is there by
+    then (a StatefulSet's replacement, finished in turn), the delete fails its precondition (409)
+    and the replacement, which the informer has put in the set, must stay in it."""
+    await client.create(NODES, node("n1"))
+    created = await client.create(PODS, pod("s-0", "n1"))
+    await finish(client, "s-0", "Failed")
+    gc = PodGCController(client, terminated_threshold=1)
+    now = (await client.get(f"{PODS}/s-0"))
+    gc._pod_seen(now)  # the informer's view: the pod there now, finished
+    assert gc.terminated[("default", "s-0")][3] == created["metadata"]["uid"]
+    await gc._delete_terminated("default", "s-0", "uid-of-an-earlier-s-0")
+    assert not await gone(client, "s-0")
+    assert ("default", "s-0") in gc.terminated
