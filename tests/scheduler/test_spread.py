@@ -375,3 +375,24 @@ def test_an_empty_label_selector_counts_no_pod_as_upstream() -> None:
     st = CycleState()
     assert plugin.pre_filter(st, p) is None
     assert [plugin.filter(st, p, n) for n in nodes] == [None, None]
+
+
+def test_list_default_constraints_that_are_do_not_schedule_filter() -> None:
+    """``defaultingType: List`` with a DoNotSchedule default constraint: upstream's PreFilter
+    builds the default constraints for DoNotSchedule as its PreScore does for ScheduleAnyway,
+    so a pod without constraints of its own is filtered by them (with its default selector)."""
+    cache = cluster(node("n1"), node("n2"))
+    sel = DefaultSelectors()
+    sel.set("replicasets", replicaset())
+    hard = {"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 1}
+    plugin = PodTopologySpread(lambda: cache.nodes, [hard], sel)
+    bound(cache, owned("w1"), "n1")
+    p = PodInfo(owned("w2"))
+    st = CycleState()
+    assert plugin.pre_filter(st, p) is None
+    verdicts = [plugin.filter(st, p, cache.nodes[n]) for n in ("n1", "n2")]
+    assert verdicts[1] is None
+    assert verdicts[0] is not None and verdicts[0].code == Code.UNSCHEDULABLE  # 1 + 1 - 0 > 1
+    # a pod no Service or controller selects: no default constraints
+    skipped = plugin.pre_filter(CycleState(), PodInfo(owned("x", owner="unknown")))
+    assert skipped is not None and skipped.code == Code.SKIP

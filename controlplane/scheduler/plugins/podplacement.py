@@ -18,7 +18,7 @@ import numpy as np
 
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
-from ..podcounts import PodCounts, Selector, SelectorCount, selector_of
+from ..podcounts import PodCounts, Selector, SelectorCount, matches, selector_of
 from .defaultselector import DefaultSelectors
 from .selectors import match_label_selector, node_matches_pod_selectors
 
@@ -42,11 +42,11 @@ class _Spread:
 
     __slots__ = ("counts", "key", "lowest", "max_skew", "min_domains", "selector")
 
-    def __init__(self, c: Mapping[str, Any]) -> None:
+    def __init__(self, c: Mapping[str, Any], selector: Selector | None) -> None:
         self.key: str = c.get("topologyKey", "")
         self.max_skew = int(c.get("maxSkew", 1))
         self.min_domains = int(c.get("minDomains") or 1)
-        self.selector: Mapping[str, Any] | None = c.get("labelSelector")
+        self.selector = selector  # None: matches nothing
         self.counts: dict[str, int] = {}
         self.lowest = 0  # the smallest domain's count (0 with fewer domains than minDomains)
 
@@ -89,7 +89,7 @@ class PodTopologySpread:
     the Services selecting it and of its ReplicaSet, StatefulSet or ReplicationController
     (``DefaultSelectors``); none of those, no default constraints. Plugin args as
     upstream's PodTopologySpreadArgs: ``defaultingType`` ``System`` (the default) or
-    ``List`` with ``defaultConstraints``."""
+    ``List`` with ``defaultConstraints``, whose DoNotSchedule ones filter as a pod's own do."""
 
     ERR = "node(s) didn't match pod topology spread constraints"
     ERR_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -98,6 +98,10 @@ class PodTopologySpread:
                  selectors: DefaultSelectors | None = None, system_defaulted: bool = False) -> None:
         self._nodes = nodes
         self._defaults = tuple(c for c in defaults if c.get("whenUnsatisfiable") == "ScheduleAnyway")
+        # (List defaulting only: the system defaults are all ScheduleAnyway) filtering, as upstream's
+        # PreFilter builds the default constraints for DoNotSchedule too
+        self._hard_defaults = tuple(c for c in defaults
+                                    if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule")
         self._selectors = selectors
         self._system_defaulted = system_defaulted
 
@@ -127,10 +131,11 @@ class PodTopologySpread:
         counts = getattr(nodes, "pod_counts", None)  # the cache's; without a cache, a walk per selector
         return nodes, counts if counts is not None else PodCounts(nodes)
 
-    def _count(self, pod: PodInfo, constraints: Sequence[Mapping[str, Any]]) -> list[_Spread]:
+    def _count(self, pod: PodInfo, constraints: Sequence[Mapping[str, Any]],
+               selectors: Sequence[Selector | None]) -> list[_Spread]:
         nodes, counts = self._counts()
-        spreads = [_Spread(c) for c in constraints]
-        indexes = [_index(counts, pod.namespace, selector_of(s.selector)) for s in spreads]
+        spreads = [_Spread(c, sel) for c, sel in zip(constraints, selectors, strict=True)]
+        indexes = [_index(counts, pod.namespace, s.selector) for s in spreads]
         keys = [s.key for s in spreads]
         for ni in nodes.values():
             labels = ni.labels
@@ -146,10 +151,19 @@ class PodTopologySpread:
         return spreads
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
-        hard = [c for c in pod.spread if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+        if pod.spread:
+            hard: Sequence[Mapping[str, Any]] = [
+                c for c in pod.spread if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
+            selectors = [selector_of(c.get("labelSelector")) for c in hard]
+        else:  # the default constraints' DoNotSchedule ones (List defaulting), as upstream's PreFilter
+            sel = self._selectors.for_pod(pod) if self._selectors is not None and self._hard_defaults else None
+            if sel is None:
+                return Status(Code.SKIP)
+            hard = self._hard_defaults
+            selectors = [sel] * len(hard)
         if not hard:
             return Status(Code.SKIP)
-        state.write("PodTopologySpread", self._count(pod, hard))
+        state.write("PodTopologySpread", self._count(pod, hard, selectors))
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -157,7 +171,7 @@ class PodTopologySpread:
             value = node.labels.get(s.key)
             if value is None:
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.ERR_LABEL, plugin=self.name())
-            self_match = 1 if match_label_selector(s.selector, pod.labels) else 0
+            self_match = 1 if s.selector is not None and matches(s.selector, pod.labels) else 0
             if s.counts.get(value, 0) + self_match - s.lowest > s.max_skew:
                 return Status(Code.UNSCHEDULABLE, self.ERR, plugin=self.name())
         return None
