@@ -130,12 +130,17 @@ async def install(client: Client, timeout: float = 10.0) -> bool:
     name = f"{PLURAL}.{GROUP}"
     created = False
     try:
-        await client.create(CRD_PATH, stage_crd())
-        created = True
-        log.info("installed CRD %s", name)
+        await client.get(f"{CRD_PATH}/{name}")  # there already: used as it is, no right to create one needed
     except ApiError as e:
-        if e.code != 409:
+        if e.code != 404:
             raise
+        try:
+            await client.create(CRD_PATH, stage_crd())
+            created = True
+            log.info("installed CRD %s", name)
+        except ApiError as e2:
+            if e2.code != 409:  # (409: created meanwhile, by another simulator)
+                raise
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         crd = await client.get(f"{CRD_PATH}/{name}")

@@ -11,7 +11,7 @@ import logging
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -232,3 +232,27 @@ async def _crd_served(client: Client) -> bool:
     except ApiError:
         return False
     return True
+
+
+class _CannotCreate:
+    """A client whose user may read CRDs but not create them (a restricted kubeconfig)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.creates = 0
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.creates += 1
+        raise ApiError(403, "Forbidden", f"cannot create {path}")
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return await self.client.get(path)
+
+
+async def test_a_crd_already_there_needs_no_right_to_create_one(client: Client) -> None:
+    """``controlplane nodes --enable-crds Stage`` against a cluster where KWOK's CRD is installed
+    and the user may not create CRDs: the CRD there is used, not a 403 that stops the simulator."""
+    await client.create(CRD_PATH, stage_crd())
+    restricted = _CannotCreate(client)
+    assert await install(cast(Client, restricted)) is False
+    assert restricted.creates == 0
