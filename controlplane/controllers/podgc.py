@@ -123,6 +123,7 @@ class PodGCController:
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now
                 PODGC_DELETE_ERRORS.labels(namespace, "terminated").inc()
+                PODGC_DELETES.labels(namespace, "terminated").inc()  # every attempt, as upstream counts
                 log.warning("pod %s/%s: terminated pod not deleted: %s", namespace, name, e)
                 return
         PODGC_DELETES.labels(namespace, "terminated").inc()
@@ -180,6 +181,7 @@ class PodGCController:
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now
                 PODGC_DELETE_ERRORS.labels(str(meta.get("namespace", "")), "orphaned").inc()
+                PODGC_DELETES.labels(str(meta.get("namespace", "")), "orphaned").inc()
                 raise
         PODGC_DELETES.labels(str(meta.get("namespace", "")), "orphaned").inc()
 
