@@ -1,7 +1,8 @@
 """kube-controller-manager's pod garbage collector: its sweeps of terminated pods
 and of orphans.
 
-**Terminated pods** (upstream's ``gcTerminated``): every 20 s (``gcCheckPeriod``),
+**Terminated pods** (upstream's ``gcTerminated``): once the pod informer has synced,
+then every 20 s (``gcCheckPeriod``),
 when more pods have finished (phase ``Succeeded`` or ``Failed``) than
 ``--terminated-pod-gc-threshold`` (12,500; 0 turns the sweep off), the excess is
 deleted with a grace period of 0, evicted pods (``Failed``, reason ``Evicted``)
@@ -136,12 +137,12 @@ class PodGCController:
 
     async def _sweep_terminated(self) -> None:
         await self.pods.synced.wait()  # a partial set would pick the wrong pods as the oldest
-        while True:
-            await asyncio.sleep(self.check_period)
+        while True:  # at once, then every period (upstream's wait.Until)
             try:
                 await self.gc_terminated()
             except Exception:  # a sweep's failure must not end the controller: the next one tries again
                 log.exception("terminated pod sweep failed")
+            await asyncio.sleep(self.check_period)
 
     def _quarantine(self, node: str) -> None:
         if node and node not in self._quarantined:

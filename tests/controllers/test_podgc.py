@@ -183,3 +183,24 @@ async def test_a_finished_pod_recreated_under_the_name_of_one_swept_stays_counte
     await gc._delete_terminated("default", "s-0", "uid-of-an-earlier-s-0")
     assert not await gone(client, "s-0")
     assert ("default", "s-0") in gc.terminated
+
+
+async def test_the_first_terminated_sweep_runs_once_the_pods_are_listed(client: Client) -> None:
+    """As upstream's gc loop, the first sweep does not wait a period: a restarted
+    controller facing finished pods past the threshold deletes them at once."""
+    await client.create(NODES, node("n1"))
+    for name in ("a", "b", "c"):
+        await client.create(PODS, pod(name, "n1"))
+        await finish(client, name, "Succeeded")
+    gc = PodGCController(client, terminated_threshold=2, check_period=3600.0)
+    task = asyncio.create_task(gc.run())
+    try:
+        deadline = time.monotonic() + 10
+        while [await gone(client, n) for n in ("a", "b", "c")].count(True) < 1:
+            assert time.monotonic() < deadline, "no sweep before the first period ended"
+            await asyncio.sleep(0.05)
+        assert [await gone(client, n) for n in ("a", "b", "c")].count(True) == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
