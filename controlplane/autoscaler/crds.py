@@ -14,11 +14,11 @@ the server's CEL has.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
-from ..client import ApiError, Client, resource_path
+from ..client import ApiError, Client
+from ..client.crds import CRD_PATH, wait_established
 
 __all__ = ["GROUP", "NODECLAIMS", "NODEPOOLS", "VERSION", "install", "nodeclaim_crd", "nodepool_crd"]
 
@@ -224,7 +224,6 @@ def nodeclaim_crd() -> Obj:
     return _crd("NodeClaim", NODECLAIMS, spec, status, columns)
 
 
-CRD_PATH = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 
 async def install(client: Client, timeout: float = 10.0) -> None:
@@ -242,13 +241,4 @@ async def install(client: Client, timeout: float = 10.0) -> None:
                 crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 await client.update(f"{CRD_PATH}/{name}", crd)
                 log.info("updated CRD %s", name)
-    deadline = asyncio.get_running_loop().time() + timeout
-    for name in (f"{NODEPOOLS}.{GROUP}", f"{NODECLAIMS}.{GROUP}"):
-        while True:
-            crd = await client.get(f"{CRD_PATH}/{name}")
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or ()):
-                break
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"CRD {name} not established after {timeout} s")
-            await asyncio.sleep(0.05)
+    await wait_established(client, (f"{NODEPOOLS}.{GROUP}", f"{NODECLAIMS}.{GROUP}"), timeout)

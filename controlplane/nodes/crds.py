@@ -17,11 +17,11 @@ by KWOK's, and refused by the simulator when it reads them, by name), and a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from ..client import ApiError, Client, resource_path
+from ..client.crds import CRD_PATH, wait_established
 
 __all__ = ["GROUP", "KIND", "PLURAL", "STAGES", "VERSION", "install", "stage_crd"]
 
@@ -32,7 +32,6 @@ VERSION = "v1alpha1"
 KIND = "Stage"
 PLURAL = "stages"
 STAGES = resource_path(GROUP, VERSION, PLURAL)  # the collection, cluster-scoped
-CRD_PATH = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 Obj = dict[str, Any]
 
@@ -141,12 +140,5 @@ async def install(client: Client, timeout: float = 10.0) -> bool:
         except ApiError as e2:
             if e2.code != 409:  # (409: created meanwhile, by another simulator)
                 raise
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        crd = await client.get(f"{CRD_PATH}/{name}")
-        if any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions") or ()):
-            return created
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"CRD {name} not established after {timeout} s")
-        await asyncio.sleep(0.05)
+    await wait_established(client, (name,), timeout)
+    return created

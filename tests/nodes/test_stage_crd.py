@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.nodes.crds import CRD_PATH, STAGES, install, stage_crd
+from controlplane.client.crds import CRD_PATH
+from controlplane.nodes.crds import STAGES, install, stage_crd
 from tests.e2e.test_kubectl import KUBECTL
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 from tests.nodes.test_general_stages import _bind, _conditions, _in_phase
