@@ -584,25 +584,46 @@ def _pod_affinity_term(term: Obj, path: str, causes: Causes) -> None:
     for name in term.get("namespaces") or ():
         if isinstance(name, str):  # (upstream's path says "namespace")
             causes.extend(invalid(f"{path}.namespace", name, p) for p in dns_label_problems(name))
-    match_keys, mismatch_keys = term.get("matchLabelKeys"), term.get("mismatchLabelKeys")
-    if match_keys or mismatch_keys:
-        for field, keys in (("matchLabelKeys", match_keys), ("mismatchLabelKeys", mismatch_keys)):
-            if not keys or not isinstance(keys, list):
-                continue
-            if selector is None:
-                causes.append(forbidden(f"{path}.{field}", "must not be specified when labelSelector is not set"))
-                continue
-            for i, key in enumerate(keys):
-                _label_key(key, f"{path}.{field}[{i}]", causes)
-        mismatched = {k for k in mismatch_keys if isinstance(k, str)} if isinstance(mismatch_keys, list) else set()
-        for i, key in enumerate(match_keys if isinstance(match_keys, list) else ()):
-            if isinstance(key, str) and key in mismatched:
-                causes.append(invalid(f"{path}.matchLabelKeys[{i}]", key,
-                                      "exists in both matchLabelKeys and mismatchLabelKeys"))
+    _label_keys(path, term.get("matchLabelKeys"), term.get("mismatchLabelKeys"), selector, causes)
     topology = term.get("topologyKey") or ""
     if not topology:
         causes.append(required(f"{path}.topologyKey", "can not be empty"))
     _label_key(topology, f"{path}.topologyKey", causes)  # (an empty one is reported as a bad name too)
+
+
+def _label_keys(path: str, match: Any, mismatch: Any, selector: Any, causes: Causes) -> None:
+    """``validateMatchLabelKeysAndMismatchLabelKeys``, of a pod (anti-)affinity term and (with
+    MatchLabelKeysInPodTopologySpreadSelectorMerge, on since 1.34) of a spread constraint at
+    ``path``: valid label keys, only with a selector; a key of ``matchLabelKeys`` the selector
+    already requires when the create merged it in again (a second requirement on a key
+    that ``matchLabels`` or an earlier expression holds); no key in both lists. Upstream
+    reports the duplicate at ``path[i]``, ``i`` the key's index in ``matchLabelKeys``."""
+    match_keys = match if isinstance(match, list) else []
+    mismatch_keys = mismatch if isinstance(mismatch, list) else []
+    for field, keys in (("matchLabelKeys", match_keys), ("mismatchLabelKeys", mismatch_keys)):
+        if not keys:
+            continue
+        if selector is None:
+            causes.append(forbidden(f"{path}.{field}", "must not be specified when labelSelector is not set"))
+            continue
+        for i, key in enumerate(keys):
+            _label_key(key, f"{path}.{field}[{i}]", causes)
+    if isinstance(selector, dict) and match_keys:
+        index = {k: i for i, k in enumerate(match_keys) if isinstance(k, str)}
+        labels = selector.get("matchLabels")
+        seen = set(labels) if isinstance(labels, dict) else set()
+        for e in selector.get("matchExpressions") or ():
+            key = e.get("key") if isinstance(e, dict) else None
+            if not isinstance(key, str):
+                continue
+            if key in index and key in seen:
+                causes.append(invalid(f"{path}[{index[key]}]", key, "exists in both matchLabelKeys and labelSelector"))
+            seen.add(key)
+    mismatched = {k for k in mismatch_keys if isinstance(k, str)}
+    for i, key in enumerate(match_keys):
+        if isinstance(key, str) and key in mismatched:
+            causes.append(invalid(f"{path}.matchLabelKeys[{i}]", key,
+                                  "exists in both matchLabelKeys and mismatchLabelKeys"))
 
 
 # -- topology spread constraints -----------------------------------------------------------------
@@ -643,12 +664,7 @@ def _spread_constraints(constraints: list[Any], path: str, causes: Causes) -> No
             if policy is not None and policy not in _INCLUSION_POLICIES:
                 causes.append(not_supported(f"{at}.{field}", policy, _INCLUSION_POLICIES))
         selector = c.get("labelSelector")
-        keys = c.get("matchLabelKeys")
-        if keys and isinstance(keys, list):
-            if selector is None:
-                causes.append(forbidden(f"{at}.matchLabelKeys", "must not be specified when labelSelector is not set"))
-            for j, k in enumerate(keys):
-                _label_key(k, f"{at}.matchLabelKeys[{j}]", causes)
+        _label_keys(at, c.get("matchLabelKeys"), None, selector, causes)
         if isinstance(selector, dict):
             _label_selector(selector, f"{at}.labelSelector", causes)
 

@@ -28,6 +28,7 @@ from .immutable import (
     workload_causes,
     workload_spec_causes,
 )
+from .labelkeys import merge_label_keys
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
@@ -390,6 +391,9 @@ _PREPARERS["priorityclasses"] = _prepare_priority_class
 
 
 def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """A created pod (an update never comes here): its label keys merged into its
+    selectors, as upstream's PrepareForCreate does before validation, then its spec's causes."""
+    merge_label_keys(pod)
     spec = pod.get("spec")
     return pod_spec_causes(spec if isinstance(spec, dict) else {}, "spec", pod=True)
 
