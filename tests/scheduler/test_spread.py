@@ -16,11 +16,16 @@ import numpy as np
 from controlplane.client import Client
 from controlplane.scheduler.cache import Cache
 from controlplane.scheduler.columns import FeasibleNodes
-from controlplane.scheduler.framework import Code, CycleState, Status
+from controlplane.scheduler.framework import ActionType, Code, CycleState, Status
 from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
 from controlplane.scheduler.plugins.defaultselector import DefaultSelectors
 from controlplane.scheduler.plugins.noderesources import NodeResourcesFit
-from controlplane.scheduler.plugins.podplacement import SYSTEM_DEFAULT_CONSTRAINTS, PodTopologySpread
+from controlplane.scheduler.plugins.podplacement import (
+    HOSTNAME,
+    SYSTEM_DEFAULT_CONSTRAINTS,
+    PodTopologySpread,
+    constraint_selector,
+)
 from controlplane.scheduler.podcounts import PodCounts, SelectorCount, selector_from_set, selector_of
 from tests.test_cli import start_serve
 
@@ -396,3 +401,214 @@ def test_list_default_constraints_that_are_do_not_schedule_filter() -> None:
     # a pod no Service or controller selects: no default constraints
     skipped = plugin.pre_filter(CycleState(), PodInfo(owned("x", owner="unknown")))
     assert skipped is not None and skipped.code == Code.SKIP
+
+
+# --------------------------------------------------------------------------- matchLabelKeys
+
+def hard_spread(key: str, selector: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    c = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", **extra}
+    if selector is not None:
+        c["labelSelector"] = selector
+    return c
+
+
+def verdicts(plugin: PodTopologySpread, p: PodInfo, cache: Cache, names: list[str]) -> list[Code | None]:
+    st = CycleState()
+    assert plugin.pre_filter(st, p) is None
+    out = []
+    for n in names:
+        s = plugin.filter(st, p, cache.nodes[n])
+        out.append(None if s is None else s.code)
+    return out
+
+
+def test_match_label_keys_count_only_the_pods_of_the_same_revision() -> None:
+    """A pod stored before the API server merged ``matchLabelKeys`` (or by a server that does
+    not): PodTopologySpread merges them itself, as upstream's ``filterTopologySpreadConstraints``,
+    so the new revision's pods are not held back by the old one's; a merged selector and an
+    unmerged one with its keys are the same selector (the same index of the cache)."""
+    cache = cluster(node("n1"), node("n2"))
+    for i in range(2):
+        bound(cache, pod(f"old{i}", labels={"app": "web", "pod-template-hash": "a"}), "n1")
+    plugin = PodTopologySpread(lambda: cache.nodes)
+    web = {"matchLabels": {"app": "web"}}
+    new = {"app": "web", "pod-template-hash": "b"}
+    without = PodInfo(pod("new0", labels=new, topologySpreadConstraints=[hard_spread(HOSTNAME, web)]))
+    assert verdicts(plugin, without, cache, ["n1", "n2"]) == [Code.UNSCHEDULABLE, None]
+    keyed = hard_spread(HOSTNAME, web, matchLabelKeys=["pod-template-hash"])
+    assert verdicts(plugin, PodInfo(pod("new1", labels=new, topologySpreadConstraints=[keyed])), cache,
+                    ["n1", "n2"]) == [None, None]
+    merged = {**keyed, "labelSelector": {"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "pod-template-hash", "operator": "In", "values": ["b"]}]}}
+    assert constraint_selector(merged, new) == constraint_selector(keyed, new) == (
+        ("app", "In", ("web",)), ("pod-template-hash", "In", ("b",)))
+    # a key the pod lacks adds nothing; no labelSelector stays no selector (it counts nothing)
+    assert constraint_selector({**keyed, "matchLabelKeys": ["absent"]}, new) == (("app", "In", ("web",)),)
+    assert constraint_selector({"matchLabelKeys": ["app"]}, new) is None
+    # an empty selector with a key: a selector, which counts the pods of the revision
+    assert constraint_selector({"labelSelector": {}, "matchLabelKeys": ["pod-template-hash"]}, new) == (
+        ("pod-template-hash", "In", ("b",)),)
+    # the old revision's next pod counts its own: n1 holds 2 of them
+    old = PodInfo(pod("old2", labels={"app": "web", "pod-template-hash": "a"}, topologySpreadConstraints=[keyed]))
+    assert verdicts(plugin, old, cache, ["n1", "n2"]) == [Code.UNSCHEDULABLE, None]
+
+
+# --------------------------------------------------------------------------- node inclusion policies
+
+def test_node_affinity_policy_decides_whether_nodes_the_pod_cannot_use_count() -> None:
+    """Zones a and b have an ssd node with one matching pod each, zone c only an hdd node; the
+    pod wants ssd. Honor (the default): zone c is no domain, the minimum is 1, a1 may take a
+    second pod. Ignore: zone c counts, at 0, so a1 and b1 would be 2 over it."""
+    cache = cluster(node("a1", labels={ZONE: "a", "disk": "ssd"}), node("b1", labels={ZONE: "b", "disk": "ssd"}),
+                    node("c1", labels={ZONE: "c", "disk": "hdd"}))
+    for n in ("a1", "b1"):
+        bound(cache, pod(f"w-{n}", labels={"app": "web"}), n)
+    plugin = PodTopologySpread(lambda: cache.nodes)
+    web = {"matchLabels": {"app": "web"}}
+
+    def incoming(**policy: str) -> PodInfo:
+        return PodInfo(pod("w", labels={"app": "web"}, nodeSelector={"disk": "ssd"},
+                           topologySpreadConstraints=[hard_spread(ZONE, web, **policy)]))
+
+    assert verdicts(plugin, incoming(), cache, ["a1", "b1"]) == [None, None]
+    assert verdicts(plugin, incoming(nodeAffinityPolicy="Honor"), cache, ["a1", "b1"]) == [None, None]
+    assert verdicts(plugin, incoming(nodeAffinityPolicy="Ignore"), cache, ["a1", "b1"]) == [
+        Code.UNSCHEDULABLE, Code.UNSCHEDULABLE]
+
+
+def test_node_taints_policy_decides_whether_tainted_nodes_count() -> None:
+    """Zone c's only node is tainted. Ignore (the default): zone c counts, at 0, so a1 and b1
+    (one matching pod each) are over it. Honor: a node whose taint the pod does not tolerate
+    is no domain; tolerated, it is one again."""
+    taint = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+    cache = cluster(node("a1", labels={ZONE: "a"}), node("b1", labels={ZONE: "b"}),
+                    node("c1", labels={ZONE: "c"}, taints=taint))
+    for n in ("a1", "b1"):
+        bound(cache, pod(f"w-{n}", labels={"app": "web"}), n)
+    plugin = PodTopologySpread(lambda: cache.nodes)
+    web = {"matchLabels": {"app": "web"}}
+
+    def incoming(tolerations: list[dict[str, Any]] | None = None, **policy: str) -> PodInfo:
+        return PodInfo(pod("w", labels={"app": "web"}, tolerations=tolerations or [],
+                           topologySpreadConstraints=[hard_spread(ZONE, web, **policy)]))
+
+    blocked = [Code.UNSCHEDULABLE, Code.UNSCHEDULABLE]
+    assert verdicts(plugin, incoming(), cache, ["a1", "b1"]) == blocked
+    assert verdicts(plugin, incoming(nodeTaintsPolicy="Ignore"), cache, ["a1", "b1"]) == blocked
+    assert verdicts(plugin, incoming(nodeTaintsPolicy="Honor"), cache, ["a1", "b1"]) == [None, None]
+    tolerant = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    assert verdicts(plugin, incoming(tolerant, nodeTaintsPolicy="Honor"), cache, ["a1", "b1"]) == blocked
+    # PreferNoSchedule is no taint to these policies
+    soft = cluster(node("a1", labels={ZONE: "a"}), node("c1", labels={ZONE: "c"}, taints=[
+        {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}]))
+    bound(soft, pod("w-a1", labels={"app": "web"}), "a1")
+    plugin = PodTopologySpread(lambda: soft.nodes)
+    # (c1 still counts, at 0: 1 + 1 - 0 > 1)
+    assert verdicts(plugin, incoming(nodeTaintsPolicy="Honor"), soft, ["a1"]) == [Code.UNSCHEDULABLE]
+    assert plugin.events_to_register()[1].actions & ActionType.UPDATE_NODE_TAINT
+
+
+def test_node_inclusion_policies_decide_the_scoring_counts_too() -> None:
+    """ScheduleAnyway: the pods on nodes a constraint's policies leave out are not counted in
+    their zone (upstream's PreScore walks every node through ``matchNodeInclusionPolicies``)."""
+    taint = [{"key": "dedicated", "value": "batch", "effect": "NoExecute"}]
+    cache = cluster(node("a1", labels={ZONE: "a"}), node("a2", labels={ZONE: "a"}, taints=taint),
+                    node("b1", labels={ZONE: "b"}))
+    for i in range(3):
+        bound(cache, pod(f"t{i}", labels={"app": "web"}), "a2")
+    bound(cache, pod("b", labels={"app": "web"}), "b1")
+    plugin = PodTopologySpread(lambda: cache.nodes)
+    feasible = [cache.nodes["a1"], cache.nodes["b1"]]  # a2: filtered out by TaintToleration
+    soft = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}}
+
+    def score(**policy: str) -> list[int] | Status:
+        return scored(plugin, PodInfo(pod("w", labels={"app": "web"}, topologySpreadConstraints=[
+            {**soft, **policy}])), feasible)
+
+    assert score() == [25, 100]  # zone a: 3 * ln 4 -> 4, zone b: 1 -> 1; 100 * (4 + 1 - s) / 4
+    assert score(nodeTaintsPolicy="Honor") == [100, 0]  # zone a: 0, zone b: 1
+    # nodeAffinityPolicy: b2 (hdd) holds two pods of zone b the ssd pod cannot go to
+    cache = cluster(node("a1", labels={ZONE: "a", "disk": "ssd"}), node("b1", labels={ZONE: "b", "disk": "ssd"}),
+                    node("b2", labels={ZONE: "b", "disk": "hdd"}))
+    for i in range(2):
+        bound(cache, pod(f"h{i}", labels={"app": "web"}), "b2")
+    plugin = PodTopologySpread(lambda: cache.nodes)
+    feasible = [cache.nodes["a1"], cache.nodes["b1"]]
+
+    def restricted(**policy: str) -> list[int] | Status:
+        return scored(plugin, PodInfo(pod("w", labels={"app": "web"}, nodeSelector={"disk": "ssd"},
+                                          topologySpreadConstraints=[{**soft, **policy}])), feasible)
+
+    assert restricted() == [100, 100]  # Honor: b2 left out, no zone holds a pod
+    assert restricted(nodeAffinityPolicy="Ignore") == [100, 0]  # zone b: 2 * ln 4 -> 3
+
+
+ROLLING = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: nginx, image: "nginx:1.27"}]
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+         labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [pod-template-hash]}
+"""
+
+
+def _live_pods(s: Any) -> list[dict[str, Any]]:
+    import json
+
+    from tests.e2e.test_kubectl import kubectl
+
+    deadline = time.monotonic() + 30
+    while True:  # a replaced revision's pods may linger, terminating
+        pods = [p for p in json.loads(kubectl(s, "get", "pods", "-l", "app=web", "-o", "json"))["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+        if len(pods) == 3 or time.monotonic() > deadline:
+            return pods
+        time.sleep(0.2)
+
+
+def _check_merged(pods: list[dict[str, Any]]) -> str:
+    """Every pod's selector holds its own revision's hash; that hash (all the same); 1/1/1."""
+    hashes = {str(p["metadata"]["labels"]["pod-template-hash"]) for p in pods}
+    assert len(pods) == 3 and len(hashes) == 1, [p["metadata"]["name"] for p in pods]
+    for p in pods:
+        (c,) = p["spec"]["topologySpreadConstraints"]
+        assert c["matchLabelKeys"] == ["pod-template-hash"]
+        assert c["labelSelector"] == {"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "pod-template-hash", "operator": "In", "values": [p["metadata"]["labels"]["pod-template-hash"]]}]}
+    assert sorted(Counter(p["spec"]["nodeName"] for p in pods).values()) == [1, 1, 1]
+    return hashes.pop()
+
+
+def test_a_deployment_rolls_out_with_match_label_keys_merged_into_its_pods(tmp_path: Path) -> None:
+    """kubectl applies a Deployment whose spread constraint has ``matchLabelKeys:
+    [pod-template-hash]`` and rolls it out to a second revision: every pod the ReplicaSets
+    create is stored with its own revision's hash merged into the selector (the template
+    keeps its own), and each revision's pods spread one a node."""
+    import json
+
+    from tests.e2e.test_kubectl import kubectl
+
+    s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3"))
+    try:
+        s.wait_ready()
+        kubectl(s, "apply", "-f", "-", stdin=ROLLING)
+        kubectl(s, "rollout", "status", "deployment/web", "--timeout=60s")
+        first = _check_merged(_live_pods(s))
+        kubectl(s, "set", "env", "deployment/web", "REVISION=2")
+        kubectl(s, "rollout", "status", "deployment/web", "--timeout=60s")
+        assert _check_merged(_live_pods(s)) != first
+        template = json.loads(kubectl(s, "get", "deployment", "web", "-o", "json"))["spec"]["template"]["spec"]
+        assert template["topologySpreadConstraints"][0]["labelSelector"] == {"matchLabels": {"app": "web"}}
+    finally:
+        s.proc.kill()
+        s.proc.wait()

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
 from ..nodeinfo import NodeInfo, PodInfo
-from .selectors import match_node_selector_terms, node_matches_pod_selectors, tolerates
+from .selectors import match_node_selector_terms, node_matches_pod_selectors, tolerates, untolerated_taint
 
 __all__ = ["NodeAffinity", "NodeName", "NodeUnschedulable", "SchedulingGates", "TaintToleration"]
 
@@ -84,10 +84,10 @@ class TaintToleration:
         return "TaintToleration"
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        for t in node.taints:
-            if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, t):
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node(s) had untolerated taint {_taint_text(t)}",
-                              plugin="TaintToleration")
+        t = untolerated_taint(node.taints, pod.tolerations) if node.taints else None
+        if t is not None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node(s) had untolerated taint {_taint_text(t)}",
+                          plugin="TaintToleration")
         return None
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:

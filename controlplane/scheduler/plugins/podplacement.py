@@ -20,9 +20,10 @@ from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleSta
 from ..nodeinfo import NodeInfo, PodInfo
 from ..podcounts import PodCounts, Selector, SelectorCount, matches, selector_of
 from .defaultselector import DefaultSelectors
-from .selectors import match_label_selector, node_matches_pod_selectors
+from .selectors import match_label_selector, node_matches_pod_selectors, untolerated_taint
 
-__all__ = ["HOSTNAME", "SYSTEM_DEFAULT_CONSTRAINTS", "ZONE", "InterPodAffinity", "PodTopologySpread"]
+__all__ = ["HOSTNAME", "SYSTEM_DEFAULT_CONSTRAINTS", "ZONE", "InterPodAffinity", "PodTopologySpread",
+           "constraint_selector"]
 
 NodesFn = Callable[[], Mapping[str, NodeInfo]]
 
@@ -37,16 +38,54 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[Mapping[str, Any], ...] = (
 )
 
 
+def _honors_affinity(c: Mapping[str, Any]) -> bool:
+    """``nodeAffinityPolicy`` (default Honor): are only the nodes that pass the pod's node
+    selector and required node affinity counted (Honor), or every node (Ignore)?"""
+    return c.get("nodeAffinityPolicy") != "Ignore"
+
+
+def _honors_taints(c: Mapping[str, Any]) -> bool:
+    """``nodeTaintsPolicy`` (default Ignore): are nodes whose NoSchedule/NoExecute taints the pod
+    does not tolerate left out (Honor), or counted (Ignore)?"""
+    return c.get("nodeTaintsPolicy") == "Honor"
+
+
+def constraint_selector(c: Mapping[str, Any], labels: Mapping[str, str]) -> Selector | None:
+    """The selector a constraint counts pods with: its ``labelSelector`` and, for each key of its
+    ``matchLabelKeys`` the pod's labels hold, ``key In (value)``, as upstream's
+    ``filterTopologySpreadConstraints`` merges them (still, though the API server merges them at
+    the pod's creation since 1.34: a pod stored before has them unmerged; merged twice, a
+    requirement is the same requirement). None (no ``labelSelector``) stays None::
+
+        >>> constraint_selector({"labelSelector": {"matchLabels": {"app": "web"}},
+        ...                      "matchLabelKeys": ["pod-template-hash"]}, {"pod-template-hash": "5d4f"})
+        (('app', 'In', ('web',)), ('pod-template-hash', 'In', ('5d4f',)))
+    """
+    sel = selector_of(c.get("labelSelector"))
+    keys = c.get("matchLabelKeys")
+    if sel is None or not keys:
+        return sel
+    merged = set(sel)
+    merged.update((k, "In", (labels[k],)) for k in keys if k in labels)
+    return tuple(sorted(merged)) if len(merged) != len(sel) else sel
+
+
+def _tainted_off(pod: PodInfo, node: NodeInfo) -> bool:
+    return bool(node.taints) and untolerated_taint(node.taints, pod.tolerations) is not None
+
+
 class _Spread:
     """A DoNotSchedule constraint and, after PreFilter, its matching pods per domain."""
 
-    __slots__ = ("counts", "key", "lowest", "max_skew", "min_domains", "selector")
+    __slots__ = ("counts", "honor_affinity", "honor_taints", "key", "lowest", "max_skew", "min_domains", "selector")
 
     def __init__(self, c: Mapping[str, Any], selector: Selector | None) -> None:
         self.key: str = c.get("topologyKey", "")
         self.max_skew = int(c.get("maxSkew", 1))
         self.min_domains = int(c.get("minDomains") or 1)
         self.selector = selector  # None: matches nothing
+        self.honor_affinity = _honors_affinity(c)
+        self.honor_taints = _honors_taints(c)
         self.counts: dict[str, int] = {}
         self.lowest = 0  # the smallest domain's count (0 with fewer domains than minDomains)
 
@@ -80,8 +119,13 @@ class PodTopologySpread:
     the constraints whose key it has, ``count * log(domains + 2) + maxSkew - 1`` (``count``:
     matching pods in its domain; for ``kubernetes.io/hostname``, on the node), then
     ``100 * (max + min - score) / max``. Domains are the values of ``topologyKey`` over
-    nodes that pass the pod's node selector and affinity and, for the pod's own
-    constraints, have every constraint's key (the others score 0).
+    the nodes that, for the pod's own constraints, have every constraint's key (the others
+    score 0) and that the constraint's node inclusion policies admit: with
+    ``nodeAffinityPolicy: Honor`` (the default) those passing the pod's node selector and
+    required affinity, with ``Ignore`` all; with ``nodeTaintsPolicy: Honor`` only those
+    without a NoSchedule/NoExecute taint the pod does not tolerate, with ``Ignore`` (the
+    default) tainted ones too. A constraint's selector is its ``labelSelector`` with its
+    ``matchLabelKeys`` merged in (``constraint_selector``).
 
     A pod without constraints of its own is scored by the default constraints
     (``SYSTEM_DEFAULT_CONSTRAINTS``: hostname maxSkew 3, zone maxSkew 5; nodes without a
@@ -133,17 +177,25 @@ class PodTopologySpread:
 
     def _count(self, pod: PodInfo, constraints: Sequence[Mapping[str, Any]],
                selectors: Sequence[Selector | None]) -> list[_Spread]:
+        """Upstream's PreFilter: over the nodes with every constraint's key, each constraint
+        counts those its node inclusion policies admit (a domain with no matching pod is a
+        domain, at 0)."""
         nodes, counts = self._counts()
         spreads = [_Spread(c, sel) for c, sel in zip(constraints, selectors, strict=True)]
-        indexes = [_index(counts, pod.namespace, s.selector) for s in spreads]
+        pairs = [(s, _index(counts, pod.namespace, s.selector)) for s in spreads]
         keys = [s.key for s in spreads]
+        check_affinity = _has_node_constraints(pod) and any(s.honor_affinity for s in spreads)
+        check_taints = any(s.honor_taints for s in spreads)
         for ni in nodes.values():
             labels = ni.labels
             if any(k not in labels for k in keys):  # a node counts only with every constraint's key
                 continue
-            if not node_matches_pod_selectors(pod.node_selector, pod.affinity, labels, ni.name):
-                continue
-            for s, index in zip(spreads, indexes, strict=True):
+            off_affinity = check_affinity and not node_matches_pod_selectors(
+                pod.node_selector, pod.affinity, labels, ni.name)
+            off_taints = check_taints and _tainted_off(pod, ni)
+            for s, index in pairs:
+                if (off_affinity and s.honor_affinity) or (off_taints and s.honor_taints):
+                    continue
                 value = labels[s.key]
                 s.counts[value] = s.counts.get(value, 0) + (index.nodes.get(ni.name, 0) if index else 0)
         for s in spreads:
@@ -154,7 +206,7 @@ class PodTopologySpread:
         if pod.spread:
             hard: Sequence[Mapping[str, Any]] = [
                 c for c in pod.spread if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"]
-            selectors = [selector_of(c.get("labelSelector")) for c in hard]
+            selectors = [constraint_selector(c, pod.labels) for c in hard]
         else:  # the default constraints' DoNotSchedule ones (List defaulting), as upstream's PreFilter
             sel = self._selectors.for_pod(pod) if self._selectors is not None and self._hard_defaults else None
             if sel is None:
@@ -180,7 +232,7 @@ class PodTopologySpread:
         if pod.spread:
             constraints: Sequence[Mapping[str, Any]] = [
                 c for c in pod.spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"]
-            selectors = [selector_of(c.get("labelSelector")) for c in constraints]
+            selectors = [constraint_selector(c, pod.labels) for c in constraints]
             require_all = True
         else:
             sel = self._selectors.for_pod(pod) if self._selectors is not None and self._defaults else None
@@ -209,12 +261,14 @@ class PodTopologySpread:
                 continue
             size = len({n.labels.get(key, "") for n in nodes if n.name not in ignored} if ignored
                        else {n.labels.get(key, "") for n in nodes})
+            affinity = restricted and _honors_affinity(c)
+            taints = _honors_taints(c)
             if index is None:
                 domains: Mapping[str, int] = {}
-            elif not restricted and (not require_all or all(k == key for k in keys)):
+            elif not affinity and not taints and (not require_all or all(k == key for k in keys)):
                 domains = counts.domains(index, key)  # kept by the cache
             else:
-                domains = _domains_of(index, all_nodes, pod, key, keys if require_all else ())
+                domains = _domains_of(index, all_nodes, pod, key, keys if require_all else (), affinity, taints)
             soft.append(_Soft(key, max_skew, size, {}, domains))
         state.write("PodTopologySpread/soft", (soft, ignored))
         return None
@@ -258,7 +312,9 @@ class PodTopologySpread:
     def events_to_register(self) -> list[ClusterEvent]:
         return [
             ClusterEvent("pods", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_POD_LABEL),
-            ClusterEvent("nodes", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL),
+            # (taints: a constraint with nodeTaintsPolicy Honor counts a node once it is untainted)
+            ClusterEvent("nodes", ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL
+                         | ActionType.UPDATE_NODE_TAINT),
         ]
 
 
@@ -286,10 +342,11 @@ def _index(counts: PodCounts, namespace: str, selector: Selector | None) -> Sele
 
 
 def _domains_of(index: SelectorCount, nodes: Mapping[str, NodeInfo], pod: PodInfo, key: str,
-                required: Sequence[str]) -> dict[str, int]:
-    """Matching pods per value of ``key``, over the nodes with such pods that pass ``pod``'s
-    node selector and affinity and have every key of ``required``: a walk over the nodes
-    that hold matching pods (not all nodes, not their pods)."""
+                required: Sequence[str], affinity: bool, taints: bool) -> dict[str, int]:
+    """Matching pods per value of ``key``, over the nodes with such pods that have every key of
+    ``required`` and, with ``affinity``, pass ``pod``'s node selector and affinity, with
+    ``taints``, have no taint it does not tolerate (the constraint's node inclusion
+    policies): a walk over the nodes that hold matching pods (not all nodes, not their pods)."""
     out: dict[str, int] = {}
     for name, n in index.nodes.items():
         ni = nodes.get(name)
@@ -299,7 +356,9 @@ def _domains_of(index: SelectorCount, nodes: Mapping[str, NodeInfo], pod: PodInf
         value = labels.get(key)
         if value is None or any(k not in labels for k in required):
             continue
-        if not node_matches_pod_selectors(pod.node_selector, pod.affinity, labels, name):
+        if affinity and not node_matches_pod_selectors(pod.node_selector, pod.affinity, labels, name):
+            continue
+        if taints and _tainted_off(pod, ni):
             continue
         out[value] = out.get(value, 0) + n
     return out

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["match_label_selector", "match_node_selector_terms", "node_matches_pod_selectors", "tolerates"]
+__all__ = ["match_label_selector", "match_node_selector_terms", "node_matches_pod_selectors", "tolerates",
+           "untolerated_taint"]
 
 
 def _match_expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
@@ -86,3 +87,13 @@ def tolerates(tolerations: Sequence[dict[str, Any]], taint: Mapping[str, Any]) -
         if tk == key and (t.get("value") or "") == (taint.get("value") or ""):
             return True
     return False
+
+
+def untolerated_taint(taints: Sequence[Mapping[str, Any]],
+                      tolerations: Sequence[dict[str, Any]]) -> Mapping[str, Any] | None:
+    """The first ``NoSchedule`` or ``NoExecute`` taint of ``taints`` no toleration tolerates
+    (upstream's ``FindMatchingUntoleratedTaint`` with ``DoNotScheduleTaintsFilterFunc``), or None."""
+    for t in taints:
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, t):
+            return t
+    return None
