@@ -15,6 +15,10 @@ never posted node status.", its ``lastHeartbeatTime`` the node's creation), each
 ``lastHeartbeatTime`` kept, NetworkUnavailable left alone. That write turning Ready from True
 records the event ``NodeNotReady`` ("Node n status is now: NodeNotReady").
 
+**Registration.** A node this controller sees for the first time (each one it finds when it
+starts, too) gets the Normal event ``RegisteredNode`` ("Registered Node n in Controller"); a
+deleted one ``RemovingNode`` ("Removing Node n from Controller"), as upstream's pass records them.
+
 **Taints**, from ``status.conditions`` and ``spec.unschedulable``:
 
 - TaintNodesByCondition's ``NoSchedule`` taints, at once: ``not-ready`` (Ready False),
@@ -108,6 +112,9 @@ _NO_EXECUTE_OWNED = frozenset({(NOT_READY, NO_EXECUTE), (UNREACHABLE, NO_EXECUTE
 _NO_EXECUTE_BY_READY = {"False": (NOT_READY, NO_EXECUTE), "Unknown": (UNREACHABLE, NO_EXECUTE)}
 _NONE: frozenset[tuple[str, str]] = frozenset()
 REASON_NOT_READY = "NodeNotReady"
+# upstream's events when the controller first sees a node (on its first pass after a restart too:
+# it knows no node then) and when one is deleted
+REASON_REGISTERED, REASON_REMOVING = "RegisteredNode", "RemovingNode"
 _POD_KEY = "pod:"  # the pod queue's keys of single pods (the others are node names)
 
 
@@ -345,6 +352,8 @@ class NodeLifecycleController:
         heartbeat = ready.get("lastHeartbeatTime") if ready is not None else _NO_READY
         seen = self.heartbeats.get(name, _UNSEEN)
         self.heartbeats[name] = heartbeat
+        if seen is _UNSEEN:
+            self.events.record("Node", node, REASON_REGISTERED, f"Registered Node {name} in Controller")
         if seen is _UNSEEN and ready is None and name not in self.renewals:
             created = _epoch(meta.get("creationTimestamp"))
             since = 0.0 if created is None else max(0.0, time.time() - created)
@@ -363,7 +372,8 @@ class NodeLifecycleController:
     def _node_deleted(self, node: dict[str, Any]) -> None:
         name = str(meta_of(node).get("name", ""))
         self.due.pop(name, None)
-        self.heartbeats.pop(name, None)
+        if self.heartbeats.pop(name, _UNSEEN) is not _UNSEEN:
+            self.events.record("Node", node, REASON_REMOVING, f"Removing Node {name} from Controller")
         self.unheard.pop(name, None)
         self._uncount(name)
         tainter = self.tainters.get(zone_key(node))

@@ -427,6 +427,8 @@ def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -
 
     fake = SimpleNamespace(informer=lambda *a, **kw: Held(items={}))
     controller = NodeLifecycleController(fake)  # type: ignore[arg-type]
+    recorded: list[str] = []
+    controller.events = SimpleNamespace(record=lambda _kind, _obj, reason, *_: recorded.append(reason))  # type: ignore[assignment]
     unknown = node("Unknown")
     controller.nodes.items["n"] = unknown
     controller._node_changed(unknown)
@@ -438,6 +440,7 @@ def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -
     controller._node_changed(ready)  # (no lastHeartbeatTime, as before)
     controller.monitor_pass(now=time.monotonic() + 1)
     assert not controller.queue.empty()
+    assert recorded == ["RegisteredNode"]  # once, when first seen
 
 
 async def test_a_pod_bound_to_a_node_not_ready_is_marked_not_ready(tmp_path: Path) -> None:
@@ -486,3 +489,22 @@ async def test_zone_gauges_under_upstreams_names(tmp_path: Path) -> None:
 
         await until(lambda: _eq(gauges(), (4.0, 50.0, 2.0)), timeout=5)
         assert (REGISTRY.get_sample_value("node_collector_update_all_nodes_health_duration_seconds_count") or 0) > 0
+
+
+async def test_a_node_seen_first_is_registered_and_a_deleted_one_removed(tmp_path: Path) -> None:
+    """As upstream's health pass: ``RegisteredNode`` when the controller first sees a node (each
+    node it knows at start, too), ``RemovingNode`` when it goes; both Normal, about the Node
+    (``kubectl describe node`` finds them by its name in ``default``), and only once each."""
+    async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1)) as c:
+        created = await c.create(NODES, {"metadata": {"name": "fresh"}})
+        await until(lambda: _eq(_events(c, "RegisteredNode"), ["Registered Node fresh in Controller"]), timeout=5)
+        await _set_ready(c, "fresh", "True")  # an update: not a second registration
+        await c.delete(f"{NODES}/fresh")
+        await until(lambda: _eq(_events(c, "RemovingNode"), ["Removing Node fresh from Controller"]), timeout=5)
+        items = (await c.list("/api/v1/namespaces/default/events"))["items"]
+        ours = [e for e in items if e.get("reason") in ("RegisteredNode", "RemovingNode")]
+        assert len(ours) == 2 and all(e["count"] == 1 and e["type"] == "Normal" for e in ours)
+        assert all(e["source"]["component"] == "node-controller" for e in ours)
+        assert all(e["involvedObject"]["kind"] == "Node" and e["involvedObject"]["name"] == "fresh"
+                   and e["involvedObject"]["uid"] == created["metadata"]["uid"]
+                   and not e["involvedObject"]["namespace"] for e in ours)
