@@ -8,7 +8,11 @@ unschedulable, and network-unavailable for host-network pods), so a cordoned
 node keeps its daemon. Each pod is created unbound. A required node affinity on
 ``metadata.name`` pins it to its node, and the default scheduler places it (its
 NodeAffinity PreFilter then looks at that one node, as upstream's does). A pod
-on a node that no longer fits is deleted.
+on a node that no longer fits is deleted, as upstream's NodeShouldRunDaemonPod
+decides: a node whose labels no longer match, or with a ``NoExecute`` taint the
+pod does not tolerate. An untolerated ``NoSchedule`` taint only stops new pods
+(the running one counts as misscheduled): a NotReady node, tainted
+``not-ready:NoSchedule``, keeps its daemons.
 
 Updates: the template's hash is the ``controller-revision-hash`` label.
 ``RollingUpdate`` (the default) replaces old pods on up to ``maxUnavailable``
@@ -61,13 +65,18 @@ def daemon_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _fits(template_spec: Mapping[str, Any], tolerations: list[dict[str, Any]], node: Mapping[str, Any]) -> bool:
+def _fits(template_spec: Mapping[str, Any], tolerations: list[dict[str, Any]],
+          node: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Upstream's NodeShouldRunDaemonPod: (should run, should continue running). A node whose
+    taints the pod does not tolerate gets no new daemon pod, but keeps the one it has unless an
+    untolerated taint is ``NoExecute``: a NotReady node's ``not-ready:NoSchedule`` keeps its daemons."""
     meta = meta_of(node)
     if not node_matches_pod_selectors(template_spec.get("nodeSelector") or {}, template_spec.get("affinity") or {},
                                       meta.get("labels") or {}, meta.get("name", "")):
-        return False
-    taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute")]
-    return all(tolerates(tolerations, t) for t in taints)
+        return False, False
+    untolerated = [t.get("effect") for t in (node.get("spec") or {}).get("taints") or ()
+                   if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, t)]
+    return not untolerated, "NoExecute" not in untolerated
 
 
 def _pinned(spec: dict[str, Any], node: str) -> dict[str, Any]:
@@ -127,7 +136,7 @@ class DaemonSetController:
         # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
         self._nodes_version = 0
-        self._wanted: dict[str, tuple[int, int, set[str]]] = {}
+        self._wanted: dict[str, tuple[int, int, set[str], set[str]]] = {}
 
     # -- events
     def _changed(self, ds: dict[str, Any]) -> None:
@@ -209,19 +218,24 @@ class DaemonSetController:
         generation = int(meta.get("generation", 1) or 1)
         cached = self._wanted.get(uid)
         if cached is not None and cached[:2] == (generation, self._nodes_version):
-            wanted = cached[2]
+            wanted, keep = cached[2], cached[3]
         else:
-            wanted = {meta_of(n).get("name", "") for n in self.nodes.items.values()
-                      if _fits(template_spec, tolerations, n)}
-            self._wanted[uid] = (generation, self._nodes_version, wanted)
+            wanted, keep = set(), set()
+            for n in self.nodes.items.values():
+                run, stay = _fits(template_spec, tolerations, n)
+                if run:
+                    wanted.add(meta_of(n).get("name", ""))
+                if stay:
+                    keep.add(meta_of(n).get("name", ""))
+            self._wanted[uid] = (generation, self._nodes_version, wanted, keep)
         by_node: dict[str, list[dict[str, Any]]] = {}
         for pod in owned.values():
             if _active(pod):
                 by_node.setdefault(_node_of(pod), []).append(pod)
         doomed: list[dict[str, Any]] = []
         for node, pods in by_node.items():
-            if node not in wanted:
-                doomed.extend(pods)  # misscheduled: the node no longer fits
+            if node not in keep:
+                doomed.extend(pods)  # the node no longer fits, or taints it NoExecute
             elif len(pods) > 1:  # more than one daemon pod on a node: keep the oldest
                 pods.sort(key=lambda p: meta_of(p).get("creationTimestamp", ""))
                 doomed.extend(pods[1:])

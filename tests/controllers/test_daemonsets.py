@@ -10,6 +10,7 @@ import pytest
 
 from controlplane.client import ApiError, Client
 from controlplane.controllers.daemonsets import REVISION_HASH, daemon_tolerations
+from controlplane.nodes.failures import inject_failure
 from controlplane.scheduler.plugins.nodes import _named_nodes
 from tests.controllers.helpers import until
 
@@ -126,13 +127,44 @@ async def test_nodes_that_stop_fitting_lose_their_pod_and_new_ones_gain_one(c: C
     await until(lambda: on_nodes(c, "gpu", {"sim-node-1", "sim-node-2"}))
     await c.patch("/api/v1/nodes/sim-node-1", {"metadata": {"labels": {"gpu": None}}})
     await until(lambda: on_nodes(c, "gpu", {"sim-node-2"}))
-    # a taint the pods do not tolerate takes the node out too
-    await c.patch("/api/v1/nodes/sim-node-2", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}})
+    # a NoExecute taint the pods do not tolerate takes the node out too
+    await c.patch("/api/v1/nodes/sim-node-2", {"spec": {"taints": [{"key": "x", "effect": "NoExecute"}]}})
 
     async def none_left() -> bool:
         return not await live_pods(c, "gpu")
 
     await until(none_left)
+
+
+async def test_a_node_tainted_noschedule_keeps_its_daemon_pod_and_gets_no_new_one(c: Client) -> None:
+    # upstream's NodeShouldRunDaemonPod: an untolerated NoSchedule taint stops new daemon pods but
+    # not the running one, nor does a tolerated NoExecute one; so a NotReady node (its not-ready
+    # taints: NoSchedule, and NoExecute which daemon pods tolerate) keeps its daemons
+    await c.create(DAEMONSETS, daemonset("stay", tolerations=[{"key": "y", "operator": "Exists",
+                                                                "effect": "NoExecute"}]))
+    await until(lambda: on_nodes(c, "stay", NODES))
+    before = {p["spec"]["nodeName"]: p["metadata"]["uid"] for p in await live_pods(c, "stay")}
+    await c.patch("/api/v1/nodes/sim-node-1", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}})
+    await c.patch("/api/v1/nodes/sim-node-2", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"},
+                                                                   {"key": "y", "effect": "NoExecute"}]}})
+
+    async def misscheduled() -> bool:
+        s = (await c.get(f"{DAEMONSETS}/stay")).get("status") or {}
+        return (s.get("desiredNumberScheduled"), s.get("numberMisscheduled")) == (2, 2)
+
+    await until(misscheduled)
+    await asyncio.sleep(0.5)
+    assert {p["spec"]["nodeName"]: p["metadata"]["uid"] for p in await live_pods(c, "stay")} == before
+    # a pod deleted there is not replaced: the node no longer gets new daemon pods
+    on_1 = next(p["metadata"]["name"] for p in await live_pods(c, "stay") if p["spec"]["nodeName"] == "sim-node-1")
+    await c.delete(f"{PODS}/{on_1}")
+
+    async def gone_from_node_1() -> bool:
+        return {p["spec"]["nodeName"] for p in await live_pods(c, "stay")} == NODES - {"sim-node-1"}
+
+    await until(gone_from_node_1)
+    await asyncio.sleep(0.5)
+    assert await gone_from_node_1()
 
 
 async def test_deleting_a_daemonset_collects_its_pods(c: Client) -> None:
@@ -149,3 +181,19 @@ async def test_deleting_a_daemonset_collects_its_pods(c: Client) -> None:
             return not await live_pods(c, "gone")
 
     await until(collected)
+
+
+async def test_a_not_ready_node_keeps_its_daemon_pod(c: Client) -> None:
+    await c.create(DAEMONSETS, daemonset("agent"))
+    await until(lambda: on_nodes(c, "agent", NODES))
+    uid = next(p["metadata"]["uid"] for p in await live_pods(c, "agent") if p["spec"]["nodeName"] == "sim-node-3")
+    await inject_failure(c, "sim-node-3", "not-ready")
+
+    async def tainted() -> bool:
+        taints = (await c.get("/api/v1/nodes/sim-node-3"))["spec"].get("taints") or []
+        return {(t["key"], t["effect"]) for t in taints} >= {
+            ("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute")}
+
+    await until(tainted)
+    await asyncio.sleep(1.0)
+    assert uid in {p["metadata"]["uid"] for p in await live_pods(c, "agent")}
