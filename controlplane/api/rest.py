@@ -1752,8 +1752,59 @@ class KubeApi:
         options = self._delete_options({"dryRun": "All"} if DRY_RUN.get() else {},
                                        orjson.dumps({k: v for k, v in options.items() if k != "kind"}))
         await self._charge_budget(rtype, namespace or "", name)
+        if not DRY_RUN.get():
+            options = await self._mark_disruption_target(rtype, namespace, name, options)
         await self._delete(rtype, namespace, name, options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    async def _mark_disruption_target(self, rtype: ResourceType, namespace: str | None, name: str,
+                                      options: dict[str, Any]) -> dict[str, Any]:
+        """Upstream's addConditionAndDeletePod: before an eviction deletes the pod, its latest
+        version gets the ``DisruptionTarget`` condition (``EvictionByEvictionAPI``, as
+        ``UpdatePodCondition`` sets it: the transition time kept if it was True already), a
+        status write. The delete's preconditions are checked against that version, and a
+        ``resourceVersion`` one moves to the version written. Returns the delete's options."""
+        key = rtype.key(namespace, name)
+        pre = options.get("preconditions") or {}
+        for _attempt in range(WRITE_ATTEMPTS):
+            current = await self.store.get(key)
+            if current is None:
+                raise ApiError.not_found(rtype, name)
+            obj: dict[str, Any] = orjson.loads(current.value)
+            meta = obj.setdefault("metadata", {})
+            if pre.get("uid") not in (None, meta.get("uid")):
+                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                                        f"UID in object meta: {meta.get('uid')}")
+            if pre.get("resourceVersion") not in (None, str(current.mod_revision)):
+                raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
+                                        f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                                        f"{current.mod_revision}")
+            status = obj.setdefault("status", {})
+            conditions = status.setdefault("conditions", [])
+            wanted = {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                      "lastTransitionTime": _now(), "reason": "EvictionByEvictionAPI",
+                      "message": "Eviction API: evicting"}
+            at = next((i for i, c in enumerate(conditions) if c.get("type") == "DisruptionTarget"), None)
+            if at is None:
+                conditions.append(wanted)
+            else:
+                old = conditions[at]
+                if old.get("status") == "True" and old.get("lastTransitionTime"):
+                    wanted["lastTransitionTime"] = old["lastTransitionTime"]
+                if all(old.get(k) == v for k, v in wanted.items()):
+                    return options  # marked already: nothing to write
+                conditions[at] = wanted
+            try:
+                written = await self._replace(rtype, key, name, obj, current.mod_revision)
+            except store.Conflict:
+                continue
+            except store.NotFound:
+                raise ApiError.not_found(rtype, name) from None
+            if pre.get("resourceVersion") is not None:
+                options = {**options, "preconditions": {**pre,
+                                                        "resourceVersion": written["metadata"]["resourceVersion"]}}
+            return options
+        raise ApiError(409, "Conflict", f"the pod {name} kept changing; try again")
 
     async def _charge_budget(self, rtype: ResourceType, namespace: str, name: str) -> None:
         """Upstream's eviction check: the pod's PodDisruptionBudget must allow one more

@@ -6,7 +6,7 @@ import time
 
 import httpx
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.test_kubectl import kubectl
@@ -83,6 +83,44 @@ def test_eviction_deletes_the_pod(served: Serve, api: client.ApiClient) -> None:
     r = httpx.post(f"{served.url}/api/v1/namespaces/default/pods/other/eviction", headers=bearer(served),
                    json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}})
     assert r.status_code == 400
+
+
+def test_an_evicted_pod_gets_the_disruption_target_condition(served: Serve, api: client.ApiClient) -> None:
+    # upstream's addConditionAndDeletePod: DisruptionTarget (EvictionByEvictionAPI) on the pod, then
+    # the delete; a bound pod (no kubelet here) stays terminating with it, an unbound one goes with it
+    core = client.CoreV1Api(api)
+    for name, node in (("drained", "nowhere"), ("unbound", None)):
+        core.create_namespaced_pod("default", client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="nginx")])))
+    w = watch.Watch()
+    version = core.list_namespaced_pod("default").metadata.resource_version
+    for name in ("drained", "unbound"):
+        core.create_namespaced_pod_eviction(name, "default", client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace="default")))
+    pod = core.read_namespaced_pod("drained", "default")
+    assert pod.metadata.deletion_timestamp is not None
+    (cond,) = [c for c in pod.status.conditions or () if c.type == "DisruptionTarget"]
+    assert (cond.status, cond.reason, cond.message) == ("True", "EvictionByEvictionAPI", "Eviction API: evicting")
+    assert cond.last_transition_time is not None
+    deleted = None
+    for ev in w.stream(core.list_namespaced_pod, "default", resource_version=version, timeout_seconds=5):
+        if ev["type"] == "DELETED" and ev["object"].metadata.name == "unbound":
+            deleted = ev["object"]
+            w.stop()
+    assert deleted is not None
+    assert [c.reason for c in deleted.status.conditions or () if c.type == "DisruptionTarget"] == \
+        ["EvictionByEvictionAPI"]
+    # a second eviction of the terminating pod keeps the condition's time, and a dry run writes nothing
+    r = httpx.post(f"{served.url}/api/v1/namespaces/default/pods/drained/eviction?dryRun=All", headers=bearer(served),
+                   json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "drained"}})
+    assert r.status_code == 201
+    core.create_namespaced_pod_eviction("drained", "default", client.V1Eviction(
+        metadata=client.V1ObjectMeta(name="drained", namespace="default")))
+    again = core.read_namespaced_pod("drained", "default")
+    assert [c.last_transition_time for c in again.status.conditions if c.type == "DisruptionTarget"] == \
+        [cond.last_transition_time]
+    core.delete_namespaced_pod("drained", "default", grace_period_seconds=0)
 
 
 def test_namespace_finalize_holds_and_releases_a_terminating_namespace(served: Serve, api: client.ApiClient) -> None:
