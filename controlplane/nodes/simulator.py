@@ -156,7 +156,7 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("ephemeral", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid",
+    __slots__ = ("ephemeral", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid",
                  "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
@@ -166,10 +166,17 @@ class _Pod:
         self.gen = 0  # bumps cancel the pending timer
         self.stage: str | None = None  # the stage whose timer is pending
         self.ip: str | None = None
+        # terminal (Succeeded or Failed): its sandbox is gone and ``ip`` back in the node's pool,
+        # though the pod's status keeps showing it, as a kubelet's CNI DEL leaves it
+        self.finished = False
         self.pulled_at: float | None = None  # when its images are (will be) on the node
         self.wrote_creating = False
         self.started = False
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
+
+
+def _terminal(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _unreadied(pod: dict[str, Any]) -> bool:
@@ -936,8 +943,8 @@ class NodeSimulator:
         if host_network is True:
             return node.ip
         st = self.pods.get(f"{namespace}/{name}")
-        if st is not None and st.ip:
-            return st.ip
+        if st is not None and (st.ip or st.finished):
+            return st.ip or ""  # (a finished pod gets no address: it has no sandbox)
         ip = node.pod_ips.allocate()
         if st is not None:
             st.ip = ip
@@ -960,11 +967,18 @@ class NodeSimulator:
                 self._release(st)
             st = self.pods[key] = untracked(_Pod(uid, node_name, time.monotonic()))  # (as its node's)
             ip = (pod.get("status") or {}).get("podIP")
-            if ip and not spec.get("hostNetwork") and node.pod_ips.occupy(ip):
+            if ip and not spec.get("hostNetwork") and (_terminal(pod) or node.pod_ips.occupy(ip)):
                 st.ip = ip
                 st.started = True
+                st.finished = _terminal(pod)
         if node.failed:  # a dead kubelet advances no pod; evictions are the taint eviction controller's
             return
+        if not st.finished and _terminal(pod):
+            # the kubelet tears a finished pod's sandbox down, and CNI DEL frees its address for
+            # the node's next pods (a Job's finished pods would otherwise fill the pod CIDR)
+            st.finished = True
+            if st.ip:
+                node.pod_ips.release(st.ip)
         if self.builtin_stages and key not in self._readying and _unreadied(pod):
             self._readying.add(key)
             self._write(lambda: self._ready_again(pod), POD)
@@ -1155,7 +1169,7 @@ class NodeSimulator:
 
     def _release(self, st: _Pod) -> None:
         st.gen += 1
-        if st.ip:
+        if st.ip and not st.finished:  # (a finished pod's is back in the pool already)
             node = self.nodes.get(st.node)
             if node is not None:
                 node.pod_ips.release(st.ip)

@@ -145,6 +145,39 @@ async def test_many_pods_get_distinct_ips_in_their_nodes_cidr(client: Client) ->
             assert ipaddress.ip_address(ips[f"p{i}"]) in net
 
 
+async def test_a_finished_pods_ip_goes_back_to_its_node(client: Client) -> None:
+    """As a kubelet tears a finished pod's sandbox down (CNI DEL): its address serves the node's
+    next pod, while its status keeps showing it. A node's /24 would otherwise be full after 253
+    of a Job's pods, and the next ones would stay Pending."""
+    async with simulating(client, fast(count=1)) as sim:
+        await client.create(PODS, pod("done", "sim-node-0", restartPolicy="Never"))
+
+        async def succeeded() -> bool:
+            return bool((await client.get(f"{PODS}/done"))["status"].get("phase") == "Succeeded")
+
+        await eventually(succeeded)
+        ip = await _ip(client, "done")
+        await eventually(lambda: _empty(sim.nodes["sim-node-0"].pod_ips))
+        await client.create(PODS, pod("next", "sim-node-0"))
+        await eventually(lambda: _ip(client, "next"))
+        assert await _ip(client, "next") == ip and await _ip(client, "done") == ip
+        # deleting the finished pod frees nothing twice: the running one keeps the address alone
+        await client.delete(f"{PODS}/done", gracePeriodSeconds=0)
+        await client.create(PODS, pod("third", "sim-node-0"))
+        await eventually(lambda: _ip(client, "third"))
+        assert await _ip(client, "third") != ip
+        await client.create(PODS, pod("done2", "sim-node-0", restartPolicy="Never"))
+        await eventually(lambda: _ip(client, "done2"))
+        await eventually(lambda: _len_is(sim.nodes["sim-node-0"].pod_ips, 2))
+    # a simulator that starts with a finished pod there does not count its address as used
+    async with simulating(client, fast(count=1)) as sim:
+        await eventually(lambda: _len_is(sim.nodes["sim-node-0"].pod_ips, 2))
+
+
+async def _len_is(pool: object, n: int) -> bool:
+    return len(pool) == n  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bulk", [True, False], ids=["LeaseRenewal", "PUT"])
 async def test_a_lease_is_not_renewed_again_while_its_renewal_is_unanswered(client: Client, bulk: bool) -> None:
     """As the kubelet's one renew loop: a renewal stuck behind a busy server is not joined by
