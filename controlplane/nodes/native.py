@@ -45,7 +45,10 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                   for c in spec.get("containers") or []]
     inits = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
               "imageID": f"{_s(c.get('image'))}@sha256:simulated", "ready": True, "restartCount": 0,
-              "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}
+              **({"containerID": f"containerd://{_s(c.get('name'))}", "started": True,
+                  "state": {"running": {"startedAt": now}}} if _sidecar(c) else
+                 {"state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
+                                           "finishedAt": now}}})}
              for c in spec.get("initContainers") or []]
     return {"phase": "Running", "startTime": now, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "conditions": conditions,
@@ -70,7 +73,22 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
                                             "finishedAt": now}}}
                   for c in spec.get("containers") or []]
-    return {"phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None}
+    # the kubelet stops the sidecars (init containers restartPolicy Always) once the others are done
+    inits = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
+              "imageID": f"{_s(c.get('image'))}@sha256:simulated", "restartCount": 0,
+              **({"containerID": f"containerd://{_s(c.get('name'))}", "ready": False, "started": False,
+                  "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
+                                           "finishedAt": now}}} if _sidecar(c) else
+                 {"ready": True, "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
+                                                          "finishedAt": started}}})}
+             for c in spec.get("initContainers") or []]
+    return {"phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None,
+            "initContainerStatuses": inits or None}
+
+
+def _sidecar(container: dict[str, Any]) -> bool:
+    """A restartable init container (KEP-753): it runs beside the containers, as they do."""
+    return container.get("restartPolicy") == "Always"
 
 
 _DEFAULT_RESOURCES = {"cpu": "32", "memory": "128Gi", "pods": "110"}

@@ -50,6 +50,25 @@ async def test_bound_pod_runs_with_kubelet_status(client: Client) -> None:
         assert await phase(client, "unbound") == "Pending"
 
 
+async def test_sidecars_run_beside_the_containers_and_stop_when_they_complete(client: Client) -> None:
+    """KEP-753's restartable init containers, as a kubelet reports them: running, started and ready
+    while the pod runs (kubectl's READY counts them: 2/2), terminated once its containers complete;
+    the other init containers completed."""
+    async with simulating(client, fast()):
+        inits = [{"name": "init", "image": "busybox"}, {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]
+        await client.create(PODS, pod("meshed", "sim-node-0", initContainers=inits))
+        await client.create(PODS, pod("job", "sim-node-0", restartPolicy="Never", initContainers=inits))
+        await eventually(lambda: _is(client, "meshed", "Running"))
+        status = (await client.get(f"{PODS}/meshed"))["status"]
+        init, proxy = status["initContainerStatuses"]
+        assert list(init["state"]) == ["terminated"] and init["state"]["terminated"]["reason"] == "Completed"
+        assert list(proxy["state"]) == ["running"] and proxy["started"] is True and proxy["ready"] is True
+        await eventually(lambda: _is(client, "job", "Succeeded"))
+        init, proxy = (await client.get(f"{PODS}/job"))["status"]["initContainerStatuses"]
+        assert init["state"]["terminated"]["reason"] == "Completed" and init["ready"] is True
+        assert proxy["state"]["terminated"]["reason"] == "Completed" and proxy["ready"] is False
+
+
 async def test_ephemeral_containers_run_once_added(client: Client) -> None:
     """kubectl debug's containers: the simulated kubelet reports them running, and their logs read."""
     async with simulating(client, fast()):
@@ -288,6 +307,8 @@ def _funcs() -> dict[str, Any]:
     {**pod("b", "n", restartPolicy="Never", hostNetwork=True,
            initContainers=[{"name": "init", "image": "busybox"}], readinessGates=[{"conditionType": "x/y"}]),
      "metadata": {"name": "b", "namespace": "d", "uid": "u", "creationTimestamp": "2026-11-30T09:00:00Z"}},
+    pod("c", "n", restartPolicy="Never", initContainers=[
+        {"name": "init", "image": "busybox"}, {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]),
 ])
 def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dict[str, Any]) -> None:
     stages = {s.name: s for s in default_stages()}
