@@ -23,12 +23,24 @@ condition ``DisruptionTarget`` (``DeletionByPodGC``, "PodGC: node no longer
 exists"), and every one is deleted with a grace period of 0. Their controllers
 (ReplicaSets, Jobs, ...) then replace them where nodes exist.
 
-Upstream's other sweeps are left out: terminating pods on ``out-of-service``
-nodes, and unscheduled terminating pods (which the API deletes at once here).
+**Terminating pods on out-of-service nodes** (upstream's ``gcTerminating``, the
+non-graceful node shutdown of KEP-2268): every period, a pod being deleted (a
+``deletionTimestamp``, not finished) whose node is not Ready and is tainted
+``node.kubernetes.io/out-of-service`` with effect ``NoExecute`` is marked
+``Failed`` and deleted with a grace period of 0, evicted pods first, then the
+oldest: a dead kubelet never ends them (``kubectl taint nodes n
+node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`` after a node died; the
+taint eviction controller deletes the pods that do not tolerate it, and this
+sweep finishes them, so a StatefulSet's replacements start elsewhere). The
+terminating pods are kept as a map from the pod informer's events.
+
+Upstream's sweep of unscheduled terminating pods is left out (the API deletes
+those at once here).
 
 Deletions are counted in ``pod_gc_collector_force_delete_pods_total`` and
 ``pod_gc_collector_force_delete_pod_errors_total`` (labels ``namespace`` and
-``reason``: ``terminated`` or ``orphaned``), kube-controller-manager's names.
+``reason``: ``terminated``, ``orphaned`` or ``out-of-service``),
+kube-controller-manager's names.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ QUARANTINE_SECONDS = 40.0  # upstream's quarantineTime
 CHECK_PERIOD = 20.0  # upstream's gcCheckPeriod
 TERMINATED_THRESHOLD = 12_500  # --terminated-pod-gc-threshold's default
 DELETES_AT_ONCE = 64  # a sweep's deletes in flight
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"  # upstream's TaintNodeOutOfService
 REASON = "DeletionByPodGC"
 MESSAGE = "PodGC: node no longer exists"
 log = logging.getLogger(__name__)
@@ -78,6 +91,9 @@ class PodGCController:
         # (namespace, name) -> order, of every pod the informer holds finished (phase
         # Succeeded or Failed); kept only while the terminated sweep is on
         self.terminated: dict[tuple[str, str], _Order] = {}
+        # (namespace, name) -> (its node, its order), of every pod the informer holds being
+        # deleted (a deletionTimestamp) and not finished, bound to a node
+        self.terminating: dict[tuple[str, str], tuple[str, _Order]] = {}
 
     def _node_deleted(self, node: dict[str, Any]) -> None:
         self._quarantine(str(meta_of(node).get("name", "")))
@@ -86,6 +102,15 @@ class PodGCController:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and node not in self.nodes.items:
             self._quarantine(node)
+        meta = meta_of(pod)
+        phase = (pod.get("status") or {}).get("phase")
+        if node and meta.get("deletionTimestamp") and phase != "Succeeded" and phase != "Failed":
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            evicted = (pod.get("status") or {}).get("reason") == "Evicted"
+            self.terminating[key] = (str(node), (not evicted, str(meta.get("creationTimestamp", "")), key[1],
+                                                 str(meta.get("uid", ""))))
+        elif self.terminating:
+            self.terminating.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
         if self.terminated_threshold > 0:
             meta = meta_of(pod)
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -99,9 +124,42 @@ class PodGCController:
                 self.terminated.pop(key, None)
 
     def _pod_gone(self, pod: dict[str, Any]) -> None:
+        meta = meta_of(pod)
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if self.terminated:
-            meta = meta_of(pod)
-            self.terminated.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
+            self.terminated.pop(key, None)
+        if self.terminating:
+            self.terminating.pop(key, None)
+
+    async def gc_terminating(self) -> int:
+        """Fail and delete the terminating pods of nodes not Ready and tainted out-of-service
+        (upstream's ``gcTerminating``), evicted and oldest first; returns how many."""
+        doomed = sorted(((key, order) for key, (node, order) in self.terminating.items()
+                         if _out_of_service(self.nodes.items.get(node))), key=lambda item: item[1])
+        if doomed:
+            log.info("garbage collecting %d pods terminating on out-of-service nodes", len(doomed))
+        for start in range(0, len(doomed), DELETES_AT_ONCE):
+            await asyncio.gather(*(self._delete_out_of_service(ns, name, order[3])
+                                   for (ns, name), order in doomed[start:start + DELETES_AT_ONCE]))
+        return len(doomed)
+
+    async def _delete_out_of_service(self, namespace: str, name: str, uid: str) -> None:
+        path = resource_path("", "v1", "pods", namespace, name)
+        PODGC_DELETES.labels(namespace, "out-of-service").inc()
+        try:
+            # the phase first, as for an orphan (no DisruptionTarget here, as upstream); the uid a
+            # precondition: a StatefulSet's pod of that name may be another by now
+            await self.client.patch(path + "/status", {"metadata": {"uid": uid}, "status": {"phase": "Failed"}},
+                                    patch_type="strategic")
+            await self.client.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError as e:
+            if e.code not in (404, 409):  # gone, or another pod of that name by now
+                PODGC_DELETE_ERRORS.labels(namespace, "out-of-service").inc()
+                log.warning("pod %s/%s: terminating pod not deleted: %s", namespace, name, e)
+                return
+        held = self.terminating.get((namespace, name))
+        if held is not None and held[1][3] == uid:
+            del self.terminating[(namespace, name)]
 
     async def gc_terminated(self) -> int:
         """Delete the finished pods past the threshold, evicted and oldest first (upstream's
@@ -135,13 +193,14 @@ class PodGCController:
         if held is not None and held[3] == uid:
             del self.terminated[(namespace, name)]
 
-    async def _sweep_terminated(self) -> None:
+    async def _sweep(self) -> None:
         await self.pods.synced.wait()  # a partial set would pick the wrong pods as the oldest
         while True:  # at once, then every period (upstream's wait.Until)
-            try:
-                await self.gc_terminated()
-            except Exception:  # a sweep's failure must not end the controller: the next one tries again
-                log.exception("terminated pod sweep failed")
+            for name, gc in (("terminated", self.gc_terminated), ("terminating", self.gc_terminating)):
+                try:
+                    await gc()
+                except Exception:  # a sweep's failure must not end the controller: the next one tries again
+                    log.exception("%s pod sweep failed", name)
             await asyncio.sleep(self.check_period)
 
     def _quarantine(self, node: str) -> None:
@@ -189,7 +248,7 @@ class PodGCController:
     async def run(self) -> None:
         # the nodes first: a pod's node is looked up in them as the pods arrive
         nodes = asyncio.create_task(self.nodes.run())
-        sweep = asyncio.create_task(self._sweep_terminated()) if self.terminated_threshold > 0 else None
+        sweep = asyncio.create_task(self._sweep())
         try:
             await self.nodes.synced.wait()
             await run_controller("pod garbage collector", (self.pods,), self.queue, self.sync, 1)
@@ -198,6 +257,18 @@ class PodGCController:
                 if task is not None:
                     task.cancel()
             await asyncio.gather(*(t for t in (nodes, sweep) if t is not None), return_exceptions=True)
+
+
+def _out_of_service(node: dict[str, Any] | None) -> bool:
+    """Not Ready and tainted ``out-of-service:NoExecute`` (upstream's IsNodeReady and
+    HasOutOfServiceTaint); a node the informer does not hold is not (upstream skips it)."""
+    if node is None:
+        return False
+    if any(c.get("type") == "Ready" and c.get("status") == "True"
+           for c in (node.get("status") or {}).get("conditions") or ()):
+        return False
+    return any(t.get("key") == OUT_OF_SERVICE and t.get("effect") == "NoExecute"
+               for t in (node.get("spec") or {}).get("taints") or ())
 
 
 async def start(client: Client, config: Config) -> None:

@@ -204,3 +204,50 @@ async def test_the_first_terminated_sweep_runs_once_the_pods_are_listed(client: 
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_terminating_pods_of_an_out_of_service_node_are_failed_and_deleted(client: Client) -> None:
+    # upstream's gcTerminating (non-graceful node shutdown): the node is not Ready and tainted
+    # out-of-service NoExecute; its terminating pods, which no kubelet will finish, are force deleted
+    for n in ("dead", "ready", "untainted"):
+        await client.create(NODES, node(n))
+    await client.patch(f"{NODES}/dead/status", {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    await client.patch(f"{NODES}/untainted/status", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    await client.patch(f"{NODES}/ready/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    for name, n in (("stuck", "dead"), ("alive", "dead"), ("on-ready", "ready"), ("on-untainted", "untainted")):
+        await client.create(PODS, pod(name, n))
+        await client.patch(f"{PODS}/{name}/status", {"status": {"phase": "Running"}})
+        if name != "alive":
+            await client.delete(f"{PODS}/{name}")  # graceful: bound, so it stays terminating
+    out_of_service = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
+    for n in ("dead", "ready"):
+        await client.patch(f"{NODES}/{n}", {"spec": {"taints": [out_of_service]}})
+    before = PODGC_DELETES.labels("default", "out-of-service")._value.get()
+    gc = PodGCController(client, terminated_threshold=0, check_period=0.1)
+    task = asyncio.create_task(gc.run())
+    try:
+        seen: list[dict[str, Any]] = []
+        rv = (await client.list(PODS))["metadata"]["resourceVersion"]
+
+        async def record() -> None:
+            async for event in client.watch(PODS, resource_version=rv):
+                seen.append(event.object)
+
+        watcher = asyncio.create_task(record())
+        deadline = time.monotonic() + 10
+        while not await gone(client, "stuck"):
+            assert time.monotonic() < deadline, "the terminating pod was not collected"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # a few more sweeps
+        # not terminating, on a Ready node, on a node without the taint: kept
+        for name in ("alive", "on-ready", "on-untainted"):
+            assert not await gone(client, name), name
+        assert any(p["metadata"]["name"] == "stuck" and p["status"].get("phase") == "Failed" for p in seen)
+        assert PODGC_DELETES.labels("default", "out-of-service")._value.get() == before + 1
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
