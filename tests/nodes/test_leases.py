@@ -227,7 +227,12 @@ async def test_status_is_reported_every_report_interval_with_only_heartbeats_mov
             await real(name)
 
         sim._post_status = post  # type: ignore[method-assign]
-        first = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
+        async def posted() -> dict[str, dict[str, Any]] | None:
+            # the node's first status may not be written yet when the simulator starts
+            conditions = (await client.get(f"{NODES}/sim-node-0")).get("status", {}).get("conditions")
+            return {c["type"]: c for c in conditions} if conditions else None
+
+        first = await eventually(posted, timeout=15)
 
         async def reported() -> dict[str, dict[str, Any]] | None:
             now = {c["type"]: c for c in (await client.get(f"{NODES}/sim-node-0"))["status"]["conditions"]}
