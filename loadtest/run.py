@@ -599,6 +599,7 @@ def run(args: argparse.Namespace) -> int:
             shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
     if target is not None:
         _check_target(target, token, from_kubeconfig=bool(args.kubeconfig and not args.token))
+        _check_resources(target, token, plan)
     _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
                                                **plan.to_json()}, indent=2) + "\n")
@@ -714,6 +715,41 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False) -> 
                              f"{method} {path.split('?')[0]} answered 403"
                              + (f" ({message})" if message else "")
                              + "; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
+
+
+def _check_resources(target: str, token: str, plan: scenarios.Plan) -> None:
+    """Fail before any load when ``target`` does not serve an API resource the scenario's
+    clients call (its discovery, ``/api/v1`` and ``/apis/GROUP/VERSION``): a cluster older
+    than the Workload API (``scheduling.k8s.io/v1beta1``) or without DRA (``resource.k8s.io/v1``)
+    would fail every one of those calls for the whole run."""
+    base = target.rstrip("/")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    missing: list[tuple[str, list[str]]] = []  # (what, the user classes that call it)
+    for gv, resources in scenarios.api_resources(plan).items():
+        path = f"/api/{gv}" if "/" not in gv else f"/apis/{gv}"
+        try:
+            r = httpx.get(base + path, headers=headers, verify=False, timeout=10)
+        except httpx.HTTPError as e:
+            raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+        if r.status_code not in (200, 404):  # not discovery's to say (a 403, a 5xx): the load finds out
+            continue
+        served: set[str] = set()
+        if r.status_code == 200:
+            try:
+                served = {str(x.get("name")) for x in r.json().get("resources") or () if isinstance(x, dict)}
+            except (ValueError, AttributeError):
+                continue
+        lacking = [name for name in resources if name not in served]
+        if lacking:
+            what = (f"{gv} (for {', '.join(lacking)})" if not served else f"{', '.join(lacking)} of {gv}")
+            missing.append((what, sorted({u for name in lacking for u in resources[name]})))
+    if missing:
+        binder_only = all(users == ["BinderUser"] for _, users in missing)
+        raise SystemExit(
+            f"loadtest: {target} does not serve what the {plan.scenario} scenario's clients call: "
+            + "; ".join(f"{what}, called by {', '.join(users)}" for what, users in missing)
+            + (". Give --binder off: the cluster's scheduler places the pods" if binder_only else
+               ". The clients make Kubernetes 1.37's requests: choose a scenario that does not need these"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import shapes
 
-__all__ = ["SCENARIOS", "Plan", "build"]
+__all__ = ["INFORMER_RESOURCES", "SCENARIOS", "Plan", "api_resources", "build"]
 
 # user class -> module under loadtest.locustfiles
 CLASSES = {
@@ -38,6 +38,24 @@ CLASSES = {
     "TrainingJobUser": "gang",
 }
 
+
+# what an informer of each resource watches: (group, version)
+INFORMER_RESOURCES = {"pods": ("", "v1"), "nodes": ("", "v1"), "leases": ("coordination.k8s.io", "v1"),
+                      "replicasets": ("apps", "v1"), "configmaps": ("", "v1")}
+
+# the API resources each user class calls, by group-version: a --target is checked for them before
+# any load (a cluster without the Workload API of Kubernetes 1.37 cannot run a training job)
+_USES: dict[str, dict[str, tuple[str, ...]]] = {
+    "BinderUser": {"v1": ("nodes", "pods", "pods/binding"), "scheduling.k8s.io/v1beta1": ("podgroups",)},
+    "KubeletUser": {"v1": ("namespaces", "nodes", "nodes/status", "pods", "pods/status"),
+                    "coordination.k8s.io/v1": ("leases",)},
+    "InformerUser": {},  # its scenario's informer_resources
+    "ReplicaSetController": {"v1": ("namespaces", "pods"), "apps/v1": ("replicasets", "replicasets/status")},
+    "OperatorUser": {"v1": ("namespaces", "configmaps", "pods"), "apps/v1": ("deployments",)},
+    "TrainingJobUser": {"v1": ("namespaces", "pods"),
+                        "resource.k8s.io/v1": ("deviceclasses", "resourceclaimtemplates"),
+                        "scheduling.k8s.io/v1beta1": ("workloads", "podgroups")},
+}
 
 @dataclass(frozen=True)
 class Plan:
@@ -71,6 +89,34 @@ class Plan:
         """Pods the controllers create in a quota run (0 otherwise)."""
         return int(self.params.get("quota", 0)) * self.fixed.get("ReplicaSetController", 0)
 
+
+def api_resources(plan: Plan) -> dict[str, dict[str, list[str]]]:
+    """group-version (``v1`` for the core group) -> resource -> the user classes of ``plan``
+    that call it::
+
+        >>> api_resources(build("gang"))["scheduling.k8s.io/v1beta1"]
+        {'podgroups': ['BinderUser', 'TrainingJobUser'], 'workloads': ['TrainingJobUser']}
+    """
+    uses: dict[str, dict[str, list[str]]] = {}
+
+    def use(cls: str, gv: str, plural: str) -> None:
+        users = uses.setdefault(gv, {}).setdefault(plural, [])
+        if cls not in users:
+            users.append(cls)
+
+    for cls in sorted(set(plan.fixed) | set(plan.weighted)):
+        if not (plan.fixed.get(cls) or plan.weighted.get(cls)):
+            continue
+        for gv, plurals in _USES.get(cls, {}).items():
+            for plural in plurals:
+                use(cls, gv, plural)
+        if cls == "KubeletUser" and int(plan.params.get("gpus_per_node", 0)):
+            use(cls, "resource.k8s.io/v1", "resourceslices")  # a DRA driver's, on GPU nodes
+        if cls == "InformerUser":
+            for plural in plan.params.get("informer_resources", ["pods"]):
+                group, version = INFORMER_RESOURCES.get(plural, ("", "v1"))
+                use(cls, f"{group}/{version}" if group else version, plural)
+    return {gv: dict(sorted(r.items())) for gv, r in sorted(uses.items())}
 
 def _n(x: float) -> int:
     return max(1, round(x))

@@ -21,12 +21,11 @@ import time
 
 from locust import constant, run_single_user, task
 
+from ..scenarios import INFORMER_RESOURCES
 from .base import KubeUser, Reflector, fire_latency, param
 
 __all__ = ["InformerUser"]
 
-_RESOURCES = {"pods": ("", "v1"), "nodes": ("", "v1"), "leases": ("coordination.k8s.io", "v1"),
-              "replicasets": ("apps", "v1"), "configmaps": ("", "v1")}
 
 
 class InformerUser(KubeUser):
@@ -40,7 +39,7 @@ class InformerUser(KubeUser):
         self._start()
 
     def _start(self) -> None:
-        group, version = _RESOURCES.get(self.resource, ("", "v1"))
+        group, version = INFORMER_RESOURCES.get(self.resource, ("", "v1"))
         watch_list = random.random() < float(param("watch_list_fraction", 0.5))
         started = self.last_start = time.perf_counter()
         self.reflector = Reflector(self, self.resource, group=group, version=version, watch_list=watch_list,

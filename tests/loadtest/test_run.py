@@ -391,3 +391,54 @@ def test_harness_rate_refuses_bad_options(argv: tuple[str, ...], capsys: pytest.
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {argv[0]}:" in err and "Traceback" not in err
+
+
+# discovery of a cluster older than the Workload API: no scheduling.k8s.io/v1beta1, and
+# resource.k8s.io/v1 without ResourceClaimTemplates
+_OLD_CLUSTER = {"/api/v1": ["namespaces", "pods", "pods/status", "pods/binding", "nodes", "nodes/status", "configmaps"],
+                "/apis/apps/v1": ["deployments", "replicasets", "replicasets/status"],
+                "/apis/coordination.k8s.io/v1": ["leases"],
+                "/apis/resource.k8s.io/v1": ["deviceclasses", "resourceslices", "resourceclaims"]}
+
+
+class _OldCluster(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        names = _OLD_CLUSTER.get(self.path)
+        code, body = (200, {"kind": "APIResourceList", "resources": [{"name": n} for n in names]}) if names else (
+            404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() -> None:
+    # a cluster without the Workload API failed every training job's request for the whole run
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OldCluster)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        no_binder = {"BinderUser": 0}
+        for name in ("churn", "kubelets", "list-storm", "million"):
+            plan = scenarios.build(name, quick=True)
+            run._check_resources(target, "", scenarios.Plan(**{**plan.__dict__, "fixed": {**plan.fixed,
+                                                                                          **no_binder}}))
+        gang = scenarios.build("gang", quick=True)
+        with pytest.raises(SystemExit) as e:
+            run._check_resources(target, "", scenarios.Plan(**{**gang.__dict__, "fixed": {**gang.fixed, **no_binder}}))
+        assert str(e.value) == (
+            f"loadtest: {target} does not serve what the gang scenario's clients call: resourceclaimtemplates of "
+            "resource.k8s.io/v1, called by TrainingJobUser; scheduling.k8s.io/v1beta1 (for podgroups, workloads), "
+            "called by TrainingJobUser. The clients make Kubernetes 1.37's requests: choose a scenario that does "
+            "not need these")
+        # the harness's binder watches PodGroups: against such a cluster, its scheduler places the pods
+        with pytest.raises(SystemExit, match=r"podgroups\), called by BinderUser. Give --binder off"):
+            run._check_resources(target, "", scenarios.build("churn", quick=True))
+    finally:
+        server.shutdown()
+        server.server_close()
