@@ -403,15 +403,19 @@ class Reflector:
             return
         count = 0
         items: list[dict[str, Any]] = []
+        rv: str | None = None
         for page in self.user.list_pages(self.plural, self.namespace, self.group, self.version,
                                          limit=self.page_size, **self.selectors):
             if page.status != 200 or page.body is None:
+                # the list starts over, as client-go's reflector does: a watch from the revision of
+                # the pages that came would never learn of the objects on the pages that did not
                 gevent.sleep(1.0)
                 return
             count += len(page.body.get("items") or ())
             if self.on_list is not None:
                 items.extend(page.body.get("items") or ())
-            self.rv = page.body["metadata"]["resourceVersion"]
+            rv = page.body["metadata"]["resourceVersion"]
+        self.rv = rv
         self.count = count
         if self.on_list is not None:
             self.on_list(items)

@@ -442,3 +442,46 @@ def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() ->
     finally:
         server.shutdown()
         server.server_close()
+
+
+_PARTIAL_LIST = r'''
+import json
+from loadtest.answer import Answer
+from loadtest.locustfiles.base import Reflector
+
+
+def page(status, rv, cont, names):
+    body = {"metadata": {"resourceVersion": rv, "continue": cont}, "items": [{"metadata": {"name": n}} for n in names]}
+    return Answer(status, json.dumps(body).encode() if status == 200 else b'{"kind":"Status"}', 0.0)
+
+
+class User:
+    pages = [page(200, "10", "c1", ["a", "b"]), page(500, "", "", [])]  # the second page fails
+
+    def list_pages(self, *args, **kw):
+        yield from self.pages
+
+
+listed = []
+r = Reflector(User(), "pods", page_size=2, on_list=listed.append)
+r._list()
+partial = {"rv": r.rv, "synced": r.synced.is_set(), "listed": listed[:]}
+User.pages = [page(200, "12", "c2", ["a", "b"]), page(200, "12", "", ["c"])]
+r._list()
+print(json.dumps({"partial": partial, "rv": r.rv, "count": r.count, "synced": r.synced.is_set(),
+                  "listed": [[i["metadata"]["name"] for i in items] for items in listed]}))
+'''
+
+
+def test_a_reflector_whose_list_fails_part_way_lists_again() -> None:
+    # a page after the first failed: the reflector kept the first page's revision and watched from
+    # it, never learning of the objects on the pages it did not get (nor syncing)
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PARTIAL_LIST], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["partial"] == {"rv": None, "synced": False, "listed": []}  # run() lists again, it does not watch
+    assert seen == {**seen, "rv": "12", "count": 3, "synced": True, "listed": [["a", "b", "c"]]}
