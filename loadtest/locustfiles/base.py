@@ -325,12 +325,18 @@ class KubeUser(FastHttpUser):
             q = {**q, "continue": cont}
 
     # -- watches ---------------------------------------------------------------
-    def open_watch(self, path: str, name: str, query: dict[str, Any]) -> Any:
+    def open_watch(self, path: str, name: str, query: dict[str, Any], expected: tuple[int, ...] = ()) -> Any:
         """The watch's response, headers read, body not: the caller reads its
         lines (``resp._response.readline(b"\\n")``). Recorded under ``name``
-        with the time to the response headers."""
+        with the time to the response headers; a status in ``expected`` is
+        deliberate (counted under EXPECTED, not failed)."""
         url = path + "?" + urlencode({**query, "watch": "true"})
-        return self.client.request("GET", url, name=name, headers=self.headers, stream=True)
+        with self.client.request("GET", url, name=name, headers=self.headers, stream=True,
+                                 catch_response=True) as resp:
+            if resp.status_code in expected:
+                resp.success()
+                fire_expected(f"{resp.status_code} {name}")
+        return resp
 
 
 # --------------------------------------------------------------------------- list + watch
@@ -382,6 +388,7 @@ class Reflector:
         self.count = 0            # objects it believes exist (list + adds - deletes)
         self.relists = 0
         self.synced = gevent.event.Event()
+        self._syncing = False     # reading a WatchList's initial events, before its end bookmark
         self._scope = "namespace" if namespace else "cluster"
 
     def start(self) -> gevent.Greenlet:
@@ -431,41 +438,57 @@ class Reflector:
         else:
             query["resourceVersion"] = self.rv or "0"
         path = path_for(self.plural, self.namespace, group=self.group, version=self.version)
-        resp = self.user.open_watch(path, f"{self.plural} [watch]", query)
+        # a server without WatchList (its feature gate off) refuses sendInitialEvents as invalid
+        resp = self.user.open_watch(path, f"{self.plural} [watch]", query, expected=(400, 422) if initial else ())
         if resp.status_code != 200:
             if resp.status_code == 410:
                 self._relist()
+            elif initial:
+                # client-go falls back to a LIST when its WatchList fails, "because making progress
+                # is better than deadlocking"; the next relist tries a WatchList again
+                self._list()
             else:
                 gevent.sleep(1.0)
             return
+        self._syncing = initial
         stream = resp._response
         try:
             while True:
                 line = stream.readline(b"\n")
                 if not line:
                     return  # the server ended the watch (timeoutSeconds): rewatch from self.rv
-                self._handle(line, initial)
+                self._handle(line)
         except Exception:
             # a reset connection or a read timeout: rewatch from where we are, as client-go does
             gevent.sleep(0.5)
         finally:
             stream.release()
+            if self._syncing:
+                # ended before the initial events did: the objects' revisions it brought are not a
+                # point to watch from (they come in key order), so the WatchList starts over
+                self._syncing = False
+                self.rv = None
 
     def _relist(self) -> None:
         self.relists += 1
         self.rv = None
         fire_expected(f"410 {self.plural} [watch]")
 
-    def _handle(self, line: bytes, initial: bool) -> None:
+    def _handle(self, line: bytes) -> None:
         at = time.perf_counter()
         m = _TYPE.match(line)
         etype = m.group(1).decode() if m else orjson.loads(line)["type"]
         rv_m = RESOURCE_VERSION.search(line)
         rv = rv_m.group(1).decode() if rv_m else None
         if etype == "BOOKMARK":
+            if self._syncing:
+                # the WatchList's state is whole at the revision of its initial-events-end bookmark
+                if b"k8s.io/initial-events-end" in line:
+                    self._syncing = False
+                    self.rv = rv or self.rv
+                    self.synced.set()
+                return
             self.rv = rv or self.rv
-            if initial and b"k8s.io/initial-events-end" in line:
-                self.synced.set()
             return
         if etype == "ERROR":
             obj = orjson.loads(line)["object"]
@@ -473,12 +496,13 @@ class Reflector:
                 self._relist()
                 raise _Restart
             return
-        self.rv = rv or self.rv
+        if not self._syncing:
+            self.rv = rv or self.rv
         if etype == "ADDED":
             self.count += 1
         elif etype == "DELETED":
             self.count -= 1
-        if not (initial and not self.synced.is_set()):
+        if not self._syncing:
             TRACKER.seen(self.plural, rv, at)
         if self.on_event is not None:
             self.on_event(WatchEvent(etype, rv, line, at))

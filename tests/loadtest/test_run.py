@@ -485,3 +485,80 @@ def test_a_reflector_whose_list_fails_part_way_lists_again() -> None:
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["partial"] == {"rv": None, "synced": False, "listed": []}  # run() lists again, it does not watch
     assert seen == {**seen, "rv": "12", "count": 3, "synced": True, "listed": [["a", "b", "c"]]}
+
+
+_WATCH_LIST = r'''
+import json
+from loadtest.answer import Answer
+from loadtest.locustfiles.base import Reflector
+
+
+def added(name, rv):
+    event = {"type": "ADDED", "object": {"metadata": {"name": name, "resourceVersion": rv}}}
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"  # as the server writes it
+
+
+END = (b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"50",'
+       b'"annotations":{"k8s.io/initial-events-end":"true"}}}}\n')
+
+
+class Stream:
+    def __init__(self, lines):
+        self.lines = list(lines)
+
+    def readline(self, sep):
+        return self.lines.pop(0) if self.lines else b""
+
+    def release(self):
+        pass
+
+
+class Resp:
+    def __init__(self, status, lines=()):
+        self.status_code, self._response = status, Stream(lines)
+
+
+class User:
+    answers = []
+    watches = []
+
+    def open_watch(self, path, name, query, expected=()):
+        self.watches.append([query.get("sendInitialEvents"), query.get("resourceVersion"), list(expected)])
+        return self.answers.pop(0)
+
+    def list_pages(self, *args, **kw):
+        yield Answer(200, b'{"metadata": {"resourceVersion": "40"}, "items": [{"metadata": {"name": "a"}}]}', 0.0)
+
+
+seen = {}
+# the initial events come in key order, with the objects' own revisions; the stream breaks before
+# the end bookmark: not a point to watch from, the WatchList starts over
+r = Reflector(User(), "pods", watch_list=True)
+User.answers = [Resp(200, [added("a", "45"), added("b", "12")])]
+r._watch()
+seen["broken"] = [r.rv, r.synced.is_set()]
+User.answers = [Resp(200, [added("a", "45"), added("b", "12"), END])]
+r._watch()
+seen["whole"] = [r.rv, r.synced.is_set(), r.count]
+# a server without WatchList refuses it (422 Invalid): a LIST instead, as client-go falls back
+r = Reflector(User(), "pods", watch_list=True)
+User.answers = [Resp(422)]
+r._watch()
+seen["refused"] = [r.rv, r.synced.is_set(), r.count]
+seen["watches"] = User.watches
+print(json.dumps(seen))
+'''
+
+
+def test_a_watch_list_is_whole_at_its_end_bookmark_and_falls_back_to_a_list() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _WATCH_LIST], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["broken"] == [None, False]  # it watched from "12", an object's revision, before
+    assert seen["whole"] == ["50", True, 2]
+    assert seen["refused"] == ["40", True, 1]  # it retried the WatchList each second, failing, before
+    assert seen["watches"] == [["true", None, [400, 422]]] * 3
