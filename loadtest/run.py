@@ -390,12 +390,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             if plan.until == "quota":
                 created, deleted = _count(stats, "POST", "pods"), _count(stats, "DELETE", "pods")
                 peak_pods = max(peak_pods, created - deleted)
-                target_pods = plan.pods_target
-                phase = ("creating" if created < target_pods else "deleting" if deleted else "running")
-                if target_pods and created >= target_pods and deleted >= created and not stop_file.exists():
+                phase = _quota_phase(plan.pods_target, created, deleted)
+                if phase == "done" and not stop_file.exists():
                     stop_file.touch()
                     timings["quota_completed"] = round(elapsed, 1)
-                    phase = "done"
             progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
             if server is not None and server.proc.poll() is not None and "server_exited_at" not in timings:
                 # the rest of the run would only fail requests against nothing: end the load now
@@ -464,6 +462,17 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
             "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
+
+
+def _quota_phase(target: int, created: int, deleted: int) -> str:
+    """Where a quota run is, from its controllers' pod creates and deletes so far. Once every
+    pod created is deleted it stays ``done`` while Locust winds down (it read ``deleting`` again
+    after the first second)."""
+    if created < target:
+        return "creating"
+    if target and deleted >= created:
+        return "done"
+    return "deleting" if deleted else "running"
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")

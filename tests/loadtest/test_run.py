@@ -562,3 +562,8 @@ def test_a_watch_list_is_whole_at_its_end_bookmark_and_falls_back_to_a_list() ->
     assert seen["whole"] == ["50", True, 2]
     assert seen["refused"] == ["40", True, 1]  # it retried the WatchList each second, failing, before
     assert seen["watches"] == [["true", None, [400, 422]]] * 3
+
+
+def test_a_quota_run_s_phase_stays_done_once_every_pod_is_deleted() -> None:
+    assert [run._quota_phase(40, c, d) for c, d in ((10, 0), (40, 0), (40, 12), (40, 40), (40, 40))] == [
+        "creating", "running", "deleting", "done", "done"]
