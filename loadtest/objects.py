@@ -87,9 +87,18 @@ def node_status(gpus: int = 0, ready: bool = True, now: str = "") -> dict[str, A
     }}
 
 
-def lease(node_name: str, renew_time: str) -> dict[str, Any]:
+def _node_owned(node_name: str, node_uid: str | None) -> dict[str, Any]:
+    """The metadata a kubelet's Lease and a DRA driver's ResourceSlice carry: the Node as owner
+    (a cluster's garbage collector removes them with it), and the run's label."""
+    meta: dict[str, Any] = {"labels": {"loadtest": "true"}}
+    if node_uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}]
+    return meta
+
+
+def lease(node_name: str, renew_time: str, node_uid: str | None = None) -> dict[str, Any]:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": node_name, "namespace": "kube-node-lease"},
+            "metadata": {"name": node_name, "namespace": "kube-node-lease", **_node_owned(node_name, node_uid)},
             "spec": {"holderIdentity": node_name, "leaseDurationSeconds": 40, "renewTime": renew_time}}
 
 
@@ -162,10 +171,10 @@ def claim_template(namespace_: str, name: str, gpus: int) -> dict[str, Any]:
                                             "count": gpus}}]}}}}
 
 
-def resource_slice(node_name: str, gpus: int) -> dict[str, Any]:
+def resource_slice(node_name: str, gpus: int, node_uid: str | None = None) -> dict[str, Any]:
     """What a DRA driver on the node publishes: one pool per node, one device per GPU."""
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node_name}-{GPU_DRIVER}"},
+            "metadata": {"name": f"{node_name}-{GPU_DRIVER}", **_node_owned(node_name, node_uid)},
             "spec": {"driver": GPU_DRIVER, "nodeName": node_name,
                      "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
                      "devices": [{"name": f"gpu-{i}",

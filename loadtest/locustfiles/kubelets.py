@@ -43,14 +43,15 @@ class KubeletUser(KubeUser):
         if not _lease_namespace_ready:
             self.ensure("namespaces", objects.namespace("kube-node-lease"))
             _lease_namespace_ready = True
-        self.ensure("nodes", objects.node(self.node_name, self.gpus))
+        created = self.ensure("nodes", objects.node(self.node_name, self.gpus))
+        node_uid = ((created.body or {}).get("metadata") or {}).get("uid") if created.status == 201 else None
         self.patch("nodes", None, self.node_name, objects.node_status(self.gpus, now=microtime()[:19] + "Z"),
                    "strategic", subresource="status")
-        a = self.ensure("leases", objects.lease(self.node_name, microtime()), "kube-node-lease",
+        a = self.ensure("leases", objects.lease(self.node_name, microtime(), node_uid), "kube-node-lease",
                         group="coordination.k8s.io")
         self.lease: dict[str, Any] | None = a.body if a.status == 201 else None
         if self.gpus:
-            self.ensure("resourceslices", objects.resource_slice(self.node_name, self.gpus),
+            self.ensure("resourceslices", objects.resource_slice(self.node_name, self.gpus, node_uid),
                         group="resource.k8s.io")
         self.reflector = Reflector(self, "pods", field_selector=f"spec.nodeName={self.node_name}",
                                    on_event=self._pod_event, on_list=self._pods_listed,

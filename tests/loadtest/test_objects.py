@@ -19,3 +19,16 @@ def test_pods_ask_for_gpus_only_where_the_nodes_have_them() -> None:
     assert 50 < sum(1 for p in with_gpus if _gpus(p)) < 200  # podgen's tenth
     assert not any(_gpus(p) for p in without)
     assert all(p["metadata"]["name"] == f"p{i}" and "nodeName" not in p["spec"] for i, p in enumerate(without))
+
+
+def test_a_kubelet_s_lease_and_slices_are_its_node_s_and_the_run_s() -> None:
+    # as a kubelet's Lease and a DRA driver's ResourceSlice: owned by the Node, so deleting a run's
+    # Nodes (label loadtest=true) from a cluster takes them too; labelled, for a cluster whose
+    # collector does not follow Nodes
+    from loadtest.objects import lease, resource_slice
+
+    owner = [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u1"}]
+    for obj in (lease("n1", "2026-01-01T00:00:00.000000Z", "u1"), resource_slice("n1", 8, "u1")):
+        assert obj["metadata"]["ownerReferences"] == owner
+        assert obj["metadata"]["labels"] == {"loadtest": "true"}
+    assert "ownerReferences" not in lease("n1", "2026-01-01T00:00:00.000000Z")["metadata"]
