@@ -143,6 +143,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
     """(bearer token, cluster server) of the kubeconfig's current context."""
+    token, server, _ = _kubeconfig_user(path)
+    return token, server
+
+
+def _kubeconfig_user(path: Path) -> tuple[str, str | None, str]:
+    """(bearer token, cluster server, the credentials its user has instead of a token: what a
+    refusal's message names) of the kubeconfig's current context."""
     import yaml
 
     try:
@@ -166,7 +173,17 @@ def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
             token = Path(str(user["tokenFile"])).read_text().strip()
         except OSError as e:
             raise SystemExit(f"loadtest: cannot read the tokenFile of --kubeconfig {path}: {e.strerror or e}") from e
-    return token, cluster.get("server")
+    instead = ""
+    if user.get("exec"):
+        instead = f"an exec plugin ({(user['exec'] or {}).get('command') or '?'}), which the harness does not run"
+    elif user.get("auth-provider"):
+        instead = (f"an auth-provider ({(user['auth-provider'] or {}).get('name') or '?'}), which the harness "
+                   "does not run")
+    elif user.get("client-certificate") or user.get("client-certificate-data"):
+        instead = "a client certificate, which the harness cannot present (it sends a bearer token)"
+    elif user.get("username"):
+        instead = "a username and password, which the harness does not send (it sends a bearer token)"
+    return token, cluster.get("server"), instead
 
 
 class _Server:
@@ -607,7 +624,9 @@ def run(args: argparse.Namespace) -> int:
         plan = scenarios.Plan(**{**plan.__dict__, "table": tuple(
             shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
     if target is not None:
-        _check_target(target, token, from_kubeconfig=bool(args.kubeconfig and not args.token))
+        from_kubeconfig = bool(args.kubeconfig and not args.token)
+        _check_target(target, token, from_kubeconfig=from_kubeconfig,
+                      kubeconfig_auth=_kubeconfig_user(args.kubeconfig)[2] if from_kubeconfig else "")
         _check_resources(target, token, plan)
     _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
@@ -679,7 +698,7 @@ def _redacted(argv: list[str]) -> list[str]:
     return out
 
 
-def _check_target(target: str, token: str, *, from_kubeconfig: bool = False) -> None:
+def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kubeconfig_auth: str = "") -> None:
     """Fail before any load when ``target`` cannot serve it: no scheme, nothing listening,
     the wrong scheme, credentials refused, or a user the server's authorizer (RBAC) does not
     let list and create what every scenario does (pods, namespaces)."""
@@ -698,7 +717,9 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False) -> 
         raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{hint}") from e
     if r.status_code in (401, 403):
         if not token:
-            how = ("the kubeconfig's user has no bearer token (client certificates are not supported): pass --token"
+            how = ((f"the kubeconfig's user has no bearer token, only {kubeconfig_auth}: pass --token (a service "
+                    "account's bound to cluster-admin, from kubectl create token, say)" if kubeconfig_auth else
+                    "the kubeconfig's user has no bearer token: pass --token")
                    if from_kubeconfig else "pass --token or --kubeconfig")
         else:
             how = (f"the token {'of --kubeconfig' if from_kubeconfig else 'given with --token'} is not one it "

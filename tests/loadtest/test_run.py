@@ -212,7 +212,7 @@ def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str) -
         run._check_target(api, "alice")
     with pytest.raises(SystemExit, match="refused the credentials"):
         run._check_target(api, "")
-    with pytest.raises(SystemExit, match="has no bearer token"):
+    with pytest.raises(SystemExit, match="has no bearer token: pass --token"):
         run._check_target(api, "", from_kubeconfig=True)
     # a token the server does not know: the message does not ask for the --token just given
     with pytest.raises(SystemExit, match=r"\(401\); the token given with --token is not one it knows"):
@@ -567,3 +567,17 @@ def test_a_watch_list_is_whole_at_its_end_bookmark_and_falls_back_to_a_list() ->
 def test_a_quota_run_s_phase_stays_done_once_every_pod_is_deleted() -> None:
     assert [run._quota_phase(40, c, d) for c, d in ((10, 0), (40, 0), (40, 12), (40, 40), (40, 40))] == [
         "creating", "running", "deleting", "done", "done"]
+
+
+def test_a_kubeconfig_user_without_a_token_is_told_what_it_has_instead(api: str, tmp_path: Path) -> None:
+    # kind's and kubeadm's kubeconfigs hold a client certificate, EKS's and GKE's an exec plugin: the
+    # refusal said "client certificates are not supported" for all of them
+    kc = _kubeconfig(tmp_path / "kc", server=api, token=None)
+    doc = json.loads(kc.read_text())
+    for user, said in (({"client-certificate-data": "AAAA", "client-key-data": "BBBB"}, "a client certificate"),
+                       ({"exec": {"command": "aws", "args": ["eks", "get-token"]}}, r"an exec plugin \(aws\)"),
+                       ({"auth-provider": {"name": "gcp"}}, r"an auth-provider \(gcp\)")):
+        doc["users"][0]["user"] = user
+        kc.write_text(json.dumps(doc))
+        with pytest.raises(SystemExit, match=f"has no bearer token, only {said}.*: pass --token"):
+            run.main(["run", "churn", "--quick", "--kubeconfig", str(kc), "--out", str(tmp_path / "out")])
