@@ -168,9 +168,11 @@ def _kubeconfig_user(path: Path) -> tuple[str, str | None, str]:
     cluster: dict[str, Any] = next(
         (c.get("cluster") or {} for c in kc.get("clusters") or [] if c.get("name") == ctx.get("cluster")), {})
     token = str(user.get("token") or "")
-    if not token and user.get("tokenFile"):  # as client-go reads it, relative to the working directory
+    if not token and user.get("tokenFile"):
+        # a relative path is the kubeconfig's directory's, as client-go resolves it (clientcmd's
+        # ResolveLocalPaths), not the working directory's
         try:
-            token = Path(str(user["tokenFile"])).read_text().strip()
+            token = (path.parent / str(user["tokenFile"])).read_text().strip()
         except OSError as e:
             raise SystemExit(f"loadtest: cannot read the tokenFile of --kubeconfig {path}: {e.strerror or e}") from e
     instead = ""

@@ -156,6 +156,20 @@ def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
         run._resolve_target(parse("--kubeconfig", str(kc)))
 
 
+def test_a_kubeconfig_s_relative_token_file_is_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # client-go resolves a kubeconfig's relative paths against the kubeconfig's directory; the
+    # harness read the working directory's file
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "token").write_text("beside\n")
+    (tmp_path / "token").write_text("in-the-working-directory\n")
+    kc = _kubeconfig(tmp_path / "cluster" / "kc", token=None)
+    doc = json.loads(kc.read_text())
+    doc["users"][0]["user"] = {"tokenFile": "token"}
+    kc.write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    assert run._resolve_target(parse("--kubeconfig", "cluster/kc"))[1] == "beside"
+
+
 def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="cannot read --kubeconfig"):
         run._resolve_target(parse("--kubeconfig", str(tmp_path / "missing")))
