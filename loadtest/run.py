@@ -630,6 +630,7 @@ def run(args: argparse.Namespace) -> int:
         _check_target(target, token, from_kubeconfig=from_kubeconfig,
                       kubeconfig_auth=_kubeconfig_user(args.kubeconfig)[2] if from_kubeconfig else "")
         _check_resources(target, token, plan)
+        _check_access(target, token, plan)
     _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
                                                **plan.to_json()}, indent=2) + "\n")
@@ -783,6 +784,41 @@ def _check_resources(target: str, token: str, plan: scenarios.Plan) -> None:
             + (". Give --binder off: the cluster's scheduler places the pods" if binder_only else
                ". The clients make Kubernetes 1.37's requests: choose a scenario that does not need these"))
 
+
+def _check_access(target: str, token: str, plan: scenarios.Plan) -> None:
+    """Fail before any load when the server's authorizer (RBAC) denies this user a call the
+    scenario's clients make, asked as ``kubectl auth can-i`` asks (SelfSubjectAccessReviews):
+    the run would make the load it is allowed and fail the rest for its whole length. A server
+    that answers no review (no authorization API) is not checked."""
+    base = target.rstrip("/")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    # the user classes -> resource -> the verbs they are denied
+    denied: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    with httpx.Client(headers=headers, verify=False, timeout=10) as client:
+        for (gv, plural, verb), users in scenarios.api_access(plan).items():
+            group, _, version = gv.rpartition("/")
+            resource, _, subresource = plural.partition("/")
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": {"group": group, "version": version, "resource": resource,
+                                                      "subresource": subresource, "verb": verb}}}
+            try:
+                r = client.post(base + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
+                allowed = (r.json().get("status") or {}).get("allowed") if r.status_code in (200, 201) else None
+            except httpx.HTTPError as e:
+                raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+            except (ValueError, AttributeError):
+                allowed = None
+            if allowed is None:
+                return
+            if not allowed:
+                what = f"{resource}.{group}{'/' + subresource if subresource else ''}" if group else plural
+                denied.setdefault(tuple(users), {}).setdefault(what, []).append(verb)
+    if denied:
+        raise SystemExit(
+            f"loadtest: {target} does not allow this user calls the {plan.scenario} scenario's clients make: "
+            + "; ".join(", ".join(f"{what} ({' '.join(verbs)})" for what, verbs in calls.items())
+                        + f" for {', '.join(users)}" for users, calls in denied.items())
+            + "; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest", description="controlplane load tests (Locust).")

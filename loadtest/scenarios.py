@@ -26,7 +26,7 @@ from typing import Any
 
 from . import shapes
 
-__all__ = ["INFORMER_RESOURCES", "SCENARIOS", "Plan", "api_resources", "build"]
+__all__ = ["INFORMER_RESOURCES", "SCENARIOS", "Plan", "api_access", "api_resources", "build"]
 
 # user class -> module under loadtest.locustfiles
 CLASSES = {
@@ -43,19 +43,43 @@ CLASSES = {
 INFORMER_RESOURCES = {"pods": ("", "v1"), "nodes": ("", "v1"), "leases": ("coordination.k8s.io", "v1"),
                       "replicasets": ("apps", "v1"), "configmaps": ("", "v1")}
 
-# the API resources each user class calls, by group-version: a --target is checked for them before
-# any load (a cluster without the Workload API of Kubernetes 1.37 cannot run a training job)
-_USES: dict[str, dict[str, tuple[str, ...]]] = {
-    "BinderUser": {"v1": ("nodes", "pods", "pods/binding"), "scheduling.k8s.io/v1beta1": ("podgroups",)},
-    "KubeletUser": {"v1": ("namespaces", "nodes", "nodes/status", "pods", "pods/status"),
-                    "coordination.k8s.io/v1": ("leases",)},
-    "InformerUser": {},  # its scenario's informer_resources
-    "ReplicaSetController": {"v1": ("namespaces", "pods"), "apps/v1": ("replicasets", "replicasets/status")},
-    "OperatorUser": {"v1": ("namespaces", "configmaps", "pods"), "apps/v1": ("deployments",)},
-    "TrainingJobUser": {"v1": ("namespaces", "pods"),
-                        "resource.k8s.io/v1": ("deviceclasses", "resourceclaimtemplates"),
-                        "scheduling.k8s.io/v1beta1": ("workloads", "podgroups")},
+
+# the API resources each user class calls, by group-version, with the verbs it calls them with: a
+# --target is checked for them before any load (a cluster without the Workload API of Kubernetes
+# 1.37 cannot run a training job; a user RBAC denies them cannot make the load)
+_USES: dict[str, dict[str, dict[str, str]]] = {
+    "BinderUser": {"v1": {"nodes": "list watch", "pods": "list watch", "pods/binding": "create"},
+                   "scheduling.k8s.io/v1beta1": {"podgroups": "list watch"}},
+    "KubeletUser": {"v1": {"namespaces": "create", "nodes": "create", "nodes/status": "patch",
+                           "pods": "list watch delete", "pods/status": "patch"},
+                    "coordination.k8s.io/v1": {"leases": "create get update"}},
+    "InformerUser": {},  # its scenario's informer_resources: list watch
+    "ReplicaSetController": {"v1": {"namespaces": "create", "pods": "create delete list watch"},
+                             "apps/v1": {"replicasets": "create", "replicasets/status": "patch"}},
+    "OperatorUser": {"v1": {"namespaces": "create", "configmaps": "create patch", "pods": "list"},
+                     "apps/v1": {"deployments": "create get patch"}},
+    "TrainingJobUser": {"v1": {"namespaces": "create", "pods": "create delete list watch"},
+                        "resource.k8s.io/v1": {"deviceclasses": "create", "resourceclaimtemplates": "create delete"},
+                        "scheduling.k8s.io/v1beta1": {"workloads": "create delete", "podgroups": "create delete"}},
 }
+
+
+def _uses(plan: Plan) -> list[tuple[str, str, str, str]]:
+    """(user class, group-version, resource, verbs) of every call ``plan``'s clients make."""
+    out: list[tuple[str, str, str, str]] = []
+    for cls in sorted(set(plan.fixed) | set(plan.weighted)):
+        if not (plan.fixed.get(cls) or plan.weighted.get(cls)):
+            continue
+        for gv, resources in _USES.get(cls, {}).items():
+            out.extend((cls, gv, plural, verbs) for plural, verbs in resources.items())
+        if cls == "KubeletUser" and int(plan.params.get("gpus_per_node", 0)):
+            out.append((cls, "resource.k8s.io/v1", "resourceslices", "create"))  # a DRA driver's, on GPU nodes
+        if cls == "InformerUser":
+            for plural in plan.params.get("informer_resources", ["pods"]):
+                group, version = INFORMER_RESOURCES.get(plural, ("", "v1"))
+                out.append((cls, f"{group}/{version}" if group else version, plural, "list watch"))
+    return out
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -98,25 +122,27 @@ def api_resources(plan: Plan) -> dict[str, dict[str, list[str]]]:
         {'podgroups': ['BinderUser', 'TrainingJobUser'], 'workloads': ['TrainingJobUser']}
     """
     uses: dict[str, dict[str, list[str]]] = {}
-
-    def use(cls: str, gv: str, plural: str) -> None:
+    for cls, gv, plural, _ in _uses(plan):
         users = uses.setdefault(gv, {}).setdefault(plural, [])
         if cls not in users:
             users.append(cls)
-
-    for cls in sorted(set(plan.fixed) | set(plan.weighted)):
-        if not (plan.fixed.get(cls) or plan.weighted.get(cls)):
-            continue
-        for gv, plurals in _USES.get(cls, {}).items():
-            for plural in plurals:
-                use(cls, gv, plural)
-        if cls == "KubeletUser" and int(plan.params.get("gpus_per_node", 0)):
-            use(cls, "resource.k8s.io/v1", "resourceslices")  # a DRA driver's, on GPU nodes
-        if cls == "InformerUser":
-            for plural in plan.params.get("informer_resources", ["pods"]):
-                group, version = INFORMER_RESOURCES.get(plural, ("", "v1"))
-                use(cls, f"{group}/{version}" if group else version, plural)
     return {gv: dict(sorted(r.items())) for gv, r in sorted(uses.items())}
+
+
+def api_access(plan: Plan) -> dict[tuple[str, str, str], list[str]]:
+    """(group-version, resource, verb) -> the user classes of ``plan`` that call it::
+
+        >>> api_access(build("gang"))["scheduling.k8s.io/v1beta1", "workloads", "create"]
+        ['TrainingJobUser']
+    """
+    access: dict[tuple[str, str, str], list[str]] = {}
+    for cls, gv, plural, verbs in _uses(plan):
+        for verb in verbs.split():
+            users = access.setdefault((gv, plural, verb), [])
+            if cls not in users:
+                users.append(cls)
+    return dict(sorted(access.items()))
+
 
 def _n(x: float) -> int:
     return max(1, round(x))

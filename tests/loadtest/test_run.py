@@ -595,3 +595,48 @@ def test_a_kubeconfig_user_without_a_token_is_told_what_it_has_instead(api: str,
         kc.write_text(json.dumps(doc))
         with pytest.raises(SystemExit, match=f"has no bearer token, only {said}.*: pass --token"):
             run.main(["run", "churn", "--quick", "--kubeconfig", str(kc), "--out", str(tmp_path / "out")])
+
+
+class _Rbac(BaseHTTPRequestHandler):
+    """SelfSubjectAccessReviews answered as RBAC would for a user who may do everything with pods and
+    namespaces but nothing with Nodes or Leases; the token "old" gets a server without the API."""
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        attrs = review["spec"]["resourceAttributes"]
+        if self.headers.get("authorization") == "Bearer old":
+            code, body = 404, {"kind": "Status", "code": 404}
+        else:
+            allowed = attrs["resource"] not in ("nodes", "leases")
+            code, body = 201, {**review, "status": {"allowed": allowed}}
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_calls_the_authorizer_denies_stop_the_run_before_any_load() -> None:
+    # a user allowed to list pods and create namespaces (what _check_target probes) but not to
+    # register Nodes ran the whole scenario, every kubelet call failing 403
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Rbac)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(SystemExit) as e:
+            run._check_access(target, "t", scenarios.build("kubelets", quick=True))
+        assert str(e.value) == (
+            f"loadtest: {target} does not allow this user calls the kubelets scenario's clients make: "
+            "leases.coordination.k8s.io (create get update), nodes (create), nodes/status (patch) for KubeletUser; "
+            "leases.coordination.k8s.io (list watch) for InformerUser; nodes (list watch) for BinderUser, "
+            "InformerUser; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
+        churn = scenarios.build("churn", quick=True)  # its informers follow pods: no Nodes, no Leases
+        run._check_access(target, "t", scenarios.Plan(**{**churn.__dict__, "fixed": {"InformerUser": 1}}))
+        run._check_access(target, "old", scenarios.build("kubelets", quick=True))  # no reviews: not checked
+    finally:
+        server.shutdown()
+        server.server_close()
