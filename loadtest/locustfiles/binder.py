@@ -1,10 +1,12 @@
 """A scheduler-like binder, for runs without the built-in scheduler.
 
 It learns as a scheduler does, from watches only: the nodes (list + watch),
-the pods not yet bound (``fieldSelector=spec.nodeName=``) and the PodGroups
-(their gang ``minCount``). It binds each pod with a ``pods/binding`` POST to
-the node with the fewest pods it has placed there (up to the node's 110-pod
-limit), and gang members all together once the group has ``minCount`` pods
+the pods not yet bound (``fieldSelector=spec.nodeName=``), the bound ones
+(``spec.nodeName!=``: only their deletions matter, which free their node's room)
+and the PodGroups (their gang ``minCount``). It binds each pod with a
+``pods/binding`` POST to the node with the fewest of the pods it placed there
+still existing (up to the node's 110-pod limit), and gang members all together
+once the group has ``minCount`` pods
 waiting, onto nodes with enough GPUs. No filters beyond that: it places load, it
 is not a scheduler. A 409 (bound by someone else) or 404 (deleted meanwhile)
 is expected and counted apart.
@@ -61,6 +63,10 @@ class BinderUser(KubeUser):
                   on_event=self._podgroup_event, on_list=self._podgroups_listed).start()
         Reflector(self, "pods", field_selector="spec.nodeName=", on_event=self._pod_event,
                   on_list=self._pods_listed).start()
+        # a deleted pod gives its node's room back: without this, a node was full for good once 110
+        # pods had been placed on it, however many were gone (list-storm bound 1,100 pods of 2,596)
+        Reflector(self, "pods", field_selector="spec.nodeName!=", list_first=False,
+                  on_event=self._bound_pod_event).start()
         for _ in range(int(param("binder_concurrency", 24))):
             self.spawn(self._bind_loop)
 
@@ -105,6 +111,10 @@ class BinderUser(KubeUser):
     def _pod_event(self, ev: WatchEvent) -> None:
         if ev.type == "ADDED":
             self._offer(ev.object)
+
+    def _bound_pod_event(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETED":
+            self._unplace(str((ev.object.get("spec") or {}).get("nodeName") or ""))
 
     def _offer(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -155,8 +165,7 @@ class BinderUser(KubeUser):
             if name not in self.nodes:
                 continue
             if placed != self.nodes[name]:
-                heapq.heappush(self.heap, (self.nodes[name], name))
-                continue
+                continue  # stale: each change of a node's count pushed an entry with the new count
             if placed >= MAX_PODS_PER_NODE:
                 heapq.heappush(self.heap, (placed, name))
                 return None
@@ -165,17 +174,41 @@ class BinderUser(KubeUser):
             return name
         return None
 
+    def _place(self, node: str) -> None:
+        """One more pod on ``node`` (a gang member's, placed by :meth:`_place_gang`)."""
+        if node in self.nodes:
+            self._recount(node, self.nodes[node] + 1)
+
+    def _unplace(self, node: str) -> None:
+        """One pod fewer on ``node``: deleted, or its binding refused."""
+        if self.nodes.get(node, 0) > 0:
+            self._recount(node, self.nodes[node] - 1)
+
+    def _recount(self, node: str, count: int) -> None:
+        self.nodes[node] = count
+        if len(self.heap) > 4 * len(self.nodes) + 64:  # mostly stale entries: start it again
+            self.heap = [(c, n) for n, c in self.nodes.items()]
+            heapq.heapify(self.heap)
+        else:
+            heapq.heappush(self.heap, (count, node))
+
     def _bind_loop(self) -> None:
         while True:
             pod = self.queue.get()
-            node = pod.pop("_node", None) or self._least_loaded()
+            node = pod.pop("_node", None)
+            if node is not None:
+                self._place(node)
+            else:
+                node = self._least_loaded()
             if node is None:
                 gevent.sleep(0.5)  # no node (yet), or all full
                 self.queue.put(pod)
                 continue
             meta = pod["metadata"]
-            self.call("POST", path_for("pods", meta["namespace"], meta["name"], "binding"), "pods/binding",
-                      objects.binding(meta["name"], node), expected=(404, 409))
+            a = self.call("POST", path_for("pods", meta["namespace"], meta["name"], "binding"), "pods/binding",
+                          objects.binding(meta["name"], node), expected=(404, 409))
+            if not 200 <= a.status < 300:
+                self._unplace(node)  # the pod is gone or someone else's: no room taken
             self.queued.discard(f"{meta['namespace']}/{meta['name']}")
 
     @task
