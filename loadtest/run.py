@@ -429,7 +429,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         timings["master_done"] = round(time.monotonic() - load_started, 1)
         for w in workers:
             try:
-                w.wait(timeout=30)
+                # a master that failed (its port taken, a locustfile error) never tells the workers
+                # to quit: they would wait for it to the end of the 30 s
+                w.wait(timeout=30 if master.returncode == 0 else 1)
             except subprocess.TimeoutExpired:
                 w.kill()
         timings["workers_done"] = round(time.monotonic() - load_started, 1)
@@ -465,6 +467,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         if master.poll() is None:
             master.kill()
         watcher.stop()
+    if not interrupted:
+        for line in _locust_failures(out, master, workers):
+            print(f"loadtest: {line}", file=sys.stderr)
     master_log = out / "locust-master.log"
     if master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace"):
         print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined; "
@@ -482,6 +487,22 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
             "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
 
+
+def _locust_failures(out: Path, master: Any, workers: list[Any]) -> list[str]:
+    """Why Locust processes ended with an error (an exit code above 0, not a kill): the last
+    line each wrote to its ``.err`` (a master whose port was taken, a locustfile that failed)."""
+    lines = []
+    for name, proc, err in (("master", master, out / "locust-master.err"),
+                            *((f"worker {i}", w, out / f"locust-worker{i}.err") for i, w in enumerate(workers))):
+        if not proc.returncode or proc.returncode < 0:
+            continue
+        try:
+            said = [x.strip() for x in err.read_text(errors="replace").splitlines() if x.strip()]
+        except OSError:
+            said = []
+        lines.append(f"Locust's {name} exited with {proc.returncode}" + (f": {said[-1][:300]}" if said else "")
+                     + f" (see {err})")
+    return lines
 
 def _quota_phase(target: int, created: int, deleted: int) -> str:
     """Where a quota run is, from its controllers' pod creates and deletes so far. Once every

@@ -689,3 +689,21 @@ def test_the_binder_s_nodes_get_their_room_back_when_pods_go() -> None:
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen == {"full": None, "placed": 110, "after_a_delete": "n1", "count": 109, "heap": True}
+
+
+def test_a_locust_process_that_failed_says_why(tmp_path: Path) -> None:
+    # a master whose port was taken died at once: the run reported "incomplete, 0 requests" after
+    # waiting 30 s for its workers, and the reason was in locust-master.err alone
+    class Proc:
+        def __init__(self, returncode: int) -> None:
+            self.returncode = returncode
+
+    (tmp_path / "locust-master.err").write_text(
+        "Traceback (most recent call last):\n  ...\nlocust.exception.RPCError: Socket bind failure: "
+        "Address already in use (addr='tcp://127.0.0.1:5557')\n\n")
+    (tmp_path / "locust-worker1.err").write_text("")
+    assert run._locust_failures(tmp_path, Proc(1), [Proc(-9), Proc(2), Proc(0)]) == [
+        "Locust's master exited with 1: locust.exception.RPCError: Socket bind failure: Address already in use "
+        f"(addr='tcp://127.0.0.1:5557') (see {tmp_path / 'locust-master.err'})",
+        f"Locust's worker 1 exited with 2 (see {tmp_path / 'locust-worker1.err'})"]
+    assert run._locust_failures(tmp_path, Proc(0), [Proc(0)]) == []
