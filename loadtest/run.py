@@ -562,10 +562,16 @@ def _prepare_out(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SystemExit(f"loadtest: cannot create --out {out}: {e.strerror or e}") from e
-    for name in _OUTPUTS:
-        (out / name).unlink(missing_ok=True)
-    for stale in out.glob("locust-worker*.*"):
-        stale.unlink(missing_ok=True)
+    try:
+        for name in _OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+        for stale in out.glob("locust-worker*.*"):
+            stale.unlink(missing_ok=True)
+        probe = out / ".write-check"  # the results go here at the end: know now that they can
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise SystemExit(f"loadtest: cannot write to --out {out}: {e.strerror or e}") from e
 
 
 def _check_args(args: argparse.Namespace) -> None:

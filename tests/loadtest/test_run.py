@@ -87,6 +87,20 @@ def test_a_reused_out_loses_the_last_run_s_results(tmp_path: Path) -> None:
     assert report.build(tmp_path)["overall"] == "incomplete"
 
 
+def test_an_out_that_cannot_be_written_is_refused_before_any_load(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # an existing --out on a read-only file system: a traceback from the clean-up, or, once that
+    # had nothing to remove, a run whose results could not be written at its end
+    import errno
+
+    def read_only(self: Path, data: bytes) -> int:
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", read_only)
+    with pytest.raises(SystemExit, match=f"cannot write to --out {tmp_path}: Read-only file system"):
+        run._prepare_out(tmp_path)
+
+
 def test_an_out_with_other_files_is_refused(tmp_path: Path) -> None:
     # --out . in a checkout: its files named like a run's (report.html...) must not be removed
     (tmp_path / "report.html").write_text("someone's")
