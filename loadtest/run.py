@@ -734,6 +734,12 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kub
     let list and create what every scenario does (pods, namespaces)."""
     if not target.startswith(("http://", "https://")):
         raise SystemExit(f"loadtest: --target must be a URL with its scheme (https://HOST:PORT), not {target!r}")
+    try:
+        host = httpx.URL(target).host
+    except httpx.InvalidURL as e:
+        raise SystemExit(f"loadtest: --target {target!r} is not a URL: {e}") from None
+    if not host:
+        raise SystemExit(f"loadtest: --target {target!r} names no host (https://HOST:PORT)")
     base = target.rstrip("/")
     headers = {"authorization": f"Bearer {token}"} if token else {}
     try:

@@ -160,6 +160,11 @@ def test_a_target_that_cannot_serve_stops_the_run_before_any_load() -> None:
         _check_target("127.0.0.1:1", "")
     with pytest.raises(SystemExit, match="cannot reach"):
         _check_target("http://127.0.0.1:1", "")
+    # httpx's InvalidURL is no HTTPError: it was a traceback
+    with pytest.raises(SystemExit, match=r"'https://\[::1' is not a URL: Invalid port"):
+        _check_target("https://[::1", "")
+    with pytest.raises(SystemExit, match="names no host"):
+        _check_target("http://:6443", "")
 
 
 def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:
