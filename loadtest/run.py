@@ -160,13 +160,22 @@ def _kubeconfig_user(path: Path) -> tuple[str, str | None, str]:
         raise SystemExit(f"loadtest: --kubeconfig {path} is not YAML: {e}") from e
     if not isinstance(kc, dict):
         raise SystemExit(f"loadtest: --kubeconfig {path} is not a kubeconfig")
-    ctx_name = kc.get("current-context")
-    ctx: dict[str, Any] = next((c.get("context") or {} for c in kc.get("contexts") or []
-                                if c.get("name") == ctx_name), {})
-    user: dict[str, Any] = next((u.get("user") or {} for u in kc.get("users") or []
-                                 if u.get("name") == ctx.get("user")), {})
-    cluster: dict[str, Any] = next(
-        (c.get("cluster") or {} for c in kc.get("clusters") or [] if c.get("name") == ctx.get("cluster")), {})
+
+    def named(section: str, name: object, key: str) -> dict[str, Any]:
+        """The ``key`` of the entry of ``section`` called ``name`` ({} if none, or not a kubeconfig's shape)."""
+        entries = kc.get(section)
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, dict) and entry.get("name") == name:
+                value = entry.get(key)
+                if value is not None and not isinstance(value, dict):
+                    raise SystemExit(f"loadtest: --kubeconfig {path} is not a kubeconfig: the {key} of {name!r} "
+                                     f"in {section} is not a mapping")
+                return value or {}
+        return {}
+
+    ctx = named("contexts", kc.get("current-context"), "context")
+    user = named("users", ctx.get("user"), "user")
+    cluster = named("clusters", ctx.get("cluster"), "cluster")
     token = str(user.get("token") or "")
     if not token and user.get("tokenFile"):
         # a relative path is the kubeconfig's directory's, as client-go resolves it (clientcmd's
@@ -176,11 +185,14 @@ def _kubeconfig_user(path: Path) -> tuple[str, str | None, str]:
         except OSError as e:
             raise SystemExit(f"loadtest: cannot read the tokenFile of --kubeconfig {path}: {e.strerror or e}") from e
     instead = ""
+    def field(section: str, key: str) -> str:
+        value = user.get(section)
+        return str((value.get(key) if isinstance(value, dict) else None) or "?")
+
     if user.get("exec"):
-        instead = f"an exec plugin ({(user['exec'] or {}).get('command') or '?'}), which the harness does not run"
+        instead = f"an exec plugin ({field('exec', 'command')}), which the harness does not run"
     elif user.get("auth-provider"):
-        instead = (f"an auth-provider ({(user['auth-provider'] or {}).get('name') or '?'}), which the harness "
-                   "does not run")
+        instead = f"an auth-provider ({field('auth-provider', 'name')}), which the harness does not run"
     elif user.get("client-certificate") or user.get("client-certificate-data"):
         instead = "a client certificate, which the harness cannot present (it sends a bearer token)"
     elif user.get("username"):

@@ -192,6 +192,13 @@ def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> No
         run._resolve_target(parse("--kubeconfig", str(tmp_path / "bad")))
     with pytest.raises(SystemExit, match="names no cluster server"):
         run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc", server=None))))
+    # not a kubeconfig's shape: an AttributeError traceback
+    (tmp_path / "odd").write_text("current-context: c\ncontexts: [c]\nusers: u\nclusters: 3\n")
+    with pytest.raises(SystemExit, match="names no cluster server"):
+        run._resolve_target(parse("--kubeconfig", str(tmp_path / "odd")))
+    (tmp_path / "odd").write_text("current-context: c\ncontexts:\n- {name: c, context: x}\n")
+    with pytest.raises(SystemExit, match="is not a kubeconfig: the context of 'c' in contexts is not a mapping"):
+        run._resolve_target(parse("--kubeconfig", str(tmp_path / "odd")))
 
 
 class _Api(BaseHTTPRequestHandler):
