@@ -58,7 +58,8 @@ from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
 from .openapiv2 import PATH as OPENAPI_V2
 from .openapiv2 import OpenApiV2
-from .rbac import ANONYMOUS, Authorizer, User
+from .rbac import ANONYMOUS, Authorizer, User, forbidden
+from .rbac import Request as AuthzRequest
 from .reads import StoreReads, list_options
 from .rest import USER_SCOPE_KEY, KubeApi
 from .tokenrequest import TokenIssuer, account_of, account_user
@@ -247,6 +248,9 @@ class _KubeRoutes:
             target = self.openapi
         elif path == OPENAPI_V2:
             target = self.openapi_v2
+        elif (path == "/metrics" or path == "/metrics/slis") and self.kube.authorizer is not None:
+            await self._monitoring(scope, receive, send, path)
+            return
         else:
             await self.app(scope, receive, send)
             return
@@ -263,6 +267,21 @@ class _KubeRoutes:
                     return
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
         await target(scope, receive, send)
+
+    async def _monitoring(self, scope: dict[str, Any], receive: Any, send: Any, path: str) -> None:
+        """``/metrics`` under RBAC: for the users a rule allows ``get`` on the path (the group
+        ``system:monitoring`` by the bootstrap policy, and ``system:masters``), as upstream's; a
+        request without credentials is anonymous where the server takes anonymous ones."""
+        assert self.kube.authorizer is not None
+        user = await self._authenticated(scope) if self.tokens is not None else ANONYMOUS
+        if user is None:
+            await KubeApi._respond(send, 401, _UNAUTHORIZED)
+            return
+        need = AuthzRequest("get", path=path)
+        if not await self.kube.authorizer.allowed(user, need):
+            await KubeApi._respond(send, 403, forbidden(user, need).body())
+            return
+        await self.app(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         for name, value in scope.get("headers", ()):

@@ -16,7 +16,9 @@ A request is allowed when a rule of a role bound to its user allows it:
   every authenticated user, as upstream's ``system:discovery``,
   ``system:public-info-viewer`` and ``system:basic-user`` bindings;
 - a ``cluster-admin`` ClusterRole and its binding to ``system:masters`` are
-  created at start (``BOOTSTRAP``), as upstream's bootstrap policy.
+  created at start (``BOOTSTRAP``), as upstream's bootstrap policy, and so is
+  ``system:monitoring`` (bound to that group): ``/metrics`` is for it and the
+  masters only, as upstream's (``app.py`` asks; the health checks stay open).
 
 The rules are indexed from the cached RBAC objects and rebuilt when one of the
 four caches changes (their ``generation``), so a binding takes effect once its
@@ -46,6 +48,7 @@ __all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
+MONITORING = "system:monitoring"
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,5 +266,19 @@ BOOTSTRAP: tuple[tuple[str, dict[str, Any]], ...] = (
                      "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MASTERS}]}),
+    # who may read /metrics (and the health checks): the group ``system:monitoring``, as upstream's
+    # bootstrap ``system:monitoring`` role and binding (a signed-in user outside it gets 403)
+    ("clusterroles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": MONITORING, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "rules": [{"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
+                                       "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
+    ("clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": MONITORING, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MONITORING},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MONITORING}]}),
     *(("clusterroles", role) for role in DEFAULT_ROLES),  # admin, edit, view (api/rbacpolicy.py)
 )

@@ -12,7 +12,8 @@ import pytest
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve, running, start_serve
 
-TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\ncarol-token,carol,4\n'
+TOKENS = ('admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\ncarol-token,carol,4\n'
+          'dave-token,dave,5,"system:monitoring"\n')
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
@@ -87,6 +88,24 @@ def test_the_admin_kubeconfig_works_and_cluster_admin_is_bootstrapped(rbac_serve
     out = kubectl(rbac_served, "get", "clusterrolebinding", "cluster-admin", "-o",
                   "jsonpath={.roleRef.name} {.subjects[0].name}")
     assert out == "cluster-admin system:masters"
+
+
+def test_metrics_are_for_system_monitoring_and_the_masters(rbac_served: Serve) -> None:
+    """As upstream's bootstrap policy: ``/metrics`` needs a rule allowing ``get`` on the path
+    (the ``system:monitoring`` role, bound to that group); any other signed-in user gets 403,
+    worded as upstream's; the health checks stay open."""
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "carol-token") as carol, \
+            as_user(rbac_served, "dave-token") as dave:
+        assert admin.get("/metrics").status_code == 200
+        assert "apiserver_request_total" in dave.get("/metrics").text
+        r = carol.get("/metrics")
+        assert r.status_code == 403 and r.json()["message"] == 'forbidden: User "carol" cannot get path "/metrics"'
+        assert carol.get("/readyz").status_code == 200
+        role = admin.get(f"{RBAC}/clusterroles/system:monitoring").json()
+        assert {"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
+                                    "/readyz", "/readyz/*"], "verbs": ["get"]} in role["rules"]
+    with httpx.Client(base_url=rbac_served.url, timeout=10, verify=False) as nobody:
+        assert nobody.get("/metrics").status_code == 401
 
 
 def test_self_reviews_answer_for_the_requesting_user(rbac_served: Serve) -> None:
