@@ -88,6 +88,7 @@ class Disruption:
         self._existing: list[SimNode] | None = None
         self._usage_cache: dict[str, Resources] = {}
         self._overhead: dict[str, Resources] = {}  # each NodePool's DaemonSet pods' requests, this pass
+        self._busy: Mapping[str, str] = {}  # the NodeClaims being replaced, this pass
         # (claim, node, why) of the last pass's candidates that something kept from disruption
         self.blocked: list[tuple[Obj, Obj, str]] = []
 
@@ -99,6 +100,7 @@ class Disruption:
         decisions: list[Decision] = []
         excluded: set[str] = set()
         self._existing = None
+        self._busy = busy
         self._usage_cache = {}
         self._overhead = daemon_overhead(st.daemonsets.values(), pools.values())
         self.blocked = []
@@ -148,8 +150,19 @@ class Disruption:
         return decisions
 
     def _with_pending(self, nodes: list[SimNode]) -> list[SimNode]:
-        """``nodes`` with the pending pods placed first: room they will take is no room to move into."""
-        pending = [self.sim.demand(self.state.pods[k]) for k in self.state.provisionable if k in self.state.pods]
+        """``nodes`` less those being disrupted, with the pending pods and the pods of the nodes
+        being disrupted (replaced, or deleted) placed first: room they will take is no room to
+        move into. As Karpenter's ``SimulateScheduling``: a replacement in flight is kept for
+        the pods of the node it replaces, not counted as free."""
+        st = self.state
+        leaving = {name for name, c in st.nodeclaims.items()
+                   if name in self._busy or (c.get("metadata") or {}).get("deletionTimestamp")}
+        nodes = [n for n in nodes if n.claim not in leaving]
+        pending = [self.sim.demand(st.pods[k]) for k in st.provisionable if k in st.pods]
+        for name in leaving:
+            node = (st.nodeclaims[name].get("status") or {}).get("nodeName")
+            if node:
+                pending += [self.sim.demand(p) for p in st.pods_of(node) if is_reschedulable(p)]
         if pending:
             self.provisioner.plan(pending, nodes, [])
         return nodes
