@@ -292,9 +292,9 @@ class Launcher:
             "apiVersion": "v1", "kind": "Node",
             "metadata": {
                 "name": name, "labels": labels,
-                "annotations": {FAKE_NODE_ANNOTATION: "fake",
-                                **{k: v for k, v in (meta.get("annotations") or {}).items()
-                                   if k.startswith("karpenter.sh/")}},
+                # Karpenter's registration copies all the NodeClaim's annotations (the NodePool
+                # template's and its own) and labels onto the Node
+                "annotations": {FAKE_NODE_ANNOTATION: "fake", **(meta.get("annotations") or {})},
                 "finalizers": [TERMINATION_FINALIZER],
                 "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeClaim", "name": name,
                                      "uid": meta.get("uid", ""), "blockOwnerDeletion": True}],

@@ -553,6 +553,23 @@ async def test_a_requirement_with_several_values_gives_the_node_one(client: Clie
     assert await _events(client, "p", "Nominated") == [f"Pod should schedule on: nodeclaim/{claim['metadata']['name']}"]
 
 
+async def test_the_templates_labels_and_annotations_reach_the_node(client: Client, scaler: Autoscaler) -> None:
+    # Karpenter's registration copies the NodeClaim's labels and annotations (the NodePool
+    # template's among them) onto the Node
+    body = nodepool("cpu", consolidate_after="Never")
+    body["spec"]["template"]["metadata"] = {"labels": {"billing-team": "my-team"},
+                                            "annotations": {"example.com/owner": "my-team"}}
+    await client.create(POOLS, body)
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    [claim] = await items(client, CLAIMS)
+    [node] = await items(client, NODES)
+    assert claim["metadata"]["annotations"]["example.com/owner"] == "my-team"
+    assert node["metadata"]["annotations"]["example.com/owner"] == "my-team"
+    assert node["metadata"]["annotations"][HASH_ANNOTATION] == claim["metadata"]["annotations"][HASH_ANNOTATION]
+    assert node["metadata"]["labels"]["billing-team"] == "my-team"
+
+
 async def test_a_pod_no_instance_type_holds_gets_a_failed_scheduling_event(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
     await pending_pods(client, [pod("huge", "1000")])
