@@ -24,6 +24,7 @@ simulator)::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE, device_resourc
 from .requirements import Requirement, Requirements
 from .resources import Resources, parse_resources
 
-__all__ = ["SPOT_DISCOUNT", "ZONES", "Catalog", "Offering", "Option", "load"]
+__all__ = ["SPOT_DISCOUNT", "ZONES", "Catalog", "Offering", "Option", "load", "provider_labels"]
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 SPOT_DISCOUNT = 0.35
@@ -55,7 +56,8 @@ class Option:
     offerings: tuple[Offering, ...]
     # allocatable, in milli-units, with DRA devices counted per driver and a "nodes" slot for limits
     allocatable: Resources
-    # labels every node of the type has, as requirements (instance type, arch, os; zones and capacity types offered)
+    # labels every node of the type has, as requirements (instance type, arch, os, the provider's
+    # karpenter.kwok.sh/instance-*; zones and capacity types offered)
     requirements: Requirements
 
     @property
@@ -77,6 +79,24 @@ class Option:
         return best
 
 
+_AWS_SIZE = re.compile(r"^\w+\.(nano|micro|small|medium|large|\d*xlarge|metal)$")
+
+
+def provider_labels(t: InstanceType) -> dict[str, str]:
+    """The labels Karpenter's KWOK provider gives every instance type (and so every node of
+    it), which NodePools and pods may select on (``karpenter.kwok.sh/instance-cpu Gt 4``):
+    cpu and memory as the catalog writes them, the family (the name up to its first ``.``
+    or ``-``, else its first letter) and the size (an AWS-style name's, else the cpu)."""
+    family = re.split(r"[.-]", t.name, maxsplit=1)
+    size = _AWS_SIZE.match(t.name)
+    return {
+        "karpenter.kwok.sh/instance-cpu": t.cpu,
+        "karpenter.kwok.sh/instance-memory": t.memory,
+        "karpenter.kwok.sh/instance-family": family[0] if len(family) == 2 else t.name[:1],
+        "karpenter.kwok.sh/instance-size": size.group(1) if size else t.cpu,
+    }
+
+
 def _option(t: InstanceType, extra: Mapping[str, Any] | None = None) -> Option:
     extra = extra or {}
     zones = tuple(str(z) for z in extra.get("zones") or ZONES)
@@ -94,6 +114,7 @@ def _option(t: InstanceType, extra: Mapping[str, Any] | None = None) -> Option:
         Requirement(OS, False, frozenset((t.os,))),
         Requirement(ZONE, False, frozenset(zones)),
         Requirement(CAPACITY_TYPE, False, frozenset(cts)),
+        *(Requirement(k, False, frozenset((v,))) for k, v in provider_labels(t).items()),
     ])
     return Option(t, offerings, allocatable, reqs)
 

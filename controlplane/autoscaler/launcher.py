@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..client import ApiError, Client, resource_path
-from .catalog import Catalog, Offering, Option
+from .catalog import Catalog, Offering, Option, provider_labels
 from .crds import GROUP, NODECLAIMS, VERSION
 from .labels import (
     CAPACITY_TYPE,
@@ -264,7 +264,7 @@ class Launcher:
         name = key(claim)
         reqs = Requirements.parse((claim.get("spec") or {}).get("requirements"))
         labels = {**topology_labels(name, offering.zone, reqs), **reqs.labels(), **option.type.labels(),
-                  CAPACITY_TYPE: offering.capacity_type, ZONE: offering.zone}
+                  **provider_labels(option.type), CAPACITY_TYPE: offering.capacity_type, ZONE: offering.zone}
         claim = await self.client.patch(claim_path(name), {"metadata": {"labels": labels}})
         capacity = option.type.capacity()
         status = dict(claim.get("status") or {})

@@ -568,6 +568,9 @@ async def test_the_templates_labels_and_annotations_reach_the_node(client: Clien
     assert node["metadata"]["annotations"]["example.com/owner"] == "my-team"
     assert node["metadata"]["annotations"][HASH_ANNOTATION] == claim["metadata"]["annotations"][HASH_ANNOTATION]
     assert node["metadata"]["labels"]["billing-team"] == "my-team"
+    # and the KWOK provider's instance labels, as on the NodeClaim
+    assert node["metadata"]["labels"]["karpenter.kwok.sh/instance-cpu"] == "2"
+    assert claim["metadata"]["labels"]["karpenter.kwok.sh/instance-family"] == "cpu"
 
 
 async def test_a_pod_no_instance_type_holds_gets_a_failed_scheduling_event(client: Client, scaler: Autoscaler) -> None:

@@ -154,6 +154,22 @@ def test_zone_and_instance_type_requirements_narrow_the_choice() -> None:
     assert "small" not in reqs["node.kubernetes.io/instance-type"].values
 
 
+def test_the_kwok_providers_instance_labels_narrow_the_choice() -> None:
+    # Karpenter's KWOK provider labels each instance type karpenter.kwok.sh/instance-cpu, -memory,
+    # -family and -size: a NodePool's Gt on the cpu count, or a pod's selector, holds
+    gt4 = pool(requirements=[{"key": "karpenter.kwok.sh/instance-cpu", "operator": "Gt", "values": ["4"]}])
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [gt4])
+    assert launched(plan) == ["medium"]
+    assert "small" not in plan.claims[0].claim_requirements()["node.kubernetes.io/instance-type"].values
+    big = pod("b", "1", nodeSelector={"karpenter.kwok.sh/instance-memory": "128Gi"})
+    assert launched(Provisioner(CATALOG).plan(demands(big), [], [pool()])) == ["large"]
+    # the family: the name up to a '.' or '-' (gpu-1: gpu), else its first letter (medium: m)
+    family = pod("c", "1", nodeSelector={"karpenter.kwok.sh/instance-family": "gpu"})
+    assert launched(Provisioner(CATALOG).plan(demands(family), [], [pool()])) == ["gpu-1"]
+    family = pod("d", "1", nodeSelector={"karpenter.kwok.sh/instance-family": "m"})
+    assert launched(Provisioner(CATALOG).plan(demands(family), [], [pool()])) == ["medium"]
+
+
 def test_pod_affinity_terms_are_alternatives() -> None:
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
@@ -320,7 +336,7 @@ def test_a_label_no_nodepool_defines_has_no_known_values() -> None:
                                                      "values": ["yes"]}]}]}}})
     assert launched(Provisioner(CATALOG).plan(demands(not_gpu), [], [pool()])) == ["small"]
     # the providers' own labels are well-known to them (KWOK's instance-family, AWS's generation...)
-    family = pod("f", "1", nodeSelector={"karpenter.kwok.sh/instance-family": "c"})
+    family = pod("f", "1", nodeSelector={"karpenter.kwok.sh/instance-family": "s"})
     assert launched(Provisioner(CATALOG).plan(demands(family), [], [pool()])) == ["small"]
     # a pod joining a node another pod opened is held to the same rule
     both = Provisioner(CATALOG).plan(demands(pod("first", "500m"), team), [], [pool()])
