@@ -83,7 +83,9 @@ class Autoscaler:
         self.fits: Fits = fits if fits is not None else SchedulerFits(client, self.state)
         self.provisioner = Provisioner(self.catalog, self.fits)
         self.launcher = Launcher(client, self.catalog, self.state, latency_scale=latency_scale,
-                                 drain_timeout=drain_timeout, on_registered=self._registered)
+                                 drain_timeout=drain_timeout, on_registered=self._registered,
+                                 on_event=lambda kind, obj, reason, message, type_: self._event(
+                                     kind, obj, reason, message, type_))
         self.disruption = Disruption(self.state, self.sim, self.provisioner, self.state.clock)
         self.replacing: dict[str, tuple[list[str], str, str]] = {}  # old claim -> (replacements, reason, pool)
         # claims this controller deleted whose deletion its informer has not shown yet (claim -> pool):
@@ -508,6 +510,7 @@ class Autoscaler:
             if any(c is None or (c.get("metadata") or {}).get("deletionTimestamp") for c in claims):
                 log.info("disruption: a replacement of %s went away; %s is kept", old, old)
                 del self.replacing[old]
+                await self._disruption_reason(old, None)
                 continue
             if all((condition(c, "Initialized") or {}).get("status") == "True" for c in claims if c):
                 del self.replacing[old]
@@ -528,6 +531,7 @@ class Autoscaler:
             NODECLAIMS_DISRUPTED.labels(nodepool=d.pool, reason=d.reason).inc()
             log.info("disruption: %s %s (node %s)%s", d.reason, d.claim, d.node,
                      f", replaced by {len(d.replacements)} new" if d.replacements else "")
+            await self._disruption_reason(d.claim, d.reason)
             if d.replacements:
                 started = time.monotonic()
                 created = await asyncio.gather(*(self._create_claim(c, started) for c in d.replacements))
@@ -559,6 +563,21 @@ class Autoscaler:
             log.info("disruption: Expired %s (expireAfter %s)", name, (claim.get("spec") or {}).get("expireAfter"))
             NODECLAIMS_DISRUPTED.labels(nodepool=pool, reason="Expired").inc()
             await self._delete_claim(name)
+
+    async def _disruption_reason(self, name: str, reason: str | None) -> None:
+        """Karpenter's ``DisruptionReason`` condition on a NodeClaim it disrupts (True, the reason:
+        what its pods' ``Evicted`` events name); removed when the disruption is given up."""
+        claim = self.state.nodeclaims.get(name)
+        if claim is None:
+            return
+        conditions = [c for c in (claim.get("status") or {}).get("conditions") or ()
+                      if c.get("type") != "DisruptionReason"]
+        if reason is not None:
+            conditions = set_condition(conditions, "DisruptionReason", "True", reason, reason,
+                                       generation=generation_of(claim))
+        elif len(conditions) == len((claim.get("status") or {}).get("conditions") or ()):
+            return
+        await self._patch_quietly(claim_path(name, "status"), {"status": {"conditions": conditions}})
 
     def _refresh(self) -> None:
         refresh = getattr(self.fits, "refresh", None)

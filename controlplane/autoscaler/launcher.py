@@ -75,6 +75,8 @@ DEFAULT_GRACE_SECONDS = 30.0  # a pod's terminationGracePeriodSeconds when it se
 # how long past a pod's grace period its kubelet may take to remove it (and the informer to tell us)
 GRACE_MARGIN_SECONDS = 5.0
 EVICTION_RETRY_SECONDS = 1.0  # a drain's retry of an eviction its PodDisruptionBudget refused (429)
+# the eviction API's refusal of a pod several PodDisruptionBudgets cover (a 500, as upstream's)
+MULTIPLE_PDBS = "more than one PodDisruptionBudget"
 STUCK_TERMINATING_SECONDS = 60.0  # a terminating pod this long past its deletion time is not waited for
 
 
@@ -138,6 +140,8 @@ def claim_path(name: str | None = None, subresource: str | None = None) -> str:
     return resource_path(GROUP, VERSION, NODECLAIMS, None, name, subresource)
 
 
+EventSink = Callable[[str, Obj, str, str, str], None]
+
 RETRY_FIRST = 1.0  # a failed launch's or termination's first retry, in seconds (doubling after each failure)
 RETRY_MAX = 60.0
 
@@ -145,13 +149,16 @@ RETRY_MAX = 60.0
 class Launcher:
     def __init__(self, client: Client, catalog: Catalog, state: ClusterState, *,
                  drain_timeout: float = 30.0, latency_scale: float = 1.0,
-                 on_registered: Callable[[Obj, float], None] | None = None) -> None:
+                 on_registered: Callable[[Obj, float], None] | None = None,
+                 on_event: EventSink | None = None) -> None:
         self.client = client
         self.catalog = catalog
         self.state = state
         self.drain_timeout = drain_timeout
         self.latency_scale = latency_scale
         self.on_registered = on_registered or (lambda claim, seconds: None)
+        # (kind, object, reason, message, type): the termination's events, as Karpenter's terminator
+        self.on_event: EventSink = on_event or (lambda kind, obj, reason, message, type_: None)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # claim name -> its launch or termination
         # claim name -> what a launch waiting for its Node to turn Ready awaits (node_changed, a deletion)
         self._waiting: dict[str, asyncio.Future[None]] = {}
@@ -369,13 +376,35 @@ class Launcher:
         node_name = (claim.get("status") or {}).get("nodeName") or name
         node = self.state.nodes.get(node_name)
         if node is not None:
+            # Karpenter's termination conditions: Drained Unknown while draining, then Drained,
+            # VolumesDetached (none here) and InstanceTerminating True
+            if condition(claim, "Drained") is None:
+                claim = await self._set_conditions(claim, [("Drained", "Unknown", "Draining", "Draining")])
             await self.drain(node, _grace_deadline(claim))
+            claim = self.state.nodeclaims.get(name, claim)
+            await self._set_conditions(claim, [(c, "True", c, "") for c in
+                                               ("Drained", "VolumesDetached", "InstanceTerminating")])
             node = self.state.nodes.get(node_name, node)
             await asyncio.gather(self._remove_finalizer(f"{NODES}/{node_name}", node),
                                  *(self._delete(f"{SLICES}/{key(s)}") for s in self.state.slices_of(node_name)))
             await self._delete(f"{NODES}/{node_name}")
         claim = self.state.nodeclaims.get(name, claim)
         await self._remove_finalizer(claim_path(name), claim)
+
+    async def _set_conditions(self, claim: Obj, conditions: list[tuple[str, str, str, str]]) -> Obj:
+        """``claim`` with ``conditions`` (type, status, reason, message) set in its status; as it was if
+        it is gone."""
+        current = (claim.get("status") or {}).get("conditions") or []
+        for ctype, status, reason, message in conditions:
+            current = set_condition(current, ctype, status, reason, message, generation=generation_of(claim))
+        try:
+            patched: Obj = await self.client.patch(claim_path(key(claim), "status"),
+                                                   {"status": {"conditions": current}})
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            return claim
+        return patched
 
     async def drain(self, node: Obj, deadline: float | None = None) -> None:
         """Taint the node, evict its pods, and wait until every pod bound to it has
@@ -405,6 +434,7 @@ class Launcher:
                 pods = [p for p in self.state.pods_of(name) if _drainable(p) and not _do_not_disrupt(p)]
                 await asyncio.gather(*(self._evict_once(p) for p in pods))
                 next_eviction = loop.time() + EVICTION_RETRY_SECONDS
+                self._failed_draining(node)
             if not warned and loop.time() - started > self.drain_timeout:
                 warned = True
                 log.warning("node %s: drain blocked for %.0f s (disruption budgets, do-not-disrupt pods or long "
@@ -431,7 +461,8 @@ class Launcher:
         until = loop.time() + max(0.0, deadline - time.time())
         pods = [p for p in self.state.pods_of(name) if is_reschedulable(p) and _drainable(p)]
         await asyncio.gather(*(self.evict(p, until) for p in pods if not _do_not_disrupt(p)))
-        while loop.time() < until and self._occupied(name):  # noqa: ASYNC110
+        while loop.time() < until and self._occupied(name):
+            self._failed_draining(node)
             await asyncio.sleep(0.1)
         left = [p for p in (*self.state.pods_of(name), *self.state.terminating_pods_of(name)) if _drainable(p)]
         if not left:
@@ -446,6 +477,14 @@ class Launcher:
         while loop.time() < end and self._occupied(name):  # noqa: ASYNC110
             await asyncio.sleep(0.1)
 
+    def _failed_draining(self, node: Obj) -> None:
+        """Karpenter's ``FailedDraining`` on a Node whose pods are still there."""
+        name = key(node)
+        waiting = sum(1 for p in (*self.state.pods_of(name), *self.state.terminating_pods_of(name)) if _drainable(p))
+        if waiting:
+            self.on_event("Node", self.state.nodes.get(name, node), "FailedDraining",
+                          f"Failed to drain node, {waiting} pods are waiting to be evicted", "Warning")
+
     def _occupied(self, name: str, stuck_after: float | None = None) -> bool:
         """Whether pods are still bound to node ``name``: running ones that must go elsewhere, or
         terminating ones (with ``stuck_after``, not those that many seconds past their deletion time);
@@ -458,7 +497,9 @@ class Launcher:
         return any(_drainable(p) and not _stuck(p, now, stuck_after) for p in self.state.terminating_pods_of(name))
 
     async def _evict_once(self, pod: Obj) -> bool:
-        """One eviction of ``pod``: done or gone (404, 409): False; refused by its budget (429): True."""
+        """One eviction of ``pod``: done or gone (404, 409): False; refused by its budget (429, or the
+        500 of several budgets): True, with Karpenter's ``FailedDraining`` event on the node. A done
+        one gets Karpenter's ``Evicted`` event."""
         meta = pod.get("metadata") or {}
         try:
             await self.client.create(
@@ -466,10 +507,29 @@ class Launcher:
                 {"apiVersion": "policy/v1", "kind": "Eviction",
                  "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")}})
         except ApiError as e:
-            if e.code not in (404, 409, 429):
+            # several budgets: the eviction API's 500, which Karpenter retries as it does a 429
+            several = e.code == 500 and MULTIPLE_PDBS in str(e.message)
+            if e.code not in (404, 409, 429) and not several:
                 raise
-            return e.code == 429
+            if e.code in (404, 409):
+                return False
+            node = self.state.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+            if node is not None:
+                why = "eviction does not support multiple PDBs" if several else "evicting pod violates a PDB"
+                self.on_event("Node", node, "FailedDraining", f"Failed to drain node, {why} "
+                              f"(Pod={meta.get('namespace')}/{meta.get('name')})", "Warning")
+            return True
+        self.on_event("Pod", pod, "Evicted", f"Evicted pod: {self._eviction_reason(pod)}", "Normal")
         return False
+
+    def _eviction_reason(self, pod: Obj) -> str:
+        """Why a pod is evicted, as Karpenter's: its NodeClaim's ``DisruptionReason`` (Underutilized,
+        Empty, Drifted), else "Forceful Termination" (a NodeClaim deleted, expired)."""
+        claim = self.state.nodeclaim_of_node((pod.get("spec") or {}).get("nodeName") or "")
+        cond = condition(claim, "DisruptionReason") if claim is not None else None
+        if cond is not None and cond.get("status") == "True" and cond.get("reason"):
+            return str(cond["reason"])
+        return "Forceful Termination"
 
     async def evict(self, pod: Obj, until: float) -> None:
         """Evict ``pod``; a refusal for its PodDisruptionBudget (429) is retried every

@@ -368,6 +368,9 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
     # the drained node's pod was evicted through the API (and, a bare pod, is gone: no controller recreates it)
     pods = {p["metadata"]["name"] for p in await items(client, PODS) if not p["metadata"].get("deletionTimestamp")}
     assert len(pods & {"s0", "s1"}) == 1
+    # with Karpenter's event naming the disruption (the NodeClaim's DisruptionReason)
+    [evicted] = {"s0", "s1"} - pods
+    assert await _events(client, evicted, "Evicted", "Pod") == ["Evicted pod: Underutilized"]
 
 
 async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:
@@ -513,6 +516,12 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
     await asyncio.sleep(2.0)
     assert [p["metadata"]["name"] for p in await items(client, PODS)
             if not p["metadata"].get("deletionTimestamp")] == ["guarded"]  # refused, still running
+    # as Karpenter's terminator says so: the NodeClaim Draining, the Node failing to drain
+    draining = (await client.get(f"{CLAIMS}/{node}"))["status"]["conditions"]
+    assert [(c["status"], c["reason"]) for c in draining if c["type"] == "Drained"] == [("Unknown", "Draining")]
+    failed = await _events(client, node, "FailedDraining", "Node")
+    assert "Failed to drain node, evicting pod violates a PDB (Pod=default/guarded)" in failed
+    assert "Failed to drain node, 1 pods are waiting to be evicted" in failed
     await client.patch(f"{pdbs}/g", {"spec": {"minAvailable": 0}})
 
     async def node_gone() -> bool:
@@ -520,6 +529,8 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
 
     await wait_for(node_gone, timeout=20)
     assert await items(client, PODS) == []
+    # deleted by hand, not disrupted: Karpenter's reason for the eviction
+    assert await _events(client, "guarded", "Evicted", "Pod") == ["Evicted pod: Forceful Termination"]
 
 
 async def _events(client: Client, name: str, reason: str, kind: str = "") -> list[str]:
