@@ -78,11 +78,14 @@ def active(budget: Mapping[str, Any], now: datetime | None = None) -> bool:
     schedule, duration = budget.get("schedule"), budget.get("duration")
     if not schedule and not duration:
         return True
-    now = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     window = parse_duration(duration) or 0.0
     cron = Cron(str(schedule))
-    t = now - timedelta(seconds=window)
-    while t <= now:  # a hit within the last ``duration`` (minutes: cron has no seconds)
+    # as Karpenter's IsActive: the schedule's next hit after ``now - duration`` is not after now;
+    # a hit at 09:00 with a 10m duration is active from 09:00:00 until 09:10:00, exclusive
+    start = now - timedelta(seconds=window)
+    t = start.replace(second=0, microsecond=0) + timedelta(minutes=1)  # the first whole minute after it
+    while t <= now:
         if cron.matches(t):
             return True
         t += timedelta(minutes=1)

@@ -15,9 +15,10 @@ order, each within the NodePool's budgets.
 A node whose pods or itself carry ``karpenter.sh/do-not-disrupt: "true"``, or
 with a pod whose PodDisruptionBudget allows no disruption, is never a candidate
 (but for drift of a NodeClaim with a ``terminationGracePeriod``); ``blocked``
-says which and why, for the events. Budgets count the NodePool's NodeClaims; those being
-deleted or replaced already use the budget. Decisions are made on one
-simulation per pass, so two deletions never count on the same free room.
+says which and why, for the events. Budgets count the NodePool's initialized
+NodeClaims; those being deleted or replaced, or whose node is not Ready, already
+use the budget. Decisions are made on one simulation per pass, so two deletions
+never count on the same free room.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ def _ready(claim: Obj) -> bool:
                for c in (claim.get("status") or {}).get("conditions") or ())
 
 
+def _terminating_instance(claim: Obj) -> bool:
+    return any(c.get("type") == "InstanceTerminating" and c.get("status") == "True"
+               for c in (claim.get("status") or {}).get("conditions") or ())
+
+
+def _node_ready(node: Obj | None) -> bool:
+    return node is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                    for c in (node.get("status") or {}).get("conditions") or ())
+
+
 class Disruption:
     def __init__(self, state: ClusterState, sim: Simulated, provisioner: Provisioner,
                  clock: Callable[[], float]) -> None:
@@ -107,8 +118,13 @@ class Disruption:
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
-            disrupting = sum(1 for c in claims if (c.get("metadata") or {}).get("deletionTimestamp")
-                             or key(c) in busy)
+            # as Karpenter's BuildDisruptionBudgetMapping: the budget's total is the NodePool's
+            # initialized nodes (a replacement still launching would round a percentage up), and
+            # those being disrupted or not Ready use it
+            counted = [c for c in claims if _ready(c) and not _terminating_instance(c)]
+            disrupting = sum(1 for c in counted if (c.get("metadata") or {}).get("deletionTimestamp")
+                             or key(c) in busy or not _node_ready(st.nodes.get((c.get("status") or {})
+                                                                                .get("nodeName") or "")))
             # (claim, node, why its pods block a graceful disruption, or None)
             candidates: list[tuple[Obj, Obj, str | None]] = []
             for c in claims:
@@ -124,7 +140,7 @@ class Disruption:
             if not candidates:
                 continue
             for reason in REASONS:
-                budget = allowed(pool.budgets, len(claims), reason, now) - disrupting
+                budget = allowed(pool.budgets, len(counted), reason, now) - disrupting
                 if budget <= 0:
                     continue
                 for claim, node, pods_block in candidates:

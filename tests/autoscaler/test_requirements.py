@@ -124,6 +124,12 @@ def test_scheduled_budget_is_active_only_within_its_duration() -> None:
     assert not active(budget, sunday_10)
     assert allowed([{"nodes": "100%"}, budget], nodes=4, reason="Empty", now=monday_10) == 0
     assert allowed([{"nodes": "100%"}, budget], nodes=4, reason="Empty", now=monday_18) == 4
+    # Karpenter's IsActive: the next hit after now - duration is not after now: [09:00, 17:00)
+    assert active(budget, datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
+    assert active(budget, datetime(2026, 11, 30, 16, 59, 59, tzinfo=UTC))
+    assert not active(budget, datetime(2026, 11, 30, 17, 0, 0, tzinfo=UTC))
+    assert not active(budget, datetime(2026, 11, 30, 17, 0, 30, tzinfo=UTC))
+    assert not active(budget, datetime(2026, 11, 30, 8, 59, 59, tzinfo=UTC))
 
 
 def test_cron_fields() -> None:
