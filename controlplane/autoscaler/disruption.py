@@ -3,9 +3,9 @@ order, each within the NodePool's budgets.
 
 1. **Drifted**: the NodeClaim's ``karpenter.sh/nodepool-hash`` differs from its
    NodePool's template hash, or its labels no longer satisfy the NodePool's
-   requirements. Replaced: its pods are simulated onto the other nodes, and
-   whatever does not fit gets new NodeClaims, launched (and Initialized) before
-   the old one is deleted.
+   requirements (or lack a label a requirement added since needs). Replaced:
+   its pods are simulated onto the other nodes, and whatever does not fit gets
+   new NodeClaims, launched (and Initialized) before the old one is deleted.
 2. **Empty**: no pod that would need a new home, and ``consolidateAfter`` since
    the node's last pod event. Deleted.
 3. **Underutilized** (``consolidationPolicy: WhenEmptyOrUnderutilized``): its pods
@@ -64,6 +64,19 @@ def drift_reason(claim: Obj, pool: NodePoolView) -> str | None:
     labels = Requirements.from_labels(meta.get("labels"))
     for k, req in pool.requirements.items():
         if k in labels and not labels[k].intersect(req).any():
+            return "RequirementsDrifted"
+    # a template requirement the label must meet (In, Exists, Gt, Lt; not NotIn, DoesNotExist) that
+    # the NodeClaim has no label for: added to the NodePool since it launched (Karpenter's
+    # Compatible: "does not have known values"). One its own requirements named already is this
+    # provider leaving a label out, not drift.
+    template = ((pool.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    launched_with: Requirements | None = None
+    for k, req in Requirements.parse(template.get("requirements")).items():
+        if k in labels or req.allows_absent:
+            continue
+        if launched_with is None:
+            launched_with = Requirements.parse((claim.get("spec") or {}).get("requirements"))
+        if k not in launched_with:
             return "RequirementsDrifted"
     return None
 

@@ -193,6 +193,22 @@ def test_drift_by_hash_and_by_requirements() -> None:
     assert drift_reason(claim("other", version="v2"), pool) is None  # another hash version: re-stamped, not drift
     assert drift_reason(claim(pool.hash, zone="zone-b"), pool) == "RequirementsDrifted"
 
+    # a requirement added since the claim launched, on a label it does not have: drifted (Karpenter's
+    # Compatible, "does not have known values"); not for NotIn or DoesNotExist, which need no label
+    added = NodePoolView.parse(nodepool(requirements=[
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]},
+        {"key": "example.com/team", "operator": "In", "values": ["ml"]}]))
+    assert added.hash == pool.hash  # requirements are not in the template hash
+    assert drift_reason(claim(pool.hash), added) == "RequirementsDrifted"
+    for operator in ("NotIn", "DoesNotExist"):
+        loose = NodePoolView.parse(nodepool(requirements=[
+            {"key": "example.com/team", "operator": operator, **({"values": ["ml"]} if operator == "NotIn" else {})}]))
+        assert drift_reason(claim(loose.hash), loose) is None
+    # the claim launched with it (its spec names the key), the label left out: not drift
+    with_spec = claim(pool.hash)
+    with_spec["spec"] = {"requirements": [{"key": "example.com/team", "operator": "In", "values": ["ml"]}]}
+    assert drift_reason(with_spec, added) is None
+
 
 def test_any_value_is_a_label_value_the_requirement_allows() -> None:
     # Karpenter's Requirement.Any: what a NodeClaim's custom label is set to
