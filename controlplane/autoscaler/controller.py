@@ -47,7 +47,7 @@ from .provisioner import NewClaim, Plan, Provisioner, daemon_overhead, one_domai
 from .resources import add
 from .schedfit import SchedulerFits
 from .simulation import Fits
-from .state import ClusterState, Simulated, is_provisionable, key
+from .state import ClusterState, Simulated, is_provisionable, is_reschedulable, key
 
 __all__ = ["Autoscaler"]
 
@@ -355,10 +355,17 @@ class Autoscaler:
         started = time.monotonic()
         self._refresh()
         pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
-        demands = [self.sim.demand(p) for p in pods]
+        # as Karpenter's provisioner, the pods of the nodes being disrupted (replaced, or deleted and
+        # not drained yet) are scheduled too: the room of a replacement launching for them is not
+        # free for the pending pods, and what they lack is launched now
+        leaving = {name for name, c in st.nodeclaims.items() if name in self.replacing or name in self.deleting
+                   or (c.get("metadata") or {}).get("deletionTimestamp")}
+        moving = [p for name in leaving for p in st.pods_of((st.nodeclaims[name].get("status") or {}).get(
+            "nodeName") or "") if is_reschedulable(p)]
+        demands = [self.sim.demand(p) for p in (*pods, *moving)]
         usage = {name: self.sim.usage(name) for name in pools}
         overhead = daemon_overhead(st.daemonsets.values(), pools.values())
-        nodes = self.sim.nodes(overhead=overhead)
+        nodes = [n for n in self.sim.nodes(overhead=overhead) if n.claim not in leaving]
         plan = self.provisioner.plan(demands, nodes, list(pools.values()), usage, overhead)
         one_domain(plan, self._gangs(pods), nodes)
         SIMULATION.observe(time.monotonic() - started)
@@ -371,12 +378,13 @@ class Autoscaler:
         for pod_key, node in plan.existing.items():
             self._nominated(pod_key, node)
         for pod_key, why in plan.unschedulable.items():
-            if pod_key in st.pods:  # as Karpenter's PodFailedToScheduleEvent
+            if pod_key in st.provisionable and pod_key in st.pods:  # as Karpenter's PodFailedToScheduleEvent
                 self._event("Pod", st.pods[pod_key], "FailedScheduling", f"Failed to schedule pod, {why}",
                             "Warning", dedupe=300.0)
         if plan.claims:
-            log.info("provisioning: %d pods -> %d new nodeclaims, %d onto existing capacity, %d unschedulable",
-                     len(pods), len(plan.claims), len(plan.existing), len(plan.unschedulable))
+            log.info("provisioning: %d pods (%d of nodes being disrupted) -> %d new nodeclaims, %d onto existing "
+                     "capacity, %d unschedulable", len(demands), len(moving), len(plan.claims), len(plan.existing),
+                     len(plan.unschedulable))
         results = await asyncio.gather(*(self._create_claim(c, started) for c in plan.claims),
                                        return_exceptions=True)
         for r in results:
@@ -510,7 +518,7 @@ class Autoscaler:
             if any(c is None or (c.get("metadata") or {}).get("deletionTimestamp") for c in claims):
                 log.info("disruption: a replacement of %s went away; %s is kept", old, old)
                 del self.replacing[old]
-                await self._disruption_reason(old, None)
+                await self._mark_disrupted(old, None)
                 continue
             if all((condition(c, "Initialized") or {}).get("status") == "True" for c in claims if c):
                 del self.replacing[old]
@@ -531,7 +539,7 @@ class Autoscaler:
             NODECLAIMS_DISRUPTED.labels(nodepool=d.pool, reason=d.reason).inc()
             log.info("disruption: %s %s (node %s)%s", d.reason, d.claim, d.node,
                      f", replaced by {len(d.replacements)} new" if d.replacements else "")
-            await self._disruption_reason(d.claim, d.reason)
+            await self._mark_disrupted(d.claim, d.reason)
             if d.replacements:
                 started = time.monotonic()
                 created = await asyncio.gather(*(self._create_claim(c, started) for c in d.replacements))
@@ -564,20 +572,39 @@ class Autoscaler:
             NODECLAIMS_DISRUPTED.labels(nodepool=pool, reason="Expired").inc()
             await self._delete_claim(name)
 
-    async def _disruption_reason(self, name: str, reason: str | None) -> None:
-        """Karpenter's ``DisruptionReason`` condition on a NodeClaim it disrupts (True, the reason:
-        what its pods' ``Evicted`` events name); removed when the disruption is given up."""
+    async def _mark_disrupted(self, name: str, reason: str | None) -> None:
+        """As Karpenter's disruption queue, before it launches replacements: the candidate's node
+        tainted ``karpenter.sh/disrupted:NoSchedule`` (no new pods land on it while they launch)
+        and its NodeClaim's ``DisruptionReason`` condition set (True, the reason: what its pods'
+        ``Evicted`` events name). ``reason`` None: both taken back (the disruption given up)."""
         claim = self.state.nodeclaims.get(name)
         if claim is None:
             return
-        conditions = [c for c in (claim.get("status") or {}).get("conditions") or ()
-                      if c.get("type") != "DisruptionReason"]
-        if reason is not None:
-            conditions = set_condition(conditions, "DisruptionReason", "True", reason, reason,
-                                       generation=generation_of(claim))
-        elif len(conditions) == len((claim.get("status") or {}).get("conditions") or ()):
-            return
-        await self._patch_quietly(claim_path(name, "status"), {"status": {"conditions": conditions}})
+        node_name = (claim.get("status") or {}).get("nodeName") or ""
+        node = self.state.nodes.get(node_name)
+        if node is not None:
+            with contextlib.suppress(ApiError):
+                await self.launcher.taint(node_name, node, reason is not None)
+        for _ in range(3):  # over the version read, as the status loop writes its conditions
+            conditions = [c for c in (claim.get("status") or {}).get("conditions") or ()
+                          if c.get("type") != "DisruptionReason"]
+            if reason is not None:
+                conditions = set_condition(conditions, "DisruptionReason", "True", reason, reason,
+                                           generation=generation_of(claim))
+            elif len(conditions) == len((claim.get("status") or {}).get("conditions") or ()):
+                return
+            try:
+                await self.client.patch(claim_path(name, "status"), {
+                    "metadata": {"resourceVersion": (claim.get("metadata") or {}).get("resourceVersion")},
+                    "status": {"conditions": conditions}})
+                return
+            except ApiError as e:
+                if e.code != 409:
+                    return
+            try:
+                claim = await self.client.get(claim_path(name))
+            except ApiError:
+                return
 
     def _refresh(self) -> None:
         refresh = getattr(self.fits, "refresh", None)
@@ -639,6 +666,12 @@ class Autoscaler:
             patch: Obj = {}
             if conditions != list(status.get("conditions") or ()):
                 patch["conditions"] = conditions
+            precondition = {}
+            if "conditions" in patch:
+                # the list is written whole, from the informer's copy: only over that version, so a
+                # condition another writer just set (DisruptionReason, Drained) is not dropped (as
+                # Karpenter's MergeFromWithOptimisticLock); a conflict waits for the next pass
+                precondition = {"metadata": {"resourceVersion": meta.get("resourceVersion")}}
             last = st.last_pod_event.get(node)
             if last is not None and _ready(claim):
                 # lastPodEventTime, written at most every 10 s (as Karpenter's podevents controller)
@@ -647,7 +680,7 @@ class Autoscaler:
                 if stored is None or seen - stored >= 10.0:
                     patch["lastPodEventTime"] = datetime.fromtimestamp(seen, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             if patch:
-                await self._patch_quietly(claim_path(key(claim), "status"), {"status": patch})
+                await self._patch_quietly(claim_path(key(claim), "status"), {**precondition, "status": patch})
         for state_name, n in counts.items():
             NODES.labels(state=state_name).set(n)
         for name, pool in pools.items():

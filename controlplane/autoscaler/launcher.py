@@ -443,14 +443,24 @@ class Launcher:
             await asyncio.sleep(0.1)  # the informer empties both indexes; polling them is simplest
 
     async def _taint(self, name: str, node: Obj) -> None:
+        await self.taint(name, node, True)
+
+    async def taint(self, name: str, node: Obj, disrupted: bool) -> None:
+        """Put ``karpenter.sh/disrupted:NoSchedule`` on node ``name`` (or, not ``disrupted``, take it
+        off), as Karpenter's ``RequireNoScheduleTaint``."""
         taints = list((node.get("spec") or {}).get("taints") or [])
-        if not any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints):
+        has = any(t.get("key") == DISRUPTED_TAINT["key"] for t in taints)
+        if has == disrupted:
+            return
+        if disrupted:
             taints.append(dict(DISRUPTED_TAINT))
-            try:
-                await self.client.patch(f"{NODES}/{name}", {"spec": {"taints": taints}})
-            except ApiError as e:
-                if e.code != 404:
-                    raise
+        else:
+            taints = [t for t in taints if t.get("key") != DISRUPTED_TAINT["key"]]
+        try:
+            await self.client.patch(f"{NODES}/{name}", {"spec": {"taints": taints}})
+        except ApiError as e:
+            if e.code != 404:
+                raise
 
     async def _drain_until(self, node: Obj, deadline: float) -> None:
         """``drain`` bounded by the NodeClaim's terminationGracePeriod: evictions (not of

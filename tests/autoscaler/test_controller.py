@@ -396,6 +396,66 @@ async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler
     assert [n["metadata"]["name"] for n in await items(client, NODES)] == [new["metadata"]["name"]]
 
 
+async def test_a_drifted_node_is_tainted_before_its_replacement_launches(client: Client, scaler: Autoscaler) -> None:
+    # as Karpenter's disruption queue: the candidate is tainted karpenter.sh/disrupted and its NodeClaim
+    # gets DisruptionReason before the replacement launches, so no new pod lands on it meanwhile
+    scaler.launcher.latency_scale = 5.0  # the replacement takes 1.5 s: time to look
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("a", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    old = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.patch(f"{POOLS}/cpu", {"spec": {"template": {"metadata": {"labels": {"team": "ml"}}}}})
+
+    async def replacing() -> bool:
+        return len(await items(client, CLAIMS)) == 2
+
+    await wait_for(replacing, timeout=10)
+    claim = await client.get(f"{CLAIMS}/{old}")
+    assert not claim["metadata"].get("deletionTimestamp")  # still waiting for its replacement
+    reason = [(c["status"], c["reason"]) for c in claim["status"]["conditions"] if c["type"] == "DisruptionReason"]
+    assert reason == [("True", "Drifted")]
+    taints = (await client.get(f"{NODES}/{old}"))["spec"].get("taints") or []
+    assert {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"} in taints
+
+
+async def test_pending_pods_do_not_take_the_room_of_a_replacement(client: Client) -> None:
+    # as Karpenter's provisioner: the pods of a node being replaced are scheduled with the pending
+    # ones, so a pending pod gets a node of its own instead of the replacement launched for them
+    from controlplane.autoscaler.simulation import resource_fit
+    from tests.autoscaler.test_disruption import claim, pool_node
+    from tests.autoscaler.test_state import bound
+
+    scaler = Autoscaler(client, FAST, fits=resource_fit)
+    created: list[Any] = []
+
+    async def create(new: Any, started: float) -> dict[str, Any]:
+        created.append(new)
+        return {}
+
+    scaler._create_claim = create  # type: ignore[method-assign, assignment]
+    st = scaler.state
+    st.on_nodeclaim_change = lambda old, new: None  # no launcher: these claims exist only here
+    st.nodepools["default"] = nodepool("default", consolidate_after="Never")
+    st.nodepools["default"]["metadata"]["resourceVersion"] = "1"
+    st.node_added(pool_node("n1"))
+    st.nodeclaim_set(None, claim("n1", "cpu-small", node_name="n1"))
+    for i in range(2):
+        st.pod_added(bound(f"n1-p{i}", "900m", "n1"))
+    st.nodeclaim_set(None, claim("r1", "cpu-small"))  # n1's replacement, launching
+    scaler.replacing["n1"] = (["r1"], "Drifted", "default")
+    waiting = bound("new", "900m", "")
+    waiting["spec"].pop("nodeName")
+    waiting["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    st.pod_added(waiting)
+    plan = await scaler.provision()
+    assert plan is not None
+    # r1 holds two of the three pods (whichever); the third gets a node of its own
+    assert set(plan.existing.values()) == {"r1"} and len(plan.existing) == 2
+    assert len(created) == 1 and len(created[0].pods) == 1
+    assert {p.key for c in created for p in c.pods} | set(plan.existing) == {
+        "default/n1-p0", "default/n1-p1", "default/new"}
+
+
 async def test_underutilized_node_is_replaced_by_a_cheaper_one(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s"))
     await pending_pods(client, [pod("big", "20")])
