@@ -47,7 +47,7 @@ from .provisioner import NewClaim, Plan, Provisioner, daemon_overhead, one_domai
 from .resources import add
 from .schedfit import SchedulerFits
 from .simulation import Fits
-from .state import ClusterState, Simulated, is_provisionable, is_reschedulable, key
+from .state import ClusterState, Simulated, is_provisionable, key
 
 __all__ = ["Autoscaler"]
 
@@ -360,8 +360,8 @@ class Autoscaler:
         # free for the pending pods, and what they lack is launched now
         leaving = {name for name, c in st.nodeclaims.items() if name in self.replacing or name in self.deleting
                    or (c.get("metadata") or {}).get("deletionTimestamp")}
-        moving = [p for name in leaving for p in st.pods_of((st.nodeclaims[name].get("status") or {}).get(
-            "nodeName") or "") if is_reschedulable(p)]
+        moving = [p for name in leaving for p in st.moving_pods_of((st.nodeclaims[name].get("status") or {}).get(
+            "nodeName") or "")]
         demands = [self.sim.demand(p) for p in (*pods, *moving)]
         usage = {name: self.sim.usage(name) for name in pools}
         overhead = daemon_overhead(st.daemonsets.values(), pools.values())

@@ -191,7 +191,7 @@ class Disruption:
         for name in leaving:
             node = (st.nodeclaims[name].get("status") or {}).get("nodeName")
             if node:
-                pending += [self.sim.demand(p) for p in st.pods_of(node) if is_reschedulable(p)]
+                pending += [self.sim.demand(p) for p in st.moving_pods_of(node)]
         if pending:
             self.provisioner.plan(pending, nodes, [])
         return nodes

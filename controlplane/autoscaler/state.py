@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from ..registry.disruption import covers
 from .catalog import Catalog
-from .labels import DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL
+from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
@@ -150,6 +151,21 @@ class ClusterState:
             pod = self.pods.get(k)
             if pod is not None:
                 yield pod
+
+    def moving_pods_of(self, node: str) -> list[Obj]:
+        """The pods of ``node``, being disrupted, that will need a new home now (Karpenter's
+        ``CurrentlyReschedulablePods``): reschedulable, not annotated ``karpenter.sh/do-not-disrupt``,
+        not covered by a budget that blocks every eviction (``maxUnavailable: 0``,
+        ``minAvailable: 100%``). Capacity launched for the others would wait, empty, for ever."""
+        out = []
+        for p in self.pods_of(node):
+            if not is_reschedulable(p) or ((p.get("metadata") or {}).get("annotations") or {}).get(
+                    DO_NOT_DISRUPT) == "true":
+                continue
+            if any(_fully_blocking(b) and covers(b, p) for b in self.pdbs.values()):
+                continue
+            out.append(p)
+        return out
 
     def held_pods_of(self, node: str) -> Iterator[Obj]:
         """The pods bound to ``node`` that need no new home but still take their room
@@ -350,6 +366,11 @@ class Simulated:
         wanted = daemon_requests(self.state.daemonsets.values(), labels, taints)
         there = add(*(self.demand(p).requests for p in held if _owned_by_daemonset(p)))
         return {k: v - there.get(k, 0) for k, v in wanted.items() if v > there.get(k, 0)}
+
+
+def _fully_blocking(pdb: Obj) -> bool:
+    spec = pdb.get("spec") or {}
+    return spec.get("maxUnavailable") == 0 or spec.get("minAvailable") == "100%"
 
 
 def _closed(node: Obj) -> bool:

@@ -98,3 +98,28 @@ def test_a_nodepool_node_keeps_room_for_its_daemonset_pods_not_there_yet() -> No
     assert n1.requested["cpu"] == 500
     # a node of no NodePool, or no DaemonSets: as before
     assert sim.nodes()[0].requested["cpu"] == 500
+
+
+def test_the_pods_a_disrupted_node_moves_now_are_karpenters_currently_reschedulable_ones() -> None:
+    """Capacity is simulated (and launched) only for the pods that will be evicted: not one annotated
+    karpenter.sh/do-not-disrupt, nor one a budget blocks for good (maxUnavailable 0, minAvailable
+    100%); one whose budget allows no disruption just now still counts (it will be evicted)."""
+    st = ClusterState()
+    st.node_added(node("n1"))
+    st.pod_added(bound("free", "100m", "n1"))
+    st.pod_added(bound("stay", "100m", "n1", annotations={"karpenter.sh/do-not-disrupt": "true"}))
+    st.pod_added(bound("web", "100m", "n1", labels={"app": "web"}))
+    st.pod_added(bound("db", "100m", "n1", labels={"app": "db"}))
+    st.pod_added(bound("gone", "100m", "n1", deletionTimestamp="2026-01-01T00:00:00Z"))
+
+    def pdb(name: str, app_name: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": app_name}}, **spec}, "status": {"disruptionsAllowed": 0}}
+
+    st.pdbs["default/web"] = pdb("web", "web", maxUnavailable=0)
+    st.pdbs["default/db"] = pdb("db", "db", minAvailable=1)
+    assert sorted(p["metadata"]["name"] for p in st.moving_pods_of("n1")) == ["db", "free"]
+    st.pdbs["default/web"] = pdb("web", "web", minAvailable="100%")
+    assert sorted(p["metadata"]["name"] for p in st.moving_pods_of("n1")) == ["db", "free"]
+    st.pdbs["default/web"] = pdb("web", "web", maxUnavailable=1)
+    assert sorted(p["metadata"]["name"] for p in st.moving_pods_of("n1")) == ["db", "free", "web"]
