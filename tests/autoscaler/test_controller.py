@@ -593,6 +593,34 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
     assert await _events(client, "guarded", "Evicted", "Pod") == ["Evicted pod: Forceful Termination"]
 
 
+async def test_a_drain_retries_a_pod_several_budgets_cover(client: Client, scaler: Autoscaler) -> None:
+    # the eviction API refuses a pod two PodDisruptionBudgets cover (a 500, as upstream's); Karpenter's
+    # terminator retries it as it does a 429, with a FailedDraining event, until one budget goes
+    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    guarded = pod("guarded", "1")
+    guarded["metadata"]["labels"] = {"app": "guarded"}
+    await pending_pods(client, [guarded])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    for name in ("one", "two"):
+        await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {
+            "name": name}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    node = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.delete(f"{CLAIMS}/{node}")
+
+    async def refused() -> list[str]:
+        return [m for m in await _events(client, node, "FailedDraining", "Node") if "multiple PDBs" in m]
+
+    assert await wait_for(refused, timeout=10) == [
+        "Failed to drain node, eviction does not support multiple PDBs (Pod=default/guarded)"]
+    await client.delete(f"{pdbs}/two")
+
+    async def node_gone() -> bool:
+        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
+
+    await wait_for(node_gone, timeout=20)
+
+
 async def _events(client: Client, name: str, reason: str, kind: str = "") -> list[str]:
     evs = (await client.list(resource_path("", "v1", "events")))["items"]
     return [e["message"] for e in evs if e["involvedObject"]["name"] == name and e["reason"] == reason
