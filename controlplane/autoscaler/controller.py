@@ -204,6 +204,9 @@ class Autoscaler:
         if new is not None:
             self.launcher.reconcile(new)
             self._collect_if_orphaned(new)
+            if (new.get("metadata") or {}).get("deletionTimestamp") and not (
+                    (old or {}).get("metadata") or {}).get("deletionTimestamp"):
+                self._trigger.set()  # its pods need room elsewhere: a provisioning pass (as Karpenter's)
         else:
             self._doomed.discard(key(old or {}))
             self._wake_disruption.set()
@@ -347,14 +350,11 @@ class Autoscaler:
                 log.warning("provisioning: %s", e)
 
     async def provision(self) -> Plan | None:
-        """One provisioning pass over the pods pending now."""
+        """One provisioning pass over the pods pending now and those of the nodes being disrupted."""
         pools = self.pools()
         st = self.state
-        if not pools or not st.provisionable:
+        if not pools:
             return None
-        started = time.monotonic()
-        self._refresh()
-        pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
         # as Karpenter's provisioner, the pods of the nodes being disrupted (replaced, or deleted and
         # not drained yet) are scheduled too: the room of a replacement launching for them is not
         # free for the pending pods, and what they lack is launched now
@@ -362,6 +362,11 @@ class Autoscaler:
                    or (c.get("metadata") or {}).get("deletionTimestamp")}
         moving = [p for name in leaving for p in st.moving_pods_of((st.nodeclaims[name].get("status") or {}).get(
             "nodeName") or "")]
+        if not st.provisionable and not moving:
+            return None
+        started = time.monotonic()
+        self._refresh()
+        pods = [st.pods[k] for k in list(st.provisionable) if k in st.pods]
         demands = [self.sim.demand(p) for p in (*pods, *moving)]
         usage = {name: self.sim.usage(name) for name in pools}
         overhead = daemon_overhead(st.daemonsets.values(), pools.values())

@@ -621,6 +621,34 @@ async def test_a_drain_retries_a_pod_several_budgets_cover(client: Client, scale
     await wait_for(node_gone, timeout=20)
 
 
+async def test_a_deleted_nodeclaims_pods_get_capacity_before_they_are_evicted(client: Client,
+                                                                                scaler: Autoscaler) -> None:
+    # as Karpenter's provisioner: a NodeClaim deleted (by hand, expired) starts a provisioning pass for
+    # the pods its drain will evict; here the eviction waits for a budget, and the new node comes anyway
+    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+    guarded = pod("guarded", "1")
+    guarded["metadata"]["labels"] = {"app": "guarded"}
+    await pending_pods(client, [guarded])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "g"},
+                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+
+    async def counted() -> bool:
+        return ((await client.get(f"{pdbs}/g")).get("status") or {}).get("currentHealthy") == 1
+
+    await wait_for(counted, timeout=10)
+    old = (await items(client, NODES))[0]["metadata"]["name"]
+    await client.delete(f"{CLAIMS}/{old}")
+
+    async def launched() -> list[str]:
+        return [c["metadata"]["name"] for c in await items(client, CLAIMS) if c["metadata"]["name"] != old]
+
+    await wait_for(launched, timeout=10)
+    assert (await client.get(f"{PODS}/guarded"))["spec"]["nodeName"] == old  # not evicted yet
+    await client.delete(f"{pdbs}/g")
+
+
 async def _events(client: Client, name: str, reason: str, kind: str = "") -> list[str]:
     evs = (await client.list(resource_path("", "v1", "events")))["items"]
     return [e["message"] for e in evs if e["involvedObject"]["name"] == name and e["reason"] == reason
