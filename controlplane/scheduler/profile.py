@@ -55,7 +55,11 @@ _PLAIN_NODE_NOOP = (NodeUnschedulable, TaintToleration)
 # From how many nodes the columns (numpy) path pays off over the per-node loop.
 _COLUMNS_FROM = 256
 
-__all__ = ["FitError", "Profile"]
+__all__ = ["NO_NODES_AVAILABLE", "FitError", "Profile"]
+
+# upstream's ErrNoNodesAvailable: a cluster without a node fails every pod with it, before
+# PreFilter and without preemption (the first thing `kubectl describe pod` shows on a new cluster)
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 
 
 @dataclass
@@ -72,7 +76,10 @@ class FitError:
         return {s.plugin for s in self.statuses.values()}
 
     def message(self) -> str:
-        """Upstream's ``FitError.Error()``: "0/5 nodes are available: 2 Insufficient cpu, 3 ..."."""
+        """Upstream's ``FitError.Error()``: "0/5 nodes are available: 2 Insufficient cpu, 3 ...";
+        with no node at all, its ``ErrNoNodesAvailable``."""
+        if self.num_nodes == 0 and self.pre_filter is None:
+            return NO_NODES_AVAILABLE
         if self.pre_filter is not None:
             return f"0/{self.num_nodes} nodes are available: {self.pre_filter.message}."
         counts: dict[str, int] = {}
@@ -235,7 +242,10 @@ class Profile:
 
     def place(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
               extra: Mapping[str, Sequence[PodInfo]] | None = None) -> tuple[NodeInfo | None, FitError | None]:
-        """PreFilter, Filter, PreScore, Score over ``nodes``: the chosen node or why none fits."""
+        """PreFilter, Filter, PreScore, Score over ``nodes``: the chosen node or why none fits
+        (with no node at all, none runs: upstream's ``ErrNoNodesAvailable``)."""
+        if not nodes:
+            return None, FitError(0)
         s = self.run_pre_filter(state, pod)
         if s is not None:
             return None, FitError(len(nodes), pre_filter=s)

@@ -494,7 +494,12 @@ class Scheduler:
         message = fit.message()
         nominated = ""
         clear = False
-        if fit.pre_filter is None and self.fwk.post_filter:
+        if fit.num_nodes == 0:  # no node: no preemption, and the nomination cleared
+            if pod.nominated_node:
+                self._clear_nomination(pod.key)
+                pod.nominated_node = ""
+                clear = True
+        elif fit.pre_filter is None and self.fwk.post_filter:
             for p in self.fwk.post_filter:
                 try:
                     result, s = await p.post_filter(state, pod, fit.statuses)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -31,9 +32,25 @@ async def _wait_bound(c: Client, names: set[str], timeout: float = 20.0) -> dict
         await asyncio.sleep(0.1)
 
 
+async def _until_condition(c: Client, name: str) -> list[dict[str, Any]]:
+    """The pod's conditions once it has one (the scheduler's PodScheduled)."""
+    deadline = time.monotonic() + 10
+    while True:
+        conds: list[dict[str, Any]] = (await c.get(f"{PODS}/{name}"))["status"].get("conditions") or []
+        if conds:
+            return conds
+        assert time.monotonic() < deadline, "no PodScheduled condition"
+        await asyncio.sleep(0.1)
+
+
 async def _exercise(kubeconfig: Path) -> None:
     c = Client.from_kubeconfig(kubeconfig)
     try:
+        # no node yet: upstream's ErrNoNodesAvailable, no "0/0 nodes are available"; a node added requeues it
+        await c.create(PODS, pod("early", cpu="100m"))
+        await _until_condition(c, "early")
+        conds = (await c.get(f"{PODS}/early"))["status"]["conditions"]
+        assert (conds[0]["reason"], conds[0]["message"]) == ("Unschedulable", "no nodes available to schedule pods")
         await create_node(c, node("n1", cpu="2"))
         await create_node(c, node("n2", cpu="2", extra={"nvidia.com/gpu": "4"}))
         await c.create(PODS, pod("plain", cpu="1"))
@@ -41,17 +58,10 @@ async def _exercise(kubeconfig: Path) -> None:
         await c.create("/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups", podgroup("pair", 2))
         await c.create(PODS, pod("g1", cpu="500m", group="pair"))
         await c.create(PODS, pod("g2", cpu="500m", group="pair"))
-        where = await _wait_bound(c, {"plain", "gpu", "g1", "g2"})
+        where = await _wait_bound(c, {"early", "plain", "gpu", "g1", "g2"})
         assert where["gpu"] == "n2"
         await c.create(PODS, pod("huge", cpu="64"))
-        deadline = time.monotonic() + 10
-        while True:
-            got = await c.get(f"{PODS}/huge")
-            conds = got["status"].get("conditions") or []
-            if conds:
-                break
-            assert time.monotonic() < deadline, "no PodScheduled condition"
-            await asyncio.sleep(0.1)
+        conds = await _until_condition(c, "huge")
         assert conds[0]["reason"] == "Unschedulable"
         assert conds[0]["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
     finally:
@@ -64,8 +74,8 @@ def test_the_scheduler_inside_serve_binds_over_the_socket(tmp_path: Path) -> Non
         s.wait_ready()
         asyncio.run(_exercise(s.kubeconfig))
         metrics = httpx.get(f"{s.url}/metrics").text
-        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"} 4.0' in metrics
-        assert "controlplane_scheduler_e2e_scheduling_seconds_count 4.0" in metrics
+        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"} 5.0' in metrics
+        assert "controlplane_scheduler_e2e_scheduling_seconds_count 5.0" in metrics
         assert 'controlplane_podgroup_schedule_attempts_total{result="scheduled"} 1.0' in metrics
     finally:
         s.proc.kill()
