@@ -18,6 +18,7 @@ import orjson
 
 from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
+from .jobvalidation import job_policy_causes
 from .podvalidation import dns_label_problems, port_name_problems, template_causes
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
@@ -122,9 +123,11 @@ def _spec_causes(plural: str, spec: Obj) -> Causes:
         if not isinstance(job, dict):
             return []
         return _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
-            template_causes("jobs", job, "spec.jobTemplate.spec")
+            template_causes("jobs", job, "spec.jobTemplate.spec") + job_policy_causes(job, "spec.jobTemplate.spec")
     causes = _counts(spec, _JOB_COUNTS if plural == "jobs" else ("replicas",), "spec")
     causes += template_causes(plural, spec, "spec")
+    if plural == "jobs":
+        causes += job_policy_causes(spec, "spec")
     if plural == "deployments":
         causes += _deployment_strategy(spec.get("strategy"))
     return causes
@@ -178,13 +181,17 @@ def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
 def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
     """A Job's template is fixed, but for the scheduling directives of a suspended Job that
     never started (labels, annotations, node selector and affinity, tolerations, gates);
-    ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``."""
+    ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``; so are
+    its completion mode, failure and success policies, per-index backoff limit and manager."""
     causes = []
     template, was = spec.get("template"), old_spec.get("template")
     if template != was:
         suspended = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
         if not (suspended and _same_but_scheduling(template, was)):
             causes.append(_immutable("spec.template", template))
+    for field in _JOB_FIXED:
+        if spec.get(field) != old_spec.get(field):
+            causes.append(_immutable(f"spec.{field}", spec.get(field)))
     completions = spec.get("completions")
     if completions != old_spec.get("completions"):
         elastic = spec.get("completionMode") == "Indexed" and completions == spec.get("parallelism")
@@ -193,6 +200,8 @@ def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
     return causes
 
 
+# ValidateJobSpecUpdate's immutable fields besides the selector, template and completions
+_JOB_FIXED = ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy")
 _SCHEDULING = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 
 

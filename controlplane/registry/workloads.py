@@ -110,6 +110,19 @@ _JOB_UID = "batch.kubernetes.io/controller-uid"
 _JOB_NAME = "batch.kubernetes.io/job-name"
 
 
+def _job_policies(spec: Obj) -> None:
+    """SetDefaults_Job's: a pod failure policy's condition patterns match ``status: "True"``
+    unless they say otherwise, and pods are replaced once terminating, or only once failed
+    with a pod failure policy (which needs to see how they ended)."""
+    policy = spec.get("podFailurePolicy")
+    if isinstance(policy, dict):
+        for rule in policy.get("rules") or ():
+            for pattern in (rule.get("onPodConditions") or ()) if isinstance(rule, dict) else ():
+                if isinstance(pattern, dict):
+                    fill(pattern, "status", "True")
+    fill(spec, "podReplacementPolicy", "TerminatingOrFailed" if policy is None else "Failed")
+
+
 def _job(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
     if spec.get("completions") is None and spec.get("parallelism") is None:
@@ -118,8 +131,7 @@ def _job(obj: Obj, old: Obj | None) -> None:
     fill(spec, "backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
     fill(spec, "completionMode", "NonIndexed")
     fill(spec, "suspend", False)
-    if spec.get("podFailurePolicy") is None:
-        fill(spec, "podReplacementPolicy", "TerminatingOrFailed")
+    _job_policies(spec)
     _template(spec)
     meta = obj.get("metadata") or {}
     if old is None and not spec.get("manualSelector") and meta.get("uid"):
@@ -149,8 +161,7 @@ def _cron_job(obj: Obj, old: Obj | None) -> None:
     fill(job_spec, "backoffLimit", 6)
     fill(job_spec, "completionMode", "NonIndexed")
     fill(job_spec, "suspend", False)
-    if job_spec.get("podFailurePolicy") is None:
-        fill(job_spec, "podReplacementPolicy", "TerminatingOrFailed")
+    _job_policies(job_spec)
     _template(job_spec)
 
 

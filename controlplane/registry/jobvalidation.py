@@ -1,0 +1,172 @@
+"""A Job spec's failure and replacement policies, as upstream's ``validateJobSpec`` checks
+them (pkg/apis/batch/validation): ``podFailurePolicy`` (rules, actions, exit codes, pod
+conditions; only with ``restartPolicy: Never``), ``podReplacementPolicy`` (only ``Failed``
+with a pod failure policy), ``backoffLimitPerIndex`` and ``maxFailedIndexes`` (Indexed Jobs
+only). Each answers the causes of a 422 Invalid, in upstream's words::
+
+    pod_failure_policy_causes(spec, "spec")
+    # [{'field': 'spec.podFailurePolicy.rules[0].onExitCodes.values[0]',
+    #   'message': 'Invalid value: 0: must not be 0 for the In operator', ...}]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .causes import Causes, cause, duplicate, invalid, not_supported, required
+
+__all__ = ["job_policy_causes"]
+
+Obj = dict[str, Any]
+
+_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")  # sorted, as sets.List gives them
+_OPERATORS = ("In", "NotIn")
+_STATUSES = ("False", "True", "Unknown")
+_REPLACEMENT = ("Failed", "TerminatingOrFailed")
+_MAX_RULES = 20
+_MAX_VALUES = 255
+_MAX_PATTERNS = 20
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    """Go's ``%q`` of a []string: ``["Count" "FailIndex"]``."""
+    return "[" + " ".join(f'"{v}"' for v in values) + "]"
+
+
+def _too_many(field: str, n: int, limit: int) -> dict[str, str]:
+    return cause("FieldValueTooMany", field, f"Too many: {n}: must have at most {limit} items")
+
+
+def _int32s(values: list[Any]) -> str:
+    """A []int32 as ``field.Invalid`` prints it (``%#v``)."""
+    return "[]int32{" + ", ".join(str(v) for v in values) + "}" if values else "[]int32(nil)"
+
+
+def _qualified_name_problem(name: str) -> str | None:
+    from .strategies import _qualified_name  # (strategies imports this module)
+
+    return _qualified_name(name)
+
+
+def job_policy_causes(spec: Obj, path: str) -> Causes:
+    """The causes of a (defaulted) Job spec's policies at ``path`` (``spec``, or a CronJob's
+    ``spec.jobTemplate.spec``)."""
+    causes: Causes = []
+    indexed = spec.get("completionMode") == "Indexed"
+    for field in ("backoffLimitPerIndex", "maxFailedIndexes", "ttlSecondsAfterFinished"):
+        value = spec.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            causes.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
+    if spec.get("maxFailedIndexes") is not None and spec.get("backoffLimitPerIndex") is None:
+        causes.append(required(f"{path}.backoffLimitPerIndex", "when maxFailedIndexes is specified"))
+    if not indexed:
+        for field in ("backoffLimitPerIndex", "maxFailedIndexes"):
+            if spec.get(field) is not None:
+                causes.append(invalid(f"{path}.{field}", spec[field], "requires indexed completion mode"))
+    policy = spec.get("podFailurePolicy")
+    if isinstance(policy, dict):
+        causes += _pod_failure_policy(spec, policy, f"{path}.podFailurePolicy")
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None:
+        if isinstance(policy, dict):
+            if replacement != "Failed":
+                causes.append(not_supported(f"{path}.podReplacementPolicy", replacement, ("Failed",)))
+        elif replacement not in _REPLACEMENT:
+            causes.append(not_supported(f"{path}.podReplacementPolicy", replacement, _REPLACEMENT))
+    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if isinstance(policy, dict) and restart == "OnFailure":  # (others are template_causes')
+        causes.append(invalid(f"{path}.template.spec.restartPolicy", restart,
+                              'only "Never" is supported when podFailurePolicy is specified'))
+    return causes
+
+
+def _pod_failure_policy(spec: Obj, policy: Obj, path: str) -> Causes:
+    causes: Causes = []
+    rules = policy.get("rules") or []
+    if not isinstance(rules, list):
+        return causes
+    if len(rules) > _MAX_RULES:
+        causes.append(_too_many(f"{path}.rules", len(rules), _MAX_RULES))
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    names = {c.get("name") for field in ("containers", "initContainers") for c in pod_spec.get(field) or ()
+             if isinstance(c, dict)}
+    for i, rule in enumerate(rules):
+        if isinstance(rule, dict):
+            causes += _rule(spec, rule, f"{path}.rules[{i}]", names)
+    return causes
+
+
+def _rule(spec: Obj, rule: Obj, at: str, names: set[Any]) -> Causes:
+    causes: Causes = []
+    action = rule.get("action")
+    if not action:
+        causes.append(required(f"{at}.action", f"valid values: {_quoted(_ACTIONS)}"))
+    elif action == "FailIndex":
+        if spec.get("backoffLimitPerIndex") is None:
+            causes.append(invalid(f"{at}.action", action, "requires the backoffLimitPerIndex to be set"))
+    elif action not in _ACTIONS:
+        causes.append(not_supported(f"{at}.action", action, _ACTIONS))
+    on_exit_codes, on_conditions = rule.get("onExitCodes"), rule.get("onPodConditions") or []
+    if isinstance(on_exit_codes, dict):
+        causes += _on_exit_codes(on_exit_codes, f"{at}.onExitCodes", names)
+    if isinstance(on_conditions, list) and on_conditions:
+        causes += _on_pod_conditions(on_conditions, f"{at}.onPodConditions")
+    if on_exit_codes is not None and on_conditions:
+        causes.append(cause("FieldValueInvalid", at,
+                            "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported"))
+    if on_exit_codes is None and not on_conditions:
+        causes.append(cause("FieldValueInvalid", at,
+                            "Invalid value: specifying one of OnExitCodes and OnPodConditions is required"))
+    return causes
+
+
+def _on_exit_codes(req: Obj, at: str, names: set[Any]) -> Causes:
+    causes: Causes = []
+    operator = req.get("operator")
+    if not operator:
+        causes.append(required(f"{at}.operator", f"valid values: {_quoted(_OPERATORS)}"))
+    elif operator not in _OPERATORS:
+        causes.append(not_supported(f"{at}.operator", operator, _OPERATORS))
+    name = req.get("containerName")
+    if name is not None and name not in names:
+        causes.append(invalid(f"{at}.containerName", name,
+                              "must be one of the container or initContainer names in the pod template"))
+    values = req.get("values") or []
+    if not isinstance(values, list):
+        return causes
+    if not values:
+        causes.append(cause("FieldValueInvalid", f"{at}.values",
+                            f"Invalid value: {_int32s(values)}: at least one value is required"))
+    elif len(values) > _MAX_VALUES:
+        causes.append(_too_many(f"{at}.values", len(values), _MAX_VALUES))
+    seen: set[Any] = set()
+    ordered = True
+    for j, value in enumerate(values):
+        if operator == "In" and value == 0:
+            causes.append(invalid(f"{at}.values[{j}]", value, "must not be 0 for the In operator"))
+        if value in seen:
+            causes.append(duplicate(f"{at}.values[{j}]", value))
+        seen.add(value)
+        if j and isinstance(value, int) and isinstance(values[j - 1], int) and values[j - 1] > value:
+            ordered = False
+    if not ordered:
+        causes.append(cause("FieldValueInvalid", f"{at}.values", f"Invalid value: {_int32s(values)}: must be ordered"))
+    return causes
+
+
+def _on_pod_conditions(patterns: list[Any], at: str) -> Causes:
+    causes: Causes = []
+    if len(patterns) > _MAX_PATTERNS:
+        causes.append(_too_many(at, len(patterns), _MAX_PATTERNS))
+    for j, pattern in enumerate(patterns):
+        if not isinstance(pattern, dict):
+            continue
+        kind, status = str(pattern.get("type") or ""), pattern.get("status")
+        problem = _qualified_name_problem(kind)
+        if problem is not None:
+            causes.append(invalid(f"{at}[{j}].type", kind, problem))
+        if not status:
+            causes.append(required(f"{at}[{j}].status", f"valid values: {_quoted(_STATUSES)}"))
+        elif status not in _STATUSES:
+            causes.append(not_supported(f"{at}[{j}].status", status, _STATUSES))
+    return causes
