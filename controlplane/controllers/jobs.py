@@ -10,17 +10,35 @@ has succeeded (``status.completedIndexes``). More than ``backoffLimit``
 failed pods, or ``activeDeadlineSeconds`` passed, fail the Job: its active
 pods are deleted. ``suspend`` deletes the active pods until resumed.
 
+``podFailurePolicy`` (``controllers/podfailurepolicy.py``): each failed pod is
+judged by the first rule that matches its exit codes or conditions; a
+``FailJob`` rule fails the Job at once (FailureTarget, then Failed once its
+other pods are gone, reason ``PodFailurePolicy`` and upstream's message), an
+``Ignore`` rule's pod is not counted against ``backoffLimit`` (nor in
+``status.failed``), ``Count`` counts it. With a policy (or
+``podReplacementPolicy: Failed``) a terminating pod is replaced only once it
+is gone, and a pod someone else deletes before it finishes (an eviction,
+preemption) is judged as failed with its last status, as a kubelet would
+have failed it: its conditions (``DisruptionTarget``) match, its containers,
+never terminated, match no exit code rule.
+
 Status as upstream: active, ready, terminating, succeeded, failed,
 startTime, completionTime, and the conditions ``kubectl wait
 --for=condition=complete`` reads: SuccessCriteriaMet then Complete, or
-FailureTarget then Failed, and Suspended. Pods of a deleted Job are collected
+FailureTarget then Failed (each terminal condition once no pod is left
+terminating), and Suspended. Pods of a deleted Job are collected
 (``controllers/ownership.py``); with no ``propagationPolicy`` a batch/v1 Job's
 pods are orphaned, as upstream, and the API warns as upstream does.
 
 Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
 counts come from the pods, so deleting finished pods by hand lowers no
-count, since counts never go down), the exponential delay before replacing a
-failed pod, ``podFailurePolicy``, ``successPolicy``, ``backoffLimitPerIndex``.
+count, since counts never go down; a Job without a pod failure policy does
+not count a pod deleted before it finished, upstream counts it as failed), the
+exponential delay before replacing a failed pod, ``successPolicy`` and
+``backoffLimitPerIndex`` with ``maxFailedIndexes`` (accepted and validated,
+not acted on: an index is retried under ``backoffLimit``, which
+``backoffLimitPerIndex`` defaults to 2147483647, so a ``FailIndex`` rule
+counts as ``Count`` and fails no index).
 
 ``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
 go first) that many seconds after it finished, as the TTL-after-finished
@@ -41,6 +59,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .podfailurepolicy import verdict
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -104,6 +123,12 @@ def _condition(job: Mapping[str, Any], kind: str) -> bool:
                for c in (job.get("status") or {}).get("conditions") or ())
 
 
+def _failed_only(spec: Mapping[str, Any]) -> bool:
+    """Whether a failed pod is replaced only once it has failed (not while terminating): with
+    a pod failure policy, which must see how it ended, or ``podReplacementPolicy: Failed``."""
+    return spec.get("podFailurePolicy") is not None or spec.get("podReplacementPolicy") == "Failed"
+
+
 class JobController:
     def __init__(self, client: Client, workers: int = 4) -> None:
         self.client = client
@@ -119,6 +144,12 @@ class JobController:
         self.expectations = Expectations()
         self.events = Recorder(client, "job-controller")
         self.created = 0
+        # Pods of a Job replacing only failed pods that someone else deleted before they finished
+        # (an eviction, preemption): a kubelet would have failed them (their containers killed)
+        # and the tracking finalizer kept them for the Job to see; here they are simply gone, so
+        # their last state is kept (Job uid -> pod uid -> pod) and judged as a failed pod's.
+        self._vanished: dict[str, dict[str, dict[str, Any]]] = {}
+        self._deleting: set[str] = set()  # the uids of the pods this controller deleted
 
     # -- events
     def _job_changed(self, job: dict[str, Any]) -> None:
@@ -133,6 +164,7 @@ class JobController:
         self._job_keys.pop(uid, None)
         self.pods_of.forget(uid)
         self.expectations.forget(uid)
+        self._vanished.pop(uid, None)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
@@ -143,6 +175,15 @@ class JobController:
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
+        uid = str(meta_of(pod).get("uid", ""))
+        if uid in self._deleting:
+            self._deleting.discard(uid)
+        elif owner is not None and _phase(pod) not in ("Succeeded", "Failed"):
+            key = self._job_keys.get(owner)
+            job = self.jobs.items.get(key) if key is not None else None
+            if job is not None and _failed_only(job.get("spec") or {}) and not meta_of(job).get("deletionTimestamp") \
+                    and not (_condition(job, "Complete") or _condition(job, "Failed")):
+                self._vanished.setdefault(owner, {})[uid] = pod
         if owner is not None:
             self._owner_changed(owner)
 
@@ -208,7 +249,11 @@ class JobController:
         terminating = sum(1 for p in pods.values() if meta_of(p).get("deletionTimestamp")
                           and _phase(p) not in ("Succeeded", "Failed"))
         succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
-        failed = max(int(status.get("failed", 0) or 0), sum(1 for p in pods.values() if _phase(p) == "Failed"))
+        policy = spec.get("podFailurePolicy")
+        failed_pods = [*(p for p in pods.values() if _phase(p) == "Failed"), *self._vanished.get(uid, {}).values()]
+        verdicts = [verdict(policy, p) for p in failed_pods]
+        # an Ignore rule's pods are not failures (nor counted in status.failed), as upstream
+        failed = max(int(status.get("failed", 0) or 0), sum(1 for v in verdicts if v.counts))
         done_indexes = {i for p in succeeded_pods if (i := _index(p)) is not None
                         and completions is not None and i < int(completions)}
         succeeded = max(int(status.get("succeeded", 0) or 0), len(done_indexes) if indexed else len(succeeded_pods))
@@ -236,6 +281,7 @@ class JobController:
         to_create: list[int | None] = []
         if finished:
             doomed = active
+            self._vanished.pop(uid, None)  # (its count is in status.failed for good)
         elif spec.get("suspend"):
             doomed = active
             condition("Suspended", "True", "JobSuspended", "Job suspended")
@@ -245,28 +291,32 @@ class JobController:
             status.setdefault("startTime", now)
             deadline = spec.get("activeDeadlineSeconds")
             backoff_limit = int(spec.get("backoffLimit", 6))
-            if failed > backoff_limit or _condition(job, "FailureTarget"):
-                reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
-                if _condition(job, "FailureTarget"):
-                    reason = next(c.get("reason", reason) for c in conditions if c.get("type") == "FailureTarget")
-                condition("FailureTarget", "True", reason, message)
+            # the terminal condition waits for the pods still terminating, as upstream's
+            # (FailureTarget or SuccessCriteriaMet says at once what it will be)
+            settled = not active and not terminating
+            target = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
+                           if c.get("type") == "FailureTarget" and c.get("status") == "True"), None)
+            if target is None and not _condition(job, "SuccessCriteriaMet"):
+                target = next((("PodFailurePolicy", v.message) for v in verdicts if v.message is not None), None)
+            if target is None and failed > backoff_limit:
+                target = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            if target is None and deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):
+                target = ("DeadlineExceeded", "Job was active longer than specified deadline")
+            if target is not None:
+                condition("FailureTarget", "True", *target)
                 doomed = active
-                if not active:
-                    condition("Failed", "True", reason, message)
-            elif deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):
-                condition("FailureTarget", "True", "DeadlineExceeded", "Job was active longer than specified deadline")
-                doomed = active
-                if not active:
-                    condition("Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline")
+                if settled:
+                    condition("Failed", "True", *target)
             elif (bool(succeeded_pods) if completions is None else succeeded >= int(completions)):
                 reached = "Reached expected number of succeeded pods"
                 condition("SuccessCriteriaMet", "True", "CompletionsReached", reached)
                 doomed = active
-                if not active:
+                if settled:
                     condition("Complete", "True", "CompletionsReached", reached)
                     status["completionTime"] = now
             else:
-                to_create = self._wanted(completions, indexed, parallelism, succeeded, active, done_indexes)
+                waiting = terminating if _failed_only(spec) else 0  # not replaced before they have failed
+                to_create = self._wanted(completions, indexed, parallelism, succeeded, active, done_indexes, waiting)
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
@@ -290,9 +340,10 @@ class JobController:
 
     @staticmethod
     def _wanted(completions: Any, indexed: bool, parallelism: int, succeeded: int,
-                active: list[dict[str, Any]], done_indexes: set[int]) -> list[int | None]:
-        """The pods to create now: their indexes (None for a NonIndexed Job)."""
-        room = parallelism - len(active)
+                active: list[dict[str, Any]], done_indexes: set[int], waiting: int = 0) -> list[int | None]:
+        """The pods to create now: their indexes (None for a NonIndexed Job); ``waiting``
+        terminating pods not to be replaced yet take room too."""
+        room = parallelism - len(active) - waiting
         if room <= 0:
             return []
         if completions is None:
@@ -301,15 +352,18 @@ class JobController:
             running = {i for p in active if (i := _index(p)) is not None}
             missing = [i for i in range(int(completions)) if i not in done_indexes and i not in running]
             return list(missing[:room])
-        return [None] * min(room, int(completions) - succeeded - len(active))
+        return [None] * min(room, int(completions) - succeeded - len(active) - waiting)
 
     async def _delete_pod(self, job: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         meta = meta_of(pod)
+        uid = str(meta.get("uid", ""))
+        self._deleting.add(uid)
         try:
             await self.client.delete(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")))
             self.events.record("Job", job, "SuccessfulDelete", f"Deleted pod: {meta.get('name')}")
         except ApiError as e:
             if e.code != 404:
+                self._deleting.discard(uid)
                 raise
 
     async def _create_pods(self, job: dict[str, Any], indexes: list[int | None]) -> None:

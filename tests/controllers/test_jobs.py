@@ -3,6 +3,7 @@ the tests play the kubelet, writing each pod's phase themselves."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,106 @@ async def test_deleting_a_job_orphans_its_pods_by_default_and_collects_them_in_b
     assert len(kept) == 2 and all(not p["metadata"].get("ownerReferences") for p in kept)
     await c.delete(f"{JOBS}/drop", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
     await until(lambda: _none(c, "drop"))
+
+
+# -- podFailurePolicy ---------------------------------------------------------------------------
+async def fail_with(c: Client, pod: dict[str, Any], code: int, *conditions: str) -> None:
+    """The pod fails as a kubelet reports it: its container terminated with ``code``."""
+    await c.patch(f"{PODS}/{pod['metadata']['name']}/status", {"status": {
+        "phase": "Failed",
+        "conditions": [{"type": t, "status": "True", "reason": "Test"} for t in conditions] or None,
+        "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+                               "state": {"terminated": {"exitCode": code, "reason": "Error"}}}]}})
+
+
+async def full_conditions(c: Client, name: str) -> dict[str, tuple[str, str]]:
+    got = await c.get(f"{JOBS}/{name}")
+    return {cond["type"]: (cond["reason"], cond["message"]) for cond in (got.get("status") or {}).get("conditions")
+            or () if cond["status"] == "True"}
+
+
+async def test_a_fail_job_rule_fails_the_job_at_once(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("fatal", parallelism=2, completions=4, podFailurePolicy={"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "In", "values": [42]}}]}))
+    pods = await until(lambda: _exactly(c, "fatal", 2))
+    await fail_with(c, pods[0], 42)
+    message = (f"Container c for pod default/{pods[0]['metadata']['name']} failed with exit code 42 matching "
+               "FailJob rule at index 0")
+
+    async def failed() -> dict[str, tuple[str, str]] | None:
+        got = await full_conditions(c, "fatal")
+        return got if "Failed" in got else None
+
+    assert await until(failed) == {"FailureTarget": ("PodFailurePolicy", message),
+                                   "Failed": ("PodFailurePolicy", message)}
+    assert await pods_of(c, "fatal") == []  # the other one was deleted, none replaced
+    status = (await c.get(f"{JOBS}/fatal"))["status"]
+    assert status["failed"] == 1 and "active" not in status
+    events = (await c.list("/api/v1/namespaces/default/events"))["items"]
+    assert any(e["reason"] == "PodFailurePolicy" and e["message"] == message and e["type"] == "Warning"
+               for e in events)
+
+
+async def test_an_ignore_rule_does_not_count_against_the_backoff_limit(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("tolerant", backoffLimit=0, podFailurePolicy={"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [0]}}]}))
+    (first,) = await until(lambda: _exactly(c, "tolerant", 1))
+    await fail_with(c, first, 137, "DisruptionTarget")
+    (second,) = await until(lambda: _exactly(c, "tolerant", 1, without={first["metadata"]["name"]}))
+    got = await c.get(f"{JOBS}/tolerant")
+    assert "failed" not in got["status"] and await conditions(c, "tolerant") == {}
+    await fail_with(c, second, 1)  # counted: past a backoff limit of 0
+    assert await until(lambda: settled(c, "tolerant", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
+                                                                     "Failed": "BackoffLimitExceeded"}
+    assert (await c.get(f"{JOBS}/tolerant"))["status"]["failed"] == 1
+
+
+async def test_an_evicted_pod_is_judged_by_its_disruption_condition(client: Client) -> None:
+    """The eviction gives the pod DisruptionTarget and deletes it before it fails: the Job
+    judges it as the kubelet's failed pod would be judged."""
+    c = client
+    rules = {"ignored": "Ignore", "stopped": "FailJob"}
+    for name, action in rules.items():
+        await c.create(JOBS, job(name, backoffLimit=0, podFailurePolicy={"rules": [
+            {"action": action, "onPodConditions": [{"type": "DisruptionTarget"}]}]}))
+    for name in rules:
+        (pod,) = await until(lambda name=name: _exactly(c, name, 1))  # type: ignore[misc]
+        await c.create(f"{PODS}/{pod['metadata']['name']}/eviction",
+                       {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod["metadata"]["name"]}})
+        rules[name] = pod["metadata"]["name"]
+    # Ignore: replaced, not counted
+    await until(lambda: _exactly(c, "ignored", 1, without={rules["ignored"]}))
+    assert "failed" not in (await c.get(f"{JOBS}/ignored"))["status"]
+    # FailJob: the Job fails
+    message = f"Pod default/{rules['stopped']} has condition DisruptionTarget matching FailJob rule at index 0"
+
+    async def failed() -> dict[str, tuple[str, str]] | None:
+        got = await full_conditions(c, "stopped")
+        return got if "Failed" in got else None
+
+    assert (await until(failed))["Failed"] == ("PodFailurePolicy", message)
+    assert await conditions(c, "ignored") == {}
+
+
+async def test_with_a_policy_a_terminating_pod_is_replaced_once_gone_and_then_counted(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("patient", backoffLimit=0, podFailurePolicy={"rules": [
+        {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]}))
+    (pod,) = await until(lambda: _exactly(c, "patient", 1))
+    name = pod["metadata"]["name"]
+    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": ["test.example/hold"]}})
+    await c.delete(f"{PODS}/{name}")
+
+    async def terminating() -> bool:
+        return bool((await c.get(f"{JOBS}/patient")).get("status", {}).get("terminating") == 1)
+
+    await until(terminating)
+    await asyncio.sleep(0.5)
+    assert await pods_of(c, "patient") == []  # podReplacementPolicy Failed: not replaced yet
+    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": None}})
+    # gone before it finished: failed, no rule matched (no exit code), counted past the limit of 0
+    assert await until(lambda: settled(c, "patient", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
+                                                                    "Failed": "BackoffLimitExceeded"}
