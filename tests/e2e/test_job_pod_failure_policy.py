@@ -1,0 +1,161 @@
+"""A Job's podFailurePolicy end to end: ``controlplane serve`` with its scheduler, one
+simulated node and the built-in stages plus one that fails a running pod with the exit code
+its annotation names (as a KWOK chaos stage would), driven by kubectl and the official client
+over a socket."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from kubernetes import client, config
+
+from controlplane.nodes.stages import __file__ as stages_module
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, running, start_serve
+
+EXIT_CODE = "test.controlplane.dev/exit-code"
+# the container ends with the annotation's exit code, as soon as the pod runs
+FAIL_STAGE = f"""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-exit-code
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.metadata.annotations["{EXIT_CODE}"]'
+      operator: Exists
+  weight: 1000
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      {{{{ $root := . }}}}
+      phase: Failed
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        imageID: ""
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {{{{ index $root.metadata.annotations "{EXIT_CODE}" }}}}
+            reason: Error
+            finishedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    tmp = tmp_path_factory.mktemp("pfp")
+    builtin = (Path(stages_module).parent / "default-stages.yaml").read_text()
+    stages = tmp / "stages.yaml"
+    # pods without the annotation run until evicted (their pod-complete a minute away)
+    stages.write_text(builtin.replace("__JOB_MILLISECONDS__", "60000") + "\n---\n" + FAIL_STAGE)
+    with running(start_serve(tmp, scheduler=True, extra=("--nodes", "1", "--stages", str(stages)))) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def api(served: Serve) -> Iterator[client.ApiClient]:
+    c = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def job_yaml(name: str, rules: str, exit_code: int | None = None, backoff_limit: int = 6) -> str:
+    annotations = f'annotations: {{"{EXIT_CODE}": "{exit_code}"}}' if exit_code is not None else "annotations: {}"
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  backoffLimit: {backoff_limit}
+  podFailurePolicy:
+    rules: {rules}
+  template:
+    metadata: {{{annotations}}}
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 0
+      containers: [{{name: main, image: busybox}}]
+"""
+
+
+def conditions(served: Serve, name: str) -> dict[str, dict[str, Any]]:
+    job = orjson.loads(kubectl(served, "get", "job", name, "-o", "json"))
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or () if c["status"] == "True"}
+
+
+def test_a_fail_job_rule_on_exit_code_42_fails_the_job_at_once(served: Serve) -> None:
+    rules = '[{action: FailJob, onExitCodes: {containerName: main, operator: In, values: [42]}}]'
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("fatal", rules, exit_code=42))
+    kubectl(served, "wait", "--for=condition=failed", "job/fatal", "--timeout=60s")
+    (pod,) = orjson.loads(kubectl(served, "get", "pods", "-l", "job-name=fatal", "-o", "json"))["items"]
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 42
+    got = conditions(served, "fatal")
+    message = (f"Container main for pod default/{pod['metadata']['name']} failed with exit code 42 matching "
+               "FailJob rule at index 0")
+    for kind in ("FailureTarget", "Failed"):
+        assert (got[kind]["reason"], got[kind]["message"]) == ("PodFailurePolicy", message)
+    status = orjson.loads(kubectl(served, "get", "job", "fatal", "-o", "json"))["status"]
+    assert status["failed"] == 1  # one pod, not backoffLimit + 1 of them
+    assert kubectl(served, "get", "job", "fatal", "--no-headers").split()[1] == "Failed"
+
+
+def test_an_other_exit_code_runs_to_the_backoff_limit(served: Serve) -> None:
+    rules = '[{action: FailJob, onExitCodes: {operator: In, values: [42]}}]'
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("flaky", rules, exit_code=1, backoff_limit=1))
+    kubectl(served, "wait", "--for=condition=failed", "job/flaky", "--timeout=60s")
+    assert conditions(served, "flaky")["Failed"]["reason"] == "BackoffLimitExceeded"
+
+
+def _running_pod(core: client.CoreV1Api, job: str) -> Any:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pods = [p for p in core.list_namespaced_pod("default", label_selector=f"job-name={job}").items
+                if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+        if pods:
+            return pods[0]
+        time.sleep(0.2)
+    pytest.fail(f"no running pod of {job}")
+
+
+def test_an_ignore_rule_on_disruption_target_does_not_count_an_evicted_pod(served: Serve,
+                                                                         api: client.ApiClient) -> None:
+    ignore = '[{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}]'
+    unmatched = '[{action: Ignore, onExitCodes: {operator: In, values: [3]}}]'
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("evicted", ignore, backoff_limit=0))
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("counted", unmatched, backoff_limit=0))
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    evicted = {}
+    for name in ("evicted", "counted"):
+        pod = _running_pod(core, name)
+        core.create_namespaced_pod_eviction(pod.metadata.name, "default", client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace="default")))
+        evicted[name] = pod.metadata.name
+    # no rule matched: the evicted pod counts, past a backoff limit of 0
+    kubectl(served, "wait", "--for=condition=failed", "job/counted", "--timeout=60s")
+    assert conditions(served, "counted")["Failed"]["reason"] == "BackoffLimitExceeded"
+    # the Ignore rule: replaced, not counted, the Job still running
+    replacement = _running_pod(core, "evicted")
+    assert replacement.metadata.name != evicted["evicted"]
+    job = batch.read_namespaced_job("evicted", "default")
+    assert not job.status.failed and not [c for c in job.status.conditions or () if c.status == "True"]
