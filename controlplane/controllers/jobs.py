@@ -246,8 +246,9 @@ class JobController:
         parallelism = int(spec.get("parallelism", 1) or 0)
         active = [p for p in pods.values() if _phase(p) not in ("Succeeded", "Failed")
                   and not meta_of(p).get("deletionTimestamp")]
-        terminating = sum(1 for p in pods.values() if meta_of(p).get("deletionTimestamp")
-                          and _phase(p) not in ("Succeeded", "Failed"))
+        leaving = [p for p in pods.values() if meta_of(p).get("deletionTimestamp")
+                   and _phase(p) not in ("Succeeded", "Failed")]
+        terminating = len(leaving)
         succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
         policy = spec.get("podFailurePolicy")
         failed_pods = [*(p for p in pods.values() if _phase(p) == "Failed"), *self._vanished.get(uid, {}).values()]
@@ -315,7 +316,7 @@ class JobController:
                     condition("Complete", "True", "CompletionsReached", reached)
                     status["completionTime"] = now
             else:
-                waiting = terminating if _failed_only(spec) else 0  # not replaced before they have failed
+                waiting = leaving if _failed_only(spec) else []  # not replaced before they have failed
                 to_create = self._wanted(completions, indexed, parallelism, succeeded, active, done_indexes, waiting)
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
@@ -340,19 +341,21 @@ class JobController:
 
     @staticmethod
     def _wanted(completions: Any, indexed: bool, parallelism: int, succeeded: int,
-                active: list[dict[str, Any]], done_indexes: set[int], waiting: int = 0) -> list[int | None]:
-        """The pods to create now: their indexes (None for a NonIndexed Job); ``waiting``
-        terminating pods not to be replaced yet take room too."""
-        room = parallelism - len(active) - waiting
+                active: list[dict[str, Any]], done_indexes: set[int],
+                waiting: list[dict[str, Any]] | None = None) -> list[int | None]:
+        """The pods to create now: their indexes (None for a NonIndexed Job); the ``waiting``
+        terminating pods, not to be replaced yet, keep their room and their indexes."""
+        waiting = waiting or []
+        room = parallelism - len(active) - len(waiting)
         if room <= 0:
             return []
         if completions is None:
             return [None] * room
         if indexed:
-            running = {i for p in active if (i := _index(p)) is not None}
+            running = {i for p in [*active, *waiting] if (i := _index(p)) is not None}
             missing = [i for i in range(int(completions)) if i not in done_indexes and i not in running]
             return list(missing[:room])
-        return [None] * min(room, int(completions) - succeeded - len(active) - waiting)
+        return [None] * min(room, int(completions) - succeeded - len(active) - len(waiting))
 
     async def _delete_pod(self, job: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         meta = meta_of(pod)

@@ -13,7 +13,7 @@ import pytest
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
 from controlplane.config import Config
-from controlplane.controllers.jobs import COMPLETION_INDEX, compress_indexes
+from controlplane.controllers.jobs import COMPLETION_INDEX, JobController, compress_indexes
 from tests.controllers.helpers import until
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
@@ -295,3 +295,13 @@ async def test_with_a_policy_a_terminating_pod_is_replaced_once_gone_and_then_co
     # gone before it finished: failed, no rule matched (no exit code), counted past the limit of 0
     assert await until(lambda: settled(c, "patient", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
                                                                     "Failed": "BackoffLimitExceeded"}
+
+
+def test_terminating_pods_not_yet_replaced_keep_their_room_and_index() -> None:
+    def pod(index: int) -> dict[str, Any]:
+        return {"metadata": {"annotations": {COMPLETION_INDEX: str(index)}}}
+
+    # podReplacementPolicy Failed: index 1's pod is terminating, so only index 2 is started
+    assert JobController._wanted(3, True, 3, 0, [pod(0)], set(), [pod(1)]) == [2]
+    assert JobController._wanted(3, True, 3, 0, [pod(0)], set()) == [1, 2]
+    assert JobController._wanted(4, False, 2, 1, [pod(0)], set(), [pod(1)]) == []
