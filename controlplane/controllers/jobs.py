@@ -8,7 +8,8 @@ succeeds and the others finish. ``Indexed`` jobs give each pod an index
 ``<job>-<index>``, env ``JOB_COMPLETION_INDEX``) and complete once every index
 has succeeded (``status.completedIndexes``). More than ``backoffLimit``
 failed pods, or ``activeDeadlineSeconds`` passed, fail the Job: its active
-pods are deleted. ``suspend`` deletes the active pods until resumed.
+pods are deleted, and counted in ``status.failed`` as upstream counts them.
+``suspend`` deletes the active pods until resumed.
 
 ``podFailurePolicy`` (``controllers/podfailurepolicy.py``): each failed pod is
 judged by the first rule that matches its exit codes or conditions; a
@@ -150,6 +151,8 @@ class JobController:
         # their last state is kept (Job uid -> pod uid -> pod) and judged as a failed pod's.
         self._vanished: dict[str, dict[str, dict[str, Any]]] = {}
         self._deleting: set[str] = set()  # the uids of the pods this controller deleted
+        # the pods a failing Job deleted, counted as failed (Job uid -> pod uid -> pod)
+        self._ended: dict[str, dict[str, dict[str, Any]]] = {}
 
     # -- events
     def _job_changed(self, job: dict[str, Any]) -> None:
@@ -165,6 +168,7 @@ class JobController:
         self.pods_of.forget(uid)
         self.expectations.forget(uid)
         self._vanished.pop(uid, None)
+        self._ended.pop(uid, None)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
@@ -251,10 +255,17 @@ class JobController:
         terminating = len(leaving)
         succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
         policy = spec.get("podFailurePolicy")
-        failed_pods = [*(p for p in pods.values() if _phase(p) == "Failed"), *self._vanished.get(uid, {}).values()]
-        verdicts = [verdict(policy, p) for p in failed_pods]
-        # an Ignore rule's pods are not failures (nor counted in status.failed), as upstream
-        failed = max(int(status.get("failed", 0) or 0), sum(1 for v in verdicts if v.counts))
+        failed_pods = {str(meta_of(p).get("uid", "")): p for p in pods.values() if _phase(p) == "Failed"}
+        failed_pods.update(self._vanished.get(uid, {}))
+        verdicts = [verdict(policy, p) for p in failed_pods.values()]
+
+        def counted() -> int:
+            """The failures: failed pods, and the pods a failing Job ended; an Ignore rule's
+            are none (nor counted in status.failed), as upstream's."""
+            ended = {k: p for k, p in self._ended.get(uid, {}).items() if k not in failed_pods}
+            return sum(1 for v in verdicts if v.counts) + sum(1 for p in ended.values() if verdict(policy, p).counts)
+
+        failed = max(int(status.get("failed", 0) or 0), counted())
         done_indexes = {i for p in succeeded_pods if (i := _index(p)) is not None
                         and completions is not None and i < int(completions)}
         succeeded = max(int(status.get("succeeded", 0) or 0), len(done_indexes) if indexed else len(succeeded_pods))
@@ -282,7 +293,8 @@ class JobController:
         to_create: list[int | None] = []
         if finished:
             doomed = active
-            self._vanished.pop(uid, None)  # (its count is in status.failed for good)
+            self._vanished.pop(uid, None)  # (their count is in status.failed for good)
+            self._ended.pop(uid, None)
         elif spec.get("suspend"):
             doomed = active
             condition("Suspended", "True", "JobSuspended", "Job suspended")
@@ -306,6 +318,11 @@ class JobController:
             if target is not None:
                 condition("FailureTarget", "True", *target)
                 doomed = active
+                # every pod a failing Job ends counts as failed (unless the policy ignores it), as
+                # upstream's
+                ended = self._ended.setdefault(uid, {})
+                ended.update((str(meta_of(p).get("uid", "")), p) for p in active)
+                failed = max(failed, counted())
                 if settled:
                     condition("Failed", "True", *target)
             elif (bool(succeeded_pods) if completions is None else succeeded >= int(completions)):

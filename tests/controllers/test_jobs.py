@@ -102,7 +102,7 @@ async def test_more_failures_than_the_backoff_limit_fail_the_job(client: Client)
     assert await until(lambda: settled(c, "flaky", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
                                                                   "Failed": "BackoffLimitExceeded"}
     assert await pods_of(c, "flaky") == []  # the one still active was deleted
-    assert (await c.get(f"{JOBS}/flaky"))["status"]["failed"] == 2
+    assert (await c.get(f"{JOBS}/flaky"))["status"]["failed"] == 3  # and counted, as upstream counts it
 
 
 async def test_an_indexed_job_gives_each_pod_its_index(client: Client) -> None:
@@ -227,7 +227,7 @@ async def test_a_fail_job_rule_fails_the_job_at_once(client: Client) -> None:
                                    "Failed": ("PodFailurePolicy", message)}
     assert await pods_of(c, "fatal") == []  # the other one was deleted, none replaced
     status = (await c.get(f"{JOBS}/fatal"))["status"]
-    assert status["failed"] == 1 and "active" not in status
+    assert status["failed"] == 2 and "active" not in status  # the deleted one counted too, as upstream
     events = (await c.list("/api/v1/namespaces/default/events"))["items"]
     assert any(e["reason"] == "PodFailurePolicy" and e["message"] == message and e["type"] == "Warning"
                for e in events)
