@@ -70,8 +70,11 @@ async def test_a_job_runs_parallelism_pods_until_completions_succeed(client: Cli
     for pod in first:
         (ref,) = pod["metadata"]["ownerReferences"]
         assert (ref["kind"], ref["controller"], pod["metadata"]["generateName"]) == ("Job", True, "work-")
-    got = await c.get(f"{JOBS}/work")
-    assert got["status"]["active"] == 2 and got["status"]["startTime"]
+    async def counted() -> dict[str, Any] | None:  # the pods show before the status that counts them
+        status: dict[str, Any] = (await c.get(f"{JOBS}/work")).get("status") or {}
+        return status if status.get("active") == 2 else None
+
+    assert (await until(counted))["startTime"]
     await finish(c, first[0], "Succeeded")
     second = await until(lambda: _exactly(c, "work", 2, without={first[0]["metadata"]["name"]}))
     for pod in second:
