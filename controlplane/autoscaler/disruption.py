@@ -90,11 +90,6 @@ def _ready(claim: Obj) -> bool:
                for c in (claim.get("status") or {}).get("conditions") or ())
 
 
-def _terminating_instance(claim: Obj) -> bool:
-    return any(c.get("type") == "InstanceTerminating" and c.get("status") == "True"
-               for c in (claim.get("status") or {}).get("conditions") or ())
-
-
 def _node_ready(node: Obj | None) -> bool:
     return node is not None and any(c.get("type") == "Ready" and c.get("status") == "True"
                                     for c in (node.get("status") or {}).get("conditions") or ())
@@ -133,8 +128,10 @@ class Disruption:
             claims = st.claims_of_pool(pool.name)
             # as Karpenter's BuildDisruptionBudgetMapping: the budget's total is the NodePool's
             # initialized nodes (a replacement still launching would round a percentage up), and
-            # those being disrupted or not Ready use it
-            counted = [c for c in claims if _ready(c) and not _terminating_instance(c)]
+            # those being disrupted or not Ready use it. A NodeClaim being terminated stays a node
+            # of its cluster state until it is gone, so it counts in both (left out, the total
+            # shrank as nodes went and 125 empty nodes left 3 at a time, not 13)
+            counted = [c for c in claims if _ready(c)]
             disrupting = sum(1 for c in counted if (c.get("metadata") or {}).get("deletionTimestamp")
                              or key(c) in busy or not _node_ready(st.nodes.get((c.get("status") or {})
                                                                                 .get("nodeName") or "")))
