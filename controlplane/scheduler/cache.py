@@ -30,13 +30,17 @@ __all__ = ["Cache"]
 
 class NodeMap(dict[str, NodeInfo]):
     """The cache's nodes by name, and how many of their pods carry pod (anti-)affinity
-    terms (``with_affinity``), so InterPodAffinity skips its walk when none do.
+    terms (``with_affinity``), so InterPodAffinity skips its walk when none do, and which
+    nodes hold such pods (``affinity_nodes``, kept by a cache; None outside one), so the
+    walk for a pod without terms of its own visits those nodes only (upstream's
+    ``HavePodsWithAffinityList``).
     ``version`` grows whenever a node is added, changed or removed (not when pods move):
     what is derived from the nodes alone (a gang's topology domains) is kept until it grows."""
 
     with_affinity = 0
     version = 0
     pod_counts: PodCounts | None = None  # the cache's (a NodeMap outside a cache has none)
+    affinity_nodes: set[str] | None = None
 
 
 def _has_terms(pod: PodInfo) -> bool:
@@ -53,6 +57,17 @@ class Cache:
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound there before the node arrived
         self.counts = PodCounts(self.nodes, tracked=True)
         self.nodes.pod_counts = self.counts
+        self.nodes.affinity_nodes = set()
+
+    def _affinity_moved(self, pod: PodInfo, ni: NodeInfo, delta: int) -> None:
+        """``pod`` (with affinity terms) came to ``ni`` (+1) or left it (-1): the totals and the index."""
+        self.nodes.with_affinity += delta
+        index = self.nodes.affinity_nodes
+        assert index is not None
+        if ni.with_affinity > 0:
+            index.add(ni.name)
+        else:
+            index.discard(ni.name)
 
     # ---------------------------------------------------------------- nodes
 
@@ -68,7 +83,8 @@ class Cache:
             self.order.columns.append(ni)
             for pod in self._orphans.pop(name, {}).values():
                 ni.add_pod(pod)
-                self.nodes.with_affinity += _has_terms(pod)
+                if _has_terms(pod):
+                    self._affinity_moved(pod, ni, 1)
                 self.counts.pod_added(pod, ni)
         else:
             old = ni.labels
@@ -92,6 +108,8 @@ class Cache:
         if ni.pods:
             self._orphans[name] = dict(ni.pods)
             self.nodes.with_affinity -= ni.with_affinity
+        assert self.nodes.affinity_nodes is not None
+        self.nodes.affinity_nodes.discard(name)
 
     # ---------------------------------------------------------------- pods
 
@@ -109,7 +127,8 @@ class Cache:
         else:
             self._remove_from(node, pod.key)  # an update of a pod already here
             ni.add_pod(pod)
-            self.nodes.with_affinity += _has_terms(pod)
+            if _has_terms(pod):
+                self._affinity_moved(pod, ni, 1)
             self.counts.pod_added(pod, ni)
 
     def remove_pod(self, key: str) -> None:
@@ -124,7 +143,8 @@ class Cache:
             held = ni.pods.get(key)
             if held is not None:
                 ni.remove_pod(held)
-                self.nodes.with_affinity -= _has_terms(held)
+                if _has_terms(held):
+                    self._affinity_moved(held, ni, -1)
                 self.counts.pod_removed(held, ni)
         else:
             orphans = self._orphans.get(node)
@@ -137,7 +157,8 @@ class Cache:
         self.pod_node[pod.key] = node
         ni = self.nodes[node]
         ni.add_pod(pod)
-        self.nodes.with_affinity += _has_terms(pod)
+        if _has_terms(pod):
+            self._affinity_moved(pod, ni, 1)
         self.counts.pod_added(pod, ni)
 
     def forget(self, pod: PodInfo) -> None:

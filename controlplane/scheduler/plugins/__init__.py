@@ -68,7 +68,7 @@ def default_registry() -> Registry:
     r.register("NodeAffinity", NodeAffinity.build)
     r.register("NodeResourcesFit", NodeResourcesFit.build)
     r.register("PodTopologySpread", PodTopologySpread.build)
-    r.register("InterPodAffinity", lambda h, a: InterPodAffinity(h.nodes))
+    r.register("InterPodAffinity", InterPodAffinity.build)
     r.register("GangScheduling", _gang)
     r.register("VolumeBinding", _volume_binding)
     r.register("DefaultPreemption", _preemption)

@@ -11,7 +11,7 @@ PodTopologySpread's scoring: and that no Service or controller selects, see belo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -364,79 +364,173 @@ def _domains_of(index: SelectorCount, nodes: Mapping[str, NodeInfo], pod: PodInf
     return out
 
 
-def _term_namespaces(term: Mapping[str, Any], pod_namespace: str) -> tuple[str, ...] | None:
-    """The namespaces a term applies to; None: all (``namespaceSelector: {}``)."""
-    if term.get("namespaceSelector") is not None and not term.get("namespaces"):
-        sel = term["namespaceSelector"]
-        if not sel.get("matchLabels") and not sel.get("matchExpressions"):
-            return None
-    return tuple(term.get("namespaces") or (pod_namespace,))
+NamespaceLabels = Callable[[str], Mapping[str, str]]
 
 
-def _term_matches(term: Mapping[str, Any], namespaces: tuple[str, ...] | None, other: PodInfo) -> bool:
-    if namespaces is not None and other.namespace not in namespaces:
-        return False
-    return match_label_selector(term.get("labelSelector"), other.labels)
+def _no_namespace_labels(name: str) -> Mapping[str, str]:
+    return {}
+
+
+class _Term:
+    """A PodAffinityTerm of ``owner`` (a pod), parsed as upstream's ``AffinityTerm``: the
+    namespaces it names (the owner's own when it names none and has no
+    ``namespaceSelector``), its ``namespaceSelector`` (None selects no namespace, ``{}``
+    every one), its ``labelSelector`` (None matches no pod) and, for a preferred term, its
+    weight::
+
+        >>> t = _Term({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}, "shop")
+        >>> t.namespaces, t.ns_selector, t.key
+        (frozenset({'shop'}), None, 'zone')
+    """
+
+    __slots__ = ("key", "namespaces", "ns_selector", "selector", "weight")
+
+    def __init__(self, term: Mapping[str, Any], owner_namespace: str, weight: int = 0) -> None:
+        names = term.get("namespaces") or ()
+        self.ns_selector: Mapping[str, Any] | None = term.get("namespaceSelector")
+        self.namespaces = frozenset(names) if names or self.ns_selector is not None else frozenset((owner_namespace,))
+        self.selector: Mapping[str, Any] | None = term.get("labelSelector")
+        self.key: str = term.get("topologyKey", "")
+        self.weight = weight
+
+    def matches(self, other: PodInfo, ns_labels: NamespaceLabels) -> bool:
+        """Does ``other`` match, in its namespace (``ns_labels(name)``: a namespace's labels)?"""
+        if other.namespace not in self.namespaces and (
+                self.ns_selector is None or not match_label_selector(self.ns_selector, ns_labels(other.namespace))):
+            return False
+        return match_label_selector(self.selector, other.labels)
+
+
+def _terms(pod: PodInfo, kind: str, when: str) -> list[_Term]:
+    """``pod``'s ``podAffinity``/``podAntiAffinity`` (``kind``) terms, ``required`` or ``preferred`` (``when``)."""
+    section = pod.affinity.get(kind) if pod.affinity else None
+    if not section:
+        return []
+    if when == "required":
+        return [_Term(t, pod.namespace) for t in section.get("requiredDuringSchedulingIgnoredDuringExecution") or ()]
+    return [_Term(w.get("podAffinityTerm") or {}, pod.namespace, int(w.get("weight") or 0))
+            for w in section.get("preferredDuringSchedulingIgnoredDuringExecution") or ()]
+
+
+def _has_terms(pod: PodInfo) -> bool:
+    return bool(pod.affinity and (pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity")))
 
 
 class InterPodAffinity:
-    """Required pod affinity and anti-affinity, and the symmetry rule: an incoming pod
-    may not land in a domain where an existing pod's required anti-affinity matches it.
+    """Pod affinity and anti-affinity, as upstream's InterPodAffinity.
 
-    PreFilter walks the cluster's pods once and records the (topologyKey, value)
-    domains that hold matches; Filter checks the node's labels against them.
+    Filter: required terms, and the symmetry rule: an incoming pod may not land in a
+    domain where an existing pod's required anti-affinity matches it. PreFilter walks the
+    cluster's pods once and records the (topologyKey, value) domains that hold matches;
+    Filter checks the node's labels against them.
+
+    Score (upstream's PreScore, Score and NormalizeScore): over the domains of each
+    ``topologyKey``, the sum of the weights of the incoming pod's preferred
+    ``podAffinity`` terms matched by an existing pod there, minus those of its preferred
+    ``podAntiAffinity`` terms; plus, for each existing pod there, ``hardPodAffinityWeight``
+    (default 1) for each of its required ``podAffinity`` terms and the weight of each of its
+    preferred ``podAffinity`` terms the incoming pod matches, minus those of its preferred
+    ``podAntiAffinity`` terms. A node scores the sum over its labels' domains; then
+    ``100 * (score - min) / (max - min)`` over the feasible nodes (0 for all when equal).
+    A pod without preferred terms looks only at the nodes holding pods with terms (the
+    cache's ``affinity_nodes``); when no pod anywhere has terms, or nothing matches, the
+    plugin sits the cycle out (SKIP), as upstream's. Args as upstream's
+    ``InterPodAffinityArgs``: ``hardPodAffinityWeight`` (0..100, default 1) and
+    ``ignorePreferredTermsOfExistingPods`` (default false).
+
+    A term's ``namespaceSelector`` is matched against the labels of the namespaces the
+    scheduler watches (``resources_to_watch``); without them (no informer: the
+    autoscaler's ``feasible_nodes``), only ``{}`` selects, every namespace.
     """
 
     ERR_AFFINITY = "node(s) didn't match pod affinity rules"
     ERR_ANTI = "node(s) didn't match pod anti-affinity rules"
     ERR_EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-    def __init__(self, nodes: NodesFn) -> None:
+    def __init__(self, nodes: NodesFn, hard_weight: int = 1, ignore_existing_preferred: bool = False,
+                 namespaces: Callable[[], Mapping[str, Any]] | None = None) -> None:
+        if not 0 <= hard_weight <= 100:
+            raise ValueError(f"InterPodAffinity: hardPodAffinityWeight {hard_weight} is not in 0..100")
         self._nodes = nodes
+        self.hard_weight = hard_weight
+        self.ignore_existing_preferred = ignore_existing_preferred
+        self._namespaces = namespaces
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> InterPodAffinity:
+        weight = args.get("hardPodAffinityWeight")
+        return cls(handle.nodes, 1 if weight is None else int(weight),
+                   bool(args.get("ignorePreferredTermsOfExistingPods")), lambda: handle.lister("namespaces"))
 
     def name(self) -> str:
         return "InterPodAffinity"
 
+    def resources_to_watch(self) -> list[WatchedResource]:
+        return [WatchedResource("", "v1", "namespaces", namespaced=False)] if self._namespaces is not None else []
+
+    def _namespace_labels(self) -> NamespaceLabels:
+        """A namespace's labels by name, each looked up once per cycle."""
+        if self._namespaces is None:
+            return _no_namespace_labels
+        objs = self._namespaces()
+        if not objs:
+            return _no_namespace_labels
+        seen: dict[str, Mapping[str, str]] = {}
+
+        def labels(name: str) -> Mapping[str, str]:
+            hit = seen.get(name)
+            if hit is None:
+                obj = objs.get(name)
+                hit = seen[name] = ((obj.get("metadata") or {}).get("labels") or {}) if obj else {}
+            return hit
+
+        return labels
+
+    def _with_terms(self, nodes: Mapping[str, NodeInfo]) -> list[NodeInfo]:
+        """The nodes holding pods with (anti-)affinity terms: the cache's index, or a scan."""
+        index = getattr(nodes, "affinity_nodes", None)
+        if index is not None:
+            return [nodes[n] for n in index if n in nodes]
+        return [ni for ni in nodes.values() if ni.with_affinity]
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
-        aff = pod.affinity.get("podAffinity") if pod.affinity else None
-        anti = pod.affinity.get("podAntiAffinity") if pod.affinity else None
-        req_aff = (aff or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
-        req_anti = (anti or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        aff_terms = _terms(pod, "podAffinity", "required")
+        anti_terms = _terms(pod, "podAntiAffinity", "required")
         nodes = self._nodes()
         # The cache counts the pods with (anti-)affinity terms (NodeMap); a plain mapping is scanned.
         counted = getattr(nodes, "with_affinity", None)
-        any_existing_anti = bool(counted) if counted is not None else any(
-            ni.with_affinity for ni in nodes.values())
-        if not req_aff and not req_anti and not any_existing_anti:
+        any_existing = bool(counted) if counted is not None else any(ni.with_affinity for ni in nodes.values())
+        if not aff_terms and not anti_terms and not any_existing:
             return Status(Code.SKIP)
-        aff_terms = [(t, _term_namespaces(t, pod.namespace)) for t in req_aff]
-        anti_terms = [(t, _term_namespaces(t, pod.namespace)) for t in req_anti]
+        ns_labels = self._namespace_labels()
+        own_ns = ns_labels(pod.namespace)
         aff_domains: list[set[str]] = [set() for _ in aff_terms]
         anti_domains: list[set[str]] = [set() for _ in anti_terms]
         existing: set[tuple[str, str]] = set()  # (key, value) domains an existing pod's anti-affinity forbids
-        for ni in nodes.values():
+        # without terms of its own, only the existing pods' anti-affinity matters: their nodes alone
+        walk = nodes.values() if aff_terms or anti_terms else self._with_terms(nodes)
+        for ni in walk:
             if not ni.pods:
                 continue
+            labels = ni.labels
             for other in ni.pods.values():
                 if other.key == pod.key:
                     continue
-                for i, (t, ns) in enumerate(aff_terms):
-                    v = ni.labels.get(t.get("topologyKey", ""))
-                    if v is not None and _term_matches(t, ns, other):
+                for i, t in enumerate(aff_terms):
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(other, ns_labels):
                         aff_domains[i].add(v)
-                for i, (t, ns) in enumerate(anti_terms):
-                    v = ni.labels.get(t.get("topologyKey", ""))
-                    if v is not None and _term_matches(t, ns, other):
+                for i, t in enumerate(anti_terms):
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(other, ns_labels):
                         anti_domains[i].add(v)
-                if ni.with_affinity:
-                    o_anti = (other.affinity.get("podAntiAffinity") or {}) if other.affinity else {}
-                    for t in o_anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ():
-                        key = t.get("topologyKey", "")
-                        v = ni.labels.get(key)
-                        if v is not None and _term_matches(t, _term_namespaces(t, other.namespace), pod):
-                            existing.add((key, v))
+                if ni.with_affinity and other.affinity.get("podAntiAffinity"):
+                    for t in _terms(other, "podAntiAffinity", "required"):
+                        v = labels.get(t.key)
+                        if v is not None and t.matches(pod, lambda _: own_ns):
+                            existing.add((t.key, v))
         # Upstream: if nothing in the cluster matches and the pod matches its own terms, it may go anywhere.
-        self_ok = all(not d for d in aff_domains) and all(_term_matches(t, ns, pod) for t, ns in aff_terms)
+        self_ok = all(not d for d in aff_domains) and all(t.matches(pod, ns_labels) for t in aff_terms)
         state.write("InterPodAffinity", (aff_terms, aff_domains, anti_terms, anti_domains, existing, self_ok))
         return None
 
@@ -446,20 +540,113 @@ class InterPodAffinity:
         for key, value in existing:
             if labels.get(key) == value:
                 return Status(Code.UNSCHEDULABLE, self.ERR_EXISTING, plugin=self.name())
-        for (t, _), domains in zip(anti_terms, anti_domains, strict=True):
-            v = labels.get(t.get("topologyKey", ""))
+        for t, domains in zip(anti_terms, anti_domains, strict=True):
+            v = labels.get(t.key)
             if v is not None and v in domains:
                 return Status(Code.UNSCHEDULABLE, self.ERR_ANTI, plugin=self.name())
         if aff_terms and not self_ok:
-            for (t, _), domains in zip(aff_terms, aff_domains, strict=True):
-                v = labels.get(t.get("topologyKey", ""))
+            for t, domains in zip(aff_terms, aff_domains, strict=True):
+                v = labels.get(t.key)
                 if v is None or v not in domains:
                     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.ERR_AFFINITY, plugin=self.name())
         elif aff_terms:
-            for t, _ in aff_terms:
-                if t.get("topologyKey", "") not in labels:
+            for t in aff_terms:
+                if t.key not in labels:
                     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.ERR_AFFINITY, plugin=self.name())
         return None
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        pref_aff = _terms(pod, "podAffinity", "preferred")
+        pref_anti = _terms(pod, "podAntiAffinity", "preferred")
+        own = bool(pref_aff or pref_anti)
+        if not own and self.ignore_existing_preferred:
+            return Status(Code.SKIP)
+        all_nodes = self._nodes()
+        if own:
+            walk: Iterable[NodeInfo] = all_nodes.values()
+        else:
+            counted = getattr(all_nodes, "with_affinity", None)
+            if counted is not None and not counted:  # no pod anywhere has terms: nothing to score
+                return Status(Code.SKIP)
+            walk = self._with_terms(all_nodes)
+        ns_labels = self._namespace_labels()
+        own_ns = ns_labels(pod.namespace)
+
+        def incoming_ns(_: str) -> Mapping[str, str]:
+            return own_ns
+
+        hard = self.hard_weight
+        topology: dict[str, dict[str, int]] = {}  # key -> value -> score, upstream's topologyScore
+
+        def add(key: str, value: str, delta: int) -> None:
+            per = topology.get(key)
+            if per is None:
+                per = topology[key] = {}
+            per[value] = per.get(value, 0) + delta
+
+        for ni in walk:
+            labels = ni.labels
+            if not labels or not ni.pods:
+                continue
+            for other in ni.pods.values():
+                if other.key == pod.key:
+                    continue
+                for t in pref_aff:
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(other, ns_labels):
+                        add(t.key, v, t.weight)
+                for t in pref_anti:
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(other, ns_labels):
+                        add(t.key, v, -t.weight)
+                if not _has_terms(other):
+                    continue
+                if hard > 0:
+                    for t in _terms(other, "podAffinity", "required"):
+                        v = labels.get(t.key)
+                        if v is not None and t.matches(pod, incoming_ns):
+                            add(t.key, v, hard)
+                for t in _terms(other, "podAffinity", "preferred"):
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(pod, incoming_ns):
+                        add(t.key, v, t.weight)
+                for t in _terms(other, "podAntiAffinity", "preferred"):
+                    v = labels.get(t.key)
+                    if v is not None and t.matches(pod, incoming_ns):
+                        add(t.key, v, -t.weight)
+        if not topology:
+            return Status(Code.SKIP)
+        state.write("InterPodAffinity/score", topology)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Not normalized: the sum over the node's domains (negative where anti-affinity weighs more)."""
+        return self.score_all(state, pod, (node,))[0]
+
+    def score_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        topology: dict[str, dict[str, int]] = state.read("InterPodAffinity/score")
+        out = []
+        for node in nodes:
+            labels = node.labels
+            total = 0
+            for key, per in topology.items():
+                v = labels.get(key)
+                if v is not None:
+                    total += per.get(v, 0)
+            out.append(total)
+        return out
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """``100 * (s - min) / (max - min)``, truncated as upstream's ``int64(float64)``; 0 for all when equal."""
+        if not scores:
+            return
+        low, top = min(scores), max(scores)
+        diff = top - low
+        if diff <= 0:
+            scores[:] = [0] * len(scores)
+            return
+        fdiff = float(diff)
+        scores[:] = [int(float(MAX_NODE_SCORE) * (float(s - low) / fdiff)) for s in scores]
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
