@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import numpy.typing as npt
 
+from .framework import MAX_NODE_SCORE
+
 if TYPE_CHECKING:
     from .nodeinfo import NodeInfo
 
@@ -149,6 +151,18 @@ class NodeColumns:
             total = part if total is None else total + part
         assert total is not None
         return total // 2
+
+    def balanced_scores(self, rows: Ints, cpu: int, mem: int) -> Ints:
+        """NodeResourcesBalancedAllocation's score of ``rows`` over cpu and memory for a pod
+        requesting ``cpu``, ``mem`` (its requests, not the non-zero defaults):
+        ``int((1 - |fc - fm| / 2) * 100)`` where ``f = min((requested + pod) / alloc, 1)``, in
+        float64 as upstream's; a resource with no allocatable is left out (one left: 100)."""
+        ac = self.alloc_cpu[rows]
+        am = self.alloc_mem[rows]
+        fc = np.minimum((ac - self.free_cpu[rows] + cpu) / np.maximum(ac, 1), 1.0)
+        fm = np.minimum((am - self.free_mem[rows] + mem) / np.maximum(am, 1), 1.0)
+        std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
+        return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
 
 class NodeOrder(list["NodeInfo"]):

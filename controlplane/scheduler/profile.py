@@ -47,7 +47,7 @@ from .framework import (
 )
 from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig, default_profile, default_registry
-from .plugins.noderesources import NodeResourcesFit, insufficient
+from .plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit, insufficient
 from .plugins.nodes import NodeUnschedulable, TaintToleration
 
 # Filter plugins that pass every node that has no taints and is not cordoned (see ``place``).
@@ -127,6 +127,12 @@ class Profile:
         self._rand = random.Random(0)
         fit = self.get("NodeResourcesFit")
         self._fit = fit if isinstance(fit, NodeResourcesFit) else None
+        self._fit_weight = next((w for p, w in self.score if p is fit), 0)
+        # NodeResourcesBalancedAllocation over cpu and memory: the columns (and the unrolled
+        # loop) score it beside NodeResourcesFit, so a pod with requests stays on them
+        bal = next((p for p, _ in self.score if isinstance(p, NodeResourcesBalancedAllocation) and p.default), None)
+        self._balanced = bal
+        self._balanced_weight = next((w for p, w in self.score if p is bal), 0)
 
     @classmethod
     def build(cls, handle: Handle, registry: Registry | None = None, config: Sequence[PluginConfig] | None = None,
@@ -281,13 +287,17 @@ class Profile:
             return feasible[0], None
         self.run_pre_score(state, pod, feasible)
         if (fast or rows is not None) and self._only_default_fit_scores(state):
+            balanced = self._balanced is not None and self._balanced.name() not in state.skip_score
             if rows is not None and columns is not None:
-                assert self._fit is not None  # the weight (> 0) does not change which node is best
+                assert self._fit is not None
                 vscores = columns.allocated_scores(rows, pod.nonzero_cpu, pod.nonzero_mem, self._fit.most)
+                if balanced:  # alone, NodeResourcesFit's weight (> 0) does not change which node is best
+                    vscores = vscores * self._fit_weight + self._balanced_weight * columns.balanced_scores(
+                        rows, pod.req_cpu, pod.req_mem)
                 best = np.flatnonzero(vscores == vscores.max())
                 pick = int(best[0]) if len(best) == 1 else int(best[self._rand.randrange(len(best))])
                 return feasible[pick], None
-            scores = self._least_or_most_allocated(pod, feasible)
+            scores = self._least_or_most_allocated(pod, feasible, balanced)
         else:
             scores = self.score_nodes(state, pod, feasible)
         return self.select_host(feasible, scores), None
@@ -406,14 +416,23 @@ class Profile:
         return np.asarray(keep, dtype=np.int64)
 
     def _only_default_fit_scores(self, state: CycleState) -> bool:
+        """Are the scorers left after PreScore NodeResourcesFit (cpu and memory, weight 1 each)
+        and, at most, NodeResourcesBalancedAllocation over cpu and memory?"""
         skip = state.skip_score
-        return all(p is self._fit or p.name() in skip for p, _ in self.score) and self._fit is not None \
-            and self._fit.default and not any(p is self._fit and p.name() in skip for p, _ in self.score)
+        fit = self._fit
+        if fit is None or not fit.default or not self._fit_weight or fit.name() in skip:
+            return False
+        return all(p is fit or p is self._balanced or p.name() in skip for p, _ in self.score)
 
-    def _least_or_most_allocated(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    def _least_or_most_allocated(self, pod: PodInfo, nodes: Sequence[NodeInfo], balanced: bool = False) -> list[int]:
+        """The weighted scores of NodeResourcesFit and (``balanced``) of
+        NodeResourcesBalancedAllocation, node by node: ``NodeColumns.allocated_scores`` and
+        ``balanced_scores`` unrolled, with the same arithmetic."""
         assert self._fit is not None
-        weight = next(w for p, w in self.score if p is self._fit)
+        weight = self._fit_weight
+        bweight = self._balanced_weight
         pc, pm = pod.nonzero_cpu, pod.nonzero_mem
+        rc, rm = pod.req_cpu, pod.req_mem
         out = []
         most = self._fit.most
         for node in nodes:
@@ -427,7 +446,15 @@ class Profile:
             else:
                 sc = (cap_c - used_c) * MAX_NODE_SCORE // cap_c if cap_c and used_c <= cap_c else 0
                 sm = (cap_m - used_m) * MAX_NODE_SCORE // cap_m if cap_m and used_m <= cap_m else 0
-            out.append((sc + sm) // 2 * weight)
+            total = (sc + sm) // 2 * weight
+            if balanced:
+                std = 0.0
+                if cap_c > 0 and cap_m > 0:
+                    fc = min(float(cap_c - node.free_cpu + rc) / float(cap_c), 1.0)
+                    fm = min(float(cap_m - node.free_mem + rm) / float(cap_m), 1.0)
+                    std = abs((fc - fm) / 2)
+                total += int((1 - std) * float(MAX_NODE_SCORE)) * bweight
+            out.append(total)
         return out
 
     def feasible_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], dict[str, Status]]:

@@ -1,5 +1,5 @@
-"""InterPodAffinity's scoring, as upstream's, and the cache's index of the nodes holding
-pods with (anti-)affinity terms."""
+"""InterPodAffinity's scoring and NodeResourcesBalancedAllocation, as upstream's, and the
+cache's index of the nodes holding pods with (anti-)affinity terms."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controlplane.client import Client
 from controlplane.scheduler.cache import Cache
 from controlplane.scheduler.framework import Code, CycleState
 from controlplane.scheduler.nodeinfo import NodeInfo, PodInfo
+from controlplane.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, balanced_score
 from controlplane.scheduler.plugins.podplacement import HOSTNAME, InterPodAffinity
 from tests.test_cli import start_serve
 
@@ -189,6 +192,68 @@ def test_the_cache_indexes_the_nodes_holding_pods_with_terms() -> None:
     assert c.nodes.affinity_nodes == {"a"} and c.nodes.with_affinity == 1
     c.remove_pod(with_terms.key)
     assert c.nodes.affinity_nodes == set() and c.nodes.with_affinity == 0
+
+
+# --------------------------------------------------------------------------- NodeResourcesBalancedAllocation
+
+def test_balanced_score_as_upstream() -> None:
+    gi = 2**30
+    assert balanced_score([3000, 5000], [4000, 10000]) == 87  # 0.75 and 0.5: std 0.125
+    assert balanced_score([3000, 5000], [6000, 10000]) == 100
+    assert balanced_score([5000, 2 * gi], [4000, 8 * gi]) == 62  # cpu over allocatable: counted as 1
+    assert balanced_score([1000, 0], [4000, 0]) == 100  # no memory allocatable: cpu alone, std 0
+    assert balanced_score([1, 2, 3], [4, 4, 4]) == 79  # three: sqrt(sum of squares / 3)
+
+
+def test_balanced_allocation_reads_requests_and_skips_best_effort_pods() -> None:
+    n = NodeInfo("n", node("n", cpu="4", memory="8Gi", extra={"nvidia.com/gpu": "4"}))
+    n.add_pod(PodInfo(pod("x", cpu="1", memory=None)))  # requests no memory: 0, not the non-zero default
+    plugin = NodeResourcesBalancedAllocation()
+    p = PodInfo(pod("p", cpu="1", memory="2Gi"))
+    st = CycleState()
+    assert plugin.pre_score(st, p, [n]) is None
+    assert plugin.score(st, p, n) == 87  # cpu 2/4, memory 2/8: std 0.125
+    st = CycleState()
+    s = plugin.pre_score(st, PodInfo(pod("be", cpu=None, memory=None)), [n])
+    assert s is not None and s.code == Code.SKIP
+    gpu = NodeResourcesBalancedAllocation([{"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu"}])
+    st = CycleState()
+    assert gpu.pre_score(st, p, [n]) is None
+    assert gpu.score(st, p, n) == 87  # the pod requests no GPU: left out
+    wants = PodInfo(pod("g", cpu="1", memory="2Gi", extra={"nvidia.com/gpu": "2"}))
+    st = CycleState()
+    gpu.pre_score(st, wants, [n])
+    assert gpu.score(st, wants, n) == 88  # 0.5, 0.25, 0.5: std 0.118
+
+
+@pytest.mark.parametrize("most", [False, True])
+def test_balanced_allocation_decides_between_nodes_fit_ties(most: bool) -> None:
+    """Two kinds of node NodeResourcesFit scores alike for the pod; BalancedAllocation
+    prefers the one the pod leaves evenly used, by the columns and node by node alike."""
+    from controlplane.scheduler.plugins import PluginConfig, default_profile, default_registry
+
+    config = list(default_profile(default_registry()))
+    if most:
+        config = [PluginConfig(c.name, c.weight, {"scoringStrategy": {"type": "MostAllocated"}})
+                  if c.name == "NodeResourcesFit" else c for c in config]
+    _, vec = build(config=config)
+    _, loop = build(config=config)
+    cache = Cache()
+    for i in range(300):
+        cache.add_or_update_node(node(f"n{i}", cpu="4", memory="4Gi"))
+    for i in range(0, 300, 2):  # even nodes: 2 cpu taken; odd ones: 2Gi
+        on = f"n{i}"
+        cache.add_pod(PodInfo(pod(f"cpu{i}", cpu="2", memory="100Mi", node_name=on)))
+        cache.add_pod(PodInfo(pod(f"mem{i + 1}", cpu="100m", memory="2Gi", node_name=f"n{i + 1}")))
+    p = PodInfo(pod("p", cpu="100m", memory="2Gi"))  # evens them out on an even node
+    fit = vec.get("NodeResourcesFit")
+    assert fit is not None
+    even, odd = cache.nodes["n0"], cache.nodes["n1"]
+    assert fit.score(CycleState(), p, even) == fit.score(CycleState(), p, odd)  # type: ignore[attr-defined]
+    for profile, nodes in ((vec, cache.order), (loop, list(cache.order))):
+        for _ in range(5):  # (a tie would be broken at random)
+            chosen, _ = profile.place(CycleState(), p, nodes)
+            assert chosen is not None and int(chosen.name[1:]) % 2 == 0, chosen
 
 
 # --------------------------------------------------------------------------- over a real socket

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from controlplane.scheduler.cache import Cache
@@ -69,17 +70,21 @@ class _EveryThirdNode:
         return None
 
 
-@pytest.mark.parametrize(("percentage", "most", "after"),
-                         [(10, False, False), (0, False, False), (30, True, False), (0, False, True),
-                          (10, True, True)])
-def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, most: bool, after: bool) -> None:
+@pytest.mark.parametrize(("percentage", "most", "after", "balanced"),
+                         [(10, False, False, 1), (0, False, False, 1), (30, True, False, 1), (0, False, True, 1),
+                          (10, True, True, 1), (10, False, False, 3), (0, True, False, 0)])
+def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, most: bool, after: bool,
+                                                            balanced: int) -> None:
+    """``balanced``: NodeResourcesBalancedAllocation's weight (1 by default; 0: not scoring)."""
     from controlplane.scheduler.plugins import PluginConfig, default_profile, default_registry
 
-    rng = random.Random(percentage + most)
+    rng = random.Random(percentage + most + 10 * balanced)
     config = list(default_profile(default_registry()))
     if most:
         config = [PluginConfig(c.name, c.weight, {"scoringStrategy": {"type": "MostAllocated"}})
                   if c.name == "NodeResourcesFit" else c for c in config]
+    config = [PluginConfig(c.name, balanced, c.args) if c.name == "NodeResourcesBalancedAllocation" else c
+              for c in config]
     _, vec = build(config=config, percentage=percentage)
     _, loop = build(config=config, percentage=percentage)
     if after:  # the columns path runs it on the nodes whose resources fit; the loop on every node
@@ -132,6 +137,33 @@ def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, mos
             b.add_or_update_node(obj)
     assert used_columns > 300 and columns_cycles > 300
     _assert_columns_match(a)
+
+
+def test_balanced_scores_by_the_columns_are_the_plugins() -> None:
+    """``NodeColumns.balanced_scores`` gives NodeResourcesBalancedAllocation's ``score`` of each
+    row: requests (not the non-zero defaults), fractions capped at 1 (overcommitted nodes), a
+    node without memory scored on cpu alone."""
+    from controlplane.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation
+
+    rng = random.Random(7)
+    c = Cache()
+    for i in range(400):
+        c.add_or_update_node(node(f"n{i}", cpu=rng.choice(["1", "4", "16"]),
+                                  memory=rng.choice(["0", "2Gi", "64Gi"]) if i % 50 else "0"))
+    for i in range(1500):  # assumed without a Filter: some nodes end up over their allocatable
+        p = PodInfo(pod(f"x{i}", cpu=rng.choice(["100m", "1", None]), memory=rng.choice(["300Mi", "3Gi", None])))
+        c.assume(p, rng.choice(c.order).name)
+    plugin = NodeResourcesBalancedAllocation()
+    cols = c.order.columns
+    cols.refresh()
+    rows = np.arange(cols.size)
+    for i in range(40):
+        p = PodInfo(pod(f"p{i}", cpu=rng.choice(["100m", "2", None]), memory=rng.choice(["1Gi", "5Gi", None])))
+        st = CycleState()
+        if plugin.pre_score(st, p, c.order) is not None:
+            assert not p.req_cpu and not p.req_mem  # best effort: skipped
+            continue
+        assert cols.balanced_scores(rows, p.req_cpu, p.req_mem).tolist() == [plugin.score(st, p, n) for n in c.order]
 
 
 def test_columns_follow_nodes_and_pods() -> None:

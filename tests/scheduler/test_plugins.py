@@ -368,7 +368,9 @@ def test_the_unrolled_resource_check_gives_the_plugins_verdicts() -> None:
         plain = [n for n in slow_ok if not n.taints]
         assert profile.run_pre_score(st, p, plain) is None
         assert profile._only_default_fit_scores(st)  # no taint among them: TaintToleration skips
-        assert profile._least_or_most_allocated(p, plain) == profile.score_nodes(st, p, plain)
+        balanced = "NodeResourcesBalancedAllocation" not in st.skip_score  # skipped for "b", best effort
+        assert balanced == (obj is not shapes[1])
+        assert profile._least_or_most_allocated(p, plain, balanced) == profile.score_nodes(st, p, plain)
 
 
 def test_feasible_nodes_from_api_objects_for_the_autoscaler() -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..framework import Handle, Plugin, Registry
-from .noderesources import NodeResourcesFit
+from .noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from .nodes import NodeAffinity, NodeName, NodeUnschedulable, SchedulingGates, TaintToleration
 from .podplacement import InterPodAffinity, PodTopologySpread
 
@@ -67,6 +67,7 @@ def default_registry() -> Registry:
     r.register("TaintToleration", lambda h, a: TaintToleration())
     r.register("NodeAffinity", NodeAffinity.build)
     r.register("NodeResourcesFit", NodeResourcesFit.build)
+    r.register("NodeResourcesBalancedAllocation", NodeResourcesBalancedAllocation.build)
     r.register("PodTopologySpread", PodTopologySpread.build)
     r.register("InterPodAffinity", InterPodAffinity.build)
     r.register("GangScheduling", _gang)
@@ -94,6 +95,7 @@ DEFAULT_PROFILE: tuple[PluginConfig, ...] = (
     PluginConfig("VolumeBinding"),
     PluginConfig("PodTopologySpread", weight=2),
     PluginConfig("InterPodAffinity", weight=2),
+    PluginConfig("NodeResourcesBalancedAllocation", weight=1),
     PluginConfig("DefaultPreemption"),
 )
 

@@ -1,4 +1,5 @@
 """NodeResourcesFit: does the node have room for the pod's requests; how full would it be.
+NodeResourcesBalancedAllocation: would the node's resources be used evenly.
 
 The pod's requests are summed once, when it enters the scheduler
 (``PodInfo.req_items``), not per cycle or node; Filter compares them to ``allocatable - requested``; Score is
@@ -9,6 +10,7 @@ such as ``nvidia.com/gpu`` may be listed too).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -16,9 +18,13 @@ from ..columns import FeasibleNodes, NodeColumns
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
 from ..nodeinfo import NodeInfo, PodInfo
 
-__all__ = ["NodeResourcesFit", "insufficient"]
+__all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesFit", "balanced_score", "insufficient"]
 
 NAME = "NodeResourcesFit"
+BALANCED = "NodeResourcesBalancedAllocation"
+# resources upstream's resource allocation scorers read from the node's own fields; any
+# other (an extended resource, hugepages) is scored only when the pod requests it
+_NATIVE = ("cpu", "memory", "ephemeral-storage")
 
 
 def insufficient(pod: PodInfo, node: NodeInfo) -> list[str]:
@@ -113,3 +119,85 @@ class NodeResourcesFit:
             ClusterEvent("nodes", ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             ClusterEvent("pods", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
         ]
+
+
+def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """Upstream's ``balancedResourceScorer``: ``(1 - std) * 100`` truncated, where ``std`` is the
+    standard deviation of each resource's ``requested / allocatable`` (capped at 1), over the
+    resources with an allocatable; for two of them ``|f1 - f2| / 2``. Floats as Go's float64::
+
+        >>> balanced_score([1000, 2 * 2**30], [4000, 8 * 2**30]), balanced_score([3000, 2**30], [4000, 8 * 2**30])
+        (100, 68)
+    """
+    fractions = []
+    for req, alloc in zip(requested, allocatable, strict=True):
+        if alloc == 0:
+            continue
+        f = float(req) / float(alloc)
+        fractions.append(1.0 if f > 1 else f)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in fractions) / len(fractions))
+    return int((1 - std) * float(MAX_NODE_SCORE))
+
+
+class NodeResourcesBalancedAllocation:
+    """Upstream's NodeResourcesBalancedAllocation (score weight 1): favours the nodes whose
+    resources (args ``resources``, default cpu and memory) would be used in the most even
+    proportions with the pod on them (``balanced_score``). It reads what pods request, not
+    the non-zero defaults: a node's requested plus the pod's own requests, over its
+    allocatable; a resource the node has none of is left out, and so is an extended resource
+    the pod does not request. A pod requesting none of the resources (best effort) is not
+    scored at all (PreScore's SKIP, as upstream's since 1.33: else such pods would pile onto
+    one node). For cpu and memory over the cache's columns, ``score_all`` is one array
+    operation (``NodeColumns.balanced_scores``)."""
+
+    def __init__(self, resources: list[Mapping[str, Any]] | None = None) -> None:
+        res = resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+        self.resources = [str(r["name"]) for r in res]
+        self.default = self.resources == ["cpu", "memory"]
+
+    @classmethod
+    def build(cls, handle: Handle, args: Mapping[str, Any]) -> NodeResourcesBalancedAllocation:
+        return cls(args.get("resources"))
+
+    def name(self) -> str:
+        return BALANCED
+
+    def _pod_requests(self, pod: PodInfo) -> list[int]:
+        return [pod.requests.get(r, 0) for r in self.resources]
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        wants = self._pod_requests(pod)
+        if not any(wants):
+            return Status(Code.SKIP)
+        state.write(BALANCED, wants)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        wants = state.get(BALANCED)
+        if wants is None:
+            wants = self._pod_requests(pod)
+        alloc, req = node.allocatable, node.requested
+        requested, allocatable = [], []
+        for name, want in zip(self.resources, wants, strict=True):
+            if name not in _NATIVE and (not want or name not in alloc or name == "pods"):
+                continue  # as upstream: (0, 0), left out (``pods`` is no scalar resource: never scored)
+            cap = alloc.get(name, 0)
+            if not cap:
+                continue
+            allocatable.append(cap)
+            requested.append(req.get(name, 0) + want)
+        return balanced_score(requested, allocatable)
+
+    def score_all(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """``score`` of each node; over the cache's columns for cpu and memory."""
+        if self.default and isinstance(nodes, FeasibleNodes):
+            columns: NodeColumns | None = getattr(nodes.nodes, "columns", None)
+            if columns is not None:
+                columns.refresh()
+                return cast(list[int], columns.balanced_scores(nodes.rows, pod.req_cpu, pod.req_mem).tolist())
+        return [self.score(state, pod, n) for n in nodes]
