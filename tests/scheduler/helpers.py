@@ -58,8 +58,8 @@ def podgroup(name: str, min_count: int | None = None, namespace: str = "default"
 
 
 async def create_node(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
-    """Create a node and write its status (this server drops the status of a create, so
-    capacity goes through nodes/status as a second write)."""
+    """Create a node (the create keeps its status, as upstream's) and write the status through
+    nodes/status as well, as a kubelet's later updates do."""
     created: dict[str, Any] = await client.create("/api/v1/nodes", obj)
     result: dict[str, Any] = await client.patch(f"/api/v1/nodes/{obj['metadata']['name']}/status",
                                                 {"status": obj["status"]}, patch_type="merge")
