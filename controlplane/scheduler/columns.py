@@ -159,10 +159,21 @@ class NodeColumns:
         float64 as upstream's; a resource with no allocatable is left out (one left: 100)."""
         ac = self.alloc_cpu[rows]
         am = self.alloc_mem[rows]
-        fc = np.minimum((ac - self.free_cpu[rows] + cpu) / np.maximum(ac, 1), 1.0)
-        fm = np.minimum((am - self.free_mem[rows] + mem) / np.maximum(am, 1), 1.0)
-        std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
-        return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+        if ac.all() and am.all():  # the usual case, in place: a third fewer array operations
+            std = (ac - self.free_cpu[rows] + cpu) / ac
+            fm = (am - self.free_mem[rows] + mem) / am
+            np.minimum(std, 1.0, out=std)
+            np.minimum(fm, 1.0, out=fm)
+            std -= fm
+            np.abs(std, out=std)
+            std /= 2  # |a - b| / 2 is |(a - b) / 2|: halving is exact
+        else:
+            fc = np.minimum((ac - self.free_cpu[rows] + cpu) / np.maximum(ac, 1), 1.0)
+            fm = np.minimum((am - self.free_mem[rows] + mem) / np.maximum(am, 1), 1.0)
+            std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
+        out = 1.0 - std
+        out *= float(MAX_NODE_SCORE)
+        return out.astype(np.int64)
 
 
 class NodeOrder(list["NodeInfo"]):

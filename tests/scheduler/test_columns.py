@@ -163,7 +163,10 @@ def test_balanced_scores_by_the_columns_are_the_plugins() -> None:
         if plugin.pre_score(st, p, c.order) is not None:
             assert not p.req_cpu and not p.req_mem  # best effort: skipped
             continue
-        assert cols.balanced_scores(rows, p.req_cpu, p.req_mem).tolist() == [plugin.score(st, p, n) for n in c.order]
+        each = [plugin.score(st, p, n) for n in c.order]
+        assert cols.balanced_scores(rows, p.req_cpu, p.req_mem).tolist() == each
+        with_memory = np.flatnonzero(cols.alloc_mem[: cols.size] > 0)  # (its other branch: no zeros)
+        assert cols.balanced_scores(with_memory, p.req_cpu, p.req_mem).tolist() == [each[i] for i in with_memory]
 
 
 def test_columns_follow_nodes_and_pods() -> None:
