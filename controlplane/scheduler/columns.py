@@ -52,6 +52,8 @@ class NodeColumns:
         self.nonzero_mem: Ints = np.zeros(capacity, np.int64)
         self.plain: Bools = np.zeros(capacity, np.bool_)
         self.not_plain = 0  # rows with plain False
+        self.no_alloc: Bools = np.zeros(capacity, np.bool_)  # no cpu or no memory allocatable
+        self.zero_alloc = 0  # rows with no_alloc True
         self.dirty: set[NodeInfo] = set()  # NodeInfos changed since the last refresh
         self.row: dict[str, int] = {}
         # rows removed so far: a removal moves the last row's node into another row, so
@@ -60,7 +62,7 @@ class NodeColumns:
 
     def _grow(self) -> None:
         cap = max(1024, 2 * len(self.plain))
-        for name in (*_INT_COLUMNS, "plain"):
+        for name in (*_INT_COLUMNS, "plain", "no_alloc"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[: self.size] = old[: self.size]
@@ -78,6 +80,10 @@ class NodeColumns:
         if plain != bool(self.plain[i]):
             self.not_plain += -1 if plain else 1
         self.plain[i] = plain
+        zero = not (ni.alloc_cpu > 0 and ni.alloc_mem > 0)
+        if zero != bool(self.no_alloc[i]):
+            self.zero_alloc += 1 if zero else -1
+        self.no_alloc[i] = zero
 
     def append(self, ni: NodeInfo) -> None:
         if self.size == len(self.plain):
@@ -86,6 +92,7 @@ class NodeColumns:
         self.size += 1
         self.row[ni.name] = i
         self.plain[i] = True
+        self.no_alloc[i] = False
         self._write(i, ni)
         ni.watcher = self.dirty
 
@@ -99,12 +106,18 @@ class NodeColumns:
         if not self.plain[i]:
             self.not_plain -= 1
         self.plain[i] = True
+        if self.no_alloc[i]:
+            self.zero_alloc -= 1
+        self.no_alloc[i] = False
         if last is not ni:
             self.row[last.name] = i
             self._write(i, last)
             if not self.plain[end]:
                 self.not_plain -= 1
+            if self.no_alloc[end]:
+                self.zero_alloc -= 1
         self.plain[end] = False
+        self.no_alloc[end] = False
         self.size = end
 
     def refresh(self) -> None:
@@ -159,7 +172,7 @@ class NodeColumns:
         float64 as upstream's; a resource with no allocatable is left out (one left: 100)."""
         ac = self.alloc_cpu[rows]
         am = self.alloc_mem[rows]
-        if ac.all() and am.all():  # the usual case, in place: a third fewer array operations
+        if not self.zero_alloc:  # the usual case, in place: a third fewer array operations
             std = (ac - self.free_cpu[rows] + cpu) / ac
             fm = (am - self.free_mem[rows] + mem) / am
             np.minimum(std, 1.0, out=std)

@@ -26,6 +26,8 @@ from .helpers import node, pod
 def _random_node(rng: random.Random, i: int) -> dict:
     kw: dict = {"cpu": str(rng.choice([2, 4, 8, 16])), "memory": f"{rng.choice([4, 8, 32])}Gi",
                 "pods": rng.choice([3, 10, 110])}
+    if rng.random() < 0.02:  # no memory at all: BalancedAllocation scores its cpu alone
+        kw["memory"] = "0"
     roll = rng.random()
     if roll < 0.03:
         kw["unschedulable"] = True
@@ -49,12 +51,14 @@ def _assert_columns_match(cache: Cache) -> None:
     cols.refresh()
     assert cols.size == len(cache.order)
     assert cols.not_plain == sum(1 for ni in cache.order if ni.unschedulable or ni.taints)
+    assert cols.zero_alloc == sum(1 for ni in cache.order if not (ni.alloc_cpu and ni.alloc_mem))
     for i, ni in enumerate(cache.order):
         assert cols.row[ni.name] == i
         assert (int(cols.free_cpu[i]), int(cols.free_mem[i]), int(cols.free_pods[i])) == (
             ni.free_cpu, ni.free_mem, ni.free_pods)
         assert (int(cols.nonzero_cpu[i]), int(cols.nonzero_mem[i])) == (ni.nonzero_cpu, ni.nonzero_mem)
         assert bool(cols.plain[i]) == (not (ni.unschedulable or ni.taints))
+        assert bool(cols.no_alloc[i]) == (not (ni.alloc_cpu and ni.alloc_mem))
 
 
 class _EveryThirdNode:
@@ -165,8 +169,17 @@ def test_balanced_scores_by_the_columns_are_the_plugins() -> None:
             continue
         each = [plugin.score(st, p, n) for n in c.order]
         assert cols.balanced_scores(rows, p.req_cpu, p.req_mem).tolist() == each
-        with_memory = np.flatnonzero(cols.alloc_mem[: cols.size] > 0)  # (its other branch: no zeros)
-        assert cols.balanced_scores(with_memory, p.req_cpu, p.req_mem).tolist() == [each[i] for i in with_memory]
+    _assert_columns_match(c)
+    for name in [n.name for n in c.order if not n.alloc_mem]:  # its other branch: no row without memory
+        c.remove_node(name)
+    _assert_columns_match(c)
+    assert cols.zero_alloc == 0
+    for i in range(10):
+        p = PodInfo(pod(f"q{i}", cpu=rng.choice(["100m", "2"]), memory=rng.choice(["1Gi", "5Gi", None])))
+        st = CycleState()
+        assert plugin.pre_score(st, p, c.order) is None
+        assert cols.balanced_scores(np.arange(cols.size), p.req_cpu, p.req_mem).tolist() == [
+            plugin.score(st, p, n) for n in c.order]
 
 
 def test_columns_follow_nodes_and_pods() -> None:
