@@ -147,7 +147,7 @@ class PodCounts:
                  clock: Callable[[], float] = time.monotonic, *, tracked: bool = False) -> None:
         self._nodes = nodes
         # tracked (the cache's, told of every pod from the start): namespace -> pod key ->
-        # node name of the pods counted, so that an index is built from its namespace's
+        # node name of its pods (terminating ones too), so that an index is built from its namespace's
         # pods, not from every pod (a thousand, not a million, for one of the million
         # run's ReplicaSets); about 40 bytes a pod. Untracked: a build walks every node.
         self._in_ns: dict[str, dict[str, str]] | None = {} if tracked else None
@@ -183,6 +183,22 @@ class PodCounts:
             self._filed.setdefault(namespace, {}).setdefault(c.pair, []).append(c)
         c.used = now
         return c
+
+    def pods_of(self, namespace: str) -> list[tuple[PodInfo, NodeInfo]] | None:
+        """The pods of ``namespace`` (terminating ones too) and their nodes, from the cache's
+        record of them; None without one (untracked: the caller walks the nodes)."""
+        if self._in_ns is None:
+            return None
+        nodes = self._nodes
+        out = []
+        for key, name in self._in_ns.get(namespace, {}).items():
+            ni = nodes.get(name)
+            if ni is None:
+                continue
+            p = ni.pods.get(key)
+            if p is not None:
+                out.append((p, ni))
+        return out
 
     def domains(self, c: SelectorCount, key: str) -> dict[str, int]:
         """Topology value of ``key`` -> matching pods on the nodes that have that value."""
@@ -239,23 +255,23 @@ class PodCounts:
     # ---------------------------------------------------------------- the cache's changes
 
     def pod_added(self, pod: PodInfo, node: NodeInfo) -> None:
-        if pod.terminating:
-            return
-        if self._in_ns is not None:
+        if self._in_ns is not None:  # terminating ones too (InterPodAffinity counts them; a build skips them)
             in_ns = self._in_ns.get(pod.namespace)
             if in_ns is None:
                 in_ns = self._in_ns[pod.namespace] = {}
             in_ns[pod.key] = node.name
+        if pod.terminating:
+            return
         filed = self._filed.get(pod.namespace)
         if filed is not None:
             self._count(filed, pod.labels, node, 1)
 
     def pod_removed(self, pod: PodInfo, node: NodeInfo) -> None:
         """``pod``: the PodInfo that was added (its labels then), not a newer one."""
-        if pod.terminating:
-            return
         if self._in_ns is not None:
             self._forget(pod, node.name)
+        if pod.terminating:
+            return
         filed = self._filed.get(pod.namespace)
         if filed is not None:
             self._count(filed, pod.labels, node, -1)
@@ -283,8 +299,7 @@ class PodCounts:
         """The node left the cache (its pods are no longer counted)."""
         if self._in_ns is not None:
             for p in node.pods.values():
-                if not p.terminating:
-                    self._forget(p, node.name)
+                self._forget(p, node.name)
         if not self._by_ns:
             return
         name = node.name

@@ -173,6 +173,41 @@ def test_the_profile_places_by_preferred_anti_affinity() -> None:
     assert sorted(len(n.pods) for n in h.nodes().values()) == [1, 1, 1]
 
 
+def test_over_a_cache_the_pods_of_the_terms_namespaces_only_and_terminating_ones_count() -> None:
+    """Over the cache, a pod's own terms read the pods of the namespaces they name (the cache
+    keeps them by namespace) and score as a walk over every pod does, terminating pods
+    included (upstream's InterPodAffinity counts them; PodTopologySpread does not)."""
+    c = Cache()
+    for n in ("a1", "a2", "b1", "c1"):
+        c.add_or_update_node(node(n, labels={"zone": n[0]}))
+    for i, (ns, on) in enumerate([("shop", "a1"), ("shop", "b1"), ("other", "a2"), ("other", "c1"), ("shop", "c1")]):
+        c.add_pod(PodInfo(pod(f"w{i}", namespace=ns, labels={"app": "web"}, node_name=on)))
+    leaving = pod("leaving", namespace="shop", labels={"app": "web"}, node_name="a2")
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-04T15:00:00Z"
+    c.add_pod(PodInfo(leaving))
+    c.add_pod(PodInfo(pod("picky", namespace="other", node_name="b1",
+                          affinity=_preferred("podAffinity", 2, "zone", namespaces=["shop"]))))
+    c.remove_node("c1")  # and back: its pods are counted again
+    c.add_or_update_node(node("c1", labels={"zone": "c"}))
+    indexed = InterPodAffinity(lambda: c.nodes)
+    walked = InterPodAffinity(lambda: dict(c.nodes))  # a plain mapping: every pod is walked
+    nodes = list(c.nodes.values())
+    for affinity in (_preferred("podAntiAffinity", 10),
+                     _preferred("podAntiAffinity", 10, namespaces=["shop", "other"]),
+                     _preferred("podAffinity", 3, "zone", namespaceSelector={}),
+                     {**_preferred("podAffinity", 3, "zone"), **_required("podAntiAffinity", "zone")}):
+        p = PodInfo(pod("new", namespace="shop", labels={"app": "web"}, affinity=affinity))
+        assert _scores(indexed, p, nodes) == _scores(walked, p, nodes), affinity
+        st_i, st_w = CycleState(), CycleState()
+        assert indexed.pre_filter(st_i, p) is None and walked.pre_filter(st_w, p) is None
+        assert [indexed.filter(st_i, p, n) is None for n in nodes] == [walked.filter(st_w, p, n) is None for n in nodes]
+    raw, _ = _scores(indexed, PodInfo(pod("new", namespace="shop", labels={"app": "web"},
+                                           affinity=_preferred("podAntiAffinity", 10))), nodes) or ([], [])
+    # a2: the terminating pod; b1: +2 for picky's term; c1: the pod kept while its node was away
+    assert raw == [-10, -10, -8, -10]
+    assert c.counts.pods_of("shop") is not None and len(c.counts.pods_of("shop") or ()) == 4
+
+
 # --------------------------------------------------------------------------- the cache's index
 
 def test_the_cache_indexes_the_nodes_holding_pods_with_terms() -> None:

@@ -11,7 +11,7 @@ PodTopologySpread's scoring: and that no Service or controller selects, see belo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -493,6 +493,26 @@ class InterPodAffinity:
             return [nodes[n] for n in index if n in nodes]
         return [ni for ni in nodes.values() if ni.with_affinity]
 
+    @staticmethod
+    def _candidates(nodes: Mapping[str, NodeInfo], terms: Sequence[_Term]) -> Iterator[tuple[PodInfo, NodeInfo]]:
+        """The pods ``terms`` could match, with their nodes: when no term has a
+        ``namespaceSelector``, those of the namespaces the terms name (the cache keeps its
+        pods by namespace); else, or without a cache, every pod."""
+        counts = getattr(nodes, "pod_counts", None)
+        if counts is not None and all(t.ns_selector is None for t in terms):
+            found: list[tuple[PodInfo, NodeInfo]] = []
+            for ns in sorted(set().union(*(t.namespaces for t in terms))):
+                pods = counts.pods_of(ns)
+                if pods is None:
+                    break
+                found.extend(pods)
+            else:
+                yield from found
+                return
+        for ni in nodes.values():
+            for p in ni.pods.values():
+                yield p, ni
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
         aff_terms = _terms(pod, "podAffinity", "required")
         anti_terms = _terms(pod, "podAntiAffinity", "required")
@@ -503,19 +523,13 @@ class InterPodAffinity:
         if not aff_terms and not anti_terms and not any_existing:
             return Status(Code.SKIP)
         ns_labels = self._namespace_labels()
-        own_ns = ns_labels(pod.namespace)
         aff_domains: list[set[str]] = [set() for _ in aff_terms]
         anti_domains: list[set[str]] = [set() for _ in anti_terms]
-        existing: set[tuple[str, str]] = set()  # (key, value) domains an existing pod's anti-affinity forbids
-        # without terms of its own, only the existing pods' anti-affinity matters: their nodes alone
-        walk = nodes.values() if aff_terms or anti_terms else self._with_terms(nodes)
-        for ni in walk:
-            if not ni.pods:
-                continue
-            labels = ni.labels
-            for other in ni.pods.values():
+        if aff_terms or anti_terms:
+            for other, ni in self._candidates(nodes, aff_terms + anti_terms):
                 if other.key == pod.key:
                     continue
+                labels = ni.labels
                 for i, t in enumerate(aff_terms):
                     v = labels.get(t.key)
                     if v is not None and t.matches(other, ns_labels):
@@ -524,10 +538,21 @@ class InterPodAffinity:
                     v = labels.get(t.key)
                     if v is not None and t.matches(other, ns_labels):
                         anti_domains[i].add(v)
-                if ni.with_affinity and other.affinity.get("podAntiAffinity"):
+        existing: set[tuple[str, str]] = set()  # (key, value) domains an existing pod's anti-affinity forbids
+        if any_existing:  # only the nodes holding pods with terms
+            own_ns = ns_labels(pod.namespace)
+
+            def incoming_ns(_: str) -> Mapping[str, str]:
+                return own_ns
+
+            for ni in self._with_terms(nodes):
+                labels = ni.labels
+                for other in ni.pods.values():
+                    if other.key == pod.key or not other.affinity.get("podAntiAffinity"):
+                        continue
                     for t in _terms(other, "podAntiAffinity", "required"):
                         v = labels.get(t.key)
-                        if v is not None and t.matches(pod, lambda _: own_ns):
+                        if v is not None and t.matches(pod, incoming_ns):
                             existing.add((t.key, v))
         # Upstream: if nothing in the cluster matches and the pod matches its own terms, it may go anywhere.
         self_ok = all(not d for d in aff_domains) and all(t.matches(pod, ns_labels) for t in aff_terms)
@@ -562,20 +587,11 @@ class InterPodAffinity:
         if not own and self.ignore_existing_preferred:
             return Status(Code.SKIP)
         all_nodes = self._nodes()
-        if own:
-            walk: Iterable[NodeInfo] = all_nodes.values()
-        else:
-            counted = getattr(all_nodes, "with_affinity", None)
-            if counted is not None and not counted:  # no pod anywhere has terms: nothing to score
-                return Status(Code.SKIP)
-            walk = self._with_terms(all_nodes)
+        counted = getattr(all_nodes, "with_affinity", None)
+        existing = counted is None or bool(counted)  # may an existing pod have terms?
+        if not own and not existing:  # no pod anywhere has terms: nothing to score
+            return Status(Code.SKIP)
         ns_labels = self._namespace_labels()
-        own_ns = ns_labels(pod.namespace)
-
-        def incoming_ns(_: str) -> Mapping[str, str]:
-            return own_ns
-
-        hard = self.hard_weight
         topology: dict[str, dict[str, int]] = {}  # key -> value -> score, upstream's topologyScore
 
         def add(key: str, value: str, delta: int) -> None:
@@ -584,12 +600,10 @@ class InterPodAffinity:
                 per = topology[key] = {}
             per[value] = per.get(value, 0) + delta
 
-        for ni in walk:
-            labels = ni.labels
-            if not labels or not ni.pods:
-                continue
-            for other in ni.pods.values():
-                if other.key == pod.key:
+        if own:  # the incoming pod's terms, over the pods they could match
+            for other, ni in self._candidates(all_nodes, pref_aff + pref_anti):
+                labels = ni.labels
+                if not labels or other.key == pod.key:
                     continue
                 for t in pref_aff:
                     v = labels.get(t.key)
@@ -599,21 +613,33 @@ class InterPodAffinity:
                     v = labels.get(t.key)
                     if v is not None and t.matches(other, ns_labels):
                         add(t.key, v, -t.weight)
-                if not _has_terms(other):
+        if existing:  # the existing pods' terms, over the nodes holding pods with terms
+            own_ns = ns_labels(pod.namespace)
+
+            def incoming_ns(_: str) -> Mapping[str, str]:
+                return own_ns
+
+            hard = self.hard_weight
+            for ni in self._with_terms(all_nodes):
+                labels = ni.labels
+                if not labels:
                     continue
-                if hard > 0:
-                    for t in _terms(other, "podAffinity", "required"):
+                for other in ni.pods.values():
+                    if other.key == pod.key or not _has_terms(other):
+                        continue
+                    if hard > 0:
+                        for t in _terms(other, "podAffinity", "required"):
+                            v = labels.get(t.key)
+                            if v is not None and t.matches(pod, incoming_ns):
+                                add(t.key, v, hard)
+                    for t in _terms(other, "podAffinity", "preferred"):
                         v = labels.get(t.key)
                         if v is not None and t.matches(pod, incoming_ns):
-                            add(t.key, v, hard)
-                for t in _terms(other, "podAffinity", "preferred"):
-                    v = labels.get(t.key)
-                    if v is not None and t.matches(pod, incoming_ns):
-                        add(t.key, v, t.weight)
-                for t in _terms(other, "podAntiAffinity", "preferred"):
-                    v = labels.get(t.key)
-                    if v is not None and t.matches(pod, incoming_ns):
-                        add(t.key, v, -t.weight)
+                            add(t.key, v, t.weight)
+                    for t in _terms(other, "podAntiAffinity", "preferred"):
+                        v = labels.get(t.key)
+                        if v is not None and t.matches(pod, incoming_ns):
+                            add(t.key, v, -t.weight)
         if not topology:
             return Status(Code.SKIP)
         state.write("InterPodAffinity/score", topology)
