@@ -30,7 +30,7 @@ import logging
 import random
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -1279,13 +1279,7 @@ class KubeApi:
             if cached and (pre.get("uid") not in (None, meta.get("uid"))
                            or pre.get("resourceVersion") not in (None, str(current.mod_revision))):
                 continue  # judged on the store's version, not a possibly stale one
-            if pre.get("uid") not in (None, meta.get("uid")):
-                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                        f"UID in object meta: {meta.get('uid')}")
-            if pre.get("resourceVersion") not in (None, str(current.mod_revision)):
-                raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
-                                        f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                        f"{current.mod_revision}")
+            _check_preconditions(rtype, name, pre, meta, current.mod_revision)
             if self._policies is not None and not meta.get("deletionTimestamp"):
                 try:
                     await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None,
@@ -1772,13 +1766,7 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name)
             obj: dict[str, Any] = orjson.loads(current.value)
             meta = obj.setdefault("metadata", {})
-            if pre.get("uid") not in (None, meta.get("uid")):
-                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                        f"UID in object meta: {meta.get('uid')}")
-            if pre.get("resourceVersion") not in (None, str(current.mod_revision)):
-                raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
-                                        f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                        f"{current.mod_revision}")
+            _check_preconditions(rtype, name, pre, meta, current.mod_revision)
             status = obj.setdefault("status", {})
             conditions = status.setdefault("conditions", [])
             wanted = {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
@@ -2305,6 +2293,18 @@ WRITE_ATTEMPTS = 64
 # the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)
 _PROTECTION_FINALIZERS = {"persistentvolumeclaims": "kubernetes.io/pvc-protection",
                           "persistentvolumes": "kubernetes.io/pv-protection"}
+
+
+def _check_preconditions(rtype: ResourceType, name: str, pre: Mapping[str, Any], meta: Mapping[str, Any],
+                         revision: int) -> None:
+    """A delete's ``preconditions`` against the object's stored version: 409 in upstream's
+    words when its ``uid`` or ``resourceVersion`` differs."""
+    if pre.get("uid") not in (None, meta.get("uid")):
+        raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                                f"UID in object meta: {meta.get('uid')}")
+    if pre.get("resourceVersion") not in (None, str(revision)):
+        raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
+                                f"{pre['resourceVersion']}, ResourceVersion in object meta: {revision}")
 
 
 def _initial_status(plural: str) -> dict[str, Any]:
