@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from controlplane.nodes.stages import __file__ as stages_module
 from tests.e2e.test_kubectl import kubectl
@@ -69,15 +69,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     stages.write_text(builtin.replace("__JOB_MILLISECONDS__", "60000") + "\n---\n" + FAIL_STAGE)
     with running(start_serve(tmp, scheduler=True, extra=("--nodes", "1", "--stages", str(stages)))) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def job_yaml(name: str, rules: str, exit_code: int | None = None, backoff_limit: int = 6) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -201,7 +202,34 @@ def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> No
         run._resolve_target(parse("--kubeconfig", str(tmp_path / "odd")))
 
 
-class _Api(BaseHTTPRequestHandler):
+class _JsonHandler(BaseHTTPRequestHandler):
+    """A fake API server's handler: JSON answers, no log lines."""
+
+    def _json(self, code: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free port of this host while in the block: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Api(_JsonHandler):
     """/api for every token; pods and namespaces for the token "admin" only (as RBAC would)."""
 
     def _answer(self) -> None:
@@ -213,12 +241,7 @@ class _Api(BaseHTTPRequestHandler):
         else:
             code, body = 403, {"kind": "Status", "code": 403, "reason": "Forbidden",
                                "message": 'pods is forbidden: User "alice" cannot list resource "pods"'}
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._json(code, body)
 
     def do_GET(self) -> None:
         self._answer()
@@ -227,18 +250,11 @@ class _Api(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self._answer()
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture
 def api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with _serving(_Api) as url:
+        yield url
 
 
 def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str) -> None:
@@ -436,28 +452,17 @@ _OLD_CLUSTER = {"/api/v1": ["namespaces", "pods", "pods/status", "pods/binding",
                 "/apis/resource.k8s.io/v1": ["deviceclasses", "resourceslices", "resourceclaims"]}
 
 
-class _OldCluster(BaseHTTPRequestHandler):
+class _OldCluster(_JsonHandler):
     def do_GET(self) -> None:
         names = _OLD_CLUSTER.get(self.path)
         code, body = (200, {"kind": "APIResourceList", "resources": [{"name": n} for n in names]}) if names else (
             404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self._json(code, body)
 
 
 def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() -> None:
     # a cluster without the Workload API failed every training job's request for the whole run
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OldCluster)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    target = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _serving(_OldCluster) as target:
         no_binder = {"BinderUser": 0}
         for name in ("churn", "kubelets", "list-storm", "million"):
             plan = scenarios.build(name, quick=True)
@@ -474,9 +479,6 @@ def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() ->
         # the harness's binder watches PodGroups: against such a cluster, its scheduler places the pods
         with pytest.raises(SystemExit, match=r"podgroups\), called by BinderUser. Give --binder off"):
             run._check_resources(target, "", scenarios.build("churn", quick=True))
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 _PARTIAL_LIST = r'''
@@ -618,7 +620,7 @@ def test_a_kubeconfig_user_without_a_token_is_told_what_it_has_instead(api: str,
             run.main(["run", "churn", "--quick", "--kubeconfig", str(kc), "--out", str(tmp_path / "out")])
 
 
-class _Rbac(BaseHTTPRequestHandler):
+class _Rbac(_JsonHandler):
     """SelfSubjectAccessReviews answered as RBAC would for a user who may do everything with pods and
     namespaces but nothing with Nodes or Leases; the token "old" gets a server without the API."""
 
@@ -630,24 +632,13 @@ class _Rbac(BaseHTTPRequestHandler):
         else:
             allowed = attrs["resource"] not in ("nodes", "leases")
             code, body = 201, {**review, "status": {"allowed": allowed}}
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self._json(code, body)
 
 
 def test_calls_the_authorizer_denies_stop_the_run_before_any_load() -> None:
     # a user allowed to list pods and create namespaces (what _check_target probes) but not to
     # register Nodes ran the whole scenario, every kubelet call failing 403
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Rbac)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    target = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _serving(_Rbac) as target:
         with pytest.raises(SystemExit) as e:
             run._check_access(target, "t", scenarios.build("kubelets", quick=True))
         assert str(e.value) == (
@@ -658,9 +649,6 @@ def test_calls_the_authorizer_denies_stop_the_run_before_any_load() -> None:
         churn = scenarios.build("churn", quick=True)  # its informers follow pods: no Nodes, no Leases
         run._check_access(target, "t", scenarios.Plan(**{**churn.__dict__, "fixed": {"InformerUser": 1}}))
         run._check_access(target, "old", scenarios.build("kubelets", quick=True))  # no reviews: not checked
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 _BINDER = r'''
