@@ -2,7 +2,9 @@
 them (pkg/apis/batch/validation): ``podFailurePolicy`` (rules, actions, exit codes, pod
 conditions; only with ``restartPolicy: Never``), ``podReplacementPolicy`` (only ``Failed``
 with a pod failure policy), ``backoffLimitPerIndex`` and ``maxFailedIndexes`` (Indexed Jobs
-only). Each answers the causes of a 422 Invalid, in upstream's words::
+only, within the limits that keep ``status.failedIndexes`` short) and ``successPolicy``
+(Indexed Jobs only; rules of ``succeededIndexes``, an interval string such as ``0,2-5``,
+and ``succeededCount``). Each answers the causes of a 422 Invalid, in upstream's words::
 
     pod_failure_policy_causes(spec, "spec")
     # [{'field': 'spec.podFailurePolicy.rules[0].onExitCodes.values[0]',
@@ -11,11 +13,12 @@ only). Each answers the causes of a 422 Invalid, in upstream's words::
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, TypeGuard
 
 from .causes import Causes, cause, duplicate, invalid, not_supported, required
 
-__all__ = ["job_policy_causes"]
+__all__ = ["indexes_total", "job_policy_causes"]
 
 Obj = dict[str, Any]
 
@@ -26,6 +29,13 @@ _REPLACEMENT = ("Failed", "TerminatingOrFailed")
 _MAX_RULES = 20
 _MAX_VALUES = 255
 _MAX_PATTERNS = 20
+_MAX_SUCCESS_RULES = 20
+_MAX_SUCCEEDED_INDEXES = 64 * 1024  # bytes of a rule's succeededIndexes
+_MAX_INDEXED_PARALLELISM = 100_000
+_MAX_FAILED_INDEXES = 100_000
+_COMPLETIONS_SOFT_LIMIT = 100_000  # past it, backoffLimitPerIndex needs tighter bounds:
+_PARALLELISM_PAST_SOFT_LIMIT = 10_000
+_MAX_FAILED_INDEXES_PAST_SOFT_LIMIT = 10_000
 
 
 def _quoted(values: tuple[str, ...]) -> str:
@@ -40,6 +50,15 @@ def _too_many(field: str, n: int, limit: int) -> dict[str, str]:
 def _int32s(values: list[Any]) -> str:
     """A []int32 as ``field.Invalid`` prints it (``%#v``)."""
     return "[]int32{" + ", ".join(str(v) for v in values) + "}" if values else "[]int32(nil)"
+
+
+def _json(value: Any) -> str:
+    """A struct value as the field errors of newer apimachinery print it (JSON)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _number(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _qualified_name_problem(name: str) -> str | None:
@@ -59,13 +78,22 @@ def job_policy_causes(spec: Obj, path: str) -> Causes:
             causes.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
     if spec.get("maxFailedIndexes") is not None and spec.get("backoffLimitPerIndex") is None:
         causes.append(required(f"{path}.backoffLimitPerIndex", "when maxFailedIndexes is specified"))
-    if not indexed:
+    if indexed:
+        causes += _indexed_limits(spec, path)
+    else:
         for field in ("backoffLimitPerIndex", "maxFailedIndexes"):
             if spec.get(field) is not None:
                 causes.append(invalid(f"{path}.{field}", spec[field], "requires indexed completion mode"))
     policy = spec.get("podFailurePolicy")
     if isinstance(policy, dict):
         causes += _pod_failure_policy(spec, policy, f"{path}.podFailurePolicy")
+    success = spec.get("successPolicy")
+    if success is not None:
+        if not indexed:
+            causes.append(cause("FieldValueInvalid", f"{path}.successPolicy",
+                                f"Invalid value: {_json(success)}: requires indexed completion mode"))
+        elif isinstance(success, dict):
+            causes += _success_policy(spec, success, f"{path}.successPolicy")
     replacement = spec.get("podReplacementPolicy")
     if replacement is not None:
         if isinstance(policy, dict):
@@ -170,3 +198,115 @@ def _on_pod_conditions(patterns: list[Any], at: str) -> Causes:
         elif status not in _STATUSES:
             causes.append(not_supported(f"{at}[{j}].status", status, _STATUSES))
     return causes
+
+
+def _indexed_limits(spec: Obj, path: str) -> Causes:
+    """An Indexed Job's bounds: ``completions`` set, ``parallelism`` and ``maxFailedIndexes``
+    within what keeps its interval strings short, tighter still past 100,000 completions
+    with ``backoffLimitPerIndex``."""
+    causes: Causes = []
+    completions, parallelism = spec.get("completions"), spec.get("parallelism")
+    most_failed = spec.get("maxFailedIndexes")
+    if completions is None:
+        causes.append(required(f"{path}.completions", "when completion mode is Indexed"))
+    if _number(parallelism) and parallelism > _MAX_INDEXED_PARALLELISM:
+        causes.append(invalid(f"{path}.parallelism", parallelism,
+                              f"must be less than or equal to {_MAX_INDEXED_PARALLELISM} when completion mode is "
+                              "Indexed"))
+    if _number(completions) and _number(most_failed) and most_failed > completions:
+        causes.append(invalid(f"{path}.maxFailedIndexes", most_failed, "must be less than or equal to completions"))
+    if _number(most_failed) and most_failed > _MAX_FAILED_INDEXES:
+        causes.append(invalid(f"{path}.maxFailedIndexes", most_failed,
+                              f"must be less than or equal to {_MAX_FAILED_INDEXES}"))
+    if _number(completions) and completions > _COMPLETIONS_SOFT_LIMIT and \
+            spec.get("backoffLimitPerIndex") is not None:
+        beyond = f"when completions are above {_COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
+        if most_failed is None:
+            causes.append(required(f"{path}.maxFailedIndexes",
+                                   f"must be specified when completions is above {_COMPLETIONS_SOFT_LIMIT}"))
+        if _number(parallelism) and parallelism > _PARALLELISM_PAST_SOFT_LIMIT:
+            causes.append(invalid(f"{path}.parallelism", parallelism,
+                                  f"must be less than or equal to {_PARALLELISM_PAST_SOFT_LIMIT} {beyond}"))
+        if _number(most_failed) and most_failed > _MAX_FAILED_INDEXES_PAST_SOFT_LIMIT:
+            causes.append(invalid(f"{path}.maxFailedIndexes", most_failed,
+                                  f"must be less than or equal to {_MAX_FAILED_INDEXES_PAST_SOFT_LIMIT} {beyond}"))
+    return causes
+
+
+def _success_policy(spec: Obj, policy: Obj, path: str) -> Causes:
+    causes: Causes = []
+    rules = policy.get("rules") or []
+    if not isinstance(rules, list):
+        return causes
+    if not rules:
+        causes.append(required(f"{path}.rules",
+                               "at least one rules must be specified when the successPolicy is specified"))
+    if len(rules) > _MAX_SUCCESS_RULES:
+        causes.append(_too_many(f"{path}.rules", len(rules), _MAX_SUCCESS_RULES))
+    completions = spec.get("completions")
+    for i, rule in enumerate(rules):
+        if isinstance(rule, dict) and _number(completions):
+            causes += _success_rule(rule, completions, f"{path}.rules[{i}]")
+    return causes
+
+
+def _success_rule(rule: Obj, completions: int, at: str) -> Causes:
+    causes: Causes = []
+    indexes, count = rule.get("succeededIndexes"), rule.get("succeededCount")
+    if indexes is None and count is None:
+        causes.append(required(at, "at least one of succeededCount or succeededIndexes must be specified"))
+    total = 0
+    if isinstance(indexes, str):
+        if len(indexes) > _MAX_SUCCEEDED_INDEXES:
+            causes.append(cause("FieldValueTooLong", f"{at}.succeededIndexes",
+                                f"Too long: may not be more than {_MAX_SUCCEEDED_INDEXES} bytes"))
+        try:
+            total = indexes_total(indexes, completions)
+        except ValueError as e:
+            causes.append(invalid(f"{at}.succeededIndexes", indexes, f"error parsing succeededIndexes: {e}"))
+    if _number(count):
+        if count < 0:
+            causes.append(invalid(f"{at}.succeededCount", count, "must be greater than or equal to 0"))
+        if count > completions:
+            causes.append(invalid(f"{at}.succeededCount", count,
+                                  f"must be less than or equal to {completions} (the number of specified completions)"))
+        if indexes is not None and count > total:
+            causes.append(invalid(f"{at}.succeededCount", count, f"must be less than or equal to {total} (the number "
+                                  "of indexes in the specified succeededIndexes field)"))
+    return causes
+
+
+def indexes_total(text: str, completions: int) -> int:
+    """How many indexes an interval string (``0,2-5``) names, each below ``completions``, in
+    increasing order; a ValueError in upstream's words (``validateIndexesFormat``) if not."""
+    total, last = 0, -1
+    for fragment in text.split(",") if text else ():
+        first, end = _interval(fragment, completions)
+        if last >= first:
+            raise ValueError(f"non-increasing order, previous: {last}, current: {first}")
+        total += end - first + 1
+        last = end
+    return total
+
+
+def _interval(fragment: str, completions: int) -> tuple[int, int]:
+    bounds = fragment.split("-")
+    if len(bounds) > 2:
+        raise ValueError(f"the fragment {_go_quote(fragment)} violates the requirement that an index interval can have "
+                         "at most two parts separated by '-'")
+    values: list[int] = []
+    for bound in bounds:
+        digits = bound[1:] if bound[:1] == "+" else bound  # (Go's Atoi: a sign, then decimal digits)
+        if not (digits.isascii() and digits.isdigit()):
+            raise ValueError(f"cannot convert string to integer for index: {_go_quote(bound)}")
+        value = int(digits)
+        if value >= completions:
+            raise ValueError(f"too large index: {_go_quote(bound)}")
+        values.append(value)
+    if len(values) == 2 and values[0] >= values[1]:
+        raise ValueError(f"non-increasing order, previous: {values[0]}, current: {values[1]}")
+    return values[0], values[-1]
+
+
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -129,3 +129,47 @@ def test_a_cron_jobs_job_template_is_checked_too() -> None:
         ("spec.jobTemplate.spec.podFailurePolicy.rules[0].onExitCodes.values[0]",
          "Invalid value: 0: must not be 0 for the In operator")]
     assert cron["spec"]["jobTemplate"]["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def test_per_index_limits_are_bounded_as_upstream() -> None:
+    indexed: dict[str, Any] = {"completionMode": "Indexed", "backoffLimitPerIndex": 1}
+    assert causes(job(**indexed, completions=2, maxFailedIndexes=3)) == [
+        ("spec.maxFailedIndexes", "Invalid value: 3: must be less than or equal to completions")]
+    assert causes(job(completionMode="Indexed", parallelism=2)) == [
+        ("spec.completions", "Required value: when completion mode is Indexed")]
+    assert causes(job(**indexed, completions=200_000, parallelism=20_000)) == [
+        ("spec.maxFailedIndexes", "Required value: must be specified when completions is above 100000"),
+        ("spec.parallelism", "Invalid value: 20000: must be less than or equal to 10000 when completions are above "
+                             "100000 and used with backoff limit per index")]
+    assert causes(job(**indexed, completions=200_000, parallelism=10, maxFailedIndexes=10_000)) == []
+
+
+def test_a_success_policy_is_validated_as_upstream() -> None:
+    def success(*rules: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        return job(**{"completionMode": "Indexed", "completions": 5, **spec}, successPolicy={"rules": list(rules)})
+
+    assert causes(success({"succeededIndexes": "0,2-4", "succeededCount": 3}, {"succeededCount": 5})) == []
+    assert causes(job(completions=5, successPolicy={"rules": [{"succeededCount": 1}]})) == [
+        ("spec.successPolicy", 'Invalid value: {"rules":[{"succeededCount":1}]}: requires indexed completion mode')]
+    assert causes(success()) == [("spec.successPolicy.rules", "Required value: at least one rules must be specified "
+                                                              "when the successPolicy is specified")]
+    assert causes(success({})) == [("spec.successPolicy.rules[0]", "Required value: at least one of succeededCount "
+                                                                   "or succeededIndexes must be specified")]
+    assert causes(success({"succeededCount": 6}, {"succeededIndexes": "1-2", "succeededCount": 3})) == [
+        ("spec.successPolicy.rules[0].succeededCount",
+         "Invalid value: 6: must be less than or equal to 5 (the number of specified completions)"),
+        ("spec.successPolicy.rules[1].succeededCount",
+         "Invalid value: 3: must be less than or equal to 2 (the number of indexes in the specified succeededIndexes "
+         "field)")]
+    bad = {"1-3-4": 'the fragment "1-3-4" violates the requirement that an index interval can have at most two parts '
+                    "separated by '-'",
+           "a": 'cannot convert string to integer for index: "a"', "5": 'too large index: "5"',
+           "2,1": "non-increasing order, previous: 2, current: 1",
+           "3-3": "non-increasing order, previous: 3, current: 3",
+           "0-2,2": "non-increasing order, previous: 2, current: 2"}
+    for text, problem in bad.items():
+        assert causes(success({"succeededIndexes": text})) == [
+            ("spec.successPolicy.rules[0].succeededIndexes",
+             f'Invalid value: "{text}": error parsing succeededIndexes: {problem}')], text
+    too_many = success(*[{"succeededCount": 1}] * 21)
+    assert causes(too_many) == [("spec.successPolicy.rules", "Too many: 21: must have at most 20 items")]
