@@ -16,30 +16,41 @@ judged by the first rule that matches its exit codes or conditions; a
 ``FailJob`` rule fails the Job at once (FailureTarget, then Failed once its
 other pods are gone, reason ``PodFailurePolicy`` and upstream's message), an
 ``Ignore`` rule's pod is not counted against ``backoffLimit`` (nor in
-``status.failed``), ``Count`` counts it. With a policy (or
-``podReplacementPolicy: Failed``) a terminating pod is replaced only once it
-is gone, and a pod someone else deletes before it finishes (an eviction,
-preemption) is judged as failed with its last status, as a kubelet would
-have failed it: its conditions (``DisruptionTarget``) match, its containers,
-never terminated, match no exit code rule.
+``status.failed``), ``Count`` counts it, ``FailIndex`` fails its index. With a
+policy (or ``podReplacementPolicy: Failed``) a terminating pod is replaced only
+once it is gone, and a pod someone else deletes before it finishes (an
+eviction, preemption) is judged as failed with its last status, as a kubelet
+would have failed it: its conditions (``DisruptionTarget``) match, its
+containers, never terminated, match no exit code rule.
 
-Status as upstream: active, ready, terminating, succeeded, failed,
-startTime, completionTime, and the conditions ``kubectl wait
---for=condition=complete`` reads: SuccessCriteriaMet then Complete, or
-FailureTarget then Failed (each terminal condition once no pod is left
-terminating), and Suspended. Pods of a deleted Job are collected
-(``controllers/ownership.py``); with no ``propagationPolicy`` a batch/v1 Job's
-pods are orphaned, as upstream, and the API warns as upstream does.
+Indexed Jobs (``controllers/indexedjobs.py``) with ``backoffLimitPerIndex``:
+each index is retried on its own, its pods carrying the index's failure counts
+(``batch.kubernetes.io/job-index-failure-count``, and
+``job-index-ignored-failure-count`` for the policy's ignored ones); an index
+that fails once more than allowed, or on a ``FailIndex`` rule, is listed in
+``status.failedIndexes`` and not run again. More failed indexes than
+``maxFailedIndexes`` fail the Job (``MaxFailedIndexesExceeded``), and so does
+every index ended with some failed (``FailedIndexes``). A ``successPolicy``
+met (its first rule whose ``succeededIndexes``, or ``succeededCount`` of
+them, have succeeded) ends the Job early: SuccessCriteriaMet (reason
+``SuccessPolicy``, ``Matched rules at index N``), its other pods deleted (not
+counted as failed), then Complete.
+
+Status as upstream: active, ready, terminating (0 too), succeeded, failed,
+completedIndexes and failedIndexes (intervals, ``0-2,5,7,8``), startTime,
+completionTime, and the conditions ``kubectl wait --for=condition=complete``
+reads: SuccessCriteriaMet then Complete, or FailureTarget then Failed (each
+terminal condition once no pod is left terminating), and Suspended. Pods of a
+deleted Job are collected (``controllers/ownership.py``); with no
+``propagationPolicy`` a batch/v1 Job's pods are orphaned, as upstream, and the
+API warns as upstream does.
 
 Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
 counts come from the pods, so deleting finished pods by hand lowers no
-count, since counts never go down; a Job without a pod failure policy does
-not count a pod deleted before it finished, upstream counts it as failed), the
-exponential delay before replacing a failed pod, ``successPolicy`` and
-``backoffLimitPerIndex`` with ``maxFailedIndexes`` (accepted and validated,
-not acted on: an index is retried under ``backoffLimit``, which
-``backoffLimitPerIndex`` defaults to 2147483647, so a ``FailIndex`` rule
-counts as ``Count`` and fails no index).
+count, since counts never go down, and an index's failure count restarts
+from the failed pods still there; a Job without a pod failure policy does
+not count a pod deleted before it finished, upstream counts it as failed),
+the exponential delay before replacing a failed pod (per index too).
 
 ``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
 go first) that many seconds after it finished, as the TTL-after-finished
@@ -59,8 +70,18 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
+from .indexedjobs import (
+    COMPLETION_INDEX,
+    completion_index,
+    compress_indexes,
+    fails_its_index,
+    failure_annotations,
+    parse_indexes,
+    pods_being_replaced,
+    success_policy_met,
+)
 from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
-from .podfailurepolicy import verdict
+from .podfailurepolicy import Verdict, verdict
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -69,7 +90,6 @@ __all__ = ["COMPLETION_INDEX", "JobController", "compress_indexes", "start"]
 
 log = logging.getLogger(__name__)
 
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 BURST = 500
 
 
@@ -80,20 +100,6 @@ def _now() -> str:
 def _seconds_since(timestamp: str) -> float:
     moment = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     return (datetime.datetime.now(datetime.UTC) - moment).total_seconds()
-
-
-def compress_indexes(indexes: set[int]) -> str:
-    """``{0, 1, 2, 5}`` -> ``"0-2,5"`` (``status.completedIndexes``)."""
-    runs: list[str] = []
-    ordered = sorted(indexes)
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        runs.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(runs)
 
 
 # the events upstream records as a Job's conditions change: (reason, message); empty: the condition's
@@ -109,14 +115,6 @@ def _phase(pod: Mapping[str, Any]) -> str:
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
-
-
-def _index(pod: Mapping[str, Any]) -> int | None:
-    value = (meta_of(pod).get("annotations") or {}).get(COMPLETION_INDEX)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _condition(job: Mapping[str, Any], kind: str) -> bool:
@@ -266,9 +264,18 @@ class JobController:
             return sum(1 for v in verdicts if v.counts) + sum(1 for p in ended.values() if verdict(policy, p).counts)
 
         failed = max(int(status.get("failed", 0) or 0), counted())
-        done_indexes = {i for p in succeeded_pods if (i := _index(p)) is not None
-                        and completions is not None and i < int(completions)}
-        succeeded = max(int(status.get("succeeded", 0) or 0), len(done_indexes) if indexed else len(succeeded_pods))
+        n = int(completions) if indexed and completions is not None else 0
+        # an index once succeeded stays so (its pod may be gone), as does one failed
+        done_indexes = parse_indexes(status.get("completedIndexes"), n) | {
+            i for p in succeeded_pods if (i := completion_index(p)) is not None and i < n}
+        succeeded = len(done_indexes) if indexed else max(int(status.get("succeeded", 0) or 0), len(succeeded_pods))
+        per_index = indexed and spec.get("backoffLimitPerIndex") is not None
+        failed_indexes: set[int] = set()
+        if per_index:
+            limit = int(spec["backoffLimitPerIndex"])
+            failed_indexes = parse_indexes(status.get("failedIndexes"), n) | {
+                i for p in failed_pods.values() if (i := completion_index(p)) is not None and i < n
+                and i not in done_indexes and fails_its_index(policy, limit, p)}
         conditions = list(status.get("conditions") or ())
         now = _now()
 
@@ -291,6 +298,7 @@ class JobController:
             return
         doomed: list[dict[str, Any]] = []
         to_create: list[int | None] = []
+        annotations: dict[int, dict[str, str]] = {}  # per index, those of its new pod
         if finished:
             doomed = active
             self._vanished.pop(uid, None)  # (their count is in status.failed for good)
@@ -303,18 +311,19 @@ class JobController:
                 condition("Suspended", "False", "JobResumed", "Job resumed")
             status.setdefault("startTime", now)
             deadline = spec.get("activeDeadlineSeconds")
-            backoff_limit = int(spec.get("backoffLimit", 6))
             # the terminal condition waits for the pods still terminating, as upstream's
             # (FailureTarget or SuccessCriteriaMet says at once what it will be)
             settled = not active and not terminating
-            target = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
-                           if c.get("type") == "FailureTarget" and c.get("status") == "True"), None)
-            if target is None and not _condition(job, "SuccessCriteriaMet"):
-                target = next((("PodFailurePolicy", v.message) for v in verdicts if v.message is not None), None)
-            if target is None and failed > backoff_limit:
-                target = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-            if target is None and deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):
-                target = ("DeadlineExceeded", "Job was active longer than specified deadline")
+            success = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
+                            if c.get("type") == "SuccessCriteriaMet" and c.get("status") == "True"), None)
+            target = None if success is not None else self._failure_target(spec, status, conditions, verdicts, failed)
+            if indexed and target is None and success is None:
+                target = self._failed_indexes_target(spec, n, done_indexes, failed_indexes) if per_index else None
+                message = success_policy_met(spec.get("successPolicy"), n, done_indexes) if target is None else None
+                success = ("SuccessPolicy", message) if message is not None else None
+            if success is None and target is None and (
+                    bool(succeeded_pods) if completions is None else succeeded >= int(completions)):
+                success = ("CompletionsReached", "Reached expected number of succeeded pods")
             if target is not None:
                 condition("FailureTarget", "True", *target)
                 doomed = active
@@ -325,36 +334,72 @@ class JobController:
                 failed = max(failed, counted())
                 if settled:
                     condition("Failed", "True", *target)
-            elif (bool(succeeded_pods) if completions is None else succeeded >= int(completions)):
-                reached = "Reached expected number of succeeded pods"
-                condition("SuccessCriteriaMet", "True", "CompletionsReached", reached)
-                doomed = active
+            elif success is not None:
+                condition("SuccessCriteriaMet", "True", *success)
+                doomed = active  # (not counted as failed: the Job succeeded)
                 if settled:
-                    condition("Complete", "True", "CompletionsReached", reached)
+                    condition("Complete", "True", *success)
                     status["completionTime"] = now
             else:
                 waiting = leaving if _failed_only(spec) else []  # not replaced before they have failed
-                to_create = self._wanted(completions, indexed, parallelism, succeeded, active, done_indexes, waiting)
+                to_create = self._wanted(completions, indexed, parallelism, succeeded, active,
+                                         done_indexes | failed_indexes, waiting)
+                if per_index and to_create:
+                    running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
+                    replaced = pods_being_replaced(failed_pods.values(), done_indexes | failed_indexes | running, n)
+                    annotations = {i: failure_annotations(policy, replaced.get(i))
+                                   for i in to_create if i is not None}
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
         if doomed:
             await asyncio.gather(*(self._delete_pod(job, p) for p in doomed))
         if to_create:
-            await self._create_pods(job, to_create[:BURST])
+            await self._create_pods(job, to_create[:BURST], annotations)
         ready = sum(1 for p in active if _ready(p))
         new_status = {**status, "active": len(active) - len(doomed) + len(to_create[:BURST]) or None,
-                      "ready": ready, "terminating": terminating + len(doomed) or None,
+                      "ready": ready, "terminating": terminating + len(doomed),
                       "succeeded": succeeded or None, "failed": failed or None,
                       "conditions": conditions or None}
         if indexed:
             new_status["completedIndexes"] = compress_indexes(done_indexes) or None
+            if per_index:  # (set, empty or not, as upstream's pointer)
+                new_status["failedIndexes"] = compress_indexes(failed_indexes)
         new_status = {k: v for k, v in new_status.items() if v is not None}
         if new_status != (job.get("status") or {}):
             keys = {*new_status, *(job.get("status") or {})}  # a key no longer set is removed (null)
             await self.client.patch(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name"),
                                                   "status"),
                                     {"status": {k: new_status.get(k) for k in keys}})
+
+    @staticmethod
+    def _failure_target(spec: Mapping[str, Any], status: Mapping[str, Any], conditions: list[dict[str, Any]],
+                        verdicts: list[Verdict], failed: int) -> tuple[str, str] | None:
+        """Why the Job fails, if it does, as upstream decides it in this order: a FailureTarget
+        already set, a FailJob rule's pod, more failures than ``backoffLimit``, its
+        ``activeDeadlineSeconds`` passed; None while it runs on."""
+        target = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
+                       if c.get("type") == "FailureTarget" and c.get("status") == "True"), None)
+        if target is None:
+            target = next((("PodFailurePolicy", v.message) for v in verdicts if v.message is not None), None)
+        if target is None and failed > int(spec.get("backoffLimit", 6)):
+            target = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        deadline = spec.get("activeDeadlineSeconds")
+        if target is None and deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):
+            target = ("DeadlineExceeded", "Job was active longer than specified deadline")
+        return target
+
+    @staticmethod
+    def _failed_indexes_target(spec: Mapping[str, Any], completions: int, done: set[int],
+                               failed: set[int]) -> tuple[str, str] | None:
+        """Why a Job with ``backoffLimitPerIndex`` fails for its failed indexes: more of them than
+        ``maxFailedIndexes``, or every index ended and some failed."""
+        most = spec.get("maxFailedIndexes")
+        if most is not None and len(failed) > int(most):
+            return "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes"
+        if failed and len(failed) + len(done) >= completions:
+            return "FailedIndexes", "Job has failed indexes"
+        return None
 
     @staticmethod
     def _wanted(completions: Any, indexed: bool, parallelism: int, succeeded: int,
@@ -369,7 +414,7 @@ class JobController:
         if completions is None:
             return [None] * room
         if indexed:
-            running = {i for p in [*active, *waiting] if (i := _index(p)) is not None}
+            running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
             missing = [i for i in range(int(completions)) if i not in done_indexes and i not in running]
             return list(missing[:room])
         return [None] * min(room, int(completions) - succeeded - len(active) - len(waiting))
@@ -386,7 +431,10 @@ class JobController:
                 self._deleting.discard(uid)
                 raise
 
-    async def _create_pods(self, job: dict[str, Any], indexes: list[int | None]) -> None:
+    async def _create_pods(self, job: dict[str, Any], indexes: list[int | None],
+                           annotations: Mapping[int, Mapping[str, str]] | None = None) -> None:
+        """Creates the pods of ``indexes`` (None: a NonIndexed Job's), each index's with its
+        ``annotations`` (the per-index failure counts) besides the template's."""
         meta = meta_of(job)
         uid = str(meta.get("uid", ""))
         template = (job.get("spec") or {}).get("template") or {}
@@ -402,6 +450,7 @@ class JobController:
                                      "controller": True, "blockOwnerDeletion": True}]}
             spec = copy.deepcopy(template.get("spec") or {})
             if index is not None:
+                pod_meta["annotations"].update((annotations or {}).get(index) or {})
                 pod_meta["annotations"][COMPLETION_INDEX] = str(index)
                 pod_meta["labels"][COMPLETION_INDEX] = str(index)
                 spec.setdefault("hostname", f"{meta['name']}-{index}")

@@ -13,8 +13,8 @@ The rules are tried in order and the first that matches decides:
 
 Its ``action``: ``FailJob`` fails the Job (the message says which container or condition
 matched which rule), ``Ignore`` does not count the pod against ``backoffLimit``, ``Count``
-counts it as if no rule matched, ``FailIndex`` fails the pod's index (only with
-``backoffLimitPerIndex``, which validation requires)::
+counts it as if no rule matched, ``FailIndex`` counts it and fails the pod's index (only with
+``backoffLimitPerIndex``, which validation requires: ``controllers/indexedjobs.py``)::
 
     verdict(policy, pod)   # Verdict(message=None, counts=False, action='Ignore')
 """

@@ -59,7 +59,7 @@ async def settled(c: Client, name: str, last: str) -> dict[str, str] | None:
 
 
 def test_completed_indexes_are_compressed() -> None:
-    assert compress_indexes({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert compress_indexes({0, 1, 2, 5, 7, 8}) == "0-2,5,7,8"  # a pair as two, as upstream
     assert compress_indexes(set()) == ""
 
 
@@ -308,3 +308,102 @@ def test_terminating_pods_not_yet_replaced_keep_their_room_and_index() -> None:
     assert JobController._wanted(3, True, 3, 0, [pod(0)], set(), [pod(1)]) == [2]
     assert JobController._wanted(3, True, 3, 0, [pod(0)], set()) == [1, 2]
     assert JobController._wanted(4, False, 2, 1, [pod(0)], set(), [pod(1)]) == []
+
+
+# -- backoffLimitPerIndex and successPolicy -------------------------------------------------------
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_FAILURE_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
+
+
+async def by_index(c: Client, name: str, n: int, without: set[str] | None = None) -> dict[int, dict[str, Any]] | None:
+    """The job's ``n`` active pods by index, once there are that many."""
+    pods = await _exactly(c, name, n, without)
+    return {int(p["metadata"]["annotations"][COMPLETION_INDEX]): p for p in pods} if pods is not None else None
+
+
+async def status_of(c: Client, name: str, **want: Any) -> dict[str, Any] | None:
+    """The job's status once it has the ``want``ed fields."""
+    status: dict[str, Any] = (await c.get(f"{JOBS}/{name}")).get("status") or {}
+    return status if all(status.get(k) == v for k, v in want.items()) else None
+
+
+async def test_an_index_past_its_backoff_limit_fails_alone_and_is_not_retried(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("per", completions=3, parallelism=3, completionMode="Indexed", backoffLimitPerIndex=1))
+    first = await until(lambda: by_index(c, "per", 3))
+    assert {p["metadata"]["annotations"][FAILURE_COUNT] for p in first.values()} == {"0"}
+    await finish(c, first[0], "Failed")  # the index's first failure, of one allowed: retried
+    again = await until(lambda: by_index(c, "per", 3, without={first[0]["metadata"]["name"]}))
+    assert again[0]["metadata"]["annotations"][FAILURE_COUNT] == "1"
+    await finish(c, again[0], "Failed")  # its second: index 0 fails, and no pod runs it again
+    status = await until(lambda: status_of(c, "per", failedIndexes="0"))
+    assert status["failed"] == 2 and status["active"] == 2 and status["terminating"] == 0
+    assert "conditions" not in status  # the other indexes run on
+    assert sorted(await until(lambda: by_index(c, "per", 2))) == [1, 2]
+    await finish(c, first[1], "Succeeded")
+    await finish(c, first[2], "Succeeded")
+    message = "Job has failed indexes"
+    assert await until(lambda: settled(c, "per", "Failed")) == {"FailureTarget": "FailedIndexes",
+                                                                "Failed": "FailedIndexes"}
+    assert (await full_conditions(c, "per"))["Failed"] == ("FailedIndexes", message)
+    status = (await c.get(f"{JOBS}/per"))["status"]
+    assert (status["completedIndexes"], status["failedIndexes"], status["succeeded"], status["failed"]) == \
+        ("1,2", "0", 2, 2)
+
+
+async def test_more_failed_indexes_than_max_failed_indexes_fail_the_job(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("most", completions=4, parallelism=4, completionMode="Indexed", backoffLimitPerIndex=0,
+                             maxFailedIndexes=1))
+    pods = await until(lambda: by_index(c, "most", 4))
+    await finish(c, pods[1], "Failed")
+    await until(lambda: status_of(c, "most", failedIndexes="1"))
+    assert await conditions(c, "most") == {}  # one failed index is allowed
+    await finish(c, pods[3], "Failed")
+    assert await until(lambda: settled(c, "most", "Failed")) == {"FailureTarget": "MaxFailedIndexesExceeded",
+                                                                 "Failed": "MaxFailedIndexesExceeded"}
+    assert (await full_conditions(c, "most"))["Failed"][1] == \
+        "Job has exceeded the specified maximal number of failed indexes"
+    assert await pods_of(c, "most") == []  # the others were ended, and counted as failed, as upstream
+    status = (await c.get(f"{JOBS}/most"))["status"]
+    assert (status["failedIndexes"], status["failed"]) == ("1,3", 4)
+
+
+async def test_a_fail_index_rule_fails_the_index_at_once_and_ignored_failures_are_counted_apart(
+        client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("rules", completions=2, parallelism=2, completionMode="Indexed", backoffLimitPerIndex=3,
+                             podFailurePolicy={"rules": [
+                                 {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},
+                                 {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]}))
+    pods = await until(lambda: by_index(c, "rules", 2))
+    await fail_with(c, pods[0], 3)  # ignored: retried, counted apart
+    await fail_with(c, pods[1], 42)  # FailIndex: index 1 fails, with retries left
+    await until(lambda: status_of(c, "rules", failedIndexes="1"))
+    (again,) = (await until(lambda: by_index(c, "rules", 1, without={pods[0]["metadata"]["name"]}))).values()
+    annotations = again["metadata"]["annotations"]
+    assert (annotations[COMPLETION_INDEX], annotations[FAILURE_COUNT], annotations[IGNORED_FAILURE_COUNT]) == \
+        ("0", "0", "1")
+    await finish(c, again, "Succeeded")
+    assert await until(lambda: settled(c, "rules", "Failed")) == {"FailureTarget": "FailedIndexes",
+                                                                  "Failed": "FailedIndexes"}
+    assert (await c.get(f"{JOBS}/rules"))["status"]["failed"] == 1  # the ignored failure is not counted
+
+
+async def test_a_success_policy_met_ends_the_job_early_and_complete(client: Client) -> None:
+    c = client
+    await c.create(JOBS, job("early", completions=5, parallelism=5, completionMode="Indexed", successPolicy={"rules": [
+        {"succeededIndexes": "4"}, {"succeededIndexes": "0-2", "succeededCount": 2}]}))
+    pods = await until(lambda: by_index(c, "early", 5))
+    await finish(c, pods[0], "Succeeded")
+    await until(lambda: status_of(c, "early", completedIndexes="0"))
+    assert await conditions(c, "early") == {}
+    await finish(c, pods[2], "Succeeded")  # two of 0-2: rule 1 is met
+    message = "Matched rules at index 1"
+    got = await until(lambda: settled(c, "early", "Complete"))
+    assert got == {"SuccessCriteriaMet": "SuccessPolicy", "Complete": "SuccessPolicy"}
+    assert (await full_conditions(c, "early"))["Complete"] == ("SuccessPolicy", message)
+    assert await pods_of(c, "early") == []  # the others were ended, not counted as failed
+    status = (await c.get(f"{JOBS}/early"))["status"]
+    assert (status["completedIndexes"], status["succeeded"], status["terminating"]) == ("0,2", 2, 0)
+    assert "failed" not in status and "active" not in status and status["completionTime"]
