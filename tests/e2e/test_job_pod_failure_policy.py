@@ -1,7 +1,8 @@
-"""A Job's podFailurePolicy end to end: ``controlplane serve`` with its scheduler, one
-simulated node and the built-in stages plus one that fails a running pod with the exit code
-its annotation names (as a KWOK chaos stage would), driven by kubectl and the official client
-over a socket."""
+"""A Job's podFailurePolicy, backoffLimitPerIndex and successPolicy end to end:
+``controlplane serve`` with its scheduler, one simulated node and the built-in stages plus one
+that fails a running pod with the exit code its annotation names (as a KWOK chaos stage would)
+and one that makes index 0 of a Job so annotated succeed, driven by kubectl and the official
+client over a socket."""
 
 from __future__ import annotations
 
@@ -60,13 +61,58 @@ spec:
 """
 
 
+INDEX_ZERO_SUCCEEDS = "test.controlplane.dev/index-zero-succeeds"
+# index 0 of a Job so annotated succeeds as soon as it runs (its other indexes run on)
+SUCCEED_STAGE = f"""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-index-zero-succeeds
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.metadata.annotations["{INDEX_ZERO_SUCCEEDS}"]'
+      operator: Exists
+    - key: '.metadata.annotations["batch.kubernetes.io/job-completion-index"]'
+      operator: In
+      values: ["0"]
+  weight: 1000
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      phase: Succeeded
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        imageID: ""
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            finishedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+"""
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     tmp = tmp_path_factory.mktemp("pfp")
     builtin = (Path(stages_module).parent / "default-stages.yaml").read_text()
     stages = tmp / "stages.yaml"
     # pods without the annotation run until evicted (their pod-complete a minute away)
-    stages.write_text(builtin.replace("__JOB_MILLISECONDS__", "60000") + "\n---\n" + FAIL_STAGE)
+    stages.write_text(builtin.replace("__JOB_MILLISECONDS__", "60000") + "\n---\n" + FAIL_STAGE + "\n---\n" +
+                      SUCCEED_STAGE)
     with running(start_serve(tmp, scheduler=True, extra=("--nodes", "1", "--stages", str(stages)))) as s:
         yield s
 
@@ -150,3 +196,62 @@ def test_an_ignore_rule_on_disruption_target_does_not_count_an_evicted_pod(serve
     assert replacement.metadata.name != evicted["evicted"]
     job = batch.read_namespaced_job("evicted", "default")
     assert not job.status.failed and not [c for c in job.status.conditions or () if c.status == "True"]
+
+
+def indexed_job_yaml(name: str, spec: str, annotation: str) -> str:
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  completionMode: Indexed
+{spec}
+  template:
+    metadata: {{annotations: {{{annotation}}}}}
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 0
+      containers: [{{name: main, image: busybox}}]
+"""
+
+
+def test_each_index_is_retried_to_its_own_backoff_limit(served: Serve) -> None:
+    spec = "  completions: 2\n  parallelism: 2\n  backoffLimitPerIndex: 1"
+    kubectl(served, "apply", "-f", "-", stdin=indexed_job_yaml("per-index", spec, f'"{EXIT_CODE}": "1"'))
+    kubectl(served, "wait", "--for=condition=failed", "job/per-index", "--timeout=60s")
+    failed = conditions(served, "per-index")["Failed"]
+    assert (failed["reason"], failed["message"]) == ("FailedIndexes", "Job has failed indexes")
+    status = orjson.loads(kubectl(served, "get", "job", "per-index", "-o", "json"))["status"]
+    assert (status["failedIndexes"], status["failed"], status["terminating"]) == ("0,1", 4, 0)
+    pods = orjson.loads(kubectl(served, "get", "pods", "-l", "job-name=per-index", "-o", "json"))["items"]
+    counts = sorted((p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"],
+                     p["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"]) for p in pods)
+    assert counts == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]  # each index twice, no more
+
+
+def test_a_fail_index_rule_fails_its_index_at_once(served: Serve) -> None:
+    spec = """  completions: 3
+  parallelism: 1
+  backoffLimitPerIndex: 6
+  maxFailedIndexes: 0
+  podFailurePolicy:
+    rules: [{action: FailIndex, onExitCodes: {operator: In, values: [42]}}]"""
+    kubectl(served, "apply", "-f", "-", stdin=indexed_job_yaml("fail-index", spec, f'"{EXIT_CODE}": "42"'))
+    kubectl(served, "wait", "--for=condition=failed", "job/fail-index", "--timeout=60s")
+    assert conditions(served, "fail-index")["Failed"]["reason"] == "MaxFailedIndexesExceeded"
+    status = orjson.loads(kubectl(served, "get", "job", "fail-index", "-o", "json"))["status"]
+    assert (status["failedIndexes"], status["failed"]) == ("0", 1)  # not retried, for all its limit of 6
+
+
+def test_a_success_policy_met_completes_the_job_early(served: Serve, api: client.ApiClient) -> None:
+    spec = "  completions: 3\n  parallelism: 3\n  successPolicy:\n    rules: [{succeededIndexes: '0'}]"
+    kubectl(served, "apply", "-f", "-", stdin=indexed_job_yaml("early", spec, f'"{INDEX_ZERO_SUCCEEDS}": ""'))
+    kubectl(served, "wait", "--for=condition=complete", "job/early", "--timeout=60s")
+    job = client.BatchV1Api(api).read_namespaced_job("early", "default")
+    got = {c.type: (c.reason, c.message) for c in job.status.conditions if c.status == "True"}
+    assert got == {"SuccessCriteriaMet": ("SuccessPolicy", "Matched rules at index 0"),
+                   "Complete": ("SuccessPolicy", "Matched rules at index 0")}
+    assert (job.status.completed_indexes, job.status.succeeded, job.status.failed, job.status.active) == \
+        ("0", 1, None, None)
+    pods = client.CoreV1Api(api).list_namespaced_pod("default", label_selector="job-name=early").items
+    assert [p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods] == ["0"]
