@@ -45,12 +45,16 @@ deleted Job are collected (``controllers/ownership.py``); with no
 ``propagationPolicy`` a batch/v1 Job's pods are orphaned, as upstream, and the
 API warns as upstream does.
 
+``podReplacementPolicy: TerminatingOrFailed`` (the default without a pod
+failure policy): a pod someone else deletes before it finished is replaced at
+once, and counted as failed from then on, as upstream's; the pods this
+controller deletes (suspend, a success) are not.
+
 Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
 counts come from the pods, so deleting finished pods by hand lowers no
 count, since counts never go down, and an index's failure count restarts
-from the failed pods still there; a Job without a pod failure policy does
-not count a pod deleted before it finished, upstream counts it as failed),
-the exponential delay before replacing a failed pod (per index too).
+from the failed pods still there), the exponential delay before replacing a
+failed pod (per index too).
 
 ``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
 go first) that many seconds after it finished, as the TTL-after-finished
@@ -143,10 +147,12 @@ class JobController:
         self.expectations = Expectations()
         self.events = Recorder(client, "job-controller")
         self.created = 0
-        # Pods of a Job replacing only failed pods that someone else deleted before they finished
-        # (an eviction, preemption): a kubelet would have failed them (their containers killed)
-        # and the tracking finalizer kept them for the Job to see; here they are simply gone, so
-        # their last state is kept (Job uid -> pod uid -> pod) and judged as a failed pod's.
+        # Pods someone else deleted before they finished (an eviction, preemption): a Job
+        # replacing only failed pods would have seen them failed by their kubelet (containers
+        # killed), one replacing terminating pods counts them failed once terminating (upstream's
+        # isPodFailed), and the tracking finalizer kept them for the Job to see; here they are
+        # simply gone, so their last state is kept (Job uid -> pod uid -> pod) and judged as a
+        # failed pod's.
         self._vanished: dict[str, dict[str, dict[str, Any]]] = {}
         self._deleting: set[str] = set()  # the uids of the pods this controller deleted
         # the pods a failing Job deleted, counted as failed (Job uid -> pod uid -> pod)
@@ -183,7 +189,7 @@ class JobController:
         elif owner is not None and _phase(pod) not in ("Succeeded", "Failed"):
             key = self._job_keys.get(owner)
             job = self.jobs.items.get(key) if key is not None else None
-            if job is not None and _failed_only(job.get("spec") or {}) and not meta_of(job).get("deletionTimestamp") \
+            if job is not None and not meta_of(job).get("deletionTimestamp") \
                     and not (_condition(job, "Complete") or _condition(job, "Failed")):
                 self._vanished.setdefault(owner, {})[uid] = pod
         if owner is not None:
@@ -254,6 +260,8 @@ class JobController:
         succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
         policy = spec.get("podFailurePolicy")
         failed_pods = {str(meta_of(p).get("uid", "")): p for p in pods.values() if _phase(p) == "Failed"}
+        if not _failed_only(spec):  # (TerminatingOrFailed: one someone deletes has failed, as upstream's)
+            failed_pods.update((u, p) for p in leaving if (u := str(meta_of(p).get("uid", ""))) not in self._deleting)
         failed_pods.update(self._vanished.get(uid, {}))
         verdicts = [verdict(policy, p) for p in failed_pods.values()]
 

@@ -407,3 +407,22 @@ async def test_a_success_policy_met_ends_the_job_early_and_complete(client: Clie
     status = (await c.get(f"{JOBS}/early"))["status"]
     assert (status["completedIndexes"], status["succeeded"], status["terminating"]) == ("0,2", 2, 0)
     assert "failed" not in status and "active" not in status and status["completionTime"]
+
+
+async def test_without_a_policy_a_deleted_pod_is_replaced_at_once_and_counted_as_failed(client: Client) -> None:
+    """podReplacementPolicy TerminatingOrFailed (the default without a pod failure policy): a
+    pod someone deletes has failed, as upstream's isPodFailed has it, terminating or gone."""
+    c = client
+    await c.create(JOBS, job("eager", backoffLimit=1))
+    (pod,) = await until(lambda: _exactly(c, "eager", 1))
+    name = pod["metadata"]["name"]
+    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": ["test.example/hold"]}})
+    await c.delete(f"{PODS}/{name}")
+    (replacement,) = await until(lambda: _exactly(c, "eager", 1, without={name}))  # while it terminates
+    assert await until(lambda: status_of(c, "eager", active=1, terminating=1, failed=1))
+    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": None}})
+    assert await until(lambda: status_of(c, "eager", active=1, terminating=0, failed=1))  # gone: still counted
+    await finish(c, replacement, "Failed")
+    assert await until(lambda: settled(c, "eager", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
+                                                                  "Failed": "BackoffLimitExceeded"}
+    assert (await c.get(f"{JOBS}/eager"))["status"]["failed"] == 2
