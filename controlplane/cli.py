@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "into pki/ beside DATA_DIR)")
     serve.add_argument("--tls-private-key-file", metavar="PEM", type=Path, default=None,
                        help="the key of --tls-cert-file")
+    serve.add_argument("--client-ca-file", metavar="PEM", type=Path, default=None,
+                       help="authenticate a client certificate this CA signed as its subject's CN, in the "
+                            "groups of its O entries, as kube-apiserver's flag (default: no client certificates)")
     serve.add_argument("--no-tls", dest="tls", action="store_false",
                        help="serve plain HTTP (clients then send no credentials: requests are anonymous)")
     serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
@@ -235,6 +238,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             tls=args.tls,
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
+            client_ca_file=args.client_ca_file,
             authorization_mode=args.authorization_mode,
             nodes=args.nodes,
             scheduler=args.scheduler,
@@ -268,6 +272,7 @@ class Tls:
     cert_file: Path
     key_file: Path
     ca_pem: bytes  # what the kubeconfig tells clients to trust
+    client_ca_file: Path | None = None  # --client-ca-file: asked for, not required, in the handshake
 
 
 def prepare_tls(config: Config) -> Tls | None:
@@ -276,12 +281,28 @@ def prepare_tls(config: Config) -> Tls | None:
     also what the kubeconfig trusts, so it should hold its chain up to its CA."""
     if not config.tls:
         return None
+    client_ca = config.client_ca_file
+    if client_ca is not None:
+        _check_client_ca(client_ca)
     if config.tls_cert_file is not None and config.tls_private_key_file is not None:
-        return Tls(config.tls_cert_file, config.tls_private_key_file, config.tls_cert_file.read_bytes())
+        return Tls(config.tls_cert_file, config.tls_private_key_file, config.tls_cert_file.read_bytes(), client_ca)
     from .pki import ensure_serving_pki
 
     pki = ensure_serving_pki(config.pki_dir, config.host)
-    return Tls(pki.cert_file, pki.key_file, pki.ca_file.read_bytes())
+    return Tls(pki.cert_file, pki.key_file, pki.ca_file.read_bytes(), client_ca)
+
+
+def _check_client_ca(path: Path) -> None:
+    """Refuse a ``--client-ca-file`` that holds no CA certificate before serving, not at
+    the first handshake (uvicorn loads it only then, with a traceback)."""
+    import ssl
+
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(path))
+    except ssl.SSLError as e:
+        raise ValueError(f"--client-ca-file {path} holds no PEM certificate ({e.reason or e})") from None
+    except OSError as e:
+        raise ValueError(f"cannot read --client-ca-file {path}: {e.strerror or e}") from None
 
 
 def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Config, str]:
@@ -504,6 +525,8 @@ def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
 
 
 def _server(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
+    import ssl  # uvicorn's import has paid for it
+
     return uvicorn.Server(uvicorn.Config(
         app.state.front,
         host=config.host,
@@ -525,6 +548,10 @@ def _server(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         ssl_certfile=str(tls.cert_file) if tls else None,
         ssl_keyfile=str(tls.key_file) if tls else None,
+        # kube-apiserver asks for a client certificate and verifies one that comes, but takes
+        # a connection without one (its requests authenticate with tokens, or not at all)
+        **({"ssl_ca_certs": str(tls.client_ca_file), "ssl_cert_reqs": ssl.CERT_OPTIONAL}
+           if tls and tls.client_ca_file else {}),
     ))
 
 

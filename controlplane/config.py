@@ -91,6 +91,9 @@ class Config:
     tls: bool = True
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
+    # kube-apiserver's --client-ca-file: a client certificate this CA signed authenticates
+    # its subject (CN the user, O the groups); None: client certificates are not asked for
+    client_ca_file: Path | None = None
     # API server processes sharing the port (``serve --workers``); ``components`` is False
     # in all but the first, so the scheduler, nodes and controllers run once
     workers: int = 1
@@ -123,6 +126,11 @@ class Config:
             raise ValueError("--tls-cert-file and --tls-private-key-file go together")
         if self.tls_cert_file is not None and not self.tls:
             raise ValueError("--tls-cert-file contradicts --no-tls")
+        if self.client_ca_file is not None and not self.tls:
+            raise ValueError("--client-ca-file contradicts --no-tls (client certificates are a TLS handshake's)")
+        if self.client_ca_file is not None and self.http_protocol != "controlplane":
+            raise ValueError("--client-ca-file needs --http-protocol controlplane (uvicorn's does not pass "
+                             "the client's certificate to the app)")
         if self.http_protocol not in HTTP_PROTOCOLS:
             raise ValueError(f"HTTP protocol {self.http_protocol!r} is not one of {HTTP_PROTOCOLS}")
         if self.log_level not in LOG_LEVELS:

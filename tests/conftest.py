@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from controlplane.pki import ensure_serving_pki
+
+if TYPE_CHECKING:
+    from tests.test_cli import Serve
 
 TEST_PKI = Path(tempfile.mkdtemp(prefix="controlplane-test-pki-"))
 
@@ -28,3 +33,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(TEST_PKI, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cert_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """One ``controlplane serve`` for the session that takes client certificates the tests' CA
+    signed (``--client-ca-file``, tests/client_certs.py) and compacts its history each half
+    second (continue tokens and watches from a second back get 410 Expired)."""
+    from tests.test_cli import running, start_serve
+
+    with running(start_serve(tmp_path_factory.mktemp("cert-served"), extra=(
+            "--client-ca-file", str(TEST_PKI / "ca.crt"), "--etcd-compaction-interval", "0.5"))) as s:
+        yield s

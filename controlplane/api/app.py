@@ -53,6 +53,7 @@ from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from .errors import ApiError
+from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
@@ -227,7 +228,9 @@ class _KubeRoutes:
     one of its users, or gets 401, as kube-apiserver does. Over TLS a request with
     none gets 401 too. Over plain HTTP (``--no-tls``) a request with none is
     anonymous and, under AlwaysAllow, allowed: client-go sends credentials only
-    over TLS, so kubectl sends none there."""
+    over TLS, so kubectl sends none there. A client certificate the TLS handshake verified
+    against ``--client-ca-file`` (api/http1.py) authenticates its subject before any token: its
+    common name is the user, its organizations the groups."""
 
     def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
                  anonymous: bool) -> None:
@@ -284,6 +287,9 @@ class _KubeRoutes:
         await self.app(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
+        subject = scope.get(CLIENT_CERT_SCOPE_KEY)
+        if subject is not None:  # first, as kube-apiserver's x509 authenticator is before its token ones
+            return User(subject[0], subject[1]).with_authenticated()
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")

@@ -53,7 +53,8 @@ import httptools
 
 from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
 
-__all__ = ["HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol"]
+__all__ = ["CLIENT_CERT_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "RECEIVED_SCOPE_KEY", "Exchange",
+           "ServerProtocol", "client_subject"]
 
 log = logging.getLogger("controlplane.http")
 
@@ -71,8 +72,29 @@ ASGI = {"version": "3.0", "spec_version": "2.3"}
 # upstream's request latency ("from the moment the apiserver gets the request"), read by the API's
 # request metrics (api/rest.py)
 RECEIVED_SCOPE_KEY = "controlplane.received"
+# scope key, on the requests of a TLS connection whose client presented a certificate the
+# handshake verified against ``--client-ca-file``: its subject as (common name, organizations),
+# which the API's authenticator takes for a user and its groups (kube-apiserver's x509 authenticator)
+CLIENT_CERT_SCOPE_KEY = "controlplane.client_cert"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
+
+
+def client_subject(peercert: Any) -> tuple[str, tuple[str, ...]] | None:
+    """(common name, organizations) of a verified peer certificate, as ``SSLObject.getpeercert()``
+    gives it (a dict with ``subject``, a tuple of RDNs of (attribute, value) pairs; ``{}`` or None
+    when there was none); None without a common name, which names no user.
+
+    >>> client_subject({"subject": ((("organizationName", "system:masters"),), (("commonName", "admin"),))})
+    ('admin', ('system:masters',))
+    """
+    if not peercert:
+        return None
+    pairs = [pair for rdn in peercert.get("subject") or () for pair in rdn]
+    names = [value for attribute, value in pairs if attribute == "commonName"]
+    if not names or not names[0]:
+        return None
+    return names[0], tuple(value for attribute, value in pairs if attribute == "organizationName")
 
 
 def _status_line(code: int) -> bytes:
@@ -287,6 +309,7 @@ class ServerProtocol(asyncio.Protocol):
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
         self.scheme = "http"
+        self.client_cert: tuple[str, tuple[str, ...]] | None = None  # see CLIENT_CERT_SCOPE_KEY
         self.current: Exchange | None = None  # running the app
         self.waiting: deque[Exchange] = deque()  # pipelined behind it
         self.reading: Exchange | None = None  # the request whose body the parser is in
@@ -316,6 +339,9 @@ class ServerProtocol(asyncio.Protocol):
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
         self.scheme = "https" if transport.get_extra_info("sslcontext") is not None else "http"
+        if self.scheme == "https":
+            # the handshake is done: a certificate here was verified against the client CA
+            self.client_cert = client_subject(transport.get_extra_info("peercert"))
         self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -414,7 +440,7 @@ class ServerProtocol(asyncio.Protocol):
         path = raw_path.decode("latin-1")
         if "%" in path:
             path = urllib.parse.unquote(path)
-        scope = {
+        scope: dict[str, Any] = {
             "type": "http", "asgi": ASGI, "http_version": version,
             "server": self.server, "client": self.client, "scheme": self.scheme,
             "method": parser.get_method().decode("ascii"),
@@ -423,6 +449,8 @@ class ServerProtocol(asyncio.Protocol):
             "query_string": query, "headers": self._headers,
             "state": self.app_state.copy() if self.app_state else {},
         }
+        if self.client_cert is not None:
+            scope[CLIENT_CERT_SCOPE_KEY] = self.client_cert
         ex = Exchange(self, scope, parser.should_keep_alive(), self._expect)
         self.reading = ex
         if self.current is None:
