@@ -3,7 +3,8 @@
 1. Without ``--target``, start ``controlplane serve --no-tls`` on a fresh data
    directory under ``--out`` (with ``--no-scheduler`` when the harness's binder
    places the pods) and wait for ``/readyz``. With ``--target``, take the
-   bearer token from ``--token`` or ``--kubeconfig``.
+   credentials from ``--token`` or ``--kubeconfig`` (``loadtest.kubeauth``: a
+   token, a client certificate, an exec plugin), which every client uses.
 2. Start Locust headless and distributed: a master and ``--processes``
    workers (``locust -f loadtest/locustfiles/scenario.py``), the scenario's
    plan in their environment. Remote workers can join the same master
@@ -36,7 +37,8 @@ from typing import Any
 
 import httpx
 
-from . import report, scenarios, shapes
+from . import kubeauth, report, scenarios, shapes
+from .kubeauth import Credentials, CredentialsError
 from .serverwatch import ServerWatcher
 
 __all__ = ["add_arguments", "main", "run"]
@@ -104,8 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
     p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
     p.add_argument("--kubeconfig", type=Path,
-                   help="credentials for --target: its current context's token; its server is the target when "
-                        "--target is not given")
+                   help="credentials for --target: its current context's user (a token, a client certificate, "
+                        "an exec plugin) and its cluster's CA; its server is the target when --target is not given")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     p.add_argument("--users", type=_at_least(0), help="weighted users at the shape's peak (default: the scenario's)")
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
@@ -139,65 +141,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between /metrics scrapes (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress display (without a terminal, a line every 30 s stands for the live table)")
-
-
-def _token_from_kubeconfig(path: Path) -> tuple[str, str | None]:
-    """(bearer token, cluster server) of the kubeconfig's current context."""
-    token, server, _ = _kubeconfig_user(path)
-    return token, server
-
-
-def _kubeconfig_user(path: Path) -> tuple[str, str | None, str]:
-    """(bearer token, cluster server, the credentials its user has instead of a token: what a
-    refusal's message names) of the kubeconfig's current context."""
-    import yaml
-
-    try:
-        kc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise SystemExit(f"loadtest: cannot read --kubeconfig {path}: {e.strerror or e}") from e
-    except yaml.YAMLError as e:
-        raise SystemExit(f"loadtest: --kubeconfig {path} is not YAML: {e}") from e
-    if not isinstance(kc, dict):
-        raise SystemExit(f"loadtest: --kubeconfig {path} is not a kubeconfig")
-
-    def named(section: str, name: object, key: str) -> dict[str, Any]:
-        """The ``key`` of the entry of ``section`` called ``name`` ({} if none, or not a kubeconfig's shape)."""
-        entries = kc.get(section)
-        for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, dict) and entry.get("name") == name:
-                value = entry.get(key)
-                if value is not None and not isinstance(value, dict):
-                    raise SystemExit(f"loadtest: --kubeconfig {path} is not a kubeconfig: the {key} of {name!r} "
-                                     f"in {section} is not a mapping")
-                return value or {}
-        return {}
-
-    ctx = named("contexts", kc.get("current-context"), "context")
-    user = named("users", ctx.get("user"), "user")
-    cluster = named("clusters", ctx.get("cluster"), "cluster")
-    token = str(user.get("token") or "")
-    if not token and user.get("tokenFile"):
-        # a relative path is the kubeconfig's directory's, as client-go resolves it (clientcmd's
-        # ResolveLocalPaths), not the working directory's
-        try:
-            token = (path.parent / str(user["tokenFile"])).read_text().strip()
-        except OSError as e:
-            raise SystemExit(f"loadtest: cannot read the tokenFile of --kubeconfig {path}: {e.strerror or e}") from e
-    instead = ""
-    def field(section: str, key: str) -> str:
-        value = user.get(section)
-        return str((value.get(key) if isinstance(value, dict) else None) or "?")
-
-    if user.get("exec"):
-        instead = f"an exec plugin ({field('exec', 'command')}), which the harness does not run"
-    elif user.get("auth-provider"):
-        instead = f"an auth-provider ({field('auth-provider', 'name')}), which the harness does not run"
-    elif user.get("client-certificate") or user.get("client-certificate-data"):
-        instead = "a client certificate, which the harness cannot present (it sends a bearer token)"
-    elif user.get("username"):
-        instead = "a username and password, which the harness does not send (it sends a bearer token)"
-    return token, cluster.get("server"), instead
 
 
 class _Server:
@@ -356,13 +299,13 @@ class _Progress:
             self.live.stop()
 
 
-def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: str, token: str,
+def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: str, auth: Credentials,
            server: _Server | None) -> dict[str, Any]:
     """Run Locust (master + workers) against ``target`` while watching the server; return what happened."""
     stop_file = out / ".stop"
     stop_file.unlink(missing_ok=True)
     master_port = args.master_port or _free_port()
-    env = {**os.environ, **plan.environment(), "LOADTEST_TOKEN": token, "LOADTEST_STOP_FILE": str(stop_file),
+    env = {**os.environ, **plan.environment(), kubeauth.ENV: auth.to_env(), "LOADTEST_STOP_FILE": str(stop_file),
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                           os.environ.get("PYTHONPATH", "")])}
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target]
@@ -389,7 +332,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                                         stderr=(out / f"locust-worker{i}.err").open("wb"), stdin=devnull,
                                         process_group=0))
     if expect > args.processes:
-        remote = {k: env[k] for k in ("LOADTEST_SCENARIO", "LOADTEST_PARAMS", "LOADTEST_TOKEN")}
+        remote = {k: env[k] for k in ("LOADTEST_SCENARIO", "LOADTEST_PARAMS", kubeauth.ENV)}
         print("loadtest: waiting for remote workers; on each machine run:\n  "
               + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=HOSTNAME "
               + shlex.join(["python", "-m", "locust", "-f", "loadtest/locustfiles/scenario.py", "--worker",
@@ -397,7 +340,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         for note in _remote_notes(args.master_bind_host, target):
             print(f"loadtest: note: {note}", file=sys.stderr)
 
-    watcher = ServerWatcher(target, out, token, pid=server.proc.pid if server else None,
+    watcher = ServerWatcher(target, out, auth, pid=server.proc.pid if server else None,
                             interval=args.scrape_interval)
     watcher.start()
     mode = "off" if args.no_progress else "live" if sys.stderr.isatty() else "lines"
@@ -615,14 +558,18 @@ def _scales(args: argparse.Namespace, plan: scenarios.Plan) -> bool:
     return (a.fixed, a.weighted, a.peak, a.params) != (b.fixed, b.weighted, b.peak, b.params)
 
 
-def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
-    """(target, token, binder): the server to load (None: the harness starts one), the bearer
-    token, and whether the harness's binder places the pods."""
-    token = args.token or ""
+def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, bool]:
+    """(target, credentials, binder): the server to load (None: the harness starts one), how
+    every client authenticates to it, and whether the harness's binder places the pods."""
+    auth = kubeauth.bearer(args.token or "")
     target = args.target
-    if args.kubeconfig:  # its current context's token; its server is the target when --target is not given
-        token_from, server_from = _token_from_kubeconfig(args.kubeconfig)
-        token = token or token_from
+    if args.kubeconfig:  # its current context's user; its server is the target when --target is not given
+        try:
+            auth, server_from = kubeauth.from_kubeconfig(args.kubeconfig)
+        except CredentialsError as e:
+            raise SystemExit(f"loadtest: {e}") from None
+        if args.token:  # as kubectl --token: in place of the kubeconfig's user's token
+            auth.token, auth.origin = args.token, "--token"
         target = target or server_from
         if target is None:
             raise SystemExit(f"loadtest: {args.kubeconfig}'s current context names no cluster server; "
@@ -638,7 +585,7 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, str, bool]:
     # auto: the binder runs when the harness starts the server (then with --no-scheduler), never
     # against a --target or a kubeconfig's server, whose scheduler places the pods
     binder = args.binder == "on" or (args.binder == "auto" and target is None)
-    return target, token, binder
+    return target, auth, binder
 
 
 def run(args: argparse.Namespace) -> int:
@@ -658,18 +605,19 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
-    target, token, binder = _resolve_target(args)
+    target, auth, binder = _resolve_target(args)
     if not binder:
         plan = scenarios.Plan(**{**plan.__dict__, "fixed": {k: v for k, v in plan.fixed.items()
                                                              if k != "BinderUser"}})
         plan = scenarios.Plan(**{**plan.__dict__, "table": tuple(
             shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
     if target is not None:
-        from_kubeconfig = bool(args.kubeconfig and not args.token)
-        _check_target(target, token, from_kubeconfig=from_kubeconfig,
-                      kubeconfig_auth=_kubeconfig_user(args.kubeconfig)[2] if from_kubeconfig else "")
-        _check_resources(target, token, plan)
-        _check_access(target, token, plan)
+        try:
+            _check_target(target, auth)
+            _check_resources(target, auth, plan)
+            _check_access(target, auth, plan)
+        except CredentialsError as e:  # an exec plugin that failed
+            raise SystemExit(f"loadtest: {e}") from None
     _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
                                                **plan.to_json()}, indent=2) + "\n")
@@ -690,7 +638,7 @@ def run(args: argparse.Namespace) -> int:
 
     server_rc = None
     try:
-        info = _drive(args, plan, out, target, token, server)
+        info = _drive(args, plan, out, target, auth, server)
     finally:
         if server is not None:
             server_rc = server.stop()
@@ -740,7 +688,7 @@ def _redacted(argv: list[str]) -> list[str]:
     return out
 
 
-def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kubeconfig_auth: str = "") -> None:
+def _check_target(target: str, auth: Credentials) -> None:
     """Fail before any load when ``target`` cannot serve it: no scheme, nothing listening,
     the wrong scheme, credentials refused, or a user the server's authorizer (RBAC) does not
     let list and create what every scenario does (pods, namespaces)."""
@@ -752,10 +700,14 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kub
         raise SystemExit(f"loadtest: --target {target!r} is not a URL: {e}") from None
     if not host:
         raise SystemExit(f"loadtest: --target {target!r} names no host (https://HOST:PORT)")
+    with auth.httpx_client(timeout=10) as client:
+        _check_reachable_and_allowed(target, auth, client)
+
+
+def _check_reachable_and_allowed(target: str, auth: Credentials, client: httpx.Client) -> None:
     base = target.rstrip("/")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.get(base + "/api", headers=headers, verify=False, timeout=10)
+        r = client.get(base + "/api")
     except httpx.HTTPError as e:
         hint = ""
         if target.startswith("https://") and "WRONG_VERSION_NUMBER" in str(e):
@@ -764,15 +716,7 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kub
             hint = " (a server with TLS, as controlplane serve without --no-tls, is https://)"
         raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{hint}") from e
     if r.status_code in (401, 403):
-        if not token:
-            how = ((f"the kubeconfig's user has no bearer token, only {kubeconfig_auth}: pass --token (a service "
-                    "account's bound to cluster-admin, from kubectl create token, say)" if kubeconfig_auth else
-                    "the kubeconfig's user has no bearer token: pass --token")
-                   if from_kubeconfig else "pass --token or --kubeconfig")
-        else:
-            how = (f"the token {'of --kubeconfig' if from_kubeconfig else 'given with --token'} is not one it "
-                   "knows (another server's, or an older token file's?)")
-        raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); {how}")
+        raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); {_refused(auth)}")
     if r.status_code != 200:
         raise SystemExit(f"loadtest: {target}/api answered {r.status_code}; is it a Kubernetes API server?")
     # discovery is open to every authenticated user; what the load does may not be
@@ -781,7 +725,7 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kub
                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "loadtest-permission-check"}}))
     for method, path, body in probes:
         try:
-            r = httpx.request(method, base + path, headers=headers, json=body, verify=False, timeout=10)
+            r = client.request(method, base + path, json=body)
         except httpx.HTTPError as e:
             raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
         if r.status_code == 403:
@@ -795,20 +739,33 @@ def _check_target(target: str, token: str, *, from_kubeconfig: bool = False, kub
                              + "; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
 
 
-def _check_resources(target: str, token: str, plan: scenarios.Plan) -> None:
+def _refused(auth: Credentials) -> str:
+    """What to do about credentials the server refused (401, or 403 on discovery)."""
+    sent = auth.describe()
+    if sent:
+        return f"{sent}: not one it knows (another server's, or an older token file's?)"
+    if auth.unsupported:
+        return (f"the kubeconfig's user has no credentials the harness can use, only {auth.unsupported}: pass "
+                "--token (a service account's bound to cluster-admin, from kubectl create token, say)")
+    return "the kubeconfig's user has no credentials: pass --token" if auth.origin else "pass --token or --kubeconfig"
+
+
+def _check_resources(target: str, auth: Credentials, plan: scenarios.Plan) -> None:
     """Fail before any load when ``target`` does not serve an API resource the scenario's
     clients call (its discovery, ``/api/v1`` and ``/apis/GROUP/VERSION``): a cluster older
     than the Workload API (``scheduling.k8s.io/v1beta1``) or without DRA (``resource.k8s.io/v1``)
     would fail every one of those calls for the whole run."""
     base = target.rstrip("/")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     missing: list[tuple[str, list[str]]] = []  # (what, the user classes that call it)
+    with auth.httpx_client(timeout=10) as client:
+        answers = {}
+        for gv in scenarios.api_resources(plan):
+            try:
+                answers[gv] = client.get(base + (f"/api/{gv}" if "/" not in gv else f"/apis/{gv}"))
+            except httpx.HTTPError as e:
+                raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
     for gv, resources in scenarios.api_resources(plan).items():
-        path = f"/api/{gv}" if "/" not in gv else f"/apis/{gv}"
-        try:
-            r = httpx.get(base + path, headers=headers, verify=False, timeout=10)
-        except httpx.HTTPError as e:
-            raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+        r = answers[gv]
         if r.status_code not in (200, 404):  # not discovery's to say (a 403, a 5xx): the load finds out
             continue
         served: set[str] = set()
@@ -830,16 +787,15 @@ def _check_resources(target: str, token: str, plan: scenarios.Plan) -> None:
                ". The clients make Kubernetes 1.37's requests: choose a scenario that does not need these"))
 
 
-def _check_access(target: str, token: str, plan: scenarios.Plan) -> None:
+def _check_access(target: str, auth: Credentials, plan: scenarios.Plan) -> None:
     """Fail before any load when the server's authorizer (RBAC) denies this user a call the
     scenario's clients make, asked as ``kubectl auth can-i`` asks (SelfSubjectAccessReviews):
     the run would make the load it is allowed and fail the rest for its whole length. A server
     that answers no review (no authorization API) is not checked."""
     base = target.rstrip("/")
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     # the user classes -> resource -> the verbs they are denied
     denied: dict[tuple[str, ...], dict[str, list[str]]] = {}
-    with httpx.Client(headers=headers, verify=False, timeout=10) as client:
+    with auth.httpx_client(timeout=10) as client:
         for (gv, plural, verb), users in scenarios.api_access(plan).items():
             group, _, version = gv.rpartition("/")
             resource, _, subresource = plural.partition("/")

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from .kubeauth import Credentials, CredentialsError, bearer
 from .promtext import Histogram, Scrape, parse
 
 __all__ = ["ServerWatcher", "api_call_histograms", "interval_line", "proc_usage", "run_histograms"]
@@ -100,15 +101,14 @@ def interval_line(prev: Scrape | None, cur: Scrape, usage: tuple[float, float] |
 
 
 class ServerWatcher(threading.Thread):
-    def __init__(self, url: str, out: Path, token: str = "", pid: int | None = None, interval: float = 2.0,
-                 verify: bool | str = False) -> None:
+    def __init__(self, url: str, out: Path, auth: Credentials | None = None, pid: int | None = None,
+                 interval: float = 2.0) -> None:
         super().__init__(name="server-watcher", daemon=True)
         self.url = url.rstrip("/") + "/metrics"
         self.out = out
         self.pid = pid
         self.interval = interval
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.verify = verify
+        self.auth = auth or bearer("")  # the load's credentials: a target's /metrics may want them
         self.started = time.monotonic()
         self.first: Scrape | None = None
         self.last: Scrape | None = None
@@ -119,7 +119,7 @@ class ServerWatcher(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(headers=self.headers, verify=self.verify, timeout=10.0) as client, \
+        with self.auth.httpx_client(timeout=10.0) as client, \
                 (self.out / "server.jsonl").open("w") as lines:
             while True:
                 self.scrape_once(client, lines)
@@ -135,7 +135,7 @@ class ServerWatcher(threading.Thread):
             self.errors += 1
             self.last_error = f"{e.response.status_code} {e.response.reason_phrase}".strip()
             return
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, CredentialsError) as e:  # (an exec plugin that failed this time)
             self.errors += 1
             self.last_error = repr(e)
             return

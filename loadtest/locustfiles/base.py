@@ -1,6 +1,8 @@
 """What every control-plane client in these load tests shares.
 
-- :class:`KubeUser`, the abstract Locust user: bearer token, Kubernetes paths,
+- :class:`KubeUser`, the abstract Locust user: the run's credentials
+  (``loadtest.kubeauth``: a token, a client certificate, an exec plugin's, and the
+  kubeconfig's CA), Kubernetes paths,
   and :meth:`KubeUser.call`, which names each request the way ``loadtest.slo``
   reads it (``pods``, ``pods/status``, ``pods [namespace]`` for a namespaced
   LIST, ``pods [cluster]``, ``pods [watch]``) and treats the answers a real
@@ -39,7 +41,9 @@ import gevent
 import gevent.event
 import orjson
 from locust import FastHttpUser, events
+from locust.contrib.fasthttp import FastHttpSession
 
+from .. import kubeauth
 from ..answer import RESOURCE_VERSION, Answer
 
 __all__ = [
@@ -213,22 +217,69 @@ _PATCH_TYPES = {
 }
 
 
+_CREDENTIALS: kubeauth.Credentials | None = None
+
+
+def credentials() -> kubeauth.Credentials:
+    """The process's credentials (``LOADTEST_AUTH``), shared by its users as client-go's
+    clients of one kubeconfig share one exec plugin's results."""
+    global _CREDENTIALS
+    if _CREDENTIALS is None:
+        _CREDENTIALS = kubeauth.from_env()
+    return _CREDENTIALS
+
+
+_ACCEPT = {"Accept": "application/json", "Accept-Encoding": "identity"}
+
+
 class KubeUser(FastHttpUser):
-    """A Kubernetes API client. Subclasses read like the traffic they make."""
+    """A Kubernetes API client. Subclasses read like the traffic they make.
+
+    Its connections present the run's client certificate, if any, and verify the server as
+    the kubeconfig says; each request carries the ``Authorization`` of the moment (an exec
+    plugin's token is asked for again when it expires, or after a 401). When the client
+    certificate changes (an exec plugin's, rotated), the user's connections are made anew."""
 
     abstract = True
     network_timeout = 120.0
     connection_timeout = 30.0
     concurrency = 4  # connections per user: a watch holds one for its lifetime
-    insecure = True  # the server's CA is the run's own; tokens are what is checked
 
     def __init__(self, environment: Any) -> None:
+        self.auth = credentials()
         super().__init__(environment)
-        token = os.environ.get("LOADTEST_TOKEN", "")
-        self.headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
-        if token:
-            self.headers["Authorization"] = f"Bearer {token}"
+        self._session()
         self.greenlets: list[gevent.Greenlet] = []
+
+    def _session(self) -> None:
+        """(Re)make ``self.client`` with the credentials' TLS: FastHttpUser's own takes
+        neither a client certificate nor a server name to verify."""
+        auth = self.auth
+        self._cert_generation = auth.cert_generation
+        ssl_options = {"server_hostname": auth.tls_server_name} if auth.tls_server_name else None
+        self.client = FastHttpSession(
+            base_url=self.host, request_event=self.environment.events.request, user=self,
+            network_timeout=self.network_timeout, connection_timeout=self.connection_timeout,
+            max_redirects=self.max_redirects, max_retries=self.max_retries, concurrency=self.concurrency,
+            client_pool=self.client_pool, headers=self.default_headers, proxy_host=self.proxy_host,
+            proxy_port=self.proxy_port,
+            # geventhttpclient checks the host name unless insecure; the context verifies (or not)
+            insecure=not auth.verify, ssl_context_factory=auth.ssl_context,
+            **({"ssl_options": ssl_options} if ssl_options else {}))
+        self._auth_generation = -1
+        self._headers: dict[str, str] = dict(_ACCEPT)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Accept headers and the ``Authorization`` of the moment."""
+        auth = self.auth
+        if auth.cert_generation != self._cert_generation:
+            self._session()
+        value = auth.authorization()
+        if auth.generation != self._auth_generation:
+            self._auth_generation = auth.generation
+            self._headers = {**_ACCEPT, **({"Authorization": value} if value else {})}
+        return self._headers
 
     def on_stop(self) -> None:
         gevent.killall(self.greenlets, block=False)
@@ -252,9 +303,9 @@ class KubeUser(FastHttpUser):
         keep-alive connection the server timed out) is sent again once on a new
         connection, as Go's HTTP transport does for a connection that died while
         idle; the retry is counted under EXPECTED and the latency covers both."""
+        headers = self.headers  # first: it remakes the session when the client certificate changed
         session = self.client
         url = session._build_url(path + ("?" + urlencode(query) if query else ""))
-        headers = self.headers
         data: Any = None  # bytes; geventhttpclient sends them as they are
         if body is not None:
             # lower case: geventhttpclient looks for "content-type" and, not finding it, adds
@@ -268,6 +319,8 @@ class KubeUser(FastHttpUser):
             fire_expected(f"reconnect {name}")
             resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
         status = resp.status_code or 0
+        if status == 401:
+            self.auth.unauthorized(self._auth_generation)
         error: Exception | None = getattr(resp, "error", None)
         content = b""
         if status:
@@ -331,11 +384,14 @@ class KubeUser(FastHttpUser):
         with the time to the response headers; a status in ``expected`` is
         deliberate (counted under EXPECTED, not failed)."""
         url = path + "?" + urlencode({**query, "watch": "true"})
-        with self.client.request("GET", url, name=name, headers=self.headers, stream=True,
+        headers = self.headers  # first: it remakes the session when the client certificate changed
+        with self.client.request("GET", url, name=name, headers=headers, stream=True,
                                  catch_response=True) as resp:
             if resp.status_code in expected:
                 resp.success()
                 fire_expected(f"{resp.status_code} {name}")
+        if resp.status_code == 401:
+            self.auth.unauthorized(self._auth_generation)
         return resp
 
 

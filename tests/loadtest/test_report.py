@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from loadtest import report
+from loadtest.kubeauth import bearer
 from tests.loadtest.test_promtext import registry_text
 
 HISTORY_FIELDS = ["Timestamp", "User Count", "Type", "Name", "Requests/s", "Failures/s", "50%", "99%",
@@ -157,14 +158,14 @@ def test_a_target_that_cannot_serve_stops_the_run_before_any_load() -> None:
     from loadtest.run import _check_target
 
     with pytest.raises(SystemExit, match="with its scheme"):
-        _check_target("127.0.0.1:1", "")
+        _check_target("127.0.0.1:1", bearer(""))
     with pytest.raises(SystemExit, match="cannot reach"):
-        _check_target("http://127.0.0.1:1", "")
+        _check_target("http://127.0.0.1:1", bearer(""))
     # httpx's InvalidURL is no HTTPError: it was a traceback
     with pytest.raises(SystemExit, match=r"'https://\[::1' is not a URL: Invalid port"):
-        _check_target("https://[::1", "")
+        _check_target("https://[::1", bearer(""))
     with pytest.raises(SystemExit, match="names no host"):
-        _check_target("http://:6443", "")
+        _check_target("http://:6443", bearer(""))
 
 
 def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:

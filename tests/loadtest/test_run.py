@@ -13,6 +13,13 @@ from pathlib import Path
 import pytest
 
 from loadtest import report, run, scenarios
+from loadtest.kubeauth import bearer
+
+
+def resolved(*argv: str) -> tuple[str | None, str, bool]:
+    """``run._resolve_target``'s answer, with the credentials' bearer token."""
+    target, auth, binder = run._resolve_target(parse(*argv))
+    return target, auth.token, binder
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -134,28 +141,28 @@ def _kubeconfig(path: Path, server: str | None = "https://10.0.0.1:6443", token:
 def test_a_kubeconfig_s_server_is_the_target_and_its_scheduler_places_the_pods(tmp_path: Path) -> None:
     kc = _kubeconfig(tmp_path / "kc")
     # the binder is for a server the harness starts with --no-scheduler, never for a kubeconfig's server
-    assert run._resolve_target(parse("--kubeconfig", str(kc))) == ("https://10.0.0.1:6443", "t0k", False)
-    assert run._resolve_target(parse("--kubeconfig", str(kc), "--token", "x", "--target", "http://h:1")) == (
+    assert resolved("--kubeconfig", str(kc)) == ("https://10.0.0.1:6443", "t0k", False)
+    assert resolved("--kubeconfig", str(kc), "--token", "x", "--target", "http://h:1") == (
         "http://h:1", "x", False)
-    assert run._resolve_target(parse("--kubeconfig", str(kc), "--binder", "on"))[2] is True
-    assert run._resolve_target(parse()) == (None, "", True)
-    assert run._resolve_target(parse("--binder", "off")) == (None, "", False)
+    assert resolved("--kubeconfig", str(kc), "--binder", "on")[2] is True
+    assert resolved() == (None, "", True)
+    assert resolved("--binder", "off") == (None, "", False)
 
 
 def test_a_target_s_trailing_slash_is_dropped(tmp_path: Path) -> None:
     # Locust would send //api/v1/... and every user would die on it
-    assert run._resolve_target(parse("--target", "https://10.0.0.1:6443/"))[0] == "https://10.0.0.1:6443"
+    assert resolved("--target", "https://10.0.0.1:6443/")[0] == "https://10.0.0.1:6443"
     kc = _kubeconfig(tmp_path / "kc", server="https://10.0.0.2:6443/")
-    assert run._resolve_target(parse("--kubeconfig", str(kc)))[0] == "https://10.0.0.2:6443"
+    assert resolved("--kubeconfig", str(kc))[0] == "https://10.0.0.2:6443"
 
 
 def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
     # they were silently ignored: the run loaded the --target without them
     with pytest.raises(SystemExit, match="--server-arg is for the server the harness starts"):
-        run._resolve_target(parse("--target", "https://10.0.0.1:6443", "--server-arg=--components-process"))
+        resolved("--target", "https://10.0.0.1:6443", "--server-arg=--components-process")
     with pytest.raises(SystemExit, match=r"--port is for .* \(the kubeconfig's server\)"):
-        run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc")), "--port", "7000"))
-    assert run._resolve_target(parse("--server-arg=--components-process", "--port", "7000"))[0] is None
+        resolved("--kubeconfig", str(_kubeconfig(tmp_path / "kc")), "--port", "7000")
+    assert resolved("--server-arg=--components-process", "--port", "7000")[0] is None
 
 
 def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
@@ -164,11 +171,11 @@ def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
     doc = json.loads(kc.read_text())
     doc["users"][0]["user"] = {"tokenFile": str(tmp_path / "token")}
     kc.write_text(json.dumps(doc))
-    assert run._resolve_target(parse("--kubeconfig", str(kc)))[1] == "from-file"
+    assert resolved("--kubeconfig", str(kc))[1] == "from-file"
     doc["users"][0]["user"] = {"tokenFile": str(tmp_path / "missing")}
     kc.write_text(json.dumps(doc))
     with pytest.raises(SystemExit, match="cannot read the tokenFile"):
-        run._resolve_target(parse("--kubeconfig", str(kc)))
+        resolved("--kubeconfig", str(kc))
 
 
 def test_a_kubeconfig_s_relative_token_file_is_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,24 +189,24 @@ def test_a_kubeconfig_s_relative_token_file_is_beside_it(tmp_path: Path, monkeyp
     doc["users"][0]["user"] = {"tokenFile": "token"}
     kc.write_text(json.dumps(doc))
     monkeypatch.chdir(tmp_path)
-    assert run._resolve_target(parse("--kubeconfig", "cluster/kc"))[1] == "beside"
+    assert resolved("--kubeconfig", "cluster/kc")[1] == "beside"
 
 
 def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="cannot read --kubeconfig"):
-        run._resolve_target(parse("--kubeconfig", str(tmp_path / "missing")))
+        resolved("--kubeconfig", str(tmp_path / "missing"))
     (tmp_path / "bad").write_text("clusters: [")
     with pytest.raises(SystemExit, match="is not YAML"):
-        run._resolve_target(parse("--kubeconfig", str(tmp_path / "bad")))
+        resolved("--kubeconfig", str(tmp_path / "bad"))
     with pytest.raises(SystemExit, match="names no cluster server"):
-        run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc", server=None))))
+        resolved("--kubeconfig", str(_kubeconfig(tmp_path / "kc", server=None)))
     # not a kubeconfig's shape: an AttributeError traceback
     (tmp_path / "odd").write_text("current-context: c\ncontexts: [c]\nusers: u\nclusters: 3\n")
     with pytest.raises(SystemExit, match="names no cluster server"):
-        run._resolve_target(parse("--kubeconfig", str(tmp_path / "odd")))
+        resolved("--kubeconfig", str(tmp_path / "odd"))
     (tmp_path / "odd").write_text("current-context: c\ncontexts:\n- {name: c, context: x}\n")
     with pytest.raises(SystemExit, match="is not a kubeconfig: the context of 'c' in contexts is not a mapping"):
-        run._resolve_target(parse("--kubeconfig", str(tmp_path / "odd")))
+        resolved("--kubeconfig", str(tmp_path / "odd"))
 
 
 class _JsonHandler(BaseHTTPRequestHandler):
@@ -257,19 +264,21 @@ def api() -> Iterator[str]:
         yield url
 
 
-def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str) -> None:
-    run._check_target(api, "admin")
+def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str, tmp_path: Path) -> None:
+    run._check_target(api, bearer("admin"))
     with pytest.raises(SystemExit, match=r'GET /api/v1/pods answered 403 \(pods is forbidden: User "alice"'):
-        run._check_target(api, "alice")
-    with pytest.raises(SystemExit, match="refused the credentials"):
-        run._check_target(api, "")
-    with pytest.raises(SystemExit, match="has no bearer token: pass --token"):
-        run._check_target(api, "", from_kubeconfig=True)
+        run._check_target(api, bearer("alice"))
+    with pytest.raises(SystemExit, match=r"refused the credentials.*pass --token or --kubeconfig"):
+        run._check_target(api, bearer(""))
+    no_user = run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc", api, token=None))))[1]
+    with pytest.raises(SystemExit, match="the kubeconfig's user has no credentials: pass --token"):
+        run._check_target(api, no_user)
     # a token the server does not know: the message does not ask for the --token just given
-    with pytest.raises(SystemExit, match=r"\(401\); the token given with --token is not one it knows"):
-        run._check_target(api, "stale")
-    with pytest.raises(SystemExit, match=r"\(401\); the token of --kubeconfig is not one it knows"):
-        run._check_target(api, "stale", from_kubeconfig=True)
+    with pytest.raises(SystemExit, match=r"\(401\); the token given with --token: not one it knows"):
+        run._check_target(api, bearer("stale"))
+    stale = run._resolve_target(parse("--kubeconfig", str(_kubeconfig(tmp_path / "kc", api, token="stale"))))[1]
+    with pytest.raises(SystemExit, match=r"\(401\); the token of --kubeconfig: not one it knows"):
+        run._check_target(api, stale)
 
 
 def test_the_report_command_wants_a_run_directory(tmp_path: Path) -> None:
@@ -342,8 +351,8 @@ def test_failed_scrapes_are_counted_with_what_they_got(api: str, tmp_path: Path)
     with httpx.Client() as client:
         refused.scrape_once(client, lines)
     assert (refused.errors, refused.last_error) == (1, "401 Unauthorized")
-    garbled = ServerWatcher(api, tmp_path, token="admin")
-    with httpx.Client(headers=garbled.headers) as client:
+    garbled = ServerWatcher(api, tmp_path, bearer("admin"))
+    with garbled.auth.httpx_client() as client:
         garbled.scrape_once(client, lines)
         garbled.scrape_once(client, lines)
     assert garbled.errors == 2 and (garbled.last_error or "").startswith("not Prometheus text")
@@ -466,11 +475,12 @@ def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() ->
         no_binder = {"BinderUser": 0}
         for name in ("churn", "kubelets", "list-storm", "million"):
             plan = scenarios.build(name, quick=True)
-            run._check_resources(target, "", scenarios.Plan(**{**plan.__dict__, "fixed": {**plan.fixed,
+            run._check_resources(target, bearer(""), scenarios.Plan(**{**plan.__dict__, "fixed": {**plan.fixed,
                                                                                           **no_binder}}))
         gang = scenarios.build("gang", quick=True)
         with pytest.raises(SystemExit) as e:
-            run._check_resources(target, "", scenarios.Plan(**{**gang.__dict__, "fixed": {**gang.fixed, **no_binder}}))
+            run._check_resources(target, bearer(""),
+                                 scenarios.Plan(**{**gang.__dict__, "fixed": {**gang.fixed, **no_binder}}))
         assert str(e.value) == (
             f"loadtest: {target} does not serve what the gang scenario's clients call: resourceclaimtemplates of "
             "resource.k8s.io/v1, called by TrainingJobUser; scheduling.k8s.io/v1beta1 (for podgroups, workloads), "
@@ -478,7 +488,7 @@ def test_a_target_without_the_scenario_s_apis_stops_the_run_before_any_load() ->
             "not need these")
         # the harness's binder watches PodGroups: against such a cluster, its scheduler places the pods
         with pytest.raises(SystemExit, match=r"podgroups\), called by BinderUser. Give --binder off"):
-            run._check_resources(target, "", scenarios.build("churn", quick=True))
+            run._check_resources(target, bearer(""), scenarios.build("churn", quick=True))
 
 
 _PARTIAL_LIST = r'''
@@ -606,18 +616,16 @@ def test_a_quota_run_s_phase_stays_done_once_every_pod_is_deleted() -> None:
         "creating", "running", "deleting", "done", "done"]
 
 
-def test_a_kubeconfig_user_without_a_token_is_told_what_it_has_instead(api: str, tmp_path: Path) -> None:
-    # kind's and kubeadm's kubeconfigs hold a client certificate, EKS's and GKE's an exec plugin: the
-    # refusal said "client certificates are not supported" for all of them
+def test_a_kubeconfig_user_with_an_auth_provider_is_told_to_pass_a_token(api: str, tmp_path: Path) -> None:
+    # client certificates and exec plugins are used (tests/loadtest/test_kubeauth.py); the
+    # auth-providers (gcp, azure, oidc) are not
     kc = _kubeconfig(tmp_path / "kc", server=api, token=None)
     doc = json.loads(kc.read_text())
-    for user, said in (({"client-certificate-data": "AAAA", "client-key-data": "BBBB"}, "a client certificate"),
-                       ({"exec": {"command": "aws", "args": ["eks", "get-token"]}}, r"an exec plugin \(aws\)"),
-                       ({"auth-provider": {"name": "gcp"}}, r"an auth-provider \(gcp\)")):
-        doc["users"][0]["user"] = user
-        kc.write_text(json.dumps(doc))
-        with pytest.raises(SystemExit, match=f"has no bearer token, only {said}.*: pass --token"):
-            run.main(["run", "churn", "--quick", "--kubeconfig", str(kc), "--out", str(tmp_path / "out")])
+    doc["users"][0]["user"] = {"auth-provider": {"name": "gcp"}}
+    kc.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match=r"has no credentials the harness can use, only an auth-provider \(gcp\), "
+                                         "which the harness does not run: pass --token"):
+        run.main(["run", "churn", "--quick", "--kubeconfig", str(kc), "--out", str(tmp_path / "out")])
 
 
 class _Rbac(_JsonHandler):
@@ -640,15 +648,15 @@ def test_calls_the_authorizer_denies_stop_the_run_before_any_load() -> None:
     # register Nodes ran the whole scenario, every kubelet call failing 403
     with _serving(_Rbac) as target:
         with pytest.raises(SystemExit) as e:
-            run._check_access(target, "t", scenarios.build("kubelets", quick=True))
+            run._check_access(target, bearer("t"), scenarios.build("kubelets", quick=True))
         assert str(e.value) == (
             f"loadtest: {target} does not allow this user calls the kubelets scenario's clients make: "
             "leases.coordination.k8s.io (create get update), nodes (create), nodes/status (patch) for KubeletUser; "
             "leases.coordination.k8s.io (list watch) for InformerUser; nodes (list watch) for BinderUser, "
             "InformerUser; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
         churn = scenarios.build("churn", quick=True)  # its informers follow pods: no Nodes, no Leases
-        run._check_access(target, "t", scenarios.Plan(**{**churn.__dict__, "fixed": {"InformerUser": 1}}))
-        run._check_access(target, "old", scenarios.build("kubelets", quick=True))  # no reviews: not checked
+        run._check_access(target, bearer("t"), scenarios.Plan(**{**churn.__dict__, "fixed": {"InformerUser": 1}}))
+        run._check_access(target, bearer("old"), scenarios.build("kubelets", quick=True))  # no reviews: not checked
 
 
 _BINDER = r'''

@@ -1,0 +1,267 @@
+"""The harness's credentials (loadtest/kubeauth.py): kubeconfigs with client certificates and
+exec plugins, for its httpx clients (preflight checks, /metrics) and its Locust users, against a
+served ``controlplane serve --client-ca-file`` (tests/conftest.py's ``cert_served``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadtest import kubeauth, run, scenarios
+from loadtest.kubeauth import CredentialsError
+from loadtest.serverwatch import ServerWatcher
+from tests.client_certs import issue_client_cert
+from tests.test_cli import Serve
+
+ROOT = Path(__file__).resolve().parents[2]
+REVIEW = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+V1 = "client.authentication.k8s.io/v1"
+
+
+def b64(data: str | bytes) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def kubeconfig(path: Path, server: str, user: dict[str, Any], cluster: dict[str, Any] | None = None) -> Path:
+    ca = os.environ["SSL_CERT_FILE"]  # the tests' CA (tests/conftest.py), which the servers' certificates chain to
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": server, "certificate-authority": ca, **(cluster or {})}}],
+        "users": [{"name": "u", "user": user}], "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    return path
+
+
+PLUGIN = r'''
+import json, os, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+runs = int((here / "runs").read_text()) + 1 if (here / "runs").exists() else 1
+(here / "runs").write_text(str(runs))
+(here / "exec-info").write_text(os.environ["KUBERNETES_EXEC_INFO"])
+(here / "env").write_text(os.environ.get("PLUGIN_GREETING", ""))
+status = json.loads((here / "status.json").read_text())
+if status.pop("expiresIn", None) is not None:
+    status["expirationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+print(json.dumps({"apiVersion": os.environ.get("PLUGIN_VERSION", "client.authentication.k8s.io/v1"),
+                  "kind": "ExecCredential", "status": status}))
+'''
+
+
+def exec_user(directory: Path, status: dict[str, Any], **stanza: Any) -> dict[str, Any]:
+    """A kubeconfig user whose exec plugin (a Python script) prints ``status`` in an ExecCredential,
+    counting its runs in ``directory/runs`` and keeping what it was told in ``directory/exec-info``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "plugin.py").write_text(PLUGIN)
+    (directory / "status.json").write_text(json.dumps(status))
+    return {"exec": {"apiVersion": V1, "command": sys.executable, "args": [str(directory / "plugin.py"),
+                                                                         str(directory)],
+                     "interactiveMode": "Never", "env": [{"name": "PLUGIN_GREETING", "value": "hello"}], **stanza}}
+
+
+def admin_token(served: Serve) -> str:
+    return served.tokens.read_text().split(",", 1)[0]
+
+
+def whoami(auth: kubeauth.Credentials, server: str) -> str:
+    with auth.httpx_client(timeout=10) as client:
+        r = client.post(server + REVIEWS, json=REVIEW)
+    assert r.status_code == 201, r.text
+    return str(r.json()["status"]["userInfo"]["username"])
+
+
+# --------------------------------------------------------------------------- reading kubeconfigs
+
+def test_a_kubeconfig_s_client_certificate_ca_and_server_name_are_read(tmp_path: Path) -> None:
+    cert, key = issue_client_cert(tmp_path / "pki", "alice")
+    kc = kubeconfig(tmp_path / "kc", "https://10.0.0.1:6443", {"client-certificate": "pki/alice.crt",
+                                                               "client-key-data": b64(key.read_bytes())},
+                    {"tls-server-name": "kubernetes", "certificate-authority-data": b64("CA PEM")})
+    auth, server = kubeauth.from_kubeconfig(kc)
+    # a relative path is the kubeconfig's directory's, as clientcmd resolves it
+    assert (server, auth.cert_pem, auth.key_pem) == ("https://10.0.0.1:6443", cert.read_text(), key.read_text())
+    assert (auth.ca_pem, auth.tls_server_name, auth.verify, auth.authorization()) == ("CA PEM", "kubernetes",
+                                                                                      True, None)
+    assert kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc2", "https://h", {"token": "t"},
+                                               {"insecure-skip-tls-verify": True}))[0].verify is False
+    basic = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc3", "https://h", {"username": "u", "password": "p"}))
+    assert basic[0].authorization() == "Basic " + b64("u:p")
+    # --token alone verifies nothing, as before
+    assert kubeauth.bearer("t").verify is False
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    ({"client-certificate-data": b64("C")}, "a client certificate without its key"),
+    ({"client-certificate-data": "%%%", "client-key-data": "%%%"}, "client-certificate-data is not base64"),
+    ({"client-certificate": "missing.crt", "client-key": "missing.key"}, "cannot read the client certificate"),
+    ({"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1alpha1"}}, "v1alpha1 is not one"),
+    ({"exec": {"command": "aws", "apiVersion": V1}}, "interactiveMode must be specified"),
+    ({"exec": {"command": "aws", "apiVersion": V1, "interactiveMode": "Always"}}, "without a terminal"),
+    ({"exec": {"apiVersion": V1, "interactiveMode": "Never"}}, "names no command"),
+])
+def test_kubeconfig_users_the_harness_cannot_use_are_refused_with_a_message(tmp_path: Path, user: dict[str, Any],
+                                                                            message: str) -> None:
+    with pytest.raises(CredentialsError, match=message):
+        kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", user))
+    with pytest.raises(SystemExit, match=f"^loadtest: .*{message}"):
+        run._resolve_target(run_args("--kubeconfig", str(tmp_path / "kc")))
+
+
+def run_args(*argv: str) -> Any:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    run.add_arguments(p)
+    return p.parse_args(["smoke", *argv])
+
+
+def test_credentials_reach_the_workers_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = {**exec_user(tmp_path / "p", {"token": "x"}, provideClusterInfo=True),
+            "client-certificate-data": b64("C"), "client-key-data": b64("K")}
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", user, {"tls-server-name": "n"}))
+    monkeypatch.setenv(kubeauth.ENV, auth.to_env())
+    again = kubeauth.from_env()
+    assert (again.exec, again.cert_pem, again.ca_pem, again.tls_server_name, again.verify) == (
+        auth.exec, "C", auth.ca_pem, "n", True)
+    monkeypatch.delenv(kubeauth.ENV)
+    monkeypatch.setenv("LOADTEST_TOKEN", "old")  # a locustfile run alone, as before
+    assert kubeauth.from_env().authorization() == "Bearer old"
+
+
+# --------------------------------------------------------------------------- exec plugins
+
+def test_an_exec_plugin_runs_as_client_go_runs_it(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    user = exec_user(plugin, {"token": "first", "expiresIn": 1}, provideClusterInfo=True)
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h:6443", user,
+                                                  {"tls-server-name": "kubernetes"}))
+    assert auth.authorization() == "Bearer first" and auth.authorization() == "Bearer first"
+    assert (plugin / "runs").read_text() == "1"  # kept while it has not expired
+    info = json.loads((plugin / "exec-info").read_text())
+    ca = Path(os.environ["SSL_CERT_FILE"]).read_text()
+    assert info == {"apiVersion": V1, "kind": "ExecCredential", "spec": {"interactive": False, "cluster": {
+        "server": "https://h:6443", "tls-server-name": "kubernetes", "certificate-authority-data": b64(ca)}}}
+    assert (plugin / "env").read_text() == "hello"
+    # a 401 for the credentials in use runs it again; one for credentials already replaced does not
+    (plugin / "status.json").write_text(json.dumps({"token": "second"}))
+    generation = auth.generation
+    auth.unauthorized(generation)
+    auth.unauthorized(generation)
+    assert auth.authorization() == "Bearer second" and (plugin / "runs").read_text() == "2"
+    # without provideClusterInfo the plugin is told no cluster
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h:6443", exec_user(plugin, {"token": "t"})))
+    auth.authorization()
+    assert json.loads((plugin / "exec-info").read_text())["spec"] == {"interactive": False}
+
+
+def test_an_exec_plugin_s_expired_credentials_are_asked_for_again(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h",
+                                                  exec_user(plugin, {"token": "a", "expiresIn": 1})))
+    assert auth.authorization() == "Bearer a"
+    (plugin / "status.json").write_text(json.dumps({"token": "b"}))
+    assert auth.authorization() == "Bearer a"
+    time.sleep(1.1)
+    assert auth.authorization() == "Bearer b" and (plugin / "runs").read_text() == "2"
+
+
+@pytest.mark.parametrize(("status", "version", "message"), [
+    ({}, V1, "didn't return a token or cert/key pair"),
+    ({"clientCertificateData": "C"}, V1, "returned only certificate or key"),
+    ({"token": "t"}, "client.authentication.k8s.io/v1beta1", "configured to use API version .*v1, plugin "
+                                                              "returned version .*v1beta1"),
+    ({"token": "t", "expirationTimestamp": "soon"}, V1, "is not RFC 3339"),
+])
+def test_an_exec_plugin_s_bad_answers_are_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 status: dict[str, Any], version: str, message: str) -> None:
+    monkeypatch.setenv("PLUGIN_VERSION", version)
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", exec_user(tmp_path / "p", status)))
+    with pytest.raises(CredentialsError, match=message):
+        auth.authorization()
+
+
+# --------------------------------------------------------------------------- the harness's clients, served
+
+def test_the_preflight_checks_and_scrapes_authenticate_with_a_client_certificate(cert_served: Serve,
+                                                                                 tmp_path: Path) -> None:
+    cert, key = issue_client_cert(tmp_path, "kind-admin", ("system:masters",))
+    kc = kubeconfig(tmp_path / "kc", cert_served.url, {"client-certificate": str(cert), "client-key": str(key)})
+    target, auth, _ = run._resolve_target(run_args("--kubeconfig", str(kc)))
+    assert (target, whoami(auth, cert_served.url)) == (cert_served.url, "kind-admin")
+    # they refused the kubeconfig before ("has no bearer token, only a client certificate")
+    run._check_target(cert_served.url, auth)
+    run._check_resources(cert_served.url, auth, scenarios.build("churn", quick=True))
+    run._check_access(cert_served.url, auth, scenarios.build("churn", quick=True))
+    watcher = ServerWatcher(cert_served.url, tmp_path, auth)
+    with auth.httpx_client(timeout=10) as client, (tmp_path / "server.jsonl").open("w") as lines:
+        watcher.scrape_once(client, lines)
+    assert watcher.errors == 0 and watcher.first is not None
+
+
+def test_the_preflight_checks_run_an_exec_plugin_and_name_it_when_refused(cert_served: Serve, tmp_path: Path) -> None:
+    user = exec_user(tmp_path / "p", {"token": admin_token(cert_served)})
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", cert_served.url, user))
+    run._check_target(cert_served.url, auth)
+    assert whoami(auth, cert_served.url) == "admin"
+    (tmp_path / "p" / "status.json").write_text(json.dumps({"token": "stale"}))
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", cert_served.url, user))
+    with pytest.raises(SystemExit, match=r"refused the credentials \(401\); what the exec plugin \(python.*\) gave "
+                                         "of --kubeconfig: not one it knows"):
+        run._check_target(cert_served.url, auth)
+
+
+LOCUST_USERS = r'''
+import json, os, sys, time
+from pathlib import Path
+from locust.env import Environment
+from loadtest import kubeauth
+from loadtest.locustfiles.base import KubeUser
+
+server = sys.argv[1]
+seen = {}
+env = Environment()
+for kc in sys.argv[2:]:
+    auth, _ = kubeauth.from_kubeconfig(Path(kc))
+    os.environ[kubeauth.ENV] = auth.to_env()
+    import loadtest.locustfiles.base as base
+    base._CREDENTIALS = None  # each kubeconfig's credentials, as each run's worker has its own
+
+    class User(KubeUser):
+        host = server
+
+    user = User(env)
+    review = user.call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", "ssr",
+                       {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    seen[Path(kc).name] = [review.status, ((review.body or {}).get("status") or {}).get("userInfo", {}).get("username")]
+
+print(json.dumps(seen))
+'''
+
+
+def test_the_locust_users_authenticate_with_certificates_and_exec_plugins(cert_served: Serve,
+                                                                        tmp_path: Path) -> None:
+    cert, key = issue_client_cert(tmp_path, "kind-admin", ("system:masters",))
+    kubeconfig(tmp_path / "cert", cert_served.url, {"client-certificate-data": b64(cert.read_bytes()),
+                                                     "client-key-data": b64(key.read_bytes())})
+    kubeconfig(tmp_path / "exec-token", cert_served.url,
+               exec_user(tmp_path / "p1", {"token": admin_token(cert_served)}))
+    ops, ops_key = issue_client_cert(tmp_path, "eks-ops", ("system:masters",))
+    kubeconfig(tmp_path / "exec-cert", cert_served.url, exec_user(tmp_path / "p2", {
+        "clientCertificateData": ops.read_text(), "clientKeyData": ops_key.read_text()}))
+    proc = subprocess.run([sys.executable, "-c", LOCUST_USERS, cert_served.url,
+                           *(str(tmp_path / n) for n in ("cert", "exec-token", "exec-cert"))],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["cert"] == [201, "kind-admin"]
+    assert seen["exec-token"] == [201, "admin"]
+    assert seen["exec-cert"] == [201, "eks-ops"]
+
