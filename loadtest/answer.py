@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Answer", "RESOURCE_VERSION"]
+__all__ = ["RESOURCE_VERSION", "Answer", "WholeList"]
 
 # an object's (or a list's) first resourceVersion is its metadata's, on this server and on
 # kube-apiserver: ObjectMeta's fields come before anything else that has one
@@ -46,6 +46,14 @@ class Answer:
             if m is not None:
                 return m.group(1).decode()
         return ((self.body or {}).get("metadata") or {}).get("resourceVersion")
+
+
+class WholeList(Answer):
+    """A LIST without limit that a paginated LIST fell back to when the continue token of
+    one of its later pages had expired (client-go's pager, FullListIfExpired): it stands
+    for the whole list, and the pages that came before it are void."""
+
+    __slots__ = ()
 
 
 def _parse_object(content: bytes) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from locust import FastHttpUser, events
 from locust.contrib.fasthttp import FastHttpSession
 
 from .. import kubeauth
-from ..answer import RESOURCE_VERSION, Answer
+from ..answer import RESOURCE_VERSION, Answer, WholeList
 
 __all__ = [
     "PARAMS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param", "path_for",
@@ -232,6 +232,12 @@ def credentials() -> kubeauth.Credentials:
 _ACCEPT = {"Accept": "application/json", "Accept-Encoding": "identity"}
 
 
+def _status_reason(answer: Answer) -> str:
+    """The reason of a Status answer ("" for anything else)."""
+    body = answer.body
+    return str(body.get("reason") or "") if body and body.get("kind") == "Status" else ""
+
+
 class KubeUser(FastHttpUser):
     """A Kubernetes API client. Subclasses read like the traffic they make.
 
@@ -292,11 +298,11 @@ class KubeUser(FastHttpUser):
 
     # -- calls -----------------------------------------------------------------
     def call(self, method: str, path: str, name: str, body: Any = None, *, query: dict[str, Any] | None = None,
-             content_type: str = "application/json", expected: tuple[int, ...] = (),
+             content_type: str = "application/json", expected: tuple[int | tuple[int, str], ...] = (),
              track: str | None = None) -> Answer:
         """One API call, recorded under ``name``. 2xx succeeds; a status in
-        ``expected`` is deliberate (counted under EXPECTED, not failed); anything
-        else fails the request. ``track`` names the resource whose watch
+        ``expected``, or a (status, Status reason) pair there, is deliberate (counted
+        under EXPECTED, not failed); anything else fails the request. ``track`` names the resource whose watch
         delivery this write should be matched against.
 
         A request that finds its pooled connection closed by the server (an idle
@@ -331,7 +337,7 @@ class KubeUser(FastHttpUser):
         at = time.perf_counter()
         answer = Answer(status, content, at)
         exception: Exception | None = None
-        if status in expected:
+        if status in expected or (status, _status_reason(answer)) in expected:
             fire_expected(f"{status} {name}")
         elif not 200 <= status < 300:
             exception = ApiFailure(status, _reason(status, answer.body, error))
@@ -363,19 +369,30 @@ class KubeUser(FastHttpUser):
 
     def list_pages(self, plural: str, namespace: str | None = None, group: str = "", version: str = "v1",
                    limit: int = 0, **query: Any) -> Iterator[Answer]:
-        """A LIST, page by page (``limit`` 0: one unpaginated call)."""
-        scope = "namespace" if namespace else "cluster"
+        """A LIST, page by page (``limit`` 0: one unpaginated call), as client-go's pager
+        reads it: later pages go on from the continue token without the resourceVersion
+        asked for; when a later page's token has expired (410 Expired: the list's revision
+        was compacted meanwhile) the 410 is an expected event and one LIST without limit,
+        as first asked for, follows (the pager's FullListIfExpired). That LIST comes as a
+        :class:`WholeList`, which replaces the pages before it."""
+        path = path_for(plural, namespace, group=group, version=version)
+        name = f"{plural} [{'namespace' if namespace else 'cluster'}]"
         q: dict[str, Any] = dict(query)
         if limit:
             q["limit"] = limit
         while True:
-            a = self.call("GET", path_for(plural, namespace, group=group, version=version),
-                          f"{plural} [{scope}]", query=q)
+            later = "continue" in q
+            a = self.call("GET", path, name, query=q, expected=((410, "Expired"),) if later else ())
+            if later and a.status == 410 and _status_reason(a) == "Expired":
+                whole = self.call("GET", path, name, query=dict(query))
+                yield WholeList(whole.status, whole.content, whole.at)
+                return
             yield a
             cont = ((a.body or {}).get("metadata") or {}).get("continue")
             if a.status != 200 or not limit or not cont:
                 return
-            q = {**q, "continue": cont}
+            q = {k: v for k, v in q.items() if k not in ("resourceVersion", "resourceVersionMatch")}
+            q["continue"] = cont
 
     # -- watches ---------------------------------------------------------------
     def open_watch(self, path: str, name: str, query: dict[str, Any], expected: tuple[int, ...] = ()) -> Any:
@@ -469,6 +486,8 @@ class Reflector:
         rv: str | None = None
         for page in self.user.list_pages(self.plural, self.namespace, self.group, self.version,
                                          limit=self.page_size, **self.selectors):
+            if isinstance(page, WholeList):  # the pages before it are void: it is the list
+                count, items = 0, []
             if page.status != 200 or page.body is None:
                 # the list starts over, as client-go's reflector does: a watch from the revision of
                 # the pages that came would never learn of the objects on the pages that did not

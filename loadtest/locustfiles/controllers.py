@@ -27,6 +27,7 @@ import gevent.pool
 from locust import between, run_single_user, task
 
 from .. import objects
+from ..answer import WholeList
 from .base import TRACKER, KubeUser, Reflector, WatchEvent, fire_latency, param, path_for, unique_suffix
 
 __all__ = ["Pacer", "ReplicaSetController"]
@@ -184,6 +185,8 @@ class ReplicaSetController(KubeUser):
         self._last_resync = now
         items: list[dict[str, Any]] = []
         for page in self.list_pages("pods", self.ns, limit=500, labelSelector=f"loadtest/controller={self.rs}"):
+            if isinstance(page, WholeList):  # the continue token expired: this LIST replaces the pages
+                items = []
             items.extend((page.body or {}).get("items") or ())
         self._pods_listed(items)
 

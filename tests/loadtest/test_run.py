@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -724,3 +725,83 @@ def test_a_locust_process_that_failed_says_why(tmp_path: Path) -> None:
         f"(addr='tcp://127.0.0.1:5557') (see {tmp_path / 'locust-master.err'})",
         f"Locust's worker 1 exited with 2 (see {tmp_path / 'locust-worker1.err'})"]
     assert run._locust_failures(tmp_path, Proc(0), [Proc(0)]) == []
+
+
+# --------------------------------------------------------------------------- the pager, after a continue token expired
+
+class _Compacted(_JsonHandler):
+    """Five ConfigMaps, paginated; the continue token of the second page has expired (410 Expired,
+    as kube-apiserver words it when the list's revision was compacted between the pages)."""
+
+    asked: ClassVar[list[str]] = []
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        with self.lock:
+            self.asked.append(self.path)
+        items = [{"metadata": {"name": f"cm{i}"}} for i in range(5)]
+        if "continue=" in self.path:
+            self._json(410, {"kind": "Status", "apiVersion": "v1", "metadata": {"continue": "fresh"},
+                             "status": "Failure", "reason": "Expired", "code": 410,
+                             "message": "The provided continue parameter is too old to display a consistent list"})
+        elif "limit=" in self.path:
+            self._json(200, {"kind": "ConfigMapList", "metadata": {"resourceVersion": "10", "continue": "c1"},
+                             "items": items[:2]})
+        else:
+            self._json(200, {"kind": "ConfigMapList", "metadata": {"resourceVersion": "20"}, "items": items})
+
+
+PAGER = r"""
+import json, sys
+from locust import events as locust_events
+from locust.env import Environment
+from loadtest.locustfiles.base import KubeUser, Reflector
+
+env = Environment(events=locust_events)  # the users fire into Locust's events
+events = []
+env.events.request.add_listener(lambda request_type, name, exception=None, **kw: events.append(
+    [request_type, name, None if exception is None else str(exception)]))
+
+
+class User(KubeUser):
+    host = sys.argv[1]
+
+
+user = User(env)
+pages = [[type(p).__name__, p.status, len((p.body or {}).get("items") or ())]
+         for p in user.list_pages("configmaps", "ns", limit=2)]
+reflector = Reflector(user, "configmaps", "ns", page_size=2, on_list=lambda items: None)
+reflector._list()
+print(json.dumps({"pages": pages, "events": events, "reflector": [reflector.rv, reflector.count,
+                                                                  reflector.synced.is_set()]}))
+"""
+
+
+@pytest.fixture
+def compacted() -> Iterator[str]:
+    _Compacted.asked = []
+    with _serving(_Compacted) as url:
+        yield url
+
+
+def test_an_expired_continue_token_is_expected_and_the_list_is_read_whole(compacted: str) -> None:
+    # client-go's pager lists again without limit when a later page's token has expired (its
+    # FullListIfExpired); the harness failed the 410 and its informers started over, to fail again
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", PAGER, compacted], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["pages"] == [["Answer", 200, 2], ["WholeList", 200, 5]]
+    name = "configmaps [namespace]"
+    assert seen["events"][:4] == [["GET", name, None], ["EXPECTED", f"410 {name}", None], ["GET", name, None],
+                                  ["GET", name, None]]
+    assert not [e for e in seen["events"] if e[2]]  # no failure
+    # the whole list is the one first asked for: no limit, no continue
+    assert _Compacted.asked[:3] == ["/api/v1/namespaces/ns/configmaps?limit=2",
+                                    "/api/v1/namespaces/ns/configmaps?limit=2&continue=c1",
+                                    "/api/v1/namespaces/ns/configmaps"]
+    # a reflector's list is the whole list's: its objects and its revision
+    assert seen["reflector"] == ["20", 5, True]
