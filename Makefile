@@ -12,12 +12,15 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 ARGS   ?=
+# Test processes (pytest-xdist, a test file each at a time). Most of a test's time is spent
+# waiting on a served API server, so three processes fit two cores; 0 runs them in this one.
+TEST_WORKERS ?= 3
 
 .PHONY: help venv etcd wrk run test bench lint clean distclean
 
 help:
 	@echo "make run        start the API server (writes .controlplane/kubeconfig)"
-	@echo "make test       run the tests (ARGS='-k foo' to pass pytest options)"
+	@echo "make test       run the tests (ARGS='-k foo' to pass pytest options, TEST_WORKERS=0 for one process)"
 	@echo "make bench      run the benchmarks"
 	@echo "make lint       ruff and mypy"
 	@echo "make venv       create .venv and install the project with its test and load extras"
@@ -51,7 +54,7 @@ run: venv
 	$(BIN)/controlplane serve $(ARGS)
 
 test: venv etcd
-	$(BIN)/python -m pytest -q -ra $(ARGS)
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 bench: venv etcd wrk
 	$(BIN)/controlplane bench store
