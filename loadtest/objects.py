@@ -52,6 +52,9 @@ class PodFactory:
         spec.pop("nodeName", None)
         spec.pop("priorityClassName", None)  # the run does not create PriorityClasses
         spec.pop("priority", None)
+        # nor ServiceAccounts: its pods run as the one every namespace has (ServiceAccount
+        # admission refuses a pod whose account does not exist)
+        spec["serviceAccountName"] = spec["serviceAccount"] = "default"
         return p
 
 

@@ -200,6 +200,8 @@ def run(args: argparse.Namespace) -> None:
     for i in range(args.pods):
         pod = gen.pod(namespace="default", bound=False)
         pod["metadata"] = {"name": f"bench-{i}", "namespace": "default", "labels": pod["metadata"]["labels"]}
+        # the ServiceAccount that exists (ServiceAccount admission refuses the ones podgen makes up)
+        pod["spec"]["serviceAccountName"] = pod["spec"]["serviceAccount"] = "default"
         pod.pop("status", None)
         bodies.append(orjson.dumps(pod))
     work = Path(tempfile.mkdtemp(prefix="cp-bench-api-"))

@@ -19,6 +19,9 @@ def test_pods_ask_for_gpus_only_where_the_nodes_have_them() -> None:
     assert 50 < sum(1 for p in with_gpus if _gpus(p)) < 200  # podgen's tenth
     assert not any(_gpus(p) for p in without)
     assert all(p["metadata"]["name"] == f"p{i}" and "nodeName" not in p["spec"] for i, p in enumerate(without))
+    # the account every namespace has: ServiceAccount admission refuses podgen's made-up ones
+    accounts = {(p["spec"]["serviceAccountName"], p["spec"]["serviceAccount"]) for p in with_gpus}
+    assert accounts == {("default", "default")}
 
 
 def test_a_kubelet_s_lease_and_slices_are_its_node_s_and_the_run_s() -> None:
