@@ -130,6 +130,7 @@ from .resourcemetrics import ResourceMetrics
 from .reviews import REVIEWS, Authenticate, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
+from .serviceaccount import ServiceAccountAdmission
 from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
 from .tables import as_table
@@ -204,6 +205,8 @@ class KubeApi:
         policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
             if policies is not None and policy_bindings is not None else None
+        accounts = registry.get("", "v1", "serviceaccounts")
+        self._service_accounts = ServiceAccountAdmission(self, accounts) if accounts is not None else None
         runtime_classes = registry.get("node.k8s.io", "v1", "runtimeclasses")
         self._runtime_classes = RuntimeClassAdmission(self, runtime_classes) if runtime_classes is not None else None
         self._priority_classes = registry.get("scheduling.k8s.io", "v1", "priorityclasses")
@@ -918,6 +921,8 @@ class KubeApi:
                     "message": f"Invalid value: {generation}: must be greater than or equal to 0"}])
             if not isinstance(generation, int) or isinstance(generation, bool) or not generation:
                 meta.pop("generation", None)  # (0 is Go's zero value: never serialised)
+        if rtype is self._pods and self._service_accounts is not None:  # mutating admission (the token volume)
+            await self._service_accounts.admit(namespace or "", obj)
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
         if rtype is self._pods and self._runtime_classes is not None:  # mutating admission (overhead)

@@ -83,8 +83,14 @@ def _default_pod(pod: dict[str, Any]) -> None:
                 for name, value in limits.items():
                     requests.setdefault(name, value)
     fill(spec, "enableServiceLinks", True)
-    sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
-    spec["serviceAccountName"] = spec["serviceAccount"] = sa
+    # the deprecated serviceAccount mirrors serviceAccountName, as upstream's conversion
+    # (``default`` is ServiceAccount admission's, at create: api/serviceaccount.py)
+    sa = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if sa:
+        spec["serviceAccountName"] = spec["serviceAccount"] = sa
+    else:
+        spec.pop("serviceAccountName", None)
+        spec.pop("serviceAccount", None)
     tolerations = spec.setdefault("tolerations", [])
     keys = {t.get("key") for t in tolerations if isinstance(t, dict)}
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
@@ -453,6 +459,9 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
             return []
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits
         # it as it admits a create: what is stored has the defaults a PUT or patch left out
+        # (the ServiceAccount admission gave it too)
+        if not spec.get("serviceAccountName") and not spec.get("serviceAccount") and old_spec.get("serviceAccountName"):
+            spec["serviceAccountName"] = old_spec["serviceAccountName"]
         _default_pod(obj)
         spec = obj["spec"]
         if spec == old_spec:

@@ -444,6 +444,36 @@ def test_names_are_validated_and_namespaces_get_a_default_service_account(api: c
     assert svc.spec.ports[0].protocol == "TCP" and svc.spec.ports[0].target_port == 80
 
 
+def test_service_account_admission_mounts_the_token_and_refuses_a_missing_account(api: client.ApiClient) -> None:
+    v1 = client.CoreV1Api(api)
+    v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="sa-admission")))
+    # at once: the namespace's default ServiceAccount is written before its create answers
+    pod = v1.create_namespaced_pod("sa-admission", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")])))
+    assert pod.spec.service_account_name == pod.spec.service_account == "default"
+    [volume] = pod.spec.volumes
+    [mount] = pod.spec.containers[0].volume_mounts
+    assert volume.name.startswith("kube-api-access-") and len(volume.name) == len("kube-api-access-") + 5
+    assert (mount.name, mount.mount_path, mount.read_only) == (
+        volume.name, "/var/run/secrets/kubernetes.io/serviceaccount", True)
+    token, ca, namespace = volume.projected.sources
+    assert volume.projected.default_mode == 420
+    assert (token.service_account_token.path, token.service_account_token.expiration_seconds) == ("token", 3607)
+    assert ca.config_map.name == "kube-root-ca.crt"
+    assert [(i.key, i.path) for i in ca.config_map.items] == [("ca.crt", "ca.crt")]
+    assert namespace.downward_api.items[0].field_ref.field_path == "metadata.namespace"
+    with pytest.raises(ApiException) as e:
+        v1.create_namespaced_pod("sa-admission", client.V1Pod(
+            metadata=client.V1ObjectMeta(name="robot"),
+            spec=client.V1PodSpec(service_account_name="robot", automount_service_account_token=False,
+                                  containers=[client.V1Container(name="c", image="nginx")])))
+    status = orjson.loads(e.value.body)
+    assert e.value.status == 403 and status["reason"] == "Forbidden"
+    assert status["message"] == ('pods "robot" is forbidden: error looking up service account '
+                                 'sa-admission/robot: serviceaccount "robot" not found')
+
+
 def watch_lines(served: Serve, path: str, params: dict[str, str], n: int) -> list[dict]:
     """The first ``n`` events of a raw watch."""
     out: list[dict] = []
