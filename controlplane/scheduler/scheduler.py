@@ -294,8 +294,9 @@ class Scheduler:
         spec = obj.get("spec") or {}
         pcn = spec.get("priorityClassName")
         if pcn and pcn in self.priority_classes:
-            # Upstream's Priority admission writes the class's value into spec.priority; this
-            # server does not (it defaults 0), so the class, when known, decides.
+            # Priority admission (this server's, api/priority.py, as upstream's) has written the
+            # class's value into spec.priority already; a class's value cannot change, so this is
+            # the same, and holds for a pod stored without admission (a store restored from elsewhere).
             pod.priority = self.priority_classes[pcn]
         return pod
 
