@@ -144,6 +144,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500, metavar="N",
                        help="finished pods (Succeeded or Failed) kept before the pod garbage collector deletes "
                             "the oldest, as kube-controller-manager's flag; 0 or less: never (default: %(default)s)")
+    accounts = serve.add_argument_group("service account tokens", "as kube-apiserver's flags of the same names")
+    accounts.add_argument("--service-account-issuer", action="append", default=[], metavar="ISSUER",
+                          help="the iss of the tokens issued; repeat it to accept tokens of earlier issuers too "
+                               "(default: https://kubernetes.default.svc.cluster.local)")
+    accounts.add_argument("--service-account-signing-key-file", type=Path, default=None, metavar="PEM",
+                          help="the RSA or ECDSA private key that signs the tokens (default: pki/sa.key beside "
+                               "DATA_DIR, generated once)")
+    accounts.add_argument("--service-account-key-file", action="append", type=Path, default=[], metavar="PEM",
+                          help="public keys (or private keys, certificates) that verify tokens; repeat it for "
+                               "several files (default: the signing key)")
+    accounts.add_argument("--service-account-jwks-uri", default="", metavar="URL",
+                          help="the jwks_uri of /.well-known/openid-configuration (default: this server's "
+                               "/openid/v1/jwks)")
+    accounts.add_argument("--api-audiences", action="append", default=[], metavar="AUDIENCES",
+                          help="the audiences of the API, comma-separated: a token for none of them is refused, "
+                               "TokenRequests default to them (default: the issuers)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -254,6 +270,11 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             components_process=args.components_process,
             http_protocol=args.http_protocol,
             compaction_interval=args.etcd_compaction_interval,
+            service_account_issuers=tuple(args.service_account_issuer),
+            service_account_signing_key_file=args.service_account_signing_key_file,
+            service_account_key_files=tuple(args.service_account_key_file),
+            service_account_jwks_uri=args.service_account_jwks_uri,
+            api_audiences=tuple(a.strip() for given in args.api_audiences for a in given.split(",") if a.strip()),
             node_lifecycle=NodeLifecycle(
                 monitor_period=args.node_monitor_period,
                 monitor_grace_period=args.node_monitor_grace_period,
@@ -339,6 +360,16 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
                     f"written to {kubeconfig}; use it with: export KUBECONFIG={kubeconfig}")
 
 
+def prepare_service_account_keys(config: Config) -> None:
+    """Read the service account key files, or make the generated key, before serving: a bad
+    file is refused at start (``jws.KeyFileError``), as kube-apiserver refuses it, and the
+    ``--workers`` find the key made."""
+    from .api.tokenrequest import ServiceAccountKeys
+
+    ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
+                       generated_in=config.pki_dir).load()
+
+
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import logging
 
@@ -361,6 +392,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         tls = prepare_tls(config)
         config, message = prepare_credentials(config, tls.ca_pem if tls else None)
+        prepare_service_account_keys(config)
     except (OSError, ValueError, TokenFileError) as e:
         print(f"controlplane serve: error: {e}", file=sys.stderr)
         return 1

@@ -108,6 +108,16 @@ class Config:
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
     node_lifecycle: NodeLifecycle = NodeLifecycle()
+    # service account tokens, as kube-apiserver's flags of the same names (api/tokenrequest.py):
+    # the issuers accepted, the first one signing (() is https://kubernetes.default.svc.cluster.local);
+    # the private key that signs and the public keys that verify (None: the generated
+    # ``pki_dir/sa.key``; no key files: the signing key's own); the discovery's jwks_uri
+    # ("": this server's /openid/v1/jwks); the audiences of the API (() is the issuers)
+    service_account_issuers: tuple[str, ...] = ()
+    service_account_signing_key_file: Path | None = None
+    service_account_key_files: tuple[Path, ...] = ()
+    service_account_jwks_uri: str = ""
+    api_audiences: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -135,6 +145,22 @@ class Config:
             raise ValueError(f"HTTP protocol {self.http_protocol!r} is not one of {HTTP_PROTOCOLS}")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log level {self.log_level!r} is not one of {LOG_LEVELS}")
+        self._check_service_accounts()
+
+    def _check_service_accounts(self) -> None:
+        """kube-apiserver's checks of its service account flags."""
+        issuers = self.service_account_issuers
+        if any(not i for i in issuers):
+            raise ValueError("service-account-issuer should not be an empty string")
+        if len(set(issuers)) != len(issuers):
+            raise ValueError("service-account-issuer " + next(i for i in issuers if issuers.count(i) > 1)
+                             + " specified more than once")
+        if self.service_account_key_files and self.service_account_signing_key_file is None:
+            raise ValueError("--service-account-key-file needs --service-account-signing-key-file "
+                             "(this server issues the tokens it verifies)")
+        if self.service_account_jwks_uri and not self.service_account_jwks_uri.startswith("https://"):
+            raise ValueError("service-account-jwks-uri requires https scheme, parsed as: "
+                             + self.service_account_jwks_uri)
 
     @property
     def store_url(self) -> str:

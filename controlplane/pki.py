@@ -1,4 +1,4 @@
-"""The serving certificate: a local CA and a certificate for the API server, made once.
+"""The serving certificate, and the service account signing key: made once, kept.
 
 kube-apiserver serves only TLS, and client-go sends bearer tokens only over
 TLS, so token authentication needs it. Without ``--tls-cert-file``, ``serve``
@@ -11,6 +11,10 @@ default)::
                                  localhost, 127.0.0.1, ::1, the kubernetes service
                                  names and the ``--host`` address; re-issued when
                                  it does not cover the host or nears its end
+    sa.key, sa.pub               the RSA key (2048 bits) that signs service account
+                                 tokens (RS256), and its public half, as kubeadm
+                                 names them; made once (``ensure_service_account_key``),
+                                 so tokens issued before a restart stay valid
 
 The kubeconfig carries ``ca.crt`` as ``certificate-authority-data``. Keys are
 ECDSA P-256: cheap handshakes, and accepted by Go, Python and OpenSSL clients.
@@ -28,11 +32,13 @@ from pathlib import Path
 
 from .files import write_private
 
-__all__ = ["ServingPki", "ensure_serving_pki", "serving_names"]
+__all__ = ["SA_KEY", "SA_PUB", "ServingPki", "ensure_serving_pki", "ensure_service_account_key", "serving_names"]
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
+SA_KEY, SA_PUB = "sa.key", "sa.pub"
+SA_KEY_BITS = 2048
 SERVICE_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local")
 
@@ -67,6 +73,35 @@ def ensure_serving_pki(directory: Path, host: str) -> ServingPki:
     with open(directory / ".lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _ensure_locked(directory, host)
+
+
+def ensure_service_account_key(directory: Path) -> Path:
+    """``directory/sa.key``, the service account signing key, made (with ``sa.pub``) if absent.
+
+    Every server process of one state directory signs with it and accepts what the others
+    signed; they may start together, so it is made under the lock the CA is. A key of an
+    earlier version (32 random bytes, HMAC) is replaced: the tokens it signed stop working."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / SA_KEY
+    if path.exists() and path.read_bytes().startswith(b"-----BEGIN"):
+        return path
+    with open(directory / ".lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path.exists() and path.read_bytes().startswith(b"-----BEGIN")):
+            _write_service_account_key(directory)
+    return path
+
+
+def _write_service_account_key(directory: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
+    pem = serialization.Encoding.PEM
+    write_private(directory / SA_PUB, key.public_key().public_bytes(
+        pem, serialization.PublicFormat.SubjectPublicKeyInfo))
+    write_private(directory / SA_KEY, key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
+                                                        serialization.NoEncryption()))
 
 
 def _ensure_locked(directory: Path, host: str) -> ServingPki:

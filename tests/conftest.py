@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from controlplane.pki import ensure_serving_pki
+from controlplane.pki import ensure_service_account_key, ensure_serving_pki
 
 if TYPE_CHECKING:
     from tests.test_cli import Serve
@@ -28,6 +28,7 @@ TEST_PKI = Path(tempfile.mkdtemp(prefix="controlplane-test-pki-"))
 
 def pytest_configure(config: pytest.Config) -> None:
     pki = ensure_serving_pki(TEST_PKI, "127.0.0.1")
+    ensure_service_account_key(TEST_PKI)  # copied with the rest: no server of the tests makes its own
     os.environ["SSL_CERT_FILE"] = str(pki.ca_file)
 
 

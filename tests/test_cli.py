@@ -294,7 +294,26 @@ def test_serve_node_lifecycle_flags_reach_the_config() -> None:
                                                   large_cluster_size_threshold=10)
 
 
+def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
+    argv = ["serve", "--service-account-issuer", "https://oidc.example.com", "--service-account-issuer", "old",
+            "--service-account-signing-key-file", "/etc/sa.key", "--service-account-key-file", "/etc/sa.pub",
+            "--service-account-key-file", "/etc/old.pub", "--service-account-jwks-uri", "https://oidc.example.com/k",
+            "--api-audiences", "a,b", "--api-audiences", "c"]
+    parser = cli.build_parser()
+    config = cli._config_from_args(parser, parser.parse_args(argv))
+    assert config == Config(service_account_issuers=("https://oidc.example.com", "old"),
+                            service_account_signing_key_file=Path("/etc/sa.key"),
+                            service_account_key_files=(Path("/etc/sa.pub"), Path("/etc/old.pub")),
+                            service_account_jwks_uri="https://oidc.example.com/k", api_audiences=("a", "b", "c"))
+    (tmp_path / "sa.key").write_text("not a key\n")  # refused at start, as kube-apiserver refuses it
+    with pytest.raises(ValueError, match="no private key found"):
+        cli.prepare_service_account_keys(Config(service_account_signing_key_file=tmp_path / "sa.key"))
+
+
 @pytest.mark.parametrize("argv", [
+    ["serve", "--service-account-issuer", "x", "--service-account-issuer", "x"],
+    ["serve", "--service-account-key-file", "/etc/sa.pub"],
+    ["serve", "--service-account-jwks-uri", "http://plain"],
     ["serve", "--node-monitor-grace-period", "0"],
     ["serve", "--node-eviction-rate", "-1"],
     ["serve", "--unhealthy-zone-threshold", "1.5"],

@@ -8,7 +8,9 @@ For now it serves what every kube-apiserver serves besides the API itself:
   see ``_health_checks``);
 - ``/version``: ``version.Info`` of Kubernetes 1.37;
 - ``/metrics``: ``controlplane.metrics.REGISTRY`` in Prometheus text format
-  (the ``controlplane_*`` series and kube-apiserver's ``apiserver_*`` ones).
+  (the ``controlplane_*`` series and kube-apiserver's ``apiserver_*`` ones);
+- ``/.well-known/openid-configuration`` and ``/openid/v1/jwks``: the service account
+  issuer's discovery (``api/oidc.py``).
 
 The lifespan opens the store (``store.open(config.store_url)``) and starts the
 watch caches (``controlplane.watchcache``, every read goes through them) before
@@ -55,6 +57,8 @@ from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from .errors import ApiError
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
+from .oidc import PATHS as DISCOVERY_PATHS
+from .oidc import Discovery, discovery_for
 from .openapi import PREFIX as OPENAPI_V3
 from .openapi import OpenApiV3, custom_resource_schema
 from .openapiv2 import PATH as OPENAPI_V2
@@ -63,7 +67,7 @@ from .rbac import ANONYMOUS, Authorizer, User, forbidden
 from .rbac import Request as AuthzRequest
 from .reads import StoreReads, list_options
 from .rest import USER_SCOPE_KEY, KubeApi
-from .tokenrequest import TokenIssuer, account_of, account_user
+from .tokenrequest import ServiceAccountKeys, TokenIssuer
 
 __all__ = ["ServerState", "create_app"]
 
@@ -230,16 +234,20 @@ class _KubeRoutes:
     anonymous and, under AlwaysAllow, allowed: client-go sends credentials only
     over TLS, so kubectl sends none there. A client certificate the TLS handshake verified
     against ``--client-ca-file`` (api/http1.py) authenticates its subject before any token: its
-    common name is the user, its organizations the groups."""
+    common name is the user, its organizations the groups. A service account token
+    (api/tokenrequest.py) authenticates a request only if one of its audiences is the API's
+    (``--api-audiences``), as upstream's: one made for Vault is refused (401)."""
 
     def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
-                 anonymous: bool) -> None:
+                 anonymous: bool, discovery: Discovery | None = None) -> None:
         self.app = app
         self.kube = kube
         self.openapi = openapi
         self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
         self.tokens = tokens
         self.anonymous = anonymous
+        self.discovery = discovery  # the service account issuer's (api/oidc.py)
+        self._parsed: dict[bytes, tuple[bytes, dict[str, Any]]] = {}  # key -> (JSON, object): _current_object's
         if tokens is not None:  # TokenReview authenticates as requests are (else nothing does)
             kube.authenticate_token = self.token_user
 
@@ -252,39 +260,49 @@ class _KubeRoutes:
         elif path == OPENAPI_V2:
             target = self.openapi_v2
         elif (path == "/metrics" or path == "/metrics/slis") and self.kube.authorizer is not None:
-            await self._monitoring(scope, receive, send, path)
+            await self._non_resource(scope, receive, send, path, self.app)
+            return
+        elif path in DISCOVERY_PATHS and self.discovery is not None:
+            await self._non_resource(scope, receive, send, path, self.discovery)
             return
         else:
             await self.app(scope, receive, send)
             return
         if self.tokens is not None:
-            user = await self._authenticated(scope)
+            user = await self._requester(scope, send)
             if user is None:
-                await KubeApi._respond(send, 401, _UNAUTHORIZED)
                 return
-            if any(n.startswith(b"impersonate-") for n, _ in scope.get("headers", ())):  # kubectl --as
-                try:
-                    user = await impersonated(scope, user, self.kube.authorizer)
-                except ApiError as e:
-                    await KubeApi._respond(send, e.code, e.body())
-                    return
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
         await target(scope, receive, send)
 
-    async def _monitoring(self, scope: dict[str, Any], receive: Any, send: Any, path: str) -> None:
-        """``/metrics`` under RBAC: for the users a rule allows ``get`` on the path (the group
-        ``system:monitoring`` by the bootstrap policy, and ``system:masters``), as upstream's; a
-        request without credentials is anonymous where the server takes anonymous ones."""
-        assert self.kube.authorizer is not None
-        user = await self._authenticated(scope) if self.tokens is not None else ANONYMOUS
+    async def _requester(self, scope: dict[str, Any], send: Any) -> User | None:
+        """Who asks: the authenticated user, or the one it impersonates (``kubectl --as``); None
+        once a 401 (or the impersonation's refusal) is sent."""
+        user = await self._authenticated(scope)
         if user is None:
             await KubeApi._respond(send, 401, _UNAUTHORIZED)
+            return None
+        if any(n.startswith(b"impersonate-") for n, _ in scope.get("headers", ())):
+            try:
+                user = await impersonated(scope, user, self.kube.authorizer)
+            except ApiError as e:
+                await KubeApi._respond(send, e.code, e.body())
+                return None
+        return user
+
+    async def _non_resource(self, scope: dict[str, Any], receive: Any, send: Any, path: str, target: Any) -> None:
+        """A non-resource path outside the API that upstream authorizes: ``/metrics`` (under RBAC:
+        the group ``system:monitoring`` by the bootstrap policy, and ``system:masters``) and the
+        issuer discovery (every service account). For whom a rule allows ``get`` on the path; a
+        request without credentials is anonymous where the server takes anonymous ones."""
+        user = await self._requester(scope, send) if self.tokens is not None else ANONYMOUS
+        if user is None:
             return
         need = AuthzRequest("get", path=path)
-        if not await self.kube.authorizer.allowed(user, need):
+        if self.kube.authorizer is not None and not await self.kube.authorizer.allowed(user, need):
             await KubeApi._respond(send, 403, forbidden(user, need).body())
             return
-        await self.app(scope, receive, send)
+        await target(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         subject = scope.get(CLIENT_CERT_SCOPE_KEY)
@@ -296,7 +314,13 @@ class _KubeRoutes:
                 if scheme.lower() != "bearer":
                     return None
                 found = await self.token_user(token.strip())
-                return found[0] if found is not None else None
+                if found is None:
+                    return None
+                user, audiences = found
+                issuer = self.kube.token_issuer
+                if audiences is not None and issuer is not None and not any(a in issuer.audiences for a in audiences):
+                    return None  # a token for someone else (Vault's, an OIDC relying party's): not for the API
+                return user
         return ANONYMOUS if self.anonymous else None
 
     async def token_user(self, token: str) -> tuple[User, list[str] | None] | None:
@@ -306,28 +330,41 @@ class _KubeRoutes:
         if user is not None:
             return user, None
         if token.count(".") == 2 and self.kube.token_issuer is not None:
-            claims = self.kube.token_issuer.claims(token)  # a service account's (TokenRequest)
-            if claims is not None and await self._account_exists(*account_of(claims)):
-                audiences = claims.get("aud")
-                return account_user(claims), [audiences] if isinstance(audiences, str) else list(audiences or ())
+            try:  # a service account's (TokenRequest)
+                return await self.kube.token_issuer.authenticate(token, self._current_object)
+            except (OSError, ValueError) as e:  # the generated key could not be made or read
+                log.error("service account tokens cannot be verified: %s", e)
         return None
 
-    async def _account_exists(self, namespace: str, name: str, uid: str) -> bool:
-        """Whether the service account a token names still exists, as the one it was issued for."""
-        accounts = self.kube.registry.get("", "v1", "serviceaccounts")
-        if accounts is None:
-            return False
+    async def _current_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """A core object a service account token names (its account, its bound object), as the
+        watch cache has it; one it lacks is looked for in the store (perhaps not cached yet).
+        Each request of a pod presents its token, so the last parse of each object is kept and
+        reused while its JSON is unchanged (comparing 5 kB costs a fraction of parsing them)."""
+        rtype = self.kube.registry.get("", "v1", plural)
+        if rtype is None:
+            return None
+        key = rtype.key(namespace, name)
         try:
-            raw = await self.kube.reads.get(accounts, namespace, name, "0")
-            if raw is None:  # perhaps not cached yet: the store knows
-                kv = await self.kube.store.get(accounts.key(namespace, name))
+            raw = await self.kube.reads.get(rtype, namespace, name, "0")
+            if raw is None:
+                kv = await self.kube.store.get(key)
                 raw = kv.value if kv is not None else None
         except ApiError:  # the store is not open yet
-            return False
+            return None
         if raw is None:
-            return False
-        return not uid or bool(orjson.loads(raw).get("metadata", {}).get("uid") == uid)
+            return None
+        parsed = self._parsed.get(key)
+        if parsed is not None and parsed[0] == raw:
+            return parsed[1]
+        obj: dict[str, Any] = orjson.loads(raw)
+        if len(self._parsed) >= _PARSED_OBJECTS:
+            del self._parsed[next(iter(self._parsed))]
+        self._parsed[key] = (raw, obj)
+        return obj
 
+
+_PARSED_OBJECTS = 4096  # the service accounts and bound objects of recent tokens, parsed
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
@@ -454,8 +491,15 @@ def create_app(config: Config) -> FastAPI:
     app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    discovery = None
     try:
-        kube.token_issuer = TokenIssuer.in_directory(config.pki_dir)
+        if config.service_account_signing_key_file is None:  # the generated key, made on first use
+            config.pki_dir.mkdir(parents=True, exist_ok=True)
+        kube.token_issuer = TokenIssuer(
+            ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
+                               generated_in=config.pki_dir),
+            config.service_account_issuers, config.api_audiences)
+        discovery = discovery_for(kube.token_issuer, config.service_account_jwks_uri, config.server_url)
     except OSError as e:  # a state directory this process may not write: no service account tokens
         log.warning("service account tokens disabled: %s", e)
     if config.scheduler:  # the workload controllers run with the scheduler (components.py)
@@ -484,7 +528,8 @@ def create_app(config: Config) -> FastAPI:
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
-    app.state.front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls)
+    app.state.front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
+                                  discovery=discovery)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
@@ -508,6 +553,8 @@ def create_app(config: Config) -> FastAPI:
         """The paths served, as kube-apiserver's index."""
         paths = {"/api", "/api/v1", "/apis", "/metrics", "/openapi/v2", "/openapi/v3", "/version", "/healthz",
                  "/livez", "/readyz"}
+        if app.state.front.discovery is not None:
+            paths.update(DISCOVERY_PATHS)
         for group, versions in kube.registry.groups().items():
             if group:
                 paths.add(f"/apis/{group}")

@@ -18,7 +18,9 @@ A request is allowed when a rule of a role bound to its user allows it:
 - a ``cluster-admin`` ClusterRole and its binding to ``system:masters`` are
   created at start (``BOOTSTRAP``), as upstream's bootstrap policy, and so is
   ``system:monitoring`` (bound to that group): ``/metrics`` is for it and the
-  masters only, as upstream's (``app.py`` asks; the health checks stay open).
+  masters only, as upstream's (``app.py`` asks; the health checks stay open);
+  ``system:service-account-issuer-discovery`` lets every service account read the
+  issuer's discovery documents (``/.well-known/openid-configuration``, ``/openid/v1/jwks``).
 
 The rules are indexed from the cached RBAC objects and rebuilt when one of the
 four caches changes (their ``generation``), so a binding takes effect once its
@@ -34,6 +36,7 @@ A denial is a 403 Forbidden worded as upstream's:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,15 +52,29 @@ __all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
 MONITORING = "system:monitoring"
+ISSUER_DISCOVERY = "system:service-account-issuer-discovery"
 
 
 @dataclass(frozen=True, slots=True)
 class User:
     name: str
     groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), sorted by key
 
     def with_authenticated(self) -> User:
-        return User(self.name, (*self.groups, AUTHENTICATED)) if AUTHENTICATED not in self.groups else self
+        return self if AUTHENTICATED in self.groups else \
+            dataclasses.replace(self, groups=(*self.groups, AUTHENTICATED))
+
+    def info(self) -> dict[str, Any]:
+        """As a review's ``userInfo`` shows it (``uid`` and ``extra`` when set)."""
+        out: dict[str, Any] = {"username": self.name}
+        if self.uid:
+            out["uid"] = self.uid
+        out["groups"] = list(self.groups)
+        if self.extra:
+            out["extra"] = {key: list(values) for key, values in self.extra}
+        return out
 
 
 ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
@@ -280,5 +297,18 @@ BOOTSTRAP: tuple[tuple[str, dict[str, Any]], ...] = (
                      "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MONITORING},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MONITORING}]}),
+    # the service account issuer's discovery documents (api/oidc.py), for every service account
+    ("clusterroles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": ISSUER_DISCOVERY, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "rules": [{"nonResourceURLs": ["/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+                                       "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": ["get"]}]}),
+    ("clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": ISSUER_DISCOVERY, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ISSUER_DISCOVERY},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:serviceaccounts"}]}),
     *(("clusterroles", role) for role in DEFAULT_ROLES),  # admin, edit, view (api/rbacpolicy.py)
 )

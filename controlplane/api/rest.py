@@ -127,7 +127,7 @@ from .reads import (
 )
 from .resourcemetrics import GROUP as METRICS_GROUP
 from .resourcemetrics import ResourceMetrics
-from .reviews import REVIEWS, Authenticate, review
+from .reviews import REVIEWS, SERVER_AUDIENCES, Authenticate, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
@@ -516,8 +516,10 @@ class KubeApi:
             if content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             asked = self._parse(rtype, await self._body(scope, receive))
+            audiences = self.token_issuer.audiences if self.token_issuer is not None else SERVER_AUDIENCES
             return await self._json(send, 201, await review(rtype.plural, asked, scope.get(USER_SCOPE_KEY),
-                                                            self.authorizer, namespace, self.authenticate_token))
+                                                            self.authorizer, namespace, self.authenticate_token,
+                                                            audiences))
         if rtype.group == RENEWALS_GROUP and rtype.custom is None:
             if method != "POST" or name is not None:
                 raise ApiError.method_not_allowed(method)

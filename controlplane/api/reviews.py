@@ -10,7 +10,9 @@ An access review asks the server's authorizer: under ``--authorization-mode RBAC
 the RBAC rules (``api/rbac.py``), under ``AlwaysAllow`` every question is allowed.
 A SelfSubjectReview echoes the user the token authenticates; a TokenReview runs the
 server's own token authentication (``authenticate``: static tokens, service account
-tokens) on the token it is given.
+tokens) on the token it is given. Both show the user as upstream's ``UserInfo``: name,
+uid and extras when it has them (a service account's uid, its token's pod, node and
+credential id), groups.
 """
 
 from __future__ import annotations
@@ -36,15 +38,17 @@ SERVER_AUDIENCES = (AUDIENCE,)  # kube-apiserver's --api-audiences default: its 
 
 
 async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizer | None,
-                 namespace: str | None = None, authenticate: Authenticate | None = None) -> dict[str, Any]:
+                 namespace: str | None = None, authenticate: Authenticate | None = None,
+                 audiences: tuple[str, ...] = SERVER_AUDIENCES) -> dict[str, Any]:
     """The review ``body`` answered for ``user`` (None: no authentication configured), in
-    ``namespace`` for a LocalSubjectAccessReview."""
+    ``namespace`` for a LocalSubjectAccessReview; a TokenReview's tokens by ``authenticate``,
+    for the server's ``audiences`` unless it names its own."""
     who = user or ANONYMOUS
     out = {**body, "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}}
     if namespace is not None:
         out["metadata"]["namespace"] = namespace
     if plural == "tokenreviews":
-        out["status"] = await _token_status(body.get("spec") or {}, authenticate)
+        out["status"] = await _token_status(body.get("spec") or {}, authenticate, audiences)
         return out
     if plural in ("subjectaccessreviews", "localsubjectaccessreviews"):
         spec = body.get("spec") or {}
@@ -52,7 +56,7 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
         out["status"] = await _access_status(spec, subject, authorizer, kind=_KINDS[plural])
         return out
     if plural == "selfsubjectreviews":
-        out["status"] = {"userInfo": {"username": who.name, "groups": list(who.groups)}}
+        out["status"] = {"userInfo": who.info()}
         return out
     spec = body.get("spec") or {}
     if plural == "selfsubjectrulesreviews":  # kubectl auth can-i --list
@@ -127,19 +131,20 @@ async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Au
     return {"allowed": allowed}
 
 
-async def _token_status(spec: dict[str, Any], authenticate: Authenticate | None) -> dict[str, Any]:
+async def _token_status(spec: dict[str, Any], authenticate: Authenticate | None,
+                        server_audiences: tuple[str, ...]) -> dict[str, Any]:
     """Upstream's TokenReview: the user, and the audiences both the token and the review
     accept (the review's, or else the server's); a static token is good for any of the
     server's audiences."""
     token = spec.get("token")
     if not isinstance(token, str) or not token:
         raise ApiError.bad_request("token is required for TokenReview in authentication")
-    asked = [str(a) for a in spec.get("audiences") or ()] or list(SERVER_AUDIENCES)
+    asked = [str(a) for a in spec.get("audiences") or ()] or list(server_audiences)
     found = await authenticate(token) if authenticate is not None else None
     if found is None:
         return {"user": {}, "error": "invalid bearer token"}
     user, token_audiences = found
-    good = [a for a in asked if a in (token_audiences if token_audiences is not None else SERVER_AUDIENCES)]
+    good = [a for a in asked if a in (token_audiences if token_audiences is not None else server_audiences)]
     if not good:
         return {"user": {}, "error": "token audiences do not match the review's"}
-    return {"authenticated": True, "user": {"username": user.name, "groups": list(user.groups)}, "audiences": good}
+    return {"authenticated": True, "user": user.info(), "audiences": good}

@@ -1,43 +1,272 @@
-"""Service account tokens (api/tokenrequest.py): issued by ``serviceaccounts/<name>/token``,
-authenticating as the service account until they expire, with the real kubectl over a socket."""
+"""Service account tokens (api/tokenrequest.py, api/jws.py, api/oidc.py): issued by
+``serviceaccounts/<name>/token`` as RS256 JWTs under the state directory's key, checked with
+``cryptography``'s primitives and the discovery's JWK set as a relying party would, authenticating
+as the service account while it and its bound object exist; with the real kubectl and the official
+client over a socket."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
+from controlplane.api import jws
+from controlplane.api.app import create_app
 from controlplane.api.errors import ApiError
-from controlplane.api.tokenrequest import ISSUER, TokenIssuer, token_request
+from controlplane.api.tokenrequest import ISSUER, ServiceAccountKeys, TokenIssuer, token_request
+from controlplane.client import ApiError as ClientApiError
+from controlplane.client import Client
+from controlplane.config import Config
+from tests.conftest import TEST_PKI
 from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 ACCOUNT = {"metadata": {"name": "bot", "namespace": "ci", "uid": "u-1"}}
+POD = {"metadata": {"name": "web", "namespace": "ci", "uid": "p-1"}, "spec": {"serviceAccountName": "bot"}}
 
 
-def test_a_token_names_its_account_until_it_expires(tmp_path: Path) -> None:
-    issuer = TokenIssuer.in_directory(tmp_path)
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def parts(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    head, payload, _ = token.split(".")
+    header: dict[str, Any] = json.loads(unb64(head))
+    claims: dict[str, Any] = json.loads(unb64(payload))
+    return header, claims
+
+
+def verified_by_jwks(token: str, jwks: dict[str, Any]) -> dict[str, Any]:
+    """The claims of ``token`` checked as a relying party checks them: the JWK its ``kid`` names,
+    rebuilt from ``n`` and ``e`` (or ``x`` and ``y``), verifies its signature (raises if not)."""
+    header, claims = parts(token)
+    (key,) = [k for k in jwks["keys"] if k["kid"] == header["kid"]]
+    assert key["alg"] == header["alg"] and key["use"] == "sig"
+    signing_input = token.rsplit(".", 1)[0].encode()
+    signature = unb64(token.rsplit(".", 1)[1])
+    if key["kty"] == "RSA":
+        public = rsa.RSAPublicNumbers(int.from_bytes(unb64(key["e"]), "big"),
+                                      int.from_bytes(unb64(key["n"]), "big")).public_key()
+        public.verify(signature, signing_input, padding.PKCS1v15(), hashes.SHA256())
+    else:
+        point = ec.EllipticCurvePublicNumbers(int.from_bytes(unb64(key["x"]), "big"),
+                                              int.from_bytes(unb64(key["y"]), "big"), ec.SECP256R1())
+        half = len(signature) // 2
+        point.public_key().verify(encode_dss_signature(int.from_bytes(signature[:half], "big"),
+                                                       int.from_bytes(signature[half:], "big")),
+                                  signing_input, ec.ECDSA(hashes.SHA256()))
+    return claims
+
+
+def keyed(directory: Path) -> Path:
+    """``directory`` holding the tests' service account key (generating one takes a few tenths of
+    a second on this machine)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("sa.key", "sa.pub"):
+        shutil.copy(TEST_PKI / name, directory / name)
+    return directory
+
+
+def ecdsa_key(path: Path) -> Path:
+    path.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return path
+
+
+class Objects:
+    """A getter of the objects tokens name, as the server's watch cache answers."""
+
+    def __init__(self, *objects: tuple[str, dict[str, Any]]) -> None:
+        self.held = {(plural, o["metadata"].get("namespace"), o["metadata"]["name"]): o for plural, o in objects}
+
+    async def __call__(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.held.get((plural, namespace, name))
+
+
+def test_a_token_is_an_rs256_jws_with_upstreams_header_and_claims(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    before = int(time.time())
     answer = token_request(issuer, ACCOUNT, {"spec": {"expirationSeconds": 600, "audiences": ["vault"]}})
     token = answer["status"]["token"]
-    user = issuer.authenticate(token)
-    assert user is not None and user.name == "system:serviceaccount:ci:bot"
-    assert set(user.groups) == {"system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"}
-    assert answer["spec"]["audiences"] == ["vault"] and answer["status"]["expirationTimestamp"].endswith("Z")
-    assert TokenIssuer.in_directory(tmp_path).authenticate(token) == user  # the key is kept: every process
-    assert TokenIssuer.in_directory(tmp_path / "other").authenticate(token) is None  # another key
+    header, claims = parts(token)
+    public = serialization.load_pem_public_key((tmp_path / "sa.pub").read_bytes())
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert header == {"alg": "RS256", "kid": base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=")
+                      .decode()}
+    assert isinstance(public, rsa.RSAPublicKey) and public.key_size == 2048
     head, payload, signature = token.split(".")
-    assert issuer.authenticate(f"{head}.{payload}.{signature[:-2]}xx") is None
+    public.verify(unb64(signature), f"{head}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
+    assert list(claims) == sorted(claims)  # go-jose writes them as a map: sorted keys
+    assert claims["aud"] == ["vault"] and claims["iss"] == ISSUER
+    assert claims["sub"] == "system:serviceaccount:ci:bot"
+    assert before <= claims["iat"] == claims["nbf"] <= time.time() and claims["exp"] == claims["iat"] + 600
+    assert str(uuid.UUID(claims["jti"])) == claims["jti"]
+    assert claims["kubernetes.io"] == {"namespace": "ci", "serviceaccount": {"name": "bot", "uid": "u-1"}}
+    assert answer["metadata"]["uid"] == "u-1" and answer["spec"]["audiences"] == ["vault"]
+    assert answer["status"]["expirationTimestamp"].endswith("Z")
     with pytest.raises(ApiError) as e:
         token_request(issuer, ACCOUNT, {"spec": {"audiences": "vault"}})
     assert e.value.code == 400
-    expired = issuer.issue({"iss": ISSUER, "exp": int(time.time()) - 1,
-                            "kubernetes.io": {"namespace": "ci", "serviceaccount": {"name": "bot"}}})
-    assert issuer.authenticate(expired) is None
+    with pytest.raises(ApiError) as e:
+        token_request(issuer, ACCOUNT, {"metadata": {"name": "other"}, "spec": {}})
+    assert e.value.code == 422 and e.value.message == ('TokenRequest.authentication.k8s.io "bot" is invalid: '
+                                                       'metadata.name: Invalid value: "other": must match the '
+                                                       "service account name if specified")
+
+
+async def test_a_token_authenticates_while_its_account_and_pod_stand(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    bound = {"pod": {"name": "web", "uid": "p-1"}, "node": {"name": "n1", "uid": "n-1"}}
+    token = token_request(issuer, ACCOUNT, {"spec": {}}, bound_claims=bound)["status"]["token"]
+    jti = parts(token)[1]["jti"]
+    objects = Objects(("serviceaccounts", ACCOUNT), ("pods", POD))
+    found = await issuer.authenticate(token, objects)
+    assert found is not None
+    user, audiences = found
+    assert audiences == [ISSUER]
+    assert user.info() == {
+        "username": "system:serviceaccount:ci:bot", "uid": "u-1",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"],
+        "extra": {"authentication.kubernetes.io/credential-id": [f"JTI={jti}"],
+                  "authentication.kubernetes.io/node-name": ["n1"], "authentication.kubernetes.io/node-uid": ["n-1"],
+                  "authentication.kubernetes.io/pod-name": ["web"], "authentication.kubernetes.io/pod-uid": ["p-1"]}}
+    again = TokenIssuer.in_directory(keyed(tmp_path))  # the key is kept: another process, a restart
+    assert await again.authenticate(token, objects) == found
+    other = TokenIssuer(ServiceAccountKeys(ecdsa_key(tmp_path / "other.key"), generated_in=tmp_path))
+    assert await other.authenticate(token, objects) is None  # another key
+
+    def deleted(seconds_ago: int) -> dict[str, Any]:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+        return {**POD, "metadata": {**POD["metadata"], "deletionTimestamp": when}}
+
+    for pod, stands in ((None, False), ({**POD, "metadata": {**POD["metadata"], "uid": "p-2"}}, False),
+                        (deleted(120), False), (deleted(10), True)):  # a minute's leeway, as upstream
+        held = Objects(("serviceaccounts", ACCOUNT), *((("pods", pod),) if pod else ()))
+        assert (await issuer.authenticate(token, held) is not None) == stands, pod
+    assert await issuer.authenticate(token, Objects(("pods", POD))) is None  # the account is gone
+    head, payload, signature = token.split(".")
+    assert await issuer.authenticate(f"{head}.{payload}.{signature[:-4]}AAAA", objects) is None
+    assert await issuer.authenticate(f"{head}.{payload}x.{signature}", objects) is None
+
+
+async def test_a_node_or_secret_bound_token_goes_with_its_object(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    node = {"metadata": {"name": "n1", "uid": "n-1"}}
+    secret = {"metadata": {"name": "s", "namespace": "ci", "uid": "s-1"}}
+    on_node = token_request(issuer, ACCOUNT, {"spec": {}}, bound_claims={"node": {"name": "n1", "uid": "n-1"}})
+    on_secret = token_request(issuer, ACCOUNT, {"spec": {}}, bound_claims={"secret": {"name": "s", "uid": "s-1"}})
+    everything = Objects(("serviceaccounts", ACCOUNT), ("nodes", node), ("secrets", secret))
+    without = Objects(("serviceaccounts", ACCOUNT))
+    found = await issuer.authenticate(on_node["status"]["token"], everything)
+    assert found is not None and dict(found[0].extra)["authentication.kubernetes.io/node-uid"] == ("n-1",)
+    assert await issuer.authenticate(on_node["status"]["token"], without) is None
+    assert await issuer.authenticate(on_secret["status"]["token"], everything) is not None
+    assert await issuer.authenticate(on_secret["status"]["token"], without) is None
+
+
+def test_times_are_checked_with_a_minutes_leeway(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    now = int(time.time())
+    kube = {"namespace": "ci", "serviceaccount": {"name": "bot", "uid": "u-1"}}
+    for times, good in (({"exp": now - 30}, True), ({"exp": now - 90}, False), ({"nbf": now + 30}, True),
+                        ({"nbf": now + 90}, False), ({"iat": now + 90}, False), ({"exp": "soon"}, False)):
+        assert (issuer.claims(issuer.issue({**times, "kubernetes.io": kube})) is not None) == good, times
+    assert issuer.claims(issuer.issue({"iss": "https://elsewhere", "kubernetes.io": kube})) is None
+
+
+def test_kubelets_3607_second_token_is_extended_for_the_servers_audiences(tmp_path: Path) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    bound = {"pod": {"name": "web", "uid": "p-1"}}
+    kubelets = token_request(issuer, ACCOUNT, {"spec": {"expirationSeconds": 3607}}, bound_claims=bound)
+    claims = parts(kubelets["status"]["token"])[1]
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert claims["kubernetes.io"]["warnafter"] == claims["iat"] + 3607
+    assert kubelets["spec"]["expirationSeconds"] == 3607
+    assert kubelets["status"]["expirationTimestamp"] == time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(claims["iat"] + 3607))  # what the client is told
+    for spec, bound_to in (({"expirationSeconds": 3607, "audiences": ["vault"]}, bound),  # not the server's
+                           ({"expirationSeconds": 3608}, bound), ({"expirationSeconds": 3607}, {})):  # unbound
+        claims = parts(token_request(issuer, ACCOUNT, {"spec": spec}, bound_claims=bound_to)["status"]["token"])[1]
+        assert claims["exp"] - claims["iat"] == spec["expirationSeconds"] and "warnafter" not in claims["kubernetes.io"]
+
+
+def test_a_checked_token_is_not_verified_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    issuer = TokenIssuer.in_directory(keyed(tmp_path))
+    token = token_request(issuer, ACCOUNT, {"spec": {}})["status"]["token"]
+    verified = []
+    payload = jws.Verifier.payload
+
+    def counted(self: jws.Verifier, checked: str) -> bytes | None:
+        verified.append(checked)
+        return payload(self, checked)
+
+    monkeypatch.setattr(jws.Verifier, "payload", counted)
+    assert all(issuer.claims(token) is not None for _ in range(3))
+    assert verified == [token]
+
+
+def test_given_key_files_sign_with_ecdsa_and_verify_an_earlier_key(tmp_path: Path) -> None:
+    old = TokenIssuer.in_directory(keyed(tmp_path))  # the RSA key before a rotation
+    old_token = token_request(old, ACCOUNT, {"spec": {}})["status"]["token"]
+    signing = ecdsa_key(tmp_path / "new.key")
+    rotated = TokenIssuer(ServiceAccountKeys(signing, (signing, tmp_path / "sa.pub"), generated_in=tmp_path))
+    token = token_request(rotated, ACCOUNT, {"spec": {}})["status"]["token"]
+    assert parts(token)[0]["alg"] == "ES256"
+    jwks = {"keys": [jws.jwk(k) for k in rotated.public_keys()]}
+    assert [k["kty"] for k in jwks["keys"]] == ["EC", "RSA"] and jwks["keys"][0]["crv"] == "P-256"
+    assert verified_by_jwks(token, jwks)["sub"] == verified_by_jwks(old_token, jwks)["sub"]
+    assert rotated.claims(old_token) is not None and rotated.claims(token) is not None
+    (tmp_path / "empty.pem").write_text("no key here\n")
+    with pytest.raises(jws.KeyFileError):
+        ServiceAccountKeys(tmp_path / "empty.pem", generated_in=tmp_path).load()
+
+
+def test_a_key_of_the_hmac_days_is_replaced(tmp_path: Path) -> None:
+    (tmp_path / "sa.key").write_bytes(os.urandom(32))
+    token = TokenIssuer.in_directory(tmp_path).issue({"sub": "x"})
+    assert parts(token)[0]["alg"] == "RS256" and (tmp_path / "sa.key").read_bytes().startswith(b"-----BEGIN")
+
+
+async def test_the_discovery_documents_verify_the_tokens_issued(tmp_path: Path) -> None:
+    keyed(tmp_path / "pki")
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, port=7443))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        configuration = await c.get("/.well-known/openid-configuration")
+        assert configuration == {"issuer": ISSUER, "jwks_uri": "http://127.0.0.1:7443/openid/v1/jwks",
+                                 "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+                                 "id_token_signing_alg_values_supported": ["RS256"]}
+        jwks = await c.get("/openid/v1/jwks")
+        assert list(jwks["keys"][0]) == ["use", "kty", "kid", "alg", "n", "e"]  # go-jose's order
+        await c.create("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "bot"}})
+        issued = await c.create("/api/v1/namespaces/default/serviceaccounts/bot/token", {"spec": {}})
+        claims = verified_by_jwks(issued["status"]["token"], jwks)
+        assert claims["iss"] == configuration["issuer"] and claims["aud"] == [ISSUER]
+        with pytest.raises(ClientApiError) as e:
+            await c.request("POST", "/openid/v1/jwks", {})
+        assert e.value.code == 405
+        assert "/openid/v1/jwks" in (await c.get("/"))["paths"]
+
+
+async def test_an_issuer_that_is_no_https_url_has_no_discovery(tmp_path: Path) -> None:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False,
+                            service_account_issuers=("kubernetes/serviceaccount",)))
+    assert app.state.front.discovery is None
+    assert app.state.front.kube.token_issuer.issuer == "kubernetes/serviceaccount"
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +374,62 @@ def test_a_deleted_account_takes_its_tokens_along(rbac: Serve) -> None:
     assert gone.returncode != 0 and "Unauthorized" in gone.stderr
     kubectl(rbac, "create", "serviceaccount", "temp")  # another account of that name: another uid
     assert as_token(rbac, token, "auth", "whoami").returncode != 0
+
+
+def test_the_issuer_discovery_over_a_socket(rbac: Serve) -> None:
+    """What Vault's and SPIFFE's verifiers fetch: the configuration as the admin reads it, the keys
+    as any service account may (the bootstrap ``system:service-account-issuer-discovery``
+    binding), and the keys verify what ``kubectl create token`` gives."""
+    configuration = json.loads(kubectl(rbac, "get", "--raw", "/.well-known/openid-configuration"))
+    assert configuration == {"issuer": ISSUER, "jwks_uri": f"https://127.0.0.1:{rbac.port}/openid/v1/jwks",
+                             "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+                             "id_token_signing_alg_values_supported": ["RS256"]}
+    kubectl(rbac, "create", "serviceaccount", "oidc")
+    token = kubectl(rbac, "create", "token", "oidc").strip()
+    read = as_token(rbac, token, "get", "--raw", "/openid/v1/jwks")
+    assert read.returncode == 0, read.stderr
+    claims = verified_by_jwks(token, json.loads(read.stdout))
+    assert claims["sub"] == "system:serviceaccount:default:oidc" and claims["iss"] == configuration["issuer"]
+    refused = subprocess.run([KUBECTL or "kubectl", "get", "--raw", "/openid/v1/jwks", "--as=alice"],
+                             capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, KUBECONFIG=str(rbac.kubeconfig), HOME=str(rbac.state)))
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr  # not a service account
+
+    api = k8s_config.new_client_from_config(config_file=str(rbac.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        # (typed as str, which the client makes with str() of the decoded JSON: read the raw answer)
+        official: Any = k8s.WellKnownApi(api).get_service_account_issuer_open_id_configuration(
+            _preload_content=False)
+        assert json.loads(official.data) == configuration
+        keys: Any = k8s.OpenidApi(api).get_service_account_issuer_open_id_keyset(_preload_content=False)
+        assert keys.headers["Content-Type"] == "application/jwk-set+json"
+        assert keys.headers["Cache-Control"] == "public, max-age=3600"
+        assert verified_by_jwks(token, json.loads(keys.data)) == claims
+    finally:
+        api.close()
+
+
+def test_a_token_for_another_audience_is_not_for_the_api(rbac: Serve) -> None:
+    kubectl(rbac, "create", "serviceaccount", "vaulted")
+    token = kubectl(rbac, "create", "token", "vaulted", "--audience=vault").strip()
+    assert parts(token)[1]["aud"] == ["vault"]
+    refused = as_token(rbac, token, "auth", "whoami")
+    assert refused.returncode != 0 and "Unauthorized" in refused.stderr
+
+
+def test_a_deleted_pods_token_stops_authenticating(rbac: Serve) -> None:
+    kubectl(rbac, "create", "serviceaccount", "podbot")
+    kubectl(rbac, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"},
+        "spec": {"serviceAccountName": "podbot", "containers": [{"name": "c", "image": "nginx"}]}}))
+    pod_uid = kubectl(rbac, "get", "pod", "bound", "-o", "jsonpath={.metadata.uid}").strip()
+    token = kubectl(rbac, "create", "token", "podbot", "--bound-object-kind=Pod", "--bound-object-name=bound").strip()
+    who = as_token(rbac, token, "auth", "whoami", "-o", "json")
+    assert who.returncode == 0, who.stderr
+    info = json.loads(who.stdout)["status"]["userInfo"]
+    assert info["extra"]["authentication.kubernetes.io/pod-name"] == ["bound"]
+    assert info["extra"]["authentication.kubernetes.io/pod-uid"] == [pod_uid]
+    assert info["extra"]["authentication.kubernetes.io/credential-id"] == [f"JTI={parts(token)[1]['jti']}"]
+    kubectl(rbac, "delete", "pod", "bound", "--grace-period=0", "--force")
+    gone = as_token(rbac, token, "auth", "whoami")
+    assert gone.returncode != 0 and "Unauthorized" in gone.stderr

@@ -4,6 +4,8 @@ authorizers (kube-rbac-proxy) ask them."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -42,6 +44,11 @@ def test_a_token_review_authenticates_as_requests_are(served: Serve, api: client
     status = token_review(api, issued.status.token, ["vault", "other"])
     assert status.authenticated and status.user.username == "system:serviceaccount:default:bot"
     assert status.audiences == ["vault"]
+    account = v1.read_namespaced_service_account("bot", "default")
+    assert status.user.uid == account.metadata.uid  # upstream's UserInfo: the account's uid, the token's id
+    assert status.user.groups == ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]
+    jti = json.loads(base64.urlsafe_b64decode(issued.status.token.split(".")[1] + "=="))["jti"]
+    assert status.user.extra == {"authentication.kubernetes.io/credential-id": [f"JTI={jti}"]}
     assert not token_review(api, issued.status.token).authenticated  # the server's audiences: not its
 
     with pytest.raises(client.ApiException) as e:

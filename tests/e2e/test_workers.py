@@ -70,6 +70,22 @@ async def _exercise(kubeconfig: Path) -> None:
         starts.add(m.group(1))
     assert len(starts) == 2, starts
 
+    # a service account token issued by one process authenticates through both, which serve one key set
+    async with await _fresh(kubeconfig) as c:
+        await c.create(resource_path("", "v1", "serviceaccounts", "default"), {"metadata": {"name": "bot"}})
+        token = (await c.create(resource_path("", "v1", "serviceaccounts", "default", "bot") + "/token",
+                                {"spec": {}}))["status"]["token"]
+    key_sets = set()
+    for _ in range(20):
+        async with await _fresh(kubeconfig) as c:
+            who = await c.http.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                    headers={"Authorization": f"Bearer {token}"},
+                                    json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            assert who.status_code == 201, who.text
+            assert who.json()["status"]["userInfo"]["username"] == "system:serviceaccount:default:bot"
+            key_sets.add((await c.http.get("/openid/v1/jwks")).text)
+    assert len(key_sets) == 1
+
     # a watch on one process sees what is written through either
     async with await _fresh(kubeconfig) as w:
         rv = (await w.list(CONFIGMAPS, limit=1))["metadata"]["resourceVersion"]
