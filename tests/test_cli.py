@@ -216,11 +216,27 @@ def test_kubectl_reads_the_kubeconfig(served: Serve) -> None:
 
 # --------------------------------------------------------------------------- serve, lifecycle
 
+def _whoami(served: Serve, token: str) -> httpx.Response:
+    return httpx.post(f"{served.url}/apis/authentication.k8s.io/v1/selfsubjectreviews", timeout=10,
+                      headers={"Authorization": f"Bearer {token}"},
+                      json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+
+
 def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
-    first = start_serve(tmp_path, run=0)
+    from tests.conftest import TEST_PKI
+
+    shutil.copytree(TEST_PKI, tmp_path / "state" / "pki", ignore=shutil.ignore_patterns("sa.*"))
+    first = start_serve(tmp_path, run=0)  # it makes its service account key
     try:
         first.wait_ready()
         token = read_token_file(first.tokens)[0].token
+        admin = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(f"{first.url}/api/v1/namespaces/default/serviceaccounts", headers=admin, timeout=10,
+                          json={"metadata": {"name": "bot"}}).status_code == 201
+        issued = httpx.post(f"{first.url}/api/v1/namespaces/default/serviceaccounts/bot/token", headers=admin,
+                            timeout=10, json={"spec": {}})
+        account_token = issued.json()["status"]["token"]
+        assert _whoami(first, account_token).status_code == 201
         assert first.stop(signal.SIGTERM) == 0, first.output()
     finally:
         if first.proc.poll() is None:
@@ -235,6 +251,8 @@ def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
         second.wait_ready()
         assert read_token_file(second.tokens)[0].token == token
         assert yaml.safe_load(second.kubeconfig.read_text())["users"][0]["user"]["token"] == token
+        who = _whoami(second, account_token)  # the service account key is kept: its tokens still work
+        assert who.json()["status"]["userInfo"]["username"] == "system:serviceaccount:default:bot", who.text
         assert second.stop(signal.SIGINT) == 0, second.output()
     finally:
         if second.proc.poll() is None:
