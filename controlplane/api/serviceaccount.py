@@ -170,10 +170,7 @@ def _mount_token(spec: Obj) -> None:
 
 
 def _mounts_token_path(mounts: list[Any]) -> bool:
-    for m in mounts:
-        if isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH:
-            return True
-    return False
+    return any(isinstance(m, dict) and m.get("mountPath") == MOUNT_PATH for m in mounts)
 
 
 def _check_mirror(pod: Obj, spec: Obj) -> None:
