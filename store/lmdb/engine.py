@@ -46,7 +46,7 @@ from . import layout as L
 from . import wal
 from .index import KeyIndex
 from .recent import RecentValues
-from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Writer, end_child
+from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Updates, Writer, end_child
 
 log = logging.getLogger(__name__)
 
@@ -418,10 +418,11 @@ class LmdbStore:
             if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
         if batch.ops:
+            writes = sum([op.writes() for op in batch.ops])
             self.stats["batches"] += 1
-            self.stats["ops"] += len(batch.ops)
+            self.stats["ops"] += writes
             if self.commit_observer is not None:
-                self.commit_observer(len(batch.ops), batch.commit_seconds)
+                self.commit_observer(writes, batch.commit_seconds)
         self._answer(batch.ops)
         now = time.monotonic()
         if now - self._trimmed_at > 0.05:
@@ -446,7 +447,7 @@ class LmdbStore:
         self._dict_count = n
 
     @staticmethod
-    def _answer(ops: list[Op]) -> None:
+    def _answer(ops: list[Op | Updates]) -> None:
         for op in ops:
             fut = op.future
             if fut.done():  # the caller was cancelled; the write happened all the same
@@ -458,8 +459,7 @@ class LmdbStore:
 
     def _apply(self, changes: list[Change], revision: int, committed: float = 0.0) -> None:
         index = self._index
-        for c in changes:
-            index.put(c.key, (c.revision, c.create_revision, c.version))
+        index.put_changes(changes)
         index.revision = revision
         if self._watchers:
             self._publish(changes, committed)
@@ -558,9 +558,16 @@ class LmdbStore:
             return
         # each change's event (without prev_kv) made once, for every watcher it matches
         made: list[Event | None] = [None] * len(changes)
+        whole = False  # made holds every change's event
         for w in watchers:
             mine: list[Event] = []
             first, start, end, prev_kv = w.next_rev, w.start, w.end, w.prev_kv
+            if end == b"\x00" and start <= b"\x00" and not prev_kv and changes[0].revision >= first:
+                # every key, from before this batch (a watch cache's feed): every event, made in one pass
+                if not whole:
+                    made, whole = self._events(changes, committed), True
+                w.push(made)  # type: ignore[arg-type]
+                continue
             for i, c in enumerate(changes):
                 key = c.key
                 if c.revision < first or (key != start if end == b"" else (
@@ -575,6 +582,20 @@ class LmdbStore:
                 mine.append(event)
             if mine:
                 w.push(mine)
+
+    def _events(self, changes: list[Change], committed: float) -> list[Event | None]:
+        """The event of each change, without prev_kv (``_event`` of each, in one loop)."""
+        put, delete, kv_of, event_of = EventType.PUT, EventType.DELETE, KeyValue, Event
+        out: list[Event | None] = []
+        for c in changes:
+            if c.kind == L.PUT and c.value is not None:
+                out.append(event_of(put, kv_of(c.key, c.value, c.create_revision, c.revision, c.version), None,
+                                    c.committed or committed))
+            elif c.kind == L.PUT:
+                out.append(self._event(c, None, c.committed or committed))
+            else:
+                out.append(event_of(delete, kv_of(c.key, b"", 0, c.revision, 0), None, c.committed or committed))
+        return out
 
     def _event(self, c: Change, prev: KeyValue | None, committed: float = 0.0) -> Event:
         if c.kind == L.PUT:
@@ -792,34 +813,37 @@ class LmdbStore:
         return await self._submit(UPDATE, self._check_key(key), self._check_value(value), expected_revision)
 
     async def update_many(self, items: Sequence[tuple[bytes, bytes, int]]) -> list[int | StoreError]:
-        """``store.update_many``: every op handed to the writer at once, before the first is
-        awaited, so they share its commits (no task per op). An item whose key or value is
-        refused fails alone, as the interface says."""
+        """``store.update_many``: the updates handed to the writer as one ``Updates`` (one
+        request, one future; each update still its own mutation, record and event), so
+        they share its commit. An item whose key or value is refused fails alone, as the
+        interface says."""
         self._start()
         assert self._loop is not None and self._writer is not None
-        new_future = self._loop.create_future
-        ops: list[Op] = []
-        out: list[Op | StoreError] = []
-        for k, v, e in items:
-            try:
-                op = Op(UPDATE, k if type(k) is bytes and 0 < len(k) <= MAX_KEY_BYTES else self._check_key(k),
-                        v if type(v) is bytes and len(v) <= MAX_VALUE_BYTES else self._check_value(v), e,
-                        new_future())
-            except StoreError as refused:
-                out.append(refused)
-                continue
-            ops.append(op)
-            out.append(op)
-        self._writer.submit_many(ops)
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        expected: list[int] = []
+        refused: dict[int, StoreError] = {}
+        for i, (k, v, e) in enumerate(items):
+            if not (type(k) is bytes and 0 < len(k) <= MAX_KEY_BYTES and type(v) is bytes
+                    and len(v) <= MAX_VALUE_BYTES):
+                try:
+                    k, v = self._check_key(k), self._check_value(v)
+                except StoreError as error:
+                    refused[i] = error
+                    continue
+            keys.append(k)
+            values.append(v)
+            expected.append(e)
         answers: list[int | StoreError] = []
-        for item in out:
-            if isinstance(item, StoreError):
-                answers.append(item)
-                continue
+        if keys:
+            op = Updates(keys, values, expected, self._loop.create_future())
+            self._writer.submit_many([op])
             try:
-                answers.append(await item.future)
+                answers = await op.future
             except StoreError as failed:
-                answers.append(failed)
+                answers = [failed] * len(keys)
+        for i in sorted(refused):
+            answers.insert(i, refused[i])
         return answers
 
     async def delete(self, key: bytes, expected_revision: int = 0) -> int:

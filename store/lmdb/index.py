@@ -18,7 +18,8 @@ loop too) reads single entries with ``entries.get``.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 # (mod_revision, create_revision, version); a tombstone (deleted key kept until
 # compaction, so reads at older revisions can walk back) has create_revision 0.
@@ -49,6 +50,15 @@ class KeyIndex:
         if key not in self.entries:
             self._unsorted.append(key)
         self.entries[key] = entry
+
+    def put_changes(self, changes: Iterable[Any]) -> None:
+        """``put`` of each committed ``Change`` (its key's latest record), in one loop."""
+        entries, unsorted = self.entries, self._unsorted
+        for c in changes:
+            key = c.key
+            if key not in entries:
+                unsorted.append(key)
+            entries[key] = (c.revision, c.create_revision, c.version)
 
     def drop_tombstone(self, key: bytes, revision: int) -> None:
         """Forget ``key`` if its latest record is still the tombstone at ``revision``."""

@@ -59,6 +59,16 @@ def encode(revision: int, payload: bytes) -> bytes:
     return struct.pack(">II", len(payload), _crc(body)) + body
 
 
+def encode_many(records: list[tuple[int, bytes]]) -> bytes:
+    """``encode`` of each ``(revision, payload)``, joined: a batch's records as appended."""
+    parts: list[bytes] = []
+    add, pack, rev_of, crc32 = parts.append, HEADER.pack, _REVISION.pack, zlib.crc32
+    for revision, payload in records:
+        add(pack(len(payload), crc32(payload, crc32(rev_of(revision))) & 0xFFFFFFFF, revision))
+        add(payload)
+    return b"".join(parts)
+
+
 def segment_names(directory: str) -> list[tuple[int, str]]:
     """(first revision, path) of every segment, in order."""
     out = []

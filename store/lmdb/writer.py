@@ -1,6 +1,7 @@
 """Group commit: how writes become durable, on the event loop and the syncer process.
 
-Callers on the event loop hand ``Op``s to ``Writer.submit``. While fewer than
+Callers on the event loop hand ``Op``s to ``Writer.submit`` (or an ``Updates``, many
+updates as one request with one future, to ``submit_many``). While fewer than
 ``IN_FLIGHT`` batches wait for the syncer, the next turn of the loop (``_flush``)
 takes what was submitted as one batch, compresses its values (``_compress``), checks each op against the
 latest state and, holding the WAL lock (shared by every process on the store),
@@ -44,7 +45,7 @@ from typing import Any
 
 import lmdb
 
-from ..codec import Codec
+from ..codec import Codec, default_prefix
 from ..errors import Compacted, Conflict, FutureRevision, KeyExists, NotFound, StorageFull, StoreError
 from . import layout as L
 from . import syncer, wal
@@ -53,7 +54,7 @@ from .recent import RecentValues
 
 log = logging.getLogger(__name__)
 
-CREATE, UPDATE, DELETE, COMPACT = range(4)  # CREATE and UPDATE carry values
+CREATE, UPDATE, DELETE, COMPACT, UPDATES = range(5)  # CREATE, UPDATE and UPDATES carry values
 IN_FLIGHT = 2  # batches appended and not yet answered by the syncer (1 and 4 measured no better)
 
 
@@ -71,6 +72,42 @@ class Op:
         self.frame: bytes | None = None
         self.result = 0
         self.error: BaseException | None = None
+
+    def writes(self) -> int:
+        return 1
+
+    def payload_bytes(self) -> int:
+        return len(self.frame or b"") + len(self.key)
+
+
+class Updates:
+    """Many updates as one request to the writer (``LmdbStore.update_many``): each is its
+    own mutation with its own revision, record and event, as an ``Op`` of kind UPDATE
+    would be, but they are compressed, staged and answered as arrays, with one future
+    for them all. ``results`` holds, in order, the revision each took or the
+    ``StoreError`` it failed with; ``error`` fails them all (the batch failed)."""
+
+    __slots__ = ("error", "expected", "frames", "future", "keys", "results", "values")
+    kind = UPDATES
+
+    def __init__(self, keys: list[bytes], values: list[bytes], expected: list[int], future: Any) -> None:
+        self.keys = keys
+        self.values = values
+        self.expected = expected
+        self.future = future
+        self.frames: list[bytes] = []
+        self.results: list[int | StoreError] = []
+        self.error: BaseException | None = None
+
+    @property
+    def result(self) -> list[int | StoreError]:
+        return self.results
+
+    def writes(self) -> int:
+        return len(self.keys)
+
+    def payload_bytes(self) -> int:
+        return sum(map(len, self.frames)) + sum(map(len, self.keys))
 
 
 @dataclass(slots=True)
@@ -127,7 +164,7 @@ class PendingRecords:
 
 @dataclass(slots=True)
 class Batch:
-    ops: list[Op]
+    ops: list[Op | Updates]
     changes: list[Change]
     first_revision: int       # first revision this batch took (0 when it took none)
     last_revision: int        # the store's revision after the batch
@@ -261,7 +298,7 @@ class Writer:
         self._txn = txn  # txn(write=False): a transaction that a map resize waits for
         self._max_batch = max_batch
         self._loop = loop
-        self._queue: list[Op] = []            # submitted, for the next batch
+        self._queue: list[Op | Updates] = []  # submitted, for the next batch
         self._flush_scheduled = False
         # Appended to the WAL and not yet durable, in order. At most IN_FLIGHT: while a
         # sync runs the next batch is appended and asked for (the syncer answers both
@@ -287,7 +324,7 @@ class Writer:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def submit_many(self, ops: list[Op]) -> None:
+    def submit_many(self, ops: list[Op | Updates]) -> None:
         self._queue += ops
         if not self._flush_scheduled and len(self._unanswered) < IN_FLIGHT:
             self._flush_scheduled = True
@@ -305,7 +342,7 @@ class Writer:
         self._wal_head.close()
         self._wal_lock.close()
 
-    def _compress(self, ops: list[Op]) -> None:
+    def _compress(self, ops: list[Op | Updates]) -> None:
         """Compress the batch's values with their prefix's dictionary, one zstd call per
         dictionary (on the loop: no other thread of ours wants the GIL it releases). A prefix with no
         dictionary yet goes PLAIN, and the applier compresses it; the applier also turns
@@ -313,8 +350,12 @@ class Writer:
         codec = self._codec
         groups: dict[int, list[Op]] = {}
         for op in ops:
-            if op.kind > UPDATE:
+            if op.kind != CREATE and op.kind != UPDATE:
+                if op.kind == UPDATES:
+                    assert isinstance(op, Updates)
+                    self._compress_updates(op)
                 continue
+            assert isinstance(op, Op)
             dict_id = codec.active_dictionary(codec.prefix_of(op.key))
             if dict_id is None or len(op.value) < codec.config.min_compress:
                 op.frame = b"\x00" + op.value
@@ -323,6 +364,35 @@ class Writer:
         for dict_id, group in groups.items():
             for op, frame in zip(group, codec.encode_many(dict_id, [op.value for op in group]), strict=True):
                 op.frame = frame if len(frame) <= len(op.value) else b"\x00" + op.value
+
+    def _compress_updates(self, op: Updates) -> None:
+        """``_compress`` for an ``Updates``: its values, in one zstd call per dictionary. Its
+        keys are usually of one prefix (one request's objects): with the default prefixes a
+        key that starts with the previous key's prefix has that prefix, and is not split."""
+        codec = self._codec
+        prefix_of, active, small = codec.prefix_of, codec.active_dictionary, codec.config.min_compress
+        same_prefix = prefix_of is default_prefix
+        values = op.values
+        frames: list[bytes] = [b""] * len(values)
+        groups: dict[int, list[int]] = {}
+        prefix, dict_id = b"", None
+        for i, key in enumerate(op.keys):
+            if not (same_prefix and prefix and key.startswith(prefix)):
+                prefix = prefix_of(key)
+                dict_id = active(prefix)
+            value = values[i]
+            if dict_id is None or len(value) < small:
+                frames[i] = b"\x00" + value
+            else:
+                group = groups.get(dict_id)
+                if group is None:
+                    groups[dict_id] = [i]
+                else:
+                    group.append(i)
+        for dict_id, group in groups.items():
+            for i, frame in zip(group, codec.encode_many(dict_id, [values[i] for i in group]), strict=True):
+                frames[i] = frame if len(frame) <= len(values[i]) else b"\x00" + values[i]
+        op.frames = frames
 
     # -- group commit, on the loop ----------------------------------------------
     def _flush(self) -> None:
@@ -333,7 +403,7 @@ class Writer:
         self._flush_scheduled = False
         if len(self._unanswered) >= IN_FLIGHT or not self._queue:
             return
-        ops, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
+        ops, self._queue = self._take()
         try:
             if self._broken is not None:
                 raise self._broken
@@ -359,6 +429,17 @@ class Writer:
         if self._queue and len(self._unanswered) < IN_FLIGHT and not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+
+    def _take(self) -> tuple[list[Op | Updates], list[Op | Updates]]:
+        """The next batch, up to ``max_batch`` writes (an ``Updates`` counts each of its
+        updates; a batch holds one op at least), and what is left."""
+        queue, room = self._queue, self._max_batch
+        for n, op in enumerate(queue):
+            room -= 1 if op.kind != UPDATES else len(op.keys)  # type: ignore[union-attr]
+            if room < 0:
+                n = max(n, 1)
+                return queue[:n], queue[n:]
+        return queue, []
 
     def _synced(self, seq: int, failed: int) -> None:
         """The syncer's answer: every batch up to ``seq`` is durable (or, with ``failed``,
@@ -393,18 +474,18 @@ class Writer:
         for b in done:
             self._deliver(b)
 
-    def _commit(self, ops: list[Op]) -> Batch:
+    def _commit(self, ops: list[Op | Updates]) -> Batch:
         for op in ops:
             op.error = None
         t0 = time.perf_counter()
         self._compress(ops)
         with self._wal_lock:
             self._absorb_foreign()
-            if any(op.kind >= COMPACT for op in ops):
-                self._commit_meta([op for op in ops if op.kind >= COMPACT])
+            if any(op.kind == COMPACT for op in ops):
+                self._commit_meta([op for op in ops if isinstance(op, Op) and op.kind == COMPACT])
             batch = self._stage(ops)
             if batch.records:
-                data = b"".join([wal.encode(rev, rec) for rev, rec in batch.records])
+                data = wal.encode_many(batch.records)
                 self._wal_writer.attach(self._wal_reader)
                 try:
                     seg, start, end = self._wal_writer.append(batch.first_revision, data)
@@ -444,7 +525,7 @@ class Writer:
             st = os.statvfs(self._env.path())
         except OSError:
             return False
-        wanted = sum(len(op.frame or b"") + len(op.key) + L.HEADER_SIZE for op in ops) + (1 << 20)
+        wanted = sum(op.payload_bytes() + L.HEADER_SIZE * op.writes() for op in ops) + (1 << 20)
         return st.f_bavail * st.f_frsize < wanted
 
     def _after_commit(self, batch: Batch) -> None:
@@ -499,7 +580,7 @@ class Writer:
                         self._absorb(rev, payload)
                         self._pending.add(rev, payload)
 
-    def _stage(self, ops: list[Op]) -> Batch:
+    def _stage(self, ops: list[Op | Updates]) -> Batch:
         """Check each op against the latest state and build its record (no I/O)."""
         cur_rev = self._rev
         rev = cur_rev
@@ -512,7 +593,12 @@ class Writer:
         in_staged, in_overlay, in_index = staged.get, self._overlay.get, self._index.entries.get
         for op in ops:
             kind = op.kind
-            if kind >= COMPACT:  # done by _commit_meta
+            if kind == UPDATES:
+                assert isinstance(op, Updates)
+                rev = self._stage_updates(op, rev, staged, records, changes)
+                continue
+            assert isinstance(op, Op)
+            if kind == COMPACT:  # done by _commit_meta
                 continue
             key = op.key
             latest = in_staged(key) or in_overlay(key) or in_index(key)
@@ -549,6 +635,31 @@ class Writer:
             op.result = rev
             changes.append(ch)
         return Batch(ops, changes, first if rev >= first else 0, rev, records=records)
+
+    def _stage_updates(self, op: Updates, rev: int, staged: dict[bytes, Entry], records: list[tuple[int, bytes]],
+                       changes: list[Change]) -> int:
+        """``_stage`` of an ``Updates``: each update checked and recorded as an UPDATE op
+        would be, in one loop; returns the revision after them."""
+        in_staged, in_overlay, in_index = staged.get, self._overlay.get, self._index.entries.get
+        header, put = L.HEADER.pack, L.PUT
+        results: list[int | StoreError] = []
+        for key, value, frame, expected in zip(op.keys, op.values, op.frames, op.expected, strict=True):
+            latest = in_staged(key) or in_overlay(key) or in_index(key)
+            if latest is None or not latest[1]:  # (not is_live)
+                results.append(NotFound(key))
+                continue
+            prev, created = latest[0], latest[1]
+            if expected and expected != prev:
+                results.append(Conflict(key, expected, prev))
+                continue
+            rev += 1
+            version = latest[2] + 1
+            records.append((rev, header(put, 0, created, version, prev, len(key)) + key + frame))
+            staged[key] = (rev, created, version)
+            changes.append(Change(rev, put, key, created, version, prev, value))
+            results.append(rev)
+        op.results = results
+        return rev
 
     def _validate_compact(self, txn: lmdb.Transaction, op: Op, current: int) -> None:
         target = op.expected

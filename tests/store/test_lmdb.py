@@ -123,6 +123,39 @@ async def test_kill_9_during_64_concurrent_writers_loses_no_acknowledged_write(t
         await s.close()
 
 
+async def test_kill_9_during_bulk_updates_loses_no_acknowledged_update(tmp_path: Path) -> None:
+    """``update_many`` hands the writer one request for many updates, answered at once:
+    every update it acknowledged is in the store after a kill -9, at its revision."""
+    path = str(tmp_path / "db")
+    acked: list[tuple[bytes, int, int]] = []
+    with worker("update", path, "/bulk/", "500", "200") as p:
+        assert p.stdout is not None and p.stderr is not None
+        deadline = time.monotonic() + 60
+        while len(acked) < 3000 and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            _, key, rev, round_ = line.split()
+            acked.append((key.encode(), int(rev), int(round_)))
+        os.kill(p.pid, signal.SIGKILL)
+        for line in p.stdout.read().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                acked.append((parts[1].encode(), int(parts[2]), int(parts[3])))
+        p.wait()
+        assert len(acked) >= 3000, p.stderr.read()
+    s = LmdbStore(path)
+    try:
+        revisions = [rev for _, rev, _ in acked]
+        assert len(set(revisions)) == len(revisions)  # each update its own revision
+        for key, rev, round_ in acked:
+            kv = await s.get(key, rev)
+            assert kv is not None and kv.mod_revision == rev and kv.value == key + b"@%d" % round_
+        assert await s.revision() >= max(revisions)
+    finally:
+        await s.close()
+
+
 async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
     s = LmdbStore(str(tmp_path / "db"), map_size=256 * 1024)
     try:
@@ -389,6 +422,29 @@ async def test_concurrent_writes_share_commits_and_each_commit_is_reported(tmp_p
         assert all(0 < seconds < 60 for _, seconds in batches)  # durations, not clock readings
     finally:
         await s.close()
+
+
+async def test_bulk_updates_commit_together_and_count_as_one_write_each(tmp_path: Path) -> None:
+    s = LmdbStore(str(tmp_path / "db"))
+    batches: list[tuple[int, float]] = []
+    try:
+        keys = [f"/bulk/{i}".encode() for i in range(300)]
+        created = await asyncio.gather(*(s.create(key, b"v" * 200) for key in keys))
+        s.commit_observer = lambda size, seconds: batches.append((size, seconds))
+        ops = s.stats["ops"]
+        results = await store.update_many(s, [(key, b"w" * 200, rev) for key, rev in zip(keys, created, strict=True)])
+        assert results == list(range(max(created) + 1, max(created) + 301))
+        assert [size for size, _ in batches] == [300]  # one commit, of 300 writes
+        assert s.stats["ops"] == ops + 300
+    finally:
+        await s.close()
+
+
+async def test_a_batch_of_wal_records_is_encoded_as_each_record_alone() -> None:
+    from store.lmdb import wal
+
+    records = [(7, b"first"), (8, b""), (9, bytes(range(256)) * 3)]
+    assert wal.encode_many(records) == b"".join(wal.encode(rev, payload) for rev, payload in records)
 
 
 async def test_a_key_dropped_by_compaction_and_created_again_is_listed_once(tmp_path: Path) -> None:
