@@ -39,7 +39,6 @@ from typing import Any, Literal, Protocol
 import store
 from store import Event, EventType
 
-from ..gcsettings import untracked
 from ..metrics import WATCH_CACHE_LOCK_WAIT, WATCH_CACHE_REREAD_EVENTS
 from ..registry.attrs import Attrs, Filter, field_names
 from .cowmap import CowSortedMap, View
@@ -260,12 +259,13 @@ class ResourceCache:
         self._last_retained = 0.0
         self._busy = False  # the applier has taken a batch it has not finished applying
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        # (key, revision) -> entry: versions this process wrote and already serialised
-        # (``prime``); the applier takes them instead of decoding the store's bytes again.
+        # revision -> entry (whose key is its KEY: a revision names one write of one key):
+        # versions this process wrote and already serialised (``prime``); the applier takes
+        # them instead of decoding the store's bytes again.
         # Oldest first, and an OrderedDict: a dict whose front was emptied by the applier's
         # pops makes ``next(iter(...))`` walk every hole to the oldest entry left (5x the
         # cost of a prime, measured, once the applier lags and every prime ages one out)
-        self._primed: OrderedDict[tuple[bytes, int], Entry] = OrderedDict()
+        self._primed: OrderedDict[int, Entry] = OrderedDict()
         # key -> the newest revision of it in _primed: while the applier is behind, the
         # next write to the object starts from it (``latest_json``), not from a version
         # the store has already replaced (a sure conflict, and a read to recover from it)
@@ -420,9 +420,11 @@ class ResourceCache:
                 primed = self._primed
                 if primed:
                     # the map has these versions now (no await since: nobody saw the gap)
+                    pop, newest = primed.pop, self._primed_newest
                     for key, entry in changes:
-                        if entry is not None and primed.pop((key, entry[REVISION]), None) is not None:
-                            self._forget_primed(key, entry[REVISION])
+                        if entry is not None and pop(entry[REVISION], None) is not None \
+                                and newest.get(key) == entry[REVISION]:
+                            del newest[key]
                 self.window.extend(built)
                 self.generation += len(built)
                 self.revision = max(self.revision, part[-1].kv.mod_revision)
@@ -448,26 +450,42 @@ class ResourceCache:
     def prime_attrs(self, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
         """As ``prime``, for versions (key, revision, served JSON, attrs) whose labels and
         selectable fields are known to be ``attrs`` (made by a change no filter reads from
-        a version that had them): no parse."""
+        a version that had them): no parse. One loop for a request's writes (``_prime_entry``
+        of each).
+
+        The entries are left to the collector to untrack: an exact tuple whose items are
+        untracked (bytes, an int, and attrs a collection has already untracked: they are
+        the previous version's) is untracked by the first young collection that meets it,
+        and ``untracked`` (a ctypes call, about as dear as the rest of a prime) would be
+        paid once a renewal, 10,000 times a second at 100,000 nodes."""
         pack, applied = self.packer.pack, self.revision
+        primed, newest = self._primed, self._primed_newest
         for key, revision, raw, attrs in written:
-            if revision > applied:  # (else already applied)
-                self._prime_entry(key, revision, raw, untracked((key, revision, pack(raw), attrs)))
+            if revision <= applied:
+                continue  # already applied
+            entry = (key, revision, pack(raw), attrs)
+            primed[revision] = entry
+            if newest.get(key, 0) < revision:
+                newest[key] = revision
+            if entry[BODY][0] == PACKED:
+                self._remember(key, revision, raw)
+        while len(primed) > PRIMED_MAX:
+            self._forget_primed(primed.popitem(last=False)[1])
 
     def _prime_entry(self, key: bytes, revision: int, raw: bytes, entry: Entry) -> None:
         primed, newest = self._primed, self._primed_newest
-        primed[(key, revision)] = entry
+        primed[revision] = entry
         if newest.get(key, 0) < revision:
             newest[key] = revision
         if len(primed) > PRIMED_MAX:
-            aged, _ = primed.popitem(last=False)
-            self._forget_primed(*aged)
+            self._forget_primed(primed.popitem(last=False)[1])
         if entry[BODY][0] == PACKED:
             self._remember(key, revision, raw)
 
-    def _forget_primed(self, key: bytes, revision: int) -> None:
-        """``key``'s version at ``revision`` has left ``_primed`` (applied or aged out)."""
-        if self._primed_newest.get(key) == revision:
+    def _forget_primed(self, entry: Entry) -> None:
+        """``entry`` has aged out of ``_primed``."""
+        key = entry[KEY]
+        if self._primed_newest.get(key) == entry[REVISION]:
             del self._primed_newest[key]
 
     def _remember(self, key: bytes, revision: int, raw: bytes) -> None:
@@ -500,8 +518,8 @@ class ResourceCache:
                     changes.append((key, None))
                 continue
             # (left in _primed until applied: latest_json serves it until the map has it)
-            entry = self._primed.get((key, ev.kv.mod_revision)) if self._primed else None
-            if entry is None:
+            entry = self._primed.get(ev.kv.mod_revision) if self._primed else None
+            if entry is None or entry[KEY] != key:
                 entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, ev.committed or received))
@@ -584,8 +602,8 @@ class ResourceCache:
         entry = self._map.get(key)
         newest = self._primed_newest.get(key) if self._primed_newest else None
         if newest is not None and (entry is None or newest > entry[REVISION]):
-            primed = self._primed.get((key, newest))
-            if primed is not None:
+            primed = self._primed.get(newest)
+            if primed is not None and primed[KEY] == key:
                 entry = primed
         if entry is None:
             return None
