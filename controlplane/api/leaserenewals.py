@@ -36,7 +36,7 @@ from store import Store
 
 from ..registry import ResourceType, managedfields
 from ..registry.attrs import Attrs, attrs_of
-from ..registry.strategies import validate_name
+from ..registry.strategies import valid_names, validate_name
 from ..registry.validation import parse_micro_time
 from .bulkwrites import Rewrite, rewrite_each
 from .errors import ApiError
@@ -66,10 +66,11 @@ def _asked(rtype: ResourceType, body: dict[str, Any]) -> tuple[list[str], str]:
         raise ApiError.invalid(rtype, "", [{"reason": "FieldValueTooMany", "field": "spec.leases",
                                             "message": f"Too many: {len(names)}: must have at most "
                                                        f"{MAX_LEASES} items"}])
-    for i, name in enumerate(names):
-        causes = validate_name("leases", name)
-        if causes:
-            raise _invalid(rtype, f"spec.leases[{i}]", causes[0]["message"])
+    if not valid_names("leases", names):
+        for i, name in enumerate(names):
+            causes = validate_name("leases", name)
+            if causes:
+                raise _invalid(rtype, f"spec.leases[{i}]", causes[0]["message"])
     asked = spec.get("renewTime")
     if asked is None:
         now = time.time()

@@ -45,7 +45,7 @@ from store import Store
 
 from ..registry import ResourceType, managedfields
 from ..registry.attrs import attrs_of
-from ..registry.strategies import validate_name
+from ..registry.strategies import valid_names, validate_name
 from ..registry.validation import parse_time
 from .bulkwrites import Rewrite, rewrite_each
 from .errors import ApiError
@@ -76,10 +76,11 @@ def _asked(rtype: ResourceType, body: dict[str, Any]) -> tuple[list[str], list[d
     if len(names) > MAX_NODES:
         raise _invalid(rtype, "spec.nodes", f"Too many: {len(names)}: must have at most {MAX_NODES} items",
                        "FieldValueTooMany")
-    for i, name in enumerate(names):
-        causes = validate_name("nodes", name)
-        if causes:
-            raise _invalid(rtype, f"spec.nodes[{i}]", causes[0]["message"])
+    if not valid_names("nodes", names):
+        for i, name in enumerate(names):
+            causes = validate_name("nodes", name)
+            if causes:
+                raise _invalid(rtype, f"spec.nodes[{i}]", causes[0]["message"])
     conditions = spec.get("conditions")
     if not isinstance(conditions, list) or not conditions or len(conditions) > MAX_CONDITIONS:
         raise _invalid(rtype, "spec.conditions", f"Invalid value: must list 1 to {MAX_CONDITIONS} conditions")

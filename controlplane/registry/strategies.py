@@ -38,7 +38,7 @@ from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_
 from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
 
-__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "validate_metadata", "validate_name"]
+__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "validate_metadata", "validate_name"]
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -69,6 +69,23 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
     message = (f"Invalid value: \"{name}\": must be no more than {limit} characters" if ok
                else f"Invalid value: \"{name}\": {what} {hint}")
     return [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": message}]
+
+
+_SUBDOMAIN_LINES = re.compile(r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*\n)*\Z")
+
+
+def valid_names(plural: str, names: list[str]) -> bool:
+    """Whether ``validate_name`` finds nothing wrong with any of ``names`` (many names of a
+    bulk request in one match, not one each); False says only that one is wrong: ask
+    ``validate_name`` which, and why."""
+    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED:
+        return not any(validate_name(plural, name) for name in names)
+    if not names:
+        return True
+    lines = "\n".join(names) + "\n"
+    # a name holding a newline would pass as two: the lines must be the names
+    return (lines.count("\n") == len(names) and max(map(len, names)) <= 253
+            and _SUBDOMAIN_LINES.match(lines) is not None)
 
 
 def _default_pod(pod: dict[str, Any]) -> None:

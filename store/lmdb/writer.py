@@ -32,6 +32,7 @@ import asyncio
 import collections
 import contextlib
 import errno
+import itertools
 import logging
 import os
 import subprocess
@@ -373,6 +374,17 @@ class Writer:
         prefix_of, active, small = codec.prefix_of, codec.active_dictionary, codec.config.min_compress
         same_prefix = prefix_of is default_prefix
         values = op.values
+        prefix = prefix_of(op.keys[0])
+        if same_prefix and all(map(bytes.startswith, op.keys, itertools.repeat(prefix))):
+            # one prefix, one dictionary (a request's objects): whole arrays, no loop of our own
+            dict_id = active(prefix)
+            if dict_id is None:
+                op.frames = [b"\x00" + value for value in values]
+                return
+            if min(map(len, values)) >= small:
+                op.frames = [frame if len(frame) <= len(value) else b"\x00" + value
+                             for frame, value in zip(codec.encode_many(dict_id, values), values, strict=True)]
+                return
         frames: list[bytes] = [b""] * len(values)
         groups: dict[int, list[int]] = {}
         prefix, dict_id = b"", None

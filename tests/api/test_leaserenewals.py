@@ -119,6 +119,10 @@ async def test_many_leases_in_chunks(client: Client) -> None:
     ({"leases": "n1"}, "spec.leases"),
     ({"leases": [1]}, "spec.leases"),
     ({"leases": ["Not_A_Name"]}, "spec.leases[0]"),
+    # the names are matched together, joined by newlines: one holding a newline is still refused
+    ({"leases": ["n1", "n2\nn3"]}, "spec.leases[1]"),
+    ({"leases": ["n1", "n" * 254]}, "spec.leases[1]"),
+    ({"leases": ["n1", "n2", ""]}, "spec.leases[2]"),
     ({"leases": ["n"] * 10_001}, "spec.leases"),
     ({"leases": ["n1"], "renewTime": "yesterday"}, "spec.renewTime"),
     ({"leases": ["n1"], "renewTime": "2026-12-02T01:00:00Z"}, "spec.renewTime"),  # a Time, not a MicroTime
