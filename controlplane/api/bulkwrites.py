@@ -93,6 +93,39 @@ async def _at_least(reads: Reads, rtype: ResourceType, namespace: str, name: str
     return (raw, served) if served >= revision else None
 
 
+async def _write_spliced(store_: Store, reads: Reads, how: Rewrite, keys: list[bytes], names: list[str],
+                         spliced: list[tuple[bytes, int, Attrs]], behind: dict[str, int], out: Outcome) -> list[str]:
+    """``rewrite_each``'s first attempt where every object of the chunk was spliced: the
+    writes, the plans' moves and the cache's primes, each in one pass. Returns the names
+    to make again the whole way (their plan is forgotten: someone wrote since; ``behind``
+    takes the revision each conflict named)."""
+    plans = how.plans
+    assert plans is not None
+    results = await store.update_many(store_, [(key, made[0], made[1])
+                                               for key, made in zip(keys, spliced, strict=True)])
+    done: list[tuple[bytes, int, int]] = []
+    primes: list[tuple[bytes, int, bytes, Attrs]] = []
+    again: list[str] = []
+    for key, name, (value, base, attrs), result in zip(keys, names, spliced, results, strict=True):
+        if isinstance(result, int):
+            done.append((key, base, result))
+            primes.append((key, result, with_resource_version(value, result), attrs))
+            continue
+        plans.forget(key)
+        if isinstance(result, store.Conflict):
+            again.append(name)
+            behind[name] = result.actual
+        elif isinstance(result, store.NotFound):
+            out.missing.append(name)
+        else:
+            raise result
+    out.done += len(done)
+    if done:
+        plans.written(done, how.values)
+        reads.prime_attrs(how.rtype, primes)
+    return again
+
+
 async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Rewrite, prime: bool) -> Outcome:
     """Write each of ``names`` as ``how`` says. ``prime``: hand each written version to the
     watch cache (not in a dry run, where nothing is written)."""
@@ -111,6 +144,13 @@ async def rewrite_each(*, store_: Store, reads: Reads, names: list[str], how: Re
             keys = [prefix + name.encode() for name in pending]
             spliced = plans.splice_many(keys, how.manager, how.values, how.tag, fresh=len(how.values) - 1) \
                 if attempt == 0 and plans is not None else None
+            if spliced is not None and prime and None not in spliced:
+                # every object spliced (a heartbeat's usual case): written and primed as arrays
+                pending = await _write_spliced(store_, reads, how, keys, pending, spliced,  # type: ignore[arg-type]
+                                               behind, out)
+                if not pending:
+                    break
+                continue
             for n, name in enumerate(pending):
                 key = keys[n]
                 if spliced is not None:
