@@ -135,8 +135,8 @@ async def test_kill_9_during_bulk_updates_loses_no_acknowledged_update(tmp_path:
             line = p.stdout.readline()
             if not line:
                 break
-            _, key, rev, round_ = line.split()
-            acked.append((key.encode(), int(rev), int(round_)))
+            _, name, number, times = line.split()
+            acked.append((name.encode(), int(number), int(times)))
         os.kill(p.pid, signal.SIGKILL)
         for line in p.stdout.read().splitlines():
             parts = line.split()
