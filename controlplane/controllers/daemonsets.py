@@ -15,15 +15,21 @@ pod does not tolerate. An untolerated ``NoSchedule`` taint only stops new pods
 ``not-ready:NoSchedule``, keeps its daemons.
 
 Updates: the template's hash is the ``controller-revision-hash`` label.
-``RollingUpdate`` (the default) replaces old pods on up to ``maxUnavailable``
-nodes at a time (default 1; ``maxSurge`` is treated as 0), each node's new pod
-once its old one is gone. ``OnDelete`` replaces a pod only when it is deleted.
+``RollingUpdate`` (the default) is upstream's rollingUpdate (``Rollout``): without
+``maxSurge``, old pods are deleted on up to ``maxUnavailable`` nodes at a time
+(default 1, a percentage rounded up), each node's new pod created once its old one
+is gone; with ``maxSurge``, a new pod starts beside the old one on up to that many
+nodes and the old one goes once the new one is available. The old pod a node
+tainted ``NoSchedule`` kept is replaced by none: it is deleted as the rollout
+reaches it (with surge, once the pods available elsewhere cover every node owed
+one). A pass that created or deleted pods leaves the rollout to the next, as
+upstream's expectations do. ``OnDelete`` replaces a pod only when it is deleted.
 Status as upstream: desiredNumberScheduled, currentNumberScheduled,
 numberMisscheduled, numberReady, numberAvailable, numberUnavailable,
 updatedNumberScheduled, observedGeneration. That is what ``kubectl rollout
 status daemonset`` reads. A pod is available once Ready for ``minReadySeconds``.
 Templates are kept as ControllerRevisions (``history.py``: ``kubectl rollout
-history/undo``). Not done: ``maxSurge``.
+history/undo``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
@@ -47,7 +53,7 @@ from .workloads import pod_template_hash
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["REVISION_HASH", "DaemonSetController", "daemon_tolerations", "start"]
+__all__ = ["REVISION_HASH", "DaemonSetController", "Rollout", "daemon_tolerations", "start"]
 
 
 
@@ -111,8 +117,25 @@ def _ready(pod: Mapping[str, Any]) -> bool:
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
-    return not meta_of(pod).get("deletionTimestamp") and \
-        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return not meta_of(pod).get("deletionTimestamp") and not _terminal(pod)
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _available(pod: Mapping[str, Any], min_ready: float) -> bool:
+    return pods_available((pod,), min_ready)[0] == 1
+
+
+def _updated(pod: Mapping[str, Any], current_hash: str) -> bool:
+    return (meta_of(pod).get("labels") or {}).get(REVISION_HASH) == current_hash
+
+
+def _oldest_first(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Upstream's podByCreationTimestampAndPhase: bound pods first, then the oldest, then by name."""
+    return sorted(pods, key=lambda p: (not (p.get("spec") or {}).get("nodeName"),
+                                       meta_of(p).get("creationTimestamp", ""), meta_of(p).get("name", "")))
 
 
 class DaemonSetController:
@@ -130,8 +153,8 @@ class DaemonSetController:
         self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
         self.events = Recorder(client, "daemonset-controller")
         self.history = History(client, "DaemonSet")
-        # writes the informers have not shown yet: "node:<node>" for a pod created for a node (its
-        # name is the server's to choose), "-<pod>" for a pod deleted
+        # writes the informers have not shown yet: "node:<node>" for a pod being created for a node
+        # (its name is the server's to choose), then "+<pod>" once created; "-<pod>" for a pod deleted
         self.expectations = Expectations()
         # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
@@ -229,32 +252,23 @@ class DaemonSetController:
                     keep.add(meta_of(n).get("name", ""))
             self._wanted[uid] = (generation, self._nodes_version, wanted, keep)
         by_node: dict[str, list[dict[str, Any]]] = {}
+        terminating: set[str] = set()
         for pod in owned.values():
             if _active(pod):
                 by_node.setdefault(_node_of(pod), []).append(pod)
-        doomed: list[dict[str, Any]] = []
-        for node, pods in by_node.items():
-            if node not in keep:
-                doomed.extend(pods)  # the node no longer fits, or taints it NoExecute
-            elif len(pods) > 1:  # more than one daemon pod on a node: keep the oldest
-                pods.sort(key=lambda p: meta_of(p).get("creationTimestamp", ""))
-                doomed.extend(pods[1:])
-        missing = sorted(n for n in wanted if n not in by_node)
+            elif meta_of(pod).get("deletionTimestamp") and not _terminal(pod):
+                terminating.add(_node_of(pod))
         strategy = spec.get("updateStrategy") or {}
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            old = [p for n, ps in by_node.items() if n in wanted for p in ps[:1]
-                   if (meta_of(p).get("labels") or {}).get(REVISION_HASH) != current_hash]
-            ru = strategy.get("rollingUpdate") or {}
-            budget = _max_unavailable(ru.get("maxUnavailable", 1), len(wanted))
-            unavailable = sum(1 for n in wanted if not any(_ready(p) for p in by_node.get(n, ())))
-            room = max(budget - unavailable, 0)
-            old.sort(key=lambda p: (_ready(p), _node_of(p)))  # the not-ready ones first: they cost nothing
-            for pod in old:
-                if not _ready(pod):
-                    doomed.append(pod)
-                elif room > 0:
-                    doomed.append(pod)
-                    room -= 1
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        rolling_update = strategy.get("rollingUpdate") or {} if rolling else {}
+        surge, unavailable = _update_budget(rolling_update, len(wanted))
+        surging = _scaled(rolling_update.get("maxSurge", 0), 1) > 0  # upstream's AllowsSurge
+        min_ready = float(spec.get("minReadySeconds") or 0)
+        doomed, missing = _manage(by_node, terminating, wanted, keep, current_hash, surging, min_ready)
+        if rolling and not doomed and not missing:
+            # (upstream's rolling update waits for the writes of this pass to be seen first)
+            plan = Rollout(by_node, terminating, wanted, current_hash, min_ready)
+            doomed, missing = plan.surge(surge) if surge else plan.replace(unavailable)
         if doomed:
             await asyncio.gather(*(self._delete_pod(ds, p) for p in doomed))
         if missing:
@@ -300,8 +314,12 @@ class DaemonSetController:
             except BaseException:
                 self.expectations.seen(uid, "node:" + node)
                 raise
-            if meta_of(created).get("name", "") in self.pods_of.of(uid):
-                self.expectations.seen(uid, "node:" + node)  # the informer has it already
+            name = meta_of(created).get("name", "")
+            if name not in self.pods_of.of(uid):
+                # by name from now: an event of another pod on the node (the old one, when surging)
+                # settles "node:" too
+                self.expectations.expect(uid, "+" + name)
+            self.expectations.seen(uid, "node:" + node)
             self.events.record("DaemonSet", ds, "SuccessfulCreate", f"Created pod: {meta_of(created).get('name')}")
 
         results = await asyncio.gather(*(create(n) for n in nodes[:500]), return_exceptions=True)
@@ -311,22 +329,25 @@ class DaemonSetController:
 
     async def _write_status(self, ds: dict[str, Any], wanted: set[str], by_node: dict[str, list[dict[str, Any]]],
                             doomed: list[dict[str, Any]], current_hash: str) -> None:
+        """Upstream's updateDaemonSetStatus: a node that should run a daemon pod counts by its oldest
+        one (ready, available, updated), so a node surging to its new pod counts as updated once its
+        old one goes."""
         gone = {id(p) for p in doomed}
-        placed = {n: [p for p in ps if id(p) not in gone] for n, ps in by_node.items()}
+        placed = {n: _oldest_first(p for p in ps if id(p) not in gone) for n, ps in by_node.items()}
         placed = {n: ps for n, ps in placed.items() if ps}
-        on_wanted = [n for n in wanted if n in placed]
-        ready = sum(1 for n in on_wanted if any(_ready(p) for p in placed[n]))
-        available, soonest = pods_available([next(p for p in placed[n] if _ready(p)) for n in on_wanted
-                                             if any(_ready(p) for p in placed[n])],
-                                            float((ds.get("spec") or {}).get("minReadySeconds") or 0))
+        firsts = [placed[n][0] for n in wanted if n in placed]
+        min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        available, _ = pods_available(firsts, min_ready)
+        # (any ready pod about to become available may move a rollout on, the oldest or not)
+        _, soonest = pods_available((p for ps in placed.values() for p in ps), min_ready)
         if soonest is not None:
             asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "ds:" + key_of(ds))
-        updated = sum(1 for n in on_wanted
-                      if any((meta_of(p).get("labels") or {}).get(REVISION_HASH) == current_hash for p in placed[n]))
-        status = {"desiredNumberScheduled": len(wanted), "currentNumberScheduled": len(on_wanted),
-                  "numberMisscheduled": sum(1 for n in placed if n not in wanted), "numberReady": ready,
+        status = {"desiredNumberScheduled": len(wanted), "currentNumberScheduled": len(firsts),
+                  "numberMisscheduled": sum(1 for n in placed if n not in wanted),
+                  "numberReady": sum(1 for p in firsts if _ready(p)),
                   "numberAvailable": available, "numberUnavailable": len(wanted) - available,
-                  "updatedNumberScheduled": updated, "observedGeneration": meta_of(ds).get("generation", 1)}
+                  "updatedNumberScheduled": sum(1 for p in firsts if _updated(p, current_hash)),
+                  "observedGeneration": meta_of(ds).get("generation", 1)}
         old = ds.get("status") or {}
         if all(old.get(k, 0) == v for k, v in status.items()):
             return
@@ -337,13 +358,145 @@ class DaemonSetController:
             {"status": {k: v if k in always else v or None for k, v in status.items()}})
 
 
-def _max_unavailable(value: Any, total: int) -> int:
-    if isinstance(value, int):
-        return max(value, 1)
+def _manage(by_node: Mapping[str, list[dict[str, Any]]], terminating: set[str], wanted: set[str], keep: set[str],
+            current_hash: str, surging: bool, min_ready: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Upstream's manage: the pods to delete (those of a node that no longer keeps its daemon, and a
+    node's excess) and the nodes to give a pod (those that should run one and have none; without
+    surge, a node whose pod is still terminating waits for it to be gone, one pod a node)."""
+    doomed: list[dict[str, Any]] = []
+    for node, pods in by_node.items():
+        if node not in keep:
+            doomed.extend(pods)  # the node no longer fits, or taints it NoExecute
+        elif len(pods) > 1:
+            doomed.extend(_excess(pods, current_hash, surging, min_ready))
+    missing = sorted(n for n in wanted if n not in by_node and (surging or n not in terminating))
+    return doomed, missing
+
+
+def _excess(pods: list[dict[str, Any]], current_hash: str, surging: bool,
+            min_ready: float) -> list[dict[str, Any]]:
+    """The pods a node holds too many of: all but the oldest; when surging, all but the oldest of the
+    current revision and the oldest of an earlier one, and that old one too once it is not ready or
+    the new one is available."""
+    ordered = _oldest_first(pods)
+    if not surging:
+        return ordered[1:]
+    first_new = next((p for p in ordered if _updated(p, current_hash)), None)
+    first_old = next((p for p in ordered if not _updated(p, current_hash)), None)
+    excess = [p for p in ordered if p is not first_new and p is not first_old]
+    if first_new is not None and first_old is not None and (
+            not _ready(first_old) or _available(first_new, min_ready)):
+        excess.append(first_old)
+    return excess
+
+
+class Rollout:
+    """One pass of upstream's rollingUpdate (pkg/controller/daemon/update.go): which old pods to
+    delete and which nodes to give a new pod, over every node that holds a daemon pod (one that
+    should no longer get one but keeps its pod, tainted ``NoSchedule`` since, included) or should.
+
+    Without surge, an old pod is deleted at once when it is not available, else while fewer than
+    ``maxUnavailable`` nodes are unavailable (a node with no pod, a new one not available yet, or an
+    old one being replaced), and the next pass creates its replacement where the node should run
+    one. With ``maxSurge``, a new pod is created beside an old one (at once beside an unavailable
+    one, else on up to ``maxSurge`` nodes whose new pod is not available yet) and the old one goes
+    once the new one is available; an old pod on a node that should no longer run one is deleted
+    once that leaves as many pods available as nodes should run one."""
+
+    def __init__(self, by_node: Mapping[str, list[dict[str, Any]]], terminating: set[str], wanted: set[str],
+                 current_hash: str, min_ready: float) -> None:
+        self.by_node = by_node
+        self.nodes = sorted(set(by_node) | wanted | terminating)
+        self.wanted = wanted
+        self.current_hash = current_hash
+        self.min_ready = min_ready
+
+    def _pair(self, node: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None] | None:
+        """The node's (new, old) pod, each None when it has none; None when it holds two of one."""
+        pods = self.by_node.get(node, [])
+        new = [p for p in pods if _updated(p, self.current_hash)]
+        old = [p for p in pods if not _updated(p, self.current_hash)]
+        if len(new) > 1 or len(old) > 1:
+            return None  # the next pass of manage deletes the excess
+        return (new[0] if new else None), (old[0] if old else None)
+
+    def replace(self, max_unavailable: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """Without surge: the old pods to delete (their nodes get their new pod from manage)."""
+        unavailable = 0
+        doomed: list[dict[str, Any]] = []
+        candidates: list[dict[str, Any]] = []
+        for node in self.nodes:
+            pair = self._pair(node)
+            if pair is None:
+                unavailable += 1
+                continue
+            new, old = pair
+            if (new is None) == (old is None):
+                unavailable += 1  # nothing yet, or both: manage's to settle
+            elif new is not None:
+                unavailable += not _available(new, self.min_ready)
+            elif old is not None and not _available(old, self.min_ready):
+                doomed.append(old)  # costs nothing: it is down already
+                unavailable += 1
+            elif old is not None:
+                candidates.append(old)
+        return doomed + candidates[:max(max_unavailable - unavailable, 0)], []
+
+    def surge(self, max_surge: int) -> tuple[list[dict[str, Any]], list[str]]:
+        """With surge: the old pods to delete and the nodes to give a new pod beside their old one."""
+        surging = available = 0
+        doomed: list[dict[str, Any]] = []
+        sunset: list[dict[str, Any]] = []  # available old pods of nodes that should no longer run one
+        at_once: list[str] = []
+        candidates: list[str] = []
+        for node in self.nodes:
+            pair = self._pair(node)
+            if pair is None:
+                surging += 1
+                continue
+            new, old = pair
+            counted = old if old is not None else new
+            available += counted is not None and _available(counted, self.min_ready)
+            if old is None:
+                continue  # manage's to handle
+            if new is None and not _available(old, self.min_ready):
+                if node in self.wanted:
+                    at_once.append(node)
+                else:
+                    doomed.append(old)
+            elif new is None:
+                if node not in self.wanted:
+                    sunset.append(old)
+                elif surging < max_surge:
+                    candidates.append(node)
+            elif not _available(new, self.min_ready):
+                surging += 1
+            else:
+                doomed.append(old)
+        # the sunset nodes' pods go only while the pods available elsewhere cover every node owed one
+        doomed.extend(sunset[:max(available - len(self.wanted), 0)])
+        return doomed, at_once + candidates[:max(max_surge - surging, 0)]
+
+
+def _update_budget(rolling_update: Mapping[str, Any], desired: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) as counts of nodes, as upstream's updatedDesiredNodeCounts: a
+    percentage of the nodes that should run a pod, rounded up; 1 unavailable when both are 0."""
+    surge = _scaled(rolling_update.get("maxSurge", 0), desired)
+    unavailable = _scaled(rolling_update.get("maxUnavailable", 1), desired)
+    if desired and not surge and not unavailable:
+        unavailable = 1
+    return surge, unavailable
+
+
+def _scaled(value: Any, total: int) -> int:
+    """An IntOrString as upstream's GetScaledValueFromIntOrPercent rounding up (``"25%"`` of 10
+    is 3); anything else counts 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(value, 0)
     text = str(value)
-    if text.endswith("%"):
-        return max(math.floor(int(text[:-1]) * total / 100), 1)
-    return max(int(text), 1)
+    if text.endswith("%") and text[:-1].isdigit():
+        return math.ceil(int(text[:-1]) * total / 100)
+    return 0
 
 
 async def start(client: Client, config: Config) -> None:

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from controlplane.client import ApiError, Client
-from controlplane.controllers.daemonsets import REVISION_HASH, daemon_tolerations
+from controlplane.controllers.daemonsets import (
+    REVISION_HASH,
+    Rollout,
+    _excess,
+    _manage,
+    _update_budget,
+    daemon_tolerations,
+)
 from controlplane.nodes.failures import inject_failure
 from controlplane.scheduler.plugins.nodes import _named_nodes
 from tests.controllers.helpers import until
@@ -59,6 +66,83 @@ def test_daemon_pods_tolerate_what_upstream_adds() -> None:
     assert ("node.kubernetes.io/network-unavailable", "NoSchedule") not in keys
     assert ("node.kubernetes.io/network-unavailable", "NoSchedule") in {
         (t["key"], t["effect"]) for t in daemon_tolerations({"hostNetwork": True})}
+
+
+def pod(node: str, revision: str, ready: bool = True, name: str = "", created: str = "2026-01-01T00:00:00Z"
+        ) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}] if ready else []
+    return {"metadata": {"name": name or f"{node}-{revision}", "creationTimestamp": created,
+                         "labels": {REVISION_HASH: revision}},
+            "spec": {"nodeName": node}, "status": {"phase": "Running", "conditions": conditions}}
+
+
+def names(pods: list[dict[str, Any]]) -> list[str]:
+    return [p["metadata"]["name"] for p in pods]
+
+
+def test_the_update_budget_is_upstreams_rounded_up_and_never_both_zero() -> None:
+    assert _update_budget({"maxUnavailable": "25%", "maxSurge": 0}, 10) == (0, 3)
+    assert _update_budget({"maxUnavailable": 0, "maxSurge": "10%"}, 4) == (1, 0)
+    assert _update_budget({"maxUnavailable": 0, "maxSurge": 0}, 4) == (0, 1)
+    assert _update_budget({"maxUnavailable": "1%", "maxSurge": 0}, 0) == (0, 0)
+
+
+def test_without_surge_every_node_holding_an_old_pod_is_a_candidate() -> None:
+    wanted = {"a", "b", "c"}
+    by_node = {n: [pod(n, "old")] for n in ("a", "b", "c", "tainted")}
+    assert names(Rollout(by_node, set(), wanted, "new", 0).replace(1)[0]) == ["a-old"]
+    assert names(Rollout(by_node, set(), wanted, "new", 0).replace(4)[0]) == ["a-old", "b-old", "c-old",
+                                                                            "tainted-old"]
+    # an old pod down already goes at once, the tainted node's too, and uses the budget up
+    by_node["tainted"] = [pod("tainted", "old", ready=False)]
+    assert names(Rollout(by_node, set(), wanted, "new", 0).replace(1)[0]) == ["tainted-old"]
+    # a node owed a pod it has not got (or still terminating) is unavailable: nothing more goes
+    del by_node["tainted"]
+    by_node["a"] = [pod("a", "new", ready=False)]
+    assert Rollout(by_node, set(), wanted, "new", 0).replace(1) == ([], [])
+    assert Rollout({"b": by_node["b"]}, {"a"}, {"a", "b"}, "new", 0).replace(1) == ([], [])
+
+
+def test_with_surge_new_pods_start_beside_the_old_and_replace_them_once_available() -> None:
+    wanted = {"a", "b", "c"}
+    by_node = {n: [pod(n, "old")] for n in wanted}
+    assert Rollout(by_node, set(), wanted, "new", 0).surge(1) == ([], ["a"])
+    by_node["a"].append(pod("a", "new", ready=False))
+    assert Rollout(by_node, set(), wanted, "new", 0).surge(1) == ([], [])
+    by_node["a"][1] = pod("a", "new")
+    doomed, create = Rollout(by_node, set(), wanted, "new", 0).surge(1)
+    assert names(doomed) == ["a-old"] and create == ["b"]
+    # an old pod down already gets its new one at once, beyond maxSurge
+    by_node["c"] = [pod("c", "old", ready=False)]
+    doomed, create = Rollout(by_node, set(), wanted, "new", 0).surge(1)
+    assert names(doomed) == ["a-old"] and create == ["c", "b"]
+
+
+def test_with_surge_a_node_that_should_no_longer_run_one_loses_its_pod_once_the_rest_cover() -> None:
+    # upstream's fix for kubernetes#118823: the rollout does not surge onto a node tainted NoSchedule
+    by_node = {n: [pod(n, "old")] for n in ("a", "b", "tainted")}
+    doomed, create = Rollout(by_node, set(), {"a", "b"}, "new", 0).surge(1)
+    assert names(doomed) == ["tainted-old"] and create == ["a"]
+    by_node["a"] = [pod("a", "old", ready=False)]
+    doomed, create = Rollout(by_node, set(), {"a", "b"}, "new", 0).surge(1)
+    assert doomed == [] and create == ["a", "b"]  # 2 available for 2 nodes owed one: it stays
+    by_node["tainted"] = [pod("tainted", "old", ready=False)]
+    assert names(Rollout(by_node, set(), {"a", "b"}, "new", 0).surge(1)[0]) == ["tainted-old"]
+
+
+def test_a_surging_node_keeps_its_old_pod_until_the_new_one_is_available() -> None:
+    old, new = pod("a", "old", created="2026-01-01T00:00:00Z"), pod("a", "new", ready=False,
+                                                                   created="2026-01-01T00:00:01Z")
+    assert _excess([old, new], "new", True, 0) == []
+    assert _excess([old, new], "new", False, 0) == [new]
+    assert _excess([old, pod("a", "new")], "new", True, 0) == [old]
+    down = pod("a", "old", ready=False)
+    assert _excess([down, new], "new", True, 0) == [down]
+    extra = pod("a", "new", name="a-new-2", created="2026-01-01T00:00:02Z")
+    assert _excess([old, new, extra], "new", True, 0) == [extra]
+    # a node whose pod is terminating waits for it to be gone, unless the DaemonSet surges
+    assert _manage({}, {"a"}, {"a", "b"}, {"a", "b"}, "new", False, 0) == ([], ["b"])
+    assert _manage({}, {"a"}, {"a", "b"}, {"a", "b"}, "new", True, 0) == ([], ["a", "b"])
 
 
 def test_node_affinity_on_names_narrows_the_candidates() -> None:
@@ -197,3 +281,64 @@ async def test_a_not_ready_node_keeps_its_daemon_pod(c: Client) -> None:
     await until(tainted)
     await asyncio.sleep(1.0)
     assert uid in {p["metadata"]["uid"] for p in await live_pods(c, "agent")}
+
+
+async def test_a_rolling_update_replaces_the_old_pod_of_a_node_tainted_noschedule_without_a_new_one(c: Client) -> None:
+    # upstream's rollingUpdate (maxSurge 0) weighs every node holding a daemon pod, not only those
+    # that should run one: the old pod kept on a node tainted NoSchedule since is a candidate like
+    # any other, deleted within maxUnavailable, and its node (which gets no new daemon pod) is left
+    await c.create(DAEMONSETS, daemonset("kept"))
+    await until(lambda: on_nodes(c, "kept", NODES))
+    await c.patch("/api/v1/nodes/sim-node-1", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}})
+
+    async def misscheduled() -> bool:
+        s = (await c.get(f"{DAEMONSETS}/kept")).get("status") or {}
+        return (s.get("desiredNumberScheduled"), s.get("numberMisscheduled")) == (3, 1)
+
+    await until(misscheduled)
+    await c.patch(f"{DAEMONSETS}/kept", {"spec": {"template": {"spec": {"containers": [
+        {"name": "a", "image": "agent:2"}]}}}}, patch_type="strategic")
+    await until(lambda: on_nodes(c, "kept", NODES - {"sim-node-1"}, image="agent:2"))
+
+    async def rolled_out() -> bool:
+        s = (await c.get(f"{DAEMONSETS}/kept")).get("status") or {}
+        return (s.get("desiredNumberScheduled"), s.get("updatedNumberScheduled"), s.get("numberAvailable"),
+                s.get("numberMisscheduled", 0)) == (3, 3, 3, 0)
+
+    await until(rolled_out)
+
+
+async def test_a_surging_rolling_update_never_leaves_a_node_without_a_ready_pod(c: Client) -> None:
+    await c.create(DAEMONSETS, {**daemonset("surge"), "spec": {
+        **daemonset("surge")["spec"], "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+            "maxUnavailable": 0, "maxSurge": 1}}}})
+    await until(lambda: on_nodes(c, "surge", NODES))
+    worst, most = 0, 0
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        nonlocal worst, most
+        while not done.is_set():
+            pods = await live_pods(c, "surge")
+            ready_nodes = {p["spec"].get("nodeName") for p in pods if any(
+                cond["type"] == "Ready" and cond["status"] == "True"
+                for cond in (p.get("status") or {}).get("conditions") or ())}
+            worst = max(worst, len(NODES - ready_nodes))
+            most = max(most, len(pods))
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await c.patch(f"{DAEMONSETS}/surge", {"spec": {"template": {"spec": {"containers": [
+            {"name": "a", "image": "agent:2"}]}}}}, patch_type="strategic")
+        await until(lambda: on_nodes(c, "surge", NODES, image="agent:2"))
+    finally:
+        done.set()
+        await watcher
+    assert worst == 0 and most == len(NODES) + 1  # maxUnavailable 0, maxSurge 1
+
+    async def rolled_out() -> bool:
+        s = (await c.get(f"{DAEMONSETS}/surge")).get("status") or {}
+        return (s.get("updatedNumberScheduled"), s.get("numberAvailable")) == (4, 4)
+
+    await until(rolled_out)

@@ -1,17 +1,20 @@
 """Day-2 kubectl against ``controlplane serve --nodes 2`` with its controllers: NoExecute
-taints (controllers/tainteviction.py), a paused Deployment (controllers/workloads.py) and a
-new HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py)."""
+taints (controllers/tainteviction.py), a paused Deployment (controllers/workloads.py), a
+DaemonSet rolled out with ``maxSurge`` (controllers/daemonsets.py) and a new
+HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -92,6 +95,55 @@ def test_a_paused_deployment_says_so_and_still_scales(served: Serve) -> None:
     sizes = kubectl(served, "get", "rs", "-l", "app=paused", "-o",
                     "jsonpath={range .items[*]}{.spec.template.spec.containers[0].image}={.spec.replicas}{' '}{end}")
     assert sorted(sizes.split()) == ["nginx:1.27=0", "nginx:1.28=2"]
+
+
+SURGING = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: surging}
+spec:
+  selector: {matchLabels: {app: surging}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
+  template:
+    metadata: {labels: {app: surging}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      tolerations: [{operator: Exists}]
+      containers: [{name: a, image: "agent:1"}]
+"""
+
+
+def test_a_daemonset_with_max_surge_starts_each_new_pod_beside_the_old_one(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=SURGING)
+    kubectl(served, "rollout", "status", "daemonset/surging", "--timeout=60s")
+    assert KUBECTL
+    watch = subprocess.Popen([KUBECTL, "get", "pods", "-l", "app=surging", "--watch", "--output-watch-events",
+                              "-o", "jsonpath={.type} {.object.metadata.name}{'\\n'}"],
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state)))
+    assert watch.stdout is not None
+    try:
+        events = [watch.stdout.readline(), watch.stdout.readline()]  # the two pods there: the watch is open
+        kubectl(served, "set", "image", "daemonset/surging", "a=agent:2")
+        assert "successfully rolled out" in kubectl(served, "rollout", "status", "daemonset/surging",
+                                                    "--timeout=60s")
+    finally:
+        watch.terminate()
+        events.append(watch.communicate(timeout=10)[0])
+    images = kubectl(served, "get", "pods", "-l", "app=surging", "-o",
+                     "jsonpath={range .items[*]}{.spec.containers[0].image}{' '}{end}").split()
+    assert images == ["agent:2", "agent:2"]
+    # each node had its new pod (3 pods in all) before its old one went: maxUnavailable 0
+    present: set[str] = set()
+    most = 0
+    for line in "".join(events).splitlines():
+        kind, name = line.split()
+        if kind == "ADDED":
+            present.add(name)
+        elif kind == "DELETED":
+            present.discard(name)
+        most = max(most, len(present))
+    assert most == 3, events
 
 
 LOADED = """
