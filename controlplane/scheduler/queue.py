@@ -15,8 +15,11 @@
   stay until a *cluster event* that one of the plugins that rejected them
   registered for (``events_to_register``; a hint may narrow it) arrives, then go
   to backoffQ (or activeQ, if their backoff is already over, or if the rejection
-  was PENDING). Pods parked longer than ``max_unschedulable_seconds`` are
-  retried anyway, as upstream's 5-minute flush.
+  was PENDING). Pods parked longer than ``max_unschedulable_seconds`` (5 minutes)
+  are retried anyway, looked for every 30 s (``LEFTOVER_FLUSH_PERIOD``), idle or
+  not, as upstream's flushUnschedulablePodsLeftover. That is all that retries a
+  pod whose InterPodAffinity ``namespaceSelector`` a Namespace's new labels now
+  satisfy: upstream's plugin registers no Namespace event either.
 - An event that arrives while a pod is being scheduled can make the verdict
   stale: a rejected pod goes to backoffQ, not to the unschedulable pool, if an
   event since its cycle started is one a plugin that rejected it registered for
@@ -52,6 +55,7 @@ __all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue"]
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 RECENT_EVENTS = 1024  # cluster events kept to judge the pods in flight when they arrived
+LEFTOVER_FLUSH_PERIOD = 30.0  # seconds between looks for pods parked too long, as upstream's
 
 
 @dataclass(slots=True)
@@ -248,7 +252,7 @@ class SchedulingQueue:
         now = self.clock()
         if self._backoff or self._error_backoff:
             self._flush_backoff(now)
-        if self.unschedulable and now - self._last_leftover_flush > 30.0:  # upstream flushes every 30 s
+        if self.unschedulable and now - self._last_leftover_flush > LEFTOVER_FLUSH_PERIOD:
             self._last_leftover_flush = now
             self._flush_unschedulable_leftovers(now)
         while self._front:
@@ -307,19 +311,25 @@ class SchedulingQueue:
             if self.closed:
                 raise asyncio.CancelledError
             self._wakeup.clear()
-            timeout: float | None = None
-            expiry = self._next_backoff_expiry()
-            if expiry is not None:
-                timeout = max(0.0, expiry - self.clock())
-            if self.unschedulable:
-                t = self.max_unschedulable_seconds / 4
-                timeout = t if timeout is None else min(timeout, t)
             try:
-                async with asyncio.timeout(timeout):  # (not wait_for: it can lose a cancellation in 3.11)
+                async with asyncio.timeout(self._idle_wait()):  # (not wait_for: it can lose a cancellation in 3.11)
                     await self._wakeup.wait()
             except TimeoutError:
                 if self.unschedulable:
-                    self._flush_unschedulable_leftovers(self.clock())
+                    self._last_leftover_flush = self.clock()
+                    self._flush_unschedulable_leftovers(self._last_leftover_flush)
+
+    def _idle_wait(self) -> float | None:
+        """How long an idle ``pop`` may sleep: until the next backoff expires, and no longer than
+        the period of the flush of pods parked too long while some are parked (None: no limit)."""
+        timeout: float | None = None
+        expiry = self._next_backoff_expiry()
+        if expiry is not None:
+            timeout = max(0.0, expiry - self.clock())
+        if self.unschedulable:
+            period = min(LEFTOVER_FLUSH_PERIOD, self.max_unschedulable_seconds / 4)
+            timeout = period if timeout is None else min(timeout, period)
+        return timeout
 
     def close(self) -> None:
         self.closed = True

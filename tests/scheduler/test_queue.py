@@ -175,6 +175,19 @@ def test_pods_parked_too_long_are_retried_anyway() -> None:
     assert q.pop_nowait() is not None  # the periodic flush ran (backoff long over)
 
 
+def test_an_idle_queue_looks_for_pods_parked_too_long_every_30_seconds() -> None:
+    # upstream's flushUnschedulablePodsLeftover runs every 30 s: a pod parked 5 minutes is retried
+    # within 5 min 30 s, the scheduler idle or not (a shorter limit is looked at more often)
+    for limit, wait in ((300.0, 30.0), (60.0, 15.0)):
+        q, _ = make(max_unschedulable_seconds=limit)
+        assert q._idle_wait() is None
+        q.add(PodInfo(pod("p")))
+        p = q.pop_nowait()
+        assert p is not None
+        q.add_unschedulable(p, unschedulable("NodeResourcesFit"), q.scheduling_cycle, {"NodeResourcesFit"})
+        assert q._idle_wait() == wait
+
+
 def test_gang_siblings_pop_together_and_park_together() -> None:
     q, clock = make()
     q.add(PodInfo(pod("g1", group="pg")))
