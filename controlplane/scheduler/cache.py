@@ -60,7 +60,10 @@ class Cache:
         self.nodes.affinity_nodes = set()
 
     def _affinity_moved(self, pod: PodInfo, ni: NodeInfo, delta: int) -> None:
-        """``pod`` (with affinity terms) came to ``ni`` (+1) or left it (-1): the totals and the index."""
+        """``pod`` came to ``ni`` (+1) or left it (-1): if it carries pod (anti-)affinity terms, the
+        count of such pods and the index of the nodes holding them follow (``ni`` counted it)."""
+        if not _has_terms(pod):
+            return
         self.nodes.with_affinity += delta
         index = self.nodes.affinity_nodes
         assert index is not None
@@ -83,8 +86,7 @@ class Cache:
             self.order.columns.append(ni)
             for pod in self._orphans.pop(name, {}).values():
                 ni.add_pod(pod)
-                if _has_terms(pod):
-                    self._affinity_moved(pod, ni, 1)
+                self._affinity_moved(pod, ni, 1)
                 self.counts.pod_added(pod, ni)
         else:
             old = ni.labels
@@ -127,8 +129,7 @@ class Cache:
         else:
             self._remove_from(node, pod.key)  # an update of a pod already here
             ni.add_pod(pod)
-            if _has_terms(pod):
-                self._affinity_moved(pod, ni, 1)
+            self._affinity_moved(pod, ni, 1)
             self.counts.pod_added(pod, ni)
 
     def remove_pod(self, key: str) -> None:
@@ -143,8 +144,7 @@ class Cache:
             held = ni.pods.get(key)
             if held is not None:
                 ni.remove_pod(held)
-                if _has_terms(held):
-                    self._affinity_moved(held, ni, -1)
+                self._affinity_moved(held, ni, -1)
                 self.counts.pod_removed(held, ni)
         else:
             orphans = self._orphans.get(node)
@@ -157,8 +157,7 @@ class Cache:
         self.pod_node[pod.key] = node
         ni = self.nodes[node]
         ni.add_pod(pod)
-        if _has_terms(pod):
-            self._affinity_moved(pod, ni, 1)
+        self._affinity_moved(pod, ni, 1)
         self.counts.pod_added(pod, ni)
 
     def forget(self, pod: PodInfo) -> None:
