@@ -6,6 +6,7 @@ within budgets, replacement, drift."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from tests.autoscaler.helpers import (
     wait_for,
 )
 
+PDBS = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+
 
 @pytest.fixture
 async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
@@ -50,21 +53,84 @@ async def client(app: FastAPI) -> AsyncIterator[Client]:
         yield c
 
 
+def _autoscaler(client: Client, drain_timeout: float = 30.0) -> Autoscaler:
+    """An autoscaler with the tests' short timings (the fixture's, and those of tests that start one)."""
+    return Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
+                      drain_timeout=drain_timeout)
+
+
+def _kubelets(client: Client) -> NodeSimulator:
+    """The node simulator: the kubelets of the nodes the autoscaler launches."""
+    return NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
+
+
+@contextlib.asynccontextmanager
+async def _started(*components: Autoscaler | NodeSimulator) -> AsyncIterator[None]:
+    """The components running for the block (an autoscaler's informers synced first), then stopped."""
+    tasks = [asyncio.create_task(c.run()) for c in components]
+    try:
+        for c in components:
+            if isinstance(c, Autoscaler):
+                await asyncio.wait_for(c.synced.wait(), 10)
+        yield
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 @pytest.fixture
 async def scaler(client: Client) -> AsyncIterator[Autoscaler]:
-    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
-                   drain_timeout=5.0)
-    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
-    tasks = [asyncio.create_task(a.run()), asyncio.create_task(sim.run())]
-    await asyncio.wait_for(a.synced.wait(), 10)
-    yield a
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    a = _autoscaler(client, drain_timeout=5.0)
+    async with _started(a, _kubelets(client)):
+        yield a
 
 
 async def items(client: Client, path: str) -> list[dict[str, Any]]:
     return list((await client.list(path))["items"])
+
+
+async def _all_gone(client: Client) -> bool:
+    """No NodeClaim nor Node left."""
+    return not await items(client, CLAIMS) and not await items(client, NODES)
+
+
+async def _node_gone(client: Client, node: str) -> bool:
+    return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
+
+
+async def _one_running(client: Client, p: dict[str, Any], pool: dict[str, Any] | None = None) -> str:
+    """``pool`` (by default "cpu", never consolidated) and ``p`` pending, until ``p`` runs on the node
+    launched for it: that node's name (its NodeClaim's too)."""
+    await client.create(POOLS, pool or nodepool("cpu", consolidate_after="Never"))
+    await pending_pods(client, [p])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    return str((await items(client, NODES))[0]["metadata"]["name"])
+
+
+def _do_not_disrupt(name: str) -> dict[str, Any]:
+    """A 1-CPU pod annotated ``karpenter.sh/do-not-disrupt``."""
+    p = pod(name, "1")
+    p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    return p
+
+
+def _app(name: str, cpu: str = "1") -> dict[str, Any]:
+    """A pod labelled ``app: <name>``, for a PodDisruptionBudget to select."""
+    p = pod(name, cpu)
+    p["metadata"]["labels"] = {"app": name}
+    return p
+
+
+async def _budget(client: Client, name: str, app: str, **spec: int) -> None:
+    """A PodDisruptionBudget over the pods labelled ``app: <app>``."""
+    await client.create(PDBS, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+                               "spec": {**spec, "selector": {"matchLabels": {"app": app}}}})
+
+
+async def _counted(client: Client, budget: str) -> bool:
+    """The disruption controller has counted the budget's one healthy pod."""
+    return ((await client.get(f"{PDBS}/{budget}")).get("status") or {}).get("currentHealthy") == 1
 
 
 async def test_crds_are_installed_with_karpenter_defaults(client: Client, scaler: Autoscaler) -> None:
@@ -238,11 +304,7 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     await watch.synced.wait()
     for i in range(3):
         await client.delete(f"{PODS}/p{i}", gracePeriodSeconds=0)
-
-    async def all_gone() -> bool:
-        return not await items(client, CLAIMS) and not await items(client, NODES)
-
-    await wait_for(all_gone, timeout=15)
+    await wait_for(lambda: _all_gone(client), timeout=15)
     await asyncio.sleep(0.1)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -260,11 +322,7 @@ async def test_deleting_a_nodepool_deletes_its_nodeclaims_and_nodes(client: Clie
     claims = await items(client, CLAIMS)
     assert len(claims) == 2 and {c["metadata"]["labels"]["karpenter.sh/nodepool"] for c in claims} == {"doomed"}
     await client.delete(f"{POOLS}/doomed")
-
-    async def all_gone() -> bool:
-        return not await items(client, CLAIMS) and not await items(client, NODES)
-
-    await wait_for(all_gone, timeout=15)
+    await wait_for(lambda: _all_gone(client), timeout=15)
     assert [p["metadata"]["name"] for p in await items(client, POOLS)] == ["kept"]
 
 
@@ -272,13 +330,11 @@ async def test_nodeclaims_of_a_nodepool_deleted_while_the_autoscaler_was_down_ar
         app: FastAPI, client: Client) -> None:
     # the garbage collector converges whenever it looks: a NodePool deleted while no autoscaler watched
     # (restart, upgrade) still takes its NodeClaims and their nodes with it
-    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
-    sim_task = asyncio.create_task(sim.run())
+    sim_task = asyncio.create_task(_kubelets(client).run())
 
     async def start() -> tuple[Client, Autoscaler, asyncio.Task[None]]:
         c = Client.in_process(app.state.front)
-        a = Autoscaler(c, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2,
-                       drain_timeout=5.0)
+        a = _autoscaler(c, drain_timeout=5.0)
         t = asyncio.create_task(a.run())
         await asyncio.wait_for(a.synced.wait(), 10)
         return c, a, t
@@ -297,11 +353,7 @@ async def test_nodeclaims_of_a_nodepool_deleted_while_the_autoscaler_was_down_ar
         await asyncio.sleep(0.3)
         assert len(await items(client, CLAIMS)) == 2  # nobody collected them meanwhile
         second, _, task = await start()
-
-        async def all_gone() -> bool:
-            return not await items(client, CLAIMS) and not await items(client, NODES)
-
-        await wait_for(all_gone, timeout=15)
+        await wait_for(lambda: _all_gone(client), timeout=15)
     finally:
         for t in (task, sim_task):
             t.cancel()
@@ -328,11 +380,7 @@ async def test_a_failed_nodeclaim_deletion_is_retried(client: Client, scaler: Au
 
     monkeypatch.setattr(client, "delete", flaky_delete)
     await client.delete(f"{POOLS}/doomed")
-
-    async def all_gone() -> bool:
-        return not await items(client, CLAIMS) and not await items(client, NODES)
-
-    await wait_for(all_gone, timeout=15)
+    await wait_for(lambda: _all_gone(client), timeout=15)
     assert len(failed) == 2  # each claim's first deletion failed
 
 
@@ -374,10 +422,7 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
 
 
 async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    await pending_pods(client, [pod("a", "20")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    old = (await items(client, NODES))[0]["metadata"]["name"]
+    old = await _one_running(client, pod("a", "20"))
     claim = await client.get(f"{CLAIMS}/{old}")
     old_hash = claim["metadata"]["annotations"][HASH_ANNOTATION]
     # change the template: a new taint the pod tolerates
@@ -400,10 +445,7 @@ async def test_a_drifted_node_is_tainted_before_its_replacement_launches(client:
     # as Karpenter's disruption queue: the candidate is tainted karpenter.sh/disrupted and its NodeClaim
     # gets DisruptionReason before the replacement launches, so no new pod lands on it meanwhile
     scaler.launcher.latency_scale = 5.0  # the replacement takes 1.5 s: time to look
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    await pending_pods(client, [pod("a", "1")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    old = (await items(client, NODES))[0]["metadata"]["name"]
+    old = await _one_running(client, pod("a", "1"))
     await client.patch(f"{POOLS}/cpu", {"spec": {"template": {"metadata": {"labels": {"team": "ml"}}}}})
 
     async def replacing() -> bool:
@@ -508,19 +550,12 @@ async def test_a_node_outlives_the_pods_its_drain_evicts(client: Client, scaler:
     # a grace period longer than the drain timeout: the node is deleted only once its pod is gone,
     # else its kubelet would go with it and leave the pod Terminating for ever
     scaler.launcher.drain_timeout = 0.5
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
     slow = pod("slow", "1")
     slow["spec"]["terminationGracePeriodSeconds"] = 3
-    await pending_pods(client, [slow])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    node = (await items(client, NODES))[0]["metadata"]["name"]
+    node = await _one_running(client, slow)
     started = asyncio.get_running_loop().time()
     await client.delete(f"{CLAIMS}/{node}")
-
-    async def node_gone() -> bool:
-        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
-
-    await wait_for(node_gone, timeout=15, interval=0.02)
+    await wait_for(lambda: _node_gone(client, node), timeout=15, interval=0.02)
     assert [p["metadata"]["name"] for p in await items(client, PODS)] == []
     # it waited for the pod, well past the drain timeout (the grace period ends on a whole second: up to 1 s early)
     assert asyncio.get_running_loop().time() - started >= 1.5
@@ -558,20 +593,9 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
     # retried until the budget is relaxed, then the pod and the node go; without a
     # terminationGracePeriod, as Karpenter, however long that takes (well past the drain timeout)
     scaler.launcher.drain_timeout = 0.5
-    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    guarded = pod("guarded", "1")
-    guarded["metadata"]["labels"] = {"app": "guarded"}
-    await pending_pods(client, [guarded])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "g"},
-                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
-
-    async def counted() -> bool:
-        return ((await client.get(f"{pdbs}/g")).get("status") or {}).get("currentHealthy") == 1
-
-    await wait_for(counted, timeout=10)
-    node = (await items(client, NODES))[0]["metadata"]["name"]
+    node = await _one_running(client, _app("guarded"))
+    await _budget(client, "g", "guarded", minAvailable=1)
+    await wait_for(lambda: _counted(client, "g"), timeout=10)
     await client.delete(f"{CLAIMS}/{node}")
     await asyncio.sleep(2.0)
     assert [p["metadata"]["name"] for p in await items(client, PODS)
@@ -582,12 +606,8 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
     failed = await _events(client, node, "FailedDraining", "Node")
     assert "Failed to drain node, evicting pod violates a PDB (Pod=default/guarded)" in failed
     assert "Failed to drain node, 1 pods are waiting to be evicted" in failed
-    await client.patch(f"{pdbs}/g", {"spec": {"minAvailable": 0}})
-
-    async def node_gone() -> bool:
-        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
-
-    await wait_for(node_gone, timeout=20)
+    await client.patch(f"{PDBS}/g", {"spec": {"minAvailable": 0}})
+    await wait_for(lambda: _node_gone(client, node), timeout=20)
     assert await items(client, PODS) == []
     # deleted by hand, not disrupted: Karpenter's reason for the eviction
     assert await _events(client, "guarded", "Evicted", "Pod") == ["Evicted pod: Forceful Termination"]
@@ -596,16 +616,9 @@ async def test_a_drain_waits_for_the_pods_disruption_budget(client: Client, scal
 async def test_a_drain_retries_a_pod_several_budgets_cover(client: Client, scaler: Autoscaler) -> None:
     # the eviction API refuses a pod two PodDisruptionBudgets cover (a 500, as upstream's); Karpenter's
     # terminator retries it as it does a 429, with a FailedDraining event, until one budget goes
-    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    guarded = pod("guarded", "1")
-    guarded["metadata"]["labels"] = {"app": "guarded"}
-    await pending_pods(client, [guarded])
-    await wait_for(lambda: _running(client, 1), timeout=15)
+    node = await _one_running(client, _app("guarded"))
     for name in ("one", "two"):
-        await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {
-            "name": name}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
-    node = (await items(client, NODES))[0]["metadata"]["name"]
+        await _budget(client, name, "guarded", maxUnavailable=1)
     await client.delete(f"{CLAIMS}/{node}")
 
     async def refused() -> list[str]:
@@ -613,32 +626,17 @@ async def test_a_drain_retries_a_pod_several_budgets_cover(client: Client, scale
 
     assert await wait_for(refused, timeout=10) == [
         "Failed to drain node, eviction does not support multiple PDBs (Pod=default/guarded)"]
-    await client.delete(f"{pdbs}/two")
-
-    async def node_gone() -> bool:
-        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
-
-    await wait_for(node_gone, timeout=20)
+    await client.delete(f"{PDBS}/two")
+    await wait_for(lambda: _node_gone(client, node), timeout=20)
 
 
 async def test_a_deleted_nodeclaims_pods_get_capacity_before_they_are_evicted(client: Client,
                                                                                 scaler: Autoscaler) -> None:
     # as Karpenter's provisioner: a NodeClaim deleted (by hand, expired) starts a provisioning pass for
     # the pods its drain will evict; here the eviction waits for a budget, and the new node comes anyway
-    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    guarded = pod("guarded", "1")
-    guarded["metadata"]["labels"] = {"app": "guarded"}
-    await pending_pods(client, [guarded])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "g"},
-                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
-
-    async def counted() -> bool:
-        return ((await client.get(f"{pdbs}/g")).get("status") or {}).get("currentHealthy") == 1
-
-    await wait_for(counted, timeout=10)
-    old = (await items(client, NODES))[0]["metadata"]["name"]
+    old = await _one_running(client, _app("guarded"))
+    await _budget(client, "g", "guarded", minAvailable=1)
+    await wait_for(lambda: _counted(client, "g"), timeout=10)
     await client.delete(f"{CLAIMS}/{old}")
 
     async def launched() -> list[str]:
@@ -646,7 +644,7 @@ async def test_a_deleted_nodeclaims_pods_get_capacity_before_they_are_evicted(cl
 
     await wait_for(launched, timeout=10)
     assert (await client.get(f"{PODS}/guarded"))["spec"]["nodeName"] == old  # not evicted yet
-    await client.delete(f"{pdbs}/g")
+    await client.delete(f"{PDBS}/g")
 
 
 async def _events(client: Client, name: str, reason: str, kind: str = "") -> list[str]:
@@ -658,18 +656,16 @@ async def _events(client: Client, name: str, reason: str, kind: str = "") -> lis
 async def test_a_requirement_with_several_values_gives_the_node_one(client: Client, scaler: Autoscaler) -> None:
     # Karpenter labels a NodeClaim with a value of each custom requirement (In: one of its values;
     # Exists, Gt: a number within bounds), so a pod asking for the label can land on it: one node
-    await client.create(POOLS, nodepool("custom", consolidate_after="Never", requirements=[
-        {"key": "example.com/team", "operator": "In", "values": ["x", "z"]},
-        {"key": "example.com/gen", "operator": "Gt", "values": ["2"]},
-        {"key": "example.com/any", "operator": "Exists"}]))
     p = pod("p", "1")
     p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "example.com/team", "operator": "In", "values": ["x", "z"]},
             {"key": "example.com/gen", "operator": "Gt", "values": ["1"]},
             {"key": "example.com/any", "operator": "Exists"}]}]}}}
-    await pending_pods(client, [p])
-    await wait_for(lambda: _running(client, 1), timeout=15)
+    await _one_running(client, p, nodepool("custom", consolidate_after="Never", requirements=[
+        {"key": "example.com/team", "operator": "In", "values": ["x", "z"]},
+        {"key": "example.com/gen", "operator": "Gt", "values": ["2"]},
+        {"key": "example.com/any", "operator": "Exists"}]))
     [claim] = await items(client, CLAIMS)
     [node] = await items(client, NODES)
     labels = node["metadata"]["labels"]
@@ -686,9 +682,7 @@ async def test_the_templates_labels_and_annotations_reach_the_node(client: Clien
     body = nodepool("cpu", consolidate_after="Never")
     body["spec"]["template"]["metadata"] = {"labels": {"billing-team": "my-team"},
                                             "annotations": {"example.com/owner": "my-team"}}
-    await client.create(POOLS, body)
-    await pending_pods(client, [pod("p", "1")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
+    await _one_running(client, pod("p", "1"), body)
     [claim] = await items(client, CLAIMS)
     [node] = await items(client, NODES)
     assert claim["metadata"]["annotations"]["example.com/owner"] == "my-team"
@@ -759,16 +753,17 @@ async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler
                        "Drifted"]
 
 
+async def _first_claim(client: Client, condition: str) -> dict[str, Any] | None:
+    """The first NodeClaim, once its ``condition`` is True."""
+    claims = await items(client, CLAIMS)
+    return claims[0] if claims and conditions(claims[0]).get(condition) == "True" else None
+
+
 async def _registered_claim(client: Client) -> dict[str, Any]:
     """A NodePool and a pending pod; the NodeClaim launched for it once it is Registered."""
     await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
     await pending_pods(client, [pod("p", "1")])
-
-    async def registered() -> dict[str, Any] | None:
-        claims = await items(client, CLAIMS)
-        return claims[0] if claims and conditions(claims[0]).get("Registered") == "True" else None
-
-    claim: dict[str, Any] = await wait_for(registered, timeout=10)
+    claim: dict[str, Any] = await wait_for(lambda: _first_claim(client, "Registered"), timeout=10)
     return claim
 
 
@@ -776,10 +771,7 @@ async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> 
     """As with Karpenter's KWOK provider: the Node is created without conditions (phase Pending);
     its kubelet, the node simulator, posts them with its addresses and nodeInfo; only then is
     the NodeClaim Initialized and Ready, and the Node labelled karpenter.sh/initialized."""
-    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
-    tasks = [asyncio.create_task(a.run())]
-    try:
-        await asyncio.wait_for(a.synced.wait(), 10)
+    async with _started(_autoscaler(client)):
         claim = await _registered_claim(client)
         name = claim["status"]["nodeName"]
         node = await client.get(f"{NODES}/{name}")
@@ -789,35 +781,26 @@ async def test_a_launched_node_is_initialized_by_its_kubelet(client: Client) -> 
         claim = await client.get(f"{CLAIMS}/{claim['metadata']['name']}")
         assert conditions(claim)["Initialized"] == "Unknown" and conditions(claim)["Ready"] == "Unknown"
 
-        sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
-        tasks.append(asyncio.create_task(sim.run()))
+        async with _started(_kubelets(client)):
+            async def initialized() -> dict[str, Any] | None:
+                c = await client.get(f"{CLAIMS}/{claim['metadata']['name']}")
+                return c if conditions(c).get("Ready") == "True" else None
 
-        async def initialized() -> dict[str, Any] | None:
-            c = await client.get(f"{CLAIMS}/{claim['metadata']['name']}")
-            return c if conditions(c).get("Ready") == "True" else None
-
-        claim = await wait_for(initialized, timeout=10)
-        assert conditions(claim)["Initialized"] == "True" and conditions(claim)["Registered"] == "True"
-        node = await client.get(f"{NODES}/{name}")
-        assert node["metadata"]["labels"]["karpenter.sh/initialized"] == "true"
-        status = node["status"]
-        assert {c["type"] for c in status["conditions"]} == {"Ready", "MemoryPressure", "DiskPressure",
-                                                              "PIDPressure", "NetworkUnavailable"}
-        assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
-        assert status["nodeInfo"]["kubeletVersion"] and status["phase"] == "Running"
-        assert status["capacity"]["cpu"] == "2"  # the instance type's, as the launcher posted it
-        await wait_for(lambda: _running(client, 1), timeout=15)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            claim = await wait_for(initialized, timeout=10)
+            assert conditions(claim)["Initialized"] == "True" and conditions(claim)["Registered"] == "True"
+            node = await client.get(f"{NODES}/{name}")
+            assert node["metadata"]["labels"]["karpenter.sh/initialized"] == "true"
+            status = node["status"]
+            assert {c["type"] for c in status["conditions"]} == {"Ready", "MemoryPressure", "DiskPressure",
+                                                                  "PIDPressure", "NetworkUnavailable"}
+            assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
+            assert status["nodeInfo"]["kubeletVersion"] and status["phase"] == "Running"
+            assert status["capacity"]["cpu"] == "2"  # the instance type's, as the launcher posted it
+            await wait_for(lambda: _running(client, 1), timeout=15)
 
 
 async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client) -> None:
-    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
-    task = asyncio.create_task(a.run())
-    try:
-        await asyncio.wait_for(a.synced.wait(), 10)
+    async with _started(_autoscaler(client)):
         claim = await _registered_claim(client)
         name = claim["status"]["nodeName"]
         await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
@@ -831,9 +814,6 @@ async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client
             return tainted and bool(p["metadata"].get("deletionTimestamp"))
 
         await wait_for(draining, timeout=10)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_launch_that_fails_is_tried_again(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -853,24 +833,11 @@ async def test_a_launch_that_fails_is_tried_again(client: Client, monkeypatch: p
 
     monkeypatch.setattr(launcher.Launcher, "_initialize", flaky)
     monkeypatch.setattr(launcher, "RETRY_FIRST", 0.2)
-    a = Autoscaler(client, FAST, batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
-    sim = NodeSimulator(client, SimConfig(catalog=tuple(FAST_TYPES), instance_type="cpu-small"))
-    tasks = [asyncio.create_task(a.run()), asyncio.create_task(sim.run())]
-    try:
-        await asyncio.wait_for(a.synced.wait(), 10)
+    async with _started(_autoscaler(client), _kubelets(client)):
         await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
         await pending_pods(client, [pod("p", "1")])
-
-        async def initialized() -> dict[str, Any] | None:
-            claims = await items(client, CLAIMS)
-            return claims[0] if claims and conditions(claims[0]).get("Initialized") == "True" else None
-
-        await wait_for(initialized, timeout=10)
+        await wait_for(lambda: _first_claim(client, "Initialized"), timeout=10)
         assert len(failed) == 1
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def test_a_new_node_holds_the_daemonsets_pods_too(client: Client, scaler: Autoscaler) -> None:
@@ -896,22 +863,14 @@ async def test_a_new_node_holds_the_daemonsets_pods_too(client: Client, scaler: 
 async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scaler: Autoscaler) -> None:
     # a node whose pod's budget allows no disruption is no candidate (Karpenter's
     # ValidatePodsDisruptable): DisruptionBlocked, and it stays until the budget allows one
-    pdbs = resource_path("policy", "v1", "poddisruptionbudgets", "default")
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "100%"}]))
-    small = pod("small", "1")
-    small["metadata"]["labels"] = {"app": "small"}
-    await pending_pods(client, [pod("big", "20"), small])
+    await pending_pods(client, [pod("big", "20"), _app("small")])
     await wait_for(lambda: _running(client, 2), timeout=15)
     [claim] = await items(client, CLAIMS)
     name = claim["metadata"]["name"]
     assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-large"
-    await client.create(pdbs, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "s"},
-                               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "small"}}}})
-
-    async def counted() -> bool:
-        return ((await client.get(f"{pdbs}/s")).get("status") or {}).get("currentHealthy") == 1
-
-    await wait_for(counted, timeout=10)
+    await _budget(client, "s", "small", minAvailable=1)
+    await wait_for(lambda: _counted(client, "s"), timeout=10)
     await client.delete(f"{PODS}/big", gracePeriodSeconds=0)  # the large node is now underutilized
 
     async def blocked() -> list[str]:
@@ -925,7 +884,7 @@ async def test_a_pod_disruption_budget_blocks_consolidation(client: Client, scal
     await asyncio.sleep(2.0)
     assert [c["metadata"]["name"] for c in await items(client, CLAIMS)] == [name]
     assert not (await client.get(f"{CLAIMS}/{name}"))["metadata"].get("deletionTimestamp")
-    await client.patch(f"{pdbs}/s", {"spec": {"minAvailable": 0}})
+    await client.patch(f"{PDBS}/s", {"spec": {"minAvailable": 0}})
 
     async def replaced() -> bool:
         claims = await items(client, CLAIMS)
@@ -941,11 +900,7 @@ async def test_termination_grace_period_bounds_a_drain_of_a_do_not_disrupt_pod(
     # terminationGracePeriod has passed, then deletes it (Karpenter's terminator)
     pool = nodepool("cpu", consolidate_after="Never")
     pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "3s"
-    await client.create(POOLS, pool)
-    keep = pod("keep", "1")
-    keep["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-    await pending_pods(client, [keep])
-    await wait_for(lambda: _running(client, 1), timeout=15)
+    await _one_running(client, _do_not_disrupt("keep"), pool)
     [claim] = await items(client, CLAIMS)
     assert claim["spec"]["terminationGracePeriod"] == "3s"
     await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
@@ -964,9 +919,7 @@ async def test_termination_grace_period_bounds_a_drain_of_a_do_not_disrupt_pod(
 async def test_an_expired_nodeclaim_is_deleted(client: Client, scaler: Autoscaler) -> None:
     pool = nodepool("cpu", consolidate_after="Never")
     pool["spec"]["template"]["spec"]["expireAfter"] = "2s"
-    await client.create(POOLS, pool)
-    await pending_pods(client, [pod("p", "1")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
+    await _one_running(client, pod("p", "1"), pool)
     [claim] = await items(client, CLAIMS)
     assert claim["spec"]["expireAfter"] == "2s"
 
@@ -982,11 +935,9 @@ async def test_min_values_go_onto_the_nodeclaim_and_an_inflexible_pod_gets_an_ev
     keeps the minValues (as Karpenter's), and is accepted by its CRD; a pod only one type can
     hold gets Karpenter's FailedScheduling with the minValues message and no NodeClaim."""
     it = "node.kubernetes.io/instance-type"
-    await client.create(POOLS, nodepool("flexible", consolidate_after="Never", requirements=[
+    await _one_running(client, pod("p", "1"), nodepool("flexible", consolidate_after="Never", requirements=[
         {"key": it, "operator": "Exists", "minValues": 2},
         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]))
-    await pending_pods(client, [pod("p", "1")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
     [claim] = await items(client, CLAIMS)
     [req] = [r for r in claim["spec"]["requirements"] if r["key"] == it]
     assert req["operator"] == "In" and req["minValues"] == 2 and len(req["values"]) >= 2
@@ -1010,12 +961,7 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_it_may_go(client: Clien
 
     scaler.launcher.drain_timeout = 0.5
     monkeypatch.setattr(launcher, "GRACE_MARGIN_SECONDS", 0.0)  # no wait beyond the pod's 1 s
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    kept = pod("kept", "1")
-    kept["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-    await pending_pods(client, [kept])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    node = (await items(client, NODES))[0]["metadata"]["name"]
+    node = await _one_running(client, _do_not_disrupt("kept"))
     await client.delete(f"{CLAIMS}/{node}")
     await asyncio.sleep(2.0)
     [still] = await items(client, NODES)
@@ -1023,11 +969,7 @@ async def test_a_do_not_disrupt_pod_holds_its_node_until_it_may_go(client: Clien
     assert [p["metadata"]["name"] for p in await items(client, PODS) if not p["metadata"].get("deletionTimestamp")] \
         == ["kept"]
     await client.patch(f"{PODS}/kept", {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": None}}})
-
-    async def node_gone() -> bool:
-        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
-
-    await wait_for(node_gone, timeout=20)
+    await wait_for(lambda: _node_gone(client, node), timeout=20)
     assert await items(client, PODS) == []
 
 
@@ -1037,19 +979,11 @@ async def test_a_drain_neither_evicts_nor_waits_for_a_pod_tolerating_the_disrupt
     (``IsDrainable``: such a pod could be scheduled straight back, so it is neither evicted nor
     waited for): a do-not-disrupt pod tolerating every taint does not hold its node for ever."""
     scaler.launcher.drain_timeout = 0.5
-    await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
-    tolerant = pod("tolerant", "1")
-    tolerant["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    tolerant = _do_not_disrupt("tolerant")
     tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]
-    await pending_pods(client, [tolerant])
-    await wait_for(lambda: _running(client, 1), timeout=15)
-    node = (await items(client, NODES))[0]["metadata"]["name"]
+    node = await _one_running(client, tolerant)
     await client.delete(f"{CLAIMS}/{node}")
-
-    async def node_gone() -> bool:
-        return not any(n["metadata"]["name"] == node for n in await items(client, NODES))
-
-    await wait_for(node_gone, timeout=10)
+    await wait_for(lambda: _node_gone(client, node), timeout=10)
     # not evicted: it goes with its node (the pod GC's, upstream)
     [left] = await items(client, PODS)
     assert left["metadata"]["name"] == "tolerant" and not left["metadata"].get("deletionTimestamp")
@@ -1058,10 +992,8 @@ async def test_a_drain_neither_evicts_nor_waits_for_a_pod_tolerating_the_disrupt
 async def test_a_gte_zero_requirement_launches_a_node(client: Client, scaler: Autoscaler) -> None:
     """``Gte 0`` is a valid NodePool requirement (its CRD allows values >= 0): the NodeClaim made
     for it must pass the same CRD rule (no ``Gt -1``), and the pod gets its node."""
-    await client.create(POOLS, nodepool("gte", consolidate_after="Never", requirements=[
+    await _one_running(client, pod("p", "1"), nodepool("gte", consolidate_after="Never", requirements=[
         {"key": "example.com/generation", "operator": "Gte", "values": ["0"]}]))
-    await pending_pods(client, [pod("p", "1")])
-    await wait_for(lambda: _running(client, 1), timeout=15)
     [claim] = await items(client, CLAIMS)
     assert all(int(v) >= 0 for r in claim["spec"]["requirements"] if r["operator"] in ("Gt", "Lt", "Gte", "Lte")
                for v in r["values"])

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 
-async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+async def until(check: Callable[[], Any], timeout: float = 20.0, message: str = "timed out") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         got = await check()
         if got:
             return got
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, message
         await asyncio.sleep(0.05)

@@ -18,6 +18,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.config import Config
 from controlplane.controllers.podgc import PodGCController
 from controlplane.metrics import PODGC_DELETES
+from tests.controllers.helpers import until
 
 PODS = resource_path("", "v1", "pods", "default")
 NODES = resource_path("", "v1", "nodes")
@@ -47,6 +48,47 @@ async def gone(client: Client, name: str) -> bool:
         return e.code == 404
 
 
+async def all_gone(client: Client, *names: str) -> bool:
+    return all([await gone(client, n) for n in names])
+
+
+async def any_gone(client: Client, *names: str) -> bool:
+    return any([await gone(client, n) for n in names])
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@contextlib.asynccontextmanager
+async def running(gc: PodGCController) -> AsyncIterator[PodGCController]:
+    """``gc`` running for the block."""
+    task = asyncio.create_task(gc.run())
+    try:
+        yield gc
+    finally:
+        await stop(task)
+
+
+@contextlib.asynccontextmanager
+async def recording(client: Client) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every version of the namespace's pods written from the block's start, in order."""
+    seen: list[dict[str, Any]] = []
+    rv = (await client.list(PODS))["metadata"]["resourceVersion"]
+
+    async def record() -> None:
+        async for event in client.watch(PODS, resource_version=rv):
+            seen.append(event.object)
+
+    watcher = asyncio.create_task(record())
+    try:
+        yield seen
+    finally:
+        await stop(watcher)
+
+
 async def test_pods_of_a_deleted_node_are_failed_and_deleted_after_the_quarantine(client: Client) -> None:
     for n in ("n1", "n2"):
         await client.create(NODES, node(n))
@@ -57,24 +99,11 @@ async def test_pods_of_a_deleted_node_are_failed_and_deleted_after_the_quarantin
     await client.create(PODS, pod("stray", "nowhere"))
     await client.create(PODS, pod("done", "nowhere"))
     await client.patch(f"{PODS}/done/status", {"status": {"phase": "Succeeded"}})
-    gc = PodGCController(client, quarantine=0.5)
-    task = asyncio.create_task(gc.run())
-    try:
-        # watch web's last status: Failed with DisruptionTarget, then deleted
-        seen: list[dict[str, Any]] = []
-        rv = (await client.list(PODS))["metadata"]["resourceVersion"]
-
-        async def record() -> None:
-            async for event in client.watch(PODS, resource_version=rv):
-                seen.append(event.object)
-
-        watcher = asyncio.create_task(record())
+    # watch web's last status: Failed with DisruptionTarget, then deleted
+    async with running(PodGCController(client, quarantine=0.5)), recording(client) as seen:
         await client.delete(f"{NODES}/n1")
         started = time.monotonic()
-        deadline = started + 10
-        while not all([await gone(client, "web"), await gone(client, "stray"), await gone(client, "done")]):
-            assert time.monotonic() < deadline, "orphans not collected"
-            await asyncio.sleep(0.05)
+        await until(lambda: all_gone(client, "web", "stray", "done"), 10, "orphans not collected")
         assert time.monotonic() - started >= 0.4  # not before the quarantine
         assert not await gone(client, "kept")  # its node exists
         failed = [p for p in seen if p["metadata"]["name"] == "web" and p["status"].get("phase") == "Failed"]
@@ -83,30 +112,17 @@ async def test_pods_of_a_deleted_node_are_failed_and_deleted_after_the_quarantin
         assert (target["status"], target["reason"], target["message"]) == (
             "True", "DeletionByPodGC", "PodGC: node no longer exists")
         assert not any(p["metadata"]["name"] == "done" and p["status"].get("phase") == "Failed" for p in seen)
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_node_back_within_the_quarantine_keeps_its_pods(client: Client) -> None:
     await client.create(NODES, node("n1"))
     await client.create(PODS, pod("web", "n1"))
-    gc = PodGCController(client, quarantine=0.5)
-    task = asyncio.create_task(gc.run())
-    try:
+    async with running(PodGCController(client, quarantine=0.5)):
         await asyncio.sleep(0.1)
         await client.delete(f"{NODES}/n1")
         await client.create(NODES, node("n1"))
         await asyncio.sleep(1.0)
         assert not await gone(client, "web")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def finish(client: Client, name: str, phase: str, reason: str | None = None) -> None:
@@ -114,6 +130,13 @@ async def finish(client: Client, name: str, phase: str, reason: str | None = Non
     if reason:
         status["reason"] = reason
     await client.patch(f"{PODS}/{name}/status", {"status": status})
+
+
+async def finished(client: Client, *names: str) -> None:
+    """Pods on n1 that succeeded."""
+    for name in names:
+        await client.create(PODS, pod(name, "n1"))
+        await finish(client, name, "Succeeded")
 
 
 async def test_finished_pods_past_the_threshold_go_evicted_first_then_oldest(client: Client) -> None:
@@ -128,45 +151,25 @@ async def test_finished_pods_past_the_threshold_go_evicted_first_then_oldest(cli
     await finish(client, "c", "Failed", "Evicted")  # the newest of the finished, but evicted
     # d runs: 4 finished, threshold 2, so 2 go: the evicted c, then the oldest, z-oldest
     before = PODGC_DELETES.labels("default", "terminated")._value.get()
-    gc = PodGCController(client, terminated_threshold=2, check_period=0.1)
-    task = asyncio.create_task(gc.run())
-    try:
-        deadline = time.monotonic() + 10
-        while not (await gone(client, "c") and await gone(client, "z-oldest")):
-            assert time.monotonic() < deadline, "finished pods past the threshold not collected"
-            await asyncio.sleep(0.05)
+    async with running(PodGCController(client, terminated_threshold=2, check_period=0.1)) as gc:
+        await until(lambda: all_gone(client, "c", "z-oldest"), 10, "finished pods past the threshold not collected")
         await asyncio.sleep(0.4)  # later sweeps leave the rest alone: 2 finished, not more than the threshold
         assert [await gone(client, n) for n in ("a", "b", "d")] == [False, False, False]
         assert set(gc.terminated) == {("default", "a"), ("default", "b")}
         assert PODGC_DELETES.labels("default", "terminated")._value.get() - before == 2
         # one more finishes: the oldest of those left by name (a and b share a second) goes
         await finish(client, "d", "Succeeded")
-        deadline = time.monotonic() + 10
-        while not await gone(client, "a"):
-            assert time.monotonic() < deadline, "the third finished pod did not take the oldest out"
-            await asyncio.sleep(0.05)
+        await until(lambda: gone(client, "a"), 10, "the third finished pod did not take the oldest out")
         assert not await gone(client, "b") and not await gone(client, "d")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_threshold_of_zero_keeps_every_finished_pod(client: Client) -> None:
     await client.create(NODES, node("n1"))
-    for name in ("a", "b"):
-        await client.create(PODS, pod(name, "n1"))
-        await finish(client, name, "Succeeded")
-    gc = PodGCController(client, terminated_threshold=0, check_period=0.05)
-    task = asyncio.create_task(gc.run())
-    try:
+    await finished(client, "a", "b")
+    async with running(PodGCController(client, terminated_threshold=0, check_period=0.05)) as gc:
         await asyncio.sleep(0.5)
         assert not await gone(client, "a") and not await gone(client, "b")
         assert gc.terminated == {}  # not even counted
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_finished_pod_recreated_under_the_name_of_one_swept_stays_counted(client: Client) -> None:
@@ -189,21 +192,10 @@ async def test_the_first_terminated_sweep_runs_once_the_pods_are_listed(client: 
     """As upstream's gc loop, the first sweep does not wait a period: a restarted
     controller facing finished pods past the threshold deletes them at once."""
     await client.create(NODES, node("n1"))
-    for name in ("a", "b", "c"):
-        await client.create(PODS, pod(name, "n1"))
-        await finish(client, name, "Succeeded")
-    gc = PodGCController(client, terminated_threshold=2, check_period=3600.0)
-    task = asyncio.create_task(gc.run())
-    try:
-        deadline = time.monotonic() + 10
-        while [await gone(client, n) for n in ("a", "b", "c")].count(True) < 1:
-            assert time.monotonic() < deadline, "no sweep before the first period ended"
-            await asyncio.sleep(0.05)
+    await finished(client, "a", "b", "c")
+    async with running(PodGCController(client, terminated_threshold=2, check_period=3600.0)):
+        await until(lambda: any_gone(client, "a", "b", "c"), 10, "no sweep before the first period ended")
         assert [await gone(client, n) for n in ("a", "b", "c")].count(True) == 1
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_terminating_pods_of_an_out_of_service_node_are_failed_and_deleted(client: Client) -> None:
@@ -223,31 +215,12 @@ async def test_terminating_pods_of_an_out_of_service_node_are_failed_and_deleted
     for n in ("dead", "ready"):
         await client.patch(f"{NODES}/{n}", {"spec": {"taints": [out_of_service]}})
     before = PODGC_DELETES.labels("default", "out-of-service")._value.get()
-    gc = PodGCController(client, terminated_threshold=0, check_period=0.1)
-    task = asyncio.create_task(gc.run())
-    try:
-        seen: list[dict[str, Any]] = []
-        rv = (await client.list(PODS))["metadata"]["resourceVersion"]
-
-        async def record() -> None:
-            async for event in client.watch(PODS, resource_version=rv):
-                seen.append(event.object)
-
-        watcher = asyncio.create_task(record())
-        deadline = time.monotonic() + 10
-        while not await gone(client, "stuck"):
-            assert time.monotonic() < deadline, "the terminating pod was not collected"
-            await asyncio.sleep(0.05)
+    async with running(PodGCController(client, terminated_threshold=0, check_period=0.1)), \
+            recording(client) as seen:
+        await until(lambda: gone(client, "stuck"), 10, "the terminating pod was not collected")
         await asyncio.sleep(0.3)  # a few more sweeps
         # not terminating, on a Ready node, on a node without the taint: kept
         for name in ("alive", "on-ready", "on-untainted"):
             assert not await gone(client, name), name
         assert any(p["metadata"]["name"] == "stuck" and p["status"].get("phase") == "Failed" for p in seen)
         assert PODGC_DELETES.labels("default", "out-of-service")._value.get() == before + 1
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
