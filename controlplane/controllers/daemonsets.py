@@ -46,7 +46,7 @@ from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors,
 
 from .events import Recorder
 from .history import REVISION_HASH, History
-from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
 from .readiness import available as pods_available
 from .workloads import pod_template_hash
 
@@ -224,13 +224,11 @@ class DaemonSetController:
         ds = self.daemonsets.items.get(key)
         if ds is None:
             return
+        owned = await pods_to_sync(self.client, "DaemonSet", ds, self.pods_of, self.expectations)
+        if owned is None:
+            return
         meta = meta_of(ds)
         uid = str(meta.get("uid", ""))
-        owned = self.pods_of.of(uid)
-        if await finalize(self.client, "DaemonSet", ds, "Pod", owned):
-            return
-        if self.expectations.waiting(uid):
-            return  # this controller's last writes are not in the informer yet (their events requeue us)
         spec = ds.get("spec") or {}
         template = spec.get("template") or {}
         template_spec = template.get("spec") or {}

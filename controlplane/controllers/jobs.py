@@ -84,7 +84,7 @@ from .indexedjobs import (
     pods_being_replaced,
     success_policy_met,
 )
-from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
 from .podfailurepolicy import Verdict, verdict
 
 if TYPE_CHECKING:
@@ -241,13 +241,11 @@ class JobController:
         job = self.jobs.items.get(key)
         if job is None:
             return
+        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations)
+        if pods is None:
+            return
         meta = meta_of(job)
         uid = str(meta.get("uid", ""))
-        pods = self.pods_of.of(uid)
-        if await finalize(self.client, "Job", job, "Pod", pods):
-            return
-        if self.expectations.waiting(uid):
-            return  # the pods created last are not in the informer yet (their events requeue the Job)
         spec, status = job.get("spec") or {}, dict(job.get("status") or {})
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions")

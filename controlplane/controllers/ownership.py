@@ -30,7 +30,7 @@ from typing import Any
 from controlplane.client import ApiError, Client, resource_path
 
 __all__ = ["EXPECTATIONS_TIMEOUT", "FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents",
-           "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of", "owner_exists"]
+           "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of", "owner_exists", "pods_to_sync"]
 
 ORPHAN = "orphan"
 UNCLAIMED_SECONDS = 30.0
@@ -278,3 +278,15 @@ async def finalize(client: Client, owner_kind: str, owner: dict[str, Any], depen
     await client.patch(_path(owner_kind, meta.get("namespace"), meta.get("name")),
                        {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}})
     return True
+
+
+async def pods_to_sync(client: Client, kind: str, owner: dict[str, Any], pods: Dependents,
+                       expectations: Expectations) -> dict[str, dict[str, Any]] | None:
+    """The pods ``owner`` controls, when it is its controller's turn to act on them; None while it
+    is being deleted (``finalize`` carries out its finalizer) or while its controller's last writes
+    are not in the informers yet (their events requeue it)."""
+    uid = str(meta_of(owner).get("uid", ""))
+    owned = pods.of(uid)
+    if await finalize(client, kind, owner, "Pod", owned) or expectations.waiting(uid):
+        return None
+    return owned

@@ -42,7 +42,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 
 from .events import Recorder
 from .history import REVISION_HASH, History
-from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
 from .readiness import available as pods_available
 
 if TYPE_CHECKING:
@@ -132,13 +132,10 @@ class StatefulSetController:
         sts = self.sets.items.get(key)
         if sts is None:
             return
-        meta = meta_of(sts)
-        uid = str(meta.get("uid", ""))
-        owned = self.pods_of.of(uid)
-        if await finalize(self.client, "StatefulSet", sts, "Pod", owned):
+        owned = await pods_to_sync(self.client, "StatefulSet", sts, self.pods_of, self.expectations)
+        if owned is None:
             return
-        if self.expectations.waiting(uid):
-            return  # this controller's last writes are not in the informer yet (their events requeue us)
+        meta = meta_of(sts)
         spec = sts.get("spec") or {}
         replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
         name = meta.get("name", "")

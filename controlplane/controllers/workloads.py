@@ -58,7 +58,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
-from .ownership import Dependents, Expectations, collect, controller_uid, finalize, key_of, meta_of
+from .ownership import Dependents, Expectations, collect, controller_uid, finalize, key_of, meta_of, pods_to_sync
 from .readiness import available as pods_available
 from .readiness import is_ready, seconds_since
 
@@ -257,13 +257,11 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
+        owned = await pods_to_sync(self.client, "ReplicaSet", rs, self.pods_of, self.expectations)
+        if owned is None:
+            return
         meta = meta_of(rs)
         uid = str(meta.get("uid", ""))
-        owned = self.pods_of.of(uid)
-        if await finalize(self.client, "ReplicaSet", rs, "Pod", owned):
-            return
-        if self.expectations.waiting(uid):
-            return  # wait for the informer to show this controller's last writes (each requeues us)
         if await self._adopt(rs, "ReplicaSet", "", "pods"):
             return  # the adopted pods' events requeue this ReplicaSet
         active = [p for p in owned.values() if _active(p)]
