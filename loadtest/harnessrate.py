@@ -1,13 +1,16 @@
 """How fast the harness itself can go: ``python -m loadtest harness-rate``.
 
 Runs Locust exactly as a scenario does (a headless master and ``--processes``
-worker processes, FastHttpUser, statistics to CSV) with users that GET one
-trivial path without pause, against a tiny local ASGI server (uvicorn +
-httptools answering ``ok``) or ``--target``'s ``/healthz``. Reports the
-requests per second and, from ``/proc``, the workers' CPU seconds, so the
-figure is per core of Locust worker: the ceiling above which a scenario
-measures the harness, not the server. One JSON line per metric, as
-``controlplane bench`` prints.
+worker processes, the scenarios' users, statistics to CSV) with users that GET
+one trivial path without pause, against a tiny local ASGI server (uvicorn +
+httptools answering ``ok``) or ``--target``'s ``/healthz`` (the path
+``LOADTEST_TRIVIAL_PATH`` names). A target's credentials are the scenarios'
+(``--kubeconfig``, ``--token``: ``loadtest.kubeauth``), checked once before the
+run: the users present them as a scenario's do, and trust the server as the
+kubeconfig says. Reports the requests per second and, from ``/proc``, the
+workers' CPU seconds, so the figure is per core of Locust worker: the ceiling
+above which a scenario measures the harness, not the server. One JSON line per
+metric, as ``controlplane bench`` prints.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,9 +28,13 @@ from typing import Any
 
 import httpx
 
+from . import kubeauth
+from .kubeauth import Credentials, CredentialsError
 from .serverwatch import proc_usage
 
-__all__ = ["app", "main"]
+__all__ = ["PATH_ENV", "app", "main"]
+
+PATH_ENV = "LOADTEST_TRIVIAL_PATH"  # what the users GET (locustfiles/trivial.py)
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -47,6 +55,20 @@ def _free_port() -> int:
         return port
 
 
+def _check_target(target: str, path: str, auth: Credentials) -> None:
+    """Fail before the run when ``target`` is not reached, or refuses the credentials, at ``path``."""
+    from .run import _refused
+
+    try:
+        with auth.httpx_client(timeout=10) as client:
+            r = client.get(target + path)
+    except (httpx.HTTPError, CredentialsError) as e:  # (an exec plugin that failed)
+        raise SystemExit(f"loadtest harness-rate: cannot reach {target}: {e}") from None
+    if r.status_code in (401, 403):
+        raise SystemExit(f"loadtest harness-rate: {target}{path} refused the credentials ({r.status_code}); "
+                         f"{_refused(auth)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .run import _at_least, _seconds
 
@@ -54,12 +76,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=_at_least(1), default=1)
     p.add_argument("--users", type=_at_least(1), default=32, help="users in all (default: %(default)s)")
     p.add_argument("--duration", type=_seconds, default=10.0)
-    p.add_argument("--target", help="a server whose /healthz to use instead of the tiny local one")
+    p.add_argument("--target", help="a server whose /healthz to use instead of the tiny local one "
+                                    "(default: --kubeconfig's server, if given)")
+    p.add_argument("--kubeconfig", type=Path,
+                   help="credentials for --target, as a scenario takes them: its current context's user and its "
+                        "cluster's CA")
+    p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     args = p.parse_args(argv)
 
+    try:
+        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target)
+    except CredentialsError as e:
+        raise SystemExit(f"loadtest harness-rate: {e}") from None
+    path = os.environ.get(PATH_ENV, "/healthz")
+    env = {**os.environ, PATH_ENV: path, kubeauth.ENV: auth.to_env()}
     server = None
-    target = args.target
-    if target is None:
+    if target is not None:
+        _check_target(target, path, auth)
+    else:
         port = _free_port()
         server = subprocess.Popen([sys.executable, "-m", "uvicorn", "loadtest.harnessrate:app", "--port", str(port),
                                    "--http", "httptools", "--loop", "uvloop", "--log-level", "warning",
@@ -81,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                 [*locust, "--master", "--headless", "--expect-workers", str(args.processes), "--master-bind-port",
                  str(mport), "-u", str(args.users), "-r", str(args.users), "-t", f"{args.duration:g}s",
                  "--csv", str(out / "locust"), "--only-summary", "--loglevel", "WARNING"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             workers = [subprocess.Popen([*locust, "--worker", "--master-port", str(mport), "--loglevel", "WARNING"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
                        for _ in range(args.processes)]
             samples: list[tuple[float, float]] = []  # (epoch, CPU seconds of all workers)
             while master.poll() is None:

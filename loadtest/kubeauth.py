@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Credentials", "CredentialsError", "ExecPlugin", "bearer", "from_env", "from_kubeconfig"]
+__all__ = ["Credentials", "CredentialsError", "ExecPlugin", "bearer", "for_target", "from_env", "from_kubeconfig"]
 
 ENV = "LOADTEST_AUTH"
 EXEC_INFO_ENV = "KUBERNETES_EXEC_INFO"
@@ -309,6 +309,22 @@ def from_env() -> Credentials:
         plugin = ExecPlugin(**{**plugin, "args": tuple(plugin["args"]),
                                "env": tuple((k, v) for k, v in plugin["env"])})
     return Credentials(**d, exec=plugin)
+
+
+def for_target(kubeconfig: Path | None, token: str | None, target: str | None) -> tuple[str | None, Credentials]:
+    """(target, credentials) from the harness's ``--kubeconfig``, ``--token`` and ``--target``, as
+    kubectl takes its flags: the kubeconfig's current context's user and its cluster's CA, and its
+    server unless ``target`` names one; ``token`` in place of its user's token, or alone (``bearer``).
+    The target loses a trailing ``/``: Locust joins it with each path, and ``//api`` fails."""
+    auth = bearer(token or "")
+    if kubeconfig is not None:
+        auth, server = from_kubeconfig(kubeconfig)
+        if token:
+            auth.token, auth.origin = token, "--token"
+        target = target or server
+        if target is None:
+            raise CredentialsError(f"{kubeconfig}'s current context names no cluster server; give --target")
+    return (target.rstrip("/") if target is not None else None), auth
 
 
 def from_kubeconfig(path: Path) -> tuple[Credentials, str | None]:

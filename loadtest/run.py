@@ -561,23 +561,11 @@ def _scales(args: argparse.Namespace, plan: scenarios.Plan) -> bool:
 def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, bool]:
     """(target, credentials, binder): the server to load (None: the harness starts one), how
     every client authenticates to it, and whether the harness's binder places the pods."""
-    auth = kubeauth.bearer(args.token or "")
-    target = args.target
-    if args.kubeconfig:  # its current context's user; its server is the target when --target is not given
-        try:
-            auth, server_from = kubeauth.from_kubeconfig(args.kubeconfig)
-        except CredentialsError as e:
-            raise SystemExit(f"loadtest: {e}") from None
-        if args.token:  # as kubectl --token: in place of the kubeconfig's user's token
-            auth.token, auth.origin = args.token, "--token"
-        target = target or server_from
-        if target is None:
-            raise SystemExit(f"loadtest: {args.kubeconfig}'s current context names no cluster server; "
-                             "give --target")
+    try:
+        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target)
+    except CredentialsError as e:
+        raise SystemExit(f"loadtest: {e}") from None
     if target is not None:
-        # Locust joins the host and each path: https://h:6443/ + /api/... is a protocol-relative
-        # //api/... that every request of the run failed on
-        target = target.rstrip("/")
         for given, option in ((args.server_arg, "--server-arg"), (args.port, "--port")):
             if given:
                 raise SystemExit(f"loadtest: {option} is for the server the harness starts; it does not apply to "

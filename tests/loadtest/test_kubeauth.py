@@ -265,3 +265,31 @@ def test_the_locust_users_authenticate_with_certificates_and_exec_plugins(cert_s
     assert seen["exec-token"] == [201, "admin"]
     assert seen["exec-cert"] == [201, "eks-ops"]
 
+
+
+# --------------------------------------------------------------------------- harness-rate
+
+def test_harness_rate_checks_its_target_with_the_run_s_credentials(cert_served: Serve, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from loadtest.harnessrate import main as harness_rate
+
+    monkeypatch.setenv("LOADTEST_TRIVIAL_PATH", "/api")  # (cert_served's /healthz takes anyone)
+    with pytest.raises(SystemExit, match=r"/api refused the credentials \(401\); pass --token or --kubeconfig"):
+        harness_rate(["--target", cert_served.url])
+    with pytest.raises(SystemExit, match=r"refused the credentials \(401\); the token of --kubeconfig"):
+        harness_rate(["--kubeconfig", str(kubeconfig(tmp_path / "kc", cert_served.url, {"token": "stale"}))])
+
+
+def test_harness_rate_s_users_present_the_kubeconfig_s_client_certificate(cert_served: Serve,
+                                                                         tmp_path: Path) -> None:
+    # its Locust users GET a path that takes only authenticated users (/api over TLS), trusting the
+    # server by the kubeconfig's CA; they sent no credentials and took no CA before
+    cert, key = issue_client_cert(tmp_path, "kind-admin", ("system:masters",))
+    kc = kubeconfig(tmp_path / "kc", cert_served.url, {"client-certificate": str(cert), "client-key": str(key)})
+    proc = subprocess.run([sys.executable, "-m", "loadtest", "harness-rate", "--kubeconfig", str(kc),
+                           "--users", "2", "--duration", "5"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "LOADTEST_TRIVIAL_PATH": "/api"})
+    assert proc.returncode == 0, proc.stderr
+    metrics = {m["metric"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert metrics["failures"]["value"] == 0 and metrics["requests/s"]["value"] > 0
+    assert metrics["requests/s"]["target"] == cert_served.url
