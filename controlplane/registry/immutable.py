@@ -20,6 +20,7 @@ from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
 from .jobvalidation import job_policy_causes
 from .podvalidation import dns_label_problems, port_name_problems, template_causes
+from .rollingupdate import daemon_set_strategy_causes
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
            "workload_spec_causes"]
@@ -117,7 +118,8 @@ def _spec_causes(plural: str, spec: Obj) -> Causes:
     """What a workload's spec must say (``ValidateDeploymentSpec``, ``ValidateReplicaSetSpec``,
     ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``, ``ValidateJobSpec``,
     ``ValidateReplicationControllerSpec``, ``ValidateCronJobSpec``): counts not negative,
-    a known Deployment strategy, and a valid pod template (``podvalidation``)."""
+    a known Deployment strategy, a valid DaemonSet update strategy (``rollingupdate``), and
+    a valid pod template (``podvalidation``)."""
     if plural == "cronjobs":
         job = (spec.get("jobTemplate") or {}).get("spec")
         if not isinstance(job, dict):
@@ -130,6 +132,10 @@ def _spec_causes(plural: str, spec: Obj) -> Causes:
         causes += job_policy_causes(spec, "spec")
     if plural == "deployments":
         causes += _deployment_strategy(spec.get("strategy"))
+    if plural == "daemonsets":
+        causes += _counts(spec, ("minReadySeconds",), "spec")
+        causes += daemon_set_strategy_causes(spec.get("updateStrategy"), "spec.updateStrategy")
+        causes += _counts(spec, ("revisionHistoryLimit",), "spec")
     return causes
 
 

@@ -100,8 +100,10 @@ def _daemon_set(obj: Obj, old: Obj | None) -> None:
     fill(strategy, "type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
         rolling = _dict(strategy, "rollingUpdate")
-        fill(rolling, "maxUnavailable", 1)
-        fill(rolling, "maxSurge", 0)
+        # nil pointers only: an empty string is a value, which validation refuses
+        for bound, default in (("maxUnavailable", 1), ("maxSurge", 0)):
+            if rolling.get(bound) is None:
+                rolling[bound] = default
     fill(spec, "revisionHistoryLimit", 10)
     _template(spec)
 

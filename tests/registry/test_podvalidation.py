@@ -235,6 +235,78 @@ async def test_deployment_strategy_type(client: Client) -> None:
                                 '"Recreate", "RollingUpdate"')
 
 
+ROLLING = "spec.updateStrategy.rollingUpdate"
+PERCENT_HINT = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
+                "'93%', regex used for validation is '[0-9]+%')")
+
+
+def rolling(**bounds: Any) -> dict[str, Any]:
+    return {"type": "RollingUpdate", "rollingUpdate": bounds}
+
+
+async def test_daemon_set_strategies_accepted_and_defaulted(client: Client) -> None:
+    for name, strategy in (("plain", None), ("surge", rolling(maxUnavailable=0, maxSurge="100%")),
+                           ("pct", rolling(maxUnavailable="10%")), ("ondelete", {"type": "OnDelete"}),
+                           ("ondelete-rolling", {"type": "OnDelete", "rollingUpdate": {"maxSurge": -1}})):
+        body = deployment(pod_spec()) if strategy is None else deployment(pod_spec(), updateStrategy=strategy)
+        body["metadata"]["name"] = name
+        created = await client.create(DAEMONSETS, body)
+        if strategy is None:
+            assert created["spec"]["updateStrategy"] == rolling(maxUnavailable=1, maxSurge=0)
+        elif name == "pct":
+            assert created["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "10%", "maxSurge": 0}
+
+
+@pytest.mark.parametrize(("strategy", "causes"), [
+    (rolling(maxUnavailable=-1), [("FieldValueInvalid", f"{ROLLING}.maxUnavailable",
+                                   "Invalid value: -1: must be greater than or equal to 0")]),
+    (rolling(maxUnavailable=0, maxSurge="150%"), [("FieldValueInvalid", f"{ROLLING}.maxSurge",
+                                                   "Invalid value: 150%: must not be greater than 100%")]),
+    # a string without % is no percent, but reads as the number it is (IntValue): not zero
+    (rolling(maxUnavailable="5"), [("FieldValueInvalid", f"{ROLLING}.maxUnavailable",
+                                    f"Invalid value: 5: {PERCENT_HINT}")]),
+    (rolling(maxUnavailable=""), [("FieldValueInvalid", f"{ROLLING}.maxUnavailable",
+                                   f"Invalid value: : {PERCENT_HINT}"),
+                                  ("FieldValueRequired", f"{ROLLING}.maxUnavailable",
+                                   "Required value: cannot be 0 when maxSurge is 0")]),
+    (rolling(maxUnavailable=0), [("FieldValueRequired", f"{ROLLING}.maxUnavailable",
+                                  "Required value: cannot be 0 when maxSurge is 0")]),
+    (rolling(maxUnavailable="0%", maxSurge="0%"), [("FieldValueRequired", f"{ROLLING}.maxUnavailable",
+                                                    "Required value: cannot be 0 when maxSurge is 0")]),
+    (rolling(maxSurge=1), [("FieldValueInvalid", f"{ROLLING}.maxSurge",
+                            "Invalid value: 1: may not be set when maxUnavailable is non-zero")]),
+    # upstream's order: both bounds' forms, then both percentages, then the pair
+    (rolling(maxUnavailable="200%", maxSurge=-2), [
+        ("FieldValueInvalid", f"{ROLLING}.maxSurge", "Invalid value: -2: must be greater than or equal to 0"),
+        ("FieldValueInvalid", f"{ROLLING}.maxUnavailable", "Invalid value: 200%: must not be greater than 100%"),
+        ("FieldValueInvalid", f"{ROLLING}.maxSurge", "Invalid value: -2: may not be set when maxUnavailable is "
+                                                     "non-zero")]),
+    ({"type": "Bogus"}, [("FieldValueNotSupported", "spec.updateStrategy",
+                          'Unsupported value: apps.DaemonSetUpdateStrategy{Type:"Bogus", '
+                          'RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported values: "RollingUpdate", '
+                          '"OnDelete"')]),
+])
+async def test_daemon_set_update_strategy(client: Client, strategy: dict[str, Any],
+                                          causes: list[tuple[str, str, str]]) -> None:
+    got = await invalid(client, DAEMONSETS, deployment(pod_spec(), updateStrategy=strategy))
+    assert [(c["reason"], c["field"], c["message"]) for c in got] == causes
+
+
+async def test_daemon_set_counts_and_strategy_on_update(client: Client) -> None:
+    got = await invalid(client, DAEMONSETS, deployment(pod_spec(), minReadySeconds=-1, revisionHistoryLimit=-3))
+    assert [(c["field"], c["message"]) for c in got] == [
+        ("spec.minReadySeconds", "Invalid value: -1: must be greater than or equal to 0"),
+        ("spec.revisionHistoryLimit", "Invalid value: -3: must be greater than or equal to 0")]
+    created = await client.create(DAEMONSETS, deployment(pod_spec()))
+    created["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] = "25%"
+    with pytest.raises(ApiError) as e:
+        await client.update(f"{DAEMONSETS}/d", created)
+    assert e.value.code == 422
+    assert e.value.status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": f"{ROLLING}.maxSurge",
+        "message": "Invalid value: 25%: may not be set when maxUnavailable is non-zero"}]
+
+
 @pytest.mark.parametrize("path", [DEPLOYMENTS, REPLICASETS, STATEFULSETS, DAEMONSETS, RCS])
 async def test_replicated_templates_restart_always(client: Client, path: str) -> None:
     body = deployment(pod_spec(restartPolicy="Never"))
@@ -379,3 +451,14 @@ def test_over_a_socket_a_service_without_ports(served: Serve) -> None:
     assert r.status_code == 422
     assert r.json()["details"]["causes"] == [{"reason": "FieldValueRequired", "field": "spec.ports",
                                               "message": "Required value"}]
+
+
+def test_over_a_socket_a_daemon_set_surging_and_unavailable(served: Serve) -> None:
+    admin = find_admin(read_token_file(served.tokens))
+    assert admin is not None
+    body = deployment(pod_spec(), updateStrategy=rolling(maxUnavailable="10%", maxSurge=2))
+    r = httpx.post(f"{served.url}/apis/apps/v1/namespaces/default/daemonsets",
+                   headers={"authorization": f"Bearer {admin.token}"}, json=body)
+    assert r.status_code == 422
+    assert r.json()["message"] == ('DaemonSet.apps "d" is invalid: spec.updateStrategy.rollingUpdate.maxSurge: '
+                                   "Invalid value: 2: may not be set when maxUnavailable is non-zero")
