@@ -24,6 +24,11 @@ tainted ``NoSchedule`` kept is replaced by none: it is deleted as the rollout
 reaches it (with surge, once the pods available elsewhere cover every node owed
 one). A pass that created or deleted pods leaves the rollout to the next, as
 upstream's expectations do. ``OnDelete`` replaces a pod only when it is deleted.
+A daemon pod that failed (phase ``Failed``) is deleted, with a ``FailedDaemonPod``
+Warning, and its node gets a new one once it is gone (at once with ``maxSurge``), as
+upstream's podsShouldBeOnNode; a node's failed pods are killed at most once per
+backoff (1 s doubling to 15 min, per DaemonSet generation and node), so a pod the
+node keeps failing is not recreated in a hot loop.
 Status as upstream: desiredNumberScheduled, currentNumberScheduled,
 numberMisscheduled, numberReady, numberAvailable, numberUnavailable,
 updatedNumberScheduled, observedGeneration. That is what ``kubectl rollout
@@ -37,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +50,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
 
+from .backoff import Backoff
 from .events import Recorder
 from .history import REVISION_HASH, History
 from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
@@ -53,8 +60,11 @@ from .workloads import pod_template_hash
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["REVISION_HASH", "DaemonSetController", "Rollout", "daemon_tolerations", "start"]
+__all__ = ["FAILED_POD_BACKOFF", "REVISION_HASH", "DaemonSetController", "Rollout", "daemon_tolerations", "start"]
 
+# upstream's failedPodsBackoff: the first failed pod of a node is killed at once, the next ones
+# after 1 s, 2 s, ... up to 15 min (seconds)
+FAILED_POD_BACKOFF = (1.0, 900.0)
 
 
 def daemon_tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -124,6 +134,11 @@ def _terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _failed(pod: Mapping[str, Any]) -> bool:
+    """A failed daemon pod nobody deletes yet: the controller's to kill."""
+    return (pod.get("status") or {}).get("phase") == "Failed" and not meta_of(pod).get("deletionTimestamp")
+
+
 def _available(pod: Mapping[str, Any], min_ready: float) -> bool:
     return pods_available((pod,), min_ready)[0] == 1
 
@@ -160,6 +175,8 @@ class DaemonSetController:
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
         self._nodes_version = 0
         self._wanted: dict[str, tuple[int, int, set[str], set[str]]] = {}
+        # by "<DaemonSet uid>/<its observed generation>/<node>", as upstream's failedPodsBackoffKey
+        self.failed_backoff = Backoff(*FAILED_POD_BACKOFF)
 
     # -- events
     def _changed(self, ds: dict[str, Any]) -> None:
@@ -250,19 +267,23 @@ class DaemonSetController:
                     keep.add(meta_of(n).get("name", ""))
             self._wanted[uid] = (generation, self._nodes_version, wanted, keep)
         by_node: dict[str, list[dict[str, Any]]] = {}
+        failed: dict[str, list[dict[str, Any]]] = {}
         terminating: set[str] = set()
         for pod in owned.values():
             if _active(pod):
                 by_node.setdefault(_node_of(pod), []).append(pod)
             elif meta_of(pod).get("deletionTimestamp") and not _terminal(pod):
                 terminating.add(_node_of(pod))
+            elif _failed(pod):
+                failed.setdefault(_node_of(pod), []).append(pod)
         strategy = spec.get("updateStrategy") or {}
         rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
         rolling_update = strategy.get("rollingUpdate") or {} if rolling else {}
         surge, unavailable = _update_budget(rolling_update, len(wanted))
         surging = _scaled(rolling_update.get("maxSurge", 0), 1) > 0  # upstream's AllowsSurge
         min_ready = float(spec.get("minReadySeconds") or 0)
-        doomed, missing = _manage(by_node, terminating, wanted, keep, current_hash, surging, min_ready)
+        doomed, missing = _manage(by_node, terminating, failed, wanted, keep, current_hash, surging, min_ready)
+        doomed += self._failed_to_kill(ds, failed, keep)
         if rolling and not doomed and not missing:
             # (upstream's rolling update waits for the writes of this pass to be seen first)
             plan = Rollout(by_node, terminating, wanted, current_hash, min_ready)
@@ -272,6 +293,32 @@ class DaemonSetController:
         if missing:
             await self._create_pods(ds, template, current_hash, missing)
         await self._write_status(ds, wanted, by_node, doomed, current_hash)
+
+    def _failed_to_kill(self, ds: dict[str, Any], failed: Mapping[str, list[dict[str, Any]]],
+                        keep: set[str]) -> list[dict[str, Any]]:
+        """Upstream's podsShouldBeOnNode for the failed pods of the nodes that keep their daemon:
+        each is killed (with a ``FailedDaemonPod`` Warning) unless its node is in backoff, whose
+        end brings the DaemonSet back."""
+        meta = meta_of(ds)
+        generation = (ds.get("status") or {}).get("observedGeneration", 0)
+        now = time.monotonic()
+        doomed: list[dict[str, Any]] = []
+        for node, pods in failed.items():
+            if node not in keep:
+                continue  # manage deletes every pod of such a node
+            key = f"{meta.get('uid', '')}/{generation}/{node}"
+            for pod in pods:
+                wait = self.failed_backoff.remaining(key, now)
+                if wait > 0:
+                    asyncio.get_running_loop().call_later(wait + 0.01, self.queue.add, "ds:" + key_of(ds))
+                    continue
+                self.failed_backoff.next(key, now)
+                pmeta = meta_of(pod)
+                self.events.record("DaemonSet", ds, "FailedDaemonPod",
+                                   f"Found failed daemon pod {pmeta.get('namespace')}/{pmeta.get('name')} on node "
+                                   f"{node}, will try to kill it", "Warning")
+                doomed.append(pod)
+        return doomed
 
     async def _delete_pod(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         pmeta = meta_of(pod)
@@ -356,18 +403,22 @@ class DaemonSetController:
             {"status": {k: v if k in always else v or None for k, v in status.items()}})
 
 
-def _manage(by_node: Mapping[str, list[dict[str, Any]]], terminating: set[str], wanted: set[str], keep: set[str],
-            current_hash: str, surging: bool, min_ready: float) -> tuple[list[dict[str, Any]], list[str]]:
-    """Upstream's manage: the pods to delete (those of a node that no longer keeps its daemon, and a
-    node's excess) and the nodes to give a pod (those that should run one and have none; without
-    surge, a node whose pod is still terminating waits for it to be gone, one pod a node)."""
+def _manage(by_node: Mapping[str, list[dict[str, Any]]], terminating: set[str],
+            failed: Mapping[str, list[dict[str, Any]]], wanted: set[str], keep: set[str], current_hash: str,
+            surging: bool, min_ready: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Upstream's manage: the pods to delete (those of a node that no longer keeps its daemon, failed
+    ones too, and a node's excess) and the nodes to give a pod (those that should run one and have
+    none running; without surge, a node whose pod is still terminating, or failed and not yet
+    killed, waits for it to be gone, one pod a node). A failed pod of a node that keeps its daemon
+    is the controller's to kill, within its backoff."""
     doomed: list[dict[str, Any]] = []
-    for node, pods in by_node.items():
+    for node in sorted(by_node.keys() | failed.keys()):
+        pods = by_node.get(node, [])
         if node not in keep:
-            doomed.extend(pods)  # the node no longer fits, or taints it NoExecute
+            doomed.extend(pods + failed.get(node, []))  # the node no longer fits, or taints it NoExecute
         elif len(pods) > 1:
             doomed.extend(_excess(pods, current_hash, surging, min_ready))
-    missing = sorted(n for n in wanted if n not in by_node and (surging or n not in terminating))
+    missing = sorted(n for n in wanted if n not in by_node and (surging or (n not in terminating and n not in failed)))
     return doomed, missing
 
 

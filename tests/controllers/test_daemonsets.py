@@ -4,11 +4,13 @@ four simulated nodes."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from controlplane.client import ApiError, Client
+from controlplane.controllers import daemonsets
 from controlplane.controllers.daemonsets import (
     REVISION_HASH,
     Rollout,
@@ -141,8 +143,16 @@ def test_a_surging_node_keeps_its_old_pod_until_the_new_one_is_available() -> No
     extra = pod("a", "new", name="a-new-2", created="2026-01-01T00:00:02Z")
     assert _excess([old, new, extra], "new", True, 0) == [extra]
     # a node whose pod is terminating waits for it to be gone, unless the DaemonSet surges
-    assert _manage({}, {"a"}, {"a", "b"}, {"a", "b"}, "new", False, 0) == ([], ["b"])
-    assert _manage({}, {"a"}, {"a", "b"}, {"a", "b"}, "new", True, 0) == ([], ["a", "b"])
+    assert _manage({}, {"a"}, {}, {"a", "b"}, {"a", "b"}, "new", False, 0) == ([], ["b"])
+    assert _manage({}, {"a"}, {}, {"a", "b"}, {"a", "b"}, "new", True, 0) == ([], ["a", "b"])
+
+
+def test_a_node_with_a_failed_pod_waits_for_it_to_be_killed_unless_surging() -> None:
+    failed = {"a": [pod("a", "new", ready=False)], "gone": [pod("gone", "new", ready=False)]}
+    # the failed pod of a node that keeps its daemon is the controller's to kill (within its backoff);
+    # that of a node that no longer fits goes with the rest
+    assert _manage({}, set(), failed, {"a", "b"}, {"a", "b"}, "new", False, 0) == ([failed["gone"][0]], ["b"])
+    assert _manage({}, set(), failed, {"a", "b"}, {"a", "b"}, "new", True, 0) == ([failed["gone"][0]], ["a", "b"])
 
 
 def test_node_affinity_on_names_narrows_the_candidates() -> None:
@@ -342,3 +352,35 @@ async def test_a_surging_rolling_update_never_leaves_a_node_without_a_ready_pod(
         return (s.get("updatedNumberScheduled"), s.get("numberAvailable")) == (4, 4)
 
     await until(rolled_out)
+
+
+async def test_a_failed_daemon_pod_is_killed_and_replaced_within_a_backoff(
+        c: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]  # the controller's, for its backoff: moved by hand
+    monkeypatch.setattr(daemonsets, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    await c.create(DAEMONSETS, daemonset("crash"))
+    await until(lambda: on_nodes(c, "crash", NODES))
+
+    async def fail_on(node: str) -> str:
+        (victim,) = [p for p in await live_pods(c, "crash") if p["spec"]["nodeName"] == node]
+        await c.patch(f"{PODS}/{victim['metadata']['name']}/status", {"status": {"phase": "Failed"}})
+        return str(victim["metadata"]["name"])
+
+    async def replaced(name: str) -> bool:
+        return name not in {p["metadata"]["name"] for p in await live_pods(c, "crash")} and \
+            await on_nodes(c, "crash", NODES)
+
+    first = await fail_on("sim-node-1")
+    await until(lambda: replaced(first))
+    events = [e for e in (await c.list("/api/v1/namespaces/default/events"))["items"]
+              if e["reason"] == "FailedDaemonPod"]
+    assert [(e["type"], e["message"], e["involvedObject"]["name"]) for e in events] == [
+        ("Warning", f"Found failed daemon pod default/{first} on node sim-node-1, will try to kill it", "crash")]
+    # the node's next failure within its backoff (1 s) is left alone, and gets no pod beside it
+    second = await fail_on("sim-node-1")
+    await asyncio.sleep(0.3)
+    pods = await live_pods(c, "crash")
+    assert [p["status"]["phase"] for p in pods if p["spec"]["nodeName"] == "sim-node-1"] == ["Failed"]
+    clock[0] += 1.5  # the backoff is over: the next sync kills it
+    await c.patch(f"{DAEMONSETS}/crash", {"metadata": {"annotations": {"poke": "1"}}})
+    await until(lambda: replaced(second))
