@@ -141,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
                            help="(default: %(default)s)")
     lifecycle.add_argument("--large-cluster-size-threshold", type=int, default=50, metavar="N",
                            help="(default: %(default)s)")
+    jobs = serve.add_argument_group(
+        "Job controller", "upstream's constants, not flags of kube-controller-manager's: for tests "
+                          "(docs/operations.md)")
+    jobs.add_argument("--job-pod-failure-backoff", type=_duration, default=10.0, metavar="DURATION",
+                      help="the delay before a Job's failed pod is replaced, doubling with each consecutive "
+                           "failure (default: 10s)")
+    jobs.add_argument("--job-pod-failure-max-backoff", type=_duration, default=360.0, metavar="DURATION",
+                      help="the longest such delay (default: 6m)")
     serve.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500, metavar="N",
                        help="finished pods (Succeeded or Failed) kept before the pod garbage collector deletes "
                             "the oldest, as kube-controller-manager's flag; 0 or less: never (default: %(default)s)")
@@ -239,7 +247,7 @@ def _checked_crds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Config:
-    from .config import Config, NodeLifecycle
+    from .config import Config, JobBackoff, NodeLifecycle
 
     if args.store and not args.store.startswith(STORE_SCHEMES):
         parser.error(f"argument --store: {args.store!r} is neither lmdb://PATH nor etcd://HOST:PORT[,...]")
@@ -283,6 +291,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
                 secondary_eviction_rate=args.secondary_node_eviction_rate,
                 unhealthy_zone_threshold=args.unhealthy_zone_threshold,
                 large_cluster_size_threshold=args.large_cluster_size_threshold),
+            job_backoff=JobBackoff(base=args.job_pod_failure_backoff, cap=args.job_pod_failure_max_backoff),
         )
     except ValueError as e:
         parser.error(str(e))

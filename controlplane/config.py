@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config", "NodeLifecycle"]
+__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config", "JobBackoff",
+           "NodeLifecycle"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
@@ -55,6 +56,22 @@ class NodeLifecycle:
                 raise ValueError(f"{name.replace('_', ' ')} must be >= 0, not {getattr(self, name)}")
         if not 0 < self.unhealthy_zone_threshold <= 1:
             raise ValueError(f"unhealthy zone threshold must be in (0, 1], not {self.unhealthy_zone_threshold}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobBackoff:
+    """How long the Job controller waits before replacing a failed pod (``controllers/jobbackoff.py``):
+    ``base`` after one failure, doubling with each consecutive one, at most ``cap``. Upstream's
+    constants (DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff), no flag of
+    kube-controller-manager's; tests shorten them (``serve --job-pod-failure-backoff``)."""
+
+    base: float = 10.0
+    cap: float = 360.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.base <= self.cap:
+            raise ValueError(f"job pod failure backoff must be >= 0 and at most its cap ({self.cap} s), "
+                             f"not {self.base}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +125,7 @@ class Config:
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
     node_lifecycle: NodeLifecycle = NodeLifecycle()
+    job_backoff: JobBackoff = JobBackoff()
     # service account tokens, as kube-apiserver's flags of the same names (api/tokenrequest.py):
     # the issuers accepted, the first one signing (() is https://kubernetes.default.svc.cluster.local);
     # the private key that signs and the public keys that verify (None: the generated

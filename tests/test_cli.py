@@ -312,6 +312,18 @@ def test_serve_node_lifecycle_flags_reach_the_config() -> None:
                                                   large_cluster_size_threshold=10)
 
 
+def test_serve_job_backoff_flags_reach_the_config() -> None:
+    from controlplane.config import JobBackoff
+
+    parser = cli.build_parser()
+    config = cli._config_from_args(parser, parser.parse_args(
+        ["serve", "--job-pod-failure-backoff", "100ms", "--job-pod-failure-max-backoff", "2s"]))
+    assert config.job_backoff == JobBackoff(base=0.1, cap=2.0)
+    assert cli._config_from_args(parser, parser.parse_args(["serve"])).job_backoff == JobBackoff(10.0, 360.0)
+    with pytest.raises(SystemExit):  # (a delay past its cap: a usage error)
+        cli._config_from_args(parser, parser.parse_args(["serve", "--job-pod-failure-backoff", "7m"]))
+
+
 def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
     argv = ["serve", "--service-account-issuer", "https://oidc.example.com", "--service-account-issuer", "old",
             "--service-account-signing-key-file", "/etc/sa.key", "--service-account-key-file", "/etc/sa.pub",

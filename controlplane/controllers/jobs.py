@@ -50,11 +50,17 @@ failure policy): a pod someone else deletes before it finished is replaced at
 once, and counted as failed from then on, as upstream's; the pods this
 controller deletes (suspend, a success) are not.
 
+A failed pod is replaced after upstream's exponential delay
+(``controllers/jobbackoff.py``; ``config.JobBackoff``, 10 s doubling to 6
+minutes): the Job's failures since its last success are kept per Job as its
+pods finish, and the Job is requeued for the moment its delay ends, not
+polled; with ``backoffLimitPerIndex`` each index waits on its own, by its last
+failed pod.
+
 Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
 counts come from the pods, so deleting finished pods by hand lowers no
 count, since counts never go down, and an index's failure count restarts
-from the failed pods still there), the exponential delay before replacing a
-failed pod (per index too).
+from the failed pods still there).
 
 ``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
 go first) that many seconds after it finished, as the TTL-after-finished
@@ -67,11 +73,12 @@ import asyncio
 import copy
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.config import JobBackoff
 
 from .events import Recorder
 from .indexedjobs import (
@@ -84,6 +91,7 @@ from .indexedjobs import (
     pods_being_replaced,
     success_policy_met,
 )
+from .jobbackoff import BackoffRecord, index_delay
 from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
 from .podfailurepolicy import Verdict, verdict
 
@@ -133,8 +141,9 @@ def _failed_only(spec: Mapping[str, Any]) -> bool:
 
 
 class JobController:
-    def __init__(self, client: Client, workers: int = 4) -> None:
+    def __init__(self, client: Client, workers: int = 4, backoff: JobBackoff | None = None) -> None:
         self.client = client
+        self.backoff = backoff or JobBackoff()
         self.workers = workers
         self.queue = WorkQueue()
         self.jobs = client.informer(resource_path("batch", "v1", "jobs"), on_add=self._job_changed,
@@ -157,6 +166,10 @@ class JobController:
         self._deleting: set[str] = set()  # the uids of the pods this controller deleted
         # the pods a failing Job deleted, counted as failed (Job uid -> pod uid -> pod)
         self._ended: dict[str, dict[str, dict[str, Any]]] = {}
+        # per running Job (uid): its failures since its last success, and the uids of the
+        # finished pods already counted in them
+        self._backoffs: dict[str, BackoffRecord] = {}
+        self._backed_off: dict[str, set[str]] = {}
 
     # -- events
     def _job_changed(self, job: dict[str, Any]) -> None:
@@ -173,6 +186,7 @@ class JobController:
         self.expectations.forget(uid)
         self._vanished.pop(uid, None)
         self._ended.pop(uid, None)
+        self._forget_backoff(uid)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
@@ -262,6 +276,7 @@ class JobController:
             failed_pods.update((u, p) for p in leaving if (u := str(meta_of(p).get("uid", ""))) not in self._deleting)
         failed_pods.update(self._vanished.get(uid, {}))
         verdicts = [verdict(policy, p) for p in failed_pods.values()]
+        backoff = self._advance_backoff(uid, pods.values(), succeeded_pods, failed_pods)
 
         def counted() -> int:
             """The failures: failed pods, and the pods a failing Job ended; an Ignore rule's
@@ -309,6 +324,7 @@ class JobController:
             doomed = active
             self._vanished.pop(uid, None)  # (their count is in status.failed for good)
             self._ended.pop(uid, None)
+            self._forget_backoff(uid)
         elif spec.get("suspend"):
             doomed = active
             condition("Suspended", "True", "JobSuspended", "Job suspended")
@@ -353,8 +369,12 @@ class JobController:
                 if per_index and to_create:
                     running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
                     replaced = pods_being_replaced(failed_pods.values(), done_indexes | failed_indexes | running, n)
+                    to_create = self._indexes_due(key, to_create, replaced)
                     annotations = {i: failure_annotations(policy, replaced.get(i))
                                    for i in to_create if i is not None}
+                elif to_create and (wait := backoff.delay(self.backoff.base, self.backoff.cap)) > 0:
+                    to_create = []  # (not polled: requeued once the delay is over)
+                    self._requeue(key, wait)
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
@@ -377,6 +397,46 @@ class JobController:
             await self.client.patch(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name"),
                                                   "status"),
                                     {"status": {k: new_status.get(k) for k in keys}})
+
+    # -- the delay before replacing failed pods (controllers/jobbackoff.py)
+    def _advance_backoff(self, uid: str, pods: Iterable[Mapping[str, Any]], succeeded: list[dict[str, Any]],
+                         failed: Mapping[str, dict[str, Any]]) -> BackoffRecord:
+        """The Job's record with the pods finished since its last sync counted in."""
+        counted = self._backed_off.setdefault(uid, set())
+        new_succeeded = [p for p in succeeded if str(meta_of(p).get("uid", "")) not in counted]
+        new_failed = [p for u, p in failed.items() if u not in counted]
+        record = self._backoffs.get(uid, BackoffRecord()).advanced(new_succeeded, new_failed)
+        self._backoffs[uid] = record
+        # (a pod gone for good is not seen again, and not worth remembering)
+        counted.intersection_update({str(meta_of(p).get("uid", "")) for p in pods} | failed.keys())
+        counted.update(str(meta_of(p).get("uid", "")) for p in new_succeeded)
+        counted.update(failed.keys())
+        return record
+
+    def _forget_backoff(self, uid: str) -> None:
+        self._backoffs.pop(uid, None)
+        self._backed_off.pop(uid, None)
+
+    def _indexes_due(self, key: str, indexes: list[int | None],
+                     replaced: Mapping[int, Mapping[str, Any]]) -> list[int | None]:
+        """Of the ``indexes`` to start, those whose delay since their last failed pod (in
+        ``replaced``) is over; the Job is requeued for the first of the others."""
+        due: list[int | None] = []
+        waits: list[float] = []
+        for index in indexes:
+            wait = index_delay(replaced.get(index) if index is not None else None,
+                               self.backoff.base, self.backoff.cap)
+            if wait > 0:
+                waits.append(wait)
+            else:
+                due.append(index)
+        if waits:
+            self._requeue(key, min(waits))
+        return due
+
+    def _requeue(self, key: str, delay: float) -> None:
+        # (a little late rather than early: a sync a hair too soon would requeue again)
+        asyncio.get_running_loop().call_later(delay + 0.01, self.queue.add, "job:" + key)
 
     @staticmethod
     def _failure_target(spec: Mapping[str, Any], status: Mapping[str, Any], conditions: list[dict[str, Any]],
@@ -482,4 +542,4 @@ class JobController:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await JobController(client).run()
+    await JobController(client, backoff=config.job_backoff).run()

@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
-from controlplane.config import Config
+from controlplane.config import Config, JobBackoff
 from controlplane.controllers.jobs import COMPLETION_INDEX, JobController, compress_indexes
 from tests.controllers.helpers import until
 
@@ -22,7 +22,8 @@ PODS = "/api/v1/namespaces/default/pods"
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    # (failed pods replaced after 10 ms, not 10 s: tests/controllers/test_jobbackoff.py times the delay)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, job_backoff=JobBackoff(base=0.01, cap=0.08)))
     async with app.router.lifespan_context(app):
         yield Client.in_process(app.state.front)
 

@@ -113,7 +113,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     # pods without the annotation run until evicted (their pod-complete a minute away)
     stages.write_text(builtin.replace("__JOB_MILLISECONDS__", "60000") + "\n---\n" + FAIL_STAGE + "\n---\n" +
                       SUCCEED_STAGE)
-    with running(start_serve(tmp, scheduler=True, extra=("--nodes", "1", "--stages", str(stages)))) as s:
+    # (a failed pod replaced after 10 ms, not upstream's 10 s)
+    extra = ("--nodes", "1", "--stages", str(stages), "--job-pod-failure-backoff", "10ms")
+    with running(start_serve(tmp, scheduler=True, extra=extra)) as s:
         yield s
 
 
