@@ -49,8 +49,9 @@ runs = int((here / "runs").read_text()) + 1 if (here / "runs").exists() else 1
 (here / "exec-info").write_text(os.environ["KUBERNETES_EXEC_INFO"])
 (here / "env").write_text(os.environ.get("PLUGIN_GREETING", ""))
 status = json.loads((here / "status.json").read_text())
-if status.pop("expiresIn", None) is not None:
-    status["expirationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+expires_in = status.pop("expiresIn", None)
+if expires_in is not None:  # (whole seconds: it expires up to a second sooner)
+    status["expirationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + expires_in))
 print(json.dumps({"apiVersion": os.environ.get("PLUGIN_VERSION", "client.authentication.k8s.io/v1"),
                   "kind": "ExecCredential", "status": status}))
 '''
@@ -140,7 +141,7 @@ def test_credentials_reach_the_workers_whole(tmp_path: Path, monkeypatch: pytest
 
 def test_an_exec_plugin_runs_as_client_go_runs_it(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
-    user = exec_user(plugin, {"token": "first", "expiresIn": 1}, provideClusterInfo=True)
+    user = exec_user(plugin, {"token": "first", "expiresIn": 60}, provideClusterInfo=True)
     auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h:6443", user,
                                                   {"tls-server-name": "kubernetes"}))
     assert auth.authorization() == "Bearer first" and auth.authorization() == "Bearer first"
@@ -165,11 +166,11 @@ def test_an_exec_plugin_runs_as_client_go_runs_it(tmp_path: Path) -> None:
 def test_an_exec_plugin_s_expired_credentials_are_asked_for_again(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
     auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h",
-                                                  exec_user(plugin, {"token": "a", "expiresIn": 1})))
+                                                  exec_user(plugin, {"token": "a", "expiresIn": 2})))
     assert auth.authorization() == "Bearer a"
     (plugin / "status.json").write_text(json.dumps({"token": "b"}))
-    assert auth.authorization() == "Bearer a"
-    time.sleep(1.1)
+    assert auth.authorization() == "Bearer a"  # (it expires 1-2 s after the plugin ran)
+    time.sleep(2.1)
     assert auth.authorization() == "Bearer b" and (plugin / "runs").read_text() == "2"
 
 
