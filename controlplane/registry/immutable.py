@@ -20,7 +20,7 @@ from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
 from .jobvalidation import job_policy_causes
 from .podvalidation import dns_label_problems, port_name_problems, template_causes
-from .rollingupdate import daemon_set_strategy_causes
+from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
            "workload_spec_causes"]
@@ -98,13 +98,16 @@ def _counts(spec: Obj, fields: tuple[str, ...], path: str) -> Causes:
 
 
 def _deployment_strategy(strategy: Any) -> Causes:
-    """``ValidateDeploymentStrategy``: a known type, and no rolling parameters for Recreate.
+    """``ValidateDeploymentStrategy``: a known type, no rolling parameters for Recreate, and
+    valid ones for RollingUpdate (``rollingupdate``).
     An unknown type is reported on the whole strategy, printed as Go's ``%#v`` prints it."""
     if not isinstance(strategy, dict):
         return []
     kind, rolling = strategy.get("type"), strategy.get("rollingUpdate")
     if kind == "Recreate" and rolling is not None:
         return [forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'")]
+    if kind == "RollingUpdate":
+        return deployment_rolling_update_causes(rolling, "spec.strategy.rollingUpdate")
     if kind in _STRATEGIES:
         return []
     pointer = "(*apps.RollingUpdateDeployment)(nil)" if rolling is None else \

@@ -1,7 +1,8 @@
 """A DaemonSet's ``spec.updateStrategy`` as upstream's ``ValidateDaemonSetUpdateStrategy``
-and ``ValidateRollingUpdateDaemonSet`` check it (pkg/apis/apps/validation), with the
-int-or-percent rules a rolling update's ``maxUnavailable`` and ``maxSurge`` share with a
-Deployment's (``ValidatePositiveIntOrPercent``, ``IsNotMoreThan100Percent``).
+and ``ValidateRollingUpdateDaemonSet`` check it (pkg/apis/apps/validation), and a
+Deployment's ``spec.strategy.rollingUpdate`` as ``ValidateRollingUpdateDeployment`` does,
+with the int-or-percent rules their ``maxUnavailable`` and ``maxSurge`` share
+(``ValidatePositiveIntOrPercent``, ``IsNotMoreThan100Percent``).
 
 The strategy is checked once defaulted (``workloads``): a RollingUpdate strategy always has
 its ``rollingUpdate`` then, so upstream's "Required value" for a missing one is never said.
@@ -22,7 +23,7 @@ from typing import Any
 
 from .causes import Causes, cause, required
 
-__all__ = ["daemon_set_strategy_causes", "int_or_percent_causes"]
+__all__ = ["daemon_set_strategy_causes", "deployment_rolling_update_causes", "int_or_percent_causes"]
 
 _PERCENT = re.compile(r"[0-9]+%")
 _ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads
@@ -89,6 +90,20 @@ def _rolling_update_causes(rolling: dict[str, Any], path: str) -> Causes:
     elif not has_unavailable and not has_surge:
         causes.append(required(at_unavailable, "cannot be 0 when maxSurge is 0"))
     return causes
+
+
+def deployment_rolling_update_causes(rolling: Any, path: str) -> Causes:
+    """``ValidateRollingUpdateDeployment``, in upstream's order: each bound an int-or-percent,
+    not both zero (a rollout that could neither start a new pod nor stop an old one), and
+    ``maxUnavailable`` at most 100% (a surge may be more)."""
+    if not isinstance(rolling, dict):
+        return []
+    unavailable, surge = rolling.get("maxUnavailable"), rolling.get("maxSurge")
+    at_unavailable = f"{path}.maxUnavailable"
+    causes = int_or_percent_causes(unavailable, at_unavailable) + int_or_percent_causes(surge, f"{path}.maxSurge")
+    if _amount(unavailable) == 0 and _amount(surge) == 0:
+        causes.append(_invalid(at_unavailable, unavailable, "may not be 0 when `maxSurge` is 0"))
+    return causes + _over_100_percent(unavailable, at_unavailable)
 
 
 def _strategy_value(strategy: dict[str, Any]) -> str:

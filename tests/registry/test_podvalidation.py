@@ -235,6 +235,42 @@ async def test_deployment_strategy_type(client: Client) -> None:
                                 '"Recreate", "RollingUpdate"')
 
 
+DEPLOYMENT_ROLLING = "spec.strategy.rollingUpdate"
+
+
+@pytest.mark.parametrize(("bounds", "causes"), [
+    ({"maxUnavailable": 0, "maxSurge": 0}, [("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxUnavailable",
+                                             "Invalid value: 0: may not be 0 when `maxSurge` is 0")]),
+    ({"maxUnavailable": "0%", "maxSurge": "0%"}, [("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxUnavailable",
+                                                   "Invalid value: 0%: may not be 0 when `maxSurge` is 0")]),
+    # upstream's order: both bounds' forms, then the pair, then maxUnavailable's percentage (a surge may pass 100%)
+    ({"maxUnavailable": "150%", "maxSurge": -1}, [
+        ("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxSurge",
+         "Invalid value: -1: must be greater than or equal to 0"),
+        ("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxUnavailable",
+         "Invalid value: 150%: must not be greater than 100%")]),
+    ({"maxUnavailable": "x", "maxSurge": 0}, [
+        ("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxUnavailable",
+         "Invalid value: x: a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  "
+         "or '93%', regex used for validation is '[0-9]+%')"),
+        ("FieldValueInvalid", f"{DEPLOYMENT_ROLLING}.maxUnavailable",
+         "Invalid value: x: may not be 0 when `maxSurge` is 0")]),
+])
+async def test_deployment_rolling_update_bounds(client: Client, bounds: dict[str, Any],
+                                                causes: list[tuple[str, str, str]]) -> None:
+    body = deployment(pod_spec(), strategy={"type": "RollingUpdate", "rollingUpdate": bounds})
+    got = await invalid(client, DEPLOYMENTS, body)
+    assert [(c["reason"], c["field"], c["message"]) for c in got] == causes
+
+
+async def test_deployment_rolling_update_bounds_accepted(client: Client) -> None:
+    for name, bounds in (("surge", {"maxUnavailable": 0, "maxSurge": "200%"}), ("both", {"maxUnavailable": 1,
+                                                                                         "maxSurge": 1})):
+        body = deployment(pod_spec(), strategy={"type": "RollingUpdate", "rollingUpdate": bounds})
+        body["metadata"]["name"] = name
+        assert (await client.create(DEPLOYMENTS, body))["spec"]["strategy"]["rollingUpdate"] == bounds
+
+
 ROLLING = "spec.updateStrategy.rollingUpdate"
 PERCENT_HINT = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
                 "'93%', regex used for validation is '[0-9]+%')")
