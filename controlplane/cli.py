@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "DATA_DIR, generated once)")
     accounts.add_argument("--service-account-key-file", action="append", type=Path, default=[], metavar="PEM",
                           help="public keys (or private keys, certificates) that verify tokens; repeat it for "
-                               "several files (default: the signing key)")
+                               "several files (default: the signing key; with the generated key, they verify "
+                               "besides it, e.g. the key it replaced)")
     accounts.add_argument("--service-account-jwks-uri", default="", metavar="URL",
                           help="the jwks_uri of /.well-known/openid-configuration (default: this server's "
                                "/openid/v1/jwks)")
@@ -372,11 +373,18 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
 def prepare_service_account_keys(config: Config) -> None:
     """Read the service account key files, or make the generated key, before serving: a bad
     file is refused at start (``jws.KeyFileError``), as kube-apiserver refuses it, and the
-    ``--workers`` find the key made."""
+    ``--workers`` find the key made. The HMAC secret of an earlier version, still verifying the
+    tokens it signed, is named in the log."""
     from .api.tokenrequest import ServiceAccountKeys
 
-    ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
-                       generated_in=config.pki_dir).load()
+    keys = ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
+                              generated_in=config.pki_dir)
+    keys.load()
+    legacy = keys.legacy_secret()
+    if legacy is not None:
+        logging.getLogger("controlplane.pki").warning(
+            "service account tokens signed HS256 by an earlier version are still accepted until they expire: "
+            "delete %s to refuse them", legacy[0])
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

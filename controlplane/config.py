@@ -129,7 +129,8 @@ class Config:
     # service account tokens, as kube-apiserver's flags of the same names (api/tokenrequest.py):
     # the issuers accepted, the first one signing (() is https://kubernetes.default.svc.cluster.local);
     # the private key that signs and the public keys that verify (None: the generated
-    # ``pki_dir/sa.key``; no key files: the signing key's own); the discovery's jwks_uri
+    # ``pki_dir/sa.key``, the key files verifying besides it; no key files: the signing
+    # key's own); the discovery's jwks_uri
     # ("": this server's /openid/v1/jwks); the audiences of the API (() is the issuers)
     service_account_issuers: tuple[str, ...] = ()
     service_account_signing_key_file: Path | None = None
@@ -173,9 +174,6 @@ class Config:
         if len(set(issuers)) != len(issuers):
             raise ValueError("service-account-issuer " + next(i for i in issuers if issuers.count(i) > 1)
                              + " specified more than once")
-        if self.service_account_key_files and self.service_account_signing_key_file is None:
-            raise ValueError("--service-account-key-file needs --service-account-signing-key-file "
-                             "(this server issues the tokens it verifies)")
         if self.service_account_jwks_uri and not self.service_account_jwks_uri.startswith("https://"):
             raise ValueError("service-account-jwks-uri requires https scheme, parsed as: "
                              + self.service_account_jwks_uri)

@@ -15,6 +15,11 @@ default)::
                                  tokens (RS256), and its public half, as kubeadm
                                  names them; made once (``ensure_service_account_key``),
                                  so tokens issued before a restart stay valid
+    sa-hs256.key                 the 32-byte HMAC secret that signed service account
+                                 tokens (HS256) before they were signed as upstream's,
+                                 moved here from sa.key when the RSA key replaced it: it
+                                 still verifies the tokens it signed, until they expire
+                                 (``legacy_service_account_secret``); delete it to refuse them
 
 The kubeconfig carries ``ca.crt`` as ``certificate-authority-data``. Keys are
 ECDSA P-256: cheap handshakes, and accepted by Go, Python and OpenSSL clients.
@@ -27,17 +32,24 @@ from __future__ import annotations
 import datetime
 import fcntl
 import ipaddress
+import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .files import write_private
 
-__all__ = ["SA_KEY", "SA_PUB", "ServingPki", "ensure_serving_pki", "ensure_service_account_key", "serving_names"]
+__all__ = ["SA_KEY", "SA_LEGACY_SECRET", "SA_PUB", "ServingPki", "ensure_serving_pki", "ensure_service_account_key",
+           "legacy_service_account_secret", "serving_names"]
+
+log = logging.getLogger(__name__)
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)
 SA_KEY, SA_PUB = "sa.key", "sa.pub"
+SA_LEGACY_SECRET = "sa-hs256.key"  # the HMAC secret of the versions before RS256
+LEGACY_SECRET_BYTES = 32
 SA_KEY_BITS = 2048
 SERVICE_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local")
@@ -79,17 +91,57 @@ def ensure_service_account_key(directory: Path) -> Path:
     """``directory/sa.key``, the service account signing key, made (with ``sa.pub``) if absent.
 
     Every server process of one state directory signs with it and accepts what the others
-    signed; they may start together, so it is made under the lock the CA is. A key of an
-    earlier version (32 random bytes, HMAC) is replaced: the tokens it signed stop working."""
+    signed; they may start together, so it is made under the lock the CA is. The secret of an
+    earlier version (32 random bytes, HMAC) found there is moved to ``sa-hs256.key``, where it
+    still verifies the tokens it signed (``legacy_service_account_secret``), and said so in
+    the log; anything else that is no PEM key is replaced, and said so."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / SA_KEY
-    if path.exists() and path.read_bytes().startswith(b"-----BEGIN"):
+    if _is_pem(path):
         return path
     with open(directory / ".lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path.exists() and path.read_bytes().startswith(b"-----BEGIN")):
+        if not _is_pem(path):
+            _retire(path, directory / SA_LEGACY_SECRET)
             _write_service_account_key(directory)
     return path
+
+
+def legacy_service_account_secret(directory: Path) -> tuple[Path, bytes] | None:
+    """(its file, the secret): the HMAC secret an earlier version signed service account tokens
+    with, if the state directory keeps it: ``sa-hs256.key``, or ``sa.key`` not yet replaced (a
+    server given ``--service-account-signing-key-file`` never replaces it)."""
+    for path in (directory / SA_LEGACY_SECRET, directory / SA_KEY):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if len(data) == LEGACY_SECRET_BYTES and not data.startswith(b"-----BEGIN"):
+            return path, data
+    return None
+
+
+def _is_pem(path: Path) -> bool:
+    try:
+        return path.read_bytes().startswith(b"-----BEGIN")
+    except FileNotFoundError:
+        return False
+
+
+def _retire(path: Path, legacy: Path) -> None:
+    """Move an earlier version's HMAC secret out of the signing key's way (the lock held)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == LEGACY_SECRET_BYTES:
+        os.replace(path, legacy)
+        log.warning("%s is the HS256 secret of an earlier version: moved to %s, which still verifies the "
+                    "service account tokens it signed until they expire (delete it to refuse them); new "
+                    "tokens are signed RS256 with a new %s", path, legacy, path.name)
+    else:
+        log.warning("%s is no PEM key (%d bytes): replaced by a new RSA key; the tokens it signed, if any, "
+                    "no longer authenticate", path, size)
 
 
 def _write_service_account_key(directory: Path) -> None:

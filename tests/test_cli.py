@@ -335,6 +335,8 @@ def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
                             service_account_signing_key_file=Path("/etc/sa.key"),
                             service_account_key_files=(Path("/etc/sa.pub"), Path("/etc/old.pub")),
                             service_account_jwks_uri="https://oidc.example.com/k", api_audiences=("a", "b", "c"))
+    alone = cli._config_from_args(parser, parser.parse_args(["serve", "--service-account-key-file", "/etc/old.pub"]))
+    assert alone.service_account_key_files == (Path("/etc/old.pub"),)  # verifying besides the generated key
     (tmp_path / "sa.key").write_text("not a key\n")  # refused at start, as kube-apiserver refuses it
     with pytest.raises(ValueError, match="no private key found"):
         cli.prepare_service_account_keys(Config(service_account_signing_key_file=tmp_path / "sa.key"))
@@ -342,7 +344,6 @@ def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [
     ["serve", "--service-account-issuer", "x", "--service-account-issuer", "x"],
-    ["serve", "--service-account-key-file", "/etc/sa.pub"],
     ["serve", "--service-account-jwks-uri", "http://plain"],
     ["serve", "--node-monitor-grace-period", "0"],
     ["serve", "--node-eviction-rate", "-1"],

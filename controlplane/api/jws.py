@@ -14,6 +14,12 @@ key's DER ``SubjectPublicKeyInfo``. A verifier picks its keys by the token's ``k
 Key files are PEM, as kube-apiserver reads ``--service-account-key-file`` and
 ``--service-account-signing-key-file``: any number of public keys, private keys (their
 public half) and certificates (their key) in one file.
+
+A verifier may also hold HMAC secrets: this server signed its tokens HS256 before it signed
+them as upstream does, and a state directory may keep that secret (``pki.py``) so the tokens
+it signed stay valid until they expire. A token's ``alg`` picks the kind of key: HS256 is
+checked against the secrets only, never against a public key (whose bytes anyone may read),
+and the secrets are never listed as JWKs.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,8 +40,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-__all__ = ["KeyFileError", "PrivateKey", "PublicKey", "Signer", "Verifier", "algorithm", "jwk", "key_id",
-           "read_private_key", "read_public_keys"]
+__all__ = ["HMAC_ALGORITHM", "KeyFileError", "PrivateKey", "PublicKey", "Signer", "Verifier", "algorithm", "jwk",
+           "key_id", "read_private_key", "read_public_keys"]
 
 PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
@@ -46,6 +53,7 @@ _CURVES: dict[str, tuple[str, hashes.HashAlgorithm, int]] = {
     "secp521r1": ("ES512", hashes.SHA512(), 66),
 }
 _JWK_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
+HMAC_ALGORITHM = "HS256"  # the earlier version's tokens: verified with ``Verifier.secrets`` only
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.DOTALL)
 
 
@@ -117,9 +125,11 @@ class Signer:
 
 
 class Verifier:
-    """Checks a token's signature against the public keys it was given."""
+    """Checks a token's signature against the public keys it was given, and an HS256 one against
+    the HMAC ``secrets`` (an earlier version's, ``pki.py``)."""
 
-    def __init__(self, keys: Iterable[PublicKey]) -> None:
+    def __init__(self, keys: Iterable[PublicKey], secrets: Iterable[bytes] = ()) -> None:
+        self.secrets = tuple(secrets)
         self.keys: list[PublicKey] = []
         self._by_id: dict[str, list[PublicKey]] = {}
         for key in keys:
@@ -144,12 +154,18 @@ class Verifier:
             return None
         if not isinstance(header, dict) or not isinstance(header.get("alg"), str):
             return None
+        if header["alg"] == HMAC_ALGORITHM:
+            return payload if any(_hmac_verifies(s, signature, signing_input) for s in self.secrets) else None
         kid = header.get("kid")
         keys = self._by_id.get(kid, []) if isinstance(kid, str) and kid else self.keys
         for key in keys:
             if algorithm(key) == header["alg"] and _verifies(key, signature, signing_input):
                 return payload
         return None
+
+
+def _hmac_verifies(secret: bytes, signature: bytes, signing_input: bytes) -> bool:
+    return hmac.compare_digest(hmac.new(secret, signing_input, hashlib.sha256).digest(), signature)
 
 
 def _verifies(key: PublicKey, signature: bytes, signing_input: bytes) -> bool:

@@ -17,7 +17,8 @@ create token`` asks for.
 
 A bearer token that is such a JWT authenticates (``TokenIssuer.authenticate``, as
 upstream's ``JWTTokenAuthenticator`` and its validator) when one of the verifying keys
-signed it, its ``iss`` is one of the issuers, it is within ``nbf``..``exp`` (a minute of
+signed it (or, HS256, the secret an earlier version signed with, while the state directory
+keeps it: ``pki.py``), its ``iss`` is one of the issuers, it is within ``nbf``..``exp`` (a minute of
 leeway either side, as go-jose's), its service account exists with the uid it names, and
 so does its bound object: a deleted (or recreated) pod, secret or node, or one deleted
 more than a minute ago and still terminating, takes its tokens along. The user is
@@ -40,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from ..pki import ensure_service_account_key
+from ..pki import ensure_service_account_key, legacy_service_account_secret
 from .errors import ApiError
 from .jws import KeyFileError, PublicKey, Signer, Verifier, read_private_key, read_public_keys
 from .rbac import User
@@ -68,8 +69,11 @@ EXTRA_CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 class ServiceAccountKeys:
     """The key that signs tokens and the keys that verify them, read on first use: the
     generated ``sa.key`` of a state directory (made then if absent, ``pki.py``), or
-    ``--service-account-signing-key-file`` and ``--service-account-key-file`` (the public
-    keys; the signing key's own when none are given, as kube-apiserver defaults them)."""
+    ``--service-account-signing-key-file``; and ``--service-account-key-file`` (the public
+    keys: with a signing key file, all of them, its own when none are given, as kube-apiserver
+    defaults them; with the generated key, those besides it, such as the key it replaced).
+    The HMAC secret an earlier version of the state directory signed with, if kept
+    (``legacy_secret``), verifies the HS256 tokens it signed."""
 
     def __init__(self, signing_key_file: Path | None = None, key_files: tuple[Path, ...] = (),
                  generated_in: Path | None = None) -> None:
@@ -87,10 +91,19 @@ class ServiceAccountKeys:
             if path is None:
                 assert self.generated_in is not None
                 path = ensure_service_account_key(self.generated_in)
+                files = (path, *self.key_files)
+            else:
+                files = self.key_files or (path,)
             signer = Signer(read_private_key(path))
-            files = self.key_files or (path,)
-            self._loaded = signer, Verifier(k for f in files for k in read_public_keys(f))
+            legacy = self.legacy_secret()
+            self._loaded = signer, Verifier((k for f in files for k in read_public_keys(f)),
+                                            secrets=() if legacy is None else (legacy[1],))
         return self._loaded
+
+    def legacy_secret(self) -> tuple[Path, bytes] | None:
+        """(its file, the secret): the earlier version's HMAC secret the state directory keeps,
+        if any (``pki.py``)."""
+        return legacy_service_account_secret(self.generated_in) if self.generated_in is not None else None
 
 
 class TokenIssuer:

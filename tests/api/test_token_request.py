@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -236,10 +237,76 @@ def test_given_key_files_sign_with_ecdsa_and_verify_an_earlier_key(tmp_path: Pat
         ServiceAccountKeys(tmp_path / "empty.pem", generated_in=tmp_path).load()
 
 
-def test_a_key_of_the_hmac_days_is_replaced(tmp_path: Path) -> None:
-    (tmp_path / "sa.key").write_bytes(os.urandom(32))
-    token = TokenIssuer.in_directory(tmp_path).issue({"sub": "x"})
+def hs256_token(secret: bytes, claims: dict[str, Any]) -> str:
+    """A token as the versions before RS256 signed them (HMAC-SHA256 with ``pki/sa.key``)."""
+    def b64(data: bytes) -> bytes:
+        return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "controlplane"}, separators=(",", ":")).encode())
+    signing_input = head + b"." + b64(json.dumps(claims, separators=(",", ":")).encode())
+    return (signing_input + b"." + b64(hmac.new(secret, signing_input, hashlib.sha256).digest())).decode()
+
+
+def old_claims(seconds: int = 3600, **kube: Any) -> dict[str, Any]:
+    now = int(time.time())
+    return {"aud": [ISSUER], "exp": now + seconds, "iat": now, "iss": ISSUER, "jti": str(uuid.uuid4()),
+            "kubernetes.io": {"namespace": "ci", "serviceaccount": {"name": "bot", "uid": "u-1"}, **kube},
+            "nbf": now, "sub": "system:serviceaccount:ci:bot"}
+
+
+async def test_the_hmac_secret_of_an_earlier_version_still_verifies_its_tokens(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = os.urandom(32)
+    (tmp_path / "sa.key").write_bytes(secret)  # what the versions before RS256 made
+    old = hs256_token(secret, old_claims())
+    issuer = TokenIssuer.in_directory(tmp_path)
+    token = issuer.issue({"sub": "x"})
     assert parts(token)[0]["alg"] == "RS256" and (tmp_path / "sa.key").read_bytes().startswith(b"-----BEGIN")
+    assert (tmp_path / "sa-hs256.key").read_bytes() == secret
+    assert "sa-hs256.key, which still verifies the service account tokens it signed" in caplog.text
+    objects = Objects(("serviceaccounts", ACCOUNT))
+    found = await issuer.authenticate(old, objects)
+    assert found is not None and found[0].name == "system:serviceaccount:ci:bot" and found[0].uid == "u-1"
+    assert await TokenIssuer.in_directory(tmp_path).authenticate(old, objects) == found  # a restart keeps it
+    assert await issuer.authenticate(old, Objects()) is None  # its account is checked as any token's
+    assert issuer.claims(hs256_token(secret, old_claims(seconds=-120))) is None  # expired
+    assert issuer.claims(hs256_token(os.urandom(32), old_claims())) is None  # another secret
+    # HS256 is checked against the secret only: the public key's bytes as an HMAC key are no key
+    public = (tmp_path / "sa.pub").read_bytes()
+    assert issuer.claims(hs256_token(public, old_claims())) is None
+    assert all("sa-hs256" not in json.dumps(jws.jwk(k)) for k in issuer.public_keys())
+
+    (tmp_path / "sa-hs256.key").unlink()  # the operator retires it
+    assert TokenIssuer.in_directory(tmp_path).claims(old) is None
+
+
+def test_an_old_secret_under_a_given_signing_key_still_verifies(tmp_path: Path) -> None:
+    secret = os.urandom(32)
+    (tmp_path / "sa.key").write_bytes(secret)  # never replaced: the server signs with its own key
+    issuer = TokenIssuer(ServiceAccountKeys(ecdsa_key(tmp_path / "given.key"), generated_in=tmp_path))
+    assert issuer.claims(hs256_token(secret, old_claims())) is not None
+    assert (tmp_path / "sa.key").read_bytes() == secret
+
+
+def test_a_key_that_is_no_pem_nor_an_old_secret_is_replaced_and_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "sa.key").write_bytes(b"garbage")
+    assert parts(TokenIssuer.in_directory(tmp_path).issue({"sub": "x"}))[0]["alg"] == "RS256"
+    assert not (tmp_path / "sa-hs256.key").exists() and "no PEM key (7 bytes): replaced" in caplog.text
+
+
+def test_key_files_verify_besides_the_generated_key_through_a_rotation(tmp_path: Path) -> None:
+    """The generated key rotated: the old one kept as a key file, a new one generated."""
+    before = TokenIssuer.in_directory(keyed(tmp_path))
+    old_token = token_request(before, ACCOUNT, {"spec": {}})["status"]["token"]
+    (tmp_path / "sa.key").rename(tmp_path / "old.key")
+    (tmp_path / "sa.pub").unlink()
+    rotated = TokenIssuer(ServiceAccountKeys(key_files=(tmp_path / "old.key",), generated_in=tmp_path))
+    token = token_request(rotated, ACCOUNT, {"spec": {}})["status"]["token"]
+    assert parts(token)[0]["kid"] != parts(old_token)[0]["kid"]
+    assert rotated.claims(old_token) is not None and rotated.claims(token) is not None
+    assert len(rotated.public_keys()) == 2  # both listed in /openid/v1/jwks
+    assert TokenIssuer.in_directory(tmp_path).claims(old_token) is None  # without the key file
 
 
 async def test_the_discovery_documents_verify_the_tokens_issued(tmp_path: Path) -> None:
@@ -433,3 +500,33 @@ def test_a_deleted_pods_token_stops_authenticating(rbac: Serve) -> None:
     kubectl(rbac, "delete", "pod", "bound", "--grace-period=0", "--force")
     gone = as_token(rbac, token, "auth", "whoami")
     assert gone.returncode != 0 and "Unauthorized" in gone.stderr
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, bytes]]:
+    """A server started on the state directory of a version that signed tokens with an HMAC
+    secret (``pki/sa.key``, 32 bytes), and that secret."""
+    tmp = tmp_path_factory.mktemp("upgraded")
+    pki = tmp / "state" / "pki"
+    shutil.copytree(TEST_PKI, pki)
+    secret = os.urandom(32)
+    (pki / "sa.key").write_bytes(secret)
+    (pki / "sa.pub").unlink()
+    with running(start_serve(tmp)) as s:
+        yield s, secret
+
+
+def test_an_upgrade_keeps_the_hs256_tokens_of_the_earlier_version(upgraded: tuple[Serve, bytes]) -> None:
+    served, secret = upgraded
+    kubectl(served, "create", "serviceaccount", "legacy")
+    uid = kubectl(served, "get", "serviceaccount", "legacy", "-o", "jsonpath={.metadata.uid}").strip()
+    claims = old_claims(namespace="default", serviceaccount={"name": "legacy", "uid": uid})
+    claims["sub"] = "system:serviceaccount:default:legacy"
+    who = as_token(served, hs256_token(secret, claims), "auth", "whoami", "-o", "json")
+    assert who.returncode == 0, who.stderr
+    assert json.loads(who.stdout)["status"]["userInfo"]["username"] == "system:serviceaccount:default:legacy"
+    output = served.output()
+    assert "which still verifies the service account tokens it signed until they expire" in output
+    assert "are still accepted until they expire: delete " in output
+    new = kubectl(served, "create", "token", "legacy").strip()
+    assert parts(new)[0]["alg"] == "RS256" and as_token(served, new, "auth", "whoami").returncode == 0
