@@ -53,6 +53,17 @@ def _duration(text: str) -> float:
     return sum(float(n) * _GO_UNITS[unit] for n, _, unit in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
 
 
+_GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+             **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
+
+
+def _go_bool(text: str) -> bool:
+    """A Go flag's boolean (``--flag=false``), as strconv.ParseBool reads it."""
+    if text not in _GO_BOOLS:
+        raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
+    return _GO_BOOLS[text]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="controlplane",
@@ -169,6 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
     accounts.add_argument("--api-audiences", action="append", default=[], metavar="AUDIENCES",
                           help="the audiences of the API, comma-separated: a token for none of them is refused, "
                                "TokenRequests default to them (default: the issuers)")
+    accounts.add_argument("--service-account-max-token-expiration", type=_duration, default=0.0,
+                          metavar="DURATION",
+                          help="the longest a TokenRequest's token is valid: a longer one is shortened to it, "
+                               "with a warning (1h to 2^32 s, as 24h; default: no limit)")
+    accounts.add_argument("--service-account-extend-token-expiration", type=_go_bool, nargs="?", const=True,
+                          default=True, metavar="BOOL",
+                          help="a pod-bound token asked for 3607 s (kubelet's) is valid a year, warned about "
+                               "after the 3607 s, whatever the maximum (default: true; =false to turn it off)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -284,6 +303,8 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             service_account_key_files=tuple(args.service_account_key_file),
             service_account_jwks_uri=args.service_account_jwks_uri,
             api_audiences=tuple(a.strip() for given in args.api_audiences for a in given.split(",") if a.strip()),
+            service_account_max_token_expiration=args.service_account_max_token_expiration,
+            service_account_extend_token_expiration=args.service_account_extend_token_expiration,
             node_lifecycle=NodeLifecycle(
                 monitor_period=args.node_monitor_period,
                 monitor_grace_period=args.node_monitor_grace_period,
@@ -380,6 +401,8 @@ def prepare_service_account_keys(config: Config) -> None:
     keys = ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
                               generated_in=config.pki_dir)
     keys.load()
+    for warning in config.service_account_expiration_warnings():
+        logging.getLogger("controlplane.api.tokenrequest").warning("%s", warning)
     legacy = keys.legacy_secret()
     if legacy is not None:
         logging.getLogger("controlplane.pki").warning(

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SNAPSHOT_MODES", "Config", "JobBackoff",
-           "NodeLifecycle"]
+__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SA_EXTENDED_SECONDS", "SA_WARN_ONLY_SECONDS",
+           "SNAPSHOT_MODES", "Config", "JobBackoff", "NodeLifecycle"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
@@ -24,6 +24,13 @@ AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
 SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
+
+# service account token lifetimes (upstream's pkg/serviceaccount and its flags' bounds, seconds):
+# kubelet's projected token (WarnOnlyBoundTokenExpirationSeconds), what it is extended to
+# (ExpirationExtensionSeconds), and the range of --service-account-max-token-expiration
+SA_WARN_ONLY_SECONDS = 3600 + 7
+SA_EXTENDED_SECONDS = 365 * 24 * 3600
+SA_MIN_MAX_EXPIRATION, SA_MAX_MAX_EXPIRATION = 3600, 1 << 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +144,10 @@ class Config:
     service_account_key_files: tuple[Path, ...] = ()
     service_account_jwks_uri: str = ""
     api_audiences: tuple[str, ...] = ()
+    # the longest a TokenRequest's token is valid, seconds (0: no limit), and whether kubelet's
+    # pod-bound 3607 s tokens are valid a year whatever that limit (upstream's default)
+    service_account_max_token_expiration: float = 0.0
+    service_account_extend_token_expiration: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -174,9 +185,28 @@ class Config:
         if len(set(issuers)) != len(issuers):
             raise ValueError("service-account-issuer " + next(i for i in issuers if issuers.count(i) > 1)
                              + " specified more than once")
+        longest = self.service_account_max_token_expiration
+        if longest and not SA_MIN_MAX_EXPIRATION <= longest <= SA_MAX_MAX_EXPIRATION:
+            raise ValueError("the service-account-max-token-expiration must be between 1 hour and 2^32 seconds")
         if self.service_account_jwks_uri and not self.service_account_jwks_uri.startswith("https://"):
             raise ValueError("service-account-jwks-uri requires https scheme, parsed as: "
                              + self.service_account_jwks_uri)
+
+    def service_account_expiration_warnings(self) -> list[str]:
+        """kube-apiserver's warnings at start about a maximum the extension goes past."""
+        longest = self.service_account_max_token_expiration
+        if not (self.service_account_extend_token_expiration and longest):
+            return []
+        warnings = []
+        if longest < SA_WARN_ONLY_SECONDS:
+            warnings.append("service-account-extend-token-expiration is true, in order to correctly trigger safe "
+                            "transition logic, service-account-max-token-expiration must be set longer than "
+                            f"{SA_WARN_ONLY_SECONDS} seconds (currently {_go_duration(longest)})")
+        if longest < SA_EXTENDED_SECONDS:
+            warnings.append(f"service-account-extend-token-expiration is true, enabling tokens valid up to "
+                            f"{SA_EXTENDED_SECONDS} seconds, which is longer than "
+                            f"service-account-max-token-expiration set to {_go_duration(longest)} seconds")
+        return warnings
 
     @property
     def store_url(self) -> str:
@@ -212,3 +242,14 @@ class Config:
         if ":" in host:
             host = f"[{host}]"
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+
+def _go_duration(seconds: float) -> str:
+    """Seconds as Go's Duration.String writes them (``24h0m0s``, ``30m0s``, ``45s``)."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"

@@ -335,6 +335,20 @@ def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
                             service_account_signing_key_file=Path("/etc/sa.key"),
                             service_account_key_files=(Path("/etc/sa.pub"), Path("/etc/old.pub")),
                             service_account_jwks_uri="https://oidc.example.com/k", api_audiences=("a", "b", "c"))
+    lifetimes = cli._config_from_args(parser, parser.parse_args(
+        ["serve", "--service-account-max-token-expiration", "24h", "--service-account-extend-token-expiration=false"]))
+    assert lifetimes.service_account_max_token_expiration == 86400
+    assert lifetimes.service_account_extend_token_expiration is False
+    assert cli._config_from_args(parser, parser.parse_args(["serve"])).service_account_extend_token_expiration
+    assert cli._config_from_args(parser, parser.parse_args(
+        ["serve", "--service-account-extend-token-expiration"])).service_account_extend_token_expiration
+    assert Config(service_account_max_token_expiration=3600).service_account_expiration_warnings() == [
+        "service-account-extend-token-expiration is true, in order to correctly trigger safe transition logic, "
+        "service-account-max-token-expiration must be set longer than 3607 seconds (currently 1h0m0s)",
+        "service-account-extend-token-expiration is true, enabling tokens valid up to 31536000 seconds, which is "
+        "longer than service-account-max-token-expiration set to 1h0m0s seconds"]
+    assert Config(service_account_max_token_expiration=3600, service_account_extend_token_expiration=False) \
+        .service_account_expiration_warnings() == []
     alone = cli._config_from_args(parser, parser.parse_args(["serve", "--service-account-key-file", "/etc/old.pub"]))
     assert alone.service_account_key_files == (Path("/etc/old.pub"),)  # verifying besides the generated key
     (tmp_path / "sa.key").write_text("not a key\n")  # refused at start, as kube-apiserver refuses it
@@ -345,6 +359,9 @@ def test_serve_service_account_flags_reach_the_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv", [
     ["serve", "--service-account-issuer", "x", "--service-account-issuer", "x"],
     ["serve", "--service-account-jwks-uri", "http://plain"],
+    ["serve", "--service-account-max-token-expiration", "30m"],
+    ["serve", "--service-account-max-token-expiration", str((1 << 32) + 1)],
+    ["serve", "--service-account-extend-token-expiration=maybe"],
     ["serve", "--node-monitor-grace-period", "0"],
     ["serve", "--node-eviction-rate", "-1"],
     ["serve", "--unhealthy-zone-threshold", "1.5"],

@@ -498,7 +498,9 @@ def create_app(config: Config) -> FastAPI:
         kube.token_issuer = TokenIssuer(
             ServiceAccountKeys(config.service_account_signing_key_file, config.service_account_key_files,
                                generated_in=config.pki_dir),
-            config.service_account_issuers, config.api_audiences)
+            config.service_account_issuers, config.api_audiences,
+            max_seconds=int(config.service_account_max_token_expiration),
+            extend=config.service_account_extend_token_expiration)
         discovery = discovery_for(kube.token_issuer, config.service_account_jwks_uri, config.server_url)
     except OSError as e:  # a state directory this process may not write: no service account tokens
         log.warning("service account tokens disabled: %s", e)

@@ -8,12 +8,17 @@ derived from the public key) whose claims are upstream's (``pkg/serviceaccount/c
 random UUID), ``nbf``, ``sub`` ``system:serviceaccount:<namespace>:<name>``, and
 ``kubernetes.io`` with the namespace, the service account's name and uid, the bound
 object's (a pod's with its node's) and ``warnafter`` for the kubelet's extended tokens.
-``expirationSeconds`` defaults to an hour and may not be under ten minutes (422);
-audiences default to the server's (``--api-audiences``, by default the issuers). A
-pod-bound token asked for 3607 s for the server's audiences is kubelet's projected token:
-it is valid a year, warning after the 3607 s (upstream's
-``--service-account-extend-token-expiration``, on by default). This is what ``kubectl
-create token`` asks for.
+``expirationSeconds`` defaults to an hour and may not be under ten minutes nor over 2^32
+seconds (422); audiences default to the server's (``--api-audiences``, by default the
+issuers). As upstream's TokenREST, after the bound object is looked up: a request for more
+than ``--service-account-max-token-expiration`` (``TokenIssuer.max_seconds``, 0: no
+limit) is shortened to it, with a warning, ``spec.expirationSeconds`` and
+``status.expirationTimestamp`` saying so; then a pod-bound token asked for 3607 s for the
+server's audiences is kubelet's projected token: with
+``--service-account-extend-token-expiration`` (``TokenIssuer.extend``, on by default) it
+is valid a year whatever the maximum (``exp``), warning after the 3607 s (``warnafter``),
+while the TokenRequest tells its client 3607 s. This is what ``kubectl create token``
+asks for.
 
 A bearer token that is such a JWT authenticates (``TokenIssuer.authenticate``, as
 upstream's ``JWTTokenAuthenticator`` and its validator) when one of the verifying keys
@@ -41,8 +46,10 @@ from typing import Any
 
 import orjson
 
+from ..config import SA_EXTENDED_SECONDS, SA_WARN_ONLY_SECONDS
 from ..pki import ensure_service_account_key, legacy_service_account_secret
 from .errors import ApiError
+from .fieldvalidation import add_warning
 from .jws import KeyFileError, PublicKey, Signer, Verifier, read_private_key, read_public_keys
 from .rbac import User
 
@@ -54,8 +61,8 @@ AUDIENCE = ISSUER
 DEFAULT_SECONDS = 3600
 MIN_SECONDS = 600
 MAX_SECONDS = 1 << 32
-WARN_ONLY_SECONDS = 3600 + 7  # kubelet asks this for projected tokens: extended, warned about after
-EXTENDED_SECONDS = 365 * 24 * 3600  # upstream's ExpirationExtensionSeconds
+WARN_ONLY_SECONDS = SA_WARN_ONLY_SECONDS  # kubelet asks this for projected tokens: extended, warned about after
+EXTENDED_SECONDS = SA_EXTENDED_SECONDS  # upstream's ExpirationExtensionSeconds
 LEEWAY = 60  # go-jose's DefaultLeeway, for exp, nbf, iat and a bound object's deletion
 CACHE_SIZE = 4096  # tokens whose signature and claims were checked
 
@@ -110,10 +117,12 @@ class TokenIssuer:
     """Issues and verifies the tokens of ``issuers`` (the first one signs) for ``audiences``."""
 
     def __init__(self, keys: ServiceAccountKeys, issuers: tuple[str, ...] = (ISSUER,),
-                 audiences: tuple[str, ...] = ()) -> None:
+                 audiences: tuple[str, ...] = (), max_seconds: int = 0, extend: bool = True) -> None:
         self.keys = keys
         self.issuers = issuers or (ISSUER,)
         self.audiences = audiences or self.issuers  # kube-apiserver's --api-audiences default
+        self.max_seconds = max_seconds  # --service-account-max-token-expiration (0: none)
+        self.extend = extend  # --service-account-extend-token-expiration
         self._verified: dict[str, Verified] = {}  # token -> what its checked claims say, oldest first
 
     @classmethod
@@ -354,6 +363,9 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
     if given is not None and (not isinstance(given, list) or not all(isinstance(a, str) for a in given)):
         raise ApiError.bad_request("spec.audiences must be a list of strings")
     audiences = list(given or ()) or list(issuer.audiences)
+    if sign and issuer.max_seconds and seconds > issuer.max_seconds:
+        add_warning(f"requested expiration of {seconds} seconds shortened to {issuer.max_seconds} seconds")
+        seconds = issuer.max_seconds
     now = int(time.time())
     kube: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": meta.get("uid", "")}}
     if bound_claims is not None:
@@ -361,7 +373,7 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
     elif bound:
         kube[str(bound["kind"]).lower()] = {"name": bound.get("name", ""), "uid": bound.get("uid", "")}
     lifetime = seconds
-    if "pod" in kube and seconds == WARN_ONLY_SECONDS and set(audiences) <= set(issuer.audiences):
+    if issuer.extend and "pod" in kube and seconds == WARN_ONLY_SECONDS and set(audiences) <= set(issuer.audiences):
         lifetime = EXTENDED_SECONDS  # kubelet's projected token: good a year, stale after the hour
         kube["warnafter"] = now + seconds
     claims = {"aud": audiences, "exp": now + lifetime, "iat": now, "iss": issuer.issuer, "jti": str(uuid.uuid4()),

@@ -206,6 +206,39 @@ def test_kubelets_3607_second_token_is_extended_for_the_servers_audiences(tmp_pa
         assert claims["exp"] - claims["iat"] == spec["expirationSeconds"] and "warnafter" not in claims["kubernetes.io"]
 
 
+def test_a_token_longer_than_the_maximum_is_shortened_but_kubelets_is_still_extended(tmp_path: Path) -> None:
+    """Upstream's TokenREST: the request capped at --service-account-max-token-expiration first,
+    then kubelet's pod-bound 3607 s token extended to a year whatever the maximum."""
+    keys = ServiceAccountKeys(generated_in=keyed(tmp_path))
+    capped = TokenIssuer(keys, max_seconds=7200)
+    answer = token_request(capped, ACCOUNT, {"spec": {"expirationSeconds": 10_000}})
+    claims = parts(answer["status"]["token"])[1]
+    assert claims["exp"] - claims["iat"] == 7200 and answer["spec"]["expirationSeconds"] == 7200
+    assert answer["status"]["expirationTimestamp"] == time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                    time.gmtime(claims["iat"] + 7200))
+    short = parts(token_request(capped, ACCOUNT, {"spec": {"expirationSeconds": 600}})["status"]["token"])[1]
+    assert short["exp"] - short["iat"] == 600  # under the maximum: as asked
+
+    bound = {"pod": {"name": "web", "uid": "p-1"}}
+    for issuer, lifetime, warns in ((capped, 365 * 24 * 3600, True),  # the extension ignores the maximum
+                                    (TokenIssuer(keys, max_seconds=3600), 3600, False),  # capped: no longer 3607
+                                    (TokenIssuer(keys, extend=False), 3607, False)):
+        kubelets = token_request(issuer, ACCOUNT, {"spec": {"expirationSeconds": 3607}}, bound_claims=bound)
+        claims = parts(kubelets["status"]["token"])[1]
+        assert claims["exp"] - claims["iat"] == lifetime
+        assert ("warnafter" in claims["kubernetes.io"]) == warns
+        told = min(3607, issuer.max_seconds or 3607)
+        assert kubelets["spec"]["expirationSeconds"] == told
+        assert kubelets["status"]["expirationTimestamp"] == time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(claims["iat"] + told))
+    with pytest.raises(ApiError) as e:  # validated before it is capped, as upstream
+        token_request(capped, ACCOUNT, {"spec": {"expirationSeconds": (1 << 32) + 1}})
+    assert e.value.code == 422 and "may not specify a duration larger than 2^32 seconds" in e.value.message
+    with pytest.raises(ApiError) as e:
+        token_request(capped, ACCOUNT, {"spec": {"expirationSeconds": 599}})
+    assert e.value.code == 422 and "may not specify a duration less than 10 minutes" in e.value.message
+
+
 def test_a_checked_token_is_not_verified_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     issuer = TokenIssuer.in_directory(keyed(tmp_path))
     token = token_request(issuer, ACCOUNT, {"spec": {}})["status"]["token"]
@@ -512,7 +545,7 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, 
     secret = os.urandom(32)
     (pki / "sa.key").write_bytes(secret)
     (pki / "sa.pub").unlink()
-    with running(start_serve(tmp)) as s:
+    with running(start_serve(tmp, extra=("--service-account-max-token-expiration", "2h"))) as s:
         yield s, secret
 
 
@@ -530,3 +563,27 @@ def test_an_upgrade_keeps_the_hs256_tokens_of_the_earlier_version(upgraded: tupl
     assert "are still accepted until they expire: delete " in output
     new = kubectl(served, "create", "token", "legacy").strip()
     assert parts(new)[0]["alg"] == "RS256" and as_token(served, new, "auth", "whoami").returncode == 0
+
+
+def test_the_maximum_token_expiration_over_a_socket(upgraded: tuple[Serve, bytes]) -> None:
+    served, _ = upgraded
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    asked = subprocess.run([KUBECTL or "kubectl", "create", "token", "default", "--duration=5h"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert asked.returncode == 0, asked.stderr
+    assert "Warning: requested expiration of 18000 seconds shortened to 7200 seconds" in asked.stderr
+    claims = parts(asked.stdout.strip())[1]
+    assert claims["exp"] - claims["iat"] == 7200
+
+    kubectl(served, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "projected"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
+    answer = json.loads(kubectl(served, "create", "token", "default", "--bound-object-kind=Pod",
+                                "--bound-object-name=projected", "--duration=3607s", "-o", "json"))
+    claims = parts(answer["status"]["token"])[1]
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600  # kubelet's: a year, past the maximum
+    assert claims["kubernetes.io"]["warnafter"] == claims["iat"] + 3607
+    assert answer["status"]["expirationTimestamp"] == time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                    time.gmtime(claims["iat"] + 3607))
+    assert "enabling tokens valid up to 31536000 seconds, which is longer than service-account-max-token-" \
+        "expiration set to 2h0m0s seconds" in served.output()
