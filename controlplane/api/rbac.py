@@ -259,7 +259,8 @@ def forbidden(user: User, r: Request) -> ApiError:
         return ApiError(403, "Forbidden", f'forbidden: User "{user.name}" cannot {r.verb} path "{r.path}"', {})
     full = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
     scope = f'in the namespace "{r.namespace}"' if r.namespace else "at the cluster scope"
-    what = f'{r.resource} "{r.name}"' if r.name else r.resource
+    qualified = f"{r.resource}.{r.api_group}" if r.api_group else r.resource  # a GroupResource's String()
+    what = f'{qualified} "{r.name}"' if r.name else qualified
     details: dict[str, Any] = {"kind": r.resource}
     if r.name:
         details["name"] = r.name

@@ -61,3 +61,6 @@ def test_verbs_and_denials_are_worded_as_upstream() -> None:
     assert e.code == 403 and e.message == ('pods "p" is forbidden: User "system:serviceaccount:dev:bot" cannot get '
                                            'resource "pods/log" in API group "" in the namespace "dev"')
     assert forbidden(OPS, Request("get", path="/debug")).message == 'forbidden: User "carol" cannot get path "/debug"'
+    assert forbidden(BOT, Request("list", "apps", "deployments", "", "dev")).message == (
+        'deployments.apps is forbidden: User "system:serviceaccount:dev:bot" cannot list resource "deployments" in '
+        'API group "apps" in the namespace "dev"')  # qualified by its group, as upstream's NewForbidden

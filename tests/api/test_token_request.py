@@ -12,6 +12,7 @@ import hmac
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import uuid
@@ -19,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
@@ -33,6 +36,7 @@ from controlplane.api.tokenrequest import ISSUER, ServiceAccountKeys, TokenIssue
 from controlplane.client import ApiError as ClientApiError
 from controlplane.client import Client
 from controlplane.config import Config
+from controlplane.tokens import read_token_file
 from tests.conftest import TEST_PKI
 from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
@@ -447,6 +451,62 @@ def test_kubectl_as_impersonates_when_the_requester_may(rbac: Serve) -> None:
     refused = as_token(rbac, token, "get", "pods", "--as=alice")
     assert refused.returncode != 0 and 'users "alice" is forbidden: User "system:serviceaccount:default:imp" ' \
         'cannot impersonate resource "users" in API group "" at the cluster scope' in refused.stderr
+
+
+def test_kubectl_as_uid_and_impersonated_extras_reach_whoami(rbac: Serve) -> None:
+    who = json.loads(kubectl(rbac, "auth", "whoami", "--as=bob", "--as-uid=1234", "-o", "json"))
+    assert who["status"]["userInfo"] == {"username": "bob", "uid": "1234", "groups": ["system:authenticated"]}
+    # extras have no kubectl flag: client-go's ImpersonationConfig.Extra sends these headers
+    admin = read_token_file(rbac.tokens)[0]
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    headers = [("Authorization", f"Bearer {admin.token}"), ("Impersonate-User", "bob"),
+               ("Impersonate-Extra-Example.com%2Fteam", "blue"), ("Impersonate-Extra-Scopes", "view"),
+               ("Impersonate-Extra-Scopes", "edit")]
+    with httpx.Client(base_url=rbac.url, verify=ssl.create_default_context(cafile=TEST_PKI / "ca.crt")) as http:
+        answered = http.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", json=review, headers=headers)
+        assert answered.status_code == 201, answered.text
+        assert answered.json()["status"]["userInfo"]["extra"] == {"example.com/team": ["blue"],
+                                                                  "scopes": ["view", "edit"]}
+        alone = http.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", json=review,
+                          headers=[headers[0], ("Impersonate-Uid", "1234")])
+        assert alone.status_code == 400 and alone.json()["reason"] == "BadRequest"
+
+    kubectl(rbac, "create", "serviceaccount", "imp-users")
+    kubectl(rbac, "create", "clusterrole", "impersonate-users", "--verb=impersonate", "--resource=users")
+    kubectl(rbac, "create", "clusterrolebinding", "imp-users", "--clusterrole=impersonate-users",
+            "--serviceaccount=default:imp-users")
+    token = kubectl(rbac, "create", "token", "imp-users").strip()
+    deadline = time.monotonic() + 10
+    while (as_bob := as_token(rbac, token, "auth", "whoami", "--as=bob")).returncode != 0:
+        assert time.monotonic() < deadline, as_bob.stderr
+        time.sleep(0.1)
+    refused = as_token(rbac, token, "get", "pods", "--as=bob", "--as-uid=1234")  # (whoami hides a 403)
+    assert refused.returncode != 0 and 'uids.authentication.k8s.io "1234" is forbidden: User ' \
+        '"system:serviceaccount:default:imp-users" cannot impersonate resource "uids" in API group ' \
+        '"authentication.k8s.io" at the cluster scope' in refused.stderr
+
+
+def test_a_pod_bound_tokens_user_carries_its_pod_and_node_in_whoami(rbac: Serve) -> None:
+    kubectl(rbac, "create", "serviceaccount", "nodebot")
+    kubectl(rbac, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Node",
+                                                        "metadata": {"name": "whoami-node"}}))
+    kubectl(rbac, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "placed"},
+        "spec": {"serviceAccountName": "nodebot", "nodeName": "whoami-node",
+                 "containers": [{"name": "c", "image": "nginx"}]}}))
+    pod_uid = kubectl(rbac, "get", "pod", "placed", "-o", "jsonpath={.metadata.uid}").strip()
+    node_uid = kubectl(rbac, "get", "node", "whoami-node", "-o", "jsonpath={.metadata.uid}").strip()
+    token = kubectl(rbac, "create", "token", "nodebot", "--bound-object-kind=Pod",
+                    "--bound-object-name=placed").strip()
+    who = as_token(rbac, token, "auth", "whoami", "-o", "yaml")
+    assert who.returncode == 0, who.stderr
+    info = yaml.safe_load(who.stdout)["status"]["userInfo"]
+    assert info["extra"] == {"authentication.kubernetes.io/credential-id": [f"JTI={parts(token)[1]['jti']}"],
+                             "authentication.kubernetes.io/node-name": ["whoami-node"],
+                             "authentication.kubernetes.io/node-uid": [node_uid],
+                             "authentication.kubernetes.io/pod-name": ["placed"],
+                             "authentication.kubernetes.io/pod-uid": [pod_uid]}
+    assert info["uid"] == kubectl(rbac, "get", "sa", "nodebot", "-o", "jsonpath={.metadata.uid}").strip()
 
 
 def test_auth_can_i_list_shows_the_rules_that_apply(rbac: Serve) -> None:
