@@ -18,7 +18,11 @@ files' contents inlined, since a remote worker does not have the harness's files
 
 Precedence, as client-go's: a bearer token (static) before basic auth before the
 exec plugin's token; a client certificate (static, or the exec plugin's) is
-presented in the handshake whatever the header. TLS is verified against the
+presented in the handshake whatever the header. A ``tokenFile`` is read again when what
+was read is 50 s old, as client-go's cached file token source (a minute, refreshed 10 s
+early), so a rotated token (a projected service account token's) is taken; while the file
+cannot be read, or is empty, the last token read is kept (a remote worker, without the
+file, keeps the one it was sent). TLS is verified against the
 kubeconfig's CA (the system's roots without one) unless ``insecure-skip-tls-verify``;
 without a kubeconfig (``--target`` and ``--token``) it is not verified, as before.
 
@@ -27,10 +31,15 @@ client-go runs it: its ``command`` and ``args``, the process's environment plus 
 ``env``, ``KUBERNETES_EXEC_INFO`` holding an ExecCredential whose spec says
 ``interactive: false`` (and the cluster, with ``provideClusterInfo``), no stdin; its
 stdout is an ExecCredential whose ``status`` has a ``token``, or a client
-certificate and key, or both. The result is kept until its ``expirationTimestamp``
-passes, or until a request it authenticated gets 401 (:meth:`Credentials.unauthorized`);
-then the plugin runs again. Each process runs it itself. Invariant: ``generation``
-grows each time the credentials change, ``cert_generation`` each time the client
+certificate and key, or both. Its ``interactiveMode`` (``Never``, ``IfAvailable``;
+``IfAvailable`` by default for v1beta1) runs it without a terminal; ``Always`` is refused
+with client-go's words when its standard input is not a terminal, which the harness's never
+is; another mode is client-go's validation error. A command not found is client-go's error,
+with the stanza's ``installHint``; a failed one says its exit code, as client-go. The
+result is kept until its ``expirationTimestamp`` passes, or until a request it
+authenticated gets 401 (:meth:`Credentials.unauthorized`); then the plugin runs again.
+Each process runs it itself. Invariant: ``generation`` grows each time the credentials
+change (a token read again from its file included), ``cert_generation`` each time the client
 certificate does (connections made with the old one must be made again).
 """
 
@@ -58,6 +67,13 @@ ENV = "LOADTEST_AUTH"
 EXEC_INFO_ENV = "KUBERNETES_EXEC_INFO"
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 EXEC_TIMEOUT = 120.0  # client-go waits for ever; a hung plugin should not hang a run
+EXEC_MODES = ("Never", "IfAvailable", "Always")
+TOKEN_FILE_SECONDS = 50.0  # client-go's file token source: kept a minute, read again 10 s before
+NOT_INSTALLED = ("\n\nIt looks like you are trying to use a client-go credential plugin that is not installed.\n\n"
+                 "To learn more about this feature, consult the documentation available at:\n"
+                 "      https://kubernetes.io/docs/reference/access-authn-authz/authentication/"
+                 "#client-go-credential-plugins")
+_clock = time.monotonic  # (tests move it)
 
 
 class CredentialsError(Exception):
@@ -74,6 +90,7 @@ class ExecPlugin:
     env: tuple[tuple[str, str], ...] = ()
     provide_cluster_info: bool = False
     cluster: dict[str, Any] = field(default_factory=dict)  # ExecCredential spec.cluster
+    install_hint: str = ""  # printed when the command is not found
 
     def exec_info(self) -> str:
         """What ``KUBERNETES_EXEC_INFO`` holds: the ExecCredential the plugin is to complete."""
@@ -99,6 +116,7 @@ class Credentials:
     came from, for messages: ``--token``, ``--kubeconfig`` or ``""`` (none)."""
 
     token: str = ""
+    token_file: str = ""  # a kubeconfig's tokenFile (absolute), read again as client-go does
     username: str = ""
     password: str = ""
     cert_pem: str = ""
@@ -112,6 +130,7 @@ class Credentials:
     generation: int = 0
     cert_generation: int = 0
     _issued: _Issued | None = field(default=None, repr=False)
+    _token_read_at: float | None = field(default=None, repr=False)  # _clock() of token_file's last read
     _lock: Any = field(default_factory=threading.Lock, repr=False)
     _files: dict[str, tuple[Path, Path]] = field(default_factory=dict, repr=False)
 
@@ -119,6 +138,8 @@ class Credentials:
     def authorization(self) -> str | None:
         """The ``Authorization`` header's value for a request now (None: none), running the
         exec plugin when it has not run or what it gave has expired."""
+        if self.token_file:
+            self._reread_token_file()
         if self.token:
             return f"Bearer {self.token}"
         if self.username or self.password:
@@ -211,10 +232,27 @@ class Credentials:
         plugin = None
         if self.exec is not None:
             plugin = {**self.exec.__dict__, "args": list(self.exec.args), "env": [list(p) for p in self.exec.env]}
-        return json.dumps({"token": self.token, "username": self.username, "password": self.password,
+        return json.dumps({"token": self.token, "token_file": self.token_file,
+                           "username": self.username, "password": self.password,
                            "cert_pem": self.cert_pem, "key_pem": self.key_pem, "ca_pem": self.ca_pem,
                            "verify": self.verify, "tls_server_name": self.tls_server_name, "exec": plugin,
                            "origin": self.origin})
+
+    def _reread_token_file(self) -> None:
+        """``token`` from ``token_file`` when what was read is ``TOKEN_FILE_SECONDS`` old (or
+        was never read here); kept as it is while the file cannot be read or is empty."""
+        now = _clock()
+        with self._lock:
+            if self._token_read_at is not None and now - self._token_read_at < TOKEN_FILE_SECONDS:
+                return
+            self._token_read_at = now
+            try:
+                token = Path(self.token_file).read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                return
+            if token and token != self.token:
+                self.token = token
+                self.generation += 1
 
     # -- the exec plugin ----------------------------------------------------------------
     def _current(self) -> _Issued:
@@ -232,10 +270,13 @@ class Credentials:
         try:
             done = subprocess.run([plugin.command, *plugin.args], env=env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, timeout=EXEC_TIMEOUT, check=False)
+        except (FileNotFoundError, PermissionError, NotADirectoryError):  # Go's exec.Error: not runnable
+            hint = f"\n\n{plugin.install_hint}" if plugin.install_hint else ""
+            raise CredentialsError(f"exec: executable {plugin.command} not found{NOT_INSTALLED}{hint}") from None
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise CredentialsError(f"exec plugin {plugin.command}: {e}") from None
+            raise CredentialsError(f"exec: {e}") from None
         if done.returncode != 0:
-            raise CredentialsError(f"exec plugin {plugin.command} exited with {done.returncode}")
+            raise CredentialsError(f"exec: executable {plugin.command} failed with exit code {done.returncode}")
         issued = _read_exec_credential(done.stdout, plugin)
         previous = self._issued
         self._issued = issued
@@ -319,8 +360,8 @@ def for_target(kubeconfig: Path | None, token: str | None, target: str | None) -
     auth = bearer(token or "")
     if kubeconfig is not None:
         auth, server = from_kubeconfig(kubeconfig)
-        if token:
-            auth.token, auth.origin = token, "--token"
+        if token:  # kubectl's --token: the kubeconfig's tokenFile no longer counts
+            auth.token, auth.token_file, auth.origin = token, "", "--token"
         target = target or server
         if target is None:
             raise CredentialsError(f"{kubeconfig}'s current context names no cluster server; give --target")
@@ -347,8 +388,10 @@ def from_kubeconfig(path: Path) -> tuple[Credentials, str | None]:
                         tls_server_name=str(cluster.get("tls-server-name") or ""))
     creds.ca_pem = reader.pem(cluster, "certificate-authority", "the cluster's CA")
     creds.token = str(user.get("token") or "")
-    if not creds.token and user.get("tokenFile"):
-        creds.token = reader.text(str(user["tokenFile"]), "the tokenFile").strip()
+    if user.get("tokenFile"):  # read now (an unreadable one is an error without a token), then again
+        creds.token_file = str(path.parent / str(user["tokenFile"]))
+        if not creds.token:
+            creds.token = reader.text(str(user["tokenFile"]), "the tokenFile").strip()
     creds.username, creds.password = str(user.get("username") or ""), str(user.get("password") or "")
     creds.cert_pem = reader.pem(user, "client-certificate", "the client certificate")
     creds.key_pem = reader.pem(user, "client-key", "the client key")
@@ -411,8 +454,11 @@ class _Reader:
         mode = stanza.get("interactiveMode") or ("IfAvailable" if version.endswith("v1beta1") else "")
         if not mode:
             raise CredentialsError(f"{where}: interactiveMode must be specified for {version}")
-        if mode == "Always":
-            raise CredentialsError(f"{where} wants interactiveMode Always: the harness runs it without a terminal")
+        if mode not in EXEC_MODES:
+            raise CredentialsError(f"{where}: invalid interactiveMode: {mode!r} (one of {', '.join(EXEC_MODES)})")
+        if mode == "Always":  # client-go's words: the harness gives a plugin no terminal
+            raise CredentialsError(f"{where}: exec plugin cannot support interactive mode: standard input is not "
+                                   "a terminal")
         if "/" in command and not command.startswith("/"):
             command = str(self.path.parent / command)
         env = stanza.get("env") or []
@@ -431,4 +477,4 @@ class _Reader:
             if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
                 info["config"] = ext.get("extension")
         return ExecPlugin(command, version, tuple(str(a) for a in stanza.get("args") or ()), pairs,
-                          bool(stanza.get("provideClusterInfo")), info)
+                          bool(stanza.get("provideClusterInfo")), info, str(stanza.get("installHint") or ""))

@@ -105,7 +105,9 @@ def test_a_kubeconfig_s_client_certificate_ca_and_server_name_are_read(tmp_path:
     ({"client-certificate": "missing.crt", "client-key": "missing.key"}, "cannot read the client certificate"),
     ({"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1alpha1"}}, "v1alpha1 is not one"),
     ({"exec": {"command": "aws", "apiVersion": V1}}, "interactiveMode must be specified"),
-    ({"exec": {"command": "aws", "apiVersion": V1, "interactiveMode": "Always"}}, "without a terminal"),
+    ({"exec": {"command": "aws", "apiVersion": V1, "interactiveMode": "Always"}},
+     "exec plugin cannot support interactive mode: standard input is not a terminal"),
+    ({"exec": {"command": "aws", "apiVersion": V1, "interactiveMode": "Sometimes"}}, "invalid interactiveMode"),
     ({"exec": {"apiVersion": V1, "interactiveMode": "Never"}}, "names no command"),
 ])
 def test_kubeconfig_users_the_harness_cannot_use_are_refused_with_a_message(tmp_path: Path, user: dict[str, Any],
@@ -137,7 +139,112 @@ def test_credentials_reach_the_workers_whole(tmp_path: Path, monkeypatch: pytest
     assert kubeauth.from_env().authorization() == "Bearer old"
 
 
+# --------------------------------------------------------------------------- token files
+
+class Clock:
+    """kubeauth's clock, moved by the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(kubeauth, "_clock", lambda: self.now)
+
+
+def test_a_token_file_is_read_again_after_50_seconds_as_client_go(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch)
+    (tmp_path / "token").write_text("first\n")
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", {"tokenFile": "token"}))
+    assert auth.authorization() == "Bearer first"
+    generation = auth.generation
+    (tmp_path / "token").write_text("second\n")  # rotated (a projected token's kubelet, a vault agent)
+    clock.now += 49
+    assert auth.authorization() == "Bearer first"  # kept a while, as client-go's cached token source
+    clock.now += 2
+    assert auth.authorization() == "Bearer second" and auth.generation > generation
+    (tmp_path / "token").unlink()  # unreadable, then empty: the last token read is kept
+    clock.now += 60
+    assert auth.authorization() == "Bearer second"
+    (tmp_path / "token").write_text("")
+    clock.now += 60
+    assert auth.authorization() == "Bearer second"
+
+    # a kubeconfig's token and tokenFile: the file wins, as client-go's; --token wins over both
+    (tmp_path / "token").write_text("from-file")
+    both = kubeconfig(tmp_path / "kc2", "https://h", {"token": "inline", "tokenFile": "token"})
+    assert kubeauth.from_kubeconfig(both)[0].authorization() == "Bearer from-file"
+    _, given = kubeauth.for_target(both, "flag", None)
+    clock.now += 60
+    assert given.authorization() == "Bearer flag"
+
+
+def test_a_token_file_travels_to_the_workers_by_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch)
+    (tmp_path / "token").write_text("first")
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", {"tokenFile": "token"}))
+    monkeypatch.setenv(kubeauth.ENV, auth.to_env())
+    (tmp_path / "token").write_text("second")
+    local = kubeauth.from_env()  # a local worker reads the file itself
+    assert local.authorization() == "Bearer second"
+    (tmp_path / "token").unlink()  # a remote worker, without the file: the token it was sent
+    clock.now += 60
+    assert kubeauth.from_env().authorization() == "Bearer first"
+
+
+def test_a_rotated_token_file_is_taken_by_the_harness_s_clients(cert_served: Serve, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch)
+    admin = admin_token(cert_served)
+    (tmp_path / "token").write_text(admin)
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", cert_served.url, {"tokenFile": "token"}))
+    assert whoami(auth, cert_served.url) == "admin"
+    with auth.httpx_client(timeout=10) as client:
+        name = f"rotated-{os.getpid()}"
+        made = client.post(f"{cert_served.url}/api/v1/namespaces/default/serviceaccounts",
+                           json={"metadata": {"name": name}})
+        assert made.status_code == 201, made.text
+        issued = client.post(f"{cert_served.url}/api/v1/namespaces/default/serviceaccounts/{name}/token",
+                             json={"spec": {}})
+        assert issued.status_code == 201, issued.text
+    (tmp_path / "token").write_text(issued.json()["status"]["token"])
+    clock.now += 51
+    assert whoami(auth, cert_served.url) == f"system:serviceaccount:default:{name}"
+
+
 # --------------------------------------------------------------------------- exec plugins
+
+def test_a_missing_exec_command_is_client_go_s_error_with_its_install_hint(tmp_path: Path) -> None:
+    user = {"exec": {"apiVersion": V1, "command": "no-such-auth-plugin", "interactiveMode": "IfAvailable",
+                     "installHint": "no-such-auth-plugin: install it with `brew install no-such-auth-plugin`"}}
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", user))
+    with pytest.raises(CredentialsError) as e:
+        auth.authorization()
+    said = str(e.value)
+    assert said.startswith("exec: executable no-such-auth-plugin not found\n\nIt looks like you are trying to use "
+                           "a client-go credential plugin that is not installed.")
+    assert said.endswith("\n\nno-such-auth-plugin: install it with `brew install no-such-auth-plugin`")
+    (tmp_path / "fails").write_text("#!/bin/sh\nexit 3\n")
+    (tmp_path / "fails").chmod(0o755)
+    failing, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", {"exec": {
+        "apiVersion": V1, "command": str(tmp_path / "fails"), "interactiveMode": "Never"}}))
+    with pytest.raises(CredentialsError, match=f"^exec: executable {tmp_path / 'fails'} failed with exit code 3$"):
+        failing.authorization()
+
+
+def test_interactive_modes_never_and_if_available_run_the_plugin_without_a_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = tmp_path / "plugin"
+    for mode, version in (("Never", V1), ("IfAvailable", V1), (None, "client.authentication.k8s.io/v1beta1")):
+        user = exec_user(plugin, {"token": "t"})
+        user["exec"]["apiVersion"] = version
+        if mode is None:  # v1beta1's default: IfAvailable
+            del user["exec"]["interactiveMode"]
+        else:
+            user["exec"]["interactiveMode"] = mode
+        auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h", user))
+        monkeypatch.setenv("PLUGIN_VERSION", version)
+        assert auth.authorization() == "Bearer t"
+        assert json.loads((plugin / "exec-info").read_text())["spec"]["interactive"] is False
+
 
 def test_an_exec_plugin_runs_as_client_go_runs_it(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
