@@ -31,7 +31,7 @@ from urllib.parse import unquote
 from .errors import ApiError
 from .rbac import ANONYMOUS, AUTHENTICATED, Authorizer, Request, User, forbidden
 
-__all__ = ["impersonated"]
+__all__ = ["extra_key", "impersonated"]
 
 EXTRA_PREFIX = b"impersonate-extra-"
 UNAUTHENTICATED = "system:unauthenticated"
