@@ -389,7 +389,7 @@ def from_kubeconfig(path: Path) -> tuple[Credentials, str | None]:
     creds.ca_pem = reader.pem(cluster, "certificate-authority", "the cluster's CA")
     creds.token = str(user.get("token") or "")
     if user.get("tokenFile"):  # read now (an unreadable one is an error without a token), then again
-        creds.token_file = str(path.parent / str(user["tokenFile"]))
+        creds.token_file = str((path.parent / str(user["tokenFile"])).absolute())
         if not creds.token:
             creds.token = reader.text(str(user["tokenFile"]), "the tokenFile").strip()
     creds.username, creds.password = str(user.get("username") or ""), str(user.get("password") or "")

@@ -188,6 +188,9 @@ def test_a_token_file_travels_to_the_workers_by_its_path(tmp_path: Path, monkeyp
     (tmp_path / "token").unlink()  # a remote worker, without the file: the token it was sent
     clock.now += 60
     assert kubeauth.from_env().authorization() == "Bearer first"
+    (tmp_path / "token").write_text("third")
+    monkeypatch.chdir(tmp_path)  # a kubeconfig named relatively: its file by an absolute path all the same
+    assert kubeauth.from_kubeconfig(Path("kc"))[0].token_file == str(tmp_path / "token")
 
 
 def test_a_rotated_token_file_is_taken_by_the_harness_s_clients(cert_served: Serve, tmp_path: Path,
