@@ -273,6 +273,21 @@ def test_an_exec_plugin_runs_as_client_go_runs_it(tmp_path: Path) -> None:
     assert json.loads((plugin / "exec-info").read_text())["spec"] == {"interactive": False}
 
 
+def test_provide_cluster_info_tells_the_plugin_the_cluster_as_client_go_s_exec_cluster(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    extension = {"audience": "sts.example.com", "region": "eu-west-1"}
+    auth, _ = kubeauth.from_kubeconfig(kubeconfig(
+        tmp_path / "kc", "https://eks:443", exec_user(plugin, {"token": "t"}, provideClusterInfo=True),
+        {"insecure-skip-tls-verify": True, "proxy-url": "http://proxy:3128", "disable-compression": True,
+         "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": extension},
+                        {"name": "another", "extension": {"x": 1}}]}))
+    assert auth.authorization() == "Bearer t"
+    cluster = json.loads((plugin / "exec-info").read_text())["spec"]["cluster"]
+    assert cluster == {"server": "https://eks:443", "insecure-skip-tls-verify": True,
+                       "certificate-authority-data": cluster["certificate-authority-data"],
+                       "proxy-url": "http://proxy:3128", "disable-compression": True, "config": extension}
+
+
 def test_an_exec_plugin_s_expired_credentials_are_asked_for_again(tmp_path: Path) -> None:
     plugin = tmp_path / "plugin"
     auth, _ = kubeauth.from_kubeconfig(kubeconfig(tmp_path / "kc", "https://h",
