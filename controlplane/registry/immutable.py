@@ -21,6 +21,7 @@ from .disruption import selector_matches
 from .jobvalidation import job_policy_causes
 from .podvalidation import dns_label_problems, port_name_problems, template_causes
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
+from .statefulsetvalidation import stateful_set_spec_causes
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
            "workload_spec_causes"]
@@ -117,18 +118,21 @@ def _deployment_strategy(strategy: Any) -> Causes:
              "message": f'Unsupported value: {value}: supported values: "Recreate", "RollingUpdate"'}]
 
 
-def _spec_causes(plural: str, spec: Obj) -> Causes:
+def _spec_causes(plural: str, spec: Obj, old_spec: Obj | None) -> Causes:
     """What a workload's spec must say (``ValidateDeploymentSpec``, ``ValidateReplicaSetSpec``,
     ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``, ``ValidateJobSpec``,
     ``ValidateReplicationControllerSpec``, ``ValidateCronJobSpec``): counts not negative,
-    a known Deployment strategy, a valid DaemonSet update strategy (``rollingupdate``), and
-    a valid pod template (``podvalidation``)."""
+    a known Deployment strategy, a valid DaemonSet update strategy (``rollingupdate``), a
+    StatefulSet's policies (``statefulsetvalidation``), and a valid pod template
+    (``podvalidation``). ``old_spec`` is the stored one on an update."""
     if plural == "cronjobs":
         job = (spec.get("jobTemplate") or {}).get("spec")
         if not isinstance(job, dict):
             return []
         return _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
             template_causes("jobs", job, "spec.jobTemplate.spec") + job_policy_causes(job, "spec.jobTemplate.spec")
+    if plural == "statefulsets":
+        return stateful_set_spec_causes(spec, old_spec) + template_causes(plural, spec, "spec")
     causes = _counts(spec, _JOB_COUNTS if plural == "jobs" else ("replicas",), "spec")
     causes += template_causes(plural, spec, "spec")
     if plural == "jobs":
@@ -146,7 +150,10 @@ def workload_spec_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
     """A (defaulted) workload's spec must be valid: counts, strategy, pod template. A write
     that keeps the stored spec (a status write) is not checked again."""
     spec = _spec(obj)
-    return [] if old is not None and spec is _spec(old) else _spec_causes(plural, spec)
+    if old is None:
+        return _spec_causes(plural, spec, None)
+    old_spec = _spec(old)
+    return [] if spec is old_spec else _spec_causes(plural, spec, old_spec)
 
 
 def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:

@@ -1,13 +1,16 @@
 """A DaemonSet's ``spec.updateStrategy`` as upstream's ``ValidateDaemonSetUpdateStrategy``
-and ``ValidateRollingUpdateDaemonSet`` check it (pkg/apis/apps/validation), and a
+and ``ValidateRollingUpdateDaemonSet`` check it (pkg/apis/apps/validation), a
 Deployment's ``spec.strategy.rollingUpdate`` as ``ValidateRollingUpdateDeployment`` does,
-with the int-or-percent rules their ``maxUnavailable`` and ``maxSurge`` share
-(``ValidatePositiveIntOrPercent``, ``IsNotMoreThan100Percent``).
+and a StatefulSet's ``spec.updateStrategy`` as ``ValidateStatefulSetSpec`` and
+``validateRollingUpdateStatefulSet`` do, with the int-or-percent rules their
+``maxUnavailable`` and ``maxSurge`` share (``ValidatePositiveIntOrPercent``,
+``IsNotMoreThan100Percent``).
 
 The strategy is checked once defaulted (``workloads``): a RollingUpdate strategy always has
 its ``rollingUpdate`` then, so upstream's "Required value" for a missing one is never said.
 An int-or-percent is an int (not negative) or a string of digits and ``%``; a percent is at
-most 100%; exactly one of ``maxUnavailable`` and ``maxSurge`` is not zero. A bad value is
+most 100%; exactly one of a DaemonSet's ``maxUnavailable`` and ``maxSurge`` is not zero, a
+StatefulSet's ``maxUnavailable`` is not zero and its ``partition`` not negative. A bad value is
 printed as IntOrString's ``String()`` prints it, without quotes::
 
     daemon_set_strategy_causes({"type": "RollingUpdate", "rollingUpdate":
@@ -23,7 +26,8 @@ from typing import Any
 
 from .causes import Causes, cause, required
 
-__all__ = ["daemon_set_strategy_causes", "deployment_rolling_update_causes", "int_or_percent_causes"]
+__all__ = ["daemon_set_strategy_causes", "deployment_rolling_update_causes", "int_or_percent_causes",
+           "stateful_set_strategy_causes"]
 
 _PERCENT = re.compile(r"[0-9]+%")
 _ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads
@@ -130,3 +134,57 @@ def daemon_set_strategy_causes(strategy: Any, path: str) -> Causes:
     listed = ", ".join(f'"{v}"' for v in _DAEMON_SET_STRATEGIES)
     return [cause("FieldValueNotSupported", path,
                   f"Unsupported value: {_strategy_value(strategy)}: supported values: {listed}")]
+
+
+def _stateful_rolling_value(rolling: dict[str, Any]) -> str:
+    """A StatefulSet's ``rollingUpdate`` as Go's ``%#v`` prints the internal struct (its
+    partition an int32, its bound a pointer, printed as an address)."""
+    partition = rolling.get("partition")
+    partition = partition if isinstance(partition, int) and not isinstance(partition, bool) else 0
+    bound = "(*intstr.IntOrString)(nil)" if rolling.get("maxUnavailable") is None else \
+        "(*intstr.IntOrString)(0xc000000000)"
+    return f"apps.RollingUpdateStatefulSetStrategy{{Partition:{partition}, MaxUnavailable:{bound}}}"
+
+
+def _stateful_strategy_value(strategy: dict[str, Any]) -> str:
+    """A StatefulSet's strategy as Go's ``%#v`` prints the internal struct."""
+    pointer = "(*apps.RollingUpdateStatefulSetStrategy)(nil)" if strategy.get("rollingUpdate") is None else \
+        "(*apps.RollingUpdateStatefulSetStrategy)(0xc000000000)"
+    kind = strategy.get("type")
+    return (f'apps.StatefulSetUpdateStrategy{{Type:"{kind if isinstance(kind, str) else ""}", '
+            f"RollingUpdate:{pointer}}}")
+
+
+def _stateful_rolling_update_causes(rolling: dict[str, Any], path: str) -> Causes:
+    """``validateRollingUpdateStatefulSet``: a partition not negative; a ``maxUnavailable``
+    given is an int-or-percent, not zero (a rollout that could stop no pod), at most 100%."""
+    partition = rolling.get("partition")
+    causes: Causes = []
+    if isinstance(partition, int) and not isinstance(partition, bool) and partition < 0:
+        causes.append(_invalid(f"{path}.partition", partition, "must be greater than or equal to 0"))
+    bound = rolling.get("maxUnavailable")
+    if bound is None:
+        return causes
+    at = f"{path}.maxUnavailable"
+    causes += int_or_percent_causes(bound, at)
+    if _amount(bound) == 0:
+        causes.append(_invalid(at, bound, "cannot be 0"))
+    return causes + _over_100_percent(bound, at)
+
+
+def stateful_set_strategy_causes(strategy: Any, path: str) -> Causes:
+    """A defaulted StatefulSet ``strategy`` at ``path``, as ``ValidateStatefulSetSpec`` checks
+    it: OnDelete without ``rollingUpdate``, or RollingUpdate with valid parameters; any other
+    type is reported on the whole strategy (an empty one was defaulted to RollingUpdate)."""
+    if not isinstance(strategy, dict):
+        return []
+    kind, rolling = strategy.get("type"), strategy.get("rollingUpdate")
+    if kind == "OnDelete":
+        if not isinstance(rolling, dict):
+            return []
+        return [_invalid(f"{path}.rollingUpdate", _stateful_rolling_value(rolling),
+                                "only allowed for updateStrategy 'RollingUpdate'")]
+    if kind == "RollingUpdate":
+        return _stateful_rolling_update_causes(rolling, f"{path}.rollingUpdate") if isinstance(rolling, dict) else []
+    return [_invalid(path, _stateful_strategy_value(strategy), "must be 'RollingUpdate' or 'OnDelete'")]
+

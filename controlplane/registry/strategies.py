@@ -44,9 +44,10 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 
-# Names that must be DNS labels (they become host names or DNS names); the rest
-# are DNS subdomains, as kube-apiserver's ValidateObjectMeta callers choose.
-_LABEL_NAMED = {"namespaces"}
+# Names that must be DNS labels (they become host names or DNS names: a StatefulSet's is
+# its pods' hostnames' stem); the rest are DNS subdomains, as kube-apiserver's
+# ValidateObjectMeta callers choose.
+_LABEL_NAMED = {"namespaces", "statefulsets"}
 _DNS1035_NAMED = {"services"}
 
 

@@ -83,15 +83,34 @@ def _stateful_set(obj: Obj, old: Obj | None) -> None:
     spec = _dict(obj, "spec")
     fill(spec, "replicas", 1)
     fill(spec, "podManagementPolicy", "OrderedReady")
-    strategy = _dict(spec, "updateStrategy")
-    fill(strategy, "type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        fill(_dict(strategy, "rollingUpdate"), "partition", 0)
+    _stateful_set_strategy(_dict(spec, "updateStrategy"))
     fill(spec, "revisionHistoryLimit", 10)
+    for claim in spec.get("volumeClaimTemplates") or ():
+        if isinstance(claim, dict):  # SetDefaults_PersistentVolumeClaim and its spec's, on each template
+            fill(_dict(claim, "spec"), "volumeMode", "Filesystem")
+            fill(_dict(claim, "status"), "phase", "Pending")
     retention = _dict(spec, "persistentVolumeClaimRetentionPolicy")
     fill(retention, "whenDeleted", "Retain")
     fill(retention, "whenScaled", "Retain")
     _template(spec)
+
+
+def _stateful_set_strategy(strategy: Obj) -> None:
+    """SetDefaults_StatefulSet's: a strategy without a type is RollingUpdate with default
+    parameters; a RollingUpdate one given without ``rollingUpdate`` stays without (the
+    controller takes partition 0 and one unavailable pod then). Parameters present get a
+    ``partition`` of 0 and a ``maxUnavailable`` of 1 (MaxUnavailableStatefulSet, beta and on
+    in 1.37); nil pointers only: an empty ``maxUnavailable`` is a value, which validation
+    refuses."""
+    if not strategy.get("type"):
+        strategy["type"] = "RollingUpdate"
+        if strategy.get("rollingUpdate") is None:
+            strategy["rollingUpdate"] = {}
+    rolling = strategy.get("rollingUpdate")
+    if strategy["type"] == "RollingUpdate" and isinstance(rolling, dict):
+        for field, default in (("partition", 0), ("maxUnavailable", 1)):
+            if rolling.get(field) is None:
+                rolling[field] = default
 
 
 def _daemon_set(obj: Obj, old: Obj | None) -> None:

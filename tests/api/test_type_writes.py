@@ -120,7 +120,8 @@ async def test_workloads_get_their_defaults_and_the_status_fields_go_always_send
         "serviceName": "s", "selector": selector, "template": TEMPLATE}})
     assert sts["status"] == {"replicas": 0, "availableReplicas": 0}
     assert sts["spec"]["replicas"] == 1 and sts["spec"]["podManagementPolicy"] == "OrderedReady"
-    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate",  # maxUnavailable: MaxUnavailableStatefulSet
+                                             "rollingUpdate": {"partition": 0, "maxUnavailable": 1}}
     template = sts["spec"]["template"]["spec"]
     assert template["restartPolicy"] == "Always" and template["dnsPolicy"] == "ClusterFirst"
     probe = template["containers"][0]["readinessProbe"]
