@@ -56,6 +56,15 @@ class History:
                         for ref in meta_of(r).get("ownerReferences") or ())]
         return sorted(owned, key=lambda r: (int(r.get("revision", 0)), meta_of(r).get("name", "")))
 
+    def template(self, uid: str, name: str) -> Obj | None:
+        """The pod template revision ``name`` of ``uid`` holds (None if it has none)."""
+        for r in self.of(uid):
+            if meta_of(r).get("name") == name:
+                template = ((r.get("data") or {}).get("spec") or {}).get("template")
+                if isinstance(template, dict):
+                    return {k: v for k, v in template.items() if k != "$patch"}
+        return None
+
     def owned_by(self, uid: str) -> dict[str, Obj]:
         """The revisions of ``uid`` by key, for the garbage collector once it is gone."""
         return {f"{meta_of(r).get('namespace', '')}/{meta_of(r).get('name', '')}": r for r in self.of(uid)}

@@ -1,21 +1,31 @@
 """The StatefulSet controller of kube-controller-manager (apps/v1), as an API client.
 
-A StatefulSet runs ``replicas`` pods with stable identities: ``<set>-<ordinal>``,
-with hostname ``<set>-<ordinal>`` and subdomain ``serviceName``, and the labels
-``statefulset.kubernetes.io/pod-name`` and ``apps.kubernetes.io/pod-index``.
-``podManagementPolicy: OrderedReady`` (the default) creates ordinal i only once
-0..i-1 are Running and Ready, and removes pods from the highest ordinal down, one
-at a time. ``Parallel`` creates and removes them all at once.
+A StatefulSet runs ``replicas`` pods with stable identities: ``<set>-<ordinal>`` for the
+ordinals from ``ordinals.start`` (default 0) on, with hostname ``<set>-<ordinal>`` and
+subdomain ``serviceName``, and the labels ``statefulset.kubernetes.io/pod-name`` and
+``apps.kubernetes.io/pod-index``. A pod whose ordinal falls outside that range (the set
+scaled down, or its start moved) is condemned. ``podManagementPolicy: OrderedReady`` (the
+default) creates a pod only once those before it are Running, Ready and available (Ready
+for ``minReadySeconds``), and removes condemned pods from the highest ordinal down, one at
+a time; ``Parallel`` creates and removes them all at once. A failed or succeeded pod is
+deleted and recreated under its name. As upstream (``stateful_set_control.go``), the pods
+are seen to first, then the condemned ones, then the update.
 
-Updates: each template is a ControllerRevision ``<set>-<hash>`` (``history.py``,
-so ``kubectl rollout history`` and ``rollout undo`` work); its name is the pods'
-``controller-revision-hash`` label and the status's revisions.
-``RollingUpdate`` replaces pods from the highest ordinal down to ``partition``,
-one at a time, each once the one above it is Ready again. ``OnDelete`` replaces
-a pod only when it is deleted. A deleted or failed pod is recreated under its
-name. Status as upstream: replicas, readyReplicas, availableReplicas,
-currentReplicas, updatedReplicas, currentRevision, updateRevision,
-observedGeneration. That is what ``kubectl rollout status statefulset`` reads.
+Updates: each template is a ControllerRevision ``<set>-<hash>`` (``history.py``, so
+``kubectl rollout history`` and ``rollout undo`` work); its name is the pods'
+``controller-revision-hash`` label and the status's revisions. ``RollingUpdate`` deletes
+the pods of an old revision from the highest ordinal down to ``partition`` (counted from
+the start ordinal), each recreated with the new template: as many at once as
+``maxUnavailable`` allows (an int or a percent of ``replicas`` rounded down, at least 1;
+default 1: MaxUnavailableStatefulSet, beta and on in 1.37), counting every pod not
+available as unavailable. Under ``Parallel``, an old pod that is unavailable anyway is
+replaced at once, and only the available ones wait for the budget (upstream's fix of
+kubernetes#137409, in 1.37). A pod below the partition that is lost is recreated with the
+current revision's template, not the new one, as upstream's newVersionedStatefulSetPod.
+``OnDelete`` replaces a pod only when it is deleted. Status as upstream: replicas,
+readyReplicas, availableReplicas, currentReplicas, updatedReplicas, currentRevision,
+updateRevision, observedGeneration. That is what ``kubectl rollout status statefulset``
+reads.
 
 Storage: each of ``volumeClaimTemplates`` gives every pod its own claim,
 ``<template>-<set>-<ordinal>``, created before the pod (if it does not exist)
@@ -23,18 +33,18 @@ with the template's spec and labels plus the set's selector labels, and mounted
 as the volume of the template's name. Claims outlive their pods and the set
 unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
 makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
-garbage collector then deletes them with their owner), as upstream.
-
-``availableReplicas`` counts pods Ready for ``minReadySeconds``. Not done:
-``ordinals.start`` and ``maxUnavailable`` for RollingUpdate.
+garbage collector then deletes them with their owner), as upstream. Not done: a policy
+changed after the claims were made is not carried over to them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
@@ -48,7 +58,7 @@ from .readiness import available as pods_available
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "StatefulSetController", "start"]
+__all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "Plan", "StatefulSetController", "max_unavailable", "start"]
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -60,12 +70,64 @@ def _ready(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
+def _available(pod: Mapping[str, Any], min_ready: float) -> bool:
+    """Running, Ready, and Ready for ``min_ready`` seconds (upstream's isRunningAndAvailable)."""
+    return _ready(pod) and pods_available((pod,), min_ready)[0] == 1
+
+
+def _finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+
+
 def _terminating(pod: Mapping[str, Any]) -> bool:
     return bool(meta_of(pod).get("deletionTimestamp"))
 
 
 def _revision(pod: Mapping[str, Any]) -> str:
     return str((meta_of(pod).get("labels") or {}).get(REVISION_HASH, ""))
+
+
+def max_unavailable(value: Any, replicas: int) -> int:
+    """A rolling update's ``maxUnavailable`` as a number of pods: an int, or a percent of
+    ``replicas`` rounded down; at least 1 (upstream's getStatefulSetMaxUnavailable)."""
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+        value = math.floor(int(value[:-1]) * replicas / 100)
+    return max(value, 1) if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sync reads of one StatefulSet's spec."""
+
+    replicas: int
+    start: int  # the first ordinal
+    parallel: bool  # podManagementPolicy Parallel: no waiting on each other
+    rolling: bool  # updateStrategy RollingUpdate (else OnDelete)
+    partition: int | None  # from rollingUpdate (None without it), an index from the first ordinal
+    max_unavailable: int
+    min_ready: float
+
+    @classmethod
+    def of(cls, sts: Mapping[str, Any]) -> Plan:
+        spec = sts.get("spec") or {}
+        replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+        strategy = spec.get("updateStrategy") or {}
+        params = strategy.get("rollingUpdate")
+        params = params if isinstance(params, dict) else None
+        return cls(replicas=replicas, start=int((spec.get("ordinals") or {}).get("start") or 0),
+                   parallel=spec.get("podManagementPolicy") == "Parallel",
+                   rolling=strategy.get("type", "RollingUpdate") == "RollingUpdate",
+                   partition=None if params is None else int(params.get("partition") or 0),
+                   max_unavailable=max_unavailable((params or {}).get("maxUnavailable", 1), replicas),
+                   min_ready=float(spec.get("minReadySeconds") or 0))
+
+    def keeps_current(self, index: int, current_replicas: int) -> bool:
+        """Whether the pod at ``index`` is made with the current revision rather than the new
+        one (upstream's newVersionedStatefulSetPod): below the partition, or, for a rolling
+        update without parameters, among the ones the rollout has not reached."""
+        if self.partition is not None:
+            return index < self.partition
+        return self.rolling and index < current_replicas
 
 
 class StatefulSetController:
@@ -136,68 +198,113 @@ class StatefulSetController:
         if owned is None:
             return
         meta = meta_of(sts)
-        spec = sts.get("spec") or {}
-        replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
-        name = meta.get("name", "")
-        pattern = re.compile(re.escape(name) + r"-(\d+)\Z")
+        plan = Plan.of(sts)
+        pattern = re.compile(re.escape(meta.get("name", "")) + r"-(\d+)\Z")
         by_ordinal: dict[int, dict[str, Any]] = {}
         for pod in owned.values():
             m = pattern.match(meta_of(pod).get("name", ""))
             if m is not None:
                 by_ordinal[int(m.group(1))] = pod
-        template = spec.get("template") or {}
-        update_revision, _ = await self.history.record(sts, template, {_revision(p) for p in owned.values()})
-        parallel = spec.get("podManagementPolicy") == "Parallel"
-        strategy = spec.get("updateStrategy") or {}
-        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
-        partition = int(((strategy.get("rollingUpdate") or {}).get("partition")) or 0)
-        await self._converge(sts, by_ordinal, replicas, template, update_revision, parallel, rolling, partition)
-        await self._write_status(sts, by_ordinal, replicas, update_revision)
+        status = sts.get("status") or {}
+        in_use = {_revision(p) for p in owned.values()} | {str(status.get("currentRevision") or "")}
+        template = (sts.get("spec") or {}).get("template") or {}
+        update_revision, _ = await self.history.record(sts, template, in_use - {""})
+        replicas = [by_ordinal.get(plan.start + i) for i in range(plan.replicas)]
+        condemned = [(o, by_ordinal[o]) for o in sorted(by_ordinal, reverse=True)
+                     if not plan.start <= o < plan.start + plan.replicas]
+        if not meta.get("deletionTimestamp"):
+            await self._converge(sts, plan, replicas, condemned, update_revision)
+        await self._write_status(sts, by_ordinal, plan.replicas, update_revision)
 
-    async def _converge(self, sts: dict[str, Any], by_ordinal: dict[int, dict[str, Any]], replicas: int,
-                        template: dict[str, Any], update_revision: str, parallel: bool, rolling: bool,
-                        partition: int) -> None:
-        # failed pods go first (recreated below, under their names)
-        for _ordinal, failed in sorted(by_ordinal.items()):
-            if (failed.get("status") or {}).get("phase") == "Failed" and not _terminating(failed):
-                await self._delete(sts, failed)
-                return
-        # create the missing ordinals below replicas: in order, each after the ones before are Ready
-        for ordinal in range(replicas):
-            pod = by_ordinal.get(ordinal)
+    async def _converge(self, sts: dict[str, Any], plan: Plan, replicas: list[dict[str, Any] | None],
+                        condemned: list[tuple[int, dict[str, Any]]], update_revision: str) -> None:
+        """The pods, then the condemned ones, then the update, as upstream's updateStatefulSet:
+        ordered (OrderedReady) each step waits for the one before."""
+        if not await self._keep_replicas(sts, plan, replicas, update_revision):
+            return
+        if not await self._remove_condemned(sts, plan, condemned):
+            return
+        if plan.rolling:
+            await self._roll(sts, plan, replicas, update_revision)
+
+    async def _keep_replicas(self, sts: dict[str, Any], plan: Plan, replicas: list[dict[str, Any] | None],
+                             update_revision: str) -> bool:
+        """Each ordinal has its pod: a finished one is deleted (it comes back at the next sync), a
+        missing one created. Ordered, a pod not yet available stops the pass; False then."""
+        for index, pod in enumerate(replicas):
+            if pod is not None and _finished(pod):
+                if not _terminating(pod):
+                    await self._delete(sts, pod)
+                if not plan.parallel:
+                    return False
+                continue
             if pod is None:
-                await self._create(sts, ordinal, template, update_revision)
-                if not parallel:
-                    return
+                await self._create(sts, plan.start + index, *self._template_for(sts, plan, index, update_revision))
+                if not plan.parallel:
+                    return False
                 continue
-            if not parallel and (_terminating(pod) or not _ready(pod)):
-                return  # OrderedReady: nothing further until this one is Ready
-        # scale down: the highest ordinals first, one at a time unless Parallel
-        extra = sorted((o for o in by_ordinal if o >= replicas), reverse=True)
-        for ordinal in extra:
-            going = by_ordinal[ordinal]
-            if _terminating(going):
-                if not parallel:
-                    return
+            if not plan.parallel and (_terminating(pod) or not _available(pod, plan.min_ready)):
+                return False
+        return True
+
+    def _template_for(self, sts: dict[str, Any], plan: Plan, index: int,
+                      update_revision: str) -> tuple[dict[str, Any], str]:
+        """The template and revision a new pod at ``index`` gets: the current revision's below the
+        partition (or where a rollout has not reached), else the set's own."""
+        status = sts.get("status") or {}
+        current = str(status.get("currentRevision") or "")
+        keeps = plan.keeps_current(index, int(status.get("currentReplicas") or 0))
+        if current and current != update_revision and keeps:
+            template = self.history.template(str(meta_of(sts).get("uid", "")), current)
+            if template is not None:
+                return template, current
+        return (sts.get("spec") or {}).get("template") or {}, update_revision
+
+    async def _remove_condemned(self, sts: dict[str, Any], plan: Plan,
+                                condemned: list[tuple[int, dict[str, Any]]]) -> bool:
+        """Delete the pods outside the ordinals (by ordinal, highest first). Ordered, one at a
+        time, each once available (or if it is the lowest of those that are not Ready, as
+        upstream's firstUnhealthyPod); False while one is being removed."""
+        unready = [p for _, p in condemned if _terminating(p) or not _ready(p)]
+        lowest_unready = unready[-1] if unready else None
+        for ordinal, pod in condemned:
+            if _terminating(pod):
+                if not plan.parallel:
+                    return False
                 continue
-            await self._condemn_claims(sts, ordinal, going)
-            await self._delete(sts, going)
-            if not parallel:
-                return
-        if extra and not parallel:
+            if not plan.parallel and pod is not lowest_unready and not _available(pod, plan.min_ready):
+                return False
+            await self._condemn_claims(sts, ordinal, pod)
+            await self._delete(sts, pod)
+            if not plan.parallel:
+                return False
+        return True
+
+    async def _roll(self, sts: dict[str, Any], plan: Plan, replicas: list[dict[str, Any] | None],
+                    update_revision: str) -> None:
+        """Upstream's updateStatefulSetAfterInvariantEstablished: the old pods from the highest
+        ordinal down to the partition are deleted, as many as ``maxUnavailable`` less the pods
+        unavailable already; under Parallel, old pods unavailable anyway go first and regardless."""
+        def stale(pod: dict[str, Any] | None) -> bool:
+            return pod is not None and _revision(pod) != update_revision and not _terminating(pod)
+
+        def up(pod: dict[str, Any] | None) -> bool:
+            return pod is not None and not _terminating(pod) and _available(pod, plan.min_ready)
+
+        unavailable = sum(1 for p in replicas if not up(p))
+        broken = sum(1 for p in replicas if stale(p) and not up(p)) if plan.parallel else 0
+        if unavailable >= plan.max_unavailable and not broken:
             return
-        # rolling update: from the highest ordinal down to the partition, one at a time
-        if not rolling:
-            return
-        for ordinal in range(replicas - 1, partition - 1, -1):
-            current = by_ordinal.get(ordinal)
-            if current is None or _terminating(current):
-                return
-            if _revision(current) != update_revision:
-                await self._delete(sts, current)  # recreated at the next sync with the new template
-                return
-            if not _ready(current):
-                return  # the one above must be Ready before the next goes
+        floor = plan.partition or 0
+        old = [p for p in reversed(replicas[floor:]) if stale(p)]
+        room = max(plan.max_unavailable - unavailable, 0)
+        if plan.parallel:
+            doomed = [p for p in old if not up(p)] + [p for p in old if up(p)][:room]
+        else:
+            doomed = old[:room]
+        for pod in doomed:
+            if pod is not None:
+                await self._delete(sts, pod)
 
     async def _create(self, sts: dict[str, Any], ordinal: int, template: dict[str, Any], revision: str) -> None:
         meta = meta_of(sts)

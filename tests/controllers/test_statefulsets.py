@@ -4,10 +4,11 @@ four simulated nodes."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from controlplane.client import ApiError, Client
-from controlplane.controllers.statefulsets import POD_INDEX, POD_NAME, REVISION_HASH
+from controlplane.controllers.statefulsets import POD_INDEX, POD_NAME, REVISION_HASH, Plan, max_unavailable
 from tests.controllers.helpers import until
 
 SETS = "/apis/apps/v1/namespaces/default/statefulsets"
@@ -102,6 +103,16 @@ async def test_a_rolling_update_goes_from_the_highest_ordinal_down_to_the_partit
         return await images() == {"part-0": "db:1", "part-1": "db:1", "part-2": "db:2", "part-3": "db:2"}
 
     await until(partitioned)
+    # a pod below the partition that is lost comes back as it was, not with the new template
+    uid = (await pods(c, "part"))["part-0"]["metadata"]["uid"]
+    await c.delete(f"{PODS}/part-0")
+
+    async def back_as_it_was() -> bool:
+        pod = (await pods(c, "part")).get("part-0")
+        return pod is not None and pod["metadata"]["uid"] != uid and ready(pod)
+
+    await until(back_as_it_was)
+    assert await partitioned()
     await c.patch(f"{SETS}/part", {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}})
     await until(lambda: rolled_out(c, "part"))
     assert set((await images() or {}).values()) == {"db:2"}
@@ -121,3 +132,122 @@ async def test_parallel_creates_them_all_and_deletion_collects_them(client: Clie
             return not await pods(c, "par")
 
     await until(collected)
+
+
+def image(pod: dict[str, Any]) -> str:
+    return str(pod["spec"]["containers"][0]["image"])
+
+
+async def replacements(c: Client, old: Callable[[dict[str, Any]], bool], out: list[tuple[str, str]]) -> None:
+    """Record, as a rollout goes, each pod of the old template going (``gone``) and each pod of
+    another becoming Ready (``ready``), in the order the watch shows them."""
+    listed = await c.list(PODS)
+    seen: set[tuple[str, str]] = set()
+    async for ev in c.watch(PODS, resource_version=listed["metadata"]["resourceVersion"]):
+        pod = ev.object
+        if ev.type == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+            what = ("gone", pod["metadata"]["name"]) if old(pod) else None
+        else:
+            what = ("ready", pod["metadata"]["name"]) if ready(pod) and not old(pod) else None
+        if what is not None and what not in seen:
+            seen.add(what)
+            out.append(what)
+
+
+async def test_max_unavailable_replaces_that_many_pods_at_once(client: Client) -> None:
+    """MaxUnavailableStatefulSet (on in 1.37): two old pods go before any new one is Ready."""
+    c = client
+    await c.create(SETS, statefulset("mu", 4, podManagementPolicy="Parallel",
+                                     updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}))
+    await until(lambda: rolled_out(c, "mu"))
+    events: list[tuple[str, str]] = []
+    watcher = asyncio.create_task(replacements(c, lambda p: image(p) == "db:1", events))
+    try:
+        await asyncio.sleep(0.1)
+        await c.patch(f"{SETS}/mu", {"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "db:2"}]}}}}, patch_type="strategic")
+        await until(lambda: rolled_out(c, "mu"))
+    finally:
+        watcher.cancel()
+    assert set(events[:2]) == {("gone", "mu-3"), ("gone", "mu-2")}, events
+    assert {n for kind, n in events if kind == "gone"} == {"mu-0", "mu-1", "mu-2", "mu-3"}
+
+
+async def test_parallel_replaces_old_pods_that_never_became_available_at_once(client: Client) -> None:
+    """kubernetes#137409, fixed in 1.37: a first revision whose pods cannot run (here they fit
+    no node) does not hold up the next under Parallel; its pods all go, beyond the budget."""
+    c = client
+    body = statefulset("fix", 2, podManagementPolicy="Parallel")
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "none"}
+    await c.create(SETS, body)
+
+    async def both_pending() -> bool:
+        return sorted(await pods(c, "fix")) == ["fix-0", "fix-1"]
+
+    await until(both_pending)
+    events: list[tuple[str, str]] = []
+    watcher = asyncio.create_task(replacements(c, lambda p: bool(p["spec"].get("nodeSelector")), events))
+    try:
+        await asyncio.sleep(0.1)
+        await c.patch(f"{SETS}/fix", {"spec": {"template": {"spec": {"nodeSelector": None}}}})
+        await until(lambda: rolled_out(c, "fix"))
+    finally:
+        watcher.cancel()
+    assert set(events[:2]) == {("gone", "fix-0"), ("gone", "fix-1")}, events
+
+
+async def test_ordinals_start_where_the_set_says(client: Client) -> None:
+    c = client
+    await c.create(SETS, statefulset("ord", 2, podManagementPolicy="Parallel", ordinals={"start": 3}))
+    await until(lambda: rolled_out(c, "ord"))
+    got = await pods(c, "ord")
+    assert {n: p["metadata"]["labels"][POD_INDEX] for n, p in got.items()} == {"ord-3": "3", "ord-4": "4"}
+    assert got["ord-4"]["spec"]["hostname"] == "ord-4"
+    await c.patch(f"{SETS}/ord", {"spec": {"ordinals": {"start": 0}}})
+
+    async def moved() -> bool:
+        return sorted(await pods(c, "ord")) == ["ord-0", "ord-1"] and await rolled_out(c, "ord")
+
+    await until(moved)
+
+
+async def test_ordered_pods_wait_for_min_ready_seconds(client: Client) -> None:
+    """OrderedReady creates the next pod once the one before has been Ready for minReadySeconds
+    (timestamps are to the second: 2 s here, at least 1 s seen)."""
+    c = client
+    listed = await c.list(PODS)
+    ready_at: dict[str, float] = {}
+    created_at: dict[str, float] = {}
+
+    async def watch() -> None:
+        async for ev in c.watch(PODS, resource_version=listed["metadata"]["resourceVersion"]):
+            name, now = ev.object["metadata"]["name"], asyncio.get_running_loop().time()
+            created_at.setdefault(name, now)
+            if ready(ev.object):
+                ready_at.setdefault(name, now)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await c.create(SETS, statefulset("slow", 2, minReadySeconds=2))
+
+        async def second() -> bool:
+            return "slow-1" in created_at
+
+        await until(second)
+    finally:
+        watcher.cancel()
+    assert created_at["slow-1"] - ready_at["slow-0"] >= 1.0, (ready_at, created_at)
+
+
+def test_max_unavailable_is_a_count_or_a_percent_rounded_down_at_least_one() -> None:
+    assert [max_unavailable(v, 5) for v in (None, 1, 3, "40%", "10%", "100%")] == [1, 1, 3, 2, 1, 5]
+
+
+def test_a_pod_below_the_partition_is_made_with_the_current_revision() -> None:
+    sts = statefulset("p", 4, updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": 2}})
+    plan = Plan.of(sts)
+    assert [plan.keeps_current(i, 0) for i in range(4)] == [True, True, False, False]
+    # a rolling update without parameters: where the rollout has not reached (currentReplicas)
+    plan = Plan.of(statefulset("p", 4, updateStrategy={"type": "RollingUpdate"}))
+    assert [plan.keeps_current(i, 3) for i in range(4)] == [True, True, True, False]
+    assert not Plan.of(statefulset("p", 4, updateStrategy={"type": "OnDelete"})).keeps_current(0, 4)
