@@ -5,13 +5,15 @@ evictions), and the rollouts of what they create, with the real kubectl against
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -171,3 +173,41 @@ def test_statefulsets_and_daemonsets_roll_out(with_nodes: Serve) -> None:
     assert sorted(placed.split()) == ["sim-node-0", "sim-node-1"]  # one per node (this server has two)
     kubectl(with_nodes, "set", "image", "statefulset/db", "db=db:2")
     assert "roll out complete" in kubectl(with_nodes, "rollout", "status", "statefulset/db", "--timeout=60s")
+
+
+PARTITIONED = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 3
+  podManagementPolicy: Parallel
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {partition: 1, maxUnavailable: %s}}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: web, image: "web:1"}]
+"""
+
+
+def test_a_partitioned_statefulset_rolls_out_down_to_its_partition(with_nodes: Serve) -> None:
+    """kubectl rollout status reads a partitioned rollout as upstream's controller writes its
+    status; a StatefulSet that could never roll (maxUnavailable 0) is refused as upstream."""
+    env = dict(os.environ, KUBECONFIG=str(with_nodes.kubeconfig), HOME=str(with_nodes.state))
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=PARTITIONED % 0, capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 1
+    assert ('The StatefulSet "web" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 0: '
+            "cannot be 0") in r.stderr
+    kubectl(with_nodes, "apply", "-f", "-", stdin=PARTITIONED % '"50%"')
+    assert "partitioned roll out complete: 3 new pods" in kubectl(with_nodes, "rollout", "status", "statefulset/web",
+                                                                  "--timeout=60s")
+    kubectl(with_nodes, "set", "image", "statefulset/web", "web=web:2")
+    out = kubectl(with_nodes, "rollout", "status", "statefulset/web", "--timeout=60s")
+    assert "partitioned roll out complete: 2 new pods have been updated" in out
+    images = kubectl(with_nodes, "get", "pods", "-l", "app=web", "-o",
+                     'jsonpath={range .items[*]}{.metadata.name}={.spec.containers[0].image} {end}')
+    assert sorted(images.split()) == ["web-0=web:1", "web-1=web:2", "web-2=web:2"]
