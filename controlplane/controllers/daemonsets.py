@@ -46,15 +46,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, resource_path
-from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.client import Client, resource_path
+from controlplane.client.workqueue import run_controller
 from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
 
 from .backoff import Backoff
-from .events import Recorder
-from .history import REVISION_HASH, History
-from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
+from .history import REVISION_HASH
+from .ownership import key_of, meta_of, pods_to_sync
 from .readiness import available as pods_available
+from .revisioned import RevisionedSetController
 from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
@@ -153,24 +153,15 @@ def _oldest_first(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                                        meta_of(p).get("creationTimestamp", ""), meta_of(p).get("name", "")))
 
 
-class DaemonSetController:
+class DaemonSetController(RevisionedSetController):
+    kind = "DaemonSet"
+    prefix = "ds"
+
     def __init__(self, client: Client, workers: int = 2) -> None:
-        self.client = client
-        self.workers = workers
-        self.queue = WorkQueue()
-        self.daemonsets = client.informer(resource_path("apps", "v1", "daemonsets"), on_add=self._changed,
-                                          on_update=lambda _old, new: self._changed(new), on_delete=self._deleted)
+        super().__init__(client, workers, "daemonset-controller")
+        self.daemonsets = self._sets_informer("daemonsets")
         self.nodes = client.informer("/api/v1/nodes", on_add=self._node_added, on_update=self._node_updated,
                                      on_delete=self._node_added)
-        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
-                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
-        self._keys: dict[str, str] = {}  # uid -> namespace/name
-        self.pods_of = Dependents("DaemonSet", self._keys.__contains__)
-        self.events = Recorder(client, "daemonset-controller")
-        self.history = History(client, "DaemonSet")
-        # writes the informers have not shown yet: "node:<node>" for a pod being created for a node
-        # (its name is the server's to choose), then "+<pod>" once created; "-<pod>" for a pod deleted
-        self.expectations = Expectations()
         # the nodes each DaemonSet wants, by (its generation, the nodes' version): recomputed only when
         # either changes, since a sync runs at every event of its pods (100,000 nodes x pods otherwise)
         self._nodes_version = 0
@@ -179,20 +170,8 @@ class DaemonSetController:
         self.failed_backoff = Backoff(*FAILED_POD_BACKOFF)
 
     # -- events
-    def _changed(self, ds: dict[str, Any]) -> None:
-        uid = str(meta_of(ds).get("uid", ""))
-        if uid not in self._keys:
-            self._keys[uid] = key_of(ds)
-            self.pods_of.claim(uid)
-        self.queue.add("ds:" + key_of(ds))
-
-    def _deleted(self, ds: dict[str, Any]) -> None:
-        uid = str(meta_of(ds).get("uid", ""))
-        self._keys.pop(uid, None)
-        self.pods_of.forget(uid)
-        self.expectations.forget(uid)
+    def _forget(self, uid: str) -> None:
         self._wanted.pop(uid, None)
-        self.queue.add("gc:" + uid)
 
     def _all(self) -> None:
         self._nodes_version += 1
@@ -208,33 +187,15 @@ class DaemonSetController:
                 or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")):
             self._all()
 
-    def _pod_changed(self, pod: dict[str, Any]) -> None:
-        owner = self.pods_of.file(pod)
-        if owner is not None:
-            self.expectations.seen(owner, "node:" + _node_of(pod))
-            self.expectations.observe(owner, pod)
-            key = self._keys.get(owner)
-            self.queue.add("ds:" + key if key is not None else "gc:" + owner)
-
-    def _pod_deleted(self, pod: dict[str, Any]) -> None:
-        owner = self.pods_of.unfile(pod)
-        if owner is not None:
-            self.expectations.observe_gone(owner, pod)
-            key = self._keys.get(owner)
-            self.queue.add("ds:" + key if key is not None else "gc:" + owner)
+    def _observe(self, owner: str, pod: dict[str, Any]) -> None:
+        # besides "+<pod>" and "-<pod>", the expectations hold "node:<node>" for a pod being
+        # created for a node (its name is the server's to choose) until one of that node shows
+        self.expectations.seen(owner, "node:" + _node_of(pod))
 
     # -- running
     async def run(self) -> None:
         await run_controller("daemonset controller", (self.daemonsets, self.nodes, self.pods, self.history.informer),
                              self.queue, self._handle, self.workers)
-
-    async def _handle(self, key: str) -> None:
-        kind, _, name = key.partition(":")
-        if kind == "ds":
-            await self.sync(name)
-        else:
-            await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
-            await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
     # -- a DaemonSet
     async def sync(self, key: str) -> None:
@@ -289,7 +250,7 @@ class DaemonSetController:
             plan = Rollout(by_node, terminating, wanted, current_hash, min_ready)
             doomed, missing = plan.surge(surge) if surge else plan.replace(unavailable)
         if doomed:
-            await asyncio.gather(*(self._delete_pod(ds, p) for p in doomed))
+            await asyncio.gather(*(self._delete_pod(ds, p, f"Deleted pod: {meta_of(p).get('name')}") for p in doomed))
         if missing:
             await self._create_pods(ds, template, current_hash, missing)
         await self._write_status(ds, wanted, by_node, doomed, current_hash)
@@ -319,19 +280,6 @@ class DaemonSetController:
                                    f"{node}, will try to kill it", "Warning")
                 doomed.append(pod)
         return doomed
-
-    async def _delete_pod(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
-        pmeta = meta_of(pod)
-        uid = str(meta_of(ds).get("uid", ""))
-        self.expectations.expect(uid, "-" + pmeta.get("name", ""))
-        try:
-            await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
-        except ApiError as e:
-            self.expectations.seen(uid, "-" + pmeta.get("name", ""))
-            if e.code != 404:
-                raise
-            return
-        self.events.record("DaemonSet", ds, "SuccessfulDelete", f"Deleted pod: {pmeta.get('name')}")
 
     async def _create_pods(self, ds: dict[str, Any], template: dict[str, Any], current_hash: str,
                            nodes: list[str]) -> None:

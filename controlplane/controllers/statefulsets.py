@@ -48,12 +48,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.client.workqueue import run_controller
 
-from .events import Recorder
-from .history import REVISION_HASH, History
-from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
+from .history import REVISION_HASH
+from .ownership import key_of, meta_of, pods_to_sync
 from .readiness import available as pods_available
+from .revisioned import RevisionedSetController
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -130,64 +130,17 @@ class Plan:
         return self.rolling and index < current_replicas
 
 
-class StatefulSetController:
+class StatefulSetController(RevisionedSetController):
+    kind = "StatefulSet"
+    prefix = "sts"
+
     def __init__(self, client: Client, workers: int = 2) -> None:
-        self.client = client
-        self.workers = workers
-        self.queue = WorkQueue()
-        self.sets = client.informer(resource_path("apps", "v1", "statefulsets"), on_add=self._changed,
-                                    on_update=lambda _old, new: self._changed(new), on_delete=self._deleted)
-        self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
-                                    on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
-        self._keys: dict[str, str] = {}  # uid -> namespace/name
-        self.pods_of = Dependents("StatefulSet", self._keys.__contains__)
-        self.events = Recorder(client, "statefulset-controller")
-        self.history = History(client, "StatefulSet")
-        self.expectations = Expectations()
+        super().__init__(client, workers, "statefulset-controller")
+        self.sets = self._sets_informer("statefulsets")
 
-    # -- events
-    def _changed(self, sts: dict[str, Any]) -> None:
-        uid = str(meta_of(sts).get("uid", ""))
-        if uid not in self._keys:
-            self._keys[uid] = key_of(sts)
-            self.pods_of.claim(uid)
-        self.queue.add("sts:" + key_of(sts))
-
-    def _deleted(self, sts: dict[str, Any]) -> None:
-        uid = str(meta_of(sts).get("uid", ""))
-        self._keys.pop(uid, None)
-        self.pods_of.forget(uid)
-        self.expectations.forget(uid)
-        self.queue.add("gc:" + uid)
-
-    def _pod_changed(self, pod: dict[str, Any]) -> None:
-        owner = self.pods_of.file(pod)
-        if owner is not None:
-            self.expectations.observe(owner, pod)
-            self._requeue(owner)
-
-    def _pod_deleted(self, pod: dict[str, Any]) -> None:
-        owner = self.pods_of.unfile(pod)
-        if owner is not None:
-            self.expectations.observe_gone(owner, pod)
-            self._requeue(owner)
-
-    def _requeue(self, owner: str) -> None:
-        key = self._keys.get(owner)
-        self.queue.add("sts:" + key if key is not None else "gc:" + owner)
-
-    # -- running
     async def run(self) -> None:
         await run_controller("statefulset controller", (self.sets, self.pods, self.history.informer), self.queue,
                              self._handle, self.workers)
-
-    async def _handle(self, key: str) -> None:
-        kind, _, name = key.partition(":")
-        if kind == "sts":
-            await self.sync(name)
-        else:
-            await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
-            await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
     # -- a StatefulSet
     async def sync(self, key: str) -> None:
@@ -393,18 +346,8 @@ class StatefulSetController:
                     raise
 
     async def _delete(self, sts: dict[str, Any], pod: Mapping[str, Any]) -> None:
-        meta, pmeta = meta_of(sts), meta_of(pod)
-        uid = str(meta.get("uid", ""))
-        self.expectations.expect(uid, "-" + pmeta.get("name", ""))
-        try:
-            await self.client.delete(resource_path("", "v1", "pods", pmeta.get("namespace"), pmeta.get("name")))
-        except ApiError as e:
-            self.expectations.seen(uid, "-" + pmeta.get("name", ""))
-            if e.code != 404:
-                raise
-            return
-        self.events.record("StatefulSet", sts, "SuccessfulDelete",
-                           f"delete Pod {pmeta.get('name')} in StatefulSet {meta['name']} successful")
+        await self._delete_pod(sts, pod, f"delete Pod {meta_of(pod).get('name')} in StatefulSet "
+                                         f"{meta_of(sts)['name']} successful")
 
     async def _write_status(self, sts: dict[str, Any], by_ordinal: dict[int, dict[str, Any]], replicas: int,
                             update_revision: str) -> None:
