@@ -33,8 +33,8 @@ with the template's spec and labels plus the set's selector labels, and mounted
 as the volume of the template's name. Claims outlive their pods and the set
 unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
 makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
-garbage collector then deletes them with their owner), as upstream. Not done: a policy
-changed after the claims were made is not carried over to them.
+garbage collector then deletes them with their owner), as upstream; a policy changed
+after the claims were made is carried over to them at the next sync (``claim_owners``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ from .revisioned import RevisionedSetController
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "Plan", "StatefulSetController", "max_unavailable", "start"]
+__all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "Plan", "StatefulSetController", "claim_owners", "max_unavailable",
+           "start"]
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -93,6 +94,40 @@ def max_unavailable(value: Any, replicas: int) -> int:
     if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
         value = math.floor(int(value[:-1]) * replicas / 100)
     return max(value, 1) if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def _controller_ref(api_version: str, kind: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+    meta = meta_of(owner)
+    return {"apiVersion": api_version, "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def claim_owners(refs: list[dict[str, Any]], sts: Mapping[str, Any], pod: Mapping[str, Any],
+                 scaled_down: bool) -> list[dict[str, Any]] | None:
+    """The owner references a claim of ``pod`` should have under its set's retention policy
+    (upstream's updateClaimOwnerRefForSetAndPod): the set's while ``whenDeleted`` is Delete,
+    unless the pod is scaled down and ``whenScaled`` is Delete, when the pod's instead. Other
+    owners are kept; another controller's claim loses the set's and pod's references and gets
+    none; a reference to an earlier set or pod of the same name (another uid) leaves the claim
+    alone (None)."""
+    ours: dict[tuple[Any, Any], Any] = {("StatefulSet", meta_of(sts).get("name")): meta_of(sts).get("uid"),
+                                        ("Pod", meta_of(pod).get("name")): meta_of(pod).get("uid")}
+    if any(ours.get((r.get("kind"), r.get("name")), r.get("uid")) != r.get("uid") for r in refs):
+        return None
+    kept = [r for r in refs if (r.get("kind"), r.get("name")) not in ours]
+    if any(r.get("controller") for r in kept):
+        return kept
+    policy = (sts.get("spec") or {}).get("persistentVolumeClaimRetentionPolicy") or {}
+    by_pod = scaled_down and policy.get("whenScaled") == "Delete"
+    if by_pod:
+        kept.append(_controller_ref("v1", "Pod", pod))
+    elif policy.get("whenDeleted") == "Delete":
+        kept.append(_controller_ref("apps/v1", "StatefulSet", sts))
+    return kept
+
+
+def _refs_key(refs: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    return sorted((str(r.get("uid")), str(r.get("kind")), bool(r.get("controller"))) for r in refs)
 
 
 @dataclass(frozen=True)
@@ -137,10 +172,11 @@ class StatefulSetController(RevisionedSetController):
     def __init__(self, client: Client, workers: int = 2) -> None:
         super().__init__(client, workers, "statefulset-controller")
         self.sets = self._sets_informer("statefulsets")
+        self.claims = client.informer(resource_path("", "v1", "persistentvolumeclaims"))
 
     async def run(self) -> None:
-        await run_controller("statefulset controller", (self.sets, self.pods, self.history.informer), self.queue,
-                             self._handle, self.workers)
+        await run_controller("statefulset controller", (self.sets, self.pods, self.claims, self.history.informer),
+                             self.queue, self._handle, self.workers)
 
     # -- a StatefulSet
     async def sync(self, key: str) -> None:
@@ -198,6 +234,8 @@ class StatefulSetController(RevisionedSetController):
                 continue
             if not plan.parallel and (_terminating(pod) or not _available(pod, plan.min_ready)):
                 return False
+            if not _terminating(pod):
+                await self._own_claims(sts, plan.start + index, pod, scaled_down=False)
         return True
 
     def _template_for(self, sts: dict[str, Any], plan: Plan, index: int,
@@ -218,16 +256,17 @@ class StatefulSetController(RevisionedSetController):
         """Delete the pods outside the ordinals (by ordinal, highest first). Ordered, one at a
         time, each once available (or if it is the lowest of those that are not Ready, as
         upstream's firstUnhealthyPod); False while one is being removed."""
+        for ordinal, pod in condemned:
+            await self._own_claims(sts, ordinal, pod, scaled_down=True)
         unready = [p for _, p in condemned if _terminating(p) or not _ready(p)]
         lowest_unready = unready[-1] if unready else None
-        for ordinal, pod in condemned:
+        for _, pod in condemned:
             if _terminating(pod):
                 if not plan.parallel:
                     return False
                 continue
             if not plan.parallel and pod is not lowest_unready and not _available(pod, plan.min_ready):
                 return False
-            await self._condemn_claims(sts, ordinal, pod)
             await self._delete(sts, pod)
             if not plan.parallel:
                 return False
@@ -309,8 +348,7 @@ class StatefulSetController(RevisionedSetController):
             if tmeta.get("annotations"):
                 cmeta["annotations"] = dict(tmeta["annotations"])
             if policy.get("whenDeleted") == "Delete":
-                cmeta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"],
-                                             "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}]
+                cmeta["ownerReferences"] = [_controller_ref("apps/v1", "StatefulSet", sts)]
             try:
                 await self.client.create(resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace")),
                                          {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": cmeta,
@@ -324,23 +362,26 @@ class StatefulSetController(RevisionedSetController):
                                "success")
         return claims
 
-    async def _condemn_claims(self, sts: dict[str, Any], ordinal: int, pod: Mapping[str, Any]) -> None:
-        """``whenScaled: Delete``: a pod removed by a scale-down owns its claims, which the
-        garbage collector deletes with it (a pod replaced by an update keeps them). The pod is
-        their only owner: with ``whenDeleted: Delete`` the set's reference goes (the merge patch
-        replaces the list), else the set, still there, would keep them (upstream's
-        updateClaimOwnerRefForSetAndPod)."""
-        spec, meta, pmeta = sts.get("spec") or {}, meta_of(sts), meta_of(pod)
-        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
-        if policy.get("whenScaled") != "Delete":
-            return
-        refs = [{"apiVersion": "v1", "kind": "Pod", "name": pmeta.get("name"), "uid": pmeta.get("uid"),
-                 "controller": True, "blockOwnerDeletion": True}]
+    async def _own_claims(self, sts: dict[str, Any], ordinal: int, pod: Mapping[str, Any], scaled_down: bool) -> None:
+        """The claims of ``pod`` owned as the set's retention policy says now (upstream's
+        ClaimsMatchRetentionPolicy and UpdatePodClaimForRetentionPolicy): a policy changed since
+        they were made is carried over, and a pod a scale-down removes takes them with it under
+        ``whenScaled: Delete``. The claim of a pod going is read if the informer lacks it."""
+        spec, meta = sts.get("spec") or {}, meta_of(sts)
         for template in spec.get("volumeClaimTemplates") or ():
-            claim = f"{(template.get('metadata') or {}).get('name', '')}-{meta['name']}-{ordinal}"
+            name = f"{(template.get('metadata') or {}).get('name', '')}-{meta['name']}-{ordinal}"
+            path = resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace"), name)
+            claim = self.claims.items.get(f"{meta.get('namespace')}/{name}")
             try:
-                await self.client.patch(resource_path("", "v1", "persistentvolumeclaims", meta.get("namespace"), claim),
-                                        {"metadata": {"ownerReferences": refs}})
+                if claim is None and scaled_down:
+                    claim = await self.client.get(path)
+                if claim is None or meta_of(claim).get("deletionTimestamp"):
+                    continue
+                refs = meta_of(claim).get("ownerReferences") or []
+                wanted = claim_owners(refs, sts, pod, scaled_down)
+                if wanted is not None and _refs_key(wanted) != _refs_key(refs):
+                    await self.client.patch(path, {"metadata": {
+                        "ownerReferences": wanted, "resourceVersion": meta_of(claim).get("resourceVersion")}})
             except ApiError as e:
                 if e.code != 404:
                     raise

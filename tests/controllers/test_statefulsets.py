@@ -8,7 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.client import ApiError, Client
-from controlplane.controllers.statefulsets import POD_INDEX, POD_NAME, REVISION_HASH, Plan, max_unavailable
+from controlplane.controllers.statefulsets import (
+    POD_INDEX,
+    POD_NAME,
+    REVISION_HASH,
+    Plan,
+    claim_owners,
+    max_unavailable,
+)
 from tests.controllers.helpers import until
 
 SETS = "/apis/apps/v1/namespaces/default/statefulsets"
@@ -251,3 +258,25 @@ def test_a_pod_below_the_partition_is_made_with_the_current_revision() -> None:
     plan = Plan.of(statefulset("p", 4, updateStrategy={"type": "RollingUpdate"}))
     assert [plan.keeps_current(i, 3) for i in range(4)] == [True, True, True, False]
     assert not Plan.of(statefulset("p", 4, updateStrategy={"type": "OnDelete"})).keeps_current(0, 4)
+
+
+def test_claim_owners_follow_the_retention_policy() -> None:
+    """upstream's updateClaimOwnerRefForSetAndPod, for each policy and a pod kept or scaled away."""
+    def owned(when_deleted: str, when_scaled: str, scaled_down: bool, refs: list[dict[str, Any]] | None = None
+              ) -> list[tuple[str, str]] | None:
+        sts = {"metadata": {"name": "s", "uid": "S"}, "spec": {"persistentVolumeClaimRetentionPolicy": {
+            "whenDeleted": when_deleted, "whenScaled": when_scaled}}}
+        got = claim_owners(refs or [], sts, {"metadata": {"name": "s-0", "uid": "P"}}, scaled_down)
+        return None if got is None else [(r["kind"], r["uid"]) for r in got]
+
+    assert [owned(d, w, down) for d, w, down in (
+        ("Retain", "Retain", True), ("Delete", "Retain", False), ("Delete", "Retain", True),
+        ("Retain", "Delete", False), ("Retain", "Delete", True), ("Delete", "Delete", False),
+        ("Delete", "Delete", True))] == [
+        [], [("StatefulSet", "S")], [("StatefulSet", "S")], [], [("Pod", "P")], [("StatefulSet", "S")], [("Pod", "P")]]
+    # another owner stays; another controller's claim gets none of ours; a set of that name before is left alone
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "C"}
+    assert owned("Delete", "Retain", False, [other]) == [("ConfigMap", "C"), ("StatefulSet", "S")]
+    assert owned("Delete", "Retain", False, [{**other, "controller": True}]) == [("ConfigMap", "C")]
+    stale = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s", "uid": "OLD", "controller": True}
+    assert owned("Delete", "Delete", True, [stale]) is None

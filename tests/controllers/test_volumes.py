@@ -153,6 +153,37 @@ async def test_scale_down_deletes_the_claims_when_the_set_would_delete_them_too(
     assert [r["kind"] for r in kept["metadata"]["ownerReferences"]] == ["StatefulSet"]
 
 
+async def test_a_retention_policy_changed_later_is_carried_over_to_the_claims(client: Client) -> None:
+    """Claims made under ``Retain`` get the set's reference once ``whenDeleted`` is Delete, and
+    lose it when it is Retain again; a scale-down under ``whenScaled: Delete`` then takes the
+    scaled-away pod's claim (upstream's ClaimsMatchRetentionPolicy, at every sync)."""
+    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    sts = statefulset("later", 2, podManagementPolicy="Parallel", volumeClaimTemplates=[{
+        "metadata": {"name": "data"}, "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Gi"}}}}])
+    uid = (await client.create(SETS, sts))["metadata"]["uid"]
+    await until(lambda: _all(client, PVCS, "Bound", 2))
+
+    async def owners(name: str) -> list[tuple[str, str]]:
+        refs = (await client.get(f"{PVCS}/{name}"))["metadata"].get("ownerReferences") or []
+        return [(r["kind"], r["uid"]) for r in refs if r.get("controller")]
+
+    async def owned_by_the_set() -> bool:
+        return [await owners(f"data-later-{i}") for i in range(2)] == [[("StatefulSet", uid)]] * 2
+
+    assert await owners("data-later-0") == []
+    await client.patch(f"{SETS}/later", {"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}})
+    await until(owned_by_the_set)
+    await client.patch(f"{SETS}/later", {"spec": {"replicas": 1, "persistentVolumeClaimRetentionPolicy": {
+        "whenDeleted": "Retain", "whenScaled": "Delete"}}})
+    await until(lambda: _is(client, f"{PVCS}/data-later-1", "Gone"))
+
+    async def released() -> bool:
+        return await owners("data-later-0") == []
+
+    await until(released)
+
+
 async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -> None:
     await client.create(CLASSES, {"metadata": {"name": "std"}, "provisioner": "example.com/csi"})
     pvc = await client.create(PVCS, claim("held", storageClassName="std"))
