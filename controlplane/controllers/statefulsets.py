@@ -63,6 +63,8 @@ __all__ = ["POD_INDEX", "POD_NAME", "REVISION_HASH", "Plan", "StatefulSetControl
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
+# the status fields upstream writes when 0 (no omitempty, or a pointer it always sets)
+_ALWAYS_WRITTEN = ("replicas", "availableReplicas", "collisionCount")
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -409,12 +411,13 @@ class StatefulSetController(RevisionedSetController):
                   "currentReplicas": current, "updatedReplicas": updated, "currentRevision": current_revision,
                   "updateRevision": update_revision, "observedGeneration": meta_of(sts).get("generation", 1),
                   "collisionCount": old.get("collisionCount", 0)}
-        if all(old.get(k, 0) == v for k, v in status.items()):
+        # (collisionCount is a pointer upstream always sets: 0 is written, not left out)
+        if "collisionCount" in old and all(old.get(k, 0) == v for k, v in status.items()):
             return
         meta = meta_of(sts)
         await self.client.patch(
             resource_path("apps", "v1", "statefulsets", meta.get("namespace"), meta.get("name"), "status"),
-            {"status": {k: v if k in ("replicas", "availableReplicas") else v or None for k, v in status.items()}})
+            {"status": {k: v if k in _ALWAYS_WRITTEN else v or None for k, v in status.items()}})
 
 
 async def start(client: Client, config: Config) -> None:

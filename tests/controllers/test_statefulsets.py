@@ -71,6 +71,7 @@ async def test_ordered_pods_with_stable_names(client: Client) -> None:
     finally:
         watcher.cancel()
     assert order == ["db-0", "db-1", "db-2"] and early == []
+    assert (await c.get(f"{SETS}/db"))["status"]["collisionCount"] == 0  # a pointer upstream always sets
     got = await pods(c, "db")
     pod = got["db-1"]
     assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("db-1", "db")
