@@ -204,6 +204,21 @@ async def test_parallel_replaces_old_pods_that_never_became_available_at_once(cl
     assert set(events[:2]) == {("gone", "fix-0"), ("gone", "fix-1")}, events
 
 
+async def test_a_pod_that_ended_is_replaced_under_its_name(client: Client) -> None:
+    """Failed or Succeeded alike (an evicted pod's phase is its containers' exit's), as upstream."""
+    c = client
+    await c.create(SETS, statefulset("ended", 1))
+    await until(lambda: rolled_out(c, "ended"))
+    uid = (await pods(c, "ended"))["ended-0"]["metadata"]["uid"]
+    await c.patch(f"{PODS}/ended-0/status", {"status": {"phase": "Succeeded"}})
+
+    async def replaced() -> bool:
+        pod = (await pods(c, "ended")).get("ended-0")
+        return pod is not None and pod["metadata"]["uid"] != uid and ready(pod)
+
+    await until(replaced)
+
+
 async def test_ordinals_start_where_the_set_says(client: Client) -> None:
     c = client
     await c.create(SETS, statefulset("ord", 2, podManagementPolicy="Parallel", ordinals={"start": 3}))
