@@ -22,6 +22,7 @@ from .jobvalidation import job_policy_causes
 from .podvalidation import dns_label_problems, port_name_problems, template_causes
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
+from .workloads import default_claim_templates
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
            "workload_spec_causes"]
@@ -184,6 +185,12 @@ def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
     if plural == "statefulsets":
         fixed = {k: v for k, v in spec.items() if k not in _STATEFUL_SET_MUTABLE}
         was = {k: v for k, v in old_spec.items() if k not in _STATEFUL_SET_MUTABLE}
+        if fixed != was and "volumeClaimTemplates" in was:
+            # A StatefulSet stored before its claim templates were defaulted (volumeMode,
+            # phase) is compared as the defaults would have left it: an upgrade must not
+            # make its every update "forbidden", as upstream defaults what it reads.
+            was["volumeClaimTemplates"] = copy.deepcopy(was["volumeClaimTemplates"])
+            default_claim_templates(was["volumeClaimTemplates"])
         if fixed != was:
             causes.append({"reason": "FieldValueForbidden", "field": "spec",
                            "message": "Forbidden: updates to statefulset spec for fields other than 'replicas', "

@@ -85,14 +85,20 @@ def _stateful_set(obj: Obj, old: Obj | None) -> None:
     fill(spec, "podManagementPolicy", "OrderedReady")
     _stateful_set_strategy(_dict(spec, "updateStrategy"))
     fill(spec, "revisionHistoryLimit", 10)
-    for claim in spec.get("volumeClaimTemplates") or ():
-        if isinstance(claim, dict):  # SetDefaults_PersistentVolumeClaim and its spec's, on each template
-            fill(_dict(claim, "spec"), "volumeMode", "Filesystem")
-            fill(_dict(claim, "status"), "phase", "Pending")
+    default_claim_templates(spec.get("volumeClaimTemplates"))
     retention = _dict(spec, "persistentVolumeClaimRetentionPolicy")
     fill(retention, "whenDeleted", "Retain")
     fill(retention, "whenScaled", "Retain")
     _template(spec)
+
+
+def default_claim_templates(claims: Any) -> None:
+    """SetDefaults_PersistentVolumeClaim and its spec's, on each of a StatefulSet's
+    ``volumeClaimTemplates``, in place."""
+    for claim in claims or ():
+        if isinstance(claim, dict):
+            fill(_dict(claim, "spec"), "volumeMode", "Filesystem")
+            fill(_dict(claim, "status"), "phase", "Pending")
 
 
 def _stateful_set_strategy(strategy: Obj) -> None:

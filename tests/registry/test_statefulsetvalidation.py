@@ -4,6 +4,7 @@ ValidateStatefulSetUpdate, 422 in upstream's words."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.config import Config
-from controlplane.registry.immutable import workload_spec_causes
+from controlplane.registry.immutable import workload_causes, workload_spec_causes
 from controlplane.registry.strategies import prepare
 
 SETS = resource_path("apps", "v1", "statefulsets", "default")
@@ -148,3 +149,21 @@ def test_a_negative_history_limit_already_stored_is_kept_by_an_update() -> None:
     stored = {**created, "spec": {**created["spec"], "revisionHistoryLimit": -1}}
     assert workload_spec_causes("statefulsets", {**stored, "spec": {**stored["spec"], "replicas": 2}}, stored) == []
     assert [c["field"] for c in workload_spec_causes("statefulsets", stored, created)] == ["spec.revisionHistoryLimit"]
+
+
+def test_claim_templates_stored_before_their_defaults_do_not_fix_an_update() -> None:
+    """A StatefulSet stored by a version that did not default its claim templates (no
+    volumeMode, no phase) can still be scaled: the stored templates are compared as
+    defaulted, as upstream defaults what it reads; changing them is still forbidden."""
+    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                    "resources": {"requests": {"storage": "1Gi"}}}}
+    stored = statefulset(volumeClaimTemplates=[copy.deepcopy(claim)])
+    prepare("statefulsets", stored, None)
+    stored["spec"]["volumeClaimTemplates"] = [copy.deepcopy(claim)]  # as the older version stored it
+    scaled = statefulset(volumeClaimTemplates=[copy.deepcopy(claim)], replicas=3)
+    prepare("statefulsets", scaled, stored)
+    assert workload_causes("statefulsets", scaled, stored) == []
+    assert stored["spec"]["volumeClaimTemplates"] == [claim]  # the stored object is not changed
+    bigger = statefulset(volumeClaimTemplates=[{**claim, "spec": {**claim["spec"], "accessModes": ["ReadWriteMany"]}}])
+    prepare("statefulsets", bigger, stored)
+    assert [c["field"] for c in workload_causes("statefulsets", bigger, stored)] == ["spec"]
