@@ -1168,7 +1168,12 @@ class KubeApi:
             meta.pop("resourceVersion", None)  # checked above: stored objects carry none
             if _finalized(meta) and rtype is not self._namespaces:
                 meta["name"] = name
-                return await self._finish(rtype, key, name, obj, current.mod_revision)
+                try:
+                    return await self._finish(rtype, key, name, obj, current.mod_revision)
+                except ApiError as e:
+                    if e.code != 409:
+                        raise
+                    continue  # another write came first (a kubelet's status): patch that version
             meta["name"] = name
             if rtype.namespaced:
                 meta["namespace"] = namespace

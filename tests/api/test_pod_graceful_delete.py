@@ -127,3 +127,19 @@ async def test_deleting_a_namespace_does_not_wait_for_its_pods_grace(client: Cli
             return
         await asyncio.sleep(0.1)
     raise AssertionError("the namespace is still there")
+
+
+async def test_a_patch_removing_the_last_finalizer_beside_another_write_is_retried(client: Client) -> None:
+    """A kubelet's status write lands between the patch's read and its delete: the patch is
+    tried again on the newer version, as kube-apiserver's patches are, not refused with 409."""
+    for attempt in range(5):
+        name = f"race-{attempt}"
+        body = pod(name)
+        body["metadata"]["finalizers"] = ["example.com/hold"]
+        await client.create(PODS, body)
+        await client.delete(f"{PODS}/{name}", gracePeriodSeconds=0)
+        await asyncio.gather(
+            client.patch(f"{PODS}/{name}/status", {"status": {"phase": "Failed"}}),
+            client.patch(f"{PODS}/{name}", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/hold"]}},
+                         patch_type="strategic"))
+        assert not await exists(client, name)
