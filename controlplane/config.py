@@ -107,6 +107,9 @@ class Config:
     # finished pods kept before the pod garbage collector deletes the oldest
     # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
     terminated_pod_gc_threshold: int = 12_500
+    # seconds between the pod garbage collector's sweeps (upstream's gcCheckPeriod, a constant
+    # there); tests shorten it
+    pod_gc_check_period: float = 20.0
     # "copy" is the naive baseline (copy the cache under its lock), kept for side-by-side benchmarks.
     watch_cache_snapshot: SnapshotMode = "lazy"
     log_level: LogLevel = "info"

@@ -34,12 +34,16 @@ taint eviction controller deletes the pods that do not tolerate it, and this
 sweep finishes them, so a StatefulSet's replacements start elsewhere). The
 terminating pods are kept as a map from the pod informer's events.
 
-Upstream's sweep of unscheduled terminating pods is left out (the API deletes
-those at once here).
+**Unscheduled terminating pods** (upstream's ``gcUnscheduledTerminating``): every
+period, a pod being deleted, not finished and bound to no node (one the API could
+not delete at once, a finalizer holding it: a Job's pod, ``batch.kubernetes.io/job-tracking``,
+evicted or deleted before it was scheduled) is marked ``Failed`` and deleted with a
+grace period of 0, as no kubelet will ever end it: its owner's controller sees it
+failed and lets it go.
 
 Deletions are counted in ``pod_gc_collector_force_delete_pods_total`` and
 ``pod_gc_collector_force_delete_pod_errors_total`` (labels ``namespace`` and
-``reason``: ``terminated``, ``orphaned`` or ``out-of-service``),
+``reason``: ``terminated``, ``orphaned``, ``out-of-service`` or ``unscheduled``),
 kube-controller-manager's names.
 """
 
@@ -94,6 +98,9 @@ class PodGCController:
         # (namespace, name) -> (its node, its order), of every pod the informer holds being
         # deleted (a deletionTimestamp) and not finished, bound to a node
         self.terminating: dict[tuple[str, str], tuple[str, _Order]] = {}
+        # (namespace, name) -> order, of every pod the informer holds being deleted, not
+        # finished and bound to no node
+        self.unscheduled: dict[tuple[str, str], _Order] = {}
 
     def _node_deleted(self, node: dict[str, Any]) -> None:
         self._quarantine(str(meta_of(node).get("name", "")))
@@ -111,6 +118,11 @@ class PodGCController:
                                                  str(meta.get("uid", ""))))
         elif self.terminating:
             self.terminating.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
+        if not node and meta.get("deletionTimestamp") and phase != "Succeeded" and phase != "Failed":
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            self.unscheduled[key] = (True, str(meta.get("creationTimestamp", "")), key[1], str(meta.get("uid", "")))
+        elif self.unscheduled:
+            self.unscheduled.pop((str(meta.get("namespace", "")), str(meta.get("name", ""))), None)
         if self.terminated_threshold > 0:
             meta = meta_of(pod)
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -130,6 +142,8 @@ class PodGCController:
             self.terminated.pop(key, None)
         if self.terminating:
             self.terminating.pop(key, None)
+        if self.unscheduled:
+            self.unscheduled.pop(key, None)
 
     async def gc_terminating(self) -> int:
         """Fail and delete the terminating pods of nodes not Ready and tainted out-of-service
@@ -143,9 +157,35 @@ class PodGCController:
                                    for (ns, name), order in doomed[start:start + DELETES_AT_ONCE]))
         return len(doomed)
 
+    async def gc_unscheduled_terminating(self) -> int:
+        """Fail and delete the terminating pods bound to no node (upstream's
+        ``gcUnscheduledTerminating``), oldest first; returns how many."""
+        doomed = sorted(self.unscheduled.items(), key=lambda item: item[1])
+        if doomed:
+            log.info("garbage collecting %d unscheduled terminating pods", len(doomed))
+        for start in range(0, len(doomed), DELETES_AT_ONCE):
+            await asyncio.gather(*(self._delete_unscheduled(ns, name, order[3])
+                                   for (ns, name), order in doomed[start:start + DELETES_AT_ONCE]))
+        return len(doomed)
+
+    async def _delete_unscheduled(self, namespace: str, name: str, uid: str) -> None:
+        if await self._fail_and_delete(namespace, name, uid, "unscheduled"):
+            held = self.unscheduled.get((namespace, name))
+            if held is not None and held[3] == uid:
+                del self.unscheduled[(namespace, name)]
+
     async def _delete_out_of_service(self, namespace: str, name: str, uid: str) -> None:
+        if await self._fail_and_delete(namespace, name, uid, "out-of-service"):
+            held = self.terminating.get((namespace, name))
+            if held is not None and held[1][3] == uid:
+                del self.terminating[(namespace, name)]
+
+    async def _fail_and_delete(self, namespace: str, name: str, uid: str, reason: str) -> bool:
+        """Marks a terminating pod ``Failed`` and deletes it with no grace; False if that failed
+        (logged and counted: the next sweep tries again). The informer's events take it out of
+        the sweeps' maps too; the caller does at once, not to sweep it again meanwhile."""
         path = resource_path("", "v1", "pods", namespace, name)
-        PODGC_DELETES.labels(namespace, "out-of-service").inc()
+        PODGC_DELETES.labels(namespace, reason).inc()
         try:
             # the phase first, as for an orphan (no DisruptionTarget here, as upstream); the uid a
             # precondition: a StatefulSet's pod of that name may be another by now
@@ -154,12 +194,10 @@ class PodGCController:
             await self.client.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now
-                PODGC_DELETE_ERRORS.labels(namespace, "out-of-service").inc()
+                PODGC_DELETE_ERRORS.labels(namespace, reason).inc()
                 log.warning("pod %s/%s: terminating pod not deleted: %s", namespace, name, e)
-                return
-        held = self.terminating.get((namespace, name))
-        if held is not None and held[1][3] == uid:
-            del self.terminating[(namespace, name)]
+                return False
+        return True
 
     async def gc_terminated(self) -> int:
         """Delete the finished pods past the threshold, evicted and oldest first (upstream's
@@ -196,7 +234,8 @@ class PodGCController:
     async def _sweep(self) -> None:
         await self.pods.synced.wait()  # a partial set would pick the wrong pods as the oldest
         while True:  # at once, then every period (upstream's wait.Until)
-            for name, gc in (("terminated", self.gc_terminated), ("terminating", self.gc_terminating)):
+            for name, gc in (("terminated", self.gc_terminated), ("terminating", self.gc_terminating),
+                             ("unscheduled terminating", self.gc_unscheduled_terminating)):
                 try:
                     await gc()
                 except Exception:  # a sweep's failure must not end the controller: the next one tries again
@@ -273,4 +312,5 @@ def _out_of_service(node: dict[str, Any] | None) -> bool:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await PodGCController(client, terminated_threshold=config.terminated_pod_gc_threshold).run()
+    await PodGCController(client, terminated_threshold=config.terminated_pod_gc_threshold,
+                          check_period=config.pod_gc_check_period).run()

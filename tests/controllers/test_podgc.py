@@ -224,3 +224,28 @@ async def test_terminating_pods_of_an_out_of_service_node_are_failed_and_deleted
             assert not await gone(client, name), name
         assert any(p["metadata"]["name"] == "stuck" and p["status"].get("phase") == "Failed" for p in seen)
         assert PODGC_DELETES.labels("default", "out-of-service")._value.get() == before + 1
+
+
+async def test_unscheduled_terminating_pods_are_failed_and_deleted(client: Client) -> None:
+    # upstream's gcUnscheduledTerminating: a pod deleted before it was scheduled, a finalizer
+    # holding it (a Job's tracking one), is ended by no kubelet: failed, for its owner to see
+    for name, node_name in (("held", ""), ("bound", "somewhere"), ("waiting", "")):
+        body = pod(name, node_name)
+        body["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+        if not node_name:
+            del body["spec"]["nodeName"]
+        await client.create(PODS, body)
+        if name != "waiting":
+            await client.delete(f"{PODS}/{name}")
+    before = PODGC_DELETES.labels("default", "unscheduled")._value.get()
+    async with running(PodGCController(client, terminated_threshold=0, check_period=0.1)):
+        async def failed() -> bool:
+            return bool((await client.get(f"{PODS}/held"))["status"].get("phase") == "Failed")
+
+        await until(failed, 10, "the unscheduled terminating pod was not failed")
+        await asyncio.sleep(0.3)  # a few more sweeps
+        for name in ("bound", "waiting"):  # bound to a node (its kubelet's), or not being deleted: kept as they are
+            assert (await client.get(f"{PODS}/{name}"))["status"].get("phase") != "Failed", name
+        assert PODGC_DELETES.labels("default", "unscheduled")._value.get() == before + 1
+        await client.patch(f"{PODS}/held", {"metadata": {"finalizers": None}})  # its owner lets it go
+        assert await gone(client, "held")
