@@ -139,6 +139,10 @@ async def test_finalizers_are_left_to_their_owner(client: Client) -> None:
         await client.delete(f"{PODS}/kept")
         got = await client.get(f"{PODS}/kept")
         assert got["metadata"]["deletionTimestamp"]
+        # its grace over, the kubelet ends it: Failed (not Ready), for the finalizer's owner to see
+        await eventually(lambda: _is(client, "kept", "Failed"))
+        status = (await client.get(f"{PODS}/kept"))["status"]
+        assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
         await client.patch(f"{PODS}/kept", {"metadata": {"finalizers": None}})
         await eventually(lambda: _is(client, "kept", "(gone)"))
 
