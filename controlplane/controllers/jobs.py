@@ -17,11 +17,11 @@ judged by the first rule that matches its exit codes or conditions; a
 other pods are gone, reason ``PodFailurePolicy`` and upstream's message), an
 ``Ignore`` rule's pod is not counted against ``backoffLimit`` (nor in
 ``status.failed``), ``Count`` counts it, ``FailIndex`` fails its index. With a
-policy (or ``podReplacementPolicy: Failed``) a terminating pod is replaced only
-once it is gone, and a pod someone else deletes before it finishes (an
-eviction, preemption) is judged as failed with its last status, as a kubelet
-would have failed it: its conditions (``DisruptionTarget``) match, its
-containers, never terminated, match no exit code rule.
+policy (or ``podReplacementPolicy: Failed``) a terminating pod is neither
+replaced nor counted before it has failed (its kubelet marks it ``Failed``;
+the pod garbage collector, one never scheduled), the tracking finalizer
+keeping it until then: a pod someone else deletes (an eviction, preemption)
+is judged as it ended, its conditions (``DisruptionTarget``) matching.
 
 Indexed Jobs (``controllers/indexedjobs.py``) with ``backoffLimitPerIndex``:
 each index is retried on its own, its pods carrying the index's failure counts
@@ -36,31 +36,41 @@ them, have succeeded) ends the Job early: SuccessCriteriaMet (reason
 ``SuccessPolicy``, ``Matched rules at index N``), its other pods deleted (not
 counted as failed), then Complete.
 
+Pods are tracked with the finalizer ``batch.kubernetes.io/job-tracking``
+(``controllers/jobtracking.py``, KEP-2307): each finished pod is recorded in
+``status.uncountedTerminatedPods``, loses the finalizer, then moves into the
+counts, so the counts, completed and failed indexes and per-index failure
+counts outlive the pods (deleted by hand or by the pod garbage collector).
+A pod of an index with ``backoffLimitPerIndex`` that failed keeps it until its
+index's next pod carries its failure counts. The pods a suspended Job deletes
+lose it uncounted first; a Job being deleted, finished or gone, and a pod no
+Job controls any more (orphaned), let their pods go uncounted, so no pod is
+left terminating. The status writes go on the Job's resourceVersion, and a
+sync waits for the informer to show the finalizers it removed: nothing is
+counted twice.
+
 Status as upstream: active, ready, terminating (0 too), succeeded, failed,
-completedIndexes and failedIndexes (intervals, ``0-2,5,7,8``), startTime,
-completionTime, and the conditions ``kubectl wait --for=condition=complete``
-reads: SuccessCriteriaMet then Complete, or FailureTarget then Failed (each
-terminal condition once no pod is left terminating), and Suspended. Pods of a
-deleted Job are collected (``controllers/ownership.py``); with no
-``propagationPolicy`` a batch/v1 Job's pods are orphaned, as upstream, and the
-API warns as upstream does.
+completedIndexes and failedIndexes (intervals, ``0-2,5,7,8``),
+uncountedTerminatedPods, startTime, completionTime, and the conditions
+``kubectl wait --for=condition=complete`` reads: SuccessCriteriaMet then
+Complete, or FailureTarget then Failed (each terminal condition once no pod
+is left terminating or uncounted), and Suspended. Pods of a deleted Job are
+collected (``controllers/ownership.py``); with no ``propagationPolicy`` a
+batch/v1 Job's pods are orphaned, as upstream, and the API warns as upstream
+does.
 
 ``podReplacementPolicy: TerminatingOrFailed`` (the default without a pod
 failure policy): a pod someone else deletes before it finished is replaced at
-once, and counted as failed from then on, as upstream's; the pods this
+once, and counted as failed, as upstream's ``isPodFailed``; the pods this
 controller deletes (suspend, a success) are not.
 
 A failed pod is replaced after upstream's exponential delay
 (``controllers/jobbackoff.py``; ``config.JobBackoff``, 10 s doubling to 6
-minutes): the Job's failures since its last success are kept per Job as its
-pods finish, and the Job is requeued for the moment its delay ends, not
-polled; with ``backoffLimitPerIndex`` each index waits on its own, by its last
-failed pod.
-
-Not done: the pod-tracking finalizer (``batch.kubernetes.io/job-tracking``;
-counts come from the pods, so deleting finished pods by hand lowers no
-count, since counts never go down, and an index's failure count restarts
-from the failed pods still there).
+minutes): the Job's failures since its last success are kept per Job, in
+memory as upstream's, fed by the pods each sync finds newly finished (still
+carrying the finalizer), and the Job is requeued for the moment its delay
+ends, not polled; with ``backoffLimitPerIndex`` each index waits on its own,
+by its last failed pod (kept by its finalizer until replaced).
 
 ``ttlSecondsAfterFinished``: a finished Job is deleted (Foreground, so its pods
 go first) that many seconds after it finished, as the TTL-after-finished
@@ -92,7 +102,8 @@ from .indexedjobs import (
     success_policy_met,
 )
 from .jobbackoff import BackoffRecord, index_delay
-from .ownership import Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
+from .jobtracking import FINALIZER, MAX_UNCOUNTED, REMOVE_FINALIZER, Uncounted, has_finalizer, is_failed
+from .ownership import Dependents, Expectations, collect, key_of, meta_of, owner_exists, pods_to_sync
 from .podfailurepolicy import Verdict, verdict
 
 if TYPE_CHECKING:
@@ -103,6 +114,7 @@ __all__ = ["COMPLETION_INDEX", "JobController", "compress_indexes", "start"]
 log = logging.getLogger(__name__)
 
 BURST = 500
+_UNFINALIZED = "~"  # an expectation's prefix: the pod (uid) whose tracking finalizer was removed
 
 
 def _now() -> str:
@@ -134,6 +146,30 @@ def _condition(job: Mapping[str, Any], kind: str) -> bool:
                for c in (job.get("status") or {}).get("conditions") or ())
 
 
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str(meta_of(pod).get("uid", ""))
+
+
+def _uids(pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {_uid(p) for p in pods}
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int(meta_of(obj).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _maybe_orphaned(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod with the tracking finalizer that no known Job files may be an orphan, as
+    upstream's pod handlers decide it: no controller any more, or one this controller does not
+    know while the pod is being deleted (its Job gone, not yet seen)."""
+    meta = meta_of(pod)
+    return bool(meta.get("deletionTimestamp")) or not any(r.get("controller") for r in meta.get("ownerReferences")
+                                                             or ())
+
+
 def _failed_only(spec: Mapping[str, Any]) -> bool:
     """Whether a failed pod is replaced only once it has failed (not while terminating): with
     a pod failure policy, which must see how it ended, or ``podReplacementPolicy: Failed``."""
@@ -153,23 +189,18 @@ class JobController:
                                     on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
         self._job_keys: dict[str, str] = {}  # uid -> namespace/name
         self.pods_of = Dependents("Job", self._job_keys.__contains__)
+        # the pods created and deleted, and the tracking finalizers removed ("~<pod uid>"), that
+        # the pod informer has not shown yet: a Job is not synced before it has
         self.expectations = Expectations()
         self.events = Recorder(client, "job-controller")
         self.created = 0
-        # Pods someone else deleted before they finished (an eviction, preemption): a Job
-        # replacing only failed pods would have seen them failed by their kubelet (containers
-        # killed), one replacing terminating pods counts them failed once terminating (upstream's
-        # isPodFailed), and the tracking finalizer kept them for the Job to see; here they are
-        # simply gone, so their last state is kept (Job uid -> pod uid -> pod) and judged as a
-        # failed pod's.
-        self._vanished: dict[str, dict[str, dict[str, Any]]] = {}
-        self._deleting: set[str] = set()  # the uids of the pods this controller deleted
-        # the pods a failing Job deleted, counted as failed (Job uid -> pod uid -> pod)
-        self._ended: dict[str, dict[str, dict[str, Any]]] = {}
-        # per running Job (uid): its failures since its last success, and the uids of the
-        # finished pods already counted in them
+        # per running Job (uid): its failures since its last success (upstream's podBackoffStore),
+        # fed by the pods each sync finds newly finished, so deleting them forgets nothing
         self._backoffs: dict[str, BackoffRecord] = {}
-        self._backed_off: dict[str, set[str]] = {}
+        # per Job key: the Job as this controller's last status write answered it, until the
+        # informer holds that version or a newer one (a sync never starts from a status it
+        # has overwritten: its counts would be written back)
+        self._written: dict[str, dict[str, Any]] = {}
 
     # -- events
     def _job_changed(self, job: dict[str, Any]) -> None:
@@ -184,29 +215,24 @@ class JobController:
         self._job_keys.pop(uid, None)
         self.pods_of.forget(uid)
         self.expectations.forget(uid)
-        self._vanished.pop(uid, None)
-        self._ended.pop(uid, None)
-        self._forget_backoff(uid)
+        self._backoffs.pop(uid, None)
+        self._written.pop(key_of(job), None)
         self.queue.add("gc:" + uid)
 
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.file(pod)
         if owner is not None:
             self.expectations.observe(owner, pod)
+            if not has_finalizer(pod):
+                self.expectations.seen(owner, _UNFINALIZED + str(meta_of(pod).get("uid", "")))
             self._owner_changed(owner)
+        elif meta_of(pod).get("finalizers") and has_finalizer(pod) and _maybe_orphaned(pod):
+            self.queue.add("orphan:" + key_of(pod))
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         owner = self.pods_of.unfile(pod)
-        uid = str(meta_of(pod).get("uid", ""))
-        if uid in self._deleting:
-            self._deleting.discard(uid)
-        elif owner is not None and _phase(pod) not in ("Succeeded", "Failed"):
-            key = self._job_keys.get(owner)
-            job = self.jobs.items.get(key) if key is not None else None
-            if job is not None and not meta_of(job).get("deletionTimestamp") \
-                    and not (_condition(job, "Complete") or _condition(job, "Failed")):
-                self._vanished.setdefault(owner, {})[uid] = pod
         if owner is not None:
+            self.expectations.seen(owner, _UNFINALIZED + str(meta_of(pod).get("uid", "")))
             self._owner_changed(owner)
 
     def _owner_changed(self, uid: str) -> None:
@@ -221,8 +247,73 @@ class JobController:
         kind, _, name = key.partition(":")
         if kind == "job":
             await self.sync(name)
-        else:
+        elif kind == "orphan":
+            await self._release_orphan(name)
+        else:  # the Job is gone: its pods are counted no more, and collected
+            _, error = await self._release(None, list(self.pods_of.of(name).values()))
+            if error is not None:
+                raise error
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
+
+    # -- the tracking finalizer (controllers/jobtracking.py)
+    async def _remove_finalizer(self, job_uid: str | None, pod: Mapping[str, Any]) -> None:
+        """Takes the tracking finalizer off ``pod`` (its uid a precondition: a pod of that name
+        may be another by now, which it then leaves alone); a pod gone already is done. The
+        Job ``job_uid`` waits for the informer to show it."""
+        meta = meta_of(pod)
+        uid = str(meta.get("uid", ""))
+        if job_uid is not None:
+            self.expectations.expect(job_uid, _UNFINALIZED + uid)
+        patch = {"metadata": {**REMOVE_FINALIZER["metadata"], "uid": uid}}
+        try:
+            await self.client.patch(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")),
+                                    patch, patch_type="strategic")
+        except ApiError as e:
+            if job_uid is not None:
+                self.expectations.seen(job_uid, _UNFINALIZED + uid)
+            if e.code not in (404, 409):  # gone, or another pod of that name
+                raise
+
+    async def _release(self, job_uid: str | None, pods: Iterable[Mapping[str, Any]]
+                       ) -> tuple[set[str], BaseException | None]:
+        """Takes the tracking finalizer off the ``pods`` that carry it, all at once; returns the
+        uids of those done, and the first error of the others (None when none failed)."""
+        tried = [p for p in pods if has_finalizer(p)]
+        results = await asyncio.gather(*(self._remove_finalizer(job_uid, p) for p in tried), return_exceptions=True)
+        done = {str(meta_of(p).get("uid", "")) for p, r in zip(tried, results, strict=True)
+                if not isinstance(r, BaseException)}
+        return done, next((r for r in results if isinstance(r, BaseException)), None)
+
+    async def _release_orphan(self, key: str) -> None:
+        """A pod with the tracking finalizer that no running Job of this controller's tracks
+        (its controller reference removed, or its Job gone or finished) loses it, as upstream's
+        syncOrphanPod; a pod another kind controls keeps it (not this controller's)."""
+        pod = self.pods.items.get(key)
+        if pod is None or not has_finalizer(pod):
+            return
+        meta = meta_of(pod)
+        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        if ref is not None:
+            if ref.get("kind") != "Job" or ref.get("apiVersion") != "batch/v1":
+                return
+            job = self.jobs.items.get(f"{meta.get('namespace', '')}/{ref.get('name', '')}")
+            if job is not None and meta_of(job).get("uid") == ref.get("uid"):
+                if not (_condition(job, "Complete") or _condition(job, "Failed")):
+                    return  # its Job's (the Job's sync counts it)
+            elif await owner_exists(self.client, pod, str(ref.get("uid", ""))):
+                return  # the Job informer is behind
+        await self._remove_finalizer(None, pod)
+
+    def _latest(self, key: str) -> dict[str, Any] | None:
+        """The Job: the informer's, or this controller's last write of it while newer."""
+        job = self.jobs.items.get(key)
+        written = self._written.get(key)
+        if written is None:
+            return job
+        if job is None or meta_of(job).get("uid") != meta_of(written).get("uid") or _rv(job) >= _rv(written):
+            del self._written[key]
+            return job
+        return written
 
     # -- a Job
     async def _expire(self, key: str, job: dict[str, Any]) -> bool:
@@ -252,50 +343,60 @@ class JobController:
         return True
 
     async def sync(self, key: str) -> None:
-        job = self.jobs.items.get(key)
+        job = self._latest(key)
         if job is None:
-            return
-        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations)
-        if pods is None:
             return
         meta = meta_of(job)
         uid = str(meta.get("uid", ""))
+        if meta.get("deletionTimestamp"):
+            # being deleted: its pods are counted no more, and must not hold it up (Foreground)
+            _, stuck = await self._release(uid, list(self.pods_of.of(uid).values()))
+            if stuck is not None:
+                raise stuck
+        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations)
+        if pods is None:
+            return
         spec, status = job.get("spec") or {}, dict(job.get("status") or {})
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions")
         parallelism = int(spec.get("parallelism", 1) or 0)
+        n = int(completions) if indexed and completions is not None else 0
+        policy = spec.get("podFailurePolicy")
+        failed_only = _failed_only(spec)
         active = [p for p in pods.values() if _phase(p) not in ("Succeeded", "Failed")
                   and not meta_of(p).get("deletionTimestamp")]
         leaving = [p for p in pods.values() if meta_of(p).get("deletionTimestamp")
                    and _phase(p) not in ("Succeeded", "Failed")]
         terminating = len(leaving)
-        succeeded_pods = [p for p in pods.values() if _phase(p) == "Succeeded"]
-        policy = spec.get("podFailurePolicy")
-        failed_pods = {str(meta_of(p).get("uid", "")): p for p in pods.values() if _phase(p) == "Failed"}
-        if not _failed_only(spec):  # (TerminatingOrFailed: one someone deletes has failed, as upstream's)
-            failed_pods.update((u, p) for p in leaving if (u := str(meta_of(p).get("uid", ""))) not in self._deleting)
-        failed_pods.update(self._vanished.get(uid, {}))
-        verdicts = [verdict(policy, p) for p in failed_pods.values()]
-        backoff = self._advance_backoff(uid, pods.values(), succeeded_pods, failed_pods)
 
-        def counted() -> int:
-            """The failures: failed pods, and the pods a failing Job ended; an Ignore rule's
-            are none (nor counted in status.failed), as upstream's."""
-            ended = {k: p for k, p in self._ended.get(uid, {}).items() if k not in failed_pods}
-            return sum(1 for v in verdicts if v.counts) + sum(1 for p in ended.values() if verdict(policy, p).counts)
+        def valid(pod: Mapping[str, Any]) -> bool:
+            """Whether an Indexed Job's pod has an index it counts (a NonIndexed Job's all do)."""
+            return not indexed or ((i := completion_index(pod)) is not None and i < n)
 
-        failed = max(int(status.get("failed", 0) or 0), counted())
-        n = int(completions) if indexed and completions is not None else 0
+        # counted: the status's counts and the pods whose finalizer is gone (the lists' uids whose
+        # pods no longer carry it, were this controller stopped before moving them)
+        tracked = [p for p in pods.values() if has_finalizer(p)]
+        uncounted = Uncounted.of(status)
+        moved = uncounted.settle(_uids(tracked))
+        counted_succeeded = int(status.get("succeeded", 0) or 0) + moved[0]
+        counted_failed = int(status.get("failed", 0) or 0) + moved[1]
+        # and the pods finished since, still carrying it
+        new_succeeded = [p for p in tracked if _phase(p) == "Succeeded" and valid(p)
+                         and _uid(p) not in uncounted.succeeded]
+        new_failed = [p for p in tracked if is_failed(p, failed_only) and valid(p) and _uid(p) not in uncounted.failed]
+        verdicts = [verdict(policy, p) for p in pods.values() if is_failed(p, failed_only)]
+        backoff = self._backoffs.get(uid, BackoffRecord()).advanced(new_succeeded, new_failed)
+        failed = counted_failed + len(uncounted.failed) + sum(1 for p in new_failed if verdict(policy, p).counts)
         # an index once succeeded stays so (its pod may be gone), as does one failed
         done_indexes = parse_indexes(status.get("completedIndexes"), n) | {
-            i for p in succeeded_pods if (i := completion_index(p)) is not None and i < n}
-        succeeded = len(done_indexes) if indexed else max(int(status.get("succeeded", 0) or 0), len(succeeded_pods))
+            i for p in tracked if _phase(p) == "Succeeded" and valid(p) and (i := completion_index(p)) is not None}
+        succeeded = len(done_indexes) if indexed else counted_succeeded + len(uncounted.succeeded) + len(new_succeeded)
         per_index = indexed and spec.get("backoffLimitPerIndex") is not None
         failed_indexes: set[int] = set()
         if per_index:
             limit = int(spec["backoffLimitPerIndex"])
             failed_indexes = parse_indexes(status.get("failedIndexes"), n) | {
-                i for p in failed_pods.values() if (i := completion_index(p)) is not None and i < n
+                i for p in tracked if is_failed(p, failed_only) and valid(p) and (i := completion_index(p)) is not None
                 and i not in done_indexes and fails_its_index(policy, limit, p)}
         conditions = list(status.get("conditions") or ())
         now = _now()
@@ -317,16 +418,20 @@ class JobController:
         finished = _condition(job, "Complete") or _condition(job, "Failed")
         if finished and spec.get("ttlSecondsAfterFinished") is not None and await self._expire(key, job):
             return
-        doomed: list[dict[str, Any]] = []
+        doomed: list[dict[str, Any]] = []  # the active pods to delete
+        released: list[dict[str, Any]] = []  # the pods whose finalizer goes uncounted, before that
         to_create: list[int | None] = []
         annotations: dict[int, dict[str, str]] = {}  # per index, those of its new pod
+        delayed: set[str] = set()  # failed pods kept until their index's next pod carries their counts
+        target: tuple[str, str] | None = None
+        success: tuple[str, str] | None = None
+        settled = False
         if finished:
             doomed = active
-            self._vanished.pop(uid, None)  # (their count is in status.failed for good)
-            self._ended.pop(uid, None)
-            self._forget_backoff(uid)
+            released = tracked  # (their counts are in the status for good)
+            self._backoffs.pop(uid, None)
         elif spec.get("suspend"):
-            doomed = active
+            doomed = released = active  # (not counted: upstream's deleteJobPods)
             condition("Suspended", "True", "JobSuspended", "Job suspended")
         else:
             if _condition(job, "Suspended"):
@@ -344,79 +449,116 @@ class JobController:
                 message = success_policy_met(spec.get("successPolicy"), n, done_indexes) if target is None else None
                 success = ("SuccessPolicy", message) if message is not None else None
             if success is None and target is None and (
-                    bool(succeeded_pods) if completions is None else succeeded >= int(completions)):
+                    succeeded > 0 if completions is None else succeeded >= int(completions)):
                 success = ("CompletionsReached", "Reached expected number of succeeded pods")
             if target is not None:
                 condition("FailureTarget", "True", *target)
-                doomed = active
-                # every pod a failing Job ends counts as failed (unless the policy ignores it), as
-                # upstream's
-                ended = self._ended.setdefault(uid, {})
-                ended.update((str(meta_of(p).get("uid", "")), p) for p in active)
-                failed = max(failed, counted())
-                if settled:
-                    condition("Failed", "True", *target)
+                doomed = active  # (each counted as failed below, unless the policy ignores it, as upstream)
             elif success is not None:
                 condition("SuccessCriteriaMet", "True", *success)
                 doomed = active  # (not counted as failed: the Job succeeded)
-                if settled:
-                    condition("Complete", "True", *success)
-                    status["completionTime"] = now
             else:
-                waiting = leaving if _failed_only(spec) else []  # not replaced before they have failed
+                waiting = leaving if failed_only else []  # not replaced before they have failed
                 to_create = self._wanted(completions, indexed, parallelism, succeeded, active,
                                          done_indexes | failed_indexes, waiting)
-                if per_index and to_create:
+                if per_index:
                     running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
-                    replaced = pods_being_replaced(failed_pods.values(), done_indexes | failed_indexes | running, n)
-                    to_create = self._indexes_due(key, to_create, replaced)
-                    annotations = {i: failure_annotations(policy, replaced.get(i))
-                                   for i in to_create if i is not None}
+                    replaced = pods_being_replaced([p for p in tracked if is_failed(p, failed_only)],
+                                                   done_indexes | failed_indexes | running, n)
+                    delayed = _uids(replaced.values())
+                    if to_create:
+                        to_create = self._indexes_due(key, to_create, replaced)
+                        annotations = {i: failure_annotations(policy, replaced.get(i))
+                                       for i in to_create if i is not None}
                 elif to_create and (wait := backoff.delay(self.backoff.base, self.backoff.cap)) > 0:
                     to_create = []  # (not polled: requeued once the delay is over)
                     self._requeue(key, wait)
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
                 asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
+        error: BaseException | None = None
+        if released:
+            _, error = await self._release(uid, released)
         if doomed:
             await asyncio.gather(*(self._delete_pod(job, p) for p in doomed))
         if to_create:
             await self._create_pods(job, to_create[:BURST], annotations)
         ready = sum(1 for p in active if _ready(p))
         new_status = {**status, "active": len(active) - len(doomed) + len(to_create[:BURST]) or None,
-                      "ready": ready, "terminating": terminating + len(doomed),
-                      "succeeded": succeeded or None, "failed": failed or None,
-                      "conditions": conditions or None}
+                      "ready": ready, "terminating": terminating + len(doomed)}
         if indexed:
             new_status["completedIndexes"] = compress_indexes(done_indexes) or None
             if per_index:  # (set, empty or not, as upstream's pointer)
                 new_status["failedIndexes"] = compress_indexes(failed_indexes)
-        new_status = {k: v for k, v in new_status.items() if v is not None}
-        if new_status != (job.get("status") or {}):
-            keys = {*new_status, *(job.get("status") or {})}  # a key no longer set is removed (null)
-            await self.client.patch(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name"),
-                                                  "status"),
-                                    {"status": {k: new_status.get(k) for k in keys}})
+        if finished:  # (its counts are final: only a finalizer left behind goes)
+            await self._write_status(key, job, {**new_status, "succeeded": len(done_indexes) if indexed
+                                                else counted_succeeded, "failed": counted_failed,
+                                                "conditions": conditions}, uncounted)
+            if error is not None:
+                raise error
+            return
+        # the pods finished (all, once the Job's fate is known) are recorded uncounted, then lose
+        # their finalizer, then move into the counts: three steps, each safe to repeat
+        finishing = target is not None or success is not None
+        removable: list[dict[str, Any]] = []
+        for pod in sorted(tracked, key=lambda p: completion_index(p) or 0) if indexed else tracked:
+            pod_uid, pod_failed = _uid(pod), is_failed(pod, failed_only)
+            if not (finishing or _phase(pod) == "Succeeded" or (pod_failed and pod_uid not in delayed)):
+                continue
+            removable.append(pod)
+            if _phase(pod) == "Succeeded" and pod_uid not in uncounted.failed:
+                if not indexed and pod_uid not in uncounted.succeeded:
+                    uncounted.succeeded.append(pod_uid)
+            elif (pod_failed or target is not None) and pod_uid not in uncounted.failed and valid(pod) \
+                    and verdict(policy, pod).counts:
+                uncounted.failed.append(pod_uid)
+            if len(uncounted) >= MAX_UNCOUNTED:  # (the rest next time: the status write requeues the Job)
+                break
+        written = await self._write_status(key, job, {**new_status, "succeeded": counted_succeeded if not indexed
+                                                  else len(done_indexes), "failed": counted_failed,
+                                                  "conditions": conditions}, uncounted)
+        self._backoffs[uid] = backoff
+        if removable:
+            done, failure = await self._release(uid, removable)
+            error = error or failure
+            moved = uncounted.settle(_uids(tracked) - done)
+            counted_succeeded += moved[0]
+            counted_failed += moved[1]
+        if settled and not uncounted and finishing:
+            if target is not None:
+                condition("Failed", "True", *target)
+            elif success is not None:
+                condition("Complete", "True", *success)
+                new_status["completionTime"] = now
+        await self._write_status(key, written, {**new_status, "succeeded": counted_succeeded if not indexed
+                                                else len(done_indexes), "failed": counted_failed,
+                                            "conditions": conditions}, uncounted)
+        if error is not None:
+            raise error
+
+    async def _write_status(self, key: str, job: dict[str, Any], status: dict[str, Any],
+                            uncounted: Uncounted) -> dict[str, Any]:
+        """Writes ``status`` (a field None or 0 removed, as upstream's omitempty, but
+        ``terminating``) with its ``uncountedTerminatedPods``, if it differs from the Job's,
+        on the Job's resourceVersion (a 409 if another write came first); returns the Job as
+        written."""
+        lists = uncounted.as_status()
+        wanted = {k: v for k, v in status.items()
+                  if not (v is None or v == [] or (v == 0 and k not in ("terminating", "ready")))}
+        wanted["uncountedTerminatedPods"] = {k: v for k, v in lists.items() if v is not None}
+        current = job.get("status") or {}
+        if wanted == current:
+            return job
+        meta = meta_of(job)
+        patch: dict[str, Any] = {k: wanted.get(k) for k in {*wanted, *current}}  # a key no longer set: null
+        patch["uncountedTerminatedPods"] = lists
+        written = await self.client.patch(
+            resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name"), "status"),
+            {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": patch})
+        self._written[key] = written
+        return written
 
     # -- the delay before replacing failed pods (controllers/jobbackoff.py)
-    def _advance_backoff(self, uid: str, pods: Iterable[Mapping[str, Any]], succeeded: list[dict[str, Any]],
-                         failed: Mapping[str, dict[str, Any]]) -> BackoffRecord:
-        """The Job's record with the pods finished since its last sync counted in."""
-        counted = self._backed_off.setdefault(uid, set())
-        new_succeeded = [p for p in succeeded if str(meta_of(p).get("uid", "")) not in counted]
-        new_failed = [p for u, p in failed.items() if u not in counted]
-        record = self._backoffs.get(uid, BackoffRecord()).advanced(new_succeeded, new_failed)
-        self._backoffs[uid] = record
-        # (a pod gone for good is not seen again, and not worth remembering)
-        counted.intersection_update({str(meta_of(p).get("uid", "")) for p in pods} | failed.keys())
-        counted.update(str(meta_of(p).get("uid", "")) for p in new_succeeded)
-        counted.update(failed.keys())
-        return record
-
-    def _forget_backoff(self, uid: str) -> None:
-        self._backoffs.pop(uid, None)
-        self._backed_off.pop(uid, None)
-
     def _indexes_due(self, key: str, indexes: list[int | None],
                      replaced: Mapping[int, Mapping[str, Any]]) -> list[int | None]:
         """Of the ``indexes`` to start, those whose delay since their last failed pod (in
@@ -487,14 +629,13 @@ class JobController:
 
     async def _delete_pod(self, job: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         meta = meta_of(pod)
-        uid = str(meta.get("uid", ""))
-        self._deleting.add(uid)
         try:
-            await self.client.delete(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")))
+            await self.client.delete(resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name")),
+                                     {"kind": "DeleteOptions", "apiVersion": "v1",
+                                      "preconditions": {"uid": meta.get("uid")}})
             self.events.record("Job", job, "SuccessfulDelete", f"Deleted pod: {meta.get('name')}")
         except ApiError as e:
-            if e.code != 404:
-                self._deleting.discard(uid)
+            if e.code not in (404, 409):  # gone, or another pod of that name
                 raise
 
     async def _create_pods(self, job: dict[str, Any], indexes: list[int | None],
@@ -512,6 +653,7 @@ class JobController:
                 "generateName": f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-",
                 "namespace": meta.get("namespace"),
                 "labels": dict(tmeta.get("labels") or {}), "annotations": dict(tmeta.get("annotations") or {}),
+                "finalizers": [*(f for f in tmeta.get("finalizers") or () if f != FINALIZER), FINALIZER],
                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": uid,
                                      "controller": True, "blockOwnerDeletion": True}]}
             spec = copy.deepcopy(template.get("spec") or {})

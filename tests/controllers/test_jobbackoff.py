@@ -185,3 +185,48 @@ async def test_each_index_waits_on_its_own_failures(client: Client) -> None:
 async def _pods(c: Client, name: str, n: int) -> list[dict[str, Any]] | None:
     pods = await running(c, name, set())
     return pods if len(pods) == n else None
+
+
+async def test_the_wait_is_not_reset_by_deleting_the_failed_pods(client: Client) -> None:
+    """The record is fed by the pods as they finish, not read from the pods still there: the
+    failed pods deleted (the second before it was counted, which its finalizer waits for),
+    the next pod still waits twice the first delay."""
+    c, seen = client, set[str]()
+    await c.create(JOBS, job("forgetful", backoffLimit=6))
+    first, _ = await next_pod(c, "forgetful", seen)
+    await finish(c, first, "Failed")
+    second, _ = await next_pod(c, "forgetful", seen)
+    await c.delete(f"{PODS}/{first['metadata']['name']}")
+    failed_at = await finish(c, second, "Failed")
+    await c.delete(f"{PODS}/{second['metadata']['name']}")
+    _, seen_at = await next_pod(c, "forgetful", seen)
+    assert 2 * BASE <= seen_at - failed_at < 2 * BASE + 0.5
+    assert (await c.get(f"{JOBS}/forgetful"))["status"]["failed"] == 2
+    left = {p["metadata"]["name"] for p in (await c.list(PODS, labelSelector="job-name=forgetful"))["items"]}
+    assert not left & {first["metadata"]["name"], second["metadata"]["name"]}  # (counted, then let go)
+
+
+async def test_an_index_keeps_its_failure_count_when_its_failed_pod_is_deleted(client: Client) -> None:
+    """The failed pod is kept (its finalizer) until its index's next pod carries its counts,
+    deleted by hand or not; then it goes."""
+    c, seen = client, set[str]()
+    await c.create(JOBS, job("counted", completionMode="Indexed", completions=1, backoffLimitPerIndex=1))
+    first, _ = await next_pod(c, "counted", seen)
+    await finish(c, first, "Failed")
+    name = first["metadata"]["name"]
+    await c.delete(f"{PODS}/{name}")  # during its index's delay
+    held = await c.get(f"{PODS}/{name}")
+    assert held["metadata"]["deletionTimestamp"]
+    again, _ = await next_pod(c, "counted", seen)
+    assert again["metadata"]["annotations"][FAILURE_COUNT] == "1"
+
+    async def gone() -> bool:
+        return name not in {p["metadata"]["name"] for p in (await c.list(PODS))["items"]}
+
+    await until(gone)
+    await finish(c, again, "Failed", early=False)  # its second failure: past a limit of 1
+
+    async def failed_index() -> bool:
+        return bool((await c.get(f"{JOBS}/counted"))["status"].get("failedIndexes") == "0")
+
+    await until(failed_index)

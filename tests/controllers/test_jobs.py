@@ -14,6 +14,7 @@ from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
 from controlplane.config import Config, JobBackoff
 from controlplane.controllers.jobs import COMPLETION_INDEX, JobController, compress_indexes
+from controlplane.controllers.jobtracking import FINALIZER
 from tests.controllers.helpers import until
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
@@ -23,7 +24,9 @@ PODS = "/api/v1/namespaces/default/pods"
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
     # (failed pods replaced after 10 ms, not 10 s: tests/controllers/test_jobbackoff.py times the delay)
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, job_backoff=JobBackoff(base=0.01, cap=0.08)))
+    # (the pod GC sweeps every 0.1 s, not 20: an evicted unscheduled pod is failed at once)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, job_backoff=JobBackoff(base=0.01, cap=0.08),
+                            pod_gc_check_period=0.1))
     async with app.router.lifespan_context(app):
         yield Client.in_process(app.state.front)
 
@@ -132,7 +135,7 @@ async def test_an_indexed_job_gives_each_pod_its_index(client: Client) -> None:
     again = await until(lambda: _exactly(c, "idx", 1))
     assert again[0]["metadata"]["annotations"][COMPLETION_INDEX] == "1"
     await finish(c, again[0], "Succeeded")
-    assert "Complete" in await until(lambda: conditions(c, "idx"))
+    assert "Complete" in await until(lambda: settled(c, "idx", "Complete"))
     assert (await c.get(f"{JOBS}/idx"))["status"]["completedIndexes"] == "0-2"
 
 
@@ -145,7 +148,11 @@ async def test_suspend_and_resume(client: Client) -> None:
     await until(lambda: _none(c, "sus"))
     await c.patch(f"{JOBS}/sus", {"spec": {"suspend": False}})
     await until(lambda: _exactly(c, "sus", 2))
-    assert await conditions(c, "sus") == {}
+
+    async def resumed() -> bool:  # (the pods show before the status written after them)
+        return await conditions(c, "sus") == {}
+
+    await until(resumed)
 
 
 async def test_an_active_deadline_fails_the_job(client: Client) -> None:
@@ -280,25 +287,40 @@ async def test_an_evicted_pod_is_judged_by_its_disruption_condition(client: Clie
     assert await conditions(c, "ignored") == {}
 
 
-async def test_with_a_policy_a_terminating_pod_is_replaced_once_gone_and_then_counted(client: Client) -> None:
+async def test_with_a_policy_a_deleted_pod_is_held_until_its_kubelet_fails_it_then_judged(client: Client) -> None:
+    """podReplacementPolicy Failed: the tracking finalizer keeps a deleted pod until it has
+    failed; it is neither replaced nor counted before (its node, never seen, plays no kubelet:
+    the test does)."""
     c = client
-    await c.create(JOBS, job("patient", backoffLimit=0, podFailurePolicy={"rules": [
-        {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]}))
+    patient = job("patient", backoffLimit=0, podFailurePolicy={"rules": [
+        {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]})
+    patient["spec"]["template"]["spec"]["nodeName"] = "far-away"  # (bound: no pod GC of unscheduled pods)
+    await c.create(JOBS, patient)
     (pod,) = await until(lambda: _exactly(c, "patient", 1))
     name = pod["metadata"]["name"]
-    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": ["test.example/hold"]}})
     await c.delete(f"{PODS}/{name}")
-
-    async def terminating() -> bool:
-        return bool((await c.get(f"{JOBS}/patient")).get("status", {}).get("terminating") == 1)
-
-    await until(terminating)
-    await asyncio.sleep(0.5)
-    assert await pods_of(c, "patient") == []  # podReplacementPolicy Failed: not replaced yet
-    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": None}})
-    # gone before it finished: failed, no rule matched (no exit code), counted past the limit of 0
+    assert await until(lambda: status_of(c, "patient", terminating=1))
+    await asyncio.sleep(0.3)
+    held = await c.get(f"{PODS}/{name}")
+    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == [FINALIZER]
+    assert await pods_of(c, "patient") == []  # not replaced yet
+    assert "failed" not in (await c.get(f"{JOBS}/patient"))["status"]
+    await fail_with(c, pod, 3)  # its kubelet ends it: exit code 3, ignored
+    (replacement,) = await until(lambda: _exactly(c, "patient", 1))
+    await until(lambda: _pod_gone(c, name))  # judged: its finalizer removed, it goes
+    assert "failed" not in (await c.get(f"{JOBS}/patient"))["status"]
+    await fail_with(c, replacement, 1)  # counted past the limit of 0
     assert await until(lambda: settled(c, "patient", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
                                                                     "Failed": "BackoffLimitExceeded"}
+    assert (await c.get(f"{JOBS}/patient"))["status"]["failed"] == 1
+
+
+async def _pod_gone(c: Client, name: str) -> bool:
+    try:
+        await c.get(f"{PODS}/{name}")
+    except ApiError as e:
+        return e.code == 404
+    return False
 
 
 def test_terminating_pods_not_yet_replaced_keep_their_room_and_index() -> None:
@@ -337,8 +359,9 @@ async def test_an_index_past_its_backoff_limit_fails_alone_and_is_not_retried(cl
     again = await until(lambda: by_index(c, "per", 3, without={first[0]["metadata"]["name"]}))
     assert again[0]["metadata"]["annotations"][FAILURE_COUNT] == "1"
     await finish(c, again[0], "Failed")  # its second: index 0 fails, and no pod runs it again
-    status = await until(lambda: status_of(c, "per", failedIndexes="0"))
-    assert status["failed"] == 2 and status["active"] == 2 and status["terminating"] == 0
+    # (the failed index is written before its pod is counted, as upstream's: the two come apart)
+    status = await until(lambda: status_of(c, "per", failedIndexes="0", failed=2))
+    assert status["active"] == 2 and status["terminating"] == 0
     assert "conditions" not in status  # the other indexes run on
     assert sorted(await until(lambda: by_index(c, "per", 2))) == [1, 2]
     await finish(c, first[1], "Succeeded")
@@ -414,16 +437,137 @@ async def test_without_a_policy_a_deleted_pod_is_replaced_at_once_and_counted_as
     """podReplacementPolicy TerminatingOrFailed (the default without a pod failure policy): a
     pod someone deletes has failed, as upstream's isPodFailed has it, terminating or gone."""
     c = client
-    await c.create(JOBS, job("eager", backoffLimit=1))
+    eager = job("eager", backoffLimit=1)
+    eager["spec"]["template"]["spec"]["nodeName"] = "far-away"  # (bound: no pod GC of unscheduled pods)
+    await c.create(JOBS, eager)
     (pod,) = await until(lambda: _exactly(c, "eager", 1))
     name = pod["metadata"]["name"]
-    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": ["test.example/hold"]}})
+    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": ["test.example/hold"]}}, patch_type="strategic")
     await c.delete(f"{PODS}/{name}")
     (replacement,) = await until(lambda: _exactly(c, "eager", 1, without={name}))  # while it terminates
     assert await until(lambda: status_of(c, "eager", active=1, terminating=1, failed=1))
-    await c.patch(f"{PODS}/{name}", {"metadata": {"finalizers": None}})
+    await c.patch(f"{PODS}/{name}", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["test.example/hold"]}},
+                  patch_type="strategic")
     assert await until(lambda: status_of(c, "eager", active=1, terminating=0, failed=1))  # gone: still counted
     await finish(c, replacement, "Failed")
     assert await until(lambda: settled(c, "eager", "Failed")) == {"FailureTarget": "BackoffLimitExceeded",
                                                                   "Failed": "BackoffLimitExceeded"}
     assert (await c.get(f"{JOBS}/eager"))["status"]["failed"] == 2
+
+
+# -- pods tracked with the finalizer (controllers/jobtracking.py) -----------------------------
+async def test_counts_survive_their_pods_deletion_and_go_on_counting(client: Client) -> None:
+    """The pods carry the tracking finalizer until counted; deleting the finished ones after
+    lowers no count, and the next finished pods are added to the counts, not to what is left."""
+    c = client
+    await c.create(JOBS, job("kept", completions=3, backoffLimit=5))
+    for outcome, want in (("Failed", {"failed": 1}), ("Failed", {"failed": 2}),
+                          ("Succeeded", {"failed": 2, "succeeded": 1}), ("Succeeded", {"failed": 2, "succeeded": 2})):
+        (pod,) = await until(lambda: _exactly(c, "kept", 1))
+        assert pod["metadata"]["finalizers"] == [FINALIZER]
+        await finish(c, pod, outcome)
+        assert await until(lambda: status_of(c, "kept", **want))  # noqa: B023 (awaited at once)
+        name = pod["metadata"]["name"]
+        await until(lambda: _no_finalizer(c, name))  # noqa: B023  counted: the finalizer goes
+        await c.delete(f"{PODS}/{name}")
+        await until(lambda: _pod_gone(c, name))  # noqa: B023
+    status = await until(lambda: status_of(c, "kept", failed=2, succeeded=2))
+    assert status["uncountedTerminatedPods"] == {} and await conditions(c, "kept") == {}
+
+
+async def _no_finalizer(c: Client, name: str) -> bool:
+    return FINALIZER not in ((await c.get(f"{PODS}/{name}"))["metadata"].get("finalizers") or ())
+
+
+async def test_a_finished_pod_deleted_before_it_was_counted_is_held_until_it_is(tmp_path: Path) -> None:
+    """With no Job controller running (stopped, or behind), a finished pod deleted by hand is
+    kept by its finalizer; the controller, started, counts it and lets it go. A uid it had
+    recorded uncounted, whose pod lost the finalizer, is counted then too."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))  # (no controllers)
+    async with app.router.lifespan_context(app):
+        c = Client.in_process(app.state.front)
+        made = await c.create(JOBS, job("late", completions=3, parallelism=2))
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "late", "uid": made["metadata"]["uid"],
+               "controller": True, "blockOwnerDeletion": True}
+        labels = made["spec"]["template"]["metadata"]["labels"]
+        pods = []
+        for name in ("late-done", "late-counted"):
+            pods.append(await c.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "labels": labels, "ownerReferences": [ref], "finalizers": [FINALIZER]},
+                "spec": made["spec"]["template"]["spec"]}))
+            await finish(c, pods[-1], "Succeeded")
+        await c.delete(f"{PODS}/late-done")  # held: not counted yet
+        assert (await c.get(f"{PODS}/late-done"))["metadata"]["deletionTimestamp"]
+        # (the controller had recorded late-counted's uid and removed its finalizer, then stopped)
+        await c.patch(f"{JOBS}/late/status", {"status": {"uncountedTerminatedPods": {
+            "succeeded": [pods[1]["metadata"]["uid"]]}}})
+        await c.patch(f"{PODS}/late-counted", {"metadata": {"finalizers": None}})
+        controller = asyncio.create_task(JobController(c).run())
+        try:
+            assert await until(lambda: status_of(c, "late", succeeded=2, uncountedTerminatedPods={}))
+            await until(lambda: _pod_gone(c, "late-done"))
+            await until(lambda: _exactly(c, "late", 1))  # the one completion left
+        finally:
+            controller.cancel()
+            await asyncio.gather(controller, return_exceptions=True)
+
+
+async def test_an_orphaned_pod_loses_the_finalizer(client: Client) -> None:
+    """A pod with the tracking finalizer that no Job controls (its reference removed, or a
+    Job never seen and the pod being deleted) is not left terminating."""
+    c = client
+    await c.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "finalizers": [FINALIZER]},
+                          "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    await until(lambda: _no_finalizer(c, "bare"))
+    ghost = {"apiVersion": "batch/v1", "kind": "Job", "name": "ghost", "uid": "6b1c4a34-0000-4000-8000-00000000dead",
+             "controller": True}
+    await c.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "ghostly", "finalizers": [FINALIZER], "ownerReferences": [ghost]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    await asyncio.sleep(0.2)
+    assert not await _no_finalizer(c, "ghostly")  # (a Job not seen yet: left alone until deleted)
+    await c.delete(f"{PODS}/ghostly")
+    await until(lambda: _pod_gone(c, "ghostly"))
+
+
+async def test_every_way_of_deleting_a_job_or_its_pods_ends_with_them_gone(client: Client) -> None:
+    """Foreground, Background and Orphan deletion of a Job with running pods, and its
+    namespace's deletion: none of its pods stays terminating on the tracking finalizer."""
+    c = client
+    await c.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
+    await c.create("/apis/batch/v1/namespaces/doomed/jobs", job("inside", parallelism=2, completions=2))
+    for name in ("fore", "back", "orphan"):
+        await c.create(JOBS, job(name, parallelism=2, completions=2))
+        await until(lambda name=name: _exactly(c, name, 2))  # type: ignore[misc]
+    for name, policy in (("fore", "Foreground"), ("back", "Background"), ("orphan", "Orphan")):
+        await c.delete(f"{JOBS}/{name}", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy})
+    for name in ("fore", "back"):
+        await until(lambda name=name: _gone(c, name))  # type: ignore[misc]
+        await until(lambda name=name: _no_pods(c, name))  # type: ignore[misc]
+    await until(lambda: _gone(c, "orphan"))
+    kept = await until(lambda: _untracked(c, "orphan"))
+    assert len(kept) == 2 and all(not p["metadata"].get("ownerReferences") for p in kept)
+    await until(lambda: _namespace_pods(c, 2))
+    await c.delete("/api/v1/namespaces/doomed")
+
+    async def namespace_gone() -> bool:
+        try:
+            await c.get("/api/v1/namespaces/doomed")
+        except ApiError as e:
+            return e.code == 404
+        return False
+
+    await until(namespace_gone)
+
+
+async def _no_pods(c: Client, name: str) -> bool:
+    return not await pods_of(c, name, active=False)
+
+
+async def _untracked(c: Client, name: str) -> list[dict[str, Any]] | None:
+    pods = await pods_of(c, name, active=False)
+    return pods if pods and not any(FINALIZER in (p["metadata"].get("finalizers") or ()) for p in pods) else None
+
+
+async def _namespace_pods(c: Client, n: int) -> bool:
+    return len((await c.list("/api/v1/namespaces/doomed/pods"))["items"]) == n

@@ -257,3 +257,35 @@ def test_a_success_policy_met_completes_the_job_early(served: Serve, api: client
         ("0", 1, None, None)
     pods = client.CoreV1Api(api).list_namespaced_pod("default", label_selector="job-name=early").items
     assert [p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods] == ["0"]
+
+
+def test_counts_outlive_the_pods_kubectl_deletes(served: Serve, api: client.ApiClient) -> None:
+    """The pods carry the tracking finalizer only until counted: kubectl's delete of the
+    finished ones returns (none stays terminating), and the counts stay, in the Job's status
+    and in ``kubectl describe``."""
+    rules = '[{action: Ignore, onExitCodes: {operator: In, values: [3]}}]'
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("tracked", rules, exit_code=1, backoff_limit=2))
+    kubectl(served, "wait", "--for=condition=failed", "job/tracked", "--timeout=60s")
+    pods = orjson.loads(kubectl(served, "get", "pods", "-l", "job-name=tracked", "-o", "json"))["items"]
+    assert len(pods) == 3 and not any(p["metadata"].get("finalizers") for p in pods)
+    kubectl(served, "delete", "pods", "-l", "job-name=tracked", "--timeout=30s")
+    assert kubectl(served, "get", "pods", "-l", "job-name=tracked", "-o", "name") == ""
+    job = client.BatchV1Api(api).read_namespaced_job("tracked", "default")
+    assert (job.status.failed, job.status.succeeded, job.status.active) == (3, None, None)
+    assert job.status.uncounted_terminated_pods == client.V1UncountedTerminatedPods()
+    described = " ".join(kubectl(served, "describe", "job", "tracked").split())
+    assert "Pods Statuses: 0 Active (0 Ready) / 0 Succeeded / 3 Failed" in described
+
+
+def test_a_running_pod_deleted_is_failed_by_its_kubelet_then_counted_and_let_go(served: Serve,
+                                                                                 api: client.ApiClient) -> None:
+    """A running pod carries the tracking finalizer; deleted, its kubelet marks it Failed (the
+    finalizer keeps it past its grace period), the Job judges and counts it, and it goes."""
+    rules = '[{action: Ignore, onExitCodes: {operator: In, values: [3]}}]'
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("deleted", rules, backoff_limit=0))
+    pod = _running_pod(client.CoreV1Api(api), "deleted")
+    assert pod.metadata.finalizers == ["batch.kubernetes.io/job-tracking"]
+    kubectl(served, "delete", "pod", pod.metadata.name, "--timeout=30s")
+    kubectl(served, "wait", "--for=condition=failed", "job/deleted", "--timeout=60s")
+    assert conditions(served, "deleted")["Failed"]["reason"] == "BackoffLimitExceeded"  # no rule matched
+    assert client.BatchV1Api(api).read_namespaced_job("deleted", "default").status.failed == 1
