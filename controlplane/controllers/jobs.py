@@ -102,7 +102,7 @@ from .indexedjobs import (
     success_policy_met,
 )
 from .jobbackoff import BackoffRecord, index_delay
-from .jobtracking import FINALIZER, MAX_UNCOUNTED, REMOVE_FINALIZER, Uncounted, has_finalizer, is_failed
+from .jobtracking import FINALIZER, REMOVE_FINALIZER, Uncounted, has_finalizer, is_failed, record_finished
 from .ownership import Dependents, Expectations, collect, key_of, meta_of, owner_exists, pods_to_sync
 from .podfailurepolicy import Verdict, verdict
 
@@ -500,20 +500,10 @@ class JobController:
         # the pods finished (all, once the Job's fate is known) are recorded uncounted, then lose
         # their finalizer, then move into the counts: three steps, each safe to repeat
         finishing = target is not None or success is not None
-        removable: list[dict[str, Any]] = []
-        for pod in sorted(tracked, key=lambda p: completion_index(p) or 0) if indexed else tracked:
-            pod_uid, pod_failed = _uid(pod), is_failed(pod, failed_only)
-            if not (finishing or _phase(pod) == "Succeeded" or (pod_failed and pod_uid not in delayed)):
-                continue
-            removable.append(pod)
-            if _phase(pod) == "Succeeded" and pod_uid not in uncounted.failed:
-                if not indexed and pod_uid not in uncounted.succeeded:
-                    uncounted.succeeded.append(pod_uid)
-            elif (pod_failed or target is not None) and pod_uid not in uncounted.failed and valid(pod) \
-                    and verdict(policy, pod).counts:
-                uncounted.failed.append(pod_uid)
-            if len(uncounted) >= MAX_UNCOUNTED:  # (the rest next time: the status write requeues the Job)
-                break
+        removable = record_finished(sorted(tracked, key=lambda p: completion_index(p) or 0) if indexed else tracked,
+                                    uncounted, failed_only=failed_only, finishing=finishing,
+                                    failing=target is not None, delayed=delayed, indexed=indexed,
+                                    counts=lambda p: valid(p) and verdict(policy, p).counts)
         written = await self._write_status(key, job, {**new_status, "succeeded": counted_succeeded if not indexed
                                                   else len(done_indexes), "failed": counted_failed,
                                                   "conditions": conditions}, uncounted)
@@ -532,14 +522,14 @@ class JobController:
                 new_status["completionTime"] = now
         await self._write_status(key, written, {**new_status, "succeeded": counted_succeeded if not indexed
                                                 else len(done_indexes), "failed": counted_failed,
-                                            "conditions": conditions}, uncounted)
+                                                "conditions": conditions}, uncounted)
         if error is not None:
             raise error
 
     async def _write_status(self, key: str, job: dict[str, Any], status: dict[str, Any],
                             uncounted: Uncounted) -> dict[str, Any]:
-        """Writes ``status`` (a field None or 0 removed, as upstream's omitempty, but
-        ``terminating``) with its ``uncountedTerminatedPods``, if it differs from the Job's,
+        """Writes ``status`` (a field None, empty or 0 removed, as upstream's omitempty, but
+        ``terminating`` and ``ready``) with its ``uncountedTerminatedPods``, if it differs from the Job's,
         on the Job's resourceVersion (a 409 if another write came first); returns the Job as
         written."""
         lists = uncounted.as_status()

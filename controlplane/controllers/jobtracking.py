@@ -31,11 +31,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FINALIZER", "MAX_UNCOUNTED", "REMOVE_FINALIZER", "Uncounted", "has_finalizer", "is_failed"]
+__all__ = ["FINALIZER", "MAX_UNCOUNTED", "REMOVE_FINALIZER", "Uncounted", "has_finalizer", "is_failed",
+           "record_finished"]
 
 FINALIZER = "batch.kubernetes.io/job-tracking"
 MAX_UNCOUNTED = 500  # upstream's MaxUncountedPods: the lists' uids, about 20 KB
@@ -89,3 +90,37 @@ class Uncounted:
     def as_status(self) -> dict[str, list[str] | None]:
         """The field as a merge patch writes it: an empty list removed (upstream's omitempty)."""
         return {"succeeded": list(self.succeeded) or None, "failed": list(self.failed) or None}
+
+
+_Pod = Mapping[str, Any]
+
+
+def record_finished(tracked: Sequence[_Pod], uncounted: Uncounted, *, failed_only: bool, finishing: bool,
+                    failing: bool, delayed: set[str], indexed: bool, counts: Callable[[_Pod], bool]) -> list[_Pod]:
+    """Step 1 for the ``tracked`` pods (those carrying the finalizer): the uids of the pods to
+    count are added to ``uncounted``, and the pods whose finalizer may go are returned, as
+    upstream's trackJobStatusAndRemoveFinalizers decides them:
+
+    - a pod goes once it has succeeded or failed (but for a failed pod ``delayed`` until its
+      index's next pod carries its counts), and every pod once the Job's fate is known
+      (``finishing``: SuccessCriteriaMet or FailureTarget);
+    - a succeeded pod is counted (an Indexed Job's only in ``completedIndexes``), a failed one if
+      ``counts`` says so (its policy's verdict, its index valid), and, the Job ``failing``,
+      every pod not succeeded;
+    - at most ``MAX_UNCOUNTED`` uids are listed: the rest wait for the next sync."""
+    removable: list[_Pod] = []
+    for pod in tracked:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        succeeded = (pod.get("status") or {}).get("phase") == "Succeeded"
+        failed = is_failed(pod, failed_only)
+        if not (finishing or succeeded or (failed and uid not in delayed)):
+            continue
+        removable.append(pod)
+        if succeeded and uid not in uncounted.failed:
+            if not indexed and uid not in uncounted.succeeded:
+                uncounted.succeeded.append(uid)
+        elif (failed or failing) and uid not in uncounted.failed and counts(pod):
+            uncounted.failed.append(uid)
+        if len(uncounted) >= MAX_UNCOUNTED:  # (the status write requeues the Job)
+            break
+    return removable
