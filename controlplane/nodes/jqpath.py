@@ -134,6 +134,9 @@ def _select(a: str, op: str, b: str) -> Step:
     return step
 
 
+_PLAIN = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_-]*)+")
+
+
 class Jq:
     def __init__(self, expr: str) -> None:
         self.expr = expr
@@ -146,9 +149,20 @@ class Jq:
                 self._steps.extend(_path(part))
             else:
                 raise JqError(f"unsupported jq expression {part!r} in {expr!r}")
+        # a plain path of keys (``.metadata.deletionTimestamp``, most stage selectors' keys):
+        # walked directly, as the steps would, a tenth of their cost on every pod event
+        plain = expr.strip()
+        self._keys = tuple(plain[1:].split(".")) if _PLAIN.fullmatch(plain) else None
 
     def values(self, obj: Any) -> list[Any]:
         """Every value the expression yields (jq's output stream), nulls included."""
+        if self._keys is not None:
+            for key in self._keys:
+                if isinstance(obj, dict):
+                    obj = obj.get(key)
+                elif obj is not None:
+                    return []  # a key of a list or scalar: no output (an error in jq)
+            return [obj]
         stream: list[Any] = [obj]
         for step in self._steps:
             stream = [out for v in stream for out in step(v)]

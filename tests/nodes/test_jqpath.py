@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controlplane.nodes.jqpath import Jq, JqError
@@ -29,3 +31,16 @@ def test_select() -> None:
 def test_unsupported(expr: str) -> None:
     with pytest.raises(JqError):
         Jq(expr)
+
+
+@pytest.mark.parametrize("obj", [
+    {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, {"metadata": {}}, {}, None,
+    {"metadata": None}, {"metadata": ["a"]}, {"metadata": "text"}, [{"metadata": {}}], 3,
+])
+def test_a_plain_path_walked_directly_yields_what_its_steps_yield(obj: Any) -> None:
+    fast = Jq(".metadata.deletionTimestamp")
+    assert fast._keys == ("metadata", "deletionTimestamp")
+    stepped = Jq(".metadata.deletionTimestamp")
+    stepped._keys = None
+    assert fast.values(obj) == stepped.values(obj)
+    assert Jq(".metadata.finalizers.[]")._keys is None and Jq('.metadata["a/b"]')._keys is None
