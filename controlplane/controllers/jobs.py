@@ -3,7 +3,7 @@
 A Job runs pods made from its template (``generateName: <job>-``, owned by
 the Job as controller) until ``completions`` of them have succeeded, at most
 ``parallelism`` at a time. With ``completions`` unset, it runs until one pod
-succeeds and the others finish. ``Indexed`` jobs give each pod an index
+succeeds, then starts no more and completes once the others finish. ``Indexed`` jobs give each pod an index
 (``batch.kubernetes.io/job-completion-index``, annotation and label, hostname
 ``<job>-<index>``, env ``JOB_COMPLETION_INDEX``) and complete once every index
 has succeeded (``status.completedIndexes``). More than ``backoffLimit``
@@ -449,7 +449,9 @@ class JobController:
                 message = success_policy_met(spec.get("successPolicy"), n, done_indexes) if target is None else None
                 success = ("SuccessPolicy", message) if message is not None else None
             if success is None and target is None and (
-                    succeeded > 0 if completions is None else succeeded >= int(completions)):
+                    # without completions, the pods still running after the first success are
+                    # left to finish, as each may decide the Job is done (upstream's manageJob)
+                    succeeded > 0 and not active if completions is None else succeeded >= int(completions)):
                 success = ("CompletionsReached", "Reached expected number of succeeded pods")
             if target is not None:
                 condition("FailureTarget", "True", *target)
@@ -610,7 +612,7 @@ class JobController:
         if room <= 0:
             return []
         if completions is None:
-            return [None] * room
+            return [None] * room if not succeeded else []  # (after a success, none new)
         if indexed:
             running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
             missing = [i for i in range(int(completions)) if i not in done_indexes and i not in running]

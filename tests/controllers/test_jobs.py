@@ -90,6 +90,30 @@ async def test_a_job_runs_parallelism_pods_until_completions_succeed(client: Cli
     assert len(await pods_of(c, "work", active=False)) == 3  # no pod more than needed
 
 
+async def test_a_job_without_completions_lets_its_other_pods_finish_after_a_success(client: Client) -> None:
+    """A work-queue Job (no ``completions``): after one pod succeeds, no pod is started and
+    none deleted; the Job completes once the others have finished, as upstream's manageJob."""
+    c = client
+    await c.create(JOBS, job("queue", parallelism=3))
+    pods = await until(lambda: _exactly(c, "queue", 3))
+    await finish(c, pods[0], "Succeeded")
+
+    async def counted() -> dict[str, Any] | None:
+        status: dict[str, Any] = (await c.get(f"{JOBS}/queue")).get("status") or {}
+        return status if status.get("succeeded") == 1 else None
+
+    status = await until(counted)
+    assert status.get("active") == 2 and not status.get("conditions")
+    assert len(await pods_of(c, "queue")) == 2  # the two still running are left to run
+    await finish(c, pods[1], "Succeeded")
+    await finish(c, pods[2], "Failed")  # (a later failure is not held against the Job)
+    assert await until(lambda: settled(c, "queue", "Complete")) == {"SuccessCriteriaMet": "CompletionsReached",
+                                                                    "Complete": "CompletionsReached"}
+    status = (await c.get(f"{JOBS}/queue"))["status"]
+    assert (status["succeeded"], status["failed"]) == (2, 1)
+    assert len(await pods_of(c, "queue", active=False)) == 3  # none started after the success
+
+
 async def _exactly(c: Client, name: str, n: int, without: set[str] | None = None) -> list[dict[str, Any]] | None:
     pods = [p for p in await pods_of(c, name) if p["metadata"]["name"] not in (without or set())]
     return pods if len(pods) == n else None
