@@ -28,7 +28,7 @@ from .promtext import parse
 from .serverwatch import api_call_histograms, run_histograms
 from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
-__all__ = ["PLOTS", "build", "fmt"]
+__all__ = ["PLOTS", "build", "fmt", "scheduling_series"]
 
 PLOTS = ("throughput", "latency", "lock_wait", "event_delivery", "event_loop_lag", "scheduler", "pod_startup",
          "server_resources")
@@ -96,6 +96,53 @@ def _float(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(v) else v
+
+
+CLIENTS_SAW_BOUND = "seen bound by the load's clients (watches)"
+
+
+def _rate(counts: Sequence[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Per-second rates between successive (time, running total) points."""
+    xs = [b[0] for b in counts[1:]]
+    ys = [(b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(counts)]
+    return xs, ys
+
+
+def _history_rate(history: list[dict[str, str]], typ: str, name: str, t0: float) -> dict[float, float]:
+    """Locust's per-second rate of one entry over the run, summed per timestamp."""
+    rate: defaultdict[float, float] = defaultdict(float)
+    for r in history:
+        if r.get("Type") == typ and r.get("Name") == name:
+            t, rps = _float(r.get("Timestamp")), _float(r.get("Requests/s"))
+            if t is not None and rps is not None:
+                rate[t - t0] += rps
+    return rate
+
+
+def scheduling_series(server: list[dict[str, Any]], history: list[dict[str, str]]
+                      ) -> list[tuple[str, list[float], list[float]]]:
+    """The scheduler plot's lines, (label, seconds, pods/s): the built-in scheduler's count
+    (its metrics), else the bindings the server answered (a scheduler in another process),
+    the harness's binder's bindings, and the pods the load's clients saw bound on their
+    watches. The last needs nothing of the server: against a Kubernetes cluster, whose API
+    server's /metrics has neither of the first two, or a server of several processes whose
+    scrapes reach one that does not schedule, it is the plot's only line."""
+    t0 = min((_float(r.get("Timestamp")) or math.inf for r in history), default=math.inf)
+    lines: list[tuple[str, list[float], list[float]]] = []
+    sched = [(s["at"], s["scheduled_total"]) for s in server if "scheduled_total" in s]
+    bind = _history_rate(history, "POST", "pods/binding", t0)
+    if len(sched) > 1:
+        lines.append(("built-in scheduler (metrics)", *_rate(sched)))
+    elif not bind:  # a scheduler in another process: the bindings the server answered
+        answered = [(s["at"], s["bindings_total"]) for s in server if "bindings_total" in s]
+        if len(answered) > 1:
+            lines.append(("bindings answered 201 (server metrics)", *_rate(answered)))
+    if bind:
+        lines.append(("load-test binder (pods/binding)", sorted(bind), [bind[x] for x in sorted(bind)]))
+    seen = _history_rate(history, "LATENCY", "pod create→bound", t0)
+    if seen:
+        lines.append((CLIENTS_SAW_BOUND, sorted(seen), [seen[x] for x in sorted(seen)]))
+    return lines
 
 
 # --------------------------------------------------------------------------- plots
@@ -222,37 +269,21 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     save(fig, "event_loop_lag", "How late the server's event loop runs a 10 ms timer.")
 
     fig, ax = plt.subplots(figsize=(8, 3))
-    sched = [(s["at"], s["scheduled_total"]) for s in server if "scheduled_total" in s]
-    if len(sched) > 1:
-        xs = [b[0] for b in sched[1:]]
-        ys = [(b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(sched)]
-        ax.plot(xs, ys, label="built-in scheduler (metrics)")
-    bind: defaultdict[float, float] = defaultdict(float)
-    for r in history:
-        if r.get("Name") == "pods/binding" and r.get("Type") == "POST":
-            t, rps = _float(r.get("Timestamp")), _float(r.get("Requests/s"))
-            if t is not None and rps is not None:
-                bind[t - t0] += rps
-    if bind:
-        xs2 = sorted(bind)
-        ax.plot(xs2, [bind[x] for x in xs2], label="load-test binder (pods/binding)")
-    if len(sched) <= 1 and not bind:  # a scheduler in another process: the bindings the server answered
-        bound = [(s["at"], s["bindings_total"]) for s in server if "bindings_total" in s]
-        if len(bound) > 1:
-            xs = [b[0] for b in bound[1:]]
-            ys = [(b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(bound)]
-            ax.plot(xs, ys, label="bindings answered 201 (server metrics)")
-            sched = bound
-    if len(sched) > 1 or bind:
+    lines = scheduling_series(server, history)
+    for label, xs, ys in lines:
+        ax.plot(xs, ys, label=label, linestyle="--" if label == CLIENTS_SAW_BOUND else "-")
+    if lines:
         ax.legend(fontsize=8)
     else:
-        empty(ax, "no scheduler metrics and no bindings")
+        empty(ax, "no scheduler metrics, no bindings and no pod seen bound")
     ax.set_xlabel("s")
     ax.set_ylabel("pods/s")
     ax.set_title("Pods scheduled per second")
     save(fig, "scheduler", "Built-in scheduler from controlplane_scheduler_schedule_attempts_total{result=scheduled}; "
                            "a scheduler in another process from the server's count of pods/binding answered 201; "
-                           "and the harness's binder.")
+                           "the harness's binder; and the pods the load's clients saw bound on their watches "
+                           "(whoever bound them: a cluster's scheduler, whose metrics the API server's /metrics "
+                           "does not have).")
 
     fig, ax = plt.subplots(figsize=(8, 3))
     drawn = False

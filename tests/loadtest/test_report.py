@@ -228,3 +228,22 @@ def test_a_run_without_results_says_what_is_missing(tmp_path: Path) -> None:
     notes = {v["key"]: v["note"] for v in report.build(tmp_path)["verdicts"]}
     assert notes["writer-lock-wait"] == ("no controlplane_watch_cache_lock_wait_seconds observation between the "
                                          "first and the last of the run's 1 /metrics scrape")
+
+
+def test_pods_bound_by_a_scheduler_the_metrics_do_not_count_are_plotted_from_the_clients() -> None:
+    # a Kubernetes cluster's API server (or a process of `serve --workers 2` that does not schedule)
+    # counts neither the scheduler's attempts nor bindings: the plot was "no data" against every cluster
+    server = [{"at": 2.0 * i, "rss_bytes": 1e8} for i in range(4)]
+    history = [{"Timestamp": str(1000 + t), "Type": "LATENCY", "Name": "pod create→bound", "Requests/s": str(rps)}
+               for t, rps in enumerate((0.0, 3.0, 5.0))]
+    assert report.scheduling_series(server, history) == [
+        (report.CLIENTS_SAW_BOUND, [0.0, 1.0, 2.0], [0.0, 3.0, 5.0])]
+    assert report.scheduling_series(server, []) == []
+
+
+def test_the_scheduler_s_own_count_comes_first_and_the_clients_beside_it() -> None:
+    server = [{"at": 2.0 * i, "scheduled_total": 10.0 * i, "bindings_total": 10.0 * i} for i in range(3)]
+    history = [{"Timestamp": "1000", "Type": "LATENCY", "Name": "pod create→bound", "Requests/s": "5"}]
+    assert [label for label, _, _ in report.scheduling_series(server, history)] == [
+        "built-in scheduler (metrics)", report.CLIENTS_SAW_BOUND]
+    assert report.scheduling_series(server, history)[0][1:] == ([2.0, 4.0], [5.0, 5.0])
