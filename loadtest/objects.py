@@ -62,11 +62,16 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"loadtest": "true"}}}
 
 
-def node(name: str, gpus: int = 0) -> dict[str, Any]:
+RUN_LABEL = "loadtest/run"  # on the run's Nodes: the harness's binder places pods on these only
+
+
+def node(name: str, gpus: int = 0, run: str = "") -> dict[str, Any]:
+    """A kubelet's Node; ``run`` (the harness's run id) labels it as this run's."""
     labels = {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": "p5.48xlarge" if gpus else "m7i.16xlarge",
         "topology.kubernetes.io/zone": random.choice(["zone-a", "zone-b", "zone-c"]), "loadtest": "true",
+        **({RUN_LABEL: run} if run else {}),
     }
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "spec": {"podCIDR": f"10.{random.randrange(256)}.{random.randrange(256)}.0/24"}}

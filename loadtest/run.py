@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -590,6 +591,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise SystemExit(f"loadtest: {e.args[0]}") from None
     _check_plan(args, plan)
+    # the run's id: its kubelets label their Nodes with it, and its binder places pods on those only
+    plan = scenarios.Plan(**{**plan.__dict__, "params": {**plan.params, "run_id": secrets.token_hex(4)}})
     out: Path = args.out or Path("loadtest-results") / f"{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")

@@ -1,6 +1,7 @@
 """A scheduler-like binder, for runs without the built-in scheduler.
 
-It learns as a scheduler does, from watches only: the nodes (list + watch),
+It learns as a scheduler does, from watches only: its run's nodes (list + watch,
+selected by the run's label: :func:`run_nodes`),
 the pods not yet bound (``fieldSelector=spec.nodeName=``), the bound ones
 (``spec.nodeName!=``: only their deletions matter, which free their node's room)
 and the PodGroups (their gang ``minCount``). It binds each pod with a
@@ -35,6 +36,15 @@ __all__ = ["BinderUser"]
 MAX_PODS_PER_NODE = 110
 
 
+def run_nodes() -> str:
+    """The label selector of the nodes the binder places pods on: its run's kubelets' (the
+    run's id, ``run_id``, on each), else any load test's. A target's other nodes (a cluster's
+    own, ``serve --nodes``'s, an earlier run's left without a kubelet) would never run the
+    pods, and are no GPU nodes: a gang placed there waited out its run."""
+    run = str(param("run_id", ""))
+    return f"{objects.RUN_LABEL}={run}" if run else "loadtest=true"
+
+
 def _gpus(pod: dict[str, Any]) -> int:
     n = 0
     for c in pod.get("spec", {}).get("containers", []):
@@ -58,7 +68,8 @@ class BinderUser(KubeUser):
         self.gangs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.gpu_nodes = int(param("gpus_per_node", 0))
         self._rr = 0
-        Reflector(self, "nodes", on_event=self._node_event, on_list=self._nodes_listed).start()
+        Reflector(self, "nodes", label_selector=run_nodes(), on_event=self._node_event,
+                  on_list=self._nodes_listed).start()
         Reflector(self, "podgroups", group="scheduling.k8s.io", version="v1beta1",
                   on_event=self._podgroup_event, on_list=self._podgroups_listed).start()
         Reflector(self, "pods", field_selector="spec.nodeName=", on_event=self._pod_event,

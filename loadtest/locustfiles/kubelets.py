@@ -43,7 +43,7 @@ class KubeletUser(KubeUser):
         if not _lease_namespace_ready:
             self.ensure("namespaces", objects.namespace("kube-node-lease"))
             _lease_namespace_ready = True
-        created = self.ensure("nodes", objects.node(self.node_name, self.gpus))
+        created = self.ensure("nodes", objects.node(self.node_name, self.gpus, param("run_id", "")))
         node_uid = ((created.body or {}).get("metadata") or {}).get("uid") if created.status == 201 else None
         self.patch("nodes", None, self.node_name, objects.node_status(self.gpus, now=microtime()[:19] + "Z"),
                    "strategic", subresource="status")

@@ -805,3 +805,67 @@ def test_an_expired_continue_token_is_expected_and_the_list_is_read_whole(compac
                                     "/api/v1/namespaces/ns/configmaps"]
     # a reflector's list is the whole list's: its objects and its revision
     assert seen["reflector"] == ["20", 5, True]
+
+
+_RUN_NODES = r'''
+import json
+from loadtest import objects
+from loadtest.locustfiles.binder import run_nodes
+print(json.dumps({"selector": run_nodes(), "labels": objects.node("n1", run="ab12")["metadata"]["labels"]}))
+'''
+
+
+@pytest.mark.parametrize(("params", "selector"), [('{"run_id": "ab12"}', "loadtest/run=ab12"),
+                                                  ("{}", "loadtest=true")])
+def test_the_binder_places_pods_on_its_run_s_nodes_only(params: str, selector: str) -> None:
+    # against a target with nodes of its own (serve --nodes, a cluster's, an earlier run's left without
+    # a kubelet), the binder placed pods there, which nothing ran: smoke's gang timed out
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _RUN_NODES], capture_output=True, text=True, timeout=60,
+                          cwd=root, env={**os.environ, "LOADTEST_PARAMS": params})
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["selector"] == selector
+    assert seen["labels"]["loadtest/run"] == "ab12" and seen["labels"]["loadtest"] == "true"
+
+
+def test_each_run_has_an_id_its_workers_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    seen: list[dict[str, object]] = []
+
+    def drive(args: argparse.Namespace, plan: scenarios.Plan, *rest: object) -> dict[str, object]:
+        seen.append(json.loads(plan.environment()["LOADTEST_PARAMS"]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "_drive", drive)
+    monkeypatch.setattr(run, "_Server", _NoServer)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # the harness's handlers, not pytest's
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            run.run(parse("--quick", "--out", str(tmp_path / "out")))
+    ids = [p["run_id"] for p in seen]
+    assert len(set(ids)) == 2 and all(isinstance(i, str) and len(i) == 8 for i in ids)
+
+
+class _NoServer:
+    """In place of the server the harness starts."""
+
+    url = "http://127.0.0.1:1"
+    command = ""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def wait_ready(self) -> None:
+        pass
+
+    def check_alive(self) -> None:
+        pass
+
+    def stop(self) -> int:
+        return 0
