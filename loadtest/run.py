@@ -134,7 +134,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a small version that runs in under 60 s (a longer --duration is cut to 55 s)")
     p.add_argument("--binder", choices=("auto", "on", "off"), default="auto",
                    help="run the load test's binder: auto = when the harness starts the server, which it then "
-                        "starts with --no-scheduler (default: %(default)s)")
+                        "starts with --no-scheduler, or when no scheduler takes up a --target's probe pod "
+                        "within 10 s (default: %(default)s)")
     p.add_argument("--port", type=_port, default=0, help="port for the server the harness starts (default: free)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for controlplane serve (repeatable)")
@@ -571,8 +572,8 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, 
             if given:
                 raise SystemExit(f"loadtest: {option} is for the server the harness starts; it does not apply to "
                                  f"--target {target}" + (" (the kubeconfig's server)" if not args.target else ""))
-    # auto: the binder runs when the harness starts the server (then with --no-scheduler), never
-    # against a --target or a kubeconfig's server, whose scheduler places the pods
+    # auto: the binder runs when the harness starts the server (then with --no-scheduler); against a
+    # --target or a kubeconfig's server, whose scheduler places the pods, only if it has none (run's probe)
     binder = args.binder == "on" or (args.binder == "auto" and target is None)
     return target, auth, binder
 
@@ -597,6 +598,13 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
     target, auth, binder = _resolve_target(args)
+    if target is not None:
+        try:
+            _check_target(target, auth)
+            if args.binder == "auto":
+                binder = _binder_needed(target, auth)
+        except CredentialsError as e:  # an exec plugin that failed
+            raise SystemExit(f"loadtest: {e}") from None
     if not binder:
         plan = scenarios.Plan(**{**plan.__dict__, "fixed": {k: v for k, v in plan.fixed.items()
                                                              if k != "BinderUser"}})
@@ -604,7 +612,6 @@ def run(args: argparse.Namespace) -> int:
             shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
     if target is not None:
         try:
-            _check_target(target, auth)
             _check_resources(target, auth, plan)
             _check_access(target, auth, plan)
         except CredentialsError as e:  # an exec plugin that failed
@@ -728,6 +735,68 @@ def _check_reachable_and_allowed(target: str, auth: Credentials, client: httpx.C
                              f"{method} {path.split('?')[0]} answered 403"
                              + (f" ({message})" if message else "")
                              + "; use an admin's credentials (a user in system:masters, or bound to cluster-admin)")
+
+
+# the probe pod: no node has its nodeSelector's label, so a scheduler can only mark it
+# unschedulable; it asks for nothing else, and passes the restricted Pod Security Standard
+_PROBE_NAMESPACE = "default"
+_PROBE_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"generateName": "loadtest-scheduler-probe-", "labels": {"loadtest": "true"}},
+    "spec": {"nodeSelector": {"loadtest/scheduler-probe": "no-node-has-this"}, "terminationGracePeriodSeconds": 0,
+             "securityContext": {"runAsNonRoot": True, "runAsUser": 65535,
+                                 "seccompProfile": {"type": "RuntimeDefault"}},
+             "containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.10",
+                             "securityContext": {"allowPrivilegeEscalation": False,
+                                                 "capabilities": {"drop": ["ALL"]}}}]},
+}
+
+
+def _scheduler_takes_pods(target: str, auth: Credentials, wait: float = 10.0) -> bool | None:
+    """Whether a scheduler takes up ``target``'s pods: a probe pod no node can take is marked
+    ``PodScheduled: False`` (Unschedulable) by any scheduler within moments, and by nothing
+    without one. None when the probe cannot tell (its create refused: admission, a quota);
+    the probe is deleted either way."""
+    base = target.rstrip("/")
+    pods = f"{base}/api/v1/namespaces/{_PROBE_NAMESPACE}/pods"
+    with auth.httpx_client(timeout=10) as client:
+        try:
+            r = client.post(pods, json=_PROBE_POD)
+            if r.status_code != 201:
+                return None
+            name = r.json()["metadata"]["name"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                r = client.get(f"{pods}/{name}")
+                conditions = ((r.json().get("status") or {}).get("conditions") or []) if r.status_code == 200 else []
+                if any(c.get("type") == "PodScheduled" for c in conditions if isinstance(c, dict)):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.2)
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        finally:
+            with contextlib.suppress(httpx.HTTPError):
+                client.delete(f"{pods}/{name}", params={"gracePeriodSeconds": "0"})
+
+
+def _binder_needed(target: str, auth: Credentials, wait: float = 10.0) -> bool:
+    """``--binder auto`` against a target: the harness's binder places the pods when no
+    scheduler does (a server started with --no-scheduler), else the target's scheduler."""
+    takes = _scheduler_takes_pods(target, auth, wait)
+    if takes is False:
+        print(f"loadtest: no scheduler took up a probe pod within {wait:g} s: the harness's binder places the "
+              "pods (--binder off leaves them pending)", file=sys.stderr)
+        return True
+    if takes is None:
+        print("loadtest: note: could not probe for a scheduler (the probe pod in namespace "
+              f"{_PROBE_NAMESPACE} was refused); the target's scheduler is assumed to place the pods "
+              "(--binder on if it has none)", file=sys.stderr)
+    return False
 
 
 def _refused(auth: Credentials) -> str:

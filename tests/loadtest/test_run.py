@@ -15,6 +15,7 @@ import pytest
 
 from loadtest import report, run, scenarios
 from loadtest.kubeauth import bearer
+from tests.test_cli import Serve
 
 
 def resolved(*argv: str) -> tuple[str | None, str, bool]:
@@ -805,6 +806,58 @@ def test_an_expired_continue_token_is_expected_and_the_list_is_read_whole(compac
                                     "/api/v1/namespaces/ns/configmaps"]
     # a reflector's list is the whole list's: its objects and its revision
     assert seen["reflector"] == ["20", 5, True]
+
+
+class _Scheduled(_JsonHandler):
+    """Pods in ``default``: created as the probe, then marked unschedulable by a scheduler (or not,
+    or the create refused, by ``mode``); deletes recorded."""
+
+    mode: ClassVar[str] = "scheduler"
+    deleted: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        if self.mode == "refused":
+            self._json(403, {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "violates PodSecurity"})
+            return
+        self._json(201, {**body, "metadata": {**body["metadata"], "name": "probe-x1"}})
+
+    def do_GET(self) -> None:
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        self._json(200, {"metadata": {"name": "probe-x1"},
+                         "status": {"conditions": conditions if self.mode == "scheduler" else []}})
+
+    def do_DELETE(self) -> None:
+        type(self).deleted.append(self.path)
+        self._json(200, {"kind": "Status", "status": "Success"})
+
+
+def test_a_target_s_scheduler_is_found_by_the_probe_pod_it_marks(capsys: pytest.CaptureFixture[str]) -> None:
+    _Scheduled.deleted = []
+    with _serving(_Scheduled) as url:
+        _Scheduled.mode = "scheduler"
+        assert run._binder_needed(url, bearer("admin"), wait=5) is False  # its scheduler places the pods
+        _Scheduled.mode = "refused"  # admission refused the probe: no telling, the cluster's scheduler assumed
+        assert run._binder_needed(url, bearer("admin"), wait=0.3) is False
+    assert "could not probe for a scheduler" in capsys.readouterr().err
+    assert _Scheduled.deleted == ["/api/v1/namespaces/default/pods/probe-x1?gracePeriodSeconds=0"]
+
+
+def test_a_target_without_a_scheduler_gets_the_harness_s_binder(cert_served: Serve,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # serve --no-scheduler: with --binder auto the harness's binder was off against every --target,
+    # and the run's pods stayed pending, its pod startup verdict "no data" ("the clients make none")
+    from loadtest import kubeauth
+
+    target, auth = kubeauth.for_target(cert_served.kubeconfig, None, None)
+    assert target is not None
+    assert run._binder_needed(target, auth, wait=0.5) is True
+    assert "no scheduler took up a probe pod within 0.5 s: the harness's binder places the pods" in \
+        capsys.readouterr().err
+    with auth.httpx_client(timeout=10) as client:  # the probe is gone
+        pods = client.get(f"{target}/api/v1/namespaces/default/pods", params={"labelSelector": "loadtest=true"})
+    assert [p["metadata"]["name"] for p in pods.json()["items"]
+            if p["metadata"]["name"].startswith("loadtest-scheduler-probe-")] == []
 
 
 _RUN_NODES = r'''
