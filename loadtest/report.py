@@ -347,8 +347,22 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x * 1000, 3)
 
 
+def _pods_not_started(entries: Sequence[Entry]) -> str | None:
+    """Why pods the clients created were never seen Running (None if none was created)."""
+    def count(typ: str, name: str) -> int:
+        return sum(e.num_requests - e.num_failures for e in entries if (e.request_type, e.name) == (typ, name))
+
+    created = count("POST", "pods")
+    if not created:
+        return None
+    if not count("LATENCY", "pod create→bound"):
+        return (f"{created:,} pods created, none seen bound: nothing placed them (a target without a scheduler, "
+                "with --binder off?)")
+    return f"{created:,} pods created and bound, none seen Running: no kubelet started them"
+
+
 def _explained(verdicts: Sequence[Verdict], *, locust_results: bool, scraped: bool, last_text: str, scrapes: int,
-               run: dict[str, Any]) -> list[Verdict]:
+               run: dict[str, Any], entries: Sequence[Entry] = ()) -> list[Verdict]:
     """``verdicts``, each "no data" one with a note saying why it has none."""
     source = {slo.key: slo.source for slo in SLOS}
     out = []
@@ -356,7 +370,9 @@ def _explained(verdicts: Sequence[Verdict], *, locust_results: bool, scraped: bo
         if v.verdict != "no data":
             out.append(v)
             continue
-        if source[v.key] in ("client", "api"):  # an API call SLO without the SLI falls back to the clients'
+        if v.key == "pod-startup" and (why := _pods_not_started(entries)):
+            note = why
+        elif source[v.key] in ("client", "api"):  # an API call SLO without the SLI falls back to the clients'
             note = no_data_note(v.key, locust_results=locust_results)
         else:
             metric = _SERVER_METRIC[v.key]
@@ -392,7 +408,8 @@ def build(out: Path) -> dict[str, Any]:
     delivery = run_histograms(first, last, DELIVERY)
     api_calls = api_call_histograms(first, last, SLI)
     verdicts = _explained(evaluate(entries, lock, delivery, api_calls), locust_results=bool(raw),
-                          scraped=last is not None, last_text=last_text, scrapes=len(server), run=run)
+                          scraped=last is not None, last_text=last_text, scrapes=len(server), run=run,
+                          entries=entries)
 
     requests = sum(e.num_requests for e in entries if e.request_type in _HTTP)
     failures = sum(e.num_failures for e in entries)

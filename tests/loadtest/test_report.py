@@ -247,3 +247,18 @@ def test_the_scheduler_s_own_count_comes_first_and_the_clients_beside_it() -> No
     assert [label for label, _, _ in report.scheduling_series(server, history)] == [
         "built-in scheduler (metrics)", report.CLIENTS_SAW_BOUND]
     assert report.scheduling_series(server, history)[0][1:] == ([2.0, 4.0], [5.0, 5.0])
+
+
+@pytest.mark.parametrize(("bound", "note"), [
+    (False, "100 pods created, none seen bound: nothing placed them (a target without a scheduler, "
+            "with --binder off?)"),
+    (True, "100 pods created and bound, none seen Running: no kubelet started them")])
+def test_pods_created_but_never_running_say_why_pod_startup_has_no_data(tmp_path: Path, bound: bool,
+                                                                        note: str) -> None:
+    # it said "the scenario's clients make none, or none was sent", of a run that created 100 pods
+    write_run(tmp_path)
+    stats = [s for s in json.loads((tmp_path / "locust.json").read_text())
+             if s["name"] != "pod startup" and (bound or s["name"] != "pod create→bound")]
+    (tmp_path / "locust.json").write_text(json.dumps(stats))
+    verdicts = {v["key"]: v for v in report.build(tmp_path)["verdicts"]}
+    assert verdicts["pod-startup"]["verdict"] == "no data" and verdicts["pod-startup"]["note"] == note
