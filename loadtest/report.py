@@ -314,14 +314,16 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     rss = [(s["at"], s["rss_bytes"] / 2**20) for s in server if s.get("rss_bytes")]
     cpu = [(s["at"], s["cpu_seconds"]) for s in server if s.get("cpu_seconds") is not None]
     if rss:
-        ax.plot([p[0] for p in rss], [p[1] for p in rss], color="#3a87c8", label="RSS MiB")
+        ax.plot([p[0] for p in rss], [p[1] for p in rss], color="#3a87c8", label="RSS MiB (left axis)")
         ax.set_ylabel("RSS MiB")
         ax2 = ax.twinx()
         if len(cpu) > 1:
-            xs = [b[0] for b in cpu[1:]]
-            ys = [100 * (b[1] - a[1]) / max(b[0] - a[0], 1e-9) for a, b in itertools.pairwise(cpu)]
-            ax2.plot(xs, ys, color="#c8553a", label="CPU %")
+            xs, ys = _rate(cpu)
+            ax2.plot(xs, [100 * y for y in ys], color="#c8553a", label="CPU % (right axis)")
         ax2.set_ylabel("CPU % (100 = one core)")
+        # one legend for the two axes' lines: which line is which was left to guess
+        (left, left_labels), (right, right_labels) = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+        ax.legend(left + right, left_labels + right_labels, fontsize=8, loc="upper left")
     else:
         empty(ax, "no process figures")
     ax.set_xlabel("s")

@@ -262,3 +262,24 @@ def test_pods_created_but_never_running_say_why_pod_startup_has_no_data(tmp_path
     (tmp_path / "locust.json").write_text(json.dumps(stats))
     verdicts = {v["key"]: v for v in report.build(tmp_path)["verdicts"]}
     assert verdicts["pod-startup"]["verdict"] == "no data" and verdicts["pod-startup"]["note"] == note
+
+
+def test_the_server_s_memory_and_cpu_lines_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two y axes, two lines, no legend: which line was the RSS was left to guess
+    from matplotlib.axes import Axes
+
+    legends: dict[int, list[str]] = {}
+    titled: list[Axes] = []
+    draw = Axes.legend
+
+    def legend(self: Axes, *args: object, **kwargs: object) -> object:
+        titled.append(self)
+        made = draw(self, *args, **kwargs)
+        legends[id(self)] = [t.get_text() for t in made.get_texts()]
+        return made
+
+    monkeypatch.setattr(Axes, "legend", legend)
+    write_run(tmp_path)
+    report.build(tmp_path)
+    [ax] = [a for a in titled if a.get_title() == "Server memory and CPU"]
+    assert legends[id(ax)] == ["RSS MiB (left axis)", "CPU % (right axis)"]
