@@ -131,7 +131,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
     p.add_argument("--out", type=Path, help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
     p.add_argument("--quick", action="store_true",
-                   help="a small version that runs in under 60 s (a longer --duration is cut to 55 s)")
+                   help="a small version with under 60 s of load (a longer --duration is cut to 55 s); the "
+                        "server's start, Locust's and the report come on top")
     p.add_argument("--binder", choices=("auto", "on", "off"), default="auto",
                    help="run the load test's binder: auto = when the harness starts the server, which it then "
                         "starts with --no-scheduler, or when no scheduler takes up a --target's probe pod "
