@@ -34,8 +34,8 @@ which is the ASGI app's ``receive`` and ``send``. Invariants:
 Requests that are not HTTP/1.x-parseable get a 400 and the connection closes;
 request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
 ``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
-(websocket ``exec``) are answered as plain requests, then the connection
-closes: nothing here speaks websocket or SPDY.
+(websocket ``exec``) are answered as plain requests with ``connection: close``, then the
+connection closes: nothing here speaks websocket or SPDY.
 """
 
 from __future__ import annotations
@@ -451,7 +451,8 @@ class ServerProtocol(asyncio.Protocol):
         }
         if self.client_cert is not None:
             scope[CLIENT_CERT_SCOPE_KEY] = self.client_cert
-        ex = Exchange(self, scope, parser.should_keep_alive(), self._expect)
+        # an Upgrade request is answered plainly and the connection then closes: its answer says so
+        ex = Exchange(self, scope, parser.should_keep_alive() and not parser.should_upgrade(), self._expect)
         self.reading = ex
         if self.current is None:
             self._start(ex)

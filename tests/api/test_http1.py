@@ -372,6 +372,19 @@ async def test_http10_gets_no_chunked_framing_and_the_connection_closes() -> Non
     assert transport.closed
 
 
+async def test_an_upgrade_request_is_answered_plainly_with_connection_close() -> None:
+    """Nothing here switches protocols (kubectl exec's websocket and SPDY upgrades get a Status):
+    the answer says the connection closes, so that no client sends its next request on it."""
+    proto, transport, state = connect(echo)
+    proto.data_received(b"GET /x/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                        b"Sec-WebSocket-Version: 13\r\n\r\nwhat a websocket would send")
+    await settle(state)
+    [(code, headers, body)] = responses(transport.output)
+    assert (code, body, headers["connection"]) == (200, b"GET /x/exec? ", "close")
+    await asyncio.sleep(0)
+    assert transport.closed
+
+
 async def test_head_requests_get_the_head_alone() -> None:
     proto, transport, state = connect(echo)
     proto.data_received(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
