@@ -28,6 +28,9 @@ SUBRESOURCE_KINDS: dict[str, dict[str, Any]] = {
     "binding": {"kind": "Binding", "verbs": ["create"]},
     "finalize": {"verbs": ["update"]},
     "log": {"kind": "Pod", "verbs": ["get"]},
+    "exec": {"kind": "PodExecOptions", "verbs": ["create", "get"]},
+    "attach": {"kind": "PodAttachOptions", "verbs": ["create", "get"]},
+    "portforward": {"kind": "PodPortForwardOptions", "verbs": ["create", "get"]},
 }
 
 

@@ -27,8 +27,10 @@ class ApiError(Exception):
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta or {}),
-                                "status": "Failure",
-                                "message": self.message, "reason": self.reason, "code": self.code}
+                                "status": "Failure", "message": self.message}
+        if self.reason:  # omitted when empty, as upstream's (StatusReasonUnknown)
+            body["reason"] = self.reason
+        body["code"] = self.code
         if self.details is not None:
             body["details"] = self.details
         return body

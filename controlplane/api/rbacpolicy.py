@@ -12,7 +12,8 @@ operator installs) extends all three.
 - view: read (get, list, watch) the namespaced workload, service, config and storage
   objects, their status and scale, events and quotas; not secrets, not RBAC.
 - edit: what view does, and write (create, update, patch, delete, deletecollection)
-  them, secrets included; evict pods; request service account tokens.
+  them, secrets included; exec, attach and port-forward to pods; evict pods; request
+  service account tokens.
 - admin: what edit does, and Roles and RoleBindings of the namespace.
 - all three read the resource metrics (``system:aggregated-metrics-reader``, as
   metrics-server's manifest adds it).
@@ -50,8 +51,8 @@ _READ: dict[str, list[str]] = {
     "scheduling.k8s.io": ["podgroups", "podgroups/status", "workloads"],
 }
 _WRITE: dict[str, list[str]] = {
-    "": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "replicationcontrollers",
-         "replicationcontrollers/scale", "secrets", "serviceaccounts", "services"],
+    "": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "pods/attach", "pods/exec", "pods/portforward",
+         "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services"],
     "apps": ["daemonsets", "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
              "statefulsets/scale"],
     "autoscaling": ["horizontalpodautoscalers"],
@@ -84,7 +85,8 @@ DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
     _role("system:aggregate-to-view", [{"apiGroups": [g], "resources": r, "verbs": READ} for g, r in _READ.items()],
           {AGGREGATE_LABEL.format("view"): "true"}),
     _role("system:aggregate-to-edit",
-          [{"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
+          [{"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "secrets"],
+            "verbs": READ},
            {"apiGroups": [""], "resources": ["pods/eviction", "serviceaccounts/token"], "verbs": ["create"]},
            *({"apiGroups": [g], "resources": r, "verbs": WRITE} for g, r in _WRITE.items())],
           {AGGREGATE_LABEL.format("edit"): "true"}),

@@ -133,6 +133,8 @@ from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
 from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
+from .streaming import STREAMING_SUBRESOURCES, needs_create
+from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
 from .uids import new_uid, random_suffix
@@ -477,6 +479,10 @@ class KubeApi:
             raise ApiError.not_found_path(path)
         if rtype.namespaced and name is not None and namespace is None:
             raise ApiError.not_found_path(path)
+        if subresource in STREAMING_SUBRESOURCES and name is not None:
+            if method not in ("GET", "POST"):
+                raise ApiError.method_not_allowed(method)
+            raise await self._streaming_refusal(rtype, namespace, name, subresource, scope)
         headers = dict(scope["headers"])
         if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers") \
                 and "patch" in rtype.verbs:  # upstream checks a patch's type first, as written (case and all)
@@ -744,6 +750,11 @@ class KubeApi:
         request = self._rbac_request(parts, method, query)
         if not await self.authorizer.allowed(user, request):
             raise forbidden(user, request)
+        if request.resource == "pods" and not request.api_group \
+                and needs_create(method, request.subresource, scope["headers"]):
+            request = dataclasses.replace(request, verb="create")  # a websocket exec creates, as a POST
+            if not await self.authorizer.allowed(user, request):
+                raise forbidden(user, request)
 
     def _rbac_request(self, parts: list[str], method: str, query: dict[str, str]) -> RbacRequest:
         """The RBAC attributes of a request: its resource, namespace, name and verb, or its
@@ -1655,6 +1666,23 @@ class KubeApi:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/plain"), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
+
+    async def _streaming_refusal(self, rtype: ResourceType, namespace: str | None, name: str, subresource: str,
+                                 scope: Scope) -> ApiError:
+        """``pods/{name}/exec``, ``attach`` and ``portforward``: the error kube-apiserver answers
+        when the node's kubelet cannot be reached (no simulated node runs one), or the one an
+        earlier step fails with (``api/streaming.py``)."""
+        nodes = self.registry.get("", "v1", "nodes")
+        assert nodes is not None
+
+        async def pod_named(pod: str) -> dict[str, Any]:
+            return orjson.loads(await self._get(rtype, namespace, pod))  # type: ignore[no-any-return]
+
+        async def node_named(node: str) -> dict[str, Any]:
+            return orjson.loads(await self._get(nodes, None, node))  # type: ignore[no-any-return]
+
+        return await streaming_refusal(subresource, name, scope.get("query_string", b""), scope["headers"],
+                                       pod_named, node_named)
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
                      content_type: str, body: bytes, query: dict[str, str],

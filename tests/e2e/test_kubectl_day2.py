@@ -194,3 +194,30 @@ def test_a_server_dry_run_drain_evicts_nothing(served: Serve) -> None:
     assert kubectl(served, "get", "node", "sim-node-0", "-o", "jsonpath={.spec.unschedulable}") == ""
     assert kubectl(served, "get", "pdb", "dry", "-o",
                    "jsonpath={.status.disruptionsAllowed}{.status.disruptedPods}") == "1"
+
+
+def failing(served: Serve, *args: str) -> tuple[float, str]:
+    """kubectl ``args``, which must exit 1: the seconds it took and what it printed on stderr."""
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    start = time.monotonic()
+    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+                       timeout=30)
+    assert r.returncode == 1, (args, r.stdout, r.stderr)
+    return time.monotonic() - start, r.stderr
+
+
+def test_exec_cp_attach_and_port_forward_fail_at_once_as_with_an_unreachable_kubelet(served: Serve) -> None:
+    """The websocket upgrade (v5.channel.k8s.io) and the SPDY fallback both get upstream's
+    Status for a kubelet it cannot dial (api/streaming.py): kubectl exits 1 at once, the pod
+    found, where it said the resource did not exist."""
+    kubectl(served, "run", "shell", "--image=busybox:1.36", "--overrides", '{"spec": {"nodeName": "sim-node-1"}}')
+    kubectl(served, "wait", "pod/shell", "--for=condition=Ready", "--timeout=30s")
+    dial = 'error dialing backend: no kubelet serves node "sim-node-1"'
+    for args in (("exec", "shell", "--", "ls"), ("cp", "shell:/etc/hosts", str(served.state / "hosts")),
+                 ("attach", "shell"), ("port-forward", "pod/shell", "0:80")):
+        took, err = failing(served, *args)
+        assert dial in err and "not found" not in err and took < 10, (args, err)
+    _, err = failing(served, "exec", "shell", "-c", "other", "--", "ls")  # kubectl checks this one itself
+    assert "container other is not valid for pod shell" in err
+    kubectl(served, "delete", "pod", "shell", "--grace-period=0", "--force")

@@ -188,3 +188,35 @@ def test_a_node_status_report_needs_patch_on_nodes_status_too(rbac_served: Serve
         assert r.status_code == 201 and r.json()["status"] == {"reported": 1}
         [ready] = admin.get("/api/v1/nodes/carol-node").json()["status"]["conditions"]
         assert ready["lastHeartbeatTime"] == ready["lastTransitionTime"] == "2026-12-02T01:05:00Z"
+
+
+def test_a_websocket_exec_needs_create_as_a_spdy_one_does(rbac_served: Serve) -> None:
+    """Over a real socket: a websocket upgrade is a GET, yet exec, attach and portforward want
+    ``create`` on the subresource too (upstream's AuthorizePodWebsocketUpgradeCreatePermission);
+    the edit role grants it."""
+    exec_path = "/api/v1/namespaces/dev-exec/pods/p/exec?command=ls&stdout=true"
+    websocket = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                 "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-protocol": "v5.channel.k8s.io"}
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "carol-token") as carol:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev-exec"}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-exec/roles", json={
+            "metadata": {"name": "exec-get"},
+            "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]}]}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-exec/rolebindings", json={
+            "metadata": {"name": "carol-exec-get"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "exec-get"},
+            "subjects": [{"kind": "User", "name": "carol"}]}).status_code == 201
+        deadline = time.monotonic() + 5  # until the binding reaches the cache
+        while "cannot get" in (denied := carol.get(exec_path, headers=websocket)).text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert denied.status_code == 403 and denied.json()["message"] == (
+            'pods "p" is forbidden: User "carol" cannot create resource "pods/exec" in API group "" in the '
+            'namespace "dev-exec"')
+        assert carol.get(exec_path).status_code == 404  # a GET that is no upgrade needs get alone: no pod p
+        assert admin.post(f"{RBAC}/namespaces/dev-exec/rolebindings", json={
+            "metadata": {"name": "carol-edits"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "User", "name": "carol"}]}).status_code == 201
+        r = wait_status(lambda: carol.get(exec_path, headers=websocket), 404)
+        assert r.status_code == 404 and r.json()["message"] == 'pods "p" not found'
+        assert carol.post(exec_path, headers={"connection": "Upgrade", "upgrade": "SPDY/3.1"}).status_code == 404

@@ -1,0 +1,123 @@
+"""A pod's streaming subresources, ``exec``, ``attach`` and ``portforward`` (``kubectl exec``,
+``cp``, ``attach``, ``port-forward``), answered as kube-apiserver answers them when it cannot
+reach the node's kubelet: a simulated node runs no kubelet server and no container.
+
+kube-apiserver turns such a request into a kubelet URL before it connects (upstream's
+``ConnectResource``, then ``streamLocation`` or ``PortForwardLocation``), and each step fails
+with a Status of its own. ``refusal`` takes the same steps in the same order and returns the
+first failure, which is the answer:
+
+1. ``dryRun`` in the query: 400 ``dryRun is not supported``;
+2. the options (``PodExecOptions``, ``PodAttachOptions``, ``PodPortForwardOptions``) decode
+   from the query; only a port that is not a number fails (400, the ``strconv`` error);
+   booleans read as every query boolean does (``params.flag``);
+3. the pod: 404 when it is not there;
+4. the container (exec and attach): one named must be among the pod's containers, init and
+   ephemeral ones included; one must be named when the pod has several (400, upstream's
+   ``validateContainer`` words);
+5. the node: a pod not bound yet is 400 ``pod X does not have a host assigned``; a node gone
+   is 404; a node without an address 500;
+6. a request that is no upgrade (neither websocket nor SPDY) is 400 ``Upgrade request
+   required``;
+7. the dial to the kubelet, which no simulated node answers: 500 ``error dialing backend:
+   ...`` (upstream's words when the kubelet's port refuses), at once, never a hang.
+
+kubectl asks for a websocket upgrade first (``v5.channel.k8s.io``, a GET); an answer other
+than 101 makes it fall back to SPDY (a POST), which gets the same Status; it prints
+``Error from server ...`` and exits 1. (kube-apiserver 1.30 and later upgrades a websocket
+before it dials and reports a failed dial on the stream's error channel; kubectl's exit is the
+same.) Over websockets, upstream also wants ``create`` on the subresource, not only ``get``
+(``AuthorizePodWebsocketUpgradeCreatePermission``): see ``needs_create``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from .errors import ApiError
+
+__all__ = ["STREAMING_SUBRESOURCES", "is_upgrade", "needs_create", "refusal"]
+
+STREAMING_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
+# the kubelet's port when the node's status names none (kube-apiserver's --kubelet-port)
+KUBELET_PORT = 10250
+# kube-apiserver's --kubelet-preferred-address-types, in its default order
+_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
+
+Getter = Callable[[str], Awaitable[dict[str, Any]]]  # a name -> the object, or raise its 404
+
+
+def is_upgrade(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a request asks to switch protocols, as upstream's ``httpstream.IsUpgradeRequest``:
+    a ``Connection`` header that mentions ``upgrade``, in any case."""
+    return any(k.lower() == b"connection" and b"upgrade" in v.lower() for k, v in headers)
+
+
+def needs_create(method: str, subresource: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether this request needs ``create`` on the subresource besides the ``get`` its GET
+    asks: a websocket upgrade of exec, attach or portforward does, as SPDY's POST does."""
+    return method == "GET" and subresource in STREAMING_SUBRESOURCES and is_upgrade(headers)
+
+
+async def refusal(subresource: str, name: str, query_string: bytes, headers: Iterable[tuple[bytes, bytes]],
+                  pod_named: Getter, node_named: Getter) -> ApiError:
+    """The Status that answers a pod's ``subresource`` request (steps 1 to 7 above)."""
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    if any(k == "dryRun" for k, _ in pairs):
+        return ApiError.bad_request("dryRun is not supported")
+    if subresource == "portforward":
+        _ports(v for k, v in pairs if k == "ports")
+    pod = await pod_named(name)
+    spec = pod.get("spec") or {}
+    if subresource != "portforward":
+        _container(name, spec, next((v for k, v in reversed(pairs) if k == "container"), ""))
+    node_name = spec.get("nodeName")
+    if not node_name:
+        return ApiError.bad_request(f"pod {name} does not have a host assigned")
+    where = _kubelet_address(await node_named(node_name))
+    if not is_upgrade(headers):
+        return ApiError.bad_request("Upgrade request required")
+    return ApiError(500, "", f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
+                             "this cluster's nodes are simulated and their containers do not run")
+
+
+def _ports(values: Iterable[str]) -> None:
+    """PodPortForwardOptions' ``ports``, each value a comma-separated list of numbers."""
+    for value in values:
+        for port in value.split(","):
+            try:
+                int(port.strip(), 10)
+            except ValueError:
+                raise ApiError.bad_request(f'strconv.ParseInt: parsing "{port}": invalid syntax') from None
+
+
+def _container(pod_name: str, spec: dict[str, Any], named: str) -> None:
+    """400 unless ``named`` is one of the pod's containers or, unnamed, the pod has exactly one
+    (upstream's ``validateContainer``: init, regular and ephemeral containers, in that order)."""
+    every = [c.get("name", "") for key in ("initContainers", "containers", "ephemeralContainers")
+             for c in spec.get(key) or ()]
+    if named:
+        if named not in every:
+            raise ApiError.bad_request(f"container {named} is not valid for pod {pod_name}")
+        return
+    regular = spec.get("containers") or ()
+    if not regular:
+        raise ApiError.bad_request(f"a container name must be specified for pod {pod_name}")
+    if len(regular) > 1:
+        raise ApiError.bad_request(f"a container name must be specified for pod {pod_name}, "
+                                   f"choose one of: [{' '.join(every)}]")
+
+
+def _kubelet_address(node: dict[str, Any]) -> str:
+    """``host:port`` of the node's kubelet, as upstream's ``NodeConnectionInfoGetter`` picks it."""
+    status = node.get("status") or {}
+    addresses = status.get("addresses") or []
+    host = next((a.get("address") for kind in _ADDRESS_TYPES for a in addresses
+                 if a.get("type") == kind and a.get("address")), None)
+    if host is None:
+        known = " ".join(f"{{{a.get('type', '')} {a.get('address', '')}}}" for a in addresses)
+        raise ApiError(500, "", f"no preferred addresses found; known addresses: [{known}]")
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or KUBELET_PORT
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

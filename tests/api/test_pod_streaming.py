@@ -1,0 +1,81 @@
+"""pods/exec, attach and portforward (api/streaming.py): the Status kube-apiserver answers at
+each step before it would dial the node's kubelet, and the failed dial, since no simulated
+node runs one; never a 404 that says the pod does not exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import Client
+
+PODS = "/api/v1/namespaces/default/pods"
+WEBSOCKET = {"connection": "Upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+             "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-protocol": "v5.channel.k8s.io"}
+SPDY = {"connection": "Upgrade", "upgrade": "SPDY/3.1", "x-stream-protocol-version": "v4.channel.k8s.io"}
+
+
+def pod(name: str, *containers: str, node: str | None = None, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": c, "image": "nginx:1.27"} for c in containers],
+                     **({"nodeName": node} if node else {}), **spec}}
+
+
+async def ask(c: Client, method: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    r = await c.http.request(method, path, headers=headers)
+    return r.status_code, r.json()
+
+
+@pytest.fixture
+async def pods(client: Client) -> Client:
+    await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    await client.patch("/api/v1/nodes/n1/status", {"status": {
+        "addresses": [{"type": "InternalIP", "address": "10.1.0.7"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10255}}}}, "merge")
+    await client.create(PODS, pod("web", "app", node="n1"))
+    await client.create(PODS, pod("two", "a", "b", node="n1", initContainers=[{"name": "init", "image": "busybox"}]))
+    await client.create(PODS, pod("pending", "app"))
+    await client.create(PODS, pod("orphan", "app", node="gone"))
+    return client
+
+
+async def test_an_upgrade_to_a_bound_pod_fails_at_the_dial_to_its_kubelet(pods: Client) -> None:
+    for method, headers in (("GET", WEBSOCKET), ("POST", SPDY)):
+        for sub in ("exec?command=ls&stdout=true", "attach?stdout=1", "portforward?ports=80,8080"):
+            code, status = await ask(pods, method, f"{PODS}/web/{sub}", headers)
+            assert code == 500, (method, sub, status)
+            assert status["message"].startswith('error dialing backend: no kubelet serves node "n1" (10.1.0.7:10255)')
+            assert "reason" not in status and status["code"] == 500  # upstream's StatusReasonUnknown
+    # no upgrade: upstream's 400, once the pod, its container and its node are found
+    assert await ask(pods, "GET", f"{PODS}/web/exec?command=ls") == (400, {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Upgrade request required", "reason": "BadRequest", "code": 400})
+    assert (await ask(pods, "PUT", f"{PODS}/web/exec", SPDY))[0] == 405
+
+
+STEPS = [  # (path, code, message): one app for them all, each case a request
+    ("nope/exec?command=ls", 404, 'pods "nope" not found'),
+    ("web/exec?command=ls&container=other", 400, "container other is not valid for pod web"),
+    ("two/exec?command=ls", 400, "a container name must be specified for pod two, choose one of: [init a b]"),
+    ("two/attach?container=init", 500, None),  # an init container is one of the pod's
+    ("pending/exec?command=ls", 400, "pod pending does not have a host assigned"),
+    ("pending/portforward?ports=80", 400, "pod pending does not have a host assigned"),
+    ("orphan/exec?command=ls", 404, 'nodes "gone" not found'),
+    ("web/portforward?ports=http", 400, 'strconv.ParseInt: parsing "http": invalid syntax'),
+    ("web/exec?command=ls&dryRun=All", 400, "dryRun is not supported"),
+]
+
+
+async def test_each_step_before_the_dial_fails_as_upstream(pods: Client) -> None:
+    for path, code, message in STEPS:
+        got, status = await ask(pods, "POST", f"{PODS}/{path}", SPDY)
+        assert got == code and status["code"] == code, (path, status)
+        assert message is None or status["message"] == message, (path, status)
+
+
+async def test_discovery_lists_the_streaming_subresources(client: Client) -> None:
+    listed = {r["name"]: r for r in (await client.get("/api/v1"))["resources"]}
+    for sub, kind in (("exec", "PodExecOptions"), ("attach", "PodAttachOptions"),
+                      ("portforward", "PodPortForwardOptions")):
+        assert listed[f"pods/{sub}"]["kind"] == kind and listed[f"pods/{sub}"]["verbs"] == ["create", "get"]
