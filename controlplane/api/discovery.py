@@ -17,7 +17,7 @@ from typing import Any
 
 from ..registry import Registry, ResourceType
 
-__all__ = ["SUBRESOURCE_KINDS", "aggregated", "aggregated_version_accepted"]
+__all__ = ["SUBRESOURCE_KINDS", "aggregated", "aggregated_version_accepted", "subresource_kind"]
 
 _GROUP = "apidiscovery.k8s.io"
 
@@ -31,7 +31,15 @@ SUBRESOURCE_KINDS: dict[str, dict[str, Any]] = {
     "exec": {"kind": "PodExecOptions", "verbs": ["create", "get"]},
     "attach": {"kind": "PodAttachOptions", "verbs": ["create", "get"]},
     "portforward": {"kind": "PodPortForwardOptions", "verbs": ["create", "get"]},
+    "proxy": {"verbs": ["create", "delete", "get", "patch", "update"]},  # kind: <parent's>ProxyOptions
 }
+
+
+def subresource_kind(t: ResourceType, sub: str) -> dict[str, Any]:
+    """What discovery says of ``t``'s subresource ``sub`` where it differs from ``t``'s kind
+    and the verbs get, patch and update."""
+    known = SUBRESOURCE_KINDS.get(sub, {})
+    return {**known, "kind": f"{t.kind}ProxyOptions"} if sub == "proxy" else known
 
 
 def aggregated_version_accepted(accept: str) -> str | None:
@@ -62,7 +70,7 @@ def _resource(t: ResourceType) -> dict[str, Any]:
         r["categories"] = list(t.categories)
     subs = []
     for sub in t.subresources:
-        known = SUBRESOURCE_KINDS.get(sub, {})
+        known = subresource_kind(t, sub)
         subs.append({
             "subresource": sub,
             "responseKind": {"group": known.get("group", t.group), "version": known.get("version", t.version),

@@ -12,7 +12,7 @@ operator installs) extends all three.
 - view: read (get, list, watch) the namespaced workload, service, config and storage
   objects, their status and scale, events and quotas; not secrets, not RBAC.
 - edit: what view does, and write (create, update, patch, delete, deletecollection)
-  them, secrets included; exec, attach and port-forward to pods; evict pods; request
+  them, secrets included; exec, attach and port-forward to pods, proxy to pods and services; evict pods; request
   service account tokens.
 - admin: what edit does, and Roles and RoleBindings of the namespace.
 - all three read the resource metrics (``system:aggregated-metrics-reader``, as
@@ -52,7 +52,8 @@ _READ: dict[str, list[str]] = {
 }
 _WRITE: dict[str, list[str]] = {
     "": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "pods/attach", "pods/exec", "pods/portforward",
-         "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services"],
+         "pods/proxy", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts",
+         "services", "services/proxy"],
     "apps": ["daemonsets", "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
              "statefulsets/scale"],
     "autoscaling": ["horizontalpodautoscalers"],
@@ -85,8 +86,8 @@ DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
     _role("system:aggregate-to-view", [{"apiGroups": [g], "resources": r, "verbs": READ} for g, r in _READ.items()],
           {AGGREGATE_LABEL.format("view"): "true"}),
     _role("system:aggregate-to-edit",
-          [{"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "secrets"],
-            "verbs": READ},
+          [{"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets",
+                                               "services/proxy"], "verbs": READ},
            {"apiGroups": [""], "resources": ["pods/eviction", "serviceaccounts/token"], "verbs": ["create"]},
            *({"apiGroups": [g], "resources": r, "verbs": WRITE} for g, r in _WRITE.items())],
           {AGGREGATE_LABEL.format("edit"): "true"}),

@@ -81,7 +81,7 @@ from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
 from .deleteoptions import delete_options
-from .discovery import SUBRESOURCE_KINDS, aggregated, aggregated_version_accepted
+from .discovery import aggregated, aggregated_version_accepted, subresource_kind
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
@@ -110,6 +110,8 @@ from .params import flag
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
+from .proxying import PROXY_METHODS
+from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, verb_of
@@ -471,8 +473,8 @@ class KubeApi:
             if rtype is not None and rtype.namespaced:
                 namespace, rest = rest[1], rest[2:]
         rtype = self.registry.get(group, version, rest[0])
-        if rtype is None or len(rest) > 3:
-            raise ApiError.not_found_path(path)
+        if rtype is None or (len(rest) > 3 and not (rest[2] == "proxy" and "proxy" in rtype.subresources)):
+            raise ApiError.not_found_path(path)  # (a proxy's path goes on: it is the backend's)
         name = rest[1] if len(rest) > 1 else None
         subresource = rest[2] if len(rest) > 2 else None
         if subresource is not None and subresource not in rtype.subresources:
@@ -483,6 +485,12 @@ class KubeApi:
             if method not in ("GET", "POST"):
                 raise ApiError.method_not_allowed(method)
             raise await self._streaming_refusal(rtype, namespace, name, subresource, scope)
+        if subresource == "proxy" and name is not None:
+            if method not in PROXY_METHODS:
+                raise ApiError.method_not_allowed(method)
+            if "dryRun" in query:
+                raise ApiError.bad_request("dryRun is not supported")
+            raise await self._proxy_refusal(rtype, namespace, name)
         headers = dict(scope["headers"])
         if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers") \
                 and "patch" in rtype.verbs:  # upstream checks a patch's type first, as written (case and all)
@@ -817,7 +825,7 @@ class KubeApi:
             for sub in t.subresources:
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
                                   "kind": t.kind, "verbs": ["get", "patch", "update"],
-                                  **SUBRESOURCE_KINDS.get(sub, {})})
+                                  **subresource_kind(t, sub)})
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -1683,6 +1691,21 @@ class KubeApi:
 
         return await streaming_refusal(subresource, name, scope.get("query_string", b""), scope["headers"],
                                        pod_named, node_named)
+
+    async def _proxy_refusal(self, rtype: ResourceType, namespace: str | None, id_on_url: str) -> ApiError:
+        """``{pods,services,nodes}/{id}/proxy[/path]``: the error kube-apiserver answers when
+        nothing listens where it would forward, or the one an earlier step fails with
+        (``api/proxying.py``)."""
+        endpoints = self.registry.get("", "v1", "endpoints")
+        assert endpoints is not None
+
+        async def get(name: str) -> dict[str, Any]:
+            return orjson.loads(await self._get(rtype, namespace, name))  # type: ignore[no-any-return]
+
+        async def endpoints_of(name: str) -> dict[str, Any]:
+            return orjson.loads(await self._get(endpoints, namespace, name))  # type: ignore[no-any-return]
+
+        return await proxy_refusal(rtype.plural, id_on_url, get, endpoints_of)
 
     async def _scale(self, rtype: ResourceType, namespace: str | None, name: str, method: str,
                      content_type: str, body: bytes, query: dict[str, str],

@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl
 
 from .errors import ApiError
 
-__all__ = ["STREAMING_SUBRESOURCES", "is_upgrade", "needs_create", "refusal"]
+__all__ = ["STREAMING_SUBRESOURCES", "is_upgrade", "kubelet_address", "needs_create", "refusal"]
 
 STREAMING_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
 # the kubelet's port when the node's status names none (kube-apiserver's --kubelet-port)
@@ -76,7 +76,7 @@ async def refusal(subresource: str, name: str, query_string: bytes, headers: Ite
     node_name = spec.get("nodeName")
     if not node_name:
         return ApiError.bad_request(f"pod {name} does not have a host assigned")
-    where = _kubelet_address(await node_named(node_name))
+    where = kubelet_address(await node_named(node_name))
     if not is_upgrade(headers):
         return ApiError.bad_request("Upgrade request required")
     return ApiError(500, "", f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
@@ -110,7 +110,7 @@ def _container(pod_name: str, spec: dict[str, Any], named: str) -> None:
                                    f"choose one of: [{' '.join(every)}]")
 
 
-def _kubelet_address(node: dict[str, Any]) -> str:
+def kubelet_address(node: dict[str, Any]) -> str:
     """``host:port`` of the node's kubelet, as upstream's ``NodeConnectionInfoGetter`` picks it."""
     status = node.get("status") or {}
     addresses = status.get("addresses") or []

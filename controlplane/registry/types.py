@@ -93,9 +93,9 @@ BUILTIN: tuple[ResourceType, ...] = (
           verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),  # as upstream: no collection delete
     _core("Pod", "pods", short_names=("po",), categories=("all",),
           subresources=("status", "binding", "eviction", "log", "ephemeralcontainers", "exec", "attach",
-                        "portforward")),
-    _core("Node", "nodes", False, short_names=("no",), subresources=("status",)),
-    _core("Service", "services", short_names=("svc",), categories=("all",), subresources=("status",)),
+                        "portforward", "proxy")),
+    _core("Node", "nodes", False, short_names=("no",), subresources=("status", "proxy")),
+    _core("Service", "services", short_names=("svc",), categories=("all",), subresources=("status", "proxy")),
     _core("Endpoints", "endpoints", short_names=("ep",), singular="endpoints"),
     _core("ConfigMap", "configmaps", short_names=("cm",)),
     _core("Secret", "secrets"),

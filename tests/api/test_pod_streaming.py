@@ -79,3 +79,37 @@ async def test_discovery_lists_the_streaming_subresources(client: Client) -> Non
     for sub, kind in (("exec", "PodExecOptions"), ("attach", "PodAttachOptions"),
                       ("portforward", "PodPortForwardOptions")):
         assert listed[f"pods/{sub}"]["kind"] == kind and listed[f"pods/{sub}"]["verbs"] == ["create", "get"]
+
+
+async def test_the_proxy_subresources_fail_as_upstreams_proxy_when_nothing_answers(pods: Client) -> None:
+    """pods, services and nodes ``/proxy[/path]`` (api/proxying.py): upstream's steps to the
+    address, then its proxy transport's 503 for a dial that fails."""
+    await pods.create("/api/v1/namespaces/default/services", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "svc"}, "spec": {"selector": {"a": "b"}, "ports": [{"name": "http", "port": 80}]}})
+    await pods.create("/api/v1/namespaces/default/endpoints", {"apiVersion": "v1", "kind": "Endpoints", "metadata": {
+        "name": "svc"}, "subsets": [{"addresses": [{"ip": "10.2.0.9"}], "ports": [{"name": "http", "port": 8080}]}]})
+    await pods.patch(f"{PODS}/web/status", {"status": {"podIP": "10.2.0.9", "podIPs": [{"ip": "10.2.0.9"}]}}, "merge")
+    unreachable = "error trying to reach service: this server does not forward to "
+    for path, code, message in [
+        (f"{PODS}/web/proxy/healthz?x=1", 503, unreachable + "http://10.2.0.9"),
+        (f"{PODS}/https:web:8443/proxy", 503, unreachable + "https://10.2.0.9:8443"),
+        (f"{PODS}/pending/proxy/", 400, "address not allowed"),  # no IP yet
+        (f"{PODS}/ftp:web:21/proxy/", 400, 'invalid pod request "ftp:web:21"'),
+        (f"{PODS}/nope/proxy/", 404, 'pods "nope" not found'),
+        ("/api/v1/namespaces/default/services/svc:http/proxy/a/b", 503, unreachable + "http://10.2.0.9:8080"),
+        ("/api/v1/namespaces/default/services/svc:80/proxy/", 503, unreachable + "http://10.2.0.9:8080"),
+        ("/api/v1/namespaces/default/services/svc:81/proxy/", 503, 'no service port 81 found for service "svc"'),
+        ("/api/v1/namespaces/default/services/svc/proxy/", 503, 'no endpoints available for service "svc"'),
+        ("/api/v1/nodes/n1/proxy/metrics", 503, unreachable + "https://10.1.0.7:10255"),
+        ("/api/v1/nodes/n1:9100/proxy/metrics", 503, unreachable + "http://10.1.0.7:9100"),
+        ("/api/v1/nodes/gone/proxy/", 404, 'nodes "gone" not found'),
+        (f"{PODS}/web/proxy/?dryRun=All", 400, "dryRun is not supported"),
+    ]:
+        got, status = await ask(pods, "GET", path)
+        assert got == code and status["code"] == code, (path, status)
+        assert status["message"].startswith(message), (path, status)
+    assert (await ask(pods, "DELETE", f"{PODS}/web/proxy/x"))[0] == 503  # any method a backend may take
+    assert (await ask(pods, "GET", f"{PODS}/web/status/x"))[0] == 404  # only a proxy's path goes on
+    listed = {r["name"]: r for r in (await pods.get("/api/v1"))["resources"]}
+    assert (listed["services/proxy"]["kind"], listed["nodes/proxy"]["verbs"]) == \
+        ("ServiceProxyOptions", ["create", "delete", "get", "patch", "update"])

@@ -207,7 +207,7 @@ def failing(served: Serve, *args: str) -> tuple[float, str]:
     return time.monotonic() - start, r.stderr
 
 
-def test_exec_cp_attach_and_port_forward_fail_at_once_as_with_an_unreachable_kubelet(served: Serve) -> None:
+def test_exec_cp_attach_port_forward_and_proxy_fail_at_once_as_with_an_unreachable_kubelet(served: Serve) -> None:
     """The websocket upgrade (v5.channel.k8s.io) and the SPDY fallback both get upstream's
     Status for a kubelet it cannot dial (api/streaming.py): kubectl exits 1 at once, the pod
     found, where it said the resource did not exist."""
@@ -220,4 +220,8 @@ def test_exec_cp_attach_and_port_forward_fail_at_once_as_with_an_unreachable_kub
         assert dial in err and "not found" not in err and took < 10, (args, err)
     _, err = failing(served, "exec", "shell", "-c", "other", "--", "ls")  # kubectl checks this one itself
     assert "container other is not valid for pod shell" in err
+    # the proxy subresources (api/proxying.py): upstream's 503 for a backend it cannot dial
+    for raw in ("/api/v1/nodes/sim-node-1/proxy/metrics", "/api/v1/namespaces/default/pods/shell/proxy/"):
+        _, err = failing(served, "get", "--raw", raw)
+        assert "Error from server (ServiceUnavailable): error trying to reach service:" in err, (raw, err)
     kubectl(served, "delete", "pod", "shell", "--grace-period=0", "--force")
