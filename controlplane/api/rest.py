@@ -143,6 +143,9 @@ from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
 
+# upstream's warning on every request for v1 Endpoints (KEP-4974), as kubectl prints it
+ENDPOINTS_DEPRECATION = "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -198,6 +201,7 @@ class KubeApi:
         self._pods = registry.get("", "v1", "pods")
         self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
         self._services = registry.get("", "v1", "services")
+        self._endpoints = registry.get("", "v1", "endpoints")
         assert self._services is not None
         # Services' cluster IPs and node ports, claimed in the store (api/allocations.py)
         self.allocations = ServiceAllocations(lambda: self.store, self._services)
@@ -504,6 +508,8 @@ class KubeApi:
             _negotiated(_accept(scope), CUSTOM if rtype.custom is not None else BUILTIN)
         if rtype.custom is not None and rtype.custom.deprecation_warning:
             add_warning(rtype.custom.deprecation_warning)
+        elif rtype is self._endpoints:
+            add_warning(ENDPOINTS_DEPRECATION)
         if parse_dry_run(query.get("dryRun")):
             if method not in ("POST", "PUT", "PATCH", "DELETE"):
                 raise ApiError.bad_request("dryRun is only for create, update, patch and delete")

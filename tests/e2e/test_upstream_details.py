@@ -248,3 +248,20 @@ def test_event_field_selectors_as_upstream(served: Serve) -> None:
     assert "Failed" in out and "Pulled" not in out
     out = kubectl(served, "get", "events", "--field-selector", "involvedObject.name=ev-pod,type=Normal")
     assert "Pulled" in out and "Failed" not in out
+
+
+def test_v1_endpoints_carry_upstreams_deprecation_warning(served: Serve) -> None:
+    """Every request for v1 Endpoints warns, as kube-apiserver 1.33+ does (KEP-4974); their
+    replacement, EndpointSlices, does not."""
+    warning = "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+    created = _kubectl_all(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: Endpoints\nmetadata: {name: legacy}\n"
+        "subsets: [{addresses: [{ip: 10.9.0.1}], ports: [{port: 80}]}]\n"))
+    listed = _kubectl_all(served, "get", "endpoints")
+    one = _kubectl_all(served, "get", "endpoints", "legacy", "-o", "name")
+    for r in (created, listed, one):
+        assert r.returncode == 0 and warning in r.stderr, r
+    assert one.stdout.split() == ["endpoints/legacy"]
+    slices = _kubectl_all(served, "get", "endpointslices")
+    assert slices.returncode == 0 and "Warning" not in slices.stderr, slices
+    kubectl(served, "delete", "endpoints", "legacy")
