@@ -88,6 +88,9 @@ COMPONENTS: list[Component] = [
               lambda config: True),
     # kube-root-ca.crt in every namespace, when the server serves TLS (controllers/rootca.py)
     Component("root-ca-cert-publisher", "controlplane.controllers.rootca:start", lambda config: config.scheduler),
+    # approved CSRs of the built-in signers issued with the generated CA (controllers/certificates.py)
+    Component("csrsigning-controller", "controlplane.controllers.certificates:start",
+              lambda config: config.scheduler),
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
               lambda config: config.scheduler),

@@ -44,6 +44,7 @@ from store import KeyValue, Store
 
 from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
+from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
@@ -202,6 +203,7 @@ class KubeApi:
         self._budgets = registry.get("policy", "v1", "poddisruptionbudgets")
         self._services = registry.get("", "v1", "services")
         self._endpoints = registry.get("", "v1", "endpoints")
+        self._csrs = registry.get("certificates.k8s.io", "v1", "certificatesigningrequests")
         assert self._services is not None
         # Services' cluster IPs and node ports, claimed in the store (api/allocations.py)
         self.allocations = ServiceAllocations(lambda: self.store, self._services)
@@ -496,7 +498,7 @@ class KubeApi:
                 raise ApiError.bad_request("dryRun is not supported")
             raise await self._proxy_refusal(rtype, namespace, name)
         headers = dict(scope["headers"])
-        if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers") \
+        if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers", "approval") \
                 and "patch" in rtype.verbs:  # upstream checks a patch's type first, as written (case and all)
             patch_type = headers.get(b"content-type", b"").decode("latin-1").strip()
             if patch_type.find(";") > 0:
@@ -603,9 +605,9 @@ class KubeApi:
             if method != "PUT":
                 raise ApiError.method_not_allowed(method)
             return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
-        if subresource == "ephemeralcontainers" and method not in ("GET", "PUT", "PATCH"):
+        if subresource in ("ephemeralcontainers", "approval") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError.method_not_allowed(method)
-        if subresource not in (None, "status", "ephemeralcontainers"):
+        if subresource not in (None, "status", "ephemeralcontainers", "approval"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json"):
             # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
@@ -1451,6 +1453,12 @@ class KubeApi:
             causes = validate_metadata(meta, old.get("metadata") if old is not None else None)
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
+        if rtype is self._csrs:
+            if old is None:
+                set_requestor(obj, REQUEST_USER.get())
+            causes = prepare_csr(obj, old, subresource)
+            if causes:
+                raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
         if rtype.custom is None:
             try:
                 causes = prepare(rtype.plural, obj, old)
@@ -2453,7 +2461,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         if merged["spec"] != old.get("spec") and keeps_generation(rtype):  # (pod strategy's updatePodGeneration)
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
-    if subresource == "status":
+    if subresource in ("status", "approval"):  # (a CSR's approval: its conditions, registry/certificates.py)
         merged = dict(old)
         status = merged["status"] = new.get("status")
         merged["metadata"] = dict(old_meta)

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..quantity import format_quantity, parse_quantity
+from ..registry.certificates import extract_condition
 from ..registry.custom import CustomVersion
 from .jsonpath import JsonPathError, compile_path, find
 
@@ -610,6 +611,11 @@ def _summed(o: Obj, resource: str) -> str:
     return format_quantity(total)
 
 
+def _requested_duration(o: Obj) -> str:
+    seconds = _get(o, "spec", "expirationSeconds", default=None)
+    return human_duration(seconds) if isinstance(seconds, int) else "<none>"
+
+
 def _col(name: str, cell: Callable[[Obj], Any], type_: str = "string", priority: int = 0,
          fmt: str = "") -> Column:
     return (name, type_, fmt, priority, cell)
@@ -775,6 +781,10 @@ COLUMNS: dict[str, list[Column]] = {
     "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
                        _col("Ports", _slice_ports), _col("Endpoints", _slice_endpoints), _AGE],
     "runtimeclasses": [_NAME, _col("Handler", lambda o: o.get("handler", "")), _AGE],
+    "certificatesigningrequests": [
+        _NAME, _AGE, _col("SignerName", lambda o: _get(o, "spec", "signerName")),
+        _col("Requestor", lambda o: _get(o, "spec", "username")),
+        _col("RequestedDuration", _requested_duration), _col("Condition", extract_condition)],
     "mutatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),
                                       _AGE],
     "validatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),

@@ -145,6 +145,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
+    # issued by the signer, controllers/certificates.py (registry/certificates.py)
+    ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
+                 short_names=("csr",), subresources=("status", "approval")),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
     # webhook configurations: stored and served, never called (registry/webhooks.py)
     ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",

@@ -5,6 +5,7 @@ HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -225,3 +226,34 @@ def test_exec_cp_attach_port_forward_and_proxy_fail_at_once_as_with_an_unreachab
         _, err = failing(served, "get", "--raw", raw)
         assert "Error from server (ServiceUnavailable): error trying to reach service:" in err, (raw, err)
     kubectl(served, "delete", "pod", "shell", "--grace-period=0", "--force")
+
+
+def test_a_user_certificate_requested_approved_and_issued_with_kubectl(served: Serve) -> None:
+    """The flow of upstream's "issue a certificate for a user" task: a CSR for the client
+    signer, ``kubectl certificate approve`` (a protobuf PUT of /approval), and the signer
+    (controllers/certificates.py) issuing it with the cluster CA; ``kubectl get csr`` prints
+    upstream's columns, and a request the signer refuses gets Failed."""
+    from cryptography import x509
+
+    from tests.api.test_certificate_signing_requests import request_pem
+
+    manifest = ("apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: {name}}}\n"
+                "spec: {{request: {request}, signerName: kubernetes.io/kube-apiserver-client, "
+                "expirationSeconds: 86400, usages: [{usage}]}}\n")
+    for name, usage in (("jane", "client auth"), ("wrong", "server auth")):
+        kubectl(served, "apply", "-f", "-", stdin=manifest.format(name=name, request=request_pem(), usage=usage))
+        assert "approved" in kubectl(served, "certificate", "approve", name)
+
+    def rows() -> dict[str, list[str]]:
+        return {line.split()[0]: line.split() for line in kubectl(served, "get", "csr").splitlines()}
+
+    eventually(lambda: rows()["jane"][-1] == "Approved,Issued" and rows()["wrong"][-1] == "Approved,Failed")
+    assert rows()["NAME"] == ["NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION"]
+    assert rows()["jane"][2:5] == ["kubernetes.io/kube-apiserver-client", "admin", "24h"]
+    issued = kubectl(served, "get", "csr", "jane", "-o", "jsonpath={.status.certificate}")
+    cert = x509.load_pem_x509_certificate(base64.b64decode(issued))
+    ca = x509.load_pem_x509_certificate((served.state / "pki" / "ca.crt").read_bytes())
+    cert.verify_directly_issued_by(ca)
+    assert cert.subject.rfc4514_string() == "O=devs,CN=jane"
+    _, err = failing(served, "certificate", "deny", "jane")
+    assert 'certificate signing request "jane" is already Approved' in err

@@ -33,6 +33,7 @@ PACKAGES = {
     "autoscaling/v1": "autoscaling/v1",
     "autoscaling/v2": "autoscaling/v2",
     "batch/v1": "batch/v1",
+    "certificates/v1": "certificates.k8s.io/v1",
     "coordination/v1": "coordination.k8s.io/v1",
     "discovery/v1": "discovery.k8s.io/v1",
     "events/v1": "events.k8s.io/v1",

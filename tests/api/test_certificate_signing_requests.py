@@ -1,0 +1,109 @@
+"""CertificateSigningRequests (registry/certificates.py): validated as upstream's, the
+requestor written by the server, each update strategy changing only what it owns; and the
+signer (controllers/certificates.py) issuing a certificate of the cluster CA."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from controlplane.client import ApiError, Client
+from controlplane.controllers.certificates import sign
+
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+
+def request_pem(cn: str = "jane", org: str = "devs") -> str:
+    key = ec.generate_private_key(ec.SECP256R1())
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
+                                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)]))
+           .sign(key, hashes.SHA256()))
+    return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def csr(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
+            "spec": {"request": request_pem(), "signerName": "kubernetes.io/kube-apiserver-client",
+                     "usages": ["client auth"], **spec}}
+
+
+APPROVED = {"type": "Approved", "status": "True", "reason": "KubectlApprove", "message": "ok"}
+
+
+async def test_a_request_is_validated_and_its_requestor_is_the_servers_to_write(client: Client) -> None:
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        ({"request": base64.b64encode(b"hi").decode()}, "spec.request",
+         "Invalid value: []byte{0x68, 0x69}: PEM block type must be CERTIFICATE REQUEST"),
+        ({"usages": []}, "spec.usages", "Required value"),
+        ({"usages": ["client auth", "flying"]}, "spec.usages[1]", 'Unsupported value: "flying"'),
+        ({"signerName": ""}, "spec.signerName", "Required value"),
+        ({"signerName": "kubernetes.io/legacy-unknown"}, "spec.signerName",
+         "the legacy signerName is not allowed via this API version"),
+        ({"signerName": "no-slash"}, "spec.signerName", "must be a fully qualified domain and path"),
+        ({"expirationSeconds": 599}, "spec.expirationSeconds",
+         "Invalid value: 599: may not specify a duration less than 600 seconds (10 minutes)"),
+    ]
+    for spec, field, message in cases:
+        with pytest.raises(ApiError) as e:
+            await client.create(CSRS, csr("bad", **spec))
+        assert e.value.code == 422, spec
+        causes = e.value.status["details"]["causes"]
+        assert any(c["field"] == field and message in c["message"] for c in causes), (spec, causes)
+    # the requestor is whoever asks (no one, in this process): what the body says of it is dropped
+    made = await client.create(CSRS, {**csr("jane", username="root", groups=["system:masters"]),
+                                      "status": {"conditions": [APPROVED]}})
+    assert "username" not in made["spec"] and "groups" not in made["spec"] and "status" not in made
+
+
+async def test_each_update_changes_only_what_its_strategy_owns(client: Client) -> None:
+    made = await client.create(CSRS, csr("jane"))
+    # the object itself: metadata only
+    made["metadata"]["labels"] = {"team": "a"}
+    made["spec"]["usages"] = ["server auth"]
+    made["status"] = {"conditions": [APPROVED]}
+    put = await client.update(f"{CSRS}/jane", made)
+    assert put["metadata"]["labels"] == {"team": "a"} and put["spec"]["usages"] == ["client auth"]
+    assert "status" not in put
+    # /status may not approve
+    put["status"] = {"conditions": [APPROVED], "certificate": base64.b64encode(b"x").decode()}
+    status = await client.update(f"{CSRS}/jane/status", put)
+    assert "conditions" not in status["status"]
+    # /approval approves (times filled in), and keeps the certificate as it was
+    approved = await client.update(f"{CSRS}/jane/approval", {**status, "status": {
+        "conditions": [APPROVED], "certificate": base64.b64encode(b"y").decode()}})
+    [condition] = approved["status"]["conditions"]
+    assert condition["type"] == "Approved" and condition["lastUpdateTime"] and condition["lastTransitionTime"]
+    assert approved["status"]["certificate"] == base64.b64encode(b"x").decode()
+    for conditions, message in (([], 'updates may not remove a condition of type "Approved"'),
+                                ([APPROVED, {**APPROVED, "type": "Denied"}],
+                                 "Approved and Denied conditions are mutually exclusive")):
+        with pytest.raises(ApiError) as e:
+            await client.update(f"{CSRS}/jane/approval", {**approved, "status": {"conditions": conditions}})
+        assert e.value.code == 422 and message in e.value.message
+    with pytest.raises(ApiError) as e:
+        await client.request("POST", f"{CSRS}/jane/approval", approved)
+    assert e.value.code == 405
+
+
+def test_the_signer_issues_the_request_with_its_usages_and_duration() -> None:
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(ca_key.public_key())
+          .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+          .sign(ca_key, hashes.SHA256()))
+    pem = sign(csr("jane", expirationSeconds=3600), ca, ca_key, now)
+    cert = x509.load_pem_x509_certificate(pem)
+    assert cert.subject.rfc4514_string() == "O=devs,CN=jane" and cert.issuer == name
+    assert cert.not_valid_after_utc - now == datetime.timedelta(hours=1)
+    assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == \
+        [ExtendedKeyUsageOID.CLIENT_AUTH]
+    cert.verify_directly_issued_by(ca)
