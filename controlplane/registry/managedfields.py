@@ -221,6 +221,9 @@ def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> 
     """The part of ``obj`` a write through ``subresource`` can own (a shallow copy)."""
     if subresource == "status":
         return {"status": obj["status"]} if "status" in obj else {}
+    if subresource == "approval":  # a CSR's: its conditions alone (upstream's reset fields)
+        conditions = (obj.get("status") or {}).get("conditions")
+        return {"status": {"conditions": conditions}} if conditions is not None else {}
     view = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     if "status" in rtype.subresources:
         view.pop("status", None)

@@ -82,6 +82,8 @@ async def test_each_update_changes_only_what_its_strategy_owns(client: Client) -
     [condition] = approved["status"]["conditions"]
     assert condition["type"] == "Approved" and condition["lastUpdateTime"] and condition["lastTransitionTime"]
     assert approved["status"]["certificate"] == base64.b64encode(b"x").decode()
+    [entry] = [e for e in approved["metadata"]["managedFields"] if e.get("subresource") == "approval"]
+    assert list(entry["fieldsV1"]["f:status"]) == ["f:conditions"]  # the approver owns its condition
     for conditions, message in (([], 'updates may not remove a condition of type "Approved"'),
                                 ([APPROVED, {**APPROVED, "type": "Denied"}],
                                  "Approved and Denied conditions are mutually exclusive")):
