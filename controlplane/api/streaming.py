@@ -16,11 +16,16 @@ first failure, which is the answer:
    ephemeral ones included; one must be named when the pod has several (400, upstream's
    ``validateContainer`` words);
 5. the node: a pod not bound yet is 400 ``pod X does not have a host assigned``; a node gone
-   is 404; a node without an address 500;
+   is 404; a node without an address 503 (upstream: 500);
 6. a request that is no upgrade (neither websocket nor SPDY) is 400 ``Upgrade request
    required``;
-7. the dial to the kubelet, which no simulated node answers: 500 ``error dialing backend:
-   ...`` (upstream's words when the kubelet's port refuses), at once, never a hang.
+7. the dial to the kubelet, which no simulated node answers: ``error dialing backend: ...``
+   (upstream's words when the kubelet's port refuses), at once, never a hang.
+
+Upstream answers the last two with a 500 and no reason. Here they are 503
+``ServiceUnavailable``: what fails is a backend this emulator does not have, not the server,
+and a 500 from this server always means a fault of its own (tests and load runs count them).
+kubectl prints the message alike and exits 1 either way.
 
 kubectl asks for a websocket upgrade first (``v5.channel.k8s.io``, a GET); an answer other
 than 101 makes it fall back to SPDY (a POST), which gets the same Status; it prints
@@ -79,8 +84,9 @@ async def refusal(subresource: str, name: str, query_string: bytes, headers: Ite
     where = kubelet_address(await node_named(node_name))
     if not is_upgrade(headers):
         return ApiError.bad_request("Upgrade request required")
-    return ApiError(500, "", f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
-                             "this cluster's nodes are simulated and their containers do not run")
+    return ApiError(503, "ServiceUnavailable",
+                    f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
+                    "this cluster's nodes are simulated and their containers do not run")
 
 
 def _ports(values: Iterable[str]) -> None:
@@ -118,6 +124,6 @@ def kubelet_address(node: dict[str, Any]) -> str:
                  if a.get("type") == kind and a.get("address")), None)
     if host is None:
         known = " ".join(f"{{{a.get('type', '')} {a.get('address', '')}}}" for a in addresses)
-        raise ApiError(500, "", f"no preferred addresses found; known addresses: [{known}]")
+        raise ApiError(503, "ServiceUnavailable", f"no preferred addresses found; known addresses: [{known}]")
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or KUBELET_PORT
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

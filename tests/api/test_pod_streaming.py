@@ -44,9 +44,9 @@ async def test_an_upgrade_to_a_bound_pod_fails_at_the_dial_to_its_kubelet(pods: 
     for method, headers in (("GET", WEBSOCKET), ("POST", SPDY)):
         for sub in ("exec?command=ls&stdout=true", "attach?stdout=1", "portforward?ports=80,8080"):
             code, status = await ask(pods, method, f"{PODS}/web/{sub}", headers)
-            assert code == 500, (method, sub, status)
+            assert code == 503, (method, sub, status)
             assert status["message"].startswith('error dialing backend: no kubelet serves node "n1" (10.1.0.7:10255)')
-            assert "reason" not in status and status["code"] == 500  # upstream's StatusReasonUnknown
+            assert status["reason"] == "ServiceUnavailable" and status["code"] == 503  # (upstream: 500)
     # no upgrade: upstream's 400, once the pod, its container and its node are found
     assert await ask(pods, "GET", f"{PODS}/web/exec?command=ls") == (400, {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -58,7 +58,7 @@ STEPS = [  # (path, code, message): one app for them all, each case a request
     ("nope/exec?command=ls", 404, 'pods "nope" not found'),
     ("web/exec?command=ls&container=other", 400, "container other is not valid for pod web"),
     ("two/exec?command=ls", 400, "a container name must be specified for pod two, choose one of: [init a b]"),
-    ("two/attach?container=init", 500, None),  # an init container is one of the pod's
+    ("two/attach?container=init", 503, None),  # an init container is one of the pod's
     ("pending/exec?command=ls", 400, "pod pending does not have a host assigned"),
     ("pending/portforward?ports=80", 400, "pod pending does not have a host assigned"),
     ("orphan/exec?command=ls", 404, 'nodes "gone" not found'),
