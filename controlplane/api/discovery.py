@@ -32,6 +32,7 @@ SUBRESOURCE_KINDS: dict[str, dict[str, Any]] = {
     "attach": {"kind": "PodAttachOptions", "verbs": ["create", "get"]},
     "portforward": {"kind": "PodPortForwardOptions", "verbs": ["create", "get"]},
     "proxy": {"verbs": ["create", "delete", "get", "patch", "update"]},  # kind: <parent's>ProxyOptions
+    "token": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]},
 }
 
 

@@ -1,0 +1,33 @@
+"""Findings of a sweep with the official ``kubernetes`` Python client used as operators'
+tools use it (its dynamic client, typed APIs and watches), each over a socket against
+``controlplane serve``: what it found different from kube-apiserver, now the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from kubernetes import client, dynamic
+
+from tests.e2e.test_kubernetes_client import bearer
+from tests.test_cli import Serve
+
+
+def test_the_token_subresource_is_discovered_as_a_token_request(served: Serve, api: client.ApiClient,
+                                                                tmp_path: Path) -> None:
+    """``serviceaccounts/token`` is a TokenRequest of authentication.k8s.io/v1 one creates, as
+    upstream's discovery says (it said a ServiceAccount one gets, patches and updates), so the
+    dynamic client finds it and asks for a token with it."""
+    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    token = dyn.resources.get(api_version="v1", kind="ServiceAccount").subresources["token"]
+    assert (token.kind, token.verbs) == ("TokenRequest", ["create"])
+    issued = token.create(body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+                          name="default", namespace="default")
+    assert issued.kind == "TokenRequest" and issued.status.token.count(".") == 2
+    aggregated = httpx.get(f"{served.url}/api", headers={
+        **bearer(served), "accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"}).json()
+    resources = {r["resource"]: r for r in aggregated["items"][0]["versions"][0]["resources"]}
+    subresources = {s["subresource"]: s for s in resources["serviceaccounts"]["subresources"]}
+    assert subresources["token"] == {
+        "subresource": "token", "verbs": ["create"],
+        "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}}
