@@ -91,6 +91,7 @@ from .http1 import RECEIVED_SCOPE_KEY
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
+from .namespace_deleter import empty_namespace
 from .negotiation import (
     AS_YAML,
     BUILTIN,
@@ -279,6 +280,11 @@ class KubeApi:
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
             self._spawn(remove_resources(self.crds, self.store, name, self._delete))
+        prefix = self._namespaces.prefix()
+        kvs, _, _ = await self.store.range(prefix, store.prefix_end(prefix))
+        for kv in kvs:
+            if b'"deletionTimestamp"' in kv.value:  # namespaces another run began to empty
+                self._spawn(self._terminate(orjson.loads(kv.value)["metadata"]["name"]))
 
     async def _kubernetes_service(self) -> None:
         """The ``kubernetes`` Service in ``default``, the first address of the service range,
@@ -1518,35 +1524,19 @@ class KubeApi:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _terminate(self, namespace: str) -> None:
-        """The namespace controller's work: delete everything in a terminating
-        namespace, then the namespace itself (its ``kubernetes`` finalizer)."""
+    def _terminate(self, namespace: str) -> Awaitable[None]:
+        """The namespace controller's work (api/namespace_deleter.py): empty a terminating
+        namespace, then delete it (its ``kubernetes`` finalizer)."""
         assert self._namespaces is not None
-        for _round in range(100):
-            left = 0
-            for rtype in self.registry.all():
-                if not rtype.namespaced:
-                    continue
-                kvs, _, _ = await self.store.range(rtype.prefix(namespace), store.prefix_end(rtype.prefix(namespace)))
-                for kv in kvs:
-                    name = orjson.loads(kv.value).get("metadata", {}).get("name", "")
-                    with contextlib.suppress(ApiError, store.StoreError):
-                        # pods without their grace period: upstream waits for their kubelets (and
-                        # PodGC for pods of nodes that do not exist); here most nodes have none
-                        await self._delete(rtype, namespace, name,
-                                           {"gracePeriodSeconds": 0} if rtype is self._pods else None)
-                    left += 1
-            if not left:
-                break
-            await asyncio.sleep(0.2)  # objects with finalizers: wait for their owners
-        key = self._namespaces.key(None, namespace)
-        with contextlib.suppress(store.StoreError):
-            ns = await self.store.get(key)
-            if ns is not None:
-                obj = orjson.loads(ns.value)
-                spec = obj.setdefault("spec", {})
-                spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
-                await self._store_namespace(key, obj, ns.mod_revision)
+        return empty_namespace(self.registry, self.store, self._namespaces, namespace, self._delete_content,
+                               self._store_namespace)
+
+    async def _delete_content(self, rtype: ResourceType, namespace: str | None, name: str,
+                              options: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A terminating namespace's object deleted: None if it is gone, else the object
+        as it stays (held by its finalizers)."""
+        left = await self._delete(rtype, namespace, name, options)
+        return None if isinstance(left, Gone) else left
 
     async def _store_namespace(self, key: bytes, obj: dict[str, Any], expected: int) -> int:
         """Write a namespace; a terminating one whose finalizers (spec and metadata) are all

@@ -4,6 +4,7 @@ tools use it (its dynamic client, typed APIs and watches), each over a socket ag
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -31,3 +32,28 @@ def test_the_token_subresource_is_discovered_as_a_token_request(served: Serve, a
     assert subresources["token"] == {
         "subresource": "token", "verbs": ["create"],
         "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}}
+
+
+def test_a_namespace_held_by_a_finalizer_says_why_to_the_typed_client(api: client.ApiClient) -> None:
+    """A namespace whose content a finalizer holds stays Terminating with upstream's
+    conditions, which the typed client reads into V1NamespaceConditions; once released,
+    the namespace goes."""
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="held")))
+    core.create_namespaced_config_map("held", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="kept", finalizers=["example.com/hold"])))
+    core.delete_namespace("held")
+    deadline = time.monotonic() + 5
+    while not (conditions := core.read_namespace("held").status.conditions) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    by_type = {c.type: c for c in conditions or ()}
+    assert (by_type["NamespaceFinalizersRemaining"].status, by_type["NamespaceFinalizersRemaining"].message) == (
+        "True", "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances")
+    assert by_type["NamespaceContentRemaining"].reason == "SomeResourcesRemain"
+    assert by_type["NamespaceDeletionContentFailure"].status == "False"
+    assert core.read_namespace("held").status.phase == "Terminating"
+    core.patch_namespaced_config_map("kept", "held", [{"op": "remove", "path": "/metadata/finalizers"}])
+    deadline = time.monotonic() + 5
+    while any(ns.metadata.name == "held" for ns in core.list_namespace().items) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(ns.metadata.name != "held" for ns in core.list_namespace().items)
