@@ -28,6 +28,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
+from ..registry.dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .errors import ApiError
 from .rbac import ANONYMOUS, AUTHENTICATED, Authorizer, Request, User, forbidden
 
@@ -36,8 +37,6 @@ __all__ = ["extra_key", "impersonated"]
 EXTRA_PREFIX = b"impersonate-extra-"
 UNAUTHENTICATED = "system:unauthenticated"
 _MALFORMED_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class _Asked:
@@ -121,7 +120,7 @@ def _service_account(name: str) -> tuple[str, str] | None:
     if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
         return None
     namespace, account = parts[2], parts[3]
-    if not (len(namespace) <= 63 and _DNS1123_LABEL.match(namespace)
-            and len(account) <= 253 and _DNS1123_SUBDOMAIN.match(account)):
+    if not (len(namespace) <= 63 and DNS1123_LABEL.match(namespace)
+            and len(account) <= 253 and DNS1123_SUBDOMAIN.match(account)):
         return None
     return namespace, account

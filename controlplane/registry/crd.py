@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .custom import CustomVersion
+from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
 from .structural import Cause, describe, structure_problems
 from .types import ResourceType
 from .versions import priority
@@ -35,8 +36,6 @@ GROUP = "apiextensions.k8s.io"
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _DNS1035_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
                     "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
                     "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
@@ -86,7 +85,7 @@ def _invalid(field: str, value: Any, detail: str) -> Cause:
 def _dns1035(field: str, value: Any, causes: list[Cause]) -> None:
     if not isinstance(value, str) or not value:
         causes.append(_required(field))
-    elif not _DNS1035.match(value) or len(value) > 63:
+    elif not DNS1035_LABEL.match(value) or len(value) > 63:
         causes.append(_invalid(field, value, _DNS1035_MESSAGE))
 
 
@@ -101,7 +100,7 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
     group, names = spec.get("group"), _dict(spec.get("names"))
     if not isinstance(group, str) or not group:
         causes.append(_required("spec.group"))
-    elif not _DNS1123_SUBDOMAIN.match(group) or len(group) > 253:
+    elif not DNS1123_SUBDOMAIN.match(group) or len(group) > 253:
         causes.append(_invalid("spec.group", group, "a lowercase RFC 1123 subdomain must consist of lower case "
                                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                                "character"))
@@ -177,7 +176,7 @@ def _names_problems(names: Obj) -> list[Cause]:
     for field, value in (("spec.names.kind", kind), ("spec.names.listKind", list_kind)):
         if not isinstance(value, str) or not value:
             causes.append(_required(field))
-        elif not _DNS1035.match(value.lower()):
+        elif not DNS1035_LABEL.match(value.lower()):
             causes.append(_invalid(field, value, "may have mixed case, but should otherwise match: "
                                    "[a-z]([-a-z0-9]*[a-z0-9])?"))
     if kind and kind == list_kind:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
+
 __all__ = ["prepare_podgroup", "prepare_scheduling_workload"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _MAX_TEMPLATES = 8
 
 
@@ -54,7 +54,7 @@ def _label_key(field: str, key: Any) -> Causes:
     if not isinstance(key, str) or not key:
         return [_required(field)]
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         return [_invalid(field, key, "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                                      "alphanumeric characters, '-' or '.', and must start and end with an "
                                      "alphanumeric character")]
@@ -69,7 +69,7 @@ def _short_name(field: str, value: Any) -> Causes:
     """``+k8s:required`` and ``+k8s:format=k8s-short-name`` (a DNS label)."""
     if not isinstance(value, str) or not value:
         return [_required(field)]
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.match(value):
         return [_invalid(field, value, "must consist of lower case alphanumeric characters or '-', and must "
                                        "start and end with an alphanumeric character")]
     return []

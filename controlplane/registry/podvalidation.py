@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
+from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_value_problems", "not_supported", "pod_spec_causes",
            "port_name_problems", "required", "template_causes"]
@@ -36,8 +37,6 @@ __all__ = ["dns_label_problems", "label_key_problems", "label_value_problems", "
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _LABEL_HINT = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
                "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
@@ -66,11 +65,11 @@ _NO_DEADLINE = {"deployments": "ReplicaSet", "replicasets": "ReplicaSet", "state
 
 def dns_label_problems(value: str) -> list[str]:
     """Why ``value`` is not a DNS-1123 label (``IsDNS1123Label``); empty when it is."""
-    if len(value) <= 63 and _DNS1123_LABEL.match(value):
+    if len(value) <= 63 and DNS1123_LABEL.match(value):
         return []
     problems = ["must be no more than 63 characters"] if len(value) > 63 else []
-    if not _DNS1123_LABEL.match(value):
-        problems.append("must not contain dots" if _DNS1123_SUBDOMAIN.match(value) else _LABEL_HINT)
+    if not DNS1123_LABEL.match(value):
+        problems.append("must not contain dots" if DNS1123_SUBDOMAIN.match(value) else _LABEL_HINT)
     return problems
 
 
@@ -171,7 +170,7 @@ def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:
         if not isinstance(v, dict):
             continue
         name = v.get("name")
-        if isinstance(name, str) and name and name not in names and len(name) <= 63 and _DNS1123_LABEL.match(name):
+        if isinstance(name, str) and name and name not in names and len(name) <= 63 and DNS1123_LABEL.match(name):
             names.add(name)
             continue
         at = f"{path}.volumes[{i}].name"
@@ -189,7 +188,7 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, 
     name = c.get("name")
     if not name:
         causes.append(required(f"{at}.name"))
-    elif not isinstance(name, str) or len(name) > 63 or not _DNS1123_LABEL.match(name):
+    elif not isinstance(name, str) or len(name) > 63 or not DNS1123_LABEL.match(name):
         causes.extend(invalid(f"{at}.name", name, p) for p in dns_label_problems(str(name)))
     image = c.get("image")
     if not image:
@@ -348,7 +347,7 @@ def label_key_problems(key: str) -> list[str]:
         else:
             if len(prefix.encode()) > 253:
                 problems.append("prefix part must be no more than 253 bytes")
-            if not _DNS1123_SUBDOMAIN.match(prefix):
+            if not DNS1123_SUBDOMAIN.match(prefix):
                 problems.append("prefix part " + _SUBDOMAIN_HINT)
     if not name:
         problems.append("name part must be non-empty")
@@ -395,13 +394,13 @@ def _labels(labels: Obj, field: str, causes: Causes) -> None:
 
 
 def _is_subdomain(value: str) -> bool:
-    return len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value) is not None
+    return len(value) <= 253 and DNS1123_SUBDOMAIN.match(value) is not None
 
 
 def _subdomain_problems(value: str) -> list[str]:
     """Why ``value`` is not a DNS-1123 subdomain (``IsDNS1123Subdomain``, as ``ValidateNodeName``)."""
     problems = ["must be no more than 253 characters"] if len(value) > 253 else []
-    if not _DNS1123_SUBDOMAIN.match(value):
+    if not DNS1123_SUBDOMAIN.match(value):
         problems.append(_SUBDOMAIN_HINT)
     return problems
 

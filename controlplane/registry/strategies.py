@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from .autoscaling import prepare_horizontal_pod_autoscaler
+from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .immutable import (
     pod_update_causes,
     service_causes,
@@ -40,9 +41,6 @@ from .workloads import WORKLOADS, prepare_workload
 
 __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "validate_metadata", "validate_name"]
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 
 # Names that must be DNS labels (they become host names or DNS names: a StatefulSet's is
 # its pods' hostnames' stem); the rest are DNS subdomains, as kube-apiserver's
@@ -54,15 +52,15 @@ _DNS1035_NAMED = {"services"}
 def validate_name(plural: str, name: str) -> list[dict[str, str]]:
     """The causes for a 422 Invalid if ``name`` is not a valid name for ``plural``."""
     if plural in _DNS1035_NAMED:
-        ok, limit, what = _DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
+        ok, limit, what = DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
         hint = ("must consist of lower case alphanumeric characters or '-', start with an alphabetic character, "
                 "and end with an alphanumeric character")
     elif plural in _LABEL_NAMED:
-        ok, limit, what = _DNS1123_LABEL.match(name), 63, "a lowercase RFC 1123 label"
+        ok, limit, what = DNS1123_LABEL.match(name), 63, "a lowercase RFC 1123 label"
         hint = ("must consist of lower case alphanumeric characters or '-', and must start and end with an "
                 "alphanumeric character")
     else:
-        ok, limit, what = _DNS1123_SUBDOMAIN.match(name), 253, "a lowercase RFC 1123 subdomain"
+        ok, limit, what = DNS1123_SUBDOMAIN.match(name), 253, "a lowercase RFC 1123 subdomain"
         hint = ("must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an "
                 "alphanumeric character")
     if ok and len(name) <= limit:
@@ -507,7 +505,7 @@ _MAX_ANNOTATIONS = 256 * 1024
 def _qualified_name(key: str) -> str | None:
     """Why ``key`` is not a qualified name (``prefix/name``), or None."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
         return "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
                "'-' or '.', and must start and end with an alphanumeric character"
     if not name:

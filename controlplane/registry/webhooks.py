@@ -11,17 +11,16 @@ it matches (docs/api-compatibility.md).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .causes import Causes, cause, objects
+from .dnsnames import DNS1123_SUBDOMAIN
 
 __all__ = ["prepare_webhook_configuration"]
 
 
 _SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 refuses Unknown and Some
 _REVIEW_VERSIONS = ("v1", "v1beta1")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 def _default(webhook: dict[str, Any], mutating: bool) -> None:
@@ -55,7 +54,7 @@ def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | Non
         name = w.get("name")
         if not name:
             causes.append(cause("FieldValueRequired", f"{path}.name", "Required value"))
-        elif not isinstance(name, str) or not _SUBDOMAIN.match(name) or name.count(".") < 2:
+        elif not isinstance(name, str) or not DNS1123_SUBDOMAIN.match(name) or name.count(".") < 2:
             causes.append(cause("FieldValueInvalid", f"{path}.name",
                                  f'Invalid value: "{name}": should be a domain with at least three segments '
                                  "separated by dots"))
