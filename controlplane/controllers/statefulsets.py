@@ -394,8 +394,12 @@ class StatefulSetController(RevisionedSetController):
 
     async def _write_status(self, sts: dict[str, Any], by_ordinal: dict[int, dict[str, Any]], replicas: int,
                             update_revision: str) -> None:
-        live = [p for p in by_ordinal.values() if not _terminating(p)]
-        ready = sum(1 for p in live if _ready(p))
+        # as upstream's computeReplicaStatus: replicas, ready and available count every pod
+        # created, terminating ones too (a pod in its grace period still runs); current and
+        # updated only the pods that are not terminating
+        created = [p for p in by_ordinal.values() if (p.get("status") or {}).get("phase")]
+        live = [p for p in created if not _terminating(p)]
+        ready = sum(1 for p in created if _ready(p))
         updated = sum(1 for p in live if _revision(p) == update_revision)
         old = sts.get("status") or {}
         revisions = {_revision(p) for p in live if _revision(p)}
@@ -403,11 +407,11 @@ class StatefulSetController(RevisionedSetController):
         current_revision = update_revision if revisions <= {update_revision} and len(live) >= replicas \
             else old.get("currentRevision") or next(iter(revisions - {update_revision}), update_revision)
         current = sum(1 for p in live if _revision(p) == current_revision)
-        available, soonest = pods_available([p for p in live if _ready(p)],
+        available, soonest = pods_available([p for p in created if _ready(p)],
                                             float((sts.get("spec") or {}).get("minReadySeconds") or 0))
         if soonest is not None:
             asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "sts:" + key_of(sts))
-        status = {"replicas": len(live), "readyReplicas": ready, "availableReplicas": available,
+        status = {"replicas": len(created), "readyReplicas": ready, "availableReplicas": available,
                   "currentReplicas": current, "updatedReplicas": updated, "currentRevision": current_revision,
                   "updateRevision": update_revision, "observedGeneration": meta_of(sts).get("generation", 1),
                   "collisionCount": old.get("collisionCount", 0)}

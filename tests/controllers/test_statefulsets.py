@@ -142,6 +142,26 @@ async def test_parallel_creates_them_all_and_deletion_collects_them(client: Clie
     await until(collected)
 
 
+async def test_a_pod_in_its_grace_period_still_counts_among_replicas_not_updated(client: Client) -> None:
+    """As upstream's computeReplicaStatus: while a scaled-away pod runs out its grace period it
+    is among ``replicas`` and ``readyReplicas``, but not among ``current``/``updatedReplicas``."""
+    c = client
+    body = statefulset("grace", 2, podManagementPolicy="Parallel")
+    body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+    await c.create(SETS, body)
+    await until(lambda: rolled_out(c, "grace"))
+    await c.patch(f"{SETS}/grace", {"spec": {"replicas": 1}})
+
+    async def counted() -> dict[str, Any] | None:
+        st: dict[str, Any] = (await c.get(f"{SETS}/grace")).get("status") or {}
+        return st if st.get("updatedReplicas") == 1 else None
+
+    st = await until(counted)
+    leaving = (await c.get(f"{PODS}/grace-1"))["metadata"]
+    assert leaving.get("deletionTimestamp")  # (still in its 30 s)
+    assert (st["replicas"], st["readyReplicas"], st["currentReplicas"], st["updatedReplicas"]) == (2, 2, 1, 1)
+
+
 def image(pod: dict[str, Any]) -> str:
     return str(pod["spec"]["containers"][0]["image"])
 
