@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from ..codec import DELTA, PLAIN, Codec, UnknownDictionary
+from ..codec import DELTA, PLAIN, Codec, UnknownDictionary, default_prefix
 from . import layout as L
 from . import wal
 
@@ -78,6 +78,9 @@ class Applier:
         # key -> (revision, raw value) of recently applied PUTs: an update's delta base
         self._recent: collections.OrderedDict[bytes, tuple[int, bytes]] = collections.OrderedDict()
         self._recent_max = 50_000
+        # a key prefix whose values teach the codec nothing more (``Codec.wants_samples``
+        # False: its dictionary is trained for good), so its keys need not be asked about
+        self._taught = b""
         self._load_dicts()
 
     def close(self) -> None:
@@ -135,15 +138,19 @@ class Applier:
                 applied = L.u64(txn.get(L.META_REV, db=self.meta))
                 if self.reader.next_revision != applied + 1:
                     self.reader.seek(applied + 1)
-                last = applied
                 # only records the head says are durable (a batch is published after its fdatasync)
                 limit = APPLY_BATCH if self.recovering else min(APPLY_BATCH, self.head.read() - applied)
-                for rev, payload in self.reader.read(max(limit, 0)):
-                    txn.put(L.rev_key(rev), self._encode(txn, rev, payload), db=self.log, append=True)
-                    last = rev
-                if last == applied:
+                rev_key, encode = L.rev_key, self._encode
+                records = [(rev_key(rev), encode(txn, rev, payload)) for rev, payload in self.reader.read(limit)]
+                if not records:
                     txn.abort()
                     return False
+                # one call for them all: a put each released and took the GIL again
+                _consumed, added = txn.cursor(db=self.log).putmulti(records, append=True)
+                if added != len(records):
+                    raise lmdb.Error(f"{len(records) - added} records of the WAL were already in LMDB "
+                                     f"after revision {applied}")
+                last = L.u64(records[-1][0])
                 txn.put(L.META_REV, L.U64.pack(last), db=self.meta)
                 txn.commit()
             except lmdb.MapFullError:
@@ -164,19 +171,30 @@ class Applier:
     def _encode(self, txn: lmdb.Transaction, rev: int, payload: bytes) -> bytes:
         """The record as LMDB keeps it: an update as a delta against its previous
         version, a PLAIN value compressed, anything else as the writer compressed it."""
-        if payload[0] != L.PUT:
-            self._recent.pop(L.record_key(payload), None)
+        kind, _flags, _create, version, _prev, klen = L.HEADER.unpack_from(payload)
+        at = L.HEADER_SIZE + klen  # the frame's first byte
+        if kind != L.PUT:
+            self._recent.pop(payload[L.HEADER_SIZE:at], None)
             return payload
-        rec = L.decode_record(payload)
-        if not rec.frame or rec.frame[0] == DELTA:
+        if len(payload) == at or payload[at] == DELTA:
             return payload  # replayed after a crash: already in its final form
-        plain = rec.frame[0] == PLAIN
+        # decided from the header and the frame's tag: most records (updates already
+        # compressed by the writer, no delta due) go as they are, neither decoded nor copied
+        plain = payload[at] == PLAIN
         codec = self.codec
-        delta_wanted = (self.history_deltas and rec.version > 1 and not L.is_keyframe(rec.version, self.keyframe_every)
-                        and (plain or len(rec.frame) >= DELTA_MIN_FRAME))
-        if not (plain or delta_wanted or codec.wants_samples(rec.key)):
-            self._recent.pop(rec.key, None)  # compressed already, no delta due: nothing to do
-            return payload
+        delta_wanted = (self.history_deltas and version > 1 and not L.is_keyframe(version, self.keyframe_every)
+                        and (plain or len(payload) - at >= DELTA_MIN_FRAME))
+        if not (plain or delta_wanted):
+            key = payload[L.HEADER_SIZE:at]
+            taught = bool(self._taught) and key.startswith(self._taught)
+            if not taught and not codec.wants_samples(key):
+                taught = True
+                if codec.prefix_of is default_prefix:
+                    self._taught = default_prefix(key)
+            if taught:
+                self._recent.pop(key, None)  # compressed already, no delta due: nothing to do
+                return payload
+        rec = L.decode_record(payload)
         value = rec.frame[1:] if plain else self._decode(txn, rec.frame)
         frame = None
         if delta_wanted and plain:  # the full frame first: its size says whether a delta is worth its cost

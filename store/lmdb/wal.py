@@ -48,6 +48,10 @@ _REVISION = struct.Struct(">Q")
 SEGMENT_BYTES = 64 << 20  # the largest a segment is preallocated to
 FIRST_SEGMENT_BYTES = 1 << 20  # a store's first; each next one twice the last, up to SEGMENT_BYTES
 _NAME = "{:020d}.wal"
+# bytes a reader reads ahead: FIRST_READ_AHEAD at first, doubling up to READ_AHEAD (a
+# batch of a few thousand records in a few preads)
+FIRST_READ_AHEAD = 4096
+READ_AHEAD = 1 << 20
 
 
 def _crc(rev_and_payload: bytes | memoryview) -> int:
@@ -215,34 +219,62 @@ class WalReader:
         return True
 
     def read(self, limit: int = 1 << 30) -> Iterator[tuple[int, bytes]]:
-        """The records after the current position, at most ``limit``."""
-        if self._fd is None and not self._open_next():
+        """The records after the current position, at most ``limit``.
+
+        Records are taken from chunks read ahead: one ``pread`` for many records, not
+        two a record. The first chunk is small (most reads find nothing new, or a few
+        records), each next one twice the last, up to READ_AHEAD. A chunk is parsed only
+        within this call: the file grows past it meanwhile, and what it held beyond the
+        last whole record (zeros, a record half copied in) is read again next time."""
+        if limit <= 0 or (self._fd is None and not self._open_next()):
             return
         n = 0
+        data, at = b"", self._offset  # the chunk, and the file offset it starts at
+        ahead = FIRST_READ_AHEAD // 2
         while n < limit:
             assert self._fd is not None
-            head = os.pread(self._fd, HEADER.size, self._offset)
-            if len(head) < HEADER.size or head[:4] == b"\x00\x00\x00\x00":
+            pos = self._offset - at
+            if pos + HEADER.size > len(data):
+                ahead = min(2 * ahead, READ_AHEAD)
+                data, at, pos = self._chunk(ahead), self._offset, 0
+            if len(data) < pos + HEADER.size or data[pos:pos + 4] == b"\x00\x00\x00\x00":
                 if self._open_next():
+                    data, at = b"", 0
                     continue
                 return
-            length, crc, _ = HEADER.unpack(head)
-            # The revision is read again with the body, which the crc covers: the head may have
-            # been read while the record was still being copied in (a reader ahead of the
-            # durable mark: recovery), its revision bytes not there yet.
-            body = os.pread(self._fd, 8 + length, self._offset + 8)
+            length, crc, _ = HEADER.unpack_from(data, pos)
+            end = pos + HEADER.size + length
+            if end > len(data):  # beyond the chunk: the next one starts at this record
+                ahead = min(2 * ahead, READ_AHEAD)
+                data, at, pos = self._chunk(max(ahead, HEADER.size + length)), self._offset, 0
+                end = HEADER.size + length
+            # The revision is taken from the bytes the crc covers: a header may have been read
+            # while the record was still being copied in (a reader ahead of the durable mark:
+            # recovery), its revision bytes not there yet.
+            body = memoryview(data)[pos + 8:end]
             if len(body) < 8 + length or _crc(body) != crc:
-                # torn or not yet fully written; a later read may find it whole
-                if self._open_next():  # abandoned (its writer died): the log went on in a new segment
-                    continue
-                return
-            rev = _REVISION.unpack_from(body)[0]
+                # torn, or not yet whole when the chunk was read: read it alone once more
+                whole = os.pread(self._fd, HEADER.size + length, self._offset)
+                if len(whole) < HEADER.size + length or HEADER.unpack_from(whole)[0] != length \
+                        or _crc(whole[8:]) != HEADER.unpack_from(whole)[1]:
+                    # torn or not yet fully written; a later read may find it whole
+                    if self._open_next():  # abandoned (its writer died): the log went on in a new segment
+                        data, at = b"", 0
+                        continue
+                    return
+                data, at, pos, end = whole, self._offset, 0, len(whole)
+            rev = _REVISION.unpack_from(data, pos + 8)[0]
             if rev != self.next_revision:
                 raise RuntimeError(f"WAL revision {rev} where {self.next_revision} was expected")
             self._offset += HEADER.size + length
             self.next_revision = rev + 1
             n += 1
-            yield rev, body[8:]
+            yield rev, data[pos + HEADER.size:end]
+
+    def _chunk(self, size: int) -> bytes:
+        """``size`` bytes of the segment from the current offset (fewer at its end)."""
+        assert self._fd is not None
+        return os.pread(self._fd, size, self._offset)
 
 
 class WalWriter:

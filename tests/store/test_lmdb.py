@@ -617,15 +617,17 @@ async def test_a_record_read_while_it_is_being_copied_in_is_read_again_not_refus
 
     def pread(fd: int, n: int, offset: int) -> bytes:
         got = real(fd, n, offset)
-        if offset == len(first) and n == wal.HEADER.size and not copied[0]:
+        at = len(first) + 8 - offset  # the second record's revision bytes, in what was read
+        if at >= 0 and at + 8 <= len(got) and not copied[0]:
             copied[0] = True
-            return got[:8] + b"\x00" * 8  # the revision bytes not copied in yet
+            return got[:at] + b"\x00" * 8 + got[at + 8:]  # not copied in yet
         return got
 
     monkeypatch.setattr(os, "pread", pread)
     reader = wal.WalReader(str(tmp_path))
     assert reader.seek(1)
     assert list(reader.read()) == [(1, b"a" * 100), (2, b"b" * 100)]
+    assert copied[0]
     with open(segment, "r+b") as f:  # a whole record out of sequence is still an error
         f.seek(len(first) + len(second))
         f.write(wal.encode(7, b"c"))
@@ -688,3 +690,41 @@ async def test_small_values_keep_their_full_frames_and_large_ones_become_deltas(
                 assert (await s.get(k, rev)).value == v  # type: ignore[union-attr]
     finally:
         await s.close()
+
+
+async def test_the_wal_reader_reads_records_of_any_size_across_its_read_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records are read a chunk at a time (from FIRST_READ_AHEAD up to READ_AHEAD bytes), not
+    two preads a record: records across a chunk's end, larger than any chunk, or read a few
+    at a time all come back whole and in order, and a torn record after them stops the
+    reader until it is whole."""
+    from store.lmdb import wal
+
+    real, preads = os.pread, [0]
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        preads[0] += 1
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+
+    sizes = [1, 10, wal.FIRST_READ_AHEAD, 3, wal.READ_AHEAD + 5, *([100] * 5000), 7]
+    records = [(1 + i, bytes([i % 251]) * size) for i, size in enumerate(sizes)]
+    data = wal.encode_many(records)
+    torn = wal.encode(len(records) + 1, b"t" * 300)
+    segment = tmp_path / f"{1:020d}.wal"
+    segment.write_bytes(data + torn[:200] + b"\x00" * 4096)
+    reader = wal.WalReader(str(tmp_path))
+    assert reader.seek(1)
+    got = list(reader.read(3))
+    got += list(reader.read(2))
+    got += list(reader.read())
+    assert got == records
+    assert preads[0] < 40  # 5,007 records, 4.5 MB
+    assert list(reader.read()) == []  # torn: not taken
+    with open(segment, "r+b") as f:  # now whole
+        f.seek(len(data))
+        f.write(torn)
+    assert list(reader.read()) == [(len(records) + 1, b"t" * 300)]
+    assert reader.seek(3) and next(iter(reader.read(1))) == records[2]  # back to the middle
+    reader.close()
