@@ -24,7 +24,17 @@ from .errors import (
     Unavailable,
     ValueTooLarge,
 )
-from .interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue, Store, prefix_end, update_many
+from .interface import (
+    MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
+    Event,
+    EventRun,
+    EventType,
+    KeyValue,
+    Store,
+    prefix_end,
+    update_many,
+)
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -33,6 +43,7 @@ __all__ = [
     "Conflict",
     "CorruptStore",
     "Event",
+    "EventRun",
     "EventType",
     "FutureRevision",
     "InvalidRequest",

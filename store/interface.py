@@ -38,16 +38,18 @@ Watch
     revision ``>= start_revision`` (``0``: from the next revision on),
     replaying retained history first and then following live mutations,
     including those made by other processes or API servers sharing the store.
-    Events are delivered in lists (one list may hold several revisions).
+    Events are delivered in sequences (one may hold several revisions): lists, or
+    runs of updates as arrays (``EventRun``: the LMDB store's for a watch of every
+    key; an ``Event`` each when iterated).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, overload, runtime_checkable
 
 from .errors import StoreError
 
@@ -55,6 +57,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_VALUE_BYTES",
     "Event",
+    "EventRun",
     "EventType",
     "KeyValue",
     "Store",
@@ -110,6 +113,66 @@ class Event:
         return self.kv.mod_revision
 
 
+class EventRun(Sequence[Event]):
+    """PUT events of consecutive revisions, as arrays: a run of updates committed together
+    (``update_many``), as a backend may deliver it to a watch of every key. A sequence of
+    ``Event``s like any list of them, each made when asked for (and not kept); a reader
+    that knows the type reads the arrays and makes none.
+
+    ``keys[i]`` was put at revision ``first + i`` with ``values[i]``; ``entries[i]`` is
+    ``(mod_revision, create_revision, version)`` of that version; no ``prev_kv``; every
+    event's ``committed`` is ``committed``.
+    """
+
+    __slots__ = ("committed", "entries", "first", "keys", "values")
+
+    def __init__(self, first: int, keys: list[bytes], values: list[bytes], entries: list[tuple[int, int, int]],
+                 committed: float = 0.0) -> None:
+        self.first = first
+        self.keys = keys
+        self.values = values
+        self.entries = entries
+        self.committed = committed
+
+    @property
+    def last(self) -> int:
+        """The revision of the last event."""
+        return self.first + len(self.keys) - 1
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> EventRun: ...
+
+    def __getitem__(self, i: int | slice) -> Event | EventRun:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self.keys))
+            if step != 1:
+                raise ValueError("an EventRun is sliced with step 1 only")
+            stop = max(start, stop)
+            return EventRun(self.first + start, self.keys[start:stop], self.values[start:stop],
+                            self.entries[start:stop], self.committed)
+        key, (mod, create, version) = self.keys[i], self.entries[i]
+        return Event(EventType.PUT, KeyValue(key, self.values[i], create, mod, version), None, self.committed)
+
+    def __iter__(self) -> Iterator[Event]:
+        put, committed = EventType.PUT, self.committed
+        for key, value, (mod, create, version) in zip(self.keys, self.values, self.entries, strict=True):
+            yield Event(put, KeyValue(key, value, create, mod, version), None, committed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EventRun(revisions {self.first}..{self.last})"
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """The smallest key greater than every key that starts with ``prefix``.
 
@@ -155,8 +218,9 @@ class Store(Protocol):
         """
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
-        """Events on ``[start, end)`` from ``start_revision`` on (see the module docstring).
+              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
+        """Events on ``[start, end)`` from ``start_revision`` on (see the module docstring),
+        each step a list of them or an ``EventRun``.
         Raises ``Compacted`` (on first iteration) when ``start_revision`` is compacted."""
 
     async def compact(self, revision: int) -> None:

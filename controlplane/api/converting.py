@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextvars import ContextVar
 
 import orjson
@@ -73,7 +73,7 @@ class ConvertingStore:
         return [self._served(kv) for kv in kvs], rev, more
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
         return self._real.watch(start, end, start_revision, prev_kv)  # the watch cache converts what it serves
 
     async def compact(self, revision: int) -> None:

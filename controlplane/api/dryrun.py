@@ -10,7 +10,7 @@ return without writing. Reads go to the real store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 
 from store import Conflict, KeyExists, NotFound, Store
@@ -71,7 +71,7 @@ class DryRunStore:
         return await self._real.range(start, end, revision, limit)
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
         return self._real.watch(start, end, start_revision, prev_kv)
 
     async def compact(self, revision: int) -> None:

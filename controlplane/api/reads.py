@@ -30,7 +30,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -442,14 +442,14 @@ class StoreReads:
 class _StoreWatch:
     """A watch read from the store's own watch: the reference for the cache's."""
 
-    def __init__(self, rtype: ResourceType, options: WatchOptions, events: AsyncIterator[list[store.Event]],
+    def __init__(self, rtype: ResourceType, options: WatchOptions, events: AsyncIterator[Sequence[store.Event]],
                  initial: list[WatchItem], delivered: int) -> None:
         self._rtype = rtype
         self._options = options
         self._events = events.__aiter__()
         self._pending = initial
         self._delivered = delivered  # every event of the range up to here has been sent
-        self._next: asyncio.Future[list[store.Event]] | None = None
+        self._next: asyncio.Future[Sequence[store.Event]] | None = None
         self._done = False
         self._next_bookmark = options.next_bookmark(time.monotonic())
 
@@ -483,7 +483,7 @@ class _StoreWatch:
                 return out
         raise StopAsyncIteration
 
-    def _translate(self, events: list[store.Event]) -> list[WatchItem]:
+    def _translate(self, events: Sequence[store.Event]) -> list[WatchItem]:
         match, plural = self._options.filter, self._rtype.plural
         out: list[WatchItem] = []
         for ev in events:

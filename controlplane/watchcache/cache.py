@@ -32,12 +32,12 @@ import logging
 import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import store
-from store import Event, EventType
+from store import Event, EventRun, EventType
 
 from ..metrics import WATCH_CACHE_LOCK_WAIT, WATCH_CACHE_REREAD_EVENTS
 from ..registry.attrs import Attrs, Filter, field_names
@@ -212,7 +212,8 @@ RECENT_JSON_BYTES = 16 << 20
 _GENERATION_RANGE = 1 << 48
 _caches_made = itertools.count()
 
-Batch = tuple[list[Event], int, float]  # (events under this prefix, the feed's revision after them, receipt time)
+# (events under this prefix, the feed's revision after them, receipt time)
+Batch = tuple[Sequence[Event], int, float]
 _GAP: Batch = ([], -1, 0.0)  # queued in place of the batches a cache behind its writers reads from the store
 
 
@@ -278,7 +279,7 @@ class ResourceCache:
         return len(self._map)
 
     # -- the writer ---------------------------------------------------------------
-    def feed(self, events: list[Event], revision: int, received: float) -> None:
+    def feed(self, events: Sequence[Event], revision: int, received: float) -> None:
         """Queue a batch from the store's watch (called by the feed, in revision order).
 
         A batch with no event of this cache, while nothing of it is pending, only
@@ -398,7 +399,7 @@ class ResourceCache:
         self.ready.set()
         self._resolve_waiters()
 
-    async def apply(self, events: list[Event], revision: int, received: float) -> None:
+    async def apply(self, events: Sequence[Event], revision: int, received: float) -> None:
         """Apply a batch, in chunks of ``apply_chunk`` events: each chunk's entries are
         built (parsed, stamped, serialised) before the write lock is taken, applied
         under it, then fanned out. The loop gets a turn once ``apply_budget`` has
@@ -498,11 +499,13 @@ class ResourceCache:
         while self._recent_bytes > RECENT_JSON_BYTES:
             self._recent_bytes -= len(recent.popitem(last=False)[1][1])
 
-    def _build(self, events: list[Event],
+    def _build(self, events: Sequence[Event],
                received: float) -> tuple[list[CacheEvent], list[tuple[bytes, Entry | None]]]:
         """The cache events of ``events``, and the map's changes for them (an entry, or
         None to delete), without the lock: the applier is the map's only writer, so
         reading it here sees exactly the state these events follow."""
+        if type(events) is EventRun:
+            return self._build_run(events, received)
         overlay: dict[bytes, Entry | None] = {}  # earlier events of this chunk, by key
         out: list[CacheEvent] = []
         changes: list[tuple[bytes, Entry | None]] = []
@@ -523,6 +526,25 @@ class ResourceCache:
                 entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, ev.committed or received))
+            changes.append((key, entry))
+        return out, changes
+
+    def _build_run(self, run: EventRun,
+                   received: float) -> tuple[list[CacheEvent], list[tuple[bytes, Entry | None]]]:
+        """``_build`` of a run of updates, from its arrays (no store ``Event`` made)."""
+        overlay: dict[bytes, Entry] = {}  # earlier events of this chunk, by key
+        out: list[CacheEvent] = []
+        changes: list[tuple[bytes, Entry | None]] = []
+        pack, plural, current, primed = self.packer.pack, self.plural, self._map.get, self._primed
+        received = run.committed or received
+        for key, value, revision in zip(run.keys, run.values, range(run.first, run.last + 1), strict=True):
+            prev = overlay[key] if key in overlay else current(key)
+            # (left in _primed until applied: latest_json serves it until the map has it)
+            entry = primed.get(revision) if primed else None
+            if entry is None or entry[KEY] != key:
+                entry = build_entry(plural, key, value, revision, pack)
+            overlay[key] = entry
+            out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, received))
             changes.append((key, entry))
         return out, changes
 

@@ -22,7 +22,8 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import repeat
 
 import store
 
@@ -124,11 +125,21 @@ class WatchCaches:
             else:
                 return  # the store closed its watches: it is shutting down
 
-    def _dispatch(self, events: list[store.Event]) -> None:
+    def _dispatch(self, events: Sequence[store.Event]) -> None:
         if not events:
             return
         received = time.perf_counter()
         route = self._route()
+        if type(events) is store.EventRun:
+            # a run of updates (a bulk request's): to its cache whole, its events not made
+            # here, when every key is under that cache's prefix (else as any list, below)
+            keys = events.keys
+            cache = route(keys[0])
+            if cache is not None and all(map(bytes.startswith, keys, repeat(cache.prefix))):
+                self.revision = events.last
+                for each in self._caches.values():
+                    each.feed(events if each is cache else [], self.revision, received)
+                return
         by_cache: dict[ResourceCache, list[store.Event]] = {}
         # a batch comes in runs of one resource (a request's writes): the run's cache is
         # routed once, and its next keys only checked against its prefix

@@ -41,12 +41,25 @@ from ..errors import (
     StoreError,
     ValueTooLarge,
 )
-from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventType, KeyValue
+from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventRun, EventType, KeyValue
 from . import layout as L
 from . import wal
 from .index import KeyIndex
 from .recent import RecentValues
-from .writer import COMPACT, CREATE, DELETE, UPDATE, Batch, Change, Op, PendingRecords, Updates, Writer, end_child
+from .writer import (
+    COMPACT,
+    CREATE,
+    DELETE,
+    UPDATE,
+    Batch,
+    Change,
+    Op,
+    PendingRecords,
+    UpdateRun,
+    Updates,
+    Writer,
+    end_child,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +120,9 @@ class _Watcher:
         self.prev_kv = prev_kv
         self.next_rev = start_revision  # first revision not yet considered for the consumer
         self.synced = False
-        self.buffer: list[Event] = []
+        # what ``push`` was handed and the consumer has not taken, oldest first, and its events
+        self.buffer: list[Sequence[Event]] = []
+        self.buffered = 0
         self.wakeup = asyncio.Event()
         self.closed = False
         self.registered = False
@@ -117,21 +132,37 @@ class _Watcher:
             return key == self.start
         return key >= self.start and (self.end == b"\x00" or key < self.end)
 
-    def push(self, events: list[Event]) -> None:
-        """A committed batch's events for this watcher, in revision order."""
+    def push(self, events: Sequence[Event]) -> None:
+        """A committed batch's events for this watcher (or a part of them), in revision order."""
         if not self.synced:  # overflowed earlier: the replay will cover these
             return
-        self.buffer += events
-        if len(self.buffer) > _WATCH_BUFFER:
-            self.next_rev = self.buffer[0].kv.mod_revision
-            self.buffer = []
+        self.buffer.append(events)
+        self.buffered += len(events)
+        if self.buffered > _WATCH_BUFFER:
+            self.next_rev = self.buffer[0][0].kv.mod_revision
+            self.drop_buffer()
             self.synced = False
         self.wakeup.set()
+
+    def drop_buffer(self) -> None:
+        self.buffer = []
+        self.buffered = 0
+
+    def take(self) -> Sequence[Event]:
+        """What was pushed and not yet taken: lists joined into one, but an ``EventRun``
+        alone (its events are not made here: the consumer may read its arrays)."""
+        buffer = self.buffer
+        if len(buffer) == 1 or any(type(events) is not list for events in buffer):
+            events = buffer.pop(0)
+            self.buffered -= len(events)
+            return events
+        self.drop_buffer()
+        return [event for events in buffer for event in events]
 
     def __aiter__(self) -> _Watcher:
         return self
 
-    async def __anext__(self) -> list[Event]:
+    async def __anext__(self) -> Sequence[Event]:
         try:
             return await self._next()
         except BaseException:
@@ -139,7 +170,7 @@ class _Watcher:
             self.store._watchers.discard(self)
             raise
 
-    async def _next(self) -> list[Event]:
+    async def _next(self) -> Sequence[Event]:
         store = self.store
         if not self.registered:
             store._start()
@@ -153,9 +184,8 @@ class _Watcher:
             if self.closed:
                 raise StopAsyncIteration
             if self.buffer:
-                events, self.buffer = self.buffer, []
-                self.next_rev = store._index.revision + 1
-                return events
+                self.next_rev = store._index.revision + 1  # (the rest of the buffer is after it)
+                return self.take()
             if not self.synced:
                 events = store._replay(self)
                 if events:
@@ -411,9 +441,11 @@ class LmdbStore:
             first = batch.changes[0].revision
             if first > index.revision + 1:
                 self._catch_up(first - 1)
-            fresh = [c for c in batch.changes if c.revision > index.revision]
+            applied = index.revision
+            fresh = [c if c.revision > applied else c.after(applied)  # type: ignore[union-attr]
+                     for c in batch.changes if c.last > applied]
             if fresh:
-                self._apply(fresh, fresh[-1].revision, batch.committed)
+                self._apply(fresh, fresh[-1].last, batch.committed)
             reader, pos = self._wal_reader, batch.wal_position
             if pos is not None and reader.next_revision == first:
                 reader.skip_to(pos[0], pos[2], batch.last_revision + 1)  # no need to read our own back
@@ -457,7 +489,7 @@ class LmdbStore:
             else:
                 fut.set_exception(op.error)
 
-    def _apply(self, changes: list[Change], revision: int, committed: float = 0.0) -> None:
+    def _apply(self, changes: Sequence[Change | UpdateRun], revision: int, committed: float = 0.0) -> None:
         index = self._index
         index.put_changes(changes)
         index.revision = revision
@@ -496,7 +528,7 @@ class LmdbStore:
                 self._rebuild_index(txn)
                 for w in self._watchers:
                     w.synced = False
-                    w.buffer = []
+                    w.drop_buffer()
                 return
             if applied > last:  # applied by another process, and perhaps gone from the WAL
                 cur = txn.cursor(db=self._dbs[L.DB_LOG])
@@ -552,22 +584,29 @@ class LmdbStore:
             if c.kind == L.PUT and c.value is None and c.frame is not None and self._watchers:
                 c.value = self._value_at(txn, c.revision, c.frame, c.key, memo)
 
-    def _publish(self, changes: list[Change], committed: float = 0.0) -> None:
+    def _publish(self, pieces: Sequence[Change | UpdateRun], committed: float = 0.0) -> None:
         watchers = [w for w in self._watchers if w.synced]
         if not watchers:
             return
-        # each change's event (without prev_kv) made once, for every watcher it matches
-        made: list[Event | None] = [None] * len(changes)
-        whole = False  # made holds every change's event
-        for w in watchers:
+        all_events: list[Sequence[Event]] | None = None  # every change's event, for every watcher of every key
+        changes: list[Change] | None = None    # the runs as a Change each, made once for the other watchers
+        made: list[Event | None] = []
+        # every key, from before this batch (a watch cache's feed): every event, made in one pass
+        every = [w.end == b"\x00" and w.start <= b"\x00" and not w.prev_kv and pieces[0].revision >= w.next_rev
+                 for w in watchers]
+        for w, takes_all in zip(watchers, every, strict=True):
+            if takes_all:
+                if all_events is None:
+                    all_events = self._events(pieces, committed)
+                for events in all_events:
+                    w.push(events)
+                continue
             mine: list[Event] = []
             first, start, end, prev_kv = w.next_rev, w.start, w.end, w.prev_kv
-            if end == b"\x00" and start <= b"\x00" and not prev_kv and changes[0].revision >= first:
-                # every key, from before this batch (a watch cache's feed): every event, made in one pass
-                if not whole:
-                    made, whole = self._events(changes, committed), True
-                w.push(made)  # type: ignore[arg-type]
-                continue
+            if changes is None:
+                changes = self._changes(pieces, [w for w, takes_all in zip(watchers, every, strict=True)
+                                                 if not takes_all])
+                made = [None] * len(changes)
             for i, c in enumerate(changes):
                 key = c.key
                 if c.revision < first or (key != start if end == b"" else (
@@ -583,18 +622,45 @@ class LmdbStore:
             if mine:
                 w.push(mine)
 
-    def _events(self, changes: list[Change], committed: float) -> list[Event | None]:
-        """The event of each change, without prev_kv (``_event`` of each, in one loop)."""
-        put, delete, kv_of, event_of = EventType.PUT, EventType.DELETE, KeyValue, Event
-        out: list[Event | None] = []
-        for c in changes:
-            if c.kind == L.PUT and c.value is not None:
-                out.append(event_of(put, kv_of(c.key, c.value, c.create_revision, c.revision, c.version), None,
-                                    c.committed or committed))
-            elif c.kind == L.PUT:
-                out.append(self._event(c, None, c.committed or committed))
+    @staticmethod
+    def _changes(pieces: Sequence[Change | UpdateRun], watchers: list[_Watcher]) -> list[Change]:
+        """A ``Change`` each, for watchers of some keys: a run's made only if some watcher's
+        range reaches between its least and greatest key (a run is a request's objects of
+        one resource; a watcher of another resource's prefix has none of them)."""
+        changes: list[Change] = []
+        for piece in pieces:
+            if isinstance(piece, UpdateRun):
+                least, most = min(piece.keys), max(piece.keys)
+                if any(most >= w.start and (least == w.start if w.end == b"" else (w.end == b"\x00" or least < w.end))
+                       for w in watchers):
+                    changes += piece.changes()
             else:
-                out.append(event_of(delete, kv_of(c.key, b"", 0, c.revision, 0), None, c.committed or committed))
+                changes.append(piece)
+        return changes
+
+    def _events(self, pieces: Sequence[Change | UpdateRun], committed: float) -> list[Sequence[Event]]:
+        """The event of each change, without prev_kv (``_event`` of each, in one loop), in
+        lists; a run's as an ``EventRun`` (its arrays, no event made)."""
+        put, delete, kv_of, event_of = EventType.PUT, EventType.DELETE, KeyValue, Event
+        out: list[Sequence[Event]] = []
+        made: list[Event] = []
+        for c in pieces:
+            if type(c) is UpdateRun:
+                if made:
+                    out.append(made)
+                    made = []
+                out.append(EventRun(c.first, c.keys, c.values, c.entries, committed))
+                continue
+            assert isinstance(c, Change)
+            if c.kind == L.PUT and c.value is not None:
+                made.append(event_of(put, kv_of(c.key, c.value, c.create_revision, c.revision, c.version), None,
+                                     c.committed or committed))
+            elif c.kind == L.PUT:
+                made.append(self._event(c, None, c.committed or committed))
+            else:
+                made.append(event_of(delete, kv_of(c.key, b"", 0, c.revision, 0), None, c.committed or committed))
+        if made:
+            out.append(made)
         return out
 
     def _event(self, c: Change, prev: KeyValue | None, committed: float = 0.0) -> Event:
@@ -898,7 +964,7 @@ class LmdbStore:
             await asyncio.sleep(0)
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[list[Event]]:
+              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
         return _Watcher(self, start, end, start_revision, prev_kv)
 
     def _replay(self, w: _Watcher) -> list[Event]:

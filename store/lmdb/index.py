@@ -52,9 +52,18 @@ class KeyIndex:
         self.entries[key] = entry
 
     def put_changes(self, changes: Iterable[Any]) -> None:
-        """``put`` of each committed ``Change`` (its key's latest record), in one loop."""
+        """``put`` of each committed ``Change`` (its key's latest record), in one loop; an
+        ``UpdateRun``'s entries in one ``dict.update`` (its keys are known already, as an
+        update's are: if some were not, every key of the run is listed as new, and the
+        next ``_order`` drops the repeats)."""
         entries, unsorted = self.entries, self._unsorted
         for c in changes:
+            if c.is_run:
+                known = len(entries)
+                entries.update(zip(c.keys, c.entries, strict=True))
+                if len(entries) != known:
+                    unsorted += c.keys
+                continue
             key = c.key
             if key not in entries:
                 unsorted.append(key)

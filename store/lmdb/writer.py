@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import lmdb
 
@@ -124,6 +124,54 @@ class Change:
     value: bytes | None       # raw value of a PUT when the writer had it (always, for local writes)
     frame: bytes | None = None  # the stored frame, when ``value`` is not known (records read back)
     committed: float = 0.0    # time.perf_counter() when it became durable, when this process wrote it
+    is_run: ClassVar[bool] = False  # (an ``UpdateRun``'s is True)
+
+    @property
+    def last(self) -> int:
+        """Its revision (as an ``UpdateRun``'s last)."""
+        return self.revision
+
+
+class UpdateRun:
+    """The committed updates of one ``Updates``, as arrays: what a ``Change`` each would say,
+    without an object each. ``keys[i]`` took revision ``first + i`` (consecutive: a refused
+    update takes none) with ``values[i]``; ``entries[i]`` is its key's index entry
+    (revision, create_revision, version), the one tuple the writer's overlay and the
+    ``KeyIndex`` share; ``prevs[i]`` its key's previous record. The overlay, the index and
+    the recent values take a run as a whole (``dict.update``); what needs a ``Change``
+    each (a watcher of some keys, or with prev_kv) asks ``changes``."""
+
+    __slots__ = ("entries", "first", "keys", "prevs", "values")
+    kind = L.PUT
+    is_run = True
+
+    def __init__(self, first: int, keys: list[bytes], values: list[bytes], entries: list[Entry],
+                 prevs: list[int]) -> None:
+        self.first = first
+        self.keys = keys
+        self.values = values
+        self.entries = entries
+        self.prevs = prevs
+
+    @property
+    def revision(self) -> int:
+        """The first revision (as a ``Change``'s: where the run starts)."""
+        return self.first
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.keys) - 1
+
+    def after(self, revision: int) -> UpdateRun:
+        """The updates past ``revision`` (the run must reach beyond it)."""
+        i = max(revision + 1 - self.first, 0)
+        return UpdateRun(self.first + i, self.keys[i:], self.values[i:], self.entries[i:], self.prevs[i:])
+
+    def changes(self) -> list[Change]:
+        put = L.PUT
+        return [Change(rev, put, key, created, version, prev, value)
+                for key, value, (rev, created, version), prev
+                in zip(self.keys, self.values, self.entries, self.prevs, strict=True)]
 
 
 class PendingRecords:
@@ -166,7 +214,7 @@ class PendingRecords:
 @dataclass(slots=True)
 class Batch:
     ops: list[Op | Updates]
-    changes: list[Change]
+    changes: list[Change | UpdateRun]  # in revision order
     first_revision: int       # first revision this batch took (0 when it took none)
     last_revision: int        # the store's revision after the batch
     records: list[tuple[int, bytes]] = field(default_factory=list)
@@ -308,7 +356,8 @@ class Writer:
         self._sync_seq = 0
         self._rev = index.revision            # last revision known committed (by anyone)
         self._overlay: dict[bytes, Entry] = {}
-        self._overlay_order: collections.deque[tuple[int, bytes]] = collections.deque()
+        # (last revision, the key or the run of keys) of the overlay's entries, oldest first
+        self._overlay_order: collections.deque[tuple[int, bytes | UpdateRun]] = collections.deque()
         self._wal_dir = wal_dir
         self._wal_lock = wal.WalLock(wal_dir)
         self._wal_reader = wal.WalReader(wal_dir)      # the writer's view of the WAL's end
@@ -544,18 +593,30 @@ class Writer:
         self._rev = batch.last_revision
         overlay, order = self._overlay, self._overlay_order
         for ch in batch.changes:
-            overlay[ch.key] = (ch.revision, ch.create_revision, ch.version)
-            order.append((ch.revision, ch.key))
+            if type(ch) is UpdateRun:
+                overlay.update(zip(ch.keys, ch.entries, strict=True))
+                order.append((ch.last, ch))
+            else:
+                assert isinstance(ch, Change)
+                overlay[ch.key] = (ch.revision, ch.create_revision, ch.version)
+                order.append((ch.revision, ch.key))
         self._recent.put_changes(batch.changes)
 
     def _trim_overlay(self) -> None:
         applied = self._index.revision
-        order = self._overlay_order
+        order, overlay = self._overlay_order, self._overlay
         while order and order[0][0] <= applied:
             rev, key = order.popleft()
-            e = self._overlay.get(key)
+            if type(key) is UpdateRun:
+                get = overlay.get
+                for k, entry in zip(key.keys, key.entries, strict=True):
+                    e = get(k)
+                    if e is not None and e[0] == entry[0]:
+                        del overlay[k]
+                continue
+            e = overlay.get(key)  # type: ignore[arg-type]
             if e is not None and e[0] == rev:
-                del self._overlay[key]
+                del overlay[key]  # type: ignore[arg-type]
 
     def _absorb(self, rev: int, record: bytes | memoryview) -> None:
         kind, _f, create, version, _p, _kl = L.HEADER.unpack_from(record)
@@ -599,7 +660,7 @@ class Writer:
         records: list[tuple[int, bytes]] = []
         first = rev + 1
         staged: dict[bytes, Entry] = {}
-        changes: list[Change] = []
+        changes: list[Change | UpdateRun] = []
         # the latest entry: this batch's, else the overlay's, else the index's (an entry is a
         # non-empty tuple: ``or`` takes the first found)
         in_staged, in_overlay, in_index = staged.get, self._overlay.get, self._index.entries.get
@@ -649,12 +710,18 @@ class Writer:
         return Batch(ops, changes, first if rev >= first else 0, rev, records=records)
 
     def _stage_updates(self, op: Updates, rev: int, staged: dict[bytes, Entry], records: list[tuple[int, bytes]],
-                       changes: list[Change]) -> int:
+                       changes: list[Change | UpdateRun]) -> int:
         """``_stage`` of an ``Updates``: each update checked and recorded as an UPDATE op
-        would be, in one loop; returns the revision after them."""
+        would be, in one loop, and its changes kept as one ``UpdateRun``; returns the
+        revision after them."""
         in_staged, in_overlay, in_index = staged.get, self._overlay.get, self._index.entries.get
         header, put = L.HEADER.pack, L.PUT
         results: list[int | StoreError] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        entries: list[Entry] = []
+        prevs: list[int] = []
+        first = rev + 1
         for key, value, frame, expected in zip(op.keys, op.values, op.frames, op.expected, strict=True):
             latest = in_staged(key) or in_overlay(key) or in_index(key)
             if latest is None or not latest[1]:  # (not is_live)
@@ -667,10 +734,15 @@ class Writer:
             rev += 1
             version = latest[2] + 1
             records.append((rev, header(put, 0, created, version, prev, len(key)) + key + frame))
-            staged[key] = (rev, created, version)
-            changes.append(Change(rev, put, key, created, version, prev, value))
+            staged[key] = entry = (rev, created, version)
+            keys.append(key)
+            values.append(value)
+            entries.append(entry)
+            prevs.append(prev)
             results.append(rev)
         op.results = results
+        if keys:
+            changes.append(UpdateRun(first, keys, values, entries, prevs))
         return rev
 
     def _validate_compact(self, txn: lmdb.Transaction, op: Op, current: int) -> None:

@@ -199,6 +199,45 @@ def test_the_python_client_watches_from_a_list(cached: Serve, http: httpx.Client
         api.close()
 
 
+def test_the_python_client_sees_each_lease_of_a_bulk_renewal_modified_at_its_own_version(
+        cached: Serve, http: httpx.Client) -> None:
+    """A LeaseRenewal's Leases reach the watch cache as one run of the store's (arrays, not an
+    event each): a watch over the socket still gets one MODIFIED per Lease, carrying the
+    version a GET returns, each at its own resourceVersion."""
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    names = [f"bulk-{i}" for i in range(40)]
+    for name in names:
+        r = http.post(leases, json={"metadata": {"name": name}, "spec": {
+            "holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": "2026-12-04T20:00:00.000000Z"}})
+        assert r.status_code == 201, r.text
+    api = config.new_client_from_config(config_file=str(cached.kubeconfig))
+    try:
+        coordination = client.CoordinationV1Api(api)
+        listed = coordination.list_namespaced_lease("kube-node-lease")
+        renewals = "/apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals"
+        for renew_time in ("2026-12-04T20:00:10.000000Z", "2026-12-04T20:00:20.000000Z"):  # the second one spliced
+            r = http.post(renewals, json={"spec": {"renewTime": renew_time, "leases": names}})
+            assert r.status_code == 201 and r.json()["status"] == {"renewed": len(names)}, r.text
+        w = watch.Watch()
+        seen: list[tuple[str, str, str, str]] = []
+        for ev in w.stream(coordination.list_namespaced_lease, "kube-node-lease",
+                           resource_version=listed.metadata.resource_version, timeout_seconds=10):
+            obj = ev["object"]
+            seen.append((ev["type"], obj.metadata.name, obj.metadata.resource_version,
+                         obj.spec.renew_time.strftime("%S")))
+            if len(seen) == 2 * len(names):
+                w.stop()
+        assert [(t, name, second) for t, name, _, second in seen] == [
+            ("MODIFIED", name, second) for second in ("10", "20") for name in names]
+        versions = [int(rv) for _, _, rv, _ in seen]
+        assert versions == sorted(set(versions))  # each its own, in order
+        for name in names:
+            got = http.get(f"{leases}/{name}").json()
+            assert got["metadata"]["resourceVersion"] == [rv for _, n, rv, _ in seen if n == name][-1]
+    finally:
+        api.close()
+
+
 def test_metrics_of_the_watch_cache(cached: Serve, http: httpx.Client) -> None:
     ns = make_ns(http, "metrics")
     rv = http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm("a", ns)).json()["metadata"]["resourceVersion"]

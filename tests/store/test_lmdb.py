@@ -367,7 +367,7 @@ async def test_compaction_in_the_middle_of_a_delta_chain_keeps_later_versions_re
         for i in range(12, 30):
             assert (await s.get(k, revs[i])).value == base % i  # type: ignore[union-attr]
         w = s.watch(k, b"", middle)
-        events = []
+        events: list[store.Event] = []
         async for batch in w:
             events += batch
             if len(events) == 30 - 12:
@@ -728,3 +728,56 @@ async def test_the_wal_reader_reads_records_of_any_size_across_its_read_ahead(
     assert list(reader.read()) == [(len(records) + 1, b"t" * 300)]
     assert reader.seek(3) and next(iter(reader.read(1))) == records[2]  # back to the middle
     reader.close()
+
+
+async def test_bulk_updates_reach_every_watcher_each_as_its_own_event(tmp_path: Path) -> None:
+    """``update_many``'s updates are published as a run (``EventRun``: arrays) to a watch of
+    every key, and as an ``Event`` each to a watch of some keys: every watcher, here and
+    in another process (which reads them from the WAL), sees each update at its own
+    revision with its own value; a watch of another prefix sees none of them."""
+    path = str(tmp_path / "db")
+    s = LmdbStore(path, poll_interval=0.002)
+    try:
+        keys = [f"/run/{i:04d}".encode() for i in range(300)]
+        created = await asyncio.gather(*(s.create(key, b"v0") for key in keys))
+        start = max(created) + 1
+        everything = s.watch(b"\x00", b"\x00", start)
+        with_prev = s.watch(b"/run/", store.prefix_end(b"/run/"), start, prev_kv=True)
+        other = s.watch(b"/other/", store.prefix_end(b"/other/"), start)
+        wp = worker("watch", path, "/run/", str(start), "300")
+        assert wp.stdout is not None and wp.stdout.readline().strip() == "ready"
+        runs = 0
+
+        async def drain(w: Any, n: int) -> list[store.Event]:
+            nonlocal runs
+            got: list[store.Event] = []
+            while len(got) < n:
+                batch = await anext(w)
+                if isinstance(batch, store.EventRun):
+                    runs += 1
+                    assert list(batch) == [batch[i] for i in range(len(batch))] and len(batch[1:3]) == 2
+                got += batch
+            return got
+
+        # following live writes (registered, caught up) before the writes
+        draining = [asyncio.create_task(drain(w, n)) for w, n in ((everything, 301), (with_prev, 300), (other, 1))]
+        await asyncio.sleep(0.1)
+        results = await store.update_many(s, [(key, b"v1-" + key, rev) for key, rev in zip(keys, created, strict=True)])
+        assert results == list(range(start, start + 300))
+        marker = await s.create(b"/other/marker", b"m")
+        seen, prevs, others = await asyncio.wait_for(asyncio.gather(*draining), 10)
+        assert runs == 1  # the watch of every key was handed the run as one
+        assert [(e.type, e.kv.key, e.kv.value, e.kv.mod_revision, e.kv.create_revision, e.kv.version, e.prev_kv)
+                for e in seen[:300]] == [(store.EventType.PUT, key, b"v1-" + key, rev, created[i], 2, None)
+                                         for i, (key, rev) in enumerate(zip(keys, results, strict=True))]
+        assert seen[300].kv.key == b"/other/marker"
+        assert [(e.kv.key, e.kv.mod_revision, e.prev_kv.value if e.prev_kv else None) for e in prevs] == [
+            (key, rev, b"v0") for key, rev in zip(keys, results, strict=True)]
+        assert [e.kv.mod_revision for e in others] == [marker]
+        out, err = wp.communicate(timeout=60)
+        assert [(line.split()[1].encode(), int(line.split()[2])) for line in out.splitlines()] == list(
+            zip(keys, results, strict=True)), err
+        for w in (everything, with_prev, other):
+            await w.aclose()  # type: ignore[attr-defined]
+    finally:
+        await s.close()

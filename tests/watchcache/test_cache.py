@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -674,7 +674,7 @@ async def test_a_backlog_read_from_the_store_past_the_feed_is_not_applied_twice(
         for ev in events[8:]:
             cache.feed([ev], ev.kv.mod_revision, time.perf_counter())
         last = await st.update(PODS.key("ns", "p0"), pod("p0", node="b"), 0)
-        tail: list[store.Event] = []
+        tail: Sequence[store.Event] = []
         while not tail:
             tail = await anext(watcher_stream)
         cache.feed(tail, last, time.perf_counter())
