@@ -1985,12 +1985,16 @@ class KubeApi:
         gone = asyncio.ensure_future(disconnected() if rtype.custom is None else
                                      self.crds.until_retired(rtype, disconnected()))
 
+        # the cached lines as they are (every informer's and kubelet's watch): taken without
+        # a call a line that would find it so each time
+        plain = not metadata_only and table is None and not _converted(rtype)
+
         async def pump() -> None:
             # one task for the whole watch: waiting on the stream and on the client's
             # going together, per batch of events, cost a task and an asyncio.wait each
             async for items in stream:
                 if items:
-                    body = b"".join(map(line, items))
+                    body = b"".join([item.line for item in items] if plain else map(line, items))
                     ended = items[-1].type == "ERROR"
                     del items  # their lines are in the body: not both alive while a slow client drains
                     await send({"type": "http.response.body", "body": body, "more_body": True})

@@ -255,6 +255,10 @@ class CacheWatch:
         self._backlog_at = 0  # the first backlog event not yet handed to the stream
         self._delivery = WATCH_EVENT_DELIVERY.labels(resource=cache.plural)
         self._next_bookmark = options.next_bookmark(time.monotonic())
+        # the live wait's bookmark timer (``_arm_bookmark``), armed while the watch waits for
+        # events with a bookmark to come, and whether it has fired since
+        self._bookmark_timer: asyncio.TimerHandle | None = None
+        self._bookmark_due = False
 
     def __aiter__(self) -> CacheWatch:
         return self
@@ -280,29 +284,32 @@ class CacheWatch:
             if w.buffer:
                 return self._drain()
             if w.closed:
+                self._disarm()
                 raise StopAsyncIteration
+            if self._bookmark_due or (self._bookmark_timer is None and self._options.bookmarks
+                                      and self._next_bookmark <= time.monotonic()):
+                self._bookmark_due = False
+                self._bookmark_timer = None
+                self._next_bookmark = self._options.next_bookmark(time.monotonic())
+                if self._cache.revision >= self._options.revision:  # else a watch from a revision not reached
+                    # the buffer is empty, so every event up to the cache's revision has reached us
+                    return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
             w.wakeup.clear()
-            if not self._options.bookmarks or self._next_bookmark == math.inf:
-                await w.wakeup.wait()
-                continue
-            timeout = self._next_bookmark - time.monotonic()
-            if timeout > 0:
-                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when the
-                # awaited event is set as the task is cancelled, losing the cancellation (the task
-                # then runs on: a loop never stops), and costs a task a call
-                try:
-                    async with asyncio.timeout(timeout):
-                        await w.wakeup.wait()
-                    continue
-                except TimeoutError:
-                    pass
-            if w.buffer or w.closed:
-                continue
-            self._next_bookmark = self._options.next_bookmark(time.monotonic())
-            if self._cache.revision < self._options.revision:
-                continue  # a watch from a revision the cache has not reached: nothing to mark yet
-            # the buffer is empty, so every event up to the cache's revision has reached us
-            return [WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._cache.revision))]
+            if self._bookmark_timer is None and self._options.bookmarks and self._next_bookmark != math.inf:
+                self._arm_bookmark()
+            await w.wakeup.wait()
+
+    def _arm_bookmark(self) -> None:
+        """One timer a bookmark, not one a wait: an informer's watch wakes for every batch
+        of events, and a timeout made and cancelled around each wait cost about a tenth of
+        its delivery (a ``Timeout``, a timer handle and its cancellation a wake-up)."""
+        loop = asyncio.get_running_loop()
+        delay = self._next_bookmark - time.monotonic()
+        self._bookmark_timer = loop.call_at(loop.time() + max(delay, 0.0), self._bookmark_fired)
+
+    def _bookmark_fired(self) -> None:
+        self._bookmark_due = True  # the loop's timers may fire a little early: taken as due, as before
+        self._watcher.wakeup.set()
 
     async def _initial_chunk(self) -> list[WatchItem]:
         """The next ``initial_chunk`` entries of the initial state, walked in chunks
@@ -330,14 +337,17 @@ class CacheWatch:
     def _drain(self) -> list[WatchItem]:
         buffer = self._watcher.buffer
         now = time.perf_counter()
-        out: list[WatchItem] = []
-        delays: list[float] = []
-        while buffer:
-            ev, kind = buffer.popleft()
-            out.append(ev.item(kind))
-            delays.append(now - ev.received)
+        out = [ev.item(kind) for ev, kind in buffer]
+        delays = [now - ev.received for ev, _ in buffer]
+        buffer.clear()  # no await since the walk: nothing was added meanwhile
         observe_many(self._delivery, delays)
         return out
 
+    def _disarm(self) -> None:
+        if self._bookmark_timer is not None:
+            self._bookmark_timer.cancel()
+            self._bookmark_timer = None
+
     async def aclose(self) -> None:
+        self._disarm()
         self._watcher.close()

@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 import store
+from controlplane.api import reads as api_reads
 from controlplane.api.errors import ApiError
 from controlplane.api.reads import (
     ListOptions,
@@ -372,6 +373,49 @@ async def test_initial_events_then_bookmark_then_live(env: Env) -> None:
         live = await collect(stream, 1)
         assert live[0].type == "MODIFIED"
         assert orjson.loads(live[0].raw)["metadata"]["resourceVersion"] == str(rev)
+    finally:
+        await stream.aclose()
+
+
+async def test_a_watch_with_bookmarks_arms_one_timer_a_bookmark_not_one_a_wake_up(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events keep an informer's watch waking; its bookmark timer is armed once and kept
+    (a timeout made around every wait cost a timer each), and a bookmark still comes when
+    the watch falls idle, at the cache's revision, once everything before it was sent."""
+    monkeypatch.setattr(api_reads, "BOOKMARK_SECONDS", 0.3)
+    rev = await env.put("seed")
+    loop = asyncio.get_running_loop()
+    timers: list[float] = []
+    call_at = loop.call_at
+
+    def counted(when: float, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+        timers.append(when - loop.time())  # (``collect``'s timeouts are 5 s, others' at once)
+        return call_at(when, *args, **kw)
+
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev), bookmarks=True))
+    try:
+        monkeypatch.setattr(loop, "call_at", counted)
+        for i in range(10):
+            last = await env.put(f"p{i}")
+            assert [i.type for i in await collect(stream, 1)] == ["ADDED"]
+        bookmark_timers = [delay for delay in timers if 0.1 < delay <= 0.3]
+        assert len(bookmark_timers) == 1  # armed at the first wait, not once a wait
+        got = await collect(stream, 1)
+        assert [i.type for i in got] == ["BOOKMARK"]
+        assert int(orjson.loads(got[0].raw)["metadata"]["resourceVersion"]) >= last
+    finally:
+        await stream.aclose()
+
+
+async def test_a_watch_that_did_not_ask_gets_no_bookmark(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(api_reads, "BOOKMARK_SECONDS", 0.05)
+    rev = await env.put("seed")
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
+    try:
+        await asyncio.sleep(0.3)
+        after = await env.put("p")
+        got = await collect(stream, 1)
+        assert [(i.type, orjson.loads(i.raw)["metadata"]["resourceVersion"]) for i in got] == [("ADDED", str(after))]
     finally:
         await stream.aclose()
 
