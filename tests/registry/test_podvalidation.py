@@ -5,17 +5,14 @@ words; valid objects are still accepted."""
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 from controlplane.tokens import find_admin, read_token_file
 from tests.test_cli import Serve, running, start_serve
 
@@ -32,13 +29,6 @@ CRONJOBS = resource_path("batch", "v1", "cronjobs", "default")
 LABEL_HINT = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
               "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
               "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def pod_spec(**extra: Any) -> dict[str, Any]:

@@ -5,15 +5,11 @@ ValidateStatefulSetUpdate, 422 in upstream's words."""
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.config import Config
 from controlplane.registry.immutable import workload_causes, workload_spec_causes
 from controlplane.registry.strategies import prepare
 
@@ -21,13 +17,6 @@ SETS = resource_path("apps", "v1", "statefulsets", "default")
 ROLLING = "spec.updateStrategy.rollingUpdate"
 PERCENT_HINT = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
                 "'93%', regex used for validation is '[0-9]+%')")
-
-
-@pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        yield c
 
 
 def statefulset(name: str = "s", **spec: Any) -> dict[str, Any]:
