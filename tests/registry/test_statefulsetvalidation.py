@@ -144,8 +144,8 @@ def test_claim_templates_stored_before_their_defaults_do_not_fix_an_update() -> 
     """A StatefulSet stored by a version that did not default its claim templates (no
     volumeMode, no phase) can still be scaled: the stored templates are compared as
     defaulted, as upstream defaults what it reads; changing them is still forbidden."""
-    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
-                                                    "resources": {"requests": {"storage": "1Gi"}}}}
+    claim: dict[str, Any] = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                                    "resources": {"requests": {"storage": "1Gi"}}}}
     stored = statefulset(volumeClaimTemplates=[copy.deepcopy(claim)])
     prepare("statefulsets", stored, None)
     stored["spec"]["volumeClaimTemplates"] = [copy.deepcopy(claim)]  # as the older version stored it
