@@ -51,6 +51,7 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.podspec import pair_ips, qos_class
+from ..registry.resize import resize_causes, resized_spec
 from ..registry.strategies import (
     CREATE_ON_UPDATE,
     BadData,
@@ -504,7 +505,7 @@ class KubeApi:
                 raise ApiError.bad_request("dryRun is not supported")
             raise await self._proxy_refusal(rtype, namespace, name)
         headers = dict(scope["headers"])
-        if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers", "approval") \
+        if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers", "resize", "approval") \
                 and "patch" in rtype.verbs:  # upstream checks a patch's type first, as written (case and all)
             patch_type = headers.get(b"content-type", b"").decode("latin-1").strip()
             if patch_type.find(";") > 0:
@@ -611,9 +612,9 @@ class KubeApi:
             if method != "PUT":
                 raise ApiError.method_not_allowed(method)
             return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
-        if subresource in ("ephemeralcontainers", "approval") and method not in ("GET", "PUT", "PATCH"):
+        if subresource in ("ephemeralcontainers", "resize", "approval") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError.method_not_allowed(method)
-        if subresource not in (None, "status", "ephemeralcontainers", "approval"):
+        if subresource not in (None, "status", "ephemeralcontainers", "resize", "approval"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json"):
             # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
@@ -1446,6 +1447,11 @@ class KubeApi:
             if causes:
                 raise ApiError.invalid(rtype, (old.get("metadata") or {}).get("name") or "", causes)
             obj["spec"] = merged["spec"]
+            return
+        if rtype is self._pods and old is not None and subresource == "resize":
+            causes = resize_causes(old, obj)  # (the spec resized_spec made it, _split_status)
+            if causes:
+                raise ApiError.invalid(rtype, (old.get("metadata") or {}).get("name") or "", causes)
             return
         if rtype is self._pods and old is not None:
             spec, old_spec = obj.get("spec"), old.get("spec") or {}
@@ -2453,6 +2459,13 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
                           "ephemeralContainers": (new.get("spec") or {}).get("ephemeralContainers")}
         merged["metadata"] = dict(old_meta)
         if merged["spec"] != old.get("spec") and keeps_generation(rtype):  # (pod strategy's updatePodGeneration)
+            merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+        return merged
+    if subresource == "resize":  # only the containers' resources (validated in _admit)
+        merged = dict(old)
+        merged["spec"] = resized_spec(old.get("spec") or {}, new.get("spec"))
+        merged["metadata"] = dict(old_meta)
+        if merged["spec"] != old.get("spec"):  # (pod strategy's updatePodGeneration)
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
     if subresource in ("status", "approval"):  # (a CSR's approval: its conditions, registry/certificates.py)

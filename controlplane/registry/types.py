@@ -92,7 +92,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("Namespace", "namespaces", False, short_names=("ns",), subresources=("status", "finalize"),
           verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),  # as upstream: no collection delete
     _core("Pod", "pods", short_names=("po",), categories=("all",),
-          subresources=("status", "binding", "eviction", "log", "ephemeralcontainers", "exec", "attach",
+          subresources=("status", "binding", "eviction", "log", "ephemeralcontainers", "resize", "exec", "attach",
                         "portforward", "proxy")),
     _core("Node", "nodes", False, short_names=("no",), subresources=("status", "proxy")),
     _core("Service", "services", short_names=("svc",), categories=("all",), subresources=("status", "proxy")),

@@ -1,0 +1,189 @@
+"""A pod's ``resize`` subresource (KEP-1287, in-place pod vertical scaling, GA in 1.35):
+the only way to change the resources of a running pod's containers.
+
+An update through it keeps the stored pod but for each container's ``resources`` and
+``resizePolicy`` (a regular container's, or a sidecar's: an init container whose
+``restartPolicy`` is ``Always``), taken by position; the rest of what is sent is ignored,
+as upstream's podResizeStrategy drops it (though its validation then refuses a changed
+resize policy, comparing each container whole but for cpu and memory). A body whose containers were added, removed,
+reordered or renamed is kept whole, so that the validation refuses it. The validation is
+upstream's ValidatePodResize, worded as it words it: no pod-level resources, no static or
+Windows pods, the QoS class stays, requests and limits may not be removed, a memory limit
+may not be lowered or added unless its resize policy restarts the container, only cpu
+and memory change, a plain init container's resources not at all; and the result is a
+valid pod spec.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..quantity import QuantityError, parse_quantity
+from .causes import Causes, forbidden, invalid
+from .podspec import qos_class
+from .podvalidation import pod_spec_causes
+
+__all__ = ["resize_causes", "resized_spec"]
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_CPU_MEMORY = ("cpu", "memory")
+_ONLY_CPU_MEMORY = "only cpu and memory resources are mutable"
+
+
+def resized_spec(old_spec: dict[str, Any], new_spec: Any) -> dict[str, Any]:
+    """The spec a resize writes: ``old_spec`` with the containers' resources and resize
+    policies of ``new_spec`` (upstream's dropNonResizeUpdates)."""
+    new_spec = new_spec if isinstance(new_spec, dict) else {}
+    spec = dict(old_spec)
+    for key in ("containers", "initContainers"):
+        old_list, new_list = old_spec.get(key) or [], new_spec.get(key) or []
+        if not isinstance(new_list, list) or len(new_list) != len(old_list):
+            return {**old_spec, **{k: copy.deepcopy(new_spec.get(k)) for k in ("containers", "initContainers")
+                                   if k in new_spec}}  # for the validation to refuse
+    for key in ("containers", "initContainers"):
+        if key in old_spec:
+            spec[key] = _merged_containers(old_spec[key], new_spec[key])
+    return spec
+
+
+def _merged_containers(old: list[Any], new: list[Any]) -> list[Any]:
+    """Each of ``old`` with the resources of ``new``'s at its position (a plain init
+    container's too: the validation refuses its change)."""
+    merged = []
+    for before, after in zip(old, new, strict=True):
+        if not isinstance(after, dict) or not isinstance(before, dict) or before.get("name") != after.get("name"):
+            return copy.deepcopy(new)  # reordered or renamed: kept, for the validation to refuse
+        c = dict(before)
+        resources = copy.deepcopy(after.get("resources")) or {}
+        _default_requests(resources)
+        c["resources"] = resources
+        if after.get("resizePolicy") is not None:
+            c["resizePolicy"] = copy.deepcopy(after["resizePolicy"])
+        else:
+            c.pop("resizePolicy", None)
+        merged.append(c)
+    return merged
+
+
+def _default_requests(resources: Any) -> None:
+    """A limit without a request requests the limit (SetDefaults_Pod, run on every decode)."""
+    if not isinstance(resources, dict):
+        return
+    limits = resources.get("limits")
+    if isinstance(limits, dict) and limits:
+        requests = resources.setdefault("requests", {})
+        if isinstance(requests, dict):
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+
+
+def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
+    """The causes of a 422 for the resize of ``old`` into ``new`` (whose spec is
+    :func:`resized_spec`'s), as upstream's ValidatePodResize finds them."""
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if _pod_level_resources(old_spec) or _pod_level_resources(new_spec):
+        return [forbidden("", "pods with pod-level resources cannot be resized")]
+    if MIRROR_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
+        return [forbidden("", "static pods cannot be resized")]
+    if (old_spec.get("os") or {}).get("name") == "windows":
+        return [forbidden("", "windows pods cannot be resized")]
+    causes = pod_spec_causes(new_spec, "spec", pod=True)
+    kept_qos = (old.get("status") or {}).get("qosClass") or qos_class(old_spec)
+    if kept_qos != qos_class(new_spec):
+        causes.append(invalid("spec", kept_qos, "Pod QOS Class may not change as a result of resizing"))
+    if not _resize_supported(old):
+        causes.append(forbidden("spec", "Pod running on node without support for resize"))
+    old_c, new_c = old_spec.get("containers") or [], new_spec.get("containers") or []
+    old_i, new_i = old_spec.get("initContainers") or [], new_spec.get("initContainers") or []
+    if len(old_c) != len(new_c) or len(old_i) != len(new_i):
+        return [*causes, forbidden("spec", _ONLY_CPU_MEMORY)]
+    for i, (before, after) in enumerate(zip(old_i, new_i, strict=True)):
+        if _is_sidecar(before):
+            causes.extend(_container_resize(before, after, f"spec.initContainers[{i}].resources"))
+    for i, (before, after) in enumerate(zip(old_c, new_c, strict=True)):
+        causes.extend(_container_resize(before, after, f"spec.containers[{i}].resources"))
+    for before, after in zip(old_c, new_c, strict=True):
+        if _without_cpu_memory_change(after, before) != before:
+            causes.append(forbidden("spec", _ONLY_CPU_MEMORY))
+    for before, after in zip(old_i, new_i, strict=True):
+        if _is_sidecar(after):
+            if _without_cpu_memory_change(after, before) != before:
+                causes.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"))
+        elif after != before:
+            causes.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
+    if causes:
+        return causes
+    rest = {k: v for k, v in new_spec.items() if k not in ("containers", "initContainers")}
+    if rest != {k: v for k, v in old_spec.items() if k not in ("containers", "initContainers")}:
+        causes.append(forbidden("spec", _ONLY_CPU_MEMORY))
+    return causes
+
+
+def _pod_level_resources(spec: dict[str, Any]) -> bool:
+    resources = spec.get("resources")
+    return isinstance(resources, dict) and bool(resources.get("requests") or resources.get("limits"))
+
+
+def _is_sidecar(c: Any) -> bool:
+    return isinstance(c, dict) and c.get("restartPolicy") == "Always"
+
+
+def _resize_supported(pod: dict[str, Any]) -> bool:
+    """Upstream's version-skew check: the first running container's status reports its
+    resources (a node whose kubelet resizes does), or no container runs yet."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if isinstance(status, dict) and "running" in (status.get("state") or {}):
+            return status.get("resources") is not None
+    return True
+
+
+def _container_resize(before: Any, after: Any, path: str) -> Causes:
+    """validateContainerResize: requests and limits stay; a memory limit is lowered or
+    added only with a RestartContainer policy for memory."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    old_r, new_r = before.get("resources") or {}, after.get("resources") or {}
+    causes: Causes = []
+    for part in ("requests", "limits"):
+        if set(old_r.get(part) or {}) - set(new_r.get(part) or {}):
+            causes.append(forbidden(f"{path}.{part}", f"resource {part} cannot be removed"))
+    policy = next((p.get("restartPolicy") for p in after.get("resizePolicy") or ()
+                   if isinstance(p, dict) and p.get("resourceName") == "memory"), None)
+    if policy not in (None, "", "NotRequired"):
+        return causes
+    old_limit, new_limit = (old_r.get("limits") or {}).get("memory"), (new_r.get("limits") or {}).get("memory")
+    if new_limit is not None and old_limit is not None:
+        if _less(new_limit, old_limit):
+            causes.append(forbidden(f"{path}.limits[memory]",
+                                    "memory limits cannot be decreased unless resizePolicy is RestartContainer"))
+    elif new_limit is not None:
+        causes.append(forbidden(f"{path}.limits[memory]",
+                                "memory limits cannot be added unless resizePolicy is RestartContainer"))
+    return causes
+
+
+def _less(a: Any, b: Any) -> bool:
+    try:
+        return parse_quantity(a) < parse_quantity(b)
+    except QuantityError:
+        return False  # (the spec's validation names a quantity that does not parse)
+
+
+def _without_cpu_memory_change(after: Any, before: Any) -> Any:
+    """``after`` with ``before``'s cpu and memory (upstream's dropCPUMemoryResourcesFromContainer):
+    what is left differing from ``before`` is a change a resize may not make (its resize
+    policy too: upstream's comparison keeps the new one)."""
+    if not isinstance(after, dict) or not isinstance(before, dict):
+        return after
+    old_r = before.get("resources") or {}
+    new_r = after.get("resources") if isinstance(after.get("resources"), dict) else {}
+    resources: dict[str, Any] = {}
+    for part in ("limits", "requests"):
+        old_list = old_r.get(part)
+        if old_list is None:
+            continue
+        munged = {k: v for k, v in (new_r.get(part) or {}).items() if k not in _CPU_MEMORY}
+        munged.update({k: old_list[k] for k in _CPU_MEMORY if k in old_list})
+        resources[part] = munged
+    return {**after, "resources": resources}

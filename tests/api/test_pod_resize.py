@@ -1,0 +1,149 @@
+"""pods/resize (registry/resize.py): a pod's containers' cpu and memory changed in
+place, everything else of the body ignored or refused, in upstream's words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def container(name: str = "c", **resources: Any) -> dict[str, Any]:
+    return {"name": name, "image": "nginx:1.27", "resources": resources}
+
+
+@pytest.fixture
+async def pod(client: Client) -> Client:
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+                               "spec": {"containers": [container(requests={"cpu": "500m", "memory": "64Mi"})]}})
+    return client
+
+
+async def resize(c: Client, *containers: dict[str, Any], name: str = "p") -> dict[str, Any]:
+    return await c.patch(f"{PODS}/{name}/resize", {"spec": {"containers": list(containers)}}, "strategic")
+
+
+async def refusal(c: Client, body: dict[str, Any], name: str = "p") -> dict[str, str]:
+    with pytest.raises(ApiError) as e:
+        await c.patch(f"{PODS}/{name}/resize", body, "strategic")
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    cause: dict[str, str] = e.value.status["details"]["causes"][0]
+    assert f"{cause['field']}: {cause['message']}" in e.value.message
+    return cause
+
+
+async def test_a_resize_changes_only_the_containers_resources_and_steps_the_generation(pod: Client) -> None:
+    c = pod
+    assert (await c.get(f"{PODS}/p/resize"))["kind"] == "Pod"
+    got = await resize(c, {"name": "c", "resources": {"requests": {"cpu": "800m"}}})
+    assert got["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "800m", "memory": "64Mi"}}
+    assert got["metadata"]["generation"] == 2
+    # a PUT: labels and images sent are ignored, limits alone request the limit (defaults)
+    got["metadata"]["labels"] = {"a": "changed"}
+    got["spec"]["containers"][0]["image"] = "other"
+    got["spec"]["containers"][0]["resources"] = {"requests": {"memory": "64Mi", "cpu": "1"}}
+    put = await c.update(f"{PODS}/p/resize", got)
+    assert put["metadata"]["labels"] == {"a": "1"} and put["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert put["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "1"
+    assert put["metadata"]["generation"] == 3
+    # the same again writes nothing new
+    again = await resize(c, {"name": "c", "resources": {"requests": {"cpu": "1"}}})
+    assert again["metadata"]["generation"] == 3
+    # the pod itself still refuses the change (only the subresource resizes)
+    with pytest.raises(ApiError) as e:
+        await c.patch(f"{PODS}/p", {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}},
+                      "strategic")
+    assert e.value.code == 422
+
+
+async def test_json_and_merge_patches_resize_too(pod: Client) -> None:
+    got = await pod.patch(f"{PODS}/p/resize", [{"op": "replace", "path": "/spec/containers/0/resources/requests/cpu",
+                                                "value": "300m"}], "json")
+    assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
+    merged = {"spec": {"containers": [container(requests={"cpu": "400m", "memory": "64Mi"})]}}
+    got = await pod.patch(f"{PODS}/p/resize", merged, "merge")
+    assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "400m"
+
+
+@pytest.mark.parametrize(("patch", "field", "message"), [
+    ({"name": "c", "resources": {"requests": {"cpu": "1", "memory": None}}}, "spec.containers[0].resources.requests",
+     "Forbidden: resource requests cannot be removed"),
+    ({"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}, "spec",
+     "Forbidden: only cpu and memory resources are mutable"),
+    ({"name": "c", "resources": {"limits": {"memory": "128Mi"}}}, "spec.containers[0].resources.limits[memory]",
+     "Forbidden: memory limits cannot be added unless resizePolicy is RestartContainer"),
+    ({"name": "c", "resources": {"limits": {"cpu": "100m"}}}, "spec.containers[0].resources.requests",
+     'Invalid value: "500m": must be less than or equal to cpu limit of 100m'),
+    ({"name": "c", "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]}, "spec",
+     "Forbidden: only cpu and memory resources are mutable"),
+])
+async def test_refused_resizes_are_422_in_upstreams_words(pod: Client, patch: dict[str, Any], field: str,
+                                                          message: str) -> None:
+    cause = await refusal(pod, {"spec": {"containers": [patch]}})
+    assert (cause["field"], cause["message"]) == (field, message)
+
+
+async def test_a_memory_limit_is_lowered_only_with_a_restart_policy(client: Client) -> None:
+    limited = container(requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "1", "memory": "128Mi"})
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m"},
+                               "spec": {"containers": [limited]}})
+    lowered = {"name": "c", "resources": {"limits": {"memory": "96Mi"}}}
+    cause = await refusal(client, {"spec": {"containers": [lowered]}}, "m")
+    assert cause == {"reason": "FieldValueForbidden", "field": "spec.containers[0].resources.limits[memory]",
+                     "message": "Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"}
+    removed = {"name": "c", "resources": {"limits": {"cpu": None}}}
+    cause = await refusal(client, {"spec": {"containers": [removed]}}, "m")
+    assert cause["message"] == "Forbidden: resource limits cannot be removed"
+
+
+async def test_the_qos_class_may_not_change(client: Client) -> None:
+    guaranteed = container(requests={"cpu": "1", "memory": "64Mi"}, limits={"cpu": "1", "memory": "64Mi"})
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g"},
+                               "spec": {"containers": [guaranteed]}})
+    cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}},
+                          "g")
+    assert (cause["field"], cause["message"]) == \
+        ("spec", 'Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing')
+    got = await resize(client, {"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}, name="g")
+    assert got["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "2"
+
+
+async def test_plain_init_containers_pod_level_resources_and_static_pods_are_not_resized(client: Client) -> None:
+    init = {"name": "i", "image": "busybox:1.36", "resources": {"requests": {"cpu": "100m"}}}
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "i"},
+                               "spec": {"initContainers": [init], "containers": [container()]}})
+    changed = {"name": "i", "resources": {"requests": {"cpu": "1"}}}
+    cause = await refusal(client, {"spec": {"initContainers": [changed]}}, "i")
+    assert (cause["field"], cause["message"]) == \
+        ("spec", "Forbidden: resources for non-sidecar init containers are immutable")
+    sidecar = {**init, "name": "s", "restartPolicy": "Always"}
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "s"},
+                               "spec": {"initContainers": [sidecar], "containers": [container()]}})
+    got = await client.patch(f"{PODS}/s/resize", {"spec": {"initContainers": [
+        {"name": "s", "resources": {"requests": {"cpu": "200m"}}}]}}, "strategic")
+    assert got["spec"]["initContainers"][0]["resources"]["requests"]["cpu"] == "200m"
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pl"},
+                               "spec": {"resources": {"requests": {"cpu": "1"}}, "containers": [container()]}})
+    cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+                          "pl")
+    assert (cause["field"], cause["message"]) == ("", "Forbidden: pods with pod-level resources cannot be resized")
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "st", "annotations": {"kubernetes.io/config.mirror": "x"}}, "spec": {"containers": [container()]}})
+    cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+                          "st")
+    assert cause["message"] == "Forbidden: static pods cannot be resized"
+
+
+async def test_renamed_containers_and_other_verbs_are_refused(pod: Client) -> None:
+    got = await pod.get(f"{PODS}/p")
+    got["spec"]["containers"][0]["name"] = "other"
+    with pytest.raises(ApiError) as e:
+        await pod.update(f"{PODS}/p/resize", got)
+    assert e.value.code == 422 and "only cpu and memory resources are mutable" in e.value.message
+    with pytest.raises(ApiError) as e:
+        await pod.delete(f"{PODS}/p/resize")
+    assert e.value.code == 405
