@@ -1,7 +1,8 @@
 """What the scheduler knows of a pod (``PodInfo``) and of a node (``NodeInfo``).
 
 Both are parsed once from the API object: a pod's requests are summed when the
-pod enters the scheduler, not per node or per cycle; a node's ``requested``
+pod enters the scheduler, not per node or per cycle (and again when a resize moves
+them: a resized pod's follow its kubelet's report too, ``resize_state``); a node's ``requested``
 totals change incrementally as pods are added to it or removed (``add_pod``,
 ``remove_pod``). Resources are plain ints in one unit each: cpu in millicores,
 memory and ephemeral-storage in bytes, everything else (``pods``,
@@ -19,7 +20,7 @@ from typing import Any
 from ..gcsettings import untrack_json, untracked
 
 __all__ = ["DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "NodeInfo", "PodInfo", "parse_quantity",
-           "resource_amount"]
+           "pod_requests", "resize_state", "resource_amount"]
 
 # What a pod that requests nothing counts as when spreading (upstream's non-zero defaults).
 DEFAULT_MILLI_CPU_REQUEST = 100
@@ -78,28 +79,74 @@ def _add_into(total: dict[str, int], res: Any) -> None:
             total[k] = total.get(k, 0) + amt
 
 
-def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
+# a container's requests as its kubelet reports them (status ``resources``), by name, and
+# whether the pod's resize is Infeasible: what a resized pod's requests are made of
+ResizeState = tuple[dict[str, Any], bool]
+
+
+def resize_state(obj: dict[str, Any]) -> ResizeState | None:
+    """What a pod's requests follow besides its spec while a resize is not done: None for a
+    pod never resized (generation 1: status and spec agree, so the spec alone is read)."""
+    generation = (obj.get("metadata") or {}).get("generation")
+    status = obj.get("status")
+    if not isinstance(generation, int) or generation <= 1 or not isinstance(status, dict):
+        return None
+    reported = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or ():
+            res = cs.get("resources") if isinstance(cs, dict) else None
+            if isinstance(res, dict):
+                reported[cs.get("name")] = res.get("requests") or {}
+    if not reported:
+        return None
+    infeasible = any(c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+                     for c in status.get("conditions") or () if isinstance(c, dict))
+    return reported, infeasible
+
+
+def _spec_requests(c: dict[str, Any]) -> Any:
+    res = c.get("resources") or {}
+    req = res.get("requests")
+    lim = res.get("limits")
+    if lim and isinstance(lim, dict):
+        req = {**lim, **(req or {})}
+    return req
+
+
+def _container_requests(c: dict[str, Any], resize: ResizeState | None) -> dict[str, int]:
+    """A container's requests (its limits stand in for missing ones); while a resize is
+    pending or in progress the larger of the spec's and the reported, each resource, but
+    the reported alone for an Infeasible one (upstream's determineContainerReqs)."""
+    one: dict[str, int] = {}
+    _add_into(one, _spec_requests(c))
+    actual = resize[0].get(c.get("name")) if resize is not None else None
+    if actual is not None:
+        reported: dict[str, int] = {}
+        _add_into(reported, actual)
+        if resize is not None and resize[1]:
+            return {**{k: v for k, v in one.items() if k not in ("cpu", "memory")}, **reported}
+        for k, v in reported.items():
+            if v > one.get(k, 0):
+                one[k] = v
+    return one
+
+
+def pod_requests(spec: dict[str, Any], resize: ResizeState | None = None) -> dict[str, int]:
     """The pod's effective requests, as upstream's ``resource.PodRequests``: the sum
     over containers (a container's limits stand in for missing requests), at least
-    each init container's, plus sidecars (restartable init containers) and overhead."""
+    each init container's, plus sidecars (restartable init containers) and overhead;
+    with ``resize`` (``resize_state``) a resized container's as ``_container_requests``."""
     total: dict[str, int] = {}
     for c in spec.get("containers") or ():
-        res = c.get("resources") or {}
-        req = res.get("requests")
-        lim = res.get("limits")
-        if lim and isinstance(lim, dict):
-            req = {**lim, **(req or {})}
-        _add_into(total, req)
+        if resize is None:  # (every pod but a resized one: summed in place)
+            _add_into(total, _spec_requests(c))
+            continue
+        for k, v in _container_requests(c, resize).items():
+            total[k] = total.get(k, 0) + v
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for c in spec.get("initContainers") or ():
-        res = c.get("resources") or {}
-        req = res.get("requests")
-        lim = res.get("limits")
-        if lim and isinstance(lim, dict):
-            req = {**lim, **(req or {})}
-        one: dict[str, int] = {}
-        _add_into(one, req)
+        one = _container_requests(c, resize)
         if c.get("restartPolicy") == "Always":
             for k, v in one.items():
                 sidecars[k] = sidecars.get(k, 0) + v
@@ -153,7 +200,7 @@ class PodInfo:
         group = spec.get("schedulingGroup") or {}
         self.group: str = group.get("podGroupName") or "" if isinstance(group, dict) else ""
         self.nominated_node: str = (obj.get("status") or {}).get("nominatedNodeName") or ""
-        self.requests = pod_requests(spec)
+        self.requests = pod_requests(spec, resize_state(obj))
         self.requests["pods"] = 1
         self.req_items = tuple(self.requests.items())  # what Filter walks, once per node
         # the same, split for the unrolled check of ``Profile.place``

@@ -31,7 +31,7 @@ from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from .cache import Cache
 from .events import EventRecorder
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
-from .nodeinfo import NodeInfo, PodInfo
+from .nodeinfo import NodeInfo, PodInfo, resize_state
 from .plugins import PluginConfig
 from .plugins.gangscheduling import rejected_with_group
 from .profile import FitError, Profile
@@ -334,6 +334,24 @@ class Scheduler:
         if pod.group and self.gang is not None:
             self.gang.manager.observe_pod(pod.group_key, pod.key, pod.node_name)
 
+    def _resized(self, key: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """A bound pod that has been resized (its generation past 1) changed: when its
+        requests moved (a resize written, its kubelet's report, a Pending condition), the
+        cache counts the new ones; a shrink may let pending pods fit (upstream's
+        UpdatePodScaleDown event)."""
+        node = self.cache.node_of(key)
+        ni = self.cache.nodes.get(node) if node is not None else None
+        held = ni.pods.get(key) if ni is not None else None
+        pod = self._pod_info(new)
+        if held is None or held.requests == pod.requests:
+            return
+        shrunk = any(v < held.requests.get(k, 0) for k, v in pod.requests.items()) or \
+            any(k not in pod.requests for k in held.requests)
+        pod.keep_only_identity()
+        self.cache.add_pod(pod)
+        if shrunk:
+            self.queue.on_event("pods", ActionType.UPDATE_POD_SCALE_DOWN, old, new)
+
     def _pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
         if nspec.get("nodeName"):
@@ -357,6 +375,8 @@ class Scheduler:
                 self.cache.add_pod(pod)
                 if relabeled:
                     self.queue.on_event("pods", ActionType.UPDATE_POD_LABEL, old, new)
+            elif ometa.get("generation") != nmeta.get("generation") or resize_state(new) is not None:
+                self._resized(key, old, new)
             return
         if not self._ours(new):
             return
