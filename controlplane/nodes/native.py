@@ -41,7 +41,8 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                    for g in spec.get("readinessGates") or []]
     containers = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
                    "imageID": f"{_s(c.get('image'))}@sha256:simulated", "containerID": f"containerd://{_s(c.get('name'))}",
-                   "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                   "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}},
+                   **_reported_resources(c)}
                   for c in spec.get("containers") or []]
     inits = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
               "imageID": f"{_s(c.get('image'))}@sha256:simulated", "ready": True, "restartCount": 0,
@@ -84,6 +85,15 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
              for c in spec.get("initContainers") or []]
     return {"phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None,
             "initContainerStatuses": inits or None}
+
+
+def _reported_resources(container: dict[str, Any]) -> dict[str, Any]:
+    """What a kubelet reports of a running container's resources (KEP-1287): those it runs
+    with, and the requests it allocated (the spec's at the start; shared, not copied: the
+    status is only serialised)."""
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") if isinstance(resources, dict) else None
+    return {"resources": resources, "allocatedResources": requests} if requests else {"resources": resources}
 
 
 def _sidecar(container: dict[str, Any]) -> bool:

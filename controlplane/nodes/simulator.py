@@ -70,6 +70,7 @@ from .failures import FAILURE_MODES
 from .images import ImageCatalog, NodeImages, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
+from .resize import resize_decision, resize_patch, settled_patch, wants_resize
 from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
 from .wheel import TimingWheel
@@ -985,6 +986,7 @@ class NodeSimulator:
         if not self._images_ready(key, st, node, pod):
             return
         self._start_ephemeral(key, st, pod)
+        self._resize(key, node.name, pod)
         stage = self.pod_stages.select(pod)
         if stage is None:
             st.stage = None
@@ -1025,6 +1027,36 @@ class NodeSimulator:
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
         self._write(lambda: self._patch_quietly(path, {"status": {"ephemeralContainerStatuses": statuses}}), POD)
+
+    def _resize(self, key: str, node_name: str, pod: dict[str, Any]) -> None:
+        """A running pod's in-place resize (``resize``): actuated if the node has room, else
+        Pending (Infeasible or Deferred); once actuated, its InProgress condition removed.
+        (One write queued a version of the pod: its resourceVersion is the patch's precondition.)"""
+        generation = (pod.get("metadata") or {}).get("generation")
+        if not isinstance(generation, int) or generation <= 1:
+            return  # never resized (most pods: one look at a number)
+        if not wants_resize(pod):
+            patch = settled_patch(pod)
+        else:
+            allocatable = ((self.node_informer.items.get(node_name) or {}).get("status") or {}).get("allocatable")
+            others = (self.pod_informer.items.get(k) for k in self.pods_by_node.get(node_name, ()) if k != key)
+            reason, message = resize_decision(pod, allocatable or {}, (p for p in others
+                                                                      if p is not None and not _terminal(p)))
+            patch = resize_patch(pod, reason, message, now_rfc3339())
+        if patch is None:
+            return
+        ns, name = key.split("/", 1)
+        path = resource_path("", "v1", "pods", ns, name, "status")
+        self._write(lambda: self._patch_quietly(path, patch), POD)
+
+    def _retry_deferred(self, node_name: str) -> None:
+        """A pod left ``node_name``: its Deferred resizes are decided again, as a kubelet retries
+        them when resources are freed."""
+        for key in list(self.pods_by_node.get(node_name, ())):
+            pod = self.pod_informer.items.get(key)
+            if pod is not None and any(c.get("reason") == "Deferred" for c in (pod.get("status") or {}).get(
+                    "conditions") or () if isinstance(c, dict) and c.get("type") == "PodResizePending"):
+                self._resize(key, node_name, pod)
 
     async def _patch_quietly(self, path: str, body: dict[str, Any]) -> None:
         try:
@@ -1166,6 +1198,8 @@ class NodeSimulator:
         if st is not None and st.uid == meta.get("uid"):
             del self.pods[key]
             self._release(st)
+        if keys:
+            self._retry_deferred(spec.get("nodeName") or "")
 
     def _release(self, st: _Pod) -> None:
         st.gen += 1

@@ -313,6 +313,11 @@ def _funcs() -> dict[str, Any]:
      "metadata": {"name": "b", "namespace": "d", "uid": "u", "creationTimestamp": "2026-11-30T09:00:00Z"}},
     pod("c", "n", restartPolicy="Never", initContainers=[
         {"name": "init", "image": "busybox"}, {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]),
+    # a running container's resources are reported (KEP-1287), its requests as allocated
+    {**pod("d", "n"), "spec": {"nodeName": "n", "containers": [
+        {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"},
+                                                      "limits": {"memory": "128Mi"}}},
+        {"name": "e", "image": "nginx", "resources": {}}]}},
 ])
 def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dict[str, Any]) -> None:
     stages = {s.name: s for s in default_stages()}
@@ -324,6 +329,10 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
             obj["status"] = stages["pod-ready"].next.render_status(obj, _funcs())
         templated = dataclasses.replace(stage.next, native=None).render_status(obj, _funcs())
         assert stage.next.render_status(obj, _funcs()) == templated
+    ready = stages["pod-ready"].next.render_status(dict(pod_obj), _funcs())
+    for c, cs in zip(pod_obj["spec"]["containers"], ready["containerStatuses"], strict=True):
+        assert cs["resources"] == (c.get("resources") or {})
+        assert cs.get("allocatedResources") == (c.get("resources") or {}).get("requests")
 
 
 @pytest.mark.parametrize("node_obj", [

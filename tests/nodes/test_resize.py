@@ -1,0 +1,113 @@
+"""The simulated kubelet's in-place resize (nodes/resize.py): actuated when the node has
+room (the statuses report the new resources, PodResizeInProgress for one write), else
+PodResizePending Infeasible (beyond the node's allocatable) or Deferred (no room beside
+the other pods now; decided again when one leaves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.client import Client
+from controlplane.nodes.resize import resize_decision, resize_patch, settled_patch, wants_resize
+
+from .conftest import PODS, eventually, fast, pod, simulating
+
+Obj = dict[str, Any]
+
+
+def with_cpu(name: str, cpu: str) -> Obj:
+    body = pod(name, "sim-node-0")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
+    return body
+
+
+async def resize(client: Client, name: str, cpu: str) -> Obj:
+    return await client.patch(f"{PODS}/{name}/resize", {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}, "strategic")
+
+
+async def running(client: Client, name: str) -> Obj:
+    got: Obj = await client.get(f"{PODS}/{name}")
+    return got if (got.get("status") or {}).get("phase") == "Running" else {}
+
+
+def condition(pod_obj: Obj, kind: str) -> Obj | None:
+    return next((c for c in pod_obj["status"].get("conditions") or () if c["type"] == kind), None)
+
+
+async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> None:
+    async with simulating(client, fast()):
+        await client.create(PODS, with_cpu("r", "100m"))
+        started = await eventually(lambda: running(client, "r"))
+        [cs] = started["status"]["containerStatuses"]
+        assert cs["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
+        assert cs["allocatedResources"] == {"cpu": "100m", "memory": "64Mi"}
+        assert (await resize(client, "r", "200m"))["metadata"]["generation"] == 2
+
+        async def actuated() -> Obj | None:
+            got: Obj = await client.get(f"{PODS}/r")
+            [cs] = got["status"]["containerStatuses"]
+            done = cs["resources"]["requests"]["cpu"] == "200m" and condition(got, "PodResizeInProgress") is None
+            return got if done else None
+
+        got = await eventually(actuated)
+        assert got["status"]["containerStatuses"][0]["allocatedResources"]["cpu"] == "200m"
+        assert got["status"]["observedGeneration"] == 2
+        assert condition(got, "PodResizePending") is None
+
+
+async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_deferred(client: Client) -> None:
+    async with simulating(client, fast()):
+        node = await client.get("/api/v1/nodes/sim-node-0")
+        cpus = int(node["status"]["allocatable"]["cpu"])
+        await client.create(PODS, with_cpu("small", "100m"))
+        await client.create(PODS, with_cpu("hog", f"{cpus - 1}"))
+        await eventually(lambda: running(client, "small"))
+        await eventually(lambda: running(client, "hog"))
+        await resize(client, "small", f"{cpus + 1}")
+
+        async def pending(reason: str) -> Obj | None:
+            got: Obj = await client.get(f"{PODS}/small")
+            c = condition(got, "PodResizePending")
+            return c if c is not None and c.get("reason") == reason else None
+
+        infeasible = await eventually(lambda: pending("Infeasible"))
+        assert infeasible["message"] == (f"Node didn't have enough capacity: cpu, requested: {(cpus + 1) * 1000}, "
+                                         f"capacity: {cpus * 1000}")
+        await resize(client, "small", "2")  # fits the node, not beside the hog
+        deferred = await eventually(lambda: pending("Deferred"))
+        assert deferred["message"] == (f"Node didn't have enough resource: cpu, requested: 2000, "
+                                       f"used: {(cpus - 1) * 1000}, capacity: {cpus * 1000}")
+        got = await client.get(f"{PODS}/small")
+        assert got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "100m"
+        assert got["status"]["observedGeneration"] == 3
+        # the hog goes: the deferred resize is actuated
+        await client.delete(f"{PODS}/hog", {"gracePeriodSeconds": 0})
+
+        async def actuated() -> bool:
+            got = await client.get(f"{PODS}/small")
+            return bool(got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "2"
+                        and condition(got, "PodResizePending") is None)
+
+        await eventually(actuated)
+
+
+def test_the_patches_say_in_progress_once_and_pending_only_when_it_changes() -> None:
+    obj: Obj = {"metadata": {"generation": 2, "resourceVersion": "7"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                           "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}
+    assert wants_resize(obj)
+    assert resize_decision(obj, {"cpu": "4", "memory": "1Gi"}, []) == ("", "")
+    patch = resize_patch(obj, "", "", "t")
+    assert patch is not None and patch["metadata"] == {"resourceVersion": "7"}
+    status = patch["status"]
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "PodResizeInProgress"]
+    assert status["containerStatuses"][0]["resources"] == {"requests": {"cpu": "1"}}
+    done = {**obj, "status": {**obj["status"], **status}}
+    assert not wants_resize(done)
+    settled = settled_patch(done)
+    assert settled is not None and [c["type"] for c in settled["status"]["conditions"]] == ["Ready"]
+    pending = resize_patch(obj, "Deferred", "m", "t")
+    assert pending is not None
+    assert resize_patch({**obj, "status": {**obj["status"], **pending["status"]}}, "Deferred", "m", "t2") is None
