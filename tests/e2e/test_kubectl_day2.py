@@ -1,7 +1,8 @@
 """Day-2 kubectl against ``controlplane serve --nodes 2`` with its controllers: NoExecute
 taints (controllers/tainteviction.py), a paused Deployment (controllers/workloads.py), a
-DaemonSet rolled out with ``maxSurge`` (controllers/daemonsets.py) and a new
-HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py)."""
+DaemonSet rolled out with ``maxSurge`` (controllers/daemonsets.py), a new
+HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py) and a pod resized in
+place (``kubectl patch --subresource resize``, actuated by the simulated kubelet)."""
 
 from __future__ import annotations
 
@@ -257,3 +258,41 @@ def test_a_user_certificate_requested_approved_and_issued_with_kubectl(served: S
     assert cert.subject.rfc4514_string() == "O=devs,CN=jane"
     _, err = failing(served, "certificate", "deny", "jane")
     assert 'certificate signing request "jane" is already Approved' in err
+
+
+RESIZED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: resized}
+spec:
+  nodeName: sim-node-0
+  terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: "nginx:1.27", resources: {requests: {cpu: 200m, memory: 64Mi}}}]
+"""
+
+
+def test_kubectl_patch_subresource_resize_is_actuated_by_the_simulated_kubelet(served: Serve) -> None:
+    """KEP-1287 in place: the resize subresource takes the new requests, the node's kubelet
+    reports them running; a change the subresource refuses is 422 in upstream's words."""
+    kubectl(served, "apply", "-f", "-", stdin=RESIZED)
+
+    def reported_cpu() -> str:
+        return kubectl(served, "get", "pod", "resized", "-o",
+                       "jsonpath={.status.containerStatuses[0].resources.requests.cpu}")
+
+    assert eventually(reported_cpu) == "200m"
+    out = kubectl(served, "patch", "pod", "resized", "--subresource", "resize", "--patch",
+                  '{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"800m"}}}]}}')
+    assert out.strip() == "pod/resized patched"
+    eventually(lambda: reported_cpu() == "800m")
+    got = json.loads(kubectl(served, "get", "pod", "resized", "-o", "json"))
+    assert got["metadata"]["generation"] == 2 and got["status"]["observedGeneration"] == 2
+    assert got["status"]["containerStatuses"][0]["allocatedResources"] == {"cpu": "800m", "memory": "64Mi"}
+    assert got["spec"]["containers"][0]["image"] == "nginx:1.27"
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    refused = subprocess.run([KUBECTL, "patch", "pod", "resized", "--subresource", "resize", "--patch",
+                              '{"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":"128Mi"}}}]}}'],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert 'The Pod "resized" is invalid: spec.containers[0].resources.limits[memory]: Forbidden: memory limits ' \
+           "cannot be added unless resizePolicy is RestartContainer" in refused.stderr
