@@ -39,11 +39,19 @@ def resized_spec(old_spec: dict[str, Any], new_spec: Any) -> dict[str, Any]:
     for key in ("containers", "initContainers"):
         old_list, new_list = old_spec.get(key) or [], new_spec.get(key) or []
         if not isinstance(new_list, list) or len(new_list) != len(old_list):
-            return {**old_spec, **{k: copy.deepcopy(new_spec.get(k)) for k in ("containers", "initContainers")
-                                   if k in new_spec}}  # for the validation to refuse
+            return _with_lists_of(old_spec, new_spec)  # for the validation to refuse
     for key in ("containers", "initContainers"):
         if key in old_spec:
             spec[key] = _merged_containers(old_spec[key], new_spec[key])
+    return spec
+
+
+def _with_lists_of(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> dict[str, Any]:
+    """``old_spec`` with ``new_spec``'s lists of containers as they are (absent: none)."""
+    spec = {k: v for k, v in old_spec.items() if k not in ("containers", "initContainers")}
+    for key in ("containers", "initContainers"):
+        if new_spec.get(key) is not None:
+            spec[key] = copy.deepcopy(new_spec[key])
     return spec
 
 
@@ -177,7 +185,7 @@ def _without_cpu_memory_change(after: Any, before: Any) -> Any:
     if not isinstance(after, dict) or not isinstance(before, dict):
         return after
     old_r = before.get("resources") or {}
-    new_r = after.get("resources") if isinstance(after.get("resources"), dict) else {}
+    new_r: dict[str, Any] = after["resources"] if isinstance(after.get("resources"), dict) else {}
     resources: dict[str, Any] = {}
     for part in ("limits", "requests"):
         old_list = old_r.get(part)

@@ -144,6 +144,10 @@ async def test_renamed_containers_and_other_verbs_are_refused(pod: Client) -> No
     with pytest.raises(ApiError) as e:
         await pod.update(f"{PODS}/p/resize", got)
     assert e.value.code == 422 and "only cpu and memory resources are mutable" in e.value.message
+    # a body without containers removes them: refused, as upstream's (nothing kept from the pod)
+    with pytest.raises(ApiError) as e:
+        await pod.update(f"{PODS}/p/resize", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
+    assert e.value.code == 422 and "spec.containers: Required value" in e.value.message
     with pytest.raises(ApiError) as e:
         await pod.delete(f"{PODS}/p/resize")
     assert e.value.code == 405
