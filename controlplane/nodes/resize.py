@@ -31,7 +31,7 @@ PENDING, IN_PROGRESS = "PodResizePending", "PodResizeInProgress"
 _STATUS_LISTS = (("containers", "containerStatuses"), ("initContainers", "initContainerStatuses"))
 
 
-def _reported(pod: Obj) -> dict[str, Any]:
+def _reported(pod: Obj) -> dict[Any, Any]:
     """Each container's reported ``resources``, by name (only the statuses that carry them)."""
     status = pod.get("status") or {}
     return {cs.get("name"): cs["resources"] for _, key in _STATUS_LISTS for cs in status.get(key) or ()
@@ -58,7 +58,7 @@ def allocated_requests(pod: Obj) -> dict[str, int]:
     return pod_requests(pod.get("spec") or {}, (_reported_requests(pod), True))
 
 
-def _reported_requests(pod: Obj) -> dict[str, Any]:
+def _reported_requests(pod: Obj) -> dict[Any, Any]:
     return {name: r.get("requests") or {} for name, r in _reported(pod).items()}
 
 

@@ -81,7 +81,7 @@ def _add_into(total: dict[str, int], res: Any) -> None:
 
 # a container's requests as its kubelet reports them (status ``resources``), by name, and
 # whether the pod's resize is Infeasible: what a resized pod's requests are made of
-ResizeState = tuple[dict[str, Any], bool]
+ResizeState = tuple[dict[Any, Any], bool]
 
 
 def resize_state(obj: dict[str, Any]) -> ResizeState | None:
@@ -91,7 +91,7 @@ def resize_state(obj: dict[str, Any]) -> ResizeState | None:
     status = obj.get("status")
     if not isinstance(generation, int) or generation <= 1 or not isinstance(status, dict):
         return None
-    reported = {}
+    reported: dict[Any, Any] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or ():
             res = cs.get("resources") if isinstance(cs, dict) else None

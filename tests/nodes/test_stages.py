@@ -330,6 +330,7 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
         templated = dataclasses.replace(stage.next, native=None).render_status(obj, _funcs())
         assert stage.next.render_status(obj, _funcs()) == templated
     ready = stages["pod-ready"].next.render_status(dict(pod_obj), _funcs())
+    assert ready is not None
     for c, cs in zip(pod_obj["spec"]["containers"], ready["containerStatuses"], strict=True):
         assert cs["resources"] == (c.get("resources") or {})
         assert cs.get("allocatedResources") == (c.get("resources") or {}).get("requests")
