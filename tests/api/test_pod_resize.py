@@ -60,6 +60,12 @@ async def test_a_resize_changes_only_the_containers_resources_and_steps_the_gene
     assert e.value.code == 422
 
 
+async def test_discovery_lists_the_subresource(client: Client) -> None:
+    resources = {r["name"]: r for r in (await client.get("/api/v1"))["resources"]}
+    assert resources["pods/resize"]["kind"] == "Pod"
+    assert sorted(resources["pods/resize"]["verbs"]) == ["get", "patch", "update"]
+
+
 async def test_json_and_merge_patches_resize_too(pod: Client) -> None:
     got = await pod.patch(f"{PODS}/p/resize", [{"op": "replace", "path": "/spec/containers/0/resources/requests/cpu",
                                                 "value": "300m"}], "json")
