@@ -8,7 +8,7 @@ has a resize to actuate. As upstream's kubelet (its allocation manager) decides 
   (the node could never hold it): condition ``PodResizePending`` with reason ``Infeasible``;
 - **Deferred**: they fit the node but not beside the other pods' allocated requests
   (what their statuses report): ``PodResizePending`` with reason ``Deferred``, tried again
-  when a pod leaves the node or the pod changes;
+  when a pod leaves the node, a resize on it is done, or the pod changes;
 - **fits**: the statuses report the new resources (``resources`` and
   ``allocatedResources``), with the condition ``PodResizeInProgress`` for one write; the
   next sight of the pod removes it. ``status.observedGeneration`` is the pod's generation.

@@ -1035,12 +1035,16 @@ class NodeSimulator:
         generation = (pod.get("metadata") or {}).get("generation")
         if not isinstance(generation, int) or generation <= 1:
             return  # never resized (most pods: one look at a number)
+        retry = False
         if not wants_resize(pod):
             patch = settled_patch(pod)
+            retry = patch is not None  # a resize done (a shrink among them): the Deferred ones may fit now
         else:
             allocatable = ((self.node_informer.items.get(node_name) or {}).get("status") or {}).get("allocatable")
+            if not allocatable:
+                return  # the node's status not seen yet: decided when the pod is seen again
             others = (self.pod_informer.items.get(k) for k in self.pods_by_node.get(node_name, ()) if k != key)
-            reason, message = resize_decision(pod, allocatable or {}, (p for p in others
+            reason, message = resize_decision(pod, allocatable, (p for p in others
                                                                       if p is not None and not _terminal(p)))
             patch = resize_patch(pod, reason, message, now_rfc3339())
         if patch is None:
@@ -1048,10 +1052,12 @@ class NodeSimulator:
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
         self._write(lambda: self._patch_quietly(path, patch), POD)
+        if retry:
+            self._retry_deferred(node_name)
 
     def _retry_deferred(self, node_name: str) -> None:
-        """A pod left ``node_name``: its Deferred resizes are decided again, as a kubelet retries
-        them when resources are freed."""
+        """A pod left ``node_name``, or a resize on it is done: its Deferred resizes are decided
+        again, as a kubelet retries them when resources may have been freed."""
         for key in list(self.pods_by_node.get(node_name, ())):
             pod = self.pod_informer.items.get(key)
             if pod is not None and any(c.get("reason") == "Deferred" for c in (pod.get("status") or {}).get(

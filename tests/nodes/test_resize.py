@@ -1,7 +1,7 @@
 """The simulated kubelet's in-place resize (nodes/resize.py): actuated when the node has
 room (the statuses report the new resources, PodResizeInProgress for one write), else
 PodResizePending Infeasible (beyond the node's allocatable) or Deferred (no room beside
-the other pods now; decided again when one leaves)."""
+the other pods now; decided again when one leaves or a resize is done)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,11 @@ async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> No
 
 async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_deferred(client: Client) -> None:
     async with simulating(client, fast()):
-        node = await client.get("/api/v1/nodes/sim-node-0")
-        cpus = int(node["status"]["allocatable"]["cpu"])
+        async def allocatable() -> Obj:
+            got: Obj = (await client.get("/api/v1/nodes/sim-node-0")).get("status") or {}
+            return got.get("allocatable") or {}
+
+        cpus = int((await eventually(allocatable))["cpu"])
         await client.create(PODS, with_cpu("small", "100m"))
         await client.create(PODS, with_cpu("hog", f"{cpus - 1}"))
         await eventually(lambda: running(client, "small"))
@@ -81,15 +84,22 @@ async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_defer
         got = await client.get(f"{PODS}/small")
         assert got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "100m"
         assert got["status"]["observedGeneration"] == 3
-        # the hog goes: the deferred resize is actuated
+
+        async def actuated(name: str, cpu: str) -> bool:
+            got = await client.get(f"{PODS}/{name}")
+            return bool(got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == cpu
+                        and condition(got, "PodResizePending") is None
+                        and condition(got, "PodResizeInProgress") is None)
+
+        # the hog shrinks (room for one more cpu): the deferred resize is actuated once that is done
+        await resize(client, "hog", f"{cpus - 2}")
+        await eventually(lambda: actuated("hog", f"{cpus - 2}"))
+        await eventually(lambda: actuated("small", "2"))
+        # asked for more again, deferred; the hog goes: actuated
+        await resize(client, "small", "3")
+        await eventually(lambda: pending("Deferred"))
         await client.delete(f"{PODS}/hog", {"gracePeriodSeconds": 0})
-
-        async def actuated() -> bool:
-            got = await client.get(f"{PODS}/small")
-            return bool(got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "2"
-                        and condition(got, "PodResizePending") is None)
-
-        await eventually(actuated)
+        await eventually(lambda: actuated("small", "3"))
 
 
 def test_the_patches_say_in_progress_once_and_pending_only_when_it_changes() -> None:
