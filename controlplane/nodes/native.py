@@ -89,11 +89,10 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
 
 def _reported_resources(container: dict[str, Any]) -> dict[str, Any]:
     """What a kubelet reports of a running container's resources (KEP-1287): those it runs
-    with, and the requests it allocated (the spec's at the start; shared, not copied: the
-    status is only serialised)."""
-    resources = container.get("resources") or {}
-    requests = resources.get("requests") if isinstance(resources, dict) else None
-    return {"resources": resources, "allocatedResources": requests} if requests else {"resources": resources}
+    with, the spec's at the start (shared, not copied: the status is only serialised).
+    ``allocatedResources`` is not reported: its gate (InPlacePodVerticalScalingAllocatedStatus)
+    is off, and deprecated since 1.33."""
+    return {"resources": container.get("resources") or {}}
 
 
 def _sidecar(container: dict[str, Any]) -> bool:

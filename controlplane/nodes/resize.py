@@ -9,9 +9,9 @@ has a resize to actuate. As upstream's kubelet (its allocation manager) decides 
 - **Deferred**: they fit the node but not beside the other pods' allocated requests
   (what their statuses report): ``PodResizePending`` with reason ``Deferred``, tried again
   when a pod leaves the node, a resize on it is done, or the pod changes;
-- **fits**: the statuses report the new resources (``resources`` and
-  ``allocatedResources``), with the condition ``PodResizeInProgress`` for one write; the
-  next sight of the pod removes it. ``status.observedGeneration`` is the pod's generation.
+- **fits**: the statuses report the new resources (``resources``), with the condition
+  ``PodResizeInProgress`` for one write; the next sight of the pod removes it.
+  ``status.observedGeneration`` is the pod's generation.
 
 The functions here are pure (the pod, the node's allocatable, the other pods in, a status
 patch out); the simulator (``simulator.py``) calls them and writes the patches.
@@ -140,13 +140,7 @@ def _actuated(cs: Any, container: Obj | None) -> Any:
     if not isinstance(cs, dict) or container is None or "resources" not in cs:
         return cs
     resources = container.get("resources") or {}
-    out = {**cs, "resources": resources}
-    requests = resources.get("requests")
-    if requests:
-        out["allocatedResources"] = requests
-    else:
-        out.pop("allocatedResources", None)
-    return out
+    return {**cs, "resources": resources}
 
 
 def settled_patch(pod: Obj) -> Obj | None:

@@ -287,7 +287,7 @@ def test_kubectl_patch_subresource_resize_is_actuated_by_the_simulated_kubelet(s
     eventually(lambda: reported_cpu() == "800m")
     got = json.loads(kubectl(served, "get", "pod", "resized", "-o", "json"))
     assert got["metadata"]["generation"] == 2 and got["status"]["observedGeneration"] == 2
-    assert got["status"]["containerStatuses"][0]["allocatedResources"] == {"cpu": "800m", "memory": "64Mi"}
+    assert got["status"]["containerStatuses"][0]["resources"]["requests"] == {"cpu": "800m", "memory": "64Mi"}
     assert got["spec"]["containers"][0]["image"] == "nginx:1.27"
     env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
     refused = subprocess.run([KUBECTL, "patch", "pod", "resized", "--subresource", "resize", "--patch",
