@@ -631,8 +631,8 @@ class LmdbStore:
         for piece in pieces:
             if isinstance(piece, UpdateRun):
                 least, most = min(piece.keys), max(piece.keys)
-                if any(most >= w.start and (least == w.start if w.end == b"" else (w.end == b"\x00" or least < w.end))
-                       for w in watchers):
+                if any(least <= w.start <= most if w.end == b"" else (
+                        most >= w.start and (w.end == b"\x00" or least < w.end)) for w in watchers):
                     changes += piece.changes()
             else:
                 changes.append(piece)

@@ -781,3 +781,24 @@ async def test_bulk_updates_reach_every_watcher_each_as_its_own_event(tmp_path: 
             await w.aclose()  # type: ignore[attr-defined]
     finally:
         await s.close()
+
+
+async def test_a_watch_of_one_key_sees_its_update_in_the_middle_of_a_bulk_run(tmp_path: Path) -> None:
+    """A watch of a single key (``end == b""``) inside a run of ``update_many``'s keys, not
+    its least one, is handed that key's update."""
+    s = LmdbStore(str(tmp_path / "db"))
+    try:
+        keys = [b"/run/a", b"/run/b", b"/run/c"]
+        created = [await s.create(key, b"v0") for key in keys]
+        start = max(created) + 1
+        middle = s.watch(b"/run/b", b"", start)
+        everything = s.watch(b"\x00", b"\x00", start)  # (so the run is published as one)
+        first = asyncio.create_task(anext(middle))
+        await asyncio.sleep(0.05)
+        results = await store.update_many(s, [(key, b"v1", rev) for key, rev in zip(keys, created, strict=True)])
+        events = await asyncio.wait_for(first, 5)
+        assert [(e.kv.key, e.kv.mod_revision) for e in events] == [(b"/run/b", results[1])]
+        for w in (middle, everything):
+            await w.aclose()  # type: ignore[attr-defined]
+    finally:
+        await s.close()
