@@ -284,8 +284,11 @@ class KubeApi:
         prefix = self._namespaces.prefix()
         kvs, _, _ = await self.store.range(prefix, store.prefix_end(prefix))
         for kv in kvs:
-            if b'"deletionTimestamp"' in kv.value:  # namespaces another run began to empty
-                self._spawn(self._terminate(orjson.loads(kv.value)["metadata"]["name"]))
+            if b'"deletionTimestamp"' not in kv.value:  # (most: not parsed)
+                continue
+            meta = orjson.loads(kv.value).get("metadata") or {}
+            if meta.get("deletionTimestamp"):  # a namespace another run began to empty (not a label so named)
+                self._spawn(self._terminate(meta["name"]))
 
     async def _kubernetes_service(self) -> None:
         """The ``kubernetes`` Service in ``default``, the first address of the service range,

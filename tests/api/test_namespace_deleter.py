@@ -114,3 +114,17 @@ def test_a_condition_moves_its_transition_time_only_when_its_status_changes() ->
         ("False", "ContentRemoved")
     assert done["NamespaceContentRemaining"]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
     assert done["NamespaceFinalizersRemaining"]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+
+
+async def test_a_restart_leaves_a_live_namespace_whose_labels_name_deletion_alone(tmp_path: Path) -> None:
+    """Only a namespace being deleted is emptied at start: one whose label (or annotation)
+    is called ``deletionTimestamp`` keeps its content."""
+    config = Config(data_dir=tmp_path / "data", tls=False, scheduler=False)
+    app = create_app(config)
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        await c.create(NAMESPACES, {"metadata": {"name": "live", "labels": {"deletionTimestamp": "soon"}}})
+        await c.create(_cms("live"), {"metadata": {"name": "kept"}})
+    app = create_app(config)
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        assert not await _gone(c, f"{_cms('live')}/kept", timeout=0.3)
+        assert "deletionTimestamp" not in (await c.get(f"{NAMESPACES}/live"))["metadata"]
