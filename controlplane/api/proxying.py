@@ -107,7 +107,8 @@ def _pod_address(pod: dict[str, Any], port: str) -> str:
 async def _service_address(service: dict[str, Any], id_on_url: str, name: str, port: str,
                            endpoints_of: Getter) -> str:
     """An address ready behind the service's port named (or numbered) ``port``; the messages
-    name the service as upstream's do (the URL's id when no subset has the port)."""
+    name the service as upstream's do (its name when its Endpoints have no subset, the URL's
+    id when no subset has a ready address on the port)."""
     if port.isdigit():
         declared = next((p for p in (service.get("spec") or {}).get("ports") or ()
                          if str(p.get("port")) == port), None)
@@ -116,7 +117,7 @@ async def _service_address(service: dict[str, Any], id_on_url: str, name: str, p
         port = declared.get("name") or ""
     endpoints = await endpoints_of(name)
     if not endpoints.get("subsets"):
-        raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{id_on_url}"')
+        raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
     for subset in endpoints.get("subsets") or ():
         ready = subset.get("addresses") or ()
         match = next((p for p in subset.get("ports") or () if (p.get("name") or "") == port), None)

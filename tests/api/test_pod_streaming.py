@@ -113,3 +113,18 @@ async def test_the_proxy_subresources_fail_as_upstreams_proxy_when_nothing_answe
     listed = {r["name"]: r for r in (await pods.get("/api/v1"))["resources"]}
     assert (listed["services/proxy"]["kind"], listed["nodes/proxy"]["verbs"]) == \
         ("ServiceProxyOptions", ["create", "delete", "get", "patch", "update"])
+
+
+async def test_a_service_without_endpoints_is_named_by_its_name_not_the_urls_id(client: Client) -> None:
+    """Upstream names the service (not ``name:port``) when its Endpoints have no subset, and
+    the URL's id when no subset has a ready address on the port."""
+    await client.create("/api/v1/namespaces/default/services", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "idle"}, "spec": {"ports": [{"name": "http", "port": 80}]}})
+    await client.create("/api/v1/namespaces/default/endpoints", {"apiVersion": "v1", "kind": "Endpoints",
+                                                                 "metadata": {"name": "idle"}})
+    got, status = await ask(client, "GET", "/api/v1/namespaces/default/services/https:idle:80/proxy/")
+    assert (got, status["message"]) == (503, 'no endpoints available for service "idle"')
+    await client.patch("/api/v1/namespaces/default/endpoints/idle", {"subsets": [
+        {"notReadyAddresses": [{"ip": "10.2.0.9"}], "ports": [{"name": "http", "port": 8080}]}]}, "merge")
+    got, status = await ask(client, "GET", "/api/v1/namespaces/default/services/idle:http/proxy/")
+    assert (got, status["message"]) == (503, 'no endpoints available for service "idle:http"')
