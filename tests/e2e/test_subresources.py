@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -159,3 +160,17 @@ def test_a_node_registers_with_its_status_and_a_pod_does_not(served: Serve, api:
     assert pod.status.phase == "Pending" and pod.status.pod_ip is None
     core.delete_node("registered")
     core.delete_namespaced_pod("status-reset", "default")
+
+
+def test_a_service_proxy_without_endpoints_names_the_service(served: Serve, api: client.ApiClient) -> None:
+    """Over the socket, with the official client: upstream's 503 names the service, not the
+    URL's ``scheme:name:port``, when its Endpoints have no subset."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_service("default", client.V1Service(
+        metadata=client.V1ObjectMeta(name="idle"), spec=client.V1ServiceSpec(ports=[client.V1ServicePort(
+            name="http", port=80)])))
+    core.create_namespaced_endpoints("default", client.V1Endpoints(metadata=client.V1ObjectMeta(name="idle")))
+    with pytest.raises(ApiException) as e:
+        core.connect_get_namespaced_service_proxy("https:idle:80", "default")
+    assert e.value.status == 503
+    assert json.loads(e.value.body)["message"] == 'no endpoints available for service "idle"'
