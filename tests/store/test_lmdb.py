@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -793,7 +793,11 @@ async def test_a_watch_of_one_key_sees_its_update_in_the_middle_of_a_bulk_run(tm
         start = max(created) + 1
         middle = s.watch(b"/run/b", b"", start)
         everything = s.watch(b"\x00", b"\x00", start)  # (so the run is published as one)
-        first = asyncio.create_task(anext(middle))
+
+        async def next_batch() -> Sequence[store.Event]:
+            return await anext(middle)
+
+        first = asyncio.create_task(next_batch())
         await asyncio.sleep(0.05)
         results = await store.update_many(s, [(key, b"v1", rev) for key, rev in zip(keys, created, strict=True)])
         events = await asyncio.wait_for(first, 5)
