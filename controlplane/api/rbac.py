@@ -94,8 +94,9 @@ class Request:
 
 
 def verb_of(method: str, named: bool, watch: bool) -> str:
-    """The RBAC verb of an HTTP request on a resource."""
-    if method == "GET":
+    """The RBAC verb of an HTTP request on a resource (HEAD reads as GET, as upstream's
+    RequestInfo: a proxy subresource takes it)."""
+    if method == "GET" or method == "HEAD":
         return "watch" if watch else ("get" if named else "list")
     return {"POST": "create", "PUT": "update", "PATCH": "patch",
             "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())

@@ -55,8 +55,8 @@ async def test_rules(user: User, request_: Request, allowed: bool) -> None:
 
 def test_verbs_and_denials_are_worded_as_upstream() -> None:
     assert [verb_of("GET", True, False), verb_of("GET", False, False), verb_of("GET", False, True),
-            verb_of("DELETE", False, False), verb_of("PATCH", True, False)] == [
-        "get", "list", "watch", "deletecollection", "patch"]
+            verb_of("DELETE", False, False), verb_of("PATCH", True, False), verb_of("HEAD", True, False)] == [
+        "get", "list", "watch", "deletecollection", "patch", "get"]
     e = forbidden(BOT, Request("get", "", "pods", "log", "dev", "p"))
     assert e.code == 403 and e.message == ('pods "p" is forbidden: User "system:serviceaccount:dev:bot" cannot get '
                                            'resource "pods/log" in API group "" in the namespace "dev"')

@@ -220,3 +220,20 @@ def test_a_websocket_exec_needs_create_as_a_spdy_one_does(rbac_served: Serve) ->
         r = wait_status(lambda: carol.get(exec_path, headers=websocket), 404)
         assert r.status_code == 404 and r.json()["message"] == 'pods "p" not found'
         assert carol.post(exec_path, headers={"connection": "Upgrade", "upgrade": "SPDY/3.1"}).status_code == 404
+
+
+def test_a_head_request_is_authorized_as_a_get(rbac_served: Serve) -> None:
+    """Over a real socket: HEAD (a proxy takes it) needs ``get``, as upstream's RequestInfo
+    reads it; the request then goes on (no pod p: 404), where a verb ``head`` was refused."""
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "dave-token") as dave:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev-head"}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-head/roles", json={
+            "metadata": {"name": "proxy-get"},
+            "rules": [{"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]}]}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-head/rolebindings", json={
+            "metadata": {"name": "dave-proxy-get"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "proxy-get"},
+            "subjects": [{"kind": "User", "name": "dave"}]}).status_code == 201
+        path = "/api/v1/namespaces/dev-head/pods/p/proxy/healthz"
+        assert wait_status(lambda: dave.get(path), 404).status_code == 404  # the binding is in effect
+        assert dave.head(path).status_code == 404
