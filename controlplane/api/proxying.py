@@ -11,7 +11,8 @@ same steps and returns the first failure, which is the answer:
 - the name on the URL may carry a scheme and a port (``name``, ``name:port``,
   ``https:name:port``; upstream's ``SplitSchemeNamePort``): anything else is 400
   ``invalid pod request "..."`` (``service``, ``node``);
-- a pod: 404 when absent; 400 ``address not allowed`` before it has an IP;
+- a pod: 404 when absent; 400 ``address not allowed`` before it has an IP, or when its IP is
+  not global unicast (loopback, link-local, multicast: upstream's ``IsGlobalUnicast``);
 - a service: 404 when absent; a port given by number must be one of the service's (503
   ``no service port N found for service "x"``); its Endpoints 404 when absent; none ready on
   the port asked is 503 ``no endpoints available for service "x"``;
@@ -95,13 +96,26 @@ def _pod_address(pod: dict[str, Any], port: str) -> str:
     status, spec = pod.get("status") or {}, pod.get("spec") or {}
     ips = [p.get("ip") for p in status.get("podIPs") or ()] or [status.get("podIP")]
     ip = ips[0] if ips else None
-    if not ip:
+    if not ip or not _global_unicast(ip):
         raise ApiError.bad_request("address not allowed")
     if not port:
         port = next((str(p["containerPort"]) for c in spec.get("containers") or ()
                      for p in c.get("ports") or () if "containerPort" in p), "")
     host = f"[{ip}]" if ":" in ip else ip
     return f"{host}:{port}" if port else host
+
+
+def _global_unicast(text: str) -> bool:
+    """Whether ``text`` is an IP that Go's ``IsGlobalUnicast`` takes: not loopback, link-local
+    (a cloud's metadata address), multicast, unspecified or the IPv4 broadcast address."""
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified
+                or ip == ipaddress.IPv4Address("255.255.255.255"))
 
 
 async def _service_address(service: dict[str, Any], id_on_url: str, name: str, port: str,

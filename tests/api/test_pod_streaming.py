@@ -128,3 +128,14 @@ async def test_a_service_without_endpoints_is_named_by_its_name_not_the_urls_id(
         {"notReadyAddresses": [{"ip": "10.2.0.9"}], "ports": [{"name": "http", "port": 8080}]}]}, "merge")
     got, status = await ask(client, "GET", "/api/v1/namespaces/default/services/idle:http/proxy/")
     assert (got, status["message"]) == (503, 'no endpoints available for service "idle:http"')
+
+
+async def test_a_pod_whose_ip_is_not_global_unicast_is_no_proxy_address(pods: Client) -> None:
+    """Upstream's pod ResourceLocation refuses an IP that is not global unicast (loopback,
+    link-local such as a cloud's metadata address): 400 before any dial."""
+    for ip, code in (("127.0.0.1", 400), ("169.254.169.254", 400), ("fe80::1", 400), ("::ffff:127.0.0.1", 400),
+                     ("10.2.0.9", 503), ("fd00::9", 503)):
+        await pods.patch(f"{PODS}/web/status", {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}}, "merge")
+        got, status = await ask(pods, "GET", f"{PODS}/web/proxy/")
+        assert got == code, (ip, status)
+        assert code != 400 or status["message"] == "address not allowed"
