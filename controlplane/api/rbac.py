@@ -47,7 +47,7 @@ import orjson
 from .errors import ApiError
 from .rbacpolicy import DEFAULT_ROLES
 
-__all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "verb_of"]
+__all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "selected_name", "verb_of"]
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -94,12 +94,28 @@ class Request:
 
 
 def verb_of(method: str, named: bool, watch: bool) -> str:
-    """The RBAC verb of an HTTP request on a resource (HEAD reads as GET, as upstream's
-    RequestInfo: a proxy subresource takes it)."""
+    """The RBAC verb of an HTTP request on a resource, as upstream's RequestInfo reads it: HEAD
+    as GET (a proxy subresource takes it), and a GET of one named object a ``get``, a watch
+    or not."""
     if method == "GET" or method == "HEAD":
-        return "watch" if watch else ("get" if named else "list")
+        return "get" if named else ("watch" if watch else "list")
     return {"POST": "create", "PUT": "update", "PATCH": "patch",
             "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())
+
+
+def selected_name(field_selector: str | None) -> str:
+    """The name a list or watch asks for by ``fieldSelector`` (``metadata.name=x`` or ``==x``,
+    among other terms), as upstream's RequestInfo takes it for the request's name (so that
+    ``resourceNames`` rules apply); ``""`` when there is none, or it is no valid path segment."""
+    for part in (field_selector or "").split(","):
+        for op in ("==", "!=", "="):  # (the order parse_field_selector tries them in)
+            if op in part:
+                field, value = (s.strip() for s in part.split(op, 1))
+                if op != "!=" and field == "metadata.name" and value not in (".", "..") \
+                        and "/" not in value and "%" not in value:
+                    return value
+                break
+    return ""
 
 
 @dataclass(slots=True)

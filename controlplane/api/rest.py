@@ -117,7 +117,7 @@ from .proxying import PROXY_METHODS
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
 from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
-from .rbac import Authorizer, forbidden, verb_of
+from .rbac import Authorizer, forbidden, selected_name, verb_of
 from .rbac import Request as RbacRequest
 from .rbacpolicy import aggregated_rules
 from .reads import (
@@ -804,6 +804,8 @@ class KubeApi:
         if rest[0] == "namespaces" and len(rest) >= 2 and group == "":
             namespace = rest[1] if len(rest) > 1 else ""  # a namespace is in itself, as upstream
         verb = verb_of(method, bool(name), bool(flag(query, "watch")))
+        if not name and verb in ("list", "watch"):  # one object by field selector: its name, as upstream
+            name = selected_name(query.get("fieldSelector"))
         return RbacRequest(verb, group, rest[0], subresource, namespace, name)
 
     @staticmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from controlplane.api.rbac import ANONYMOUS, Authorizer, Request, User, forbidden, verb_of
+from controlplane.api.rbac import ANONYMOUS, Authorizer, Request, User, forbidden, selected_name, verb_of
 
 ROLE = {"metadata": {"name": "r", "namespace": "dev"}, "rules": [
     {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get"]},
@@ -55,8 +55,11 @@ async def test_rules(user: User, request_: Request, allowed: bool) -> None:
 
 def test_verbs_and_denials_are_worded_as_upstream() -> None:
     assert [verb_of("GET", True, False), verb_of("GET", False, False), verb_of("GET", False, True),
-            verb_of("DELETE", False, False), verb_of("PATCH", True, False), verb_of("HEAD", True, False)] == [
-        "get", "list", "watch", "deletecollection", "patch", "get"]
+            verb_of("DELETE", False, False), verb_of("PATCH", True, False), verb_of("HEAD", True, False),
+            verb_of("GET", True, True)] == ["get", "list", "watch", "deletecollection", "patch", "get", "get"]
+    assert [selected_name(s) for s in ("metadata.name=a", "x=1, metadata.name==b", "metadata.name!=c",
+                                       "metadata.namespace=d", "metadata.name=a/b", "metadata.name=..", None)] == [
+        "a", "b", "", "", "", "", ""]
     e = forbidden(BOT, Request("get", "", "pods", "log", "dev", "p"))
     assert e.code == 403 and e.message == ('pods "p" is forbidden: User "system:serviceaccount:dev:bot" cannot get '
                                            'resource "pods/log" in API group "" in the namespace "dev"')

@@ -237,3 +237,32 @@ def test_a_head_request_is_authorized_as_a_get(rbac_served: Serve) -> None:
         path = "/api/v1/namespaces/dev-head/pods/p/proxy/healthz"
         assert wait_status(lambda: dave.get(path), 404).status_code == 404  # the binding is in effect
         assert dave.head(path).status_code == 404
+
+
+def test_a_list_or_watch_of_one_name_by_field_selector_is_authorized_for_that_name(rbac_served: Serve) -> None:
+    """Over a real socket: upstream's RequestInfo takes ``fieldSelector=metadata.name=x`` as the
+    request's name, so a role limited to ``resourceNames: [x]`` may list and watch x that way
+    (client-go's single-object informers, a kubelet's watch of one Secret); a named GET with
+    ``watch`` stays a ``get``."""
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "bob-token") as bob:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev-one"}}).status_code == 201
+        for name in ("cm1", "cm2"):
+            assert admin.post("/api/v1/namespaces/dev-one/configmaps",
+                              json={"metadata": {"name": name}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-one/roles", json={
+            "metadata": {"name": "one-cm"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                                                      "resourceNames": ["cm1"], "verbs": ["list", "watch"]}]}
+        ).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-one/rolebindings", json={
+            "metadata": {"name": "bob-one-cm"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-cm"},
+            "subjects": [{"kind": "User", "name": "bob"}]}).status_code == 201
+        cms = "/api/v1/namespaces/dev-one/configmaps"
+        listed = wait_status(lambda: bob.get(cms, params={"fieldSelector": "metadata.name=cm1"}), 200)
+        assert listed.status_code == 200 and [i["metadata"]["name"] for i in listed.json()["items"]] == ["cm1"]
+        watched = bob.get(cms, params={"fieldSelector": "metadata.name==cm1", "watch": "true",
+                                       "timeoutSeconds": "1"})
+        assert watched.status_code == 200 and '"cm1"' in watched.text
+        assert bob.get(cms, params={"fieldSelector": "metadata.name=cm2"}).status_code == 403
+        assert bob.get(cms).status_code == 403  # all of them: no name
+        assert bob.get(f"{cms}/cm1", params={"watch": "true", "timeoutSeconds": "1"}).status_code == 403  # a get
