@@ -45,10 +45,14 @@ BACKDATE = datetime.timedelta(minutes=5)
 
 
 def _usage_problem(signer: str, usages: list[str]) -> str:
-    """Why the signer refuses these usages, or ``""``."""
+    """Why the signer refuses these usages, or ``""``: for a client signer, the first usage it
+    does not allow, else a missing ``client auth``, in upstream's words."""
     if signer in CLIENT_SIGNERS:
-        if "client auth" not in usages or not set(usages) <= CLIENT_USAGES:
-            return f"invalid usage for client certificate: {', '.join(usages)}"
+        refused = next((u for u in usages if u not in CLIENT_USAGES), None)
+        if refused is not None:
+            return f"invalid usage for client certificate: {refused}"
+        if "client auth" not in usages:
+            return "missing required usage for client certificate: client auth"
     elif "server auth" not in usages or not set(usages) <= {"server auth", "digital signature", "key encipherment"}:
         return f"invalid usage for serving certificate: {', '.join(usages)}"
     return ""

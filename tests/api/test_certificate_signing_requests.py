@@ -109,3 +109,16 @@ def test_the_signer_issues_the_request_with_its_usages_and_duration() -> None:
     assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == \
         [ExtendedKeyUsageOID.CLIENT_AUTH]
     cert.verify_directly_issued_by(ca)
+
+
+def test_a_client_signers_refusal_names_the_usage_as_upstreams_signer() -> None:
+    """kube-apiserver-client: the first usage it does not allow, or the missing ``client auth``,
+    in upstream's words (validAPIServerClientUsages); none for a request it signs."""
+    from controlplane.controllers.certificates import _usage_problem
+
+    client = "kubernetes.io/kube-apiserver-client"
+    assert _usage_problem(client, ["digital signature", "client auth", "server auth", "code signing"]) == \
+        "invalid usage for client certificate: server auth"
+    assert _usage_problem(client, ["digital signature", "key encipherment"]) == \
+        "missing required usage for client certificate: client auth"
+    assert _usage_problem(client, ["key encipherment", "client auth"]) == ""
