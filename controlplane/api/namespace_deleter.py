@@ -110,9 +110,14 @@ async def _empty_namespace(registry: Registry, s: Store, namespaces: ResourceTyp
                            delete: DeleteOne, store_namespace: StoreNamespace) -> None:
     delay = FIRST_RECHECK
     while True:
-        by_resource, by_finalizer = await _delete_content(registry, s, name, delete)
-        if await _record(s, namespaces, name, by_resource, by_finalizer, store_namespace):
-            return
+        try:
+            by_resource, by_finalizer = await _delete_content(registry, s, name, delete)
+            if await _record(s, namespaces, name, by_resource, by_finalizer, store_namespace):
+                return
+        except store.StoreError:
+            raise
+        except Exception:  # a round that failed is tried again, as upstream's controller requeues
+            log.exception("emptying namespace %s: a round failed; trying again", name)
         await asyncio.sleep(delay)
         delay = min(delay * 2, LAST_RECHECK)
 

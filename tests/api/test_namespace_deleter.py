@@ -128,3 +128,26 @@ async def test_a_restart_leaves_a_live_namespace_whose_labels_name_deletion_alon
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
         assert not await _gone(c, f"{_cms('live')}/kept", timeout=0.3)
         assert "deletionTimestamp" not in (await c.get(f"{NAMESPACES}/live"))["metadata"]
+
+
+async def test_a_round_that_fails_is_tried_again(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round that raises something other than a store error (a bug, a refused delete) is
+    logged and tried again after the delay: the namespace still goes, not left Terminating
+    until a restart."""
+    monkeypatch.setattr(namespace_deleter, "FIRST_RECHECK", 0.001)
+    monkeypatch.setattr(namespace_deleter, "LAST_RECHECK", 0.001)
+    delete_content = namespace_deleter._delete_content
+    failures = 0
+
+    async def failing_once(*args: Any) -> tuple[Counter[str], Counter[str]]:
+        nonlocal failures
+        if not failures:
+            failures += 1
+            raise RuntimeError("a round's fault")
+        return await delete_content(*args)
+    monkeypatch.setattr(namespace_deleter, "_delete_content", failing_once)
+
+    await client.create(NAMESPACES, {"metadata": {"name": "flaky"}})
+    await client.create(_cms("flaky"), {"metadata": {"name": "c"}})
+    await client.delete(f"{NAMESPACES}/flaky")
+    assert await _gone(client, f"{NAMESPACES}/flaky") and failures == 1
