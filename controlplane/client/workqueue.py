@@ -3,7 +3,9 @@
 A key added while it waits is queued once; a key is never handed to two
 workers at once; a key added while a worker holds it is handed out again
 once that worker is ``done`` with it. A controller's sync reads the current
-state for the key, so merged additions lose nothing.
+state for the key, so merged additions lose nothing. A key added for later
+(``add_after``) waits once, for the soonest time it was asked for, as client-go's
+delaying queue: a sync that asks again each time it runs piles up no timers.
 """
 
 from __future__ import annotations
@@ -24,6 +26,25 @@ class WorkQueue:
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}  # key -> its failed handlings in a row (only failing keys)
+        self._waiting: dict[str, asyncio.TimerHandle] = {}  # key -> the timer that adds it (add_after)
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Add ``key`` once ``delay`` seconds have passed, unless it already waits to be
+        added sooner (client-go's ``AddAfter``): one timer a key, the soonest."""
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            if waiting.when() <= loop.time() + delay:
+                return
+            waiting.cancel()
+        self._waiting[key] = loop.call_later(delay, self._due, key)
+
+    def _due(self, key: str) -> None:
+        self._waiting.pop(key, None)
+        self.add(key)
 
     def add_after_failure(self, key: str) -> float:
         """Add ``key`` again after a delay that doubles with each failure in a row, as

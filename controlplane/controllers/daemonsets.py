@@ -271,7 +271,7 @@ class DaemonSetController(RevisionedSetController):
             for pod in pods:
                 wait = self.failed_backoff.remaining(key, now)
                 if wait > 0:
-                    asyncio.get_running_loop().call_later(wait + 0.01, self.queue.add, "ds:" + key_of(ds))
+                    self.queue.add_after("ds:" + key_of(ds), wait + 0.01)
                     continue
                 self.failed_backoff.next(key, now)
                 pmeta = meta_of(pod)
@@ -334,7 +334,7 @@ class DaemonSetController(RevisionedSetController):
         # (any ready pod about to become available may move a rollout on, the oldest or not)
         _, soonest = pods_available((p for ps in placed.values() for p in ps), min_ready)
         if soonest is not None:
-            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "ds:" + key_of(ds))
+            self.queue.add_after("ds:" + key_of(ds), soonest + 0.1)
         status = {"desiredNumberScheduled": len(wanted), "currentNumberScheduled": len(firsts),
                   "numberMisscheduled": sum(1 for n in placed if n not in wanted),
                   "numberReady": sum(1 for p in firsts if _ready(p)),

@@ -328,7 +328,7 @@ class JobController:
             return False
         remaining = float((job.get("spec") or {})["ttlSecondsAfterFinished"]) - _seconds_since(str(finished_at))
         if remaining > 0:
-            asyncio.get_running_loop().call_later(remaining + 0.1, self.queue.add, "job:" + key)
+            self.queue.add_after("job:" + key, remaining + 0.1)
             return False
         if meta_of(job).get("deletionTimestamp"):
             return False  # being deleted already: the finalizers are carried out below
@@ -477,7 +477,7 @@ class JobController:
                     self._requeue(key, wait)
             if deadline is not None and not doomed:
                 remaining = float(deadline) - _seconds_since(status["startTime"])
-                asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add, "job:" + key)
+                self.queue.add_after("job:" + key, max(remaining, 0) + 0.5)
         error: BaseException | None = None
         if released:
             _, error = await self._release(uid, released)
@@ -570,7 +570,7 @@ class JobController:
 
     def _requeue(self, key: str, delay: float) -> None:
         # (a little late rather than early: a sync a hair too soon would requeue again)
-        asyncio.get_running_loop().call_later(delay + 0.01, self.queue.add, "job:" + key)
+        self.queue.add_after("job:" + key, delay + 0.01)
 
     @staticmethod
     def _failure_target(spec: Mapping[str, Any], status: Mapping[str, Any], conditions: list[dict[str, Any]],

@@ -39,7 +39,6 @@ after the claims were made is carried over to them at the next sync (``claim_own
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import math
 import re
@@ -410,7 +409,7 @@ class StatefulSetController(RevisionedSetController):
         available, soonest = pods_available([p for p in created if _ready(p)],
                                             float((sts.get("spec") or {}).get("minReadySeconds") or 0))
         if soonest is not None:
-            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "sts:" + key_of(sts))
+            self.queue.add_after("sts:" + key_of(sts), soonest + 0.1)
         status = {"replicas": len(created), "readyReplicas": ready, "availableReplicas": available,
                   "currentReplicas": current, "updatedReplicas": updated, "currentRevision": current_revision,
                   "updateRevision": update_revision, "observedGeneration": meta_of(sts).get("generation", 1),

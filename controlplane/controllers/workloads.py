@@ -323,7 +323,7 @@ class WorkloadController:
         # available: ready for minReadySeconds; the set looks again when the next one will be
         available, soonest = pods_available(ready, float((rs.get("spec") or {}).get("minReadySeconds") or 0))
         if soonest is not None:
-            asyncio.get_running_loop().call_later(soonest + 0.1, self.queue.add, "replicaset:" + key_of(rs))
+            self.queue.add_after("replicaset:" + key_of(rs), soonest + 0.1)
         selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
@@ -557,8 +557,7 @@ class WorkloadController:
             progress = resumed if reason_before == "DeploymentResumed" else updating
             if timed:  # no progress yet: look again when the deadline passes
                 remaining = deadline - seconds_since(before_progress.get("lastUpdateTime"))
-                asyncio.get_running_loop().call_later(max(remaining, 0) + 0.5, self.queue.add,
-                                                      "deployment:" + key_of(d))
+                self.queue.add_after("deployment:" + key_of(d), max(remaining, 0) + 0.5)
         wanted = {
             "Available": ("True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
             if available >= replicas - unavailable else
