@@ -136,6 +136,43 @@ def _phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
+_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
+
+
+def _surplus(completions: Any, indexed: bool, parallelism: int, succeeded: int,
+             active: list[dict[str, Any]], done_indexes: set[int]) -> list[dict[str, Any]]:
+    """The active pods upstream's ``manageJob`` deletes: an Indexed Job's pods of an index
+    out of range, already ended or held twice, then as many as are active beyond what the
+    Job wants (``parallelism``, lowered, or fewer than the completions left), in
+    ``controller.ActivePods``' order (not on a node, pending, not ready, then the newest
+    first); without ``completions``, none once a pod has succeeded."""
+    doomed: list[dict[str, Any]] = []
+    kept = active
+    if indexed:
+        seen: set[int] = set()
+        kept = []
+        for pod in active:
+            i = completion_index(pod)
+            if i is None or i >= int(completions) or i in done_indexes or i in seen:
+                doomed.append(pod)
+            else:
+                seen.add(i)
+                kept.append(pod)
+    if completions is None:
+        wanted = len(kept) if succeeded else parallelism
+    else:
+        wanted = max(0, min(int(completions) - succeeded, parallelism))
+    extra = len(kept) - wanted
+    if extra > 0:
+        def removal_order(pod: Mapping[str, Any]) -> tuple[bool, int, bool, str]:
+            meta, status = meta_of(pod), pod.get("status") or {}
+            newest_first = "".join(chr(0x10FFFF - ord(ch)) for ch in str(meta.get("creationTimestamp") or ""))
+            return (bool((pod.get("spec") or {}).get("nodeName")), _PHASE_RANK.get(status.get("phase", ""), 0),
+                    _ready(pod), newest_first)
+        doomed += sorted(kept, key=removal_order)[:extra]
+    return doomed
+
+
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
@@ -461,8 +498,10 @@ class JobController:
                 doomed = active  # (not counted as failed: the Job succeeded)
             else:
                 waiting = leaving if failed_only else []  # not replaced before they have failed
-                to_create = self._wanted(completions, indexed, parallelism, succeeded, active,
-                                         done_indexes | failed_indexes, waiting)
+                doomed = _surplus(completions, indexed, parallelism, succeeded, active,
+                                  done_indexes | failed_indexes)
+                to_create = [] if doomed else self._wanted(completions, indexed, parallelism, succeeded, active,
+                                                           done_indexes | failed_indexes, waiting)
                 if per_index:
                     running = {i for p in [*active, *waiting] if (i := completion_index(p)) is not None}
                     replaced = pods_being_replaced([p for p in tracked if is_failed(p, failed_only)],

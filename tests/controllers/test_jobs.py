@@ -13,7 +13,7 @@ import pytest
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
 from controlplane.config import Config, JobBackoff
-from controlplane.controllers.jobs import COMPLETION_INDEX, JobController, compress_indexes
+from controlplane.controllers.jobs import COMPLETION_INDEX, JobController, _surplus, compress_indexes
 from controlplane.controllers.jobtracking import FINALIZER
 from tests.controllers.helpers import until
 
@@ -112,6 +112,37 @@ async def test_a_job_without_completions_lets_its_other_pods_finish_after_a_succ
     status = (await c.get(f"{JOBS}/queue"))["status"]
     assert (status["succeeded"], status["failed"]) == (2, 1)
     assert len(await pods_of(c, "queue", active=False)) == 3  # none started after the success
+
+
+async def test_lowering_parallelism_deletes_the_surplus_pods(client: Client) -> None:
+    """As upstream's manageJob: active pods beyond a lowered ``parallelism`` are deleted (and,
+    deleted before they finished under TerminatingOrFailed, counted as failed, as upstream's
+    isPodFailed counts them); the Job goes on with the pods it keeps."""
+    c = client
+    await c.create(JOBS, job("narrow", completions=6, parallelism=3))
+    await until(lambda: _exactly(c, "narrow", 3))
+    await c.patch(f"{JOBS}/narrow", {"spec": {"parallelism": 1}})
+    (kept,) = await until(lambda: _exactly(c, "narrow", 1))
+
+    async def settled_counts() -> dict[str, Any] | None:
+        status: dict[str, Any] = (await c.get(f"{JOBS}/narrow")).get("status") or {}
+        return status if status.get("active") == 1 and status.get("failed") == 2 else None
+
+    await until(settled_counts)
+    await finish(c, kept, "Succeeded")
+    (after,) = await until(lambda: _exactly(c, "narrow", 1, without={kept["metadata"]["name"]}))
+    assert after["metadata"]["name"] != kept["metadata"]["name"]  # one at a time now
+
+
+def test_the_surplus_of_an_indexed_job_goes_first_by_index() -> None:
+    def pod(name: str, index: int, node: str = "n1") -> dict[str, Any]:
+        return {"metadata": {"name": name, "annotations": {COMPLETION_INDEX: str(index)},
+                             "creationTimestamp": f"2026-12-04T10:00:0{len(name)}Z"},
+                "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+    active = [pod("a", 0), pod("b", 1), pod("bb", 1), pod("c", 5), pod("d", 2)]
+    doomed = _surplus(3, True, 3, 1, active, {2})  # index 2 done, 5 out of range, 1 twice
+    assert [p["metadata"]["name"] for p in doomed] == ["bb", "c", "d"]
+    assert _surplus(None, False, 2, 1, active[:2], set()) == []  # after a success, none
 
 
 async def _exactly(c: Client, name: str, n: int, without: set[str] | None = None) -> list[dict[str, Any]] | None:
