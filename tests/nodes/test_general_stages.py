@@ -65,7 +65,8 @@ async def test_kwok_general_stages_drive_pods_and_keep_their_conditions(client: 
                     "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
             job = pod("job", restartPolicy="Never")
             job["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
-                                                   "uid": owner["metadata"]["uid"], "controller": True}]
+                                                   "uid": owner["metadata"]["uid"], "controller": False}]
+            # (owned, not controlled: the Job of parallelism 0 would delete a pod it controls, as upstream's)
             await _bind(client, job, "sim-node-0")
 
             got = await eventually(lambda: _in_phase(client, "web", "Running"))

@@ -43,7 +43,8 @@ async def test_kwok_fast_stages_run_pods_with_their_addresses(client: Client) ->
                 "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
         job = pod("job", restartPolicy="Never")
         job["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
-                                               "uid": owner["metadata"]["uid"], "controller": True}]
+                                               "uid": owner["metadata"]["uid"], "controller": False}]
+        # (owned, not controlled: the Job of parallelism 0 would delete a pod it controls, as upstream's)
         await _bind(client, job, "sim-node-0")
 
         web = (await eventually(lambda: _in_phase(client, "web", "Running")))["status"]

@@ -40,7 +40,8 @@ async def _create_stages(client: Client, docs: list[dict[str, Any]]) -> None:
 def _job_pod(name: str, job_uid: str) -> dict[str, Any]:
     body = pod(name, restartPolicy="Never")
     body["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": job_uid,
-                                            "controller": True}]
+                                            "controller": False}]
+    # (owned, not controlled: the Job of parallelism 0 would delete a pod it controls, as upstream's)
     return body
 
 
