@@ -27,8 +27,9 @@ four caches changes (their ``generation``), so a binding takes effect once its
 write has reached the cache, a few milliseconds after it is acknowledged, as
 with upstream's informer-fed authorizer. The user-facing roles ``admin``,
 ``edit`` and ``view`` are created at start too and aggregated (``rbacpolicy.py``,
-``controllers/clusterroles.py``); impersonation is ``impersonation.py``. Not
-done: the ``system:`` controller roles.
+``controllers/clusterroles.py``); impersonation is ``impersonation.py``. So are
+the CertificateSigningRequest approver roles and the certificate controller's role
+(``rbacpolicy.py``); not done: the other ``system:`` controller roles.
 
 A denial is a 403 Forbidden worded as upstream's:
 ``pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "dev"``.
@@ -45,7 +46,7 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
-from .rbacpolicy import DEFAULT_ROLES
+from .rbacpolicy import CERTIFICATE_BINDINGS, CERTIFICATE_ROLES, DEFAULT_ROLES
 
 __all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "selected_name", "verb_of"]
 
@@ -329,4 +330,6 @@ BOOTSTRAP: tuple[tuple[str, dict[str, Any]], ...] = (
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ISSUER_DISCOVERY},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:serviceaccounts"}]}),
     *(("clusterroles", role) for role in DEFAULT_ROLES),  # admin, edit, view (api/rbacpolicy.py)
+    *(("clusterroles", role) for role in CERTIFICATE_ROLES),  # the CSR approvers, the certificate controller
+    *(("clusterrolebindings", binding) for binding in CERTIFICATE_BINDINGS),
 )

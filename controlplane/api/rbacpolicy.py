@@ -17,6 +17,13 @@ operator installs) extends all three.
 - admin: what edit does, and Roles and RoleBindings of the namespace.
 - all three read the resource metrics (``system:aggregated-metrics-reader``, as
   metrics-server's manifest adds it).
+- none of them may resize a pod (``pods/resize``), as upstream's: a resize is granted
+  on its own.
+
+The CertificateSigningRequest roles of upstream's bootstrap policy are here too
+(``CERTIFICATE_ROLES``): an approver role for each built-in signer (``approve`` on
+``signers``), the kubelets' ``nodeclient``/``selfnodeclient``, and the certificate
+controller's role and binding.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 
 from ..scheduler.plugins.selectors import match_label_selector
 
-__all__ = ["AGGREGATE_LABEL", "DEFAULT_ROLES", "aggregated_rules"]
+__all__ = ["AGGREGATE_LABEL", "CERTIFICATE_BINDINGS", "CERTIFICATE_ROLES", "DEFAULT_ROLES", "aggregated_rules"]
 
 AGGREGATE_LABEL = "rbac.authorization.k8s.io/aggregate-to-{}"
 READ = ["get", "list", "watch"]
@@ -99,6 +106,47 @@ DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
           [{"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": READ}],
           {AGGREGATE_LABEL.format(r): "true" for r in ("view", "edit", "admin")}),
 )
+
+
+CERTIFICATES = "certificates.k8s.io"
+SIGNER_NAMES = ("kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet",
+                "kubernetes.io/kubelet-serving", "kubernetes.io/legacy-unknown")
+CERTIFICATE_CONTROLLER = "system:controller:certificate-controller"
+
+
+def _approver(signer: str) -> dict[str, Any]:
+    """``system:certificates.k8s.io:<signer>-approver``: may approve the signer's requests
+    (api/certificateadmission.py asks), bound to no one by default."""
+    return _role(f"system:certificates.k8s.io:{signer.split('/')[1]}-approver", [
+        {"apiGroups": [CERTIFICATES], "resources": ["signers"], "resourceNames": [signer], "verbs": ["approve"]}])
+
+
+# upstream's bootstrap roles for CertificateSigningRequests: who may approve for each built-in
+# signer, the kubelets' own requests, and kube-controller-manager's certificate controller (its
+# signer and approver; bound to its service account, as upstream; the emulated one runs as admin)
+CERTIFICATE_ROLES: tuple[dict[str, Any], ...] = (
+    *(_approver(signer) for signer in SIGNER_NAMES),
+    *(_role(f"system:certificates.k8s.io:certificatesigningrequests:{kind}", [
+        {"apiGroups": [CERTIFICATES], "resources": [f"certificatesigningrequests/{kind}"], "verbs": ["create"]}])
+      for kind in ("nodeclient", "selfnodeclient")),
+    _role(CERTIFICATE_CONTROLLER, [
+        {"apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests"],
+         "verbs": ["delete", "get", "list", "watch"]},
+        {"apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests/approval",
+                                                    "certificatesigningrequests/status"], "verbs": ["update"]},
+        {"apiGroups": [CERTIFICATES], "resources": ["signers"],
+         "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet"], "verbs": ["approve"]},
+        {"apiGroups": [CERTIFICATES], "resources": ["signers"], "resourceNames": list(SIGNER_NAMES),
+         "verbs": ["sign"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]}]),
+)
+CERTIFICATE_BINDINGS: tuple[dict[str, Any], ...] = ({
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    "metadata": {"name": CERTIFICATE_CONTROLLER, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                 "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CERTIFICATE_CONTROLLER},
+    "subjects": [{"kind": "ServiceAccount", "name": "certificate-controller", "namespace": "kube-system"}]},)
 
 
 def aggregated_rules(role: Mapping[str, Any], roles: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | None:

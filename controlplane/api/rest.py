@@ -76,6 +76,7 @@ from .apply import (
     sync_last_applied,
     yaml_as_json,
 )
+from .certificateadmission import check_signer_permission, check_subject
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
 from .componentstatus import component_statuses
@@ -1135,9 +1136,7 @@ class KubeApi:
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                if self._policies is not None:
-                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                               REQUEST_USER.get())
+                await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
                 await self._aborted(write)
@@ -1222,9 +1221,7 @@ class KubeApi:
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                if self._policies is not None:
-                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                               REQUEST_USER.get())
+                await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
                     await self._aborted(write)
                     return old
@@ -1289,9 +1286,7 @@ class KubeApi:
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                if self._policies is not None:
-                    await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource,
-                                               REQUEST_USER.get())
+                await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False
@@ -1476,6 +1471,8 @@ class KubeApi:
             causes = prepare_csr(obj, old, subresource)
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
+            if old is None:  # validating admission, once valid: CertificateSubjectRestriction
+                check_subject(rtype, obj)
         if rtype.custom is None:
             try:
                 causes = prepare(rtype.plural, obj, old)
@@ -1493,6 +1490,17 @@ class KubeApi:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
+
+    async def _validating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
+                                           obj: dict[str, Any], old: dict[str, Any],
+                                           subresource: str | None) -> None:
+        """Validating admission of a valid update, in upstream's plugin order: a CSR's
+        CertificateApproval and CertificateSigning (api/certificateadmission.py), then
+        the admission policies."""
+        if rtype is self._csrs:
+            await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
+        if self._policies is not None:
+            await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource, REQUEST_USER.get())
 
     def _allocates(self, rtype: ResourceType) -> bool:
         return rtype is self._services

@@ -4,8 +4,11 @@ signer (controllers/certificates.py) issuing a certificate of the cluster CA."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
+from controlplane.config import Config
 from controlplane.controllers.certificates import sign
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
@@ -122,3 +127,102 @@ def test_a_client_signers_refusal_names_the_usage_as_upstreams_signer() -> None:
     assert _usage_problem(client, ["digital signature", "key encipherment"]) == \
         "missing required usage for client certificate: client auth"
     assert _usage_problem(client, ["key encipherment", "client auth"]) == ""
+
+
+async def test_a_client_request_of_the_masters_is_refused_as_upstreams_subject_restriction(client: Client) -> None:
+    """CertificateSubjectRestriction: kube-apiserver-client with the organization system:masters
+    is a 403 at create, whoever asks; another signer may carry it."""
+    masters = csr("root", request=request_pem("root", "system:masters"))
+    with pytest.raises(ApiError) as e:
+        await client.create(CSRS, masters)
+    assert e.value.code == 403 and e.value.status["reason"] == "Forbidden"
+    assert e.value.message == ('certificatesigningrequests.certificates.k8s.io "root" is forbidden: use of '
+                               "kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed")
+    assert e.value.status["details"] == {"name": "root", "group": "certificates.k8s.io",
+                                         "kind": "certificatesigningrequests"}
+    await client.create(CSRS, {**masters, "spec": {**masters["spec"], "signerName": "example.com/signer"}})
+
+
+TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\n'
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+@pytest.fixture
+async def rbac_app(tmp_path: Path) -> AsyncIterator[Any]:
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text(TOKENS)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, token_auth_file=tokens,
+                            authorization_mode="RBAC", kubeconfig_out=tmp_path / "kubeconfig"))
+    async with app.router.lifespan_context(app):
+        yield app.state.front
+
+
+async def _grant(admin: Client, name: str, rules: list[dict[str, Any]]) -> None:
+    await admin.create(f"{RBAC}/clusterroles", {"metadata": {"name": name}, "rules": rules})
+    await admin.create(f"{RBAC}/clusterrolebindings", {
+        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                "name": name},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})
+
+
+async def _refused(do: Any) -> ApiError:
+    with pytest.raises(ApiError) as e:
+        await do()
+    return e.value
+
+
+async def _until_allowed(do: Any) -> Any:
+    """``do()`` until the authorizer has seen the binding just written (its cache, a moment later)."""
+    for _ in range(100):
+        try:
+            return await do()
+        except ApiError as e:
+            if e.code != 403:
+                raise
+            await asyncio.sleep(0.02)
+    return await do()
+
+
+async def test_approving_needs_approve_on_the_signer_and_signing_sign(rbac_app: Any) -> None:
+    """CertificateApproval and CertificateSigning: the subresource's RBAC rule lets the request
+    in, then the user must also approve (sign) for the stored request's signer, by name or by
+    its domain's wildcard, with upstream's 403; the masters may anyway."""
+    async with Client.in_process(rbac_app, token="admin-token") as admin, \
+            Client.in_process(rbac_app, token="alice-token") as alice:
+        made = await admin.create(CSRS, csr("jane"))
+        await _grant(admin, "csr-writer", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "update"],
+                                            "resources": ["certificatesigningrequests",
+                                                          "certificatesigningrequests/approval",
+                                                          "certificatesigningrequests/status"]}])
+        approved = {**made, "status": {"conditions": [APPROVED]}}
+        await _until_allowed(lambda: alice.get(f"{CSRS}/jane"))
+        e = await _refused(lambda: alice.update(f"{CSRS}/jane/approval", approved))
+        assert e.code == 403 and e.message == (
+            'certificatesigningrequests.certificates.k8s.io "jane" is forbidden: user not permitted to approve '
+            'requests with signerName "kubernetes.io/kube-apiserver-client"')
+        assert e.status["details"] == {"name": "jane", "group": "certificates.k8s.io",
+                                       "kind": "certificatesigningrequests"}
+        # the domain's wildcard, as upstream's second check, approves for every kubernetes.io signer
+        await _grant(admin, "approver", [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                                          "resourceNames": ["kubernetes.io/*"], "verbs": ["approve"]}])
+        done = await _until_allowed(lambda: alice.update(f"{CSRS}/jane/approval", approved))
+        assert [c["type"] for c in done["status"]["conditions"]] == ["Approved"]
+        # approving is not signing: a certificate through /status needs sign
+        signed = {**done, "status": {**done["status"], "certificate": base64.b64encode(b"pem").decode()}}
+        e = await _refused(lambda: alice.update(f"{CSRS}/jane/status", signed))
+        assert e.code == 403 and e.message.endswith(
+            'user not permitted to sign requests with signerName "kubernetes.io/kube-apiserver-client"')
+        unchanged = await alice.update(f"{CSRS}/jane/status", done)  # changes neither: nothing to sign
+        assert "certificate" not in unchanged["status"]
+        signed = {**unchanged, "status": {**unchanged["status"], "certificate": signed["status"]["certificate"]}}
+        await _grant(admin, "signer", [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                                        "resourceNames": ["kubernetes.io/kube-apiserver-client"], "verbs": ["sign"]}])
+        issued = await _until_allowed(lambda: alice.update(f"{CSRS}/jane/status", signed))
+        assert issued["status"]["certificate"] == signed["status"]["certificate"]
+        # the signer the request names is the stored one's, whatever the write says
+        other = await admin.create(CSRS, csr("other", signerName="example.com/x"))
+        e = await _refused(lambda: alice.update(f"{CSRS}/other/approval", {
+            **other, "spec": {**other["spec"], "signerName": "kubernetes.io/kube-apiserver-client"},
+            "status": {"conditions": [APPROVED]}}))
+        assert e.code == 403 and 'signerName "example.com/x"' in e.message
+        assert (await admin.update(f"{CSRS}/other/approval", {**other, "status": {"conditions": [APPROVED]}}))
