@@ -5,9 +5,14 @@ cluster CA (the server's generated ``pki/ca.crt``, as ``--cluster-signing-cert-f
 - Signers: ``kubernetes.io/kube-apiserver-client``, ``kubernetes.io/kube-apiserver-client-kubelet``
   and ``kubernetes.io/kubelet-serving``; requests for others wait for their own signer, as
   upstream's.
-- A client signer's request may ask only for ``client auth``, ``digital signature`` and
-  ``key encipherment`` and must ask for ``client auth``; otherwise it gets the ``Failed``
-  condition (``SignerValidationFailure``), never a certificate.
+- Each signer checks what it signs, as upstream's (``refusal``), and a request that fails
+  gets the ``Failed`` condition (``SignerValidationFailure``, upstream's message), never a
+  certificate: ``kube-apiserver-client`` allows only the usages ``client auth`` (required),
+  ``digital signature`` and ``key encipherment``; ``kube-apiserver-client-kubelet`` wants
+  the organization ``system:nodes`` alone, the common name ``system:node:<name>``, no
+  subjectAltName, and the usages ``client auth`` and ``digital signature`` (``key
+  encipherment`` optional); ``kubelet-serving`` the same subject, at least one DNS or IP
+  subjectAltName (no email, no URI), and ``server auth`` in place of ``client auth``.
 - The certificate: the request's subject and key, its usages as key usages, valid from five
   minutes back (clock skew, as upstream's backdating) for ``spec.expirationSeconds`` or a
   year (``--cluster-signing-duration``), whichever is shorter.
@@ -32,30 +37,85 @@ from .ownership import meta_of
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["SIGNERS", "CsrSigner", "sign", "start"]
+__all__ = ["SIGNERS", "CsrSigner", "refusal", "sign", "start"]
 
 log = logging.getLogger(__name__)
 
 CSRS = resource_path("certificates.k8s.io", "v1", "certificatesigningrequests")
-CLIENT_SIGNERS = ("kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet")
-SIGNERS = (*CLIENT_SIGNERS, "kubernetes.io/kubelet-serving")
+CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
+KUBELET_CLIENT = "kubernetes.io/kube-apiserver-client-kubelet"
+KUBELET_SERVING = "kubernetes.io/kubelet-serving"
+SIGNERS = (CLIENT_SIGNER, KUBELET_CLIENT, KUBELET_SERVING)
 CLIENT_USAGES = frozenset({"client auth", "digital signature", "key encipherment"})
+KUBELET_CLIENT_USAGES = CLIENT_USAGES  # all three, key encipherment optional
+SERVING_USAGES = frozenset({"server auth", "digital signature", "key encipherment"})
 SIGNING_DURATION = datetime.timedelta(days=365)
 BACKDATE = datetime.timedelta(minutes=5)
 
 
-def _usage_problem(signer: str, usages: list[str]) -> str:
-    """Why the signer refuses these usages, or ``""``: for a client signer, the first usage it
-    does not allow, else a missing ``client auth``, in upstream's words."""
-    if signer in CLIENT_SIGNERS:
-        refused = next((u for u in usages if u not in CLIENT_USAGES), None)
-        if refused is not None:
-            return f"invalid usage for client certificate: {refused}"
-        if "client auth" not in usages:
-            return "missing required usage for client certificate: client auth"
-    elif "server auth" not in usages or not set(usages) <= {"server auth", "digital signature", "key encipherment"}:
-        return f"invalid usage for serving certificate: {', '.join(usages)}"
+def _client_usage_problem(usages: list[str]) -> str:
+    """kube-apiserver-client's check (upstream's validAPIServerClientUsages): the first usage
+    it does not allow, else a missing ``client auth``."""
+    refused = next((u for u in usages if u not in CLIENT_USAGES), None)
+    if refused is not None:
+        return f"invalid usage for client certificate: {refused}"
+    if "client auth" not in usages:
+        return "missing required usage for client certificate: client auth"
     return ""
+
+
+def _names(request: Any) -> tuple[list[str], list[Any], list[str], list[Any]]:
+    """The request's subjectAltNames: DNS names, IP addresses, emails, URIs."""
+    from cryptography import x509
+
+    try:
+        sans = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return [], [], [], []
+    return (sans.get_values_for_type(x509.DNSName), sans.get_values_for_type(x509.IPAddress),
+            sans.get_values_for_type(x509.RFC822Name), sans.get_values_for_type(x509.UniformResourceIdentifier))
+
+
+def _kubelet_problem(signer: str, request: Any, usages: list[str]) -> str:
+    """The kubelet signers' checks, in upstream's order and words (ValidateKubeletClientCSR,
+    ValidateKubeletServingCSR): the organization exactly ``system:nodes``, the names a client
+    may not carry or a server must, the common name ``system:node:<name>``, and the usages
+    exactly the required ones (``key encipherment`` optional, for non-RSA keys)."""
+    from cryptography.x509.oid import NameOID
+
+    organizations = [a.value for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+    common = [a.value for a in request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    dns, ips, emails, uris = _names(request)
+    serving = signer == KUBELET_SERVING
+    required = SERVING_USAGES if serving else KUBELET_CLIENT_USAGES
+    usage_problem = "" if set(usages) in (required, required - {"key encipherment"}) else \
+        f"usages did not match [{' '.join(sorted(required))}]"
+    if organizations != ["system:nodes"]:
+        return "subject organization is not system:nodes"
+    if serving:
+        if not dns and not ips:
+            return "DNS or IP subjectAltName is required"
+    elif dns:
+        return "DNS subjectAltNames are not allowed"
+    if emails:
+        return "Email subjectAltNames are not allowed"
+    if not serving and ips:
+        return "IP subjectAltNames are not allowed"
+    if uris:
+        return "URI subjectAltNames are not allowed"
+    if serving and usage_problem:  # (the serving check looks at the usages before the name)
+        return usage_problem
+    if not (common and str(common[0]).startswith("system:node:")):
+        return "subject common name does not begin with system:node:"
+    return usage_problem
+
+
+def refusal(signer: str, request: Any, usages: list[str]) -> str:
+    """Why ``signer`` refuses to sign ``request`` (a parsed x509 request) for ``usages``, in
+    upstream's words, or ``""``: the message of the ``Failed`` condition its signer sets."""
+    if signer == CLIENT_SIGNER:
+        return _client_usage_problem(usages)
+    return _kubelet_problem(signer, request, usages)
 
 
 def sign(csr_obj: dict[str, Any], ca_cert: Any, ca_key: Any, now: datetime.datetime) -> bytes:
@@ -115,7 +175,11 @@ class CsrSigner:
         if spec.get("signerName") not in SIGNERS or "Approved" not in kinds or kinds & {"Denied", "Failed"} \
                 or status.get("certificate"):
             return
-        problem = _usage_problem(str(spec["signerName"]), list(spec.get("usages") or ()))
+        request, why = parse_request(spec.get("request"))
+        if request is None:  # (validation let it in: a request stored before it was checked)
+            log.warning("csr signer: cannot parse %s: %s", name, why)
+            return
+        problem = refusal(str(spec["signerName"]), request, list(spec.get("usages") or ()))
         new_status = dict(status)
         if problem:
             now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -20,7 +20,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
 from controlplane.config import Config
-from controlplane.controllers.certificates import sign
+from controlplane.controllers.certificates import refusal, sign
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 
@@ -119,14 +119,13 @@ def test_the_signer_issues_the_request_with_its_usages_and_duration() -> None:
 def test_a_client_signers_refusal_names_the_usage_as_upstreams_signer() -> None:
     """kube-apiserver-client: the first usage it does not allow, or the missing ``client auth``,
     in upstream's words (validAPIServerClientUsages); none for a request it signs."""
-    from controlplane.controllers.certificates import _usage_problem
-
     client = "kubernetes.io/kube-apiserver-client"
-    assert _usage_problem(client, ["digital signature", "client auth", "server auth", "code signing"]) == \
+    request = None  # (this signer looks at the usages only)
+    assert refusal(client, request, ["digital signature", "client auth", "server auth", "code signing"]) == \
         "invalid usage for client certificate: server auth"
-    assert _usage_problem(client, ["digital signature", "key encipherment"]) == \
+    assert refusal(client, request, ["digital signature", "key encipherment"]) == \
         "missing required usage for client certificate: client auth"
-    assert _usage_problem(client, ["key encipherment", "client auth"]) == ""
+    assert refusal(client, request, ["key encipherment", "client auth"]) == ""
 
 
 async def test_a_client_request_of_the_masters_is_refused_as_upstreams_subject_restriction(client: Client) -> None:

@@ -1,0 +1,126 @@
+"""The CSR signer (controllers/certificates.py): what each built-in signer refuses to sign, in
+upstream's words (signer.go, ValidateKubeletClientCSR, ValidateKubeletServingCSR), as the
+``Failed`` condition it sets, and a request that fits signed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import ipaddress
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from controlplane.api.app import create_app
+from controlplane.client import Client
+from controlplane.config import Config
+from controlplane.controllers.certificates import CsrSigner, refusal
+from tests.controllers.helpers import until
+
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+KUBELET_CLIENT = "kubernetes.io/kube-apiserver-client-kubelet"
+KUBELET_SERVING = "kubernetes.io/kubelet-serving"
+KEY = ec.generate_private_key(ec.SECP256R1())
+
+
+def request(cn: str = "system:node:n1", orgs: tuple[str, ...] = ("system:nodes",),
+            names: tuple[x509.GeneralName, ...] = ()) -> x509.CertificateSigningRequest:
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, cn),
+                  *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs)]
+    builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(attributes))
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
+    return builder.sign(KEY, hashes.SHA256())
+
+
+DNS = x509.DNSName("n1.example.com")
+IP = x509.IPAddress(ipaddress.ip_address("10.0.0.1"))
+EMAIL = x509.RFC822Name("n1@example.com")
+URI = x509.UniformResourceIdentifier("spiffe://n1")
+CLIENT_USAGES = ["digital signature", "client auth"]
+SERVING_USAGES = ["digital signature", "key encipherment", "server auth"]
+
+
+@pytest.mark.parametrize(("signer", "req", "usages", "why"), [
+    (KUBELET_CLIENT, request(), CLIENT_USAGES, ""),
+    (KUBELET_CLIENT, request(), [*CLIENT_USAGES, "key encipherment"], ""),
+    (KUBELET_CLIENT, request(orgs=("system:nodes", "devs")), CLIENT_USAGES, "subject organization is not system:nodes"),
+    (KUBELET_CLIENT, request(orgs=()), CLIENT_USAGES, "subject organization is not system:nodes"),
+    (KUBELET_CLIENT, request(names=(DNS,)), CLIENT_USAGES, "DNS subjectAltNames are not allowed"),
+    (KUBELET_CLIENT, request(names=(EMAIL,)), CLIENT_USAGES, "Email subjectAltNames are not allowed"),
+    (KUBELET_CLIENT, request(names=(IP,)), CLIENT_USAGES, "IP subjectAltNames are not allowed"),
+    (KUBELET_CLIENT, request(names=(URI,)), CLIENT_USAGES, "URI subjectAltNames are not allowed"),
+    (KUBELET_CLIENT, request(cn="jane"), ["client auth"],  # the name is checked before the usages
+     "subject common name does not begin with system:node:"),
+    (KUBELET_CLIENT, request(), ["client auth"],
+     "usages did not match [client auth digital signature key encipherment]"),
+    (KUBELET_SERVING, request(names=(DNS, IP)), SERVING_USAGES, ""),
+    (KUBELET_SERVING, request(names=(IP,)), ["digital signature", "server auth"], ""),
+    (KUBELET_SERVING, request(), SERVING_USAGES, "DNS or IP subjectAltName is required"),
+    (KUBELET_SERVING, request(names=(DNS, EMAIL)), SERVING_USAGES, "Email subjectAltNames are not allowed"),
+    (KUBELET_SERVING, request(names=(DNS, URI)), SERVING_USAGES, "URI subjectAltNames are not allowed"),
+    (KUBELET_SERVING, request(cn="jane", names=(DNS,)), ["server auth"],  # the usages before the name
+     "usages did not match [digital signature key encipherment server auth]"),
+    (KUBELET_SERVING, request(cn="jane", names=(DNS,)), SERVING_USAGES,
+     "subject common name does not begin with system:node:"),
+])
+def test_the_kubelet_signers_refuse_as_upstreams(signer: str, req: Any, usages: list[str], why: str) -> None:
+    assert refusal(signer, req, usages) == why
+
+
+def _ca() -> tuple[x509.Certificate, Any]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app):
+        c = Client.in_process(app.state.front)
+        task = asyncio.create_task(CsrSigner(c, *_ca()).run())
+        try:
+            yield c
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _approved(client: Client, name: str, req: x509.CertificateSigningRequest, usages: list[str]) -> None:
+    pem = base64.b64encode(req.public_bytes(serialization.Encoding.PEM)).decode()
+    made = await client.create(CSRS, {"metadata": {"name": name}, "spec": {
+        "request": pem, "signerName": KUBELET_CLIENT, "usages": usages}})
+    await client.update(f"{CSRS}/{name}/approval", {**made, "status": {"conditions": [
+        {"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "ok"}]}})
+
+
+async def test_an_approved_kubelet_request_that_does_not_fit_is_failed_and_one_that_does_issued(
+        client: Client) -> None:
+    await _approved(client, "intruder", request(orgs=("system:masters",)), CLIENT_USAGES)
+    await _approved(client, "n1", request(), CLIENT_USAGES)
+
+    async def settled(name: str) -> dict[str, Any] | None:
+        got = await client.get(f"{CSRS}/{name}")
+        status = got.get("status") or {}
+        return status if status.get("certificate") or len(status.get("conditions") or ()) > 1 else None
+
+    failed = await until(lambda: settled("intruder"))
+    assert "certificate" not in failed
+    [condition] = [c for c in failed["conditions"] if c["type"] == "Failed"]
+    assert (condition["status"], condition["reason"], condition["message"]) == \
+        ("True", "SignerValidationFailure", "subject organization is not system:nodes")
+    issued = await until(lambda: settled("n1"))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(issued["certificate"]))
+    assert cert.subject.rfc4514_string() == "O=system:nodes,CN=system:node:n1"
