@@ -11,8 +11,9 @@ As upstream's plugin, for each LimitRange of the namespace:
 - ``Pod`` items: the same bounds over the sum of the containers;
 - ``PersistentVolumeClaim`` items: the claim's storage request within ``min`` and ``max``.
 
-Defaults are applied at create; the bounds are checked at create (upstream checks
-pod updates too, which cannot change resources but in place). The namespace's
+Defaults are applied and the bounds checked at create and at a resize (``pods/resize``,
+the only pod update that changes resources, which upstream's plugin takes too; the
+annotation is not written then: the resize strategy keeps only the resources). The namespace's
 ranges are memoised per watch-cache generation, as the quotas; a namespace the cache
 shows none in is read once consistently and remembered for 30 s (upstream's live
 lookup), so a LimitRange just created already applies.
@@ -108,7 +109,10 @@ class LimitRanger:
             self._live.popitem(last=False)
         return found
 
-    async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
+    async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj, annotate: bool = True) -> None:
+        """Default ``obj``'s resources and check them against the namespace's ranges (a 403
+        outside them). ``annotate``: say what was defaulted in the pod's annotation (not on a
+        resize, whose strategy keeps nothing of the write but the containers' resources)."""
         if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
             return
         ranges = await self._ranges_of(namespace)
@@ -125,7 +129,7 @@ class LimitRanger:
                 if item.get("type") == "PersistentVolumeClaim":
                     problems += _bounds(item, "PersistentVolumeClaim", storage, storage)
         else:
-            self._default(obj, spec, items)
+            self._default(obj, spec, items, annotate)
             containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
             for item in items:
                 if item.get("type") == "Container":
@@ -145,7 +149,7 @@ class LimitRanger:
                            {"name": name, "kind": rtype.plural})
 
     @staticmethod
-    def _default(pod: Obj, spec: Obj, items: list[Obj]) -> None:
+    def _default(pod: Obj, spec: Obj, items: list[Obj], annotate: bool) -> None:
         set_limits: dict[str, list[str]] = {}
         set_requests: dict[str, list[str]] = {}
         for item in items:
@@ -165,7 +169,7 @@ class LimitRanger:
                 for kind in ("limits", "requests"):
                     if not resources.get(kind):
                         resources.pop(kind, None)
-        if set_limits or set_requests:
+        if annotate and (set_limits or set_requests):
             parts = [f"{', '.join(names)} request for {'init ' if _is_init(spec, c) else ''}container {c}"
                      for c, names in set_requests.items()]
             parts += [f"{', '.join(names)} limit for {'init ' if _is_init(spec, c) else ''}container {c}"

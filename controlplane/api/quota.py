@@ -11,6 +11,10 @@ for a pod, a compute resource the quota limits that a container does not state
 (403 ``failed quota ... must specify``). Usage freed by deletions is given back
 by the quota controller's recalculation (``controllers/quota.py``), as upstream.
 
+A pod's resize (``pods/resize``) is charged too, as upstream's pod evaluator takes it:
+the difference between what the pod uses after it and before, checked and written the
+same way (a shrink lowers ``used``; what went up is held to ``hard``, in the same 403).
+
 Every create asks, so the namespace's quotas are memoised per generation of the
 ResourceQuota watch cache: a cluster without quotas pays one dictionary lookup.
 """
@@ -66,9 +70,23 @@ class QuotaAdmission:
         with unconverted():  # the quotas in their stored shape, whatever type is being created
             await self._charge(rtype, namespace, obj)
 
-    async def _charge(self, rtype: ResourceType, namespace: str, obj: Obj) -> None:
+    async def charge_resize(self, rtype: ResourceType, namespace: str | None, pod: Obj, old: Obj) -> None:
+        """Charge a pod's resize (``pods/resize``, ``old`` the pod before it) to its namespace's
+        quotas: what it uses after less what it used before, which may be less than nothing (a
+        shrink gives back), or raise the 403 that refuses it."""
+        if not namespace or DRY_RUN.get() or not await self._of(namespace):
+            return
+        with unconverted():
+            await self._charge(rtype, namespace, pod, old)
+
+    async def _charge(self, rtype: ResourceType, namespace: str, obj: Obj, old: Obj | None = None) -> None:
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         used = usage(rtype.group, rtype.plural, obj)
+        unchanged = False
+        if old is not None:  # an update: the difference (upstream's deltaUsage), none if nothing changed
+            before = usage(rtype.group, rtype.plural, old)
+            used = {r: used.get(r, Fraction(0)) - before.get(r, Fraction(0)) for r in used.keys() | before.keys()}
+            unchanged = not any(used.values())
         charged: set[str] = set()  # quotas written already: a retry charges only the others
         for _attempt in range(ATTEMPTS):
             charges: list[tuple[bytes, Obj, int, dict[str, Fraction]]] = []
@@ -93,6 +111,8 @@ class QuotaAdmission:
                 unknown = sorted(r for r in increment if r not in hard or r not in now)
                 if unknown:
                     raise _forbidden(rtype, name, f"status unknown for quota: {qname}, resources: {','.join(unknown)}")
+                if unchanged:
+                    continue  # an update that uses what it used: checked, nothing to charge
                 try:
                     after = {r: parse_quantity(now[r]) + v for r, v in increment.items()}
                     over = {r: v for r, v in after.items() if v > parse_quantity(hard[r])}

@@ -1131,6 +1131,7 @@ class KubeApi:
             meta = obj["metadata"]
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
+            await self._mutating_update_admission(rtype, namespace, obj, subresource)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1216,6 +1217,7 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
+            await self._mutating_update_admission(rtype, namespace, obj, subresource)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1282,6 +1284,7 @@ class KubeApi:
                 meta["managedFields"] = fields
             if rtype.namespaced:
                 meta["namespace"] = namespace
+            await self._mutating_update_admission(rtype, namespace, obj, subresource)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
@@ -1491,16 +1494,26 @@ class KubeApi:
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
 
+    async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, obj: dict[str, Any],
+                                         subresource: str | None) -> None:
+        """Mutating admission of an update, after its strategy: a resize gets its namespace's
+        LimitRange defaults and is held to its bounds (upstream's LimitRanger takes pods/resize,
+        and no other pod update)."""
+        if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
+            await self._limit_ranger.admit(rtype, namespace, obj, annotate=False)
+
     async def _validating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                            obj: dict[str, Any], old: dict[str, Any],
                                            subresource: str | None) -> None:
         """Validating admission of a valid update, in upstream's plugin order: a CSR's
-        CertificateApproval and CertificateSigning (api/certificateadmission.py), then
-        the admission policies."""
+        CertificateApproval and CertificateSigning (api/certificateadmission.py), the
+        admission policies, then ResourceQuota, which charges a pod's resize."""
         if rtype is self._csrs:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
         if self._policies is not None:
             await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource, REQUEST_USER.get())
+        if rtype is self._pods and subresource == "resize" and self._quota is not None:
+            await self._quota.charge_resize(rtype, namespace, obj, old)
 
     def _allocates(self, rtype: ResourceType) -> bool:
         return rtype is self._services

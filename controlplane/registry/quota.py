@@ -10,7 +10,9 @@
 Evaluation, shared by the quota admission (``api/quota.py``) and the resource
 quota controller (``controllers/quota.py``), as upstream's evaluators: ``usage``
 is what one object uses (``count/<resource>.<group>``; for pods ``pods``,
-``requests.*``/``limits.*`` and the bare ``cpu``/``memory``; for services their
+``requests.*``/``limits.*`` and the bare ``cpu``/``memory``, each container counted
+at the larger of its spec and the resources its status reports, so that a resize
+the kubelet has not carried out counts at its larger side, as upstream; for services their
 load balancers and node ports; for claims ``requests.storage`` and per class),
 ``covers`` whether a quota's scopes take it in (Terminating, NotTerminating,
 BestEffort, NotBestEffort, PriorityClass), ``unspecified`` the compute
@@ -106,12 +108,40 @@ def _q(value: Any) -> Fraction:
         return Fraction(0)
 
 
-def _pod_resources(spec: Obj, kind: str) -> dict[str, Fraction]:
-    """A pod's effective requests or limits: the containers' sum, at least each init
-    container's (they run one at a time), plus the pod's overhead."""
+def _resize_infeasible(pod: Obj) -> bool:
+    return any(isinstance(c, dict) and c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _container_resources(pod: Obj, container: Obj, kind: str) -> dict[str, Any]:
+    """What a container takes of ``kind`` (requests, limits), as upstream's PodRequests with
+    the status resources: for a container that reports what it runs with, the larger of
+    that (and, for requests, what the kubelet allocated) and its spec, or that alone when
+    the pod's resize is Infeasible; else its spec."""
+    spec_values = (container.get("resources") or {}).get(kind) or {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    status = next((s for s in statuses if isinstance(s, dict) and s.get("name") == container.get("name")), None)
+    if status is None or not isinstance(status.get("resources"), dict):
+        return dict(spec_values)
+    reported = [status["resources"].get(kind) or {}]
+    if kind == "requests":
+        reported.append(status.get("allocatedResources") or {})
+    out: dict[str, Any] = {} if _resize_infeasible(pod) else dict(spec_values)
+    for values in reported:
+        for name, value in values.items():
+            if name not in out or _q(value) > _q(out[name]):
+                out[name] = value
+    return out
+
+
+def _pod_resources(pod: Obj, kind: str) -> dict[str, Fraction]:
+    """A pod's effective requests or limits: the containers' sum (each the larger of its spec
+    and what it runs with, ``_container_resources``), at least each init container's (they
+    run one at a time), plus the pod's overhead."""
+    spec = _spec(pod)
     total: dict[str, Fraction] = {}
     for c in spec.get("containers") or ():
-        for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+        for name, value in _container_resources(pod, c, kind).items():
             total[name] = total.get(name, Fraction(0)) + _q(value)
     for c in spec.get("initContainers") or ():
         for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
@@ -134,7 +164,7 @@ def usage(group: str, plural: str, obj: Obj) -> dict[str, Fraction]:
     spec = _spec(obj)
     if (group, plural) == ("", "pods"):
         for kind in ("requests", "limits"):
-            for name, value in _pod_resources(spec, kind).items():
+            for name, value in _pod_resources(obj, kind).items():
                 used[f"{kind}.{name}"] = value
                 if kind == "requests" and name in _COMPUTE:
                     used[name] = value

@@ -3,6 +3,8 @@ place, everything else of the body ignored or refused, in upstream's words."""
 
 from __future__ import annotations
 
+import asyncio
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -157,3 +159,90 @@ async def test_renamed_containers_and_other_verbs_are_refused(pod: Client) -> No
     with pytest.raises(ApiError) as e:
         await pod.delete(f"{PODS}/p/resize")
     assert e.value.code == 405
+
+
+QUOTAS = "/api/v1/namespaces/default/resourcequotas"
+
+
+async def quota_used(c: Client) -> str:
+    return str((await c.get(f"{QUOTAS}/compute"))["status"]["used"]["requests.cpu"])
+
+
+async def test_a_resize_is_charged_to_the_quota_as_upstreams_pod_evaluator(client: Client) -> None:
+    """ResourceQuota admission takes pods/resize: the difference is charged (a shrink gives
+    back), and a growth over the limit is upstream's 403 exceeded quota."""
+    c = client
+    made = await c.create(QUOTAS, {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "1"}}})
+    await c.update(f"{QUOTAS}/compute/status", {**made, "status": {"hard": {"requests.cpu": "1"},
+                                                                   "used": {"requests.cpu": "0"}}})
+    await c.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [container(requests={"cpu": "500m"})]}})
+    assert await quota_used(c) == "500m"
+    await resize(c, {"name": "c", "resources": {"requests": {"cpu": "800m"}}})
+    assert await quota_used(c) == "800m"
+    with pytest.raises(ApiError) as e:
+        await resize(c, {"name": "c", "resources": {"requests": {"cpu": "1200m"}}})
+    assert (e.value.code, e.value.reason) == (403, "Forbidden")
+    assert e.value.message == ('pods "p" is forbidden: exceeded quota: compute, requested: requests.cpu=400m, '
+                               "used: requests.cpu=800m, limited: requests.cpu=1")
+    assert (await c.get(f"{PODS}/p"))["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "800m"
+    got = await c.update(f"{PODS}/p/resize", {"metadata": {"name": "p"}, "spec": {"containers": [
+        container(requests={"cpu": "300m"})]}})  # a PUT too; down, without a kubelet reporting the old size
+    assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
+    assert await quota_used(c) == "300m"
+
+
+def test_a_pods_usage_counts_what_its_containers_run_with_too() -> None:
+    """upstream's PodRequests with the status resources: the larger of the spec and what the
+    container reports (a shrink not carried out yet counts its old size, a growth its new
+    one), only what it reports once the resize is Infeasible."""
+    from controlplane.registry.quota import usage
+
+    pod: dict[str, Any] = {"spec": {"containers": [container(requests={"cpu": "300m", "memory": "1Gi"},
+                                                             limits={"cpu": "2"})]},
+                           "status": {"containerStatuses": [{"name": "c", "resources": {
+                               "requests": {"cpu": "800m", "memory": "512Mi"}, "limits": {"cpu": "1"}}}]}}
+    used = usage("", "pods", pod)
+    assert (used["requests.cpu"], used["requests.memory"], used["limits.cpu"]) == \
+        (Fraction(4, 5), Fraction(2**30), Fraction(2))
+    pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    used = usage("", "pods", pod)
+    assert (used["requests.cpu"], used["requests.memory"], used["limits.cpu"]) == \
+        (Fraction(4, 5), Fraction(2**29), Fraction(1))
+
+
+async def test_a_resize_is_held_to_the_namespaces_limit_ranges(client: Client) -> None:
+    """LimitRanger takes pods/resize, as upstream's (and writes no annotation then: the resize
+    strategy keeps only the resources)."""
+    c = client
+    await c.create("/api/v1/namespaces/default/limitranges", {"metadata": {"name": "bounds"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "1"}, "min": {"cpu": "100m"}}]}})
+    await c.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [
+        container(requests={"cpu": "500m"}, limits={"cpu": "500m"})]}})
+    with pytest.raises(ApiError) as e:
+        await resize(c, {"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}})
+    assert (e.value.code, e.value.reason) == (403, "Forbidden")
+    assert e.value.message == 'pods "p" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+    with pytest.raises(ApiError) as e:
+        await resize(c, {"name": "c", "resources": {"requests": {"cpu": "50m"}}})
+    assert e.value.message == 'pods "p" is forbidden: minimum cpu usage per Container is 100m, but request is 50m'
+    got = await resize(c, {"name": "c", "resources": {"requests": {"cpu": "800m"}, "limits": {"cpu": "800m"}}})
+    assert got["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "800m"}, "limits": {"cpu": "800m"}}
+    assert "annotations" not in got["metadata"]
+
+
+async def test_a_resize_gets_the_limit_range_defaults_without_the_annotation(client: Client) -> None:
+    """LimitRanger's defaults apply to a resize as to a create (a limit range made after the
+    pod gives it a default limit then), but the pod is not annotated: upstream's resize
+    strategy keeps nothing of the write but the containers' resources."""
+    c = client
+    await c.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [container(requests={"cpu": "200m"})]}})
+    ranges = "/api/v1/namespaces/default/limitranges"
+    await c.create(ranges, {"metadata": {"name": "defaults"}, "spec": {"limits": [
+        {"type": "Container", "default": {"cpu": "1"}}]}})
+    for _ in range(100):  # until the watch cache, which admission reads, has it
+        if (await c.get(ranges, resourceVersion="0"))["items"]:
+            break
+        await asyncio.sleep(0.01)
+    got = await resize(c, {"name": "c", "resources": {"requests": {"cpu": "300m"}}})
+    assert got["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "300m"}, "limits": {"cpu": "1"}}
+    assert "annotations" not in got["metadata"]
