@@ -3,13 +3,17 @@ denied with upstream's 403 otherwise; system:masters may do everything."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 TOKENS = ('admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\ncarol-token,carol,4\n'
@@ -266,3 +270,86 @@ def test_a_list_or_watch_of_one_name_by_field_selector_is_authorized_for_that_na
         assert bob.get(cms, params={"fieldSelector": "metadata.name=cm2"}).status_code == 403
         assert bob.get(cms).status_code == 403  # all of them: no name
         assert bob.get(f"{cms}/cm1", params={"watch": "true", "timeoutSeconds": "1"}).status_code == 403  # a get
+
+
+def as_token(served: Serve, token: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kubectl as the user of ``token`` (the admin kubeconfig's server and CA)."""
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    return subprocess.run([KUBECTL or "kubectl", "--token", token, *args], capture_output=True, text=True, env=env,
+                          input=stdin, timeout=60)
+
+
+def until_ok(do: Callable[[], subprocess.CompletedProcess[str]], timeout: float = 5.0) -> str:
+    """``do()`` until it succeeds (a binding takes effect once it reaches the cache)."""
+    deadline = time.monotonic() + timeout
+    while (r := do()).returncode != 0:
+        assert time.monotonic() < deadline, r.stderr
+        time.sleep(0.05)
+    return r.stdout
+
+
+def _request_pem() -> str:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "erin")]))
+           .sign(ec.generate_private_key(ec.SECP256R1()), hashes.SHA256()))
+    return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def test_kubectl_certificate_approve_needs_approve_on_the_signer(rbac_served: Serve) -> None:
+    """CertificateApproval over the socket: carol may update CSRs' approval, yet kubectl
+    certificate approve is upstream's 403 until she is bound to the bootstrapped approver role."""
+    kubectl(rbac_served, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": "erin"},
+        "spec": {"request": _request_pem(), "signerName": "kubernetes.io/kube-apiserver-client",
+                 "usages": ["client auth"]}}))
+    kubectl(rbac_served, "create", "clusterrole", "csr-approval", "--verb=get,list,update",
+            "--resource=certificatesigningrequests,certificatesigningrequests/approval")
+    kubectl(rbac_served, "create", "clusterrolebinding", "carol-csr-approval", "--clusterrole=csr-approval",
+            "--user=carol")
+    until_ok(lambda: as_token(rbac_served, "carol-token", "get", "csr", "erin"))
+    denied = as_token(rbac_served, "carol-token", "certificate", "approve", "erin")
+    assert denied.returncode != 0
+    assert 'certificatesigningrequests.certificates.k8s.io "erin" is forbidden: user not permitted to approve ' \
+        'requests with signerName "kubernetes.io/kube-apiserver-client"' in denied.stderr
+    kubectl(rbac_served, "create", "clusterrolebinding", "carol-approves",
+            "--clusterrole=system:certificates.k8s.io:kube-apiserver-client-approver", "--user=carol")
+    until_ok(lambda: as_token(rbac_served, "carol-token", "certificate", "approve", "erin"))
+    assert kubectl(rbac_served, "get", "csr", "erin", "-o", "jsonpath={.status.conditions[0].type}") == "Approved"
+
+
+def test_kubectl_patch_subresource_resize_is_its_own_grant_and_charged_to_the_quota(rbac_served: Serve) -> None:
+    """pods/resize over the socket as a non-admin: the default edit role does not grant it (as
+    upstream's); granted, a growth past the namespace's quota is upstream's 403 exceeded quota."""
+    kubectl(rbac_served, "create", "namespace", "shop")
+    kubectl(rbac_served, "create", "rolebinding", "bob-edits", "--clusterrole=edit", "--user=bob", "-n", "shop")
+    kubectl(rbac_served, "apply", "-n", "shop", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+        "spec": {"hard": {"requests.cpu": "1"}}}))
+    quota = json.loads(kubectl(rbac_served, "get", "resourcequota", "compute", "-n", "shop", "-o", "json"))
+    quota["status"] = {"hard": {"requests.cpu": "1"}, "used": {"requests.cpu": "0"}}  # (no quota controller here)
+    kubectl(rbac_served, "replace", "--subresource", "status", "-f", "-", stdin=json.dumps(quota))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+           "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "resources": {"requests": {"cpu": "500m"}}}]}}
+    until_ok(lambda: as_token(rbac_served, "bob-token", "apply", "-n", "shop", "-f", "-", stdin=json.dumps(pod)))
+    grow = ("patch", "pod", "web", "-n", "shop", "--subresource", "resize", "-p",
+            '{"spec":{"containers":[{"name":"web","resources":{"requests":{"cpu":"2"}}}]}}')
+    denied = as_token(rbac_served, "bob-token", *grow)
+    assert denied.returncode != 0 and 'cannot get resource "pods/resize"' in denied.stderr  # kubectl reads first
+    kubectl(rbac_served, "create", "role", "resizer", "--verb=get,patch", "--resource=pods/resize", "-n", "shop")
+    kubectl(rbac_served, "create", "rolebinding", "bob-resizes", "--role=resizer", "--user=bob", "-n", "shop")
+    deadline = time.monotonic() + 5
+    while 'resource "pods/resize"' in (over := as_token(rbac_served, "bob-token", *grow)).stderr:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert over.returncode != 0 and 'pods "web" is forbidden: exceeded quota: compute, requested: ' \
+        'requests.cpu=1500m, used: requests.cpu=500m, limited: requests.cpu=1' in over.stderr
+    as_token(rbac_served, "bob-token", *grow[:-1], '{"spec":{"containers":[{"name":"web","resources":'
+             '{"requests":{"cpu":"800m"}}}]}}').check_returncode()
+    used = kubectl(rbac_served, "get", "resourcequota", "compute", "-n", "shop", "-o",
+                   "jsonpath={.status.used.requests\\.cpu}")
+    assert used == "800m"
