@@ -12,9 +12,9 @@ operator installs) extends all three.
 - view: read (get, list, watch) the namespaced workload, service, config and storage
   objects, their status and scale, events and quotas; not secrets, not RBAC.
 - edit: what view does, and write (create, update, patch, delete, deletecollection)
-  them, secrets included; exec, attach and port-forward to pods, proxy to pods and services; evict pods; request
-  service account tokens.
-- admin: what edit does, and Roles and RoleBindings of the namespace.
+  them, secrets included, Endpoints excepted (as upstream's since 1.22); exec, attach and port-forward to pods,
+  proxy to pods and services; evict pods; request service account tokens and impersonate service accounts.
+- admin: what edit does, Roles and RoleBindings of the namespace, and LocalSubjectAccessReviews.
 - all three read the resource metrics (``system:aggregated-metrics-reader``, as
   metrics-server's manifest adds it).
 - none of them may resize a pod (``pods/resize``), as upstream's: a resize is granted
@@ -58,9 +58,9 @@ _READ: dict[str, list[str]] = {
     "scheduling.k8s.io": ["podgroups", "podgroups/status", "workloads"],
 }
 _WRITE: dict[str, list[str]] = {
-    "": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "pods/attach", "pods/exec", "pods/portforward",
+    "": ["configmaps", "persistentvolumeclaims", "pods", "pods/attach", "pods/exec", "pods/portforward",
          "pods/proxy", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts",
-         "services", "services/proxy"],
+         "services", "services/proxy"],  # (not endpoints, since upstream's 1.22: CVE-2021-25740)
     "apps": ["daemonsets", "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets",
              "statefulsets/scale"],
     "autoscaling": ["horizontalpodautoscalers"],
@@ -95,11 +95,13 @@ DEFAULT_ROLES: tuple[dict[str, Any], ...] = (
     _role("system:aggregate-to-edit",
           [{"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets",
                                                "services/proxy"], "verbs": READ},
+           {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
            {"apiGroups": [""], "resources": ["pods/eviction", "serviceaccounts/token"], "verbs": ["create"]},
            *({"apiGroups": [g], "resources": r, "verbs": WRITE} for g, r in _WRITE.items())],
           {AGGREGATE_LABEL.format("edit"): "true"}),
     _role("system:aggregate-to-admin",
-          [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"], "verbs": READ + WRITE}],
+          [{"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+           {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"], "verbs": READ + WRITE}],
           {AGGREGATE_LABEL.format("admin"): "true"}),
     # metrics-server installs this one: the resource metrics (api/resourcemetrics.py) for all three
     _role("system:aggregated-metrics-reader",

@@ -67,3 +67,38 @@ def test_verbs_and_denials_are_worded_as_upstream() -> None:
     assert forbidden(BOT, Request("list", "apps", "deployments", "", "dev")).message == (
         'deployments.apps is forbidden: User "system:serviceaccount:dev:bot" cannot list resource "deployments" in '
         'API group "apps" in the namespace "dev"')  # qualified by its group, as upstream's NewForbidden
+
+
+async def _bootstrapped(role: str, user: User) -> Authorizer:
+    """An authorizer over the bootstrap policy, aggregated, with ``role`` bound to ``user`` in dev."""
+    from controlplane.api.rbac import BOOTSTRAP
+    from controlplane.api.rbacpolicy import aggregated_rules
+
+    roles = [dict(obj) for plural, obj in BOOTSTRAP if plural == "clusterroles"]
+    for _ in roles:
+        for r in roles:
+            r["rules"] = aggregated_rules(r, roles) or r["rules"]
+    objects = {"clusterroles": roles, "roles": [], "clusterrolebindings": [],
+               "rolebindings": [{"metadata": {"name": "b", "namespace": "dev"},
+                                 "roleRef": {"kind": "ClusterRole", "name": role},
+                                 "subjects": [{"kind": "User", "name": user.name}]}]}
+
+    async def list_objects(plural: str) -> list[bytes]:
+        return [orjson.dumps(o) for o in objects[plural]]
+
+    return Authorizer(list_objects, lambda: 0)
+
+
+@pytest.mark.parametrize(("role", "request_", "allowed"), [
+    ("edit", Request("patch", "", "pods", "resize", "dev", "p"), False),  # upstream grants it to no default role
+    ("admin", Request("update", "", "pods", "resize", "dev", "p"), False),
+    ("edit", Request("patch", "", "pods", "", "dev", "p"), True),
+    ("edit", Request("create", "", "endpoints", "", "dev"), False),  # not since upstream's 1.22 (CVE-2021-25740)
+    ("edit", Request("get", "", "endpoints", "", "dev", "e"), True),
+    ("edit", Request("impersonate", "", "serviceaccounts", "", "dev", "bot"), True),
+    ("edit", Request("create", "authorization.k8s.io", "localsubjectaccessreviews", "", "dev"), False),
+    ("admin", Request("create", "authorization.k8s.io", "localsubjectaccessreviews", "", "dev"), True),
+])
+async def test_the_default_roles_grant_what_upstreams_do(role: str, request_: Request, allowed: bool) -> None:
+    jane = User("jane").with_authenticated()
+    assert await (await _bootstrapped(role, jane)).allowed(jane, request_) is allowed
