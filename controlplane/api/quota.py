@@ -29,7 +29,7 @@ import orjson
 import store
 
 from ..quantity import QuantityError, format_quantity, parse_quantity
-from ..registry.quota import covers, tracked, unspecified, usage
+from ..registry.quota import covers, pod_counts, tracked, unspecified, usage
 from ..registry.types import ResourceType
 from .converting import unconverted
 from .dryrun import DRY_RUN
@@ -73,8 +73,9 @@ class QuotaAdmission:
     async def charge_resize(self, rtype: ResourceType, namespace: str | None, pod: Obj, old: Obj) -> None:
         """Charge a pod's resize (``pods/resize``, ``old`` the pod before it) to its namespace's
         quotas: what it uses after less what it used before, which may be less than nothing (a
-        shrink gives back), or raise the 403 that refuses it."""
-        if not namespace or DRY_RUN.get() or not await self._of(namespace):
+        shrink gives back), or raise the 403 that refuses it. An ended pod uses nothing
+        either side (upstream's evaluator counts only its object then)."""
+        if not namespace or DRY_RUN.get() or not pod_counts(old) or not await self._of(namespace):
             return
         with unconverted():
             await self._charge(rtype, namespace, pod, old)

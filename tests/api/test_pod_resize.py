@@ -189,6 +189,10 @@ async def test_a_resize_is_charged_to_the_quota_as_upstreams_pod_evaluator(clien
         container(requests={"cpu": "300m"})]}})  # a PUT too; down, without a kubelet reporting the old size
     assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
     assert await quota_used(c) == "300m"
+    ended = await c.get(f"{PODS}/p")  # an ended pod uses nothing, before or after
+    await c.update(f"{PODS}/p/status", {**ended, "status": {**ended["status"], "phase": "Succeeded"}})
+    await resize(c, {"name": "c", "resources": {"requests": {"cpu": "5"}}})
+    assert await quota_used(c) == "300m"
 
 
 def test_a_pods_usage_counts_what_its_containers_run_with_too() -> None:
