@@ -91,6 +91,9 @@ COMPONENTS: list[Component] = [
     # approved CSRs of the built-in signers issued with the generated CA (controllers/certificates.py)
     Component("csrsigning-controller", "controlplane.controllers.certificates:start",
               lambda config: config.scheduler),
+    # kubelet client CSRs approved when their requestor may ask for one (controllers/csrapproving.py)
+    Component("csrapproving-controller", "controlplane.controllers.csrapproving:start",
+              lambda config: config.scheduler),
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
               lambda config: config.scheduler),

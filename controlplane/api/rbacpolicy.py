@@ -22,8 +22,9 @@ operator installs) extends all three.
 
 The CertificateSigningRequest roles of upstream's bootstrap policy are here too
 (``CERTIFICATE_ROLES``): an approver role for each built-in signer (``approve`` on
-``signers``), the kubelets' ``nodeclient``/``selfnodeclient``, and the certificate
-controller's role and binding.
+``signers``), the kubelets' ``nodeclient``/``selfnodeclient`` (which the approving
+controller asks about) and ``system:node-bootstrapper`` (to request), and the
+certificate controller's role and binding.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ CERTIFICATE_ROLES: tuple[dict[str, Any], ...] = (
     *(_role(f"system:certificates.k8s.io:certificatesigningrequests:{kind}", [
         {"apiGroups": [CERTIFICATES], "resources": [f"certificatesigningrequests/{kind}"], "verbs": ["create"]}])
       for kind in ("nodeclient", "selfnodeclient")),
+    _role("system:node-bootstrapper", [{"apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests"],
+                                        "verbs": ["create", "get", "list", "watch"]}]),
     _role(CERTIFICATE_CONTROLLER, [
         {"apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests"],
          "verbs": ["delete", "get", "list", "watch"]},

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from controlplane.api.app import create_app
-from controlplane.client import Client
+from controlplane.client import ApiError, Client
 from controlplane.config import Config
 from controlplane.controllers.certificates import CsrSigner, refusal
 from tests.controllers.helpers import until
@@ -124,3 +124,77 @@ async def test_an_approved_kubelet_request_that_does_not_fit_is_failed_and_one_t
     issued = await until(lambda: settled("n1"))
     cert = x509.load_pem_x509_certificate(base64.b64decode(issued["certificate"]))
     assert cert.subject.rfc4514_string() == "O=system:nodes,CN=system:node:n1"
+
+
+TOKENS = ('admin-token,admin,1,"system:masters"\nboot-token,system:bootstrap:abc,2,"system:bootstrappers"\n'
+          'n2-token,system:node:n2,3,"system:nodes"\nmallory-token,mallory,4\n')
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+@pytest.fixture
+async def rbac_front(tmp_path: Path) -> AsyncIterator[Any]:
+    """An RBAC server whose kubelet requestors may ask for client certificates as upstream's
+    bootstrap (kubeadm binds the same roles), with the approver running as the admin."""
+    from controlplane.controllers.csrapproving import CsrApprover
+
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text(TOKENS)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, token_auth_file=tokens,
+                            authorization_mode="RBAC", kubeconfig_out=tmp_path / "kubeconfig"))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front, token="admin-token") as admin:
+        groups = [{"kind": "Group", "name": g}
+                    for g in ("system:bootstrappers", "system:nodes", "system:authenticated")]
+        for name, role, subjects in (
+                ("boot", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", groups[:1]),
+                ("nodes", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", groups[1:2]),
+                ("request", "system:node-bootstrapper", groups[2:])):
+            await admin.create(f"{RBAC}/clusterrolebindings", {
+                "metadata": {"name": name}, "subjects": subjects,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}})
+        task = asyncio.create_task(CsrApprover(admin).run())
+        try:
+            yield app.state.front
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _requested(front: Any, token: str, name: str, req: x509.CertificateSigningRequest,
+                     usages: list[str]) -> None:
+    pem = base64.b64encode(req.public_bytes(serialization.Encoding.PEM)).decode()
+    body = {"metadata": {"name": name}, "spec": {"request": pem, "signerName": KUBELET_CLIENT, "usages": usages}}
+    async with Client.in_process(front, token=token) as c:
+        for _ in range(100):  # until the bindings just written have reached the authorizer's cache
+            try:
+                await c.create(CSRS, body)
+                return
+            except ApiError as e:
+                if e.code != 403:
+                    raise
+                await asyncio.sleep(0.02)
+        await c.create(CSRS, body)
+
+
+async def test_kubelet_client_requests_are_approved_for_requestors_who_may_ask(rbac_front: Any) -> None:
+    """csrapproving as upstream's sarApprover: selfnodeclient for a node's own name, nodeclient
+    for a bootstrap token; nothing for a requestor without either, or a request that is not a
+    kubelet client's."""
+    await _requested(rbac_front, "boot-token", "boot", request(cn="system:node:n1"), CLIENT_USAGES)
+    await _requested(rbac_front, "n2-token", "self", request(cn="system:node:n2"), CLIENT_USAGES)
+    await _requested(rbac_front, "n2-token", "other-node", request(cn="system:node:n3"), CLIENT_USAGES)
+    await _requested(rbac_front, "mallory-token", "mallory", request(cn="system:node:n1"), CLIENT_USAGES)
+    await _requested(rbac_front, "boot-token", "misshapen", request(cn="system:node:n1", orgs=("devs",)),
+                     CLIENT_USAGES)
+    async with Client.in_process(rbac_front, token="admin-token") as admin:
+        async def conditions(name: str) -> list[dict[str, Any]]:
+            return list(((await admin.get(f"{CSRS}/{name}")).get("status") or {}).get("conditions") or ())
+
+        boot = await until(lambda: conditions("boot"))
+        assert [(c["type"], c["reason"], c["message"]) for c in boot] == [
+            ("Approved", "AutoApproved", "Auto approving kubelet client certificate after SubjectAccessReview.")]
+        own = await until(lambda: conditions("self"))
+        assert own[0]["message"] == "Auto approving self kubelet client certificate after SubjectAccessReview."
+        await _requested(rbac_front, "boot-token", "last", request(cn="system:node:n9"), CLIENT_USAGES)
+        await until(lambda: conditions("last"))  # the approver has handled the ones before it
+        for name in ("other-node", "mallory", "misshapen"):  # not its own name, no grant, not a kubelet's
+            assert await conditions(name) == [], name
