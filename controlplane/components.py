@@ -94,6 +94,8 @@ COMPONENTS: list[Component] = [
     # kubelet client CSRs approved when their requestor may ask for one (controllers/csrapproving.py)
     Component("csrapproving-controller", "controlplane.controllers.csrapproving:start",
               lambda config: config.scheduler),
+    # old CSRs deleted: issued, denied or failed an hour ago, pending for a day (controllers/csrcleaner.py)
+    Component("csrcleaner-controller", "controlplane.controllers.csrcleaner:start", lambda config: config.scheduler),
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
               lambda config: config.scheduler),

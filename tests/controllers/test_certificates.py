@@ -198,3 +198,68 @@ async def test_kubelet_client_requests_are_approved_for_requestors_who_may_ask(r
         await until(lambda: conditions("last"))  # the approver has handled the ones before it
         for name in ("other-node", "mallory", "misshapen"):  # not its own name, no grant, not a kubelet's
             assert await conditions(name) == [], name
+
+
+def _issued(not_after: datetime.datetime) -> str:
+    cert_key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "x")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(cert_key.public_key())
+            .serial_number(1).not_valid_before(not_after - datetime.timedelta(days=1)).not_valid_after(not_after)
+            .sign(cert_key, hashes.SHA256()))
+    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+NOW = datetime.datetime(2026, 6, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def _at(delta: datetime.timedelta) -> str:
+    return (NOW - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, ago: datetime.timedelta) -> dict[str, Any]:
+    return {"type": kind, "status": "True", "lastUpdateTime": _at(ago)}
+
+
+HOUR, MINUTE = datetime.timedelta(hours=1), datetime.timedelta(minutes=1)
+VALID = _issued(NOW + HOUR)
+
+
+@pytest.mark.parametrize(("created", "status", "gone"), [
+    (2 * HOUR, {"conditions": [_condition("Approved", 61 * MINUTE)], "certificate": VALID}, True),
+    (2 * HOUR, {"conditions": [_condition("Approved", 59 * MINUTE)], "certificate": VALID}, False),
+    (2 * HOUR, {"conditions": [_condition("Approved", 61 * MINUTE)]}, False),  # approved, not issued: waits
+    (2 * HOUR, {"conditions": [_condition("Approved", MINUTE)], "certificate": _issued(NOW - MINUTE)}, True),
+    (2 * HOUR, {"conditions": [_condition("Denied", 61 * MINUTE)]}, True),
+    (2 * HOUR, {"conditions": [_condition("Denied", 59 * MINUTE)]}, False),
+    (2 * HOUR, {"conditions": [_condition("Approved", MINUTE), _condition("Failed", 61 * MINUTE)]}, True),
+    (25 * HOUR, {}, True),
+    (23 * HOUR, {}, False),
+])
+def test_the_cleaner_deletes_what_upstreams_does(created: datetime.timedelta, status: dict[str, Any],
+                                                 gone: bool) -> None:
+    from controlplane.controllers.csrcleaner import expired
+
+    assert expired({"metadata": {"name": "x", "creationTimestamp": _at(created)}, "status": status}, NOW) is gone
+
+
+async def test_a_sweep_deletes_the_old_requests(client: Client) -> None:
+    from controlplane.controllers.csrcleaner import CsrCleaner
+
+    pem = base64.b64encode(request().public_bytes(serialization.Encoding.PEM)).decode()
+    for name in ("old", "new"):
+        await client.create(CSRS, {"metadata": {"name": name}, "spec": {
+            "request": pem, "signerName": "example.com/x", "usages": ["client auth"]}})
+    made = await client.get(f"{CSRS}/old")
+    long_ago = (datetime.datetime.now(datetime.UTC) - 2 * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await client.update(f"{CSRS}/old/approval", {**made, "status": {"conditions": [
+        {"type": "Denied", "status": "True", "reason": "No", "lastUpdateTime": long_ago}]}})
+    cleaner = CsrCleaner(client, interval=0.05)
+    task = asyncio.create_task(cleaner.run())
+    try:
+        async def names() -> list[str] | None:
+            left = [c["metadata"]["name"] for c in (await client.get(CSRS))["items"]]
+            return left if left == ["new"] else None
+        assert await until(names) == ["new"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
