@@ -2,7 +2,8 @@
 ``status.hard`` (its spec's) and ``status.used``, counted from what its namespace holds.
 
 Usage is what ``registry/quota.py`` says each object uses, summed over the objects
-the quota covers: pods that have not ended, from the shared pod informer (indexed
+the quota covers: pods that have not ended (an ended one counts in ``count/pods``
+only, as upstream's), from the shared pod informer (indexed
 only for namespaces that have quotas), and the other kinds its ``hard`` names
 (services, secrets, config maps, claims, ``count/<resource>.<group>``) listed from
 the API's watch cache. As upstream, a quota is counted again when it appears or
@@ -137,8 +138,9 @@ class QuotaController:
         hard = dict(spec.get("hard") or {})
         total: dict[str, Fraction] = {name: Fraction(0) for name in hard}
         for pod in list(self._pods_in.get(namespace, {}).values()):
-            if pod_counts(pod) and covers(quota, "", "pods", pod):
-                for name, value in tracked(quota, usage("", "pods", pod)).items():
+            if covers(quota, "", "pods", pod):  # an ended pod counts as an object only (count/pods), as upstream's
+                uses = usage("", "pods", pod) if pod_counts(pod) else {"count/pods": Fraction(1)}
+                for name, value in tracked(quota, uses).items():
                     total[name] += value
         for group, plural in sorted(resources_counted(hard)):
             path = resource_path(group, "v1" if not group else _version(group), plural, namespace)

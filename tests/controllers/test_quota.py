@@ -122,3 +122,16 @@ async def test_a_converted_type_is_charged_without_converting_the_quota(client: 
     with pytest.raises(ApiError) as e:
         await client.create(v1, {"metadata": {"name": "b"}, "spec": {"scaleTargetRef": ref, "maxReplicas": 2}})
     assert e.value.code == 403 and "exceeded quota: hpas" in e.value.message
+
+
+async def test_an_ended_pod_counts_as_an_object_but_uses_nothing(client: Client) -> None:
+    """upstream's PodUsageFunc: count/pods tracks every pod stored, pods and the compute
+    resources only those that have not ended."""
+    await client.create(QUOTAS, {"metadata": {"name": "both"}, "spec": {"hard": {
+        "pods": "5", "count/pods": "5", "requests.cpu": "1"}}})
+    await counted(client, "both")
+    made = await client.create(PODS, pod("done", nodeName="nowhere"))  # (no kubelet runs it)
+    await client.update(f"{PODS}/done/status", {**made, "status": {**(made.get("status") or {}),
+                                                                   "phase": "Succeeded"}})
+    await until(lambda: _used_is(client, "both", "pods", "0"))
+    assert await used(client, "both") == {"pods": "0", "count/pods": "1", "requests.cpu": "0"}
