@@ -185,6 +185,11 @@ async def test_a_resize_is_charged_to_the_quota_as_upstreams_pod_evaluator(clien
     assert e.value.message == ('pods "p" is forbidden: exceeded quota: compute, requested: requests.cpu=400m, '
                                "used: requests.cpu=800m, limited: requests.cpu=1")
     assert (await c.get(f"{PODS}/p"))["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "800m"
+    with pytest.raises(ApiError) as e:  # server-side apply of the subresource too
+        await c.patch(f"{PODS}/p/resize", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}}, "apply", fieldManager="vpa",
+                      force=True)
+    assert e.value.code == 403 and "exceeded quota: compute, requested: requests.cpu=700m" in e.value.message
     got = await c.update(f"{PODS}/p/resize", {"metadata": {"name": "p"}, "spec": {"containers": [
         container(requests={"cpu": "300m"})]}})  # a PUT too; down, without a kubelet reporting the old size
     assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
