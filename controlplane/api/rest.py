@@ -1138,6 +1138,11 @@ class KubeApi:
                 await self._reserve(write, rtype, namespace, name, obj, old)
             try:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                if obj == old:  # an update that changes nothing writes nothing, as upstream
+                    await self._aborted(write)
+                    if cached:
+                        continue  # compared with the cache's version, which may be behind: with the store's
+                    return _object(current.value, current.mod_revision)
                 written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
                 await self._aborted(write)
@@ -1226,6 +1231,8 @@ class KubeApi:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
                     await self._aborted(write)
+                    if cached:
+                        continue  # patched the cache's version, which may be behind: the store's
                     return old
                 written = await self._replace(rtype, key, name, obj, current.mod_revision)
             except store.Conflict:
