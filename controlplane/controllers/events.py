@@ -4,11 +4,17 @@ for kube-controller-manager. At most ``MAX_PENDING`` unwritten events are kept,
 beyond which they are dropped, as the broadcaster's bounded queue drops them; a
 failed write is logged and forgotten.
 
-The same event again (same object, type, reason and message) updates the one
-written, as client-go's EventCorrelator: its ``count`` goes up and its
-``lastTimestamp`` moves, so ``kubectl describe`` shows ``(x6 over 75s)`` rather
-than six lines. The events written are remembered for the last ``SEEN_MAX``
-keys.
+The same event again (same object and field path, type, reason and message)
+updates the one written, as client-go's EventCorrelator: its ``count`` goes up
+and its ``lastTimestamp`` moves, so ``kubectl describe`` shows ``(x6 over 75s)``
+rather than six lines. The events written are remembered for the last
+``SEEN_MAX`` keys.
+
+A recorder with a ``host`` (the kubelet's: its node) names it as the source's
+host and the reporting instance, as client-go's recorder does with its
+EventSource; one given ``submit`` hands its writes to its owner's write queue
+(the node simulator's, which paces them behind its heartbeats and pod status)
+instead of starting a task each.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
 
 from controlplane.client import ApiError, Client, resource_path
 
@@ -34,15 +40,18 @@ API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/
                 "NodeClaim": "karpenter.sh/v1"}
 
 
-EventKey = tuple[str, str, str, str, str, str, str]
+# kind, namespace, name, uid, field path, type, reason, message
+EventKey = tuple[str, str, str, str, str, str, str, str]
+# hands a write to the owner's queue, which awaits it once (``Recorder(submit=...)``)
+Submit = Callable[[Callable[[], Awaitable[None]]], None]
 
 
 class _Seen:
     """An event written for a key: its name, the count and time of its last occurrence, the
-    count the server has, and the write in flight (one at a time: occurrences while it runs
-    only count up, and it sends the latest count when it is done)."""
+    count the server has, and whether a write is queued or in flight (one at a time:
+    occurrences meanwhile only count up, and it sends the latest count when it runs)."""
 
-    __slots__ = ("count", "first", "last", "name", "namespace", "stored", "write")
+    __slots__ = ("count", "first", "last", "name", "namespace", "stored", "writing")
 
     def __init__(self, name: str, namespace: str, first: str) -> None:
         self.name = name
@@ -51,23 +60,37 @@ class _Seen:
         self.last = first
         self.count = 0
         self.stored = 0  # the count the server holds (0: not written yet)
-        self.write: asyncio.Task[None] | None = None
+        self.writing = False
+
+
+class _Ref(NamedTuple):
+    """What an event is about, and who reports it."""
+
+    kind: str
+    obj: Mapping[str, Any]
+    field_path: str
+    host: str
 
 
 class Recorder:
-    def __init__(self, client: Client, component: str) -> None:
+    def __init__(self, client: Client, component: str, host: str = "", submit: Submit | None = None) -> None:
         self.client = client
         self.component = component
+        self.host = host
+        self.submit = submit
         self.pending = 0
         self.dropped = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: OrderedDict[EventKey, _Seen] = OrderedDict()
 
-    def record(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        """An event about ``obj``, a ``kind`` (list items need not carry their kind)."""
+    def record(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal",
+               field_path: str = "", host: str = "") -> None:
+        """An event about ``obj``, a ``kind`` (list items need not carry their kind), or about
+        the part of it ``field_path`` names (a pod's container: ``spec.containers{web}``);
+        ``host``: the source's, if not the recorder's (one recorder for many kubelets)."""
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
-        key = (kind, ns, str(meta.get("name", "")), str(meta.get("uid", "")), type_, reason, message)
+        key = (kind, ns, str(meta.get("name", "")), str(meta.get("uid", "")), field_path, type_, reason, message)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
         seen = self._seen.get(key)
         if seen is None:
@@ -78,19 +101,22 @@ class Recorder:
             self._seen.move_to_end(key)
         seen.count += 1
         seen.last = now
-        if seen.write is not None and not seen.write.done():
-            return  # the write in flight sends this count too
+        if seen.writing:
+            return  # the write queued or in flight sends this count too
         if self.pending >= MAX_PENDING:
             self.dropped += 1
             return
         self.pending += 1
-        task = asyncio.get_running_loop().create_task(self._write(kind, obj, reason, message, type_, seen))
-        seen.write = task
+        seen.writing = True
+        ref = _Ref(kind, obj, field_path, host or self.host)
+        if self.submit is not None:
+            self.submit(lambda: self._write(ref, reason, message, type_, seen))
+            return
+        task = asyncio.get_running_loop().create_task(self._write(ref, reason, message, type_, seen))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str,
-                     seen: _Seen) -> None:
+    async def _write(self, ref: _Ref, reason: str, message: str, type_: str, seen: _Seen) -> None:
         path = resource_path("", "v1", "events", seen.namespace)
         try:
             while seen.stored != seen.count:
@@ -105,25 +131,33 @@ class Recorder:
                             raise
                     # gone (expired, deleted): written anew, counting from here
                     seen.first, seen.count, seen.stored, count = now, seen.count - count + 1, 0, 1
-                meta = obj.get("metadata") or {}
-                await self.client.create(path, {
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"name": seen.name, "namespace": seen.namespace},
-                    # a cluster-scoped object's events live in "default" but name no namespace (as
-                    # client-go's recorder), which `kubectl describe node` searches them by
-                    "involvedObject": {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
-                                       "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
-                                       "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")},
-                    "reason": reason, "message": message, "type": type_,
-                    # as client-go's recorder: the reporting instance is the source's host, which
-                    # a controller's recorder leaves empty (kubectl's SOURCE column: the component alone)
-                    "source": {"component": self.component}, "reportingComponent": self.component,
-                    "firstTimestamp": seen.first, "lastTimestamp": now,
-                    "count": count,
-                })
+                await self.client.create(path, self._event(ref, reason, message, type_, seen, now, count))
                 seen.stored = count
         except Exception as e:  # an event is best effort: never the controller's failure
             seen.stored = seen.count  # given up: the next occurrence tries again from here
             log.debug("event not written: %r", e)
         finally:
+            seen.writing = False
             self.pending -= 1
+
+    def _event(self, ref: _Ref, reason: str, message: str, type_: str, seen: _Seen, now: str,
+               count: int) -> dict[str, Any]:
+        kind, meta = ref.kind, ref.obj.get("metadata") or {}
+        # a cluster-scoped object's events live in "default" but name no namespace (as
+        # client-go's recorder), which `kubectl describe node` searches them by
+        involved = {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
+                    "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
+                    "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
+        if ref.field_path:
+            involved["fieldPath"] = ref.field_path
+        # as client-go's recorder: the reporting instance is the source's host, which a
+        # controller's recorder leaves empty (kubectl's SOURCE column: the component alone)
+        source = {"component": self.component, **({"host": ref.host} if ref.host else {})}
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": seen.name, "namespace": seen.namespace},
+                 "involvedObject": involved, "reason": reason, "message": message, "type": type_,
+                 "source": source, "reportingComponent": self.component,
+                 "firstTimestamp": seen.first, "lastTimestamp": now, "count": count}
+        if ref.host:
+            event["reportingInstance"] = ref.host
+        return event

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +53,21 @@ async def test_the_same_event_again_counts_up_the_one_written(client: Client) ->
     await written(recorder)
     again = [e for e in (await client.list(EVENTS))["items"] if e["reason"] == "FailedGetScale"]
     assert [e["count"] for e in again] == [1]  # gone: written anew
+
+
+async def test_a_field_path_is_an_event_of_its_own_and_a_host_reports_it(client: Client) -> None:
+    """The kubelet's recorder: each container's event apart (``fieldPath``), the node as the
+    source's host and the reporting instance, the writes handed to its owner's queue."""
+    queued: list[Any] = []
+    recorder = Recorder(client, "kubelet", submit=queued.append)
+    pod = {"metadata": {"name": "multi", "namespace": "default", "uid": "u-2"}}
+    for path in ("spec.containers{a}", "spec.containers{b}", "spec.containers{a}"):
+        recorder.record("Pod", pod, "Started", "Container started", field_path=path, host="node-1")
+    assert len(queued) == 2 and recorder.pending == 2  # the repeat rides on the queued write of its key
+    for job in queued:
+        await job()
+    events = {e["involvedObject"]["fieldPath"]: e for e in (await client.list(EVENTS))["items"]}
+    assert {path: e["count"] for path, e in events.items()} == {"spec.containers{a}": 2, "spec.containers{b}": 1}
+    a = events["spec.containers{a}"]
+    assert a["source"] == {"component": "kubelet", "host": "node-1"}
+    assert (a["reportingComponent"], a["reportingInstance"]) == ("kubelet", "node-1") and recorder.pending == 0
