@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..metrics import IMAGE_PULL_SECONDS, IMAGE_PULLS
 
-__all__ = ["Image", "ImageCatalog", "NodeImages", "PullModel"]
+__all__ = ["Image", "ImageCatalog", "NodeImages", "Pull", "PullModel"]
 
 @dataclass(frozen=True, slots=True)
 class Image:
@@ -95,6 +95,19 @@ class PullModel:
         return self.manifest_seconds + download + unpack
 
 
+@dataclass(frozen=True, slots=True)
+class Pull:
+    """What ``NodeImages.pull`` found: when the image is usable (None: never, policy ``Never``
+    and not on the node), and whether this container pulls it (``pulled``: not on the node yet,
+    or policy ``Always``), the pull itself taking ``seconds`` of the ``ready - now`` the
+    container waits (the rest: its turn behind other pulls). The kubelet's events say this:
+    ``Pulling``/``Pulled`` for a pull, ``Pulled`` (already present) otherwise."""
+
+    ready: float | None
+    pulled: bool = False
+    seconds: float = 0.0
+
+
 class NodeImages:
     """One node's image store and puller. Times are on the caller's clock (monotonic seconds)."""
 
@@ -113,19 +126,23 @@ class NodeImages:
     def ensure(self, image: Image, policy: str, now: float) -> float | None:
         """When ``image`` is usable on this node, starting a pull if needed (policy
         ``Always``/``IfNotPresent``/``Never``); None if it never will be (``Never``, not cached)."""
+        return self.pull(image, policy, now).ready
+
+    def pull(self, image: Image, policy: str, now: float) -> Pull:
+        """``ensure``, saying how (``Pull``)."""
         ready = self._ready.get(image.name)
         if ready is not None:
-            if ready > now:
+            if ready > now:  # its pull is under way: this container's pull request waits for it
                 IMAGE_PULLS.labels(result="joined").inc()
-                return ready
+                return Pull(ready, True, ready - now)
             if policy != "Always":
                 IMAGE_PULLS.labels(result="hit").inc()
-                return now
+                return Pull(now)
             IMAGE_PULLS.labels(result="hit").inc()  # layers cached: only the manifest is fetched
-            return now + self.model.manifest_seconds
+            return Pull(now + self.model.manifest_seconds, True, self.model.manifest_seconds)
         if policy == "Never":
             IMAGE_PULLS.labels(result="never").inc()
-            return None
+            return Pull(None)
         start = max(now, self._puller_free) if self.serialize else now
         seconds = self.model.pull_seconds(image)
         ready = start + seconds
@@ -134,7 +151,7 @@ class NodeImages:
         self._ready[image.name] = ready
         IMAGE_PULLS.labels(result="pull").inc()
         IMAGE_PULL_SECONDS.observe(seconds)
-        return ready
+        return Pull(ready, True, seconds)
 
     def preload(self, name: str) -> None:
         """An image already on the node (a node image's baked-in content)."""

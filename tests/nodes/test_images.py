@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.client import Client
 from controlplane.metrics import IMAGE_PULLS, exposition
-from controlplane.nodes.images import Image, ImageCatalog, NodeImages, PullModel
+from controlplane.nodes.images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from controlplane.nodes.instancetypes import DEFAULT_CATALOG, InstanceType
 from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
 
@@ -39,6 +39,22 @@ def test_the_cache_serialised_pulls_and_pull_policies() -> None:
     parallel = NodeImages(PullModel(bandwidth_mbps=100, unpack_mbps=100), serialize=False)
     parallel.ensure(a, "IfNotPresent", now=0.0)
     assert parallel.ensure(b, "IfNotPresent", now=0.0) == pytest.approx(4.05)
+
+
+def test_a_pull_says_whether_the_container_pulls_and_for_how_long() -> None:
+    """What the kubelet's events say: a pull's own time apart from the wait for its turn, a pull
+    joined or a manifest check (Always) a pull too, an image on the node none."""
+    images = NodeImages(PullModel(bandwidth_mbps=100, unpack_mbps=100), serialize=True)
+    a, b = Image("a:1", [100.0]), Image("b:1", [200.0])
+    def said(pull: Pull) -> tuple[float | None, bool, float]:
+        return (None if pull.ready is None else round(pull.ready, 6), pull.pulled, round(pull.seconds, 6))
+
+    assert said(images.pull(a, "IfNotPresent", now=0.0)) == (2.05, True, 2.05)
+    assert said(images.pull(b, "IfNotPresent", now=0.0)) == (6.1, True, 4.05)  # its own 4.05 s, after a's
+    assert said(images.pull(a, "IfNotPresent", now=1.0)) == (2.05, True, 1.05)  # joins a's, 1.05 s from here
+    assert images.pull(a, "IfNotPresent", now=3.0) == Pull(3.0)
+    assert said(images.pull(a, "Always", now=3.0)) == (3.05, True, 0.05)
+    assert images.pull(Image("c:1", [1.0]), "Never", now=3.0) == Pull(None)
 
 
 def test_catalog_lookup() -> None:
