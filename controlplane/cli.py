@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
                        help="as KWOK's (and `controlplane nodes`'): the simulator plays only the fake nodes "
                             "whose labels match (default: every node annotated kwok.x-k8s.io/node: fake)")
+    serve.add_argument("--no-pod-events", dest="pod_events", action="store_false",
+                       help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
+                            "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
+                            "they do, as a kubelet, and `kubectl describe pod` shows them)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
                             "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "
@@ -291,6 +295,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             stages=_checked_stages(parser, args.stages),
             enable_crds=_checked_crds(parser, args),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
+            pod_events=args.pod_events,
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,

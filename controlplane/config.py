@@ -104,6 +104,8 @@ class Config:
     enable_crds: tuple[str, ...] = ()
     # KWOK's --manage-nodes-with-label-selector for the simulated nodes ("": every fake node)
     manage_nodes_selector: str = ""
+    # the simulated kubelets record their Events about pods' containers (serve --no-pod-events: not)
+    pod_events: bool = True
     # finished pods kept before the pod garbage collector deletes the oldest
     # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
     terminated_pod_gc_threshold: int = 12_500

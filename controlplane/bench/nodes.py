@@ -90,7 +90,8 @@ async def run(args: argparse.Namespace) -> None:
             idle = await _cpu_per_second(min(3.0, args.heartbeat_seconds))
             emit("cpu_idle", idle, "cores", note="the server alone, no nodes, after 3 s of start")
             sim = NodeSimulator(client, SimConfig(count=args.nodes, renew_interval=args.renew_interval,
-                                                  job_seconds=3600.0, write_concurrency=args.concurrency))
+                                                  job_seconds=3600.0, write_concurrency=args.concurrency,
+                                                  pod_events=args.pod_events))
             t0 = time.monotonic()
             task = asyncio.create_task(sim.run())
             await sim.ready()
@@ -287,6 +288,9 @@ def main(argv: list[str]) -> int:
                         help="serve --nodes N --components-process: the simulator in a process of its own, over "
                              "HTTP, and the pods created over HTTP (bench/nodes_api.py)")
     parser.add_argument("--concurrency", type=int, default=64, help="simulator writes in flight (default: %(default)s)")
+    parser.add_argument("--no-pod-events", dest="pod_events", action="store_false",
+                        help="the simulated kubelets record no Events about the pods' containers, as serve "
+                             "--no-pod-events (default: they do, three a pod here: Pulled, Created, Started)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.components_process:

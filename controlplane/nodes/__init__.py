@@ -6,6 +6,7 @@
 - ``stages`` (with ``gotemplate``, ``jqpath``, ``native``): KWOK's Stage format;
 - ``crds``: the Stage CRD, for stages kept as API objects (``--enable-crds Stage``);
 - ``images``: per-node image cache and the pull model;
+- ``events``: the kubelet's Events about pods' containers (Pulling, Pulled, Created, ...);
 - ``ipam``: pod CIDRs and pod IPs;
 - ``instancetypes``: the instance-type catalog (shared with the autoscaler);
 - ``rota``: the heartbeat rota that spreads Lease renewals over the interval;

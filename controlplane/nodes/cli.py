@@ -73,6 +73,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--put-leases", action="store_true",
                    help="renew each Lease with a PUT, as a kubelet does, even where the server serves "
                         "LeaseRenewals (this emulator's bulk renewals, used by default where served)")
+    p.add_argument("--no-pod-events", dest="pod_events", action="store_false",
+                   help="record no kubelet Events about pods' containers (Pulling, Pulled, Created, Started, "
+                        "Killing), three or more writes a pod fewer (default: recorded, as a kubelet does)")
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
@@ -145,7 +148,8 @@ async def _main(args: argparse.Namespace) -> int:
                 count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,
                 instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
-                lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector))
+                lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
+                pod_events=args.pod_events))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

@@ -46,6 +46,7 @@ async def start(client: Client, config: Config) -> None:
     instance_type = SimConfig.instance_type if SimConfig.instance_type in names else names[0]
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,
                                           instance_type=instance_type,
-                                          node_selector=getattr(config, "manage_nodes_selector", "")))
+                                          node_selector=getattr(config, "manage_nodes_selector", ""),
+                                          pod_events=getattr(config, "pod_events", True)))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

@@ -52,6 +52,9 @@ class SimConfig:
     tick: float = 0.05  # the timing wheel's resolution, seconds
     write_concurrency: int = 64  # API writes in flight at once
     serialize_image_pulls: bool = True  # the kubelet's serializeImagePulls
+    # the kubelet's Events about pods' containers (Pulling, Pulled, Created, Started, Killing:
+    # ``nodes/events.py``), three or more writes a pod; off: ``kubectl describe pod`` shows none
+    pod_events: bool = True
     image_catalog: ImageCatalog | None = None  # image sizes; None: the built-in one
     preloaded_images: tuple[str, ...] = ("registry.k8s.io/pause:3.10",)
     seed: int | None = None

@@ -27,6 +27,11 @@ the pods bound to them:
   stage file it just waits (the file's stages own the pod's status: a status
   of ours could make a later stage of theirs match first); pod IPs come from
   the node's ``spec.podCIDR`` (``ipam``);
+- **pod events** (``config.pod_events``, on unless ``--no-pod-events``): with the
+  built-in stages, the kubelet's Events about each pod's containers (``events``:
+  image pulls, created, started, stopping on a graceful delete), queued behind
+  every other write and dropped beyond a thousand unwritten, as client-go's
+  broadcaster drops them (a user's stages say their own, ``next.event``);
 - **stages from the API** (``config.stages_from_api``, KWOK's ``--enable-crds
   Stage``): the stages are the Stage objects stored in the server (their CRD,
   ``crds``, installed if absent), as a user's stage file's: none until there
@@ -66,8 +71,9 @@ from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_
 from ..registry.selectors import parse_label_selector
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .crds import STAGES
+from .events import KubeletEvents, container_paths
 from .failures import FAILURE_MODES
-from .images import ImageCatalog, NodeImages, PullModel
+from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
@@ -93,7 +99,7 @@ _NODE_CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
-HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
+HEARTBEAT, POD, EVENT = 0, 1, 3  # write priorities (``_write``); the rest is 2, events last
 IMAGE_PULL = "(image pull)"  # a pod's pending "stage" while its images are pulled
 # with Stages from the API, the objects are evaluated against a new set once the Stages have
 # not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
@@ -157,8 +163,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("ephemeral", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "uid",
-                 "wrote_creating")
+    __slots__ = ("ephemeral", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping",
+                 "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -173,6 +179,7 @@ class _Pod:
         self.pulled_at: float | None = None  # when its images are (will be) on the node
         self.wrote_creating = False
         self.started = False
+        self.stopping = False  # its graceful deletion seen (its containers' Killing events recorded)
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
 
 
@@ -273,6 +280,13 @@ class NodeSimulator:
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
         self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
+        # the kubelet's Events about pods' containers, written last of all writes; with the built-in
+        # stages only: a user's stages own the pods' lifecycle, and say its events (``next.event``), as KWOK's
+        self.pod_events = KubeletEvents(client, lambda job: self._write(job, EVENT)) \
+            if config.pod_events and self.builtin_stages else None
+        # a new pod's image lookups ("ns/name" -> when, and each container's path, image and pull),
+        # until its images are on the node and their Pulled events recorded (with pod_events only)
+        self._pulls: dict[str, tuple[float, list[tuple[str, str, Image, Pull]]]] = {}
         # whether renewals go as LeaseRenewals: known once the server's discovery is read
         self.bulk_renewals = False
         # whether a healthy node's periodic status report goes as NodeStatusReports (likewise)
@@ -965,6 +979,7 @@ class NodeSimulator:
         uid = meta.get("uid", "")
         if st is None or st.uid != uid:
             if st is not None:
+                self._pulls.pop(key, None)
                 self._release(st)
             st = self.pods[key] = untracked(_Pod(uid, node_name, time.monotonic()))  # (as its node's)
             ip = (pod.get("status") or {}).get("podIP")
@@ -983,6 +998,11 @@ class NodeSimulator:
         if self.builtin_stages and key not in self._readying and _unreadied(pod):
             self._readying.add(key)
             self._write(lambda: self._ready_again(pod), POD)
+        if self.pod_events is not None and not st.stopping and (pod.get("metadata") or {}).get("deletionTimestamp"):
+            st.stopping = True
+            self._pulls.pop(key, None)
+            if st.started and not st.finished and not _terminal(pod):
+                self.pod_events.stopping(pod, node.name)
         if not self._images_ready(key, st, node, pod):
             return
         self._start_ephemeral(key, st, pod)
@@ -1079,14 +1099,19 @@ class NodeSimulator:
         now = time.monotonic()
         if st.pulled_at is None:
             ready = now
-            for c in [*(pod["spec"].get("initContainers") or []), *(pod["spec"].get("containers") or [])]:
+            pulls = []
+            for path, c in container_paths(pod):
                 image = self.image_catalog.lookup(str(c.get("image", "")))
-                at = node.images.ensure(image, str(c.get("imagePullPolicy") or "IfNotPresent"), now)
-                if at is None:
-                    at = float("inf")  # ErrImageNeverPull: stays waiting
-                ready = max(ready, at)
+                pull = node.images.pull(image, str(c.get("imagePullPolicy") or "IfNotPresent"), now)
+                ready = max(ready, float("inf") if pull.ready is None else pull.ready)  # Never: stays waiting
+                if self.pod_events is not None:
+                    self.pod_events.pull_started(pod, node.name, path, str(c.get("image", "")), pull)
+                    pulls.append((path, str(c.get("image", "")), image, pull))
             st.pulled_at = ready
+            if pulls:
+                self._pulls[key] = (now, pulls)
         if st.pulled_at <= now + self.config.tick:
+            self._pulled(key, node.name, pod, now)
             return True
         if st.stage == IMAGE_PULL:
             return False  # its timer is set
@@ -1098,6 +1123,15 @@ class NodeSimulator:
             st.stage = IMAGE_PULL
             self.wheel.schedule(st.pulled_at, ("pod", key, st.gen))
         return False
+
+    def _pulled(self, key: str, node: str, pod: dict[str, Any], now: float) -> None:
+        """A new pod's images are on the node: its containers' Pulled events."""
+        looked_up = self._pulls.pop(key, None)
+        if looked_up is None or self.pod_events is None:
+            return
+        since, pulls = looked_up
+        for path, requested, image, pull in pulls:
+            self.pod_events.pull_done(pod, node, path, requested, image, pull, now - since)
 
     async def _write_creating(self, key: str, uid: str, never: bool) -> None:
         pod = self.pod_informer.items.get(key)
@@ -1154,6 +1188,8 @@ class NodeSimulator:
                 if not st.started and rendered.get("phase") == "Running":
                     st.started = True
                     POD_START_SECONDS.observe(time.monotonic() - st.seen)
+                    if self.pod_events is not None:
+                        self.pod_events.started(pod, node.name)
             await self._finish_stage(ns, name, stage, pod, path)
         except StageError as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
@@ -1203,6 +1239,7 @@ class NodeSimulator:
         st = self.pods.get(key)
         if st is not None and st.uid == meta.get("uid"):
             del self.pods[key]
+            self._pulls.pop(key, None)
             self._release(st)
         if keys:
             self._retry_deferred(spec.get("nodeName") or "")

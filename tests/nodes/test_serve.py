@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.nodes.config import FAILURE_ANNOTATION
+from tests.e2e.test_kubectl import kubectl
 from tests.nodes.conftest import NODES, PODS, eventually, pod
 from tests.test_cli import start_serve
 
@@ -39,6 +41,19 @@ async def test_serve_with_nodes_runs_pods_and_renews_leases(tmp_path: Path) -> N
             await eventually(running, timeout=10)
             got = await client.get(f"{PODS}/web")
             assert got["status"]["podIP"] and got["status"]["containerStatuses"][0]["ready"] is True
+
+            async def described() -> list[str]:  # the simulated kubelet's events, as kubectl shows them
+                out = kubectl(serve, "describe", "pod", "web")
+                lines = [" ".join(line.split()) for line in out.split("Events:", 1)[-1].splitlines()]
+                return lines if any("Started" in line for line in lines) else []
+
+            events = await eventually(described, timeout=10)
+            # (a kubectl of 1.35 or later puts the container's field path before the message)
+            for reason, message in (("Pulled", 'Container image "registry.k8s.io/pause:3.10" already present on '
+                                               "machine and can be accessed by the pod"),
+                                    ("Created", "Container created"), ("Started", "Container started")):
+                shown = rf"Normal {reason} \S+ kubelet (spec\.containers\{{c\}}: )?{re.escape(message)}"
+                assert any(re.fullmatch(shown, line) for line in events), (reason, events)
 
             async def renewed() -> bool:
                 return bool(await _lease(client, "sim-node-1") != first)

@@ -1,0 +1,128 @@
+"""The kubelet's events about a pod's containers, in upstream's reasons and words.
+
+A simulated kubelet records what a real one does as it starts and stops a
+pod's containers (``pkg/kubelet/images``, ``pkg/kubelet/kuberuntime`` at 1.37),
+each about the pod with ``involvedObject.fieldPath`` naming the container
+(``spec.containers{web}``, ``spec.initContainers{setup}``), from source
+``kubelet`` on its node (``source.host``, ``reportingInstance``):
+
+- ``Pulling`` ``Pulling image "nginx:latest"`` when a container's image is
+  not on the node (or its policy is ``Always``), and once it is there
+  ``Pulled`` ``Successfully pulled image "nginx:latest" in 1.52s (3.1s
+  including waiting). Image size: 190000000 bytes.`` (the pull's own time,
+  then the container's wait, its turn behind other pulls included; an image
+  without tag or digest is named with ``:latest``, as the kubelet's pull);
+- ``Pulled`` ``Container image "nginx" already present on machine and can be
+  accessed by the pod`` for an image on the node (as asked, untagged);
+- ``ErrImageNeverPull`` and ``Failed`` ``Error: ErrImageNeverPull``
+  (Warnings) for an image not on the node with policy ``Never``;
+- ``Created`` ``Container created`` and ``Started`` ``Container started``
+  for each container, init containers first, when the pod turns Running;
+- ``Killing`` ``Stopping container web`` for each running container when the
+  pod is deleted gracefully (regular containers, then sidecars from the last).
+
+The simulator models no crash loops nor failed pulls, so no ``BackOff`` nor
+``Failed`` pull. The events are written through the API by the controllers'
+``Recorder`` (same event again: its count goes up), whose writes the simulator
+queues behind its heartbeats and pod status (``submit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..client import Client
+from ..controllers.events import Recorder, Submit
+from .images import Image, Pull
+
+__all__ = ["KubeletEvents", "container_paths", "go_duration", "with_default_tag"]
+
+
+def go_duration(seconds: float) -> str:
+    """``seconds`` truncated to the millisecond, as Go prints a ``time.Duration``::
+
+        >>> go_duration(0.5236), go_duration(1.25), go_duration(61.5), go_duration(3600)
+        ('523ms', '1.25s', '1m1.5s', '1h0m0s')
+    """
+    ms = int(seconds * 1000 + 1e-6)  # (1.001 s is 1000.999... ms in binary)
+    if ms <= 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs = f"{rest // 1000}.{rest % 1000:03d}".rstrip("0").rstrip(".")
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def with_default_tag(image: str) -> str:
+    """``image`` as the kubelet pulls it: ``:latest`` added when it has no tag nor digest."""
+    if "@" in image or ":" in image.rsplit("/", 1)[-1]:
+        return image
+    return f"{image}:latest"
+
+
+def container_paths(pod: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each container of ``pod`` with its field path, init containers first."""
+    spec = pod.get("spec") or {}
+    for field, containers in (("initContainers", spec.get("initContainers")), ("containers", spec.get("containers"))):
+        for c in containers or ():
+            if isinstance(c, dict):
+                yield f"spec.{field}{{{c.get('name', '')}}}", c
+
+
+class KubeletEvents:
+    """The events of every simulated kubelet (one recorder: ``host`` says whose)."""
+
+    def __init__(self, client: Client, submit: Submit | None = None) -> None:
+        self.recorder = Recorder(client, "kubelet", submit=submit)
+
+    def _record(self, pod: Mapping[str, Any], node: str, path: str, reason: str, message: str,
+                type_: str = "Normal") -> None:
+        self.recorder.record("Pod", pod, reason, message, type_, field_path=path, host=node)
+
+    def pull_started(self, pod: Mapping[str, Any], node: str, path: str, requested: str, pull: Pull) -> None:
+        """A container's image looked up as its pod is first seen: ``Pulling``, or why not."""
+        if pull.ready is None:
+            self._record(pod, node, path, "ErrImageNeverPull",
+                         f'Container image "{requested}" is not present with pull policy of Never', "Warning")
+            self._record(pod, node, path, "Failed", "Error: ErrImageNeverPull", "Warning")
+        elif pull.pulled:
+            self._record(pod, node, path, "Pulling", f'Pulling image "{with_default_tag(requested)}"')
+
+    def pull_done(self, pod: Mapping[str, Any], node: str, path: str, requested: str, image: Image, pull: Pull,
+                  waited: float) -> None:
+        """A container's image on the node (``waited`` seconds after its ``Pulling``): ``Pulled``."""
+        if pull.ready is None:
+            return
+        if not pull.pulled:
+            self._record(pod, node, path, "Pulled",
+                         f'Container image "{requested}" already present on machine and can be accessed by the pod')
+            return
+        self._record(pod, node, path, "Pulled",
+                     f'Successfully pulled image "{with_default_tag(requested)}" in {go_duration(pull.seconds)} '
+                     f'({go_duration(max(waited, pull.seconds))} including waiting). '
+                     f'Image size: {int(image.size_mb * 1_000_000)} bytes.')
+
+    def started(self, pod: Mapping[str, Any], node: str) -> None:
+        """The pod turned Running: each container created and started."""
+        for path, _ in container_paths(pod):
+            self._record(pod, node, path, "Created", "Container created")
+            self._record(pod, node, path, "Started", "Container started")
+
+    def stopping(self, pod: Mapping[str, Any], node: str) -> None:
+        """A running pod deleted gracefully: each running container stopped (its regular
+        containers, then its sidecars, the last first, as the kubelet stops them)."""
+        spec = pod.get("spec") or {}
+        sidecars = [c for c in spec.get("initContainers") or () if isinstance(c, dict)
+                    and c.get("restartPolicy") == "Always"]
+        for field, containers in (("containers", [c for c in spec.get("containers") or () if isinstance(c, dict)]),
+                                  ("initContainers", sidecars[::-1])):
+            for c in containers:
+                name = c.get("name", "")
+                self._record(pod, node, f"spec.{field}{{{name}}}", "Killing", f"Stopping container {name}")
