@@ -29,9 +29,10 @@ the pods bound to them:
   the node's ``spec.podCIDR`` (``ipam``);
 - **pod events** (``config.pod_events``, on unless ``--no-pod-events``): with the
   built-in stages, the kubelet's Events about each pod's containers (``events``:
-  image pulls, created, started, stopping on a graceful delete), queued behind
-  every other write and dropped beyond a thousand unwritten, as client-go's
-  broadcaster drops them (a user's stages say their own, ``next.event``);
+  image pulls, created, started, stopping on a graceful delete), written apart
+  from the other writes, ``EVENT_CONCURRENCY`` at a time, and dropped beyond a
+  thousand unwritten, as client-go's broadcaster drops them (a user's stages
+  say their own, ``next.event``);
 - **stages from the API** (``config.stages_from_api``, KWOK's ``--enable-crds
   Stage``): the stages are the Stage objects stored in the server (their CRD,
   ``crds``, installed if absent), as a user's stage file's: none until there
@@ -99,7 +100,10 @@ _NODE_CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
-HEARTBEAT, POD, EVENT = 0, 1, 3  # write priorities (``_write``); the rest is 2, events last
+HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
+# the kubelet's pod events are written apart, at most this many at once, so that they never hold
+# the writers the heartbeats and pods' status need (as the scheduler's event lane, scheduler/writer.py)
+EVENT_CONCURRENCY = 16
 IMAGE_PULL = "(image pull)"  # a pod's pending "stage" while its images are pulled
 # with Stages from the API, the objects are evaluated against a new set once the Stages have
 # not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
@@ -282,7 +286,8 @@ class NodeSimulator:
         self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
         # the kubelet's Events about pods' containers, written last of all writes; with the built-in
         # stages only: a user's stages own the pods' lifecycle, and say its events (``next.event``), as KWOK's
-        self.pod_events = KubeletEvents(client, lambda job: self._write(job, EVENT)) \
+        self._event_writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self.pod_events = KubeletEvents(client, self._event_writes.put_nowait) \
             if config.pod_events and self.builtin_stages else None
         # a new pod's image lookups ("ns/name" -> when, and each container's path, image and pull),
         # until its images are on the node and their Pulled events recorded (with pod_events only)
@@ -310,6 +315,9 @@ class NodeSimulator:
             self._tasks.append(asyncio.create_task(self.stage_informer.run(), name="stages-informer"))
         self._tasks += [asyncio.create_task(self._writer(), name=f"nodes-writer-{i}")
                         for i in range(self.config.write_concurrency)]
+        if self.pod_events is not None:
+            self._tasks += [asyncio.create_task(self._event_writer(), name=f"nodes-event-writer-{i}")
+                            for i in range(EVENT_CONCURRENCY)]
         try:
             await self.node_informer.synced.wait()
             await self.pod_informer.synced.wait()
@@ -390,16 +398,23 @@ class NodeSimulator:
     async def _writer(self) -> None:
         while True:
             _, _, job = await self._writes.get()
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except ApiError as e:
-                log.debug("simulator write failed: %s", e)
-            except (httpx.TransportError, OSError) as e:  # a server too busy to answer in time, or gone
-                log.warning("simulator write failed: %r", e)
-            except Exception:
-                log.exception("simulator write failed")
+            await self._run_write(job)
+
+    async def _event_writer(self) -> None:
+        while True:
+            await self._run_write(await self._event_writes.get())
+
+    async def _run_write(self, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except ApiError as e:
+            log.debug("simulator write failed: %s", e)
+        except (httpx.TransportError, OSError) as e:  # a server too busy to answer in time, or gone
+            log.warning("simulator write failed: %r", e)
+        except Exception:
+            log.exception("simulator write failed")
 
     # ------------------------------------------------------------------ stages from the API
 
