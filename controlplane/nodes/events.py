@@ -19,7 +19,8 @@ each about the pod with ``involvedObject.fieldPath`` naming the container
 - ``Created`` ``Container created`` and ``Started`` ``Container started``
   for each container, init containers first, when the pod turns Running;
 - ``Killing`` ``Stopping container web`` for each running container when the
-  pod is deleted gracefully (regular containers, then sidecars from the last).
+  pod is deleted, gracefully or at once (regular containers, then sidecars from
+  the last).
 
 The simulator models no crash loops nor failed pulls, so no ``BackOff`` nor
 ``Failed`` pull. The events are written through the API by the controllers'
@@ -116,7 +117,7 @@ class KubeletEvents:
             self._record(pod, node, path, "Started", "Container started")
 
     def stopping(self, pod: Mapping[str, Any], node: str) -> None:
-        """A running pod deleted gracefully: each running container stopped (its regular
+        """A running pod deleted: each running container stopped (its regular
         containers, then its sidecars, the last first, as the kubelet stops them)."""
         spec = pod.get("spec") or {}
         sidecars = [c for c in spec.get("initContainers") or () if isinstance(c, dict)

@@ -1255,6 +1255,11 @@ class NodeSimulator:
         if st is not None and st.uid == meta.get("uid"):
             del self.pods[key]
             self._pulls.pop(key, None)
+            node = self.nodes.get(st.node)
+            if self.pod_events is not None and st.started and not (st.stopping or st.finished or _terminal(pod)) \
+                    and node is not None and not node.failed:
+                # deleted at once (a force delete): the kubelet still stops its containers
+                self.pod_events.stopping(pod, node.name)
             self._release(st)
         if keys:
             self._retry_deferred(spec.get("nodeName") or "")

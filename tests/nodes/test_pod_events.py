@@ -91,9 +91,18 @@ async def test_a_graceful_delete_stops_each_running_container(client: Client) ->
                                      ("spec.containers{log}", "Killing", "Stopping container log")]
 
 
-async def _killing(client: Client, name: str) -> list[dict[str, Any]]:
+async def test_a_force_delete_stops_the_containers_too(client: Client) -> None:
+    async with simulating(client, fast(count=1)):
+        await client.create(PODS, pod("web", "sim-node-0"))
+        await eventually(lambda: _running(client, "web"))
+        await client.delete(f"{PODS}/web", {"gracePeriodSeconds": 0}, gracePeriodSeconds="0")
+        events = await eventually(lambda: _killing(client, "web", 1))
+    assert _said(events) == [("spec.containers{c}", "Killing", "Stopping container c")]
+
+
+async def _killing(client: Client, name: str, n: int = 2) -> list[dict[str, Any]]:
     killing = [e for e in await _kubelet_events(client, name) if e["reason"] == "Killing"]
-    return killing if len(killing) == 2 else []
+    return killing if len(killing) == n else []
 
 
 async def test_an_image_never_pulled_and_absent_is_reported(client: Client) -> None:
