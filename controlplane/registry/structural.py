@@ -34,6 +34,8 @@ from typing import Any
 
 import orjson
 
+from controlplane.registry.goregexp import compile_go, syntax_error
+
 __all__ = ["apply_defaults", "describe", "prune", "structure_problems", "validate"]
 
 Schema = dict[str, Any]
@@ -323,11 +325,8 @@ def _validate_string(schema: Schema, value: str, path: str, causes: list[Cause])
         causes.append(_invalid(path, value, f"{_in_body(path)} should be at least {min_length} chars long"))
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
-        try:
-            matched = re.search(pattern, value) is not None
-        except re.error:
-            matched = True  # the CRD's validation reports a bad pattern
-        if not matched:
+        compiled = compile_go(pattern)  # None: the CRD's validation reports a bad pattern
+        if compiled is not None and compiled.search(value) is None:
             causes.append(_invalid(path, value, f"{_in_body(path)} should match '{pattern}'"))
     fmt = schema.get("format")
     if isinstance(fmt, str) and not _format_ok(fmt, value):
@@ -552,10 +551,9 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
                        "message": "Forbidden: additionalProperties and properties are mutual exclusive"})
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            causes.append(_invalid(f"{path}.pattern", pattern, f"must be a valid regular expression: {e}"))
+        why = syntax_error(pattern)
+        if why is not None:
+            causes.append(_invalid(f"{path}.pattern", pattern, f"must be a valid regular expression, but isn't: {why}"))
     props = schema.get("properties")
     if props is not None:
         if not isinstance(props, dict):
