@@ -601,8 +601,8 @@ def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -
             why = _qualified_name(k)
             if why is not None:
                 causes.append(_invalid("metadata.annotations", k, why))
-            size += len(k) + (len(v) if isinstance(v, str) else 0)
+            size += len(k.encode()) + (len(v.encode()) if isinstance(v, str) else 0)  # Go's len: bytes
         if size > _MAX_ANNOTATIONS:
             causes.append({"reason": "FieldValueTooLong", "field": "metadata.annotations",
-                           "message": f"Too long: must have at most {_MAX_ANNOTATIONS} bytes"})
+                           "message": f"Too long: may not be more than {_MAX_ANNOTATIONS} bytes"})
     return causes
