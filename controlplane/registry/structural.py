@@ -165,8 +165,8 @@ _BLOCKING = frozenset({"FieldValueNotSupported", "FieldValueRequired", "FieldVal
                        "FieldValueTypeInvalid"})
 _RULES_NOT_RUN: Cause = {
     "reason": "FieldValueInvalid", "field": "<nil>",
-    "message": 'Invalid value: "null": some validation rules were not checked because the object was invalid; '
-               "correct the existing errors to complete validation"}
+    "message": "Invalid value: null: some validation rules were not checked because the object was invalid; "
+               "correct the existing errors to complete validation"}  # a nil value: JSON's null since 1.34
 
 
 def validate(schema: Schema, value: Any, path: str = "", old: Any = _ABSENT) -> list[Cause]:
@@ -237,6 +237,9 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: A
         allowed = ", ".join(describe(v) if isinstance(v, str) else f'"{describe(v)}"' for v in schema["enum"])
         causes.append({"reason": "FieldValueNotSupported", "field": path,
                        "message": f"Unsupported value: {describe(value)}: supported values: {allowed}"})
+    rules = schema.get("x-kubernetes-validations")
+    if rules and isinstance(rules, list):  # a value's own rules before its children's, as upstream
+        _validate_rules(rules, schema, value, path, rule_causes, old)
     if isinstance(value, str):
         _validate_string(schema, value, path, causes)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -257,16 +260,11 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: A
                 causes.append(_invalid(path, value, f"{_in_body(path)} must validate {what} of the schemas"))
     if isinstance(schema.get("not"), dict) and not validate(schema["not"], value, path):
         causes.append(_invalid(path, value, f"{_in_body(path)} must not validate the schema (not)"))
-    rules = schema.get("x-kubernetes-validations")
-    if rules and isinstance(rules, list):
-        _validate_rules(rules, schema, value, path, rule_causes, old)
 
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
 
-# the reasons a rule may give its failure, and how field.Error words each
-_RULE_REASONS = {"FieldValueInvalid": "", "FieldValueForbidden": "Forbidden: ",
-                 "FieldValueRequired": "Required value: ", "FieldValueDuplicate": "Duplicate value: "}
+_MAX_MESSAGE_EXPRESSION_BYTES = 5000  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
 
 
 def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, causes: list[Cause],
@@ -275,10 +273,16 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
     is its ``messageExpression``'s string, else its ``message``, else ``failed rule: <rule>``,
     on ``path`` (and its ``fieldPath``) with its ``reason``. Transition rules (naming
     ``oldSelf``) run only where there is an old value (``old``), as upstream; those with
-    ``optionalOldSelf`` (``oldSelf`` an optional) are not run."""
+    ``optionalOldSelf`` (``oldSelf`` an optional) are not run.
+
+    Worded as upstream since 1.35: the value of a scalar is shown (``Invalid value: 3: too
+    big``), an object's or a list's is not (``Invalid value: too big``); a rule that fails to
+    run names its type and the rule (``Invalid value: "object": no such key: x evaluating
+    rule: <message>``)."""
     from .expressions import ExpressionError, context_of, evaluate
 
     context = None
+    kind = schema.get("type") or ""
     for rule in rules:
         text = rule.get("rule") if isinstance(rule, dict) else None
         if not isinstance(text, str):
@@ -287,32 +291,49 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
             continue
         if context is None:
             context = context_of({"self": value} if old is _ABSENT else {"self": value, "oldSelf": old})
-        reason = str(rule.get("reason") or "FieldValueInvalid")
+        message = str(rule.get("message") or "").strip()
         field = path + str(rule.get("fieldPath") or "") if rule.get("fieldPath") else path
         try:
             ok = evaluate(text, context) is True
         except ExpressionError as e:
-            causes.append({"reason": "FieldValueInvalid", "field": field,
-                           "message": f"Invalid value: {describe(schema.get('type') or 'object')}: {e}"})
+            causes.append({"reason": "FieldValueInvalid", "field": path, "message":
+                           f"Invalid value: {describe(kind)}: {e} evaluating rule: {message or text.strip()}"})
             continue
-        if ok:
-            continue
-        message = str(rule.get("message") or f"failed rule: {text}")
-        if rule.get("messageExpression"):
-            try:
-                made = evaluate(str(rule["messageExpression"]), context)
-                if isinstance(made, str) and made.strip():
-                    message = made
-            except ExpressionError:
-                pass  # upstream falls back to the message too
-        prefix = _RULE_REASONS.get(reason)
-        if prefix is None:
-            reason, prefix = "FieldValueInvalid", ""
-        if reason == "FieldValueInvalid":
-            message = f"Invalid value: {describe(schema.get('type') or 'object')}: {message}"
-        else:
-            message = prefix + message
-        causes.append({"reason": reason, "field": field, "message": message})
+        if not ok:
+            detail = _message_of(rule, context) or message or f"failed rule: {text.strip()}"
+            causes.append(_rule_failure(str(rule.get("reason") or ""), field, value, kind, detail))
+
+
+def _message_of(rule: dict[str, Any], context: Any) -> str | None:
+    """A rule's ``messageExpression``, evaluated; None where upstream falls back to its ``message``
+    (no expression, an error, not a string, empty, too long, with a line break)."""
+    from .expressions import ExpressionError, evaluate
+
+    if not rule.get("messageExpression"):
+        return None
+    try:
+        made = evaluate(str(rule["messageExpression"]), context)
+    except ExpressionError:
+        return None
+    if not isinstance(made, str):
+        return None
+    made = made.strip()
+    if not made or len(made.encode()) > _MAX_MESSAGE_EXPRESSION_BYTES or "\n" in made or "\r" in made:
+        return None
+    return made
+
+
+def _rule_failure(reason: str, field: str, value: Any, kind: str, detail: str) -> Cause:
+    """The cause of a failed rule, as upstream's fieldErrorForReason words it."""
+    shown = "" if kind in ("object", "array") else f"{describe(value)}: "  # field.OmitValueType for composites
+    if reason == "FieldValueForbidden":
+        return {"reason": reason, "field": field, "message": f"Forbidden: {detail}"}
+    if reason == "FieldValueRequired":
+        return {"reason": reason, "field": field, "message": f"Required value: {detail}"}
+    if reason == "FieldValueDuplicate":  # field.Duplicate takes no detail
+        return {"reason": reason, "field": field, "message": f"Duplicate value: {shown[:-2]}" if shown
+                else "Duplicate value"}
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {shown}{detail}"}
 
 
 def _validate_string(schema: Schema, value: str, path: str, causes: list[Cause]) -> None:

@@ -156,7 +156,8 @@ async def _pool_with_status(client: Client, name: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize(("requirements", "labels", "budgets", "message"), [
     ([{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}], None, None,
-     'spec.template.spec.requirements[0].key: Invalid value: "string": label "kubernetes.io/hostname" is restricted'),
+     'spec.template.spec.requirements[0].key: Invalid value: "kubernetes.io/hostname": '
+     'label "kubernetes.io/hostname" is restricted'),
     ([{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["a"]}], None, None,
      'label "karpenter.sh/nodepool" is restricted'),
     ([{"key": "karpenter.sh/other", "operator": "Exists"}], None, None, 'label domain "karpenter.sh" is restricted'),

@@ -209,16 +209,42 @@ def test_cel_rules_of_the_schema_are_run_on_their_values() -> None:
     assert validate(RULED, {"spec": {"replicas": 5, "min": 1, "name": "web"}}) == []
     causes = validate(RULED, {"spec": {"replicas": 11, "min": 20, "name": "db"}})
     assert {(c["field"], c["reason"], c["message"]) for c in causes} == {
-        ("spec", "FieldValueInvalid", 'Invalid value: "object": at most 10 replicas'),
+        ("spec", "FieldValueInvalid", "Invalid value: at most 10 replicas"),  # an object's value is not shown
         ("spec.min", "FieldValueForbidden", "Forbidden: min 20 is above replicas"),
-        ("spec.name", "FieldValueInvalid", 'Invalid value: "string": failed rule: self.startsWith(\'w\')'),
+        ("spec.name", "FieldValueInvalid", 'Invalid value: "db": failed rule: self.startsWith(\'w\')'),  # a scalar's is
     }
+
+
+def test_a_values_own_rules_come_before_its_childrens() -> None:
+    causes = validate(RULED, {"spec": {"replicas": 11, "min": 1, "name": "db"}})
+    assert [c["field"] for c in causes] == ["spec", "spec.name"]
+
+
+def test_a_rules_reason_words_its_cause_as_upstream() -> None:
+    def failing(reason: str, kind: str, value: Any, **extra: str) -> tuple[str, str]:
+        rule = {"rule": "false", "message": " not this ", "reason": reason, **extra}
+        schema = {"type": "object", "properties": {"v": {"type": kind, "x-kubernetes-validations": [rule]}}}
+        (cause,) = validate(schema, {"v": value})
+        return cause["reason"], cause["message"]
+
+    assert failing("FieldValueDuplicate", "string", "a") == ("FieldValueDuplicate", 'Duplicate value: "a"')
+    assert failing("FieldValueDuplicate", "object", {}) == ("FieldValueDuplicate", "Duplicate value")
+    assert failing("FieldValueRequired", "integer", 1) == ("FieldValueRequired", "Required value: not this")
+    assert failing("FieldValueInvalid", "integer", 7) == ("FieldValueInvalid", "Invalid value: 7: not this")
+    assert failing("", "array", []) == ("FieldValueInvalid", "Invalid value: not this")
+    # a messageExpression that is empty or has a line break gives way to the message
+    for expression in ("'  '", "'a\\nb'", "1"):
+        assert failing("", "boolean", True, messageExpression=expression) == \
+            ("FieldValueInvalid", "Invalid value: true: not this")
+    assert failing("", "boolean", True, messageExpression="' made '") == \
+        ("FieldValueInvalid", "Invalid value: true: made")
 
 
 def test_a_rule_that_fails_to_run_is_a_cause() -> None:
     schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self.replicas > 1"}]}
     assert validate(schema, {"size": 1}, "spec") == [
-        {"reason": "FieldValueInvalid", "field": "spec", "message": 'Invalid value: "object": no such key: replicas'}]
+        {"reason": "FieldValueInvalid", "field": "spec",
+         "message": 'Invalid value: "object": no such key: replicas evaluating rule: self.replicas > 1'}]
 
 
 def test_transition_rules_run_on_an_update_where_the_old_object_has_the_value() -> None:
@@ -238,9 +264,9 @@ def test_transition_rules_run_on_an_update_where_the_old_object_has_the_value() 
     assert validate(schema, new) == []  # a create: no oldSelf, the rules are not run
     old = {"spec": {"replicas": 2, "mode": "a", "ports": [{"name": "b", "port": 9}, {"name": "a", "port": 1}]}}
     assert {(c["field"], c["message"]) for c in validate(schema, new, old=old)} == {
-        ("spec", 'Invalid value: "object": no scaling down'),
-        ("spec.mode", 'Invalid value: "string": fixed'),
-        ("spec.ports[0].port", 'Invalid value: "integer": port fixed'),  # item "a", correlated by its key
+        ("spec", "Invalid value: no scaling down"),
+        ("spec.mode", 'Invalid value: "b": fixed'),
+        ("spec.ports[0].port", "Invalid value: 2: port fixed"),  # item "a", correlated by its key
     }
     assert validate(schema, {"spec": {"replicas": 3}}, old=old) == []  # mode newly absent: not compared
 
@@ -249,6 +275,6 @@ def test_rules_are_not_run_when_the_schema_finds_the_wrong_shape() -> None:
     causes = validate(RULED, {"spec": {"replicas": "many", "name": "db"}})
     assert [(c["field"], c["message"]) for c in causes] == [
         ("spec.replicas", 'Invalid value: "string": spec.replicas in body must be of type integer: "string"'),
-        ("<nil>", 'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+        ("<nil>", "Invalid value: null: some validation rules were not checked because the object was invalid; "
                   "correct the existing errors to complete validation"),
     ]
