@@ -188,6 +188,15 @@ def _names_problems(names: Obj) -> list[Cause]:
     return causes
 
 
+def _shared_path(versions: list[Any], key: str, path: str, top: str) -> str:
+    """Where upstream reports a problem in ``versions[i][key]``: at the top-level field ``top``
+    when every version has the same value (its conversion to the internal type moves such a
+    value there: a one-version CRD's schema errors read ``spec.validation.openAPIV3Schema...``),
+    else at the version's ``path``."""
+    values = [v.get(key) for v in versions if isinstance(v, dict)]
+    return top if all(x == values[0] for x in values) else path
+
+
 def _versions_problems(versions: Any) -> list[Cause]:
     if not isinstance(versions, list) or not versions:
         return [_required("spec.versions")]
@@ -206,20 +215,19 @@ def _versions_problems(versions: Any) -> list[Cause]:
             if not isinstance(v.get(flag), bool):
                 causes.append(_required(f"{path}.{flag}"))
         schema = _dict(v.get("schema")).get("openAPIV3Schema")
-        causes.extend(structure_problems(schema, f"{path}.schema.openAPIV3Schema"))
-        for j, column in enumerate(_list(v.get("additionalPrinterColumns"))):
-            causes.extend(_column_problems(_dict(column), f"{path}.additionalPrinterColumns[{j}]"))
-        scale = _dict(_dict(v.get("subresources")).get("scale"))
-        if scale:
-            for key, under in (("specReplicasPath", (".spec.",)), ("statusReplicasPath", (".status.",)),
-                               ("labelSelectorPath", (".spec.", ".status."))):
-                value = scale.get(key)
-                if value is None and key == "labelSelectorPath":
-                    continue
-                if not isinstance(value, str) or not _SIMPLE_PATH.match(value) or not value.startswith(under):
-                    where = " or ".join(u[:-1] for u in under)
-                    causes.append(_invalid(f"{path}.subresources.scale.{key}", value,
-                                           f"should be a json path under {where}"))
+        schema_at = _shared_path(versions, "schema", f"{path}.schema", "spec.validation")
+        if schema is None:
+            causes.extend(structure_problems(schema, f"{path}.schema.openAPIV3Schema"))
+        elif i == 0 or schema_at != "spec.validation":  # a shared schema is checked once
+            causes.extend(structure_problems(schema, f"{schema_at}.openAPIV3Schema"))
+        columns = _shared_path(versions, "additionalPrinterColumns", f"{path}.additionalPrinterColumns",
+                               "spec.additionalPrinterColumns")
+        if i == 0 or columns != "spec.additionalPrinterColumns":
+            for j, column in enumerate(_list(v.get("additionalPrinterColumns"))):
+                causes.extend(_column_problems(_dict(column), f"{columns}[{j}]"))
+        subresources = _shared_path(versions, "subresources", f"{path}.subresources", "spec.subresources")
+        if i == 0 or subresources != "spec.subresources":
+            causes.extend(_scale_problems(_dict(_dict(v.get("subresources")).get("scale")), f"{subresources}.scale"))
     storage = sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True)
     if not unique:
         causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
@@ -230,27 +238,51 @@ def _versions_problems(versions: Any) -> list[Cause]:
     return causes
 
 
+def _scale_problems(scale: Obj, path: str) -> list[Cause]:
+    """A scale subresource's paths, as upstream's ValidateCustomResourceDefinitionSubresources."""
+    causes: list[Cause] = []
+    if not scale:
+        return causes
+    for key, under in (("specReplicasPath", (".spec.",)), ("statusReplicasPath", (".status.",)),
+                       ("labelSelectorPath", (".spec.", ".status."))):
+        value = scale.get(key)
+        if not value:
+            if key != "labelSelectorPath":
+                causes.append(_required(f"{path}.{key}"))
+        elif not isinstance(value, str) or not value.startswith("."):
+            causes.append(_invalid(f"{path}.{key}", value, "must be a simple json path starting with ."))
+        elif not _SIMPLE_PATH.match(value) or not value.startswith(under):
+            where = "either .spec or .status" if len(under) == 2 else under[0][:-1]
+            causes.append(_invalid(f"{path}.{key}", value, f"should be a json path under {where}"))
+    return causes
+
+
 def _column_problems(column: Obj, path: str) -> list[Cause]:
+    """A printer column, as upstream's ValidateCustomResourceColumnDefinition words it (its
+    internal type names the path ``JSONPath``)."""
     causes: list[Cause] = []
     if not column.get("name"):
         causes.append(_required(f"{path}.name"))
-    if column.get("type") not in _COLUMN_TYPES:
-        allowed = ", ".join(f'"{t}"' for t in _COLUMN_TYPES)
-        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.type",
-                       "message": f"Unsupported value: {describe(column.get('type'))}: supported values: {allowed}"})
+    types = ",".join(sorted(_COLUMN_TYPES))
+    if not column.get("type"):
+        causes.append({"reason": "FieldValueRequired", "field": f"{path}.type",
+                       "message": f"Required value: must be one of {types}"})
+    elif column["type"] not in _COLUMN_TYPES:
+        causes.append(_invalid(f"{path}.type", column["type"], f"must be one of {types}"))
     if column.get("format") and column["format"] not in _COLUMN_FORMATS:
-        allowed = ", ".join(f'"{t}"' for t in _COLUMN_FORMATS)
-        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.format",
-                       "message": f"Unsupported value: {describe(column['format'])}: supported values: {allowed}"})
-    if not isinstance(column.get("jsonPath"), str) or not column["jsonPath"]:
-        causes.append(_required(f"{path}.jsonPath"))
+        formats = ",".join(sorted(_COLUMN_FORMATS))
+        causes.append(_invalid(f"{path}.format", column["format"], f"must be one of {formats}"))
+    json_path = column.get("jsonPath")
+    if not isinstance(json_path, str) or not json_path:
+        causes.append(_required(f"{path}.JSONPath"))
+    elif not json_path.startswith("."):
+        causes.append(_invalid(f"{path}.JSONPath", json_path, "must be a simple json path starting with ."))
     priority = column.get("priority", 0)
     if not isinstance(priority, int) or priority < 0:
         causes.append(_invalid(f"{path}.priority", priority, "must be greater than or equal to 0"))
     return causes
 
 
-# -- status --------------------------------------------------------------------------------------
 def condition_true(crd: Obj, kind: str) -> bool:
     return any(isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True"
                for c in _list(_dict(crd.get("status")).get("conditions")))

@@ -93,9 +93,28 @@ def test_printer_columns_are_validated() -> None:
     obj = crd()
     obj["spec"]["versions"][0]["additionalPrinterColumns"] = [{"name": "X", "type": "text", "jsonPath": ".spec.x"},
                                                               {"name": "Y", "type": "string"}]
-    got = fields(obj)
-    assert got["spec.versions[0].additionalPrinterColumns[0].type"].startswith('Unsupported value: "text"')
-    assert got["spec.versions[0].additionalPrinterColumns[1].jsonPath"] == "Required value"
+    got = fields(obj)  # one version: its columns are the CRD's, as upstream's internal type holds them
+    assert got["spec.additionalPrinterColumns[0].type"] == \
+        'Invalid value: "text": must be one of boolean,date,integer,number,string'
+    assert got["spec.additionalPrinterColumns[1].JSONPath"] == "Required value"
+
+
+def test_problems_of_what_every_version_shares_are_reported_once_at_the_top_level() -> None:
+    scale = {"scale": {"specReplicasPath": "spec.replicas", "labelSelectorPath": ".metadata.labels"}}
+    bad_schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}}
+    same = {"served": True, "schema": {"openAPIV3Schema": bad_schema}, "subresources": scale}
+    obj = crd(versions=[{"name": "v1", "storage": True, **same}, {"name": "v2", "storage": False, **same}])
+    assert fields(obj) == {
+        "spec.validation.openAPIV3Schema.properties[a].pattern": 'Invalid value: "(?=x)": must be a valid regular '
+            "expression, but isn't: error parsing regexp: invalid or unsupported Perl syntax: `(?=`",
+        "spec.subresources.scale.specReplicasPath": 'Invalid value: "spec.replicas": must be a simple json path '
+            "starting with .",
+        "spec.subresources.scale.statusReplicasPath": "Required value",
+        "spec.subresources.scale.labelSelectorPath": 'Invalid value: ".metadata.labels": should be a json path '
+            "under either .spec or .status",
+    }
+    obj["spec"]["versions"][1]["subresources"] = {}  # no longer shared: each version's own path
+    assert "spec.versions[0].subresources.scale.statusReplicasPath" in fields(obj)
 
 
 def test_status_accepts_names_and_establishes() -> None:
