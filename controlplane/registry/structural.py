@@ -292,7 +292,10 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
         if context is None:
             context = context_of({"self": value} if old is _ABSENT else {"self": value, "oldSelf": old})
         message = str(rule.get("message") or "").strip()
-        field = path + str(rule.get("fieldPath") or "") if rule.get("fieldPath") else path
+        field = path
+        if isinstance(rule.get("fieldPath"), str) and rule["fieldPath"]:  # e.g. .a['b'] under spec: spec.a.b
+            relative = normalized_field_path(schema, rule["fieldPath"])
+            field = (f"{path}.{relative}" if path else relative) if relative else path
         try:
             ok = evaluate(text, context) is True
         except ExpressionError as e:
@@ -510,6 +513,71 @@ _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
     "x-kubernetes-embedded-resource": (bool,), "x-kubernetes-list-type": (str,), "x-kubernetes-list-map-keys": (list,),
     "x-kubernetes-map-type": (str,), "x-kubernetes-validations": (list,),
 }
+_RULE_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
+_FIELD_PATH_STEP = re.compile(r"\.([^.\[\]']+)|\['((?:[^'\\]|\\.)*)'\]")
+
+
+def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
+    """What upstream's CRD validation says of one ``x-kubernetes-validations`` entry's fields
+    (its ``rule`` is compiled only when it runs here)."""
+    if not isinstance(rule, dict):
+        return [_invalid(path, rule, "must be an object")]
+    causes: list[Cause] = []
+    text, message = rule.get("rule"), rule.get("message")
+    if not isinstance(text, str) or not text.strip():
+        causes.append({"reason": "FieldValueRequired", "field": f"{path}.rule",
+                       "message": "Required value: rule is not specified"})
+    if isinstance(message, str) and message and not message.strip():
+        causes.append(_invalid(f"{path}.message", message, "must be non-empty if specified"))
+    elif isinstance(message, str) and ("\n" in message or "\r" in message):
+        causes.append(_invalid(f"{path}.message", message, "must not contain line breaks"))
+    elif not message and isinstance(text, str) and ("\n" in text or "\r" in text):
+        causes.append({"reason": "FieldValueRequired", "field": f"{path}.message",
+                       "message": "Required value: message must be specified if rule contains line breaks"})
+    expression = rule.get("messageExpression")
+    if isinstance(expression, str) and expression and not expression.strip():
+        causes.append({"reason": "FieldValueRequired", "field": f"{path}.messageExpression",
+                       "message": "Required value: messageExpression must be non-empty if specified"})
+    reason = rule.get("reason")
+    if reason is not None and reason not in _RULE_REASONS:
+        allowed = ", ".join(f'"{r}"' for r in _RULE_REASONS)
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.reason",
+                       "message": f"Unsupported value: {describe(reason)}: supported values: {allowed}"})
+    field_path = rule.get("fieldPath")
+    if isinstance(field_path, str) and field_path:
+        if not field_path.strip():
+            causes.append(_invalid(f"{path}.fieldPath", field_path, "must be non-empty if specified"))
+        elif "\n" in field_path or "\r" in field_path:
+            causes.append(_invalid(f"{path}.fieldPath", field_path, "must not contain line breaks"))
+        elif normalized_field_path(schema, field_path) is None:
+            causes.append(_invalid(f"{path}.fieldPath", field_path, "must be a valid path"))
+    return causes
+
+
+def normalized_field_path(schema: Any, field_path: str) -> str | None:
+    """A rule's ``fieldPath`` (``.a.b``, ``.a['b.c']``, ``.labels.k``) as upstream's
+    cel.ValidFieldPath normalises it (``a.b``, ``a.b.c``, ``labels[k]``: a declared property is a
+    child, a key of ``additionalProperties`` a key), or None when it names no declared field."""
+    at, node, out = 0, schema, ""
+    field_path = field_path.strip()
+    while at < len(field_path):
+        step = _FIELD_PATH_STEP.match(field_path, at)
+        if step is None or not isinstance(node, dict):
+            return None
+        at = step.end()
+        name = step.group(1) if step.group(1) is not None else re.sub(r"\\(.)", r"\1", step.group(2))
+        props = node.get("properties")
+        if props:
+            if name not in props:
+                return None
+            node, out = props[name], f"{out}.{name}" if out else name
+        elif isinstance(node.get("additionalProperties"), dict):
+            node, out = node["additionalProperties"], f"{out}[{name}]"
+        else:
+            return None
+    return out or None
+
+
 _TYPE_NAMES = {str: "a string", dict: "an object", list: "an array", bool: "a boolean", int: "an integer",
                float: "a number"}
 
@@ -595,6 +663,8 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
     extra_schema = schema.get("additionalProperties")
     if isinstance(extra_schema, dict):
         _structure(extra_schema, f"{path}.additionalProperties", causes)
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        causes.extend(_rule_problems(schema, rule, f"{path}.x-kubernetes-validations[{i}]"))
     items = schema.get("items")
     if t == "array" and items is None:
         causes.append({"reason": "FieldValueRequired", "field": f"{path}.items",

@@ -253,3 +253,17 @@ def test_a_crd_too_large_for_client_side_apply_is_refused_as_upstream(installed:
     assert "Error from server (NotFound)" in \
         kubectl_fails(installed, "get", "--raw", "/apis/example.com/v1/namespaces/default/bigs/b")
     assert "bigs.example.com" not in kubectl(installed, "get", "crd", "-o", "name")
+
+
+def test_a_crd_whose_rules_name_a_bad_reason_or_field_path_is_refused(installed: Serve) -> None:
+    crd = yaml.safe_load((CRDS / "argoproj.io_workflows.yaml").read_text())
+    crd["metadata"] = {"name": "ruled.example.com"}
+    crd["spec"].update(group="example.com", names={"plural": "ruled", "kind": "Ruled"})
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "true", "reason": "Bogus"}, {"rule": "true", "fieldPath": ".x"}]
+    err = kubectl_fails(installed, "create", "-f", "-", stdin=yaml.safe_dump(crd))
+    at = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations"
+    assert err == (f'The CustomResourceDefinition "ruled.example.com" is invalid: \n* {at}[0].reason: Unsupported '
+                   'value: "Bogus": supported values: "FieldValueDuplicate", "FieldValueForbidden", '
+                   f'"FieldValueInvalid", "FieldValueRequired"\n* {at}[1].fieldPath: Invalid value: ".x": must be a '
+                   "valid path\n")

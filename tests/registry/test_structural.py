@@ -278,3 +278,42 @@ def test_rules_are_not_run_when_the_schema_finds_the_wrong_shape() -> None:
         ("<nil>", "Invalid value: null: some validation rules were not checked because the object was invalid; "
                   "correct the existing errors to complete validation"),
     ]
+
+
+def test_a_rules_fields_are_checked_with_the_crd() -> None:
+    path = "spec.versions[0].schema.openAPIV3Schema"
+    rules: list[dict[str, Any]] = [
+        {"rule": "self.a == 1", "reason": "Bogus"},
+        {"rule": "self.a == 1", "fieldPath": ".zzz"},
+        {"rule": " "},
+        {"rule": "self.a ==\n1"},
+        {"rule": "self.a == 1", "message": "two\nlines"},
+        {"rule": "self.a == 1", "messageExpression": " "},
+        {"rule": "self.a == 1", "fieldPath": ".labels['k.x']", "reason": "FieldValueRequired"},
+    ]
+    schema = {"type": "object", "properties": {"spec": {
+        "type": "object", "x-kubernetes-validations": rules,
+        "properties": {"a": {"type": "integer"}, "labels": {"type": "object",
+                                                            "additionalProperties": {"type": "string"}}}}}}
+    at = f"{path}.properties[spec].x-kubernetes-validations"
+    assert [(c["field"], c["message"]) for c in structure_problems(schema, path)] == [
+        (f"{at}[0].reason", 'Unsupported value: "Bogus": supported values: "FieldValueDuplicate", '
+                            '"FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"'),
+        (f"{at}[1].fieldPath", 'Invalid value: ".zzz": must be a valid path'),
+        (f"{at}[2].rule", "Required value: rule is not specified"),
+        (f"{at}[3].message", "Required value: message must be specified if rule contains line breaks"),
+        (f"{at}[4].message", 'Invalid value: "two\\nlines": must not contain line breaks'),
+        (f"{at}[5].messageExpression", "Required value: messageExpression must be non-empty if specified"),
+    ]
+
+
+def test_a_rules_field_path_is_normalised_as_upstream() -> None:
+    schema = {"type": "object", "x-kubernetes-validations": [
+        {"rule": "false", "fieldPath": ".spec['a']", "message": "root"}],
+        "properties": {"spec": {"type": "object", "properties": {
+            "a": {"type": "string"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                       "x-kubernetes-validations": [{"rule": "false", "fieldPath": ".k", "message": "key"}]}}}}}
+    # a key is "[k]", joined as a child's name: upstream's field.Path renders spec.labels.[k]
+    assert [c["field"] for c in validate(schema, {"spec": {"a": "x", "labels": {"k": "v"}}})] == \
+        ["spec.a", "spec.labels.[k]"]
