@@ -1,5 +1,6 @@
 """CEL expressions as the API server evaluates them: compiled once per text, errors as one
-exception. Used by ValidatingAdmissionPolicies (``api/admissionpolicy.py``) and by CRDs'
+exception, with the Kubernetes libraries (``registry/cellibs.py``: ``split``, ``lowerAscii``,
+``isIP``, ``url``, ``quantity``, ...). Used by ValidatingAdmissionPolicies (``api/admissionpolicy.py``) and by CRDs'
 ``x-kubernetes-validations`` (``registry/structural.py``)::
 
     evaluate("self.replicas <= 10", {"self": {"replicas": 3}})   # True
@@ -33,10 +34,12 @@ def _program(expression: str) -> Any:
 
 
 def context_of(variables: dict[str, Any]) -> Any:
-    """A ``cel.Context`` holding ``variables``."""
+    """A ``cel.Context`` holding ``variables`` and the Kubernetes CEL libraries (``cellibs``)."""
     import cel
 
-    context = cel.Context()
+    from .cellibs import FUNCTIONS
+
+    context = cel.Context(functions=FUNCTIONS)
     for name, value in variables.items():
         context.add_variable(name, value)
     return context

@@ -150,6 +150,8 @@ def test_the_python_client_sees_the_cel_causes(installed: Serve, api: client.Api
                     "message": "Invalid value: hostname must not be specified for protocols "
                                "['TCP', 'UDP']"}]}
     body["spec"]["listeners"][0]["protocol"] = "HTTP"
+    # rules calling the Kubernetes CEL libraries: key.split("/") on the infrastructure's labels
+    body["spec"]["infrastructure"] = {"labels": {"example.com/team": "a"}, "annotations": {"note": "b"}}
     made = as_dict(objects.create_namespaced_custom_object(
         "gateway.networking.k8s.io", "v1", "default", "gateways", body))
     assert made["spec"]["listeners"][0]["allowedRoutes"] == {"namespaces": {"from": "Same"}}
