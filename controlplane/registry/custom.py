@@ -4,7 +4,8 @@ and what its custom resources go through on their way in and out.
 In (create, update, patch)::
 
     pruned, causes = admit(version, obj)   # pruned unknown fields, defaulted, validated
-    pruned, causes = admit(version, obj, old)   # an update: transition rules (oldSelf) see ``old``
+    pruned, causes = admit(version, obj, old)   # an update: transition rules (oldSelf) see ``old``,
+                                                # and the values it leaves unchanged are ratcheted
 
 Out (every read)::
 
@@ -18,11 +19,8 @@ All versions of a CRD share one storage (``/registry/<group>/<plural>/``) and th
 from __future__ import annotations
 
 import copy
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from .structural import Cause, Schema, apply_defaults, prune, validate
 
@@ -40,15 +38,6 @@ class CustomVersion:
     list_kind: str = ""                           # acceptedNames.listKind
     deprecation_warning: str = ""                 # sent with every request to a deprecated version
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
-    # whether a rule of the schema names oldSelf (then an update's validation needs the stored object)
-    transition_rules: bool = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        found = self.schema is not None and _OLD_SELF.search(orjson.dumps(self.schema)) is not None
-        object.__setattr__(self, "transition_rules", found)
-
-
-_OLD_SELF = re.compile(rb"\boldSelf\b")
 
 
 def admit(version: CustomVersion, obj: dict[str, Any],
@@ -57,14 +46,15 @@ def admit(version: CustomVersion, obj: dict[str, Any],
     of a 422). ``metadata`` is not the schema's business (only its name is
     checked, by the caller, as for every type). ``old`` is the stored object of an
     update, which the schema's transition rules compare with (as read: pruned and
-    defaulted by the schema, as upstream decodes it)."""
+    defaulted by the schema, as upstream decodes it), and against which the errors of
+    unchanged values are ratcheted (upstream's CRDValidationRatcheting, GA in 1.33)."""
     if version.schema is None:
         return [], []
     pruned = prune(version.schema, obj)
     apply_defaults(version.schema, obj)
     without_meta = {k: v for k, v in version.schema.get("properties", {}).items() if k != "metadata"}
     schema = dict(version.schema, properties=without_meta)
-    if old is None or not version.transition_rules:
+    if old is None:
         return pruned, validate(schema, obj)
     before = copy.deepcopy(old)
     prune(version.schema, before)

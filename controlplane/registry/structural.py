@@ -8,7 +8,8 @@ in, then the result is validated::
     pruned = prune(schema, obj)          # ["spec.extra"]: the paths dropped
     apply_defaults(schema, obj)
     causes = validate(schema, obj)       # [] or the causes of a 422 Invalid
-    causes = validate(schema, obj, old=stored)   # an update: transition rules (oldSelf) run too
+    causes = validate(schema, obj, old=stored)   # an update: transition rules (oldSelf) run too, and
+                                                 # what it leaves unchanged is not held against it
 
 A cause is a ``metav1.StatusCause``; its message is what kube-apiserver's
 ``field.Error.ErrorBody()`` says, e.g. for ``spec.replicas: "two"`` against
@@ -184,6 +185,18 @@ def validate(schema: Schema, value: Any, path: str = "", old: Any = _ABSENT) -> 
     return causes + rule_causes
 
 
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are equal as Go's DeepEqual of decoded JSON finds them: types
+    too (``1`` is not ``1.0`` nor ``true``), the test of ratcheting."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _has_rules(schema: Any) -> bool:
     if not isinstance(schema, dict):
         return False
@@ -220,6 +233,8 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: A
               rule_causes: list[Cause] | None = None) -> None:
     if rule_causes is None:
         rule_causes = causes
+    if old is not _ABSENT and same(value, old):
+        causes = []  # ratcheting: the errors of a value an update leaves as it was are not reported
     expected = schema.get("type")
     if value is None:
         if schema.get("nullable") or (not expected and not schema.get("x-kubernetes-int-or-string")):
@@ -283,11 +298,13 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
 
     context = None
     kind = schema.get("type") or ""
+    unchanged = old is not _ABSENT and same(value, old)
     for rule in rules:
         text = rule.get("rule") if isinstance(rule, dict) else None
         if not isinstance(text, str):
             continue
-        if _OLD_SELF.search(text) and (old is _ABSENT or rule.get("optionalOldSelf") is True):
+        transition = _OLD_SELF.search(text) is not None
+        if transition and (old is _ABSENT or rule.get("optionalOldSelf") is True):
             continue
         if context is None:
             context = context_of({"self": value} if old is _ABSENT else {"self": value, "oldSelf": old})
@@ -302,7 +319,7 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
             causes.append({"reason": "FieldValueInvalid", "field": path, "message":
                            f"Invalid value: {describe(kind)}: {e} evaluating rule: {message or text.strip()}"})
             continue
-        if not ok:
+        if not ok and not (unchanged and not transition):  # ratcheting, but never of a transition rule
             detail = _message_of(rule, context) or message or f"failed rule: {text.strip()}"
             causes.append(_rule_failure(str(rule.get("reason") or ""), field, value, kind, detail))
 

@@ -269,3 +269,23 @@ def test_a_crd_whose_rules_name_a_bad_reason_or_field_path_is_refused(installed:
                    'value: "Bogus": supported values: "FieldValueDuplicate", "FieldValueForbidden", '
                    f'"FieldValueInvalid", "FieldValueRequired"\n* {at}[1].fieldPath: Invalid value: ".x": must be a '
                    "valid path\n")
+
+
+def test_a_stricter_crd_ratchets_the_values_an_update_leaves_alone(installed: Serve) -> None:
+    crd = yaml.safe_load((CRDS / "argoproj.io_workflows.yaml").read_text())
+    crd["metadata"] = {"name": "ratchets.example.com"}
+    crd["spec"].update(group="example.com", names={"plural": "ratchets", "kind": "Ratchet"})
+    version = crd["spec"]["versions"][0]
+    version.pop("additionalPrinterColumns")
+    name: dict[str, Any] = {"type": "string"}
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+        "type": "object", "properties": {"name": name, "note": {"type": "string"}}}
+    kubectl(installed, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(crd))
+    kubectl(installed, "apply", "--server-side", "-f", "-",
+            stdin="apiVersion: example.com/v1alpha1\nkind: Ratchet\nmetadata: {name: r}\nspec: {name: Old_Name}\n")
+    name["pattern"] = "^[a-z]+$"  # the CRD made stricter
+    kubectl(installed, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(crd))
+    kubectl(installed, "patch", "ratchet", "r", "--type=merge", "-p", '{"spec":{"note":"x"}}')
+    err = kubectl_fails(installed, "patch", "ratchet", "r", "--type=merge", "-p", '{"spec":{"name":"New_Name"}}')
+    assert err == ('The Ratchet "r" is invalid: spec.name: Invalid value: "New_Name": spec.name in body should '
+                   "match '^[a-z]+$'\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.registry.structural import apply_defaults, prune, structure_problems, validate
+from controlplane.registry.structural import apply_defaults, prune, same, structure_problems, validate
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -317,3 +317,30 @@ def test_a_rules_field_path_is_normalised_as_upstream() -> None:
     # a key is "[k]", joined as a child's name: upstream's field.Path renders spec.labels.[k]
     assert [c["field"] for c in validate(schema, {"spec": {"a": "x", "labels": {"k": "v"}}})] == \
         ["spec.a", "spec.labels.[k]"]
+
+
+def test_an_update_is_not_held_to_what_it_leaves_unchanged() -> None:
+    """CRDValidationRatcheting (GA in 1.33): a CRD made stricter does not refuse updates of
+    objects written before, for the values they do not change."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^[a-z]+$"},
+        "size": {"type": "integer", "x-kubernetes-validations": [{"rule": "self <= 10", "message": "too big"},
+                                                                  {"rule": "self >= oldSelf", "message": "no shrink"}]},
+        "note": {"type": "string"},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "required": ["port"], "properties": {
+                      "name": {"type": "string"}, "port": {"type": "integer", "maximum": 100}}}}}}}}
+    old = {"spec": {"name": "Bad_Name", "size": 20, "ports": [{"name": "a", "port": 500}]}}
+    new = {"spec": {"name": "Bad_Name", "size": 20, "note": "x", "ports": [{"name": "a", "port": 500}]}}
+    assert validate(schema, new, old=old) == []  # only note changed
+    assert len(validate(schema, new)) == 3  # a create is held to everything
+    changed = {"spec": {"name": "Bad-Name", "size": 30,
+                        "ports": [{"name": "a", "port": 501}, {"name": "b", "port": 101}]}}
+    assert {c["field"] for c in validate(schema, changed, old=old)} == {
+        "spec.name", "spec.size", "spec.ports[0].port", "spec.ports[1].port"}
+    # a transition rule is never ratcheted
+    shrunk = {"spec": {"name": "Bad_Name", "size": 15, "ports": [{"name": "a", "port": 500}]}}
+    assert [c["message"] for c in validate(schema, shrunk, old=old)] == ["Invalid value: 15: too big",
+                                                                         "Invalid value: 15: no shrink"]
+    # unchanged as Go's DeepEqual of decoded JSON says
+    assert same({"a": [1, "x"]}, {"a": [1, "x"]}) and not same(20, 20.0) and not same(1, True)
