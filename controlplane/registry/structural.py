@@ -357,21 +357,29 @@ def _rule_failure(reason: str, field: str, value: Any, kind: str, detail: str) -
 
 
 def _validate_string(schema: Schema, value: str, path: str, causes: list[Cause]) -> None:
+    _validate_length_and_pattern(schema, value, path, causes)
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and not _format_ok(fmt, value):
+        causes.append(_invalid(path, value, f"{_in_body(path)} must be of type {fmt}: {describe(value)}"))
+
+
+def _validate_length_and_pattern(schema: Schema, value: str, path: str, causes: list[Cause]) -> None:
+    """kube-openapi's string validator: the first of maxLength, minLength and pattern that
+    fails is the only one reported (a string too long is not matched against the pattern)."""
     max_length = schema.get("maxLength")
     if isinstance(max_length, int) and len(value) > max_length:
         causes.append({"reason": "FieldValueTooLong", "field": path,
                        "message": f"Too long: may not be more than {max_length} bytes"})
+        return
     min_length = schema.get("minLength")
     if isinstance(min_length, int) and len(value) < min_length:
         causes.append(_invalid(path, value, f"{_in_body(path)} should be at least {min_length} chars long"))
+        return
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
         compiled = compile_go(pattern)  # None: the CRD's validation reports a bad pattern
         if compiled is not None and compiled.search(value) is None:
             causes.append(_invalid(path, value, f"{_in_body(path)} should match '{pattern}'"))
-    fmt = schema.get("format")
-    if isinstance(fmt, str) and not _format_ok(fmt, value):
-        causes.append(_invalid(path, value, f"{_in_body(path)} must be of type {fmt}: {describe(value)}"))
 
 
 def _validate_number(schema: Schema, value: float, path: str, causes: list[Cause]) -> None:

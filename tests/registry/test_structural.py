@@ -344,3 +344,12 @@ def test_an_update_is_not_held_to_what_it_leaves_unchanged() -> None:
                                                                          "Invalid value: 15: no shrink"]
     # unchanged as Go's DeepEqual of decoded JSON says
     assert same({"a": [1, "x"]}, {"a": [1, "x"]}) and not same(20, 20.0) and not same(1, True)
+
+
+def test_a_string_too_long_or_short_is_not_matched_against_its_pattern() -> None:
+    schema = {"type": "string", "maxLength": 3, "minLength": 2, "pattern": "^[a-z]+$"}
+    assert [c["message"] for c in validate(schema, "ABCD", "s")] == ["Too long: may not be more than 3 bytes"]
+    assert [c["message"] for c in validate(schema, "A", "s")] == ['Invalid value: "A": s in body should be at '
+                                                                  "least 2 chars long"]
+    assert [c["message"] for c in validate(schema, "AB", "s")] == ['Invalid value: "AB": s in body should match '
+                                                                   "'^[a-z]+$'"]
