@@ -158,7 +158,9 @@ class AdmissionPolicies:
         }
         import cel
 
-        context = cel.Context()
+        from ..registry.cellibs import FUNCTIONS
+
+        context = cel.Context(functions=FUNCTIONS)  # the Kubernetes CEL libraries, as for CRD rules
         context.add_variable("object", obj)
         context.add_variable("oldObject", old)
         context.add_variable("request", request)

@@ -8,7 +8,8 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
 - strings (cel-go's ``ext.Strings``): ``charAt``, ``indexOf``, ``lastIndexOf``, ``lowerAscii``,
   ``upperAscii``, ``replace``, ``split``, ``substring``, ``trim``, ``join``, ``reverse``;
 - lists: ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``;
-- regex: ``find``, ``findAll`` (Go's syntax, ``registry/goregexp.py``);
+- regex: ``matches`` (a method and a global function), ``find``, ``findAll`` (Go's syntax,
+  ``registry/goregexp.py``);
 - URLs: ``url``, ``isURL``, ``getScheme``, ``getHost``, ``getHostname``, ``getPort``,
   ``getEscapedPath``, ``getQuery``;
 - IPs and CIDRs: ``ip``, ``isIP``, ``family``, ``isUnspecified``, ``isLoopback``,
@@ -106,6 +107,12 @@ def _regex(pattern: str) -> Any:
     if compiled is None:
         raise ValueError(f"invalid regular expression: {pattern}")
     return compiled
+
+
+def _matches(s: str, pattern: str) -> bool:
+    """``s.matches(re)`` and the global ``matches(s, re)`` (which the interpreter lacks), in Go's
+    syntax: Gateway API's safe-upgrades policy calls ``matches(annotation, 'v1.[0-3].\\d+')``."""
+    return _regex(pattern).search(s) is not None
 
 
 def _find(s: str, pattern: str) -> str:
@@ -225,6 +232,7 @@ FUNCTIONS: dict[str, Any] = {
     "sum": _sum,
     "min": lambda items: _extreme(items, min, "min"),
     "max": lambda items: _extreme(items, max, "max"),
+    "matches": _matches,
     "find": _find,
     "findAll": _find_all,
     "url": _url,

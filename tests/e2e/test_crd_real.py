@@ -289,3 +289,18 @@ def test_a_stricter_crd_ratchets_the_values_an_update_leaves_alone(installed: Se
     err = kubectl_fails(installed, "patch", "ratchet", "r", "--type=merge", "-p", '{"spec":{"name":"New_Name"}}')
     assert err == ('The Ratchet "r" is invalid: spec.name: Invalid value: "New_Name": spec.name in body should '
                    "match '^[a-z]+$'\n")
+
+
+def test_gateway_apis_safe_upgrades_policy_judges_its_crds(installed: Serve) -> None:
+    policy = CRDS / "policies" / "gateway.networking.k8s.io_vap_safeupgrades.yaml"
+    kubectl(installed, "apply", "-f", str(policy))
+    try:
+        classes = (CRDS / "gateway.networking.k8s.io_gatewayclasses.yaml").read_text() \
+            .replace("metadata:\n", "metadata:\n  labels: {e2e: vap}\n", 1)  # a change: kubectl sends it
+        err = kubectl_fails(installed, "apply", "-f", "-", stdin=classes)  # its bundle-version is v0.0.0-dev
+        assert "denied request: Installing CRDs with version before v1.5.0 is prohibited by default." in err, err
+        out = kubectl(installed, "apply", "-f", "-", stdin=classes.replace("bundle-version: v0.0.0-dev",
+                                                                            "bundle-version: v1.5.0"))
+        assert "gatewayclasses.gateway.networking.k8s.io configured" in out
+    finally:
+        kubectl(installed, "delete", "-f", str(policy))

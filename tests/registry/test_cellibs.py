@@ -53,10 +53,17 @@ def test_a_library_function_that_fails_is_a_rule_that_fails_to_run() -> None:
 
 def test_gateway_apis_label_key_rule_runs() -> None:
     # gateway.networking.k8s.io Gateway spec.infrastructure.labels
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}, "x-kubernetes-validations": [
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+    schema["x-kubernetes-validations"] = [
         {"rule": 'self.all(key, key.split("/")[0].size() < 253)',
-         "message": "If specified, the label key's prefix must be a DNS subdomain not longer than 253 characters"}]}
+         "message": "If specified, the label key's prefix must be a DNS subdomain not longer than 253 characters"}]
     assert validate(schema, {"example.com/team": "a"}, "spec.infrastructure.labels") == []
     (cause,) = validate(schema, {"a" * 253 + "/team": "a"}, "spec.infrastructure.labels")
     assert cause["message"] == ("Invalid value: If specified, the label key's prefix must be a DNS subdomain not "
                                 "longer than 253 characters")
+
+
+def test_matches_is_a_global_function_too() -> None:
+    # Gateway API's safe-upgrades ValidatingAdmissionPolicy
+    assert evaluate("matches(self, 'v1.[0-3].\\\\d+') && !matches(self, 'v0') && self.matches('^v1')",
+                    {"self": "v1.2.3"}) is True
