@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from .custom import CustomVersion
 from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
@@ -292,13 +293,31 @@ def established(crd: Obj) -> bool:
     return condition_true(crd, "Established")
 
 
-def _set_condition(status: Obj, kind: str, value: bool, reason: str, message: str) -> None:
+def _set_condition(status: Obj, kind: str, value: bool | str, reason: str, message: str) -> None:
     conditions = [c for c in _list(status.get("conditions")) if isinstance(c, dict)]
     old = next((c for c in conditions if c.get("type") == kind), None)
-    text = "True" if value else "False"
+    text = value if isinstance(value, str) else "True" if value else "False"
     when = old.get("lastTransitionTime") if old is not None and old.get("status") == text else None
     new = {"type": kind, "status": text, "lastTransitionTime": when or _now(), "reason": reason, "message": message}
     status["conditions"] = [new if c is old else c for c in conditions] if old is not None else [*conditions, new]
+
+
+def _approval(crd: Obj) -> tuple[str, str, str] | None:
+    """The ``KubernetesAPIApprovalPolicyConformant`` condition of a CRD of a protected group
+    (``*.k8s.io``, ``*.kubernetes.io``), as upstream's apiapproval controller words it."""
+    if not _protected(str(_dict(crd.get("spec")).get("group") or "")):
+        return None
+    annotation = str(_dict(_dict(crd.get("metadata")).get("annotations")).get(APPROVAL_ANNOTATION) or "")
+    why = f"protected groups must have approval annotation {describe(APPROVAL_ANNOTATION)}"
+    pr = "see https://github.com/kubernetes/enhancements/pull/1111"
+    if not annotation:
+        return "False", "MissingAnnotation", f"{why}, {pr}"
+    if annotation.startswith("unapproved"):
+        return "False", "UnapprovedAnnotation", f"not approved: {describe(annotation)}"
+    url = urlsplit(annotation)
+    if url.scheme and url.netloc and not any(c.isspace() for c in annotation):
+        return "True", "ApprovedAnnotation", f"approved in {annotation}"
+    return "False", "InvalidAnnotation", f'{why} with either a URL or a reason starting with "unapproved", {pr}'
 
 
 def _taken(crd: Obj, others: Iterable[Obj]) -> tuple[set[str], set[str]]:
@@ -351,9 +370,10 @@ def _accept_names(crd: Obj, accepted: Obj, others: Iterable[Obj]) -> tuple[str, 
 
 
 def set_status(crd: Obj, old: Obj | None, others: Iterable[Obj]) -> None:
-    """What the naming and establishing controllers would write: ``acceptedNames``,
-    ``NamesAccepted`` and ``Established``, and the storage version added to
-    ``storedVersions``. Once established, a CRD stays established."""
+    """What the naming, establishing and API approval controllers would write:
+    ``acceptedNames``, ``NamesAccepted`` and ``Established`` (and
+    ``KubernetesAPIApprovalPolicyConformant`` for a protected group), and the storage
+    version added to ``storedVersions``. Once established, a CRD stays established."""
     status = crd["status"] = dict(_dict(old.get("status")) if old is not None else {})
     spec = _dict(crd.get("spec"))
     # plural and kind are not optional in the API (clients' models require them)
@@ -369,6 +389,9 @@ def set_status(crd: Obj, old: Obj | None, others: Iterable[Obj]) -> None:
             _set_condition(status, "Established", True, "InitialNamesAccepted", "the initial names have been accepted")
     else:
         _set_condition(status, "Established", False, "NotAccepted", "not all names are accepted")
+    approval = _approval(crd)
+    if approval is not None:
+        _set_condition(status, "KubernetesAPIApprovalPolicyConformant", *approval)
     stored = [v for v in _list(status.get("storedVersions")) if isinstance(v, str)]
     for v in _list(spec.get("versions")):
         if isinstance(v, dict) and v.get("storage") is True and v.get("name") not in stored:

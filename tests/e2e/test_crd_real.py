@@ -46,6 +46,12 @@ def test_the_crds_apply_server_side_over_their_client_side_apply(installed: Serv
     crd = yaml.safe_load(kubectl(installed, "get", "crd", "prometheusrules.monitoring.coreos.com", "-o", "yaml",
                                  "--show-managed-fields"))
     assert "kubectl" in {m["manager"] for m in crd["metadata"]["managedFields"] if m["operation"] == "Apply"}
+    gateways = yaml.safe_load(kubectl(installed, "get", "crd", "gateways.gateway.networking.k8s.io", "-o", "yaml"))
+    assert {(c["type"], c["status"], c["reason"], c["message"]) for c in gateways["status"]["conditions"]} == {
+        ("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+        ("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"),
+        ("KubernetesAPIApprovalPolicyConformant", "True", "ApprovedAnnotation",
+         "approved in https://github.com/kubernetes-sigs/gateway-api/pull/4530")}  # a *.k8s.io group
 
 
 GATEWAYS = """

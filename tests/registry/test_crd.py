@@ -234,3 +234,24 @@ def test_a_custom_type_never_replaces_a_builtin() -> None:
 def test_version_priority() -> None:
     assert sorted(["v1beta1", "foo", "v1", "v2alpha1", "v2", "v10", "v1beta2", "bar"], key=priority) == \
         ["v10", "v2", "v1", "v1beta2", "v1beta1", "v2alpha1", "bar", "foo"]
+
+
+def test_a_protected_groups_crd_says_whether_its_api_was_approved() -> None:
+    def approval(annotation: str | None) -> tuple[str, str, str]:
+        obj = crd(group="x.k8s.io")
+        if annotation is not None:
+            obj["metadata"]["annotations"] = {"api-approved.kubernetes.io": annotation}
+        set_status(obj, None, [])
+        (got,) = [c for c in obj["status"]["conditions"] if c["type"] == "KubernetesAPIApprovalPolicyConformant"]
+        return got["status"], got["reason"], got["message"]
+
+    assert approval("https://github.com/kubernetes-sigs/gateway-api/pull/4530") == (
+        "True", "ApprovedAnnotation", "approved in https://github.com/kubernetes-sigs/gateway-api/pull/4530")
+    assert approval("unapproved, experimental") == (
+        "False", "UnapprovedAnnotation", 'not approved: "unapproved, experimental"')
+    assert approval("yes") == ("False", "InvalidAnnotation", 'protected groups must have approval annotation '
+                               '"api-approved.kubernetes.io" with either a URL or a reason starting with '
+                               '"unapproved", see https://github.com/kubernetes/enhancements/pull/1111')
+    plain = crd()
+    set_status(plain, None, [])
+    assert [c["type"] for c in plain["status"]["conditions"]] == ["NamesAccepted", "Established"]
