@@ -8,7 +8,7 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
 - strings (cel-go's ``ext.Strings``): ``charAt``, ``indexOf``, ``lastIndexOf``, ``lowerAscii``,
   ``upperAscii``, ``replace``, ``split``, ``substring``, ``trim``, ``join``, ``reverse``;
 - lists: ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``;
-- regex: ``matches`` (a method and a global function), ``find``, ``findAll`` (Go's syntax,
+- regex: the global ``matches(s, re)``, ``find``, ``findAll`` (Go's syntax,
   ``registry/goregexp.py``);
 - URLs: ``url``, ``isURL``, ``getScheme``, ``getHost``, ``getHostname``, ``getPort``,
   ``getEscapedPath``, ``getQuery``;
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from controlplane.registry.goregexp import compile_go
 from controlplane.scheduler.dra.cel import _FUNCTIONS as _QUANTITY_FUNCTIONS
 
-__all__ = ["FUNCTIONS"]
+__all__ = ["FUNCTIONS", "GLOBAL_MATCHES", "with_global_matches"]
 
 _URL, _IP, _CIDR = "__url__", "__ip__", "__cidr__"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -109,10 +110,54 @@ def _regex(pattern: str) -> Any:
     return compiled
 
 
+GLOBAL_MATCHES = "__global_matches"
+_MATCHES_CALL = re.compile(r"matches\s*\(")
+
+
 def _matches(s: str, pattern: str) -> bool:
-    """``s.matches(re)`` and the global ``matches(s, re)`` (which the interpreter lacks), in Go's
-    syntax: Gateway API's safe-upgrades policy calls ``matches(annotation, 'v1.[0-3].\\d+')``."""
+    """The global ``matches(s, re)``, which the interpreter lacks (it has the method
+    ``s.matches(re)``, whose linear-time engine is left to it): Gateway API's safe-upgrades
+    policy calls ``matches(annotation, 'v1.[0-3].\\d+')``. ``with_global_matches`` renames
+    the calls to this function."""
     return _regex(pattern).search(s) is not None
+
+
+def with_global_matches(expression: str) -> str:
+    """``expression`` with its global ``matches(`` calls (not methods, not in string literals)
+    renamed to ``GLOBAL_MATCHES``."""
+    if "matches" not in expression:
+        return expression
+    out: list[str] = []
+    i, quote = 0, ""
+    while i < len(expression):
+        c = expression[i]
+        if quote:
+            if c == "\\":
+                out.append(expression[i:i + 2])
+                i += 2
+                continue
+            if expression.startswith(quote, i):
+                out.append(quote)
+                i += len(quote)
+                quote = ""
+                continue
+        elif c in "'\"":
+            quote = c * 3 if expression.startswith(c * 3, i) else c
+            out.append(quote)
+            i += len(quote)
+            continue
+        elif (call := _MATCHES_CALL.match(expression, i)) and not _after_member_or_name(expression, i):
+            out.append(GLOBAL_MATCHES + "(")
+            i = call.end()
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _after_member_or_name(expression: str, i: int) -> bool:
+    before = expression[:i].rstrip()
+    return bool(before) and (before[-1] == "." or before[-1].isalnum() or before[-1] == "_")
 
 
 def _find(s: str, pattern: str) -> str:
@@ -232,7 +277,7 @@ FUNCTIONS: dict[str, Any] = {
     "sum": _sum,
     "min": lambda items: _extreme(items, min, "min"),
     "max": lambda items: _extreme(items, max, "max"),
-    "matches": _matches,
+    GLOBAL_MATCHES: _matches,
     "find": _find,
     "findAll": _find_all,
     "url": _url,

@@ -24,8 +24,10 @@ def _program(expression: str) -> Any:
     if program is None:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
+        from .cellibs import with_global_matches
+
         try:
-            program = cel.compile(expression)
+            program = cel.compile(with_global_matches(expression))
         except Exception as e:  # the interpreter's parse errors
             raise ExpressionError(f"compilation failed: {e}") from e
         if len(_compiled) < 10_000:

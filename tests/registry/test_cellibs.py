@@ -67,3 +67,13 @@ def test_matches_is_a_global_function_too() -> None:
     # Gateway API's safe-upgrades ValidatingAdmissionPolicy
     assert evaluate("matches(self, 'v1.[0-3].\\\\d+') && !matches(self, 'v0') && self.matches('^v1')",
                     {"self": "v1.2.3"}) is True
+
+
+def test_only_global_matches_calls_are_renamed() -> None:
+    from controlplane.registry.cellibs import GLOBAL_MATCHES, with_global_matches
+
+    assert with_global_matches("matches(a, 'x') && !matches (b, 'y')") == \
+        f"{GLOBAL_MATCHES}(a, 'x') && !{GLOBAL_MATCHES}(b, 'y')"
+    for unchanged in ("self.matches('^a')", "self.x.matches('a')", "'matches(x)' == s", '"""matches(""" == s',
+                      "nomatches(x)", r"'it\'s matches(x)' == s"):
+        assert with_global_matches(unchanged) == unchanged
