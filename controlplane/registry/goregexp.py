@@ -1,25 +1,30 @@
-"""Go's regular expressions (RE2 syntax, package ``regexp``) on Python's ``re``: what a CRD's
-``pattern`` means to kube-apiserver, which compiles it with Go's ``regexp.Compile``.
+"""Go's regular expressions (RE2 syntax, package ``regexp``): what a CRD's ``pattern`` means
+to kube-apiserver, which compiles it with Go's ``regexp.Compile``.
 
-The two syntaxes share most of their text but not all of its meaning, so a pattern is
-translated before ``re`` sees it:
+A pattern is matched by RE2 itself (Google's ``re2`` binding, ``google-re2``), whose syntax and
+meaning are Go's (leftmost-first, ``$`` the end of the text, ASCII ``\\d \\w \\s``, Unicode
+classes, the ``U`` flag) and whose time is linear in the value: a pattern such as ``^(a+)+$``
+that would make a backtracking engine run for ever on a long value cannot stall the server.
+
+Whether Go accepts a pattern, and Go's message when it does not, come from checking its text
+as Go's parser would, which RE2's own messages do not give. That check walks a translation of
+the pattern into Python's ``re`` syntax, kept because it finds what Go refuses on the way:
 
 - Flags set mid-expression (``^(?i)(abort|warn)?$``, prometheus-operator's PrometheusRule) last
   to the end of the enclosing group in Go; ``re`` takes global flags only at the start, so each
   becomes a scoped group ``(?i:...)``, closed and reopened around a ``|`` of its level.
 - Without the ``m`` flag Go's ``$`` is the end of the text (``\\z``); ``re``'s also matches before a
   final newline, so it becomes ``\\Z`` (which is ``re``'s end of text); ``\\z`` becomes ``\\Z`` too.
-- ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII in Go: ``re.ASCII``. (It also makes ``(?i)`` fold
-  ASCII letters only, where Go folds Unicode ones: the one difference left.)
+- ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII in Go: ``re.ASCII``.
 - ``\\Q...\\E`` is quoted literal text; ``\\x{263a}`` a code point.
 - What Go refuses is refused with Go's message (``error parsing regexp: invalid or unsupported
   Perl syntax: `(?=```): lookarounds, backreferences, ``\\Z``, escaped letters Go does not know,
   nested repetitions (``a**``, possessive ``a*+``), repeat counts above 1000, unbalanced
   parentheses and brackets.
 
-Unicode classes (``\\pL``, ``\\p{Greek}``) and the ungreedy flag ``U`` have no ``re`` form: such a
-pattern is valid (:func:`syntax_error` is None) but :func:`compile_go` gives None, and callers
-then leave values unchecked against it::
+Unicode classes (``\\pL``, ``\\p{Greek}``) and the ungreedy flag ``U`` have no ``re`` form, but are
+valid and matched by RE2 as Go matches them. A pattern the check passes and RE2 refuses
+(none is known) gives None from :func:`compile_go`, and callers leave values unchecked::
 
     >>> compile_go("^(?i)(abort|warn)?$").match("WARN") is not None
     True
@@ -31,9 +36,24 @@ from __future__ import annotations
 
 import functools
 import re
-import warnings
+from typing import Any, Protocol
 
-__all__ = ["compile_go", "syntax_error"]
+import re2
+
+__all__ = ["Pattern", "compile_go", "syntax_error"]
+
+
+class Pattern(Protocol):
+    """A compiled pattern (RE2's, whose ``re``-like methods these are)."""
+
+    def search(self, text: str) -> Any: ...
+
+    def match(self, text: str) -> Any: ...
+
+
+# RE2 logs each pattern it refuses to stderr unless told not to (refusals are answered here)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
 
 _MAX_REPEAT = 1000
 _GO_LETTER_ESCAPES = set("aAbBdDfnprsStvwWxzQEP")  # every other escaped letter is an error in Go
@@ -256,19 +276,18 @@ def _char_class(pattern: str, i: int) -> tuple[str, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern[str] | GoSyntaxError | None:
+def _compiled(pattern: str) -> Pattern | GoSyntaxError | None:
     try:
-        translated = _translate(pattern)
+        _translate(pattern)  # what Go refuses, in Go's words
     except GoSyntaxError as e:
         return e
     except _Untranslatable:
-        return None
+        pass  # valid Go that re cannot say: RE2 can
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # re's FutureWarnings about set syntax it may adopt
-            return re.compile(translated, re.ASCII)
-    except re.error:
+        compiled: Pattern = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error:
         return None  # valid as far as the checks above go; unchecked rather than refused
+    return compiled
 
 
 def syntax_error(pattern: str) -> str | None:
@@ -277,8 +296,8 @@ def syntax_error(pattern: str) -> str | None:
     return str(compiled) if isinstance(compiled, GoSyntaxError) else None
 
 
-def compile_go(pattern: str) -> re.Pattern[str] | None:
-    """``pattern`` as Go reads it, compiled for ``re.search``; None if it is invalid or has no
-    ``re`` form."""
+def compile_go(pattern: str) -> Pattern | None:
+    """``pattern`` as Go reads it, compiled by RE2 (``search`` finds it anywhere in a value,
+    as Go's ``MatchString``); None if it is invalid."""
     compiled = _compiled(pattern)
-    return compiled if isinstance(compiled, re.Pattern) else None
+    return None if compiled is None or isinstance(compiled, GoSyntaxError) else compiled

@@ -57,11 +57,25 @@ def test_what_go_refuses_is_refused_in_its_words(pattern: str, message: str) -> 
     assert compile_go(pattern) is None
 
 
-def test_go_syntax_without_a_python_form_is_valid_and_unchecked() -> None:
-    for pattern in (r"^\pL+$", r"^\p{Greek}$", "(?U)a+"):
-        assert syntax_error(pattern) is None and compile_go(pattern) is None
+def test_go_syntax_without_a_python_form_is_matched_as_go_matches_it() -> None:
+    assert all(syntax_error(p) is None for p in (r"^\pL+$", r"^\p{Greek}$", "(?U)a+"))
+    assert matches(r"^\pL+$", "héllo") and not matches(r"^\pL+$", "h1")
+    assert matches(r"^\p{Greek}$", "λ") and not matches(r"^\p{Greek}$", "l")
+    ungreedy = compile_go("(?U)a+")
+    assert ungreedy is not None and ungreedy.search("aaa").group(0) == "a"
+    assert matches("^(?i)straße$", "STRASSE") is False and matches("^(?i)é$", "É")  # Unicode folding, as Go
     schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": r"^\pL+$"}}}
-    assert validate(schema, {"s": "1"}) == []
+    assert validate(schema, {"s": "abc"}) == []
+    assert [c["message"] for c in validate(schema, {"s": "1"})] == [
+        "Invalid value: \"1\": s in body should match '^\\pL+$'"]
+
+
+@pytest.mark.timeout(30)
+def test_a_pattern_takes_linear_time_whatever_the_value() -> None:
+    # a backtracking engine takes 2^n steps for ^(a+)+$ on n a's and a mismatch: this one
+    # request would hold the server's event loop for ever (RE2: about a millisecond)
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+    assert len(validate(schema, {"s": "a" * 100_000 + "!"})) == 1
 
 
 def test_a_crd_pattern_is_checked_with_go_syntax_and_values_against_it() -> None:
