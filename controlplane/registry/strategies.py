@@ -336,7 +336,7 @@ def _config_data(obj: dict[str, Any], old: dict[str, Any] | None, binary: tuple[
                 size += _decoded_size(v) if field in encoded else len(v.encode())
     if size > _MAX_CONFIG_BYTES:
         causes.append({"reason": "FieldValueTooLong", "field": size_field,
-                       "message": f"Too long: must have at most {_MAX_CONFIG_BYTES} bytes"})
+                       "message": f"Too long: may not be more than {_MAX_CONFIG_BYTES} bytes"})  # (since 1.32)
     if old is not None and old.get("immutable") is True:
         for field in (*binary, "immutable"):
             if obj.get(field) != old.get(field):

@@ -62,7 +62,7 @@ async def test_config_keys_size_and_immutability(client: Client) -> None:
     assert e.value.code == 422 and "a valid config key" in e.value.message
     with pytest.raises(ApiError) as e:
         await client.create(CMS, {"metadata": {"name": "big"}, "data": {"k": "x" * (1024 * 1024 + 1)}})
-    assert e.value.code == 422 and "Too long: must have at most 1048576 bytes" in e.value.message
+    assert e.value.code == 422 and "Too long: may not be more than 1048576 bytes" in e.value.message
     await client.create(CMS, {"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": True})
     with pytest.raises(ApiError) as e:
         await client.patch(f"{CMS}/frozen", {"data": {"k": "changed"}})

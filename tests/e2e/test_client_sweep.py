@@ -218,9 +218,9 @@ def test_the_1mib_limit_counts_decoded_bytes_of_a_secret_and_of_binary_data(serv
     cm = json.loads(kubectl(served, "get", "configmap", "blob", "-o", "json"))
     assert set(cm["binaryData"]) == {"blob.bin"}
     blob.write_bytes(os.urandom(1024 * 1024 + 1))
-    assert ('Secret "big" is invalid: data: Too long: must have at most 1048576 bytes'
+    assert ('Secret "big" is invalid: data: Too long: may not be more than 1048576 bytes'
             in _kubectl_fails(served, "create", "secret", "generic", "big", f"--from-file={blob}"))
-    assert ('ConfigMap "big" is invalid: : Too long: must have at most 1048576 bytes'
+    assert ('ConfigMap "big" is invalid: : Too long: may not be more than 1048576 bytes'
             in _kubectl_fails(served, "create", "configmap", "big", f"--from-file={blob}"))
 
 
