@@ -8,6 +8,9 @@ listed) each request is deleted that is:
 - denied, or failed, that condition last updated over an hour ago;
 - pending (no condition at all) and created over 24 hours ago;
 - approved and issued with a certificate whose ``notAfter`` has passed.
+
+A sweep that fails (a delete timing out under load) is logged and the next one tries
+again, as upstream's ``wait.Until`` loop goes on.
 """
 
 from __future__ import annotations
@@ -95,7 +98,10 @@ class CsrCleaner:
         try:
             await self.csrs.synced.wait()
             while True:
-                await self.sweep()
+                try:
+                    await self.sweep()
+                except Exception:  # a sweep's failure (a timeout, ...) must not end the cleaner: the next tries
+                    log.exception("csr cleaner: sweep failed")
                 await asyncio.sleep(self.interval)
         finally:
             informer.cancel()

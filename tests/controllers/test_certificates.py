@@ -263,3 +263,37 @@ async def test_a_sweep_deletes_the_old_requests(client: Client) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_failed_sweep_does_not_end_the_cleaner(client: Client) -> None:
+    from controlplane.controllers.csrcleaner import CsrCleaner
+
+    pem = base64.b64encode(request().public_bytes(serialization.Encoding.PEM)).decode()
+    await client.create(CSRS, {"metadata": {"name": "old", "creationTimestamp": "2020-01-01T00:00:00Z"}, "spec": {
+        "request": pem, "signerName": "example.com/x", "usages": ["client auth"]}})
+    made = await client.get(f"{CSRS}/old")
+    await client.update(f"{CSRS}/old/approval", {**made, "status": {"conditions": [
+        {"type": "Denied", "status": "True", "reason": "No", "lastUpdateTime": "2020-01-01T00:00:00Z"}]}})
+    cleaner = CsrCleaner(client, interval=0.05)
+    real_delete, failures = client.delete, []
+
+    class Flaky:  # the first delete times out, as a client under load may
+        def __getattr__(self, name: str) -> Any:
+            return getattr(client, name)
+
+        async def delete(self, path: str, **kwargs: Any) -> Any:
+            if not failures:
+                failures.append(path)
+                raise TimeoutError(path)
+            return await real_delete(path, **kwargs)
+
+    cleaner.client = Flaky()  # type: ignore[assignment]
+    task = asyncio.create_task(cleaner.run())
+    try:
+        async def gone() -> bool:
+            return not (await client.get(CSRS))["items"]
+        assert await until(gone)
+        assert failures == [f"{CSRS}/old"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
