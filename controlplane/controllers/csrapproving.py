@@ -11,7 +11,9 @@ name: its common name is the username) or else ``certificatesigningrequests/node
 (a bootstrap token renewing nothing yet). Upstream's bootstrap roles
 ``system:certificates.k8s.io:certificatesigningrequests:nodeclient`` and
 ``:selfnodeclient`` grant those (``api/rbacpolicy.py``). Any other request is left for a
-human (``kubectl certificate approve``). Under ``--authorization-mode AlwaysAllow`` every
+human (``kubectl certificate approve``); a kubelet client request whose review does not
+allow is asked about again after a delay doubling up to a minute (upstream's rate-limited
+requeue), so a grant bound after the request still approves it. Under ``--authorization-mode AlwaysAllow`` every
 review allows, so every kubelet client request is approved, as upstream's.
 """
 
@@ -90,7 +92,8 @@ class CsrApprover:
         csr = self.csrs.items.get(name)
         if csr is None or not _pending(csr):
             return
-        for subresource, message in recognized(csr):
+        tried = recognized(csr)
+        for subresource, message in tried:
             if await self._allowed(csr, subresource):
                 now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 status = dict(csr.get("status") or {})
@@ -103,6 +106,14 @@ class CsrApprover:
                     if e.code not in (404, 409):  # gone, or changed meanwhile: its event comes back
                         raise
                 return
+        if tried:  # asked again later, as upstream's requeue: a grant may come after the request
+            raise NotApproved(f"recognized csr {name!r} as {[t[0] for t in tried]} but subject access review "
+                              "was not approved")
+
+
+class NotApproved(Exception):
+    """A kubelet client request its requestor may not (yet) have approved: its key is handled
+    again after a growing delay (``run_controller``)."""
 
 
 async def start(client: Client, config: Config) -> None:

@@ -297,3 +297,21 @@ async def test_a_failed_sweep_does_not_end_the_cleaner(client: Client) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_kubelet_request_is_approved_once_its_requestor_is_granted_after_it(rbac_front: Any) -> None:
+    """As upstream's approver requeues a recognized request the review did not allow: a
+    requestor bound to the nodeclient role after its request still gets it approved."""
+    await _requested(rbac_front, "mallory-token", "late", request(cn="system:node:n7"), CLIENT_USAGES)
+    async with Client.in_process(rbac_front, token="admin-token") as admin:
+        async def conditions() -> list[dict[str, Any]]:
+            return list(((await admin.get(f"{CSRS}/late")).get("status") or {}).get("conditions") or ())
+
+        await asyncio.sleep(0.2)  # the approver has asked once and been refused
+        assert await conditions() == []
+        await admin.create(f"{RBAC}/clusterrolebindings", {
+            "metadata": {"name": "mallory"}, "subjects": [{"kind": "User", "name": "mallory"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}})
+        approved = await until(conditions, timeout=10.0)
+        assert [(c["type"], c["reason"]) for c in approved] == [("Approved", "AutoApproved")]
