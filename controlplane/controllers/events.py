@@ -12,9 +12,9 @@ rather than six lines. The events written are remembered for the last
 
 A recorder with a ``host`` (the kubelet's: its node) names it as the source's
 host and the reporting instance, as client-go's recorder does with its
-EventSource; one given ``submit`` hands its writes to its owner's write queue
-(the node simulator's, which paces them behind its heartbeats and pod status)
-instead of starting a task each.
+EventSource; one given ``submit`` hands its writes to its owner's queue (the
+node simulator's event lane, apart from its heartbeats and pod status) instead
+of starting a task each.
 """
 
 from __future__ import annotations

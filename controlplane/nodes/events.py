@@ -25,7 +25,7 @@ each about the pod with ``involvedObject.fieldPath`` naming the container
 The simulator models no crash loops nor failed pulls, so no ``BackOff`` nor
 ``Failed`` pull. The events are written through the API by the controllers'
 ``Recorder`` (same event again: its count goes up), whose writes the simulator
-queues behind its heartbeats and pod status (``submit``).
+queues on a lane of their own, apart from its heartbeats and pod status (``submit``).
 """
 
 from __future__ import annotations

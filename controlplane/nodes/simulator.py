@@ -29,7 +29,7 @@ the pods bound to them:
   the node's ``spec.podCIDR`` (``ipam``);
 - **pod events** (``config.pod_events``, on unless ``--no-pod-events``): with the
   built-in stages, the kubelet's Events about each pod's containers (``events``:
-  image pulls, created, started, stopping on a graceful delete), written apart
+  image pulls, created, started, stopping when a running pod is deleted), written apart
   from the other writes, ``EVENT_CONCURRENCY`` at a time, and dropped beyond a
   thousand unwritten, as client-go's broadcaster drops them (a user's stages
   say their own, ``next.event``);
@@ -284,7 +284,7 @@ class NodeSimulator:
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
         self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
-        # the kubelet's Events about pods' containers, written last of all writes; with the built-in
+        # the kubelet's Events about pods' containers, written on a lane of their own; with the built-in
         # stages only: a user's stages own the pods' lifecycle, and say its events (``next.event``), as KWOK's
         self._event_writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self.pod_events = KubeletEvents(client, self._event_writes.put_nowait) \
