@@ -12,8 +12,11 @@ for a pod, a compute resource the quota limits that a container does not state
 by the quota controller's recalculation (``controllers/quota.py``), as upstream.
 
 A pod's resize (``pods/resize``) is charged too, as upstream's pod evaluator takes it:
-the difference between what the pod uses after it and before, checked and written the
-same way (a shrink lowers ``used``; what went up is held to ``hard``, in the same 403).
+what the pod uses after it beyond what it used before, checked and written the same way
+(what went up is held to ``hard``, in the same 403; a shrink charges nothing and is given
+back by the controller's recount, as upstream's delta is never negative). Only the
+resources whose usage goes up are checked, as upstream drops the zeros: a quota already
+over on one resource (its ``hard`` lowered since) does not refuse a write that adds none of it.
 
 Every create asks, so the namespace's quotas are memoised per generation of the
 ResourceQuota watch cache: a cluster without quotas pays one dictionary lookup.
@@ -72,8 +75,8 @@ class QuotaAdmission:
 
     async def charge_resize(self, rtype: ResourceType, namespace: str | None, pod: Obj, old: Obj) -> None:
         """Charge a pod's resize (``pods/resize``, ``old`` the pod before it) to its namespace's
-        quotas: what it uses after less what it used before, which may be less than nothing (a
-        shrink gives back), or raise the 403 that refuses it. An ended pod uses nothing
+        quotas: what it uses after beyond what it used before (never less than nothing: a shrink
+        is given back by the controller's recount), or raise the 403 that refuses it. An ended pod uses nothing
         either side (upstream's evaluator counts only its object then)."""
         if not namespace or DRY_RUN.get() or not pod_counts(old) or not await self._of(namespace):
             return
@@ -84,9 +87,11 @@ class QuotaAdmission:
         name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
         used = usage(rtype.group, rtype.plural, obj)
         unchanged = False
-        if old is not None:  # an update: the difference (upstream's deltaUsage), none if nothing changed
+        if old is not None:  # an update: what goes up (upstream's deltaUsage, SubtractWithNonNegativeResult:
+            # a shrink is given back by the controller's recount, not here), none if nothing does
             before = usage(rtype.group, rtype.plural, old)
-            used = {r: used.get(r, Fraction(0)) - before.get(r, Fraction(0)) for r in used.keys() | before.keys()}
+            used = {r: max(used.get(r, Fraction(0)) - before.get(r, Fraction(0)), Fraction(0))
+                    for r in used.keys() | before.keys()}
             unchanged = not any(used.values())
         charged: set[str] = set()  # quotas written already: a retry charges only the others
         for _attempt in range(ATTEMPTS):
@@ -112,8 +117,9 @@ class QuotaAdmission:
                 unknown = sorted(r for r in increment if r not in hard or r not in now)
                 if unknown:
                     raise _forbidden(rtype, name, f"status unknown for quota: {qname}, resources: {','.join(unknown)}")
-                if unchanged:
-                    continue  # an update that uses what it used: checked, nothing to charge
+                increment = {r: v for r, v in increment.items() if v}  # upstream's RemoveZeros: not checked
+                if unchanged or not increment:
+                    continue  # an update that uses no more than it used: checked, nothing to charge
                 try:
                     after = {r: parse_quantity(now[r]) + v for r, v in increment.items()}
                     over = {r: v for r, v in after.items() if v > parse_quantity(hard[r])}

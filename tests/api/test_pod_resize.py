@@ -169,7 +169,8 @@ async def quota_used(c: Client) -> str:
 
 
 async def test_a_resize_is_charged_to_the_quota_as_upstreams_pod_evaluator(client: Client) -> None:
-    """ResourceQuota admission takes pods/resize: the difference is charged (a shrink gives
+    """ResourceQuota admission takes pods/resize: the growth is charged (a shrink is not given
+    back at admission: upstream's delta is never negative, the controller's recount gives it
     back), and a growth over the limit is upstream's 403 exceeded quota."""
     c = client
     made = await c.create(QUOTAS, {"metadata": {"name": "compute"}, "spec": {"hard": {"requests.cpu": "1"}}})
@@ -193,11 +194,31 @@ async def test_a_resize_is_charged_to_the_quota_as_upstreams_pod_evaluator(clien
     got = await c.update(f"{PODS}/p/resize", {"metadata": {"name": "p"}, "spec": {"containers": [
         container(requests={"cpu": "300m"})]}})  # a PUT too; down, without a kubelet reporting the old size
     assert got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
-    assert await quota_used(c) == "300m"
+    assert await quota_used(c) == "800m"  # (SubtractWithNonNegativeResult: what the kubelet still runs)
     ended = await c.get(f"{PODS}/p")  # an ended pod uses nothing, before or after
     await c.update(f"{PODS}/p/status", {**ended, "status": {**ended["status"], "phase": "Succeeded"}})
     await resize(c, {"name": "c", "resources": {"requests": {"cpu": "5"}}})
-    assert await quota_used(c) == "300m"
+    assert await quota_used(c) == "800m"
+
+
+async def test_a_resize_is_held_only_to_what_it_grows(client: Client) -> None:
+    """upstream's quota admission checks only the resources whose usage goes up (zeros removed
+    from the delta): a quota already over on memory (its hard lowered since) lets a cpu resize
+    through."""
+    c = client
+    hard = {"requests.cpu": "2", "requests.memory": "1Gi"}
+    made = await c.create(QUOTAS, {"metadata": {"name": "compute"}, "spec": {"hard": hard}})
+    made = await c.update(f"{QUOTAS}/compute/status", {**made, "status": {
+        "hard": hard, "used": {"requests.cpu": "0", "requests.memory": "0"}}})
+    await c.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [
+        container(requests={"cpu": "500m", "memory": "64Mi"})]}})
+    lowered = {**hard, "requests.memory": "32Mi"}
+    made = await c.get(f"{QUOTAS}/compute")
+    made = await c.update(f"{QUOTAS}/compute", {**made, "spec": {"hard": lowered}})
+    await c.update(f"{QUOTAS}/compute/status", {**made, "status": {**made["status"], "hard": lowered}})
+    got = await resize(c, {"name": "c", "resources": {"requests": {"cpu": "800m"}}})
+    assert got["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "800m", "memory": "64Mi"}
+    assert await quota_used(c) == "800m"
 
 
 def test_a_pods_usage_counts_what_its_containers_run_with_too() -> None:
