@@ -275,7 +275,7 @@ async def test_a_failed_sweep_does_not_end_the_cleaner(client: Client) -> None:
     await client.update(f"{CSRS}/old/approval", {**made, "status": {"conditions": [
         {"type": "Denied", "status": "True", "reason": "No", "lastUpdateTime": "2020-01-01T00:00:00Z"}]}})
     cleaner = CsrCleaner(client, interval=0.05)
-    real_delete, failures = client.delete, []
+    real_delete, failures = client.delete, list[str]()
 
     class Flaky:  # the first delete times out, as a client under load may
         def __getattr__(self, name: str) -> Any:
