@@ -15,9 +15,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["CONFLICT_RETRY_SECONDS", "RETRY_FIRST", "RETRY_MAX", "WorkQueue", "run_controller"]
+__all__ = ["CONFLICT_RETRY_SECONDS", "RETRY_FIRST", "RETRY_MAX", "NotDone", "WorkQueue", "run_controller"]
 
 log = logging.getLogger(__name__)
+
+
+class NotDone(Exception):
+    """A handler's answer that its key is not done for an expected reason (the message says
+    which): handled again after a growing delay, as any failure, but logged without a
+    traceback, as client-go's controllers log a sync's error."""
 
 
 class WorkQueue:
@@ -125,6 +131,8 @@ async def _work(name: str, queue: WorkQueue, handle: Callable[[str], Awaitable[N
             queue.forget(key)
         except asyncio.CancelledError:
             raise
+        except NotDone as e:
+            log.info("%s: %s: %s; again in %.1f s", name, key, e, queue.add_after_failure(key))
         except ApiError as e:
             if e.code == 409:
                 asyncio.get_running_loop().call_later(CONFLICT_RETRY_SECONDS, queue.add, key)

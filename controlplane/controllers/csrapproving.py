@@ -23,7 +23,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client
-from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.client.workqueue import NotDone, WorkQueue, run_controller
 from controlplane.registry.certificates import parse_request
 
 from .certificates import CSRS, KUBELET_CLIENT, refusal
@@ -111,9 +111,9 @@ class CsrApprover:
                               "was not approved")
 
 
-class NotApproved(Exception):
+class NotApproved(NotDone):
     """A kubelet client request its requestor may not (yet) have approved: its key is handled
-    again after a growing delay (``run_controller``)."""
+    again after a growing delay (``run_controller``), logged in a line."""
 
 
 async def start(client: Client, config: Config) -> None:

@@ -4,8 +4,11 @@ soonest time asked, as the delaying queue's AddAfter."""
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
-from controlplane.client.workqueue import WorkQueue
+from controlplane.client import workqueue
+from controlplane.client.workqueue import NotDone, WorkQueue, run_controller
 
 
 async def test_add_after_keeps_one_timer_a_key_the_soonest() -> None:
@@ -29,3 +32,28 @@ async def test_add_after_without_a_delay_adds_at_once() -> None:
     queue = WorkQueue()
     queue.add_after("k", 0)
     assert await asyncio.wait_for(queue.get(), 1) == "k" and not queue._waiting
+
+
+async def test_a_key_not_done_is_handled_again_and_logged_in_a_line(caplog: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(workqueue, "RETRY_FIRST", 0.01)
+    queue = WorkQueue()
+    handled: list[str] = []
+    again = asyncio.Event()
+
+    async def handle(key: str) -> None:
+        handled.append(key)
+        if len(handled) == 1:
+            raise NotDone("not approved yet")
+        again.set()
+
+    queue.add("k")
+    caplog.set_level(logging.INFO, logger=workqueue.__name__)
+    task = asyncio.create_task(run_controller("c", [], queue, handle, workers=1))
+    try:
+        await asyncio.wait_for(again.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert handled == ["k", "k"]
+    [record] = [r for r in caplog.records if "not approved yet" in r.getMessage()]
+    assert record.exc_info is None and record.levelno == logging.INFO
