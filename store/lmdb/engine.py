@@ -436,6 +436,11 @@ class LmdbStore:
         if self._env_closed:  # batches finished while closing: just answer their callers
             self._answer(batch.ops)
             return
+        # The callers first, the watchers after: each only wakes at the loop's next turn, in
+        # the order woken, and a writer's task that runs before the watch cache's feed
+        # hands its serialised object to the cache (``prime``), which then spares a decode.
+        # Nothing runs before this callback has applied the batch to the index.
+        self._answer(batch.ops)
         index = self._index
         if batch.changes:
             first = batch.changes[0].revision
@@ -455,7 +460,6 @@ class LmdbStore:
             self.stats["ops"] += writes
             if self.commit_observer is not None:
                 self.commit_observer(writes, batch.commit_seconds)
-        self._answer(batch.ops)
         now = time.monotonic()
         if now - self._trimmed_at > 0.05:
             self._trimmed_at = now

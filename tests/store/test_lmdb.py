@@ -602,6 +602,32 @@ async def test_live_watch_events_carry_their_commit_time(tmp_path: Path) -> None
         await s.close()
 
 
+async def test_a_writer_resumes_before_the_watchers_of_its_write(tmp_path: Path) -> None:
+    """Both wake at the loop's next turn, the writer first: the API server's handler then
+    hands the watch cache the object it serialised before the cache's feed sees the event
+    (``prime``), sparing the cache a decode of the stored bytes."""
+    s = store.open(f"lmdb://{tmp_path}/db")
+    try:
+        w = s.watch(b"/a/", b"/a0", await s.revision() + 1)
+        resumed: list[str] = []
+
+        async def watcher() -> None:
+            await anext(aiter(w))
+            resumed.append("watcher")
+
+        async def writer() -> None:
+            await s.create(b"/a/x", b"v")
+            resumed.append("writer")
+
+        watching = asyncio.ensure_future(watcher())
+        await asyncio.sleep(0.1)  # the watcher waits for live events
+        await asyncio.wait_for(asyncio.gather(writer(), watching), 5)
+        assert resumed == ["writer", "watcher"]
+        await w.aclose()  # type: ignore[attr-defined]
+    finally:
+        await s.close()
+
+
 async def test_a_record_read_while_it_is_being_copied_in_is_read_again_not_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A reader ahead of the durable mark (recovery) may read a record's head before its
