@@ -137,7 +137,7 @@ class WatchCaches:
             cache = route(keys[0])
             if cache is not None and all(map(bytes.startswith, keys, repeat(cache.prefix))):
                 self.revision = events.last
-                for each in self._caches.values():
+                for each in list(self._caches.values()):
                     each.feed(events if each is cache else [], self.revision, received)
                 return
         by_cache: dict[ResourceCache, list[store.Event]] = {}
@@ -156,5 +156,5 @@ class WatchCaches:
                     bucket = by_cache[cache] = []
             bucket.append(ev)
         self.revision = events[-1].kv.mod_revision
-        for cache in self._caches.values():
+        for cache in list(self._caches.values()):  # (a cache's fan-out may end watches)
             cache.feed(by_cache.get(cache, []), self.revision, received)

@@ -100,6 +100,16 @@ class RWLock:
             self._observe_writer(waited)
         return waited
 
+    def try_acquire_write(self) -> bool:
+        """The write lock now if it is free and no writer waits for it (counted as a
+        wait of 0), else False: for a writer that must not suspend."""
+        if self._writing or self._readers or self._waiting_writers:
+            return False
+        self._writing = True
+        if self._observe_writer is not None:
+            self._observe_writer(0.0)
+        return True
+
     def release_write(self) -> None:
         self._writing = False
         self._wake()

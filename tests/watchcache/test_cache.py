@@ -396,8 +396,11 @@ async def test_a_watch_with_bookmarks_arms_one_timer_a_bookmark_not_one_a_wake_u
     try:
         monkeypatch.setattr(loop, "call_at", counted)
         for i in range(10):
+            # the watch waits first (an event applied at once would be there before it looked)
+            waiting = asyncio.create_task(collect(stream, 1))
+            await asyncio.sleep(0)
             last = await env.put(f"p{i}")
-            assert [i.type for i in await collect(stream, 1)] == ["ADDED"]
+            assert [i.type for i in await waiting] == ["ADDED"]
         bookmark_timers = [delay for delay in timers if 0.1 < delay <= 0.3]
         assert len(bookmark_timers) == 1  # armed at the first wait, not once a wait
         got = await collect(stream, 1)
@@ -690,6 +693,51 @@ async def test_a_cache_behind_its_writers_reads_its_backlog_from_the_store(tmp_p
         assert cache.reread >= 150 - 20
     finally:
         await caches.stop()
+        await st.close()
+
+
+async def test_a_batch_fed_while_nothing_is_pending_reaches_the_watchers_in_the_feeds_turn(tmp_path: Path) -> None:
+    """No task switch (a turn of the loop) between the feed and the watchers while the cache
+    is idle: the events are in a watcher's buffer when ``feed`` returns. What one apply
+    budget does not cover, and any batch while the write lock is taken or a batch is
+    queued, goes to the applier's task: the watcher gets every event once, in order."""
+    from controlplane.watchcache.cache import ResourceCache
+    st = store.open(f"lmdb://{tmp_path}/store")
+    try:
+        cache = ResourceCache(PODS.prefix(), "pods", CacheConfig(apply_chunk=4, apply_budget=0.0),
+                              await st.revision())
+        task = asyncio.create_task(cache.run(st))
+        await cache.ready.wait()
+        resumed = await cache.watch_from(cache.revision, everything())
+        assert resumed is not None
+        w = resumed[1]
+        watcher_stream = st.watch(b"\x00", b"\x00", cache.revision + 1)
+        revisions = [await st.create(PODS.key("ns", f"p{n}"), pod(f"p{n}")) for n in range(12)]
+        events: list[store.Event] = []
+        while len(events) < 12:
+            events += await anext(watcher_stream)
+
+        def seen() -> list[int]:
+            return [ev.revision for ev, _ in w.buffer]
+
+        cache.feed(events[:1], revisions[0], time.perf_counter())
+        assert seen() == revisions[:1] and cache.revision == revisions[0] and cache.queued == 0
+        cache.feed(events[1:9], revisions[8], time.perf_counter())  # one chunk now (the budget is 0)
+        assert seen() == revisions[:5] and cache.queued == 4
+        cache.feed(events[9:10], revisions[9], time.perf_counter())  # behind the queued: queued
+        assert seen() == revisions[:5] and cache.queued == 5
+        assert await cache.wait_fresh(revisions[9], timeout=5)
+        assert seen() == revisions[:10] and cache.queued == 0
+        await cache.lock.acquire_read()  # the lock taken (a copy-mode reader): queued
+        cache.feed(events[10:], revisions[11], time.perf_counter())
+        assert seen() == revisions[:10] and cache.queued == 2
+        cache.lock.release_read()
+        assert await cache.wait_fresh(revisions[11], timeout=5)
+        assert seen() == revisions
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await watcher_stream.aclose()  # type: ignore[attr-defined]
+    finally:
         await st.close()
 
 
