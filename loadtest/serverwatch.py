@@ -38,6 +38,7 @@ HISTOGRAMS = {
     "request_duration": ("controlplane_request_duration_seconds", {}),
     "scheduling": ("controlplane_scheduler_e2e_scheduling_seconds", {}),
     "store_commit": ("controlplane_store_commit_seconds", {}),
+    "gc_pause": ("controlplane_gc_pause_seconds", {}),
 }
 
 

@@ -181,6 +181,8 @@ def test_metrics_lists_the_design_metrics(served: Serve) -> None:
     count = re.search(r"^controlplane_event_loop_lag_seconds_count (\S+)$", r.text, re.M)
     assert count is not None
     assert float(count.group(1)) > 0
+    # and so do collections (the startup's settling, at least), each timed
+    assert re.search(r'^controlplane_gc_pause_seconds_count\{generation="2"\} [1-9]', r.text, re.M)
 
 
 def test_serve_writes_token_file_and_kubeconfig(served: Serve) -> None:

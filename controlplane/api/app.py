@@ -49,6 +49,7 @@ from ..metrics import (
     STORE_COMMIT_SECONDS,
     exposition,
     monitor_event_loop_lag,
+    observe_gc_pauses,
 )
 from ..registry import Registry, ResourceType, schema
 from ..tokens import read_token_file
@@ -413,6 +414,7 @@ def create_app(config: Config) -> FastAPI:
         caches: WatchCaches | None = None
         counts: Callable[[], list[tuple[str, str, int]]] | None = None  # OBJECT_COUNTS' source
         state._tasks.append(asyncio.create_task(monitor_event_loop_lag(), name="event-loop-lag"))
+        observe_gc_pauses()
         try:
             log.info("opening store %s", config.store_url)
             s = store.open(config.store_url)

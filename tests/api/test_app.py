@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 
 import httpx
@@ -169,6 +170,18 @@ async def test_event_loop_lag_is_measured(app: FastAPI) -> None:
         await asyncio.sleep(0.1)
     after = REGISTRY.get_sample_value("controlplane_event_loop_lag_seconds_count") or 0.0
     assert after - before >= 3
+
+
+async def test_collections_are_timed_once_the_server_has_started(app: FastAPI) -> None:
+    """Every collection's pause, by generation, in controlplane_gc_pause_seconds."""
+    def count() -> float:
+        return REGISTRY.get_sample_value("controlplane_gc_pause_seconds_count", {"generation": "1"}) or 0.0
+
+    async with app.router.lifespan_context(app):
+        before = count()
+        gc.collect(1)
+        gc.collect(1)
+        assert count() - before == 2
 
 
 async def test_version_and_metrics(client: httpx.AsyncClient) -> None:
