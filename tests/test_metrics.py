@@ -1,12 +1,17 @@
-"""``observe_many``: the same histogram as one ``observe`` per amount."""
+"""``observe_many``: the same histogram as one ``observe`` per amount; ``exposition``: the same text as
+prometheus_client's ``generate_latest``."""
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, Summary, generate_latest
+from prometheus_client.core import GaugeHistogramMetricFamily, Metric, StateSetMetricFamily
+from prometheus_client.registry import Collector
 
-from controlplane.metrics import observe_many
+from controlplane.metrics import REGISTRY, exposition, observe_many
 
 
 def _exposed(registry: CollectorRegistry) -> list[str]:
@@ -26,3 +31,36 @@ def test_observe_many_counts_as_observe_one_by_one() -> None:
     observe_many(b, amounts[:1])
     a.observe(amounts[0])
     assert _exposed(one_by_one) == _exposed(batched)
+
+
+class _OpenMetricsKinds(Collector):
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeHistogramMetricFamily("queue_depth", "a gauge histogram", buckets=[("1.0", 4.0), ("+Inf", 5.0)],
+                                         gsum_value=7.0)
+        yield StateSetMetricFamily("mode", "a state set", value={"on": True, "off": False})
+
+
+def test_exposition_is_generate_latest_byte_for_byte() -> None:
+    registry = CollectorRegistry()
+    Counter("writes", "Writes\\done\nby kind.", ["kind"], registry=registry).labels(kind='we"ird\\\n').inc(3)
+    gauge = Gauge("sizes", "Sizes.", ["resource"], registry=registry)
+    for resource, value in (("pods", 0.0), ("nodes", 1e6), ("leases", 123456789.0), ("a", -2.5), ("b", 1e-7),
+                            ("c", math.inf), ("d", -math.inf), ("e", math.nan), ("f", 999999.9), ("g", 12)):
+        gauge.labels(resource=resource).set(value)
+    histogram = Histogram("waits", "Waits.", ["role"], buckets=(1e-6, 0.5, 2.5e6), registry=registry)
+    for role in ("writer", "reader"):
+        for amount in (0.0, 3e-7, 0.25, 4e6):
+            histogram.labels(role=role).observe(amount)
+    Summary("took", "Took.", registry=registry).observe(0.2)
+    Info("build", "Build.", registry=registry).info({"version": "1.37.0", "commit": "abc"})
+    registry.register(_OpenMetricsKinds())
+    Gauge("plain", "No labels.", registry=registry).set(7)
+    for _ in range(2):  # the second time from the label texts made the first
+        assert exposition(registry) == generate_latest(registry)
+
+
+def test_exposition_of_the_servers_registry() -> None:
+    def steady(text: bytes) -> list[bytes]:  # what changes between two reads: the process's own figures
+        return [line for line in text.splitlines() if not line.startswith((b"process_", b"python_gc_"))]
+
+    assert steady(exposition()) == steady(generate_latest(REGISTRY))
