@@ -45,6 +45,7 @@ from locust.contrib.fasthttp import FastHttpSession
 
 from .. import kubeauth
 from ..answer import RESOURCE_VERSION, Answer, WholeList
+from ..podlines import PodFacts, facts_of, pod_facts
 
 __all__ = [
     "PARAMS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param", "path_for",
@@ -164,14 +165,15 @@ class Tracker:
     def created(self, key: str, sent: float) -> None:
         self._created.put(key, sent)
 
-    def pod_seen(self, key: str, obj: dict[str, Any], at: float) -> None:
+    def pod_seen(self, pod: PodFacts, at: float) -> None:
+        key = pod.key
         sent = self._created.get(key)
         if sent is None:
             return
-        if (obj.get("spec") or {}).get("nodeName") and key not in self._bound:
+        if pod.node_name and key not in self._bound:
             self._bound.add(key)
             fire_latency("pod create→bound", at - sent)
-        if (obj.get("status") or {}).get("phase") == "Running":
+        if pod.phase == "Running":
             del self._created[key]
             self._bound.discard(key)
             fire_latency("pod startup", at - sent)
@@ -432,6 +434,15 @@ class WatchEvent:
         if self._obj is None:
             self._obj = orjson.loads(self.line)["object"]
         return self._obj
+
+    def pod(self) -> PodFacts:
+        """What a controller or a kubelet needs of the event's pod, read from its line without
+        parsing it where that can be done (``loadtest/podlines.py``)."""
+        if self._obj is None:
+            facts = pod_facts(self.line)
+            if facts is not None:
+                return facts
+        return facts_of(self.object)
 
 
 class Reflector:

@@ -28,6 +28,7 @@ from locust import between, run_single_user, task
 
 from .. import objects
 from ..answer import WholeList
+from ..podlines import facts_of
 from .base import TRACKER, KubeUser, Reflector, WatchEvent, fire_latency, param, path_for, unique_suffix
 
 __all__ = ["Pacer", "ReplicaSetController"]
@@ -96,18 +97,17 @@ class ReplicaSetController(KubeUser):
         """A (re)list is the truth: after a 410 the watch's missed events are in it, not replayed."""
         self.running = {p["metadata"]["name"] for p in items if (p.get("status") or {}).get("phase") == "Running"}
         for p in items:
-            TRACKER.pod_seen(f"{self.ns}/{p['metadata']['name']}", p, time.perf_counter())
+            TRACKER.pod_seen(facts_of(p), time.perf_counter())
 
     def _pod_event(self, ev: WatchEvent) -> None:
-        obj = ev.object
-        name = obj["metadata"]["name"]
-        key = f"{self.ns}/{name}"
+        pod = ev.pod()
+        name = pod.key.partition("/")[2]
         if ev.type == "DELETED":
             self.running.discard(name)
-            TRACKER.forget(key)
+            TRACKER.forget(pod.key)
             return
-        TRACKER.pod_seen(key, obj, ev.at)
-        if (obj.get("status") or {}).get("phase") == "Running" and name not in self.running:
+        TRACKER.pod_seen(pod, ev.at)
+        if pod.phase == "Running" and name not in self.running:
             self.running.add(name)
             self._last_running = ev.at
 

@@ -68,10 +68,10 @@ class TrainingJobUser(KubeUser):
     def _event(self, ev: WatchEvent) -> None:
         if ev.type == "DELETED":
             return
-        obj = ev.object
-        TRACKER.pod_seen(f"{self.ns}/{obj['metadata']['name']}", obj, ev.at)
-        if (obj.get("status") or {}).get("phase") == "Running":
-            self.running.add(obj["metadata"]["name"])
+        pod = ev.pod()
+        TRACKER.pod_seen(pod, ev.at)
+        if pod.phase == "Running":
+            self.running.add(pod.key.partition("/")[2])
 
     @task
     def train(self) -> None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from locust import constant, run_single_user, task
 
 from .. import objects
+from ..podlines import PodFacts, facts_of
 from .base import TRACKER, KubeUser, Reflector, WatchEvent, microtime, param, path_for, unique_suffix
 
 __all__ = ["KubeletUser"]
@@ -62,29 +64,32 @@ class KubeletUser(KubeUser):
         """A (re)list: every pod bound here that is not yet reported running."""
         now = time.perf_counter()
         for obj in items:
-            self._pod(obj, now)
+            self._pod(facts_of(obj), lambda obj=obj: obj, now)  # type: ignore[misc]
 
     def _pod_event(self, ev: WatchEvent) -> None:
+        pod = ev.pod()
         if ev.type != "DELETED":
-            self._pod(ev.object, ev.at)
+            self._pod(pod, lambda: ev.object, ev.at)
         else:
-            meta = ev.object["metadata"]
-            key = f"{meta.get('namespace')}/{meta['name']}"
-            self.started.discard(key)
-            self.deleting.discard(key)
-            self.unsynced.pop(key, None)
+            self.started.discard(pod.key)
+            self.deleting.discard(pod.key)
+            self.unsynced.pop(pod.key, None)
 
-    def _pod(self, obj: dict[str, Any], at: float) -> None:
-        meta = obj["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}"
-        TRACKER.pod_seen(key, obj, at)
-        if meta.get("deletionTimestamp"):
-            self._finish_deletion(key, obj)
-            return
-        if (obj.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") or key in self.started:
+    def _pod(self, pod: PodFacts, whole: Callable[[], dict[str, Any]], at: float) -> None:
+        """A pod bound here, as it is now: started (reported Running) once, its deletion finished
+        once. Most events (its own Running status coming back) need no more than ``pod``; ``whole``
+        parses the rest when it is needed."""
+        key = pod.key
+        TRACKER.pod_seen(pod, at)
+        if pod.deleting:
+            obj = whole()
+            if obj["metadata"].get("deletionTimestamp"):  # not a label so named (podlines.py)
+                self._finish_deletion(key, obj)
+                return
+        if pod.phase in ("Running", "Succeeded", "Failed") or key in self.started:
             return
         self.started.add(key)
-        self._report_running(key, obj)
+        self._report_running(key, whole())
 
     def _report_running(self, key: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]

@@ -314,9 +314,10 @@ def call(method, path, name, body=None, **kw):
 k.call = call
 pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u1", "deletionTimestamp": "2026-01-01T00:00:00Z"},
        "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
-k._pod(pod, 0.0)
-k._pod(pod, 0.1)  # the next MODIFIED event of the same deletion: tried again, the first having failed
-k._pod(pod, 0.2)  # and once it succeeded, no more
+line = orjson.dumps({"type": "MODIFIED", "object": pod})
+k._pod_event(WatchEvent("MODIFIED", "4", line, 0.0))
+k._pod_event(WatchEvent("MODIFIED", "5", line, 0.1))  # the same deletion again: tried again, the first having failed
+k._pod_event(WatchEvent("MODIFIED", "6", line, 0.2))  # and once it succeeded, no more
 k._pod_event(WatchEvent("DELETED", "7", orjson.dumps({"type": "DELETED", "object": pod}), 0.3))
 print(json.dumps({"calls": calls, "deleting": sorted(k.deleting), "started": sorted(k.started)}))
 '''
