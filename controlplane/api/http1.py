@@ -53,8 +53,8 @@ import httptools
 
 from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
 
-__all__ = ["CLIENT_CERT_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD", "RECEIVED_SCOPE_KEY", "Exchange",
-           "ServerProtocol", "client_subject"]
+__all__ = ["CLIENT_CERT_SCOPE_KEY", "EXCHANGE_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD",
+           "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol", "client_subject"]
 
 log = logging.getLogger("controlplane.http")
 
@@ -76,6 +76,9 @@ RECEIVED_SCOPE_KEY = "controlplane.received"
 # handshake verified against ``--client-ca-file``: its subject as (common name, organizations),
 # which the API's authenticator takes for a user and its groups (kube-apiserver's x509 authenticator)
 CLIENT_CERT_SCOPE_KEY = "controlplane.client_cert"
+# scope key: the request's Exchange, for a stream's synchronous writes (``Exchange.send_now``): a watch
+# writes its events in the turn of the loop that fans them out, not in its task's next turn
+EXCHANGE_SCOPE_KEY = "controlplane.exchange"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
 
@@ -235,6 +238,18 @@ class Exchange:
             self.done = True
             self.wake()
             proto.exchange_done(self)
+
+    def writable(self) -> bool:
+        """Whether ``send_now`` can write: the response has started chunked (a stream) and is not
+        over, the client is there, and the connection's send buffer is below its high-water mark
+        (else ``send`` would wait for it to drain)."""
+        return self.chunked and not self.done and not self.disconnected and not self.proto.write_paused
+
+    def send_now(self, body: bytes) -> None:
+        """``send`` of one more part of a chunked body, done now, without the loop; only while
+        ``writable``."""
+        if body:
+            self.proto.write(b"%x\r\n%s\r\n" % (len(body), body))
 
     def _start(self, status: int, headers: Any) -> None:
         lines = [STATUS_LINES[status], _DEFAULTS.of(self.proto.server_state.default_headers)]
@@ -482,6 +497,7 @@ class ServerProtocol(asyncio.Protocol):
     def _start(self, ex: Exchange) -> None:
         self.current = ex
         ex.scope[RECEIVED_SCOPE_KEY] = time.perf_counter()
+        ex.scope[EXCHANGE_SCOPE_KEY] = ex
         task = self.loop.create_task(self._run(ex))
         tasks = self.server_state.tasks
         tasks.add(task)
@@ -502,6 +518,10 @@ class ServerProtocol(asyncio.Protocol):
                     log.error("%s %s: the app returned without completing its response",
                               ex.scope["method"], ex.scope["path"])
                 ex.fail()
+        finally:
+            # the exchange and its scope hold each other: undone here, reference counting frees
+            # them, not the cyclic collector
+            ex.scope.pop(EXCHANGE_SCOPE_KEY, None)
 
     def exchange_done(self, ex: Exchange) -> None:
         """``ex``'s response is complete: close, or start the next pipelined request."""

@@ -89,7 +89,7 @@ from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
 from .fieldvalidation import add_warning, check_object, fill_zero_values, request_scope, warning_headers
-from .http1 import RECEIVED_SCOPE_KEY
+from .http1 import EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
@@ -638,7 +638,8 @@ class KubeApi:
                         raise NOT_ACCEPTABLE_STREAM  # YAML has no stream form, upstream either
                     with _long_running(rtype, namespace):
                         return await self._watch(rtype, namespace, query, receive, send,
-                                                 include if table else None, metadata_only, out.version)
+                                                 include if table else None, metadata_only, out.version,
+                                                 scope.get(EXCHANGE_SCOPE_KEY))
                 listed = await self._list(rtype, namespace, query)
                 if metadata_only:
                     check_partial_kind(out.kind, rtype, listing=True)
@@ -1986,11 +1987,13 @@ class KubeApi:
     # -- watch -------------------------------------------------------------------------
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None,
-                     metadata_only: str | None = None, table_version: str = "v1") -> None:
+                     metadata_only: str | None = None, table_version: str = "v1",
+                     exchange: Exchange | None = None) -> None:
         """Stream ``self.reads.watch`` as newline-delimited JSON until the client goes,
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
         includeObject), each object is a one-row Table (of meta.k8s.io ``table_version``);
-        with ``metadata_only`` (its apiVersion), a PartialObjectMetadata."""
+        with ``metadata_only`` (its apiVersion), a PartialObjectMetadata. ``exchange``: the
+        HTTP exchange under ``send``, where the server's own protocol serves the request."""
         # without timeoutSeconds (or 0), as upstream: --min-request-timeout (1800 s) times 1 to 2,
         # so that the watches of clients started together do not all end together
         timeout = _int_param(query, "timeoutSeconds", 0) or MIN_REQUEST_TIMEOUT * (1 + random.random())
@@ -2027,6 +2030,16 @@ class KubeApi:
         # the cached lines as they are (every informer's and kubelet's watch): taken without
         # a call a line that would find it so each time
         plain = not metadata_only and table is None and not _converted(rtype)
+
+        write_through = getattr(stream, "write_through", None)  # the watch cache's streams have it
+        if plain and exchange is not None and write_through is not None:
+            # live events written in the turn that fans them out (watchcache/reads.py, CacheWatch);
+            # ``send`` adds nothing to a plain watch's body that ``exchange.send_now`` does not
+            def write(items: list[WatchItem]) -> None:
+                assert exchange is not None
+                exchange.send_now(b"".join([item.line for item in items]))
+
+            write_through(exchange.writable, write)
 
         async def pump() -> None:
             # one task for the whole watch: waiting on the stream and on the client's

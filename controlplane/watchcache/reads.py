@@ -14,10 +14,11 @@ window no longer reaches back (410 once that is compacted too).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import store
@@ -44,6 +45,8 @@ from .packing import any_packed, unpack, unpack_many
 from .watchers import Watcher
 
 __all__ = ["CacheReads"]
+
+log = logging.getLogger(__name__)
 
 
 class _Fallback(Exception):
@@ -259,6 +262,20 @@ class CacheWatch:
         # events with a bookmark to come, and whether it has fired since
         self._bookmark_timer: asyncio.TimerHandle | None = None
         self._bookmark_due = False
+        # the stream's synchronous writer (``write_through``), if it has one
+        self._can_write: Callable[[], bool] | None = None
+        self._write: Callable[[list[WatchItem]], None] | None = None
+
+    def write_through(self, can_write: Callable[[], bool], write: Callable[[list[WatchItem]], None]) -> None:
+        """Have live events written by ``write`` in the turn of the loop that offers them to the
+        watcher, whenever this stream waits with everything before them written and
+        ``can_write`` says ``write`` would be done at once (the connection not backed up).
+
+        Otherwise an event waited for this stream's task to be woken, the next turn of the loop:
+        with the loop saturated (the ``million`` run's API server), a turn is tens to hundreds of
+        milliseconds, and it was a share of every event's delivery. Order holds: the watcher's
+        sink is set only while the task waits with an empty buffer, and unset when it wakes."""
+        self._can_write, self._write = can_write, write
 
     def __aiter__(self) -> CacheWatch:
         return self
@@ -297,7 +314,12 @@ class CacheWatch:
             w.wakeup.clear()
             if self._bookmark_timer is None and self._options.bookmarks and self._next_bookmark != math.inf:
                 self._arm_bookmark()
-            await w.wakeup.wait()
+            if self._write is not None:
+                w.sink = self._write_now
+            try:
+                await w.wakeup.wait()
+            finally:
+                w.sink = None
 
     def _arm_bookmark(self) -> None:
         """One timer a bookmark, not one a wait: an informer's watch wakes for every batch
@@ -333,6 +355,19 @@ class CacheWatch:
         if self._options.send_initial_events and self._options.bookmarks:  # only to a client that asks, as upstream
             out.append(WatchItem.of("BOOKMARK", bookmark_object(self._rtype, self._initial_revision, True)))
         return out
+
+    def _write_now(self) -> bool:
+        """The watcher's sink (``write_through``): its buffer written now, if it can be."""
+        assert self._can_write is not None and self._write is not None
+        if not self._can_write():
+            return False
+        items = self._drain()
+        try:
+            self._write(items)
+        except Exception as e:  # a connection gone wrong: the client watches again from what it got
+            log.warning("watch of %s: writing its events failed (%r); the watch ends", self._cache.plural, e)
+            self._watcher.close("the watch's connection failed")
+        return True
 
     def _drain(self) -> list[WatchItem]:
         buffer = self._watcher.buffer

@@ -29,7 +29,7 @@ INITIAL_SLACK = 16
 
 class Watcher:
     __slots__ = ("_on_close", "buffer", "capacity", "closed", "filter", "hint", "hint_at", "initial", "reason",
-                 "start_revision", "wakeup")
+                 "sink", "start_revision", "wakeup")
 
     def __init__(self, match: Filter, start_revision: int, capacity: int) -> None:
         self.filter = match
@@ -45,6 +45,9 @@ class Watcher:
         # INITIAL_SLACK times its capacity: the events of a long initial walk
         self.initial = False
         self._on_close: Callable[[Watcher], None] | None = None
+        # set by the watch's stream while it waits with everything before written: it takes the
+        # buffer now, in the offer's turn of the loop, and says whether it did (else: wakeup)
+        self.sink: Callable[[], bool] | None = None
 
     def kind(self, ev: CacheEvent) -> str | None:
         """The event's type as this watcher sees it, or None if it is not interested."""
@@ -80,7 +83,7 @@ class Watcher:
             self.close("the watcher fell too far behind")
             return
         self.buffer.append((ev, kind))
-        self.wakeup.set()
+        self._wake()
 
     def offer_many(self, events: list[CacheEvent], everything: list[tuple[CacheEvent, str]]) -> None:
         """``offer`` each of ``events`` (in revision order), with one capacity check and one
@@ -100,7 +103,14 @@ class Watcher:
             self.close("the watcher fell too far behind")
             return
         self.buffer.extend(new)
-        self.wakeup.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """The buffer to its stream: written now by the sink if it can, else at the stream task's
+        next turn (a turn of a saturated loop is tens of milliseconds, every event's share)."""
+        sink = self.sink
+        if sink is None or not sink():
+            self.wakeup.set()
 
     def close(self, reason: str = "") -> None:
         if self.closed:

@@ -179,6 +179,40 @@ def test_watch_resumes_from_a_resource_version(cached: Serve, http: httpx.Client
     assert revs == sorted(revs) and revs[0] > int(rv)
 
 
+def _write_blocks(http: httpx.Client) -> float:
+    text = http.get("/metrics").text
+    found = re.search(r"^controlplane_http_write_blocks_total (\S+)$", text, re.M)
+    assert found is not None
+    return float(found.group(1))
+
+
+def test_a_live_watch_whose_reader_stalls_gets_every_event_once_in_order(cached: Serve, http: httpx.Client) -> None:
+    """Live events are written in the turn that fans them out while the connection keeps up,
+    and through the watch's task while it is backed up (a reader that stops reading): over the
+    socket, both ways together, every event arrives once and in order."""
+    ns = make_ns(http, "stalls")
+    rv = http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm("seed", ns)).json()["metadata"]["resourceVersion"]
+    blocks = _write_blocks(http)
+    n, pad = 40, "x" * 131072  # 5 MB of events: more than the socket's buffers and the server's high-water mark
+    with httpx.stream("GET", cached.url + f"/api/v1/namespaces/{ns}/configmaps", headers=bearer(cached),
+                      params={"watch": "1", "resourceVersion": rv, "timeoutSeconds": "60"}, timeout=30) as r:
+        assert r.status_code == 200
+        for i in range(n):  # nothing read meanwhile
+            assert http.post(f"/api/v1/namespaces/{ns}/configmaps", json=cm(f"c{i:03}", ns, pad=pad)).status_code == 201
+        got: list[tuple[str, str, int]] = []
+        for line in r.iter_lines():
+            if line:
+                e = orjson.loads(line)
+                meta = e["object"]["metadata"]
+                got.append((e["type"], meta["name"], int(meta["resourceVersion"])))
+            if len(got) >= n:
+                break
+    assert [(t, name) for t, name, _ in got] == [("ADDED", f"c{i:03}") for i in range(n)]
+    revisions = [rev for _, _, rev in got]
+    assert revisions == sorted(set(revisions))
+    assert _write_blocks(http) > blocks  # the connection did back up
+
+
 def test_the_python_client_watches_from_a_list(cached: Serve, http: httpx.Client) -> None:
     ns = make_ns(http, "informer")
     api = config.new_client_from_config(config_file=str(cached.kubeconfig))

@@ -555,6 +555,59 @@ async def test_a_slow_watcher_is_closed_and_the_others_keep_up(env: Env) -> None
         await fast.aclose()
 
 
+async def test_live_events_are_written_through_in_order_while_the_stream_waits_and_can_write(env: Env) -> None:
+    """With a synchronous writer (the server's own HTTP protocol), a stream parked on its
+    watcher has live events written in the turn that offers them, not handed to its task; while
+    the writer cannot write (a backed-up connection) they go through the task as before; either
+    way every event once, in order."""
+    rev = await env.put("seed")
+    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
+    assert isinstance(stream, CacheWatch)
+    writable = [True]
+    written: list[tuple[str, str]] = []  # (how, name)
+    offered_in: list[asyncio.Task[Any] | None] = []
+
+    def write(items: list[WatchItem]) -> None:
+        offered_in.append(asyncio.current_task())
+        written.extend(("now", orjson.loads(i.raw)["metadata"]["name"]) for i in items)
+
+    stream.write_through(lambda: writable[0], write)
+
+    async def pump() -> None:
+        async for items in stream:
+            written.extend(("task", orjson.loads(i.raw)["metadata"]["name"]) for i in items)
+
+    pumping = asyncio.create_task(pump())
+    try:
+        await asyncio.sleep(0.05)  # parked on its watcher
+        for i in range(5):
+            await env.put(f"a{i}")
+        async with asyncio.timeout(5):
+            while len(written) < 5:
+                await asyncio.sleep(0.01)
+        assert written == [("now", f"a{i}") for i in range(5)]
+        assert pumping not in offered_in  # never the stream's own task
+        writable[0] = False
+        for i in range(3):
+            await env.put(f"b{i}")
+        async with asyncio.timeout(5):
+            while len(written) < 8:
+                await asyncio.sleep(0.01)
+        writable[0] = True
+        for i in range(2):
+            await env.put(f"c{i}")
+        async with asyncio.timeout(5):
+            while len(written) < 10:
+                await asyncio.sleep(0.01)
+        assert written == [("now", f"a{i}") for i in range(5)] + [("task", f"b{i}") for i in range(3)] + \
+            [("now", f"c{i}") for i in range(2)]
+    finally:
+        pumping.cancel()
+        await asyncio.gather(pumping, return_exceptions=True)
+        await stream.aclose()
+    assert watcher_of(stream).sink is None
+
+
 async def test_consistent_read_falls_back_to_the_store_when_the_cache_lags(env: Env) -> None:
     await env.put("a")
     cache = env.caches.cache_for(PODS)
