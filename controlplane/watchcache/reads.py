@@ -361,12 +361,11 @@ class CacheWatch:
         assert self._can_write is not None and self._write is not None
         if not self._can_write():
             return False
-        items = self._drain()
         try:
-            self._write(items)
-        except Exception as e:  # a connection gone wrong: the client watches again from what it got
+            self._write(self._drain())
+        except Exception as e:  # this watch's failure is not the fan-out's: it ends, the client watches again
             log.warning("watch of %s: writing its events failed (%r); the watch ends", self._cache.plural, e)
-            self._watcher.close("the watch's connection failed")
+            self._watcher.close("the watch's events could not be written")
         return True
 
     def _drain(self) -> list[WatchItem]:

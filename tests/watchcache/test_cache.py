@@ -608,6 +608,32 @@ async def test_live_events_are_written_through_in_order_while_the_stream_waits_a
     assert watcher_of(stream).sink is None
 
 
+async def test_a_watch_whose_write_through_fails_ends_alone(env: Env) -> None:
+    """A writer that raises in the fan-out's turn ends its own watch (the client resumes), not the
+    fan-out: the other watchers get the event."""
+    rev = await env.put("seed")
+    broken = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
+    other = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
+    assert isinstance(broken, CacheWatch)
+
+    def write(items: list[WatchItem]) -> None:
+        raise OSError("connection reset")
+
+    broken.write_through(lambda: True, write)
+    parked = asyncio.create_task(broken.__anext__())
+    try:
+        await asyncio.sleep(0.05)
+        await env.put("after")
+        assert names([i.raw for i in await collect(other, 1)]) == ["after"]
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(parked, 5)
+        assert "could not be written" in watcher_of(broken).reason
+    finally:
+        parked.cancel()
+        await broken.aclose()
+        await other.aclose()
+
+
 async def test_consistent_read_falls_back_to_the_store_when_the_cache_lags(env: Env) -> None:
     await env.put("a")
     cache = env.caches.cache_for(PODS)
