@@ -15,11 +15,30 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
 - IPs and CIDRs: ``ip``, ``isIP``, ``family``, ``isUnspecified``, ``isLoopback``,
   ``isLinkLocalMulticast``, ``isLinkLocalUnicast``, ``isGlobalUnicast``, ``cidr``, ``isCIDR``,
   ``containsIP``, ``containsCIDR``, ``prefixLength``, ``masked`` (and ``ip()`` of a CIDR);
-- quantities: ``quantity``, ``isQuantity`` and their methods (shared with DRA's selectors).
+- quantities and semantic versions: ``quantity``, ``isQuantity``, ``semver``, ``isSemver`` and
+  their methods (shared with DRA's selectors);
+- ``string()`` of an IP or a CIDR;
+- sets (cel-go's ``ext.Sets``): ``sets.contains``, ``sets.equivalent``, ``sets.intersects``,
+  with CEL's equality (``1`` equals ``1.0``, never ``true``);
+- ``strings.quote`` (cel-go's ``ext.Strings`` at version 2, what Kubernetes enables);
+- format (Kubernetes' format library): ``format.named(name)`` and ``format.dns1123Label()``,
+  ``dns1123Subdomain``, ``dns1035Label``, ``qualifiedName``, the three ``...Prefix`` ones,
+  ``labelValue``, ``uri``, ``uuid``, ``byte``, ``date``, ``datetime``; ``<format>.validate(s)``
+  is ``optional.none()`` for a valid ``s``, else the optional list of apimachinery's messages;
+- the optional syntax ``x.?f`` and ``x[?k]`` (rewritten by ``registry/celsyntax.py`` into
+  the ``_cp_*`` functions here); ``optional.of``, ``optional.none``, ``hasValue``,
+  ``value``, ``orValue``, ``or`` are the interpreter's own.
 
-A URL, an IP or a CIDR is carried as a tagged map (the interpreter converts only plain values),
-so two equal values compare equal. Not provided: the namespaced libraries (``sets.*``,
-``math.*``, ``base64.*``, ``format.*``, ``strings.quote``), ``string()`` of an IP or CIDR.
+A URL, an IP, a CIDR or a format is carried as a tagged map (the interpreter converts only
+plain values), so two equal values compare equal.
+
+Not provided, as Kubernetes' CEL environment (apiserver's ``environment/base.go``) has them
+not either: ``math.*`` (cel-go's ``ext.Math``), ``base64.*`` (``ext.Encoders``), ``cel.bind``
+(``ext.Bindings``, in DRA's selectors only). Upstream refuses a rule calling them at its
+CRD's write (an undeclared reference, found by its type checker); here the rule fails as it
+runs. Missing, though upstream has them: the two-variable comprehensions
+(``all(k, v, ...)``, ``transformList``, ...: the interpreter's parser has no such macros),
+optional entries of list and map literals (``[?x]``, ``{?k: v}``), the authorizer library.
 """
 
 from __future__ import annotations
@@ -31,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from controlplane.registry.celsyntax import CHAIN_FIELD, CHAIN_INDEX, OPTIONAL_FIELD, OPTIONAL_INDEX
 from controlplane.registry.goregexp import compile_go
 from controlplane.scheduler.dra.cel import _FUNCTIONS as _QUANTITY_FUNCTIONS
 
@@ -260,6 +280,170 @@ def _masked(cidr: Any) -> dict[str, Any]:
     return {_CIDR: str(_network(cidr))}
 
 
+def _ip_or_cidr_text(value: Any) -> str:
+    """``string()`` of an IP or a CIDR (the interpreter converts the plain values itself)."""
+    if isinstance(value, dict) and (_IP in value or _CIDR in value):
+        return str(value.get(_IP) or value[_CIDR])
+    raise ValueError(f"no such overload: string({value!r})")
+
+
+# -- sets (cel-go's ext.Sets) ---------------------------------------------------------------
+def _cel_equal(a: Any, b: Any) -> bool:
+    """CEL's equality of two values: numbers of any kind by value, a bool never a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_cel_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_cel_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _sets_contains(items: list[Any], wanted: list[Any]) -> bool:
+    return all(any(_cel_equal(w, x) for x in items) for w in wanted)
+
+
+def _sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    return any(any(_cel_equal(x, y) for y in b) for x in a)
+
+
+# -- strings.quote (cel-go's ext.Strings, version 2) -----------------------------------------
+_QUOTED = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+           "\v": "\\v", "\\": "\\\\", '"': '\\"'}
+
+
+def _quote(s: str) -> str:
+    return '"' + "".join(_QUOTED.get(c, c) for c in s) + '"'
+
+
+# -- format (Kubernetes' format library) -----------------------------------------------------
+_FORMAT = "__format__"
+
+
+def _mask_trailing_dash(s: str) -> str:
+    """What the ``...Prefix`` formats check: a name to which a suffix is yet to be added."""
+    return s[:-1] + "a" if len(s) > 1 and s.endswith("-") else s
+
+
+def _format_problems() -> dict[str, Callable[[str], list[str]]]:
+    from .podvalidation import _subdomain_problems, dns_label_problems, label_key_problems, label_value_problems
+    from .structural import _format_ok
+
+    def dns1035(s: str) -> list[str]:
+        from .crd import _DNS1035_MESSAGE
+        from .dnsnames import DNS1035_LABEL
+
+        problems = ["must be no more than 63 characters"] if len(s) > 63 else []
+        return problems + ([] if DNS1035_LABEL.match(s) else [_DNS1035_MESSAGE])
+
+    def checked(fmt: str, problem: str) -> Callable[[str], list[str]]:
+        return lambda s: [] if _format_ok(fmt, s) else [problem]
+
+    return {
+        "dns1123Label": dns_label_problems,
+        "dns1123Subdomain": _subdomain_problems,
+        "dns1035Label": dns1035,
+        "qualifiedName": label_key_problems,
+        "dns1123LabelPrefix": lambda s: dns_label_problems(_mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix": lambda s: _subdomain_problems(_mask_trailing_dash(s)),
+        "dns1035LabelPrefix": lambda s: dns1035(_mask_trailing_dash(s)),
+        "labelValue": label_value_problems,
+        "uri": lambda s: [] if _parse_url(s) is not None else [f'parse "{s}": invalid URI for request'],
+        "uuid": checked("uuid", "does not match the UUID format"),
+        "byte": checked("byte", "invalid base64"),
+        "date": checked("date", "invalid date"),
+        "datetime": checked("date-time", "invalid datetime"),
+    }
+
+
+_FORMAT_NAMES = ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName", "dns1123LabelPrefix",
+                 "dns1123SubdomainPrefix", "dns1035LabelPrefix", "labelValue", "uri", "uuid", "byte", "date",
+                 "datetime")
+
+
+def _format_named(name: str) -> Any:
+    import cel
+
+    return cel.OptionalValue.of({_FORMAT: name}) if name in _FORMAT_NAMES else cel.OptionalValue.none()
+
+
+def _format_validate(fmt: Any, s: str) -> Any:
+    """``<Format>.validate(s)``: none when ``s`` is valid, else the list of its problems."""
+    import cel
+
+    if not (isinstance(fmt, dict) and fmt.get(_FORMAT) in _FORMAT_NAMES) or not isinstance(s, str):
+        raise ValueError("no such overload: validate")
+    problems = _format_problems()[fmt[_FORMAT]](s)
+    return cel.OptionalValue.of(problems) if problems else cel.OptionalValue.none()
+
+
+# -- optional field selection and indexing (``registry/celsyntax.py``) ------------------------
+def _optional_value(target: Any) -> tuple[bool, Any]:
+    """Whether ``target`` has a value, and the value: an optional's, or ``target`` itself."""
+    import cel
+
+    if isinstance(target, cel.OptionalValue):
+        return (True, target.value()) if target.has_value() else (False, None)
+    return True, target
+
+
+def _is_optional(target: Any) -> bool:
+    import cel
+
+    return isinstance(target, cel.OptionalValue)
+
+
+def _optional_field(target: Any, name: str) -> Any:
+    """``target.?name``: of the field's value, or none where there is no such field."""
+    import cel
+
+    present, value = _optional_value(target)
+    if not present:
+        return cel.OptionalValue.none()
+    if not isinstance(value, dict):
+        raise ValueError(f"no such overload: optional field selection of {type(value).__name__}")
+    return cel.OptionalValue.of(value[name]) if name in value else cel.OptionalValue.none()
+
+
+def _optional_index(target: Any, key: Any) -> Any:
+    """``target[?key]``: of the list's item or the map's value, or none where there is none."""
+    import cel
+
+    present, value = _optional_value(target)
+    if not present:
+        return cel.OptionalValue.none()
+    if isinstance(value, list):
+        if isinstance(key, bool) or not isinstance(key, (int, float)) or key != int(key):
+            raise ValueError(f"unsupported index type: {type(key).__name__}")
+        ok = 0 <= int(key) < len(value)
+        return cel.OptionalValue.of(value[int(key)]) if ok else cel.OptionalValue.none()
+    if not isinstance(value, dict):
+        raise ValueError(f"no such overload: optional index of {type(value).__name__}")
+    return cel.OptionalValue.of(value[key]) if key in value else cel.OptionalValue.none()
+
+
+def _chain_field(target: Any, name: str) -> Any:
+    """``.name`` after an optional step: optional on an optional, the plain selection else."""
+    if _is_optional(target):
+        return _optional_field(target, name)
+    if not isinstance(target, dict):
+        raise ValueError(f"no such overload: field selection of {type(target).__name__}")
+    return target[name]  # KeyError: "no such key", as the interpreter's own
+
+
+def _chain_index(target: Any, key: Any) -> Any:
+    """``[key]`` after an optional step: optional on an optional, the plain index else."""
+    if _is_optional(target):
+        return _optional_index(target, key)
+    if isinstance(target, list):
+        if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < len(target):
+            raise ValueError(f"index out of bounds: {key}")
+        return target[key]
+    return target[key]
+
+
 FUNCTIONS: dict[str, Any] = {
     **_QUANTITY_FUNCTIONS,
     "charAt": _char_at,
@@ -305,4 +489,16 @@ FUNCTIONS: dict[str, Any] = {
     "containsCIDR": _contains_cidr,
     "prefixLength": lambda v: _network(v).prefixlen,
     "masked": _masked,
+    "string": _ip_or_cidr_text,
+    "sets.contains": _sets_contains,
+    "sets.equivalent": lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
+    "sets.intersects": _sets_intersects,
+    "strings.quote": _quote,
+    "format.named": _format_named,
+    "validate": _format_validate,
+    **{f"format.{name}": (lambda name=name: {_FORMAT: name}) for name in _FORMAT_NAMES},
+    OPTIONAL_FIELD: _optional_field,
+    OPTIONAL_INDEX: _optional_index,
+    CHAIN_FIELD: _chain_field,
+    CHAIN_INDEX: _chain_index,
 }

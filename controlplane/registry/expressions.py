@@ -8,11 +8,13 @@ exception, with the Kubernetes libraries (``registry/cellibs.py``: ``split``, ``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["ExpressionError", "context_of", "evaluate"]
+__all__ = ["ExpressionError", "compile_error", "context_of", "evaluate"]
 
 _compiled: dict[str, Any] = {}
+_MISSING_KEY = re.compile(r"Python function call failed: KeyError: '((?:[^'\\]|\\.)*)'")
 
 
 class ExpressionError(Exception):
@@ -25,14 +27,58 @@ def _program(expression: str) -> Any:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
         from .cellibs import with_global_matches
+        from .celsyntax import optional_syntax
 
+        rewritten = optional_syntax(expression)
         try:
-            program = cel.compile(with_global_matches(expression))
+            program = cel.compile(with_global_matches(rewritten))
         except Exception as e:  # the interpreter's parse errors
-            raise ExpressionError(f"compilation failed: {e}") from e
+            raise ExpressionError(f"compilation failed: {_parse_errors(expression, rewritten, e)}") from e
         if len(_compiled) < 10_000:
             _compiled[expression] = program
     return program
+
+
+def _parse_errors(expression: str, rewritten: str, error: Exception) -> str:
+    """The parse errors of ``expression``, at its own lines and columns: those of the text as
+    written when it was rewritten (``celsyntax``), less its complaints of the optional
+    syntax the rewrite took care of."""
+    if rewritten == expression:
+        return _as_cel_go(str(error))
+    import cel
+
+    try:
+        cel.compile(expression)
+    except Exception as e:
+        issues = re.split(r"\n(?=ERROR: )", _as_cel_go(str(e)))
+        kept = [i for i in issues if not re.search(r"unsupported syntax '(\.\?|\[\?)'", i)]
+        return "\n".join(kept) if kept else _as_cel_go(str(error))
+    return _as_cel_go(str(error))
+
+
+def _as_cel_go(parse_error: str) -> str:
+    """The interpreter's parse error as cel-go's ``Issues.Err()`` lays it out: its
+    ``ERROR: <input>:line:col: ...`` lines, each followed by the source line and a caret
+    line indented by one space (``\n | 1 +\n | ...^``); the interpreter's own prefix
+    (``Failed to parse expression '...': ``) dropped."""
+    at = parse_error.find("ERROR: <input>:")
+    text = parse_error[at:] if at >= 0 else parse_error
+    return text.replace("\n| ", "\n | ").replace("\n|\n", "\n |\n")
+
+
+def compile_error(expression: str) -> str | None:
+    """Why ``expression`` does not compile, as upstream's CEL compiler words it
+    (``compilation failed: ERROR: <input>:1:4: Syntax error: ...``), or None when it does::
+
+        compile_error("self.replicas >")   # 'compilation failed: ERROR: <input>:1:16: Syntax error: ...'
+
+    Only syntax is checked: the interpreter has no type checker, so a rule naming a field
+    its schema lacks, which cel-go refuses here, is found out only when it runs."""
+    try:
+        _program(expression)
+    except ExpressionError as e:
+        return str(e)
+    return None
 
 
 def context_of(variables: dict[str, Any]) -> Any:
@@ -58,4 +104,5 @@ def evaluate(expression: str, context: Any) -> Any:
     except KeyError as e:  # a field the object does not have, as cel-go words it
         raise ExpressionError(f"no such key: {e.args[0] if e.args else e}") from e
     except Exception as e:  # the interpreter's other run-time errors (a type mismatch, ...)
-        raise ExpressionError(str(e)) from e
+        missing = _MISSING_KEY.search(str(e))  # a library function's (an optional chain's ``.f``)
+        raise ExpressionError(f"no such key: {missing.group(1)}" if missing else str(e)) from e

@@ -40,9 +40,37 @@ from controlplane.registry.structural import validate
     "cidr('10.1.2.3/8').ip() == ip('10.1.2.3')",
     # quantities
     "quantity('1Gi').isGreaterThan(quantity('1G')) && isQuantity('250m') && !isQuantity('x')",
+    # string() of an IP or a CIDR
+    "string(ip('fd00:0::1')) == 'fd00::1' && string(cidr('10.0.0.0/8')) == '10.0.0.0/8' && string(1) == '1'",
+    # sets (cel-go's ext.Sets): CEL's equality, where 1 is 1.0 but never true
+    "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2]) && sets.contains([1], [])",
+    "sets.contains([1], [1.0]) && !sets.contains([1], [true]) && !sets.contains([[1]], [[true]])",
+    "sets.equivalent([1, 2], [2, 1, 1]) && !sets.equivalent([1], [1, 2])",
+    "sets.intersects([1, 2], [2, 3]) && !sets.intersects([1], []) && !sets.intersects([0], [false])",
+    # strings.quote (cel-go's ext.Strings, version 2)
+    r"""strings.quote('a"b\\c\n') == '"a\\"b\\\\c\\n"'""",
+    # format (Kubernetes' format library): none when valid, else the problems
+    "!format.dns1123Label().validate('my-name').hasValue() && format.dns1123Label().validate('a.b').hasValue()",
+    "format.dns1123Label().validate('a.b').value() == ['must not contain dots']",
+    "!format.dns1123LabelPrefix().validate('my-prefix-').hasValue() && format.dns1123Label().validate('x-').hasValue()",
+    "!format.dns1123Subdomain().validate('a.example.com').hasValue()",
+    "format.dns1035Label().validate('1a').hasValue()",
+    "!format.qualifiedName().validate('example.com/Name').hasValue() && format.labelValue().validate('a b').hasValue()",
+    "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+    "format.uuid().validate('x').value() == ['does not match the UUID format']",
+    "format.byte().validate('***').value() == ['invalid base64'] && !format.date().validate('2021-01-01').hasValue()",
+    "format.datetime().validate('yesterday').value() == ['invalid datetime'] && format.uri().validate('x').hasValue()",
+    "format.named('labelValue').hasValue() && !format.named('nope').hasValue()",
+    "format.named('dns1123Label').value().validate('UP').value().size() == 1",
+    # optionals: optional.of/none and their methods, and the optional syntax
+    "optional.of(1).hasValue() && !optional.none().hasValue() && optional.none().orValue(2) == 2",
+    "self.?a.hasValue() && !self.?zz.hasValue() && self.?a.b.orValue(0) == 1 && self.?zz.b.orValue(0) == 0",
+    "self.?a.?zz.orValue(3) == 3 && self.?a['b'].value() == 1 && self.?a[?'zz'].orValue(4) == 4",
+    "self.l[?1].value() == 'y' && !self.l[?2].hasValue() && self.m[?'k.x'].orValue('') == 'v'",
+    "self.?a.orValue({}).b == 1 && ['x'][?0].value() == 'x'",
 ])
 def test_the_kubernetes_libraries_are_there(expression: str) -> None:
-    assert evaluate(expression, {"self": {}}) is True
+    assert evaluate(expression, {"self": {"a": {"b": 1}, "l": ["x", "y"], "m": {"k.x": "v"}}}) is True
 
 
 def test_a_library_function_that_fails_is_a_rule_that_fails_to_run() -> None:
@@ -77,3 +105,45 @@ def test_only_global_matches_calls_are_renamed() -> None:
     for unchanged in ("self.matches('^a')", "self.x.matches('a')", "'matches(x)' == s", '"""matches(""" == s',
                       "nomatches(x)", r"'it\'s matches(x)' == s"):
         assert with_global_matches(unchanged) == unchanged
+
+
+def test_the_format_library_words_its_problems_as_apimachinery() -> None:
+    assert evaluate("format.dns1123Label().validate(self).value()", {"self": "A" * 64}) == [
+        "must be no more than 63 characters",
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+        "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
+
+
+def test_a_field_after_an_optional_step_stays_plain_on_a_plain_value() -> None:
+    # self.?a.b.c: .c applies to b's value (1), which has no fields
+    with pytest.raises(ExpressionError):
+        evaluate("self.?a.b.c", {"self": {"a": {"b": 1}}})
+    with pytest.raises(ExpressionError, match="no such key: zz"):
+        evaluate("self.?a.orValue({}).zz", {"self": {"a": {"b": 1}}})
+
+
+def test_the_optional_syntax_is_rewritten_outside_string_literals_only() -> None:
+    from controlplane.registry.celsyntax import optional_syntax
+
+    assert optional_syntax("self.?a.b[0].orValue(1)") == \
+        "self._cp_opt_field('a')._cp_field('b')._cp_index(0).orValue(1)"
+    assert optional_syntax("self.l[?i + 1] == x[0]") == "self.l._cp_opt_index(i + 1) == x[0]"
+    for unchanged in ("'self.?a' == s", "r'x[?0]' + '''.?''' == s", "self.a[0].b", "[1, 2][0]"):
+        assert optional_syntax(unchanged) == unchanged
+
+
+def test_optional_entries_of_literals_are_refused_as_not_compiling() -> None:
+    from controlplane.registry.expressions import compile_error
+
+    assert compile_error("[?self.?a]") is not None
+    assert compile_error("self.?a.orValue(1) == 1") is None
+
+
+def test_a_syntax_error_is_reported_at_its_place_in_the_text_as_written() -> None:
+    from controlplane.registry.expressions import compile_error
+
+    error = compile_error("self.?a.orValue(1) ==")
+    assert error is not None
+    assert error.startswith("compilation failed: ERROR: <input>:1:22: Syntax error: ")
+    assert error.endswith("\n | self.?a.orValue(1) ==\n | .....................^")
