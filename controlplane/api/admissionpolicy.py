@@ -12,9 +12,9 @@ validation that is false fails the binding's actions: ``Deny`` refuses the write
 (422 Invalid, or the validation's ``reason``) with upstream's message
 (``ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <message>``),
 ``Warn`` adds a warning, ``Audit`` is accepted and ignored. An expression that does
-not compile or fails at run time follows the policy's ``failurePolicy`` (``Fail``, the
-default, refuses). Expressions are compiled once per text, with the CEL interpreter
-the DRA selectors use.
+not parse refuses the policy's write (``registry/admissionpolicies.py``); one that fails
+at run time follows the policy's ``failurePolicy`` (``Fail``, the default, refuses).
+Expressions are compiled once per text, with the CEL interpreter the DRA selectors use.
 
 A failed validation's message is its ``messageExpression``'s string, else its
 ``message``, else the expression.

@@ -20,6 +20,7 @@ from collections.abc import Callable, Container
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from .admissionpolicies import prepare_validating_admission_policy
 from .autoscaling import prepare_horizontal_pod_autoscaler
 from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .immutable import (
@@ -430,6 +431,7 @@ _PREPARERS.update({
     "networkpolicies": prepare_network_policy, "endpointslices": prepare_endpoint_slice,
     "mutatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingwebhookconfigurations": prepare_webhook_configuration,
+    "validatingadmissionpolicies": prepare_validating_admission_policy,
     "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,
 })
 

@@ -28,6 +28,7 @@ import base64
 import binascii
 import copy
 import ipaddress
+import json
 import re
 import uuid
 from datetime import date, datetime
@@ -544,7 +545,7 @@ _FIELD_PATH_STEP = re.compile(r"\.([^.\[\]']+)|\['((?:[^'\\]|\\.)*)'\]")
 
 def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     """What upstream's CRD validation says of one ``x-kubernetes-validations`` entry's fields
-    (its ``rule`` is compiled only when it runs here)."""
+    (its ``rule`` and ``messageExpression`` compiled, for their syntax)."""
     if not isinstance(rule, dict):
         return [_invalid(path, rule, "must be an object")]
     causes: list[Cause] = []
@@ -563,6 +564,7 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     if isinstance(expression, str) and expression and not expression.strip():
         causes.append({"reason": "FieldValueRequired", "field": f"{path}.messageExpression",
                        "message": "Required value: messageExpression must be non-empty if specified"})
+    causes.extend(_compile_problems(rule, path))
     reason = rule.get("reason")
     if reason is not None and reason not in _RULE_REASONS:
         allowed = ", ".join(f'"{r}"' for r in _RULE_REASONS)
@@ -577,6 +579,38 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
         elif normalized_field_path(schema, field_path) is None:
             causes.append(_invalid(f"{path}.fieldPath", field_path, "must be a valid path"))
     return causes
+
+
+def _compile_problems(rule: dict[str, Any], path: str) -> list[Cause]:
+    """A ``rule`` or ``messageExpression`` that does not compile, as upstream refuses it: on
+    ``<path>.rule`` (``.messageExpression``), the bad value the whole rule as Go's ``%#v``
+    prints apiextensions' ValidationRule."""
+    from .expressions import compile_error
+
+    causes: list[Cause] = []
+    for key, detail in (("rule", ""), ("messageExpression", "messageExpression ")):
+        text = rule.get(key)
+        why = compile_error(text) if isinstance(text, str) and text.strip() else None
+        if why is not None:
+            causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{key}",
+                           "message": f"Invalid value: {_go_validation_rule(rule)}: {detail}{why}"})
+    return causes
+
+
+def _go_validation_rule(rule: dict[str, Any]) -> str:
+    """``%#v`` of apiextensions.ValidationRule; a set pointer shows an address in Go, a
+    placeholder here."""
+    def text(key: str) -> str:
+        value = rule.get(key)
+        return json.dumps(value if isinstance(value, str) else "", ensure_ascii=False)
+
+    def pointer(key: str, go_type: str) -> str:
+        return f"({go_type})(nil)" if rule.get(key) is None else f"({go_type})(0xc000010000)"
+
+    return (f"apiextensions.ValidationRule{{Rule:{text('rule')}, Message:{text('message')}, "
+            f"MessageExpression:{text('messageExpression')}, "
+            f"Reason:{pointer('reason', '*apiextensions.FieldValueErrorReason')}, FieldPath:{text('fieldPath')}, "
+            f"OptionalOldSelf:{pointer('optionalOldSelf', '*bool')}}}")
 
 
 def normalized_field_path(schema: Any, field_path: str) -> str | None:

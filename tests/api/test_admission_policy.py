@@ -104,3 +104,21 @@ async def test_deletes_are_checked_and_message_expressions_build_the_message(cli
         await client.delete(f"{CMS}/keep")
     assert e.value.code == 403 and e.value.message.endswith("denied request: configmap keep is protected")
     await client.delete(f"{CMS}/drop")
+
+
+async def test_a_policy_whose_expressions_do_not_compile_is_refused_at_its_write(client: Client) -> None:
+    bad = policy("bad", [{"expression": "object.spec.replicas <", "messageExpression": "'x' +"},
+                         {"expression": "object.?spec.replicas.orValue(0) < 5"}],  # optional syntax compiles
+                 matchConditions=[{"name": "m", "expression": "true &&"}],
+                 variables=[{"name": "v", "expression": "object.spec)"}])
+    with pytest.raises(ApiError) as e:
+        await client.create(POLICIES, bad)
+    assert e.value.code == 422 and e.value.reason == "Invalid"
+    causes = e.value.status["details"]["causes"]
+    assert [c["field"] for c in causes] == [
+        "spec.validations[0].expression", "spec.validations[0].messageExpression",
+        "spec.matchConditions[0].expression", "spec.variables[0].expression"]
+    assert causes[0]["message"].startswith(
+        'Invalid value: "object.spec.replicas <": compilation failed: ERROR: <input>:1:23: Syntax error: ')
+    assert causes[0]["message"].endswith("\n | object.spec.replicas <\n | ......................^")
+    assert all(c["reason"] == "FieldValueInvalid" for c in causes)

@@ -806,3 +806,27 @@ def test_kubectl_creates_a_resource_whose_schema_has_no_status_under_strict_vali
                                                        stdin=knob.replace("red", "blue"))
     obj = yaml.safe_load(kubectl(served, "get", "knob", "k1", "-o", "yaml"))
     assert obj["spec"] == {"color": "blue", "replicas": 1} and "status" not in obj
+
+
+def test_a_crd_whose_rule_does_not_compile_is_refused(served: Serve) -> None:
+    """A rule is compiled at its CRD's write, as upstream's: one that does not parse is a 422
+    on its path, the bad value the whole rule; kubectl shows the cause."""
+    bad = renamed(LOCKS_CRD, "hasp").replace("self.size >= oldSelf.size", "self.size >=")
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=bad, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    # one version's schema: upstream's internal CRD holds it at spec.validation, where its errors are
+    assert ('The CustomResourceDefinition "hasps.ruled.example.com" is invalid: spec.validation.openAPIV3Schema'
+            '.properties[spec].x-kubernetes-validations[0].rule: Invalid value: '
+            'apiextensions.ValidationRule{Rule:"self.size >=", Message:"size may only grow", '
+            'MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", '
+            "OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:13: Syntax error: ") in r.stderr
+    web = authed(served)
+    assert web.get(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "hasps.ruled.example.com").status_code == 404
+
+
+def renamed(crd: str, name: str) -> str:
+    """LOCKS_CRD for a kind of another name, so that a test changing it changes no other's."""
+    return crd.replace("locks", f"{name}s").replace("lock", name).replace("Lock", name.capitalize())

@@ -307,6 +307,31 @@ def test_a_rules_fields_are_checked_with_the_crd() -> None:
     ]
 
 
+def test_a_rule_or_message_expression_that_does_not_compile_refuses_the_crd() -> None:
+    path = "spec.versions[0].schema.openAPIV3Schema"
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.a >", "reason": "FieldValueForbidden"},
+        {"rule": "self.a > 1", "messageExpression": "'a is ' + this does not compile"},
+        {"rule": "self.?a.orValue(0) > 1", "messageExpression": "'a is ' + string(self.a)"},  # both compile
+    ], "properties": {"a": {"type": "integer"}}}}}
+    at = f"{path}.properties[spec].x-kubernetes-validations"
+    found = structure_problems(schema, path)
+    assert [(c["reason"], c["field"]) for c in found] == [
+        ("FieldValueInvalid", f"{at}[0].rule"), ("FieldValueInvalid", f"{at}[1].messageExpression")]
+    # the bad value is the whole rule, as Go's %#v prints apiextensions.ValidationRule
+    assert found[0]["message"].startswith(
+        'Invalid value: apiextensions.ValidationRule{Rule:"self.a >", Message:"", MessageExpression:"", '
+        "Reason:(*apiextensions.FieldValueErrorReason)(0xc000010000), FieldPath:\"\", "
+        "OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:9: Syntax error: mismatched input "
+        "'<EOF>' expecting ")
+    assert found[0]["message"].endswith("\n | self.a >\n | ........^")
+    assert found[1]["message"].startswith(
+        'Invalid value: apiextensions.ValidationRule{Rule:"self.a > 1", Message:"", '
+        "MessageExpression:\"'a is ' + this does not compile\", Reason:(*apiextensions.FieldValueErrorReason)(nil), "
+        'FieldPath:"", OptionalOldSelf:(*bool)(nil)}: messageExpression compilation failed: ERROR: <input>:1:16: '
+        "Syntax error: mismatched input 'does' expecting ")
+
+
 def test_a_rules_field_path_is_normalised_as_upstream() -> None:
     schema = {"type": "object", "x-kubernetes-validations": [
         {"rule": "false", "fieldPath": ".spec['a']", "message": "root"}],
