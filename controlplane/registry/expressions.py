@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ExpressionError", "compile_error", "context_of", "evaluate"]
+__all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
 
 _compiled: dict[str, Any] = {}
 _MISSING_KEY = re.compile(r"Python function call failed: KeyError: '((?:[^'\\]|\\.)*)'")
@@ -79,6 +79,12 @@ def compile_error(expression: str) -> str | None:
     except ExpressionError as e:
         return str(e)
     return None
+
+
+def variables_of(expression: str) -> frozenset[str]:
+    """The names ``expression`` reads (``self``, ``oldSelf``, ...; a macro's own variable too);
+    raises ``ExpressionError`` when it does not compile."""
+    return frozenset(_program(expression).variables())
 
 
 def context_of(variables: dict[str, Any]) -> Any:

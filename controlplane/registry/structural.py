@@ -289,7 +289,8 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
     is its ``messageExpression``'s string, else its ``message``, else ``failed rule: <rule>``,
     on ``path`` (and its ``fieldPath``) with its ``reason``. Transition rules (naming
     ``oldSelf``) run only where there is an old value (``old``), as upstream; those with
-    ``optionalOldSelf`` (``oldSelf`` an optional) are not run.
+    ``optionalOldSelf: true`` run where there is none too, ``oldSelf`` an optional
+    (``optional.none()`` on a create, else ``optional.of(old)``).
 
     Worded as upstream since 1.35: the value of a scalar is shown (``Invalid value: 3: too
     big``), an object's or a list's is not (``Invalid value: too big``); a rule that fails to
@@ -297,7 +298,7 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
     rule: <message>``)."""
     from .expressions import ExpressionError, context_of, evaluate
 
-    context = None
+    context = optional_context = None
     kind = schema.get("type") or ""
     unchanged = old is not _ABSENT and same(value, old)
     for rule in rules:
@@ -305,24 +306,34 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
         if not isinstance(text, str):
             continue
         transition = _OLD_SELF.search(text) is not None
-        if transition and (old is _ABSENT or rule.get("optionalOldSelf") is True):
+        optional_old = transition and rule.get("optionalOldSelf") is True
+        if transition and old is _ABSENT and not optional_old:
             continue
-        if context is None:
+        if optional_old:  # oldSelf an optional: of the old value, or none on a create
+            optional_context = optional_context or context_of({"self": value, "oldSelf": _optional_of(old)})
+        elif context is None:
             context = context_of({"self": value} if old is _ABSENT else {"self": value, "oldSelf": old})
+        run_in = optional_context if optional_old else context
         message = str(rule.get("message") or "").strip()
         field = path
         if isinstance(rule.get("fieldPath"), str) and rule["fieldPath"]:  # e.g. .a['b'] under spec: spec.a.b
             relative = normalized_field_path(schema, rule["fieldPath"])
             field = (f"{path}.{relative}" if path else relative) if relative else path
         try:
-            ok = evaluate(text, context) is True
+            ok = evaluate(text, run_in) is True
         except ExpressionError as e:
             causes.append({"reason": "FieldValueInvalid", "field": path, "message":
                            f"Invalid value: {describe(kind)}: {e} evaluating rule: {message or text.strip()}"})
             continue
         if not ok and not (unchanged and not transition):  # ratcheting, but never of a transition rule
-            detail = _message_of(rule, context) or message or f"failed rule: {text.strip()}"
+            detail = _message_of(rule, run_in) or message or f"failed rule: {text.strip()}"
             causes.append(_rule_failure(str(rule.get("reason") or ""), field, value, kind, detail))
+
+
+def _optional_of(old: Any) -> Any:
+    import cel
+
+    return cel.OptionalValue.none() if old is _ABSENT else cel.OptionalValue.of(old)
 
 
 def _message_of(rule: dict[str, Any], context: Any) -> str | None:
@@ -584,8 +595,9 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
 def _compile_problems(rule: dict[str, Any], path: str) -> list[Cause]:
     """A ``rule`` or ``messageExpression`` that does not compile, as upstream refuses it: on
     ``<path>.rule`` (``.messageExpression``), the bad value the whole rule as Go's ``%#v``
-    prints apiextensions' ValidationRule."""
-    from .expressions import compile_error
+    prints apiextensions' ValidationRule. And an ``optionalOldSelf`` set on a rule that does
+    not read ``oldSelf``."""
+    from .expressions import compile_error, variables_of
 
     causes: list[Cause] = []
     for key, detail in (("rule", ""), ("messageExpression", "messageExpression ")):
@@ -594,6 +606,10 @@ def _compile_problems(rule: dict[str, Any], path: str) -> list[Cause]:
         if why is not None:
             causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{key}",
                            "message": f"Invalid value: {_go_validation_rule(rule)}: {detail}{why}"})
+    text, optional = rule.get("rule"), rule.get("optionalOldSelf")
+    if isinstance(optional, bool) and isinstance(text, str) and text.strip() and compile_error(text) is None \
+            and "oldSelf" not in variables_of(text):
+        causes.append(_invalid(f"{path}.optionalOldSelf", optional, "may not be set if oldSelf is not used in rule"))
     return causes
 
 

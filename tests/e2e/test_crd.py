@@ -830,3 +830,61 @@ def test_a_crd_whose_rule_does_not_compile_is_refused(served: Serve) -> None:
 def renamed(crd: str, name: str) -> str:
     """LOCKS_CRD for a kind of another name, so that a test changing it changes no other's."""
     return crd.replace("locks", f"{name}s").replace("lock", name).replace("Lock", name.capitalize())
+
+
+TIERS_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: tiers.ruled.example.com}
+spec:
+  group: ruled.example.com
+  scope: Namespaced
+  names: {plural: tiers, singular: tier, kind: Tier}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "!format.dns1123Label().validate(self.?owner.orValue('nobody')).hasValue()"
+              messageExpression: "format.dns1123Label().validate(self.owner).value()[0]"
+            properties:
+              owner: {type: string}
+              level:
+                type: string
+                x-kubernetes-validations:
+                - {rule: "oldSelf.hasValue() || self != 'gold'", optionalOldSelf: true, message: gold is earned}
+"""
+
+
+def test_optional_old_self_the_optional_syntax_and_the_format_library(served: Serve, api: client.ApiClient) -> None:
+    """Rules as Gateway API and Cluster API write them: ``optionalOldSelf`` rules run on a
+    create too (``oldSelf`` none), ``self.?f.orValue(...)`` and the format library work."""
+    kubectl(served, "apply", "-f", "-", stdin=TIERS_CRD)
+    co = client.CustomObjectsApi(api)
+    g, v, ns, plural = "ruled.example.com", "v1", "default", "tiers"
+
+    def create(name: str, spec: dict[str, Any]) -> None:
+        co.create_namespaced_custom_object(g, v, ns, plural, {
+            "apiVersion": f"{g}/{v}", "kind": "Tier", "metadata": {"name": name}, "spec": spec})
+
+    with pytest.raises(ApiException) as err:
+        create("t1", {"level": "gold"})
+    assert err.value.status == 422
+    assert orjson.loads(err.value.body)["message"] == \
+        'Tier.ruled.example.com "t1" is invalid: spec.level: Invalid value: "gold": gold is earned'
+    create("t1", {"level": "silver"})
+    co.patch_namespaced_custom_object(g, v, ns, plural, "t1", {"spec": {"level": "gold"}})  # now it has an old value
+    with pytest.raises(ApiException) as err:
+        create("t2", {"owner": "Me"})
+    assert orjson.loads(err.value.body)["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "spec",
+        "message": "Invalid value: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+                   "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+                   "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"}]
+    create("t2", {"owner": "me"})

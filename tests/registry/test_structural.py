@@ -271,6 +271,24 @@ def test_transition_rules_run_on_an_update_where_the_old_object_has_the_value() 
     assert validate(schema, {"spec": {"replicas": 3}}, old=old) == []  # mode newly absent: not compared
 
 
+def test_optional_old_self_rules_run_on_a_create_too_with_old_self_an_optional() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tier": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "oldSelf.hasValue() ? self == oldSelf.value() : self != 'gold'", "optionalOldSelf": True,
+             "message": "gold is earned, and a tier fixed"},
+            {"rule": "self == oldSelf", "optionalOldSelf": False, "message": "fixed"}]}}}}}
+    assert [c["message"] for c in validate(schema, {"spec": {"tier": "gold"}})] == [
+        'Invalid value: "gold": gold is earned, and a tier fixed']  # a create: oldSelf is optional.none()
+    assert validate(schema, {"spec": {"tier": "silver"}}) == []
+    old = {"spec": {"tier": "silver"}}
+    assert [c["message"] for c in validate(schema, {"spec": {"tier": "gold"}}, old=old)] == [
+        'Invalid value: "gold": gold is earned, and a tier fixed', 'Invalid value: "gold": fixed']
+    assert validate(schema, {"spec": {"tier": "silver"}}, old=old) == []
+    # a value the old object lacks: oldSelf is none again, where the plain transition rule is not run
+    assert [c["message"] for c in validate(schema, {"spec": {"tier": "gold"}}, old={"spec": {}})] == [
+        'Invalid value: "gold": gold is earned, and a tier fixed']
+
+
 def test_rules_are_not_run_when_the_schema_finds_the_wrong_shape() -> None:
     causes = validate(RULED, {"spec": {"replicas": "many", "name": "db"}})
     assert [(c["field"], c["message"]) for c in causes] == [
@@ -313,11 +331,15 @@ def test_a_rule_or_message_expression_that_does_not_compile_refuses_the_crd() ->
         {"rule": "self.a >", "reason": "FieldValueForbidden"},
         {"rule": "self.a > 1", "messageExpression": "'a is ' + this does not compile"},
         {"rule": "self.?a.orValue(0) > 1", "messageExpression": "'a is ' + string(self.a)"},  # both compile
+        {"rule": "self.a > 1", "optionalOldSelf": False},  # set, where the rule has no oldSelf
+        {"rule": "self.a > oldSelf.orValue(0)", "optionalOldSelf": True},
     ], "properties": {"a": {"type": "integer"}}}}}
     at = f"{path}.properties[spec].x-kubernetes-validations"
     found = structure_problems(schema, path)
     assert [(c["reason"], c["field"]) for c in found] == [
-        ("FieldValueInvalid", f"{at}[0].rule"), ("FieldValueInvalid", f"{at}[1].messageExpression")]
+        ("FieldValueInvalid", f"{at}[0].rule"), ("FieldValueInvalid", f"{at}[1].messageExpression"),
+        ("FieldValueInvalid", f"{at}[3].optionalOldSelf")]
+    assert found[2]["message"] == "Invalid value: false: may not be set if oldSelf is not used in rule"
     # the bad value is the whole rule, as Go's %#v prints apiextensions.ValidationRule
     assert found[0]["message"].startswith(
         'Invalid value: apiextensions.ValidationRule{Rule:"self.a >", Message:"", MessageExpression:"", '
