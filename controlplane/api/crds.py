@@ -51,7 +51,7 @@ from ..registry.custom import admit
 from ..registry.structural import apply_defaults, prune
 from .dryrun import DRY_RUN
 from .errors import ApiError
-from .fieldvalidation import unknown_fields
+from .fieldvalidation import add_warning, unknown_fields
 from .scale import BUILTIN as BUILTIN_SCALE
 from .scale import ScalePaths
 
@@ -207,7 +207,8 @@ class CustomResourceDefinitions:
     def admit_resource(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
         """Prune, default and validate a custom resource being written. A new one
         of a terminating CRD is refused, as upstream; the pruned unknown fields
-        are reported under the request's ``fieldValidation`` (Strict: refused)."""
+        are reported under the request's ``fieldValidation`` (Strict: refused); the
+        failed rules ratcheted on an update are warnings, as upstream's."""
         assert rtype.custom is not None
         name = obj.get("metadata", {}).get("name", "") or obj.get("metadata", {}).get("generateName", "")
         if old is None:
@@ -216,7 +217,10 @@ class CustomResourceDefinitions:
                                "is terminating", {"name": name, "group": rtype.group, "kind": rtype.plural})
             if "status" in rtype.subresources:
                 obj.pop("status", None)  # the status is written through /status only
-        pruned, causes = admit(rtype.custom, obj, old)
+        ratcheted: list[dict[str, str]] = []
+        pruned, causes = admit(rtype.custom, obj, old, ratcheted)
+        for failure in ratcheted:  # as upstream's CEL validator: field.Error.Error() as a warning
+            add_warning(f"{failure['field']}: {failure['message']}")
         unknown_fields(rtype, obj, pruned)
         if causes:
             raise ApiError.invalid(rtype, name, causes)

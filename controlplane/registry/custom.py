@@ -6,6 +6,7 @@ In (create, update, patch)::
     pruned, causes = admit(version, obj)   # pruned unknown fields, defaulted, validated
     pruned, causes = admit(version, obj, old)   # an update: transition rules (oldSelf) see ``old``,
                                                 # and the values it leaves unchanged are ratcheted
+    pruned, causes = admit(version, obj, old, ratcheted)   # ... their failed rules added to ratcheted
 
 Out (every read)::
 
@@ -40,14 +41,15 @@ class CustomVersion:
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
 
 
-def admit(version: CustomVersion, obj: dict[str, Any],
-          old: dict[str, Any] | None = None) -> tuple[list[str], list[Cause]]:
+def admit(version: CustomVersion, obj: dict[str, Any], old: dict[str, Any] | None = None,
+          ratcheted: list[Cause] | None = None) -> tuple[list[str], list[Cause]]:
     """Prune, default and validate ``obj`` in place: (the pruned paths, the causes
     of a 422). ``metadata`` is not the schema's business (only its name is
     checked, by the caller, as for every type). ``old`` is the stored object of an
     update, which the schema's transition rules compare with (as read: pruned and
     defaulted by the schema, as upstream decodes it), and against which the errors of
-    unchanged values are ratcheted (upstream's CRDValidationRatcheting, GA in 1.33)."""
+    unchanged values are ratcheted (upstream's CRDValidationRatcheting, GA in 1.33): the
+    failed rules among those are added to ``ratcheted``, for the request's warnings."""
     if version.schema is None:
         return [], []
     pruned = prune(version.schema, obj)
@@ -59,7 +61,7 @@ def admit(version: CustomVersion, obj: dict[str, Any],
     before = copy.deepcopy(old)
     prune(version.schema, before)
     apply_defaults(version.schema, before)
-    return pruned, validate(schema, obj, old=before)
+    return pruned, validate(schema, obj, old=before, ratcheted=ratcheted)
 
 
 def present(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

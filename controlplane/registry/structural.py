@@ -31,6 +31,7 @@ import ipaddress
 import json
 import re
 import uuid
+from contextvars import ContextVar
 from datetime import date, datetime
 from typing import Any
 
@@ -171,16 +172,23 @@ _RULES_NOT_RUN: Cause = {
                "correct the existing errors to complete validation"}  # a nil value: JSON's null since 1.34
 
 
-def validate(schema: Schema, value: Any, path: str = "", old: Any = _ABSENT) -> list[Cause]:
+def validate(schema: Schema, value: Any, path: str = "", old: Any = _ABSENT,
+             ratcheted: list[Cause] | None = None) -> list[Cause]:
     """The causes ``value`` fails ``schema`` with (empty when it is valid). ``old``, on an
     update, is the stored object: transition rules (those naming ``oldSelf``) run where
     the old object has a value correlated with the new one (same property, map key, or
     ``x-kubernetes-list-type: map`` keys). As upstream, the CEL rules' causes follow the
     schema's, and are not looked for at all when the schema's say the object has the
-    wrong shape (a type, required, enum or size error)."""
+    wrong shape (a type, required, enum or size error). The failed rules of values the
+    update leaves unchanged, ratcheted, are added to ``ratcheted``: upstream sends each
+    as a warning (the schema's own ratcheted errors it drops silently)."""
     causes: list[Cause] = []
     rule_causes: list[Cause] = []
-    _validate(schema, value, path, causes, old, rule_causes)
+    token = _RATCHETED.set(ratcheted)
+    try:
+        _validate(schema, value, path, causes, old, rule_causes)
+    finally:
+        _RATCHETED.reset(token)
     if any(c["reason"] in _BLOCKING for c in causes):
         return [*causes, dict(_RULES_NOT_RUN)] if _has_rules(schema) else causes
     return causes + rule_causes
@@ -279,6 +287,8 @@ def _validate(schema: Schema, value: Any, path: str, causes: list[Cause], old: A
 
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
+# where validate() collects the failed rules it ratchets (None: nowhere), for the nested calls
+_RATCHETED: ContextVar[list[Cause] | None] = ContextVar("controlplane_ratcheted_rules", default=None)
 
 _MAX_MESSAGE_EXPRESSION_BYTES = 5000  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
 
@@ -325,9 +335,19 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
             causes.append({"reason": "FieldValueInvalid", "field": path, "message":
                            f"Invalid value: {describe(kind)}: {e} evaluating rule: {message or text.strip()}"})
             continue
-        if not ok and not (unchanged and not transition):  # ratcheting, but never of a transition rule
+        if not ok:
             detail = _message_of(rule, run_in) or message or f"failed rule: {text.strip()}"
-            causes.append(_rule_failure(str(rule.get("reason") or ""), field, value, kind, detail))
+            failure = _rule_failure(str(rule.get("reason") or ""), field, value, kind, detail)
+            if unchanged and not transition:  # ratcheting, but never of a transition rule
+                _ratchet(failure)
+            else:
+                causes.append(failure)
+
+
+def _ratchet(failure: Cause) -> None:
+    collected = _RATCHETED.get()
+    if collected is not None:
+        collected.append(failure)
 
 
 def _optional_of(old: Any) -> Any:

@@ -888,3 +888,28 @@ def test_optional_old_self_the_optional_syntax_and_the_format_library(served: Se
                    "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
                    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"}]
     create("t2", {"owner": "me"})
+
+
+def test_a_rule_failure_ratcheted_on_an_update_is_a_warning(served: Serve) -> None:
+    """A CRD made stricter lets an object it would now refuse be updated where the update
+    leaves the failing value as it was; upstream sends that rule's failure as a warning."""
+    pins = renamed(LOCKS_CRD, "pin")
+    kubectl(served, "apply", "-f", "-", stdin=pins)
+    web = authed(served)
+    objects = f"{served.url}/apis/ruled.example.com/v1/namespaces/default/pins"
+    assert web.post(objects, json={"apiVersion": "ruled.example.com/v1", "kind": "Pin", "metadata": {"name": "p9"},
+                                   "spec": {"size": 9, "owner": "me"}}).status_code == 201
+    stricter = pins.replace("properties:\n              size: {type: integer}",
+                            "properties:\n              size: {type: integer, x-kubernetes-validations: "
+                            "[{rule: 'self < 5', message: at most 4}]}")
+    assert stricter != pins
+    kubectl(served, "apply", "-f", "-", stdin=stricter)
+    answer = web.patch(f"{objects}/p9", json={"metadata": {"labels": {"a": "b"}}},
+                       headers={"Content-Type": "application/merge-patch+json"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers.get_list("warning") == ['299 - "spec.size: Invalid value: 9: at most 4"']
+    refused = web.patch(f"{objects}/p9", json={"spec": {"size": 10}},
+                        headers={"Content-Type": "application/merge-patch+json"})
+    assert refused.status_code == 422
+    assert refused.json()["message"] == \
+        'Pin.ruled.example.com "p9" is invalid: spec.size: Invalid value: 10: at most 4'

@@ -289,6 +289,20 @@ def test_optional_old_self_rules_run_on_a_create_too_with_old_self_an_optional()
         'Invalid value: "gold": gold is earned, and a tier fixed']
 
 
+def test_a_ratcheted_rule_failure_is_collected_for_a_warning() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "size": {"type": "integer", "minimum": 1,
+                 "x-kubernetes-validations": [{"rule": "self < 5", "message": "small"}]},
+        "name": {"type": "string"}}}}}
+    old = {"spec": {"size": 9, "name": "a"}}
+    ratcheted: list[dict[str, str]] = []
+    assert validate(schema, {"spec": {"size": 9, "name": "b"}}, old=old, ratcheted=ratcheted) == []
+    assert ratcheted == [{"reason": "FieldValueInvalid", "field": "spec.size", "message": "Invalid value: 9: small"}]
+    ratcheted.clear()  # a schema error ratcheted is dropped silently, as upstream's
+    assert validate(schema, {"spec": {"size": 0, "name": "b"}}, old={"spec": {"size": 0}}, ratcheted=ratcheted) == []
+    assert ratcheted == []
+
+
 def test_rules_are_not_run_when_the_schema_finds_the_wrong_shape() -> None:
     causes = validate(RULED, {"spec": {"replicas": "many", "name": "db"}})
     assert [(c["field"], c["message"]) for c in causes] == [
