@@ -27,7 +27,11 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
   is ``optional.none()`` for a valid ``s``, else the optional list of apimachinery's messages;
 - the optional syntax ``x.?f`` and ``x[?k]`` (rewritten by ``registry/celsyntax.py`` into
   the ``_cp_*`` functions here); ``optional.of``, ``optional.none``, ``hasValue``,
-  ``value``, ``orValue``, ``or`` are the interpreter's own.
+  ``value``, ``orValue``, ``or`` are the interpreter's own;
+- the two-variable comprehensions (cel-go's ``ext.TwoVarComprehensions``, Kubernetes' since
+  1.32): ``all``, ``exists``, ``existsOne`` with two variables, ``transformList``,
+  ``transformMap``, ``transformMapEntry`` (rewritten by ``celsyntax`` onto the one-variable
+  macros over ``_cp_entries``).
 
 A URL, an IP, a CIDR or a format is carried as a tagged map (the interpreter converts only
 plain values), so two equal values compare equal.
@@ -36,9 +40,8 @@ Not provided, as Kubernetes' CEL environment (apiserver's ``environment/base.go`
 not either: ``math.*`` (cel-go's ``ext.Math``), ``base64.*`` (``ext.Encoders``), ``cel.bind``
 (``ext.Bindings``, in DRA's selectors only). Upstream refuses a rule calling them at its
 CRD's write (an undeclared reference, found by its type checker); here the rule fails as it
-runs. Missing, though upstream has them: the two-variable comprehensions
-(``all(k, v, ...)``, ``transformList``, ...: the interpreter's parser has no such macros),
-optional entries of list and map literals (``[?x]``, ``{?k: v}``), the authorizer library.
+runs. Missing, though upstream has them: optional entries of list and map literals
+(``[?x]``, ``{?k: v}``), the authorizer library.
 """
 
 from __future__ import annotations
@@ -50,7 +53,15 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from controlplane.registry.celsyntax import CHAIN_FIELD, CHAIN_INDEX, OPTIONAL_FIELD, OPTIONAL_INDEX
+from controlplane.registry.celsyntax import (
+    CHAIN_FIELD,
+    CHAIN_INDEX,
+    ENTRIES,
+    MAP_OF,
+    MERGED,
+    OPTIONAL_FIELD,
+    OPTIONAL_INDEX,
+)
 from controlplane.registry.goregexp import compile_go
 from controlplane.scheduler.dra.cel import _FUNCTIONS as _QUANTITY_FUNCTIONS
 
@@ -444,6 +455,34 @@ def _chain_index(target: Any, key: Any) -> Any:
     return target[key]
 
 
+# -- two-variable comprehensions (``registry/celsyntax.py``) -------------------------------------
+def _entries(target: Any) -> list[list[Any]]:
+    """The ``[index, item]`` pairs of a list, the ``[key, value]`` pairs of a map."""
+    if isinstance(target, list):
+        return [[i, item] for i, item in enumerate(target)]
+    if isinstance(target, dict):
+        return [[key, value] for key, value in target.items()]
+    raise ValueError(f"no such overload: a comprehension over {type(target).__name__}")
+
+
+def _map_of(pairs: list[list[Any]]) -> dict[Any, Any]:
+    return dict(pairs)
+
+
+def _merged(entries: list[dict[Any, Any]]) -> dict[Any, Any]:
+    """``transformMapEntry``'s result: the one-entry maps its body made, merged; a key made
+    twice is an error, as cel-go's."""
+    out: dict[Any, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError("transformMapEntry: the expression must make a map")
+        for key, value in entry.items():
+            if key in out:
+                raise ValueError(f"insert failed: key {key!r} already exists")
+            out[key] = value
+    return out
+
+
 FUNCTIONS: dict[str, Any] = {
     **_QUANTITY_FUNCTIONS,
     "charAt": _char_at,
@@ -501,4 +540,7 @@ FUNCTIONS: dict[str, Any] = {
     OPTIONAL_INDEX: _optional_index,
     CHAIN_FIELD: _chain_field,
     CHAIN_INDEX: _chain_index,
+    ENTRIES: _entries,
+    MAP_OF: _map_of,
+    MERGED: _merged,
 }

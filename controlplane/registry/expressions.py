@@ -27,9 +27,9 @@ def _program(expression: str) -> Any:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
         from .cellibs import with_global_matches
-        from .celsyntax import optional_syntax
+        from .celsyntax import rewritten as rewrite
 
-        rewritten = optional_syntax(expression)
+        rewritten = rewrite(expression)
         try:
             program = cel.compile(with_global_matches(rewritten))
         except Exception as e:  # the interpreter's parse errors

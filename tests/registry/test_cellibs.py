@@ -68,6 +68,13 @@ from controlplane.registry.structural import validate
     "self.?a.?zz.orValue(3) == 3 && self.?a['b'].value() == 1 && self.?a[?'zz'].orValue(4) == 4",
     "self.l[?1].value() == 'y' && !self.l[?2].hasValue() && self.m[?'k.x'].orValue('') == 'v'",
     "self.?a.orValue({}).b == 1 && ['x'][?0].value() == 'x'",
+    # two-variable comprehensions (Kubernetes' since 1.32): index and item, key and value
+    "self.m.all(k, v, k.contains('.') && v == 'v') && !self.l.all(i, v, i == 0)",
+    "self.l.exists(i, v, i == 1 && v == 'y') && self.l.existsOne(i, v, v == 'x') && !self.l.exists_one(i, v, i >= 0)",
+    "self.l.transformList(i, v, v + string(i)) == ['x0', 'y1'] && self.l.transformList(i, v, i > 0, v) == ['y']",
+    "self.m.transformMap(k, v, v + k) == {'k.x': 'vk.x'} && self.m.transformMap(k, v, false, v) == {}",
+    "self.m.transformMapEntry(k, v, {v: k}) == {'v': 'k.x'}",
+    "self.l.all(x, x != '') && self.m.all(k, v, self.l.exists(i, w, w + k != v))",  # one variable, and nested
 ])
 def test_the_kubernetes_libraries_are_there(expression: str) -> None:
     assert evaluate(expression, {"self": {"a": {"b": 1}, "l": ["x", "y"], "m": {"k.x": "v"}}}) is True
@@ -123,14 +130,22 @@ def test_a_field_after_an_optional_step_stays_plain_on_a_plain_value() -> None:
         evaluate("self.?a.orValue({}).zz", {"self": {"a": {"b": 1}}})
 
 
-def test_the_optional_syntax_is_rewritten_outside_string_literals_only() -> None:
-    from controlplane.registry.celsyntax import optional_syntax
+def test_a_map_entry_made_twice_is_an_error() -> None:
+    with pytest.raises(ExpressionError, match="already exists"):
+        evaluate("{'a': 1, 'b': 1}.transformMapEntry(k, v, {v: k})", {})
 
-    assert optional_syntax("self.?a.b[0].orValue(1)") == \
+
+def test_the_optional_syntax_is_rewritten_outside_string_literals_only() -> None:
+    from controlplane.registry.celsyntax import rewritten
+
+    assert rewritten("self.?a.b[0].orValue(1)") == \
         "self._cp_opt_field('a')._cp_field('b')._cp_index(0).orValue(1)"
-    assert optional_syntax("self.l[?i + 1] == x[0]") == "self.l._cp_opt_index(i + 1) == x[0]"
-    for unchanged in ("'self.?a' == s", "r'x[?0]' + '''.?''' == s", "self.a[0].b", "[1, 2][0]"):
-        assert optional_syntax(unchanged) == unchanged
+    assert rewritten("self.l[?i + 1] == x[0]") == "self.l._cp_opt_index(i + 1) == x[0]"
+    assert rewritten("m.all(k, v, v > 0)") == \
+        "m._cp_entries().all(_cp_e, [_cp_e[0]].map(k, [_cp_e[1]].map(v, v > 0)[0])[0])"
+    for unchanged in ("'self.?a' == s", "r'x[?0]' + '''.?''' == s", "self.a[0].b", "[1, 2][0]", "l.all(x, x > 0)",
+                      "'m.all(k, v, v)' == s", "m.all(k.x, v, v)"):
+        assert rewritten(unchanged) == unchanged
 
 
 def test_optional_entries_of_literals_are_refused_as_not_compiling() -> None:
