@@ -554,8 +554,9 @@ def structure_problems(schema: Any, path: str) -> list[Cause]:
     if schema.get("type") != "object":
         causes.append({"reason": "FieldValueInvalid", "field": f"{path}.type",
                        "message": f"Invalid value: {describe(schema.get('type', ''))}: must be object at the root"})
-    _structure(schema, path, causes, root=True)
-    return causes
+    cel: list[Cause] = []
+    _structure(schema, path, causes, root=True, cel=cel)
+    return causes + cel  # upstream's CEL errors follow its schema errors
 
 
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
@@ -576,7 +577,7 @@ _FIELD_PATH_STEP = re.compile(r"\.([^.\[\]']+)|\['((?:[^'\\]|\\.)*)'\]")
 
 def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     """What upstream's CRD validation says of one ``x-kubernetes-validations`` entry's fields
-    (its ``rule`` and ``messageExpression`` compiled, for their syntax)."""
+    (their CEL is compiled by ``_compile_problems``)."""
     if not isinstance(rule, dict):
         return [_invalid(path, rule, "must be an object")]
     causes: list[Cause] = []
@@ -595,7 +596,6 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     if isinstance(expression, str) and expression and not expression.strip():
         causes.append({"reason": "FieldValueRequired", "field": f"{path}.messageExpression",
                        "message": "Required value: messageExpression must be non-empty if specified"})
-    causes.extend(_compile_problems(rule, path))
     reason = rule.get("reason")
     if reason is not None and reason not in _RULE_REASONS:
         allowed = ", ".join(f'"{r}"' for r in _RULE_REASONS)
@@ -612,11 +612,12 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     return causes
 
 
-def _compile_problems(rule: dict[str, Any], path: str) -> list[Cause]:
+def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | None) -> list[Cause]:
     """A ``rule`` or ``messageExpression`` that does not compile, as upstream refuses it: on
     ``<path>.rule`` (``.messageExpression``), the bad value the whole rule as Go's ``%#v``
-    prints apiextensions' ValidationRule. And an ``optionalOldSelf`` set on a rule that does
-    not read ``oldSelf``."""
+    prints apiextensions' ValidationRule. And a rule reading ``oldSelf`` where no old value
+    can be paired with the new (within the list at ``uncorrelatable``), or an
+    ``optionalOldSelf`` set on a rule that does not read ``oldSelf``."""
     from .expressions import compile_error, variables_of
 
     causes: list[Cause] = []
@@ -627,8 +628,13 @@ def _compile_problems(rule: dict[str, Any], path: str) -> list[Cause]:
             causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{key}",
                            "message": f"Invalid value: {_go_validation_rule(rule)}: {detail}{why}"})
     text, optional = rule.get("rule"), rule.get("optionalOldSelf")
-    if isinstance(optional, bool) and isinstance(text, str) and text.strip() and compile_error(text) is None \
-            and "oldSelf" not in variables_of(text):
+    if not isinstance(text, str) or not text.strip() or compile_error(text) is not None:
+        return causes
+    if "oldSelf" in variables_of(text):
+        if uncorrelatable is not None:
+            causes.append(_invalid(f"{path}.rule", text, "oldSelf cannot be used on the uncorrelatable portion of the "
+                                                         f"schema within {uncorrelatable}"))
+    elif isinstance(optional, bool):
         causes.append(_invalid(f"{path}.optionalOldSelf", optional, "may not be set if oldSelf is not used in rule"))
     return causes
 
@@ -703,7 +709,13 @@ def _keyword_problems(schema: Schema, path: str) -> list[Cause]:
     return causes
 
 
-def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False) -> None:
+def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False, cel: list[Cause] | None = None,
+               uncorrelatable: str | None = None) -> None:
+    """The causes of ``schema`` at ``path``, and in ``cel`` those of its rules' CEL, looked
+    for, as upstream, only where the schema here and below has no other error.
+    ``uncorrelatable`` is the path of the nearest list above that is not a
+    ``x-kubernetes-list-type: map`` (whose old and new items are not paired)."""
+    start = len(causes)
     wrong = _keyword_problems(schema, path)
     if wrong:  # the rest of the checks assume well-typed keywords
         causes.extend(wrong)
@@ -754,10 +766,10 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
                         causes.append({"reason": "FieldValueForbidden", "field": sub, "message": "Forbidden: must "
                                        "not specify anything other than name and generateName, but metadata is "
                                        "implicitly specified"})
-                _structure(prop, sub, causes)
+                _structure(prop, sub, causes, cel=cel, uncorrelatable=uncorrelatable)
     extra_schema = schema.get("additionalProperties")
     if isinstance(extra_schema, dict):
-        _structure(extra_schema, f"{path}.additionalProperties", causes)
+        _structure(extra_schema, f"{path}.additionalProperties", causes, cel=cel, uncorrelatable=uncorrelatable)
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
         causes.extend(_rule_problems(schema, rule, f"{path}.x-kubernetes-validations[{i}]"))
     items = schema.get("items")
@@ -766,10 +778,15 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
                        "message": "Required value: must be specified"})
     if items is not None:
         if isinstance(items, dict):
-            _structure(items, f"{path}.items", causes)
+            unpaired = uncorrelatable or (path if schema.get("x-kubernetes-list-type") != "map" else None)
+            _structure(items, f"{path}.items", causes, cel=cel, uncorrelatable=unpaired)
         else:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items",
                            "message": "Forbidden: items must be a schema object and not an array"})
+    if cel is not None and len(causes) == start:
+        for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+            if isinstance(rule, dict):
+                cel.extend(_compile_problems(rule, f"{path}.x-kubernetes-validations[{i}]", uncorrelatable))
     if "default" in schema:
         if root:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.default",

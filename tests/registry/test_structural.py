@@ -368,6 +368,34 @@ def test_a_rule_or_message_expression_that_does_not_compile_refuses_the_crd() ->
         "Syntax error: mismatched input 'does' expecting ")
 
 
+def test_old_self_is_refused_where_old_and_new_items_are_not_paired() -> None:
+    path = "spec.validation.openAPIV3Schema"
+    fixed = [{"rule": "self == oldSelf"}]
+    schema = {"type": "object", "properties": {
+        "atomic": {"type": "array", "items": {"type": "object", "properties": {
+            "a": {"type": "string", "x-kubernetes-validations": fixed}}}},
+        "keyed": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                  "items": {"type": "object", "required": ["k"], "properties": {
+                      "k": {"type": "string"}, "a": {"type": "string", "x-kubernetes-validations": fixed}}}}}}
+    assert [(c["field"], c["message"]) for c in structure_problems(schema, path)] == [
+        (f"{path}.properties[atomic].items.properties[a].x-kubernetes-validations[0].rule",
+         'Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema '
+         f"within {path}.properties[atomic]")]
+
+
+def test_rules_are_not_compiled_where_the_schema_has_other_errors_and_follow_them() -> None:
+    path = "spec.validation.openAPIV3Schema"
+    schema = {"type": "object", "properties": {
+        "a": {"type": "object", "x-kubernetes-validations": [{"rule": "self.x >"}],
+              "properties": {"x": {"type": "bogus"}}},
+        "b": {"type": "object", "x-kubernetes-validations": [{"rule": "self.x >"}],
+              "properties": {"x": {"type": "integer"}}},
+        "c": {"type": "string", "uniqueItems": True}}}
+    assert [c["field"] for c in structure_problems(schema, path)] == [
+        f"{path}.properties[a].properties[x].type", f"{path}.properties[c].uniqueItems",
+        f"{path}.properties[b].x-kubernetes-validations[0].rule"]
+
+
 def test_a_rules_field_path_is_normalised_as_upstream() -> None:
     schema = {"type": "object", "x-kubernetes-validations": [
         {"rule": "false", "fieldPath": ".spec['a']", "message": "root"}],
