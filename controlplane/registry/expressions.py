@@ -14,7 +14,9 @@ from typing import Any
 __all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
 
 _compiled: dict[str, Any] = {}
-_MISSING_KEY = re.compile(r"Python function call failed: KeyError: '((?:[^'\\]|\\.)*)'")
+# how the interpreter wraps the exception of a library function (``cellibs``)
+_LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call failed: (\w+): (.*)\. "
+                            r"Check function arguments and their types\.", re.DOTALL)
 
 
 class ExpressionError(Exception):
@@ -110,5 +112,17 @@ def evaluate(expression: str, context: Any) -> Any:
     except KeyError as e:  # a field the object does not have, as cel-go words it
         raise ExpressionError(f"no such key: {e.args[0] if e.args else e}") from e
     except Exception as e:  # the interpreter's other run-time errors (a type mismatch, ...)
-        missing = _MISSING_KEY.search(str(e))  # a library function's (an optional chain's ``.f``)
-        raise ExpressionError(f"no such key: {missing.group(1)}" if missing else str(e)) from e
+        raise ExpressionError(_run_time_error(str(e))) from e
+
+
+def _run_time_error(text: str) -> str:
+    """A run-time error as cel-go words it: a library function's own message (``index out of
+    range: 4``; a missing key, of an optional chain's ``.f``, ``no such key: f``), not the
+    interpreter's wrapping of its Python exception."""
+    wrapped = _LIBRARY_ERROR.fullmatch(text)
+    if wrapped is None:
+        return text
+    kind, message = wrapped.groups()
+    if kind == "KeyError":
+        return f"no such key: {message.strip(chr(39))}"
+    return message

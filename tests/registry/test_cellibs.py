@@ -162,3 +162,12 @@ def test_a_syntax_error_is_reported_at_its_place_in_the_text_as_written() -> Non
     assert error is not None
     assert error.startswith("compilation failed: ERROR: <input>:1:22: Syntax error: ")
     assert error.endswith("\n | self.?a.orValue(1) ==\n | .....................^")
+
+
+def test_a_library_functions_error_is_worded_as_its_own_not_as_the_interpreters_wrapping() -> None:
+    with pytest.raises(ExpressionError) as e:
+        evaluate("'abc'.substring(4)", {})
+    assert str(e.value) == "index out of range: 4"
+    schema = {"type": "string", "x-kubernetes-validations": [{"rule": "self.substring(4) == ''", "message": "m"}]}
+    assert [c["message"] for c in validate(schema, "abc", "spec.name")] == [
+        'Invalid value: "string": index out of range: 4 evaluating rule: m']
