@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
 
 _compiled: dict[str, Any] = {}
+_UNSUPPORTED = re.compile(r"ERROR: <input>:\d+:\d+: unsupported syntax ")
 # how the interpreter wraps the exception of a library function (``cellibs``)
 _LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call failed: (\w+): (.*)\. "
                             r"Check function arguments and their types\.", re.DOTALL)
@@ -75,10 +76,16 @@ def compile_error(expression: str) -> str | None:
         compile_error("self.replicas >")   # 'compilation failed: ERROR: <input>:1:16: Syntax error: ...'
 
     Only syntax is checked: the interpreter has no type checker, so a rule naming a field
-    its schema lacks, which cel-go refuses here, is found out only when it runs."""
+    its schema lacks, which cel-go refuses here, is found out only when it runs. Nor is valid
+    CEL the interpreter's parser lacks (``unsupported syntax '?'``: optional entries of
+    literals, ``[?x]``) held against the expression here, as cel-go would not: it fails as it
+    runs."""
     try:
         _program(expression)
     except ExpressionError as e:
+        issues = re.split(r"\n(?=ERROR: )", str(e).removeprefix("compilation failed: "))
+        if all(_UNSUPPORTED.match(issue) for issue in issues):
+            return None
         return str(e)
     return None
 

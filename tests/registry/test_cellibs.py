@@ -148,10 +148,14 @@ def test_the_optional_syntax_is_rewritten_outside_string_literals_only() -> None
         assert rewritten(unchanged) == unchanged
 
 
-def test_optional_entries_of_literals_are_refused_as_not_compiling() -> None:
+def test_optional_entries_of_literals_are_valid_cel_the_interpreter_cannot_run() -> None:
     from controlplane.registry.expressions import compile_error
 
-    assert compile_error("[?self.?a]") is not None
+    # accepted at the write, as cel-go would; fails as it runs
+    assert compile_error("[?self.?a, 1].size() == 1") is None
+    with pytest.raises(ExpressionError, match="unsupported syntax"):
+        evaluate("[?self.?a, 1].size() == 1", {"self": {}})
+    assert compile_error("[?self.?a, 1].size() ==") is not None  # with a syntax error too
     assert compile_error("self.?a.orValue(1) == 1") is None
 
 
