@@ -17,7 +17,7 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
   ``containsIP``, ``containsCIDR``, ``prefixLength``, ``masked`` (and ``ip()`` of a CIDR);
 - quantities and semantic versions: ``quantity``, ``isQuantity``, ``semver``, ``isSemver`` and
   their methods (shared with DRA's selectors);
-- ``string()`` of an IP or a CIDR;
+- ``string()`` of an IP or a CIDR, and of a bool (which the interpreter lacks);
 - sets (cel-go's ``ext.Sets``): ``sets.contains``, ``sets.equivalent``, ``sets.intersects``,
   with CEL's equality (``1`` equals ``1.0``, never ``true``);
 - ``strings.quote`` (cel-go's ``ext.Strings`` at version 2, what Kubernetes enables);
@@ -291,8 +291,11 @@ def _masked(cidr: Any) -> dict[str, Any]:
     return {_CIDR: str(_network(cidr))}
 
 
-def _ip_or_cidr_text(value: Any) -> str:
-    """``string()`` of an IP or a CIDR (the interpreter converts the plain values itself)."""
+def _string(value: Any) -> str:
+    """``string()`` of an IP, a CIDR or a bool (the interpreter converts the other plain
+    values itself)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, dict) and (_IP in value or _CIDR in value):
         return str(value.get(_IP) or value[_CIDR])
     raise ValueError(f"no such overload: string({value!r})")
@@ -528,7 +531,7 @@ FUNCTIONS: dict[str, Any] = {
     "containsCIDR": _contains_cidr,
     "prefixLength": lambda v: _network(v).prefixlen,
     "masked": _masked,
-    "string": _ip_or_cidr_text,
+    "string": _string,
     "sets.contains": _sets_contains,
     "sets.equivalent": lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
     "sets.intersects": _sets_intersects,

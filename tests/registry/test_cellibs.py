@@ -42,6 +42,7 @@ from controlplane.registry.structural import validate
     "quantity('1Gi').isGreaterThan(quantity('1G')) && isQuantity('250m') && !isQuantity('x')",
     # string() of an IP or a CIDR
     "string(ip('fd00:0::1')) == 'fd00::1' && string(cidr('10.0.0.0/8')) == '10.0.0.0/8' && string(1) == '1'",
+    "string(true) == 'true' && string(false) == 'false' && string(b'ab') == 'ab' && string(2u) == '2'",
     # sets (cel-go's ext.Sets): CEL's equality, where 1 is 1.0 but never true
     "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2]) && sets.contains([1], [])",
     "sets.contains([1], [1.0]) && !sets.contains([1], [true]) && !sets.contains([[1]], [[true]])",
