@@ -4,7 +4,8 @@
 Each pod template a set has run is one ControllerRevision (apps/v1), named
 ``<set>-<hash>`` after the template's hash, owned by the set (controller reference),
 labelled with the template's labels and ``controller-revision-hash``, annotated as
-the set is (so ``kubernetes.io/change-cause`` shows in the history), and holding the
+the set was when the revision was made (so ``kubernetes.io/change-cause`` shows in the
+history, and a revision made newest again keeps its own), and holding the
 template as a strategic merge patch that replaces it::
 
     data: {"spec": {"template": {..., "$patch": "replace"}}}
@@ -98,9 +99,10 @@ class History:
                 if e.code != 409:  # created by an earlier sync whose event is on its way
                     raise
         elif int(mine.get("revision", 0)) < newest:  # back to an older template: it is the newest again
+            # only the number changes: the revision keeps the annotations it was made with (its
+            # change-cause), as upstream's UpdateControllerRevision
             number = newest + 1
-            await self.client.patch(f"{path}/{name}", {"revision": number,
-                                                       "metadata": {"annotations": meta.get("annotations")}})
+            await self.client.patch(f"{path}/{name}", {"revision": number})
         else:
             number = int(mine.get("revision", 0))
         limit = spec.get("revisionHistoryLimit")

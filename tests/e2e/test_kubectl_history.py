@@ -1,0 +1,71 @@
+"""kubectl's rollout history and undo of the sets whose history is ControllerRevisions
+(controllers/history.py), with the real kubectl against ``controlplane serve`` over a socket."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, running, start_serve
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """With its controllers (and no nodes: the sets' pods are not needed)."""
+    with running(start_serve(tmp_path_factory.mktemp("history"), scheduler=True)) as s:
+        yield s
+
+SETS = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 0
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: "db:1"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: "agent:1"}]}
+"""
+
+
+def history(served: Serve, what: str, rows: int) -> list[tuple[str, str]]:
+    """``kubectl rollout history what`` as (revision, change-cause), once it has ``rows``."""
+    deadline = time.monotonic() + 30
+    while True:
+        out = kubectl(served, "rollout", "history", what)
+        got = [(line.split(maxsplit=1)[0], line.split(maxsplit=1)[1].strip())
+               for line in out.splitlines()[2:] if line.strip()]
+        if len(got) == rows:
+            return got
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+
+
+def test_a_set_rolled_back_lists_the_revision_with_its_own_change_cause(served: Serve) -> None:
+    """Upstream's UpdateControllerRevision raises a revision's number and nothing else: the
+    template undone to comes back as the newest revision with the change-cause it was made
+    with, not the one the set carries now."""
+    kubectl(served, "apply", "-f", "-", stdin=SETS)
+    for what, container, image in (("statefulset/db", "db", "db:2"), ("daemonset/agent", "a", "agent:2")):
+        assert history(served, what, 1) == [("1", "<none>")]
+        kubectl(served, "annotate", what, f"kubernetes.io/change-cause=to {image}")
+        kubectl(served, "set", "image", what, f"{container}={image}")
+        assert history(served, what, 2) == [("1", "<none>"), ("2", f"to {image}")]
+        assert "rolled back" in kubectl(served, "rollout", "undo", what, "--to-revision=1")
+        deadline = time.monotonic() + 30
+        while (got := history(served, what, 2)) != [("2", f"to {image}"), ("3", "<none>")]:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.2)
