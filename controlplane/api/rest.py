@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import ipaddress
 import logging
@@ -1171,8 +1170,8 @@ class KubeApi:
         except orjson.JSONDecodeError as e:
             raise ApiError.bad_request(f"the patch is not valid JSON: {e}") from e
         json_patch = content_type == "application/json-patch+json"
-        if json_patch and not isinstance(patch, list):
-            raise ApiError.bad_request("a JSON patch must be a list of operations")
+        if json_patch:
+            patch = _json_patch_operations(patch)
         if patch_schema is not None:
             patch = _strategic_patch_map(patch)
         key = rtype.key(namespace, name)
@@ -1796,9 +1795,7 @@ class KubeApi:
             elif method == "PATCH":
                 patch = self._parse_json(body)
                 if content_type == "application/json-patch+json":
-                    if not isinstance(patch, list):
-                        raise ApiError.bad_request("a JSON patch must be a list of operations")
-                    patched = _json_patch(view, patch)
+                    patched = _json_patch(view, _json_patch_operations(patch))
                 elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
                     patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
                 else:  # (the dispatch refused other types)
@@ -2541,43 +2538,38 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     return new
 
 
+def _json_patch_operations(patch: Any) -> list[Any]:
+    """A JSON patch's operations, decoded as upstream's json-patch library decodes them
+    (``DecodePatch``): a list of objects, or null for none; anything else is a 400 in Go's
+    words."""
+    if patch is None:
+        return []
+    if not isinstance(patch, list):
+        raise ApiError.bad_request(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type jsonpatch.Patch")
+    for op in patch:
+        if op is not None and not isinstance(op, dict):
+            raise ApiError.bad_request(f"json: cannot unmarshal {_json_kind(op)} into Go value of type "
+                                       "jsonpatch.Operation")
+    return patch
+
+
 def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
-    """RFC 6902 JSON patch; a failed ``test`` or a missing path is a 422, as upstream, in the
-    words of upstream's json-patch library (``testing value /spec/replicas failed: test
-    failed``, ``doc is missing path: /spec/nope``), naming the failing operation's path
-    rather than printing the document. At most ``MAX_JSON_PATCH_OPS`` operations (413), as
-    upstream."""
+    """RFC 6902 JSON patch; at most ``MAX_JSON_PATCH_OPS`` operations (413), as upstream.
+    One that does not apply (a failed ``test``, a missing path, an unknown ``op``) is a 422
+    in upstream's words and no others: its patch handler wraps the library's error in
+    ``NewGenericServerResponse``, which keeps the library's message out of the Status."""
     if len(ops) > MAX_JSON_PATCH_OPS:
         raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations in "
                        f"a JSON patch is {MAX_JSON_PATCH_OPS}, got {len(ops)}")
     try:
         return jsonpatch.apply_patch(target, ops, in_place=False)
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as e:
-        failed = _failing_op(target, ops)
-        path = str(failed.get("path", "")) if isinstance(failed, dict) else ""
-        if isinstance(e, jsonpatch.JsonPatchTestFailed):
-            why = f"testing value {path} failed: test failed"
-        elif isinstance(failed, dict) and failed.get("op") in ("move", "copy") and path:
-            why = f"{failed['op']} operation does not apply: doc is missing from path: {failed.get('from', '')}"
-        else:
-            why = f"doc is missing path: {path}: missing value" if path else str(e)
-        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {why}") \
-            from e
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,
+            AttributeError) as e:
+        raise ApiError(422, "Invalid", JSON_PATCH_REFUSED, {}) from e
 
 
+JSON_PATCH_REFUSED = "the server rejected our request due to an error in our request"
 MAX_JSON_PATCH_OPS = 10_000  # upstream's maxJSONPatchOperations
-
-
-def _failing_op(target: dict[str, Any], ops: list[Any]) -> Any:
-    """The first operation of ``ops`` that does not apply (the error path only): one copy of
-    the document, each operation applied to it in place, in turn."""
-    doc: Any = copy.deepcopy(target)
-    for op in ops:
-        try:
-            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError):
-            return op
-    return None
 
 
 STRATEGIC = "application/strategic-merge-patch+json"

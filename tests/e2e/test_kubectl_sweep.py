@@ -1,21 +1,25 @@
-"""kubectl's rollout history and undo of the sets whose history is ControllerRevisions
-(controllers/history.py), with the real kubectl against ``controlplane serve`` over a socket."""
+"""kubectl commands a sweep against upstream found answered differently, with the real
+kubectl against one ``controlplane serve`` (its controllers, no nodes) over a socket:
+``rollout history`` after ``rollout undo`` of the sets whose history is ControllerRevisions
+(controllers/history.py), and ``patch --type=json`` that does not apply."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     """With its controllers (and no nodes: the sets' pods are not needed)."""
-    with running(start_serve(tmp_path_factory.mktemp("history"), scheduler=True)) as s:
+    with running(start_serve(tmp_path_factory.mktemp("sweep"), scheduler=True)) as s:
         yield s
 
 SETS = """
@@ -69,3 +73,30 @@ def test_a_set_rolled_back_lists_the_revision_with_its_own_change_cause(served: 
         while (got := history(served, what, 2)) != [("2", f"to {image}"), ("3", "<none>")]:
             assert time.monotonic() < deadline, got
             time.sleep(0.2)
+
+
+def failing(served: Serve, *args: str) -> str:
+    """What kubectl ``args``, which must exit 1, printed on stderr."""
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+                       timeout=60)
+    assert r.returncode == 1, (args, r.stdout, r.stderr)
+    return r.stderr
+
+
+def test_a_json_patch_that_does_not_apply_prints_upstreams_words(served: Serve) -> None:
+    """kube-apiserver's Status for a JSON patch the library cannot apply carries its own
+    words only, so kubectl prints them and nothing of the library's; a patch that is not a
+    list does not decode (400)."""
+    kubectl(served, "create", "configmap", "jp", "--from-literal=n=1")
+    for patch in ('[{"op": "test", "path": "/data/n", "value": "2"}]', '[{"op": "remove", "path": "/data/zz"}]',
+                  '[{"op": "bogus", "path": "/data/n"}]'):
+        err = failing(served, "patch", "configmap", "jp", "--type=json", "-p", patch)
+        assert err.strip() == "The request is invalid: the server rejected our request due to an error in our request"
+    err = failing(served, "patch", "configmap", "jp", "--type=json", "-p", '{"op": "add"}')
+    assert err.strip() == ("Error from server (BadRequest): json: cannot unmarshal object into Go value of type "
+                           "jsonpatch.Patch")
+    kubectl(served, "patch", "configmap", "jp", "--type=json", "-p",
+            '[{"op": "replace", "path": "/data/n", "value": "2"}]')
+    assert kubectl(served, "get", "configmap", "jp", "-o", "jsonpath={.data.n}") == "2"
