@@ -212,11 +212,12 @@ async def test_a_json_patch_that_does_not_apply_is_refused_in_upstreams_words(cl
             await client.patch(f"{CMS}/jp", patch, "json")
         assert (e.value.code, e.value.reason, e.value.status["details"]) == (422, "Invalid", {}), patch
         assert e.value.message == "the server rejected our request due to an error in our request"
-    for patch, why in (({"op": "add"}, "object into Go value of type jsonpatch.Patch"),
-                       ([{"op": "add", "path": "/data/b", "value": "1"}, 3],
-                        "number into Go value of type jsonpatch.Operation")):
+    undecodable: list[tuple[Any, str]] = [({"op": "add"}, "object into Go value of type jsonpatch.Patch"),
+                                          ([{"op": "add", "path": "/data/b", "value": "1"}, 3],
+                                           "number into Go value of type jsonpatch.Operation")]
+    for body, why in undecodable:
         with pytest.raises(ApiError) as e:
-            await client.patch(f"{CMS}/jp", patch, "json")
+            await client.patch(f"{CMS}/jp", body, "json")
         assert (e.value.code, e.value.message) == (400, f"json: cannot unmarshal {why}")
     assert (await client.get(f"{CMS}/jp"))["data"] == {"a": "1"}
     with pytest.raises(ApiError) as e:  # upstream's maxJSONPatchOperations
