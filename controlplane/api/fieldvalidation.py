@@ -31,6 +31,7 @@ from ..registry.validation import (
     Findings,
     decode_with_duplicates,
     fill_zeros,
+    go_type_error,
     may_have_duplicates,
     shape_of,
     zero_nulls,
@@ -162,8 +163,10 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         found.missing, found.unfilled = again.missing, again.unfilled
     if found.mismatched:
         path, given, expected = found.mismatched[0]
-        raise _undecodable(rtype, method, obj, f"json: cannot unmarshal {given} into Go struct field "
-                                               f"{rtype.kind}.{path} of type {expected}")
+        # a built-in kind's in Go's words; a custom resource's (no Go struct) approximated
+        why = (go_type_error(shape, path, given) if rtype.custom is None else None) or \
+            f"json: cannot unmarshal {given} into Go struct field {rtype.kind}.{path} of type {expected}"
+        raise _undecodable(rtype, method, obj, why)
     if found.malformed:
         raise _undecodable(rtype, method, obj, found.malformed[0])
     problems = found.problems

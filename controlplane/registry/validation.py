@@ -106,7 +106,8 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "expect", "fields", "items", "parse", "required", "values", "zeros")
+    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "parse", "required", "struct",
+                 "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -125,6 +126,10 @@ class Shape:
         # the scalar fields Go always writes (no ``omitempty``) and their zero values, for a
         # struct of a built-in type: ``fill_zeros``
         self.zeros: tuple[tuple[str, Any], ...] = ()
+        # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
+        # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
+        self.go_type = ""
+        self.struct = ""
 
     def check(self, obj: dict[str, Any], prune: bool = False,
               duplicates: dict[int, list[str]] | None = None, count_keys: bool = True,
@@ -576,6 +581,10 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                 if name.startswith("io.k8s.") and shape.fields:
                     shape.zeros = _zero_fields(name, target, shape.fields)
             shape.parse = _PARSED.get(name)
+            package, _, type_name = name.rpartition(".")
+            shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
+            if shape.fields is not None:
+                shape.struct = type_name
         return shape
     shape = Shape()
     _fill(shape, node, resolve, named)
@@ -602,6 +611,7 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
     items = node.get("items")
     if kind == "array" and isinstance(items, dict):
         shape.items = compile_schema(items, resolve, named)
+    shape.go_type = _go_type(shape, kind, node.get("format"))
     if kind == "string" and node.get("format") == "byte":  # a Go []byte: base64 in JSON
         shape.parse = _base64
     elif kind == "integer" and node.get("format") in _INT_BOUNDS:
@@ -654,6 +664,46 @@ def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tup
     return tuple(out)
 
 
+def _go_type(shape: Shape, kind: str | None, format_: Any) -> str:
+    """The Go type of a node that is not a named definition, as Go writes it."""
+    if shape.items is not None:
+        return f"[]{shape.items.go_type}" if shape.items.go_type else ""
+    if shape.values is not None:
+        return f"map[string]{shape.values.go_type}" if shape.values.go_type else ""
+    if kind == "integer":
+        return format_ if format_ in _INT_BOUNDS else "int"
+    return {"string": "string", "boolean": "bool", "number": "float64"}.get(kind or "", "")
+
+
+def go_type_error(root: Shape, path: str, given: str) -> str | None:
+    """Go's decoding error for a value of JSON type ``given`` at ``path`` (as ``Findings``
+    writes it) of a built-in kind: the innermost struct's type, the path of field names
+    (Go leaves out list indexes and map keys) and the field's Go type, as in
+    ``json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of
+    type int32``. None where the schema does not say (a custom resource's)."""
+    shape: Shape | None = root
+    struct, fields = "", []
+    for index, name in _PATH_TOKEN.findall(path):
+        if shape is None:
+            return None
+        if index:
+            shape = shape.items
+        elif shape.fields is not None:
+            struct = shape.struct
+            fields.append(name)
+            shape = shape.fields.get(name)
+        elif shape.values is not None:
+            shape = shape.values
+            if shape.fields is None and shape.values is None and shape.items is None:
+                break  # a scalar map value: what follows is the rest of a key with dots
+        else:
+            return None
+    if shape is None or not struct or not fields or not shape.go_type:
+        return None
+    return f"json: cannot unmarshal {given} into Go struct field {struct}.{'.'.join(fields)} of type {shape.go_type}"
+
+
+_PATH_TOKEN = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 _INT_BOUNDS = {"int32": 1 << 31, "int64": 1 << 63}
 _INT_TYPES = {bound: name for name, bound in _INT_BOUNDS.items()}
 

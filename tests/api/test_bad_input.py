@@ -80,7 +80,7 @@ async def test_a_json_patch_cannot_store_a_null_item(client: Client) -> None:
 async def test_an_integer_past_its_go_type_is_not_decoded(client: Client) -> None:
     e = await refused(client.create(DEPLOYMENTS, deployment("d", 1 << 40)), 400)
     assert e.message == ('Deployment in version "v1" cannot be handled as a Deployment: json: cannot unmarshal '
-                         "number 1099511627776 into Go struct field Deployment.spec.replicas of type int32")
+                         "number 1099511627776 into Go struct field DeploymentSpec.spec.replicas of type int32")
     await client.create(DEPLOYMENTS, deployment("d", 3))
     e = await refused(client.patch(f"{DEPLOYMENTS}/d", {"spec": {"replicas": 1 << 31}}), 422)
     assert "of type int32" in e.message

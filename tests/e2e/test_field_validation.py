@@ -121,7 +121,7 @@ def test_update_and_patch_are_validated_too(served: Serve) -> None:
     r = httpx.patch(f"{url}/fv", json=[{"op": "add", "path": "/data", "value": "not a map"}], headers=jp)
     assert r.status_code == 422
     assert r.json()["message"].endswith("json: cannot unmarshal string into Go struct field ConfigMap.data of "
-                                        "type object")
+                                        "type map[string]string")
 
 
 def test_missing_required_fields_are_422_with_causes(served: Serve) -> None:
@@ -150,4 +150,4 @@ def test_a_value_that_cannot_be_decoded_is_400_whatever_the_directive(served: Se
                    params={"fieldValidation": "Ignore"}, headers=bearer(served))
     assert r.status_code == 400
     assert r.json()["message"] == ('Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string '
-                                   "into Go struct field Pod.spec of type object")
+                                   "into Go struct field Pod.spec of type v1.PodSpec")

@@ -1,7 +1,8 @@
 """kubectl commands a sweep against upstream found answered differently, with the real
 kubectl against one ``controlplane serve`` (its controllers, no nodes) over a socket:
 ``rollout history`` after ``rollout undo`` of the sets whose history is ControllerRevisions
-(controllers/history.py), and ``patch --type=json`` that does not apply."""
+(controllers/history.py), ``patch --type=json`` that does not apply, and a manifest whose value
+is of the wrong JSON type."""
 
 from __future__ import annotations
 
@@ -75,12 +76,11 @@ def test_a_set_rolled_back_lists_the_revision_with_its_own_change_cause(served: 
             time.sleep(0.2)
 
 
-def failing(served: Serve, *args: str) -> str:
+def failing(served: Serve, *args: str, stdin: str = "") -> str:
     """What kubectl ``args``, which must exit 1, printed on stderr."""
     assert KUBECTL
     env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
-    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-                       timeout=60)
+    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
     assert r.returncode == 1, (args, r.stdout, r.stderr)
     return r.stderr
 
@@ -100,3 +100,31 @@ def test_a_json_patch_that_does_not_apply_prints_upstreams_words(served: Serve) 
     kubectl(served, "patch", "configmap", "jp", "--type=json", "-p",
             '[{"op": "replace", "path": "/data/n", "value": "2"}]')
     assert kubectl(served, "get", "configmap", "jp", "-o", "jsonpath={.data.n}") == "2"
+
+
+MISTYPED = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: mistyped}
+spec:
+  replicas: %s
+  selector: {matchLabels: {app: mistyped}}
+  template:
+    metadata: {labels: {app: mistyped}}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+        env: [{name: PORT, value: %s}]
+"""
+
+
+def test_a_manifest_of_a_mistyped_value_is_refused_in_gos_words(served: Serve) -> None:
+    """The helm chart's classic mistakes, a quoted number or an unquoted env value: the
+    innermost struct's type, the field names without list indexes, the Go type."""
+    for replicas, value, why in (
+            ('"3"', '"8080"', "string into Go struct field DeploymentSpec.spec.replicas of type int32"),
+            ("3", "8080", "number into Go struct field EnvVar.spec.template.spec.containers.env.value of type string")):
+        err = failing(served, "apply", "-f", "-", stdin=MISTYPED % (replicas, value))
+        assert err.strip() == ('Error from server (BadRequest): error when creating "STDIN": Deployment in version '
+                               f'"v1" cannot be handled as a Deployment: json: cannot unmarshal {why}'), err
