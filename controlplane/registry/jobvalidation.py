@@ -61,7 +61,7 @@ def _number(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _qualified_name_problem(name: str) -> str | None:
+def _qualified_name_problems(name: str) -> list[str]:
     from .strategies import _qualified_name  # (strategies imports this module)
 
     return _qualified_name(name)
@@ -190,9 +190,7 @@ def _on_pod_conditions(patterns: list[Any], at: str) -> Causes:
         if not isinstance(pattern, dict):
             continue
         kind, status = str(pattern.get("type") or ""), pattern.get("status")
-        problem = _qualified_name_problem(kind)
-        if problem is not None:
-            causes.append(invalid(f"{at}[{j}].type", kind, problem))
+        causes.extend(invalid(f"{at}[{j}].type", kind, problem) for problem in _qualified_name_problems(kind))
         if not status:
             causes.append(required(f"{at}[{j}].status", f"valid values: {_quoted(_STATUSES)}"))
         elif status not in _STATUSES:

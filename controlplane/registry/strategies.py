@@ -504,21 +504,39 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _MAX_ANNOTATIONS = 256 * 1024
 
 
-def _qualified_name(key: str) -> str | None:
-    """Why ``key`` is not a qualified name (``prefix/name``), or None."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
-        return "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
-               "'-' or '.', and must start and end with an alphanumeric character"
+_NAME_PART_HINT = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                   "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
+                   "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+_SUBDOMAIN_HINT = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                   "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                   r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def _qualified_name(key: str) -> list[str]:
+    """Why ``key`` is not a qualified name (``prefix/name``), each problem as upstream's
+    ``IsQualifiedName`` (since 1.34 ``content.IsLabelKey``) words it; empty when it is one."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return [f"a valid label key {_NAME_PART_HINT} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    problems = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                problems.append("prefix part must be no more than 253 characters")
+            if not DNS1123_SUBDOMAIN.match(prefix):
+                problems.append(f"prefix part {_SUBDOMAIN_HINT}")
     if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return "name part must be no more than 63 characters"
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
     if not _NAME_PART.match(name):
-        return ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-                "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-                "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
-    return None
+        problems.append(f"name part {_NAME_PART_HINT}")
+    return problems
 
 
 def _owner_reference_causes(owners: list[Any]) -> Causes:
@@ -574,9 +592,7 @@ def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for k, v in labels.items():
-            why = _qualified_name(k)
-            if why is not None:
-                causes.append(_invalid("metadata.labels", k, why))
+            causes.extend(_invalid("metadata.labels", k, why) for why in _qualified_name(k))
             if isinstance(v, str):
                 if len(v) > 63:
                     causes.append(_invalid("metadata.labels", v, "must be no more than 63 characters"))
@@ -589,9 +605,8 @@ def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -
     finalizers = meta.get("finalizers")
     if isinstance(finalizers, list):  # ValidateFinalizers: qualified names, not both dependents' policies
         for f in finalizers:
-            why = _qualified_name(f) if isinstance(f, str) else None
-            if why is not None:
-                causes.append(_invalid("metadata.finalizers", f, why))
+            if isinstance(f, str):
+                causes.extend(_invalid("metadata.finalizers", f, why) for why in _qualified_name(f))
         if "orphan" in finalizers and "foregroundDeletion" in finalizers:
             causes.append({"reason": "FieldValueInvalid", "field": "metadata.finalizers",
                            "message": f"Invalid value: {_go_strings(finalizers)}: finalizer orphan and "
@@ -600,9 +615,7 @@ def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -
     if isinstance(annotations, dict) and annotations:
         size = 0
         for k, v in annotations.items():
-            why = _qualified_name(k)
-            if why is not None:
-                causes.append(_invalid("metadata.annotations", k, why))
+            causes.extend(_invalid("metadata.annotations", k, why) for why in _qualified_name(k.lower()))
             size += len(k.encode()) + (len(v.encode()) if isinstance(v, str) else 0)  # Go's len: bytes
         if size > _MAX_ANNOTATIONS:
             causes.append({"reason": "FieldValueTooLong", "field": "metadata.annotations",

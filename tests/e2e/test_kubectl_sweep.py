@@ -1,8 +1,8 @@
 """kubectl commands a sweep against upstream found answered differently, with the real
 kubectl against one ``controlplane serve`` (its controllers, no nodes) over a socket:
 ``rollout history`` after ``rollout undo`` of the sets whose history is ControllerRevisions
-(controllers/history.py), ``patch --type=json`` that does not apply, and a manifest whose value
-is of the wrong JSON type."""
+(controllers/history.py), ``patch --type=json`` that does not apply, a manifest whose value
+is of the wrong JSON type, and label and annotation keys that are not label keys."""
 
 from __future__ import annotations
 
@@ -128,3 +128,25 @@ def test_a_manifest_of_a_mistyped_value_is_refused_in_gos_words(served: Serve) -
         err = failing(served, "apply", "-f", "-", stdin=MISTYPED % (replicas, value))
         assert err.strip() == ('Error from server (BadRequest): error when creating "STDIN": Deployment in version '
                                f'"v1" cannot be handled as a Deployment: json: cannot unmarshal {why}'), err
+
+
+def test_a_label_or_annotation_key_is_checked_as_upstreams_is_label_key(served: Serve) -> None:
+    """Every problem of a key, in upstream's words (content.IsLabelKey, which IsQualifiedName
+    now is): a subdomain prefix's with its example and regex, a key of two slashes as one
+    message; an annotation's key is checked lowercased."""
+    kubectl(served, "create", "configmap", "keys")
+    err = failing(served, "label", "configmap", "keys", "a/b/c=1")
+    assert err.strip() == (
+        'The ConfigMap "keys" is invalid: metadata.labels: Invalid value: "a/b/c": a valid label key must consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+        "'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+        "[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
+    err = failing(served, "label", "configmap", "keys", "Bad_Prefix/k=1")
+    assert err.strip() == (
+        'The ConfigMap "keys" is invalid: metadata.labels: Invalid value: "Bad_Prefix/k": prefix part a lowercase '
+        "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end "
+        "with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+        r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    kubectl(served, "annotate", "configmap", "keys", "Example.com/Note=1")
+    assert kubectl(served, "get", "configmap", "keys", "-o", "jsonpath={.metadata.annotations}") == \
+        '{"Example.com/Note":"1"}'
