@@ -19,7 +19,9 @@ variable set by ``request_scope`` for the task serving the request.
 from __future__ import annotations
 
 import contextvars
+import decimal
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
@@ -29,6 +31,7 @@ import orjson
 from ..registry import ResourceType
 from ..registry.validation import (
     Findings,
+    converter_error,
     decode_with_duplicates,
     fill_zeros,
     go_type_error,
@@ -123,13 +126,15 @@ def _directive() -> tuple[str, str]:
 
 def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
                  merge_patch: bytes | None = None, added_keys: int = 0,
-                 stored: dict[str, Any] | None = None) -> dict[str, Any]:
+                 stored: dict[str, Any] | None = None, strategic: Any = None) -> dict[str, Any]:
     """Check a request's object: the decoded body of a create or update (``body`` its
     raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
     merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
     ``added_keys``: keys the server put into ``obj`` that ``body`` did not have.
     ``stored``: the stored object a patch was applied to; the parts of ``obj`` left as they
-    were there are not checked again (a status patch's spec, mostly).
+    were there are not checked again (a status patch's spec, mostly). ``strategic``: the
+    decoded strategic merge patch ``obj`` is the result of, whose value of a wrong type
+    upstream reports as its unstructured converter does (below).
 
     Returns the object to go on with: ``obj`` with unknown fields removed, or, when
     the body had duplicate keys, the body decoded again (the last value of a key wins,
@@ -163,6 +168,10 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         found.missing, found.unfilled = again.missing, again.unfilled
     if found.mismatched:
         path, given, expected = found.mismatched[0]
+        if strategic is not None and rtype.custom is None:
+            converted = converter_error(shape, obj, path)
+            if converted is not None:
+                raise _invalid_patch(go_value(strategic), converted)
         # a built-in kind's in Go's words; a custom resource's (no Go struct) approximated
         why = (go_type_error(shape, path, given) if rtype.custom is None else None) or \
             f"json: cannot unmarshal {given} into Go struct field {rtype.kind}.{path} of type {expected}"
@@ -260,10 +269,57 @@ def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any], why: str
     if method != "PATCH":
         return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
                                     f"{rtype.kind}: {why}")
-    message = f"Invalid value: {_go_quote(orjson.dumps(obj).decode())}: {why}"
+    return _invalid_patch(orjson.dumps(obj).decode(), why)
+
+
+def _invalid_patch(value: str, why: str) -> ApiError:
+    """Upstream's 422 for a patch whose result does not decode: ``value`` (the patched
+    object's JSON; a strategic merge patch's own map, as Go prints it) is the invalid
+    value of the field ``patch``."""
+    message = f"Invalid value: {_go_quote(value)}: {why}"
     # NewInvalid of an empty GroupKind and name: the message starts with a space
     return ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
                     {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
+
+
+def go_value(value: Any) -> str:
+    """``value`` (decoded JSON) as Go's ``%+v`` prints the map it decodes into: maps with
+    their keys sorted, ``map[a:1 b:[x y]]``, strings bare, null ``<nil>``."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_value(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_value(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _go_float(value)
+    return str(value)
+
+
+def _go_float(value: float) -> str:
+    """A float64 as Go's ``%v`` prints it: the shortest digits that read back as it (Python's
+    ``repr`` finds the same), in ``e`` notation for an exponent below -4 or from 6 up
+    (``1e+06``, ``123456.5``, ``1e-05``)."""
+    if math.isnan(value) or math.isinf(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    _, digits, exponent = decimal.Decimal(repr(abs(value))).as_tuple()
+    assert isinstance(exponent, int)
+    point = len(digits) + exponent  # where the decimal point falls after the first digit's place
+    shown = "".join(map(str, digits)).rstrip("0")
+    if point - 1 < -4 or point - 1 >= 6:
+        text = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+        text += f"e{'-' if point - 1 < 0 else '+'}{abs(point - 1):02d}"
+    elif point <= 0:
+        text = "0." + "0" * -point + shown
+    else:
+        text = shown[:point] + "0" * max(point - len(shown), 0)
+        if len(shown) > point:
+            text += "." + shown[point:]
+    return ("-" if value < 0 else "") + text
 
 
 def _go_quote(text: str) -> str:

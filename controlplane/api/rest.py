@@ -1201,7 +1201,8 @@ class KubeApi:
                     continue  # perhaps only the cache is behind: ask the store
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                         "the latest version and try again")
-            obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old)
+            obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old,
+                               strategic=patch if patch_schema is not None else None)
             self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
             obj = _split_status(rtype, subresource, old, obj)
             if rtype.custom is not None:

@@ -703,6 +703,45 @@ def go_type_error(root: Shape, path: str, given: str) -> str | None:
     return f"json: cannot unmarshal {given} into Go struct field {struct}.{'.'.join(fields)} of type {shape.go_type}"
 
 
+def converter_error(root: Shape, obj: Any, path: str) -> str | None:
+    """apimachinery's unstructured converter's error for the value at ``path`` of ``obj`` (a
+    built-in kind), which a strategic merge patch's result is decoded with: ``unrecognized
+    type: int32`` for a string where an int32 belongs, ``cannot convert int64 to string``,
+    ``cannot restore map from string``, ``cannot restore slice from map``, ``cannot restore
+    struct from: string``. None where the schema does not say."""
+    shape: Shape | None = root
+    value = obj
+    for index, name in _PATH_TOKEN.findall(path):
+        if shape is None:
+            return None
+        if index:
+            if not isinstance(value, list) or int(index) >= len(value):
+                return None
+            shape, value = shape.items, value[int(index)]
+        elif isinstance(value, dict) and name in value and (shape.fields is not None or shape.values is not None):
+            shape = shape.fields.get(name) if shape.fields is not None else shape.values
+            value = value[name]
+        else:
+            return None
+    if shape is None or not shape.go_type:
+        return None
+    given = _GO_KIND.get(type(value), "")
+    dest = shape.go_type
+    if dest.startswith("map["):
+        return f"cannot restore map from {given}"
+    if dest.startswith("[]"):
+        return f"cannot restore slice from {given}"
+    if shape.fields is not None:
+        return f"cannot restore struct from: {given}"
+    if dest == "string" and given == "int64":
+        return "cannot convert int64 to string"
+    if dest in _INT_BOUNDS and given == "float64":
+        return f"cannot convert float64 to {dest}"
+    return f"unrecognized type: {dest}"
+
+
+# reflect.Kind names of the Go values a decoded JSON value is (integers kept as int64)
+_GO_KIND = {str: "string", int: "int64", float: "float64", bool: "bool", dict: "map", list: "slice"}
 _PATH_TOKEN = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 _INT_BOUNDS = {"int32": 1 << 31, "int64": 1 << 63}
 _INT_TYPES = {bound: name for name, bound in _INT_BOUNDS.items()}

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from controlplane.api.errors import ApiError
-from controlplane.api.fieldvalidation import add_warning, check_object, request_scope, warning_headers
+from controlplane.api.fieldvalidation import add_warning, check_object, go_value, request_scope, warning_headers
 from controlplane.podgen import PodGenerator
 from controlplane.registry import Registry
 
@@ -116,3 +116,14 @@ def test_object_keys_of_a_merge_patch() -> None:
     for _ in range(2000):
         value = tree(0)
         assert _object_keys(value) == recursive(value)
+
+
+@pytest.mark.parametrize(("value", "printed"), [
+    ({"b": [1, 2.5, None, True], "a": {}}, "map[a:map[] b:[1 2.5 <nil> true]]"),
+    ({"s": "3", "f": 3.0}, "map[f:3 s:3]"),
+    ([1e6, 100000.0, 1234567.0, 0.0001, 1e-05, -2.5, 1e21], "[1e+06 100000 1.234567e+06 0.0001 1e-05 -2.5 1e+21]"),
+])
+def test_a_strategic_patch_is_printed_as_gos_percent_v_prints_its_map(value: object, printed: str) -> None:
+    """Go's %v: map keys sorted, strings bare, floats in their shortest digits and in e
+    notation for an exponent below -4 or from 6 up."""
+    assert go_value(value) == printed

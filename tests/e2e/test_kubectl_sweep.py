@@ -1,8 +1,9 @@
 """kubectl commands a sweep against upstream found answered differently, with the real
 kubectl against one ``controlplane serve`` (its controllers, no nodes) over a socket:
 ``rollout history`` after ``rollout undo`` of the sets whose history is ControllerRevisions
-(controllers/history.py), ``patch --type=json`` that does not apply, a manifest whose value
-is of the wrong JSON type, and label and annotation keys that are not label keys."""
+(controllers/history.py), ``patch --type=json`` that does not apply, a manifest or a strategic
+merge patch whose value is of the wrong JSON type, and label and annotation keys that are not
+label keys."""
 
 from __future__ import annotations
 
@@ -150,3 +151,22 @@ def test_a_label_or_annotation_key_is_checked_as_upstreams_is_label_key(served: 
     kubectl(served, "annotate", "configmap", "keys", "Example.com/Note=1")
     assert kubectl(served, "get", "configmap", "keys", "-o", "jsonpath={.metadata.annotations}") == \
         '{"Example.com/Note":"1"}'
+
+
+def test_a_strategic_patch_of_a_mistyped_value_is_refused_as_upstreams_converter_words_it(served: Serve) -> None:
+    """kubectl patch (strategic by default), edit and a client-side apply send a strategic
+    merge patch, whose result upstream decodes with its unstructured converter: the patch
+    itself, as Go prints the map, is the invalid value, and the converter's words the why."""
+    kubectl(served, "create", "deployment", "typed", "--image=nginx", "--replicas=0")
+    for patch, why in (('{"spec": {"replicas": "3"}}', '"map[spec:map[replicas:3]]": unrecognized type: int32'),
+                       ('{"spec": {"template": {"metadata": {"labels": {"n": 5.5}}}}}',
+                        '"map[spec:map[template:map[metadata:map[labels:map[n:5.5]]]]]": unrecognized type: string'),
+                       ('{"spec": {"template": {"spec": {"containers": [{"name": "nginx", "args": "x"}]}}}}',
+                        '"map[spec:map[template:map[spec:map[containers:[map[args:x name:nginx]]]]]]": cannot restore '
+                        "slice from string")):
+        err = failing(served, "patch", "deployment", "typed", "-p", patch)
+        assert err.strip() == f"The request is invalid: patch: Invalid value: {why}", err
+    kubectl(served, "create", "configmap", "typed")
+    err = failing(served, "patch", "configmap", "typed", "-p", '{"data": {"n": 5}}')
+    assert err.strip() == ('The request is invalid: patch: Invalid value: "map[data:map[n:5]]": cannot convert int64 '
+                           "to string")
