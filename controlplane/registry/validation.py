@@ -28,6 +28,12 @@ checked once more.
 Paths are written as upstream's strict decoder writes them: ``spec.containers[0].name``;
 a map's key is a path segment (``spec.nodeSelector.zone``).
 
+A mismatch is worded by whichever of upstream's decoders meets it: ``go_type_error`` as
+Go's JSON decoder (a create, an update, a JSON or merge patch's result: ``Go struct field
+DeploymentSpec.spec.replicas of type int32``), ``converter_error`` as apimachinery's
+unstructured converter (a strategic merge patch's result: ``unrecognized type: int32``).
+Both read the Go types off the compiled schema (``Shape.go_type``, ``Shape.struct``).
+
 Required fields are not enforced under the top-level ``status`` (the system
 writes it, and kube-apiserver's status validation is hand-written and lenient),
 nor for integer, number and boolean fields, whose Go zero value is valid and
