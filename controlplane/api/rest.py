@@ -142,6 +142,7 @@ from .streaming import STREAMING_SUBRESOURCES, needs_create
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
+from .typemeta import check_type_meta
 from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
@@ -853,10 +854,7 @@ class KubeApi:
     # -- verbs ---------------------------------------------------------------------
     def _parse(self, rtype: ResourceType, body: bytes) -> dict[str, Any]:
         obj = json_object(body, "the request body")
-        if obj.get("kind") not in (None, rtype.kind) or obj.get("apiVersion") not in (None, rtype.api_version):
-            raise ApiError.bad_request(
-                f"the API version in the data ({obj.get('apiVersion')}) and kind ({obj.get('kind')}) do not "
-                f"match the path ({rtype.api_version}, {rtype.kind})")
+        check_type_meta(self.registry, rtype, obj, body)
         # the keys set here were not in the body: the duplicate-key count must not see them
         added = ("kind" not in obj) + ("apiVersion" not in obj) + (obj.get("metadata") is None)
         obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version

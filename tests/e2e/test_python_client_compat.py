@@ -4,11 +4,15 @@ tools use it (its dynamic client, typed APIs and watches), each over a socket ag
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import httpx
-from kubernetes import client, dynamic
+import pytest
+import yaml
+from kubernetes import client, dynamic, utils
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, UnprocessibleEntityError
 
 from tests.e2e.test_kubernetes_client import bearer
 from tests.test_cli import Serve
@@ -57,3 +61,72 @@ def test_a_namespace_held_by_a_finalizer_says_why_to_the_typed_client(api: clien
     while any(ns.metadata.name == "held" for ns in core.list_namespace().items) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(ns.metadata.name != "held" for ns in core.list_namespace().items)
+
+
+MANIFEST = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object,
+     x-kubernetes-preserve-unknown-fields: true}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: manifest-config}
+data: {colour: blue}
+---
+apiVersion: v1
+kind: pod
+metadata: {name: manifest-pod}
+spec:
+  containers: [{name: c, image: nginx}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: manifest-web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx}]
+"""
+
+
+def test_a_manifest_of_another_kind_than_its_url_is_refused_in_upstreams_words(
+        api: client.ApiClient, tmp_path: Path) -> None:
+    """``create_from_yaml`` creates what it can of a manifest and reports the rest: a
+    ``kind: pod`` (it calls create_namespaced_pod for it) is upstream's decoding 400, not the
+    server's own words with a Python None in them; a custom resource of another kind, sent by
+    the dynamic client once its discovery has found the new CRD, is its validator's 422."""
+    docs = list(yaml.safe_load_all(MANIFEST))
+    with pytest.raises(utils.FailToCreateError) as failed:
+        utils.create_from_yaml(api, yaml_objects=docs, namespace="default")
+    (refused,) = failed.value.api_exceptions
+    assert refused.status == 400
+    assert json.loads(refused.body)["message"] == (
+        'pod in version "v1" cannot be handled as a Pod: no kind "pod" is registered for version "v1" in '
+        'scheme "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"')
+    assert client.CoreV1Api(api).read_namespaced_config_map("manifest-config", "default").data == {"colour": "blue"}
+    assert client.AppsV1Api(api).read_namespaced_deployment("manifest-web", "default").spec.replicas == 1
+
+    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    deadline = time.monotonic() + 10
+    while True:  # a miss refreshes the client's discovery cache; the CRD is served once Established
+        try:
+            gadgets = dyn.resources.get(api_version="example.com/v1", kind="Gadget")
+            break
+        except ResourceNotFoundError:
+            assert time.monotonic() < deadline, "the CRD was not discovered within 10 s"
+            time.sleep(0.1)
+    with pytest.raises(UnprocessibleEntityError) as invalid:
+        gadgets.create(namespace="default", body={"apiVersion": "example.com/v1", "kind": "Widget",
+                                                  "metadata": {"name": "g"}})
+    status = json.loads(invalid.value.body)
+    assert status["message"] == 'Gadget.example.com "g" is invalid: kind: Invalid value: "Widget": must be Gadget'
+    assert gadgets.create(namespace="default", body={"metadata": {"name": "g"}}).kind == "Gadget"

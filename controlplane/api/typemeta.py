@@ -1,0 +1,95 @@
+"""A create or update body's ``apiVersion`` and ``kind``, held to its URL as kube-apiserver holds them.
+
+A missing (or empty) ``apiVersion`` or ``kind`` is the URL's: upstream's decoder defaults both
+from the endpoint. Otherwise the answer depends on where upstream's request path stops:
+
+- a built-in type's body is decoded with the scheme first. A kind the scheme does not know in
+  that group version is 400 from ``transformDecodeError``, naming the scheme as Go does::
+
+      pod in version "v1" cannot be handled as a Pod: no kind "pod" is registered for version "v1"
+      in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
+
+  a known kind of another type is 400 ``converting (v1.Pod) to (core.ConfigMap): unknown
+  conversion`` (the body is converted to the URL's internal type), and the URL's kind in another
+  served version of its group decodes, then fails the handler's group version check (400
+  ``the API version in the data (...) does not match the expected API version (...)``);
+- a custom resource's body decodes whatever its kind: the group version check comes first,
+  then the kind is 422 from the validator's ``ValidateTypeMeta`` (``kind: Invalid value:
+  "WidgetX": must be Widget``).
+
+Kinds that are registered upstream but not served here (``apps/v1beta1`` Deployment) are
+answered as unknown ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import Registry, ResourceType
+from .errors import ApiError
+
+__all__ = ["check_type_meta"]
+
+# the scheme of kube-apiserver's built-in types, as a decode error names it
+LEGACY_SCHEME = "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
+# groups whose types live in the schemes of their own servers (apiextensions-apiserver,
+# kube-aggregator): their decode errors name another scheme, which is left out here
+OWN_SCHEME_GROUPS = frozenset({"apiextensions.k8s.io", "apiregistration.k8s.io"})
+# Go's internal package of a group whose name is not the group's first label
+INTERNAL_PACKAGES = {"": "core", "internal.apiserver.k8s.io": "apiserverinternal"}
+
+
+def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any], body: bytes) -> None:
+    """Raise upstream's answer when ``obj`` (read from ``body``) names another type than ``rtype``,
+    the URL's."""
+    api_version = obj.get("apiVersion") or rtype.api_version
+    kind = obj.get("kind") or rtype.kind
+    if api_version == rtype.api_version and kind == rtype.kind:
+        return
+    for field, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str):
+            raise _unrecognized(rtype, field, value, body)
+    if rtype.custom is not None:
+        if api_version != rtype.api_version:
+            raise _other_group_version(api_version, rtype)
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        raise ApiError.invalid(rtype, name if isinstance(name, str) else "", [{"reason": "FieldValueInvalid", "field": "kind",
+                                              "message": f'Invalid value: "{kind}": must be {rtype.kind}'}])
+    group, _, version = api_version.rpartition("/")
+    known = next((t for t in registry.in_group_version(group, version) if t.kind == kind), None)
+    if known is None:
+        scheme = "" if rtype.group in OWN_SCHEME_GROUPS else f' in scheme "{LEGACY_SCHEME}"'
+        raise _undecodable(kind, version, rtype,
+                           f'no kind "{kind}" is registered for version "{api_version}"{scheme}')
+    if _internal(known) != _internal(rtype):
+        raise _undecodable(kind, version, rtype, f"converting ({version}.{kind}) to ({_internal(rtype)}): "
+                                                 "unknown conversion")
+    raise _other_group_version(api_version, rtype)
+
+
+def _unrecognized(rtype: ResourceType, field: str, value: object, body: bytes) -> ApiError:
+    """Go's decoder could not read the type from the body: no kind to name, so the body's start."""
+    got = {bool: "bool", dict: "object", list: "array"}.get(type(value), "number")
+    start = body.lstrip()
+    summary = start[:30].decode(errors="replace") + (" ..." if len(start) > 30 else "")
+    return ApiError.bad_request(f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get "
+                                f"version/kind; json parse error: json: cannot unmarshal {got} into Go struct "
+                                f"field .{field} of type string ({summary})")
+
+
+def _undecodable(kind: str, version: str, rtype: ResourceType, why: str) -> ApiError:
+    return ApiError.bad_request(f'{kind} in version "{version}" cannot be handled as a {rtype.kind}: {why}')
+
+
+def _other_group_version(api_version: str, rtype: ResourceType) -> ApiError:
+    return ApiError.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                f"API version ({rtype.api_version})")
+
+
+def _internal(rtype: ResourceType) -> str:
+    """The Go name of ``rtype``'s internal type: events.k8s.io's Event is the core group's."""
+    if rtype.group == "events.k8s.io" and rtype.kind == "Event":
+        return "core.Event"
+    package = INTERNAL_PACKAGES.get(rtype.group, rtype.group.split(".")[0])
+    return f"{package}.{rtype.kind}"
