@@ -41,7 +41,8 @@ from ..registry.validation import (
 )
 from .errors import ApiError
 
-__all__ = ["add_warning", "check_object", "fill_zero_values", "request_scope", "unknown_fields", "warning_headers"]
+__all__ = ["add_warning", "check_merge_patch", "check_object", "fill_zero_values", "request_scope", "unknown_fields",
+           "warning_headers"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -197,6 +198,34 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     return obj
 
 
+def check_merge_patch(rtype: ResourceType, patch: Any) -> None:
+    """Refuse a JSON merge patch that is no JSON object where upstream's patch handler does.
+    Under Strict and Warn it is first decoded as a map: 400 ``error decoding patch: json: cannot
+    unmarshal array into Go value of type map[string]interface {}`` (what the Python client's
+    ``patch_namespaced_custom_object`` with a list, sent as a merge patch, gets). A ``null``,
+    and under Ignore a string, number or bool, is the merge patch library's 400 ``Invalid JSON
+    Patch``; under Ignore an array replaces the object, which then does not decode: 422 against
+    ``patch``, worded as for a built-in type (a custom resource's decoder words it otherwise)."""
+    if isinstance(patch, dict):
+        return
+    directive, _ = _directive()
+    if directive != "Ignore" and patch is not None:
+        raise ApiError.bad_request(f"error decoding patch: json: cannot unmarshal {_json_type(patch)} into Go "
+                                   "value of type map[string]interface {}")
+    if not isinstance(patch, list):
+        raise ApiError.bad_request("Invalid JSON Patch")
+    raise _undecodable(rtype, "PATCH", patch, "couldn't get version/kind; json parse error: json: cannot unmarshal "
+                       'array into Go value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                       'Kind string "json:\\"kind,omitempty\\"" }')
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as Go's decoding errors name it."""
+    if isinstance(value, bool):
+        return "bool"
+    return {list: "array", str: "string", dict: "object"}.get(type(value), "number")
+
+
 def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None) -> None:
     """Give ``obj`` (an object another path than ``check_object`` made: a server-side
     apply's merge) the fields Go always writes, as ``check_object`` does; the parts equal
@@ -263,7 +292,7 @@ def _duplicate_paths(value: Any, duplicates: dict[int, list[str]], path: str) ->
             yield from _duplicate_paths(v, duplicates, f"{path}[{i}]")
 
 
-def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any], why: str) -> ApiError:
+def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any] | list[Any], why: str) -> ApiError:
     """A decoding failure as upstream words it: a create or update is a 400 naming the
     kind; a patch a 422 with the patched object as the invalid value of ``patch``."""
     if method != "PATCH":

@@ -87,7 +87,14 @@ from .discovery import aggregated, aggregated_version_accepted, subresource_kind
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
-from .fieldvalidation import add_warning, check_object, fill_zero_values, request_scope, warning_headers
+from .fieldvalidation import (
+    add_warning,
+    check_merge_patch,
+    check_object,
+    fill_zero_values,
+    request_scope,
+    warning_headers,
+)
 from .http1 import EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
@@ -1185,8 +1192,11 @@ class KubeApi:
             # replaces a part rather than editing it, so that old stays the version stored
             if patch_schema is not None:
                 obj = _strategic_merge_patch(old, patch, patch_schema)
+            elif json_patch:
+                obj = _json_patch(old, patch)
             else:
-                obj = _json_patch(old, patch) if json_patch else _merge_patch(old, patch)
+                check_merge_patch(rtype, patch)
+                obj = _merge_patch(old, patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):

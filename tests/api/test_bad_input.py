@@ -171,3 +171,28 @@ async def test_an_int_or_string_is_an_int32_or_a_string(client: Client, target_p
     body = deployment("d")
     body["spec"]["strategy"] = {"rollingUpdate": {"maxSurge": target_port}}
     await refused(client.create(DEPLOYMENTS, body), 400)
+
+
+@pytest.mark.parametrize(("patch", "query", "message"), [
+    # Strict and Warn (the default) decode the patch as a map first
+    ([{"op": "add", "path": "/data/a", "value": "1"}], {},
+     "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"),
+    ("x", {"fieldValidation": "Strict"},
+     "error decoding patch: json: cannot unmarshal string into Go value of type map[string]interface {}"),
+    # the merge patch library's own refusal
+    (b"null", {}, "Invalid JSON Patch"),
+    (5, {"fieldValidation": "Ignore"}, "Invalid JSON Patch"),
+])
+async def test_a_merge_patch_that_is_no_object_is_400_as_upstreams_patch_handler_says(
+        client: Client, patch: Any, query: dict[str, str], message: str) -> None:
+    await client.create(CMS, {"metadata": {"name": "merged"}, "data": {"a": "0"}})
+    e = await refused(client.patch(f"{CMS}/merged", patch, **query), 400)
+    assert (e.reason, e.message) == ("BadRequest", message)
+
+
+async def test_an_array_merge_patch_under_ignore_replaces_the_object_which_does_not_decode(client: Client) -> None:
+    await client.create(CMS, {"metadata": {"name": "merged"}})
+    e = await refused(client.patch(f"{CMS}/merged", [1, None], fieldValidation="Ignore"), 422)
+    assert e.message == (' "" is invalid: patch: Invalid value: "[1,null]": couldn\'t get version/kind; json parse '
+                         'error: json: cannot unmarshal array into Go value of type struct { APIVersion string '
+                         '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')

@@ -98,16 +98,36 @@ spec:
 """
 
 
+@pytest.fixture(scope="module")
+def manifest_refusals(api: client.ApiClient) -> list[client.ApiException]:
+    """What ``create_from_yaml`` could not create of MANIFEST (it creates the rest)."""
+    with pytest.raises(utils.FailToCreateError) as failed:
+        utils.create_from_yaml(api, yaml_objects=list(yaml.safe_load_all(MANIFEST)), namespace="default")
+    return list(failed.value.api_exceptions)
+
+
+@pytest.fixture(scope="module")
+def gadgets(api: client.ApiClient, manifest_refusals: list[client.ApiException],
+            tmp_path_factory: pytest.TempPathFactory) -> dynamic.Resource:
+    """The manifest's CRD through the dynamic client, once its discovery finds it: a miss
+    refreshes the client's discovery cache, and the CRD is served once Established."""
+    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path_factory.mktemp("dynamic") / "discovery.json"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return dyn.resources.get(api_version="example.com/v1", kind="Gadget")
+        except ResourceNotFoundError:
+            assert time.monotonic() < deadline, "the CRD was not discovered within 10 s"
+            time.sleep(0.1)
+
+
 def test_a_manifest_of_another_kind_than_its_url_is_refused_in_upstreams_words(
-        api: client.ApiClient, tmp_path: Path) -> None:
+        api: client.ApiClient, manifest_refusals: list[client.ApiException], gadgets: dynamic.Resource) -> None:
     """``create_from_yaml`` creates what it can of a manifest and reports the rest: a
     ``kind: pod`` (it calls create_namespaced_pod for it) is upstream's decoding 400, not the
     server's own words with a Python None in them; a custom resource of another kind, sent by
-    the dynamic client once its discovery has found the new CRD, is its validator's 422."""
-    docs = list(yaml.safe_load_all(MANIFEST))
-    with pytest.raises(utils.FailToCreateError) as failed:
-        utils.create_from_yaml(api, yaml_objects=docs, namespace="default")
-    (refused,) = failed.value.api_exceptions
+    the dynamic client, is its validator's 422."""
+    (refused,) = manifest_refusals
     assert refused.status == 400
     assert json.loads(refused.body)["message"] == (
         'pod in version "v1" cannot be handled as a Pod: no kind "pod" is registered for version "v1" in '
@@ -115,18 +135,28 @@ def test_a_manifest_of_another_kind_than_its_url_is_refused_in_upstreams_words(
     assert client.CoreV1Api(api).read_namespaced_config_map("manifest-config", "default").data == {"colour": "blue"}
     assert client.AppsV1Api(api).read_namespaced_deployment("manifest-web", "default").spec.replicas == 1
 
-    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
-    deadline = time.monotonic() + 10
-    while True:  # a miss refreshes the client's discovery cache; the CRD is served once Established
-        try:
-            gadgets = dyn.resources.get(api_version="example.com/v1", kind="Gadget")
-            break
-        except ResourceNotFoundError:
-            assert time.monotonic() < deadline, "the CRD was not discovered within 10 s"
-            time.sleep(0.1)
     with pytest.raises(UnprocessibleEntityError) as invalid:
         gadgets.create(namespace="default", body={"apiVersion": "example.com/v1", "kind": "Widget",
                                                   "metadata": {"name": "g"}})
     status = json.loads(invalid.value.body)
     assert status["message"] == 'Gadget.example.com "g" is invalid: kind: Invalid value: "Widget": must be Gadget'
     assert gadgets.create(namespace="default", body={"metadata": {"name": "g"}}).kind == "Gadget"
+
+
+def test_a_json_patch_the_custom_objects_api_sends_as_a_merge_patch_is_refused_as_upstream(
+        api: client.ApiClient, gadgets: dynamic.Resource) -> None:
+    """``CustomObjectsApi.patch_*`` sends every body as a merge patch, a list of JSON patch
+    operations too: upstream decodes a merge patch as a map first (fieldValidation Warn, the
+    default) and answers 400 ``error decoding patch``; the server said 'the patch must leave an
+    object'. The same operations as a JSON patch, through the dynamic client, apply."""
+    gadgets.create(namespace="default", body={"metadata": {"name": "patched"}, "spec": {"size": 1}})
+    operations = [{"op": "replace", "path": "/spec/size", "value": 2}]
+    custom = client.CustomObjectsApi(api)
+    with pytest.raises(client.ApiException) as refused:
+        custom.patch_namespaced_custom_object("example.com", "v1", "default", "gadgets", "patched", operations)
+    assert refused.value.status == 400
+    assert json.loads(refused.value.body)["message"] == (
+        "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}")
+    patched = gadgets.patch(namespace="default", name="patched", body=operations,
+                            content_type="application/json-patch+json")
+    assert patched.spec.size == 2
