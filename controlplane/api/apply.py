@@ -170,19 +170,28 @@ def _load_config(body: bytes) -> dict[str, Any]:
     return config
 
 
+def _check_object_type(rtype: ResourceType, config: dict[str, Any]) -> None:
+    """An applied configuration must say its type's apiVersion and kind: the field manager's
+    version check is upstream's first, 400 ``invalid object type: apps/v1, Kind=Deployment``
+    for another type and ``invalid object type: /, Kind=`` for a configuration that says none
+    (a status applied without them, a frequent mistake of controllers)."""
+    api_version, kind = config.get("apiVersion"), config.get("kind")
+    if api_version == rtype.api_version and kind == rtype.kind:
+        return
+    given = api_version if isinstance(api_version, str) else ""
+    kind = kind if isinstance(kind, str) else ""
+    slashes = given.count("/")  # Go's ParseGroupVersion fails for more than one: the whole kind is empty
+    group, version = given.split("/") if slashes == 1 else ("", given) if slashes == 0 else ("", "")
+    raise ApiError.bad_request(f"invalid object type: {group}/{version}, Kind={kind if slashes <= 1 else ''}")
+
+
 def parse_scale_config(namespaced: bool, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The configuration applied through ``/scale``: an ``autoscaling/v1`` Scale named
     ``name``. Anything else is upstream's 400 ``invalid object type: apps/v1,
     Kind=Deployment`` (its field manager checks the kind first), which is what
     ``kubectl apply --server-side --subresource=scale`` of a Deployment's file gets."""
     config = _load_config(body)
-    api_version, kind = config.get("apiVersion"), config.get("kind")
-    if api_version != SCALE_TYPE.api_version or kind != SCALE_TYPE.kind:
-        given = api_version if isinstance(api_version, str) else ""
-        slashes = given.count("/")  # as Go's ParseGroupVersion: no group version for more than one
-        group, version = given.split("/") if slashes == 1 else ("", given if slashes == 0 else "")
-        raise ApiError.bad_request(f"invalid object type: {group}/{version}, "
-                                   f"Kind={kind if isinstance(kind, str) else ''}")
+    _check_object_type(SCALE_TYPE, config)
     meta = config.get("metadata")
     if meta is None:
         meta = config["metadata"] = {}
@@ -202,13 +211,7 @@ def parse_scale_config(namespaced: bool, namespace: str | None, name: str, body:
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
     config = _load_config(body)
-    api_version, kind = config.get("apiVersion"), config.get("kind")
-    if not api_version or not kind:
-        raise ApiError.bad_request("the applied configuration must set apiVersion and kind")
-    if api_version != rtype.api_version or kind != rtype.kind:
-        raise ApiError.bad_request(
-            f"the API version in the data ({api_version}) and kind ({kind}) do not match the path "
-            f"({rtype.api_version}, {rtype.kind})")
+    _check_object_type(rtype, config)
     meta = config.get("metadata")
     if meta is None:
         meta = config["metadata"] = {}

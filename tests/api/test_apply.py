@@ -66,6 +66,19 @@ def test_parse_config_rejects_with_400(body: bytes) -> None:
     assert err.value.code == 400
 
 
+@pytest.mark.parametrize(("body", "message"), [
+    (b"metadata: {name: c}\ndata: {a: b}", "invalid object type: /, Kind="),  # says no type at all
+    (b"kind: ConfigMap\nmetadata: {name: c}", "invalid object type: /, Kind=ConfigMap"),
+    (b"apiVersion: v1\nkind: Secret", "invalid object type: /v1, Kind=Secret"),
+    (b"apiVersion: apps/v1\nkind: ConfigMap", "invalid object type: apps/v1, Kind=ConfigMap"),
+    (b"apiVersion: a/b/c\nkind: ConfigMap", "invalid object type: /, Kind="),  # no group version: no kind either
+])
+def test_an_applied_configuration_of_another_type_is_refused_by_the_version_check(body: bytes, message: str) -> None:
+    with pytest.raises(ApiError) as err:
+        parse_config(CONFIGMAPS, "default", "c", body)
+    assert (err.value.code, err.value.message) == (400, message)
+
+
 def test_conflict_status() -> None:
     err = conflict_error(Conflicts([Conflict('"kubectl-edit" using apps/v1', ".spec.replicas")]))
     status = err.status()

@@ -160,3 +160,19 @@ def test_a_json_patch_the_custom_objects_api_sends_as_a_merge_patch_is_refused_a
     patched = gadgets.patch(namespace="default", name="patched", body=operations,
                             content_type="application/json-patch+json")
     assert patched.spec.size == 2
+
+
+def test_a_server_side_apply_that_says_no_type_is_refused_as_upstream(api: client.ApiClient, tmp_path: Path) -> None:
+    """The dynamic client's ``server_side_apply`` sends the body as written: one without
+    ``apiVersion`` and ``kind`` (a status applied by a controller, often) is the field manager's
+    400 ``invalid object type: /, Kind=``, which is what clients search for; the server had
+    words of its own."""
+    dyn = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    configmaps = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    with pytest.raises(dynamic.exceptions.BadRequestError) as refused:
+        configmaps.server_side_apply(namespace="default", field_manager="tool",
+                                     body={"metadata": {"name": "applied"}, "data": {"a": "1"}})
+    assert json.loads(refused.value.body)["message"] == "invalid object type: /, Kind="
+    applied = configmaps.server_side_apply(namespace="default", field_manager="tool", body={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "1"}})
+    assert applied.data.a == "1"
