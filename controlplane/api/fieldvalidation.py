@@ -223,7 +223,9 @@ def _json_type(value: Any) -> str:
     """The JSON type of a decoded value, as Go's decoding errors name it."""
     if isinstance(value, bool):
         return "bool"
-    return {list: "array", str: "string", dict: "object"}.get(type(value), "number")
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "object" if isinstance(value, dict) else "number"
 
 
 def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None) -> None:

@@ -149,7 +149,7 @@ from .streaming import STREAMING_SUBRESOURCES, needs_create
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
-from .typemeta import check_type_meta
+from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_type_meta
 from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
@@ -1846,8 +1846,7 @@ class KubeApi:
         eviction = self._parse_json(body) if body.strip() else {}
         if not isinstance(eviction, dict):
             raise ApiError.bad_request("the request body must be an Eviction object")
-        if eviction.get("kind") not in (None, "Eviction"):
-            raise ApiError.bad_request(f"expected an Eviction, got kind {eviction.get('kind')!r}")
+        check_type_meta(self.registry, EVICTION_TYPE, eviction, body, also=EVICTION_ALSO)
         meta = eviction.get("metadata") or {}
         if not isinstance(meta, dict) or meta.get("name") not in (None, name):
             raise ApiError.bad_request("name in URL does not match name in Eviction object")

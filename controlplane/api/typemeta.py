@@ -28,7 +28,7 @@ from typing import Any
 from ..registry import Registry, ResourceType
 from .errors import ApiError
 
-__all__ = ["check_type_meta"]
+__all__ = ["EVICTION_ALSO", "EVICTION_TYPE", "check_type_meta"]
 
 # the scheme of kube-apiserver's built-in types, as a decode error names it
 LEGACY_SCHEME = "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
@@ -39,12 +39,18 @@ OWN_SCHEME_GROUPS = frozenset({"apiextensions.k8s.io", "apiregistration.k8s.io"}
 INTERNAL_PACKAGES = {"": "core", "internal.apiserver.k8s.io": "apiserverinternal"}
 
 
-def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any], body: bytes) -> None:
+# the body of ``pods/<name>/eviction``, which takes policy/v1beta1's too (EvictionREST.AcceptsGroupVersion)
+EVICTION_TYPE = ResourceType("policy", "v1", "Eviction", "evictions", True)
+EVICTION_ALSO = ("policy/v1beta1",)
+
+
+def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any], body: bytes,
+                    also: tuple[str, ...] = ()) -> None:
     """Raise upstream's answer when ``obj`` (read from ``body``) names another type than ``rtype``,
-    the URL's."""
+    the URL's; ``also``: other group versions of its kind the URL accepts."""
     api_version = obj.get("apiVersion") or rtype.api_version
     kind = obj.get("kind") or rtype.kind
-    if api_version == rtype.api_version and kind == rtype.kind:
+    if kind == rtype.kind and (api_version == rtype.api_version or api_version in also):
         return
     for field, value in (("apiVersion", api_version), ("kind", kind)):
         if not isinstance(value, str):
@@ -54,8 +60,9 @@ def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any]
             raise _other_group_version(api_version, rtype)
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
-        raise ApiError.invalid(rtype, name if isinstance(name, str) else "", [{"reason": "FieldValueInvalid", "field": "kind",
-                                              "message": f'Invalid value: "{kind}": must be {rtype.kind}'}])
+        cause = {"reason": "FieldValueInvalid", "field": "kind",
+                 "message": f'Invalid value: "{kind}": must be {rtype.kind}'}
+        raise ApiError.invalid(rtype, name if isinstance(name, str) else "", [cause])
     group, _, version = api_version.rpartition("/")
     known = next((t for t in registry.in_group_version(group, version) if t.kind == kind), None)
     if known is None:

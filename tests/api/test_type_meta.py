@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.api.crds import CustomResourceDefinitions
 from controlplane.api.errors import ApiError
-from controlplane.api.typemeta import check_type_meta
+from controlplane.api.typemeta import EVICTION_ALSO, EVICTION_TYPE, check_type_meta
 from controlplane.registry import Registry, ResourceType
 from tests.api.test_crds import definition
 
@@ -92,3 +92,20 @@ def test_a_custom_resource_of_another_kind_is_422_from_its_validator(registry: R
     assert e.message == 'Widget.example.com "w" is invalid: kind: Invalid value: "Gadget": must be Widget'
     assert e.details is not None and e.details["causes"] == [
         {"reason": "FieldValueInvalid", "field": "kind", "message": 'Invalid value: "Gadget": must be Widget'}]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"apiVersion": "v1", "kind": "Eviction"},
+     f'Eviction in version "v1" cannot be handled as a Eviction: no kind "Eviction" is registered for version "v1" '
+     f'in scheme {SCHEME}'),
+    ({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"},
+     'PodDisruptionBudget in version "v1" cannot be handled as a Eviction: converting (v1.PodDisruptionBudget) to '
+     '(policy.Eviction): unknown conversion'),
+])
+def test_an_eviction_is_a_policy_eviction(registry: Registry, body: dict[str, Any], message: str) -> None:
+    for accepted in ({}, {"apiVersion": "policy/v1", "kind": "Eviction"},
+                     {"apiVersion": "policy/v1beta1", "kind": "Eviction"}):  # the older one too, as upstream
+        check_type_meta(registry, EVICTION_TYPE, accepted, b"{}", also=EVICTION_ALSO)
+    with pytest.raises(ApiError) as e:
+        check_type_meta(registry, EVICTION_TYPE, body, b"{}", also=EVICTION_ALSO)
+    assert (e.value.code, e.value.message) == (400, message)

@@ -115,7 +115,8 @@ def gadgets(api: client.ApiClient, manifest_refusals: list[client.ApiException],
     deadline = time.monotonic() + 10
     while True:
         try:
-            return dyn.resources.get(api_version="example.com/v1", kind="Gadget")
+            found: dynamic.Resource = dyn.resources.get(api_version="example.com/v1", kind="Gadget")
+            return found
         except ResourceNotFoundError:
             assert time.monotonic() < deadline, "the CRD was not discovered within 10 s"
             time.sleep(0.1)
@@ -176,3 +177,25 @@ def test_a_server_side_apply_that_says_no_type_is_refused_as_upstream(api: clien
     applied = configmaps.server_side_apply(namespace="default", field_manager="tool", body={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "1"}})
     assert applied.data.a == "1"
+
+
+def test_an_eviction_of_another_type_is_refused_and_policy_v1beta1_still_taken(api: client.ApiClient) -> None:
+    """``create_namespaced_pod_eviction`` posts the body as given: an Eviction said to be of
+    ``v1`` is upstream's decoding 400 and evicts nothing (it was taken as policy/v1); the older
+    ``policy/v1beta1`` Eviction is still accepted, as upstream's eviction REST accepts both."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="evicted"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")])))
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod_eviction("evicted", "default", client.V1Eviction(
+            api_version="v1", kind="Eviction", metadata=client.V1ObjectMeta(name="evicted")))
+    assert refused.value.status == 400
+    assert json.loads(refused.value.body)["message"].startswith(
+        'Eviction in version "v1" cannot be handled as a Eviction: no kind "Eviction" is registered for version "v1"')
+    assert core.read_namespaced_pod("evicted", "default").metadata.deletion_timestamp is None
+    core.create_namespaced_pod_eviction("evicted", "default", client.V1Eviction(
+        api_version="policy/v1beta1", kind="Eviction", metadata=client.V1ObjectMeta(name="evicted")))
+    with pytest.raises(client.ApiException) as gone:
+        core.read_namespaced_pod("evicted", "default")
+    assert gone.value.status == 404
