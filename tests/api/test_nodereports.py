@@ -50,6 +50,10 @@ def _comparable(node: dict[str, Any]) -> dict[str, Any]:
                                                                    "creationTimestamp", "labels")}
     for e in meta["managedFields"]:
         e.pop("time")
+    # entries are ordered by their times (upstream's sort), which differ when a second ticks between
+    # the two Nodes' writes: compared as a set
+    meta["managedFields"] = sorted(meta["managedFields"], key=lambda e: (e["manager"], e["operation"],
+                                                                         e.get("subresource", "")))
     return {**node, "metadata": meta}
 
 @pytest.fixture
