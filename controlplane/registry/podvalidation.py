@@ -346,13 +346,13 @@ def label_key_problems(key: str) -> list[str]:
             problems.append("prefix part must be non-empty")
         else:
             if len(prefix.encode()) > 253:
-                problems.append("prefix part must be no more than 253 bytes")
+                problems.append("prefix part must be no more than 253 characters")  # Go's len: bytes
             if not DNS1123_SUBDOMAIN.match(prefix):
                 problems.append("prefix part " + _SUBDOMAIN_HINT)
     if not name:
         problems.append("name part must be non-empty")
     elif len(name.encode()) > 63:
-        problems.append("name part must be no more than 63 bytes")
+        problems.append("name part must be no more than 63 characters")
     if not _LABEL_KEY_NAME.match(name):
         problems.append("name part " + _LABEL_KEY_HINT)
     return problems
@@ -360,7 +360,7 @@ def label_key_problems(key: str) -> list[str]:
 
 def label_value_problems(value: str) -> list[str]:
     """Why ``value`` is not a label value (``content.IsLabelValue``); empty when it is."""
-    problems = ["must be no more than 63 bytes"] if len(value.encode()) > 63 else []
+    problems = ["must be no more than 63 characters"] if len(value.encode()) > 63 else []
     if value and not _LABEL_KEY_NAME.match(value):
         problems.append(_LABEL_VALUE_HINT)
     return problems

@@ -34,7 +34,7 @@ from .labelkeys import merge_label_keys
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
-from .podvalidation import pod_spec_causes
+from .podvalidation import label_key_problems, pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
@@ -499,44 +499,14 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
 
 
 # -- labels and annotations (every object) ------------------------------------------
-_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _MAX_ANNOTATIONS = 256 * 1024
-
-
-_NAME_PART_HINT = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                   "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation "
-                   "is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
-_SUBDOMAIN_HINT = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                   "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                   r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 
 
 def _qualified_name(key: str) -> list[str]:
     """Why ``key`` is not a qualified name (``prefix/name``), each problem as upstream's
     ``IsQualifiedName`` (since 1.34 ``content.IsLabelKey``) words it; empty when it is one."""
-    parts = key.split("/")
-    if len(parts) > 2:
-        return [f"a valid label key {_NAME_PART_HINT} with an optional DNS subdomain prefix and '/' "
-                "(e.g. 'example.com/MyName')"]
-    problems = []
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                problems.append("prefix part must be no more than 253 characters")
-            if not DNS1123_SUBDOMAIN.match(prefix):
-                problems.append(f"prefix part {_SUBDOMAIN_HINT}")
-    if not name:
-        problems.append("name part must be non-empty")
-    elif len(name) > 63:
-        problems.append("name part must be no more than 63 characters")
-    if not _NAME_PART.match(name):
-        problems.append(f"name part {_NAME_PART_HINT}")
-    return problems
+    return label_key_problems(key)
 
 
 def _owner_reference_causes(owners: list[Any]) -> Causes:
