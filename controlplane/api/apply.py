@@ -50,26 +50,31 @@ ANNOTATIONS_SIZE_LIMIT = 256 * 1024
 MAX_EXPANDED_VALUES = 1_000_000
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: no timestamps (a date stays a string); counts its aliases."""
-
-    aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-        return super().compose_node(parent, index)
+class _Loader(yaml.CSafeLoader):
+    """YAML as Kubernetes reads it: no timestamps (a date stays a string). libyaml's parser
+    (PyYAML's own, in Python, took seconds for a large CRD)."""
 
 
-def _load_yaml(body: bytes) -> Any:
-    """One YAML document, refused (``yaml.YAMLError``) when its aliases expand it past
-    ``MAX_EXPANDED_VALUES`` values."""
-    loader = _Loader(body)
-    try:
-        value = loader.get_single_data()
-    finally:
-        loader.dispose()
-    if loader.aliases:
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _load_document(body: bytes) -> Any:
+    """One document, YAML or JSON, with string keys; ``yaml.YAMLError`` for a document
+    that is neither, or whose aliases expand it past ``MAX_EXPANDED_VALUES`` values.
+
+    A body that parses as JSON is read as JSON (kubectl sends its applied
+    configurations so): JSON is YAML 1.2, and reading it as JSON also gives Go's
+    reading of ``1e3`` (a number, where PyYAML's YAML 1.1 makes it a string)."""
+    if body.lstrip()[:1] in (b"{", b"["):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass  # YAML's flow style, or not a document at all: YAML's reading and its error
+    value = yaml.load(body, Loader=_Loader)  # a safe loader (SafeConstructor), without timestamps
+    if b"*" in body:  # an alias, maybe: its anchor's value is one object, walked each time it is used
         budget = [MAX_EXPANDED_VALUES]
 
         def spend(v: Any) -> None:
@@ -83,13 +88,7 @@ def _load_yaml(body: bytes) -> Any:
                 for item in v:
                     spend(item)
         spend(value)
-    return value
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    return _string_keys(value)
 
 
 def _invalid_options(field: str, reason: str, message: str) -> ApiError:
@@ -147,8 +146,7 @@ def yaml_as_json(body: bytes) -> bytes:
     """A YAML request body (``Content-Type: application/yaml``) as the JSON it says;
     a 400 when it is not YAML or says what JSON cannot (``!!binary``, a set)."""
     try:
-        value = _string_keys(_load_yaml(body)) if body.strip() else None
-        return orjson.dumps(value)
+        return orjson.dumps(_load_document(body) if body.strip() else None)
     except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
     except (TypeError, orjson.JSONEncodeError) as e:
@@ -158,10 +156,9 @@ def yaml_as_json(body: bytes) -> bytes:
 def _load_config(body: bytes) -> dict[str, Any]:
     """An applied configuration's YAML (or JSON) object; a 400 for anything else."""
     try:
-        config = _load_yaml(body)
+        config = _load_document(body)
         if not isinstance(config, dict):
             raise ApiError.bad_request("the applied configuration must be an object")
-        config = dict(_string_keys(config))
         orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
     except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.api.apply import APPLY_YAML, apply_options, conflict_error, manager_of, parse_config
+from controlplane.api.apply import APPLY_YAML, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
 from controlplane.api.errors import ApiError
 from controlplane.client import Client
 from controlplane.client.client import ApiError as ClientError
@@ -44,6 +44,16 @@ def test_parse_config_reads_yaml_as_kubernetes_does() -> None:
     config = parse_config(CONFIGMAPS, "default", "c", body)
     assert config["data"] == {"when": "2024-01-01", "1": "one"}
     assert parse_config(CONFIGMAPS, "default", "c", b'{"apiVersion":"v1","kind":"ConfigMap"}')["metadata"] == {}
+
+
+def test_a_json_body_is_read_as_json_and_flow_yaml_as_yaml() -> None:
+    # kubectl sends JSON: read so, 1e3 is the number Go reads (YAML 1.1 would leave a string)
+    assert yaml_as_json(b'{"n": 1e3, "s": "\\ud83d\\ude00"}') == '{"n":1000.0,"s":"\U0001f600"}'.encode()
+    config = parse_config(CONFIGMAPS, "default", "c", b'{"apiVersion":"v1","kind":"ConfigMap","data":{"s":"\\u00e9"}}')
+    assert config["data"] == {"s": "\u00e9"}
+    # a body that only looks like JSON is YAML's flow style
+    config = parse_config(CONFIGMAPS, "default", "c", b"{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}")
+    assert config["metadata"] == {"name": "c"}
 
 
 @pytest.mark.parametrize("body", [
