@@ -393,8 +393,10 @@ class Handle(Protocol):
 
     def waiting_pods(self) -> Iterable[str]: ...
 
-    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        """Emit an Event about ``obj`` (fire and forget)."""
+    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal", *,
+                     action: str, related: Mapping[str, Any] | None = None) -> None:
+        """Emit an events.k8s.io Event about ``obj`` (fire and forget): what the scheduler did
+        (``action``: ``Preempting``), and the object it did it for (``related``)."""
         ...
 
     def spawn(self, coro: Awaitable[None]) -> None:

@@ -161,12 +161,15 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        """An Event about ``obj``, merged into a series with its isomorphic ones (events.py)."""
-        self.events.record(obj, reason, message, type_)
+    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal", *,
+                     action: str, related: Mapping[str, Any] | None = None) -> None:
+        """An events.k8s.io Event about ``obj``, folded into a series with its isomorphic ones
+        (events.py)."""
+        self.events.record(obj, reason, message, type_, action=action, related=related)
 
     def _record_scheduled(self, obj: Mapping[str, Any], message: str) -> None:
-        self.events.record(obj, "Scheduled", message, once=True)  # binding changes the pod: it cannot recur
+        # binding changes the pod: it cannot recur
+        self.events.record(obj, "Scheduled", message, action="Binding", once=True)
 
     @property
     def dropped_events(self) -> int:
@@ -591,7 +594,7 @@ class Scheduler:
     def _report_failure(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
         """FailedScheduling event, and the PodScheduled=False condition (written only when it
         changes), with ``status.nominatedNodeName`` set to ``nominated`` or, ``clear_nominated``, removed."""
-        self.record_event(pod.obj, "FailedScheduling", message, "Warning")
+        self.record_event(pod.obj, "FailedScheduling", message, "Warning", action="Scheduling")
         for c in (pod.obj.get("status") or {}).get("conditions") or ():
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message") == message \
                     and not nominated and not clear_nominated:

@@ -7,7 +7,8 @@ add here. Over a socket, writes are bounded, in two lanes: at most
 at most ``EVENT_CONCURRENCY`` events, so a server slow to answer never makes
 bindings queue behind events (upstream's event broadcaster writes from its own
 goroutine, and drops what overflows its queue, as ``events.EventRecorder``
-does). Each request in flight holds a connection of the client's pool.
+does): an event's create and its series' patches go in the event lane. Each
+request in flight holds a connection of the client's pool.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ class Writer:
             return await self.client.create(path, body)
         async with self._event_slots:
             return await self.client.create(path, body)
+
+    async def patch_event(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A strategic merge patch of an Event (an events.k8s.io one's series), in the event lane."""
+        if self.in_process:
+            return await self.client.patch(path, body, patch_type="strategic")
+        async with self._event_slots:
+            return await self.client.patch(path, body, patch_type="strategic")
 
     async def patch(self, path: str, body: dict[str, Any], patch_type: str) -> dict[str, Any]:
         if self.in_process:

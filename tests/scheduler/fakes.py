@@ -63,7 +63,8 @@ class FakeHandle:
     def waiting_pods(self) -> Iterable[str]:
         return []
 
-    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+    def record_event(self, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal", *,
+                     action: str, related: Mapping[str, Any] | None = None) -> None:
         self.events.append((reason, message))
 
     def spawn(self, coro: Awaitable[None]) -> None:

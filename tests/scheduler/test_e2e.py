@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -13,11 +15,13 @@ from typing import Any
 import httpx
 
 from controlplane.client import Client
-from tests.test_cli import start_serve
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve, start_serve
 
 from .helpers import create_node, node, pod, podgroup
 
 PODS = "/api/v1/namespaces/default/pods"
+AGE = r"\d+s"  # an event's age in seconds, as kubectl prints it (duration.HumanDuration)
 
 
 async def _wait_bound(c: Client, names: set[str], timeout: float = 20.0) -> dict[str, str]:
@@ -68,11 +72,55 @@ async def _exercise(kubeconfig: Path) -> None:
         await c.aclose()
 
 
+async def _scheduled_event(kubeconfig: Path, name: str) -> tuple[dict[str, Any], ...]:
+    """The pod, and its Scheduled event read as events.k8s.io/v1 and as core/v1."""
+    async with Client.from_kubeconfig(kubeconfig) as c:
+        deadline = time.monotonic() + 10
+        while True:
+            items = (await c.list("/apis/events.k8s.io/v1/namespaces/default/events",
+                                  fieldSelector=f"regarding.name={name},reason=Scheduled"))["items"]
+            if items:
+                break
+            assert time.monotonic() < deadline, f"no Scheduled event of {name}"
+            await asyncio.sleep(0.1)
+        return (await c.get(f"{PODS}/{name}"), items[0],
+                await c.get(f"/api/v1/namespaces/default/events/{items[0]['metadata']['name']}"))
+
+
+def _as_kube_scheduler_writes_it(s: Serve) -> None:
+    """The Scheduled event is kube-scheduler's events.k8s.io/v1 one through both versions,
+    and kubectl shows it as it shows a real cluster's."""
+    pod_obj, event, core = asyncio.run(_scheduled_event(s.kubeconfig, "plain"))
+    node_name = pod_obj["spec"]["nodeName"]
+    assert {k: event[k] for k in ("reportingController", "action", "reason", "type", "note")} == {
+        "reportingController": "default-scheduler", "action": "Binding", "reason": "Scheduled", "type": "Normal",
+        "note": f"Successfully assigned default/plain to {node_name}"}
+    assert event["reportingInstance"] == f"default-scheduler-{socket.gethostname()}"
+    assert {k: event["regarding"][k] for k in ("apiVersion", "kind", "namespace", "name", "uid")} == {
+        "apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "plain", "uid": pod_obj["metadata"]["uid"]}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"])
+    assert not {"series", "related"} & set(event) and not [k for k in event if k.startswith("deprecated")]
+    # the core/v1 view: upstream's conversion of it, no legacy timestamps, count or source
+    assert (core["message"], core["involvedObject"], core["eventTime"], core["reportingComponent"],
+            core["reportingInstance"], core["action"]) == (event["note"], event["regarding"], event["eventTime"],
+                                                          "default-scheduler", event["reportingInstance"], "Binding")
+    assert not {"firstTimestamp", "lastTimestamp", "count", "source", "series"} & set(core)
+    # kubectl describe (core/v1 events, aged from eventTime, From the reporting controller)
+    described = kubectl(s, "describe", "pod", "plain")
+    line = f"Normal +Scheduled +{AGE} +default-scheduler +Successfully assigned default/plain to {node_name}"
+    assert re.search(line, described[described.index("Events:"):]), described
+    shown = kubectl(s, "events", "--for", "pod/plain")
+    assert re.search(f"{AGE} +Normal +Scheduled +Pod/plain +Successfully assigned default/plain", shown), shown
+    listed = kubectl(s, "get", "events", "--field-selector", "involvedObject.name=plain")
+    assert re.search(f"{AGE} +Normal +Scheduled +pod/plain +Successfully assigned default/plain", listed), listed
+
+
 def test_the_scheduler_inside_serve_binds_over_the_socket(tmp_path: Path) -> None:
     s = start_serve(tmp_path, scheduler=True)
     try:
         s.wait_ready()
         asyncio.run(_exercise(s.kubeconfig))
+        _as_kube_scheduler_writes_it(s)
         metrics = httpx.get(f"{s.url}/metrics").text
         assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"} 5.0' in metrics
         assert "controlplane_scheduler_e2e_scheduling_seconds_count 5.0" in metrics

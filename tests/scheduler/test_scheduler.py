@@ -114,7 +114,12 @@ async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
     events = await events_written()
     failed = [e for e in events if e["reason"] == "FailedScheduling"]
     assert failed and failed[0]["involvedObject"]["name"] == unbound[0] and failed[0]["type"] == "Warning"
-    assert any(e["reason"] == "Scheduled" for e in events)
+    assert failed[0]["action"] == "Scheduling"
+    scheduled = [e for e in events if e["reason"] == "Scheduled"]
+    # written through events.k8s.io/v1, as kube-scheduler's: no legacy timestamps, count or source
+    assert scheduled and scheduled[0]["action"] == "Binding"
+    assert scheduled[0]["reportingComponent"] == "default-scheduler"
+    assert scheduled[0]["eventTime"] and not {"firstTimestamp", "lastTimestamp", "count", "source"} & set(scheduled[0])
 
 
 async def test_an_unschedulable_pod_is_retried_when_a_node_is_added(cluster: Cluster) -> None:
@@ -174,8 +179,10 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
         return [e for e in events if e.get("reason") == "Preempted"]
 
     await cluster.until(preempted)
-    involved = (await preempted())[0]["involvedObject"]
+    event = (await preempted())[0]
+    involved, related = event["involvedObject"], event["related"]
     assert (involved["kind"], involved["name"], involved["uid"]) == ("Pod", "low1", low1["metadata"]["uid"])
+    assert (related["kind"], related["name"], event["action"]) == ("Pod", "vip", "Preempting")  # the preemptor
     await cluster.c.delete(f"{PODS}/low1", gracePeriodSeconds=0)
     where = await cluster.bound("vip", timeout=15)
     assert where["vip"] == "only"

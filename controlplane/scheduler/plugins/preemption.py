@@ -153,7 +153,8 @@ class DefaultPreemption:
         if errors:
             return None, Status(Code.ERROR, f"could not evict the victims: {'; '.join(errors)}", plugin=NAME)
         for v in victims:
-            self.handle.record_event(v.obj, "Preempted", f"Preempted by pod {pod.uid} on node {node.name}")
+            self.handle.record_event(v.obj, "Preempted", f"Preempted by pod {pod.uid} on node {node.name}",
+                                     action="Preempting", related=pod.obj)
         return PostFilterResult(node.name), None
 
     async def _evict(self, pod: PodInfo, victim: PodInfo) -> str | None:
