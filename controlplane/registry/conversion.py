@@ -205,7 +205,7 @@ def validate_events_v1(obj: dict[str, Any]) -> list[dict[str, str]]:
         causes.append({"reason": "FieldValueNotSupported", "field": "type",
                        "message": f'Unsupported value: "{obj.get("type")}": supported values: "Normal", "Warning"'})
     note = obj.get("note")
-    if isinstance(note, str) and len(note) > 1024:
+    if isinstance(note, str) and len(note.encode()) > 1024:  # bytes, as Go's len counts them
         causes.append({"reason": "FieldValueTooLong", "field": "note",
                        "message": "Too long: may not be more than 1024 bytes"})
     return causes

@@ -38,3 +38,10 @@ def test_validation_requires_what_upstream_requires() -> None:
     causes = validate_events_v1({"note": "x" * 2000, "type": "Odd"})
     fields = {c["field"] for c in causes}
     assert fields == {"eventTime", "reportingController", "reportingInstance", "action", "reason", "type", "note"}
+
+
+def test_a_note_is_limited_in_bytes() -> None:
+    """1,024 bytes, as upstream's len() counts them: 600 two-byte characters are too many."""
+    assert validate_events_v1({**NEW, "note": "x" * 1024}) == []
+    (cause,) = validate_events_v1({**NEW, "note": "é" * 600})
+    assert (cause["field"], cause["message"]) == ("note", "Too long: may not be more than 1024 bytes")
