@@ -422,6 +422,19 @@ def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
 
 
 _PREPARERS["pods"] = _prepare_pod
+
+
+def _prepare_event(event: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """An Event's source (events.k8s.io/v1: ``deprecatedSource``) is a struct, which Go
+    writes even when empty: ``{}``, never missing (the Python client reads a missing one
+    as None, where code reads ``event.source.component``)."""
+    key = "deprecatedSource" if event.get("apiVersion") == "events.k8s.io/v1" else "source"
+    if event.get(key) is None:
+        event[key] = {}
+    return []
+
+
+_PREPARERS["events"] = _prepare_event
 _PREPARERS["services"] = lambda svc, old: service_causes(svc)
 _PREPARERS.update({
     "persistentvolumeclaims": prepare_claim, "persistentvolumes": prepare_volume,

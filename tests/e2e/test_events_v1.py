@@ -37,6 +37,9 @@ def test_an_events_v1_event_is_a_core_event_too(served: Serve, api: client.ApiCl
     assert patched.note == "pulled nginx:1.27"
     assert client.CoreV1Api(api).read_namespaced_event("web-1.pulled", "default").message == "pulled nginx:1.27"
     assert "web-1.pulled" in kubectl(served, "get", "events.v1.events.k8s.io", "-o", "name")
+    # the source is a struct Go always writes: {} in both views, never missing
+    assert core.source is not None and core.source.component is None
+    assert got.deprecated_source is not None
 
 
 def test_events_v1_requires_what_upstream_requires(api: client.ApiClient) -> None:

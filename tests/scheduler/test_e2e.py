@@ -99,12 +99,13 @@ def _as_kube_scheduler_writes_it(s: Serve) -> None:
     assert {k: event["regarding"][k] for k in ("apiVersion", "kind", "namespace", "name", "uid")} == {
         "apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "plain", "uid": pod_obj["metadata"]["uid"]}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"])
-    assert not {"series", "related"} & set(event) and not [k for k in event if k.startswith("deprecated")]
-    # the core/v1 view: upstream's conversion of it, no legacy timestamps, count or source
+    assert not {"series", "related"} & set(event) and event["deprecatedSource"] == {}  # a struct: Go writes it
+    assert not [k for k in event if k.startswith("deprecated") and k != "deprecatedSource"]
+    # the core/v1 view: upstream's conversion of it, no legacy timestamps or count, an empty source
     assert (core["message"], core["involvedObject"], core["eventTime"], core["reportingComponent"],
             core["reportingInstance"], core["action"]) == (event["note"], event["regarding"], event["eventTime"],
                                                           "default-scheduler", event["reportingInstance"], "Binding")
-    assert not {"firstTimestamp", "lastTimestamp", "count", "source", "series"} & set(core)
+    assert not {"firstTimestamp", "lastTimestamp", "count", "series"} & set(core) and core["source"] == {}
     # kubectl describe (core/v1 events, aged from eventTime, From the reporting controller)
     described = kubectl(s, "describe", "pod", "plain")
     line = f"Normal +Scheduled +{AGE} +default-scheduler +Successfully assigned default/plain to {node_name}"

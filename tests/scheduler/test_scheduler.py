@@ -116,10 +116,12 @@ async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
     assert failed and failed[0]["involvedObject"]["name"] == unbound[0] and failed[0]["type"] == "Warning"
     assert failed[0]["action"] == "Scheduling"
     scheduled = [e for e in events if e["reason"] == "Scheduled"]
-    # written through events.k8s.io/v1, as kube-scheduler's: no legacy timestamps, count or source
+    # written through events.k8s.io/v1, as kube-scheduler's: no legacy timestamps or count, and
+    # the source an empty struct (Go writes it so)
     assert scheduled and scheduled[0]["action"] == "Binding"
     assert scheduled[0]["reportingComponent"] == "default-scheduler"
-    assert scheduled[0]["eventTime"] and not {"firstTimestamp", "lastTimestamp", "count", "source"} & set(scheduled[0])
+    assert scheduled[0]["eventTime"] and not {"firstTimestamp", "lastTimestamp", "count"} & set(scheduled[0])
+    assert scheduled[0]["source"] == {}
 
 
 async def test_an_unschedulable_pod_is_retried_when_a_node_is_added(cluster: Cluster) -> None:
