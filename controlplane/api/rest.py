@@ -47,6 +47,7 @@ from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
 from ..registry.crd import terminate as crd_terminate
+from ..registry.csi import INITIAL_ATTACHMENT_STATUS
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.podspec import pair_ips, qos_class
@@ -2445,6 +2446,8 @@ def _initial_status(plural: str) -> dict[str, Any]:
         return {"loadBalancer": {}}  # a struct Go always serialises
     if plural in ("persistentvolumeclaims", "persistentvolumes"):
         return {"phase": "Pending"}
+    if plural == "volumeattachments":
+        return dict(INITIAL_ATTACHMENT_STATUS)  # (a Go bool without omitempty)
     return {}
 
 
@@ -2454,7 +2457,7 @@ def _initial_status(plural: str) -> dict[str, Any]:
 # on any change but to their metadata (apiextensions' customresource strategy). Every
 # other type (ConfigMaps, Secrets, Namespaces, Services, Nodes, Endpoints, Events,
 # ServiceAccounts, PersistentVolume(Claim)s, quotas, limit ranges, ControllerRevisions,
-# Leases, StorageClasses, RuntimeClasses, RBAC, Workloads, PodGroups, ResourceClaims and
+# Leases, StorageClasses, the CSI objects, RuntimeClasses, RBAC, Workloads, PodGroups, ResourceClaims and
 # their templates) has none: what a create carries is kept (BeforeCreate leaves it), an
 # update keeps the old value (BeforeUpdate), and nothing moves it but a deletion's bump
 # of a value above 0 (BeforeDelete, markAsDeleting).

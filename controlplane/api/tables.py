@@ -340,6 +340,18 @@ def _bool_ptr(v: Any) -> str:
     return "<unset>" if v is None else "True" if v else "False"
 
 
+def _spec_flag(o: Obj, field: str, unset: bool) -> bool:
+    """A ``*bool`` of a spec, ``unset`` when nil (the CSIDriver printer's)."""
+    value = _get(o, "spec", field, default=None)
+    return unset if value is None else bool(value)
+
+
+def _token_audiences(o: Obj) -> str:
+    """A CSIDriver's token requests' audiences, comma-joined, ``<unset>`` for none."""
+    requests = [r for r in _get(o, "spec", "tokenRequests", default=[]) or () if isinstance(r, dict)]
+    return ",".join(str(r.get("audience", "")) for r in requests) if requests else "<unset>"
+
+
 def _subjects(o: Obj, kind: str) -> str:
     names = [(f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount" else s.get("name", ""))
              for s in o.get("subjects") or () if s.get("kind") == kind]
@@ -802,6 +814,26 @@ COLUMNS: dict[str, list[Column]] = {
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
                        _col("Driver", lambda o: _get(o, "spec", "driver")),
                        _col("Pool", lambda o: _get(o, "spec", "pool", "name")), _AGE],
+    # storage.k8s.io's CSI objects (registry/csi.py)
+    "csidrivers": [
+        _NAME, _col("AttachRequired", lambda o: _spec_flag(o, "attachRequired", True), "boolean"),
+        _col("PodInfoOnMount", lambda o: _spec_flag(o, "podInfoOnMount", False), "boolean"),
+        _col("StorageCapacity", lambda o: _spec_flag(o, "storageCapacity", False), "boolean"),
+        _col("TokenRequests", _token_audiences),
+        _col("RequiresRepublish", lambda o: _spec_flag(o, "requiresRepublish", False), "boolean"),
+        _col("Modes", lambda o: ",".join(_get(o, "spec", "volumeLifecycleModes", default=[]) or ()) or "<none>"),
+        _AGE],
+    "csinodes": [_NAME, _col("Drivers", lambda o: len(_get(o, "spec", "drivers", default=[]) or ()), "integer"),
+                 _AGE],
+    "csistoragecapacities": [
+        _NAME, _col("StorageClassName", lambda o: o.get("storageClassName", "")),
+        _col("Capacity", lambda o: _canonical(o["capacity"]) if o.get("capacity") is not None else "<unset>")],
+    "volumeattachments": [
+        _NAME, _col("Attacher", lambda o: _get(o, "spec", "attacher"), fmt="name"),
+        _col("PV", lambda o: _get(o, "spec", "source", "persistentVolumeName", default="") or ""),
+        _col("Node", lambda o: _get(o, "spec", "nodeName")),
+        _col("Attached", lambda o: bool(_get(o, "status", "attached", default=False)), "boolean"), _AGE],
+    "volumeattributesclasses": [_NAME, _col("DriverName", lambda o: o.get("driverName", "")), _AGE],
     # the autoscaling/v1 Scale of a built-in type's ``scale`` subresource (kubectl get --subresource=scale)
     "scales.autoscaling": [_col("Name", _name), _col("Desired", lambda o: _get(o, "spec", "replicas", default=0),
                                                      "integer"),

@@ -22,6 +22,13 @@ from typing import Any, Protocol
 
 from .admissionpolicies import prepare_validating_admission_policy
 from .autoscaling import prepare_horizontal_pod_autoscaler
+from .csi import (
+    prepare_csi_driver,
+    prepare_csi_node,
+    prepare_csi_storage_capacity,
+    prepare_volume_attachment,
+    prepare_volume_attributes_class,
+)
 from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .immutable import (
     pod_update_causes,
@@ -446,6 +453,11 @@ _PREPARERS.update({
     "validatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingadmissionpolicies": prepare_validating_admission_policy,
     "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,
+})
+_PREPARERS.update({
+    "csidrivers": prepare_csi_driver, "csinodes": prepare_csi_node,
+    "csistoragecapacities": prepare_csi_storage_capacity, "volumeattachments": prepare_volume_attachment,
+    "volumeattributesclasses": prepare_volume_attributes_class,
 })
 
 

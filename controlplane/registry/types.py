@@ -145,6 +145,13 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
+    # the CSI objects: registry/csi.py; a simulated kubelet registers its node's CSINode (nodes/simulator.py)
+    ResourceType("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    ResourceType("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    ResourceType("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True),
+    ResourceType("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False, subresources=("status",)),
+    ResourceType("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", False,
+                 short_names=("vac",)),
     # issued by the signer, controllers/certificates.py (registry/certificates.py)
     ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
                  short_names=("csr",), subresources=("status", "approval")),

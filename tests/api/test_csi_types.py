@@ -1,0 +1,178 @@
+"""storage.k8s.io/v1's CSI objects (CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment,
+VolumeAttributesClass): served, defaulted and validated as upstream's (registry/csi.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.api.tables import as_table
+from controlplane.client import ApiError, Client, resource_path
+
+DRIVERS = resource_path("storage.k8s.io", "v1", "csidrivers", None)
+CSI_NODES = resource_path("storage.k8s.io", "v1", "csinodes", None)
+CAPACITIES = resource_path("storage.k8s.io", "v1", "csistoragecapacities", "default")
+ATTACHMENTS = resource_path("storage.k8s.io", "v1", "volumeattachments", None)
+ATTRIBUTE_CLASSES = resource_path("storage.k8s.io", "v1", "volumeattributesclasses", None)
+
+
+def causes(e: pytest.ExceptionInfo[ApiError]) -> list[tuple[str, str, str]]:
+    return [(c["reason"], c["field"], c["message"]) for c in e.value.status["details"]["causes"]]
+
+
+def row(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """``kubectl get``'s cells of one object, by column name (upstream's printers, api/tables.py)."""
+    table = as_table(plural, [obj], None)
+    return dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"], strict=True))
+
+
+def attachment(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"attacher": "csi.example.com", "nodeName": "node-1",
+                                                 "source": {"persistentVolumeName": "pv-1"}, **spec}}
+
+
+async def test_the_five_types_are_discovered_as_kube_apiserver_lists_them(client: Client) -> None:
+    listed = {r["name"]: r for r in (await client.get("/apis/storage.k8s.io/v1"))["resources"]}
+    assert {"csidrivers", "csinodes", "csistoragecapacities", "volumeattachments", "volumeattachments/status",
+            "volumeattributesclasses"} <= set(listed)
+    assert listed["csistoragecapacities"]["namespaced"] is True
+    assert not any(listed[n]["namespaced"] for n in ("csidrivers", "csinodes", "volumeattachments",
+                                                     "volumeattributesclasses"))
+    assert listed["volumeattributesclasses"]["shortNames"] == ["vac"]
+
+
+async def test_a_csi_driver_gets_upstreams_defaults_and_keeps_attach_required(client: Client) -> None:
+    created = await client.create(DRIVERS, {"metadata": {"name": "csi.example.com"}, "spec": {}})
+    shown = row("csidrivers", created)
+    assert shown == {"Name": "csi.example.com", "AttachRequired": True, "PodInfoOnMount": False,
+                     "StorageCapacity": False, "TokenRequests": "<unset>", "RequiresRepublish": False,
+                     "Modes": "Persistent", "Age": shown["Age"]}
+    assert created["spec"] == {"attachRequired": True, "podInfoOnMount": False, "storageCapacity": False,
+                               "fsGroupPolicy": "ReadWriteOnceWithFSType", "requiresRepublish": False,
+                               "seLinuxMount": False, "volumeLifecycleModes": ["Persistent"]}
+    changed = await client.patch(f"{DRIVERS}/csi.example.com", {"spec": {"podInfoOnMount": True}})
+    assert changed["spec"]["podInfoOnMount"] is True  # mutable since 1.30
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{DRIVERS}/csi.example.com",
+                           {"spec": {"attachRequired": False, "volumeLifecycleModes": ["Ephemeral"]}})
+    assert e.value.code == 422
+    assert causes(e) == [
+        ("FieldValueInvalid", "spec.attachedRequired", "Invalid value: false: field is immutable"),
+        ("FieldValueInvalid", "spec.volumeLifecycleModes",
+         'Invalid value: []storage.VolumeLifecycleMode{"Ephemeral"}: field is immutable')]
+
+
+async def test_a_csi_drivers_spec_is_validated_in_upstreams_words(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(DRIVERS, {"metadata": {"name": "bad.example.com"}, "spec": {
+            "fsGroupPolicy": "Sometimes", "volumeLifecycleModes": ["Forever"],
+            "tokenRequests": [{"audience": "a", "expirationSeconds": 60}, {"audience": "a"}],
+            "nodeAllocatableUpdatePeriodSeconds": 5}})
+    assert causes(e) == [
+        ("FieldValueNotSupported", "spec.fsGroupPolicy",
+         'Unsupported value: "Sometimes": supported values: "File", "None", "ReadWriteOnceWithFSType"'),
+        ("FieldValueInvalid", "spec.tokenRequests[0].expirationSeconds",
+         "Invalid value: 60: may not specify a duration less than 10 minutes"),
+        ("FieldValueDuplicate", "spec.tokenRequests[1].audience", 'Duplicate value: "a"'),
+        ("FieldValueNotSupported", "spec.volumeLifecycleModes",
+         'Unsupported value: "Forever": supported values: "Persistent", "Ephemeral"'),
+        ("FieldValueInvalid", "spec.nodeAllocatableUpdatePeriodSeconds",
+         "Invalid value: 5: must be greater than or equal to 10 seconds")]
+
+
+async def test_a_csi_nodes_drivers_are_checked_and_fixed_but_for_their_allocatable(client: Client) -> None:
+    driver = {"name": "csi.example.com", "nodeID": "i-0123", "topologyKeys": ["topology.example.com/zone"],
+              "allocatable": {"count": 10}}
+    created = await client.create(CSI_NODES, {"metadata": {"name": "node-1"}, "spec": {"drivers": [driver]}})
+    assert created["spec"]["drivers"] == [driver]
+    assert row("csinodes", created)["Drivers"] == 1
+    grown = await client.patch(f"{CSI_NODES}/node-1", {"spec": {"drivers": [{**driver, "allocatable": {"count": 20}}]}},
+                               patch_type="merge")
+    assert grown["spec"]["drivers"][0]["allocatable"] == {"count": 20}
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CSI_NODES}/node-1", {"spec": {"drivers": [{**driver, "nodeID": "i-4567"}]}},
+                           patch_type="merge")
+    assert [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "spec.drivers")]
+    assert causes(e)[0][2].endswith(": field is immutable")
+    with pytest.raises(ApiError) as e:
+        await client.create(CSI_NODES, {"metadata": {"name": "node-2"}, "spec": {"drivers": [
+            {"name": "Not_A_Name", "nodeID": "", "topologyKeys": ["zone", "zone"]},
+            {"name": "Not_A_Name", "nodeID": "x" * 257, "allocatable": {"count": -1}}]}})
+    found = causes(e)
+    assert [(r, f) for r, f, _ in found] == [
+        ("FieldValueInvalid", "spec.drivers[0].name"), ("FieldValueRequired", "spec.drivers[0].nodeID"),
+        ("FieldValueDuplicate", "spec.drivers[0]"),
+        ("FieldValueInvalid", "spec.drivers[1].name"), ("FieldValueInvalid", "spec.drivers[1].nodeID"),
+        ("FieldValueInvalid", "spec.drivers[1].allocatable.count"), ("FieldValueDuplicate", "spec.drivers[1].name")]
+    assert found[0][2].startswith('Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain')
+    assert found[4][2].endswith("must be 256 characters or less")
+
+
+async def test_a_volume_attachment_starts_unattached_and_its_spec_is_fixed(client: Client) -> None:
+    created = await client.create(ATTACHMENTS, attachment("va-1", status={"attached": True}))
+    assert created["status"] == {"attached": False}  # the status is the attacher's, through /status
+    attached = await client.patch(f"{ATTACHMENTS}/va-1/status", {"status": {"attached": True}})
+    assert attached["status"] == {"attached": True} and attached["spec"] == created["spec"]
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{ATTACHMENTS}/va-1", {"spec": {"nodeName": "node-2"}})
+    assert e.value.code == 422 and [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "spec")]
+    assert causes(e)[0][2].endswith("field is immutable")
+    shown = row("volumeattachments", attached)
+    assert shown == {"Name": "va-1", "Attacher": "csi.example.com", "PV": "pv-1", "Node": "node-1",
+                     "Attached": True, "Age": shown["Age"]}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"attacher": "", "source": {}, "nodeName": ""}, [
+        ("FieldValueRequired", "spec.attacher"), ("FieldValueRequired", "spec.source"),
+        ("FieldValueInvalid", "spec.nodeName"), ("FieldValueRequired", "spec.attacher"),
+        ("FieldValueInvalid", "spec.attacher")]),
+    ({"source": {"persistentVolumeName": "pv", "inlineVolumeSpec": {}}}, [("FieldValueForbidden", "spec.source")]),
+    ({"source": {"persistentVolumeName": ""}}, [("FieldValueRequired", "spec.source.persistentVolumeName")]),
+    ({"attacher": "x" * 64}, [("FieldValueTooLong", "spec.attacher")]),
+])
+async def test_bad_volume_attachments_are_refused(client: Client, spec: dict[str, Any],
+                                                  expected: list[tuple[str, str]]) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(ATTACHMENTS, attachment("va-bad", **spec))
+    assert e.value.code == 422 and [(r, f) for r, f, _ in causes(e)] == expected
+
+
+async def test_a_storage_capacity_needs_a_class_and_keeps_it(client: Client) -> None:
+    body = {"metadata": {"name": "cap-1"}, "storageClassName": "fast", "capacity": "10Gi",
+            "nodeTopology": {"matchLabels": {"topology.kubernetes.io/zone": "zone-a"}}}
+    created = await client.create(CAPACITIES, body)
+    assert row("csistoragecapacities", created) == {"Name": "cap-1", "StorageClassName": "fast", "Capacity": "10Gi"}
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CAPACITIES}/cap-1", {"storageClassName": "slow", "nodeTopology": None})
+    assert causes(e) == [
+        ("FieldValueInvalid", "nodeTopology", 'Invalid value: "null": field is immutable'),
+        ("FieldValueInvalid", "storageClassName", 'Invalid value: "slow": field is immutable')]
+    with pytest.raises(ApiError) as e:
+        await client.create(CAPACITIES, {"metadata": {"name": "cap-2"}, "storageClassName": "Fast!",
+                                         "capacity": "-1"})
+    assert [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "storageClassName"),
+                                                 ("FieldValueInvalid", "capacity")]
+    with pytest.raises(ApiError) as e:
+        await client.create(CAPACITIES, {"metadata": {"name": "cap-3"}, "storageClassName": "fast",
+                                         "capacity": "lots"})
+    assert e.value.code == 400
+
+
+async def test_a_volume_attributes_class_needs_parameters_and_keeps_them(client: Client) -> None:
+    created = await client.create(ATTRIBUTE_CLASSES, {"metadata": {"name": "gold"}, "driverName": "csi.example.com",
+                                                      "parameters": {"iops": "3000"}})
+    assert list(row("volumeattributesclasses", created)) == ["Name", "DriverName", "Age"]
+    assert row("volumeattributesclasses", created)["DriverName"] == "csi.example.com"
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{ATTRIBUTE_CLASSES}/gold", {"driverName": "other.example.com",
+                                                         "parameters": {"iops": "6000"}})
+    assert causes(e) == [
+        ("FieldValueForbidden", "driverName", "Forbidden: updates to driverName are forbidden."),
+        ("FieldValueForbidden", "parameters", "Forbidden: updates to parameters are forbidden.")]
+    with pytest.raises(ApiError) as e:
+        await client.create(ATTRIBUTE_CLASSES, {"metadata": {"name": "empty"}, "driverName": "a/b/c"})
+    assert [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "driverName"),
+                                                 ("FieldValueRequired", "parameters")]
+    assert causes(e)[1][2] == "Required value: must contain at least one key/value pair"
