@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
                             "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
                             "they do, as a kubelet, and `kubectl describe pod` shows them)")
+    serve.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
+                       help="the simulated nodes' kubelets register no CSINode (storage.k8s.io/v1) with their "
+                            "Node, a create and a stored object a node fewer (default: they do, as a kubelet)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
                             "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "
@@ -296,6 +299,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             enable_crds=_checked_crds(parser, args),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
             pod_events=args.pod_events,
+            csi_nodes=args.csi_nodes,
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,

@@ -106,6 +106,8 @@ class Config:
     manage_nodes_selector: str = ""
     # the simulated kubelets record their Events about pods' containers (serve --no-pod-events: not)
     pod_events: bool = True
+    # the simulated kubelets register their nodes' CSINodes (serve --no-csi-nodes: not)
+    csi_nodes: bool = True
     # finished pods kept before the pod garbage collector deletes the oldest
     # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
     terminated_pod_gc_threshold: int = 12_500

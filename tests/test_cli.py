@@ -531,9 +531,11 @@ def test_bench_watchcache_selector_compares_label_pairs_with_the_general_match(
 
 def test_bench_nodes_in_process_prints_each_step_and_the_pods_memory(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "nodes", "--nodes", "20", "--renew-interval", "1", "--heartbeat-seconds", "1",
-                     "--renewals", "bulk", "--pod-rate", "40", "--pod-seconds", "1", "--pod-events"]) == 0
+                     "--renewals", "bulk", "--pod-rate", "40", "--pod-seconds", "1", "--pod-events",
+                     "--csi-nodes"]) == 0
     lines = {line["metric"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
     assert lines["nodes_created"]["value"] == 20
+    assert lines["cpu_per_node"]["value"] > 0 and lines["cpu_per_node"]["csi_nodes"] is True
     # with the kubelet's pod events, as serve runs it: all written at this rate
     assert lines["pod_create_rate"]["pod_events"] is True and lines["kubelet_events_dropped"]["value"] == 0
     assert lines["lease_renewals_per_second"]["value"] > 0

@@ -210,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         port = _free_port()
-        base = ["--no-scheduler", "--components-process", *([] if args.pod_events else ["--no-pod-events"])]
+        base = ["--no-scheduler", "--components-process", *([] if args.pod_events else ["--no-pod-events"]),
+                *([] if args.csi_nodes else ["--no-csi-nodes"])]
         for d in ("idle", "run"):
             (work / d).mkdir()
         idle_server = start_server(work / "idle", port, [*base, "--nodes", "0"])

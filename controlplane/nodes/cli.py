@@ -76,6 +76,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-pod-events", dest="pod_events", action="store_false",
                    help="record no kubelet Events about pods' containers (Pulling, Pulled, Created, Started, "
                         "Killing), three or more writes a pod fewer (default: recorded, as a kubelet does)")
+    p.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
+                   help="register no CSINode (storage.k8s.io/v1) with each node (default: registered, owned by "
+                        "the Node and deleted with it, as a kubelet does)")
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
@@ -149,7 +152,7 @@ async def _main(args: argparse.Namespace) -> int:
                 instance_type=args.instance_type, catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
-                pod_events=args.pod_events))
+                pod_events=args.pod_events, csi_nodes=args.csi_nodes))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

@@ -47,6 +47,7 @@ async def start(client: Client, config: Config) -> None:
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", ""),
-                                          pod_events=getattr(config, "pod_events", True)))
+                                          pod_events=getattr(config, "pod_events", True),
+                                          csi_nodes=getattr(config, "csi_nodes", True)))
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

@@ -52,6 +52,10 @@ class SimConfig:
     tick: float = 0.05  # the timing wheel's resolution, seconds
     write_concurrency: int = 64  # API writes in flight at once
     serialize_image_pulls: bool = True  # the kubelet's serializeImagePulls
+    # the kubelet's CSINode (storage.k8s.io/v1), created as it registers its Node (one create a
+    # node, named after it, owned by it, no drivers) and deleted with it, as a kubelet's CSI
+    # node-info manager does; the scheduler's and CSI sidecars' readers expect one per node
+    csi_nodes: bool = True
     # the kubelet's Events about pods' containers (Pulling, Pulled, Created, Started, Killing:
     # ``nodes/events.py``), three or more writes a pod; off: ``kubectl describe pod`` shows none
     pod_events: bool = True

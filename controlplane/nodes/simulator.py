@@ -14,6 +14,9 @@ the pods bound to them:
   (``wheel``). A batch's renewals go as one or a few LeaseRenewals
   (this emulator's bulk renewal, ``controlplane/api/leaserenewals.py``) when
   the server serves them, as a PUT of each Lease otherwise;
+- **registration**: with each node it adopts, its CSINode (``csi_nodes``: named after
+  the node, owned by it, no drivers), as a kubelet's CSI node-info manager creates it;
+  the Lease and the CSINode of a deleted node are deleted (the garbage collector's part);
 - **pods and nodes**: on every change of a pod on a managed node (or of the
   node), its stages (``stages``, KWOK's format) are evaluated: one that
   matches is drawn by weight and runs after its delay (the draw being the
@@ -92,6 +95,12 @@ LEASE_NAMESPACE = "kube-node-lease"
 RENEWALS_GROUP, RENEWALS_VERSION, RENEWALS_PLURAL = "nodes.controlplane.dev", "v1alpha1", "leaserenewals"
 REPORTS_PLURAL = "nodestatusreports"  # NodeStatusReport: node status reports in bulk (api/nodereports.py)
 KUBELET_PORT = 10250
+CSI_NODES = ("storage.k8s.io", "v1", "csinodes")
+# the in-tree volume plugins whose CSI migration is on, which the kubelet lists on its CSINode
+# (the scheduler's volume limits read it); all of them GA and on in 1.34
+MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
+MIGRATED_PLUGINS = ("kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,"
+                    "kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume")
 
 _NODE_CONDITIONS = (
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
@@ -616,6 +625,8 @@ class NodeSimulator:
         if patch_spec:  # the node IPAM controller's part
             self._write(lambda: self._patch_pod_cidr(name, cidr))
         self._write(lambda: self._ensure_lease(name, meta.get("uid")))
+        if self.config.csi_nodes:
+            self._write(lambda: self._ensure_csi_node(name, meta.get("uid")))
         self.rota.add(name)  # renewed each time its batch comes round
         now = time.monotonic()
         if self.status_reports:
@@ -633,17 +644,20 @@ class NodeSimulator:
         if node is not None:
             self.rota.discard(name)
             self.cidrs.release(node.cidr)
-            if node.uid:  # the garbage collector's part: the Lease is owned by the Node
-                self._write(lambda: self._delete_lease(name, node.uid))
+            if node.uid:  # the garbage collector's part: the Lease (and CSINode) is owned by the Node
+                self._write(lambda: self._delete_owned(
+                    resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name), node.uid))
+                if self.config.csi_nodes:
+                    self._write(lambda: self._delete_owned(resource_path(*CSI_NODES, name=name), node.uid))
 
-    async def _delete_lease(self, name: str, owner: str) -> None:
-        """Delete the Lease of a deleted Node, if that Node owned it (not one of the same name since)."""
-        path = resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name)
+    async def _delete_owned(self, path: str, owner: str) -> None:
+        """Delete the object at ``path`` of a deleted Node, if that Node owned it (not one of the
+        same name since)."""
         try:
-            lease = await self.client.get(path)
-            if not any(r.get("uid") == owner for r in lease["metadata"].get("ownerReferences") or []):
+            obj = await self.client.get(path)
+            if not any(r.get("uid") == owner for r in obj["metadata"].get("ownerReferences") or []):
                 return
-            await self.client.delete(path, {"preconditions": {"uid": lease["metadata"]["uid"]}})
+            await self.client.delete(path, {"preconditions": {"uid": obj["metadata"]["uid"]}})
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
@@ -670,6 +684,27 @@ class NodeSimulator:
         node = self.nodes.get(name)
         if node is not None:
             node.lease_ready = True
+
+    async def _ensure_csi_node(self, name: str, uid: str | None, again: bool = True) -> None:
+        """The node's CSINode, as the kubelet's CSI node-info manager creates it at registration.
+        One that exists is left as it is (this simulator's, from an earlier run), unless it is a
+        former Node's of that name whose deletion this one's creation overtook: that one goes
+        (the garbage collector's part), and the node's own is created."""
+        meta: dict[str, Any] = {"name": name, "annotations": {MIGRATED_PLUGINS_ANNOTATION: MIGRATED_PLUGINS}}
+        if uid:
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]
+        path = resource_path(*CSI_NODES)
+        try:
+            await self.client.create(path, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta,
+                                            "spec": {"drivers": []}})
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            held = (await self.client.get(f"{path}/{name}"))["metadata"]
+            owners = [r.get("uid") for r in held.get("ownerReferences") or [] if r.get("kind") == "Node"]
+            if uid and again and owners and uid not in owners:
+                await self._delete_owned(f"{path}/{name}", owners[0])
+                await self._ensure_csi_node(name, uid, again=False)
 
     async def _served_bulk(self) -> set[str]:
         """The bulk resources of this emulator the server serves (none: another API server,

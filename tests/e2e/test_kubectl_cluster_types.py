@@ -174,3 +174,54 @@ def test_a_chart_installs_its_webhook_configurations(cluster: Serve) -> None:
                        timeout=60, env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
     assert r.returncode != 0
     assert 'webhooks[0].sideEffects: Unsupported value: "Some"' in r.stderr
+
+
+CSI = """
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: ebs.csi.aws.com}
+spec: {attachRequired: true, podInfoOnMount: false, fsGroupPolicy: File}
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {name: csi-0123}
+spec: {attacher: ebs.csi.aws.com, nodeName: sim-node-0, source: {persistentVolumeName: pv-0123}}
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata: {name: gold}
+driverName: ebs.csi.aws.com
+parameters: {iops: "3000"}
+"""
+
+
+def test_kubectl_serves_the_csi_objects_and_each_node_has_its_csi_node(cluster: Serve) -> None:
+    """What a CSI driver's chart installs and its sidecars read, kubectl's way: api-resources,
+    apply (client-side, with its strategic patch for a change), get's columns; the simulated
+    kubelets' CSINodes."""
+    resources = kubectl(cluster, "api-resources", "--api-group=storage.k8s.io", "-o", "name").split()
+    assert set(resources) >= {"csidrivers.storage.k8s.io", "csinodes.storage.k8s.io",
+                              "csistoragecapacities.storage.k8s.io", "volumeattachments.storage.k8s.io",
+                              "volumeattributesclasses.storage.k8s.io"}
+    nodes = wait_for(cluster, "sim-node-1", "get", "csinodes").splitlines()
+    assert nodes[0].split() == ["NAME", "DRIVERS", "AGE"]
+    assert [line.split()[:2] for line in nodes[1:]] == [["sim-node-0", "0"], ["sim-node-1", "0"]]
+    out = kubectl(cluster, "apply", "-f", "-", stdin=CSI)
+    for created in ("csidriver.storage.k8s.io/ebs.csi.aws.com created",
+                    "volumeattachment.storage.k8s.io/csi-0123 created",
+                    "volumeattributesclass.storage.k8s.io/gold created"):
+        assert created in out
+    drivers = kubectl(cluster, "get", "csidrivers").splitlines()
+    assert drivers[0].split() == ["NAME", "ATTACHREQUIRED", "PODINFOONMOUNT", "STORAGECAPACITY", "TOKENREQUESTS",
+                                  "REQUIRESREPUBLISH", "MODES", "AGE"]
+    assert drivers[1].split()[:7] == ["ebs.csi.aws.com", "true", "false", "false", "<unset>", "false", "Persistent"]
+    attachments = kubectl(cluster, "get", "volumeattachments").splitlines()
+    assert attachments[0].split() == ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"]
+    assert attachments[1].split()[:5] == ["csi-0123", "ebs.csi.aws.com", "pv-0123", "sim-node-0", "false"]
+    assert kubectl(cluster, "get", "vac", "gold").splitlines()[1].split()[:2] == ["gold", "ebs.csi.aws.com"]
+    changed = kubectl(cluster, "apply", "-f", "-", stdin=CSI.replace("podInfoOnMount: false", "podInfoOnMount: true"))
+    assert "csidriver.storage.k8s.io/ebs.csi.aws.com configured" in changed
+    moved = CSI.replace("nodeName: sim-node-0", "nodeName: sim-node-1")
+    r = subprocess.run([KUBECTL or "kubectl", "apply", "-f", "-"], input=moved, capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
+    assert r.returncode != 0 and "spec: Invalid value:" in r.stderr and "field is immutable" in r.stderr
