@@ -15,7 +15,8 @@ v1 defaulting and ``pkg/apis/storage/validation`` (kube-apiserver 1.34 and later
   ``capacity`` is not negative; ``storageClassName`` and ``nodeTopology`` are fixed;
 - a VolumeAttachment needs an ``attacher`` (a CSI driver name), a ``nodeName`` and a
   source naming exactly one of ``persistentVolumeName`` and ``inlineVolumeSpec``; its
-  spec is fixed once created. Its status, written through ``/status``, starts as
+  spec is fixed once created (an ``inlineVolumeSpec`` is not checked as a
+  PersistentVolume's spec, which upstream does). Its status, written through ``/status``, starts as
   ``{attached: false}`` (a Go bool without ``omitempty``);
 - a VolumeAttributesClass needs a ``driverName`` (a qualified name) and at least one
   parameter; both are fixed once created.
@@ -44,7 +45,7 @@ Obj = dict[str, Any]
 IMMUTABLE = "field is immutable"
 INITIAL_ATTACHMENT_STATUS = {"attached": False}
 CSI_DRIVER_NAME_MAX = 63
-CSI_NODE_ID_MAX = 256  # csiNodeIDLongerMaxLength: the strategy allows long IDs since 1.22
+CSI_NODE_ID_MAX = 256  # csiNodeIDLongerMaxLength: upstream's strategy allows the long IDs
 MAX_PARAMETERS = 512
 MAX_PARAMETERS_BYTES = 256 * 1024
 MAX_ATTACHMENT_METADATA_BYTES = 256 * 1024
