@@ -732,3 +732,32 @@ def test_the_default_cluster_roles_exist_without_rbac_mode(served: Serve, api: c
         time.sleep(0.1)  # the aggregation controller fills the rules in
     out = kubectl(served, "describe", "clusterrole", "view")
     assert "pods" in out and "[get list watch]" in out
+
+
+def test_the_csi_objects_through_the_typed_storage_client(api: client.ApiClient, ns: str) -> None:
+    """What CSI sidecars call (external-attacher, external-provisioner's capacity tracking):
+    each object reads back through the typed models, which check their required fields."""
+    storage = client.StorageV1Api(api)
+    driver = storage.create_csi_driver(client.V1CSIDriver(metadata=client.V1ObjectMeta(name="csi.example.com"),
+                                                           spec=client.V1CSIDriverSpec()))
+    assert (driver.spec.attach_required, driver.spec.fs_group_policy) == (True, "ReadWriteOnceWithFSType")
+    storage.create_csi_node(client.V1CSINode(metadata=client.V1ObjectMeta(name="node-1"), spec=client.V1CSINodeSpec(
+        drivers=[client.V1CSINodeDriver(name="csi.example.com", node_id="i-1", allocatable=client.V1VolumeNodeResources(
+            count=16))])))
+    assert storage.read_csi_node("node-1").spec.drivers[0].allocatable.count == 16
+    storage.create_volume_attachment(client.V1VolumeAttachment(
+        metadata=client.V1ObjectMeta(name="va-1"), spec=client.V1VolumeAttachmentSpec(
+            attacher="csi.example.com", node_name="node-1", source=client.V1VolumeAttachmentSource(
+                persistent_volume_name="pv-1"))))
+    assert storage.read_volume_attachment_status("va-1").status.attached is False
+    attached = storage.patch_volume_attachment_status("va-1", {"status": {
+        "attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdf"}}})
+    assert attached.status.attached is True and attached.status.attachment_metadata == {"devicePath": "/dev/xvdf"}
+    storage.create_namespaced_csi_storage_capacity(ns, client.V1CSIStorageCapacity(
+        metadata=client.V1ObjectMeta(name="cap-1"), storage_class_name="fast", capacity="100Gi"))
+    assert [c.capacity for c in storage.list_csi_storage_capacity_for_all_namespaces().items] == ["100Gi"]
+    storage.create_volume_attributes_class(client.V1VolumeAttributesClass(
+        metadata=client.V1ObjectMeta(name="gold"), driver_name="csi.example.com", parameters={"iops": "3000"}))
+    with pytest.raises(ApiException) as e:
+        storage.patch_volume_attributes_class("gold", {"parameters": {"iops": "6000"}})
+    assert e.value.status == 422 and "parameters: Forbidden: updates to parameters are forbidden." in e.value.body
