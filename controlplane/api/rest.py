@@ -1501,11 +1501,14 @@ class KubeApi:
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
             before = (old.get("metadata") or {}).get("generation") if old is not None else None
-            if old is not None and before is not None and isinstance(meta, dict) \
-                    and meta.get("generation") != before and not _generation_moves(rtype, old, obj):
+            if old is not None and isinstance(meta, dict) and meta.get("generation") != before \
+                    and not _generation_moves(rtype, old, obj):
                 # only the defaults an update left out differed: nothing that counts changed
-                # (upstream compares what it decoded, defaulted)
-                meta["generation"] = before
+                # (upstream compares what it decoded, defaulted); none before stays none
+                if before is None:
+                    meta.pop("generation", None)
+                else:
+                    meta["generation"] = before
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:
@@ -2457,7 +2460,7 @@ def _initial_status(plural: str) -> dict[str, Any]:
 # on any change but to their metadata (apiextensions' customresource strategy). Every
 # other type (ConfigMaps, Secrets, Namespaces, Services, Nodes, Endpoints, Events,
 # ServiceAccounts, PersistentVolume(Claim)s, quotas, limit ranges, ControllerRevisions,
-# Leases, StorageClasses, the CSI objects, RuntimeClasses, RBAC, Workloads, PodGroups, ResourceClaims and
+# Leases, StorageClasses, the other CSI objects, RuntimeClasses, RBAC, Workloads, PodGroups, ResourceClaims and
 # their templates) has none: what a create carries is kept (BeforeCreate leaves it), an
 # update keeps the old value (BeforeUpdate), and nothing moves it but a deletion's bump
 # of a value above 0 (BeforeDelete, markAsDeleting).
@@ -2489,6 +2492,13 @@ GENERATION: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+# the types whose strategy sets no generation at create but steps it (from 0) when one of
+# the named fields changes: a CSIDriver's first spec change makes it 1
+STEPPED_FROM_ZERO: dict[tuple[str, str], tuple[str, ...]] = {
+    ("storage.k8s.io", "csidrivers"): _SPEC,
+}
+
+
 def keeps_generation(rtype: ResourceType) -> bool:
     """Whether upstream's strategy for the type sets ``metadata.generation``."""
     return rtype.custom is not None or (rtype.group, rtype.plural) in GENERATION
@@ -2498,7 +2508,8 @@ def _generation_moves(rtype: ResourceType, old: dict[str, Any], new: dict[str, A
     """Whether an update from ``old`` to ``new`` is a new generation of the object."""
     if rtype.custom is not None:
         return any(new.get(k) != old.get(k) for k in {*old, *new} - {"apiVersion", "kind", "metadata"})
-    return any(new.get(k) != old.get(k) for k in GENERATION.get((rtype.group, rtype.plural), ()))
+    fields = GENERATION.get((rtype.group, rtype.plural)) or STEPPED_FROM_ZERO.get((rtype.group, rtype.plural), ())
+    return any(new.get(k) != old.get(k) for k in fields)
 
 
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],
@@ -2546,6 +2557,8 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     meta.pop("selfLink", None)  # cleared before storage, as upstream's PrepareObjectForStorage
     if keeps_generation(rtype) and _generation_moves(rtype, old, new):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
+    elif (rtype.group, rtype.plural) in STEPPED_FROM_ZERO and _generation_moves(rtype, old, new):
+        meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return new
 
 

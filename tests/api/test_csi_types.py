@@ -176,3 +176,20 @@ async def test_a_volume_attributes_class_needs_parameters_and_keeps_them(client:
     assert [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "driverName"),
                                                  ("FieldValueRequired", "parameters")]
     assert causes(e)[1][2] == "Required value: must contain at least one key/value pair"
+
+
+async def test_a_csi_drivers_generation_starts_at_its_first_spec_change(client: Client) -> None:
+    """As upstream's strategy: none at create, one more (from 0) for each change of the spec."""
+    created = await client.create(DRIVERS, {"metadata": {"name": "gen.example.com"}, "spec": {}})
+    assert "generation" not in created["metadata"]
+    path = f"{DRIVERS}/gen.example.com"
+    restated = await client.update(path, {"metadata": {"name": "gen.example.com",
+                                                       "resourceVersion": created["metadata"]["resourceVersion"]},
+                                          "spec": {"attachRequired": True}})  # the rest defaulted alike
+    assert "generation" not in restated["metadata"]
+    changed = await client.patch(path, {"spec": {"podInfoOnMount": True}})
+    assert changed["metadata"]["generation"] == 1
+    again = await client.patch(path, {"spec": {"tokenRequests": [{"audience": "vault"}]}})
+    assert again["metadata"]["generation"] == 2
+    labelled = await client.patch(path, {"metadata": {"labels": {"team": "storage"}}})
+    assert labelled["metadata"]["generation"] == 2
