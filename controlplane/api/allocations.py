@@ -9,8 +9,10 @@ object there already is a collision, and the allocator tries another address
 two writes can never both get an address, whether they run in one API server process or
 in several over one store (``serve --workers N``, or replicas over etcd). Here the same:
 
-- ``/registry/ipaddresses/<ip>`` holds an IPAddress as upstream stores it (not served as
-  an API resource here), ``/registry/servicenodeports/<port>`` one per node port, shaped
+- ``/registry/ipaddresses/<ip>`` holds an IPAddress as upstream stores it (served as
+  ``networking.k8s.io/v1`` ``ipaddresses``: one created there by hand reserves its address,
+  and a Service asking for it gets the allocator's 422),
+  ``/registry/servicenodeports/<port>`` one per node port, shaped
   alike (upstream keeps one bitmap for node ports, ``/registry/ranges/servicenodeports``,
   updated by compare-and-swap; a key per port needs no read-modify-write and shares the
   IP's code).
@@ -28,6 +30,13 @@ in several over one store (``serve --workers N``, or replicas over etcd). Here t
   upstream's repair controllers) reads the claims and the Services at one revision,
   creates the missing claims and deletes those no Service holds once they are older than
   ``leak_grace`` (upstream's 60 s: a claim younger than that may be a write in flight).
+  An IPAddress without the allocator's ``managed-by`` label is someone else's: the repair
+  leaves it alone, as upstream's ``RepairIPAddress``.
+- The cluster IPs a Service holds are those in a Service range: the default
+  ``SERVICE_CIDR`` and the CIDRs of the ServiceCIDRs (``ranges``, set by the API from its
+  watch cache before each Service's write, and by the repair from the store). New addresses
+  are picked from the default range (2^20 of them); one asked for may be in any range but
+  one of a ServiceCIDR being deleted (``open_ranges``).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +57,7 @@ import store
 from store import Store
 
 from ..registry import ResourceType
+from ..registry.servicecidrs import networks
 from ..registry.strategies import (
     NODE_PORTS,
     SERVICE_CIDR,
@@ -67,7 +77,9 @@ log = logging.getLogger(__name__)
 
 IP_PREFIX = b"/registry/ipaddresses/"  # upstream's key of networking.k8s.io/v1 IPAddress
 PORT_PREFIX = b"/registry/servicenodeports/"
+CIDR_PREFIX = b"/registry/servicecidrs/"  # networking.k8s.io/v1 ServiceCIDRs: the ranges
 MANAGED_BY = "ipallocator.k8s.io"  # upstream's ipallocator.ControllerName
+MANAGED_BY_LABEL = "ipaddress.kubernetes.io/managed-by"
 REPAIR_INTERVAL = 180.0  # upstream's repair loops run every 3 minutes
 LEAK_GRACE = 60.0  # upstream's RepairIPAddress grace period before an orphan IPAddress goes
 _PICKS = 16  # values picked in a row that others took, before the hint is read afresh
@@ -84,12 +96,16 @@ def _port_key(port: int) -> bytes:
     return PORT_PREFIX + str(port).encode()
 
 
-def _in_range(ip: str) -> bool:
+Ranges = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
+DEFAULT_RANGES: Ranges = (SERVICE_CIDR,)
+
+
+def _in_range(ip: str, ranges: Ranges) -> bool:
     try:
         address = ipaddress.ip_address(ip)
     except ValueError:
         return False
-    return address in SERVICE_CIDR and address not in (SERVICE_CIDR.network_address, SERVICE_CIDR.broadcast_address)
+    return any(address in r and address not in (r.network_address, r.broadcast_address) for r in ranges)
 
 
 def _node_port(value: object) -> int | None:
@@ -98,16 +114,16 @@ def _node_port(value: object) -> int | None:
     return None
 
 
-def held(svc: dict[str, Any] | None) -> tuple[list[str], list[int]]:
-    """The cluster IPs (of the range) and node ports (of the range, the health check's too)
-    a Service holds, each once."""
+def held(svc: dict[str, Any] | None, ranges: Ranges = DEFAULT_RANGES) -> tuple[list[str], list[int]]:
+    """The cluster IPs (of the ``ranges``) and node ports (of the range, the health check's
+    too) a Service holds, each once."""
     spec = (svc or {}).get("spec")
     if not isinstance(spec, dict):
         return [], []
     ips: list[str] = []
     if spec.get("type") != "ExternalName":
         for ip in spec.get("clusterIPs") or ():
-            if isinstance(ip, str) and ip not in ("", "None") and ip not in ips and _in_range(ip):
+            if isinstance(ip, str) and ip not in ("", "None") and ip not in ips and _in_range(ip, ranges):
                 ips.append(ip)
     ports: list[int] = []
     for p in (*(p.get("nodePort") for p in spec.get("ports") or () if isinstance(p, dict)),
@@ -129,7 +145,7 @@ def _claim_value(key: bytes, owner: _Owner) -> bytes:
     meta: dict[str, Any] = {"name": name, "uid": new_uid(), "creationTimestamp": _now()}
     if key.startswith(IP_PREFIX):
         meta["labels"] = {"ipaddress.kubernetes.io/ip-family": "IPv6" if ":" in name else "IPv4",
-                          "ipaddress.kubernetes.io/managed-by": MANAGED_BY}
+                          MANAGED_BY_LABEL: MANAGED_BY}
         return orjson.dumps({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress", "metadata": meta,
                              "spec": {"parentRef": ref}})
     return orjson.dumps({"kind": "ServiceNodePort", "metadata": meta, "spec": {"parentRef": ref}})
@@ -149,6 +165,18 @@ def _owner(value: bytes) -> tuple[_Owner | None, float]:
     except (KeyError, TypeError, ValueError):
         made = 0.0
     return owner, made
+
+
+def _managed(key: bytes, value: bytes) -> bool:
+    """Whether the claim is the allocator's: every node port's; an IPAddress labelled
+    ``managed-by: ipallocator.k8s.io`` (one made by hand is its maker's)."""
+    if not key.startswith(IP_PREFIX):
+        return True
+    try:
+        labels = orjson.loads(value)["metadata"].get("labels") or {}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return False
+    return isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
 @dataclass
@@ -207,7 +235,7 @@ class ServiceWrite:
         """Claim what ``obj`` holds and the stored version did not: a value picked here and
         taken meanwhile is picked again (in ``obj``), one asked for and taken is a 422.
         Raises with nothing of this write's left claimed."""
-        ips, ports = held(obj)
+        ips, ports = self._allocations.held(obj)
         old_ips, old_ports = self.before
         wanted = [_ip_key(ip) for ip in ips if ip not in old_ips] + \
                  [_port_key(p) for p in ports if p not in old_ports]
@@ -307,11 +335,37 @@ class ServiceAllocations:
         self.services = services
         self.hint = Hint()
         self.leak_grace = LEAK_GRACE
+        # the Service ranges (the module docstring): all, and those a new IP may be asked from
+        # (not of a ServiceCIDR being deleted)
+        self.ranges: Ranges = DEFAULT_RANGES
+        self.open_ranges: Ranges = DEFAULT_RANGES
+
+    def held(self, svc: dict[str, Any] | None) -> tuple[list[str], list[int]]:
+        """``held`` in the current ranges."""
+        return held(svc, self.ranges)
+
+    def ranges_from(self, service_cidrs: Iterable[bytes]) -> None:
+        """The ranges: the default, and the CIDRs of these ServiceCIDRs (stored values)."""
+        parsed = []
+        for value in service_cidrs:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                obj = orjson.loads(value)
+                if isinstance(obj, dict):
+                    parsed.append(obj)
+        self.ranges = (SERVICE_CIDR, *(n for n in networks(parsed) if n != SERVICE_CIDR))
+        self.open_ranges = (SERVICE_CIDR, *(n for n in networks(parsed, terminating=False) if n != SERVICE_CIDR))
+
+    async def read_ranges(self) -> None:
+        """The ranges as the store holds them now (a requested IP out of the known ranges
+        may be in a ServiceCIDR this process has not heard of yet)."""
+        st = self._get_store()
+        kvs, _, _ = await st.range(CIDR_PREFIX, store.prefix_end(CIDR_PREFIX))
+        self.ranges_from(kv.value for kv in kvs)
 
     def begin(self, old: dict[str, Any] | None) -> ServiceWrite:
         """A Service's write over ``old`` (None: a create) begins: its defaults pick through
         the ``ServiceWrite``."""
-        write = ServiceWrite(self, held(old))
+        write = ServiceWrite(self, self.held(old))
         SERVICE_PICKS.set(write)
         return write
 
@@ -342,7 +396,7 @@ class ServiceAllocations:
 
     async def claim_held(self, namespace: str, name: str, svc: dict[str, Any]) -> None:
         """Claim what a Service written without a ``ServiceWrite`` (the bootstrap's) holds."""
-        ips, ports = held(svc)
+        ips, ports = self.held(svc)
         for key in [*map(_ip_key, ips), *map(_port_key, ports)]:
             if await self.claim(key, (namespace, name)) is None:
                 log.warning("%s of service %s/%s is claimed by another service", key.decode(), namespace, name)
@@ -367,7 +421,7 @@ class ServiceAllocations:
         if DRY_RUN.get():
             return
         ips, ports = before
-        new_ips, new_ports = held(new)
+        new_ips, new_ports = self.held(new)
         keys = [_ip_key(ip) for ip in ips if ip not in new_ips] + \
                [_port_key(p) for p in ports if p not in new_ports]
         if not keys:
@@ -410,6 +464,8 @@ class ServiceAllocations:
         st = self._get_store()
         claims, revision, _ = await st.range(IP_PREFIX, store.prefix_end(IP_PREFIX))
         claims += (await st.range(PORT_PREFIX, store.prefix_end(PORT_PREFIX), revision))[0]
+        cidrs, _, _ = await st.range(CIDR_PREFIX, store.prefix_end(CIDR_PREFIX), revision)
+        self.ranges_from(kv.value for kv in cidrs)
         prefix = self.services.prefix(None)
         services, _, _ = await st.range(prefix, store.prefix_end(prefix), revision)
         holders: dict[bytes, list[_Owner]] = {}
@@ -420,7 +476,7 @@ class ServiceAllocations:
                 owner = (str(meta.get("namespace") or ""), str(meta["name"]))
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue
-            ips, ports = held(svc)
+            ips, ports = self.held(svc)
             for key in [*map(_ip_key, ips), *map(_port_key, ports)]:
                 holders.setdefault(key, []).append(owner)
         now = time.time()
@@ -439,7 +495,7 @@ class ServiceAllocations:
         for key, kv in claimed.items():
             named, made = _owner(kv.value)
             owners = holders.get(key, [])
-            if named in owners or now - made < self.leak_grace:
+            if named in owners or now - made < self.leak_grace or not _managed(key, kv.value):
                 continue  # (a young claim may be a write in flight: its Service comes next)
             if owners:  # held, but the claim names another Service: it names the holder now
                 work.append((key, owners[0], kv.mod_revision))

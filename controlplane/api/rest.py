@@ -52,8 +52,10 @@ from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.resize import resize_causes, resized_spec
+from ..registry.servicecidrs import default_service_cidr
 from ..registry.strategies import (
     CREATE_ON_UPDATE,
+    SERVICE_CIDR,
     BadData,
     default,
     prepare,
@@ -63,7 +65,7 @@ from ..registry.strategies import (
 )
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
-from .allocations import ServiceAllocations, ServiceWrite, held
+from .allocations import ServiceAllocations, ServiceWrite
 from .apply import (
     APPLY_YAML,
     ApplyOptions,
@@ -218,6 +220,8 @@ class KubeApi:
         assert self._services is not None
         # Services' cluster IPs and node ports, claimed in the store (api/allocations.py)
         self.allocations = ServiceAllocations(lambda: self.store, self._services)
+        self._service_cidrs = registry.get("networking.k8s.io", "v1", "servicecidrs")
+        self._ranges_generation: int | None = None  # the ServiceCIDRs' cache generation the ranges are of
         quotas = registry.get("", "v1", "resourcequotas")
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         ranges = registry.get("", "v1", "limitranges")
@@ -280,6 +284,7 @@ class KubeApi:
                 await self.store.create(self._namespaces.key(None, name), orjson.dumps(obj))
             await self._default_service_account(name)
         await self._kubernetes_service()
+        await self._default_service_cidr()
         if self._priority_classes is not None:  # kube-apiserver's bootstrap-system-priority-classes
             for name, value, description in SYSTEM_CLASSES:
                 with contextlib.suppress(store.KeyExists):
@@ -298,6 +303,18 @@ class KubeApi:
             meta = orjson.loads(kv.value).get("metadata") or {}
             if meta.get("deletionTimestamp"):  # a namespace another run began to empty (not a label so named)
                 self._spawn(self._terminate(meta["name"]))
+
+    async def _default_service_cidr(self) -> None:
+        """The ServiceCIDR ``kubernetes`` of the service range, Ready, as kube-apiserver's
+        default ServiceCIDR controller makes it (with kube-controller-manager's finalizer).
+        One there already is left as it is (upstream reports a mismatch, and changes nothing)."""
+        if self._service_cidrs is None:
+            return
+        obj = default_service_cidr([str(SERVICE_CIDR)], _now())
+        obj["metadata"].update(uid=new_uid(), creationTimestamp=_now())
+        with contextlib.suppress(store.KeyExists):
+            await self.store.create(self._service_cidrs.key(None, obj["metadata"]["name"]),
+                                    orjson.dumps(_metadata_first(obj)))
 
     async def _kubernetes_service(self) -> None:
         """The ``kubernetes`` Service in ``default``, the first address of the service range,
@@ -1404,7 +1421,7 @@ class KubeApi:
             except (store.NotFound, store.Conflict):
                 continue
             if self._allocates(rtype):
-                await self.allocations.release(namespace or "", name, held(obj), None)
+                await self.allocations.release(namespace or "", name, self.allocations.held(obj), None)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
@@ -1418,7 +1435,8 @@ class KubeApi:
                                     "the latest version and try again") from e
         obj["metadata"]["resourceVersion"] = str(rev)
         if self._allocates(rtype):
-            await self.allocations.release(obj["metadata"].get("namespace") or "", name, held(obj), None)
+            namespace = obj["metadata"].get("namespace") or ""
+            await self.allocations.release(namespace, name, self.allocations.held(obj), None)
         if rtype is self.crds.type:
             self.crds.written(name, None, rev)
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
@@ -1546,9 +1564,26 @@ class KubeApi:
     async def _reserve(self, write: ServiceWrite, rtype: ResourceType, namespace: str | None, name: str,
                        obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A Service about to be written (admitted, valid): its new cluster IPs and node ports,
-        in the range, claimed in the store; taken ones a 422 (or picked again)."""
-        self._check_allocations(rtype, obj, old)
+        in the ranges, claimed in the store; taken ones a 422 (or picked again)."""
+        await self._service_ranges()
+        causes = service_allocation_causes(obj, old, self.allocations.open_ranges)
+        if causes and self._service_cidrs is not None:  # perhaps in a ServiceCIDR not cached yet
+            await self.allocations.read_ranges()
+            causes = service_allocation_causes(obj, old, self.allocations.open_ranges)
+        if causes:
+            raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
         await write.reserve(rtype, namespace or "", name, obj)
+
+    async def _service_ranges(self) -> None:
+        """The allocator's ranges from the cached ServiceCIDRs, when they changed."""
+        if self._service_cidrs is None:
+            return
+        generation = self.reads.generation(self._service_cidrs)
+        if generation is None or generation == self._ranges_generation:
+            return  # every Service's write asks: list only when a ServiceCIDR changed (no cache: on a miss)
+        listed = await self._list(self._service_cidrs, None, {"resourceVersion": "0"})
+        self.allocations.ranges_from(listed.items)
+        self._ranges_generation = generation
 
     @staticmethod
     async def _aborted(write: ServiceWrite | None) -> None:
@@ -1562,11 +1597,6 @@ class KubeApi:
             await write.done()
             if old is not None:
                 await self.allocations.release(namespace or "", name, write.before, new)
-
-    def _check_allocations(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        causes = service_allocation_causes(obj, old)
-        if causes:
-            raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)

@@ -487,6 +487,19 @@ def _ingress_class_parameters(o: Obj) -> str:
     return f"{params.get('kind', '')}{group}/{params.get('name', '')}"
 
 
+def _parent_ref(o: Obj) -> str:
+    """An IPAddress's PARENTREF, as upstream's printIPAddress: resource[.group][/namespace]/name,
+    lowercased (``services/default/kubernetes``)."""
+    ref = _get(o, "spec", "parentRef", default=None)
+    if not isinstance(ref, dict):
+        return "<none>"
+    group = str(ref.get("group") or "")
+    shown = (str(ref.get("resource") or "") + (f".{group}" if group else "")).lower()
+    if ref.get("namespace"):
+        shown += f"/{ref['namespace']}"
+    return f"{shown}/{ref.get('name') or ''}"
+
+
 def _quantity(q: Any) -> str:
     return "<nil>" if q is None else _canonical(q)
 
@@ -790,6 +803,9 @@ COLUMNS: dict[str, list[Column]] = {
         _col("Parameters", _ingress_class_parameters), _AGE],
     "networkpolicies": [_NAME, _col("Pod-Selector", lambda o: _label_selector(_get(o, "spec", "podSelector",
                                                                                      default={}))), _AGE],
+    "servicecidrs": [_NAME, _col("CIDRs", lambda o: ",".join(map(str, _get(o, "spec", "cidrs", default=[]) or ()))),
+                     _AGE],
+    "ipaddresses": [_NAME, _col("ParentRef", _parent_ref)],
     "endpointslices": [_NAME, _col("AddressType", lambda o: o.get("addressType", "")),
                        _col("Ports", _slice_ports), _col("Endpoints", _slice_endpoints), _AGE],
     "runtimeclasses": [_NAME, _col("Handler", lambda o: o.get("handler", "")), _AGE],

@@ -32,7 +32,7 @@ from .causes import duplicate, forbidden, invalid, not_found, not_supported, req
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_value_problems", "not_supported", "pod_spec_causes",
-           "port_name_problems", "required", "template_causes"]
+           "port_name_problems", "required", "subdomain_problems", "template_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -403,6 +403,9 @@ def _subdomain_problems(value: str) -> list[str]:
     if not DNS1123_SUBDOMAIN.match(value):
         problems.append(_SUBDOMAIN_HINT)
     return problems
+
+
+subdomain_problems = _subdomain_problems
 
 
 def _label_selector(selector: Obj, field: str, causes: Causes) -> None:

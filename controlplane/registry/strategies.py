@@ -16,7 +16,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
+from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
@@ -57,8 +58,16 @@ _LABEL_NAMED = {"namespaces", "statefulsets"}
 _DNS1035_NAMED = {"services"}
 
 
+# Names checked by a function of their type's own: its problems, each a cause
+_OWN_NAMES: dict[str, Callable[[str], list[str]]] = {"ipaddresses": ip_address_name_problems}
+
+
 def validate_name(plural: str, name: str) -> list[dict[str, str]]:
     """The causes for a 422 Invalid if ``name`` is not a valid name for ``plural``."""
+    own = _OWN_NAMES.get(plural)
+    if own is not None:
+        return [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": f'Invalid value: "{name}": {p}'}
+                for p in own(name)]
     if plural in _DNS1035_NAMED:
         ok, limit, what = DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
         hint = ("must consist of lower case alphanumeric characters or '-', start with an alphabetic character, "
@@ -85,7 +94,7 @@ def valid_names(plural: str, names: list[str]) -> bool:
     """Whether ``validate_name`` finds nothing wrong with any of ``names`` (many names of a
     bulk request in one match, not one each); False says only that one is wrong: ask
     ``validate_name`` which, and why."""
-    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED:
+    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED or plural in _OWN_NAMES:
         return not any(validate_name(plural, name) for name in names)
     if not names:
         return True
@@ -214,10 +223,15 @@ def _default_service(svc: dict[str, Any]) -> None:
                     port["nodePort"] = node_port
 
 
-def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+ServiceRanges = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
+
+
+def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None,
+                              ranges: ServiceRanges = (SERVICE_CIDR,)) -> Causes:
     """What kube-apiserver's allocators refuse in a Service's write before they look at
-    what is taken: a cluster IP or node port it asks for out of the range; those it held
-    already are its own. (A taken one is refused as it is claimed: ``taken_*_cause``.)"""
+    what is taken: a cluster IP out of every range (``ranges``: the ServiceCIDRs') or a node
+    port out of its range; those it held already are its own. (A taken one is refused as
+    it is claimed: ``taken_*_cause``.)"""
     spec = svc.get("spec")
     if not isinstance(spec, dict):
         return []
@@ -233,7 +247,7 @@ def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None) -
             address = ipaddress.ip_address(ip)
         except ValueError:
             continue
-        if address not in SERVICE_CIDR or address in (SERVICE_CIDR.network_address, SERVICE_CIDR.broadcast_address):
+        if not any(address in r and address not in (r.network_address, r.broadcast_address) for r in ranges):
             problem = f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"
             causes.append(_invalid_go("spec.clusterIPs", _go_strings(ips), f"failed to allocate IP {ip}: {problem}"))
             return causes
@@ -453,6 +467,7 @@ _PREPARERS.update({
     "validatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingadmissionpolicies": prepare_validating_admission_policy,
     "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,
+    "servicecidrs": prepare_service_cidr, "ipaddresses": prepare_ip_address,
 })
 _PREPARERS.update({
     "csidrivers": prepare_csi_driver, "csinodes": prepare_csi_node,

@@ -143,6 +143,9 @@ BUILTIN: tuple[ResourceType, ...] = (
                  subresources=("status",)),
     ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
     ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=("netpol",)),
+    # Service IP ranges and allocated cluster IPs (registry/servicecidrs.py; written by api/allocations.py)
+    ResourceType("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", False, subresources=("status",)),
+    ResourceType("networking.k8s.io", "v1", "IPAddress", "ipaddresses", False),
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=("sc",)),
     # the CSI objects: registry/csi.py; a simulated kubelet registers its node's CSINode (nodes/simulator.py)

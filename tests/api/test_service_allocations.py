@@ -244,9 +244,10 @@ async def test_the_repair_deletes_leaked_claims_and_claims_for_unclaimed_service
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
         kube = app.state.front.kube
         st = kube.store
-        # a claim whose Service never came
+        # a claim whose Service never came (the allocator's: an IPAddress without its label is left alone)
         leaked = {"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
-                  "metadata": {"name": "10.96.0.50", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                  "metadata": {"name": "10.96.0.50", "creationTimestamp": "2020-01-01T00:00:00Z",
+                               "labels": {"ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
                   "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default",
                                          "name": "ghost"}}}
         await st.create(b"/registry/ipaddresses/10.96.0.50", orjson.dumps(leaked))
