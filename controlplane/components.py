@@ -99,6 +99,10 @@ COMPONENTS: list[Component] = [
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
               lambda config: config.scheduler),
+    # ServiceCIDRs' finalizer and Ready condition; one being deleted held while IPs are in it
+    # (controllers/servicecidrs.py)
+    Component("service-cidrs-controller", "controlplane.controllers.servicecidrs:start",
+              lambda config: config.scheduler),
 ]
 
 
