@@ -225,3 +225,48 @@ def test_kubectl_serves_the_csi_objects_and_each_node_has_its_csi_node(cluster: 
     r = subprocess.run([KUBECTL or "kubectl", "apply", "-f", "-"], input=moved, capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
     assert r.returncode != 0 and "spec: Invalid value:" in r.stderr and "field is immutable" in r.stderr
+
+
+EXTRA_RANGE = """
+apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: extra}
+spec: {cidrs: [10.200.0.0/24]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IPAddress
+metadata: {name: 10.200.0.9}
+spec: {parentRef: {group: gateway.networking.k8s.io, resource: gateways, namespace: default, name: gw}}
+"""
+
+
+def test_service_cidrs_and_ip_addresses_with_kubectl(cluster: Serve) -> None:
+    """networking.k8s.io/v1 ServiceCIDR and IPAddress as kubectl sees them: the default range,
+    an IPAddress per cluster IP, a range of the user's that Services may then ask IPs of, held
+    by its finalizer while one of them lies in it, and an IPAddress made by hand reserving its IP."""
+    lines = kubectl(cluster, "get", "servicecidrs").splitlines()
+    assert lines[0].split() == ["NAME", "CIDRS", "AGE"] and lines[1].split()[:2] == ["kubernetes", "10.96.0.0/12"]
+    assert kubectl(cluster, "get", "servicecidr", "kubernetes", "-o",
+                   "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}") == "Ready=True"
+    lines = kubectl(cluster, "get", "ipaddresses", "10.96.0.1").splitlines()
+    assert lines[0].split() == ["NAME", "PARENTREF"] and lines[1].split() == ["10.96.0.1",
+                                                                              "services/default/kubernetes"]
+    out = kubectl(cluster, "apply", "-f", "-", stdin=EXTRA_RANGE)
+    assert "servicecidr.networking.k8s.io/extra created" in out and "ipaddress.networking.k8s.io/10.200.0.9 created" \
+        in out
+    wait_for(cluster, "Ready=True", "get", "servicecidr", "extra", "-o",
+             "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}")
+    kubectl(cluster, "create", "service", "clusterip", "pinned", "--clusterip=10.200.0.7", "--tcp=80:80")
+    assert kubectl(cluster, "get", "ipaddress", "10.200.0.7", "--no-headers").split() == \
+        ["10.200.0.7", "services/default/pinned"]
+    r = subprocess.run([KUBECTL or "kubectl", "create", "service", "clusterip", "taken", "--clusterip=10.200.0.9",
+                        "--tcp=80:80"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), HOME=str(cluster.state)))
+    assert r.returncode != 0
+    assert ('Service "taken" is invalid: spec.clusterIPs: Invalid value: []string{"10.200.0.9"}: failed to '
+            "allocate IP 10.200.0.9: provided IP is already allocated") in r.stderr
+    kubectl(cluster, "delete", "servicecidr", "extra", "--wait=false")
+    wait_for(cluster, "Terminating", "get", "servicecidr", "extra", "-o", "jsonpath={.status.conditions[0].reason}")
+    kubectl(cluster, "delete", "service", "pinned")
+    kubectl(cluster, "delete", "ipaddress", "10.200.0.9")
+    kubectl(cluster, "wait", "--for=delete", "servicecidr/extra", "--timeout=30s")
