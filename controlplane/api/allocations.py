@@ -371,7 +371,8 @@ class ServiceAllocations:
 
     async def claim(self, key: bytes, owner: _Owner) -> int | None:
         """Create the claim: its revision; 0 when it is ``owner``'s already (rewritten, so that
-        a repair deleting it as leaked fails); None when another Service's."""
+        a repair deleting it as leaked fails); None when another Service's, or made by hand
+        (an IPAddress without the allocator's label reserves its address, whatever it names)."""
         st = self._get_store()
         value = _claim_value(key, owner)
         for _ in range(8):
@@ -381,7 +382,7 @@ class ServiceAllocations:
                 kv = await st.get(key)
                 if kv is None:
                     continue  # released meanwhile
-                if _owner(kv.value)[0] != owner:
+                if _owner(kv.value)[0] != owner or not _managed(key, kv.value):
                     self.hint.add(key)
                     return None
                 try:

@@ -72,6 +72,9 @@ async def test_an_ip_address_made_by_hand_reserves_its_address(client: Client) -
     message = await invalid(client, SVCS, svc("b", clusterIP="10.96.0.20"))
     assert message == ('Service "b" is invalid: spec.clusterIPs: Invalid value: []string{"10.96.0.20"}: '
                        "failed to allocate IP 10.96.0.20: provided IP is already allocated")
+    # even one naming the Service that asks (the allocator takes only what it made)
+    await client.create(IPS, ip_address("10.96.0.21", resource="services", namespace="default", name="c"))
+    assert "provided IP is already allocated" in await invalid(client, SVCS, svc("c", clusterIP="10.96.0.21"))
     await client.delete(f"{IPS}/10.96.0.20")
     assert (await client.create(SVCS, svc("b", clusterIP="10.96.0.20")))["spec"]["clusterIP"] == "10.96.0.20"
 
