@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from kubernetes import client, config
 
 from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
@@ -270,3 +271,13 @@ def test_service_cidrs_and_ip_addresses_with_kubectl(cluster: Serve) -> None:
     kubectl(cluster, "delete", "service", "pinned")
     kubectl(cluster, "delete", "ipaddress", "10.200.0.9")
     kubectl(cluster, "wait", "--for=delete", "servicecidr/extra", "--timeout=30s")
+    # the official client decodes both into its models
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        networking = client.NetworkingV1Api(api)
+        ready = networking.read_service_cidr("kubernetes").status.conditions[0]
+        assert (ready.type, ready.status, ready.reason) == ("Ready", "True", "")
+        ips = {i.metadata.name: i.spec.parent_ref for i in networking.list_ip_address().items}
+        assert ips["10.96.0.1"].name == "kubernetes" and "10.200.0.7" not in ips
+    finally:
+        api.close()
