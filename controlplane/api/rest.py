@@ -944,7 +944,7 @@ class KubeApi:
             if causes:
                 raise ApiError.invalid(rtype, name, causes)
         else:  # upstream generates the name, then validates the prefix (a trailing dash allowed) and the name
-            generated = _generated_name(generate)
+            generated = _generated_name(rtype, generate)
             causes = _generate_name_causes(rtype.plural if rtype.custom is None else "", generate, generated)
             if causes:
                 raise ApiError.invalid(rtype, generated, causes)
@@ -1017,14 +1017,14 @@ class KubeApi:
             obj = _metadata_first(obj)
             for attempt in range(8):
                 if not name:
-                    meta["name"] = generated if attempt == 0 else _generated_name(generate)
+                    meta["name"] = generated if attempt == 0 else _generated_name(rtype, generate)
                 store_key = rtype.key(namespace, meta["name"])
                 stored = orjson.dumps(obj)
                 try:
                     rev = await self.store.create(store_key, stored)
                 except store.KeyExists as e:
-                    if name:
-                        raise ApiError.already_exists(rtype, name) from e
+                    if name or generated == generate:  # (a name not generated at random: it stays taken)
+                        raise ApiError.already_exists(rtype, meta["name"]) from e
                     continue
                 written = self._written(rtype, store_key, obj, stored, rev)
                 if rtype is self._namespaces:
@@ -2408,7 +2408,14 @@ def _admin_access_causes(plural: str, obj: dict[str, Any], namespace: bytes) -> 
     return []
 
 
-def _generated_name(generate: str) -> str:
+# types whose strategy's name generator is upstream's noopNameGenerator: the name is the
+# generateName itself (an IPAddress is named by its address)
+_NAMED_AS_GENERATED = frozenset({("networking.k8s.io", "ipaddresses")})
+
+
+def _generated_name(rtype: ResourceType, generate: str) -> str:
+    if (rtype.group, rtype.plural) in _NAMED_AS_GENERATED:
+        return generate
     return generate[:_GENERATED_PREFIX] + random_suffix(5)
 
 

@@ -170,15 +170,20 @@ def _go_parent_ref(ref: Any) -> str:
 
 def prepare_ip_address(obj: Obj, old: Obj | None) -> Causes:
     """ValidateIPAddress (the name is checked with the other names: ``ip_address_name_problems``),
-    and at an update ValidateIPAddressUpdate: the parent reference never changes."""
+    and at an update ValidateIPAddressUpdate too: the parent reference never changes."""
     spec = obj.get("spec")
     ref = spec.get("parentRef") if isinstance(spec, dict) else None
+    causes = _parent_ref_causes(ref)
     if old is not None:
         was = (old.get("spec") or {}).get("parentRef")
         if _go_parent_ref(ref) != _go_parent_ref(was):
-            return [{"reason": "FieldValueInvalid", "field": "spec.parentRef",
-                     "message": f"Invalid value: {_go_parent_ref(ref)}: field is immutable"}]
-        return []
+            causes.append({"reason": "FieldValueInvalid", "field": "spec.parentRef",
+                           "message": f"Invalid value: {_go_parent_ref(ref)}: field is immutable"})
+    return causes
+
+
+def _parent_ref_causes(ref: Any) -> Causes:
+    """validateIPAddressParentReference: required, with a resource and a name."""
     if not isinstance(ref, dict):
         return [required("spec.parentRef")]
     causes: Causes = []

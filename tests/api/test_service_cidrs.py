@@ -118,6 +118,23 @@ async def test_ip_addresses_are_validated_as_upstream(client: Client) -> None:
                          update=True) == (
         'IPAddress.networking.k8s.io "2001:db8::1" is invalid: spec.parentRef: Invalid value: '
         '{"Group":"","Resource":"services","Namespace":"default","Name":"y"}: field is immutable')
+    assert await invalid(client, f"{IPS}/2001:db8::1", {**made, "spec": {"parentRef": {**ref, "name": ""}}},
+                         update=True) == (  # validated as at create, then held to the old one
+        'IPAddress.networking.k8s.io "2001:db8::1" is invalid: [spec.parentRef.name: Required value, '
+        'spec.parentRef: Invalid value: {"Group":"","Resource":"services","Namespace":"default","Name":""}: '
+        "field is immutable]")
+
+
+async def test_an_ip_address_is_named_by_its_generate_name_as_it_is(client: Client) -> None:
+    """Upstream's IPAddress strategy generates names with a no-op generator: the name is the
+    generateName, and a second create of it is a 409."""
+    body = {"metadata": {"generateName": "10.96.0.60"},
+            "spec": {"parentRef": {"resource": "services", "namespace": "default", "name": "x"}}}
+    assert (await client.create(IPS, body))["metadata"]["name"] == "10.96.0.60"
+    with pytest.raises(ApiError) as e:
+        await client.create(IPS, body)
+    assert (e.value.code, e.value.reason, e.value.message) == \
+        (409, "AlreadyExists", 'ipaddresses.networking.k8s.io "10.96.0.60" already exists')
 
 
 async def test_service_cidrs_are_validated_as_upstream(client: Client) -> None:
