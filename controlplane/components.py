@@ -103,6 +103,9 @@ COMPONENTS: list[Component] = [
     # (controllers/servicecidrs.py)
     Component("service-cidrs-controller", "controlplane.controllers.servicecidrs:start",
               lambda config: config.scheduler),
+    # FlowSchemas' Dangling condition, mandatory APF objects put back (controllers/flowschemas.py)
+    Component("apf-configuration-controller", "controlplane.controllers.flowschemas:start", lambda config: True,
+              agent="kube-apiserver"),
 ]
 
 

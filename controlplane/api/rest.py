@@ -78,6 +78,7 @@ from .apply import (
     sync_last_applied,
     yaml_as_json,
 )
+from .autoregister import ensure_flowcontrol_bootstrap
 from .certificateadmission import check_signer_permission, check_subject
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
@@ -292,6 +293,8 @@ class KubeApi:
                         {**system_class(name, value, description),
                          "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": _now(),
                                       "generation": 1}})))
+        # API Priority and Fairness's configuration
+        await ensure_flowcontrol_bootstrap(self.store, self.registry)
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began
             self._spawn(remove_resources(self.crds, self.store, name, self._delete))
@@ -2526,6 +2529,8 @@ GENERATION: dict[tuple[str, str], tuple[str, ...]] = {
     ("resource.k8s.io", "deviceclasses"): _SPEC,
     ("resource.k8s.io", "resourceslices"): _SPEC,
     ("apiextensions.k8s.io", "customresourcedefinitions"): _SPEC,
+    ("flowcontrol.apiserver.k8s.io", "flowschemas"): _SPEC,
+    ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"): _SPEC,
 }
 
 

@@ -304,6 +304,29 @@ def _condition(o: Obj, kind: str) -> bool:
     return False
 
 
+def _dangling(o: Obj) -> str:
+    """A FlowSchema's MISSINGPL cell: its Dangling condition's status, ``?`` without one."""
+    for c in _get(o, "status", "conditions", default=[]) or ():
+        if isinstance(c, dict) and c.get("type") == "Dangling":
+            return str(c.get("status") or "")
+    return "?"
+
+
+def _flow_schema_order(o: Obj) -> tuple[int, str]:
+    """FlowSchemas in the order requests are matched against them: by matching precedence, then name."""
+    precedence = _get(o, "spec", "matchingPrecedence", default=0)
+    return (precedence if isinstance(precedence, int) else 0, _name(o))
+
+
+def _limited(o: Obj, *path: str) -> Any:
+    """A cell of a PriorityLevelConfiguration's limited spec, ``<none>`` for an exempt level
+    (and for queuing of a level that rejects)."""
+    limited = _get(o, "spec", "limited", default=None)
+    if not isinstance(limited, dict):
+        return "<none>"
+    return _get(limited, *path, default="<none>")
+
+
 def _job_status(o: Obj) -> str:
     """A Job's STATUS column: Complete, Failed, Terminating, Suspended, FailureTarget, else Running."""
     if _condition(o, "Complete"):
@@ -825,6 +848,17 @@ COLUMNS: dict[str, list[Column]] = {
     "validatingadmissionpolicybindings": [
         _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")), _col("ParamRef", _param_ref), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
+    "flowschemas": [_NAME, _col("PriorityLevel", lambda o: _get(o, "spec", "priorityLevelConfiguration", "name")),
+                    _col("MatchingPrecedence", lambda o: _get(o, "spec", "matchingPrecedence", default=0)),
+                    _col("DistinguisherMethod",
+                         lambda o: _get(o, "spec", "distinguisherMethod", "type", default="<none>")),
+                    _AGE, _col("MissingPL", _dangling)],
+    "prioritylevelconfigurations": [
+        _NAME, _col("Type", lambda o: _get(o, "spec", "type")),
+        _col("NominalConcurrencyShares", lambda o: _limited(o, "nominalConcurrencyShares")),
+        _col("Queues", lambda o: _limited(o, "limitResponse", "queuing", "queues")),
+        _col("HandSize", lambda o: _limited(o, "limitResponse", "queuing", "handSize")),
+        _col("QueueLengthLimit", lambda o: _limited(o, "limitResponse", "queuing", "queueLengthLimit")), _AGE],
     "deviceclasses": [_NAME, _AGE],
     "resourceclaimtemplates": [_NAME, _AGE],
     "resourceslices": [_NAME, _col("Node", lambda o: _get(o, "spec", "nodeName")),
@@ -926,6 +960,8 @@ def as_table(plural: str, objects: list[Obj], list_meta: Obj | None, include: st
                                       for n, t, f, p, _ in cols]
     else:
         table["columnDefinitions"] = []
+    if plural == "flowschemas" and custom is None and len(objects) > 1:
+        objects = sorted(objects, key=_flow_schema_order)  # printFlowSchemaList's FlowSchemaSequence
     rows = []
     for obj in objects:
         row: Obj = {"cells": [cell(obj) for *_, cell in cols]}

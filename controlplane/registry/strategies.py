@@ -30,6 +30,7 @@ from .csi import (
     prepare_volume_attributes_class,
 )
 from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
+from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
     pod_update_causes,
     service_causes,
@@ -474,6 +475,7 @@ _PREPARERS.update({
     "csistoragecapacities": prepare_csi_storage_capacity, "volumeattachments": prepare_volume_attachment,
     "volumeattributesclasses": prepare_volume_attributes_class,
 })
+_PREPARERS.update({"flowschemas": prepare_flow_schema, "prioritylevelconfigurations": prepare_priority_level})
 
 
 def _cron_job_causes(cj: dict[str, Any]) -> Causes:

@@ -37,6 +37,7 @@ PACKAGES = {
     "coordination/v1": "coordination.k8s.io/v1",
     "discovery/v1": "discovery.k8s.io/v1",
     "events/v1": "events.k8s.io/v1",
+    "flowcontrol/v1": "flowcontrol.apiserver.k8s.io/v1",
     "networking/v1": "networking.k8s.io/v1",
     "node/v1": "node.k8s.io/v1",
     "policy/v1": "policy/v1",
