@@ -103,6 +103,10 @@ COMPONENTS: list[Component] = [
     # (controllers/servicecidrs.py)
     Component("service-cidrs-controller", "controlplane.controllers.servicecidrs:start",
               lambda config: config.scheduler),
+    # custom resources' local APIServices and every APIService's Available condition, in every mode, as
+    # kube-apiserver's own controllers (controllers/apiservices.py)
+    Component("apiservice-controller", "controlplane.controllers.apiservices:start", lambda config: True,
+              agent="kube-apiserver"),
     # FlowSchemas' Dangling condition, mandatory APF objects put back (controllers/flowschemas.py)
     Component("apf-configuration-controller", "controlplane.controllers.flowschemas:start", lambda config: True,
               agent="kube-apiserver"),

@@ -1,6 +1,10 @@
 """What kube-apiserver writes of its own configuration at start, beside the namespaces and
 PriorityClasses (``KubeApi.bootstrap``):
 
+- the local APIServices of the built-in groups/versions it serves (the aggregator's
+  autoregistration, ``registry/apiservices.py``), each ``Available`` (reason ``Local``);
+  created when missing, their spec set back when it drifted, and those of versions no
+  longer served removed, as long as they carry the ``automanaged: onstart`` label;
 - API Priority and Fairness's bootstrap configuration (its ``priority-and-fairness-config-
   producer`` hook, ``registry/flowcontrol.py``): the mandatory objects always as bootstrap
   says, the suggested ones created when missing and their spec set back while their
@@ -20,20 +24,28 @@ from typing import Any
 import orjson
 
 import store
+from controlplane.registry.apiservices import AUTOMANAGED, local_apiservice
 from controlplane.registry.flowcontrol import AUTOUPDATE, bootstrap_objects
 from controlplane.registry.types import Registry, ResourceType
 
 from .stored import metadata_first
 from .uids import new_uid
 
-__all__ = ["ensure_flowcontrol_bootstrap"]
+__all__ = ["ensure_flowcontrol_bootstrap", "ensure_local_apiservices", "local_status"]
 
 Obj = dict[str, Any]
+GROUP = "apiregistration.k8s.io"
 FLOWCONTROL = "flowcontrol.apiserver.k8s.io"
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def local_status(now: str) -> Obj:
+    """A local APIService's status: available, as upstream's availability controller says."""
+    return {"conditions": [{"type": "Available", "status": "True", "lastTransitionTime": now, "reason": "Local",
+                            "message": "Local APIServices are always available"}]}
 
 
 def _dangling_false(level: str, now: str) -> Obj:
@@ -71,6 +83,30 @@ async def _ensure(s: store.Store, rtype: ResourceType, wanted: Obj, status: Obj,
         stored_meta["generation"] = int(stored_meta["generation"]) + 1
     with contextlib.suppress(store.Conflict, store.NotFound):
         await s.update(key, orjson.dumps(stored), current.mod_revision)
+
+
+async def ensure_local_apiservices(s: store.Store, registry: Registry) -> None:
+    """A local APIService for each built-in group/version served; those of ``onstart``
+    that no served version has any more removed."""
+    rtype = registry.get(GROUP, "v1", "apiservices")
+    if rtype is None:
+        return
+    served = sorted({(t.group, t.version) for t in registry.all() if t.custom is None})
+    now = _now()
+    names = set()
+    for group, version in served:
+        wanted = local_apiservice(group, version, "onstart")
+        names.add(wanted["metadata"]["name"])
+        await _ensure(s, rtype, wanted, local_status(now),
+                      lambda stored: (stored.get("metadata") or {}).get("labels", {}).get(AUTOMANAGED) == "onstart")
+    prefix = rtype.prefix()
+    kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
+    for kv in kvs:
+        obj = orjson.loads(kv.value)
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get(AUTOMANAGED) == "onstart" and meta.get("name") not in names:
+            with contextlib.suppress(store.NotFound, store.Conflict):
+                await s.delete(kv.key, kv.mod_revision)
 
 
 def _autoupdated(stored: Obj) -> bool:

@@ -78,7 +78,7 @@ from .apply import (
     sync_last_applied,
     yaml_as_json,
 )
-from .autoregister import ensure_flowcontrol_bootstrap
+from .autoregister import ensure_flowcontrol_bootstrap, ensure_local_apiservices
 from .certificateadmission import check_signer_permission, check_subject
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
@@ -293,7 +293,8 @@ class KubeApi:
                         {**system_class(name, value, description),
                          "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": _now(),
                                       "generation": 1}})))
-        # API Priority and Fairness's configuration
+        # the aggregator's local APIServices and API Priority and Fairness's configuration
+        await ensure_local_apiservices(self.store, self.registry)
         await ensure_flowcontrol_bootstrap(self.store, self.registry)
         await self.crds.load(self.store)
         for name in self.crds.terminating():  # deletions another run began

@@ -304,6 +304,21 @@ def _condition(o: Obj, kind: str) -> bool:
     return False
 
 
+def _apiservice_available(o: Obj) -> str:
+    """An APIService's AVAILABLE cell: its Available condition's status, with the reason when
+    not True; Unknown without one (kube-aggregator's table convertor)."""
+    for c in _get(o, "status", "conditions", default=[]) or ():
+        if isinstance(c, dict) and c.get("type") == "Available":
+            status, reason = str(c.get("status") or ""), c.get("reason")
+            return f"{status} ({reason})" if status != "True" and reason else status
+    return "Unknown"
+
+
+def _apiservice_service(o: Obj) -> str:
+    service = _get(o, "spec", "service", default=None)
+    return f"{service.get('namespace', '')}/{service.get('name', '')}" if isinstance(service, dict) else "Local"
+
+
 def _dangling(o: Obj) -> str:
     """A FlowSchema's MISSINGPL cell: its Dangling condition's status, ``?`` without one."""
     for c in _get(o, "status", "conditions", default=[]) or ():
@@ -848,6 +863,7 @@ COLUMNS: dict[str, list[Column]] = {
     "validatingadmissionpolicybindings": [
         _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")), _col("ParamRef", _param_ref), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
+    "apiservices": [_NAME, _col("Service", _apiservice_service), _col("Available", _apiservice_available), _AGE],
     "flowschemas": [_NAME, _col("PriorityLevel", lambda o: _get(o, "spec", "priorityLevelConfiguration", "name")),
                     _col("MatchingPrecedence", lambda o: _get(o, "spec", "matchingPrecedence", default=0)),
                     _col("DistinguisherMethod",

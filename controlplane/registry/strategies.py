@@ -21,6 +21,8 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from .admissionpolicies import prepare_validating_admission_policy
+from .apiservices import name_causes as apiservice_name_causes
+from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
 from .csi import (
     prepare_csi_driver,
@@ -69,6 +71,8 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
     if own is not None:
         return [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": f'Invalid value: "{name}": {p}'}
                 for p in own(name)]
+    if plural == "apiservices":  # a path segment: ``v1.``, the core group's, is no subdomain
+        return apiservice_name_causes(name)
     if plural in _DNS1035_NAMED:
         ok, limit, what = DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
         hint = ("must consist of lower case alphanumeric characters or '-', start with an alphabetic character, "
@@ -95,7 +99,7 @@ def valid_names(plural: str, names: list[str]) -> bool:
     """Whether ``validate_name`` finds nothing wrong with any of ``names`` (many names of a
     bulk request in one match, not one each); False says only that one is wrong: ask
     ``validate_name`` which, and why."""
-    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED or plural in _OWN_NAMES:
+    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED or plural in _OWN_NAMES or plural == "apiservices":
         return not any(validate_name(plural, name) for name in names)
     if not names:
         return True
@@ -475,7 +479,8 @@ _PREPARERS.update({
     "csistoragecapacities": prepare_csi_storage_capacity, "volumeattachments": prepare_volume_attachment,
     "volumeattributesclasses": prepare_volume_attributes_class,
 })
-_PREPARERS.update({"flowschemas": prepare_flow_schema, "prioritylevelconfigurations": prepare_priority_level})
+_PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flow_schema,
+                   "prioritylevelconfigurations": prepare_priority_level})
 
 
 def _cron_job_causes(cj: dict[str, Any]) -> Causes:

@@ -203,6 +203,9 @@ BUILTIN: tuple[ResourceType, ...] = (
                  storage_group="metrics.k8s.io"),
     ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
                  short_names=("crd", "crds"), categories=("api-extensions",), subresources=("status",)),
+    # one local APIService per served group/version; others stored, never proxied to (registry/apiservices.py)
+    ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", False,
+                 categories=("api-extensions",), subresources=("status",)),
     # API Priority and Fairness's configuration: stored and kept, never applied (registry/flowcontrol.py)
     ResourceType("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", False, subresources=("status",)),
     ResourceType("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations",

@@ -1,0 +1,161 @@
+"""The APIServices of custom resources and every APIService's availability, as kube-apiserver's
+crdregistration and APIService availability controllers keep them (``registry/apiservices.py``).
+
+- A served version of a CustomResourceDefinition has a local APIService
+  ``<version>.<group>`` labelled ``automanaged: "true"``, created when the version is
+  served and removed when no CRD serves it any more (nor a built-in type: those are
+  registered at start, ``api/autoregister.py``).
+- A local APIService is ``Available`` (reason ``Local``). One naming a Service is not:
+  this server proxies to no aggregated API server, so it is ``ServiceNotFound`` while the
+  Service does not exist and ``FailedDiscoveryCheck`` once it does; the Service is looked
+  up again every ``RECHECK_SECONDS``, as upstream's controller rechecks.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from controlplane.client import Client, resource_path
+from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.registry.apiservices import AUTOMANAGED, local_apiservice
+from controlplane.registry.types import BUILTIN
+
+from .ownership import meta_of
+
+if TYPE_CHECKING:
+    from controlplane.config import Config
+
+__all__ = ["APIServiceController", "available_condition", "start"]
+
+Obj = dict[str, Any]
+APISERVICES = resource_path("apiregistration.k8s.io", "v1", "apiservices")
+CRDS = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+CUSTOM_KEY = "\x00custom"  # the queue's key for "the CRDs changed": never an APIService's name
+RECHECK_SECONDS = 60.0
+_BUILTIN_GROUP_VERSIONS = frozenset((t.group, t.version) for t in BUILTIN)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _automanaged(svc: Obj) -> bool:
+    """Whether ``svc`` is a custom resource's, kept by this controller (not one registered at start)."""
+    return (meta_of(svc).get("labels") or {}).get(AUTOMANAGED) == "true"
+
+
+def served_custom_versions(crds: list[Obj]) -> set[tuple[str, str]]:
+    """The (group, version)s the CRDs serve, but for those of built-in types."""
+    served = set()
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        group = spec.get("group")
+        for version in spec.get("versions") or ():
+            if isinstance(version, dict) and version.get("served") and group:
+                served.add((str(group), str(version.get("name"))))
+    return served - _BUILTIN_GROUP_VERSIONS
+
+
+def available_condition(svc: Obj, service_exists: bool | None) -> Obj:
+    """The ``Available`` condition an APIService has here (without its transition time):
+    True for a local one; for one naming a Service, ``service_exists`` says which failure."""
+    ref = (svc.get("spec") or {}).get("service")
+    if not isinstance(ref, dict):
+        return {"type": "Available", "status": "True", "reason": "Local",
+                "message": "Local APIServices are always available"}
+    namespace, name = ref.get("namespace") or "", ref.get("name") or ""
+    if not service_exists:
+        return {"type": "Available", "status": "False", "reason": "ServiceNotFound",
+                "message": f'service/{name} in "{namespace}" is not present'}
+    spec = svc.get("spec") or {}
+    url = f"https://{name}.{namespace}.svc:{ref.get('port', 443)}/apis/{spec.get('group')}/{spec.get('version')}"
+    return {"type": "Available", "status": "False", "reason": "FailedDiscoveryCheck",
+            "message": f"failing or missing response from {url}: this server does not proxy to aggregated "
+                       "API servers"}
+
+
+class APIServiceController:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.queue = WorkQueue()
+        self.crds = client.informer(CRDS, on_add=self._crds_changed, on_update=lambda _o, _n: self._crds_changed(),
+                                    on_delete=self._crds_changed)
+        self.services = client.informer(APISERVICES, on_add=self._changed, on_update=lambda _o, new: self._changed(new),
+                                        on_delete=self._deleted)
+
+    def _crds_changed(self, _crd: Obj | None = None) -> None:
+        self.queue.add(CUSTOM_KEY)
+
+    def _changed(self, svc: Obj) -> None:
+        self.queue.add(meta_of(svc).get("name") or "")
+
+    def _deleted(self, svc: Obj) -> None:
+        if _automanaged(svc):
+            self.queue.add(CUSTOM_KEY)  # a custom resource's, deleted by hand: put back
+
+    async def run(self) -> None:
+        await run_controller("apiservice controller", (self.crds, self.services), self.queue, self.sync, 1,
+                             on_synced=lambda: self.queue.add(CUSTOM_KEY))
+
+    async def sync(self, key: str) -> None:
+        if key == CUSTOM_KEY:
+            await self.sync_custom()
+        else:
+            await self.sync_available(key)
+
+    async def sync_custom(self) -> None:
+        """The local APIServices of the CRDs' served versions, no more, no fewer."""
+        wanted = {f"{v}.{g}": local_apiservice(g, v, "true")
+                  for g, v in served_custom_versions(list(self.crds.items.values()))}
+        held = self.services.items
+        for name, svc in wanted.items():
+            current = held.get(name)
+            if current is None:
+                await self.client.create(APISERVICES, svc)
+            elif _automanaged(current) and current.get("spec") != svc["spec"]:
+                await self.client.patch(f"{APISERVICES}/{name}", {
+                    "metadata": {"resourceVersion": meta_of(current).get("resourceVersion")}, "spec": svc["spec"]})
+        for name, current in list(held.items()):
+            if name not in wanted and _automanaged(current):
+                await self.client.delete(f"{APISERVICES}/{name}")
+
+    async def sync_available(self, name: str) -> None:
+        svc = self.services.items.get(name)
+        if svc is None:
+            return
+        ref = (svc.get("spec") or {}).get("service")
+        exists = None
+        if isinstance(ref, dict):
+            exists = await self._service_exists(ref)
+            self.queue.add_after(name, RECHECK_SECONDS)
+        condition = available_condition(svc, exists)
+        held_status = svc.get("status")
+        status: Obj = held_status if isinstance(held_status, dict) else {}
+        conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
+        old = next((c for c in conditions if c.get("type") == "Available"), None)
+        if old is not None and all(old.get(k) == v for k, v in condition.items()):
+            return
+        condition["lastTransitionTime"] = old["lastTransitionTime"] \
+            if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime") \
+            else _now()
+        kept = [c for c in conditions if c.get("type") != "Available"]
+        await self.client.update(f"{APISERVICES}/{name}/status", {
+            **svc, "status": {**status, "conditions": [*kept, condition]}})
+
+    async def _service_exists(self, ref: Obj) -> bool:
+        from controlplane.client import ApiError
+
+        try:
+            await self.client.get(resource_path("", "v1", "services", str(ref.get("namespace") or ""),
+                                                str(ref.get("name") or "")))
+        except ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return True
+
+
+async def start(client: Client, config: Config) -> None:
+    """The component entry point (``controlplane/components.py``)."""
+    await APIServiceController(client).run()
