@@ -7,8 +7,9 @@ crdregistration and APIService availability controllers keep them (``registry/ap
   registered at start, ``api/autoregister.py``).
 - A local APIService is ``Available`` (reason ``Local``). One naming a Service is not:
   this server proxies to no aggregated API server, so it is ``ServiceNotFound`` while the
-  Service does not exist and ``FailedDiscoveryCheck`` once it does; the Service is looked
-  up again every ``RECHECK_SECONDS``, as upstream's controller rechecks.
+  Service does not exist, ``ServicePortError`` while the (ClusterIP) Service has no such
+  port, and ``FailedDiscoveryCheck`` otherwise; the Service is looked up again every
+  ``RECHECK_SECONDS``, as upstream's controller rechecks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.registry.apiservices import AUTOMANAGED, local_apiservice
 from controlplane.registry.types import BUILTIN
@@ -57,22 +58,29 @@ def served_custom_versions(crds: list[Obj]) -> set[tuple[str, str]]:
     return served - _BUILTIN_GROUP_VERSIONS
 
 
-def available_condition(svc: Obj, service_exists: bool | None) -> Obj:
-    """The ``Available`` condition an APIService has here (without its transition time):
-    True for a local one; for one naming a Service, ``service_exists`` says which failure."""
-    ref = (svc.get("spec") or {}).get("service")
+def available_condition(svc: Obj, service: Obj | None) -> Obj:
+    """The ``Available`` condition an APIService has here (without its transition time): True
+    for a local one; for one naming a Service (``service``: that Service, None when it does
+    not exist), the first of upstream's checks that fails, the discovery check at the latest."""
+    spec = svc.get("spec") or {}
+    ref = spec.get("service")
     if not isinstance(ref, dict):
         return {"type": "Available", "status": "True", "reason": "Local",
                 "message": "Local APIServices are always available"}
-    namespace, name = ref.get("namespace") or "", ref.get("name") or ""
-    if not service_exists:
+    namespace, name, port = ref.get("namespace") or "", ref.get("name") or "", ref.get("port", 443)
+    if service is None:
         return {"type": "Available", "status": "False", "reason": "ServiceNotFound",
                 "message": f'service/{name} in "{namespace}" is not present'}
-    spec = svc.get("spec") or {}
-    url = f"https://{name}.{namespace}.svc:{ref.get('port', 443)}/apis/{spec.get('group')}/{spec.get('version')}"
+    service_spec = service.get("spec") or {}
+    if (service_spec.get("type") or "ClusterIP") == "ClusterIP" and not any(
+            isinstance(p, dict) and p.get("port") == port for p in service_spec.get("ports") or ()):
+        return {"type": "Available", "status": "False", "reason": "ServicePortError",
+                "message": f'service/{name} in "{namespace}" is not listening on port {port}'}
+    host = service_spec.get("clusterIP") or f"{name}.{namespace}.svc"
+    path = f"/api/{spec.get('version')}" if not spec.get("group") else f"/apis/{spec['group']}/{spec.get('version')}"
     return {"type": "Available", "status": "False", "reason": "FailedDiscoveryCheck",
-            "message": f"failing or missing response from {url}: this server does not proxy to aggregated "
-                       "API servers"}
+            "message": f"failing or missing response from https://{host}:{port}{path}: this server does not proxy "
+                       "to aggregated API servers"}
 
 
 class APIServiceController:
@@ -125,11 +133,11 @@ class APIServiceController:
         if svc is None:
             return
         ref = (svc.get("spec") or {}).get("service")
-        exists = None
+        service = None
         if isinstance(ref, dict):
-            exists = await self._service_exists(ref)
+            service = await self._service(ref)
             self.queue.add_after(name, RECHECK_SECONDS)
-        condition = available_condition(svc, exists)
+        condition = available_condition(svc, service)
         held_status = svc.get("status")
         status: Obj = held_status if isinstance(held_status, dict) else {}
         conditions = [c for c in status.get("conditions") or () if isinstance(c, dict)]
@@ -143,17 +151,15 @@ class APIServiceController:
         await self.client.update(f"{APISERVICES}/{name}/status", {
             **svc, "status": {**status, "conditions": [*kept, condition]}})
 
-    async def _service_exists(self, ref: Obj) -> bool:
-        from controlplane.client import ApiError
-
+    async def _service(self, ref: Obj) -> Obj | None:
+        """The Service ``ref`` names; None if there is none."""
         try:
-            await self.client.get(resource_path("", "v1", "services", str(ref.get("namespace") or ""),
-                                                str(ref.get("name") or "")))
+            return await self.client.get(resource_path("", "v1", "services", str(ref.get("namespace") or ""),
+                                                       str(ref.get("name") or "")))
         except ApiError as e:
             if e.code == 404:
-                return False
+                return None
             raise
-        return True
 
 
 async def start(client: Client, config: Config) -> None:

@@ -11,8 +11,7 @@ crdregistration controller; labelled ``automanaged: "true"``).
 
 An APIService naming a Service is stored and validated, but this server proxies
 to no aggregated API server: its group is not served, and its ``Available``
-condition says why: ``ServiceNotFound`` while the Service does not exist,
-``FailedDiscoveryCheck`` once it does (docs/api-compatibility.md).
+condition says why (``controllers/apiservices.py``; docs/api-compatibility.md).
 """
 
 from __future__ import annotations

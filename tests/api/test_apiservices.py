@@ -93,14 +93,24 @@ async def test_an_apiservice_of_a_service_is_stored_but_not_available(client: Cl
     await until(not_found)
     got = await client.get(f"{APISERVICES}/v1beta1.metrics.example.com")
     assert got["status"]["conditions"][0]["message"] == 'service/metrics in "default" is not present'
-    await client.create(resource_path("", "v1", "services", "default"), {
-        "metadata": {"name": "metrics"}, "spec": {"ports": [{"port": 443}]}})
+    service = await client.create(resource_path("", "v1", "services", "default"), {
+        "metadata": {"name": "metrics"}, "spec": {"ports": [{"port": 8443}]}})
     await client.patch(f"{APISERVICES}/v1beta1.metrics.example.com", {"metadata": {"labels": {"seen": "yes"}}})
+
+    async def port_error() -> bool:
+        return await reason() == "ServicePortError"
+
+    await until(port_error)
+    await client.patch(f"{APISERVICES}/v1beta1.metrics.example.com", {"spec": {"service": {"port": 8443}}})
 
     async def failed_discovery() -> bool:
         return await reason() == "FailedDiscoveryCheck"
 
     await until(failed_discovery)
+    got = await client.get(f"{APISERVICES}/v1beta1.metrics.example.com")
+    assert got["status"]["conditions"][0]["message"].startswith(
+        f"failing or missing response from https://{service['spec']['clusterIP']}:8443/apis/metrics.example.com/"
+        "v1beta1: ")
     # not served: no aggregated API server is proxied to
     with pytest.raises(ApiError) as e:
         await client.get("/apis/metrics.example.com/v1beta1")
