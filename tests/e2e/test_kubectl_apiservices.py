@@ -1,10 +1,14 @@
 """APIServices and API Priority and Fairness's configuration with the real kubectl against
 ``controlplane serve`` over a socket: discovery lists them, ``kubectl get`` prints upstream's
-columns, a user's FlowSchema and APIService get their conditions."""
+columns, a user's FlowSchema and APIService get their conditions; the official Python client's
+typed models read and write them."""
 
 from __future__ import annotations
 
 import time
+
+import pytest
+from kubernetes import client
 
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve
@@ -90,3 +94,25 @@ spec:
 """)
     out = _eventually(served, ("get", "flowschema", "batch-jobs"), " True")
     assert _rows(out)["batch-jobs"][1:4] == ["batch", "1000", "ByUser"] and out.split()[-1] == "True"
+
+
+def test_the_python_client_reads_and_writes_them(api: client.ApiClient) -> None:
+    """The official client's typed models take what the server answers (required fields there)."""
+    services = client.ApiregistrationV1Api(api).list_api_service().items
+    core = next(s for s in services if s.metadata.name == "v1.")
+    assert (core.spec.group_priority_minimum, core.spec.version_priority) == (18000, 1)
+    assert core.status.conditions[0].reason == "Local"
+    flow = client.FlowcontrolApiserverV1Api(api)
+    level = flow.read_priority_level_configuration("workload-high")
+    assert level.spec.limited.limit_response.queuing.queues == 128
+    made = flow.create_flow_schema(client.V1FlowSchema(
+        metadata=client.V1ObjectMeta(name="typed"),
+        spec=client.V1FlowSchemaSpec(
+            priority_level_configuration=client.V1PriorityLevelConfigurationReference(name="workload-low"),
+            rules=[client.V1PolicyRulesWithSubjects(
+                subjects=[client.FlowcontrolV1Subject(kind="Group", group=client.V1GroupSubject(name="ci"))],
+                non_resource_rules=[client.V1NonResourcePolicyRule(verbs=["get"], non_resource_urls=["/metrics"])])])))
+    assert made.spec.matching_precedence == 1000
+    with pytest.raises(client.ApiException) as e:
+        flow.patch_flow_schema("typed", {"spec": {"matchingPrecedence": 1}})
+    assert e.value.status == 422
