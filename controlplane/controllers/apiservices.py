@@ -8,8 +8,8 @@ crdregistration and APIService availability controllers keep them (``registry/ap
 - A local APIService is ``Available`` (reason ``Local``). One naming a Service is not:
   this server proxies to no aggregated API server, so it is ``ServiceNotFound`` while the
   Service does not exist, ``ServicePortError`` while the (ClusterIP) Service has no such
-  port, and ``FailedDiscoveryCheck`` otherwise; the Service is looked up again every
-  ``RECHECK_SECONDS``, as upstream's controller rechecks.
+  port, and ``FailedDiscoveryCheck`` otherwise; checked again when the Service changes (the
+  Services' informer, shared with the EndpointSlice controller), as upstream's controller.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import ApiError, Client, resource_path
+from controlplane.client import Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.registry.apiservices import AUTOMANAGED, local_apiservice
 from controlplane.registry.types import BUILTIN
@@ -32,8 +32,8 @@ __all__ = ["APIServiceController", "available_condition", "start"]
 Obj = dict[str, Any]
 APISERVICES = resource_path("apiregistration.k8s.io", "v1", "apiservices")
 CRDS = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+SERVICES = resource_path("", "v1", "services")
 CUSTOM_KEY = "\x00custom"  # the queue's key for "the CRDs changed": never an APIService's name
-RECHECK_SECONDS = 60.0
 _BUILTIN_GROUP_VERSIONS = frozenset((t.group, t.version) for t in BUILTIN)
 
 
@@ -91,6 +91,9 @@ class APIServiceController:
                                     on_delete=self._crds_changed)
         self.services = client.informer(APISERVICES, on_add=self._changed, on_update=lambda _o, new: self._changed(new),
                                         on_delete=self._deleted)
+        self.backends = client.informer(SERVICES, on_add=self._backend_changed,
+                                        on_update=lambda _old, new: self._backend_changed(new),
+                                        on_delete=self._backend_changed)
 
     def _crds_changed(self, _crd: Obj | None = None) -> None:
         self.queue.add(CUSTOM_KEY)
@@ -98,12 +101,22 @@ class APIServiceController:
     def _changed(self, svc: Obj) -> None:
         self.queue.add(meta_of(svc).get("name") or "")
 
+    def _backend_changed(self, service: Obj) -> None:
+        """The APIServices naming ``service`` checked again (a few APIServices name one)."""
+        meta = meta_of(service)
+        for name, svc in self.services.items.items():
+            ref = (svc.get("spec") or {}).get("service")
+            if isinstance(ref, dict) and ref.get("namespace") == meta.get("namespace") \
+                    and ref.get("name") == meta.get("name"):
+                self.queue.add(name)
+
     def _deleted(self, svc: Obj) -> None:
         if _automanaged(svc):
             self.queue.add(CUSTOM_KEY)  # a custom resource's, deleted by hand: put back
 
     async def run(self) -> None:
-        await run_controller("apiservice controller", (self.crds, self.services), self.queue, self.sync, 1,
+        await run_controller("apiservice controller", (self.crds, self.services, self.backends), self.queue,
+                             self.sync, 1,
                              on_synced=lambda: self.queue.add(CUSTOM_KEY))
 
     async def sync(self, key: str) -> None:
@@ -133,10 +146,8 @@ class APIServiceController:
         if svc is None:
             return
         ref = (svc.get("spec") or {}).get("service")
-        service = None
-        if isinstance(ref, dict):
-            service = await self._service(ref)
-            self.queue.add_after(name, RECHECK_SECONDS)
+        service = self.backends.items.get(f"{ref.get('namespace')}/{ref.get('name')}") \
+            if isinstance(ref, dict) else None
         condition = available_condition(svc, service)
         held_status = svc.get("status")
         status: Obj = held_status if isinstance(held_status, dict) else {}
@@ -150,16 +161,6 @@ class APIServiceController:
         kept = [c for c in conditions if c.get("type") != "Available"]
         await self.client.update(f"{APISERVICES}/{name}/status", {
             **svc, "status": {**status, "conditions": [*kept, condition]}})
-
-    async def _service(self, ref: Obj) -> Obj | None:
-        """The Service ``ref`` names; None if there is none."""
-        try:
-            return await self.client.get(resource_path("", "v1", "services", str(ref.get("namespace") or ""),
-                                                       str(ref.get("name") or "")))
-        except ApiError as e:
-            if e.code == 404:
-                return None
-            raise
 
 
 async def start(client: Client, config: Config) -> None:
