@@ -6,9 +6,8 @@ PriorityClasses (``KubeApi.bootstrap``):
   created when missing, their spec set back when it drifted, and those of versions no
   longer served removed, as long as they carry the ``automanaged: onstart`` label;
 - API Priority and Fairness's bootstrap configuration (its ``priority-and-fairness-config-
-  producer`` hook, ``registry/flowcontrol.py``): the mandatory objects always as bootstrap
-  says, the suggested ones created when missing and their spec set back while their
-  ``apf.kubernetes.io/autoupdate-spec`` annotation is ``"true"``.
+  producer`` hook, ``registry/flowcontrol.py``): created when missing, their spec set back
+  as ``restores`` says (then once a minute by ``controllers/flowschemas.py``).
 
 Written straight to the store, as the other bootstrap objects are: before the server
 serves, and again at each start (several servers over one store write the same).
@@ -17,6 +16,7 @@ serves, and again at each start (several servers over one store write the same).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +25,7 @@ import orjson
 
 import store
 from controlplane.registry.apiservices import AUTOMANAGED, local_apiservice
-from controlplane.registry.flowcontrol import AUTOUPDATE, bootstrap_objects
+from controlplane.registry.flowcontrol import bootstrap_objects, restores
 from controlplane.registry.types import Registry, ResourceType
 
 from .stored import metadata_first
@@ -109,8 +109,8 @@ async def ensure_local_apiservices(s: store.Store, registry: Registry) -> None:
                 await s.delete(kv.key, kv.mod_revision)
 
 
-def _autoupdated(stored: Obj) -> bool:
-    return ((stored.get("metadata") or {}).get("annotations") or {}).get(AUTOUPDATE) == "true"
+def _restores(plural: str, mandatory: bool, stored: Obj) -> bool:
+    return restores(plural, stored, mandatory)
 
 
 async def ensure_flowcontrol_bootstrap(s: store.Store, registry: Registry) -> None:
@@ -122,4 +122,4 @@ async def ensure_flowcontrol_bootstrap(s: store.Store, registry: Registry) -> No
             continue
         status = _dangling_false(wanted["spec"]["priorityLevelConfiguration"]["name"], now) \
             if plural == "flowschemas" else {}
-        await _ensure(s, rtype, wanted, status, (lambda _stored: True) if mandatory else _autoupdated)
+        await _ensure(s, rtype, wanted, status, functools.partial(_restores, plural, mandatory))

@@ -5,7 +5,9 @@ to requests here.
 - Each FlowSchema's ``Dangling`` condition says whether the PriorityLevelConfiguration
   it names exists (False, reason ``Found``) or not (True, ``NotFound``), in upstream's
   words; it moves when schemas or levels come and go.
-- A mandatory object (``exempt``, ``catch-all``) deleted is created again.
+- The bootstrap ensurer, once a minute and when one is deleted: the bootstrap objects
+  missing are created again, and their spec set back as ``restores`` says (mandatory
+  ones always, suggested ones while their ``autoupdate-spec`` annotation is ``"true"``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
-from controlplane.registry.flowcontrol import bootstrap_objects
+from controlplane.registry.flowcontrol import bootstrap_objects, restores
 
 from .ownership import meta_of
 
@@ -28,8 +30,9 @@ Obj = dict[str, Any]
 GROUP = "flowcontrol.apiserver.k8s.io"
 SCHEMAS = resource_path(GROUP, "v1", "flowschemas")
 LEVELS = resource_path(GROUP, "v1", "prioritylevelconfigurations")
-_MANDATORY = {(plural, obj["metadata"]["name"]): obj for plural, obj, mandatory in bootstrap_objects() if mandatory}
-_RESTORE = "\x00mandatory"  # the queue's key for "a mandatory object may be missing"
+_BOOTSTRAP = bootstrap_objects()
+_ENSURE = "\x00ensure"  # the queue's key for the ensurer: never a FlowSchema's name
+ENSURE_SECONDS = 60.0  # as upstream's ensurer, once a minute
 
 
 def dangling_condition(level: str, exists: bool) -> Obj:
@@ -56,7 +59,7 @@ class FlowSchemaController:
         self.queue.add(meta_of(fs).get("name") or "")
 
     def _deleted(self, _obj: Obj) -> None:
-        self.queue.add(_RESTORE)
+        self.queue.add(_ENSURE)
 
     def _level(self, pl: Obj) -> None:
         name = meta_of(pl).get("name")
@@ -66,15 +69,16 @@ class FlowSchemaController:
 
     def _level_deleted(self, pl: Obj) -> None:
         self._level(pl)
-        self.queue.add(_RESTORE)
+        self.queue.add(_ENSURE)
 
     async def run(self) -> None:
         await run_controller("apf configuration controller", (self.schemas, self.levels), self.queue, self.sync, 1,
-                             on_synced=lambda: self.queue.add(_RESTORE))
+                             on_synced=lambda: self.queue.add(_ENSURE))
 
     async def sync(self, key: str) -> None:
-        if key == _RESTORE:
-            await self.restore_mandatory()
+        if key == _ENSURE:
+            self.queue.add_after(_ENSURE, ENSURE_SECONDS)
+            await self.ensure()
             return
         fs = self.schemas.items.get(key)
         if fs is None:
@@ -94,16 +98,22 @@ class FlowSchemaController:
         await self.client.update(f"{SCHEMAS}/{key}/status", {**fs, "status": {**status,
                                                                              "conditions": [*kept, condition]}})
 
-    async def restore_mandatory(self) -> None:
-        for (plural, name), obj in _MANDATORY.items():
-            held = self.schemas if plural == "flowschemas" else self.levels
-            if name in held.items:
-                continue
-            try:
-                await self.client.create(SCHEMAS if plural == "flowschemas" else LEVELS, obj)
-            except ApiError as e:
-                if e.code != 409:  # (created meanwhile: the informer will say)
-                    raise
+    async def ensure(self) -> None:
+        for plural, wanted, mandatory in _BOOTSTRAP:
+            name = wanted["metadata"]["name"]
+            path = SCHEMAS if plural == "flowschemas" else LEVELS
+            held = (self.schemas if plural == "flowschemas" else self.levels).items.get(name)
+            if held is None:
+                try:
+                    await self.client.create(path, wanted)
+                except ApiError as e:
+                    if e.code != 409:  # (created meanwhile: the informer will say)
+                        raise
+            elif held.get("spec") != wanted["spec"] and restores(plural, held, mandatory):
+                meta = dict(meta_of(held))  # (its resourceVersion: a precondition)
+                if mandatory:
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **wanted["metadata"]["annotations"]}
+                await self.client.update(f"{path}/{name}", {**held, "metadata": meta, "spec": wanted["spec"]})
 
 
 async def start(client: Client, config: Config) -> None:

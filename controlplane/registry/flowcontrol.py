@@ -9,7 +9,8 @@ applied: no request is classified, queued or rejected by them
 
 - ``MANDATORY`` objects (``exempt``, ``catch-all``) always exist with their
   bootstrap spec: the ensurer puts them back when deleted and restores their
-  spec whatever their ``apf.kubernetes.io/autoupdate-spec`` says.
+  spec whatever their ``apf.kubernetes.io/autoupdate-spec`` says (but the
+  ``exempt`` level's shares and lendable percent, which may be tuned).
 - ``SUGGESTED`` objects are created when missing, and their spec restored only
   while that annotation is ``"true"`` (an administrator's edit sets it
   ``"false"`` to keep theirs).
@@ -25,7 +26,7 @@ from .causes import Causes, cause, forbidden, invalid, not_supported, objects, r
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 
 __all__ = ["AUTOUPDATE", "MANDATORY", "SUGGESTED", "bootstrap_objects", "prepare_flow_schema",
-           "prepare_priority_level"]
+           "prepare_priority_level", "restores"]
 
 Obj = dict[str, Any]
 
@@ -161,6 +162,18 @@ def bootstrap_objects() -> list[tuple[str, Obj, bool]]:
             (prepare_priority_level if plural == "prioritylevelconfigurations" else prepare_flow_schema)(copy, None)
             made.append((plural, copy, mandatory))
     return made
+
+
+def restores(plural: str, stored: Obj, mandatory: bool) -> bool:
+    """Whether the ensurer sets the spec of a stored bootstrap object back to bootstrap's:
+    always for a mandatory one but the ``exempt`` level, whose shares and lendable percent
+    are the administrator's to tune (upstream since v1); for a suggested one while its
+    ``apf.kubernetes.io/autoupdate-spec`` annotation is ``"true"``."""
+    meta = _dict(stored, "metadata")
+    if mandatory:
+        return not (plural == "prioritylevelconfigurations" and meta.get("name") == "exempt"
+                    and _dict(stored, "spec").get("type") == "Exempt")
+    return (meta.get("annotations") or {}).get(AUTOUPDATE) == "true"
 
 
 def _deep_copy(value: Any) -> Any:

@@ -180,6 +180,36 @@ async def test_a_deleted_mandatory_object_comes_back(client: Client) -> None:
     await until(back)
 
 
+async def test_the_ensurer_sets_specs_back_as_their_annotation_says(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a period (upstream's: a minute) the bootstrap objects are made whole again: a
+    suggested one deleted comes back, one edited gets its spec back unless its annotation
+    says "false", and the exempt level keeps the shares an administrator gave it."""
+    from controlplane.controllers import flowschemas
+
+    monkeypatch.setattr(flowschemas, "ENSURE_SECONDS", 0.1)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        await c.patch(f"{LEVELS}/workload-low", {"spec": {"limited": {"nominalConcurrencyShares": 1}}})
+        await c.patch(f"{LEVELS}/global-default", {
+            "metadata": {"annotations": {"apf.kubernetes.io/autoupdate-spec": "false"}},
+            "spec": {"limited": {"nominalConcurrencyShares": 2}}})
+        await c.patch(f"{LEVELS}/exempt", {"spec": {"exempt": {"nominalConcurrencyShares": 3}}})
+        await c.delete(f"{SCHEMAS}/service-accounts")
+
+        async def settled() -> bool:
+            try:
+                back = await c.get(f"{SCHEMAS}/service-accounts")
+            except ApiError:
+                return False
+            restored = await c.get(f"{LEVELS}/workload-low")
+            return bool(back and restored["spec"]["limited"]["nominalConcurrencyShares"] == 100)
+
+        await until(settled)
+        assert (await c.get(f"{LEVELS}/global-default"))["spec"]["limited"]["nominalConcurrencyShares"] == 2
+        assert (await c.get(f"{LEVELS}/exempt"))["spec"]["exempt"]["nominalConcurrencyShares"] == 3
+
+
 def test_the_bootstrap_objects_pass_their_own_validation() -> None:
     from controlplane.registry.flowcontrol import bootstrap_objects
 
@@ -212,7 +242,8 @@ def test_the_tables_have_upstreams_columns() -> None:
 
 async def test_a_restart_restores_what_autoupdate_allows(tmp_path: Path) -> None:
     """The suggested objects' spec comes back at start while their annotation is "true", and
-    stays as edited once it is "false"; the mandatory ones always come back."""
+    stays as edited once it is "false"; the mandatory ones always come back (the exempt
+    level with the shares it was given)."""
     config = Config(data_dir=tmp_path / "data", tls=False, scheduler=False, components=False)
     app = create_app(config)
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
@@ -221,6 +252,7 @@ async def test_a_restart_restores_what_autoupdate_allows(tmp_path: Path) -> None
             "metadata": {"annotations": {"apf.kubernetes.io/autoupdate-spec": "false"}},
             "spec": {"limited": {"nominalConcurrencyShares": 2}}})
         await c.delete(f"{SCHEMAS}/catch-all")
+        await c.patch(f"{LEVELS}/exempt", {"spec": {"exempt": {"nominalConcurrencyShares": 4}}})
     app = create_app(config)
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
         restored = await c.get(f"{LEVELS}/workload-low")
@@ -230,3 +262,4 @@ async def test_a_restart_restores_what_autoupdate_allows(tmp_path: Path) -> None
         assert kept["spec"]["limited"]["nominalConcurrencyShares"] == 2
         back = await c.get(f"{SCHEMAS}/catch-all")
         assert back["spec"]["matchingPrecedence"] == 10000
+        assert (await c.get(f"{LEVELS}/exempt"))["spec"]["exempt"]["nominalConcurrencyShares"] == 4
