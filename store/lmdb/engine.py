@@ -257,7 +257,11 @@ class LmdbStore:
                                    "refusing to touch it")
         elif create:
             os.makedirs(path, exist_ok=True)
-        fresh = not os.path.exists(os.path.join(path, "data.mdb"))
+        # An empty data.mdb is another process's LMDB open creating it (serve --workers N,
+        # starting together on a new directory): LMDB writes its meta pages under its lock,
+        # which lmdb.open below waits for, so it is a new store, not a foreign file.
+        data = os.path.join(path, "data.mdb")
+        fresh = not os.path.exists(data) or os.path.getsize(data) == 0
         if not fresh:
             with open(os.path.join(path, "data.mdb"), "rb") as f:
                 head = f.read(32)

@@ -251,6 +251,22 @@ async def test_foreign_or_corrupt_files_are_refused_and_left_untouched(tmp_path:
     assert (other / "data.mdb").read_bytes() == before
 
 
+async def test_an_empty_data_file_is_another_opener_creating_the_store(tmp_path: Path) -> None:
+    """Processes opening a new directory together (serve --workers 2): one may find the
+    data file the other's LMDB open has just created, still empty. A new store, not a
+    foreign file (it was refused as 'not an LMDB file', and that server exited)."""
+    path = tmp_path / "db"
+    path.mkdir()
+    (path / "data.mdb").write_bytes(b"")
+    s = LmdbStore(str(path))
+    try:
+        rev = await s.create(b"/k", b"v")
+        kv = await s.get(b"/k")
+        assert kv is not None and kv.mod_revision == rev
+    finally:
+        await s.close()
+
+
 async def test_compaction_removes_superseded_history_from_disk(tmp_path: Path) -> None:
     path = tmp_path / "db"
     s = LmdbStore(str(path))
