@@ -24,6 +24,7 @@ from .admissionpolicies import prepare_validating_admission_policy
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
+from .corevalidation import prepare_endpoints, prepare_node, prepare_pod_template
 from .csi import (
     prepare_csi_driver,
     prepare_csi_node,
@@ -479,6 +480,7 @@ _PREPARERS.update({
     "csistoragecapacities": prepare_csi_storage_capacity, "volumeattachments": prepare_volume_attachment,
     "volumeattributesclasses": prepare_volume_attributes_class,
 })
+_PREPARERS.update({"nodes": prepare_node, "endpoints": prepare_endpoints, "podtemplates": prepare_pod_template})
 _PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flow_schema,
                    "prioritylevelconfigurations": prepare_priority_level})
 

@@ -147,7 +147,8 @@ async def test_updates_creates_and_applies_store_the_zero_values(client: Client)
     endpoints = await client.create(ENDPOINTS, {"metadata": {"name": "e"},
                                                 "subsets": [{"addresses": [{"ip": "1.2.3.4"}],
                                                              "ports": [{"name": "http", "port": 80}]}]})
-    assert endpoints["subsets"][0]["ports"] == [{"name": "http", "port": 80}]
+    # (the protocol is SetDefaults_Endpoints', not a zero value)
+    assert endpoints["subsets"][0]["ports"] == [{"name": "http", "port": 80, "protocol": "TCP"}]
 
 
 async def test_an_unchanged_status_is_not_rewritten(client: Client) -> None:

@@ -253,3 +253,37 @@ def test_a_quota_of_cpu_requests_refuses_a_pod_that_states_none(served: Serve, c
         core.create_namespaced_pod("quota-sweep", pod)
     assert yaml.safe_load(grouped.value.body)["message"] == ('pods "p" is forbidden: failed quota: q: must specify '
                                                              "requests.cpu for: a,c,init")
+
+
+# --------------------------------------------------------------------------- validation of Nodes, Endpoints
+
+BAD_NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: tainted}
+spec:
+  taints: [{key: dedicated, value: gpu, effect: NoSchedulePlease}]
+"""
+
+
+def test_kubectl_apply_of_a_node_with_a_bad_taint_shows_upstreams_error(served: Serve) -> None:
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=BAD_NODE, capture_output=True, text=True, env=env,
+                       timeout=60)
+    err = r.stderr
+    assert r.returncode == 1
+    assert 'The Node "tainted" is invalid: metadata.taints[0].effect: Unsupported value: "NoSchedulePlease": ' \
+        'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"' in err, err
+
+
+def test_the_python_client_reads_an_endpoints_422_with_its_causes(core: client.CoreV1Api) -> None:
+    endpoints = client.V1Endpoints(metadata=client.V1ObjectMeta(name="loopback"), subsets=[client.V1EndpointSubset(
+        addresses=[client.V1EndpointAddress(ip="127.0.0.1")], ports=[client.CoreV1EndpointPort(port=80)])])
+    with pytest.raises(client.ApiException) as e:
+        core.create_namespaced_endpoints("default", endpoints)
+    status = json.loads(e.value.body)
+    assert (e.value.status, status["reason"]) == (422, "Invalid")
+    assert status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "subsets[0].addresses[0].ip",
+        "message": 'Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)'}]

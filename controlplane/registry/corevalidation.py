@@ -1,0 +1,327 @@
+"""Upstream's validation of the core/v1 kinds that had none here: Nodes, Endpoints and
+PodTemplates (``pkg/apis/core/validation``: ``ValidateNode``/``ValidateNodeUpdate``,
+``ValidateEndpoints``, ``ValidatePodTemplate``), with their field paths and words::
+
+    node_causes(node, None)        # [{'field': 'metadata.taints[0].effect', 'reason': 'FieldValueNotSupported', ...}]
+    endpoints_causes(endpoints)    # [{'field': 'subsets[0].addresses[0].ip', ...}]
+    pod_template_causes(template)  # [{'field': 'template.spec.containers', ...}]
+
+Upstream's quirks are kept, since clients see them: a Node's taints are reported under
+``metadata.taints`` (its validator hands the taints the metadata's path), its pod CIDRs
+are checked for form only at create (an update checks only that set ones do not change),
+and an Endpoints address that is not an IP is reported twice (``IsValidIP`` and
+``ValidateNonSpecialIP`` each say so).
+
+Cheap where it is hot: a Node's status is written by every kubelet, so an update checks
+its capacity and taints only when they changed from the stored version's, and nothing
+here parses an object that has not got the field it checks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from typing import Any
+
+from ..quantity import QuantityError, parse_quantity
+from .causes import Causes, cause, duplicate, forbidden, invalid, not_supported, required, show
+from .podspec import default_pod_spec
+from .podvalidation import (
+    dns_label_problems,
+    label_key_problems,
+    label_value_problems,
+    pod_spec_causes,
+    subdomain_problems,
+)
+from .servicecidrs import _cidr_problems
+from .volumes import BadQuantity
+
+__all__ = ["endpoints_causes", "node_causes", "pod_template_causes", "prepare_endpoints", "prepare_node",
+           "prepare_pod_template"]
+
+Obj = dict[str, Any]
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")  # validateTaintEffect's order
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+_PORT_RANGE = "must be between 1 and 65535, inclusive"
+_CIDR_CHANGE = 'node updates may not change podCIDR except from "" to valid'
+_PROVIDER_CHANGE = 'node updates may not change providerID except from "" to valid'
+# helper.IsIntegerResourceName: these, and every extended resource
+_INTEGER_RESOURCES = frozenset(("pods", "services", "replicationcontrollers", "resourcequotas", "secrets",
+                                "configmaps", "persistentvolumeclaims", "services.nodeports",
+                                "services.loadbalancers"))
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _go_strings(values: list[Any]) -> str:
+    return "[]string{" + ", ".join(show(str(v)) for v in values) + "}"
+
+
+# -- Nodes ------------------------------------------------------------------------------------------
+def prepare_node(node: Obj, old: Obj | None) -> Causes:
+    """A Node's write: its pod CIDRs as the v1 conversion leaves them (``podCIDRs`` from
+    ``podCIDR`` when only that is given, ``podCIDR`` the first of them), then its causes."""
+    spec = node.get("spec")
+    if isinstance(spec, dict) and (spec.get("podCIDR") or spec.get("podCIDRs")):
+        cidrs = spec.get("podCIDRs")
+        if not cidrs and isinstance(spec.get("podCIDR"), str):
+            spec["podCIDRs"] = [spec["podCIDR"]]
+        elif isinstance(cidrs, list) and cidrs and isinstance(cidrs[0], str):
+            spec["podCIDR"] = cidrs[0]
+    return node_causes(node, old)
+
+
+def node_causes(node: Obj, old: Obj | None) -> Causes:
+    """``ValidateNode`` (``old`` None: a create) or ``ValidateNodeUpdate``, but the metadata's
+    checks, which every kind shares (``strategies.validate_metadata``)."""
+    causes: Causes = []
+    spec, status = _dict(node.get("spec")), _dict(node.get("status"))
+    old_spec = _dict(old.get("spec")) if old is not None else None
+    old_status = _dict(old.get("status")) if old is not None else None
+    taints = spec.get("taints")
+    if taints and (old_spec is None or taints != old_spec.get("taints")):
+        _taints(_list(taints), "metadata.taints", causes)  # (upstream's path: the metadata's)
+    for part in ("capacity", "allocatable"):
+        values = status.get(part)
+        if values and (old_status is None or values != old_status.get(part)):
+            _node_resources(_dict(values), f"status.{part}", causes)
+    if old_spec is None:
+        cidrs = spec.get("podCIDRs")
+        if cidrs:
+            _pod_cidrs(_list(cidrs), causes)
+        return causes
+    assert old_status is not None
+    addresses = status.get("addresses")
+    if addresses and addresses != old_status.get("addresses"):
+        seen: set[tuple[Any, Any]] = set()
+        for i, a in enumerate(_list(addresses)):
+            a = _dict(a)
+            pair = (a.get("type") or "", a.get("address") or "")
+            if pair in seen:
+                causes.append({"reason": "FieldValueDuplicate", "field": f"status.addresses[{i}]",
+                               "message": f"Duplicate value: core.NodeAddress{{Type:{show(pair[0])}, "
+                                          f"Address:{show(pair[1])}}}"})
+            seen.add(pair)
+    old_cidrs = _list(old_spec.get("podCIDRs"))
+    if old_cidrs:
+        cidrs = _list(spec.get("podCIDRs"))
+        if len(cidrs) != len(old_cidrs):
+            causes.append(forbidden("spec.podCIDRs", _CIDR_CHANGE))
+        else:
+            causes.extend(forbidden("spec.podCIDRs", _CIDR_CHANGE) for a, b in zip(old_cidrs, cidrs, strict=True)
+                          if a != b)
+    old_provider = old_spec.get("providerID")
+    if old_provider and old_provider != spec.get("providerID"):
+        causes.append(forbidden("spec.providerID", _PROVIDER_CHANGE))
+    if (spec.get("externalID") or "") != (old_spec.get("externalID") or ""):
+        causes.append(forbidden("spec.externalID", "may not be updated"))
+    return causes
+
+
+def _taints(taints: list[Any], path: str, causes: Causes) -> None:
+    """``validateNodeTaints``: a label key, a label value, a known effect, and no two with
+    the same key and effect."""
+    seen: set[tuple[str, str]] = set()
+    for i, t in enumerate(taints):
+        at = f"{path}[{i}]"
+        t = _dict(t)
+        key, value, effect = str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "")
+        causes.extend(invalid(f"{at}.key", key, p) for p in label_key_problems(key))
+        problems = label_value_problems(value)
+        if problems:
+            causes.append(invalid(f"{at}.value", value, ";".join(problems)))
+        if not effect:
+            causes.append(required(f"{at}.effect"))
+        elif effect not in _EFFECTS:
+            causes.append(not_supported(f"{at}.effect", effect, _EFFECTS))
+        if (key, effect) in seen:
+            added = "(*v1.Time)(nil)" if t.get("timeAdded") is None else show(t.get("timeAdded"))
+            causes.append({"reason": "FieldValueDuplicate", "field": at,
+                           "message": f"Duplicate value: core.Taint{{Key:{show(key)}, Value:{show(value)}, "
+                                      f"Effect:{show(effect)}, TimeAdded:{added}}}: taints must be unique by "
+                                      f"key and effect pair"})
+            continue
+        seen.add((key, effect))
+
+
+def _integer_resource(name: str) -> bool:
+    """``IsIntegerResourceName``: the counted kinds and every extended resource (a domain
+    outside kubernetes.io, not a request's ``requests.`` prefix)."""
+    if name in _INTEGER_RESOURCES:
+        return True
+    domain, slash, _ = name.partition("/")
+    return bool(slash) and not name.startswith("requests.") and \
+        domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def _node_resources(values: Obj, path: str, causes: Causes) -> None:
+    """``ValidateResourceQuantityValue`` of each: not negative, whole where it counts things.
+    A value that is no quantity is the decoder's 400, as upstream's (``BadQuantity``)."""
+    for name, text in values.items():
+        try:
+            q = parse_quantity(text)
+        except QuantityError as e:
+            raise BadQuantity(f"{path}.{name}: {e}") from e
+        if q < 0:
+            causes.append(invalid(f"{path}.{name}", str(text), "must be greater than or equal to 0"))
+        if _integer_resource(name) and math.ceil(q * 1000) % 1000:  # (MilliValue rounds up)
+            causes.append(invalid(f"{path}.{name}", str(text), "must be an integer"))
+
+
+def _pod_cidrs(cidrs: list[Any], causes: Causes) -> None:
+    """A create's pod CIDRs: each a CIDR, at most one of each family, none twice."""
+    for i, c in enumerate(cidrs):
+        causes.extend(invalid(f"spec.podCIDRs[{i}]", c, p) for p in _cidr_problems(str(c)))
+    if len(cidrs) < 2:
+        return
+    families: list[int] = []
+    for c in cidrs:
+        try:
+            families.append(ipaddress.ip_network(str(c), strict=False).version)
+        except ValueError:
+            families.append(0)
+    if len(cidrs) > 2 or sorted(families) != [4, 6]:
+        causes.append(cause("FieldValueInvalid", "spec.podCIDRs",
+                            f"Invalid value: {_go_strings(cidrs)}: may specify no more than one CIDR for each "
+                            f"IP family"))
+    seen: set[Any] = set()
+    for i, c in enumerate(cidrs):
+        if c in seen:
+            causes.append(duplicate(f"spec.podCIDRs[{i}]", c))
+        seen.add(c)
+
+
+# -- Endpoints --------------------------------------------------------------------------------------
+def prepare_endpoints(endpoints: Obj, old: Obj | None) -> Causes:
+    """An Endpoints' write: its ports' protocol defaulted (TCP), then its causes."""
+    for subset in _list(endpoints.get("subsets")):
+        for port in _list(_dict(subset).get("ports")):
+            if isinstance(port, dict) and not port.get("protocol"):
+                port["protocol"] = "TCP"
+    return endpoints_causes(endpoints)
+
+
+def endpoints_causes(endpoints: Obj) -> Causes:
+    """``validateEndpointSubsets``: each subset with an address, ready or not; each address
+    a usable IP (not unspecified, loopback or link-local), its hostname a DNS label and its
+    node a node's name; each port valid, named when there are several."""
+    causes: Causes = []
+    for i, subset in enumerate(_list(endpoints.get("subsets"))):
+        at, subset = f"subsets[{i}]", _dict(subset)
+        ready, not_ready = _list(subset.get("addresses")), _list(subset.get("notReadyAddresses"))
+        if not ready and not not_ready:
+            causes.append(required(at, "must specify `addresses` or `notReadyAddresses`"))
+        for field, addresses in (("addresses", ready), ("notReadyAddresses", not_ready)):
+            for j, address in enumerate(addresses):
+                _endpoint_address(_dict(address), f"{at}.{field}[{j}]", causes)
+        ports = _list(subset.get("ports"))
+        for j, port in enumerate(ports):
+            _endpoint_port(_dict(port), len(ports) > 1, f"{at}.ports[{j}]", causes)
+    return causes
+
+
+def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
+    ip = str(address.get("ip") or "")
+    if _parsed_ip(ip) is None:  # IsValidIP, as for a legacy field: Go's sloppy parse decides
+        causes.append(invalid(f"{at}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    hostname = address.get("hostname")
+    if hostname:
+        causes.extend(invalid(f"{at}.hostname", hostname, p) for p in dns_label_problems(str(hostname)))
+    node = address.get("nodeName")
+    if node is not None:
+        causes.extend(invalid(f"{at}.nodeName", node, p) for p in subdomain_problems(str(node)))
+    causes.extend(non_special_ip_causes(ip, f"{at}.ip"))
+
+
+def non_special_ip_causes(text: str, field: str) -> Causes:
+    """``ValidateNonSpecialIP``: an address clients could reach, not the unspecified one,
+    loopback, or link-local (unicast or multicast)."""
+    ip = _parsed_ip(text)
+    if ip is None:
+        return [invalid(field, text, "must be a valid IP address")]
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    ip = mapped or ip
+    causes: Causes = []
+    if ip.is_unspecified:
+        causes.append(invalid(field, text, f"may not be unspecified ({text})"))
+    if ip.is_loopback:
+        causes.append(invalid(field, text, "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
+    if ip in _LINK_LOCAL_UNICAST[ip.version]:
+        causes.append(invalid(field, text, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"))
+    if (ip.version == 4 and ip in _LINK_LOCAL_MULTICAST_V4) or \
+            (ip.version == 6 and ip.packed[0] == 0xFF and ip.packed[1] & 0x0F == 0x02):
+        causes.append(invalid(field, text, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
+    return causes
+
+
+def _parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address Go's ``ParseIPSloppy`` reads in ``text`` (an IPv4 address's parts may have
+    leading zeros), or None."""
+    if "%" in text:  # a zone: Go's parsers refuse it
+        return None
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        parts = text.split(".")
+        if len(parts) == 4 and all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
+            return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
+        return None
+
+
+_LINK_LOCAL_UNICAST = {4: ipaddress.ip_network("169.254.0.0/16"), 6: ipaddress.ip_network("fe80::/10")}
+_LINK_LOCAL_MULTICAST_V4 = ipaddress.ip_network("224.0.0.0/24")
+
+
+def _endpoint_port(port: Obj, named: bool, at: str, causes: Causes) -> None:
+    name = port.get("name") or ""
+    if named and not name:
+        causes.append(required(f"{at}.name"))
+    elif name:
+        causes.extend(invalid(f"{at}.name", name, p) for p in dns_label_problems(str(name)))
+    number = port.get("port")
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
+        causes.append(invalid(f"{at}.port", number if isinstance(number, int) else 0, _PORT_RANGE))
+    protocol = port.get("protocol") or ""
+    if not protocol:
+        causes.append(required(f"{at}.protocol"))
+    elif protocol not in _PROTOCOLS:
+        causes.append(not_supported(f"{at}.protocol", protocol, _PROTOCOLS))
+    app = port.get("appProtocol")
+    if app is not None:
+        causes.extend(invalid(f"{at}.appProtocol", app, p) for p in label_key_problems(str(app)))
+
+
+# -- PodTemplates -----------------------------------------------------------------------------------
+def prepare_pod_template(pt: Obj, old: Obj | None) -> Causes:
+    """A PodTemplate's write: its pod spec with a pod's defaults (as upstream decodes it),
+    then its causes."""
+    template = pt.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"])
+    return pod_template_causes(pt)
+
+
+def pod_template_causes(pt: Obj) -> Causes:
+    """``ValidatePodTemplateSpec`` at ``template``: its labels, a valid pod spec, and no
+    ephemeral containers."""
+    template = _dict(pt.get("template"))
+    causes: Causes = []
+    labels = _dict(template.get("metadata")).get("labels")
+    if isinstance(labels, dict):
+        for key, value in labels.items():
+            causes.extend(invalid("template.labels", key, p) for p in label_key_problems(str(key)))
+            if isinstance(value, str) and value:
+                causes.extend(invalid("template.labels", value, p) for p in label_value_problems(value))
+    spec = _dict(template.get("spec"))
+    causes.extend(pod_spec_causes(spec, "template.spec"))
+    if spec.get("ephemeralContainers"):
+        causes.append(forbidden("template.spec.ephemeralContainers",
+                                "ephemeral containers not allowed in pod template"))
+    return causes

@@ -1,0 +1,144 @@
+"""Nodes, Endpoints and PodTemplates validated as kube-apiserver validates them
+(registry/corevalidation.py): they used to be stored whatever they said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.client import ApiError, Client, resource_path
+
+NODES = resource_path("", "v1", "nodes", None)
+ENDPOINTS = resource_path("", "v1", "endpoints", "default")
+TEMPLATES = resource_path("", "v1", "podtemplates", "default")
+
+
+def causes(e: pytest.ExceptionInfo[ApiError]) -> list[tuple[str, str, str]]:
+    assert e.value.code == 422
+    return [(c["reason"], c["field"], c["message"]) for c in e.value.status["details"]["causes"]]
+
+
+def node(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+# -- Nodes ----------------------------------------------------------------------------------------
+async def test_a_nodes_taints_are_checked_and_reported_under_the_metadata_as_upstream(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(NODES, node("n1", taints=[
+            {"key": "a", "effect": "Bogus"}, {"key": "-bad-", "value": "v", "effect": "NoSchedule"},
+            {"key": "dup", "effect": "NoExecute"}, {"key": "dup", "effect": "NoExecute"}, {"key": "k", "effect": ""}]))
+    got = causes(e)
+    assert got[0] == ("FieldValueNotSupported", "metadata.taints[0].effect",
+                      'Unsupported value: "Bogus": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"')
+    assert got[1][:2] == ("FieldValueInvalid", "metadata.taints[1].key")
+    assert got[2] == ("FieldValueDuplicate", "metadata.taints[3]",
+                      'Duplicate value: core.Taint{Key:"dup", Value:"", Effect:"NoExecute", '
+                      'TimeAdded:(*v1.Time)(nil)}: taints must be unique by key and effect pair')
+    assert got[3] == ("FieldValueRequired", "metadata.taints[4].effect", "Required value")
+
+
+async def test_a_nodes_pod_cidrs_are_checked_at_create_and_fixed_once_set(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(NODES, node("n1", podCIDR="notacidr"))
+    assert causes(e) == [("FieldValueInvalid", "spec.podCIDRs[0]", 'Invalid value: "notacidr": must be a valid '
+                          "CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
+    with pytest.raises(ApiError) as e:
+        await client.create(NODES, node("n1", podCIDRs=["10.0.0.0/24", "10.0.1.0/24"]))
+    assert causes(e) == [("FieldValueInvalid", "spec.podCIDRs", 'Invalid value: []string{"10.0.0.0/24", '
+                          '"10.0.1.0/24"}: may specify no more than one CIDR for each IP family')]
+    created = await client.create(NODES, node("n1", podCIDR="10.0.0.0/24"))
+    assert created["spec"]["podCIDRs"] == ["10.0.0.0/24"]  # as the v1 conversion fills it
+    dual = await client.create(NODES, node("n2", podCIDRs=["10.0.2.0/24", "fd00::/64"]))
+    assert dual["spec"]["podCIDR"] == "10.0.2.0/24"
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{NODES}/n1", {"spec": {"podCIDR": "10.0.9.0/24", "podCIDRs": ["10.0.9.0/24"]}})
+    assert causes(e) == [("FieldValueForbidden", "spec.podCIDRs",
+                          'Forbidden: node updates may not change podCIDR except from "" to valid')]
+    unset = await client.create(NODES, node("n3"))
+    assert "podCIDRs" not in unset["spec"]
+    assigned = await client.patch(f"{NODES}/n3", {"spec": {"podCIDR": "10.0.3.0/24"}})  # the IPAM's first write
+    assert assigned["spec"]["podCIDRs"] == ["10.0.3.0/24"]
+
+
+async def test_a_nodes_provider_id_is_fixed_once_set(client: Client) -> None:
+    await client.create(NODES, node("n1"))
+    await client.patch(f"{NODES}/n1", {"spec": {"providerID": "kwok://n1"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{NODES}/n1", {"spec": {"providerID": "aws://i-1"}})
+    assert causes(e) == [("FieldValueForbidden", "spec.providerID",
+                          'Forbidden: node updates may not change providerID except from "" to valid')]
+
+
+async def test_a_nodes_capacity_is_not_negative_and_whole_where_it_counts(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(NODES, {"metadata": {"name": "n1"}, "status": {
+            "capacity": {"cpu": "-1", "pods": "1500m", "nvidia.com/gpu": "0.5", "memory": "1Gi"}}})
+    assert causes(e) == [
+        ("FieldValueInvalid", "status.capacity.cpu", 'Invalid value: "-1": must be greater than or equal to 0'),
+        ("FieldValueInvalid", "status.capacity.pods", 'Invalid value: "1500m": must be an integer'),
+        ("FieldValueInvalid", "status.capacity.nvidia.com/gpu", 'Invalid value: "0.5": must be an integer')]
+    await client.create(NODES, {"metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "500m", "pods": "110"}}})
+    with pytest.raises(ApiError) as e:  # a status update too, and its addresses are not repeated
+        await client.patch(f"{NODES}/n1/status", {"status": {
+            "allocatable": {"memory": "-1Ki"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}] * 2}})
+    assert causes(e) == [
+        ("FieldValueInvalid", "status.allocatable.memory", 'Invalid value: "-1Ki": must be greater than or equal to 0'),
+        ("FieldValueDuplicate", "status.addresses[1]",
+         'Duplicate value: core.NodeAddress{Type:"InternalIP", Address:"10.0.0.1"}')]
+    with pytest.raises(ApiError) as e:  # not a quantity: the decoder's, on the patch as upstream's patcher says
+        await client.patch(f"{NODES}/n1/status", {"status": {"capacity": {"cpu": "lots"}}})
+    assert e.value.code == 422 and "quantities must match the regular expression" in str(e.value)
+
+
+# -- Endpoints ------------------------------------------------------------------------------------
+async def test_endpoints_addresses_and_ports_are_checked(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(ENDPOINTS, {"metadata": {"name": "e1"}, "subsets": [
+            {"addresses": [{"ip": "notanip"}, {"ip": "127.0.0.1", "hostname": "Not_A_Label"},
+                           {"ip": "10.1.1.1", "nodeName": "Bad Node"}],
+             "notReadyAddresses": [{"ip": "169.254.1.1"}],
+             "ports": [{"port": 70000}, {"name": "b", "port": 80, "protocol": "ICMP"}]},
+            {"ports": [{"port": 80}]}]})
+    got = causes(e)
+    assert got[:2] == [
+        ("FieldValueInvalid", "subsets[0].addresses[0].ip",
+         'Invalid value: "notanip": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'),
+        ("FieldValueInvalid", "subsets[0].addresses[0].ip", 'Invalid value: "notanip": must be a valid IP address')]
+    fields = [f for _, f, _ in got]
+    assert fields[2:] == ["subsets[0].addresses[1].hostname", "subsets[0].addresses[1].ip",
+                          "subsets[0].addresses[2].nodeName", "subsets[0].notReadyAddresses[0].ip",
+                          "subsets[0].ports[0].name", "subsets[0].ports[0].port", "subsets[0].ports[1].protocol",
+                          "subsets[1]"]
+    assert got[3][2] == 'Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)'
+    assert got[-1] == ("FieldValueRequired", "subsets[1]", "Required value: must specify `addresses` or "
+                       "`notReadyAddresses`")
+
+
+async def test_valid_endpoints_are_stored_with_their_ports_protocol(client: Client) -> None:
+    created = await client.create(ENDPOINTS, {"metadata": {"name": "e1"}, "subsets": [
+        {"addresses": [{"ip": "10.1.1.1", "hostname": "web-0", "nodeName": "node-1"}],
+         "notReadyAddresses": [{"ip": "2001:db8::1"}], "ports": [{"port": 80}]}]})
+    assert created["subsets"][0]["ports"] == [{"port": 80, "protocol": "TCP"}]
+    await client.create(ENDPOINTS, {"metadata": {"name": "e2"}})  # no subsets: a Service without pods
+
+
+# -- PodTemplates ---------------------------------------------------------------------------------
+async def test_a_pod_templates_spec_is_a_pods_defaulted_and_checked(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(TEMPLATES, {"metadata": {"name": "t1"}, "template": {"spec": {"containers": []}}})
+    assert causes(e) == [("FieldValueRequired", "template.spec.containers", "Required value")]
+    with pytest.raises(ApiError) as e:
+        await client.create(TEMPLATES, {"metadata": {"name": "t1"}, "template": {
+            "metadata": {"labels": {"app": "-x-"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}],
+                     "ephemeralContainers": [{"name": "d", "image": "busybox"}]}}})
+    assert [f for _, f, _ in causes(e)] == ["template.labels", "template.spec.ephemeralContainers"]
+    created = await client.create(TEMPLATES, {"metadata": {"name": "t1"}, "template": {
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}})
+    spec = created["template"]["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["terminationGracePeriodSeconds"]) == \
+        ("Always", "ClusterFirst", 30)
+    assert spec["containers"][0]["imagePullPolicy"] == "Always"  # no tag: latest
