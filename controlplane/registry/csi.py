@@ -10,7 +10,10 @@ v1 defaulting and ``pkg/apis/storage/validation`` (kube-apiserver 1.34 and later
 - a CSINode's drivers each need a CSI driver name (a DNS subdomain of at most 63
   characters), unique in the list, and a ``nodeID`` of at most 256 characters; their
   topology keys are qualified names, unique per driver. A driver that stays in the
-  list may change only its ``allocatable`` (MutableCSINodeAllocatableCount);
+  list may change only its ``allocatable`` (MutableCSINodeAllocatableCount). Neither
+  ``spec`` nor ``spec.drivers`` is asked for, though the schema calls them required;
+  no drivers, or an empty list, reads back as ``drivers: null``, as kube-apiserver's
+  (Go writes the field, and an empty list stored as protobuf is decoded as nil);
 - a CSIStorageCapacity needs a ``storageClassName`` (a DNS subdomain); its
   ``capacity`` is not negative; ``storageClassName`` and ``nodeTopology`` are fixed;
 - a VolumeAttachment needs an ``attacher`` (a CSI driver name), a ``nodeName`` and a
@@ -217,6 +220,8 @@ def _drivers(spec: Obj) -> list[Obj]:
 
 def prepare_csi_node(node: Obj, old: Obj | None) -> Causes:
     spec = _dict(node, "spec")
+    if not spec.get("drivers"):
+        spec["drivers"] = None
     names: set[str] = set()
     causes: Causes = []
     for i, driver in enumerate(_drivers(spec)):

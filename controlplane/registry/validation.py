@@ -584,6 +584,8 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
             if name not in _OPAQUE:
                 target = resolve(ref)
                 _fill(shape, target, resolve, named)
+                if name in _ABSENT_ACCEPTED:
+                    shape.required = tuple(r for r in shape.required if r not in _ABSENT_ACCEPTED[name])
                 if name.startswith("io.k8s.") and shape.fields:
                     shape.zeros = _zero_fields(name, target, shape.fields)
             shape.parse = _PARSED.get(name)
@@ -641,6 +643,13 @@ _OMITTED: dict[str, frozenset[str]] = {
     "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": frozenset({"type"}),
     "io.k8s.api.networking.v1.ParentReference": frozenset({"name", "resource"}),
     "io.k8s.api.networking.v1.HTTPIngressPath": frozenset({"pathType"}),  # pointer
+}
+# Required fields of the built-in types that kube-apiserver nonetheless accepts absent (no
+# validation of theirs asks for them): not enforced; Go writes them back as their zero value
+# (the type's strategy here: a CSINode's ``spec: {drivers: null}``, registry/csi.py)
+_ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
+    "io.k8s.api.storage.v1.CSINode": frozenset({"spec"}),
+    "io.k8s.api.storage.v1.CSINodeSpec": frozenset({"drivers"}),
 }
 # Fields of list items Go always writes (no ``omitempty``) that the schemas do not list
 # as required (``+optional``)

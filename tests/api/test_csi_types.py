@@ -109,6 +109,25 @@ async def test_a_csi_nodes_drivers_are_checked_and_fixed_but_for_their_allocatab
     assert found[4][2].endswith("must be 256 characters or less")
 
 
+@pytest.mark.parametrize("body", [{}, {"spec": None}, {"spec": {}}, {"spec": {"drivers": None}},
+                                  {"spec": {"drivers": []}}])
+async def test_a_csi_node_without_drivers_is_taken_and_reads_back_as_kube_apiservers(
+        client: Client, body: dict[str, Any]) -> None:
+    """Upstream's validation asks for neither ``spec`` nor ``spec.drivers``; Go writes the
+    struct and the list (no ``omitempty``) back, and an empty list stored as protobuf comes
+    back nil: ``drivers: null`` whatever was sent (what the official client then refuses)."""
+    created = await client.create(CSI_NODES, {"metadata": {"name": "bare"}, **body})
+    assert created["spec"] == {"drivers": None}
+    assert (await client.get(f"{CSI_NODES}/bare"))["spec"] == {"drivers": None}
+    assert row("csinodes", created)["Drivers"] == 0
+    driver = {"name": "csi.example.com", "nodeID": "i-1"}
+    added = await client.patch(f"{CSI_NODES}/bare", {"spec": {"drivers": [driver]}}, patch_type="strategic")
+    assert added["spec"] == {"drivers": [driver]}
+    removed = await client.patch(f"{CSI_NODES}/bare", {"spec": {"drivers": [
+        {"name": "csi.example.com", "$patch": "delete"}]}}, patch_type="strategic")
+    assert removed["spec"] == {"drivers": None}
+
+
 async def test_a_volume_attachment_starts_unattached_and_its_spec_is_fixed(client: Client) -> None:
     created = await client.create(ATTACHMENTS, attachment("va-1", status={"attached": True}))
     assert created["status"] == {"attached": False}  # the status is the attacher's, through /status
