@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Causes", "cause", "duplicate", "forbidden", "invalid", "not_found", "not_supported", "objects", "required",
-           "show"]
+           "show", "too_long"]
 
 Causes = list[dict[str, str]]
 
@@ -64,3 +64,7 @@ def not_found(field: str, value: Any) -> dict[str, str]:
 
 def forbidden(field: str, detail: str) -> dict[str, str]:
     return {"reason": "FieldValueForbidden", "field": field, "message": f"Forbidden: {detail}"}
+
+
+def too_long(field: str, limit: int) -> dict[str, str]:
+    return {"reason": "FieldValueTooLong", "field": field, "message": f"Too long: may not be more than {limit} bytes"}

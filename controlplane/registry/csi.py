@@ -18,8 +18,9 @@ v1 defaulting and ``pkg/apis/storage/validation`` (kube-apiserver 1.34 and later
   ``capacity`` is not negative; ``storageClassName`` and ``nodeTopology`` are fixed;
 - a VolumeAttachment needs an ``attacher`` (a CSI driver name), a ``nodeName`` and a
   source naming exactly one of ``persistentVolumeName`` and ``inlineVolumeSpec``; its
-  spec is fixed once created (an ``inlineVolumeSpec`` is not checked as a
-  PersistentVolume's spec, which upstream does). Its status, written through ``/status``, starts as
+  spec is fixed once created; an ``inlineVolumeSpec`` is checked as an inline
+  PersistentVolume spec (``volumes.persistent_volume_spec_causes``: a ``csi`` source and
+  little else), without the defaults a PersistentVolume gets. Its status, written through ``/status``, starts as
   ``{attached: false}`` (a Go bool without ``omitempty``);
 - a VolumeAttributesClass needs a ``driverName`` (a qualified name) and at least one
   parameter; both are fixed once created.
@@ -36,9 +37,9 @@ from typing import Any
 import orjson
 
 from ..quantity import QuantityError, parse_quantity
-from .causes import Causes, duplicate, forbidden, invalid, not_supported, required
+from .causes import Causes, duplicate, forbidden, invalid, not_supported, required, too_long
 from .podvalidation import _label_selector, _subdomain_problems, label_key_problems
-from .volumes import BadQuantity
+from .volumes import BadQuantity, csi_driver_name_causes, persistent_volume_spec_causes
 
 __all__ = ["INITIAL_ATTACHMENT_STATUS", "prepare_csi_driver", "prepare_csi_node", "prepare_csi_storage_capacity",
            "prepare_volume_attachment", "prepare_volume_attributes_class"]
@@ -47,7 +48,6 @@ Obj = dict[str, Any]
 
 IMMUTABLE = "field is immutable"
 INITIAL_ATTACHMENT_STATUS = {"attached": False}
-CSI_DRIVER_NAME_MAX = 63
 CSI_NODE_ID_MAX = 256  # csiNodeIDLongerMaxLength: upstream's strategy allows the long IDs
 MAX_PARAMETERS = 512
 MAX_PARAMETERS_BYTES = 256 * 1024
@@ -85,20 +85,6 @@ def _immutable(field: str, shown: str) -> dict[str, str]:
     return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {shown}: {IMMUTABLE}"}
 
 
-def _too_long(field: str, limit: int) -> dict[str, str]:
-    return {"reason": "FieldValueTooLong", "field": field, "message": f"Too long: may not be more than {limit} bytes"}
-
-
-def csi_driver_name_causes(name: Any, field: str) -> Causes:
-    """``ValidateCSIDriverName``: required, at most 63 characters, a DNS subdomain once lowercased."""
-    name = _text(name)
-    causes: Causes = [required(field)] if not name else []
-    if len(name) > CSI_DRIVER_NAME_MAX:
-        causes.append(_too_long(field, CSI_DRIVER_NAME_MAX))
-    causes.extend(invalid(field, name, p) for p in _subdomain_problems(name.lower()))
-    return causes
-
-
 def _qualified_name(value: str, field: str) -> Causes:
     """``ValidateQualifiedName``: each problem of ``IsQualifiedName`` a cause."""
     return [invalid(field, value, p) for p in label_key_problems(value)]
@@ -114,10 +100,10 @@ def _parameters(params: Any, field: str, allow_empty: bool) -> Causes:
     """``validateParameters``: at most 512 entries of 256 KiB in all, keys not empty."""
     params = params if isinstance(params, dict) else {}
     if len(params) > MAX_PARAMETERS:
-        return [_too_long(field, MAX_PARAMETERS)]
+        return [too_long(field, MAX_PARAMETERS)]
     causes = [invalid(field, "", "field can not be empty.") for key in params if not key]
     if sum(len(k.encode()) + len(_text(v).encode()) for k, v in params.items()) > MAX_PARAMETERS_BYTES:
-        causes.append(_too_long(field, MAX_PARAMETERS_BYTES))
+        causes.append(too_long(field, MAX_PARAMETERS_BYTES))
     if not allow_empty and not params:
         causes.append(required(field, "must contain at least one key/value pair"))
     return causes
@@ -271,9 +257,11 @@ def _attachment_source(source: Any) -> Causes:
         return [required("spec.source", both)]
     if volume is not None and inline is not None:
         return [forbidden("spec.source", both)]
-    if volume is not None and not volume:
-        return [required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName")]
-    return []
+    if volume is not None:
+        return [] if volume else [required("spec.source.persistentVolumeName",
+                                           "must specify non empty persistentVolumeName")]
+    return persistent_volume_spec_causes(inline if isinstance(inline, dict) else {}, "spec.source.inlineVolumeSpec",
+                                         inline=True)
 
 
 def _volume_error(error: Any, field: str) -> Causes:
@@ -282,7 +270,7 @@ def _volume_error(error: Any, field: str) -> Causes:
     causes: Causes = []
     if len(_text(error.get("message")).encode()) > MAX_VOLUME_ERROR_MESSAGE:
         # (upstream names the metadata's limit here, not the message's)
-        causes.append(_too_long(f"{field}.message", MAX_ATTACHMENT_METADATA_BYTES))
+        causes.append(too_long(f"{field}.message", MAX_ATTACHMENT_METADATA_BYTES))
     code = error.get("errorCode")
     if isinstance(code, int) and not isinstance(code, bool) and code < 0:
         causes.append(invalid(f"{field}.errorCode", code, f"must be between 0 and {INT32_MAX}, inclusive"))
@@ -295,7 +283,7 @@ def _attachment_status(status: Any) -> Causes:
     causes: Causes = []
     if isinstance(metadata, dict) and sum(len(k.encode()) + len(_text(v).encode())
                                           for k, v in metadata.items()) > MAX_ATTACHMENT_METADATA_BYTES:
-        causes.append(_too_long("status.attachmentMetadata", MAX_ATTACHMENT_METADATA_BYTES))
+        causes.append(too_long("status.attachmentMetadata", MAX_ATTACHMENT_METADATA_BYTES))
     return causes + _volume_error(status.get("attachError"), "status.attachError") \
         + _volume_error(status.get("detachError"), "status.detachError")
 

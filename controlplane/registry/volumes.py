@@ -9,7 +9,15 @@ What kube-apiserver's strategies for these types do on every write:
   ``storageClassName`` it had none of (the default class, assigned later);
 - a volume's reclaim policy defaults to ``Retain`` and its ``volumeMode`` to
   ``Filesystem``; it needs a capacity, access modes and exactly one volume source
-  (a ``local`` one also needs a node affinity);
+  (a ``local`` one also needs a node affinity). Its spec is checked as upstream's
+  ``ValidatePersistentVolumeSpec`` (``persistent_volume_spec_causes``), which a
+  VolumeAttachment's ``inlineVolumeSpec`` is checked with too, as an *inline* spec: a
+  ``csi`` source only, no capacity, claimRef, node affinity or storage class, reclaimed
+  by ``Retain`` and mounted as a ``Filesystem`` if it says so. Of the sources' own
+  fields only an inline ``csi`` source's are checked (``ValidateCSIDriverName``, a
+  volume handle, its secret references): upstream checks every source's, of every
+  volume, but the provisioning controller here names a volume's CSI driver after its
+  class's provisioner (``example.com/csi``), which that check would refuse;
 - a class's reclaim policy defaults to ``Delete`` and its binding mode to
   ``Immediate``; its provisioner, parameters, reclaim policy and binding mode are
   fixed once created.
@@ -19,22 +27,39 @@ Binding and provisioning are the controller's (``controllers/volumes.py``).
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from ..quantity import QuantityError, parse_quantity
-from .causes import forbidden, not_supported
+from .causes import forbidden, invalid, not_supported, required, too_long
+from .podvalidation import dns_label_problems, subdomain_problems
 
-__all__ = ["VOLUME_SOURCES", "prepare_claim", "prepare_storage_class", "prepare_volume"]
+__all__ = ["VOLUME_SOURCES", "csi_driver_name_causes", "persistent_volume_spec_causes", "prepare_claim",
+           "prepare_storage_class", "prepare_volume"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
-ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
-VOLUME_SOURCES = (
-    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
-    "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
-    "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
+ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")  # upstream's sorted set
+# a PersistentVolumeSpec's sources in the order ValidatePersistentVolumeSpec meets them: the
+# first one given is the volume's, each later one "more than 1 volume type", named at the
+# path upstream writes (cephfs's at ``cephFS``); a flexVolume counts but is never the extra one
+_SOURCES_IN_ORDER = (
+    ("hostPath", "hostPath"), ("gcePersistentDisk", "gcePersistentDisk"),
+    ("awsElasticBlockStore", "awsElasticBlockStore"), ("glusterfs", "glusterfs"), ("flocker", "flocker"),
+    ("nfs", "nfs"), ("rbd", "rbd"), ("quobyte", "quobyte"), ("cephfs", "cephFS"), ("iscsi", "iscsi"),
+    ("cinder", "cinder"), ("fc", "fc"), ("flexVolume", ""), ("azureFile", "azureFile"),
+    ("vsphereVolume", "vsphereVolume"), ("photonPersistentDisk", "photonPersistentDisk"),
+    ("portworxVolume", "portworxVolume"), ("azureDisk", "azureDisk"), ("scaleIO", "scaleIO"), ("local", "local"),
+    ("storageos", "storageos"), ("csi", "csi"),
 )
+VOLUME_SOURCES = tuple(sorted(source for source, _ in _SOURCES_IN_ORDER))
+RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
+VOLUME_MODES = ("Block", "Filesystem")
+CSI_DRIVER_NAME_MAX = 63
+_CSI_SECRET_REFS = ("controllerPublishSecretRef", "controllerExpandSecretRef", "nodePublishSecretRef",
+                    "nodeExpandSecretRef")
+INLINE = "may not be specified in the context of inline volumes"
 
 
 class BadQuantity(ValueError):
@@ -75,6 +100,17 @@ def _access_modes(modes: Any, field: str) -> Causes:
     return causes
 
 
+def _volume_access_modes(modes: Any, field: str) -> Causes:
+    """A PersistentVolumeSpec's access modes: required, each supported (the bad ones named at
+    the list, not the item), ReadWriteOncePod alone among the supported ones."""
+    modes = modes if isinstance(modes, list) else []
+    causes: Causes = [required(field)] if not modes else []
+    causes.extend(not_supported(field, m, ACCESS_MODES) for m in modes if m not in ACCESS_MODES)
+    if "ReadWriteOncePod" in modes and any(m in ACCESS_MODES and m != "ReadWriteOncePod" for m in modes):
+        causes.append(forbidden(field, "may not use ReadWriteOncePod with other access modes"))
+    return causes
+
+
 def _volume_mode(spec: Obj) -> Causes:
     mode = spec.setdefault("volumeMode", "Filesystem")
     return [] if mode in ("Filesystem", "Block") else [not_supported("spec.volumeMode", mode, ("Block", "Filesystem"))]
@@ -108,24 +144,138 @@ def prepare_claim(pvc: Obj, old: Obj | None) -> Causes:
     return causes
 
 
+def csi_driver_name_causes(name: Any, field: str) -> Causes:
+    """``ValidateCSIDriverName``: required, at most 63 characters, a DNS subdomain once lowercased."""
+    name = name if isinstance(name, str) else ""
+    causes: Causes = [required(field)] if not name else []
+    if len(name) > CSI_DRIVER_NAME_MAX:
+        causes.append(too_long(field, CSI_DRIVER_NAME_MAX))
+    causes.extend(invalid(field, name, p) for p in subdomain_problems(name.lower()))
+    return causes
+
+
+def _secret_reference(ref: Obj, at: str) -> Causes:
+    """``validatePVSecretReference``: a name (a DNS subdomain) and a namespace (a DNS label)."""
+    name, namespace = ref.get("name") or "", ref.get("namespace") or ""
+    causes: Causes = [required(f"{at}.name")] if not name else \
+        [invalid(f"{at}.name", name, p) for p in subdomain_problems(name)]
+    causes += [required(f"{at}.namespace")] if not namespace else \
+        [invalid(f"{at}.namespace", namespace, p) for p in dns_label_problems(namespace)]
+    return causes
+
+
+def _csi_source(csi: Obj, at: str) -> Causes:
+    """``validateCSIPersistentVolumeSource``."""
+    causes = csi_driver_name_causes(csi.get("driver"), f"{at}.driver")
+    if not csi.get("volumeHandle"):
+        causes.append(required(f"{at}.volumeHandle"))
+    for ref in _CSI_SECRET_REFS:
+        if isinstance(csi.get(ref), dict):
+            causes += _secret_reference(csi[ref], f"{at}.{ref}")
+    return causes
+
+
+def _sources(spec: Obj, at: str, inline: bool) -> Causes:
+    """Exactly one volume source, in upstream's order; a ``local`` one with a node affinity;
+    an inline ``csi`` one's fields (see the module's docstring)."""
+    causes: Causes = []
+    count = 0
+    for source, named in _SOURCES_IN_ORDER:
+        value = spec.get(source)
+        if value is None:
+            continue
+        if count and named:
+            causes.append(forbidden(f"{at}.{named}", "may not specify more than 1 volume type"))
+            continue
+        count += 1
+        if source == "csi" and inline and isinstance(value, dict):
+            causes += _csi_source(value, f"{at}.csi")
+        elif source == "local" and not spec.get("nodeAffinity"):
+            causes.append(required(f"{at}.nodeAffinity", "Local volume requires node affinity"))
+    if not count:
+        causes.append(required(at, "must specify a volume type"))
+    return causes
+
+
+def _inline_only(spec: Obj, at: str) -> Causes:
+    """What an inline spec may not say, before the rest is checked as any volume's."""
+    causes: Causes = []
+    if spec.get("claimRef") is not None:
+        causes.append(forbidden(f"{at}.claimRef", INLINE))
+    if spec.get("capacity"):
+        causes.append(forbidden(f"{at}.capacity", INLINE))
+    if spec.get("csi") is None:
+        causes.append(required(f"{at}.csi", "has to be specified in the context of inline volumes"))
+    return causes
+
+
+def _reclaim_policy(policy: Any, at: str, inline: bool) -> Causes:
+    if not policy:
+        return []
+    if inline:
+        return [] if policy == "Retain" else [forbidden(at, "may only be Retain in the context of inline volumes")]
+    return [] if policy in RECLAIM_POLICIES else [not_supported(at, policy, RECLAIM_POLICIES)]
+
+
+def _volume_mode_of_spec(mode: Any, at: str, inline: bool) -> Causes:
+    if mode is None:
+        return []
+    if inline:
+        return [] if mode == "Filesystem" else \
+            [forbidden(at, "may not specify volumeMode other than Filesystem in the context of inline volumes")]
+    return [] if mode in VOLUME_MODES else [not_supported(at, mode, VOLUME_MODES)]
+
+
+def _class_names(spec: Obj, at: str, inline: bool) -> Causes:
+    """The storage class (none inline) and the volume attributes class (a csi volume's)."""
+    causes: Causes = []
+    class_name = spec.get("storageClassName")
+    if class_name:
+        causes += [forbidden(f"{at}.storageClassName", INLINE)] if inline else \
+            [invalid(f"{at}.storageClassName", class_name, p) for p in subdomain_problems(str(class_name))]
+    attributes = spec.get("volumeAttributesClassName")
+    if attributes is not None:
+        field = f"{at}.volumeAttributesClassName"
+        causes += [required(field, "an empty string is disallowed")] if not attributes else \
+            [invalid(field, attributes, p) for p in subdomain_problems(str(attributes))]
+        if spec.get("csi") is None:
+            causes.append(required(f"{at}.csi", "has to be specified when using volumeAttributesClassName"))
+    return causes
+
+
+def _recycles_root(spec: Obj) -> bool:
+    """A hostPath volume of ``/`` (as Go's ``path.Clean`` reads it) that would be recycled."""
+    host_path = spec.get("hostPath")
+    if not isinstance(host_path, dict) or spec.get("persistentVolumeReclaimPolicy") != "Recycle":
+        return False
+    path = str(host_path.get("path") or "")
+    return path.startswith("/") and posixpath.normpath("/" + path.lstrip("/")) == "/"
+
+
+def persistent_volume_spec_causes(spec: Obj, at: str, inline: bool = False) -> Causes:
+    """``ValidatePersistentVolumeSpec`` of the spec at path ``at``, in upstream's order;
+    ``inline``: a VolumeAttachment's ``inlineVolumeSpec`` (see the module's docstring)."""
+    causes = _inline_only(spec, at) if inline else []
+    causes += _volume_access_modes(spec.get("accessModes"), f"{at}.accessModes")
+    if not inline and storage_of(spec.get("capacity"), f"{at}.capacity") is None:
+        causes.append(_required(f"{at}.capacity"))
+    causes += _reclaim_policy(spec.get("persistentVolumeReclaimPolicy"), f"{at}.persistentVolumeReclaimPolicy", inline)
+    if inline and spec.get("nodeAffinity") is not None:
+        causes.append(forbidden(f"{at}.nodeAffinity", INLINE))
+    causes += _sources(spec, at, inline)
+    if _recycles_root(spec):
+        causes.append(forbidden(f"{at}.persistentVolumeReclaimPolicy",
+                                "may not be 'recycle' for a hostPath mount of '/'"))
+    return causes + _class_names(spec, at, inline) + _volume_mode_of_spec(spec.get("volumeMode"), f"{at}.volumeMode",
+                                                                          inline)
+
+
 def prepare_volume(pv: Obj, old: Obj | None) -> Causes:
     spec = _dict(pv, "spec")
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
-    causes = _volume_mode(spec) + _access_modes(spec.get("accessModes"), "spec.accessModes")
-    if storage_of(spec.get("capacity"), "spec.capacity") is None:
-        causes.append(_required("spec.capacity"))
-    policy = spec["persistentVolumeReclaimPolicy"]
-    if policy not in ("Delete", "Recycle", "Retain"):
-        causes.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, ("Delete", "Recycle", "Retain")))
-    sources = [s for s in VOLUME_SOURCES if spec.get(s) is not None]
-    if not sources:
-        causes.append({"reason": "FieldValueRequired", "field": "spec",
-                       "message": "Required value: must specify a volume type"})
-    for extra in sources[1:]:
-        causes.append(forbidden(f"spec.{extra}", "may not specify more than 1 volume type"))
-    if sources == ["local"] and not spec.get("nodeAffinity"):
-        causes.append({"reason": "FieldValueRequired", "field": "spec.nodeAffinity",
-                       "message": "Required value: Local volume requires node affinity"})
+    spec.setdefault("volumeMode", "Filesystem")
+    causes = persistent_volume_spec_causes(spec, "spec")
+    sources = [s for s, _ in _SOURCES_IN_ORDER if spec.get(s) is not None]
     if old is None:
         pv.setdefault("status", {}).setdefault("phase", "Pending")
     elif sources and (old.get("spec") or {}).get(sources[0]) != spec.get(sources[0]):

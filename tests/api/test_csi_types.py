@@ -158,6 +158,63 @@ async def test_bad_volume_attachments_are_refused(client: Client, spec: dict[str
     assert e.value.code == 422 and [(r, f) for r, f, _ in causes(e)] == expected
 
 
+def inline(**spec: Any) -> dict[str, Any]:
+    return {"source": {"inlineVolumeSpec": spec}}
+
+
+async def test_an_inline_volume_spec_is_taken_as_upstream_takes_it(client: Client) -> None:
+    """A CSI volume and its access modes: stored as given, without a PersistentVolume's defaults."""
+    spec = {"csi": {"driver": "csi.example.com", "volumeHandle": "vol-1"}, "accessModes": ["ReadWriteOnce"]}
+    created = await client.create(ATTACHMENTS, attachment("va-inline", **inline(**spec)))
+    assert created["spec"]["source"] == {"inlineVolumeSpec": spec}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({}, [("FieldValueRequired", "csi", "Required value: has to be specified in the context of inline volumes"),
+          ("FieldValueRequired", "accessModes", "Required value"),
+          ("FieldValueRequired", "", "Required value: must specify a volume type")]),
+    ({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}, "claimRef": {"name": "c"},
+      "persistentVolumeReclaimPolicy": "Delete", "nodeAffinity": {}, "hostPath": {"path": "/data"},
+      "storageClassName": "fast", "volumeMode": "Block"}, [
+        ("FieldValueForbidden", "claimRef", "Forbidden: may not be specified in the context of inline volumes"),
+        ("FieldValueForbidden", "capacity", "Forbidden: may not be specified in the context of inline volumes"),
+        ("FieldValueRequired", "csi", "Required value: has to be specified in the context of inline volumes"),
+        ("FieldValueForbidden", "persistentVolumeReclaimPolicy",
+         "Forbidden: may only be Retain in the context of inline volumes"),
+        ("FieldValueForbidden", "nodeAffinity", "Forbidden: may not be specified in the context of inline volumes"),
+        ("FieldValueForbidden", "storageClassName",
+         "Forbidden: may not be specified in the context of inline volumes"),
+        ("FieldValueForbidden", "volumeMode",
+         "Forbidden: may not specify volumeMode other than Filesystem in the context of inline volumes")]),
+    ({"accessModes": ["ReadWriteOncePod", "ReadWriteOnce", "Sometimes"], "hostPath": {"path": "/"},
+      "csi": {"driver": "", "volumeHandle": "vol-1"}}, [
+        ("FieldValueNotSupported", "accessModes", 'Unsupported value: "Sometimes": supported values: '
+         '"ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"'),
+        ("FieldValueForbidden", "accessModes", "Forbidden: may not use ReadWriteOncePod with other access modes"),
+        ("FieldValueForbidden", "csi", "Forbidden: may not specify more than 1 volume type")]),
+    ({"accessModes": ["ReadOnlyMany"], "volumeAttributesClassName": "",
+      "csi": {"driver": "CSI.Example.com", "volumeHandle": "", "nodePublishSecretRef": {"name": "Bad_Name"}}}, [
+        ("FieldValueRequired", "csi.volumeHandle", "Required value"),
+        ("FieldValueInvalid", "csi.nodePublishSecretRef.name",
+         'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+         "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+         "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
+        ("FieldValueRequired", "csi.nodePublishSecretRef.namespace", "Required value"),
+        ("FieldValueRequired", "volumeAttributesClassName", "Required value: an empty string is disallowed")]),
+    ({"accessModes": ["ReadWriteOnce"], "csi": {"driver": "d" * 64, "volumeHandle": "vol-1"}},
+     [("FieldValueTooLong", "csi.driver", "Too long: may not be more than 63 bytes")]),
+])
+async def test_a_bad_inline_volume_spec_is_refused_in_upstreams_words(
+        client: Client, spec: dict[str, Any], expected: list[tuple[str, str, str]]) -> None:
+    """``ValidatePersistentVolumeSpec`` of an inline spec, in its order and words (a driver
+    name is a DNS subdomain once lowercased, as ``ValidateCSIDriverName`` reads it)."""
+    at = "spec.source.inlineVolumeSpec"
+    with pytest.raises(ApiError) as e:
+        await client.create(ATTACHMENTS, attachment("va-bad-inline", **inline(**spec)))
+    assert e.value.code == 422
+    assert causes(e) == [(r, f"{at}.{f}" if f else at, m) for r, f, m in expected]
+
+
 async def test_a_storage_capacity_needs_a_class_and_keeps_it(client: Client) -> None:
     body = {"metadata": {"name": "cap-1"}, "storageClassName": "fast", "capacity": "10Gi",
             "nodeTopology": {"matchLabels": {"topology.kubernetes.io/zone": "zone-a"}}}

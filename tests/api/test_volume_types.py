@@ -62,6 +62,22 @@ async def test_a_volume_needs_one_source_and_is_retained_by_default(client: Clie
     assert e.value.code == 422 and "may not specify more than 1 volume type" in e.value.message
 
 
+async def test_a_volumes_spec_is_checked_in_upstreams_order_and_words(client: Client) -> None:
+    """``ValidatePersistentVolumeSpec``: the sources met in upstream's order (hostPath before
+    csi), access modes required in its words (not a claim's), the class a DNS subdomain."""
+    with pytest.raises(ApiError) as e:
+        await client.create(PVS, {"metadata": {"name": "pv4"}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": [], "storageClassName": "Fast!",
+            "csi": {"driver": "csi.example.com", "volumeHandle": "v"}, "hostPath": {"path": "/a"}}})
+    assert [(c["reason"], c["field"], c["message"]) for c in e.value.status["details"]["causes"]] == [
+        ("FieldValueRequired", "spec.accessModes", "Required value"),
+        ("FieldValueForbidden", "spec.csi", "Forbidden: may not specify more than 1 volume type"),
+        ("FieldValueInvalid", "spec.storageClassName",
+         'Invalid value: "Fast!": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '
+         "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+         "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")]
+
+
 async def test_a_storage_class_is_defaulted_and_its_parameters_are_fixed(client: Client) -> None:
     sc = await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/disk",
                                        "parameters": {"type": "ssd"}})
