@@ -966,9 +966,8 @@ class KubeApi:
             # dropped, as upstream's strategy drops it, before the pruning below: a schema
             # without a status would have it reported as an unknown field (Strict: a 400)
             obj.pop("status", None)
-        elif "status" in rtype.subresources and rtype.plural != "nodes":
-            # the status is the system's to write, through /status; but a kubelet
-            # registers its Node with its status, which upstream's strategy keeps
+        elif "status" in rtype.subresources and (rtype.group, rtype.plural) not in STATUS_KEPT_AT_CREATE:
+            # the status is the system's to write, through /status (but see STATUS_KEPT_AT_CREATE)
             obj["status"] = _initial_status(rtype.plural)
         if rtype is self._namespaces:  # the namespace controller empties it before it goes
             spec = obj.setdefault("spec", {})
@@ -1306,6 +1305,8 @@ class KubeApi:
             sync_last_applied(options.manager, applied, obj)
             obj["metadata"]["name"] = name
             if current is None or old is None:
+                if (rtype.group, rtype.plural) in STATUS_KEPT_AT_CREATE:
+                    obj.pop("status", None)  # (a reset field: an apply never writes it)
                 try:
                     return await self._create(rtype, namespace, orjson.dumps(obj), write=write), True
                 except ApiError as e:
@@ -1313,7 +1314,7 @@ class KubeApi:
                         continue  # created meanwhile: apply to that
                     raise
             fields = obj["metadata"].get("managedFields")
-            obj = _split_status(rtype, subresource, old, obj)
+            obj = _split_status(rtype, subresource, old, obj, applied=True)
             fill_zero_values(rtype, obj, old)  # as decoding the merge into the Go type would
             meta = obj["metadata"]
             if fields is None:
@@ -2480,6 +2481,15 @@ def _check_preconditions(rtype: ResourceType, name: str, pre: Mapping[str, Any],
                                 f"{pre['resourceVersion']}, ResourceVersion in object meta: {revision}")
 
 
+# the types whose strategy keeps the status a create sends, where the others' reset it: a
+# kubelet registers its Node with its status; a ServiceCIDR's PrepareForCreate changes
+# nothing (its comment notwithstanding), nor does its PrepareForUpdate, so an update of the
+# object itself may write its status too. A server-side apply never does: the status is
+# among their strategies' reset fields
+STATUS_KEPT_AT_CREATE = frozenset({("", "nodes"), ("networking.k8s.io", "servicecidrs")})
+STATUS_KEPT_AT_UPDATE = frozenset({("networking.k8s.io", "servicecidrs")})
+
+
 def _initial_status(plural: str) -> dict[str, Any]:
     """The status a create starts an object with (a new dict each time)."""
     if plural == "pods":
@@ -2556,10 +2566,11 @@ def _generation_moves(rtype: ResourceType, old: dict[str, Any], new: dict[str, A
 
 
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],
-                  new: dict[str, Any]) -> dict[str, Any]:
+                  new: dict[str, Any], applied: bool = False) -> dict[str, Any]:
     """What an update may change: through ``/status`` only the status; through the
-    object itself, everything but the status (for types with a status subresource).
-    Server-set metadata is kept; ``generation`` counts changes of the spec."""
+    object itself, everything but the status (for types with a status subresource, but
+    STATUS_KEPT_AT_UPDATE's unless ``applied``). Server-set metadata is kept;
+    ``generation`` counts changes of the spec."""
     old_meta = old.get("metadata", {})
     if subresource == "ephemeralcontainers":  # only spec.ephemeralContainers (validated in _admit)
         merged = dict(old)
@@ -2586,7 +2597,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
                 status = {**status, "qosClass": kept}
             merged["status"] = pair_ips(status)
         return merged
-    if "status" in rtype.subresources:
+    if "status" in rtype.subresources and (applied or (rtype.group, rtype.plural) not in STATUS_KEPT_AT_UPDATE):
         if "status" in old:
             new["status"] = old["status"]
         else:

@@ -99,6 +99,31 @@ async def test_a_users_service_cidr_extends_the_ranges_until_it_is_deleted(clien
     assert e.value.code == 404
 
 
+async def test_a_service_cidrs_status_is_written_as_its_strategy_leaves_it(client: Client) -> None:
+    """Upstream's PrepareForCreate and PrepareForUpdate change nothing: a create or an update
+    of the object itself writes the status it carries; a server-side apply does not (the
+    status is a reset field); ``/status`` writes only the status."""
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Given",
+             "message": "as sent"}
+    created = await client.create(CIDRS, {"metadata": {"name": "given"}, "spec": {"cidrs": ["10.201.0.0/24"]},
+                                          "status": {"conditions": [ready]}})
+    assert created["status"] == {"conditions": [ready]}
+    assert (await client.get(f"{CIDRS}/given"))["status"] == {"conditions": [ready]}
+    changed = {**ready, "status": "False", "reason": "Changed"}
+    updated = await client.update(f"{CIDRS}/given", {**created, "status": {"conditions": [changed]}})
+    assert updated["status"] == {"conditions": [changed]}
+    applied = await client.patch(f"{CIDRS}/given", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "given"},
+        "spec": {"cidrs": ["10.201.0.0/24"]}, "status": {"conditions": [ready]}}, patch_type="apply",
+        fieldManager="me")
+    assert applied["status"] == {"conditions": [changed]}
+    new = await client.patch(f"{CIDRS}/applied", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "applied"},
+        "spec": {"cidrs": ["10.202.0.0/24"]}, "status": {"conditions": [ready]}}, patch_type="apply",
+        fieldManager="me")
+    assert not new.get("status")
+
+
 async def test_ip_addresses_are_validated_as_upstream(client: Client) -> None:
     ref = {"resource": "services", "namespace": "default", "name": "x"}
     for name, problem in (("10.96.0.010", "must not have leading 0s"),
