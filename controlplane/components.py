@@ -103,6 +103,10 @@ COMPONENTS: list[Component] = [
     # (controllers/servicecidrs.py)
     Component("service-cidrs-controller", "controlplane.controllers.servicecidrs:start",
               lambda config: config.scheduler),
+    # the default ServiceCIDR made again when deleted, set Ready, every 10 s, in every mode, as kube-apiserver's own
+    # controller (controllers/defaultservicecidr.py)
+    Component("default-service-cidr-controller", "controlplane.controllers.defaultservicecidr:start",
+              lambda config: True, agent="kube-apiserver"),
     # custom resources' local APIServices and every APIService's Available condition, in every mode, as
     # kube-apiserver's own controllers (controllers/apiservices.py)
     Component("apiservice-controller", "controlplane.controllers.apiservices:start", lambda config: True,

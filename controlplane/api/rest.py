@@ -310,8 +310,9 @@ class KubeApi:
 
     async def _default_service_cidr(self) -> None:
         """The ServiceCIDR ``kubernetes`` of the service range, Ready, as kube-apiserver's
-        default ServiceCIDR controller makes it (with kube-controller-manager's finalizer).
-        One there already is left as it is (upstream reports a mismatch, and changes nothing)."""
+        default ServiceCIDR controller makes it (with kube-controller-manager's finalizer): that
+        controller's first sync (its later ones: controllers/defaultservicecidr.py). One there
+        already is left as it is (upstream reports a mismatch, and changes nothing)."""
         if self._service_cidrs is None:
             return
         obj = default_service_cidr([str(SERVICE_CIDR)], _now())

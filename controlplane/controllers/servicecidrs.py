@@ -4,7 +4,8 @@ deleted keeps its finalizer while an allocated cluster IP would be left outside 
 
 - A ServiceCIDR not being deleted gets the finalizer, then ``Ready=True`` ("Kubernetes
   Service CIDR is ready"); the default one, ``kubernetes``, is written so by the API server
-  at start (``KubeApi._default_service_cidr``).
+  at start (``KubeApi._default_service_cidr``), and made again when deleted by the API
+  server's default ServiceCIDR controller (``controllers/defaultservicecidr.py``).
 - One being deleted whose CIDRs each lie in another ServiceCIDR's loses its finalizer at
   once. Otherwise the allocator's IPAddresses (labelled ``managed-by: ipallocator.k8s.io``)
   are listed: while one lies in this ServiceCIDR and in no other, the condition is
