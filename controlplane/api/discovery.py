@@ -9,6 +9,25 @@ A client asks for it in ``Accept``, e.g. kubectl's::
 and otherwise gets the per-group documents (APIVersions, APIGroupList). The
 response says which it is in its ``Content-Type``. The document is built from
 the Registry on each request, so types added at run time show at once.
+
+Groups and versions are listed as kube-apiserver's aggregator lists them, by the
+priorities of their APIServices (``registry/apiservices.py``: upstream's table, custom
+resources' 1000 and 100), which kubectl and the clients take the preferred version from:
+
+- a group's versions: higher ``versionPriority`` first, then by Kubernetes' version order
+  (GA before beta before alpha, newest first); the first is the preferred one;
+- ``/apis`` (an APIGroupList: ``group_list_order``): ``apiregistration.k8s.io`` first,
+  then each group where the first of its APIServices falls when they are sorted by
+  ``groupPriorityMinimum``, higher first, ties by the APIService's name
+  (``<version>.<group>``), as ``SortedByGroupAndVersion``;
+- aggregated discovery (``aggregated_order``): a group's priority is the highest of its
+  versions' (``apiregistration.k8s.io``'s 20001), higher first, ties by the group's name.
+
+    >>> [g for g, _ in group_list_order({"apps": ["v1"], "zz.example.com": ["v1"], "batch": ["v1"],
+    ...                                  "apiregistration.k8s.io": ["v1"]})]
+    ['apiregistration.k8s.io', 'apps', 'batch', 'zz.example.com']
+    >>> version_order("autoscaling", ["v1", "v2"])
+    ['v2', 'v1']
 """
 
 from __future__ import annotations
@@ -16,8 +35,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..registry import Registry, ResourceType
+from ..registry.apiservices import APIREGISTRATION_GROUP, APIREGISTRATION_GROUP_PRIORITY, priority_of
+from ..registry.versions import priority as kube_version_order
 
-__all__ = ["SUBRESOURCE_KINDS", "aggregated", "aggregated_version_accepted", "subresource_kind"]
+__all__ = ["SUBRESOURCE_KINDS", "aggregated", "aggregated_order", "aggregated_version_accepted", "group_list_order",
+           "subresource_kind", "version_order"]
+
+Groups = dict[str, list[str]]  # group -> its versions (Registry.groups)
 
 _GROUP = "apidiscovery.k8s.io"
 
@@ -83,10 +107,38 @@ def _resource(t: ResourceType) -> dict[str, Any]:
     return r
 
 
+def version_order(group: str, versions: list[str]) -> list[str]:
+    """A group's versions, the preferred one first (the module's docstring)."""
+    return sorted(versions, key=lambda v: (-priority_of(group, v)[1], kube_version_order(v)))
+
+
+def group_list_order(groups: Groups) -> list[tuple[str, list[str]]]:
+    """The named groups as ``/apis`` lists them, each with its versions in order."""
+    ordered = [APIREGISTRATION_GROUP] if APIREGISTRATION_GROUP in groups else []
+    apiservices = sorted(((group, v) for group, versions in groups.items() if group for v in versions),
+                         key=lambda gv: (-priority_of(*gv)[0], f"{gv[1]}.{gv[0]}"))
+    for group, _ in apiservices:
+        if group not in ordered:
+            ordered.append(group)
+    return [(group, version_order(group, groups[group])) for group in ordered]
+
+
+def _group_priority(group: str, versions: list[str]) -> int:
+    if group == APIREGISTRATION_GROUP:
+        return APIREGISTRATION_GROUP_PRIORITY
+    return max((priority_of(group, v)[0] for v in versions), default=0)
+
+
+def aggregated_order(groups: Groups) -> list[tuple[str, list[str]]]:
+    """The groups as aggregated discovery lists them, each with its versions in order."""
+    ordered = sorted(groups, key=lambda group: (-_group_priority(group, groups[group]), group))
+    return [(group, version_order(group, groups[group])) for group in ordered]
+
+
 def aggregated(registry: Registry, core: bool, version: str = "v2") -> dict[str, Any]:
     """The APIGroupDiscoveryList for ``/api`` (``core``) or ``/apis``."""
     items = []
-    for group, versions in registry.groups().items():
+    for group, versions in aggregated_order(registry.groups()):
         if (group == "") != core:
             continue
         vs = [{"version": v, "resources": [_resource(t) for t in registry.in_group_version(group, v)],

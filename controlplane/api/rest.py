@@ -87,7 +87,7 @@ from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crds import CustomResourceDefinitions, scale_paths
 from .deleteoptions import delete_options
-from .discovery import aggregated, aggregated_version_accepted, subresource_kind
+from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
@@ -857,11 +857,10 @@ class KubeApi:
         versions = self.registry.groups().get(group)
         if not versions or not group:
             return None
-        vs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": vs, "preferredVersion": vs[0]}
+        return _api_group(group, version_order(group, versions))
 
     def _group_list(self) -> dict[str, Any]:
-        groups = [g for g in (self._group(name) for name in self.registry.groups()) if g is not None]
+        groups = [_api_group(group, versions) for group, versions in group_list_order(self.registry.groups())]
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def _resource_list(self, group: str, version: str) -> dict[str, Any]:
@@ -2480,6 +2479,12 @@ def _check_preconditions(rtype: ResourceType, name: str, pre: Mapping[str, Any],
     if pre.get("resourceVersion") not in (None, str(revision)):
         raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
                                 f"{pre['resourceVersion']}, ResourceVersion in object meta: {revision}")
+
+
+def _api_group(group: str, versions: list[str]) -> dict[str, Any]:
+    """An APIGroup of discovery, its versions in order (api/discovery.py), the first preferred."""
+    vs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": vs, "preferredVersion": vs[0]}
 
 
 # the types whose strategy keeps the status a create sends, where the others' reset it: a

@@ -23,46 +23,85 @@ from typing import Any
 from .causes import Causes, invalid, required
 from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
 
-__all__ = ["AUTOMANAGED", "local_apiservice", "prepare_apiservice", "priority_of"]
+__all__ = ["APIREGISTRATION_GROUP", "APIREGISTRATION_GROUP_PRIORITY", "AUTOMANAGED", "UPSTREAM_PRIORITIES",
+           "local_apiservice", "prepare_apiservice", "priority_of"]
 
 Obj = dict[str, Any]
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
-# (group, version) -> (groupPriorityMinimum, versionPriority), as upstream's kube-apiserver
-# tables (DefaultGenericAPIServicePriorities merged with the kube-apiserver's own), for the
-# versions served here
-_PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
+# (group, version) -> (groupPriorityMinimum, versionPriority): upstream's apiVersionPriorities,
+# kube-apiserver's table (cmd/kube-apiserver/app/aggregator.go) merged over the generic one
+# (pkg/controlplane/apiserver/aggregator.go, DefaultGenericAPIServicePriorities), whole,
+# served here or not. The local APIServices carry them; discovery orders groups and versions
+# by them (api/discovery.py). Unlike the rest, two are not in the 1.33 tables stored to read:
+# resource.k8s.io/v1 (GA in 1.34, above its betas as flowcontrol's v1 is) and this server's
+# scheduling.k8s.io/v1beta1 (a later release's Workload API), under v1 as other groups' betas
+UPSTREAM_PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
     ("", "v1"): (18000, 1),
-    ("apps", "v1"): (17800, 15),
+    # the generic table
     ("events.k8s.io", "v1"): (17750, 15),
+    ("events.k8s.io", "v1beta1"): (17750, 5),
     ("authentication.k8s.io", "v1"): (17700, 15),
+    ("authentication.k8s.io", "v1beta1"): (17700, 9),
+    ("authentication.k8s.io", "v1alpha1"): (17700, 1),
     ("authorization.k8s.io", "v1"): (17600, 15),
-    ("autoscaling", "v1"): (17500, 15),
-    ("autoscaling", "v2"): (17500, 30),
-    ("batch", "v1"): (17400, 15),
     ("certificates.k8s.io", "v1"): (17300, 15),
-    ("networking.k8s.io", "v1"): (17200, 15),
-    ("policy", "v1"): (17100, 15),
+    ("certificates.k8s.io", "v1alpha1"): (17300, 1),
     ("rbac.authorization.k8s.io", "v1"): (17000, 15),
-    ("storage.k8s.io", "v1"): (16800, 15),
     ("apiextensions.k8s.io", "v1"): (16700, 15),
     ("admissionregistration.k8s.io", "v1"): (16700, 15),
-    ("scheduling.k8s.io", "v1"): (16600, 15),
-    ("scheduling.k8s.io", "v1beta1"): (16600, 12),
+    ("admissionregistration.k8s.io", "v1beta1"): (16700, 12),
+    ("admissionregistration.k8s.io", "v1alpha1"): (16700, 9),
     ("coordination.k8s.io", "v1"): (16500, 15),
-    ("node.k8s.io", "v1"): (16300, 15),
     ("discovery.k8s.io", "v1"): (16200, 15),
-    ("resource.k8s.io", "v1"): (16200, 21),
+    ("discovery.k8s.io", "v1beta1"): (16200, 12),
     ("flowcontrol.apiserver.k8s.io", "v1"): (16100, 21),
-    ("apiregistration.k8s.io", "v1"): (18000, 15),  # the aggregator's own (not in the tables), as clusters show it
-    # served here in process, where clusters run metrics-server behind an APIService of its
-    # manifest's priorities
-    ("metrics.k8s.io", "v1beta1"): (100, 100),
+    ("flowcontrol.apiserver.k8s.io", "v1beta3"): (16100, 18),
+    ("flowcontrol.apiserver.k8s.io", "v1beta2"): (16100, 15),
+    ("flowcontrol.apiserver.k8s.io", "v1beta1"): (16100, 12),
+    ("flowcontrol.apiserver.k8s.io", "v1alpha1"): (16100, 9),
+    ("internal.apiserver.k8s.io", "v1alpha1"): (16000, 9),
+    ("storagemigration.k8s.io", "v1alpha1"): (15800, 9),
+    # kube-apiserver's own
+    ("apps", "v1"): (17800, 15),
+    ("autoscaling", "v1"): (17500, 15),
+    ("autoscaling", "v2"): (17500, 30),
+    ("autoscaling", "v2beta1"): (17500, 9),
+    ("autoscaling", "v2beta2"): (17500, 1),
+    ("batch", "v1"): (17400, 15),
+    ("batch", "v1beta1"): (17400, 9),
+    ("batch", "v2alpha1"): (17400, 9),
+    ("networking.k8s.io", "v1"): (17200, 15),
+    ("networking.k8s.io", "v1beta1"): (17200, 9),
+    ("policy", "v1"): (17100, 15),
+    ("policy", "v1beta1"): (17100, 9),
+    ("storage.k8s.io", "v1"): (16800, 15),
+    ("storage.k8s.io", "v1beta1"): (16800, 9),
+    ("storage.k8s.io", "v1alpha1"): (16800, 1),
+    ("scheduling.k8s.io", "v1"): (16600, 15),
+    ("node.k8s.io", "v1"): (16300, 15),
+    ("node.k8s.io", "v1alpha1"): (16300, 1),
+    ("node.k8s.io", "v1beta1"): (16300, 9),
+    ("resource.k8s.io", "v1beta2"): (16200, 15),
+    ("resource.k8s.io", "v1beta1"): (16200, 9),
+    ("resource.k8s.io", "v1alpha3"): (16200, 1),
+    # (not in the tables read: see above)
+    ("resource.k8s.io", "v1"): (16200, 21),
+    ("scheduling.k8s.io", "v1beta1"): (16600, 12),
 }
+# beyond the tables: the aggregator's own group, whose APIService clusters show so (its
+# discovery puts it first whatever: APIREGISTRATION_GROUP_PRIORITY); metrics.k8s.io, served
+# here in process where clusters run metrics-server behind an APIService of its manifest's
+_PRIORITIES = {**UPSTREAM_PRIORITIES, ("apiregistration.k8s.io", "v1"): (18000, 15),
+               ("metrics.k8s.io", "v1beta1"): (100, 100)}
 # custom resources' groups, as the crdregistration controller registers them; this
 # server's own groups (nodes.controlplane.dev) likewise
 CUSTOM_PRIORITY = (1000, 100)
+APIREGISTRATION_GROUP = "apiregistration.k8s.io"
+# the aggregator's group in aggregated discovery: above the highest an APIService may say
+# (20000), first, as its /apis lists it (kube-aggregator's APIRegistrationGroupPriority)
+APIREGISTRATION_GROUP_PRIORITY = 20001
 
 
 def priority_of(group: str, version: str) -> tuple[int, int]:

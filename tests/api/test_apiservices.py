@@ -77,6 +77,51 @@ async def _has(names: Any, name: str) -> bool:
     return name in await names()
 
 
+# the built-in groups as kube-apiserver's /apis lists them: its aggregator's group first,
+# then by upstream's groupPriorityMinimum (admissionregistration before apiextensions at
+# 16700, discovery before resource at 16200: by APIService name)
+BUILT_IN_ORDER = ["apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+                  "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io",
+                  "policy", "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
+                  "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+                  "discovery.k8s.io", "resource.k8s.io", "flowcontrol.apiserver.k8s.io"]
+
+
+def crd(group: str, versions: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"gadgets.{group}"},
+            "spec": {"group": group, "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                     "versions": [{"name": v, "served": True, "storage": i == 0,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}
+                                  for i, v in enumerate(versions)]}}
+
+
+async def test_the_group_list_is_in_the_aggregators_order(client: Client) -> None:
+    """Groups by their APIServices' groupPriorityMinimum, ties by APIService name: custom
+    resources' (1000) by ``<version>.<group>``, so b.example.com's v1 before this server's
+    nodes.controlplane.dev's v1alpha1 before a.example.com's v2; metrics.k8s.io (100) last.
+    A group's versions by versionPriority, then Kubernetes' version order."""
+    for group, versions in (("a.example.com", ["v2"]), ("b.example.com", ["v1"]),
+                            ("c.example.com", ["v2alpha1", "v1beta1", "v1"])):
+        await client.create(CRDS, crd(group, versions))
+
+    async def listed() -> list[dict[str, Any]] | None:
+        groups: list[dict[str, Any]] = (await client.get("/apis"))["groups"]
+        return groups if {"a.example.com", "b.example.com", "c.example.com"} <= {g["name"] for g in groups} else None
+
+    groups = await until(listed)
+    assert [g["name"] for g in groups] == [*BUILT_IN_ORDER, "b.example.com", "c.example.com",
+                                           "nodes.controlplane.dev", "a.example.com", "metrics.k8s.io"]
+    by_name = {g["name"]: g for g in groups}
+    assert [v["version"] for v in by_name["c.example.com"]["versions"]] == ["v1", "v1beta1", "v2alpha1"]
+    assert [v["version"] for v in by_name["autoscaling"]["versions"]] == ["v2", "v1"]
+    assert by_name["scheduling.k8s.io"]["preferredVersion"] == {"groupVersion": "scheduling.k8s.io/v1",
+                                                                "version": "v1"}
+    group = await client.get("/apis/c.example.com")
+    assert group["preferredVersion"]["version"] == "v1"
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v2alpha1"]
+
+
 async def test_an_apiservice_of_a_service_is_stored_but_not_available(client: Client) -> None:
     made = await client.create(APISERVICES, apiservice("metrics.example.com", "v1beta1", service={
         "namespace": "default", "name": "metrics"}))
