@@ -117,9 +117,9 @@ async def test_the_group_list_is_in_the_aggregators_order(client: Client) -> Non
     assert [v["version"] for v in by_name["autoscaling"]["versions"]] == ["v2", "v1"]
     assert by_name["scheduling.k8s.io"]["preferredVersion"] == {"groupVersion": "scheduling.k8s.io/v1",
                                                                 "version": "v1"}
-    group = await client.get("/apis/c.example.com")
-    assert group["preferredVersion"]["version"] == "v1"
-    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v2alpha1"]
+    c_group = await client.get("/apis/c.example.com")
+    assert c_group["preferredVersion"]["version"] == "v1"
+    assert [v["version"] for v in c_group["versions"]] == ["v1", "v1beta1", "v2alpha1"]
 
 
 async def test_an_apiservice_of_a_service_is_stored_but_not_available(client: Client) -> None:
