@@ -190,7 +190,7 @@ def _sources(spec: Obj, at: str, inline: bool) -> Causes:
         count += 1
         if source == "csi" and inline and isinstance(value, dict):
             causes += _csi_source(value, f"{at}.csi")
-        elif source == "local" and not spec.get("nodeAffinity"):
+        elif source == "local" and (inline or not spec.get("nodeAffinity")):  # (inline: never taken as given)
             causes.append(required(f"{at}.nodeAffinity", "Local volume requires node affinity"))
     if not count:
         causes.append(required(at, "must specify a volume type"))
