@@ -203,6 +203,11 @@ async def test_an_inline_volume_spec_is_taken_as_upstream_takes_it(client: Clien
         ("FieldValueRequired", "volumeAttributesClassName", "Required value: an empty string is disallowed")]),
     ({"accessModes": ["ReadWriteOnce"], "csi": {"driver": "d" * 64, "volumeHandle": "vol-1"}},
      [("FieldValueTooLong", "csi.driver", "Too long: may not be more than 63 bytes")]),
+    ({"accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt/disk"}, "nodeAffinity": {"required": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}}, [
+        ("FieldValueRequired", "csi", "Required value: has to be specified in the context of inline volumes"),
+        ("FieldValueForbidden", "nodeAffinity", "Forbidden: may not be specified in the context of inline volumes"),
+        ("FieldValueRequired", "nodeAffinity", "Required value: Local volume requires node affinity")]),
 ])
 async def test_a_bad_inline_volume_spec_is_refused_in_upstreams_words(
         client: Client, spec: dict[str, Any], expected: list[tuple[str, str, str]]) -> None:
