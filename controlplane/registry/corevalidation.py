@@ -6,7 +6,9 @@ PodTemplates (``pkg/apis/core/validation``: ``ValidateNode``/``ValidateNodeUpdat
     endpoints_causes(endpoints)    # [{'field': 'subsets[0].addresses[0].ip', ...}]
     pod_template_causes(template)  # [{'field': 'template.spec.containers', ...}]
 
-Upstream's quirks are kept, since clients see them: a Node's taints are reported under
+A bad value that is a struct or a list is shown as JSON, as apimachinery's field errors
+show one (its Go field names, the internal type having no JSON tags). Upstream's quirks
+are kept, since clients see them: a Node's taints are reported under
 ``metadata.taints`` (its validator hands the taints the metadata's path), its pod CIDRs
 are checked for form only at create (an update checks only that set ones do not change),
 and an Endpoints address that is not an IP is reported twice (``IsValidIP`` and
@@ -23,8 +25,10 @@ import ipaddress
 import math
 from typing import Any
 
+import orjson
+
 from ..quantity import QuantityError, parse_quantity
-from .causes import Causes, cause, duplicate, forbidden, invalid, not_supported, required, show
+from .causes import Causes, cause, duplicate, forbidden, invalid, not_supported, required
 from .podspec import default_pod_spec
 from .podvalidation import (
     dns_label_problems,
@@ -36,8 +40,8 @@ from .podvalidation import (
 from .servicecidrs import _cidr_problems
 from .volumes import BadQuantity
 
-__all__ = ["endpoints_causes", "node_causes", "pod_template_causes", "prepare_endpoints", "prepare_node",
-           "prepare_pod_template"]
+__all__ = ["endpoints_causes", "node_causes", "non_special_ip_causes", "parsed_ip", "pod_template_causes",
+           "prepare_endpoints", "prepare_node", "prepare_pod_template"]
 
 Obj = dict[str, Any]
 
@@ -58,10 +62,6 @@ def _dict(value: Any) -> Obj:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
-
-
-def _go_strings(values: list[Any]) -> str:
-    return "[]string{" + ", ".join(show(str(v)) for v in values) + "}"
 
 
 # -- Nodes ------------------------------------------------------------------------------------------
@@ -105,9 +105,9 @@ def node_causes(node: Obj, old: Obj | None) -> Causes:
             a = _dict(a)
             pair = (a.get("type") or "", a.get("address") or "")
             if pair in seen:
+                shown = orjson.dumps({"Type": pair[0], "Address": pair[1]}).decode()
                 causes.append({"reason": "FieldValueDuplicate", "field": f"status.addresses[{i}]",
-                               "message": f"Duplicate value: core.NodeAddress{{Type:{show(pair[0])}, "
-                                          f"Address:{show(pair[1])}}}"})
+                               "message": f"Duplicate value: {shown}"})
             seen.add(pair)
     old_cidrs = _list(old_spec.get("podCIDRs"))
     if old_cidrs:
@@ -142,11 +142,9 @@ def _taints(taints: list[Any], path: str, causes: Causes) -> None:
         elif effect not in _EFFECTS:
             causes.append(not_supported(f"{at}.effect", effect, _EFFECTS))
         if (key, effect) in seen:
-            added = "(*v1.Time)(nil)" if t.get("timeAdded") is None else show(t.get("timeAdded"))
-            causes.append({"reason": "FieldValueDuplicate", "field": at,
-                           "message": f"Duplicate value: core.Taint{{Key:{show(key)}, Value:{show(value)}, "
-                                      f"Effect:{show(effect)}, TimeAdded:{added}}}: taints must be unique by "
-                                      f"key and effect pair"})
+            shown = orjson.dumps({"Key": key, "Value": value, "Effect": effect, "TimeAdded": t.get("timeAdded")})
+            causes.append({"reason": "FieldValueDuplicate", "field": at, "message": f"Duplicate value: "
+                           f"{shown.decode()}: taints must be unique by key and effect pair"})
             continue
         seen.add((key, effect))
 
@@ -189,8 +187,8 @@ def _pod_cidrs(cidrs: list[Any], causes: Causes) -> None:
             families.append(0)
     if len(cidrs) > 2 or sorted(families) != [4, 6]:
         causes.append(cause("FieldValueInvalid", "spec.podCIDRs",
-                            f"Invalid value: {_go_strings(cidrs)}: may specify no more than one CIDR for each "
-                            f"IP family"))
+                            f"Invalid value: {orjson.dumps(cidrs).decode()}: may specify no more than one CIDR "
+                            f"for each IP family"))
     seen: set[Any] = set()
     for i, c in enumerate(cidrs):
         if c in seen:
@@ -229,7 +227,7 @@ def endpoints_causes(endpoints: Obj) -> Causes:
 
 def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
     ip = str(address.get("ip") or "")
-    if _parsed_ip(ip) is None:  # IsValidIP, as for a legacy field: Go's sloppy parse decides
+    if parsed_ip(ip) is None:  # IsValidIP, as for a legacy field: Go's sloppy parse decides
         causes.append(invalid(f"{at}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
     hostname = address.get("hostname")
     if hostname:
@@ -243,7 +241,7 @@ def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
 def non_special_ip_causes(text: str, field: str) -> Causes:
     """``ValidateNonSpecialIP``: an address clients could reach, not the unspecified one,
     loopback, or link-local (unicast or multicast)."""
-    ip = _parsed_ip(text)
+    ip = parsed_ip(text)
     if ip is None:
         return [invalid(field, text, "must be a valid IP address")]
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
@@ -261,7 +259,7 @@ def non_special_ip_causes(text: str, field: str) -> Causes:
     return causes
 
 
-def _parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The address Go's ``ParseIPSloppy`` reads in ``text`` (an IPv4 address's parts may have
     leading zeros), or None."""
     if "%" in text:  # a zone: Go's parsers refuse it

@@ -34,8 +34,8 @@ async def test_a_nodes_taints_are_checked_and_reported_under_the_metadata_as_ups
                       'Unsupported value: "Bogus": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"')
     assert got[1][:2] == ("FieldValueInvalid", "metadata.taints[1].key")
     assert got[2] == ("FieldValueDuplicate", "metadata.taints[3]",
-                      'Duplicate value: core.Taint{Key:"dup", Value:"", Effect:"NoExecute", '
-                      'TimeAdded:(*v1.Time)(nil)}: taints must be unique by key and effect pair')
+                      'Duplicate value: {"Key":"dup","Value":"","Effect":"NoExecute","TimeAdded":null}: '
+                      'taints must be unique by key and effect pair')
     assert got[3] == ("FieldValueRequired", "metadata.taints[4].effect", "Required value")
 
 
@@ -46,8 +46,8 @@ async def test_a_nodes_pod_cidrs_are_checked_at_create_and_fixed_once_set(client
                           "CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)")]
     with pytest.raises(ApiError) as e:
         await client.create(NODES, node("n1", podCIDRs=["10.0.0.0/24", "10.0.1.0/24"]))
-    assert causes(e) == [("FieldValueInvalid", "spec.podCIDRs", 'Invalid value: []string{"10.0.0.0/24", '
-                          '"10.0.1.0/24"}: may specify no more than one CIDR for each IP family')]
+    assert causes(e) == [("FieldValueInvalid", "spec.podCIDRs", 'Invalid value: ["10.0.0.0/24","10.0.1.0/24"]: '
+                          "may specify no more than one CIDR for each IP family")]
     created = await client.create(NODES, node("n1", podCIDR="10.0.0.0/24"))
     assert created["spec"]["podCIDRs"] == ["10.0.0.0/24"]  # as the v1 conversion fills it
     dual = await client.create(NODES, node("n2", podCIDRs=["10.0.2.0/24", "fd00::/64"]))
@@ -87,7 +87,7 @@ async def test_a_nodes_capacity_is_not_negative_and_whole_where_it_counts(client
     assert causes(e) == [
         ("FieldValueInvalid", "status.allocatable.memory", 'Invalid value: "-1Ki": must be greater than or equal to 0'),
         ("FieldValueDuplicate", "status.addresses[1]",
-         'Duplicate value: core.NodeAddress{Type:"InternalIP", Address:"10.0.0.1"}')]
+         'Duplicate value: {"Type":"InternalIP","Address":"10.0.0.1"}')]
     with pytest.raises(ApiError) as e:  # not a quantity: the decoder's, on the patch as upstream's patcher says
         await client.patch(f"{NODES}/n1/status", {"status": {"capacity": {"cpu": "lots"}}})
     assert e.value.code == 422 and "quantities must match the regular expression" in str(e.value)
@@ -142,3 +142,89 @@ async def test_a_pod_templates_spec_is_a_pods_defaulted_and_checked(client: Clie
     assert (spec["restartPolicy"], spec["dnsPolicy"], spec["terminationGracePeriodSeconds"]) == \
         ("Always", "ClusterFirst", 30)
     assert spec["containers"][0]["imagePullPolicy"] == "Always"  # no tag: latest
+
+
+# -- EndpointSlices, Secrets, Services, LimitRanges -------------------------------------------------
+SLICES = resource_path("discovery.k8s.io", "v1", "endpointslices", "default")
+SECRETS = resource_path("", "v1", "secrets", "default")
+SERVICES = resource_path("", "v1", "services", "default")
+LIMITS = resource_path("", "v1", "limitranges", "default")
+
+
+async def test_an_endpoint_slices_addresses_are_of_its_type_and_its_ports_named_apart(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(SLICES, {"metadata": {"name": "s1"}, "addressType": "IPv4", "endpoints": [
+            {"addresses": ["2001:db8::1"], "hostname": "Bad_Host"}, {"addresses": ["10.0.0.1"] * 101}],
+            "ports": [{"port": 80, "protocol": "ICMP"}, {"port": 81}]})
+    assert causes(e) == [
+        ("FieldValueInvalid", "endpoints[0].addresses[0]",
+         'Invalid value: "2001:db8::1": must be a valid IPv4 address'),
+        ("FieldValueInvalid", "endpoints[0].hostname", 'Invalid value: "Bad_Host": a lowercase RFC 1123 label must '
+         "consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character "
+         "(e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+        ("FieldValueTooMany", "endpoints[1].addresses", "Too many: 101: must have at most 100 items"),
+        ("FieldValueNotSupported", "ports[0].protocol", 'Unsupported value: "ICMP": supported values: "SCTP", "TCP", '
+         '"UDP"'),
+        ("FieldValueDuplicate", "ports[1].name", 'Duplicate value: ""')]
+    with pytest.raises(ApiError) as e:
+        await client.create(SLICES, {"metadata": {"name": "s1"}, "addressType": "FQDN",
+                                     "endpoints": [{"addresses": ["localhost"]}]})
+    assert causes(e) == [("FieldValueInvalid", "endpoints[0].addresses[0]", 'Invalid value: "localhost": should be '
+                          "a domain with at least two segments separated by dots")]
+    created = await client.create(SLICES, {"metadata": {"name": "s1"}, "addressType": "FQDN",
+                                           "endpoints": [{"addresses": ["db.example.com."]}],
+                                           "ports": [{"port": 5432}]})
+    assert created["ports"] == [{"name": "", "port": 5432, "protocol": "TCP"}]
+
+
+async def test_typed_secrets_hold_what_their_type_asks(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(SECRETS, {"metadata": {"name": "s1"}, "type": "kubernetes.io/dockerconfigjson",
+                                      "stringData": {".dockerconfigjson": "[1]"}})
+    assert causes(e) == [("FieldValueInvalid", "data[.dockerconfigjson]", 'Invalid value: "<secret contents '
+                          'redacted>": json: cannot unmarshal array into Go value of type map[string]interface {}')]
+    with pytest.raises(ApiError) as e:
+        await client.create(SECRETS, {"metadata": {"name": "s1"}, "type": "kubernetes.io/basic-auth"})
+    assert [f for _, f, _ in causes(e)] == ["data[username]", "data[password]"]
+    with pytest.raises(ApiError) as e:
+        await client.create(SECRETS, {"metadata": {"name": "s1"}, "type": "kubernetes.io/service-account-token"})
+    assert [f for _, f, _ in causes(e)] == ["metadata.annotations[kubernetes.io/service-account.name]"]
+    await client.create(SECRETS, {"metadata": {"name": "s1"}, "type": "kubernetes.io/dockerconfigjson",
+                                  "stringData": {".dockerconfigjson": '{"auths": {}}'}})
+    await client.create(SECRETS, {"metadata": {"name": "s2"}, "type": "kubernetes.io/basic-auth",
+                                  "stringData": {"password": "p"}})
+
+
+async def test_an_external_name_is_a_dns_subdomain(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(SERVICES, {"metadata": {"name": "ext"}, "spec": {"type": "ExternalName",
+                                                                            "externalName": "Not A Name"}})
+    assert [(r, f) for r, f, _ in causes(e)] == [("FieldValueInvalid", "spec.externalName")]
+    created = await client.create(SERVICES, {"metadata": {"name": "ext"}, "spec": {
+        "type": "ExternalName", "externalName": "db.example.com."}})
+    assert created["spec"]["externalName"] == "db.example.com."
+
+
+async def test_a_limit_ranges_bounds_are_in_order(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(LIMITS, {"metadata": {"name": "l1"}, "spec": {"limits": [
+            {"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}, "maxLimitRequestRatio": {"memory": "500m"}},
+            {"type": "Pod", "default": {"cpu": "1"}}, {"type": "Container"}, {"type": "Widget"},
+            {"type": "PersistentVolumeClaim"}]}})
+    assert causes(e) == [
+        ("FieldValueInvalid", "spec.limits[0].min[cpu]", 'Invalid value: "2": min value 2 is greater than max value 1'),
+        ("FieldValueInvalid", "spec.limits[0].defaultRequest[cpu]",
+         'Invalid value: "1": min value 2 is greater than default request value 1'),
+        ("FieldValueInvalid", "spec.limits[0].default[cpu]", 'Invalid value: "2": min value 2 is greater than default '
+         "value 1"),
+        ("FieldValueInvalid", "spec.limits[0].maxLimitRequestRatio[memory]",
+         'Invalid value: "500m": ratio 500m is less than 1'),
+        ("FieldValueForbidden", "spec.limits[1].default", "Forbidden: may not be specified when `type` is 'Pod'"),
+        ("FieldValueDuplicate", "spec.limits[2].type", 'Duplicate value: "Container"'),
+        ("FieldValueInvalid", "spec.limits[3].type", 'Invalid value: "Widget": must be a standard limit type or '
+         "fully qualified"),
+        ("FieldValueRequired", "spec.limits[4].limits", "Required value: either minimum or maximum storage value is "
+         "required, but neither was provided")]
+    created = await client.create(LIMITS, {"metadata": {"name": "l1"}, "spec": {"limits": [
+        {"type": "Container", "max": {"nvidia.com/gpu": "2"}}, {"type": "example.com/Widget", "max": {"cpu": "1"}}]}})
+    assert created["spec"]["limits"][0]["defaultRequest"] == {"nvidia.com/gpu": "2"}
