@@ -19,7 +19,7 @@ import orjson
 from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
 from .jobvalidation import job_policy_causes
-from .podvalidation import dns_label_problems, port_name_problems, template_causes
+from .podvalidation import dns_label_problems, port_name_problems, subdomain_problems, template_causes
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
 from .workloads import default_claim_templates
@@ -331,6 +331,8 @@ def service_causes(svc: Obj) -> Causes:
         cname = name[:-1] if isinstance(name, str) and name.endswith(".") else name
         if not cname:
             causes.append(required("spec.externalName"))
+        else:  # a CNAME: a DNS subdomain, its final dot allowed
+            causes += [invalid("spec.externalName", cname, p) for p in subdomain_problems(str(cname))]
     names: set[str] = set()
     several = len(ports) > 1
     for i, p in enumerate(ports):

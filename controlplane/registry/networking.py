@@ -9,12 +9,16 @@ As upstream's strategies:
 - a NetworkPolicy's ports default to TCP, and its ``policyTypes`` to
   ``Ingress`` (plus ``Egress`` when it has egress rules);
 - an EndpointSlice needs an ``addressType`` (IPv4, IPv6 or FQDN), fixed once
-  created; its ports default to TCP and an empty name.
+  created, and addresses of that type; its ports default to TCP and an empty name,
+  and are named apart (``prepare_endpoint_slice``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .corevalidation import non_special_ip_causes, parsed_ip
+from .podvalidation import dns_label_problems, label_key_problems, label_value_problems, subdomain_problems
 
 __all__ = ["prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class", "prepare_network_policy"]
 
@@ -112,19 +116,114 @@ def prepare_network_policy(np: Obj, old: Obj | None) -> Causes:
 
 
 def prepare_endpoint_slice(es: Obj, old: Obj | None) -> Causes:
+    """``ValidateEndpointSlice``: an address type (fixed once created; the deprecated ``IP``
+    taken only by an update), at most 1,000 endpoints of 1 to 100 addresses each, of that
+    type (an IPv4 or IPv6 address clients can reach, or an FQDN), a DNS-label hostname,
+    topology labels; at most 100 ports, named by distinct DNS labels, with a protocol."""
     for port in es.get("ports") or ():
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
             port.setdefault("name", "")
     kind = es.get("addressType")
     causes: Causes = []
+    allowed = ADDRESS_TYPES if old is None else ("FQDN", "IP", "IPv4", "IPv6")
     if not kind:
         causes.append(_required("addressType"))
-    elif kind not in ADDRESS_TYPES:
-        causes.append(_unsupported("addressType", kind, ADDRESS_TYPES))
-    elif old is not None and kind != old.get("addressType"):
+    elif kind not in allowed:
+        causes.append(_unsupported("addressType", kind, allowed))
+    endpoints = es.get("endpoints") or ()
+    if isinstance(endpoints, list) and len(endpoints) > MAX_ENDPOINTS:
+        causes.append(too_many("endpoints", len(endpoints), MAX_ENDPOINTS))
+    else:
+        for i, endpoint in enumerate(endpoints):
+            _slice_endpoint(endpoint if isinstance(endpoint, dict) else {}, kind, f"endpoints[{i}]", causes)
+    _slice_ports(es.get("ports") or (), causes)
+    if old is not None and kind != old.get("addressType"):
         causes.append(_invalid("addressType", kind, "field is immutable"))
-    for i, endpoint in enumerate(es.get("endpoints") or ()):
-        if not (endpoint or {}).get("addresses"):
-            causes.append(_required(f"endpoints[{i}].addresses", ": must contain at least 1 address"))
     return causes
+
+
+MAX_ENDPOINTS, MAX_ADDRESSES, MAX_PORTS, MAX_TOPOLOGY = 1000, 100, 100, 16
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+
+
+def too_many(field: str, count: int, most: int) -> dict[str, str]:
+    return {"reason": "FieldValueTooMany", "field": field,
+            "message": f"Too many: {count}: must have at most {most} items"}
+
+
+def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
+    addresses = endpoint.get("addresses")
+    if not addresses:
+        causes.append(_required(f"{at}.addresses", ": must contain at least 1 address"))
+    elif isinstance(addresses, list) and len(addresses) > MAX_ADDRESSES:
+        causes.append(too_many(f"{at}.addresses", len(addresses), MAX_ADDRESSES))
+    for j, address in enumerate(addresses if isinstance(addresses, list) else ()):
+        field, address = f"{at}.addresses[{j}]", str(address)
+        if kind in ("IPv4", "IPv6"):
+            ip = parsed_ip(address)  # (an IPv4-mapped IPv6 address is IPv4 to Go's To4)
+            family = 0 if ip is None else 4 if ip.version == 4 or ip.ipv4_mapped is not None else 6
+            if family != int(kind[-1]):
+                causes.append(_invalid(field, address, f"must be a valid {kind} address"))
+            causes.extend(non_special_ip_causes(address, field))
+        elif kind == "IP":
+            if parsed_ip(address) is None:
+                causes.append(_invalid(field, address, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        elif kind == "FQDN":
+            causes.extend(_fqdn_causes(address, field))
+    topology = endpoint.get("deprecatedTopology")
+    if isinstance(topology, dict) and topology:
+        path = f"{at}.topology"  # (the internal type's name, as upstream reports it)
+        if len(topology) > MAX_TOPOLOGY:
+            causes.append(too_many(path, len(topology), MAX_TOPOLOGY))
+        for key, value in topology.items():
+            causes.extend(_invalid(path, key, p) for p in label_key_problems(str(key)))
+            if isinstance(value, str) and value:
+                causes.extend(_invalid(path, value, p) for p in label_value_problems(value))
+    hostname = endpoint.get("hostname")
+    if hostname is not None:
+        causes.extend(_invalid(f"{at}.hostname", hostname, p) for p in dns_label_problems(str(hostname)))
+
+
+def _fqdn_causes(name: str, field: str) -> Causes:
+    """``IsFullyQualifiedDomainName``: a DNS subdomain of two labels or more (a final dot allowed)."""
+    if not name:
+        return [_required(field)]
+    name = name.removesuffix(".")
+    problems = subdomain_problems(name)
+    if problems:
+        return [_invalid(field, name, ",".join(problems))]
+    labels = name.split(".")
+    if len(labels) < 2:
+        return [_invalid(field, name, "should be a domain with at least two segments separated by dots")]
+    for label in labels:
+        problems = dns_label_problems(label)
+        if problems:
+            return [_invalid(field, label, ",".join(problems))]
+    return []
+
+
+def _slice_ports(ports: Any, causes: Causes) -> None:
+    if not isinstance(ports, list):
+        return
+    if len(ports) > MAX_PORTS:
+        causes.append(too_many("ports", len(ports), MAX_PORTS))
+        return
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        at, port = f"ports[{i}]", port if isinstance(port, dict) else {}
+        name = str(port.get("name") or "")
+        if name:
+            causes.extend(_invalid(f"{at}.name", name, p) for p in dns_label_problems(name))
+        if name in names:
+            causes.append({"reason": "FieldValueDuplicate", "field": f"{at}.name",
+                           "message": f'Duplicate value: "{name}"'})
+        names.add(name)
+        protocol = port.get("protocol")
+        if not protocol:
+            causes.append(_required(f"{at}.protocol"))
+        elif protocol not in _PROTOCOLS:
+            causes.append(_unsupported(f"{at}.protocol", protocol, _PROTOCOLS))
+        app = port.get("appProtocol")
+        if app is not None:
+            causes.extend(_invalid(f"{at}.appProtocol", app, p) for p in label_key_problems(str(app)))

@@ -21,10 +21,11 @@ resources a pod must state for a quota to charge it.
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 from typing import Any
 
-from ..quantity import QuantityError, parse_quantity
+from ..quantity import QuantityError, format_quantity, parse_quantity
 from .volumes import BadQuantity
 
 __all__ = ["SCOPES", "covers", "pod_counts", "prepare_limit_range", "prepare_resource_quota", "tracked",
@@ -67,18 +68,26 @@ def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
 
 
 def prepare_limit_range(lr: Obj, old: Obj | None) -> Causes:
+    """A LimitRange's defaults (a Container item's default from its max, its default request
+    from its default or min, as SetDefaults_LimitRangeItem), then ``ValidateLimitRange``'s
+    causes: a standard or qualified type, once each; quantities not negative; no defaults
+    for a Pod item; a PVC item's min or max storage; and, resource by resource,
+    min <= default request <= default <= max, and a limit/request ratio of at least 1 and
+    at most max/min."""
     spec = _spec(lr)
     causes: Causes = []
+    seen: set[Any] = set()
     for i, item in enumerate(spec.get("limits") or ()):
         if not isinstance(item, dict):
             continue
-        kind = item.get("type")
-        if kind not in LIMIT_TYPES:
-            causes.append({"reason": "FieldValueNotSupported", "field": f"spec.limits[{i}].type",
-                           "message": f'Unsupported value: "{kind}": supported values: '
-                                      + ", ".join(f'"{t}"' for t in LIMIT_TYPES)})
+        at, kind = f"spec.limits[{i}]", item.get("type")
+        causes += _limit_type_causes(kind, f"{at}.type")
+        if kind in seen:
+            causes.append({"reason": "FieldValueDuplicate", "field": f"{at}.type",
+                           "message": f'Duplicate value: "{kind}"'})
+        seen.add(kind)
         for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-            causes += _quantities(item.get(field), f"spec.limits[{i}].{field}")
+            causes += _quantities(item.get(field), f"{at}.{field}")
         if kind == "Container":
             default = item.setdefault("default", {})
             request = item.setdefault("defaultRequest", {})
@@ -88,7 +97,80 @@ def prepare_limit_range(lr: Obj, old: Obj | None) -> Causes:
             for key in ("default", "defaultRequest"):
                 if not item[key]:
                     del item[key]
+        if kind == "Pod":
+            causes += [{"reason": "FieldValueForbidden", "field": f"{at}.{key}",
+                        "message": "Forbidden: may not be specified when `type` is 'Pod'"}
+                       for key in ("default", "defaultRequest") if item.get(key)]
+        if kind == "PersistentVolumeClaim" and "storage" not in (item.get("min") or {}) \
+                and "storage" not in (item.get("max") or {}):
+            causes.append({"reason": "FieldValueRequired", "field": f"{at}.limits", "message": "Required value: "
+                           "either minimum or maximum storage value is required, but neither was provided"})
+        causes += _limit_order_causes(item, at)
     return causes
+
+
+def _limit_type_causes(kind: Any, field: str) -> Causes:
+    """``validateLimitRangeTypeName``: a qualified name, and a standard type unless it has a prefix."""
+    from .podvalidation import label_key_problems
+
+    text = kind if isinstance(kind, str) else ""
+    problems = label_key_problems(text)
+    if problems:
+        return [{"reason": "FieldValueInvalid", "field": field, "message": f'Invalid value: "{text}": {p}'}
+                for p in problems]
+    if "/" not in text and text not in LIMIT_TYPES:
+        return [{"reason": "FieldValueInvalid", "field": field,
+                 "message": f'Invalid value: "{text}": must be a standard limit type or fully qualified'}]
+    return []
+
+
+def _limit_order_causes(item: Obj, at: str) -> Causes:
+    """The comparisons of ``ValidateLimitRange``, resource by resource, in its order and words."""
+    values: dict[str, dict[str, Fraction]] = {}
+    for field in ("min", "max", "default", "defaultRequest", "maxLimitRequestRatio"):
+        got = item.get(field)
+        values[field] = {}
+        for name, text in (got.items() if isinstance(got, dict) else ()):
+            with contextlib.suppress(QuantityError):  # (a 400 above)
+                values[field][name] = parse_quantity(text)
+    low, high, default, request, ratio = (values[f] for f in ("min", "max", "default", "defaultRequest",
+                                                              "maxLimitRequestRatio"))
+    causes: Causes = []
+
+    def bad(field: str, name: str, shown: Fraction, message: str) -> None:
+        causes.append({"reason": "FieldValueInvalid", "field": f"{at}.{field}[{name}]",
+                       "message": f'Invalid value: "{format_quantity(shown)}": {message}'})
+
+    q = format_quantity
+    for name in sorted(set().union(*values.values())):
+        lo, hi, d, r, m = (v.get(name) for v in (low, high, default, request, ratio))
+        if lo is not None and hi is not None and lo > hi:
+            bad("min", name, lo, f"min value {q(lo)} is greater than max value {q(hi)}")
+        if r is not None and lo is not None and lo > r:
+            bad("defaultRequest", name, r, f"min value {q(lo)} is greater than default request value {q(r)}")
+        if r is not None and hi is not None and r > hi:
+            bad("defaultRequest", name, r, f"default request value {q(r)} is greater than max value {q(hi)}")
+        if r is not None and d is not None and r > d:
+            bad("defaultRequest", name, r, f"default request value {q(r)} is greater than default limit value {q(d)}")
+        if d is not None and lo is not None and lo > d:
+            bad("default", name, lo, f"min value {q(lo)} is greater than default value {q(d)}")
+        if d is not None and hi is not None and d > hi:
+            bad("default", name, hi, f"default value {q(d)} is greater than max value {q(hi)}")
+        if m is not None and m < 1:
+            bad("maxLimitRequestRatio", name, m, f"ratio {q(m)} is less than 1")
+        if m is not None and lo is not None and hi is not None and lo > 0 and m > hi / lo:
+            bad("maxLimitRequestRatio", name, m, f"ratio {q(m)} is greater than max/min = {float(hi / lo):f}")
+        if d is not None and r is not None and d != r and not _overcommittable(name):
+            bad("defaultRequest", name, r, f"default value {q(d)} must equal to defaultRequest value {q(r)} in {name}")
+    return causes
+
+
+def _overcommittable(name: str) -> bool:
+    """``IsOvercommitAllowed``: a native resource but hugepages (extended ones are not)."""
+    if name.startswith("hugepages-"):
+        return False
+    domain, slash, _ = name.partition("/")
+    return not slash or domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or name.startswith("requests.")
 
 
 # -- evaluation: what an object uses, which quotas cover it (upstream's quota evaluators) -------

@@ -407,13 +407,53 @@ def _prepare_secret(secret: dict[str, Any], old: dict[str, Any] | None) -> Cause
             merged[k] = base64.b64encode(str(v).encode()).decode()
         secret["data"] = merged
     causes = _config_data(secret, old, ("data",), encoded=("data",), size_field="data")
-    for key in _SECRET_KEYS.get(secret.get("type") or "", ()):
-        if key not in (secret.get("data") or {}):
-            causes.append({"reason": "FieldValueRequired", "field": f"data[{key}]", "message": "Required value"})
+    causes += _typed_secret_causes(secret)
     if old is not None and old.get("type") not in (None, secret.get("type")):
         causes.append({"reason": "FieldValueInvalid", "field": "type",
                        "message": f'Invalid value: "{secret.get("type")}": field is immutable'})
     return causes
+
+
+def _typed_secret_causes(secret: dict[str, Any]) -> Causes:
+    """``ValidateSecret``'s rules by type: the keys a type must hold (a basic-auth secret one of
+    its two), a docker config that is a JSON object, a service account token's account."""
+    kind, data = secret.get("type") or "", secret.get("data") or {}
+    causes: Causes = []
+    if kind == "kubernetes.io/service-account-token":
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        if not annotations.get("kubernetes.io/service-account.name"):
+            causes.append({"reason": "FieldValueRequired", "field":
+                           "metadata.annotations[kubernetes.io/service-account.name]", "message": "Required value"})
+    elif kind == "kubernetes.io/basic-auth" and "username" not in data and "password" not in data:
+        causes += [{"reason": "FieldValueRequired", "field": f"data[{k}]", "message": "Required value"}
+                   for k in ("username", "password")]
+    for key in _SECRET_KEYS.get(kind, ()):
+        if key not in data or (kind == "kubernetes.io/ssh-auth" and not data[key]):
+            causes.append({"reason": "FieldValueRequired", "field": f"data[{key}]", "message": "Required value"})
+        elif kind in ("kubernetes.io/dockerconfigjson", "kubernetes.io/dockercfg"):
+            problem = _json_object_problem(base64.b64decode(data[key]))
+            if problem:
+                causes.append(_invalid(f"data[{key}]", "<secret contents redacted>", problem))
+    return causes
+
+
+def _json_object_problem(raw: bytes) -> str | None:
+    """Why Go's ``json.Unmarshal`` of ``raw`` into a map fails, in its words for the usual
+    cases (its exact offsets and expectations are not reproduced), or None."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        text = raw.decode(errors="replace").strip()
+        pos = e.pos if isinstance(e, json.JSONDecodeError) else 0
+        if pos >= len(text):
+            return "unexpected end of JSON input"
+        if isinstance(e, json.JSONDecodeError) and e.msg == "Extra data":
+            return f"invalid character {text[pos]!r} after top-level value"
+        return f"invalid character {text[pos]!r} looking for beginning of value"
+    if not isinstance(value, dict) and value is not None:
+        kind = {list: "array", str: "string", bool: "bool"}.get(type(value), "number")
+        return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+    return None
 
 
 def _prepare_namespace(ns: dict[str, Any], old: dict[str, Any] | None) -> Causes:
