@@ -1,5 +1,6 @@
 """The name patterns of apimachinery's validation (``k8s.io/apimachinery/pkg/util/validation``),
-compiled once for every module that checks a name, a namespace or a subdomain.
+compiled once for every module that checks a name, a namespace or a subdomain, and the rule
+of names that need only be a URL path segment (``path_segment_problems``).
 
 Each matches a whole string (``re.match`` with ``\\Z``); lengths are the callers' to check
 (a label at most 63 characters, a subdomain 253), as their messages differ::
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN"]
+__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "path_segment_problems"]
 
 # IsDNS1123Label: lower-case alphanumerics and '-', starting and ending alphanumeric
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -22,3 +23,11 @@ DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 # IsDNS1035Label: a DNS-1123 label that starts with a letter
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+
+
+def path_segment_problems(name: str) -> list[str]:
+    """Why ``name`` cannot be a segment of a URL path (apimachinery's ``IsValidPathSegmentName``,
+    the name rule of RBAC objects, whose names hold ``:``); empty when it can."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]

@@ -31,8 +31,9 @@ from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 
-__all__ = ["dns_label_problems", "label_key_problems", "label_value_problems", "not_supported", "pod_spec_causes",
-           "port_name_problems", "required", "subdomain_problems", "template_causes"]
+__all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
+           "not_supported", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
+           "template_causes", "tolerations_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -886,4 +887,26 @@ def template_causes(plural: str, spec: Obj, path: str) -> Causes:
     owner = _NO_DEADLINE.get(plural)
     if owner is not None and pod_spec.get("activeDeadlineSeconds") is not None:
         causes.append(forbidden(f"{at}.activeDeadlineSeconds", f"activeDeadlineSeconds in {owner} is not Supported"))
+    return causes
+
+
+# -- the same checks for the other types that embed a selector, labels or tolerations ------------
+def label_selector_causes(selector: Obj, field: str) -> Causes:
+    """``ValidateLabelSelector``: operators, values, label keys and label values."""
+    causes: Causes = []
+    _label_selector(selector, field, causes)
+    return causes
+
+
+def labels_causes(labels: Obj, field: str) -> Causes:
+    """``ValidateLabels``: each key a qualified name, each value a label value."""
+    causes: Causes = []
+    _labels(labels, field, causes)
+    return causes
+
+
+def tolerations_causes(tolerations: list[Any], field: str) -> Causes:
+    """``ValidateTolerations``, as a pod's are checked."""
+    causes: Causes = []
+    _tolerations(tolerations, field, causes)
     return causes

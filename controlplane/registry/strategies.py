@@ -32,7 +32,7 @@ from .csi import (
     prepare_volume_attachment,
     prepare_volume_attributes_class,
 )
-from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
+from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
 from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
     pod_update_causes,
@@ -47,6 +47,12 @@ from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, pod_spec_causes
 from .quota import prepare_limit_range, prepare_resource_quota
+from .rbacvalidation import (
+    prepare_cluster_role,
+    prepare_cluster_role_binding,
+    prepare_role,
+    prepare_role_binding,
+)
 from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
@@ -62,8 +68,12 @@ _LABEL_NAMED = {"namespaces", "statefulsets"}
 _DNS1035_NAMED = {"services"}
 
 
-# Names checked by a function of their type's own: its problems, each a cause
-_OWN_NAMES: dict[str, Callable[[str], list[str]]] = {"ipaddresses": ip_address_name_problems}
+# Names checked by a function of their type's own: its problems, each a cause (RBAC
+# objects' need only be path segments, as upstream's ValidateRBACName: ``system:basic-user``)
+_OWN_NAMES: dict[str, Callable[[str], list[str]]] = {
+    "ipaddresses": ip_address_name_problems, "roles": path_segment_problems, "clusterroles": path_segment_problems,
+    "rolebindings": path_segment_problems, "clusterrolebindings": path_segment_problems,
+}
 
 
 def validate_name(plural: str, name: str) -> list[dict[str, str]]:
@@ -523,6 +533,10 @@ _PREPARERS.update({
 _PREPARERS.update({"nodes": prepare_node, "endpoints": prepare_endpoints, "podtemplates": prepare_pod_template})
 _PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flow_schema,
                    "prioritylevelconfigurations": prepare_priority_level})
+_PREPARERS.update({
+    "roles": prepare_role, "clusterroles": prepare_cluster_role,
+    "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
+})
 
 
 def _cron_job_causes(cj: dict[str, Any]) -> Causes:
