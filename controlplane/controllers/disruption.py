@@ -5,7 +5,10 @@ PodDisruptionBudget (policy/v1), which ``pods/eviction`` reads and charges
 For each budget, over the pods its selector covers in its namespace
 (``registry/disruption.py``), it writes expectedPods, currentHealthy,
 desiredHealthy, disruptionsAllowed, observedGeneration and the
-``DisruptionAllowed`` condition (SufficientPods or InsufficientPods). An eviction
+``DisruptionAllowed`` condition (SufficientPods or InsufficientPods). A budget whose
+bound it cannot read (one stored before budgets were validated: ``minAvailable:
+"1e9999"``) allows no disruption: the condition False, SyncFailed, with the reason, as
+upstream's ``failSafe`` writes it. An eviction
 records its pod in ``disruptedPods``. Such a pod stops counting as healthy, and
 leaves that map once it is being deleted or gone, or after two minutes (upstream's
 DeletionTimeout), whichever comes first.
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
-from controlplane.registry.disruption import budget, covers
+from controlplane.registry.disruption import BadBudget, budget, covers
 
 from .ownership import key_of, meta_of
 
@@ -123,7 +126,11 @@ class DisruptionController:
                 continue  # its deletion is seen, or it never came: the eviction no longer holds
             disrupted[name] = when
         counted = [p for p in covered.values() if meta_of(p).get("name") not in disrupted]
-        numbers = budget(pdb, counted)
+        try:
+            numbers = budget(pdb, counted)
+        except BadBudget as e:
+            await self._fail_safe(pdb, str(e), now)
+            return
         numbers["expectedPods"] += len(disrupted)
         numbers["disruptionsAllowed"] = max(numbers["currentHealthy"] - numbers["desiredHealthy"], 0)
         allowed = numbers["disruptionsAllowed"] > 0
@@ -145,6 +152,26 @@ class DisruptionController:
         await self.client.patch(
             resource_path("policy", "v1", "poddisruptionbudgets", meta.get("namespace"), meta.get("name"), "status"),
             {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": new})
+
+
+    async def _fail_safe(self, pdb: dict[str, Any], why: str, now: datetime.datetime) -> None:
+        """Upstream's ``failSafe``: no disruption allowed, the condition saying why; the
+        other numbers as they were."""
+        meta, status = meta_of(pdb), pdb.get("status") or {}
+        condition = {"type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed", "message": why,
+                     "observedGeneration": status.get("observedGeneration", 0)}
+        conditions = [c for c in status.get("conditions") or () if c.get("type") != "DisruptionAllowed"]
+        old_condition = next((c for c in status.get("conditions") or () if c.get("type") == "DisruptionAllowed"), None)
+        if status.get("disruptionsAllowed") == 0 and old_condition is not None \
+                and _same_condition(old_condition, condition) and old_condition.get("message") == why:
+            return
+        condition["lastTransitionTime"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if old_condition is not None and old_condition.get("status") == "False":
+            condition["lastTransitionTime"] = old_condition.get("lastTransitionTime")
+        await self.client.patch(
+            resource_path("policy", "v1", "poddisruptionbudgets", meta.get("namespace"), meta.get("name"), "status"),
+            {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+             "status": {"disruptionsAllowed": 0, "conditions": [*conditions, condition]}})
 
 
 def _same_condition(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

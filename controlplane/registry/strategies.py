@@ -32,6 +32,7 @@ from .csi import (
     prepare_volume_attachment,
     prepare_volume_attributes_class,
 )
+from .disruption import prepare_pod_disruption_budget
 from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
 from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
@@ -534,6 +535,7 @@ _PREPARERS.update({"nodes": prepare_node, "endpoints": prepare_endpoints, "podte
 _PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flow_schema,
                    "prioritylevelconfigurations": prepare_priority_level})
 _PREPARERS.update({
+    "poddisruptionbudgets": prepare_pod_disruption_budget,
     "roles": prepare_role, "clusterroles": prepare_cluster_role,
     "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
 })

@@ -4,12 +4,14 @@ simulated nodes."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from controlplane.client import ApiError, Client
-from controlplane.registry.disruption import budget, selector_matches
+from controlplane.controllers.disruption import DisruptionController
+from controlplane.registry.disruption import BadBudget, budget, selector_matches
 from tests.controllers.helpers import until
 from tests.controllers.test_workloads import DEPLOYMENTS, deployment, rolled_out
 
@@ -36,6 +38,52 @@ def test_budget_arithmetic() -> None:
     assert budget(pdb("p", "x", maxUnavailable="100%"), pods)["disruptionsAllowed"] == 2
     assert not selector_matches({}, {"app": "x"}) and selector_matches(
         {"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]}, {"app": "x"})
+
+
+def test_a_bound_no_count_can_be_read_from_is_a_bad_budget() -> None:
+    pods = [ready_pod("a")]
+    for bound, why in (("1e9999", "invalid type: string is not a percentage"),
+                       ("1e9999%", 'invalid value "1e9999%": strconv.Atoi: parsing "1e9999": invalid syntax')):
+        with pytest.raises(BadBudget) as e:
+            budget(pdb("p", "x", minAvailable=bound), pods)
+        assert str(e.value) == f"invalid value for IntOrString: {why}"
+    huge = "9" * 400 + "%"  # more than a float holds: counted in integers
+    assert budget(pdb("p", "x", maxUnavailable=huge), pods)["desiredHealthy"] == 0
+
+
+class _Recorder:
+    """What the controller's sync asks of a client: the informers' caches, and its patches, kept."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    def informer(self, path: str, **handlers: Any) -> SimpleNamespace:
+        return SimpleNamespace(items={})
+
+    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append(body)
+        return {}
+
+
+async def test_a_budget_stored_before_validation_fails_safe() -> None:
+    """Upstream's failSafe: no disruption allowed, the condition says why; the controller goes
+    on (it raised ValueError on every sync of such a budget, a crash loop)."""
+    recorder = _Recorder()
+    controller = DisruptionController(cast(Client, recorder))
+    bad = {**pdb("old", "x", minAvailable="1e9999"), "metadata": {"name": "old", "namespace": "default",
+                                                                   "resourceVersion": "7"},
+           "status": {"disruptionsAllowed": 1, "observedGeneration": 1}}
+    controller.budgets.items["default/old"] = bad
+    await controller.sync("default/old")
+    [body] = recorder.patches
+    [condition] = body["status"]["conditions"]
+    assert body["status"]["disruptionsAllowed"] == 0 and condition["lastTransitionTime"]
+    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
+        "DisruptionAllowed", "False", "SyncFailed",
+        "invalid value for IntOrString: invalid type: string is not a percentage")
+    bad["status"] = {**bad["status"], **body["status"]}
+    await controller.sync("default/old")
+    assert len(recorder.patches) == 1  # nothing new to say
 
 
 async def status_of(c: Client, name: str) -> dict[str, Any]:
