@@ -43,6 +43,7 @@ from .immutable import (
     workload_spec_causes,
 )
 from .labelkeys import merge_label_keys
+from .leases import prepare_lease
 from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
@@ -535,7 +536,7 @@ _PREPARERS.update({"nodes": prepare_node, "endpoints": prepare_endpoints, "podte
 _PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flow_schema,
                    "prioritylevelconfigurations": prepare_priority_level})
 _PREPARERS.update({
-    "poddisruptionbudgets": prepare_pod_disruption_budget,
+    "poddisruptionbudgets": prepare_pod_disruption_budget, "leases": prepare_lease,
     "roles": prepare_role, "clusterroles": prepare_cluster_role,
     "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
 })

@@ -1,5 +1,5 @@
-"""PodDisruptionBudgets refused with upstream's 422s, in its words: ``ValidatePodDisruptionBudget``
-and its status update."""
+"""PodDisruptionBudgets and Leases refused with upstream's 422s, in its words:
+``ValidatePodDisruptionBudget`` and its status update, ``ValidateLeaseSpec``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from controlplane.client import ApiError, Client, resource_path
 
 PDBS = resource_path("policy", "v1", "poddisruptionbudgets", "default")
+LEASES = resource_path("coordination.k8s.io", "v1", "leases", "default")
 PERCENT_HINT = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
                 "regex used for validation is '[0-9]+%')")
 
@@ -81,3 +82,28 @@ async def test_a_budgets_status_counts_are_not_negative(client: Client) -> None:
     status["conditions"][0].update(status="False", reason="InsufficientPods")  # type: ignore[index]
     written = await client.update(f"{PDBS}/b/status", {**made, "status": status})
     assert written["status"]["expectedPods"] == 1
+
+
+# -- Leases --------------------------------------------------------------------------------------
+async def test_a_leases_duration_and_transitions(client: Client) -> None:
+    lease = {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": -3, "leaseTransitions": -1}}
+    assert await causes_of(client, LEASES, lease) == [
+        ("FieldValueInvalid", "spec.leaseDurationSeconds", "Invalid value: -3: must be greater than 0"),
+        ("FieldValueInvalid", "spec.leaseTransitions", "Invalid value: -1: must be greater than or equal to 0"),
+    ]
+    made = await client.create(LEASES, {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 40}})
+    made["spec"]["leaseDurationSeconds"] = 0  # an update is checked as a create
+    assert await causes_of(client, f"{LEASES}/l", made, update=True) == [
+        ("FieldValueInvalid", "spec.leaseDurationSeconds", "Invalid value: 0: must be greater than 0")]
+
+
+async def test_a_leases_coordinated_election_fields(client: Client) -> None:
+    lease = {"metadata": {"name": "l"}, "spec": {"strategy": "Youngest"}}
+    assert await causes_of(client, LEASES, lease) == [  # upstream's path names the field twice
+        ("FieldValueNotSupported", "spec.strategy.strategy",
+         'Unsupported value: "Youngest": supported values: "OldestEmulationVersion"')]
+    lease["spec"] = {"preferredHolder": "me"}
+    assert await causes_of(client, LEASES, lease) == [
+        ("FieldValueForbidden", "spec.preferredHolder", "Forbidden: may only be specified if `strategy` is defined")]
+    lease["spec"] = {"strategy": "example.com/newest", "preferredHolder": "me"}
+    assert (await client.create(LEASES, lease))["spec"]["strategy"] == "example.com/newest"
