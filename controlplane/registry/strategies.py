@@ -48,6 +48,7 @@ from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, pod_spec_causes
+from .priorityclasses import prepare_priority_class
 from .quota import prepare_limit_range, prepare_resource_quota
 from .rbacvalidation import (
     prepare_cluster_role,
@@ -55,6 +56,7 @@ from .rbacvalidation import (
     prepare_role,
     prepare_role_binding,
 )
+from .runtimeclasses import prepare_runtime_class
 from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
@@ -484,14 +486,6 @@ _PREPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], Causes]]
 }
 
 
-def _prepare_priority_class(pc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
-    fill(pc, "preemptionPolicy", "PreemptLowerPriority")
-    return []
-
-
-_PREPARERS["priorityclasses"] = _prepare_priority_class
-
-
 def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     """A created pod (an update never comes here): its label keys merged into its
     selectors, as upstream's PrepareForCreate does before validation, then its spec's causes."""
@@ -537,6 +531,7 @@ _PREPARERS.update({"apiservices": prepare_apiservice, "flowschemas": prepare_flo
                    "prioritylevelconfigurations": prepare_priority_level})
 _PREPARERS.update({
     "poddisruptionbudgets": prepare_pod_disruption_budget, "leases": prepare_lease,
+    "priorityclasses": prepare_priority_class, "runtimeclasses": prepare_runtime_class,
     "roles": prepare_role, "clusterroles": prepare_cluster_role,
     "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
 })

@@ -1,5 +1,7 @@
-"""PodDisruptionBudgets and Leases refused with upstream's 422s, in its words:
-``ValidatePodDisruptionBudget`` and its status update, ``ValidateLeaseSpec``."""
+"""PodDisruptionBudgets, Leases, RuntimeClasses, PriorityClasses and ServiceAccounts refused with
+upstream's 422s, in its words: ``ValidatePodDisruptionBudget`` and its status update,
+``ValidateLeaseSpec``, ``ValidateRuntimeClass`` (and its update), ``ValidatePriorityClass`` (and
+its update), ``ValidateServiceAccount`` (its metadata only)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from controlplane.client import ApiError, Client, resource_path
 
 PDBS = resource_path("policy", "v1", "poddisruptionbudgets", "default")
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "default")
+RUNTIME_CLASSES = resource_path("node.k8s.io", "v1", "runtimeclasses")
+PRIORITY_CLASSES = resource_path("scheduling.k8s.io", "v1", "priorityclasses")
 PERCENT_HINT = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
                 "regex used for validation is '[0-9]+%')")
 
@@ -107,3 +111,80 @@ async def test_a_leases_coordinated_election_fields(client: Client) -> None:
         ("FieldValueForbidden", "spec.preferredHolder", "Forbidden: may only be specified if `strategy` is defined")]
     lease["spec"] = {"strategy": "example.com/newest", "preferredHolder": "me"}
     assert (await client.create(LEASES, lease))["spec"]["strategy"] == "example.com/newest"
+
+
+# -- RuntimeClasses ------------------------------------------------------------------------------
+async def test_a_runtime_class_handler_is_a_dns_label_that_never_changes(client: Client) -> None:
+    hint = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+            "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+    assert await causes_of(client, RUNTIME_CLASSES, {"metadata": {"name": "rc"}, "handler": "Not Valid!"}) == [
+        ("FieldValueInvalid", "handler", f'Invalid value: "Not Valid!": {hint}')]
+    made = await client.create(RUNTIME_CLASSES, {"metadata": {"name": "rc"}, "handler": "runc"})
+    made["handler"] = "kata"
+    assert await causes_of(client, f"{RUNTIME_CLASSES}/rc", made, update=True) == [
+        ("FieldValueInvalid", "handler", 'Invalid value: "kata": field is immutable')]
+
+
+async def test_a_runtime_class_overhead_and_scheduling(client: Client) -> None:
+    rc = {"metadata": {"name": "rc"}, "handler": "runc",
+          "overhead": {"podFixed": {"cpu": "-100m", "gpu": "1", "hugepages-2Mi": "2Mi"}},
+          "scheduling": {"nodeSelector": {"bad key!": "x"},
+                         "tolerations": [{"key": "k", "operator": "Sometimes", "effect": "NoSchedule"}]}}
+    assert await causes_of(client, RUNTIME_CLASSES, rc) == [
+        ("FieldValueInvalid", "overhead.limits[cpu]", 'Invalid value: "-100m": must be greater than or equal to 0'),
+        ("FieldValueInvalid", "overhead.limits[gpu]",
+         'Invalid value: "gpu": must be a standard resource for containers'),
+        ("FieldValueInvalid", "scheduling.nodeSelector",
+         "Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+         "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+         "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+        ("FieldValueNotSupported", "scheduling.tolerations[0].operator",
+         'Unsupported value: "Sometimes": supported values: "Equal", "Exists"'),
+    ]
+    rc = {"metadata": {"name": "huge"}, "handler": "runc", "overhead": {"podFixed": {"hugepages-2Mi": "2Mi"}}}
+    assert await causes_of(client, RUNTIME_CLASSES, rc) == [
+        ("FieldValueForbidden", "overhead", "Forbidden: HugePages require cpu or memory")]
+
+
+# -- PriorityClasses -----------------------------------------------------------------------------
+async def test_a_users_priority_is_at_most_a_billion(client: Client) -> None:
+    assert await causes_of(client, PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 2000000000}) == [
+        ("FieldValueForbidden", "value", "Forbidden: maximum allowed value of a user defined priority is 1000000000")]
+    made = await client.create(PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000000000})
+    assert made["preemptionPolicy"] == "PreemptLowerPriority"
+    bad = {"metadata": {"name": "odd"}, "value": 1, "preemptionPolicy": "Sometimes"}
+    assert await causes_of(client, PRIORITY_CLASSES, bad) == [
+        ("FieldValueNotSupported", "preemptionPolicy",
+         'Unsupported value: "Sometimes": supported values: "PreemptLowerPriority", "Never"')]
+
+
+async def test_system_names_are_the_system_classes_only(client: Client) -> None:
+    reserved = "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: "
+    assert await causes_of(client, PRIORITY_CLASSES, {"metadata": {"name": "system-mine"}, "value": 5}) == [
+        ("FieldValueForbidden", "metadata.name", reserved + "system-mine is not a known system priority class")]
+    node_critical = {"metadata": {"name": "system-node-critical"}, "value": 5}
+    assert await causes_of(client, PRIORITY_CLASSES, node_critical) == [
+        ("FieldValueForbidden", "metadata.name",
+         reserved + "value of system-node-critical PriorityClass must be 2000001000")]
+
+
+async def test_a_priority_class_keeps_its_value_and_policy(client: Client) -> None:
+    made = await client.create(PRIORITY_CLASSES, {"metadata": {"name": "mid"}, "value": 100})
+    made.update(value=200, preemptionPolicy="Never")
+    assert await causes_of(client, f"{PRIORITY_CLASSES}/mid", made, update=True) == [
+        ("FieldValueForbidden", "value", "Forbidden: may not be changed in an update."),
+        ("FieldValueInvalid", "preemptionPolicy", 'Invalid value: "Never": field is immutable'),
+    ]
+    made.update(value=100, preemptionPolicy="PreemptLowerPriority", description="the middle", globalDefault=True)
+    assert (await client.update(f"{PRIORITY_CLASSES}/mid", made))["description"] == "the middle"
+
+
+# -- ServiceAccounts -----------------------------------------------------------------------------
+async def test_a_service_account_is_checked_for_its_metadata_only(client: Client) -> None:
+    accounts = resource_path("", "v1", "serviceaccounts", "default")
+    causes = await causes_of(client, accounts, {"metadata": {"name": "Bad_Name"}})
+    assert [(reason, field) for reason, field, _ in causes] == [("FieldValueInvalid", "metadata.name")]
+    made = await client.create(accounts, {"metadata": {"name": "robot"}, "automountServiceAccountToken": False,
+                                          "secrets": [{"name": "anything"}]})
+    assert made["secrets"] == [{"name": "anything"}]
