@@ -267,8 +267,15 @@ class Authorizer:
             ns, ref = b["metadata"].get("namespace", ""), b.get("roleRef") or {}
             role = (cluster_roles.get(ref.get("name", "")) if ref.get("kind") == "ClusterRole"
                     else roles.get((ns, ref.get("name", ""))))
-            index.by_namespace.setdefault(ns, []).append((b.get("subjects") or [], _rules(role)))
+            index.by_namespace.setdefault(ns, []).append((_in_namespace(b.get("subjects") or [], ns), _rules(role)))
         return index
+
+
+def _in_namespace(subjects: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """A RoleBinding's subjects, a ServiceAccount that names no namespace taken as one of the
+    binding's, as upstream's ``appliesToUser`` reads it (validation lets a RoleBinding leave it out)."""
+    return [{**s, "namespace": namespace} if s.get("kind") == "ServiceAccount" and not s.get("namespace") else s
+            for s in subjects]
 
 
 def forbidden(user: User, r: Request) -> ApiError:

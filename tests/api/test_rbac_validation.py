@@ -8,9 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 
-from controlplane.api.rbac import BOOTSTRAP
+from controlplane.api.rbac import BOOTSTRAP, Authorizer, Request, User
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.registry.strategies import prepare
 
@@ -131,6 +132,22 @@ async def test_a_binding_is_defaulted_and_its_role_ref_never_changes(client: Cli
         ("FieldValueInvalid", "roleRef",
          'Invalid value: {"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"r"}: '
          "cannot change roleRef")]
+
+
+async def test_a_role_bindings_service_account_is_of_its_namespace_when_it_names_none() -> None:
+    """As upstream's authorizer (``appliesToUser``): what validation lets a RoleBinding leave out."""
+    role_binding = {"metadata": {"name": "b", "namespace": "dev"}, "roleRef": {"kind": "Role", "name": "r"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "bot"}]}
+    objects = {"roles": [{"metadata": {"name": "r", "namespace": "dev"}, "rules": [PODS_RULE]}], "clusterroles": [],
+               "rolebindings": [role_binding], "clusterrolebindings": []}
+
+    async def list_objects(plural: str) -> list[bytes]:
+        return [orjson.dumps(o) for o in objects[plural]]
+
+    authorizer = Authorizer(list_objects, lambda: 1)
+    get_pod = Request("get", "", "pods", "", "dev", "p")
+    assert await authorizer.allowed(User("system:serviceaccount:dev:bot").with_authenticated(), get_pod)
+    assert not await authorizer.allowed(User("system:serviceaccount:prod:bot").with_authenticated(), get_pod)
 
 
 def test_the_bootstrap_policy_is_valid_as_written() -> None:
