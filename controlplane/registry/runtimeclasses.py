@@ -1,7 +1,8 @@
 """node.k8s.io/v1 RuntimeClasses, validated as upstream's ``ValidateRuntimeClass`` and
 ``ValidateRuntimeClassUpdate`` check them, in their words: the ``handler`` a DNS label that
 never changes, ``overhead.podFixed`` checked as a container's limits are (a standard
-resource name for containers or a domain-prefixed one, quantities not negative, hugepages
+resource name for containers or a domain-prefixed one, quantities not negative and an
+extended resource's whole, hugepages
 only beside cpu or memory, reported under ``overhead.limits`` as upstream reuses the
 container check with the path ``overhead``), and ``scheduling``'s node selector as labels
 and its tolerations as a pod's. The classes' admission of pods is ``api/runtimeclass.py``.
@@ -24,8 +25,16 @@ __all__ = ["prepare_runtime_class"]
 _CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")  # and hugepages-<size>
 
 
+def _extended(name: str) -> bool:
+    """``IsExtendedResourceName``, near enough: a domain-prefixed name outside ``kubernetes.io``."""
+    domain = name.partition("/")[0]
+    return "/" in name and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io")) \
+        and not name.startswith("requests.")
+
+
 def _resource_causes(name: str, quantity: Any, at: str) -> Causes:
-    """``validateContainerResourceName`` and ``ValidateResourceQuantityValue`` of one limit."""
+    """``validateContainerResourceName`` and ``ValidateResourceQuantityValue`` of one limit:
+    a standard name, a quantity not negative, and whole for an extended resource."""
     causes: Causes = []
     if "/" not in name and name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
         causes.append(invalid(at, name, "must be a standard resource for containers"))
@@ -35,6 +44,8 @@ def _resource_causes(name: str, quantity: Any, at: str) -> Causes:
         raise BadQuantity(f"{at}: {e}") from e
     if amount < 0:
         causes.append(invalid(at, str(quantity), "must be greater than or equal to 0"))
+    if _extended(name) and amount.denominator != 1:
+        causes.append(invalid(at, str(quantity), "must be an integer"))
     return causes
 
 

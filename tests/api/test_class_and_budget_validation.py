@@ -142,8 +142,10 @@ async def test_a_runtime_class_overhead_and_scheduling(client: Client) -> None:
         ("FieldValueNotSupported", "scheduling.tolerations[0].operator",
          'Unsupported value: "Sometimes": supported values: "Equal", "Exists"'),
     ]
-    rc = {"metadata": {"name": "huge"}, "handler": "runc", "overhead": {"podFixed": {"hugepages-2Mi": "2Mi"}}}
+    rc = {"metadata": {"name": "huge"}, "handler": "runc",
+          "overhead": {"podFixed": {"hugepages-2Mi": "2Mi", "example.com/fpga": "500m"}}}
     assert await causes_of(client, RUNTIME_CLASSES, rc) == [
+        ("FieldValueInvalid", "overhead.limits[example.com/fpga]", 'Invalid value: "500m": must be an integer'),
         ("FieldValueForbidden", "overhead", "Forbidden: HugePages require cpu or memory")]
 
 
