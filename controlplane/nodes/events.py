@@ -3,7 +3,8 @@
 A simulated kubelet records what a real one does as it starts and stops a
 pod's containers (``pkg/kubelet/images``, ``pkg/kubelet/kuberuntime`` at 1.37),
 each about the pod with ``involvedObject.fieldPath`` naming the container
-(``spec.containers{web}``, ``spec.initContainers{setup}``), from source
+(``spec.containers{web}``, ``spec.initContainers{setup}``,
+``spec.ephemeralContainers{debugger-x7k2p}``), from source
 ``kubelet`` on its node (``source.host``, ``reportingInstance``):
 
 - ``Pulling`` ``Pulling image "nginx:latest"`` when a container's image is
@@ -17,7 +18,8 @@ each about the pod with ``involvedObject.fieldPath`` naming the container
 - ``ErrImageNeverPull`` and ``Failed`` ``Error: ErrImageNeverPull``
   (Warnings) for an image not on the node with policy ``Never``;
 - ``Created`` ``Container created`` and ``Started`` ``Container started``
-  for each container, init containers first, when the pod turns Running;
+  for each container, init containers first, when the pod turns Running, and
+  for an ephemeral container when its image is there;
 - ``Killing`` ``Stopping container web`` for each running container when the
   pod is deleted, gracefully or at once (regular containers, then sidecars from
   the last).
@@ -113,17 +115,25 @@ class KubeletEvents:
     def started(self, pod: Mapping[str, Any], node: str) -> None:
         """The pod turned Running: each container created and started."""
         for path, _ in container_paths(pod):
-            self._record(pod, node, path, "Created", "Container created")
-            self._record(pod, node, path, "Started", "Container started")
+            self.container_started(pod, node, path)
+
+    def container_started(self, pod: Mapping[str, Any], node: str, path: str) -> None:
+        """The container at ``path`` created and started (an ephemeral one, alone)."""
+        self._record(pod, node, path, "Created", "Container created")
+        self._record(pod, node, path, "Started", "Container started")
 
     def stopping(self, pod: Mapping[str, Any], node: str) -> None:
-        """A running pod deleted: each running container stopped (its regular
-        containers, then its sidecars, the last first, as the kubelet stops them)."""
+        """A running pod deleted: each running container stopped (its regular and running
+        ephemeral containers, then its sidecars, the last first, as the kubelet stops them)."""
         spec = pod.get("spec") or {}
         sidecars = [c for c in spec.get("initContainers") or () if isinstance(c, dict)
                     and c.get("restartPolicy") == "Always"]
+        debugging = {s.get("name") for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()
+                     if isinstance(s, dict) and "running" in (s.get("state") or {})}
+        debuggers = [c for c in spec.get("ephemeralContainers") or () if isinstance(c, dict)
+                     and c.get("name") in debugging]
         for field, containers in (("containers", [c for c in spec.get("containers") or () if isinstance(c, dict)]),
-                                  ("initContainers", sidecars[::-1])):
+                                  ("ephemeralContainers", debuggers), ("initContainers", sidecars[::-1])):
             for c in containers:
                 name = c.get("name", "")
                 self._record(pod, node, f"spec.{field}{{{name}}}", "Killing", f"Stopping container {name}")

@@ -61,7 +61,6 @@ import ipaddress
 import logging
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -73,6 +72,7 @@ from ..client import ApiError, Client, resource_path
 from ..gcsettings import untracked
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from ..registry.selectors import parse_label_selector
+from . import ephemeral
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .crds import STAGES
 from .events import KubeletEvents, container_paths
@@ -176,8 +176,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("ephemeral", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping",
-                 "uid", "wrote_creating")
+    __slots__ = ("ephemeral", "ephemeral_pulls", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage",
+                 "started", "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -194,6 +194,8 @@ class _Pod:
         self.started = False
         self.stopping = False  # its graceful deletion seen (its containers' Killing events recorded)
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
+        # the ephemeral containers whose image is being pulled: when each pull began, the image, the pull
+        self.ephemeral_pulls: dict[str, tuple[float, Image, Pull]] | None = None
 
 
 def _terminal(pod: dict[str, Any]) -> bool:
@@ -394,6 +396,9 @@ class NodeSimulator:
             st = self.pods.get(key)
             if st is not None and st.gen == gen:
                 self._write(lambda: self._run_stage(key, gen), POD)
+        elif kind == "ephemeral":
+            _, key, uid = item
+            self._ephemeral_pulled(key, uid)
         elif kind == "node-stage":
             _, name, gen = item
             node = self.nodes.get(name)
@@ -1055,7 +1060,7 @@ class NodeSimulator:
                 self.pod_events.stopping(pod, node.name)
         if not self._images_ready(key, st, node, pod):
             return
-        self._start_ephemeral(key, st, pod)
+        self._start_ephemeral(key, st, node, pod)
         self._resize(key, node.name, pod)
         stage = self.pod_stages.select(pod)
         if stage is None:
@@ -1073,30 +1078,67 @@ class NodeSimulator:
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
 
-    def _start_ephemeral(self, key: str, st: _Pod, pod: dict[str, Any]) -> None:
-        """A running pod's new ephemeral containers (``kubectl debug``) run at once, as a
-        kubelet starts them: ``status.ephemeralContainerStatuses`` says so."""
-        added = pod["spec"].get("ephemeralContainers") or ()
+    def _start_ephemeral(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> None:
+        """A running pod's new ephemeral containers (``kubectl debug``), as a kubelet starts
+        them: each one's image pulled (``Pulling``, ``Pulled``; the container waiting in
+        ``ContainerCreating`` meanwhile), then created and started (``Created``, ``Started``,
+        ``state.running``), its status as ``ephemeral`` writes a kubelet's. The pulls under way
+        are ``st.ephemeral_pulls``; a timer (``ephemeral``) looks again when one is done."""
+        added = [c for c in pod["spec"].get("ephemeralContainers") or () if isinstance(c, dict)]
         if not added or (pod.get("status") or {}).get("phase") != "Running" \
                 or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return
-        names = frozenset(str(c.get("name")) for c in added if isinstance(c, dict))
+        if all(c.get("name") in st.ephemeral for c in added):
+            return
         reported = [s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()
                     if isinstance(s, dict)]
-        running = {s.get("name") for s in reported}
-        if names <= st.ephemeral or names <= running:
+        states = {s.get("name"): s.get("state") or {} for s in reported}
+        now = time.monotonic()
+        pulls = st.ephemeral_pulls if st.ephemeral_pulls is not None else {}
+        changed: dict[str, dict[str, Any]] = {}
+        for c in added:
+            name = str(c.get("name"))
+            if name in st.ephemeral:
+                continue
+            if name not in pulls and ("running" in states.get(name, ()) or "terminated" in states.get(name, ())):
+                st.ephemeral |= {name}  # started before this simulator ran
+                continue
+            path = f"spec.ephemeralContainers{{{name}}}"
+            if name not in pulls:
+                image = self.image_catalog.lookup(str(c.get("image", "")))
+                pull = node.images.pull(image, str(c.get("imagePullPolicy") or "IfNotPresent"), now)
+                pulls[name] = (now, image, pull)
+                if self.pod_events is not None:
+                    self.pod_events.pull_started(pod, node.name, path, str(c.get("image", "")), pull)
+                if pull.ready is not None and pull.ready > now + self.config.tick:
+                    self.wheel.schedule(pull.ready, ("ephemeral", key, st.uid))
+            since, image, pull = pulls[name]
+            if pull.ready is not None and pull.ready <= now + self.config.tick:
+                del pulls[name]
+                st.ephemeral |= {name}
+                changed[name] = ephemeral.running(c, now_rfc3339())
+                if self.pod_events is not None:
+                    self.pod_events.pull_done(pod, node.name, path, str(c.get("image", "")), image, pull, now - since)
+                    self.pod_events.container_started(pod, node.name, path)
+                continue
+            reason = "ErrImageNeverPull" if pull.ready is None else \
+                "PodInitializing" if pod["spec"].get("initContainers") else "ContainerCreating"
+            if (states.get(name) or {}).get("waiting", {}).get("reason") != reason:
+                changed[name] = ephemeral.waiting(c, reason)
+        st.ephemeral_pulls = pulls or None
+        if not changed:
             return
-        st.ephemeral = names
-        now = now_rfc3339()
-        # the ones already running keep their status; the list is written whole (a merge patch)
-        statuses = reported + [
-            {"name": c.get("name"), "image": c.get("image"), "imageID": str(c.get("image", "")),
-             "containerID": f"containerd://{uuid.uuid4().hex}", "ready": False, "started": True,
-             "restartCount": 0, "state": {"running": {"startedAt": now}}}
-            for c in added if isinstance(c, dict) and c.get("name") not in running]
+        statuses = ephemeral.ephemeral_statuses(reported, changed)
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
         self._write(lambda: self._patch_quietly(path, {"status": {"ephemeralContainerStatuses": statuses}}), POD)
+
+    def _ephemeral_pulled(self, key: str, uid: str) -> None:
+        """An ephemeral container's image pull is done: the pod looked at again."""
+        st, pod = self.pods.get(key), self.pod_informer.items.get(key)
+        if st is None or st.uid != uid or pod is None or (node := self.nodes.get(st.node)) is None or node.failed:
+            return
+        self._start_ephemeral(key, st, node, pod)
 
     def _resize(self, key: str, node_name: str, pod: dict[str, Any]) -> None:
         """A running pod's in-place resize (``resize``): actuated if the node has room, else

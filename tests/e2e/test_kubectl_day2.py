@@ -1,8 +1,9 @@
 """Day-2 kubectl against ``controlplane serve --nodes 2`` with its controllers: NoExecute
 taints (controllers/tainteviction.py), a paused Deployment (controllers/workloads.py), a
 DaemonSet rolled out with ``maxSurge`` (controllers/daemonsets.py), a new
-HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py) and a pod resized in
-place (``kubectl patch --subresource resize``, actuated by the simulated kubelet)."""
+HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py), a pod resized in
+place (``kubectl patch --subresource resize``, actuated by the simulated kubelet) and one
+debugged (``kubectl debug``, its ephemeral container run by the simulated kubelet)."""
 
 from __future__ import annotations
 
@@ -296,3 +297,35 @@ def test_kubectl_patch_subresource_resize_is_actuated_by_the_simulated_kubelet(s
     assert refused.returncode == 1
     assert 'The Pod "resized" is invalid: spec.containers[0].resources.limits[memory]: Forbidden: memory limits ' \
            "cannot be added unless resizePolicy is RestartContainer" in refused.stderr
+
+
+DEBUGGED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: debugged}
+spec:
+  nodeName: sim-node-0
+  containers: [{name: c, image: "nginx:1.27"}]
+"""
+
+
+def test_kubectl_debug_runs_its_container_as_a_kubelet_reports_it(served: Serve) -> None:
+    """``kubectl debug``: the simulated kubelet pulls the image, starts the container, reports it
+    running (``kubectl wait`` on it returns) with the kubelet's events naming it; no ``started``
+    in its status (the kubelet's prober sets it for regular and init containers only)."""
+    kubectl(served, "apply", "-f", "-", stdin=DEBUGGED)
+    kubectl(served, "wait", "--for=condition=Ready", "pod/debugged", "--timeout=30s")
+    kubectl(served, "debug", "debugged", "-c", "dbg", "--image=busybox:1.36", "--", "sleep", "1d")
+    kubectl(served, "wait", "pod/debugged", "--timeout=30s",
+            "--for=jsonpath={.status.ephemeralContainerStatuses[0].state.running.startedAt}")
+    [status] = json.loads(kubectl(served, "get", "pod", "debugged", "-o", "json"))["status"][
+        "ephemeralContainerStatuses"]
+    assert status["name"] == "dbg" and status["ready"] is False and "started" not in status
+    assert status["imageID"] == "busybox:1.36@sha256:simulated"
+
+    def events() -> list[str]:
+        out = kubectl(served, "get", "events", "-o", "jsonpath={range .items[*]}{.reason}{' '}{end}",
+                      "--field-selector", "involvedObject.fieldPath=spec.ephemeralContainers{dbg}")
+        return out.split() if len(out.split()) == 4 else []
+
+    assert sorted(eventually(events)) == ["Created", "Pulled", "Pulling", "Started"]

@@ -100,6 +100,32 @@ async def test_a_force_delete_stops_the_containers_too(client: Client) -> None:
     assert _said(events) == [("spec.containers{c}", "Killing", "Stopping container c")]
 
 
+async def test_an_ephemeral_container_has_its_own_events_and_is_stopped_with_the_pod(client: Client) -> None:
+    """kubectl debug's container: its image pulled, then created and started, each event naming it
+    (``spec.ephemeralContainers{dbg}``), as a kubelet's; stopped with the pod's containers."""
+    async with simulating(client, fast(count=1)):
+        await client.create(PODS, pod("web", "sim-node-0", terminationGracePeriodSeconds=1))
+        await eventually(lambda: _running(client, "web"))
+        await client.patch(f"{PODS}/web/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+            {"name": "dbg", "image": "busybox"}]}}, "strategic")
+
+        async def debugger_events(n: int) -> list[dict[str, Any]]:
+            events = [e for e in await _kubelet_events(client, "web")
+                      if e["involvedObject"].get("fieldPath") == "spec.ephemeralContainers{dbg}"]
+            return events if len(events) >= n else []
+
+        said = _said(await eventually(lambda: debugger_events(4)))
+        await client.delete(f"{PODS}/web")
+        stopped = _said(await eventually(lambda: _killing(client, "web")))
+    path = "spec.ephemeralContainers{dbg}"
+    assert [(p, reason) for p, reason, _ in said] == [(path, "Pulling"), (path, "Pulled"), (path, "Created"),
+                                                    (path, "Started")]
+    assert said[0][2] == 'Pulling image "busybox:latest"'
+    assert said[1][2].startswith('Successfully pulled image "busybox:latest" in ')
+    assert sorted(stopped) == [("spec.containers{c}", "Killing", "Stopping container c"),
+                               (path, "Killing", "Stopping container dbg")]
+
+
 async def _killing(client: Client, name: str, n: int = 2) -> list[dict[str, Any]]:
     killing = [e for e in await _kubelet_events(client, name) if e["reason"] == "Killing"]
     return killing if len(killing) == n else []

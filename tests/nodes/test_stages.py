@@ -70,32 +70,36 @@ async def test_sidecars_run_beside_the_containers_and_stop_when_they_complete(cl
 
 
 async def test_ephemeral_containers_run_once_added(client: Client) -> None:
-    """kubectl debug's containers: the simulated kubelet reports them running, and their logs read."""
+    """kubectl debug's containers, as a kubelet reports them: waiting in ContainerCreating while
+    the image is pulled, then running, not ready and with no ``started`` (the kubelet's prober
+    sets it for the regular and init containers only); their logs read."""
     async with simulating(client, fast()):
         await client.create(PODS, pod("debugged", "sim-node-0"))
         await eventually(lambda: _is(client, "debugged", "Running"))
         await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
             {"name": "dbg", "image": "busybox:1.36", "targetContainerName": "c"}]}}, "strategic")
 
-        async def reported() -> list[dict[str, Any]]:
+        async def reported(state: str, n: int = 1) -> list[dict[str, Any]] | None:
             got: list[dict[str, Any]] = (await client.get(f"{PODS}/debugged"))["status"].get(
                 "ephemeralContainerStatuses") or []
-            return got
+            return got if len(got) == n and all(state in s["state"] for s in got) else None
 
-        [status] = await eventually(reported)
-        assert status["name"] == "dbg" and "running" in status["state"] and status["image"] == "busybox:1.36"
+        [creating] = await eventually(lambda: reported("waiting"))
+        assert creating["state"] == {"waiting": {"reason": "ContainerCreating"}} and creating["imageID"] == ""
+        [status] = await eventually(lambda: reported("running"))
+        assert status["name"] == "dbg" and status["image"] == "busybox:1.36"
+        assert status["imageID"] == "busybox:1.36@sha256:simulated" and status["containerID"].startswith("containerd://")
+        assert status["ready"] is False and "started" not in status and status["restartCount"] == 0
+        assert status["resources"] == {}
         pod_now = await client.get(f"{PODS}/debugged")
         assert pod_now["status"]["phase"] == "Running" and pod_now["status"]["containerStatuses"][0]["ready"]
-        # a second one joins; the first keeps its status (same container, same start)
+        # a second one joins, its image on the node: running at once; the first keeps its status
+        # (same container, same start), the list sorted by name as the kubelet's
         await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
-            {"name": "dbg2", "image": "busybox:1.36"}]}}, "strategic")
-
-        async def both() -> list[dict[str, Any]] | None:
-            got = await reported()
-            return got if len(got) == 2 else None
-
-        first, second = await eventually(both)
-        assert first == status and second["name"] == "dbg2"
+            {"name": "a-dbg", "image": "registry.k8s.io/pause:3.10", "imagePullPolicy": "IfNotPresent"}]}},
+            "strategic")
+        first, second = await eventually(lambda: reported("running", 2))
+        assert first["name"] == "a-dbg" and "running" in first["state"] and second == status
 
 
 async def _is(client: Client, name: str, want: str) -> bool:
