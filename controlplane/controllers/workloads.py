@@ -5,7 +5,9 @@ garbage collector that their objects need, as one API client.
   (``generateName: <rs>-``, owned by the ReplicaSet as controller), deleting
   the least useful extras first (unbound, then pending, then not ready, then
   the newest), and writes ``status`` (replicas, fullyLabeledReplicas,
-  readyReplicas, availableReplicas, observedGeneration). Creates wait for
+  readyReplicas, availableReplicas, observedGeneration, and terminatingReplicas:
+  its pods being deleted that have not finished, as upstream's
+  DeploymentReplicaSetTerminatingReplicas, beta and on since 1.35). Creates wait for
   the informer to see the pods created before (upstream's expectations), so a
   slow watch never doubles a ReplicaSet.
 - **Deployment**: one ReplicaSet per pod template, named
@@ -16,7 +18,7 @@ garbage collector that their objects need, as one API client.
   ``maxUnavailable`` (25% each by default: surge rounded up, unavailable down);
   ``Recreate`` scales the old ones to zero first. Status as upstream:
   replicas, updatedReplicas, readyReplicas, availableReplicas,
-  unavailableReplicas, observedGeneration, and the ``Available`` and
+  unavailableReplicas, terminatingReplicas (its ReplicaSets'), observedGeneration, and the ``Available`` and
   ``Progressing`` conditions that ``kubectl rollout status`` reads. Old
   ReplicaSets beyond ``revisionHistoryLimit`` are deleted; ``paused`` stops
   rollouts (scaling still applies, to the one ReplicaSet with replicas, the old one
@@ -286,7 +288,7 @@ class WorkloadController:
                         raise
 
             await asyncio.gather(*(delete(p) for p in doomed))
-        await self._replicaset_status(rs, active)
+        await self._replicaset_status(rs, active, sum(1 for p in owned.values() if _terminating(p)))
 
     async def _create_pods(self, rs: dict[str, Any], count: int) -> None:
         meta = meta_of(rs)
@@ -317,7 +319,8 @@ class WorkloadController:
         if errors:
             raise errors[0]
 
-    async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]]) -> None:
+    async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]],
+                                 terminating: int) -> None:
         pods = list(active)
         ready = [p for p in pods if _ready(p)]
         # available: ready for minReadySeconds; the set looks again when the next one will be
@@ -329,12 +332,13 @@ class WorkloadController:
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
                   "availableReplicas": available, "observedGeneration": meta_of(rs).get("generation", 1)}
         old = rs.get("status") or {}
-        if all(old.get(k, 0) == v for k, v in status.items()):
+        if all(old.get(k, 0) == v for k, v in status.items()) and old.get("terminatingReplicas") == terminating:
             return
         meta = meta_of(rs)
         await self.client.patch(
             resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
-            {"status": {k: v if k == "replicas" else v or None for k, v in status.items()}})
+            {"status": {**{k: v if k == "replicas" else v or None for k, v in status.items()},
+                        "terminatingReplicas": terminating}})
 
     # -- Deployment
     async def sync_deployment(self, key: str) -> None:
@@ -511,6 +515,7 @@ class WorkloadController:
 
         updated = int(((new_rs or {}).get("status") or {}).get("replicas", 0) or 0)
         available = total("availableReplicas")
+        terminating = _terminating_replicas(sets)
         status: dict[str, Any] = {
             "observedGeneration": meta_of(d).get("generation", 1), "replicas": total("replicas"),
             "updatedReplicas": updated, "readyReplicas": total("readyReplicas"), "availableReplicas": available,
@@ -582,14 +587,16 @@ class WorkloadController:
         revision = (meta_of(new_rs or {}).get("annotations") or {}).get(REVISION)
         annotations = meta_of(d).get("annotations") or {}
         if not changed and all(old.get(k, 0) == v for k, v in status.items() if k != "conditions") \
+                and old.get("terminatingReplicas") == terminating \
                 and (revision is None or annotations.get(REVISION) == revision):
             return
         meta = meta_of(d)
         path = resource_path("apps", "v1", "deployments", meta.get("namespace"), meta.get("name"))
         if revision is not None and annotations.get(REVISION) != revision:
             await self.client.patch(path, {"metadata": {"annotations": {REVISION: revision}}})
-        await self.client.patch(path + "/status",
-                                {"status": {k: (v or None) if k != "conditions" else v for k, v in status.items()}})
+        await self.client.patch(path + "/status", {"status": {
+            **{k: (v or None) if k != "conditions" else v for k, v in status.items()},
+            "terminatingReplicas": terminating}})
 
 
 def _active_or_latest(new_rs: dict[str, Any] | None, old_sets: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -604,6 +611,28 @@ def _active_or_latest(new_rs: dict[str, Any] | None, old_sets: list[dict[str, An
     if new_rs is not None:
         return new_rs
     return max(old_sets, key=lambda rs: (str(meta_of(rs).get("creationTimestamp") or ""), _revision(rs)))
+
+
+def _terminating(pod: Mapping[str, Any]) -> bool:
+    """Being deleted and not finished (upstream's FilterTerminatingPods)."""
+    return bool(meta_of(pod).get("deletionTimestamp")) and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _terminating_replicas(sets: Iterable[Mapping[str, Any]]) -> int | None:
+    """A Deployment's ``terminatingReplicas``: its ReplicaSets' summed, as upstream's
+    GetTerminatingReplicaCountForReplicaSets; one its controller has not synced yet counts
+    nothing, one synced that does not say (written without the field) makes the sum unknown."""
+    total = 0
+    for rs in sets:
+        status = rs.get("status") or {}
+        count = status.get("terminatingReplicas")
+        if count is None and not status.get("observedGeneration"):
+            continue
+        if count is None:
+            return None
+        total += int(count)
+    return total
 
 
 def _revision(rs: dict[str, Any]) -> int:

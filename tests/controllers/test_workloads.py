@@ -310,3 +310,28 @@ async def test_a_template_brought_back_takes_the_next_revision_and_annotations_f
     await until(undone)
     assert (await c.get(f"{DEPLOYMENTS}/undo"))["metadata"]["annotations"][REVISION] == "3"
     assert {p["spec"]["containers"][0]["image"] for p in live(await pods_of(c, "undo"))} == {"nginx:1.27"}
+
+
+async def test_pods_being_deleted_are_counted_as_terminating_replicas(client: Client) -> None:
+    """DeploymentReplicaSetTerminatingReplicas (KEP-3973, beta and on since 1.35): a ReplicaSet
+    counts its pods being deleted that have not finished, its Deployment sums them; 0, not
+    absent, when there are none."""
+    c = client
+    body = deployment("term", 2)
+    body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+    await c.create(DEPLOYMENTS, body)
+    await until(lambda: rolled_out(c, "term"))
+
+    async def terminating(want: int) -> bool:
+        d = await c.get(f"{DEPLOYMENTS}/term")
+        (rs,) = (await c.list(REPLICASETS, labelSelector="app=term"))["items"]
+        return bool(d["status"].get("terminatingReplicas") == want and rs["status"].get("terminatingReplicas") == want)
+
+    await until(lambda: terminating(0))
+    await c.patch(f"{DEPLOYMENTS}/term", {"spec": {"replicas": 1}})
+    await until(lambda: terminating(1))  # the pod scaled away has 30 s to stop
+    d = await c.get(f"{DEPLOYMENTS}/term")
+    assert (d["status"]["replicas"], d["status"]["availableReplicas"]) == (1, 1)
+    (gone,) = [p for p in await pods_of(c, "term") if p["metadata"].get("deletionTimestamp")]
+    await c.delete(f"{PODS}/{gone['metadata']['name']}", {"gracePeriodSeconds": 0}, gracePeriodSeconds="0")
+    await until(lambda: terminating(0))
