@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from controlplane.api.rest import Written
@@ -22,6 +24,16 @@ def test_empty_metadata_and_already_ordered_objects() -> None:
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
     assert _metadata_first(obj) is obj
     assert orjson.loads(with_resource_version(orjson.dumps(obj), 7))["metadata"] == {"resourceVersion": "7"}
+
+
+def test_metadatas_empty_collections_are_not_stored_as_go_omits_them() -> None:
+    """What the last label's removal (``kubectl label cm x k-``) or a finalizer's leaves."""
+    meta: dict[str, Any] = {"name": "x", "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": [],
+                            "managedFields": None, "generateName": ""}
+    obj = _metadata_first({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {}})
+    assert obj["metadata"] == {"name": "x", "generateName": ""} and obj["data"] == {}
+    kept = {"name": "y", "labels": {"a": "b"}, "finalizers": ["f"]}
+    assert _metadata_first({"apiVersion": "v1", "kind": "ConfigMap", "metadata": dict(kept)})["metadata"] == kept
 
 
 def test_written_is_a_dict_that_carries_its_json() -> None:

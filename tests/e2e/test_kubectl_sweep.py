@@ -7,6 +7,7 @@ label keys."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -170,3 +171,24 @@ def test_a_strategic_patch_of_a_mistyped_value_is_refused_as_upstreams_converter
     err = failing(served, "patch", "configmap", "typed", "-p", '{"data": {"n": 5}}')
     assert err.strip() == ('The request is invalid: patch: Invalid value: "map[data:map[n:5]]": cannot convert int64 '
                            "to string")
+
+
+def test_the_last_label_annotation_or_finalizer_removed_leaves_no_empty_collection(served: Serve) -> None:
+    """kube-apiserver encodes every object it stores from Go's ObjectMeta, whose maps and lists
+    are ``omitempty``: ``kubectl label x k-`` of the last label leaves no ``labels: {}``, as the
+    last annotation's, finalizer's or owner reference's removal leaves nothing; ``--overwrite``
+    is still needed to change a value."""
+    kubectl(served, "create", "configmap", "emptied")
+    kubectl(served, "label", "configmap", "emptied", "tier=web")
+    assert "'tier' already has a value (web), and --overwrite is false" in \
+        failing(served, "label", "configmap", "emptied", "tier=db")
+    kubectl(served, "label", "configmap", "emptied", "tier=db", "--overwrite")
+    kubectl(served, "annotate", "configmap", "emptied", "note=x")
+    kubectl(served, "patch", "configmap", "emptied", "--type=merge", "-p",
+            '{"metadata": {"finalizers": ["example.com/hold"]}}')
+    kubectl(served, "label", "configmap", "emptied", "tier-")
+    kubectl(served, "annotate", "configmap", "emptied", "note-")
+    kubectl(served, "patch", "configmap", "emptied", "--type=json", "-p",
+            '[{"op": "remove", "path": "/metadata/finalizers/0"}]')
+    meta = json.loads(kubectl(served, "get", "configmap", "emptied", "-o", "json"))["metadata"]
+    assert not {"labels", "annotations", "finalizers", "ownerReferences"} & set(meta), meta
