@@ -106,6 +106,36 @@ async def _is(client: Client, name: str, want: str) -> bool:
     return await phase(client, name) == want
 
 
+async def test_a_pod_deleted_before_it_ran_goes_at_once_whatever_its_grace_period(client: Client) -> None:
+    """A kubelet has no container to stop in a pod whose image never came (or is still being
+    pulled): it deletes the pod at once; one that ran waits for its grace period."""
+    async with simulating(client, fast()):
+        stuck = pod("stuck", "sim-node-0", image="nowhere:1")
+        stuck["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+        await client.create(PODS, stuck)
+        await client.create(PODS, pod("ran", "sim-node-0", terminationGracePeriodSeconds=30))
+
+        async def waiting() -> bool:
+            statuses = (await client.get(f"{PODS}/stuck")).get("status", {}).get("containerStatuses") or []
+            return bool(statuses and statuses[0]["state"].get("waiting", {}).get("reason") == "ErrImageNeverPull")
+
+        await eventually(waiting)
+        await eventually(lambda: _is(client, "ran", "Running"))
+        await client.delete(f"{PODS}/stuck")
+        await client.delete(f"{PODS}/ran")
+
+        async def gone() -> bool:
+            try:
+                await client.get(f"{PODS}/stuck")
+            except ApiError as e:
+                return e.code == 404
+            return False
+
+        await eventually(gone, timeout=5)
+        ran = await client.get(f"{PODS}/ran")
+        assert ran["metadata"]["deletionTimestamp"] and ran["metadata"]["deletionGracePeriodSeconds"] == 30
+
+
 async def test_restart_policy_never_pods_succeed_after_the_job_duration(client: Client) -> None:
     async with simulating(client, fast(job_seconds=0.6)):
         await client.create(PODS, pod("job", "sim-node-1", restartPolicy="Never"))
