@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..registry.causes import invalid
 from ..registry.managedfields import value_at
 from .errors import ApiError
 
@@ -109,12 +110,10 @@ def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
         replicas = 0  # absent or null: Go's zero
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not -_INT32 <= replicas < _INT32:
         raise _undecodable(replicas, "ScaleSpec.spec.replicas", "int32")
-    if replicas < 0:
-        raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
-                       f"{replicas!r}: must be greater than or equal to 0",
-                       {"name": name, "group": "autoscaling", "kind": "Scale",
-                        "causes": [{"reason": "FieldValueInvalid", "field": "spec.replicas",
-                                    "message": "must be greater than or equal to 0"}]})
+    if replicas < 0:  # the cause's message is field.Error's body, which kubectl prints after the field
+        cause = invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+        raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: {cause["message"]}',
+                       {"name": name, "group": "autoscaling", "kind": "Scale", "causes": [cause]})
     rv = meta.get("resourceVersion") or ""
     try:
         expected = int(rv) if rv else 0

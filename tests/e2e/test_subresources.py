@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
 import httpx
@@ -10,7 +12,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.e2e.test_kubernetes_client import bearer
 from tests.test_cli import Serve
 
@@ -50,7 +52,16 @@ def test_scale_reads_and_writes_the_replicas(served: Serve, api: client.ApiClien
                     headers={**bearer(served), "content-type": "application/merge-patch+json"},
                     content=b'{"spec":{"replicas":-1}}')
     assert r.status_code == 422 and r.json()["reason"] == "Invalid"
+    assert r.json()["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "spec.replicas",
+                                              "message": "Invalid value: -1: must be greater than or equal to 0"}]
     assert apps.read_namespaced_deployment("scaled", "default").spec.replicas == 3
+    # kubectl words the 422 from the cause, as upstream's: the value named
+    assert KUBECTL
+    err = subprocess.run([KUBECTL, "patch", "deployment", "scaled", "--subresource=scale", "--type=merge",
+                          "-p", '{"spec":{"replicas":-1}}'], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state)))
+    assert err.returncode == 1 and err.stderr.strip() == (
+        'The Scale "scaled" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0')
 
 
 def test_kubectl_get_subresource_scale_prints_upstreams_scale_columns(served: Serve, api: client.ApiClient) -> None:
