@@ -1,9 +1,11 @@
 """Inputs for DRA benchmarks: nodes with partitionable GPUs, their classes and claim templates.
 
-Each node publishes one pool (``gpu-<node>``) of two slices: one with the counter
-sets (one per GPU: 80Gi of memory and 7 multiprocessor slices) and one with the
-devices. Each GPU is offered whole (``gpu-3``, consuming all of its counters)
-and as partitions: two ``3g.40gb`` (3 slices, 40Gi) and seven ``1g.10gb``
+Each node publishes one pool (``gpu-<node>``): one slice with the counter sets (one
+per GPU: 80Gi of memory and 7 multiprocessor slices) and the devices in slices of
+whole GPUs, at most 64 devices each (upstream's limit for devices that consume
+counters: 6 GPUs' ten devices); at most 8 GPUs a node, upstream's limit of counter
+sets in a slice. Each GPU is offered whole (``gpu-3``, consuming all of its
+counters) and as partitions: two ``3g.40gb`` (3 slices, 40Gi) and seven ``1g.10gb``
 (1 slice, 10Gi). So a GPU serves either itself whole, or partitions up to its
 counters (e.g. two 3g and one 1g), never both::
 
@@ -56,8 +58,14 @@ def _attrs(kind: str, gpu: int, profile: str) -> dict[str, Any]:
             "model": {"string": "H100"}, "driverVersion": {"version": "550.54.15"}}
 
 
+DEVICES_PER_SLICE = 64  # ResourceSliceMaxDevicesWithTaintsOrConsumesCounters
+_DEVICES_PER_GPU = 10  # whole, two 3g, seven 1g
+
+
 def node_slices(node: str, gpus: int = 8) -> list[dict[str, Any]]:
-    pool = {"name": f"gpu-{node}", "generation": 1, "resourceSliceCount": 2}
+    per_slice = DEVICES_PER_SLICE // _DEVICES_PER_GPU * _DEVICES_PER_GPU
+    device_slices = max(1, -(-gpus * _DEVICES_PER_GPU // per_slice))
+    pool = {"name": f"gpu-{node}", "generation": 1, "resourceSliceCount": 1 + device_slices}
     counter_sets = [{"name": f"gpu-{g}-counters",
                      "counters": {"memory": {"value": "80Gi"}, "slices": {"value": "7"}}} for g in range(gpus)]
     devices: list[dict[str, Any]] = []
@@ -81,8 +89,9 @@ def node_slices(node: str, gpus: int = 8) -> list[dict[str, Any]]:
     return [
         {**meta, "metadata": {"name": f"{node}-gpu-counters"},
          "spec": {"driver": DRIVER, "pool": pool, "nodeName": node, "sharedCounters": counter_sets}},
-        {**meta, "metadata": {"name": f"{node}-gpu-devices"},
-         "spec": {"driver": DRIVER, "pool": pool, "nodeName": node, "devices": devices}},
+        *({**meta, "metadata": {"name": f"{node}-gpu-devices" + (f"-{i}" if i else "")},
+           "spec": {"driver": DRIVER, "pool": pool, "nodeName": node,
+                    "devices": devices[i * per_slice:(i + 1) * per_slice]}} for i in range(device_slices)),
     ]
 
 
