@@ -34,6 +34,7 @@ from .csi import (
 )
 from .disruption import prepare_pod_disruption_budget
 from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
+from .dra import prepare_device_class, prepare_resource_claim, prepare_resource_claim_template
 from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
     pod_update_causes,
@@ -56,6 +57,7 @@ from .rbacvalidation import (
     prepare_role,
     prepare_role_binding,
 )
+from .resourceslices import prepare_resource_slice
 from .runtimeclasses import prepare_runtime_class
 from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
@@ -534,6 +536,10 @@ _PREPARERS.update({
     "priorityclasses": prepare_priority_class, "runtimeclasses": prepare_runtime_class,
     "roles": prepare_role, "clusterroles": prepare_cluster_role,
     "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
+})
+_PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourceslices.py)
+    "deviceclasses": prepare_device_class, "resourceclaims": prepare_resource_claim,
+    "resourceclaimtemplates": prepare_resource_claim_template, "resourceslices": prepare_resource_slice,
 })
 
 
