@@ -75,8 +75,32 @@ def _shown_id(key: tuple[str, str, str, str]) -> str:
     return "/".join(k for k in key if k) if key[3] else "/".join(key[:3])
 
 
+_PLAIN_RESULT = frozenset({"request", "driver", "pool", "device"})
+_VALID_DEVICES: set[tuple[str, str, str]] = set()  # (driver, pool, device) of results found valid
+
+
 def _result(result: Obj, path: str, names: RequestNames) -> Causes:
-    """``validateDeviceRequestAllocationResult``."""
+    """``validateDeviceRequestAllocationResult``; a plain result (the scheduler's: a request,
+    a device and no more) of a device seen valid needs only its request looked up."""
+    device = (text(result.get("driver")), text(result.get("pool")), text(result.get("device")))
+    if device in _VALID_DEVICES and result.keys() <= _PLAIN_RESULT and _known_request(result.get("request"), names):
+        return []
+    causes = _result_causes(result, path, names)
+    if not causes and result.keys() <= _PLAIN_RESULT and len(_VALID_DEVICES) < 65536:
+        _VALID_DEVICES.add(device)
+    return causes
+
+
+def _known_request(ref: Any, names: RequestNames) -> bool:
+    """Whether ``ref`` names a request of the claim (whose names were checked at its create)."""
+    if not isinstance(ref, str):
+        return False
+    request, _, sub = ref.partition("/")
+    subs = names.get(request, False)
+    return subs is not False if not sub else (isinstance(subs, frozenset) and sub in subs)
+
+
+def _result_causes(result: Obj, path: str, names: RequestNames) -> Causes:
     causes = request_ref(result.get("request"), f"{path}.request", names)
     causes += driver_name(result.get("driver"), f"{path}.driver")
     causes += pool_name(result.get("pool"), f"{path}.pool")
@@ -164,14 +188,19 @@ def claim_status_causes(claim: Obj, old: Obj) -> Causes:
     else:
         causes = []
         for i, ref in enumerate(reserved):
-            causes += _consumer(mapping(ref), f"status.reservedFor[{i}]")
-        causes += unique((text(mapping(r).get("uid")) for r in reserved), "status.reservedFor")
+            ref = mapping(ref)
+            if not (ref.get("resource") and ref.get("name") and ref.get("uid")):
+                causes += _consumer(ref, f"status.reservedFor[{i}]")
+        if len(reserved) > 1:
+            causes += unique((text(mapping(r).get("uid")) for r in reserved), "status.reservedFor")
     allocation, old_allocation = status.get("allocation"), old_status.get("allocation")
-    allocated = {_device_id(mapping(r)) for r in items(mapping(mapping(allocation).get("devices")).get("results"))}
     devices = items(status.get("devices"))
-    for i, device in enumerate(devices):
-        causes += _device_status(mapping(device), f"status.devices[{i}]", allocated)
-    causes += unique((_device_id(mapping(d)) for d in devices), "status.devices", _shown_id)
+    if devices:
+        results = items(mapping(mapping(allocation).get("devices")).get("results"))
+        allocated = {_device_id(mapping(r)) for r in results}
+        for i, device in enumerate(devices):
+            causes += _device_status(mapping(device), f"status.devices[{i}]", allocated)
+        causes += unique((_device_id(mapping(d)) for d in devices), "status.devices", _shown_id)
     if reserved and allocation is None:
         causes.append(forbidden("status.reservedFor", "may not be specified when `allocated` is not set"))
     elif reserved and mapping(claim.get("metadata")).get("deletionTimestamp"):

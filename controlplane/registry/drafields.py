@@ -126,12 +126,18 @@ def subdomain(value: Any, field: str) -> Causes:
     return [invalid(field, value, p) for p in problems]
 
 
+_VALID_DRIVERS: set[str] = set()
+
+
 def driver_name(value: Any, field: str) -> Causes:
     """``ValidateCSIDriverName``: a driver's name is a CSI driver's."""
     value = text(value)
-    if value in _VALID_SUBDOMAINS and 0 < len(value) <= 63:
+    if value in _VALID_DRIVERS:
         return []
-    return csi_driver_name_causes(value, field)
+    causes = csi_driver_name_causes(value, field)
+    if not causes:
+        _remember(_VALID_DRIVERS, value)
+    return causes
 
 
 def pool_name(value: Any, field: str) -> Causes:
@@ -214,6 +220,8 @@ def raw_object(value: Any, field: str, limit: int, stored: bool = False) -> Caus
 def binding_conditions(obj: Obj, field: str) -> Causes:
     """``validateDeviceBindingParameters``: at most 4 of each, label names, no repeats, no
     overlap, and one list only with the other."""
+    if "bindingConditions" not in obj and "bindingFailureConditions" not in obj:
+        return []
     conditions, failures = items(obj.get("bindingConditions")), items(obj.get("bindingFailureConditions"))
     causes: Causes = []
     for key, listed in (("bindingConditions", conditions), ("bindingFailureConditions", failures)):

@@ -208,6 +208,17 @@ async def test_a_claims_status_is_written_once_allocated_and_reserved_as_upstrea
     # released, then deallocated: both allowed
     await client.patch(status, {"status": {"reservedFor": None}})
     assert "allocation" not in (await client.patch(status, {"status": {"allocation": None}}))["status"]
+    # a device seen valid before is still checked against the claim's own requests
+    await client.create(CLAIMS, claim("other", {"name": "req", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.example.com"}]}))
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CLAIMS}/other/status", {"status": {"allocation": allocation(result())}})
+    assert causes(e) == [("FieldValueInvalid", "status.allocation.devices.results[0].request",
+                          f'Invalid value: "gpu": {REQUEST_REF}')]
+    for request in ("req/big", "req"):  # upstream takes a request with subrequests by its name alone too
+        written = await client.patch(f"{CLAIMS}/other/status", {"status": {"allocation": allocation(result(request))}})
+        assert written["status"]["allocation"]["devices"]["results"][0]["request"] == request
+        await client.patch(f"{CLAIMS}/other/status", {"status": {"allocation": None}})
 
 
 async def test_a_claim_template_is_validated_at_its_nested_paths_and_fixed(client: Client) -> None:
