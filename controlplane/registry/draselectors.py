@@ -16,10 +16,11 @@ as upstream; one that compiled is remembered.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from .causes import Causes, invalid, required
+from .causes import Causes, cause, required
 from .drafields import CEL_MAX_LENGTH, SELECTORS_MAX, _remember, items, mapping, text, too_long, too_many
 
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transformList|transformMap|"
@@ -47,7 +48,8 @@ def cel_causes(expression: Any, field: str, stored: bool = False) -> Causes:
     if why is None:
         _remember(_COMPILED_OK, expression)
         return []
-    return [invalid(field, expression, why)]
+    # the expression as Go's %q prints it: a multi-line one with its newlines escaped
+    return [cause("FieldValueInvalid", field, f"Invalid value: {json.dumps(expression, ensure_ascii=False)}: {why}")]
 
 
 def _compile_error(expression: str) -> str | None:

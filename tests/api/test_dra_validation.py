@@ -78,7 +78,8 @@ async def test_upstreams_documentation_examples_are_stored_defaulted(client: Cli
 async def test_a_device_class_whose_selector_does_not_compile_is_refused_in_cel_gos_words(client: Client) -> None:
     with pytest.raises(ApiError) as e:
         await client.create(CLASSES, {"metadata": {"name": "bad"}, "spec": {"selectors": [
-            {"cel": {"expression": "device.driver =="}}, {"cel": {"expression": 'gpu.model == "x"'}}, {}]}})
+            {"cel": {"expression": "device.driver =="}}, {"cel": {"expression": 'gpu.model == "x"'}}, {},
+            {"cel": {"expression": 'device.driver == "a" &&\n  size(device.attributes) > 0 &&\n  model'}}]}})
     assert causes(e) == [
         ("FieldValueInvalid", "spec.selectors[0].cel.expression",
          'Invalid value: "device.driver ==": compilation failed: ERROR: <input>:1:17: Syntax error: mismatched '
@@ -87,7 +88,10 @@ async def test_a_device_class_whose_selector_does_not_compile_is_refused_in_cel_
         ("FieldValueInvalid", "spec.selectors[1].cel.expression",
          "Invalid value: \"gpu.model == \\\"x\\\"\": compilation failed: ERROR: <input>:1:1: undeclared reference "
          "to 'gpu' (in container '')\n | gpu.model == \"x\"\n | ^"),
-        ("FieldValueRequired", "spec.selectors[2].cel", "Required value")]
+        ("FieldValueRequired", "spec.selectors[2].cel", "Required value"),
+        ("FieldValueInvalid", "spec.selectors[3].cel.expression",
+         'Invalid value: "device.driver == \\"a\\" &&\\n  size(device.attributes) > 0 &&\\n  model": compilation '
+         "failed: ERROR: <input>:3:3: undeclared reference to 'model' (in container '')\n |   model\n | ..^")]
 
 
 async def test_a_device_classs_selectors_and_configs_are_bounded_and_its_config_opaque(client: Client) -> None:
