@@ -33,6 +33,7 @@ upstream prints with Go's ``%#v`` (a struct) is shown as JSON here, as elsewhere
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .causes import Causes, cause, forbidden, invalid, not_supported, required
@@ -171,11 +172,24 @@ def prepare_resource_claim(claim: Obj, old: Obj | None) -> Causes:
     causes: Causes = []
     if spec is not old.get("spec"):  # (a status write carries the stored spec itself)
         default_claim_spec(spec)
-        if spec != old.get("spec"):
+        if not _same_spec(spec, old.get("spec"), ()):
             causes.append(immutable("spec", spec))
     if claim.get("status") is not old.get("status") and claim.get("status") != old.get("status"):
         causes += claim_status_causes(claim, old)
     return causes
+
+
+def _same_spec(spec: Any, old_spec: Any, claim_at: tuple[str, ...]) -> bool:
+    """Whether an update's (defaulted) spec is the stored one: stored as it is, or with the
+    defaults a spec stored before they were given lacks (the claim's spec at ``claim_at``)."""
+    if spec == old_spec:
+        return True
+    old_spec = copy.deepcopy(old_spec)
+    claim_spec = old_spec
+    for key in claim_at:
+        claim_spec = mapping(claim_spec).get(key)
+    default_claim_spec(claim_spec)
+    return bool(spec == old_spec)
 
 
 _TEMPLATE_META = ("labels", "annotations")
@@ -198,7 +212,8 @@ def prepare_resource_claim_template(template: Obj, old: Obj | None) -> Causes:
     spec = mapping(template.get("spec"))
     default_claim_spec(spec.get("spec"))
     if old is not None:
-        return [immutable("spec", template.get("spec"))] if template.get("spec") != old.get("spec") else []
+        return [] if _same_spec(template.get("spec"), old.get("spec"), ("spec",)) else [
+            immutable("spec", template.get("spec"))]
     return _template_metadata(spec.get("metadata"), "spec.metadata") + claim_spec_causes(spec.get("spec"), "spec.spec")
 
 

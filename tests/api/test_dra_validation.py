@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.registry.strategies import prepare
 
 CLASSES = resource_path("resource.k8s.io", "v1", "deviceclasses", None)
 CLAIMS = resource_path("resource.k8s.io", "v1", "resourceclaims", "default")
@@ -160,6 +161,17 @@ async def test_a_claims_spec_is_immutable_but_its_defaults_are_no_change(client:
         await client.patch(f"{CLAIMS}/fixed", {"spec": {"devices": {"requests": [gpu(count=2)]}}})
     [(reason, field, message)] = causes(e)
     assert (reason, field) == ("FieldValueInvalid", "spec") and message.endswith(": field is immutable")
+
+
+def test_a_spec_stored_before_its_defaults_were_given_may_be_written_again_with_them() -> None:
+    stored = claim("old", gpu())  # as a server before the defaults stored it
+    again = claim("old", gpu())
+    assert prepare("resourceclaims", again, stored) == []
+    assert again["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
+    template = {"metadata": {"name": "t"}, "spec": {"spec": stored["spec"]}}
+    assert prepare("resourceclaimtemplates", copy.deepcopy(template), template) == []
+    changed = {"metadata": {"name": "t"}, "spec": {"spec": claim("t", gpu(count=2))["spec"]}}
+    assert [c["field"] for c in prepare("resourceclaimtemplates", changed, template)] == ["spec"]
 
 
 def allocation(*results: dict[str, Any], **extra: Any) -> dict[str, Any]:
