@@ -21,6 +21,7 @@ here parses an object that has not got the field it checks.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from typing import Any
@@ -40,8 +41,9 @@ from .podvalidation import (
 from .servicecidrs import _cidr_problems
 from .volumes import BadQuantity
 
-__all__ = ["endpoints_causes", "node_causes", "non_special_ip_causes", "parsed_ip", "pod_template_causes",
-           "prepare_endpoints", "prepare_node", "prepare_pod_template"]
+__all__ = ["endpoint_ip_problems", "endpoints_causes", "node_causes", "non_special_ip_causes",
+           "non_special_ip_problems", "parsed_ip", "pod_template_causes", "prepare_endpoints", "prepare_node",
+           "prepare_pod_template"]
 
 Obj = dict[str, Any]
 
@@ -227,36 +229,71 @@ def endpoints_causes(endpoints: Obj) -> Causes:
 
 def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
     ip = str(address.get("ip") or "")
-    if parsed_ip(ip) is None:  # IsValidIP, as for a legacy field: Go's sloppy parse decides
-        causes.append(invalid(f"{at}.ip", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    problems = endpoint_ip_problems(ip)
+    if problems:
+        causes.extend(invalid(f"{at}.ip", ip, p) for p in problems[0])
     hostname = address.get("hostname")
-    if hostname:
-        causes.extend(invalid(f"{at}.hostname", hostname, p) for p in dns_label_problems(str(hostname)))
+    if hostname and _label_problems(str(hostname)):
+        causes.extend(invalid(f"{at}.hostname", hostname, p) for p in _label_problems(str(hostname)))
     node = address.get("nodeName")
-    if node is not None:
-        causes.extend(invalid(f"{at}.nodeName", node, p) for p in subdomain_problems(str(node)))
-    causes.extend(non_special_ip_causes(ip, f"{at}.ip"))
+    if node is not None and _subdomain_problems(str(node)):
+        causes.extend(invalid(f"{at}.nodeName", node, p) for p in _subdomain_problems(str(node)))
+    if problems:
+        causes.extend(invalid(f"{at}.ip", ip, p) for p in problems[1])
+
+
+# An Endpoints or EndpointSlice write names every address of the Service again (a controller
+# rewrites them all on any pod's change), and Python's ipaddress takes tens of microseconds
+# an address: a valid address's verdict is remembered, as are names'. Bounded, and cleared
+# whole when full (a cluster's pod IPs are fewer).
+_REMEMBERED = 1 << 16
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def endpoint_ip_problems(text: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """An Endpoints address's problems, None when it has none: ``IsValidIP``'s (as for a legacy
+    field: Go's sloppy parse decides), then ``ValidateNonSpecialIP``'s, which upstream reports
+    after the hostname's and the node name's."""
+    valid = () if parsed_ip(text) is not None else ("must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",)
+    special = non_special_ip_problems(text)
+    return (valid, special) if valid or special else None
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _label_problems(value: str) -> tuple[str, ...]:
+    return tuple(dns_label_problems(value))
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _subdomain_problems(value: str) -> tuple[str, ...]:
+    return tuple(subdomain_problems(value))
 
 
 def non_special_ip_causes(text: str, field: str) -> Causes:
+    """``ValidateNonSpecialIP``'s causes at ``field``."""
+    return [invalid(field, text, p) for p in non_special_ip_problems(text)]
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def non_special_ip_problems(text: str) -> tuple[str, ...]:
     """``ValidateNonSpecialIP``: an address clients could reach, not the unspecified one,
     loopback, or link-local (unicast or multicast)."""
     ip = parsed_ip(text)
     if ip is None:
-        return [invalid(field, text, "must be a valid IP address")]
+        return ("must be a valid IP address",)
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
     ip = mapped or ip
-    causes: Causes = []
+    problems: list[str] = []
     if ip.is_unspecified:
-        causes.append(invalid(field, text, f"may not be unspecified ({text})"))
+        problems.append(f"may not be unspecified ({text})")
     if ip.is_loopback:
-        causes.append(invalid(field, text, "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
+        problems.append("may not be in the loopback range (127.0.0.0/8, ::1/128)")
     if ip in _LINK_LOCAL_UNICAST[ip.version]:
-        causes.append(invalid(field, text, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"))
+        problems.append("may not be in the link-local range (169.254.0.0/16, fe80::/10)")
     if (ip.version == 4 and ip in _LINK_LOCAL_MULTICAST_V4) or \
             (ip.version == 6 and ip.packed[0] == 0xFF and ip.packed[1] & 0x0F == 0x02):
-        causes.append(invalid(field, text, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
-    return causes
+        problems.append("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")
+    return tuple(problems)
 
 
 def parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -15,9 +15,10 @@ As upstream's strategies:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from .corevalidation import non_special_ip_causes, parsed_ip
+from .corevalidation import non_special_ip_problems, parsed_ip
 from .podvalidation import dns_label_problems, label_key_problems, label_value_problems, subdomain_problems
 
 __all__ = ["prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class", "prepare_network_policy"]
@@ -159,18 +160,13 @@ def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
     elif isinstance(addresses, list) and len(addresses) > MAX_ADDRESSES:
         causes.append(too_many(f"{at}.addresses", len(addresses), MAX_ADDRESSES))
     for j, address in enumerate(addresses if isinstance(addresses, list) else ()):
-        field, address = f"{at}.addresses[{j}]", str(address)
-        if kind in ("IPv4", "IPv6"):
-            ip = parsed_ip(address)  # (an IPv4-mapped IPv6 address is IPv4 to Go's To4)
-            family = 0 if ip is None else 4 if ip.version == 4 or ip.ipv4_mapped is not None else 6
-            if family != int(kind[-1]):
-                causes.append(_invalid(field, address, f"must be a valid {kind} address"))
-            causes.extend(non_special_ip_causes(address, field))
-        elif kind == "IP":
-            if parsed_ip(address) is None:
-                causes.append(_invalid(field, address, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
-        elif kind == "FQDN":
-            causes.extend(_fqdn_causes(address, field))
+        address = str(address)
+        if not address and kind == "FQDN":
+            causes.append(_required(f"{at}.addresses[{j}]"))
+            continue
+        problems = _slice_address_problems(kind, address)
+        if problems:
+            causes.extend(_invalid(f"{at}.addresses[{j}]", shown, p) for shown, p in problems)
     topology = endpoint.get("deprecatedTopology")
     if isinstance(topology, dict) and topology:
         path = f"{at}.topology"  # (the internal type's name, as upstream reports it)
@@ -185,22 +181,37 @@ def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
         causes.extend(_invalid(f"{at}.hostname", hostname, p) for p in dns_label_problems(str(hostname)))
 
 
-def _fqdn_causes(name: str, field: str) -> Causes:
+@functools.lru_cache(maxsize=1 << 16)
+def _slice_address_problems(kind: Any, address: str) -> tuple[tuple[str, str], ...]:
+    """An address's problems for a slice of ``kind``, each with the value it shows (an FQDN's
+    bad label): remembered, as every write of a slice names its addresses again."""
+    if kind in ("IPv4", "IPv6"):
+        ip = parsed_ip(address)  # (an IPv4-mapped IPv6 address is IPv4 to Go's To4)
+        family = 0 if ip is None else 4 if ip.version == 4 or ip.ipv4_mapped is not None else 6
+        wrong = ((address, f"must be a valid {kind} address"),) if family != int(kind[-1]) else ()
+        return wrong + tuple((address, p) for p in non_special_ip_problems(address))
+    if kind == "IP":
+        return () if parsed_ip(address) is not None else \
+            ((address, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"),)
+    if kind == "FQDN":
+        return _fqdn_problems(address)
+    return ()
+
+
+def _fqdn_problems(name: str) -> tuple[tuple[str, str], ...]:
     """``IsFullyQualifiedDomainName``: a DNS subdomain of two labels or more (a final dot allowed)."""
-    if not name:
-        return [_required(field)]
     name = name.removesuffix(".")
     problems = subdomain_problems(name)
     if problems:
-        return [_invalid(field, name, ",".join(problems))]
+        return ((name, ",".join(problems)),)
     labels = name.split(".")
     if len(labels) < 2:
-        return [_invalid(field, name, "should be a domain with at least two segments separated by dots")]
+        return ((name, "should be a domain with at least two segments separated by dots"),)
     for label in labels:
         problems = dns_label_problems(label)
         if problems:
-            return [_invalid(field, label, ",".join(problems))]
-    return []
+            return ((label, ",".join(problems)),)
+    return ()
 
 
 def _slice_ports(ports: Any, causes: Causes) -> None:
