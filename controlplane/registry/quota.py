@@ -87,7 +87,11 @@ def prepare_limit_range(lr: Obj, old: Obj | None) -> Causes:
                            "message": f'Duplicate value: "{kind}"'})
         seen.add(kind)
         for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-            causes += _quantities(item.get(field), f"{at}.{field}")
+            values = item.get(field)
+            if isinstance(values, dict) and (kind != "Pod" or field not in ("default", "defaultRequest")):
+                for name in values:
+                    causes += _limit_resource_name_causes(kind, str(name), f"{at}.{field}[{name}]")
+            causes += _quantities(values, f"{at}.{field}")
         if kind == "Container":
             default = item.setdefault("default", {})
             request = item.setdefault("defaultRequest", {})
@@ -122,6 +126,42 @@ def _limit_type_causes(kind: Any, field: str) -> Causes:
         return [{"reason": "FieldValueInvalid", "field": field,
                  "message": f'Invalid value: "{text}": must be a standard limit type or fully qualified'}]
     return []
+
+
+# helper.standardResources (IsStandardResourceName), and the container ones
+_STANDARD_RESOURCES = frozenset((
+    "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+    "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "resourcequotas", "services",
+    "replicationcontrollers", "secrets", "configmaps", "persistentvolumeclaims", "storage", "requests.storage",
+    "services.nodeports", "services.loadbalancers"))
+_CONTAINER_RESOURCES = frozenset(("cpu", "memory", "ephemeral-storage"))
+
+
+def _limit_resource_name_causes(kind: Any, name: str, field: str) -> Causes:
+    """``validateLimitRangeResourceName``: a qualified name, standard unless prefixed; for a
+    Pod or Container item also a container's resource, or an extended one."""
+    from .podvalidation import label_key_problems
+
+    def bad(message: str) -> dict[str, str]:
+        return {"reason": "FieldValueInvalid", "field": field, "message": f'Invalid value: "{name}": {message}'}
+
+    problems = label_key_problems(name)
+    if problems:
+        return [bad(p) for p in problems]
+    prefixed = "/" in name
+    causes: Causes = []
+    if not prefixed and name not in _STANDARD_RESOURCES and not name.startswith(("hugepages-", "requests.hugepages-")):
+        causes.append(bad("must be a standard resource type or fully qualified"))
+        if kind not in ("Pod", "Container"):
+            return causes
+    if kind not in ("Pod", "Container"):
+        return causes
+    if not prefixed:
+        if name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            causes.append(bad("must be a standard resource for containers"))
+    elif "kubernetes.io/" not in name and label_key_problems("requests." + name):
+        causes.append(bad("doesn't follow extended resource name standard"))
+    return causes
 
 
 def _limit_order_causes(item: Obj, at: str) -> Causes:

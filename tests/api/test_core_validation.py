@@ -228,3 +228,19 @@ async def test_a_limit_ranges_bounds_are_in_order(client: Client) -> None:
     created = await client.create(LIMITS, {"metadata": {"name": "l1"}, "spec": {"limits": [
         {"type": "Container", "max": {"nvidia.com/gpu": "2"}}, {"type": "example.com/Widget", "max": {"cpu": "1"}}]}})
     assert created["spec"]["limits"][0]["defaultRequest"] == {"nvidia.com/gpu": "2"}
+
+
+async def test_a_limit_ranges_resources_are_standard_or_qualified(client: Client) -> None:
+    with pytest.raises(ApiError) as e:
+        await client.create(LIMITS, {"metadata": {"name": "l1"}, "spec": {"limits": [
+            {"type": "Container", "max": {"zz5": "1", "storage": "1Gi", "example.com/widget": "2"}},
+            {"type": "PersistentVolumeClaim", "max": {"zz5": "1", "storage": "1Gi"}}]}})
+    assert causes(e) == [
+        ("FieldValueInvalid", "spec.limits[0].max[zz5]", 'Invalid value: "zz5": must be a standard resource type '
+         "or fully qualified"),
+        ("FieldValueInvalid", "spec.limits[0].max[zz5]", 'Invalid value: "zz5": must be a standard resource for '
+         "containers"),
+        ("FieldValueInvalid", "spec.limits[0].max[storage]", 'Invalid value: "storage": must be a standard resource '
+         "for containers"),
+        ("FieldValueInvalid", "spec.limits[1].max[zz5]", 'Invalid value: "zz5": must be a standard resource type '
+         "or fully qualified")]
