@@ -15,21 +15,19 @@ A request is allowed when a rule of a role bound to its user allows it:
   ``/healthz``...) and the self-reviews (``api/reviews.py``) are allowed to
   every authenticated user, as upstream's ``system:discovery``,
   ``system:public-info-viewer`` and ``system:basic-user`` bindings;
-- a ``cluster-admin`` ClusterRole and its binding to ``system:masters`` are
-  created at start (``BOOTSTRAP``), as upstream's bootstrap policy, and so is
-  ``system:monitoring`` (bound to that group): ``/metrics`` is for it and the
-  masters only, as upstream's (``app.py`` asks; the health checks stay open);
-  ``system:service-account-issuer-discovery`` lets every service account read the
-  issuer's discovery documents (``/.well-known/openid-configuration``, ``/openid/v1/jwks``).
+- upstream's bootstrap policy is written at start (``rbacpolicy.py``, ``rbacreconcile.py``):
+  ``cluster-admin`` bound to ``system:masters``, ``system:monitoring`` bound to that group
+  (``/metrics`` is for it and the masters only, as upstream's: ``app.py`` asks; the health
+  checks stay open), ``system:service-account-issuer-discovery`` for every service account
+  (``/.well-known/openid-configuration``, ``/openid/v1/jwks``), the system components' and
+  controllers' roles.
 
 The rules are indexed from the cached RBAC objects and rebuilt when one of the
 four caches changes (their ``generation``), so a binding takes effect once its
 write has reached the cache, a few milliseconds after it is acknowledged, as
 with upstream's informer-fed authorizer. The user-facing roles ``admin``,
-``edit`` and ``view`` are created at start too and aggregated (``rbacpolicy.py``,
-``controllers/clusterroles.py``); impersonation is ``impersonation.py``. So are
-the CertificateSigningRequest approver roles and the certificate controller's role
-(``rbacpolicy.py``); not done: the other ``system:`` controller roles.
+``edit`` and ``view`` are aggregated by ``controllers/clusterroles.py``; impersonation
+is ``impersonation.py``.
 
 A denial is a 403 Forbidden worded as upstream's:
 ``pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "dev"``.
@@ -46,14 +44,11 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
-from .rbacpolicy import CERTIFICATE_BINDINGS, CERTIFICATE_ROLES, DEFAULT_ROLES
 
-__all__ = ["BOOTSTRAP", "ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "selected_name", "verb_of"]
+__all__ = ["ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "selected_name", "verb_of"]
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
-MONITORING = "system:monitoring"
-ISSUER_DISCOVERY = "system:service-account-issuer-discovery"
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,50 +288,3 @@ def forbidden(user: User, r: Request) -> ApiError:
         details["group"] = r.api_group
     return ApiError(403, "Forbidden", f'{what} is forbidden: User "{user.name}" cannot {r.verb} resource "{full}" '
                                       f'in API group "{r.api_group}" {scope}', details)
-
-
-# upstream's bootstrap policy, the part this server creates: the superuser role and its binding
-BOOTSTRAP: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                  {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
-    ("clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MASTERS}]}),
-    # who may read /metrics (and the health checks): the group ``system:monitoring``, as upstream's
-    # bootstrap ``system:monitoring`` role and binding (a signed-in user outside it gets 403)
-    ("clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": MONITORING, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "rules": [{"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
-                                       "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
-    ("clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": MONITORING, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MONITORING},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MONITORING}]}),
-    # the service account issuer's discovery documents (api/oidc.py), for every service account
-    ("clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": ISSUER_DISCOVERY, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "rules": [{"nonResourceURLs": ["/.well-known/openid-configuration", "/.well-known/openid-configuration/",
-                                       "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": ["get"]}]}),
-    ("clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": ISSUER_DISCOVERY, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ISSUER_DISCOVERY},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:serviceaccounts"}]}),
-    *(("clusterroles", role) for role in DEFAULT_ROLES),  # admin, edit, view (api/rbacpolicy.py)
-    *(("clusterroles", role) for role in CERTIFICATE_ROLES),  # the CSR approvers, the certificate controller
-    *(("clusterrolebindings", binding) for binding in CERTIFICATE_BINDINGS),
-)

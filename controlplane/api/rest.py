@@ -127,10 +127,9 @@ from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .proxying import PROXY_METHODS
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
-from .rbac import BOOTSTRAP as RBAC_BOOTSTRAP
 from .rbac import Authorizer, forbidden, selected_name, verb_of
 from .rbac import Request as RbacRequest
-from .rbacpolicy import aggregated_rules
+from .rbacreconcile import ensure_rbac_policy
 from .reads import (
     Listed,
     Reads,
@@ -254,24 +253,10 @@ class KubeApi:
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
 
     async def bootstrap_rbac(self) -> None:
-        """The bootstrap policy: ``cluster-admin`` for ``system:masters``, and the default
-        ``admin``, ``edit`` and ``view`` roles. Created whatever the authorization mode, as
-        upstream's ``rbac/bootstrap-roles`` hook does (the roles exist to be bound). The
-        aggregated roles are written with the rules the aggregation controller would gather,
-        so that it has nothing to write once the server is ready."""
-        policy = [(plural, {**obj}) for plural, obj in RBAC_BOOTSTRAP]
-        roles = [obj for plural, obj in policy if plural == "clusterroles"]
-        for _ in roles:  # to the fixed point of the chains (view into edit into admin)
-            for role in roles:
-                rules = aggregated_rules(role, roles)
-                if rules is not None:
-                    role["rules"] = rules
-        for plural, obj in policy:
-            rtype = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
-            assert rtype is not None
-            body = {**obj, "metadata": {**obj["metadata"], "uid": new_uid(), "creationTimestamp": _now()}}
-            with contextlib.suppress(store.KeyExists):
-                await self.store.create(rtype.key(None, obj["metadata"]["name"]), orjson.dumps(body))
+        """upstream's bootstrap RBAC policy, created or reconciled (``rbacreconcile.py``) whatever
+        the authorization mode, as upstream's ``rbac/bootstrap-roles`` hook (the roles exist to
+        be bound)."""
+        await ensure_rbac_policy(self.store, self.registry)
 
     async def bootstrap(self) -> None:
         """The namespaces every cluster has (kube-apiserver's system namespaces controller)."""

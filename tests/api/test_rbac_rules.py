@@ -71,10 +71,10 @@ def test_verbs_and_denials_are_worded_as_upstream() -> None:
 
 async def _bootstrapped(role: str, user: User) -> Authorizer:
     """An authorizer over the bootstrap policy, aggregated, with ``role`` bound to ``user`` in dev."""
-    from controlplane.api.rbac import BOOTSTRAP
     from controlplane.api.rbacpolicy import aggregated_rules
+    from controlplane.api.rbacreconcile import POLICY
 
-    roles = [dict(obj) for plural, obj in BOOTSTRAP if plural == "clusterroles"]
+    roles = [dict(obj) for plural, obj in POLICY if plural == "clusterroles"]
     for _ in roles:
         for r in roles:
             r["rules"] = aggregated_rules(r, roles) or r["rules"]
