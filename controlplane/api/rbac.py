@@ -10,24 +10,23 @@ A request is allowed when a rule of a role bound to its user allows it:
   their Role's or ClusterRole's rules in their namespace;
 - a resource rule matches on verb, API group, resource (``pods``,
   ``pods/status``, ``*``, ``*/status``) and, when it names any,
-  ``resourceNames``; a non-resource rule on the path (``/healthz``, ``/api/*``);
-- discovery (``/api``, ``/apis`` and below, ``/openapi``, ``/version``,
-  ``/healthz``...) and the self-reviews (``api/reviews.py``) are allowed to
-  every authenticated user, as upstream's ``system:discovery``,
-  ``system:public-info-viewer`` and ``system:basic-user`` bindings;
-- upstream's bootstrap policy is written at start (``rbacpolicy.py``, ``rbacreconcile.py``):
-  ``cluster-admin`` bound to ``system:masters``, ``system:monitoring`` bound to that group
-  (``/metrics`` is for it and the masters only, as upstream's: ``app.py`` asks; the health
-  checks stay open), ``system:service-account-issuer-discovery`` for every service account
-  (``/.well-known/openid-configuration``, ``/openid/v1/jwks``), the system components' and
-  controllers' roles.
+  ``resourceNames``; a non-resource rule on the path (``/healthz``, ``/api/*``).
 
-The rules are indexed from the cached RBAC objects and rebuilt when one of the
+Nothing else is granted: what every signed-in user may do comes from the bootstrap policy
+(``rbacpolicy.py``, written at start by ``rbacreconcile.py``), as upstream's, so a deleted
+binding takes its grant away until the next start puts it back. ``system:discovery`` lets
+every authenticated user read discovery (``/api``, ``/apis`` and below, ``/openapi``,
+``/version``), ``system:basic-user`` ask the self-reviews (``api/reviews.py``);
+``system:public-info-viewer`` is bound to the unauthenticated too (``/version`` and the
+health checks are served without authorization here, see ``app.py``); ``/metrics`` is for
+``system:monitoring`` and the masters (``app.py`` asks); ``system:service-account-issuer-discovery``
+lets every service account read the issuer's discovery documents.
+
+The rules are indexed by subject from the cached RBAC objects and rebuilt when one of the
 four caches changes (their ``generation``), so a binding takes effect once its
 write has reached the cache, a few milliseconds after it is acknowledged, as
-with upstream's informer-fed authorizer. The user-facing roles ``admin``,
-``edit`` and ``view`` are aggregated by ``controllers/clusterroles.py``; impersonation
-is ``impersonation.py``.
+with upstream's informer-fed authorizer. The aggregated roles are kept by
+``controllers/clusterroles.py``; impersonation is ``impersonation.py``.
 
 A denial is a 403 Forbidden worded as upstream's:
 ``pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "dev"``.
@@ -37,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,25 +148,44 @@ def _rules(role: dict[str, Any] | None) -> list[_Rule]:
 
 @dataclass(slots=True)
 class _Index:
-    cluster: list[tuple[list[dict[str, Any]], list[_Rule]]] = field(default_factory=list)  # (subjects, rules)
-    by_namespace: dict[str, list[tuple[list[dict[str, Any]], list[_Rule]]]] = field(default_factory=dict)
+    """The rules bound to each subject (``_subject_key``): cluster-wide, and by namespace."""
+
+    cluster: dict[str, list[_Rule]] = field(default_factory=dict)
+    by_namespace: dict[str, dict[str, list[_Rule]]] = field(default_factory=dict)
+
+    def rules(self, user: User, namespace: str) -> Iterator[_Rule]:
+        """The rules that apply to ``user`` in ``namespace`` ("": cluster-wide only), by key."""
+        local = self.by_namespace.get(namespace, {}) if namespace else {}
+        for key in _user_keys(user):
+            yield from self.cluster.get(key, ())
+            yield from local.get(key, ())
 
 
-def _subject_matches(subject: dict[str, Any], user: User) -> bool:
+def _subject_key(subject: dict[str, Any]) -> str | None:
+    """A binding's subject as the key a user matches it by: a ServiceAccount is the user
+    ``system:serviceaccount:<namespace>:<name>``; None for a kind that matches nobody."""
     kind, name = subject.get("kind"), subject.get("name")
+    if not isinstance(name, str):
+        return None
     if kind == "User":
-        return bool(name == user.name)
+        return "user:" + name
     if kind == "Group":
-        return name in user.groups
+        return "group:" + name
     if kind == "ServiceAccount":
-        return user.name == f"system:serviceaccount:{subject.get('namespace', '')}:{name}"
-    return False
+        return f"user:system:serviceaccount:{subject.get('namespace', '')}:{name}"
+    return None
 
 
-_DISCOVERY = ("/api", "/apis", "/openapi", "/version", "/healthz", "/livez", "/readyz")
-_SELF_REVIEWS = frozenset({("authorization.k8s.io", "selfsubjectaccessreviews"),
-                           ("authorization.k8s.io", "selfsubjectrulesreviews"),
-                           ("authentication.k8s.io", "selfsubjectreviews")})
+def _user_keys(user: User) -> list[str]:
+    return ["user:" + user.name, *("group:" + g for g in user.groups)]
+
+
+def _bind(into: dict[str, list[_Rule]], subjects: Iterable[Any], rules: list[_Rule]) -> None:
+    for subject in subjects:
+        key = _subject_key(subject) if isinstance(subject, dict) else None
+        if key is not None:
+            into.setdefault(key, []).extend(rules)
+
 
 Lister = Callable[[str], Awaitable[list[bytes]]]  # plural -> the cached objects' JSON
 
@@ -185,38 +203,19 @@ class Authorizer:
     async def allowed(self, user: User, r: Request) -> bool:
         if MASTERS in user.groups:
             return True
-        if AUTHENTICATED in user.groups:
-            if not r.resource and any(r.path == p or r.path.startswith(p + "/") for p in _DISCOVERY):
-                return True
-            if r.verb == "create" and (r.api_group, r.resource) in _SELF_REVIEWS:  # system:basic-user
-                return True
         index = await self._current()
-        for subjects, rules in index.cluster:
-            if any(_subject_matches(s, user) for s in subjects) and any(rule.allows(r) for rule in rules):
-                return True
-        if r.resource and r.namespace:
-            for subjects_list, rules in index.by_namespace.get(r.namespace, ()):
-                if any(_subject_matches(s, user) for s in subjects_list) and any(rule.allows(r) for rule in rules):
-                    return True
-        return False
+        return any(rule.allows(r) for rule in index.rules(user, r.namespace if r.resource else ""))
 
     async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The resource and non-resource rules that apply to ``user`` in ``namespace`` (what
-        SelfSubjectRulesReview answers): its cluster-wide bindings' and the namespace's, and
-        what every authenticated user may (the self-reviews, discovery)."""
+        SelfSubjectRulesReview answers): those of its cluster-wide bindings (the bootstrap
+        policy's discovery and self-review roles among them, for an authenticated user) and of
+        the namespace's."""
         index = await self._current()
-        rules = [rule for subjects, rs in index.cluster if any(_subject_matches(s, user) for s in subjects)
-                 for rule in rs]
-        rules += [rule for subjects, rs in index.by_namespace.get(namespace, ())
-                  if any(_subject_matches(s, user) for s in subjects) for rule in rs]
+        rules = list(index.rules(user, namespace))
         if MASTERS in user.groups:
             rules.append(_Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}), frozenset(), ()))
             rules.append(_Rule(frozenset({"*"}), frozenset(), frozenset(), frozenset(), ("*",)))
-        if AUTHENTICATED in user.groups:
-            for group, resource in sorted(_SELF_REVIEWS):
-                rules.append(_Rule(frozenset({"create"}), frozenset({group}), frozenset({resource}), frozenset(), ()))
-            rules.append(_Rule(frozenset({"get"}), frozenset(), frozenset(), frozenset(),
-                               tuple(p + s for p in _DISCOVERY for s in ("", "/*"))))
         resource_rules: list[dict[str, Any]] = []
         non_resource_rules: list[dict[str, Any]] = []
         for rule in rules:
@@ -250,19 +249,19 @@ class Authorizer:
         def objects(raws: Iterable[bytes]) -> list[dict[str, Any]]:
             return [orjson.loads(raw) for raw in raws]
 
-        cluster_roles = {o["metadata"]["name"]: o for o in objects(await self._list("clusterroles"))}
-        roles = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+        cluster_roles = {o["metadata"]["name"]: _rules(o) for o in objects(await self._list("clusterroles"))}
+        roles = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _rules(o)
                  for o in objects(await self._list("roles"))}
         index = _Index()
         for b in objects(await self._list("clusterrolebindings")):
             ref = b.get("roleRef") or {}
             if ref.get("kind") == "ClusterRole":
-                index.cluster.append((b.get("subjects") or [], _rules(cluster_roles.get(ref.get("name", "")))))
+                _bind(index.cluster, b.get("subjects") or (), cluster_roles.get(ref.get("name", ""), []))
         for b in objects(await self._list("rolebindings")):
             ns, ref = b["metadata"].get("namespace", ""), b.get("roleRef") or {}
-            role = (cluster_roles.get(ref.get("name", "")) if ref.get("kind") == "ClusterRole"
-                    else roles.get((ns, ref.get("name", ""))))
-            index.by_namespace.setdefault(ns, []).append((_in_namespace(b.get("subjects") or [], ns), _rules(role)))
+            rules = (cluster_roles.get(ref.get("name", ""), []) if ref.get("kind") == "ClusterRole"
+                     else roles.get((ns, ref.get("name", "")), []))
+            _bind(index.by_namespace.setdefault(ns, {}), _in_namespace(b.get("subjects") or [], ns), rules)
         return index
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -45,7 +47,7 @@ async def authorizer() -> Authorizer:
     (OPS, Request("get", path="/logs/kubelet"), True),
     (OPS, Request("get", path="/debug"), False),
     (OPS, Request("list", "", "nodes"), True),
-    (OPS, Request("get", path="/apis/apps/v1"), True),                    # discovery, authenticated
+    (OPS, Request("get", path="/apis/apps/v1"), False),  # discovery is system:discovery's binding's, not here
     (ANONYMOUS, Request("get", path="/api"), False),
     (User("root", ("system:masters",)), Request("delete", "", "nodes", "", "", "n"), True),
 ])
@@ -69,19 +71,22 @@ def test_verbs_and_denials_are_worded_as_upstream() -> None:
         'API group "apps" in the namespace "dev"')  # qualified by its group, as upstream's NewForbidden
 
 
-async def _bootstrapped(role: str, user: User) -> Authorizer:
+async def _bootstrapped(role: str | None = None, user: User | None = None) -> Authorizer:
     """An authorizer over the bootstrap policy, aggregated, with ``role`` bound to ``user`` in dev."""
     from controlplane.api.rbacpolicy import aggregated_rules
     from controlplane.api.rbacreconcile import POLICY
 
-    roles = [dict(obj) for plural, obj in POLICY if plural == "clusterroles"]
+    objects: dict[str, list[dict[str, Any]]] = {
+        plural: [dict(obj) for p, obj in POLICY if p == plural]
+        for plural in ("clusterroles", "roles", "clusterrolebindings", "rolebindings")}
+    roles = objects["clusterroles"]
     for _ in roles:
         for r in roles:
             r["rules"] = aggregated_rules(r, roles) or r["rules"]
-    objects = {"clusterroles": roles, "roles": [], "clusterrolebindings": [],
-               "rolebindings": [{"metadata": {"name": "b", "namespace": "dev"},
-                                 "roleRef": {"kind": "ClusterRole", "name": role},
-                                 "subjects": [{"kind": "User", "name": user.name}]}]}
+    if role is not None and user is not None:
+        objects["rolebindings"].append({"metadata": {"name": "b", "namespace": "dev"},
+                                        "roleRef": {"kind": "ClusterRole", "name": role},
+                                        "subjects": [{"kind": "User", "name": user.name}]})
 
     async def list_objects(plural: str) -> list[bytes]:
         return [orjson.dumps(o) for o in objects[plural]]
@@ -102,3 +107,40 @@ async def _bootstrapped(role: str, user: User) -> Authorizer:
 async def test_the_default_roles_grant_what_upstreams_do(role: str, request_: Request, allowed: bool) -> None:
     jane = User("jane").with_authenticated()
     assert await (await _bootstrapped(role, jane)).allowed(jane, request_) is allowed
+
+
+@pytest.mark.parametrize(("user", "request_", "allowed"), [
+    (User("jane").with_authenticated(), Request("get", path="/api"), True),  # system:discovery
+    (User("jane").with_authenticated(), Request("get", path="/apis/apps/v1"), True),
+    (User("jane").with_authenticated(), Request("get", path="/openapi/v3/api/v1"), True),
+    (User("jane").with_authenticated(), Request("get", path="/version"), True),
+    (User("jane").with_authenticated(), Request("get", path="/healthz"), True),
+    (User("jane").with_authenticated(), Request("get", path="/healthz/etcd"), False),  # system:monitoring's
+    (User("jane").with_authenticated(), Request("get", path="/metrics"), False),
+    (User("jane").with_authenticated(), Request("create", "authorization.k8s.io", "selfsubjectaccessreviews"),
+     True),  # system:basic-user
+    (User("jane").with_authenticated(), Request("create", "authentication.k8s.io", "selfsubjectreviews"), True),
+    (User("jane").with_authenticated(), Request("list", "", "pods", "", "default"), False),
+    (ANONYMOUS, Request("get", path="/version"), True),  # system:public-info-viewer
+    (ANONYMOUS, Request("get", path="/livez"), True),
+    (ANONYMOUS, Request("get", path="/readyz"), True),
+    (ANONYMOUS, Request("get", path="/api"), False),  # discovery is for the authenticated only (since 1.14)
+    (ANONYMOUS, Request("create", "authorization.k8s.io", "selfsubjectaccessreviews"), False),
+    (User("system:kube-scheduler").with_authenticated(), Request("create", "", "pods", "binding", "dev", "p"), True),
+    (User("system:kube-scheduler").with_authenticated(),
+     Request("update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"), True),
+    (User("system:kube-scheduler").with_authenticated(), Request("delete", "", "nodes", "", "", "n"), False),
+    (User("system:serviceaccount:kube-system:deployment-controller").with_authenticated(),
+     Request("update", "apps", "replicasets", "", "dev", "rs"), True),
+    (User("system:serviceaccount:kube-system:deployment-controller").with_authenticated(),
+     Request("delete", "apps", "deployments", "", "dev", "d"), False),
+    (User("system:kube-scheduler").with_authenticated(),
+     Request("get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"), True),  # a RoleBinding
+    (User("system:kube-scheduler").with_authenticated(),
+     Request("get", "", "configmaps", "", "default", "extension-apiserver-authentication"), False),
+    (User("kubelet", ("system:nodes",)).with_authenticated(), Request("get", "", "secrets", "", "dev", "s"), False),
+])
+async def test_the_bootstrap_bindings_grant_what_upstreams_do(user: User, request_: Request, allowed: bool) -> None:
+    """What a user without bindings of its own may do, and the system users' grants (the
+    ``system:node`` role is bound to nobody: the Node authorizer's business upstream)."""
+    assert await (await _bootstrapped()).allowed(user, request_) is allowed
