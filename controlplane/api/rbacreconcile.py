@@ -93,10 +93,13 @@ def covers(owner: Obj, sub: Obj) -> bool:
         return (wildcard and "*" in owned) or all(v in owned for v in sub.get(field) or ())
 
     owned_names, names = owner.get("resourceNames") or [], sub.get("resourceNames") or []
-    return (has_all("verbs") and has_all("apiGroups")
+    if names:  # some objects: covered by a rule naming them all, or naming none
+        names_covered = not owned_names or all(n in owned_names for n in names)
+    else:  # every object: by a rule naming none only
+        names_covered = not owned_names
+    return (names_covered and has_all("verbs") and has_all("apiGroups")
             and all(_resource_covered(owner.get("resources") or [], r) for r in sub.get("resources") or ())
-            and all(_url_covered(owner.get("nonResourceURLs") or [], u) for u in sub.get("nonResourceURLs") or ())
-            and (not owned_names if not names else (not owned_names or all(n in owned_names for n in names))))
+            and all(_url_covered(owner.get("nonResourceURLs") or [], u) for u in sub.get("nonResourceURLs") or ()))
 
 
 def missing_rules(existing: Iterable[Obj], expected: Iterable[Obj]) -> list[Obj]:
@@ -192,21 +195,26 @@ async def _reconcile(s: store.Store, key: bytes, current: store.KeyValue | None,
 async def ensure_rbac_policy(s: store.Store, registry: Registry) -> None:
     """Every object of ``POLICY`` created or reconciled, the writes made together (one group
     commit or few)."""
-    stored: dict[bytes, store.KeyValue] = {}
     types = {plural: registry.get(GROUP, "v1", plural)
              for plural in ("clusterroles", "clusterrolebindings", "roles", "rolebindings")}
-    for rtype in types.values():
-        assert rtype is not None
-        prefix = rtype.prefix()
-        kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
-        stored.update((kv.key, kv) for kv in kvs)
-    now = _now()
-    writes = []
-    for (plural, expected), (_, prefilled) in zip(POLICY, _with_aggregated_rules(POLICY), strict=True):
+    keys = []
+    for plural, obj in POLICY:
         rtype = types[plural]
         assert rtype is not None
-        meta = expected["metadata"]
-        key = rtype.key(meta.get("namespace"), meta["name"])
-        created = metadata_first({**prefilled, "metadata": {**meta, "uid": new_uid(), "creationTimestamp": now}})
-        writes.append(_reconcile(s, key, stored.get(key), expected, created))
+        keys.append(rtype.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+    stored: dict[bytes, store.KeyValue] = {}
+    # ClusterRoles and their bindings in one read each (most are the policy's); the namespaced
+    # few by key, a cluster's Roles and RoleBindings being maybe many
+    for rtype in types.values():
+        assert rtype is not None
+        if not rtype.namespaced:
+            kvs, _, _ = await s.range(rtype.prefix(), store.prefix_end(rtype.prefix()))
+            stored.update((kv.key, kv) for kv in kvs)
+    namespaced = [key for (plural, _), key in zip(POLICY, keys, strict=True) if plural in ("roles", "rolebindings")]
+    stored.update((kv.key, kv) for kv in await asyncio.gather(*map(s.get, namespaced)) if kv is not None)
+    now = _now()
+    writes = []
+    for key, (_, expected), (_, prefilled) in zip(keys, POLICY, _with_aggregated_rules(POLICY), strict=True):
+        meta = {**expected["metadata"], "uid": new_uid(), "creationTimestamp": now}
+        writes.append(_reconcile(s, key, stored.get(key), expected, metadata_first({**prefilled, "metadata": meta})))
     await asyncio.gather(*writes)
