@@ -24,6 +24,7 @@ from controlplane.api.rbacreconcile import ensure_rbac_policy
 from controlplane.registry.types import Registry
 from tests.api.test_bootstrap_policy import UPSTREAM_CLUSTER_ROLES, UPSTREAM_RULES
 from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.e2e.test_kubernetes_client import bearer
 from tests.test_cli import Serve, running, start_serve
 
 TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\n'
@@ -124,15 +125,32 @@ async def _drifted(data: Path) -> None:
 
 
 def test_the_policy_is_reconciled_when_the_server_starts(tmp_path: Path) -> None:
+    """The drifted policy put back at start, but for the protected role; and, the server being
+    plain HTTP, a request without credentials gets the public information
+    (system:public-info-viewer) and not discovery (upstream's 403)."""
     (tmp_path / "state" / "data").mkdir(parents=True)
     asyncio.run(_drifted(tmp_path / "state" / "data"))
-    with running(start_serve(tmp_path, extra=("--authorization-mode", "RBAC"))) as s:
-        got = yaml.safe_load(kubectl(s, "get", "clusterrole", "system:controller:deployment-controller", "-o", "yaml"))
-        assert got["rules"] == UPSTREAM_RULES["system:controller:deployment-controller"]  # back
-        dns = yaml.safe_load(kubectl(s, "get", "clusterrole", "system:kube-dns", "-o", "yaml"))
+    with running(start_serve(tmp_path, tls=False, extra=("--authorization-mode", "RBAC"))) as s, \
+            httpx.Client(base_url=s.url, headers=bearer(s), timeout=10) as admin, \
+            httpx.Client(base_url=s.url, timeout=10) as nobody:
+        def read(path: str) -> dict[str, Any]:
+            r = admin.get(f"/apis/rbac.authorization.k8s.io/v1/{path}")
+            assert r.status_code == 200, r.text
+            body: dict[str, Any] = r.json()
+            return body
+
+        got = read("clusterroles/system:controller:deployment-controller")
+        assert [dict(sorted(r.items())) for r in got["rules"]] == UPSTREAM_RULES[
+            "system:controller:deployment-controller"]  # back
+        dns = read("clusterroles/system:kube-dns")
         assert not dns.get("rules") and dns["metadata"]["annotations"] == {AUTOUPDATE: "false"}  # left alone
-        node = yaml.safe_load(kubectl(s, "get", "clusterrole", "system:node", "-o", "yaml"))["rules"]
-        assert node[-1] == {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
-                            "verbs": ["create"]}  # the rule taken away, put back at the end
-        binding = yaml.safe_load(kubectl(s, "get", "clusterrolebinding", "system:discovery", "-o", "yaml"))
-        assert [subject["name"] for subject in binding["subjects"]] == ["system:authenticated"]
+        assert read("clusterroles/system:node")["rules"][-1] == {
+            "verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"]}  # the rule taken away, put back at the end
+        assert [subject["name"] for subject in read("clusterrolebindings/system:discovery")["subjects"]] == [
+            "system:authenticated"]
+        for path in ("/version", "/healthz", "/livez", "/readyz"):
+            assert nobody.get(path).status_code == 200, path
+        denied = nobody.get("/api")
+        assert denied.status_code == 403
+        assert denied.json()["message"] == 'forbidden: User "system:anonymous" cannot get path "/api"'
