@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 import store
-from controlplane.registry.types import Registry
+from controlplane.registry.types import Registry, ResourceType
 
 from .controllerpolicy import CONTROLLER_ROLE_BINDINGS, CONTROLLER_ROLES
 from .namespacepolicy import NAMESPACE_ROLE_BINDINGS, NAMESPACE_ROLES
@@ -195,23 +195,21 @@ async def _reconcile(s: store.Store, key: bytes, current: store.KeyValue | None,
 async def ensure_rbac_policy(s: store.Store, registry: Registry) -> None:
     """Every object of ``POLICY`` created or reconciled, the writes made together (one group
     commit or few)."""
-    types = {plural: registry.get(GROUP, "v1", plural)
-             for plural in ("clusterroles", "clusterrolebindings", "roles", "rolebindings")}
-    keys = []
-    for plural, obj in POLICY:
-        rtype = types[plural]
+    types: dict[str, ResourceType] = {}
+    for plural in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"):
+        rtype = registry.get(GROUP, "v1", plural)
         assert rtype is not None
-        keys.append(rtype.key(obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+        types[plural] = rtype
+    keys = [types[plural].key(obj["metadata"].get("namespace"), obj["metadata"]["name"]) for plural, obj in POLICY]
+    # ClusterRoles and their bindings in one read each (most are the policy's); Roles and
+    # RoleBindings of the policy's namespaces only, a cluster's being maybe many
+    prefixes = {rtype.prefix() for rtype in types.values() if not rtype.namespaced}
+    prefixes |= {types[plural].prefix(obj["metadata"]["namespace"]) for plural, obj in POLICY
+                 if types[plural].namespaced}
     stored: dict[bytes, store.KeyValue] = {}
-    # ClusterRoles and their bindings in one read each (most are the policy's); the namespaced
-    # few by key, a cluster's Roles and RoleBindings being maybe many
-    for rtype in types.values():
-        assert rtype is not None
-        if not rtype.namespaced:
-            kvs, _, _ = await s.range(rtype.prefix(), store.prefix_end(rtype.prefix()))
-            stored.update((kv.key, kv) for kv in kvs)
-    namespaced = [key for (plural, _), key in zip(POLICY, keys, strict=True) if plural in ("roles", "rolebindings")]
-    stored.update((kv.key, kv) for kv in await asyncio.gather(*map(s.get, namespaced)) if kv is not None)
+    for prefix in sorted(prefixes):
+        kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
+        stored.update((kv.key, kv) for kv in kvs)
     now = _now()
     writes = []
     for key, (_, expected), (_, prefilled) in zip(keys, POLICY, _with_aggregated_rules(POLICY), strict=True):
