@@ -269,6 +269,9 @@ class _KubeRoutes:
         else:
             await self.app(scope, receive, send)
             return
+        if target is not self.kube and self.tokens is not None and self.kube.authorizer is not None:
+            await self._non_resource(scope, receive, send, path, target)  # system:discovery's /openapi/*
+            return
         if self.tokens is not None:
             user = await self._requester(scope, send)
             if user is None:
@@ -293,8 +296,9 @@ class _KubeRoutes:
 
     async def _non_resource(self, scope: dict[str, Any], receive: Any, send: Any, path: str, target: Any) -> None:
         """A non-resource path outside the API that upstream authorizes: ``/metrics`` (under RBAC:
-        the group ``system:monitoring`` by the bootstrap policy, and ``system:masters``) and the
-        issuer discovery (every service account). For whom a rule allows ``get`` on the path; a
+        the group ``system:monitoring`` by the bootstrap policy, and ``system:masters``), the
+        OpenAPI documents (every authenticated user, ``system:discovery``) and the issuer
+        discovery (every service account). For whom a rule allows ``get`` on the path; a
         request without credentials is anonymous where the server takes anonymous ones."""
         user = await self._requester(scope, send) if self.tokens is not None else ANONYMOUS
         if user is None:

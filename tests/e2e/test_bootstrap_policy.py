@@ -64,7 +64,7 @@ def test_system_users_and_controllers_may_what_upstreams_may(served: Serve) -> N
 def test_a_user_without_bindings_gets_discovery_and_nobody_the_resources(served: Serve) -> None:
     with httpx.Client(base_url=served.url, headers={"authorization": "Bearer alice-token"}, timeout=10) as alice, \
             httpx.Client(base_url=served.url, timeout=10) as nobody:
-        for path in ("/api", "/apis", "/apis/apps/v1", "/version", "/healthz", "/openapi/v2"):
+        for path in ("/api", "/apis", "/apis/apps/v1", "/version", "/healthz", "/openapi/v2", "/openapi/v3/api/v1"):
             assert alice.get(path).status_code == 200, path  # system:discovery, system:public-info-viewer
         denied = alice.get("/api/v1/namespaces/default/pods")
         assert denied.status_code == 403 and denied.json()["reason"] == "Forbidden"
@@ -127,7 +127,7 @@ async def _drifted(data: Path) -> None:
 def test_the_policy_is_reconciled_when_the_server_starts(tmp_path: Path) -> None:
     """The drifted policy put back at start, but for the protected role; and, the server being
     plain HTTP, a request without credentials gets the public information
-    (system:public-info-viewer) and not discovery (upstream's 403)."""
+    (system:public-info-viewer) and not discovery, the OpenAPI documents included (upstream's 403)."""
     (tmp_path / "state" / "data").mkdir(parents=True)
     asyncio.run(_drifted(tmp_path / "state" / "data"))
     with running(start_serve(tmp_path, tls=False, extra=("--authorization-mode", "RBAC"))) as s, \
@@ -151,6 +151,8 @@ def test_the_policy_is_reconciled_when_the_server_starts(tmp_path: Path) -> None
             "system:authenticated"]
         for path in ("/version", "/healthz", "/livez", "/readyz"):
             assert nobody.get(path).status_code == 200, path
-        denied = nobody.get("/api")
-        assert denied.status_code == 403
-        assert denied.json()["message"] == 'forbidden: User "system:anonymous" cannot get path "/api"'
+        for path in ("/api", "/openapi/v2", "/openapi/v3"):
+            denied = nobody.get(path)
+            assert denied.status_code == 403, path
+            assert denied.json()["message"] == f'forbidden: User "system:anonymous" cannot get path "{path}"'
+        assert admin.get("/openapi/v3").status_code == 200
