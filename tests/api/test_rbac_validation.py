@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from controlplane.api.rbac import BOOTSTRAP, Authorizer, Request, User
+from controlplane.api.rbac import Authorizer, Request, User
+from controlplane.api.rbacreconcile import POLICY
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.registry.strategies import prepare
 
@@ -152,7 +153,7 @@ async def test_a_role_bindings_service_account_is_of_its_namespace_when_it_names
 
 def test_the_bootstrap_policy_is_valid_as_written() -> None:
     """What the server writes at start passes what a PUT of it would pass, unchanged."""
-    for plural, obj in BOOTSTRAP:
+    for plural, obj in POLICY:
         body = copy.deepcopy(obj)
         assert prepare(plural, body, None) == [], obj["metadata"]["name"]
         assert body == obj, obj["metadata"]["name"]
