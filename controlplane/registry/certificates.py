@@ -156,7 +156,8 @@ def _stamp(conditions: list[Obj], old_conditions: list[Obj]) -> None:
 
 def set_requestor(csr: Obj, user: Any) -> None:
     """A create's spec names who asked (a ``rbac.User``, or None) and nothing else; the
-    status starts empty."""
+    status starts empty: ``{}``, as Go writes the struct (no pointer), which clients that
+    set ``status.conditions`` on what they read (the Python client's approval) rely on."""
     spec = csr.setdefault("spec", {})
     for field in ("username", "uid", "groups", "extra"):
         spec.pop(field, None)
@@ -168,7 +169,7 @@ def set_requestor(csr: Obj, user: Any) -> None:
             spec["groups"] = list(user.groups)
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
-    csr.pop("status", None)
+    csr["status"] = {}
 
 
 def prepare_csr(csr: Obj, old: Obj | None, subresource: str | None = None) -> Causes:
@@ -180,10 +181,7 @@ def prepare_csr(csr: Obj, old: Obj | None, subresource: str | None = None) -> Ca
     old_status = _dict(old.get("status"))
     old_conditions = [c for c in old_status.get("conditions") or () if isinstance(c, dict)]
     if subresource is None:
-        if old_status:
-            csr["status"] = old_status
-        else:
-            csr.pop("status", None)
+        csr["status"] = old_status
         return []
     status = csr["status"] = dict(_dict(csr.get("status")))
     conditions = [dict(c) for c in status.get("conditions") or () if isinstance(c, dict)]

@@ -4,6 +4,7 @@ tools use it (its dynamic client, typed APIs and watches), each over a socket ag
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -11,6 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from kubernetes import client, dynamic, utils
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, UnprocessibleEntityError
 
@@ -199,3 +204,28 @@ def test_an_eviction_of_another_type_is_refused_and_policy_v1beta1_still_taken(a
     with pytest.raises(client.ApiException) as gone:
         core.read_namespaced_pod("evicted", "default")
     assert gone.value.status == 404
+
+
+def _client_request(common_name: str) -> str:
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    request = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(
+        ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+    return base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def test_a_pending_certificate_request_reads_with_an_empty_status_the_client_approves_through(
+        api: client.ApiClient) -> None:
+    """A new CertificateSigningRequest has ``status: {}`` (Go writes the struct), so the
+    client's approval as its docs show it, setting ``status.conditions`` on what it read, works;
+    the status was left out and the typed client read None there."""
+    certificates = client.CertificatesV1Api(api)
+    made = certificates.create_certificate_signing_request(client.V1CertificateSigningRequest(
+        metadata=client.V1ObjectMeta(name="py-approved"), spec=client.V1CertificateSigningRequestSpec(
+            request=_client_request("py-approved"), signer_name="kubernetes.io/kube-apiserver-client",
+            usages=["client auth"])))
+    assert made.status is not None and made.status.conditions is None
+    pending = certificates.read_certificate_signing_request_status("py-approved")
+    pending.status.conditions = [client.V1CertificateSigningRequestCondition(
+        type="Approved", status="True", reason="PythonApprove", message="approved by a script")]
+    approved = certificates.replace_certificate_signing_request_approval("py-approved", pending)
+    assert [c.type for c in approved.status.conditions] == ["Approved"]
