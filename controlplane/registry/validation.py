@@ -63,6 +63,7 @@ from typing import Any
 
 import orjson
 
+from ..quantity import canonical_quantity
 from .schema import Definitions, Schema, definitions, type_of
 
 __all__ = [
@@ -488,14 +489,16 @@ _QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[e
 
 
 def _quantity(value: Any) -> str | None:
+    """A Quantity as Go decodes it, and writes it back: in its canonical form (``"0.5"`` is
+    ``"500m"``, ``"1024Mi"`` is ``"1Gi"``: ``quantity.canonical_quantity``), always a string
+    (a JSON number too: readers that type the field, the typed clients, take nothing else)."""
     t = type(value)
     if t is int or t is float:
-        # a JSON number is a quantity, which Go writes back as a string: readers that type
-        # the field (the typed clients) take nothing else
         whole = t is int or (value.is_integer() and abs(value) < 1e15)
-        return Rewrite(str(int(value)) if whole else repr(value))
-    if t is str and _QUANTITY.match(value):
-        return None
+        return Rewrite(canonical_quantity(str(int(value)) if whole else repr(value)))
+    if t is str and _QUANTITY.match(value.strip()):  # (Go trims the text it decodes)
+        canonical = canonical_quantity(value)
+        return None if canonical == value else Rewrite(canonical)
     return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 

@@ -141,12 +141,13 @@ async def test_a_binding_names_a_node(client: Client) -> None:
 
 
 async def test_a_quantity_is_stored_as_a_string(client: Client) -> None:
-    # a JSON number is a quantity Go writes back as a string: the typed clients read no other
+    # a JSON number is a quantity Go writes back as a string (canonical, as every quantity):
+    # the typed clients read no other
     created = await client.create(PODS, pod("p", {"containers": [
         {"name": "c", "image": "i", "resources": {"limits": {"cpu": 2, "memory": 0.5}}}]}))
-    assert created["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "0.5"}
+    assert created["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "500m"}
     assert (await client.get(f"{PODS}/p"))["spec"]["containers"][0]["resources"]["requests"] == \
-        {"cpu": "2", "memory": "0.5"}
+        {"cpu": "2", "memory": "500m"}
     for bad in (True, {"a": 1}, [1]):
         await refused(client.create(PODS, pod("q", {"containers": [
             {"name": "c", "image": "i", "resources": {"limits": {"cpu": bad}}}]})), 400)

@@ -229,3 +229,18 @@ def test_a_pending_certificate_request_reads_with_an_empty_status_the_client_app
         type="Approved", status="True", reason="PythonApprove", message="approved by a script")]
     approved = certificates.replace_certificate_signing_request_approval("py-approved", pending)
     assert [c.type for c in approved.status.conditions] == ["Approved"]
+
+
+def test_quantities_read_back_in_upstreams_canonical_form(api: client.ApiClient) -> None:
+    """Quantities are written back as kube-apiserver writes a ``resource.Quantity`` it decoded
+    (``0.5`` as ``500m``, ``1024Mi`` as ``1Gi``), so a script comparing what it reads with
+    what ``kubectl get -o yaml`` shows of a real cluster finds the same; they were stored as
+    sent."""
+    core = client.CoreV1Api(api)
+    resources = client.V1ResourceRequirements(requests={"cpu": "0.5", "memory": "1024Mi"},
+                                              limits={"cpu": "1000m", "memory": "1.5Gi"})
+    core.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="canonical"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx", resources=resources)])))
+    read = core.read_namespaced_pod("canonical", "default").spec.containers[0].resources
+    assert (read.requests, read.limits) == ({"cpu": "500m", "memory": "1Gi"}, {"cpu": "1", "memory": "1536Mi"})
