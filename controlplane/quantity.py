@@ -66,14 +66,39 @@ def _parse_quantity(text: str | int | float) -> Fraction:
         raise QuantityError(f"quantities must match the regular expression "
                             f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}")
     sign, number, suffix, exponent = m.groups()
-    value = Fraction(number)
+    value = _bounded_number(number)
     if exponent is not None:
-        value *= Fraction(10) ** int(exponent)
+        value *= Fraction(10) ** _bounded_exponent(exponent)
     elif suffix in _BINARY:
         value *= _BINARY[suffix]
     else:
         value *= _DECIMAL[suffix or ""]
     return -value if sign == "-" else value
+
+
+# what an exact value keeps of a quantity no one writes by hand: ten to the thousandth at the
+# most (an exponent clamped there, a longer whole part taken as that), a thousand digits of a
+# fraction. Ten to the ten millionth took seconds of the event loop to compute; ten to the
+# billionth, minutes, and a number of over 4,300 digits cannot be read as a Python int at all
+_FARTHEST = 1_000
+
+
+def _bounded_number(number: str) -> Fraction:
+    whole, _, fraction = number.partition(".")
+    whole = whole.lstrip("0")
+    if len(whole) > _FARTHEST:
+        return Fraction(10) ** _FARTHEST
+    fraction, beyond = fraction[:_FARTHEST], fraction[_FARTHEST:]
+    value = Fraction(int(whole + fraction or "0"), 10 ** len(fraction))
+    if beyond.strip("0"):  # still above what was kept: nanos() rounds it up, as Go does
+        value += Fraction(1, 10**_FARTHEST)
+    return value
+
+
+def _bounded_exponent(exponent: str) -> int:
+    digits = exponent.lstrip("+-")
+    power = int(digits) if len(digits) <= 5 else _FARTHEST
+    return -min(power, _FARTHEST) if exponent.startswith("-") else min(power, _FARTHEST)
 
 
 def format_quantity(value: Fraction | int) -> str:

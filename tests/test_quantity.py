@@ -1,11 +1,15 @@
 """``quantity.canonical_quantity``: the text kube-apiserver writes back for a quantity, as
-``resource.Quantity`` canonicalises it (the cases of upstream's quantity tests and docs)."""
+``resource.Quantity`` canonicalises it (the cases of upstream's quantity tests and docs); and
+``parse_quantity`` on quantities no one writes by hand."""
 
 from __future__ import annotations
 
+import time
+from fractions import Fraction
+
 import pytest
 
-from controlplane.quantity import QuantityError, canonical_quantity
+from controlplane.quantity import QuantityError, canonical_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(("text", "written"), [
@@ -40,3 +44,15 @@ def test_a_quantity_is_written_back_in_upstreams_canonical_form(text: str, writt
 def test_a_text_that_is_no_quantity_is_refused() -> None:
     with pytest.raises(QuantityError):
         canonical_quantity("1.5.5")
+
+
+def test_a_quantity_no_one_writes_by_hand_is_read_at_once() -> None:
+    """An exponent of millions or a number of thousands of digits: ``parse_quantity``, which
+    pod validation and quota run on every request, held the event loop for seconds (minutes
+    for ``1e999999999``) or failed with a ValueError, a 500; its exact value is bounded now."""
+    started = time.monotonic()
+    assert parse_quantity("1e999999999") > parse_quantity("1e999") > 0 > parse_quantity("-1e999999999")
+    assert 0 < parse_quantity("1e-999999999") < Fraction(1, 10**999)
+    assert parse_quantity("1" * 5000) >= 10**999 and 0 < parse_quantity("0." + "0" * 5000 + "1") < Fraction(1, 10**999)
+    assert parse_quantity("0001.5e3") == 1500 and parse_quantity(".5") == Fraction(1, 2)
+    assert time.monotonic() - started < 1

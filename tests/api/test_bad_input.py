@@ -153,6 +153,16 @@ async def test_a_quantity_is_stored_as_a_string(client: Client) -> None:
             {"name": "c", "image": "i", "resources": {"limits": {"cpu": bad}}}]})), 400)
 
 
+@pytest.mark.parametrize("request_", ["1e999999999", "1" * 5000])
+async def test_a_quantity_of_absurd_size_is_answered_at_once(client: Client, request_: str) -> None:
+    """A request of ten to the billionth or of 5,000 digits above its limit is the 422 of any
+    request above its limit: it held the event loop for minutes, or was a 500 (a Python int
+    of over 4,300 digits)."""
+    e = await refused(client.create(PODS, pod("absurd", {"containers": [
+        {"name": "c", "image": "i", "resources": {"requests": {"cpu": request_}, "limits": {"cpu": "2"}}}]})), 422)
+    assert "must be less than or equal to cpu limit of 2" in e.message
+
+
 @pytest.mark.parametrize(("target_port", "found"), [
     (True, "bool"), ({"a": 1}, "object"), ([80], "array"), (1.5, "number 1.5"), (1 << 40, "number 1099511627776"),
 ])
