@@ -671,7 +671,9 @@ class KubeApi:
             if method == "POST":
                 body = await self._body(scope, receive)
                 return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
-            if method == "DELETE" and "deletecollection" in rtype.verbs:
+            # (a namespaced type's collection across namespaces is only listed and watched: upstream
+            # routes no DELETE there, so that a delete by selector cannot empty every namespace)
+            if method == "DELETE" and "deletecollection" in rtype.verbs and (namespace or not rtype.namespaced):
                 options = self._delete_options(query, await self._body(scope, receive))
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query, options))
             raise ApiError.method_not_allowed(method)

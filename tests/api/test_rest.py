@@ -133,6 +133,30 @@ async def test_binary_data_that_is_not_base64_is_refused(client: Client) -> None
     assert missing.value.code == 404
 
 
+@pytest.mark.parametrize("version", ["0", "", "-1", "abc", "1", "123"])
+async def test_a_create_resource_version_is_dropped(client: Client, version: str) -> None:
+    """Upstream's storage refuses a create naming a resourceVersion it can read with a 500;
+    this server answers no 500 for a client's input, and drops it."""
+    created = await client.create(CMS, {"metadata": {"generateName": "v-", "resourceVersion": version}})
+    assert int(created["metadata"]["resourceVersion"]) > 0
+
+
+async def test_a_namespaced_collection_is_deleted_only_namespace_by_namespace(client: Client) -> None:
+    """DELETE on a namespaced type's path across namespaces (``/api/v1/configmaps``, where the
+    dynamic client sends a delete by selector given no namespace) is upstream's 405: its
+    installer routes only list and watch there. It deleted what matched in every namespace."""
+    await client.create(CMS, {"metadata": {"name": "kept", "labels": {"doomed": "no"}}})
+    with pytest.raises(ApiError) as e:
+        await client.delete(resource_path("", "v1", "configmaps"), labelSelector="doomed")
+    assert (e.value.code, e.value.reason) == (405, "MethodNotAllowed")
+    assert (await client.get(f"{CMS}/kept"))["metadata"]["labels"] == {"doomed": "no"}
+    deleted = await client.delete(CMS, labelSelector="doomed")  # in its namespace: as before
+    assert [item["metadata"]["name"] for item in deleted["items"]] == ["kept"]
+    await client.create(NODES, {"metadata": {"name": "swept", "labels": {"doomed": "yes"}}})
+    deleted = await client.delete(NODES, labelSelector="doomed")  # a cluster-scoped type's: as before
+    assert [item["metadata"]["name"] for item in deleted["items"]] == ["swept"]
+
+
 async def test_a_self_link_is_never_stored(client: Client) -> None:
     created = await client.create(CMS, {"metadata": {"name": "cm", "selfLink": "/api/v1/elsewhere"}})
     assert "selfLink" not in created["metadata"]

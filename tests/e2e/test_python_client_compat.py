@@ -244,3 +244,22 @@ def test_quantities_read_back_in_upstreams_canonical_form(api: client.ApiClient)
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx", resources=resources)])))
     read = core.read_namespaced_pod("canonical", "default").spec.containers[0].resources
     assert (read.requests, read.limits) == ({"cpu": "500m", "memory": "1Gi"}, {"cpu": "1", "memory": "1536Mi"})
+
+
+def test_a_delete_by_selector_without_a_namespace_is_refused_not_run_everywhere(api: client.ApiClient,
+                                                                                tmp_path: Path) -> None:
+    """The dynamic client's ``delete(label_selector=...)`` without a namespace sends DELETE to
+    the path across namespaces, where upstream routes only list and watch: 405, nothing
+    deleted. This server deleted what matched in every namespace."""
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="elsewhere")))
+    for namespace in ("default", "elsewhere"):
+        core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="swept", labels={"sweep": "me"})))
+    configmaps = dynamic.DynamicClient(api, cache_file=str(tmp_path / "discovery.json")).resources.get(
+        api_version="v1", kind="ConfigMap")
+    with pytest.raises(dynamic.exceptions.MethodNotAllowedError):
+        configmaps.delete(label_selector="sweep=me")
+    assert len(core.list_config_map_for_all_namespaces(label_selector="sweep=me").items) == 2
+    deleted = configmaps.delete(namespace="elsewhere", label_selector="sweep=me")
+    assert [item.metadata.name for item in deleted.items] == ["swept"]
