@@ -35,6 +35,7 @@ from .podvalidation import (
     dns_label_problems,
     label_key_problems,
     label_value_problems,
+    labels_causes,
     pod_spec_causes,
     subdomain_problems,
 )
@@ -42,8 +43,8 @@ from .servicecidrs import _cidr_problems
 from .volumes import BadQuantity
 
 __all__ = ["endpoint_ip_problems", "endpoints_causes", "node_causes", "non_special_ip_causes",
-           "non_special_ip_problems", "parsed_ip", "pod_template_causes", "prepare_endpoints", "prepare_node",
-           "prepare_pod_template"]
+           "non_special_ip_problems", "parsed_ip", "pod_template_causes", "port_protocol_causes",
+           "prepare_endpoints", "prepare_node", "prepare_pod_template"]
 
 Obj = dict[str, Any]
 
@@ -323,6 +324,13 @@ def _endpoint_port(port: Obj, named: bool, at: str, causes: Causes) -> None:
     number = port.get("port")
     if not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
         causes.append(invalid(f"{at}.port", number if isinstance(number, int) else 0, _PORT_RANGE))
+    causes.extend(port_protocol_causes(port, at))
+
+
+def port_protocol_causes(port: Obj, at: str) -> Causes:
+    """An endpoint port's protocol (given, TCP, UDP or SCTP) and ``appProtocol`` (a qualified
+    name), as Endpoints and EndpointSlices check them."""
+    causes: Causes = []
     protocol = port.get("protocol") or ""
     if not protocol:
         causes.append(required(f"{at}.protocol"))
@@ -331,6 +339,7 @@ def _endpoint_port(port: Obj, named: bool, at: str, causes: Causes) -> None:
     app = port.get("appProtocol")
     if app is not None:
         causes.extend(invalid(f"{at}.appProtocol", app, p) for p in label_key_problems(str(app)))
+    return causes
 
 
 # -- PodTemplates -----------------------------------------------------------------------------------
@@ -350,10 +359,7 @@ def pod_template_causes(pt: Obj) -> Causes:
     causes: Causes = []
     labels = _dict(template.get("metadata")).get("labels")
     if isinstance(labels, dict):
-        for key, value in labels.items():
-            causes.extend(invalid("template.labels", key, p) for p in label_key_problems(str(key)))
-            if isinstance(value, str) and value:
-                causes.extend(invalid("template.labels", value, p) for p in label_value_problems(value))
+        causes.extend(labels_causes(labels, "template.labels"))
     spec = _dict(template.get("spec"))
     causes.extend(pod_spec_causes(spec, "template.spec"))
     if spec.get("ephemeralContainers"):

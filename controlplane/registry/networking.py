@@ -18,8 +18,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .corevalidation import non_special_ip_problems, parsed_ip
-from .podvalidation import dns_label_problems, label_key_problems, label_value_problems, subdomain_problems
+from .corevalidation import non_special_ip_problems, parsed_ip, port_protocol_causes
+from .podvalidation import dns_label_problems, labels_causes, subdomain_problems
 
 __all__ = ["prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class", "prepare_network_policy"]
 
@@ -145,7 +145,6 @@ def prepare_endpoint_slice(es: Obj, old: Obj | None) -> Causes:
 
 
 MAX_ENDPOINTS, MAX_ADDRESSES, MAX_PORTS, MAX_TOPOLOGY = 1000, 100, 100, 16
-_PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
 def too_many(field: str, count: int, most: int) -> dict[str, str]:
@@ -172,10 +171,7 @@ def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
         path = f"{at}.topology"  # (the internal type's name, as upstream reports it)
         if len(topology) > MAX_TOPOLOGY:
             causes.append(too_many(path, len(topology), MAX_TOPOLOGY))
-        for key, value in topology.items():
-            causes.extend(_invalid(path, key, p) for p in label_key_problems(str(key)))
-            if isinstance(value, str) and value:
-                causes.extend(_invalid(path, value, p) for p in label_value_problems(value))
+        causes.extend(labels_causes(topology, path))
     hostname = endpoint.get("hostname")
     if hostname is not None:
         causes.extend(_invalid(f"{at}.hostname", hostname, p) for p in dns_label_problems(str(hostname)))
@@ -230,11 +226,4 @@ def _slice_ports(ports: Any, causes: Causes) -> None:
             causes.append({"reason": "FieldValueDuplicate", "field": f"{at}.name",
                            "message": f'Duplicate value: "{name}"'})
         names.add(name)
-        protocol = port.get("protocol")
-        if not protocol:
-            causes.append(_required(f"{at}.protocol"))
-        elif protocol not in _PROTOCOLS:
-            causes.append(_unsupported(f"{at}.protocol", protocol, _PROTOCOLS))
-        app = port.get("appProtocol")
-        if app is not None:
-            causes.extend(_invalid(f"{at}.appProtocol", app, p) for p in label_key_problems(str(app)))
+        causes.extend(port_protocol_causes(port, at))
