@@ -29,6 +29,7 @@ from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
 from .structural import Cause, describe, structure_problems
 from .types import ResourceType
 from .versions import priority
+from .webhookclient import service_causes, url_causes
 
 __all__ = ["CLEANUP_FINALIZER", "GROUP", "condition_true", "established", "problems", "served_types",
            "set_defaults", "set_status", "stored_version_problems", "terminate"]
@@ -72,6 +73,9 @@ def set_defaults(crd: Obj) -> None:
     conversion = spec.setdefault("conversion", {"strategy": "None"})
     if isinstance(conversion, dict):
         conversion.setdefault("strategy", "None")
+        service = _dict(_dict(_dict(conversion.get("webhook")).get("clientConfig")).get("service"))
+        if service:
+            service.setdefault("port", 443)
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -126,14 +130,62 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
     if spec.get("preserveUnknownFields") is True:
         causes.append(_invalid("spec.preserveUnknownFields", True, "cannot set to true, set "
                                "x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"))
-    strategy = _dict(spec.get("conversion")).get("strategy")
-    if strategy == "Webhook":
-        causes.append(_invalid("spec.conversion.strategy", strategy, "webhook conversion is not supported by this "
-                               "server; use None (versions differ only in their apiVersion)"))
-    elif strategy != "None":
-        causes.append({"reason": "FieldValueNotSupported", "field": "spec.conversion.strategy",
-                       "message": f'Unsupported value: {describe(strategy)}: supported values: "None", "Webhook"'})
+    causes.extend(_conversion_problems(_dict(spec.get("conversion"))))
     causes.extend(_versions_problems(spec.get("versions")))
+    return causes
+
+
+def _conversion_problems(conversion: Obj) -> list[Cause]:
+    """Upstream's checks of ``spec.conversion``, reported, as upstream's are, at the
+    internal type's paths (``webhookClientConfig``, ``conversionReviewVersions``
+    directly under ``spec.conversion``). A Webhook strategy is accepted and the
+    webhook never called: versions are converted as with None (the apiVersion
+    set, the object pruned and defaulted by the version's schema)."""
+    strategy, webhook = conversion.get("strategy"), conversion.get("webhook")
+    if strategy not in ("None", "Webhook"):
+        return [{"reason": "FieldValueNotSupported", "field": "spec.conversion.strategy",
+                 "message": f'Unsupported value: {describe(strategy)}: supported values: "None", "Webhook"'}]
+    webhook = _dict(webhook)
+    config, versions = webhook.get("clientConfig"), webhook.get("conversionReviewVersions")
+    if strategy == "None":
+        return [{"reason": "FieldValueForbidden", "field": f"spec.conversion.{field}",
+                 "message": "Forbidden: should not be set when strategy is not set to Webhook"}
+                for field, value in (("webhookClientConfig", config), ("conversionReviewVersions", versions))
+                if value]
+    causes: list[Cause] = []
+    field = "spec.conversion.webhookClientConfig"
+    if not isinstance(config, dict):
+        causes.append({"reason": "FieldValueRequired", "field": field,
+                       "message": "Required value: required when strategy is set to Webhook"})
+    elif ("url" in config) == ("service" in config):
+        causes.append({"reason": "FieldValueRequired", "field": field,
+                       "message": "Required value: exactly one of url or service is required"})
+    else:
+        causes.extend(url_causes(f"{field}.url", config["url"]) if "url" in config
+                      else service_causes(f"{field}.service", config["service"]))
+    causes.extend(_review_version_problems(versions))
+    return causes
+
+
+def _review_version_problems(versions: Any) -> list[Cause]:
+    field = "spec.conversion.conversionReviewVersions"
+    if not versions:
+        return [_required(field)]
+    if not isinstance(versions, list):
+        return [_invalid(field, versions, "must be a list")]
+    causes, seen = [], set()
+    for i, v in enumerate(versions):
+        if not isinstance(v, str):
+            causes.append(_invalid(f"{field}[{i}]", v, "must be a string"))
+            continue
+        if v in seen:
+            causes.append(_invalid(f"{field}[{i}]", v, "duplicate version"))
+            continue
+        seen.add(v)
+        if not DNS1035_LABEL.match(v) or len(v) > 63:
+            causes.append(_invalid(f"{field}[{i}]", v, _DNS1035_MESSAGE))
+    if not seen & {"v1", "v1beta1"}:
+        causes.append(_invalid(field, versions, "must include at least one of v1, v1beta1"))
     return causes
 
 

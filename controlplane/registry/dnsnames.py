@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "path_segment_problems"]
+__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "SUBDOMAIN_MESSAGE", "path_segment_problems"]
 
 # IsDNS1123Label: lower-case alphanumerics and '-', starting and ending alphanumeric
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -23,6 +23,11 @@ DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 # IsDNS1035Label: a DNS-1123 label that starts with a letter
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+
+# what IsDNS1123Subdomain says of a string its pattern refuses
+SUBDOMAIN_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+                     "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 
 
 def path_segment_problems(name: str) -> list[str]:

@@ -310,3 +310,50 @@ def test_gateway_apis_safe_upgrades_policy_judges_its_crds(installed: Serve) -> 
         assert "gatewayclasses.gateway.networking.k8s.io configured" in out
     finally:
         kubectl(installed, "delete", "-f", str(policy))
+
+
+GADGETS = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {plural: gadgets, kind: Gadget}
+  scope: Namespaced
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service: {name: gadget-webhook-service, namespace: gadget-system, path: /convert}
+      conversionReviewVersions: [v1]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: integer}}}}}}
+  - name: v2
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: integer}}}}}}
+"""
+
+
+def test_a_crd_with_a_conversion_webhook_is_served_as_with_none(installed: Serve, api: client.ApiClient) -> None:
+    """As LeaderWorkerSet's and most kubebuilder projects' CRDs declare one (a single
+    version, so never called, for LeaderWorkerSet): stored with the port defaulted,
+    and objects read through another version with only their apiVersion changed."""
+    out = kubectl(installed, "apply", "-f", "-", stdin=GADGETS)
+    assert "gadgets.example.com created" in out
+    kubectl(installed, "wait", "--for", "condition=established", "--timeout=10s", "crd", "gadgets.example.com")
+    kubectl(installed, "apply", "-f", "-",
+            stdin="apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: default}\n"
+                  "spec: {size: 3}\n")
+    custom = client.CustomObjectsApi(api)
+    got = custom.get_namespaced_custom_object("example.com", "v2", "default", "gadgets", "g")
+    assert (got["apiVersion"], got["spec"]) == ("example.com/v2", {"size": 3})
+    crd = client.ApiextensionsV1Api(api).read_custom_resource_definition("gadgets.example.com")
+    assert crd.spec.conversion.webhook.client_config.service.port == 443
+    err = kubectl_fails(installed, "apply", "-f", "-", stdin=GADGETS.replace("conversionReviewVersions: [v1]",
+                                                                             "conversionReviewVersions: [v3]"))
+    assert ('spec.conversion.conversionReviewVersions: Invalid value: ["v3"]: must include at least one of v1, '
+            "v1beta1") in err, err

@@ -73,7 +73,64 @@ def test_group_names_and_scope() -> None:
     renamed["spec"]["names"]["kind"] = "Gadget"
     assert fields(renamed, old=established_old)["spec.names.kind"] == 'Invalid value: "Gadget": field is immutable'
     assert "spec.group" in fields(crd(group="other.io"), old=crd())
-    assert "spec.conversion.strategy" in fields(crd(conversion={"strategy": "Webhook"}))
+    assert fields(crd(conversion={"strategy": "Webhook"})) == {
+        "spec.conversion.webhookClientConfig": "Required value: required when strategy is set to Webhook",
+        "spec.conversion.conversionReviewVersions": "Required value"}
+    assert fields(crd(conversion={"strategy": "Auto"}))["spec.conversion.strategy"] == \
+        'Unsupported value: "Auto": supported values: "None", "Webhook"'
+
+
+WEBHOOK = {"clientConfig": {"service": {"name": "lws-webhook-service", "namespace": "lws-system",
+                                        "path": "/convert"}},
+           "conversionReviewVersions": ["v1"]}
+
+
+def test_a_conversion_webhook_is_accepted_as_upstream_validates_it() -> None:
+    """As LeaderWorkerSet's and kubebuilder projects' CRDs declare it; the port defaults to 443."""
+    obj = crd(conversion={"strategy": "Webhook", "webhook": copy.deepcopy(WEBHOOK)})
+    assert fields(obj) == {}
+    assert obj["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["port"] == 443
+    by_url = {"clientConfig": {"url": "https://convert.example.com:9443/convert", "caBundle": "Cg=="},
+              "conversionReviewVersions": ["v1beta1", "v1"]}
+    assert fields(crd(conversion={"strategy": "Webhook", "webhook": by_url})) == {}
+
+
+def test_a_conversion_webhook_refused_where_upstream_refuses_it() -> None:
+    def webhook_fields(**changes: Any) -> dict[str, str]:
+        webhook = {**copy.deepcopy(WEBHOOK), **changes}
+        return fields(crd(conversion={"strategy": "Webhook", "webhook": webhook}))
+
+    both = {"url": "https://x.example.com", "service": WEBHOOK["clientConfig"]["service"]}
+    assert webhook_fields(clientConfig=both) == {
+        "spec.conversion.webhookClientConfig": "Required value: exactly one of url or service is required"}
+    assert webhook_fields(clientConfig={"url": "http://x.example.com/c?a=1"}) == {
+        "spec.conversion.webhookClientConfig.url":
+            'Invalid value: "a=1": query parameters are not permitted in the URL'}
+    url = webhook_fields(clientConfig={"url": "http://x.example.com"})
+    assert url["spec.conversion.webhookClientConfig.url"] == \
+        'Invalid value: "http": \'https\' is the only allowed URL scheme; desired format: https://host[/path]'
+    service = {"name": "", "namespace": "ns", "port": 0, "path": "/Convert//x"}
+    assert webhook_fields(clientConfig={"service": service}) == {
+        "spec.conversion.webhookClientConfig.service.name": "Required value",
+        "spec.conversion.webhookClientConfig.service.port":
+            "Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+        "spec.conversion.webhookClientConfig.service.path":
+            'Invalid value: "/Convert//x": segment[1] may not be empty'}
+    paths = [c["message"] for c in problems(crd(conversion={"strategy": "Webhook", "webhook": {
+        **WEBHOOK, "clientConfig": {"service": service}}})) if c["field"].endswith(".path")]
+    assert paths == ['Invalid value: "/Convert//x": segment[0]: a lowercase RFC 1123 subdomain must consist of '
+                     "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                     "character (e.g. 'example.com', regex used for validation is "
+                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                     'Invalid value: "/Convert//x": segment[1] may not be empty']
+    assert webhook_fields(conversionReviewVersions=["v2", "v2"]) == {
+        "spec.conversion.conversionReviewVersions[1]": 'Invalid value: "v2": duplicate version',
+        "spec.conversion.conversionReviewVersions": 'Invalid value: ["v2","v2"]: must include at least one of '
+                                                    "v1, v1beta1"}
+    assert fields(crd(conversion={"strategy": "None", "webhook": WEBHOOK})) == {
+        "spec.conversion.webhookClientConfig": "Forbidden: should not be set when strategy is not set to Webhook",
+        "spec.conversion.conversionReviewVersions":
+            "Forbidden: should not be set when strategy is not set to Webhook"}
 
 
 def test_exactly_one_storage_version_and_a_schema_each() -> None:
