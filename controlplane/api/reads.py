@@ -139,9 +139,9 @@ class WatchOptions:
         return self.send_initial_events
 
 
-def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> Filter:
+def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str], name: str | None = None) -> Filter:
     try:
-        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace)
+        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace, name)
     except SelectorError as e:
         raise ApiError.bad_request(str(e)) from e
 
@@ -174,8 +174,9 @@ def _invalid_options(field: str, reason: str, message: str) -> ApiError:
 _FORBIDDEN = "FieldValueForbidden"
 
 
-def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
-    rv = resource_version_param(query)
+def _check_list_match(rv: str, query: dict[str, str]) -> None:
+    """The 422 of a list's ``resourceVersionMatch`` or ``sendInitialEvents`` that upstream's
+    ValidateListOptions refuses (the first it finds)."""
     match = query.get("resourceVersionMatch") or ""
     if match not in ("", "Exact", "NotOlderThan"):
         raise _invalid_options("resourceVersionMatch", "FieldValueNotSupported",
@@ -188,12 +189,18 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
                                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
     if "sendInitialEvents" in query:  # present at all, even false, as upstream
         raise _invalid_options("sendInitialEvents", _FORBIDDEN, "Forbidden: sendInitialEvents is forbidden for list")
+    if match and query.get("continue"):
+        raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
+                               "Forbidden: resourceVersionMatch is forbidden when continue is provided")
+
+
+def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> ListOptions:
+    rv = resource_version_param(query)
+    match = query.get("resourceVersionMatch") or ""
+    _check_list_match(rv, query)
     token = query.get("continue") or ""
     start, continue_revision = None, 0
     if token:
-        if match:
-            raise _invalid_options("resourceVersionMatch", "FieldValueForbidden",
-                                   "Forbidden: resourceVersionMatch is forbidden when continue is provided")
         if rv not in ("", "0"):
             raise ApiError.bad_request("specifying resource version is not allowed when using continue")
         start, continue_revision = decode_continue(token, rtype.prefix(namespace))
@@ -205,8 +212,19 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
 
 
 def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, str],
-                  deadline: float = math.inf) -> WatchOptions:
+                  deadline: float = math.inf, legacy_path: bool = False, name: str | None = None) -> WatchOptions:
+    """A watch's options, or the 422 or 400 upstream answers them with.
+
+    ``legacy_path``: the watch is asked for by a deprecated ``/watch/`` path, where, without
+    ``?watch=true`` too, upstream validates the options as a list's (its options then do not
+    say watch): no ``sendInitialEvents``, and a ``resourceVersionMatch`` that passes is
+    ignored. ``name``: the object such a path names (``/api/v1/watch/namespaces/NS/pods/NAME``),
+    watched as upstream watches it, by a ``metadata.name`` field selector."""
     rv = resource_version_param(query)
+    if legacy_path and not flag(query, "watch"):
+        _check_list_match(rv, query)
+        return WatchOptions(_filter(rtype, namespace, query, name), rv, None,
+                            bool(flag(query, "allowWatchBookmarks")), deadline)
     initial = flag(query, "sendInitialEvents")
     match = query.get("resourceVersionMatch") or ""
     # every violation, in upstream's order (validateWatchOptions)
@@ -222,8 +240,8 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
                        "message": f'Unsupported value: "{match}": supported values: "NotOlderThan"'})
     if causes:
         raise ApiError.invalid(_LIST_OPTIONS, "", causes)
-    return WatchOptions(_filter(rtype, namespace, query), rv, initial, bool(flag(query, "allowWatchBookmarks")),
-                        deadline)
+    return WatchOptions(_filter(rtype, namespace, query, name), rv, initial,
+                        bool(flag(query, "allowWatchBookmarks")), deadline)
 
 
 # a continue token's revision meaning "the latest", which the 410 of an expired token offers

@@ -499,6 +499,9 @@ class KubeApi:
                 raise ApiError.not_found_path(path)
             _negotiated(_accept(scope), PLAIN)
             return await self._json(send, 200, self._resource_list(group, version))
+        legacy_watch = rest[0] == "watch" and len(rest) > 1  # the deprecated .../watch/<the list's or item's path>
+        if legacy_watch:
+            rest = rest[1:]
         namespace: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3:
             rtype = self.registry.get(group, version, rest[2])
@@ -513,6 +516,13 @@ class KubeApi:
             raise ApiError.not_found_path(path)
         if rtype.namespaced and name is not None and namespace is None:
             raise ApiError.not_found_path(path)
+        watched: str | None = None  # the one object a legacy watch path names
+        if legacy_watch:
+            if subresource is not None or "watch" not in rtype.verbs:
+                raise ApiError.not_found_path(path)  # (upstream routes .../watch/ for what it can watch only)
+            if method != "GET":
+                raise ApiError.method_not_allowed(method)
+            watched, name = name, None
         if subresource in STREAMING_SUBRESOURCES and name is not None:
             if method not in ("GET", "POST"):
                 raise ApiError.method_not_allowed(method)
@@ -647,14 +657,14 @@ class KubeApi:
             raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
         if name is None:
             if method == "GET":
-                if flag(query, "watch"):
+                if legacy_watch or flag(query, "watch"):  # (upstream's path watches, ?watch=false or not)
                     scope[WATCH_SCOPE_KEY] = True  # its metrics' verb
                     if out.yaml:
                         raise NOT_ACCEPTABLE_STREAM  # YAML has no stream form, upstream either
                     with _long_running(rtype, namespace):
                         return await self._watch(rtype, namespace, query, receive, send,
                                                  include if table else None, metadata_only, out.version,
-                                                 scope.get(EXCHANGE_SCOPE_KEY))
+                                                 scope.get(EXCHANGE_SCOPE_KEY), legacy_watch, watched)
                 listed = await self._list(rtype, namespace, query)
                 if metadata_only:
                     check_partial_kind(out.kind, rtype, listing=True)
@@ -811,6 +821,11 @@ class KubeApi:
             group, rest = parts[1], parts[3:]
         else:
             return RbacRequest(verb=method.lower() if method != "GET" else "get", path=path)
+        # a deprecated .../watch/ path: the verb is watch whatever the method, the name the path's,
+        # and its selectors are not the request's (upstream's RequestInfo, verbViaPathPrefix)
+        legacy_watch = rest[:1] == ["watch"] and len(rest) > 1
+        if legacy_watch:
+            rest = rest[1:]
         namespace = ""
         if rest[:1] == ["namespaces"] and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]  # (namespaces/x/status is the namespace's own subresource)
@@ -822,8 +837,8 @@ class KubeApi:
         subresource = rest[2] if len(rest) > 2 else ""
         if rest[0] == "namespaces" and len(rest) >= 2 and group == "":
             namespace = rest[1] if len(rest) > 1 else ""  # a namespace is in itself, as upstream
-        verb = verb_of(method, bool(name), bool(flag(query, "watch")))
-        if not name and verb in ("list", "watch"):  # one object by field selector: its name, as upstream
+        verb = "watch" if legacy_watch else verb_of(method, bool(name), bool(flag(query, "watch")))
+        if not name and verb in ("list", "watch") and not legacy_watch:  # one object by field selector: its name
             name = selected_name(query.get("fieldSelector"))
         return RbacRequest(verb, group, rest[0], subresource, namespace, name)
 
@@ -2019,17 +2034,19 @@ class KubeApi:
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None,
                      metadata_only: str | None = None, table_version: str = "v1",
-                     exchange: Exchange | None = None) -> None:
+                     exchange: Exchange | None = None, legacy_path: bool = False, name: str | None = None) -> None:
         """Stream ``self.reads.watch`` as newline-delimited JSON until the client goes,
         ``timeoutSeconds`` pass or the server ends the watch; with ``table`` (its
         includeObject), each object is a one-row Table (of meta.k8s.io ``table_version``);
         with ``metadata_only`` (its apiVersion), a PartialObjectMetadata. ``exchange``: the
-        HTTP exchange under ``send``, where the server's own protocol serves the request."""
+        HTTP exchange under ``send``, where the server's own protocol serves the request.
+        ``legacy_path``, ``name``: asked for by a deprecated ``/watch/`` path, perhaps of one
+        object (``reads.watch_options``)."""
         # without timeoutSeconds (or 0), as upstream: --min-request-timeout (1800 s) times 1 to 2,
         # so that the watches of clients started together do not all end together
         timeout = _int_param(query, "timeoutSeconds", 0) or MIN_REQUEST_TIMEOUT * (1 + random.random())
         deadline = time.monotonic() + timeout
-        options = watch_options(rtype, namespace, query, deadline)
+        options = watch_options(rtype, namespace, query, deadline, legacy_path, name)
         stream = await self.reads.watch(rtype, namespace, options)
         first = [True]
 
@@ -2735,6 +2752,9 @@ def _request_labels(scope: Scope) -> tuple[str, str, str, str, str, str, str] | 
     ('POST', 'All', 'apps', 'v1', 'deployments', '', 'namespace')
     >>> _request_labels({"method": "PUT", "path": "/api/v1/namespaces/ns/finalize", "query_string": b""})
     ('PUT', '', '', 'v1', 'namespaces', 'finalize', 'resource')
+    >>> _request_labels({"method": "GET", "path": "/api/v1/watch/namespaces/ns/pods/p", "query_string": b"",
+    ...                  WATCH_SCOPE_KEY: True})
+    ('WATCH', '', '', 'v1', 'pods', '', 'resource')
     """
     parts = [p for p in scope["path"].split("/") if p]
     if len(parts) < 3:
@@ -2745,13 +2765,16 @@ def _request_labels(scope: Scope) -> tuple[str, str, str, str, str, str, str] | 
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         return None
+    legacy_watch = rest[0] == "watch" and len(rest) > 1  # a deprecated .../watch/ path: WATCH, as upstream
+    if legacy_watch:
+        rest = rest[1:]
     namespaced = False
     if rest[0] == "namespaces" and len(rest) >= 3 and (len(rest) > 3 or rest[2] not in _NAMESPACE_SUBRESOURCES):
         namespaced, rest = True, rest[2:]
     name = len(rest) > 1
     method = scope["method"]
     if method == "GET":
-        verb = "GET" if name else "WATCH" if WATCH_SCOPE_KEY in scope else "LIST"
+        verb = "GET" if name and not legacy_watch else "WATCH" if WATCH_SCOPE_KEY in scope else "LIST"
     elif method == "DELETE":
         verb = "DELETE" if name else "DELETECOLLECTION"
     elif method == "PATCH" and APPLY_SCOPE_KEY in scope:

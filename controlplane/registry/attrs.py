@@ -118,12 +118,19 @@ class Filter:
 
     @staticmethod
     def parse(plural: str, label_selector: str | None, field_selector: str | None,
-              namespace: str | None = None) -> Filter:
-        """Raises ``SelectorError`` for a selector kube-apiserver would refuse."""
+              namespace: str | None = None, name: str | None = None) -> Filter:
+        """Raises ``SelectorError`` for a selector kube-apiserver would refuse. ``name``: the
+        object a legacy watch path names, selected by its name as upstream's listOpts does, so
+        the field selector, if any, must select that name too."""
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector, plural)
-        names = {id(get): name for name, get in selectable_fields(plural).items()}
+        names = {id(get): field for field, get in selectable_fields(plural).items()}
         terms = [(names[id(get)], equal, value) for get, equal, value in fields.terms]
+        if name is not None:
+            if not terms:
+                terms.append(("metadata.name", True, name))
+            elif ("metadata.name", True, name) not in terms:
+                raise SelectorError("fieldSelector metadata.name doesn't match requested name")
         if namespace:
             terms.append(("metadata.namespace", True, namespace))
         order = field_names(plural)

@@ -78,10 +78,11 @@ async def test_a_watch_without_timeout_seconds_ends_after_30_to_60_minutes(
     seen: list[float] = []
     real = reads.watch_options
 
-    def spy(rtype: ResourceType, namespace: str | None, query: dict[str, str], deadline: float = math.inf) -> Any:
+    def spy(rtype: ResourceType, namespace: str | None, query: dict[str, str], deadline: float = math.inf,
+            *more: Any) -> Any:
         if rtype.plural == "configmaps":  # (not the server's own components' watches)
             seen.append(deadline - time.monotonic())
-        return real(rtype, namespace, query, deadline)
+        return real(rtype, namespace, query, deadline, *more)
 
     monkeypatch.setattr(rest, "watch_options", spy)
     cms = resource_path("", "v1", "configmaps", "default")

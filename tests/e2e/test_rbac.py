@@ -272,6 +272,33 @@ def test_a_list_or_watch_of_one_name_by_field_selector_is_authorized_for_that_na
         assert bob.get(f"{cms}/cm1", params={"watch": "true", "timeoutSeconds": "1"}).status_code == 403  # a get
 
 
+def test_a_legacy_watch_path_is_authorized_as_a_watch_of_the_name_on_its_path(rbac_served: Serve) -> None:
+    """``/api/v1/watch/namespaces/NS/configmaps/NAME`` is verb ``watch`` on NAME, whatever
+    ``?watch`` says; the list path under ``/watch/`` names nothing, its field selector
+    included (upstream's RequestInfo takes no selector from a verb given by the path)."""
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "bob-token") as bob:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev-lw"}}).status_code == 201
+        for name in ("cm1", "cm2"):
+            assert admin.post("/api/v1/namespaces/dev-lw/configmaps",
+                              json={"metadata": {"name": name}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-lw/roles", json={
+            "metadata": {"name": "watch-cm1"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                                                         "resourceNames": ["cm1"], "verbs": ["watch"]}]}
+        ).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-lw/rolebindings", json={
+            "metadata": {"name": "bob-watch-cm1"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "watch-cm1"},
+            "subjects": [{"kind": "User", "name": "bob"}]}).status_code == 201
+        legacy = "/api/v1/watch/namespaces/dev-lw/configmaps"
+        watched = wait_status(lambda: bob.get(f"{legacy}/cm1", params={"watch": "false", "timeoutSeconds": "1"}),
+                              200)
+        lines = [json.loads(line) for line in watched.text.splitlines()]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "cm1")]
+        assert bob.get(f"{legacy}/cm2", params={"timeoutSeconds": "1"}).status_code == 403
+        assert bob.get(legacy, params={"fieldSelector": "metadata.name=cm1", "timeoutSeconds": "1"}
+                       ).status_code == 403
+
+
 def as_token(served: Serve, token: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """kubectl as the user of ``token`` (the admin kubeconfig's server and CA)."""
     env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))

@@ -265,3 +265,27 @@ def test_v1_endpoints_carry_upstreams_deprecation_warning(served: Serve) -> None
     slices = _kubectl_all(served, "get", "endpointslices")
     assert slices.returncode == 0 and "Warning" not in slices.stderr, slices
     kubectl(served, "delete", "endpoints", "legacy")
+
+
+def test_the_legacy_watch_paths_over_kubectl_and_the_official_client(served: Serve) -> None:
+    """``/api/v1/watch/...`` (deprecated, still served by kube-apiserver): ``kubectl get --raw``
+    and the official client's ``call_api`` see the one object such a path names."""
+    kubectl(served, "create", "namespace", "legacy-watch")
+    for name in ("one", "two"):
+        kubectl(served, "create", "configmap", name, "-n", "legacy-watch")
+    out = kubectl(served, "get", "--raw", "/api/v1/watch/namespaces/legacy-watch/configmaps/two?timeoutSeconds=1")
+    events = [orjson.loads(line) for line in out.splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "two")]
+    api = config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        request = api.param_serialize("GET", "/api/v1/watch/namespaces/{namespace}/configmaps",
+                                      path_params={"namespace": "legacy-watch"},
+                                      query_params=[("watch", False), ("timeoutSeconds", 1)],
+                                      header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        answer = api.call_api(*request)
+        assert answer.status == 200
+        events = [orjson.loads(line) for line in answer.read().splitlines()]
+        assert {e["type"] for e in events} == {"ADDED"}
+        assert {"one", "two"} <= {e["object"]["metadata"]["name"] for e in events}  # (a root CA's too, perhaps)
+    finally:
+        api.close()
