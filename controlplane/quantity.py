@@ -32,7 +32,8 @@ import functools
 import re
 from fractions import Fraction
 
-__all__ = ["NANO", "QuantityError", "canonical_quantity", "format_quantity", "nanos", "parse_quantity"]
+__all__ = ["NANO", "QuantityError", "binary_quantity", "canonical_quantity", "format_quantity", "nanos",
+           "parse_quantity"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
@@ -178,6 +179,16 @@ def canonical_quantity(text: str) -> str:
     if exponent is not None:
         return f"{sign}{n}" + (f"e{power}" if power else "")
     return f"{sign}{n}{_SI_SUFFIX[power]}" if power in _SI_SUFFIX else f"{sign}{n}e{power}"
+
+
+def binary_quantity(n: int) -> str:
+    """The text Go writes for the whole number ``n`` made a BinarySI quantity
+    (``resource.NewQuantity(n, resource.BinarySI)``, as metrics-server makes a memory usage):
+    a multiple of the largest power of 1024 it is one of (``50331648`` is ``"48Mi"``, ``1536``
+    stays ``"1536"``), and below 1Ki a decimal one (``1000`` is ``"1k"``)."""
+    if n == 0:
+        return "0"
+    return ("-" if n < 0 else "") + _binary(Fraction(abs(n)))
 
 
 def _kept_as_written(digits: str, fraction: str, suffix: str | None, exponent: str | None) -> bool:

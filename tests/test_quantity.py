@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from controlplane.quantity import QuantityError, canonical_quantity, parse_quantity
+from controlplane.quantity import QuantityError, binary_quantity, canonical_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(("text", "written"), [
@@ -56,3 +56,8 @@ def test_a_quantity_no_one_writes_by_hand_is_read_at_once() -> None:
     assert parse_quantity("1" * 5000) >= 10**999 and 0 < parse_quantity("0." + "0" * 5000 + "1") < Fraction(1, 10**999)
     assert parse_quantity("0001.5e3") == 1500 and parse_quantity(".5") == Fraction(1, 2)
     assert time.monotonic() - started < 1
+
+
+def test_binary_quantity_is_what_go_writes_for_a_binary_si_number() -> None:
+    assert [binary_quantity(n) for n in (0, 1000, 1023, 1024, 1536, 48 << 20, 14544 << 10, -(1 << 30))] \
+        == ["0", "1k", "1023", "1Ki", "1536", "48Mi", "14544Ki", "-1Gi"]

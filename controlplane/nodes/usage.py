@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.quantity import QuantityError, nanos
+from controlplane.quantity import QuantityError, binary_quantity, canonical_quantity, nanos
 
 __all__ = ["DEFAULT_CPU_NANOS", "DEFAULT_MEMORY_BYTES", "NOTHING", "USAGE_CPU", "USAGE_MEMORY", "Usage",
            "container_usages", "measured", "pod_usage"]
@@ -40,9 +40,10 @@ class Usage:
         return Usage(self.cpu_nanos + other.cpu_nanos, self.memory_bytes + other.memory_bytes)
 
     def quantities(self) -> dict[str, str]:
-        """As metrics-server writes them: CPU in nanocores, memory in Ki when whole."""
-        memory = f"{self.memory_bytes // 1024}Ki" if self.memory_bytes % 1024 == 0 else str(self.memory_bytes)
-        return {"cpu": f"{self.cpu_nanos}n", "memory": memory}
+        """As metrics-server writes them: CPU a DecimalSI quantity of nanocores, memory a BinarySI
+        one of bytes, each canonical as ``resource.Quantity`` marshals it (``150m``, not
+        ``150000000n``; ``48Mi``, not ``49152Ki``; a measured ``2308955n`` or ``14544Ki`` as is)."""
+        return {"cpu": canonical_quantity(f"{self.cpu_nanos}n"), "memory": binary_quantity(self.memory_bytes)}
 
 
 NOTHING = Usage(0, 0)

@@ -58,8 +58,8 @@ async def test_pod_metrics_list_and_get(cluster: Client) -> None:
     by_name = {i["metadata"]["name"]: i for i in listed["items"]}
     assert sorted(by_name) == ["busy", "idle", "other"]  # a pending pod has no running containers to measure
     # the annotation applies to each container, as KWOK's usage-from-annotation does
-    assert usage_of(by_name["busy"]) == [("c0", "250000000n", "102400Ki"), ("c1", "250000000n", "102400Ki")]
-    assert usage_of(by_name["idle"]) == [("c0", "1000000n", "1024Ki")]  # KWOK's default: 1m, 1Mi
+    assert usage_of(by_name["busy"]) == [("c0", "250m", "100Mi"), ("c1", "250m", "100Mi")]
+    assert usage_of(by_name["idle"]) == [("c0", "1m", "1Mi")]  # KWOK's default
     busy = by_name["busy"]
     assert (busy["kind"], busy["window"], busy["metadata"]["namespace"]) == ("PodMetrics", "15s", "default")
     assert busy["metadata"]["labels"] == {"app": "web"} and busy["timestamp"]
@@ -77,8 +77,8 @@ async def test_node_metrics_sum_their_running_pods(cluster: Client) -> None:
     listed = await c.list(f"{METRICS}/nodes")
     assert listed["kind"] == "NodeMetricsList"
     usage = {i["metadata"]["name"]: i["usage"] for i in listed["items"]}
-    assert usage == {"n1": {"cpu": "501000000n", "memory": "205824Ki"},  # 2 x 250m + 1m; 2 x 100Mi + 1Mi
-                     "n2": {"cpu": "1000000n", "memory": "1024Ki"}}  # a NotReady node is not scraped
+    assert usage == {"n1": {"cpu": "501m", "memory": "201Mi"},  # 2 x 250m + 1m; 2 x 100Mi + 1Mi
+                     "n2": {"cpu": "1m", "memory": "1Mi"}}  # a NotReady node is not scraped
     one = await c.get(f"{METRICS}/nodes/n1")
     assert (one["kind"], one["usage"], one["metadata"]["labels"]) == ("NodeMetrics", usage["n1"], {"zone": "a"})
     by_label = await c.list(f"{METRICS}/nodes", labelSelector="zone=b")
@@ -90,10 +90,25 @@ async def test_usage_follows_the_annotations(cluster: Client) -> None:
     got = await c.get(f"{PODS}/idle")
     got["metadata"]["annotations"] = {USAGE_CPU: "2", USAGE_MEMORY: "1Gi"}
     await c.update(f"{PODS}/idle", got)
-    assert usage_of(await c.get(f"{METRICS}/namespaces/default/pods/idle")) == [("c0", "2000000000n", "1048576Ki")]
+    assert usage_of(await c.get(f"{METRICS}/namespaces/default/pods/idle")) == [("c0", "2", "1Gi")]
     got["metadata"]["annotations"] = {USAGE_CPU: "lots"}  # unreadable: the default, as KWOK falls back
     await c.update(f"{PODS}/idle", {**got, "metadata": {**got["metadata"], "resourceVersion": None}})
-    assert usage_of(await c.get(f"{METRICS}/namespaces/default/pods/idle")) == [("c0", "1000000n", "1024Ki")]
+    assert usage_of(await c.get(f"{METRICS}/namespaces/default/pods/idle")) == [("c0", "1m", "1Mi")]
+
+
+async def test_quantities_are_canonical_as_metrics_server_marshals_them(cluster: Client) -> None:
+    """CPU a DecimalSI count of nanocores, memory a BinarySI count of bytes, written as
+    ``resource.Quantity`` marshals them: whole millicores as ``m``, a measured rate that is not
+    in nanocores; whole Mi as ``Mi``, other multiples of 1024 in ``Ki``, the rest in bytes."""
+    c = cluster
+    got = await c.get(f"{PODS}/idle")
+    for cpu, memory, shown in (("2308955n", "14544Ki", ("2308955n", "14544Ki")),
+                               ("1500n", "1536", ("1500n", "1536")),
+                               ("0", "1000", ("0", "1k")),
+                               ("1.5", "1.5Gi", ("1500m", "1536Mi"))):
+        got["metadata"]["annotations"] = {USAGE_CPU: cpu, USAGE_MEMORY: memory}
+        got = await c.update(f"{PODS}/idle", got)
+        assert usage_of(await c.get(f"{METRICS}/namespaces/default/pods/idle")) == [("c0", *shown)], (cpu, memory)
 
 
 async def test_errors_are_metrics_server_statuses(cluster: Client) -> None:

@@ -49,6 +49,10 @@ def test_kubectl_top_pods_and_nodes(served: Serve) -> None:
     assert sorted(nodes) == ["sim-node-0", "sim-node-1"], out
     # the two pods' 150m land on one node or both
     assert sorted(nodes.values()) in (["0m", "300m"], ["150m", "150m"]), out
+    # the quantities as metrics-server marshals them: canonical (150m, 48Mi), not in nanocores and Ki
+    raw = json.loads(kubectl(served, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods"))
+    assert {(c["usage"]["cpu"], c["usage"]["memory"]) for p in raw["items"] if p["metadata"]["name"].startswith("busy")
+            for c in p["containers"]} == {("150m", "48Mi")}
     table = kubectl(served, "get", "pods.metrics.k8s.io", "-l", "app=busy")
     assert table.split("\n")[0].split() == ["NAME", "CPU", "MEMORY", "WINDOW"]
     assert "150m" in table and "48Mi" in table
@@ -60,7 +64,7 @@ def test_the_official_client_reads_metrics(served: Serve) -> None:
         custom = client.CustomObjectsApi(api)
         pods = cast(dict[str, Any], custom.list_namespaced_custom_object(
             "metrics.k8s.io", "v1beta1", "default", "pods", label_selector="app=busy"))
-        assert {c["usage"]["cpu"] for p in pods["items"] for c in p["containers"]} == {"150000000n"}
+        assert {c["usage"]["cpu"] for p in pods["items"] for c in p["containers"]} == {"150m"}
         nodes = cast(dict[str, Any], custom.list_cluster_custom_object("metrics.k8s.io", "v1beta1", "nodes"))
         assert len(nodes["items"]) == 2
     finally:
