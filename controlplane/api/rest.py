@@ -63,6 +63,7 @@ from ..registry.strategies import (
     validate_metadata,
     validate_name,
 )
+from ..registry.strategies import warnings as strategy_warnings
 from . import protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
@@ -1525,6 +1526,8 @@ class KubeApi:
                 raise ApiError.bad_request(str(e)) from e
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
+            for warning in strategy_warnings(rtype.plural, obj):
+                add_warning(warning)
             before = (old.get("metadata") or {}).get("generation") if old is not None else None
             if old is not None and isinstance(meta, dict) and meta.get("generation") != before \
                     and not _generation_moves(rtype, old, obj):

@@ -17,7 +17,9 @@ port set), and pods are grouped by the port numbers they resolve to, as upstream
   headless Service's slices and Endpoints; the slices a sync does not need are
   deleted, those it needs are updated only if they differ.
 - Endpoints (v1), named after the Service: ``subsets`` of ``addresses`` and
-  ``notReadyAddresses`` (terminating pods left out, sorted by IP) with their ports.
+  ``notReadyAddresses`` (terminating pods left out, sorted by IP) with their ports,
+  labelled ``endpoints.kubernetes.io/managed-by: endpoint-controller`` (as upstream's
+  since 1.33: the API server then looks for no warnings in its addresses).
 
 A pod change (IP, readiness, labels, deletion) requeues the Services of its
 namespace whose selector matches it before or after; pods are indexed only for
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.registry.corevalidation import ENDPOINTS_CONTROLLER, ENDPOINTS_MANAGED_BY
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .ownership import key_of, meta_of
@@ -341,6 +344,7 @@ class EndpointsController:
             subsets.append(subset)
         path = resource_path("", "v1", "endpoints", namespace, name)
         labels = dict(meta.get("labels") or {})
+        labels[ENDPOINTS_MANAGED_BY] = ENDPOINTS_CONTROLLER
         if (svc.get("spec") or {}).get("clusterIP") in (None, "", "None"):
             labels[HEADLESS] = ""
         else:

@@ -14,6 +14,12 @@ are checked for form only at create (an update checks only that set ones do not 
 and an Endpoints address that is not an IP is reported twice (``IsValidIP`` and
 ``ValidateNonSpecialIP`` each say so).
 
+An Endpoints address is read as a legacy field (``IsValidIPForLegacyField``) with the
+StrictIPCIDRValidation gate off, as in 1.33 to 1.35 (KEP-4858, alpha): an IPv4 address
+with leading zeros (``010.1.2.3``) or an IPv4-mapped IPv6 one (``::ffff:1.2.3.4``) is
+accepted, with upstream's warning that it will be refused (``endpoints_warnings``), as is
+an IPv6 address not in RFC 5952 form, with the canonical one.
+
 Cheap where it is hot: a Node's status is written by every kubelet, so an update checks
 its capacity and taints only when they changed from the stored version's, and nothing
 here parses an object that has not got the field it checks.
@@ -42,7 +48,8 @@ from .podvalidation import (
 from .servicecidrs import _cidr_problems
 from .volumes import BadQuantity
 
-__all__ = ["endpoint_ip_problems", "endpoints_causes", "node_causes", "non_special_ip_causes",
+__all__ = ["ENDPOINTS_CONTROLLER", "ENDPOINTS_MANAGED_BY", "endpoint_ip_problems", "endpoints_causes",
+           "endpoints_warnings", "ip_warning", "node_causes", "non_special_ip_causes",
            "non_special_ip_problems", "parsed_ip", "pod_template_causes", "port_protocol_causes",
            "prepare_endpoints", "prepare_node", "prepare_pod_template"]
 
@@ -243,6 +250,48 @@ def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
         causes.extend(invalid(f"{at}.ip", ip, p) for p in problems[1])
 
 
+# the label upstream's endpoints controller puts on the Endpoints it writes (1.33 on), whose
+# addresses are then trusted to be canonical: no warnings are looked for
+ENDPOINTS_MANAGED_BY = "endpoints.kubernetes.io/managed-by"
+ENDPOINTS_CONTROLLER = "endpoint-controller"
+
+
+def endpoints_warnings(endpoints: Obj) -> list[str]:
+    """Upstream's ``endpointsWarnings``: an address in a form the strict validation will refuse,
+    or an IPv6 one not canonical, each at its field path; none for the endpoints controller's."""
+    labels = _dict(_dict(endpoints.get("metadata")).get("labels"))
+    if labels.get(ENDPOINTS_MANAGED_BY) == ENDPOINTS_CONTROLLER:
+        return []
+    warnings: list[str] = []
+    for i, subset in enumerate(_list(endpoints.get("subsets"))):
+        for field in ("addresses", "notReadyAddresses"):
+            for j, address in enumerate(_list(_dict(subset).get(field))):
+                warning = ip_warning(str(_dict(address).get("ip") or ""))
+                if warning is not None:
+                    warnings.append(f"subsets[{i}].{field}[{j}].ip: {warning}")
+    return warnings
+
+
+@functools.lru_cache(maxsize=4096)
+def ip_warning(text: str) -> str | None:
+    """``GetWarningsForIP``'s words (after the field's path) for an address a legacy field
+    takes, in 1.34's wording; None for one in standard form, or one refused anyway."""
+    sloppy = parsed_ip(text)
+    if sloppy is None:
+        return None
+    try:  # netip.ParseAddr: no leading zeros (a zone, which it takes, the sloppy parse refused)
+        strict = ipaddress.ip_address(text)
+    except ValueError:
+        strict = None
+    mapped = sloppy.ipv4_mapped if isinstance(sloppy, ipaddress.IPv6Address) else None
+    if strict is None or mapped is not None:
+        return (f'non-standard IP address "{text}" will be considered invalid in a future Kubernetes release: '
+                f'use "{mapped or sloppy}"')  # (net.IP's String: a mapped address as the IPv4 one)
+    if strict.version == 6 and str(strict) != text:
+        return f'IPv6 address "{text}" should be in RFC 5952 canonical format ("{strict}")'
+    return None
+
+
 # An Endpoints or EndpointSlice write names every address of the Service again (a controller
 # rewrites them all on any pod's change), and Python's ipaddress takes tens of microseconds
 # an address: a valid address's verdict is remembered, as are names'. Bounded, and cleared
@@ -299,16 +348,23 @@ def non_special_ip_problems(text: str) -> tuple[str, ...]:
 
 def parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The address Go's ``ParseIPSloppy`` reads in ``text`` (an IPv4 address's parts may have
-    leading zeros), or None."""
+    leading zeros, an IPv6 address's trailing IPv4 one's too: ``::ffff:010.1.2.3``), or None."""
     if "%" in text:  # a zone: Go's parsers refuse it
         return None
     try:
         return ipaddress.ip_address(text)
     except ValueError:
-        parts = text.split(".")
-        if len(parts) == 4 and all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
-            return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
-        return None
+        head, colon, tail = text.rpartition(":")
+        parts = tail.split(".")
+        if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
+            return None
+        v4 = ".".join(str(int(p)) for p in parts)
+        if not colon:
+            return ipaddress.IPv4Address(v4)
+        try:
+            return ipaddress.IPv6Address(f"{head}:{v4}")
+        except ValueError:
+            return None
 
 
 _LINK_LOCAL_UNICAST = {4: ipaddress.ip_network("169.254.0.0/16"), 6: ipaddress.ip_network("fe80::/10")}

@@ -24,7 +24,7 @@ from .admissionpolicies import prepare_validating_admission_policy
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
-from .corevalidation import prepare_endpoints, prepare_node, prepare_pod_template
+from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template
 from .csi import (
     prepare_csi_driver,
     prepare_csi_node,
@@ -64,7 +64,8 @@ from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_
 from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
 
-__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "validate_metadata", "validate_name"]
+__all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "validate_metadata", "validate_name",
+           "warnings"]
 
 
 # Names that must be DNS labels (they become host names or DNS names: a StatefulSet's is
@@ -603,6 +604,16 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         return f(obj, old) if f is not None else []
     except BadQuantity as e:
         raise BadData(str(e)) from e
+
+
+# a type's WarningsOnCreate and WarningsOnUpdate, where upstream's strategy has them
+_WARNERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"endpoints": endpoints_warnings}
+
+
+def warnings(plural: str, obj: dict[str, Any]) -> list[str]:
+    """The warnings a valid write of a built-in type gets (its strategy's), once prepared."""
+    f = _WARNERS.get(plural)
+    return f(obj) if f is not None else []
 
 
 # -- labels and annotations (every object) ------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.client.transport import open_stream
 
 NODES = resource_path("", "v1", "nodes", None)
 ENDPOINTS = resource_path("", "v1", "endpoints", "default")
@@ -124,6 +126,33 @@ async def test_valid_endpoints_are_stored_with_their_ports_protocol(client: Clie
          "notReadyAddresses": [{"ip": "2001:db8::1"}], "ports": [{"port": 80}]}]})
     assert created["subsets"][0]["ports"] == [{"port": 80, "protocol": "TCP"}]
     await client.create(ENDPOINTS, {"metadata": {"name": "e2"}})  # no subsets: a Service without pods
+
+
+async def test_endpoints_addresses_in_legacy_forms_are_taken_with_upstreams_warnings(client: Client) -> None:
+    """As 1.34 (StrictIPCIDRValidation off): leading zeros and IPv4-mapped addresses are valid
+    and warned about, a non-canonical IPv6 one warned about; none for the endpoints controller's."""
+    ips = ["01.02.03.04", "fd00::1234", "::ffff:1.2.3.4", "2001:DB8:0::1", "::ffff:010.1.2.3"]
+    body = {"metadata": {"name": "odd"}, "subsets": [{"addresses": [{"ip": ip} for ip in ips[:3]],
+                                                      "notReadyAddresses": [{"ip": ip} for ip in ips[3:]]}]}
+    status, headers, answer = await open_stream(client._app, "POST", ENDPOINTS.encode(), b"",
+                                                [(b"content-type", b"application/json")], orjson.dumps(body))
+    created = orjson.loads(b"".join([chunk async for chunk in answer]))
+    assert status == 201 and [a["ip"] for a in created["subsets"][0]["addresses"]] == ips[:3]  # as written
+    warnings = [v.decode() for k, v in headers if k == b"warning" and b"subsets" in v]
+    assert warnings == [
+        '299 - "subsets[0].addresses[0].ip: non-standard IP address \\"01.02.03.04\\" will be considered invalid '
+        'in a future Kubernetes release: use \\"1.2.3.4\\""',
+        '299 - "subsets[0].addresses[2].ip: non-standard IP address \\"::ffff:1.2.3.4\\" will be considered '
+        'invalid in a future Kubernetes release: use \\"1.2.3.4\\""',
+        '299 - "subsets[0].notReadyAddresses[0].ip: IPv6 address \\"2001:DB8:0::1\\" should be in RFC 5952 '
+        'canonical format (\\"2001:db8::1\\")"',
+        '299 - "subsets[0].notReadyAddresses[1].ip: non-standard IP address \\"::ffff:010.1.2.3\\" will be '
+        'considered invalid in a future Kubernetes release: use \\"10.1.2.3\\""']
+    body["metadata"] = {"name": "managed", "labels": {"endpoints.kubernetes.io/managed-by": "endpoint-controller"}}
+    status, headers, answer = await open_stream(client._app, "POST", ENDPOINTS.encode(), b"",
+                                                [(b"content-type", b"application/json")], orjson.dumps(body))
+    await answer.aclose()
+    assert status == 201 and not [v for k, v in headers if k == b"warning" and b"subsets" in v]
 
 
 # -- PodTemplates ---------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ async def test_a_service_gets_slices_and_endpoints_of_its_ready_pods(client: Cli
     ep = await until(lambda: _endpoints_with(client, "web", len(ips)))
     assert {a["ip"] for a in ep["subsets"][0]["addresses"]} == ips
     assert ep["subsets"][0]["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    assert ep["metadata"]["labels"]["endpoints.kubernetes.io/managed-by"] == "endpoint-controller"  # as upstream's
     # a pod leaving the selector leaves the endpoints
     await client.patch(f"{PODS}/web-0", {"metadata": {"labels": {"app": "gone"}}})
     await until(lambda: _n_addresses(client, "web", 2))

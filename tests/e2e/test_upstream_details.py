@@ -267,6 +267,21 @@ def test_v1_endpoints_carry_upstreams_deprecation_warning(served: Serve) -> None
     kubectl(served, "delete", "endpoints", "legacy")
 
 
+def test_endpoints_addresses_in_legacy_forms_are_taken_with_upstreams_warnings(served: Serve) -> None:
+    """1.34's StrictIPCIDRValidation is off: an Endpoints address with leading zeros or
+    IPv4-mapped is stored as written, and kubectl prints the warning that says it will not be."""
+    created = _kubectl_all(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: Endpoints\nmetadata: {name: odd-ips}\n"
+        "subsets: [{addresses: [{ip: 010.9.0.1}, {ip: '::ffff:10.9.0.2'}], ports: [{port: 80}]}]\n"))
+    assert created.returncode == 0, created
+    assert 'Warning: subsets[0].addresses[0].ip: non-standard IP address "010.9.0.1" will be considered invalid ' \
+           'in a future Kubernetes release: use "10.9.0.1"' in created.stderr, created.stderr
+    assert 'Warning: subsets[0].addresses[1].ip: non-standard IP address "::ffff:10.9.0.2"' in created.stderr
+    stored = orjson.loads(kubectl(served, "get", "endpoints", "odd-ips", "-o", "json"))
+    assert [a["ip"] for a in stored["subsets"][0]["addresses"]] == ["010.9.0.1", "::ffff:10.9.0.2"]
+    kubectl(served, "delete", "endpoints", "odd-ips")
+
+
 def test_the_legacy_watch_paths_over_kubectl_and_the_official_client(served: Serve) -> None:
     """``/api/v1/watch/...`` (deprecated, still served by kube-apiserver): ``kubectl get --raw``
     and the official client's ``call_api`` see the one object such a path names."""
