@@ -263,7 +263,8 @@ class _KubeRoutes:
         elif (path == "/metrics" or path == "/metrics/slis") and self.kube.authorizer is not None:
             await self._non_resource(scope, receive, send, path, self.app)
             return
-        elif path in DISCOVERY_PATHS and self.discovery is not None:
+        elif self.discovery is not None and path.rstrip("/") in DISCOVERY_PATHS:
+            path = path.rstrip("/")  # (go-restful's routes, which upstream's are: a trailing slash trimmed)
             await self._non_resource(scope, receive, send, path, self.discovery)
             return
         else:
@@ -494,7 +495,11 @@ def create_app(config: Config) -> FastAPI:
     # FastAPI's own /docs, /redoc and /openapi.json would shadow nothing of
     # Kubernetes' but answer paths kube-apiserver does not; the OpenAPI of
     # this server is /openapi/v3, built from the registry.
-    app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # No redirect of a path with a trailing slash to the one without (Starlette's default): as
+    # upstream's mux, /healthz/ and /metrics/ are 404; /version/ is /version, which go-restful
+    # serves with a trailing slash trimmed
+    app = FastAPI(title="controlplane", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     discovery = None
@@ -549,6 +554,7 @@ def create_app(config: Config) -> FastAPI:
     version = orjson.dumps(version_info(), option=orjson.OPT_INDENT_2)
 
     @app.get("/version", include_in_schema=False)
+    @app.get("/version/", include_in_schema=False)
     async def get_version() -> Response:
         return Response(version, media_type="application/json")
 

@@ -89,7 +89,7 @@ class Discovery:
                                  "reason": "MethodNotAllowed", "details": {}, "code": 405})
             await _respond(send, 405, b"application/json", body, ())
             return
-        content_type, body = self.documents()[scope["path"]]
+        content_type, body = self.documents()[scope["path"].rstrip("/")]  # (a trailing slash: the same route)
         await _respond(send, 200, content_type, body, ((b"cache-control", CACHE_CONTROL),))
 
 

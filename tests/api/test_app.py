@@ -208,6 +208,16 @@ async def test_fastapi_extras_are_not_served(client: httpx.AsyncClient) -> None:
     assert r.status_code == 405 and r.json()["reason"] == "MethodNotAllowed"
 
 
+async def test_a_trailing_slash_is_what_upstreams_muxes_make_of_it(client: httpx.AsyncClient) -> None:
+    """No redirect: /version/ is /version (go-restful trims it), /healthz/ and /metrics/ are
+    404 (the exact paths of upstream's non-go-restful mux)."""
+    r = await client.get("/version/")
+    assert r.status_code == 200 and r.json()["gitVersion"] == "v1.37.0-controlplane"
+    for path in ("/healthz/", "/livez/", "/readyz/", "/metrics/", "/healthz/ping/"):
+        r = await client.get(path)
+        assert (r.status_code, r.json()["reason"]) == (404, "NotFound"), path
+
+
 async def test_the_root_lists_the_paths(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/")).json()["paths"]
     assert {"/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/healthz", "/version"} <= set(paths)
