@@ -124,6 +124,7 @@ from .nodereports import ReportPlans, report_node_status
 from .params import flag
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
+from .pretty import PRETTY_AGENTS, pretty_asked, pretty_writer
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .proxying import PROXY_METHODS
 from .proxying import refusal as proxy_refusal
@@ -406,7 +407,11 @@ class KubeApi:
         try:
             with request_scope(scope):
                 try:
-                    accept = _accept(scope)
+                    accept, agent = _accept_and_agent(scope)
+                    query_string = scope.get("query_string", b"")
+                    if (agent.startswith(PRETTY_AGENTS) or b"pretty" in query_string) \
+                            and pretty_asked(query_string, agent):  # (before YAML's: it sees YAML go by)
+                        answer = pretty_writer(answer, lambda: WATCH_SCOPE_KEY in scope)  # type: ignore[assignment]
                     if "yaml" in accept:  # (else nothing can be written as YAML)
                         answer = negotiated_writer(answer, error_format(accept) == AS_YAML)  # type: ignore[assignment]
                     await self._dispatch(scope, receive, answer)
@@ -2230,6 +2235,22 @@ def _accept(scope: Scope) -> str:
         if name == b"accept":
             return str(value.decode("latin-1").strip())
     return ""
+
+
+def _accept_and_agent(scope: Scope) -> tuple[str, bytes]:
+    """The request's ``Accept`` header ("" without one) and its ``User-Agent`` (b"" without
+    one), in one walk of the headers."""
+    accept, agent = b"", b""
+    for name, value in scope["headers"]:
+        if name == b"accept":
+            accept = value
+            if agent:
+                break
+        elif name == b"user-agent":
+            agent = value
+            if accept:
+                break
+    return accept.decode("latin-1").strip(), agent
 
 
 def _negotiated(accept: str, endpoint: int) -> Output:

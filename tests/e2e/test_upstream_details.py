@@ -304,3 +304,23 @@ def test_the_legacy_watch_paths_over_kubectl_and_the_official_client(served: Ser
         assert {"one", "two"} <= {e["object"]["metadata"]["name"] for e in events}  # (a root CA's too, perhaps)
     finally:
         api.close()
+
+
+def test_kubectl_get_raw_of_odd_but_legal_paths(served: Serve) -> None:
+    """``kubectl get --raw`` of paths and parameters kube-apiserver answers: a trailing slash
+    (trimmed on its go-restful routes, 404 on its exact health and metrics paths), ``?pretty``
+    (indented, as upstream's negotiation), a health check by name, an object's status."""
+    assert orjson.loads(kubectl(served, "get", "--raw", "/version/"))["major"] == "1"
+    assert orjson.loads(kubectl(served, "get", "--raw", "/apis/apps/"))["name"] == "apps"
+    assert orjson.loads(kubectl(served, "get", "--raw", "/api/v1/namespaces/default/configmaps/"))["kind"] \
+        == "ConfigMapList"
+    pretty = kubectl(served, "get", "--raw", "/api/v1/namespaces/default?pretty=true")
+    assert pretty.startswith('{\n  "') and orjson.loads(pretty)["metadata"]["name"] == "default"
+    assert "\n" not in kubectl(served, "get", "--raw", "/api/v1/namespaces/default").strip()  # kubectl's: compact
+    status = orjson.loads(kubectl(served, "get", "--raw", "/api/v1/namespaces/default/status"))
+    assert status["kind"] == "Namespace" and status["status"]["phase"] == "Active"
+    assert kubectl(served, "get", "--raw", "/healthz/etcd") == "ok"
+    assert kubectl(served, "get", "--raw", "/readyz/ping") == "ok"
+    assert "[+]ping ok" in kubectl(served, "get", "--raw", "/livez?verbose")
+    missing = _kubectl_all(served, "get", "--raw", "/healthz/")
+    assert missing.returncode != 0 and "NotFound" in missing.stderr, missing
