@@ -50,6 +50,7 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.csi import INITIAL_ATTACHMENT_STATUS
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
+from ..registry.observedgeneration import keep_observed_generations
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.resize import resize_causes, resized_spec
 from ..registry.servicecidrs import default_service_cidr
@@ -2629,7 +2630,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
             kept = (old.get("status") or {}).get("qosClass")
             if kept and not status.get("qosClass"):  # upstream keeps it (immutable)
                 status = {**status, "qosClass": kept}
-            merged["status"] = pair_ips(status)
+            merged["status"] = pair_ips(keep_observed_generations(status, old.get("status")))
         return merged
     if "status" in rtype.subresources and (applied or (rtype.group, rtype.plural) not in STATUS_KEPT_AT_UPDATE):
         if "status" in old:
