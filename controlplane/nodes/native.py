@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .observed import KUBELET_CONDITIONS, generation_of
+
 __all__ = ["NATIVE"]
 
 Funcs = dict[str, Callable[..., Any]]
@@ -33,9 +35,11 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
     pod_ip = _s(funcs["PodIPWith"](spec.get("nodeName"), spec.get("hostNetwork") or False, meta.get("uid") or "",
                                    meta.get("name") or "", meta.get("namespace") or ""))
     host_ip = _s(funcs["NodeIPWith"](spec.get("nodeName")))
-    conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
+    generation = generation_of(pod)
+    observed = {"observedGeneration": generation} if generation is not None else {}
+    conditions = [{"type": t, "status": "True", **observed, "lastTransitionTime": now}
                   for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")]
-    conditions.append({"type": "PodScheduled", "status": "True",
+    conditions.append({"type": "PodScheduled", "status": "True", **observed,
                        "lastTransitionTime": _s(meta.get("creationTimestamp") or now)})
     conditions += [{"type": _s(g.get("conditionType")), "status": "True", "lastTransitionTime": now}
                    for g in spec.get("readinessGates") or []]
@@ -51,7 +55,7 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                  {"state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
                                            "finishedAt": now}}})}
              for c in spec.get("initContainers") or []]
-    return {"phase": "Running", "startTime": now, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
+    return {**observed, "phase": "Running", "startTime": now, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "conditions": conditions,
             "containerStatuses": containers or None, "initContainerStatuses": inits or None}
 
@@ -59,13 +63,16 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
 def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     now = _s(funcs["Now"]())
+    generation = generation_of(pod)
+    observed = {"observedGeneration": generation} if generation is not None else {}
     conditions = []
     for c in status.get("conditions") or []:
         if c.get("type") in ("Ready", "ContainersReady"):
-            conditions.append({"type": _s(c.get("type")), "status": "False", "reason": "PodCompleted",
+            conditions.append({"type": _s(c.get("type")), "status": "False", "reason": "PodCompleted", **observed,
                                "lastTransitionTime": now})
         else:
             conditions.append({"type": _s(c.get("type")), "status": _s(c.get("status")),
+                               **(observed if c.get("type") in KUBELET_CONDITIONS else {}),
                                "lastTransitionTime": _s(c.get("lastTransitionTime") or now)})
     started = _s(status.get("startTime") or now)
     containers = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
@@ -83,7 +90,7 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                  {"ready": True, "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
                                                           "finishedAt": started}}})}
              for c in spec.get("initContainers") or []]
-    return {"phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None,
+    return {**observed, "phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None,
             "initContainerStatuses": inits or None}
 
 

@@ -11,7 +11,8 @@ has a resize to actuate. As upstream's kubelet (its allocation manager) decides 
   when a pod leaves the node, a resize on it is done, or the pod changes;
 - **fits**: the statuses report the new resources (``resources``), with the condition
   ``PodResizeInProgress`` for one write; the next sight of the pod removes it.
-  ``status.observedGeneration`` is the pod's generation.
+  ``status.observedGeneration`` is the pod's generation, and the observed generation of
+  the kubelet's conditions.
 
 The functions here are pure (the pod, the node's allocatable, the other pods in, a status
 patch out); the simulator (``simulator.py``) calls them and writes the patches.
@@ -23,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..scheduler.nodeinfo import pod_requests, resource_amount
+from .observed import generation_of, stamped
 
 __all__ = ["allocated_requests", "resize_decision", "resize_patch", "settled_patch", "wants_resize"]
 
@@ -89,7 +91,10 @@ def resize_decision(pod: Obj, allocatable: dict[str, Any], others: Iterable[Obj]
 
 
 def _conditions(pod: Obj, drop: tuple[str, ...], add: Obj | None) -> list[Obj]:
-    kept = [c for c in (pod.get("status") or {}).get("conditions") or ()
+    """The pod's conditions but ``drop``'s, with ``add``; the kubelet's own stamped with the
+    generation it acted on (``observed.py``)."""
+    generation = generation_of(pod)
+    kept = [stamped(dict(c), generation) for c in (pod.get("status") or {}).get("conditions") or ()
             if isinstance(c, dict) and c.get("type") not in drop]
     return [*kept, add] if add is not None else kept
 

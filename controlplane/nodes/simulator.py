@@ -80,6 +80,7 @@ from .failures import FAILURE_MODES
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
+from .observed import generation_of, observe_patch, stamped
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
 from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
@@ -993,12 +994,15 @@ class NodeSimulator:
         self._readying.discard(f"{meta.get('namespace')}/{meta.get('name')}")
         if not _unreadied(pod):
             return
+        generation = generation_of(pod)
+        ready = stamped({"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}, generation)
+        status: dict[str, Any] = {"conditions": [ready]}
+        if generation is not None:
+            status["observedGeneration"] = generation
         try:
             await self.client.patch(
                 resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "status"),
-                {"metadata": {"uid": meta.get("uid")},
-                 "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}},
-                patch_type="strategic")
+                {"metadata": {"uid": meta.get("uid")}, "status": status}, patch_type="strategic")
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
@@ -1060,8 +1064,9 @@ class NodeSimulator:
                 self.pod_events.stopping(pod, node.name)
         if not self._images_ready(key, st, node, pod):
             return
-        self._start_ephemeral(key, st, node, pod)
-        self._resize(key, node.name, pod)
+        wrote = self._start_ephemeral(key, st, node, pod)
+        if not self._resize(key, node.name, pod) and not wrote and self.builtin_stages:
+            self._observe(key, pod)
         stage = self.pod_stages.select(pod)
         if stage is None:
             st.stage = None
@@ -1078,18 +1083,19 @@ class NodeSimulator:
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
 
-    def _start_ephemeral(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> None:
+    def _start_ephemeral(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
         """A running pod's new ephemeral containers (``kubectl debug``), as a kubelet starts
         them: each one's image pulled (``Pulling``, ``Pulled``; the container waiting in
         ``ContainerCreating`` meanwhile), then created and started (``Created``, ``Started``,
         ``state.running``), its status as ``ephemeral`` writes a kubelet's. The pulls under way
-        are ``st.ephemeral_pulls``; a timer (``ephemeral``) looks again when one is done."""
+        are ``st.ephemeral_pulls``; a timer (``ephemeral``) looks again when one is done. Whether
+        a status write was queued (it reports the pod's generation, which the containers stepped)."""
         added = [c for c in pod["spec"].get("ephemeralContainers") or () if isinstance(c, dict)]
         if not added or (pod.get("status") or {}).get("phase") != "Running" \
                 or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            return
+            return False
         if all(c.get("name") in st.ephemeral for c in added):
-            return
+            return False
         reported = [s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()
                     if isinstance(s, dict)]
         states = {s.get("name"): s.get("state") or {} for s in reported}
@@ -1127,11 +1133,15 @@ class NodeSimulator:
                 changed[name] = ephemeral.waiting(c, reason)
         st.ephemeral_pulls = pulls or None
         if not changed:
-            return
-        statuses = ephemeral.ephemeral_statuses(reported, changed)
+            return False
+        body: dict[str, Any] = {"ephemeralContainerStatuses": ephemeral.ephemeral_statuses(reported, changed)}
+        observed = observe_patch(pod)  # (the containers added made a new generation)
+        if observed is not None:
+            body.update(observed["status"])
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
-        self._write(lambda: self._patch_quietly(path, {"status": {"ephemeralContainerStatuses": statuses}}), POD)
+        self._write(lambda: self._patch_quietly(path, {"status": body}, "strategic"), POD)
+        return True
 
     def _ephemeral_pulled(self, key: str, uid: str) -> None:
         """An ephemeral container's image pull is done: the pod looked at again."""
@@ -1140,13 +1150,14 @@ class NodeSimulator:
             return
         self._start_ephemeral(key, st, node, pod)
 
-    def _resize(self, key: str, node_name: str, pod: dict[str, Any]) -> None:
+    def _resize(self, key: str, node_name: str, pod: dict[str, Any]) -> bool:
         """A running pod's in-place resize (``resize``): actuated if the node has room, else
         Pending (Infeasible or Deferred); once actuated, its InProgress condition removed.
-        (One write queued a version of the pod: its resourceVersion is the patch's precondition.)"""
+        (One write queued a version of the pod: its resourceVersion is the patch's precondition.)
+        Whether a write was queued."""
         generation = (pod.get("metadata") or {}).get("generation")
         if not isinstance(generation, int) or generation <= 1:
-            return  # never resized (most pods: one look at a number)
+            return False  # never resized (most pods: one look at a number)
         retry = False
         if not wants_resize(pod):
             patch = settled_patch(pod)
@@ -1154,18 +1165,32 @@ class NodeSimulator:
         else:
             allocatable = ((self.node_informer.items.get(node_name) or {}).get("status") or {}).get("allocatable")
             if not allocatable:
-                return  # the node's status not seen yet: decided when the pod is seen again
+                return False  # the node's status not seen yet: decided when the pod is seen again
             others = (self.pod_informer.items.get(k) for k in self.pods_by_node.get(node_name, ()) if k != key)
             reason, message = resize_decision(pod, allocatable, (p for p in others
                                                                       if p is not None and not _terminal(p)))
             patch = resize_patch(pod, reason, message, now_rfc3339())
         if patch is None:
-            return
+            return False
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name, "status")
         self._write(lambda: self._patch_quietly(path, patch), POD)
         if retry:
             self._retry_deferred(node_name)
+        return True
+
+    def _observe(self, key: str, pod: dict[str, Any]) -> None:
+        """A running pod whose spec changed (a new generation) with nothing else to write: its
+        status says the kubelet saw it (``observed.observe_patch``), as a kubelet's next sync
+        does. (Most pods: one look at two numbers.)"""
+        if generation_of(pod) == (pod.get("status") or {}).get("observedGeneration"):
+            return
+        patch = observe_patch(pod)
+        if patch is None:
+            return
+        ns, name = key.split("/", 1)
+        path = resource_path("", "v1", "pods", ns, name, "status")
+        self._write(lambda: self._patch_quietly(path, patch, "strategic"), POD)
 
     def _retry_deferred(self, node_name: str) -> None:
         """A pod left ``node_name``, or a resize on it is done: its Deferred resizes are decided
@@ -1176,9 +1201,9 @@ class NodeSimulator:
                     "conditions") or () if isinstance(c, dict) and c.get("type") == "PodResizePending"):
                 self._resize(key, node_name, pod)
 
-    async def _patch_quietly(self, path: str, body: dict[str, Any]) -> None:
+    async def _patch_quietly(self, path: str, body: dict[str, Any], patch_type: str = "merge") -> None:
         try:
-            await self.client.patch(path, body, patch_type="merge")
+            await self.client.patch(path, body, patch_type=patch_type)
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
@@ -1235,17 +1260,20 @@ class NodeSimulator:
                      "started": False, "restartCount": 0, "state": {"waiting": {"reason": reason}}}
                     for c in pod["spec"].get("containers") or []]
         node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        generation = generation_of(pod)
         status: dict[str, Any] = {
             "phase": "Pending", "startTime": now, "containerStatuses": statuses,
-            "conditions": [
+            "conditions": [stamped(c, generation) for c in (
                 {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": now},
                 {"type": "Initialized", "status": "True", "lastTransitionTime": now},
                 {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now},
                 {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
                  "lastTransitionTime": now},
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-            ],
+            )],
         }
+        if generation is not None:
+            status["observedGeneration"] = generation
         if node is not None:
             status["hostIP"] = node.ip
             status["hostIPs"] = [{"ip": node.ip}]

@@ -54,6 +54,7 @@ async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> No
         assert got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "200m"
         assert got["status"]["observedGeneration"] == 2
         assert condition(got, "PodResizePending") is None
+        assert condition(got, "Ready")["observedGeneration"] == 2  # type: ignore[index]  # the kubelet's own too
 
 
 async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_deferred(client: Client) -> None:

@@ -335,6 +335,22 @@ async def test_node_stages_own_the_node_status_and_emit_events(client: Client) -
         assert sim.status_reports  # pod stages only: nothing else reports the node's status
 
 
+def test_a_finishing_pod_reports_its_generation_on_the_kubelets_conditions_only() -> None:
+    """pod-complete and pod-terminate (a held pod deleted: its generation stepped by the
+    deletion) stamp the kubelet's conditions and the status, not another writer's."""
+    stages = {s.name: s for s in default_stages()}
+    running = {**pod("t", "n", restartPolicy="Never"), "metadata": {"name": "t", "generation": 2}}
+    running["status"] = stages["pod-ready"].next.render_status(running, _funcs())
+    running["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "x",
+                                            "observedGeneration": 1})
+    for name in ("pod-complete", "pod-terminate"):
+        written = stages[name].next.render_status(running, _funcs())
+        assert written is not None and written["observedGeneration"] == 2
+        gens = {c["type"]: c.get("observedGeneration") for c in written["conditions"]}
+        assert gens.pop("DisruptionTarget") is None  # left out: the API server keeps its 1
+        assert set(gens.values()) == {2} and len(gens) == 5
+
+
 def _funcs() -> dict[str, Any]:
     return {"Now": lambda: "2026-11-30T10:00:00Z", "Quote": _quote, "YAML": _yaml, "Version": lambda: "v",
             "NodeIPWith": lambda n: "172.16.0.9", "PodIPWith": lambda *a: "10.0.0.7"}
@@ -352,6 +368,9 @@ def _funcs() -> dict[str, Any]:
         {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"},
                                                       "limits": {"memory": "128Mi"}}},
         {"name": "e", "image": "nginx", "resources": {}}]}},
+    # a pod of generation 3 (its spec changed twice), gated: the observed generations
+    {**pod("g", "n", restartPolicy="Never", readinessGates=[{"conditionType": "x/y"}]),
+     "metadata": {"name": "g", "generation": 3}},
 ])
 def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dict[str, Any]) -> None:
     stages = {s.name: s for s in default_stages()}
@@ -365,6 +384,12 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
         assert stage.next.render_status(obj, _funcs()) == templated
     ready = stages["pod-ready"].next.render_status(dict(pod_obj), _funcs())
     assert ready is not None
+    generation = pod_obj["metadata"].get("generation")
+    assert ready.get("observedGeneration") == generation
+    assert {c["type"]: c.get("observedGeneration") for c in ready["conditions"]} == {
+        **dict.fromkeys(("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"),
+                        generation),
+        **{g["conditionType"]: None for g in pod_obj["spec"].get("readinessGates") or ()}}
     for c, cs in zip(pod_obj["spec"]["containers"], ready["containerStatuses"], strict=True):
         assert cs["resources"] == (c.get("resources") or {})
         assert "allocatedResources" not in cs
