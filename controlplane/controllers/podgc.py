@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.metrics import PODGC_DELETE_ERRORS, PODGC_DELETES
+from controlplane.podgeneration import observing
 
 from .ownership import meta_of
 
@@ -273,9 +274,9 @@ class PodGCController:
             if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 # the phase first: no kubelet will ever end the pod (upstream's markFailedAndDeletePodWithCondition)
                 now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                await self.client.patch(path + "/status", {"status": {"phase": "Failed", "conditions": [
+                await self.client.patch(path + "/status", {"status": {"phase": "Failed", "conditions": [observing(
                     {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": MESSAGE,
-                     "lastTransitionTime": now}]}}, patch_type="strategic")
+                     "lastTransitionTime": now}, pod)]}}, patch_type="strategic")
             await self.client.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}})
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now

@@ -40,6 +40,7 @@ import httpx
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.metrics import NODE_EVICTIONS
+from controlplane.podgeneration import observing
 from controlplane.scheduler.plugins.selectors import tolerates
 
 from .events import Recorder
@@ -214,9 +215,9 @@ class TaintEvictionController:
             if not any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
                        and c.get("reason") == "DeletionByTaintManager" for c in conditions):
                 now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                await self.client.patch(path + "/status", {"status": {"conditions": [
+                await self.client.patch(path + "/status", {"status": {"conditions": [observing(
                     {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-                     "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": now}]}},
+                     "message": "Taint manager: deleting due to NoExecute taint", "lastTransitionTime": now}, pod)]}},
                     patch_type="strategic")
             await self.client.delete(path, {"preconditions": {"uid": ev.uid}})
             NODE_EVICTIONS.inc()

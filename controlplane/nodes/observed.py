@@ -22,18 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..podgeneration import generation_of
+
 __all__ = ["KUBELET_CONDITIONS", "generation_of", "observe_patch", "stamped"]
 
 # what upstream's kubetypes.PodConditionByKubelet names, but the resize conditions
 KUBELET_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized", "ContainersReady",
                                 "PodReadyToStartContainers"})
-
-
-def generation_of(pod: Mapping[str, Any]) -> int | None:
-    """The pod's ``metadata.generation``, or None when it has none (a pod every API server
-    before 1.33 stored)."""
-    generation = (pod.get("metadata") or {}).get("generation")
-    return generation if type(generation) is int and generation > 0 else None
 
 
 def stamped(condition: dict[str, Any], generation: int | None) -> dict[str, Any]:

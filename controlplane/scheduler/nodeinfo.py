@@ -219,7 +219,9 @@ class PodInfo:
 
     def keep_only_identity(self) -> None:
         """Drop the API object but what names the pod (kind, name, namespace, uid,
-        resourceVersion: what an Event about it needs, as preemption's for its victims).
+        resourceVersion: what an Event about it needs, as preemption's for its victims) and its
+        generation (what preemption's ``DisruptionTarget`` says it observed; a dict of five
+        keys is no larger than one of four).
 
         For a bound pod the cache holds for its life: the informer holds the whole pod,
         and this one, parsed when it was bound, was a second copy of every running pod.
@@ -227,7 +229,8 @@ class PodInfo:
         in the fields above, which keep their parts of the object."""
         meta = self.obj.get("metadata") or {}
         identity = {"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
+                    "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "generation")
+                                 if k in meta}}
         untrack_json(identity)
         self.obj = identity
 

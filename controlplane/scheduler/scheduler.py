@@ -28,6 +28,7 @@ import httpx
 from ..client import ApiError, Client, InformerHandle, resource_path
 from ..gcsettings import settle_heap
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
+from ..podgeneration import generation_of, observing
 from .cache import Cache
 from .events import EventRecorder
 from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
@@ -593,18 +594,21 @@ class Scheduler:
 
     def _report_failure(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
         """FailedScheduling event, and the PodScheduled=False condition (written only when it
-        changes), with ``status.nominatedNodeName`` set to ``nominated`` or, ``clear_nominated``, removed."""
+        changes: its message, or the pod's generation it observed, as upstream's
+        UpdatePodCondition compares), with ``status.nominatedNodeName`` set to ``nominated`` or,
+        ``clear_nominated``, removed."""
         self.record_event(pod.obj, "FailedScheduling", message, "Warning", action="Scheduling")
+        generation = generation_of(pod.obj)
         for c in (pod.obj.get("status") or {}).get("conditions") or ():
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message") == message \
-                    and not nominated and not clear_nominated:
+                    and c.get("observedGeneration") == generation and not nominated and not clear_nominated:
                 return
         self.spawn(self._write_condition(pod, message, nominated, clear_nominated))
 
     async def _write_condition(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
-        status: dict[str, Any] = {"conditions": [{
+        status: dict[str, Any] = {"conditions": [observing({
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-            "lastProbeTime": None, "lastTransitionTime": _now()}]}
+            "lastProbeTime": None, "lastTransitionTime": _now()}, pod.obj)]}
         if nominated:
             status["nominatedNodeName"] = nominated
         elif clear_nominated:

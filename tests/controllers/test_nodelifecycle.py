@@ -133,6 +133,7 @@ async def test_a_client_setting_ready_false_taints_the_node_and_its_pods_go_afte
     await until(lambda: _terminating(c, "quick"), timeout=5)  # no kubelet here: it stays Terminating
     quick = await c.get(f"{PODS}/quick")
     assert any(cond["type"] == "DisruptionTarget" and cond["reason"] == "DeletionByTaintManager"
+               and cond["observedGeneration"] == 1  # (KEP-5067; its deletion made it 2 since)
                for cond in quick["status"]["conditions"])
     assert not await _terminating(c, "slow") and not await _terminating(c, "forever")
     assert not await _events(c, "NodeNotReady")  # the kubelet's to record, not the controller's
@@ -392,8 +393,8 @@ async def test_pods_are_not_marked_not_ready_on_a_ready_node(tmp_path: Path) -> 
         await c.create(NODES, {"metadata": {"name": "n"}})
         await _set_ready(c, "n", "True")
         await c.create(PODS, _pod("p", "n"))
-        await c.patch(f"{PODS}/p/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-                      patch_type="strategic")
+        await c.patch(f"{PODS}/p/status", {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "observedGeneration": 1}]}}, patch_type="strategic")
         controller = NodeLifecycleController(c)
         task = asyncio.create_task(controller.nodes.run())
         try:
@@ -408,6 +409,7 @@ async def test_pods_are_not_marked_not_ready_on_a_ready_node(tmp_path: Path) -> 
             await controller.mark_pods_not_ready("n")
             ready = [x for x in (await c.get(f"{PODS}/p"))["status"]["conditions"] if x["type"] == "Ready"]
             assert [x["status"] for x in ready] == ["False"]
+            assert ready[0]["observedGeneration"] == 1  # the kubelet's, kept as upstream's MarkPodsNotReady
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

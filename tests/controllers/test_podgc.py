@@ -111,6 +111,7 @@ async def test_pods_of_a_deleted_node_are_failed_and_deleted_after_the_quarantin
         [target] = [c for c in failed[0]["status"]["conditions"] if c["type"] == "DisruptionTarget"]
         assert (target["status"], target["reason"], target["message"]) == (
             "True", "DeletionByPodGC", "PodGC: node no longer exists")
+        assert target["observedGeneration"] == failed[0]["metadata"]["generation"]  # KEP-5067
         assert not any(p["metadata"]["name"] == "done" and p["status"].get("phase") == "Failed" for p in seen)
 
 

@@ -86,6 +86,25 @@ async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
         yield c
 
 
+async def test_pod_scheduled_false_says_the_generation_it_was_decided_on(cluster: Cluster) -> None:
+    """The scheduler's PodScheduled=False carries the pod's generation (KEP-5067), and is
+    written again when only that moves: a pending pod's spec change, same message."""
+    await cluster.nodes(node("small", cpu="1"))
+    await cluster.pods(pod("big", cpu="2"))
+
+    async def unschedulable(generation: int) -> dict[str, Any] | None:
+        return next((c for c in await _conditions(cluster, "big") if c["type"] == "PodScheduled"
+                     and c["status"] == "False" and c.get("observedGeneration") == generation), None)
+
+    await cluster.until(lambda: unschedulable(1))
+    first = await unschedulable(1)
+    changed = await cluster.c.patch(f"{PODS}/big", {"spec": {"activeDeadlineSeconds": 300}})
+    assert changed["metadata"]["generation"] == 2
+    await cluster.until(lambda: unschedulable(2))
+    again = await unschedulable(2)
+    assert first is not None and again is not None and again["message"] == first["message"]
+
+
 async def test_pods_are_bound_within_node_capacity(cluster: Cluster) -> None:
     await cluster.nodes(node("n1", cpu="1"), node("n2", cpu="1"))
     await cluster.pods(*(pod(f"p{i}", cpu="400m") for i in range(5)))
@@ -175,6 +194,7 @@ async def test_priority_class_orders_and_preemption_evicts_lower_priority(cluste
     disruption = [c for c in await _conditions(cluster, "low1") if c["type"] == "DisruptionTarget"]
     assert [(c["status"], c["reason"], c["message"]) for c in disruption] == [
         ("True", "PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod")]
+    assert disruption[0]["observedGeneration"] == 1  # the victim's, as preemption saw it (its deletion made 2)
     # the victim's Event names it, from what its PodInfo kept
     async def preempted() -> list[dict[str, Any]]:
         events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]

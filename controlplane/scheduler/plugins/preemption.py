@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from ...podgeneration import observing
 from ..framework import Code, CycleState, Handle, PostFilterResult, Status
 from ..nodeinfo import NodeInfo, PodInfo
 from .gangscheduling import GangScheduling
@@ -167,9 +168,10 @@ class DefaultPreemption:
 
         # the preemptor's schedulerName is this scheduler's name: it schedules only those pods
         scheduler = (pod.obj.get("spec") or {}).get("schedulerName") or "default-scheduler"
-        condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                     "message": f"{scheduler}: preempting to accommodate a higher priority pod",
-                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))}
+        condition = observing({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                               "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                               "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))},
+                              victim.obj)
         path = resource_path("", "v1", "pods", victim.namespace, victim.name)
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if victim.uid:
