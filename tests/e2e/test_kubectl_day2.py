@@ -3,7 +3,8 @@ taints (controllers/tainteviction.py), a paused Deployment (controllers/workload
 DaemonSet rolled out with ``maxSurge`` (controllers/daemonsets.py), a new
 HorizontalPodAutoscaler's first syncs (controllers/podautoscaler.py), a pod resized in
 place (``kubectl patch --subresource resize``, actuated by the simulated kubelet) and one
-debugged (``kubectl debug``, its ephemeral container run by the simulated kubelet)."""
+debugged (``kubectl debug``, its ephemeral container run by the simulated kubelet), and a pod's
+observed generation following its spec (KEP-5067)."""
 
 from __future__ import annotations
 
@@ -329,3 +330,34 @@ def test_kubectl_debug_runs_its_container_as_a_kubelet_reports_it(served: Serve)
         return out.split() if len(out.split()) == 4 else []
 
     assert sorted(eventually(events)) == ["Created", "Pulled", "Pulling", "Started"]
+
+
+OBSERVED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: observed}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers: [{name: c, image: "nginx:1.27"}]
+"""
+
+
+def test_a_pods_observed_generation_follows_its_spec(served: Serve) -> None:
+    """KEP-5067 over a socket: a pod the scheduler binds runs with the generation it was
+    created at observed (the status and the kubelet's conditions; the binding's PodScheduled
+    has none of its own, the kubelet's next status gives it one); ``kubectl set image`` makes
+    a new generation, which the kubelet's next status reports, as the official client reads."""
+    from kubernetes import client, config
+
+    kubectl(served, "apply", "-f", "-", stdin=OBSERVED)
+    kubectl(served, "wait", "--for=condition=Ready", "pod/observed", "--timeout=30s")
+    assert kubectl(served, "get", "pod", "observed", "-o",
+                   "jsonpath={.metadata.generation}/{.status.observedGeneration}") == "1/1"
+    kubectl(served, "set", "image", "pod/observed", "c=nginx:1.28")
+    kubectl(served, "wait", "pod/observed", "--timeout=30s", "--for=jsonpath={.status.observedGeneration}=2")
+    with config.new_client_from_config(config_file=str(served.kubeconfig)) as api:
+        pod = client.CoreV1Api(api).read_namespaced_pod("observed", "default")
+    assert pod.metadata.generation == 2 and pod.status.observed_generation == 2
+    by_type = {c.type: c.observed_generation for c in pod.status.conditions}
+    assert by_type == {"PodReadyToStartContainers": 2, "Initialized": 2, "Ready": 2, "ContainersReady": 2,
+                       "PodScheduled": 2}
