@@ -11,7 +11,8 @@ of one kind, ``--concurrency`` in flight, divided by their number.
 The writes, in order, each over ``--count`` objects: pod create, pod binding
 (``pods/binding``), Event create, Lease update (PUT, as a kubelet renews),
 pod status merge patch (the node simulator's Running), pod status strategic
-patch (the scheduler's ``PodScheduled`` condition), node status merge patch;
+patch (the scheduler's ``PodScheduled`` condition), each with its ``observedGeneration``
+as they write it since KEP-5067, node status merge patch;
 then Lease renewals in bulk (``LeaseRenewal``, as the node simulator sends a
 batch: ``RENEWAL_BATCH`` Leases a request, round ``--renewal-leases`` Leases), per
 Lease renewed; last, a
@@ -51,10 +52,12 @@ def _pod(i: int) -> dict[str, Any]:
 
 
 def _running(i: int) -> dict[str, Any]:
+    """The node simulator's Running, its generation observed (KEP-5067, as a 1.34 kubelet)."""
     return {"status": {
-        "phase": "Running", "podIP": f"10.0.{i // 250}.{i % 250}", "hostIP": "10.1.0.1", "startTime": T,
-        "conditions": [{"type": c, "status": "True", "lastTransitionTime": T, "lastProbeTime": None}
-                       for c in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+        "observedGeneration": 1, "phase": "Running", "podIP": f"10.0.{i // 250}.{i % 250}", "hostIP": "10.1.0.1",
+        "startTime": T,
+        "conditions": [{"type": c, "status": "True", "observedGeneration": 1, "lastTransitionTime": T,
+                        "lastProbeTime": None} for c in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
         "containerStatuses": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "sha256:0",
                                "containerID": "containerd://0", "ready": True, "started": True,
                                "restartCount": 0, "state": {"running": {"startedAt": T}}}]}}
@@ -114,7 +117,7 @@ async def _run(args: argparse.Namespace) -> None:
                 f"{pods}/p{i}/status", _running(i), patch_type="merge")), "us", **shape)
             emit("pod_status_strategic_patch_cpu", await _each(n, conc, lambda i: c.patch(
                 f"{pods}/p{i}/status", {"status": {"conditions": [{
-                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "observedGeneration": 1,
                     "message": f"0/{i} nodes are available", "lastProbeTime": None, "lastTransitionTime": T}]}},
                 patch_type="strategic")), "us", **shape)
             emit("node_status_merge_patch_cpu", await _each(nodes, conc, lambda j: c.patch(
