@@ -45,18 +45,24 @@ def keep_observed_generations(status: dict[str, Any], old: Any) -> dict[str, Any
     conditions, old_conditions = status.get("conditions"), old.get("conditions")
     if not isinstance(conditions, list) or not isinstance(old_conditions, list):
         return status
+    for c in conditions:  # (most writes, a kubelet's: every condition says its own)
+        if isinstance(c, dict) and ((g := c.get("observedGeneration")) is None or (g == 0 and type(g) is int)):
+            break
+    else:
+        return status
     by_type: dict[Any, list[Any]] = {}
+    stored = False
     for c in old_conditions:
         if isinstance(c, dict):
-            by_type.setdefault(c.get("type"), []).append(c.get("observedGeneration"))
-    if not any(not _unset(g) for gens in by_type.values() for g in gens):
-        return status  # (most writes: nothing stored to keep)
+            g = c.get("observedGeneration")
+            by_type.setdefault(c.get("type"), []).append(g)
+            stored = stored or not _unset(g)
+    if not stored:
+        return status  # (nothing stored to keep)
     taken = list(conditions)
     for i, c in enumerate(conditions):
-        if not isinstance(c, dict):
-            continue
-        gens = by_type.get(c.get("type"))
-        generation = gens.pop(0) if gens else None
-        if not _unset(generation) and _unset(c.get("observedGeneration")):
-            taken[i] = {**c, "observedGeneration": generation}
+        if isinstance(c, dict) and (gens := by_type.get(c.get("type"))):
+            generation = gens.pop(0)
+            if not _unset(generation) and _unset(c.get("observedGeneration")):
+                taken[i] = {**c, "observedGeneration": generation}
     return {**status, "conditions": taken}
