@@ -428,6 +428,9 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     respawned = os.environ.pop(WORKER_PORT_ENV, None)
     if respawned is not None:
         return _respawned_worker(config, int(respawned))
+    components_port = os.environ.pop(COMPONENTS_PORT_ENV, None)
+    if components_port is not None:  # started again by the first process: it wrote the kubeconfig
+        return _components_worker(config, int(components_port), None)
     from .tokens import TokenFileError
 
     # Listen before the heavy imports: a client that connects while FastAPI
@@ -483,16 +486,15 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 return _components_worker(config, port, sock)
             components.append(pid)
         config = dataclasses.replace(config, components=False)
-    supervisor = _WorkerSupervisor(workers, port, args.argv) if workers else None
+    children = dict.fromkeys(workers, WORKER) | dict.fromkeys(components, COMPONENTS)
+    supervisor = _ChildSupervisor(children, port, args.argv) if children else None
     server = _uvicorn(uvicorn, create_app(config), config, tls)
-    if components:
+    if supervisor is not None and components:
         exiting = server.handle_exit
 
         def handle_exit(sig: int, frame: Any) -> None:
             # the components' watches would hold the graceful shutdown: they go first
-            for pid in components:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
+            supervisor.stop_components()
             exiting(sig, frame)
 
         server.handle_exit = handle_exit
@@ -502,26 +504,31 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         server.run(sockets=[sock])  # a failed startup raises SystemExit(3)
     finally:
         if supervisor is not None:
-            workers = supervisor.stop()
-        _stop_workers(components + workers)
+            _stop_workers(supervisor.stop())
     return 0
 
 
 WORKER_PORT_ENV = "CONTROLPLANE_WORKER_PORT"  # set for a worker started again: the port it joins
+COMPONENTS_PORT_ENV = "CONTROLPLANE_COMPONENTS_PORT"  # set for the components started again: the port they reach
 RESTARTS_PER_MINUTE = 5
+WORKER, COMPONENTS = "worker", "components process"
+_RESPAWN_ENV = {WORKER: WORKER_PORT_ENV, COMPONENTS: COMPONENTS_PORT_ENV}
 
 
-class _WorkerSupervisor(threading.Thread):
-    """Starts a ``--workers`` process again when one dies (killed, out of memory), so the port
-    keeps its N servers. The first ones are forked before any thread exists; a replacement
-    cannot be (this process has threads by then), so it is a fresh ``controlplane serve``
-    with the same arguments that joins the port's SO_REUSEPORT group (``WORKER_PORT_ENV``).
-    A worker that keeps dying is given up on after ``RESTARTS_PER_MINUTE`` in a minute."""
+class _ChildSupervisor(threading.Thread):
+    """Starts a ``--workers`` process or the ``--components-process`` child again when one dies
+    (killed, out of memory), so the port keeps its N servers and the scheduler, the node
+    simulator and the controllers keep running. The first ones are forked before any thread
+    exists; a replacement cannot be (this process has threads by then), so it is a fresh
+    ``controlplane serve`` with the same arguments, told by its environment what it is to be:
+    a server joining the port's SO_REUSEPORT group (``WORKER_PORT_ENV``) or the components,
+    clients of the port (``COMPONENTS_PORT_ENV``). Children that keep dying are given up on
+    after ``RESTARTS_PER_MINUTE`` restarts in a minute, all roles counted."""
 
-    def __init__(self, forked: list[int], port: int, argv: list[str]) -> None:
-        super().__init__(name="worker-supervisor", daemon=True)
-        self.forked = list(forked)
-        self.spawned: list[subprocess.Popen[bytes]] = []
+    def __init__(self, forked: dict[int, str], port: int, argv: list[str]) -> None:
+        super().__init__(name="child-supervisor", daemon=True)
+        self.forked = dict(forked)  # pid -> role (WORKER or COMPONENTS)
+        self.spawned: list[tuple[subprocess.Popen[bytes], str]] = []
         self.port = port
         self.argv = argv
         self.stopping = threading.Event()
@@ -530,43 +537,53 @@ class _WorkerSupervisor(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.wait(1.0):
-            for pid in list(self.forked):
+            for pid, role in list(self.forked.items()):
                 try:
                     done, status = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     done, status = pid, 0
                 if done:
-                    self.forked.remove(pid)
-                    self._replace(pid, os.waitstatus_to_exitcode(status) if status else 0)
-            for proc in list(self.spawned):
+                    del self.forked[pid]
+                    self._replace(pid, role, os.waitstatus_to_exitcode(status) if status else 0)
+            for proc, role in list(self.spawned):
                 if proc.poll() is not None:
-                    self.spawned.remove(proc)
-                    self._replace(proc.pid, proc.returncode)
+                    self.spawned.remove((proc, role))
+                    self._replace(proc.pid, role, proc.returncode)
 
-    def _replace(self, pid: int, status: int) -> None:
+    def _replace(self, pid: int, role: str, status: int) -> None:
         if self.stopping.is_set():
             return
         now = time.monotonic()
         self.restarts = [t for t in self.restarts if now - t < 60] + [now]
         if len(self.restarts) > RESTARTS_PER_MINUTE:
-            self.log.error("worker %d exited (%s); workers keep dying, not starting another", pid, status)
+            self.log.error("%s %d exited (%s); children keep dying, not starting another", role, pid, status)
             return
-        self.log.warning("worker %d exited (%s); starting another", pid, status)
-        self.spawned.append(subprocess.Popen([sys.executable, "-m", "controlplane", *self.argv],
-                                             env={**os.environ, WORKER_PORT_ENV: str(self.port)},
-                                             stdin=subprocess.DEVNULL))
+        self.log.warning("%s %d exited (%s); starting another", role, pid, status)
+        self.spawned.append((subprocess.Popen([sys.executable, "-m", "controlplane", *self.argv],
+                                              env={**os.environ, _RESPAWN_ENV[role]: str(self.port)},
+                                              stdin=subprocess.DEVNULL), role))
+
+    def stop_components(self) -> None:
+        """SIGTERM the components, for good (the server is stopping: their watches would hold
+        its graceful shutdown). Safe in a signal handler."""
+        self.stopping.set()
+        # copies first: the supervising thread may be changing both
+        children = list(self.forked.items()) + [(proc.pid, role) for proc, role in list(self.spawned)]
+        for pid in (pid for pid, role in children if role == COMPONENTS):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
     def stop(self) -> list[int]:
-        """Stop replacing workers; the pids of those alive, to be stopped."""
+        """Stop replacing children; the pids of the forked ones alive, to be stopped."""
         self.stopping.set()
         self.join()
-        for proc in self.spawned:
+        for proc, _ in self.spawned:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
-        for proc in self.spawned:
+        for proc, _ in self.spawned:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(GRACEFUL_SHUTDOWN_SECONDS + 10)
-        return self.forked
+        return list(self.forked)
 
 
 def _respawned_worker(config: Config, port: int) -> int:
@@ -652,11 +669,14 @@ def _serve_worker(config: Config, port: int, tls: Tls | None, create_app: Any, u
     os._exit(0)
 
 
-def _components_worker(config: Config, port: int, inherited: socket.socket) -> int:
+def _components_worker(config: Config, port: int, inherited: socket.socket | None) -> int:
     """``serve --components-process``: the components (components.py) as clients of the
-    server over its socket, with the kubeconfig's credentials, once it answers."""
+    server over its socket, with the kubeconfig's credentials, once it answers. Forked at
+    start (``inherited``: the listening socket, not ours to accept on), or started again
+    by the first process when it died (``_ChildSupervisor``)."""
     _die_with_parent()
-    inherited.close()
+    if inherited is not None:
+        inherited.close()
     import asyncio
     import logging
 

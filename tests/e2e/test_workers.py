@@ -4,7 +4,8 @@ Every request here opens its own connection, so the kernel's SO_REUSEPORT
 hashing spreads them over both processes. What a client must not be able to
 tell: a write made through one process is read back through the other, a watch
 opened on one sees the writes made through both, and the components (the
-scheduler) run once. On SIGTERM both processes exit.
+scheduler) run once. On SIGTERM both processes exit. A worker, or the
+``--components-process`` child, that dies is started again by the first process.
 """
 
 from __future__ import annotations
@@ -107,20 +108,25 @@ async def _exercise(kubeconfig: Path) -> None:
 
     # the scheduler runs in one process only: the pod is bound once, with one Scheduled event
     async with await _fresh(kubeconfig) as c:
-        alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-        await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
-        await c.patch("/api/v1/nodes/n1/status", {"status": {"capacity": alloc, "allocatable": alloc}})
-        await c.create(resource_path("", "v1", "pods", "default"), {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
-        deadline = time.monotonic() + 30
-        while not (await c.get(resource_path("", "v1", "pods", "default", "p")))["spec"].get("nodeName"):
-            assert time.monotonic() < deadline, "the pod was not scheduled"
-            await asyncio.sleep(0.1)
+        await _a_pod_is_scheduled(c)
         await asyncio.sleep(1.0)  # a second scheduler, if there were one, would have tried by now
         events = await c.list(resource_path("", "v1", "events", "default"),
                               fieldSelector="involvedObject.name=p")
         assert [e["reason"] for e in events["items"]] == ["Scheduled"]
+
+
+async def _a_pod_is_scheduled(c: Client) -> None:
+    """Pod ``p`` is bound to node ``n1``, both made here, by the components' scheduler."""
+    alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    await c.patch("/api/v1/nodes/n1/status", {"status": {"capacity": alloc, "allocatable": alloc}})
+    await c.create(resource_path("", "v1", "pods", "default"), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    deadline = time.monotonic() + 30
+    while not (await c.get(resource_path("", "v1", "pods", "default", "p")))["spec"].get("nodeName"):
+        assert time.monotonic() < deadline, "the pod was not scheduled"
+        await asyncio.sleep(0.1)
 
 
 def _all_gone(pids: list[int]) -> None:
@@ -176,3 +182,33 @@ async def _exercise_briefly(kubeconfig: Path) -> None:
     async with Client.from_kubeconfig(kubeconfig) as c:
         names = {cm["metadata"]["name"] for cm in (await c.list(CONFIGMAPS))["items"]}
     assert {f"after-{i}" for i in range(20)} <= names
+
+
+def test_a_components_process_that_dies_is_replaced(tmp_path: Path) -> None:
+    """``--components-process`` killed: the first process starts the components again (the
+    scheduler binds a pod created after), where they were gone for good, /readyz still ok."""
+    s = start_serve(tmp_path, extra=["--components-process"], scheduler=True)
+    children: list[int] = []
+    try:
+        s.wait_ready()
+        first = _server_children(s.proc.pid)
+        assert len(first) == 1
+        os.kill(first[0], 9)
+        deadline = time.monotonic() + 30
+        while True:
+            children = [c for c in _server_children(s.proc.pid) if _alive(c)]
+            if children and children != first:
+                break
+            assert time.monotonic() < deadline, s.output()
+            time.sleep(0.1)
+        assert "components process" in s.output() and "starting another" in s.output()
+
+        async def scheduled() -> None:
+            async with await _fresh(s.kubeconfig) as c:
+                await _a_pod_is_scheduled(c)
+
+        asyncio.run(scheduled())
+    finally:
+        code = s.stop()
+    assert code == 0, s.output()
+    _all_gone(children)
