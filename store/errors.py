@@ -12,7 +12,8 @@ Every error a store raises on purpose derives from ``StoreError``::
     │   └── ValueTooLarge  value above MAX_VALUE_BYTES               (HTTP 413)
     ├── StorageFull        the disk is full; nothing was written     (HTTP 507/500 class)
     ├── CorruptStore       the data path holds something that is not this store's
-    └── Unavailable        the backend cannot be reached (etcd down, no quorum)
+    └── Unavailable        the backend cannot be reached (etcd down, no quorum)   (HTTP 503)
+        └── OutcomeUnknown a write sent but not answered: it may have been applied (HTTP 504 Timeout)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidRequest",
     "KeyExists",
     "NotFound",
+    "OutcomeUnknown",
     "StorageFull",
     "StoreError",
     "Unavailable",
@@ -95,3 +97,9 @@ class CorruptStore(StoreError):
 
 class Unavailable(StoreError):
     """The backend did not answer (connection refused, timeout, no quorum)."""
+
+
+class OutcomeUnknown(Unavailable):
+    """A write reached the backend, which did not answer in time (the connection broke or timed
+    out after the request went, or etcd said "request timed out"): it may have been applied, or
+    may still be. The caller cannot tell until it reads the key again."""

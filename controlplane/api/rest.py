@@ -2857,6 +2857,10 @@ def _store_error(e: store.StoreError) -> ApiError:
         return too_large_resource_version(e.revision, e.current)
     if isinstance(e, store.StorageFull):
         return ApiError(507, "InsufficientStorage", str(e))
+    if isinstance(e, store.OutcomeUnknown):
+        # upstream's answer to a request its storage did not finish in time (the timeout
+        # filter's NewTimeoutError): it may still be applied, which a 503 would deny
+        return ApiError(504, "Timeout", f"Timeout: request did not complete within requested timeout - {e}")
     if isinstance(e, store.Unavailable):
         return ApiError(503, "ServiceUnavailable", str(e))
     if isinstance(e, store.InvalidRequest):

@@ -64,6 +64,7 @@ from ..errors import (
     InvalidRequest,
     KeyExists,
     NotFound,
+    OutcomeUnknown,
     StorageFull,
     StoreError,
     Unavailable,
@@ -210,7 +211,7 @@ class _Gateway:
 
     A request goes to the next member only when it cannot have reached etcd
     (no connection) or cannot change anything (a read). A write that failed
-    midway has an unknown outcome: that is ``Unavailable``, never a silent
+    midway has an unknown outcome: that is ``OutcomeUnknown``, never a silent
     second attempt that could apply it twice.
     """
 
@@ -279,10 +280,19 @@ class _Gateway:
                 if read:
                     failure = e
                     continue
-                raise Unavailable(f"etcd at {self.bases[index]} failed during a write, whose outcome "
-                                  f"is unknown: {e!r}") from e
+                raise OutcomeUnknown(f"etcd at {self.bases[index]} failed during a write, whose outcome "
+                                     f"is unknown: {e!r}") from e
             self.current = index
-            return _answer(resp)
+            if read:
+                return _answer(resp)
+            try:
+                return _answer(resp)
+            except Unavailable as e:
+                # etcd's ErrTimeout family ("request timed out", "... possibly due to previous
+                # leader failure"): the proposal was made and may still be committed
+                if "timed out" in str(e):
+                    raise OutcomeUnknown(f"{e}: the write's outcome is unknown") from e
+                raise
         raise Unavailable(f"no etcd member answered ({', '.join(self.bases)}): {failure!r}") from failure
 
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -23,7 +24,7 @@ import store
 from controlplane.podgen import PodGenerator
 from store.codec import ZSTD_DICT, Codec, CodecConfig
 from store.etcd import RESERVED_PREFIX, EtcdStore
-from store.etcd.backend import _user_spans
+from store.etcd.backend import _Gateway, _user_spans
 from tests.etcd_server import EtcdServer
 
 pytestmark = pytest.mark.asyncio
@@ -301,6 +302,48 @@ async def test_stopped_etcd_is_unavailable_and_the_store_recovers(own_server: Et
         assert await s.create(prefix + b"b", b"2") > r1
     finally:
         await s.close()
+
+
+async def test_a_write_etcd_leaves_unanswered_has_an_unknown_outcome(own_server: EtcdServer,
+                                                                     prefix: bytes) -> None:
+    """An etcd that stops answering (SIGSTOP: connections stand, nothing comes back) after a
+    write was sent: ``OutcomeUnknown`` (an ``Unavailable``), as the write may yet be applied; a
+    read failing so is only ``Unavailable``, and the store answers again once etcd does."""
+    s = EtcdStore([own_server.endpoint], timeout=0.5)
+    pid = own_server._proc.pid  # type: ignore[union-attr]
+    try:
+        await s.create(prefix + b"a", b"1")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(store.OutcomeUnknown):
+                await s.create(prefix + b"b", b"2")
+            with pytest.raises(store.Unavailable) as read:
+                await s.get(prefix + b"a")
+            assert not isinstance(read.value, store.OutcomeUnknown)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert (await s.get(prefix + b"a")).value == b"1"  # type: ignore[union-attr]
+    finally:
+        await s.close()
+
+
+@pytest.mark.parametrize(("read", "unknown"), [(False, True), (True, False)])
+async def test_etcds_request_timed_out_leaves_a_write_unknown(monkeypatch: pytest.MonkeyPatch,
+                                                               read: bool, unknown: bool) -> None:
+    """etcd's own "request timed out" (no quorum in time: gRPC UNAVAILABLE through the
+    gateway) comes after the proposal was made: a write's outcome is unknown, a read's is not."""
+    def timed_out(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"error": "etcdserver: request timed out", "code": 14,
+                                         "message": "etcdserver: request timed out"})
+
+    gw = _Gateway(["127.0.0.1:2379"], 1.0)
+    mocked = httpx.AsyncClient(transport=httpx.MockTransport(timed_out))
+    monkeypatch.setattr(gw, "client", lambda: mocked)
+    with pytest.raises(store.Unavailable) as e:
+        await gw.call("/v3/kv/range" if read else "/v3/kv/txn", {}, read=read)
+    assert isinstance(e.value, store.OutcomeUnknown) is unknown
+    assert "etcdserver: request timed out" in str(e.value)
+    await mocked.aclose()
 
 
 async def test_watch_survives_an_etcd_restart_without_gap_or_duplicate(own_server: EtcdServer,
