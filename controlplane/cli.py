@@ -489,16 +489,14 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     children = dict.fromkeys(workers, WORKER) | dict.fromkeys(components, COMPONENTS)
     supervisor = _ChildSupervisor(children, port, args.argv) if children else None
     server = _uvicorn(uvicorn, create_app(config), config, tls)
-    if supervisor is not None and components:
+    if supervisor is not None:
         exiting = server.handle_exit
 
         def handle_exit(sig: int, frame: Any) -> None:
-            # the components' watches would hold the graceful shutdown: they go first
-            supervisor.stop_components()
+            supervisor.terminate_all()
             exiting(sig, frame)
 
         server.handle_exit = handle_exit
-    if supervisor is not None:
         supervisor.start()
     try:
         server.run(sockets=[sock])  # a failed startup raises SystemExit(3)
@@ -563,13 +561,13 @@ class _ChildSupervisor(threading.Thread):
                                               env={**os.environ, _RESPAWN_ENV[role]: str(self.port)},
                                               stdin=subprocess.DEVNULL), role))
 
-    def stop_components(self) -> None:
-        """SIGTERM the components, for good (the server is stopping: their watches would hold
-        its graceful shutdown). Safe in a signal handler."""
+    def terminate_all(self) -> None:
+        """SIGTERM every child at once, for good, as this process starts its own shutdown: the
+        components' watches would hold it, and the workers drain beside it instead of after
+        it. Safe in a signal handler."""
         self.stopping.set()
         # copies first: the supervising thread may be changing both
-        children = list(self.forked.items()) + [(proc.pid, role) for proc, role in list(self.spawned)]
-        for pid in (pid for pid, role in children if role == COMPONENTS):
+        for pid in list(self.forked) + [proc.pid for proc, _ in list(self.spawned)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 

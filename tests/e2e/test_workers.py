@@ -11,13 +11,14 @@ scheduler) run once. On SIGTERM both processes exit. A worker, or the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
 from pathlib import Path
 
 from controlplane.client import Client, resource_path
-from tests.test_cli import start_serve
+from tests.test_cli import Serve, start_serve
 
 CONFIGMAPS = resource_path("", "v1", "configmaps", "default")
 
@@ -137,18 +138,46 @@ def _all_gone(pids: list[int]) -> None:
     assert not any(_alive(p) for p in pids)
 
 
+async def _stop_with_watches_open(s: Serve) -> int:
+    """SIGTERM to the first process while eight watches (over both processes) hold their
+    graceful shutdowns for the 2 s grace period; its exit code."""
+    clients = [await _fresh(s.kubeconfig) for _ in range(8)]
+
+    async def hold(c: Client) -> None:
+        with contextlib.suppress(Exception):  # the server ends them as it stops
+            async for _ in c.watch(CONFIGMAPS):
+                pass
+
+    watches = [asyncio.create_task(hold(c)) for c in clients]
+    try:
+        await asyncio.sleep(0.5)  # open by now
+        return await asyncio.to_thread(s.stop)
+    finally:
+        for task in watches:
+            task.cancel()
+        for c in clients:
+            await c.aclose()
+
+
 def test_two_workers_share_the_port_and_the_store(tmp_path: Path) -> None:
     s = start_serve(tmp_path, extra=["--workers", "2"], scheduler=True)
     children: list[int] = []
+    code = None
     try:
         s.wait_ready()
         children = _server_children(s.proc.pid)
         assert len(children) == 1
         asyncio.run(_exercise(s.kubeconfig))
+        code = asyncio.run(_stop_with_watches_open(s))
     finally:
-        code = s.stop()
+        if s.proc.poll() is None:
+            code = s.stop()
     assert code == 0, s.output()
     _all_gone(children)
+    # the worker was told to stop with the first process, not after it had finished (which
+    # took one grace period per process, watches holding each)
+    out = s.output()
+    assert out[:out.index(f"Finished server process [{s.proc.pid}]")].count("Shutting down") == 2, out
 
 
 def test_a_worker_that_dies_is_replaced(tmp_path: Path) -> None:
