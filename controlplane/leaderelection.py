@@ -12,6 +12,12 @@ through the API and runs the components only while it holds it, renewing it ever
 
 The identity is the host and the server's address, so a server restarted after a crash takes
 its own Lease back at once instead of waiting for it to expire.
+
+Expiry is judged as client-go's leaderelection judges it, by this process's own clock: a Lease
+held by another has expired once ``lease_duration`` has passed here since this process last saw
+its record change, never by comparing the holder's ``renewTime`` with this clock. Replicas on
+machines whose clocks disagree by more than the duration would otherwise take the Lease from a
+live holder (a clock ahead) or leave a dead one's for too long (a clock behind).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import datetime as dt
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,18 +54,25 @@ def _micro(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(s: str | None) -> dt.datetime | None:
-    if not s:
-        return None
-    with contextlib.suppress(ValueError):
-        return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    return None
-
-
 class _Elector:
     def __init__(self, client: Client, me: str, lease_duration: float, name: str) -> None:
         self.client, self.me, self.lease_duration, self.name = client, me, lease_duration, name
         self.path = f"{LEASES}/{name}"
+        # the Lease's record as last seen (holder, renewTime, resourceVersion), and when it was
+        # first seen so on this process's monotonic clock: what expiry is measured from
+        self.observed: tuple[Any, ...] | None = None
+        self.observed_at = 0.0
+
+    def _expired(self, lease: dict[str, Any]) -> bool:
+        """Whether another's Lease has gone ``leaseDurationSeconds`` unchanged, as seen here."""
+        spec = lease.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"),
+                  (lease.get("metadata") or {}).get("resourceVersion"))
+        now = time.monotonic()
+        if record != self.observed:
+            self.observed, self.observed_at = record, now
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        return now - self.observed_at >= duration
 
     def _spec(self, lease: dict[str, Any] | None) -> dict[str, Any]:
         spec = dict((lease or {}).get("spec") or {})
@@ -87,11 +101,8 @@ class _Elector:
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
-        if holder and holder != self.me:
-            renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-            if renewed is not None and (_now() - renewed).total_seconds() < duration:
-                return False  # held by another, not expired
+        if holder and holder != self.me and not self._expired(lease):
+            return False  # held by another, renewed within its duration as seen here
         lease = dict(lease, spec=self._spec(lease))
         try:
             await self.client.update(self.path, lease)  # carries its resourceVersion: 409 if another wrote
