@@ -4,10 +4,9 @@
 ``Informer`` keeps a collection's objects in step with the server.
 """
 
-from .client import PATCH_TYPES, ApiError, Client, WatchEvent, resource_path
+from .client import PATCH_TYPES, ApiError, Client, KubeconfigError, WatchEvent, resource_path
 from .informer import Informer, InformerHandle, SharedInformer, held_in, object_key
 from .transport import InProcessTransport
 
-__all__ = ["PATCH_TYPES", "ApiError", "Client", "InProcessTransport", "Informer", "InformerHandle", "SharedInformer",
-           "WatchEvent", "held_in", "object_key",
-           "resource_path"]
+__all__ = ["PATCH_TYPES", "ApiError", "Client", "InProcessTransport", "Informer", "InformerHandle", "KubeconfigError",
+           "SharedInformer", "WatchEvent", "held_in", "object_key", "resource_path"]

@@ -34,7 +34,7 @@ from .wire import ConnectionPool
 if TYPE_CHECKING:
     from .informer import Handler, InformerHandle, SharedInformer, UpdateHandler
 
-__all__ = ["PATCH_TYPES", "ApiError", "Client", "WatchEvent", "resource_path"]
+__all__ = ["PATCH_TYPES", "ApiError", "Client", "KubeconfigError", "WatchEvent", "resource_path"]
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -91,6 +91,12 @@ class ApiError(Exception):
         return cls(code, "", content[:200].decode("utf-8", "replace"))
 
 
+class KubeconfigError(ValueError):
+    """A kubeconfig this client cannot use: unreadable, not YAML, its current context, cluster or
+    user missing, or credentials it does not present (an exec plugin, an auth provider). The
+    message names the file and what is wrong, for a command to print as it is."""
+
+
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
@@ -142,24 +148,45 @@ class Client:
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, context: str | None = None, server: str | None = None) -> Client:
-        """The current (or named) context of a kubeconfig: server (unless ``server``), CA and bearer token."""
-        doc = yaml.safe_load(Path(path).read_text())
+        """The current (or named) context of a kubeconfig: server (unless ``server``), CA, and a bearer
+        token or a client certificate (``client-certificate``/``client-key`` files or their ``-data``,
+        as kind's and kubeadm's ``admin.conf``); relative paths are the kubeconfig's directory's, as
+        client-go reads them. Raises ``KubeconfigError``."""
+        path = Path(path)
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise KubeconfigError(f"cannot read the kubeconfig {path}: {e}") from None
+        if not isinstance(doc, dict):
+            raise KubeconfigError(f"{path} is not a kubeconfig (a YAML mapping with clusters, users, contexts)")
+        try:
+            return cls._from_kubeconfig_doc(doc, path.parent, context, server)
+        except KubeconfigError as e:
+            raise KubeconfigError(f"kubeconfig {path}: {e}") from None
+        except (OSError, ssl.SSLError, ValueError, TypeError, KeyError) as e:
+            raise KubeconfigError(f"kubeconfig {path}: {type(e).__name__}: {e}") from None
+
+    @classmethod
+    def _from_kubeconfig_doc(cls, doc: dict[str, Any], base: Path, context: str | None,
+                             server: str | None) -> Client:
         ctx_name = context or doc.get("current-context")
         ctx = _named(doc.get("contexts"), ctx_name, "context")
-        cluster = _named(doc.get("clusters"), ctx["cluster"], "cluster")
+        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
         user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+        for field, what in (("exec", "an exec plugin"), ("auth-provider", "an auth provider")):
+            if user.get(field):
+                raise KubeconfigError(f"user {ctx.get('user')!r} authenticates with {what}, which this "
+                                      "client does not run: give it a token or a client certificate")
+        url = server or cluster.get("server")
+        if not url:
+            raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
         verify: ssl.SSLContext | bool = True
-        if cluster.get("insecure-skip-tls-verify"):
-            verify = False
-        elif cluster.get("certificate-authority-data"):
-            cadata = base64.b64decode(cluster["certificate-authority-data"]).decode()
-            verify = ssl.create_default_context(cadata=cadata)
-        elif cluster.get("certificate-authority"):
-            verify = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        if str(url).startswith("https://"):
+            verify = _tls_context(cluster, user, base)
         token = user.get("token")
         if not token and user.get("tokenFile"):
-            token = Path(user["tokenFile"]).read_text().strip()
-        return cls(server or str(cluster["server"]), token=token, verify=verify)
+            token = (base / user["tokenFile"]).read_text().strip()
+        return cls(str(url), token=token, verify=verify)
 
     def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
                  on_delete: Handler | None = None, page_size: int = 500) -> InformerHandle:
@@ -304,4 +331,48 @@ def _named(entries: list[dict[str, Any]] | None, name: str | None, what: str) ->
         if entry.get("name") == name:
             body: dict[str, Any] = entry.get(what, {})
             return body
-    raise ValueError(f"kubeconfig: no {what} named {name!r}")
+    raise KubeconfigError(f"no {what} named {name!r}")
+
+
+def _tls_context(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:
+    """How to trust the cluster (its CA, the system's roots without one, nothing with
+    ``insecure-skip-tls-verify``) and the user's client certificate, if it has one."""
+    if cluster.get("insecure-skip-tls-verify"):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    elif cluster.get("certificate-authority"):
+        context = ssl.create_default_context(cafile=str(base / cluster["certificate-authority"]))
+    else:
+        context = ssl.create_default_context()
+    cert = _pem(user, "client-certificate", base)
+    key = _pem(user, "client-key", base)
+    if cert is not None or key is not None:
+        if cert is None or key is None:
+            raise KubeconfigError("a client certificate needs both client-certificate and client-key")
+        _load_cert_chain(context, cert, key)
+    return context
+
+
+def _pem(user: dict[str, Any], field: str, base: Path) -> bytes | None:
+    """The PEM of ``field``-data, or of the file ``field`` names."""
+    if user.get(f"{field}-data"):
+        return base64.b64decode(user[f"{field}-data"])
+    if user.get(field):
+        return (base / str(user[field])).read_bytes()
+    return None
+
+
+def _load_cert_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """``ssl`` loads a certificate and key from files only: write them to a private temporary
+    directory for the call, and remove it at once."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="controlplane-client-") as tmp:
+        cert_file, key_file = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+        cert_file.write_bytes(cert)
+        key_file.touch(mode=0o600)
+        key_file.write_bytes(key)
+        context.load_cert_chain(str(cert_file), str(key_file))

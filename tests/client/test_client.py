@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi import FastAPI
 
 from controlplane.api.app import create_app
-from controlplane.client import ApiError, Client, Informer, resource_path
+from controlplane.client import ApiError, Client, Informer, KubeconfigError, resource_path
 from controlplane.config import Config
 from tests.test_cli import Serve, start_serve
 
@@ -238,3 +241,57 @@ async def test_shared_informers_hold_objects_without_managed_fields(client: Clie
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def _kubeconfig(directory: Path, server: str, user: dict[str, Any]) -> Path:
+    path = directory / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kind",
+        "clusters": [{"name": "kind", "cluster": {"server": server, "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "admin", "user": user}],
+        "contexts": [{"name": "kind", "context": {"cluster": "kind", "user": "admin"}}]}))
+    return path
+
+
+async def test_a_kubeconfig_with_a_client_certificate_as_kinds(cert_served: Serve, tmp_path: Path) -> None:
+    """kind's and kubeadm's admin.conf: a client certificate (as -data, or files beside the
+    kubeconfig), and a CA file named relative to the kubeconfig's directory, as client-go reads
+    them: the components (controlplane scheduler, nodes, autoscaler) ran anonymous with one."""
+    from tests.client_certs import issue_client_cert
+    from tests.conftest import TEST_PKI
+
+    cert, key = issue_client_cert(tmp_path, "kind-admin", ("system:masters",))
+    shutil.copy(TEST_PKI / "ca.crt", tmp_path / "ca.crt")
+    as_data = {"client-certificate-data": base64.b64encode(cert.read_bytes()).decode(),
+               "client-key-data": base64.b64encode(key.read_bytes()).decode()}
+    as_files = {"client-certificate": cert.name, "client-key": key.name}
+    for user in (as_data, as_files):
+        async with Client.from_kubeconfig(_kubeconfig(tmp_path, cert_served.url, user)) as c:
+            review = await c.create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            assert review["status"]["userInfo"]["username"] == "kind-admin"
+            assert "system:masters" in review["status"]["userInfo"]["groups"]
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (None, "cannot read the kubeconfig"),
+    ("clusters: [", "cannot read the kubeconfig"),
+    ("- a list", "is not a kubeconfig"),
+    ("current-context: nowhere\ncontexts: []\n", "no context named 'nowhere'"),
+    ("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+     "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+     "users: [{name: u, user: {exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}}}]\n",
+     "user 'u' authenticates with an exec plugin"),
+    ("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+     "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+     "users: [{name: u, user: {client-certificate: nope.crt, client-key: nope.key}}]\n", "nope.crt"),
+])
+def test_a_kubeconfig_it_cannot_use_is_a_kubeconfig_error_naming_it(tmp_path: Path, content: str | None,
+                                                                      said: str) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(KubeconfigError) as e:
+        Client.from_kubeconfig(path)
+    assert said in str(e.value)
+    assert str(path) in str(e.value)
