@@ -58,7 +58,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from ..client import ApiError, Client
+    import httpx
+
+    from ..client import ApiError, Client, KubeconfigError
     from .catalog import Catalog, load
     from .controller import Autoscaler
 
@@ -68,11 +70,18 @@ async def _main(args: argparse.Namespace) -> int:
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1
     settle_heap()  # a long-running process: the collector's settings of gcsettings
-    client = Client.from_kubeconfig(str(args.kubeconfig)).as_agent("karpenter")
+    try:
+        client = Client.from_kubeconfig(args.kubeconfig).as_agent("karpenter")
+    except KubeconfigError as e:
+        print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
+        return 1
     try:
         await Autoscaler(client, catalog, latency_scale=args.latency_scale, batch_idle=args.batch_idle,
                          batch_max=args.batch_max).run()
     except ApiError as e:
+        print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
+        return 1
+    except httpx.TransportError as e:  # its start installs the CRDs: a server it cannot reach ends it there
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1
     finally:

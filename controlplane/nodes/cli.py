@@ -118,14 +118,18 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from ..client import ApiError, Client
+    from ..client import ApiError, Client, KubeconfigError
 
     settle_heap()  # a long-running process: the collector's settings of gcsettings
     if args.node_monitor_grace_period is not None:
         print("controlplane nodes: --node-monitor-grace-period is ignored: the server's node lifecycle "
               "controller turns a silent node Unknown (controlplane serve --node-monitor-grace-period)",
               file=sys.stderr)
-    client = Client.from_kubeconfig(str(args.kubeconfig)).as_agent("kubelet")
+    try:
+        client = Client.from_kubeconfig(args.kubeconfig).as_agent("kubelet")
+    except KubeconfigError as e:
+        print(f"controlplane nodes: error: {e}", file=sys.stderr)
+        return 1
     try:
         if args.fail or args.recover:
             from .failures import clear_failure, inject_failure

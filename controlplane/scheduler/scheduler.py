@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..client import ApiError, Client, InformerHandle, resource_path
+from ..client import ApiError, Client, InformerHandle, KubeconfigError, resource_path
 from ..gcsettings import settle_heap
 from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from ..podgeneration import generation_of, observing
@@ -702,9 +703,13 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
-    async def run() -> None:
+    async def run() -> int:
         settle_heap()
-        client = Client.from_kubeconfig(kubeconfig).as_agent("kube-scheduler")
+        try:
+            client = Client.from_kubeconfig(kubeconfig).as_agent("kube-scheduler")
+        except KubeconfigError as e:
+            print(f"controlplane scheduler: error: {e}", file=sys.stderr)
+            return 1
         sched = Scheduler(client, scheduler_name=scheduler_name, percentage_of_nodes_to_score=percentage)
         task = asyncio.create_task(sched.run())
         loop = asyncio.get_running_loop()
@@ -716,11 +721,10 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
             pass
         finally:
             await client.aclose()
+        return 0
 
     try:
         import uvloop
-
-        uvloop.run(run())
     except ImportError:
-        asyncio.run(run())
-    return 0
+        return asyncio.run(run())
+    return uvloop.run(run())

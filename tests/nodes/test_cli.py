@@ -1,4 +1,4 @@
-"""``controlplane nodes``: its errors, without a server."""
+"""``controlplane nodes`` (and beside it ``scheduler`` and ``autoscaler``): their errors, without a server."""
 
 from __future__ import annotations
 
@@ -63,3 +63,18 @@ def test_enable_crds_takes_stage_alone_as_kwoks_flag(tmp_path: Path, capsys: pyt
                         "--stages and --enable-crds Stage cannot be used together")):
         assert main(["nodes", "--kubeconfig", kubeconfig, *args]) == 2
         assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["nodes", "scheduler", "autoscaler"])
+def test_a_kubeconfig_that_cannot_be_read_is_one_line_and_exit_1(tmp_path: Path, command: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope"
+    assert main([command, "--kubeconfig", str(missing)]) == 1
+    assert capsys.readouterr().err == (f"controlplane {command}: error: cannot read the kubeconfig {missing}: "
+                                       f"[Errno 2] No such file or directory: '{missing}'\n")
+
+
+def test_the_autoscaler_says_which_server_it_cannot_reach(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # its start installs the karpenter.sh CRDs: a server that does not answer ends it there, a traceback before
+    assert main(["autoscaler", "--kubeconfig", str(_kubeconfig(tmp_path))]) == 1
+    assert capsys.readouterr().err.startswith("controlplane autoscaler: error: cannot connect to 127.0.0.1:28399")
