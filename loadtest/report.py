@@ -442,7 +442,8 @@ def build(out: Path) -> dict[str, Any]:
         "quota": run.get("quota"),
         # a quota run (million) is complete only if every pod it created was deleted in time
         "complete": bool(raw) and bool(server) and not run.get("interrupted")
-        and run.get("server_exited_at") is None and not summary_errors
+        and run.get("server_exited_at") is None and run.get("target_unreachable_at") is None
+        and not summary_errors
         and (not run.get("quota") or run["quota"].get("completed_at") is not None),
         "plots": [],
     }
@@ -552,6 +553,9 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     if run.get("server_exited_at") is not None:
         facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
                                 f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))
+    elif run.get("target_unreachable_at") is not None:
+        facts.append(("Server", f"{run.get('target')} refused connections from {fmt(run['target_unreachable_at'])} s "
+                                "of load on; the load was stopped"))
     quota = summary.get("quota")
     if quota:
         done = quota.get("completed_at")

@@ -45,6 +45,8 @@ from .serverwatch import ServerWatcher
 __all__ = ["add_arguments", "main", "run"]
 
 LOCUSTFILE = Path(__file__).parent / "locustfiles" / "scenario.py"
+# a server whose /metrics has not taken a connection for this long is gone: the load stops there
+TARGET_GONE_SECONDS = 10.0
 
 
 def _free_port() -> int:
@@ -378,6 +380,14 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                 stop_file.touch()
                 print(f"loadtest: controlplane serve exited with {server.proc.returncode} after {elapsed:.0f} s "
                       f"of load; stopping the load (see {server.log.name})", file=sys.stderr)
+            gone = watcher.unreachable_for()
+            if gone >= TARGET_GONE_SECONDS and "server_exited_at" not in timings \
+                    and "target_unreachable_at" not in timings:
+                # a target (or the harness's server) that no longer takes connections: as above
+                timings["target_unreachable_at"] = round(elapsed - gone, 1)
+                stop_file.touch()
+                print(f"loadtest: {target} has refused connections for {gone:.0f} s, since {elapsed - gone:.0f} s "
+                      f"of load (the last: {watcher.last_error}); stopping the load", file=sys.stderr)
             if time.monotonic() > deadline and not stop_file.exists():
                 stop_file.touch()
             if time.monotonic() > deadline + 60:

@@ -117,6 +117,9 @@ class ServerWatcher(threading.Thread):
         self.peak_rss = 0.0
         self.errors = 0
         self.last_error: str | None = None  # what the last failed scrape got, for the report
+        # when the first of the latest scrapes in a row that could not connect was made (a server
+        # gone: refused, unreachable); None once one is answered, whatever the answer
+        self.unreachable_since: float | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -128,17 +131,32 @@ class ServerWatcher(threading.Thread):
                     self.scrape_once(client, lines)  # the last one, after the load stopped
                     return
 
+    def unreachable_for(self) -> float:
+        """Seconds since the first of the latest scrapes in a row that could not connect (0 when
+        the last one connected)."""
+        since = self.unreachable_since
+        return 0.0 if since is None else time.monotonic() - since
+
     def scrape_once(self, client: httpx.Client, lines: Any) -> None:
         try:
             r = client.get(self.url)
-            r.raise_for_status()
-        except httpx.HTTPStatusError as e:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             self.errors += 1
-            self.last_error = f"{e.response.status_code} {e.response.reason_phrase}".strip()
+            self.last_error = repr(e)
+            if self.unreachable_since is None:
+                self.unreachable_since = time.monotonic()
             return
         except (httpx.HTTPError, CredentialsError) as e:  # (an exec plugin that failed this time)
             self.errors += 1
             self.last_error = repr(e)
+            self.unreachable_since = None
+            return
+        self.unreachable_since = None
+        try:
+            r.raise_for_status()
+        except httpx.HTTPStatusError as e:
+            self.errors += 1
+            self.last_error = f"{e.response.status_code} {e.response.reason_phrase}".strip()
             return
         try:
             cur = parse(r.text, time.monotonic() - self.started)

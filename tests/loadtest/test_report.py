@@ -185,6 +185,16 @@ def test_a_run_whose_server_died_is_not_complete_and_says_so(tmp_path: Path) -> 
     assert "controlplane serve exited with -9 after 14.2 s of load" in (tmp_path / "report.html").read_text()
 
 
+def test_a_run_whose_target_stopped_taking_connections_is_not_complete_and_says_so(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "target": "https://10.0.0.1:6443",
+                                                   "target_unreachable_at": 21.5}))
+    summary = report.build(tmp_path)
+    assert summary["complete"] is False and summary["overall"] == "incomplete"
+    assert "https://10.0.0.1:6443 refused connections from 21.5 s of load on" in (tmp_path / "report.html").read_text()
+
+
 def test_the_report_counts_remote_workers(tmp_path: Path) -> None:
     write_run(tmp_path)
     run = json.loads((tmp_path / "run.json").read_text())

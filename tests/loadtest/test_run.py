@@ -363,6 +363,30 @@ def test_failed_scrapes_are_counted_with_what_they_got(api: str, tmp_path: Path)
     lines.close()
 
 
+def test_a_server_that_refuses_connections_is_timed_from_the_first_refusal(api: str, tmp_path: Path) -> None:
+    # what stops the load against a --target that died (its own server's exit stops it at once)
+    import httpx
+
+    from loadtest.serverwatch import ServerWatcher
+
+    lines = (tmp_path / "server.jsonl").open("w")
+    gone = ServerWatcher(f"http://127.0.0.1:{run._free_port()}", tmp_path)
+
+    def since() -> float | None:
+        return gone.unreachable_since
+
+    with httpx.Client() as client:
+        gone.scrape_once(client, lines)
+        first = since()
+        gone.scrape_once(client, lines)
+        assert first is not None and since() == first and gone.unreachable_for() > 0
+        assert gone.errors == 2 and (gone.last_error or "").startswith("ConnectError")
+        gone.url = f"{api}/metrics"  # back: answered, even with a 401
+        gone.scrape_once(client, lines)
+    assert since() is None and gone.unreachable_for() == 0.0 and gone.last_error == "401 Unauthorized"
+    lines.close()
+
+
 _PACER = r'''
 import json
 from loadtest.locustfiles.controllers import Pacer
