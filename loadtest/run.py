@@ -578,6 +578,10 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, 
         target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target)
     except CredentialsError as e:
         raise SystemExit(f"loadtest: {e}") from None
+    if target is None and args.token:
+        # the server the harness starts is plain HTTP, its requests anonymous: the token would go unused
+        raise SystemExit("loadtest: --token is for a --target (or a --kubeconfig's server); the server the "
+                         "harness starts takes none")
     if target is not None:
         for given, option in ((args.server_arg, "--server-arg"), (args.port, "--port")):
             if given:

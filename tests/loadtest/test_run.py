@@ -165,6 +165,9 @@ def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"--port is for .* \(the kubeconfig's server\)"):
         resolved("--kubeconfig", str(_kubeconfig(tmp_path / "kc")), "--port", "7000")
     assert resolved("--server-arg=--components-process", "--port", "7000")[0] is None
+    # and the credentials of a target without one: the harness's own server, whose load went without them
+    with pytest.raises(SystemExit, match="--token is for a --target"):
+        resolved("--token", "abc")
 
 
 def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
