@@ -339,7 +339,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     if expect > args.processes:
         remote = {k: env[k] for k in ("LOADTEST_SCENARIO", "LOADTEST_PARAMS", kubeauth.ENV)}
         print("loadtest: waiting for remote workers; on each machine run:\n  "
-              + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=HOSTNAME "
+              + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=$(hostname) "
               + shlex.join(["python", "-m", "locust", "-f", "loadtest/locustfiles/scenario.py", "--worker",
                             "--master-host", "THIS_HOST", "--master-port", str(master_port)]), file=sys.stderr)
         for note in _remote_notes(args.master_bind_host, target):

@@ -67,9 +67,22 @@ _counter = itertools.count()
 
 def unique_suffix() -> str:
     """A name part no other user of this run, nor of another run against the same
-    server, has: the worker's index (set by the harness as ``LOADTEST_WORKER``, else
+    server, has: the worker's name (set by the harness as ``LOADTEST_WORKER``, else
     the process id), this process's run tag and a counter in the process."""
-    return f"{os.environ.get('LOADTEST_WORKER', str(os.getpid()))}-{_RUN_TAG}-{next(_counter)}"
+    return f"{worker_label(os.environ.get('LOADTEST_WORKER', ''))}-{_RUN_TAG}-{next(_counter)}"
+
+
+def worker_label(name: str) -> str:
+    """``LOADTEST_WORKER`` as a part of an object's name (a DNS label: lowercase letters, digits
+    and ``-``, at most 20 characters of it), or the process id when nothing of it is left. A
+    remote worker's is what its operator typed, a host name (``Worker_3.example.com`` is
+    ``worker-3-example-com``), which Nodes, Leases and namespaces refused with 422 Invalid.
+
+        >>> worker_label("Worker_3.example.com"), worker_label("w0")
+        ('worker-3-example-com', 'w0')
+    """
+    label = re.sub(r"[^a-z0-9]+", "-", name.lower())[:20].strip("-")
+    return label or str(os.getpid())
 
 
 # a few characters per process, so names from runs against one --target do not collide

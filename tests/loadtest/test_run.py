@@ -950,3 +950,29 @@ class _NoServer:
 
     def stop(self) -> int:
         return 0
+
+
+_WORKER_NAMES = r'''
+import json, os
+os.environ["LOADTEST_WORKER"] = "HOSTNAME"
+from loadtest.locustfiles.base import unique_suffix, worker_label
+
+print(json.dumps({"suffix": unique_suffix(), "labels": [worker_label(n) for n in (
+    "Worker_3.example.com", "w0", "---", "a" * 40)], "pid": os.getpid()}))
+'''
+
+
+def test_a_remote_worker_s_name_becomes_a_dns_label_in_object_names() -> None:
+    # the printed command for remote workers said LOADTEST_WORKER=HOSTNAME, and an operator types a host
+    # name: its uppercase letters, dots and underscores went into Node, Lease and namespace names, and
+    # every one of their creates was a 422 Invalid. A process of its own: Locust monkey-patches with gevent
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _WORKER_NAMES], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert re.fullmatch(r"hostname-[0-9a-f]+-0", seen["suffix"])
+    assert seen["labels"] == ["worker-3-example-com", "w0", str(seen["pid"]), "a" * 20]
