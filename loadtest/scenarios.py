@@ -193,10 +193,12 @@ def _list_storm(quick: bool, scale: float) -> dict[str, Any]:
 
 
 def _kubelets(quick: bool, scale: float) -> dict[str, Any]:
+    kubelets = _n((100 if quick else 10_000) * scale)
     return {
-        "description": "10,000 kubelets: a Node, a Lease renewed every 10 s and a pod watch each; controllers give "
-                    "the watches pods to run",
-        "fixed": {"BinderUser": 1, "KubeletUser": _n((100 if quick else 10_000) * scale),
+        # the count of this run's: the report's description said 10,000 of a --quick run's 100
+        "description": f"{_plural(kubelets, 'kubelet')}: a Node, a Lease renewed every 10 s and a pod watch each; "
+                    "controllers give the watches pods to run",
+        "fixed": {"BinderUser": 1, "KubeletUser": kubelets,
                "InformerUser": 2},
         "weighted": {"ReplicaSetController": 1}, "peak": _n((4 if quick else 20) * scale), "shape": "steady",
         "duration": 50 if quick else 300,

@@ -71,6 +71,14 @@ def test_million_is_the_issue_s_cluster() -> None:
     assert scaled.fixed["KubeletUser"] == 100 and scaled.pods_target == 10_000
 
 
+def test_the_kubelets_description_counts_the_run_s_kubelets() -> None:
+    # the report shows it: a --quick run's 100 kubelets were described as 10,000
+    for kwargs, count in (({}, "10,000"), ({"quick": True}, "100"), ({"scale": 0.1}, "1,000")):
+        plan = scenarios.build("kubelets", **kwargs)
+        assert plan.description.startswith(f"{count} kubelets: ")
+        assert f"{plan.fixed['KubeletUser']:,}" == count
+
+
 def test_overrides_and_unknown_names() -> None:
     plan = scenarios.build("churn", users=7, duration=30, shape="spike")
     assert plan.peak == 7 and plan.duration == 30 and plan.shape == "spike"
