@@ -109,14 +109,28 @@ def _rate(counts: Sequence[tuple[float, float]]) -> tuple[list[float], list[floa
 
 
 def _history_rate(history: list[dict[str, str]], typ: str, name: str, t0: float) -> dict[float, float]:
-    """Locust's per-second rate of one entry over the run, summed per timestamp."""
+    """The per-second rate of one entry over the run: between the times its running total
+    (``Total Request Count``) changed, and to the end, as the server's counters are read.
+    Locust's ``Requests/s`` column, kept for a history without totals, is its average over the
+    last ten seconds ending two before: it rose for ten seconds after the rate did, and a binder
+    that had bound every pod was still drawn binding 1.7 a second at the end of a smoke run."""
+    totals: defaultdict[float, float] = defaultdict(float)
     rate: defaultdict[float, float] = defaultdict(float)
     for r in history:
         if r.get("Type") == typ and r.get("Name") == name:
-            t, rps = _float(r.get("Timestamp")), _float(r.get("Requests/s"))
-            if t is not None and rps is not None:
+            t = _float(r.get("Timestamp"))
+            total, rps = _float(r.get("Total Request Count")), _float(r.get("Requests/s"))
+            if t is not None and total is not None:
+                totals[t - t0] += total
+            elif t is not None and rps is not None:
                 rate[t - t0] += rps
-    return rate
+    if not totals:
+        return rate
+    points = sorted(totals.items())
+    # the first point, each one where the total moved (the workers report every 3 s), and the last
+    kept = [p for i, p in enumerate(points) if i == 0 or i == len(points) - 1 or p[1] != points[i - 1][1]]
+    xs, ys = _rate(kept)
+    return dict(zip(xs, ys, strict=True))
 
 
 def scheduling_series(server: list[dict[str, Any]], history: list[dict[str, str]]

@@ -251,6 +251,18 @@ def test_pods_bound_by_a_scheduler_the_metrics_do_not_count_are_plotted_from_the
     assert report.scheduling_series(server, []) == []
 
 
+def test_the_clients_rates_are_read_from_their_running_totals() -> None:
+    # Locust's Requests/s is a ten-second average ending two seconds back: a binder done binding
+    # was still drawn at its last rate to the end of the run. The totals move every 3 s (the workers'
+    # reports): the rate between their changes, and nothing after the last
+    totals = (2, 2, 2, 9, 9, 9, 15, 15, 15, 15)
+    history = [{"Timestamp": str(1000 + t), "Type": "POST", "Name": "pods/binding", "Requests/s": "1.7",
+                "Total Request Count": str(n)} for t, n in enumerate(totals)]
+    [(label, xs, ys)] = report.scheduling_series([], history)
+    assert label == "load-test binder (pods/binding)"
+    assert (xs, ys) == ([3.0, 6.0, 9.0], [7 / 3, 2.0, 0.0])
+
+
 def test_the_scheduler_s_own_count_comes_first_and_the_clients_beside_it() -> None:
     server = [{"at": 2.0 * i, "scheduled_total": 10.0 * i, "bindings_total": 10.0 * i} for i in range(3)]
     history = [{"Timestamp": "1000", "Type": "LATENCY", "Name": "pod create→bound", "Requests/s": "5"}]
