@@ -186,6 +186,12 @@ class _Server:
         if self.proc.poll() is not None:
             raise RuntimeError(f"controlplane serve exited with {self.proc.returncode}; see {self.log.name}")
 
+    def refusal(self) -> str | None:
+        """Why the load's requests would all be refused, or None: its clients send no token (the
+        server is plain HTTP, --no-tls), so a --server-arg that turns authorization on
+        (``--authorization-mode RBAC``) leaves them anonymous and forbidden."""
+        return _anonymous_refusal(self.url)
+
     def log_tail(self, lines: int = 5) -> str:
         """The last lines ``serve`` wrote (why it did not start)."""
         try:
@@ -640,6 +646,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             server.wait_ready()
             server.check_alive()
+            refusal = server.refusal()
+            if refusal is not None:
+                server.stop()
+                raise SystemExit(f"loadtest: {refusal}")
         except RuntimeError as e:
             server.stop()
             tail = server.log_tail()
@@ -699,6 +709,21 @@ def _redacted(argv: list[str]) -> list[str]:
         else:
             out.append(a)
     return out
+
+
+def _anonymous_refusal(url: str) -> str | None:
+    """What the server at ``url`` answers the harness's own server's clients (anonymous) when
+    it refuses them a LIST of pods, which every scenario makes; None when it allows it."""
+    try:
+        r = httpx.get(url.rstrip("/") + "/api/v1/pods?limit=1", timeout=10)
+    except httpx.HTTPError:
+        return None  # the load will find out, and the harness say so
+    if r.status_code not in (401, 403):
+        return None
+    return (f"the server the harness started answered {r.status_code} to GET /api/v1/pods without credentials: "
+            "its clients send none (it serves plain HTTP, --no-tls), so a --server-arg that turns authorization "
+            "on (--authorization-mode RBAC) refuses every request of the load; start controlplane serve with it "
+            "yourself and give --target and --kubeconfig")
 
 
 def _check_target(target: str, auth: Credentials) -> None:

@@ -286,6 +286,15 @@ def test_a_user_the_authorizer_refuses_stops_the_run_before_any_load(api: str, t
         run._check_target(api, stale)
 
 
+def test_an_own_server_that_refuses_anonymous_clients_is_said_before_any_load(api: str) -> None:
+    # `--server-arg=--authorization-mode=RBAC`: the harness's server is plain HTTP and its clients send no
+    # token, so every request of the load was a 403 for the whole run (283 of 283 in a smoke run)
+    said = run._anonymous_refusal(api)  # the _Api server answers 401 without a token
+    assert said is not None and said.startswith("the server the harness started answered 401 to GET /api/v1/pods")
+    assert "--authorization-mode RBAC" in said and "--target and --kubeconfig" in said
+    assert run._anonymous_refusal(f"http://127.0.0.1:{run._free_port()}") is None  # not for this check to say
+
+
 def test_the_report_command_wants_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="is not a run's directory"):
         run.main(["report", str(tmp_path / "missing")])
@@ -947,6 +956,9 @@ class _NoServer:
 
     def check_alive(self) -> None:
         pass
+
+    def refusal(self) -> str | None:
+        return None
 
     def stop(self) -> int:
         return 0
