@@ -113,6 +113,18 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 0
 
 
+def _say_what_it_plays(server: str, args: argparse.Namespace) -> None:
+    """One line at the start: it prints nothing else while all goes well."""
+    import logging
+
+    names = f"{args.name_prefix}0" + (f"..{args.name_prefix}{args.count - 1}" if args.count > 1 else "")
+    made = f"creating {args.count} node{'s' if args.count > 1 else ''} ({names}), " if args.count else ""
+    which = (f" labelled {args.manage_nodes_with_label_selector}" if args.manage_nodes_with_label_selector else "")
+    logging.getLogger("controlplane.nodes").info(
+        "controlplane nodes: against %s: %splaying the kubelet of every node annotated kwok.x-k8s.io/node: fake%s; "
+        "Ctrl-C stops it", server, made, which)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -160,6 +172,7 @@ async def _main(args: argparse.Namespace) -> int:
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1
+        _say_what_it_plays(str(client.http.base_url).rstrip("/"), args)
         await sim.run()
         return 0
     finally:

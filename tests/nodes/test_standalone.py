@@ -90,6 +90,8 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
             for node in ("cli-0", "cli-1"):
                 await eventually(lambda node=node: _is(_ready(client, node), "True"), timeout=20)  # type: ignore[misc]
+            said = (tmp_path / "nodes.err").read_text()
+            assert f"controlplane nodes: against {serve.url}: creating 2 nodes (cli-0..cli-1), " in said
             first = (await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"]
 
             async def renewed() -> bool:
