@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -349,7 +349,7 @@ def test_a_crd_with_a_conversion_webhook_is_served_as_with_none(installed: Serve
             stdin="apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: default}\n"
                   "spec: {size: 3}\n")
     custom = client.CustomObjectsApi(api)
-    got = custom.get_namespaced_custom_object("example.com", "v2", "default", "gadgets", "g")
+    got = cast(dict[str, Any], custom.get_namespaced_custom_object("example.com", "v2", "default", "gadgets", "g"))
     assert (got["apiVersion"], got["spec"]) == ("example.com/v2", {"size": 3})
     crd = client.ApiextensionsV1Api(api).read_custom_resource_definition("gadgets.example.com")
     assert crd.spec.conversion.webhook.client_config.service.port == 443

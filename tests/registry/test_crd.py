@@ -80,7 +80,7 @@ def test_group_names_and_scope() -> None:
         'Unsupported value: "Auto": supported values: "None", "Webhook"'
 
 
-WEBHOOK = {"clientConfig": {"service": {"name": "lws-webhook-service", "namespace": "lws-system",
+WEBHOOK: dict[str, Any] = {"clientConfig": {"service": {"name": "lws-webhook-service", "namespace": "lws-system",
                                         "path": "/convert"}},
            "conversionReviewVersions": ["v1"]}
 
