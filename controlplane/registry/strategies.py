@@ -581,6 +581,10 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         return causes + (_cron_job_causes(obj) if plural == "cronjobs" else workload_causes(plural, obj, old))
     if old is not None and plural == "pods":
         spec, old_spec = obj.get("spec"), old.get("spec")
+        if spec is None and isinstance(old_spec, dict):
+            # a spec left out (a PUT without it, a merge patch's null, a JSON patch's remove) is
+            # the zero PodSpec Go decodes, validated as any other: not the stored spec kept
+            spec = obj["spec"] = {}
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
             return []
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits

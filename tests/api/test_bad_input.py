@@ -40,6 +40,25 @@ async def test_a_null_spec_is_an_empty_one_not_a_500(client: Client) -> None:
     assert e.message == 'Pod "p" is invalid: spec.containers: Required value'
 
 
+@pytest.mark.parametrize(("patch_type", "patch"), [
+    ("merge", {"spec": None}),
+    ("strategic", {"$patch": "replace", "metadata": {"name": "p"}}),
+    ("json", [{"op": "remove", "path": "/spec"}]),
+    (None, {"metadata": {"name": "p"}}),  # a PUT without a spec
+])
+async def test_an_update_without_a_pod_spec_is_validated_not_stored(client: Client, patch_type: str | None,
+                                                                    patch: Any) -> None:
+    # Go decodes the missing spec as the zero PodSpec, which pod validation refuses: a pod
+    # without containers was stored, and the kubelet and scheduler read a spec that was gone
+    created = await client.create(PODS, pod("p"))
+    call = client.update(f"{PODS}/p", patch) if patch_type is None else client.patch(f"{PODS}/p", patch, patch_type)
+    e = await refused(call, 422)
+    assert e.message.startswith('Pod "p" is invalid: [spec.containers: Required value, ')
+    stored = await client.get(f"{PODS}/p")
+    assert stored["spec"] == created["spec"]
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
 async def test_a_null_item_of_a_list_is_its_zero_value(client: Client) -> None:
     # Go decodes [null] of structs as one empty struct: its required fields are missing
     e = await refused(client.create(PODS, pod("p", {"containers": [None]})), 422)
