@@ -109,8 +109,16 @@ class ApiError(Exception):
                    f'{", ".join(accepted)}')
 
     @classmethod
-    def too_large(cls) -> ApiError:
-        return cls(413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)")
+    def too_large(cls, why: str = "") -> ApiError:
+        """413; ``why`` in upstream's words (``NewRequestEntityTooLargeError``): ``limit is 3145728``."""
+        if not why:
+            return cls(413, "RequestEntityTooLarge", "the request body is too large (limit 3 MiB)")
+        return cls(413, "RequestEntityTooLarge", f"Request entity too large: {why}")
+
+    @classmethod
+    def timeout(cls, why: str) -> ApiError:
+        """504 as upstream's ``NewTimeoutError`` (details empty: no retryAfterSeconds)."""
+        return cls(504, "Timeout", f"Timeout: {why}", {})
 
     @classmethod
     def not_found_path(cls, path: str) -> ApiError:

@@ -167,7 +167,11 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+# a request's body: at most upstream's MaxRequestBodyBytes (413 past it, in its words), arriving
+# within its --request-timeout (its timeout filter answers 504 while the handler still reads)
 MAX_BODY = 3 * 1024 * 1024
+BODY_LIMIT = f"limit is {MAX_BODY}"
+BODY_TIMEOUT = 60.0
 USER_SCOPE_KEY = "controlplane.user"  # the authenticated rbac.User, set by the router in front
 JSON = [(b"content-type", b"application/json")]
 PROTOBUF = protobuf.CONTENT_TYPE
@@ -454,19 +458,29 @@ class KubeApi:
 
     @staticmethod
     async def _body(scope: Scope, receive: Receive) -> bytes:
+        """The request's body, at most ``MAX_BODY`` bytes (413 as soon as it declares or sends
+        more) arriving within ``BODY_TIMEOUT`` (504: a client that sends fewer bytes than its
+        Content-Length, or stops mid-chunk, does not hold its request open forever)."""
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            raise ApiError.too_large(BODY_LIMIT)
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ApiError(400, "BadRequest", "the client went away")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise ApiError.too_large()
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return b"".join(chunks)
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise ApiError(400, "BadRequest", "the client went away")
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > MAX_BODY:
+                        raise ApiError.too_large(BODY_LIMIT)
+                    chunks.append(chunk)
+                    if not message.get("more_body"):
+                        return b"".join(chunks)
+        except TimeoutError:
+            raise ApiError.timeout("request did not complete within the allotted timeout") from None
 
     # -- routing -----------------------------------------------------------------
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
