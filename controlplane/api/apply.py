@@ -15,6 +15,8 @@ A conflict answers 409 with one cause per field::
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -51,10 +53,68 @@ MAX_EXPANDED_VALUES = 1_000_000
 
 
 class _Loader(yaml.CSafeLoader):
-    """YAML as Kubernetes reads it: no timestamps (a date stays a string). libyaml's parser
-    (PyYAML's own, in Python, took seconds for a large CRD)."""
+    """YAML as Kubernetes reads it (sigs.k8s.io/yaml over go-yaml v2, then JSON): no timestamps
+    (a date stays a string); a key that YAML reads as another scalar is the string Go writes
+    for it (``on:`` is ``"true"``, ``1:`` is ``"1"``, each its own key), a null, list or map
+    key an error; a float JSON cannot hold (``.nan``, ``.inf``) an error, as Go's
+    ``json.Marshal``. libyaml's parser (PyYAML's own, in Python, took seconds for a large CRD)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[str, Any]:
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # merge keys (<<)
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:float":  # a .nan key is Go's ".nan", not an error
+                key = _go_key(self.construct_yaml_float(key_node), key_node)
+            else:
+                key = _go_key(self.construct_object(key_node, deep=deep), key_node)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
+def _go_key(key: Any, node: yaml.Node) -> str:
+    """A map key as sigs.k8s.io/yaml makes it a JSON object's key."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float):
+        return _go_float32(key)
+    kind = "<nil>" if key is None else type(key).__name__
+    raise yaml.constructor.ConstructorError(None, None, f"unsupported map key of type: {kind}", node.start_mark)
+
+
+def _go_float32(value: float) -> str:
+    """As Go's ``strconv.FormatFloat(v, 'g', -1, 32)`` (YAML's spelling for the three that are no
+    numbers): the fewest digits that read back as the same float32, in %e past six digits."""
+    if value != value:
+        return ".nan"
+    if value in (math.inf, -math.inf):
+        return ".inf" if value > 0 else "-.inf"
+    single = struct.unpack("<f", struct.pack("<f", value))[0]
+    for digits in range(1, 10):
+        text = f"{value:.{digits - 1}e}"
+        if struct.unpack("<f", struct.pack("<f", float(text)))[0] == single:
+            break
+    mantissa, exponent = text.split("e")
+    power = int(exponent)
+    if power < -4 or power >= 6:
+        return f"{mantissa.rstrip('0').rstrip('.') if '.' in mantissa else mantissa}e{power:+03d}"
+    return f"{float(text):.{max(digits - 1 - power, 0)}f}"
+
+
+def _finite_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    value: float = loader.construct_yaml_float(node)
+    if value != value or value in (math.inf, -math.inf):
+        go = "NaN" if value != value else "+Inf" if value > 0 else "-Inf"
+        raise yaml.constructor.ConstructorError(None, None, f"json: unsupported value: {go}", node.start_mark)
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _finite_float)
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_yaml_map)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -88,7 +148,7 @@ def _load_document(body: bytes) -> Any:
                 for item in v:
                     spend(item)
         spend(value)
-    return _string_keys(value)
+    return value
 
 
 def _invalid_options(field: str, reason: str, message: str) -> ApiError:
@@ -132,14 +192,6 @@ def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | No
         raise _invalid_options("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
     manager_of(query, {})  # the length and character checks
     return ApplyOptions(manager, bool(force))
-
-
-def _string_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k) if not isinstance(k, str) else k: _string_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_string_keys(v) for v in value]
-    return value
 
 
 def yaml_as_json(body: bytes) -> bytes:

@@ -46,6 +46,22 @@ def test_parse_config_reads_yaml_as_kubernetes_does() -> None:
     assert parse_config(CONFIGMAPS, "default", "c", b'{"apiVersion":"v1","kind":"ConfigMap"}')["metadata"] == {}
 
 
+def test_yaml_keys_are_the_strings_go_writes_for_them() -> None:
+    # sigs.k8s.io/yaml: a bool key is "true"/"false", a number its Go spelling, each its own key
+    # (PyYAML's keys True and 1 were one, written "True"); a null key and a float JSON cannot
+    # hold are errors, as Go's json.Marshal (a .nan was stored as an empty string)
+    body = b"{on: a, off: b, 1: c, 1.5: d, 1234567.0: e, 100000.0: f, .inf: g}"
+    assert yaml_as_json(body) == (b'{"true":"a","false":"b","1":"c","1.5":"d","1.234567e+06":"e","100000":"f",'
+                                  b'".inf":"g"}')
+    for bad, message in ((b"data: {~: x}", "unsupported map key of type: <nil>"),
+                         (b"data: {[a]: x}", "unsupported map key of type: list"),
+                         (b"data: {a: .nan}", "json: unsupported value: NaN"),
+                         (b"spec: {replicas: -.inf}", "json: unsupported value: -Inf")):
+        with pytest.raises(ApiError) as err:
+            yaml_as_json(bad)
+        assert err.value.code == 400 and message in err.value.message
+
+
 def test_a_json_body_is_read_as_json_and_flow_yaml_as_yaml() -> None:
     # kubectl sends JSON: read so, 1e3 is the number Go reads (YAML 1.1 would leave a string)
     assert yaml_as_json(b'{"n": 1e3, "s": "\\ud83d\\ude00"}') == '{"n":1000.0,"s":"\U0001f600"}'.encode()

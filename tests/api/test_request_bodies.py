@@ -52,9 +52,10 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
             await task
 
 
-async def exchange(port: int, request: bytes, timeout: float = 10) -> tuple[int, dict[str, Any], bool]:
-    """Send ``request`` as is; the answer's status, its Status body, and whether the server
-    then closed the connection."""
+async def exchange(port: int, request: bytes, timeout: float = 10,
+                   until_closed: bool = False) -> tuple[int, dict[str, Any], bool]:
+    """Send ``request`` as is; the answer's status, its Status body, and (``until_closed``)
+    whether the server then closed the connection."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request)
@@ -62,7 +63,7 @@ async def exchange(port: int, request: bytes, timeout: float = 10) -> tuple[int,
         lines = head.decode().split("\r\n")
         headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
         body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), timeout)
-        closed = await asyncio.wait_for(reader.read(), timeout) == b""
+        closed = until_closed and await asyncio.wait_for(reader.read(), timeout) == b""
         return int(lines[0].split()[1]), orjson.loads(body), closed
     finally:
         writer.close()
@@ -92,20 +93,38 @@ async def test_a_body_shorter_than_its_length_is_504_at_the_request_timeout(
     # the request held its connection and task forever
     monkeypatch.setattr(rest, "BODY_TIMEOUT", 0.2)
     body = orjson.dumps({**SEED, "metadata": {"name": "short"}})
-    code, status, closed = await exchange(served.port, post(CMS, body, length=len(body) + 100))
+    code, status, closed = await exchange(served.port, post(CMS, body, length=len(body) + 100), until_closed=True)
     assert code == 504 and closed
     assert_status(status, 504, "Timeout")
     assert status["message"] == "Timeout: request did not complete within the allotted timeout"
     chunked = (f"POST {CMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                "Transfer-Encoding: chunked\r\n\r\n10\r\n{\"metadata\":").encode()  # stops mid-chunk
-    code, status, closed = await exchange(served.port, chunked)
+    code, status, closed = await exchange(served.port, chunked, until_closed=True)
     assert code == 504 and closed
     await assert_seed_unchanged(served)
 
 
 async def test_a_body_declared_past_the_limit_is_413_before_it_is_sent(served: Served) -> None:
-    code, status, closed = await exchange(served.port, post(CMS, b"", length=rest.MAX_BODY + 1))
+    code, status, closed = await exchange(served.port, post(CMS, b"", length=rest.MAX_BODY + 1),
+                                          until_closed=True)
     assert code == 413 and closed
     assert_status(status, 413, "RequestEntityTooLarge")
     assert status["message"] == "Request entity too large: limit is 3145728"
     await assert_seed_unchanged(served)
+
+
+# -- YAML ----------------------------------------------------------------------------------------
+async def test_yaml_bodies_decode_as_go_reads_them(served: Served) -> None:
+    on = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keys}\ndata: {on: a, 8080: b}\n"
+    code, created, _ = await exchange(served.port, post(CMS, on, "application/yaml"))
+    assert code == 201 and created["data"] == {"true": "a", "8080": "b"}
+    for bad in (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nan}\ndata: {a: .nan}\n",
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: null-key}\ndata: {~: a}\n",
+                b"a: &a [x,x,x,x,x,x,x,x,x]\n" + b"".join(  # a billion laughs
+                    b"%c: &%c [%s]\n" % (98 + i, 98 + i, b",".join([b"*%c" % (97 + i)] * 9)) for i in range(9)),
+                b"!!python/object/apply:os.system ['true']\n",
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: two}\n---\napiVersion: v1\n"):
+        code, status, _ = await exchange(served.port, post(CMS, bad, "application/yaml"))
+        assert code == 400, status
+        assert_status(status, 400, "BadRequest")
+    assert [i["metadata"]["name"] for i in (await served.client.get(CMS))["items"]] == ["keys", "seed"]
