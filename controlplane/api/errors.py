@@ -78,8 +78,12 @@ class ApiError(Exception):
 
     @classmethod
     def name_mismatch(cls, got: object, name: str) -> ApiError:
-        """An object whose name is not the one on the URL (upstream's ``checkName``)."""
-        return cls.bad_request(f"the name of the object ({got or ''}) does not match the name on the URL ({name})")
+        """An object whose name is not the one on the URL (upstream's ``checkName``); one
+        without a name is its ScopeNamer's error, ``name must be provided``."""
+        if not got:
+            return cls.bad_request(f"the name of the object ({name} based on URL) was undeterminable: "
+                                   "name must be provided")
+        return cls.bad_request(f"the name of the object ({got}) does not match the name on the URL ({name})")
 
     @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:

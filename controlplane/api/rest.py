@@ -1151,9 +1151,8 @@ class KubeApi:
         parsed = self._parse(rtype, body)
         meta = parsed["metadata"]
         self._check_namespace(rtype, namespace, meta)
-        if meta.get("name") not in (None, name):
+        if meta.get("name") != name:  # (upstream's checkName: a body must name its object)
             raise ApiError.name_mismatch(meta.get("name"), name)
-        meta["name"] = name
         expected = _revision_param(meta.pop("resourceVersion", None))
         uid = meta.get("uid")  # a precondition, as upstream's update takes it from the object
         key = rtype.key(namespace, name)
@@ -1662,7 +1661,7 @@ class KubeApi:
     async def _finalize(self, rtype: ResourceType, name: str, body: bytes) -> dict[str, Any]:
         """``namespaces/<name>/finalize`` (PUT): set ``spec.finalizers`` and nothing else."""
         new = self._parse(rtype, body)
-        if new["metadata"].get("name") not in (None, name):
+        if new["metadata"].get("name") != name:
             raise ApiError.name_mismatch(new["metadata"].get("name"), name)
         finalizers = (new.get("spec") or {}).get("finalizers") or []
         if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
