@@ -2386,16 +2386,21 @@ def _propagation_finalizer(rtype: ResourceType, options: dict[str, Any]) -> str 
 
 
 def _protobuf_as_json(rtype: ResourceType, body: bytes) -> bytes:
-    """A protobuf request body as JSON (api/protobuf): 415 for custom resources and kinds with no
-    protobuf form (as upstream), 400 for a body that does not decode."""
+    """A protobuf request body as JSON (api/protobuf), its apiVersion and kind the URL's where the
+    envelope leaves them empty: 415 for custom resources and a type with no protobuf form (as
+    upstream), 400 for a body that does not decode. An envelope naming another kind that has no
+    protobuf form here becomes a JSON body naming it, refused as such (400 ``no kind "X" is
+    registered``, as upstream's scheme answers)."""
     if not body:
         return body  # a DELETE without options
     if rtype.custom is not None:
         raise ApiError.unsupported_media_type(("application/json", "application/yaml"))
     try:
-        return protobuf.as_json(body)
+        return protobuf.as_json(body, default=(rtype.api_version, rtype.kind))
     except protobuf.UnknownKind as e:
-        raise ApiError.unsupported_media_type(ACCEPTED_BODIES) from e
+        if (e.api_version, e.kind) == (rtype.api_version, rtype.kind):
+            raise ApiError.unsupported_media_type(ACCEPTED_BODIES) from e
+        return orjson.dumps({"apiVersion": e.api_version, "kind": e.kind})
     except protobuf.ProtobufError as e:
         raise ApiError.bad_request(f"the protobuf request body could not be decoded: {e}") from e
 

@@ -243,3 +243,22 @@ async def test_the_api_decodes_protobuf_and_answers_415_for_custom_resources(tmp
         assert deleted["status"] == "Success"
         assert orjson.loads(protobuf.as_json(envelope("v1", "Namespace", meta("n")))) == {
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}
+
+
+async def test_an_envelope_is_typed_as_upstreams_decoder_types_it(client: Client) -> None:
+    pb, cms = protobuf.CONTENT_TYPE, "/api/v1/namespaces/default/configmaps"
+    # no apiVersion or kind: the endpoint's, as copyKindDefaults (it was 415)
+    untyped = protobuf.MAGIC + msg(2, meta("untyped"), entry(2, "k", text(2, "v")))
+    created = await client.request("POST", cms, untyped, pb)
+    assert (created["kind"], created["data"]) == ("ConfigMap", {"k": "v"})
+    # a kind the scheme does not have: 400 as for a JSON body naming it, nothing stored (it was 415)
+    for api_version, kind in (("v1", "Frob"), ("nope/v9", "ConfigMap")):
+        with pytest.raises(ApiError) as e:
+            await client.request("POST", cms, envelope(api_version, kind, meta("x")), pb)
+        assert (e.value.code, e.value.reason) == (400, "BadRequest")
+        assert e.value.message.startswith(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be '
+                                          f'handled as a ConfigMap: no kind "{kind}" is registered')
+    with pytest.raises(ApiError) as e:  # the prefix alone: upstream's "empty body"
+        await client.request("POST", cms, protobuf.MAGIC, pb)
+    assert e.value.code == 400 and e.value.message.endswith("empty body")
+    assert [i["metadata"]["name"] for i in (await client.get(cms))["items"]] == ["untyped"]

@@ -49,25 +49,36 @@ class ProtobufError(ValueError):
 class UnknownKind(ProtobufError):
     """The envelope names a kind with no protobuf form here."""
 
+    def __init__(self, api_version: str, kind: str) -> None:
+        super().__init__(f"no protobuf form is known for {api_version or '(no apiVersion)'}, "
+                         f"Kind={kind or '(no kind)'}")
+        self.api_version, self.kind = api_version, kind
 
-def as_json(body: bytes) -> bytes:
-    return orjson.dumps(decode(body))
+
+def as_json(body: bytes, default: tuple[str, str] | None = None) -> bytes:
+    return orjson.dumps(decode(body, default=default))
 
 
-def decode(body: bytes, depth: int = 0) -> dict[str, Any]:
-    """The object a protobuf envelope holds, with its apiVersion and kind."""
+def decode(body: bytes, depth: int = 0, default: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The object a protobuf envelope holds, with its apiVersion and kind; ``default``: the
+    (apiVersion, kind) of an envelope that leaves them empty, as upstream's decoder takes the
+    endpoint's (``copyKindDefaults``)."""
     from .schema import MESSAGES, PACKAGES
 
     if not body.startswith(MAGIC):
         raise ProtobufError("the body does not start with the protobuf prefix 'k8s\\x00'")
+    if len(body) == len(MAGIC):
+        raise ProtobufError("empty body")
     api_version, kind, raw = _envelope(_Reader(body, len(MAGIC), len(body), depth))
+    if default is not None:
+        kind = kind or default[1]
+        api_version = api_version or default[0]
     package = PACKAGES.get(api_version)
     message = f"{package}.{kind}" if package else ""
     if message not in MESSAGES:
         message = f"{_META}.{kind}"  # the options kinds (DeleteOptions) are registered in every group version
         if message not in MESSAGES or kind.endswith("List") or not kind.endswith("Options"):
-            raise UnknownKind(f"no protobuf form is known for {api_version or '(no apiVersion)'}, "
-                              f"Kind={kind or '(no kind)'}")
+            raise UnknownKind(api_version, kind)
     obj: dict[str, Any] = _Reader(raw, 0, len(raw), depth).message(message)
     obj["apiVersion"], obj["kind"] = api_version, kind
     return obj
