@@ -40,7 +40,8 @@ import yaml
 from .errors import ApiError
 
 __all__ = ["AS_JSON", "AS_PROTOBUF", "AS_YAML", "BUILTIN", "CUSTOM", "JSON_OUTPUT", "NOT_ACCEPTABLE",
-           "NOT_ACCEPTABLE_STREAM", "OUTPUT", "PLAIN", "Output", "error_format", "negotiate", "negotiated_writer"]
+           "NOT_ACCEPTABLE_STREAM", "OUTPUT", "PLAIN", "UNPARSEABLE", "Output", "body_media_type", "error_format",
+           "negotiate", "negotiated_writer"]
 
 AS_JSON, AS_YAML, AS_PROTOBUF = "json", "yaml", "protobuf"
 NOT_ACCEPTABLE = ApiError(406, "NotAcceptable", "only the following media types are accepted: application/json, "
@@ -129,6 +130,61 @@ def _clauses(accept: str) -> list[tuple[str, str, float, dict[str, str]]]:
             out[j], out[j - 1] = out[j - 1], out[j]
             j -= 1
     return out
+
+
+# Go's mime package: a token is any printable ASCII but space and these
+_TSPECIALS = frozenset('()<>@,;:\\"/[]?=')
+UNPARSEABLE = "(unparseable)"  # a body media type no serializer matches: 415
+
+
+def _token(text: str) -> tuple[str, str]:
+    """The token ``text`` starts with, and the rest (Go's ``consumeToken``)."""
+    end = 0
+    while end < len(text) and 32 < ord(text[end]) < 127 and text[end] not in _TSPECIALS:
+        end += 1
+    return text[:end], text[end:]
+
+
+def body_media_type(header: str) -> str:
+    """A create or update body's ``Content-Type`` as Go's ``mime.ParseMediaType`` reads it for
+    upstream's ``NegotiateInputSerializer``: the media type lowercased without its parameters,
+    ``""`` for none (JSON), ``UNPARSEABLE`` for what Go does not parse (``;;;``, a parameter
+    without a value), which no serializer matches.
+
+    >>> body_media_type("Application/JSON; charset=latin1"), body_media_type("application/json; x")
+    ('application/json', '(unparseable)')
+    """
+    media, _, params = header.partition(";")
+    media = media.strip().lower()
+    if not media:
+        return UNPARSEABLE if header.strip() else ""
+    kind, rest = _token(media)
+    if rest:
+        sub, rest = _token(rest[1:]) if rest[0] == "/" else ("", rest)
+        if not kind or not sub or rest:
+            return UNPARSEABLE
+    seen: set[str] = set()
+    while params.strip():
+        key, rest = _token(params.lstrip())
+        rest = rest.lstrip()
+        if not key or not rest.startswith("="):
+            return media if not key and rest.strip() == ";" else UNPARSEABLE  # (a trailing ; is no error)
+        rest = rest[1:].lstrip()
+        if rest.startswith('"'):
+            close = rest.find('"', 1)
+            if close < 0:
+                return UNPARSEABLE
+            value, rest = rest[1:close], rest[close + 1:]
+        else:
+            value, rest = _token(rest)
+            if not value:
+                return UNPARSEABLE
+        rest = rest.lstrip()
+        if key.lower() in seen or (rest and not rest.startswith(";")):
+            return UNPARSEABLE
+        seen.add(key.lower())
+        params = rest[1:] if rest else ""
+    return media
 
 
 def _less(a: tuple[str, str, float, dict[str, str]], b: tuple[str, str, float, dict[str, str]]) -> bool:

@@ -116,6 +116,7 @@ from .negotiation import (
     OUTPUT,
     PLAIN,
     Output,
+    body_media_type,
     error_format,
     negotiate,
     negotiated_writer,
@@ -578,7 +579,10 @@ class KubeApi:
             CONVERSION.set(conversion)
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
-        content_type = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
+        # a patch's type was held to the resource's as written above; a body's is a MIME type (415 unparseable)
+        content_type = content_type.split(";")[0].strip().lower() if method == "PATCH" else \
+            body_media_type(content_type)
         if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
             receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive)))

@@ -170,7 +170,10 @@ def test_discovery_documents_take_no_conversion(web: httpx.Client) -> None:
     assert aggregated.json()["kind"] == "APIGroupDiscoveryList"
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "*/*", "application/cbor"])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "*/*", "application/cbor",
+                                          # what Go's mime.ParseMediaType does not parse (they were JSON)
+                                          ";;;", "application/json; charset", "application/json; a=1; a=2",
+                                          "application/"])
 def test_create_and_update_bodies_of_other_types_are_415(web: httpx.Client, content_type: str) -> None:
     body = orjson.dumps({"metadata": {"name": "neg"}})
     for r in (web.post(CM, headers={"content-type": content_type}, content=body),
