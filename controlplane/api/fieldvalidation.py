@@ -41,8 +41,8 @@ from ..registry.validation import (
 )
 from .errors import ApiError
 
-__all__ = ["add_warning", "check_merge_patch", "check_object", "fill_zero_values", "request_scope", "unknown_fields",
-           "warning_headers"]
+__all__ = ["add_warning", "check_merge_patch", "check_object", "fill_zero_values", "invalid_patch", "request_scope",
+           "unknown_fields", "warning_headers"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -300,6 +300,11 @@ def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any] | list[An
     if method != "PATCH":
         return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
                                     f"{rtype.kind}: {why}")
+    return _invalid_patch(orjson.dumps(obj).decode(), why)
+
+
+def invalid_patch(obj: dict[str, Any], why: str) -> ApiError:
+    """Upstream's 422 for a patched object ``obj`` that does not decode, for ``why``."""
     return _invalid_patch(orjson.dumps(obj).decode(), why)
 
 

@@ -156,7 +156,7 @@ from .streaming import STREAMING_SUBRESOURCES, needs_create
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
-from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_type_meta
+from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
 
 log = logging.getLogger("controlplane.api")
@@ -1259,6 +1259,8 @@ class KubeApi:
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old,
                                strategic=patch if patch_schema is not None else None)
             self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
+            if patch_schema is None:  # (a strategic patch's result is typed through the unstructured converter,
+                check_patched_type_meta(self.registry, rtype, obj)  # which keeps any kind: the URL's is written)
             obj = _split_status(rtype, subresource, old, obj)
             if rtype.custom is not None:
                 self.crds.prepare_resource(rtype, obj)

@@ -27,8 +27,9 @@ from typing import Any
 
 from ..registry import Registry, ResourceType
 from .errors import ApiError
+from .fieldvalidation import invalid_patch
 
-__all__ = ["EVICTION_ALSO", "EVICTION_TYPE", "check_type_meta"]
+__all__ = ["EVICTION_ALSO", "EVICTION_TYPE", "check_patched_type_meta", "check_type_meta"]
 
 # the scheme of kube-apiserver's built-in types, as a decode error names it
 LEGACY_SCHEME = "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
@@ -58,21 +59,51 @@ def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any]
     if rtype.custom is not None:
         if api_version != rtype.api_version:
             raise _other_group_version(api_version, rtype)
-        meta = obj.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        cause = {"reason": "FieldValueInvalid", "field": "kind",
-                 "message": f'Invalid value: "{kind}": must be {rtype.kind}'}
-        raise ApiError.invalid(rtype, name if isinstance(name, str) else "", [cause])
+        raise _not_this_kind(rtype, obj, "kind", kind, rtype.kind)
+    why = _decode_error(registry, rtype, api_version, kind)
+    if why is not None:
+        raise _undecodable(kind, api_version.rpartition("/")[2], rtype, why)
+    raise _other_group_version(api_version, rtype)
+
+
+def check_patched_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any]) -> None:
+    """Raise upstream's answer when a patch leaves ``obj`` naming another type than ``rtype``.
+    Its patch handler decodes the patched JSON into the URL's type: a kind the scheme does not
+    have, or of another type, is the 422 of a result that does not decode (``patch: Invalid
+    value``); another version of the URL's kind converts, and is written as the URL's. A custom
+    resource's is its validator's 422 (``kind: Invalid value: "X": must be Widget``, and so
+    for ``apiVersion``). A missing apiVersion or kind is the URL's."""
+    api_version, kind = obj.get("apiVersion") or rtype.api_version, obj.get("kind") or rtype.kind
+    if (api_version, kind) == (rtype.api_version, rtype.kind) or not isinstance(api_version, str) \
+            or not isinstance(kind, str):
+        return  # (a value of another type is field validation's)
+    if rtype.custom is not None:
+        if kind != rtype.kind:
+            raise _not_this_kind(rtype, obj, "kind", kind, rtype.kind)
+        raise _not_this_kind(rtype, obj, "apiVersion", api_version, rtype.api_version)
+    why = _decode_error(registry, rtype, api_version, kind)
+    if why is not None:
+        raise invalid_patch(obj, why)
+
+
+def _decode_error(registry: Registry, rtype: ResourceType, api_version: str, kind: str) -> str | None:
+    """Why Go's decoder cannot decode (``api_version``, ``kind``) into ``rtype``'s internal type;
+    None when it can (the URL's kind, perhaps in another version of its group)."""
     group, _, version = api_version.rpartition("/")
     known = next((t for t in registry.in_group_version(group, version) if t.kind == kind), None)
     if known is None:
         scheme = "" if rtype.group in OWN_SCHEME_GROUPS else f' in scheme "{LEGACY_SCHEME}"'
-        raise _undecodable(kind, version, rtype,
-                           f'no kind "{kind}" is registered for version "{api_version}"{scheme}')
+        return f'no kind "{kind}" is registered for version "{api_version}"{scheme}'
     if _internal(known) != _internal(rtype):
-        raise _undecodable(kind, version, rtype, f"converting ({version}.{kind}) to ({_internal(rtype)}): "
-                                                 "unknown conversion")
-    raise _other_group_version(api_version, rtype)
+        return f"converting ({version}.{kind}) to ({_internal(rtype)}): unknown conversion"
+    return None
+
+
+def _not_this_kind(rtype: ResourceType, obj: dict[str, Any], field: str, value: str, wanted: str) -> ApiError:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    cause = {"reason": "FieldValueInvalid", "field": field, "message": f'Invalid value: "{value}": must be {wanted}'}
+    return ApiError.invalid(rtype, name if isinstance(name, str) else "", [cause])
 
 
 def _unrecognized(rtype: ResourceType, field: str, value: object, body: bytes) -> ApiError:

@@ -35,6 +35,25 @@ async def test_a_patch_cannot_rename_the_object(client: Client, patch_type: str,
     assert missing.value.code == 404
 
 
+@pytest.mark.parametrize(("patch_type", "patch"), [
+    ("merge", {"kind": "Secret"}),
+    ("merge", {"apiVersion": "v2"}),
+    ("json", [{"op": "replace", "path": "/kind", "value": "Secret"}]),
+])
+async def test_a_patch_cannot_retype_the_object(client: Client, patch_type: str, patch: Any) -> None:
+    # the patched JSON is decoded into the URL's type: upstream's 422 on the field patch (the
+    # kind or apiVersion was dropped and the patch answered 200)
+    created = await client.create(CMS, {"metadata": {"name": "cm"}, "data": {"a": "1"}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CMS}/cm", patch, patch_type)
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    assert e.value.message.startswith(' "" is invalid: patch: Invalid value: ')
+    assert await client.get(f"{CMS}/cm") == created
+    # a strategic patch's result goes through the unstructured converter, which keeps any kind
+    patched = await client.patch(f"{CMS}/cm", {"kind": "Secret", "data": {"a": "2"}}, "strategic")
+    assert (patched["kind"], patched["data"]) == ("ConfigMap", {"a": "2"})
+
+
 async def test_a_patch_cannot_move_the_object_to_another_namespace(client: Client) -> None:
     await client.create(CMS, {"metadata": {"name": "cm"}})
     with pytest.raises(ApiError) as e:

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.api.crds import CustomResourceDefinitions
 from controlplane.api.errors import ApiError
-from controlplane.api.typemeta import EVICTION_ALSO, EVICTION_TYPE, check_type_meta
+from controlplane.api.typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from controlplane.registry import Registry, ResourceType
 from tests.api.test_crds import definition
 
@@ -109,3 +109,37 @@ def test_an_eviction_is_a_policy_eviction(registry: Registry, body: dict[str, An
     with pytest.raises(ApiError) as e:
         check_type_meta(registry, EVICTION_TYPE, body, b"{}", also=EVICTION_ALSO)
     assert (e.value.code, e.value.message) == (400, message)
+
+
+@pytest.mark.parametrize(("path", "patched", "why"), [
+    (("", "v1", "configmaps"), {"apiVersion": "v1", "kind": "Secret"},
+     "converting (v1.Secret) to (core.ConfigMap): unknown conversion"),
+    (("", "v1", "configmaps"), {"apiVersion": "v2", "kind": "ConfigMap"},
+     f'no kind "ConfigMap" is registered for version "v2" in scheme {SCHEME}'),
+    (("apps", "v1", "deployments"), {"apiVersion": "apps/v1", "kind": "Frob"},
+     f'no kind "Frob" is registered for version "apps/v1" in scheme {SCHEME}'),
+])
+def test_a_patch_naming_another_type_does_not_decode(registry: Registry, path: tuple[str, str, str],
+                                                     patched: dict[str, Any], why: str) -> None:
+    # the patch handler decodes the patched JSON into the URL's type: a JSON or merge patch of
+    # kind or apiVersion was ignored, the object written as the URL's type
+    with pytest.raises(ApiError) as e:
+        check_patched_type_meta(registry, rtype(registry, *path), {**patched, "metadata": {"name": "x"}})
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    assert e.value.message.startswith(' "" is invalid: patch: Invalid value: "{') and e.value.message.endswith(why)
+    assert e.value.details is not None and e.value.details["causes"][0]["field"] == "patch"
+
+
+def test_a_patch_naming_the_urls_type_or_none_or_another_version_of_it_decodes(registry: Registry) -> None:
+    hpa = rtype(registry, "autoscaling", "v2", "horizontalpodautoscalers")
+    for patched in ({}, {"kind": None, "apiVersion": ""}, {"apiVersion": "autoscaling/v1",
+                                                           "kind": "HorizontalPodAutoscaler"}):
+        check_patched_type_meta(registry, hpa, patched)
+    widgets = rtype(registry, "example.com", "v1", "widgets")
+    check_patched_type_meta(registry, widgets, {"kind": "Widget"})
+    for patched, field, message in (({"kind": "Gadget"}, "kind", 'Invalid value: "Gadget": must be Widget'),
+                                    ({"apiVersion": "example.com/v2"}, "apiVersion",
+                                     'Invalid value: "example.com/v2": must be example.com/v1')):
+        with pytest.raises(ApiError) as e:  # the custom resource validator's
+            check_patched_type_meta(registry, widgets, {**patched, "metadata": {"name": "w"}})
+        assert (e.value.code, e.value.message) == (422, f'Widget.example.com "w" is invalid: {field}: {message}')
