@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
@@ -59,10 +59,9 @@ class _Loader(yaml.CSafeLoader):
     key an error; a float JSON cannot hold (``.nan``, ``.inf``) an error, as Go's
     ``json.Marshal``. libyaml's parser (PyYAML's own, in Python, took seconds for a large CRD)."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[str, Any]:
-        if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)  # merge keys (<<)
-        mapping: dict[str, Any] = {}
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        self.flatten_mapping(node)  # merge keys (<<)
+        mapping: dict[Hashable, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:float":  # a .nan key is Go's ".nan", not an error
                 key = _go_key(self.construct_yaml_float(key_node), key_node)
@@ -105,7 +104,7 @@ def _go_float32(value: float) -> str:
     return f"{float(text):.{max(digits - 1 - power, 0)}f}"
 
 
-def _finite_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+def _finite_float(loader: _Loader, node: yaml.ScalarNode) -> float:
     value: float = loader.construct_yaml_float(node)
     if value != value or value in (math.inf, -math.inf):
         go = "NaN" if value != value else "+Inf" if value > 0 else "-Inf"
@@ -114,7 +113,6 @@ def _finite_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:float", _finite_float)
-_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_yaml_map)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
