@@ -617,9 +617,10 @@ class KubeApi:
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        if method in ("POST", "PUT") and content_type == "application/yaml":
+        if method in ("POST", "PUT", "DELETE") and content_type == "application/yaml":
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
-            receive = _replay(yaml_as_json(await self._body(scope, receive)))
+            yaml_body = await self._body(scope, receive)  # (a DELETE's may be empty: no options)
+            receive = _replay(yaml_as_json(yaml_body) if method != "DELETE" or yaml_body.strip() else b"")
             content_type = "application/json"
         if not rtype.group and rtype.plural == "bindings" and rtype.custom is None and self._pods is not None:
             # the legacy form of pods/binding: POST namespaces/{ns}/bindings binds the pod the Binding names
@@ -709,7 +710,7 @@ class KubeApi:
             # (a namespaced type's collection across namespaces is only listed and watched: upstream
             # routes no DELETE there, so that a delete by selector cannot empty every namespace)
             if method == "DELETE" and "deletecollection" in rtype.verbs and (namespace or not rtype.namespaced):
-                options = self._delete_options(query, await self._body(scope, receive))
+                options = self._delete_options(query, await self._delete_body(scope, receive, content_type))
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query, options))
             raise ApiError.method_not_allowed(method)
         if method == "GET":
@@ -747,7 +748,7 @@ class KubeApi:
         if subresource is not None:
             raise ApiError.method_not_allowed(method)
         if method == "DELETE":
-            options = self._delete_options(query, await self._body(scope, receive))
+            options = self._delete_options(query, await self._delete_body(scope, receive, content_type))
             deleted = await self._delete(rtype, namespace, name, options)
             if isinstance(deleted, Gone) and rtype.custom is None and rtype.plural not in RETURN_DELETED_OBJECT:
                 return await self._json(send, 200, _deleted_status(rtype, deleted))
@@ -866,6 +867,15 @@ class KubeApi:
         if not name and verb in ("list", "watch") and not legacy_watch:  # one object by field selector: its name
             name = selected_name(query.get("fieldSelector"))
         return RbacRequest(verb, group, rest[0], subresource, namespace, name)
+
+    @classmethod
+    async def _delete_body(cls, scope: Scope, receive: Receive, content_type: str) -> bytes:
+        """A DELETE's body, DeleteOptions as JSON (YAML and protobuf were made JSON above):
+        a body of another type is 415, as upstream negotiates a decoder for one that is not empty."""
+        body = await cls._body(scope, receive)
+        if body.strip() and content_type not in ("", "application/json"):
+            raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
+        return body
 
     @staticmethod
     def _delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:

@@ -133,6 +133,29 @@ async def test_yaml_bodies_decode_as_go_reads_them(served: Served) -> None:
     assert [i["metadata"]["name"] for i in (await served.client.get(CMS))["items"]] == ["keys", "seed"]
 
 
+# -- DeleteOptions --------------------------------------------------------------------------------
+async def test_delete_options_are_decoded_by_their_content_type(served: Served) -> None:
+    # upstream negotiates a decoder for a DELETE's body that is not empty: YAML is read (it was
+    # refused as JSON that does not parse), a type it has no decoder for is 415 (it was 400)
+    def delete(body: bytes, content_type: str) -> bytes:
+        return (f"DELETE {CMS}/seed HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    code, status, _ = await exchange(served.port, delete(b"dryRun: [All]\npropagationPolicy: Orphan\n",
+                                                         "application/yaml"))
+    assert code == 200 and status["details"]["name"] == "seed"
+    await assert_seed_unchanged(served)  # a dry run: the YAML's options were read
+    code, status, _ = await exchange(served.port, delete(b"dryRun: All", "text/plain"))
+    assert code == 415
+    assert_status(status, 415, "UnsupportedMediaType")
+    code, status, _ = await exchange(served.port, delete(b"[All]", "application/yaml"))
+    assert code == 400
+    await assert_seed_unchanged(served)
+    code, status, _ = await exchange(served.port, delete(b"", "text/plain"))  # no body: no decoder
+    assert code == 200
+    assert (await served.client.list(CMS))["items"] == []
+
+
 # -- fuzzed over the socket ----------------------------------------------------------------------
 def _varint(n: int) -> bytes:
     n &= 0xFFFFFFFFFFFFFFFF
