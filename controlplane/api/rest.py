@@ -585,7 +585,7 @@ class KubeApi:
             body_media_type(content_type)
         if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
-            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive)))
+            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive), subresource))
             content_type = "application/json"
         if rtype.group == METRICS_GROUP and rtype.custom is None:
             if method != "GET":
@@ -2401,20 +2401,21 @@ def _propagation_finalizer(rtype: ResourceType, options: dict[str, Any]) -> str 
     return None
 
 
-def _protobuf_as_json(rtype: ResourceType, body: bytes) -> bytes:
+def _protobuf_as_json(rtype: ResourceType, body: bytes, subresource: str | None = None) -> bytes:
     """A protobuf request body as JSON (api/protobuf), its apiVersion and kind the URL's where the
     envelope leaves them empty: 415 for custom resources and a type with no protobuf form (as
     upstream), 400 for a body that does not decode. An envelope naming another kind that has no
     protobuf form here becomes a JSON body naming it, refused as such (400 ``no kind "X" is
-    registered``, as upstream's scheme answers)."""
+    registered``, as upstream's scheme answers); not a subresource's, whose body is of another
+    type than the URL's (an eviction of a version without a form here is 415)."""
     if not body:
         return body  # a DELETE without options
     if rtype.custom is not None:
         raise ApiError.unsupported_media_type(("application/json", "application/yaml"))
     try:
-        return protobuf.as_json(body, default=(rtype.api_version, rtype.kind))
+        return protobuf.as_json(body, default=None if subresource else (rtype.api_version, rtype.kind))
     except protobuf.UnknownKind as e:
-        if (e.api_version, e.kind) == (rtype.api_version, rtype.kind):
+        if subresource or (e.api_version, e.kind) == (rtype.api_version, rtype.kind):
             raise ApiError.unsupported_media_type(ACCEPTED_BODIES) from e
         return orjson.dumps({"apiVersion": e.api_version, "kind": e.kind})
     except protobuf.ProtobufError as e:

@@ -258,6 +258,10 @@ async def test_an_envelope_is_typed_as_upstreams_decoder_types_it(client: Client
         assert (e.value.code, e.value.reason) == (400, "BadRequest")
         assert e.value.message.startswith(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be '
                                           f'handled as a ConfigMap: no kind "{kind}" is registered')
+    with pytest.raises(ApiError) as e:  # a subresource's body is its own type: one with no form here stays 415
+        await client.request("POST", "/api/v1/namespaces/default/pods/p/eviction",
+                             envelope("policy/v1beta1", "Eviction", meta("p")), pb)
+    assert e.value.code == 415
     with pytest.raises(ApiError) as e:  # the prefix alone: upstream's "empty body"
         await client.request("POST", cms, protobuf.MAGIC, pb)
     assert e.value.code == 400 and e.value.message.endswith("empty body")
