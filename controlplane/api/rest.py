@@ -587,6 +587,11 @@ class KubeApi:
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
             receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive), subresource))
             content_type = "application/json"
+        elif method in ("POST", "PUT", "DELETE") and content_type == "application/yaml":
+            # decoded as upstream's YAML serializer would: the handlers below see its JSON
+            yaml_body = await self._body(scope, receive)  # (a DELETE's may be empty: no options)
+            receive = _replay(yaml_as_json(yaml_body) if method != "DELETE" or yaml_body.strip() else b"")
+            content_type = "application/json"
         if rtype.group == METRICS_GROUP and rtype.custom is None:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)
@@ -614,14 +619,12 @@ class KubeApi:
                                                                                   manager_of(query, headers)))
             return await self._json(send, 201, await self._renew_leases(scope, rtype, namespace or "", body,
                                                                         manager_of(query, headers)))
+        if method == "POST" and content_type not in ("", "application/json") and (
+                subresource in ("binding", "eviction", "token")):
+            raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
         if subresource == "binding" and method == "POST" and name is not None:
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._bind(rtype, namespace, name, body))
-        if method in ("POST", "PUT", "DELETE") and content_type == "application/yaml":
-            # decoded as upstream's YAML serializer would: the handlers below see its JSON
-            yaml_body = await self._body(scope, receive)  # (a DELETE's may be empty: no options)
-            receive = _replay(yaml_as_json(yaml_body) if method != "DELETE" or yaml_body.strip() else b"")
-            content_type = "application/json"
         if not rtype.group and rtype.plural == "bindings" and rtype.custom is None and self._pods is not None:
             # the legacy form of pods/binding: POST namespaces/{ns}/bindings binds the pod the Binding names
             if name is not None or namespace is None:

@@ -156,6 +156,22 @@ async def test_delete_options_are_decoded_by_their_content_type(served: Served) 
     assert (await served.client.list(CMS))["items"] == []
 
 
+async def test_a_subresources_body_is_decoded_by_its_content_type_too(served: Served) -> None:
+    # a binding, an eviction and a token request: YAML read (the binding's was parsed as JSON),
+    # a type without a decoder 415 (it was parsed as JSON, 400)
+    pods = "/api/v1/namespaces/default/pods"
+    await served.client.create(pods, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    await served.client.create("/api/v1/nodes", {"metadata": {"name": "n"}})
+    for sub, body in (("binding", b"target: {kind: Node, name: n}"), ("eviction", b"metadata: {name: p}")):
+        code, status, _ = await exchange(served.port, post(f"{pods}/p/{sub}", body, "text/plain"))
+        assert code == 415
+        assert_status(status, 415, "UnsupportedMediaType")
+    code, status, _ = await exchange(served.port, post(f"{pods}/p/binding", b"metadata: {name: p}\n"
+                                                       b"target: {kind: Node, name: n}\n", "application/yaml"))
+    assert code == 201, status
+    assert (await served.client.get(f"{pods}/p"))["spec"]["nodeName"] == "n"
+
+
 # -- fuzzed over the socket ----------------------------------------------------------------------
 def _varint(n: int) -> bytes:
     n &= 0xFFFFFFFFFFFFFFFF
