@@ -31,7 +31,8 @@ which is the ASGI app's ``receive`` and ``send``. Invariants:
 - header names and values the app sends may not hold CR or LF (no response
   splitting through a value that carries a client's text, such as a Warning).
 
-Requests that are not HTTP/1.x-parseable get a 400 and the connection closes;
+Requests that are not HTTP/1.x-parseable get a 400 and the connection closes (a body that stops
+parsing, a bad chunk size, too, if its request has not been answered);
 request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
 ``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
 (websocket ``exec``) are answered as plain requests with ``connection: close``, then the
@@ -576,8 +577,13 @@ class ServerProtocol(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _refuse(self, code: int, text: str) -> None:
-        if self.current is None:
+        ex = self.current
+        if ex is None or (ex is self.reading and not ex.started):
+            # no request running, or the running one's body does not parse (a bad chunk size):
+            # it is answered here, and its app's answer goes nowhere
             self.write(_plain(code, text))
+            if ex is not None:
+                ex.disconnected = True
         if self.transport is not None:
             self.transport.close()
 

@@ -324,6 +324,23 @@ async def test_unparseable_requests_get_400_and_the_connection_closes() -> None:
     assert responses(transport.output)[0][0] == 400 and transport.closed
 
 
+async def test_a_body_that_stops_parsing_gets_400_for_its_request() -> None:
+    # a chunk size that is no hex number: the request reading its body is answered, once
+    # (the connection was closed without a word)
+    async def reading(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        await send({"type": "http.response.start", "status": 500, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    proto, transport, state = connect(reading)
+    proto.data_received(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n")
+    await asyncio.sleep(0)
+    proto.data_received(b"zz\r\nxx\r\n0\r\n\r\n")
+    await settle(state)
+    assert [code for code, _, _ in responses(transport.output)] == [400] and transport.closed
+
+
 async def test_a_request_head_over_the_limit_gets_431() -> None:
     proto, transport, state = connect(echo)
     proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n")
