@@ -1334,6 +1334,10 @@ class KubeApi:
             if current is None and subresource is not None:
                 raise ApiError.not_found(rtype, name)
             old: dict[str, Any] | None = orjson.loads(current.value) if current is not None else None
+            uid = config["metadata"].get("uid")
+            if old is not None and uid and uid != old["metadata"].get("uid"):  # (merged in, then immutable)
+                raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "metadata.uid",
+                                                      "message": f'Invalid value: "{uid}": field is immutable'}])
             write = self._allocating(rtype, old)  # (the apply's defaults allocate)
             try:
                 obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force,

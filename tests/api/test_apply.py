@@ -178,3 +178,19 @@ async def test_a_scale_write_owns_the_replicas_and_a_later_apply_conflicts(clien
     assert ("other", "Update", "scale") not in managers(await client.get(f"{DEPLOYMENTS}/d1"))
     forced = await client.patch(f"{DEPLOYMENTS}/d1", deployment(1), "apply", fieldManager="kubectl", force=True)
     assert forced["spec"]["replicas"] == 1 and ("scaler", "Update", "scale") not in managers(forced)
+
+
+async def test_an_apply_with_another_uid_is_refused_as_a_patch_is(client: Client) -> None:
+    # the applied uid is merged in, then held immutable by the update's metadata validation (it
+    # was dropped, and the apply answered 200); the object's own uid applies as any field
+    cms = "/api/v1/namespaces/default/configmaps"
+    created = await client.create(cms, {"metadata": {"name": "c"}})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "other"}}
+    with pytest.raises(ClientError) as e:
+        await client.patch(f"{cms}/c", config, "apply", fieldManager="m")
+    assert (e.value.code, e.value.message) == (
+        422, 'ConfigMap "c" is invalid: metadata.uid: Invalid value: "other": field is immutable')
+    assert await client.get(f"{cms}/c") == created
+    config["metadata"]["uid"] = created["metadata"]["uid"]
+    assert (await client.patch(f"{cms}/c", config, "apply", fieldManager="m"))["metadata"]["uid"] == config[
+        "metadata"]["uid"]
