@@ -185,12 +185,13 @@ async def test_an_apply_with_another_uid_is_refused_as_a_patch_is(client: Client
     # was dropped, and the apply answered 200); the object's own uid applies as any field
     cms = "/api/v1/namespaces/default/configmaps"
     created = await client.create(cms, {"metadata": {"name": "c"}})
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "other"}}
+    def config(uid: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": uid}}
+
     with pytest.raises(ClientError) as e:
-        await client.patch(f"{cms}/c", config, "apply", fieldManager="m")
+        await client.patch(f"{cms}/c", config("other"), "apply", fieldManager="m")
     assert (e.value.code, e.value.message) == (
         422, 'ConfigMap "c" is invalid: metadata.uid: Invalid value: "other": field is immutable')
     assert await client.get(f"{cms}/c") == created
-    config["metadata"]["uid"] = created["metadata"]["uid"]
-    assert (await client.patch(f"{cms}/c", config, "apply", fieldManager="m"))["metadata"]["uid"] == config[
-        "metadata"]["uid"]
+    uid = created["metadata"]["uid"]
+    assert (await client.patch(f"{cms}/c", config(uid), "apply", fieldManager="m"))["metadata"]["uid"] == uid
