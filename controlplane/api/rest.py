@@ -585,7 +585,8 @@ class KubeApi:
             body_media_type(content_type)
         if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
-            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive), subresource))
+            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive), subresource,
+                                                "DeleteOptions" if method == "DELETE" else rtype.kind))
             content_type = "application/json"
         elif method in ("POST", "PUT", "DELETE") and content_type == "application/yaml":
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
@@ -2408,9 +2409,10 @@ def _propagation_finalizer(rtype: ResourceType, options: dict[str, Any]) -> str 
     return None
 
 
-def _protobuf_as_json(rtype: ResourceType, body: bytes, subresource: str | None = None) -> bytes:
-    """A protobuf request body as JSON (api/protobuf), its apiVersion and kind the URL's where the
-    envelope leaves them empty: 415 for custom resources and a type with no protobuf form (as
+def _protobuf_as_json(rtype: ResourceType, body: bytes, subresource: str | None = None, kind: str = "") -> bytes:
+    """A protobuf request body as JSON (api/protobuf), its apiVersion the URL's and its kind
+    ``kind`` (the URL's, a DELETE's DeleteOptions) where the envelope leaves them empty, as
+    upstream's decoders default them: 415 for custom resources and a type with no protobuf form (as
     upstream), 400 for a body that does not decode. An envelope naming another kind that has no
     protobuf form here becomes a JSON body naming it, refused as such (400 ``no kind "X" is
     registered``, as upstream's scheme answers); not a subresource's, whose body is of another
@@ -2420,9 +2422,9 @@ def _protobuf_as_json(rtype: ResourceType, body: bytes, subresource: str | None 
     if rtype.custom is not None:
         raise ApiError.unsupported_media_type(("application/json", "application/yaml"))
     try:
-        return protobuf.as_json(body, default=None if subresource else (rtype.api_version, rtype.kind))
+        return protobuf.as_json(body, default=None if subresource else (rtype.api_version, kind or rtype.kind))
     except protobuf.UnknownKind as e:
-        if subresource or (e.api_version, e.kind) == (rtype.api_version, rtype.kind):
+        if subresource or (e.api_version, e.kind) == (rtype.api_version, kind or rtype.kind):
             raise ApiError.unsupported_media_type(ACCEPTED_BODIES) from e
         return orjson.dumps({"apiVersion": e.api_version, "kind": e.kind})
     except protobuf.ProtobufError as e:

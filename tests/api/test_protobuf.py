@@ -266,3 +266,6 @@ async def test_an_envelope_is_typed_as_upstreams_decoder_types_it(client: Client
         await client.request("POST", cms, protobuf.MAGIC, pb)
     assert e.value.code == 400 and e.value.message.endswith("empty body")
     assert [i["metadata"]["name"] for i in (await client.get(cms))["items"]] == ["untyped"]
+    # a DELETE's untyped envelope is DeleteOptions, as its decoder defaults it (it was the URL's kind)
+    deleted = await client.request("DELETE", f"{cms}/untyped", protobuf.MAGIC + msg(2, text(4, "Orphan")), pb)
+    assert deleted["status"] == "Success"
