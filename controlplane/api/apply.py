@@ -15,6 +15,7 @@ A conflict answers 409 with one cause per field::
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from collections.abc import Callable, Hashable
@@ -35,6 +36,7 @@ from ..registry.managedfields import (
 from ..registry.strategies import default
 from ..registry.validation import shape_of
 from .errors import ApiError
+from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
 from .params import flag
 
 __all__ = ["APPLY_YAML", "ApplyOptions", "apply_defaults", "apply_options", "conflict_error", "manager_of",
@@ -59,14 +61,27 @@ class _Loader(yaml.CSafeLoader):
     key an error; a float JSON cannot hold (``.nan``, ``.inf``) an error, as Go's
     ``json.Marshal``. libyaml's parser (PyYAML's own, in Python, took seconds for a large CRD)."""
 
+    def __init__(self, stream: bytes) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []  # a key given twice in a mapping, as go-yaml's strict decoding says it
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        self.flatten_mapping(node)  # merge keys (<<)
+        own = sum(k.tag != "tag:yaml.org,2002:merge" for k, _ in node.value)
+        self.flatten_mapping(node)  # merge keys (<<): the merged pairs first, which the own ones override
+        merged = len(node.value) - own
         mapping: dict[Hashable, Any] = {}
-        for key_node, value_node in node.value:
+        own_keys: set[str] = set()
+        for at, (key_node, value_node) in enumerate(node.value):
             if key_node.tag == "tag:yaml.org,2002:float":  # a .nan key is Go's ".nan", not an error
-                key = _go_key(self.construct_yaml_float(key_node), key_node)
+                given = self.construct_yaml_float(key_node)
             else:
-                key = _go_key(self.construct_object(key_node, deep=deep), key_node)
+                given = self.construct_object(key_node, deep=deep)
+            key = _go_key(given, key_node)
+            if at >= merged:
+                if key in own_keys:
+                    self.duplicates.append(f"line {key_node.start_mark.line + 1}: key {_go_repr(given)} "
+                                           "already set in map")
+                own_keys.add(key)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
@@ -83,6 +98,15 @@ def _go_key(key: Any, node: yaml.Node) -> str:
         return _go_float32(key)
     kind = "<nil>" if key is None else type(key).__name__
     raise yaml.constructor.ConstructorError(None, None, f"unsupported map key of type: {kind}", node.start_mark)
+
+
+def _go_repr(key: Any) -> str:
+    """A key as Go's ``%#v`` prints it in go-yaml's error: a string quoted, a number or bool bare."""
+    if isinstance(key, str):
+        return json.dumps(key, ensure_ascii=False)
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
 
 
 def _go_float32(value: float) -> str:
@@ -119,9 +143,10 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _load_document(body: bytes) -> Any:
+def _load_document(body: bytes, duplicates: list[str] | None = None) -> Any:
     """One document, YAML or JSON, with string keys; ``yaml.YAMLError`` for a document
     that is neither, or whose aliases expand it past ``MAX_EXPANDED_VALUES`` values.
+    ``duplicates``: where the keys a YAML mapping gives twice are told (the last one wins).
 
     A body that parses as JSON is read as JSON (kubectl sends its applied
     configurations so): JSON is YAML 1.2, and reading it as JSON also gives Go's
@@ -131,7 +156,13 @@ def _load_document(body: bytes) -> Any:
             return orjson.loads(body)
         except orjson.JSONDecodeError:
             pass  # YAML's flow style, or not a document at all: YAML's reading and its error
-    value = yaml.load(body, Loader=_Loader)  # a safe loader (SafeConstructor), without timestamps
+    loader = _Loader(body)  # a safe loader (SafeConstructor), without timestamps
+    try:
+        value = loader.get_single_data()
+    finally:
+        loader.dispose()
+    if duplicates is not None:
+        duplicates.extend(loader.duplicates)
     if b"*" in body:  # an alias, maybe: its anchor's value is one object, walked each time it is used
         budget = [MAX_EXPANDED_VALUES]
 
@@ -195,18 +226,22 @@ def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | No
 def yaml_as_json(body: bytes) -> bytes:
     """A YAML request body (``Content-Type: application/yaml``) as the JSON it says;
     a 400 when it is not YAML or says what JSON cannot (``!!binary``, a set)."""
+    duplicates: list[str] = []
     try:
-        return orjson.dumps(_load_document(body) if body.strip() else None)
+        converted = orjson.dumps(_load_document(body, duplicates) if body.strip() else None)
     except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
     except (TypeError, orjson.JSONEncodeError) as e:
         raise ApiError.bad_request(f"the YAML body is not JSON: {e}") from e
+    note_yaml_duplicates(duplicates)  # reported with the object's unknown fields, as upstream's decoder does
+    return converted
 
 
 def _load_config(body: bytes) -> dict[str, Any]:
     """An applied configuration's YAML (or JSON) object; a 400 for anything else."""
+    duplicates: list[str] = []
     try:
-        config = _load_document(body)
+        config = _load_document(body, duplicates)
         if not isinstance(config, dict):
             raise ApiError.bad_request("the applied configuration must be an object")
         orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
@@ -214,6 +249,13 @@ def _load_config(body: bytes) -> dict[str, Any]:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
     except (TypeError, orjson.JSONEncodeError) as e:
         raise ApiError.bad_request(f"the applied configuration is not JSON: {e}") from e
+    if duplicates:  # upstream's apply patcher decodes the configuration strictly again to find them
+        directive = field_validation()
+        if directive == "Strict":
+            raise ApiError.bad_request(f"error strict decoding YAML: {yaml_unmarshal_errors(duplicates)}")
+        if directive == "Warn":
+            for duplicate in duplicates:
+                add_warning(duplicate)
     return config
 
 

@@ -41,8 +41,8 @@ from ..registry.validation import (
 )
 from .errors import ApiError
 
-__all__ = ["add_warning", "check_merge_patch", "check_object", "fill_zero_values", "invalid_patch", "request_scope",
-           "unknown_fields", "warning_headers"]
+__all__ = ["add_warning", "check_merge_patch", "check_object", "field_validation", "fill_zero_values", "invalid_patch",
+           "note_yaml_duplicates", "request_scope", "unknown_fields", "warning_headers", "yaml_unmarshal_errors"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -51,12 +51,13 @@ _MAX_WARNINGS = 50
 
 
 class _Request:
-    __slots__ = ("directive", "method", "warnings")
+    __slots__ = ("directive", "method", "warnings", "yaml_duplicates")
 
     def __init__(self, method: str, directive: str | None) -> None:
         self.method = method
         self.directive = directive
         self.warnings: list[str] = []
+        self.yaml_duplicates: list[str] = []  # of a YAML body made JSON before check_object saw it
 
 
 _CURRENT: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("controlplane_request", default=None)
@@ -88,6 +89,25 @@ def request_scope(scope: dict[str, Any]) -> _RequestScope:
         values = parse_qs(qs.decode("latin-1"), keep_blank_values=True).get("fieldValidation")
         directive = values[-1] if values else None
     return _RequestScope(_Request(scope.get("method", "GET"), directive))
+
+
+def field_validation() -> str:
+    """The current request's directive: ``Strict``, ``Warn`` or ``Ignore`` (422 for another)."""
+    return _directive()[0]
+
+
+def note_yaml_duplicates(duplicates: list[str]) -> None:
+    """The keys a YAML body gave twice (go-yaml's ``line 4: key "a" already set in map``), for
+    ``check_object`` to report with the body's unknown fields: a warning each under Warn, one
+    error under Strict, as upstream's YAML decoder, which decodes the body strictly again."""
+    req = _CURRENT.get()
+    if req is not None:
+        req.yaml_duplicates = duplicates
+
+
+def yaml_unmarshal_errors(duplicates: list[str]) -> str:
+    """go-yaml's strict decoding error of a document's duplicate keys."""
+    return "yaml: unmarshal errors:\n  " + "\n  ".join(duplicates)
 
 
 def add_warning(text: str) -> None:
@@ -182,11 +202,14 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     problems = found.problems
     if directive != "Ignore" and merge_patch is not None:
         problems = _patch_duplicates(merge_patch) + problems
-    if problems:
+    req = _CURRENT.get()
+    yaml_duplicates = req.yaml_duplicates if req is not None and body is not None and directive != "Ignore" else []
+    if problems or yaml_duplicates:
         if directive == "Strict":
-            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(problems))
+            errors = problems + ([yaml_unmarshal_errors(yaml_duplicates)] if yaml_duplicates else [])
+            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(errors))
         if directive == "Warn":
-            for p in problems:
+            for p in problems + yaml_duplicates:
                 add_warning(p)
         if found.problems:
             shape.check(obj, prune=True, count_keys=False)

@@ -127,3 +127,32 @@ def test_a_strategic_patch_is_printed_as_gos_percent_v_prints_its_map(value: obj
     """Go's %v: map keys sorted, strings bare, floats in their shortest digits and in e
     notation for an exponent below -4 or from 6 up."""
     assert go_value(value) == printed
+
+
+def test_a_yaml_bodys_duplicate_keys_are_reported_with_its_unknown_fields() -> None:
+    # go-yaml's strict decoding tells them, which upstream's decoder runs on a YAML body: a
+    # warning each under Warn, one error under Strict (they were dropped unseen, the last one kept)
+    from controlplane.api.apply import parse_config, yaml_as_json
+
+    assert CONFIGMAPS is not None
+    body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels: {<<: {x: a}, x: b}\ndata:\n" \
+           b"  a: '1'\n  a: '2'\nzz: 1\n"
+    with request_scope(scope("POST")):
+        obj = orjson.loads(yaml_as_json(body))
+        assert check_object(CONFIGMAPS, obj, orjson.dumps(obj))["data"] == {"a": "2"}
+        assert warning_headers() == [(b"warning", b'299 - "unknown field \\"zz\\""'),
+                                     (b"warning", b'299 - "line 8: key \\"a\\" already set in map"')]
+    with request_scope(scope("POST", b"fieldValidation=Strict")):
+        obj = orjson.loads(yaml_as_json(body))
+        with pytest.raises(ApiError) as e:
+            check_object(CONFIGMAPS, obj, orjson.dumps(obj))
+    assert e.value.message == ('ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
+                               'unknown field "zz", yaml: unmarshal errors:\n  line 8: key "a" already set in map')
+    applied = body.replace(b"zz: 1\n", b"")
+    with request_scope(scope("PATCH", b"fieldManager=m")):
+        assert parse_config(CONFIGMAPS, "default", "c", applied)["data"] == {"a": "2"}
+        assert warning_headers() == [(b"warning", b'299 - "line 8: key \\"a\\" already set in map"')]
+    with request_scope(scope("PATCH", b"fieldValidation=Strict")), pytest.raises(ApiError) as e:
+        parse_config(CONFIGMAPS, "default", "c", applied)
+    assert e.value.message == ('error strict decoding YAML: yaml: unmarshal errors:\n'
+                               '  line 8: key "a" already set in map')
