@@ -78,6 +78,37 @@ def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, An
     return problems
 
 
+def _outside(rtype: ResourceType, spec: Obj, items: list[Obj]) -> list[str]:
+    """How a pod's or a claim's resources fall outside the limits ``items`` of one LimitRange."""
+    problems: list[str] = []
+    if rtype.plural == "persistentvolumeclaims":
+        storage = ((spec.get("resources") or {}).get("requests") or {})
+        for item in items:
+            if item.get("type") == "PersistentVolumeClaim":
+                problems += _bounds(item, "PersistentVolumeClaim", storage, storage)
+        return problems
+    containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
+    for item in items:
+        if item.get("type") == "Container":
+            for c in containers:
+                res = c.get("resources") or {}
+                problems += _bounds(item, "Container", res.get("requests") or {}, res.get("limits") or {})
+        elif item.get("type") == "Pod":
+            total: dict[str, dict[str, Fraction]] = {"requests": {}, "limits": {}}
+            for c in containers:
+                for kind, values in total.items():
+                    for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
+                        values[name] = values.get(name, Fraction(0)) + (_q(value) or 0)
+            problems += _bounds(item, "Pod", dict(total["requests"]), dict(total["limits"]))
+    return problems
+
+
+def _aggregate(problems: list[str]) -> str:
+    """As Go's ``utilerrors.NewAggregate(...).Error()``: each message once, several in brackets."""
+    unique = list(dict.fromkeys(problems))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
 LIVE_LOOKUP_SECONDS = 30.0  # upstream's liveTTL
 LIVE_LOOKUP_MAX = 4096  # namespaces remembered
 
@@ -122,31 +153,15 @@ class LimitRanger:
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
         if spec is None:
             return
-        problems: list[str] = []
-        if rtype.plural == "persistentvolumeclaims":
-            storage = ((spec.get("resources") or {}).get("requests") or {})
-            for item in items:
-                if item.get("type") == "PersistentVolumeClaim":
-                    problems += _bounds(item, "PersistentVolumeClaim", storage, storage)
-        else:
+        if rtype.plural == "pods":
             self._default(obj, spec, items, annotate)
-            containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
-            for item in items:
-                if item.get("type") == "Container":
-                    for c in containers:
-                        res = c.get("resources") or {}
-                        problems += _bounds(item, "Container", res.get("requests") or {}, res.get("limits") or {})
-                elif item.get("type") == "Pod":
-                    total: dict[str, dict[str, Fraction]] = {"requests": {}, "limits": {}}
-                    for c in containers:
-                        for kind, values in total.items():
-                            for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
-                                values[name] = values.get(name, Fraction(0)) + (_q(value) or 0)
-                    problems += _bounds(item, "Pod", dict(total["requests"]), dict(total["limits"]))
-        if problems:
-            name = (obj.get("metadata") or {}).get("name") or ""
-            raise ApiError(403, "Forbidden", f'{rtype.plural} "{name}" is forbidden: {", ".join(problems)}',
-                           {"name": name, "kind": rtype.plural})
+        for r in ranges:  # upstream's Validate stops at the first range the object is outside of
+            limits = [i for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
+            problems = _outside(rtype, spec, limits)
+            if problems:
+                name = (obj.get("metadata") or {}).get("name") or ""
+                raise ApiError(403, "Forbidden", f'{rtype.plural} "{name}" is forbidden: {_aggregate(problems)}',
+                               {"name": name, "kind": rtype.plural})
 
     @staticmethod
     def _default(pod: Obj, spec: Obj, items: list[Obj], annotate: bool) -> None:

@@ -64,6 +64,29 @@ async def test_a_limit_range_defaults_new_pods_and_refuses_those_outside_it(clie
     await client.create(resource_path("", "v1", "pods", "free"), pod("greedy", {"limits": {"cpu": "2"}}))
 
 
+async def test_a_pod_outside_several_ranges_is_told_the_first_ones_problems_once(client: Client) -> None:
+    # upstream's Validate stops at the first range the pod is outside of, and aggregates its
+    # errors as Go's utilerrors does (each once, several in brackets): every range's were joined
+    for name in ("a", "b"):
+        await client.create(LIMITS, {"metadata": {"name": name}, "spec": {"limits": [
+            {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}, "max": {"memory": "1Gi"}}]}})
+    while len((await client.list(LIMITS, resourceVersion="0"))["items"]) < 2:
+        await asyncio.sleep(0.01)
+    two = {"name": "d", "image": "busybox", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "2"}}}
+    spec = pod("p", {"requests": {"cpu": "100m"}, "limits": {"cpu": "2"}})
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, spec)
+    assert e.value.message == ('pods "p" is forbidden: cpu max limit to request ratio per Container is 4, but '
+                               'provided ratio is 20.000000')
+    spec["spec"]["containers"].append(two)  # the same problem twice, and another
+    spec["spec"]["containers"][0]["resources"]["limits"]["memory"] = "2Gi"
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, spec)
+    assert e.value.message == ('pods "p" is forbidden: [maximum memory usage per Container is 1Gi, but limit is '
+                               '2Gi, cpu max limit to request ratio per Container is 4, but provided ratio is '
+                               '20.000000]')
+
+
 async def test_a_runtime_class_gives_its_pods_overhead_and_scheduling(client: Client) -> None:
     classes = resource_path("node.k8s.io", "v1", "runtimeclasses")
     await client.create(classes, {"metadata": {"name": "nvidia"}, "handler": "nvidia",
