@@ -23,6 +23,8 @@ which is the ASGI app's ``receive`` and ``send``. Invariants:
 - a response with ``content-length`` is held until its body arrives and goes
   out in one write; one without it is chunked (HTTP/1.1) or ends with the
   connection (HTTP/1.0);
+- ``receive`` raises TimeoutError when a request's body has not all arrived
+  ``BODY_TIMEOUT`` after the app first had to wait for it (the API answers 504);
 - after a connection is lost, ``receive`` answers ``http.disconnect`` and
   ``send`` writes nothing (as uvicorn's: a watch learns it from ``receive``);
 - a response sent before its request's body was read closes the connection
@@ -54,7 +56,7 @@ import httptools
 
 from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
 
-__all__ = ["CLIENT_CERT_SCOPE_KEY", "EXCHANGE_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD",
+__all__ = ["BODY_TIMEOUT", "CLIENT_CERT_SCOPE_KEY", "EXCHANGE_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD",
            "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol", "client_subject"]
 
 log = logging.getLogger("controlplane.http")
@@ -66,6 +68,10 @@ MAX_HEAD = 1 << 20
 # How long a request's head may take to arrive before the connection is closed (kube-apiserver's
 # ReadHeaderTimeout): a client sending its headers a byte at a time does not hold a connection forever.
 HEAD_TIMEOUT = 32.0
+# How long a request's body may take to arrive, from the app's first wait for it (kube-apiserver's
+# --request-timeout, whose filter answers a handler still reading): ``receive`` then raises
+# TimeoutError. A body that is there when the app asks (almost every request) arms no timer.
+BODY_TIMEOUT = 60.0
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 # scope key: time.perf_counter() when the server took the request up (its head parsed and the request
@@ -139,11 +145,16 @@ class _DefaultHeaders:
 _DEFAULTS = _DefaultHeaders()
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError("the request's body did not arrive in time"))
+
+
 class Exchange:
     """One request and its response: the ASGI ``receive`` and ``send`` of one app call."""
 
     __slots__ = ("proto", "scope", "keep_alive", "expect_continue", "head_request", "http10",
-                 "chunks", "buffered", "body_done", "delivered", "waiter",
+                 "chunks", "buffered", "body_done", "delivered", "waiter", "body_deadline",
                  "started", "head", "chunked", "remaining", "done", "disconnected")
 
     def __init__(self, proto: ServerProtocol, scope: dict[str, Any], keep_alive: bool,
@@ -160,6 +171,7 @@ class Exchange:
         self.body_done = False
         self.delivered = False  # the app has been given the body's end
         self.waiter: asyncio.Future[None] | None = None
+        self.body_deadline = 0.0  # (loop time) when the body must have arrived; 0: not waited for yet
         # the response
         self.started = False
         self.head: bytes | None = None  # a head of known length, held for its body
@@ -190,11 +202,19 @@ class Exchange:
                 self.expect_continue = False
                 self.proto.write(_CONTINUE)
             # the body's next part, its end, the response's end or the client's going
-            self.waiter = self.proto.loop.create_future()
+            loop = self.proto.loop
+            self.waiter = waiter = loop.create_future()
+            expiry = None
+            if not self.body_done:  # (a body still due: bounded; the end of a response or the client's going not)
+                if not self.body_deadline:
+                    self.body_deadline = loop.time() + BODY_TIMEOUT
+                expiry = loop.call_at(self.body_deadline, _expire, waiter)
             try:
-                await self.waiter
+                await waiter
             finally:
                 self.waiter = None
+                if expiry is not None:
+                    expiry.cancel()
 
     # -- ASGI send ---------------------------------------------------------------------
     async def send(self, message: dict[str, Any]) -> None:

@@ -101,7 +101,7 @@ from .fieldvalidation import (
     request_scope,
     warning_headers,
 )
-from .http1 import EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
+from .http1 import BODY_TIMEOUT, EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
@@ -172,7 +172,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 # within its --request-timeout (its timeout filter answers 504 while the handler still reads)
 MAX_BODY = 3 * 1024 * 1024
 BODY_LIMIT = f"limit is {MAX_BODY}"
-BODY_TIMEOUT = 60.0
 USER_SCOPE_KEY = "controlplane.user"  # the authenticated rbac.User, set by the router in front
 JSON = [(b"content-type", b"application/json")]
 PROTOBUF = protobuf.CONTENT_TYPE
@@ -465,21 +464,11 @@ class KubeApi:
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if declared.isdigit() and int(declared) > MAX_BODY:
             raise ApiError.too_large(BODY_LIMIT)
-        chunks: list[bytes] = []
-        size = 0
         try:
-            async with asyncio.timeout(BODY_TIMEOUT):
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        raise ApiError(400, "BadRequest", "the client went away")
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > MAX_BODY:
-                        raise ApiError.too_large(BODY_LIMIT)
-                    chunks.append(chunk)
-                    if not message.get("more_body"):
-                        return b"".join(chunks)
+            if EXCHANGE_SCOPE_KEY in scope:  # the server's own protocol bounds its receive (http1.BODY_TIMEOUT)
+                return await _read_body(receive)
+            async with asyncio.timeout(BODY_TIMEOUT):  # (about 7 µs a request: uvicorn's protocol only)
+                return await _read_body(receive)
         except TimeoutError:
             raise ApiError.timeout("request did not complete within the allotted timeout") from None
 
@@ -2227,6 +2216,23 @@ def _list_meta(listed: Listed) -> dict[str, Any]:
 
 
 LIST_CHUNK = 1000  # items per body message of a large list response
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The body's parts joined, at most ``MAX_BODY`` bytes (413 as soon as more arrive)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ApiError(400, "BadRequest", "the client went away")
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError.too_large(BODY_LIMIT)
+        if not message.get("more_body"):
+            return b"".join(chunks) + chunk if chunks else chunk
+        chunks.append(chunk)
 
 
 async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 import pytest
 
-from controlplane.api import rest
+from controlplane.api import http1, rest
 from controlplane.api.app import create_app
+from controlplane.api.errors import ApiError
 from controlplane.api.http1 import ServerProtocol
 from controlplane.client import Client
 from controlplane.config import Config
@@ -94,7 +95,7 @@ async def test_a_body_shorter_than_its_length_is_504_at_the_request_timeout(
         served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     # kube-apiserver's timeout filter answers a handler still reading its body at --request-timeout;
     # the request held its connection and task forever
-    monkeypatch.setattr(rest, "BODY_TIMEOUT", 0.2)
+    monkeypatch.setattr(http1, "BODY_TIMEOUT", 0.2)  # (this protocol's receive times the body itself)
     body = orjson.dumps({**SEED, "metadata": {"name": "short"}})
     code, status, closed = await exchange(served.port, post(CMS, body, length=len(body) + 100), until_closed=True)
     assert code == 504 and closed
@@ -105,6 +106,19 @@ async def test_a_body_shorter_than_its_length_is_504_at_the_request_timeout(
     code, status, closed = await exchange(served.port, chunked, until_closed=True)
     assert code == 504 and closed
     await assert_seed_unchanged(served)
+
+
+async def test_a_body_read_through_uvicorns_protocol_is_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (--http-protocol uvicorn: no exchange in the scope, so the read itself is under a timeout)
+    monkeypatch.setattr(rest, "BODY_TIMEOUT", 0.05)
+
+    async def never() -> dict[str, Any]:
+        await asyncio.sleep(10)
+        raise AssertionError("not reached")
+
+    with pytest.raises(ApiError) as refused:
+        await rest.KubeApi._body({"headers": [(b"content-length", b"10")]}, never)
+    assert (refused.value.code, refused.value.reason) == (504, "Timeout")
 
 
 async def test_a_body_declared_past_the_limit_is_413_before_it_is_sent(served: Served) -> None:
