@@ -41,6 +41,7 @@ import orjson
 import store
 from store import KeyValue, Store
 
+from ..client.transport import WHOLE_BODY_SCOPE_KEY
 from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.certificates import prepare_csr, set_requestor
@@ -465,7 +466,9 @@ class KubeApi:
         if declared.isdigit() and int(declared) > MAX_BODY:
             raise ApiError.too_large(BODY_LIMIT)
         try:
-            if EXCHANGE_SCOPE_KEY in scope:  # the server's own protocol bounds its receive (http1.BODY_TIMEOUT)
+            if EXCHANGE_SCOPE_KEY in scope or WHOLE_BODY_SCOPE_KEY in scope:
+                # the server's own protocol bounds its receive (http1.BODY_TIMEOUT); an in-process
+                # request's body is there at once
                 return await _read_body(receive)
             async with asyncio.timeout(BODY_TIMEOUT):  # (about 7 µs a request: uvicorn's protocol only)
                 return await _read_body(receive)

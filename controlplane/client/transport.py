@@ -22,7 +22,11 @@ from urllib.parse import unquote
 
 import httpx
 
-__all__ = ["InProcessTransport", "call", "open_stream"]
+__all__ = ["WHOLE_BODY_SCOPE_KEY", "InProcessTransport", "call", "open_stream"]
+
+# Set in the scope of every in-process request: its body is handed over whole at the first
+# ``receive`` (``_receiver``), so the app need not time its arrival.
+WHOLE_BODY_SCOPE_KEY = "controlplane.whole_body"
 
 # Chunks the app may send ahead of a reader (a watch's events, a LIST's pieces).
 _QUEUE_CHUNKS = 256
@@ -162,7 +166,7 @@ def _scope(method: str, raw_path: bytes, query_string: bytes, headers: list[tupl
     return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
             "method": method, "scheme": "http", "path": unquote(raw_path.decode("ascii")), "raw_path": raw_path,
             "query_string": query_string, "root_path": "", "headers": headers, "server": ("in-process", 0),
-            "client": ("127.0.0.1", 0), "state": {}}
+            "client": ("127.0.0.1", 0), "state": {}, WHOLE_BODY_SCOPE_KEY: True}
 
 
 def _receiver(body: bytes, gone: asyncio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
