@@ -145,6 +145,13 @@ def _token(text: str) -> tuple[str, str]:
     return text[:end], text[end:]
 
 
+# Content-Type header -> its media type, for the few headers clients send (a request's read is then
+# one dict lookup, where the parse walks the header a character at a time: 5-10 µs); bounded, so
+# that a client sending ever new headers only misses the cache
+_BODY_MEDIA_TYPES: dict[str, str] = {}
+_BODY_MEDIA_TYPES_MAX = 256
+
+
 def body_media_type(header: str) -> str:
     """A create or update body's ``Content-Type`` as Go's ``mime.ParseMediaType`` reads it for
     upstream's ``NegotiateInputSerializer``: the media type lowercased without its parameters,
@@ -154,6 +161,15 @@ def body_media_type(header: str) -> str:
     >>> body_media_type("Application/JSON; charset=latin1"), body_media_type("application/json; x")
     ('application/json', '(unparseable)')
     """
+    media = _BODY_MEDIA_TYPES.get(header)
+    if media is None:
+        media = _parse_body_media_type(header)
+        if len(_BODY_MEDIA_TYPES) < _BODY_MEDIA_TYPES_MAX:
+            _BODY_MEDIA_TYPES[header] = media
+    return media
+
+
+def _parse_body_media_type(header: str) -> str:
     media, _, params = header.partition(";")
     media = media.strip().lower()
     if not media:
