@@ -49,6 +49,9 @@ __all__ = ["Scheduler", "start"]
 log = logging.getLogger("controlplane.scheduler")
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+# PreFilter rejections that PostFilter (preemption) still runs after, as upstream's scheduling cycle
+# does for any FitError; a gang member held PENDING is left to its group
+_PREFILTER_REJECTED = (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
 EventHandler = Callable[..., object]
 
@@ -525,10 +528,11 @@ class Scheduler:
                 self._clear_nomination(pod.key)
                 pod.nominated_node = ""
                 clear = True
-        elif fit.pre_filter is None and self.fwk.post_filter:
+        elif self.fwk.post_filter and (fit.pre_filter is None or fit.pre_filter.code in _PREFILTER_REJECTED):
+            statuses = fit.statuses if fit.pre_filter is None else self._prefilter_statuses(fit.pre_filter)
             for p in self.fwk.post_filter:
                 try:
-                    result, s = await p.post_filter(state, pod, fit.statuses)
+                    result, s = await p.post_filter(state, pod, statuses)
                 except Exception:
                     log.exception("post-filter %s failed for %s", p.name(), pod.key)
                     continue
@@ -553,6 +557,12 @@ class Scheduler:
             return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
         self._report_failure(pod, message, nominated, clear_nominated=clear)
+
+    def _prefilter_statuses(self, status: Status) -> dict[str, Status]:
+        """Every node's status after a PreFilter rejection: the rejection itself, as upstream's
+        ``SetAbsentNodesStatus`` gives it to the nodes PostFilter sees; preemption then finds
+        ``Preemption is not helpful for scheduling`` on each node the rejection is unresolvable for."""
+        return dict.fromkeys(self.cache.nodes, status)
 
     def _park_siblings(self, pod: PodInfo, message: str) -> None:
         """``pod``'s failure failed its gang's attempt: the members still queued are parked

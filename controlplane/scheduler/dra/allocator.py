@@ -219,7 +219,7 @@ class Allocator:
         class_name = spec.get("deviceClassName", "")
         cls = self.classes(class_name)
         if cls is None:
-            raise AllocationError(f'claim {cname}, request {rname}: device class {class_name} does not exist')
+            raise AllocationError(f"request {rname}: device class {class_name} does not exist")
         exprs: list[str] = []
         for where, sels in (("class " + class_name, (cls.get("spec") or {}).get("selectors") or []),
                             ("claim " + cname, spec.get("selectors") or [])):

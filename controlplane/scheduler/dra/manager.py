@@ -48,6 +48,10 @@ __all__ = ["FINALIZER", "BindingFailed", "DraManager", "PodClaims", "Unschedulab
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256  # resourceapi.ResourceClaimReservedForMaxSize
 MAX_SIGNATURES = 512  # distinct claim specs whose Filter answers are kept
+# Filter's reasons, in upstream's words (its plugin's): the node cannot hold what the claims
+# still need; a claim already allocated is tied to other nodes (its allocation's nodeSelector)
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
 
 
 class Unschedulable(Exception):
@@ -355,16 +359,20 @@ class DraManager:
             return cached[3]
         try:
             answer: Plan | str = self.allocator.allocate(node_name, labels, [pc.claims[i] for i in pc.to_allocate])
-        except (Unsatisfiable, AllocationError) as e:
+        except Unsatisfiable:
+            # upstream's Filter gives one reason whatever the node lacks (its allocator returns
+            # no result, not why), so the nodes' reasons fold into one count in FailedScheduling
+            answer = CANNOT_ALLOCATE
+        except AllocationError as e:
             answer = str(e)
         pc.answers[node_name] = (inv_version, shared, own, answer)
         return answer
 
     def filter(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """None when the node can satisfy the pod's claims, else why not."""
-        for name, selector in pc.allocated:
+        for _, selector in pc.allocated:
             if selector and not node_selector_matches(selector, node_name, labels):
-                return f"resourceclaim {name} is allocated to other nodes"
+                return NOT_AVAILABLE_ON_NODE
         if not pc.to_allocate:
             return None
         answer = self._plan(pc, node_name, labels)

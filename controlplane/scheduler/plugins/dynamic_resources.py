@@ -149,8 +149,10 @@ class DynamicResources:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        # UNSCHEDULABLE_AND_UNRESOLVABLE, as upstream's: evicting pods frees no device here
+        # (its preemption does not look at claims), so preemption passes these nodes over
         reason = self.manager.filter(state.read(NAME), node.name, node.labels)
-        return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
+        return None if reason is None else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, plugin=NAME)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Ints,
                     wanted: int) -> Ints:

@@ -69,7 +69,8 @@ def test_filter_reserve_and_unreserve_through_the_framework_interface() -> None:
     assert p.filter(s1, pod1, node) is None
     assert p.reserve(s1, pod1, "n1") is None
     rejected = p.filter(s2, pod2, node)
-    assert rejected is not None and rejected.code == Code.UNSCHEDULABLE and rejected.plugin == NAME
+    assert rejected is not None and rejected.plugin == NAME
+    assert (rejected.code, rejected.message) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "cannot allocate all claims")
     p.unreserve(s1, pod1, "n1")
     assert p.filter(s2, pod2, node) is None
     # A pod without claims: PreFilter skips the plugin.
