@@ -11,7 +11,9 @@ For a claim, it drops consumers in ``status.reservedFor`` that are gone (deleted
 replaced by another pod of the same name, or done); a claim left with no
 consumer loses its ``allocation`` and the scheduler's finalizer. A claim made
 for a pod that is done or gone is deleted (upstream leaves that last step to
-the garbage collector, which this emulator does not run).
+the garbage collector, which this emulator does not run); so is the claim the
+scheduler made for a pod's extended resources backed by DRA (its
+``status.extendedResourceClaimStatus``), which the pod owns.
 
 A PodGroup's claims (KEP-5729): for each ``spec.resourceClaims`` entry of a
 PodGroup naming a template, one claim is created for the group
@@ -61,6 +63,11 @@ def _pod_done(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") in ("Succeeded", "Failed") or bool(
         (pod.get("metadata") or {}).get("deletionTimestamp") and not (pod.get("spec") or {}).get("nodeName"))
+
+
+def _extended_claim(pod: Mapping[str, Any]) -> str:
+    """The claim the scheduler made for the pod's extended resources backed by DRA (KEP-5004)."""
+    return str(((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or "")
 
 
 def _owner_pod(claim: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -122,6 +129,8 @@ class ClaimController:
     def _pod_changed(self, pod: dict[str, Any]) -> None:
         spec_claims = (pod.get("spec") or {}).get("resourceClaims") or []
         if not spec_claims:
+            if _pod_done(pod) and _extended_claim(pod):
+                self._enqueue_claims_of(pod)
             return
         group = group_name(pod)
         if group is not None:
@@ -131,6 +140,8 @@ class ClaimController:
             self._enqueue_claims_of(pod)
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
+        if _extended_claim(pod) and not (pod.get("spec") or {}).get("resourceClaims"):
+            self._enqueue_claims_of(pod)  # the scheduler's claim for its extended resources (it owns it)
         if (pod.get("spec") or {}).get("resourceClaims"):
             self._enqueue_claims_of(pod)
             group = group_name(pod)

@@ -36,6 +36,8 @@ from controlplane.client import ApiError, resource_path
 from ..columns import Ints
 from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
 from .cel import Selectors
+from .extended import ANNOTATION as EXTENDED_ANNOTATION
+from .extended import ExtendedNames, ExtendedRequest, extended_claim, extended_requests, request_mappings
 from .groups import consumer as group_consumer
 from .groups import group_claim_names, group_name, owner_podgroup, status_claim_name
 from .inventory import Inventory
@@ -87,6 +89,12 @@ class PodClaims:
     # The group's claims (by index): the allocation this pod was filtered and reserved against
     # (the API's, a sibling's Reserve's, or its own Reserve's). PreBind binds with that one only.
     expected: dict[int, Mapping[str, Any]] | None = None
+    # Extended resources backed by DRA (``extended.py``): the index of the claim held in memory
+    # for them, their requests, and the cycle's claims without it, for a node offering every one
+    # of those resources itself (a device plugin's: upstream asks DRA only where the node does not)
+    extended: int | None = None
+    extended_requests: list[ExtendedRequest] = field(default_factory=list)
+    device_plugin: PodClaims | None = None
 
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -168,6 +176,7 @@ class DraManager:
         self.inventory = Inventory()
         self.state = AllocatedState(self.inventory)
         self.classes: dict[str, Mapping[str, Any]] = {}
+        self.extended_names = ExtendedNames()
         self.claims: dict[str, Mapping[str, Any]] = {}
         self.cache = cache  # False: every cache off, CEL compiled per use (the benchmark's naive peer)
         self.selectors = Selectors(cache)
@@ -209,6 +218,7 @@ class DraManager:
         self._class_changed()
 
     def _class_changed(self) -> None:
+        self.extended_names.update(self.classes.values())
         # Selector results are cached per device by selector text, which a class change
         # alters; the per-node answers are not, so drop them.
         self._filter_cache.clear()
@@ -283,7 +293,8 @@ class DraManager:
         return None
 
     def pre_filter(self, pod: Mapping[str, Any]) -> PodClaims | None:
-        if not pod_claim_names(pod):
+        ext = extended_requests(pod, self.extended_names)
+        if not ext and not pod_claim_names(pod):
             return None
         meta = pod.get("metadata") or {}
         ns, uid = meta.get("namespace", ""), meta.get("uid", "")
@@ -327,6 +338,19 @@ class DraManager:
                     expected[len(claims)] = held
             claims.append(claim)
             consumers.append(who)
+        if not ext:
+            return self._pod_claims(pod, claims, consumers, expected)
+        plain = self._pod_claims(pod, list(claims), list(consumers), expected) if claims else None
+        claims.append(extended_claim(pod, ext))
+        consumers.append(pod_consumer)
+        pc = self._pod_claims(pod, claims, consumers, expected)
+        pc.extended, pc.extended_requests, pc.device_plugin = len(claims) - 1, ext, plain
+        return pc
+
+    def _pod_claims(self, pod: Mapping[str, Any], claims: list[Mapping[str, Any]],
+                    consumers: list[dict[str, str]], expected: dict[int, Mapping[str, Any]] | None) -> PodClaims:
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
         to_allocate = [i for i, c in enumerate(claims) if not (c.get("status") or {}).get("allocation")]
         if to_allocate:
             try:
@@ -505,6 +529,8 @@ class DraManager:
     async def _bind_claim(self, client: Any, pc: PodClaims, i: int, pod: Mapping[str, Any], node_name: str,
                           plan: Plan | None) -> bool:
         """PreBind's write for the pod's claim ``i``: True when it must wait for binding conditions."""
+        if i == pc.extended and plan is not None:
+            await self._create_extended_claim(client, pc, i, pod)
         claim = pc.claims[i]
         meta = pod.get("metadata") or {}
         consumer = {"resource": "pods", "name": meta.get("name", ""), "uid": meta.get("uid", "")}
@@ -527,9 +553,39 @@ class DraManager:
         reserved.append(consumer)
         status["reservedFor"] = reserved
         updated = await client.update(path + "/status", {**latest, "status": status})
-        pc.written.append(key)
+        if key not in pc.written:  # (an extended-resource claim is in since its create)
+            pc.written.append(key)
         self.on_claim(updated)
         return allocating and _has_binding_conditions(status["allocation"])
+
+    async def _create_extended_claim(self, client: Any, pc: PodClaims, i: int, pod: Mapping[str, Any]) -> None:
+        """The claim for the pod's extended resources, held in memory until now, created in the
+        API (owned by the pod; the finalizer is added after, as to any claim: on the create the
+        claim controller would take it off a claim without consumers) and recorded in the pod's
+        ``status.extendedResourceClaimStatus``; the devices Reserve held move to its key."""
+        meta = pod.get("metadata") or {}
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        stand_in = pc.claims[i]
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"generateName": f"{name}-extended-resources-", "namespace": ns,
+                             "annotations": {EXTENDED_ANNOTATION: "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name,
+                                                  "uid": meta.get("uid", ""), "controller": True,
+                                                  "blockOwnerDeletion": True}]},
+                "spec": stand_in["spec"]}
+        created = await client.create(resource_path("resource.k8s.io", "v1", "resourceclaims", ns), body)
+        held = self.state._assumed.get(_key(stand_in))
+        if held is not None:
+            self.state.assume(_key(created), held)
+            self.state.forget(_key(stand_in))
+        pc.claims[i] = created
+        self.on_claim(created)
+        pc.written.append(_key(created))  # (release deletes it)
+        await client.patch(resource_path("", "v1", "pods", ns, name) + "/status",
+                           {"status": {"extendedResourceClaimStatus": {
+                               "resourceClaimName": created["metadata"]["name"],
+                               "requestMappings": request_mappings(pc.extended_requests)}}},
+                           patch_type="merge")
 
     async def _bind_group_claim(self, client: Any, pc: PodClaims, i: int) -> bool:
         """PreBind for a claim of the pod's PodGroup (KEP-5729), under the claim's lock: True when
@@ -651,6 +707,10 @@ class DraManager:
                 status.pop("devices", None)
             try:
                 self.on_claim(await client.update(path, {**claim, "status": status}))
+                if (claim.get("metadata") or {}).get("annotations", {}).get(EXTENDED_ANNOTATION) == "true":
+                    # the scheduler's own claim goes, as upstream's Unreserve deletes it (the claim
+                    # controller takes the finalizer off a claim left without consumers)
+                    await client.delete(path.removesuffix("/status"))
             except ApiError:
                 continue  # the claim controller releases claims whose consumers are gone
         pc.written.clear()

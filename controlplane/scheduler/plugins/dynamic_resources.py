@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..columns import Ints
 from ..dra.groups import group_name
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
@@ -151,18 +153,35 @@ class DynamicResources:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         # UNSCHEDULABLE_AND_UNRESOLVABLE, as upstream's: evicting pods frees no device here
         # (its preemption does not look at claims), so preemption passes these nodes over
-        reason = self.manager.filter(state.read(NAME), node.name, node.labels)
+        pc = _for_node(state.read(NAME), node)
+        reason = None if pc is None else self.manager.filter(pc, node.name, node.labels)
         return None if reason is None else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason, plugin=NAME)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], rows: Ints,
                     wanted: int) -> Ints:
-        return self.manager.filter_rows(state.read(NAME), nodes, rows, wanted)
+        pc: PodClaims = state.read(NAME)
+        if pc.extended is None:
+            return self.manager.filter_rows(pc, nodes, rows, wanted)
+        keep: list[int] = []  # which claims a node is asked for depends on its allocatable: node by node
+        for i in rows.tolist():
+            if self.filter(state, pod, nodes[i]) is None:
+                keep.append(i)
+                if len(keep) >= wanted:
+                    break
+        return np.asarray(keep, dtype=np.int64)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         pc: PodClaims | None = state.get(NAME)
         if pc is None:
             return None
         node = self.handle.nodes().get(node_name)
+        if pc.extended is not None and node is not None:
+            chosen = _for_node(pc, node)
+            if chosen is not pc:  # the node's device plugin serves the extended resources
+                state.write(NAME, chosen)
+                if chosen is None:
+                    return None
+                pc = chosen
         reason = self.manager.reserve(pc, node_name, node.labels if node is not None else {})
         return None if reason is None else Status(Code.UNSCHEDULABLE, reason, plugin=NAME)
 
@@ -186,6 +205,15 @@ class DynamicResources:
         except BindingFailed as e:
             return Status(Code.UNSCHEDULABLE, str(e), plugin=NAME)
         return None
+
+
+def _for_node(pc: PodClaims, node: NodeInfo) -> PodClaims | None:
+    """The claims to allocate on ``node``: without the extended resources' claim where the
+    node offers every one of them itself (a device plugin's allocatable), as upstream asks
+    DRA only for what the node lacks (a node offering some of them is asked for all here)."""
+    if pc.extended is None or not all(node.allocatable.get(r.resource, 0) > 0 for r in pc.extended_requests):
+        return pc
+    return pc.device_plugin
 
 
 def register(registry: Registry) -> None:

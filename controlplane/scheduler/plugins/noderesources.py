@@ -11,7 +11,7 @@ such as ``nvidia.com/gpu`` may be listed too).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from ..columns import FeasibleNodes, NodeColumns
@@ -27,12 +27,15 @@ BALANCED = "NodeResourcesBalancedAllocation"
 _NATIVE = ("cpu", "memory", "ephemeral-storage")
 
 
-def insufficient(pod: PodInfo, node: NodeInfo) -> list[str]:
-    """The upstream reasons ``pod`` does not fit ``node`` by resources ([] if it fits)."""
+def insufficient(pod: PodInfo, node: NodeInfo, dra_backed: Callable[[str], bool] | None = None) -> list[str]:
+    """The upstream reasons ``pod`` does not fit ``node`` by resources ([] if it fits).
+    ``dra_backed``: whether a DeviceClass backs an extended resource (left to DRA on a
+    node that has none of it)."""
     alloc, req = node.allocatable, node.requested
     out = []
     for name, amount in pod.requests.items():
-        if alloc.get(name, 0) - req.get(name, 0) < amount:
+        have = alloc.get(name, 0)
+        if have - req.get(name, 0) < amount and not (have == 0 and dra_backed is not None and dra_backed(name)):
             out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
     return out
 
@@ -49,11 +52,14 @@ class NodeResourcesFit:
         res = resources or [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
         self.resources = [(str(r["name"]), int(r.get("weight", 1))) for r in res]
         self.default = [n for n, _ in self.resources] == ["cpu", "memory"] and all(w == 1 for _, w in self.resources)
+        self.handle: Handle | None = None
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> NodeResourcesFit:
         strategy = args.get("scoringStrategy") or {}
-        return cls(strategy.get("type", "LeastAllocated"), strategy.get("resources"))
+        fit = cls(strategy.get("type", "LeastAllocated"), strategy.get("resources"))
+        fit.handle = handle
+        return fit
 
     def name(self) -> str:
         return NAME
@@ -64,8 +70,16 @@ class NodeResourcesFit:
         alloc, req = node.allocatable, node.requested
         for name, amount in pod.req_items:
             if alloc.get(name, 0) - req.get(name, 0) < amount:
-                return Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin=NAME)
+                reasons = insufficient(pod, node, self.dra_backed)
+                return Status(Code.UNSCHEDULABLE, *reasons, plugin=NAME) if reasons else None
         return None
+
+    def dra_backed(self, resource: str) -> bool:
+        """Is ``resource`` an extended resource a DeviceClass backs (KEP-5004)? Then a node
+        offering none of it is left to DynamicResources, as upstream's fit check skips it."""
+        profile = getattr(self.handle, "profile", None)  # (a test's handle may have none)
+        manager = getattr(profile().get("DynamicResources"), "manager", None) if profile is not None else None
+        return manager is not None and manager.extended_names.class_for(resource) is not None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         alloc = node.allocatable

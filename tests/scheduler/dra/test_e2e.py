@@ -197,3 +197,48 @@ async def test_binding_conditions_hold_the_pod_until_the_device_is_ready(served:
             return bool((await c.get(f"{pods}/attached"))["spec"].get("nodeName") == node)
 
         await eventually(bound)
+
+
+async def test_an_extended_resource_backed_by_a_class_gets_a_claim_deleted_with_its_pod(served: Serve) -> None:
+    """KEP-5004: ``limits: {example.com/fpga: 1}`` on a node without that resource is a device of
+    the class naming it, through a claim the scheduler makes; the pod's deletion takes the claim."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        node = "fpga-node"
+        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
+        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
+                       {**created, "status": gpu_node(node, 1)["status"]})
+        await c.create(resource_path(*R, "deviceclasses"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fpga.example.com"'}}],
+                     "extendedResourceName": "example.com/fpga"}})
+        await c.create(resource_path(*R, "resourceslices"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fpga-node-fpgas"},
+            "spec": {"driver": "fpga.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "fpga-0"}]}})
+        pods = resource_path("", "v1", "pods", "default")
+        claims = resource_path(*R, "resourceclaims", "default")
+        await c.create(pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fpga-user"},
+                              "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "containers": [
+                                  {"name": "c", "image": "x", "resources": {"limits": {"example.com/fpga": "1"}}}]}})
+
+        async def bound() -> dict[str, Any] | None:
+            p = await c.get(f"{pods}/fpga-user")
+            return p if p["spec"].get("nodeName") and p["status"].get("extendedResourceClaimStatus") else None
+
+        pod = await eventually(bound)
+        name = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        claim = await c.get(f"{claims}/{name}")
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["device"]) == ("fpga.example.com", "fpga-0")
+        assert FINALIZER in claim["metadata"]["finalizers"]
+        await c.delete(f"{pods}/fpga-user", gracePeriodSeconds=0)
+
+        async def claim_gone() -> bool:
+            try:
+                await c.get(f"{claims}/{name}")
+            except ApiError as e:
+                return e.code == 404
+            return False
+
+        await eventually(claim_gone)
