@@ -104,13 +104,23 @@ class InstanceType:
         )
 
 
+# What NVIDIA's DRA driver (k8s-dra-driver-gpu) publishes of these models besides ``type``, as
+# users' selectors read it (``device.attributes['gpu.nvidia.com'].productName.contains('A100')``):
+# the name NVML gives, the brand and the architecture; the same on every GPU of a node.
+_NVIDIA_MODELS = {
+    "L4": {"productName": "NVIDIA L4", "brand": "Nvidia", "architecture": "Ada Lovelace"},
+    "A100": {"productName": "NVIDIA A100-SXM4-80GB", "brand": "Nvidia", "architecture": "Ampere"},
+    "H100": {"productName": "NVIDIA H100 80GB HBM3", "brand": "Nvidia", "architecture": "Hopper"},
+}
+
+
 def _gpu_type(name: str, cpu: str, memory: str, gpus: int, model: str, gpu_memory: str, price: float,
               bandwidth: float) -> InstanceType:
     return InstanceType(
         name=name, cpu=cpu, memory=memory, pods=110, price=price, launch_latency_seconds=60.0,
         registry_bandwidth_mbps=bandwidth, unpack_mbps=150.0, unpack_workers=4,
         extended_resources={"nvidia.com/gpu": str(gpus)},
-        gpus=(GpuDevice(model=model, memory=gpu_memory, count=gpus),),
+        gpus=(GpuDevice(model=model, memory=gpu_memory, count=gpus, attributes=dict(_NVIDIA_MODELS[model])),),
     )
 
 

@@ -23,6 +23,18 @@ def test_catalog_gpus_match_nvidias_device_class() -> None:
             assert all(d["attributes"] == devices[0]["attributes"] for d in devices)
 
 
+def test_catalog_gpus_have_the_attributes_nvidias_driver_publishes() -> None:
+    # selectors as users write them against k8s-dra-driver-gpu's devices
+    a100 = compile_selector("device.attributes['gpu.nvidia.com'].productName.contains('A100')")
+    hopper = compile_selector("device.attributes['gpu.nvidia.com'].architecture == 'Hopper'")
+    by_name = {t.name: t.gpus[0] for t in DEFAULT_CATALOG if t.gpus}
+    device = by_name["gpu-8x-a100"].devices()[0]
+    assert device["attributes"]["productName"] == {"string": "NVIDIA A100-SXM4-80GB"}
+    assert a100.matches(DeviceEnv("gpu.nvidia.com", device))
+    assert not hopper.matches(DeviceEnv("gpu.nvidia.com", device))
+    assert hopper.matches(DeviceEnv("gpu.nvidia.com", by_name["gpu-8x-h100"].devices()[0]))
+
+
 def test_other_drivers_get_no_nvidia_type_and_attributes_override() -> None:
     assert "type" not in GpuDevice("X1", "16Gi", driver="gpu.example.com").devices()[0]["attributes"]
     mig = GpuDevice("A100", "10Gi", attributes={"type": "mig"}).devices()[0]["attributes"]
