@@ -95,11 +95,15 @@ class DeviceClasses:
 
     def __init__(self, classes: Mapping[str, Obj] | None = None) -> None:
         self.drivers: dict[str, str] = {}
+        self.extended: dict[str, str] = {}  # extendedResourceName -> class (KEP-5004)
         for obj in (classes or {}).values():
             self.add(obj)
 
     def add(self, obj: Obj) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
+        resource = (obj.get("spec") or {}).get("extendedResourceName")
+        if resource:
+            self.extended[resource] = name
         for sel in (obj.get("spec") or {}).get("selectors") or ():
             m = self._DRIVER.search(((sel.get("cel") or {}).get("expression")) or "")
             if m:
@@ -109,6 +113,29 @@ class DeviceClasses:
 
     def driver(self, class_name: str) -> str:
         return self.drivers.get(class_name, class_name)
+
+    def backing(self, resource: str) -> str | None:
+        """The class backing an extended resource, by its ``extendedResourceName`` or the
+        implicit ``deviceclass.resource.kubernetes.io/<class>`` (KEP-5004), if any."""
+        if resource.startswith(_IMPLICIT):
+            name = resource[len(_IMPLICIT):]
+            return name if name in self.drivers else None
+        return self.extended.get(resource)
+
+
+_IMPLICIT = "deviceclass.resource.kubernetes.io/"
+
+
+def _backed_as_devices(requests: Resources, classes: DeviceClasses) -> Resources:
+    """Extended resources a DeviceClass backs, asked as devices of its driver: the scheduler
+    allocates them through DRA on a node without the resource (docs/dra.md)."""
+    out: Resources = {}
+    for key, amount in requests.items():
+        cls = classes.backing(key)
+        if cls is not None:
+            key = device_resource(classes.driver(cls))
+        out[key] = out.get(key, 0) + amount
+    return out
 
 
 def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> Resources:
@@ -157,6 +184,9 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
     spec = pod.get("spec") or {}
     bound = spec.get("nodeName")
     requests = pod_requests(pod)
+    if classes.drivers and (not bound or (pod.get("status") or {}).get("extendedResourceClaimStatus")):
+        # (a bound pod without the scheduler's claim got them from the node's device plugin)
+        requests = _backed_as_devices(requests, classes)
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
     for rc in spec.get("resourceClaims") or ():

@@ -6,7 +6,7 @@ from typing import Any
 
 from controlplane.autoscaler.provisioner import Provisioner
 from controlplane.autoscaler.requirements import Requirements
-from controlplane.autoscaler.simulation import SimNode, demand, node_devices
+from controlplane.autoscaler.simulation import DeviceClasses, SimNode, demand, node_devices
 from tests.autoscaler.test_provisioner import CATALOG, CLASSES, TEMPLATES, pod, pool
 
 GPU = "devices/gpu.nvidia.com"
@@ -83,3 +83,21 @@ def test_a_pod_moved_off_its_node_needs_its_devices_again() -> None:
     plan = Provisioner(CATALOG).plan([moved], [n2], [pool()])
     # n2's only GPU is taken: the pod needs a new GPU node, not n2's spare CPU
     assert plan.existing == {} and [c.launch[0].name for c in plan.claims] == ["gpu-1"]
+
+
+def test_an_extended_resource_a_class_backs_is_asked_as_devices_of_its_driver() -> None:
+    """KEP-5004: the scheduler gives ``example.com/fpga`` (a class's extendedResourceName) and
+    ``deviceclass.resource.kubernetes.io/<class>`` as DRA devices, so the simulation asks a node
+    for devices; a bound pod without the scheduler's claim got a device plugin's resource."""
+    classes = DeviceClasses({"fpga": {"metadata": {"name": "fpga"}, "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "fpga.example.com"'}}],
+        "extendedResourceName": "example.com/fpga"}}})
+    p = pod("p", "1")
+    p["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "2"}
+    got = demand(p, {}, {}, classes).requests
+    assert got.get("devices/fpga.example.com") == 2000 and "example.com/fpga" not in got
+    p["spec"]["containers"][0]["resources"]["limits"] = {"deviceclass.resource.kubernetes.io/fpga": "1"}
+    assert demand(p, {}, {}, classes).requests.get("devices/fpga.example.com") == 1000
+    p["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "1"}
+    p["spec"]["nodeName"] = "n1"
+    assert demand(p, {}, {}, classes).requests.get("example.com/fpga") == 1000
