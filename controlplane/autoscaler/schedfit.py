@@ -76,6 +76,11 @@ class _Handle:
         assert self._profile is not None
         return self._profile
 
+    def dra_backed(self, resource: str) -> bool:
+        """Whether a DeviceClass backs an extended resource (NodeResourcesFit leaves it to DRA on
+        a node without it; the simulation counts it as devices)."""
+        return self._state.device_classes.backing(resource) is not None
+
     def allow(self, pod_key: str, plugin: str) -> None:
         pass
 

@@ -123,3 +123,26 @@ def test_the_pods_a_disrupted_node_moves_now_are_karpenters_currently_reschedula
     assert sorted(p["metadata"]["name"] for p in st.moving_pods_of("n1")) == ["db", "free"]
     st.pdbs["default/web"] = pdb("web", "web", maxUnavailable=1)
     assert sorted(p["metadata"]["name"] for p in st.moving_pods_of("n1")) == ["db", "free", "web"]
+
+
+def test_a_node_with_a_free_device_holds_a_pod_asking_the_extended_resource_its_class_backs() -> None:
+    """KEP-5004: the scheduler's filters, as the autoscaler runs them, leave example.com/fpga to
+    DRA on a node without it, so an existing node with a free FPGA is found, not a new one."""
+    st = ClusterState()
+    st.node_added(node("n1"))
+    st.device_classes.add({"metadata": {"name": "fpga"}, "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "fpga.example.com"'}}],
+        "extendedResourceName": "example.com/fpga"}})
+    st.slice_set({"metadata": {"name": "n1-fpga", "resourceVersion": "1"},
+                  "spec": {"driver": "fpga.example.com", "nodeName": "n1", "pool": {"name": "n1"},
+                           "devices": [{"name": "fpga-0"}]}})
+    sim = Simulated(st, CATALOG)
+    [n1] = sim.nodes()
+    fits = SchedulerFits(None, st)  # type: ignore[arg-type]
+    fits.refresh()
+    wants = pod("fpga-user", "250m")
+    wants["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "1"}
+    assert fits(sim.demand(wants), n1)
+    greedy = pod("greedy", "250m")
+    greedy["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "2"}
+    assert not fits(sim.demand(greedy), n1)  # one device only

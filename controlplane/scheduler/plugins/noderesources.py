@@ -79,7 +79,11 @@ class NodeResourcesFit:
         offering none of it is left to DynamicResources, as upstream's fit check skips it."""
         profile = getattr(self.handle, "profile", None)  # (a test's handle may have none)
         manager = getattr(profile().get("DynamicResources"), "manager", None) if profile is not None else None
-        return manager is not None and manager.extended_names.class_for(resource) is not None
+        if manager is not None:
+            return manager.extended_names.class_for(resource) is not None
+        # a profile without the DRA plugin (the autoscaler's judgement of its nodes): the handle's say
+        backed = getattr(self.handle, "dra_backed", None)
+        return bool(backed(resource)) if backed is not None else False
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         alloc = node.allocatable
