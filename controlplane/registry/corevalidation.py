@@ -15,10 +15,11 @@ and an Endpoints address that is not an IP is reported twice (``IsValidIP`` and
 ``ValidateNonSpecialIP`` each say so).
 
 An Endpoints address is read as a legacy field (``IsValidIPForLegacyField``) with the
-StrictIPCIDRValidation gate off, as in 1.33 to 1.35 (KEP-4858, alpha): an IPv4 address
-with leading zeros (``010.1.2.3``) or an IPv4-mapped IPv6 one (``::ffff:1.2.3.4``) is
-accepted, with upstream's warning that it will be refused (``endpoints_warnings``), as is
-an IPv6 address not in RFC 5952 form, with the canonical one.
+StrictIPCIDRValidation gate on, as 1.36 on (KEP-4858, ``ipfields``): an IPv4 address with
+leading zeros (``010.1.2.3``) or an IPv4-mapped IPv6 one (``::ffff:1.2.3.4``) is refused,
+unless an update leaves the subsets as they were (one written before keeps them, with
+upstream's warning, ``endpoints_warnings``); an IPv6 address not in RFC 5952 form is
+accepted, with the canonical one in a warning. A Node's pod CIDRs are legacy fields too.
 
 Cheap where it is hot: a Node's status is written by every kubelet, so an update checks
 its capacity and taints only when they changed from the stored version's, and nothing
@@ -36,6 +37,7 @@ import orjson
 
 from ..quantity import QuantityError, parse_quantity
 from .causes import Causes, cause, duplicate, forbidden, invalid, not_supported, required
+from .ipfields import BAD_IP, legacy_cidr_problems, parsed_ip, strict_ip_problems
 from .podspec import default_pod_spec
 from .podvalidation import (
     dns_label_problems,
@@ -45,7 +47,6 @@ from .podvalidation import (
     pod_spec_causes,
     subdomain_problems,
 )
-from .servicecidrs import _cidr_problems
 from .volumes import BadQuantity
 
 __all__ = ["ENDPOINTS_CONTROLLER", "ENDPOINTS_MANAGED_BY", "endpoint_ip_problems", "endpoints_causes",
@@ -186,7 +187,7 @@ def _node_resources(values: Obj, path: str, causes: Causes) -> None:
 def _pod_cidrs(cidrs: list[Any], causes: Causes) -> None:
     """A create's pod CIDRs: each a CIDR, at most one of each family, none twice."""
     for i, c in enumerate(cidrs):
-        causes.extend(invalid(f"spec.podCIDRs[{i}]", c, p) for p in _cidr_problems(str(c)))
+        causes.extend(invalid(f"spec.podCIDRs[{i}]", c, p) for p in legacy_cidr_problems(str(c)))
     if len(cidrs) < 2:
         return
     families: list[int] = []
@@ -208,18 +209,20 @@ def _pod_cidrs(cidrs: list[Any], causes: Causes) -> None:
 
 # -- Endpoints --------------------------------------------------------------------------------------
 def prepare_endpoints(endpoints: Obj, old: Obj | None) -> Causes:
-    """An Endpoints' write: its ports' protocol defaulted (TCP), then its causes."""
+    """An Endpoints' write: its ports' protocol defaulted (TCP), then its causes; an update
+    that keeps the subsets keeps addresses the strict parse refuses."""
     for subset in _list(endpoints.get("subsets")):
         for port in _list(_dict(subset).get("ports")):
             if isinstance(port, dict) and not port.get("protocol"):
                 port["protocol"] = "TCP"
-    return endpoints_causes(endpoints)
+    return endpoints_causes(endpoints, strict=old is None or endpoints.get("subsets") != old.get("subsets"))
 
 
-def endpoints_causes(endpoints: Obj) -> Causes:
+def endpoints_causes(endpoints: Obj, strict: bool = True) -> Causes:
     """``validateEndpointSubsets``: each subset with an address, ready or not; each address
-    a usable IP (not unspecified, loopback or link-local), its hostname a DNS label and its
-    node a node's name; each port valid, named when there are several."""
+    a usable IP (not unspecified, loopback or link-local; ``strict``: no leading zeros, not
+    IPv4-mapped), its hostname a DNS label and its node a node's name; each port valid,
+    named when there are several."""
     causes: Causes = []
     for i, subset in enumerate(_list(endpoints.get("subsets"))):
         at, subset = f"subsets[{i}]", _dict(subset)
@@ -228,16 +231,16 @@ def endpoints_causes(endpoints: Obj) -> Causes:
             causes.append(required(at, "must specify `addresses` or `notReadyAddresses`"))
         for field, addresses in (("addresses", ready), ("notReadyAddresses", not_ready)):
             for j, address in enumerate(addresses):
-                _endpoint_address(_dict(address), f"{at}.{field}[{j}]", causes)
+                _endpoint_address(_dict(address), f"{at}.{field}[{j}]", strict, causes)
         ports = _list(subset.get("ports"))
         for j, port in enumerate(ports):
             _endpoint_port(_dict(port), len(ports) > 1, f"{at}.ports[{j}]", causes)
     return causes
 
 
-def _endpoint_address(address: Obj, at: str, causes: Causes) -> None:
+def _endpoint_address(address: Obj, at: str, strict: bool, causes: Causes) -> None:
     ip = str(address.get("ip") or "")
-    problems = endpoint_ip_problems(ip)
+    problems = endpoint_ip_problems(ip, strict)
     if problems:
         causes.extend(invalid(f"{at}.ip", ip, p) for p in problems[0])
     hostname = address.get("hostname")
@@ -300,11 +303,14 @@ _REMEMBERED = 1 << 16
 
 
 @functools.lru_cache(maxsize=_REMEMBERED)
-def endpoint_ip_problems(text: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """An Endpoints address's problems, None when it has none: ``IsValidIP``'s (as for a legacy
-    field: Go's sloppy parse decides), then ``ValidateNonSpecialIP``'s, which upstream reports
-    after the hostname's and the node name's."""
-    valid = () if parsed_ip(text) is not None else ("must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",)
+def endpoint_ip_problems(text: str, strict: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """An Endpoints address's problems, None when it has none: ``IsValidIPForLegacyField``'s
+    (Go's sloppy parse, then, ``strict``, netip's), then ``ValidateNonSpecialIP``'s, which
+    upstream reports after the hostname's and the node name's."""
+    if parsed_ip(text) is None:
+        valid: tuple[str, ...] = (BAD_IP,)
+    else:
+        valid = strict_ip_problems(text) if strict else ()
     special = non_special_ip_problems(text)
     return (valid, special) if valid or special else None
 
@@ -346,27 +352,6 @@ def non_special_ip_problems(text: str) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address Go's ``ParseIPSloppy`` reads in ``text`` (an IPv4 address's parts may have
-    leading zeros, an IPv6 address's trailing IPv4 one's too: ``::ffff:010.1.2.3``), or None."""
-    if "%" in text:  # a zone: Go's parsers refuse it
-        return None
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        head, colon, tail = text.rpartition(":")
-        parts = tail.split(".")
-        if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
-            return None
-        v4 = ".".join(str(int(p)) for p in parts)
-        if not colon:
-            return ipaddress.IPv4Address(v4)
-        try:
-            return ipaddress.IPv6Address(f"{head}:{v4}")
-        except ValueError:
-            return None
-
-
 _LINK_LOCAL_UNICAST = {4: ipaddress.ip_network("169.254.0.0/16"), 6: ipaddress.ip_network("fe80::/10")}
 _LINK_LOCAL_MULTICAST_V4 = ipaddress.ip_network("224.0.0.0/24")
 
@@ -405,19 +390,20 @@ def prepare_pod_template(pt: Obj, old: Obj | None) -> Causes:
     template = pt.get("template")
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_pod_spec(template["spec"])
-    return pod_template_causes(pt)
+    return pod_template_causes(pt, old)
 
 
-def pod_template_causes(pt: Obj) -> Causes:
-    """``ValidatePodTemplateSpec`` at ``template``: its labels, a valid pod spec, and no
-    ephemeral containers."""
+def pod_template_causes(pt: Obj, old: Obj | None = None) -> Causes:
+    """``ValidatePodTemplateSpec`` at ``template``: its labels, a valid pod spec (the stored
+    one's IPs kept, ``old``: an update's), and no ephemeral containers."""
     template = _dict(pt.get("template"))
     causes: Causes = []
     labels = _dict(template.get("metadata")).get("labels")
     if isinstance(labels, dict):
         causes.extend(labels_causes(labels, "template.labels"))
     spec = _dict(template.get("spec"))
-    causes.extend(pod_spec_causes(spec, "template.spec"))
+    old_spec = _dict(_dict((old or {}).get("template")).get("spec"))
+    causes.extend(pod_spec_causes(spec, "template.spec", old=old_spec))
     if spec.get("ephemeralContainers"):
         causes.append(forbidden("template.spec.ephemeralContainers",
                                 "ephemeral containers not allowed in pod template"))

@@ -130,12 +130,14 @@ def _spec_causes(plural: str, spec: Obj, old_spec: Obj | None) -> Causes:
         job = (spec.get("jobTemplate") or {}).get("spec")
         if not isinstance(job, dict):
             return []
+        old_job = ((old_spec or {}).get("jobTemplate") or {}).get("spec")
         return _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
-            template_causes("jobs", job, "spec.jobTemplate.spec") + job_policy_causes(job, "spec.jobTemplate.spec")
+            template_causes("jobs", job, "spec.jobTemplate.spec", old_job if isinstance(old_job, dict) else None) + \
+            job_policy_causes(job, "spec.jobTemplate.spec")
     if plural == "statefulsets":
-        return stateful_set_spec_causes(spec, old_spec) + template_causes(plural, spec, "spec")
+        return stateful_set_spec_causes(spec, old_spec) + template_causes(plural, spec, "spec", old_spec)
     causes = _counts(spec, _JOB_COUNTS if plural == "jobs" else ("replicas",), "spec")
-    causes += template_causes(plural, spec, "spec")
+    causes += template_causes(plural, spec, "spec", old_spec)
     if plural == "jobs":
         causes += job_policy_causes(spec, "spec")
     if plural == "deployments":

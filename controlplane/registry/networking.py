@@ -11,20 +11,36 @@ As upstream's strategies:
 - an EndpointSlice needs an ``addressType`` (IPv4, IPv6 or FQDN), fixed once
   created, and addresses of that type; its ports default to TCP and an empty name,
   and are named apart (``prepare_endpoint_slice``).
+
+Their IPs and CIDRs are legacy fields with StrictIPCIDRValidation on (``ipfields``): a
+NetworkPolicy's ``ipBlock`` CIDRs and an Ingress's load balancer IPs may keep a value the
+stored object had; an EndpointSlice its addresses while its endpoints are unchanged.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 from typing import Any
 
-from .corevalidation import non_special_ip_problems, parsed_ip, port_protocol_causes
+from .corevalidation import non_special_ip_problems, port_protocol_causes
+from .ipfields import (
+    BAD_IP,
+    cidr_causes,
+    ip_value_causes,
+    legacy_cidr_problems,
+    parsed_ip,
+    sloppy_network,
+    strict_ip_problems,
+)
 from .podvalidation import dns_label_problems, labels_causes, subdomain_problems
 
-__all__ = ["prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class", "prepare_network_policy"]
+__all__ = ["load_balancer_ip_causes", "prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class",
+           "prepare_network_policy"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def _spec(obj: Obj) -> Obj:
@@ -92,7 +108,22 @@ def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:
             elif kind != "ImplementationSpecific" and not str(path.get("path", "")).startswith("/"):
                 causes.append(_invalid(f"{field}.path", path.get("path", ""), "must be an absolute path"))
             causes += _backend(path.get("backend"), f"{field}.backend")
+    if old is not None:  # (a create's status is dropped; an update's is the stored one, or a status write's)
+        causes += load_balancer_ip_causes(ing, old)
     return causes
+
+
+def load_balancer_ip_causes(obj: Obj, old: Obj) -> Causes:
+    """An Ingress's or a Service's status write: each ``status.loadBalancer.ingress[i].ip``
+    a legacy field's (``ValidateLoadBalancerStatus``), the stored ones kept."""
+    lb = _dict(_dict(obj.get("status")).get("loadBalancer"))
+    old_lb = _dict(_dict(old.get("status")).get("loadBalancer"))
+    ingress = lb.get("ingress")
+    if not ingress or ingress == old_lb.get("ingress"):
+        return []
+    kept = {_dict(i).get("ip") for i in _list(old_lb.get("ingress"))}
+    return [cause for i, item in enumerate(_list(ingress)) if _dict(item).get("ip")
+            for cause in ip_value_causes(_dict(item)["ip"], f"status.loadBalancer.ingress[{i}].ip", kept)]
 
 
 def prepare_ingress_class(ic: Obj, old: Obj | None) -> Causes:
@@ -112,8 +143,65 @@ def prepare_network_policy(np: Obj, old: Obj | None) -> Causes:
                     port.setdefault("protocol", "TCP")
     if not spec.get("policyTypes"):
         spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
-    return [_unsupported(f"spec.policyTypes[{i}]", t, ("Egress", "Ingress"))
-            for i, t in enumerate(spec["policyTypes"]) if t not in ("Egress", "Ingress")]
+    causes = [_unsupported(f"spec.policyTypes[{i}]", t, ("Egress", "Ingress"))
+              for i, t in enumerate(spec["policyTypes"]) if t not in ("Egress", "Ingress")]
+    kept = _ip_block_cidrs(_dict(old.get("spec"))) if old is not None else set()
+    for direction, peers in (("ingress", "from"), ("egress", "to")):
+        for i, rule in enumerate(_list(spec.get(direction))):
+            for j, peer in enumerate(_list(_dict(rule).get(peers))):
+                block = _dict(peer).get("ipBlock")
+                if isinstance(block, dict):
+                    causes += _ip_block(block, f"spec.{direction}[{i}].{peers}[{j}].ipBlock", kept)
+    return causes
+
+
+def _ip_block(block: Obj, at: str, kept: set[Any]) -> Causes:
+    """``ValidateIPBlock``: a CIDR (required), and exceptions that are CIDRs strictly inside it."""
+    cidr = block.get("cidr")
+    if not cidr:
+        return [_required(f"{at}.cidr")]
+    cidr = str(cidr)
+    causes = [] if cidr in kept else [_invalid(f"{at}.cidr", cidr, p) for p in legacy_cidr_problems(cidr)]
+    outer = sloppy_network(cidr)
+    if outer is None:
+        return causes
+    excepts = block.get("except")
+    causes += cidr_causes(excepts, f"{at}.except", kept)
+    for i, text in enumerate(_list(excepts)):
+        inner = sloppy_network(str(text))
+        if inner is not None and not _strict_subset(outer, inner):
+            causes.append(_invalid(f"{at}.except[{i}]", text, "must be a strict subset of `cidr`"))
+    return causes
+
+
+def _strict_subset(outer: tuple[Address, int], inner: tuple[Address, int]) -> bool:
+    """Go's ``cidr.Contains(except.IP)`` and a longer prefix (an IPv4-mapped address is IPv4 to Go)."""
+    network = ipaddress.ip_network(f"{outer[0]}/{outer[1]}", strict=False)
+    ip = inner[0]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None and network.version == 4:
+        ip = ip.ipv4_mapped
+    inside = ip.version == network.version and ip in network
+    return inside and outer[1] < inner[1]
+
+
+def _ip_block_cidrs(spec: Obj) -> set[Any]:
+    """Every ``ipBlock`` CIDR and exception of a stored NetworkPolicy's spec (those an update may keep)."""
+    found: set[Any] = set()
+    for direction, peers in (("ingress", "from"), ("egress", "to")):
+        for rule in _list(spec.get(direction)):
+            for peer in _list(_dict(rule).get(peers)):
+                block = _dict(_dict(peer).get("ipBlock"))
+                found.add(block.get("cidr"))
+                found.update(e for e in _list(block.get("except")) if isinstance(e, str))
+    return found
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def prepare_endpoint_slice(es: Obj, old: Obj | None) -> Causes:
@@ -135,9 +223,10 @@ def prepare_endpoint_slice(es: Obj, old: Obj | None) -> Causes:
     endpoints = es.get("endpoints") or ()
     if isinstance(endpoints, list) and len(endpoints) > MAX_ENDPOINTS:
         causes.append(too_many("endpoints", len(endpoints), MAX_ENDPOINTS))
-    else:
+    else:  # (an update that keeps the endpoints keeps addresses the strict parse refuses)
+        strict = old is None or endpoints != old.get("endpoints")
         for i, endpoint in enumerate(endpoints):
-            _slice_endpoint(endpoint if isinstance(endpoint, dict) else {}, kind, f"endpoints[{i}]", causes)
+            _slice_endpoint(endpoint if isinstance(endpoint, dict) else {}, kind, f"endpoints[{i}]", strict, causes)
     _slice_ports(es.get("ports") or (), causes)
     if old is not None and kind != old.get("addressType"):
         causes.append(_invalid("addressType", kind, "field is immutable"))
@@ -152,7 +241,7 @@ def too_many(field: str, count: int, most: int) -> dict[str, str]:
             "message": f"Too many: {count}: must have at most {most} items"}
 
 
-def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
+def _slice_endpoint(endpoint: Obj, kind: Any, at: str, strict: bool, causes: Causes) -> None:
     addresses = endpoint.get("addresses")
     if not addresses:
         causes.append(_required(f"{at}.addresses", ": must contain at least 1 address"))
@@ -163,7 +252,7 @@ def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
         if not address and kind == "FQDN":
             causes.append(_required(f"{at}.addresses[{j}]"))
             continue
-        problems = _slice_address_problems(kind, address)
+        problems = _slice_address_problems(kind, address, strict)
         if problems:
             causes.extend(_invalid(f"{at}.addresses[{j}]", shown, p) for shown, p in problems)
     topology = endpoint.get("deprecatedTopology")
@@ -178,17 +267,21 @@ def _slice_endpoint(endpoint: Obj, kind: Any, at: str, causes: Causes) -> None:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _slice_address_problems(kind: Any, address: str) -> tuple[tuple[str, str], ...]:
+def _slice_address_problems(kind: Any, address: str, strict: bool) -> tuple[tuple[str, str], ...]:
     """An address's problems for a slice of ``kind``, each with the value it shows (an FQDN's
-    bad label): remembered, as every write of a slice names its addresses again."""
-    if kind in ("IPv4", "IPv6"):
-        ip = parsed_ip(address)  # (an IPv4-mapped IPv6 address is IPv4 to Go's To4)
+    bad label): remembered, as every write of a slice names its addresses again. ``strict``:
+    StrictIPCIDRValidation's (no leading zeros, not IPv4-mapped), first."""
+    if kind in ("IP", "IPv4", "IPv6"):
+        ip = parsed_ip(address)
+        if ip is None and kind == "IP":
+            return ((address, BAD_IP),)
+        stricter = tuple((address, p) for p in strict_ip_problems(address)) if strict and ip is not None else ()
+        if kind == "IP":
+            return stricter
+        # (an IPv4-mapped IPv6 address is IPv4 to Go's To4)
         family = 0 if ip is None else 4 if ip.version == 4 or ip.ipv4_mapped is not None else 6
         wrong = ((address, f"must be a valid {kind} address"),) if family != int(kind[-1]) else ()
-        return wrong + tuple((address, p) for p in non_special_ip_problems(address))
-    if kind == "IP":
-        return () if parsed_ip(address) is not None else \
-            ((address, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"),)
+        return stricter + wrong + tuple((address, p) for p in non_special_ip_problems(address))
     if kind == "FQDN":
         return _fqdn_problems(address)
     return ()

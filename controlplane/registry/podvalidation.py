@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
+from .ipfields import pod_spec_ip_causes
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
            "not_supported", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
@@ -98,9 +99,10 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 # -- pod specs --------------------------------------------------------------------------------
-def pod_spec_causes(spec: Obj, path: str, pod: bool = False) -> Causes:
+def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = None) -> Causes:
     """The causes of a 422 in the (defaulted) pod spec at ``path``; ``pod``: the spec is a
-    Pod's own, not a template's (its images may not have surrounding whitespace)."""
+    Pod's own, not a template's (its images may not have surrounding whitespace); ``old``:
+    the stored spec of an update, whose IPs may stay (``ipfields``)."""
     causes: Causes = []
     volumes = _volume_names(spec.get("volumes"), path, causes)
     containers = spec.get("containers")
@@ -158,6 +160,8 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False) -> Causes:
     tolerations = spec.get("tolerations")
     if tolerations and isinstance(tolerations, list):
         _tolerations(tolerations, f"{path}.tolerations", causes)
+    if spec.get("dnsConfig") or spec.get("hostAliases"):
+        causes += pod_spec_ip_causes(spec, path, old)
     return causes
 
 
@@ -865,9 +869,10 @@ def _port(port: Any, field: str, causes: Causes) -> None:
 
 
 # -- workload templates -------------------------------------------------------------------------
-def template_causes(plural: str, spec: Obj, path: str) -> Causes:
+def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = None) -> Causes:
     """The pod template of a workload's ``spec`` (at ``path``): present, a valid pod spec, and
-    a restart policy the kind allows; ``plural`` a Job's for a CronJob's job template."""
+    a restart policy the kind allows; ``plural`` a Job's for a CronJob's job template;
+    ``old_spec`` the stored workload spec of an update."""
     allowed = _TEMPLATE_RESTART.get(plural)
     if allowed is None:
         return []
@@ -880,7 +885,9 @@ def template_causes(plural: str, spec: Obj, path: str) -> Causes:
     at = f"{path}.template.spec"
     # upstream leaves a StatefulSet's pod spec unchecked (ValidatePodTemplateSpecForStatefulSet: its
     # mounts may name volumeClaimTemplates, not volumes); its pods are checked when they are created
-    causes = [] if plural == "statefulsets" else pod_spec_causes(pod_spec, at)
+    old_pod_spec = ((old_spec or {}).get("template") or {}).get("spec")
+    causes = [] if plural == "statefulsets" else \
+        pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

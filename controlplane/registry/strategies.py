@@ -43,9 +43,16 @@ from .immutable import (
     workload_causes,
     workload_spec_causes,
 )
+from .ipfields import pod_status_ip_causes, service_ip_causes
 from .labelkeys import merge_label_keys
 from .leases import prepare_lease
-from .networking import prepare_endpoint_slice, prepare_ingress, prepare_ingress_class, prepare_network_policy
+from .networking import (
+    load_balancer_ip_causes,
+    prepare_endpoint_slice,
+    prepare_ingress,
+    prepare_ingress_class,
+    prepare_network_policy,
+)
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, pod_spec_causes
@@ -511,7 +518,7 @@ def _prepare_event(event: dict[str, Any], old: dict[str, Any] | None) -> Causes:
 
 
 _PREPARERS["events"] = _prepare_event
-_PREPARERS["services"] = lambda svc, old: service_causes(svc)
+_PREPARERS["services"] = lambda svc, old: service_causes(svc) + service_ip_causes(svc, old)
 _PREPARERS.update({
     "persistentvolumeclaims": prepare_claim, "persistentvolumes": prepare_volume,
     "storageclasses": prepare_storage_class, "resourcequotas": prepare_resource_quota,
@@ -585,8 +592,11 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
             # a spec left out (a PUT without it, a merge patch's null, a JSON patch's remove) is
             # the zero PodSpec Go decodes, validated as any other: not the stored spec kept
             spec = obj["spec"] = {}
+        status, old_status = obj.get("status"), old.get("status")
+        status_causes = pod_status_ip_causes(status, old_status if isinstance(old_status, dict) else {}) \
+            if isinstance(status, dict) and status is not old_status else []
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
-            return []
+            return status_causes
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits
         # it as it admits a create: what is stored has the defaults a PUT or patch left out
         # (the ServiceAccount admission gave it too)
@@ -596,13 +606,14 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         spec = obj["spec"]
         if spec == old_spec:
             return []
-        return pod_spec_causes(spec, "spec", pod=True) + pod_update_causes(spec, old_spec)
+        return status_causes + pod_spec_causes(spec, "spec", pod=True, old=old_spec) + \
+            pod_update_causes(spec, old_spec)
     if old is not None and plural == "services":
         causes = service_update_causes(obj, old)
         if not causes and obj.get("spec") is not old.get("spec"):
             _default_service(obj)  # what a new type needs: node ports, a cluster IP, traffic policies
-            causes = service_causes(obj)
-        return causes
+            causes = service_causes(obj) + service_ip_causes(obj, old)
+        return causes + load_balancer_ip_causes(obj, old)
     f = _PREPARERS.get(plural)
     try:
         return f(obj, old) if f is not None else []

@@ -128,26 +128,28 @@ async def test_valid_endpoints_are_stored_with_their_ports_protocol(client: Clie
     await client.create(ENDPOINTS, {"metadata": {"name": "e2"}})  # no subsets: a Service without pods
 
 
-async def test_endpoints_addresses_in_legacy_forms_are_taken_with_upstreams_warnings(client: Client) -> None:
-    """As 1.34 (StrictIPCIDRValidation off): leading zeros and IPv4-mapped addresses are valid
-    and warned about, a non-canonical IPv6 one warned about; none for the endpoints controller's."""
+async def test_endpoints_addresses_in_legacy_forms_are_refused_as_1_37_refuses_them(client: Client) -> None:
+    """StrictIPCIDRValidation on (1.36 on): leading zeros and IPv4-mapped addresses are 422; a
+    non-canonical IPv6 one is valid and warned about; none for the endpoints controller's."""
     ips = ["01.02.03.04", "fd00::1234", "::ffff:1.2.3.4", "2001:DB8:0::1", "::ffff:010.1.2.3"]
     body = {"metadata": {"name": "odd"}, "subsets": [{"addresses": [{"ip": ip} for ip in ips[:3]],
                                                       "notReadyAddresses": [{"ip": ip} for ip in ips[3:]]}]}
+    with pytest.raises(ApiError) as e:
+        await client.create(ENDPOINTS, body)
+    assert causes(e) == [
+        ("FieldValueInvalid", "subsets[0].addresses[0].ip", 'Invalid value: "01.02.03.04": must not have leading 0s'),
+        ("FieldValueInvalid", "subsets[0].addresses[2].ip",
+         'Invalid value: "::ffff:1.2.3.4": must not be an IPv4-mapped IPv6 address'),
+        ("FieldValueInvalid", "subsets[0].notReadyAddresses[1].ip",
+         'Invalid value: "::ffff:010.1.2.3": must not have leading 0s')]
+    body = {"metadata": {"name": "odd"}, "subsets": [{"addresses": [{"ip": "fd00::1234"}, {"ip": "2001:DB8:0::1"}]}]}
     status, headers, answer = await open_stream(client._app, "POST", ENDPOINTS.encode(), b"",
                                                 [(b"content-type", b"application/json")], orjson.dumps(body))
     created = orjson.loads(b"".join([chunk async for chunk in answer]))
-    assert status == 201 and [a["ip"] for a in created["subsets"][0]["addresses"]] == ips[:3]  # as written
+    assert status == 201 and created["subsets"][0]["addresses"][1]["ip"] == "2001:DB8:0::1"  # as written
     warnings = [v.decode() for k, v in headers if k == b"warning" and b"subsets" in v]
-    assert warnings == [
-        '299 - "subsets[0].addresses[0].ip: non-standard IP address \\"01.02.03.04\\" will be considered invalid '
-        'in a future Kubernetes release: use \\"1.2.3.4\\""',
-        '299 - "subsets[0].addresses[2].ip: non-standard IP address \\"::ffff:1.2.3.4\\" will be considered '
-        'invalid in a future Kubernetes release: use \\"1.2.3.4\\""',
-        '299 - "subsets[0].notReadyAddresses[0].ip: IPv6 address \\"2001:DB8:0::1\\" should be in RFC 5952 '
-        'canonical format (\\"2001:db8::1\\")"',
-        '299 - "subsets[0].notReadyAddresses[1].ip: non-standard IP address \\"::ffff:010.1.2.3\\" will be '
-        'considered invalid in a future Kubernetes release: use \\"10.1.2.3\\""']
+    assert warnings == ['299 - "subsets[0].addresses[1].ip: IPv6 address \\"2001:DB8:0::1\\" should be in RFC 5952 '
+                        'canonical format (\\"2001:db8::1\\")"']
     body["metadata"] = {"name": "managed", "labels": {"endpoints.kubernetes.io/managed-by": "endpoint-controller"}}
     status, headers, answer = await open_stream(client._app, "POST", ENDPOINTS.encode(), b"",
                                                 [(b"content-type", b"application/json")], orjson.dumps(body))

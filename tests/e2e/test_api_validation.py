@@ -88,3 +88,22 @@ def test_the_python_client_gets_the_causes(api: client.ApiClient) -> None:
     with pytest.raises(client.ApiException) as e:
         rbac.create_namespaced_role_binding("default", binding)
     assert [c["field"] for c in json.loads(e.value.body)["details"]["causes"]] == ["roleRef.kind", "subjects[0].kind"]
+
+
+def test_strict_ip_validation_reaches_the_python_client_and_kubectl(api: client.ApiClient, served: Serve) -> None:
+    """StrictIPCIDRValidation, on at 1.37: a Service's external IP with leading zeros is 422 as
+    kube-apiserver words it; kubectl prints it."""
+    core = client.CoreV1Api(api)
+    body = client.V1Service(metadata=client.V1ObjectMeta(name="octal"), spec=client.V1ServiceSpec(
+        ports=[client.V1ServicePort(port=80)], external_ips=["010.1.2.3"]))
+    with pytest.raises(client.ApiException) as e:
+        core.create_namespaced_service("default", body)
+    assert e.value.status == 422
+    assert json.loads(e.value.body)["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": "spec.externalIPs[0]",
+         "message": 'Invalid value: "010.1.2.3": must not have leading 0s'}]
+    err = _kubectl_failing(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: Endpoints\nmetadata: {name: mapped}\n"
+        "subsets: [{addresses: [{ip: '::ffff:10.1.2.3'}], ports: [{port: 80}]}]\n"))
+    assert ('The Endpoints "mapped" is invalid: subsets[0].addresses[0].ip: Invalid value: "::ffff:10.1.2.3": '
+            "must not be an IPv4-mapped IPv6 address") in err, err
