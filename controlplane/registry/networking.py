@@ -75,7 +75,10 @@ def _backend(backend: Any, field: str) -> Causes:
         return [] if resource.get("kind") and resource.get("name") else [_required(f"{field}.resource")]
     if not service:
         return [_required(field, ": one of service or resource must be specified")]
-    causes = [] if service.get("name") else [_required(f"{field}.service.name")]
+    name = service.get("name")
+    # (a DNS label, as a Service's name since RelaxedServiceNameValidation, KEP-5311: a digit may lead)
+    causes = [_invalid(f"{field}.service.name", name, p) for p in dns_label_problems(str(name))] if name \
+        else [_required(f"{field}.service.name")]
     port = service.get("port") or {}
     if bool(port.get("name")) == bool(port.get("number")):
         causes.append(_invalid(f"{field}.service.port", port, "port name or number is required"

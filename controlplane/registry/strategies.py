@@ -33,7 +33,7 @@ from .csi import (
     prepare_volume_attributes_class,
 )
 from .disruption import prepare_pod_disruption_budget
-from .dnsnames import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
+from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
 from .dra import prepare_device_class, prepare_resource_claim, prepare_resource_claim_template
 from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
@@ -76,10 +76,10 @@ __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "
 
 
 # Names that must be DNS labels (they become host names or DNS names: a StatefulSet's is
-# its pods' hostnames' stem); the rest are DNS subdomains, as kube-apiserver's
-# ValidateObjectMeta callers choose.
-_LABEL_NAMED = {"namespaces", "statefulsets"}
-_DNS1035_NAMED = {"services"}
+# its pods' hostnames' stem; a Service's may start with a digit since RelaxedServiceNameValidation,
+# KEP-5311, on in 1.36, where it was a DNS-1035 label); the rest are DNS subdomains, as
+# kube-apiserver's ValidateObjectMeta callers choose.
+_LABEL_NAMED = {"namespaces", "statefulsets", "services"}
 
 
 # Names checked by a function of their type's own: its problems, each a cause (RBAC
@@ -98,11 +98,7 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
                 for p in own(name)]
     if plural == "apiservices":  # a path segment: ``v1.``, the core group's, is no subdomain
         return apiservice_name_causes(name)
-    if plural in _DNS1035_NAMED:
-        ok, limit, what = DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
-        hint = ("must consist of lower case alphanumeric characters or '-', start with an alphabetic character, "
-                "and end with an alphanumeric character")
-    elif plural in _LABEL_NAMED:
+    if plural in _LABEL_NAMED:
         ok, limit, what = DNS1123_LABEL.match(name), 63, "a lowercase RFC 1123 label"
         hint = ("must consist of lower case alphanumeric characters or '-', and must start and end with an "
                 "alphanumeric character")
@@ -124,7 +120,7 @@ def valid_names(plural: str, names: list[str]) -> bool:
     """Whether ``validate_name`` finds nothing wrong with any of ``names`` (many names of a
     bulk request in one match, not one each); False says only that one is wrong: ask
     ``validate_name`` which, and why."""
-    if plural in _DNS1035_NAMED or plural in _LABEL_NAMED or plural in _OWN_NAMES or plural == "apiservices":
+    if plural in _LABEL_NAMED or plural in _OWN_NAMES or plural == "apiservices":
         return not any(validate_name(plural, name) for name in names)
     if not names:
         return True

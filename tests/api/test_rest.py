@@ -129,7 +129,7 @@ async def test_a_generated_name_is_validated_as_upstream_validates_it(client: Cl
     assert generated.startswith("Bad_") and len(generated) == len("Bad_") + 5
     assert (await client.list(CMS))["items"] == []
     # a trailing dash is what a prefix has; a long prefix is cut so that the name fits (a
-    # Service's name is a DNS-1035 label, at most 63 characters; so is its generateName)
+    # Service's name is a DNS label, at most 63 characters; so is its generateName)
     made = await client.create(CMS, {"metadata": {"generateName": "web-"}})
     assert made["metadata"]["generateName"] == "web-"
     assert re.fullmatch(r"web-[bcdfghjklmnpqrstvwxz2456789]{5}", made["metadata"]["name"])  # util/rand's alphabet

@@ -107,3 +107,9 @@ def test_strict_ip_validation_reaches_the_python_client_and_kubectl(api: client.
         "subsets: [{addresses: [{ip: '::ffff:10.1.2.3'}], ports: [{port: 80}]}]\n"))
     assert ('The Endpoints "mapped" is invalid: subsets[0].addresses[0].ip: Invalid value: "::ffff:10.1.2.3": '
             "must not be an IPv4-mapped IPv6 address") in err, err
+
+
+def test_a_service_named_with_a_leading_digit_over_kubectl(served: Serve) -> None:
+    """RelaxedServiceNameValidation, on at 1.37: kubectl creates a Service whose name starts with a digit."""
+    made = kubectl(served, "create", "service", "clusterip", "9-lives", "--tcp=80:8080", "-o", "json")
+    assert json.loads(made)["metadata"]["name"] == "9-lives"

@@ -1,0 +1,30 @@
+"""Behaviour that 1.37's default feature gates changed from 1.34's, other than the IP fields'
+(test_strict_ips.py); docs/api-compatibility.md, "Feature gates at 1.37", lists them."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.client import ApiError, Client, resource_path
+
+SVCS = resource_path("", "v1", "services", "default")
+INGRESSES = resource_path("networking.k8s.io", "v1", "ingresses", "default")
+
+
+async def test_a_services_name_may_start_with_a_digit(client: Client) -> None:
+    """RelaxedServiceNameValidation (KEP-5311, beta and on in 1.36): a Service is named by a DNS
+    label, no longer a DNS-1035 one; an Ingress's backend names it so too."""
+    made = await client.create(SVCS, {"metadata": {"name": "1-web"}, "spec": {"ports": [{"port": 80}]}})
+    assert made["metadata"]["name"] == "1-web"
+    with pytest.raises(ApiError) as e:
+        await client.create(SVCS, {"metadata": {"name": "web.a"}, "spec": {"ports": [{"port": 80}]}})
+    assert e.value.status["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": "metadata.name",
+         "message": 'Invalid value: "web.a": a lowercase RFC 1123 label must consist of lower case alphanumeric '
+                    "characters or '-', and must start and end with an alphanumeric character"}]
+    backend = {"service": {"name": "1-web", "port": {"number": 80}}}
+    await client.create(INGRESSES, {"metadata": {"name": "i"}, "spec": {"defaultBackend": backend}})
+    with pytest.raises(ApiError) as e:
+        await client.create(INGRESSES, {"metadata": {"name": "j"}, "spec": {"defaultBackend": {
+            "service": {"name": "Web", "port": {"number": 80}}}}})
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == ["spec.defaultBackend.service.name"]
