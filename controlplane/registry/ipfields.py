@@ -201,7 +201,8 @@ def pod_spec_ip_causes(spec: dict[str, Any], path: str, old_spec: dict[str, Any]
 
 def pod_status_ip_causes(status: dict[str, Any], old_status: dict[str, Any]) -> Causes:
     """A pod's status write (``validatePodIPs``, ``validateHostIPs``): each of its pod and host
-    IPs a legacy field's, the stored ones kept; two at most, of different families. Only
+    IPs a legacy field's, the stored ones kept; two at most, of different families, none
+    twice. Only
     when they changed: a kubelet writes the same ones on every status update."""
     causes: Causes = []
     for field in ("podIPs", "hostIPs"):
@@ -221,4 +222,7 @@ def pod_status_ip_causes(status: dict[str, Any], old_status: dict[str, Any]) -> 
                 shown = "[" + ",".join(orjson.dumps({"IP": ip}).decode() for ip in ips) + "]"
                 causes.append(cause("FieldValueInvalid", f"status.{field}",
                                     f"Invalid value: {shown}: may specify no more than one IP for each IP family"))
+            causes += [cause("FieldValueDuplicate", f"status.{field}[{i}]",
+                             f"Duplicate value: {orjson.dumps({'IP': ip}).decode()}")
+                       for i, ip in enumerate(ips) if ip in ips[:i]]
     return causes
