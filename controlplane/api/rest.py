@@ -157,6 +157,7 @@ from .streaming import STREAMING_SUBRESOURCES, needs_create
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
+from .topologylabels import NodeTopology, bound_labels
 from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
 
@@ -225,6 +226,8 @@ class KubeApi:
         self._services = registry.get("", "v1", "services")
         self._endpoints = registry.get("", "v1", "endpoints")
         self._csrs = registry.get("certificates.k8s.io", "v1", "certificatesigningrequests")
+        self._nodes = registry.get("", "v1", "nodes")
+        self._node_topology = NodeTopology()  # PodTopologyLabels admission of bindings (api/topologylabels.py)
         assert self._services is not None
         # Services' cluster IPs and node ports, claimed in the store (api/allocations.py)
         self.allocations = ServiceAllocations(lambda: self.store, self._services)
@@ -1724,6 +1727,7 @@ class KubeApi:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
                                                   "message": "Required value"}])
         key = rtype.key(namespace, name)
+        labels = bound_labels(binding, self._topology_of(node))
         for attempt in range(WRITE_ATTEMPTS):
             current, cached = await self._current(rtype, key, fresh=attempt > 0)
             if current is None:
@@ -1741,6 +1745,8 @@ class KubeApi:
             ann = (binding.get("metadata") or {}).get("annotations")
             if ann:
                 meta.setdefault("annotations", {}).update(ann)
+            if labels:
+                meta["labels"] = {**(meta.get("labels") or {}), **labels}
             status = pod.setdefault("status", {})
             status.pop("nominatedNodeName", None)  # bound: the nomination is spent (upstream since 1.34)
             conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
@@ -1755,6 +1761,11 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name) from e
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
+
+    def _topology_of(self, node: str) -> dict[str, str]:
+        """Node ``node``'s topology labels, as the watch cache has it (none if it has not)."""
+        hit = self.reads.latest(self._nodes, self._nodes.key(None, node)) if self._nodes is not None else None
+        return self._node_topology.labels(node, hit[0] if hit else None, hit[1] if hit else 0)
 
     async def _core_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The stored core/v1 object, or None (a TokenRequest's bound object)."""

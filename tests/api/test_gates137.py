@@ -28,3 +28,28 @@ async def test_a_services_name_may_start_with_a_digit(client: Client) -> None:
         await client.create(INGRESSES, {"metadata": {"name": "j"}, "spec": {"defaultBackend": {
             "service": {"name": "Web", "port": {"number": 80}}}}})
     assert [c["field"] for c in e.value.status["details"]["causes"]] == ["spec.defaultBackend.service.name"]
+
+
+PODS = resource_path("", "v1", "pods", "default")
+NODES = resource_path("", "v1", "nodes", None)
+
+
+async def test_a_binding_puts_its_nodes_topology_labels_and_its_own_on_the_pod(client: Client) -> None:
+    """PodTopologyLabelsAdmission (KEP-4742, beta and on in 1.35): the node's
+    topology.kubernetes.io/zone and region, and the Binding's labels, land on the bound pod."""
+    await client.create(NODES, {"metadata": {"name": "n1", "labels": {
+        "topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1",
+        "topology.kubernetes.io/other": "no", "kubernetes.io/hostname": "n1"}}})
+    await client.create(NODES, {"metadata": {"name": "bare"}})
+    for name in ("p1", "p2", "p3"):
+        await client.create(PODS, {"metadata": {"name": name, "labels": {"app": "web"}},
+                                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    binding = {"target": {"kind": "Node", "name": "n1"},
+               "metadata": {"name": "p1", "labels": {"team": "a", "topology.kubernetes.io/zone": "mine"}}}
+    await client.create(f"{PODS}/p1/binding", binding)
+    assert (await client.get(f"{PODS}/p1"))["metadata"]["labels"] == {
+        "app": "web", "team": "a", "topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1"}
+    await client.create(f"{PODS}/p2/binding", {"target": {"name": "bare"}, "metadata": {"name": "p2"}})
+    assert (await client.get(f"{PODS}/p2"))["metadata"]["labels"] == {"app": "web"}
+    await client.create(f"{PODS}/p3/binding", {"target": {"name": "unknown"}, "metadata": {"name": "p3"}})
+    assert (await client.get(f"{PODS}/p3"))["metadata"]["labels"] == {"app": "web"}

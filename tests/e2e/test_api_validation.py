@@ -113,3 +113,18 @@ def test_a_service_named_with_a_leading_digit_over_kubectl(served: Serve) -> Non
     """RelaxedServiceNameValidation, on at 1.37: kubectl creates a Service whose name starts with a digit."""
     made = kubectl(served, "create", "service", "clusterip", "9-lives", "--tcp=80:8080", "-o", "json")
     assert json.loads(made)["metadata"]["name"] == "9-lives"
+
+
+def test_a_binding_labels_its_pod_with_the_nodes_topology(api: client.ApiClient) -> None:
+    """PodTopologyLabelsAdmission, on at 1.37: the official client's binding puts the node's zone on the pod."""
+    core = client.CoreV1Api(api)
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
+        name="zoned", labels={"topology.kubernetes.io/zone": "eu-1a"})))
+    core.create_namespaced_pod("default", client.V1Pod(metadata=client.V1ObjectMeta(name="placed"),
+                                                       spec=client.V1PodSpec(containers=[
+                                                           client.V1Container(name="c", image="nginx")])))
+    core.create_namespaced_pod_binding("placed", "default", client.V1Binding(
+        metadata=client.V1ObjectMeta(name="placed"), target=client.V1ObjectReference(kind="Node", name="zoned")),
+        _preload_content=False)
+    pod = core.read_namespaced_pod("placed", "default")
+    assert pod.spec.node_name == "zoned" and pod.metadata.labels == {"topology.kubernetes.io/zone": "eu-1a"}
