@@ -204,15 +204,18 @@ def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
 
 
 def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
-    """A Job's template is fixed, but for the scheduling directives of a suspended Job that
-    never started (labels, annotations, node selector and affinity, tolerations, gates);
+    """A Job's template is fixed, but for the scheduling directives (labels, annotations, node
+    selector and affinity, tolerations, gates) and the containers' resource requests and
+    limits of a suspended Job none of whose pods is active, started before or not, as 1.37
+    with MutableSchedulingDirectivesForSuspendedJobs and MutablePodResourcesForSuspendedJobs
+    on (KEP-5440, beta in 1.36; 1.34 took the directives only before a first start);
     ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``; so are
     its completion mode, failure and success policies, per-index backoff limit and manager."""
     causes = []
     template, was = spec.get("template"), old_spec.get("template")
     if template != was:
-        suspended = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
-        if not (suspended and _same_but_scheduling(template, was)):
+        idle = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("active")
+        if not (idle and _same_but_scheduling(template, was)):
             causes.append(_immutable("spec.template", template))
     for field in _JOB_FIXED:
         if spec.get(field) != old_spec.get(field):
@@ -231,13 +234,22 @@ _SCHEDULING = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 
 
 def _same_but_scheduling(template: Any, was: Any) -> bool:
+    """Whether two pod templates differ at most in what a suspended Job may change: its
+    scheduling directives and its containers' resource requests and limits."""
     if not isinstance(template, dict) or not isinstance(was, dict):
         return False
     a, b = copy.deepcopy(template), copy.deepcopy(was)
     for t in (a, b):
         t.pop("metadata", None)  # labels and annotations
+        pod = t.get("spec") if isinstance(t.get("spec"), dict) else {}
         for k in _SCHEDULING:
-            (t.get("spec") or {}).pop(k, None)
+            pod.pop(k, None)
+        for key in ("containers", "initContainers"):
+            for c in pod.get(key) or ():
+                resources = c.get("resources") if isinstance(c, dict) else None
+                if isinstance(resources, dict):
+                    resources.pop("requests", None)
+                    resources.pop("limits", None)
     return a == b
 
 

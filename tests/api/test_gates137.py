@@ -53,3 +53,34 @@ async def test_a_binding_puts_its_nodes_topology_labels_and_its_own_on_the_pod(c
     assert (await client.get(f"{PODS}/p2"))["metadata"]["labels"] == {"app": "web"}
     await client.create(f"{PODS}/p3/binding", {"target": {"name": "unknown"}, "metadata": {"name": "p3"}})
     assert (await client.get(f"{PODS}/p3"))["metadata"]["labels"] == {"app": "web"}
+
+
+JOBS = resource_path("batch", "v1", "jobs", "default")
+
+
+async def test_a_suspended_jobs_resources_and_directives_change_while_no_pod_is_active(client: Client) -> None:
+    """MutablePodResourcesForSuspendedJobs and MutableSchedulingDirectivesForSuspendedJobs
+    (KEP-5440, beta and on in 1.36): a suspended Job's container requests and limits, and its
+    node selector, may change whether it started before or not, while none of its pods is active."""
+    container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4"}}}
+    await client.create(JOBS, {"metadata": {"name": "train"}, "spec": {"suspend": True, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [container]}}}})
+    halved = {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}}}
+    job = await client.patch(f"{JOBS}/train", halved, "strategic")
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
+    started = {"status": {"startTime": "2026-01-01T00:00:00Z", "active": 0}}
+    await client.patch(f"{JOBS}/train/status", started)  # it ran once, and was suspended again
+    moved = {"spec": {"template": {"spec": {"nodeSelector": {"pool": "gpu"}, "containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}}}
+    job = await client.patch(f"{JOBS}/train", moved, "strategic")
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    await client.patch(f"{JOBS}/train/status", {"status": {"active": 1}})
+    with pytest.raises(ApiError) as e:  # a pod still runs
+        await client.patch(f"{JOBS}/train", halved, "strategic")
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == ["spec.template"]
+    await client.patch(f"{JOBS}/train/status", {"status": {"active": 0}})
+    with pytest.raises(ApiError) as e:  # the image stays fixed whatever the state
+        await client.patch(f"{JOBS}/train", {"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "alpine"}]}}}}, "strategic")
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == ["spec.template"]

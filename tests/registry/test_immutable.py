@@ -64,22 +64,25 @@ def job(**spec: Any) -> dict[str, Any]:
                      **spec}}
 
 
-def test_a_jobs_template_is_fixed_unless_suspended_and_never_started() -> None:
+def test_a_jobs_template_is_fixed_unless_suspended_with_no_active_pod() -> None:
     old = job()
     new = job()
     new["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
     assert fields(workload_causes("jobs", new, old)) == ["spec.template"]
-    # a suspended job that has not started may change where its pods go, not what they run
+    # a suspended job may change where its pods go, not what they run
     old, new = job(suspend=True), job(suspend=True)
     new["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "gpu"}
     new["spec"]["template"]["metadata"]["annotations"] = {"a": "b"}
     assert workload_causes("jobs", new, old) == []
     new["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
     assert fields(workload_causes("jobs", new, old)) == ["spec.template"]
+    # started before, it may too, as 1.37 (MutableSchedulingDirectivesForSuspendedJobs), once no pod is active
     started = {**old, "status": {"startTime": "2026-01-01T00:00:00Z"}}
     moved = job(suspend=True)
     moved["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "gpu"}
-    assert fields(workload_causes("jobs", moved, started)) == ["spec.template"]
+    assert workload_causes("jobs", moved, started) == []
+    running = {**old, "status": {"startTime": "2026-01-01T00:00:00Z", "active": 2}}
+    assert fields(workload_causes("jobs", moved, running)) == ["spec.template"]
 
 
 def test_a_jobs_completions_are_fixed_unless_an_indexed_job_scales() -> None:
