@@ -267,18 +267,26 @@ def test_v1_endpoints_carry_upstreams_deprecation_warning(served: Serve) -> None
     kubectl(served, "delete", "endpoints", "legacy")
 
 
-def test_endpoints_addresses_in_legacy_forms_are_taken_with_upstreams_warnings(served: Serve) -> None:
-    """1.34's StrictIPCIDRValidation is off: an Endpoints address with leading zeros or
-    IPv4-mapped is stored as written, and kubectl prints the warning that says it will not be."""
-    created = _kubectl_all(served, "create", "-f", "-", stdin=(
+def test_endpoints_addresses_in_legacy_forms_are_refused_and_kubectl_says_why(served: Serve) -> None:
+    """1.37's StrictIPCIDRValidation is on: an Endpoints address with leading zeros or IPv4-mapped
+    is refused, in kube-apiserver's words; a non-canonical IPv6 one is stored as written, and
+    kubectl prints the warning that says which form is canonical."""
+    refused = _kubectl_all(served, "create", "-f", "-", stdin=(
         "apiVersion: v1\nkind: Endpoints\nmetadata: {name: odd-ips}\n"
         "subsets: [{addresses: [{ip: 010.9.0.1}, {ip: '::ffff:10.9.0.2'}], ports: [{port: 80}]}]\n"))
+    assert refused.returncode != 0, refused
+    assert 'The Endpoints "odd-ips" is invalid: \n* subsets[0].addresses[0].ip: Invalid value: "010.9.0.1": ' \
+           "must not have leading 0s" in refused.stderr, refused.stderr
+    assert '* subsets[0].addresses[1].ip: Invalid value: "::ffff:10.9.0.2": must not be an IPv4-mapped IPv6 ' \
+           "address" in refused.stderr, refused.stderr
+    created = _kubectl_all(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: Endpoints\nmetadata: {name: odd-ips}\n"
+        "subsets: [{addresses: [{ip: '2001:DB8:0::1'}], ports: [{port: 80}]}]\n"))
     assert created.returncode == 0, created
-    assert 'Warning: subsets[0].addresses[0].ip: non-standard IP address "010.9.0.1" will be considered invalid ' \
-           'in a future Kubernetes release: use "10.9.0.1"' in created.stderr, created.stderr
-    assert 'Warning: subsets[0].addresses[1].ip: non-standard IP address "::ffff:10.9.0.2"' in created.stderr
+    assert 'Warning: subsets[0].addresses[0].ip: IPv6 address "2001:DB8:0::1" should be in RFC 5952 canonical ' \
+           'format ("2001:db8::1")' in created.stderr, created.stderr
     stored = orjson.loads(kubectl(served, "get", "endpoints", "odd-ips", "-o", "json"))
-    assert [a["ip"] for a in stored["subsets"][0]["addresses"]] == ["010.9.0.1", "::ffff:10.9.0.2"]
+    assert [a["ip"] for a in stored["subsets"][0]["addresses"]] == ["2001:DB8:0::1"]
     kubectl(served, "delete", "endpoints", "odd-ips")
 
 
