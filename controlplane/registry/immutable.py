@@ -241,7 +241,8 @@ def _same_but_scheduling(template: Any, was: Any) -> bool:
     a, b = copy.deepcopy(template), copy.deepcopy(was)
     for t in (a, b):
         t.pop("metadata", None)  # labels and annotations
-        pod = t.get("spec") if isinstance(t.get("spec"), dict) else {}
+        spec = t.get("spec")
+        pod: Obj = spec if isinstance(spec, dict) else {}
         for k in _SCHEDULING:
             pod.pop(k, None)
         for key in ("containers", "initContainers"):
