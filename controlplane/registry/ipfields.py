@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -65,10 +66,22 @@ def parsed_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
             return None
 
 
+# an IPv4 address in canonical dotted-quad form (no part with a leading zero): every parse above
+# reads it and no strict check refuses it, so it needs none of them (a pod's IP, new with every pod)
+_CANONICAL_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+                             r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\Z")
+
+
 @functools.lru_cache(maxsize=_REMEMBERED)
 def legacy_ip_problems(text: str) -> tuple[str, ...]:
     """``IsValidIPForLegacyField`` with strict validation: what Go's sloppy parse reads,
-    and ``netip.ParseAddr`` too, not IPv4-mapped."""
+    and ``netip.ParseAddr`` too, not IPv4-mapped.
+
+    >>> legacy_ip_problems("10.0.1.7"), legacy_ip_problems("10.0.01.7"), legacy_ip_problems("::ffff:1.2.3.4")
+    ((), ('must not have leading 0s',), ('must not be an IPv4-mapped IPv6 address',))
+    """
+    if _CANONICAL_IPV4.match(text):
+        return ()
     if parsed_ip(text) is None:
         return (BAD_IP,)
     return strict_ip_problems(text)
