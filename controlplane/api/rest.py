@@ -465,13 +465,14 @@ class KubeApi:
         """The request's body, at most ``MAX_BODY`` bytes (413 as soon as it declares or sends
         more) arriving within ``BODY_TIMEOUT`` (504: a client that sends fewer bytes than its
         Content-Length, or stops mid-chunk, does not hold its request open forever)."""
+        exchange: Exchange | None = scope.get(EXCHANGE_SCOPE_KEY)
+        if (exchange is not None and exchange.body_done) or WHOLE_BODY_SCOPE_KEY in scope:
+            return await _read_body(receive)  # all there (most requests): read, its size checked, no wait
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), b"")
         if declared.isdigit() and int(declared) > MAX_BODY:
             raise ApiError.too_large(BODY_LIMIT)
         try:
-            if EXCHANGE_SCOPE_KEY in scope or WHOLE_BODY_SCOPE_KEY in scope:
-                # the server's own protocol bounds its receive (http1.BODY_TIMEOUT); an in-process
-                # request's body is there at once
+            if exchange is not None:  # the server's own protocol bounds its receive (http1.BODY_TIMEOUT)
                 return await _read_body(receive)
             async with asyncio.timeout(BODY_TIMEOUT):  # (about 7 µs a request: uvicorn's protocol only)
                 return await _read_body(receive)
