@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,7 @@ import orjson
 import yaml
 
 from .errors import ApiError
+from .rewriting import Send, rewriting_writer
 
 __all__ = ["AS_JSON", "AS_PROTOBUF", "AS_YAML", "BUILTIN", "CUSTOM", "JSON_OUTPUT", "NOT_ACCEPTABLE",
            "NOT_ACCEPTABLE_STREAM", "OUTPUT", "PLAIN", "UNPARSEABLE", "Output", "body_media_type", "error_format",
@@ -254,40 +254,21 @@ def error_format(accept: str) -> str:
     return AS_YAML if found is not None and found.yaml else AS_JSON
 
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
 def negotiated_writer(send: Send, errors_as_yaml: bool) -> Send:
     """``send``, with a JSON answer written as YAML when it is negotiated so: an error
     (a status of 400 or more) if ``errors_as_yaml``, any other answer if ``OUTPUT`` (read
     when it starts) is YAML. Other answers, and answers that are not JSON, go as they are."""
-    start: dict[str, Any] | None = None
-    body: list[bytes] = []
-    passing = False
 
-    async def write(message: dict[str, Any]) -> None:
-        nonlocal start, passing
-        if message["type"] == "http.response.start":
-            headers = message.get("headers") or []
-            as_yaml = errors_as_yaml if message["status"] >= 400 else OUTPUT.get().yaml
-            if not as_yaml or not any(k == b"content-type" and v == b"application/json" for k, v in headers):
-                passing = True
-                await send(message)  # as it is
-                return
-            start = message
-            return
-        if passing or start is None:
-            await send(message)
-            return
-        body.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
+    def takes(start: dict[str, Any]) -> bool:
+        as_yaml = errors_as_yaml if start["status"] >= 400 else OUTPUT.get().yaml
+        return as_yaml and any(k == b"content-type" and v == b"application/json" for k, v in start.get("headers") or [])
+
+    def as_yaml_document(start: dict[str, Any], whole: bytes) -> tuple[dict[str, Any], bytes]:
         # libyaml's emitter: PyYAML's own, in Python, takes seconds for a large list
-        document = yaml.dump(orjson.loads(b"".join(body)), Dumper=yaml.CSafeDumper, sort_keys=True,
+        document = yaml.dump(orjson.loads(whole), Dumper=yaml.CSafeDumper, sort_keys=True,
                              allow_unicode=True, default_flow_style=False).encode()
         headers = [(k, v) for k, v in start.get("headers") or [] if k not in (b"content-type", b"content-length")]
-        await send({**start, "headers": [(b"content-type", b"application/yaml"),
-                                         (b"content-length", str(len(document)).encode()), *headers]})
-        await send({"type": "http.response.body", "body": document})
+        return {**start, "headers": [(b"content-type", b"application/yaml"),
+                                     (b"content-length", str(len(document)).encode()), *headers]}, document
 
-    return write
+    return rewriting_writer(send, takes, as_yaml_document)

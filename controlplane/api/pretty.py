@@ -19,15 +19,15 @@ the answer, only the requests that ask.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
 
-__all__ = ["PRETTY_AGENTS", "pretty_asked", "pretty_writer"]
+from .rewriting import Send, rewriting_writer
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+__all__ = ["PRETTY_AGENTS", "pretty_asked", "pretty_writer"]
 
 PRETTY_AGENTS = (b"curl", b"Wget", b"Mozilla/5.0")
 _TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))  # strconv.ParseBool's; anything else is not true
@@ -46,35 +46,17 @@ def pretty_asked(query_string: bytes, agent: bytes) -> bool:
 def pretty_writer(send: Send, streaming: Callable[[], bool]) -> Send:
     """``send``, with a JSON answer indented; an answer that is not JSON, or one
     ``streaming()`` says is a stream (a watch) when it starts, goes as it is."""
-    start: dict[str, Any] | None = None
-    body: list[bytes] = []
-    passing = False
 
-    async def write(message: dict[str, Any]) -> None:
-        nonlocal start, passing
-        if message["type"] == "http.response.start":
-            headers = message.get("headers") or []
-            if streaming() or not any(k == b"content-type" and v.startswith(b"application/json") for k, v in headers):
-                passing = True
-                await send(message)
-                return
-            start = message
-            return
-        if passing or start is None:
-            await send(message)
-            return
-        body.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
-        whole = b"".join(body)
+    def takes(start: dict[str, Any]) -> bool:
+        return not streaming() and any(k == b"content-type" and v.startswith(b"application/json")
+                                       for k, v in start.get("headers") or [])
+
+    def indented(start: dict[str, Any], whole: bytes) -> tuple[dict[str, Any], bytes]:
         if not whole:  # (a HEAD's, a 304's: its headers as they were)
-            await send(start)
-            await send({"type": "http.response.body", "body": whole})
-            return
+            return start, whole
         with contextlib.suppress(orjson.JSONDecodeError):  # (not JSON after all, or past 64 bits: as it is)
             whole = orjson.dumps(orjson.loads(whole), option=orjson.OPT_INDENT_2)
         headers = [(k, v) for k, v in start.get("headers") or [] if k != b"content-length"]
-        await send({**start, "headers": [*headers, (b"content-length", str(len(whole)).encode())]})
-        await send({"type": "http.response.body", "body": whole})
+        return {**start, "headers": [*headers, (b"content-length", str(len(whole)).encode())]}, whole
 
-    return write
+    return rewriting_writer(send, takes, indented)
