@@ -6,6 +6,13 @@ imports it from here::
     from controlplane.metrics import WATCH_CACHE_LOCK_WAIT
     WATCH_CACHE_LOCK_WAIT.labels(resource="pods", role="writer").observe(waited)
 
+``REGISTRY`` is what the API server's ``/metrics`` shows: everything, the components
+that run inside ``serve`` included. A standalone command (``controlplane scheduler``,
+``nodes``, ``autoscaler``) serves its own ``/metrics`` (metricsserver.py) from
+``component_registry`` of its component's tuple (``SCHEDULER_METRICS``, ``NODES_METRICS``,
+``AUTOSCALER_METRICS``): what it records, never the API server's series, which it does
+not run. A metric a component records belongs in its tuple.
+
 Durations are in seconds. Buckets reach far below kube-apiserver's: this
 server answers in microseconds to milliseconds, and a histogram whose first
 bucket is 5 ms would hide every difference worth measuring.
@@ -40,6 +47,7 @@ __all__ = [
     "AUTOSCALER_NODECLAIMS_DISRUPTED",
     "AUTOSCALER_NODES",
     "AUTOSCALER_PROVISIONING",
+    "AUTOSCALER_METRICS",
     "AUTOSCALER_SIMULATION",
     "CONTENT_TYPE",
     "EVENT_LOOP_LAG",
@@ -50,6 +58,7 @@ __all__ = [
     "LEASE_RENEW_LAG",
     "LONGRUNNING_REQUESTS",
     "NODES_HEALTH_PASS",
+    "NODES_METRICS",
     "NODE_EVICTIONS",
     "OBJECT_COUNTS",
     "PODGC_DELETES",
@@ -57,10 +66,12 @@ __all__ = [
     "PODGROUP_SCHEDULE_ATTEMPTS",
     "POD_STARTUP",
     "POD_START_SECONDS",
+    "PROCESS_COLLECTORS",
     "REGISTRY",
     "REQUESTS",
     "REQUEST_BUCKETS",
     "SCHEDULER_E2E_SCHEDULING",
+    "SCHEDULER_METRICS",
     "SCHEDULER_SCHEDULE_ATTEMPTS",
     "STAGE_TRANSITIONS",
     "STORE_COMMIT_BATCH_SIZE",
@@ -73,6 +84,7 @@ __all__ = [
     "ZONE_EVICTIONS",
     "ZONE_HEALTH",
     "ZONE_SIZE",
+    "component_registry",
     "observe_many",
     "exposition",
     "monitor_event_loop_lag",
@@ -86,9 +98,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # importing this module twice (tests, reloads) never collides, and /metrics
 # shows exactly what is listed here plus the process collectors.
 REGISTRY = CollectorRegistry(auto_describe=True)
-ProcessCollector(registry=REGISTRY)
-PlatformCollector(registry=REGISTRY)
-GCCollector(registry=REGISTRY)
+# process_*, python_info, python_gc_*: every process's, on each registry (component_registry's too)
+PROCESS_COLLECTORS: tuple[Collector, ...] = (
+    ProcessCollector(registry=REGISTRY), PlatformCollector(registry=REGISTRY), GCCollector(registry=REGISTRY))
 
 _MICRO_TO_SECOND = (
     1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
@@ -520,6 +532,29 @@ POD_STARTUP = Histogram(
     "Pod startup as the autoscaler observes it, by part (total, scheduling, provisioning, starting).", ["part"],
     buckets=_AUTOSCALER_SECONDS, registry=REGISTRY,
 )
+
+
+# -- what each standalone command records, and serves on its own /metrics --------------------------
+SCHEDULER_METRICS: tuple[Collector, ...] = (
+    SCHEDULER_SCHEDULE_ATTEMPTS, SCHEDULER_E2E_SCHEDULING, PODGROUP_SCHEDULE_ATTEMPTS)
+# (not NODE_EVICTIONS: the taint eviction controller's, which runs in serve)
+NODES_METRICS: tuple[Collector, ...] = (
+    LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS, IMAGE_PULL_SECONDS, IMAGE_PULLS)
+AUTOSCALER_METRICS: tuple[Collector, ...] = (
+    AUTOSCALER_PROVISIONING, AUTOSCALER_SIMULATION, AUTOSCALER_NODECLAIMS_CREATED, AUTOSCALER_NODECLAIMS_DISRUPTED,
+    AUTOSCALER_NODES, POD_STARTUP)
+
+
+def component_registry(owned: Iterable[Collector]) -> CollectorRegistry:
+    """A registry of ``owned`` (a component's tuple above) and what every process has: its
+    collectors (``PROCESS_COLLECTORS``), its event loop's lag and its collector's pauses
+    (``monitor_event_loop_lag`` and ``observe_gc_pauses`` record them once started). The
+    metrics are the same objects as on ``REGISTRY``, which keeps them too."""
+    registry = CollectorRegistry(auto_describe=True)
+    for collector in (*PROCESS_COLLECTORS, EVENT_LOOP_LAG, GC_PAUSE, *owned):
+        registry.register(collector)
+    return registry
+
 
 def observe_many(child: Histogram, amounts: Sequence[float]) -> None:
     """``child.observe(a)`` for each of ``amounts``, counted per bucket first: one locked

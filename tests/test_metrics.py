@@ -1,18 +1,34 @@
 """``observe_many``: the same histogram as one ``observe`` per amount; ``exposition``: the same text as
-prometheus_client's ``generate_latest``."""
+prometheus_client's ``generate_latest``; ``component_registry``: a standalone command's metrics alone."""
 
 from __future__ import annotations
 
+import ast
 import gc
 import math
 import random
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, Summary, generate_latest
 from prometheus_client.core import GaugeHistogramMetricFamily, Metric, StateSetMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
-from controlplane.metrics import REGISTRY, exposition, observe_many
+from controlplane import metrics
+from controlplane.metrics import (
+    AUTOSCALER_METRICS,
+    NODES_METRICS,
+    REGISTRY,
+    SCHEDULER_METRICS,
+    component_registry,
+    exposition,
+    observe_many,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _exposed(registry: CollectorRegistry) -> list[str]:
@@ -72,3 +88,44 @@ def test_exposition_of_the_servers_registry() -> None:
         assert steady(exposition()) == steady(generate_latest(REGISTRY))
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(("owned", "own"), [
+    (SCHEDULER_METRICS, "controlplane_scheduler_e2e_scheduling_seconds"),
+    (NODES_METRICS, "controlplane_nodes_image_pull_seconds"),
+    (AUTOSCALER_METRICS, "controlplane_pod_startup_seconds"),
+])
+def test_a_component_registry_holds_its_metrics_and_the_process(owned: tuple[Collector, ...], own: str) -> None:
+    text = exposition(component_registry(owned)).decode()
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    assert own in families
+    assert {"process_cpu_seconds_total", "python_info", "controlplane_event_loop_lag_seconds",
+            "controlplane_gc_pause_seconds"} <= families
+    # nothing of the API server's, which the command does not run, nor another component's
+    assert not {f for f in families if f.startswith(("apiserver_", "controlplane_watch", "controlplane_store",
+                                                     "controlplane_request", "node_collector"))}
+    others = {SCHEDULER_METRICS: "controlplane_scheduler", NODES_METRICS: "controlplane_nodes",
+              AUTOSCALER_METRICS: "controlplane_autoscaler"}
+    assert not {f for f in families for o, prefix in others.items() if o is not owned and f.startswith(prefix)}
+
+
+def _imported_metrics(package: Path) -> set[str]:
+    """The names a package's modules import from controlplane/metrics.py."""
+    names: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").endswith("metrics"):
+                continue
+            depth = len(path.relative_to(ROOT / "controlplane").parts) - 1  # packages below controlplane/
+            if node.module == "controlplane.metrics" or (node.module == "metrics" and node.level == depth + 1):
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(("package", "owned"), [
+    ("scheduler", SCHEDULER_METRICS), ("nodes", NODES_METRICS), ("autoscaler", AUTOSCALER_METRICS)])
+def test_every_metric_a_component_records_is_in_its_tuple(package: str, owned: tuple[Collector, ...]) -> None:
+    recorded = {name for name in _imported_metrics(ROOT / "controlplane" / package)
+                if isinstance(getattr(metrics, name), MetricWrapperBase)}
+    assert recorded, package
+    assert [name for name in recorded if getattr(metrics, name) not in owned] == []
