@@ -1,7 +1,7 @@
 """The ``controlplane`` command (also ``python -m controlplane``).
 
     controlplane serve [--host H] [--port P] [--data-dir D] [--store URL] ...
-    controlplane scheduler --kubeconfig PATH
+    controlplane scheduler --kubeconfig PATH [--metrics-address HOST:PORT]
     controlplane bench NAME [ARGS...]
     controlplane nodes --kubeconfig PATH --count N [--stages FILE]
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import AUTHORIZATION_MODES, HTTP_PROTOCOLS, LOG_LEVELS, SNAPSHOT_MODES
+from .metricsserver import add_argument as add_metrics_argument
 
 if TYPE_CHECKING:
     from .config import Config
@@ -206,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="schedule the pods whose spec.schedulerName is this (default: %(default)s)")
     sched.add_argument("--percentage-of-nodes-to-score", type=int, default=0, metavar="P",
                        help="as kube-scheduler's percentageOfNodesToScore; 0 is adaptive (default: %(default)s)")
+    add_metrics_argument(sched, 10259, "kube-scheduler")
     sched.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     sched.set_defaults(func=_scheduler)
 
@@ -793,7 +795,8 @@ def _scheduler(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     from .scheduler.scheduler import main as scheduler_main
 
     return scheduler_main(args.kubeconfig, scheduler_name=args.scheduler_name,
-                          percentage=args.percentage_of_nodes_to_score, log_level=args.log_level)
+                          percentage=args.percentage_of_nodes_to_score, log_level=args.log_level,
+                          metrics_address=args.metrics_address)
 
 
 def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """A standalone command's own /metrics and health checks (controlplane/metricsserver.py): the
-flag, the answers over a socket (what each registry holds: test_metrics.py).
+flag, the answers over a socket, a given address in use (what each registry holds: test_metrics.py).
 The commands serving them against a real server: tests/scheduler/test_e2e.py,
 tests/nodes/test_standalone.py, tests/autoscaler/test_socket.py."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from controlplane import metrics
+from controlplane.cli import main
 from controlplane.metrics import SCHEDULER_METRICS, component_registry
 from controlplane.metricsserver import Address, parse_address, serving
 
@@ -88,3 +89,22 @@ async def test_the_endpoint_answers_over_a_socket() -> None:
         assert (await _get(port, b"nonsense\r\n\r\n"))[0] == 400
         assert (await _get(port, b"GET /" + b"x" * 20_000 + b" HTTP/1.1\r\n\r\n"))[0] == 431
     assert sock.fileno() == -1  # closed with the block
+
+
+@pytest.mark.parametrize("command", ["scheduler", "nodes", "autoscaler"])
+def test_a_given_address_in_use_is_one_line_and_exit_1(tmp_path: Path, command: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        # before the kubeconfig is read, or the server reached: nothing else is tried
+        assert main([command, "--kubeconfig", str(tmp_path / "none"), "--metrics-address", f"127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"controlplane {command}: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_bad_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["nodes", "--kubeconfig", "k", "--metrics-address", "10247"])
+    assert e.value.code == 2
+    assert "argument --metrics-address: not HOST:PORT (a port from 0 to 65535), nor off: '10247'" in \
+        capsys.readouterr().err

@@ -1,6 +1,6 @@
 """``controlplane autoscaler``: the autoscaler against any API server.
 
-    controlplane autoscaler --kubeconfig PATH [--instance-types FILE] [--latency-scale X]
+    controlplane autoscaler --kubeconfig PATH [--instance-types FILE] [--latency-scale X] [--metrics-address HOST:PORT]
 
 Only argparse is imported here: the autoscaler's modules load when the command runs.
 """
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..gcsettings import settle_heap
+from ..metricsserver import AddressInUse, listen, serving
+from ..metricsserver import add_argument as add_metrics_argument
 
 __all__ = ["add_parser"]
 
@@ -33,6 +36,7 @@ def add_parser(sub: Any) -> None:
                    help="close a batch of pending pods after this long without a new one (default: %(default)s)")
     p.add_argument("--batch-max", type=float, default=10.0, metavar="SECONDS",
                    help="close a batch at the latest this long after it opened (default: %(default)s)")
+    add_metrics_argument(p, 8080, "Karpenter's controller")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=_run)
 
@@ -46,21 +50,30 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print("controlplane autoscaler: error: need --latency-scale >= 0 and 0 < --batch-idle <= --batch-max",
               file=sys.stderr)
         return 2
+    try:
+        sock = listen("controlplane autoscaler", args.metrics_address)
+    except AddressInUse as e:
+        print(e, file=sys.stderr)
+        return 1
     signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
-        return asyncio.run(_main(args))
+        return asyncio.run(_main(args, sock))
     except KeyboardInterrupt:
         return 0
+    finally:
+        if sock is not None:
+            sock.close()
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) -> int:
     import httpx
 
     from ..client import ApiError, Client, KubeconfigError
+    from ..metrics import AUTOSCALER_METRICS, component_registry
     from .catalog import Catalog, load
     from .controller import Autoscaler
 
@@ -76,8 +89,11 @@ async def _main(args: argparse.Namespace) -> int:
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1
     try:
-        await Autoscaler(client, catalog, latency_scale=args.latency_scale, batch_idle=args.batch_idle,
-                         batch_max=args.batch_max).run()
+        autoscaler = Autoscaler(client, catalog, latency_scale=args.latency_scale, batch_idle=args.batch_idle,
+                                batch_max=args.batch_max)
+        async with serving("controlplane autoscaler", metrics_socket, component_registry(AUTOSCALER_METRICS),
+                           autoscaler.synced.is_set):
+            await autoscaler.run()
     except ApiError as e:
         print(f"controlplane autoscaler: error: {e}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """``controlplane nodes``: the node simulator against any API server.
 
     controlplane nodes --kubeconfig PATH --count N [--stages FILE | --enable-crds Stage] [--instance-type T] ...
+                       [--metrics-address HOST:PORT]
     controlplane nodes --kubeconfig PATH --fail NODE [--mode unreachable|not-ready]
     controlplane nodes --kubeconfig PATH --recover NODE
 
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..gcsettings import settle_heap
+from ..metricsserver import AddressInUse, listen, serving
+from ..metricsserver import add_argument as add_metrics_argument
 
 __all__ = ["add_parser", "enable_crds"]
 
@@ -89,6 +93,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("unreachable", "not-ready"), default="unreachable",
                    help="the failure --fail injects (default: %(default)s)")
     p.add_argument("--recover", metavar="NODE", help="clear NODE's injected failure and exit")
+    add_metrics_argument(p, 10247, "KWOK's controller")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=_run)
 
@@ -106,11 +111,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"controlplane nodes: error: {e}", file=sys.stderr)
         return 2
+    try:  # (--fail and --recover only write and exit: no metrics)
+        sock = None if args.fail or args.recover else listen("controlplane nodes", args.metrics_address)
+    except AddressInUse as e:
+        print(e, file=sys.stderr)
+        return 1
     signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
-        return asyncio.run(_main(args))
+        return asyncio.run(_main(args, sock))
     except KeyboardInterrupt:
         return 0
+    finally:
+        if sock is not None:
+            sock.close()
 
 
 def _say_what_it_plays(server: str, args: argparse.Namespace) -> None:
@@ -129,8 +142,9 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) -> int:
     from ..client import ApiError, Client, KubeconfigError
+    from ..metrics import NODES_METRICS, component_registry
 
     settle_heap()  # a long-running process: the collector's settings of gcsettings
     if args.node_monitor_grace_period is not None:
@@ -173,7 +187,9 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1
         _say_what_it_plays(str(client.http.base_url).rstrip("/"), args)
-        await sim.run()
+        async with serving("controlplane nodes", metrics_socket, component_registry(NODES_METRICS),
+                           sim.synced):
+            await sim.run()
         return 0
     finally:
         await client.aclose()

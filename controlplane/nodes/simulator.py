@@ -358,6 +358,11 @@ class NodeSimulator:
         """API writes queued and not yet started."""
         return self._writes.qsize()
 
+    def synced(self) -> bool:
+        """Whether the informers have listed what they watch (``controlplane nodes``' /readyz)."""
+        return self.node_informer.synced.is_set() and self.pod_informer.synced.is_set() and (
+            self.stage_informer is None or self.stage_informer.synced.is_set())
+
     async def ready(self) -> None:
         """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
         await self._ready.wait()

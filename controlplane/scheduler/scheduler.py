@@ -42,6 +42,7 @@ from .writer import Writer
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..metricsserver import Address
     from .plugins.gangscheduling import GangScheduling
 
 __all__ = ["Scheduler", "start"]
@@ -706,12 +707,21 @@ async def start(client: Client, config: Config) -> None:
 
 
 def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, percentage: int = 0,
-         log_level: str = "info") -> int:
-    """``controlplane scheduler --kubeconfig PATH``: run until interrupted."""
+         log_level: str = "info", metrics_address: Address | None = None) -> int:
+    """``controlplane scheduler --kubeconfig PATH``: run until interrupted, serving its metrics and
+    health checks on ``metrics_address`` (metricsserver.py; None: not served)."""
     import signal
+
+    from ..metrics import SCHEDULER_METRICS, component_registry
+    from ..metricsserver import AddressInUse, listen, serving
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        sock = listen("controlplane scheduler", metrics_address)
+    except AddressInUse as e:
+        print(e, file=sys.stderr)
+        return 1
 
     async def run() -> int:
         settle_heap()
@@ -726,7 +736,9 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)
         try:
-            await task
+            async with serving("controlplane scheduler", sock, component_registry(SCHEDULER_METRICS),
+                               sched.synced.is_set):
+                await task
         except asyncio.CancelledError:
             pass
         finally:
@@ -734,7 +746,11 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
         return 0
 
     try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(run())
-    return uvloop.run(run())
+        try:
+            import uvloop
+        except ImportError:
+            return asyncio.run(run())
+        return uvloop.run(run())
+    finally:
+        if sock is not None:
+            sock.close()

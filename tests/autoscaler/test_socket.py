@@ -1,11 +1,12 @@
 """Over a real socket: ``controlplane serve --autoscaler`` (the whole loop in one
 server: the scheduler finds the pod unschedulable, the autoscaler launches a
 node, the scheduler binds the pod there, the node simulator runs it) and the
-standalone ``controlplane autoscaler`` beside a server."""
+standalone ``controlplane autoscaler`` beside a server, serving its own metrics."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from controlplane.client import Client
 from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, nodepool, pending_pods, pod, wait_for
 from tests.test_cli import Serve, start_serve
+from tests.test_metricsserver import metrics_url
 
 CATALOG = {"instanceTypes": [
     {"name": "cpu-small", "cpu": "2", "memory": "8Gi", "pods": 20, "price": 0.1, "launchLatencySeconds": 0.5},
@@ -128,8 +130,8 @@ async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
         s.wait_ready()
         with (tmp_path / "autoscaler.log").open("wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "controlplane", "autoscaler", "--kubeconfig",
-                                     str(s.kubeconfig), "--latency-scale", "0.01"], stdout=log, stderr=log,
-                                    stdin=subprocess.DEVNULL)
+                                     str(s.kubeconfig), "--latency-scale", "0.01", "--metrics-address", "127.0.0.1:0"],
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         async with Client.from_kubeconfig(s.kubeconfig) as client:
             async def pools_served() -> bool:
                 try:
@@ -144,6 +146,21 @@ async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
             nodes: list[dict[str, Any]] = await wait_for(lambda: _items(client, NODES), timeout=30)
             # the built-in catalog's cheapest type that holds the pod
             assert nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cpu-small"
+
+            # its own metrics, on its own port, as Karpenter's controller serves them (the server's have none)
+            own = metrics_url(tmp_path / "autoscaler.log")
+
+            async def metrics() -> str | None:  # the NodeClaims by state are counted every 2 s
+                text = httpx.get(f"{own}/metrics").text
+                return text if "controlplane_autoscaler_provisioning_seconds_count 1.0" in text and \
+                    'controlplane_autoscaler_nodes{state="registered"} 1.0' in text else None  # no kubelet: not ready
+
+            text = await wait_for(metrics, timeout=10)
+            assert 'controlplane_autoscaler_nodeclaims_created_total{nodepool="default"} 1.0' in text
+            assert re.search(r"^controlplane_autoscaler_scheduling_simulation_seconds_count [1-9]", text, re.M)
+            assert "apiserver_request_total" not in text and "controlplane_nodes_image_pull" not in text
+            assert httpx.get(f"{own}/readyz").text == "ok" and httpx.get(f"{own}/nodepools").status_code == 404
+            assert "controlplane_autoscaler_nodeclaims_created_total{" not in httpx.get(f"{s.url}/metrics").text
     finally:
         if proc is not None:
             proc.terminate()

@@ -1,6 +1,7 @@
 """Over a real socket: ``controlplane nodes`` in its own process against ``controlplane serve``
 (scheduler and controllers on, no simulator of its own). Its nodes register and renew their
-Leases, and run the pods the scheduler binds to them; when the process dies, nothing renews
+Leases, and run the pods the scheduler binds to them, and its own ``/metrics`` counts the image
+pulls and pod starts (``--metrics-address``); when the process dies, nothing renews
 them any more: the server's node lifecycle controller turns them Unknown after
 ``--node-monitor-grace-period`` and taints them unreachable, and the taint eviction
 controller evicts the pods whose toleration runs out (``tolerationSeconds``).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -21,9 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from controlplane.client import ApiError, Client, resource_path
 from tests.nodes.conftest import NODES, PODS, eventually
 from tests.test_cli import start_serve
+from tests.test_metricsserver import metrics_url
 
 LEASES = resource_path("coordination.k8s.io", "v1", "leases", "kube-node-lease")
 
@@ -46,14 +51,14 @@ async def _kubelet(client: Client, name: str) -> None:
         await client.patch(f"{LEASES}/{name}", {"spec": {"renewTime": _now()}})
 
 
-def _on(name: str, node: str, seconds: int | None) -> dict[str, Any]:
+def _on(name: str, node: str, seconds: int | None, image: str = "registry.k8s.io/pause:3.10") -> dict[str, Any]:
     toleration: dict[str, Any] = {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
                                   "effect": "NoExecute"}
     if seconds is not None:
         toleration["tolerationSeconds"] = seconds
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "tolerations": [toleration],
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+                     "containers": [{"name": "c", "image": image}]}}
 
 
 async def _ready(client: Client, node: str) -> str | None:
@@ -86,7 +91,8 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
             with (tmp_path / "nodes.err").open("wb") as err:
                 cli = subprocess.Popen(
                     [sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(serve.kubeconfig),
-                     "--count", "2", "--name-prefix", "cli-", "--renew-interval", "1"],
+                     "--count", "2", "--name-prefix", "cli-", "--renew-interval", "1",
+                     "--metrics-address", "127.0.0.1:0"],
                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
             for node in ("cli-0", "cli-1"):
                 await eventually(lambda node=node: _is(_ready(client, node), "True"), timeout=20)  # type: ignore[misc]
@@ -101,9 +107,21 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
             # bound by the scheduler, run by the standalone simulator
             await client.create(PODS, _on("brief", "cli-0", 1))
             await client.create(PODS, _on("stays", "cli-1", None))
-            for name in ("brief", "stays"):
+            await client.create(PODS, _on("pulled", "cli-1", None, image="busybox:1.36"))  # not on the node yet
+            for name in ("brief", "stays", "pulled"):
                 await eventually(lambda name=name: _is(_phase(client, name), "Running"), timeout=20)  # type: ignore[misc]
             assert (await client.get(f"{PODS}/brief"))["spec"]["nodeName"] == "cli-0"
+            # its own metrics, on its own port (the server's /metrics has none of them)
+            own = metrics_url(tmp_path / "nodes.err")
+            metrics = httpx.get(f"{own}/metrics").text
+            assert "controlplane_nodes_image_pull_seconds_count 1.0" in metrics  # busybox: 4.3 MB
+            assert 'controlplane_nodes_image_pulls_total{result="pull"} 1.0' in metrics
+            assert 'controlplane_nodes_image_pulls_total{result="hit"} 2.0' in metrics  # the pause image
+            assert "controlplane_nodes_pod_start_seconds_count 3.0" in metrics
+            assert re.search(r'^controlplane_nodes_lease_renewals_total\{result="ok"\} [1-9]', metrics, re.M)
+            assert "apiserver_request_total" not in metrics and "controlplane_scheduler" not in metrics
+            assert httpx.get(f"{own}/readyz").text == "ok" and httpx.get(f"{own}/nope").status_code == 404
+            assert "controlplane_nodes_image_pull_seconds_count 0.0" in httpx.get(f"{serve.url}/metrics").text
             # Longer than the grace period: the simulator's renewals keep its nodes Ready
             await asyncio.sleep(4)
             assert await _ready(client, "cli-0") == "True"

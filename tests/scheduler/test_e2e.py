@@ -17,6 +17,7 @@ import httpx
 from controlplane.client import Client
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve, start_serve
+from tests.test_metricsserver import metrics_url
 
 from .helpers import create_node, node, pod, podgroup
 
@@ -132,16 +133,29 @@ def test_the_scheduler_inside_serve_binds_over_the_socket(tmp_path: Path) -> Non
 
 
 def test_the_standalone_scheduler_against_a_server_in_another_process(tmp_path: Path) -> None:
+    """It binds, and serves its own metrics (the server's /metrics has none of them), as
+    kube-scheduler does on its port."""
     s = start_serve(tmp_path, extra=("--no-scheduler",))
     sched: subprocess.Popen[bytes] | None = None
     try:
         s.wait_ready()
         with (tmp_path / "scheduler.log").open("wb") as log:
             sched = subprocess.Popen([sys.executable, "-m", "controlplane", "scheduler",
-                                      "--kubeconfig", str(s.kubeconfig)],
+                                      "--kubeconfig", str(s.kubeconfig), "--metrics-address", "127.0.0.1:0"],
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         asyncio.run(_exercise(s.kubeconfig))
         assert sched.poll() is None
+        own = metrics_url(tmp_path / "scheduler.log")
+        metrics = httpx.get(f"{own}/metrics").text
+        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"} 5.0' in metrics
+        assert re.search(r'^controlplane_scheduler_schedule_attempts_total\{result="unschedulable"\} [1-9]', metrics,
+                         re.M)  # early, before a node; huge
+        assert "controlplane_scheduler_e2e_scheduling_seconds_count 5.0" in metrics
+        assert 'controlplane_podgroup_schedule_attempts_total{result="scheduled"} 1.0' in metrics
+        assert "apiserver_request_total" not in metrics and "process_cpu_seconds_total" in metrics
+        assert "controlplane_scheduler_e2e_scheduling_seconds_count 0.0" in httpx.get(f"{s.url}/metrics").text
+        assert httpx.get(f"{own}/readyz").text == "ok"
+        assert httpx.get(f"{own}/api/v1/pods").status_code == 404
         sched.terminate()
         assert sched.wait(timeout=10) == 0
         assert "synced" in (tmp_path / "scheduler.log").read_text()
