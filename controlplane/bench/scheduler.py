@@ -295,9 +295,10 @@ def run(args: argparse.Namespace) -> int:
         procs.append(start_server(work, port, extra))
 
         if args.external_scheduler:  # it watches from the start, as it would in a cluster
+            # (no metrics endpoint, nor its loop-lag timer: measured as before it had them)
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "controlplane", "scheduler", "--kubeconfig", str(work / "kubeconfig"),
-                 "--log-level", "warning"], cwd=work, stdout=subprocess.DEVNULL))
+                 "--log-level", "warning", "--metrics-address", "off"], cwd=work, stdout=subprocess.DEVNULL))
         r = asyncio.run(_run(args, port, procs[0].pid))
         inv = check_invariants(r["pods"], r["nodes"], args.gang_size)
         where = "external" if args.external_scheduler else "components-process" if args.components_process else "serve"
