@@ -16,7 +16,7 @@ import pytest
 from controlplane import metrics
 from controlplane.cli import main
 from controlplane.metrics import SCHEDULER_METRICS, component_registry
-from controlplane.metricsserver import Address, parse_address, serving
+from controlplane.metricsserver import Address, listen, parse_address, serving
 
 SERVING = re.compile(r"serving metrics on (http://\S+)/metrics")
 
@@ -100,6 +100,15 @@ def test_a_given_address_in_use_is_one_line_and_exit_1(tmp_path: Path, command: 
         assert main([command, "--kubeconfig", str(tmp_path / "none"), "--metrics-address", f"127.0.0.1:{port}"]) == 1
     err = capsys.readouterr().err
     assert err == f"controlplane {command}: error: cannot serve metrics on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_the_default_address_in_use_is_a_warning_and_no_metrics(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert listen("controlplane nodes", Address("127.0.0.1", port, given=False)) is None
+    assert caplog.messages == [f"controlplane nodes: not serving metrics: cannot listen on 127.0.0.1:{port}: Address "
+                               "already in use (--metrics-address HOST:PORT to choose another address, off for none)"]
+    assert listen("controlplane nodes", None) is None  # off
 
 
 def test_a_bad_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
