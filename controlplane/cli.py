@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--components-process", action="store_true",
                        help="run the scheduler, the node simulator and the controllers in a process of their own, "
                             "a client of this server over its socket, instead of inside it: they get a core of "
-                            "their own (their metrics are then not in this server's /metrics)")
+                            "their own (this server's /metrics shows theirs, read from that process)")
     serve.add_argument("--watch-cache-snapshot", choices=SNAPSHOT_MODES, default="lazy",
                        help="lazy (copy-on-write) or copy (the naive baseline) (default: %(default)s)")
     serve.add_argument("--http-protocol", choices=HTTP_PROTOCOLS, default="controlplane",
@@ -467,6 +467,12 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         signal.signal(sig, _ignore_signal)
     workers: list[int] = []
     port = sock.getsockname()[1]  # the one chosen, if --port 0
+    if config.components_process and config.kubeconfig_out.exists():
+        from . import componentsmetrics
+        from .components import enabled
+
+        if enabled(config):  # before any fork: every process of the port shows the child's metrics
+            componentsmetrics.announce()
     if config.workers > 1:
         for _ in range(config.workers - 1):
             pid = os.fork()  # before any thread or loop exists
@@ -680,6 +686,7 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
     import asyncio
     import logging
 
+    from . import componentsmetrics
     from .client import ApiError, Client
     from .components import enabled
     from .gcsettings import settle_heap
@@ -707,8 +714,10 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
                     tasks.append(asyncio.create_task(start, name=component.name))
                 return tasks
 
-            # under a Lease, as in the server's process (leaderelection.py)
-            await run_elected(client, start_components, identity(config.host, config.port))
+            # under a Lease, as in the server's process (leaderelection.py); their metrics are
+            # read by the server's /metrics (componentsmetrics.py)
+            async with componentsmetrics.serving():
+                await run_elected(client, start_components, identity(config.host, config.port))
         finally:
             await client.aclose()
 

@@ -11,7 +11,9 @@ that run inside ``serve`` included. A standalone command (``controlplane schedul
 ``nodes``, ``autoscaler``) serves its own ``/metrics`` (metricsserver.py) from
 ``component_registry`` of its component's tuple (``SCHEDULER_METRICS``, ``NODES_METRICS``,
 ``AUTOSCALER_METRICS``): what it records, never the API server's series, which it does
-not run. A metric a component records belongs in its tuple.
+not run. A metric a component records belongs in its tuple (the controllers' in
+``CONTROLLERS_METRICS``): ``serve --components-process`` shows their child's values of
+them all (``COMPONENTS_METRICS``, componentsmetrics.py).
 
 Durations are in seconds. Buckets reach far below kube-apiserver's: this
 server answers in microseconds to milliseconds, and a histogram whose first
@@ -48,6 +50,8 @@ __all__ = [
     "AUTOSCALER_NODES",
     "AUTOSCALER_PROVISIONING",
     "AUTOSCALER_METRICS",
+    "COMPONENTS_METRICS",
+    "CONTROLLERS_METRICS",
     "AUTOSCALER_SIMULATION",
     "CONTENT_TYPE",
     "EVENT_LOOP_LAG",
@@ -543,6 +547,13 @@ NODES_METRICS: tuple[Collector, ...] = (
 AUTOSCALER_METRICS: tuple[Collector, ...] = (
     AUTOSCALER_PROVISIONING, AUTOSCALER_SIMULATION, AUTOSCALER_NODECLAIMS_CREATED, AUTOSCALER_NODECLAIMS_DISRUPTED,
     AUTOSCALER_NODES, POD_STARTUP)
+# the controllers' (kube-controller-manager's), which run in serve only
+CONTROLLERS_METRICS: tuple[Collector, ...] = (
+    NODE_EVICTIONS, NODES_HEALTH_PASS, UNHEALTHY_NODES, ZONE_EVICTIONS, ZONE_HEALTH, ZONE_SIZE, PODGC_DELETES,
+    PODGC_DELETE_ERRORS)
+# what serve --components-process's child records, shown on the server's /metrics (componentsmetrics.py)
+COMPONENTS_METRICS: tuple[Collector, ...] = (
+    *SCHEDULER_METRICS, *NODES_METRICS, *AUTOSCALER_METRICS, *CONTROLLERS_METRICS)
 
 
 def component_registry(owned: Iterable[Collector]) -> CollectorRegistry:
@@ -580,9 +591,10 @@ def observe_many(child: Histogram, amounts: Sequence[float]) -> None:
             buckets[i].inc(n)
 
 
-def exposition(registry: CollectorRegistry = REGISTRY) -> bytes:
+def exposition(registry: CollectorRegistry = REGISTRY, skip: frozenset[str] = frozenset()) -> bytes:
     """The registry in Prometheus text format (what ``GET /metrics`` returns): byte for byte
-    what prometheus_client's ``generate_latest`` writes, in about a third of its time.
+    what prometheus_client's ``generate_latest`` writes, in about a third of its time; the
+    families named in ``skip`` (their base names) left out.
 
     Why not ``generate_latest`` itself: in the ``million`` run the load test's scrape every
     2.5 s read 9,000 lines (1.2 MB), and writing them cost the server's process 5% of its
@@ -596,6 +608,8 @@ def exposition(registry: CollectorRegistry = REGISTRY) -> bytes:
     append = output.append
     for metric in registry.collect():
         name, kind = metric.name, metric.type
+        if name in skip:
+            continue
         # the classic format's names and types for OpenMetrics' kinds, as generate_latest's
         if kind == "counter":
             name += "_total"

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from controlplane import metrics
 from controlplane.metrics import (
     AUTOSCALER_METRICS,
+    CONTROLLERS_METRICS,
     NODES_METRICS,
     REGISTRY,
     SCHEDULER_METRICS,
@@ -123,7 +124,8 @@ def _imported_metrics(package: Path) -> set[str]:
 
 
 @pytest.mark.parametrize(("package", "owned"), [
-    ("scheduler", SCHEDULER_METRICS), ("nodes", NODES_METRICS), ("autoscaler", AUTOSCALER_METRICS)])
+    ("scheduler", SCHEDULER_METRICS), ("nodes", NODES_METRICS), ("autoscaler", AUTOSCALER_METRICS),
+    ("controllers", CONTROLLERS_METRICS)])
 def test_every_metric_a_component_records_is_in_its_tuple(package: str, owned: tuple[Collector, ...]) -> None:
     recorded = {name for name in _imported_metrics(ROOT / "controlplane" / package)
                 if isinstance(getattr(metrics, name), MetricWrapperBase)}

@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import store
 from store.compactor import run_compactor
 
+from .. import componentsmetrics
 from ..client import Client
 from ..components import enabled
 from ..config import Config
@@ -558,9 +559,13 @@ def create_app(config: Config) -> FastAPI:
     async def get_version() -> Response:
         return Response(version, media_type="application/json")
 
+    components_families = componentsmetrics.skipped_families()  # (serve --components-process)
+
     @app.get("/metrics", include_in_schema=False)
     def get_metrics() -> Response:  # sync: FastAPI runs it in a worker thread, off the event loop
-        return Response(exposition(), media_type=CONTENT_TYPE)
+        if not components_families:
+            return Response(exposition(), media_type=CONTENT_TYPE)
+        return Response(exposition(skip=components_families) + componentsmetrics.fetch(), media_type=CONTENT_TYPE)
 
     @app.get("/", include_in_schema=False)
     async def get_root() -> Response:

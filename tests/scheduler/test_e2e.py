@@ -195,7 +195,7 @@ def test_serve_with_simulated_nodes_schedules_and_runs_pods(tmp_path: Path) -> N
 def test_serve_components_process_runs_them_beside_the_server(tmp_path: Path) -> None:
     """``serve --components-process``: the scheduler and the node simulator in a process
     ``serve`` forks, clients of it over its TLS socket; a pod is bound and runs, the
-    scheduler's metrics are not the server's, and SIGTERM stops both promptly."""
+    server's /metrics shows the child's scheduler and simulator metrics, and SIGTERM stops both promptly."""
     s = start_serve(tmp_path, scheduler=True, extra=("--nodes", "3", "--components-process"))
 
     try:
@@ -204,8 +204,15 @@ def test_serve_components_process_runs_them_beside_the_server(tmp_path: Path) ->
                     if b"\0serve\0" in Path(f"/proc/{c}/cmdline").read_bytes()]  # (not the store's applier)
         assert len(children) == 1, children
         asyncio.run(_a_pod_runs_on_a_simulated_node(s.kubeconfig))
+        # the child's metrics on the server's /metrics (componentsmetrics.py), each family once
         metrics = httpx.get(f"{s.url}/metrics", verify=False).text
-        assert 'controlplane_scheduler_schedule_attempts_total{result="scheduled"}' not in metrics
+        scheduled = re.search(r'^controlplane_scheduler_schedule_attempts_total\{result="scheduled"\} (\S+)$',
+                              metrics, re.M)
+        assert scheduled is not None and float(scheduled.group(1)) >= 1, metrics
+        assert re.search(r"^controlplane_nodes_pod_start_seconds_count (\S+)$", metrics, re.M)
+        helps = re.findall(r"^# HELP (\S+) ", metrics, re.M)
+        assert len(helps) == len(set(helps))
+        assert "controlplane_request_duration_seconds_bucket" in metrics  # and the server's own
         s.proc.terminate()
         assert s.proc.wait(timeout=20) == 0
         assert not Path(f"/proc/{children[0]}").exists() or "Z" in Path(f"/proc/{children[0]}/stat").read_text()
