@@ -35,7 +35,7 @@ from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE, device_resourc
 from .requirements import Requirement, Requirements
 from .resources import Resources, parse_resources
 
-__all__ = ["SPOT_DISCOUNT", "ZONES", "Catalog", "Offering", "Option", "load", "provider_labels"]
+__all__ = ["SPOT_DISCOUNT", "ZONES", "Catalog", "Offering", "Option", "load", "provider_labels", "resource_slices"]
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 SPOT_DISCOUNT = 0.35
@@ -95,6 +95,25 @@ def provider_labels(t: InstanceType) -> dict[str, str]:
         "karpenter.kwok.sh/instance-family": family[0] if len(family) == 2 else t.name[:1],
         "karpenter.kwok.sh/instance-size": size.group(1) if size else t.cpu,
     }
+
+
+def resource_slices(node: str, t: InstanceType, node_uid: str = "") -> list[dict[str, Any]]:
+    """The ResourceSlices a node of type ``t`` publishes (the launcher creates them; the
+    simulation allocates on them for a node not launched yet): one per driver of its
+    device templates, ``<node>-<driver>`` with the driver's dots and slashes made dashes,
+    the node its pool, owned by the Node. A second template of a driver adds nothing (its
+    slice's name is taken)."""
+    out: dict[str, dict[str, Any]] = {}
+    for gpu in t.gpus:
+        name = f"{node}-{gpu.driver.replace('.', '-').replace('/', '-')}"
+        out.setdefault(name, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
+                                                            "uid": node_uid, "controller": True}]},
+            "spec": {"driver": gpu.driver, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": gpu.devices()},
+        })
+    return list(out.values())
 
 
 def _option(t: InstanceType, extra: Mapping[str, Any] | None = None) -> Option:

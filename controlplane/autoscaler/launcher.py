@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..client import ApiError, Client, resource_path
-from .catalog import Catalog, Offering, Option, provider_labels
+from .catalog import Catalog, Offering, Option, provider_labels, resource_slices
 from .crds import GROUP, NODECLAIMS, VERSION
 from .labels import (
     CAPACITY_TYPE,
@@ -324,7 +324,8 @@ class Launcher:
         status.update(nodeName=name, conditions=conditions, lastPodEventTime=now())
         registered, *_ = await asyncio.gather(
             self.client.patch(claim_path(name, "status"), {"status": status}),
-            *(self._publish_slice(created, gpu.driver, gpu.devices()) for gpu in option.type.gpus))
+            *(self._publish_slice(body) for body in resource_slices(
+                name, option.type, (created.get("metadata") or {}).get("uid", ""))))
         registered_claim: Obj = registered
         return registered_claim
 
@@ -351,17 +352,7 @@ class Launcher:
         conditions = set_condition(conditions, "Ready", "True", "Ready", generation=generation)
         await self.client.patch(claim_path(name, "status"), {"status": {"conditions": conditions}})
 
-    async def _publish_slice(self, node: Obj, driver: str, devices: list[Obj]) -> None:
-        name = key(node)
-        body = {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-{driver.replace('.', '-').replace('/', '-')}",
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
-                                              "uid": (node.get("metadata") or {}).get("uid", ""),
-                                              "controller": True}]},
-            "spec": {"driver": driver, "nodeName": name,
-                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
-        }
+    async def _publish_slice(self, body: Obj) -> None:
         try:
             await self.client.create(SLICES, body)
         except ApiError as e:
