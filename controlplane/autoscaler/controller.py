@@ -81,7 +81,7 @@ class Autoscaler:
         self.sim = Simulated(self.state, self.catalog)
         # the scheduler's filter plugins judge real nodes; ``resource_fit`` alone: pass fits=resource_fit
         self.fits: Fits = fits if fits is not None else SchedulerFits(client, self.state)
-        self.provisioner = Provisioner(self.catalog, self.fits)
+        self.provisioner = Provisioner(self.catalog, self.fits, self.sim.devices)
         self.launcher = Launcher(client, self.catalog, self.state, latency_scale=latency_scale,
                                  drain_timeout=drain_timeout, on_registered=self._registered,
                                  on_event=lambda kind, obj, reason, message, type_: self._event(
@@ -130,8 +130,8 @@ class Autoscaler:
             self._mirror(resource_path("apps", "v1", "daemonsets"), st.daemonsets),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates),
-            self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"),
-                     on_add=st.device_classes.add, on_update=lambda o, n: st.device_classes.add(n)),
+            self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"), on_add=self._class_set,
+                     on_update=lambda o, n: self._class_set(n), on_delete=st.device_classes.remove),
         ]
         # gangs' topology only narrows where their new nodes go: not waited for (a server may not serve them)
         optional = [self._mirror(resource_path("scheduling.k8s.io", "v1beta1", "podgroups"), st.podgroups),
@@ -193,6 +193,10 @@ class Autoscaler:
     def _pool_set(self, obj: Obj) -> None:
         self.state.nodepools[key(obj)] = obj
         self._trigger.set()  # a new or changed NodePool may take pods that found no home
+
+    def _class_set(self, obj: Obj) -> None:
+        self.state.device_classes.add(obj)
+        self._trigger.set()  # pods whose claims named it (or found no device it selects) may launch now
 
     def _pool_deleted(self, obj: Obj) -> None:
         self.state.nodepools.pop(key(obj), None)

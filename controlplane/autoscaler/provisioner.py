@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog, Offering, Option
+from .devices import TypeDevices
 from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, pod_requirement_terms, tolerates
@@ -181,9 +182,11 @@ def _elementwise_max(many: Sequence[Mapping[str, int]], keys: Sequence[str]) -> 
 
 
 class Provisioner:
-    def __init__(self, catalog: Catalog, fits: Fits = resource_fit) -> None:
+    def __init__(self, catalog: Catalog, fits: Fits = resource_fit, devices: TypeDevices | None = None) -> None:
         self.catalog = catalog
         self.fits = fits
+        # the devices of a node of each type, for the pods' claims (None: counted per driver only)
+        self.devices = devices
 
     def plan(self, pods: Sequence[PodDemand], existing: Sequence[SimNode], pools: Sequence[NodePoolView],
              usage: Mapping[str, Resources] | None = None,
@@ -195,6 +198,9 @@ class Provisioner:
         plan = Plan(usage=usage or {}, overhead=overhead or {})
         pools = sorted(pools, key=lambda p: (-p.weight, p.name))
         for pod in sorted(pods, key=_size, reverse=True):
+            if pod.unschedulable is not None:
+                plan.unschedulable[pod.key] = pod.unschedulable  # on every node, as the scheduler's PreFilter
+                continue
             sig = pod.signature
             if self._onto_existing(pod, sig, existing, plan):
                 continue
@@ -226,6 +232,8 @@ class Provisioner:
             if self.fits(pod, node):
                 node.requested = add(node.requested, pod.requests)
                 node.pods.append(pod.obj)
+                if pod.claims:
+                    node.claimed.append(pod)
                 plan.existing[pod.key] = node.name
                 return True
             node.rejected.add(sig)
@@ -234,6 +242,7 @@ class Provisioner:
     def _narrow(self, pod: PodDemand, claim: NewClaim, reqs: Requirements, limit_room: Resources | None,
                 ) -> list[Option]:
         keep: list[Option] = []
+        claimed = [p for p in claim.pods if p.claims] if pod.claims and self.devices is not None else []
         for o in claim.options:
             merged = reqs.intersect(o.requirements)
             if not o.requirements.intersects(reqs) or o.cheapest(merged) is None:
@@ -241,7 +250,9 @@ class Provisioner:
             if limit_room is not None and any(o.allocatable.get(k, 0) > v for k, v in limit_room.items()):
                 continue
             hypothetical = SimNode(f"<{o.name}>", merged, list(claim.pool.taints), o.allocatable,
-                                   dict(claim.requested), nodepool=claim.pool.name)
+                                   dict(claim.requested), nodepool=claim.pool.name,
+                                   devices=self.devices.of(o) if self.devices is not None else None,
+                                   claimed=claimed)
             if self.fits(pod, hypothetical):
                 keep.append(o)
         return keep

@@ -4,13 +4,17 @@ of each pair: does this pod fit on this (possibly hypothetical) node?
 ``Fits`` is that question. ``resource_fit`` answers it with what Karpenter's
 simulation checks itself: taints tolerated, node labels compatible with the
 pod's node selector and required node affinity, requests (DRA devices counted
-per driver) within allocatable. The scheduler's filter plugins answer it for
-real nodes; to use them, pass another ``Fits`` (one line where the controller
-builds its ``Provisioner``).
+per driver) within allocatable, and, on a node of an instance type not
+launched yet, the pod's claims allocated on the type's devices by the
+scheduler's allocator (``devices``). The scheduler's filter plugins answer it
+for real nodes; to use them, pass another ``Fits`` (one line where the
+controller builds its ``Provisioner``).
 
 A pod's demand is computed once (``PodDemand``): its requests, its node
 requirement terms, its tolerations, and the DRA devices its ResourceClaims ask
-for, as ``devices/<driver>`` counts (``catalog.device_resource``).
+for, as ``devices/<driver>`` counts (``labels.device_resource``) and as the
+claims themselves, for the allocator; with why no node can hold them, if a
+request's DeviceClass does not exist (``DeviceClasses.check``).
 
 A claim already allocated counts by where its devices are. For a pending pod
 it needs nothing new. For a bound pod, devices local to its node (the
@@ -23,18 +27,25 @@ stay allocated wherever the pod goes and never count.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..scheduler.dra.allocator import claim_signature
+from .devices import DeviceClasses
 from .labels import device_resource
 from .requirements import Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, parse_quantity, pod_requests
 
-__all__ = ["DeviceClasses", "Fits", "PodDemand", "SimNode", "demand", "node_local", "resource_fit"]
+__all__ = ["DeviceClasses", "DeviceModel", "Fits", "PodDemand", "SimNode", "demand", "node_local", "resource_fit"]
 
 Obj = dict[str, Any]
+
+
+class DeviceModel(Protocol):
+    """The devices of a node the simulation can allocate on (``devices.NodeDevices``)."""
+
+    def fits(self, pods: Sequence[PodDemand]) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -54,6 +65,9 @@ class SimNode:
     claim: str | None = None
     # signatures of pods that did not fit: a node only fills up, so they never will
     rejected: set[Any] = field(default_factory=set)
+    # a node of an instance type not launched yet: its devices, and the pods with claims placed on it
+    devices: DeviceModel | None = None
+    claimed: list[PodDemand] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +77,18 @@ class PodDemand:
     requests: Resources            # with devices/<driver> for DRA claims
     terms: tuple[Requirements, ...]
     tolerations: tuple[Obj, ...]
+    # the ResourceClaims the pod needs allocated, as the allocator takes them (name and spec), and
+    # their shape (pods from one template share it)
+    claims: tuple[Obj, ...] = ()
+    claims_key: str = ""
+    # why its claims can be allocated on no node (a DeviceClass missing): nothing is launched for it
+    unschedulable: str | None = None
 
     @property
     def signature(self) -> str:
         """Pods with the same signature fit the same nodes. A string: its hash is
         computed once, and the simulation looks it up in many sets."""
-        return repr((sorted(self.requests.items()), self.terms, self.tolerations,
+        return repr((sorted(self.requests.items()), self.claims_key, self.terms, self.tolerations,
                      (self.obj.get("spec") or {}).get("affinity"),
                      (self.obj.get("spec") or {}).get("topologySpreadConstraints")))
 
@@ -83,47 +103,11 @@ def resource_fit(pod: PodDemand, node: SimNode) -> bool:
             return False
     if not any(node.labels.compatible(term) for term in pod.terms):
         return False
-    return fits(add(node.requested, pod.requests), node.allocatable)
+    if not fits(add(node.requested, pod.requests), node.allocatable):
+        return False
+    return not pod.claims or node.devices is None or node.devices.fits([*node.claimed, pod])
 
 
-class DeviceClasses:
-    """Which driver a DeviceClass selects, read from its CEL selectors in the
-    usual form ``device.driver == "gpu.nvidia.com"`` (the selectors are not
-    evaluated here: that is the scheduler's DRA plugin's work)."""
-
-    _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
-
-    def __init__(self, classes: Mapping[str, Obj] | None = None) -> None:
-        self.drivers: dict[str, str] = {}
-        self.extended: dict[str, str] = {}  # extendedResourceName -> class (KEP-5004)
-        for obj in (classes or {}).values():
-            self.add(obj)
-
-    def add(self, obj: Obj) -> None:
-        name = (obj.get("metadata") or {}).get("name", "")
-        resource = (obj.get("spec") or {}).get("extendedResourceName")
-        if resource:
-            self.extended[resource] = name
-        for sel in (obj.get("spec") or {}).get("selectors") or ():
-            m = self._DRIVER.search(((sel.get("cel") or {}).get("expression")) or "")
-            if m:
-                self.drivers[name] = m.group(1)
-                return
-        self.drivers.setdefault(name, name)
-
-    def driver(self, class_name: str) -> str:
-        return self.drivers.get(class_name, class_name)
-
-    def backing(self, resource: str) -> str | None:
-        """The class backing an extended resource, by its ``extendedResourceName`` or the
-        implicit ``deviceclass.resource.kubernetes.io/<class>`` (KEP-5004), if any."""
-        if resource.startswith(_IMPLICIT):
-            name = resource[len(_IMPLICIT):]
-            return name if name in self.drivers else None
-        return self.extended.get(resource)
-
-
-_IMPLICIT = "deviceclass.resource.kubernetes.io/"
 
 
 def _backed_as_devices(requests: Resources, classes: DeviceClasses) -> Resources:
@@ -189,6 +173,7 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
         requests = _backed_as_devices(requests, classes)
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    to_allocate: list[Obj] = []
     for rc in spec.get("resourceClaims") or ():
         name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
         claim_spec: Mapping[str, Any] | None = None
@@ -204,8 +189,12 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
                 claim_spec = ((template.get("spec") or {}).get("spec"))
         if claim_spec:
             requests = add(requests, _claim_devices(claim_spec, classes))
+            to_allocate.append({"metadata": {"name": name or f"{meta.get('name', '')}-{rc.get('name', '')}"},
+                                "spec": claim_spec})
     return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
-                     tuple(spec.get("tolerations") or ()))
+                     tuple(spec.get("tolerations") or ()), tuple(to_allocate),
+                     claim_signature(to_allocate) if to_allocate else "",
+                     classes.check(to_allocate) if to_allocate else None)
 
 
 def node_devices(slices: Sequence[Obj]) -> Resources:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..registry.disruption import covers
 from .catalog import Catalog
+from .devices import TypeDevices
 from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
@@ -268,17 +269,20 @@ class Simulated:
     def __init__(self, state: ClusterState, catalog: Catalog) -> None:
         self.state = state
         self.catalog = catalog
-        self._demands: dict[str, tuple[str, PodDemand]] = {}
+        self.devices = TypeDevices(state.device_classes)
+        # pod key -> (its resourceVersion, the DeviceClasses' version, its demand)
+        self._demands: dict[str, tuple[str, int, PodDemand]] = {}
         self._capacities: dict[str, tuple[str, Resources]] = {}
 
     def demand(self, pod: Obj) -> PodDemand:
         k = key(pod)
         rv = (pod.get("metadata") or {}).get("resourceVersion", "")
+        classes = self.state.device_classes.version  # a class created or changed changes what claims need
         cached = self._demands.get(k)
-        if cached is not None and cached[0] == rv:
-            return cached[1]
+        if cached is not None and cached[0] == rv and cached[1] == classes:
+            return cached[2]
         d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes, self.state.slices_of)
-        self._demands[k] = (rv, d)
+        self._demands[k] = (rv, classes, d)
         return d
 
     def forget(self, pod_key: str) -> None:
@@ -353,7 +357,7 @@ class Simulated:
             pool = (meta.get("labels") or {}).get(NODEPOOL)
             out.append(SimNode(name, labels, list((claim.get("spec") or {}).get("taints") or ()),
                                dict(option.allocatable), dict((overhead or {}).get(pool or "", {})), nodepool=pool,
-                               claim=name))
+                               claim=name, devices=self.devices.of(option)))
         return out
 
     def _daemons_missing(self, node: Obj, held: Iterable[Obj]) -> Resources:

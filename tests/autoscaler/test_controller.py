@@ -22,7 +22,9 @@ from controlplane.config import Config
 from controlplane.nodes.config import SimConfig
 from controlplane.nodes.simulator import NodeSimulator
 from tests.autoscaler.helpers import (
+    CLAIM_TEMPLATE,
     CLAIMS,
+    DEVICE_CLASS,
     FAST,
     FAST_TYPES,
     NODES,
@@ -705,6 +707,27 @@ async def test_a_pod_no_instance_type_holds_gets_a_failed_scheduling_event(clien
 
     await wait_for(failed, timeout=10)
     assert await items(client, CLAIMS) == []
+
+
+async def test_a_claim_of_a_missing_device_class_launches_nothing_until_the_class_exists(
+        client: Client, scaler: Autoscaler) -> None:
+    """As the scheduler's PreFilter: a request's DeviceClass that does not exist fails on every
+    node, so no node is launched for it (Karpenter's event says why); once the class is created,
+    the DeviceClass informer triggers a batch and the node comes."""
+    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", "default"),
+                        CLAIM_TEMPLATE)
+    await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("g", "1", dra=True)])
+
+    async def failed() -> list[str]:
+        return [m for m in await _events(client, "g", "FailedScheduling") if m.startswith("Failed to schedule pod, ")]
+
+    assert await wait_for(failed, timeout=10) == [
+        "Failed to schedule pod, request gpu: device class gpu.nvidia.com does not exist"]
+    assert await items(client, CLAIMS) == []
+    await client.create(resource_path("resource.k8s.io", "v1", "deviceclasses"), DEVICE_CLASS)
+    claims = await wait_for(lambda: items(client, CLAIMS), timeout=5)  # within a batch, not batch_max's retry
+    assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in claims] == ["gpu-1x"]
 
 
 async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler: Autoscaler) -> None:

@@ -5,6 +5,7 @@ standalone ``controlplane autoscaler`` beside a server, serving its own metrics.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import subprocess
@@ -20,11 +21,25 @@ from kubernetes import client as k8s
 from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 
-from controlplane.client import Client
-from tests.autoscaler.helpers import CLAIMS, NODES, PODS, POOLS, SLICES, nodepool, pending_pods, pod, wait_for
+from controlplane.client import Client, resource_path
+from tests.autoscaler.helpers import (
+    CLAIM_TEMPLATE,
+    CLAIMS,
+    DEVICE_CLASS,
+    NODES,
+    PODS,
+    POOLS,
+    SLICES,
+    nodepool,
+    pending_pods,
+    pod,
+    wait_for,
+)
 from tests.test_cli import Serve, start_serve
 from tests.test_metricsserver import metrics_url
 
+CLASSES = resource_path("resource.k8s.io", "v1", "deviceclasses")
+TEMPLATES = resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", "default")
 CATALOG = {"instanceTypes": [
     {"name": "cpu-small", "cpu": "2", "memory": "8Gi", "pods": 20, "price": 0.1, "launchLatencySeconds": 0.5},
     # the node simulator in serve wants its default type (cpu-large) in the catalog, even with --nodes 0
@@ -32,6 +47,9 @@ CATALOG = {"instanceTypes": [
     {"name": "gpu-2x", "cpu": "16", "memory": "64Gi", "price": 2.0, "launchLatencySeconds": 0.5,
      "extendedResources": {"nvidia.com/gpu": "2"}, "gpus": [{"model": "L4", "memory": "24Gi", "count": 2}],
      "zones": ["zone-x"]},
+    # dearer than gpu-2x: only a claim that asks for its GPU by name gets it
+    {"name": "gpu-1x-h100", "cpu": "16", "memory": "64Gi", "price": 5.0, "launchLatencySeconds": 0.5,
+     "gpus": [{"model": "H100", "memory": "80Gi", "count": 1, "attributes": {"productName": "NVIDIA H100 80GB HBM3"}}]},
 ]}
 
 
@@ -117,6 +135,41 @@ async def test_serve_autoscaler_launches_a_gpu_node_whose_pods_run(served: Serve
             "spec.template.spec.requirements[0].values[0]", "spec.template.spec.taints[0].key"]  # minLength only
     finally:
         api.close()
+
+
+async def test_serve_autoscaler_launches_the_type_whose_gpu_a_claim_selects(served: Serve) -> None:
+    """A claim selecting an H100 by its productName gets the node type whose devices match, as
+    the scheduler's allocator judges them, not the cheapest type with any GPU of the driver (the
+    pod would stay pending there); the scheduler allocates the H100 and the pod runs."""
+    async with Client.from_kubeconfig(served.kubeconfig) as client:
+        await wait_for(lambda: _served(client, POOLS), timeout=20)
+        await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+        await client.create(CLASSES, DEVICE_CLASS)
+        template: dict[str, Any] = copy.deepcopy(CLAIM_TEMPLATE)
+        template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": (
+            'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"')}}]
+        await client.create(TEMPLATES, template)
+        await pending_pods(client, [pod("h", "1", dra=True)])
+
+        async def running() -> dict[str, Any] | None:
+            p = await client.get(f"{PODS}/h")
+            return p if p["status"].get("phase") == "Running" else None
+
+        node = (await wait_for(running, timeout=30))["spec"]["nodeName"]
+        labels = (await client.get(f"{NODES}/{node}"))["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "gpu-1x-h100"
+        claims = await _items(client, resource_path("resource.k8s.io", "v1", "resourceclaims", "default"))
+        assert [r["pool"] for c in claims for r in c["status"]["allocation"]["devices"]["results"]] == [node]
+        assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in await _items(client, CLAIMS)] \
+            == ["gpu-1x-h100"]
+
+
+async def _served(client: Client, path: str) -> bool:
+    try:
+        await client.list(path)
+        return True
+    except Exception:
+        return False
 
 
 async def _items(client: Client, path: str) -> list[dict[str, Any]]:

@@ -1,0 +1,157 @@
+"""DRA devices in the simulation, judged by the scheduler's own allocator
+(``controlplane.scheduler.dra``), so that a node is launched only for claims the
+scheduler will then allocate on it.
+
+Two questions, two answers:
+
+- can a pod's claims be allocated anywhere at all? ``DeviceClasses.check``
+  runs the allocator's validation, as the scheduler's PreFilter does: a
+  request naming a DeviceClass that does not exist, or a selector that does
+  not compile, fails on every node (``request gpu: device class
+  gpu.nvidia.com does not exist``), and nothing is launched for the pod until
+  that changes;
+- can they be allocated on a node of an instance type, not launched yet?
+  ``TypeDevices.of(option)`` is such a node (``NodeDevices``): the
+  ResourceSlices its type publishes once launched (``catalog.resource_slices``)
+  in an inventory of its own, nothing in use. ``NodeDevices.fits(pods)``
+  allocates all the pods' claims at once there, with the classes' and the
+  requests' CEL selectors, counts, ``allocationMode``, ``firstAvailable``,
+  capacity and constraints, as the scheduler will.
+
+Per-driver counts (``devices/<driver>``, the ``DeviceClasses.driver`` of a
+request's class) stay the simulation's quick test, and its only one for real
+nodes: ``resource_fit`` asks ``NodeDevices`` only once the counts fit.
+
+Answers are cached per node of a type by the pods' claim shapes (the sorted
+``PodDemand.claims_key``s: pods from one template share one) and dropped when a
+DeviceClass changes (``DeviceClasses.version``): a batch of a thousand pods
+from one template costs an allocation per type and per number of such pods on
+a node, not one per pod.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..scheduler.dra import AllocatedState, AllocationError, Allocator, Inventory, Selectors, Unsatisfiable
+from .catalog import Option, resource_slices
+
+if TYPE_CHECKING:
+    from .simulation import PodDemand
+
+__all__ = ["IMPLICIT_CLASS_PREFIX", "DeviceClasses", "NodeDevices", "TypeDevices"]
+
+Obj = dict[str, Any]
+
+IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+MAX_ANSWERS = 4096  # claim-shape sets whose answer a node of a type keeps
+
+
+class DeviceClasses:
+    """The DeviceClasses, as an informer shows them (``add``, ``remove``): the objects, for
+    the allocator; which driver each selects, read from its CEL selectors in the usual form
+    ``device.driver == "gpu.nvidia.com"`` (the simulation's device counts); which class
+    backs an extended resource (KEP-5004). ``version`` grows with every change."""
+
+    _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+
+    def __init__(self, classes: Mapping[str, Obj] | None = None) -> None:
+        self.objects: dict[str, Obj] = {}
+        self.drivers: dict[str, str] = {}
+        self.extended: dict[str, str] = {}  # extendedResourceName -> class (KEP-5004)
+        self.version = 0
+        self.selectors = Selectors()  # compiled once for the validation and every type's allocator
+        empty = Inventory()
+        self._validator = Allocator(empty, AllocatedState(empty), self.objects.get, self.selectors)
+        for obj in (classes or {}).values():
+            self.add(obj)
+
+    def add(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        self._forget(name)
+        self.objects[name] = obj
+        spec = obj.get("spec") or {}
+        if spec.get("extendedResourceName"):
+            self.extended[spec["extendedResourceName"]] = name
+        self.drivers[name] = name
+        for sel in spec.get("selectors") or ():
+            m = self._DRIVER.search(((sel.get("cel") or {}).get("expression")) or "")
+            if m:
+                self.drivers[name] = m.group(1)
+                break
+
+    def remove(self, obj: Obj) -> None:
+        self._forget((obj.get("metadata") or {}).get("name", ""))
+
+    def _forget(self, name: str) -> None:
+        self.version += 1
+        self.objects.pop(name, None)
+        self.drivers.pop(name, None)
+        self.extended = {r: c for r, c in self.extended.items() if c != name}
+
+    def driver(self, class_name: str) -> str:
+        return self.drivers.get(class_name, class_name)
+
+    def backing(self, resource: str) -> str | None:
+        """The class backing an extended resource, by its ``extendedResourceName`` or the
+        implicit ``deviceclass.resource.kubernetes.io/<class>`` (KEP-5004), if any."""
+        if resource.startswith(IMPLICIT_CLASS_PREFIX):
+            name = resource[len(IMPLICIT_CLASS_PREFIX):]
+            return name if name in self.objects else None
+        return self.extended.get(resource)
+
+    def check(self, claims: Sequence[Obj]) -> str | None:
+        """Why ``claims`` cannot be allocated on any node (the scheduler's words), or None."""
+        try:
+            self._validator.validate(claims)
+        except AllocationError as e:
+            return str(e)
+        return None
+
+
+class NodeDevices:
+    """A node of one instance type, not launched yet: the devices it will publish."""
+
+    def __init__(self, option: Option, classes: DeviceClasses) -> None:
+        self.node = f"<{option.name}>"
+        inventory = Inventory()
+        for body in resource_slices(self.node, option.type):
+            inventory.upsert(body)
+        self._allocator = Allocator(inventory, AllocatedState(inventory), classes.objects.get, classes.selectors)
+        self._classes = classes
+        self._version = classes.version
+        self._answers: dict[tuple[str, ...], bool] = {}
+
+    def fits(self, pods: Sequence[PodDemand]) -> bool:
+        """Whether the claims of ``pods`` can all be allocated on the node at once."""
+        shapes = tuple(sorted(p.claims_key for p in pods if p.claims))
+        if not shapes:
+            return True
+        if self._version != self._classes.version or len(self._answers) >= MAX_ANSWERS:
+            self._answers.clear()
+            self._version = self._classes.version
+        ok = self._answers.get(shapes)
+        if ok is None:
+            try:
+                self._allocator.allocate(self.node, {}, [c for p in pods for c in p.claims])
+                ok = True
+            except (Unsatisfiable, AllocationError):
+                ok = False
+            self._answers[shapes] = ok
+        return ok
+
+
+class TypeDevices:
+    """A ``NodeDevices`` per instance type, made when first asked for."""
+
+    def __init__(self, classes: DeviceClasses) -> None:
+        self.classes = classes
+        self._nodes: dict[str, NodeDevices] = {}
+
+    def of(self, option: Option) -> NodeDevices:
+        got = self._nodes.get(option.name)
+        if got is None:
+            got = self._nodes[option.name] = NodeDevices(option, self.classes)
+        return got

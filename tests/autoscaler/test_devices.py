@@ -1,0 +1,124 @@
+"""DRA devices in the simulation: a node of an instance type is launched only for claims the
+scheduler's allocator can satisfy with the devices it will publish; a claim whose DeviceClass
+does not exist launches nothing until the class exists. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.autoscaler.catalog import Catalog
+from controlplane.autoscaler.devices import DeviceClasses, TypeDevices
+from controlplane.autoscaler.provisioner import Provisioner
+from controlplane.autoscaler.simulation import PodDemand, demand, resource_fit
+from controlplane.autoscaler.state import ClusterState, Simulated
+from tests.autoscaler.test_provisioner import launched, pool
+
+CATALOG = Catalog.default()  # gpu-1x-l4 (0.98) < gpu-4x-l4 < gpu-8x-a100 (32.77) < gpu-8x-h100 (98.32)
+NVIDIA = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")}}]}}
+H100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'
+AT_LEAST_40GI = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
+
+
+def gpu_pod(name: str, *selectors: str, count: int = 1, cls: str = "gpu.nvidia.com") -> dict[str, Any]:
+    """A pod with a claim (by name) of ``count`` devices of ``cls`` matching ``selectors``."""
+    return {"metadata": {"name": name, "namespace": "default", "resourceVersion": "1"}, "spec": {
+        "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]}, "_claim": {
+        "metadata": {"name": f"{name}-gpu", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": cls, "count": count,
+            "selectors": [{"cel": {"expression": s}} for s in selectors]}}]}}}}
+
+
+def demands(classes: DeviceClasses, *pods: dict[str, Any]) -> list[PodDemand]:
+    claims = {f"default/{p['_claim']['metadata']['name']}": p["_claim"] for p in pods}
+    return [demand(p, claims, {}, classes) for p in pods]
+
+
+def plan(classes: DeviceClasses, *pods: dict[str, Any]) -> Any:
+    return Provisioner(CATALOG, devices=TypeDevices(classes)).plan(demands(classes, *pods), [], [pool()])
+
+
+def test_a_claim_for_a_gpu_model_gets_the_type_whose_devices_match_not_the_cheapest_gpu_type() -> None:
+    classes = DeviceClasses({"gpu": NVIDIA})
+    assert launched(plan(classes, gpu_pod("any"))) == ["gpu-1x-l4"]
+    assert launched(plan(classes, gpu_pod("h", H100))) == ["gpu-8x-h100"]
+    # 24Gi L4s are too small: the cheapest type with 80Gi GPUs
+    assert launched(plan(classes, gpu_pod("big", AT_LEAST_40GI))) == ["gpu-8x-a100"]
+    # a request's own count, on the matching type's devices: 2 L4s are a gpu-4x-l4, not two gpu-1x-l4
+    assert launched(plan(classes, gpu_pod("two", 'device.attributes["gpu.nvidia.com"].model == "L4"', count=2))) \
+        == ["gpu-4x-l4"]
+
+
+def test_pods_with_selective_claims_pack_only_onto_devices_that_match() -> None:
+    classes = DeviceClasses({"gpu": NVIDIA})
+    p = plan(classes, *(gpu_pod(f"h{i}", H100) for i in range(9)))
+    assert launched(p) == ["gpu-8x-h100"] * 2 and sorted(len(c.pods) for c in p.claims) == [1, 8]
+
+
+def test_a_claim_no_type_can_satisfy_launches_nothing() -> None:
+    classes = DeviceClasses({"gpu": NVIDIA})
+    p = plan(classes, gpu_pod("b200", 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B200"'))
+    assert p.claims == [] and p.unschedulable == {"default/b200": "no NodePool and instance type can hold the pod"}
+    # nine H100s on one node: no type has them
+    p = plan(classes, gpu_pod("nine", H100, count=9))
+    assert p.claims == [] and list(p.unschedulable) == ["default/nine"]
+
+
+def test_a_class_selecting_other_devices_launches_nothing() -> None:
+    mig = {"metadata": {"name": "mig.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": (
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'")}}]}}
+    classes = DeviceClasses({"mig": mig})
+    p = plan(classes, gpu_pod("m", cls="mig.nvidia.com"))
+    assert p.claims == [] and list(p.unschedulable) == ["default/m"]
+
+
+def test_a_missing_device_class_launches_nothing_until_it_exists() -> None:
+    classes = DeviceClasses()
+    pods = [gpu_pod("g")]
+    p = plan(classes, *pods)
+    # the scheduler's PreFilter words, for the FailedScheduling event
+    assert p.claims == [] and p.unschedulable == {
+        "default/g": "request gpu: device class gpu.nvidia.com does not exist"}
+    version = classes.version
+    classes.add(NVIDIA)
+    assert classes.version > version
+    assert launched(plan(classes, *pods)) == ["gpu-1x-l4"]
+    classes.remove(NVIDIA)
+    assert list(plan(classes, *pods).unschedulable) == ["default/g"] and "gpu.nvidia.com" not in classes.drivers
+
+
+def test_a_node_of_a_type_answers_once_per_claim_shape(monkeypatch: Any) -> None:
+    classes = DeviceClasses({"gpu": NVIDIA})
+    devices = TypeDevices(classes)
+    node = devices.of(CATALOG.get("gpu-8x-h100"))  # type: ignore[arg-type]
+    calls: list[tuple[Any, ...]] = []
+    allocate = node._allocator.allocate
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return allocate(*args)
+
+    monkeypatch.setattr(node._allocator, "allocate", counted)
+    pods = demands(classes, *(gpu_pod(f"h{i}", H100) for i in range(3)))
+    assert node.fits(pods[:2]) and node.fits(pods[1:]) and len(calls) == 1
+    classes.add(NVIDIA)  # a class changed: answered again
+    assert node.fits(pods[:2]) and len(calls) == 2
+
+
+def test_a_launching_nodeclaim_holds_only_claims_its_types_devices_satisfy() -> None:
+    st = ClusterState()
+    st.nodeclaim_set(None, {"metadata": {"name": "l4", "resourceVersion": "1", "labels": {
+        "node.kubernetes.io/instance-type": "gpu-1x-l4", "karpenter.sh/nodepool": "default"}}, "spec": {}})
+    sim = Simulated(st, CATALOG)
+    h100, anyone = gpu_pod("h", H100), gpu_pod("any")
+    for p in (h100, anyone):
+        st.claims[f"default/{p['_claim']['metadata']['name']}"] = p["_claim"]
+    # the class is not there yet: no node holds either; its creation is seen by the cached demands
+    assert sim.demand(anyone).unschedulable == "request gpu: device class gpu.nvidia.com does not exist"
+    st.device_classes.add(NVIDIA)
+    [launching] = sim.nodes()
+    assert sim.demand(anyone).unschedulable is None
+    assert not resource_fit(sim.demand(h100), launching)
+    assert resource_fit(sim.demand(anyone), launching)
