@@ -10,38 +10,42 @@ Two questions, two answers:
   not compile, fails on every node (``request gpu: device class
   gpu.nvidia.com does not exist``), and nothing is launched for the pod until
   that changes;
-- can they be allocated on a node of an instance type, not launched yet?
-  ``TypeDevices.of(option)`` is such a node (``NodeDevices``): the
-  ResourceSlices its type publishes once launched (``catalog.resource_slices``)
-  in an inventory of its own, nothing in use. ``NodeDevices.fits(pods)``
-  allocates all the pods' claims at once there, with the classes' and the
-  requests' CEL selectors, counts, ``allocationMode``, ``firstAvailable``,
-  capacity and constraints, as the scheduler will.
+- can they be allocated on this node? ``NodeDevices.fits(pods)`` allocates
+  all the claims of the pods placed on the node at once, with the classes' and
+  the requests' CEL selectors, counts, ``allocationMode``, ``firstAvailable``,
+  capacity and constraints, as the scheduler will. A node of an instance type
+  not launched yet (``TypeDevices.of(option)``) has the ResourceSlices its type
+  publishes once launched (``catalog.resource_slices``), nothing in use; a real
+  node (``real_node``) the ResourceSlices it publishes, less the devices the
+  claims allocated there hold (``held_by_pool``).
 
 Per-driver counts (``devices/<driver>``, the ``DeviceClasses.driver`` of a
-request's class) stay the simulation's quick test, and its only one for real
-nodes: ``resource_fit`` asks ``NodeDevices`` only once the counts fit.
+request's class) stay the simulation's quick test: ``resource_fit`` asks
+``NodeDevices`` only once the counts fit.
 
-Answers are cached per node of a type by the pods' claim shapes (the sorted
+Answers are cached per node by the pods' claim shapes (the sorted
 ``PodDemand.claims_key``s: pods from one template share one) and dropped when a
 DeviceClass changes (``DeviceClasses.version``): a batch of a thousand pods
 from one template costs an allocation per type and per number of such pods on
-a node, not one per pod.
+a node, not one per pod. A real node's ``NodeDevices`` is made again for every
+simulation (its devices in use change), and builds its inventory only when a
+pod with claims is first tried there.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..scheduler.dra import AllocatedState, AllocationError, Allocator, Inventory, Selectors, Unsatisfiable
+from ..scheduler.dra.state import entries_of
 from .catalog import Option, resource_slices
 
 if TYPE_CHECKING:
     from .simulation import PodDemand
 
-__all__ = ["IMPLICIT_CLASS_PREFIX", "DeviceClasses", "NodeDevices", "TypeDevices"]
+__all__ = ["IMPLICIT_CLASS_PREFIX", "DeviceClasses", "NodeDevices", "TypeDevices", "held_by_pool", "real_node"]
 
 Obj = dict[str, Any]
 
@@ -112,17 +116,28 @@ class DeviceClasses:
 
 
 class NodeDevices:
-    """A node of one instance type, not launched yet: the devices it will publish."""
+    """The devices of one node: the ResourceSlices it publishes (``slices``), less what the
+    claims allocated there hold (``allocated``). The inventory is built when first asked."""
 
-    def __init__(self, option: Option, classes: DeviceClasses) -> None:
-        self.node = f"<{option.name}>"
-        inventory = Inventory()
-        for body in resource_slices(self.node, option.type):
-            inventory.upsert(body)
-        self._allocator = Allocator(inventory, AllocatedState(inventory), classes.objects.get, classes.selectors)
+    def __init__(self, node: str, slices: Sequence[Obj], classes: DeviceClasses,
+                 allocated: Sequence[Obj] = ()) -> None:
+        self.node = node
+        self._slices = slices
+        self._held = allocated
         self._classes = classes
         self._version = classes.version
+        self._allocator: Allocator | None = None
         self._answers: dict[tuple[str, ...], bool] = {}
+
+    def _build(self) -> Allocator:
+        inventory = Inventory()
+        for body in self._slices:
+            inventory.upsert(body)
+        in_use = AllocatedState(inventory)
+        for claim in self._held:
+            meta = claim.get("metadata") or {}
+            in_use.set_claim(f"{meta.get('namespace', '')}/{meta.get('name', '')}", entries_of(claim))
+        return Allocator(inventory, in_use, self._classes.objects.get, self._classes.selectors)
 
     def fits(self, pods: Sequence[PodDemand]) -> bool:
         """Whether the claims of ``pods`` can all be allocated on the node at once."""
@@ -134,6 +149,8 @@ class NodeDevices:
             self._version = self._classes.version
         ok = self._answers.get(shapes)
         if ok is None:
+            if self._allocator is None:
+                self._allocator = self._build()
             try:
                 self._allocator.allocate(self.node, {}, [c for p in pods for c in p.claims])
                 ok = True
@@ -141,6 +158,29 @@ class NodeDevices:
                 ok = False
             self._answers[shapes] = ok
         return ok
+
+
+def held_by_pool(claims: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
+    """The allocated claims by the (driver, pool) of each device they hold."""
+    out: dict[tuple[str, str], list[Obj]] = {}
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or ():
+            held = out.setdefault((r.get("driver", ""), r.get("pool", "")), [])
+            if not held or held[-1] is not claim:
+                held.append(claim)
+    return out
+
+
+def real_node(node: str, slices: Sequence[Obj], held: Mapping[tuple[str, str], list[Obj]],
+                 classes: DeviceClasses) -> NodeDevices:
+    """A real node's devices: its ResourceSlices, less what the claims ``held`` in their pools hold."""
+    allocated: dict[int, Obj] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        for claim in held.get((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), ()):
+            allocated[id(claim)] = claim
+    return NodeDevices(node, slices, classes, list(allocated.values()))
 
 
 class TypeDevices:
@@ -153,5 +193,6 @@ class TypeDevices:
     def of(self, option: Option) -> NodeDevices:
         got = self._nodes.get(option.name)
         if got is None:
-            got = self._nodes[option.name] = NodeDevices(option, self.classes)
+            node = f"<{option.name}>"
+            got = self._nodes[option.name] = NodeDevices(node, resource_slices(node, option.type), self.classes)
         return got

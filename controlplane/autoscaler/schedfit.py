@@ -1,8 +1,9 @@
 """``Fits`` by the scheduler's own filter plugins (``controlplane.scheduler``).
 
 ``SchedulerFits`` answers with ``resource_fit`` first (requirements, taints,
-requests and DRA device counts: what Karpenter's simulation decides itself,
-and all a node that does not exist yet can be judged by), then, for a real
+requests, DRA devices counted and allocated by the scheduler's allocator: what
+Karpenter's simulation decides itself, and all a node that does not exist yet
+can be judged by), then, for a real
 node, with the scheduler profile's PreFilter and Filter plugins
 (``Profile.feasible_nodes``): node affinity, taints, pod topology spread,
 inter-pod affinity, node resources (those ``scheduler.feasibility`` runs; it
@@ -125,7 +126,7 @@ class SchedulerFits:
     def __init__(self, client: Client, state: ClusterState) -> None:
         self.handle = _Handle(client, state)
         # the Filter plugins that need a running scheduler's informers are left out, as in
-        # scheduler.feasibility (gangs, preemption; DRA devices are counted by resource_fit)
+        # scheduler.feasibility (gangs, preemption; DRA devices are resource_fit's: devices.NodeDevices)
         config = [pc for pc in DEFAULT_PROFILE if pc.name not in _NEEDS_SCHEDULER]
         self.profile = Profile.build(self.handle, config=config)  # type: ignore[arg-type]
         self.handle._profile = self.profile

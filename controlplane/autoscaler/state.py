@@ -17,7 +17,7 @@ from typing import Any
 
 from ..registry.disruption import covers
 from .catalog import Catalog
-from .devices import TypeDevices
+from .devices import TypeDevices, held_by_pool, real_node
 from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
@@ -315,10 +315,14 @@ class Simulated:
         deleting, not cordoned, not tainted for disruption; a NodePool's, with
         ``overhead``, less what its DaemonSets' pods not bound there yet will take),
         and NodeClaims still launching (what their instance type will have, less
-        ``overhead``: what the DaemonSets' pods will take on their NodePool's nodes)."""
+        ``overhead``: what the DaemonSets' pods will take on their NodePool's nodes). A node
+        with ResourceSlices, and a NodeClaim, has its devices for the allocator (``devices``):
+        a real node's less what the claims allocated there hold."""
         skip = set(exclude)
         st = self.state
         out: list[SimNode] = []
+        allocated = held_by_pool(c for c in st.claims.values() if (c.get("status") or {}).get("allocation")) \
+            if st.slices else {}
         for name, node in st.nodes.items():
             if name in skip or _closed(node):
                 continue
@@ -335,10 +339,12 @@ class Simulated:
                 # room, as Karpenter's ExistingNode (their requests less the DaemonSet pods it has, not below 0)
                 requested = add(requested, self._daemons_missing(node, held))
             claim = st.nodeclaim_of_node(name)
+            slices = st.slices_of(name)
             out.append(SimNode(name, Requirements.from_labels(labels), list((node.get("spec") or {}).get("taints")
                                                                             or ()),
-                               allocatable, requested, node=node, pods=pods, slices=st.slices_of(name),
-                               nodepool=labels.get(NODEPOOL), claim=key(claim) if claim else None))
+                               allocatable, requested, node=node, pods=pods, slices=slices,
+                               nodepool=labels.get(NODEPOOL), claim=key(claim) if claim else None,
+                               devices=real_node(name, slices, allocated, st.device_classes) if slices else None))
         for name, claim in st.nodeclaims.items():
             meta = claim.get("metadata") or {}
             status = claim.get("status") or {}

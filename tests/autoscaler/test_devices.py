@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.autoscaler.catalog import Catalog
+from controlplane.autoscaler.catalog import Catalog, resource_slices
 from controlplane.autoscaler.devices import DeviceClasses, TypeDevices
 from controlplane.autoscaler.provisioner import Provisioner
 from controlplane.autoscaler.simulation import PodDemand, demand, resource_fit
 from controlplane.autoscaler.state import ClusterState, Simulated
+from controlplane.scheduler.dra import Allocator
 from tests.autoscaler.test_provisioner import launched, pool
+from tests.autoscaler.test_state import node
 
 CATALOG = Catalog.default()  # gpu-1x-l4 (0.98) < gpu-4x-l4 < gpu-8x-a100 (32.77) < gpu-8x-h100 (98.32)
 NVIDIA = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": (
@@ -94,13 +96,13 @@ def test_a_node_of_a_type_answers_once_per_claim_shape(monkeypatch: Any) -> None
     devices = TypeDevices(classes)
     node = devices.of(CATALOG.get("gpu-8x-h100"))  # type: ignore[arg-type]
     calls: list[tuple[Any, ...]] = []
-    allocate = node._allocator.allocate
+    allocate = Allocator.allocate
 
     def counted(*args: Any) -> Any:
         calls.append(args)
         return allocate(*args)
 
-    monkeypatch.setattr(node._allocator, "allocate", counted)
+    monkeypatch.setattr(Allocator, "allocate", counted)
     pods = demands(classes, *(gpu_pod(f"h{i}", H100) for i in range(3)))
     assert node.fits(pods[:2]) and node.fits(pods[1:]) and len(calls) == 1
     classes.add(NVIDIA)  # a class changed: answered again
@@ -122,3 +124,26 @@ def test_a_launching_nodeclaim_holds_only_claims_its_types_devices_satisfy() -> 
     assert sim.demand(anyone).unschedulable is None
     assert not resource_fit(sim.demand(h100), launching)
     assert resource_fit(sim.demand(anyone), launching)
+
+
+def test_a_real_node_holds_only_claims_its_free_devices_satisfy() -> None:
+    """A node with a free L4: a pod asking an H100 is not nominated there (a node is launched for
+    it), one asking any GPU is; once a claim holds the L4, neither fits."""
+    st = ClusterState()
+    st.device_classes.add(NVIDIA)
+    st.node_added(node("n1", cpu="8"))
+    [l4_slice] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
+    st.slice_set({**l4_slice, "metadata": {**l4_slice["metadata"], "resourceVersion": "1"}})
+    sim = Simulated(st, CATALOG)
+    h100, anyone = gpu_pod("h", H100), gpu_pod("any")
+    for p in (h100, anyone):
+        st.claims[f"default/{p['_claim']['metadata']['name']}"] = p["_claim"]
+    [n1] = sim.nodes()
+    assert not resource_fit(sim.demand(h100), n1) and resource_fit(sim.demand(anyone), n1)
+    both = Provisioner(CATALOG, devices=sim.devices).plan([sim.demand(h100), sim.demand(anyone)], sim.nodes(),
+                                                          [pool()])
+    assert both.existing == {"default/any": "n1"} and launched(both) == ["gpu-8x-h100"]
+    st.claims["default/other"] = {"metadata": {"name": "other", "namespace": "default"}, "status": {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}}}}
+    [n1] = sim.nodes()
+    assert not resource_fit(sim.demand(anyone), n1)
