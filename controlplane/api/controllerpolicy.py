@@ -5,8 +5,9 @@ may do when it runs under its own service account (``--use-service-account-crede
 Each role is bound, by a ClusterRoleBinding of the same name, to the service account
 ``kube-system/<controller>``, the role's name less its ``system:controller:`` prefix. The
 rules are those of upstream's golden files for 1.34 (sorted as ``rbacpolicy.rule`` sorts
-them); left out, as features alpha (off) in 1.34: ``device-taint-eviction-controller``
-(DRADeviceTaints) and the resource claim controller's ``resourceclaims/binding``
+them), with ``device-taint-eviction-controller`` of 1.37 (DRADeviceTaints and
+DRADeviceTaintRules, GA: its rules as upstream's ``controller_policy.go`` writes them); left
+out, as alpha (off) in 1.34: the resource claim controller's ``resourceclaims/binding``
 (DRADeviceBindingConditions). The roles of controllers whose feature is off by default in
 1.34 (``podcertificaterequestcleaner``, the ClusterTrustBundle publisher, the storage version
 migrator) are in upstream's feature-gated golden files only, and not here.
@@ -219,6 +220,17 @@ _RULES: dict[str, list[Obj]] = {
         rule("patch update", RESOURCE, "resourceclaims resourceclaims/status"),
         rule("patch update", CORE, "pods/status"),
         EVENTS,
+    ],
+    # DRADeviceTaints and DRADeviceTaintRules, GA in 1.37 (controllers/devicetainteviction.py)
+    "device-taint-eviction-controller": [
+        rule("delete get list watch", CORE, "pods"),
+        rule("patch update", CORE, "pods/status"),
+        rule(READ, RESOURCE, "resourceclaims"),
+        rule(READ, RESOURCE, "resourceslices"),
+        rule(READ, RESOURCE, "deviceclasses"),
+        rule(READ, RESOURCE, "devicetaintrules"),
+        EVENTS,
+        rule("patch update", RESOURCE, "devicetaintrules/status"),
     ],
     "resourcequota-controller": [
         rule("list watch", ["*"], "*"),  # to count every type

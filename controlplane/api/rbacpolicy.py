@@ -247,6 +247,7 @@ _SCHEDULER = bootstrap_role("system:kube-scheduler", [
     rule(f"{READ} patch update", RESOURCE, "resourceclaims/status"),
     rule("update", CORE, "pods/finalizers"),
     rule(READ, RESOURCE, "resourceslices"),
+    rule(READ, RESOURCE, "devicetaintrules"),  # DRADeviceTaintRules, GA in 1.37: rules taint devices
 ])
 
 CLUSTER_ROLES: tuple[Obj, ...] = (

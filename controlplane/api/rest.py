@@ -2639,6 +2639,7 @@ GENERATION: dict[tuple[str, str], tuple[str, ...]] = {
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): _SPEC,
     ("resource.k8s.io", "deviceclasses"): _SPEC,
     ("resource.k8s.io", "resourceslices"): _SPEC,
+    ("resource.k8s.io", "devicetaintrules"): _SPEC,
     ("apiextensions.k8s.io", "customresourcedefinitions"): _SPEC,
     ("flowcontrol.apiserver.k8s.io", "flowschemas"): _SPEC,
     ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"): _SPEC,

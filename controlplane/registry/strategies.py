@@ -32,6 +32,7 @@ from .csi import (
     prepare_volume_attachment,
     prepare_volume_attributes_class,
 )
+from .devicetaintrules import prepare_device_taint_rule
 from .disruption import prepare_pod_disruption_budget
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
 from .dra import prepare_device_class, prepare_resource_claim, prepare_resource_claim_template
@@ -541,9 +542,10 @@ _PREPARERS.update({
     "roles": prepare_role, "clusterroles": prepare_cluster_role,
     "rolebindings": prepare_role_binding, "clusterrolebindings": prepare_cluster_role_binding,
 })
-_PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourceslices.py)
+_PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourceslices.py, registry/devicetaintrules.py)
     "deviceclasses": prepare_device_class, "resourceclaims": prepare_resource_claim,
     "resourceclaimtemplates": prepare_resource_claim_template, "resourceslices": prepare_resource_slice,
+    "devicetaintrules": prepare_device_taint_rule,
 })
 
 

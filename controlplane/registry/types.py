@@ -179,6 +179,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
     ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
     ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    # taints put on the devices a rule selects (registry/devicetaintrules.py)
+    ResourceType("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False, subresources=("status",)),
     # reviews: answered, never stored (api/reviews.py)
     ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
                  verbs=("create",)),

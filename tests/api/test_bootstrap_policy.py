@@ -23,9 +23,9 @@ from controlplane.api.rbacreconcile import (
 )
 from controlplane.registry.types import Registry
 
-# upstream 1.34's ClusterRoles (testdata/cluster-roles.yaml and controller-roles.yaml), but those
-# of features alpha in 1.34: system:controller:device-taint-eviction-controller (DRADeviceTaints),
-# and the roles only in the feature-gated golden files (podcertificaterequestcleaner, the
+# upstream 1.34's ClusterRoles (testdata/cluster-roles.yaml and controller-roles.yaml), with
+# 1.37's system:controller:device-taint-eviction-controller (DRADeviceTaints, GA), but the roles
+# only in the feature-gated golden files (podcertificaterequestcleaner, the
 # ClusterTrustBundle publisher, ...). system:aggregated-metrics-reader is metrics-server's, not
 # the bootstrap policy's (it carries no rbac-defaults label).
 UPSTREAM_CLUSTER_ROLES = {
@@ -43,7 +43,8 @@ UPSTREAM_CLUSTER_ROLES = {
     "system:volume-scheduler",
     *(f"system:controller:{c}" for c in (
         "attachdetach-controller", "certificate-controller", "clusterrole-aggregation-controller",
-        "cronjob-controller", "daemon-set-controller", "deployment-controller", "disruption-controller",
+        "cronjob-controller", "daemon-set-controller", "deployment-controller", "device-taint-eviction-controller",
+        "disruption-controller",
         "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
         "ephemeral-volume-controller", "expand-controller", "generic-garbage-collector", "horizontal-pod-autoscaler",
         "job-controller", "legacy-service-account-token-cleaner", "namespace-controller", "node-controller",
@@ -56,7 +57,8 @@ UPSTREAM_CLUSTER_ROLES = {
 }
 
 # testdata/*.yaml, 1.34: the scheduler's rules but the resourceclaims create/delete of
-# DRAExtendedResource (alpha in 1.34, on in the golden files from 1.36)
+# DRAExtendedResource (alpha in 1.34, on in the golden files from 1.36), with the devicetaintrules
+# read of DRADeviceTaintRules (GA in 1.37)
 UPSTREAM_RULES = yaml.safe_load("""
 system:node:
 - {apiGroups: [authentication.k8s.io], resources: [tokenreviews], verbs: [create]}
@@ -112,6 +114,7 @@ system:kube-scheduler:
 - {apiGroups: [resource.k8s.io], resources: [resourceclaims/status], verbs: [get, list, patch, update, watch]}
 - {apiGroups: [""], resources: [pods/finalizers], verbs: [update]}
 - {apiGroups: [resource.k8s.io], resources: [resourceslices], verbs: [get, list, watch]}
+- {apiGroups: [resource.k8s.io], resources: [devicetaintrules], verbs: [get, list, watch]}
 system:controller:deployment-controller:
 - {apiGroups: [apps, extensions], resources: [deployments], verbs: [get, list, update, watch]}
 - {apiGroups: [apps, extensions], resources: [deployments/status], verbs: [update]}
