@@ -16,6 +16,12 @@ another slice of the pool); consumable capacity (KEP-5075) is per device.
 
 Its ``version`` grows with every change; the per-node pool lists are cached
 against it.
+
+DeviceTaintRules (``rule_set``/``rule_remove``) put their taint on every device their
+selector picks, as if its slice listed it (upstream's resourceslice tracker): a device's
+``taints`` are its slice's, then the rules' in name order. Rules are few; a rule's event
+marks stale only the pools it can select (its driver's and pool's, or all when it names
+neither) and they are parsed again with it, so a cluster without rules pays nothing.
 """
 
 from __future__ import annotations
@@ -153,7 +159,18 @@ def _slice_target(spec: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any
     return spec.get("nodeName") or None, spec.get("nodeSelector") or None, bool(spec.get("allNodes"))
 
 
-def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]]) -> Pool:
+def _rule_taints(rules: list[Mapping[str, Any]], device: str) -> tuple[Mapping[str, Any], ...]:
+    """The taints of the rules (already known to select the device's pool) that select ``device``."""
+    taints = []
+    for rule in rules:
+        wanted = rule["spec"]["deviceSelector"].get("device")
+        if wanted is None or wanted == device:
+            taints.append(rule["spec"]["taint"])
+    return tuple(taints)
+
+
+def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]],
+                rules: list[Mapping[str, Any]] | None = None) -> Pool:
     current = _current(slices)
     generation = _generation(next(iter(current.values())))
     count = max(int((s["spec"].get("pool") or {}).get("resourceSliceCount", 1)) for s in current.values())
@@ -189,7 +206,8 @@ def _build_pool(pid: PoolID, slices: dict[str, Mapping[str, Any]]) -> Pool:
                     binding_conditions=tuple(d.get("bindingConditions") or ()),
                     binding_failure_conditions=tuple(d.get("bindingFailureConditions") or ()),
                     binds_to_node=bool(d.get("bindsToNode")),
-                    taints=tuple(d.get("taints") or ()),
+                    taints=tuple(d.get("taints") or ()) + _rule_taints(rules, dname) if rules
+                    else tuple(d.get("taints") or ()),
                 ))
                 order += 1
     except (QuantityError, KeyError, TypeError, ValueError, AttributeError) as e:
@@ -223,7 +241,45 @@ class Inventory:
         self._node_cache: dict[str, tuple[int, list[Pool]]] = {}
         # The node of a pool whose slices are all for one node (None: a pool shared by several).
         self.pool_node: dict[PoolID, str | None] = {}
+        self._rules: dict[str, Mapping[str, Any]] = {}  # DeviceTaintRules that select devices, by name
         self.version = 0
+
+    def rule_set(self, rule: Mapping[str, Any]) -> None:
+        """A DeviceTaintRule added or changed: its taint on the devices it selects (one
+        without a selector selects none)."""
+        name = rule["metadata"]["name"]
+        old = self._rules.pop(name, None)
+        spec = rule.get("spec") or {}
+        if isinstance(spec.get("deviceSelector"), dict) and isinstance(spec.get("taint"), dict):
+            self._rules[name] = rule
+        if old is not None and (old.get("spec") or {}) == spec:
+            return
+        for r in (old, self._rules.get(name)):
+            if r is not None:
+                self._rule_changed(r)
+
+    def rule_remove(self, rule: Mapping[str, Any]) -> None:
+        old = self._rules.pop(rule["metadata"]["name"], None)
+        if old is not None:
+            self._rule_changed(old)
+
+    def _rule_changed(self, rule: Mapping[str, Any]) -> None:
+        """The pools a rule may select are parsed again when next asked for."""
+        selector = rule["spec"]["deviceSelector"]
+        driver, pool = selector.get("driver"), selector.get("pool")
+        self.version += 1
+        for pid in self._slices:
+            if (driver is None or pid.driver == driver) and (pool is None or pid.pool == pool):
+                self._stale.add(pid)
+
+    def _rules_for(self, pid: PoolID) -> list[Mapping[str, Any]]:
+        """The rules that may select devices of the pool, in name order."""
+        found = []
+        for name in sorted(self._rules):
+            selector = self._rules[name]["spec"]["deviceSelector"]
+            if selector.get("driver") in (None, pid.driver) and selector.get("pool") in (None, pid.pool):
+                found.append(self._rules[name])
+        return found
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -283,7 +339,7 @@ class Inventory:
             self._stale.discard(pid)
             slices = self._slices.get(pid)
             if slices:
-                self._pools[pid] = _build_pool(pid, slices)
+                self._pools[pid] = _build_pool(pid, slices, self._rules_for(pid) if self._rules else None)
         return self._pools.get(pid)
 
     @property

@@ -209,6 +209,13 @@ class DraManager:
     def on_slice_delete(self, obj: Mapping[str, Any]) -> None:
         self.inventory.remove(obj)
 
+    def on_rule(self, obj: Mapping[str, Any]) -> None:
+        """A DeviceTaintRule added or changed: its taint on the devices it selects."""
+        self.inventory.rule_set(obj)
+
+    def on_rule_delete(self, obj: Mapping[str, Any]) -> None:
+        self.inventory.rule_remove(obj)
+
     def on_class(self, obj: Mapping[str, Any]) -> None:
         self.classes[obj["metadata"]["name"]] = obj
         self._class_changed()

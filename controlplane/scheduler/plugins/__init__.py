@@ -13,8 +13,8 @@ The DRA plugin (``plugins/dynamic_resources.py``, built on branch ``dra``) is
 picked up without further wiring: that module defines ``register(registry)``,
 which registers the factory under ``"DynamicResources"``; ``default_profile``
 then enables it right after NodeResourcesFit. Its informers come from the
-framework: the plugin lists resourceclaims, resourceslices, deviceclasses (and
-resourceclaimtemplates) in ``resources_to_watch()`` and reads them through
+framework: the plugin lists resourceclaims, resourceslices, deviceclasses,
+devicetaintrules (and resourceclaimtemplates) in ``resources_to_watch()`` and reads them through
 ``handle.lister(plural)``; their events requeue the pods it rejected, as its
 ``events_to_register()`` says.
 """

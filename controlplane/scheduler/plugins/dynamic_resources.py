@@ -8,7 +8,9 @@ whether the node's devices can satisfy the unallocated claims (and whether
 allocated ones are usable there). Reserve holds the devices in memory so that
 the next cycles see them taken; Unreserve lets them go (and undoes what PreBind
 wrote). PreBind writes ``status.allocation`` and ``reservedFor`` through the
-API and waits for binding conditions. The domain logic, and its tests, are in
+API and waits for binding conditions. DeviceTaintRules are watched beside the
+slices: their taints are on the devices they select (``dra.inventory``), and a rule's
+change requeues the pods with claims. The domain logic, and its tests, are in
 ``dra.manager`` and below.
 
 Arguments (``PluginConfig("DynamicResources", args=...)``): ``bindingTimeout``,
@@ -89,6 +91,7 @@ class DynamicResources:
         self._recorded: Any = None  # the last claim the queue's hint recorded (``_claim_may_help``)
         m = self.manager
         handle.add_event_handler("resourceslices", m.on_slice, lambda _o, n: m.on_slice(n), m.on_slice_delete)
+        handle.add_event_handler("devicetaintrules", m.on_rule, lambda _o, n: m.on_rule(n), m.on_rule_delete)
         handle.add_event_handler("deviceclasses", m.on_class, lambda _o, n: m.on_class(n), m.on_class_delete)
         handle.add_event_handler("resourceclaims", m.on_claim, lambda _o, n: m.on_claim(n), m.on_claim_delete)
         handle.add_event_handler("nodes", lambda _n: None, self._node_updated, lambda _n: None)
@@ -102,6 +105,7 @@ class DynamicResources:
 
     def resources_to_watch(self) -> list[WatchedResource]:
         return [WatchedResource(GROUP, VERSION, "resourceslices", namespaced=False),
+                WatchedResource(GROUP, VERSION, "devicetaintrules", namespaced=False),
                 WatchedResource(GROUP, VERSION, "deviceclasses", namespaced=False),
                 WatchedResource(GROUP, VERSION, "resourceclaims")]
 
@@ -113,6 +117,8 @@ class DynamicResources:
         return [ClusterEvent("nodes", nodes),
                 ClusterEvent("resourceclaims", changed, self._claim_may_help, _claim_targets),
                 ClusterEvent("resourceslices", changed, _uses_claims),
+                # a rule's taint removed or changed may free a device (upstream's DeviceTaintRule events)
+                ClusterEvent("devicetaintrules", changed, _uses_claims),
                 ClusterEvent("deviceclasses", ActionType.ADD | ActionType.UPDATE, _uses_claims)]
 
     def _node_updated(self, old: Any, new: Any) -> None:
