@@ -71,6 +71,10 @@ COMPONENTS: list[Component] = [
     # controller's not-ready/unreachable) unless they tolerate it
     Component("taint-eviction-controller", "controlplane.controllers.tainteviction:start",
               lambda config: config.scheduler),
+    # pods leave devices tainted NoExecute by their ResourceSlice or a DeviceTaintRule unless their claims
+    # tolerate it; the rules' EvictionInProgress condition (controllers/devicetainteviction.py)
+    Component("device-taint-eviction-controller", "controlplane.controllers.devicetainteviction:start",
+              lambda config: config.scheduler),
     # pods bound to a node that no longer exists are failed and deleted after 40 s (PodGC's orphans)
     Component("pod-garbage-collector", "controlplane.controllers.podgc:start", lambda config: config.scheduler),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",

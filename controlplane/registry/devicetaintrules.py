@@ -22,6 +22,7 @@ of a NoExecute one (``controllers/devicetainteviction.py``).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .causes import Causes
@@ -91,7 +92,7 @@ def prepare_device_taint_rule(rule: Obj, old: Obj | None) -> Causes:
     return causes
 
 
-def selects(rule: Obj, driver: str, pool: str, device: str) -> bool:
+def selects(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
     """Whether the rule's selector picks the device (upstream's ``ruleMatchesDevice``): no
     selector picks none, each field set must equal the device's."""
     selector = mapping(rule.get("spec")).get("deviceSelector")

@@ -242,3 +242,55 @@ async def test_an_extended_resource_backed_by_a_class_gets_a_claim_deleted_with_
             return False
 
         await eventually(claim_gone)
+
+
+async def test_a_device_taint_rule_keeps_pods_off_its_devices_and_evicts_them(served: Serve) -> None:
+    """A NoSchedule DeviceTaintRule on a node's only device keeps a pod pending; gone, the pod is
+    bound; a NoExecute one then evicts it (DisruptionTarget, deletion) as upstream's controller."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        node, driver = "taint-node", "taint.example.com"
+        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
+        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
+                       {**created, "status": gpu_node(node, 1)["status"]})
+        await c.create(resource_path(*R, "deviceclasses"), {
+            "metadata": {"name": "taintable"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+        await c.create(resource_path(*R, "resourceslices"), {"metadata": {"name": "taint-slice"}, "spec": {
+            "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0"}]}})
+        rules = resource_path(*R, "devicetaintrules")
+        taint = {"key": "example.com/maintenance", "effect": "NoSchedule"}
+        await c.create(rules, {"metadata": {"name": "hold"}, "spec": {"deviceSelector": {"driver": driver},
+                                                                      "taint": taint}})
+        claims = resource_path(*R, "resourceclaims", "default")
+        pods = resource_path("", "v1", "pods", "default")
+        await c.create(claims, {"metadata": {"name": "taintable"}, "spec": {"devices": {"requests": [
+            {"name": "d", "exactly": {"deviceClassName": "taintable"}}]}}})
+        pod = gpu_pod("held", "default", "unused")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "taintable"}]
+        await c.create(pods, pod)
+
+        async def refused() -> bool:
+            conditions = (await c.get(f"{pods}/held")).get("status", {}).get("conditions") or []
+            return any(x["type"] == "PodScheduled" and x["status"] == "False" for x in conditions)
+
+        await eventually(refused)
+        assert not (await c.get(f"{pods}/held"))["spec"].get("nodeName")
+        await c.delete(f"{rules}/hold")
+
+        async def bound() -> bool:
+            return bool((await c.get(f"{pods}/held"))["spec"].get("nodeName") == node)
+
+        await eventually(bound)
+        await c.create(rules, {"metadata": {"name": "evict"}, "spec": {
+            "deviceSelector": {"driver": driver, "device": "dev-0"}, "taint": {**taint, "effect": "NoExecute"}}})
+
+        async def evicted() -> dict[str, Any] | None:
+            got = await c.get(f"{pods}/held")
+            return got if got["metadata"].get("deletionTimestamp") else None
+
+        got = await eventually(evicted)
+        assert any(x["type"] == "DisruptionTarget" and x["reason"] == "DeletionByDeviceTaintManager"
+                   for x in got["status"]["conditions"])
+        await c.delete(f"{pods}/held", gracePeriodSeconds=0)  # no kubelet here to finish a graceful delete
+        await c.delete(f"{rules}/evict")
