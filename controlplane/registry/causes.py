@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Causes", "cause", "duplicate", "forbidden", "invalid", "not_found", "not_supported", "objects", "required",
-           "show", "too_long"]
+           "show", "too_long", "too_many"]
 
 Causes = list[dict[str, str]]
 
@@ -68,3 +68,9 @@ def forbidden(field: str, detail: str) -> dict[str, str]:
 
 def too_long(field: str, limit: int) -> dict[str, str]:
     return {"reason": "FieldValueTooLong", "field": field, "message": f"Too long: may not be more than {limit} bytes"}
+
+
+def too_many(field: str, count: int, limit: int) -> dict[str, str]:
+    """``field.TooMany``: a list longer than it may be (its length is the bad value)."""
+    return {"reason": "FieldValueTooMany", "field": field,
+            "message": f"Too many: {count}: must have at most {limit} items"}

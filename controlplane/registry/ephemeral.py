@@ -5,7 +5,8 @@ An update through it changes ``spec.ephemeralContainers`` and nothing else (the 
 of what is sent is ignored, as upstream's strategy does). Ephemeral containers may be
 added, never changed or removed; each needs a name unique among all the pod's
 containers and an image, may target an existing container, and may not have what only
-a regular container has (ports, probes, lifecycle hooks, resources, a restart policy).
+a regular container has (ports, probes, lifecycle hooks, resources, a restart policy or
+restart rules).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["ephemeral_update"]
 
 # fields an ephemeral container may not set (upstream's validateEphemeralContainers)
 _FORBIDDEN = ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resizePolicy",
-              "restartPolicy")
+              "restartPolicy", "restartPolicyRules")
 
 
 def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], Causes]:

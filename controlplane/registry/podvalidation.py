@@ -13,7 +13,9 @@ defaulted body::
 The subset checked: containers (present, names unique DNS labels across containers and
 init containers, an image, ports, protocols, env var names, volume mounts naming a volume,
 pull and termination-message policies, requests within limits, probes and lifecycle hooks,
-security contexts), volume names, the restart and DNS policies, the node selector and node
+security contexts, a container's own restart policy and rules, as 1.37's gates
+ContainerRestartRules and RestartAllContainersOnContainerExits allow them on containers, init
+containers and sidecars alike), volume names, the restart and DNS policies, the node selector and node
 name, the pod security context, affinity, topology spread constraints, tolerations, and the
 restart policy each workload kind allows its template. Messages
 are upstream's words (``field.Required``, ``NotSupported``, ``Duplicate``, ``NotFound``).
@@ -28,7 +30,7 @@ import re
 from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
-from .causes import duplicate, forbidden, invalid, not_found, not_supported, required
+from .causes import duplicate, forbidden, invalid, not_found, not_supported, required, too_many
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
 
@@ -51,6 +53,11 @@ _PORT_RANGE = "must be between 1 and 65535, inclusive"
 
 _PROTOCOLS = ("SCTP", "TCP", "UDP")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
+# a container's own (sorted, as upstream lists its sets), its rules' actions and operators
+_CONTAINER_RESTART_POLICIES = ("Always", "Never", "OnFailure")
+_RESTART_RULE_ACTIONS = ("Restart", "RestartAllContainers")
+_EXIT_CODE_OPERATORS = ("In", "NotIn")
+_MAX_RESTART_RULES, _MAX_RULE_EXIT_CODES = 20, 255
 _DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 _PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
@@ -120,21 +127,22 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
                 continue
             at = f"{path}.{key}[{i}]"
             _container(c, at, volumes, pod, host_users, causes)
+            policy, rules = c.get("restartPolicy"), c.get("restartPolicyRules")
+            restarts = policy is not None or bool(rules)  # said anything of its own restarts
+            if restarts and key == "initContainers":  # validateInitContainers: before the name
+                _container_restart(policy, rules, at, causes)
             name = c.get("name")
             if name in names:
                 causes.append(duplicate(f"{at}.name", name))
             elif name or key == "containers":
                 names.add(name)
-            policy = c.get("restartPolicy")
-            if key == "containers":  # validateContainers: hooks and probes; no restart policy
+            if key == "containers":  # validateContainers: hooks and probes, then the restarts
                 _hooks_and_probes(c, at, grace, causes)
-                if policy is not None:
-                    causes.append(forbidden(f"{at}.restartPolicy", "may not be set for non-init containers"))
+                if restarts:
+                    _container_restart(policy, rules, at, causes)
             elif policy == "Always":  # a sidecar: hooks and probes as a container's
                 _hooks_and_probes(c, at, grace, causes)
             else:
-                if policy is not None:
-                    causes.append(not_supported(f"{at}.restartPolicy", policy, ("Always",)))
                 for field in _HOOKS_AND_PROBES:  # validateInitContainers: not for a plain init container
                     if c.get(field) is not None:
                         causes.append(forbidden(f"{at}.{field}", _INIT_FORBIDDEN))
@@ -219,6 +227,39 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, 
     sc = c.get("securityContext")
     if sc and isinstance(sc, dict):
         _container_security_context(sc, f"{at}.securityContext", host_users, causes)
+
+
+def _container_restart(policy: Any, rules: Any, at: str, causes: Causes) -> None:
+    """``validateContainerRestartPolicy`` (ContainerRestartRules and
+    RestartAllContainersOnContainerExits, on since 1.35 and 1.36): a container's own
+    restart policy, any of the three, and its rules, which need one. The same for a
+    container, an init container and a sidecar (which 1.34 allowed only ``Always`` and no
+    rules)."""
+    if policy is None:
+        causes.append(required(f"{at}.restartPolicy", "must specify restartPolicy when restart rules are used"))
+    elif policy not in _CONTAINER_RESTART_POLICIES:
+        causes.append(not_supported(f"{at}.restartPolicy", policy, _CONTAINER_RESTART_POLICIES))
+    if not isinstance(rules, list):
+        return
+    if len(rules) > _MAX_RESTART_RULES:
+        causes.append(too_many(f"{at}.restartPolicyRules", len(rules), _MAX_RESTART_RULES))
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            continue
+        rule_at = f"{at}.restartPolicyRules[{i}]"
+        action = rule.get("action")
+        if action not in _RESTART_RULE_ACTIONS:  # absent is Go's "": unsupported, not required
+            causes.append(not_supported(f"{rule_at}.action", action or "", _RESTART_RULE_ACTIONS))
+        exit_codes = rule.get("exitCodes")
+        if not isinstance(exit_codes, dict):
+            causes.append(required(f"{rule_at}.exitCodes", "must be specified"))
+            continue
+        operator = exit_codes.get("operator")
+        if operator not in _EXIT_CODE_OPERATORS:
+            causes.append(not_supported(f"{rule_at}.exitCodes.operator", operator or "", _EXIT_CODE_OPERATORS))
+        values = exit_codes.get("values")
+        if isinstance(values, list) and len(values) > _MAX_RULE_EXIT_CODES:
+            causes.append(too_many(f"{rule_at}.exitCodes.values", len(values), _MAX_RULE_EXIT_CODES))
 
 
 def _one_of(field: str, value: Any, allowed: tuple[str, ...], causes: Causes) -> None:

@@ -649,10 +649,14 @@ _OMITTED: dict[str, frozenset[str]] = {
 }
 # Required fields of the built-in types that kube-apiserver nonetheless accepts absent (no
 # validation of theirs asks for them): not enforced; Go writes them back as their zero value
-# (the type's strategy here: a CSINode's ``spec: {drivers: null}``, registry/csi.py)
+# (the type's strategy here: a CSINode's ``spec: {drivers: null}``, registry/csi.py); or
+# whose hand-written validation words their absence itself: a restart rule's ``action`` and
+# ``operator`` absent are ``Unsupported value: ""`` (registry/podvalidation.py)
 _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     "io.k8s.api.storage.v1.CSINode": frozenset({"spec"}),
     "io.k8s.api.storage.v1.CSINodeSpec": frozenset({"drivers"}),
+    "io.k8s.api.core.v1.ContainerRestartRule": frozenset({"action"}),
+    "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes": frozenset({"operator"}),
 }
 # Fields of list items Go always writes (no ``omitempty``) that the schemas do not list
 # as required (``+optional``)

@@ -268,10 +268,8 @@ async def test_init_containers_have_probes_only_as_sidecars(client: Client) -> N
     spec = spec_with(initContainers=[
         {"name": "init", "image": "busybox", "livenessProbe": {"exec": {"command": ["x"]}}, "lifecycle": {}},
         {"name": "sidecar", "image": "envoy", "restartPolicy": "Always", "startupProbe": {"grpc": {}}}])
-    spec["containers"][0]["restartPolicy"] = "Always"
+    spec["containers"][0]["restartPolicy"] = "Always"  # a container's own: valid since 1.35
     assert await causes_of(client, PODS, pod(spec)) == [
-        cause("FieldValueForbidden", "spec.containers[0].restartPolicy",
-              "Forbidden: may not be set for non-init containers"),
         cause("FieldValueForbidden", "spec.initContainers[0].lifecycle",
               "Forbidden: may not be set for init containers without restartPolicy=Always"),
         cause("FieldValueForbidden", "spec.initContainers[0].livenessProbe",
