@@ -9,7 +9,10 @@ once and evaluated to the stream of values it yields:
   ``.status.conditions[]``), an index ``.[0]``;
 - pipes ``a | b``;
 - ``select(A == B)`` and ``select(A != B)`` where A and B are paths or
-  string, number, boolean or null literals.
+  string, number, boolean or null literals;
+- ``any(. == L)``, L a literal: whether an array holds L (``true``/``false``;
+  null, an absent list, as an empty one), as the default stages ask of a
+  restart rule's exit codes.
 
 Anything else raises ``JqError`` when the stage is loaded.
 
@@ -41,6 +44,7 @@ _SEGMENT = re.compile(r"""
     | \.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)  # plain key
 """, re.X)
 _SELECT = re.compile(r"^select\s*\((?P<a>.*?)(?P<op>==|!=)(?P<b>.*)\)$", re.S)
+_ANY = re.compile(r"^any\s*\(\s*\.\s*==(?P<lit>.*)\)$", re.S)
 
 
 def _split_pipes(expr: str) -> list[str]:
@@ -134,6 +138,19 @@ def _select(a: str, op: str, b: str) -> Step:
     return step
 
 
+def _any(src: str) -> Step:
+    try:
+        lit = json.loads(src)
+    except json.JSONDecodeError:
+        raise JqError(f"unsupported jq operand {src.strip()!r} of any()") from None
+
+    def step(v: Any) -> Iterator[Any]:
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        yield any(x == lit for x in items)
+
+    return step
+
+
 _PLAIN = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_-]*)+")
 
 
@@ -141,10 +158,13 @@ class Jq:
     def __init__(self, expr: str) -> None:
         self.expr = expr
         self._steps: list[Step] = []
-        for part in _split_pipes(expr.strip()):
+        parts = _split_pipes(expr.strip())
+        for part in parts:
             m = _SELECT.match(part)
             if m:
                 self._steps.append(_select(m.group("a"), m.group("op"), m.group("b")))
+            elif m := _ANY.match(part):
+                self._steps.append(_any(m.group("lit")))
             elif part.startswith("."):
                 self._steps.extend(_path(part))
             else:
@@ -153,6 +173,12 @@ class Jq:
         # walked directly, as the steps would, a tenth of their cost on every pod event
         plain = expr.strip()
         self._keys = tuple(plain[1:].split(".")) if _PLAIN.fullmatch(plain) else None
+        # else the leading keys and iterations (``.spec.containers.[].restartPolicyRules.[]``)
+        # are walked so too, and the steps after them only if that yields anything: most pods
+        # have none of what the default stages' rule selectors look for
+        self._lead, self._rest = _lead(parts[0]), self._steps
+        if self._lead:
+            self._rest = self._steps[len(self._lead):]
 
     def values(self, obj: Any) -> list[Any]:
         """Every value the expression yields (jq's output stream), nulls included."""
@@ -163,7 +189,38 @@ class Jq:
                 elif obj is not None:
                     return []  # a key of a list or scalar: no output (an error in jq)
             return [obj]
-        stream: list[Any] = [obj]
-        for step in self._steps:
+        stream: list[Any] = _walk(obj, self._lead) if self._lead else [obj]
+        for step in self._rest:
+            if not stream:
+                break
             stream = [out for v in stream for out in step(v)]
         return stream
+
+
+_LEAD = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_-]*|\.?\[\s*\])+")
+
+
+def _lead(part: str) -> tuple[str | None, ...]:
+    """The keys (None for ``[]``) of a first part made only of plain keys and iterations."""
+    if not part.startswith(".") or not _LEAD.fullmatch(part):
+        return ()
+    return tuple(None if "[" in seg else seg[1:] for seg in re.findall(r"\.?\[\s*\]|\.[A-Za-z_][A-Za-z0-9_-]*", part))
+
+
+def _walk(obj: Any, lead: tuple[str | None, ...]) -> list[Any]:
+    """What ``_key_step`` and ``_iterate`` yield along ``lead``, in one loop."""
+    stream = [obj]
+    for key in lead:
+        if key is None:
+            out: list[Any] = []
+            for v in stream:
+                if isinstance(v, list):
+                    out.extend(v)
+                elif isinstance(v, dict):
+                    out.extend(v.values())
+            stream = out
+            if not stream:
+                return stream
+        else:
+            stream = [v.get(key) if v is not None else None for v in stream if v is None or isinstance(v, dict)]
+    return stream

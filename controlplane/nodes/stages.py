@@ -394,8 +394,9 @@ def load_stages(text: str) -> list[Stage]:
 
 def default_stages(job_seconds: float = 1.0) -> list[Stage]:
     """The built-in stages (``default-stages.yaml``, after KWOK's fast stages): a bound pod
-    runs; a ``restartPolicy: Never`` pod succeeds after ``job_seconds``; a deleted pod is
-    removed when its grace period ends; a node is initialised Ready."""
+    runs; a ``restartPolicy: Never`` pod succeeds after ``job_seconds`` (unless a container
+    of it is restarted after its exit 0, by its own restart policy or rules); a deleted pod
+    is removed when its grace period ends; a node is initialised Ready."""
     text = resources.files(__package__).joinpath("default-stages.yaml").read_text()
     text = text.replace("__JOB_MILLISECONDS__", str(round(job_seconds * 1000)))
     from .native import NATIVE

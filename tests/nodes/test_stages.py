@@ -151,6 +151,56 @@ async def test_restart_policy_never_pods_succeed_after_the_job_duration(client: 
         assert await phase(client, "svc") == "Running"  # restartPolicy Always keeps running
 
 
+def _rule(operator: str, *codes: int, action: str = "Restart") -> dict[str, Any]:
+    return {"action": action, "exitCodes": {"operator": operator, "values": list(codes)}}
+
+
+@pytest.mark.parametrize(("pod_policy", "containers", "completes"), [
+    ("Never", [{}], True),
+    ("OnFailure", [{}, {}], True),
+    ("Always", [{"restartPolicy": "Never"}], False),  # the kubelet keeps it Running when all stop
+    ("Never", [{"restartPolicy": "Always"}], False),  # restarted after its exit 0
+    ("Never", [{}, {"restartPolicy": "Always"}], False),
+    ("Never", [{"restartPolicy": "OnFailure"}], True),
+    ("Never", [{"restartPolicy": "Never", "restartPolicyRules": [_rule("In", 42)]}], True),  # the docs' example
+    ("Never", [{"restartPolicy": "Never", "restartPolicyRules": [_rule("NotIn", 0)]}], True),  # on failure only
+    ("Never", [{"restartPolicy": "Never", "restartPolicyRules": [_rule("NotIn", 42)]}], False),  # 0 matches
+    ("Never", [{"restartPolicy": "Never", "restartPolicyRules": [_rule("NotIn")]}], False),  # every code
+    ("OnFailure", [{"restartPolicy": "OnFailure", "restartPolicyRules": [_rule("In", 3, 0)]}], False),
+    ("Never", [{}, {"restartPolicy": "Never", "restartPolicyRules": [
+        _rule("In", 88), _rule("NotIn", 1, action="RestartAllContainers")]}], False),  # restarts them all
+])
+def test_pod_complete_waits_for_every_container_not_restarted_after_exit_0(
+        pod_policy: str, containers: list[dict[str, Any]], completes: bool) -> None:
+    """The simulated containers exit 0 at the job duration; one its own restartPolicy or a
+    rule of its restarts then (ContainerRestartRules, RestartAllContainersOnContainerExits)
+    keeps the pod running, as the kubelet's ContainerShouldRestart of exit code 0 says."""
+    pods = StageSet(default_stages(), "Pod")
+    body = pod("p", "n", restartPolicy=pod_policy)
+    body["spec"]["containers"] = [{"name": f"c{i}", "image": "x", **c} for i, c in enumerate(containers)]
+    running = {**body, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    stage = pods.select(running)
+    assert (stage is not None and stage.name == "pod-complete") == completes
+    assert stage is None or completes
+
+
+async def test_a_container_of_its_own_restart_policy_keeps_a_never_pod_running(client: Client) -> None:
+    """Its pod's restartPolicy Never would end it at the job duration; its container's Always
+    restarts it after its exit 0, so the pod runs on; the documentation's restart-on-exit-codes
+    pod, whose rule asks for a restart on 42 only, completes."""
+    async with simulating(client, fast(job_seconds=0.2)):
+        keeps = pod("keeps", "sim-node-0", restartPolicy="Never")
+        keeps["spec"]["containers"][0]["restartPolicy"] = "Always"
+        docs = pod("restart-on-exit-codes", "sim-node-0", restartPolicy="Never")
+        docs["spec"]["containers"][0].update(restartPolicy="Never", restartPolicyRules=[_rule("In", 42)])
+        await client.create(PODS, keeps)
+        await client.create(PODS, docs)
+        await eventually(lambda: _is(client, "restart-on-exit-codes", "Succeeded"))
+        await eventually(lambda: _is(client, "keeps", "Running"))
+        await asyncio.sleep(0.3)  # past its job duration
+        assert await phase(client, "keeps") == "Running"
+
+
 async def test_deletion_honours_the_grace_period_then_removes_the_pod(client: Client) -> None:
     async with simulating(client, fast()):
         await client.create(PODS, pod("slow", "sim-node-0", terminationGracePeriodSeconds=2))
