@@ -78,6 +78,13 @@ def test_kubectl_applies_pods_with_container_restart_rules(served: Serve) -> Non
     assert lws["spec"]["containers"][0]["restartPolicyRules"][0]["exitCodes"]["values"] == [1, 2]
     # a second apply finds nothing changed: the fields round-trip as kubectl sent them
     assert "unchanged" in kubectl(served, "apply", "-f", "-", stdin=LWS_LEADER)
+    # and server-side apply owns them (restartPolicyRules an atomic list)
+    ssa = LWS_LEADER.replace("name: lws-leader-0", "name: lws-leader-1")
+    assert "serverside-applied" in kubectl(served, "apply", "--server-side", "-f", "-", stdin=ssa)
+    applied = json.loads(kubectl(served, "get", "pod", "lws-leader-1", "-o", "json", "--show-managed-fields"))
+    [entry] = [m for m in applied["metadata"]["managedFields"] if m["operation"] == "Apply"]
+    worker_fields = entry["fieldsV1"]["f:spec"]["f:containers"]['k:{"name":"worker"}']
+    assert worker_fields["f:restartPolicyRules"] == {} and worker_fields["f:restartPolicy"] == {}
 
 
 def test_kubectl_prints_a_rule_without_a_restart_policy_as_upstream_does(served: Serve) -> None:
