@@ -64,7 +64,9 @@ def add_parser(sub: Any) -> None:
                    help="as KWOK's: Stage takes the stages from the Stage objects (kwok.x-k8s.io/v1alpha1) "
                         "stored in the API server, following their changes, and installs their CRD if it "
                         "is absent (repeat it or separate with commas; only Stage is supported)")
-    p.add_argument("--instance-type", default="cpu-large", help="the created nodes' type (default: %(default)s)")
+    p.add_argument("--instance-type", default=None,
+                   help="the created nodes' type (default: cpu-large, or the first of an --instance-types "
+                        "catalog without it)")
     p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
@@ -170,7 +172,7 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
                 return 1
             return 0
         from .config import SimConfig
-        from .instancetypes import DEFAULT_CATALOG, load_catalog
+        from .instancetypes import DEFAULT_CATALOG, created_node_type, load_catalog
         from .simulator import NodeSimulator
         from .stages import StageError, load_stages
 
@@ -179,7 +181,7 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
             catalog = load_catalog(args.instance_types) if args.instance_types else DEFAULT_CATALOG
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,
-                instance_type=args.instance_type, catalog=catalog,
+                instance_type=args.instance_type or created_node_type(catalog), catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
                 pod_events=args.pod_events, csi_nodes=args.csi_nodes))

@@ -33,17 +33,15 @@ async def start(client: Client, config: Config) -> None:
         if not await nodepool_exists(client):
             return
     from .config import SimConfig
-    from .instancetypes import DEFAULT_CATALOG, load_catalog
+    from .instancetypes import DEFAULT_CATALOG, created_node_type, load_catalog
     from .simulator import NodeSimulator
     from .stages import load_stages
 
     catalog_file = getattr(config, "instance_types", None)  # --instance-types, where serve has it
     catalog = load_catalog(catalog_file) if catalog_file else DEFAULT_CATALOG
     stages = load_stages("\n---\n".join(f.read_text() for f in config.stages)) if config.stages else None
-    # the created nodes' type: the default one, or the first of an --instance-types catalog without it
-    # (with --nodes 0, as for the autoscaler's own nodes, it is not used, but must be in the catalog)
-    names = [t.name for t in catalog]
-    instance_type = SimConfig.instance_type if SimConfig.instance_type in names else names[0]
+    # (with --nodes 0, as for the autoscaler's own nodes, the type is not used, but must be in the catalog)
+    instance_type = created_node_type(catalog)
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", ""),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .images import ImageCatalog
-from .instancetypes import DEFAULT_CATALOG, InstanceType
+from .instancetypes import CREATED_NODE_TYPE, DEFAULT_CATALOG, InstanceType
 from .stages import Stage
 
 __all__ = ["FAKE_NODE_ANNOTATION", "FAILURE_ANNOTATION", "SimConfig"]
@@ -21,7 +21,7 @@ FAILURE_ANNOTATION = "nodes.controlplane.io/failure"
 class SimConfig:
     count: int = 0  # nodes to create at start (names ``{name_prefix}{i}``)
     name_prefix: str = "sim-node-"
-    instance_type: str = "cpu-large"
+    instance_type: str = CREATED_NODE_TYPE
     catalog: tuple[InstanceType, ...] = DEFAULT_CATALOG
     zones: int = 3
     racks_per_zone: int = 8

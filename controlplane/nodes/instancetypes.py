@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_CATALOG", "GpuDevice", "InstanceType", "catalog_by_name", "load_catalog"]
+__all__ = ["CREATED_NODE_TYPE", "DEFAULT_CATALOG", "GpuDevice", "InstanceType", "catalog_by_name", "created_node_type",
+           "load_catalog"]
 
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -142,6 +143,19 @@ DEFAULT_CATALOG: tuple[InstanceType, ...] = (
 
 def catalog_by_name(catalog: tuple[InstanceType, ...] = DEFAULT_CATALOG) -> dict[str, InstanceType]:
     return {t.name: t for t in catalog}
+
+
+# the type of the nodes a simulator creates (``serve --nodes N``, ``controlplane nodes --count N``)
+# when none is asked for
+CREATED_NODE_TYPE = "cpu-large"
+
+
+def created_node_type(catalog: tuple[InstanceType, ...]) -> str:
+    """The type a simulator's own nodes get when none is asked for: ``cpu-large``, or the first
+    of a catalog (``--instance-types FILE``) without it, so a catalog of its own needs no
+    ``--instance-type`` beside it."""
+    names = [t.name for t in catalog]
+    return CREATED_NODE_TYPE if CREATED_NODE_TYPE in names else names[0]
 
 
 def load_catalog(path: Path) -> tuple[InstanceType, ...]:

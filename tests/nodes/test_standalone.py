@@ -6,6 +6,10 @@ them any more: the server's node lifecycle controller turns them Unknown after
 ``--node-monitor-grace-period`` and taints them unreachable, and the taint eviction
 controller evicts the pods whose toleration runs out (``tolerationSeconds``).
 
+Its nodes are of the first type of its ``--instance-types`` catalog, which has no ``cpu-large``
+(the default type), as ``serve --nodes N --instance-types FILE`` makes them: without
+``--instance-type`` beside the file, the command refused to start.
+
 One node, ``kept-0``, has a kubelet played by the test (a Ready status and its Lease renewed),
 so that the cluster is not wholly down when the simulator dies: with no Ready node at all
 the controller takes the NoExecute taints off instead, as upstream's does.
@@ -88,16 +92,22 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
         serve.wait_ready()
         async with Client.from_kubeconfig(serve.kubeconfig) as client:
             kubelet = asyncio.create_task(_kubelet(client, "kept-0"))
+            catalog = tmp_path / "types.yaml"
+            catalog.write_text('- {name: m5.large, cpu: "2", memory: 8Gi, pods: 29, price: 0.096}\n'
+                               '- {name: m5.xlarge, cpu: "4", memory: 16Gi, pods: 58, price: 0.192}\n')
             with (tmp_path / "nodes.err").open("wb") as err:
                 cli = subprocess.Popen(
                     [sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(serve.kubeconfig),
                      "--count", "2", "--name-prefix", "cli-", "--renew-interval", "1",
-                     "--metrics-address", "127.0.0.1:0"],
+                     "--instance-types", str(catalog), "--metrics-address", "127.0.0.1:0"],
                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
             for node in ("cli-0", "cli-1"):
                 await eventually(lambda node=node: _is(_ready(client, node), "True"), timeout=20)  # type: ignore[misc]
             said = (tmp_path / "nodes.err").read_text()
             assert f"controlplane nodes: against {serve.url}: creating 2 nodes (cli-0..cli-1), " in said
+            made = await client.get(f"{NODES}/cli-0")
+            assert made["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.large"
+            assert made["status"]["capacity"]["cpu"] == "2"
             first = (await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"]
 
             async def renewed() -> bool:
