@@ -67,3 +67,10 @@ def test_bench_scheduler_dra_allocates_every_claim_without_double_allocation() -
     assert rc == 0, m
     assert m["claims_allocated"] == 30
     assert (m["pods_unbound"], m["double_allocations"], m["nodes_over_allocatable"]) == (0, 0, 0)
+
+
+def test_bench_dra_help_names_its_end_to_end_mode() -> None:
+    # README and docs/dra.md send users to `bench dra --api`; its help is where they look for it
+    out = subprocess.run([sys.executable, "-m", "controlplane", "bench", "dra", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--api" in out and "controlplane bench dra --api --help" in " ".join(out.split())

@@ -102,6 +102,9 @@ def main(argv: list[str]) -> int:
 
         return run_api(argv)
     ap = argparse.ArgumentParser(prog="controlplane bench dra", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--api", action="store_true",
+                    help="end to end instead: the same cluster and pods through a server's API "
+                         "(options: controlplane bench dra --api --help)")
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")
     ap.add_argument("--pods", type=int, default=20000, help="pods to place (default: %(default)s)")
