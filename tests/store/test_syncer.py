@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,31 @@ def test_the_syncer_answers_each_request_once_durable_and_says_why_it_could_not(
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_the_syncer_outlives_a_terminals_ctrl_c_and_ends_with_its_stdin(tmp_path: Path) -> None:
+    # Ctrl-C reaches `serve`'s whole process group: the syncer must go on answering until the
+    # server, stopping, closes its pipe (it printed a KeyboardInterrupt and was replaced)
+    (tmp_path / syncer_mod.SEGMENT_NAME.format(1)).write_bytes(b"\x00" * 4096)
+    proc = subprocess.Popen([sys.executable, "-S", _SyncProcess.script, str(tmp_path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(syncer_mod.REQUEST.pack(1, 1))
+        assert _replies(proc, 1) == [(1, 0)]  # running, past its start
+        proc.send_signal(signal.SIGINT)
+        proc.stdin.write(syncer_mod.REQUEST.pack(2, 1))
+        assert _replies(proc, 2) == [(2, 0)]
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+        assert proc.stderr.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.mark.asyncio
