@@ -545,6 +545,17 @@ def test_bench_nodes_in_process_prints_each_step_and_the_pods_memory(capsys: pyt
     assert lines["rss_after_pods"]["value"] > 0 and lines["rss_after_pods"]["pods"] == 40
 
 
+@pytest.mark.parametrize("option", [("--renew-interval", "2"), ("--hold-seconds", "5"), ("--renewals", "put")])
+def test_bench_nodes_components_process_refuses_the_in_process_simulators_options(
+        option: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    # serve's simulator renews every 10 s in bulk: a --renew-interval 2 was ignored by it, and the
+    # figures computed as if it had run (a Lease age target of 4 s, 5 times the renewals per second)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "nodes", "--components-process", "--nodes", "1", *option])
+    assert e.value.code == 2
+    assert f"{option[0]}" in capsys.readouterr().err.splitlines()[-1]
+
+
 USER_STAGE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage

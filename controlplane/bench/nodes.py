@@ -296,7 +296,8 @@ async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> in
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="controlplane bench nodes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000, help="simulated nodes (default: %(default)s)")
-    parser.add_argument("--renew-interval", type=float, default=10.0, help="seconds (default: %(default)s)")
+    parser.add_argument("--renew-interval", type=float, default=10.0,
+                        help="seconds (in process only: serve's simulator renews every 10 s; default: %(default)s)")
     parser.add_argument("--heartbeat-seconds", type=float, default=12.0,
                         help="how long to measure heartbeats alone (default: %(default)s)")
     parser.add_argument("--pod-rate", type=float, default=1000.0, help="pod creates per second (default: %(default)s)")
@@ -306,7 +307,7 @@ def main(argv: list[str]) -> int:
                              "(in process only; default: %(default)s, not measured)")
     parser.add_argument("--renewals", choices=("both", "bulk", "put"), default="both",
                         help="measure heartbeats as LeaseRenewals (bulk), as a PUT per Lease, or both, bulk "
-                             "first (default: %(default)s)")
+                             "first (put in process only; default: %(default)s)")
     parser.add_argument("--components-process", action="store_true",
                         help="serve --nodes N --components-process: the simulator in a process of its own, over "
                              "HTTP, and the pods created over HTTP (bench/nodes_api.py)")
@@ -320,6 +321,14 @@ def main(argv: list[str]) -> int:
                              "(about 0.3 ms of CPU and 7 KB of memory a node more at 2,000 nodes); off by default, "
                              "so that the figures compare with those before them")
     args = parser.parse_args(argv)
+    if args.components_process:
+        # the simulator is serve's there, which renews every 10 s in bulk and takes no such options:
+        # the figures would be computed for an interval or a mode that did not run
+        for given, option in ((args.renew_interval != 10.0, "--renew-interval"),
+                              (args.hold_seconds > 0, "--hold-seconds"), (args.renewals == "put", "--renewals put")):
+            if given:
+                parser.error(f"{option} is for the simulator in this process; with --components-process the "
+                             "simulator is serve's (its Leases renewed every 10 s, in bulk)")
     logging.basicConfig(level=logging.WARNING)
     if args.components_process:
         from .nodes_api import run as run_components_process
