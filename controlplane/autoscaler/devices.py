@@ -21,7 +21,10 @@ Two questions, two answers:
 
 Per-driver counts (``devices/<driver>``, the ``DeviceClasses.driver`` of a
 request's class) stay the simulation's quick test: ``resource_fit`` asks
-``NodeDevices`` only once the counts fit.
+``NodeDevices`` only once the counts fit. A class whose selectors name no
+driver (``device.attributes["gpu.nvidia.com"].productName == "..."`` alone, or
+no selector at all) has none: its requests are not counted, the allocator alone
+judges them, and a node with no devices to allocate on holds none of them.
 
 Answers are cached per node by the pods' claim shapes (the sorted
 ``PodDemand.claims_key``s: pods from one template share one) and dropped when a
@@ -39,32 +42,33 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..scheduler.dra import AllocatedState, AllocationError, Allocator, Inventory, Selectors, Unsatisfiable
+from ..scheduler.dra.extended import ExtendedNames
 from ..scheduler.dra.state import entries_of
 from .catalog import Option, resource_slices
 
 if TYPE_CHECKING:
     from .simulation import PodDemand
 
-__all__ = ["IMPLICIT_CLASS_PREFIX", "DeviceClasses", "NodeDevices", "TypeDevices", "held_by_pool", "real_node"]
+__all__ = ["DeviceClasses", "NodeDevices", "TypeDevices", "held_by_pool", "real_node"]
 
 Obj = dict[str, Any]
 
-IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 MAX_ANSWERS = 4096  # claim-shape sets whose answer a node of a type keeps
 
 
 class DeviceClasses:
     """The DeviceClasses, as an informer shows them (``add``, ``remove``): the objects, for
     the allocator; which driver each selects, read from its CEL selectors in the usual form
-    ``device.driver == "gpu.nvidia.com"`` (the simulation's device counts); which class
-    backs an extended resource (KEP-5004). ``version`` grows with every change."""
+    ``device.driver == "gpu.nvidia.com"`` (the simulation's device counts; a class whose
+    selectors name none has no entry); which class backs an extended resource (KEP-5004, the
+    scheduler's ``ExtendedNames``). ``version`` grows with every change."""
 
     _DRIVER = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
 
     def __init__(self, classes: Mapping[str, Obj] | None = None) -> None:
         self.objects: dict[str, Obj] = {}
-        self.drivers: dict[str, str] = {}
-        self.extended: dict[str, str] = {}  # extendedResourceName -> class (KEP-5004)
+        self.drivers: dict[str, str] = {}  # class -> the driver its selectors require, where they name one
+        self.extended = ExtendedNames()  # extended resource -> the class backing it (KEP-5004)
         self.version = 0
         self.selectors = Selectors()  # compiled once for the validation and every type's allocator
         empty = Inventory()
@@ -76,11 +80,8 @@ class DeviceClasses:
         name = (obj.get("metadata") or {}).get("name", "")
         self._forget(name)
         self.objects[name] = obj
-        spec = obj.get("spec") or {}
-        if spec.get("extendedResourceName"):
-            self.extended[spec["extendedResourceName"]] = name
-        self.drivers[name] = name
-        for sel in spec.get("selectors") or ():
+        self.extended.update(self.objects.values())
+        for sel in (obj.get("spec") or {}).get("selectors") or ():
             m = self._DRIVER.search(((sel.get("cel") or {}).get("expression")) or "")
             if m:
                 self.drivers[name] = m.group(1)
@@ -93,18 +94,16 @@ class DeviceClasses:
         self.version += 1
         self.objects.pop(name, None)
         self.drivers.pop(name, None)
-        self.extended = {r: c for r, c in self.extended.items() if c != name}
+        self.extended.update(self.objects.values())
 
-    def driver(self, class_name: str) -> str:
-        return self.drivers.get(class_name, class_name)
+    def driver(self, class_name: str) -> str | None:
+        """The driver the class's devices are of, if its selectors say (else only the allocator knows)."""
+        return self.drivers.get(class_name)
 
     def backing(self, resource: str) -> str | None:
         """The class backing an extended resource, by its ``extendedResourceName`` or the
         implicit ``deviceclass.resource.kubernetes.io/<class>`` (KEP-5004), if any."""
-        if resource.startswith(IMPLICIT_CLASS_PREFIX):
-            name = resource[len(IMPLICIT_CLASS_PREFIX):]
-            return name if name in self.objects else None
-        return self.extended.get(resource)
+        return self.extended.class_for(resource)
 
     def check(self, claims: Sequence[Obj]) -> str | None:
         """Why ``claims`` cannot be allocated on any node (the scheduler's words), or None."""

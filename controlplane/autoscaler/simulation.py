@@ -4,9 +4,10 @@ of each pair: does this pod fit on this (possibly hypothetical) node?
 ``Fits`` is that question. ``resource_fit`` answers it with what Karpenter's
 simulation checks itself: taints tolerated, node labels compatible with the
 pod's node selector and required node affinity, requests (DRA devices counted
-per driver) within allocatable, and, on a node of an instance type not
-launched yet, the pod's claims allocated on the type's devices by the
-scheduler's allocator (``devices``). The scheduler's filter plugins answer it
+per driver, where the class names its driver) within allocatable, and, on a
+node with devices (of an instance type not launched yet, or publishing
+ResourceSlices), the pod's claims allocated there by the scheduler's allocator
+(``devices``). The scheduler's filter plugins answer it
 for real nodes; to use them, pass another ``Fits`` (one line where the
 controller builds its ``Provisioner``).
 
@@ -14,7 +15,9 @@ A pod's demand is computed once (``PodDemand``): its requests, its node
 requirement terms, its tolerations, and the DRA devices its ResourceClaims ask
 for, as ``devices/<driver>`` counts (``labels.device_resource``) and as the
 claims themselves, for the allocator; with why no node can hold them, if a
-request's DeviceClass does not exist (``DeviceClasses.check``).
+request's DeviceClass does not exist (``DeviceClasses.check``). An extended
+resource a DeviceClass backs (KEP-5004) is asked through the claim the
+scheduler would make for it (``scheduler.dra.extended.extended_claim``).
 
 A claim already allocated counts by where its devices are. For a pending pod
 it needs nothing new. For a bound pod, devices local to its node (the
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..scheduler.dra.allocator import claim_signature
+from ..scheduler.dra.extended import extended_claim, extended_requests
 from .devices import DeviceClasses
 from .labels import device_resource
 from .requirements import Requirements, pod_requirement_terms, tolerates
@@ -83,6 +87,8 @@ class PodDemand:
     claims_key: str = ""
     # why its claims can be allocated on no node (a DeviceClass missing): nothing is launched for it
     unschedulable: str | None = None
+    # a claim whose class names no driver: not in ``requests``, only the allocator can judge it
+    uncounted: bool = False
 
     @property
     def signature(self) -> str:
@@ -105,25 +111,20 @@ def resource_fit(pod: PodDemand, node: SimNode) -> bool:
         return False
     if not fits(add(node.requested, pod.requests), node.allocatable):
         return False
-    return not pod.claims or node.devices is None or node.devices.fits([*node.claimed, pod])
+    if not pod.claims:
+        return True
+    if node.devices is None:
+        return not pod.uncounted  # counted per driver, or nothing to allocate on
+    return node.devices.fits([*node.claimed, pod])
 
 
 
 
-def _backed_as_devices(requests: Resources, classes: DeviceClasses) -> Resources:
-    """Extended resources a DeviceClass backs, asked as devices of its driver: the scheduler
-    allocates them through DRA on a node without the resource (docs/dra.md)."""
+def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> tuple[Resources, bool]:
+    """The devices a claim asks for, counted per driver where the class names one; and
+    whether every request was counted (else only the allocator can judge the claim)."""
     out: Resources = {}
-    for key, amount in requests.items():
-        cls = classes.backing(key)
-        if cls is not None:
-            key = device_resource(classes.driver(cls))
-        out[key] = out.get(key, 0) + amount
-    return out
-
-
-def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> Resources:
-    out: Resources = {}
+    counted = True
     for req in ((spec.get("devices") or {}).get("requests")) or ():
         exactly = req.get("exactly") or req  # v1 nests the request under "exactly"; v1beta1 did not
         cls = exactly.get("deviceClassName")
@@ -134,10 +135,14 @@ def _claim_devices(spec: Mapping[str, Any], classes: DeviceClasses) -> Resources
                 continue
             exactly = subs[0]
             cls = exactly.get("deviceClassName", "")
+        driver = classes.driver(cls)
+        if driver is None:
+            counted = False
+            continue
         count = 1 if exactly.get("allocationMode", "ExactCount") == "All" else int(exactly.get("count", 1))
-        key = device_resource(classes.driver(cls))
+        key = device_resource(driver)
         out[key] = out.get(key, 0) + count * 1000
-    return out
+    return out, counted
 
 
 def node_local(allocation: Mapping[str, Any], node: str, node_slices: Sequence[Obj]) -> bool:
@@ -168,12 +173,26 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
     spec = pod.get("spec") or {}
     bound = spec.get("nodeName")
     requests = pod_requests(pod)
-    if classes.drivers and (not bound or (pod.get("status") or {}).get("extendedResourceClaimStatus")):
-        # (a bound pod without the scheduler's claim got them from the node's device plugin)
-        requests = _backed_as_devices(requests, classes)
+    to_allocate: list[Obj] = []
+    counted = True
+
+    def ask(name: str, claim_spec: Mapping[str, Any]) -> None:
+        nonlocal requests, counted
+        devices, all_counted = _claim_devices(claim_spec, classes)
+        requests = add(requests, devices)
+        counted = counted and all_counted
+        to_allocate.append({"metadata": {"name": name, "namespace": ns}, "spec": claim_spec})
+
+    # an extended resource a DeviceClass backs (KEP-5004) is allocated through the scheduler's own claim
+    # (a bound pod without that claim got it from the node's device plugin)
+    if not bound or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+        backed = extended_requests(pod, classes.extended)
+        if backed:
+            requests = {k: v for k, v in requests.items() if k not in {r.resource for r in backed}}
+            ext = extended_claim(pod, backed)
+            ask(ext["metadata"]["name"], ext["spec"])
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
-    to_allocate: list[Obj] = []
     for rc in spec.get("resourceClaims") or ():
         name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
         claim_spec: Mapping[str, Any] | None = None
@@ -188,13 +207,11 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             if template is not None:
                 claim_spec = ((template.get("spec") or {}).get("spec"))
         if claim_spec:
-            requests = add(requests, _claim_devices(claim_spec, classes))
-            to_allocate.append({"metadata": {"name": name or f"{meta.get('name', '')}-{rc.get('name', '')}"},
-                                "spec": claim_spec})
+            ask(name or f"{meta.get('name', '')}-{rc.get('name', '')}", claim_spec)
     return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
                      tuple(spec.get("tolerations") or ()), tuple(to_allocate),
                      claim_signature(to_allocate) if to_allocate else "",
-                     classes.check(to_allocate) if to_allocate else None)
+                     classes.check(to_allocate) if to_allocate else None, uncounted=not counted)
 
 
 def node_devices(slices: Sequence[Obj]) -> Resources:

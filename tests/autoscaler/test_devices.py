@@ -147,3 +147,53 @@ def test_a_real_node_holds_only_claims_its_free_devices_satisfy() -> None:
         "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}}}}
     [n1] = sim.nodes()
     assert not resource_fit(sim.demand(anyone), n1)
+
+
+def test_a_class_naming_no_driver_is_judged_by_the_allocator_alone() -> None:
+    """A class selecting by attribute only, or selecting nothing, has no driver to count its
+    devices by: the allocator alone finds the type whose devices match (it was counted against
+    a driver named after the class, which no node has, and nothing was launched)."""
+    by_product = {"metadata": {"name": "h100"}, "spec": {"selectors": [{"cel": {"expression": H100}}]}}
+    any_device = {"metadata": {"name": "any"}, "spec": {}}
+    classes = DeviceClasses({"h100": by_product, "any": any_device})
+    assert launched(plan(classes, gpu_pod("h", cls="h100"))) == ["gpu-8x-h100"]
+    assert launched(plan(classes, gpu_pod("a", cls="any"))) == ["gpu-1x-l4"]
+    assert launched(plan(classes, *(gpu_pod(f"h{i}", cls="h100") for i in range(9)))) == ["gpu-8x-h100"] * 2
+    assert classes.driver("h100") is None and classes.driver("any") is None
+    # a real node publishing no device holds none of its claims
+    st = ClusterState()
+    st.device_classes.add(any_device)
+    st.node_added(node("n1", cpu="8"))
+    p = gpu_pod("a", cls="any")
+    st.claims["default/a-gpu"] = p["_claim"]
+    [n1] = Simulated(st, CATALOG).nodes()
+    assert n1.devices is None and not resource_fit(Simulated(st, CATALOG).demand(p), n1)
+
+
+def extended_pod(name: str, resource: str, count: int = 1) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": {"containers": [
+        {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                                                  "limits": {resource: str(count)}}}]}}
+
+
+def test_an_extended_resource_a_selective_class_backs_gets_the_type_whose_devices_match() -> None:
+    """KEP-5004: ``example.com/h100`` of a class selecting H100s is allocated through the claim the
+    scheduler makes for it, by its allocator: it launched the cheapest type with a device of the
+    class's driver (an L4), where the scheduler finds no H100 and the pod stays pending."""
+    h100: dict[str, Any] = {"metadata": {"name": "h100"}, "spec": {
+        "extendedResourceName": "example.com/h100", "selectors": [
+            {"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}, {"cel": {"expression": H100}}]}}
+    classes = DeviceClasses({"h100": h100})
+    provisioner = Provisioner(CATALOG, devices=TypeDevices(classes))
+    for resource, count, types in (("example.com/h100", 1, ["gpu-8x-h100"]),
+                                   ("deviceclass.resource.kubernetes.io/h100", 2, ["gpu-8x-h100"]),
+                                   ("example.com/h100", 9, [])):
+        d = demand(extended_pod("p", resource, count), {}, {}, classes)
+        assert launched(provisioner.plan([d], [], [pool()])) == types
+        assert resource not in d.requests and d.requests["devices/gpu.nvidia.com"] == count * 1000
+        assert [c["metadata"]["name"] for c in d.claims] == ["p-extended-resources"]
+    # without a selector naming the driver: the allocator alone
+    classes = DeviceClasses({"h100": {**h100, "spec": {**h100["spec"], "selectors": [{"cel": {"expression": H100}}]}}})
+    d = demand(extended_pod("p", "example.com/h100"), {}, {}, classes)
+    assert d.uncounted and "devices/gpu.nvidia.com" not in d.requests
+    assert launched(Provisioner(CATALOG, devices=TypeDevices(classes)).plan([d], [], [pool()])) == ["gpu-8x-h100"]

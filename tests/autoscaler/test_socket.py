@@ -164,6 +164,34 @@ async def test_serve_autoscaler_launches_the_type_whose_gpu_a_claim_selects(serv
             == ["gpu-1x-h100"]
 
 
+async def test_serve_autoscaler_launches_the_type_for_an_extended_resource_a_productname_class_backs(
+        served: Serve) -> None:
+    """KEP-5004 through a class that names no driver (its one selector reads a device's
+    productName): the pod's ``example.com/h100`` is allocated by the scheduler through a claim
+    of its own, and the autoscaler launches the type whose devices that claim gets (nothing
+    was launched: the class's devices were counted against a driver named after it)."""
+    async with Client.from_kubeconfig(served.kubeconfig) as client:
+        await wait_for(lambda: _served(client, POOLS), timeout=20)
+        await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+        await client.create(CLASSES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "h100"},
+            "spec": {"extendedResourceName": "example.com/h100", "selectors": [{"cel": {"expression": (
+                'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"')}}]}})
+        body = pod("x", "1")
+        body["spec"]["containers"][0]["resources"]["limits"] = {"example.com/h100": "1"}
+        await pending_pods(client, [body])
+
+        async def running() -> dict[str, Any] | None:
+            p = await client.get(f"{PODS}/x")
+            return p if p["status"].get("phase") == "Running" else None
+
+        got = await wait_for(running, timeout=30)
+        labels = (await client.get(f"{NODES}/{got['spec']['nodeName']}"))["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "gpu-1x-h100"
+        assert [c["resourceName"] for c in got["status"]["extendedResourceClaimStatus"]["requestMappings"]] == [
+            "example.com/h100"]
+
+
 async def _served(client: Client, path: str) -> bool:
     try:
         await client.list(path)
