@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -128,8 +129,9 @@ class Autoscaler:
                      on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
             self._mirror(resource_path("policy", "v1", "poddisruptionbudgets"), st.pdbs),
             self._mirror(resource_path("apps", "v1", "daemonsets"), st.daemonsets),
-            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims),
-            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates),
+            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims, self._claim_added),
+            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates,
+                         lambda _template: self._trigger.set()),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"), on_add=self._class_set,
                      on_update=lambda o, n: self._class_set(n), on_delete=st.device_classes.remove),
         ]
@@ -155,14 +157,19 @@ class Autoscaler:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.launcher.stop()
 
-    def _mirror(self, path: str, into: dict[str, Obj]) -> InformerHandle:
+    def _mirror(self, path: str, into: dict[str, Obj],
+                on_add: Callable[[Obj], None] = lambda _obj: None) -> InformerHandle:
         def put(obj: Obj) -> None:
             into[key(obj)] = obj
+
+        def added(obj: Obj) -> None:
+            put(obj)
+            on_add(obj)
 
         def drop(obj: Obj) -> None:
             into.pop(key(obj), None)
 
-        return self.client.informer(path, on_add=put, on_update=lambda o, n: put(n), on_delete=drop)
+        return self.client.informer(path, on_add=added, on_update=lambda o, n: put(n), on_delete=drop)
 
     # -- informer handlers ------------------------------------------------------------------------
     def _pod_deleted(self, pod: Obj) -> None:
@@ -193,6 +200,12 @@ class Autoscaler:
     def _pool_set(self, obj: Obj) -> None:
         self.state.nodepools[key(obj)] = obj
         self._trigger.set()  # a new or changed NodePool may take pods that found no home
+
+    def _claim_added(self, claim: Obj) -> None:
+        """A claim made by hand (not by the resourceclaim controller, for a pod, from a template):
+        pods naming it waited for it, and may launch now."""
+        if not ((claim.get("metadata") or {}).get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name"):
+            self._trigger.set()
 
     def _class_set(self, obj: Obj) -> None:
         self.state.device_classes.add(obj)

@@ -14,10 +14,15 @@ controller builds its ``Provisioner``).
 A pod's demand is computed once (``PodDemand``): its requests, its node
 requirement terms, its tolerations, and the DRA devices its ResourceClaims ask
 for, as ``devices/<driver>`` counts (``labels.device_resource``) and as the
-claims themselves, for the allocator; with why no node can hold them, if a
-request's DeviceClass does not exist (``DeviceClasses.check``). An extended
-resource a DeviceClass backs (KEP-5004) is asked through the claim the
-scheduler would make for it (``scheduler.dra.extended.extended_claim``).
+claims themselves, for the allocator. An extended resource a DeviceClass backs
+(KEP-5004) is asked through the claim the scheduler would make for it
+(``scheduler.dra.extended.extended_claim``). A claim made from a template that
+the resourceclaim controller has not made yet is simulated from the template.
+Why no node can hold the pod, as the scheduler's PreFilter and PreEnqueue say:
+a request's DeviceClass does not exist (``DeviceClasses.check``), a claim it
+names does not exist, or its template does not (nothing will make the claim):
+nothing is launched for it until that changes (``claim_refs``: what a cached
+demand depends on).
 
 A claim already allocated counts by where its devices are. For a pending pod
 it needs nothing new. For a bound pod, devices local to its node (the
@@ -41,7 +46,8 @@ from .labels import device_resource
 from .requirements import Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, parse_quantity, pod_requests
 
-__all__ = ["DeviceClasses", "DeviceModel", "Fits", "PodDemand", "SimNode", "demand", "node_local", "resource_fit"]
+__all__ = ["DeviceClasses", "DeviceModel", "Fits", "PodDemand", "SimNode", "claim_refs", "demand", "node_local",
+           "resource_fit"]
 
 Obj = dict[str, Any]
 
@@ -85,7 +91,8 @@ class PodDemand:
     # their shape (pods from one template share it)
     claims: tuple[Obj, ...] = ()
     claims_key: str = ""
-    # why its claims can be allocated on no node (a DeviceClass missing): nothing is launched for it
+    # why its claims can be allocated on no node (a DeviceClass missing, a claim not made yet): nothing is
+    # launched for it
     unschedulable: str | None = None
     # a claim whose class names no driver: not in ``requests``, only the allocator can judge it
     uncounted: bool = False
@@ -163,11 +170,28 @@ def _no_slices(node: str) -> Sequence[Obj]:
     return ()
 
 
+def claim_refs(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj]) -> tuple[Obj | None, ...]:
+    """The ResourceClaims and ResourceClaimTemplates the pod's demand is made from, as
+    ``claims`` and ``templates`` hold them now (None where missing): a cached demand
+    stands while they are the same objects."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace", "")
+    status = pod.get("status") or {}
+    statuses = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
+    out: list[Obj | None] = []
+    for rc in (pod.get("spec") or {}).get("resourceClaims") or ():
+        name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
+        out.append(claims.get(f"{ns}/{name}") if name else None)
+        if rc.get("resourceClaimTemplateName"):
+            out.append(templates.get(f"{ns}/{rc['resourceClaimTemplateName']}"))
+    return tuple(out)
+
+
 def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], classes: DeviceClasses,
            node_slices: Callable[[str], Sequence[Obj]] = _no_slices) -> PodDemand:
     """The pod's demand; ``claims`` and ``templates`` by namespace/name,
     ``node_slices`` the ResourceSlices of a node (see the module's docstring for
-    which allocated claims count)."""
+    which allocated claims count, and which claims make the pod unschedulable)."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace", "")
     spec = pod.get("spec") or {}
@@ -175,6 +199,7 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
     requests = pod_requests(pod)
     to_allocate: list[Obj] = []
     counted = True
+    why: str | None = None
 
     def ask(name: str, claim_spec: Mapping[str, Any]) -> None:
         nonlocal requests, counted
@@ -194,7 +219,8 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
     for rc in spec.get("resourceClaims") or ():
-        name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
+        named = rc.get("resourceClaimName")
+        name = named or statuses.get(rc.get("name"))
         claim_spec: Mapping[str, Any] | None = None
         if name and f"{ns}/{name}" in claims:
             claim = claims[f"{ns}/{name}"]
@@ -202,16 +228,20 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             if allocation and not (bound and node_local(allocation, bound, node_slices(bound))):
                 continue  # pending, or its devices stay allocated wherever the pod goes: nothing new needed
             claim_spec = claim.get("spec")
+        elif named:
+            why = why or f'resourceclaim "{named}" not found'
         elif rc.get("resourceClaimTemplateName"):
             template = templates.get(f"{ns}/{rc['resourceClaimTemplateName']}")
-            if template is not None:
+            if template is None:  # the resourceclaim controller makes nothing: the scheduler waits
+                why = why or f'waiting for resource claim "{rc.get("name", "")}" to be created from its template'
+            else:
                 claim_spec = ((template.get("spec") or {}).get("spec"))
         if claim_spec:
             ask(name or f"{meta.get('name', '')}-{rc.get('name', '')}", claim_spec)
     return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
                      tuple(spec.get("tolerations") or ()), tuple(to_allocate),
                      claim_signature(to_allocate) if to_allocate else "",
-                     classes.check(to_allocate) if to_allocate else None, uncounted=not counted)
+                     why or (classes.check(to_allocate) if to_allocate else None), uncounted=not counted)
 
 
 def node_devices(slices: Sequence[Obj]) -> Resources:

@@ -22,7 +22,7 @@ from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
-from .simulation import DeviceClasses, PodDemand, SimNode, demand, node_devices
+from .simulation import DeviceClasses, PodDemand, SimNode, claim_refs, demand, node_devices
 
 __all__ = ["ClusterState", "Simulated", "is_provisionable", "is_reschedulable", "key"]
 
@@ -270,19 +270,23 @@ class Simulated:
         self.state = state
         self.catalog = catalog
         self.devices = TypeDevices(state.device_classes)
-        # pod key -> (its resourceVersion, the DeviceClasses' version, its demand)
-        self._demands: dict[str, tuple[str, int, PodDemand]] = {}
+        # pod key -> (its resourceVersion, the DeviceClasses' version, the claims and templates it was
+        # made from, its demand)
+        self._demands: dict[str, tuple[str, int, tuple[Obj | None, ...], PodDemand]] = {}
         self._capacities: dict[str, tuple[str, Resources]] = {}
 
     def demand(self, pod: Obj) -> PodDemand:
         k = key(pod)
         rv = (pod.get("metadata") or {}).get("resourceVersion", "")
         classes = self.state.device_classes.version  # a class created or changed changes what claims need
+        # and a claim or template created, changed or deleted: a pod waiting for it may go now
+        refs = claim_refs(pod, self.state.claims, self.state.templates)
         cached = self._demands.get(k)
-        if cached is not None and cached[0] == rv and cached[1] == classes:
-            return cached[2]
+        if (cached is not None and cached[0] == rv and cached[1] == classes and len(cached[2]) == len(refs)
+                and all(a is b for a, b in zip(cached[2], refs, strict=True))):
+            return cached[3]
         d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes, self.state.slices_of)
-        self._demands[k] = (rv, classes, d)
+        self._demands[k] = (rv, classes, refs, d)
         return d
 
     def forget(self, pod_key: str) -> None:

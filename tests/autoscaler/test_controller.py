@@ -730,6 +730,27 @@ async def test_a_claim_of_a_missing_device_class_launches_nothing_until_the_clas
     assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in claims] == ["gpu-1x"]
 
 
+async def test_a_pod_whose_claim_template_does_not_exist_launches_nothing_until_it_does(
+        client: Client, scaler: Autoscaler) -> None:
+    """As the scheduler, which waits for the claim the resourceclaim controller makes from the
+    template: nothing is launched for the pod (a node without a GPU was: it was simulated with
+    no claim), and once the template is created the GPU node comes."""
+    await client.create(resource_path("resource.k8s.io", "v1", "deviceclasses"), DEVICE_CLASS)
+    await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("g", "1", dra=True)], mark=True)
+
+    async def failed() -> list[str]:
+        return [m for m in await _events(client, "g", "FailedScheduling") if m.startswith("Failed to schedule pod, ")]
+
+    assert await wait_for(failed, timeout=10) == [
+        'Failed to schedule pod, waiting for resource claim "gpu" to be created from its template']
+    assert await items(client, CLAIMS) == []
+    await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", "default"),
+                        CLAIM_TEMPLATE)
+    claims = await wait_for(lambda: items(client, CLAIMS), timeout=5)
+    assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in claims] == ["gpu-1x"]
+
+
 async def test_nodepool_and_nodeclaim_status_as_karpenter(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s"))
     pool = await wait_for(lambda: _pool_with_status(client, "cpu"))

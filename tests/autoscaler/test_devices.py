@@ -197,3 +197,31 @@ def test_an_extended_resource_a_selective_class_backs_gets_the_type_whose_device
     d = demand(extended_pod("p", "example.com/h100"), {}, {}, classes)
     assert d.uncounted and "devices/gpu.nvidia.com" not in d.requests
     assert launched(Provisioner(CATALOG, devices=TypeDevices(classes)).plan([d], [], [pool()])) == ["gpu-8x-h100"]
+
+
+TEMPLATE = {"metadata": {"name": "one-gpu", "namespace": "default"}, "spec": {"spec": {"devices": {"requests": [
+    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
+
+
+def test_a_pod_whose_claim_is_not_made_and_cannot_be_launches_nothing_until_it_can() -> None:
+    """As the scheduler, which waits for a pod's claims to exist: a template that does not exist
+    (the resourceclaim controller makes nothing from it) or a named claim that does not exist
+    launches nothing (the pod was simulated without claims: a node without GPUs was launched);
+    the cached demand sees the template or the claim when it comes. A template whose claim is not
+    made yet is simulated from the template."""
+    st = ClusterState()
+    st.device_classes.add(NVIDIA)
+    sim = Simulated(st, CATALOG)
+    from_template = {"metadata": {"name": "t", "namespace": "default", "resourceVersion": "1"}, "spec": {
+        "containers": [{"name": "c", "image": "i"}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}}
+    named = gpu_pod("n")
+    provisioner = Provisioner(CATALOG, devices=sim.devices)
+    p = provisioner.plan([sim.demand(from_template), sim.demand(named)], [], [pool()])
+    assert p.claims == [] and p.unschedulable == {
+        "default/t": 'waiting for resource claim "gpu" to be created from its template',
+        "default/n": 'resourceclaim "n-gpu" not found'}
+    st.templates["default/one-gpu"] = TEMPLATE
+    st.claims["default/n-gpu"] = named["_claim"]
+    p = provisioner.plan([sim.demand(from_template), sim.demand(named)], [], [pool()])
+    assert p.unschedulable == {} and launched(p) == ["gpu-1x-l4"] * 2
