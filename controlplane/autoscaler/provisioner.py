@@ -138,6 +138,8 @@ class Plan:
     inflexible: dict[object, list[str]] = field(default_factory=dict)
     # pod signature -> why a NodePool refused such a pod (a label it requires that no NodePool defines)
     incompatible: dict[object, str] = field(default_factory=dict)
+    # shared claim (namespace/name) -> the node, or new node, the first of its pods went to: the others follow
+    homes: dict[str, SimNode | NewClaim] = field(default_factory=dict)
 
 
 def daemon_overhead(daemonsets: Iterable[Obj], pools: Iterable[NodePoolView]) -> dict[str, Resources]:
@@ -201,18 +203,22 @@ class Provisioner:
             if pod.unschedulable is not None:
                 plan.unschedulable[pod.key] = pod.unschedulable  # on every node, as the scheduler's PreFilter
                 continue
+            if any(c.key in plan.homes for c in pod.shared):
+                self._onto_home(pod, plan)
+                continue
             sig = pod.signature
-            if self._onto_existing(pod, sig, existing, plan):
-                continue
-            if self._onto_new(pod, sig, plan):
-                continue
-            claim = self._open(pod, pools, plan)
-            if claim is None:
-                unmet = plan.inflexible.get(sig)
-                plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else plan.incompatible.get(sig)
-                                               or "no NodePool and instance type can hold the pod")
-                continue
-            plan.claims.append(claim)
+            where: SimNode | NewClaim | None = self._onto_existing(pod, sig, existing, plan) or self._onto_new(
+                pod, sig, plan, plan.claims)
+            if where is None:
+                where = self._open(pod, pools, plan)
+                if where is None:
+                    unmet = plan.inflexible.get(sig)
+                    plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else plan.incompatible.get(sig)
+                                                   or "no NodePool and instance type can hold the pod")
+                    continue
+                plan.claims.append(where)
+            for c in pod.shared:
+                plan.homes[c.key] = where
         if any(r.min_values is not None for c in plan.claims for r in c.requirements.values()):
             # Karpenter's Truncate: the instance types a NodeClaim names must still meet minValues
             kept = []
@@ -225,7 +231,28 @@ class Provisioner:
             plan.claims = kept
         return plan
 
-    def _onto_existing(self, pod: PodDemand, sig: object, existing: Sequence[SimNode], plan: Plan) -> bool:
+    def _onto_home(self, pod: PodDemand, plan: Plan) -> None:
+        """Place a pod where a claim it shares went with an earlier pod (the scheduler puts it
+        where the claim is allocated), asking only for its other claims; else it is unschedulable."""
+        homed = [c.key for c in pod.shared if c.key in plan.homes]
+        home = plan.homes[homed[0]]
+        if any(plan.homes[k] is not home for k in homed):
+            plan.unschedulable[pod.key] = (f"resourceclaims {', '.join(homed)} go to different nodes "
+                                           "with their other pods")
+            return
+        rest = pod.without(homed)
+        sig = rest.signature
+        placed = (self._onto_existing(rest, sig, [home], plan) if isinstance(home, SimNode)
+                  else self._onto_new(rest, sig, plan, [home], alone=False))
+        if placed is None:
+            plan.unschedulable[pod.key] = (f"resourceclaim {homed[0]} goes to {_name(home)} with its other pods, "
+                                           "which cannot hold the pod")
+            return
+        for c in rest.shared:
+            plan.homes[c.key] = home
+
+    def _onto_existing(self, pod: PodDemand, sig: object, existing: Sequence[SimNode], plan: Plan,
+                       ) -> SimNode | None:
         for node in existing:
             if sig in node.rejected:
                 continue
@@ -235,9 +262,9 @@ class Provisioner:
                 if pod.claims:
                     node.claimed.append(pod)
                 plan.existing[pod.key] = node.name
-                return True
+                return node
             node.rejected.add(sig)
-        return False
+        return None
 
     def _narrow(self, pod: PodDemand, claim: NewClaim, reqs: Requirements, limit_room: Resources | None,
                 ) -> list[Option]:
@@ -257,8 +284,11 @@ class Provisioner:
                 keep.append(o)
         return keep
 
-    def _onto_new(self, pod: PodDemand, sig: object, plan: Plan) -> bool:
-        for claim in plan.claims:
+    def _onto_new(self, pod: PodDemand, sig: object, plan: Plan, claims: Sequence[NewClaim], alone: bool = True,
+                  ) -> NewClaim | None:
+        """Put the pod on the first of ``claims`` that can hold it (and, with ``alone``, costs no
+        more with it than without it plus a node of its own)."""
+        for claim in claims:
             if sig in claim.rejected:
                 continue
             if not all(tolerates(pod.tolerations, t) for t in claim.pool.taints
@@ -272,7 +302,7 @@ class Provisioner:
                 options = self._narrow(pod, claim, reqs, self._room(claim.pool, plan, claim))
                 if options and min_values_unmet(options, reqs):
                     options = []  # the node would lose the flexibility its NodePool asks for
-                if options and not self._worth_joining(pod, sig, claim, options, reqs, plan):
+                if options and alone and not self._worth_joining(pod, sig, claim, options, reqs, plan):
                     break
                 if options:
                     claim.requirements = reqs
@@ -281,9 +311,9 @@ class Provisioner:
                     claim.requested = add(claim.requested, pod.requests)
                     claim.reserve = self._reserve(claim)
                     plan.existing.pop(pod.key, None)
-                    return True
+                    return claim
             claim.rejected.add(sig)
-        return False
+        return None
 
     def _worth_joining(self, pod: PodDemand, sig: object, claim: NewClaim, options: list[Option],
                        reqs: Requirements, plan: Plan) -> bool:
@@ -349,6 +379,10 @@ class Provisioner:
         used = add(plan.usage.get(pool.name, {}),
                    *(c.reserve for c in plan.claims if c.pool.name == pool.name and c is not claim))
         return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}
+
+
+def _name(where: SimNode | NewClaim) -> str:
+    return f"node {where.name}" if isinstance(where, SimNode) else f"a new node of NodePool {where.pool.name}"
 
 
 def one_domain(plan: Plan, gangs: Mapping[str, tuple[str, str]], existing: Sequence[SimNode]) -> None:

@@ -4,10 +4,10 @@ of each pair: does this pod fit on this (possibly hypothetical) node?
 ``Fits`` is that question. ``resource_fit`` answers it with what Karpenter's
 simulation checks itself: taints tolerated, node labels compatible with the
 pod's node selector and required node affinity, requests (DRA devices counted
-per driver, where the class names its driver) within allocatable, and, on a
-node with devices (of an instance type not launched yet, or publishing
-ResourceSlices), the pod's claims allocated there by the scheduler's allocator
-(``devices``). The scheduler's filter plugins answer it
+per driver, where the class names its driver) within allocatable, the node
+selectors of its claims allocated already, and, on a node with devices (of an
+instance type not launched yet, or publishing ResourceSlices), the pod's
+claims allocated there by the scheduler's allocator (``devices``). The scheduler's filter plugins answer it
 for real nodes; to use them, pass another ``Fits`` (one line where the
 controller builds its ``Provisioner``).
 
@@ -24,30 +24,39 @@ names does not exist, or its template does not (nothing will make the claim):
 nothing is launched for it until that changes (``claim_refs``: what a cached
 demand depends on).
 
+A claim several pods name (``resourceClaimName``, a ``SharedClaim``) is
+allocated once, where the first of them goes; the others go there too, without
+asking for it again (``PodDemand.without``), and on a node it counts once
+(``total_requests``).
+
 A claim already allocated counts by where its devices are. For a pending pod
 it needs nothing new. For a bound pod, devices local to its node (the
 allocation's node selector names the node, or they come from a pool the node's
 ResourceSlices publish) count: they are taken on that node while the pod runs
 there, and a pod moved off the node (consolidation, drift) needs as many again
 wherever it goes. Devices not tied to the node (network-attached, ``allNodes``)
-stay allocated wherever the pod goes and never count.
+stay allocated wherever the pod goes and never count. Either way the pod goes
+only where the allocation's node selector allows (``PodDemand.pins``): a
+pending pod whose claim is allocated on a node only to that node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..scheduler.dra.allocator import claim_signature
 from ..scheduler.dra.extended import extended_claim, extended_requests
+from ..scheduler.dra.nodeselector import node_selector_matches
 from .devices import DeviceClasses
 from .labels import device_resource
 from .requirements import Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, parse_quantity, pod_requests
 
-__all__ = ["DeviceClasses", "DeviceModel", "Fits", "PodDemand", "SimNode", "claim_refs", "demand", "node_local",
-           "resource_fit"]
+__all__ = ["DeviceClasses", "DeviceModel", "Fits", "PodDemand", "SharedClaim", "SimNode", "claim_refs", "demand",
+           "node_local", "resource_fit", "total_requests"]
 
 Obj = dict[str, Any]
 
@@ -81,6 +90,15 @@ class SimNode:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedClaim:
+    """A ResourceClaim the pod names (``resourceClaimName``), which other pods may name too:
+    allocated once, on the node the first of them goes to, and the others must follow."""
+
+    key: str             # namespace/name
+    requests: Resources  # its devices, counted per driver (in the pod's requests too)
+
+
+@dataclass(frozen=True, slots=True)
 class PodDemand:
     obj: Obj
     key: str                       # namespace/name
@@ -96,6 +114,9 @@ class PodDemand:
     unschedulable: str | None = None
     # a claim whose class names no driver: not in ``requests``, only the allocator can judge it
     uncounted: bool = False
+    shared: tuple[SharedClaim, ...] = ()  # the claims among ``claims`` it names (other pods may too)
+    # the node selectors of its claims allocated already: it goes only where they all match
+    pins: tuple[Obj, ...] = ()
 
     @property
     def signature(self) -> str:
@@ -103,7 +124,23 @@ class PodDemand:
         computed once, and the simulation looks it up in many sets."""
         return repr((sorted(self.requests.items()), self.claims_key, self.terms, self.tolerations,
                      (self.obj.get("spec") or {}).get("affinity"),
-                     (self.obj.get("spec") or {}).get("topologySpreadConstraints")))
+                     (self.obj.get("spec") or {}).get("topologySpreadConstraints"), self.pins))
+
+    def without(self, keys: Collection[str]) -> PodDemand:
+        """The demand less the shared claims ``keys``: they are allocated where the pod goes already."""
+        gone = [c for c in self.shared if c.key in keys]
+        if not gone:
+            return self
+        requests = dict(self.requests)
+        for c in gone:
+            for k, v in c.requests.items():
+                requests[k] -= v
+        claims = tuple(c for c in self.claims
+                       if f"{c['metadata'].get('namespace', '')}/{c['metadata']['name']}" not in keys)
+        shared = tuple(c for c in self.shared if c.key not in keys)
+        return dataclasses.replace(self, requests={k: v for k, v in requests.items() if v}, claims=claims,
+                                   claims_key=claim_signature(claims) if claims else "", shared=shared,
+                                   uncounted=self.uncounted and bool(claims))
 
 
 class Fits(Protocol):
@@ -118,11 +155,25 @@ def resource_fit(pod: PodDemand, node: SimNode) -> bool:
         return False
     if not fits(add(node.requested, pod.requests), node.allocatable):
         return False
+    if pod.pins and not all(_pinned_to(selector, node) for selector in pod.pins):
+        return False
     if not pod.claims:
         return True
     if node.devices is None:
         return not pod.uncounted  # counted per driver, or nothing to allocate on
     return node.devices.fits([*node.claimed, pod])
+
+
+def _pinned_to(selector: Obj, node: SimNode) -> bool:
+    """Whether an allocation's node selector takes ``node``: a real node by its name and labels;
+    one not registered yet by its labels alone (its name is not known: a selector naming a
+    node, as one of node-local devices does, takes none)."""
+    if node.node is not None:
+        return node_selector_matches(selector, node.name,
+                                     (node.node.get("metadata") or {}).get("labels") or {})
+    return any(not term.get("matchFields") and term.get("matchExpressions")
+               and node.labels.compatible(Requirements.parse(term["matchExpressions"]))
+               for term in selector.get("nodeSelectorTerms") or ())
 
 
 
@@ -198,15 +249,18 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
     bound = spec.get("nodeName")
     requests = pod_requests(pod)
     to_allocate: list[Obj] = []
+    shared: list[SharedClaim] = []
+    pins: list[Obj] = []
     counted = True
     why: str | None = None
 
-    def ask(name: str, claim_spec: Mapping[str, Any]) -> None:
+    def ask(name: str, claim_spec: Mapping[str, Any]) -> Resources:
         nonlocal requests, counted
         devices, all_counted = _claim_devices(claim_spec, classes)
         requests = add(requests, devices)
         counted = counted and all_counted
         to_allocate.append({"metadata": {"name": name, "namespace": ns}, "spec": claim_spec})
+        return devices
 
     # an extended resource a DeviceClass backs (KEP-5004) is allocated through the scheduler's own claim
     # (a bound pod without that claim got it from the node's device plugin)
@@ -226,7 +280,11 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             claim = claims[f"{ns}/{name}"]
             allocation = (claim.get("status") or {}).get("allocation")
             if allocation and not (bound and node_local(allocation, bound, node_slices(bound))):
-                continue  # pending, or its devices stay allocated wherever the pod goes: nothing new needed
+                # pending, or its devices stay allocated wherever the pod goes: nothing new needed, but the
+                # pod goes only where they are available (the scheduler's rule for an allocated claim)
+                if allocation.get("nodeSelector"):
+                    pins.append(allocation["nodeSelector"])
+                continue
             claim_spec = claim.get("spec")
         elif named:
             why = why or f'resourceclaim "{named}" not found'
@@ -237,11 +295,27 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             else:
                 claim_spec = ((template.get("spec") or {}).get("spec"))
         if claim_spec:
-            ask(name or f"{meta.get('name', '')}-{rc.get('name', '')}", claim_spec)
+            devices = ask(name or f"{meta.get('name', '')}-{rc.get('name', '')}", claim_spec)
+            if named:
+                shared.append(SharedClaim(f"{ns}/{named}", devices))
     return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
                      tuple(spec.get("tolerations") or ()), tuple(to_allocate),
                      claim_signature(to_allocate) if to_allocate else "",
-                     why or (classes.check(to_allocate) if to_allocate else None), uncounted=not counted)
+                     why or (classes.check(to_allocate) if to_allocate else None),
+                     uncounted=not counted, shared=tuple(shared), pins=tuple(pins))
+
+
+def total_requests(pods: Iterable[PodDemand]) -> Resources:
+    """What ``pods`` on one node request together: a claim several of them share counted once."""
+    total: Resources = {}
+    seen: set[str] = set()
+    for p in pods:
+        total = add(total, p.requests)
+        for s in p.shared:
+            if s.key in seen:
+                total = {k: v - s.requests.get(k, 0) for k, v in total.items()}
+            seen.add(s.key)
+    return total
 
 
 def node_devices(slices: Sequence[Obj]) -> Resources:

@@ -22,7 +22,7 @@ from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
-from .simulation import DeviceClasses, PodDemand, SimNode, claim_refs, demand, node_devices
+from .simulation import DeviceClasses, PodDemand, SimNode, claim_refs, demand, node_devices, total_requests
 
 __all__ = ["ClusterState", "Simulated", "is_provisionable", "is_reschedulable", "key"]
 
@@ -336,7 +336,7 @@ class Simulated:
             pods = list(st.pods_of(name))
             # what the scheduler counts: every bound pod not finished, terminating and DaemonSet pods too
             held = list(st.held_pods_of(name))
-            requested = add(*(self.demand(p).requests for p in (*pods, *held)))
+            requested = total_requests(self.demand(p) for p in (*pods, *held))
             pool = labels.get(NODEPOOL)
             if overhead and pool in overhead and st.daemonsets:
                 # a NodePool's node: its DaemonSets' pods not there yet (a node just registered) keep their

@@ -225,3 +225,61 @@ def test_a_pod_whose_claim_is_not_made_and_cannot_be_launches_nothing_until_it_c
     st.claims["default/n-gpu"] = named["_claim"]
     p = provisioner.plan([sim.demand(from_template), sim.demand(named)], [], [pool()])
     assert p.unschedulable == {} and launched(p) == ["gpu-1x-l4"] * 2
+
+
+def shared_pod(name: str, claim: str, cpu: str = "2") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "resourceVersion": "1"}, "spec": {
+        "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}}
+
+
+def claim_of(name: str, *selectors: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": gpu_pod(name, *selectors)["_claim"]["spec"],
+            **({"status": status} if status else {})}
+
+
+def test_a_claim_several_pods_share_is_allocated_once_where_they_all_go() -> None:
+    """Pods naming one claim: the first takes its devices, the others follow it to that node
+    and ask for none (each asked for its own: three pods sharing an L4 launched a gpu-4x-l4,
+    and an H100 shared by nine, two gpu-8x-h100)."""
+    classes = DeviceClasses({"gpu": NVIDIA})
+    claims = {"default/l4": claim_of("l4"), "default/h": claim_of("h", H100)}
+
+    def planned(*pods: dict[str, Any]) -> Any:
+        return Provisioner(CATALOG, devices=TypeDevices(classes)).plan(
+            [demand(p, claims, {}, classes) for p in pods], [], [pool()])
+
+    p = planned(*(shared_pod(f"p{i}", "l4") for i in range(3)))
+    assert launched(p) == ["gpu-1x-l4"] and len(p.claims[0].pods) == 3 and p.unschedulable == {}
+    p = planned(*(shared_pod(f"p{i}", "h", cpu="1") for i in range(9)))
+    assert launched(p) == ["gpu-8x-h100"] and len(p.claims[0].pods) == 9
+    # a node large enough for all of them: the claim's node grows, no second node takes some
+    p = planned(*(shared_pod(f"p{i}", "l4", cpu="6") for i in range(3)))
+    assert len(p.claims) == 1 and len(p.claims[0].pods) == 3 and p.unschedulable == {}
+
+
+def test_a_pod_whose_shared_claim_is_allocated_goes_only_where_its_devices_are() -> None:
+    """A pending pod naming a claim allocated on n1 (for a pod running there) goes to n1 or
+    nowhere: nothing is launched for it; and on n1 the claim counts once."""
+    st = ClusterState()
+    st.device_classes.add(NVIDIA)
+    st.node_added(node("n1", cpu="4"))
+    [l4] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
+    st.slice_set({**l4, "metadata": {**l4["metadata"], "resourceVersion": "1"}})
+    st.claims["default/l4"] = claim_of("l4", status={"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})
+    for name in ("r1", "r2"):
+        running = shared_pod(name, "l4", cpu="1")
+        running["spec"]["nodeName"] = "n1"
+        running["status"] = {"phase": "Running"}
+        st.pod_added(running)
+    sim = Simulated(st, CATALOG)
+    [n1] = sim.nodes()
+    assert n1.requested["devices/gpu.nvidia.com"] == 1000 and n1.requested["cpu"] == 2000
+    provisioner = Provisioner(CATALOG, devices=sim.devices)
+    fits = provisioner.plan([sim.demand(shared_pod("small", "l4", cpu="1"))], sim.nodes(), [pool()])
+    assert fits.existing == {"default/small": "n1"} and fits.claims == []
+    too_big = provisioner.plan([sim.demand(shared_pod("big", "l4", cpu="4"))], sim.nodes(), [pool()])
+    assert too_big.claims == [] and list(too_big.unschedulable) == ["default/big"]
