@@ -346,11 +346,16 @@ def established(crd: Obj) -> bool:
 
 
 def _set_condition(status: Obj, kind: str, value: bool | str, reason: str, message: str) -> None:
+    """Set condition ``kind`` as upstream's ``SetCRDCondition``: an existing one keeps its
+    transition time while its status holds, and its ``observedGeneration`` always
+    (CRDObservedGenerationTracking: only a status writer sets one; no controller does)."""
     conditions = [c for c in _list(status.get("conditions")) if isinstance(c, dict)]
     old = next((c for c in conditions if c.get("type") == kind), None)
     text = value if isinstance(value, str) else "True" if value else "False"
     when = old.get("lastTransitionTime") if old is not None and old.get("status") == text else None
     new = {"type": kind, "status": text, "lastTransitionTime": when or _now(), "reason": reason, "message": message}
+    if old is not None and old.get("observedGeneration"):
+        new["observedGeneration"] = old["observedGeneration"]
     status["conditions"] = [new if c is old else c for c in conditions] if old is not None else [*conditions, new]
 
 

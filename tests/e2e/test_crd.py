@@ -391,6 +391,30 @@ def test_a_conflicting_name_is_not_accepted(api: client.ApiClient) -> None:
     assert as_dict(co.list_namespaced_custom_object("example.com", "v1", "default", "nuts"))["items"] == []
 
 
+def test_a_status_writers_observed_generations_outlive_the_controllers_writes(api: client.ApiClient) -> None:
+    """CRDObservedGenerationTracking (on at 1.37): ``status.observedGeneration`` and a
+    condition's are kept as a status writer sets them, and the naming controller's next
+    write of its conditions, after a change of the spec, keeps them (upstream's
+    SetCRDCondition); no controller of the server sets them itself."""
+    ext = client.ApiextensionsV1Api(api)
+    created = ext.create_custom_resource_definition(crd_model("gauges", "Gauge"))
+    assert created.status.observed_generation is None
+    assert all(c.observed_generation is None for c in created.status.conditions)
+    created.status.observed_generation = 1
+    for condition in created.status.conditions:
+        condition.observed_generation = 1
+    written = ext.replace_custom_resource_definition_status("gauges.example.com", created)
+    assert written.status.observed_generation == 1
+    assert {c.type: c.observed_generation for c in written.status.conditions} == {"NamesAccepted": 1,
+                                                                                  "Established": 1}
+    written.spec.names.short_names = ["gg"]  # a spec change: the naming controller writes its conditions
+    changed = ext.replace_custom_resource_definition("gauges.example.com", written)
+    assert changed.metadata.generation == 2 and changed.status.accepted_names.short_names == ["gg"]
+    assert changed.status.observed_generation == 1
+    assert {c.type: c.observed_generation for c in changed.status.conditions} == {"NamesAccepted": 1,
+                                                                                  "Established": 1}
+
+
 # -- several server processes over one store -----------------------------------------------------
 
 def test_a_second_server_process_sees_the_crds_of_the_first(tmp_path: Path) -> None:
