@@ -57,7 +57,8 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
              for c in spec.get("initContainers") or []]
     return {**observed, "phase": "Running", "startTime": now, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "conditions": conditions,
-            "containerStatuses": containers or None, "initContainerStatuses": inits or None}
+            "containerStatuses": containers or None, "initContainerStatuses": inits or None,
+            **_reported_pod_resources(spec)}
 
 
 def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
@@ -100,6 +101,14 @@ def _reported_resources(container: dict[str, Any]) -> dict[str, Any]:
     ``allocatedResources`` is not reported: its gate (InPlacePodVerticalScalingAllocatedStatus)
     is off, and deprecated since 1.33."""
     return {"resources": container.get("resources") or {}}
+
+
+def _reported_pod_resources(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod with pod-level resources: what its kubelet reports it runs with at pod level
+    (``status.resources``, InPlacePodLevelResourcesVerticalScaling, KEP-5419), the spec's
+    at the start; none for a pod without (upstream reports the containers' aggregate)."""
+    resources = spec.get("resources")
+    return {"resources": resources} if isinstance(resources, dict) else {}
 
 
 def _sidecar(container: dict[str, Any]) -> bool:

@@ -1,15 +1,18 @@
 """What a simulated kubelet does with a pod's in-place resize (KEP-1287, ``pods/resize``).
 
 A running pod whose containers' ``resources`` in the spec differ from what their statuses
-report (``containerStatuses[].resources``, written when the pod started: ``native.py``)
-has a resize to actuate. As upstream's kubelet (its allocation manager) decides it:
+report (``containerStatuses[].resources``, written when the pod started: ``native.py``),
+or whose pod-level ``resources`` differ from ``status.resources`` (the pod-level report of
+InPlacePodLevelResourcesVerticalScaling, on since 1.36), has a resize to actuate. As
+upstream's kubelet (its allocation manager) decides it:
 
-- **Infeasible**: the pod's new requests exceed the node's allocatable cpu or memory
+- **Infeasible**: the pod's new requests (its pod-level cpu and memory requests where it
+  has them, as upstream's PodRequests) exceed the node's allocatable cpu or memory
   (the node could never hold it): condition ``PodResizePending`` with reason ``Infeasible``;
 - **Deferred**: they fit the node but not beside the other pods' allocated requests
   (what their statuses report): ``PodResizePending`` with reason ``Deferred``, tried again
   when a pod leaves the node, a resize on it is done, or the pod changes;
-- **fits**: the statuses report the new resources (``resources``), with the condition
+- **fits**: the statuses report the new resources (``resources``, the pod's too), with the condition
   ``PodResizeInProgress`` for one write; the next sight of the pod removes it.
   ``status.observedGeneration`` is the pod's generation, and the observed generation of
   the kubelet's conditions.
@@ -20,6 +23,7 @@ patch out); the simulator (``simulator.py``) calls them and writes the patches.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,6 +54,8 @@ def wants_resize(pod: Obj) -> bool:
         return False
     reported = _reported(pod)
     spec = pod.get("spec") or {}
+    if isinstance(status.get("resources"), dict) and (spec.get("resources") or {}) != status["resources"]:
+        return True
     return any(c.get("name") in reported and (c.get("resources") or {}) != reported[c.get("name")]
                for key, _ in _STATUS_LISTS for c in spec.get(key) or () if isinstance(c, dict))
 
@@ -67,7 +73,13 @@ def _reported_requests(pod: Obj) -> dict[Any, Any]:
 def resize_decision(pod: Obj, allocatable: dict[str, Any], others: Iterable[Obj]) -> tuple[str, str]:
     """``("", "")`` when the resize fits; else ``(reason, message)`` of the Pending
     condition, in the kubelet's words."""
-    wanted = pod_requests(pod.get("spec") or {})
+    spec = pod.get("spec") or {}
+    wanted = pod_requests(spec)
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    for name in ("cpu", "memory"):
+        if name in pod_level:
+            with contextlib.suppress(ValueError, TypeError):  # (the validation names one that does not parse)
+                wanted[name] = resource_amount(name, pod_level[name])
     capacity = {}
     for name in ("cpu", "memory"):
         try:
@@ -137,6 +149,8 @@ def resize_patch(pod: Obj, reason: str, message: str, now: str) -> Obj | None:
             continue
         by_name = {c.get("name"): c for c in spec.get(spec_key) or () if isinstance(c, dict)}
         out[status_key] = [_actuated(cs, by_name.get(cs.get("name"))) for cs in statuses]
+    if "resources" in status:
+        out["resources"] = spec.get("resources") or {}
     return {"metadata": _precondition(pod), "status": out}
 
 

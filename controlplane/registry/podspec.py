@@ -113,9 +113,13 @@ def qos_class(spec: dict[str, Any]) -> str:
     cpu and memory of every container and init container: BestEffort without requests or
     limits; Guaranteed when each container limits both and every request equals its limit
     (summed over the containers); else Burstable. (The sums are made only for a pod whose
-    every container limits both: most pods are Burstable before any arithmetic.)"""
-    resources = [c.get("resources") or {} for key in ("containers", "initContainers")
-                 for c in spec.get(key) or () if isinstance(c, dict)]
+    every container limits both: most pods are Burstable before any arithmetic.) A pod with
+    pod-level ``resources`` (PodLevelResources, on since 1.34) is classed by those alone, as
+    if they were its one container's."""
+    pod_level = spec.get("resources")
+    resources = [pod_level] if isinstance(pod_level, dict) else \
+        [c.get("resources") or {} for key in ("containers", "initContainers")
+         for c in spec.get(key) or () if isinstance(c, dict)]
     resources = [r if isinstance(r, dict) else {} for r in resources]
     any_set, all_limited = False, bool(resources)
     for r in resources:

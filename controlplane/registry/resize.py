@@ -3,15 +3,16 @@ the only way to change the resources of a running pod's containers.
 
 An update through it keeps the stored pod but for each container's ``resources`` and
 ``resizePolicy`` (a regular container's, or a sidecar's: an init container whose
-``restartPolicy`` is ``Always``), taken by position; the rest of what is sent is ignored,
+``restartPolicy`` is ``Always``), taken by position, and the pod-level ``resources``
+(InPlacePodLevelResourcesVerticalScaling, on since 1.36); the rest of what is sent is ignored,
 as upstream's podResizeStrategy drops it (though its validation then refuses a changed
 resize policy, comparing each container whole but for cpu and memory). A body whose containers were added, removed,
 reordered or renamed is kept whole, so that the validation refuses it. The validation is
-upstream's ValidatePodResize, worded as it words it: no pod-level resources, no static or
-Windows pods, the QoS class stays, requests and limits may not be removed, a memory limit
-may not be lowered or added unless its resize policy restarts the container, only cpu
-and memory change, a plain init container's resources not at all; and the result is a
-valid pod spec.
+upstream's ValidatePodResize, worded as it words it: no static or Windows pods, the QoS
+class stays, requests and limits may not be removed (pod-level ones neither, nor the
+pod-level ``resources`` once set), a memory limit may not be lowered or added unless its
+resize policy restarts the container, only cpu and memory change (at pod level too), a
+plain init container's resources not at all; and the result is a valid pod spec.
 """
 
 from __future__ import annotations
@@ -39,10 +40,20 @@ def resized_spec(old_spec: dict[str, Any], new_spec: Any) -> dict[str, Any]:
     for key in ("containers", "initContainers"):
         old_list, new_list = old_spec.get(key) or [], new_spec.get(key) or []
         if not isinstance(new_list, list) or len(new_list) != len(old_list):
-            return _with_lists_of(old_spec, new_spec)  # for the validation to refuse
+            return _with_pod_level_of(_with_lists_of(old_spec, new_spec), new_spec)  # for the validation to refuse
     for key in ("containers", "initContainers"):
         if key in old_spec:
             spec[key] = _merged_containers(old_spec[key], new_spec[key])
+    return _with_pod_level_of(spec, new_spec)
+
+
+def _with_pod_level_of(spec: dict[str, Any], new_spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with ``new_spec``'s pod-level ``resources`` (none: none), requests defaulted."""
+    spec = {k: v for k, v in spec.items() if k != "resources"}
+    if new_spec.get("resources") is not None:
+        resources = copy.deepcopy(new_spec["resources"])
+        _default_requests(resources)
+        spec["resources"] = resources
     return spec
 
 
@@ -90,8 +101,6 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
     """The causes of a 422 for the resize of ``old`` into ``new`` (whose spec is
     :func:`resized_spec`'s), as upstream's ValidatePodResize finds them."""
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    if _pod_level_resources(old_spec) or _pod_level_resources(new_spec):
-        return [forbidden("", "pods with pod-level resources cannot be resized")]
     if MIRROR_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
         return [forbidden("", "static pods cannot be resized")]
     if (old_spec.get("os") or {}).get("name") == "windows":
@@ -102,6 +111,8 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
         causes.append(invalid("spec", kept_qos, "Pod QOS Class may not change as a result of resizing"))
     if not _resize_supported(old):
         causes.append(forbidden("spec", "Pod running on node without support for resize"))
+    if _pod_level_resources(old_spec) or _pod_level_resources(new_spec):
+        causes.extend(_pod_level_resize(old_spec.get("resources"), new_spec.get("resources")))
     old_c, new_c = old_spec.get("containers") or [], new_spec.get("containers") or []
     old_i, new_i = old_spec.get("initContainers") or [], new_spec.get("initContainers") or []
     if len(old_c) != len(new_c) or len(old_i) != len(new_i):
@@ -122,8 +133,9 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
             causes.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
     if causes:
         return causes
-    rest = {k: v for k, v in new_spec.items() if k not in ("containers", "initContainers")}
-    if rest != {k: v for k, v in old_spec.items() if k not in ("containers", "initContainers")}:
+    resized = ("containers", "initContainers", "resources")
+    if {k: v for k, v in new_spec.items() if k not in resized} != \
+            {k: v for k, v in old_spec.items() if k not in resized}:
         causes.append(forbidden("spec", _ONLY_CPU_MEMORY))
     return causes
 
@@ -131,6 +143,34 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
 def _pod_level_resources(spec: dict[str, Any]) -> bool:
     resources = spec.get("resources")
     return isinstance(resources, dict) and bool(resources.get("requests") or resources.get("limits"))
+
+
+def _pod_level_resize(before: Any, after: Any) -> Causes:
+    """upstream's validatePodLevelResourcesResize: pod-level resources, once set, stay, their
+    requests and limits are not removed, and only their cpu and memory change."""
+    if before is not None and after is None:
+        return [forbidden("spec.resources", "pod-level resources cannot be removed")]
+    old_r = before if isinstance(before, dict) else {}
+    new_r = after if isinstance(after, dict) else {}
+    causes: Causes = []
+    for part in ("requests", "limits"):
+        if set(old_r.get(part) or {}) - set(new_r.get(part) or {}):
+            causes.append(forbidden(f"spec.resources.{part}", f"pod-level resource {part} cannot be removed"))
+    if _without_cpu_memory(new_r, old_r) != _without_cpu_memory(old_r, old_r):
+        causes.append(forbidden("spec", "only cpu and memory resources are mutable at pod-level"))
+    return causes
+
+
+def _without_cpu_memory(resources: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """``resources`` with ``old``'s cpu and memory in place of its own, empty lists dropped
+    (dropCPUMemoryResourceRequirementsUpdates): what differs from ``old`` so is no resize."""
+    out = {k: v for k, v in resources.items() if k not in ("requests", "limits")}
+    for part in ("requests", "limits"):
+        munged = {k: v for k, v in (resources.get(part) or {}).items() if k not in _CPU_MEMORY}
+        munged.update({k: v for k, v in (old.get(part) or {}).items() if k in _CPU_MEMORY})
+        if munged:
+            out[part] = munged
+    return out
 
 
 def _is_sidecar(c: Any) -> bool:

@@ -120,7 +120,7 @@ async def test_the_qos_class_may_not_change(client: Client) -> None:
     assert got["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "2"
 
 
-async def test_plain_init_containers_pod_level_resources_and_static_pods_are_not_resized(client: Client) -> None:
+async def test_plain_init_containers_and_static_pods_are_not_resized(client: Client) -> None:
     init = {"name": "i", "image": "busybox:1.36", "resources": {"requests": {"cpu": "100m"}}}
     await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "i"},
                                "spec": {"initContainers": [init], "containers": [container()]}})
@@ -134,16 +134,52 @@ async def test_plain_init_containers_pod_level_resources_and_static_pods_are_not
     got = await client.patch(f"{PODS}/s/resize", {"spec": {"initContainers": [
         {"name": "s", "resources": {"requests": {"cpu": "200m"}}}]}}, "strategic")
     assert got["spec"]["initContainers"][0]["resources"]["requests"]["cpu"] == "200m"
-    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pl"},
-                               "spec": {"resources": {"requests": {"cpu": "1"}}, "containers": [container()]}})
-    cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
-                          "pl")
-    assert (cause["field"], cause["message"]) == ("", "Forbidden: pods with pod-level resources cannot be resized")
     await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "st", "annotations": {"kubernetes.io/config.mirror": "x"}}, "spec": {"containers": [container()]}})
     cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
                           "st")
     assert cause["message"] == "Forbidden: static pods cannot be resized"
+
+
+async def pod_level(c: Client, name: str, resources: dict[str, Any], *containers: dict[str, Any]) -> None:
+    await c.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                          "spec": {"resources": resources, "containers": list(containers) or [container()]}})
+
+
+async def test_pod_level_resources_are_resized_as_upstreams_pod_level_resize(client: Client) -> None:
+    """InPlacePodLevelResourcesVerticalScaling (beta, on since 1.36): pod-level cpu and memory
+    change through the subresource (with the containers', the rest kept), in upstream's
+    validatePodLevelResourcesResize's words; 1.34 refused any resize of such a pod."""
+    await pod_level(client, "pl", {"requests": {"cpu": "1", "memory": "1Gi"}})
+    got = await client.patch(f"{PODS}/pl/resize", {"spec": {
+        "resources": {"requests": {"cpu": "2"}}, "containers": [{"name": "c", "resources": {"requests": {
+            "cpu": "500m"}}}]}}, "strategic")
+    assert got["spec"]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
+    assert got["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m"}}
+    assert got["metadata"]["generation"] == 2 and got["status"]["qosClass"] == "Burstable"
+    # limits without requests request the limits (defaults); a pod without pod-level resources gets some
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "none"},
+                               "spec": {"containers": [container(requests={"cpu": "100m"})]}})
+    got = await client.patch(f"{PODS}/none/resize", {"spec": {"resources": {"limits": {"cpu": "1"}}}}, "strategic")
+    assert got["spec"]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
+    for body, field, message in [
+        ({"spec": {"resources": None}}, "spec.resources", "pod-level resources cannot be removed"),
+        ({"spec": {"resources": {"requests": {"memory": None}}}}, "spec.resources.requests",
+         "pod-level resource requests cannot be removed"),
+        ({"spec": {"resources": {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}}}, "spec",
+         "only cpu and memory resources are mutable at pod-level"),
+    ]:
+        cause = await refusal(client, body, "pl")
+        assert (cause["field"], cause["message"]) == (field, f"Forbidden: {message}")
+    # the QoS class is the pod-level resources': a Guaranteed pod stays so
+    await pod_level(client, "g", {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})
+    assert (await client.get(f"{PODS}/g"))["status"]["qosClass"] == "Guaranteed"
+    cause = await refusal(client, {"spec": {"resources": {"requests": {"cpu": "500m"}}}}, "g")
+    assert (cause["field"], cause["message"]) == \
+        ("spec", 'Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing')
+    got = await client.patch(f"{PODS}/g/resize", {"spec": {"resources": {
+        "requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}}, "strategic")
+    assert got["spec"]["resources"]["limits"] == {"cpu": "2", "memory": "1Gi"}
 
 
 async def test_renamed_containers_and_other_verbs_are_refused(pod: Client) -> None:

@@ -300,6 +300,43 @@ def test_kubectl_patch_subresource_resize_is_actuated_by_the_simulated_kubelet(s
            "cannot be added unless resizePolicy is RestartContainer" in refused.stderr
 
 
+POD_LEVEL = """
+apiVersion: v1
+kind: Pod
+metadata: {name: pod-level}
+spec:
+  nodeName: sim-node-0
+  terminationGracePeriodSeconds: 0
+  resources: {requests: {cpu: 200m, memory: 64Mi}}
+  containers: [{name: c, image: "nginx:1.27"}]
+"""
+
+
+def test_kubectl_resizes_pod_level_resources_in_place(served: Serve) -> None:
+    """KEP-5419 (InPlacePodLevelResourcesVerticalScaling, on at 1.37): the resize subresource
+    takes new pod-level cpu, the node's kubelet reports it in ``status.resources``; removing
+    them is 422 in upstream's words."""
+    kubectl(served, "apply", "-f", "-", stdin=POD_LEVEL)
+
+    def reported_cpu() -> str:
+        return kubectl(served, "get", "pod", "pod-level", "-o", "jsonpath={.status.resources.requests.cpu}")
+
+    assert eventually(reported_cpu) == "200m"
+    out = kubectl(served, "patch", "pod", "pod-level", "--subresource", "resize", "--patch",
+                  '{"spec":{"resources":{"requests":{"cpu":"400m"}}}}')
+    assert out.strip() == "pod/pod-level patched"
+    eventually(lambda: reported_cpu() == "400m")
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    refused = subprocess.run([KUBECTL, "patch", "pod", "pod-level", "--subresource", "resize", "--type", "json",
+                              "--patch", '[{"op":"remove","path":"/spec/resources"}]'],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr == (  # (the containers alone would be BestEffort)
+        'The Pod "pod-level" is invalid: \n'
+        '* spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing\n'
+        "* spec.resources: Forbidden: pod-level resources cannot be removed\n")
+
+
 DEBUGGED = """
 apiVersion: v1
 kind: Pod

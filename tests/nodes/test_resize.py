@@ -103,6 +103,41 @@ async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_defer
         await eventually(lambda: actuated("small", "3"))
 
 
+async def test_a_pod_level_resize_is_actuated_and_reported_at_pod_level(client: Client) -> None:
+    """InPlacePodLevelResourcesVerticalScaling: a pod with pod-level resources reports them in
+    ``status.resources`` once running; a resize of them is decided by its pod-level requests
+    (beyond the node: Infeasible) and, when it fits, reported there."""
+    async with simulating(client, fast()):
+        body = pod("pl", "sim-node-0", resources={"requests": {"cpu": "100m", "memory": "64Mi"}})
+        await client.create(PODS, body)
+        started = await eventually(lambda: running(client, "pl"))
+        assert started["status"]["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
+        node = await client.get("/api/v1/nodes/sim-node-0")
+        cpus = int(node["status"]["allocatable"]["cpu"])
+
+        async def resize_pod(cpu: str) -> None:
+            await client.patch(f"{PODS}/pl/resize", {"spec": {"resources": {"requests": {"cpu": cpu}}}}, "strategic")
+
+        await resize_pod(f"{cpus + 1}")
+
+        async def infeasible() -> Obj | None:
+            c = condition(await client.get(f"{PODS}/pl"), "PodResizePending")
+            return c if c is not None and c.get("reason") == "Infeasible" else None
+
+        assert (await eventually(infeasible))["message"].startswith("Node didn't have enough capacity: cpu, requested:")
+        await resize_pod("300m")
+
+        async def actuated() -> Obj | None:
+            got: Obj = await client.get(f"{PODS}/pl")
+            done = got["status"]["resources"]["requests"]["cpu"] == "300m" and \
+                condition(got, "PodResizePending") is None and condition(got, "PodResizeInProgress") is None
+            return got if done else None
+
+        got = await eventually(actuated)
+        assert got["status"]["resources"] == {"requests": {"cpu": "300m", "memory": "64Mi"}}
+        assert got["status"]["observedGeneration"] == 3
+
+
 def test_the_patches_say_in_progress_once_and_pending_only_when_it_changes() -> None:
     obj: Obj = {"metadata": {"generation": 2, "resourceVersion": "7"},
                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
