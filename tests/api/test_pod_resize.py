@@ -162,13 +162,14 @@ async def test_pod_level_resources_are_resized_as_upstreams_pod_level_resize(cli
                                "spec": {"containers": [container(requests={"cpu": "100m"})]}})
     got = await client.patch(f"{PODS}/none/resize", {"spec": {"resources": {"limits": {"cpu": "1"}}}}, "strategic")
     assert got["spec"]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
-    for body, field, message in [
+    refused: list[tuple[dict[str, Any], str, str]] = [
         ({"spec": {"resources": None}}, "spec.resources", "pod-level resources cannot be removed"),
         ({"spec": {"resources": {"requests": {"memory": None}}}}, "spec.resources.requests",
          "pod-level resource requests cannot be removed"),
         ({"spec": {"resources": {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}}}, "spec",
          "only cpu and memory resources are mutable at pod-level"),
-    ]:
+    ]
+    for body, field, message in refused:
         cause = await refusal(client, body, "pl")
         assert (cause["field"], cause["message"]) == (field, f"Forbidden: {message}")
     # the QoS class is the pod-level resources': a Guaranteed pod stays so
