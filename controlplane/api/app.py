@@ -290,7 +290,7 @@ class _KubeRoutes:
             return None
         if any(n.startswith(b"impersonate-") for n, _ in scope.get("headers", ())):
             try:
-                user = await impersonated(scope, user, self.kube.authorizer)
+                user = await impersonated(scope, user, self.kube.authorizer, self.kube.rbac_request_of(scope))
             except ApiError as e:
                 await KubeApi._respond(send, e.code, e.body())
                 return None

@@ -272,10 +272,12 @@ def _in_namespace(subjects: list[dict[str, Any]], namespace: str) -> list[dict[s
             for s in subjects]
 
 
-def forbidden(user: User, r: Request) -> ApiError:
-    """upstream's Forbidden for a denied request."""
+def forbidden(user: User, r: Request, reason: str = "") -> ApiError:
+    """upstream's Forbidden for a denied request (its ForbiddenStatusError: a ``reason`` is
+    appended after a colon)."""
+    why = f": {reason}" if reason else ""
     if not r.resource:
-        return ApiError(403, "Forbidden", f'forbidden: User "{user.name}" cannot {r.verb} path "{r.path}"', {})
+        return ApiError(403, "Forbidden", f'forbidden: User "{user.name}" cannot {r.verb} path "{r.path}"{why}', {})
     full = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
     scope = f'in the namespace "{r.namespace}"' if r.namespace else "at the cluster scope"
     qualified = f"{r.resource}.{r.api_group}" if r.api_group else r.resource  # a GroupResource's String()
@@ -286,4 +288,4 @@ def forbidden(user: User, r: Request) -> ApiError:
     if r.api_group:
         details["group"] = r.api_group
     return ApiError(403, "Forbidden", f'{what} is forbidden: User "{user.name}" cannot {r.verb} resource "{full}" '
-                                      f'in API group "{r.api_group}" {scope}', details)
+                                      f'in API group "{r.api_group}" {scope}{why}', details)

@@ -837,6 +837,14 @@ class KubeApi:
             if not await self.authorizer.allowed(user, request):
                 raise forbidden(user, request)
 
+    def rbac_request_of(self, scope: Scope) -> RbacRequest:
+        """The RBAC attributes of the request ``scope`` is (as ``_rbac_request``), for the
+        checks made before it is routed (constrained impersonation's ``impersonate-on:``)."""
+        query_string: bytes = scope.get("query_string", b"")
+        query = {k: v[-1] for k, v in parse_qs(query_string.decode(), keep_blank_values=True).items()} \
+            if query_string else {}
+        return self._rbac_request([p for p in scope["path"].split("/") if p], scope["method"], query)
+
     def _rbac_request(self, parts: list[str], method: str, query: dict[str, str]) -> RbacRequest:
         """The RBAC attributes of a request: its resource, namespace, name and verb, or its
         path when it names no resource (discovery)."""

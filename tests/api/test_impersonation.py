@@ -15,53 +15,134 @@ from controlplane.api.rbac import Authorizer, Request, User
 ADMIN = User("admin", ("system:masters", "system:authenticated"))
 
 
-class Recording:
-    """An authorizer that allows all but ``refused`` and records what it was asked."""
+LIST_PODS = Request("list", "", "pods", namespace="default")
 
-    def __init__(self, refused: tuple[str, ...] = ()) -> None:
+
+class Recording:
+    """An authorizer that allows all but what ``refused`` refuses (a resource, or a verb's
+    prefix ending in ``:``), and records what it was asked."""
+
+    def __init__(self, *refused: str) -> None:
         self.asked: list[Request] = []
         self.refused = refused
 
     async def allowed(self, user: User, r: Request) -> bool:
         self.asked.append(r)
-        return r.resource not in self.refused
+        return not any(r.resource == x or (x.endswith(":") and r.verb.startswith(x)) or r.verb == x
+                       for x in self.refused)
+
+    def seen(self) -> list[tuple[str, str, str, str, str, str]]:
+        return [(r.verb, r.api_group, r.resource, r.subresource, r.namespace, r.name) for r in self.asked]
 
 
 def scope(*headers: tuple[str, str]) -> dict[str, Any]:
     return {"headers": [(k.lower().encode(), v.encode()) for k, v in headers]}
 
 
-async def acting(*headers: tuple[str, str], authorizer: Recording | None = None) -> User:
-    return await impersonated(scope(*headers), ADMIN, cast(Authorizer, authorizer))
+async def acting(*headers: tuple[str, str], authorizer: Recording | None = None, requester: User = ADMIN,
+                 request: Request = LIST_PODS) -> User:
+    return await impersonated(scope(*headers), requester, cast(Authorizer, authorizer), request)
 
 
-async def test_uid_and_extras_are_carried_and_asked_for_in_upstreams_order() -> None:
+AUTHN = "authentication.k8s.io"
+
+
+async def test_constrained_user_info_is_asked_first_the_request_then_each_thing_named() -> None:
+    """ConstrainedImpersonation (KEP-5284, on since 1.36): impersonate-on:user-info:<verb> on
+    what the request is, then impersonate:user-info on the user, uid, groups and extras."""
     authz = Recording()
+    user = await acting(("Impersonate-User", "bob"), ("Impersonate-Uid", "1234"), ("Impersonate-Group", "devs"),
+                        ("Impersonate-Extra-Example.com%2Fteam", "blue"), authorizer=authz)
+    assert user.info() == {"username": "bob", "uid": "1234", "groups": ["devs", "system:authenticated"],
+                           "extra": {"example.com/team": ["blue"]}}
+    verb = "impersonate:user-info"
+    assert authz.seen() == [("impersonate-on:user-info:list", "", "pods", "", "default", ""),
+                            (verb, AUTHN, "users", "", "", "bob"), (verb, AUTHN, "uids", "", "", "1234"),
+                            (verb, AUTHN, "groups", "", "", "devs"),
+                            (verb, AUTHN, "userextras", "example.com/team", "", "blue")]
+
+
+async def test_legacy_impersonate_is_asked_when_the_constrained_mode_refuses_in_its_order() -> None:
+    authz = Recording("impersonate-on:")
     user = await acting(("Impersonate-User", "bob"), ("Impersonate-Uid", "1234"), ("Impersonate-Group", "devs"),
                         ("Impersonate-Extra-Scopes", "view"), ("Impersonate-Extra-Scopes", "edit"),
                         ("Impersonate-Extra-Example.com%2Fteam", "blue"), authorizer=authz)
     assert user.info() == {"username": "bob", "uid": "1234", "groups": ["devs", "system:authenticated"],
                            "extra": {"example.com/team": ["blue"], "scopes": ["view", "edit"]}}
-    assert [(r.api_group, r.resource, r.subresource, r.name) for r in authz.asked] == [
-        ("", "users", "", "bob"), ("", "groups", "", "devs"),
-        ("authentication.k8s.io", "userextras", "scopes", "view"),
-        ("authentication.k8s.io", "userextras", "scopes", "edit"),
-        ("authentication.k8s.io", "userextras", "example.com/team", "blue"),
-        ("authentication.k8s.io", "uids", "", "1234")]
-    assert all(r.verb == "impersonate" for r in authz.asked)
+    assert authz.seen()[1:] == [  # user, uid, groups, extras: 1.37's legacy order
+        ("impersonate", "", "users", "", "", "bob"), ("impersonate", AUTHN, "uids", "", "", "1234"),
+        ("impersonate", "", "groups", "", "", "devs"), ("impersonate", AUTHN, "userextras", "scopes", "", "view"),
+        ("impersonate", AUTHN, "userextras", "scopes", "", "edit"),
+        ("impersonate", AUTHN, "userextras", "example.com/team", "", "blue")]
 
 
 @pytest.mark.parametrize(("refused", "message"), [
-    ("uids", 'uids.authentication.k8s.io "1234" is forbidden: User "admin" cannot impersonate resource "uids" in '
-             'API group "authentication.k8s.io" at the cluster scope'),
-    ("userextras", 'userextras.authentication.k8s.io "view" is forbidden: User "admin" cannot impersonate resource '
-                   '"userextras/scopes" in API group "authentication.k8s.io" at the cluster scope'),
+    (("impersonate-on:", "impersonate"),
+     'pods is forbidden: User "admin" cannot impersonate-on:user-info:list resource "pods" in API group "" in the '
+     'namespace "default"'),
+    (("uids",), 'uids.authentication.k8s.io "1234" is forbidden: User "admin" cannot impersonate:user-info resource '
+                '"uids" in API group "authentication.k8s.io" at the cluster scope'),
+    (("impersonate-on:", "userextras"),
+     'pods is forbidden: User "admin" cannot impersonate-on:user-info:list resource "pods" in API group "" in the '
+     'namespace "default"'),
 ])
-async def test_a_refused_uid_or_extra_is_upstreams_403(refused: str, message: str) -> None:
+async def test_a_refusal_is_the_first_modes_403(refused: tuple[str, ...], message: str) -> None:
+    """Every mode refused: upstream reports the first failure, the constrained mode's."""
     with pytest.raises(ApiError) as e:
         await acting(("Impersonate-User", "bob"), ("Impersonate-Uid", "1234"),
-                     ("Impersonate-Extra-Scopes", "view"), authorizer=Recording(refused=(refused,)))
+                     ("Impersonate-Extra-Example.com%2Fteam", "view"), authorizer=Recording(*refused))
     assert e.value.code == 403 and e.value.message == message
+
+
+async def test_the_constrained_mode_refuses_system_masters_empty_groups_and_bad_extra_keys() -> None:
+    for headers, message in [
+        ([("Impersonate-Group", "system:masters")], 'groups.authentication.k8s.io "system:masters" is forbidden: User '
+         '"admin" cannot impersonate:user-info resource "groups" in API group "authentication.k8s.io" at the cluster '
+         'scope: impersonating the system:masters group is not allowed'),
+        ([("Impersonate-Group", "")], 'groups.authentication.k8s.io is forbidden: User "admin" cannot '
+         'impersonate:user-info resource "groups" in API group "authentication.k8s.io" at the cluster scope: '
+         'impersonating the empty string group is not allowed'),
+        ([("Impersonate-Extra-Scopes", "view")], 'userextras.authentication.k8s.io is forbidden: User "admin" cannot '
+         'impersonate:user-info resource "userextras" in API group "authentication.k8s.io" at the cluster scope: '
+         'impersonating an invalid key in extra is not allowed: extra.key: Invalid value: "scopes": must be a '
+         'domain-prefixed path (such as "acme.io/foo")'),
+    ]:
+        with pytest.raises(ApiError) as e:
+            await acting(("Impersonate-User", "bob"), *headers, authorizer=Recording("impersonate"))
+        assert e.value.message == message
+    # the legacy verb still allows them, as upstream's
+    assert (await acting(("Impersonate-User", "bob"), ("Impersonate-Group", "system:masters"),
+                         authorizer=Recording())).groups == ("system:masters", "system:authenticated")
+
+
+async def test_many_groups_are_first_asked_as_a_wildcard() -> None:
+    authz = Recording()
+    groups = [("Impersonate-Group", g) for g in "abcd"]
+    await acting(("Impersonate-User", "bob"), *groups, authorizer=authz)
+    assert authz.seen()[2:] == [("impersonate:user-info", AUTHN, "groups", "", "", "*")]
+
+
+async def test_nodes_are_impersonated_as_nodes_by_the_node_modes() -> None:
+    authz = Recording()
+    node = await acting(("Impersonate-User", "system:node:n1"), authorizer=authz)
+    assert node.groups == ("system:nodes", "system:authenticated")
+    assert authz.seen() == [("impersonate-on:arbitrary-node:list", "", "pods", "", "default", ""),
+                            ("impersonate:arbitrary-node", AUTHN, "nodes", "", "", "n1")]
+    # a service account bound to that node: associated-node first, the node named "*"
+    agent = User("system:serviceaccount:kube-system:agent", ("system:serviceaccounts",),
+                 extra=(("authentication.kubernetes.io/node-name", ("n1",)),))
+    bound = Recording("impersonate-on:associated-node:")
+    await acting(("Impersonate-User", "system:node:n1"), authorizer=bound, requester=agent)
+    assert bound.seen()[0][0] == "impersonate-on:associated-node:list"
+    assert bound.seen()[1:] == [("impersonate-on:arbitrary-node:list", "", "pods", "", "default", ""),
+                                ("impersonate:arbitrary-node", AUTHN, "nodes", "", "", "n1")]
+    allowed = Recording()
+    await acting(("Impersonate-User", "system:node:n1"), authorizer=allowed, requester=agent)
+    assert allowed.seen()[1] == ("impersonate:associated-node", AUTHN, "nodes", "", "", "*")
+    # with a group, no node mode takes it (nor user-info): legacy only, without system:nodes
+    legacy = Recording()
+    grouped = await acting(("Impersonate-User", "system:node:n1"), ("Impersonate-Group", "devs"), authorizer=legacy)
+    assert grouped.groups == ("devs", "system:authenticated") and legacy.seen()[0][0] == "impersonate"
 
 
 @pytest.mark.parametrize("headers", [
@@ -71,19 +152,30 @@ async def test_a_refused_uid_or_extra_is_upstreams_403(refused: str, message: st
 async def test_a_uid_groups_or_extras_without_a_user_are_a_400(headers: list[tuple[str, str]]) -> None:
     with pytest.raises(ApiError) as e:
         await acting(*headers, authorizer=Recording())
-    assert e.value.code == 400 and "without impersonating a user" in e.value.message
+    assert e.value.code == 400 and e.value.message.endswith("} without impersonating a user name")
+
+
+async def test_the_400_prints_what_was_asked_as_go_does() -> None:
+    with pytest.raises(ApiError) as e:
+        await acting(("Impersonate-Group", "a"), ("Impersonate-Group", "b"), ("Impersonate-Extra-K", "v"))
+    assert e.value.message == ('requested &user.DefaultInfo{Name:"", UID:"", Groups:[]string{"a", "b"}, '
+                               'Extra:map[string][]string{"k":[]string{"v"}}} without impersonating a user name')
 
 
 async def test_a_service_accounts_groups_are_added_only_when_none_are_given() -> None:
     authz = Recording()
     account = await acting(("Impersonate-User", "system:serviceaccount:ci:bot"), authorizer=authz)
     assert account.groups == ("system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated")
-    assert (authz.asked[0].resource, authz.asked[0].namespace, authz.asked[0].name) == ("serviceaccounts", "ci", "bot")
+    assert authz.seen() == [("impersonate-on:serviceaccount:list", "", "pods", "", "default", ""),
+                            ("impersonate:serviceaccount", AUTHN, "serviceaccounts", "", "ci", "bot")]
     given = await acting(("Impersonate-User", "system:serviceaccount:ci:bot"), ("Impersonate-Group", "devs"))
     assert given.groups == ("devs", "system:authenticated")
+    legacy = Recording("impersonate-on:")
+    await acting(("Impersonate-User", "system:serviceaccount:ci:bot"), authorizer=legacy)
+    assert legacy.seen()[1] == ("impersonate", "", "serviceaccounts", "", "ci", "bot")
     not_an_account = Recording()  # not a namespace's name: a user of that name
     await acting(("Impersonate-User", "system:serviceaccount:Not_A_Namespace:bot"), authorizer=not_an_account)
-    assert not_an_account.asked[0].resource == "users"
+    assert not_an_account.seen()[1][2] == "users"
 
 
 async def test_the_authenticated_and_unauthenticated_groups_as_upstream() -> None:
