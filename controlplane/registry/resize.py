@@ -10,9 +10,9 @@ resize policy, comparing each container whole but for cpu and memory). A body wh
 reordered or renamed is kept whole, so that the validation refuses it. The validation is
 upstream's ValidatePodResize, worded as it words it: no static or Windows pods, the QoS
 class stays, requests and limits may not be removed (pod-level ones neither, nor the
-pod-level ``resources`` once set), a memory limit may not be lowered or added unless its
-resize policy restarts the container, only cpu and memory change (at pod level too), a
-plain init container's resources not at all; and the result is a valid pod spec.
+pod-level ``resources`` once set), only cpu and memory change (at pod level too), a plain
+init container's resources not at all; and the result is a valid pod spec. A memory limit
+may be lowered or added whatever the resize policy, as since 1.34.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..quantity import QuantityError, parse_quantity
 from .causes import Causes, forbidden, invalid
 from .podspec import qos_class
 from .podvalidation import pod_spec_causes
@@ -187,8 +186,9 @@ def _resize_supported(pod: dict[str, Any]) -> bool:
 
 
 def _container_resize(before: Any, after: Any, path: str) -> Causes:
-    """validateContainerResize: requests and limits stay; a memory limit is lowered or
-    added only with a RestartContainer policy for memory."""
+    """validateContainerResize: requests and limits stay. (A memory limit may be lowered or
+    added whatever the resize policy since 1.34, kubernetes#133012: the kubelet checks the
+    usage first.)"""
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []
     old_r, new_r = before.get("resources") or {}, after.get("resources") or {}
@@ -196,26 +196,7 @@ def _container_resize(before: Any, after: Any, path: str) -> Causes:
     for part in ("requests", "limits"):
         if set(old_r.get(part) or {}) - set(new_r.get(part) or {}):
             causes.append(forbidden(f"{path}.{part}", f"resource {part} cannot be removed"))
-    policy = next((p.get("restartPolicy") for p in after.get("resizePolicy") or ()
-                   if isinstance(p, dict) and p.get("resourceName") == "memory"), None)
-    if policy not in (None, "", "NotRequired"):
-        return causes
-    old_limit, new_limit = (old_r.get("limits") or {}).get("memory"), (new_r.get("limits") or {}).get("memory")
-    if new_limit is not None and old_limit is not None:
-        if _less(new_limit, old_limit):
-            causes.append(forbidden(f"{path}.limits[memory]",
-                                    "memory limits cannot be decreased unless resizePolicy is RestartContainer"))
-    elif new_limit is not None:
-        causes.append(forbidden(f"{path}.limits[memory]",
-                                "memory limits cannot be added unless resizePolicy is RestartContainer"))
     return causes
-
-
-def _less(a: Any, b: Any) -> bool:
-    try:
-        return parse_quantity(a) < parse_quantity(b)
-    except QuantityError:
-        return False  # (the spec's validation names a quantity that does not parse)
 
 
 def _without_cpu_memory_change(after: Any, before: Any) -> Any:

@@ -82,8 +82,6 @@ async def test_json_and_merge_patches_resize_too(pod: Client) -> None:
      "Forbidden: resource requests cannot be removed"),
     ({"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}, "spec",
      "Forbidden: only cpu and memory resources are mutable"),
-    ({"name": "c", "resources": {"limits": {"memory": "128Mi"}}}, "spec.containers[0].resources.limits[memory]",
-     "Forbidden: memory limits cannot be added unless resizePolicy is RestartContainer"),
     ({"name": "c", "resources": {"limits": {"cpu": "100m"}}}, "spec.containers[0].resources.requests",
      'Invalid value: "500m": must be less than or equal to cpu limit of 100m'),
     ({"name": "c", "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]}, "spec",
@@ -95,14 +93,16 @@ async def test_refused_resizes_are_422_in_upstreams_words(pod: Client, patch: di
     assert (cause["field"], cause["message"]) == (field, message)
 
 
-async def test_a_memory_limit_is_lowered_only_with_a_restart_policy(client: Client) -> None:
+async def test_a_memory_limit_is_lowered_or_added_without_a_restart_policy(client: Client) -> None:
+    """Since 1.34 (kubernetes#133012) a resize may lower or add a memory limit whatever the
+    memory resize policy (1.33 refused it without RestartContainer); a limit still may not go."""
     limited = container(requests={"cpu": "100m", "memory": "64Mi"}, limits={"cpu": "1", "memory": "128Mi"})
     await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m"},
-                               "spec": {"containers": [limited]}})
-    lowered = {"name": "c", "resources": {"limits": {"memory": "96Mi"}}}
-    cause = await refusal(client, {"spec": {"containers": [lowered]}}, "m")
-    assert cause == {"reason": "FieldValueForbidden", "field": "spec.containers[0].resources.limits[memory]",
-                     "message": "Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"}
+                               "spec": {"containers": [limited, container("d", requests={"memory": "64Mi"})]}})
+    got = await resize(client, {"name": "c", "resources": {"limits": {"memory": "96Mi"}}},
+                       {"name": "d", "resources": {"limits": {"memory": "128Mi"}}}, name="m")
+    assert got["spec"]["containers"][0]["resources"]["limits"]["memory"] == "96Mi"
+    assert got["spec"]["containers"][1]["resources"]["limits"] == {"memory": "128Mi"}
     removed = {"name": "c", "resources": {"limits": {"cpu": None}}}
     cause = await refusal(client, {"spec": {"containers": [removed]}}, "m")
     assert cause["message"] == "Forbidden: resource limits cannot be removed"

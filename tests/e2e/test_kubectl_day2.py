@@ -293,11 +293,11 @@ def test_kubectl_patch_subresource_resize_is_actuated_by_the_simulated_kubelet(s
     assert got["spec"]["containers"][0]["image"] == "nginx:1.27"
     env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
     refused = subprocess.run([KUBECTL, "patch", "pod", "resized", "--subresource", "resize", "--patch",
-                              '{"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":"128Mi"}}}]}}'],
+                              '{"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":null}}}]}}'],
                              capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 1
-    assert 'The Pod "resized" is invalid: spec.containers[0].resources.limits[memory]: Forbidden: memory limits ' \
-           "cannot be added unless resizePolicy is RestartContainer" in refused.stderr
+    assert 'The Pod "resized" is invalid: spec.containers[0].resources.requests: Forbidden: resource requests ' \
+           "cannot be removed" in refused.stderr
 
 
 POD_LEVEL = """
