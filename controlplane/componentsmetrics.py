@@ -105,21 +105,14 @@ async def serving() -> AsyncIterator[None]:
     from prometheus_client import CollectorRegistry
 
     from .metrics import COMPONENTS_METRICS, exposition
+    from .metricsserver import send_and_close
 
     registry = CollectorRegistry(auto_describe=True)
     for collector in COMPONENTS_METRICS:
         registry.register(collector)
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            writer.write(exposition(registry))
-            await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+        await send_and_close(writer, exposition(registry))  # every connection is the server's scrape
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
-__all__ = ["DEFAULT_HOST", "Address", "AddressInUse", "add_argument", "listen", "parse_address", "serving"]
+__all__ = ["DEFAULT_HOST", "Address", "AddressInUse", "add_argument", "listen", "parse_address", "send_and_close",
+           "serving"]
 
 log = logging.getLogger("controlplane.metricsserver")
 
@@ -172,22 +173,16 @@ class _Endpoint:
     async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import asyncio
 
+        answer: bytes | None = None
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
-            except asyncio.LimitOverrunError:
-                writer.write(_response(431, "Request Header Fields Too Large", _TEXT, b"request head too large\n"))
-            except (asyncio.IncompleteReadError, TimeoutError):
-                return  # gone, or silent: nothing to answer
-            else:
-                writer.write(self.respond(head))
-            await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+        except asyncio.LimitOverrunError:
+            answer = _response(431, "Request Header Fields Too Large", _TEXT, b"request head too large\n")
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError, OSError):
+            pass  # gone, or silent: nothing to answer
+        else:
+            answer = self.respond(head)
+        await send_and_close(writer, answer)
 
     def respond(self, head: bytes) -> bytes:
         """The whole HTTP response to a request of head ``head``."""
@@ -225,6 +220,21 @@ class _Endpoint:
         if verbose:
             return 200, "OK", _TEXT, ("\n".join(lines) + f"\n{endpoint} check passed\n").encode()
         return 200, "OK", _TEXT, b"ok"
+
+
+async def send_and_close(writer: asyncio.StreamWriter, data: bytes | None) -> None:
+    """Write ``data`` (if any) to a connection and close it, whatever the peer has done
+    meanwhile (gone, reset): a scrape or a probe is one request a connection."""
+    try:
+        if data is not None:
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
 
 
 def _response(status: int, reason: str, content_type: str, body: bytes, extra: bytes = b"",

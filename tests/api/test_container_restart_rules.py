@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
+from tests.api.test_pod_spec_validation import cause, causes_of
 
 PODS = resource_path("", "v1", "pods", "default")
 DEPLOYMENTS = resource_path("apps", "v1", "deployments", "default")
@@ -28,17 +29,6 @@ def container(name: str = "app", **fields: Any) -> dict[str, Any]:
 
 def pod(name: str, *containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"containers": list(containers), **spec}}
-
-
-def cause(reason: str, field: str, message: str) -> dict[str, str]:
-    return {"reason": reason, "field": field, "message": message}
-
-
-async def causes_of(client: Client, path: str, body: dict[str, Any]) -> list[dict[str, str]]:
-    with pytest.raises(ApiError) as e:
-        await client.create(path, body)
-    assert e.value.code == 422, e.value
-    return list(e.value.status["details"]["causes"])
 
 
 async def test_containers_init_containers_and_sidecars_keep_their_own_restart_rules(client: Client) -> None:

@@ -12,14 +12,9 @@ import pytest
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.registry.devicetaintrules import selects
+from tests.api.test_dra_validation import LABEL_HINT, SUBDOMAIN_HINT
 
 RULES = resource_path("resource.k8s.io", "v1", "devicetaintrules", None)
-LABEL_HINT = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
-              "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-SUBDOMAIN_HINT = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-                  "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
-                  r"is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 
 
 def rule(name: str, taint: dict[str, Any] | None = None, **selector: Any) -> dict[str, Any]:
