@@ -134,6 +134,8 @@ class Autoscaler:
                          lambda _template: self._trigger.set()),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"), on_add=self._class_set,
                      on_update=lambda o, n: self._class_set(n), on_delete=st.device_classes.remove),
+            self.client.informer(resource_path("resource.k8s.io", "v1", "devicetaintrules"), on_add=self._rule_set,
+                     on_update=lambda o, n: self._rule_set(n), on_delete=self._rule_deleted),
         ]
         # gangs' topology only narrows where their new nodes go: not waited for (a server may not serve them)
         optional = [self._mirror(resource_path("scheduling.k8s.io", "v1beta1", "podgroups"), st.podgroups),
@@ -210,6 +212,14 @@ class Autoscaler:
     def _class_set(self, obj: Obj) -> None:
         self.state.device_classes.add(obj)
         self._trigger.set()  # pods whose claims named it (or found no device it selects) may launch now
+
+    def _rule_set(self, obj: Obj) -> None:
+        if self.state.taint_rules.set(obj):
+            self._trigger.set()  # a device it tainted may be free now (and one it taints, not)
+
+    def _rule_deleted(self, obj: Obj) -> None:
+        self.state.taint_rules.remove(obj)
+        self._trigger.set()  # pods whose claims found no untainted device may go now
 
     def _pool_deleted(self, obj: Obj) -> None:
         self.state.nodepools.pop(key(obj), None)

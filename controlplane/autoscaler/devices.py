@@ -19,6 +19,13 @@ Two questions, two answers:
   node (``real_node``) the ResourceSlices it publishes, less the devices the
   claims allocated there hold (``held_by_pool``).
 
+Both kinds of node carry the DeviceTaintRules' taints (``DeviceTaintRules``), put
+on the devices each rule selects by the scheduler's own inventory
+(``Inventory.rule_set``): a rule tainting a real node's device NoSchedule keeps
+claims that do not tolerate it off that device, and a rule selecting a driver
+(and a device name) taints the devices of nodes not launched yet as well, so
+that nothing is launched whose devices the scheduler would then refuse.
+
 Per-driver counts (``devices/<driver>``, the ``DeviceClasses.driver`` of a
 request's class) stay the simulation's quick test: ``resource_fit`` asks
 ``NodeDevices`` only once the counts fit. A class whose selectors name no
@@ -28,7 +35,8 @@ judges them, and a node with no devices to allocate on holds none of them.
 
 Answers are cached per node by the pods' claim shapes (the sorted
 ``PodDemand.claims_key``s: pods from one template share one) and dropped when a
-DeviceClass changes (``DeviceClasses.version``): a batch of a thousand pods
+DeviceClass changes (``DeviceClasses.version``) or a rule's spec does
+(``DeviceTaintRules.version``, which also has the node's inventory built again): a batch of a thousand pods
 from one template costs an allocation per type and per number of such pods on
 a node, not one per pod. A real node's ``NodeDevices`` is made again for every
 simulation (its devices in use change), and builds its inventory only when a
@@ -49,7 +57,7 @@ from .catalog import Option, resource_slices
 if TYPE_CHECKING:
     from .simulation import PodDemand
 
-__all__ = ["DeviceClasses", "NodeDevices", "TypeDevices", "held_by_pool", "real_node"]
+__all__ = ["DeviceClasses", "DeviceTaintRules", "NodeDevices", "TypeDevices", "held_by_pool", "real_node"]
 
 Obj = dict[str, Any]
 
@@ -114,17 +122,50 @@ class DeviceClasses:
         return None
 
 
+class DeviceTaintRules:
+    """The DeviceTaintRules, as an informer shows them (``set``, ``remove``), for the
+    inventories of the simulated nodes (``apply``). ``version`` grows when a rule's spec
+    changes, not its status (the eviction controller rewrites that every few seconds)."""
+
+    def __init__(self, rules: Iterable[Obj] = ()) -> None:
+        self.objects: dict[str, Obj] = {}
+        self.version = 0
+        for rule in rules:
+            self.set(rule)
+
+    def set(self, rule: Obj) -> bool:
+        """Keeps ``rule``; whether what it taints may have changed (a new rule, or a new spec)."""
+        name = (rule.get("metadata") or {}).get("name", "")
+        old = self.objects.get(name)
+        self.objects[name] = rule
+        if old is not None and old.get("spec") == rule.get("spec"):
+            return False
+        self.version += 1
+        return True
+
+    def remove(self, rule: Obj) -> None:
+        if self.objects.pop((rule.get("metadata") or {}).get("name", ""), None) is not None:
+            self.version += 1
+
+    def apply(self, inventory: Inventory) -> None:
+        """Puts the rules' taints on the inventory's devices, as the scheduler's does."""
+        for rule in self.objects.values():
+            inventory.rule_set(rule)
+
+
 class NodeDevices:
-    """The devices of one node: the ResourceSlices it publishes (``slices``), less what the
-    claims allocated there hold (``allocated``). The inventory is built when first asked."""
+    """The devices of one node: the ResourceSlices it publishes (``slices``) with the taints
+    ``rules`` put on them, less what the claims allocated there hold (``allocated``). The
+    inventory is built when first asked."""
 
     def __init__(self, node: str, slices: Sequence[Obj], classes: DeviceClasses,
-                 allocated: Sequence[Obj] = ()) -> None:
+                 allocated: Sequence[Obj] = (), rules: DeviceTaintRules | None = None) -> None:
         self.node = node
         self._slices = slices
         self._held = allocated
         self._classes = classes
-        self._version = classes.version
+        self._rules = rules if rules is not None else DeviceTaintRules()
+        self._version = (classes.version, self._rules.version)
         self._allocator: Allocator | None = None
         self._answers: dict[tuple[str, ...], bool] = {}
 
@@ -132,6 +173,7 @@ class NodeDevices:
         inventory = Inventory()
         for body in self._slices:
             inventory.upsert(body)
+        self._rules.apply(inventory)
         in_use = AllocatedState(inventory)
         for claim in self._held:
             meta = claim.get("metadata") or {}
@@ -143,9 +185,12 @@ class NodeDevices:
         shapes = tuple(sorted(p.claims_key for p in pods if p.claims))
         if not shapes:
             return True
-        if self._version != self._classes.version or len(self._answers) >= MAX_ANSWERS:
+        version = (self._classes.version, self._rules.version)
+        if self._version != version or len(self._answers) >= MAX_ANSWERS:
+            if self._version[1] != version[1]:
+                self._allocator = None  # the devices' taints changed: the inventory is built again
             self._answers.clear()
-            self._version = self._classes.version
+            self._version = version
         ok = self._answers.get(shapes)
         if ok is None:
             if self._allocator is None:
@@ -172,26 +217,29 @@ def held_by_pool(claims: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
 
 
 def real_node(node: str, slices: Sequence[Obj], held: Mapping[tuple[str, str], list[Obj]],
-                 classes: DeviceClasses) -> NodeDevices:
-    """A real node's devices: its ResourceSlices, less what the claims ``held`` in their pools hold."""
+              classes: DeviceClasses, rules: DeviceTaintRules | None = None) -> NodeDevices:
+    """A real node's devices: its ResourceSlices, tainted by ``rules``, less what the claims
+    ``held`` in their pools hold."""
     allocated: dict[int, Obj] = {}
     for s in slices:
         spec = s.get("spec") or {}
         for claim in held.get((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), ()):
             allocated[id(claim)] = claim
-    return NodeDevices(node, slices, classes, list(allocated.values()))
+    return NodeDevices(node, slices, classes, list(allocated.values()), rules)
 
 
 class TypeDevices:
-    """A ``NodeDevices`` per instance type, made when first asked for."""
+    """A ``NodeDevices`` per instance type, made when first asked for, its devices tainted by ``rules``."""
 
-    def __init__(self, classes: DeviceClasses) -> None:
+    def __init__(self, classes: DeviceClasses, rules: DeviceTaintRules | None = None) -> None:
         self.classes = classes
+        self.rules = rules if rules is not None else DeviceTaintRules()
         self._nodes: dict[str, NodeDevices] = {}
 
     def of(self, option: Option) -> NodeDevices:
         got = self._nodes.get(option.name)
         if got is None:
             node = f"<{option.name}>"
-            got = self._nodes[option.name] = NodeDevices(node, resource_slices(node, option.type), self.classes)
+            got = self._nodes[option.name] = NodeDevices(node, resource_slices(node, option.type), self.classes,
+                                                       rules=self.rules)
         return got

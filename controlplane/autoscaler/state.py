@@ -17,7 +17,7 @@ from typing import Any
 
 from ..registry.disruption import covers
 from .catalog import Catalog
-from .devices import TypeDevices, held_by_pool, real_node
+from .devices import DeviceTaintRules, TypeDevices, held_by_pool, real_node
 from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
@@ -82,6 +82,7 @@ class ClusterState:
         self.pdbs: dict[str, Obj] = {}         # PodDisruptionBudgets, namespace/name (they block disruption)
         self.daemonsets: dict[str, Obj] = {}   # namespace/name: their pods take room on every new node
         self.device_classes = DeviceClasses()
+        self.taint_rules = DeviceTaintRules()  # their taints are on the devices they select, as the scheduler's
         self.pods_on: dict[str, set[str]] = {}      # node name -> keys of pods bound to it (is_reschedulable)
         # node name -> keys of the other pods bound to it and not finished (terminating, or a DaemonSet's):
         # they need no new home, but hold their requests there until gone, as in Karpenter's cluster state
@@ -269,7 +270,7 @@ class Simulated:
     def __init__(self, state: ClusterState, catalog: Catalog) -> None:
         self.state = state
         self.catalog = catalog
-        self.devices = TypeDevices(state.device_classes)
+        self.devices = TypeDevices(state.device_classes, state.taint_rules)
         # pod key -> (its resourceVersion, the DeviceClasses' version, the claims and templates it was
         # made from, its demand)
         self._demands: dict[str, tuple[str, int, tuple[Obj | None, ...], PodDemand]] = {}
@@ -320,8 +321,8 @@ class Simulated:
         ``overhead``, less what its DaemonSets' pods not bound there yet will take),
         and NodeClaims still launching (what their instance type will have, less
         ``overhead``: what the DaemonSets' pods will take on their NodePool's nodes). A node
-        with ResourceSlices, and a NodeClaim, has its devices for the allocator (``devices``):
-        a real node's less what the claims allocated there hold."""
+        with ResourceSlices, and a NodeClaim, has its devices for the allocator (``devices``),
+        tainted by the DeviceTaintRules: a real node's less what the claims allocated there hold."""
         skip = set(exclude)
         st = self.state
         out: list[SimNode] = []
@@ -348,7 +349,8 @@ class Simulated:
                                                                             or ()),
                                allocatable, requested, node=node, pods=pods, slices=slices,
                                nodepool=labels.get(NODEPOOL), claim=key(claim) if claim else None,
-                               devices=real_node(name, slices, allocated, st.device_classes) if slices else None))
+                               devices=real_node(name, slices, allocated, st.device_classes, st.taint_rules)
+                               if slices else None))
         for name, claim in st.nodeclaims.items():
             meta = claim.get("metadata") or {}
             status = claim.get("status") or {}

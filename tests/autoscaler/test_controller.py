@@ -273,6 +273,32 @@ async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscal
     assert len(await items(client, CLAIMS)) == 3
 
 
+async def test_a_device_taint_rule_is_watched_and_taints_the_devices_of_nodes_to_launch(
+        client: Client, scaler: Autoscaler) -> None:
+    """The autoscaler watches DeviceTaintRules: one tainting ``gpu-0`` of the driver's devices
+    leaves a gpu-1x no device for a claim, so a gpu-8x is launched (a gpu-1x was, whose one GPU
+    the scheduler refuses)."""
+    await create_dra_objects(client)
+    await client.create(resource_path("resource.k8s.io", "v1", "devicetaintrules"), {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "first-gpus"},
+        "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "device": "gpu-0"},
+                 "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}})
+    await wait_for(lambda: _known(scaler.state.taint_rules.objects), timeout=5)
+    await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+    await pending_pods(client, [pod("g", "1", dra=True)])
+
+    async def launched_types() -> list[str] | None:
+        """The instance types of the NodeClaims, once the launcher has chosen each one's."""
+        types = [c["metadata"]["labels"].get("node.kubernetes.io/instance-type") for c in await items(client, CLAIMS)]
+        return types if types and all(types) else None
+
+    assert await wait_for(launched_types, timeout=15) == ["gpu-8x"]
+
+
+async def _known(objects: dict[str, Any]) -> bool:
+    return bool(objects)
+
+
 async def test_limits_hold_back_capacity(client: Client, scaler: Autoscaler) -> None:
     await client.create(POOLS, nodepool("small", limits={"nvidia.com/gpu": "8"}, consolidate_after="Never"))
     await pending_pods(client, [pod(f"g{i}", "1", gpus=1) for i in range(12)])

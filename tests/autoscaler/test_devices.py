@@ -283,3 +283,76 @@ def test_a_pod_whose_shared_claim_is_allocated_goes_only_where_its_devices_are()
     assert fits.existing == {"default/small": "n1"} and fits.claims == []
     too_big = provisioner.plan([sim.demand(shared_pod("big", "l4", cpu="4"))], sim.nodes(), [pool()])
     assert too_big.claims == [] and list(too_big.unschedulable) == ["default/big"]
+
+
+def taint_rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[str, Any]:
+    """A DeviceTaintRule tainting the devices ``selector`` (driver, pool, device) picks."""
+    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {
+        "deviceSelector": selector, "taint": {"key": "example.com/broken", "value": "yes", "effect": effect}}}
+
+
+def tolerating(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` with its claim's request tolerating the rules' taint."""
+    pod["_claim"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "example.com/broken", "operator": "Exists"}]
+    return pod
+
+
+def test_a_device_a_rule_taints_on_a_real_node_is_not_free_for_claims_that_do_not_tolerate_it() -> None:
+    """As the scheduler, which puts a DeviceTaintRule's taint on the devices it selects: the L4
+    of n1 tainted NoSchedule by a rule holds no claim that does not tolerate it, and a node is
+    launched for such a claim (it was counted free: the pod was meant for n1, where the scheduler
+    refused it, and nothing was launched). A claim tolerating the taint, or a rule whose effect is
+    None, still goes to n1; the rule deleted, the L4 is free again."""
+    st = ClusterState()
+    st.device_classes.add(NVIDIA)
+    st.node_added(node("n1", cpu="8"))
+    [l4_slice] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
+    st.slice_set({**l4_slice, "metadata": {**l4_slice["metadata"], "resourceVersion": "1"}})
+    sim = Simulated(st, CATALOG)
+    anyone, patient = gpu_pod("any"), tolerating(gpu_pod("patient"))
+    for p in (anyone, patient):
+        st.claims[f"default/{p['_claim']['metadata']['name']}"] = p["_claim"]
+    rule = taint_rule("n1-broken", driver="gpu.nvidia.com", pool="n1")
+    st.taint_rules.set(rule)
+    [n1] = sim.nodes()
+    assert not resource_fit(sim.demand(anyone), n1) and resource_fit(sim.demand(patient), n1)
+    planned = Provisioner(CATALOG, devices=sim.devices).plan([sim.demand(anyone)], sim.nodes(), [pool()])
+    assert planned.existing == {} and launched(planned) == ["gpu-1x-l4"]  # n1's pool only: a new node's L4 is untainted
+    st.taint_rules.set(taint_rule("n1-broken", effect="None", driver="gpu.nvidia.com", pool="n1"))
+    [n1] = sim.nodes()
+    assert resource_fit(sim.demand(anyone), n1)
+    st.taint_rules.remove(rule)
+    [n1] = sim.nodes()
+    assert resource_fit(sim.demand(anyone), n1)
+
+
+def test_a_rule_selecting_a_driver_taints_the_devices_of_nodes_not_launched_yet() -> None:
+    """A rule tainting ``gpu-0`` of every device of the driver: a gpu-1x-l4 (its one L4 is
+    gpu-0) holds no claim for a GPU, so the cheapest type with an untainted L4 is launched
+    (a gpu-1x-l4 was, where the scheduler found no device); the rule's spec changed to another
+    device, or the rule deleted, the cached answers of the type's node are dropped. A change of
+    the rule's status alone keeps them."""
+    st = ClusterState()
+    st.device_classes.add(NVIDIA)
+    sim = Simulated(st, CATALOG)
+    anyone = gpu_pod("any")
+    st.claims["default/any-gpu"] = anyone["_claim"]
+    provisioner = Provisioner(CATALOG, devices=sim.devices)
+
+    def planned() -> list[str]:
+        return launched(provisioner.plan([sim.demand(anyone)], [], [pool()]))
+
+    assert planned() == ["gpu-1x-l4"]
+    rule = taint_rule("first-gpus", driver="gpu.nvidia.com", device="gpu-0")
+    assert st.taint_rules.set(rule)
+    assert planned() == ["gpu-4x-l4"]
+    version = st.taint_rules.version
+    assert not st.taint_rules.set({**rule, "status": {"conditions": [{"type": "EvictionInProgress"}]}})
+    assert st.taint_rules.version == version and planned() == ["gpu-4x-l4"]
+    st.taint_rules.set(taint_rule("first-gpus", driver="gpu.nvidia.com", device="gpu-7"))
+    assert planned() == ["gpu-1x-l4"]
+    st.taint_rules.set(rule)
+    assert planned() == ["gpu-4x-l4"]
+    st.taint_rules.remove(rule)
+    assert planned() == ["gpu-1x-l4"]
