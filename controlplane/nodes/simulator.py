@@ -261,6 +261,7 @@ class NodeSimulator:
         self.catalog = catalog_by_name(config.catalog)
         if config.instance_type not in self.catalog:
             raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
+        self._unknown_types: set[str] = set()  # node types not in the catalog, each warned of once
         self.image_catalog = config.image_catalog or ImageCatalog()
         mask = node_cidr_mask(config.cluster_cidr, max(config.count, 256))
         self.cidrs = CidrAllocator(config.cluster_cidr, mask)
@@ -597,9 +598,7 @@ class NodeSimulator:
     def _adopt(self, obj: dict[str, Any]) -> _Node | None:
         meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
         name = meta["name"]
-        labels = meta.get("labels") or {}
-        itype = self.catalog.get(labels.get("node.kubernetes.io/instance-type", ""),
-                                 self.catalog[self.config.instance_type])
+        itype = self._instance_type(name, meta.get("labels") or {})
         cidr = spec.get("podCIDR")
         patch_spec = False
         try:
@@ -648,6 +647,23 @@ class NodeSimulator:
             if pod is not None:
                 self._pod_seen(pod)
         return node
+
+    def _instance_type(self, name: str, labels: dict[str, str]) -> InstanceType:
+        """The type a node's ``node.kubernetes.io/instance-type`` label names, or the simulator's
+        own (``--instance-type``) for a node without one or of a type not in its catalog. The
+        latter is warned of once per type: such a node's image pulls are the default type's, and
+        so is its capacity unless the Node carries its own (the autoscaler's nodes do)."""
+        wanted = labels.get("node.kubernetes.io/instance-type", "")
+        itype = self.catalog.get(wanted)
+        if itype is not None:
+            return itype
+        if wanted and wanted not in self._unknown_types:
+            self._unknown_types.add(wanted)
+            log.warning("node %s: instance type %r is not in the simulator's catalog; its nodes pull images as "
+                        "a %s and, unless their Node has its status.capacity, have its capacity (give the "
+                        "simulator the catalog that has the type: --instance-types FILE)", name, wanted,
+                        self.config.instance_type)
+        return self.catalog[self.config.instance_type]
 
     def _node_gone(self, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
@@ -920,9 +936,11 @@ class NodeSimulator:
             return
         obj = dict(obj)
         status = dict(obj.get("status") or {})
-        # what the instance type says, unless someone set it (the autoscaler's nodes come with their capacity)
-        if not status.get("capacity"):
-            status["capacity"] = status["allocatable"] = node.itype.capacity()
+        # what the instance type says, unless someone set it (the autoscaler's nodes come with their capacity):
+        # the one of capacity and allocatable the Node has stands for both
+        own = status.get("capacity") or status.get("allocatable") or node.itype.capacity()
+        status["capacity"] = status.get("capacity") or own
+        status["allocatable"] = status.get("allocatable") or own
         if not status.get("addresses"):
             status["addresses"] = [{"type": "InternalIP", "address": node.ip},
                                    {"type": "Hostname", "address": name}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -116,6 +117,33 @@ async def test_nodes_created_by_others_with_the_kwok_annotation_are_adopted(clie
 
         await eventually(lease_gone)
         assert "karpenter-1" not in sim.nodes
+
+
+async def test_a_node_of_a_type_not_in_the_catalog_is_warned_of_and_keeps_its_own_capacity(
+        client: Client, caplog: pytest.LogCaptureFixture) -> None:
+    """A node whose instance type the simulator's catalog lacks (an autoscaler given its own
+    ``--instance-types`` beside a simulator without the file) is simulated as the default type,
+    once said in a warning per type: it was silent. Its Node's own capacity or allocatable, where
+    it has one, stands for both; the default type's only where it has neither."""
+    caplog.set_level(logging.WARNING, logger="controlplane.nodes.simulator")
+    own = {"cpu": "4", "memory": "16Gi", "pods": "30"}
+    async with simulating(client, fast(count=0)) as sim:
+        for name, status in (("bare", {}), ("sized", {"capacity": own}), ("reserved", {"allocatable": own})):
+            await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": name, "annotations": {FAKE_NODE_ANNOTATION: "fake"},
+                "labels": {"node.kubernetes.io/instance-type": "m5.large"}}, "status": status})
+
+        async def statuses() -> dict[str, dict[str, Any]] | None:
+            got = {n: (await client.get(f"{NODES}/{n}")).get("status") or {} for n in ("bare", "sized", "reserved")}
+            return got if all(s.get("conditions") for s in got.values()) else None
+
+        got = await eventually(statuses)
+        assert got["bare"]["capacity"]["cpu"] == got["bare"]["allocatable"]["cpu"] == "32"  # cpu-large's
+        for name in ("sized", "reserved"):
+            assert got[name]["capacity"] == got[name]["allocatable"] == own
+        assert {n.itype.name for n in sim.nodes.values()} == {"cpu-large"}
+    warned = [r.getMessage() for r in caplog.records if "m5.large" in r.getMessage()]
+    assert len(warned) == 1 and "not in the simulator's catalog" in warned[0] and "--instance-types" in warned[0]
 
 
 async def _empty(pool: object) -> bool:
