@@ -57,13 +57,13 @@ def _free_port() -> int:
 
 def _check_target(target: str, path: str, auth: Credentials) -> None:
     """Fail before the run when ``target`` is not reached, or refuses the credentials, at ``path``."""
-    from .run import _refused
+    from .run import _refused, _scheme_hint
 
     try:
         with auth.httpx_client(timeout=10) as client:
             r = client.get(target + path)
     except (httpx.HTTPError, CredentialsError) as e:  # (an exec plugin that failed)
-        raise SystemExit(f"loadtest harness-rate: cannot reach {target}: {e}") from None
+        raise SystemExit(f"loadtest harness-rate: cannot reach {target}: {e}{_scheme_hint(target, e)}") from None
     if r.status_code in (401, 403):
         raise SystemExit(f"loadtest harness-rate: {target}{path} refused the credentials ({r.status_code}); "
                          f"{_refused(auth)}")

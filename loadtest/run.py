@@ -726,6 +726,17 @@ def _anonymous_refusal(url: str) -> str | None:
             "yourself and give --target and --kubeconfig")
 
 
+def _scheme_hint(target: str, error: Exception) -> str:
+    """What to say of ``target``'s scheme when reaching it failed with ``error``: a TLS server
+    given as http:// hangs up without an answer ("Server disconnected"), a plain one given as
+    https:// answers the TLS handshake with bytes that are no TLS record. Else nothing."""
+    if target.startswith("https://") and "WRONG_VERSION_NUMBER" in str(error):
+        return " (it does not speak TLS: a server started with --no-tls is http://)"
+    if target.startswith("http://") and isinstance(error, httpx.RemoteProtocolError):
+        return " (a server with TLS, as controlplane serve without --no-tls, is https://)"
+    return ""
+
+
 def _check_target(target: str, auth: Credentials) -> None:
     """Fail before any load when ``target`` cannot serve it: no scheme, nothing listening,
     the wrong scheme, credentials refused, or a user the server's authorizer (RBAC) does not
@@ -747,12 +758,7 @@ def _check_reachable_and_allowed(target: str, auth: Credentials, client: httpx.C
     try:
         r = client.get(base + "/api")
     except httpx.HTTPError as e:
-        hint = ""
-        if target.startswith("https://") and "WRONG_VERSION_NUMBER" in str(e):
-            hint = " (it does not speak TLS: a server started with --no-tls is http://)"
-        elif target.startswith("http://") and isinstance(e, httpx.RemoteProtocolError):
-            hint = " (a server with TLS, as controlplane serve without --no-tls, is https://)"
-        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{hint}") from e
+        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}{_scheme_hint(target, e)}") from e
     if r.status_code in (401, 403):
         raise SystemExit(f"loadtest: {target} refused the credentials ({r.status_code}); {_refused(auth)}")
     if r.status_code != 200:

@@ -492,6 +492,24 @@ def test_harness_rate_refuses_bad_options(argv: tuple[str, ...], capsys: pytest.
     assert f"argument {argv[0]}:" in err and "Traceback" not in err
 
 
+def test_a_target_of_the_wrong_scheme_is_said_so_by_run_and_harness_rate(cert_served: Serve, api: str) -> None:
+    """Over sockets: a TLS server given as http:// hangs up ("Server disconnected"), and a plain
+    one given as https:// answers no TLS; run and harness-rate both say which scheme it wants
+    (harness-rate said only "Server disconnected")."""
+    from loadtest.harnessrate import _check_target as check_rate_target
+
+    as_http = cert_served.url.replace("https://", "http://")
+    as_https = api.replace("http://", "https://")
+    for target, hint in ((as_http, "(a server with TLS, as controlplane serve without --no-tls, is https://)"),
+                         (as_https, "(it does not speak TLS: a server started with --no-tls is http://)")):
+        with pytest.raises(SystemExit) as rate:
+            check_rate_target(target, "/healthz", bearer("admin"))
+        with pytest.raises(SystemExit) as scenario:
+            run._check_target(target, bearer("admin"))
+        for said in (str(rate.value), str(scenario.value)):
+            assert f"cannot reach {target}" in said and said.endswith(hint), said
+
+
 # discovery of a cluster older than the Workload API: no scheduling.k8s.io/v1beta1, and
 # resource.k8s.io/v1 without ResourceClaimTemplates
 _OLD_CLUSTER = {"/api/v1": ["namespaces", "pods", "pods/status", "pods/binding", "nodes", "nodes/status", "configmaps"],
