@@ -564,6 +564,9 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         facts.append(("Responses waiting for slow readers", f"{fmt(blocked['blocks'])} waits, "
                       f"{fmt(blocked['seconds'])} s in all (watch streams whose client read too slowly: part "
                       "of the event delivery latency)"))
+    if run.get("workers_missing_after") is not None:
+        facts.append(("Load", f"none: fewer than the {run.get('expected_workers')} expected Locust workers joined "
+                              f"within {fmt(run['workers_missing_after'])} s"))
     if run.get("server_exited_at") is not None:
         facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
                                 f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))

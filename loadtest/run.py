@@ -445,9 +445,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         for line in _locust_failures(out, master, workers):
             print(f"loadtest: {line}", file=sys.stderr)
     master_log = out / "locust-master.log"
-    if master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace"):
-        print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined; "
-              f"see {master_log}", file=sys.stderr)
+    # Locust's master starts no user until the workers it expects have joined
+    no_workers = master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace")
+    if no_workers:
+        print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined, "
+              f"so no load ran; see {master_log}", file=sys.stderr)
     if watcher.errors:
         print(f"loadtest: {watcher.errors} /metrics scrape{'s' if watcher.errors != 1 else ''} of {target} failed; "
               f"the last: {watcher.last_error}", file=sys.stderr)
@@ -455,7 +457,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
     return {"processes": args.processes, "expected_workers": expect, "master_exit": master.returncode,
-            "interrupted": interrupted,
+            "interrupted": interrupted, "workers_missing_after": args.workers_wait if no_workers else None,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
@@ -674,6 +676,11 @@ def run(args: argparse.Namespace) -> int:
         "wall_seconds": round(wall, 1), **info,
     }, indent=2) + "\n")
     summary = report.build(out)
+    if info.get("workers_missing_after") is not None:
+        # the server's own traffic (its nodes' Leases) would pass verdicts of a load that never ran
+        print(f"loadtest {plan.scenario}: no load ran: fewer than the {info['expected_workers']} expected Locust "
+              f"workers joined within {info['workers_missing_after']:g} s; report: {out / 'report.html'}")
+        return 1
     print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")

@@ -77,8 +77,14 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
                            "--expect-workers", "2", "--workers-wait", "3", "--out", str(out), "--no-progress"],
                           capture_output=True, text=True, timeout=80, cwd=tmp_path, env=_env())
     assert proc.returncode == 1
-    assert "gave up after 3 s: fewer than the 2 expected workers joined" in proc.stderr
+    assert "gave up after 3 s: fewer than the 2 expected workers joined, so no load ran" in proc.stderr
+    # and the last word says so, not the verdicts the server's own traffic passed
+    assert "loadtest smoke: no load ran: fewer than the 2 expected Locust workers joined within 3 s" in proc.stdout
+    assert "SLOs" not in proc.stdout
     assert json.loads((out / "summary.json").read_text())["overall"] == "incomplete"
+    assert json.loads((out / "run.json").read_text())["workers_missing_after"] == 3
+    assert "<th>Load</th><td>none: fewer than the 2 expected Locust workers joined within 3 s" in \
+        (out / "report.html").read_text()
 
 
 def _session(sid: int) -> list[int]:
