@@ -126,16 +126,19 @@ class Autoscaler:
             self.client.informer(CLAIMS, on_add=lambda c: st.nodeclaim_set(None, c),
                      on_update=st.nodeclaim_set, on_delete=st.nodeclaim_deleted),
             self.client.informer(resource_path("resource.k8s.io", "v1", "resourceslices"), on_add=st.slice_set,
-                     on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted),
+                     on_update=lambda o, n: st.slice_set(n), on_delete=st.slice_deleted, optional=True),
             self._mirror(resource_path("policy", "v1", "poddisruptionbudgets"), st.pdbs),
             self._mirror(resource_path("apps", "v1", "daemonsets"), st.daemonsets),
-            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims, self._claim_added),
+            # (DRA's objects and DeviceTaintRules may not be served by a cluster of an earlier
+            # release: taken as none, client/informer.py's optional informers)
+            self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaims"), st.claims, self._claim_added,
+                         optional=True),
             self._mirror(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates"), st.templates,
-                         lambda _template: self._trigger.set()),
+                         lambda _template: self._trigger.set(), optional=True),
             self.client.informer(resource_path("resource.k8s.io", "v1", "deviceclasses"), on_add=self._class_set,
-                     on_update=lambda o, n: self._class_set(n), on_delete=st.device_classes.remove),
+                     on_update=lambda o, n: self._class_set(n), on_delete=st.device_classes.remove, optional=True),
             self.client.informer(resource_path("resource.k8s.io", "v1", "devicetaintrules"), on_add=self._rule_set,
-                     on_update=lambda o, n: self._rule_set(n), on_delete=self._rule_deleted),
+                     on_update=lambda o, n: self._rule_set(n), on_delete=self._rule_deleted, optional=True),
         ]
         # gangs' topology only narrows where their new nodes go: not waited for (a server may not serve them)
         optional = [self._mirror(resource_path("scheduling.k8s.io", "v1beta1", "podgroups"), st.podgroups),
@@ -160,7 +163,7 @@ class Autoscaler:
             await self.launcher.stop()
 
     def _mirror(self, path: str, into: dict[str, Obj],
-                on_add: Callable[[Obj], None] = lambda _obj: None) -> InformerHandle:
+                on_add: Callable[[Obj], None] = lambda _obj: None, optional: bool = False) -> InformerHandle:
         def put(obj: Obj) -> None:
             into[key(obj)] = obj
 
@@ -171,7 +174,8 @@ class Autoscaler:
         def drop(obj: Obj) -> None:
             into.pop(key(obj), None)
 
-        return self.client.informer(path, on_add=added, on_update=lambda o, n: put(n), on_delete=drop)
+        return self.client.informer(path, on_add=added, on_update=lambda o, n: put(n), on_delete=drop,
+                                    optional=optional)
 
     # -- informer handlers ------------------------------------------------------------------------
     def _pod_deleted(self, pod: Obj) -> None:

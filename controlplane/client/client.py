@@ -189,15 +189,19 @@ class Client:
         return cls(str(url), token=token, verify=verify)
 
     def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
-                 on_delete: Handler | None = None, page_size: int = 500) -> InformerHandle:
+                 on_delete: Handler | None = None, page_size: int = 500, optional: bool = False) -> InformerHandle:
         """A handle on this client's one informer of ``path`` (a whole collection, no
         selectors), shared with every other caller: the components in one process list
-        and watch each collection once. Run the handle as an ``Informer``."""
+        and watch each collection once. Run the handle as an ``Informer``. ``optional``:
+        the server may not serve it (``Informer.optional``), unless another caller needs it."""
         from .informer import InformerHandle, SharedInformer
 
         shared = self._shared.get(path)
         if shared is None:
             shared = self._shared[path] = SharedInformer(self, path, page_size=page_size)
+            shared.optional = optional
+        elif not optional:
+            shared.optional = False
         return InformerHandle(shared, on_add, on_update, on_delete)
 
     async def aclose(self) -> None:

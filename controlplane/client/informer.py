@@ -64,6 +64,9 @@ def _nothing(*_: Any) -> None:
     pass
 
 
+NOT_SERVED_RETRY = 30.0  # seconds between lists of an optional collection the server does not serve
+
+
 class Informer:
     def __init__(self, client: Client, path: str, *, field_selector: str | None = None,
                  label_selector: str | None = None, on_add: Handler | None = None,
@@ -86,6 +89,12 @@ class Informer:
         self.resource_version = ""
         self.synced = asyncio.Event()  # set after the first list has been delivered
         self.relists = 0
+        # A collection the server may not serve (an API of a later release, a feature gate
+        # off): a 404 to its list counts as synced with nothing in it, and the list is tried
+        # again every NOT_SERVED_RETRY seconds, so that a component run against an older
+        # cluster starts, where client-go's informer never syncs. Not for what must exist.
+        self.optional = False
+        self.served = True  # False while an optional collection's list answers 404
 
     async def run(self) -> None:
         backoff = 0.1
@@ -95,12 +104,23 @@ class Informer:
                 if need_list:
                     await self._list()
                     need_list = False
+                    if not self.served:
+                        log.info("informer %s: served now", self.path)
+                        self.served = True
                 await self._watch()
                 backoff = 0.1
             except ApiError as e:
                 if e.code == 410:
                     log.info("informer %s: %s; listing again", self.path, e.message)
                     need_list = True
+                    continue
+                if e.code == 404 and need_list and self.optional:
+                    if self.served:
+                        log.warning("informer %s: not served by this server (404); taken as empty, listed "
+                                    "again every %g s", self.path, NOT_SERVED_RETRY)
+                        self.served = False
+                    self.synced.set()
+                    await asyncio.sleep(NOT_SERVED_RETRY)
                     continue
                 log.warning("informer %s: %s", self.path, e)
             except asyncio.CancelledError:

@@ -200,8 +200,12 @@ class Scheduler:
             for h in self._handlers.get(plural, ()):
                 h[2](obj)
 
+        # against a cluster of an earlier release (kind, a managed cluster), the APIs beyond core/v1
+        # and PriorityClasses (Workloads and PodGroups, DRA's, DeviceTaintRules) may not be served:
+        # the scheduler starts without them, as kube-scheduler with their feature gates off
+        always = group == "" or (group, plural) == ("scheduling.k8s.io", "priorityclasses")
         inf = self._client.informer(resource_path(group, version, plural), on_add=add, on_update=update,
-                                    on_delete=delete, page_size=1000)
+                                    on_delete=delete, page_size=1000, optional=not always)
         self.informers[plural] = inf
         return inf
 

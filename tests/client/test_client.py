@@ -191,6 +191,54 @@ async def test_shared_informer_one_watch_for_every_handle(client: Client) -> Non
     assert not [t for t in asyncio.all_tasks() if t.get_name() == f"informer {PODS}" and not t.done()]
 
 
+async def test_an_optional_informer_of_a_collection_not_served_syncs_empty_and_lists_again(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A component against a cluster of an earlier release: an API it does not serve (404) is
+    taken as empty by an optional informer, which lists it again until it is served; a
+    required one does not sync (client-go's)."""
+    from controlplane.client import informer as informer_module
+
+    monkeypatch.setattr(informer_module, "NOT_SERVED_RETRY", 0.05)
+    path = resource_path("widgets.example.com", "v1", "widgets", None)
+    seen: list[str] = []
+    optional = client.informer(path, on_add=lambda o: seen.append(o["metadata"]["name"]), optional=True)
+    required = client.informer(path + "x")  # another collection, needed
+    tasks = [asyncio.create_task(optional.run()), asyncio.create_task(required.run())]
+    try:
+        await asyncio.wait_for(optional.synced.wait(), 5)
+        assert not optional.shared.served and seen == []
+        await asyncio.sleep(0.2)
+        assert not required.synced.is_set()
+        await client.create(resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions", None), {
+            "metadata": {"name": "widgets.widgets.example.com"},
+            "spec": {"group": "widgets.example.com", "scope": "Cluster",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                         "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+
+        async def created() -> None:
+            while True:
+                try:
+                    await client.create(path, {"apiVersion": "widgets.example.com/v1", "kind": "Widget",
+                                               "metadata": {"name": "w1"}})
+                    return
+                except ApiError as e:  # until the CRD is established
+                    if e.code != 404:
+                        raise
+                    await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(created(), 10)
+        for _ in range(200):
+            if seen == ["w1"]:
+                break
+            await asyncio.sleep(0.05)
+        assert seen == ["w1"] and optional.shared.served
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     s = start_serve(tmp_path_factory.mktemp("client"))
