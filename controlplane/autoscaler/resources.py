@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ..podlevel import pod_level
+
 __all__ = ["Resources", "add", "fits", "format_quantity", "parse_quantity", "parse_resources", "pod_requests",
            "subtract"]
 
@@ -102,7 +104,8 @@ def _container_requests(container: Mapping[str, Any]) -> Resources:
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
     """What a pod asks a node for, as the scheduler computes it: the sum of its
     containers (and restartable init containers), or the largest init container
-    if that is more, plus its overhead; and one ``pods`` slot."""
+    if that is more (its pod-level request instead, for each resource its pod-level
+    requests name: ``podlevel``), plus its overhead; and one ``pods`` slot."""
     spec = pod.get("spec") or {}
     total = add(*(_container_requests(c) for c in spec.get("containers") or ()))
     sidecars: Resources = {}
@@ -117,6 +120,7 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     total = add(total, sidecars)
     for name, amount in init_max.items():
         total[name] = max(total.get(name, 0), amount)
+    total.update(parse_resources(pod_level(spec, "requests")))
     total = add(total, parse_resources(spec.get("overhead")))
     total["pods"] = total.get("pods", 0) + 1000
     return total

@@ -23,11 +23,10 @@ patch out); the simulator (``simulator.py``) calls them and writes the patches.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from typing import Any
 
-from ..scheduler.nodeinfo import pod_requests, resource_amount
+from ..scheduler.nodeinfo import pod_requests, reported_pod_level, resource_amount
 from .observed import generation_of, stamped
 
 __all__ = ["allocated_requests", "resize_decision", "resize_patch", "settled_patch", "wants_resize"]
@@ -62,8 +61,10 @@ def wants_resize(pod: Obj) -> bool:
 
 def allocated_requests(pod: Obj) -> dict[str, int]:
     """The requests the kubelet has allocated to ``pod`` (its statuses' reports where they
-    are, the spec's elsewhere): what it holds of the node while a resize of it waits."""
-    return pod_requests(pod.get("spec") or {}, (_reported_requests(pod), True))
+    are, the spec's elsewhere; its pod level's report, ``status.resources``, likewise): what it
+    holds of the node while a resize of it waits."""
+    return pod_requests(pod.get("spec") or {},
+                        (_reported_requests(pod), True, reported_pod_level(pod.get("status") or {})))
 
 
 def _reported_requests(pod: Obj) -> dict[Any, Any]:
@@ -73,13 +74,7 @@ def _reported_requests(pod: Obj) -> dict[Any, Any]:
 def resize_decision(pod: Obj, allocatable: dict[str, Any], others: Iterable[Obj]) -> tuple[str, str]:
     """``("", "")`` when the resize fits; else ``(reason, message)`` of the Pending
     condition, in the kubelet's words."""
-    spec = pod.get("spec") or {}
-    wanted = pod_requests(spec)
-    pod_level = (spec.get("resources") or {}).get("requests") or {}
-    for name in ("cpu", "memory"):
-        if name in pod_level:
-            with contextlib.suppress(ValueError, TypeError):  # (the validation names one that does not parse)
-                wanted[name] = resource_amount(name, pod_level[name])
+    wanted = pod_requests(pod.get("spec") or {})
     capacity = {}
     for name in ("cpu", "memory"):
         try:

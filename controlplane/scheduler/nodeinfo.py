@@ -2,7 +2,9 @@
 
 Both are parsed once from the API object: a pod's requests are summed when the
 pod enters the scheduler, not per node or per cycle (and again when a resize moves
-them: a resized pod's follow its kubelet's report too, ``resize_state``); a node's ``requested``
+them: a resized pod's follow its kubelet's report too, ``resize_state``); a pod with
+pod-level requests (PodLevelResources) requests those of the resources they name
+(``podlevel``), whatever its containers ask; a node's ``requested``
 totals change incrementally as pods are added to it or removed (``add_pod``,
 ``remove_pod``). Resources are plain ints in one unit each: cpu in millicores,
 memory and ephemeral-storage in bytes, everything else (``pods``,
@@ -18,9 +20,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..gcsettings import untrack_json, untracked
+from ..podlevel import is_pod_level_resource, pod_level
 
 __all__ = ["DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "NodeInfo", "PodInfo", "parse_quantity",
-           "pod_requests", "resize_state", "resource_amount"]
+           "pod_requests", "reported_pod_level", "resize_state", "resource_amount"]
 
 # What a pod that requests nothing counts as when spreading (upstream's non-zero defaults).
 DEFAULT_MILLI_CPU_REQUEST = 100
@@ -79,9 +82,10 @@ def _add_into(total: dict[str, int], res: Any) -> None:
             total[k] = total.get(k, 0) + amt
 
 
-# a container's requests as its kubelet reports them (status ``resources``), by name, and
-# whether the pod's resize is Infeasible: what a resized pod's requests are made of
-ResizeState = tuple[dict[Any, Any], bool]
+# a container's requests as its kubelet reports them (status ``resources``), by name,
+# whether the pod's resize is Infeasible, and the pod-level requests its kubelet reports
+# (``status.resources``, None without): what a resized pod's requests are made of
+ResizeState = tuple[dict[Any, Any], bool, dict[str, Any] | None]
 
 
 def resize_state(obj: dict[str, Any]) -> ResizeState | None:
@@ -101,7 +105,15 @@ def resize_state(obj: dict[str, Any]) -> ResizeState | None:
         return None
     infeasible = any(c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
                      for c in status.get("conditions") or () if isinstance(c, dict))
-    return reported, infeasible
+    return reported, infeasible, reported_pod_level(status)
+
+
+def reported_pod_level(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod-level requests a kubelet reports the pod runs with (``status.resources``,
+    InPlacePodLevelResourcesVerticalScaling), None when it reports none."""
+    resources = status.get("resources")
+    requests = resources.get("requests") if isinstance(resources, dict) else None
+    return requests if isinstance(requests, dict) else None
 
 
 def _spec_requests(c: dict[str, Any]) -> Any:
@@ -134,8 +146,15 @@ def _container_requests(c: dict[str, Any], resize: ResizeState | None) -> dict[s
 def pod_requests(spec: dict[str, Any], resize: ResizeState | None = None) -> dict[str, int]:
     """The pod's effective requests, as upstream's ``resource.PodRequests``: the sum
     over containers (a container's limits stand in for missing requests), at least
-    each init container's, plus sidecars (restartable init containers) and overhead;
-    with ``resize`` (``resize_state``) a resized container's as ``_container_requests``."""
+    each init container's, plus sidecars (restartable init containers); the pod-level
+    request instead of that sum for each resource the pod-level requests name; plus the
+    overhead. With ``resize`` (``resize_state``) a resized container's as
+    ``_container_requests``, and the pod level's as ``_pod_level_requests``.
+
+    >>> pod_requests({"resources": {"requests": {"cpu": "2"}},
+    ...               "containers": [{"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]})
+    {'cpu': 2000, 'memory': 1073741824}
+    """
     total: dict[str, int] = {}
     for c in spec.get("containers") or ():
         if resize is None:  # (every pod but a resized one: summed in place)
@@ -162,8 +181,42 @@ def pod_requests(spec: dict[str, Any], resize: ResizeState | None = None) -> dic
     for k, v in init_peak.items():
         if v > total.get(k, 0):
             total[k] = v
+    if "resources" in spec:  # (pod-level resources: most pods have none)
+        total.update(_pod_level_requests(spec, resize))
+        for k in [k for k, v in total.items() if not v]:
+            del total[k]  # a pod-level request of 0 requests none of it
     _add_into(total, spec.get("overhead"))
     return total
+
+
+def _pod_level_requests(spec: dict[str, Any], resize: ResizeState | None) -> dict[str, int]:
+    """The pod-level requests, in the scheduler's units (none without pod-level requests);
+    while a resize of them is not done, the larger of the spec's and the reported, each
+    resource, but the reported alone for an Infeasible one (upstream's
+    effectivePodLevelResources)."""
+    amounts = _amounts(pod_level(spec, "requests"))
+    reported = resize[2] if resize is not None and amounts else None
+    if reported is None or resize is None:
+        return amounts
+    actual = _amounts({k: v for k, v in reported.items() if isinstance(k, str) and is_pod_level_resource(k)})
+    if resize[1]:
+        return actual
+    for k, v in actual.items():
+        if v > amounts.get(k, 0):
+            amounts[k] = v
+    return amounts
+
+
+def _amounts(res: dict[str, Any]) -> dict[str, int]:
+    """Each quantity of ``res`` in the scheduler's unit, zeros kept (one that does not parse,
+    which the validation refuses, left out)."""
+    out: dict[str, int] = {}
+    for k, v in res.items():
+        try:
+            out[k] = resource_amount(k, v)
+        except (ValueError, TypeError):
+            continue
+    return out
 
 
 class PodInfo:

@@ -101,6 +101,18 @@ def test_pod_requests_add_containers_take_init_max_and_count_a_pod() -> None:
     assert r["nvidia.com/gpu"] == 1000 and r["pods"] == 1000
 
 
+def test_pod_requests_take_the_pod_level_requests_for_what_they_name() -> None:
+    """PodLevelResources: a node for the pod must hold its pod-level 6 cpus, not its
+    containers' 1 (which a smaller type would): the simulation asks what the scheduler will."""
+    pod = {"spec": {
+        "resources": {"requests": {"cpu": "6"}, "limits": {"memory": "8Gi"}},
+        "overhead": {"cpu": "100m"},
+        "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+    }}
+    r = pod_requests(pod)
+    assert r["cpu"] == 6100 and r["memory"] == parse_quantity("1Gi") and r["pods"] == 1000
+
+
 # -- budgets ---------------------------------------------------------------------------------------
 def test_percent_budgets_round_up() -> None:
     assert allowed([{"nodes": "10%"}], nodes=25, reason="Empty") == 3

@@ -157,3 +157,21 @@ def test_the_patches_say_in_progress_once_and_pending_only_when_it_changes() -> 
     pending = resize_patch(obj, "Deferred", "m", "t")
     assert pending is not None
     assert resize_patch({**obj, "status": {**obj["status"], **pending["status"]}}, "Deferred", "m", "t2") is None
+
+
+def test_another_pods_pod_level_allocation_counts_against_a_resize() -> None:
+    """A pod with pod-level resources holds its pod level's reported requests on the node
+    (3 cpus, not its container's 100m), so a resize that fits beside its containers alone is
+    Deferred (upstream's PodRequests with pod-level resources, for the allocated pods too)."""
+    other: Obj = {"metadata": {"generation": 1},
+                  "spec": {"resources": {"requests": {"cpu": "3"}},
+                           "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+                  "status": {"phase": "Running", "resources": {"requests": {"cpu": "3"}},
+                             "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    obj: Obj = {"metadata": {"generation": 2},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+                "status": {"phase": "Running",
+                           "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}
+    reason, message = resize_decision(obj, {"cpu": "4", "memory": "1Gi"}, [other])
+    assert (reason, message) == ("Deferred", "Node didn't have enough resource: cpu, requested: 2000, used: 3000, "
+                                             "capacity: 4000")
