@@ -33,6 +33,7 @@ from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required, too_many
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
+from .podresources import pod_resources_causes
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
            "not_supported", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
@@ -146,6 +147,8 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
                 for field in _HOOKS_AND_PROBES:  # validateInitContainers: not for a plain init container
                     if c.get(field) is not None:
                         causes.append(forbidden(f"{at}.{field}", _INIT_FORBIDDEN))
+    if "resources" in spec:  # pod-level resources (PodLevelResources)
+        causes += pod_resources_causes(spec, path)
     restart = spec.get("restartPolicy")
     _one_of(f"{path}.restartPolicy", restart, _RESTART_POLICIES, causes)
     dns = spec.get("dnsPolicy")

@@ -137,6 +137,11 @@ _STANDARD_RESOURCES = frozenset((
 _CONTAINER_RESOURCES = frozenset(("cpu", "memory", "ephemeral-storage"))
 
 
+def is_standard_resource_name(name: str) -> bool:
+    """``IsStandardResourceName``: one of upstream's standard resources, or hugepages."""
+    return name in _STANDARD_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-"))
+
+
 def _limit_resource_name_causes(kind: Any, name: str, field: str) -> Causes:
     """``validateLimitRangeResourceName``: a qualified name, standard unless prefixed; for a
     Pod or Container item also a container's resource, or an extended one."""

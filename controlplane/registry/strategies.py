@@ -55,6 +55,7 @@ from .networking import (
     prepare_network_policy,
 )
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
+from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, pod_spec_causes
 from .priorityclasses import prepare_priority_class
@@ -142,6 +143,8 @@ def _default_pod(pod: dict[str, Any]) -> None:
             if isinstance(requests, dict):
                 for name, value in limits.items():
                     requests.setdefault(name, value)
+    if "resources" in spec:  # pod-level resources' defaults come after the containers'
+        default_pod_level_resources(spec)
     fill(spec, "enableServiceLinks", True)
     # the deprecated serviceAccount mirrors serviceAccountName, as upstream's conversion
     # (``default`` is ServiceAccount admission's, at create: api/serviceaccount.py)

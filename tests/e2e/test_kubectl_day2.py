@@ -337,6 +337,49 @@ def test_kubectl_resizes_pod_level_resources_in_place(served: Serve) -> None:
         "* spec.resources: Forbidden: pod-level resources cannot be removed\n")
 
 
+POD_LEVEL_BIG = """
+apiVersion: v1
+kind: Pod
+metadata: {name: pod-level-big}
+spec:
+  terminationGracePeriodSeconds: 0
+  resources: {requests: {cpu: "48"}}
+  containers: [{name: c, image: "nginx:1.27", resources: {requests: {cpu: 100m}}}]
+"""
+
+POD_LEVEL_SHORT = """
+apiVersion: v1
+kind: Pod
+metadata: {name: pod-level-short}
+spec:
+  resources: {requests: {cpu: 100m}}
+  containers: [{name: c, image: "nginx:1.27", resources: {requests: {cpu: 500m}}}]
+"""
+
+
+def test_kubectl_pod_level_requests_are_validated_and_scheduled_by(served: Serve) -> None:
+    """PodLevelResources: a pod requesting 48 cpus at pod level fits no 32-cpu node, where
+    its containers' 100m would; a pod-level request below its containers' is 422 in
+    upstream's words."""
+    kubectl(served, "apply", "-f", "-", stdin=POD_LEVEL_BIG)
+    got = kubectl(served, "get", "pod", "pod-level-big", "-o", "jsonpath={.spec.resources}")
+    assert json.loads(got) == {"requests": {"cpu": "48"}}
+
+    def unschedulable() -> str:
+        return kubectl(served, "get", "pod", "pod-level-big", "-o",
+                       'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
+
+    assert "Insufficient cpu" in eventually(unschedulable)
+    assert kubectl(served, "get", "pod", "pod-level-big", "-o", "jsonpath={.spec.nodeName}") == ""
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    refused = subprocess.run([KUBECTL, "apply", "-f", "-"], input=POD_LEVEL_SHORT,
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert 'The Pod "pod-level-short" is invalid: spec.resources.requests[cpu]: Invalid value: "100m": must be ' \
+           "greater than or equal to aggregate container requests of 500m" in refused.stderr
+    kubectl(served, "delete", "pod", "pod-level-big", "--wait=false")
+
+
 DEBUGGED = """
 apiVersion: v1
 kind: Pod
