@@ -12,11 +12,14 @@ quota controller (``controllers/quota.py``), as upstream's evaluators: ``usage``
 is what one object uses (``count/<resource>.<group>``; for pods ``pods``,
 ``requests.*``/``limits.*`` and the bare ``cpu``/``memory``, each container counted
 at the larger of its spec and the resources its status reports, so that a resize
-the kubelet has not carried out counts at its larger side, as upstream; for services their
+the kubelet has not carried out counts at its larger side, as upstream, and a pod with
+pod-level resources charged its pod-level requests and limits for the resources they
+name (``podlevel``, as upstream's PodRequests and PodLimits); for services their
 load balancers and node ports; for claims ``requests.storage`` and per class),
 ``covers`` whether a quota's scopes take it in (Terminating, NotTerminating,
-BestEffort, NotBestEffort, PriorityClass), ``unspecified`` the compute
-resources a pod must state for a quota to charge it.
+BestEffort and NotBestEffort by the pod's QoS class, PriorityClass), ``unspecified`` the
+compute resources a pod must state for a quota to charge it (none for a pod with pod-level
+resources, as upstream's podEvaluator.Constraints).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import contextlib
 from fractions import Fraction
 from typing import Any
 
+from ..podlevel import pod_level, pod_level_set
 from ..quantity import QuantityError, format_quantity, parse_quantity
+from .podspec import qos_class
 from .volumes import BadQuantity
 
 __all__ = ["SCOPES", "covers", "pod_counts", "prepare_limit_range", "prepare_resource_quota", "tracked",
@@ -264,7 +269,8 @@ def _container_resources(pod: Obj, container: Obj, kind: str) -> dict[str, Any]:
 def _pod_resources(pod: Obj, kind: str) -> dict[str, Fraction]:
     """A pod's effective requests or limits: the containers' sum (each the larger of its spec
     and what it runs with, ``_container_resources``), at least each init container's (they
-    run one at a time), plus the pod's overhead."""
+    run one at a time), the pod-level value instead for each resource the pod-level ``kind``
+    names, plus the pod's overhead."""
     spec = _spec(pod)
     total: dict[str, Fraction] = {}
     for c in spec.get("containers") or ():
@@ -273,6 +279,8 @@ def _pod_resources(pod: Obj, kind: str) -> dict[str, Fraction]:
     for c in spec.get("initContainers") or ():
         for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
             total[name] = max(total.get(name, Fraction(0)), _q(value))
+    for name, value in pod_level(spec, kind).items():
+        total[name] = _q(value)
     for name, value in (spec.get("overhead") or {}).items():
         total[name] = total.get(name, Fraction(0)) + _q(value)
     return total
@@ -312,9 +320,9 @@ def usage(group: str, plural: str, obj: Obj) -> dict[str, Fraction]:
 
 
 def _best_effort(spec: Obj) -> bool:
-    return not any(((c.get("resources") or {}).get(kind) or {}).get(name) is not None
-                   for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))
-                   for kind in ("requests", "limits") for name in ("cpu", "memory"))
+    """Whether the pod's QoS class is BestEffort (upstream's isBestEffort: GetPodQOS, which
+    reads a pod's pod-level resources where it has them)."""
+    return qos_class(spec) == "BestEffort"
 
 
 def _scope_matches(scope: str, operator: str, values: Any, spec: Obj) -> bool:
@@ -363,6 +371,8 @@ def unspecified(quota: Obj, pod: Obj) -> list[str]:
     if "BestEffort" in ((quota.get("spec") or {}).get("scopes") or ()):
         return []
     spec = pod.get("spec") or {}
+    if pod_level_set(spec):
+        return []  # its containers need not state them: the pod level does
     missing = []
     for name, (kind, resource) in sorted(_MUST_SPECIFY.items()):
         if name in hard:  # as upstream's podEvaluator.Constraints: init containers too, names sorted

@@ -69,6 +69,38 @@ async def _used_is(c: Client, name: str, resource: str, want: str) -> bool:
     return (await used(c, name)).get(resource) == want
 
 
+async def test_a_pod_with_pod_level_resources_is_charged_them(client: Client) -> None:
+    """PodLevelResources: the pod-level requests and limits are what the pod uses of the
+    resources they name (its containers' sum of the others), at admission and in the
+    controller's count; its containers need not state what the quota limits; and a pod whose
+    containers say nothing is not BestEffort when its pod level says something."""
+    await client.create(QUOTAS, {"metadata": {"name": "compute"}, "spec": {"hard": {
+        "requests.cpu": "1", "requests.memory": "1Gi", "limits.memory": "2Gi"}}})
+    await client.create(QUOTAS, {"metadata": {"name": "besteffort"}, "spec": {
+        "hard": {"pods": "0"}, "scopes": ["BestEffort"]}})
+    await counted(client, "compute")
+    await counted(client, "besteffort")
+    body = pod("pl", cpu="100m", memory=None)
+    body["spec"]["resources"] = {"requests": {"cpu": "600m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+    await client.create(PODS, body)
+    assert await until(lambda: _used_exactly(client, "compute", {
+        "requests.cpu": "600m", "requests.memory": "256Mi", "limits.memory": "512Mi"}))
+    quiet = pod("quiet", cpu=None, memory=None)  # its containers state nothing; not BestEffort
+    quiet["spec"]["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    await client.create(PODS, quiet)
+    again = pod("pl2", cpu="100m", memory=None)
+    again["spec"]["resources"] = {"requests": {"cpu": "600m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, again)
+    assert e.value.code == 403
+    assert "exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=700m, " \
+           "limited: requests.cpu=1" in e.value.message
+
+
+async def _used_exactly(c: Client, name: str, want: dict[str, str]) -> bool:
+    return await used(c, name) == want
+
+
 async def test_object_counts_and_service_node_ports(client: Client) -> None:
     await client.create(QUOTAS, {"metadata": {"name": "objects"}, "spec": {"hard": {
         "configmaps": "1", "count/deployments.apps": "1", "services.nodeports": "1"}}})
