@@ -57,7 +57,7 @@ class FakeClient:
         self.objects: dict[str, Obj] = {}  # path -> object, for the writes that read back (claims)
 
     def informer(self, path: str, *, on_add: Callable[[Obj], None], on_update: Callable[[Obj, Obj], None],
-                 on_delete: Callable[[Obj], None], page_size: int = 0) -> FakeInformer:
+                 on_delete: Callable[[Obj], None], page_size: int = 0, optional: bool = False) -> FakeInformer:
         inf = FakeInformer(on_add, on_update, on_delete)
         self.informers[path.rsplit("/", 1)[-1]] = inf
         return inf
