@@ -126,14 +126,20 @@ def test_a_launching_nodeclaim_holds_only_claims_its_types_devices_satisfy() -> 
     assert resource_fit(sim.demand(anyone), launching)
 
 
-def test_a_real_node_holds_only_claims_its_free_devices_satisfy() -> None:
-    """A node with a free L4: a pod asking an H100 is not nominated there (a node is launched for
-    it), one asking any GPU is; once a claim holds the L4, neither fits."""
+def _state_with_an_l4_node() -> ClusterState:
+    """A cluster of one real node, n1, publishing one free L4 (the gpu-1x-l4 type's slice)."""
     st = ClusterState()
     st.device_classes.add(NVIDIA)
     st.node_added(node("n1", cpu="8"))
     [l4_slice] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
     st.slice_set({**l4_slice, "metadata": {**l4_slice["metadata"], "resourceVersion": "1"}})
+    return st
+
+
+def test_a_real_node_holds_only_claims_its_free_devices_satisfy() -> None:
+    """A node with a free L4: a pod asking an H100 is not nominated there (a node is launched for
+    it), one asking any GPU is; once a claim holds the L4, neither fits."""
+    st = _state_with_an_l4_node()
     sim = Simulated(st, CATALOG)
     h100, anyone = gpu_pod("h", H100), gpu_pod("any")
     for p in (h100, anyone):
@@ -304,11 +310,7 @@ def test_a_device_a_rule_taints_on_a_real_node_is_not_free_for_claims_that_do_no
     launched for such a claim (it was counted free: the pod was meant for n1, where the scheduler
     refused it, and nothing was launched). A claim tolerating the taint, or a rule whose effect is
     None, still goes to n1; the rule deleted, the L4 is free again."""
-    st = ClusterState()
-    st.device_classes.add(NVIDIA)
-    st.node_added(node("n1", cpu="8"))
-    [l4_slice] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
-    st.slice_set({**l4_slice, "metadata": {**l4_slice["metadata"], "resourceVersion": "1"}})
+    st = _state_with_an_l4_node()
     sim = Simulated(st, CATALOG)
     anyone, patient = gpu_pod("any"), tolerating(gpu_pod("patient"))
     for p in (anyone, patient):
