@@ -14,7 +14,9 @@ against the tolerations its allocation result carries (only those of effect NoEx
 
 The claim's time is the earliest of its taints'; a pod's, the earliest of its claims'
 (named by ``resourceClaimName``, or by its status for a template's), counting only claims
-reserved for the pod and only once it is bound to a node. At that time the pod gets the
+reserved for the pod, or for its PodGroup (KEP-5729: a claim reserved for
+``scheduling.k8s.io`` ``podgroups`` reaches every pod of that group, ``spec.schedulingGroup``),
+and only once it is bound to a node. At that time the pod gets the
 event ``DeviceTaintManagerEviction`` (``Marking for deletion``), the ``DisruptionTarget``
 condition (``DeletionByDeviceTaintManager``) and is deleted with a UID precondition; a pod
 already being deleted is left alone, one evicted is not evicted again. A taint removed or
@@ -159,8 +161,29 @@ def pod_claim_names(pod: Obj) -> list[str]:
     return names
 
 
-def _reserved_for(claim: Obj, uid: str) -> bool:
-    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or ())
+def _group_of(pod: Obj) -> str | None:
+    """``namespace/podGroupName`` of a pod of a PodGroup, or None."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    return f"{meta_of(pod).get('namespace', '')}/{group}" if group else None
+
+
+def _is_group_ref(ref: Obj) -> bool:
+    return ref.get("apiGroup") == "scheduling.k8s.io" and ref.get("resource") == "podgroups"
+
+
+def _reserved_for(claim: Obj, pod: Obj) -> bool:
+    """Whether the claim is reserved for the pod, or for the pod's PodGroup (KEP-5729).
+
+    The group's entry is matched by name: the pods that name the group are its consumers, as
+    upstream's controller finds them (an index of pods by PodGroup), scheduled or not."""
+    uid = meta_of(pod).get("uid")
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    for ref in (claim.get("status") or {}).get("reservedFor") or ():
+        if ref.get("uid") == uid:
+            return True
+        if group and _is_group_ref(ref) and ref.get("name") == group:
+            return True
+    return False
 
 
 class PublishedTaints:
@@ -231,6 +254,7 @@ class DeviceTaintEvictionController:
         self.scheduled: dict[str, tuple[str, Eviction]] = {}  # pod key -> (uid, its eviction)
         self.evicted: dict[str, None] = {}  # uids of pods evicted (oldest first, bounded)
         self.evicted_by_rule: dict[str, int] = {}  # rule uid -> pods it evicted
+        self.members: dict[str, set[str]] = {}  # "ns/podgroup" -> keys of its pods with claims
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted)
         self.claims = client.informer(resource_path(GROUP, VERSION, "resourceclaims"), on_add=self._claim_changed,
@@ -243,7 +267,12 @@ class DeviceTaintEvictionController:
 
     # -- events
     def _pod_added(self, pod: dict[str, Any]) -> None:
-        if (pod.get("spec") or {}).get("nodeName") and (pod.get("spec") or {}).get("resourceClaims"):
+        if not (pod.get("spec") or {}).get("resourceClaims"):
+            return
+        group = _group_of(pod)
+        if group is not None:
+            self.members.setdefault(group, set()).add(key_of(pod))
+        if (pod.get("spec") or {}).get("nodeName"):
             self.queue.add("pod:" + key_of(pod))
 
     def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -255,11 +284,21 @@ class DeviceTaintEvictionController:
 
     def _pod_deleted(self, pod: dict[str, Any]) -> None:
         self.scheduled.pop(key_of(pod), None)
+        group = _group_of(pod)
+        members = self.members.get(group) if group is not None else None
+        if members is not None:
+            members.discard(key_of(pod))
+            if not members:
+                del self.members[str(group)]
 
     def _claim_changed(self, claim: dict[str, Any]) -> None:
+        ns = meta_of(claim).get("namespace", "")
         for ref in (claim.get("status") or {}).get("reservedFor") or ():
             if ref.get("resource") == "pods" and not ref.get("apiGroup"):
-                self.queue.add(f"pod:{meta_of(claim).get('namespace', '')}/{ref.get('name', '')}")
+                self.queue.add(f"pod:{ns}/{ref.get('name', '')}")
+            elif _is_group_ref(ref):  # reserved for a PodGroup: every pod of the group
+                for key in self.members.get(f"{ns}/{ref.get('name', '')}", ()):
+                    self.queue.add("pod:" + key)
 
     def _claim_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         if old.get("status") != new.get("status"):
@@ -310,7 +349,7 @@ class DeviceTaintEvictionController:
         eviction: Eviction | None = None
         for name in pod_claim_names(pod):
             claim = self._claim(str(meta.get("namespace", "")), name)
-            if claim is None or not _reserved_for(claim, str(meta.get("uid", ""))):
+            if claim is None or not _reserved_for(claim, pod):
                 continue
             found = claim_eviction(claim, self.published.taints, self.evicting if rules is None else rules)
             if found is not None:
