@@ -75,6 +75,10 @@ COMPONENTS: list[Component] = [
     # tolerate it; the rules' EvictionInProgress condition (controllers/devicetainteviction.py)
     Component("device-taint-eviction-controller", "controlplane.controllers.devicetainteviction:start",
               lambda config: config.scheduler),
+    # a PodGroup being deleted keeps its protection finalizer while a pod of it has not ended
+    # (controllers/podgroupprotection.py); the API adds it with the controllers (api/app.py)
+    Component("podgroup-protection-controller", "controlplane.controllers.podgroupprotection:start",
+              lambda config: config.scheduler),
     # pods bound to a node that no longer exists are failed and deleted after 40 s (PodGC's orphans)
     Component("pod-garbage-collector", "controlplane.controllers.podgc:start", lambda config: config.scheduler),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",

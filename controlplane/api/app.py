@@ -520,7 +520,7 @@ def create_app(config: Config) -> FastAPI:
         kube.garbage_collected = frozenset({("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
                                             ("batch", "cronjobs"), ("apps", "daemonsets"),
                                             ("apps", "statefulsets")})
-        kube.storage_protected = True  # the persistent volume controller runs too
+        kube.storage_protected = True  # the persistent volume and PodGroup protection controllers run too
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

@@ -1058,10 +1058,11 @@ class KubeApi:
                                            REQUEST_USER.get())
             if self._quota is not None:
                 await self._quota.charge(rtype, namespace, obj)
-            if self.storage_protected and not rtype.group and rtype.plural in _PROTECTION_FINALIZERS:
+            protection = _PROTECTION_FINALIZERS.get((rtype.group, rtype.plural)) if self.storage_protected else None
+            if protection is not None:
                 finalizers = meta.setdefault("finalizers", [])
-                if _PROTECTION_FINALIZERS[rtype.plural] not in finalizers:
-                    finalizers.append(_PROTECTION_FINALIZERS[rtype.plural])
+                if protection not in finalizers:
+                    finalizers.append(protection)
             obj = _metadata_first(obj)
             for attempt in range(8):
                 if not name:
@@ -2567,8 +2568,10 @@ IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})  # ne
 WRITE_ATTEMPTS = 64
 
 # the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)
-_PROTECTION_FINALIZERS = {"persistentvolumeclaims": "kubernetes.io/pvc-protection",
-                          "persistentvolumes": "kubernetes.io/pv-protection"}
+# and PodGroupProtection's (controllers/podgroupprotection.py)
+_PROTECTION_FINALIZERS = {("", "persistentvolumeclaims"): "kubernetes.io/pvc-protection",
+                          ("", "persistentvolumes"): "kubernetes.io/pv-protection",
+                          ("scheduling.k8s.io", "podgroups"): "scheduling.k8s.io/podgroup-protection"}
 
 
 def _check_preconditions(rtype: ResourceType, name: str, pre: Mapping[str, Any], meta: Mapping[str, Any],

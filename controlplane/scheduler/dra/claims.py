@@ -21,7 +21,9 @@ PodGroup naming a template, one claim is created for the group
 group's ``status.resourceClaimStatuses``; a pod whose claim matches the group's
 exactly gets that claim's name in its own status instead of a claim of its own.
 The scheduler reserves such a claim for the PodGroup; the reservation is dropped
-when the PodGroup is gone, and the claim, deallocated, is then deleted.
+when the PodGroup is gone (not when its pods end, as upstream: a PodGroup being
+deleted stays while its pods run, ``controllers/podgroupprotection.py``), and the
+claim, deallocated, is then deleted.
 
 Runs inside ``controlplane serve`` as a component (``start``) or alone
 (``ClaimController(client).run()``). Work is keyed by object, as client-go's
