@@ -43,3 +43,13 @@ def test_kubectl_apply_of_a_bad_rule_prints_upstreams_error(served: Serve) -> No
     assert r.returncode != 0
     assert ('The DeviceTaintRule "bad" is invalid: spec.taint.effect: Unsupported value: "PreferNoSchedule": '
             'supported values: "NoExecute", "NoSchedule", "None"') in r.stderr
+
+
+def test_kubectl_replace_without_a_resource_version_is_an_unconditional_update(served: Serve) -> None:
+    # upstream's deviceTaintRuleStrategy.AllowUnconditionalUpdate is true, as the other DRA types':
+    # a PUT without metadata.resourceVersion overwrites the stored rule (no 409, no 422)
+    rule = RULE.replace("gpu-0-maintenance", "replaced")
+    assert "created" in kubectl(served, "create", "-f", "-", stdin=rule)
+    assert "replaced" in kubectl(served, "replace", "-f", "-", stdin=rule.replace("value: planned", "value: now"))
+    got = json.loads(kubectl(served, "get", "devicetaintrule", "replaced", "-o", "json"))
+    assert got["spec"]["taint"]["value"] == "now" and got["metadata"]["generation"] == 2
