@@ -8,7 +8,10 @@ As upstream's plugin, for each LimitRange of the namespace:
   ``kubernetes.io/limit-ranger`` with what was set. Then each container's request
   must be at least ``min``, its limit at most ``max``, and limit/request at most
   ``maxLimitRequestRatio``;
-- ``Pod`` items: the same bounds over the sum of the containers;
+- ``Pod`` items: the same bounds over the pod's requests and limits: its containers' sum, its
+  init containers counted as the scheduler counts them (a sidecar added, a plain one at
+  least), and its pod-level cpu and memory (PodLevelResources) in place of that sum where
+  it names them, as upstream's ``podRequests``/``podLimits``;
 - ``PersistentVolumeClaim`` items: the claim's storage request within ``min`` and ``max``.
 
 Defaults are applied and the bounds checked at create and at a resize (``pods/resize``,
@@ -53,25 +56,33 @@ def _q(value: Any) -> Fraction | None:
 
 
 def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, Any]) -> list[str]:
-    """Upstream's messages for ``requests``/``limits`` (of a container, a pod or a claim) outside ``item``."""
+    """Upstream's messages for ``requests``/``limits`` (of a container, a pod or a claim) outside
+    ``item`` (its minConstraint, maxConstraint and limitRequestRatioConstraint)."""
     problems = []
     for name, low in (item.get("min") or {}).items():
-        have = _q(requests.get(name))
+        have, limit, floor = _q(requests.get(name)), _q(limits.get(name)), _q(low) or 0
         if have is None:
             problems.append(f"minimum {name} usage per {what} is {low}.  No request is specified")
-        elif have < (_q(low) or 0):
+        elif have < floor:
             problems.append(f"minimum {name} usage per {what} is {low}, but request is {format_quantity(have)}")
+        elif limit is not None and limit < floor:
+            problems.append(f"minimum {name} usage per {what} is {low}, but limit is {format_quantity(limit)}")
     for name, high in (item.get("max") or {}).items():
-        have = _q(limits.get(name))
+        have, request, ceiling = _q(limits.get(name)), _q(requests.get(name)), _q(high) or 0
         if have is None:
             problems.append(f"maximum {name} usage per {what} is {high}.  No limit is specified")
-        elif have > (_q(high) or 0):
+        elif have > ceiling:
             problems.append(f"maximum {name} usage per {what} is {high}, but limit is {format_quantity(have)}")
+        elif request is not None and request > ceiling:
+            problems.append(f"maximum {name} usage per {what} is {high}, but request is {format_quantity(request)}")
     for name, ratio in (item.get("maxLimitRequestRatio") or {}).items():
         limit, request = _q(limits.get(name)), _q(requests.get(name))
-        if limit is None or request is None or request == 0:
-            problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but no request or limit "
-                            "is specified")
+        if not request:
+            problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but no request is specified "
+                            "or request is 0")
+        elif not limit:
+            problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but no limit is specified "
+                            "or limit is 0")
         elif limit / request > (_q(ratio) or 0):
             problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but provided ratio is "
                             f"{float(limit / request):.6f}")
@@ -94,13 +105,60 @@ def _outside(rtype: ResourceType, spec: Obj, items: list[Obj]) -> list[str]:
                 res = c.get("resources") or {}
                 problems += _bounds(item, "Container", res.get("requests") or {}, res.get("limits") or {})
         elif item.get("type") == "Pod":
-            total: dict[str, dict[str, Fraction]] = {"requests": {}, "limits": {}}
-            for c in containers:
-                for kind, values in total.items():
-                    for name, value in ((c.get("resources") or {}).get(kind) or {}).items():
-                        values[name] = values.get(name, Fraction(0)) + (_q(value) or 0)
-            problems += _bounds(item, "Pod", dict(total["requests"]), dict(total["limits"]))
+            problems += _bounds(item, "Pod", _pod_total(spec, "requests"), _pod_total(spec, "limits"))
     return problems
+
+
+# the resources LimitRanger takes from the pod level (its own isSupportedPodLevelResource:
+# cpu and memory, not hugepages, which the scheduler and the quota take too)
+_POD_LEVEL = ("cpu", "memory")
+
+
+def _pod_total(spec: Obj, kind: str) -> dict[str, Any]:
+    """The pod's ``kind`` (``requests`` or ``limits``) as upstream's plugin works them out for
+    ``Pod`` limits (its ``podRequests``/``podLimits``, the spec's only): the containers' sum
+    (a resource any of them names), sidecars (restartable init containers) added, at least
+    each plain init container's beside the sidecars started before it; then the pod-level
+    cpu and memory (PodLevelResources) in place of that sum where the pod level names them."""
+    total: dict[str, Any] = {}
+    for c in spec.get("containers") or ():
+        _add(total, _of(c, kind))
+    sidecars: dict[str, Any] = {}
+    peak: dict[str, Any] = {}
+    for c in spec.get("initContainers") or ():
+        one = _of(c, kind)
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            _add(total, one)
+            _add(sidecars, one)
+            one = sidecars
+        else:
+            one = dict(one)
+            _add(one, sidecars)
+        _max(peak, one)
+    _max(total, peak)
+    level = spec.get("resources")
+    named = level.get(kind) if isinstance(level, dict) else None
+    if isinstance(named, dict):
+        for name in _POD_LEVEL:
+            if name in named:
+                total[name] = named[name]
+    return total
+
+
+def _of(container: Any, kind: str) -> dict[str, Fraction]:
+    named = ((container.get("resources") or {}).get(kind) or {}) if isinstance(container, dict) else {}
+    return {k: v for k, v in ((k, _q(v)) for k, v in named.items()) if v is not None}
+
+
+def _add(total: dict[str, Any], more: dict[str, Any]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, Fraction(0)) + value
+
+
+def _max(total: dict[str, Any], more: dict[str, Any]) -> None:
+    for name, value in more.items():
+        if name not in total or value > total[name]:
+            total[name] = value
 
 
 def _aggregate(problems: list[str]) -> str:

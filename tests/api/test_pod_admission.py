@@ -87,6 +87,55 @@ async def test_a_pod_outside_several_ranges_is_told_the_first_ones_problems_once
                                '20.000000]')
 
 
+async def test_pod_limits_take_the_pod_level_cpu_and_memory_and_the_init_containers(client: Client) -> None:
+    """Upstream's plugin holds a ``Pod`` range to podRequests/podLimits: the containers' sum
+    with init containers and sidecars counted as the scheduler counts them, and the pod-level
+    cpu and memory (PodLevelResources) in its place; its messages as minConstraint,
+    maxConstraint and limitRequestRatioConstraint word them."""
+    await client.create(LIMITS, {"metadata": {"name": "pods"}, "spec": {"limits": [
+        {"type": "Pod", "max": {"cpu": "1"}, "min": {"memory": "64Mi"}, "maxLimitRequestRatio": {"memory": "2"}}]}})
+    while not (await client.list(LIMITS, resourceVersion="0"))["items"]:
+        await asyncio.sleep(0.01)
+
+    def two(level: dict[str, Any] | None, cpu_limit: str = "600m") -> dict[str, Any]:
+        body = pod("p", {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": cpu_limit, "memory": "64Mi"}})
+        body["spec"]["containers"].append({"name": "d", "image": "busybox", "resources": {
+            "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": cpu_limit, "memory": "64Mi"}}})
+        if level is not None:
+            body["spec"]["resources"] = level
+        return body
+
+    async def refused(body: dict[str, Any]) -> str:
+        with pytest.raises(ApiError) as e:
+            await client.create(PODS, body)
+        assert e.value.code == 403 and e.value.reason == "Forbidden"
+        return e.value.message
+
+    # the containers' limits add up to 1200m: over the Pod maximum without pod-level limits ...
+    assert await refused(two(None)) == 'pods "p" is forbidden: maximum cpu usage per Pod is 1, but limit is 1200m'
+    # ... but the pod-level cpu limit is the pod's (each container's limit within it)
+    level = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+    created = await client.create(PODS, two(level))
+    assert created["spec"]["resources"] == level
+    # a pod-level limit above the maximum is refused in its words, whatever the containers say
+    assert await refused({**two({**level, "limits": {"cpu": "2", "memory": "256Mi"}}), "metadata": {"name": "q"}}) \
+        == 'pods "q" is forbidden: maximum cpu usage per Pod is 1, but limit is 2'
+    # the ratio is the pod level's memory limit over its request (512Mi / 128Mi = 4)
+    wide = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert await refused({**two(wide), "metadata": {"name": "r"}}) == \
+        'pods "r" is forbidden: memory max limit to request ratio per Pod is 2, but provided ratio is 4.000000'
+    # a plain init container's limit counts when it is above the containers' sum
+    init = pod("s", {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+    init["spec"]["initContainers"] = [{"name": "i", "image": "busybox", "resources": {
+        "requests": {"cpu": "2", "memory": "64Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}}}]
+    assert await refused(init) == 'pods "s" is forbidden: maximum cpu usage per Pod is 1, but limit is 2'
+    # no request at all is its own message, for the minimum and for the ratio
+    bare = pod("u", {"limits": {"cpu": "100m"}})
+    assert await refused(bare) == ('pods "u" is forbidden: [minimum memory usage per Pod is 64Mi.  No request is '
+                                   'specified, memory max limit to request ratio per Pod is 2, but no request is '
+                                   'specified or request is 0]')
+
+
 async def test_a_runtime_class_gives_its_pods_overhead_and_scheduling(client: Client) -> None:
     classes = resource_path("node.k8s.io", "v1", "runtimeclasses")
     await client.create(classes, {"metadata": {"name": "nvidia"}, "handler": "nvidia",
