@@ -21,6 +21,7 @@ import copy
 from typing import Any
 
 from .causes import Causes, forbidden, invalid
+from .podresources import default_pod_level_resources
 from .podspec import qos_class
 from .podvalidation import pod_spec_causes
 
@@ -47,12 +48,15 @@ def resized_spec(old_spec: dict[str, Any], new_spec: Any) -> dict[str, Any]:
 
 
 def _with_pod_level_of(spec: dict[str, Any], new_spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with ``new_spec``'s pod-level ``resources`` (none: none), requests defaulted."""
+    """``spec`` with ``new_spec``'s pod-level ``resources`` (none: none), defaulted as a Pod's
+    at create (``default_pod_level_resources``, upstream's SetDefaults_Pod, which its decoding
+    of the resize's body, or of the patched pod, runs): from the containers' resources the
+    resize leaves them, so a resize that adds pod-level limits requests the containers'
+    aggregate cpu and memory, not the limits."""
     spec = {k: v for k, v in spec.items() if k != "resources"}
     if new_spec.get("resources") is not None:
-        resources = copy.deepcopy(new_spec["resources"])
-        _default_requests(resources)
-        spec["resources"] = resources
+        spec["resources"] = copy.deepcopy(new_spec["resources"])
+        default_pod_level_resources(spec)
     return spec
 
 

@@ -157,11 +157,22 @@ async def test_pod_level_resources_are_resized_as_upstreams_pod_level_resize(cli
     assert got["spec"]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
     assert got["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m"}}
     assert got["metadata"]["generation"] == 2 and got["status"]["qosClass"] == "Burstable"
-    # limits without requests request the limits (defaults); a pod without pod-level resources gets some
+    # a pod without pod-level resources gets some, defaulted as at create (SetDefaults_Pod runs on
+    # the decoded body): pod-level limits request the containers' aggregate cpu and memory where
+    # they request them, the limit elsewhere
     await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "none"},
                                "spec": {"containers": [container(requests={"cpu": "100m"})]}})
-    got = await client.patch(f"{PODS}/none/resize", {"spec": {"resources": {"limits": {"cpu": "1"}}}}, "strategic")
-    assert got["spec"]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
+    got = await client.patch(f"{PODS}/none/resize", {"spec": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}},
+                             "strategic")
+    assert got["spec"]["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "100m",
+                                                                                             "memory": "1Gi"}}
+    # pod-level requests alone are limited at the containers' aggregate where every container limits
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "capped"}, "spec": {
+        "containers": [container(requests={"cpu": "100m"}, limits={"memory": "128Mi"}),
+                       container("d", limits={"memory": "64Mi"})]}})
+    got = await client.patch(f"{PODS}/capped/resize", {"spec": {"resources": {"requests": {"cpu": "500m"}}}},
+                             "strategic")
+    assert got["spec"]["resources"] == {"requests": {"cpu": "500m"}, "limits": {"memory": "192Mi"}}
     refused: list[tuple[dict[str, Any], str, str]] = [
         ({"spec": {"resources": None}}, "spec.resources", "pod-level resources cannot be removed"),
         ({"spec": {"resources": {"requests": {"memory": None}}}}, "spec.resources.requests",
