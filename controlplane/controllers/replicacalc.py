@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from controlplane.podlevel import pod_level
 from controlplane.quantity import QuantityError, nanos
 
 __all__ = ["CPU_INITIALIZATION_PERIOD", "DEFAULT_TOLERANCE", "DOWNSCALE_STABILIZATION", "INITIAL_READINESS_DELAY",
@@ -66,21 +67,77 @@ def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def pod_requests(pod: Mapping[str, Any], resource: str, container: str | None = None) -> int:
-    """The pod's request of ``resource`` in billionths (CPU: nanocores; memory: nano-bytes),
-    summed over its containers (or just ``container``); a container without one is an error."""
+    """The pod's request of ``resource`` in billionths (CPU: nanocores; memory: nano-bytes), as
+    upstream's calculatePodRequests: for a pod with pod-level requests (PodLevelResources) and
+    no ``container`` named, the pod's (``_pod_level_request``); otherwise summed over its
+    containers and sidecars (restartable init containers), or just ``container``'s. A
+    container without one, or a ``container`` the pod lacks, is an error."""
+    spec = pod.get("spec") or {}
+    name = (pod.get("metadata") or {}).get("name")
+    if container is None and pod_level(spec, "requests"):  # IsPodLevelRequestsSet
+        return _pod_level_request(spec, resource, name)
+    inits = spec.get("initContainers") or ()
+    sidecars = [c for c in inits if isinstance(c, dict) and c.get("restartPolicy") == "Always"]
+    containers = [*(spec.get("containers") or ()), *sidecars]
     total = 0
-    for c in (pod.get("spec") or {}).get("containers") or ():
+    for c in containers:
         if container is not None and c.get("name") != container:
             continue
         value = ((c.get("resources") or {}).get("requests") or {}).get(resource)
         if value is None:
-            raise MetricError(f"missing request for {resource} in container {c.get('name')} of Pod "
-                              f"{(pod.get('metadata') or {}).get('name')}")
-        try:
-            total += nanos(str(value))
-        except (QuantityError, ValueError) as e:
-            raise MetricError(f"invalid request for {resource} in container {c.get('name')}: {e}") from e
+            raise MetricError(f"missing request for {resource} in container {c.get('name')} of Pod {name}")
+        total += _billionths(value, f"invalid request for {resource} in container {c.get('name')}")
+        if container is not None:  # container names are unique inside the pod
+            return total
+    if container is not None:
+        raise MetricError(f"container {container} not found in Pod {name}")
     return total
+
+
+def _pod_level_request(spec: Mapping[str, Any], resource: str, name: Any) -> int:
+    """A pod's request of ``resource`` as upstream's PodRequests has it: the pod-level request
+    where the pod level names it, else its containers' (the sum, sidecars added, at least each
+    plain init container's beside the sidecars before it) where any names it; plus the
+    overhead. Neither: an error."""
+    what = f"invalid request for {resource} in Pod {name}"
+
+    def request(c: Any) -> int | None:
+        value = ((c.get("resources") or {}).get("requests") or {}).get(resource) if isinstance(c, dict) else None
+        return None if value is None else _billionths(value, what)
+
+    level = pod_level(spec, "requests").get(resource)
+    total: int | None = None if level is None else _billionths(level, what)
+    if total is None:
+        named = [r for r in map(request, spec.get("containers") or ()) if r is not None]
+        total = sum(named) if named else None
+        sidecars: int | None = None  # the sidecars started so far (None: none names it)
+        peak: int | None = None
+        for c in spec.get("initContainers") or ():
+            one = request(c)
+            if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+                if one is not None:
+                    total = (total or 0) + one
+                    sidecars = (sidecars or 0) + one
+                one = sidecars
+            elif sidecars is not None:
+                one = (one or 0) + sidecars
+            if one is not None and (peak is None or one > peak):
+                peak = one
+        if peak is not None and (total is None or peak > total):
+            total = peak
+    overhead = (spec.get("overhead") or {}).get(resource)
+    if overhead is not None:
+        total = (total or 0) + _billionths(overhead, what)
+    if total is None:
+        raise MetricError(f"missing pod-level request for {resource} in Pod {name}")
+    return total
+
+
+def _billionths(value: Any, what: str) -> int:
+    try:
+        return nanos(str(value))
+    except (QuantityError, ValueError) as e:
+        raise MetricError(f"{what}: {e}") from e
 
 
 @dataclass

@@ -139,3 +139,32 @@ def test_stabilization_keeps_the_highest_recent_recommendation() -> None:
     h.stabilize(3, 3, NOW, 60, 0)
     assert h.stabilize(9, 3, NOW + 10, 60, 0)[0] == 3
     assert h.stabilize(9, 3, NOW + 70, 60, 0)[0] == 9
+
+
+def test_a_pod_with_pod_level_requests_is_measured_against_them() -> None:
+    """Upstream's calculatePodRequests (PodLevelResources): the pod-level request when the pod
+    has pod-level requests and the metric names no container (PodRequests: the containers'
+    where the pod level does not name the resource, and the overhead); a container's own
+    otherwise, sidecars counted among the containers."""
+    level = pod("a", cpu="100m")
+    level["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    level["spec"]["overhead"] = {"cpu": "50m"}
+    assert pod_requests(level, "cpu") == 1050 * M
+    # memory is not at pod level: the containers' (64Mi), with a plain init container's as a floor
+    level["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"memory": "128Mi"}}}]
+    assert pod_requests(level, "memory") == 128 * 1024 * 1024 * 10**9
+    # a ContainerResource metric reads the container, whatever the pod level says
+    assert pod_requests(level, "cpu", container="c") == 100 * M
+    with pytest.raises(MetricError, match=r"^missing pod-level request for ephemeral-storage in Pod a$"):
+        pod_requests(level, "ephemeral-storage")
+    # utilisation over the pod-level requests: 1000m used of 1050m asked is 95%, over a 50% target
+    assert replicas(2, [level, {**level, "metadata": {"name": "b"}}], {"a": 1000 * M, "b": 1000 * M}) == 4
+    # sidecars are among the containers; a container the pod lacks is an error
+    side = pod("s", cpu="100m")
+    side["spec"]["initContainers"] = [
+        {"name": "log", "restartPolicy": "Always", "resources": {"requests": {"cpu": "20m"}}},
+        {"name": "setup", "resources": {"requests": {"cpu": "2"}}}]
+    assert pod_requests(side, "cpu") == 120 * M
+    assert pod_requests(side, "cpu", container="log") == 20 * M
+    with pytest.raises(MetricError, match=r"^container web not found in Pod s$"):
+        pod_requests(side, "cpu", container="web")
