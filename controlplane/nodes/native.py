@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .allocated import pod_allocation
 from .observed import KUBELET_CONDITIONS, generation_of
 
 __all__ = ["NATIVE"]
@@ -53,12 +54,13 @@ def pod_ready(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
               **({"containerID": f"containerd://{_s(c.get('name'))}", "started": True,
                   "state": {"running": {"startedAt": now}}} if _sidecar(c) else
                  {"state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
-                                           "finishedAt": now}}})}
+                                           "finishedAt": now}}}),
+              **_reported_resources(c)}
              for c in spec.get("initContainers") or []]
     return {**observed, "phase": "Running", "startTime": now, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "conditions": conditions,
             "containerStatuses": containers or None, "initContainerStatuses": inits or None,
-            **_reported_pod_resources(spec)}
+            **pod_allocation(spec)}
 
 
 def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
@@ -80,7 +82,7 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                    "imageID": f"{_s(c.get('image'))}@sha256:simulated", "containerID": f"containerd://{_s(c.get('name'))}",
                    "ready": False, "started": False, "restartCount": 0,
                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
-                                            "finishedAt": now}}}
+                                            "finishedAt": now}}, **_reported_resources(c)}
                   for c in spec.get("containers") or []]
     # the kubelet stops the sidecars (init containers restartPolicy Always) once the others are done
     inits = [{"name": _s(c.get("name")), "image": _s(c.get("image")),
@@ -89,26 +91,21 @@ def pod_complete(pod: dict[str, Any], funcs: Funcs) -> dict[str, Any]:
                   "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
                                            "finishedAt": now}}} if _sidecar(c) else
                  {"ready": True, "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
-                                                          "finishedAt": started}}})}
+                                                          "finishedAt": started}}}),
+              **_reported_resources(c)}
              for c in spec.get("initContainers") or []]
     return {**observed, "phase": "Succeeded", "conditions": conditions or None, "containerStatuses": containers or None,
-            "initContainerStatuses": inits or None}
+            "initContainerStatuses": inits or None, **pod_allocation(spec)}
 
 
 def _reported_resources(container: dict[str, Any]) -> dict[str, Any]:
-    """What a kubelet reports of a running container's resources (KEP-1287): those it runs
-    with, the spec's at the start (shared, not copied: the status is only serialised).
-    ``allocatedResources`` is not reported: its gate (InPlacePodVerticalScalingAllocatedStatus)
-    is off, and deprecated since 1.33."""
-    return {"resources": container.get("resources") or {}}
-
-
-def _reported_pod_resources(spec: dict[str, Any]) -> dict[str, Any]:
-    """A pod with pod-level resources: what its kubelet reports it runs with at pod level
-    (``status.resources``, InPlacePodLevelResourcesVerticalScaling, KEP-5419), the spec's
-    at the start; none for a pod without (upstream reports the containers' aggregate)."""
-    resources = spec.get("resources")
-    return {"resources": resources} if isinstance(resources, dict) else {}
+    """What a kubelet reports of a started container's resources (KEP-1287): those it runs
+    with, the spec's at the start (an exited init container's too), and its requests as
+    ``allocatedResources`` (written since 1.36, when InPlacePodVerticalScalingAllocatedStatus
+    went; left out when it requests nothing). Shared, not copied: the status is only serialised."""
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") if isinstance(resources, dict) else None
+    return {"resources": resources, "allocatedResources": requests} if requests else {"resources": resources}
 
 
 def _sidecar(container: dict[str, Any]) -> bool:

@@ -2,8 +2,8 @@
 
 A running pod whose containers' ``resources`` in the spec differ from what their statuses
 report (``containerStatuses[].resources``, written when the pod started: ``native.py``),
-or whose pod-level ``resources`` differ from ``status.resources`` (the pod-level report of
-InPlacePodLevelResourcesVerticalScaling, on since 1.36), has a resize to actuate. As
+or whose ``status.resources`` (the pod-level report of InPlacePodLevelResourcesVerticalScaling,
+on since 1.36: ``allocated.py``) is not what its spec now makes of it, has a resize to actuate. As
 upstream's kubelet (its allocation manager) decides it:
 
 - **Infeasible**: the pod's new requests (its pod-level cpu and memory requests where it
@@ -12,7 +12,8 @@ upstream's kubelet (its allocation manager) decides it:
 - **Deferred**: they fit the node but not beside the other pods' allocated requests
   (what their statuses report): ``PodResizePending`` with reason ``Deferred``, tried again
   when a pod leaves the node, a resize on it is done, or the pod changes;
-- **fits**: the statuses report the new resources (``resources``, the pod's too), with the condition
+- **fits**: the statuses report the new resources (``resources`` and ``allocatedResources``,
+  the pod's too), with the condition
   ``PodResizeInProgress`` for one write; the next sight of the pod removes it.
   ``status.observedGeneration`` is the pod's generation, and the observed generation of
   the kubelet's conditions.
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..scheduler.nodeinfo import pod_requests, reported_pod_level, resource_amount
+from .allocated import pod_allocation
 from .observed import generation_of, stamped
 
 __all__ = ["allocated_requests", "resize_decision", "resize_patch", "settled_patch", "wants_resize"]
@@ -53,7 +55,7 @@ def wants_resize(pod: Obj) -> bool:
         return False
     reported = _reported(pod)
     spec = pod.get("spec") or {}
-    if isinstance(status.get("resources"), dict) and (spec.get("resources") or {}) != status["resources"]:
+    if isinstance(status.get("resources"), dict) and pod_allocation(spec)["resources"] != status["resources"]:
         return True
     return any(c.get("name") in reported and (c.get("resources") or {}) != reported[c.get("name")]
                for key, _ in _STATUS_LISTS for c in spec.get(key) or () if isinstance(c, dict))
@@ -144,17 +146,24 @@ def resize_patch(pod: Obj, reason: str, message: str, now: str) -> Obj | None:
             continue
         by_name = {c.get("name"): c for c in spec.get(spec_key) or () if isinstance(c, dict)}
         out[status_key] = [_actuated(cs, by_name.get(cs.get("name"))) for cs in statuses]
-    if "resources" in status:
-        out["resources"] = spec.get("resources") or {}
+    if "resources" in status:  # the pod's allocation, as the kubelet reports it (allocated.py)
+        allocation = pod_allocation(spec)
+        out["resources"] = allocation["resources"]
+        out["allocatedResources"] = allocation.get("allocatedResources")
     return {"metadata": _precondition(pod), "status": out}
 
 
 def _actuated(cs: Any, container: Obj | None) -> Any:
-    """A container's status reporting the spec's resources, when it reports any."""
+    """A container's status reporting the spec's resources, and its requests as allocated,
+    when it reports any."""
     if not isinstance(cs, dict) or container is None or "resources" not in cs:
         return cs
     resources = container.get("resources") or {}
-    return {**cs, "resources": resources}
+    out = {k: v for k, v in cs.items() if k != "allocatedResources"}  # (a list is patched whole)
+    out["resources"] = resources
+    if resources.get("requests"):
+        out["allocatedResources"] = resources["requests"]
+    return out
 
 
 def settled_patch(pod: Obj) -> Obj | None:

@@ -73,6 +73,7 @@ from ..gcsettings import untracked
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from ..registry.selectors import parse_label_selector
 from . import ephemeral
+from .allocated import pod_allocation
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .crds import STAGES
 from .events import KubeletEvents, container_paths
@@ -917,6 +918,7 @@ class NodeSimulator:
             "PodIP": pod_ip,
             "PodIPWith": self._pod_ip_with,
             "PodIPsWith": pod_ips_with,
+            "PodAllocation": pod_allocation,
             "StartTime": lambda: self.start_time,
             "NodeConditions": lambda: [{"type": t, "status": s, "reason": r, "message": m}
                                        for t, s, r, m in _NODE_CONDITIONS],

@@ -271,7 +271,10 @@ def _go_int(s: str) -> int | None:
 # KWOK's own template functions, which the simulator passes when it renders (``_template_funcs``);
 # with the Go and Sprig ones of ``gotemplate.BUILTINS`` the functions a status template may call
 KWOK_FUNCTIONS = frozenset({"Now", "StartTime", "Quote", "YAML", "Version", "NodeIP", "NodeName", "NodePort",
-                            "NodeConditions", "NodeIPWith", "NodeIPsWith", "PodIP", "PodIPWith", "PodIPsWith"})
+                            "NodeConditions", "NodeIPWith", "NodeIPsWith", "PodIP", "PodIPWith", "PodIPsWith",
+                            # this simulator's own: what a 1.37 kubelet reports a pod was allocated
+                            # (``allocated.pod_allocation``: ``resources`` and ``allocatedResources``)
+                            "PodAllocation"})
 _SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
 _FROM_FIELDS = {"expressionFrom"}
 _NEXT_FIELDS = {"statusTemplate", "statusSubresource", "finalizers", "delete", "event"}

@@ -38,7 +38,8 @@ from ..podlevel import HUGEPAGES_PREFIX, SUPPORTED_NAMES, is_pod_level_resource,
 from ..quantity import QuantityError, binary_quantity, canonical_quantity, parse_quantity
 from .causes import forbidden, invalid, not_supported, required
 
-__all__ = ["default_pod_level_resources", "pod_resources_causes"]
+__all__ = ["Sums", "aggregate", "default_pod_level_resources", "parse_sums", "pod_resources_causes",
+           "quantity_text"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -59,7 +60,11 @@ def _amount(value: Any) -> tuple[Fraction, bool] | None:
 
 def _of(container: Any, kind: str) -> Sums:
     resources = container.get("resources") if isinstance(container, dict) else None
-    named = resources.get(kind) if isinstance(resources, dict) else None
+    return parse_sums(resources.get(kind) if isinstance(resources, dict) else None)
+
+
+def parse_sums(named: Any) -> Sums:
+    """The quantities of the resource list ``named``, parsed (those that do not parse left out)."""
     out: Sums = {}
     for name, value in (named.items() if isinstance(named, dict) else ()):
         parsed = _amount(value)
@@ -101,7 +106,7 @@ def aggregate(spec: Obj, kind: str) -> Sums:
     return total
 
 
-def _text(value: Fraction, binary: bool) -> str:
+def quantity_text(value: Fraction, binary: bool) -> str:
     """``value`` as ``Quantity.String`` writes it in the binary or decimal format."""
     if binary and value.denominator == 1:
         return binary_quantity(value.numerator)
@@ -138,12 +143,12 @@ def default_pod_level_resources(spec: Obj) -> None:
     container_limits = aggregate(spec, "limits")
     for name, (value, binary) in container_limits.items():  # defaultHugePagePodLimits
         if name.startswith(HUGEPAGES_PREFIX) and name not in requests and name not in limits:
-            limits[name] = _text(value, binary)
+            limits[name] = quantity_text(value, binary)
     if limits:
         resources["limits"] = limits
         for name, (value, binary) in aggregate(spec, "requests").items():  # defaultPodRequests
             if name not in requests and is_pod_level_resource(name) and _overcommittable(name):
-                requests[name] = _text(value, binary)
+                requests[name] = quantity_text(value, binary)
         for name, value in limits.items():
             if name not in requests and is_pod_level_resource(name):
                 requests[name] = value
@@ -154,7 +159,7 @@ def default_pod_level_resources(spec: Obj) -> None:
         return
     for name, (value, binary) in container_limits.items():  # defaultPodLimits
         if is_pod_level_resource(name) and _overcommittable(name) and _all_limit(spec, name):
-            limits[name] = _text(value, binary)
+            limits[name] = quantity_text(value, binary)
     if limits:
         resources["limits"] = limits
 
@@ -248,7 +253,7 @@ def _consistency(spec: Obj, resources: Obj, at: str) -> Causes:
             if pod_value is not None and value > pod_value[0]:
                 causes.append(invalid(f"{at}.requests[{name}]", _shown(requests[name]),
                                       f"must be greater than or equal to aggregate container requests of "
-                                      f"{_text(value, binary)}"))
+                                      f"{quantity_text(value, binary)}"))
     if not limits:
         return causes
     for name, (value, binary) in aggregate(spec, "limits").items():
@@ -256,7 +261,7 @@ def _consistency(spec: Obj, resources: Obj, at: str) -> Causes:
         if pod_value is not None and value > pod_value[0]:
             causes.append(invalid(f"{at}.limits[{name}]", _shown(limits[name]),
                                   f"must be greater than or equal to aggregate container limits of "
-                                  f"{_text(value, binary)}"))
+                                  f"{quantity_text(value, binary)}"))
     for i, c in enumerate(spec.get("containers") or ()):
         for name, (value, _) in _of(c, "limits").items():
             pod_value = _amount(limits[name]) if name in limits else None

@@ -41,7 +41,10 @@ async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> No
         started = await eventually(lambda: running(client, "r"))
         [cs] = started["status"]["containerStatuses"]
         assert cs["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
-        assert "allocatedResources" not in cs  # (its gate is off upstream, deprecated since 1.33)
+        # allocated: its requests (written since 1.36, InPlacePodVerticalScalingAllocatedStatus gone), the pod's too
+        assert cs["allocatedResources"] == {"cpu": "100m", "memory": "64Mi"}
+        assert started["status"]["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
+        assert started["status"]["allocatedResources"] == {"cpu": "100m", "memory": "64Mi"}
         assert (await resize(client, "r", "200m"))["metadata"]["generation"] == 2
 
         async def actuated() -> Obj | None:
@@ -52,6 +55,9 @@ async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> No
 
         got = await eventually(actuated)
         assert got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "200m"
+        assert got["status"]["containerStatuses"][0]["allocatedResources"] == {"cpu": "200m", "memory": "64Mi"}
+        assert got["status"]["resources"] == {"requests": {"cpu": "200m", "memory": "64Mi"}}
+        assert got["status"]["allocatedResources"] == {"cpu": "200m", "memory": "64Mi"}
         assert got["status"]["observedGeneration"] == 2
         assert condition(got, "PodResizePending") is None
         assert condition(got, "Ready")["observedGeneration"] == 2  # type: ignore[index]  # the kubelet's own too

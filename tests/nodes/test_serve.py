@@ -33,7 +33,12 @@ async def test_serve_with_nodes_runs_pods_and_renews_leases(tmp_path: Path) -> N
             for i in range(3):
                 await eventually(lambda i=i: _ready(client, f"sim-node-{i}"), timeout=20)  # type: ignore[misc]
             first = await eventually(lambda: _lease(client, "sim-node-1"), timeout=10)
-            await client.create(PODS, pod("web", "sim-node-1"))
+            web = pod("web", "sim-node-1")
+            web["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "250m", "memory": "64Mi"},
+                                                         "limits": {"memory": "128Mi"}}
+            web["spec"]["containers"].append({"name": "log", "image": "registry.k8s.io/pause:3.10",
+                                              "resources": {"requests": {"cpu": "50m"}}})
+            await client.create(PODS, web)
 
             async def running() -> bool:
                 return bool((await client.get(f"{PODS}/web"))["status"].get("phase") == "Running")
@@ -41,6 +46,12 @@ async def test_serve_with_nodes_runs_pods_and_renews_leases(tmp_path: Path) -> N
             await eventually(running, timeout=10)
             got = await client.get(f"{PODS}/web")
             assert got["status"]["podIP"] and got["status"]["containerStatuses"][0]["ready"] is True
+            # what the simulated 1.37 kubelet allocated: each container's requests, the pod's aggregate,
+            # a memory limit at pod level only were every container limited (allocated.py)
+            assert [cs.get("allocatedResources") for cs in got["status"]["containerStatuses"]] == \
+                [{"cpu": "250m", "memory": "64Mi"}, {"cpu": "50m"}]
+            assert got["status"]["allocatedResources"] == {"cpu": "300m", "memory": "64Mi"}
+            assert got["status"]["resources"] == {"requests": {"cpu": "300m", "memory": "64Mi"}}
 
             async def described() -> list[str]:  # the simulated kubelet's events, as kubectl shows them
                 out = kubectl(serve, "describe", "pod", "web")

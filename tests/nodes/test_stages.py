@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from controlplane.client import ApiError, Client
+from controlplane.nodes.allocated import pod_allocation
 from controlplane.nodes.simulator import _quote, _yaml
 from controlplane.nodes.stages import StageError, StageSet, default_stages, load_stages, parse_duration
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
@@ -403,7 +404,7 @@ def test_a_finishing_pod_reports_its_generation_on_the_kubelets_conditions_only(
 
 def _funcs() -> dict[str, Any]:
     return {"Now": lambda: "2026-11-30T10:00:00Z", "Quote": _quote, "YAML": _yaml, "Version": lambda: "v",
-            "NodeIPWith": lambda n: "172.16.0.9", "PodIPWith": lambda *a: "10.0.0.7"}
+            "NodeIPWith": lambda n: "172.16.0.9", "PodIPWith": lambda *a: "10.0.0.7", "PodAllocation": pod_allocation}
 
 
 @pytest.mark.parametrize("pod_obj", [
@@ -418,6 +419,12 @@ def _funcs() -> dict[str, Any]:
         {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"},
                                                       "limits": {"memory": "128Mi"}}},
         {"name": "e", "image": "nginx", "resources": {}}]}},
+    # pod-level resources, overhead and init containers: the pod's allocation as well
+    {**pod("l", "n"), "spec": {"nodeName": "n", "overhead": {"cpu": "50m"},
+                               "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}},
+                               "initContainers": [{"name": "i", "image": "busybox",
+                                                   "resources": {"requests": {"memory": "2Gi"}}}],
+                               "containers": [{"name": "c", "image": "nginx"}]}},
     # a pod of generation 3 (its spec changed twice), gated: the observed generations
     {**pod("g", "n", restartPolicy="Never", readinessGates=[{"conditionType": "x/y"}]),
      "metadata": {"name": "g", "generation": 3}},
@@ -442,7 +449,52 @@ def test_built_in_stages_render_natively_exactly_as_their_templates(pod_obj: dic
         **{g["conditionType"]: None for g in pod_obj["spec"].get("readinessGates") or ()}}
     for c, cs in zip(pod_obj["spec"]["containers"], ready["containerStatuses"], strict=True):
         assert cs["resources"] == (c.get("resources") or {})
-        assert "allocatedResources" not in cs
+        # allocated: the container's requests (written since InPlacePodVerticalScalingAllocatedStatus went, 1.36)
+        assert cs.get("allocatedResources") == ((c.get("resources") or {}).get("requests") or None)
+    assert ready["resources"] == pod_allocation(pod_obj["spec"])["resources"]
+
+
+def test_a_running_pod_reports_what_its_kubelet_allocated_at_pod_level() -> None:
+    """InPlacePodLevelResourcesVerticalScaling (beta, on since 1.36): every running pod's
+    status.resources (cpu and memory as its cgroup holds them) and status.allocatedResources
+    (PodRequests), whether or not it has pod-level resources (upstream's
+    convertToAPIPodLevelResourcesStatus)."""
+    stages = {s.name: s for s in default_stages()}
+
+    def ready(spec: dict[str, Any]) -> dict[str, Any]:
+        status = stages["pod-ready"].next.render_status({"metadata": {"name": "p"}, "spec": spec}, _funcs())
+        assert status is not None
+        return status
+
+    # no pod-level resources: the containers' aggregate; a limit only where every container has one
+    two = ready({"nodeName": "n", "containers": [
+        {"name": "a", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"},
+                                                  "limits": {"cpu": "1", "memory": "128Mi"}}},
+        {"name": "b", "image": "x", "resources": {"requests": {"cpu": "250m", "memory": "1Gi",
+                                                               "ephemeral-storage": "1Gi"},
+                                                  "limits": {"memory": "1Gi"}}}]})
+    assert two["resources"] == {"requests": {"cpu": "750m", "memory": "1088Mi"}, "limits": {"memory": "1152Mi"}}
+    assert two["allocatedResources"] == {"cpu": "750m", "memory": "1088Mi", "ephemeral-storage": "1Gi"}
+    # a plain init container above the containers' sum, a sidecar beside them, the overhead on top
+    init = ready({"nodeName": "n", "overhead": {"cpu": "100m"}, "containers": [
+        {"name": "a", "image": "x", "resources": {"requests": {"cpu": "500m"}}}], "initContainers": [
+        {"name": "setup", "image": "x", "resources": {"requests": {"cpu": "2"}}},
+        {"name": "log", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}]})
+    assert init["resources"] == {"requests": {"cpu": "2100m"}} and init["allocatedResources"] == {"cpu": "2100m"}
+    assert [cs.get("allocatedResources") for cs in init["initContainerStatuses"]] == [{"cpu": "2"}, {"cpu": "100m"}]
+    # pod-level resources: theirs, the memory request with the overhead, the cpu request the cgroup's
+    level = ready({"nodeName": "n", "overhead": {"memory": "16Mi"},
+                   "resources": {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+                   "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]})
+    assert level["resources"] == {"requests": {"cpu": "1", "memory": "272Mi"}, "limits": {"memory": "528Mi"}}
+    assert level["allocatedResources"] == {"cpu": "1", "memory": "272Mi"}
+    # nothing requested: empty requirements, no allocation; a cpu request within the minimum shares unreported
+    bare = ready({"nodeName": "n", "containers": [{"name": "a", "image": "x"}]})
+    assert bare["resources"] == {} and "allocatedResources" not in bare
+    assert "allocatedResources" not in bare["containerStatuses"][0]
+    tiny = ready({"nodeName": "n", "containers": [
+        {"name": "a", "image": "x", "resources": {"requests": {"cpu": "2m"}}}]})
+    assert tiny["resources"] == {} and tiny["allocatedResources"] == {"cpu": "2m"}
 
 
 @pytest.mark.parametrize("node_obj", [
