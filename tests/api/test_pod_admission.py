@@ -6,11 +6,14 @@ standing in for the requests it leaves out (SetDefaults_Pod)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 from controlplane.client import ApiError, Client, resource_path
+from tests.test_cli import Serve, running, start_serve
 
 PODS = resource_path("", "v1", "pods", "default")
 PVCS = resource_path("", "v1", "persistentvolumeclaims", "default")
@@ -160,3 +163,46 @@ async def test_a_runtime_class_gives_its_pods_overhead_and_scheduling(client: Cl
     with pytest.raises(ApiError) as e:
         await client.create(PODS, clash)
     assert e.value.code == 403 and "conflict: runtimeClass.scheduling.nodeSelector[gpu]" in e.value.message
+
+
+# -- over a real socket, as the official client sees it ----------------------------------------------
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("podadmission"))) as s:
+        yield s
+
+
+def test_the_official_client_sees_pod_level_resources_limited_and_defaulted(served: Serve) -> None:
+    """A Pod range held to the pod-level cpu (403 in LimitRanger's words), and a resize that adds
+    pod-level limits requesting the containers' aggregate (SetDefaults_Pod), through
+    kubernetes-client's CoreV1Api."""
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=str(served.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        core = k8s.CoreV1Api(api)
+        core.create_namespaced_limit_range("default", {"metadata": {"name": "pods"}, "spec": {"limits": [
+            {"type": "Pod", "max": {"cpu": "1"}}]}})
+        body: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "level"}, "spec": {
+            "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2"}},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}
+        # (a namespace the cache shows no range in is read consistently: the range applies at once)
+        with pytest.raises(k8s.ApiException) as e:
+            core.create_namespaced_pod("default", body)
+        status = orjson.loads(e.value.body or b"{}")
+        assert (e.value.status, status["reason"]) == (403, "Forbidden")
+        assert status["message"] == 'pods "level" is forbidden: maximum cpu usage per Pod is 1, but limit is 2'
+        body["spec"]["resources"]["limits"]["cpu"] = "1"
+        created: Any = core.create_namespaced_pod("default", body)
+        assert created.spec.resources.limits == {"cpu": "1"}
+        plain: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"}, "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"},
+                                                                         "limits": {"cpu": "500m"}}}]}}
+        core.create_namespaced_pod("default", plain)
+        resized: Any = core.patch_namespaced_pod_resize("plain", "default", {"spec": {"resources": {
+            "limits": {"cpu": "800m", "memory": "1Gi"}}}})
+        assert resized.spec.resources.requests == {"cpu": "100m", "memory": "1Gi"}
+        assert resized.spec.resources.limits == {"cpu": "800m", "memory": "1Gi"}
+    finally:
+        api.close()
