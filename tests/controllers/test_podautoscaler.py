@@ -135,3 +135,23 @@ async def test_limits_and_failures_show_in_conditions(client: Client) -> None:
                                            message="missing request for cpu in container c"), timeout=40)
     assert condition(h, "ScalingActive")["reason"] == "FailedGetResourceMetric"
     assert (await c.get(f"{DEPLOYMENTS}/bare"))["spec"]["replicas"] == 1
+
+
+async def test_pods_with_pod_level_requests_are_measured_against_them(client: Client) -> None:
+    """PodLevelResources: a Resource metric's utilisation is over the pod-level request
+    (upstream's calculatePodRequests), not the containers' (150m used of 200m is 75%, not 150%)."""
+    c = client
+    d = loaded("level", 2, "150m")
+    d["spec"]["template"]["spec"]["resources"] = {"requests": {"cpu": "200m"}}
+    await c.create(DEPLOYMENTS, d)
+    await until(lambda: rolled_out(c, "level"))
+    await c.create(HPAS, hpa("level", 1, 10, 50))
+
+    async def measured() -> dict[str, Any] | None:
+        h = await c.get(f"{HPAS}/level")
+        return h if (h.get("status") or {}).get("currentMetrics") else None
+
+    h = await until(measured)
+    assert h["status"]["currentMetrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "current": {"averageUtilization": 75, "averageValue": "150m"}}}]
+    assert h["status"]["desiredReplicas"] == 3  # 2 * 75 / 50; over the containers' 100m it would be 6
