@@ -72,7 +72,7 @@ def pod_requests(pod: Mapping[str, Any], resource: str, container: str | None = 
     no ``container`` named, the pod's (``_pod_level_request``); otherwise summed over its
     containers and sidecars (restartable init containers), or just ``container``'s. A
     container without one, or a ``container`` the pod lacks, is an error."""
-    spec = pod.get("spec") or {}
+    spec: dict[str, Any] = pod.get("spec") or {}
     name = (pod.get("metadata") or {}).get("name")
     if container is None and pod_level(spec, "requests"):  # IsPodLevelRequestsSet
         return _pod_level_request(spec, resource, name)
@@ -94,7 +94,7 @@ def pod_requests(pod: Mapping[str, Any], resource: str, container: str | None = 
     return total
 
 
-def _pod_level_request(spec: Mapping[str, Any], resource: str, name: Any) -> int:
+def _pod_level_request(spec: dict[str, Any], resource: str, name: Any) -> int:
     """A pod's request of ``resource`` as upstream's PodRequests has it: the pod-level request
     where the pod level names it, else its containers' (the sum, sidecars added, at least each
     plain init container's beside the sidecars before it) where any names it; plus the

@@ -51,7 +51,7 @@ def pod_allocation(spec: Obj) -> Obj:
     as its kubelet reports them (the module's docstring). Not to be changed: a pod's whose
     resources are those of one before it (a workload's pods) is the same dict."""
     if not spec.get("initContainers") and not spec.get("overhead") and "resources" not in spec:
-        containers = spec.get("containers") or ()
+        containers: list[Any] = spec.get("containers") or []
         if len(containers) == 1 and isinstance(containers[0], dict):  # (nearly every pod: no sums)
             return _one_container(containers[0])
     try:
@@ -125,10 +125,9 @@ def _one_container(c: Obj) -> Obj:
 
 
 def _running(spec: Obj, requests: Sums, limits: Sums, overhead: Sums) -> Obj:
-    level = spec.get("resources") if isinstance(spec.get("resources"), dict) else {}
+    level = _mapping(spec.get("resources"))
     reported = {k: v for k, v in level.items() if k not in ("requests", "limits")}
-    level_requests = level.get("requests") if isinstance(level.get("requests"), dict) else {}
-    level_limits = level.get("limits") if isinstance(level.get("limits"), dict) else {}
+    level_requests, level_limits = _mapping(level.get("requests")), _mapping(level.get("limits"))
     out_requests, out_limits = dict(level_requests), dict(level_limits)
     cpu = requests.get("cpu")
     if cpu is not None and cpu[0] > _MIN_SHARES_CPU:
@@ -151,6 +150,10 @@ def _running(spec: Obj, requests: Sums, limits: Sums, overhead: Sums) -> Obj:
         if declared and held is not None:
             out_limits[name] = quantity_text(*held)
     return _requirements(out_requests, out_limits, reported)
+
+
+def _mapping(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
 
 
 def _limits_of(c: Any) -> Any:

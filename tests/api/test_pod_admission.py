@@ -182,8 +182,8 @@ def test_the_official_client_sees_pod_level_resources_limited_and_defaulted(serv
     api = config.new_client_from_config(config_file=str(served.kubeconfig))  # type: ignore[no-untyped-call]
     try:
         core = k8s.CoreV1Api(api)
-        core.create_namespaced_limit_range("default", {"metadata": {"name": "pods"}, "spec": {"limits": [
-            {"type": "Pod", "max": {"cpu": "1"}}]}})
+        limits: Any = {"metadata": {"name": "pods"}, "spec": {"limits": [{"type": "Pod", "max": {"cpu": "1"}}]}}
+        core.create_namespaced_limit_range("default", limits)
         body: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "level"}, "spec": {
             "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2"}},
             "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}
