@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import AUTHORIZATION_MODES, HTTP_PROTOCOLS, LOG_LEVELS, SNAPSHOT_MODES
+from .config import ADMISSION_WEBHOOK_MODES, AUTHORIZATION_MODES, HTTP_PROTOCOLS, LOG_LEVELS, SNAPSHOT_MODES
 from .metricsserver import add_argument as add_metrics_argument
 
 if TYPE_CHECKING:
@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve plain HTTP (clients then send no credentials: requests are anonymous)")
     serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
                        help="(default: %(default)s)")
+    serve.add_argument("--admission-webhooks", choices=ADMISSION_WEBHOOK_MODES, default="reachable",
+                       help="which admission webhooks are called: reachable (those with a url, or a Service "
+                            "of type ExternalName or without a selector whose endpoints a user wrote; webhooks "
+                            "of Services backed by simulated pods are left out), all (every one, as "
+                            "kube-apiserver: an unreachable one's failurePolicy applies) or off "
+                            "(default: %(default)s)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")
     serve.add_argument("--autoscaler", action="store_true",
@@ -293,6 +299,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             tls_private_key_file=args.tls_private_key_file,
             client_ca_file=args.client_ca_file,
             authorization_mode=args.authorization_mode,
+            admission_webhooks=args.admission_webhooks,
             nodes=args.nodes,
             scheduler=args.scheduler,
             autoscaler=args.autoscaler,

@@ -12,18 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SA_EXTENDED_SECONDS", "SA_WARN_ONLY_SECONDS",
-           "SNAPSHOT_MODES", "Config", "JobBackoff", "NodeLifecycle"]
+__all__ = ["ADMISSION_WEBHOOK_MODES", "AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SA_EXTENDED_SECONDS",
+           "SA_WARN_ONLY_SECONDS", "SNAPSHOT_MODES", "Config", "JobBackoff", "NodeLifecycle"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 HttpProtocol = Literal["controlplane", "uvicorn"]
+AdmissionWebhookMode = Literal["reachable", "all", "off"]
 
 AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
 SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
+ADMISSION_WEBHOOK_MODES: tuple[AdmissionWebhookMode, ...] = ("reachable", "all", "off")
 
 # service account token lifetimes (upstream's pkg/serviceaccount and its flags' bounds, seconds):
 # kubelet's projected token (WarnOnlyBoundTokenExpirationSeconds), what it is extended to
@@ -135,6 +137,10 @@ class Config:
     # HTTP/1.1 on the connections: our own protocol (api/http1.py), or uvicorn's httptools
     # one, kept as the side-by-side peer of the benchmarks
     http_protocol: HttpProtocol = "controlplane"
+    # which admission webhooks are called (api/webhooks.py): those something on this machine
+    # answers for ("reachable"), every one as kube-apiserver ("all": an unreachable one's
+    # failurePolicy applies), or none ("off")
+    admission_webhooks: AdmissionWebhookMode = "reachable"
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
@@ -178,6 +184,8 @@ class Config:
         if self.client_ca_file is not None and self.http_protocol != "controlplane":
             raise ValueError("--client-ca-file needs --http-protocol controlplane (uvicorn's does not pass "
                              "the client's certificate to the app)")
+        if self.admission_webhooks not in ADMISSION_WEBHOOK_MODES:
+            raise ValueError(f"admission webhooks {self.admission_webhooks!r} is not one of {ADMISSION_WEBHOOK_MODES}")
         if self.http_protocol not in HTTP_PROTOCOLS:
             raise ValueError(f"HTTP protocol {self.http_protocol!r} is not one of {HTTP_PROTOCOLS}")
         if self.log_level not in LOG_LEVELS:

@@ -483,6 +483,8 @@ def create_app(config: Config) -> FastAPI:
             await asyncio.gather(*state._tasks, return_exceptions=True)
             for client in state._clients:
                 await client.aclose()
+            if kube.webhooks is not None:
+                await kube.webhooks.clients.close()
             if caches is not None:
                 if OBJECT_COUNTS.source is counts:
                     OBJECT_COUNTS.source = None
@@ -503,6 +505,7 @@ def create_app(config: Config) -> FastAPI:
                   redirect_slashes=False)
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
+    kube.admission_webhooks(config.admission_webhooks)
     discovery = None
     try:
         if config.service_account_signing_key_file is None:  # the generated key, made on first use

@@ -160,6 +160,7 @@ from .tokenrequest import TokenIssuer, token_request_looked_up
 from .topologylabels import NodeTopology, bound_labels
 from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
+from .webhooks import AdmissionWebhooks
 
 log = logging.getLogger("controlplane.api")
 
@@ -241,6 +242,7 @@ class KubeApi:
         policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
             if policies is not None and policy_bindings is not None else None
+        self.webhooks: AdmissionWebhooks | None = None  # admission webhooks (admission_webhooks)
         accounts = registry.get("", "v1", "serviceaccounts")
         self._service_accounts = ServiceAccountAdmission(self, accounts) if accounts is not None else None
         runtime_classes = registry.get("node.k8s.io", "v1", "runtimeclasses")
@@ -262,6 +264,14 @@ class KubeApi:
         nodes = registry.get("", "v1", "nodes")
         assert self._pods is not None and nodes is not None
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
+
+    def admission_webhooks(self, mode: str) -> None:
+        """Call the admission webhooks configured (``--admission-webhooks``; api/webhooks.py):
+        ``reachable``, ``all`` or ``off``."""
+        mutating = self.registry.get("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+        validating = self.registry.get("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+        self.webhooks = AdmissionWebhooks(self, mutating, validating, mode) \
+            if mode != "off" and mutating is not None and validating is not None else None
 
     async def bootstrap_rbac(self) -> None:
         """upstream's bootstrap RBAC policy, created or reconciled (``rbacreconcile.py``) whatever
@@ -1042,6 +1052,11 @@ class KubeApi:
             await self._runtime_classes.admit(obj)
         if self._limit_ranger is not None:  # mutating admission, before validation and the quota
             await self._limit_ranger.admit(rtype, namespace, obj)
+        if self.webhooks is not None and self.webhooks.active(mutating=True) and await self.webhooks.mutate(
+                rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                generated_name=not name):  # the last mutating admission
+            self._default_patched(rtype, obj)
+            meta = obj["metadata"]
         if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
             obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
             if obj["spec"].get("schedulingGates"):  # the pod strategy's applySchedulingGatedCondition
@@ -1056,6 +1071,8 @@ class KubeApi:
             if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
                 await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
                                            REQUEST_USER.get())
+            if self.webhooks is not None and self.webhooks.active(mutating=False):
+                await self.webhooks.validate(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None)
             if self._quota is not None:
                 await self._quota.charge(rtype, namespace, obj)
             protection = _PROTECTION_FINALIZERS.get((rtype.group, rtype.plural)) if self.storage_protected else None
@@ -1202,7 +1219,7 @@ class KubeApi:
             meta = obj["metadata"]
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
-            await self._mutating_update_admission(rtype, namespace, obj, subresource)
+            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1299,7 +1316,7 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-            await self._mutating_update_admission(rtype, namespace, obj, subresource)
+            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1374,7 +1391,7 @@ class KubeApi:
                 meta["managedFields"] = fields
             if rtype.namespaced:
                 meta["namespace"] = namespace
-            await self._mutating_update_admission(rtype, namespace, obj, subresource)
+            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
@@ -1419,10 +1436,16 @@ class KubeApi:
                            or pre.get("resourceVersion") not in (None, str(current.mod_revision))):
                 continue  # judged on the store's version, not a possibly stale one
             _check_preconditions(rtype, name, pre, meta, current.mod_revision)
-            if self._policies is not None and not meta.get("deletionTimestamp"):
+            webhooks = self.webhooks
+            if (self._policies is not None or webhooks is not None) and not meta.get("deletionTimestamp"):
                 try:
-                    await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None,
-                                               REQUEST_USER.get())
+                    if webhooks is not None and webhooks.active(mutating=True):  # (a delete's may not patch)
+                        await webhooks.mutate(rtype, namespace, name, "DELETE", None, obj, None, options)
+                    if self._policies is not None:
+                        await self._policies.check(rtype, namespace, name, "DELETE", None, obj, None,
+                                                   REQUEST_USER.get())
+                    if webhooks is not None and webhooks.active(mutating=False):
+                        await webhooks.validate(rtype, namespace, name, "DELETE", None, obj, None, options)
                 except ApiError:
                     if cached:
                         continue  # as upstream's conditional delete: judged again on the store's version
@@ -1590,24 +1613,38 @@ class KubeApi:
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
 
-    async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, obj: dict[str, Any],
-                                         subresource: str | None) -> None:
+    async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
+                                         obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> None:
         """Mutating admission of an update, after its strategy: a resize gets its namespace's
         LimitRange defaults and is held to its bounds (upstream's LimitRanger takes pods/resize,
-        and no other pod update)."""
+        and no other pod update); then the mutating webhooks."""
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
             await self._limit_ranger.admit(rtype, namespace, obj, annotate=False)
+        if self.webhooks is not None and self.webhooks.active(mutating=True) and await self.webhooks.mutate(
+                rtype, namespace, name, "UPDATE", obj, old, subresource):
+            self._default_patched(rtype, obj)
+
+    def _default_patched(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        """An object a mutating webhook patched, defaulted again (upstream decodes the patched
+        JSON into its type, with defaults); a custom resource's schema prunes it too."""
+        if rtype.custom is None:
+            default(rtype.plural, obj)
+        else:
+            self.crds.prepare_resource(rtype, obj)
 
     async def _validating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                            obj: dict[str, Any], old: dict[str, Any],
                                            subresource: str | None) -> None:
         """Validating admission of a valid update, in upstream's plugin order: a CSR's
         CertificateApproval and CertificateSigning (api/certificateadmission.py), the
-        admission policies, then ResourceQuota, which charges a pod's resize."""
+        admission policies, the validating webhooks, then ResourceQuota, which charges a
+        pod's resize."""
         if rtype is self._csrs:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
         if self._policies is not None:
             await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource, REQUEST_USER.get())
+        if self.webhooks is not None and self.webhooks.active(mutating=False):
+            await self.webhooks.validate(rtype, namespace, name, "UPDATE", obj, old, subresource)
         if rtype is self._pods and subresource == "resize" and self._quota is not None:
             await self._quota.charge_resize(rtype, namespace, obj, old)
 

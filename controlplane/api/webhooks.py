@@ -1,0 +1,476 @@
+"""Admission webhooks: kube-apiserver's MutatingAdmissionWebhook and
+ValidatingAdmissionWebhook plugins, over the Mutating/ValidatingWebhookConfigurations
+stored (``registry/webhooks.py`` defaults and validates them).
+
+Where in a write (``api/rest.py``)::
+
+    built-in mutating admission (ServiceAccount, Priority, RuntimeClass, LimitRanger)
+    -> mutating webhooks, one after the other, each seeing the patches before it
+    -> the strategy's validation
+    -> ValidatingAdmissionPolicy -> validating webhooks, all at once -> ResourceQuota
+
+A webhook is called for a request when, as upstream's ``ShouldCallHook``: its
+``namespaceSelector`` takes the namespace's labels (a cluster-scoped object but a
+Namespace is never left out; a Namespace's create or update is judged by its own
+labels), its ``objectSelector`` takes the new or the old object's labels, one of its
+``rules`` takes the operation, group, version, resource and subresource (``*``,
+``*/*``, ``pods/*``, ``*/status``) and scope, and its ``matchConditions`` (CEL with
+``object``, ``oldObject``, ``request``) are all true. Configurations are taken in
+name order, their webhooks in theirs.
+
+The call is an ``admission.k8s.io/v1`` AdmissionReview (``api/webhookcall.py`` posts
+it). The answer: ``allowed`` false refuses with the webhook's ``status`` (``admission
+webhook "x" denied the request: <message>``, its code if 400 or more); a
+``JSONPatch`` is applied to the object; ``warnings`` become Warning headers. A
+webhook that cannot be called, or answers nonsense, fails the request with 500
+(``Internal error occurred: failed calling webhook "x": failed to call webhook:
+...``) unless its ``failurePolicy`` is ``Ignore``. A dry run refuses (400) a webhook
+whose ``sideEffects`` is not None or NoneOnDryRun. A mutating webhook with
+``reinvocationPolicy: IfNeeded`` is called once more when a later webhook changed
+the object.
+
+``--admission-webhooks`` decides about webhooks whose Service nothing on this
+machine answers for (one backed by simulated pods, one that does not exist):
+``reachable`` (the default) leaves them out, so charts that install webhooks
+install and writes go on; ``all`` calls them as kube-apiserver would, so their
+``failurePolicy`` applies; ``off`` calls no webhook. ``url`` webhooks are always
+called.
+
+The configurations are read from this process's watch cache and compiled again
+only when either type's cache moved on: with none stored, a write pays one
+generation comparison (``active``).
+
+Not done: ``matchPolicy: Equivalent`` (a rule matches the version the request
+named only), CONNECT requests, the ``authorizer`` in match conditions, the
+in-tree plugins' reinvocation, audit annotations, and the webhooks on the
+subresources written by handlers of their own (``pods/binding``,
+``pods/eviction``, the bulk Lease renewals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+import orjson
+
+from ..registry.expressions import ExpressionError, context_of, evaluate
+from ..registry.types import ResourceType
+from ..scheduler.plugins.selectors import match_label_selector
+from .admissionpolicy import REQUEST_USER
+from .dryrun import DRY_RUN
+from .errors import ApiError
+from .fieldvalidation import add_warning
+from .namespaced import NamespacedObjects
+from .webhookcall import CallError, Unreachable, WebhookClients, resolve
+
+if TYPE_CHECKING:
+    from .rest import KubeApi
+
+__all__ = ["MODES", "AdmissionWebhooks"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+MODES = ("reachable", "all", "off")
+_REVIEW_KIND = "admission.k8s.io/v1, Kind=AdmissionReview"
+_OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """One webhook of a configuration."""
+    configuration: str
+    name: str
+    spec: Obj
+    mutating: bool
+
+
+@dataclass(slots=True)
+class Request:
+    """A write as the webhooks see it (upstream's admission attributes)."""
+    rtype: ResourceType
+    namespace: str
+    name: str
+    operation: str  # CREATE, UPDATE, DELETE
+    obj: Obj | None
+    old: Obj | None
+    subresource: str
+    options: Obj
+    _namespace_labels: dict[str, str] | None = field(default=None)
+
+
+class _Configurations:
+    """One configuration type's webhooks in call order, compiled again when its cache moves on."""
+
+    def __init__(self, kube: KubeApi, rtype: ResourceType, mutating: bool) -> None:
+        self._kube = kube
+        self._rtype = rtype
+        self._objects = NamespacedObjects(kube, rtype)
+        self._mutating = mutating
+        self._memo: tuple[int | None, list[Hook]] = (-1, [])
+
+    def cached(self) -> list[Hook] | None:
+        """The webhooks, if the cache has not moved on since they were compiled (None: ask ``hooks``)."""
+        generation = self._kube.reads.generation(self._rtype)
+        return self._memo[1] if generation is not None and generation == self._memo[0] else None
+
+    async def hooks(self) -> list[Hook]:
+        cached = self.cached()
+        if cached is not None:
+            return cached
+        generation = self._kube.reads.generation(self._rtype)
+        configurations = sorted(await self._objects.of(""), key=lambda c: c["metadata"]["name"])
+        hooks = [Hook(c["metadata"]["name"], str(w.get("name") or ""), w, self._mutating)
+                 for c in configurations for w in c.get("webhooks") or () if isinstance(w, dict)]
+        self._memo = (generation, hooks)
+        return hooks
+
+
+class AdmissionWebhooks:
+    def __init__(self, kube: KubeApi, mutating: ResourceType, validating: ResourceType, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"admission webhooks mode {mode!r} is not one of {MODES}")
+        self._kube = kube
+        self._mode = mode
+        self._mutating = _Configurations(kube, mutating, True)
+        self._validating = _Configurations(kube, validating, False)
+        self.clients = WebhookClients()
+
+    def active(self, mutating: bool) -> bool:
+        """Whether a write must ask: False only when none of the kind is stored (O(1))."""
+        hooks = (self._mutating if mutating else self._validating).cached()
+        return hooks is None or bool(hooks)
+
+    # ------------------------------------------------------------------ the plugins
+
+    async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
+                     obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None,
+                     generated_name: bool = False) -> bool:
+        """Call the mutating webhooks that match; their patches change ``obj`` in place
+        (True: one did; the caller defaults the object again, as upstream).
+
+        A create's object is shown as upstream's admission sees it, before the
+        strategy fills in the system's fields: no uid, a null creationTimestamp, and no
+        name when the name is to be generated; these are put back after."""
+        hooks = await self._mutating.hooks()
+        if not hooks:
+            return False
+        request = Request(rtype, namespace or "", "" if generated_name else name, operation, None, old,
+                          subresource or "", self._options(operation, options))
+        kept: Obj = {}
+        if obj is not None:
+            shown = dict(obj)
+            meta = shown["metadata"] = dict(obj.get("metadata") or {})
+            if operation == "CREATE":
+                kept = {k: meta.pop(k) for k in ("uid", "generation") if k in meta}
+                kept["creationTimestamp"] = meta.get("creationTimestamp")
+                meta["creationTimestamp"] = None
+                if generated_name:
+                    kept["name"] = meta.pop("name", None)
+            request.obj = shown
+        reinvocable: list[int] = []  # the IfNeeded webhooks called so far, by index
+        again: set[int] = set()  # those called before a later webhook changed the object
+        patched_any = False
+        for i, hook in enumerate(hooks):
+            changed = await self._call_mutating(hook, request)
+            if changed is None:
+                continue
+            if changed:
+                patched_any = True
+                again.update(j for j in reinvocable if j != i)
+            if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+                reinvocable.append(i)
+        for i in sorted(again):  # once more each, in order (upstream's reinvocation round)
+            await self._call_mutating(hooks[i], request)
+        if not patched_any:
+            return False
+        if obj is not None and request.obj is not None:
+            patched = request.obj
+            meta = patched.setdefault("metadata", {})
+            for key, value in kept.items():
+                if key == "name":
+                    if value is not None and not meta.get("name"):
+                        meta["name"] = value
+                elif key == "creationTimestamp" or key not in meta:
+                    meta[key] = value
+            obj.clear()
+            obj.update(patched)
+        return True
+
+    async def validate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
+                       obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None) -> None:
+        """Call the validating webhooks that match, all at once; the first refusal (in call order) is raised."""
+        hooks = await self._validating.hooks()
+        if not hooks:
+            return
+        request = Request(rtype, namespace or "", name, operation, obj, old, subresource or "",
+                          self._options(operation, options))
+        matched = [hook for hook in hooks if await self._matches(hook, request)]
+        if not matched:
+            return
+        results = await asyncio.gather(*(self._call(hook, request) for hook in matched), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    # ------------------------------------------------------------------ matching
+
+    async def _matches(self, hook: Hook, request: Request) -> bool:
+        spec = hook.spec
+        selector = spec.get("namespaceSelector")
+        if selector and (request.namespace or _is_namespace(request)) \
+                and not match_label_selector(selector, await self._namespace_labels(request)):
+            return False
+        selector = spec.get("objectSelector")
+        if selector and not any(match_label_selector(selector, ((o.get("metadata") or {}).get("labels") or {}))
+                                for o in (request.obj, request.old) if o is not None):
+            return False
+        if not any(_rule_matches(rule, request) for rule in spec.get("rules") or () if isinstance(rule, dict)):
+            return False
+        conditions = spec.get("matchConditions") or ()
+        if not conditions:
+            return True
+        context = context_of({"object": request.obj, "oldObject": request.old,
+                              "request": self._request_fields(request, "")})
+        errors = []
+        for condition in conditions:
+            expression = str(condition.get("expression") or "")
+            try:
+                value = evaluate(expression, context)
+            except ExpressionError as e:
+                errors.append(f"expression '{expression}' resulted in error: {e}")
+                continue
+            if value is False:
+                return False
+            if value is not True:
+                errors.append(f"expression '{expression}' resulted in error: no such overload")
+        if not errors:
+            return True
+        if spec.get("failurePolicy") == "Ignore":
+            return False
+        what = f"{request.rtype.plural}.{request.rtype.group}" if request.rtype.group else request.rtype.plural
+        message = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise ApiError(403, "Forbidden", f'{what} "{request.name}" is forbidden: {message}',
+                       {"name": request.name, **({"group": request.rtype.group} if request.rtype.group else {}),
+                        "kind": request.rtype.plural})
+
+    async def _namespace_labels(self, request: Request) -> dict[str, str]:
+        """The labels the namespace selector judges: a Namespace's own when it is being
+        created or updated, else the namespace's as stored (upstream's namespace matcher)."""
+        if request._namespace_labels is not None:
+            return request._namespace_labels
+        if _is_namespace(request) and request.operation in ("CREATE", "UPDATE") and request.obj is not None:
+            labels = (request.obj.get("metadata") or {}).get("labels") or {}
+        else:
+            raw = await self._kube._namespace(request.namespace or request.name)
+            if raw is None:
+                raise ApiError(500, "InternalError", f'Internal error occurred: namespace "{request.namespace}" '
+                               "not found", {"causes": [{"message": f'namespace "{request.namespace}" not found'}]})
+            labels = (orjson.loads(raw).get("metadata") or {}).get("labels") or {}
+        request._namespace_labels = labels
+        return labels
+
+    # ------------------------------------------------------------------ calling
+
+    async def _call_mutating(self, hook: Hook, request: Request) -> bool | None:
+        """Call ``hook`` if it matches (None: it does not); whether its patch changed the object."""
+        if not await self._matches(hook, request):
+            return None
+        answer = await self._call(hook, request)
+        patch = answer.get("patch") if answer is not None else None
+        if not patch:
+            return False
+        try:
+            operations = orjson.loads(base64.b64decode(patch))
+            compiled = jsonpatch.JsonPatch(operations)
+        except (ValueError, TypeError, jsonpatch.InvalidJsonPatch) as e:
+            raise _call_failed(hook.name, f"received undecodable patch in webhook response: {e}") from e
+        if not operations:
+            return False
+        if request.obj is None:
+            raise _internal(f'admission webhook "{hook.name}" attempted to modify the object, which is not '
+                            "supported for this operation")
+        try:
+            patched = compiled.apply(request.obj)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise _internal(str(e)) from e
+        if not isinstance(patched, dict):
+            raise _internal(f'admission webhook "{hook.name}" patched the object into something else than an object')
+        changed = patched != request.obj
+        request.obj = patched
+        return changed
+
+    async def _call(self, hook: Hook, request: Request) -> Obj | None:
+        """POST the review to ``hook``: its response (allowed), None when a failure is ignored
+        or the webhook is left out; a refusal or an unignored failure is raised."""
+        spec = hook.spec
+        ignore = spec.get("failurePolicy") == "Ignore"
+        if DRY_RUN.get() and spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise ApiError.bad_request(f'admission webhook "{hook.name}" does not support dry run')
+        uid = str(uuid.uuid4())
+        try:
+            endpoint = await resolve(spec.get("clientConfig") or {}, self._lookup)
+            body = orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+                                 "request": self._request_fields(request, uid, objects=True)})
+            answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
+            response = _verified(answer, uid, hook.mutating)
+        except Unreachable as e:
+            if self._mode == "reachable":
+                return None
+            _failed(hook, ignore, f"failed to call webhook: {e}")
+            return None
+        except CallError as e:
+            _failed(hook, ignore, f"failed to call webhook: {e}")
+            return None
+        except _BadResponse as e:
+            _failed(hook, ignore, f"received invalid webhook response: {e}")
+            return None
+        for warning in response.get("warnings") or ():
+            add_warning(str(warning))
+        if response.get("allowed") is not True:
+            raise _denied(hook.name, response.get("status"))
+        return response
+
+    async def _lookup(self, kind: str, namespace: str, name: str) -> Any:
+        kube = self._kube
+        if kind == "endpointslices":
+            slices = kube.registry.get("discovery.k8s.io", "v1", "endpointslices")
+            if slices is None:
+                return []
+            listed = await kube._list(slices, namespace, {"resourceVersion": "0",
+                                                          "labelSelector": f"kubernetes.io/service-name={name}"})
+            return [orjson.loads(raw) for raw in listed.items]
+        rtype = kube.registry.get("", "v1", kind)
+        if rtype is None:
+            return None
+        raw = await kube.reads.get(rtype, namespace, name, "0")
+        if raw is None:
+            kv = await kube.store.get(rtype.key(namespace, name))
+            raw = kv.value if kv is not None else None
+        return orjson.loads(raw) if raw is not None else None
+
+    @staticmethod
+    def _options(operation: str, options: Obj | None) -> Obj:
+        out: Obj = {"kind": _OPTIONS_KIND.get(operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"}
+        for key, value in (options or {}).items():
+            if key not in ("kind", "apiVersion") and value is not None:
+                out[key] = value
+        if DRY_RUN.get():
+            out["dryRun"] = ["All"]
+        return out
+
+    @staticmethod
+    def _request_fields(request: Request, uid: str, objects: bool = False) -> Obj:
+        """The AdmissionRequest, as upstream's ``CreateV1AdmissionReview`` fills it in."""
+        rtype = request.rtype
+        kind = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
+        resource = {"group": rtype.group, "version": rtype.version, "resource": rtype.plural}
+        user = REQUEST_USER.get()
+        fields: Obj = {"uid": uid, "kind": kind, "resource": resource}
+        if request.subresource:
+            fields["subResource"] = request.subresource
+        fields.update(requestKind=kind, requestResource=resource)
+        if request.subresource:
+            fields["requestSubResource"] = request.subresource
+        if request.name:
+            fields["name"] = request.name
+        if request.namespace:
+            fields["namespace"] = request.namespace
+        fields["operation"] = request.operation
+        fields["userInfo"] = user.info() if user is not None else {}
+        if objects:
+            fields["object"] = request.obj
+            fields["oldObject"] = request.old
+        fields["dryRun"] = bool(DRY_RUN.get())
+        fields["options"] = request.options
+        return fields
+
+
+class _BadResponse(Exception):
+    pass
+
+
+def _verified(answer: Obj, uid: str, mutating: bool) -> Obj:
+    """The review's ``response``, checked as upstream's ``VerifyAdmissionResponse``."""
+    got = f"{answer.get('apiVersion') or ''}, Kind={answer.get('kind') or ''}"
+    if got.startswith(", "):
+        got = "/" + got
+    if got != _REVIEW_KIND:
+        raise _BadResponse(f"expected webhook response of {_REVIEW_KIND}, got {got}")
+    response = answer.get("response")
+    if not isinstance(response, dict):
+        raise _BadResponse("webhook response was absent")
+    if response.get("uid") != uid:
+        raise _BadResponse(f'expected response.uid="{uid}", got "{response.get("uid") or ""}"')
+    patch_type = response.get("patchType") or ""
+    if response.get("patch") and not patch_type:
+        raise _BadResponse("webhook returned response.patch but not response.patchType")
+    if patch_type and not mutating:
+        raise _BadResponse("validating webhook may not return response.patchType")
+    if patch_type and patch_type != "JSONPatch":
+        raise _BadResponse(f'webhook returned invalid response.patchType of "{patch_type}"')
+    return response
+
+
+def _is_namespace(request: Request) -> bool:
+    return not request.rtype.group and request.rtype.plural == "namespaces"
+
+
+def _rule_matches(rule: Obj, request: Request) -> bool:
+    """As upstream's ``rules.Matcher``: operation, group, version, resource/subresource, scope."""
+    def listed(values: Any, value: str) -> bool:
+        return isinstance(values, list) and ("*" in values or value in values)
+
+    rtype = request.rtype
+    if not listed(rule.get("operations"), request.operation) or not listed(rule.get("apiGroups"), rtype.group) \
+            or not listed(rule.get("apiVersions"), rtype.version):
+        return False
+    scope = rule.get("scope") or "*"
+    namespace = _is_namespace(request)
+    if scope == "Namespaced" and (namespace or not request.namespace):
+        return False
+    if scope == "Cluster" and not namespace and request.namespace:
+        return False
+    for entry in rule.get("resources") or ():
+        resource, _, sub = str(entry).partition("/")
+        if resource in ("*", rtype.plural) and sub in ("*", request.subresource):
+            return True
+    return False
+
+
+def _failed(hook: Hook, ignore: bool, reason: str) -> None:
+    """A call that failed: logged when the failure policy ignores it, else raised."""
+    if not ignore:
+        raise _call_failed(hook.name, reason)
+    log.warning("Failed calling webhook, failing open %s: %s", hook.name, reason)
+
+
+def _call_failed(name: str, reason: str) -> ApiError:
+    return _internal(f'failed calling webhook "{name}": {reason}')
+
+
+def _internal(message: str) -> ApiError:
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+
+
+def _denied(name: str, status: Any) -> ApiError:
+    """A webhook's refusal, as upstream's ``ToStatusErr``: its code (400 at least), reason and
+    details, the message prefixed with the webhook's name."""
+    status = status if isinstance(status, dict) else {}
+    code = status.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) and code >= 400 else 400
+    denied = f'admission webhook "{name}" denied the request'
+    if status.get("message"):
+        message = f"{denied}: {status['message']}"
+    elif status.get("reason"):
+        message = f"{denied}: {status['reason']}"
+    else:
+        message = f"{denied} without explanation"
+    details = status.get("details") if isinstance(status.get("details"), dict) else None
+    return ApiError(code, str(status.get("reason") or ""), message, details)

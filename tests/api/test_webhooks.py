@@ -1,0 +1,337 @@
+"""Admission webhooks (api/webhooks.py, api/webhookcall.py) called as kube-apiserver calls
+them: a real ``controlplane serve`` posting AdmissionReviews over HTTPS to a real webhook
+server in this process (tests/api/webhook_server.py), with the real kubectl once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+import httpx
+import pytest
+import yaml
+
+from controlplane.api.dryrun import DRY_RUN
+from controlplane.api.errors import ApiError
+from controlplane.api.webhooks import AdmissionWebhooks, Hook, Request
+from controlplane.registry import Registry
+from tests.api.webhook_server import WebhookServer, host_address, webhook_server
+from tests.e2e.test_kubectl import KUBECTL
+from tests.test_cli import Serve, running, start_serve
+
+if TYPE_CHECKING:
+    from controlplane.api.rest import KubeApi
+
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+NS = "hooked"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+@pytest.fixture(scope="module")
+def hook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+    with webhook_server(tmp_path_factory.mktemp("hook")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("webhooks-serve"))) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("webhooks-all"), extra=("--admission-webhooks", "all"))) as s:
+        yield s
+
+
+class Api:
+    """An httpx client of a served server as its admin, which keeps the configurations it makes
+    and deletes them when done (they apply to the whole cluster)."""
+
+    def __init__(self, served: Serve) -> None:
+        token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+        self.http = httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30)
+        self.made: list[str] = []
+
+    def configure(self, path: str, name: str, webhooks: list[dict[str, Any]]) -> None:
+        kind = "MutatingWebhookConfiguration" if path == MUTATING else "ValidatingWebhookConfiguration"
+        r = self.http.post(path, json={"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                                       "metadata": {"name": name}, "webhooks": webhooks})
+        assert r.status_code == 201, r.text
+        self.made.append(f"{path}/{name}")
+        self._await_cached(path, name, True)
+
+    def _await_cached(self, path: str, name: str, present: bool) -> None:
+        for _ in range(500):  # admission reads the watch cache: wait until it has caught up
+            listed = self.http.get(path, params={"resourceVersion": "0"}).json()["items"]
+            names = {c["metadata"]["name"] for c in listed}
+            if (name in names) == present:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{name} never {'appeared' if present else 'went'}")
+
+    def close(self) -> None:
+        for made in self.made:
+            self.http.delete(made)
+            path, _, name = made.rpartition("/")
+            self._await_cached(path, name, False)
+        self.http.close()
+
+    def pod(self, name: str, namespace: str = NS, **labels: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+    def create_pod(self, name: str, namespace: str = NS, query: dict[str, str] | None = None,
+                   **labels: str) -> httpx.Response:
+        return self.http.post(f"/api/v1/namespaces/{namespace}/pods", json=self.pod(name, namespace, **labels),
+                              params=query or {})
+
+
+@pytest.fixture
+def api(served: Serve) -> Iterator[Api]:
+    a = Api(served)
+    for ns, labels in ((NS, {"webhooks": "on"}), ("quiet", {})):
+        a.http.post("/api/v1/namespaces", json={"metadata": {"name": ns, "labels": labels}})
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def webhook(name: str, server: WebhookServer, path: str, **extra: Any) -> dict[str, Any]:
+    """A webhook on pod creates in namespaces labelled ``webhooks: on``, at ``server``'s ``path``."""
+    return {"name": name, "clientConfig": {"url": server.url(path), "caBundle": server.ca_bundle},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], **extra}
+
+
+def test_a_mutating_webhooks_patch_is_applied_and_its_review_is_upstreams(api: Api, hook: WebhookServer) -> None:
+    api.configure(MUTATING, "mutate", [webhook("mutate.example.com", hook, "/mutate")])
+    r = api.create_pod("patched", app="web")
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["labels"] == {"app": "web", "mutated": "yes"}
+    assert r.headers.get_list("warning") == ['299 - "mutated by the test webhook"']
+    got = api.http.get(f"{PODS}/patched").json()
+    assert got["metadata"]["labels"]["mutated"] == "yes" and got["metadata"]["uid"]
+    assert got["spec"]["containers"][0]["imagePullPolicy"] == "Always"  # defaulted before, kept after
+    (review,) = [rv for rv in hook.seen("/mutate") if rv.get("name") == "patched"]
+    assert review["_query"] == "timeout=10s"
+    assert review["kind"] == review["requestKind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert review["resource"] == review["requestResource"] == {"group": "", "version": "v1", "resource": "pods"}
+    assert (review["namespace"], review["operation"], review["dryRun"]) == (NS, "CREATE", False)
+    assert review["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+    assert review["userInfo"]["username"] == "admin" and review["oldObject"] is None
+    meta = review["object"]["metadata"]
+    assert "uid" not in meta and meta["creationTimestamp"] is None  # as upstream's admission sees a create
+    # a pod in a namespace the selector leaves out is not sent
+    assert api.create_pod("elsewhere", namespace="quiet").status_code == 201
+    assert not [rv for rv in hook.seen("/mutate") if rv.get("namespace") == "quiet"]
+    # a generated name: the webhook sees none, as upstream's
+    r = api.http.post(PODS, json={**api.pod(""), "metadata": {"generateName": "gen-"}})
+    assert r.status_code == 201 and r.json()["metadata"]["name"].startswith("gen-")
+    generated = next(rv for rv in hook.seen("/mutate") if rv["object"]["metadata"].get("generateName") == "gen-")
+    assert generated.get("name") is None
+
+
+def test_a_validating_webhooks_refusal_as_kubectl_shows_it(api: Api, hook: WebhookServer, served: Serve) -> None:
+    api.configure(VALIDATING, "deny", [webhook("deny.example.com", hook, "/deny",
+                                               objectSelector={"matchLabels": {"bad": "true"}})])
+    manifest = json.dumps(api.pod("bad-one", bad="true") | {"metadata": {"name": "bad-one", "namespace": NS,
+                                                                          "labels": {"bad": "true"}}})
+    r = subprocess.run([KUBECTL or "kubectl", "create", "-f", "-"], input=manifest, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state), "PATH": "/usr/bin"},
+                       timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip() == 'Error from server (Forbidden): error when creating "STDIN": admission webhook ' \
+                               '"deny.example.com" denied the request: pods labelled bad are not welcome'
+    r2 = api.create_pod("bad-two", bad="true")
+    assert r2.status_code == 403 and r2.json()["reason"] == "Forbidden"
+    assert api.create_pod("good", bad="false").status_code == 201  # the object selector leaves it out
+    assert {rv["name"] for rv in hook.seen("/deny")} == {"bad-one", "bad-two"}
+
+
+def test_a_refusal_without_a_status_and_a_response_for_another_request(api: Api, hook: WebhookServer) -> None:
+    api.configure(VALIDATING, "bare", [webhook("bare.example.com", hook, "/deny-bare",
+                                               objectSelector={"matchLabels": {"case": "bare"}}),
+                                       webhook("uid.example.com", hook, "/wrong-uid",
+                                               objectSelector={"matchLabels": {"case": "uid"}})])
+    r = api.create_pod("bare", case="bare")
+    assert (r.status_code, r.json()["message"]) == \
+        (400, 'admission webhook "bare.example.com" denied the request without explanation')
+    r = api.create_pod("uid", case="uid")
+    assert r.status_code == 500 and r.json()["reason"] == "InternalError"
+    assert r.json()["message"].startswith('Internal error occurred: failed calling webhook "uid.example.com": '
+                                          'received invalid webhook response: expected response.uid="')
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_failure_policy_of_an_unreachable_and_a_slow_webhook(api: Api, hook: WebhookServer, policy: str) -> None:
+    api.configure(VALIDATING, "failing", [
+        webhook("down.example.com", hook, "/", failurePolicy=policy, objectSelector={"matchLabels": {"case": "down"}},
+                clientConfig={"url": "https://127.0.0.1:1/validate", "caBundle": hook.ca_bundle}),
+        webhook("slow.example.com", hook, "/slow", failurePolicy=policy, timeoutSeconds=1,
+                objectSelector={"matchLabels": {"case": "slow"}})])
+    down, slow = api.create_pod("down", case="down"), api.create_pod("slow", case="slow")
+    if policy == "Ignore":
+        assert (down.status_code, slow.status_code) == (201, 201)
+        return
+    assert down.status_code == 500 and down.json()["message"] == (
+        'Internal error occurred: failed calling webhook "down.example.com": failed to call webhook: Post '
+        '"https://127.0.0.1:1/validate?timeout=10s": dial tcp 127.0.0.1:1: connect: connection refused')
+    assert slow.status_code == 500 and slow.json()["message"] == (
+        f'Internal error occurred: failed calling webhook "slow.example.com": failed to call webhook: Post '
+        f'"https://127.0.0.1:{hook.port}/slow?timeout=1s": context deadline exceeded')
+    assert api.http.get(f"{PODS}/down").status_code == 404
+
+
+def test_match_conditions_and_rules(api: Api, hook: WebhookServer) -> None:
+    api.configure(VALIDATING, "conditions", [
+        webhook("cond.example.com", hook, "/deny", matchConditions=[
+            {"name": "checked", "expression": "object.metadata.name.startsWith('checked-')"},
+            {"name": "not-admin", "expression": "request.userInfo.username == 'admin'"}]),
+        webhook("broken.example.com", hook, "/allow", matchConditions=[
+            {"name": "broken", "expression": "object.metadata.labels.missing == 'x'"}],
+            objectSelector={"matchLabels": {"case": "broken"}}),
+        webhook("status.example.com", hook, "/deny", objectSelector={"matchLabels": {"case": "status"}},
+                rules=[{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                        "resources": ["pods/status"], "scope": "Namespaced"}])])
+    assert api.create_pod("checked-a").status_code == 403
+    assert api.create_pod("unchecked").status_code == 201
+    r = api.create_pod("broken", case="broken")  # an error in a condition, failurePolicy Fail: refused
+    assert r.status_code == 403 and r.json()["message"].startswith(
+        "pods \"broken\" is forbidden: expression 'object.metadata.labels.missing == 'x'' resulted in error: ")
+    assert api.create_pod("status", case="status").status_code == 201  # the rule is for pods/status updates
+    r = api.http.patch(f"{PODS}/status/status", json={"status": {"message": "hi"}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 403, r.text
+    assert hook.seen("/deny")[-1]["subResource"] == "status"
+    assert api.http.patch(f"{PODS}/status", json={"metadata": {"annotations": {"a": "b"}}},
+                          headers={"content-type": "application/merge-patch+json"}).status_code == 200
+
+
+def test_dry_run_updates_and_deletes_are_sent(api: Api, hook: WebhookServer) -> None:
+    rule = {"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+    api.configure(VALIDATING, "lifecycle", [webhook("all.example.com", hook, "/allow", rules=[rule],
+                                                    objectSelector={"matchLabels": {"case": "life"}})])
+    assert api.create_pod("dry", query={"dryRun": "All"}, case="life").status_code == 201
+    assert api.http.get(f"{PODS}/dry").status_code == 404
+    assert api.create_pod("life", case="life").status_code == 201
+    assert api.http.patch(f"{PODS}/life", json={"metadata": {"annotations": {"x": "y"}}},
+                          headers={"content-type": "application/merge-patch+json"}).status_code == 200
+    assert api.http.delete(f"{PODS}/life", params={"gracePeriodSeconds": "0"}).status_code == 200
+    seen = [rv for rv in hook.seen("/allow") if rv.get("name") in ("dry", "life")]
+    assert [(rv["name"], rv["operation"], rv["dryRun"]) for rv in seen] == [
+        ("dry", "CREATE", True), ("life", "CREATE", False), ("life", "UPDATE", False), ("life", "DELETE", False)]
+    assert seen[0]["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "dryRun": ["All"]}
+    update, delete = seen[2], seen[3]
+    assert update["options"]["kind"] == "UpdateOptions" and update["oldObject"]["metadata"].get("annotations") is None
+    assert update["object"]["metadata"]["annotations"] == {"x": "y"}
+    assert delete["object"] is None and delete["oldObject"]["metadata"]["name"] == "life"
+    assert delete["options"]["kind"] == "DeleteOptions"
+
+
+async def test_a_dry_run_refuses_a_webhook_with_side_effects() -> None:
+    """v1 stores only None and NoneOnDryRun; a configuration written before (v1beta1's Unknown,
+    Some) is refused in a dry run as upstream, before any call."""
+    registry = Registry()
+    pods = registry.get("", "v1", "pods")
+    mutating = registry.get("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+    validating = registry.get("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+    assert pods is not None and mutating is not None and validating is not None
+    webhooks = AdmissionWebhooks(cast("KubeApi", None), mutating, validating, "reachable")  # (never asked)
+    hook = Hook("c", "some.example.com", {"name": "some.example.com", "sideEffects": "Some",
+                                          "clientConfig": {"url": "https://127.0.0.1:1/"}}, False)
+    request = Request(pods, "default", "p", "CREATE", {"metadata": {}}, None, "", {})
+    token = DRY_RUN.set(True)
+    try:
+        with pytest.raises(ApiError) as e:
+            await webhooks._call(hook, request)
+    finally:
+        DRY_RUN.reset(token)
+    assert (e.value.code, e.value.message) == (400, 'admission webhook "some.example.com" does not support dry run')
+
+
+def test_reinvocation_if_needed(api: Api, hook: WebhookServer) -> None:
+    """An IfNeeded webhook called before a later one changed the object is called once more."""
+    api.configure(MUTATING, "a-count", [webhook("count.example.com", hook, "/count", reinvocationPolicy="IfNeeded",
+                                                objectSelector={"matchLabels": {"case": "again"}})])
+    api.configure(MUTATING, "b-mutate", [webhook("mutate2.example.com", hook, "/mutate",
+                                                 objectSelector={"matchLabels": {"case": "again"}})])
+    r = api.create_pod("again", case="again")
+    assert r.status_code == 201
+    assert r.json()["metadata"]["annotations"] == {"calls": "2"}
+    assert r.json()["metadata"]["labels"]["mutated"] == "yes"
+
+
+def test_validating_webhooks_are_called_together(api: Api, hook: WebhookServer) -> None:
+    api.configure(VALIDATING, "parallel", [
+        webhook(f"slow{i}.example.com", hook, "/slow", timeoutSeconds=10,
+                objectSelector={"matchLabels": {"case": "parallel"}}) for i in range(3)])
+    started = time.monotonic()
+    assert api.create_pod("parallel", case="parallel").status_code == 201
+    assert time.monotonic() - started < 6  # 3 s each: at once, not one after the other
+
+
+def _service_webhooks(api: Api, hook: WebhookServer) -> None:
+    api.http.post("/api/v1/namespaces", json={"metadata": {"name": "webhooks"}})
+    api.http.post("/api/v1/namespaces/webhooks/services", json={"metadata": {"name": "hook"}, "spec": {
+        "ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}})
+    r = api.http.post("/api/v1/namespaces/webhooks/endpoints", json={"metadata": {"name": "hook"}, "subsets": [
+        {"addresses": [{"ip": host_address()}], "ports": [{"name": "https", "port": hook.port}]}]})
+    assert r.status_code == 201, r.text
+    api.http.post("/api/v1/namespaces/webhooks/services", json={"metadata": {"name": "external"}, "spec": {
+        "type": "ExternalName", "externalName": "localhost"}})
+    api.http.post("/api/v1/namespaces/webhooks/services", json={"metadata": {"name": "simulated"}, "spec": {
+        "selector": {"app": "simulated"}, "ports": [{"name": "https", "port": 443}]}})
+    service = {"namespace": "webhooks", "name": "hook", "path": "/deny"}
+    api.configure(VALIDATING, "by-service", [
+        webhook("svc.example.com", hook, "/", clientConfig={"service": service, "caBundle": hook.ca_bundle},
+                objectSelector={"matchLabels": {"case": "svc"}}),
+        webhook("ext.example.com", hook, "/", objectSelector={"matchLabels": {"case": "ext"}}, clientConfig={
+            "service": {**service, "name": "external", "port": hook.port}, "caBundle": hook.ca_bundle}),
+        webhook("sim.example.com", hook, "/", objectSelector={"matchLabels": {"case": "sim"}},
+                clientConfig={"service": {**service, "name": "simulated"}, "caBundle": hook.ca_bundle})])
+
+
+def test_a_service_with_endpoints_a_user_wrote_is_called_and_simulated_ones_are_left_out(
+        api: Api, hook: WebhookServer) -> None:
+    _service_webhooks(api, hook)
+    r = api.create_pod("via-service", case="svc")
+    assert r.status_code == 403 and "svc.example.com" in r.json()["message"]
+    assert hook.seen("/deny")[-1]["name"] == "via-service"
+    assert hook.reviews[-1][1]["_host"] == "hook.webhooks.svc:443"  # and the certificate's name was checked
+    r = api.create_pod("via-external-name", case="ext")
+    assert r.status_code == 403 and "ext.example.com" in r.json()["message"], r.text
+    assert hook.reviews[-1][1]["_host"] == f"external.webhooks.svc:{hook.port}"
+    assert api.create_pod("via-simulated", case="sim").status_code == 201  # nothing answers: left out
+
+
+def test_all_mode_applies_the_failure_policy_to_unreachable_services(strict: Serve, hook: WebhookServer) -> None:
+    api = Api(strict)
+    try:
+        api.http.post("/api/v1/namespaces", json={"metadata": {"name": NS, "labels": {"webhooks": "on"}}})
+        _service_webhooks(api, hook)
+        r = api.create_pod("via-service", case="svc")
+        assert r.status_code == 403, r.text
+        r = api.create_pod("via-simulated", case="sim")
+        assert r.status_code == 500 and r.json()["message"] == (
+            'Internal error occurred: failed calling webhook "sim.example.com": failed to call webhook: Post '
+            '"https://simulated.webhooks.svc:443/deny": service "simulated" is backed by simulated pods only')
+    finally:
+        api.close()
+
+
+def test_a_patch_for_a_delete_fails_and_undecodable_patches_fail(api: Api, hook: WebhookServer) -> None:
+    rule = {"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    api.configure(MUTATING, "delete-patch", [webhook("patch-delete.example.com", hook, "/mutate", rules=[rule])])
+    assert api.http.post(f"/api/v1/namespaces/{NS}/configmaps", json={"metadata": {"name": "cm"}}).status_code == 201
+    r = api.http.delete(f"/api/v1/namespaces/{NS}/configmaps/cm")
+    assert r.status_code == 500 and r.json()["message"] == (
+        'Internal error occurred: admission webhook "patch-delete.example.com" attempted to modify the object, '
+        "which is not supported for this operation")
