@@ -15,8 +15,13 @@ Namespace is never left out; a Namespace's create or update is judged by its own
 labels), its ``objectSelector`` takes the new or the old object's labels, one of its
 ``rules`` takes the operation, group, version, resource and subresource (``*``,
 ``*/*``, ``pods/*``, ``*/status``) and scope, and its ``matchConditions`` (CEL with
-``object``, ``oldObject``, ``request``) are all true. Configurations are taken in
-name order, their webhooks in theirs.
+``object``, ``oldObject``, ``request``) are all true. Under ``matchPolicy:
+Equivalent`` (the default) a rule that names another served version of the
+resource (one stored under the same prefix: autoscaling/v1 and v2 HPAs, core and
+events.k8s.io Events, a CRD's versions) takes the request too, and the webhook is
+called with the object in that version (``kind`` and ``resource`` that version's,
+``requestKind`` and ``requestResource`` the request's; its patch converted back).
+Configurations are taken in name order, their webhooks in theirs.
 
 The call is an ``admission.k8s.io/v1`` AdmissionReview (``api/webhookcall.py`` posts
 it). The answer: ``allowed`` false refuses with the webhook's ``status`` (``admission
@@ -40,8 +45,7 @@ The configurations are read from this process's watch cache and compiled again
 only when either type's cache moved on: with none stored, a write pays one
 generation comparison (``active``).
 
-Not done: ``matchPolicy: Equivalent`` (a rule matches the version the request
-named only), CONNECT requests, the ``authorizer`` in match conditions, the
+Not done: CONNECT requests, the ``authorizer`` in match conditions, the
 in-tree plugins' reinvocation, audit annotations, and the webhooks on the
 subresources written by handlers of their own (``pods/binding``,
 ``pods/eviction``, the bulk Lease renewals).
@@ -59,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 import orjson
 
+from ..registry.conversion import CONVERSIONS, conversion_for
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
@@ -103,6 +108,15 @@ class Request:
     subresource: str
     options: Obj
     _namespace_labels: dict[str, str] | None = field(default=None)
+    _equivalents: list[ResourceType] | None = field(default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """A webhook to call for a request, and the version it is called with: the request's, or,
+    under ``matchPolicy: Equivalent``, another served version of the same stored resource."""
+    hook: Hook
+    rtype: ResourceType
 
 
 class _Configurations:
@@ -211,33 +225,45 @@ class AdmissionWebhooks:
             return
         request = Request(rtype, namespace or "", name, operation, obj, old, subresource or "",
                           self._options(operation, options))
-        matched = [hook for hook in hooks if await self._matches(hook, request)]
+        matched = [invocation for hook in hooks if (invocation := await self._matches(hook, request)) is not None]
         if not matched:
             return
-        results = await asyncio.gather(*(self._call(hook, request) for hook in matched), return_exceptions=True)
+        results = await asyncio.gather(*(self._call(invocation, request) for invocation in matched),
+                                       return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
 
     # ------------------------------------------------------------------ matching
 
-    async def _matches(self, hook: Hook, request: Request) -> bool:
+    async def _matches(self, hook: Hook, request: Request) -> Invocation | None:
+        """How ``hook`` is called for ``request``, or None when it is not (upstream's ``ShouldCallHook``)."""
         spec = hook.spec
         selector = spec.get("namespaceSelector")
         if selector and (request.namespace or _is_namespace(request)) \
                 and not match_label_selector(selector, await self._namespace_labels(request)):
-            return False
+            return None
         selector = spec.get("objectSelector")
         if selector and not any(match_label_selector(selector, ((o.get("metadata") or {}).get("labels") or {}))
                                 for o in (request.obj, request.old) if o is not None):
-            return False
-        if not any(_rule_matches(rule, request) for rule in spec.get("rules") or () if isinstance(rule, dict)):
-            return False
+            return None
+        rules = [rule for rule in spec.get("rules") or () if isinstance(rule, dict)]
+        invocation: Invocation | None = None
+        if any(_rule_matches(rule, request, request.rtype) for rule in rules):
+            invocation = Invocation(hook, request.rtype)
+        elif spec.get("matchPolicy", "Equivalent") == "Equivalent":
+            # the rules in order, each against every other version of the resource (upstream's order)
+            equivalents = self._equivalents(request)
+            invocation = next((Invocation(hook, other) for rule in rules for other in equivalents
+                               if _rule_matches(rule, request, other)), None)
+        if invocation is None:
+            return None
         conditions = spec.get("matchConditions") or ()
         if not conditions:
-            return True
-        context = context_of({"object": request.obj, "oldObject": request.old,
-                              "request": self._request_fields(request, "")})
+            return invocation
+        context = context_of({"object": _converted(request.obj, request.rtype, invocation.rtype),
+                              "oldObject": _converted(request.old, request.rtype, invocation.rtype),
+                              "request": self._request_fields(request, invocation.rtype, "")})
         errors = []
         for condition in conditions:
             expression = str(condition.get("expression") or "")
@@ -247,18 +273,36 @@ class AdmissionWebhooks:
                 errors.append(f"expression '{expression}' resulted in error: {e}")
                 continue
             if value is False:
-                return False
+                return None
             if value is not True:
                 errors.append(f"expression '{expression}' resulted in error: no such overload")
         if not errors:
-            return True
+            return invocation
         if spec.get("failurePolicy") == "Ignore":
-            return False
+            return None
         what = f"{request.rtype.plural}.{request.rtype.group}" if request.rtype.group else request.rtype.plural
         message = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
         raise ApiError(403, "Forbidden", f'{what} "{request.name}" is forbidden: {message}',
                        {"name": request.name, **({"group": request.rtype.group} if request.rtype.group else {}),
                         "kind": request.rtype.plural})
+
+    def _equivalents(self, request: Request) -> list[ResourceType]:
+        """The other served versions of the request's resource: the types stored under its
+        prefix (upstream's equivalent resource registry, keyed by storage), in the registry's
+        order of versions; asked once per request."""
+        if request._equivalents is None:
+            rtype, registry = request.rtype, self._kube.registry
+            places = {(rtype.group, v) for v in registry.groups().get(rtype.group, ())}
+            for (group, version, kind), conversion in CONVERSIONS.items():  # stored as another group's
+                stored_group, _, stored_version = conversion.stored_api_version.rpartition("/")
+                pair = {(group, version), (stored_group, stored_version)}
+                if kind == rtype.kind and (rtype.group, rtype.version) in pair:
+                    places |= pair
+            prefix = rtype.prefix()
+            request._equivalents = [
+                t for group, version in sorted(places) if (t := registry.get(group, version, rtype.plural)) is not None
+                and t is not rtype and t.prefix() == prefix]
+        return request._equivalents
 
     async def _namespace_labels(self, request: Request) -> dict[str, str]:
         """The labels the namespace selector judges: a Namespace's own when it is being
@@ -280,9 +324,10 @@ class AdmissionWebhooks:
 
     async def _call_mutating(self, hook: Hook, request: Request) -> bool | None:
         """Call ``hook`` if it matches (None: it does not); whether its patch changed the object."""
-        if not await self._matches(hook, request):
+        invocation = await self._matches(hook, request)
+        if invocation is None:
             return None
-        answer = await self._call(hook, request)
+        answer = await self._call(invocation, request)
         patch = answer.get("patch") if answer is not None else None
         if not patch:
             return False
@@ -297,18 +342,20 @@ class AdmissionWebhooks:
             raise _internal(f'admission webhook "{hook.name}" attempted to modify the object, which is not '
                             "supported for this operation")
         try:
-            patched = compiled.apply(request.obj)
+            patched = compiled.apply(_converted(request.obj, request.rtype, invocation.rtype))
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             raise _internal(str(e)) from e
         if not isinstance(patched, dict):
             raise _internal(f'admission webhook "{hook.name}" patched the object into something else than an object')
+        patched = _converted(patched, invocation.rtype, request.rtype)
         changed = patched != request.obj
         request.obj = patched
         return changed
 
-    async def _call(self, hook: Hook, request: Request) -> Obj | None:
-        """POST the review to ``hook``: its response (allowed), None when a failure is ignored
+    async def _call(self, invocation: Invocation, request: Request) -> Obj | None:
+        """POST the review to the webhook: its response (allowed), None when a failure is ignored
         or the webhook is left out; a refusal or an unignored failure is raised."""
+        hook = invocation.hook
         spec = hook.spec
         ignore = spec.get("failurePolicy") == "Ignore"
         if DRY_RUN.get() and spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
@@ -317,7 +364,7 @@ class AdmissionWebhooks:
         try:
             endpoint = await resolve(spec.get("clientConfig") or {}, self._lookup)
             body = orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-                                 "request": self._request_fields(request, uid, objects=True)})
+                                 "request": self._request_fields(request, invocation.rtype, uid, objects=True)})
             answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
             response = _verified(answer, uid, hook.mutating)
         except Unreachable as e:
@@ -366,16 +413,19 @@ class AdmissionWebhooks:
         return out
 
     @staticmethod
-    def _request_fields(request: Request, uid: str, objects: bool = False) -> Obj:
-        """The AdmissionRequest, as upstream's ``CreateV1AdmissionReview`` fills it in."""
+    def _request_fields(request: Request, invoked: ResourceType, uid: str, objects: bool = False) -> Obj:
+        """The AdmissionRequest, as upstream's ``CreateV1AdmissionReview`` fills it in: ``kind``
+        and ``resource`` the version the webhook is called with, ``requestKind`` and
+        ``requestResource`` the version the request named."""
         rtype = request.rtype
-        kind = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
-        resource = {"group": rtype.group, "version": rtype.version, "resource": rtype.plural}
+        kind = {"group": invoked.group, "version": invoked.version, "kind": invoked.kind}
+        resource = {"group": invoked.group, "version": invoked.version, "resource": invoked.plural}
         user = REQUEST_USER.get()
         fields: Obj = {"uid": uid, "kind": kind, "resource": resource}
         if request.subresource:
             fields["subResource"] = request.subresource
-        fields.update(requestKind=kind, requestResource=resource)
+        fields.update(requestKind={"group": rtype.group, "version": rtype.version, "kind": rtype.kind},
+                      requestResource={"group": rtype.group, "version": rtype.version, "resource": rtype.plural})
         if request.subresource:
             fields["requestSubResource"] = request.subresource
         if request.name:
@@ -385,8 +435,8 @@ class AdmissionWebhooks:
         fields["operation"] = request.operation
         fields["userInfo"] = user.info() if user is not None else {}
         if objects:
-            fields["object"] = request.obj
-            fields["oldObject"] = request.old
+            fields["object"] = _converted(request.obj, rtype, invoked)
+            fields["oldObject"] = _converted(request.old, rtype, invoked)
         fields["dryRun"] = bool(DRY_RUN.get())
         fields["options"] = request.options
         return fields
@@ -422,12 +472,26 @@ def _is_namespace(request: Request) -> bool:
     return not request.rtype.group and request.rtype.plural == "namespaces"
 
 
-def _rule_matches(rule: Obj, request: Request) -> bool:
-    """As upstream's ``rules.Matcher``: operation, group, version, resource/subresource, scope."""
+def _converted(obj: Obj | None, source: ResourceType, target: ResourceType) -> Obj | None:
+    """``obj`` of version ``source`` as version ``target`` of the same stored resource: through
+    the stored shape (``registry/conversion.py``), or, for versions stored alike (a custom
+    resource's), with its ``apiVersion`` changed."""
+    if obj is None or source is target:
+        return obj
+    conversion = conversion_for(source.group, source.version, source.kind)
+    stored = conversion.to_storage(obj) if conversion is not None else obj
+    conversion = conversion_for(target.group, target.version, target.kind)
+    if conversion is not None:
+        return conversion.from_storage(stored)
+    return {**stored, "apiVersion": target.api_version, "kind": target.kind}
+
+
+def _rule_matches(rule: Obj, request: Request, rtype: ResourceType) -> bool:
+    """As upstream's ``rules.Matcher``: operation, group, version, resource/subresource, scope
+    (of ``request`` as a request for ``rtype``, the request's own or an equivalent)."""
     def listed(values: Any, value: str) -> bool:
         return isinstance(values, list) and ("*" in values or value in values)
 
-    rtype = request.rtype
     if not listed(rule.get("operations"), request.operation) or not listed(rule.get("apiGroups"), rtype.group) \
             or not listed(rule.get("apiVersions"), rtype.version):
         return False

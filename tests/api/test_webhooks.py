@@ -16,7 +16,7 @@ import yaml
 
 from controlplane.api.dryrun import DRY_RUN
 from controlplane.api.errors import ApiError
-from controlplane.api.webhooks import AdmissionWebhooks, Hook, Request
+from controlplane.api.webhooks import AdmissionWebhooks, Hook, Invocation, Request
 from controlplane.registry import Registry
 from tests.api.webhook_server import WebhookServer, host_address, webhook_server
 from tests.e2e.test_kubectl import KUBECTL
@@ -251,7 +251,7 @@ async def test_a_dry_run_refuses_a_webhook_with_side_effects() -> None:
     token = DRY_RUN.set(True)
     try:
         with pytest.raises(ApiError) as e:
-            await webhooks._call(hook, request)
+            await webhooks._call(Invocation(hook, pods), request)
     finally:
         DRY_RUN.reset(token)
     assert (e.value.code, e.value.message) == (400, 'admission webhook "some.example.com" does not support dry run')
@@ -335,3 +335,34 @@ def test_a_patch_for_a_delete_fails_and_undecodable_patches_fail(api: Api, hook:
     assert r.status_code == 500 and r.json()["message"] == (
         'Internal error occurred: admission webhook "patch-delete.example.com" attempted to modify the object, '
         "which is not supported for this operation")
+
+
+def test_match_policy_equivalent_calls_a_webhook_of_another_version_with_it(api: Api, hook: WebhookServer) -> None:
+    """An autoscaling/v2 write to a webhook whose rule names autoscaling/v1: called with the v1
+    object (``kind`` v1, ``requestKind`` v2), its patch applied to the v2 object; with
+    ``matchPolicy: Exact`` not called."""
+    rule = {"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v1"],
+            "resources": ["horizontalpodautoscalers"]}
+    api.configure(MUTATING, "hpa-v1", [webhook("hpa.example.com", hook, "/mutate", rules=[rule]),
+                                       webhook("exact.example.com", hook, "/count", rules=[rule], matchPolicy="Exact")])
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+    cpu = {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}
+    hpa: dict[str, Any] = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                           "metadata": {"name": "web"}, "spec": {"scaleTargetRef": target, "maxReplicas": 5,
+                                                                 "metrics": [{"type": "Resource", "resource": cpu}]}}
+    r = api.http.post(f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers", json=hpa)
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["labels"] == {"mutated": "yes"}
+    assert r.json()["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
+    review = next(rv for rv in hook.seen("/mutate") if rv.get("name") == "web")
+    assert review["kind"] == {"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}
+    assert review["requestKind"] == {"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"}
+    assert review["resource"]["version"] == "v1" and review["requestResource"]["version"] == "v2"
+    assert review["object"]["apiVersion"] == "autoscaling/v1"
+    assert review["object"]["spec"]["targetCPUUtilizationPercentage"] == 60
+    assert not [rv for rv in hook.seen("/count") if rv.get("name") == "web"]  # Exact: v2 is not v1
+    r = api.http.post(f"/apis/autoscaling/v1/namespaces/{NS}/horizontalpodautoscalers", json={
+        **hpa, "apiVersion": "autoscaling/v1", "metadata": {"name": "web-v1"},
+        "spec": {"scaleTargetRef": target, "maxReplicas": 3}})
+    assert r.status_code == 201, r.text
+    assert [rv["kind"]["version"] for rv in hook.seen("/count") if rv.get("name") == "web-v1"] == ["v1"]
