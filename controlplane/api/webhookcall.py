@@ -142,7 +142,8 @@ class WebhookClients:
                     context = ssl.create_default_context(cadata=pem)
                 except (ValueError, ssl.SSLError) as e:
                     raise CallError(f"unable to load root certificates: {e}") from e
-            client = self._clients[key] = httpx.AsyncClient(verify=context, http2=False, trust_env=False)
+            # (no timeout of httpx's own: each call's is the webhook's timeoutSeconds, below)
+            client = self._clients[key] = httpx.AsyncClient(verify=context, trust_env=False, timeout=None)
         return client
 
     async def post(self, endpoint: Endpoint, body: bytes, timeout: float) -> Obj:

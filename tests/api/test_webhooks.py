@@ -269,6 +269,13 @@ def test_reinvocation_if_needed(api: Api, hook: WebhookServer) -> None:
     assert r.json()["metadata"]["labels"]["mutated"] == "yes"
 
 
+def test_a_webhook_has_its_whole_timeout(api: Api, hook: WebhookServer) -> None:
+    api.configure(VALIDATING, "patient", [webhook("slower.example.com", hook, "/slower", timeoutSeconds=10,
+                                                  objectSelector={"matchLabels": {"case": "slower"}})])
+    assert api.create_pod("slower", case="slower").status_code == 201
+    assert hook.seen("/slower")[-1]["_query"] == "timeout=10s"
+
+
 def test_validating_webhooks_are_called_together(api: Api, hook: WebhookServer) -> None:
     api.configure(VALIDATING, "parallel", [
         webhook(f"slow{i}.example.com", hook, "/slow", timeoutSeconds=10,

@@ -8,6 +8,7 @@ names the API server asks for when a ``service`` reference leads here), and an a
     /mutate    a JSONPatch: a label ``mutated: "yes"`` (and a warning)
     /count     a JSONPatch: an annotation counting the calls it saw for this object
     /slow      allowed after 3 s (a webhook that times out)
+    /slower    allowed after 6 s (longer than an HTTP client's usual 5 s timeout)
     /error     HTTP 500 with a Status
     /wrong-uid a response whose uid is not the request's
 
@@ -114,6 +115,8 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
         response.update(_patch(operations))
     elif path == "/slow":
         time.sleep(3)
+    elif path == "/slower":
+        time.sleep(6)
     elif path == "/error":
         return 500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
                      "message": "the webhook broke"}
