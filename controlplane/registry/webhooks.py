@@ -1,26 +1,25 @@
 """Admission webhook configurations (admissionregistration.k8s.io/v1
 MutatingWebhookConfiguration and ValidatingWebhookConfiguration): upstream's
-defaults and validation.
+defaults and validation, their ``matchConditions`` compiled as upstream's (a
+name, unique; an expression that compiles).
 
-They are stored and served so that what installs them (Helm charts of
-operators, cert-manager, policy engines) installs here too. This server never
-calls the webhooks: nothing runs behind their services, and a real API server
-with such a configuration and ``failurePolicy: Fail`` would refuse every write
-it matches (docs/api-compatibility.md).
+The webhooks are called by ``api/webhooks.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .causes import Causes, cause, objects
+from .causes import Causes, cause, invalid, objects, required
 from .dnsnames import DNS1123_SUBDOMAIN
+from .expressions import compile_error
 
 __all__ = ["prepare_webhook_configuration"]
 
 
 _SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 refuses Unknown and Some
 _REVIEW_VERSIONS = ("v1", "v1beta1")
+_MAX_CONDITIONS = 64
 
 
 def _default(webhook: dict[str, Any], mutating: bool) -> None:
@@ -100,4 +99,32 @@ def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | Non
         if isinstance(timeout, int) and not 1 <= timeout <= 30:
             causes.append(cause("FieldValueInvalid", f"{path}.timeoutSeconds",
                                  f"Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds"))
+        conditions = w.get("matchConditions")
+        if isinstance(conditions, list):
+            causes.extend(_condition_causes(conditions, f"{path}.matchConditions"))
+    return causes
+
+
+def _condition_causes(conditions: list[Any], path: str) -> Causes:
+    """A webhook's match conditions: at most 64, each named (uniquely) and compiling."""
+    causes: Causes = []
+    if len(conditions) > _MAX_CONDITIONS:
+        causes.append(cause("FieldValueTooMany", path,
+                            f"Too many: {len(conditions)}: must have at most {_MAX_CONDITIONS} items"))
+    names: set[str] = set()
+    for at, condition in objects(conditions, path, causes):
+        name = condition.get("name")
+        if not name:
+            causes.append(required(f"{at}.name"))
+        elif name in names:
+            causes.append(cause("FieldValueDuplicate", f"{at}.name", f'Duplicate value: "{name}"'))
+        else:
+            names.add(str(name))
+        expression = condition.get("expression")
+        if not isinstance(expression, str) or not expression.strip():
+            causes.append(required(f"{at}.expression"))
+            continue
+        why = compile_error(expression)
+        if why is not None:
+            causes.append(invalid(f"{at}.expression", expression, why))
     return causes

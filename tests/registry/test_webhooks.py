@@ -46,3 +46,16 @@ def test_validation() -> None:
         ["webhooks[0].failurePolicy"]
     assert fields(prepare_webhook_configuration(config(admissionReviewVersions=[]), None)) == \
         ["webhooks[0].admissionReviewVersions"]
+
+
+def test_match_conditions_are_named_once_and_compile() -> None:
+    good = {"name": "labelled", "expression": "has(object.metadata.labels)"}
+    assert prepare_webhook_configuration(config(matchConditions=[good]), None) == []
+    causes = prepare_webhook_configuration(config(matchConditions=[
+        good, {"name": "labelled", "expression": "true"}, {"expression": "object.x >"}, {"name": "empty"}]), None)
+    assert fields(causes) == ["webhooks[0].matchConditions[1].name", "webhooks[0].matchConditions[2].name",
+                              "webhooks[0].matchConditions[2].expression", "webhooks[0].matchConditions[3].expression"]
+    assert causes[0]["message"] == 'Duplicate value: "labelled"'
+    assert causes[2]["message"].startswith('Invalid value: "object.x >": compilation failed: ')
+    many = [{"name": f"c{i}", "expression": "true"} for i in range(65)]
+    assert fields(prepare_webhook_configuration(config(matchConditions=many), None)) == ["webhooks[0].matchConditions"]
