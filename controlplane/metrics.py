@@ -223,8 +223,8 @@ def _upstream_verb(verb: str, subresource: str, scope: str) -> str:
 class RequestMetrics(Collector):
     """The API's request series: ``controlplane_request_duration_seconds{verb,resource,subresource,scope,code}``
     (watches left out), and kube-apiserver's ``apiserver_request_duration_seconds``,
-    ``apiserver_request_sli_duration_seconds`` (the same durations: no webhook or queue time to take
-    out here; dry runs left out, as upstream), ``apiserver_request_total`` and
+    ``apiserver_request_sli_duration_seconds`` (the same durations: no queue time to take out here,
+    and admission webhooks' time not taken out yet; dry runs left out, as upstream), ``apiserver_request_total`` and
     ``apiserver_current_inflight_requests``.
 
     ``series`` and ``inflight`` are written by the event loop's thread only; ``collect`` (a
@@ -267,8 +267,8 @@ class RequestMetrics(Collector):
                 labels=["component", "dry_run", "group", "resource", "scope", "subresource", "verb", "version"]),
             HistogramMetricFamily(
                 "apiserver_request_sli_duration_seconds",
-                "Response latency in seconds without webhook and flow control queue time (neither happens "
-                "here), by verb, group, version, resource, subresource, scope and component.",
+                "Response latency in seconds without flow control queue time (none here; admission webhook "
+                "time is not taken out), by verb, group, version, resource, subresource, scope and component.",
                 labels=["component", "group", "resource", "scope", "subresource", "verb", "version"]),
             CounterMetricFamily(
                 "apiserver_request",
