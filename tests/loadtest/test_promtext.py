@@ -106,3 +106,56 @@ def test_interval_line_counts_bindings_the_server_answered() -> None:
     line = interval_line(None, parse(text, at=1), None)
     assert line["bindings_total"] == 40
     assert "scheduled_total" not in line
+
+
+def _reference(text: str) -> tuple[dict, dict]:
+    """What prometheus_client's own parser reads in ``text``: samples by (name, labels) and
+    histograms' parts by (family, labels without le), for comparing ``parse`` against."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict = {}
+    histograms: dict = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = tuple(sorted(s.labels.items()))
+            if family.type != "histogram":
+                samples[(s.name, labels)] = s.value
+                continue
+            key = (family.name, tuple(kv for kv in labels if kv[0] != "le"))
+            part = histograms.setdefault(key, {"buckets": [], "sum": 0.0, "count": 0.0})
+            if s.name.endswith("_bucket"):
+                part["buckets"].append((float(s.labels["le"]), s.value))
+            elif s.name.endswith(("_sum", "_count")):
+                part[s.name.rsplit("_", 1)[1]] = s.value
+    return samples, histograms
+
+
+def test_parse_reads_what_prometheus_clients_parser_reads() -> None:
+    from prometheus_client import Gauge, Summary
+
+    reg = CollectorRegistry()
+    h = Histogram("req_seconds", "", ["verb", "resource"], buckets=(0.01, 0.1, 1.0), registry=reg)
+    h.labels(verb="GET", resource="pods").observe(0.05)
+    h.labels(verb="LIST", resource='a "quoted", back\\slashed\nline').observe(2.0)
+    Counter("requests_total", "", ["code"], registry=reg).labels(code="200").inc(3)
+    Gauge("zone_info", "", ["zone"], registry=reg).labels(zone="us-east-1\x00a").set(float("nan"))
+    Gauge("inflight", "", registry=reg).set(float("inf"))
+    Summary("sizes", "", registry=reg).observe(4.0)
+    text = generate_latest(reg).decode() + "untyped_total{a=\"b\",} 7 1700000000000\n"
+    scrape = parse(text, 0.0)
+    samples, histograms = _reference(text)
+    assert set(scrape.samples) == set(samples)
+    for key, value in samples.items():
+        assert scrape.samples[key] == value or (value != value and scrape.samples[key] != scrape.samples[key])
+    assert {k: (list(v.buckets), v.total, v.count) for k, v in scrape.histograms.items()} == {
+        k: (sorted(v["buckets"]), v["sum"], v["count"]) for k, v in histograms.items()}
+    odd = scrape.histogram("req_seconds", resource='a "quoted", back\\slashed\nline')
+    assert odd is not None and odd.count == 1 and odd.buckets[-1] == (float("inf"), 1.0)
+    assert scrape.value("untyped_total", a="b") == 7
+
+
+@pytest.mark.parametrize("text", ["<html><body>Sign in</body></html>\n", '{"kind": "Status"}\n',
+                                  'm{a="b" 1\n', 'm{a=b} 1\n', "m 1 2 3\n", "m one\n"])
+def test_parse_refuses_what_is_not_prometheus_text(text: str) -> None:
+    with pytest.raises(ValueError, match=r"sample|labels|metric name"):
+        parse(text, 0.0)
