@@ -354,6 +354,73 @@ def test_a_kubelet_finishes_the_graceful_deletion_of_its_pods() -> None:
     assert seen["deleting"] == [] and seen["started"] == []
 
 
+_READY_COUNT = r"""
+import json, random
+from collections import OrderedDict
+import orjson
+from loadtest.locustfiles.base import WatchEvent
+from loadtest.locustfiles.controllers import ReplicaSetController
+
+c = object.__new__(ReplicaSetController)  # no Locust environment: only the bookkeeping is exercised
+c.pods, c.running, c.ready, c._last_running = OrderedDict(), set(), 0, 0.0
+c.ns, c.rs, c.concurrency, c.selector = "ns", "rs", 4, {}
+rng = random.Random(7)
+
+
+def event(kind, name, phase):
+    pod = {"metadata": {"namespace": "ns", "name": name}, "spec": {"nodeName": "n"}, "status": {"phase": phase}}
+    c._pod_event(WatchEvent(kind, "1", orjson.dumps({"type": kind, "object": pod}), 0.0))
+
+
+class Factory:
+    def pod(self, ns, name, selector):
+        return {"metadata": {"name": name}}
+
+
+class Answer:
+    status = 201
+
+
+def create(plural, pod, ns, track):
+    if rng.random() < 0.2:  # its Running event seen before the create's answer
+        event("MODIFIED", pod["metadata"]["name"], "Running")
+    return Answer()
+
+
+c.factory, c.create, c.call = Factory(), create, lambda *a, **kw: None
+bad, seen = 0, []
+for step in range(3000):
+    r = rng.random()
+    if r < 0.3:
+        c._create_pods(rng.randint(1, 3))
+        seen = list(c.pods) + seen[:50]
+    elif r < 0.65 and seen:
+        event("MODIFIED", rng.choice(seen), "Running")
+    elif r < 0.85 and c.pods:
+        c._delete_pods(rng.randint(1, 3))
+    elif seen:
+        event("DELETED", rng.choice(seen), "Running")  # a pod of its own or one it deleted earlier
+    bad += c.ready != sum(1 for n in c.pods if n in c.running)
+c._pods_listed([{"metadata": {"name": n}, "status": {"phase": "Running"}} for n in list(c.pods)[:5]])
+print(json.dumps({"bad": bad, "pods": len(c.pods), "ready_after_list": c.ready,
+                  "expected_after_list": min(5, len(c.pods))}))
+"""
+
+
+def test_a_controller_counts_its_ready_pods_as_they_change() -> None:
+    # the status write and the wait for Running read how many of the controller's pods run at every task:
+    # kept as pods are created, seen Running, deleted and relisted, never walked
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _READY_COUNT], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["bad"] == 0 and seen["pods"] > 0
+    assert seen["ready_after_list"] == seen["expected_after_list"]
+
+
 def test_failed_scrapes_are_counted_with_what_they_got(api: str, tmp_path: Path) -> None:
     # /metrics refused (the _Api server answers 401 without a token) or not Prometheus text (its JSON
     # for "admin"): counted, with the last answer for the report, and the watcher goes on
