@@ -19,6 +19,10 @@ __all__ = ["RESOURCE_VERSION", "Answer", "WholeList"]
 # an object's (or a list's) first resourceVersion is its metadata's, on this server and on
 # kube-apiserver: ObjectMeta's fields come before anything else that has one
 RESOURCE_VERSION = re.compile(rb'"resourceVersion":"(\d+)"')
+# a list's metadata comes before its items, on this server and on kube-apiserver (ListMeta
+# before Items); a continue token is base64url, no quote or escape in it
+_ITEMS = b'"items":'
+_CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
 _UNPARSED: Any = object()
 
 
@@ -46,6 +50,20 @@ class Answer:
             if m is not None:
                 return m.group(1).decode()
         return ((self.body or {}).get("metadata") or {}).get("resourceVersion")
+
+    @property
+    def continue_token(self) -> str | None:
+        """A list's ``metadata.continue`` (None when it has none): read from before its items
+        while the body is unparsed. A paginated LIST reads nothing else of its pages, and
+        parsing each 500-pod page (2.5 MB) for it was a twentieth of a Locust worker's CPU
+        in the ``million`` run."""
+        if self._body is _UNPARSED:
+            items = self.content.find(_ITEMS, 0, 4096)
+            if items >= 0 and self.content.find(b'"metadata":', 0, items) >= 0:
+                m = _CONTINUE.search(self.content, 0, items)
+                return m.group(1).decode() if m is not None and m.group(1) else None
+        cont = ((self.body or {}).get("metadata") or {}).get("continue")
+        return str(cont) if cont else None
 
 
 class WholeList(Answer):

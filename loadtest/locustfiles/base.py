@@ -421,7 +421,7 @@ class KubeUser(FastHttpUser):
                 yield WholeList(whole.status, whole.content, whole.at)
                 return
             yield a
-            cont = ((a.body or {}).get("metadata") or {}).get("continue")
+            cont = a.continue_token
             if a.status != 200 or not limit or not cont:
                 return
             q = {k: v for k, v in q.items() if k not in ("resourceVersion", "resourceVersionMatch")}

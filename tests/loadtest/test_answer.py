@@ -31,3 +31,23 @@ def test_a_list_answers_with_its_own_resource_version() -> None:
     listed = orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "9"},
                            "items": [orjson.loads(POD)]})
     assert Answer(200, listed, 1.0).rv == "9"
+
+
+def test_a_pages_continue_token_is_read_without_parsing_its_items() -> None:
+    pod = orjson.loads(POD)
+    pod["metadata"]["annotations"]["x"] = '"continue":"not-this"'  # (in an item: never read)
+    page = orjson.dumps({"kind": "PodList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": "9", "continue": "eyJydiI6OSwic3RhcnQiOiJwIn0",
+                                      "remainingItemCount": 3}, "items": [pod]})
+    a = Answer(200, page, 1.0)
+    assert a.continue_token == "eyJydiI6OSwic3RhcnQiOiJwIn0"
+    assert a._body is _UNPARSED
+    last = Answer(200, orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": [pod]}), 1.0)
+    assert last.continue_token is None and last._body is _UNPARSED
+    empty = Answer(200, orjson.dumps({"kind": "PodList", "metadata": {"continue": ""}, "items": []}), 1.0)
+    assert empty.continue_token is None
+    # items before the metadata (no server writes them so), or no items: the body is parsed
+    odd = Answer(200, orjson.dumps({"items": [pod], "metadata": {"continue": "abc"}}), 1.0)
+    assert odd.continue_token == "abc"
+    assert Answer(200, b'{"metadata": {"continue": "abc"}}', 1.0).continue_token == "abc"
+    assert Answer(500, b"{not json", 1.0).continue_token is None
