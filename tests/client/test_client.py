@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, Informer, KubeconfigError, resource_path
+from controlplane.client.sharing import PodSharer
 from controlplane.config import Config
 from tests.test_cli import Serve, start_serve
 
@@ -286,6 +287,28 @@ async def test_shared_informers_hold_objects_without_managed_fields(client: Clie
         # writing the held object back keeps the stored managedFields, as upstream
         await client.update(f"{PODS}/m1", handle.items["default/m1"])
         assert (await client.get(f"{PODS}/m1"))["metadata"]["managedFields"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_shared_informers_deleted_objects_are_handed_on_unshared(client: Client) -> None:
+    """A DELETED event's pod is handed to the handlers as the held ones are (no managedFields)
+    but not shared: it is not held, so the sharer's table gains nothing from it."""
+    await client.create(PODS, pod("d1"))
+    deleted: list[dict[str, Any]] = []
+    handle = client.informer(PODS, on_delete=deleted.append)
+    task = asyncio.create_task(handle.run())
+    try:
+        await asyncio.wait_for(handle.synced.wait(), 5)
+        sharer = handle.shared.transform
+        assert isinstance(sharer, PodSharer)
+        held, shared = len(sharer), sharer.shared
+        await client.delete(f"{PODS}/d1")
+        await _until(lambda: len(deleted) == 1)
+        assert deleted[0]["metadata"]["name"] == "d1" and "managedFields" not in deleted[0]["metadata"]
+        assert "default/d1" not in handle.items
+        assert (len(sharer), sharer.shared) == (held, shared)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
