@@ -492,6 +492,10 @@ def served_types(crd: Obj) -> list[ResourceType]:
     if not (isinstance(group, str) and isinstance(plural, str) and isinstance(kind, str)):
         return []
     crd_name = str(_dict(crd.get("metadata")).get("name", ""))
+    conversion = _dict(spec.get("conversion"))
+    webhook = _dict(conversion.get("webhook")) if conversion.get("strategy") == "Webhook" else None
+    storage = next((str(v["name"]) for v in _list(spec.get("versions"))
+                    if isinstance(v, dict) and v.get("storage") is True and isinstance(v.get("name"), str)), "")
     types = []
     for v in _list(spec.get("versions")):
         if not isinstance(v, dict) or v.get("served") is not True or not isinstance(v.get("name"), str):
@@ -503,7 +507,8 @@ def served_types(crd: Obj) -> list[ResourceType]:
                                 tuple(c for c in _list(v.get("additionalPrinterColumns")) if isinstance(c, dict)),
                                 list_kind=str(names.get("listKind") or kind + "List"),
                                 deprecation_warning=_deprecation_warning(spec, v, kind),
-                                scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None)
+                                scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None,
+                                conversion=webhook, storage_version=storage)
         types.append(ResourceType(
             group, v["name"], kind, plural, spec.get("scope") == "Namespaced",
             short_names=tuple(_list(names.get("shortNames"))), categories=tuple(_list(names.get("categories"))),

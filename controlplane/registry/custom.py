@@ -12,9 +12,10 @@ Out (every read)::
 
     present(rtype, obj)    # apiVersion of the version asked for; pruned and defaulted by its schema
 
-All versions of a CRD share one storage (``/registry/<group>/<plural>/``) and the
-``None`` conversion strategy, so converting between versions only rewrites
-``apiVersion``.
+All versions of a CRD share one storage (``/registry/<group>/<plural>/``). Under the
+``None`` conversion strategy converting between versions only rewrites ``apiVersion``;
+under ``Webhook`` (``conversion`` set) the CRD's webhook converts (``api/crdconversion.py``),
+and writes are stored in ``storage_version``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class CustomVersion:
     list_kind: str = ""                           # acceptedNames.listKind
     deprecation_warning: str = ""                 # sent with every request to a deprecated version
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
+    conversion: dict[str, Any] | None = None      # spec.conversion.webhook under the Webhook strategy, else None
+    storage_version: str = ""                     # the version with storage: true (its name)
 
 
 def admit(version: CustomVersion, obj: dict[str, Any], old: dict[str, Any] | None = None,
