@@ -88,6 +88,7 @@ from .componentstatus import PLURAL as CS_PLURAL
 from .componentstatus import component_statuses
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
+from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, WebhookConvertingStore
 from .crds import CustomResourceDefinitions, scale_paths
 from .deleteoptions import delete_options
 from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
@@ -243,6 +244,7 @@ class KubeApi:
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
             if policies is not None and policy_bindings is not None else None
         self.webhooks: AdmissionWebhooks | None = None  # admission webhooks (admission_webhooks)
+        self.conversions: ConversionWebhooks | None = None  # CRD conversion webhooks (admission_webhooks)
         accounts = registry.get("", "v1", "serviceaccounts")
         self._service_accounts = ServiceAccountAdmission(self, accounts) if accounts is not None else None
         runtime_classes = registry.get("node.k8s.io", "v1", "runtimeclasses")
@@ -272,6 +274,9 @@ class KubeApi:
         validating = self.registry.get("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
         self.webhooks = AdmissionWebhooks(self, mutating, validating, mode) \
             if mode != "off" and mutating is not None and validating is not None else None
+        # CRD conversion webhooks under the same mode (api/crdconversion.py), with the same clients
+        self.conversions = ConversionWebhooks(self.webhooks.clients, self.webhooks.lookup, mode) \
+            if self.webhooks is not None else None
 
     async def bootstrap_rbac(self) -> None:
         """upstream's bootstrap RBAC policy, created or reconciled (``rbacreconcile.py``) whatever
@@ -395,7 +400,12 @@ class KubeApi:
         if DRY_RUN.get():
             s = DryRunStore(s)
         conversion = CONVERSION.get()
-        return ConvertingStore(s, conversion) if conversion is not None else s
+        if conversion is not None:
+            return ConvertingStore(s, conversion)
+        custom = CUSTOM_CONVERSION.get()
+        if custom is not None and self.conversions is not None:  # a CRD converting by webhook
+            return WebhookConvertingStore(s, self.conversions, custom)
+        return s
 
     # -- ASGI ------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -422,6 +432,7 @@ class KubeApi:
         # app in its caller's task, where a dry run's DRY_RUN (or a converted type's CONVERSION)
         # would otherwise outlive the request and turn that client's next create into a dry run.
         dry_run, conversion, user = DRY_RUN.set(False), CONVERSION.set(None), REQUEST_USER.set(None)
+        custom_conversion = CUSTOM_CONVERSION.set(None)
         output = OUTPUT.set(JSON_OUTPUT)  # the endpoint's negotiation sets it (api/negotiation.py)
         try:
             with request_scope(scope):
@@ -458,6 +469,7 @@ class KubeApi:
             OUTPUT.reset(output)
             REQUEST_USER.reset(user)
             CONVERSION.reset(conversion)
+            CUSTOM_CONVERSION.reset(custom_conversion)
             DRY_RUN.reset(dry_run)
 
     @staticmethod
@@ -585,6 +597,8 @@ class KubeApi:
             CONVERSION.set(conversion)
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
+        elif rtype.custom is not None and rtype.custom.conversion is not None:  # see api/crdconversion.py
+            CUSTOM_CONVERSION.set(rtype)
         content_type = headers.get(b"content-type", b"").decode("latin-1")
         # a patch's type was held to the resource's as written above; a body's is a MIME type (415 unparseable)
         content_type = content_type.split(";")[0].strip().lower() if method == "PATCH" else \
@@ -702,6 +716,8 @@ class KubeApi:
                                                  include if table else None, metadata_only, out.version,
                                                  scope.get(EXCHANGE_SCOPE_KEY), legacy_watch, watched)
                 listed = await self._list(rtype, namespace, query)
+                if rtype.custom is not None and rtype.custom.conversion is not None:
+                    listed = dataclasses.replace(listed, items=await self._webhook_converted(rtype, listed.items, True))
                 if metadata_only:
                     check_partial_kind(out.kind, rtype, listing=True)
                     return await self._json(send, 200, partial_list(listed.items, _list_meta(listed), metadata_only))
@@ -725,6 +741,8 @@ class KubeApi:
             raise ApiError.method_not_allowed(method)
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
+            if rtype.custom is not None and rtype.custom.conversion is not None:
+                raw = (await self._webhook_converted(rtype, [raw]))[0]
             if metadata_only:
                 check_partial_kind(out.kind, rtype, listing=False)
                 return await self._json(send, 200, partial(raw, metadata_only))
@@ -1170,6 +1188,11 @@ class KubeApi:
 
     async def _list(self, rtype: ResourceType, namespace: str | None, query: dict[str, str]) -> Listed:
         return await self.reads.list(rtype, namespace, list_options(rtype, namespace, query))
+
+    async def _webhook_converted(self, rtype: ResourceType, raws: list[bytes], listing: bool = False) -> list[bytes]:
+        """Cached (stored) objects of a CRD that converts by webhook, in ``rtype``'s version
+        (api/crdconversion.py); as they are when conversion webhooks are off."""
+        return raws if self.conversions is None else await self.conversions.served(rtype, raws, listing)
 
     async def _current(self, rtype: ResourceType, key: bytes, fresh: bool) -> tuple[KeyValue | None, bool]:
         """The version a write starts from, and whether it came from the watch cache.
@@ -2127,6 +2150,16 @@ class KubeApi:
                 "metadata": {"resourceVersion": str(listed.revision)}, "items": deleted}
 
     # -- watch -------------------------------------------------------------------------
+    async def _webhook_converted_items(self, rtype: ResourceType, items: list[WatchItem]) -> list[WatchItem]:
+        """A watch batch's objects in ``rtype``'s version (a failure ends the watch, as upstream's)."""
+        events = [i for i, item in enumerate(items) if item.type not in ("ERROR", "BOOKMARK")]
+        raws = await self._webhook_converted(rtype, [items[i].raw for i in events], listing=True)
+        out = list(items)
+        for i, raw in zip(events, raws, strict=True):
+            if raw is not items[i].raw:
+                out[i] = WatchItem.of(items[i].type, raw)
+        return out
+
     async def _watch(self, rtype: ResourceType, namespace: str | None, query: dict[str, str],
                      receive: Receive, send: Send, table: str | None = None,
                      metadata_only: str | None = None, table_version: str = "v1",
@@ -2174,6 +2207,8 @@ class KubeApi:
         # the cached lines as they are (every informer's and kubelet's watch): taken without
         # a call a line that would find it so each time
         plain = not metadata_only and table is None and not _converted(rtype)
+        webhook_conversion = rtype.custom is not None and rtype.custom.conversion is not None \
+            and self.conversions is not None
 
         write_through = getattr(stream, "write_through", None)  # the watch cache's streams have it
         if plain and exchange is not None and write_through is not None:
@@ -2190,6 +2225,8 @@ class KubeApi:
             # going together, per batch of events, cost a task and an asyncio.wait each
             async for items in stream:
                 if items:
+                    if webhook_conversion:  # a batch's objects in one review (api/crdconversion.py)
+                        items = await self._webhook_converted_items(rtype, items)
                     body = b"".join([item.line for item in items] if plain else map(line, items))
                     ended = items[-1].type == "ERROR"
                     del items  # their lines are in the body: not both alive while a slow client drains

@@ -362,7 +362,7 @@ class AdmissionWebhooks:
             raise ApiError.bad_request(f'admission webhook "{hook.name}" does not support dry run')
         uid = str(uuid.uuid4())
         try:
-            endpoint = await resolve(spec.get("clientConfig") or {}, self._lookup)
+            endpoint = await resolve(spec.get("clientConfig") or {}, self.lookup)
             body = orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
                                  "request": self._request_fields(request, invocation.rtype, uid, objects=True)})
             answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
@@ -384,7 +384,8 @@ class AdmissionWebhooks:
             raise _denied(hook.name, response.get("status"))
         return response
 
-    async def _lookup(self, kind: str, namespace: str, name: str) -> Any:
+    async def lookup(self, kind: str, namespace: str, name: str) -> Any:
+        """What ``webhookcall.resolve`` reads (CRD conversion webhooks resolve through it too)."""
         kube = self._kube
         if kind == "endpointslices":
             slices = kube.registry.get("discovery.k8s.io", "v1", "endpointslices")
