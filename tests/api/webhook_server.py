@@ -12,7 +12,17 @@ names the API server asks for when a ``service`` reference leads here), and an a
     /error     HTTP 500 with a Status
     /wrong-uid a response whose uid is not the request's
 
-Each review received is kept in ``reviews`` (path, request).
+A ``ConversionReview`` (a CRD's conversion webhook) is answered per path too:
+
+    /convert          ``spec.size`` (v1) renamed ``spec.replicas`` (v2) and back; it also
+                      sets ``metadata.generation`` (which the API server must restore)
+                      and a label ``converted-to: <version>``
+    /convert-fail     ``result.status`` Failure with a message
+    /convert-short    no ``convertedObjects``
+    /convert-rename   the converted object renamed
+
+Each review received is kept in ``reviews`` (path, request; with ``_query``, ``_host`` and
+``_review``, the review's apiVersion).
 """
 
 from __future__ import annotations
@@ -125,6 +135,32 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
     return 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
+def _conversion(path: str, request: dict[str, Any]) -> dict[str, Any]:
+    desired = request["desiredAPIVersion"]
+    version = desired.rpartition("/")[2]
+    response: dict[str, Any] = {"uid": request["uid"], "result": {"status": "Success"}}
+    if path == "/convert-fail":
+        response["result"] = {"status": "Failure", "message": "cannot convert widgets today"}
+    elif path != "/convert-short":
+        converted = []
+        for obj in request["objects"]:
+            obj = json.loads(json.dumps(obj))
+            spec = obj.get("spec") or {}
+            if version == "v2" and "size" in spec:
+                spec["replicas"] = spec.pop("size")
+            elif version == "v1" and "replicas" in spec:
+                spec["size"] = spec.pop("replicas")
+            obj["apiVersion"] = desired
+            meta = obj["metadata"]
+            meta["generation"] = 99
+            meta.setdefault("labels", {})["converted-to"] = version
+            if path == "/convert-rename":
+                meta["name"] = meta["name"] + "-renamed"
+            converted.append(obj)
+        response["convertedObjects"] = converted
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
+
+
 @contextmanager
 def webhook_server(directory: Path) -> Iterator[WebhookServer]:
     ca_pem, cert_file, key_file = _pki(directory)
@@ -140,11 +176,13 @@ def webhook_server(directory: Path) -> Iterator[WebhookServer]:
             request = review["request"]
             with lock:
                 server_ref[0].reviews.append((path, {**request, "_query": self.path.partition("?")[2],
-                                                     "_host": self.headers.get("host")}))
+                                                     "_host": self.headers.get("host"),
+                                                     "_review": review.get("apiVersion")}))
                 key = f"{path}:{request.get('namespace')}/{request.get('name')}"
                 counts[key] = counts.get(key, 0) + 1
                 calls = counts[key]
-            code, answer = _answer(path, request, calls)
+            code, answer = (200, _conversion(path, request)) if review.get("kind") == "ConversionReview" else \
+                _answer(path, request, calls)
             data = json.dumps(answer).encode()
             self.send_response(code)
             self.send_header("content-type", "application/json")
