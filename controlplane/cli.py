@@ -97,10 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
                        help="(default: %(default)s)")
     serve.add_argument("--admission-webhooks", choices=ADMISSION_WEBHOOK_MODES, default="reachable",
-                       help="which admission webhooks are called: reachable (those with a url, or a Service "
-                            "of type ExternalName or without a selector whose endpoints a user wrote; webhooks "
-                            "of Services backed by simulated pods are left out), all (every one, as "
-                            "kube-apiserver: an unreachable one's failurePolicy applies) or off "
+                       help="which admission and CRD conversion webhooks are called: reachable (those with a "
+                            "url, or a Service of type ExternalName or without a selector whose endpoints a user "
+                            "wrote; webhooks of Services backed by simulated pods are left out, a CRD's objects "
+                            "then converted as with the None strategy), all (every one, as kube-apiserver: an "
+                            "unreachable one's failurePolicy applies, a conversion fails) or off "
                             "(default: %(default)s)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")

@@ -4,8 +4,8 @@ with (its ``caBundle``, else the system roots) and the POST itself, with the
 errors worded as client-go's REST client words them (``Post "https://...":
 context deadline exceeded``).
 
-Admission webhooks (``api/webhooks.py``) use it; a CRD's conversion webhook could
-reuse it as it is (it takes a ``clientConfig`` and a JSON body, whatever the review).
+Admission webhooks (``api/webhooks.py``) use it, and so do CRD conversion webhooks
+(``api/crdconversion.py``): it takes a ``clientConfig`` and a JSON body, whatever the review.
 
 A ``service`` reference names a Service; this emulator runs no pods, so only
 these Services lead somewhere (``resolve``):

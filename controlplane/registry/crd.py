@@ -138,9 +138,8 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
 def _conversion_problems(conversion: Obj) -> list[Cause]:
     """Upstream's checks of ``spec.conversion``, reported, as upstream's are, at the
     internal type's paths (``webhookClientConfig``, ``conversionReviewVersions``
-    directly under ``spec.conversion``). A Webhook strategy is accepted and the
-    webhook never called: versions are converted as with None (the apiVersion
-    set, the object pruned and defaulted by the version's schema)."""
+    directly under ``spec.conversion``). A Webhook strategy's webhook is called by
+    ``api/crdconversion.py``."""
     strategy, webhook = conversion.get("strategy"), conversion.get("webhook")
     if strategy not in ("None", "Webhook"):
         return [{"reason": "FieldValueNotSupported", "field": "spec.conversion.strategy",
