@@ -20,7 +20,8 @@ Equivalent`` (the default) a rule that names another served version of the
 resource (one stored under the same prefix: autoscaling/v1 and v2 HPAs, core and
 events.k8s.io Events, a CRD's versions) takes the request too, and the webhook is
 called with the object in that version (``kind`` and ``resource`` that version's,
-``requestKind`` and ``requestResource`` the request's; its patch converted back).
+``requestKind`` and ``requestResource`` the request's; its patch converted back; a custom
+resource converted by its CRD's conversion webhook if it has one, ``api/crdconversion.py``).
 Configurations are taken in name order, their webhooks in theirs.
 
 The call is an ``admission.k8s.io/v1`` AdmissionReview (``api/webhookcall.py`` posts
@@ -261,8 +262,8 @@ class AdmissionWebhooks:
         conditions = spec.get("matchConditions") or ()
         if not conditions:
             return invocation
-        context = context_of({"object": _converted(request.obj, request.rtype, invocation.rtype),
-                              "oldObject": _converted(request.old, request.rtype, invocation.rtype),
+        context = context_of({"object": await self._as(request.obj, request.rtype, invocation.rtype),
+                              "oldObject": await self._as(request.old, request.rtype, invocation.rtype),
                               "request": self._request_fields(request, invocation.rtype, "")})
         errors = []
         for condition in conditions:
@@ -342,12 +343,12 @@ class AdmissionWebhooks:
             raise _internal(f'admission webhook "{hook.name}" attempted to modify the object, which is not '
                             "supported for this operation")
         try:
-            patched = compiled.apply(_converted(request.obj, request.rtype, invocation.rtype))
+            patched = compiled.apply(await self._as(request.obj, request.rtype, invocation.rtype))
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             raise _internal(str(e)) from e
         if not isinstance(patched, dict):
             raise _internal(f'admission webhook "{hook.name}" patched the object into something else than an object')
-        patched = _converted(patched, invocation.rtype, request.rtype)
+        patched = await self._as(patched, invocation.rtype, request.rtype)
         changed = patched != request.obj
         request.obj = patched
         return changed
@@ -364,7 +365,9 @@ class AdmissionWebhooks:
         try:
             endpoint = await resolve(spec.get("clientConfig") or {}, self.lookup)
             body = orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-                                 "request": self._request_fields(request, invocation.rtype, uid, objects=True)})
+                                 "request": self._request_fields(request, invocation.rtype, uid, (
+                                     await self._as(request.obj, request.rtype, invocation.rtype),
+                                     await self._as(request.old, request.rtype, invocation.rtype)))})
             answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
             response = _verified(answer, uid, hook.mutating)
         except Unreachable as e:
@@ -383,6 +386,19 @@ class AdmissionWebhooks:
         if response.get("allowed") is not True:
             raise _denied(hook.name, response.get("status"))
         return response
+
+    async def _as(self, obj: Obj | None, source: ResourceType, target: ResourceType) -> Obj | None:
+        """``obj`` of version ``source`` as version ``target``: a custom resource whose CRD
+        converts by webhook through that webhook (its failure a 500, as upstream's
+        ``ConvertVersionedAttributes``), others as ``_converted``."""
+        conversions = self._kube.conversions
+        if obj is None or source is target or conversions is None or not conversions.applies(source):
+            return _converted(obj, source, target)
+        gvk = f"{obj.get('apiVersion') or source.api_version}, Kind={obj.get('kind') or source.kind}"
+        try:
+            return (await conversions.convert(source, [obj], target.api_version, gvk))[0]
+        except ApiError as e:
+            raise _internal(e.message) from e
 
     async def lookup(self, kind: str, namespace: str, name: str) -> Any:
         """What ``webhookcall.resolve`` reads (CRD conversion webhooks resolve through it too)."""
@@ -414,10 +430,12 @@ class AdmissionWebhooks:
         return out
 
     @staticmethod
-    def _request_fields(request: Request, invoked: ResourceType, uid: str, objects: bool = False) -> Obj:
+    def _request_fields(request: Request, invoked: ResourceType, uid: str,
+                        objects: tuple[Obj | None, Obj | None] | None = None) -> Obj:
         """The AdmissionRequest, as upstream's ``CreateV1AdmissionReview`` fills it in: ``kind``
         and ``resource`` the version the webhook is called with, ``requestKind`` and
-        ``requestResource`` the version the request named."""
+        ``requestResource`` the version the request named; ``objects``: the object and the old
+        one in the version called with."""
         rtype = request.rtype
         kind = {"group": invoked.group, "version": invoked.version, "kind": invoked.kind}
         resource = {"group": invoked.group, "version": invoked.version, "resource": invoked.plural}
@@ -435,9 +453,8 @@ class AdmissionWebhooks:
             fields["namespace"] = request.namespace
         fields["operation"] = request.operation
         fields["userInfo"] = user.info() if user is not None else {}
-        if objects:
-            fields["object"] = _converted(request.obj, rtype, invoked)
-            fields["oldObject"] = _converted(request.old, rtype, invoked)
+        if objects is not None:
+            fields["object"], fields["oldObject"] = objects
         fields["dryRun"] = bool(DRY_RUN.get())
         fields["options"] = request.options
         return fields

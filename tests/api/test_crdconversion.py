@@ -18,7 +18,7 @@ from controlplane.api.crdconversion import ConversionWebhooks
 from controlplane.api.errors import ApiError
 from controlplane.api.webhookcall import WebhookClients
 from controlplane.registry.crd import served_types
-from tests.api.test_webhooks import Api
+from tests.api.test_webhooks import MUTATING, Api, webhook
 from tests.api.webhook_server import WebhookServer, webhook_server
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve, running, start_serve
@@ -245,3 +245,21 @@ async def test_review_versions_and_response_checks(hook: WebhookServer) -> None:
         assert e.value.message == "no supported conversion review versions"  # (upstream's, unwrapped)
     finally:
         await clients.close()
+
+
+def test_an_admission_webhook_of_the_other_version_gets_the_object_converted(api: Api, hook: WebhookServer) -> None:
+    """``matchPolicy: Equivalent``: a webhook for v1 widgets called for a v2 create gets the object
+    as the conversion webhook turns it into v1, and its patch is converted back."""
+    rule = {"apiGroups": [GROUP], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["widgets"]}
+    selector = {"matchLabels": {"admit": "me"}}
+    api.configure(MUTATING, "widgets-v1", [webhook("widgets.v1.test", hook, "/mutate", rules=[rule],
+                                                    namespaceSelector={}, objectSelector=selector)])
+    r = api.http.post(_path("v2"), json={"apiVersion": f"{GROUP}/v2", "kind": "Widget",
+                                         "metadata": {"name": "admitted", "labels": {"admit": "me"}},
+                                         "spec": {"replicas": 6}})
+    assert r.status_code == 201, r.text
+    review = [q for q in hook.seen("/mutate") if q.get("name") == "admitted"][-1]
+    assert review["kind"]["version"] == "v1" and review["requestKind"]["version"] == "v2"
+    assert review["object"]["apiVersion"] == f"{GROUP}/v1" and review["object"]["spec"] == {"size": 6}
+    assert r.json()["spec"] == {"replicas": 6} and r.json()["metadata"]["labels"]["mutated"] == "yes"
+    assert api.http.get(_path("v1", name="admitted")).json()["metadata"]["labels"]["mutated"] == "yes"
