@@ -11,7 +11,8 @@ Where (``api/rest.py``)::
               ``KubeApi.store`` is a ``WebhookConvertingStore``: what a write stores is
               converted to the storage version, what it reads (the object an update or
               patch starts from) to the request's version, so the handlers, admission
-              and validation work in the request's version throughout, as upstream's
+              and validation work in the request's version throughout, as upstream's;
+              the write's answer is what it stored, converted back (``answer``)
 
 The call is a ``ConversionReview`` of the first of the CRD's ``conversionReviewVersions``
 this server speaks (``v1``, ``v1beta1``), posted by ``api/webhookcall.py``: ``request.uid``,
@@ -29,8 +30,8 @@ default) a webhook behind a Service nothing on this machine answers for (simulat
 only, or none) is left out in the same way, with one warning logged per CRD, so
 operators' charts that declare one still work; ``all`` fails the request as upstream.
 
-Not done: a write's answer is the object as admitted, not the stored object converted back
-(upstream decodes what it stored, a second call); a watch whose conversion fails ends, as
+A write stored in another version answers with what it stored converted back (a second
+call), as upstream's store decodes what it encoded. A watch whose conversion fails ends, as
 upstream's, without an ERROR event.
 """
 
@@ -48,22 +49,34 @@ import orjson
 from store import Store
 from store.interface import Event, KeyValue
 
+from ..registry.custom import present
 from ..registry.strategies import validate_metadata
+from .dryrun import DRY_RUN
 from .errors import ApiError
 from .webhookcall import CallError, Lookup, Unreachable, WebhookClients, resolve
 
 if TYPE_CHECKING:
     from ..registry.types import ResourceType
 
-__all__ = ["CUSTOM_CONVERSION", "ConversionWebhooks", "WebhookConvertingStore"]
+__all__ = ["CUSTOM_CONVERSION", "ConversionWebhooks", "Converting", "WebhookConvertingStore"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 REVIEW_VERSIONS = ("v1", "v1beta1")
 
-# the custom resource type of the request being handled, when its CRD converts by webhook
-CUSTOM_CONVERSION: ContextVar[ResourceType | None] = ContextVar("controlplane_custom_conversion", default=None)
+
+
+@dataclasses.dataclass(slots=True)
+class Converting:
+    """A request for a custom resource whose CRD converts by webhook: its type, and the objects
+    its writes stored converted (key -> the object in the storage version), which its answer
+    is made of, converted back (``ConversionWebhooks.answer``), as upstream decodes what it stored."""
+    rtype: ResourceType
+    stored: dict[bytes, Obj] = dataclasses.field(default_factory=dict)
+
+
+CUSTOM_CONVERSION: ContextVar[Converting | None] = ContextVar("controlplane_custom_conversion", default=None)
 
 
 class _Failed(Exception):
@@ -110,6 +123,24 @@ class ConversionWebhooks:
         for i, obj in zip(pending, converted, strict=True):
             out[i] = orjson.dumps(obj)
         return out
+
+    async def answer(self, request: Converting, obj: Any) -> Any:
+        """A write's answer ``obj`` (of the request's type) as upstream makes it: what was stored,
+        converted back to the request's version (``resourceVersion`` the write's); else ``obj``."""
+        rtype = request.rtype
+        if not isinstance(obj, dict) or obj.get("kind") != rtype.kind or obj.get("apiVersion") != rtype.api_version:
+            return obj  # (e.g. a Scale)
+        meta = obj.get("metadata") or {}
+        stored = request.stored.pop(rtype.key(meta.get("namespace"), str(meta.get("name") or "")), None)
+        if stored is None:
+            return obj
+        gvk = f"{stored.get('apiVersion')}, Kind={stored.get('kind') or rtype.kind}"
+        back = present(rtype, (await self.convert(rtype, [stored], rtype.api_version, gvk))[0])
+        back_meta = back.setdefault("metadata", {})
+        back_meta.pop("resourceVersion", None)
+        if meta.get("resourceVersion"):
+            back_meta["resourceVersion"] = meta["resourceVersion"]
+        return back
 
     async def convert(self, rtype: ResourceType, objects: list[Obj], api_version: str, gvk: str,
                       listing: bool = False) -> list[Obj]:
@@ -262,10 +293,12 @@ class WebhookConvertingStore:
     """The store as a request for ``rtype`` sees it: its objects read in ``rtype``'s version,
     written in the CRD's storage version (other keys pass through as they are)."""
 
-    def __init__(self, real: Store, conversions: ConversionWebhooks, rtype: ResourceType) -> None:
+    def __init__(self, real: Store, conversions: ConversionWebhooks, request: Converting) -> None:
+        rtype = request.rtype
         assert rtype.custom is not None
         self._real = real
         self._conversions = conversions
+        self._request = request
         self._rtype = rtype
         self._prefix = rtype.prefix(None)
         storage = rtype.custom.storage_version or rtype.version
@@ -275,7 +308,7 @@ class WebhookConvertingStore:
         return key.startswith(self._prefix)
 
     async def _stored(self, key: bytes, value: bytes) -> bytes:
-        if not self._ours(key):
+        if not self._ours(key) or DRY_RUN.get():  # (upstream's dry run encodes nothing: no call)
             return value
         obj = orjson.loads(value)
         version = obj.get("apiVersion")
@@ -283,6 +316,7 @@ class WebhookConvertingStore:
             return value
         gvk = f"{version}, Kind={obj.get('kind') or self._rtype.kind}"
         converted = await self._conversions.convert(self._rtype, [obj], self._storage_api, gvk)
+        self._request.stored[key] = converted[0]
         return orjson.dumps(converted[0])
 
     async def _served(self, kvs: list[KeyValue], listing: bool = False) -> list[KeyValue]:

@@ -88,7 +88,7 @@ from .componentstatus import PLURAL as CS_PLURAL
 from .componentstatus import component_statuses
 from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
-from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, WebhookConvertingStore
+from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, Converting, WebhookConvertingStore
 from .crds import CustomResourceDefinitions, scale_paths
 from .deleteoptions import delete_options
 from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
@@ -480,6 +480,9 @@ class KubeApi:
         await send({"type": "http.response.body", "body": body})
 
     async def _json(self, send: Send, code: int, obj: Any) -> None:
+        converting = CUSTOM_CONVERSION.get()
+        if converting is not None and converting.stored and self.conversions is not None:
+            obj = await self.conversions.answer(converting, obj)  # a write stored in another version
         await self._respond(send, code, obj.raw if isinstance(obj, Written) else orjson.dumps(obj))
 
     @staticmethod
@@ -598,7 +601,7 @@ class KubeApi:
             if "fieldSelector" in query:
                 query["fieldSelector"] = _field_selector_of(conversion, query["fieldSelector"])
         elif rtype.custom is not None and rtype.custom.conversion is not None:  # see api/crdconversion.py
-            CUSTOM_CONVERSION.set(rtype)
+            CUSTOM_CONVERSION.set(Converting(rtype))
         content_type = headers.get(b"content-type", b"").decode("latin-1")
         # a patch's type was held to the resource's as written above; a body's is a MIME type (415 unparseable)
         content_type = content_type.split(";")[0].strip().lower() if method == "PATCH" else \

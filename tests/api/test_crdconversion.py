@@ -116,8 +116,11 @@ def test_a_create_in_v2_is_stored_in_v1_and_an_update_converts_its_old_object(ap
     r = _create(api, "v2", "widgets", "large", {"replicas": 7})
     assert r.status_code == 201, r.text
     assert r.json()["apiVersion"] == f"{GROUP}/v2" and r.json()["spec"] == {"replicas": 7}
-    review = [q for q in hook.seen("/convert") if q["objects"][0]["metadata"]["name"] == "large"][-1]
-    assert review["desiredAPIVersion"] == f"{GROUP}/v1"  # to the storage version
+    # the answer is what was stored, converted back: both calls' labels, the metadata restored
+    assert r.json()["metadata"]["labels"] == {"converted-to": "v2"} and r.json()["metadata"]["generation"] == 1
+    assert r.json()["metadata"]["resourceVersion"]
+    reviews = [q for q in hook.seen("/convert") if q["objects"][0]["metadata"]["name"] == "large"]
+    assert [q["desiredAPIVersion"] for q in reviews] == [f"{GROUP}/v1", f"{GROUP}/v2"]  # stored, then back
     before = len(hook.seen("/convert"))
     stored = api.http.get(_path("v1", name="large")).json()
     assert stored["spec"] == {"size": 7} and stored["metadata"]["labels"] == {"converted-to": "v1"}
@@ -128,6 +131,7 @@ def test_a_create_in_v2_is_stored_in_v1_and_an_update_converts_its_old_object(ap
                              headers={"content-type": "application/merge-patch+json"})
     assert patched.status_code == 200, patched.text
     assert patched.json()["spec"] == {"replicas": 8}
+    assert patched.json()["metadata"]["resourceVersion"] != r.json()["metadata"]["resourceVersion"]
     assert api.http.get(_path("v1", name="large")).json()["spec"] == {"size": 8}
 
 
@@ -263,3 +267,14 @@ def test_an_admission_webhook_of_the_other_version_gets_the_object_converted(api
     assert review["object"]["apiVersion"] == f"{GROUP}/v1" and review["object"]["spec"] == {"size": 6}
     assert r.json()["spec"] == {"replicas": 6} and r.json()["metadata"]["labels"]["mutated"] == "yes"
     assert api.http.get(_path("v1", name="admitted")).json()["metadata"]["labels"]["mutated"] == "yes"
+
+
+def test_a_dry_run_write_in_the_other_version_calls_no_webhook(api: Api, hook: WebhookServer) -> None:
+    before = len(hook.seen("/convert"))
+    r = api.http.post(_path("v2"), params={"dryRun": "All"},
+                      json={"apiVersion": f"{GROUP}/v2", "kind": "Widget", "metadata": {"name": "dry"},
+                            "spec": {"replicas": 2}})
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"] == {"replicas": 2} and "resourceVersion" not in r.json()["metadata"]
+    assert len(hook.seen("/convert")) == before
+    assert api.http.get(_path("v1", name="dry")).status_code == 404
