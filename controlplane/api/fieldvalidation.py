@@ -198,7 +198,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             f"json: cannot unmarshal {given} into Go struct field {rtype.kind}.{path} of type {expected}"
         raise _undecodable(rtype, method, obj, why)
     if found.malformed:
-        raise _undecodable(rtype, method, obj, found.malformed[0])
+        raise _not_decoded(rtype, method, obj, strategic, found.malformed[0])
     problems = found.problems
     if directive != "Ignore" and merge_patch is not None:
         problems = _patch_duplicates(merge_patch) + problems
@@ -207,7 +207,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     if problems or yaml_duplicates:
         if directive == "Strict":
             errors = problems + ([yaml_unmarshal_errors(yaml_duplicates)] if yaml_duplicates else [])
-            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(errors))
+            raise _not_decoded(rtype, method, obj, strategic, "strict decoding error: " + ", ".join(errors))
         if directive == "Warn":
             for p in problems + yaml_duplicates:
                 add_warning(p)
@@ -324,6 +324,17 @@ def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any] | list[An
         return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
                                     f"{rtype.kind}: {why}")
     return _invalid_patch(orjson.dumps(obj).decode(), why)
+
+
+def _not_decoded(rtype: ResourceType, method: str, obj: dict[str, Any], strategic: Any, why: str) -> ApiError:
+    """``_undecodable``, but for a strategic merge patch of a built-in type the invalid value
+    is the patch's own map as Go's ``%+v`` prints it, not the patched object: upstream's
+    ``applyPatchToObject`` reports its converter's errors, the strict ones (``kubectl edit``
+    adding an unknown field) too, that way, where a JSON or merge patch reports the patched
+    object's JSON."""
+    if strategic is not None and rtype.custom is None:
+        return _invalid_patch(go_value(strategic), why)
+    return _undecodable(rtype, method, obj, why)
 
 
 def invalid_patch(obj: dict[str, Any], why: str) -> ApiError:
