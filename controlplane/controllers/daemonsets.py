@@ -52,7 +52,7 @@ from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors,
 
 from .backoff import Backoff
 from .history import REVISION_HASH
-from .ownership import key_of, meta_of, pods_to_sync
+from .ownership import key_of, meta_of
 from .readiness import available as pods_available
 from .revisioned import RevisionedSetController
 from .workloads import pod_template_hash
@@ -202,7 +202,7 @@ class DaemonSetController(RevisionedSetController):
         ds = self.daemonsets.items.get(key)
         if ds is None:
             return
-        owned = await pods_to_sync(self.client, "DaemonSet", ds, self.pods_of, self.expectations)
+        owned = await self._pods_to_sync(ds)
         if owned is None:
             return
         meta = meta_of(ds)

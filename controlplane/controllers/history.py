@@ -48,7 +48,21 @@ class History:
     def __init__(self, client: Client, kind: str) -> None:
         self.client = client
         self.kind = kind
-        self.informer = client.informer(REVISIONS)
+        # the revisions no controller owns (their set deleted with Orphan), by key: few, so
+        # a set's sync looks for ones to adopt without walking every revision
+        self.orphans: dict[str, Obj] = {}
+        self.informer = client.informer(REVISIONS, on_add=self._seen, on_update=lambda _old, new: self._seen(new),
+                                        on_delete=self._gone)
+
+    def _seen(self, revision: Obj) -> None:
+        key = _key(revision)
+        if any(ref.get("controller") for ref in meta_of(revision).get("ownerReferences") or ()):
+            self.orphans.pop(key, None)
+        else:
+            self.orphans[key] = revision
+
+    def _gone(self, revision: Obj) -> None:
+        self.orphans.pop(_key(revision), None)
 
     def of(self, uid: str) -> list[Obj]:
         """The revisions ``uid`` controls, oldest first."""
@@ -68,7 +82,7 @@ class History:
 
     def owned_by(self, uid: str) -> dict[str, Obj]:
         """The revisions of ``uid`` by key, for the garbage collector once it is gone."""
-        return {f"{meta_of(r).get('namespace', '')}/{meta_of(r).get('name', '')}": r for r in self.of(uid)}
+        return {_key(r): r for r in self.of(uid)}
 
     async def record(self, owner: Mapping[str, Any], template: Mapping[str, Any], in_use: Iterable[str] = ()
                      ) -> tuple[str, int]:
@@ -116,3 +130,7 @@ class History:
                 if e.code != 404:
                     raise
         return name, number
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    return f"{meta_of(obj).get('namespace', '')}/{meta_of(obj).get('name', '')}"

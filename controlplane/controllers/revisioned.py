@@ -16,15 +16,16 @@ and ``_observe`` let it keep more per set or per pod event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from controlplane.client import ApiError, Client, InformerHandle, resource_path
 from controlplane.client.workqueue import WorkQueue
+from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
 from .history import History
-from .ownership import Dependents, Expectations, collect, key_of, meta_of
+from .ownership import ORPHAN, Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
 
 __all__ = ["RevisionedSetController"]
 
@@ -101,6 +102,66 @@ class RevisionedSetController:
         else:
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
             await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
+
+    # -- a set's dependents
+    async def _pods_to_sync(self, owner: dict[str, Any], member: Callable[[Mapping[str, Any]], bool] | None = None
+                            ) -> dict[str, dict[str, Any]] | None:
+        """``pods_to_sync`` for a set: deleted with ``Orphan``, its revisions are let go with its
+        pods (upstream's collector orphans every dependent); else, once its writes are seen, the
+        released pods (``member`` ones) and the revisions no controller owns that its selector
+        matches are adopted first (upstream's ClaimPods and ClaimControllerRevisions), so a set
+        deleted with ``--cascade=orphan`` and created again takes its pods and history back
+        rather than running a second pod per node or ordinal. None while it waits."""
+        meta = meta_of(owner)
+        uid = str(meta.get("uid", ""))
+        orphaning = bool(meta.get("deletionTimestamp")) and ORPHAN in (meta.get("finalizers") or ())
+        revisions = (("ControllerRevision", self.history.owned_by(uid)),) if orphaning else ()
+        owned = await pods_to_sync(self.client, self.kind, owner, self.pods_of, self.expectations, revisions)
+        if owned is None:
+            return None
+        if await self._adopt(owner, member):
+            return None  # the adopted objects' events requeue the set
+        return owned
+
+    async def _adopt(self, owner: dict[str, Any], member: Callable[[Mapping[str, Any]], bool] | None) -> bool:
+        """Adopt the released pods and the revisions without a controller of ``owner``'s namespace
+        that its selector matches (not ones being deleted); True if any was. An adopted pod is
+        expected until its informer shows it owned."""
+        released, orphans = self.pods_of.released, self.history.orphans
+        if not released and not orphans:
+            return False
+        meta = meta_of(owner)
+        selector = (owner.get("spec") or {}).get("selector") or {}
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            return False  # an empty selector adopts nothing, as upstream
+        uid, prefix = str(meta.get("uid", "")), f"{meta.get('namespace', '')}/"
+        ref = {"apiVersion": "apps/v1", "kind": self.kind, "name": meta.get("name"), "uid": uid,
+               "controller": True, "blockOwnerDeletion": True}
+        adopted = False
+        for plural, candidates in (("pods", released), ("controllerrevisions", orphans)):
+            for key, obj in list(candidates.items()):
+                dep = meta_of(obj)
+                if not key.startswith(prefix) or dep.get("deletionTimestamp") \
+                        or not match_label_selector(selector, dep.get("labels") or {}) \
+                        or (plural == "pods" and member is not None and not member(obj)):
+                    continue
+                group = "" if plural == "pods" else "apps"
+                if plural == "pods":
+                    self.expectations.expect(uid, "+" + str(dep.get("name", "")))
+                try:
+                    await self.client.patch(
+                        resource_path(group, "v1", plural, dep.get("namespace"), dep.get("name")),
+                        {"metadata": {"ownerReferences": [*(dep.get("ownerReferences") or ()), ref],
+                                      "resourceVersion": dep.get("resourceVersion")}})
+                except ApiError as e:
+                    if plural == "pods":
+                        self.expectations.seen(uid, "+" + str(dep.get("name", "")))
+                    if e.code not in (404, 409):
+                        raise
+                    continue
+                candidates.pop(key, None)
+                adopted = True
+        return adopted
 
     # -- writes
     async def _delete_pod(self, owner: Mapping[str, Any], pod: Mapping[str, Any], message: str) -> None:

@@ -50,7 +50,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import run_controller
 
 from .history import REVISION_HASH
-from .ownership import key_of, meta_of, pods_to_sync
+from .ownership import key_of, meta_of
 from .readiness import available as pods_available
 from .revisioned import RevisionedSetController
 
@@ -184,12 +184,13 @@ class StatefulSetController(RevisionedSetController):
         sts = self.sets.items.get(key)
         if sts is None:
             return
-        owned = await pods_to_sync(self.client, "StatefulSet", sts, self.pods_of, self.expectations)
+        meta = meta_of(sts)
+        pattern = re.compile(re.escape(meta.get("name", "")) + r"-(\d+)\Z")
+        # only pods named as its own are adopted (upstream's isMemberOf)
+        owned = await self._pods_to_sync(sts, lambda pod: pattern.match(meta_of(pod).get("name", "")) is not None)
         if owned is None:
             return
-        meta = meta_of(sts)
         plan = Plan.of(sts)
-        pattern = re.compile(re.escape(meta.get("name", "")) + r"-(\d+)\Z")
         by_ordinal: dict[int, dict[str, Any]] = {}
         for pod in owned.values():
             m = pattern.match(meta_of(pod).get("name", ""))

@@ -277,6 +277,40 @@ async def test_deleting_a_daemonset_collects_its_pods(c: Client) -> None:
     await until(collected)
 
 
+async def test_a_daemonset_deleted_with_orphan_and_made_again_adopts_its_pods(c: Client) -> None:
+    """Upstream's collector lets go of the pods and revisions; the new DaemonSet adopts them
+    (ClaimPods, ClaimControllerRevisions) rather than running a second pod on every node."""
+    await c.create(DAEMONSETS, daemonset("orph"))
+    await until(lambda: on_nodes(c, "orph", NODES))
+    before = {p["metadata"]["uid"] for p in await live_pods(c, "orph")}
+    revisions = "/apis/apps/v1/namespaces/default/controllerrevisions"
+    (revision,) = (await c.list(revisions, labelSelector="app=orph"))["items"]
+    await c.delete(f"{DAEMONSETS}/orph", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"})
+
+    async def orphaned() -> bool:
+        try:
+            await c.get(f"{DAEMONSETS}/orph")
+            return False
+        except ApiError:
+            return all(not p["metadata"].get("ownerReferences") for p in await live_pods(c, "orph"))
+
+    await until(orphaned)
+    kept = await c.get(f"{revisions}/{revision['metadata']['name']}")
+    assert not kept["metadata"].get("ownerReferences")
+    new = (await c.create(DAEMONSETS, daemonset("orph")))["metadata"]["uid"]
+
+    async def adopted() -> bool:
+        pods = await live_pods(c, "orph")
+        return all([r["uid"] for r in p["metadata"].get("ownerReferences") or ()] == [new] for p in pods)
+
+    await until(adopted)
+    await asyncio.sleep(1)  # no second pod comes
+    assert {p["metadata"]["uid"] for p in await live_pods(c, "orph")} == before
+    assert await on_nodes(c, "orph", NODES)
+    again = await c.get(f"{revisions}/{revision['metadata']['name']}")
+    assert [r["uid"] for r in again["metadata"]["ownerReferences"]] == [new]
+
+
 async def test_a_not_ready_node_keeps_its_daemon_pod(c: Client) -> None:
     await c.create(DAEMONSETS, daemonset("agent"))
     await until(lambda: on_nodes(c, "agent", NODES))

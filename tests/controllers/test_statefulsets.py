@@ -239,6 +239,46 @@ async def test_a_pod_that_ended_is_replaced_under_its_name(client: Client) -> No
     await until(replaced)
 
 
+async def test_a_set_deleted_with_orphan_and_made_again_takes_its_pods_and_history_back(client: Client) -> None:
+    """``kubectl delete sts --cascade=orphan`` then the set again (how a set's immutable fields are
+    changed): upstream's collector lets go of the pods and the ControllerRevisions, and the new set
+    adopts both (ClaimPods, for the pods named as its own; ClaimControllerRevisions)."""
+    c = client
+    await c.create(SETS, statefulset("orph", 2))
+    await until(lambda: rolled_out(c, "orph"))
+    before = {n: p["metadata"]["uid"] for n, p in (await pods(c, "orph")).items()}
+    revisions = "/apis/apps/v1/namespaces/default/controllerrevisions"
+    (revision,) = (await c.list(revisions, labelSelector="app=orph"))["items"]
+    # a bare pod the selector matches but not named as the set's is left alone
+    await c.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orph-x", "labels": {"app": "orph"}},
+                          "spec": {"containers": [{"name": "c", "image": "db:1"}]}})
+    await c.delete(f"{SETS}/orph", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Orphan"})
+
+    async def gone() -> bool:
+        try:
+            await c.get(f"{SETS}/orph")
+        except ApiError as e:
+            return e.code == 404
+        return False
+
+    await until(gone)
+    kept = await c.get(f"{revisions}/{revision['metadata']['name']}")
+    assert not kept["metadata"].get("ownerReferences")  # let go, not collected
+    assert all(not p["metadata"].get("ownerReferences") for p in (await pods(c, "orph")).values())
+    new = (await c.create(SETS, statefulset("orph", 2)))["metadata"]["uid"]
+
+    async def adopted() -> bool:
+        now = await pods(c, "orph")
+        owners = {n: [r["uid"] for r in p["metadata"].get("ownerReferences") or ()] for n, p in now.items()}
+        return owners == {"orph-0": [new], "orph-1": [new], "orph-x": []} and await rolled_out(c, "orph")
+
+    await until(adopted)
+    assert {n: p["metadata"]["uid"] for n, p in (await pods(c, "orph")).items() if n != "orph-x"} == before
+    (again,) = (await c.list(revisions, labelSelector="app=orph"))["items"]
+    assert again["metadata"]["uid"] == revision["metadata"]["uid"]
+    assert [r["uid"] for r in again["metadata"]["ownerReferences"]] == [new]
+
+
 async def test_ordinals_start_where_the_set_says(client: Client) -> None:
     c = client
     await c.create(SETS, statefulset("ord", 2, podManagementPolicy="Parallel", ordinals={"start": 3}))
