@@ -90,6 +90,7 @@ from .converting import CONVERSION, ConvertingStore, served_bytes
 from .crd_controllers import reconsider_names, remove_resources
 from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, Converting, WebhookConvertingStore
 from .crds import CustomResourceDefinitions, scale_paths
+from .defaultclass import DefaultClassAdmission
 from .deleteoptions import delete_options
 from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
 from .discovery import content_type as discovery_content_type
@@ -239,6 +240,11 @@ class KubeApi:
         self._quota = QuotaAdmission(self, quotas) if quotas is not None else None
         ranges = registry.get("", "v1", "limitranges")
         self._limit_ranger = LimitRanger(self, ranges) if ranges is not None else None
+        self._default_classes = DefaultClassAdmission(  # DefaultStorageClass, DefaultIngressClass
+            self, registry.get("", "v1", "persistentvolumeclaims"),
+            registry.get("storage.k8s.io", "v1", "storageclasses"),
+            registry.get("networking.k8s.io", "v1", "ingresses"),
+            registry.get("networking.k8s.io", "v1", "ingressclasses"))
         policies = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
         policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
@@ -1073,6 +1079,8 @@ class KubeApi:
             await self._runtime_classes.admit(obj)
         if self._limit_ranger is not None:  # mutating admission, before validation and the quota
             await self._limit_ranger.admit(rtype, namespace, obj)
+        if rtype is self._default_classes.claims or rtype is self._default_classes.ingresses:
+            await self._default_classes.admit(rtype, obj)  # (a claim's class is what its quota counts)
         if self.webhooks is not None and self.webhooks.active(mutating=True) and await self.webhooks.mutate(
                 rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
                 generated_name=not name):  # the last mutating admission

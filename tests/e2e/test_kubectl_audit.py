@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 from tests.e2e.test_kubectl import KUBECTL
@@ -36,3 +37,52 @@ def test_edit_adding_an_unknown_field_names_the_patch_as_go_prints_it(served: Se
     ok_edit = edit(served, tmp_path, 's/x: "1"/x: "2"/', "configmap", "edited")
     assert ok_edit.returncode == 0, ok_edit.stderr
     assert ok(served, "get", "configmap", "edited", "-o", "jsonpath={.data.x}").stdout == "2"
+
+
+CLAIM = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: %s}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}%s}
+"""
+
+INGRESS = """
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: %s}
+spec: {defaultBackend: {service: {name: web, port: {number: 80}}}%s}
+"""
+
+
+def test_a_new_claim_and_ingress_get_the_default_class_in_the_create_answer(served: Serve) -> None:
+    """DefaultStorageClass and DefaultIngressClass admission: the class is in what the create
+    answers (``kubectl apply -o jsonpath``), not written later; the newest default wins."""
+    def created(manifest: str) -> str:
+        return ok(served, "create", "-f", "-", "-o", "jsonpath={.spec.storageClassName}{.spec.ingressClassName}",
+                  stdin=manifest).stdout
+
+    assert created(CLAIM % ("before", "")) == ""  # no default yet: none set
+    assert created(INGRESS % ("before", "")) == ""
+    for n in ("old", "new"):
+        ok(served, "create", "-f", "-", stdin=f"""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: {n}-sc, annotations: {{storageclass.kubernetes.io/is-default-class: "true"}}}}
+provisioner: example.com/none
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {{name: {n}-ic, annotations: {{ingressclass.kubernetes.io/is-default-class: "true"}}}}
+spec: {{controller: example.com/none}}
+""")
+        if n == "old":
+            time.sleep(1.1)  # a second apart: the newest is the later one
+    assert created(CLAIM % ("defaulted", "")) == "new-sc"
+    assert created(CLAIM % ("chosen", ", storageClassName: old-sc")) == "old-sc"
+    assert created(CLAIM % ("none", ', storageClassName: ""')) == ""  # "" asks for no class
+    beta = CLAIM.replace("{name: %s}", "{name: %s, annotations: {volume.beta.kubernetes.io/storage-class: old-sc}}")
+    assert created(beta % ("beta", "")) == ""
+    assert created(INGRESS % ("defaulted", "")) == "new-ic"
+    assert created(INGRESS % ("chosen", ", ingressClassName: old-ic")) == "old-ic"
+    legacy = INGRESS.replace("{name: %s}", "{name: %s, annotations: {kubernetes.io/ingress.class: nginx}}")
+    assert created(legacy % ("legacy", "")) == ""
