@@ -83,6 +83,7 @@ from .apply import (
 )
 from .autoregister import ensure_flowcontrol_bootstrap, ensure_local_apiservices
 from .certificateadmission import check_signer_permission, check_subject
+from .claimresize import ClaimResizeAdmission
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
 from .componentstatus import component_statuses
@@ -245,6 +246,9 @@ class KubeApi:
             registry.get("storage.k8s.io", "v1", "storageclasses"),
             registry.get("networking.k8s.io", "v1", "ingresses"),
             registry.get("networking.k8s.io", "v1", "ingressclasses"))
+        claims, storage_classes = self._default_classes.claims, registry.get("storage.k8s.io", "v1", "storageclasses")
+        self._claim_resize = ClaimResizeAdmission(self, claims, storage_classes) \
+            if claims is not None and storage_classes is not None else None
         policies = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
         policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
@@ -1673,6 +1677,8 @@ class KubeApi:
         CertificateApproval and CertificateSigning (api/certificateadmission.py), the
         admission policies, the validating webhooks, then ResourceQuota, which charges a
         pod's resize."""
+        if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
+            await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize
         if rtype is self._csrs:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
         if self._policies is not None:

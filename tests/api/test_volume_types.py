@@ -20,13 +20,17 @@ def claim(name: str, storage: Any = "1Gi", **spec: Any) -> dict[str, Any]:
 
 
 async def test_a_claim_is_defaulted_pending_and_its_spec_fixed_but_for_its_size(client: Client) -> None:
-    created = await client.create(PVCS, claim("data", status={"phase": "Bound"}))
+    await client.create(CLASSES, {"metadata": {"name": "grows"}, "provisioner": "example.com/none",
+                                  "allowVolumeExpansion": True})
+    created = await client.create(PVCS, claim("data", status={"phase": "Bound"}, storageClassName="grows"))
     assert created["spec"]["volumeMode"] == "Filesystem"
     assert created["status"] == {"phase": "Pending"}  # the status is the system's
     created["spec"]["accessModes"] = ["ReadWriteMany"]
     with pytest.raises(ApiError) as e:
         await client.update(f"{PVCS}/data", created)
     assert e.value.code == 422 and "spec is immutable after creation" in e.value.message
+    # (PersistentVolumeClaimResize admission: only a bound claim of a class that allows it grows)
+    await client.patch(f"{PVCS}/data/status", {"status": {"phase": "Bound"}})
     grown = await client.patch(f"{PVCS}/data", {"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
     assert grown["spec"]["resources"]["requests"]["storage"] == "2Gi"
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.test_kubectl import KUBECTL
-from tests.e2e.test_kubectl_openapi import ok
+from tests.e2e.test_kubectl_openapi import ok, run
 from tests.test_cli import Serve
 
 
@@ -86,3 +86,35 @@ spec: {{controller: example.com/none}}
     assert created(INGRESS % ("chosen", ", ingressClassName: old-ic")) == "old-ic"
     legacy = INGRESS.replace("{name: %s}", "{name: %s, annotations: {kubernetes.io/ingress.class: nginx}}")
     assert created(legacy % ("legacy", "")) == ""
+
+
+def test_a_claim_grows_only_bound_and_where_its_class_allows_expansion(served: Serve) -> None:
+    """PersistentVolumeClaimResize admission, through ``kubectl patch`` as a user resizes a claim."""
+    ok(served, "create", "-f", "-", stdin="""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: grows}
+provisioner: example.com/none
+allowVolumeExpansion: true
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fixed}
+provisioner: example.com/none
+""")
+    for claim, sc in (("growing", "grows"), ("stuck", "fixed")):
+        ok(served, "create", "-f", "-", stdin=CLAIM % (claim, f", storageClassName: {sc}"))
+    bigger = '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}'
+    r = run(served, "patch", "pvc", "growing", "-p", bigger)
+    assert r.returncode == 1
+    assert ('Error from server (Forbidden): persistentvolumeclaims "growing" is forbidden: Only bound persistent '
+            "volume claims can be expanded") in r.stderr
+    for claim in ("growing", "stuck"):
+        ok(served, "patch", "pvc", claim, "--subresource=status", "-p", '{"status":{"phase":"Bound"}}')
+    ok(served, "patch", "pvc", "growing", "-p", bigger)
+    assert ok(served, "get", "pvc", "growing", "-o", "jsonpath={.spec.resources.requests.storage}").stdout == "2Gi"
+    r = run(served, "patch", "pvc", "stuck", "-p", bigger)
+    assert r.returncode == 1
+    assert ('persistentvolumeclaims "stuck" is forbidden: only dynamically provisioned pvc can be resized and the '
+            "storageclass that provisions the pvc must support resize") in r.stderr
+    ok(served, "label", "pvc", "stuck", "size=same")  # an update that does not grow it is no concern of the plugin
