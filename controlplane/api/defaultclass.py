@@ -58,6 +58,7 @@ class DefaultClassAdmission:
 
     async def admit(self, rtype: ResourceType, obj: Obj) -> None:
         """Set the default class of a new claim or Ingress that names none (other types pass)."""
+        marked_by: tuple[str, ...]
         if rtype is self.claims and self.storage_classes is not None:
             field, marked_by, classes, annotation = ("storageClassName", STORAGE_DEFAULT, self.storage_classes,
                                                      BETA_CLAIM_CLASS)
