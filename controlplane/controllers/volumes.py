@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from controlplane.api.defaultclass import STORAGE_DEFAULT, newest_default
 from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.quantity import QuantityError, parse_quantity
@@ -218,10 +219,9 @@ class VolumeController:
                 raise
 
     def default_class(self) -> Obj | None:
-        marked = [sc for sc in self.classes.items.values()
-                  if (meta_of(sc).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"]
-        return max(marked, key=lambda sc: (meta_of(sc).get("creationTimestamp", ""), meta_of(sc).get("name", "")),
-                   default=None)
+        """The class DefaultStorageClass admission gives (upstream's GetDefaultClass): marked by the
+        annotation or its beta form, the newest of several, the first name in the same second."""
+        return newest_default(list(self.classes.items.values()), STORAGE_DEFAULT)
 
     async def sync_claim(self, key: str) -> None:
         pvc = self.claims.items.get(key)
