@@ -359,6 +359,9 @@ def service_causes(svc: Obj) -> Causes:
                       else not_supported("spec.sessionAffinity", affinity, _AFFINITIES))
     if kind not in _SERVICE_TYPES:
         causes.append(required("spec.type") if not kind else not_supported("spec.type", kind, _SERVICE_TYPES))
+    health_check = spec.get("healthCheckNodePort")
+    if health_check and not _needs_health_check(spec):
+        causes.append(invalid("spec.healthCheckNodePort", health_check, _HEALTH_CHECK_ONLY))
     return causes
 
 
@@ -399,6 +402,9 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
     if spec is old_spec:
         return []
     _keep_node_ports(spec, old_spec)
+    moved = _keep_health_check_port(spec, old_spec)
+    if moved:
+        return moved
     if spec.get("type") == "ExternalName" and old_spec.get("type") != "ExternalName":
         for field in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",  # dropTypeDependentFields
                       "internalTrafficPolicy"):
@@ -428,6 +434,30 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
 
 
 _NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+_HEALTH_CHECK_ONLY = "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"
+
+
+def _needs_health_check(spec: Obj) -> bool:
+    """Upstream's NeedsHealthCheck: a LoadBalancer keeping its clients' source (``Local``)."""
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
+def _keep_health_check_port(spec: Obj, old_spec: Obj) -> Causes:
+    """A Service that needs a health check node port before and after keeps its own: an update
+    leaving it out keeps it (``patchAllocatedValues``), one changing it is refused
+    (``validateServiceExternalTrafficFieldsUpdate``); one that no longer needs it loses it unless
+    the update set another (``dropTypeDependentFields``)."""
+    was = old_spec.get("healthCheckNodePort")
+    if not was or not _needs_health_check(old_spec):
+        return []
+    if _needs_health_check(spec):
+        if not spec.get("healthCheckNodePort"):
+            spec["healthCheckNodePort"] = was
+        elif spec["healthCheckNodePort"] != was:
+            return [forbidden("spec.healthCheckNodePort", "field is immutable")]
+    elif spec.get("healthCheckNodePort") == was:
+        spec.pop("healthCheckNodePort", None)
+    return []
 
 
 def _keep_node_ports(spec: Obj, old_spec: Obj) -> None:

@@ -251,6 +251,12 @@ def _default_service(svc: dict[str, Any]) -> None:
                 if node_port is not None:
                     taken.add(node_port)
                     port["nodePort"] = node_port
+    if kind == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local" and not spec.get("healthCheckNodePort"):
+        # the node port kube-proxy answers load balancers' health checks on (upstream's
+        # allocHealthCheckNodePort), from the same range, whatever allocateLoadBalancerNodePorts says
+        node_port = picks.node_port(taken) if picks is not None else free_node_port(taken)
+        if node_port is not None:
+            spec["healthCheckNodePort"] = node_port
 
 
 ServiceRanges = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]

@@ -3,6 +3,7 @@ over the server's socket."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -118,3 +119,38 @@ provisioner: example.com/none
     assert ('persistentvolumeclaims "stuck" is forbidden: only dynamically provisioned pvc can be resized and the '
             "storageclass that provisions the pvc must support resize") in r.stderr
     ok(served, "label", "pvc", "stuck", "size=same")  # an update that does not grow it is no concern of the plugin
+
+
+def test_a_local_load_balancer_gets_a_health_check_node_port_kept_until_it_is_no_longer_local(served: Serve) -> None:
+    """Upstream's allocHealthCheckNodePort, patchAllocatedValues, dropTypeDependentFields and
+    their validation, through ``kubectl``."""
+    def spec(name: str) -> dict[str, object]:
+        r = ok(served, "get", "service", name, "-o", "json")
+        return dict(json.loads(r.stdout)["spec"])
+
+    ok(served, "create", "-f", "-", stdin="""
+apiVersion: v1
+kind: Service
+metadata: {name: lb}
+spec: {type: LoadBalancer, externalTrafficPolicy: Local, selector: {app: lb}, ports: [{port: 80}]}
+""")
+    port = spec("lb")["healthCheckNodePort"]
+    assert isinstance(port, int) and 30000 <= port <= 32767 and port != spec("lb")["ports"][0]["nodePort"]
+    ok(served, "label", "service", "lb", "x=y")  # an update leaving it out keeps it
+    assert spec("lb")["healthCheckNodePort"] == port
+    other = port + 1 if port < 32767 else port - 1
+    r = run(served, "patch", "service", "lb", "-p", json.dumps({"spec": {"healthCheckNodePort": other}}))
+    assert r.returncode == 1 and "spec.healthCheckNodePort: Forbidden: field is immutable" in r.stderr
+    ok(served, "patch", "service", "lb", "-p", '{"spec":{"externalTrafficPolicy":"Cluster"}}')
+    assert "healthCheckNodePort" not in spec("lb")  # no longer needed: let go
+    ok(served, "patch", "service", "lb", "-p", '{"spec":{"externalTrafficPolicy":"Local"}}')
+    assert isinstance(spec("lb")["healthCheckNodePort"], int)  # needed again: allocated again
+    r = run(served, "create", "-f", "-", stdin="""
+apiVersion: v1
+kind: Service
+metadata: {name: np}
+spec: {type: NodePort, healthCheckNodePort: 31999, selector: {app: np}, ports: [{port: 80}]}
+""")
+    assert r.returncode == 1
+    assert ("spec.healthCheckNodePort: Invalid value: 31999: may only be set when `type` is 'LoadBalancer' and "
+            "`externalTrafficPolicy` is 'Local'") in r.stderr
