@@ -9,6 +9,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.test_kubectl import KUBECTL
 from tests.e2e.test_kubectl_openapi import ok, run
@@ -124,7 +125,7 @@ provisioner: example.com/none
 def test_a_local_load_balancer_gets_a_health_check_node_port_kept_until_it_is_no_longer_local(served: Serve) -> None:
     """Upstream's allocHealthCheckNodePort, patchAllocatedValues, dropTypeDependentFields and
     their validation, through ``kubectl``."""
-    def spec(name: str) -> dict[str, object]:
+    def spec(name: str) -> dict[str, Any]:
         r = ok(served, "get", "service", name, "-o", "json")
         return dict(json.loads(r.stdout)["spec"])
 
