@@ -29,6 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import ADMISSION_WEBHOOK_MODES, AUTHORIZATION_MODES, HTTP_PROTOCOLS, LOG_LEVELS, SNAPSHOT_MODES
+from .controllermanager import DEFAULT as DEFAULT_CONTROLLERS
+from .controllermanager import DISABLED_BY_DEFAULT
+from .controllermanager import KNOWN as KNOWN_CONTROLLERS
+from .controllermanager import parse_list as parse_controllers
 from .metricsserver import add_argument as add_metrics_argument
 
 if TYPE_CHECKING:
@@ -131,6 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
                             "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "
                             "and the autoscaler if asked for, and the clusterrole aggregation controller")
+    serve.add_argument("--controllers", action="append", type=parse_controllers, metavar="LIST",
+                       help="as kube-controller-manager's: the controllers to run, '*' for every one on by "
+                            "default, 'foo' to turn on the one named foo, '-foo' to turn it off; the first entry "
+                            "naming a controller decides; repeated, the lists are joined (default: *). Names of "
+                            "upstream controllers this server does not have are accepted and ignored. Only "
+                            "kube-controller-manager's controllers read it, not the scheduler, the simulated "
+                            "nodes, the autoscaler nor the API server's own (--no-scheduler still turns all off). "
+                            "All controllers: " + ", ".join(KNOWN_CONTROLLERS) + ". Disabled-by-default "
+                            "controllers: " + ", ".join(sorted(DISABLED_BY_DEFAULT)))
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="API server processes sharing the port (SO_REUSEPORT) over one store, each with its own "
                             "watch cache; the components run in the first (default: %(default)s)")
@@ -303,6 +316,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             admission_webhooks=args.admission_webhooks,
             nodes=args.nodes,
             scheduler=args.scheduler,
+            controllers=DEFAULT_CONTROLLERS if args.controllers is None else sum(args.controllers, ()),
             autoscaler=args.autoscaler,
             instance_types=args.instance_types,
             stages=_checked_stages(parser, args.stages),

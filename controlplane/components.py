@@ -11,6 +11,14 @@ component runs, so ``serve`` starts fast. The function runs as a background
 task until the server stops (it is cancelled then)::
 
     async def start(client: Client, config: Config) -> None: ...
+
+A component that plays controllers of kube-controller-manager names them, by
+upstream's canonical names, in ``controllers``: it runs when ``--controllers``
+turns on any of them (controllermanager.py), and reads ``config`` to know which
+of its parts to run (``workload-controllers`` plays the Deployment and
+ReplicaSet controllers and the garbage collector's part for them, each turned
+off on its own). The others (the scheduler, the simulated kubelets, the
+autoscaler, kube-apiserver's own controllers) name none and ignore the list.
 """
 
 from __future__ import annotations
@@ -36,12 +44,16 @@ class Component:
     wanted: Callable[[Config], bool]
     # the program it stands for: its requests' User-Agent, so the field manager of its writes (Client.as_agent)
     agent: str = "kube-controller-manager"
+    # the kube-controller-manager controllers it plays (their canonical names); () for another program's
+    controllers: tuple[str, ...] = ()
 
     def load(self) -> Start:
         module, _, function = self.target.partition(":")
         start: Start = getattr(importlib.import_module(module), function)
         return start
 
+
+GC = "garbage-collector-controller"  # its part for the kinds a component owns runs with that component
 
 COMPONENTS: list[Component] = [
     Component("scheduler", "controlplane.scheduler.scheduler:start", lambda config: config.scheduler,
@@ -53,64 +65,88 @@ COMPONENTS: list[Component] = [
     Component("autoscaler", "controlplane.autoscaler.component:start", lambda config: True, agent="karpenter"),
     # kube-controller-manager's resourceclaim controller: claims from templates, released when pods end.
     # Tied to the scheduler's flag: without a scheduler nothing allocates claims.
-    Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler),
+    Component("resourceclaim-controller", "controlplane.scheduler.dra.claims:start", lambda config: config.scheduler,
+              controllers=("resourceclaim-controller",)),
     # kube-controller-manager's deployment and replicaset controllers, and their part of the garbage
     # collector (controllers/workloads.py). Tied to the scheduler's flag too: API tests run without
     # both, and the API adds the collector's finalizers only when it runs (api/app.py)
-    Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler),
-    Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler),
-    Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler),
-    Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler),
-    Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler),
+    Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler,
+              controllers=("deployment-controller", "replicaset-controller", GC)),
+    Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler,
+              controllers=("job-controller", "ttl-after-finished-controller", GC)),
+    Component("cronjob-controller", "controlplane.controllers.cronjobs:start", lambda config: config.scheduler,
+              controllers=("cronjob-controller", GC)),
+    Component("daemonset-controller", "controlplane.controllers.daemonsets:start", lambda config: config.scheduler,
+              controllers=("daemonset-controller", GC)),
+    Component("disruption-controller", "controlplane.controllers.disruption:start", lambda config: config.scheduler,
+              controllers=("disruption-controller",)),
     # the node lifecycle controller: Ready Unknown for a node whose Lease and status stand still, and the
     # taints from node conditions: not-ready/unreachable NoExecute (Ready False/Unknown, whoever wrote it),
     # at each zone's rate, and the NoSchedule ones of TaintNodesByCondition
     Component("node-lifecycle-controller", "controlplane.controllers.nodelifecycle:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("node-lifecycle-controller",)),
     # pods leave nodes tainted NoExecute (`kubectl taint nodes n k=v:NoExecute`, the node lifecycle
     # controller's not-ready/unreachable) unless they tolerate it
     Component("taint-eviction-controller", "controlplane.controllers.tainteviction:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("taint-eviction-controller",)),
     # pods leave devices tainted NoExecute by their ResourceSlice or a DeviceTaintRule unless their claims
     # tolerate it; the rules' EvictionInProgress condition (controllers/devicetainteviction.py)
     Component("device-taint-eviction-controller", "controlplane.controllers.devicetainteviction:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("device-taint-eviction-controller",)),
     # a PodGroup being deleted keeps its protection finalizer while a pod of it has not ended
     # (controllers/podgroupprotection.py); the API adds it with the controllers (api/app.py)
     Component("podgroup-protection-controller", "controlplane.controllers.podgroupprotection:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("podgroup-protection-controller",)),
     # pods bound to a node that no longer exists are failed and deleted after 40 s (PodGC's orphans)
-    Component("pod-garbage-collector", "controlplane.controllers.podgc:start", lambda config: config.scheduler),
+    Component("pod-garbage-collector", "controlplane.controllers.podgc:start", lambda config: config.scheduler,
+              controllers=("pod-garbage-collector-controller",)),
     Component("statefulset-controller", "controlplane.controllers.statefulsets:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("statefulset-controller", GC)),
     Component("persistentvolume-controller", "controlplane.controllers.volumes:start",
-              lambda config: config.scheduler),
-    Component("resourcequota-controller", "controlplane.controllers.quota:start", lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("persistentvolume-binder-controller", "persistentvolumeclaim-protection-controller",
+                           "persistentvolume-protection-controller", GC)),
+    Component("resourcequota-controller", "controlplane.controllers.quota:start", lambda config: config.scheduler,
+              controllers=("resourcequota-controller",)),
     Component("endpointslice-controller", "controlplane.controllers.endpoints:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("endpointslice-controller", "endpoints-controller")),
     # reads metrics.k8s.io, which the API serves from the pods' declared usage (api/resourcemetrics.py)
     Component("horizontal-pod-autoscaler", "controlplane.controllers.podautoscaler:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("horizontal-pod-autoscaler-controller",)),
     # the default roles are created at start in every mode (api/rbacpolicy.py); their rules are aggregated here
     Component("clusterrole-aggregation-controller", "controlplane.controllers.clusterroles:start",
-              lambda config: True),
+              lambda config: True,
+              controllers=("clusterrole-aggregation-controller",)),
     # kube-root-ca.crt in every namespace, when the server serves TLS (controllers/rootca.py)
-    Component("root-ca-cert-publisher", "controlplane.controllers.rootca:start", lambda config: config.scheduler),
+    Component("root-ca-cert-publisher", "controlplane.controllers.rootca:start", lambda config: config.scheduler,
+              controllers=("root-ca-certificate-publisher-controller",)),
     # approved CSRs of the built-in signers issued with the generated CA (controllers/certificates.py)
     Component("csrsigning-controller", "controlplane.controllers.certificates:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("certificatesigningrequest-signing-controller",)),
     # kubelet client CSRs approved when their requestor may ask for one (controllers/csrapproving.py)
     Component("csrapproving-controller", "controlplane.controllers.csrapproving:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("certificatesigningrequest-approving-controller",)),
     # old CSRs deleted: issued, denied or failed an hour ago, pending for a day (controllers/csrcleaner.py)
-    Component("csrcleaner-controller", "controlplane.controllers.csrcleaner:start", lambda config: config.scheduler),
+    Component("csrcleaner-controller", "controlplane.controllers.csrcleaner:start", lambda config: config.scheduler,
+              controllers=("certificatesigningrequest-cleaner-controller",)),
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("serviceaccount-controller",)),
     # ServiceCIDRs' finalizer and Ready condition; one being deleted held while IPs are in it
     # (controllers/servicecidrs.py)
     Component("service-cidrs-controller", "controlplane.controllers.servicecidrs:start",
-              lambda config: config.scheduler),
+              lambda config: config.scheduler,
+              controllers=("service-cidr-controller",)),
     # the default ServiceCIDR made again when deleted, set Ready, every 10 s, in every mode, as kube-apiserver's own
     # controller (controllers/defaultservicecidr.py)
     Component("default-service-cidr-controller", "controlplane.controllers.defaultservicecidr:start",
@@ -128,4 +164,5 @@ COMPONENTS: list[Component] = [
 def enabled(config: Config) -> list[Component]:
     if not config.components:  # an extra API server process (serve --workers): they run in the first
         return []
-    return [c for c in COMPONENTS if c.wanted(config)]
+    return [c for c in COMPONENTS if c.wanted(config)
+            and (not c.controllers or any(config.controller_enabled(name) for name in c.controllers))]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .controllermanager import canonical, check, is_enabled
+
 __all__ = ["ADMISSION_WEBHOOK_MODES", "AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SA_EXTENDED_SECONDS",
            "SA_WARN_ONLY_SECONDS", "SNAPSHOT_MODES", "Config", "JobBackoff", "NodeLifecycle"]
 
@@ -96,6 +98,9 @@ class Config:
     authorization_mode: AuthorizationMode = "AlwaysAllow"
     nodes: int = 0
     scheduler: bool = True
+    # kube-controller-manager's --controllers: which of its controllers run, in its list syntax
+    # (controllermanager.py); the components that are not its own do not read it
+    controllers: tuple[str, ...] = ("*",)
     # the Karpenter-like autoscaler: always (True), or once a NodePool exists (False)
     autoscaler: bool = False
     # an instance-type catalog file replacing the built-in one (nodes and autoscaler)
@@ -191,6 +196,7 @@ class Config:
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log level {self.log_level!r} is not one of {LOG_LEVELS}")
         self._check_service_accounts()
+        check(self.controllers)  # upstream's message for a name it does not know
 
     def _check_service_accounts(self) -> None:
         """kube-apiserver's checks of its service account flags."""
@@ -222,6 +228,11 @@ class Config:
                             f"{SA_EXTENDED_SECONDS} seconds, which is longer than "
                             f"service-account-max-token-expiration set to {_go_duration(longest)} seconds")
         return warnings
+
+    def controller_enabled(self, name: str) -> bool:
+        """Whether kube-controller-manager's controller ``name`` (its canonical name) runs
+        under ``--controllers``."""
+        return is_enabled(name, tuple(canonical(e) for e in self.controllers))
 
     @property
     def store_url(self) -> str:

@@ -65,8 +65,12 @@ def _finished(job: Mapping[str, Any]) -> str | None:
 
 class CronJobController:
     def __init__(self, client: Client, workers: int = 2,
-                 clock: Any = lambda: datetime.datetime.now(datetime.UTC)) -> None:
+                 clock: Any = lambda: datetime.datetime.now(datetime.UTC), *, syncs: bool = True,
+                 collects: bool = True) -> None:
         self.client = client
+        # the CronJob controller, and the garbage collector's part for its Jobs (serve --controllers)
+        self.syncs = syncs
+        self.collects = collects
         self.workers = workers
         self.clock = clock
         self.queue = WorkQueue()
@@ -123,8 +127,11 @@ class CronJobController:
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
         if kind == "cronjob":
-            await self.sync(name)
-        else:
+            if self.syncs:
+                await self.sync(name)
+            elif self.collects and (cj := self.cronjobs.items.get(name)) is not None:
+                await finalize(self.client, "CronJob", cj, "Job", self.jobs_of.of(str(meta_of(cj).get("uid", ""))))
+        elif self.collects:
             await collect(self.client, "Job", self.jobs_of.of(name), name, self._keys)
 
     def _wake_at(self, key: str, when: datetime.datetime) -> None:
@@ -142,7 +149,7 @@ class CronJobController:
         meta = meta_of(cj)
         uid = str(meta.get("uid", ""))
         jobs = list(self.jobs_of.of(uid).values())
-        if await finalize(self.client, "CronJob", cj, "Job", self.jobs_of.of(uid)):
+        if await finalize(self.client, "CronJob", cj, "Job", self.jobs_of.of(uid), collects=self.collects):
             return
         spec, status = cj.get("spec") or {}, dict(cj.get("status") or {})
         active = self._active(cj, jobs)
@@ -299,4 +306,5 @@ def _names(refs: Any) -> list[str]:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await CronJobController(client).run()
+    await CronJobController(client, syncs=config.controller_enabled("cronjob-controller"),
+                            collects=config.controller_enabled("garbage-collector-controller")).run()

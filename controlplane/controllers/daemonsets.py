@@ -497,5 +497,9 @@ def _scaled(value: Any, total: int) -> int:
 
 
 async def start(client: Client, config: Config) -> None:
-    """The component entry point (``controlplane/components.py``)."""
-    await DaemonSetController(client).run()
+    """The component entry point (``controlplane/components.py``): the parts ``--controllers``
+    turns on."""
+    controller = DaemonSetController(client)
+    controller.syncs = config.controller_enabled("daemonset-controller")
+    controller.collects = config.controller_enabled("garbage-collector-controller")
+    await controller.run()

@@ -95,6 +95,10 @@ def _hostname(pod: Mapping[str, Any], svc: Mapping[str, Any]) -> str | None:
 
 
 class EndpointsController:
+    # the EndpointSlice controller and the Endpoints controller, each turned off on its own by
+    # ``serve --controllers`` (``start``)
+    writes_slices = writes_endpoints = True
+
     def __init__(self, client: Client, workers: int = 2) -> None:
         self.client = client
         self.workers = workers
@@ -224,12 +228,20 @@ class EndpointsController:
         svc = self.services.items.get(key)
         if svc is None:
             return
-        meta, spec = meta_of(svc), svc.get("spec") or {}
+        spec = svc.get("spec") or {}
         if spec.get("type") == "ExternalName" or not spec.get("selector"):
             return  # a Service without a selector: its endpoints are written by someone else
-        namespace, name = meta.get("namespace", ""), meta.get("name", "")
         groups = self._endpoints(svc)
         publish = bool(spec.get("publishNotReadyAddresses"))
+        if self.writes_slices:
+            await self._write_slices(svc, groups, publish)
+        if self.writes_endpoints:
+            await self._write_endpoints(svc, groups, publish)
+
+    async def _write_slices(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
+                            publish: bool) -> None:
+        meta, spec = meta_of(svc), svc.get("spec") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
         owner = {"apiVersion": "v1", "kind": "Service", "name": name, "uid": meta.get("uid"),
                  "controller": True, "blockOwnerDeletion": True}
         wanted: list[Obj] = []
@@ -271,7 +283,6 @@ class EndpointsController:
             except ApiError as e:
                 if e.code != 404:
                     raise
-        await self._write_endpoints(svc, groups, publish)
 
     async def _forget(self, key: str) -> None:
         """A deleted Service: its slices (owned by it) and its Endpoints go too."""
@@ -282,8 +293,10 @@ class EndpointsController:
                    for es in list(self.slices.items.values())
                    if meta_of(es).get("namespace") == namespace
                    and (meta_of(es).get("labels") or {}).get(SERVICE_NAME) == name
-                   and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER]
-        targets.append(resource_path("", "v1", "endpoints", namespace, name))
+                   and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER] \
+            if self.writes_slices else []
+        if self.writes_endpoints:
+            targets.append(resource_path("", "v1", "endpoints", namespace, name))
         for path in targets:
             try:
                 await self.client.delete(path)
@@ -362,5 +375,9 @@ class EndpointsController:
 
 
 async def start(client: Client, config: Config) -> None:
-    """The component entry point (``controlplane/components.py``)."""
-    await EndpointsController(client).run()
+    """The component entry point (``controlplane/components.py``): the parts ``--controllers``
+    turns on."""
+    controller = EndpointsController(client)
+    controller.writes_slices = config.controller_enabled("endpointslice-controller")
+    controller.writes_endpoints = config.controller_enabled("endpoints-controller")
+    await controller.run()

@@ -103,7 +103,7 @@ from .indexedjobs import (
 )
 from .jobbackoff import BackoffRecord, index_delay
 from .jobtracking import FINALIZER, REMOVE_FINALIZER, Uncounted, has_finalizer, is_failed, record_finished
-from .ownership import Dependents, Expectations, collect, key_of, meta_of, owner_exists, pods_to_sync
+from .ownership import Dependents, Expectations, collect, finalize, key_of, meta_of, owner_exists, pods_to_sync
 from .podfailurepolicy import Verdict, verdict
 
 if TYPE_CHECKING:
@@ -214,8 +214,16 @@ def _failed_only(spec: Mapping[str, Any]) -> bool:
 
 
 class JobController:
-    def __init__(self, client: Client, workers: int = 4, backoff: JobBackoff | None = None) -> None:
+    """The Job controller, the TTL-after-finished controller's part for Jobs and the garbage
+    collector's for their pods, over one set of informers; ``syncs``, ``expires`` and ``collects``
+    turn each off (``serve --controllers``)."""
+
+    def __init__(self, client: Client, workers: int = 4, backoff: JobBackoff | None = None, *,
+                 syncs: bool = True, expires: bool = True, collects: bool = True) -> None:
         self.client = client
+        self.syncs = syncs
+        self.expires = expires
+        self.collects = collects
         self.backoff = backoff or JobBackoff()
         self.workers = workers
         self.queue = WorkQueue()
@@ -283,14 +291,32 @@ class JobController:
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
         if kind == "job":
-            await self.sync(name)
+            if self.syncs:
+                await self.sync(name)
+            else:
+                await self._unsynced(name)
         elif kind == "orphan":
-            await self._release_orphan(name)
+            if self.syncs:
+                await self._release_orphan(name)
         else:  # the Job is gone: its pods are counted no more, and collected
-            _, error = await self._release(None, list(self.pods_of.of(name).values()))
-            if error is not None:
-                raise error
-            await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
+            if self.syncs:
+                _, error = await self._release(None, list(self.pods_of.of(name).values()))
+                if error is not None:
+                    raise error
+            if self.collects:
+                await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
+
+    async def _unsynced(self, key: str) -> None:
+        """A Job while the Job controller does not run: what the other two do for it, the
+        collector's finalizers and its expiry once finished."""
+        job = self.jobs.items.get(key)
+        if job is None:
+            return
+        if self.collects:
+            await finalize(self.client, "Job", job, "Pod", self.pods_of.of(str(meta_of(job).get("uid", ""))))
+        if self.expires and (job.get("spec") or {}).get("ttlSecondsAfterFinished") is not None \
+                and (_condition(job, "Complete") or _condition(job, "Failed")):
+            await self._expire(key, job)
 
     # -- the tracking finalizer (controllers/jobtracking.py)
     async def _remove_finalizer(self, job_uid: str | None, pod: Mapping[str, Any]) -> None:
@@ -390,7 +416,7 @@ class JobController:
             _, stuck = await self._release(uid, list(self.pods_of.of(uid).values()))
             if stuck is not None:
                 raise stuck
-        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations)
+        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations, collects=self.collects)
         if pods is None:
             return
         spec, status = job.get("spec") or {}, dict(job.get("status") or {})
@@ -453,7 +479,8 @@ class JobController:
                                "lastProbeTime": now, "lastTransitionTime": now})
 
         finished = _condition(job, "Complete") or _condition(job, "Failed")
-        if finished and spec.get("ttlSecondsAfterFinished") is not None and await self._expire(key, job):
+        if finished and self.expires and spec.get("ttlSecondsAfterFinished") is not None \
+                and await self._expire(key, job):
             return
         doomed: list[dict[str, Any]] = []  # the active pods to delete
         released: list[dict[str, Any]] = []  # the pods whose finalizer goes uncounted, before that
@@ -715,4 +742,6 @@ class JobController:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await JobController(client, backoff=config.job_backoff).run()
+    await JobController(client, backoff=config.job_backoff, syncs=config.controller_enabled("job-controller"),
+                        expires=config.controller_enabled("ttl-after-finished-controller"),
+                        collects=config.controller_enabled("garbage-collector-controller")).run()

@@ -249,14 +249,18 @@ async def collect(client: Client, kind: str, dependents: Mapping[str, dict[str, 
 
 async def finalize(client: Client, owner_kind: str, owner: dict[str, Any], dependent_kind: str,
                    dependents: Mapping[str, dict[str, Any]],
-                   also_orphaned: tuple[tuple[str, Mapping[str, dict[str, Any]]], ...] = ()) -> bool:
-    """An owner being deleted: carry out its ``orphan`` or ``foregroundDeletion`` finalizer. True
-    if the owner is being deleted (its controller then leaves it alone). ``also_orphaned``: more
-    dependents, by kind, that ``orphan`` lets go too (a set's ControllerRevisions: upstream's
-    collector orphans every dependent; a foreground deletion leaves them to ``collect``)."""
+                   also_orphaned: tuple[tuple[str, Mapping[str, dict[str, Any]]], ...] = (),
+                   collects: bool = True) -> bool:
+    """An owner being deleted: carry out its ``orphan`` or ``foregroundDeletion`` finalizer (not
+    when the garbage collector is turned off: ``collects``). True if the owner is being deleted
+    (its controller then leaves it alone). ``also_orphaned``: more dependents, by kind, that
+    ``orphan`` lets go too (a set's ControllerRevisions: upstream's collector orphans every
+    dependent; a foreground deletion leaves them to ``collect``)."""
     meta = meta_of(owner)
     if not meta.get("deletionTimestamp"):
         return False
+    if not collects:
+        return True
     finalizers = list(meta.get("finalizers") or ())
     if ORPHAN in finalizers:
         for kind, objs in ((dependent_kind, dependents), *also_orphaned):
@@ -286,13 +290,14 @@ async def finalize(client: Client, owner_kind: str, owner: dict[str, Any], depen
 
 async def pods_to_sync(client: Client, kind: str, owner: dict[str, Any], pods: Dependents,
                        expectations: Expectations,
-                       also_orphaned: tuple[tuple[str, Mapping[str, dict[str, Any]]], ...] = ()
-                       ) -> dict[str, dict[str, Any]] | None:
+                       also_orphaned: tuple[tuple[str, Mapping[str, dict[str, Any]]], ...] = (),
+                       collects: bool = True) -> dict[str, dict[str, Any]] | None:
     """The pods ``owner`` controls, when it is its controller's turn to act on them; None while it
-    is being deleted (``finalize`` carries out its finalizer, ``also_orphaned`` as it says) or while
-    its controller's last writes are not in the informers yet (their events requeue it)."""
+    is being deleted (``finalize`` carries out its finalizer, ``also_orphaned`` as it says, if the
+    collector runs: ``collects``) or while its controller's last writes are not in the informers
+    yet (their events requeue it)."""
     uid = str(meta_of(owner).get("uid", ""))
     owned = pods.of(uid)
-    if await finalize(client, kind, owner, "Pod", owned, also_orphaned) or expectations.waiting(uid):
+    if await finalize(client, kind, owner, "Pod", owned, also_orphaned, collects) or expectations.waiting(uid):
         return None
     return owned

@@ -25,7 +25,7 @@ from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
 from .history import History
-from .ownership import ORPHAN, Dependents, Expectations, collect, key_of, meta_of, pods_to_sync
+from .ownership import ORPHAN, Dependents, Expectations, collect, finalize, key_of, meta_of, pods_to_sync
 
 __all__ = ["RevisionedSetController"]
 
@@ -36,6 +36,10 @@ class RevisionedSetController:
 
     kind: ClassVar[str]
     prefix: ClassVar[str]
+    # the set controller itself, and the garbage collector's part for its pods and revisions:
+    # each turned off on its own by ``serve --controllers`` (the components' start)
+    syncs: bool = True
+    collects: bool = True
 
     def __init__(self, client: Client, workers: int, component: str) -> None:
         self.client = client
@@ -51,8 +55,9 @@ class RevisionedSetController:
 
     def _sets_informer(self, plural: str) -> InformerHandle:
         """The informer of the apps/v1 ``plural`` this controller keeps, with its handlers."""
-        return self.client.informer(resource_path("apps", "v1", plural), on_add=self._changed,
-                                    on_update=lambda _old, new: self._changed(new), on_delete=self._deleted)
+        self._sets = self.client.informer(resource_path("apps", "v1", plural), on_add=self._changed,
+                                          on_update=lambda _old, new: self._changed(new), on_delete=self._deleted)
+        return self._sets
 
     # -- the sets' events
     def _changed(self, obj: dict[str, Any]) -> None:
@@ -98,8 +103,13 @@ class RevisionedSetController:
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
         if kind == self.prefix:
-            await self.sync(name)
-        else:
+            if self.syncs:
+                await self.sync(name)
+            elif self.collects and (owner := self._sets.items.get(name)) is not None:
+                uid = str(meta_of(owner).get("uid", ""))  # (its revisions let go with its pods, as below)
+                await finalize(self.client, self.kind, owner, "Pod", self.pods_of.of(uid),
+                               (("ControllerRevision", self.history.owned_by(uid)),))
+        elif self.collects:
             await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
             await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
@@ -116,7 +126,8 @@ class RevisionedSetController:
         uid = str(meta.get("uid", ""))
         orphaning = bool(meta.get("deletionTimestamp")) and ORPHAN in (meta.get("finalizers") or ())
         revisions = (("ControllerRevision", self.history.owned_by(uid)),) if orphaning else ()
-        owned = await pods_to_sync(self.client, self.kind, owner, self.pods_of, self.expectations, revisions)
+        owned = await pods_to_sync(self.client, self.kind, owner, self.pods_of, self.expectations, revisions,
+                                   collects=self.collects)
         if owned is None:
             return None
         if await self._adopt(owner, member):

@@ -425,5 +425,9 @@ class StatefulSetController(RevisionedSetController):
 
 
 async def start(client: Client, config: Config) -> None:
-    """The component entry point (``controlplane/components.py``)."""
-    await StatefulSetController(client).run()
+    """The component entry point (``controlplane/components.py``): the parts ``--controllers``
+    turns on."""
+    controller = StatefulSetController(client)
+    controller.syncs = config.controller_enabled("statefulset-controller")
+    controller.collects = config.controller_enabled("garbage-collector-controller")
+    await controller.run()

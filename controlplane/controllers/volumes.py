@@ -88,6 +88,10 @@ def _volume_path(name: str = "", sub: str = "") -> str:
 
 
 class VolumeController:
+    # the persistent volume binder, the two protection controllers and the garbage collector's
+    # part for claims, each turned off on its own by ``serve --controllers`` (``start``)
+    binds = protects_claims = protects_volumes = collects = True
+
     def __init__(self, client: Client, workers: int = 2) -> None:
         self.client = client
         self.workers = workers
@@ -184,7 +188,8 @@ class VolumeController:
         if kind == "claim":
             await self.sync_claim(rest)
         elif kind == "owners":
-            await self.collect_claim(rest)
+            if self.collects:
+                await self.collect_claim(rest)
         else:
             await self.sync_volume(rest)
 
@@ -228,9 +233,12 @@ class VolumeController:
         if pvc is None:
             return
         if meta_of(pvc).get("deletionTimestamp"):
-            if PVC_PROTECTION in (meta_of(pvc).get("finalizers") or ()) and not self._in_use(pvc):
+            if self.protects_claims and PVC_PROTECTION in (meta_of(pvc).get("finalizers") or ()) \
+                    and not self._in_use(pvc):
                 await self._release(_claim_path(meta_of(pvc).get("namespace", ""), meta_of(pvc).get("name", "")),
                                     pvc, PVC_PROTECTION)
+            return
+        if not self.binds:
             return
         meta, spec = meta_of(pvc), pvc.get("spec") or {}
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
@@ -391,9 +399,11 @@ class VolumeController:
         if pv is None:
             return
         if meta_of(pv).get("deletionTimestamp"):
-            if PV_PROTECTION in (meta_of(pv).get("finalizers") or ()) \
+            if self.protects_volumes and PV_PROTECTION in (meta_of(pv).get("finalizers") or ()) \
                     and (pv.get("status") or {}).get("phase") != "Bound":
                 await self._release(_volume_path(name), pv, PV_PROTECTION)
+            return
+        if not self.binds:
             return
         spec, phase = pv.get("spec") or {}, (pv.get("status") or {}).get("phase")
         ref = spec.get("claimRef")
@@ -420,5 +430,11 @@ class VolumeController:
 
 
 async def start(client: Client, config: Config) -> None:
-    """The component entry point (``controlplane/components.py``)."""
-    await VolumeController(client).run()
+    """The component entry point (``controlplane/components.py``): the parts ``--controllers``
+    turns on."""
+    controller = VolumeController(client)
+    controller.binds = config.controller_enabled("persistentvolume-binder-controller")
+    controller.protects_claims = config.controller_enabled("persistentvolumeclaim-protection-controller")
+    controller.protects_volumes = config.controller_enabled("persistentvolume-protection-controller")
+    controller.collects = config.controller_enabled("garbage-collector-controller")
+    await controller.run()

@@ -129,9 +129,19 @@ def _deletion_rank(pod: Mapping[str, Any]) -> tuple[int, int, int, str]:
 
 
 class WorkloadController:
-    def __init__(self, client: Client, workers: int = 4) -> None:
+    """The three controllers over one set of informers and one queue; ``deployments``,
+    ``replicasets`` and ``collects`` turn each off (``serve --controllers``): a part turned
+    off leaves its objects alone, as when that controller of kube-controller-manager does
+    not run (with the collector off, owners deleted with ``Orphan`` or ``Foreground`` keep
+    their finalizer and the dependents of deleted owners stay)."""
+
+    def __init__(self, client: Client, workers: int = 4, *, deployments: bool = True, replicasets: bool = True,
+                 collects: bool = True) -> None:
         self.client = client
         self.workers = workers
+        self.syncs_deployments = deployments
+        self.syncs_replicasets = replicasets
+        self.collects = collects
         self.queue = WorkQueue()
         self.deployments = client.informer(resource_path("apps", "v1", "deployments"),
                                            on_add=self._deployment_changed,
@@ -214,13 +224,29 @@ class WorkloadController:
     async def _handle(self, key: str) -> None:
         kind, _, name = key.partition(":")
         if kind == "replicaset":
-            await self.sync_replicaset(name)
+            if self.syncs_replicasets:
+                await self.sync_replicaset(name)
+            elif self.collects:
+                await self._finalize(self.replicasets.items.get(name), "ReplicaSet", "Pod", self.pods_of)
         elif kind == "deployment":
-            await self.sync_deployment(name)
+            if self.syncs_deployments:
+                await self.sync_deployment(name)
+            elif self.collects:
+                await self._finalize(self.deployments.items.get(name), "Deployment", "ReplicaSet", self.sets_of)
+        elif not self.collects:
+            return
         elif kind == "gc-pods":
             self.deleted += await collect(self.client, "Pod", self.pods_of.of(name), name, self._owner_keys)
         elif kind == "gc-sets":
             await collect(self.client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
+
+    async def _finalize(self, owner: dict[str, Any] | None, kind: str, dependent_kind: str,
+                        dependents: Dependents) -> None:
+        """The collector's part alone, for an owner whose controller does not run: its
+        ``orphan`` or ``foregroundDeletion`` finalizer once it is being deleted."""
+        if owner is not None:
+            await finalize(self.client, kind, owner, dependent_kind,
+                           dependents.of(str(meta_of(owner).get("uid", ""))))
 
     async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
         """Take as dependents the released objects of the owner's namespace that its selector
@@ -259,7 +285,8 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
-        owned = await pods_to_sync(self.client, "ReplicaSet", rs, self.pods_of, self.expectations)
+        owned = await pods_to_sync(self.client, "ReplicaSet", rs, self.pods_of, self.expectations,
+                                   collects=self.collects)
         if owned is None:
             return
         meta = meta_of(rs)
@@ -348,7 +375,7 @@ class WorkloadController:
         meta = meta_of(d)
         uid = str(meta.get("uid", ""))
         sets = self.sets_of.of(uid)
-        if await finalize(self.client, "Deployment", d, "ReplicaSet", sets):
+        if await finalize(self.client, "Deployment", d, "ReplicaSet", sets, collects=self.collects):
             return
         if await self._adopt(d, "Deployment", "apps", "replicasets"):
             return
@@ -670,5 +697,8 @@ def _now() -> str:
 
 
 async def start(client: Client, config: Config) -> None:
-    """The component entry point (``controlplane/components.py``)."""
-    await WorkloadController(client).run()
+    """The component entry point (``controlplane/components.py``): the parts ``--controllers``
+    turns on."""
+    await WorkloadController(client, deployments=config.controller_enabled("deployment-controller"),
+                             replicasets=config.controller_enabled("replicaset-controller"),
+                             collects=config.controller_enabled("garbage-collector-controller")).run()
