@@ -56,11 +56,11 @@ async def _without_the_replicaset_controller(kubeconfig: Path) -> None:
             assert "observedGeneration" not in ((await c.get(f"{REPLICASETS}/{name}")).get("status") or {})
 
 
-@pytest.mark.parametrize("where", ["server", "components-process"])
-def test_a_replicaset_controller_turned_off_leaves_replicasets_without_pods(tmp_path: Path, where: str) -> None:
-    extra = ["--controllers", "*,-replicaset-controller"]
-    if where == "components-process":
-        extra.append("--components-process")
+@pytest.mark.parametrize("where", [(), ("--components-process",), ("--workers", "2")],
+                         ids=["server", "components-process", "workers"])
+def test_a_replicaset_controller_turned_off_leaves_replicasets_without_pods(
+        tmp_path: Path, where: tuple[str, ...]) -> None:
+    extra = ["--controllers", "*,-replicaset-controller", *where]
     with running(start_serve(tmp_path, extra=extra, scheduler=True)) as s:
         asyncio.run(_without_the_replicaset_controller(s.kubeconfig))
 
