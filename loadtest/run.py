@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,10 +149,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress display (without a terminal, a line every 30 s stands for the live table)")
 
 
+def _controllers_arg(played: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """``--controllers`` turning off the built-in controllers the users play (``played``), unless
+    the server's own arguments say which run.
+
+    >>> _controllers_arg(["replicaset-controller"], [])
+    ['--controllers', '*,-replicaset-controller']
+    >>> _controllers_arg(["replicaset-controller"], ["--controllers=*"])
+    []
+    """
+    if not played or any(a == "--controllers" or a.startswith("--controllers=") for a in extra):
+        return []
+    return ["--controllers", ",".join(["*", *(f"-{name}" for name in played)])]
+
+
 class _Server:
     """``controlplane serve`` started by the harness."""
 
-    def __init__(self, out: Path, port: int, scheduler: bool, extra: list[str]) -> None:
+    def __init__(self, out: Path, port: int, scheduler: bool, extra: list[str], played: Sequence[str] = ()
+                 ) -> None:
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         state = out / "server"
@@ -160,7 +176,8 @@ class _Server:
         self.log = (state / "serve.log").open("wb")
         cmd = [sys.executable, "-m", "controlplane", "serve", "--no-tls", "--port", str(self.port),
                "--data-dir", str(state / "data"), "--kubeconfig-out", str(state / "kubeconfig"),
-               "--log-level", "warning", *([] if scheduler else ["--no-scheduler"]), *extra]
+               "--log-level", "warning", *([] if scheduler else ["--no-scheduler"]),
+               *_controllers_arg(played, extra), *extra]
         self.command = shlex.join(cmd)
         # a process group of its own (and of its children: the store's syncer, a components process):
         # a terminal's Ctrl-C reaches the harness alone, which stops the server once the load is over
@@ -644,7 +661,8 @@ def run(args: argparse.Namespace) -> int:
                                                **plan.to_json()}, indent=2) + "\n")
     server: _Server | None = None
     if target is None:
-        server = _Server(out, args.port, scheduler=not binder, extra=args.server_arg)
+        server = _Server(out, args.port, scheduler=not binder, extra=args.server_arg,
+                         played=plan.played_controllers)
         try:
             server.wait_ready()
             server.check_alive()

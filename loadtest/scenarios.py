@@ -26,7 +26,7 @@ from typing import Any
 
 from . import shapes
 
-__all__ = ["INFORMER_RESOURCES", "SCENARIOS", "Plan", "api_access", "api_resources", "build"]
+__all__ = ["INFORMER_RESOURCES", "PLAYED_CONTROLLERS", "SCENARIOS", "Plan", "api_access", "api_resources", "build"]
 
 # user class -> module under loadtest.locustfiles
 CLASSES = {
@@ -37,6 +37,12 @@ CLASSES = {
     "OperatorUser": "operators",
     "TrainingJobUser": "gang",
 }
+
+
+# the user classes that play a controller of kube-controller-manager, and its name: a server the
+# harness starts runs without that one (serve --controllers '*,-NAME'), which would otherwise
+# rewrite what the users write (a ReplicaSet's status, computed from pods it does not own)
+PLAYED_CONTROLLERS = {"ReplicaSetController": "replicaset-controller"}
 
 
 # what an informer of each resource watches: (group, version)
@@ -107,6 +113,12 @@ class Plan:
         return {**self.params, "_fixed": self.fixed, "_weighted": self.weighted, "_peak": self.peak,
                 "_shape": self.shape, "_duration": self.duration, "_until": self.until,
                 "_table": [[st.until, st.users, st.spawn_rate, st.name] for st in self.table]}
+
+    @property
+    def played_controllers(self) -> list[str]:
+        """The controllers of kube-controller-manager this plan's users play (PLAYED_CONTROLLERS)."""
+        return sorted(name for cls, name in PLAYED_CONTROLLERS.items()
+                      if self.fixed.get(cls) or self.weighted.get(cls))
 
     @property
     def pods_target(self) -> int:

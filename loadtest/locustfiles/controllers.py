@@ -7,6 +7,9 @@ ReplicaSet's status. With ``quota`` set (the ``million`` scenario) it creates
 exactly that many pods, waits until they run, holds them for ``hold``
 seconds, deletes them all and goes idle; ``pod_rate`` (the harness's
 ``--pod-rate``) paces those creates and deletes, all controllers together.
+It plays the built-in ReplicaSet controller, so a server the harness starts
+runs without that one (``serve --controllers '*,-replicaset-controller'``,
+``scenarios.PLAYED_CONTROLLERS``), which would rewrite the status it writes.
 
 Run alone against a server for debugging::
 

@@ -170,6 +170,18 @@ def test_server_options_with_a_target_are_refused(tmp_path: Path) -> None:
         resolved("--token", "abc")
 
 
+def test_the_server_the_harness_starts_runs_without_the_controllers_its_users_play() -> None:
+    for name in ("smoke", "churn", "list-storm", "kubelets", "million"):
+        assert scenarios.build(name, quick=True).played_controllers == ["replicaset-controller"], name
+    assert scenarios.build("gang", quick=True).played_controllers == []
+    assert run._controllers_arg(["replicaset-controller"], ["--components-process"]) == [
+        "--controllers", "*,-replicaset-controller"]
+    assert run._controllers_arg([], ["--components-process"]) == []
+    # the server's own --controllers, given with --server-arg, decides alone
+    assert run._controllers_arg(["replicaset-controller"], ["--controllers", "*"]) == []
+    assert run._controllers_arg(["replicaset-controller"], ["--controllers=*,-job"]) == []
+
+
 def test_a_kubeconfig_s_token_file_is_read(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("from-file\n")
     kc = _kubeconfig(tmp_path / "kc", token=None)

@@ -47,6 +47,8 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
     assert blocked is not None and blocked["blocks"] >= 0 and blocked["seconds"] >= 0
     run = json.loads((out / "run.json").read_text())
     assert run["master_exit"] == 0 and run["worker_exits"] == [0] and run["server_exit"] == 0
+    # its controller user plays the ReplicaSet controller: the server runs without its own
+    assert "--controllers '*,-replicaset-controller'" in run["server_command"]
     # every kind of client made its traffic
     seen = {(e["type"], e["name"]) for e in summary["entries"]}
     for entry in [("POST", "pods"), ("DELETE", "pods"), ("PATCH", "pods/status"), ("POST", "pods/binding"),
