@@ -45,6 +45,16 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 __all__ = [
+    "ADMISSION_MATCH_CONDITION_ERRORS",
+    "ADMISSION_MATCH_CONDITION_EXCLUSIONS",
+    "ADMISSION_MATCH_CONDITION_SECONDS",
+    "ADMISSION_WEBHOOK_DURATION",
+    "ADMISSION_WEBHOOK_FAIL_OPEN",
+    "ADMISSION_WEBHOOK_REJECTIONS",
+    "ADMISSION_WEBHOOK_REQUESTS",
+    "CONVERSION_WEBHOOK_DURATION",
+    "CONVERSION_WEBHOOK_REQUESTS",
+    "CRD_CONVERSION_WEBHOOK_DURATION",
     "AUTOSCALER_NODECLAIMS_CREATED",
     "AUTOSCALER_NODECLAIMS_DISRUPTED",
     "AUTOSCALER_NODES",
@@ -223,15 +233,20 @@ def _upstream_verb(verb: str, subresource: str, scope: str) -> str:
 class RequestMetrics(Collector):
     """The API's request series: ``controlplane_request_duration_seconds{verb,resource,subresource,scope,code}``
     (watches left out), and kube-apiserver's ``apiserver_request_duration_seconds``,
-    ``apiserver_request_sli_duration_seconds`` (the same durations: no queue time to take out here,
-    and admission webhooks' time not taken out yet; dry runs left out, as upstream), ``apiserver_request_total`` and
-    ``apiserver_current_inflight_requests``.
+    ``apiserver_request_sli_duration_seconds`` (the same durations less the time spent calling admission
+    webhooks, as upstream's: no queue time to take out here; dry runs left out, as upstream),
+    ``apiserver_request_total`` and ``apiserver_current_inflight_requests``.
+
+    A request that called a webhook is moved, in the SLI only, from its duration's bucket to that of
+    its duration less the webhooks' time (``exclude``: a list of such moves per key, added to the
+    key's counts when collected), so a request that called none pays nothing for it.
 
     ``series`` and ``inflight`` are written by the event loop's thread only; ``collect`` (a
     scrape's worker thread) reads copies, each taken in one step under the GIL."""
 
     def __init__(self) -> None:
         self.series: dict[RequestKey, list[float]] = {}  # key -> [count per bucket..., +Inf count, sum]
+        self.sli_moved: dict[RequestKey, list[float]] = {}  # key -> what to add to its counts for the SLI
         # requests being served, by upstream's request_kind: [readOnly, mutating] (watches not counted),
         # and the most of each since the last scrape: upstream reports its last second's most
         self.inflight = [0, 0]
@@ -250,6 +265,20 @@ class RequestMetrics(Collector):
 
     def clear(self) -> None:
         self.series.clear()
+        self.sli_moved.clear()
+
+    def exclude(self, key: RequestKey, bucket: int, seconds: float, excluded: float) -> None:
+        """For the SLI: the request of ``key`` counted in ``bucket`` (``seconds`` long) spent
+        ``excluded`` of them calling webhooks (upstream's latency trackers)."""
+        if key not in self.series:  # (counted under "other": ``counts``)
+            key = (*key[:4], "other", "", *key[6:])
+        moved = self.sli_moved.get(key)
+        if moved is None:
+            moved = self.sli_moved[key] = [0] * (len(REQUEST_BUCKETS) + 2)
+        excluded = min(excluded, seconds)
+        moved[bucket] -= 1
+        moved[bisect.bisect_left(REQUEST_BUCKETS, seconds - excluded)] += 1
+        moved[-1] -= excluded
 
     @staticmethod
     def _families() -> tuple[HistogramMetricFamily, HistogramMetricFamily, HistogramMetricFamily,
@@ -267,8 +296,8 @@ class RequestMetrics(Collector):
                 labels=["component", "dry_run", "group", "resource", "scope", "subresource", "verb", "version"]),
             HistogramMetricFamily(
                 "apiserver_request_sli_duration_seconds",
-                "Response latency in seconds without flow control queue time (none here; admission webhook "
-                "time is not taken out), by verb, group, version, resource, subresource, scope and component.",
+                "Response latency distribution (not counting webhook duration and priority & fairness queue wait "
+                "times) in seconds for each verb, group, version, resource, subresource, scope and component.",
                 labels=["component", "group", "resource", "scope", "subresource", "verb", "version"]),
             CounterMetricFamily(
                 "apiserver_request",
@@ -301,7 +330,9 @@ class RequestMetrics(Collector):
             else:
                 into[key] = [a + b for a, b in zip(into_counts, counts, strict=True)]
 
-        for (verb, dry_run, group, version, resource, sub, scope, code), counts in self.series.copy().items():
+        moved_by_key = self.sli_moved.copy()
+        for key, counts in self.series.copy().items():
+            verb, dry_run, group, version, resource, sub, scope, code = key
             counts = list(counts)
             if len(counts) != width:
                 continue
@@ -314,6 +345,9 @@ class RequestMetrics(Collector):
             with_code = (code, COMPONENT, dry_run, group, resource, scope, sub, shown, version)
             by_code[with_code] = by_code.get(with_code, 0.0) + sum(counts[:-1])
             if not dry_run:
+                moved = moved_by_key.get(key)
+                if moved is not None and len(moved) == width:
+                    counts = [a + b for a, b in zip(counts, moved, strict=True)]
                 add(by_sli, (COMPONENT, group, resource, scope, sub, shown, version), counts)
         every = range(len(REQUEST_BUCKETS))
         upstream_at = [REQUEST_BUCKETS.index(b) for b in APISERVER_BUCKETS]
@@ -339,6 +373,113 @@ LONGRUNNING_REQUESTS = Gauge(
     "Long-running requests (watches) being served, by verb, group, version, resource, subresource, scope "
     "and component.",
     ["component", "group", "resource", "scope", "subresource", "verb", "version"],
+    registry=REGISTRY,
+)
+
+
+# -- admission webhooks and CRD conversion webhooks, under kube-apiserver's names ----------------------
+# (k8s.io/apiserver/pkg/admission/metrics and apiextensions-apiserver/pkg/apiserver/conversion; recorded
+# by api/webhooks.py and api/crdconversion.py, and only when a webhook is called: a write with none pays
+# nothing here). Upstream's buckets: these start at 5 ms, as kube-apiserver's.
+class PlainCounter(Collector):
+    """A counter whose name upstream exposes without ``_total`` (client_golang adds none):
+    ``apiserver_admission_webhook_rejection_count``. prometheus_client's ``Counter`` would
+    append it; this one's samples carry the name as it is (``exposition`` keeps it)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
+        self.values: dict[tuple[str, ...], float] = {}
+
+    def inc(self, *labels: str) -> None:
+        self.values[labels] = self.values.get(labels, 0.0) + 1.0
+
+    def describe(self) -> Iterable[Metric]:
+        return [Metric(self.name, self.documentation, "counter")]
+
+    def collect(self) -> Iterable[Metric]:
+        metric = Metric(self.name, self.documentation, "counter")
+        for labels, value in sorted(self.values.copy().items()):
+            metric.add_sample(self.name, dict(zip(self.labelnames, labels, strict=True)), value)
+        return [metric]
+
+
+ADMISSION_WEBHOOK_DURATION = Histogram(
+    "apiserver_admission_webhook_admission_duration_seconds",
+    "Admission webhook latency histogram in seconds, identified by name and broken out for each operation and "
+    "API resource and type (validate or admit).",
+    ["name", "type", "operation", "rejected"],
+    buckets=(0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0),
+    registry=REGISTRY,
+)
+ADMISSION_WEBHOOK_REQUESTS = Counter(
+    "apiserver_admission_webhook_request",
+    "Admission webhook request total, identified by name and broken out for each admission type (validating or "
+    "mutating) and operation. Additional labels specify whether the request was rejected or not and an HTTP "
+    "status code. Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+    ["name", "type", "operation", "code", "rejected"],
+    registry=REGISTRY,
+)
+ADMISSION_WEBHOOK_REJECTIONS = PlainCounter(
+    "apiserver_admission_webhook_rejection_count",
+    "Admission webhook rejection count, identified by name and broken out for each admission type (validating "
+    "or admit) and operation. Additional labels specify an error type (calling_webhook_error or "
+    "apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection "
+    "code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code "
+    "is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality "
+    "bounded.",
+    ["name", "type", "operation", "error_type", "rejection_code"],
+)
+REGISTRY.register(ADMISSION_WEBHOOK_REJECTIONS)
+ADMISSION_WEBHOOK_FAIL_OPEN = PlainCounter(
+    "apiserver_admission_webhook_fail_open_count",
+    "Admission webhook fail open count, identified by name and broken out for each admission type (validating "
+    "or mutating).",
+    ["name", "type"],
+)
+REGISTRY.register(ADMISSION_WEBHOOK_FAIL_OPEN)
+_PLAIN_COUNTERS = frozenset({ADMISSION_WEBHOOK_REJECTIONS.name, ADMISSION_WEBHOOK_FAIL_OPEN.name})
+ADMISSION_MATCH_CONDITION_ERRORS = Counter(
+    "apiserver_admission_match_condition_evaluation_errors",
+    "Admission match condition evaluation errors count, identified by name of resource containing the match "
+    "condition and broken out for each kind containing matchConditions (webhook or policy), operation and "
+    "admission type (validate or admit).",
+    ["name", "kind", "type", "operation"],
+    registry=REGISTRY,
+)
+ADMISSION_MATCH_CONDITION_EXCLUSIONS = Counter(
+    "apiserver_admission_match_condition_exclusions",
+    "Admission match condition evaluation exclusions count, identified by name of resource containing the match "
+    "condition and broken out for each kind containing matchConditions (webhook or policy), operation and "
+    "admission type (validate or admit).",
+    ["name", "kind", "type", "operation"],
+    registry=REGISTRY,
+)
+ADMISSION_MATCH_CONDITION_SECONDS = Histogram(
+    "apiserver_admission_match_condition_evaluation_seconds",
+    "Admission match condition evaluation time in seconds, identified by name and broken out for each kind "
+    "containing matchConditions (webhook or policy), operation and type (validate or admit).",
+    ["name", "kind", "type", "operation"],
+    buckets=(0.005, 0.025, 0.1, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
+CONVERSION_WEBHOOK_REQUESTS = Counter(
+    "apiserver_conversion_webhook_request",
+    "Counter for conversion webhook requests with success/failure and failure error type",
+    ["result", "failure_type"],
+    registry=REGISTRY,
+)
+CONVERSION_WEBHOOK_DURATION = Histogram(
+    "apiserver_conversion_webhook_duration_seconds",
+    "Conversion webhook request latency",
+    ["result", "failure_type"],
+    buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0),
+    registry=REGISTRY,
+)
+CRD_CONVERSION_WEBHOOK_DURATION = Histogram(
+    "apiserver_crd_conversion_webhook_duration_seconds",
+    "CRD webhook conversion duration in seconds",
+    ["crd_name", "from_version", "to_version", "succeeded"],
+    buckets=tuple(0.001 * 2**i for i in range(15)),  # upstream's ExponentialBuckets(0.001, 2, 15)
     registry=REGISTRY,
 )
 
@@ -611,7 +752,7 @@ def exposition(registry: CollectorRegistry = REGISTRY, skip: frozenset[str] = fr
         if name in skip:
             continue
         # the classic format's names and types for OpenMetrics' kinds, as generate_latest's
-        if kind == "counter":
+        if kind == "counter" and name not in _PLAIN_COUNTERS:
             name += "_total"
         elif kind == "info":
             name, kind = name + "_info", "gauge"

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
@@ -49,6 +50,7 @@ import orjson
 from store import Store
 from store.interface import Event, KeyValue
 
+from ..metrics import CONVERSION_WEBHOOK_DURATION, CONVERSION_WEBHOOK_REQUESTS, CRD_CONVERSION_WEBHOOK_DURATION
 from ..registry.custom import present
 from ..registry.strategies import validate_metadata
 from .dryrun import DRY_RUN
@@ -80,7 +82,12 @@ CUSTOM_CONVERSION: ContextVar[Converting | None] = ContextVar("controlplane_cust
 
 
 class _Failed(Exception):
-    """Why a conversion failed, after ``conversion webhook for <gvk>`` (upstream's words)."""
+    """Why a conversion failed, after ``conversion webhook for <gvk>`` (upstream's words);
+    ``failure_type`` is upstream's metrics' label (its ``ConversionWebhookErrorType``)."""
+
+    def __init__(self, message: str, failure_type: str = "conversion_webhook_invalid_converted_object_failure") -> None:
+        super().__init__(message)
+        self.failure_type = failure_type
 
 
 class ConversionWebhooks:
@@ -148,10 +155,15 @@ class ConversionWebhooks:
         CRD. ``gvk``: the input's group, version and kind, as upstream's errors name it."""
         assert rtype.custom is not None and rtype.custom.conversion is not None
         webhook = rtype.custom.conversion
+        started = time.perf_counter()
+        failure = "conversion_webhook_call_failure"
         try:
-            return await self._convert(webhook, objects, api_version, gvk, listing)
+            converted = await self._convert(webhook, objects, api_version, gvk, listing)
+            _observe(rtype, objects, api_version, started, "")
+            return converted
         except Unreachable as e:
             if self._mode != "reachable":
+                _observe(rtype, objects, api_version, started, failure)
                 raise _error(f"conversion webhook for {gvk} failed: {e}") from e
             if rtype.custom.crd not in self._warned:
                 self._warned.add(rtype.custom.crd)
@@ -159,8 +171,10 @@ class ConversionWebhooks:
                             "its objects are converted as under the None strategy", rtype.custom.crd, e)
             return [dict(obj, apiVersion=api_version) for obj in objects]
         except CallError as e:
+            _observe(rtype, objects, api_version, started, failure)
             raise _error(f"conversion webhook for {gvk} failed: {e}") from e
         except _Failed as e:
+            _observe(rtype, objects, api_version, started, e.failure_type)
             raise _error(f"conversion webhook for {gvk} {e}") from e
 
     async def _convert(self, webhook: Obj, objects: list[Obj], api_version: str, gvk: str,
@@ -177,7 +191,9 @@ class ConversionWebhooks:
         answer = await self._clients.post(endpoint, body, 30.0)
         converted = _converted_objects(answer, uid, review_version)
         if len(converted) != len(objects):
-            raise _Failed(f"returned {len(converted)} objects, expected {len(objects)}")
+            raise _Failed(f"returned {len(converted)} objects, expected {len(objects)}",
+                          "conversion_webhook_partial_response_failure" if converted
+                          else "conversion_webhook_no_objects_returned_failure")
         # (upstream's single-object messages say "invalid object" and index 0; a list's, "invalid
         # converted object" and the index counted past the item, as its loop increments it first)
         out = []
@@ -203,9 +219,27 @@ class ConversionWebhooks:
         return out
 
 
+def _observe(rtype: ResourceType, objects: list[Obj], api_version: str, started: float, failure: str) -> None:
+    """A webhook conversion's metrics (``failure`` "" when it succeeded), as upstream's webhook
+    converter and its CRD converter metric record them."""
+    elapsed = time.perf_counter() - started
+    result = "failure" if failure else "success"
+    CONVERSION_WEBHOOK_REQUESTS.labels(result, failure).inc()
+    CONVERSION_WEBHOOK_DURATION.labels(result, failure).observe(elapsed)
+    assert rtype.custom is not None
+    source = str((objects[0] if objects else {}).get("apiVersion") or "").rpartition("/")[2]
+    target = api_version.rpartition("/")[2]
+    if source != target:
+        CRD_CONVERSION_WEBHOOK_DURATION.labels(rtype.custom.crd, source, target,
+                                               "false" if failure else "true").observe(elapsed)
+
+
 def _error(message: str) -> ApiError:
     """Upstream's: a plain error turned into a Status, 500 with no reason (StatusReasonUnknown)."""
     return ApiError(500, "", message)
+
+
+_MALFORMED = "conversion_webhook_malformed_response_failure"
 
 
 def _converted_objects(answer: Obj, uid: str, review_version: str) -> list[Any]:
@@ -214,19 +248,20 @@ def _converted_objects(answer: Obj, uid: str, review_version: str) -> list[Any]:
                                    or answer.get("kind") != "ConversionReview"):
         version = str(answer.get("apiVersion") or "")  # (Go's GroupVersionKind.String(): "/" always there)
         got = f"{version if '/' in version else '/' + version}, Kind={answer.get('kind') or ''}"
-        raise _Failed(f"failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {got}")
+        raise _Failed(f"failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, "
+                      f"got {got}", _MALFORMED)
     response = answer.get("response")
     if not isinstance(response, dict):
-        raise _Failed("failed: no response provided")
+        raise _Failed("failed: no response provided", _MALFORMED)
     if review_version == "v1" and response.get("uid") != uid:
-        raise _Failed(f'failed: expected response.uid="{uid}", got "{response.get("uid") or ""}"')
+        raise _Failed(f'failed: expected response.uid="{uid}", got "{response.get("uid") or ""}"', _MALFORMED)
     result = response.get("result")
     if not isinstance(result, dict):
         result = {}
     if result.get("status") != "Success":
         if result.get("message"):
-            raise _Failed(f"failed: {result['message']}")
-        raise _Failed(f"failed: response.result.status was '{result.get('status') or ''}', not 'Success'")
+            raise _Failed(f"failed: {result['message']}", _MALFORMED)
+        raise _Failed(f"failed: response.result.status was '{result.get('status') or ''}', not 'Success'", _MALFORMED)
     converted = response.get("convertedObjects")
     return list(converted) if isinstance(converted, list) else []
 

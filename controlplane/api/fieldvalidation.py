@@ -42,7 +42,8 @@ from ..registry.validation import (
 from .errors import ApiError
 
 __all__ = ["add_warning", "check_merge_patch", "check_object", "field_validation", "fill_zero_values", "invalid_patch",
-           "note_yaml_duplicates", "request_scope", "unknown_fields", "warning_headers", "yaml_unmarshal_errors"]
+           "note_webhook_time", "note_yaml_duplicates", "request_scope", "unknown_fields", "warning_headers",
+           "yaml_unmarshal_errors"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -51,13 +52,15 @@ _MAX_WARNINGS = 50
 
 
 class _Request:
-    __slots__ = ("directive", "method", "warnings", "yaml_duplicates")
+    __slots__ = ("directive", "method", "warnings", "webhook_seconds", "yaml_duplicates")
 
     def __init__(self, method: str, directive: str | None) -> None:
         self.method = method
         self.directive = directive
         self.warnings: list[str] = []
         self.yaml_duplicates: list[str] = []  # of a YAML body made JSON before check_object saw it
+        # time spent calling admission webhooks, which the request SLI leaves out (note_webhook_time)
+        self.webhook_seconds = 0.0
 
 
 _CURRENT: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("controlplane_request", default=None)
@@ -73,8 +76,9 @@ class _RequestScope:
         self._request = request
         self._token: contextvars.Token[_Request | None] | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _Request:
         self._token = _CURRENT.set(self._request)
+        return self._request
 
     def __exit__(self, *exc_info: object) -> None:
         assert self._token is not None
@@ -89,6 +93,14 @@ def request_scope(scope: dict[str, Any]) -> _RequestScope:
         values = parse_qs(qs.decode("latin-1"), keep_blank_values=True).get("fieldValidation")
         directive = values[-1] if values else None
     return _RequestScope(_Request(scope.get("method", "GET"), directive))
+
+
+def note_webhook_time(seconds: float) -> None:
+    """Admission webhooks kept the current request waiting ``seconds`` (upstream's mutating and
+    validating latency trackers): the request SLI leaves them out (``metrics.RequestMetrics``)."""
+    req = _CURRENT.get()
+    if req is not None:
+        req.webhook_seconds += seconds
 
 
 def field_validation() -> str:

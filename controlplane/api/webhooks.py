@@ -57,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,15 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 import orjson
 
+from ..metrics import (
+    ADMISSION_MATCH_CONDITION_ERRORS,
+    ADMISSION_MATCH_CONDITION_EXCLUSIONS,
+    ADMISSION_MATCH_CONDITION_SECONDS,
+    ADMISSION_WEBHOOK_DURATION,
+    ADMISSION_WEBHOOK_FAIL_OPEN,
+    ADMISSION_WEBHOOK_REJECTIONS,
+    ADMISSION_WEBHOOK_REQUESTS,
+)
 from ..registry.conversion import CONVERSIONS, conversion_for
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
@@ -71,7 +81,7 @@ from ..scheduler.plugins.selectors import match_label_selector
 from .admissionpolicy import REQUEST_USER
 from .dryrun import DRY_RUN
 from .errors import ApiError
-from .fieldvalidation import add_warning
+from .fieldvalidation import add_warning, note_webhook_time
 from .namespaced import NamespacedObjects
 from .webhookcall import CallError, Unreachable, WebhookClients, resolve
 
@@ -229,8 +239,11 @@ class AdmissionWebhooks:
         matched = [invocation for hook in hooks if (invocation := await self._matches(hook, request)) is not None]
         if not matched:
             return
-        results = await asyncio.gather(*(self._call(invocation, request) for invocation in matched),
+        spent: list[float] = []
+        results = await asyncio.gather(*(self._validating_call(invocation, request, spent) for invocation in matched),
                                        return_exceptions=True)
+        if spent:  # they ran at once: the request waited for the longest (upstream's validating tracker)
+            note_webhook_time(max(spent))
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -265,7 +278,10 @@ class AdmissionWebhooks:
         context = context_of({"object": await self._as(request.obj, request.rtype, invocation.rtype),
                               "oldObject": await self._as(request.old, request.rtype, invocation.rtype),
                               "request": self._request_fields(request, invocation.rtype, "")})
+        labels = (hook.name, "webhook", _step(hook), request.operation)
+        started = time.perf_counter()
         errors = []
+        excluded = False
         for condition in conditions:
             expression = str(condition.get("expression") or "")
             try:
@@ -274,9 +290,16 @@ class AdmissionWebhooks:
                 errors.append(f"expression '{expression}' resulted in error: {e}")
                 continue
             if value is False:
-                return None
+                excluded = True
+                break
             if value is not True:
                 errors.append(f"expression '{expression}' resulted in error: no such overload")
+        ADMISSION_MATCH_CONDITION_SECONDS.labels(*labels).observe(time.perf_counter() - started)
+        if excluded:
+            ADMISSION_MATCH_CONDITION_EXCLUSIONS.labels(*labels).inc()
+            return None
+        if errors:
+            ADMISSION_MATCH_CONDITION_ERRORS.labels(*labels).inc()
         if not errors:
             return invocation
         if spec.get("failurePolicy") == "Ignore":
@@ -328,38 +351,72 @@ class AdmissionWebhooks:
         invocation = await self._matches(hook, request)
         if invocation is None:
             return None
-        answer = await self._call(invocation, request)
-        patch = answer.get("patch") if answer is not None else None
+        started = time.perf_counter()
+        spent: list[float] = []
+        try:
+            answer = await self._call(invocation, request, started, spent)
+        finally:
+            if spent:  # one after the other: the request waited for each (upstream's mutating tracker)
+                note_webhook_time(spent[0])
+        if answer is None:
+            return False
+        try:
+            changed = await self._patched(invocation, request, answer)
+        except _PatchError as e:
+            _observe(hook, request, started, True, e.code,
+                     "calling_webhook_error" if e.code else "apiserver_internal_error")
+            raise e.error from None
+        except ApiError:
+            _observe(hook, request, started, True, 0, "apiserver_internal_error")
+            raise
+        _observe(hook, request, started, False, 200)
+        return changed
+
+    async def _patched(self, invocation: Invocation, request: Request, answer: Obj) -> bool:
+        """Apply a mutating webhook's patch to ``request.obj``: whether it changed the object."""
+        hook = invocation.hook
+        patch = answer.get("patch")
         if not patch:
             return False
         try:
             operations = orjson.loads(base64.b64decode(patch))
             compiled = jsonpatch.JsonPatch(operations)
         except (ValueError, TypeError, jsonpatch.InvalidJsonPatch) as e:
-            raise _call_failed(hook.name, f"received undecodable patch in webhook response: {e}") from e
+            raise _PatchError(_call_failed(hook.name, f"received undecodable patch in webhook response: {e}"),
+                              503) from e
         if not operations:
             return False
         if request.obj is None:
-            raise _internal(f'admission webhook "{hook.name}" attempted to modify the object, which is not '
-                            "supported for this operation")
+            raise _PatchError(_internal(f'admission webhook "{hook.name}" attempted to modify the object, which is '
+                                        "not supported for this operation"), 0)
         try:
             patched = compiled.apply(await self._as(request.obj, request.rtype, invocation.rtype))
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-            raise _internal(str(e)) from e
+            raise _PatchError(_internal(str(e)), 0) from e
         if not isinstance(patched, dict):
-            raise _internal(f'admission webhook "{hook.name}" patched the object into something else than an object')
+            raise _PatchError(_internal(f'admission webhook "{hook.name}" patched the object into something else '
+                                        "than an object"), 0)
         patched = await self._as(patched, invocation.rtype, request.rtype)
         changed = patched != request.obj
         request.obj = patched
         return changed
 
-    async def _call(self, invocation: Invocation, request: Request) -> Obj | None:
+    async def _validating_call(self, invocation: Invocation, request: Request, spent: list[float]) -> None:
+        started = time.perf_counter()
+        if await self._call(invocation, request, started, spent) is not None:
+            _observe(invocation.hook, request, started, False, 200)
+
+    async def _call(self, invocation: Invocation, request: Request, started: float,
+                    spent: list[float]) -> Obj | None:
         """POST the review to the webhook: its response (allowed), None when a failure is ignored
-        or the webhook is left out; a refusal or an unignored failure is raised."""
+        or the webhook is left out; a refusal or an unignored failure is raised. Its metrics are
+        recorded here but for an allowed answer's (the caller's, once a patch is applied); the
+        POST's duration is appended to ``spent``."""
         hook = invocation.hook
         spec = hook.spec
         ignore = spec.get("failurePolicy") == "Ignore"
         if DRY_RUN.get() and spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            _observe(hook, request, started, True, 0, "apiserver_internal_error")
             raise ApiError.bad_request(f'admission webhook "{hook.name}" does not support dry run')
         uid = str(uuid.uuid4())
         try:
@@ -368,23 +425,29 @@ class AdmissionWebhooks:
                                  "request": self._request_fields(request, invocation.rtype, uid, (
                                      await self._as(request.obj, request.rtype, invocation.rtype),
                                      await self._as(request.old, request.rtype, invocation.rtype)))})
-            answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
+            posted = time.perf_counter()
+            try:
+                answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
+            finally:
+                spent.append(time.perf_counter() - posted)
             response = _verified(answer, uid, hook.mutating)
         except Unreachable as e:
             if self._mode == "reachable":
                 return None
-            _failed(hook, ignore, f"failed to call webhook: {e}")
+            _failed(hook, request, started, ignore, f"failed to call webhook: {e}", _call_code(hook, e))
             return None
         except CallError as e:
-            _failed(hook, ignore, f"failed to call webhook: {e}")
+            _failed(hook, request, started, ignore, f"failed to call webhook: {e}", _call_code(hook, e))
             return None
         except _BadResponse as e:
-            _failed(hook, ignore, f"received invalid webhook response: {e}")
+            _failed(hook, request, started, ignore, f"received invalid webhook response: {e}", 503)
             return None
         for warning in response.get("warnings") or ():
             add_warning(str(warning))
         if response.get("allowed") is not True:
-            raise _denied(hook.name, response.get("status"))
+            denied = _denied(hook.name, response.get("status"))
+            _observe(hook, request, started, True, denied.code, "no_error")
+            raise denied
         return response
 
     async def _as(self, obj: Obj | None, source: ResourceType, target: ResourceType) -> Obj | None:
@@ -526,10 +589,49 @@ def _rule_matches(rule: Obj, request: Request, rtype: ResourceType) -> bool:
     return False
 
 
-def _failed(hook: Hook, ignore: bool, reason: str) -> None:
-    """A call that failed: logged when the failure policy ignores it, else raised."""
+class _PatchError(Exception):
+    """A mutating webhook's patch that could not be applied: ``error`` is the request's, ``code``
+    the metrics' (503 for an undecodable patch, a call's error upstream; 0 for an internal one)."""
+
+    def __init__(self, error: ApiError, code: int) -> None:
+        super().__init__(error.message)
+        self.error, self.code = error, code
+
+
+def _step(hook: Hook) -> str:
+    """Upstream's ``type`` label of a webhook's metrics."""
+    return "admit" if hook.mutating else "validating"
+
+
+def _observe(hook: Hook, request: Request, started: float, rejected: bool, code: int,
+             error_type: str | None = None) -> None:
+    """A call's metrics, as upstream's dispatchers record them: its duration and result, and, if it
+    refused the request, why (``error_type``: no_error, calling_webhook_error, apiserver_internal_error)."""
+    step, operation = _step(hook), request.operation
+    code = min(code, 600)
+    shown = "true" if rejected else "false"
+    ADMISSION_WEBHOOK_REQUESTS.labels(hook.name, step, operation, str(code), shown).inc()
+    ADMISSION_WEBHOOK_DURATION.labels(hook.name, step, operation, shown).observe(time.perf_counter() - started)
+    if rejected and error_type is not None:
+        ADMISSION_WEBHOOK_REJECTIONS.inc(hook.name, step, operation, error_type, str(code))
+
+
+def _call_code(hook: Hook, error: CallError) -> int:
+    """The code upstream's metrics give a failed call: the Status the webhook answered with, else
+    client-go's error made one (400 for a validating webhook, 503 for a mutating one)."""
+    code = (error.status or {}).get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        return code
+    return 503 if hook.mutating else 400
+
+
+def _failed(hook: Hook, request: Request, started: float, ignore: bool, reason: str, code: int) -> None:
+    """A call that failed: logged (and counted as failing open) when the failure policy ignores
+    it, else raised."""
+    _observe(hook, request, started, not ignore, code, "calling_webhook_error")
     if not ignore:
         raise _call_failed(hook.name, reason)
+    ADMISSION_WEBHOOK_FAIL_OPEN.inc(hook.name, _step(hook))
     log.warning("Failed calling webhook, failing open %s: %s", hook.name, reason)
 
 

@@ -18,7 +18,7 @@ from controlplane.api.crdconversion import ConversionWebhooks
 from controlplane.api.errors import ApiError
 from controlplane.api.webhookcall import WebhookClients
 from controlplane.registry.crd import served_types
-from tests.api.test_webhooks import MUTATING, Api, webhook
+from tests.api.test_webhooks import MUTATING, Api, _samples, _value, webhook
 from tests.api.webhook_server import WebhookServer, webhook_server
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve, running, start_serve
@@ -278,3 +278,27 @@ def test_a_dry_run_write_in_the_other_version_calls_no_webhook(api: Api, hook: W
     assert r.json()["spec"] == {"replicas": 2} and "resourceVersion" not in r.json()["metadata"]
     assert len(hook.seen("/convert")) == before
     assert api.http.get(_path("v1", name="dry")).status_code == 404
+
+
+def test_conversion_metrics_as_upstreams(api: Api, hook: WebhookServer) -> None:
+    """apiserver_conversion_webhook_request_total / _duration_seconds by result and failure type,
+    and apiserver_crd_conversion_webhook_duration_seconds by CRD and versions."""
+    families = ("apiserver_conversion_webhook_request", "apiserver_crd_conversion_webhook_duration_seconds")
+    before = _samples(api, *families)
+    assert _create(api, "v1", "widgets", "metered", {"size": 2}).status_code == 201
+    assert api.http.get(_path("v2", name="metered")).status_code == 200
+    _define(api, "Meter", {"url": hook.url("/convert-fail"), "caBundle": hook.ca_bundle})
+    assert _create(api, "v1", "meters", "m", {"size": 1}).status_code == 201
+    assert api.http.get(_path("v2", "meters", "m")).status_code == 500
+    after = _samples(api, *families)
+
+    def grew(sample: str, **labels: str) -> float:
+        return _value(after, sample, **labels) - _value(before, sample, **labels)
+
+    assert grew("apiserver_conversion_webhook_request_total", result="success", failure_type="") == 1
+    assert grew("apiserver_conversion_webhook_request_total", result="failure",
+                failure_type="conversion_webhook_malformed_response_failure") == 1
+    assert grew("apiserver_crd_conversion_webhook_duration_seconds_count", crd_name=f"widgets.{GROUP}",
+                from_version="v1", to_version="v2", succeeded="true") == 1
+    assert grew("apiserver_crd_conversion_webhook_duration_seconds_count", crd_name=f"meters.{GROUP}",
+                from_version="v1", to_version="v2", succeeded="false") == 1

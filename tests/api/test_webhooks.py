@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.api.dryrun import DRY_RUN
 from controlplane.api.errors import ApiError
@@ -251,7 +252,7 @@ async def test_a_dry_run_refuses_a_webhook_with_side_effects() -> None:
     token = DRY_RUN.set(True)
     try:
         with pytest.raises(ApiError) as e:
-            await webhooks._call(Invocation(hook, pods), request)
+            await webhooks._call(Invocation(hook, pods), request, 0.0, [])
     finally:
         DRY_RUN.reset(token)
     assert (e.value.code, e.value.message) == (400, 'admission webhook "some.example.com" does not support dry run')
@@ -373,3 +374,87 @@ def test_match_policy_equivalent_calls_a_webhook_of_another_version_with_it(api:
         "spec": {"scaleTargetRef": target, "maxReplicas": 3}})
     assert r.status_code == 201, r.text
     assert [rv["kind"]["version"] for rv in hook.seen("/count") if rv.get("name") == "web-v1"] == ["v1"]
+
+
+def _samples(api: Api, *names: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The server's /metrics samples of the families ``names``: (sample name, labels) -> value
+    (prometheus_client's parser names a counter's samples ``..._total`` even where the text has none)."""
+    text = api.http.get("/metrics").text
+    return {(s.name, frozenset(s.labels.items())): s.value for family in text_string_to_metric_families(text)
+            if family.name in names for s in family.samples}
+
+
+def _value(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], sample: str, /, **labels: str) -> float:
+    """The sum of the samples named ``sample`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == sample and wanted <= ls)
+
+
+def test_webhook_metrics_as_upstreams(api: Api, hook: WebhookServer) -> None:
+    """apiserver_admission_webhook_*: a call allowed (200), patched, refused (its code, no_error),
+    failed and failing open (fail_open_count; a validating webhook's failed call is 400, a
+    mutating one's 503), and the match conditions' counts."""
+    families = ("apiserver_admission_webhook_request", "apiserver_admission_webhook_rejection_count",
+                "apiserver_admission_webhook_fail_open_count", "apiserver_admission_webhook_admission_duration_seconds",
+                "apiserver_admission_match_condition_exclusions")
+    down = {"url": "https://127.0.0.1:1/", "caBundle": hook.ca_bundle}
+    api.configure(MUTATING, "m-metrics", [
+        webhook("m.metrics.example.com", hook, "/mutate", objectSelector={"matchLabels": {"case": "metrics"}}),
+        webhook("m-down.metrics.example.com", hook, "/", clientConfig=down, failurePolicy="Ignore",
+                objectSelector={"matchLabels": {"case": "metrics"}})])
+    api.configure(VALIDATING, "v-metrics", [
+        webhook("deny.metrics.example.com", hook, "/deny", objectSelector={"matchLabels": {"case": "metrics"}},
+                matchConditions=[{"name": "bad", "expression": "object.metadata.name.startsWith('bad')"}]),
+        webhook("v-down.metrics.example.com", hook, "/", clientConfig=down,
+                objectSelector={"matchLabels": {"case": "metrics-down"}})])
+    assert api.create_pod("fine", case="metrics").status_code == 201
+    assert api.create_pod("bad", case="metrics").status_code == 403
+    assert api.create_pod("down", case="metrics-down").status_code == 500
+    m = _samples(api, *families)
+    request = "apiserver_admission_webhook_request_total"
+    assert _value(m, request, name="m.metrics.example.com", type="admit", operation="CREATE", code="200",
+                  rejected="false") == 2
+    assert _value(m, request, name="m-down.metrics.example.com", type="admit", code="503", rejected="false") == 2
+    assert _value(m, "apiserver_admission_webhook_fail_open_count_total", name="m-down.metrics.example.com",
+                  type="admit") == 2
+    assert _value(m, request, name="deny.metrics.example.com", type="validating", code="403", rejected="true") == 1
+    assert _value(m, "apiserver_admission_webhook_rejection_count_total", name="deny.metrics.example.com",
+                  type="validating", operation="CREATE", error_type="no_error", rejection_code="403") == 1
+    assert _value(m, "apiserver_admission_match_condition_exclusions_total", name="deny.metrics.example.com",
+                  kind="webhook", type="validating", operation="CREATE") == 1  # "fine"
+    assert _value(m, request, name="v-down.metrics.example.com", code="400", rejected="true") == 1
+    assert _value(m, "apiserver_admission_webhook_rejection_count_total", name="v-down.metrics.example.com",
+                  error_type="calling_webhook_error", rejection_code="400") == 1
+    duration = "apiserver_admission_webhook_admission_duration_seconds_count"
+    assert _value(m, duration, name="deny.metrics.example.com", type="validating", operation="CREATE",
+                  rejected="true") == 1
+    text = api.http.get("/metrics").text  # named as client_golang names them: no _total on a *_count counter
+    assert "# TYPE apiserver_admission_webhook_rejection_count counter" in text
+    assert "apiserver_admission_webhook_rejection_count_total" not in text
+
+
+def test_the_request_sli_leaves_webhook_time_out(api: Api, hook: WebhookServer) -> None:
+    """A create that waited 0.7 s for a validating webhook: apiserver_request_duration_seconds
+    counts it above 0.6 s, apiserver_request_sli_duration_seconds (as upstream's) at its own
+    duration, under 0.6 s; a create without a webhook moves both alike."""
+    families = ("apiserver_request_duration_seconds", "apiserver_request_sli_duration_seconds")
+    api.configure(VALIDATING, "nap", [webhook("nap.example.com", hook, "/nap",
+                                              objectSelector={"matchLabels": {"case": "nap"}})])
+    series = {"verb": "POST", "resource": "pods", "scope": "resource", "subresource": "", "group": ""}
+
+    def counts() -> tuple[float, float, float, float]:
+        m = _samples(api, *families)
+        return (_value(m, "apiserver_request_duration_seconds_bucket", le="0.6", dry_run="", **series),
+                _value(m, "apiserver_request_duration_seconds_count", dry_run="", **series),
+                _value(m, "apiserver_request_sli_duration_seconds_bucket", le="0.6", **series),
+                _value(m, "apiserver_request_sli_duration_seconds_count", **series))
+
+    before = counts()
+    started = time.perf_counter()
+    assert api.create_pod("napped", case="nap").status_code == 201
+    assert time.perf_counter() - started >= 0.7
+    after = counts()
+    assert [b - a for a, b in zip(before, after, strict=True)] == [0, 1, 1, 1]
+    assert api.create_pod("awake").status_code == 201
+    again = counts()
+    assert [b - a for a, b in zip(after, again, strict=True)] == [1, 1, 1, 1]
