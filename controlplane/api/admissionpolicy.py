@@ -81,9 +81,15 @@ class AdmissionPolicies:
         self.policies = NamespacedObjects(kube, policies)
         self.bindings = NamespacedObjects(kube, bindings)
 
+    def active(self) -> bool:
+        """Whether a write must ask ``check``: False only when no binding is stored (O(1))."""
+        return not self.bindings.known_empty()
+
     async def check(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
-                    obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None) -> None:
-        """Refuse (raise) the write if a Deny binding's policy fails it; add warnings for Warn ones."""
+                    obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None,
+                    kind: tuple[str, str, str] | None = None) -> None:
+        """Refuse (raise) the write if a Deny binding's policy fails it; add warnings for Warn ones.
+        ``kind``: a subresource's own (group, version, kind), a Binding's, an Eviction's, a Scale's."""
         bindings = await self.bindings.of("")
         if not bindings:
             return
@@ -112,7 +118,7 @@ class AdmissionPolicies:
                 if namespace and namespace_object is None:
                     namespace_object = await self._namespace(namespace)
                 context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
-                                        namespace_object)
+                                        namespace_object, kind)
             self._validate(policy, binding, context)
 
     async def _namespace(self, name: str) -> Obj | None:
@@ -146,11 +152,13 @@ class AdmissionPolicies:
 
     @staticmethod
     def _context(rtype: ResourceType, namespace: str | None, name: str, operation: str, obj: Obj | None,
-                 old: Obj | None, subresource: str | None, user: User | None, namespace_object: Obj | None) -> Any:
+                 old: Obj | None, subresource: str | None, user: User | None, namespace_object: Obj | None,
+                 kind: tuple[str, str, str] | None = None) -> Any:
         from .dryrun import DRY_RUN
 
+        group, version, shown = kind or (rtype.group, rtype.version, rtype.kind)
         request = {
-            "kind": {"group": rtype.group, "version": rtype.version, "kind": rtype.kind},
+            "kind": {"group": group, "version": version, "kind": shown},
             "resource": {"group": rtype.group, "version": rtype.version, "resource": rtype.plural},
             "subResource": subresource or "", "name": name, "namespace": namespace or "",
             "operation": operation, "dryRun": bool(DRY_RUN.get()),

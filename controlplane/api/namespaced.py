@@ -29,6 +29,11 @@ class NamespacedObjects:
         self.rtype = rtype
         self._memo: tuple[int | None, dict[str, list[Obj]]] = (None, {})
 
+    def known_empty(self) -> bool:
+        """True when none is stored, as last listed, and the cache has not moved on since (O(1))."""
+        generation = self.kube.reads.generation(self.rtype)
+        return generation is not None and generation == self._memo[0] and not self._memo[1]
+
     async def of(self, namespace: str) -> list[Obj]:
         generation = self.kube.reads.generation(self.rtype)
         if generation is None or self._memo[0] != generation:

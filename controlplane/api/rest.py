@@ -668,7 +668,8 @@ class KubeApi:
             if content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             body = await self._body(scope, receive)
-            return await self._json(send, 201, await self._bind(self._pods, namespace, _binding_name(body), body))
+            return await self._json(send, 201, await self._bind(self._pods, namespace, _binding_name(body), body,
+                                                                admitted_as=rtype))
         if subresource == "eviction" and name is not None:
             if method != "POST":
                 raise ApiError.method_not_allowed(method)
@@ -1791,9 +1792,16 @@ class KubeApi:
         obj["metadata"]["resourceVersion"] = str(rev)
         return obj
 
-    async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
-        """``pods/binding``: assign the pod to a node, once (409 if already bound)."""
+    async def _bind(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
+                    admitted_as: ResourceType | None = None) -> dict[str, Any]:
+        """``pods/binding``: assign the pod to a node, once (409 if already bound). Admitted as
+        upstream's: a CREATE of ``pods/binding`` (of ``bindings`` for the legacy form,
+        ``admitted_as``) with the Binding as the object."""
         binding = json_object(body, "the binding")
+        admission = (admitted_as or rtype, "" if admitted_as is not None else "binding", ("", "v1", "Binding"))
+        if self._subresource_admission(mutating=True):
+            binding = _as_subresource_object(binding, "v1", "Binding", namespace)
+            await self._mutate_subresource(admission, namespace, name, "CREATE", binding, None)
         target = binding.get("target")
         if target is not None and not isinstance(target, dict):
             raise ApiError.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: json: cannot "
@@ -1813,6 +1821,9 @@ class KubeApi:
         if not node:
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueRequired", "field": "target.name",
                                                   "message": "Required value"}])
+        if self._subresource_admission(mutating=False):
+            await self._validate_subresource(admission, namespace, name, "CREATE",
+                                             _as_subresource_object(binding, "v1", "Binding", namespace), None)
         key = rtype.key(namespace, name)
         labels = bound_labels(binding, self._topology_of(node))
         for attempt in range(WRITE_ATTEMPTS):
@@ -1848,6 +1859,35 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name) from e
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
+
+    def _subresource_admission(self, mutating: bool) -> bool:
+        """Whether a subresource write handled on its own (``_bind``, ``_evict``, ``_scale``) must
+        ask admission: False, at the cost of a generation comparison or two, while no webhook
+        (and, for validation, no policy binding) is stored."""
+        webhooks = self.webhooks
+        if webhooks is not None and webhooks.active(mutating):
+            return True
+        return not mutating and self._policies is not None and self._policies.active()
+
+    async def _mutate_subresource(self, admission: tuple[ResourceType, str, tuple[str, str, str]],
+                                  namespace: str | None, name: str, operation: str, obj: dict[str, Any],
+                                  old: dict[str, Any] | None) -> None:
+        """Mutating admission of such a write: the mutating webhooks, with the subresource's own
+        kind (``admission``: the resource, the subresource, the kind), patching ``obj`` in place."""
+        rtype, subresource, kind = admission
+        if self.webhooks is not None and self.webhooks.active(mutating=True):
+            await self.webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource, kind=kind)
+
+    async def _validate_subresource(self, admission: tuple[ResourceType, str, tuple[str, str, str]],
+                                    namespace: str | None, name: str, operation: str, obj: dict[str, Any],
+                                    old: dict[str, Any] | None) -> None:
+        """Validating admission of such a write: the policies, then the validating webhooks."""
+        rtype, subresource, kind = admission
+        if self._policies is not None:
+            await self._policies.check(rtype, namespace, name, operation, obj, old, subresource, REQUEST_USER.get(),
+                                       kind)
+        if self.webhooks is not None and self.webhooks.active(mutating=False):
+            await self.webhooks.validate(rtype, namespace, name, operation, obj, old, subresource, kind=kind)
 
     def _topology_of(self, node: str) -> dict[str, str]:
         """Node ``node``'s topology labels, as the watch cache has it (none if it has not)."""
@@ -2001,7 +2041,16 @@ class KubeApi:
                 new["metadata"]["managedFields"] = fields
             else:
                 new["metadata"].pop("managedFields", None)
+            admitted = self._subresource_admission(mutating=True)
+            if admitted:  # upstream admits the Scale, an UPDATE of <resource>/scale
+                scale = scale_of(new, paths)
+                await self._mutate_subresource((rtype, "scale", _SCALE_KIND), namespace, name, "UPDATE", scale, view)
+                replicas, _ = replicas_of_scale(scale, name)
+                new = with_spec_replicas(new, replicas, paths)
             self._admit(rtype, new, old, "scale")
+            if admitted or self._subresource_admission(mutating=False):
+                await self._validate_subresource((rtype, "scale", _SCALE_KIND), namespace, name, "UPDATE",
+                                                 scale_of(new, paths), view)
             if new == old:  # nothing changed: no write, the same resourceVersion
                 return view
             try:
@@ -2027,9 +2076,17 @@ class KubeApi:
         meta = eviction.get("metadata") or {}
         if not isinstance(meta, dict) or meta.get("name") not in (None, name):
             raise ApiError.bad_request("name in URL does not match name in Eviction object")
+        admission = (rtype, "eviction", ("policy", "v1", "Eviction"))
+        if self._subresource_admission(mutating=True):  # upstream admits the Eviction: a CREATE of pods/eviction
+            eviction = _as_subresource_object(eviction, "policy/v1", "Eviction", namespace)
+            await self._mutate_subresource(admission, namespace, name, "CREATE", eviction, None)
         options = eviction.get("deleteOptions") or {}
         if not isinstance(options, dict):
             raise ApiError.bad_request("deleteOptions must be an object")
+        if self._subresource_admission(mutating=False):
+            await self._validate_subresource(admission, namespace, name, "CREATE",
+                                             _as_subresource_object(eviction, "policy/v1", "Eviction", namespace),
+                                             None)
         # validated as a DELETE's; a dry run asked for in them (`kubectl drain --dry-run=server`
         # puts it there, not in the query) makes the eviction one, as upstream's propagateDryRun
         options = self._delete_options({"dryRun": "All"} if DRY_RUN.get() else {},
@@ -2565,6 +2622,20 @@ def _replay(body: bytes) -> Receive:
         return {"type": "http.disconnect"}
 
     return receive
+
+
+_SCALE_KIND = ("autoscaling", "v1", "Scale")
+
+
+def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, namespace: str | None) -> dict[str, Any]:
+    """A subresource's body as upstream's admission sees it, decoded: its type filled in and
+    the request's namespace (``EnsureObjectNamespaceMatchesRequestNamespace``)."""
+    meta = obj.get("metadata")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    if namespace and not meta.get("namespace"):
+        meta["namespace"] = namespace
+    meta.setdefault("creationTimestamp", None)
+    return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
 
 
 def _binding_name(body: bytes) -> str:

@@ -118,6 +118,8 @@ class Request:
     old: Obj | None
     subresource: str
     options: Obj
+    # a subresource's own kind (group, version, kind): a Binding, an Eviction, a Scale; None: the resource's
+    kind: tuple[str, str, str] | None = field(default=None)
     _namespace_labels: dict[str, str] | None = field(default=None)
     _equivalents: list[ResourceType] | None = field(default=None)
 
@@ -176,7 +178,7 @@ class AdmissionWebhooks:
 
     async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                      obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None,
-                     generated_name: bool = False) -> bool:
+                     generated_name: bool = False, kind: tuple[str, str, str] | None = None) -> bool:
         """Call the mutating webhooks that match; their patches change ``obj`` in place
         (True: one did; the caller defaults the object again, as upstream).
 
@@ -187,7 +189,7 @@ class AdmissionWebhooks:
         if not hooks:
             return False
         request = Request(rtype, namespace or "", "" if generated_name else name, operation, None, old,
-                          subresource or "", self._options(operation, options))
+                          subresource or "", self._options(operation, options), kind)
         kept: Obj = {}
         if obj is not None:
             shown = dict(obj)
@@ -229,13 +231,14 @@ class AdmissionWebhooks:
         return True
 
     async def validate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
-                       obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None) -> None:
+                       obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None,
+                       kind: tuple[str, str, str] | None = None) -> None:
         """Call the validating webhooks that match, all at once; the first refusal (in call order) is raised."""
         hooks = await self._validating.hooks()
         if not hooks:
             return
         request = Request(rtype, namespace or "", name, operation, obj, old, subresource or "",
-                          self._options(operation, options))
+                          self._options(operation, options), kind)
         matched = [invocation for hook in hooks if (invocation := await self._matches(hook, request)) is not None]
         if not matched:
             return
@@ -265,7 +268,8 @@ class AdmissionWebhooks:
         invocation: Invocation | None = None
         if any(_rule_matches(rule, request, request.rtype) for rule in rules):
             invocation = Invocation(hook, request.rtype)
-        elif spec.get("matchPolicy", "Equivalent") == "Equivalent":
+        elif spec.get("matchPolicy", "Equivalent") == "Equivalent" and request.kind is None:
+            # (a subresource of a kind of its own is matched as it is: not converted)
             # the rules in order, each against every other version of the resource (upstream's order)
             equivalents = self._equivalents(request)
             invocation = next((Invocation(hook, other) for rule in rules for other in equivalents
@@ -500,13 +504,19 @@ class AdmissionWebhooks:
         ``requestResource`` the version the request named; ``objects``: the object and the old
         one in the version called with."""
         rtype = request.rtype
-        kind = {"group": invoked.group, "version": invoked.version, "kind": invoked.kind}
+        if request.kind is not None:  # a subresource's own kind, the request's too (invoked is rtype)
+            group, version, shown = request.kind
+            kind = {"group": group, "version": version, "kind": shown}
+            request_kind = kind
+        else:
+            kind = {"group": invoked.group, "version": invoked.version, "kind": invoked.kind}
+            request_kind = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
         resource = {"group": invoked.group, "version": invoked.version, "resource": invoked.plural}
         user = REQUEST_USER.get()
         fields: Obj = {"uid": uid, "kind": kind, "resource": resource}
         if request.subresource:
             fields["subResource"] = request.subresource
-        fields.update(requestKind={"group": rtype.group, "version": rtype.version, "kind": rtype.kind},
+        fields.update(requestKind=request_kind,
                       requestResource={"group": rtype.group, "version": rtype.version, "resource": rtype.plural})
         if request.subresource:
             fields["requestSubResource"] = request.subresource

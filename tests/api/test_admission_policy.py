@@ -122,3 +122,41 @@ async def test_a_policy_whose_expressions_do_not_compile_is_refused_at_its_write
         'Invalid value: "object.spec.replicas <": compilation failed: ERROR: <input>:1:23: Syntax error: ')
     assert causes[0]["message"].endswith("\n | object.spec.replicas <\n | ......................^")
     assert all(c["reason"] == "FieldValueInvalid" for c in causes)
+
+
+async def test_policies_judge_bindings_evictions_and_scales_by_their_own_kind(client: Client) -> None:
+    """The subresources written by handlers of their own are admitted as upstream: a Binding
+    (CREATE of pods/binding), an Eviction (CREATE of pods/eviction), a Scale (UPDATE of
+    deployments/scale), each the object the policy sees, with its kind in ``request.kind``."""
+    rules = [{"apiGroups": ["", "apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["pods/binding", "pods/eviction", "deployments/scale"]}]
+    await client.create(POLICIES, {"metadata": {"name": "subresources"}, "spec": {
+        "matchConstraints": {"resourceRules": rules},
+        "validations": [
+            {"expression": "request.kind.kind != 'Binding' || object.target.name != 'forbidden'",
+             "message": "not that node"},
+            {"expression": "request.kind.kind != 'Scale' || object.spec.replicas <= 4", "message": "at most 4"},
+            {"expression": "request.kind.kind != 'Eviction' || request.subResource == 'eviction' && "
+                           "!has(object.metadata.labels)", "message": "no labelled evictions"}]}})
+    await bind(client, "subresources", "subresources", ["Deny"])
+    pods = resource_path("", "v1", "pods", "default")
+    for name in ("p1", "p2"):
+        await client.create(pods, {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    with pytest.raises(ApiError) as e:
+        await client.create(f"{pods}/p1/binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"},
+                                                   "target": {"kind": "Node", "name": "forbidden"}})
+    assert e.value.code == 422 and e.value.message.endswith("denied request: not that node")
+    await client.create(f"{pods}/p1/binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"},
+                                               "target": {"kind": "Node", "name": "allowed"}})
+    with pytest.raises(ApiError) as e:
+        await client.create(f"{pods}/p2/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                    "metadata": {"name": "p2", "labels": {"x": "y"}}})
+    assert e.value.code == 422 and e.value.message.endswith("denied request: no labelled evictions")
+    await client.create(f"{pods}/p2/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                "metadata": {"name": "p2"}})
+    await client.create(DEPLOYMENTS, deployment("scaled", 1))
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{DEPLOYMENTS}/scaled/scale", {"spec": {"replicas": 9}})
+    assert e.value.code == 422 and e.value.message.endswith("denied request: at most 4")
+    await client.patch(f"{DEPLOYMENTS}/scaled/scale", {"spec": {"replicas": 3}})
+    assert (await client.get(f"{DEPLOYMENTS}/scaled"))["spec"]["replicas"] == 3

@@ -458,3 +458,80 @@ def test_the_request_sli_leaves_webhook_time_out(api: Api, hook: WebhookServer) 
     assert api.create_pod("awake").status_code == 201
     again = counts()
     assert [b - a for a, b in zip(after, again, strict=True)] == [1, 1, 1, 1]
+
+
+def test_subresources_with_handlers_of_their_own_are_admitted_as_upstreams(api: Api, hook: WebhookServer) -> None:
+    """A binding is a CREATE of pods/binding with the Binding (of ``bindings`` in the legacy form),
+    an eviction a CREATE of pods/eviction with the Eviction, a scale an UPDATE of
+    deployments/scale with the Scales; a mutating webhook's patch of a Scale is what is written,
+    and a refusal refuses the write."""
+    def on(*resources: str, operations: tuple[str, ...] = ("CREATE", "UPDATE")) -> list[dict[str, Any]]:
+        return [{"operations": list(operations), "apiGroups": ["", "apps"], "apiVersions": ["v1"],
+                 "resources": list(resources)}]
+
+    api.configure(VALIDATING, "subresources", [
+        webhook("seen.sub.example.com", hook, "/", rules=on("pods/binding", "bindings", "pods/eviction",
+                                                           "deployments/scale")),
+        webhook("deny.sub.example.com", hook, "/deny", rules=on("pods/binding", "pods/eviction"),
+                objectSelector={"matchLabels": {"bad": "true"}})])
+    api.configure(MUTATING, "scale-to-3", [webhook("scale.sub.example.com", hook, "/scale-to-3",
+                                                   rules=on("deployments/scale", operations=("UPDATE",)))])
+
+    def review(kind: str, name: str) -> dict[str, Any]:
+        return next(rv for rv in reversed(hook.seen("/")) if rv["kind"]["kind"] == kind and rv.get("name") == name)
+
+    for pod in ("bound", "legacy", "evicted"):
+        assert api.create_pod(pod).status_code == 201
+    target = {"apiVersion": "v1", "kind": "Node", "name": "node-1"}
+    r = api.http.post(f"{PODS}/bound/binding", json={"apiVersion": "v1", "kind": "Binding",
+                                                     "metadata": {"name": "bound"}, "target": target})
+    assert r.status_code == 201, r.text
+    rv = review("Binding", "bound")
+    assert (rv["operation"], rv["subResource"], rv["resource"], rv["requestKind"]["kind"]) == \
+        ("CREATE", "binding", {"group": "", "version": "v1", "resource": "pods"}, "Binding")
+    assert rv["object"]["target"] == target and rv["object"]["metadata"]["namespace"] == NS
+    assert rv["oldObject"] is None and rv["kind"] == {"group": "", "version": "v1", "kind": "Binding"}
+    r = api.http.post(f"/api/v1/namespaces/{NS}/bindings", json={"apiVersion": "v1", "kind": "Binding",
+                                                                 "metadata": {"name": "legacy"}, "target": target})
+    assert r.status_code == 201, r.text
+    rv = review("Binding", "legacy")
+    assert rv["resource"]["resource"] == "bindings" and "subResource" not in rv
+
+    r = api.http.post(f"{PODS}/evicted/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                        "metadata": {"name": "evicted"}})
+    assert r.status_code == 201, r.text
+    rv = review("Eviction", "evicted")
+    assert (rv["kind"], rv["operation"], rv["subResource"]) == \
+        ({"group": "policy", "version": "v1", "kind": "Eviction"}, "CREATE", "eviction")
+    assert rv["object"]["metadata"] == {"name": "evicted", "namespace": NS, "creationTimestamp": None}
+
+    for pod in ("bad-bind", "bad-evict"):
+        assert api.create_pod(pod).status_code == 201
+    bad = {"bad": "true"}  # (the object selector judges the request's object: the Binding, the Eviction)
+    r = api.http.post(f"{PODS}/bad-bind/binding", json={"apiVersion": "v1", "kind": "Binding", "target": target,
+                                                        "metadata": {"name": "bad-bind", "labels": bad}})
+    assert r.status_code == 403 and "deny.sub.example.com" in r.json()["message"], r.text
+    assert "nodeName" not in api.http.get(f"{PODS}/bad-bind").json()["spec"]
+    r = api.http.post(f"{PODS}/bad-evict/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                          "metadata": {"name": "bad-evict", "labels": bad}})
+    assert r.status_code == 403 and "deny.sub.example.com" in r.json()["message"], r.text
+    assert api.http.get(f"{PODS}/bad-evict").status_code == 200
+
+    deployments = f"/apis/apps/v1/namespaces/{NS}/deployments"
+    labels = {"app": "scaled"}
+    r = api.http.post(deployments, json={"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                                         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                                                  "template": {"metadata": {"labels": labels},
+                                                               "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+    assert r.status_code == 201, r.text
+    r = api.http.patch(f"{deployments}/web/scale", json={"spec": {"replicas": 2}},
+                       headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["spec"]["replicas"] == 3  # the mutating webhook's
+    assert api.http.get(f"{deployments}/web").json()["spec"]["replicas"] == 3
+    rv = review("Scale", "web")
+    assert (rv["kind"], rv["operation"], rv["subResource"], rv["resource"]["resource"]) == \
+        ({"group": "autoscaling", "version": "v1", "kind": "Scale"}, "UPDATE", "scale", "deployments")
+    assert (rv["oldObject"]["spec"]["replicas"], rv["object"]["spec"]["replicas"]) == (1, 3)
+    scaled = [q for q in hook.seen("/scale-to-3") if q.get("name") == "web"]
+    assert scaled and scaled[-1]["object"]["spec"]["replicas"] == 2

@@ -125,6 +125,8 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
         response.update(_patch(operations))
     elif path == "/slow":
         time.sleep(3)
+    elif path == "/scale-to-3":  # a Scale's replicas set to 3
+        response.update(_patch([{"op": "replace", "path": "/spec/replicas", "value": 3}]))
     elif path == "/nap":  # allowed, after 0.7 s (the request SLI leaves it out)
         time.sleep(0.7)
     elif path == "/slower":
