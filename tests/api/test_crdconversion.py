@@ -154,7 +154,7 @@ def test_a_list_is_converted_in_one_review_and_a_watch_is_converted(api: Api, ho
         events = [json.loads(line) for line in w.iter_lines() if line]
     added = {e["object"]["metadata"]["name"]: e["object"] for e in events if e["type"] == "ADDED"}
     assert added["l1"]["spec"] == {"replicas": 1} and added["l1"]["apiVersion"] == f"{GROUP}/v2"
-    assert added["small"]["spec"] == {"replicas": 3}
+    assert added["l2"]["spec"] == {"replicas": 2} and "size" not in added["l2"]["spec"]
 
 
 def test_kubectl_reads_the_other_version(api: Api, served: Serve) -> None:
