@@ -66,7 +66,7 @@ from ..registry.strategies import (
     validate_name,
 )
 from ..registry.strategies import warnings as strategy_warnings
-from . import protobuf
+from . import podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
 from .apply import (
@@ -1017,6 +1017,7 @@ class KubeApi:
         if not name and not generate:
             raise ApiError.invalid(rtype, "", [{"reason": "FieldValueRequired", "field": "metadata.name",
                                                 "message": "name or generateName is required"}])
+        ns: bytes | None = None
         if rtype.namespaced and self._namespaces is not None:
             ns = await self._namespace(namespace or "")
             if ns is None:
@@ -1099,6 +1100,7 @@ class KubeApi:
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
+        await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
         if write is not None:
             await self._reserve(write, rtype, namespace, name or generated, obj, None)
         try:
@@ -1678,6 +1680,7 @@ class KubeApi:
         CertificateApproval and CertificateSigning (api/certificateadmission.py), the
         admission policies, the validating webhooks, then ResourceQuota, which charges a
         pod's resize."""
+        await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize
         if rtype is self._csrs:
@@ -1688,6 +1691,74 @@ class KubeApi:
             await self.webhooks.validate(rtype, namespace, name, "UPDATE", obj, old, subresource)
         if rtype is self._pods and subresource == "resize" and self._quota is not None:
             await self._quota.charge_resize(rtype, namespace, obj, old)
+
+    async def _pod_security(self, rtype: ResourceType, namespace: str | None, name: str, obj: dict[str, Any],
+                            old: dict[str, Any] | None, subresource: str | None, ns: bytes | None = None) -> None:
+        """PodSecurity admission (api/podsecurity.py) of a valid write (``old`` None: a create):
+        a pod is refused or warned by its namespace's levels; a workload's pod template is
+        warned; a namespace's labels are validated, and a tightened enforce level warns of
+        the namespace's pods that violate it. ``ns``: the namespace's JSON, when read already.
+        A namespace without PodSecurity labels costs a lookup and a substring search."""
+        if rtype is self._namespaces:
+            if not subresource:
+                await self._pod_security_namespace(rtype, obj, old)
+            return
+        if rtype is self._pods:
+            if subresource in _PSA_IGNORED_POD_SUBRESOURCES:
+                return
+        elif subresource or rtype.custom is not None or (rtype.group, rtype.plural) not in _PSA_WORKLOADS:
+            return
+        if namespace is None or self._namespaces is None:
+            return
+        if ns is None:
+            ns = await self._namespace(namespace)
+        if ns is None or _PSA_LABEL not in ns:  # the defaults, privileged: nothing to check
+            return
+        policy, causes = podsecurity.policy_of((orjson.loads(ns).get("metadata") or {}).get("labels"))
+        pod = rtype is self._pods
+        if not causes and (policy.checks_nothing() if pod else policy.warn.level == "privileged"):
+            return
+        if pod:
+            if old is not None and not podsecurity.significant_pod_update(obj, old):
+                return
+            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        else:
+            template = podsecurity.workload_template(rtype.group, rtype.plural, obj)
+            if template is None:
+                return
+            meta, spec = template
+        refusal, warnings = podsecurity.pod_message(policy, meta, spec, enforce=pod)
+        if refusal is not None:
+            raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: {refusal}',
+                           {"name": name, "kind": rtype.plural} if name else {"kind": rtype.plural})
+        for warning in warnings:
+            add_warning(warning)
+
+    async def _pod_security_namespace(self, rtype: ResourceType, obj: dict[str, Any],
+                                      old: dict[str, Any] | None) -> None:
+        """A namespace's PodSecurity labels: invalid ones refused (on an update, only when they
+        changed how they are invalid); a tightened enforce level warns of the pods in it."""
+        meta = obj.get("metadata") or {}
+        policy, causes = podsecurity.policy_of(meta.get("labels"))
+        if old is None:
+            if causes:
+                raise ApiError.invalid(rtype, meta.get("name") or "", causes)
+            return
+        old_policy, old_causes = podsecurity.policy_of((old.get("metadata") or {}).get("labels"))
+        if causes and causes != old_causes:
+            raise ApiError.invalid(rtype, meta.get("name") or "", causes)
+        if not podsecurity.tightens(policy, old_policy) or self._pods is None:
+            return
+        name = meta.get("name") or ""
+        try:
+            listed = await self._list(self._pods, name, {"limit": str(podsecurity.MAX_PODS_TO_CHECK)})
+        except ApiError:
+            add_warning("failed to list pods while checking new PodSecurity enforce level")
+            return
+        pods = [orjson.loads(raw) for raw in listed.items]
+        more = listed.remaining if listed.remaining is not None else (1 if listed.next_start is not None else 0)
+        for warning in podsecurity.namespace_warnings(name, policy.enforce, pods, total=len(pods) + more):
+            add_warning(warning)
 
     def _allocates(self, rtype: ResourceType) -> bool:
         return rtype is self._services
@@ -2728,6 +2799,13 @@ MIN_REQUEST_TIMEOUT = 1800  # seconds: kube-apiserver's --min-request-timeout, a
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})  # never deleted (upstream)
 WRITE_ATTEMPTS = 64
+
+# PodSecurity admission: the pod subresources it leaves alone (upstream's ignoredPodSubresources),
+# the workloads whose templates it checks, and the label prefix that says a namespace has a policy
+_PSA_IGNORED_POD_SUBRESOURCES = frozenset(("exec", "attach", "binding", "eviction", "log", "portforward", "proxy",
+                                           "status"))
+_PSA_WORKLOADS = frozenset(podsecurity.WORKLOAD_RESOURCES)
+_PSA_LABEL = podsecurity.LABEL_PREFIX.encode()
 
 # the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)
 # and PodGroupProtection's (controllers/podgroupprotection.py)
