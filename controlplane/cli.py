@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "then converted as with the None strategy), all (every one, as kube-apiserver: an "
                             "unreachable one's failurePolicy applies, a conversion fails) or off "
                             "(default: %(default)s)")
+    serve.add_argument("--admission-control-config-file", metavar="YAML", type=Path, default=None,
+                       help="kube-apiserver's AdmissionConfiguration file; its PodSecurity plugin's "
+                            "PodSecurityConfiguration (defaults, exemptions) is read, other plugins' entries "
+                            "ignored (default: privileged for enforce, audit and warn, no exemptions)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")
     serve.add_argument("--autoscaler", action="store_true",
@@ -300,6 +304,13 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
     if args.store and not args.store.startswith(STORE_SCHEMES):
         parser.error(f"argument --store: {args.store!r} is neither lmdb://PATH nor etcd://HOST:PORT[,...]")
+    if args.admission_control_config_file is not None:
+        from .api.podsecurity import load_configuration
+
+        try:
+            load_configuration(args.admission_control_config_file)
+        except ValueError as e:
+            parser.error(f"argument --admission-control-config-file: {e}")
     try:
         return Config(
             host=args.host,
@@ -314,6 +325,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             client_ca_file=args.client_ca_file,
             authorization_mode=args.authorization_mode,
             admission_webhooks=args.admission_webhooks,
+            admission_control_config_file=args.admission_control_config_file,
             nodes=args.nodes,
             scheduler=args.scheduler,
             controllers=DEFAULT_CONTROLLERS if args.controllers is None else sum(args.controllers, ()),

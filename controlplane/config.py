@@ -146,6 +146,9 @@ class Config:
     # answers for ("reachable"), every one as kube-apiserver ("all": an unreachable one's
     # failurePolicy applies), or none ("off")
     admission_webhooks: AdmissionWebhookMode = "reachable"
+    # kube-apiserver's AdmissionConfiguration file, of which the PodSecurity plugin's
+    # configuration is read (api/podsecurity.py; None: upstream's defaults, privileged, no exemptions)
+    admission_control_config_file: Path | None = None
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0

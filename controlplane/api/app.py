@@ -56,6 +56,7 @@ from ..registry import Registry, ResourceType, schema
 from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
+from . import podsecurity
 from .errors import ApiError
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
@@ -506,6 +507,8 @@ def create_app(config: Config) -> FastAPI:
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     kube.admission_webhooks(config.admission_webhooks)
+    if config.admission_control_config_file is not None:
+        kube.pod_security = podsecurity.load_configuration(config.admission_control_config_file)
     discovery = None
     try:
         if config.service_account_signing_key_file is None:  # the generated key, made on first use

@@ -10,10 +10,11 @@ version (``latest`` or ``v1.N``) for each of three modes with its labels::
     pod-security.kubernetes.io/audit: baseline            # an audit annotation (no audit log here)
 
 A label left out takes the server's default: ``privileged:latest`` for all three, with no
-exemptions, as upstream's default configuration. Pods are checked on create and update
-(enforce, warn, audit); the pod templates of workload resources get warnings only; a
-namespace whose ``enforce`` level tightens gets warnings naming its existing pods that
-violate it (at most 3000 pods, within a second, as upstream).
+exemptions, as upstream's default configuration, unless an AdmissionConfiguration file
+(``serve --admission-control-config-file``) says otherwise (``load_configuration``). Pods
+are checked on create and update (enforce, warn, audit); the pod templates of workload
+resources get warnings only; a namespace whose ``enforce`` level tightens gets warnings
+naming its existing pods that violate it (at most 3000 pods, within a second, as upstream).
 
 The checks are a table (``CHECKS``): each has an ID, a level and versions, each version a
 minimum policy version and a function of the pod's metadata and spec (JSON, as stored) that
@@ -30,11 +31,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-__all__ = ["LABEL_PREFIX", "LEVELS", "Policy", "LevelVersion", "policy_of", "label_causes", "evaluate",
-           "forbidden_detail", "pod_message", "workload_template", "significant_pod_update",
-           "namespace_warnings", "WORKLOAD_RESOURCES", "MAX_PODS_TO_CHECK", "POD_CHECK_SECONDS"]
+__all__ = ["Configuration", "DEFAULT_CONFIGURATION", "load_configuration", "LABEL_PREFIX", "LEVELS", "Policy",
+           "LevelVersion", "policy_of", "label_causes", "evaluate", "forbidden_detail", "pod_message",
+           "workload_template", "significant_pod_update", "namespace_warnings", "WORKLOAD_RESOURCES",
+           "MAX_PODS_TO_CHECK", "POD_CHECK_SECONDS"]
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
 LEVELS = ("privileged", "baseline", "restricted")
@@ -130,6 +133,78 @@ def policy_of(labels: Mapping[str, Any] | None,
                 causes.append(_invalid_label(key, value, str(e)))
         modes[mode] = LevelVersion(level, version)
     return Policy(modes["enforce"], modes["audit"], modes["warn"]), causes
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """The plugin's PodSecurityConfiguration: the policy of a namespace without labels, and
+    the namespaces, users and runtime classes exempt from it."""
+
+    defaults: Policy = DEFAULT_POLICY
+    namespaces: frozenset[str] = frozenset()
+    usernames: frozenset[str] = frozenset()
+    runtime_classes: frozenset[str] = frozenset()
+
+    @property
+    def labels_decide(self) -> bool:
+        """Whether only a namespace's labels can ask for checks (the defaults check nothing)."""
+        return self.defaults.checks_nothing()
+
+
+DEFAULT_CONFIGURATION = Configuration()
+
+_ADMISSION_CONFIGURATION = ("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1alpha1",
+                            "apiserver.k8s.io/v1alpha1")
+_POD_SECURITY_CONFIGURATION = ("pod-security.admission.config.k8s.io/v1",
+                               "pod-security.admission.config.k8s.io/v1beta1")
+
+
+def load_configuration(path: Path) -> Configuration:
+    """The PodSecurity plugin's configuration in a kube-apiserver AdmissionConfiguration file
+    (``--admission-control-config-file``): its ``configuration``, or the file its ``path``
+    names (relative to this one); the defaults when it names no PodSecurity plugin. Other
+    plugins' entries are ignored. ValueError for what upstream would refuse to start with."""
+    import yaml
+
+    def load(file: Path) -> Any:
+        try:
+            return yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise ValueError(f"admission configuration {file}: {e}") from e
+
+    doc = load(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "AdmissionConfiguration" \
+            or doc.get("apiVersion") not in _ADMISSION_CONFIGURATION:
+        raise ValueError(f"{path}: not an AdmissionConfiguration of {', '.join(_ADMISSION_CONFIGURATION)}")
+    plugin = next((p for p in doc.get("plugins") or () if isinstance(p, dict) and p.get("name") == "PodSecurity"),
+                  None)
+    if plugin is None:
+        return DEFAULT_CONFIGURATION
+    config = plugin.get("configuration")
+    if config is None and plugin.get("path"):
+        config = load(path.parent / str(plugin["path"]))
+    if config is None:
+        return DEFAULT_CONFIGURATION
+    if not isinstance(config, dict) or config.get("kind") != "PodSecurityConfiguration" \
+            or config.get("apiVersion") not in _POD_SECURITY_CONFIGURATION:
+        raise ValueError(f"{path}: the PodSecurity plugin's configuration is not a PodSecurityConfiguration of "
+                         f"{', '.join(_POD_SECURITY_CONFIGURATION)}")
+    defaults = config.get("defaults") or {}
+    labels = {LABEL_PREFIX + k: v for k, v in defaults.items()} if isinstance(defaults, dict) else {}
+    policy, causes = policy_of(labels)
+    if causes:
+        raise ValueError(f"{path}: " + "; ".join(
+            c["field"].replace("metadata.labels[" + LABEL_PREFIX, "defaults.").rstrip("]") + ": " + c["message"]
+            for c in causes))
+    exemptions = config.get("exemptions") or {}
+
+    def names(key: str) -> frozenset[str]:
+        values = exemptions.get(key) or [] if isinstance(exemptions, dict) else []
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            raise ValueError(f"{path}: exemptions.{key}: must be a list of non-empty strings")
+        return frozenset(values)
+
+    return Configuration(policy, names("namespaces"), names("usernames"), names("runtimeClasses"))
 
 
 def _invalid_label(key: str, value: Any, why: str) -> dict[str, str]:
@@ -735,7 +810,8 @@ def tightens(new: Policy, old: Policy) -> bool:
 
 
 def namespace_warnings(namespace: str, enforce: LevelVersion, pods: Sequence[Mapping[str, Any]],
-                       total: int | None = None, seconds: float = POD_CHECK_SECONDS) -> list[str]:
+                       total: int | None = None, seconds: float = POD_CHECK_SECONDS,
+                       exempt_runtime_classes: frozenset[str] = frozenset()) -> list[str]:
     """The warnings of a namespace whose enforce level became ``enforce`` about its existing
     ``pods`` (upstream's ``EvaluatePodsInNamespace``): one per distinct set of reasons, with
     the lexically first pod's name and how many others share it, sorted; preceded by a note
@@ -749,7 +825,8 @@ def namespace_warnings(namespace: str, enforce: LevelVersion, pods: Sequence[Map
     deadline = time.monotonic() + seconds
     for i, pod in enumerate(checking):
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        failed = evaluate(enforce, meta, spec)
+        exempt = bool(spec.get("runtimeClassName")) and spec.get("runtimeClassName") in exempt_runtime_classes
+        failed = [] if exempt else evaluate(enforce, meta, spec)
         if failed:
             reasons = forbidden_reason(failed)
             name = str(meta.get("name") or "")

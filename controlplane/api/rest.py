@@ -263,6 +263,8 @@ class KubeApi:
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
         self._namespace_memo: tuple[int, dict[str, bytes]] = (-1, {})  # (cache generation, namespaces by name)
+        # PodSecurity admission's configuration (api/podsecurity.py; --admission-control-config-file)
+        self.pod_security = podsecurity.DEFAULT_CONFIGURATION
         self._background: set[asyncio.Future[None]] = set()
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
@@ -1710,11 +1712,18 @@ class KubeApi:
             return
         if namespace is None or self._namespaces is None:
             return
+        config = self.pod_security
+        if namespace in config.namespaces:
+            return
+        user = REQUEST_USER.get() if config.usernames else None
+        if user is not None and user.name in config.usernames:
+            return
         if ns is None:
             ns = await self._namespace(namespace)
-        if ns is None or _PSA_LABEL not in ns:  # the defaults, privileged: nothing to check
+        if ns is None or (config.labels_decide and _PSA_LABEL not in ns):  # privileged: nothing to check
             return
-        policy, causes = podsecurity.policy_of((orjson.loads(ns).get("metadata") or {}).get("labels"))
+        labels = (orjson.loads(ns).get("metadata") or {}).get("labels")
+        policy, causes = podsecurity.policy_of(labels, config.defaults)
         pod = rtype is self._pods
         if not causes and (policy.checks_nothing() if pod else policy.warn.level == "privileged"):
             return
@@ -1727,6 +1736,9 @@ class KubeApi:
             if template is None:
                 return
             meta, spec = template
+        runtime_class = spec.get("runtimeClassName")
+        if runtime_class and runtime_class in config.runtime_classes:
+            return
         refusal, warnings = podsecurity.pod_message(policy, meta, spec, enforce=pod)
         if refusal is not None:
             raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: {refusal}',
@@ -1739,17 +1751,18 @@ class KubeApi:
         """A namespace's PodSecurity labels: invalid ones refused (on an update, only when they
         changed how they are invalid); a tightened enforce level warns of the pods in it."""
         meta = obj.get("metadata") or {}
-        policy, causes = podsecurity.policy_of(meta.get("labels"))
+        config = self.pod_security
+        policy, causes = podsecurity.policy_of(meta.get("labels"), config.defaults)
         if old is None:
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
             return
-        old_policy, old_causes = podsecurity.policy_of((old.get("metadata") or {}).get("labels"))
+        old_policy, old_causes = podsecurity.policy_of((old.get("metadata") or {}).get("labels"), config.defaults)
         if causes and causes != old_causes:
             raise ApiError.invalid(rtype, meta.get("name") or "", causes)
-        if not podsecurity.tightens(policy, old_policy) or self._pods is None:
-            return
         name = meta.get("name") or ""
+        if not podsecurity.tightens(policy, old_policy) or self._pods is None or name in config.namespaces:
+            return
         try:
             listed = await self._list(self._pods, name, {"limit": str(podsecurity.MAX_PODS_TO_CHECK)})
         except ApiError:
@@ -1757,7 +1770,8 @@ class KubeApi:
             return
         pods = [orjson.loads(raw) for raw in listed.items]
         more = listed.remaining if listed.remaining is not None else (1 if listed.next_start is not None else 0)
-        for warning in podsecurity.namespace_warnings(name, policy.enforce, pods, total=len(pods) + more):
+        for warning in podsecurity.namespace_warnings(name, policy.enforce, pods, total=len(pods) + more,
+                                                      exempt_runtime_classes=config.runtime_classes):
             add_warning(warning)
 
     def _allocates(self, rtype: ResourceType) -> bool:

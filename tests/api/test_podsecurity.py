@@ -4,17 +4,23 @@ plugin's answers: in process, then over a real socket as kubectl prints them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from controlplane import cli
 from controlplane.api import podsecurity as ps
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve, running, start_serve
 
@@ -316,6 +322,71 @@ async def test_a_tightened_namespace_warns_of_its_pods(client: Client) -> None:
             {"metadata": {"labels": {ENFORCE: "privileged"}}}),
             headers={"content-type": "application/merge-patch+json"})
         assert answer.status_code == 200 and not answer.headers.get_list("warning")
+
+
+# -- an AdmissionConfiguration file ------------------------------------------------------------------
+ADMISSION_CONFIGURATION = """
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: EventRateLimit
+  path: eventconfig.yaml
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults: {enforce: baseline, enforce-version: v1.30, warn: restricted}
+    exemptions: {namespaces: [kube-system], runtimeClasses: [sandboxed], usernames: []}
+"""
+
+
+def test_load_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "admission.yaml"
+    path.write_text(ADMISSION_CONFIGURATION)
+    config = ps.load_configuration(path)
+    assert (str(config.defaults.enforce), str(config.defaults.audit), str(config.defaults.warn)) == \
+        ("baseline:v1.30", "privileged:latest", "restricted:latest")
+    assert (config.namespaces, config.runtime_classes, config.usernames, config.labels_decide) == \
+        (frozenset({"kube-system"}), frozenset({"sandboxed"}), frozenset(), False)
+    # the plugin's configuration in a file of its own, named relative to this one
+    (tmp_path / "psa.yaml").write_text("apiVersion: pod-security.admission.config.k8s.io/v1\n"
+                                       "kind: PodSecurityConfiguration\ndefaults: {audit: restricted}\n")
+    path.write_text("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\n"
+                    "plugins: [{name: PodSecurity, path: psa.yaml}]\n")
+    assert str(ps.load_configuration(path).defaults.audit) == "restricted:latest"
+    path.write_text(ADMISSION_CONFIGURATION.replace("enforce: baseline", "enforce: strict"))
+    with pytest.raises(ValueError, match=re.escape(
+            'defaults.enforce: Invalid value: "strict": must be one of privileged, baseline, restricted')):
+        ps.load_configuration(path)
+    with pytest.raises(SystemExit):  # the serve command refuses to start with it
+        cli.main(["serve", "--admission-control-config-file", str(path)])
+
+
+@pytest.fixture
+async def configured(tmp_path: Path) -> AsyncIterator[Client]:
+    path = tmp_path / "admission.yaml"
+    path.write_text(ADMISSION_CONFIGURATION)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False,
+                            admission_control_config_file=path))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        yield c
+
+
+async def test_configured_defaults_and_exemptions(configured: Client) -> None:
+    c = configured
+    privileged = pod("priv", securityContext={"privileged": True})
+    with pytest.raises(ApiError) as e:  # an unlabelled namespace takes the defaults
+        await c.create(resource_path("", "v1", "pods", "default"), privileged)
+    assert e.value.message.startswith('pods "priv" is forbidden: violates PodSecurity "baseline:v1.30": privileged')
+    await c.create(resource_path("", "v1", "pods", "kube-system"), privileged)  # an exempt namespace
+    classes = resource_path("node.k8s.io", "v1", "runtimeclasses")
+    await c.create(classes, {"metadata": {"name": "sandboxed"}, "handler": "runsc"})
+    while not (await c.list(classes, resourceVersion="0"))["items"]:  # RuntimeClass admission reads the cache
+        await asyncio.sleep(0.01)
+    await c.create(resource_path("", "v1", "pods", "default"), {  # an exempt runtime class
+        **privileged, "spec": {**privileged["spec"], "runtimeClassName": "sandboxed"}})
+    await namespace(c, "open", {ENFORCE: "privileged", WARN: "privileged"})  # labels override the defaults
+    await c.create(resource_path("", "v1", "pods", "open"), privileged)
 
 
 # -- over a real socket, as kubectl prints it -------------------------------------------------------
