@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from contextvars import ContextVar
 
 import orjson
 
 from store import Store
-from store.interface import Event, KeyValue
+from store.interface import KeyValue
 
 from ..registry.conversion import Conversion
+from .storeview import StoreView
 
 __all__ = ["CONVERSION", "ConvertingStore", "served_bytes", "unconverted"]
 
@@ -46,9 +47,9 @@ def _stored_bytes(conversion: Conversion, served: bytes) -> bytes:
     return orjson.dumps(conversion.to_storage(orjson.loads(served)))
 
 
-class ConvertingStore:
+class ConvertingStore(StoreView):
     def __init__(self, real: Store, conversion: Conversion) -> None:
-        self._real = real
+        super().__init__(real)
         self._conv = conversion
 
     def _served(self, kv: KeyValue) -> KeyValue:
@@ -71,19 +72,3 @@ class ConvertingStore:
                     limit: int = 0) -> tuple[list[KeyValue], int, bool]:
         kvs, rev, more = await self._real.range(start, end, revision, limit)
         return [self._served(kv) for kv in kvs], rev, more
-
-    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
-        return self._real.watch(start, end, start_revision, prev_kv)  # the watch cache converts what it serves
-
-    async def compact(self, revision: int) -> None:
-        await self._real.compact(revision)
-
-    async def revision(self) -> int:
-        return await self._real.revision()
-
-    async def compacted_revision(self) -> int:
-        return await self._real.compacted_revision()
-
-    async def close(self) -> None:
-        return None

@@ -41,20 +41,20 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from store import Store
-from store.interface import Event, KeyValue
+from store.interface import KeyValue
 
 from ..metrics import CONVERSION_WEBHOOK_DURATION, CONVERSION_WEBHOOK_REQUESTS, CRD_CONVERSION_WEBHOOK_DURATION
 from ..registry.custom import present
 from ..registry.strategies import validate_metadata
 from .dryrun import DRY_RUN
 from .errors import ApiError
+from .storeview import StoreView
 from .webhookcall import CallError, Lookup, Unreachable, WebhookClients, resolve
 
 if TYPE_CHECKING:
@@ -324,14 +324,14 @@ def _go_type(value: Any) -> str:
     return "map[string]interface {}"
 
 
-class WebhookConvertingStore:
+class WebhookConvertingStore(StoreView):
     """The store as a request for ``rtype`` sees it: its objects read in ``rtype``'s version,
     written in the CRD's storage version (other keys pass through as they are)."""
 
     def __init__(self, real: Store, conversions: ConversionWebhooks, request: Converting) -> None:
         rtype = request.rtype
         assert rtype.custom is not None
-        self._real = real
+        super().__init__(real)
         self._conversions = conversions
         self._request = request
         self._rtype = rtype
@@ -382,19 +382,3 @@ class WebhookConvertingStore:
                     limit: int = 0) -> tuple[list[KeyValue], int, bool]:
         kvs, rev, more = await self._real.range(start, end, revision, limit)
         return await self._served(kvs, listing=True), rev, more
-
-    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
-        return self._real.watch(start, end, start_revision, prev_kv)  # the handlers convert what they serve
-
-    async def compact(self, revision: int) -> None:
-        await self._real.compact(revision)
-
-    async def revision(self) -> int:
-        return await self._real.revision()
-
-    async def compacted_revision(self) -> int:
-        return await self._real.compacted_revision()
-
-    async def close(self) -> None:
-        return None

@@ -10,13 +10,13 @@ return without writing. Reads go to the real store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 
 from store import Conflict, KeyExists, NotFound, Store
-from store.interface import Event, KeyValue
+from store.interface import KeyValue
 
 from .errors import ApiError
+from .storeview import StoreView
 
 __all__ = ["DRY_RUN", "DryRunStore", "parse_dry_run"]
 
@@ -33,11 +33,11 @@ def parse_dry_run(raw: str | None) -> bool:
     return True
 
 
-class DryRunStore:
+class DryRunStore(StoreView):
     """A ``Store`` whose writes are checked but not made."""
 
     def __init__(self, real: Store) -> None:
-        self._real = real
+        super().__init__(real)
 
     async def create(self, key: bytes, value: bytes) -> int:
         """0: nothing was written, so the object has no version (upstream's
@@ -70,18 +70,5 @@ class DryRunStore:
                     limit: int = 0) -> tuple[list[KeyValue], int, bool]:
         return await self._real.range(start, end, revision, limit)
 
-    def watch(self, start: bytes, end: bytes, start_revision: int = 0,
-              prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
-        return self._real.watch(start, end, start_revision, prev_kv)
-
     async def compact(self, revision: int) -> None:
         raise ApiError.bad_request("compaction is not a dry-run operation")
-
-    async def revision(self) -> int:
-        return await self._real.revision()
-
-    async def compacted_revision(self) -> int:
-        return await self._real.compacted_revision()
-
-    async def close(self) -> None:
-        return None

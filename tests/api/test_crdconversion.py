@@ -19,7 +19,7 @@ from controlplane.api.errors import ApiError
 from controlplane.api.webhookcall import WebhookClients
 from controlplane.registry.crd import served_types
 from tests.api.test_webhooks import MUTATING, Api, _samples, _value, webhook
-from tests.api.webhook_server import WebhookServer, webhook_server
+from tests.api.webhook_server import WebhookServer
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve, running, start_serve
 
@@ -63,12 +63,6 @@ def _create(api: Api, version: str, plural: str, name: str, spec: dict[str, Any]
     kind = plural[:-1].capitalize()
     return api.http.post(_path(version, plural), json={"apiVersion": f"{GROUP}/{version}", "kind": kind,
                                                        "metadata": {"name": name}, "spec": spec})
-
-
-@pytest.fixture(scope="module")
-def hook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
-    with webhook_server(tmp_path_factory.mktemp("hook")) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

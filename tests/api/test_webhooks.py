@@ -19,7 +19,7 @@ from controlplane.api.dryrun import DRY_RUN
 from controlplane.api.errors import ApiError
 from controlplane.api.webhooks import AdmissionWebhooks, Hook, Invocation, Request
 from controlplane.registry import Registry
-from tests.api.webhook_server import WebhookServer, host_address, webhook_server
+from tests.api.webhook_server import WebhookServer, host_address
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve, running, start_serve
 
@@ -30,12 +30,6 @@ MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 NS = "hooked"
 PODS = f"/api/v1/namespaces/{NS}/pods"
-
-
-@pytest.fixture(scope="module")
-def hook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
-    with webhook_server(tmp_path_factory.mktemp("hook")) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
