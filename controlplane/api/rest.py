@@ -1458,10 +1458,12 @@ class KubeApi:
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _delete(self, rtype: ResourceType, namespace: str | None, name: str,
-                      options: dict[str, Any] | None = None) -> dict[str, Any]:
+                      options: dict[str, Any] | None = None, admit: bool = True) -> dict[str, Any]:
         """Delete now, or, while the object has finalizers, mark it (``deletionTimestamp``)
         and let whoever owns the finalizers remove them; the last removal deletes it
-        (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``)."""
+        (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``).
+        ``admit`` False: no DELETE admission (an eviction's, which deletes through the
+        store, as upstream's EvictionREST, once the Eviction itself was admitted)."""
         key = rtype.key(namespace, name)
         if rtype is self._namespaces and name in IMMORTAL_NAMESPACES:  # the NamespaceLifecycle admission
             raise ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted',
@@ -1480,7 +1482,7 @@ class KubeApi:
                 continue  # judged on the store's version, not a possibly stale one
             _check_preconditions(rtype, name, pre, meta, current.mod_revision)
             webhooks = self.webhooks
-            if (self._policies is not None or webhooks is not None) and not meta.get("deletionTimestamp"):
+            if admit and (self._policies is not None or webhooks is not None) and not meta.get("deletionTimestamp"):
                 try:
                     if webhooks is not None and webhooks.active(mutating=True):  # (a delete's may not patch)
                         await webhooks.mutate(rtype, namespace, name, "DELETE", None, obj, None, options)
@@ -2179,7 +2181,7 @@ class KubeApi:
         await self._charge_budget(rtype, namespace or "", name)
         if not DRY_RUN.get():
             options = await self._mark_disruption_target(rtype, namespace, name, options)
-        await self._delete(rtype, namespace, name, options)
+        await self._delete(rtype, namespace, name, options, admit=False)  # the Eviction was admitted, not the delete
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     async def _mark_disruption_target(self, rtype: ResourceType, namespace: str | None, name: str,

@@ -529,3 +529,22 @@ def test_subresources_with_handlers_of_their_own_are_admitted_as_upstreams(api: 
     assert (rv["oldObject"]["spec"]["replicas"], rv["object"]["spec"]["replicas"]) == (1, 3)
     scaled = [q for q in hook.seen("/scale-to-3") if q.get("name") == "web"]
     assert scaled and scaled[-1]["object"]["spec"]["replicas"] == 2
+
+
+def test_an_evictions_delete_is_not_admitted_as_a_pods_delete(api: Api, hook: WebhookServer) -> None:
+    """Upstream's EvictionREST deletes the pod through its store once the Eviction was admitted:
+    a webhook refusing pod DELETEs refuses a plain delete, and neither sees nor stops an eviction."""
+    api.configure(VALIDATING, "no-pod-deletes", [
+        webhook("nodelete.example.com", hook, "/deny", objectSelector={"matchLabels": {"keep": "true"}},
+                rules=[{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}])])
+    for pod in ("kept", "evicted-anyway"):
+        assert api.create_pod(pod, keep="true").status_code == 201
+    r = api.http.delete(f"{PODS}/kept")
+    assert r.status_code == 403 and "nodelete.example.com" in r.json()["message"], r.text
+    seen = len(hook.seen("/deny"))
+    r = api.http.post(f"{PODS}/evicted-anyway/eviction", json={"apiVersion": "policy/v1", "kind": "Eviction",
+                                                               "metadata": {"name": "evicted-anyway"}})
+    assert r.status_code == 201, r.text
+    assert api.http.get(f"{PODS}/evicted-anyway").status_code == 404  # unbound: deleted at once
+    assert len(hook.seen("/deny")) == seen
+    assert api.http.get(f"{PODS}/kept").status_code == 200
