@@ -681,12 +681,7 @@ class KubeApi:
             if method != "POST":
                 raise ApiError.method_not_allowed(method)
             body = await self._body(scope, receive)
-            account = await self.store.get(rtype.key(namespace, name))
-            if account is None:
-                raise ApiError.not_found(rtype, name)
-            asked = self._parse_json(body) if body.strip() else {}
-            return await self._json(send, 201, await token_request_looked_up(
-                self.token_issuer, orjson.loads(account.value), asked, self._core_object))
+            return await self._json(send, 201, await self._token(rtype, namespace, name, body))
         if subresource == "log" and name is not None:
             if method != "GET":
                 raise ApiError.method_not_allowed(method)
@@ -1946,6 +1941,27 @@ class KubeApi:
                 raise ApiError.not_found(rtype, name) from e
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         raise ApiError.conflict(rtype, name, "the pod kept changing; try again")
+
+    async def _token(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
+        """``serviceaccounts/<name>/token``: a TokenRequest answered with a token (api/tokenrequest.py).
+        Admitted as upstream's: a CREATE of ``serviceaccounts/token`` with the TokenRequest, the
+        mutating webhooks before the account is looked up, validating admission once the request
+        is validated and defaulted (TokenREST's ``createValidation``), before its bound object."""
+        assert self.token_issuer is not None
+        asked = self._parse_json(body) if body.strip() else {}
+        admission = (rtype, "token", ("authentication.k8s.io", "v1", "TokenRequest"))
+        if isinstance(asked, dict) and self._subresource_admission(mutating=True):
+            asked = _as_subresource_object(asked, "authentication.k8s.io/v1", "TokenRequest", namespace)
+            await self._mutate_subresource(admission, namespace, name, "CREATE", asked, None)
+        account = await self.store.get(rtype.key(namespace, name))
+        if account is None:
+            raise ApiError.not_found(rtype, name)
+
+        async def validate(request: dict[str, Any]) -> None:
+            await self._validate_subresource(admission, namespace, name, "CREATE", request, None)
+
+        return await token_request_looked_up(self.token_issuer, orjson.loads(account.value), asked, self._core_object,
+                                             validate if self._subresource_admission(mutating=False) else None)
 
     def _subresource_admission(self, mutating: bool) -> bool:
         """Whether a subresource write handled on its own (``_bind``, ``_evict``, ``_scale``) must

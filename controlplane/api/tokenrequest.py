@@ -210,6 +210,7 @@ class Verified:
 
 
 Getter = Callable[[str, str | None, str], Awaitable[dict[str, Any] | None]]
+Admit = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _is_ref(value: Any) -> bool:
@@ -277,13 +278,22 @@ def account_of(claims: dict[str, Any]) -> tuple[str, str, str]:
 
 
 async def token_request_looked_up(issuer: TokenIssuer, account: dict[str, Any], body: Any,
-                                  get: Getter) -> dict[str, Any]:
+                                  get: Getter, admit: Admit | None = None) -> dict[str, Any]:
     """``token_request`` with its bound object looked up through ``get(plural, namespace, name)``
     (None when missing), as upstream's TokenREST does after validating the request: a missing
     object is 404, a pod of another service account 400, a ``uid`` that is not the object's 409;
     a pod's token names its node too (ServiceAccountTokenPodNodeInfo), without a uid if the
-    node is gone."""
-    token_request(issuer, account, body, bound_claims={}, sign=False)  # the validation first, as upstream
+    node is gone. ``admit``, when given, is validating admission, called between the two as
+    upstream's ``createValidation``, with the TokenRequest as defaulted (the account's name,
+    namespace and uid, the audiences, its creation time, an empty status)."""
+    checked = token_request(issuer, account, body, bound_claims={}, sign=False)  # the validation first
+    if admit is not None:  # the request's own metadata (labels, annotations) kept, as upstream's req
+        asked_meta = body.get("metadata")
+        checked["metadata"] = {**(asked_meta if isinstance(asked_meta, dict) else {}), **checked["metadata"]}
+        if checked["spec"]["boundObjectRef"] is None:
+            del checked["spec"]["boundObjectRef"]  # (omitempty)
+        checked["status"] = {"token": "", "expirationTimestamp": None}
+        await admit(checked)
     ref = body["spec"].get("boundObjectRef") if isinstance(body.get("spec"), dict) else None
     if not isinstance(ref, dict):
         return token_request(issuer, account, body)

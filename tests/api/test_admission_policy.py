@@ -160,3 +160,23 @@ async def test_policies_judge_bindings_evictions_and_scales_by_their_own_kind(cl
     assert e.value.code == 422 and e.value.message.endswith("denied request: at most 4")
     await client.patch(f"{DEPLOYMENTS}/scaled/scale", {"spec": {"replicas": 3}})
     assert (await client.get(f"{DEPLOYMENTS}/scaled"))["spec"]["replicas"] == 3
+
+
+async def test_policies_judge_token_requests_as_creates_of_serviceaccounts_token(client: Client) -> None:
+    """A TokenRequest is admitted as upstream's TokenREST admits it: a CREATE of
+    serviceaccounts/token, the TokenRequest (defaulted: 3600 s) the object the policy sees."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+              "resources": ["serviceaccounts/token"]}]
+    await client.create(POLICIES, {"metadata": {"name": "short-tokens"}, "spec": {
+        "matchConstraints": {"resourceRules": rules},
+        "validations": [{"expression": "request.kind.kind == 'TokenRequest' && request.subResource == 'token' && "
+                                       "object.metadata.name == 'default' && "
+                                       "object.spec.expirationSeconds <= 3600", "message": "an hour at most"}]}})
+    await bind(client, "short-tokens", "short-tokens", ["Deny"])
+    url = f"{resource_path('', 'v1', 'serviceaccounts', 'default')}/default/token"
+    with pytest.raises(ApiError) as e:
+        await client.create(url, {"spec": {"expirationSeconds": 7200}})
+    assert e.value.code == 422 and e.value.message == \
+        "ValidatingAdmissionPolicy 'short-tokens' with binding 'short-tokens' denied request: an hour at most"
+    issued = await client.create(url, {"spec": {}})
+    assert issued["status"]["token"] and issued["spec"]["expirationSeconds"] == 3600

@@ -548,3 +548,40 @@ def test_an_evictions_delete_is_not_admitted_as_a_pods_delete(api: Api, hook: We
     assert api.http.get(f"{PODS}/evicted-anyway").status_code == 404  # unbound: deleted at once
     assert len(hook.seen("/deny")) == seen
     assert api.http.get(f"{PODS}/kept").status_code == 200
+
+
+def test_a_token_request_is_admitted_as_a_create_of_serviceaccounts_token(api: Api, hook: WebhookServer) -> None:
+    """As upstream's TokenREST: the mutating webhooks get the TokenRequest as posted (its
+    namespace filled in), the validating ones the mutated request once validated and defaulted
+    (the account's name and uid, the server's audiences, an empty status); a refusal issues no token."""
+    rules = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["serviceaccounts/token"]}]
+    api.configure(MUTATING, "token-mutate", [webhook("mutate.token.example.com", hook, "/mutate", rules=rules)])
+    api.configure(VALIDATING, "token-check", [
+        webhook("seen.token.example.com", hook, "/", rules=rules),
+        webhook("deny.token.example.com", hook, "/deny", rules=rules, objectSelector={"matchLabels": {"bad": "true"}})])
+    url = f"/api/v1/namespaces/{NS}/serviceaccounts/default/token"
+    r = api.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                 "metadata": {"labels": {"asked": "1"}}, "spec": {"expirationSeconds": 1200}})
+    assert r.status_code == 201, r.text
+    assert r.json()["status"]["token"]
+    kind = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
+    (mutated,) = [rv for rv in hook.seen("/mutate") if rv["kind"] == kind]
+    assert (mutated["operation"], mutated["subResource"], mutated["name"], mutated["namespace"]) == \
+        ("CREATE", "token", "default", NS)
+    assert mutated["resource"] == {"group": "", "version": "v1", "resource": "serviceaccounts"}
+    assert mutated["object"]["metadata"] == {"namespace": NS, "labels": {"asked": "1"}, "creationTimestamp": None}
+    (validated,) = [rv for rv in hook.seen("/") if rv["kind"] == kind]
+    meta = validated["object"]["metadata"]
+    account = api.http.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default").json()
+    assert meta["labels"] == {"asked": "1", "mutated": "yes"}  # the mutating webhook's patch
+    assert (meta["name"], meta["namespace"], meta["uid"]) == ("default", NS, account["metadata"]["uid"])
+    assert meta["creationTimestamp"] and validated["object"]["spec"]["expirationSeconds"] == 1200
+    assert validated["object"]["spec"]["audiences"] and "boundObjectRef" not in validated["object"]["spec"]
+    assert validated["object"]["status"] == {"token": "", "expirationTimestamp": None}
+
+    r = api.http.post(url, json={"metadata": {"labels": {"bad": "true"}}, "spec": {}})
+    assert r.status_code == 403 and "deny.token.example.com" in r.json()["message"], r.text
+    assert r.json()["kind"] == "Status"  # no TokenRequest, no token
+    r = api.http.post(f"/api/v1/namespaces/{NS}/serviceaccounts/nobody/token", json={"spec": {}})
+    assert r.status_code == 404, r.text  # the account is looked up after mutation, before validation
