@@ -159,10 +159,13 @@ def _directive() -> tuple[str, str]:
 
 def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
                  merge_patch: bytes | None = None, added_keys: int = 0,
-                 stored: dict[str, Any] | None = None, strategic: Any = None) -> dict[str, Any]:
+                 stored: dict[str, Any] | None = None, strategic: Any = None,
+                 json_patch: tuple[bytes, list[Any]] | None = None) -> dict[str, Any]:
     """Check a request's object: the decoded body of a create or update (``body`` its
     raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
-    merge patch, whose duplicate keys upstream reports; a JSON patch has none to report).
+    merge patch, whose duplicate keys upstream reports; ``json_patch`` a JSON patch, raw and
+    decoded, whose operations' unknown and duplicate fields it reports first, each prefixed
+    ``json patch``, as upstream's ``applyJSPatch``).
     ``added_keys``: keys the server put into ``obj`` that ``body`` did not have.
     ``stored``: the stored object a patch was applied to; the parts of ``obj`` left as they
     were there are not checked again (a status patch's spec, mostly). ``strategic``: the
@@ -177,9 +180,14 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     on the field ``patch`` for a patch, as kube-apiserver's patch handler words them.
     A missing required field is 422 Invalid with its causes."""
     directive, method = _directive()
+    operations = json_patch_problems(*json_patch) if json_patch is not None and directive != "Ignore" else []
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
-    if shape is None:
-        return obj  # no schema (custom resources until theirs are registered): everything is kept
+    if shape is None:  # no schema (custom resources until theirs are registered): everything is kept
+        if operations and directive == "Strict":
+            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(operations))
+        for p in operations:
+            add_warning(p)
+        return obj
     # the keys are counted only to find a body's duplicates (a patch's result has no body)
     count_keys = directive != "Ignore" and body is not None
     found = shape.check(obj, count_keys=count_keys, known=stored if body is None else None)
@@ -214,6 +222,8 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     problems = found.problems
     if directive != "Ignore" and merge_patch is not None:
         problems = _patch_duplicates(merge_patch) + problems
+    if operations:
+        problems = operations + problems
     req = _CURRENT.get()
     yaml_duplicates = req.yaml_duplicates if req is not None and body is not None and directive != "Ignore" else []
     if problems or yaml_duplicates:
@@ -299,6 +309,34 @@ def _patch_duplicates(patch: bytes) -> list[str]:
         return []
     tree, duplicates = decode_with_duplicates(patch)
     return [f'duplicate field "{path}"' for path in _duplicate_paths(tree, duplicates, "")]
+
+
+_JSON_PATCH_FIELDS = frozenset(("op", "path", "from", "value"))  # upstream's jsonPatchOp
+
+
+def json_patch_problems(patch: bytes, ops: list[Any]) -> list[str]:
+    """What upstream's strict decoding of a JSON patch into its operations finds, in the
+    order met: a field an operation repeats (in its ``value`` too, at any depth) or does not
+    have, each ``json patch duplicate field "[1].path"``, ``json patch unknown field "[0].foo"``
+    (an unknown field's value is skipped, not looked into)."""
+    unknown = any(isinstance(op, dict) and not op.keys() <= _JSON_PATCH_FIELDS for op in ops)
+    if not unknown and not may_have_duplicates(patch, _object_keys(ops)):
+        return []
+    tree, duplicates = decode_with_duplicates(patch)
+    found = []
+    for i, op in enumerate(tree):
+        if not isinstance(op, dict):
+            continue
+        repeated = duplicates.get(id(op), ())
+        for k, v in op.items():
+            if k in repeated:
+                found.append(f'json patch duplicate field "[{i}].{k}"')
+            if k not in _JSON_PATCH_FIELDS:
+                found.append(f'json patch unknown field "[{i}].{k}"')
+            elif k == "value":
+                found.extend(f'json patch duplicate field "{p}"'
+                             for p in _duplicate_paths(v, duplicates, f"[{i}].value"))
+    return found
 
 
 def _object_keys(value: Any) -> int:

@@ -1331,7 +1331,8 @@ class KubeApi:
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                         "the latest version and try again")
             obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old,
-                               strategic=patch if patch_schema is not None else None)
+                               strategic=patch if patch_schema is not None else None,
+                               json_patch=(body, patch) if json_patch else None)
             self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
             if patch_schema is None:  # (a strategic patch's result is typed through the unstructured converter,
                 check_patched_type_meta(self.registry, rtype, obj)  # which keeps any kind: the URL's is written)

@@ -124,6 +124,34 @@ def test_update_and_patch_are_validated_too(served: Serve) -> None:
                                         "type map[string]string")
 
 
+def test_a_json_patchs_own_unknown_and_duplicate_fields_come_first_prefixed(served: Serve) -> None:
+    """As upstream's applyJSPatch: the operations' own problems, ``json patch ...``, then the
+    patched object's, unprefixed (an unknown field a patch adds is the object's)."""
+    auth = bearer(served)
+    url = f"{served.url}/api/v1/namespaces/default/configmaps"
+    assert httpx.post(url, json={"metadata": {"name": "jp"}, "data": {"a": "1"}}, headers=auth).status_code == 201
+    jp = {"content-type": "application/json-patch+json", **auth}
+    ops = (b'[{"op": "add", "path": "/data/b", "value": "1", "foo": "x"},'
+           b' {"op": "add", "path": "/metadata/labels", "path": "/metadata/labels", "value": {"k": "1", "k": "2"}},'
+           b' {"op": "add", "path": "/x", "value": 1}]')
+    problems = ['json patch unknown field "[0].foo"', 'json patch duplicate field "[1].path"',
+                'json patch duplicate field "[1].value.k"', 'unknown field "x"']
+    r = httpx.patch(f"{url}/jp", content=ops, params={"fieldValidation": "Strict"}, headers=jp)
+    assert r.status_code == 422 and r.json()["reason"] == "Invalid", r.text
+    assert r.json()["message"].startswith(' "" is invalid: patch: Invalid value: "{')
+    assert r.json()["message"].endswith('}": strict decoding error: ' + ", ".join(problems))
+    r = httpx.patch(f"{url}/jp", content=ops, headers=jp)  # Warn, the default
+    assert r.status_code == 200 and warnings(r) == problems, r.text
+    assert r.json()["data"] == {"a": "1", "b": "1"} and r.json()["metadata"]["labels"] == {"k": "2"}
+    r = httpx.patch(f"{url}/jp", content=ops.replace(b"/data/b", b"/data/d"), params={"fieldValidation": "Ignore"},
+                    headers=jp)
+    assert r.status_code == 200 and warnings(r) == [], r.text
+    # a JSON patch without problems of its own reports only the object's
+    r = httpx.patch(f"{url}/jp", json=[{"op": "add", "path": "/y", "value": 1}], params={"fieldValidation": "Strict"},
+                    headers=jp)
+    assert r.status_code == 422 and r.json()["message"].endswith('strict decoding error: unknown field "y"')
+
+
 def test_missing_required_fields_are_422_with_causes(served: Serve) -> None:
     auth = bearer(served)
     pods = f"{served.url}/api/v1/namespaces/default/pods"
