@@ -64,6 +64,7 @@ from ..registry.strategies import (
     SERVICE_PICKS,
     free_cluster_ip,
     free_node_port,
+    taken_health_check_port,
     taken_ip_cause,
     taken_port_causes,
 )
@@ -276,7 +277,12 @@ class ServiceWrite:
         if key.startswith(IP_PREFIX):
             causes = [taken_ip_cause(obj, key[len(IP_PREFIX):].decode())]
         else:
-            causes = taken_port_causes(obj, int(key[len(PORT_PREFIX):]))
+            port = int(key[len(PORT_PREFIX):])
+            health_check = taken_health_check_port(obj, port)
+            if health_check is not None:  # upstream's NewInternalError of allocHealthCheckNodePort's error
+                return ApiError(500, "InternalError", f"Internal error occurred: {health_check}",
+                                {"causes": [{"message": health_check}]})
+            causes = taken_port_causes(obj, port)
         return ApiError.invalid(rtype, name, causes)
 
     async def _refresh(self) -> None:

@@ -299,6 +299,38 @@ def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None,
     return causes
 
 
+def health_check_port_refusal(svc: dict[str, Any], old: dict[str, Any] | None) -> str | None:
+    """Upstream's allocHealthCheckNodePort refusing a requested ``healthCheckNodePort`` out of
+    the node port range, in its words (which the API server answers as a 500, NewInternalError);
+    asked only when the Service comes to need one (a Local LoadBalancer, not one before), as
+    upstream's updateHealthCheckNodePort."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict) or not _needs_health_check(spec):
+        return None
+    port = spec.get("healthCheckNodePort")
+    if not isinstance(port, int) or isinstance(port, bool) or not port or port in NODE_PORTS:
+        return None
+    old_spec = (old or {}).get("spec")
+    if isinstance(old_spec, dict) and _needs_health_check(old_spec):
+        return None  # kept (an update may not change it: immutable)
+    return (f"failed to allocate requested HealthCheck NodePort {port}: provided port is not in the valid range. "
+            f"The range of valid ports is {NODE_PORTS.start}-{NODE_PORTS.stop - 1}")
+
+
+def taken_health_check_port(svc: dict[str, Any], port: int) -> str | None:
+    """The allocator's refusal of a requested ``healthCheckNodePort`` another Service holds (a 500
+    upstream), when no ``nodePort`` of the Service asks for it too (those are refused first, 422)."""
+    spec = svc.get("spec") or {}
+    if spec.get("healthCheckNodePort") != port or any(
+            isinstance(p, dict) and p.get("nodePort") == port for p in spec.get("ports") or ()):
+        return None
+    return f"failed to allocate requested HealthCheck NodePort {port}: provided port is already allocated"
+
+
+def _needs_health_check(spec: dict[str, Any]) -> bool:
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
 def taken_ip_cause(svc: dict[str, Any], ip: str) -> dict[str, str]:
     """The allocator's refusal of a requested cluster IP another Service holds."""
     ips = (svc.get("spec") or {}).get("clusterIPs")
@@ -307,13 +339,11 @@ def taken_ip_cause(svc: dict[str, Any], ip: str) -> dict[str, str]:
 
 
 def taken_port_causes(svc: dict[str, Any], port: int) -> Causes:
-    """The allocator's refusal of a requested node port another Service holds (each field asking it)."""
+    """The allocator's refusal of a requested node port another Service holds (each ``nodePort``
+    asking it; a ``healthCheckNodePort`` alone: ``taken_health_check_port``)."""
     spec = svc.get("spec") or {}
-    causes = [_invalid_go(f"spec.ports[{i}].nodePort", str(port), "provided port is already allocated")
-              for i, p in enumerate(spec.get("ports") or ()) if isinstance(p, dict) and p.get("nodePort") == port]
-    if spec.get("healthCheckNodePort") == port:
-        causes.append(_invalid_go("spec.healthCheckNodePort", str(port), "provided port is already allocated"))
-    return causes
+    return [_invalid_go(f"spec.ports[{i}].nodePort", str(port), "provided port is already allocated")
+            for i, p in enumerate(spec.get("ports") or ()) if isinstance(p, dict) and p.get("nodePort") == port]
 
 
 def _invalid_go(field: str, shown: str, message: str) -> dict[str, str]:

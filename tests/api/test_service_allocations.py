@@ -84,6 +84,42 @@ async def test_a_taken_or_foreign_node_port_is_refused(client: Client) -> None:
     assert moved["spec"]["ports"][0]["nodePort"] == 30080
 
 
+async def test_a_requested_health_check_node_port_out_of_range_or_taken_is_refused(client: Client) -> None:
+    """As upstream's allocHealthCheckNodePort: its error, a 500 (NewInternalError), when the
+    Service comes to need the port; a ``nodePort`` asking the same port is refused first (422)."""
+    local = {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}
+    message = ("Internal error occurred: failed to allocate requested HealthCheck NodePort {}: provided port is "
+               "{}")
+    out_of_range = "not in the valid range. The range of valid ports is 30000-32767"
+    for port in (80, 40000):
+        with pytest.raises(ApiError) as e:
+            await client.create(SVCS, svc("hc", healthCheckNodePort=port, **local))
+        assert (e.value.code, e.value.reason) == (500, "InternalError")
+        assert e.value.message == message.format(port, out_of_range)
+        why = message.format(port, out_of_range).removeprefix("Internal error occurred: ")
+        assert e.value.status["details"] == {"causes": [{"message": why}]}
+    created = await client.create(SVCS, svc("hc", healthCheckNodePort=31001, **local))
+    assert created["spec"]["healthCheckNodePort"] == 31001
+    with pytest.raises(ApiError) as taken:
+        await client.create(SVCS, svc("hc2", healthCheckNodePort=31001, **local))
+    assert (taken.value.code, taken.value.message) == (500, message.format(31001, "already allocated"))
+    with pytest.raises(ApiError) as first:  # the node ports are allocated before it
+        await client.create(SVCS, svc("hc2", healthCheckNodePort=80, ports=[{"port": 80, "nodePort": 31001}],
+                                      **local))
+    assert first.value.code == 422 and "spec.ports[0].nodePort: Invalid value: 31001: provided port is already " \
+        "allocated" in first.value.message
+    # an update that makes a Service need one asks the allocator too; one that keeps it does not
+    await client.create(SVCS, svc("later", type="LoadBalancer"))
+    with pytest.raises(ApiError) as update:
+        await client.patch(f"{SVCS}/later", {"spec": {"externalTrafficPolicy": "Local", "healthCheckNodePort": 65000}})
+    assert (update.value.code, update.value.message) == (500, message.format(65000, out_of_range))
+    kept = await client.patch(f"{SVCS}/hc", {"metadata": {"labels": {"a": "b"}}})
+    assert kept["spec"]["healthCheckNodePort"] == 31001
+    await client.delete(f"{SVCS}/hc")  # released with its Service
+    again = await client.create(SVCS, svc("hc2", healthCheckNodePort=31001, **local))
+    assert again["spec"]["healthCheckNodePort"] == 31001
+
+
 async def test_allocated_node_ports_avoid_the_taken_ones(client: Client) -> None:
     ports: set[int] = set()
     for i in range(20):

@@ -155,3 +155,14 @@ spec: {type: NodePort, healthCheckNodePort: 31999, selector: {app: np}, ports: [
     assert r.returncode == 1
     assert ("spec.healthCheckNodePort: Invalid value: 31999: may only be set when `type` is 'LoadBalancer' and "
             "`externalTrafficPolicy` is 'Local'") in r.stderr
+    r = run(served, "create", "-f", "-", stdin="""
+apiVersion: v1
+kind: Service
+metadata: {name: lb-out}
+spec: {type: LoadBalancer, externalTrafficPolicy: Local, healthCheckNodePort: 80, ports: [{port: 80}]}
+""")  # refused by the allocator, whose error upstream answers as an internal one
+    assert r.returncode == 1
+    assert ("Error from server (InternalError): error when creating \"STDIN\": Internal error occurred: failed to "
+            "allocate requested HealthCheck NodePort 80: provided port is not in the valid range. The range of valid "
+            "ports is 30000-32767") in r.stderr, r.stderr
+    assert run(served, "get", "service", "lb-out").returncode == 1
