@@ -278,11 +278,7 @@ class ServiceWrite:
             causes = [taken_ip_cause(obj, key[len(IP_PREFIX):].decode())]
         else:
             port = int(key[len(PORT_PREFIX):])
-            health_check = taken_health_check_port(obj, port)
-            if health_check is not None:  # upstream's NewInternalError of allocHealthCheckNodePort's error
-                return ApiError(500, "InternalError", f"Internal error occurred: {health_check}",
-                                {"causes": [{"message": health_check}]})
-            causes = taken_port_causes(obj, port)
+            causes = taken_port_causes(obj, port) or taken_health_check_port(obj, port)
         return ApiError.invalid(rtype, name, causes)
 
     async def _refresh(self) -> None:

@@ -60,7 +60,7 @@ from ..registry.strategies import (
     SERVICE_CIDR,
     BadData,
     default,
-    health_check_port_refusal,
+    health_check_port_causes,
     prepare,
     service_allocation_causes,
     validate_metadata,
@@ -1793,11 +1793,10 @@ class KubeApi:
         if causes:
             raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
         await write.reserve(rtype, namespace or "", name, obj)
-        refused = health_check_port_refusal(obj, old)  # (after the node ports, as upstream's allocator)
-        if refused is not None:
+        refused = health_check_port_causes(obj, old)  # (after the node ports, as upstream's allocator)
+        if refused:
             await write.abort()
-            raise ApiError(500, "InternalError", f"Internal error occurred: {refused}",
-                           {"causes": [{"message": refused}]})
+            raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", refused)
 
     async def _service_ranges(self) -> None:
         """The allocator's ranges from the cached ServiceCIDRs, when they changed."""

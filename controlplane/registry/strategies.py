@@ -299,32 +299,35 @@ def service_allocation_causes(svc: dict[str, Any], old: dict[str, Any] | None,
     return causes
 
 
-def health_check_port_refusal(svc: dict[str, Any], old: dict[str, Any] | None) -> str | None:
-    """Upstream's allocHealthCheckNodePort refusing a requested ``healthCheckNodePort`` out of
-    the node port range, in its words (which the API server answers as a 500, NewInternalError);
+def health_check_port_causes(svc: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """A requested ``healthCheckNodePort`` out of the node port range, refused in upstream's
+    allocator's words (allocHealthCheckNodePort: ``provided port is not in the valid range``);
     asked only when the Service comes to need one (a Local LoadBalancer, not one before), as
-    upstream's updateHealthCheckNodePort."""
+    upstream's updateHealthCheckNodePort. Upstream answers it as a 500 (its allocator's error
+    through NewInternalError); here it is the 422 of the node ports' same refusal: bad input is
+    never a 500 on this server (docs/api-compatibility.md)."""
     spec = svc.get("spec")
     if not isinstance(spec, dict) or not _needs_health_check(spec):
-        return None
+        return []
     port = spec.get("healthCheckNodePort")
     if not isinstance(port, int) or isinstance(port, bool) or not port or port in NODE_PORTS:
-        return None
+        return []
     old_spec = (old or {}).get("spec")
     if isinstance(old_spec, dict) and _needs_health_check(old_spec):
-        return None  # kept (an update may not change it: immutable)
-    return (f"failed to allocate requested HealthCheck NodePort {port}: provided port is not in the valid range. "
-            f"The range of valid ports is {NODE_PORTS.start}-{NODE_PORTS.stop - 1}")
+        return []  # kept (an update may not change it: immutable)
+    return [_invalid_go("spec.healthCheckNodePort", str(port),
+                        f"provided port is not in the valid range. The range of valid ports is "
+                        f"{NODE_PORTS.start}-{NODE_PORTS.stop - 1}")]
 
 
-def taken_health_check_port(svc: dict[str, Any], port: int) -> str | None:
-    """The allocator's refusal of a requested ``healthCheckNodePort`` another Service holds (a 500
-    upstream), when no ``nodePort`` of the Service asks for it too (those are refused first, 422)."""
+def taken_health_check_port(svc: dict[str, Any], port: int) -> Causes:
+    """The allocator's refusal of a requested ``healthCheckNodePort`` another Service holds, when
+    no ``nodePort`` of the Service asks for it too (those are refused first); a 422, as above."""
     spec = svc.get("spec") or {}
     if spec.get("healthCheckNodePort") != port or any(
             isinstance(p, dict) and p.get("nodePort") == port for p in spec.get("ports") or ()):
-        return None
-    return f"failed to allocate requested HealthCheck NodePort {port}: provided port is already allocated"
+        return []
+    return [_invalid_go("spec.healthCheckNodePort", str(port), "provided port is already allocated")]
 
 
 def _needs_health_check(spec: dict[str, Any]) -> bool:

@@ -160,9 +160,8 @@ apiVersion: v1
 kind: Service
 metadata: {name: lb-out}
 spec: {type: LoadBalancer, externalTrafficPolicy: Local, healthCheckNodePort: 80, ports: [{port: 80}]}
-""")  # refused by the allocator, whose error upstream answers as an internal one
+""")  # refused in the allocator's words (a 422 here; upstream answers its allocator's error as a 500)
     assert r.returncode == 1
-    assert ("Error from server (InternalError): error when creating \"STDIN\": Internal error occurred: failed to "
-            "allocate requested HealthCheck NodePort 80: provided port is not in the valid range. The range of valid "
-            "ports is 30000-32767") in r.stderr, r.stderr
+    assert ("spec.healthCheckNodePort: Invalid value: 80: provided port is not in the valid range. The range of "
+            "valid ports is 30000-32767") in r.stderr, r.stderr
     assert run(served, "get", "service", "lb-out").returncode == 1
