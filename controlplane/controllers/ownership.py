@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.scheduler.plugins.selectors import match_label_selector
 
 __all__ = ["EXPECTATIONS_TIMEOUT", "FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents",
            "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of", "owner_exists", "pods_to_sync"]
@@ -216,6 +217,31 @@ async def owner_exists(client: Client, dependent: Mapping[str, Any], uid: str) -
                 raise
             return bool(meta_of(owner).get("uid") == uid)
     return False
+
+
+def adoptable(key: str, obj: Mapping[str, Any], prefix: str, selector: Mapping[str, Any]) -> bool:
+    """Whether a released object (``key`` ``namespace/name``) may be adopted by an owner of the
+    namespace ``prefix`` names, with the non-empty ``selector``: not being deleted, and matched
+    (upstream's ControllerRefManager)."""
+    dep = meta_of(obj)
+    return key.startswith(prefix) and not dep.get("deletionTimestamp") \
+        and match_label_selector(selector, dep.get("labels") or {})
+
+
+async def add_controller_ref(client: Client, group: str, plural: str, obj: Mapping[str, Any],
+                             ref: dict[str, Any]) -> bool:
+    """Adopt ``obj``: its owner references with ``ref`` (the controller's) added, written against
+    the version read; False when it is gone or changed meanwhile (404, 409: its next event says)."""
+    dep = meta_of(obj)
+    try:
+        await client.patch(resource_path(group, "v1", plural, dep.get("namespace"), dep.get("name")),
+                           {"metadata": {"ownerReferences": [*(dep.get("ownerReferences") or ()), ref],
+                                         "resourceVersion": dep.get("resourceVersion")}})
+    except ApiError as e:
+        if e.code not in (404, 409):
+            raise
+        return False
+    return True
 
 
 async def collect(client: Client, kind: str, dependents: Mapping[str, dict[str, Any]], owner_uid: str,

@@ -21,11 +21,21 @@ from typing import Any, ClassVar
 
 from controlplane.client import ApiError, Client, InformerHandle, resource_path
 from controlplane.client.workqueue import WorkQueue
-from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
 from .history import History
-from .ownership import ORPHAN, Dependents, Expectations, collect, finalize, key_of, meta_of, pods_to_sync
+from .ownership import (
+    ORPHAN,
+    Dependents,
+    Expectations,
+    add_controller_ref,
+    adoptable,
+    collect,
+    finalize,
+    key_of,
+    meta_of,
+    pods_to_sync,
+)
 
 __all__ = ["RevisionedSetController"]
 
@@ -151,24 +161,19 @@ class RevisionedSetController:
         adopted = False
         for plural, candidates in (("pods", released), ("controllerrevisions", orphans)):
             for key, obj in list(candidates.items()):
-                dep = meta_of(obj)
-                if not key.startswith(prefix) or dep.get("deletionTimestamp") \
-                        or not match_label_selector(selector, dep.get("labels") or {}) \
+                if not adoptable(key, obj, prefix, selector) \
                         or (plural == "pods" and member is not None and not member(obj)):
                     continue
-                group = "" if plural == "pods" else "apps"
-                if plural == "pods":
-                    self.expectations.expect(uid, "+" + str(dep.get("name", "")))
+                pod = "+" + str(meta_of(obj).get("name", "")) if plural == "pods" else None
+                if pod is not None:
+                    self.expectations.expect(uid, pod)
+                taken = False
                 try:
-                    await self.client.patch(
-                        resource_path(group, "v1", plural, dep.get("namespace"), dep.get("name")),
-                        {"metadata": {"ownerReferences": [*(dep.get("ownerReferences") or ()), ref],
-                                      "resourceVersion": dep.get("resourceVersion")}})
-                except ApiError as e:
-                    if plural == "pods":
-                        self.expectations.seen(uid, "+" + str(dep.get("name", "")))
-                    if e.code not in (404, 409):
-                        raise
+                    taken = await add_controller_ref(self.client, "" if pod else "apps", plural, obj, ref)
+                finally:  # (a pod not adopted, by a conflict or an error, is not expected)
+                    if pod is not None and not taken:
+                        self.expectations.seen(uid, pod)
+                if not taken:
                     continue
                 candidates.pop(key, None)
                 adopted = True

@@ -57,10 +57,20 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
-from controlplane.scheduler.plugins.selectors import match_label_selector
 
 from .events import Recorder
-from .ownership import Dependents, Expectations, collect, controller_uid, finalize, key_of, meta_of, pods_to_sync
+from .ownership import (
+    Dependents,
+    Expectations,
+    add_controller_ref,
+    adoptable,
+    collect,
+    controller_uid,
+    finalize,
+    key_of,
+    meta_of,
+    pods_to_sync,
+)
 from .readiness import available as pods_available
 from .readiness import is_ready, seconds_since
 
@@ -260,21 +270,11 @@ class WorkloadController:
             return False  # an empty selector adopts nothing, as upstream
         prefix = f"{meta.get('namespace', '')}/"
         adopted = False
+        ref = {"apiVersion": "apps/v1", "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
+               "controller": True, "blockOwnerDeletion": True}
         for key, obj in list(released.items()):
-            dep = meta_of(obj)
-            if not key.startswith(prefix) or dep.get("deletionTimestamp") \
-                    or not match_label_selector(selector, dep.get("labels") or {}):
-                continue
-            ref = {"apiVersion": "apps/v1", "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
-                   "controller": True, "blockOwnerDeletion": True}
-            try:
-                await self.client.patch(
-                    resource_path(group, "v1", plural, dep.get("namespace"), dep.get("name")),
-                    {"metadata": {"ownerReferences": [*(dep.get("ownerReferences") or ()), ref],
-                                  "resourceVersion": dep.get("resourceVersion")}})
-            except ApiError as e:
-                if e.code not in (404, 409):
-                    raise
+            if not adoptable(key, obj, prefix, selector) \
+                    or not await add_controller_ref(self.client, group, plural, obj, ref):
                 continue
             released.pop(key, None)
             adopted = True
