@@ -735,6 +735,14 @@ async def test_a_pod_no_instance_type_holds_gets_a_failed_scheduling_event(clien
     assert await items(client, CLAIMS) == []
 
 
+async def launched_claims(client: Client) -> list[dict[str, Any]]:
+    """The NodeClaims, once each has its instance type: a claim is created with the pool's
+    requirements and labelled with the type its launch chose, a write later (as Karpenter's)."""
+    claims = await items(client, CLAIMS)
+    return claims if claims and all("node.kubernetes.io/instance-type" in (c["metadata"].get("labels") or {})
+                                    for c in claims) else []
+
+
 async def test_a_claim_of_a_missing_device_class_launches_nothing_until_the_class_exists(
         client: Client, scaler: Autoscaler) -> None:
     """As the scheduler's PreFilter: a request's DeviceClass that does not exist fails on every
@@ -752,7 +760,7 @@ async def test_a_claim_of_a_missing_device_class_launches_nothing_until_the_clas
         "Failed to schedule pod, request gpu: device class gpu.nvidia.com does not exist"]
     assert await items(client, CLAIMS) == []
     await client.create(resource_path("resource.k8s.io", "v1", "deviceclasses"), DEVICE_CLASS)
-    claims = await wait_for(lambda: items(client, CLAIMS), timeout=5)  # within a batch, not batch_max's retry
+    claims = await wait_for(lambda: launched_claims(client), timeout=5)  # within a batch, not batch_max's retry
     assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in claims] == ["gpu-1x"]
 
 
@@ -773,7 +781,7 @@ async def test_a_pod_whose_claim_template_does_not_exist_launches_nothing_until_
     assert await items(client, CLAIMS) == []
     await client.create(resource_path("resource.k8s.io", "v1", "resourceclaimtemplates", "default"),
                         CLAIM_TEMPLATE)
-    claims = await wait_for(lambda: items(client, CLAIMS), timeout=5)
+    claims = await wait_for(lambda: launched_claims(client), timeout=5)
     assert [c["metadata"]["labels"]["node.kubernetes.io/instance-type"] for c in claims] == ["gpu-1x"]
 
 
