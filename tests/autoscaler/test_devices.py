@@ -314,21 +314,31 @@ def test_a_podgroups_claim_is_allocated_once_for_its_pods_made_or_not() -> None:
     assert asked == [0, 1000, 1000] and p.unschedulable == {}
 
 
-def test_a_podgroups_claim_counts_once_on_the_node_its_running_pods_share() -> None:
-    """Two running pods of a PodGroup on n1 sharing the group's claim, allocated there: n1's
-    device is taken once (it was counted twice, so n1 looked over-full to consolidation)."""
+def l4_node_n1() -> ClusterState:
+    """A cluster of one node, n1, publishing a gpu-1x-l4's device, and the NVIDIA class."""
     st = ClusterState()
     st.device_classes.add(NVIDIA)
     st.node_added(node("n1", cpu="4"))
     [l4] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
     st.slice_set({**l4, "metadata": {**l4["metadata"], "resourceVersion": "1"}})
+    return st
+
+
+# a claim's status: allocated n1's device
+ALLOCATED_ON_N1 = {"allocation": {
+    "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
+    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+
+
+def test_a_podgroups_claim_counts_once_on_the_node_its_running_pods_share() -> None:
+    """Two running pods of a PodGroup on n1 sharing the group's claim, allocated there: n1's
+    device is taken once (it was counted twice, so n1 looked over-full to consolidation)."""
+    st = l4_node_n1()
     st.podgroups["default/g"] = {"metadata": {"name": "g", "namespace": "default"}, "spec": {
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}]}, "status": {
         "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-gpu-x1"}]}}
-    st.claims["default/g-gpu-x1"] = claim_of("g-gpu-x1", status={"allocation": {
-        "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})
+    st.claims["default/g-gpu-x1"] = claim_of("g-gpu-x1", status=ALLOCATED_ON_N1)
     for name in ("r1", "r2"):
         running = group_pod(name, "g", claim="g-gpu-x1")
         running["spec"]["nodeName"] = "n1"
@@ -341,15 +351,8 @@ def test_a_podgroups_claim_counts_once_on_the_node_its_running_pods_share() -> N
 def test_a_pod_whose_shared_claim_is_allocated_goes_only_where_its_devices_are() -> None:
     """A pending pod naming a claim allocated on n1 (for a pod running there) goes to n1 or
     nowhere: nothing is launched for it; and on n1 the claim counts once."""
-    st = ClusterState()
-    st.device_classes.add(NVIDIA)
-    st.node_added(node("n1", cpu="4"))
-    [l4] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
-    st.slice_set({**l4, "metadata": {**l4["metadata"], "resourceVersion": "1"}})
-    st.claims["default/l4"] = claim_of("l4", status={"allocation": {
-        "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})
+    st = l4_node_n1()
+    st.claims["default/l4"] = claim_of("l4", status=ALLOCATED_ON_N1)
     for name in ("r1", "r2"):
         running = shared_pod(name, "l4", cpu="1")
         running["spec"]["nodeName"] = "n1"
