@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -358,9 +358,25 @@ def authorized(allowed: bool, reason: str = "") -> None:
 
 # -- events ---------------------------------------------------------------------------------------------
 
+_second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+
 def micro_time(t: float) -> str:
-    """metav1.MicroTime: RFC 3339 with microseconds, UTC."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """metav1.MicroTime: RFC 3339 with microseconds, UTC (the second formatted once a second)."""
+    global _second
+    second = int(t)
+    micros = round((t - second) * 1e6)  # (as datetime rounds it)
+    if micros == 1_000_000:
+        second, micros = second + 1, 0
+    if _second[0] != second:
+        _second = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{micros:06d}Z"
+
+
+def new_audit_id() -> str:
+    """A random (version 4) UUID's text, as uuid.uuid4() but without building a UUID object."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
 def source_ips(scope: Mapping[str, Any]) -> list[str]:
@@ -389,10 +405,21 @@ def source_ips(scope: Mapping[str, Any]) -> list[str]:
 
 
 def _ip(text: str) -> str | None:
+    """An address as Go's net.IP prints it; None if it is none (the peers' kept: every request has one)."""
+    known = _IPS.get(text, _ip)
+    if known is not _ip:
+        return known  # type: ignore[return-value]
     try:
-        return str(ipaddress.ip_address(text))
+        ip: str | None = str(ipaddress.ip_address(text))
     except ValueError:
-        return None
+        ip = None
+    if len(_IPS) >= 4096:
+        _IPS.clear()
+    _IPS[text] = ip
+    return ip
+
+
+_IPS: dict[str, str | None] = {}
 
 
 def _auth_methods(scope: Mapping[str, Any]) -> str:
@@ -463,6 +490,9 @@ def _header(scope: Mapping[str, Any], wanted: bytes) -> bytes:
     return b""
 
 
+_LEVEL_COUNTS = {level: AUDIT_LEVELS.labels(level) for level in LEVELS}
+
+
 # -- the ASGI layer -------------------------------------------------------------------------------------
 
 Scope = dict[str, Any]
@@ -523,7 +553,7 @@ class _Request:
         self.scope = scope
         self.received = time.time()
         given = _header(scope, b"audit-id")
-        self.id = given.decode("latin-1") if given else str(uuid.uuid4())
+        self.id = given.decode("latin-1") if given else new_audit_id()
         self.attrs = auditing.attributes(scope)
         self.long_running = self.attrs.verb in ("watch", "proxy") \
             or self.attrs.subresource in _LONG_RUNNING_SUBRESOURCES
@@ -544,7 +574,7 @@ class _Request:
         acting: User | None = scope.get(self.auditing.user_scope_key)
         user = authenticated or acting
         decision = self.decision = self.auditing.policy.evaluate(user, self.attrs)
-        AUDIT_LEVELS.labels(decision.level).inc()
+        _LEVEL_COUNTS[decision.level].inc()
         if decision.level == "None":
             return decision
         attrs = self.attrs

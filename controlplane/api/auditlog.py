@@ -7,8 +7,9 @@ Each event is one line: ``json`` (the ``audit.k8s.io/v1`` Event, the default) or
 
 Modes, as upstream's ``--audit-log-mode``:
 
-- ``blocking`` (upstream's default): the line is written (one ``write(2)`` on an ``O_APPEND``
-  descriptor, no fsync: lumberjack does none either) before the request goes on;
+- ``blocking`` (upstream's default): the event loop writes the line itself, before it next
+  waits for the network: the events of one turn of the loop in one ``write(2)`` on an
+  ``O_APPEND`` descriptor, no fsync (lumberjack does none either);
 - ``batch``: lines are queued (at most ``--audit-log-batch-buffer-size``; past it an event is
   dropped and counted in ``apiserver_audit_error_total{plugin="buffered"}``) and a worker
   thread writes whatever is queued in one ``write(2)``; the event loop never waits for the disk.
@@ -27,7 +28,6 @@ limit) are removed, and with ``--audit-log-compress`` the others gzipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import logging
 import os
@@ -112,7 +112,12 @@ class _RotatingFile:
         os.close(self._fd)
         now = time.time()
         stamp = datetime.fromtimestamp(now, UTC).strftime(BACKUP_TIME) + f".{int(now * 1000) % 1000:03d}"
-        os.replace(self.path, self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}"))
+        backup = self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}")
+        while backup.exists() or backup.with_name(backup.name + ".gz").exists():  # (two rotations in a millisecond)
+            now += 0.001
+            stamp = datetime.fromtimestamp(now, UTC).strftime(BACKUP_TIME) + f".{int(now * 1000) % 1000:03d}"
+            backup = self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}")
+        os.replace(self.path, backup)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         self._size = 0
         if self.max_backups or self.max_age or self.compress:
@@ -192,12 +197,22 @@ class LogBackend:
         self._pending: list[bytes] = []
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._closing = False
+        self._flush_soon = False  # (blocking mode: a write is due at the end of this turn of the loop)
         self._errors_logged = 0.0
 
     def process(self, event: Mapping[str, Any]) -> None:
         line = orjson.dumps(event) + b"\n" if self.format == "json" else event_string(event).encode() + b"\n"
         if self._blocking:
-            self._write(line, "log")
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # (no loop: written at once)
+                self._write(line, "log")
+                return
+            self._pending.append(line)
+            if not self._flush_soon:  # the events of this turn of the loop, in one write
+                self._flush_soon = True
+                loop.call_soon(self._flush_now)
             return
         if len(self._pending) >= self.options.buffer_size:
             self._error("buffered", "the audit buffer queue is full: an event was dropped")
@@ -212,14 +227,20 @@ class LogBackend:
     async def close(self) -> None:
         """The queued lines written, the file closed."""
         worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        if worker is not None and self._wake is not None:
+            self._closing = True  # (the worker writes what is queued, then returns)
+            self._wake.set()
+            await worker
         if self._pending:
             lines, self._pending = self._pending, []
-            await asyncio.to_thread(self._write, b"".join(lines), "log")
+            self._write(b"".join(lines), "log")
         self._out.close()
+
+    def _flush_now(self) -> None:
+        self._flush_soon = False
+        lines, self._pending = self._pending, []
+        if lines:
+            self._write(b"".join(lines), "log")
 
     async def _flush_forever(self) -> None:
         assert self._wake is not None
@@ -229,6 +250,8 @@ class LogBackend:
             lines, self._pending = self._pending, []
             if lines:
                 await asyncio.to_thread(self._write, b"".join(lines), "log")
+            if self._closing and not self._pending:
+                return
 
     def _write(self, data: bytes, plugin: str) -> None:
         try:
