@@ -332,11 +332,15 @@ def recording() -> bool:
     return _CURRENT.get() is not None
 
 
-def annotate(key: str, value: str) -> None:
-    """Add an annotation to this request's audit event; the first value of a key stays, as upstream's."""
+def annotate(key: str, value: str, level: str = "Metadata") -> None:
+    """Add an annotation to this request's audit event; the first value of a key stays, as upstream's.
+    ``level``: the least the event's level must be for it to be logged (upstream's
+    AddAnnotationWithLevel: a mutating webhook's patch only from ``Request`` on)."""
     request = _CURRENT.get()
     if request is not None and key not in request.annotations:
         request.annotations[key] = value
+        if level != "Metadata":
+            request.leveled[key] = LEVELS.index(level)
 
 
 def decoded(body: bytes) -> bytes:
@@ -545,8 +549,8 @@ class Auditing:
 class _Request:
     """One request's audit: its event as it fills, and the stages sent."""
 
-    __slots__ = ("annotations", "attrs", "auditing", "body", "code", "decision", "decoded", "id", "long_running",
-                 "received", "response", "response_type", "scope", "started_sent", "static")
+    __slots__ = ("annotations", "attrs", "auditing", "body", "code", "decision", "decoded", "id", "leveled",
+                 "long_running", "received", "response", "response_type", "scope", "started_sent", "static")
 
     def __init__(self, auditing: Auditing, scope: Scope) -> None:
         self.auditing = auditing
@@ -558,6 +562,7 @@ class _Request:
         self.long_running = self.attrs.verb in ("watch", "proxy") \
             or self.attrs.subresource in _LONG_RUNNING_SUBRESOURCES
         self.annotations: dict[str, str] = {}
+        self.leveled: dict[str, int] = {}  # annotations logged only from a level on (LEVELS' index)
         self.decision: Decision | None = None
         self.static: dict[str, Any] = {}  # the event's fields set once the level is known
         self.code = 0
@@ -727,7 +732,11 @@ class _Request:
             self.annotations["authorization.k8s.io/decision"] = "allow"  # (AlwaysAllow's, reason "")
             self.annotations["authorization.k8s.io/reason"] = ""
         if self.annotations:
-            event["annotations"] = dict(self.annotations)
+            if self.leveled:
+                at = LEVELS.index(decision.level)
+                event["annotations"] = {k: v for k, v in self.annotations.items() if self.leveled.get(k, 0) <= at}
+            else:
+                event["annotations"] = dict(self.annotations)
         AUDIT_EVENTS.inc()
         self.auditing.backend.process(event)
 
