@@ -522,6 +522,8 @@ class Auditing:
         self.always_allowed = always_allowed
 
     def __getattr__(self, name: str) -> Any:  # the router's own attributes (discovery, kube, ...)
+        if name == "app":  # (not set yet: no recursion)
+            raise AttributeError(name)
         return getattr(self.app, name)
 
     async def close(self) -> None:
@@ -558,7 +560,10 @@ class _Request:
         self.received = time.time()
         given = _header(scope, b"audit-id")
         self.id = given.decode("latin-1") if given else new_audit_id()
-        self.attrs = auditing.attributes(scope)
+        try:
+            self.attrs = auditing.attributes(scope)
+        except ValueError:  # (a query string that is not UTF-8: the handler answers it; the path is logged)
+            self.attrs = Attributes(str(scope.get("method", "")).lower(), path=scope.get("path", ""))
         self.long_running = self.attrs.verb in ("watch", "proxy") \
             or self.attrs.subresource in _LONG_RUNNING_SUBRESOURCES
         self.annotations: dict[str, str] = {}

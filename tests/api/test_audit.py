@@ -82,3 +82,38 @@ def test_omitted_stages_are_not_written_and_the_id_is_always_returned(tmp_path: 
     auditing, log = _auditing(tmp_path, hello, none)
     sent = asyncio.run(_call(auditing, "/hello"))
     assert any(k == b"Audit-Id" for k, _ in sent[0]["headers"]) and log.read_text() == ""
+
+
+def test_a_query_that_is_no_utf8_is_still_answered_and_logged(tmp_path: Path) -> None:
+    from controlplane.api.rbac import verb_of
+
+    async def hello(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 400, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def attributes(scope: dict[str, Any]) -> Request:
+        scope["query_string"].decode()  # (as the router's parse does)
+        return Request(verb_of("GET", False, False), path=scope["path"])
+
+    log = tmp_path / "audit.log"
+    auditing = Auditing(hello, parse_policy(POLICY), LogBackend(LogOptions(str(log))), attributes, "user",
+                        lambda: True)
+
+    async def call() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await auditing({"type": "http", "method": "GET", "path": "/api/v1/pods", "query_string": b"a=\xff",
+                        "headers": []}, receive, send)
+        return sent
+
+    sent = asyncio.run(call())
+    assert sent[0]["status"] == 400
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["stage"] for e in events] == ["RequestReceived", "ResponseComplete"]
+    assert events[1]["requestURI"] == "/api/v1/pods?a=\xff" and events[1]["verb"] == "get"
