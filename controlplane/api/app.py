@@ -57,7 +57,7 @@ from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from . import podsecurity
-from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, load_policy
+from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
 from .auditlog import LogBackend, LogOptions
 from .errors import ApiError
 from .http1 import CLIENT_CERT_SCOPE_KEY
@@ -310,9 +310,14 @@ class _KubeRoutes:
         if user is None:
             return
         need = AuthzRequest("get", path=path)
-        if self.kube.authorizer is not None and not await self.kube.authorizer.allowed(user, need):
-            await KubeApi._respond(send, 403, forbidden(user, need).body())
-            return
+        authorizer = self.kube.authorizer
+        if authorizer is not None:
+            allowed = await authorizer.allowed(user, need)
+            if recording():  # (the audit event's decision)
+                authorized(allowed, await authorizer.reason(user, need) if allowed else "")
+            if not allowed:
+                await KubeApi._respond(send, 403, forbidden(user, need).body())
+                return
         await target(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:

@@ -54,7 +54,7 @@ def completed(served: Serve, audit_id: str) -> dict[str, Any]:
     log = served.state.parent / "audit.log"
     for _ in range(200):
         for line in log.read_text().splitlines():
-            e = json.loads(line)
+            e: dict[str, Any] = json.loads(line)
             if e["auditID"] == audit_id and e["stage"] == "ResponseComplete":
                 return e
         time.sleep(0.05)
@@ -94,18 +94,19 @@ def test_a_patch_is_left_out_below_the_request_level(api: Api, hook: WebhookServ
 
 
 def test_a_policys_audit_action_and_audit_annotations(api: Api, audited: Serve) -> None:
-    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-              "metadata": {"name": "small-maps"},
-              "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                               "operations": ["CREATE"],
-                                                               "resources": ["configmaps"]}]},
-                       "validations": [{"expression": "true"},
-                                       {"expression": "size(object.data) < 2", "message": "too many keys"}],
-                       "auditAnnotations": [{"key": "keys", "valueExpression": "string(size(object.data))"},
-                                            {"key": "never", "valueExpression": "null"}]}}
-    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-               "metadata": {"name": "small-maps-audit"},
-               "spec": {"policyName": "small-maps", "validationActions": ["Audit", "Warn"]}}
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]
+    policy: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "small-maps"},
+        "spec": {"matchConstraints": {"resourceRules": rules},
+                 "validations": [{"expression": "true"},
+                                 {"expression": "size(object.data) < 2", "message": "too many keys"}],
+                 "auditAnnotations": [{"key": "keys", "valueExpression": "string(size(object.data))"},
+                                      {"key": "never", "valueExpression": "null"}]}}
+    binding: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "small-maps-audit"},
+        "spec": {"policyName": "small-maps", "validationActions": ["Audit", "Warn"]}}
     for path, obj in ((POLICIES, policy), (BINDINGS, binding)):
         r = api.http.post(path, json=obj)
         assert r.status_code == 201, r.text

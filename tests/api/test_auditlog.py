@@ -139,3 +139,11 @@ def test_a_line_longer_than_the_maximum_is_refused(tmp_path: Path) -> None:
 def test_bad_options_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LogOptions("audit.log", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_path_of_dash_is_standard_output(capfd: pytest.CaptureFixture[str]) -> None:
+    backend = LogBackend(LogOptions("-"))
+    backend.process(event(7))
+    asyncio.run(backend.close())
+    out = capfd.readouterr().out
+    assert [json.loads(line) for line in out.splitlines()] == [event(7)]

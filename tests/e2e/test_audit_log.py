@@ -231,6 +231,9 @@ def test_the_audit_id_header_and_a_failed_authentication(audited: Serve) -> None
     assert re.search(r"^apiserver_audit_event_total \d+", metrics, re.M)
     assert re.search(r'^apiserver_audit_level_total\{level="None"\} [1-9]', metrics, re.M)
     assert re.search(r'^apiserver_audit_level_total\{level="RequestResponse"\} [1-9]', metrics, re.M)
+    scraped = complete(events(audited, lambda e: e["requestURI"] == "/metrics", 1))
+    assert scraped["verb"] == "get" and "objectRef" not in scraped
+    assert scraped["annotations"] == {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
     none = [e for e in map(json.loads, log_of(audited).read_text().splitlines())
             if e["requestURI"].startswith("/healthz") or e.get("objectRef", {}).get("resource") == "leases"]
     assert none == []  # level None: not logged
