@@ -229,8 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--audit-log-format", default="json", metavar="FORMAT",
                        help='json (the audit.k8s.io/v1 Event) or legacy (a 1-line text) (default: %(default)s)')
     audit.add_argument("--audit-log-mode", default="blocking", metavar="MODE",
-                       help="blocking (each event written before the request goes on) or batch (queued and "
-                            "written by a background thread) (default: %(default)s)")
+                       help="blocking (written by the event loop itself, before it next waits for the network) "
+                            "or batch (queued and written by a background thread) (default: %(default)s)")
     audit.add_argument("--audit-log-maxage", type=int, default=0, metavar="DAYS",
                        help="the maximum number of days to retain old audit log files based on the timestamp "
                             "encoded in their filename (default: no limit)")
