@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..nodes.config import SimConfig
 
-__all__ = ["ALLOW_UNDEFINED", "ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "FAKE_NODE_ANNOTATION",
-           "PROVIDER_DOMAINS", "may_be_undefined",
+__all__ = ["ALLOW_UNDEFINED", "ARCH", "CAPACITY_TYPE", "DISRUPTED_TAINT", "DO_NOT_DISRUPT", "EPHEMERAL_TAINTS",
+           "FAKE_NODE_ANNOTATION", "PROVIDER_DOMAINS", "may_be_undefined",
            "HOSTNAME",
            "INITIALIZED", "INSTANCE_TYPE", "NODEPOOL", "OS", "RACK", "RACKS_PER_ZONE", "REGION", "REGION_NAME",
            "REGISTERED", "TERMINATION_FINALIZER", "WELL_KNOWN", "ZONE", "custom_label", "device_resource",
@@ -29,6 +29,14 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 # Karpenter taints a node it is about to disrupt, so nothing new lands on it
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+# Karpenter's KnownEphemeralTaints, (key, effect): put on a node while it starts (kube-apiserver's
+# TaintNodesAtCreation, the node lifecycle controller, an external cloud provider, Karpenter's
+# registration) and expected to go, so not held against a node of a NodePool's until it is initialized
+EPHEMERAL_TAINTS = frozenset({("node.kubernetes.io/not-ready", "NoSchedule"),
+                              ("node.kubernetes.io/not-ready", "NoExecute"),
+                              ("node.kubernetes.io/unreachable", "NoSchedule"),
+                              ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+                              ("karpenter.sh/unregistered", "NoExecute")})
 # the node simulator (controlplane.nodes) adopts every Node with this annotation, as KWOK does
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 

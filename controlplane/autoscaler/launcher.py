@@ -16,7 +16,8 @@ termination, as Karpenter's lifecycle and termination controllers drive it.
   Karpenter's KWOK provider creates it: capacity and allocatable, phase
   Pending, no conditions; its kubelet (the node simulator's ``node-initialize``
   stage, or a user's) posts the conditions, addresses and ``nodeInfo``.
-- **Initialization**: once the Node is Ready, it is labelled
+- **Initialization**: once the Node is Ready and without the taints a starting node
+  carries (``labels.EPHEMERAL_TAINTS``: kube-apiserver's ``not-ready`` one), it is labelled
   ``karpenter.sh/initialized`` and the NodeClaim gets ``Initialized`` and
   ``Ready`` True (startup taints are not applied, since nothing in the
   emulator would remove them). Without a kubelet it stays Registered.
@@ -43,6 +44,7 @@ from .labels import (
     CAPACITY_TYPE,
     DISRUPTED_TAINT,
     DO_NOT_DISRUPT,
+    EPHEMERAL_TAINTS,
     FAKE_NODE_ANNOTATION,
     HOSTNAME,
     INITIALIZED,
@@ -219,7 +221,7 @@ class Launcher:
 
     def node_changed(self, node: Obj) -> None:
         """A Node was added or changed: a launch waiting for it to turn Ready goes on."""
-        if _node_ready(node):
+        if _node_initializable(node):
             self._wake(self.state.claim_of.get(key(node), key(node)))
 
     def _wake(self, name: str) -> None:
@@ -338,7 +340,7 @@ class Launcher:
             if (claim.get("metadata") or {}).get("deletionTimestamp"):
                 return
             node = self.state.nodes.get(node_name)
-            if node is not None and _node_ready(node):
+            if node is not None and _node_initializable(node):
                 break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting[name] = waiter
@@ -561,6 +563,14 @@ class Launcher:
 def _node_ready(node: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or ())
+
+
+def _node_initializable(node: Obj) -> bool:
+    """Ready, and without the taints of a starting node (Karpenter's initialization waits for
+    ``KnownEphemeralTaintsRemoved``: the not-ready one kube-apiserver gave it at its create goes
+    when the node lifecycle controller sees it Ready, or at once if it saw it first)."""
+    return _node_ready(node) and not any((t.get("key"), t.get("effect")) in EPHEMERAL_TAINTS
+                                         for t in (node.get("spec") or {}).get("taints") or ())
 
 
 def _newer(a: Obj | None, b: Obj) -> Obj:

@@ -28,7 +28,7 @@ from ..scheduler.nodeinfo import NodeInfo, PodInfo
 from ..scheduler.plugins import DEFAULT_PROFILE
 from ..scheduler.profile import Profile
 from .simulation import PodDemand, SimNode, resource_fit
-from .state import ClusterState
+from .state import ClusterState, as_considered
 
 __all__ = ["SchedulerFits"]
 
@@ -109,7 +109,7 @@ class _Handle:
                     k = _key(p)
                     pod_infos[k] = self._pod_infos[k]
             else:
-                info = NodeInfo(name, node)
+                info = NodeInfo(name, as_considered(node))  # (Karpenter's view of its new nodes' taints)
                 for p in pods:
                     k, rv = _key(p), _version(p)
                     known = self._pod_infos.get(k)

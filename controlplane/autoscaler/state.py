@@ -18,13 +18,14 @@ from typing import Any
 from ..registry.disruption import covers
 from .catalog import Catalog
 from .devices import DeviceTaintRules, TypeDevices, held_by_pool, real_node
-from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL
+from .labels import DISRUPTED_TAINT, DO_NOT_DISRUPT, EPHEMERAL_TAINTS, INITIALIZED, INSTANCE_TYPE, NODEPOOL
 from .provisioner import choose, daemon_requests
 from .requirements import Requirements
 from .resources import Resources, add, parse_resources
 from .simulation import DeviceClasses, PodDemand, SimNode, claim_refs, demand, node_devices, total_requests
 
-__all__ = ["ClusterState", "Simulated", "is_provisionable", "is_reschedulable", "key"]
+__all__ = ["ClusterState", "Simulated", "as_considered", "considered_taints", "is_provisionable", "is_reschedulable",
+           "key"]
 
 Obj = dict[str, Any]
 
@@ -346,8 +347,7 @@ class Simulated:
                 requested = add(requested, self._daemons_missing(node, held))
             claim = st.nodeclaim_of_node(name)
             slices = st.slices_of(name)
-            out.append(SimNode(name, Requirements.from_labels(labels), list((node.get("spec") or {}).get("taints")
-                                                                            or ()),
+            out.append(SimNode(name, Requirements.from_labels(labels), list(considered_taints(node)),
                                allocatable, requested, node=node, pods=pods, slices=slices,
                                nodepool=labels.get(NODEPOOL), claim=key(claim) if claim else None,
                                devices=real_node(name, slices, allocated, st.device_classes, st.taint_rules)
@@ -383,6 +383,25 @@ class Simulated:
         wanted = daemon_requests(self.state.daemonsets.values(), labels, taints)
         there = add(*(self.demand(p).requests for p in held if _owned_by_daemonset(p)))
         return {k: v - there.get(k, 0) for k, v in wanted.items() if v > there.get(k, 0)}
+
+
+def considered_taints(node: Obj) -> list[Obj]:
+    """The node's taints as Karpenter's ``StateNode.Taints()`` counts them: a NodePool's node not
+    initialized yet without its ``EPHEMERAL_TAINTS`` (kube-apiserver gives every new node the
+    not-ready one, which goes once it is Ready), any other node with all of them."""
+    taints: list[Obj] = (node.get("spec") or {}).get("taints") or []
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if taints and NODEPOOL in labels and labels.get(INITIALIZED) != "true":
+        return [t for t in taints if (t.get("key"), t.get("effect")) not in EPHEMERAL_TAINTS]
+    return taints
+
+
+def as_considered(node: Obj) -> Obj:
+    """``node`` itself, or a copy with its ``considered_taints`` when they are fewer."""
+    taints = considered_taints(node)
+    if len(taints) == len((node.get("spec") or {}).get("taints") or ()):
+        return node
+    return {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
 
 
 def _fully_blocking(pdb: Obj) -> bool:

@@ -146,3 +146,34 @@ def test_a_node_with_a_free_device_holds_a_pod_asking_the_extended_resource_its_
     greedy = pod("greedy", "250m")
     greedy["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "2"}
     assert not fits(sim.demand(greedy), n1)  # one device only
+
+
+def test_a_new_nodepool_node_s_ephemeral_taints_are_not_held_against_it() -> None:
+    """As Karpenter's ``StateNode.Taints()``: until a NodePool's node is initialized, the taints
+    every starting node carries (kube-apiserver gives each new Node ``not-ready:NoSchedule``)
+    do not keep pods off it, for the simulation nor for the scheduler's filters; other taints
+    do, and so do all of them on an initialized node or one no NodePool made."""
+    from controlplane.autoscaler.state import as_considered, considered_taints
+
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    dedicated = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    new = node("n1")
+    new["metadata"]["labels"]["karpenter.sh/nodepool"] = "default"
+    new["spec"]["taints"] = [not_ready, dedicated]
+    assert considered_taints(new) == [dedicated]
+    assert as_considered(new)["spec"]["taints"] == [dedicated] and new["spec"]["taints"] == [not_ready, dedicated]
+    initialized = {**new, "metadata": {**new["metadata"], "labels": {**new["metadata"]["labels"],
+                                                                     "karpenter.sh/initialized": "true"}}}
+    assert considered_taints(initialized) == [not_ready, dedicated] and as_considered(initialized) is initialized
+    foreign = node("n2")
+    foreign["spec"]["taints"] = [not_ready]
+    assert considered_taints(foreign) == [not_ready]
+
+    new["spec"]["taints"] = [not_ready]
+    st = ClusterState()
+    st.node_added(new)
+    fits = SchedulerFits(None, st)  # type: ignore[arg-type]
+    sim = Simulated(st, CATALOG)
+    fits.refresh()
+    [existing] = [n for n in sim.nodes() if n.name == "n1"]
+    assert existing.taints == [] and fits(sim.demand(pod("p", "100m")), existing)
