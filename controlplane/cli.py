@@ -111,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="kube-apiserver's AdmissionConfiguration file; its PodSecurity plugin's "
                             "PodSecurityConfiguration (defaults, exemptions) is read, other plugins' entries "
                             "ignored (default: privileged for enforce, audit and warn, no exemptions)")
+    serve.add_argument("--disable-admission-plugins", metavar="LIST", default=(),
+                       type=lambda v: tuple(p.strip() for p in v.split(",") if p.strip()),
+                       help="as kube-apiserver's, of the admission plugins on by default: only "
+                            "TaintNodesByCondition (new Nodes tainted node.kubernetes.io/not-ready:NoSchedule until "
+                            "the node lifecycle controller finds them Ready), which a server whose nodes no such "
+                            "controller watches (--no-scheduler, an external scheduler) may turn off, as upstream's "
+                            "integration tests do (default: none)")
     serve.add_argument("--nodes", type=int, default=0, metavar="N",
                        help="simulated nodes to create at start (default: %(default)s)")
     serve.add_argument("--autoscaler", action="store_true",
@@ -350,6 +357,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             authorization_mode=args.authorization_mode,
             admission_webhooks=args.admission_webhooks,
             admission_control_config_file=args.admission_control_config_file,
+            disable_admission_plugins=args.disable_admission_plugins,
             nodes=args.nodes,
             scheduler=args.scheduler,
             controllers=DEFAULT_CONTROLLERS if args.controllers is None else sum(args.controllers, ()),

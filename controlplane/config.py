@@ -14,8 +14,9 @@ from typing import Literal
 
 from .controllermanager import canonical, check, is_enabled
 
-__all__ = ["ADMISSION_WEBHOOK_MODES", "AUTHORIZATION_MODES", "HTTP_PROTOCOLS", "LOG_LEVELS", "SA_EXTENDED_SECONDS",
-           "SA_WARN_ONLY_SECONDS", "SNAPSHOT_MODES", "Config", "JobBackoff", "NodeLifecycle"]
+__all__ = ["ADMISSION_WEBHOOK_MODES", "AUTHORIZATION_MODES", "DISABLEABLE_ADMISSION_PLUGINS", "HTTP_PROTOCOLS",
+           "LOG_LEVELS", "SA_EXTENDED_SECONDS", "SA_WARN_ONLY_SECONDS", "SNAPSHOT_MODES", "Config", "JobBackoff",
+           "NodeLifecycle"]
 
 AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
@@ -28,6 +29,8 @@ SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
 ADMISSION_WEBHOOK_MODES: tuple[AdmissionWebhookMode, ...] = ("reachable", "all", "off")
+# the admission plugins --disable-admission-plugins may name (upstream's names)
+DISABLEABLE_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
 
 # service account token lifetimes (upstream's pkg/serviceaccount and its flags' bounds, seconds):
 # kubelet's projected token (WarnOnlyBoundTokenExpirationSeconds), what it is extended to
@@ -169,6 +172,10 @@ class Config:
     # kube-apiserver's AdmissionConfiguration file, of which the PodSecurity plugin's
     # configuration is read (api/podsecurity.py; None: upstream's defaults, privileged, no exemptions)
     admission_control_config_file: Path | None = None
+    # kube-apiserver's --disable-admission-plugins, of those this server lets be turned off
+    # (DISABLEABLE_ADMISSION_PLUGINS): TaintNodesByCondition, as upstream's integration tests and
+    # scheduler_perf turn it off where no node lifecycle controller takes its taint off (api/nodetaint.py)
+    disable_admission_plugins: tuple[str, ...] = ()
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
@@ -213,6 +220,10 @@ class Config:
         if self.client_ca_file is not None and self.http_protocol != "controlplane":
             raise ValueError("--client-ca-file needs --http-protocol controlplane (uvicorn's does not pass "
                              "the client's certificate to the app)")
+        unknown = [p for p in self.disable_admission_plugins if p not in DISABLEABLE_ADMISSION_PLUGINS]
+        if unknown:
+            raise ValueError(f"--disable-admission-plugins: {', '.join(unknown)}: only "
+                             f"{', '.join(DISABLEABLE_ADMISSION_PLUGINS)} can be turned off here")
         if self.admission_webhooks not in ADMISSION_WEBHOOK_MODES:
             raise ValueError(f"admission webhooks {self.admission_webhooks!r} is not one of {ADMISSION_WEBHOOK_MODES}")
         if self.http_protocol not in HTTP_PROTOCOLS:

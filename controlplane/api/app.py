@@ -517,6 +517,7 @@ def create_app(config: Config) -> FastAPI:
     app.state.server = state
     kube = KubeApi(Registry(), lambda: state.store, f"{config.host}:{config.port}")
     kube.admission_webhooks(config.admission_webhooks)
+    kube.taint_nodes_at_creation = "TaintNodesByCondition" not in config.disable_admission_plugins
     if config.admission_control_config_file is not None:
         kube.pod_security = podsecurity.load_configuration(config.admission_control_config_file)
     discovery = None

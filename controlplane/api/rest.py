@@ -128,6 +128,7 @@ from .negotiation import (
 )
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
+from .nodetaint import admit_node
 from .params import flag
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
@@ -264,6 +265,8 @@ class KubeApi:
         self._default_class_memo: tuple[int, dict[str, Any] | None] = (-1, None)  # (cache generation, class)
         self._class_memo: tuple[int, dict[str, dict[str, Any]]] = (-1, {})  # (cache generation, classes by name)
         self._namespace_memo: tuple[int, dict[str, bytes]] = (-1, {})  # (cache generation, namespaces by name)
+        # TaintNodesByCondition admission (api/nodetaint.py; off with --disable-admission-plugins)
+        self.taint_nodes_at_creation = True
         # PodSecurity admission's configuration (api/podsecurity.py; --admission-control-config-file)
         self.pod_security = podsecurity.DEFAULT_CONFIGURATION
         self._background: set[asyncio.Future[None]] = set()
@@ -1085,6 +1088,8 @@ class KubeApi:
                     "message": f"Invalid value: {generation}: must be greater than or equal to 0"}])
             if not isinstance(generation, int) or isinstance(generation, bool) or not generation:
                 meta.pop("generation", None)  # (0 is Go's zero value: never serialised)
+        if rtype is self._nodes and self.taint_nodes_at_creation:  # mutating admission: TaintNodesByCondition
+            admit_node(obj)
         if rtype is self._pods and self._service_accounts is not None:  # mutating admission (the token volume)
             await self._service_accounts.admit(namespace or "", obj)
         if rtype is self._pods and self._priority_classes is not None:

@@ -441,3 +441,41 @@ def test_a_pods_observed_generation_follows_its_spec(served: Serve) -> None:
     by_type = {c.type: c.observed_generation for c in pod.status.conditions}
     assert by_type == {"PodReadyToStartContainers": 2, "Initialized": 2, "Ready": 2, "ContainersReady": 2,
                        "PodScheduled": 2}
+
+
+BARE_NODE = """
+apiVersion: v1
+kind: Node
+metadata: {{name: {name}}}
+spec: {spec}
+"""
+
+
+def test_a_node_is_created_not_ready_tainted_and_the_lifecycle_controller_takes_it_off(served: Serve) -> None:
+    """TaintNodesAtCreation (upstream's plugin/pkg/admission/nodetaint): ``kubectl create`` of a
+    bare Node answers it with ``node.kubernetes.io/not-ready:NoSchedule``, a server dry run too;
+    a taint of that key and effect the node brings (another value) is kept, not doubled. The
+    node lifecycle controller then takes the taint off a node without conditions, as upstream's
+    NoSchedule pass does (the node waits for its startup grace period to be found Unknown)."""
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    dry = json.loads(kubectl(served, "create", "--dry-run=server", "-o", "json", "-f", "-",
+                             stdin=BARE_NODE.format(name="bare", spec="{}")))
+    assert dry["spec"]["taints"] == [not_ready]
+    created = json.loads(kubectl(served, "create", "-o", "json", "-f", "-",
+                                 stdin=BARE_NODE.format(name="bare", spec="{}")))
+    assert created["spec"]["taints"] == [not_ready]
+    own = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+           {"key": "node.kubernetes.io/not-ready", "value": "mine", "effect": "NoSchedule"}]
+    brought = json.loads(kubectl(served, "create", "-o", "json", "-f", "-",
+                                 stdin=BARE_NODE.format(name="bare-own", spec=json.dumps({"taints": own}))))
+    assert brought["spec"]["taints"] == own
+    try:
+        eventually(lambda: kubectl(served, "get", "node", "bare", "-o", "jsonpath={.spec.taints}") == "")
+        # the user's taint stays; the controller's key is its own whatever the value
+        eventually(lambda: json.loads(kubectl(served, "get", "node", "bare-own", "-o", "jsonpath={.spec.taints}"))
+                   == own[:1])
+        # an update is no create: a taint taken off is not put back
+        kubectl(served, "taint", "node", "bare-own", "dedicated-")
+        assert kubectl(served, "get", "node", "bare-own", "-o", "jsonpath={.spec.taints}") == ""
+    finally:
+        kubectl(served, "delete", "node", "bare", "bare-own")

@@ -198,7 +198,8 @@ async def test_a_kwok_chaos_stage_setting_ready_false_taints_the_node_and_evicts
 async def test_without_the_controllers_a_failed_node_stays_ready(tmp_path: Path) -> None:
     """The division of labour: with no controllers (``--no-scheduler``) nothing watches the
     Leases, as in a cluster without kube-controller-manager: the simulator's failure stops its
-    Lease and nothing more; the node stays Ready, untainted, its pods where they are."""
+    Lease and nothing more; the node stays Ready, its pods where they are, with no taint but the
+    not-ready one it was created with (TaintNodesAtCreation), which only that controller takes off."""
     app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, node_lifecycle=LIFECYCLE))
     async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client, \
             simulating(client, fast(count=1)) as sim:
@@ -210,7 +211,7 @@ async def test_without_the_controllers_a_failed_node_stays_ready(tmp_path: Path)
         await asyncio.sleep(LIFECYCLE.monitor_grace_period + 1)
         assert (await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"] == lease
         assert await condition(client, "sim-node-0") == "True"
-        assert await taints(client, "sim-node-0") == set()
+        assert await taints(client, "sim-node-0") == {("node.kubernetes.io/not-ready", "NoSchedule")}
         assert not await gone_or_terminating(client, "quick")
 
 

@@ -59,8 +59,13 @@ def podgroup(name: str, min_count: int | None = None, namespace: str = "default"
 
 async def create_node(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
     """Create a node (the create keeps its status, as upstream's) and write the status through
-    nodes/status as well, as a kubelet's later updates do."""
+    nodes/status as well, as a kubelet's later updates do. The not-ready taint the create
+    gives it (TaintNodesAtCreation) is taken off, as the node lifecycle controller these
+    tests' servers do not run would take it off a node without a Ready condition."""
     created: dict[str, Any] = await client.create("/api/v1/nodes", obj)
+    if created["spec"].get("taints") != (obj.get("spec") or {}).get("taints"):
+        await client.patch(f"/api/v1/nodes/{obj['metadata']['name']}",
+                           {"spec": {"taints": (obj.get("spec") or {}).get("taints")}}, patch_type="merge")
     result: dict[str, Any] = await client.patch(f"/api/v1/nodes/{obj['metadata']['name']}/status",
                                                 {"status": obj["status"]}, patch_type="merge")
     return result or created
