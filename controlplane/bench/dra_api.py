@@ -106,7 +106,9 @@ def run(argv: list[str]) -> int:
     procs: list[Any] = []
     port = _free_port()
     try:
-        procs.append(start_server(work, port, ["--components-process"] if args.components_process else []))
+        # (no TaintNodesByCondition, as bench/scheduler.py's server)
+        procs.append(start_server(work, port, ["--disable-admission-plugins", "TaintNodesByCondition",
+                                               *(["--components-process"] if args.components_process else [])]))
         r = asyncio.run(_run(args, port))
     finally:
         stop_all(procs)

@@ -288,7 +288,11 @@ def run(args: argparse.Namespace) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     port = _free_port()
     try:
-        extra = ["--no-scheduler"] if args.external_scheduler else []
+        # as scheduler_perf's API server: no TaintNodesByCondition, whose taint the node lifecycle
+        # controller would take off each node (a write a node, none of the scheduler's work)
+        extra = ["--disable-admission-plugins", "TaintNodesByCondition"]
+        if args.external_scheduler:
+            extra.append("--no-scheduler")
         if args.components_process:
             extra.append("--components-process")
         extra += ["--http-protocol", args.http_protocol]
