@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the key of --tls-cert-file")
     serve.add_argument("--client-ca-file", metavar="PEM", type=Path, default=None,
                        help="authenticate a client certificate this CA signed as its subject's CN, in the "
-                            "groups of its O entries, as kube-apiserver's flag (default: no client certificates)")
+                            "groups of its O entries, as kube-apiserver's flag (default: the generated CA, which "
+                            "issues approved CertificateSigningRequests, as kubeadm's; none with --tls-cert-file "
+                            "or --http-protocol uvicorn)")
     serve.add_argument("--no-tls", dest="tls", action="store_false",
                        help="serve plain HTTP (clients then send no credentials: requests are anonymous)")
     serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
@@ -430,7 +432,9 @@ class Tls:
 def prepare_tls(config: Config) -> Tls | None:
     """The certificate to serve with: ``--tls-cert-file``, or one from the generated
     PKI (``controlplane.pki``); None with ``--no-tls``. A given certificate file is
-    also what the kubeconfig trusts, so it should hold its chain up to its CA."""
+    also what the kubeconfig trusts, so it should hold its chain up to its CA. Client
+    certificates are those ``--client-ca-file`` signed, else, with the generated PKI and
+    this server's HTTP protocol (uvicorn's cannot pass them on), those its CA signed."""
     if not config.tls:
         return None
     client_ca = config.client_ca_file
@@ -441,6 +445,11 @@ def prepare_tls(config: Config) -> Tls | None:
     from .pki import ensure_serving_pki
 
     pki = ensure_serving_pki(config.pki_dir, config.host)
+    if client_ca is None and config.http_protocol == "controlplane":
+        # the generated CA is the cluster's, as kubeadm's and kind's ca.crt: kube-apiserver's
+        # --client-ca-file and kube-controller-manager's --cluster-signing-cert-file, so the
+        # certificate a CertificateSigningRequest is issued (controllers/certificates.py) authenticates
+        client_ca = pki.ca_file
     return Tls(pki.cert_file, pki.key_file, pki.ca_file.read_bytes(), client_ca)
 
 

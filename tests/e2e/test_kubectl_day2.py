@@ -14,6 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,6 +261,41 @@ def test_a_user_certificate_requested_approved_and_issued_with_kubectl(served: S
     assert cert.subject.rfc4514_string() == "O=devs,CN=jane"
     _, err = failing(served, "certificate", "deny", "jane")
     assert 'certificate signing request "jane" is already Approved' in err
+
+
+
+def test_an_issued_user_certificate_logs_kubectl_in(served: Serve, tmp_path: Path) -> None:
+    """The end of upstream's "issue a certificate for a user" task: the certificate the signer
+    issued (with the generated CA, the cluster's) authenticates its subject, as on a kubeadm or
+    kind cluster, whose kube-apiserver trusts that CA for clients."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    request = (x509.CertificateSigningRequestBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "joan"),
+                                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ops")]))
+               .sign(key, hashes.SHA256()))
+    pem = base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode()
+    kubectl(served, "apply", "-f", "-", stdin=(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {name: joan}\n"
+        f"spec: {{request: {pem}, signerName: kubernetes.io/kube-apiserver-client, usages: [client auth]}}\n"))
+    kubectl(served, "certificate", "approve", "joan")
+    issued = eventually(lambda: kubectl(served, "get", "csr", "joan", "-o", "jsonpath={.status.certificate}"))
+    (tmp_path / "joan.crt").write_bytes(base64.b64decode(issued))
+    (tmp_path / "joan.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                          serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+    r = subprocess.run([KUBECTL, "--kubeconfig", os.devnull, "--server", served.url,
+                        "--certificate-authority", str(served.state / "pki" / "ca.crt"),
+                        "--client-certificate", str(tmp_path / "joan.crt"), "--client-key", str(tmp_path / "joan.key"),
+                        "auth", "whoami", "-o", "json"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, HOME=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"]["userInfo"] == {"username": "joan",
+                                                          "groups": ["ops", "system:authenticated"]}
 
 
 RESIZED = """
