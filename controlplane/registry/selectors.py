@@ -233,6 +233,8 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "replicasets": {"status.replicas": _path("status", "replicas", zero="0")},
     "jobs": {"status.successful": _path("status", "succeeded", zero="0")},
     "services": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+    # certificates.k8s.io: what a signer lists and watches its requests by (upstream's conversion.go)
+    "certificatesigningrequests": {"spec.signerName": _path("spec", "signerName")},
     # resource.k8s.io: what DRA drivers and the kubelet list (and delete) their slices by
     "resourceslices": {"spec.nodeName": _path("spec", "nodeName"), "spec.driver": _path("spec", "driver")},
 }

@@ -226,3 +226,21 @@ async def test_approving_needs_approve_on_the_signer_and_signing_sign(rbac_app: 
             "status": {"conditions": [APPROVED]}}))
         assert e.code == 403 and 'signerName "example.com/x"' in e.message
         assert (await admin.update(f"{CSRS}/other/approval", {**other, "status": {"conditions": [APPROVED]}}))
+
+
+async def test_requests_are_listed_and_watched_by_their_signer(client: Client) -> None:
+    """``spec.signerName`` is a field selector, as upstream's (certificates/v1 conversion.go):
+    what a signer lists and watches its requests by; other fields are refused."""
+    await client.create(CSRS, csr("a"))
+    await client.create(CSRS, csr("b", signerName="example.com/x"))
+    got = await client.list(CSRS, fieldSelector="spec.signerName=example.com/x")
+    assert [i["metadata"]["name"] for i in got["items"]] == ["b"]
+    got = await client.list(CSRS, fieldSelector="spec.signerName!=example.com/x,metadata.name!=c")
+    assert [i["metadata"]["name"] for i in got["items"]] == ["a"]
+    events = []
+    async for event in client.watch(CSRS, field_selector="spec.signerName=example.com/x", timeout_seconds=1):
+        events.append((event.type, event.object["metadata"]["name"]))
+    assert events == [("ADDED", "b")]
+    with pytest.raises(ApiError) as e:
+        await client.list(CSRS, fieldSelector="spec.username=admin")
+    assert e.value.code == 400 and e.value.message == "field label not supported: spec.username"

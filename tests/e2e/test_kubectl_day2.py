@@ -283,6 +283,10 @@ def test_an_issued_user_certificate_logs_kubectl_in(served: Serve, tmp_path: Pat
         "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {name: joan}\n"
         f"spec: {{request: {pem}, signerName: kubernetes.io/kube-apiserver-client, usages: [client auth]}}\n"))
     kubectl(served, "certificate", "approve", "joan")
+    # a signer's requests, by field selector, as upstream's
+    assert "certificatesigningrequest.certificates.k8s.io/joan" in kubectl(
+        served, "get", "csr", "-o", "name", "--field-selector", "spec.signerName=kubernetes.io/kube-apiserver-client")
+    assert kubectl(served, "get", "csr", "-o", "name", "--field-selector", "spec.signerName=example.com/none") == ""
     issued = eventually(lambda: kubectl(served, "get", "csr", "joan", "-o", "jsonpath={.status.certificate}"))
     (tmp_path / "joan.crt").write_bytes(base64.b64decode(issued))
     (tmp_path / "joan.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
