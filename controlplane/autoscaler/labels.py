@@ -30,7 +30,7 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 # Karpenter taints a node it is about to disrupt, so nothing new lands on it
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 # Karpenter's KnownEphemeralTaints, (key, effect): put on a node while it starts (kube-apiserver's
-# TaintNodesAtCreation, the node lifecycle controller, an external cloud provider, Karpenter's
+# TaintNodesByCondition, the node lifecycle controller, an external cloud provider, Karpenter's
 # registration) and expected to go, so not held against a node of a NodePool's until it is initialized
 EPHEMERAL_TAINTS = frozenset({("node.kubernetes.io/not-ready", "NoSchedule"),
                               ("node.kubernetes.io/not-ready", "NoExecute"),

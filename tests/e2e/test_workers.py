@@ -117,10 +117,16 @@ async def _exercise(kubeconfig: Path) -> None:
 
 
 async def _a_pod_is_scheduled(c: Client) -> None:
-    """Pod ``p`` is bound to node ``n1``, both made here, by the components' scheduler."""
+    """Pod ``p`` is bound to node ``n1``, both made here, by the components' scheduler (once
+    the node lifecycle controller took off the not-ready taint the node was created with: the
+    pod is scheduled at its first try)."""
     alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
     await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
     await c.patch("/api/v1/nodes/n1/status", {"status": {"capacity": alloc, "allocatable": alloc}})
+    deadline = time.monotonic() + 30
+    while (await c.get("/api/v1/nodes/n1"))["spec"].get("taints"):
+        assert time.monotonic() < deadline, "the node kept its not-ready taint"
+        await asyncio.sleep(0.1)
     await c.create(resource_path("", "v1", "pods", "default"), {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
