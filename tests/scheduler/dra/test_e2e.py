@@ -47,6 +47,20 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0)
         await asyncio.sleep(0.1)
 
 
+async def _gpu_node(c: Client, node: str) -> None:
+    """Node ``node`` with one GPU's worth of status, once the node lifecycle controller took off
+    the not-ready taint its create gave it (TaintNodesByCondition): pods kept off it then are
+    kept off by what the test does, not by the taint."""
+    await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
+
+    async def untainted() -> bool:
+        return not (await c.get(resource_path("", "v1", "nodes", name=node)))["spec"].get("taints")
+
+    await eventually(untainted)
+    await c.patch(resource_path("", "v1", "nodes", name=node, subresource="status"),
+                  {"status": gpu_node(node, 1)["status"]})
+
+
 async def setup_cluster(c: Client) -> None:
     await create_gpu_cluster(c, gpu_cluster(nodes=1, gpus_per_node=1, node_prefix="gpu-node-e"))
 
@@ -154,9 +168,7 @@ async def test_binding_conditions_hold_the_pod_until_the_device_is_ready(served:
     """A device with bindingConditions: PreBind waits for them on the claim's status.devices."""
     async with Client.from_kubeconfig(served.kubeconfig) as c:
         node = "fabric-node"
-        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
-        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
-                       {**created, "status": gpu_node(node, 1)["status"]})
+        await _gpu_node(c, node)
         await c.create(resource_path(*R, "deviceclasses"), {
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fabric"},
             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fabric.example.com"'}}]}})
@@ -204,9 +216,7 @@ async def test_an_extended_resource_backed_by_a_class_gets_a_claim_deleted_with_
     the class naming it, through a claim the scheduler makes; the pod's deletion takes the claim."""
     async with Client.from_kubeconfig(served.kubeconfig) as c:
         node = "fpga-node"
-        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
-        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
-                       {**created, "status": gpu_node(node, 1)["status"]})
+        await _gpu_node(c, node)
         await c.create(resource_path(*R, "deviceclasses"), {
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fpga"},
             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fpga.example.com"'}}],
@@ -249,9 +259,7 @@ async def test_a_device_taint_rule_keeps_pods_off_its_devices_and_evicts_them(se
     bound; a NoExecute one then evicts it (DisruptionTarget, deletion) as upstream's controller."""
     async with Client.from_kubeconfig(served.kubeconfig) as c:
         node, driver = "taint-node", "taint.example.com"
-        created = await c.create(resource_path("", "v1", "nodes"), gpu_node(node, 1))
-        await c.update(resource_path("", "v1", "nodes", name=node, subresource="status"),
-                       {**created, "status": gpu_node(node, 1)["status"]})
+        await _gpu_node(c, node)
         await c.create(resource_path(*R, "deviceclasses"), {
             "metadata": {"name": "taintable"},
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
