@@ -58,6 +58,8 @@ from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from . import podsecurity
 from .errors import ApiError
+from .flowcontrol import FlowControl, MaxInFlight
+from .flowmatch import Info
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
 from .oidc import PATHS as DISCOVERY_PATHS
@@ -242,8 +244,10 @@ class _KubeRoutes:
     (``--api-audiences``), as upstream's: one made for Vault is refused (401)."""
 
     def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
-                 anonymous: bool, discovery: Discovery | None = None) -> None:
+                 anonymous: bool, discovery: Discovery | None = None,
+                 flow: FlowControl | MaxInFlight | None = None) -> None:
         self.app = app
+        self.flow = flow  # API Priority and Fairness, or the max-in-flight limits (api/flowcontrol.py)
         self.kube = kube
         self.openapi = openapi
         self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
@@ -270,16 +274,24 @@ class _KubeRoutes:
             await self._non_resource(scope, receive, send, path, self.discovery)
             return
         else:
+            if self.flow is not None and scope["type"] == "http":  # /healthz, /version...: flow control too
+                user = (await self._authenticated(scope) or ANONYMOUS) if self.tokens is not None else None
+                await self.flow(scope, receive, send, self.app, user)
+                return
             await self.app(scope, receive, send)
             return
         if target is not self.kube and self.tokens is not None and self.kube.authorizer is not None:
             await self._non_resource(scope, receive, send, path, target)  # system:discovery's /openapi/*
             return
+        user = None
         if self.tokens is not None:
             user = await self._requester(scope, send)
             if user is None:
                 return
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
+        if self.flow is not None:
+            await self.flow(scope, receive, send, target, user)
+            return
         await target(scope, receive, send)
 
     async def _requester(self, scope: dict[str, Any], send: Any) -> User | None:
@@ -306,11 +318,18 @@ class _KubeRoutes:
         user = await self._requester(scope, send) if self.tokens is not None else ANONYMOUS
         if user is None:
             return
-        need = AuthzRequest("get", path=path)
-        if self.kube.authorizer is not None and not await self.kube.authorizer.allowed(user, need):
-            await KubeApi._respond(send, 403, forbidden(user, need).body())
+
+        async def authorized(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            need = AuthzRequest("get", path=path)
+            if self.kube.authorizer is not None and not await self.kube.authorizer.allowed(user, need):
+                await KubeApi._respond(send, 403, forbidden(user, need).body())
+                return
+            await target(scope, receive, send)
+
+        if self.flow is not None:  # (before authorization, as upstream's filter)
+            await self.flow(scope, receive, send, authorized, user)
             return
-        await target(scope, receive, send)
+        await authorized(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         subject = scope.get(CLIENT_CERT_SCOPE_KEY)
@@ -372,6 +391,7 @@ class _KubeRoutes:
         return obj
 
 
+FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
 _PARSED_OBJECTS = 4096  # the service accounts and bound objects of recent tokens, parsed
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -392,6 +412,38 @@ def _rbac_authorizer(kube: KubeApi, caches: WatchCaches) -> Authorizer:
         return sum(caches.cache_for(t).generation for t in types.values() if t is not None)
 
     return Authorizer(list_objects, changed)
+
+
+def _objects(kube: KubeApi, state: ServerState, info: Info) -> int | None:
+    """How many objects the watch cache holds of a LIST's resource (its width; None: unknown)."""
+    rtype = kube.registry.get(info.group, info.version, info.plural)
+    caches = state.caches
+    if rtype is None or caches is None:
+        return None
+    cache = caches.cache_for(rtype)
+    return len(cache) if cache.ready.is_set() and cache.failed is None else None
+
+
+async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCaches, state: ServerState) -> None:
+    """API Priority and Fairness configured from the cached FlowSchemas and
+    PriorityLevelConfigurations now, and again whenever their caches move."""
+    types = [kube.registry.get(FLOWCONTROL_GROUP, "v1", plural) for plural in ("flowschemas",
+                                                                              "prioritylevelconfigurations")]
+
+    async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        lists = []
+        for rtype in types:
+            assert rtype is not None
+            listed = await kube.reads.list(rtype, None, list_options(rtype, None, {}))
+            lists.append([orjson.loads(raw) for raw in listed.items])
+        return lists[0], lists[1]
+
+    def generation() -> int:
+        return sum(caches.cache_for(t).generation for t in types if t is not None)
+
+    seen = generation()
+    flow.configure(*await read())
+    state._tasks.append(asyncio.create_task(flow.follow(read, generation, seen), name="flow-control-config"))
 
 
 def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
@@ -454,6 +506,8 @@ def create_app(config: Config) -> FastAPI:
             state.caches = caches
             OBJECT_COUNTS.source = counts = functools.partial(_object_counts, kube.registry, caches)
             state.hooks.update(("generic-apiserver-start-informers", "storage-object-count-tracker-hook"))
+            if isinstance(flow, FlowControl):  # configured before serving, then as the objects change
+                await _follow_flow_config(flow, kube, caches, state)
             await kube.bootstrap_rbac()  # in every mode, as upstream's rbac/bootstrap-roles hook
             state.hooks.add("rbac/bootstrap-roles")
             if config.authorization_mode == "RBAC":
@@ -545,11 +599,16 @@ def create_app(config: Config) -> FastAPI:
         tokens = {e.token: User(e.user, e.groups).with_authenticated() for e in entries}
         admins = [e.token for e in entries if "system:masters" in e.groups] or [e.token for e in entries]
         admin_token = admins[0] if admins else None
+    flow: FlowControl | MaxInFlight = \
+        FlowControl(config.max_requests_inflight + config.max_mutating_requests_inflight,
+                    functools.partial(_objects, kube, state)) \
+        if config.enable_priority_and_fairness else \
+        MaxInFlight(config.max_requests_inflight, config.max_mutating_requests_inflight)
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
     app.state.front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
-                                  discovery=discovery)
+                                  discovery=discovery, flow=flow)
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
