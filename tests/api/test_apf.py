@@ -402,6 +402,32 @@ async def test_the_exempt_level_is_never_limited() -> None:
     assert results[0][1][b"x-kubernetes-pf-prioritylevel-uid"] == b"uid-exempt"
 
 
+async def test_system_masters_are_exempt_unless_a_schema_comes_before_exempt() -> None:
+    admin = User("admin", ("system:masters", "system:authenticated"))
+    app = Slow()
+    app.release.set()
+    f = flow()
+    assert f._masters is not None  # the fast path: exempt without reading the request
+    for method, path, query in (("POST", "/api/v1/namespaces/a/pods", b""), ("GET", "/healthz", b""),
+                                ("GET", "/api/v1/pods", b"watch=true"), ("GET", "/api/v1/watch/pods", b"")):
+        code, headers, _ = await call(f, app, admin, method, path, query)
+        assert (code, headers[b"x-kubernetes-pf-flowschema-uid"]) == (200, b"uid-exempt")
+        assert classified(f, admin, method, path, query) == ("exempt", "exempt")  # as the general path says
+    # a logs request passes unclassified, as upstream's long-running requests
+    _, headers, _ = await call(f, app, admin, "GET", "/api/v1/namespaces/a/pods/p/log")
+    assert b"x-kubernetes-pf-flowschema-uid" not in headers
+    # a schema of precedence 1 named before "exempt" takes system:masters' requests it matches
+    first = schema("aaa", "workload-low", 1, [{"subjects": [{"kind": "Group", "group": {"name": "system:masters"}}],
+                                               "resourceRules": [{"verbs": ["create"], "apiGroups": [""],
+                                                                  "resources": ["pods"], "namespaces": ["*"]}]}])
+    f = flow([first])
+    assert f._masters is None
+    _, headers, _ = await call(f, app, admin, "POST", "/api/v1/namespaces/a/pods")
+    assert headers[b"x-kubernetes-pf-flowschema-uid"] == b"uid-aaa"
+    _, headers, _ = await call(f, app, admin, "GET", "/api/v1/namespaces/a/pods")
+    assert headers[b"x-kubernetes-pf-flowschema-uid"] == b"uid-exempt"
+
+
 async def test_a_watch_holds_its_seat_only_until_its_response_starts() -> None:
     f = flow(TINY, [limited("tiny", 1)], limit=2)
     streaming = asyncio.Event()
