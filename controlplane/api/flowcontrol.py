@@ -84,6 +84,7 @@ MIN_SEATS, MAX_SEATS, OBJECTS_PER_SEAT = 1, 10, 100
 # and tests, whose requests come from their own in-process clients): kube-apiserver's loopback
 # client, in system:masters, so exempt
 LOOPBACK = User("system:apiserver", ("system:authenticated", "system:masters"))
+IN_PROCESS = ("in-process", 0)  # the ``server`` of a scope ``Client.in_process`` makes (client/transport.py)
 _MASTER = User("", ("system:masters",))
 _EVERYTHING = (Info(True, "deletecollection", "/apis/x/v1/namespaces/x/x", "x", "v1", "x", "", "x"),
                Info(True, "patch", "/apis/x/v1/x/x/x", "x", "v1", "x", "x", "", "x"), Info(False, "post", "/x"))
@@ -103,7 +104,9 @@ def wait_limit(query: str) -> float:
                 text = part[len("timeout="):]
                 matched = _GO_DURATION.findall(text)
                 if matched and "".join(a + b for a, b in matched) == text:
-                    timeout = min(timeout, sum(float(a) * _UNITS[b] for a, b in matched))
+                    asked = sum(float(a) * _UNITS[b] for a, b in matched)
+                    if asked > 0:  # (0: none asked)
+                        timeout = min(timeout, asked)
     return min(timeout / 4, MAX_WAIT)
 
 
@@ -378,6 +381,20 @@ class FlowControl:
                     return await app(scope, receive, send)
             watch = (b"watch" in query and request_info(scope["method"], path, query).verb == "watch") \
                 or "/watch/" in path
+            if scope.get("server") == IN_PROCESS:
+                # this process's own client (the in-process components): served without the headers,
+                # which it would only parse, and a watch not counted executing (inline: the hot path)
+                stats = masters.stats
+                stats[DISPATCHED] += 1
+                if watch:
+                    return await app(scope, receive, send)
+                stats[EXECUTING] += 1
+                stats[SEATS] += MIN_SEATS
+                try:
+                    return await app(scope, receive, send)
+                finally:
+                    stats[EXECUTING] -= 1
+                    stats[SEATS] -= MIN_SEATS
             return await self._run(masters, None, MIN_SEATS, watch, app, scope, receive, send)
         info = request_info(scope["method"], scope["path"], scope.get("query_string", b""))
         if info.long_running or not self.configured:
@@ -442,7 +459,8 @@ class FlowControl:
         found.stats[INQUEUE] += 1
         began = time.perf_counter()
         try:
-            await asyncio.wait((granted,), timeout=wait_limit(info.query))
+            # (a watch has no deadline, as upstream's long-running requests: the default limit)
+            await asyncio.wait((granted,), timeout=wait_limit("" if info.verb == "watch" else info.query))
         except asyncio.CancelledError:  # the client went away
             if granted.done():
                 queues.finish(ticket)

@@ -235,6 +235,7 @@ def test_wait_limit_is_a_quarter_of_the_timeout() -> None:
     assert wait_limit("timeout=10m") == 15.0  # capped at the server's request timeout
     assert wait_limit("timeout=400ms") == 0.1
     assert wait_limit("timeout=bad") == 15.0
+    assert wait_limit("timeout=0s") == 15.0
 
 
 # -- queues --------------------------------------------------------------------------------------------
@@ -320,7 +321,8 @@ class Slow:
 
 
 async def call(f: FlowControl | MaxInFlight, app: Any, user: User | None, method: str, path: str,
-               query: bytes = b"") -> tuple[int, dict[bytes, bytes], bytes]:
+               query: bytes = b"", server: tuple[str, int] = ("127.0.0.1", 6443),
+               ) -> tuple[int, dict[bytes, bytes], bytes]:
     sent: list[Obj] = []
 
     async def send(message: Obj) -> None:
@@ -329,7 +331,7 @@ async def call(f: FlowControl | MaxInFlight, app: Any, user: User | None, method
     async def receive() -> Obj:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": []}
+    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": [], "server": server}
     await f(scope, receive, send, app, user)
     start = sent[0]
     return start["status"], dict(start["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
@@ -413,6 +415,11 @@ async def test_system_masters_are_exempt_unless_a_schema_comes_before_exempt() -
         code, headers, _ = await call(f, app, admin, method, path, query)
         assert (code, headers[b"x-kubernetes-pf-flowschema-uid"]) == (200, b"uid-exempt")
         assert classified(f, admin, method, path, query) == ("exempt", "exempt")  # as the general path says
+    # this process's own client (no authentication: the loopback user) is exempt, not told so in headers
+    before = METRICS.stats[("exempt", "exempt")][0]
+    code, headers, _ = await call(f, app, None, "POST", "/api/v1/namespaces/a/pods", server=("in-process", 0))
+    assert code == 200 and b"x-kubernetes-pf-flowschema-uid" not in headers
+    assert METRICS.stats[("exempt", "exempt")][0] == before + 1
     # a logs request passes unclassified, as upstream's long-running requests
     _, headers, _ = await call(f, app, admin, "GET", "/api/v1/namespaces/a/pods/p/log")
     assert b"x-kubernetes-pf-flowschema-uid" not in headers
