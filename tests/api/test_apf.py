@@ -530,6 +530,14 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
                                                    "namespaces": ["*"], "clusterScope": True}]}]}})
         assert made.status_code == 201, made.text
         alices = made.json()["metadata"]["uid"]
+        # kubectl over plain HTTP sends no token (client-go's rule): anonymous, in the same level
+        made = admin.post(f"{base}/flowschemas", json={
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "anonymous"},
+            "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 501,
+                     "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:unauthenticated"}}],
+                                "resourceRules": [{"verbs": ["list"], "apiGroups": [""],
+                                                   "resources": ["configmaps"], "namespaces": ["*"]}]}]}})
+        assert made.status_code == 201, made.text
         deadline = time.monotonic() + 10
         while alice.get("/api/v1/namespaces/default/configmaps").headers["X-Kubernetes-PF-FlowSchema-UID"] != alices:
             assert time.monotonic() < deadline
@@ -558,9 +566,20 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             api.close()
             # the administrator is exempt meanwhile
             assert admin.get("/api/v1/namespaces/default/configmaps").status_code == 200
+            # kubectl (client-go) waits as Retry-After says and tries again until the seats free
+            kubectl = subprocess.Popen(
+                [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),
+                 "get", "configmaps", "-n", "default", "-o", "name", "--v=6"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(2.5)
+            assert kubectl.poll() is None  # still trying
         finally:
             held.close()
             waiting.close()
+        out, err = kubectl.communicate(timeout=60)
+        assert kubectl.returncode == 0, err
+        assert "429 Too Many Requests" in err, err  # its log of the refused tries
+        assert "No resources found in default namespace." in err  # and then its answer
         # the seats free again, alice is served; kubectl (client-go) reads the metrics
         deadline = time.monotonic() + 10
         while alice.get("/api/v1/namespaces/default/configmaps").status_code != 200:
