@@ -6,6 +6,7 @@ and kubectl at the end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import time
@@ -495,9 +496,10 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
     # a server limit of 2: each limited level gets 1 seat
     with running(start_serve(tmp_path, tls=False, extra=(
             "--token-auth-file", str(tokens), "--max-requests-inflight", "1",
-            "--max-mutating-requests-inflight", "1"))) as served:
-        admin = httpx.Client(base_url=served.url, headers={"Authorization": "Bearer admin-token"})
-        alice = httpx.Client(base_url=served.url, headers={"Authorization": "Bearer alice-token"})
+            "--max-mutating-requests-inflight", "1"))) as served, contextlib.ExitStack() as clients:
+        admin, alice = (clients.enter_context(httpx.Client(base_url=served.url,
+                                                           headers={"Authorization": f"Bearer {who}-token"}))
+                        for who in ("admin", "alice"))
         levels = {o["metadata"]["name"]: o["metadata"]["uid"] for o in admin.get(
             "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations").json()["items"]}
         schemas = {o["metadata"]["name"]: o["metadata"]["uid"] for o in admin.get(
@@ -569,7 +571,7 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             # kubectl (client-go) waits as Retry-After says and tries again until the seats free
             kubectl = subprocess.Popen(
                 [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),
-                 "get", "configmaps", "-n", "default", "-o", "name", "--v=6"],
+                 "get", "configmaps", "-n", "default", "--v=6"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(2.5)
             assert kubectl.poll() is None  # still trying
@@ -577,9 +579,11 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             held.close()
             waiting.close()
         out, err = kubectl.communicate(timeout=60)
+        assert out == ""
         assert kubectl.returncode == 0, err
         assert "429 Too Many Requests" in err, err  # its log of the refused tries
-        assert "No resources found in default namespace." in err  # and then its answer
+        assert err.rindex("200 OK") > err.index("429 Too Many Requests")  # then served
+        assert "No resources found in default namespace." in err
         # the seats free again, alice is served; kubectl (client-go) reads the metrics
         deadline = time.monotonic() + 10
         while alice.get("/api/v1/namespaces/default/configmaps").status_code != 200:
@@ -602,8 +606,6 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
                 schemas["global-default"]:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        admin.close()
-        alice.close()
 
 
 def test_serve_without_priority_and_fairness_limits_in_flight(tmp_path: Path) -> None:
@@ -611,8 +613,8 @@ def test_serve_without_priority_and_fairness_limits_in_flight(tmp_path: Path) ->
     tokens.write_text('admin-token,admin,1,"system:masters"\nalice-token,alice,2,"team-a"\n')
     with running(start_serve(tmp_path, tls=False, extra=(
             "--token-auth-file", str(tokens), "--enable-priority-and-fairness=false",
-            "--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1"))) as served:
-        alice = httpx.Client(base_url=served.url, headers={"Authorization": "Bearer alice-token"})
+            "--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1"))) as served, \
+            httpx.Client(base_url=served.url, headers={"Authorization": "Bearer alice-token"}) as alice:
         r = alice.get("/api/v1/namespaces/default/configmaps")
         assert r.status_code == 200 and "X-Kubernetes-PF-FlowSchema-UID" not in r.headers
         held = _hold(served.port, "alice-token")
@@ -624,4 +626,3 @@ def test_serve_without_priority_and_fairness_limits_in_flight(tmp_path: Path) ->
             assert alice.get("/api/v1/namespaces/default/configmaps").status_code == 200  # reads: their own limit
         finally:
             held.close()
-            alice.close()
