@@ -367,6 +367,31 @@ async def test_a_full_level_queues_then_rejects_with_retry_after() -> None:
     assert METRICS.stats[("tiny", "alices")][1:] == [0, 0, 0]
 
 
+async def test_a_quiet_user_is_not_stuck_behind_a_flood_at_one_level() -> None:
+    team = [schema("team", "shared", 100, [{"subjects": [{"kind": "Group", "group": {"name": "team-a"}}],
+                                           "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                              "namespaces": ["*"]}]}])]
+    f = flow(team, [limited("shared", 1, queues=64, hand=2, length=100)], limit=4)  # 2 seats
+    flood, quiet = User("flood", ("team-a",)), User("quiet", ("team-a",))
+    assert not set(deal(flow_hash("team", "flood"), 64, 2)) & set(deal(flow_hash("team", "quiet"), 64, 2))
+    done: list[str] = []
+
+    async def work(scope: Obj, receive: Any, send: Any) -> None:
+        await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def one(user: User) -> None:
+        assert (await call(f, work, user, "GET", "/api/v1/namespaces/a/configmaps"))[0] == 200
+        done.append(user.name)
+
+    floods = [asyncio.create_task(one(flood)) for _ in range(40)]
+    await asyncio.sleep(0.015)  # the flood queued first
+    await asyncio.gather(*[one(quiet) for _ in range(4)], *floods)
+    # fair queuing: the quiet user's four took turns with the flood, not after its 40
+    assert max(i for i, who in enumerate(done) if who == "quiet") < 14
+
+
 async def test_a_request_that_waits_too_long_is_rejected() -> None:
     f = flow(TINY, [limited("tiny", 1, queues=4, hand=2, length=10)], limit=2)
     app = Slow()
