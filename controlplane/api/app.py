@@ -58,7 +58,9 @@ from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from . import podsecurity
 from .errors import ApiError
+from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
 from .flowcontrol import FlowControl, MaxInFlight
+from .flowcontrol import dump as flow_dump
 from .flowmatch import Info
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
@@ -269,6 +271,9 @@ class _KubeRoutes:
         elif (path == "/metrics" or path == "/metrics/slis") and self.kube.authorizer is not None:
             await self._non_resource(scope, receive, send, path, self.app)
             return
+        elif path.startswith(FLOW_DEBUG) and isinstance(self.flow, FlowControl):  # (authorized as /metrics)
+            await self._non_resource(scope, receive, send, path, self._flow_dump)
+            return
         elif self.discovery is not None and path.rstrip("/") in DISCOVERY_PATHS:
             path = path.rstrip("/")  # (go-restful's routes, which upstream's are: a trailing slash trimmed)
             await self._non_resource(scope, receive, send, path, self.discovery)
@@ -293,6 +298,16 @@ class _KubeRoutes:
             await self.flow(scope, receive, send, target, user)
             return
         await target(scope, receive, send)
+
+    async def _flow_dump(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """API Priority and Fairness's debug dumps (api/flowcontrol.py), plain text as upstream's."""
+        assert isinstance(self.flow, FlowControl)
+        body = flow_dump(self.flow, scope["path"][len(FLOW_DEBUG):]) if scope["method"] == "GET" else None
+        code, text = (200, body) if body is not None else (404, b"404 page not found\n")
+        await send({"type": "http.response.start", "status": code, "headers": [
+            (b"content-type", _TEXT.encode()), (b"x-content-type-options", b"nosniff"),
+            (b"content-length", str(len(text)).encode())]})
+        await send({"type": "http.response.body", "body": text})
 
     async def _requester(self, scope: dict[str, Any], send: Any) -> User | None:
         """Who asks: the authenticated user, or the one it impersonates (``kubectl --as``); None

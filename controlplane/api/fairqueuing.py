@@ -59,11 +59,12 @@ def deal(value: int, deck: int, hand: int) -> list[int]:
 
 
 class _Queue:
-    __slots__ = ("served", "tickets", "waiting_seats", "running_seats")
+    __slots__ = ("running", "running_seats", "served", "tickets", "waiting_seats")
 
     def __init__(self) -> None:
         self.tickets: deque[Ticket] = deque()
         self.waiting_seats = 0
+        self.running = 0
         self.running_seats = 0
         self.served = 0.0  # seat-seconds of service, in the level's virtual time
 
@@ -121,6 +122,16 @@ class QueueSet:
     def queues(self) -> int:
         return len(self._queues)
 
+    @property
+    def mean(self) -> float:
+        """The level's mean service time (s)."""
+        return self._mean
+
+    def dump(self) -> list[tuple[int, int, int, float, int]]:
+        """Each queue's (waiting requests, running requests, seats in use, service had, seats
+        waiting): the debug endpoints'."""
+        return [(len(q.tickets), q.running, q.running_seats, q.served, q.waiting_seats) for q in self._queues]
+
     def fits(self, seats: int) -> bool:
         if seats > self.limit:
             return self.running == 0
@@ -162,6 +173,7 @@ class QueueSet:
         ticket.started = time.perf_counter()
         q = ticket.queue
         if q is not None:
+            q.running += 1
             q.running_seats += ticket.seats
             ticket.charged = ticket.seats * self._mean
             q.served += ticket.charged
@@ -205,6 +217,7 @@ class QueueSet:
         self._mean += (took - self._mean) * 0.05
         q = ticket.queue
         if q is not None:
+            q.running -= 1
             q.running_seats -= ticket.seats
             q.served += ticket.seats * took - ticket.charged
         if self.waiting:

@@ -488,6 +488,47 @@ class FlowControl:
         await too_many_requests(send, level.dropped.retry_after, found.headers)
 
 
+DEBUG_PREFIX = "/debug/api_priority_and_fairness/"
+
+
+def _table(rows: list[list[str]]) -> bytes:
+    """Rows as upstream's dumps write them: cells joined by ``,`` and aligned as Go's tabwriter
+    (minimum width 8, padding 1) aligns the cells before each tab."""
+    widths = [max(8, max(len(r[i]) + 1 for r in rows) + 1) for i in range(len(rows[0]) - 1)]
+    return "".join("".join(f"{cell + ',':<{w}}" for cell, w in zip(r, widths, strict=False)) + r[-1] + "\n"
+                   for r in rows).encode()
+
+
+def dump(flow: FlowControl, what: str) -> bytes | None:
+    """``/debug/api_priority_and_fairness/dump_priority_levels`` or ``dump_queues``, as upstream's
+    (levels by name; ``NextDispatchR`` the seat-seconds of service the queue has had, this
+    server's virtual time); None for another name."""
+    levels = sorted(flow.levels.values(), key=lambda lv: lv.name)
+    if what == "dump_priority_levels":
+        rows = [["PriorityLevelName", "ActiveQueues", "IsIdle", "IsQuiescing", "WaitingRequests", "ExecutingRequests"]]
+        for level in levels:
+            qs = level.queues
+            if qs is None:
+                rows.append([level.name, *["<none>"] * 5])
+                continue
+            active = sum(1 for q in qs.dump() if q[0])
+            idle = "true" if qs.waiting == 0 and qs.running == 0 else "false"
+            rows.append([level.name, str(active), idle, "false", str(qs.waiting), str(qs.running)])
+        return _table(rows)
+    if what == "dump_queues":
+        rows = [["PriorityLevelName", "Index", "PendingRequests", "ExecutingRequests", "SeatsInUse", "NextDispatchR",
+                 "InitialSeatsSum", "MaxSeatsSum", "TotalWorkSum"]]
+        for level in levels:
+            if level.queues is None:
+                rows.append([level.name, *["<none>"] * 8])
+                continue
+            for i, (waiting, running, seats, served, waiting_seats) in enumerate(level.queues.dump()):
+                rows.append([level.name, str(i), str(waiting), str(running), str(seats), f"{served:.8f}ss",
+                             str(waiting_seats), str(waiting_seats), f"{waiting_seats * level.queues.mean:.8f}ss"])
+        return _table(rows)
+    return None
+
+
 async def too_many_requests(send: Send, retry_after: int, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Upstream's 429: ``http.Error``'s plain text, with ``Retry-After``."""
     await send({"type": "http.response.start", "status": 429, "headers": [

@@ -591,8 +591,21 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             assert caught.value.status == 429 and caught.value.headers is not None
             assert caught.value.headers["Retry-After"] == "1"
             api.close()
-            # the administrator is exempt meanwhile
+            # the administrator is exempt meanwhile, and sees the level's state as upstream's debug dumps show it
             assert admin.get("/api/v1/namespaces/default/configmaps").status_code == 200
+            dumped = admin.get("/debug/api_priority_and_fairness/dump_priority_levels")
+            assert dumped.headers["content-type"] == "text/plain; charset=utf-8"
+            lines = dumped.text.splitlines()
+            assert lines[0].split() == ["PriorityLevelName,", "ActiveQueues,", "IsIdle,", "IsQuiescing,",
+                                        "WaitingRequests,", "ExecutingRequests"]
+            assert [line.split() for line in lines if line.startswith("tiny,")] == \
+                [["tiny,", "1,", "false,", "false,", "1,", "1"]]
+            assert ["exempt,", "<none>,", "<none>,", "<none>,", "<none>,", "<none>"] in [line.split() for line in lines]
+            assert {line.index(line.split()[1]) for line in lines} == {len("PriorityLevelName, ")}  # aligned
+            queues = admin.get("/debug/api_priority_and_fairness/dump_queues").text.splitlines()
+            assert [line.split()[:5] for line in queues if line.startswith("tiny,")] == \
+                [["tiny,", "0,", "1,", "1,", "1,"]]
+            assert admin.get("/debug/api_priority_and_fairness/dump_nothing").status_code == 404
             # kubectl (client-go) waits as Retry-After says and tries again until the seats free
             kubectl = subprocess.Popen(
                 [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),
