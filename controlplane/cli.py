@@ -36,7 +36,7 @@ from .controllermanager import parse_list as parse_controllers
 from .metricsserver import add_argument as add_metrics_argument
 
 if TYPE_CHECKING:
-    from .config import Config
+    from .config import AuditLog, Config
 
 __all__ = ["build_parser", "main"]
 
@@ -233,6 +233,29 @@ def build_parser() -> argparse.ArgumentParser:
                           default=True, metavar="BOOL",
                           help="a pod-bound token asked for 3607 s (kubelet's) is valid a year, warned about "
                                "after the 3607 s, whatever the maximum (default: true; =false to turn it off)")
+    audit = serve.add_argument_group("audit logging", "as kube-apiserver's flags of the same names "
+                                                      "(docs/operations.md); on with a policy file and a path")
+    audit.add_argument("--audit-policy-file", type=Path, default=None, metavar="YAML",
+                       help="the audit.k8s.io/v1 Policy deciding each request's audit level")
+    audit.add_argument("--audit-log-path", default="", metavar="PATH",
+                       help="the file audit events are appended to, one a line; '-' means standard out")
+    audit.add_argument("--audit-log-format", default="json", metavar="FORMAT",
+                       help='json (the audit.k8s.io/v1 Event) or legacy (a 1-line text) (default: %(default)s)')
+    audit.add_argument("--audit-log-mode", default="blocking", metavar="MODE",
+                       help="blocking (written by the event loop itself, before it next waits for the network) "
+                            "or batch (queued and written by a background thread) (default: %(default)s)")
+    audit.add_argument("--audit-log-maxage", type=int, default=0, metavar="DAYS",
+                       help="the maximum number of days to retain old audit log files based on the timestamp "
+                            "encoded in their filename (default: no limit)")
+    audit.add_argument("--audit-log-maxbackup", type=int, default=0, metavar="N",
+                       help="the maximum number of old audit log files to retain (default: all)")
+    audit.add_argument("--audit-log-maxsize", type=int, default=0, metavar="MB",
+                       help="the maximum size in megabytes of the audit log file before it gets rotated "
+                            "(default: 100)")
+    audit.add_argument("--audit-log-compress", type=_go_bool, nargs="?", const=True, default=False,
+                       metavar="BOOL", help="rotated log files are gzipped (default: false)")
+    audit.add_argument("--audit-log-batch-buffer-size", type=int, default=10000, metavar="N",
+                       help="events queued in batch mode before new ones are dropped (default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -324,6 +347,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             load_configuration(args.admission_control_config_file)
         except ValueError as e:
             parser.error(f"argument --admission-control-config-file: {e}")
+    audit = _checked_audit(parser, args)
     try:
         return Config(
             host=args.host,
@@ -375,9 +399,32 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
                 unhealthy_zone_threshold=args.unhealthy_zone_threshold,
                 large_cluster_size_threshold=args.large_cluster_size_threshold),
             job_backoff=JobBackoff(base=args.job_pod_failure_backoff, cap=args.job_pod_failure_max_backoff),
+            audit=audit,
         )
     except ValueError as e:
         parser.error(str(e))
+
+
+def _checked_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> AuditLog:
+    """The audit flags, the policy file read once here so that a bad one stops ``serve`` at once."""
+    from .api.audit import PolicyError, load_policy
+    from .api.auditlog import LogOptions
+    from .config import AuditLog
+
+    try:
+        LogOptions(args.audit_log_path, args.audit_log_format, args.audit_log_mode, args.audit_log_maxage,
+                   args.audit_log_maxbackup, args.audit_log_maxsize, args.audit_log_compress,
+                   args.audit_log_batch_buffer_size)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.audit_policy_file is not None:
+        try:
+            load_policy(args.audit_policy_file)
+        except PolicyError as e:
+            parser.error(f"argument --audit-policy-file: {e}")
+    return AuditLog(args.audit_policy_file, args.audit_log_path, args.audit_log_format, args.audit_log_mode,
+                    args.audit_log_maxage, args.audit_log_maxbackup, args.audit_log_maxsize,
+                    args.audit_log_compress, args.audit_log_batch_buffer_size)
 
 
 @dataclass(frozen=True, slots=True)

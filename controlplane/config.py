@@ -86,6 +86,26 @@ class JobBackoff:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditLog:
+    """Audit logging, kube-apiserver's ``--audit-policy-file`` and ``--audit-log-*`` flags
+    (``api/audit.py``, ``api/auditlog.py``): on only with both a policy file and a path."""
+
+    policy_file: Path | None = None
+    path: str = ""  # "-": standard output
+    format: str = "json"  # or "legacy"
+    mode: str = "blocking"  # or "batch"
+    max_age: int = 0  # days a rotated file is kept (0: no limit)
+    max_backups: int = 0  # rotated files kept (0: all)
+    max_size: int = 0  # megabytes before a rotation (0: lumberjack's 100)
+    compress: bool = False  # rotated files gzipped
+    buffer_size: int = 10000  # events queued in batch mode
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy_file is not None and bool(self.path)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     host: str = "127.0.0.1"
     port: int = 6443
@@ -160,6 +180,7 @@ class Config:
     enable_priority_and_fairness: bool = True
     node_lifecycle: NodeLifecycle = NodeLifecycle()
     job_backoff: JobBackoff = JobBackoff()
+    audit: AuditLog = AuditLog()
     # service account tokens, as kube-apiserver's flags of the same names (api/tokenrequest.py):
     # the issuers accepted, the first one signing (() is https://kubernetes.default.svc.cluster.local);
     # the private key that signs and the public keys that verify (None: the generated

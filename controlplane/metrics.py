@@ -484,6 +484,27 @@ CRD_CONVERSION_WEBHOOK_DURATION = Histogram(
 )
 
 
+# -- audit logging, under kube-apiserver's names (k8s.io/apiserver/pkg/audit/metrics.go; recorded by
+# api/audit.py only when a policy file and a log are configured: a server without them pays nothing)
+AUDIT_EVENTS = Counter(
+    "apiserver_audit_event",
+    "Counter of audit events generated and sent to the audit backend.",
+    registry=REGISTRY,
+)
+AUDIT_ERRORS = Counter(
+    "apiserver_audit_error",
+    "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the "
+    "error.",
+    ["plugin"],
+    registry=REGISTRY,
+)
+AUDIT_LEVELS = Counter(
+    "apiserver_audit_level",
+    "Counter of policy levels for audit events (1 per request).",
+    ["level"],
+    registry=REGISTRY,
+)
+
 # Responses (watch streams above all) that waited for their client to read: the connection's
 # send buffer was over its high-water mark, so the writer waited for it to drain (api/http1.py).
 # A watch event's delivery latency (controlplane_watch_event_delivery_seconds) includes such

@@ -11,7 +11,11 @@ evaluated with ``object`` (null for a delete), ``oldObject`` (null for a create)
 validation that is false fails the binding's actions: ``Deny`` refuses the write
 (422 Invalid, or the validation's ``reason``) with upstream's message
 (``ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <message>``),
-``Warn`` adds a warning, ``Audit`` is accepted and ignored. An expression that does
+``Warn`` adds a warning, ``Audit`` notes it in an audited request's audit event
+(``validation.policy.admission.k8s.io/validation_failure``, upstream's JSON list of
+``{message, policy, binding, expressionIndex, validationActions}``). An audited request
+also gets the policy's ``auditAnnotations`` (``<policy>/<key>``: the ``valueExpression``'s
+string; null or empty left out). An expression that does
 not parse refuses the policy's write (``registry/admissionpolicies.py``); one that fails
 at run time follows the policy's ``failurePolicy`` (``Fail``, the default, refuses).
 Expressions are compiled once per text, with the CEL interpreter the DRA selectors use.
@@ -20,7 +24,7 @@ A failed validation's message is its ``messageExpression``'s string, else its
 ``message``, else the expression.
 
 Not done: parameters (a policy with ``paramKind`` is not evaluated), ``authorizer``,
-``auditAnnotations``, and the policy's type-checking status.
+and the policy's type-checking status.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import orjson
 from ..registry.expressions import ExpressionError, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
+from . import audit
 from .errors import ApiError
 from .fieldvalidation import add_warning
 from .namespaced import NamespacedObjects
@@ -45,6 +50,7 @@ __all__ = ["REQUEST_USER", "AdmissionPolicies"]
 
 Obj = dict[str, Any]
 REQUEST_USER: ContextVar[User | None] = ContextVar("controlplane_request_user", default=None)
+VALIDATION_FAILURE_ANNOTATION = "validation.policy.admission.k8s.io/validation_failure"
 _REASONS = {"Invalid": 422, "Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}
 
 
@@ -94,6 +100,18 @@ class AdmissionPolicies:
         if not bindings:
             return
         policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
+        failures: list[Obj] | None = [] if audit.recording() else None  # the Audit action's, for the audit log
+        try:
+            await self._check(bindings, policies, rtype, namespace, name, operation, obj, old, subresource, user, kind,
+                              failures)
+        finally:
+            if failures:
+                audit.annotate(VALIDATION_FAILURE_ANNOTATION, orjson.dumps(failures).decode())
+
+    async def _check(self, bindings: list[Obj], policies: dict[Any, Obj], rtype: ResourceType,
+                     namespace: str | None, name: str, operation: str, obj: Obj | None, old: Obj | None,
+                     subresource: str | None, user: User | None, kind: tuple[str, str, str] | None,
+                     failures: list[Obj] | None) -> None:
         context: Any = None
         namespace_object: Obj | None = None
         for binding in bindings:
@@ -119,7 +137,7 @@ class AdmissionPolicies:
                     namespace_object = await self._namespace(namespace)
                 context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
                                         namespace_object, kind)
-            self._validate(policy, binding, context)
+            self._validate(policy, binding, context, failures)
 
     async def _namespace(self, name: str) -> Obj | None:
         namespaces = self.kube.registry.get("", "v1", "namespaces")
@@ -177,14 +195,20 @@ class AdmissionPolicies:
         return context
 
     @staticmethod
-    def _validate(policy: Obj, binding: Obj, context: Any) -> None:
+    def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None) -> None:
+        """Evaluate ``policy`` for ``binding``; ``failures``: where an audited request's ``Audit``
+        action notes them (None: not audited; the policy's ``auditAnnotations`` are then not evaluated)."""
         pspec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
         pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
         actions = set(bspec.get("validationActions") or ())
         ignore = pspec.get("failurePolicy") == "Ignore"
         prefix = f"ValidatingAdmissionPolicy '{pname}' with binding '{bname}'"
+        index = 0  # the validation being evaluated (a failure's expressionIndex)
 
         def fail(message: str, reason: str = "Invalid") -> None:
+            if "Audit" in actions and failures is not None:
+                failures.append({"message": message, "policy": pname, "binding": bname, "expressionIndex": index,
+                                 "validationActions": list(bspec.get("validationActions") or ())})
             if "Deny" in actions:
                 code = _REASONS.get(reason, 422)
                 raise ApiError(code, reason if code != 422 else "Invalid", f"{prefix} denied request: {message}")
@@ -200,7 +224,14 @@ class AdmissionPolicies:
             for condition in pspec.get("matchConditions") or ():
                 if evaluate(str(condition.get("expression", "")), context) is not True:
                     return  # a match condition is false: the policy does not apply
-            for validation in pspec.get("validations") or ():
+            if failures is not None:  # an audited request: the policy's audit annotations
+                for annotation in pspec.get("auditAnnotations") or ():
+                    value = evaluate(str(annotation.get("valueExpression", "")), context)
+                    if value is not None and not isinstance(value, str):
+                        raise ExpressionError(f"valueExpression must evaluate to a string or null, not {value!r}")
+                    if value:  # (null or "": left out, as upstream)
+                        audit.annotate(f"{pname}/{annotation.get('key', '')}", value)
+            for index, validation in enumerate(pspec.get("validations") or ()):  # noqa: B007 (fail reads it)
                 expression = str(validation.get("expression", ""))
                 if evaluate(expression, context) is not True:
                     fail(_message(validation, expression, context), str(validation.get("reason") or "Invalid"))

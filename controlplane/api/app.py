@@ -57,6 +57,8 @@ from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from . import podsecurity
+from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
+from .auditlog import LogBackend, LogOptions
 from .errors import ApiError
 from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
 from .flowcontrol import FlowControl, MaxInFlight
@@ -317,6 +319,7 @@ class _KubeRoutes:
             await KubeApi._respond(send, 401, _UNAUTHORIZED)
             return None
         if any(n.startswith(b"impersonate-") for n, _ in scope.get("headers", ())):
+            scope[AUTHENTICATED_SCOPE_KEY] = user  # (who impersonates: the audit log's user)
             try:
                 user = await impersonated(scope, user, self.kube.authorizer, self.kube.rbac_request_of(scope))
             except ApiError as e:
@@ -334,17 +337,22 @@ class _KubeRoutes:
         if user is None:
             return
 
-        async def authorized(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
             need = AuthzRequest("get", path=path)
-            if self.kube.authorizer is not None and not await self.kube.authorizer.allowed(user, need):
-                await KubeApi._respond(send, 403, forbidden(user, need).body())
-                return
+            authorizer = self.kube.authorizer
+            if authorizer is not None:
+                allowed = await authorizer.allowed(user, need)
+                if recording():  # (the audit event's decision)
+                    authorized(allowed, await authorizer.reason(user, need) if allowed else "")
+                if not allowed:
+                    await KubeApi._respond(send, 403, forbidden(user, need).body())
+                    return
             await target(scope, receive, send)
 
         if self.flow is not None:  # (before authorization, as upstream's filter)
-            await self.flow(scope, receive, send, authorized, user)
+            await self.flow(scope, receive, send, checked, user)
             return
-        await authorized(scope, receive, send)
+        await checked(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         subject = scope.get(CLIENT_CERT_SCOPE_KEY)
@@ -555,6 +563,8 @@ def create_app(config: Config) -> FastAPI:
                 await client.aclose()
             if kube.webhooks is not None:
                 await kube.webhooks.clients.close()
+            if isinstance(app.state.front, Auditing):
+                await app.state.front.close()  # (the events of the last requests written)
             if caches is not None:
                 if OBJECT_COUNTS.source is counts:
                     OBJECT_COUNTS.source = None
@@ -622,8 +632,9 @@ def create_app(config: Config) -> FastAPI:
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
-    app.state.front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
-                                  discovery=discovery, flow=flow)
+    front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
+                        discovery=discovery, flow=flow)
+    app.state.front = _audited(front, config, kube) if config.audit.policy_file or config.audit.path else front
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
@@ -652,7 +663,7 @@ def create_app(config: Config) -> FastAPI:
         """The paths served, as kube-apiserver's index."""
         paths = {"/api", "/api/v1", "/apis", "/metrics", "/openapi/v2", "/openapi/v3", "/version", "/healthz",
                  "/livez", "/readyz"}
-        if app.state.front.discovery is not None:
+        if front.discovery is not None:
             paths.update(DISCOVERY_PATHS)
         for group, versions in kube.registry.groups().items():
             if group:
@@ -671,6 +682,26 @@ def create_app(config: Config) -> FastAPI:
         return Response(orjson.dumps(body), status_code=exc.status_code, media_type="application/json")
 
     return app
+
+
+def _audited(front: _KubeRoutes, config: Config, kube: KubeApi) -> Any:
+    """The router behind audit logging (api/audit.py), when a policy and a log are both
+    configured (as upstream: a policy without a backend, or a backend without a policy, audits
+    nothing); the router as it is otherwise, so that a server without them pays nothing."""
+    audit = config.audit
+    if audit.policy_file is None:
+        log.warning("--audit-log-path without --audit-policy-file: no audit events are recorded")
+        return front
+    policy = load_policy(audit.policy_file)
+    if not audit.path:
+        log.warning("--audit-policy-file without --audit-log-path: no audit events are recorded")
+        return front
+    backend = LogBackend(LogOptions(audit.path, audit.format, audit.mode, audit.max_age, audit.max_backups,
+                                    audit.max_size, audit.compress, audit.buffer_size))
+    log.info("audit log: %s (%s, %s), policy %s with %d rules", audit.path, audit.format, audit.mode,
+             audit.policy_file, len(policy.rules))
+    return Auditing(front, policy, backend, kube.rbac_request_of, USER_SCOPE_KEY,
+                    lambda: kube.authorizer is None)
 
 
 _NON_API_ERRORS = {

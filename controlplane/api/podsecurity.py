@@ -7,7 +7,7 @@ version (``latest`` or ``v1.N``) for each of three modes with its labels::
     pod-security.kubernetes.io/enforce: restricted        # a violating pod is refused (403)
     pod-security.kubernetes.io/enforce-version: v1.24
     pod-security.kubernetes.io/warn: baseline             # the client is warned
-    pod-security.kubernetes.io/audit: baseline            # an audit annotation (no audit log here)
+    pod-security.kubernetes.io/audit: baseline            # an audit annotation (in the audit log, when on)
 
 A label left out takes the server's default: ``privileged:latest`` for all three, with no
 exemptions, as upstream's default configuration, unless an AdmissionConfiguration file
@@ -749,8 +749,8 @@ def forbidden_reason(failed: list[tuple[str, str]]) -> str:
 def pod_message(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> tuple[str | None, list[str]]:
     """What a pod (or a template, ``enforce`` False) gets: the refusal's message (None:
     admitted) and the warnings, as upstream's ``EvaluatePod``: no warning beside a refusal;
-    an evaluation shared by modes at the same level and version. (Audit annotations have
-    no audit log to go to here.)"""
+    an evaluation shared by modes at the same level and version. (The audit mode's
+    annotations: ``audit_annotations``, when the request is audited.)"""
     results: dict[LevelVersion, list[tuple[str, str]]] = {}
     if enforce:
         failed = results[policy.enforce] = evaluate(policy.enforce, meta, spec)
@@ -760,6 +760,24 @@ def pod_message(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> tuple[
     if failed:
         return None, [f"would violate PodSecurity {_q(str(policy.warn))}: {forbidden_detail(failed)}"]
     return None, []
+
+
+EXEMPT_ANNOTATION = LABEL_PREFIX + "exempt"  # the audit annotations upstream's plugin adds
+ENFORCE_POLICY_ANNOTATION = LABEL_PREFIX + "enforce-policy"
+AUDIT_VIOLATIONS_ANNOTATION = LABEL_PREFIX + "audit-violations"
+
+
+def audit_annotations(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> dict[str, str]:
+    """The audit annotations of an evaluated pod (or template, ``enforce`` False), as upstream's
+    ``EvaluatePod``: the enforced policy (pods only) and, when the audit level is violated, the
+    violations: ``would violate PodSecurity "restricted:latest": ...`` (the audit mode's only output)."""
+    out = {ENFORCE_POLICY_ANNOTATION: str(policy.enforce)} if enforce else {}
+    if policy.audit.level != "privileged":
+        failed = evaluate(policy.audit, meta, spec)
+        if failed:
+            out[AUDIT_VIOLATIONS_ANNOTATION] = \
+                f"would violate PodSecurity {_q(str(policy.audit))}: {forbidden_detail(failed)}"
+    return out
 
 
 def workload_template(group: str, plural: str, obj: Mapping[str, Any]) -> tuple[Meta, Spec] | None:

@@ -152,6 +152,10 @@ class _Index:
 
     cluster: dict[str, list[_Rule]] = field(default_factory=dict)
     by_namespace: dict[str, dict[str, list[_Rule]]] = field(default_factory=dict)
+    # the same rules by the binding that grants them ("ClusterRoleBinding "x" of ClusterRole "y" to
+    # User "z""), for the reason of an allowed request (the audit log's); not on the decision's path
+    cluster_sources: dict[str, list[tuple[str, list[_Rule]]]] = field(default_factory=dict)
+    namespace_sources: dict[str, dict[str, list[tuple[str, list[_Rule]]]]] = field(default_factory=dict)
 
     def rules(self, user: User, namespace: str) -> Iterator[_Rule]:
         """The rules that apply to ``user`` in ``namespace`` ("": cluster-wide only), by key."""
@@ -180,11 +184,21 @@ def _user_keys(user: User) -> list[str]:
     return ["user:" + user.name, *("group:" + g for g in user.groups)]
 
 
-def _bind(into: dict[str, list[_Rule]], subjects: Iterable[Any], rules: list[_Rule]) -> None:
+def _bind(into: dict[str, list[_Rule]], subjects: Iterable[Any], rules: list[_Rule],
+          sources: dict[str, list[tuple[str, list[_Rule]]]], binding: str) -> None:
     for subject in subjects:
         key = _subject_key(subject) if isinstance(subject, dict) else None
         if key is not None:
             into.setdefault(key, []).extend(rules)
+            sources.setdefault(key, []).append((f"{binding} to {_describe_subject(subject)}", rules))
+
+
+def _describe_subject(subject: dict[str, Any]) -> str:
+    """A binding's subject as upstream's RBAC authorizer names it in a reason."""
+    kind, name = subject.get("kind", ""), subject.get("name", "")
+    if kind == "ServiceAccount":
+        return f'{kind} "{name}/{subject.get("namespace", "")}"'
+    return f'{kind} "{name}"'
 
 
 Lister = Callable[[str], Awaitable[list[bytes]]]  # plural -> the cached objects' JSON
@@ -205,6 +219,24 @@ class Authorizer:
             return True
         index = await self._current()
         return any(rule.allows(r) for rule in index.rules(user, r.namespace if r.resource else ""))
+
+    async def reason(self, user: User, r: Request) -> str:
+        """Why ``r`` is allowed to ``user``, as upstream's RBAC authorizer says it (``RBAC: allowed
+        by ClusterRoleBinding "x" of ClusterRole "y" to Group "z"``); "" for ``system:masters``
+        (upstream's privileged-group authorizer gives none) or a request not allowed."""
+        if MASTERS in user.groups:
+            return ""
+        index = await self._current()
+        namespace = r.namespace if r.resource else ""
+        scopes = [index.cluster_sources, index.namespace_sources.get(namespace, {})] if namespace \
+            else [index.cluster_sources]
+        keys = _user_keys(user)
+        for sources in scopes:  # (upstream visits the cluster bindings first)
+            for key in keys:
+                for description, rules in sources.get(key, ()):
+                    if any(rule.allows(r) for rule in rules):
+                        return f"RBAC: allowed by {description}"
+        return ""
 
     async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The resource and non-resource rules that apply to ``user`` in ``namespace`` (what
@@ -256,12 +288,16 @@ class Authorizer:
         for b in objects(await self._list("clusterrolebindings")):
             ref = b.get("roleRef") or {}
             if ref.get("kind") == "ClusterRole":
-                _bind(index.cluster, b.get("subjects") or (), cluster_roles.get(ref.get("name", ""), []))
+                binding = f'ClusterRoleBinding "{b["metadata"]["name"]}" of ClusterRole "{ref.get("name", "")}"'
+                _bind(index.cluster, b.get("subjects") or (), cluster_roles.get(ref.get("name", ""), []),
+                      index.cluster_sources, binding)
         for b in objects(await self._list("rolebindings")):
             ns, ref = b["metadata"].get("namespace", ""), b.get("roleRef") or {}
             rules = (cluster_roles.get(ref.get("name", ""), []) if ref.get("kind") == "ClusterRole"
                      else roles.get((ns, ref.get("name", "")), []))
-            _bind(index.by_namespace.setdefault(ns, {}), _in_namespace(b.get("subjects") or [], ns), rules)
+            binding = f'RoleBinding "{b["metadata"]["name"]}/{ns}" of {ref.get("kind", "")} "{ref.get("name", "")}"'
+            _bind(index.by_namespace.setdefault(ns, {}), _in_namespace(b.get("subjects") or [], ns), rules,
+                  index.namespace_sources.setdefault(ns, {}), binding)
         return index
 
 

@@ -67,7 +67,7 @@ from ..registry.strategies import (
     validate_name,
 )
 from ..registry.strategies import warnings as strategy_warnings
-from . import podsecurity, protobuf
+from . import audit, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
 from .apply import (
@@ -136,7 +136,7 @@ from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .proxying import PROXY_METHODS
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
-from .rbac import Authorizer, forbidden, selected_name, verb_of
+from .rbac import Authorizer, User, forbidden, selected_name, verb_of
 from .rbac import Request as RbacRequest
 from .rbacreconcile import ensure_rbac_policy
 from .reads import (
@@ -621,13 +621,15 @@ class KubeApi:
             body_media_type(content_type)
         if content_type == PROTOBUF and method in ("POST", "PUT", "DELETE"):
             # kubectl's generators and client-go's typed clients: decoded here, then a JSON request
-            receive = _replay(_protobuf_as_json(rtype, await self._body(scope, receive), subresource,
-                                                "DeleteOptions" if method == "DELETE" else rtype.kind))
+            decoded = _protobuf_as_json(rtype, await self._body(scope, receive), subresource,
+                                        "DeleteOptions" if method == "DELETE" else rtype.kind)
+            receive = _replay(audit.decoded(decoded))
             content_type = "application/json"
         elif method in ("POST", "PUT", "DELETE") and content_type == "application/yaml":
             # decoded as upstream's YAML serializer would: the handlers below see its JSON
             yaml_body = await self._body(scope, receive)  # (a DELETE's may be empty: no options)
-            receive = _replay(yaml_as_json(yaml_body) if method != "DELETE" or yaml_body.strip() else b"")
+            receive = _replay(audit.decoded(yaml_as_json(yaml_body) if method != "DELETE" or yaml_body.strip()
+                                            else b""))
             content_type = "application/json"
         if rtype.group == METRICS_GROUP and rtype.custom is None:
             if method != "GET":
@@ -834,7 +836,7 @@ class KubeApi:
         if target is None:
             raise ApiError.not_found_path(f"/apis/{rtype.group_version}/{rtype.plural}")
         user = scope.get(USER_SCOPE_KEY)
-        if self.authorizer is not None and user is not None and not await self.authorizer.allowed(user, need):
+        if self.authorizer is not None and user is not None and not await self._allowed(user, need):
             raise forbidden(user, need)
         asked = json_object(body, "the request body")
         if asked.get("kind") not in (None, rtype.kind) or asked.get("apiVersion") not in (None, rtype.api_version):
@@ -869,13 +871,21 @@ class KubeApi:
         if user is None:
             return  # no authentication configured: nothing to authorize against
         request = self._rbac_request(parts, method, query)
-        if not await self.authorizer.allowed(user, request):
+        if not await self._allowed(user, request):
             raise forbidden(user, request)
         if request.resource == "pods" and not request.api_group \
                 and needs_create(method, request.subresource, scope["headers"]):
             request = dataclasses.replace(request, verb="create")  # a websocket exec creates, as a POST
-            if not await self.authorizer.allowed(user, request):
+            if not await self._allowed(user, request):
                 raise forbidden(user, request)
+
+    async def _allowed(self, user: User, request: RbacRequest) -> bool:
+        """The authorizer's decision, noted in the audit event when the request is audited."""
+        assert self.authorizer is not None
+        allowed = await self.authorizer.allowed(user, request)
+        if audit.recording():
+            audit.authorized(allowed, await self.authorizer.reason(user, request) if allowed else "")
+        return allowed
 
     def rbac_request_of(self, scope: Scope) -> RbacRequest:
         """The RBAC attributes of the request ``scope`` is (as ``_rbac_request``), for the
@@ -1712,19 +1722,26 @@ class KubeApi:
         if namespace is None or self._namespaces is None:
             return
         config = self.pod_security
+        auditing = audit.recording()  # (its annotations: exempt, enforce-policy, audit-violations)
         if namespace in config.namespaces:
+            if auditing:
+                audit.annotate(podsecurity.EXEMPT_ANNOTATION, "namespace")
             return
         user = REQUEST_USER.get() if config.usernames else None
         if user is not None and user.name in config.usernames:
+            if auditing:
+                audit.annotate(podsecurity.EXEMPT_ANNOTATION, "user")
             return
         if ns is None:
             ns = await self._namespace(namespace)
+        pod = rtype is self._pods
         if ns is None or (config.labels_decide and _PSA_LABEL not in ns):  # privileged: nothing to check
+            if auditing and pod and ns is not None:
+                audit.annotate(podsecurity.ENFORCE_POLICY_ANNOTATION, str(config.defaults.enforce))
             return
         labels = (orjson.loads(ns).get("metadata") or {}).get("labels")
         policy, causes = podsecurity.policy_of(labels, config.defaults)
-        pod = rtype is self._pods
-        if not causes and (policy.checks_nothing() if pod else policy.warn.level == "privileged"):
+        if not auditing and not causes and (policy.checks_nothing() if pod else policy.warn.level == "privileged"):
             return
         if pod:
             if old is not None and not podsecurity.significant_pod_update(obj, old):
@@ -1737,7 +1754,12 @@ class KubeApi:
             meta, spec = template
         runtime_class = spec.get("runtimeClassName")
         if runtime_class and runtime_class in config.runtime_classes:
+            if auditing:
+                audit.annotate(podsecurity.EXEMPT_ANNOTATION, "runtimeClass")
             return
+        if auditing:
+            for key, value in podsecurity.audit_annotations(policy, meta, spec, enforce=pod).items():
+                audit.annotate(key, value)
         refusal, warnings = podsecurity.pod_message(policy, meta, spec, enforce=pod)
         if refusal is not None:
             raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: {refusal}',

@@ -18,6 +18,8 @@ import orjson
 __all__ = ["metadata_first", "served_form", "with_resource_version", "without_resource_version"]
 
 _META_KEY = b'"metadata":{'
+_META_LEN = len(_META_KEY)
+_CLOSE = ord("}")
 # ObjectMeta's maps and lists, all ``omitempty``: never stored empty (or null)
 _OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
 
@@ -40,9 +42,11 @@ def metadata_first(obj: dict[str, Any]) -> dict[str, Any]:
 def with_resource_version(stored: bytes, revision: int) -> bytes:
     """Stored JSON (metadata after apiVersion and kind, no resourceVersion) as served at
     ``revision``: ``"resourceVersion":"N"`` spliced in as metadata's first key."""
-    at = stored.index(_META_KEY) + len(_META_KEY)
-    rv = b'"resourceVersion":"%d"' % revision
-    return stored[:at] + (rv if stored[at:at + 1] == b"}" else rv + b",") + stored[at:]
+    at = stored.index(_META_KEY) + _META_LEN
+    # one join, the brace compared as an int: every write's served form is made here
+    if stored[at] == _CLOSE:
+        return b"".join((stored[:at], b'"resourceVersion":"%d"' % revision, stored[at:]))
+    return b"".join((stored[:at], b'"resourceVersion":"%d",' % revision, stored[at:]))
 
 
 def served_form(stored: bytes, revision: int) -> bytes | None:

@@ -56,8 +56,13 @@ Each call is recorded in upstream's metrics (``apiserver_admission_webhook_*``,
 (``fieldvalidation.note_webhook_time``): mutating calls summed, a validating round by its
 longest, as upstream's latency trackers.
 
+An audited request (``api/audit.py``) gets upstream's audit annotations: each mutating
+call's ``mutation.webhook.admission.k8s.io/round_R_index_I`` (``{"configuration", "webhook",
+"mutated"}``) and, from the ``Request`` level on, its ``patch.webhook.admission.k8s.io/...``;
+a webhook's own ``auditAnnotations`` under ``<webhook name>/<key>``.
+
 Not done: CONNECT requests, the ``authorizer`` in match conditions, the
-in-tree plugins' reinvocation, audit annotations.
+in-tree plugins' reinvocation.
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ from ..registry.conversion import CONVERSIONS, conversion_for
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
+from . import audit
 from .admissionpolicy import REQUEST_USER
 from .dryrun import DRY_RUN
 from .errors import ApiError
@@ -104,6 +110,10 @@ Obj = dict[str, Any]
 MODES = ("reachable", "all", "off")
 _REVIEW_KIND = "admission.k8s.io/v1, Kind=AdmissionReview"
 _OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
+
+
+MUTATION_ANNOTATION = "mutation.webhook.admission.k8s.io/"  # + round_R_index_I: upstream's audit annotations
+PATCH_ANNOTATION = "patch.webhook.admission.k8s.io/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +223,7 @@ class AdmissionWebhooks:
         again: set[int] = set()  # those called before a later webhook changed the object
         patched_any = False
         for i, hook in enumerate(hooks):
-            changed = await self._call_mutating(hook, request)
+            changed = await self._call_mutating(hook, request, 0, i)
             if changed is None:
                 continue
             if changed:
@@ -222,7 +232,7 @@ class AdmissionWebhooks:
             if hook.spec.get("reinvocationPolicy") == "IfNeeded":
                 reinvocable.append(i)
         for i in sorted(again):  # once more each, in order (upstream's reinvocation round)
-            await self._call_mutating(hooks[i], request)
+            await self._call_mutating(hooks[i], request, 1, i)
         if not patched_any:
             return False
         if obj is not None and request.obj is not None:
@@ -358,8 +368,10 @@ class AdmissionWebhooks:
 
     # ------------------------------------------------------------------ calling
 
-    async def _call_mutating(self, hook: Hook, request: Request) -> bool | None:
-        """Call ``hook`` if it matches (None: it does not); whether its patch changed the object."""
+    async def _call_mutating(self, hook: Hook, request: Request, round_: int, index: int) -> bool | None:
+        """Call ``hook`` if it matches (None: it does not); whether its patch changed the object.
+        An audited request notes the call (``round_``: 0, or 1 for a reinvocation; ``index``:
+        the webhook's place among all), as upstream's webhook annotator."""
         invocation = await self._matches(hook, request)
         if invocation is None:
             return None
@@ -382,6 +394,15 @@ class AdmissionWebhooks:
             _observe(hook, request, started, True, 0, "apiserver_internal_error")
             raise
         _observe(hook, request, started, False, 200)
+        if audit.recording():
+            where = f"round_{round_}_index_{index}"
+            audit.annotate(MUTATION_ANNOTATION + where, orjson.dumps(
+                {"configuration": hook.configuration, "webhook": hook.name, "mutated": changed}).decode())
+            if answer.get("patch"):
+                audit.annotate(PATCH_ANNOTATION + where, orjson.dumps(
+                    {"configuration": hook.configuration, "webhook": hook.name,
+                     "patch": orjson.loads(base64.b64decode(answer["patch"])),
+                     "patchType": answer.get("patchType", "JSONPatch")}).decode(), "Request")
         return changed
 
     async def _patched(self, invocation: Invocation, request: Request, answer: Obj) -> bool:
@@ -456,6 +477,10 @@ class AdmissionWebhooks:
             return None
         for warning in response.get("warnings") or ():
             add_warning(str(warning))
+        annotations = response.get("auditAnnotations")
+        if isinstance(annotations, dict) and annotations and audit.recording():
+            for key, value in annotations.items():  # (upstream's: the webhook's name before each key)
+                audit.annotate(f"{hook.name}/{key}", str(value))
         if response.get("allowed") is not True:
             denied = _denied(hook.name, response.get("status"))
             _observe(hook, request, started, True, denied.code, "no_error")

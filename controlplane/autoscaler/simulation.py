@@ -27,7 +27,10 @@ demand depends on).
 A claim several pods name (``resourceClaimName``, a ``SharedClaim``) is
 allocated once, where the first of them goes; the others go there too, without
 asking for it again (``PodDemand.without``), and on a node it counts once
-(``total_requests``).
+(``total_requests``). So is a PodGroup's claim (KEP-5729): the pods of the group
+whose claim matches one of the group's share the claim made for the group (its
+status, then each pod's, names it); before it is made, it is simulated from its
+template once for the group.
 
 A claim already allocated counts by where its devices are. For a pending pod
 it needs nothing new. For a bound pod, devices local to its node (the
@@ -49,6 +52,7 @@ from typing import Any, Protocol
 
 from ..scheduler.dra.allocator import claim_signature
 from ..scheduler.dra.extended import extended_claim, extended_requests
+from ..scheduler.dra.groups import group_claim_names, group_name, status_claim_name
 from ..scheduler.dra.nodeselector import node_selector_matches
 from .devices import DeviceClasses
 from .labels import device_resource
@@ -91,8 +95,9 @@ class SimNode:
 
 @dataclass(frozen=True, slots=True)
 class SharedClaim:
-    """A ResourceClaim the pod names (``resourceClaimName``), which other pods may name too:
-    allocated once, on the node the first of them goes to, and the others must follow."""
+    """A ResourceClaim the pod names (``resourceClaimName``), or its PodGroup's claim, which
+    other pods share: allocated once, on the node the first of them goes to, and the others
+    must follow."""
 
     key: str             # namespace/name
     requests: Resources  # its devices, counted per driver (in the pod's requests too)
@@ -221,15 +226,19 @@ def _no_slices(node: str) -> Sequence[Obj]:
     return ()
 
 
-def claim_refs(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj]) -> tuple[Obj | None, ...]:
-    """The ResourceClaims and ResourceClaimTemplates the pod's demand is made from, as
-    ``claims`` and ``templates`` hold them now (None where missing): a cached demand
-    stands while they are the same objects."""
+def claim_refs(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj],
+               podgroups: Mapping[str, Obj] | None = None) -> tuple[Obj | None, ...]:
+    """The ResourceClaims, ResourceClaimTemplates and PodGroup the pod's demand is made
+    from, as ``claims``, ``templates`` and ``podgroups`` hold them now (None where
+    missing): a cached demand stands while they are the same objects."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace", "")
     status = pod.get("status") or {}
     statuses = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
     out: list[Obj | None] = []
+    group = group_name(pod)
+    if group and podgroups is not None:
+        out.append(podgroups.get(f"{ns}/{group}"))
     for rc in (pod.get("spec") or {}).get("resourceClaims") or ():
         name = rc.get("resourceClaimName") or statuses.get(rc.get("name"))
         out.append(claims.get(f"{ns}/{name}") if name else None)
@@ -239,10 +248,12 @@ def claim_refs(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj]
 
 
 def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], classes: DeviceClasses,
-           node_slices: Callable[[str], Sequence[Obj]] = _no_slices) -> PodDemand:
-    """The pod's demand; ``claims`` and ``templates`` by namespace/name,
+           node_slices: Callable[[str], Sequence[Obj]] = _no_slices,
+           podgroups: Mapping[str, Obj] | None = None) -> PodDemand:
+    """The pod's demand; ``claims``, ``templates`` and ``podgroups`` by namespace/name,
     ``node_slices`` the ResourceSlices of a node (see the module's docstring for
-    which allocated claims count, and which claims make the pod unschedulable)."""
+    which allocated claims count, which are shared, and which claims make the pod
+    unschedulable)."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace", "")
     spec = pod.get("spec") or {}
@@ -272,9 +283,15 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             ask(ext["metadata"]["name"], ext["spec"])
     statuses = {s.get("name"): s.get("resourceClaimName")
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    group = group_name(pod)
+    podgroup = (podgroups or {}).get(f"{ns}/{group}") if group else None
+    of_group = group_claim_names(pod, podgroup)  # the pod's claims that are its PodGroup's (KEP-5729)
     for rc in spec.get("resourceClaims") or ():
         named = rc.get("resourceClaimName")
         name = named or statuses.get(rc.get("name"))
+        if not name and podgroup is not None and rc.get("name") in of_group:
+            # the group's claim, made for the group (its status names it before each member's does)
+            name = status_claim_name(podgroup, str(rc.get("name")))
         claim_spec: Mapping[str, Any] | None = None
         if name and f"{ns}/{name}" in claims:
             claim = claims[f"{ns}/{name}"]
@@ -295,9 +312,13 @@ def demand(pod: Obj, claims: Mapping[str, Obj], templates: Mapping[str, Obj], cl
             else:
                 claim_spec = ((template.get("spec") or {}).get("spec"))
         if claim_spec:
-            devices = ask(name or f"{meta.get('name', '')}-{rc.get('name', '')}", claim_spec)
-            if named:
-                shared.append(SharedClaim(f"{ns}/{named}", devices))
+            grouped = rc.get("name") in of_group
+            # a group's claim not made yet is simulated once for the group, under one name all its pods use
+            made_as = name or (f"{group}-{rc.get('name', '')}" if grouped
+                               else f"{meta.get('name', '')}-{rc.get('name', '')}")
+            devices = ask(made_as, claim_spec)
+            if named or grouped:
+                shared.append(SharedClaim(f"{ns}/{made_as}", devices))
     return PodDemand(pod, f"{ns}/{meta.get('name', '')}", requests, tuple(pod_requirement_terms(pod)),
                      tuple(spec.get("tolerations") or ()), tuple(to_allocate),
                      claim_signature(to_allocate) if to_allocate else "",

@@ -281,12 +281,13 @@ class Simulated:
         rv = (pod.get("metadata") or {}).get("resourceVersion", "")
         classes = self.state.device_classes.version  # a class created or changed changes what claims need
         # and a claim or template created, changed or deleted: a pod waiting for it may go now
-        refs = claim_refs(pod, self.state.claims, self.state.templates)
+        refs = claim_refs(pod, self.state.claims, self.state.templates, self.state.podgroups)
         cached = self._demands.get(k)
         if (cached is not None and cached[0] == rv and cached[1] == classes and len(cached[2]) == len(refs)
                 and all(a is b for a, b in zip(cached[2], refs, strict=True))):
             return cached[3]
-        d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes, self.state.slices_of)
+        d = demand(pod, self.state.claims, self.state.templates, self.state.device_classes, self.state.slices_of,
+                   self.state.podgroups)
         self._demands[k] = (rv, classes, refs, d)
         return d
 

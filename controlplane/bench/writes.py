@@ -20,6 +20,9 @@ kubelet's periodic node status report on nodes of realistic size, as a merge
 patch of each node and as ``NodeStatusReport`` requests naming them all, per
 node; last of all, the bound pods' deletes (``gracePeriodSeconds: 0``, as a
 kubelet's final delete of a pod it has stopped).
+
+``--audit-policy-file`` audits the writes (``api/audit.py``) to a log in the bench's
+temporary directory: the difference to a run without it is what auditing costs a write.
 """
 
 from __future__ import annotations
@@ -86,12 +89,16 @@ async def _each(count: int, concurrency: int, write: Callable[[int], Awaitable[A
 async def _run(args: argparse.Namespace) -> None:
     from ..api.app import create_app
     from ..client import Client
-    from ..config import Config
+    from ..config import AuditLog, Config
 
     n, conc = args.count, args.concurrency
     nodes = min(n, 500)  # node status patches: one per node (concurrent patches of one object conflict)
     with tempfile.TemporaryDirectory(prefix="bench-writes-") as tmp:
-        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning", scheduler=False))
+        audit = AuditLog() if args.audit_policy_file is None else \
+            AuditLog(args.audit_policy_file, args.audit_log_path or str(Path(tmp) / "audit.log"),
+                     mode=args.audit_log_mode)
+        app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning", scheduler=False,
+                                audit=audit))
         async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
             for j in range(nodes):
                 await c.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{j}"}})
@@ -248,6 +255,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--renewal-leases", type=int, default=RENEWAL_BATCH,
                    help="Leases the bulk renewals go round, %(default)s at a time (100000: as many as "
                         "100,000 nodes hold; default: %(default)s)")
+    p.add_argument("--audit-policy-file", type=Path, default=None, metavar="YAML",
+                   help="audit the writes by this policy (what auditing costs a write; default: no auditing)")
+    p.add_argument("--audit-log-path", default="", metavar="PATH",
+                   help="where the audit events go (default: a file in the bench's temporary directory)")
+    p.add_argument("--audit-log-mode", choices=("blocking", "batch"), default="blocking",
+                   help="(default: %(default)s)")
     args = p.parse_args(argv)
     asyncio.run(_run(args))
     return 0

@@ -499,14 +499,15 @@ class ResourceCache:
         """As ``prime``, for versions (key, revision, served JSON, attrs) whose labels and
         selectable fields are known to be ``attrs`` (made by a change no filter reads from
         a version that had them): no parse. One loop for a request's writes (``_prime_entry``
-        of each).
+        of each). The served JSON is ``with_resource_version``'s, a join at its exact size:
+        kept as it is (``Packer.pack_exact``).
 
         The entries are left to the collector to untrack: an exact tuple whose items are
         untracked (bytes, an int, and attrs a collection has already untracked: they are
         the previous version's) is untracked by the first young collection that meets it,
         and ``untracked`` (a ctypes call, about as dear as the rest of a prime) would be
         paid once a renewal, 10,000 times a second at 100,000 nodes."""
-        pack, applied = self.packer.pack, self.revision
+        pack, applied = self.packer.pack_exact, self.revision  # (the served JSON of a splice: a join)
         primed, newest = self._primed, self._primed_newest
         for key, revision, raw, attrs in written:
             if revision <= applied:

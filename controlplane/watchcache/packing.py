@@ -117,13 +117,30 @@ class Packer:
         if compressor is not None and len(raw) >= MIN_PACKED:
             return self._head + compressor.compress(raw)
         body = bytes(memoryview(raw))  # exact size: drop the serialiser's slack
-        samples = self._samples
-        if samples is not None:
-            samples.append(body)
-            if len(samples) >= self.train_after:
-                self._samples = None
-                threading.Thread(target=self._train, args=(samples,), name="packer-train", daemon=True).start()
+        if self._samples is not None:
+            self._sample(body)
         return body
+
+    def pack_exact(self, raw: bytes) -> bytes:
+        """``pack`` of bytes made at their exact size (by a join or a concatenation, not by
+        a serialiser, whose output keeps its growth slack): kept as they are, not copied.
+        The bulk writes' spliced versions (``prime_attrs``), 10,000 a second at 100,000
+        nodes, where the copy was 4% of a renewal."""
+        compressor = self._compressor
+        if compressor is not None and len(raw) >= MIN_PACKED:
+            return self._head + compressor.compress(raw)
+        if self._samples is not None:
+            self._sample(raw)
+        return raw
+
+    def _sample(self, body: bytes) -> None:
+        """Keep ``body`` to train the dictionary on; train once there are enough."""
+        samples = self._samples
+        assert samples is not None
+        samples.append(body)
+        if len(samples) >= self.train_after:
+            self._samples = None
+            threading.Thread(target=self._train, args=(samples,), name="packer-train", daemon=True).start()
 
     def _train(self, samples: list[bytes]) -> None:
         try:

@@ -99,15 +99,21 @@ class EventWindow:
         self._evict(time.perf_counter())
 
     def _evict(self, now: float) -> None:
-        events = self._events
-        while len(events) - self._head > 0:
-            oldest = events[self._head]
-            if (len(events) - self._head <= self.max_events and self._bytes <= self.max_bytes
-                    and now - oldest.received <= self.max_seconds):
+        events, head = self._events, self._head
+        over = len(events) - head - self.max_events
+        if over > 0:  # the count bound in one step: a full window evicts as many as it took in
+            gone = events[head:head + over]
+            self._bytes -= sum([event.size for event in gone])
+            head += over
+            self.start = gone[-1].revision
+        while len(events) - head > 0:  # then the bytes and age bounds (the count now holds)
+            oldest = events[head]
+            if self._bytes <= self.max_bytes and now - oldest.received <= self.max_seconds:
                 break
-            self._head += 1
+            head += 1
             self._bytes -= oldest.size
             self.start = oldest.revision
+        self._head = head
         if self._head > 1024 and self._head * 2 > len(events):
             del events[:self._head]
             self._head = 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.api.tables import as_table, human_duration
+from controlplane.api.tables import _parse_ts, as_table, human_duration
 
 CREATED = "2026-01-01T00:00:00Z"
 
@@ -258,3 +258,15 @@ def test_network_policy_selector_sorted() -> None:
     np = {"metadata": meta(), "spec": {"podSelector": SELECTOR}}
     assert row("networkpolicies", np)["Pod-Selector"] == SHOWN
     assert row("networkpolicies", {"metadata": meta(), "spec": {"podSelector": {}}})["Pod-Selector"] == "<none>"
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("2026-01-01T00:00:00.123456Z", datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)),  # a MicroTime
+    ("2026-01-01T00:00:00.5Z", datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=UTC)),
+    ("2026-1-1T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC)),  # not ISO: strptime's reading, as before
+    ("2026-01-01T02:00:00+02:00", datetime(2026, 1, 1, tzinfo=UTC)),
+    ("yesterday", None), (None, None), ("", None),
+])
+def test_a_timestamp_is_read_in_utc_whatever_form_it_was_written_in(text: Any, parsed: datetime | None) -> None:
+    assert _parse_ts(text) == parsed

@@ -11,6 +11,7 @@ names the API server asks for when a ``service`` reference leads here), and an a
     /slower    allowed after 6 s (longer than an HTTP client's usual 5 s timeout)
     /error     HTTP 500 with a Status
     /wrong-uid a response whose uid is not the request's
+    /annotate  allowed, with ``auditAnnotations`` ``{"checked": "yes"}``
 
 A ``ConversionReview`` (a CRD's conversion webhook) is answered per path too:
 
@@ -136,6 +137,8 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
                      "message": "the webhook broke"}
     elif path == "/wrong-uid":
         response["uid"] = "not-the-request"
+    elif path == "/annotate":
+        response["auditAnnotations"] = {"checked": "yes"}
     return 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 

@@ -264,18 +264,95 @@ def test_a_claim_several_pods_share_is_allocated_once_where_they_all_go() -> Non
     assert len(p.claims) == 1 and len(p.claims[0].pods) == 3 and p.unschedulable == {}
 
 
-def test_a_pod_whose_shared_claim_is_allocated_goes_only_where_its_devices_are() -> None:
-    """A pending pod naming a claim allocated on n1 (for a pod running there) goes to n1 or
-    nowhere: nothing is launched for it; and on n1 the claim counts once."""
+def group_pod(name: str, group: str, template: str = "gpu-t", claim: str | None = None) -> dict[str, Any]:
+    """A pod of PodGroup ``group`` whose claim ``gpu`` is made from ``template`` (the group's,
+    if the group lists the same entry); ``claim``: the claim its status names."""
+    pod: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": "1"}, "spec": {
+            "schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}}
+    if claim:
+        pod["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    return pod
+
+
+def test_a_podgroups_claim_is_allocated_once_for_its_pods_made_or_not() -> None:
+    """KEP-5729: the pods of a PodGroup whose claim matches the group's share the claim made
+    for the group. Simulated once, before it is made (from the template) and after (the
+    group's status names it before the pods' do): four pods sharing an H100 launched four
+    gpu-8x-h100 worth of devices when each counted its own. A pod whose entry is not the
+    group's keeps a claim of its own."""
+    classes = DeviceClasses({"gpu": NVIDIA})
+    templates = {"default/gpu-t": {"metadata": {"name": "gpu-t", "namespace": "default"},
+                                   "spec": {"spec": claim_of("t", H100)["spec"]}},
+                 "default/own-t": {"metadata": {"name": "own-t", "namespace": "default"},
+                                   "spec": {"spec": claim_of("t", H100)["spec"]}}}
+    group: dict[str, Any] = {"metadata": {"name": "g", "namespace": "default"}, "spec": {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}]}}
+    made = {"default/g-gpu-x1": {**claim_of("g-gpu-x1", H100)}}
+
+    def planned(podgroup: dict[str, Any], claims: dict[str, Any], *pods: dict[str, Any]) -> Any:
+        return Provisioner(CATALOG, devices=TypeDevices(classes)).plan(
+            [demand(p, claims, templates, classes, podgroups={"default/g": podgroup}) for p in pods], [], [pool()])
+
+    members = [group_pod(f"m{i}", "g") for i in range(4)]
+    p = planned(group, {}, *members)  # not made yet
+    assert launched(p) == ["gpu-8x-h100"] and len(p.claims[0].pods) == 4 and p.unschedulable == {}
+    assert [d.requests.get("devices/gpu.nvidia.com") for d in p.claims[0].pods].count(1000) == 1
+    made_group = {**group, "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-gpu-x1"}]}}
+    p = planned(made_group, made, *members[:2], *(group_pod(f"m{i}", "g", claim="g-gpu-x1") for i in (2, 3)))
+    assert launched(p) == ["gpu-8x-h100"] and len(p.claims[0].pods) == 4
+    # without its PodGroup (not served, or not seen yet), each pod's claim is its own, as before
+    p = Provisioner(CATALOG, devices=TypeDevices(classes)).plan(
+        [demand(m, {}, templates, classes) for m in members], [], [pool()])
+    assert sum(len(c.pods) for c in p.claims) == 4 and \
+        all(d.requests.get("devices/gpu.nvidia.com") == 1000 for c in p.claims for d in c.pods)
+    # a pod of the group whose entry is not the group's asks for its own device beside the group's
+    p = planned(group, {}, *members[:2], group_pod("own", "g", template="own-t"))
+    asked = sorted(d.requests.get("devices/gpu.nvidia.com", 0) for c in p.claims for d in c.pods)
+    assert asked == [0, 1000, 1000] and p.unschedulable == {}
+
+
+def l4_node_n1() -> ClusterState:
+    """A cluster of one node, n1, publishing a gpu-1x-l4's device, and the NVIDIA class."""
     st = ClusterState()
     st.device_classes.add(NVIDIA)
     st.node_added(node("n1", cpu="4"))
     [l4] = resource_slices("n1", CATALOG.get("gpu-1x-l4").type)  # type: ignore[union-attr]
     st.slice_set({**l4, "metadata": {**l4["metadata"], "resourceVersion": "1"}})
-    st.claims["default/l4"] = claim_of("l4", status={"allocation": {
-        "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}})
+    return st
+
+
+# a claim's status: allocated n1's device
+ALLOCATED_ON_N1 = {"allocation": {
+    "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]},
+    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+
+
+def test_a_podgroups_claim_counts_once_on_the_node_its_running_pods_share() -> None:
+    """Two running pods of a PodGroup on n1 sharing the group's claim, allocated there: n1's
+    device is taken once (it was counted twice, so n1 looked over-full to consolidation)."""
+    st = l4_node_n1()
+    st.podgroups["default/g"] = {"metadata": {"name": "g", "namespace": "default"}, "spec": {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}]}, "status": {
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-gpu-x1"}]}}
+    st.claims["default/g-gpu-x1"] = claim_of("g-gpu-x1", status=ALLOCATED_ON_N1)
+    for name in ("r1", "r2"):
+        running = group_pod(name, "g", claim="g-gpu-x1")
+        running["spec"]["nodeName"] = "n1"
+        running["status"]["phase"] = "Running"
+        st.pod_added(running)
+    [n1] = Simulated(st, CATALOG).nodes()
+    assert n1.requested["devices/gpu.nvidia.com"] == 1000 and n1.requested["cpu"] == 2000
+
+
+def test_a_pod_whose_shared_claim_is_allocated_goes_only_where_its_devices_are() -> None:
+    """A pending pod naming a claim allocated on n1 (for a pod running there) goes to n1 or
+    nowhere: nothing is launched for it; and on n1 the claim counts once."""
+    st = l4_node_n1()
+    st.claims["default/l4"] = claim_of("l4", status=ALLOCATED_ON_N1)
     for name in ("r1", "r2"):
         running = shared_pod(name, "l4", cpu="1")
         running["spec"]["nodeName"] = "n1"

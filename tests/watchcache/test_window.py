@@ -82,3 +82,19 @@ def test_a_hinted_resume_gets_exactly_the_events_of_its_value_in_order_with_or_w
     assert at in window._indexes  # the long backlogs were answered from the index
     for bucket in window._indexes[at].values():  # compaction trimmed what was evicted long ago
         assert bucket and bucket[-1].revision > window.start
+
+
+def test_the_window_keeps_its_newest_events_within_the_count_and_bytes_bounds() -> None:
+    """Evicted oldest first; ``start`` is the last evicted revision (a resume from it or
+    later is served), and the bytes counted are those of the events kept."""
+    events = [event(r) for r in range(1, 41)]
+    window = EventWindow(0, max_events=10)
+    window.extend(events[:4])
+    assert window.since(0) == events[:4] and window.start == 0
+    window.extend(events[4:30])  # past the count at once
+    assert window.since(20) == events[20:30] and len(window) == 10 and window.start == 20
+    assert window.bytes == sum(ev.size for ev in events[20:30])
+    window.max_bytes = 3 * events[0].size + 10  # then the bytes bound takes the rest
+    window.extend(events[30:31])
+    assert window.since(28) == events[28:31] and window.start == 28
+    assert window.bytes == sum(ev.size for ev in events[28:31])

@@ -1,0 +1,251 @@
+"""Audit logging (api/audit.py) of a real ``controlplane serve`` (RBAC, a token file, a policy
+and a log), driven by the real kubectl and httpx over its socket."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.test_kubectl_openapi import ok, run
+from tests.test_cli import Serve, running, start_serve
+
+POLICY = """
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*"]
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: RequestResponse
+  resources: [{group: "", resources: [configmaps]}]
+  omitManagedFields: true
+- level: Request
+  resources: [{group: "", resources: [pods]}]
+- level: Metadata
+  omitStages: [RequestReceived]
+"""
+TOKENS = 'admintoken,admin,uid-admin,"system:masters"\nalicetoken,alice,uid-alice,"devs"\n'
+MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\Z")
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    tmp = tmp_path_factory.mktemp("audit")
+    (tmp / "policy.yaml").write_text(POLICY)
+    (tmp / "tokens.csv").write_text(TOKENS)
+    with running(start_serve(tmp, extra=(
+            "--token-auth-file", str(tmp / "tokens.csv"), "--authorization-mode", "RBAC",
+            "--audit-policy-file", str(tmp / "policy.yaml"), "--audit-log-path", str(tmp / "audit.log")))) as s:
+        yield s
+
+
+def log_of(served: Serve) -> Path:
+    return served.state.parent / "audit.log"
+
+
+def events(served: Serve, match: Callable[[dict[str, Any]], bool], stages: int = 1,
+           timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The logged events ``match`` takes, once there are ``stages`` of them (the last one is
+    written as the handler returns, a moment after the client has its answer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [e for e in map(json.loads, log_of(served).read_text().splitlines()) if match(e)]
+        if len(found) >= stages or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def by_kubectl(verb: str, uri: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e["verb"] == verb and e["requestURI"].split("?")[0] == uri \
+        and e.get("userAgent", "").startswith("kubectl/")
+
+
+def complete(found: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [e for e in found if e["stage"] == "ResponseComplete"]
+    assert len(done) == 1, found
+    return done[0]
+
+
+def test_a_create_is_logged_at_each_stage_with_its_objects(audited: Serve) -> None:
+    ok(audited, "create", "configmap", "cm-a", "--from-literal=a=b")
+    found = events(audited, by_kubectl("create", "/api/v1/namespaces/default/configmaps"), stages=2)
+    assert [e["stage"] for e in found] == ["RequestReceived", "ResponseComplete"]
+    received, done = found
+    assert received["auditID"] == done["auditID"] and uuid.UUID(done["auditID"])
+    assert received["stageTimestamp"] == received["requestReceivedTimestamp"] == done["requestReceivedTimestamp"]
+    assert MICRO_TIME.match(done["stageTimestamp"]) and done["stageTimestamp"] >= done["requestReceivedTimestamp"]
+    assert "responseStatus" not in received and "requestObject" not in received
+    assert done["kind"] == "Event" and done["apiVersion"] == "audit.k8s.io/v1"
+    assert done["level"] == "RequestResponse"
+    # (as the authenticator knows the user: the token file's uid column is not kept, see api-compatibility.md)
+    assert done["user"] == {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
+    assert done["sourceIPs"] == ["127.0.0.1"]
+    # the name comes from the body (kubectl sends protobuf: the JSON it decodes to is logged)
+    assert done["objectRef"] == {"resource": "configmaps", "namespace": "default", "name": "cm-a",
+                                 "apiVersion": "v1"}
+    assert done["responseStatus"] == {"metadata": {}, "code": 201}
+    assert done["requestObject"]["data"] == {"a": "b"}
+    answer = done["responseObject"]
+    assert answer["kind"] == "ConfigMap" and answer["metadata"]["uid"]
+    assert "managedFields" not in answer["metadata"]  # omitManagedFields (the create wrote some)
+    assert done["annotations"] == {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
+
+
+def test_get_list_patch_and_delete(audited: Serve) -> None:
+    ok(audited, "create", "configmap", "cm-b", "--from-literal=a=b")
+    ok(audited, "get", "configmap", "cm-b")
+    ok(audited, "get", "configmaps")
+    ok(audited, "patch", "configmap", "cm-b", "-p", '{"data":{"c":"d"}}')
+    ok(audited, "delete", "configmap", "cm-b")
+    # kubectl get's, kubectl patch's own (the object it patches) and kubectl delete's wait for the delete
+    gets = [e for e in events(audited, by_kubectl("get", "/api/v1/namespaces/default/configmaps/cm-b"), 6)
+            if e["stage"] == "ResponseComplete"]
+    assert [e["responseStatus"]["code"] for e in gets] == [200, 200, 404]
+    got = gets[0]
+    assert got["objectRef"]["name"] == "cm-b" and "requestObject" not in got
+    assert got["responseObject"]["kind"] == "Table"  # (kubectl get asks for one)
+    assert gets[1]["responseObject"]["kind"] == "ConfigMap"
+    listed = complete(events(audited, lambda e: by_kubectl("list", "/api/v1/namespaces/default/configmaps")(e)
+                             and "fieldSelector" not in e["requestURI"], 2))  # (not kubectl delete's wait)
+    assert listed["objectRef"] == {"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}
+    names = [row["cells"][0] for row in listed["responseObject"]["rows"]]
+    assert "cm-b" in names
+    patched = complete(events(audited, by_kubectl("patch", "/api/v1/namespaces/default/configmaps/cm-b"), 2))
+    assert patched["requestObject"] == {"data": {"c": "d"}}  # the patch as sent
+    assert patched["responseObject"]["data"] == {"a": "b", "c": "d"}
+    deleted = complete(events(audited, by_kubectl("delete", "/api/v1/namespaces/default/configmaps/cm-b"), 2))
+    assert deleted["requestObject"]["propagationPolicy"] == "Background"  # the DeleteOptions
+    assert deleted["responseStatus"]["code"] == 200
+
+
+def test_failures_carry_the_status_message_and_reason(audited: Serve) -> None:
+    assert run(audited, "get", "configmap", "missing").returncode == 1
+    missing = complete(events(audited, by_kubectl("get", "/api/v1/namespaces/default/configmaps/missing"), 2))
+    assert missing["responseStatus"] == {"metadata": {}, "status": "Failure",
+                                         "message": 'configmaps "missing" not found', "reason": "NotFound",
+                                         "details": {"name": "missing", "kind": "configmaps"}, "code": 404}
+    assert run(audited, "create", "configmap", "Bad_Name").returncode == 1
+    invalid = complete(events(audited, lambda e: by_kubectl("create", "/api/v1/namespaces/default/configmaps")(e)
+                              and e.get("objectRef", {}).get("name") == "Bad_Name", 2))
+    assert invalid["responseStatus"]["code"] == 422 and invalid["responseStatus"]["reason"] == "Invalid"
+    assert invalid["responseStatus"]["message"].startswith('ConfigMap "Bad_Name" is invalid: metadata.name')
+    assert run(audited, "--token=alicetoken", "get", "configmaps").returncode == 1
+    refused = events(audited, lambda e: e["user"].get("username") == "alice" and e["verb"] == "list"
+                     and e["objectRef"]["resource"] == "configmaps")
+    refused_event = complete(refused)
+    assert refused_event["responseStatus"]["code"] == 403 and refused_event["responseStatus"]["reason"] == "Forbidden"
+    assert refused_event["annotations"] == {"authorization.k8s.io/decision": "forbid",
+                                            "authorization.k8s.io/reason": ""}
+
+
+def test_rbac_says_which_binding_allowed(audited: Serve) -> None:
+    ok(audited, "create", "rolebinding", "alice-view", "--clusterrole=view", "--group=devs")
+    ok(audited, "--token=alicetoken", "get", "services")
+    allowed = events(audited, lambda e: e["user"].get("username") == "alice" and e["verb"] == "list"
+                     and e["objectRef"]["resource"] == "services" and e["responseStatus"]["code"] == 200)
+    assert allowed[0]["annotations"] == {
+        "authorization.k8s.io/decision": "allow",
+        "authorization.k8s.io/reason": 'RBAC: allowed by RoleBinding "alice-view/default" of ClusterRole "view" '
+                                       'to Group "devs"'}
+    assert allowed[0]["user"]["groups"] == ["devs", "system:authenticated"]
+
+
+def test_impersonation_logs_both_users(audited: Serve) -> None:
+    assert run(audited, "--as=alice", "--as-group=devs", "get", "secrets").returncode == 1  # view reads none
+    found = events(audited, lambda e: "impersonatedUser" in e and e["objectRef"]["resource"] == "secrets")
+    e = complete(found)
+    assert e["user"]["username"] == "admin"
+    assert e["impersonatedUser"] == {"username": "alice", "groups": ["devs", "system:authenticated"]}
+    assert e["annotations"]["authorization.k8s.io/decision"] == "forbid"
+
+
+def test_a_watch_starts_and_completes_without_its_stream(audited: Serve) -> None:
+    ok(audited, "create", "configmap", "cm-w", "--from-literal=a=b")
+    with pytest.raises(subprocess.TimeoutExpired):  # kubectl watches until killed
+        run_for(audited, 3.0, "get", "configmaps", "--watch")
+    found = events(audited, by_kubectl("watch", "/api/v1/namespaces/default/configmaps"), stages=3)
+    assert [e["stage"] for e in found] == ["RequestReceived", "ResponseStarted", "ResponseComplete"]
+    started, done = found[1], found[2]
+    assert started["responseStatus"] == {"metadata": {}, "code": 200} and "responseObject" not in started
+    assert done["responseStatus"]["code"] == 200 and "responseObject" not in done  # (never a stream's)
+    assert done["stageTimestamp"] > started["stageTimestamp"]
+
+
+def run_for(served: Serve, seconds: float, *args: str) -> None:
+    import os
+
+    from tests.e2e.test_kubectl import KUBECTL
+
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    subprocess.run([KUBECTL, *args], capture_output=True, env=env, timeout=seconds)
+
+
+def test_pod_security_audit_mode_goes_to_the_annotations(audited: Serve) -> None:
+    ok(audited, "create", "namespace", "audited-psa")
+    ok(audited, "label", "namespace", "audited-psa", "pod-security.kubernetes.io/audit=restricted")
+    ok(audited, "-n", "audited-psa", "run", "web", "--image=nginx")
+    e = complete(events(audited, by_kubectl("create", "/api/v1/namespaces/audited-psa/pods"), 2))
+    assert e["level"] == "Request" and e["requestObject"]["spec"]["containers"][0]["image"] == "nginx"
+    assert "responseObject" not in e
+    notes = e["annotations"]
+    assert notes["pod-security.kubernetes.io/enforce-policy"] == "privileged:latest"
+    assert notes["pod-security.kubernetes.io/audit-violations"].startswith(
+        'would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "web" must '
+        "set securityContext.allowPrivilegeEscalation=false)")
+
+
+def test_the_audit_id_header_and_a_failed_authentication(audited: Serve) -> None:
+    admin = {"Authorization": "Bearer admintoken"}
+    with httpx.Client(base_url=audited.url, verify=False, timeout=10) as c:
+        r = c.get("/api/v1/namespaces/default/configmaps", headers=admin)
+        assert r.status_code == 200
+        generated = r.headers["Audit-Id"]
+        assert uuid.UUID(generated)
+        assert complete(events(audited, lambda e: e["auditID"] == generated, 2))["verb"] == "list"
+        r = c.get("/api/v1/namespaces/default/configmaps", headers={**admin, "Audit-ID": "mine-1"})
+        assert r.headers["Audit-Id"] == "mine-1"  # the client's own, as upstream echoes it
+        assert complete(events(audited, lambda e: e["auditID"] == "mine-1", 2))["verb"] == "list"
+        r = c.get("/healthz")  # a level None request still has its id
+        assert r.status_code == 200 and uuid.UUID(r.headers["Audit-Id"])
+        r = c.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong", "X-Forwarded-For": "10.9.8.7"})
+        assert r.status_code == 401
+        failed = events(audited, lambda e: e["auditID"] == r.headers["Audit-Id"])
+        assert len(failed) == 1 and failed[0]["stage"] == "ResponseStarted" and failed[0]["user"] == {}
+        assert failed[0]["responseStatus"] == {"metadata": {}, "message": "Authentication failed, attempted: bearer",
+                                               "code": 401}
+        assert failed[0]["sourceIPs"] == ["10.9.8.7", "127.0.0.1"]
+        assert "annotations" not in failed[0]
+        time.sleep(0.2)
+        metrics = c.get("/metrics", headers=admin).text
+    assert re.search(r"^apiserver_audit_event_total \d+", metrics, re.M)
+    assert re.search(r'^apiserver_audit_level_total\{level="None"\} [1-9]', metrics, re.M)
+    assert re.search(r'^apiserver_audit_level_total\{level="RequestResponse"\} [1-9]', metrics, re.M)
+    scraped = complete(events(audited, lambda e: e["requestURI"] == "/metrics", 1))
+    assert scraped["verb"] == "get" and "objectRef" not in scraped
+    assert scraped["annotations"] == {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
+    none = [e for e in map(json.loads, log_of(audited).read_text().splitlines())
+            if e["requestURI"].startswith("/healthz") or e.get("objectRef", {}).get("resource") == "leases"]
+    assert none == []  # level None: not logged
+
+
+def test_a_bad_policy_file_stops_serve(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{users: [a]}]\n")
+    s = start_serve(tmp_path, extra=("--audit-policy-file", str(tmp_path / "policy.yaml"),
+                                     "--audit-log-path", str(tmp_path / "audit.log")))
+    assert s.proc.wait(timeout=60) == 2
+    assert (f"argument --audit-policy-file: rules[0].level: Required value: from file {tmp_path / 'policy.yaml'}"
+            in s.output())
+    s = start_serve(tmp_path, run=1, extra=("--audit-log-path", "-", "--audit-log-format", "xml"))
+    assert s.proc.wait(timeout=60) == 2
+    assert "invalid audit log format xml, allowed formats are 'json,legacy'" in s.output()
