@@ -31,6 +31,7 @@ from collections import deque
 
 __all__ = ["DroppedRequests", "QueueSet", "Ticket", "deal", "flow_hash"]
 
+_HANDS_KEPT = 65536  # flows whose hands are kept (all dealt anew when full)
 MIN_SERVICE = 0.001  # seconds: the least service a request is charged (so instant ones count too)
 
 
@@ -97,12 +98,14 @@ class QueueSet:
         self._mean = MIN_SERVICE  # the level's mean service time (s), for the charge at dispatch
         self._arrivals = 0
         self._orphans: deque[Ticket] = deque()  # those waiting when the level stopped queuing
+        self._hands: dict[int, tuple[_Queue, ...]] = {}  # flow -> its queues, dealt once per configuration
         self.configure(limit, queues, hand_size, queue_length_limit)
 
     def configure(self, limit: int, queues: int, hand_size: int, queue_length_limit: int) -> None:
         """A new configuration: the waiting requests keep their order; with another number of
         queues they are spread over the new queues as they arrived (by their old queue's index)."""
         self.limit, self.hand_size, self.queue_length_limit = limit, hand_size, queue_length_limit
+        self._hands = {}
         if queues != len(self._queues):
             old = self._queues
             self._queues = [_Queue() for _ in range(queues)]
@@ -146,8 +149,16 @@ class QueueSet:
             ticket = Ticket(seats, None)
             self._run(ticket)
             return ticket
-        queue = min((self._queues[i] for i in deal(flow, len(self._queues), self.hand_size)),
-                    key=lambda q: q.waiting_seats + q.running_seats)
+        hand = self._hands.get(flow)
+        if hand is None:
+            if len(self._hands) >= _HANDS_KEPT:
+                self._hands.clear()
+            hand = self._hands[flow] = tuple(self._queues[i] for i in deal(flow, len(self._queues), self.hand_size))
+        queue = hand[0]
+        least = queue.waiting_seats + queue.running_seats
+        for q in hand:
+            if q.waiting_seats + q.running_seats < least:
+                queue, least = q, q.waiting_seats + q.running_seats
         if self.waiting == 0 and self.fits(seats):  # (the common case: no wait)
             ticket = Ticket(seats, queue)
             self._run(ticket)
