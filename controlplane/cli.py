@@ -169,6 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-protocol", choices=HTTP_PROTOCOLS, default="controlplane",
                        help="the HTTP/1.1 implementation on the connections: this project's (one write per "
                             "response) or uvicorn's httptools protocol, the benchmarks' peer (default: %(default)s)")
+    serve.add_argument("--max-requests-inflight", type=int, default=400, metavar="N",
+                       help="as kube-apiserver's: with API Priority and Fairness, this plus "
+                            "--max-mutating-requests-inflight is each server process's concurrency limit, shared "
+                            "by the priority levels; without it, the reads served at a time (0: no limit) "
+                            "(default: %(default)s)")
+    serve.add_argument("--max-mutating-requests-inflight", type=int, default=200, metavar="N",
+                       help="as kube-apiserver's: see --max-requests-inflight; without API Priority and Fairness, "
+                            "the writes served at a time (0: no limit) (default: %(default)s)")
+    serve.add_argument("--enable-priority-and-fairness", type=_go_bool, nargs="?", const=True, default=True,
+                       metavar="BOOL",
+                       help="classify, queue and reject requests by the FlowSchemas and PriorityLevelConfigurations "
+                            "(API Priority and Fairness); =false for the max-in-flight limits instead "
+                            "(default: true)")
     serve.add_argument("--etcd-compaction-interval", type=_duration, default=300.0, metavar="DURATION",
                        help="how often the store's history is compacted, as kube-apiserver's flag: seconds or a "
                             "Go duration (5m, 90s); what is older than one to two intervals then answers 410 "
@@ -377,6 +390,9 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             components_process=args.components_process,
             http_protocol=args.http_protocol,
             compaction_interval=args.etcd_compaction_interval,
+            max_requests_inflight=args.max_requests_inflight,
+            max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+            enable_priority_and_fairness=args.enable_priority_and_fairness,
             service_account_issuers=tuple(args.service_account_issuer),
             service_account_signing_key_file=args.service_account_signing_key_file,
             service_account_key_files=tuple(args.service_account_key_file),

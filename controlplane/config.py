@@ -179,6 +179,12 @@ class Config:
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
+    # API Priority and Fairness (api/flowcontrol.py): the two limits' sum is each server
+    # process's concurrency limit, shared by the priority levels; without it
+    # (--enable-priority-and-fairness=false) they limit reads and writes (0: no limit)
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    enable_priority_and_fairness: bool = True
     node_lifecycle: NodeLifecycle = NodeLifecycle()
     job_backoff: JobBackoff = JobBackoff()
     audit: AuditLog = AuditLog()
@@ -201,6 +207,11 @@ class Config:
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is outside 1..65535")
+        if self.max_requests_inflight < 0 or self.max_mutating_requests_inflight < 0:
+            raise ValueError("--max-requests-inflight and --max-mutating-requests-inflight must not be negative")
+        if self.enable_priority_and_fairness and self.max_requests_inflight + self.max_mutating_requests_inflight < 1:
+            raise ValueError("--max-requests-inflight plus --max-mutating-requests-inflight must be positive "
+                             "with API Priority and Fairness")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, not {self.workers}")
         if not self.compaction_interval >= 0:

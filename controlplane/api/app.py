@@ -60,6 +60,10 @@ from . import podsecurity
 from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
 from .auditlog import LogBackend, LogOptions
 from .errors import ApiError
+from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
+from .flowcontrol import FlowControl, MaxInFlight
+from .flowcontrol import dump as flow_dump
+from .flowmatch import Info
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
 from .oidc import PATHS as DISCOVERY_PATHS
@@ -244,8 +248,10 @@ class _KubeRoutes:
     (``--api-audiences``), as upstream's: one made for Vault is refused (401)."""
 
     def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
-                 anonymous: bool, discovery: Discovery | None = None) -> None:
+                 anonymous: bool, discovery: Discovery | None = None,
+                 flow: FlowControl | MaxInFlight | None = None) -> None:
         self.app = app
+        self.flow = flow  # API Priority and Fairness, or the max-in-flight limits (api/flowcontrol.py)
         self.kube = kube
         self.openapi = openapi
         self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
@@ -267,22 +273,43 @@ class _KubeRoutes:
         elif (path == "/metrics" or path == "/metrics/slis") and self.kube.authorizer is not None:
             await self._non_resource(scope, receive, send, path, self.app)
             return
+        elif path.startswith(FLOW_DEBUG) and isinstance(self.flow, FlowControl):  # (authorized as /metrics)
+            await self._non_resource(scope, receive, send, path, self._flow_dump)
+            return
         elif self.discovery is not None and path.rstrip("/") in DISCOVERY_PATHS:
             path = path.rstrip("/")  # (go-restful's routes, which upstream's are: a trailing slash trimmed)
             await self._non_resource(scope, receive, send, path, self.discovery)
             return
         else:
+            if self.flow is not None and scope["type"] == "http":  # /healthz, /version...: flow control too
+                user = (await self._authenticated(scope) or ANONYMOUS) if self.tokens is not None else None
+                await self.flow(scope, receive, send, self.app, user)
+                return
             await self.app(scope, receive, send)
             return
         if target is not self.kube and self.tokens is not None and self.kube.authorizer is not None:
             await self._non_resource(scope, receive, send, path, target)  # system:discovery's /openapi/*
             return
+        user = None
         if self.tokens is not None:
             user = await self._requester(scope, send)
             if user is None:
                 return
             scope[USER_SCOPE_KEY] = user  # for the authorizer (--authorization-mode RBAC)
+        if self.flow is not None:
+            await self.flow(scope, receive, send, target, user)
+            return
         await target(scope, receive, send)
+
+    async def _flow_dump(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """API Priority and Fairness's debug dumps (api/flowcontrol.py), plain text as upstream's."""
+        assert isinstance(self.flow, FlowControl)
+        body = flow_dump(self.flow, scope["path"][len(FLOW_DEBUG):]) if scope["method"] == "GET" else None
+        code, text = (200, body) if body is not None else (404, b"404 page not found\n")
+        await send({"type": "http.response.start", "status": code, "headers": [
+            (b"content-type", _TEXT.encode()), (b"x-content-type-options", b"nosniff"),
+            (b"content-length", str(len(text)).encode())]})
+        await send({"type": "http.response.body", "body": text})
 
     async def _requester(self, scope: dict[str, Any], send: Any) -> User | None:
         """Who asks: the authenticated user, or the one it impersonates (``kubectl --as``); None
@@ -309,16 +336,23 @@ class _KubeRoutes:
         user = await self._requester(scope, send) if self.tokens is not None else ANONYMOUS
         if user is None:
             return
-        need = AuthzRequest("get", path=path)
-        authorizer = self.kube.authorizer
-        if authorizer is not None:
-            allowed = await authorizer.allowed(user, need)
-            if recording():  # (the audit event's decision)
-                authorized(allowed, await authorizer.reason(user, need) if allowed else "")
-            if not allowed:
-                await KubeApi._respond(send, 403, forbidden(user, need).body())
-                return
-        await target(scope, receive, send)
+
+        async def checked(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            need = AuthzRequest("get", path=path)
+            authorizer = self.kube.authorizer
+            if authorizer is not None:
+                allowed = await authorizer.allowed(user, need)
+                if recording():  # (the audit event's decision)
+                    authorized(allowed, await authorizer.reason(user, need) if allowed else "")
+                if not allowed:
+                    await KubeApi._respond(send, 403, forbidden(user, need).body())
+                    return
+            await target(scope, receive, send)
+
+        if self.flow is not None:  # (before authorization, as upstream's filter)
+            await self.flow(scope, receive, send, checked, user)
+            return
+        await checked(scope, receive, send)
 
     async def _authenticated(self, scope: dict[str, Any]) -> User | None:
         subject = scope.get(CLIENT_CERT_SCOPE_KEY)
@@ -380,6 +414,7 @@ class _KubeRoutes:
         return obj
 
 
+FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
 _PARSED_OBJECTS = 4096  # the service accounts and bound objects of recent tokens, parsed
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -400,6 +435,38 @@ def _rbac_authorizer(kube: KubeApi, caches: WatchCaches) -> Authorizer:
         return sum(caches.cache_for(t).generation for t in types.values() if t is not None)
 
     return Authorizer(list_objects, changed)
+
+
+def _objects(kube: KubeApi, state: ServerState, info: Info) -> int | None:
+    """How many objects the watch cache holds of a LIST's resource (its width; None: unknown)."""
+    rtype = kube.registry.get(info.group, info.version, info.plural)
+    caches = state.caches
+    if rtype is None or caches is None:
+        return None
+    cache = caches.cache_for(rtype)
+    return len(cache) if cache.ready.is_set() and cache.failed is None else None
+
+
+async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCaches, state: ServerState) -> None:
+    """API Priority and Fairness configured from the cached FlowSchemas and
+    PriorityLevelConfigurations now, and again whenever their caches move."""
+    types = [kube.registry.get(FLOWCONTROL_GROUP, "v1", plural) for plural in ("flowschemas",
+                                                                              "prioritylevelconfigurations")]
+
+    async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        lists = []
+        for rtype in types:
+            assert rtype is not None
+            listed = await kube.reads.list(rtype, None, list_options(rtype, None, {}))
+            lists.append([orjson.loads(raw) for raw in listed.items])
+        return lists[0], lists[1]
+
+    def generation() -> int:
+        return sum(caches.cache_for(t).generation for t in types if t is not None)
+
+    seen = generation()
+    flow.configure(*await read())
+    state._tasks.append(asyncio.create_task(flow.follow(read, generation, seen), name="flow-control-config"))
 
 
 def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
@@ -462,6 +529,8 @@ def create_app(config: Config) -> FastAPI:
             state.caches = caches
             OBJECT_COUNTS.source = counts = functools.partial(_object_counts, kube.registry, caches)
             state.hooks.update(("generic-apiserver-start-informers", "storage-object-count-tracker-hook"))
+            if isinstance(flow, FlowControl):  # configured before serving, then as the objects change
+                await _follow_flow_config(flow, kube, caches, state)
             await kube.bootstrap_rbac()  # in every mode, as upstream's rbac/bootstrap-roles hook
             state.hooks.add("rbac/bootstrap-roles")
             if config.authorization_mode == "RBAC":
@@ -556,11 +625,16 @@ def create_app(config: Config) -> FastAPI:
         tokens = {e.token: User(e.user, e.groups).with_authenticated() for e in entries}
         admins = [e.token for e in entries if "system:masters" in e.groups] or [e.token for e in entries]
         admin_token = admins[0] if admins else None
+    flow: FlowControl | MaxInFlight = \
+        FlowControl(config.max_requests_inflight + config.max_mutating_requests_inflight,
+                    functools.partial(_objects, kube, state)) \
+        if config.enable_priority_and_fairness else \
+        MaxInFlight(config.max_requests_inflight, config.max_mutating_requests_inflight)
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
     front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
-                        discovery=discovery)
+                        discovery=discovery, flow=flow)
     app.state.front = _audited(front, config, kube) if config.audit.policy_file or config.audit.path else front
 
     for endpoint, checks in _health_checks(state).items():

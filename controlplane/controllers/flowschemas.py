@@ -1,6 +1,6 @@
 """API Priority and Fairness's configuration kept, as kube-apiserver's config controller and
-bootstrap ensurer keep it (``registry/flowcontrol.py``); the configuration is not applied
-to requests here.
+bootstrap ensurer keep it (``registry/flowcontrol.py``); the API server applies it to
+requests (``api/flowcontrol.py``).
 
 - Each FlowSchema's ``Dangling`` condition says whether the PriorityLevelConfiguration
   it names exists (False, reason ``Found``) or not (True, ``NotFound``), in upstream's

@@ -3,9 +3,8 @@ defaults, validation and bootstrap configuration.
 
 The objects are stored, served and kept as kube-apiserver keeps them (the
 bootstrap objects at start, ``api/rest.py``; the ``Dangling`` condition of each
-FlowSchema, ``controllers/flowschemas.py``); the queuing they describe is not
-applied: no request is classified, queued or rejected by them
-(docs/api-compatibility.md).
+FlowSchema, ``controllers/flowschemas.py``); every request is classified, queued
+or rejected by them (``api/flowcontrol.py``).
 
 - ``MANDATORY`` objects (``exempt``, ``catch-all``) always exist with their
   bootstrap spec: the ensurer puts them back when deleted and restores their
