@@ -15,6 +15,7 @@ server over a socket (``from_kubeconfig``) or to the app in this process
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import ssl
@@ -89,6 +90,25 @@ class ApiError(Exception):
         if isinstance(body, dict) and body.get("kind") == "Status":
             return cls(code, str(body.get("reason", "")), str(body.get("message", "")), body)
         return cls(code, "", content[:200].decode("utf-8", "replace"))
+
+
+# client-go's maxRetries: how many times a request is sent again after a 429 that names a wait
+RETRIES_429 = 10
+
+
+def retry_after(error: ApiError) -> float | None:
+    """The seconds a 429 asks the client to wait before trying again; None: not to be
+    retried. kube-apiserver's flow control and max-in-flight filters answer a request they
+    could not take with plain text and ``Retry-After`` (1 s at first, up to 32 s as it keeps
+    dropping requests); client-go waits that long and sends it again. A 429 that is a
+    ``Status`` (a PodDisruptionBudget refusing an eviction) is retried only if it names a
+    wait (``details.retryAfterSeconds``), as upstream then sets ``Retry-After``. The header
+    itself is not read (the bare transports keep no headers): a flow-control refusal is
+    retried after 1 s."""
+    if not error.status:  # not a Status: the flow-control filters' text
+        return 1.0
+    seconds = (error.status.get("details") or {}).get("retryAfterSeconds")
+    return float(seconds) if isinstance(seconds, int) and seconds > 0 else None
 
 
 class KubeconfigError(ValueError):
@@ -221,9 +241,23 @@ class Client:
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                       **query: Any) -> dict[str, Any]:
+        """One request, its answer parsed. A 429 the server asks to retry is retried after the
+        wait it names, up to ``RETRIES_429`` times, as client-go does (see ``retry_after``)."""
         content = None
         if body is not None:
             content = body if isinstance(body, bytes) else orjson.dumps(body)
+        for _ in range(RETRIES_429):
+            try:
+                return await self._request(method, path, content, content_type, query)
+            except ApiError as e:
+                wait = retry_after(e) if e.code == 429 else None
+                if wait is None:
+                    raise
+                await asyncio.sleep(wait)
+        return await self._request(method, path, content, content_type, query)
+
+    async def _request(self, method: str, path: str, content: bytes | None, content_type: str,
+                       query: dict[str, Any]) -> dict[str, Any]:
         if self._app is not None:
             headers = [*self._auth, (b"accept", b"application/json")]
             if content is not None:

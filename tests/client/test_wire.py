@@ -222,3 +222,43 @@ async def test_a_stream_hands_chunks_over_as_they_come_and_a_cut_is_an_error(poo
 
         with pytest.raises(httpx.RemoteProtocolError):
             await read_cut()
+
+
+async def test_a_429_of_flow_control_is_sent_again_and_a_budgets_429_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Client.request`` over the pool, as client-go: a request kube-apiserver's flow control
+    could not take (429, plain text) is sent again, after the wait (1 s; shortened here), up
+    to ten times; a 429 ``Status`` naming no wait (a PodDisruptionBudget refusing an
+    eviction) is the caller's at once."""
+    from controlplane.client import client as client_module
+    from controlplane.client.client import ApiError, Client
+
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(client_module.asyncio, "sleep", no_wait)
+    busy = b"Too many requests, please try again later.\n"
+    budget = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,'
+              b'"message":"Cannot evict pod as it would violate the pod\'s disruption budget.",'
+              b'"details":{"causes":[{"reason":"DisruptionBudget"}]}}')
+    answers = [(429, busy, b"text/plain"), (429, busy, b"text/plain"), (200, b'{"kind":"Pod"}', b"application/json"),
+               (429, budget, b"application/json")] + [(429, busy, b"text/plain")] * 11
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            code, body, kind = answers.pop(0)
+            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %b\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%b"
+                         % (code, kind, len(body), body))
+            await writer.drain()
+
+    async with _Server(handler) as url, Client(url) as c:
+        assert await c.get("/api/v1/namespaces/default/pods/p") == {"kind": "Pod"}
+        assert waits == [1.0, 1.0]
+        with pytest.raises(ApiError) as refused:
+            await c.create("/api/v1/namespaces/default/pods/p/eviction", {"kind": "Eviction"})
+        assert refused.value.reason == "TooManyRequests" and waits == [1.0, 1.0]
+        with pytest.raises(ApiError) as busy_still:  # ten tries more, then the 429 is the caller's
+            await c.get("/api/v1/namespaces/default/pods/p")
+        assert busy_still.value.code == 429 and len(waits) == 12 and answers == []
