@@ -19,7 +19,7 @@ import asyncio
 import base64
 import copy
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,6 +141,10 @@ class Client:
         self._app = transport.app if isinstance(transport, InProcessTransport) else None
         self._auth = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._json = _JSON  # a request's own headers (over a socket): Accept, and an agent's User-Agent
+        # (and a view's own Authorization: as_user)
+        self._root = self  # whose credentials (its _auth) the shared informers present (as_user)
+        self._mint: Callable[[str], str] | None = None  # an identity's token (as_identity)
+        self._updates: frozenset[str] = frozenset()  # what merge patches are made as updates (updating)
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, verify=verify, transport=transport,
                                       timeout=httpx.Timeout(timeout), limits=limits)
         # over a socket, requests and watches skip httpx too (wire.py)
@@ -157,9 +161,52 @@ class Client:
 
         agent = f"{product}/{GIT_VERSION} (linux/amd64) controlplane"
         view = copy.copy(self)
-        view._auth = [*self._auth, (b"user-agent", agent.encode())]
-        view._json = {**_JSON, "User-Agent": agent}
+        view._auth = [*(h for h in self._auth if h[0] != b"user-agent"), (b"user-agent", agent.encode())]
+        view._json = {**self._json, "User-Agent": agent}
         return view
+
+    def as_user(self, token: str | None) -> Client:
+        """This client, its connections and its shared informers, presenting ``token`` on its
+        requests (a component's identity: ``controlplane.identities``); None: this client's own.
+        The shared informers list and watch with the credentials of the client this one was
+        made from (``in_process``, ``from_kubeconfig``), as kube-controller-manager's shared
+        informers run as itself while each controller writes as its service account."""
+        if token is None:
+            return self
+        view = copy.copy(self)
+        view._auth = [(b"authorization", f"Bearer {token}".encode()),
+                      *(h for h in self._auth if h[0] != b"authorization")]
+        view._json = {**self._json, "Authorization": f"Bearer {token}"}
+        return view
+
+    def for_informers(self) -> Client:
+        """This view with the credentials of the client it was made from (``as_user``), for the
+        informers: they list and watch as kube-controller-manager's shared informers do, as
+        itself, whichever controller reads them."""
+        if "Authorization" not in self._json:
+            return self
+        lister = copy.copy(self)
+        lister._auth = [*self._root._auth, *(h for h in self._auth if h[0] != b"authorization")]
+        lister._json = {k: v for k, v in self._json.items() if k != "Authorization"}
+        return lister
+
+    def with_identities(self, mint: Callable[[str], str] | None) -> Client:
+        """This client, able to act as the built-in components' identities: ``mint(user)`` is a
+        user's token (``controlplane.identities.Identities.token``). Call before making views."""
+        self._mint = mint
+        return self
+
+    def as_identity(self, user: str) -> Client:
+        """This client presenting the token of ``user``, an identity of the built-in components
+        (``controlplane.identities``: ``system:kube-scheduler``, a controller's service account,
+        ``system:node:<node>``); as it is when it was given no way to make one (``with_identities``:
+        no token file, or a client of another server)."""
+        mint = self._mint
+        return self.as_user(mint(user)) if mint is not None else self
+
+    def as_component(self, product: str, user: str) -> Client:
+        """``as_identity(user)`` with ``as_agent(product)``: a component's view."""
+        return self.as_identity(user).as_agent(product)
 
     @classmethod
     def in_process(cls, app: Any, token: str | None = None) -> Client:
@@ -167,11 +214,13 @@ class Client:
         return cls("http://in-process", token=token, transport=InProcessTransport(app))
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, context: str | None = None, server: str | None = None) -> Client:
+    def from_kubeconfig(cls, path: str | Path, context: str | None = None, server: str | None = None,
+                        token: str | None = None) -> Client:
         """The current (or named) context of a kubeconfig: server (unless ``server``), CA, and a bearer
         token or a client certificate (``client-certificate``/``client-key`` files or their ``-data``,
         as kind's and kubeadm's ``admin.conf``); relative paths are the kubeconfig's directory's, as
-        client-go reads them. Raises ``KubeconfigError``."""
+        client-go reads them. ``token``: presented instead of the user's credentials (the server's
+        own components, ``serve --components-process``). Raises ``KubeconfigError``."""
         path = Path(path)
         try:
             doc = yaml.safe_load(path.read_text())
@@ -180,7 +229,7 @@ class Client:
         if not isinstance(doc, dict):
             raise KubeconfigError(f"{path} is not a kubeconfig (a YAML mapping with clusters, users, contexts)")
         try:
-            return cls._from_kubeconfig_doc(doc, path.parent, context, server)
+            return cls._from_kubeconfig_doc(doc, path.parent, context, server, token)
         except KubeconfigError as e:
             raise KubeconfigError(f"kubeconfig {path}: {e}") from None
         except (OSError, ssl.SSLError, ValueError, TypeError, KeyError) as e:
@@ -188,7 +237,7 @@ class Client:
 
     @classmethod
     def _from_kubeconfig_doc(cls, doc: dict[str, Any], base: Path, context: str | None,
-                             server: str | None) -> Client:
+                             server: str | None, token: str | None = None) -> Client:
         ctx_name = context or doc.get("current-context")
         ctx = _named(doc.get("contexts"), ctx_name, "context")
         cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
@@ -202,10 +251,11 @@ class Client:
             raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
         verify: ssl.SSLContext | bool = True
         if str(url).startswith("https://"):
-            verify = _tls_context(cluster, user, base)
-        token = user.get("token")
-        if not token and user.get("tokenFile"):
-            token = (base / user["tokenFile"]).read_text().strip()
+            verify = _tls_context(cluster, {} if token else user, base)
+        if not token:
+            token = user.get("token")
+            if not token and user.get("tokenFile"):
+                token = (base / user["tokenFile"]).read_text().strip()
         return cls(str(url), token=token, verify=verify)
 
     def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
@@ -218,7 +268,7 @@ class Client:
 
         shared = self._shared.get(path)
         if shared is None:
-            shared = self._shared[path] = SharedInformer(self, path, page_size=page_size)
+            shared = self._shared[path] = SharedInformer(self.for_informers(), path, page_size=page_size)
             shared.optional = optional
         elif not optional:
             shared.optional = False
@@ -298,7 +348,36 @@ class Client:
         return await self.request("PUT", path, body, **query)
 
     async def patch(self, path: str, body: Any, patch_type: str = "merge", **query: Any) -> dict[str, Any]:
+        if self._updates and patch_type == "merge" and isinstance(body, dict) and _written(path) in self._updates:
+            return await self._patch_by_update(path, body, query)
         return await self.request("PATCH", path, body, content_type=PATCH_TYPES[patch_type], **query)
+
+    def updating(self, written: frozenset[str]) -> Client:
+        """This view writing ``written`` (``<plural>`` or ``<plural>/<subresource>``) by ``update``
+        where it asks for a merge patch (``patch``): the object read (its main resource), the
+        patch applied here, the result PUT at its resourceVersion, again on a conflict; as
+        upstream's controllers write those (``UpdateStatus``, ``Update``), and as the roles
+        their service accounts are bound to allow (``update``, not ``patch``)."""
+        view = copy.copy(self)
+        view._updates = written
+        return view
+
+    async def _patch_by_update(self, path: str, body: dict[str, Any], query: dict[str, Any]) -> dict[str, Any]:
+        main = path.rsplit("/", 1)[0] if _written(path).count("/") else path
+        collection, name = main.rsplit("/", 1)
+        for attempt in range(_UPDATE_ATTEMPTS):
+            # read as the controllers' roles allow (list, watch; not always get): listed by its name
+            listed = await self.list(collection, fieldSelector=f"metadata.name={name}")
+            if not listed.get("items"):
+                raise ApiError(404, "NotFound", f'"{name}" not found')
+            current = {"apiVersion": listed.get("apiVersion"), "kind": str(listed.get("kind", "")).removesuffix("List"),
+                       **listed["items"][0]}
+            try:
+                return await self.update(path, _merge_patch(current, body), **query)
+            except ApiError as e:
+                if e.code != 409 or attempt == _UPDATE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     async def delete(self, path: str, body: dict[str, Any] | None = None, **query: Any) -> dict[str, Any]:
         return await self.request("DELETE", path, body, **query)
@@ -370,6 +449,37 @@ def _named(entries: list[dict[str, Any]] | None, name: str | None, what: str) ->
             body: dict[str, Any] = entry.get(what, {})
             return body
     raise KubeconfigError(f"no {what} named {name!r}")
+
+
+_UPDATE_ATTEMPTS = 5
+
+
+def _written(path: str) -> str:
+    """What a path writes: ``<plural>/<name>`` -> ``plural``, ``<plural>/<name>/<sub>`` -> ``plural/sub``.
+
+    >>> _written("/apis/apps/v1/namespaces/ns/replicasets/web/status"), _written("/api/v1/nodes/n1")
+    ('replicasets/status', 'nodes')
+    """
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 3:
+        rest = rest[2:]
+    if len(rest) >= 3:
+        return f"{rest[0]}/{rest[2]}"
+    return rest[0] if rest else ""
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch of ``target`` (not changed)."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = _merge_patch(merged.get(k), v)
+    return merged
 
 
 def _tls_context(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:

@@ -22,7 +22,10 @@ from urllib.parse import unquote
 
 import httpx
 
-__all__ = ["WHOLE_BODY_SCOPE_KEY", "InProcessTransport", "call", "open_stream"]
+__all__ = ["IN_PROCESS", "WHOLE_BODY_SCOPE_KEY", "InProcessTransport", "call", "open_stream"]
+
+# the scope's "server" of a request made in this process: none over a socket has it (the server's address)
+IN_PROCESS = ("in-process", 0)
 
 # Set in the scope of every in-process request: its body is handed over whole at the first
 # ``receive`` (``_receiver``), so the app need not time its arrival.
@@ -165,7 +168,7 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
 def _scope(method: str, raw_path: bytes, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
             "method": method, "scheme": "http", "path": unquote(raw_path.decode("ascii")), "raw_path": raw_path,
-            "query_string": query_string, "root_path": "", "headers": headers, "server": ("in-process", 0),
+            "query_string": query_string, "root_path": "", "headers": headers, "server": IN_PROCESS,
             "client": ("127.0.0.1", 0), "state": {}, WHOLE_BODY_SCOPE_KEY: True}
 
 

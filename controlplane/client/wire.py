@@ -209,10 +209,11 @@ class ConnectionPool:
                     self._ssl.check_hostname = False
                     self._ssl.verify_mode = ssl.CERT_NONE
         host = url.netloc.rsplit("@", 1)[-1]
-        # the User-Agent apart: a request may name its own (``Client.as_agent``)
+        # the User-Agent and the credentials apart: a request may name its own (``Client.as_agent``, ``as_user``)
         self._agent = f"User-Agent: {headers.get('User-Agent', 'controlplane-client')}\r\n"
+        self._authorization = f"Authorization: {headers['Authorization']}\r\n" if "Authorization" in headers else ""
         self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host, **headers}.items()
-                             if k != "User-Agent").encode("latin-1")
+                             if k != "User-Agent" and k != "Authorization").encode("latin-1")
         self.timeout = timeout
         self._idle: deque[_Connection] = deque()
         self._slots = asyncio.Semaphore(limit)
@@ -300,6 +301,8 @@ class ConnectionPool:
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         if "User-Agent" not in headers:
             extra = self._agent + extra
+        if "Authorization" not in headers:
+            extra = self._authorization + extra
         return b"".join([f"{method} {self._prefix}{target} HTTP/1.1\r\n".encode("latin-1"), self._head,
                          extra.encode("latin-1"), b"\r\n"])
 
