@@ -18,13 +18,12 @@ __all__ = ["ADMISSION_WEBHOOK_MODES", "AUTHORIZATION_MODES", "DISABLEABLE_ADMISS
            "LOG_LEVELS", "SA_EXTENDED_SECONDS", "SA_WARN_ONLY_SECONDS", "SNAPSHOT_MODES", "Config", "JobBackoff",
            "NodeLifecycle"]
 
-AuthorizationMode = Literal["AlwaysAllow", "RBAC"]
 SnapshotMode = Literal["lazy", "copy"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 HttpProtocol = Literal["controlplane", "uvicorn"]
 AdmissionWebhookMode = Literal["reachable", "all", "off"]
 
-AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("AlwaysAllow", "RBAC")
+AUTHORIZATION_MODES = ("AlwaysAllow", "Node", "RBAC")  # --authorization-mode lists some, comma-separated
 SNAPSHOT_MODES: tuple[SnapshotMode, ...] = ("lazy", "copy")
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 HTTP_PROTOCOLS: tuple[HttpProtocol, ...] = ("controlplane", "uvicorn")
@@ -118,7 +117,7 @@ class Config:
     kubeconfig_out: Path = Path(".controlplane/kubeconfig")
     # None: serve generates an admin token into ``generated_token_file``.
     token_auth_file: Path | None = None
-    authorization_mode: AuthorizationMode = "AlwaysAllow"
+    authorization_mode: str = "AlwaysAllow"  # comma-separated modes, in order: "Node,RBAC" (kubeadm's)
     nodes: int = 0
     scheduler: bool = True
     # kube-controller-manager's --controllers: which of its controllers run, in its list syntax
@@ -218,8 +217,7 @@ class Config:
             raise ValueError(f"compaction interval must be >= 0 seconds, not {self.compaction_interval}")
         if self.nodes < 0:
             raise ValueError(f"nodes must be >= 0, not {self.nodes}")
-        if self.authorization_mode not in AUTHORIZATION_MODES:
-            raise ValueError(f"authorization mode {self.authorization_mode!r} is not one of {AUTHORIZATION_MODES}")
+        self.authorization_modes()  # (ValueError: an unknown mode, one named twice)
         if self.watch_cache_snapshot not in SNAPSHOT_MODES:
             raise ValueError(f"watch cache snapshot {self.watch_cache_snapshot!r} is not one of {SNAPSHOT_MODES}")
         if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
@@ -274,6 +272,25 @@ class Config:
                             f"{SA_EXTENDED_SECONDS} seconds, which is longer than "
                             f"service-account-max-token-expiration set to {_go_duration(longest)} seconds")
         return warnings
+
+    def authorization_modes(self) -> tuple[str, ...]:
+        """``authorization_mode``'s modes in order, checked as kube-apiserver checks them."""
+        modes = tuple(m.strip() for m in self.authorization_mode.split(","))
+        for mode in modes:
+            if mode not in AUTHORIZATION_MODES:
+                raise ValueError(f"authorization-mode {mode!r} is not a valid mode (choose from "
+                                 f"{', '.join(AUTHORIZATION_MODES)})")
+        if len(set(modes)) != len(modes):
+            raise ValueError(f"authorization-mode {self.authorization_mode!r} has mode specified more than once")
+        return modes
+
+    def kubelet_identities(self) -> bool:
+        """Whether the simulated kubelets write as ``system:node:<node>`` (identities.py): unless
+        RBAC authorizes without the Node authorizer, which upstream needs to allow them anything
+        (the ``system:node`` binding has no subjects): the simulator then writes as KWOK's
+        controller, as KWOK does, whose nodes have no kubelet at all."""
+        modes = self.authorization_modes()
+        return "Node" in modes or "RBAC" not in modes
 
     def controller_enabled(self, name: str) -> bool:
         """Whether kube-controller-manager's controller ``name`` (its canonical name) runs

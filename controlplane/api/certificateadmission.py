@@ -23,7 +23,7 @@ from typing import Any
 from ..registry.certificates import parse_request
 from ..registry.types import ResourceType
 from .errors import ApiError
-from .rbac import Authorizer, Request, User
+from .rbac import Authorizes, Request, User
 
 __all__ = ["check_signer_permission", "check_subject"]
 
@@ -71,14 +71,14 @@ def _changed_by_signing(csr: Obj, old: Obj) -> bool:
                 or (status.get("conditions") or []) != (old_status.get("conditions") or []))
 
 
-async def _may(authorizer: Authorizer, user: User, verb: str, signer: str) -> bool:
+async def _may(authorizer: Authorizes, user: User, verb: str, signer: str) -> bool:
     """upstream's IsAuthorizedForSignerName: the signer by name, else its domain's wildcard."""
     if await authorizer.allowed(user, Request(verb, GROUP, "signers", name=signer)):
         return True
     return await authorizer.allowed(user, Request(verb, GROUP, "signers", name=signer.split("/")[0] + "/*"))
 
 
-async def check_signer_permission(authorizer: Authorizer | None, user: User | None, rtype: ResourceType,
+async def check_signer_permission(authorizer: Authorizes | None, user: User | None, rtype: ResourceType,
                                   csr: Obj, old: Obj, subresource: str | None) -> None:
     """CertificateApproval (``/approval``) and CertificateSigning (``/status``), on an update
     of ``old`` into ``csr``: raise their 403 unless ``user`` may approve (sign) for the

@@ -52,7 +52,7 @@ from urllib.parse import unquote
 
 from ..registry.dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .errors import ApiError
-from .rbac import ANONYMOUS, AUTHENTICATED, Authorizer, Request, User, forbidden
+from .rbac import ANONYMOUS, AUTHENTICATED, Authorizes, Request, User, forbidden
 
 __all__ = ["extra_key", "impersonated"]
 
@@ -100,7 +100,7 @@ def extra_key(encoded: str) -> str:
     return unquote(encoded, encoding="utf-8", errors="replace")
 
 
-async def impersonated(scope: dict[str, Any], user: User, authorizer: Authorizer | None,
+async def impersonated(scope: dict[str, Any], user: User, authorizer: Authorizes | None,
                        request: Request) -> User:
     """The user a request (whose RBAC attributes are ``request``) acts as: ``user``, or whom
     its impersonation headers name, once a mode allows it."""

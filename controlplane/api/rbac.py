@@ -38,13 +38,13 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from .errors import ApiError
 
-__all__ = ["ANONYMOUS", "Authorizer", "Request", "User", "forbidden", "selected_name", "verb_of"]
+__all__ = ["ANONYMOUS", "Authorizer", "Authorizes", "Request", "User", "forbidden", "selected_name", "verb_of"]
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -86,6 +86,7 @@ class Request:
     namespace: str = ""
     name: str = ""
     path: str = ""
+    field_selector: str = ""  # a list's or watch's (the Node authorizer's scoped reads; RBAC ignores it)
 
 
 def verb_of(method: str, named: bool, watch: bool) -> str:
@@ -202,6 +203,17 @@ def _describe_subject(subject: dict[str, Any]) -> str:
 
 
 Lister = Callable[[str], Awaitable[list[bytes]]]  # plural -> the cached objects' JSON
+
+
+class Authorizes(Protocol):
+    """What decides requests: ``Authorizer`` (RBAC), or the ``--authorization-mode`` list
+    (``nodeauthz.Authorizers``)."""
+
+    async def allowed(self, user: User, r: Request) -> bool: ...
+
+    async def reason(self, user: User, r: Request) -> str: ...
+
+    async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
 
 class Authorizer:

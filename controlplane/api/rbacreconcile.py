@@ -33,6 +33,7 @@ import orjson
 import store
 from controlplane.registry.types import Registry, ResourceType
 
+from .componentpolicy import COMPONENT_ROLE_BINDINGS, COMPONENT_ROLES
 from .controllerpolicy import CONTROLLER_ROLE_BINDINGS, CONTROLLER_ROLES
 from .namespacepolicy import NAMESPACE_ROLE_BINDINGS, NAMESPACE_ROLES
 from .rbacpolicy import ADDON_ROLES, AUTOUPDATE, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, aggregated_rules
@@ -46,8 +47,9 @@ Obj = dict[str, Any]
 GROUP = "rbac.authorization.k8s.io"
 
 POLICY: tuple[tuple[str, Obj], ...] = (
-    *(("clusterroles", r) for r in (*CLUSTER_ROLES, *CONTROLLER_ROLES, *ADDON_ROLES)),
-    *(("clusterrolebindings", b) for b in (*CLUSTER_ROLE_BINDINGS, *CONTROLLER_ROLE_BINDINGS)),
+    *(("clusterroles", r) for r in (*CLUSTER_ROLES, *CONTROLLER_ROLES, *ADDON_ROLES, *COMPONENT_ROLES)),
+    *(("clusterrolebindings", b) for b in (*CLUSTER_ROLE_BINDINGS, *CONTROLLER_ROLE_BINDINGS,
+                                           *COMPONENT_ROLE_BINDINGS)),
     *(("roles", r) for r in NAMESPACE_ROLES),
     *(("rolebindings", b) for b in NAMESPACE_ROLE_BINDINGS),
 )

@@ -126,6 +126,7 @@ from .negotiation import (
     negotiate,
     negotiated_writer,
 )
+from .nodeauthz import NodeAuthorizer, kubelet
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .nodetaint import admit_node
@@ -137,7 +138,7 @@ from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
 from .proxying import PROXY_METHODS
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
-from .rbac import Authorizer, User, forbidden, selected_name, verb_of
+from .rbac import Authorizes, User, forbidden, selected_name, verb_of
 from .rbac import Request as RbacRequest
 from .rbacreconcile import ensure_rbac_policy
 from .reads import (
@@ -273,7 +274,8 @@ class KubeApi:
         crd_type = registry.get(CRD_GROUP, "v1", "customresourcedefinitions")
         assert crd_type is not None
         self.crds = CustomResourceDefinitions(registry, crd_type)
-        self.authorizer: Authorizer | None = None  # --authorization-mode RBAC (api/rbac.py)
+        self.authorizer: Authorizes | None = None  # --authorization-mode (api/rbac.py, api/nodeauthz.py)
+        self.node_restriction: NodeAuthorizer | None = None  # with the Node mode: NodeRestriction (api/nodeauthz.py)
         self.token_issuer: TokenIssuer | None = None  # serviceaccounts/token (api/tokenrequest.py)
         self.authenticate_token: Authenticate | None = None  # the server's token authentication (TokenReview)
         self.reads: Reads = StoreReads(lambda: self.store)  # the server swaps in the watch cache's
@@ -876,6 +878,10 @@ class KubeApi:
         request = self._rbac_request(parts, method, query)
         if not await self._allowed(user, request):
             raise forbidden(user, request)
+        if self.node_restriction is not None:
+            node = kubelet(user)
+            if node is not None:
+                await self.node_restriction.restrict(user, node, request)
         if request.resource == "pods" and not request.api_group \
                 and needs_create(method, request.subresource, scope["headers"]):
             request = dataclasses.replace(request, verb="create")  # a websocket exec creates, as a POST
@@ -925,9 +931,11 @@ class KubeApi:
         if rest[0] == "namespaces" and len(rest) >= 2 and group == "":
             namespace = rest[1] if len(rest) > 1 else ""  # a namespace is in itself, as upstream
         verb = "watch" if legacy_watch else verb_of(method, bool(name), bool(flag(query, "watch")))
+        selector = ""
         if not name and verb in ("list", "watch") and not legacy_watch:  # one object by field selector: its name
-            name = selected_name(query.get("fieldSelector"))
-        return RbacRequest(verb, group, rest[0], subresource, namespace, name)
+            selector = query.get("fieldSelector") or ""
+            name = selected_name(selector)
+        return RbacRequest(verb, group, rest[0], subresource, namespace, name, field_selector=selector)
 
     @classmethod
     async def _delete_body(cls, scope: Scope, receive: Receive, content_type: str) -> bytes:
@@ -1639,6 +1647,11 @@ class KubeApi:
             causes = validate_metadata(meta, old.get("metadata") if old is not None else None)
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
+        if old is None and self.node_restriction is not None and rtype.plural in _NODE_OWN and rtype.custom is None:
+            user = REQUEST_USER.get()
+            node = kubelet(user) if user is not None else None
+            if node is not None:  # NodeRestriction: a kubelet creates its own Node, Lease, CSINode only
+                self.node_restriction.restrict_create(node, rtype.plural, obj)
         if rtype is self._csrs:
             if old is None:
                 set_requestor(obj, REQUEST_USER.get())
@@ -2761,6 +2774,7 @@ def _replay(body: bytes) -> Receive:
 
 
 _SCALE_KIND = ("autoscaling", "v1", "Scale")
+_NODE_OWN = frozenset({"nodes", "leases", "csinodes"})  # what NodeRestriction lets a kubelet create, its own only
 
 
 def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, namespace: str | None) -> dict[str, Any]:

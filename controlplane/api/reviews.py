@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
-from .rbac import ANONYMOUS, Authorizer, Request, User
+from .rbac import ANONYMOUS, Authorizes, Request, User
 from .tokenrequest import AUDIENCE
 
 __all__ = ["REVIEWS", "review"]
@@ -37,7 +37,7 @@ Authenticate = Callable[[str], Awaitable[tuple[User, list[str] | None] | None]]
 SERVER_AUDIENCES = (AUDIENCE,)  # kube-apiserver's --api-audiences default: its service account issuer
 
 
-async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizer | None,
+async def review(plural: str, body: dict[str, Any], user: User | None, authorizer: Authorizes | None,
                  namespace: str | None = None, authenticate: Authenticate | None = None,
                  audiences: tuple[str, ...] = SERVER_AUDIENCES) -> dict[str, Any]:
     """The review ``body`` answered for ``user`` (None: no authentication configured), in
@@ -110,7 +110,7 @@ def _subject(plural: str, spec: dict[str, Any], namespace: str | None) -> User:
     return User(str(spec.get("user") or ""), tuple(str(g) for g in groups))
 
 
-async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizer | None,
+async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizes | None,
                          kind: str) -> dict[str, Any]:
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if isinstance(resource, dict) == isinstance(non_resource, dict):

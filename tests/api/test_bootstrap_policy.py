@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import store
+from controlplane.api.componentpolicy import COMPONENT_ROLE_BINDINGS, COMPONENT_ROLES
 from controlplane.api.rbacpolicy import AUTOUPDATE
 from controlplane.api.rbacreconcile import (
     POLICY,
@@ -134,10 +135,16 @@ def test_the_cluster_roles_are_upstreams_and_labelled_as_its_own() -> None:
     roles = _policy("clusterroles")
     defaults = {name for name, r in roles.items() if r["metadata"]["labels"].get("kubernetes.io/bootstrapping")}
     assert defaults == UPSTREAM_CLUSTER_ROLES
-    assert set(roles) - defaults == {"system:aggregated-metrics-reader"}
+    # besides: metrics-server's, and the built-in components' own (api/componentpolicy.py), labelled as this
+    # server's, as are their bindings
+    ours = {r["metadata"]["name"] for r in COMPONENT_ROLES}
+    assert set(roles) - defaults == {"system:aggregated-metrics-reader", *ours}
+    assert {b["metadata"]["name"] for b in COMPONENT_ROLE_BINDINGS} == ours
     for p, obj in POLICY:
         meta = obj["metadata"]
-        if meta["name"] in defaults or p != "clusterroles":
+        if meta["name"] in ours:
+            assert meta["labels"] == {"app.kubernetes.io/managed-by": "controlplane"}, meta["name"]
+        elif meta["name"] in defaults or p != "clusterroles":
             assert meta["labels"]["kubernetes.io/bootstrapping"] == "rbac-defaults", meta["name"]
             assert meta["annotations"] == {AUTOUPDATE: "true"}, meta["name"]
 
