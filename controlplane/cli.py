@@ -37,6 +37,7 @@ from .metricsserver import add_argument as add_metrics_argument
 
 if TYPE_CHECKING:
     from .config import AuditLog, Config
+    from .identities import Identities
 
 __all__ = ["build_parser", "main"]
 
@@ -100,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "or --http-protocol uvicorn)")
     serve.add_argument("--no-tls", dest="tls", action="store_false",
                        help="serve plain HTTP (clients then send no credentials: requests are anonymous)")
-    serve.add_argument("--authorization-mode", choices=AUTHORIZATION_MODES, default="AlwaysAllow",
-                       help="(default: %(default)s)")
+    serve.add_argument("--authorization-mode", default="AlwaysAllow", metavar="MODES",
+                       help="the authorizers, in order, comma-separated, of: " + ", ".join(AUTHORIZATION_MODES)
+                            + " (kubeadm's: Node,RBAC; RBAC without Node denies the kubelets, as upstream: the "
+                              "simulated nodes then write as KWOK's controller; default: %(default)s)")
     serve.add_argument("--admission-webhooks", choices=ADMISSION_WEBHOOK_MODES, default="reachable",
                        help="which admission and CRD conversion webhooks are called: reachable (those with a "
                             "url, or a Service of type ExternalName or without a selector whose endpoints a user "
@@ -802,8 +805,9 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
 
     from . import componentsmetrics
     from .client import ApiError, Client
-    from .components import enabled
+    from .components import enabled, start
     from .gcsettings import settle_heap
+    from .identities import CONTROLLER_MANAGER
     from .leaderelection import identity, run_elected
 
     log = logging.getLogger("controlplane.components")
@@ -811,7 +815,13 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
 
     async def run() -> None:
         settle_heap()
-        client = Client.from_kubeconfig(config.kubeconfig_out, server=config.server_url)
+        # as the components in the server's process: kube-controller-manager's identity for the
+        # informers and the leader election, each component its own (identities.py), with the key
+        # the servers derive from the token file's admin
+        identities = _identities(config)
+        client = Client.from_kubeconfig(config.kubeconfig_out, server=config.server_url,
+                                        token=identities.token(CONTROLLER_MANAGER) if identities else None)
+        client.with_identities(identities.token if identities else None)
         try:
             while True:  # the server listens already; it answers once its store and caches are up
                 try:
@@ -821,12 +831,7 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
                     await asyncio.sleep(0.1)
 
             def start_components() -> list[asyncio.Task[None]]:
-                tasks = []
-                for component in enabled(config):
-                    log.info("starting %s (components process)", component.name)
-                    start = component.load()(client.as_agent(component.agent), config)
-                    tasks.append(asyncio.create_task(start, name=component.name))
-                return tasks
+                return start(client, config, enabled(config), " (components process)")
 
             # under a Lease, as in the server's process (leaderelection.py); their metrics are
             # read by the server's /metrics (componentsmetrics.py)
@@ -852,6 +857,20 @@ def _components_worker(config: Config, port: int, inherited: socket.socket | Non
         log.exception("the components process failed")
         os._exit(1)
     os._exit(0)
+
+
+def _identities(config: Config) -> Identities | None:
+    """The built-in components' identities (identities.py) keyed as the servers key them: from the
+    token file's admin; None when it cannot be read (the kubeconfig's credentials are used then)."""
+    from .identities import Identities, admin_tokens, identity_key
+    from .tokens import TokenFileError, read_token_file
+
+    try:
+        key = identity_key(admin_tokens(read_token_file(config.token_auth_file or config.generated_token_file)))
+    except (OSError, TokenFileError) as e:
+        logging.getLogger("controlplane.components").warning("the components act as the kubeconfig's user: %s", e)
+        return None
+    return Identities(key) if key is not None else None
 
 
 def _die_with_parent() -> None:

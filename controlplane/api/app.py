@@ -39,9 +39,12 @@ from store.compactor import run_compactor
 
 from .. import componentsmetrics
 from ..client import Client
+from ..client.transport import IN_PROCESS
 from ..components import enabled
+from ..components import start as start_components
 from ..config import Config
 from ..gcsettings import settle_heap
+from ..identities import CONTROLLER_MANAGER, TOKEN_PREFIX, Identities, admin_tokens, identity_key
 from ..leaderelection import identity, run_elected
 from ..metrics import (
     CONTENT_TYPE,
@@ -53,9 +56,11 @@ from ..metrics import (
     observe_gc_pauses,
 )
 from ..registry import Registry, ResourceType, schema
+from ..registry.attrs import field_names
 from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
+from ..watchcache.entry import ATTRS
 from . import podsecurity
 from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
 from .auditlog import LogBackend, LogOptions
@@ -66,6 +71,7 @@ from .flowcontrol import dump as flow_dump
 from .flowmatch import Info
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .impersonation import impersonated
+from .nodeauthz import Authorizers, NodeAuthorizer
 from .oidc import PATHS as DISCOVERY_PATHS
 from .oidc import Discovery, discovery_for
 from .openapi import PREFIX as OPENAPI_V3
@@ -249,9 +255,17 @@ class _KubeRoutes:
 
     def __init__(self, app: Any, kube: KubeApi, openapi: OpenApiV3, tokens: dict[str, User] | None,
                  anonymous: bool, discovery: Discovery | None = None,
-                 flow: FlowControl | MaxInFlight | None = None) -> None:
+                 flow: FlowControl | MaxInFlight | None = None, identities: Identities | None = None,
+                 identities_over_sockets: bool = False) -> None:
         self.app = app
         self.flow = flow  # API Priority and Fairness, or the max-in-flight limits (api/flowcontrol.py)
+        # the built-in components' credentials (identities.py): the fixed ones parsed once, a kubelet's
+        # checked as it comes; taken from this process's components only, unless they run in a process
+        # of their own (--components-process), whose requests come over a socket
+        self.identities = identities
+        self.identities_over_sockets = identities_over_sockets
+        self._identity_users = {token: User(user, groups) for token, (user, groups) in
+                                identities.static_tokens().items()} if identities is not None else {}
         self.kube = kube
         self.openapi = openapi
         self.openapi_v2 = OpenApiV2(openapi)  # converted from the v3 documents, rebuilt when they change
@@ -363,7 +377,10 @@ class _KubeRoutes:
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() != "bearer":
                     return None
-                found = await self.token_user(token.strip())
+                token = token.strip()
+                if token.startswith(TOKEN_PREFIX):
+                    return self._identity(token, scope)
+                found = await self.token_user(token)
                 if found is None:
                     return None
                 user, audiences = found
@@ -372,6 +389,17 @@ class _KubeRoutes:
                     return None  # a token for someone else (Vault's, an OIDC relying party's): not for the API
                 return user
         return ANONYMOUS if self.anonymous else None
+
+    def _identity(self, token: str, scope: dict[str, Any]) -> User | None:
+        """The built-in component ``token`` names (identities.py), if it is one of this server's
+        and comes from where the components run; None otherwise (a 401)."""
+        if self.identities is None or not (self.identities_over_sockets or scope.get("server") == IN_PROCESS):
+            return None
+        user = self._identity_users.get(token)
+        if user is not None:
+            return user
+        found = self.identities.user_of(token)  # a kubelet's: one per node, checked, not held
+        return User(found[0], found[1]) if found is not None else None
 
     async def token_user(self, token: str) -> tuple[User, list[str] | None] | None:
         """The user ``token`` authenticates, and the audiences it is good for (None for a
@@ -469,6 +497,26 @@ async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCac
     state._tasks.append(asyncio.create_task(flow.follow(read, generation, seen), name="flow-control-config"))
 
 
+def _pod_node(kube: KubeApi, caches: WatchCaches) -> Callable[[str, str], Awaitable[str | None]]:
+    """A pod's ``spec.nodeName`` ("" unbound; None: no such pod), for NodeRestriction: from the
+    watch cache's field values, no parse; from the store for one the cache has not seen yet."""
+    pods = kube.registry.get("", "v1", "pods")
+    assert pods is not None
+    at = field_names("pods").index("spec.nodeName")
+
+    async def pod_node(namespace: str, name: str) -> str | None:
+        key = pods.key(namespace, name)
+        entry = caches.cache_for(pods).get(key)
+        if entry is not None:
+            return entry[ATTRS][1][at]
+        kv = await kube.store.get(key)
+        if kv is None:
+            return None
+        return str((orjson.loads(kv.value).get("spec") or {}).get("nodeName") or "")
+
+    return pod_node
+
+
 def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
     """(group, resource, objects) of each loaded watch cache, for each type stored under its
     prefix (``apiserver_storage_objects``; read in a scrape's thread)."""
@@ -533,25 +581,25 @@ def create_app(config: Config) -> FastAPI:
                 await _follow_flow_config(flow, kube, caches, state)
             await kube.bootstrap_rbac()  # in every mode, as upstream's rbac/bootstrap-roles hook
             state.hooks.add("rbac/bootstrap-roles")
-            if config.authorization_mode == "RBAC":
-                kube.authorizer = _rbac_authorizer(kube, caches)
+            modes = config.authorization_modes()
+            if modes != ("AlwaysAllow",):  # (AlwaysAllow alone: no authorizer on the requests' path)
+                node = NodeAuthorizer(_pod_node(kube, caches)) if "Node" in modes else None
+                kube.authorizer = Authorizers(modes, _rbac_authorizer(kube, caches) if "RBAC" in modes else None, node)
+                kube.node_restriction = node  # (NodeRestriction goes with the Node mode, as kubeadm enables both)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             components = enabled(config)
             if components:
-                client = Client.in_process(app.state.front, token=admin_token)
+                # as kube-controller-manager: the shared informers and the leader election; each
+                # component as its own identity (components.py)
+                client = Client.in_process(app.state.front,
+                                           token=identities.token(CONTROLLER_MANAGER) if identities else None)
+                client.with_identities(identities.token if identities else None)
                 state._clients.append(client)
-
-                def start_components() -> list[asyncio.Task[None]]:
-                    tasks = []
-                    for component in components:
-                        log.info("starting %s", component.name)
-                        start = component.load()(client.as_agent(component.agent), config)
-                        tasks.append(asyncio.create_task(start, name=component.name))
-                    return tasks
 
                 # under a Lease: several servers over one store run them once (leaderelection.py)
                 state._tasks.append(asyncio.create_task(
-                    run_elected(client, start_components, identity(config.host, config.port)),
+                    run_elected(client, functools.partial(start_components, client, config, components),
+                                identity(config.host, config.port)),
                     name="components-leader-election"))
             yield
         finally:
@@ -619,12 +667,12 @@ def create_app(config: Config) -> FastAPI:
 
     kube.crds.listeners.append(republish)
     tokens = None
-    admin_token = None  # what the in-process components present
+    identities = None  # the in-process components' credentials (identities.py)
     if config.token_auth_file is not None:
         entries = read_token_file(config.token_auth_file)
         tokens = {e.token: User(e.user, e.groups).with_authenticated() for e in entries}
-        admins = [e.token for e in entries if "system:masters" in e.groups] or [e.token for e in entries]
-        admin_token = admins[0] if admins else None
+        key = identity_key(admin_tokens(entries))
+        identities = Identities(key) if key is not None else None
     flow: FlowControl | MaxInFlight = \
         FlowControl(config.max_requests_inflight + config.max_mutating_requests_inflight,
                     functools.partial(_objects, kube, state)) \
@@ -634,7 +682,8 @@ def create_app(config: Config) -> FastAPI:
     # the hot path, and FastAPI's own layers (error, telemetry and body-limit
     # middleware) cost about a tenth of a pod create. ``serve`` runs ``front``.
     front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
-                        discovery=discovery, flow=flow)
+                        discovery=discovery, flow=flow, identities=identities,
+                        identities_over_sockets=config.components_process)
     app.state.front = _audited(front, config, kube) if config.audit.policy_file or config.audit.path else front
 
     for endpoint, checks in _health_checks(state).items():

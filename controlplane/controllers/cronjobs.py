@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.identities import service_account_user
 from controlplane.registry.cron import CronError, parse
 
 from .events import Recorder
@@ -68,6 +69,7 @@ class CronJobController:
                  clock: Any = lambda: datetime.datetime.now(datetime.UTC), *, syncs: bool = True,
                  collects: bool = True) -> None:
         self.client = client
+        self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))  # its collector part
         # the CronJob controller, and the garbage collector's part for its Jobs (serve --controllers)
         self.syncs = syncs
         self.collects = collects
@@ -130,9 +132,9 @@ class CronJobController:
             if self.syncs:
                 await self.sync(name)
             elif self.collects and (cj := self.cronjobs.items.get(name)) is not None:
-                await finalize(self.client, "CronJob", cj, "Job", self.jobs_of.of(str(meta_of(cj).get("uid", ""))))
+                await finalize(self.gc_client, "CronJob", cj, "Job", self.jobs_of.of(str(meta_of(cj).get("uid", ""))))
         elif self.collects:
-            await collect(self.client, "Job", self.jobs_of.of(name), name, self._keys)
+            await collect(self.gc_client, "Job", self.jobs_of.of(name), name, self._keys)
 
     def _wake_at(self, key: str, when: datetime.datetime) -> None:
         old = self._timers.pop(key, None)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.identities import service_account_user
 from controlplane.registry.corevalidation import ENDPOINTS_CONTROLLER, ENDPOINTS_MANAGED_BY
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
@@ -101,6 +102,7 @@ class EndpointsController:
 
     def __init__(self, client: Client, workers: int = 2) -> None:
         self.client = client
+        self.endpoints_client = client.as_identity(service_account_user("endpoint-controller"))
         self.workers = workers
         self.queue = WorkQueue()
         self.services = client.informer(resource_path("", "v1", "services"), on_add=self._service_changed,
@@ -371,7 +373,8 @@ class EndpointsController:
             if (have.get("subsets") or []) == subsets and (meta_of(have).get("labels") or {}) == labels:
                 return
             body["metadata"]["resourceVersion"] = meta_of(have).get("resourceVersion")
-        await self.client.update(path, body)  # creates it if missing (Endpoints allow create on update)
+        # (as the endpoints controller's service account: this component plays both)
+        await self.endpoints_client.update(path, body)  # creates it if missing (Endpoints allow create on update)
 
 
 async def start(client: Client, config: Config) -> None:

@@ -73,8 +73,10 @@ class _Ref(NamedTuple):
 
 
 class Recorder:
-    def __init__(self, client: Client, component: str, host: str = "", submit: Submit | None = None) -> None:
+    def __init__(self, client: Client, component: str, host: str = "", submit: Submit | None = None,
+                 as_host: Callable[[str], Client] | None = None) -> None:
         self.client = client
+        self.as_host = as_host  # the client an event of a host writes with (a kubelet's, its node's identity)
         self.component = component
         self.host = host
         self.submit = submit
@@ -118,12 +120,13 @@ class Recorder:
 
     async def _write(self, ref: _Ref, reason: str, message: str, type_: str, seen: _Seen) -> None:
         path = resource_path("", "v1", "events", seen.namespace)
+        client = self.as_host(ref.host) if self.as_host is not None and ref.host else self.client
         try:
             while seen.stored != seen.count:
                 count, now = seen.count, seen.last
                 if seen.stored:
                     try:
-                        await self.client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
+                        await client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
                         seen.stored = count
                         continue
                     except ApiError as e:
@@ -131,7 +134,7 @@ class Recorder:
                             raise
                     # gone (expired, deleted): written anew, counting from here
                     seen.first, seen.count, seen.stored, count = now, seen.count - count + 1, 0, 1
-                await self.client.create(path, self._event(ref, reason, message, type_, seen, now, count))
+                await client.create(path, self._event(ref, reason, message, type_, seen, now, count))
                 seen.stored = count
         except Exception as e:  # an event is best effort: never the controller's failure
             seen.stored = seen.count  # given up: the next occurrence tries again from here

@@ -89,6 +89,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.config import JobBackoff
+from controlplane.identities import service_account_user
 
 from .events import Recorder
 from .indexedjobs import (
@@ -221,6 +222,8 @@ class JobController:
     def __init__(self, client: Client, workers: int = 4, backoff: JobBackoff | None = None, *,
                  syncs: bool = True, expires: bool = True, collects: bool = True) -> None:
         self.client = client
+        self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))  # its collector part
+        self.ttl_client = client.as_identity(service_account_user("ttl-after-finished-controller"))
         self.syncs = syncs
         self.expires = expires
         self.collects = collects
@@ -304,7 +307,7 @@ class JobController:
                 if error is not None:
                     raise error
             if self.collects:
-                await collect(self.client, "Pod", self.pods_of.of(name), name, self._job_keys)
+                await collect(self.gc_client, "Pod", self.pods_of.of(name), name, self._job_keys)
 
     async def _unsynced(self, key: str) -> None:
         """A Job while the Job controller does not run: what the other two do for it, the
@@ -313,7 +316,7 @@ class JobController:
         if job is None:
             return
         if self.collects:
-            await finalize(self.client, "Job", job, "Pod", self.pods_of.of(str(meta_of(job).get("uid", ""))))
+            await finalize(self.gc_client, "Job", job, "Pod", self.pods_of.of(str(meta_of(job).get("uid", ""))))
         if self.expires and (job.get("spec") or {}).get("ttlSecondsAfterFinished") is not None \
                 and (_condition(job, "Complete") or _condition(job, "Failed")):
             await self._expire(key, job)
@@ -397,7 +400,7 @@ class JobController:
             return False  # being deleted already: the finalizers are carried out below
         meta = meta_of(job)
         try:
-            await self.client.delete(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name")),
+            await self.ttl_client.delete(resource_path("batch", "v1", "jobs", meta.get("namespace"), meta.get("name")),
                                      {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground",
                                       "preconditions": {"uid": meta.get("uid")}})
         except ApiError as e:

@@ -319,7 +319,7 @@ class NodeLifecycleController:
         self.nodes = client.informer("/api/v1/nodes", on_add=self._node_changed,
                                      on_update=lambda _old, new: self._node_changed(new),
                                      on_delete=self._node_deleted)
-        self.leases = Informer(client, LEASES, on_add=self._lease_changed,
+        self.leases = Informer(client.for_informers(), LEASES, on_add=self._lease_changed,
                                on_update=lambda _old, new: self._lease_changed(new),
                                on_delete=self._lease_deleted, transform=_renewal)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_bound,

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from controlplane.client import ApiError, Client, InformerHandle, resource_path
 from controlplane.client.workqueue import WorkQueue
+from controlplane.identities import service_account_user
 
 from .events import Recorder
 from .history import History
@@ -53,6 +54,7 @@ class RevisionedSetController:
 
     def __init__(self, client: Client, workers: int, component: str) -> None:
         self.client = client
+        self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))  # its collector part
         self.workers = workers
         self.queue = WorkQueue()
         self._keys: dict[str, str] = {}  # uid -> namespace/name
@@ -117,11 +119,11 @@ class RevisionedSetController:
                 await self.sync(name)
             elif self.collects and (owner := self._sets.items.get(name)) is not None:
                 uid = str(meta_of(owner).get("uid", ""))  # (its revisions let go with its pods, as below)
-                await finalize(self.client, self.kind, owner, "Pod", self.pods_of.of(uid),
+                await finalize(self.gc_client, self.kind, owner, "Pod", self.pods_of.of(uid),
                                (("ControllerRevision", self.history.owned_by(uid)),))
         elif self.collects:
-            await collect(self.client, "Pod", self.pods_of.of(name), name, self._keys)
-            await collect(self.client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
+            await collect(self.gc_client, "Pod", self.pods_of.of(name), name, self._keys)
+            await collect(self.gc_client, "ControllerRevision", self.history.owned_by(name), name, self._keys)
 
     # -- a set's dependents
     async def _pods_to_sync(self, owner: dict[str, Any], member: Callable[[Mapping[str, Any]], bool] | None = None

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.identities import service_account_user
 
 from .events import Recorder
 from .ownership import (
@@ -147,7 +148,10 @@ class WorkloadController:
 
     def __init__(self, client: Client, workers: int = 4, *, deployments: bool = True, replicasets: bool = True,
                  collects: bool = True) -> None:
-        self.client = client
+        self.client = client  # as the deployment controller (components.py)
+        # the ReplicaSet controller's and the garbage collector's writes as their service accounts
+        self.rs_client = client.as_identity(service_account_user("replicaset-controller"))
+        self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))
         self.workers = workers
         self.syncs_deployments = deployments
         self.syncs_replicasets = replicasets
@@ -246,16 +250,16 @@ class WorkloadController:
         elif not self.collects:
             return
         elif kind == "gc-pods":
-            self.deleted += await collect(self.client, "Pod", self.pods_of.of(name), name, self._owner_keys)
+            self.deleted += await collect(self.gc_client, "Pod", self.pods_of.of(name), name, self._owner_keys)
         elif kind == "gc-sets":
-            await collect(self.client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
+            await collect(self.gc_client, "ReplicaSet", self.sets_of.of(name), name, self._owner_keys)
 
     async def _finalize(self, owner: dict[str, Any] | None, kind: str, dependent_kind: str,
                         dependents: Dependents) -> None:
         """The collector's part alone, for an owner whose controller does not run: its
         ``orphan`` or ``foregroundDeletion`` finalizer once it is being deleted."""
         if owner is not None:
-            await finalize(self.client, kind, owner, dependent_kind,
+            await finalize(self.gc_client, kind, owner, dependent_kind,
                            dependents.of(str(meta_of(owner).get("uid", ""))))
 
     async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
@@ -272,9 +276,10 @@ class WorkloadController:
         adopted = False
         ref = {"apiVersion": "apps/v1", "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
                "controller": True, "blockOwnerDeletion": True}
+        client = self.rs_client if kind == "ReplicaSet" else self.client
         for key, obj in list(released.items()):
             if not adoptable(key, obj, prefix, selector) \
-                    or not await add_controller_ref(self.client, group, plural, obj, ref):
+                    or not await add_controller_ref(client, group, plural, obj, ref):
                 continue
             released.pop(key, None)
             adopted = True
@@ -285,7 +290,7 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
-        owned = await pods_to_sync(self.client, "ReplicaSet", rs, self.pods_of, self.expectations,
+        owned = await pods_to_sync(self.rs_client, "ReplicaSet", rs, self.pods_of, self.expectations,
                                    collects=self.collects)
         if owned is None:
             return
@@ -306,7 +311,7 @@ class WorkloadController:
             async def delete(pod: Mapping[str, Any]) -> None:
                 name = meta_of(pod)["name"]
                 try:
-                    await self.client.delete(resource_path("", "v1", "pods", namespace, name))
+                    await self.rs_client.delete(resource_path("", "v1", "pods", namespace, name))
                     self.deleted += 1
                     self.events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
                 except ApiError as e:
@@ -333,7 +338,7 @@ class WorkloadController:
         path = resource_path("", "v1", "pods", meta.get("namespace"))
 
         async def create() -> None:
-            created = await self.client.create(path, copy.deepcopy(body))
+            created = await self.rs_client.create(path, copy.deepcopy(body))
             name = meta_of(created).get("name", "")
             # the informer may have shown it already (in process, events can come before the answer)
             if name not in self.pods_of.of(uid):
@@ -362,7 +367,7 @@ class WorkloadController:
         if all(old.get(k, 0) == v for k, v in status.items()) and old.get("terminatingReplicas") == terminating:
             return
         meta = meta_of(rs)
-        await self.client.patch(
+        await self.rs_client.patch(
             resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
             {"status": {**{k: v if k == "replicas" else v or None for k, v in status.items()},
                         "terminatingReplicas": terminating}})
@@ -375,7 +380,7 @@ class WorkloadController:
         meta = meta_of(d)
         uid = str(meta.get("uid", ""))
         sets = self.sets_of.of(uid)
-        if await finalize(self.client, "Deployment", d, "ReplicaSet", sets, collects=self.collects):
+        if await finalize(self.gc_client, "Deployment", d, "ReplicaSet", sets, collects=self.collects):
             return
         if await self._adopt(d, "Deployment", "apps", "replicasets"):
             return

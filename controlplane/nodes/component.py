@@ -47,5 +47,10 @@ async def start(client: Client, config: Config) -> None:
                                           node_selector=getattr(config, "manage_nodes_selector", ""),
                                           pod_events=getattr(config, "pod_events", True),
                                           csi_nodes=getattr(config, "csi_nodes", True)))
+    kubelets = getattr(config, "kubelet_identities", None)
+    if kubelets is not None and not kubelets():
+        log.info("node simulator: RBAC without the Node authorizer denies kubelets: the nodes write as "
+                 "KWOK's controller (kube-system/kwok-controller)")
+        sim.kubelet_identities = False
     log.info("node simulator: creating %d nodes", config.nodes)
     await sim.run()

@@ -32,7 +32,7 @@ queues on a lane of their own, apart from its heartbeats and pod status (``submi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..client import Client
@@ -82,8 +82,9 @@ def container_paths(pod: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any
 class KubeletEvents:
     """The events of every simulated kubelet (one recorder: ``host`` says whose)."""
 
-    def __init__(self, client: Client, submit: Submit | None = None) -> None:
-        self.recorder = Recorder(client, "kubelet", submit=submit)
+    def __init__(self, client: Client, submit: Submit | None = None,
+                 as_node: Callable[[str], Client] | None = None) -> None:
+        self.recorder = Recorder(client, "kubelet", submit=submit, as_host=as_node)  # each as its node's kubelet
 
     def _record(self, pod: Mapping[str, Any], node: str, path: str, reason: str, message: str,
                 type_: str = "Normal") -> None:

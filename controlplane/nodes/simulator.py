@@ -70,6 +70,7 @@ import orjson
 
 from ..client import ApiError, Client, resource_path
 from ..gcsettings import untracked
+from ..identities import node_user
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from ..registry.selectors import parse_label_selector
 from . import ephemeral
@@ -222,6 +223,9 @@ def _unreadied(pod: dict[str, Any]) -> bool:
 class NodeSimulator:
     def __init__(self, client: Client, config: SimConfig | None = None) -> None:
         self.client = client
+        # whether a kubelet's writes go as its node (_kubelet): not where RBAC authorizes them without
+        # the Node authorizer (serve's Config.kubelet_identities), which would deny them
+        self.kubelet_identities = True
         self.config = config = config or SimConfig()
         self.rng = random.Random(config.seed)
         # KWOK's --enable-crds Stage: the stages are the Stage objects stored in the API server,
@@ -301,7 +305,7 @@ class NodeSimulator:
         # the kubelet's Events about pods' containers, written on a lane of their own; with the built-in
         # stages only: a user's stages own the pods' lifecycle, and say its events (``next.event``), as KWOK's
         self._event_writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
-        self.pod_events = KubeletEvents(client, self._event_writes.put_nowait) \
+        self.pod_events = KubeletEvents(client, self._event_writes.put_nowait, as_node=self._kubelet) \
             if config.pod_events and self.builtin_stages else None
         # a new pod's image lookups ("ns/name" -> when, and each container's path, image and pull),
         # until its images are on the node and their Pulled events recorded (with pod_events only)
@@ -550,7 +554,7 @@ class NodeSimulator:
             body["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             async with sem:
                 try:
-                    await self.client.create(path, body)
+                    await self._kubelet(name).create(path, body)  # a kubelet registers its node
                 except ApiError as e:
                     self.cidrs.release(cidr)
                     if e.code != 409:
@@ -704,8 +708,8 @@ class NodeSimulator:
 
     async def _ensure_lease(self, name: str, uid: str | None) -> None:
         try:
-            await self.client.create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
-                                     self._lease_body(name, uid))
+            await self._kubelet(name).create(resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE),
+                                             self._lease_body(name, uid))
         except ApiError as e:
             if e.code != 409:
                 raise
@@ -723,8 +727,8 @@ class NodeSimulator:
             meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]
         path = resource_path(*CSI_NODES)
         try:
-            await self.client.create(path, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta,
-                                            "spec": {"drivers": []}})
+            await self._kubelet(name).create(path, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                                    "metadata": meta, "spec": {"drivers": []}})
         except ApiError as e:
             if e.code != 409:
                 raise
@@ -854,7 +858,7 @@ class NodeSimulator:
         body = self._lease_body(name, node.uid)
         try:
             # An update without a resourceVersion is unconditional: the kubelet owns its lease.
-            await self.client.update(path, body)
+            await self._kubelet(name).update(path, body)
             LEASE_RENEWALS.labels(result="ok").inc()
         except ApiError as e:
             LEASE_RENEWALS.labels(result="error").inc()
@@ -877,9 +881,9 @@ class NodeSimulator:
         node = self.nodes.get(name)
         if node is None or node.failed == "unreachable":
             return
-        await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                {"status": {"conditions": self._conditions(node, now_rfc3339())}},
-                                patch_type="merge")
+        await self._kubelet(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                        {"status": {"conditions": self._conditions(node, now_rfc3339())}},
+                                        patch_type="merge")
 
     def _template_funcs(self, node: _Node | None, pod: dict[str, Any] | None = None) -> dict[str, Callable[..., Any]]:
         """KWOK's template functions; ``NodeIP``/``NodeName`` are the node's, ``PodIP``
@@ -959,8 +963,8 @@ class NodeSimulator:
             for k in ("capacity", "allocatable", "addresses", "images"):
                 if k in status and k not in rendered:
                     rendered[k] = status[k]
-            await self.client.patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                    {"status": rendered}, patch_type=self.status_patch)
+            await self._kubelet(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                            {"status": rendered}, patch_type=self.status_patch)
         await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
 
@@ -1025,7 +1029,7 @@ class NodeSimulator:
         if generation is not None:
             status["observedGeneration"] = generation
         try:
-            await self.client.patch(
+            await self._kubelet((pod.get("spec") or {}).get("nodeName") or "").patch(
                 resource_path("", "v1", "pods", meta.get("namespace"), meta.get("name"), "status"),
                 {"metadata": {"uid": meta.get("uid")}, "status": status}, patch_type="strategic")
         except ApiError as e:
@@ -1303,8 +1307,8 @@ class NodeSimulator:
             status["hostIP"] = node.ip
             status["hostIPs"] = [{"ip": node.ip}]
         ns, name = key.split("/", 1)
-        await self.client.patch(resource_path("", "v1", "pods", ns, name, "status"), {"status": status},
-                                patch_type="merge")
+        await self._kubelet(pod["spec"].get("nodeName") or "").patch(
+            resource_path("", "v1", "pods", ns, name, "status"), {"status": status}, patch_type="merge")
 
     async def _run_stage(self, key: str, gen: int) -> None:
         st = self.pods.get(key)
@@ -1329,7 +1333,8 @@ class NodeSimulator:
         try:
             rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
             if rendered is not None:
-                await self.client.patch(path + "/status", {"status": rendered}, patch_type=self.status_patch)
+                await self._kubelet(node.name).patch(path + "/status", {"status": rendered},
+                                                     patch_type=self.status_patch)
                 if not st.started and rendered.get("phase") == "Running":
                     st.started = True
                     POD_START_SECONDS.observe(time.monotonic() - st.seen)
@@ -1367,10 +1372,12 @@ class NodeSimulator:
             await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
         if stage.next.delete:
             try:
-                # as the kubelet does once the containers are gone: no further grace
-                await self.client.delete(path, {"gracePeriodSeconds": 0,
-                                                "preconditions": {"uid": meta.get("uid")}},
-                                         gracePeriodSeconds="0")
+                # as the kubelet does once the containers are gone: no further grace (a Node's
+                # stage: KWOK's controller's delete)
+                deleter = self._kubelet((obj.get("spec") or {}).get("nodeName") or "") if stage.kind == "Pod" \
+                    else self.client
+                await deleter.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}},
+                                     gracePeriodSeconds="0")
             except ApiError as e:
                 if e.code != 404:
                     raise
@@ -1403,6 +1410,14 @@ class NodeSimulator:
             st.ip = None
 
     # ------------------------------------------------------------------ helpers
+
+    def _kubelet(self, node: str) -> Client:
+        """The client as ``node``'s kubelet (``system:node:<node>``, identities.py), for what a
+        kubelet sends about its own node: its Node, Lease and CSINode, its pods' status and their
+        final delete; the rest (the bulk renewals and reports, the stages' finalizers and events,
+        failures) goes as KWOK's controller. A view per request (a MAC and a shallow copy, a few
+        microseconds), not one held per node."""
+        return self.client.as_identity(node_user(node)) if node and self.kubelet_identities else self.client
 
     async def _ensure_namespace(self, name: str) -> None:
         try:

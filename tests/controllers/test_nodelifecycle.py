@@ -428,6 +428,7 @@ def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -
         items: dict[str, Any]
 
     fake = SimpleNamespace(informer=lambda *a, **kw: Held(items={}))
+    fake.for_informers = lambda: fake  # (the leases' informer lists as the client it was made from)
     controller = NodeLifecycleController(fake)  # type: ignore[arg-type]
     recorded: list[str] = []
     controller.events = SimpleNamespace(record=lambda _kind, _obj, reason, *_: recorded.append(reason))  # type: ignore[assignment]
