@@ -277,11 +277,12 @@ class Config:
         """``authorization_mode``'s modes in order, checked as kube-apiserver checks them."""
         modes = tuple(m.strip() for m in self.authorization_mode.split(","))
         for mode in modes:
-            if mode not in AUTHORIZATION_MODES:
-                raise ValueError(f"authorization-mode {mode!r} is not a valid mode (choose from "
+            if mode not in AUTHORIZATION_MODES:  # (upstream's messages, Go's %q)
+                raise ValueError(f'authorization-mode "{mode}" is not a valid mode (this server has '
                                  f"{', '.join(AUTHORIZATION_MODES)})")
         if len(set(modes)) != len(modes):
-            raise ValueError(f"authorization-mode {self.authorization_mode!r} has mode specified more than once")
+            quoted = " ".join(f'"{m}"' for m in modes)
+            raise ValueError(f"authorization-mode [{quoted}] has mode specified more than once")
         return modes
 
     def kubelet_identities(self) -> bool:

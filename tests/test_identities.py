@@ -163,8 +163,8 @@ def test_the_modes_are_asked_in_order() -> None:
 
 @pytest.mark.parametrize(("modes", "error"), [
     ("Node,RBAC", None), ("RBAC", None), ("AlwaysAllow", None), ("RBAC,Node", None),
-    ("Webhook", "authorization-mode 'Webhook' is not a valid mode"),
-    ("RBAC,RBAC", "authorization-mode 'RBAC,RBAC' has mode specified more than once"),
+    ("Webhook", 'authorization-mode "Webhook" is not a valid mode'),
+    ("RBAC,RBAC", r'authorization-mode \["RBAC" "RBAC"\] has mode specified more than once'),
 ])
 def test_authorization_modes_are_checked_as_kube_apiservers(tmp_path: Path, modes: str, error: str | None) -> None:
     if error is None:
