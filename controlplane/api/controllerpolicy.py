@@ -12,8 +12,8 @@ out, as alpha (off) in 1.34: the resource claim controller's ``resourceclaims/bi
 1.34 (``podcertificaterequestcleaner``, the ClusterTrustBundle publisher, the storage version
 migrator) are in upstream's feature-gated golden files only, and not here.
 
-The emulated controllers (``controlplane/controllers``) run with the server's admin
-credentials, not these accounts: the roles exist to be read and bound, as on a real cluster.
+The emulated controllers (``controlplane/controllers``) act as these accounts
+(``controlplane/identities.py``) and are authorized by these roles under RBAC.
 """
 
 from __future__ import annotations
