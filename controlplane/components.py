@@ -192,8 +192,8 @@ def enabled(config: Config) -> list[Component]:
 
 
 # what kube-controller-manager's controllers write by update, not patch (their roles grant only that: the
-# status of their objects, UpdateStatus, and the Deployment's own annotations): the emulated ones' merge
-# patches of these go as a read and an update (Client.updating)
+# status of their objects, UpdateStatus, and the Deployment's own annotations): under RBAC the emulated
+# ones' merge patches of these go as a read and an update (Client.updating)
 UPDATED = frozenset({
     "cronjobs/status", "daemonsets/status", "deployments", "deployments/status", "horizontalpodautoscalers/status",
     "jobs/status", "persistentvolumeclaims/status", "persistentvolumes/status", "poddisruptionbudgets/status",
@@ -208,10 +208,12 @@ def start(client: Client, config: Config, components: list[Component], where: st
     from .identities import ensure_service_accounts
 
     tasks = [asyncio.create_task(ensure_service_accounts(client), name="service-accounts")]
+    # a patch costs the server less than a read and an update: those only where RBAC needs them
+    rbac = "RBAC" in config.authorization_modes()
     for component in components:
         log.info("starting %s as %s%s", component.name, component.user, where)
         view = client.as_component(component.agent, component.user)
-        if component.controllers:  # kube-controller-manager's
+        if component.controllers and rbac:  # kube-controller-manager's, where their roles decide
             view = view.updating(UPDATED)
         started = component.load()(view, config)
         tasks.append(asyncio.create_task(started, name=component.name))

@@ -91,7 +91,7 @@ def run_deployment(served: Serve, name: str, replicas: int = 2) -> list[dict[str
             up = [p for p in pods if p["status"].get("phase") == "Running"]
             return up if len(up) == replicas else []
 
-        pods = until(running_pods)
+        pods: list[dict[str, Any]] = until(running_pods)
         assert pods, c.get("/api/v1/namespaces/default/pods").text
         available = until(lambda: c.get(f"/apis/apps/v1/namespaces/default/deployments/{name}").json()
                           .get("status", {}).get("availableReplicas") == replicas)
