@@ -12,7 +12,7 @@ As kube-apiserver's ``WithPriorityAndFairness`` filter and its config controller
   configuration changes. Responses carry ``X-Kubernetes-PF-FlowSchema-UID`` and
   ``X-Kubernetes-PF-PriorityLevel-UID`` (served or rejected alike). While the mandatory
   ``exempt`` schema (its spec fixed: ``system:masters``, every request) comes first, a
-  request of ``system:masters`` (the components', the load tests') is exempt without being
+  request of ``system:masters`` (the load tests', kube-apiserver's own controllers') is exempt without being
   read further: the hot path pays about 2 us for flow control (a limited level's request
   about 4.5 us).
 - The ``exempt`` level's requests run unlimited. A limited level has
@@ -374,7 +374,7 @@ class FlowControl:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, app: App, user: User | None) -> None:
         user = user or LOOPBACK
         masters = self._masters
-        if masters is not None and "system:masters" in user.groups:  # (the components' and load tests' requests)
+        if masters is not None and "system:masters" in user.groups:  # (the load tests', kube-apiserver's own)
             path, query = scope["path"], scope.get("query_string", b"")
             if path.endswith(_LONG_RUNNING_ENDINGS) or "/proxy/" in path:
                 info = request_info(scope["method"], path, query)  # (to be sure: rare)
@@ -383,7 +383,7 @@ class FlowControl:
             watch = (b"watch" in query and request_info(scope["method"], path, query).verb == "watch") \
                 or "/watch/" in path
             if scope.get("server") == IN_PROCESS:
-                # this process's own client (the in-process components): served without the headers,
+                # this process's own client (kube-apiserver's own controllers): served without the headers,
                 # which it would only parse, and a watch not counted executing (inline: the hot path)
                 stats = masters.stats
                 stats[DISPATCHED] += 1
