@@ -229,7 +229,6 @@ async def test_a_429_of_flow_control_is_sent_again_and_a_budgets_429_is_not(monk
     could not take (429, plain text) is sent again, after the wait (1 s; shortened here), up
     to ten times; a 429 ``Status`` naming no wait (a PodDisruptionBudget refusing an
     eviction) is the caller's at once."""
-    from controlplane.client import client as client_module
     from controlplane.client.client import ApiError, Client
 
     waits: list[float] = []
@@ -237,7 +236,7 @@ async def test_a_429_of_flow_control_is_sent_again_and_a_budgets_429_is_not(monk
     async def no_wait(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(client_module.asyncio, "sleep", no_wait)
+    monkeypatch.setattr("controlplane.client.client.asyncio.sleep", no_wait)
     busy = b"Too many requests, please try again later.\n"
     budget = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,'
               b'"message":"Cannot evict pod as it would violate the pod\'s disruption budget.",'
