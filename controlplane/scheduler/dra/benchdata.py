@@ -157,9 +157,10 @@ async def create_gpu_cluster(client: Any, data: GpuCluster, concurrency: int = 1
 
     async def one(path: str, obj: dict[str, Any], status: dict[str, Any] | None = None) -> None:
         async with sem:
-            created = await client.create(path, obj)
-            if status is not None:
-                await client.update(f"{path}/{obj['metadata']['name']}/status", {**created, "status": status})
+            await client.create(path, obj)
+            if status is not None:  # a merge patch: the node lifecycle controller may have written the
+                # Node since its create (taking off TaintNodesByCondition's not-ready taint)
+                await client.patch(f"{path}/{obj['metadata']['name']}/status", {"status": status})
 
     for cls in data.classes:
         await one(resource_path(*r, "deviceclasses"), cls)
