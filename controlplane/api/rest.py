@@ -42,6 +42,7 @@ import store
 from store import KeyValue, Store
 
 from ..client.transport import WHOLE_BODY_SCOPE_KEY
+from ..mergepatch import merge_patch
 from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.certificates import prepare_csr, set_requestor
@@ -1341,7 +1342,7 @@ class KubeApi:
                 obj = _json_patch(old, patch)
             else:
                 check_merge_patch(rtype, patch)
-                obj = _merge_patch(old, patch)
+                obj = merge_patch(old, patch)
             if not isinstance(obj, dict):
                 raise ApiError.bad_request("the patch must leave an object")
             if not isinstance(obj.get("metadata"), dict):
@@ -2172,7 +2173,7 @@ class KubeApi:
                 if content_type == "application/json-patch+json":
                     patched = _json_patch(view, _json_patch_operations(patch))
                 elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-                    patched = _merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
+                    patched = merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
                 else:  # (the dispatch refused other types)
                     raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
                 replicas, expected = replicas_of_scale(patched, name)
@@ -3137,20 +3138,6 @@ def _unchanged(obj: dict[str, Any], old: dict[str, Any]) -> bool:
         return obj == old
     finally:
         meta["resourceVersion"] = version  # (its place: last, where _object put it)
-
-
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch. ``target`` is not changed: the maps along the patch's keys
-    are new, and the result shares the rest with ``target`` (see ``_patch``)."""
-    if not isinstance(patch, dict):
-        return patch
-    merged = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            merged.pop(k, None)
-        else:
-            merged[k] = _merge_patch(merged.get(k), v)
-    return merged
 
 
 # ASGI scope keys the dispatch sets for the request's metrics labels: a watch (verb WATCH), a server-side

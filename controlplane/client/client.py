@@ -29,6 +29,7 @@ import httpx
 import orjson
 import yaml
 
+from ..mergepatch import merge_patch
 from .transport import InProcessTransport, call, open_stream
 from .wire import ConnectionPool
 
@@ -373,7 +374,7 @@ class Client:
             current = {"apiVersion": listed.get("apiVersion"), "kind": str(listed.get("kind", "")).removesuffix("List"),
                        **listed["items"][0]}
             try:
-                return await self.update(path, _merge_patch(current, body), **query)
+                return await self.update(path, merge_patch(current, body), **query)
             except ApiError as e:
                 if e.code != 409 or attempt == _UPDATE_ATTEMPTS - 1:
                     raise
@@ -469,17 +470,6 @@ def _written(path: str) -> str:
     return rest[0] if rest else ""
 
 
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch of ``target`` (not changed)."""
-    if not isinstance(patch, dict):
-        return patch
-    merged = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            merged.pop(k, None)
-        else:
-            merged[k] = _merge_patch(merged.get(k), v)
-    return merged
 
 
 def _tls_context(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:
