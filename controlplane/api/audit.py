@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
@@ -57,6 +56,7 @@ import yaml
 
 from ..metrics import AUDIT_EVENTS, AUDIT_LEVELS
 from ..registry.dnsnames import DNS1123_SUBDOMAIN
+from .auditid import new_audit_id
 from .auditlog import LogBackend
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .rbac import Request as Attributes
@@ -375,12 +375,6 @@ def micro_time(t: float) -> str:
     if _second[0] != second:
         _second = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     return f"{_second[1]}.{micros:06d}Z"
-
-
-def new_audit_id() -> str:
-    """A random (version 4) UUID's text, as uuid.uuid4() but without building a UUID object."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
 def source_ips(scope: Mapping[str, Any]) -> list[str]:

@@ -55,6 +55,7 @@ from typing import Any
 import httptools
 
 from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
+from .auditid import new_audit_id
 
 __all__ = ["BODY_TIMEOUT", "CLIENT_CERT_SCOPE_KEY", "EXCHANGE_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD",
            "RECEIVED_SCOPE_KEY", "Exchange", "ServerProtocol", "client_subject"]
@@ -155,7 +156,7 @@ class Exchange:
 
     __slots__ = ("proto", "scope", "keep_alive", "expect_continue", "head_request", "http10",
                  "chunks", "buffered", "body_done", "delivered", "waiter", "body_deadline",
-                 "started", "head", "chunked", "remaining", "done", "disconnected")
+                 "started", "head", "chunked", "remaining", "done", "disconnected", "audit_id")
 
     def __init__(self, proto: ServerProtocol, scope: dict[str, Any], keep_alive: bool,
                  expect_continue: bool) -> None:
@@ -179,6 +180,7 @@ class Exchange:
         self.remaining = -1  # body bytes still due under content-length (-1: no length)
         self.done = False
         self.disconnected = False
+        self.audit_id = b""  # the request's own Audit-ID header, if it sent one
 
     def wake(self) -> None:
         w = self.waiter
@@ -276,6 +278,7 @@ class Exchange:
         lines = [STATUS_LINES[status], _DEFAULTS.of(self.proto.server_state.default_headers)]
         length = -1
         chunked_asked = False
+        audit_id = False
         for name, value in headers:
             if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
                 raise RuntimeError(f"invalid response header {name!r}")
@@ -287,7 +290,11 @@ class Exchange:
                 continue  # framing is ours to decide
             elif lname == b"connection" and b"close" in value.lower():
                 self.keep_alive = False
+            elif lname == b"audit-id":
+                audit_id = True
             lines.append(b"%s: %s\r\n" % (name, value))
+        if not audit_id:  # (upstream's WithAuditInit: every answer has one, audited or not)
+            lines.append(b"Audit-Id: %s\r\n" % (self.audit_id or new_audit_id().encode()))
         if not self.body_done:  # answered before the whole body came: it will not be read
             self.keep_alive = False
         if length >= 0 and not chunked_asked:
@@ -359,6 +366,7 @@ class ServerProtocol(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_size = 0
         self._expect = False
+        self._audit_id = b""
         self._in_head = False
         self._head_began = 0.0
         self._head_timer: asyncio.TimerHandle | None = None
@@ -441,6 +449,7 @@ class ServerProtocol(asyncio.Protocol):
         self._headers = []
         self._head_size = 0
         self._expect = False
+        self._audit_id = b""
         self._in_head = True
         self._head_began = self._last_active
 
@@ -457,6 +466,8 @@ class ServerProtocol(asyncio.Protocol):
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self._expect = True
+        elif name == b"audit-id" and value:
+            self._audit_id = value
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -489,6 +500,7 @@ class ServerProtocol(asyncio.Protocol):
             scope[CLIENT_CERT_SCOPE_KEY] = self.client_cert
         # an Upgrade request is answered plainly and the connection then closes: its answer says so
         ex = Exchange(self, scope, parser.should_keep_alive() and not parser.should_upgrade(), self._expect)
+        ex.audit_id = self._audit_id
         self.reading = ex
         if self.current is None:
             self._start(ex)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -129,6 +130,29 @@ async def test_a_response_of_known_length_is_one_write() -> None:
     assert (code, body) == (200, b"GET /api/v1/pods?limit=5 ")
     assert headers["date"] == "Tue, 01 Dec 2026" and headers["content-type"] == "text/plain"
     assert not transport.closed  # kept alive
+
+
+async def test_every_answer_has_an_audit_id_the_requests_own_if_it_sent_one() -> None:
+    """As upstream's WithAuditInit: auditing on or off, a response carries ``Audit-Id``, a
+    new version 4 UUID for each request unless the request sent its own ``Audit-ID``."""
+    proto, transport, state = connect(echo)
+    proto.data_received(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"GET /c HTTP/1.1\r\nHost: x\r\nAudit-ID: mine-1\r\n\r\n")
+    await settle(state)
+    first, second, third = (headers["audit-id"] for _, headers, _ in responses(transport.output))
+    assert uuid.UUID(first).version == 4 and uuid.UUID(second).version == 4 and first != second
+    assert third == "mine-1"
+
+
+async def test_an_app_that_set_its_audit_id_is_not_given_another() -> None:
+    async def audited(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": [(b"Audit-Id", b"the-app's")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    proto, transport, state = connect(audited)
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    await settle(state)
+    assert transport.output.lower().count(b"audit-id") == 1 and b"Audit-Id: the-app's" in transport.output
 
 
 async def test_a_streamed_response_is_chunked_and_written_as_it_comes() -> None:

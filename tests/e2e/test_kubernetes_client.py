@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,16 @@ def test_discovery(api: client.ApiClient) -> None:
     pods = next(r for r in core.resources if r.name == "pods")
     assert pods.namespaced and pods.kind == "Pod" and "po" in pods.short_names and "watch" in pods.verbs
     assert "pods/status" in {r.name for r in core.resources}
+
+
+def test_every_answer_carries_an_audit_id(api: client.ApiClient) -> None:
+    """Auditing off (no policy), as upstream's WithAuditInit: each response has its own ID."""
+    core = client.CoreV1Api(api)
+    ids = [core.list_namespace_with_http_info()[2]["Audit-Id"] for _ in range(2)]
+    assert ids[0] != ids[1] and all(uuid.UUID(i).version == 4 for i in ids)
+    with pytest.raises(ApiException) as missing:
+        core.read_namespace("no-such-namespace")
+    assert uuid.UUID(missing.value.headers["Audit-Id"]).version == 4
 
 
 def test_system_namespaces_exist(api: client.ApiClient) -> None:
