@@ -4,8 +4,10 @@ One watch over every key, rather than one per resource, because a cache must
 know how far the store has gone even when its own resource did not change: a
 consistent read waits until the cache's revision reaches the store's, and a
 pod cache that only heard of pod events would wait for the next pod write.
-Each batch from the store is split by prefix and queued to every cache, with
-the batch's last revision, so every cache advances with every batch.
+Each batch from the store is split by prefix and given, with the batch's last
+revision, to the caches it has events for and to those a reader waits on; then
+the shared ``FeedClock`` moves to that revision, and every cache with nothing
+left to apply is at it (``ResourceCache.revision``).
 
 Caches are made on demand (``cache_for``), for built-in and custom resources
 alike: a new cache is registered at the feed's current revision, starts
@@ -28,7 +30,7 @@ from itertools import repeat
 import store
 
 from ..registry import ResourceType
-from .cache import CacheConfig, ResourceCache
+from .cache import CacheConfig, FeedClock, ResourceCache
 
 __all__ = ["WatchCaches"]
 
@@ -39,11 +41,19 @@ class WatchCaches:
     def __init__(self, st: store.Store, config: CacheConfig | None = None) -> None:
         self.store = st
         self.config = config or CacheConfig()
-        self.revision = 0  # every store event up to here has been queued to every cache
+        self.clock = FeedClock()  # every store event up to its revision has been given to its cache
         self._caches: dict[bytes, ResourceCache] = {}
         self._tasks: dict[bytes, asyncio.Task[None]] = {}
         self._feed: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
+
+    @property
+    def revision(self) -> int:
+        return self.clock.revision
+
+    @revision.setter
+    def revision(self, revision: int) -> None:
+        self.clock.revision = revision
 
     async def start(self) -> None:
         self.revision = await self.store.revision()
@@ -67,7 +77,7 @@ class WatchCaches:
             return cache
         if cache is not None:
             self._forget(prefix)
-        cache = ResourceCache(prefix, rtype.plural, self.config, self.revision)
+        cache = ResourceCache(prefix, rtype.plural, self.config, self.revision, self.clock)
         self._caches[prefix] = cache
         task = asyncio.create_task(cache.run(self.store), name=f"watch-cache-{rtype.plural}")
         task.add_done_callback(functools.partial(self._ended, prefix))
@@ -130,15 +140,19 @@ class WatchCaches:
             return
         received = time.perf_counter()
         route = self._route()
+        waiting = self.clock.waiting
         if type(events) is store.EventRun:
             # a run of updates (a bulk request's): to its cache whole, its events not made
             # here, when every key is under that cache's prefix (else as any list, below)
             keys = events.keys
             cache = route(keys[0])
             if cache is not None and all(map(bytes.startswith, keys, repeat(cache.prefix))):
-                self.revision = events.last
-                for each in list(self._caches.values()):
-                    each.feed(events if each is cache else [], self.revision, received)
+                revision = events.last
+                cache.feed(events, revision, received)
+                for each in list(waiting) if waiting else ():
+                    if each is not cache:
+                        each.feed([], revision, received)
+                self.clock.revision = revision
                 return
         by_cache: dict[ResourceCache, list[store.Event]] = {}
         # a batch comes in runs of one resource (a request's writes): the run's cache is
@@ -155,6 +169,11 @@ class WatchCaches:
                 if bucket is None:
                     bucket = by_cache[cache] = []
             bucket.append(ev)
-        self.revision = events[-1].kv.mod_revision
-        for cache in list(self._caches.values()):  # (a cache's fan-out may end watches)
-            cache.feed(by_cache.get(cache, []), self.revision, received)
+        revision = events[-1].kv.mod_revision
+        for cache, bucket in by_cache.items():
+            cache.feed(bucket, revision, received)
+        for cache in list(waiting) if waiting else ():  # (a fan-out may end a wait)
+            if cache not in by_cache:
+                cache.feed([], revision, received)
+        # last: a cache is at the clock's revision once it has applied what it was given
+        self.clock.revision = revision

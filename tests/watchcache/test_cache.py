@@ -666,6 +666,75 @@ async def test_caches_are_made_on_demand_for_new_types(env: Env) -> None:
     assert names(listed.items) == ["w1", "w2"]
 
 
+async def test_a_cache_with_no_events_of_its_own_is_at_the_feeds_revision_without_being_fed(env: Env) -> None:
+    """The feed gives a batch only to the caches it has events for (and those a reader
+    waits on): an idle cache is at the feed's clock all the same, so a consistent LIST
+    of configmaps after pod writes is at the pods' revision, and costs no call a batch."""
+    cms = next(t for t in BUILTIN if t.plural == "configmaps")
+    pods, other = env.caches.cache_for(PODS), env.caches.cache_for(cms)
+    await pods.ready.wait()
+    await other.ready.wait()
+    fed: list[str] = []
+    for cache in (pods, other):
+        def counting(events: Any, revision: int, received: float, cache: Any = cache,
+                     feed: Any = cache.feed) -> None:
+            fed.append(cache.plural)
+            feed(events, revision, received)
+        cache.feed = counting  # type: ignore[method-assign]
+    written = [await env.put(f"p{i}") for i in range(5)]
+    assert await pods.wait_fresh(written[-1], timeout=5)
+    assert set(fed) == {"pods"}  # the configmaps cache was never called
+    assert other.revision == pods.revision == written[-1]
+    listed = await env.reads.list(cms, "ns", ListOptions(Filter.parse("configmaps", None, None, "ns")))
+    assert listed.items == [] and listed.revision == written[-1]
+
+
+async def test_a_read_waiting_on_an_idle_cache_is_woken_by_the_feed(env: Env) -> None:
+    """A wait for a revision the feed has not reached: the waiting cache is given the
+    batches from then on, with or without its events, and wakes when one reaches it."""
+    cms = next(t for t in BUILTIN if t.plural == "configmaps")
+    other = env.caches.cache_for(cms)
+    await other.ready.wait()
+    target = await env.store.revision() + 3
+    waiting = asyncio.create_task(other.wait_fresh(target, timeout=5))
+    await asyncio.sleep(0)
+    assert other in env.caches.clock.waiting
+    for i in range(3):
+        await env.put(f"w{i}")
+    assert await waiting
+    assert other.revision >= target and other not in env.caches.clock.waiting
+
+
+async def test_a_wait_on_a_cache_behind_its_feed_ends_when_it_drains(tmp_path: Path) -> None:
+    """The pods cache holds queued batches (its applier waits for a reader's lock) when a
+    read asks for the feed's revision, reached by another resource's write: once drained
+    the cache is at the feed's clock, and the wait ends with no later batch to bring it."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    caches = WatchCaches(st, CacheConfig(mode="copy"))
+    await caches.start()
+    env = Env(st, caches)
+    cms = next(t for t in BUILTIN if t.plural == "configmaps")
+    try:
+        cache, other = caches.cache_for(PODS), caches.cache_for(cms)
+        await cache.ready.wait()
+        await other.ready.wait()
+        await cache.lock.acquire_read()
+        for i in range(3):
+            await env.put(f"p{i}")
+        cm = await st.create(cms.key("ns", "c"), orjson.dumps({"metadata": {"name": "c", "namespace": "ns"}}))
+        assert await other.wait_fresh(cm, timeout=5)
+        assert cache.revision < cm  # held: its batches are queued
+        waiting = asyncio.create_task(cache.wait_fresh(cm, timeout=5))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        cache.lock.release_read()
+        assert await waiting
+        assert cache.revision == cm
+    finally:
+        await caches.stop()
+        await st.close()
+
+
 async def test_exact_lists_between_retained_snapshots_replay_the_window(tmp_path: Path) -> None:
     st = store.open(f"lmdb://{tmp_path}/store")
     caches = WatchCaches(st, CacheConfig(retain_interval=3600.0))  # only the initial snapshot is retained
