@@ -109,7 +109,7 @@ async def run(args: argparse.Namespace) -> None:
             emit("cpu_per_node", spent / max(1, args.nodes) * 1000, "ms", csi_nodes=args.csi_nodes,
                  note="process CPU (and the store's helpers') from the simulator's start to the drained backlog, "
                       "less cpu_idle: the Node, its Lease, its status, its CSINode and their watch events")
-            await asyncio.sleep(args.renew_interval)
+            await asyncio.sleep(args.renew_interval + args.settle_seconds)
             bulk = sim.bulk_renewals
             modes = ([True] if bulk else []) + ([False] if args.renewals == "both" or not bulk else [])
             if args.renewals == "put":
@@ -300,6 +300,10 @@ def main(argv: list[str]) -> int:
                         help="seconds (in process only: serve's simulator renews every 10 s; default: %(default)s)")
     parser.add_argument("--heartbeat-seconds", type=float, default=12.0,
                         help="how long to measure heartbeats alone (default: %(default)s)")
+    parser.add_argument("--settle-seconds", type=float, default=0.0,
+                        help="wait this long more before measuring the heartbeats (300: past every node's first "
+                             "periodic status report, due 150-300 s after it joined and written the whole way, "
+                             "where later ones are spliced: the steady state; default: %(default)s)")
     parser.add_argument("--pod-rate", type=float, default=1000.0, help="pod creates per second (default: %(default)s)")
     parser.add_argument("--pod-seconds", type=float, default=5.0, help="how long to create pods (default: %(default)s)")
     parser.add_argument("--hold-seconds", type=float, default=0.0,

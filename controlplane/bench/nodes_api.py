@@ -166,7 +166,9 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: tuple[fl
     try:
         waited = await _wait_nodes(c, args.nodes, timeout=max(120.0, args.nodes / 20))
         emit("nodes_ready", waited, "s", nodes=args.nodes, mode="components-process")
-        await asyncio.sleep(2 * args.renew_interval)  # the nodes' first status posts and stages done
+        # the nodes' first status posts and stages done (and with --settle-seconds 300 their first
+        # periodic status reports, each written the whole way: the later ones are spliced)
+        await asyncio.sleep(2 * args.renew_interval + args.settle_seconds)
         own_cpu, helpers_cpu, components_cpu = await _cpu_per_second(pid, args.heartbeat_seconds)
         server_cpu = own_cpu + helpers_cpu
         cpu = server_cpu + components_cpu
