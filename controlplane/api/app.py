@@ -60,7 +60,7 @@ from ..registry.attrs import field_names
 from ..tokens import read_token_file
 from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
-from ..watchcache.entry import ATTRS
+from ..watchcache.entry import ATTRS, KEY, REVISION, Entry, entry_json
 from . import podsecurity
 from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
 from .auditlog import LogBackend, LogOptions
@@ -517,6 +517,38 @@ def _pod_node(kube: KubeApi, caches: WatchCaches) -> Callable[[str, str], Awaita
     return pod_node
 
 
+class _CachedObjects:
+    """The Node authorizer's reads (nodeauthz.Objects): the watch caches' current entries,
+    the pods bound to a node by the pod cache's index on ``spec.nodeName``."""
+
+    def __init__(self, registry: Registry, caches: WatchCaches) -> None:
+        self._registry = registry
+        self._caches = caches
+        pods = registry.get("", "v1", "pods")
+        assert pods is not None
+        self._pods = pods
+
+    def pods_on(self, node: str) -> list[tuple[bytes, int, Any]]:
+        cache = self._caches.cache_for(self._pods)
+        if cache.index is None:
+            return []
+        get = cache.get
+        return [(entry[KEY], entry[REVISION], entry) for entry in map(get, cache.index.members(node))
+                if entry is not None]
+
+    def load(self, handle: Any) -> dict[str, Any]:
+        entry: Entry = handle
+        loaded: dict[str, Any] = orjson.loads(entry_json(entry))
+        return loaded
+
+    def get(self, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        rtype = self._registry.get(group, "v1", plural)  # (core, storage.k8s.io, resource.k8s.io: all v1)
+        if rtype is None:
+            return None
+        entry = self._caches.cache_for(rtype).get(rtype.key(namespace or None, name))
+        return self.load(entry) if entry is not None else None
+
+
 def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
     """(group, resource, objects) of each loaded watch cache, for each type stored under its
     prefix (``apiserver_storage_objects``; read in a scrape's thread)."""
@@ -583,7 +615,8 @@ def create_app(config: Config) -> FastAPI:
             state.hooks.add("rbac/bootstrap-roles")
             modes = config.authorization_modes()
             if modes != ("AlwaysAllow",):  # (AlwaysAllow alone: no authorizer on the requests' path)
-                node = NodeAuthorizer(_pod_node(kube, caches)) if "Node" in modes else None
+                node = NodeAuthorizer(_pod_node(kube, caches), _CachedObjects(kube.registry, caches)) \
+                    if "Node" in modes else None
                 kube.authorizer = Authorizers(modes, _rbac_authorizer(kube, caches) if "RBAC" in modes else None, node)
                 kube.node_restriction = node  # (NodeRestriction goes with the Node mode, as kubeadm enables both)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)

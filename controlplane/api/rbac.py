@@ -213,6 +213,8 @@ class Authorizes(Protocol):
 
     async def reason(self, user: User, r: Request) -> str: ...
 
+    async def denial(self, user: User, r: Request) -> str: ...
+
     async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
 
@@ -248,6 +250,10 @@ class Authorizer:
                 for description, rules in sources.get(key, ()):
                     if any(rule.allows(r) for rule in rules):
                         return f"RBAC: allowed by {description}"
+        return ""
+
+    async def denial(self, user: User, r: Request) -> str:
+        """Why ``r`` was denied: RBAC gives no reason (upstream's, where no rule failed to resolve)."""
         return ""
 
     async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -878,7 +878,7 @@ class KubeApi:
             return  # no authentication configured: nothing to authorize against
         request = self._rbac_request(parts, method, query)
         if not await self._allowed(user, request):
-            raise forbidden(user, request)
+            raise forbidden(user, request, await self.authorizer.denial(user, request))
         if self.node_restriction is not None:
             node = kubelet(user)
             if node is not None:
@@ -1648,11 +1648,11 @@ class KubeApi:
             causes = validate_metadata(meta, old.get("metadata") if old is not None else None)
             if causes:
                 raise ApiError.invalid(rtype, meta.get("name") or "", causes)
-        if old is None and self.node_restriction is not None and rtype.plural in _NODE_OWN and rtype.custom is None:
+        if self.node_restriction is not None and rtype.plural in _NODE_RESTRICTED and rtype.custom is None:
             user = REQUEST_USER.get()
             node = kubelet(user) if user is not None else None
-            if node is not None:  # NodeRestriction: a kubelet creates its own Node, Lease, CSINode only
-                self.node_restriction.restrict_create(node, rtype.plural, obj)
+            if node is not None:  # NodeRestriction (api/nodeauthz.py)
+                self.node_restriction.admit(node, rtype.plural, subresource, obj, old)
         if rtype is self._csrs:
             if old is None:
                 set_requestor(obj, REQUEST_USER.get())
@@ -1996,6 +1996,10 @@ class KubeApi:
         is validated and defaulted (TokenREST's ``createValidation``), before its bound object."""
         assert self.token_issuer is not None
         asked = self._parse_json(body) if body.strip() else {}
+        user = REQUEST_USER.get()
+        node = kubelet(user) if user is not None and self.node_restriction is not None else None
+        if node is not None and self.node_restriction is not None:  # NodeRestriction, the first admission
+            self.node_restriction.admit_token(node, namespace or "", name, asked if isinstance(asked, dict) else {})
         admission = (rtype, "token", ("authentication.k8s.io", "v1", "TokenRequest"))
         if isinstance(asked, dict) and self._subresource_admission(mutating=True):
             asked = _as_subresource_object(asked, "authentication.k8s.io/v1", "TokenRequest", namespace)
@@ -2775,7 +2779,8 @@ def _replay(body: bytes) -> Receive:
 
 
 _SCALE_KIND = ("autoscaling", "v1", "Scale")
-_NODE_OWN = frozenset({"nodes", "leases", "csinodes"})  # what NodeRestriction lets a kubelet create, its own only
+# what NodeRestriction admits a kubelet's writes of (api/nodeauthz.py's NodeAuthorizer.admit)
+_NODE_RESTRICTED = frozenset({"nodes", "pods", "persistentvolumeclaims", "leases", "csinodes", "resourceslices"})
 
 
 def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, namespace: str | None) -> dict[str, Any]:

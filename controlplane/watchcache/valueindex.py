@@ -71,6 +71,11 @@ class ValueIndex:
         """The keys that have ``value`` now, in key order (a copy: the caller may await)."""
         return sorted(self._keys.get(value, ()))
 
+    def members(self, value: str) -> list[bytes]:
+        """The keys that have ``value`` now, in no order (a copy; for a synchronous walk that
+        needs no order: the Node authorizer's, api/nodeauthz.py)."""
+        return list(self._keys.get(value, ()))
+
     def _add(self, value: str, key: bytes) -> None:
         keys = self._keys.get(value)
         if keys is None:
