@@ -247,3 +247,59 @@ async def test_standalone_autoscaler_against_a_server(tmp_path: Path) -> None:
             proc.terminate()
             proc.wait(timeout=10)
         s.stop()
+
+
+async def test_a_gpu_node_runs_its_dra_pod_under_node_rbac(tmp_path: Path) -> None:
+    """``--authorization-mode Node,RBAC``: the autoscaler's GPU node publishes its ResourceSlice,
+    its kubelet (the node simulator, as ``system:node:<node>``) runs the pod whose claim the
+    scheduler allocated from it, and nobody is refused anything on the way; the node's kubelet
+    may read the pod's generated claim (the Node authorizer's graph, through
+    ``status.resourceClaimStatuses``) and its node's slice, another node's kubelet neither."""
+    from tests.e2e.test_identities import POLICY, TOKENS, audited
+
+    catalog = tmp_path / "types.yaml"
+    catalog.write_text(yaml.safe_dump(CATALOG))
+    (tmp_path / "tokens.csv").write_text(TOKENS)
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    s = start_serve(tmp_path, scheduler=True, extra=(
+        "--autoscaler", "--instance-types", str(catalog), "--token-auth-file", str(tmp_path / "tokens.csv"),
+        "--authorization-mode", "Node,RBAC", "--audit-policy-file", str(tmp_path / "policy.yaml"),
+        "--audit-log-path", str(tmp_path / "audit.log")))
+    try:
+        s.wait_ready()
+        async with Client.from_kubeconfig(s.kubeconfig) as client:
+            await wait_for(lambda: _served(client, POOLS), timeout=20)
+            await client.create(POOLS, nodepool("gpu", consolidate_after="Never"))
+            await client.create(CLASSES, DEVICE_CLASS)
+            await client.create(TEMPLATES, CLAIM_TEMPLATE)
+            await pending_pods(client, [pod("d", "1", dra=True)])
+
+            async def running() -> dict[str, Any] | None:
+                p = await client.get(f"{PODS}/d")
+                return p if p["status"].get("phase") == "Running" else None
+
+            ran = await wait_for(running, timeout=40)
+            node = ran["spec"]["nodeName"]
+            claim = ran["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            slices = [x["metadata"]["name"] for x in await _items(client, SLICES) if x["spec"]["nodeName"] == node]
+            assert slices
+
+        def as_kubelet(name: str, path: str) -> int:
+            return httpx.get(f"{s.url}{path}", verify=False, timeout=10, headers={
+                "authorization": "Bearer admintoken", "impersonate-user": f"system:node:{name}",
+                "impersonate-group": "system:nodes"}).status_code
+
+        claim_path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{claim}"
+        slice_path = f"/apis/resource.k8s.io/v1/resourceslices/{slices[0]}"
+        assert as_kubelet(node, claim_path) == 200 and as_kubelet(node, slice_path) == 200
+        assert as_kubelet("elsewhere", claim_path) == 403 and as_kubelet("elsewhere", slice_path) == 403
+        events = audited(s)
+        refused = [(e["user"]["username"], e["verb"], e.get("objectRef", {}).get("resource"))
+                   for e in events if e.get("responseStatus", {}).get("code") in (401, 403)]
+        assert not refused, refused
+        written = {f"{e['objectRef']['resource']}/{e['objectRef'].get('subresource', '')}".rstrip("/")
+                   for e in events
+                   if e.get("user", {}).get("username") == f"system:node:{node}" and e["stage"] == "ResponseComplete"}
+        assert {"nodes/status", "leases", "csinodes", "pods/status", "events"} <= written, written
+    finally:
+        s.stop()
