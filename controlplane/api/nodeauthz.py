@@ -65,12 +65,12 @@ the Node mode, as kubeadm enables both. Each refusal is a 403 worded as upstream
 - ``persistentvolumeclaims/status``: nothing but ``status.capacity``, ``conditions``,
   ``allocatedResources`` and ``allocatedResourceStatuses``;
 - ``serviceaccounts/token``: bound to a pod (with its UID) bound to the node;
-- its Lease and CSINode by name; ResourceSlices created with its ``spec.nodeName``.
+- its Lease and CSINode by name; ResourceSlices created with its ``spec.nodeName``;
+- CertificateSigningRequests for the kubelet signers: its own name as the subject's CN.
 
 A write naming its object is checked before the body is read (``restrict``: the pod's node
 from the watch cache's ``spec.nodeName``); a create or an update, once its object is made,
-in admission (``admit``). Not checked: the CSR subject (``can only create a node CSR with
-CN=system:node:<node>``), and the bulk node status reports and lease renewals
+in admission (``admit``). Not checked: the bulk node status reports and lease renewals
 (api/nodereports.py, api/leaserenewals.py), which the simulated kubelets send as KWOK's
 controller, not as a node.
 """
@@ -81,6 +81,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from ..identities import NODES_GROUP, node_of
+from ..registry.certificates import parse_request
 from .errors import ApiError
 from .rbac import MASTERS, Authorizer, Request, User, _rules
 from .rbacpolicy import CLUSTER_ROLES
@@ -103,6 +104,8 @@ _KUBELET_LABELS = frozenset({
     "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch"})
 _KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 _NODE_RESTRICTION_NAMESPACE = "node-restriction.kubernetes.io"
+_KUBELET_SIGNERS = frozenset({"kubernetes.io/kubelet-serving", "kubernetes.io/kube-apiserver-client-kubelet"})
+_CSRS = "certificatesigningrequests.certificates.k8s.io"
 
 PodNode = Callable[[str, str], Awaitable[str | None]]  # (namespace, name) -> the pod's spec.nodeName, None if none
 Refs = frozenset[tuple[str, str]]  # (plural, name) of what a pod references, in its namespace
@@ -467,6 +470,8 @@ class NodeAuthorizer:
         elif plural == "resourceslices" and _dict(obj.get("spec")).get("nodeName") != node:
             raise _forbidden("resourceslices.resource.k8s.io", name,
                              "can only create ResourceSlice with the same NodeName as the requesting node")
+        elif plural == "certificatesigningrequests":
+            _admit_csr(node, name or _name(meta, "generateName"), _dict(obj.get("spec")))
 
     def _admit_node(self, node: str, name: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if name != node:
@@ -553,6 +558,21 @@ class NodeAuthorizer:
         if _dict(pod.get("spec")).get("nodeName") != node:
             raise _forbidden("serviceaccounts", account,
                              "node requested token bound to a pod scheduled on a different node")
+
+
+def _admit_csr(node: str, name: str, spec: dict[str, Any]) -> None:
+    """upstream's ``admitCSR``: a kubelet's request for a kubelet signer names itself (the
+    ``AllowInsecureKubeletCertificateSigningRequests`` gate off, as by default)."""
+    if spec.get("signerName") not in _KUBELET_SIGNERS:
+        return
+    from cryptography.x509.oid import NameOID
+
+    request, why = parse_request(spec.get("request"))
+    if request is None:
+        raise _forbidden(_CSRS, name, f"unable to parse csr: {why}")
+    names = request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not names or names[0].value != f"system:node:{node}":
+        raise _forbidden(_CSRS, name, f"can only create a node CSR with CN=system:node:{node}")
 
 
 def forbidden_labels(labels: dict[str, Any], old: dict[str, Any]) -> list[str]:

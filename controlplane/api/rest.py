@@ -2780,7 +2780,8 @@ def _replay(body: bytes) -> Receive:
 
 _SCALE_KIND = ("autoscaling", "v1", "Scale")
 # what NodeRestriction admits a kubelet's writes of (api/nodeauthz.py's NodeAuthorizer.admit)
-_NODE_RESTRICTED = frozenset({"nodes", "pods", "persistentvolumeclaims", "leases", "csinodes", "resourceslices"})
+_NODE_RESTRICTED = frozenset({"nodes", "pods", "persistentvolumeclaims", "leases", "csinodes", "resourceslices",
+                              "certificatesigningrequests"})
 
 
 def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, namespace: str | None) -> dict[str, Any]:

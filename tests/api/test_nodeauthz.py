@@ -327,3 +327,41 @@ def test_a_kubelets_token_is_bound_to_a_pod_on_its_node() -> None:
     assert token({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "old"}).startswith(  # type: ignore[union-attr]
         prefix + "the UID in the bound object reference (old) does not match")
     assert token({"apiVersion": "v1", "kind": "Pod", "name": "gone", "uid": "u"}) == '404 pods "gone" not found'
+
+
+def csr_request(common_name: str) -> str:
+    """A base64 PEM certificate request for ``common_name`` (as ``spec.request`` holds it)."""
+    import base64
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    request = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+        x509.NameAttribute(NameOID.COMMON_NAME, common_name)])).sign(key, hashes.SHA256())
+    return base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+def test_a_kubelets_csr_for_a_kubelet_signer_names_itself() -> None:
+    node, _ = authorizer()
+
+    def csr(signer: str, request: str) -> dict[str, Any]:
+        return {"kind": "CertificateSigningRequest", "metadata": {"name": "csr-1"},
+                "spec": {"signerName": signer, "request": request, "usages": ["client auth"]}}
+
+    prefix = 'certificatesigningrequests.certificates.k8s.io "csr-1" is forbidden: '
+    client = "kubernetes.io/kube-apiserver-client-kubelet"
+    assert refusal(node, "certificatesigningrequests", csr(client, csr_request("system:node:n1"))) is None
+    assert refusal(node, "certificatesigningrequests", csr(client, csr_request("system:node:n2"))) == \
+        prefix + "can only create a node CSR with CN=system:node:n1"
+    assert refusal(node, "certificatesigningrequests",
+                   csr("kubernetes.io/kubelet-serving", csr_request("system:node:n2"))) == \
+        prefix + "can only create a node CSR with CN=system:node:n1"
+    assert refusal(node, "certificatesigningrequests", csr(client, "bm90IGEgcmVxdWVzdA==")) == \
+        prefix + "unable to parse csr: PEM block type must be CERTIFICATE REQUEST"
+    # other signers: the signer's own checks, not NodeRestriction's
+    assert refusal(node, "certificatesigningrequests",
+                   csr("kubernetes.io/kube-apiserver-client", csr_request("system:node:n2"))) is None

@@ -141,6 +141,17 @@ def test_the_graph_over_http(cluster: Serve, certificate: tuple[Path, Path]) -> 
             f'serviceaccounts "{account}" is forbidden: node requested token not bound to a pod'
         assert kubelet.post("/api/v1/namespaces/default/serviceaccounts/unrelated/token",
                             json=request).status_code == 403
+        # a client certificate request for another node's name
+        from tests.api.test_nodeauthz import csr_request
+
+        r = kubelet.post("/apis/certificates.k8s.io/v1/certificatesigningrequests", json={
+            "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {"name": "node-csr-other"},
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client-kubelet", "usages": ["client auth"],
+                     "request": csr_request("system:node:sim-node-1")}})
+        assert r.status_code == 403 and r.json()["message"] == (
+            'certificatesigningrequests.certificates.k8s.io "node-csr-other" is forbidden: can only create a node '
+            "CSR with CN=system:node:sim-node-0")
     # another node's kubelet has no path to the same objects
     other = issue_client_cert(cluster.state / "kubelet", "system:node:sim-node-1", ("system:nodes",))
     with as_kubelet(cluster, other) as kubelet:
