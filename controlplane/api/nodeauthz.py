@@ -70,9 +70,9 @@ the Node mode, as kubeadm enables both. Each refusal is a 403 worded as upstream
 
 A write naming its object is checked before the body is read (``restrict``: the pod's node
 from the watch cache's ``spec.nodeName``); a create or an update, once its object is made,
-in admission (``admit``). Not checked: the bulk node status reports and lease renewals
-(api/nodereports.py, api/leaserenewals.py), which the simulated kubelets send as KWOK's
-controller, not as a node.
+in admission (``admit``); a NodeStatusReport (api/nodereports.py) names its own Node only
+(a LeaseRenewal, naming no lease in its authorization, gets no opinion from the Node
+authorizer: the simulated kubelets send both as KWOK's controller, not as a node).
 """
 
 from __future__ import annotations
@@ -539,6 +539,14 @@ class NodeAuthorizer:
             raise refuse(f'node "{node}" can not create pods that reference clustertrustbundles')
         if any(v.get("persistentVolumeClaim") is not None for v in volumes):
             raise refuse(f'node "{node}" can not create pods that reference persistentvolumeclaims')
+
+    @staticmethod
+    def admit_node_report(node: str, names: list[Any]) -> None:
+        """A kubelet's NodeStatusReport (api/nodereports.py) writes its own Node's status only,
+        as its patch of ``nodes/status`` would."""
+        for name in names:
+            if name != node:
+                raise _forbidden("nodes", str(name), f'node "{node}" is not allowed to modify node "{name}"')
 
     def admit_token(self, node: str, namespace: str, account: str, request: dict[str, Any]) -> None:
         """upstream's ``admitServiceAccount``: a kubelet's TokenRequest binds the token to a pod

@@ -856,6 +856,11 @@ class KubeApi:
         """A NodeStatusReport (api/nodereports.py): its user must also be allowed to patch nodes/status."""
         nodes, asked = await self._bulk_request(scope, rtype, body, self.registry.get("", "v1", "nodes"),
                                                 RbacRequest("patch", "", "nodes", "status"))
+        user = scope.get(USER_SCOPE_KEY)
+        node = kubelet(user) if user is not None and self.node_restriction is not None else None
+        if node is not None and self.node_restriction is not None:  # NodeRestriction: its own Node's status only
+            names = (asked.get("spec") or {}).get("nodes") if isinstance(asked.get("spec"), dict) else None
+            self.node_restriction.admit_node_report(node, names if isinstance(names, list) else [])
         return await report_node_status(store_=self.store, reads=self.reads, nodes=nodes, request=asked,
                                         manager=manager, prime=not DRY_RUN.get(), plans=self.report_plans)
 

@@ -141,6 +141,27 @@ def test_the_graph_over_http(cluster: Serve, certificate: tuple[Path, Path]) -> 
             f'serviceaccounts "{account}" is forbidden: node requested token not bound to a pod'
         assert kubelet.post("/api/v1/namespaces/default/serviceaccounts/unrelated/token",
                             json=request).status_code == 403
+        # the bulk status report (this emulator's), once RBAC lets the nodes send it: its own Node only
+        reports = "/apis/nodes.controlplane.dev/v1alpha1/nodestatusreports"
+        with admin(cluster) as c:
+            role = {"metadata": {"name": "node-status-reports"}, "rules": [
+                {"apiGroups": ["nodes.controlplane.dev"], "resources": ["nodestatusreports"], "verbs": ["create"]}]}
+            binding = {"metadata": {"name": "node-status-reports"}, "subjects": [
+                {"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"}],
+                "roleRef": {"kind": "ClusterRole", "name": "node-status-reports",
+                            "apiGroup": "rbac.authorization.k8s.io"}}
+            assert c.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", json=role).status_code == 201
+            assert c.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json=binding).status_code == 201
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "posting ready status"}
+        report: dict[str, Any] = {"spec": {"heartbeatTime": "2026-12-02T01:00:00Z", "nodes": [NODE],
+                                           "conditions": [ready]}}
+        assert until(lambda: kubelet.post(reports, json=report).status_code == 201, timeout=10)
+        r = kubelet.post(reports, json={"spec": {**report["spec"], "nodes": [NODE, "sim-node-1"]}})
+        assert r.status_code == 403 and r.json()["message"] == \
+            'nodes "sim-node-1" is forbidden: node "sim-node-0" is not allowed to modify node "sim-node-1"'
+        # the bulk renewal names no lease: the Node authorizer has no opinion (nor RBAC)
+        assert kubelet.post("/apis/nodes.controlplane.dev/v1alpha1/namespaces/kube-node-lease/leaserenewals", json={
+            "spec": {"renewTime": "2026-12-02T01:00:00.000000Z", "leases": [NODE]}}).status_code == 403
         # a client certificate request for another node's name
         from tests.api.test_nodeauthz import csr_request
 
