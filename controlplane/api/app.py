@@ -527,6 +527,7 @@ class _CachedObjects:
         pods = registry.get("", "v1", "pods")
         assert pods is not None
         self._pods = pods
+        self._node_at = field_names("pods").index("spec.nodeName")
 
     def pods_on(self, node: str) -> list[tuple[bytes, int, Any]]:
         cache = self._caches.cache_for(self._pods)
@@ -535,6 +536,10 @@ class _CachedObjects:
         get = cache.get
         return [(entry[KEY], entry[REVISION], entry) for entry in map(get, cache.index.members(node))
                 if entry is not None]
+
+    def pod_node(self, namespace: str, name: str) -> str | None:
+        entry = self._caches.cache_for(self._pods).get(self._pods.key(namespace, name))
+        return entry[ATTRS][1][self._node_at] if entry is not None else None
 
     def load(self, handle: Any) -> dict[str, Any]:
         entry: Entry = handle

@@ -43,7 +43,8 @@ uses), ~10-110 keys; what each references (``pod_references``: volumes, ``envFro
 for an ephemeral volume's claim, the claims of ``spec.resourceClaims`` by name or through
 ``status.resourceClaimStatuses``, ``status.extendedResourceClaimStatus``) is parsed once per
 pod version and kept (a few hundred bytes a pod, dropped wholesale past ``MEMO_MAX`` pods).
-A PV, a VolumeAttachment or a ResourceSlice is one cache lookup. No index is kept on the
+A pod is one cache lookup of its ``spec.nodeName`` field (no parse), a PV, a
+VolumeAttachment or a ResourceSlice one lookup and parse. No index is kept on the
 watch caches' write path (a pod's writes, the hot path, cost nothing more), and a decision is
 a walk of the node's pods' memoised references: microseconds (docs/operations.md has the
 figures). As upstream's graph lags its informers, a pod this process's cache has not seen
@@ -119,6 +120,10 @@ class Objects(Protocol):
         ...
 
     def load(self, handle: Any) -> dict[str, Any]: ...
+
+    def pod_node(self, namespace: str, name: str) -> str | None:
+        """The cached pod's ``spec.nodeName`` ("" unbound), None if no such pod: no parse."""
+        ...
 
     def get(self, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The cached object, parsed; None if none."""
@@ -269,8 +274,7 @@ class NodeGraph:
         """Whether ``plural`` ``namespace/name`` relates to ``node`` as upstream's graph draws it."""
         objects = self.objects
         if plural == "pods":
-            pod = objects.get("", "pods", namespace, name)
-            return pod is not None and _dict(pod.get("spec")).get("nodeName") == node
+            return objects.pod_node(namespace, name) == node
         if plural in ("volumeattachments", "resourceslices"):
             group = "storage.k8s.io" if plural == "volumeattachments" else "resource.k8s.io"
             found = objects.get(group, plural, "", name)

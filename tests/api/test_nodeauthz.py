@@ -45,6 +45,10 @@ class Objects:
     def get(self, group: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((plural, namespace, name))
 
+    def pod_node(self, namespace: str, name: str) -> str | None:
+        found = self.objects.get(("pods", namespace, name))
+        return found["spec"].get("nodeName", "") if found is not None else None
+
 
 def pod(name: str, node: str, spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,
         namespace: str = "default") -> dict[str, Any]:
