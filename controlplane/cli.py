@@ -268,6 +268,36 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="BOOL", help="rotated log files are gzipped (default: false)")
     audit.add_argument("--audit-log-batch-buffer-size", type=int, default=10000, metavar="N",
                        help="events queued in batch mode before new ones are dropped (default: %(default)s)")
+    for backend in ("log", "webhook"):
+        audit.add_argument(f"--audit-{backend}-truncate-enabled", type=_go_bool, nargs="?", const=True,
+                           default=False, metavar="BOOL",
+                           help="events larger than the max event size lose their request and response objects "
+                                "(annotated audit.k8s.io/truncated), or are dropped (default: false)")
+        audit.add_argument(f"--audit-{backend}-truncate-max-event-size", type=int, default=102400, metavar="BYTES",
+                           help="(default: %(default)s)")
+        audit.add_argument(f"--audit-{backend}-truncate-max-batch-size", type=int, default=10485760,
+                           metavar="BYTES", help="(default: %(default)s)")
+    audit.add_argument("--audit-webhook-config-file", type=Path, default=None, metavar="KUBECONFIG",
+                       help="a kubeconfig naming the webhook the events are POSTed to, as EventLists")
+    audit.add_argument("--audit-webhook-mode", default="batch", metavar="MODE",
+                       help="batch (queued, sent in batches by a background task); the blocking modes are not "
+                            "served (default: %(default)s)")
+    audit.add_argument("--audit-webhook-batch-buffer-size", type=int, default=10000, metavar="N",
+                       help="events queued before new ones are dropped (default: %(default)s)")
+    audit.add_argument("--audit-webhook-batch-max-size", type=int, default=400, metavar="N",
+                       help="events a batch (default: %(default)s)")
+    audit.add_argument("--audit-webhook-batch-max-wait", type=_duration, default=30.0, metavar="DURATION",
+                       help="how long an event waits for its batch to fill (default: 30s)")
+    audit.add_argument("--audit-webhook-batch-throttle-enable", type=_go_bool, nargs="?", const=True,
+                       default=True, metavar="BOOL", help="(default: true)")
+    audit.add_argument("--audit-webhook-batch-throttle-qps", type=float, default=10.0, metavar="QPS",
+                       help="batches a second (default: %(default)s)")
+    audit.add_argument("--audit-webhook-batch-throttle-burst", type=int, default=15, metavar="N",
+                       help="(default: %(default)s)")
+    audit.add_argument("--audit-webhook-initial-backoff", type=_duration, default=10.0, metavar="DURATION",
+                       help="the wait before a failed batch is sent again (default: 10s)")
+    audit.add_argument("--audit-webhook-version", default="audit.k8s.io/v1", metavar="GROUP/VERSION",
+                       help="(default: %(default)s)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: %(default)s)")
     serve.set_defaults(func=_serve)
 
@@ -422,14 +452,29 @@ def _checked_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     """The audit flags, the policy file read once here so that a bad one stops ``serve`` at once."""
     from .api.audit import PolicyError, load_policy
     from .api.auditlog import LogOptions
+    from .api.auditwebhook import Truncation, WebhookOptions
+    from .client.client import KubeconfigError, kubeconfig_target
     from .config import AuditLog
 
+    truncate: dict[str, tuple[int, int] | None] = {}
     try:
+        for backend in ("log", "webhook"):
+            sizes = (getattr(args, f"audit_{backend}_truncate_max_event_size"),
+                     getattr(args, f"audit_{backend}_truncate_max_batch_size"))
+            truncate[backend] = sizes if getattr(args, f"audit_{backend}_truncate_enabled") else None
+            Truncation(*sizes)
         LogOptions(args.audit_log_path, args.audit_log_format, args.audit_log_mode, args.audit_log_maxage,
                    args.audit_log_maxbackup, args.audit_log_maxsize, args.audit_log_compress,
                    args.audit_log_batch_buffer_size)
-    except ValueError as e:
-        parser.error(str(e))
+        webhook = WebhookOptions(args.audit_webhook_config_file or Path(), args.audit_webhook_mode,
+                                 args.audit_webhook_batch_buffer_size, args.audit_webhook_batch_max_size,
+                                 args.audit_webhook_batch_max_wait, args.audit_webhook_batch_throttle_enable,
+                                 args.audit_webhook_batch_throttle_qps, args.audit_webhook_batch_throttle_burst,
+                                 args.audit_webhook_initial_backoff, args.audit_webhook_version)
+        if args.audit_webhook_config_file is not None:
+            kubeconfig_target(args.audit_webhook_config_file)
+    except (ValueError, KubeconfigError) as e:
+        parser.error(str(e) if not isinstance(e, KubeconfigError) else f"argument --audit-webhook-config-file: {e}")
     if args.audit_policy_file is not None:
         try:
             load_policy(args.audit_policy_file)
@@ -437,7 +482,10 @@ def _checked_audit(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             parser.error(f"argument --audit-policy-file: {e}")
     return AuditLog(args.audit_policy_file, args.audit_log_path, args.audit_log_format, args.audit_log_mode,
                     args.audit_log_maxage, args.audit_log_maxbackup, args.audit_log_maxsize,
-                    args.audit_log_compress, args.audit_log_batch_buffer_size)
+                    args.audit_log_compress, args.audit_log_batch_buffer_size, truncate["log"],
+                    args.audit_webhook_config_file, webhook.mode, webhook.buffer_size, webhook.max_size,
+                    webhook.max_wait, webhook.throttle_enable, webhook.throttle_qps, webhook.throttle_burst,
+                    webhook.initial_backoff, webhook.version, truncate["webhook"])
 
 
 @dataclass(frozen=True, slots=True)

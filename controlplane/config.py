@@ -89,8 +89,9 @@ class JobBackoff:
 
 @dataclass(frozen=True, slots=True)
 class AuditLog:
-    """Audit logging, kube-apiserver's ``--audit-policy-file`` and ``--audit-log-*`` flags
-    (``api/audit.py``, ``api/auditlog.py``): on only with both a policy file and a path."""
+    """Audit logging, kube-apiserver's ``--audit-policy-file``, ``--audit-log-*`` and
+    ``--audit-webhook-*`` flags (``api/audit.py``, ``api/auditlog.py``, ``api/auditwebhook.py``):
+    on only with both a policy file and a backend (a path or a webhook configuration)."""
 
     policy_file: Path | None = None
     path: str = ""  # "-": standard output
@@ -101,10 +102,24 @@ class AuditLog:
     max_size: int = 0  # megabytes before a rotation (0: lumberjack's 100)
     compress: bool = False  # rotated files gzipped
     buffer_size: int = 10000  # events queued in batch mode
+    # --audit-log-truncate-*: (max event size, max batch size) when enabled
+    truncate: tuple[int, int] | None = None
+    # the webhook backend (api/auditwebhook.py), --audit-webhook-*: on with a config file
+    webhook_config_file: Path | None = None
+    webhook_mode: str = "batch"
+    webhook_buffer_size: int = 10000
+    webhook_max_size: int = 400
+    webhook_max_wait: float = 30.0
+    webhook_throttle_enable: bool = True
+    webhook_throttle_qps: float = 10.0
+    webhook_throttle_burst: int = 15
+    webhook_initial_backoff: float = 10.0
+    webhook_version: str = "audit.k8s.io/v1"
+    webhook_truncate: tuple[int, int] | None = None
 
     @property
     def enabled(self) -> bool:
-        return self.policy_file is not None and bool(self.path)
+        return self.policy_file is not None and (bool(self.path) or self.webhook_config_file is not None)
 
 
 @dataclass(frozen=True, slots=True)

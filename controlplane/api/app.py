@@ -62,8 +62,9 @@ from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from ..watchcache.entry import ATTRS, KEY, REVISION, Entry, entry_json
 from . import podsecurity
-from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, authorized, load_policy, recording
+from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, Backend, Backends, authorized, load_policy, recording
 from .auditlog import LogBackend, LogOptions
+from .auditwebhook import Truncation, WebhookBackend, WebhookOptions
 from .errors import ApiError
 from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
 from .flowcontrol import FlowControl, MaxInFlight
@@ -722,7 +723,8 @@ def create_app(config: Config) -> FastAPI:
     front = _KubeRoutes(app, kube=kube, openapi=openapi, tokens=tokens, anonymous=not config.tls,
                         discovery=discovery, flow=flow, identities=identities,
                         identities_over_sockets=config.components_process)
-    app.state.front = _audited(front, config, kube) if config.audit.policy_file or config.audit.path else front
+    app.state.front = _audited(front, config, kube) \
+        if config.audit.policy_file or config.audit.path or config.audit.webhook_config_file else front
 
     for endpoint, checks in _health_checks(state).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
@@ -773,23 +775,36 @@ def create_app(config: Config) -> FastAPI:
 
 
 def _audited(front: _KubeRoutes, config: Config, kube: KubeApi) -> Any:
-    """The router behind audit logging (api/audit.py), when a policy and a log are both
-    configured (as upstream: a policy without a backend, or a backend without a policy, audits
-    nothing); the router as it is otherwise, so that a server without them pays nothing."""
+    """The router behind audit logging (api/audit.py), when a policy and a backend (a log, a
+    webhook) are configured (as upstream: a policy without a backend, or a backend without a
+    policy, audits nothing); the router as it is otherwise, so that a server without them pays
+    nothing."""
     audit = config.audit
     if audit.policy_file is None:
-        log.warning("--audit-log-path without --audit-policy-file: no audit events are recorded")
+        log.warning("audit backends without --audit-policy-file: no audit events are recorded")
         return front
     policy = load_policy(audit.policy_file)
-    if not audit.path:
-        log.warning("--audit-policy-file without --audit-log-path: no audit events are recorded")
+    if not audit.enabled:
+        log.warning("--audit-policy-file without --audit-log-path or --audit-webhook-config-file: "
+                    "no audit events are recorded")
         return front
-    backend = LogBackend(LogOptions(audit.path, audit.format, audit.mode, audit.max_age, audit.max_backups,
-                                    audit.max_size, audit.compress, audit.buffer_size))
-    log.info("audit log: %s (%s, %s), policy %s with %d rules", audit.path, audit.format, audit.mode,
-             audit.policy_file, len(policy.rules))
-    return Auditing(front, policy, backend, kube.rbac_request_of, USER_SCOPE_KEY,
-                    lambda: kube.authorizer is None)
+    backends: list[Backend] = []
+    if audit.path:
+        backends.append(LogBackend(LogOptions(audit.path, audit.format, audit.mode, audit.max_age,
+                                              audit.max_backups, audit.max_size, audit.compress, audit.buffer_size,
+                                              Truncation(*audit.truncate) if audit.truncate else None)))
+        log.info("audit log: %s (%s, %s)", audit.path, audit.format, audit.mode)
+    if audit.webhook_config_file is not None:
+        webhook = WebhookBackend(WebhookOptions(
+            audit.webhook_config_file, audit.webhook_mode, audit.webhook_buffer_size, audit.webhook_max_size,
+            audit.webhook_max_wait, audit.webhook_throttle_enable, audit.webhook_throttle_qps,
+            audit.webhook_throttle_burst, audit.webhook_initial_backoff, audit.webhook_version,
+            Truncation(*audit.webhook_truncate) if audit.webhook_truncate else None))
+        backends.append(webhook)
+        log.info("audit webhook: %s (batches of %d)", webhook.url, audit.webhook_max_size)
+    log.info("audit policy %s with %d rules", audit.policy_file, len(policy.rules))
+    return Auditing(front, policy, backends[0] if len(backends) == 1 else Backends(backends),
+                    kube.rbac_request_of, USER_SCOPE_KEY, lambda: kube.authorizer is None)
 
 
 _NON_API_ERRORS = {

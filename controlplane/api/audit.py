@@ -49,7 +49,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import yaml
@@ -57,7 +57,6 @@ import yaml
 from ..metrics import AUDIT_EVENTS, AUDIT_LEVELS
 from ..registry.dnsnames import DNS1123_SUBDOMAIN
 from .auditid import new_audit_id
-from .auditlog import LogBackend
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .rbac import Request as Attributes
 from .rbac import User
@@ -498,6 +497,29 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+class Backend(Protocol):
+    """Where audit events go (``auditlog.LogBackend``, ``auditwebhook.WebhookBackend``)."""
+
+    def process(self, event: Mapping[str, Any]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Backends:
+    """Several backends as one, as upstream's union backend: every event to each."""
+
+    def __init__(self, backends: list[Backend]) -> None:
+        self.backends = backends
+
+    def process(self, event: Mapping[str, Any]) -> None:
+        for backend in self.backends:
+            backend.process(event)
+
+    async def close(self) -> None:
+        for backend in self.backends:
+            await backend.close()
+
+
 class Auditing:
     """The ASGI app auditing the requests of ``app`` (``api/app.py``'s router).
 
@@ -505,7 +527,7 @@ class Auditing:
     ``user_scope_key``: where the router puts the request's user; ``always_allowed()``:
     whether no authorizer decides (AlwaysAllow: every request gets upstream's ``allow``)."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], policy: Policy, backend: LogBackend,
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], policy: Policy, backend: Backend,
                  attributes: Callable[[Scope], Attributes], user_scope_key: str,
                  always_allowed: Callable[[], bool]) -> None:
         self.app = app

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import orjson
 
 from ..metrics import AUDIT_ERRORS
+from .auditwebhook import Truncation
 
 __all__ = ["FORMATS", "MODES", "LogBackend", "LogOptions", "event_string"]
 
@@ -63,7 +64,7 @@ class LogOptions:
 
     def __init__(self, path: str, log_format: str = "json", mode: str = "blocking", max_age: int = 0,
                  max_backups: int = 0, max_size: int = 0, compress: bool = False,
-                 buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
+                 buffer_size: int = DEFAULT_BUFFER_SIZE, truncation: Truncation | None = None) -> None:
         errors = []
         if log_format not in FORMATS:
             errors.append(f"invalid audit log format {log_format}, allowed formats are {','.join(FORMATS)!r}")
@@ -79,6 +80,7 @@ class LogOptions:
         self.path, self.format, self.mode = path, log_format, mode
         self.max_age, self.max_backups, self.max_size = max_age, max_backups, max_size
         self.compress, self.buffer_size = compress, buffer_size
+        self.truncation = truncation  # --audit-log-truncate-* (auditwebhook.Truncation), when enabled
 
 
 class _RotatingFile:
@@ -202,7 +204,14 @@ class LogBackend:
         self._errors_logged = 0.0
 
     def process(self, event: Mapping[str, Any]) -> None:
-        line = orjson.dumps(event) + b"\n" if self.format == "json" else event_string(event).encode() + b"\n"
+        truncation = self.options.truncation
+        if truncation is None:
+            line = orjson.dumps(event) + b"\n" if self.format == "json" else event_string(event).encode() + b"\n"
+        else:  # (sized as upstream sizes it: the event's JSON)
+            data = truncation.encode(event)
+            if data is None:
+                return
+            line = data + b"\n" if self.format == "json" else event_string(event).encode() + b"\n"
         if self._blocking:
             try:
                 loop = asyncio.get_running_loop()

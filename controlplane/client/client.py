@@ -222,42 +222,8 @@ class Client:
         as kind's and kubeadm's ``admin.conf``); relative paths are the kubeconfig's directory's, as
         client-go reads them. ``token``: presented instead of the user's credentials (the server's
         own components, ``serve --components-process``). Raises ``KubeconfigError``."""
-        path = Path(path)
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-            raise KubeconfigError(f"cannot read the kubeconfig {path}: {e}") from None
-        if not isinstance(doc, dict):
-            raise KubeconfigError(f"{path} is not a kubeconfig (a YAML mapping with clusters, users, contexts)")
-        try:
-            return cls._from_kubeconfig_doc(doc, path.parent, context, server, token)
-        except KubeconfigError as e:
-            raise KubeconfigError(f"kubeconfig {path}: {e}") from None
-        except (OSError, ssl.SSLError, ValueError, TypeError, KeyError) as e:
-            raise KubeconfigError(f"kubeconfig {path}: {type(e).__name__}: {e}") from None
-
-    @classmethod
-    def _from_kubeconfig_doc(cls, doc: dict[str, Any], base: Path, context: str | None,
-                             server: str | None, token: str | None = None) -> Client:
-        ctx_name = context or doc.get("current-context")
-        ctx = _named(doc.get("contexts"), ctx_name, "context")
-        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
-        user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
-        for field, what in (("exec", "an exec plugin"), ("auth-provider", "an auth provider")):
-            if user.get(field):
-                raise KubeconfigError(f"user {ctx.get('user')!r} authenticates with {what}, which this "
-                                      "client does not run: give it a token or a client certificate")
-        url = server or cluster.get("server")
-        if not url:
-            raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
-        verify: ssl.SSLContext | bool = True
-        if str(url).startswith("https://"):
-            verify = _tls_context(cluster, {} if token else user, base)
-        if not token:
-            token = user.get("token")
-            if not token and user.get("tokenFile"):
-                token = (base / user["tokenFile"]).read_text().strip()
-        return cls(str(url), token=token, verify=verify)
+        url, token, verify = kubeconfig_target(path, context, server, token)
+        return cls(url, token=token, verify=verify)
 
     def informer(self, path: str, *, on_add: Handler | None = None, on_update: UpdateHandler | None = None,
                  on_delete: Handler | None = None, page_size: int = 500, optional: bool = False) -> InformerHandle:
@@ -442,6 +408,49 @@ async def _events(chunks: AsyncIterable[bytes]) -> AsyncGenerator[WatchEvent, No
                 raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
                                str(obj.get("message", "")), obj)
             yield WatchEvent(kind, obj)
+
+
+
+def kubeconfig_target(path: str | Path, context: str | None = None, server: str | None = None,
+                      token: str | None = None) -> tuple[str, str | None, ssl.SSLContext | bool]:
+    """The server URL, bearer token and TLS verification (a context with the CA and the client
+    certificate) of a kubeconfig's current (or named) context. Raises ``KubeconfigError``."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise KubeconfigError(f"cannot read the kubeconfig {path}: {e}") from None
+    if not isinstance(doc, dict):
+        raise KubeconfigError(f"{path} is not a kubeconfig (a YAML mapping with clusters, users, contexts)")
+    try:
+        return _target_of(doc, path.parent, context, server, token)
+    except KubeconfigError as e:
+        raise KubeconfigError(f"kubeconfig {path}: {e}") from None
+    except (OSError, ssl.SSLError, ValueError, TypeError, KeyError) as e:
+        raise KubeconfigError(f"kubeconfig {path}: {type(e).__name__}: {e}") from None
+
+
+def _target_of(doc: dict[str, Any], base: Path, context: str | None, server: str | None,
+               token: str | None) -> tuple[str, str | None, ssl.SSLContext | bool]:
+    ctx_name = context or doc.get("current-context")
+    ctx = _named(doc.get("contexts"), ctx_name, "context")
+    cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
+    user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+    for field, what in (("exec", "an exec plugin"), ("auth-provider", "an auth provider")):
+        if user.get(field):
+            raise KubeconfigError(f"user {ctx.get('user')!r} authenticates with {what}, which this "
+                                  "client does not run: give it a token or a client certificate")
+    url = server or cluster.get("server")
+    if not url:
+        raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
+    verify: ssl.SSLContext | bool = True
+    if str(url).startswith("https://"):
+        verify = _tls_context(cluster, {} if token else user, base)
+    if not token:
+        token = user.get("token")
+        if not token and user.get("tokenFile"):
+            token = (base / user["tokenFile"]).read_text().strip()
+    return str(url), token, verify
 
 
 def _named(entries: list[dict[str, Any]] | None, name: str | None, what: str) -> dict[str, Any]:

@@ -249,3 +249,66 @@ def test_a_bad_policy_file_stops_serve(tmp_path: Path) -> None:
     s = start_serve(tmp_path, run=1, extra=("--audit-log-path", "-", "--audit-log-format", "xml"))
     assert s.proc.wait(timeout=60) == 2
     assert "invalid audit log format xml, allowed formats are 'json,legacy'" in s.output()
+    s = start_serve(tmp_path, run=2, extra=("--audit-webhook-config-file", str(tmp_path / "none.yaml")))
+    assert s.proc.wait(timeout=60) == 2
+    assert "argument --audit-webhook-config-file: cannot read the kubeconfig" in s.output()
+    s = start_serve(tmp_path, run=3, extra=("--audit-webhook-mode", "blocking-strict"))
+    assert s.proc.wait(timeout=60) == 2
+    assert "audit webhook mode blocking-strict is not served by this server" in s.output()
+
+
+def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) -> None:
+    """``--audit-webhook-config-file`` (a kubeconfig naming the receiver) beside the log: the
+    same events reach both, the webhook's in EventLists POSTed with the kubeconfig's token,
+    the large ones truncated (``--audit-webhook-truncate-enabled``)."""
+    import http.server
+    import threading
+
+    received: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers.get("Authorization", ""), json.loads(body)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "webhook.yaml").write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: audit, cluster: {{server: 'http://127.0.0.1:{server.server_port}/audit'}}}}]\n"
+        "users: [{name: api, user: {token: hooktoken}}]\n"
+        "contexts: [{name: d, context: {cluster: audit, user: api}}]\ncurrent-context: d\n")
+    try:
+        with running(start_serve(tmp_path, extra=(
+                "--audit-policy-file", str(tmp_path / "policy.yaml"), "--audit-log-path", str(tmp_path / "audit.log"),
+                "--audit-webhook-config-file", str(tmp_path / "webhook.yaml"),
+                "--audit-webhook-batch-max-wait", "200ms",
+                "--audit-webhook-truncate-enabled", "--audit-webhook-truncate-max-event-size", "4000"))) as s:
+            ok(s, "create", "configmap", "small", "--from-literal=a=b")
+            ok(s, "create", "configmap", "large", "--from-literal=a=" + "x" * 5000)
+            uri = "/api/v1/namespaces/default/configmaps"
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                hooked = [e for _, _, body in received for e in body["items"]
+                          if e["verb"] == "create" and e["requestURI"].split("?")[0] == uri]
+                if len(hooked) >= 4:
+                    break
+                time.sleep(0.1)
+            assert {(p, a) for p, a, _ in received} == {("/audit", "Bearer hooktoken")}
+            assert all((b["kind"], b["apiVersion"]) == ("EventList", "audit.k8s.io/v1") for _, _, b in received)
+            done = {e["objectRef"]["name"]: e for e in hooked if e["stage"] == "ResponseComplete"}
+            assert done["small"]["requestObject"]["data"] == {"a": "b"}
+            assert "requestObject" not in done["large"] and "responseObject" not in done["large"]
+            assert done["large"]["annotations"]["audit.k8s.io/truncated"] == "true"
+            logged = {e["auditID"] for e in map(json.loads, (tmp_path / "audit.log").read_text().splitlines())}
+            assert {e["auditID"] for e in hooked} <= logged  # the same events in the log
+    finally:
+        server.shutdown()
+        server.server_close()
