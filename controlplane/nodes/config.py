@@ -43,6 +43,14 @@ class SimConfig:
     # with leases it posts it only on a change or after nodeStatusReportFrequency (5 min).
     status_report_frequency: float = 300.0
     job_seconds: float = 1.0  # how long a restartPolicy Never/OnFailure pod runs (default stages)
+    # the built-in stages' failure model (``podfailure``): each run of a Job's pod (one without the
+    # sim.controlplane.dev/ annotations, which say their own) fails so often, exiting this code
+    job_failure_rate: float = 0.0
+    job_failure_exit_code: int = 1
+    # the kubelet's crash-loop back-off (kuberuntime's): 10 s doubling to 5 min, reset by a run of
+    # twice the maximum
+    crash_backoff: float = 10.0
+    crash_backoff_max: float = 300.0
     stages: list[Stage] | None = None  # None: the defaults (``stages.default_stages``)
     # KWOK's ``--enable-crds Stage``: the stages are the Stage objects stored in the API server
     # (``nodes/crds.py``, installed if absent), followed as they change; ``stages`` must be None

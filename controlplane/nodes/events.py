@@ -123,6 +123,17 @@ class KubeletEvents:
         self._record(pod, node, path, "Created", "Container created")
         self._record(pod, node, path, "Started", "Container started")
 
+    def backing_off(self, pod: Mapping[str, Any], node: str) -> None:
+        """Its exited containers wait before they restart (``podfailure``): ``BackOff``, in the
+        words of the kubelet's doBackOff."""
+        meta = pod.get("metadata") or {}
+        for c in (pod.get("spec") or {}).get("containers") or ():
+            if isinstance(c, dict):
+                name = c.get("name", "")
+                self._record(pod, node, f"spec.containers{{{name}}}", "BackOff",
+                             f"Back-off restarting failed container {name} in pod "
+                             f"{meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})", "Warning")
+
     def stopping(self, pod: Mapping[str, Any], node: str) -> None:
         """A running pod deleted: each running container stopped (its regular and running
         ephemeral containers, then its sidecars, the last first, as the kubelet stops them)."""

@@ -83,6 +83,18 @@ from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
 from .observed import generation_of, observe_patch, stamped
+from .podfailure import (
+    Exit,
+    JobFailures,
+    all_running,
+    crashed,
+    exited,
+    may_fail,
+    planned_exit,
+    restarted,
+    run_of,
+    waiting_in_backoff,
+)
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
 from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
@@ -117,6 +129,9 @@ HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 # the writers the heartbeats and pods' status need (as the scheduler's event lane, scheduler/writer.py)
 EVENT_CONCURRENCY = 16
 IMAGE_PULL = "(image pull)"  # a pod's pending "stage" while its images are pulled
+# a pod's pending "stage" while its containers run towards a planned exit, and while they wait
+# out their crash-loop back-off (``podfailure``: the built-in stages' failure model)
+CONTAINER_EXIT, BACK_OFF = "(container exit)", "(back-off)"
 # with Stages from the API, the objects are evaluated against a new set once the Stages have
 # not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
 SWEEP_QUIET = 0.1
@@ -179,8 +194,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("ephemeral", "ephemeral_pulls", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage",
-                 "started", "stopping", "uid", "wrote_creating")
+    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "finished", "gen", "ip", "node",
+                 "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -199,6 +214,11 @@ class _Pod:
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
         # the ephemeral containers whose image is being pulled: when each pull began, the image, the pull
         self.ephemeral_pulls: dict[str, tuple[float, Image, Pull]] | None = None
+        # its containers' crash-loop back-off (``podfailure``): seconds (0: no entry yet) and when
+        # it was last stepped (monotonic), as the kubelet's flowcontrol.Backoff keeps it per container
+        self.backoff = 0.0
+        self.backoff_at = 0.0
+        self.exit: Exit | None = None  # how the pending CONTAINER_EXIT ends the run
 
 
 def _terminal(pod: dict[str, Any]) -> bool:
@@ -243,6 +263,9 @@ class NodeSimulator:
         # type); the built-in stages write whole condition lists, where a merge patch gives the same
         # object for less of the server's CPU (about 0.1 ms a status write)
         self.status_patch = "merge" if self.builtin_stages else "strategic"
+        # the failure model of the built-in stages (``podfailure``): pods' annotations, and this rate for
+        # Job pods; a user's stages say their own failures, as KWOK's chaos stages do
+        self.job_failures = JobFailures(config.job_failure_rate, config.job_failure_exit_code)
         self.pod_stages = StageSet(stages, "Pod", self.rng)
         self.node_stages = StageSet(stages, "Node", self.rng)
         # a user's node stages own the node's status, as in KWOK (whose heartbeat is a stage): the
@@ -1096,6 +1119,8 @@ class NodeSimulator:
         wrote = self._start_ephemeral(key, st, node, pod)
         if not self._resize(key, node.name, pod) and not wrote and self.builtin_stages:
             self._observe(key, pod)
+        if self.builtin_stages and may_fail(pod, self.job_failures) and self._failing(key, st, pod):
+            return
         stage = self.pod_stages.select(pod)
         if stage is None:
             st.stage = None
@@ -1322,6 +1347,9 @@ class NodeSimulator:
             st.stage = None
             self._pod_seen(pod)
             return
+        if st.stage in (CONTAINER_EXIT, BACK_OFF):
+            await self._container_exit(key, st, node, pod)
+            return
         stage = self.pod_stages.pending(st.stage, pod) if st.stage is not None else None
         if stage is None:  # no longer matches: draw again
             st.stage = None
@@ -1355,6 +1383,74 @@ class NodeSimulator:
             st.stage = stage.name
             raise
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
+
+    def _failing(self, key: str, st: _Pod, pod: dict[str, Any]) -> bool:
+        """Whether the failure model (``podfailure``) takes the running pod's next step: its
+        containers' planned exit, or the end of their back-off, set to fire (or already pending)."""
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+            return False
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        if waiting_in_backoff(pod):
+            if st.stage != BACK_OFF:
+                st.gen += 1
+                st.stage = BACK_OFF
+                self.wheel.schedule(time.monotonic() + (st.backoff or self.config.crash_backoff), ("pod", key, st.gen))
+            return True
+        if not all_running(pod):
+            return False
+        if st.stage == CONTAINER_EXIT:
+            return True  # its run goes on towards its planned exit
+        run = run_of(pod)
+        ending = planned_exit(pod, run, self.job_failures, self.config.job_seconds, self.config.seed)
+        if ending is None:
+            if run == 0 or policy == "Always":
+                return False  # as without the model: the built-in stages complete it, or it runs on
+            # a restarted batch pod's successful run: its exit says its restarts, which pod-complete's would not
+            ending = Exit(0, "Completed", self.config.job_seconds)
+        st.gen += 1
+        st.stage, st.exit = CONTAINER_EXIT, ending
+        self.wheel.schedule(time.monotonic() + ending.after, ("pod", key, st.gen))
+        return True
+
+    async def _container_exit(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> None:
+        """A pending CONTAINER_EXIT or BACK_OFF whose time has come: the status the kubelet writes then."""
+        pending, st.stage = st.stage, None
+        now, at = now_rfc3339(), time.monotonic()
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        if pending == BACK_OFF:
+            if not waiting_in_backoff(pod):
+                self._pod_seen(pod)
+                return
+            # the kubelet's flowcontrol.Backoff.Next as it starts the container again: doubled, capped
+            st.backoff, st.backoff_at = min(2 * st.backoff, self.config.crash_backoff_max), at
+            status = restarted(pod, now)
+        else:
+            ending = st.exit
+            if ending is None or not all_running(pod):
+                self._pod_seen(pod)
+                return
+            if policy == "Never" or (policy == "OnFailure" and ending.code == 0):
+                status = exited(pod, ending, now)
+            elif st.backoff and at - st.backoff_at <= 2 * self.config.crash_backoff_max:
+                status = crashed(pod, ending, now, st.backoff)  # in back-off since this exit
+                if self.pod_events is not None:
+                    self.pod_events.backing_off(pod, node.name)
+            else:  # no back-off yet, or its entry expired (a run of 10 min): restarted at once, back-off reset
+                st.backoff, st.backoff_at = self.config.crash_backoff, at
+                status = crashed(pod, ending, now, None)
+        meta = pod.get("metadata") or {}
+        ns, name = key.split("/", 1)
+        try:
+            await self._kubelet(node.name).patch(resource_path("", "v1", "pods", ns, name, "status"),
+                                                 {"metadata": {"uid": meta.get("uid")}, "status": status},
+                                                 patch_type="merge")
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+            return
+        again = pending == BACK_OFF or ("phase" not in status and "conditions" not in status)
+        if self.pod_events is not None and again:
+            self.pod_events.started(pod, node.name)  # its containers created and started again
 
     async def _finish_stage(self, ns: str, name: str, stage: Stage, obj: dict[str, Any], path: str) -> None:
         """The event, finalizer and delete parts of a stage's ``next``."""
