@@ -59,6 +59,17 @@ def _duration(text: str) -> float:
     return sum(float(n) * _GO_UNITS[unit] for n, _, unit in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
 
 
+def _fraction(text: str) -> float:
+    """A probability: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"not a probability from 0 to 1: {text!r}")
+    return value
+
+
 _GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
              **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
@@ -144,6 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
                             "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
                             "they do, as a kubelet, and `kubectl describe pod` shows them)")
+    failures = serve.add_argument_group(
+        "simulated container failures", "the built-in stages' failure model (docs/nodes.md#containers-that-fail); "
+                                        "a pod says its own with sim.controlplane.dev/ annotations")
+    failures.add_argument("--job-failure-rate", type=_fraction, default=0.0, metavar="P",
+                          help="each run of a Job's pod fails with probability P (default: %(default)s)")
+    failures.add_argument("--job-failure-exit-code", type=int, default=1, metavar="N",
+                          help="the exit code of those failures (default: %(default)s)")
+    failures.add_argument("--crash-loop-backoff", type=_duration, default=10.0, metavar="DURATION",
+                          help="the kubelet's first back-off before restarting a failed container, doubling with "
+                               "each restart (upstream's constant: for tests; default: 10s)")
+    failures.add_argument("--crash-loop-max-backoff", type=_duration, default=300.0, metavar="DURATION",
+                          help="the longest such back-off (upstream's constant; default: 5m)")
     serve.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
                        help="the simulated nodes' kubelets register no CSINode (storage.k8s.io/v1) with their "
                             "Node, a create and a stored object a node fewer (default: they do, as a kubelet)")
@@ -416,6 +439,10 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
             pod_events=args.pod_events,
             csi_nodes=args.csi_nodes,
+            job_failure_rate=args.job_failure_rate,
+            job_failure_exit_code=args.job_failure_exit_code,
+            crash_backoff=args.crash_loop_backoff,
+            crash_backoff_max=args.crash_loop_max_backoff,
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,

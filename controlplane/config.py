@@ -152,6 +152,12 @@ class Config:
     pod_events: bool = True
     # the simulated kubelets register their nodes' CSINodes (serve --no-csi-nodes: not)
     csi_nodes: bool = True
+    # the built-in stages' failure model (nodes/podfailure.py): each run of a Job's pod fails so often,
+    # with this exit code; the kubelet's crash-loop back-off (10 s doubling to 5 min)
+    job_failure_rate: float = 0.0
+    job_failure_exit_code: int = 1
+    crash_backoff: float = 10.0
+    crash_backoff_max: float = 300.0
     # finished pods kept before the pod garbage collector deletes the oldest
     # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
     terminated_pod_gc_threshold: int = 12_500

@@ -51,6 +51,8 @@ def enable_crds(values: list[str] | None, stage_files: object) -> tuple[str, ...
 
 
 def add_parser(sub: Any) -> None:
+    from ..cli import _fraction  # (controlplane.cli calls this, loaded by then)
+
     p = sub.add_parser("nodes", help="simulate nodes (KWOK-like) against an API server",
                        description="Simulate nodes and the pods bound to them, as a client of an API server: "
                                    "create --count nodes and manage every node annotated kwok.x-k8s.io/node=fake. "
@@ -88,6 +90,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--job-seconds", type=float, default=1.0,
                    help="how long restartPolicy Never/OnFailure pods run with the built-in stages "
                         "(default: %(default)s)")
+    p.add_argument("--job-failure-rate", type=_fraction, default=0.0, metavar="P",
+                   help="with the built-in stages, each run of a Job's pod fails with probability P, exiting "
+                        "--job-failure-exit-code; pods say their own with sim.controlplane.dev/ annotations "
+                        "(docs/nodes.md#containers-that-fail; default: %(default)s)")
+    p.add_argument("--job-failure-exit-code", type=int, default=1, metavar="N",
+                   help="the exit code of those failures (default: %(default)s)")
     # until 2026-12-03 the simulator marked its failed nodes Unknown itself, after this long; the
     # server's node lifecycle controller does it now (serve --node-monitor-grace-period)
     p.add_argument("--node-monitor-grace-period", type=float, default=None, help=argparse.SUPPRESS)
@@ -184,7 +192,8 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
                 instance_type=args.instance_type or created_node_type(catalog), catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
-                pod_events=args.pod_events, csi_nodes=args.csi_nodes))
+                pod_events=args.pod_events, csi_nodes=args.csi_nodes, job_failure_rate=args.job_failure_rate,
+                job_failure_exit_code=args.job_failure_exit_code))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

@@ -46,7 +46,11 @@ async def start(client: Client, config: Config) -> None:
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", ""),
                                           pod_events=getattr(config, "pod_events", True),
-                                          csi_nodes=getattr(config, "csi_nodes", True)))
+                                          csi_nodes=getattr(config, "csi_nodes", True),
+                                          job_failure_rate=getattr(config, "job_failure_rate", 0.0),
+                                          job_failure_exit_code=getattr(config, "job_failure_exit_code", 1),
+                                          crash_backoff=getattr(config, "crash_backoff", 10.0),
+                                          crash_backoff_max=getattr(config, "crash_backoff_max", 300.0)))
     kubelets = getattr(config, "kubelet_identities", None)
     if kubelets is not None and not kubelets():
         log.info("node simulator: RBAC without the Node authorizer denies kubelets: the nodes write as "
