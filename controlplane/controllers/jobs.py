@@ -174,6 +174,18 @@ def _surplus(completions: Any, indexed: bool, parallelism: int, succeeded: int,
     return doomed
 
 
+def _restarts_on_failure(spec: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> int | None:
+    """The restarts of the containers (init containers too) of the Job's pending and running
+    pods when its pods restart on failure (``restartPolicy: OnFailure``), None otherwise: the
+    kubelet restarts their failed containers, so only their restart counts say they failed."""
+    template = spec.get("template") or {}
+    if (template.get("spec") or {}).get("restartPolicy") != "OnFailure":
+        return None
+    return sum(int(c.get("restartCount") or 0) for p in pods if _phase(p) in ("Pending", "Running")
+               for field in ("initContainerStatuses", "containerStatuses")
+               for c in (p.get("status") or {}).get(field) or () if isinstance(c, dict))
+
+
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
@@ -510,7 +522,8 @@ class JobController:
             settled = not active and not terminating
             success = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
                             if c.get("type") == "SuccessCriteriaMet" and c.get("status") == "True"), None)
-            target = None if success is not None else self._failure_target(spec, status, conditions, verdicts, failed)
+            target = None if success is not None else self._failure_target(spec, status, conditions, verdicts, failed,
+                                                                            _restarts_on_failure(spec, pods.values()))
             if indexed and target is None and success is None:
                 target = self._failed_indexes_target(spec, n, done_indexes, failed_indexes) if per_index else None
                 message = success_policy_met(spec.get("successPolicy"), n, done_indexes) if target is None else None
@@ -643,15 +656,18 @@ class JobController:
 
     @staticmethod
     def _failure_target(spec: Mapping[str, Any], status: Mapping[str, Any], conditions: list[dict[str, Any]],
-                        verdicts: list[Verdict], failed: int) -> tuple[str, str] | None:
+                        verdicts: list[Verdict], failed: int, restarts: int | None = None) -> tuple[str, str] | None:
         """Why the Job fails, if it does, as upstream decides it in this order: a FailureTarget
-        already set, a FailJob rule's pod, more failures than ``backoffLimit``, its
+        already set, a FailJob rule's pod, more failures than ``backoffLimit`` (or, with
+        ``restartPolicy: OnFailure``, ``restarts`` of its running pods' containers reaching it:
+        upstream's pastBackoffLimitOnFailure, more than 0 for a limit of 0), its
         ``activeDeadlineSeconds`` passed; None while it runs on."""
         target = next(((c.get("reason", ""), c.get("message", "")) for c in conditions
                        if c.get("type") == "FailureTarget" and c.get("status") == "True"), None)
         if target is None:
             target = next((("PodFailurePolicy", v.message) for v in verdicts if v.message is not None), None)
-        if target is None and failed > int(spec.get("backoffLimit", 6)):
+        limit = int(spec.get("backoffLimit", 6))
+        if target is None and (failed > limit or (restarts is not None and restarts >= max(limit, 1))):
             target = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
         if target is None and deadline is not None and _seconds_since(status["startTime"]) >= float(deadline):

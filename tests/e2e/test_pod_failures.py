@@ -29,7 +29,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
         yield s
 
 
-def job_yaml(name: str, annotations: dict[str, str], backoff_limit: int, rules: str | None = None) -> str:
+def job_yaml(name: str, annotations: dict[str, str], backoff_limit: int, rules: str | None = None,
+             restart_policy: str = "Never") -> str:
     policy = f"podFailurePolicy: {{rules: {rules}}}" if rules else ""
     return f"""
 apiVersion: batch/v1
@@ -41,7 +42,7 @@ spec:
   template:
     metadata: {{annotations: {orjson.dumps(annotations).decode()}}}
     spec:
-      restartPolicy: Never
+      restartPolicy: {restart_policy}
       terminationGracePeriodSeconds: 0
       containers: [{{name: main, image: busybox}}]
 """
@@ -118,6 +119,20 @@ def test_a_count_rule_on_oom_kills_counts_them(served: Serve) -> None:
     kubectl(served, "wait", "--for=condition=failed", "job/counted", "--timeout=60s")
     assert true_conditions(served, "counted")["Failed"]["reason"] == "BackoffLimitExceeded"
     assert job(served, "counted")["status"]["failed"] == 2
+
+
+def test_an_on_failure_job_counts_its_pods_restarts(served: Serve) -> None:
+    """restartPolicy OnFailure: the kubelet restarts the failed container in its pod, and the Job
+    controller counts the restarts against backoffLimit (upstream's pastBackoffLimitOnFailure)."""
+    kubectl(served, "apply", "-f", "-", stdin=job_yaml("restarting", {EXIT_CODE: "4", "sim.controlplane.dev/fail-after":
+                                                                      "100ms"}, 2, restart_policy="OnFailure"))
+    kubectl(served, "wait", "--for=condition=failed", "job/restarting", "--timeout=60s")
+    got = true_conditions(served, "restarting")["Failed"]
+    assert (got["reason"], got["message"]) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    status = job(served, "restarting")["status"]
+    assert not status.get("active")
+    events = kubectl(served, "get", "events", "--field-selector", "reason=BackOff", "-o", "json")
+    assert any(e["involvedObject"]["name"].startswith("restarting-") for e in orjson.loads(events)["items"])
 
 
 DEPLOYMENT = f"""
