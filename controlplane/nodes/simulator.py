@@ -194,8 +194,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "finished", "gen", "ip", "node",
-                 "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
+    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "exit_run", "finished", "gen", "ip",
+                 "node", "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -219,6 +219,7 @@ class _Pod:
         self.backoff = 0.0
         self.backoff_at = 0.0
         self.exit: Exit | None = None  # how the pending CONTAINER_EXIT ends the run
+        self.exit_run = 0  # which run (restart count) it ends
 
 
 def _terminal(pod: dict[str, Any]) -> bool:
@@ -1398,9 +1399,9 @@ class NodeSimulator:
             return True
         if not all_running(pod):
             return False
-        if st.stage == CONTAINER_EXIT:
-            return True  # its run goes on towards its planned exit
         run = run_of(pod)
+        if st.stage == CONTAINER_EXIT and st.exit_run == run:
+            return True  # its run goes on towards its planned exit
         ending = planned_exit(pod, run, self.job_failures, self.config.job_seconds, self.config.seed)
         if ending is None:
             if run == 0 or policy == "Always":
@@ -1408,7 +1409,7 @@ class NodeSimulator:
             # a restarted batch pod's successful run: its exit says its restarts, which pod-complete's would not
             ending = Exit(0, "Completed", self.config.job_seconds)
         st.gen += 1
-        st.stage, st.exit = CONTAINER_EXIT, ending
+        st.stage, st.exit, st.exit_run = CONTAINER_EXIT, ending, run
         self.wheel.schedule(time.monotonic() + ending.after, ("pod", key, st.gen))
         return True
 
@@ -1426,7 +1427,7 @@ class NodeSimulator:
             status = restarted(pod, now)
         else:
             ending = st.exit
-            if ending is None or not all_running(pod):
+            if ending is None or not all_running(pod) or run_of(pod) != st.exit_run:  # (a run seen late)
                 self._pod_seen(pod)
                 return
             if policy == "Never" or (policy == "OnFailure" and ending.code == 0):
