@@ -123,6 +123,16 @@ class KubeletEvents:
         self._record(pod, node, path, "Created", "Container created")
         self._record(pod, node, path, "Started", "Container started")
 
+    def restarted(self, pod: Mapping[str, Any], node: str) -> None:
+        """Its exited containers started again (``podfailure``): the image on the node already,
+        each ``Pulled``, ``Created`` and ``Started``, as the kubelet's startContainer records them."""
+        for c in (pod.get("spec") or {}).get("containers") or ():
+            if isinstance(c, dict):
+                path = f"spec.containers{{{c.get('name', '')}}}"
+                self._record(pod, node, path, "Pulled", f'Container image "{c.get("image", "")}" already present '
+                                                        "on machine and can be accessed by the pod")
+                self.container_started(pod, node, path)
+
     def backing_off(self, pod: Mapping[str, Any], node: str) -> None:
         """Its exited containers wait before they restart (``podfailure``): ``BackOff``, in the
         words of the kubelet's doBackOff."""

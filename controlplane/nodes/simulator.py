@@ -1451,7 +1451,7 @@ class NodeSimulator:
             return
         again = pending == BACK_OFF or ("phase" not in status and "conditions" not in status)
         if self.pod_events is not None and again:
-            self.pod_events.started(pod, node.name)  # its containers created and started again
+            self.pod_events.restarted(pod, node.name)
 
     async def _finish_stage(self, ns: str, name: str, stage: Stage, obj: dict[str, Any], path: str) -> None:
         """The event, finalizer and delete parts of a stage's ``next``."""

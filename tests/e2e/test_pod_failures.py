@@ -174,4 +174,5 @@ def test_a_crash_looping_deployment_pod_in_kubectl_get_pods(served: Serve) -> No
     assert any(r[2] == "Running" and r[1] == "1/1" and r[3] == "1" for r in rows[:-1] if len(r) > 3)
     described = kubectl(served, "describe", "pods", "-l", "app=crashy")
     assert "CrashLoopBackOff" in described and "Back-off restarting failed container app in pod" in described
+    assert 'Container image "nginx" already present on machine' in described  # its restarts' Pulled
     kubectl(served, "delete", "deployment", "crashy")
