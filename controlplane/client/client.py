@@ -69,28 +69,31 @@ def resource_path(group: str, version: str, plural: str, namespace: str | None =
 
 
 class ApiError(Exception):
-    """A non-2xx answer: ``code`` and ``reason`` from the server's ``Status``."""
+    """A non-2xx answer: ``code`` and ``reason`` from the server's ``Status``; ``retry_after``
+    its ``Retry-After`` header, if any (as the transport kept it)."""
 
-    def __init__(self, code: int, reason: str, message: str, status: dict[str, Any] | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str, status: dict[str, Any] | None = None,
+                 retry_after: bytes | str | None = None) -> None:
         super().__init__(f"{code} {reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
         self.status = status or {}
+        self.retry_after = retry_after.decode("latin-1") if isinstance(retry_after, bytes) else retry_after
 
     @classmethod
     def from_response(cls, r: httpx.Response) -> ApiError:
-        return cls.from_body(r.status_code, r.content)
+        return cls.from_body(r.status_code, r.content, r.headers.get("retry-after"))
 
     @classmethod
-    def from_body(cls, code: int, content: bytes) -> ApiError:
+    def from_body(cls, code: int, content: bytes, retry_after: bytes | str | None = None) -> ApiError:
         try:
             body = orjson.loads(content)
         except orjson.JSONDecodeError:
             body = None
         if isinstance(body, dict) and body.get("kind") == "Status":
-            return cls(code, str(body.get("reason", "")), str(body.get("message", "")), body)
-        return cls(code, "", content[:200].decode("utf-8", "replace"))
+            return cls(code, str(body.get("reason", "")), str(body.get("message", "")), body, retry_after)
+        return cls(code, "", content[:200].decode("utf-8", "replace"), retry_after=retry_after)
 
 
 # client-go's maxRetries: how many times a request is sent again after a 429 that names a wait
@@ -101,13 +104,17 @@ def retry_after(error: ApiError) -> float | None:
     """The seconds a 429 asks the client to wait before trying again; None: not to be
     retried. kube-apiserver's flow control and max-in-flight filters answer a request they
     could not take with plain text and ``Retry-After`` (1 s at first, up to 32 s as it keeps
-    dropping requests); client-go waits that long and sends it again. A 429 that is a
-    ``Status`` (a PodDisruptionBudget refusing an eviction) is retried only if it names a
-    wait (``details.retryAfterSeconds``), as upstream then sets ``Retry-After``. The header
-    itself is not read (the bare transports keep no headers): a flow-control refusal is
-    retried after 1 s."""
-    if not error.status:  # not a Status: the flow-control filters' text
-        return 1.0
+    dropping requests); client-go waits the header's whole seconds and sends it again
+    (``rest/request.go``: ``checkWait``, ``retryAfterSeconds``), and so does this client
+    (every transport keeps that header). A 429 without a header that parses is not retried,
+    as client-go's; but for a ``Status`` naming ``details.retryAfterSeconds`` (upstream sets
+    the header from it): a PodDisruptionBudget refusing an eviction names none, and is the
+    caller's at once."""
+    header = error.retry_after
+    if header is not None:
+        text = header.strip()
+        if text.lstrip("+-").isdigit():  # (Go's strconv.Atoi: an optional sign, then digits)
+            return max(float(int(text)), 0.0)
     seconds = (error.status.get("details") or {}).get("retryAfterSeconds")
     return float(seconds) if isinstance(seconds, int) and seconds > 0 else None
 
@@ -279,10 +286,10 @@ class Client:
             headers = [*self._auth, (b"accept", b"application/json")]
             if content is not None:
                 headers.append((b"content-type", content_type.encode()))
-            status, answer = await call(self._app, method, path, urlencode(_query(query)).encode(), headers,
-                                        content or b"")
+            status, answer, wait = await call(self._app, method, path, urlencode(_query(query)).encode(), headers,
+                                              content or b"")
             if status >= 300:
-                raise ApiError.from_body(status, answer)
+                raise ApiError.from_body(status, answer, wait)
             result: dict[str, Any] = orjson.loads(answer)
             return result
         hdrs = dict(self._json)
@@ -290,10 +297,10 @@ class Client:
             hdrs["Content-Type"] = content_type
         if self._pool is not None:
             params = urlencode(_query(query))
-            status, answer = await self._pool.request(method, f"{path}?{params}" if params else path, content,
-                                                      hdrs)
+            status, answer, wait = await self._pool.request(method, f"{path}?{params}" if params else path, content,
+                                                            hdrs)
             if status >= 300:
-                raise ApiError.from_body(status, answer)
+                raise ApiError.from_body(status, answer, wait)
             result = orjson.loads(answer)
             return result
         r = await self.http.request(method, path, content=content, params=_query(query), headers=hdrs)

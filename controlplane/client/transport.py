@@ -136,21 +136,24 @@ async def open_stream(app: Any, method: str, raw_path: bytes, query_string: byte
 
 
 async def call(app: Any, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
-               body: bytes) -> tuple[int, bytes]:
+               body: bytes) -> tuple[int, bytes, bytes | None]:
     """One request with one answer (every verb but watch) straight into ``app``:
     the ASGI exchange alone, without httpx's request and response models, which
-    cost about what the API server spends on a small write. Returns the status
-    and the whole body."""
+    cost about what the API server spends on a small write. Returns the status,
+    the whole body and, for a 429, its ``Retry-After`` header (None otherwise)."""
     scope = _scope(method, path.encode(), query_string, headers)
     finished = asyncio.Event()
     receive = _receiver(body, finished)
     status = 0
+    retry_after: bytes | None = None
     chunks: list[bytes] = []
 
     async def send(message: dict[str, Any]) -> None:
-        nonlocal status
+        nonlocal status, retry_after
         if message["type"] == "http.response.start":
             status = message["status"]
+            if status == 429:  # (only then are the headers read: the hot path's answers are not)
+                retry_after = next((v for k, v in message.get("headers", ()) if k.lower() == b"retry-after"), None)
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -162,7 +165,7 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
         finished.set()
     if not status:
         raise RuntimeError(f"the in-process app answered {method} {path} with no response")
-    return status, b"".join(chunks)
+    return status, b"".join(chunks), retry_after
 
 
 def _scope(method: str, raw_path: bytes, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:

@@ -38,10 +38,11 @@ P = TypeVar("P", bound=asyncio.Protocol)
 
 
 class _Answer:
-    __slots__ = ("body", "done", "keep_alive", "status")
+    __slots__ = ("body", "done", "keep_alive", "retry_after", "status")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.status = 0
+        self.retry_after: bytes | None = None  # the answer's Retry-After header
         self.body: list[bytes] = []
         self.keep_alive = True
         self.done: asyncio.Future[None] = loop.create_future()
@@ -98,6 +99,11 @@ class _Connection(_Parsed):
         self._fail(httpx.ReadError(f"the server closed the connection{f': {exc}' if exc else ''}"))
 
     # -- httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # (every header of every answer comes here: a length compared first, the name only then)
+        if len(name) == 11 and name.lower() == b"retry-after" and self._answer is not None:
+            self._answer.retry_after = value
+
     def on_body(self, body: bytes) -> None:
         if self._answer is not None:
             self._answer.body.append(body)
@@ -219,8 +225,9 @@ class ConnectionPool:
         self._slots = asyncio.Semaphore(limit)
 
     async def request(self, method: str, target: str, body: bytes | None,
-                      headers: dict[str, str]) -> tuple[int, bytes]:
-        """``target`` is the path and query. Returns the status and the whole body."""
+                      headers: dict[str, str]) -> tuple[int, bytes, bytes | None]:
+        """``target`` is the path and query. Returns the status, the whole body and the
+        ``Retry-After`` header (None without one)."""
         data = self._request_head(method, target, {**headers, "Content-Length": str(len(body or b""))}) + (body or b"")
         try:
             async with asyncio.timeout(self.timeout), self._slots:
@@ -242,7 +249,7 @@ class ConnectionPool:
                         self._idle.append(conn)
                     else:
                         conn.close()
-                    return answer.status, b"".join(answer.body)
+                    return answer.status, b"".join(answer.body), answer.retry_after
         except TimeoutError as e:
             raise httpx.ReadTimeout(f"no answer to {method} {target} in {self.timeout} s") from e
         raise AssertionError("unreachable")

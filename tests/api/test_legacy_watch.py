@@ -34,7 +34,7 @@ async def events(client: Client, path: str, n: int, **query: str) -> list[dict[s
 
 
 async def refusal(client: Client, path: str, method: str = "GET", **query: str) -> dict[str, Any]:
-    status, body = await call(client._app, method, path, urlencode(query).encode(), ACCEPT, b"")
+    status, body, _ = await call(client._app, method, path, urlencode(query).encode(), ACCEPT, b"")
     answer: dict[str, Any] = orjson.loads(body)
     assert answer["code"] == status and answer["kind"] == "Status"
     return answer

@@ -32,11 +32,11 @@ def test_who_gets_a_pretty_answer(query: bytes, agent: bytes, pretty: bool) -> N
 async def test_objects_lists_discovery_and_errors_are_indented_when_asked(client: Client) -> None:
     headers = [(b"accept", b"application/json")]
     for path in (NAMESPACE, "/api/v1/namespaces", "/api", "/api/v1/namespaces/nope"):
-        _, compact = await call(client._app, "GET", path, b"", headers, b"")
-        _, indented = await call(client._app, "GET", path, b"pretty=true", headers, b"")
+        _, compact, _ = await call(client._app, "GET", path, b"", headers, b"")
+        _, indented, _ = await call(client._app, "GET", path, b"pretty=true", headers, b"")
         assert indented == orjson.dumps(orjson.loads(compact), option=orjson.OPT_INDENT_2), path
         assert indented.startswith(b'{\n  "'), path
-        _, by_curl = await call(client._app, "GET", path, b"", [*headers, (b"user-agent", b"curl/8.5.0")], b"")
+        _, by_curl, _ = await call(client._app, "GET", path, b"", [*headers, (b"user-agent", b"curl/8.5.0")], b"")
         assert by_curl == indented, path
 
 
@@ -48,5 +48,5 @@ async def test_a_watch_and_yaml_are_not_rewritten(client: Client) -> None:
     first = await anext(chunks)
     await body.aclose()
     assert status == 200 and first.startswith(b'{"type":"ADDED","object":{"')  # one event a line, compact
-    _, yaml = await call(client._app, "GET", NAMESPACE, b"pretty=true", [(b"accept", b"application/yaml")], b"")
+    _, yaml, _ = await call(client._app, "GET", NAMESPACE, b"pretty=true", [(b"accept", b"application/yaml")], b"")
     assert yaml.startswith(b"apiVersion: v1\n")

@@ -82,7 +82,7 @@ async def test_keep_alive_reuses_one_connection_and_sends_the_body(pools: list[C
     async with server as url:
         pool = _pool(pools, url)
         for i in range(5):
-            status, body = await pool.request("POST", f"/x?i={i}", b'{"n":%d}' % i, {"Accept": "application/json"})
+            status, body, _ = await pool.request("POST", f"/x?i={i}", b'{"n":%d}' % i, {"Accept": "application/json"})
             assert (status, body) == (201, b'{"n":%d}' % i)
         assert server.connections == 1
         assert server.requests[3].startswith(b"POST /x?i=3 HTTP/1.1\r\n")
@@ -101,8 +101,8 @@ async def test_chunked_answers_and_connection_close(pools: list[ConnectionPool])
     server = _Server(chunked_then_close)
     async with server as url:
         pool = _pool(pools, url)
-        assert await pool.request("GET", "/a", None, {}) == (200, b'{"a":1}')
-        assert await pool.request("GET", "/b", None, {}) == (200, b'{"a":1}')
+        assert await pool.request("GET", "/a", None, {}) == (200, b'{"a":1}', None)
+        assert await pool.request("GET", "/b", None, {}) == (200, b'{"a":1}', None)
         assert server.connections == 2  # "Connection: close" is honoured
 
 
@@ -122,9 +122,9 @@ async def test_a_kept_alive_connection_the_server_closed_is_retried_once(pools: 
     server = _Server(one_answer_then_close)
     async with server as url:
         pool = _pool(pools, url)
-        assert await pool.request("POST", "/a", b"1", {}) == (200, b"ok")
+        assert await pool.request("POST", "/a", b"1", {}) == (200, b"ok", None)
         await asyncio.sleep(0.02)  # the request below may race the close: either way one answer
-        assert await pool.request("POST", "/b", b"2", {}) == (200, b"ok")
+        assert await pool.request("POST", "/b", b"2", {}) == (200, b"ok", None)
         assert server.requests == [b"1", b"2"]
 
 
@@ -184,7 +184,7 @@ async def test_concurrent_requests_stay_within_the_limit(pools: list[ConnectionP
         pool = ConnectionPool(url, headers={}, limit=4)
         pools.append(pool)
         answers = await asyncio.gather(*(pool.request("GET", f"/{i}", None, {}) for i in range(40)))
-        assert answers == [(200, b"")] * 40
+        assert answers == [(200, b"", None)] * 40
         assert peak <= 4 and server.connections <= 4
 
 
@@ -226,9 +226,10 @@ async def test_a_stream_hands_chunks_over_as_they_come_and_a_cut_is_an_error(poo
 
 async def test_a_429_of_flow_control_is_sent_again_and_a_budgets_429_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
     """``Client.request`` over the pool, as client-go: a request kube-apiserver's flow control
-    could not take (429, plain text) is sent again, after the wait (1 s; shortened here), up
-    to ten times; a 429 ``Status`` naming no wait (a PodDisruptionBudget refusing an
-    eviction) is the caller's at once."""
+    could not take (429, plain text, ``Retry-After``) is sent again after the header's seconds
+    (shortened here), up to ten times; a 429 without the header is not (client-go's
+    ``checkWait``), nor a 429 ``Status`` naming no wait (a PodDisruptionBudget refusing an
+    eviction): the caller's at once."""
     from controlplane.client.client import ApiError, Client
 
     waits: list[float] = []
@@ -241,23 +242,55 @@ async def test_a_429_of_flow_control_is_sent_again_and_a_budgets_429_is_not(monk
     budget = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,'
               b'"message":"Cannot evict pod as it would violate the pod\'s disruption budget.",'
               b'"details":{"causes":[{"reason":"DisruptionBudget"}]}}')
-    answers = [(429, busy, b"text/plain"), (429, busy, b"text/plain"), (200, b'{"kind":"Pod"}', b"application/json"),
-               (429, budget, b"application/json")] + [(429, busy, b"text/plain")] * 11
+    text, json = b"text/plain", b"application/json"
+    answers: list[tuple[int, bytes, bytes, bytes | None]] = [
+        (429, busy, text, b"3"), (429, busy, text, b"1"), (200, b'{"kind":"Pod"}', json, None),
+        (429, budget, json, None), (429, busy, text, None)] + [(429, busy, text, b"2")] * 11
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             await _read_request(reader)
-            code, body, kind = answers.pop(0)
-            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %b\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%b"
-                         % (code, kind, len(body), body))
+            code, body, kind, retry = answers.pop(0)
+            wait = b"retry-after: %b\r\n" % retry if retry is not None else b""
+            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %b\r\n%bContent-Length: %d\r\n\r\n%b"
+                         % (code, kind, wait, len(body), body))
             await writer.drain()
 
     async with _Server(handler) as url, Client(url) as c:
         assert await c.get("/api/v1/namespaces/default/pods/p") == {"kind": "Pod"}
-        assert waits == [1.0, 1.0]
+        assert waits == [3.0, 1.0]  # the header's seconds, each time
         with pytest.raises(ApiError) as refused:
             await c.create("/api/v1/namespaces/default/pods/p/eviction", {"kind": "Eviction"})
-        assert refused.value.reason == "TooManyRequests" and waits == [1.0, 1.0]
+        assert refused.value.reason == "TooManyRequests" and waits == [3.0, 1.0]
+        with pytest.raises(ApiError) as unnamed:  # no Retry-After: not retried
+            await c.get("/api/v1/namespaces/default/pods/p")
+        assert unnamed.value.code == 429 and unnamed.value.retry_after is None and len(waits) == 2
         with pytest.raises(ApiError) as busy_still:  # ten tries more, then the 429 is the caller's
             await c.get("/api/v1/namespaces/default/pods/p")
-        assert busy_still.value.code == 429 and len(waits) == 12 and answers == []
+        assert busy_still.value.code == 429 and busy_still.value.retry_after == "2"
+        assert waits == [3.0, 1.0, *[2.0] * 10] and answers == []
+
+
+async def test_the_in_process_client_waits_the_retry_after_of_a_429(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process transport keeps a 429's ``Retry-After`` (only a 429's headers are read):
+    the client waits its seconds, as over a socket."""
+    from controlplane.client.client import Client
+
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("controlplane.client.client.asyncio.sleep", no_wait)
+    answers = [(429, [(b"retry-after", b"4")]), (429, [(b"retry-after", b"7")]), (200, [])]
+
+    async def app(scope: dict[str, object], receive: object, send: Callable[[dict[str, object]], Awaitable[None]],
+                  ) -> None:
+        code, headers = answers.pop(0)
+        body = b"Too many requests, please try again later.\n" if code == 429 else b'{"kind":"Pod"}'
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async with Client.in_process(app) as c:
+        assert await c.get("/api/v1/namespaces/default/pods/p") == {"kind": "Pod"}
+    assert waits == [4.0, 7.0]
