@@ -70,6 +70,10 @@ class WatchCaches:
     def caches(self) -> list[ResourceCache]:
         return list(self._caches.values())
 
+    def cached(self, rtype: ResourceType) -> ResourceCache | None:
+        """The type's cache if it has one (none is made)."""
+        return self._caches.get(rtype.prefix())
+
     def cache_for(self, rtype: ResourceType) -> ResourceCache:
         prefix = rtype.prefix()
         cache = self._caches.get(prefix)

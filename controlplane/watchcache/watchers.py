@@ -135,6 +135,20 @@ class WatcherIndex:
     def __len__(self) -> int:
         return len(self._unhinted) + sum(self._fields.values())
 
+    def interested(self, namespace: str, name: str) -> int:
+        """The watchers a write of an object ``name`` in ``namespace`` may wake, as upstream's
+        WatchTracker counts them for a write's cost: those of every object (the unhinted: no
+        namespace, name or node pinned; those of other field selectors too), those of its
+        namespace, of its name, and of pods without a node. Create has no name yet (upstream's
+        count neither)."""
+        hinted = self._hinted
+        n = len(self._unhinted)
+        if namespace:
+            n += len(hinted.get(("metadata.namespace", namespace), ()))
+        if name:
+            n += len(hinted.get(("metadata.name", name), ()))
+        return n + len(hinted.get(("spec.nodeName", ""), ()))
+
     def add(self, w: Watcher) -> None:
         w._on_close = self.remove
         if w.hint is None:
