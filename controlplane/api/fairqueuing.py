@@ -19,6 +19,11 @@ Our own take on upstream's ``fairqueuing/queueset`` (``queueset.go``) and
   fit waits for seats (no request overtakes it).
 - A request that waits longer than its wait limit leaves its queue (``time-out``); one
   whose client goes away, too (``cancelled``).
+- The level's seat demand (seats in use plus seats waiting) is integrated over time
+  (``Integrator``, upstream's ``fairqueuing/integrator.go``): its high watermark, mean and
+  deviation over each adjustment period are what borrowing between levels reads
+  (``api/flowcontrol.py``). ``set_limit`` moves the level's limit (its current
+  concurrency limit) and dispatches what then fits.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
+import math
 import time
 from collections import deque
 
-__all__ = ["DroppedRequests", "QueueSet", "Ticket", "deal", "flow_hash"]
+__all__ = ["DemandStats", "DroppedRequests", "Integrator", "Peak", "QueueSet", "Ticket", "deal", "flow_hash"]
 
 _HANDS_KEPT = 65536  # flows whose hands are kept (all dealt anew when full)
 MIN_SERVICE = 0.001  # seconds: the least service a request is charged (so instant ones count too)
@@ -59,6 +65,90 @@ def deal(value: int, deck: int, hand: int) -> list[int]:
     return cards
 
 
+class DemandStats:
+    """What an ``Integrator`` saw over one period: its length (s), time-weighted mean and
+    standard deviation, and the highest value."""
+
+    __slots__ = ("average", "deviation", "duration", "high")
+
+    def __init__(self, duration: float, average: float, deviation: float, high: float) -> None:
+        self.duration, self.average, self.deviation, self.high = duration, average, deviation, high
+
+
+class Integrator:
+    """A value's moments over time (upstream's ``Integrator``): ``add`` or ``set`` it as it
+    changes; ``reset`` ends the period and gives its ``DemandStats``. Cheap enough for every
+    request: a clock read and a few additions; nothing happens between changes."""
+
+    __slots__ = ("high", "ix", "ixx", "last", "start", "x")
+
+    def __init__(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        self.x = 0.0
+        self.high = 0.0
+        self.ix = 0.0  # the integral of x dt over the period so far
+        self.ixx = 0.0  # the integral of x*x dt
+        self.start = now
+        self.last = now  # when x last changed (or was read)
+
+    def add(self, delta: float) -> None:
+        now = time.monotonic()
+        x = self.x
+        dt = now - self.last
+        self.ix += x * dt
+        self.ixx += x * x * dt
+        self.last = now
+        x += delta
+        self.x = x
+        if x > self.high:
+            self.high = x
+
+    def set(self, value: float) -> None:
+        self.add(value - self.x)
+
+    def reset(self, now: float | None = None) -> DemandStats:
+        """The period's statistics; a new period starts now, at the present value."""
+        now = time.monotonic() if now is None else now
+        x = self.x
+        dt = max(now - self.last, 0.0)
+        ix, ixx = self.ix + x * dt, self.ixx + x * x * dt
+        duration = max(now - self.start, 0.0)
+        if duration > 0:
+            average = ix / duration
+            variance = ixx / duration - average * average
+            deviation = math.sqrt(variance) if variance > 0 else 0.0
+        else:
+            average = deviation = math.nan
+        stats = DemandStats(duration, average, deviation, self.high)
+        self.ix = self.ixx = 0.0
+        self.start = self.last = now
+        self.high = x
+        return stats
+
+
+class Peak:
+    """A value's highest over a period, without its moments (no clock read): the exempt
+    level's seat demand, on the hot path of every exempt request. Its ``reset`` gives a
+    period of no length: the highest only (upstream's exempt limit reads no more)."""
+
+    __slots__ = ("high", "x")
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.high = 0
+
+    def add(self, delta: int) -> None:
+        x = self.x + delta
+        self.x = x
+        if x > self.high:
+            self.high = x
+
+    def reset(self, now: float | None = None) -> DemandStats:
+        stats = DemandStats(0.0, math.nan, math.nan, float(self.high))
+        self.high = self.x
+        return stats
+
+
 class _Queue:
     __slots__ = ("running", "running_seats", "served", "tickets", "waiting_seats")
 
@@ -73,7 +163,7 @@ class _Queue:
 class Ticket:
     """A request's place at a level: ``granted`` is set once it may run."""
 
-    __slots__ = ("arrived", "charged", "granted", "queue", "seats", "started")
+    __slots__ = ("about", "arrived", "charged", "granted", "queue", "seats", "started")
 
     def __init__(self, seats: int, queue: _Queue | None, arrived: int = 0) -> None:
         self.seats = seats
@@ -82,6 +172,7 @@ class Ticket:
         self.granted: asyncio.Future[None] | None = None
         self.started = 0.0
         self.charged = 0.0  # the service charged at dispatch, corrected at the end
+        self.about: object = None  # the caller's description of a waiting request (the debug dump's)
 
 
 class QueueSet:
@@ -92,6 +183,8 @@ class QueueSet:
         self.seats_in_use = 0
         self.running = 0  # requests
         self.waiting = 0  # requests
+        self.seats_waiting = 0
+        self.demand = Integrator()  # seats in use + seats waiting, over time (for borrowing)
         self._queues: list[_Queue] = []
         self.hand_size = hand_size
         self.queue_length_limit = queue_length_limit
@@ -121,6 +214,12 @@ class QueueSet:
                     t.queue = into
         self._dispatch()
 
+    def set_limit(self, limit: int) -> None:
+        """A new current concurrency limit (borrowing moved it): what now fits runs."""
+        self.limit = limit
+        if self.waiting:
+            self._dispatch()
+
     @property
     def queues(self) -> int:
         return len(self._queues)
@@ -135,6 +234,10 @@ class QueueSet:
         waiting): the debug endpoints'."""
         return [(len(q.tickets), q.running, q.running_seats, q.served, q.waiting_seats) for q in self._queues]
 
+    def waiting_tickets(self) -> list[list[Ticket]]:
+        """Each queue's waiting requests, in order (the debug dump's)."""
+        return [list(q.tickets) for q in self._queues]
+
     def fits(self, seats: int) -> bool:
         if seats > self.limit:
             return self.running == 0
@@ -148,6 +251,7 @@ class QueueSet:
                 return "concurrency-limit"
             ticket = Ticket(seats, None)
             self._run(ticket)
+            self.demand.add(seats)
             return ticket
         hand = self._hands.get(flow)
         if hand is None:
@@ -162,6 +266,7 @@ class QueueSet:
         if self.waiting == 0 and self.fits(seats):  # (the common case: no wait)
             ticket = Ticket(seats, queue)
             self._run(ticket)
+            self.demand.add(seats)
             return ticket
         if len(queue.tickets) >= self.queue_length_limit:
             return "queue-full"
@@ -175,6 +280,8 @@ class QueueSet:
         queue.tickets.append(ticket)
         queue.waiting_seats += seats
         self.waiting += 1
+        self.seats_waiting += seats
+        self.demand.add(seats)
         self._dispatch()
         return ticket
 
@@ -203,6 +310,7 @@ class QueueSet:
 
     def _grant(self, ticket: Ticket) -> None:
         self.waiting -= 1
+        self.seats_waiting -= ticket.seats
         self._run(ticket)
         if ticket.granted is not None and not ticket.granted.done():
             ticket.granted.set_result(None)
@@ -218,12 +326,15 @@ class QueueSet:
         else:
             return
         self.waiting -= 1
+        self.seats_waiting -= ticket.seats
+        self.demand.add(-ticket.seats)
         self._dispatch()
 
     def finish(self, ticket: Ticket) -> None:
         """A running request is done: its seats go to those waiting."""
         self.seats_in_use -= ticket.seats
         self.running -= 1
+        self.demand.add(-ticket.seats)
         took = max(time.perf_counter() - ticket.started, MIN_SERVICE)
         self._mean += (took - self._mean) * 0.05
         q = ticket.queue
