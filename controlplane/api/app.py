@@ -319,7 +319,8 @@ class _KubeRoutes:
     async def _flow_dump(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """API Priority and Fairness's debug dumps (api/flowcontrol.py), plain text as upstream's."""
         assert isinstance(self.flow, FlowControl)
-        body = flow_dump(self.flow, scope["path"][len(FLOW_DEBUG):]) if scope["method"] == "GET" else None
+        body = flow_dump(self.flow, scope["path"][len(FLOW_DEBUG):], scope.get("query_string", b"").decode("latin-1")) \
+            if scope["method"] == "GET" else None
         code, text = (200, body) if body is not None else (404, b"404 page not found\n")
         await send({"type": "http.response.start", "status": code, "headers": [
             (b"content-type", _TEXT.encode()), (b"x-content-type-options", b"nosniff"),
@@ -476,6 +477,16 @@ def _objects(kube: KubeApi, state: ServerState, info: Info) -> int | None:
     return len(cache) if cache.ready.is_set() and cache.failed is None else None
 
 
+def _watchers(kube: KubeApi, state: ServerState, info: Info) -> int:
+    """How many watches a write of ``info``'s object may wake (its cost; 0: its type not cached)."""
+    rtype = kube.registry.get(info.group, info.version, info.plural)
+    caches = state.caches
+    if rtype is None or caches is None:
+        return 0
+    cache = caches.cached(rtype)
+    return cache.watchers.interested(info.namespace, info.name) if cache is not None else 0
+
+
 async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCaches, state: ServerState) -> None:
     """API Priority and Fairness configured from the cached FlowSchemas and
     PriorityLevelConfigurations now, and again whenever their caches move."""
@@ -496,6 +507,7 @@ async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCac
     seen = generation()
     flow.configure(*await read())
     state._tasks.append(asyncio.create_task(flow.follow(read, generation, seen), name="flow-control-config"))
+    state._tasks.append(asyncio.create_task(flow.rebalance(), name="flow-control-borrowing"))
 
 
 def _pod_node(kube: KubeApi, caches: WatchCaches) -> Callable[[str, str], Awaitable[str | None]]:
@@ -714,7 +726,7 @@ def create_app(config: Config) -> FastAPI:
         identities = Identities(key) if key is not None else None
     flow: FlowControl | MaxInFlight = \
         FlowControl(config.max_requests_inflight + config.max_mutating_requests_inflight,
-                    functools.partial(_objects, kube, state)) \
+                    functools.partial(_objects, kube, state), functools.partial(_watchers, kube, state)) \
         if config.enable_priority_and_fairness else \
         MaxInFlight(config.max_requests_inflight, config.max_mutating_requests_inflight)
     # In front of FastAPI, not inside its middleware stack: the Kubernetes API is

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import subprocess
 import time
@@ -46,12 +47,15 @@ def schema(name: str, level: str, precedence: int, rules: list[Obj], distinguish
     return {"metadata": {"name": name, "uid": "uid-" + name}, "spec": spec}
 
 
-def limited(name: str, shares: int, queues: int = 0, hand: int = 0, length: int = 0) -> Obj:
+def limited(name: str, shares: int, queues: int = 0, hand: int = 0, length: int = 0, lendable: int = 0,
+            borrowing: int | None = 0) -> Obj:
+    """A Limited level; by default it neither lends nor borrows (its limit stays its nominal one)."""
     response: Obj = {"type": "Queue", "queuing": {"queues": queues, "handSize": hand, "queueLengthLimit": length}} \
         if queues else {"type": "Reject"}
-    return {"metadata": {"name": name, "uid": "uid-" + name},
-            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": shares, "lendablePercent": 0,
-                                                    "limitResponse": response}}}
+    settings: Obj = {"nominalConcurrencyShares": shares, "lendablePercent": lendable, "limitResponse": response}
+    if borrowing is not None:
+        settings["borrowingLimitPercent"] = borrowing
+    return {"metadata": {"name": name, "uid": "uid-" + name}, "spec": {"type": "Limited", "limited": settings}}
 
 
 def flow(extra_schemas: list[Obj] = (), extra_levels: list[Obj] = (), limit: int = 600) -> FlowControl:  # type: ignore[assignment]
@@ -65,6 +69,15 @@ def classified(f: FlowControl, user: User, method: str, path: str, query: bytes 
     found = f.classify(user, request_info(method, path, query))
     assert found is not None
     return found.schema.name, found.level.name
+
+
+def metric(name: str, **labels: str) -> float:
+    """A flow-control series' value, as a scrape reads it."""
+    for family in METRICS.collect():
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    raise KeyError(name)
 
 
 NODE = User("system:node:n1", ("system:nodes", "system:authenticated"))
@@ -201,11 +214,11 @@ def test_nominal_limits_are_upstreams_shares_of_the_server_limit() -> None:
     f = flow()
     # the bootstrap shares: exempt 0, catch-all 5, system 30, node-high 40, leader-election 10,
     # workload-high 40, workload-low 100, global-default 20: 245 in all
-    limits = {name: level.queues.limit for name, level in f.levels.items() if level.queues is not None}
-    assert limits == {"catch-all": 13, "system": 74, "node-high": 98, "leader-election": 25, "workload-high": 98,
-                      "workload-low": 245, "global-default": 49}
+    limits = {name: level.nominal for name, level in f.levels.items()}
+    assert limits == {"exempt": 0, "catch-all": 13, "system": 74, "node-high": 98, "leader-election": 25,
+                      "workload-high": 98, "workload-low": 245, "global-default": 49}
     assert f.levels["exempt"].queues is None
-    assert METRICS.nominal["global-default"] == 49
+    assert metric("apiserver_flowcontrol_nominal_limit_seats", priority_level="global-default") == 49
 
 
 def test_list_width_follows_the_objects_cached() -> None:
@@ -214,7 +227,9 @@ def test_list_width_follows_the_objects_cached() -> None:
     f.configure(*bootstrap())
 
     def width(path: str, query: bytes = b"", method: str = "GET") -> int:
-        return f.width(request_info(method, path, query))
+        seats, latency = f.width(request_info(method, path, query))
+        assert latency == 0
+        return seats
 
     assert width("/api/v1/pods") == 10  # 25 seats by upstream's 100 a seat, at most 10
     assert width("/api/v1/nodes") == 1
@@ -544,7 +559,8 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
         made = admin.post(f"{base}/prioritylevelconfigurations", json={
             "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
             "metadata": {"name": "tiny"}, "spec": {"type": "Limited", "limited": {
-                "nominalConcurrencyShares": 1, "limitResponse": {"type": "Queue", "queuing": {
+                "nominalConcurrencyShares": 1, "borrowingLimitPercent": 0,  # (1 seat: it borrows none)
+                "limitResponse": {"type": "Queue", "queuing": {
                     "queues": 1, "handSize": 1, "queueLengthLimit": 1}}}}})
         assert made.status_code == 201, made.text
         tiny = made.json()["metadata"]["uid"]
@@ -606,6 +622,22 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             assert [line.split()[:5] for line in queues if line.startswith("tiny,")] == \
                 [["tiny,", "0,", "1,", "1,", "1,"]]
             assert admin.get("/debug/api_priority_and_fairness/dump_nothing").status_code == 404
+            # the waiting create, as upstream's dump_requests shows it (with who asked what)
+            requests = admin.get("/debug/api_priority_and_fairness/dump_requests",
+                                 params={"includeRequestDetails": "1"}).text.splitlines()
+            assert [c.strip() for c in requests[0].split(",")] == [
+                "PriorityLevelName", "FlowSchemaName", "QueueIndex", "RequestIndexInQueue", "FlowDistingsher",
+                "ArriveTime", "InitialSeats", "FinalSeats", "AdditionalLatency", "UserName", "Verb", "APIPath",
+                "Namespace", "Name", "APIVersion", "Resource", "SubResource"]
+            row = [[c.strip() for c in line.split(",")] for line in requests[1:]]
+            assert len(row) == 1 and row[0][:5] == ["tiny", "alices", "0", "0", ""]  # (one queue: no distinguisher)
+            assert row[0][6:] == ["1", "0", "0s", "alice", "create", "/api/v1/namespaces/default/configmaps",
+                                  "default", "", "v1", "configmaps", ""]
+            # each refusal counted as upstream's apiserver_request_terminations_total counts it
+            metrics = admin.get("/metrics").text
+            assert re.search(r'^apiserver_request_terminations_total\{code="429",component="apiserver",group="",'
+                             r'resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"\} '
+                             r'[1-9]', metrics, re.M), metrics
             # kubectl (client-go) waits as Retry-After says and tries again until the seats free
             kubectl = subprocess.Popen(
                 [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),
