@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from controlplane.api import fairqueuing
 from controlplane.api.fairqueuing import Integrator
 from controlplane.api.flowcontrol import EVENT_LATENCY, FlowControl, allocate
 from controlplane.api.flowmatch import request_info
@@ -60,17 +62,20 @@ def test_allocation_shares_by_target_within_bounds_as_upstreams() -> None:
         allocate(5, [(2, 5, 1)])
 
 
-async def test_the_integrator_measures_demand_over_time() -> None:
+def test_the_integrator_measures_demand_over_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(fairqueuing.time, "monotonic", lambda: clock[0])
     demand = Integrator()
     demand.add(4)
-    await asyncio.sleep(0.05)
+    clock[0] += 0.05
     demand.add(-4)
-    await asyncio.sleep(0.05)
+    clock[0] += 0.05
     stats = demand.reset()
     assert stats.high == 4
-    assert 0.09 < stats.duration < 0.5
-    assert 1.0 < stats.average < 3.0  # 4 for about half the period
-    assert 1.5 < stats.deviation < 2.5  # (4 and 0 for about half each: a deviation of about 2)
+    assert stats.duration == pytest.approx(0.1)
+    assert stats.average == pytest.approx(2.0)  # 4 for half the period
+    assert stats.deviation == pytest.approx(2.0)  # (4 and 0 for half each)
+    clock[0] += 0.05
     again = demand.reset()  # a new period, at the present value
     assert again.high == 0 and again.average == 0
 
@@ -104,6 +109,15 @@ def test_limits_are_upstreams_bounds_and_an_idle_server_shares_by_lower_limits()
         "workload-low": 10, "global-default": 8}
 
 
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Until ``condition()`` holds (the tasks started have come as far as it says), however
+    busy the machine: never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
 def borrowing_flow(limit: int, levels: list[Obj]) -> FlowControl:
     f = FlowControl(limit)
     f.configure([schema("alices", "busy", 100, everything_of("alice")),
@@ -124,7 +138,7 @@ async def test_a_busy_level_borrows_from_an_idle_one_and_gives_back() -> None:
     bob = ALICE.__class__(BOB_USER, ("system:authenticated",))
     flood = [asyncio.create_task(call(f, alices, ALICE, "GET", "/api/v1/namespaces/a/configmaps/x"))
              for _ in range(30)]
-    await asyncio.sleep(0.05)
+    await until(lambda: alices.running + busy.queues.waiting == 30)
     assert alices.running == busy.current < 30 and busy.queues.waiting == 30 - busy.current
     f.adjust()
     # busy's demand (30 seats) is its target; idle lends down to its lower limit
@@ -132,8 +146,7 @@ async def test_a_busy_level_borrows_from_an_idle_one_and_gives_back() -> None:
     assert idle.current == idle.lower == 5 and catch_all.current == 5
     assert busy.current == 30 and busy.nominal < busy.current <= busy.upper
     assert sum(lv.current for lv in f.levels.values()) == f.nominal_sum == 40
-    await asyncio.sleep(0.01)
-    assert alices.running == 30  # those waiting went as the limit grew
+    await until(lambda: alices.running == 30)  # those waiting went as the limit grew
     assert metric("apiserver_flowcontrol_current_limit_seats", priority_level="busy") == 30
     assert metric("apiserver_flowcontrol_demand_seats_high_watermark", priority_level="busy") == 30
     assert metric("apiserver_flowcontrol_target_seats", priority_level="busy") == busy.target > 20
@@ -141,12 +154,11 @@ async def test_a_busy_level_borrows_from_an_idle_one_and_gives_back() -> None:
     # busy goes back to its own
     others = [asyncio.create_task(call(f, bobs, bob, "GET", "/api/v1/namespaces/b/configmaps/x"))
               for _ in range(25)]
-    await asyncio.sleep(0.05)
+    await until(lambda: bobs.running + idle.queues.waiting == 25)
     assert bobs.running == 5
     f.adjust()
     assert idle.current == idle.nominal == 25 and busy.current == busy.nominal == 10 and catch_all.current == 5
-    await asyncio.sleep(0.01)
-    assert bobs.running == 25
+    await until(lambda: bobs.running == 25)
     alices.release.set()
     bobs.release.set()
     for done in await asyncio.gather(*flood, *others):
@@ -166,15 +178,14 @@ async def test_the_exempt_level_lends_what_it_does_not_use_and_takes_what_it_doe
     app = Slow()
     masters = [asyncio.create_task(call(f, app, None, "GET", "/api/v1/namespaces/a/configmaps/x"))
                for _ in range(20)]  # (no user: the loopback client, system:masters)
-    await asyncio.sleep(0.05)
-    assert app.running == 20  # exempt: never limited
+    await until(lambda: app.running == 20)  # exempt: never limited
     f.adjust()
     # exempt takes its peak demand; the 20 seats left go to the others, each at least its lower
     # limit, the rest in proportion to their targets (their lower limits: no demand)
     assert exempt.current == 20
     assert (busy.current, idle.current, catch_all.current) == (11, 3, 6)
     more = [asyncio.create_task(call(f, app, None, "GET", "/api/v1/namespaces/a/configmaps/x")) for _ in range(25)]
-    await asyncio.sleep(0.05)
+    await until(lambda: app.running == 45)
     f.adjust()
     # more than the server has: exempt is served all the same, the others kept at their lower limits
     assert exempt.current == 45
