@@ -1048,9 +1048,14 @@ class KubeApi:
             if ns is None:
                 raise ApiError.not_found(self._namespaces, namespace or "")
             if b'"deletionTimestamp"' in ns and orjson.loads(ns)["metadata"].get("deletionTimestamp"):
-                raise ApiError(403, "Forbidden", f'{rtype.plural} "{name or generate}" is forbidden: unable to '
-                               f"create new content in namespace {namespace} because it is being terminated",
-                               {"name": name, "kind": rtype.plural})
+                # (upstream's NamespaceLifecycle, with the cause by which controllers know not to
+                # record a FailedCreate event)
+                raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name or generate}" is forbidden: '
+                               f"unable to create new content in namespace {namespace} because it is being "
+                               "terminated", ApiError._details(rtype, name or generate) | {"causes": [{
+                                   "reason": "NamespaceTerminating",
+                                   "message": f"namespace {namespace} is being terminated",
+                                   "field": "metadata.namespace"}]})
             if rtype.group == "resource.k8s.io" and rtype.plural in _DEVICE_REQUESTS:
                 causes = _admin_access_causes(rtype.plural, obj, ns)
                 if causes:
@@ -1130,12 +1135,15 @@ class KubeApi:
         await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
         if write is not None:
             await self._reserve(write, rtype, namespace, name or generated, obj, None)
+        requested = meta.get("name") or ""  # the request's name (empty for generateName), as admission's attributes
+        if not requested:  # validating admission sees the name generated (upstream's BeforeCreate comes first):
+            meta["name"] = generated  # a quota's 403 names the pod a ReplicaSet's FailedCreate event shows
         try:
             if self._policies is not None:  # validating admission: policies, then the quota, as upstream's order
-                await self._policies.check(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                await self._policies.check(rtype, namespace, requested, "CREATE", obj, None, None,
                                            REQUEST_USER.get())
             if self.webhooks is not None and self.webhooks.active(mutating=False):
-                await self.webhooks.validate(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None)
+                await self.webhooks.validate(rtype, namespace, requested, "CREATE", obj, None, None)
             if self._quota is not None:
                 await self._quota.charge(rtype, namespace, obj)
             protection = _PROTECTION_FINALIZERS.get((rtype.group, rtype.plural)) if self.storage_protected else None
@@ -1273,8 +1281,11 @@ class KubeApi:
             if uid and uid != old["metadata"].get("uid"):
                 if cached:
                     continue  # the cache may still hold an object deleted and created again since
-                raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {uid}, "
-                                        f"UID in object meta: {old['metadata'].get('uid')}")
+                # upstream's storage Preconditions.Check: an invalid-object StorageError, as a 409
+                raise ApiError.conflict(rtype, name, f"StorageError: invalid object, Code: 4, Key: "
+                                        f"{key.decode()}, ResourceVersion: 0, AdditionalErrorMsg: Precondition "
+                                        f"failed: UID in precondition: {uid}, UID in object meta: "
+                                        f"{old['metadata'].get('uid')}")
             if expected and expected != current.mod_revision:
                 if cached:
                     continue  # perhaps only the cache is behind: ask the store
@@ -2907,14 +2918,19 @@ _PROTECTION_FINALIZERS = {("", "persistentvolumeclaims"): "kubernetes.io/pvc-pro
 
 def _check_preconditions(rtype: ResourceType, name: str, pre: Mapping[str, Any], meta: Mapping[str, Any],
                          revision: int) -> None:
-    """A delete's ``preconditions`` against the object's stored version: 409 in upstream's
-    words when its ``uid`` or ``resourceVersion`` differs."""
+    """A delete's ``preconditions`` against the object's stored version: 409 in the words of
+    upstream's BeforeDelete when its ``uid`` or ``resourceVersion`` differs, which names the
+    object by its kind (``ConfigMap``, ``Deployment.apps``), not its resource."""
+    what = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+    details = {"name": name, **({"group": rtype.group} if rtype.group else {}), "kind": rtype.kind}
     if pre.get("uid") not in (None, meta.get("uid")):
-        raise ApiError.conflict(rtype, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                f"UID in object meta: {meta.get('uid')}")
+        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": the UID in the '
+                       f"precondition ({pre['uid']}) does not match the UID in record ({meta.get('uid', '')}). "
+                       "The object might have been deleted and then recreated", details)
     if pre.get("resourceVersion") not in (None, str(revision)):
-        raise ApiError.conflict(rtype, name, "Precondition failed: ResourceVersion in precondition: "
-                                f"{pre['resourceVersion']}, ResourceVersion in object meta: {revision}")
+        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": the ResourceVersion '
+                       f"in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion in "
+                       f"record ({revision}). The object might have been modified", details)
 
 
 def _api_group(group: str, versions: list[str]) -> dict[str, Any]:

@@ -89,8 +89,10 @@ async def test_an_update_with_another_uid_fails_its_precondition(client: Client)
     with pytest.raises(ApiError) as e:
         await client.update(f"{CMS}/cm", stale)
     assert e.value.code == 409 and e.value.reason == "Conflict"
-    assert e.value.message == ('Operation cannot be fulfilled on configmaps "cm": Precondition failed: UID in '
-                               f"precondition: a-recreated-objects-uid, UID in object meta: {uid}")
+    assert e.value.message == ('Operation cannot be fulfilled on configmaps "cm": StorageError: invalid object, '
+                               "Code: 4, Key: /registry/configmaps/default/cm, ResourceVersion: 0, "
+                               "AdditionalErrorMsg: Precondition failed: UID in precondition: "
+                               f"a-recreated-objects-uid, UID in object meta: {uid}")
     assert (await client.get(f"{CMS}/cm"))["data"] == {"a": "1"}
     # without a uid the update goes ahead, and keeps the object's
     del stale["metadata"]["uid"]
