@@ -46,11 +46,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import run_controller
 from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
 
 from .backoff import Backoff
+from .events import namespace_terminating
 from .history import REVISION_HASH
 from .ownership import key_of, meta_of
 from .readiness import available as pods_available
@@ -304,8 +305,10 @@ class DaemonSetController(RevisionedSetController):
             try:
                 created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                                                           "spec": spec})
-            except BaseException:
+            except BaseException as e:
                 self.expectations.seen(uid, "node:" + node)
+                if isinstance(e, ApiError) and not namespace_terminating(e):  # (upstream's RealPodControl)
+                    self.events.record("DaemonSet", ds, "FailedCreate", f"Error creating: {e.message}", "Warning")
                 raise
             name = meta_of(created).get("name", "")
             if name not in self.pods_of.of(uid):

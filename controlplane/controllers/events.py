@@ -29,15 +29,28 @@ from typing import Any, NamedTuple
 
 from controlplane.client import ApiError, Client, resource_path
 
-__all__ = ["MAX_PENDING", "Recorder"]
+__all__ = ["MAX_PENDING", "Recorder", "namespace_terminating"]
 
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 1000
 SEEN_MAX = 4096  # client-go's maxLruCacheEntries
-API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1", "Pod": "v1",
-                "HorizontalPodAutoscaler": "autoscaling/v2", "NodePool": "karpenter.sh/v1",
-                "NodeClaim": "karpenter.sh/v1"}
+# the involved object's apiVersion by kind (``kubectl events --for daemonset/x`` selects on it);
+# a kind not here is core/v1's unless the object says otherwise
+API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1",
+                "Job": "batch/v1", "CronJob": "batch/v1", "Pod": "v1",
+                "HorizontalPodAutoscaler": "autoscaling/v2", "PodDisruptionBudget": "policy/v1",
+                "NodePool": "karpenter.sh/v1", "NodeClaim": "karpenter.sh/v1"}
+
+
+def namespace_terminating(error: BaseException) -> bool:
+    """A create refused because its namespace is being deleted (the ``NamespaceTerminating``
+    cause of upstream's NamespaceLifecycle): controllers record no ``FailedCreate`` for it, and
+    the ReplicaSet controller does not count it a failure, as upstream's."""
+    if not isinstance(error, ApiError):
+        return False
+    causes = (error.status.get("details") or {}).get("causes") or ()
+    return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
 
 
 # kind, namespace, name, uid, field path, type, reason, message
@@ -148,7 +161,7 @@ class Recorder:
         kind, meta = ref.kind, ref.obj.get("metadata") or {}
         # a cluster-scoped object's events live in "default" but name no namespace (as
         # client-go's recorder), which `kubectl describe node` searches them by
-        involved = {"apiVersion": API_VERSIONS.get(kind, "v1"), "kind": kind,
+        involved = {"apiVersion": API_VERSIONS.get(kind) or str(ref.obj.get("apiVersion") or "v1"), "kind": kind,
                     "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
                     "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
         if ref.field_path:

@@ -91,7 +91,7 @@ from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.config import JobBackoff
 from controlplane.identities import service_account_user
 
-from .events import Recorder
+from .events import Recorder, namespace_terminating
 from .indexedjobs import (
     COMPLETION_INDEX,
     completion_index,
@@ -745,8 +745,13 @@ class JobController:
                         env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                             "apiVersion": "v1", "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}})
             pod_meta = {k: v for k, v in pod_meta.items() if v}
-            created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
-                                                      "spec": spec})
+            try:
+                created = await self.client.create(path, {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                                                          "spec": spec})
+            except ApiError as e:
+                if not namespace_terminating(e):  # (upstream's RealPodControl.CreatePods)
+                    self.events.record("Job", job, "FailedCreate", f"Error creating: {e.message}", "Warning")
+                raise
             name = meta_of(created).get("name", "")
             if name not in self.pods_of.of(uid):  # (in process, its event can come before the answer)
                 self.expectations.expect(uid, "+" + name)

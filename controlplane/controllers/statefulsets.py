@@ -328,6 +328,9 @@ class StatefulSetController(RevisionedSetController):
         except ApiError as e:
             self.expectations.seen(uid, "+" + name)
             if e.code != 409:  # 409: the old pod of that name is still going; its deletion requeues us
+                self.events.record("StatefulSet", sts, "FailedCreate",  # (upstream's recordPodEvent)
+                                   f"create Pod {name} in StatefulSet {meta['name']} failed error: {e.message}",
+                                   "Warning")
                 raise
             return
 

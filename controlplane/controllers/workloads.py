@@ -59,7 +59,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.identities import service_account_user
 
-from .events import Recorder
+from .events import Recorder, namespace_terminating
 from .ownership import (
     Dependents,
     Expectations,
@@ -172,6 +172,7 @@ class WorkloadController:
         self.sets_of = Dependents("Deployment", self._owner_keys.__contains__)  # the ReplicaSets of each Deployment
         self.expectations = Expectations()  # a ReplicaSet's pod creates and deletes not yet seen
         self.events = Recorder(client, "deployment-controller")
+        self.rs_events = Recorder(self.rs_client, "replicaset-controller")  # the ReplicaSets' own events
         self.created = 0
         self.deleted = 0
 
@@ -301,8 +302,14 @@ class WorkloadController:
         active = [p for p in owned.values() if _active(p)]
         diff = _replicas(rs) - len(active)
         namespace = meta.get("namespace")
+        # upstream's manageReplicas error: the status still gets written, with the ReplicaFailure
+        # condition, and the error then requeues the set with backoff
+        failure: ApiError | None = None
         if diff > 0:
-            await self._create_pods(rs, min(diff, BURST))
+            try:
+                await self._create_pods(rs, min(diff, BURST))
+            except ApiError as e:
+                failure = e
         elif diff < 0:
             doomed = sorted(active, key=_deletion_rank)[:-diff]
             for p in doomed:
@@ -313,14 +320,25 @@ class WorkloadController:
                 try:
                     await self.rs_client.delete(resource_path("", "v1", "pods", namespace, name))
                     self.deleted += 1
-                    self.events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
+                    self.rs_events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
                 except ApiError as e:
                     self.expectations.seen(uid, "-" + name)
-                    if e.code != 404:
+                    if e.code != 404:  # (upstream's DeletePod records none for a pod already gone)
+                        self.rs_events.record("ReplicaSet", rs, "FailedDelete", f"Error deleting: {e.message}",
+                                              "Warning")
                         raise
 
-            await asyncio.gather(*(delete(p) for p in doomed))
-        await self._replicaset_status(rs, active, sum(1 for p in owned.values() if _terminating(p)))
+            results = await asyncio.gather(*(delete(p) for p in doomed), return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if errors:
+                if not isinstance(errors[0], ApiError):
+                    raise errors[0]
+                failure = errors[0]
+        await self._replicaset_status(rs, active, sum(1 for p in owned.values() if _terminating(p)),
+                                      ("FailedCreate" if diff > 0 else "FailedDelete", failure.message)
+                                      if failure is not None else None)
+        if failure is not None:
+            raise failure
 
     async def _create_pods(self, rs: dict[str, Any], count: int) -> None:
         meta = meta_of(rs)
@@ -338,21 +356,33 @@ class WorkloadController:
         path = resource_path("", "v1", "pods", meta.get("namespace"))
 
         async def create() -> None:
-            created = await self.rs_client.create(path, copy.deepcopy(body))
+            try:
+                created = await self.rs_client.create(path, copy.deepcopy(body))
+            except ApiError as e:
+                if not namespace_terminating(e):  # (upstream's RealPodControl.CreatePods)
+                    self.rs_events.record("ReplicaSet", rs, "FailedCreate", f"Error creating: {e.message}",
+                                          "Warning")
+                raise
             name = meta_of(created).get("name", "")
             # the informer may have shown it already (in process, events can come before the answer)
             if name not in self.pods_of.of(uid):
                 self.expectations.expect(uid, "+" + name)
             self.created += 1
-            self.events.record("ReplicaSet", rs, "SuccessfulCreate", f"Created pod: {name}")
+            self.rs_events.record("ReplicaSet", rs, "SuccessfulCreate", f"Created pod: {name}")
 
         results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            raise errors[0]
+            # a namespace being deleted is no failure: every create would fail (upstream's manageReplicas)
+            failed = next((e for e in errors if not namespace_terminating(e)), None)
+            if failed is not None:
+                raise failed
 
     async def _replicaset_status(self, rs: dict[str, Any], active: Iterable[dict[str, Any]],
-                                 terminating: int) -> None:
+                                 terminating: int, failure: tuple[str, str] | None = None) -> None:
+        """``failure``: the reason and message of the last sync's failed creates or deletes, set
+        as the ``ReplicaFailure`` condition if the set has none (upstream's calculateStatus: an
+        existing one is kept as it is, and removed by a sync that fails nothing)."""
         pods = list(active)
         ready = [p for p in pods if _ready(p)]
         # available: ready for minReadySeconds; the set looks again when the next one will be
@@ -364,13 +394,21 @@ class WorkloadController:
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
                   "availableReplicas": available, "observedGeneration": meta_of(rs).get("generation", 1)}
         old = rs.get("status") or {}
-        if all(old.get(k, 0) == v for k, v in status.items()) and old.get("terminatingReplicas") == terminating:
+        conditions = list(old.get("conditions") or ())
+        failed_before = any(c.get("type") == "ReplicaFailure" for c in conditions)
+        if failure is not None and not failed_before:
+            conditions.append({"type": "ReplicaFailure", "status": "True", "lastTransitionTime": _now(),
+                               "reason": failure[0], "message": failure[1]})
+        elif failure is None and failed_before:
+            conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
+        if all(old.get(k, 0) == v for k, v in status.items()) and old.get("terminatingReplicas") == terminating \
+                and conditions == list(old.get("conditions") or ()):
             return
         meta = meta_of(rs)
         await self.rs_client.patch(
             resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
             {"status": {**{k: v if k == "replicas" else v or None for k, v in status.items()},
-                        "terminatingReplicas": terminating}})
+                        "terminatingReplicas": terminating, "conditions": conditions or None}})
 
     # -- Deployment
     async def sync_deployment(self, key: str) -> None:
@@ -615,6 +653,24 @@ class WorkloadController:
             transition = before.get("lastTransitionTime") if before and before.get("status") == state else now
             out.append({"type": kind, "status": state, "reason": reason, "message": message,
                         "lastUpdateTime": now, "lastTransitionTime": transition})
+        # upstream's syncRolloutStatus: a ReplicaSet's ReplicaFailure (the new one's first) copied
+        # as the Deployment's, its transition time as both times; removed when none has one. A
+        # paused Deployment's sync (upstream's syncStatusOnly) leaves it as it was.
+        before = conditions.get("ReplicaFailure")
+        failed = before if paused else _replica_failure(new_rs, old_sets)
+        if failed is not None and failed is not before:
+            if before is not None and (before.get("status"), before.get("reason")) == \
+                    (failed.get("status"), failed.get("reason")):
+                failed = before
+            else:
+                since = failed.get("lastTransitionTime")
+                failed = {"type": "ReplicaFailure", "status": failed.get("status"), "reason": failed.get("reason"),
+                          "message": failed.get("message"), "lastUpdateTime": since,
+                          "lastTransitionTime": before.get("lastTransitionTime")
+                          if before is not None and before.get("status") == failed.get("status") else since}
+        if failed is not None:
+            out.append(failed)
+        changed = changed or failed is not before
         status["conditions"] = out
         revision = (meta_of(new_rs or {}).get("annotations") or {}).get(REVISION)
         annotations = meta_of(d).get("annotations") or {}
@@ -643,6 +699,16 @@ def _active_or_latest(new_rs: dict[str, Any] | None, old_sets: list[dict[str, An
     if new_rs is not None:
         return new_rs
     return max(old_sets, key=lambda rs: (str(meta_of(rs).get("creationTimestamp") or ""), _revision(rs)))
+
+
+def _replica_failure(new_rs: dict[str, Any] | None, old_sets: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``ReplicaFailure`` condition of the new ReplicaSet, else of the first old one that
+    has one (upstream's getReplicaFailures)."""
+    for rs in [*([new_rs] if new_rs is not None else []), *old_sets]:
+        for c in (rs.get("status") or {}).get("conditions") or ():
+            if c.get("type") == "ReplicaFailure":
+                return dict(c)
+    return None
 
 
 def _terminating(pod: Mapping[str, Any]) -> bool:
