@@ -250,10 +250,15 @@ class DaemonSetController(RevisionedSetController):
             # (upstream's rolling update waits for the writes of this pass to be seen first)
             plan = Rollout(by_node, terminating, wanted, current_hash, min_ready)
             doomed, missing = plan.surge(surge) if surge else plan.replace(unavailable)
-        if doomed:
-            await asyncio.gather(*(self._delete_pod(ds, p, f"Deleted pod: {meta_of(p).get('name')}") for p in doomed))
-        if missing:
-            await self._create_pods(ds, template, current_hash, missing)
+        try:
+            if doomed:
+                await asyncio.gather(*(self._delete_pod(ds, p, f"Deleted pod: {meta_of(p).get('name')}")
+                                       for p in doomed))
+            if missing:
+                await self._create_pods(ds, template, current_hash, missing)
+        except ApiError:  # the status is written even if a pod's write failed (upstream's syncDaemonSet)
+            await self._write_status(ds, wanted, by_node, doomed, current_hash)
+            raise
         await self._write_status(ds, wanted, by_node, doomed, current_hash)
 
     def _failed_to_kill(self, ds: dict[str, Any], failed: Mapping[str, list[dict[str, Any]]],

@@ -565,10 +565,13 @@ class JobController:
             _, error = await self._release(uid, released)
         if doomed:
             await asyncio.gather(*(self._delete_pod(job, p) for p in doomed))
-        if to_create:
-            await self._create_pods(job, to_create[:BURST], annotations)
+        created = 0
+        if to_create:  # a create refused: the status still written, counting what was made, then the
+            # error (upstream's manageJob lowers active by the creates that failed)
+            created, failure = await self._create_pods(job, to_create[:BURST], annotations)
+            error = error or failure
         ready = sum(1 for p in active if _ready(p))
-        new_status = {**status, "active": len(active) - len(doomed) + len(to_create[:BURST]) or None,
+        new_status = {**status, "active": len(active) - len(doomed) + created or None,
                       "ready": ready, "terminating": terminating + len(doomed)}
         if indexed:
             new_status["completedIndexes"] = compress_indexes(done_indexes) or None
@@ -716,9 +719,11 @@ class JobController:
                 raise
 
     async def _create_pods(self, job: dict[str, Any], indexes: list[int | None],
-                           annotations: Mapping[int, Mapping[str, str]] | None = None) -> None:
+                           annotations: Mapping[int, Mapping[str, str]] | None = None,
+                           ) -> tuple[int, BaseException | None]:
         """Creates the pods of ``indexes`` (None: a NonIndexed Job's), each index's with its
-        ``annotations`` (the per-index failure counts) besides the template's."""
+        ``annotations`` (the per-index failure counts) besides the template's; returns how
+        many were made and the first create's error, if any failed."""
         meta = meta_of(job)
         uid = str(meta.get("uid", ""))
         template = (job.get("spec") or {}).get("template") or {}
@@ -760,8 +765,9 @@ class JobController:
 
         results = await asyncio.gather(*(create(i) for i in indexes), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        if any(not isinstance(e, Exception) for e in errors):  # (a cancellation is not a failed create)
+            raise next(e for e in errors if not isinstance(e, Exception))
+        return len(results) - len(errors), errors[0] if errors else None
 
 
 async def start(client: Client, config: Config) -> None:

@@ -203,8 +203,12 @@ class StatefulSetController(RevisionedSetController):
         replicas = [by_ordinal.get(plan.start + i) for i in range(plan.replicas)]
         condemned = [(o, by_ordinal[o]) for o in sorted(by_ordinal, reverse=True)
                      if not plan.start <= o < plan.start + plan.replicas]
-        if not meta.get("deletionTimestamp"):
-            await self._converge(sts, plan, replicas, condemned, update_revision)
+        try:
+            if not meta.get("deletionTimestamp"):
+                await self._converge(sts, plan, replicas, condemned, update_revision)
+        except ApiError:  # the status even if a pod's write failed (upstream's performUpdate), then the error
+            await self._write_status(sts, by_ordinal, plan.replicas, update_revision)
+            raise
         await self._write_status(sts, by_ordinal, plan.replicas, update_revision)
 
     async def _converge(self, sts: dict[str, Any], plan: Plan, replicas: list[dict[str, Any] | None],

@@ -12,7 +12,9 @@ socket."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,7 +23,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -104,6 +106,21 @@ def test_a_missing_service_account_is_the_failed_create_of_a_job_daemonset_and_s
             return [m.group(1) for line in out.splitlines() if (m := row.search(line))]
         seen = eventually(failed)
         assert all(re.fullmatch(message, m) for m in seen), seen
+    # each still writes its status (upstream's syncDaemonSet, performUpdate, syncJob), so kubectl
+    # says what the sets wait for, where a StatefulSet's spec had looked unobserved
+    def status(what: str) -> dict[str, Any]:
+        return dict(json.loads(kubectl(served, "-n", "unnamed", "get", what, "-o", "json")).get("status") or {})
+    assert eventually(lambda: status("daemonset/agent").get("desiredNumberScheduled")) == 1
+    assert status("daemonset/agent")["currentNumberScheduled"] == 0
+    assert eventually(lambda: status("statefulset/db").get("observedGeneration")) == 1
+    assert status("statefulset/db")["replicas"] == 0
+    assert KUBECTL
+    waited = subprocess.run([KUBECTL, "-n", "unnamed", "rollout", "status", "statefulset/db", "--timeout=1s"],
+                            capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state)))
+    assert waited.stdout.splitlines()[0] == "Waiting for 1 pods to be ready...", waited
+    job = eventually(lambda: status("job/once").get("startTime") and status("job/once"))
+    assert "active" not in job and job["ready"] == 0, job
 
 
 def test_kubectl_events_for_finds_a_daemonsets_events(served: Serve) -> None:
