@@ -10,6 +10,14 @@ and its ``lastTimestamp`` moves, so ``kubectl describe`` shows ``(x6 over 75s)``
 rather than six lines. The events written are remembered for the last
 ``SEEN_MAX`` keys.
 
+As that correlator too, similar events (same object, type and reason) with
+``AGGREGATE_MAX`` different messages within ``AGGREGATE_INTERVAL`` seconds are
+aggregated: from the tenth on, one event counts them all, its message the latest
+prefixed ``(combined from similar events): `` (a ReplicaSet of twenty pods shows
+nine ``Created pod`` lines and one combined). Its spam filter then lets a source
+write ``SPAM_BURST`` events about an object, and one more every ``1 / SPAM_QPS``
+seconds; the occurrences it holds back still count in the next one written.
+
 A recorder with a ``host`` (the kubelet's: its node) names it as the source's
 host and the reporting instance, as client-go's recorder does with its
 EventSource; one given ``submit`` hands its writes to its owner's queue (the
@@ -35,6 +43,11 @@ log = logging.getLogger(__name__)
 
 MAX_PENDING = 1000
 SEEN_MAX = 4096  # client-go's maxLruCacheEntries
+AGGREGATE_MAX = 10  # client-go's defaultAggregateMaxEvents
+AGGREGATE_INTERVAL = 600.0  # defaultAggregateIntervalInSeconds
+COMBINED = "(combined from similar events): "
+SPAM_BURST = 25  # defaultSpamBurst
+SPAM_QPS = 1.0 / 300.0  # defaultSpamQPS
 # the involved object's apiVersion by kind (``kubectl events --for daemonset/x`` selects on it);
 # a kind not here is core/v1's unless the object says otherwise
 API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1",
@@ -60,20 +73,50 @@ Submit = Callable[[Callable[[], Awaitable[None]]], None]
 
 
 class _Seen:
-    """An event written for a key: its name, the count and time of its last occurrence, the
-    count the server has, and whether a write is queued or in flight (one at a time:
-    occurrences meanwhile only count up, and it sends the latest count when it runs)."""
+    """An event written for a key: its name, the count, time and message of its last
+    occurrence (an aggregated event's changes), the count the server has, and whether a write
+    is queued or in flight (one at a time: occurrences meanwhile only count up, and it sends
+    the latest count when it runs)."""
 
-    __slots__ = ("count", "first", "last", "name", "namespace", "stored", "writing")
+    __slots__ = ("count", "first", "last", "message", "name", "namespace", "stored", "writing")
 
-    def __init__(self, name: str, namespace: str, first: str) -> None:
+    def __init__(self, name: str, namespace: str, first: str, message: str) -> None:
         self.name = name
         self.namespace = namespace
         self.first = first
         self.last = first
+        self.message = message
         self.count = 0
         self.stored = 0  # the count the server holds (0: not written yet)
         self.writing = False
+
+
+class _Similar:
+    """The messages of similar events seen lately (client-go's aggregateRecord)."""
+
+    __slots__ = ("last", "messages")
+
+    def __init__(self) -> None:
+        self.messages: set[str] = set()
+        self.last = 0.0
+
+
+class _Bucket:
+    """A source's token bucket for one object (client-go's spamRecord)."""
+
+    __slots__ = ("last", "tokens")
+
+    def __init__(self, now: float) -> None:
+        self.tokens = float(SPAM_BURST)
+        self.last = now
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(float(SPAM_BURST), self.tokens + (now - self.last) * SPAM_QPS)
+        self.last = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 class _Ref(NamedTuple):
@@ -97,6 +140,8 @@ class Recorder:
         self.dropped = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: OrderedDict[EventKey, _Seen] = OrderedDict()
+        self._similar: OrderedDict[tuple[str, ...], _Similar] = OrderedDict()
+        self._buckets: OrderedDict[tuple[str, ...], _Bucket] = OrderedDict()
 
     def record(self, kind: str, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal",
                field_path: str = "", host: str = "") -> None:
@@ -105,17 +150,46 @@ class Recorder:
         ``host``: the source's, if not the recorder's (one recorder for many kubelets)."""
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
-        key = (kind, ns, str(meta.get("name", "")), str(meta.get("uid", "")), field_path, type_, reason, message)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
+        name, uid, host = str(meta.get("name", "")), str(meta.get("uid", "")), host or self.host
+        clock = time.time()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock))
+        # client-go's EventAggregator: the tenth different message of similar events in ten
+        # minutes, and any after, go into one event of their own, whatever their field path
+        similar_key = (host, kind, ns, name, uid, type_, reason)
+        similar = self._similar.get(similar_key)
+        if similar is None or clock - similar.last > AGGREGATE_INTERVAL:
+            similar = self._similar[similar_key] = _Similar()
+        self._similar.move_to_end(similar_key)
+        if len(self._similar) > SEEN_MAX:
+            self._similar.popitem(last=False)
+        similar.messages.add(message)
+        similar.last = clock
+        key: EventKey = (kind, ns, name, uid, field_path, type_, reason, message)
+        if len(similar.messages) >= AGGREGATE_MAX:
+            similar.messages.pop()  # (the set grows no larger, as upstream's PopAny)
+            message = COMBINED + message
+            key = (kind, ns, name, uid, "", type_, reason, COMBINED)
         seen = self._seen.get(key)
         if seen is None:
-            seen = self._seen[key] = _Seen(f"{meta.get('name', '')}.{time.time_ns():x}{os.urandom(2).hex()}", ns, now)
+            seen = self._seen[key] = _Seen(f"{name}.{time.time_ns():x}{os.urandom(2).hex()}", ns, now, message)
             if len(self._seen) > SEEN_MAX:
                 self._seen.popitem(last=False)
         else:
             self._seen.move_to_end(key)
         seen.count += 1
         seen.last = now
+        seen.message = message
+        # client-go's spam filter, by source and object: held back, this occurrence still counts
+        bucket_key = (host, kind, ns, name, uid)
+        bucket = self._buckets.get(bucket_key)
+        if bucket is None:
+            bucket = self._buckets[bucket_key] = _Bucket(clock)
+            if len(self._buckets) > SEEN_MAX:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(bucket_key)
+        if not bucket.take(clock):
+            return
         if seen.writing:
             return  # the write queued or in flight sends this count too
         if self.pending >= MAX_PENDING:
@@ -123,23 +197,24 @@ class Recorder:
             return
         self.pending += 1
         seen.writing = True
-        ref = _Ref(kind, obj, field_path, host or self.host)
+        ref = _Ref(kind, obj, field_path, host)
         if self.submit is not None:
-            self.submit(lambda: self._write(ref, reason, message, type_, seen))
+            self.submit(lambda: self._write(ref, reason, type_, seen))
             return
-        task = asyncio.get_running_loop().create_task(self._write(ref, reason, message, type_, seen))
+        task = asyncio.get_running_loop().create_task(self._write(ref, reason, type_, seen))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, ref: _Ref, reason: str, message: str, type_: str, seen: _Seen) -> None:
+    async def _write(self, ref: _Ref, reason: str, type_: str, seen: _Seen) -> None:
         path = resource_path("", "v1", "events", seen.namespace)
         client = self.as_host(ref.host) if self.as_host is not None and ref.host else self.client
         try:
             while seen.stored != seen.count:
-                count, now = seen.count, seen.last
+                count, now, message = seen.count, seen.last, seen.message
                 if seen.stored:
-                    try:
-                        await client.patch(f"{path}/{seen.name}", {"count": count, "lastTimestamp": now})
+                    try:  # (the message too, as client-go's patch: an aggregated event's is the latest)
+                        await client.patch(f"{path}/{seen.name}",
+                                           {"count": count, "lastTimestamp": now, "message": message})
                         seen.stored = count
                         continue
                     except ApiError as e:

@@ -71,3 +71,50 @@ async def test_a_field_path_is_an_event_of_its_own_and_a_host_reports_it(client:
     a = events["spec.containers{a}"]
     assert a["source"] == {"component": "kubelet", "host": "node-1"}
     assert (a["reportingComponent"], a["reportingInstance"]) == ("kubelet", "node-1") and recorder.pending == 0
+
+
+RS = {"metadata": {"name": "web-5d8f", "namespace": "default", "uid": "u-rs"}}
+
+
+async def test_the_tenth_similar_message_and_after_are_combined_in_one_event(client: Client) -> None:
+    """client-go's EventAggregator: similar events (same object, type and reason) with ten
+    different messages in ten minutes: nine written as they are, then one event that counts
+    the rest, its message the latest one, prefixed."""
+    recorder = Recorder(client, "replicaset-controller")
+    for i in range(15):
+        recorder.record("ReplicaSet", RS, "SuccessfulCreate", f"Created pod: web-5d8f-{i:05d}")
+        await written(recorder)
+    recorder.record("ReplicaSet", RS, "SuccessfulDelete", "Deleted pod: web-5d8f-00000")  # another reason
+    await written(recorder)
+    items = (await client.list(EVENTS))["items"]
+    created = sorted((e["message"], e["count"]) for e in items if e["reason"] == "SuccessfulCreate")
+    assert created == [("(combined from similar events): Created pod: web-5d8f-00014", 6),
+                       *((f"Created pod: web-5d8f-{i:05d}", 1) for i in range(9))]
+    assert [e["message"] for e in items if e["reason"] == "SuccessfulDelete"] == ["Deleted pod: web-5d8f-00000"]
+
+
+async def test_a_source_writes_25_events_about_an_object_then_one_each_five_minutes(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go's spam filter: a token bucket per source and object, 25 deep, one token back
+    every 300 s; an occurrence held back still counts in the next one written."""
+    clock = [1_000_000.0]
+    monkeypatch.setattr("controlplane.controllers.events.time.time", lambda: clock[0])
+    recorder = Recorder(client, "kubelet", host="node-1")
+    pod = {"metadata": {"name": "crashing", "namespace": "default", "uid": "u-pod"}}
+    for _ in range(30):
+        recorder.record("Pod", pod, "BackOff", "Back-off restarting failed container", "Warning")
+        await written(recorder)
+    events = (await client.list(EVENTS))["items"]
+    assert [e["count"] for e in events] == [25]  # the last five held back
+    clock[0] += 299
+    recorder.record("Pod", pod, "BackOff", "Back-off restarting failed container", "Warning")
+    await written(recorder)
+    assert [e["count"] for e in (await client.list(EVENTS))["items"]] == [25]
+    clock[0] += 1  # a token again: written, with every occurrence since
+    recorder.record("Pod", pod, "BackOff", "Back-off restarting failed container", "Warning")
+    await written(recorder)
+    assert [e["count"] for e in (await client.list(EVENTS))["items"]] == [32]
+    other = {"metadata": {"name": "other", "namespace": "default", "uid": "u-other"}}
+    recorder.record("Pod", other, "BackOff", "Back-off restarting failed container", "Warning")  # its own bucket
+    await written(recorder)
+    assert len((await client.list(EVENTS))["items"]) == 2

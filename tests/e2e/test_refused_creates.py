@@ -48,6 +48,7 @@ def conditions(served: Serve, what: str, namespace: str) -> dict[str, dict[str, 
 
 
 EXCEEDED = "is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"
+COMBINED = re.escape("(combined from similar events): ")  # the tenth refusal on (controllers/events.py)
 
 
 def test_a_deployment_a_quota_refuses_says_why_until_the_quota_allows_it(served: Serve) -> None:
@@ -69,7 +70,7 @@ def test_a_deployment_a_quota_refuses_says_why_until_the_quota_allows_it(served:
     refused = [line.split(None, 4) for line in described if line.split()[:2] == ["Warning", "FailedCreate"]]
     assert refused, described
     assert all(r[:2] == ["Warning", "FailedCreate"] and r[3] == "replicaset-controller" for r in refused), refused
-    assert all(re.fullmatch(rf'Error creating: pods "{name}-[a-z0-9]{{5}}" {EXCEEDED}', r[4])
+    assert all(re.fullmatch(rf'(?:{COMBINED})?Error creating: pods "{name}-[a-z0-9]{{5}}" {EXCEEDED}', r[4])
                for r in refused), refused
     # room for both: the pod is made, and the conditions go
     kubectl(served, "-n", "capped", "patch", "quota", "pods", "-p", '{"spec": {"hard": {"pods": "5"}}}')
@@ -105,7 +106,7 @@ def test_a_missing_service_account_is_the_failed_create_of_a_job_daemonset_and_s
             row = re.compile(rf" Warning +FailedCreate +{kind}/{what.split('/')[1]} +(.*)$")
             return [m.group(1) for line in out.splitlines() if (m := row.search(line))]
         seen = eventually(failed)
-        assert all(re.fullmatch(message, m) for m in seen), seen
+        assert all(re.fullmatch(f"(?:{COMBINED})?{message}", m) for m in seen), seen
     # each still writes its status (upstream's syncDaemonSet, performUpdate, syncJob), so kubectl
     # says what the sets wait for, where a StatefulSet's spec had looked unobserved
     def status(what: str) -> dict[str, Any]:
@@ -121,6 +122,26 @@ def test_a_missing_service_account_is_the_failed_create_of_a_job_daemonset_and_s
     assert waited.stdout.splitlines()[0] == "Waiting for 1 pods to be ready...", waited
     job = eventually(lambda: status("job/once").get("startTime") and status("job/once"))
     assert "active" not in job and job["ready"] == 0, job
+
+
+def test_a_replicaset_of_twelve_pods_describes_nine_creates_and_one_combined(served: Serve) -> None:
+    """client-go's event aggregation, as kubectl describe shows a real cluster's: from the
+    tenth different message of the same reason about an object, one event counts them."""
+    kubectl(served, "create", "namespace", "many")
+    kubectl(served, "-n", "many", "create", "deployment", "many", "--image=nginx", "--replicas=12")
+    rs = eventually(lambda: kubectl(served, "-n", "many", "get", "rs", "-o", "name").strip())
+
+    def created() -> list[str]:
+        out = kubectl(served, "-n", "many", "get", "events", "--field-selector", "reason=SuccessfulCreate", "-o",
+                      "jsonpath={range .items[*]}{.count} {.message}{'\\n'}{end}")
+        return out.splitlines() if sum(int(line.split()[0]) for line in out.splitlines()) == 12 else []
+    lines = eventually(created)
+    name = rs.removeprefix("replicaset.apps/")
+    assert sum(1 for line in lines if re.fullmatch(rf"1 Created pod: {name}-[a-z0-9]{{5}}", line)) == 9, lines
+    assert sum(1 for line in lines if re.fullmatch(rf"3 {COMBINED}Created pod: {name}-[a-z0-9]{{5}}", line)) == 1
+    described = kubectl(served, "-n", "many", "describe", rs)
+    assert re.search(r"Normal +SuccessfulCreate +\S+ \(x3 over \S+\) +replicaset-controller +\(combined from "
+                     rf"similar events\): Created pod: {name}-", described), described
 
 
 def test_kubectl_events_for_finds_a_daemonsets_events(served: Serve) -> None:
