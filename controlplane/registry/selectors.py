@@ -265,6 +265,8 @@ def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
     terms = []
     for part in text.split(","):
         part = part.strip()
+        if not part:
+            continue  # as upstream's parseSelector: kr8s asks for `metadata.name=x,`
         for op in ("==", "!=", "="):
             if op in part:
                 field, value = (s.strip() for s in part.split(op, 1))

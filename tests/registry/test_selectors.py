@@ -57,6 +57,15 @@ def test_field_selectors_know_each_types_fields() -> None:
         parse_field_selector("spec.nodeName", "pods")
 
 
+def test_empty_field_selector_terms_are_skipped_as_upstream() -> None:
+    """Upstream's parseSelector passes over empty terms: kr8s gets an object by name with
+    ``metadata.name=x,`` (its selector dict joined with a comma after each term)."""
+    pod = {"metadata": {"name": "p", "namespace": "ns"}}
+    assert parse_field_selector("metadata.name=p,", "pods").matches(pod)
+    assert not parse_field_selector(",metadata.name=q,,", "pods").matches(pod)
+    assert parse_field_selector(",", "pods").empty
+
+
 def test_field_getters_format_values_as_upstream() -> None:
     from controlplane.registry.selectors import _path
 
