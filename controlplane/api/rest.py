@@ -95,6 +95,7 @@ from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, Converting, We
 from .crds import CustomResourceDefinitions, scale_paths
 from .defaultclass import DefaultClassAdmission
 from .deleteoptions import delete_options
+from .dependents import collect_dependents
 from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
@@ -223,6 +224,10 @@ class KubeApi:
         # the (group, plural)s whose dependents a garbage collector deletes or orphans: their
         # deletes with propagationPolicy Orphan or Foreground get its finalizers (set by create_app)
         self.garbage_collected: frozenset[tuple[str, str]] = frozenset()
+        # the garbage collector's part for custom resources as owners (api/dependents.py; set by create_app)
+        self.collects_custom = False
+        self._collecting: dict[str | None, set[str]] = {}  # namespace -> uids of owners gone (_collect)
+        self._gone_owners: dict[str, None] = {}  # the uids of the last owners collected, oldest first
         # StorageObjectInUseProtection: set while the persistent volume controller runs (api/app.py)
         self.storage_protected = False
         self.registry = registry
@@ -1583,6 +1588,10 @@ class KubeApi:
                 continue
             if self._allocates(rtype):
                 await self.allocations.release(namespace or "", name, self.allocations.held(obj), None)
+            # (storage_group: custom resources, served or their definition's being removed)
+            if rtype.storage_group is not None and self.collects_custom \
+                    and _propagation_finalizer(rtype, options or {}) != "orphan":
+                self._collect(obj)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
@@ -1601,6 +1610,8 @@ class KubeApi:
         if rtype is self.crds.type:
             self.crds.written(name, None, rev)
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
+        elif rtype.storage_group is not None and self.collects_custom:
+            self._collect(obj)
         return obj
 
     async def _priority_class(self, name: str) -> dict[str, Any] | None:
@@ -1878,6 +1889,31 @@ class KubeApi:
             await write.done()
             if old is not None:
                 await self.allocations.release(namespace or "", name, write.before, new)
+
+    def _collect(self, owner: dict[str, Any]) -> None:
+        """A custom resource is gone: its dependents are collected (api/dependents.py), with
+        those of the others gone in its namespace meanwhile, by one task a namespace."""
+        meta = owner.get("metadata") or {}
+        uid, namespace = meta.get("uid"), meta.get("namespace") or None
+        if not uid or DRY_RUN.get():
+            return
+        pending = self._collecting.get(namespace)
+        if pending is not None:
+            pending.add(uid)  # the namespace's task takes it in its next pass
+            return
+        self._collecting[namespace] = {uid}
+        self._spawn(self._collect_passes(namespace))
+
+    async def _collect_passes(self, namespace: str | None) -> None:
+        try:
+            while gone := self._collecting.get(namespace):
+                self._collecting[namespace] = set()
+                await collect_dependents(self.registry, self.store, namespace, gone, self._delete, self._gone_owners)
+                self._gone_owners.update(dict.fromkeys(gone))
+                while len(self._gone_owners) > GONE_OWNERS_KEPT:
+                    del self._gone_owners[next(iter(self._gone_owners))]
+        finally:
+            self._collecting.pop(namespace, None)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)
@@ -2734,6 +2770,9 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     details["kind"] = rtype.plural
     details["uid"] = meta.get("uid", "")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+GONE_OWNERS_KEPT = 4096  # custom resources lately gone, not looked up again as other owners (api/dependents.py)
 
 
 JOB_ORPHANS_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
