@@ -15,8 +15,11 @@ already applied) changes nothing.
 A CRD's types are rebuilt only when what they are made of changes (its spec,
 its accepted names, being established); the old ones are then retired, which
 ends their watches (``until_retired``), as kube-apiserver ends them when it
-replaces or drops a custom resource's storage. Clients watch again and see the
-new schema, or a 404.
+replaces or drops a custom resource's storage: ``RETIRE_GRACE`` later, as
+upstream's ``crdHandler.tearDown`` stops the old storage only after a second
+(and once its short requests are done). Clients watch again and see the new
+schema, or a 404; an operator that follows the CRDs (kopf) has seen the CRD go
+by then and does not watch again into a 404 that it would take for a failure.
 
 Admission of CRDs (defaults, validation, status) and of custom resources
 (pruning, defaulting, schema validation) also lives here: it needs the set.
@@ -55,11 +58,13 @@ from .fieldvalidation import add_warning, unknown_fields
 from .scale import BUILTIN as BUILTIN_SCALE
 from .scale import ScalePaths
 
-__all__ = ["CustomResourceDefinitions", "scale_paths"]
+__all__ = ["RETIRE_GRACE", "CustomResourceDefinitions", "scale_paths"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+RETIRE_GRACE = 1.0  # seconds from a type's retirement to the end of its watches (upstream's tearDown)
 
 
 class CustomResourceDefinitions:
@@ -90,7 +95,7 @@ class CustomResourceDefinitions:
             self._registry.remove(t)
             retired = self._retirements.pop(id(t), None)
             if retired is not None:
-                retired[1].set()
+                _set_later(retired[1])
         added: list[ResourceType] = []
         if crd is None:
             self._crds.pop(name, None)
@@ -245,3 +250,11 @@ def scale_paths(rtype: ResourceType) -> ScalePaths:
 def _serving(crd: Obj) -> tuple[Any, Any, bool]:
     """What a CRD's served types are made of."""
     return crd.get("spec"), crd.get("status", {}).get("acceptedNames"), established(crd)
+
+
+def _set_later(event: asyncio.Event) -> None:
+    """``event`` set ``RETIRE_GRACE`` from now (at once outside an event loop)."""
+    try:
+        asyncio.get_running_loop().call_later(RETIRE_GRACE, event.set)
+    except RuntimeError:
+        event.set()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.api.crds import CustomResourceDefinitions, scale_paths
+from controlplane.api.crds import RETIRE_GRACE, CustomResourceDefinitions, scale_paths
 from controlplane.api.errors import ApiError
 from controlplane.api.fieldvalidation import request_scope, warning_headers
 from controlplane.api.scale import scale_of, with_spec_replicas
@@ -139,7 +139,10 @@ async def test_watches_end_when_their_type_is_retired(crds: CustomResourceDefini
     await asyncio.sleep(0.01)
     assert not waiting.done()
     crds.observe("widgets.example.com", None, 6)
-    await asyncio.wait_for(waiting, 1)
+    # as upstream's tearDown, a second later: a client following the CRDs has seen it go by then
+    await asyncio.sleep(RETIRE_GRACE / 2)
+    assert not waiting.done()
+    await asyncio.wait_for(waiting, RETIRE_GRACE + 1)
     assert never.cancelled()
     # asking about a type already retired returns at once
     await asyncio.wait_for(crds.until_retired(rtype, asyncio.get_running_loop().create_future()), 1)
