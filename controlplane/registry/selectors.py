@@ -272,7 +272,7 @@ def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
                 field, value = (s.strip() for s in part.split(op, 1))
                 break
         else:
-            raise SelectorError(f"invalid field selector {part!r}: expected field=value or field!=value")
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")  # upstream's words
         if field not in fields:
             raise SelectorError(f'field label not supported: {field}')
         terms.append((fields[field], op != "!=", value))
