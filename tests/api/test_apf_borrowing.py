@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from controlplane.api import fairqueuing
 from controlplane.api.fairqueuing import Integrator
 from controlplane.api.flowcontrol import EVENT_LATENCY, FlowControl, allocate
 from controlplane.api.flowmatch import request_info
@@ -64,7 +63,7 @@ def test_allocation_shares_by_target_within_bounds_as_upstreams() -> None:
 
 def test_the_integrator_measures_demand_over_time(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr(fairqueuing.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # (fairqueuing reads time.monotonic)
     demand = Integrator()
     demand.add(4)
     clock[0] += 0.05
@@ -134,11 +133,12 @@ async def test_a_busy_level_borrows_from_an_idle_one_and_gives_back() -> None:
     assert (busy.nominal, busy.lower, busy.upper) == (10, 10, 50)
     assert (idle.nominal, idle.lower, idle.upper) == (25, 5, 25)
     assert busy.queues is not None and idle.queues is not None
+    busy_queues, idle_queues = busy.queues, idle.queues
     alices, bobs = Slow(), Slow()
     bob = ALICE.__class__(BOB_USER, ("system:authenticated",))
     flood = [asyncio.create_task(call(f, alices, ALICE, "GET", "/api/v1/namespaces/a/configmaps/x"))
              for _ in range(30)]
-    await until(lambda: alices.running + busy.queues.waiting == 30)
+    await until(lambda: alices.running + busy_queues.waiting == 30)
     assert alices.running == busy.current < 30 and busy.queues.waiting == 30 - busy.current
     f.adjust()
     # busy's demand (30 seats) is its target; idle lends down to its lower limit
@@ -154,7 +154,7 @@ async def test_a_busy_level_borrows_from_an_idle_one_and_gives_back() -> None:
     # busy goes back to its own
     others = [asyncio.create_task(call(f, bobs, bob, "GET", "/api/v1/namespaces/b/configmaps/x"))
               for _ in range(25)]
-    await until(lambda: bobs.running + idle.queues.waiting == 25)
+    await until(lambda: bobs.running + idle_queues.waiting == 25)
     assert bobs.running == 5
     f.adjust()
     assert idle.current == idle.nominal == 25 and busy.current == busy.nominal == 10 and catch_all.current == 5
