@@ -123,26 +123,31 @@ class KubeletEvents:
         self._record(pod, node, path, "Created", "Container created")
         self._record(pod, node, path, "Started", "Container started")
 
-    def restarted(self, pod: Mapping[str, Any], node: str) -> None:
-        """Its exited containers started again (``podfailure``): the image on the node already,
-        each ``Pulled``, ``Created`` and ``Started``, as the kubelet's startContainer records them."""
-        for c in (pod.get("spec") or {}).get("containers") or ():
-            if isinstance(c, dict):
-                path = f"spec.containers{{{c.get('name', '')}}}"
-                self._record(pod, node, path, "Pulled", f'Container image "{c.get("image", "")}" already present '
-                                                        "on machine and can be accessed by the pod")
-                self.container_started(pod, node, path)
+    def restarted(self, pod: Mapping[str, Any], node: str, only: str | None = None) -> None:
+        """Its exited containers started again (``podfailure``; ``only`` the one at that field
+        path): the image on the node already, each ``Pulled``, ``Created`` and ``Started``, as the
+        kubelet's startContainer records them."""
+        for path, c in self._exited(pod, only):
+            self._record(pod, node, path, "Pulled", f'Container image "{c.get("image", "")}" already present '
+                                                    "on machine and can be accessed by the pod")
+            self.container_started(pod, node, path)
 
-    def backing_off(self, pod: Mapping[str, Any], node: str) -> None:
-        """Its exited containers wait before they restart (``podfailure``): ``BackOff``, in the
-        words of the kubelet's doBackOff."""
+    def backing_off(self, pod: Mapping[str, Any], node: str, only: str | None = None) -> None:
+        """Its exited containers wait before they restart (``podfailure``; ``only`` the one at
+        that field path): ``BackOff``, in the words of the kubelet's doBackOff."""
         meta = pod.get("metadata") or {}
-        for c in (pod.get("spec") or {}).get("containers") or ():
-            if isinstance(c, dict):
-                name = c.get("name", "")
-                self._record(pod, node, f"spec.containers{{{name}}}", "BackOff",
-                             f"Back-off restarting failed container {name} in pod "
-                             f"{meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})", "Warning")
+        for path, c in self._exited(pod, only):
+            self._record(pod, node, path, "BackOff",
+                         f"Back-off restarting failed container {c.get('name', '')} in pod "
+                         f"{meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})", "Warning")
+
+    @staticmethod
+    def _exited(pod: Mapping[str, Any], only: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The containers that exit together (every regular one), or the one at path ``only``."""
+        if only is not None:
+            return ((path, c) for path, c in container_paths(pod) if path == only)
+        return ((f"spec.containers{{{c.get('name', '')}}}", c) for c in (pod.get("spec") or {}).get("containers") or ()
+                if isinstance(c, dict))
 
     def stopping(self, pod: Mapping[str, Any], node: str) -> None:
         """A running pod deleted: each running container stopped (its regular and running
