@@ -35,7 +35,24 @@ What the kubelet does then is upstream's (``pkg/kubelet/kubelet_pods.go``, ``get
   ``restartCount`` one more.
 
 Every regular container of the pod exits together, with the same code; sidecars (restartable
-init containers) run on.
+init containers) run on. Unless ``sim.controlplane.dev/fail-container: NAME`` names the one
+container that fails (``Target``; the others run on), as the kubelet treats it
+(``computePodActions`` in kuberuntime_manager.go, ``getPhase``, generate.go):
+
+- an init container: the pod starts with the init containers before it completed, it running,
+  the rest and the regular containers ``waiting`` in ``PodInitializing``, the pod ``Pending``
+  and ``Initialized`` False (``ContainersNotInitialized``). Its exit is reported ``terminated``
+  (kubectl's ``Init:Error``); under ``Never`` the pod is then ``Failed``; else the kubelet's next
+  sync starts it again, at once the first time, then after the back-off (``CrashLoopBackOff``,
+  kubectl's ``Init:CrashLoopBackOff``), the pod ``Pending`` throughout. A run that does not fail
+  completes it (exit 0), and the pod goes on: the init containers after it completed, the
+  containers running;
+- a regular container: it alone exits, not ready, ``restartCount`` its own; restarted (as above,
+  its exit reported first) as the pod's policy says, the pod ``Running`` meanwhile; not
+  restarted, the others complete as the built-in pod-complete stage completes them, and the pod
+  is ``Failed`` (getPhase: not every container succeeded);
+- a sidecar (an init container with ``restartPolicy: Always``, KEP-753): restarted whatever the
+  pod's policy, the pod ``Running``, ``Initialized`` still True (a regular container started).
 """
 
 from __future__ import annotations
@@ -51,8 +68,10 @@ from .native import pod_complete
 from .observed import generation_of, stamped
 from .stages import parse_duration
 
-__all__ = ["EXIT_CODE", "FAILURE_PROBABILITY", "FAIL_AFTER", "OOM_KILLED", "Exit", "JobFailures", "all_running",
-           "crashed", "exited", "may_fail", "planned_exit", "restarted", "run_of", "waiting_in_backoff"]
+__all__ = ["EXIT_CODE", "FAILURE_PROBABILITY", "FAIL_AFTER", "FAIL_CONTAINER", "OOM_KILLED", "Exit", "JobFailures",
+           "Target", "all_running", "completed", "crashed", "exited", "get_phase", "initialized", "initializing",
+           "may_fail", "one_backing_off", "one_exited", "one_restarted", "planned_exit", "restarted", "restarts",
+           "run_of", "state_of", "target_of", "target_status", "waiting_in_backoff"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +80,7 @@ EXIT_CODE = PREFIX + "exit-code"
 OOM_KILLED = PREFIX + "oom-killed"
 FAIL_AFTER = PREFIX + "fail-after"
 FAILURE_PROBABILITY = PREFIX + "failure-probability"
+FAIL_CONTAINER = PREFIX + "fail-container"
 OOM_EXIT_CODE = 137  # SIGKILL's 128 + 9, as the runtime reports an OOM kill
 
 
@@ -273,3 +293,338 @@ def all_running(pod: dict[str, Any]) -> bool:
     containers = _regular(pod)
     return bool(containers) and all("running" in ((current.get(str(c.get("name"))) or {}).get("state") or {})
                                     for c in containers)
+
+
+# -- one container failing: a named init container, sidecar or regular container ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The one container ``fail-container`` names: its status list, and its kind."""
+    name: str
+    field: str  # the status list: "initContainerStatuses" or "containerStatuses"
+    init: bool  # a regular init container: the pod waits for it to complete
+    sidecar: bool  # a restartable init container (KEP-753): restarted whatever the pod's restartPolicy
+
+
+def target_of(pod: dict[str, Any]) -> Target | None:
+    """The container ``fail-container`` names, None if it names none (every regular container
+    fails, as without it; a name the pod lacks counts as absent, with a warning)."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(FAIL_CONTAINER)
+    if not name:
+        return None
+    spec = pod.get("spec") or {}
+    for c in spec.get("initContainers") or ():
+        if isinstance(c, dict) and c.get("name") == name:
+            sidecar = c.get("restartPolicy") == "Always"
+            return Target(name, "initContainerStatuses", not sidecar, sidecar)
+    if any(isinstance(c, dict) and c.get("name") == name for c in spec.get("containers") or ()):
+        return Target(name, "containerStatuses", False, False)
+    uid = str(meta.get("uid") or "")
+    if uid not in _warned:  # (once a pod: this is read each time the pod is seen)
+        if len(_warned) >= 1024:
+            _warned.clear()
+        _warned.add(uid)
+        log.warning("pod %s/%s: annotation %s=%r names no container of the pod: ignored", meta.get("namespace"),
+                    meta.get("name"), FAIL_CONTAINER, name)
+    return None
+
+
+_warned: set[str] = set()  # the pods whose fail-container names none of their containers, warned of
+
+
+def restarts(target: Target, policy: str, code: int) -> bool:
+    """Whether the kubelet starts ``target`` again after it exited ``code`` (computePodActions:
+    a sidecar always; an init container only after a failure, unless the pod's policy is Never;
+    a regular container by the pod's policy)."""
+    if target.sidecar:
+        return True
+    if policy == "Never":
+        return False
+    return code != 0 or (policy == "Always" and not target.init)
+
+
+def target_status(pod: dict[str, Any], target: Target) -> dict[str, Any]:
+    """``target``'s status as the pod has it ({} before its kubelet wrote one)."""
+    for s in (pod.get("status") or {}).get(target.field) or ():
+        if isinstance(s, dict) and s.get("name") == target.name:
+            return s
+    return {}
+
+
+def state_of(status: dict[str, Any]) -> str:
+    """"running", "terminated", "waiting" or "" (none yet)."""
+    state = status.get("state") or {}
+    return next((k for k in ("running", "terminated", "waiting") if k in state), "")
+
+
+def _regular_started(spec: dict[str, Any], containers: list[dict[str, Any]]) -> bool:
+    """Whether a regular container of the pod runs or ran (kubecontainer.HasAnyRegularContainerStarted)."""
+    names = {c.get("name") for c in spec.get("containers") or () if isinstance(c, dict)}
+    return any(s.get("name") in names and state_of(s) in ("running", "terminated") for s in containers)
+
+
+def get_phase(spec: dict[str, Any], inits: list[dict[str, Any]], containers: list[dict[str, Any]]) -> str:
+    """The phase of a pod not yet terminal from its containers' statuses, as the kubelet's
+    getPhase (kubelet_pods.go; the ContainerRestartRules gate off: the pod's policy decides)."""
+    by_name = {s.get("name"): s for s in (*inits, *containers)}
+    pending_init = failed_init = pending_sidecars = 0
+    unknown = running = waiting = stopped = succeeded = 0
+    for c in spec.get("initContainers") or ():
+        if not isinstance(c, dict) or c.get("restartPolicy") == "Always":
+            continue
+        s = by_name.get(c.get("name")) or {}
+        state = state_of(s)
+        last_exit = (s.get("lastState") or {}).get("terminated")
+        if state == "terminated":
+            failed_init += 1 if s["state"]["terminated"].get("exitCode") else 0
+        elif state == "waiting" and last_exit is not None:
+            failed_init += 1 if last_exit.get("exitCode") else 0
+        else:  # running, waiting to start, or no status yet
+            pending_init += 1
+    for c in spec.get("initContainers") or ():
+        if not isinstance(c, dict) or c.get("restartPolicy") != "Always":
+            continue
+        s = by_name.get(c.get("name")) or {}
+        state = state_of(s)
+        if state == "running":
+            pending_sidecars += 0 if s.get("started") else 1
+            running += 1
+        elif state == "waiting" and not (s.get("lastState") or {}).get("terminated"):
+            pending_sidecars += 1
+            waiting += 1
+        elif not state:
+            pending_sidecars += 1
+            unknown += 1
+    for c in spec.get("containers") or ():
+        if not isinstance(c, dict):
+            continue
+        s = by_name.get(c.get("name")) or {}
+        state = state_of(s)
+        if state == "running":
+            running += 1
+        elif state == "terminated":
+            stopped += 1
+            succeeded += 0 if s["state"]["terminated"].get("exitCode") else 1
+        elif state == "waiting":
+            if (s.get("lastState") or {}).get("terminated"):
+                stopped += 1
+            else:
+                waiting += 1
+        else:
+            unknown += 1
+    policy = spec.get("restartPolicy") or "Always"
+    if failed_init and policy == "Never":
+        return "Failed"
+    if pending_init or (pending_sidecars and not _regular_started(spec, containers)) or waiting:
+        return "Pending"
+    if running and not unknown:
+        return "Running"
+    if not running and stopped and not unknown:
+        if policy == "Always":
+            return "Running"  # every container restarting
+        if stopped == succeeded:
+            return "Succeeded"
+        return "Failed" if policy == "Never" else "Running"
+    return "Pending"
+
+
+def _settled(pod: dict[str, Any], inits: list[dict[str, Any]], containers: list[dict[str, Any]],
+             now: str) -> dict[str, Any]:
+    """The status the kubelet writes for these container statuses: the phase (``get_phase``),
+    ``Initialized``, ``ContainersReady`` and ``Ready`` as status/generate.go generates them."""
+    spec = pod.get("spec") or {}
+    phase = get_phase(spec, inits, containers)
+    by_name = {s.get("name"): s for s in (*inits, *containers)}
+    incomplete, unready = [], []
+    for c in spec.get("initContainers") or ():
+        s = by_name.get(c.get("name")) or {}
+        sidecar = c.get("restartPolicy") == "Always"
+        if not s.get("started" if sidecar else "ready"):
+            incomplete.append(str(c.get("name")))
+        if sidecar and not s.get("ready"):
+            unready.append(str(c.get("name")))
+    unready += [str(c.get("name")) for c in spec.get("containers") or ()
+                if not (by_name.get(c.get("name")) or {}).get("ready")]
+    wanted: dict[str, tuple[bool, str, str]] = {}
+    if incomplete and not _regular_started(spec, containers):
+        wanted["Initialized"] = (False, "ContainersNotInitialized",
+                                 f"containers with incomplete status: [{' '.join(incomplete)}]")
+    else:
+        wanted["Initialized"] = (True, "", "")
+    if phase == "Failed":
+        ready = (False, "PodFailed", "")
+    elif unready:
+        ready = (False, "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+    else:
+        ready = (True, "", "")
+    wanted["ContainersReady"] = ready
+    wanted["Ready"] = ready if not ready[0] else _gated(pod)
+    return {**_observed(pod), "phase": phase, "initContainerStatuses": inits or None,
+            "containerStatuses": containers or None, "conditions": _with_conditions(pod, wanted, now)}
+
+
+def _gated(pod: dict[str, Any]) -> tuple[bool, str, str]:
+    """``Ready`` once the containers are: its readiness gates' conditions True (generate.go's words)."""
+    conditions = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or ()}
+    messages = []
+    for g in (pod.get("spec") or {}).get("readinessGates") or ():
+        kind = str(g.get("conditionType"))
+        c = conditions.get(kind)
+        if c is None:
+            messages.append(f'corresponding condition of pod readiness gate "{kind}" does not exist.')
+        elif c.get("status") != "True":
+            messages.append(f'the status of pod readiness gate "{kind}" is not "True", but {c.get("status")}')
+    return (False, "ReadinessGatesNotReady", ", ".join(messages)) if messages else (True, "", "")
+
+
+def _with_conditions(pod: dict[str, Any], wanted: dict[str, tuple[bool, str, str]], now: str) -> list[dict[str, Any]]:
+    generation = generation_of(pod)
+    out, seen = [], set()
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        kind = c.get("type")
+        seen.add(kind)
+        if kind not in wanted:
+            out.append(stamped(dict(c), generation) if kind in ("PodScheduled", "PodReadyToStartContainers") else c)
+            continue
+        ok, reason, message = wanted[kind]
+        new = {"type": kind, "status": "True" if ok else "False"}
+        if reason:
+            new["reason"] = reason
+        if message:
+            new["message"] = message
+        new["lastTransitionTime"] = c.get("lastTransitionTime") or now if c.get("status") == new["status"] else now
+        out.append(stamped(new, generation))
+    for kind, (ok, reason, message) in wanted.items():
+        if kind not in seen:
+            new = {"type": kind, "status": "True" if ok else "False", "lastTransitionTime": now}
+            if reason:
+                new["reason"] = reason
+            if message:
+                new["message"] = message
+            out.append(stamped(new, generation))
+    return out
+
+
+def _lists(pod: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    status = pod.get("status") or {}
+    return ([dict(s) for s in status.get("initContainerStatuses") or () if isinstance(s, dict)],
+            [dict(s) for s in status.get("containerStatuses") or () if isinstance(s, dict)])
+
+
+def _replace(pod: dict[str, Any], target: Target, change: dict[str, Any], now: str) -> dict[str, Any]:
+    inits, containers = _lists(pod)
+    for s in inits if target.init or target.sidecar else containers:
+        if s.get("name") == target.name:
+            s.update(change)
+    return _settled(pod, inits, containers, now)
+
+
+def initializing(pod: dict[str, Any], ready: dict[str, Any], target: Target, now: str) -> dict[str, Any]:
+    """What the built-in pod-ready stage writes (``ready``) made the status of a pod whose init
+    container ``target`` runs: the init containers before it completed (sidecars running), it
+    running, those after it and the regular containers waiting in ``PodInitializing``; the pod
+    ``Pending``, not initialized."""
+    def waiting(s: dict[str, Any]) -> dict[str, Any]:  # not created yet: no container nor image ID
+        kept = {k: v for k, v in s.items() if k not in ("containerID", "state", "ready", "started")}
+        return {**kept, "imageID": "", "ready": False, "started": False,
+                "state": {"waiting": {"reason": "PodInitializing"}}}
+
+    inits, after = [], False
+    for s in ready.get("initContainerStatuses") or ():
+        if s.get("name") == target.name:
+            after = True
+            inits.append({**s, "ready": False, "started": True, "containerID": f"containerd://{target.name}",
+                          "state": {"running": {"startedAt": now}}})
+        else:
+            inits.append(waiting(s) if after else s)
+    containers = [waiting(s) for s in ready.get("containerStatuses") or ()]
+    out = {**ready, **_settled({**pod, "status": {**(pod.get("status") or {}),
+                                                   "conditions": ready.get("conditions") or []}},
+                               inits, containers, now)}
+    return out
+
+
+def initialized(pod: dict[str, Any], now: str) -> dict[str, Any]:
+    """The status once the init container the pod waited for completed: the init containers
+    after it completed at once (sidecars running), the regular containers running."""
+    spec = pod.get("spec") or {}
+    sidecars = {c.get("name") for c in spec.get("initContainers") or () if isinstance(c, dict)
+                and c.get("restartPolicy") == "Always"}
+    inits, containers = _lists(pod)
+    for s in inits:
+        if state_of(s) == "waiting" and not s.get("lastState"):
+            s.update(containerID=f"containerd://{s.get('name')}", imageID=f"{s.get('image')}@sha256:simulated")
+            if s.get("name") in sidecars:
+                s.update(ready=True, started=True, state={"running": {"startedAt": now}})
+            else:
+                s.update(ready=True, started=False,
+                         state={"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
+                                               "finishedAt": now}})
+    for s in containers:
+        if state_of(s) == "waiting" and not s.get("lastState"):
+            s.update(containerID=f"containerd://{s.get('name')}", imageID=f"{s.get('image')}@sha256:simulated",
+                     ready=True, started=True, state={"running": {"startedAt": now}})
+    return _settled(pod, inits, containers, now)
+
+
+def one_exited(pod: dict[str, Any], target: Target, ending: Exit, now: str) -> dict[str, Any]:
+    """The status once ``target`` exited (the others running on): it ``terminated``, not ready;
+    the phase and conditions what the kubelet makes of that (an init container's success lets
+    the pod go on: ``initialized``)."""
+    current = target_status(pod, target)
+    started = str((pod.get("status") or {}).get("startTime") or now)
+    status = _replace(pod, target, {"ready": ending.code == 0 and target.init, "started": False,
+                                    "state": {"terminated": _terminated(current, ending, now, started)}}, now)
+    if target.init and ending.code == 0:
+        return initialized({**pod, "status": {**(pod.get("status") or {}), **status}}, now)
+    return status
+
+
+def one_backing_off(pod: dict[str, Any], target: Target, backoff: float, now: str) -> dict[str, Any]:
+    """``target`` exited, to be started again after ``backoff`` seconds: waiting in
+    ``CrashLoopBackOff``, its exit its ``lastState``."""
+    meta = pod.get("metadata") or {}
+    current = target_status(pod, target)
+    last = (current.get("state") or {}).get("terminated") or (current.get("lastState") or {}).get("terminated")
+    message = (f"back-off {go_duration(backoff)} restarting failed container={target.name} "
+               f"pod={meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})")
+    return _replace(pod, target, {"ready": False, "started": False, "lastState": {"terminated": last} if last else {},
+                                  "state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}}}, now)
+
+
+def one_restarted(pod: dict[str, Any], target: Target, now: str) -> dict[str, Any]:
+    """``target`` started again: running, ``restartCount`` one more, its exit its ``lastState``
+    (ready at once: the simulated containers have no readiness probes; an init container once
+    it completes)."""
+    current = target_status(pod, target)
+    last = (current.get("state") or {}).get("terminated") or (current.get("lastState") or {}).get("terminated")
+    return _replace(pod, target, {"ready": not target.init, "started": True,
+                                  "restartCount": int(current.get("restartCount") or 0) + 1,
+                                  "lastState": {"terminated": last} if last else {},
+                                  "state": {"running": {"startedAt": now}}}, now)
+
+
+def completed(pod: dict[str, Any], rendered: dict[str, Any]) -> dict[str, Any]:
+    """What the built-in pod-complete stage writes (``rendered``), keeping what the failure
+    model did: each container's restart count and last state, a container that exited in
+    failure so (the pod ``Failed`` then, as getPhase: not every container succeeded)."""
+    inits, current = _lists(pod)
+    by_name = {s.get("name"): s for s in (*inits, *current)}
+    failed = False
+    for s in (*(rendered.get("initContainerStatuses") or ()), *(rendered.get("containerStatuses") or ())):
+        before = by_name.get(s.get("name")) or {}
+        s["restartCount"] = int(before.get("restartCount") or 0)
+        if before.get("lastState"):
+            s["lastState"] = before["lastState"]
+        terminated = (before.get("state") or {}).get("terminated")
+        if terminated and terminated.get("exitCode") and s in (rendered.get("containerStatuses") or ()):
+            s["state"] = {"terminated": terminated}
+            failed = True
+    if failed:
+        rendered["phase"] = "Failed"
+        for c in rendered.get("conditions") or ():
+            if c.get("type") in ("Ready", "ContainersReady"):
+                c["reason"] = "PodFailed"
+    return rendered

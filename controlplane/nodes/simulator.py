@@ -82,17 +82,28 @@ from .failures import FAILURE_MODES
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
+from .native import NATIVE
 from .observed import generation_of, observe_patch, stamped
 from .podfailure import (
     Exit,
     JobFailures,
+    Target,
     all_running,
+    completed,
     crashed,
     exited,
+    initializing,
     may_fail,
+    one_backing_off,
+    one_exited,
+    one_restarted,
     planned_exit,
     restarted,
+    restarts,
     run_of,
+    state_of,
+    target_of,
+    target_status,
     waiting_in_backoff,
 )
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
@@ -132,6 +143,11 @@ IMAGE_PULL = "(image pull)"  # a pod's pending "stage" while its images are pull
 # a pod's pending "stage" while its containers run towards a planned exit, and while they wait
 # out their crash-loop back-off (``podfailure``: the built-in stages' failure model)
 CONTAINER_EXIT, BACK_OFF = "(container exit)", "(back-off)"
+# and, with one container failing (``podfailure.Target``): the kubelet starting a pod whose init
+# container fails, its next sync after the container exited (restarted at once or backing off), and the
+# other containers completing (restartPolicy Never/OnFailure, as the built-in pod-complete stage)
+INIT_START, RESTART, COMPLETE = "(init start)", "(restart)", "(complete)"
+FAILURE_STEPS = frozenset((CONTAINER_EXIT, BACK_OFF, INIT_START, RESTART, COMPLETE))  # (one hashed lookup)
 # with Stages from the API, the objects are evaluated against a new set once the Stages have
 # not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
 SWEEP_QUIET = 0.1
@@ -194,8 +210,8 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "exit_run", "finished", "gen", "ip",
-                 "node", "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
+    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "exit_run", "exit_target", "finished",
+                 "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -220,6 +236,7 @@ class _Pod:
         self.backoff_at = 0.0
         self.exit: Exit | None = None  # how the pending CONTAINER_EXIT ends the run
         self.exit_run = 0  # which run (restart count) it ends
+        self.exit_target = False  # it is one container's (``fail-container``), not every regular container's
 
 
 def _terminal(pod: dict[str, Any]) -> bool:
@@ -1348,8 +1365,15 @@ class NodeSimulator:
             st.stage = None
             self._pod_seen(pod)
             return
-        if st.stage in (CONTAINER_EXIT, BACK_OFF):
-            await self._container_exit(key, st, node, pod)
+        if st.stage in FAILURE_STEPS:
+            target = target_of(pod) if st.stage != CONTAINER_EXIT or st.exit_target else None
+            if target is not None:
+                await self._one_step(key, st, node, pod, target)
+            elif st.stage in (CONTAINER_EXIT, BACK_OFF):
+                await self._container_exit(key, st, node, pod)
+            else:  # its annotation gone meanwhile
+                st.stage = None
+                self._pod_seen(pod)
             return
         stage = self.pod_stages.pending(st.stage, pod) if st.stage is not None else None
         if stage is None:  # no longer matches: draw again
@@ -1388,6 +1412,9 @@ class NodeSimulator:
     def _failing(self, key: str, st: _Pod, pod: dict[str, Any]) -> bool:
         """Whether the failure model (``podfailure``) takes the running pod's next step: its
         containers' planned exit, or the end of their back-off, set to fire (or already pending)."""
+        target = target_of(pod)
+        if target is not None:
+            return self._one_failing(key, st, pod, target)
         if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
             return False
         policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
@@ -1409,9 +1436,140 @@ class NodeSimulator:
             # a restarted batch pod's successful run: its exit says its restarts, which pod-complete's would not
             ending = Exit(0, "Completed", self.config.job_seconds)
         st.gen += 1
-        st.stage, st.exit, st.exit_run = CONTAINER_EXIT, ending, run
+        st.stage, st.exit, st.exit_run, st.exit_target = CONTAINER_EXIT, ending, run, False
         self.wheel.schedule(time.monotonic() + ending.after, ("pod", key, st.gen))
         return True
+
+    def _pending(self, key: str, st: _Pod, step: str, after: float) -> bool:
+        """``step`` of the failure model set to fire ``after`` seconds on (unless already pending)."""
+        if st.stage != step:
+            st.gen += 1
+            st.stage = step
+            if after <= 0:
+                gen = st.gen
+                self._write(lambda: self._run_stage(key, gen), POD)
+            else:
+                self.wheel.schedule(time.monotonic() + after, ("pod", key, st.gen))
+        return True
+
+    def _one_failing(self, key: str, st: _Pod, pod: dict[str, Any], target: Target) -> bool:
+        """``_failing`` when ``fail-container`` names the one container that fails: an init
+        container (the pod waits in ``Pending``), a sidecar or a regular container (the others run
+        on). Whether the model takes the pod's next step."""
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+            return False
+        if target.init and not status.get("podIP"):
+            return self._pending(key, st, INIT_START, 0)  # instead of pod-ready: the init container runs
+        if phase != ("Pending" if target.init else "Running"):
+            return False
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        current = target_status(pod, target)
+        state = state_of(current)
+        if state == "waiting" and (current["state"]["waiting"] or {}).get("reason") == "CrashLoopBackOff":
+            return self._pending(key, st, BACK_OFF, st.backoff or self.config.crash_backoff)
+        if state == "terminated":
+            if restarts(target, policy, int(current["state"]["terminated"].get("exitCode") or 0)):
+                # the kubelet's next sync restarts it: upstream's relist a second on (a tenth of the
+                # back-off's start), the exit reported meanwhile (kubectl's Error, Init:Error)
+                return self._pending(key, st, RESTART, min(1.0, self.config.crash_backoff / 10))
+            # the others complete as the built-in pod-complete stage completes a pod (none is
+            # restarted: a regular container exited, the pod's policy Never or OnFailure)
+            return target.init or self._pending(key, st, COMPLETE, self.config.job_seconds)
+        if state != "running":
+            return False
+        run = int(current.get("restartCount") or 0)
+        if st.stage == CONTAINER_EXIT and st.exit_run == run and st.exit_target:
+            return True  # its run goes on towards its planned exit
+        if st.stage == COMPLETE:
+            return True
+        ending = planned_exit(pod, run, self.job_failures, self.config.job_seconds, self.config.seed)
+        if ending is None:
+            if target.init:  # an init container's run that does not fail completes
+                ending = Exit(0, "Completed", self.config.job_seconds)
+            elif policy == "Always":
+                return False  # it runs on, as without the model
+            else:
+                return self._pending(key, st, COMPLETE, self.config.job_seconds)
+        st.gen += 1
+        st.stage, st.exit, st.exit_run, st.exit_target = CONTAINER_EXIT, ending, run, True
+        self.wheel.schedule(time.monotonic() + ending.after, ("pod", key, st.gen))
+        return True
+
+    async def _one_step(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any], target: Target) -> None:
+        """A pending step of one container's failure whose time has come: the status the kubelet writes then."""
+        pending, st.stage = st.stage, None
+        now, at = now_rfc3339(), time.monotonic()
+        current = target_status(pod, target)
+        state = state_of(current)
+        path = f"spec.{'initContainers' if target.init or target.sidecar else 'containers'}{{{target.name}}}"
+        events: list[Callable[[KubeletEvents], None]] = []  # recorded once the status is written
+        starts: list[str] = []  # the containers started then (their paths)
+        if pending == INIT_START:
+            if (pod.get("status") or {}).get("podIP"):
+                self._pod_seen(pod)
+                return
+            status = initializing(pod, NATIVE["pod-ready"](pod, self._template_funcs(node, pod)), target, now)
+            for container_path, _ in container_paths(pod):  # the init containers up to it started
+                if container_path.startswith("spec.initContainers"):
+                    starts.append(container_path)
+                if container_path == path:
+                    break
+        elif pending == BACK_OFF:
+            if ((current.get("state") or {}).get("waiting") or {}).get("reason") != "CrashLoopBackOff":
+                self._pod_seen(pod)
+                return
+            # the kubelet's flowcontrol.Backoff.Next as it starts the container again: doubled, capped
+            st.backoff, st.backoff_at = min(2 * st.backoff, self.config.crash_backoff_max), at
+            status = one_restarted(pod, target, now)
+            events.append(lambda e: e.restarted(pod, node.name, path))
+        elif pending == RESTART:
+            if state != "terminated":
+                self._pod_seen(pod)
+                return
+            if st.backoff and at - st.backoff_at <= 2 * self.config.crash_backoff_max:
+                status = one_backing_off(pod, target, st.backoff, now)
+                events.append(lambda e: e.backing_off(pod, node.name, path))
+            else:  # no back-off yet, or its entry expired (a run of 10 min): restarted at once, back-off reset
+                st.backoff, st.backoff_at = self.config.crash_backoff, at
+                status = one_restarted(pod, target, now)
+                events.append(lambda e: e.restarted(pod, node.name, path))
+        elif pending == COMPLETE:
+            if (pod.get("status") or {}).get("phase") != "Running":
+                self._pod_seen(pod)
+                return
+            status = completed(pod, NATIVE["pod-complete"](pod, {"Now": lambda: now}))
+        else:
+            ending = st.exit
+            if ending is None or state != "running" or int(current.get("restartCount") or 0) != st.exit_run:
+                self._pod_seen(pod)  # (a run seen late)
+                return
+            status = one_exited(pod, target, ending, now)
+            if status.get("phase") == "Running" and target.init:  # initialized: the others start
+                after = False
+                for container_path, _ in container_paths(pod):
+                    if after:
+                        starts.append(container_path)
+                    after = after or container_path == path
+        meta = pod.get("metadata") or {}
+        ns, name = key.split("/", 1)
+        try:
+            await self._kubelet(node.name).patch(resource_path("", "v1", "pods", ns, name, "status"),
+                                                 {"metadata": {"uid": meta.get("uid")}, "status": status},
+                                                 patch_type="merge")
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+            return
+        if status.get("phase") == "Running" and not st.started:
+            st.started = True
+            POD_START_SECONDS.observe(time.monotonic() - st.seen)
+        if self.pod_events is not None:
+            for record in events:
+                record(self.pod_events)
+            for started in starts:
+                self.pod_events.container_started(pod, node.name, started)
 
     async def _container_exit(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> None:
         """A pending CONTAINER_EXIT or BACK_OFF whose time has come: the status the kubelet writes then."""
