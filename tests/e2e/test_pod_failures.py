@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from controlplane.nodes.podfailure import EXIT_CODE, OOM_KILLED
+from controlplane.nodes.podfailure import EXIT_CODE, FAIL_CONTAINER, OOM_KILLED
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve, running, start_serve
 
@@ -176,3 +176,49 @@ def test_a_crash_looping_deployment_pod_in_kubectl_get_pods(served: Serve) -> No
     assert "CrashLoopBackOff" in described and "Back-off restarting failed container app in pod" in described
     assert 'Container image "nginx" already present on machine' in described  # its restarts' Pulled
     kubectl(served, "delete", "deployment", "crashy")
+
+
+def init_pod_yaml(name: str, restart_policy: str) -> str:
+    annotations = {EXIT_CODE: "1", FAIL_CONTAINER: "migrate", "sim.controlplane.dev/fail-after": "100ms"}
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, annotations: {orjson.dumps(annotations).decode()}}}
+spec:
+  restartPolicy: {restart_policy}
+  terminationGracePeriodSeconds: 0
+  initContainers: [{{name: migrate, image: busybox}}]
+  containers: [{{name: app, image: nginx}}]
+"""
+
+
+def test_an_init_container_crash_looping_in_kubectl_get_pods(served: Serve) -> None:
+    """``fail-container`` aimed at an init container: the pod stays Pending, and kubectl's table
+    (the server's, printPod's rules) shows ``Init:CrashLoopBackOff`` with the init container's restarts."""
+    kubectl(served, "apply", "-f", "-", stdin=init_pod_yaml("initloop", "Always"))
+    deadline = time.monotonic() + 60
+    rows: list[list[str]] = []
+    while time.monotonic() < deadline:
+        row = kubectl(served, "get", "pod", "initloop", "--no-headers").split()
+        rows.append(row)  # NAME READY STATUS RESTARTS AGE
+        if row[2] == "Init:CrashLoopBackOff" and int(row[3]) >= 2:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"no Init:CrashLoopBackOff with 2 restarts in a minute: {rows[-5:]}")
+    assert rows[-1][1] == "0/1" and rows[-1][4].startswith("(")
+    assert {r[2] for r in rows} <= {"Pending", "ContainerCreating", "Init:0/1", "Init:Error", "Init:CrashLoopBackOff"}
+    pod = orjson.loads(kubectl(served, "get", "pod", "initloop", "-o", "json"))
+    assert pod["status"]["phase"] == "Pending"
+    assert pod["status"]["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    described = kubectl(served, "describe", "pod", "initloop")
+    assert "Back-off restarting failed container migrate in pod" in described
+    kubectl(served, "delete", "pod", "initloop")
+
+
+def test_an_init_container_failing_a_never_pod_in_kubectl_get_pods(served: Serve) -> None:
+    kubectl(served, "apply", "-f", "-", stdin=init_pod_yaml("initfail", "Never"))
+    kubectl(served, "wait", "--for=jsonpath={.status.phase}=Failed", "pod/initfail", "--timeout=60s")
+    row = kubectl(served, "get", "pod", "initfail", "--no-headers").split()
+    assert row[1:4] == ["0/1", "Init:Error", "0"]
+    kubectl(served, "delete", "pod", "initfail")
