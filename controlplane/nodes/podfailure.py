@@ -37,7 +37,8 @@ What the kubelet does then is upstream's (``pkg/kubelet/kubelet_pods.go``, ``get
 Every regular container of the pod exits together, with the same code; sidecars (restartable
 init containers) run on. Unless ``sim.controlplane.dev/fail-container: NAME`` names the one
 container that fails (``Target``; the others run on), as the kubelet treats it
-(``computePodActions`` in kuberuntime_manager.go, ``getPhase``, generate.go):
+(``computePodActions`` in kuberuntime_manager.go, its ``computeInitContainerActions`` in
+kuberuntime_container.go, ``getPhase``, generate.go):
 
 - an init container: the pod starts with the init containers before it completed, it running,
   the rest and the regular containers ``waiting`` in ``PodInitializing``, the pod ``Pending``
@@ -335,9 +336,9 @@ _warned: set[str] = set()  # the pods whose fail-container names none of their c
 
 
 def restarts(target: Target, policy: str, code: int) -> bool:
-    """Whether the kubelet starts ``target`` again after it exited ``code`` (computePodActions:
-    a sidecar always; an init container only after a failure, unless the pod's policy is Never;
-    a regular container by the pod's policy)."""
+    """Whether the kubelet starts ``target`` again after it exited ``code`` (computeInitContainerActions,
+    computePodActions): a sidecar always; an init container only after a failure, unless the
+    pod's policy is Never; a regular container as the pod's policy says."""
     if target.sidecar:
         return True
     if policy == "Never":
