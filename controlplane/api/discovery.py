@@ -28,18 +28,30 @@ resources' 1000 and 100), which kubectl and the clients take the preferred versi
     ['apiregistration.k8s.io', 'apps', 'batch', 'zz.example.com']
     >>> version_order("autoscaling", ["v1", "v2"])
     ['v2', 'v1']
+
+The per-version documents (``/api/v1``, ``/apis/<group>/<version>``: APIResourceList) give
+each stored resource the ``storageVersionHash`` of the group, version and kind its objects
+are stored as (``storage_version_hash``), as upstream's installer and CRD handler do; a
+client (kube-storage-version-migrator) sees it change when the storage version does. The
+subresources, and the types answered without a storage (bindings, componentstatuses, the
+reviews, the metrics), have none; nor has aggregated discovery, whose APIResourceDiscovery
+has no such field.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+from functools import cache
 from typing import Any
 
 from ..registry import Registry, ResourceType
 from ..registry.apiservices import APIREGISTRATION_GROUP, APIREGISTRATION_GROUP_PRIORITY, priority_of
+from ..registry.conversion import conversion_for
 from ..registry.versions import priority as kube_version_order
 
 __all__ = ["SUBRESOURCE_KINDS", "aggregated", "aggregated_order", "aggregated_version_accepted", "group_list_order",
-           "subresource_kind", "version_order"]
+           "storage_version_hash", "subresource_kind", "version_order"]
 
 Groups = dict[str, list[str]]  # group -> its versions (Registry.groups)
 
@@ -65,6 +77,33 @@ def subresource_kind(t: ResourceType, sub: str) -> dict[str, Any]:
     and the verbs get, patch and update."""
     known = SUBRESOURCE_KINDS.get(sub, {})
     return {**known, "kind": f"{t.kind}ProxyOptions"} if sub == "proxy" else known
+
+
+@cache
+def _gvk_hash(group: str, version: str, kind: str) -> str:
+    """Upstream's ``discovery.StorageVersionHash``: the first 8 bytes of the SHA-256 of
+    ``group/version/kind``, in standard base64.
+
+    >>> _gvk_hash("", "v1", "Pod")
+    'xPOwRZ+Yhw8='
+    """
+    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
+
+
+def storage_version_hash(t: ResourceType) -> str:
+    """The ``storageVersionHash`` of ``t`` in its APIResourceList: from the version its
+    objects are stored as (a custom resource's storage version; events.k8s.io/v1 Events
+    are stored as core v1 Events, autoscaling/v1 HorizontalPodAutoscalers as v2); "" for a
+    type without a storage (one that cannot be watched: bindings, the reviews, ...)."""
+    if "watch" not in t.verbs:
+        return ""
+    if t.custom is not None:
+        return _gvk_hash(t.group, t.custom.storage_version or t.version, t.kind)
+    conversion = conversion_for(t.group, t.version, t.kind)
+    if conversion is not None:
+        group, _, version = conversion.stored_api_version.rpartition("/")
+        return _gvk_hash(group, version, t.kind)
+    return _gvk_hash(t.group, t.version, t.kind)
 
 
 def aggregated_version_accepted(accept: str) -> str | None:

@@ -96,7 +96,14 @@ from .crds import CustomResourceDefinitions, scale_paths
 from .defaultclass import DefaultClassAdmission
 from .deleteoptions import delete_options
 from .dependents import collect_dependents
-from .discovery import aggregated, aggregated_version_accepted, group_list_order, subresource_kind, version_order
+from .discovery import (
+    aggregated,
+    aggregated_version_accepted,
+    group_list_order,
+    storage_version_hash,
+    subresource_kind,
+    version_order,
+)
 from .discovery import content_type as discovery_content_type
 from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
 from .errors import ApiError, json_object
@@ -989,6 +996,9 @@ class KubeApi:
                 r["shortNames"] = list(t.short_names)
             if t.categories:
                 r["categories"] = list(t.categories)
+            svh = storage_version_hash(t)
+            if svh:
+                r["storageVersionHash"] = svh
             resources.append(r)
             for sub in t.subresources:
                 resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -100,3 +102,72 @@ def test_groups_are_listed_as_the_aggregator_lists_them(served: Serve, api: clie
     versions = kubectl(served, "api-versions").split()  # (kubectl sorts them)
     assert "autoscaling/v2" in versions and "b.example.com/v1" in versions
 
+
+
+# upstream's test data (test/integration/etcd's storageversionhashdata): the hashes of the
+# storage versions, the same for every served version that shares a storage
+_UPSTREAM_HASHES = {
+    "v1/pods": "xPOwRZ+Yhw8=", "v1/events": "r2yiGXH7wu8=", "v1/namespaces": "Q3oi5N2YM8M=",
+    "apps/v1/deployments": "8aSe+NMegvE=", "events.k8s.io/v1/events": "r2yiGXH7wu8=",
+    "autoscaling/v1/horizontalpodautoscalers": "qwQve8ut294=",
+    "autoscaling/v2/horizontalpodautoscalers": "qwQve8ut294=",
+    "flowcontrol.apiserver.k8s.io/v1/flowschemas": "GJVAJZSZBIw=",
+}
+_UNSTORED = ("v1/bindings", "v1/componentstatuses", "authentication.k8s.io/v1/tokenreviews",
+             "authorization.k8s.io/v1/selfsubjectaccessreviews", "metrics.k8s.io/v1beta1/pods")
+
+SPROCKETS = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: sprockets.svh.example.com}
+spec:
+  group: svh.example.com
+  scope: Namespaced
+  names: {plural: sprockets, kind: Sprocket}
+  versions:
+  - {name: v1, served: true, storage: false, schema: {openAPIV3Schema: {type: object}}}
+  - {name: v1beta1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}
+"""
+
+
+def _hashes(served: Serve, group_version: str) -> dict[str, str | None]:
+    """A group-version's resources and their storageVersionHash (empty while it is not served)."""
+    path = f"/api/{group_version}" if group_version == "v1" else f"/apis/{group_version}"
+    r = httpx.get(f"{served.url}{path}", headers=bearer(served))
+    if r.status_code == 404:
+        return {}
+    assert r.status_code == 200, r.text
+    return {res["name"]: res.get("storageVersionHash") for res in r.json()["resources"]}
+
+
+def test_resource_lists_carry_the_storage_version_hash(served: Serve, api: client.ApiClient) -> None:
+    """APIResourceList entries have upstream's storageVersionHash: of the version the type is
+    stored as (events.k8s.io's Events are core Events; autoscaling/v1 HPAs are stored as v2; a
+    CRD's storage version), none on subresources or types without a storage; aggregated
+    discovery has no such field."""
+    for gvr, expected in _UPSTREAM_HASHES.items():
+        group_version, _, plural = gvr.rpartition("/")
+        assert _hashes(served, group_version)[plural] == expected, gvr
+    for gvr in _UNSTORED:
+        group_version, _, plural = gvr.rpartition("/")
+        assert _hashes(served, group_version)[plural] is None, gvr
+    core = _hashes(served, "v1")
+    assert core["pods/status"] is None and core["pods/binding"] is None
+
+    resources = client.CoreV1Api(api).get_api_resources().resources  # the official client reads it
+    assert next(r for r in resources if r.name == "pods").storage_version_hash == "xPOwRZ+Yhw8="
+
+    kubectl(served, "apply", "-f", "-", stdin=SPROCKETS)
+    deadline = time.monotonic() + 20
+    while True:
+        served_as = [_hashes(served, f"svh.example.com/{v}").get("sprockets") for v in ("v1", "v1beta1")]
+        if None not in served_as:
+            break
+        assert time.monotonic() < deadline, served_as
+        time.sleep(0.1)
+    stored = base64.b64encode(hashlib.sha256(b"svh.example.com/v1beta1/Sprocket").digest()[:8]).decode()
+    assert served_as == [stored, stored]
+
+    doc = httpx.get(f"{served.url}/api", headers={**bearer(served), "accept": AGGREGATED}).json()
+    pods = next(r for r in doc["items"][0]["versions"][0]["resources"] if r["resource"] == "pods")
+    assert "storageVersionHash" not in pods
