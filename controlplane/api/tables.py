@@ -18,6 +18,7 @@ import orjson
 from ..quantity import format_quantity, parse_quantity
 from ..registry.certificates import extract_condition
 from ..registry.custom import CustomVersion
+from ..registry.schema import definitions
 from .jsonpath import JsonPathError, compile_path, find
 
 __all__ = ["as_table", "custom_columns", "wants_table"]
@@ -921,6 +922,236 @@ COLUMNS: dict[str, list[Column]] = {
 _DEFAULT = [_NAME, _col("Created At", lambda o: _get(o, "metadata", "creationTimestamp"), fmt="date")]
 
 
+# -- column descriptions ------------------------------------------------------------
+# Upstream's printers (pkg/printers/internalversion/printers.go, kube-aggregator's for
+# APIServices) describe each column in a sentence of their own or with the API docs of
+# the field it shows (``SwaggerDoc()``); the latter are read here from the release's
+# definitions, whose descriptions are the same comments. Where upstream quotes a version
+# no longer served (extensions/v1beta1, batch/v1beta1, ...), the served version's field
+# is quoted. A column not named here is a Name or Age column (ObjectMeta's name and
+# creationTimestamp) or has no description.
+_CORE, _META = "io.k8s.api.core.v1.", "io.k8s.apimachinery.pkg.apis.meta.v1."
+Doc = str | tuple[str, str]  # a sentence, or (definition, field) whose description is quoted
+_CONTAINERS_DOC = "Names of each container in the template."
+_IMAGES_DOC = "Images referenced by each container in the template."
+_READY_PODS_DOC = "Number of the pod with ready state"
+_WEBHOOKS_DOC = "Webhooks indicates the number of webhooks registered in this configuration"
+
+
+def _fields(definition: str, **columns: str) -> dict[str, Doc]:
+    """Columns (by name) quoting the fields of one definition."""
+    return {name: (definition, field) for name, field in columns.items()}
+
+
+def _workload(spec: str, **more: Doc) -> dict[str, Doc]:
+    return {"Containers": _CONTAINERS_DOC, "Images": _IMAGES_DOC, "Selector": (spec, "selector"), **more}
+
+
+_DOCS: dict[str, dict[str, Doc]] = {
+    "pods": {
+        "Ready": "The aggregate readiness state of this pod for accepting traffic.",
+        "Status": "The aggregate status of the containers in this pod.",
+        "Restarts": "The number of times the containers in this pod have been restarted and when the last "
+                    "container in this pod has restarted.",
+        "IP": (_CORE + "PodStatus", "podIP"), "Node": (_CORE + "PodSpec", "nodeName"),
+        "Nominated Node": (_CORE + "PodStatus", "nominatedNodeName"),
+        "Readiness Gates": (_CORE + "PodSpec", "readinessGates")},
+    "podtemplates": {"Containers": _CONTAINERS_DOC, "Images": _IMAGES_DOC,
+                     "Pod Labels": "The labels for the pod template."},
+    "poddisruptionbudgets": {"Min Available": "The minimum number of pods that must be available.",
+                             "Max Unavailable": "The maximum number of pods that may be unavailable.",
+                             "Allowed Disruptions": "Calculated number of pods that may be disrupted at this time."},
+    "replicationcontrollers": _workload(
+        _CORE + "ReplicationControllerSpec", Desired=(_CORE + "ReplicationControllerSpec", "replicas"),
+        Current=(_CORE + "ReplicationControllerStatus", "replicas"),
+        Ready=(_CORE + "ReplicationControllerStatus", "readyReplicas")),
+    "replicasets": _workload(
+        "io.k8s.api.apps.v1.ReplicaSetSpec", Desired=("io.k8s.api.apps.v1.ReplicaSetSpec", "replicas"),
+        Current=("io.k8s.api.apps.v1.ReplicaSetStatus", "replicas"),
+        Ready=("io.k8s.api.apps.v1.ReplicaSetStatus", "readyReplicas")),
+    "daemonsets": {
+        **_workload("io.k8s.api.apps.v1.DaemonSetSpec"),
+        **_fields("io.k8s.api.apps.v1.DaemonSetStatus", Desired="desiredNumberScheduled",
+                  Current="currentNumberScheduled", Ready="numberReady", Available="numberAvailable"),
+        "Up-to-date": ("io.k8s.api.apps.v1.DaemonSetStatus", "updatedNumberScheduled"),
+        "Node Selector": (_CORE + "PodSpec", "nodeSelector")},
+    "jobs": _workload("io.k8s.api.batch.v1.JobSpec", Status="Status of the job.",
+                      Completions=("io.k8s.api.batch.v1.JobStatus", "succeeded"),
+                      Duration="Time required to complete the job."),
+    "cronjobs": {
+        **_workload("io.k8s.api.batch.v1.JobSpec"),
+        **_fields("io.k8s.api.batch.v1.CronJobSpec", Schedule="schedule", Timezone="timeZone", Suspend="suspend"),
+        "Active": ("io.k8s.api.batch.v1.CronJobStatus", "active"),
+        "Last Schedule": ("io.k8s.api.batch.v1.CronJobStatus", "lastScheduleTime")},
+    "services": {"Type": (_CORE + "ServiceSpec", "type"), "Cluster-IP": (_CORE + "ServiceSpec", "clusterIP"),
+                 "External-IP": (_CORE + "ServiceSpec", "externalIPs"), "Port(s)": (_CORE + "ServiceSpec", "ports"),
+                 "Selector": (_CORE + "ServiceSpec", "selector")},
+    "ingresses": {
+        "Class": "The name of the IngressClass resource that should be used for additional configuration",
+        "Hosts": "Hosts that incoming requests are matched against before the ingress rule",
+        "Address": "Address is a list containing ingress points for the load-balancer",
+        "Ports": "Ports of TLS configurations that open"},
+    "ingressclasses": {"Controller": "Controller that is responsible for handling this class",
+                       "Parameters": "A reference to a resource with additional parameters"},
+    "statefulsets": {"Ready": _READY_PODS_DOC, "Containers": _CONTAINERS_DOC, "Images": _IMAGES_DOC},
+    "endpoints": {"Endpoints": (_CORE + "Endpoints", "subsets")},
+    "nodes": {"Status": "The status of the node", "Roles": "The roles of the node",
+              "Internal-IP": (_CORE + "NodeStatus", "addresses"), "External-IP": (_CORE + "NodeStatus", "addresses"),
+              **_fields(_CORE + "NodeSystemInfo", Version="kubeletVersion"),
+              "OS-Image": (_CORE + "NodeSystemInfo", "osImage"),
+              "Kernel-Version": (_CORE + "NodeSystemInfo", "kernelVersion"),
+              "Container-Runtime": (_CORE + "NodeSystemInfo", "containerRuntimeVersion")},
+    "events": {"Last Seen": (_CORE + "Event", "lastTimestamp"), "First Seen": (_CORE + "Event", "firstTimestamp"),
+               **_fields(_CORE + "Event", Type="type", Reason="reason", Object="involvedObject", Source="source",
+                         Message="message", Count="count"),
+               "Subobject": (_CORE + "ObjectReference", "fieldPath")},
+    "namespaces": {"Status": "The status of the namespace"},
+    "secrets": _fields(_CORE + "Secret", Type="type", Data="data"),
+    "serviceaccounts": _fields(_CORE + "ServiceAccount", Secrets="secrets"),
+    "configmaps": _fields(_CORE + "ConfigMap", Data="data"),
+    "persistentvolumes": {
+        **_fields(_CORE + "PersistentVolumeSpec", Capacity="capacity", Claim="claimRef", VolumeMode="volumeMode"),
+        "Access Modes": (_CORE + "PersistentVolumeSpec", "accessModes"),
+        "Reclaim Policy": (_CORE + "PersistentVolumeSpec", "persistentVolumeReclaimPolicy"),
+        **_fields(_CORE + "PersistentVolumeStatus", Status="phase", Reason="reason"),
+        "StorageClass": "StorageClass of the pv", "VolumeAttributesClass": "VolumeAttributesClass of the pv"},
+    "persistentvolumeclaims": {
+        **_fields(_CORE + "PersistentVolumeClaimSpec", Volume="volumeName", VolumeMode="volumeMode"),
+        **_fields(_CORE + "PersistentVolumeClaimStatus", Status="phase", Capacity="capacity"),
+        "Access Modes": (_CORE + "PersistentVolumeClaimStatus", "accessModes"),
+        "StorageClass": "StorageClass of the pvc", "VolumeAttributesClass": "VolumeAttributesClass of the pvc"},
+    "componentstatuses": {"Status": "Status of the component conditions",
+                          "Message": "Message of the component conditions",
+                          "Error": "Error of the component conditions"},
+    "deployments": {**_workload("io.k8s.api.apps.v1.DeploymentSpec"), "Ready": _READY_PODS_DOC,
+                    "Up-to-date": ("io.k8s.api.apps.v1.DeploymentStatus", "updatedReplicas"),
+                    "Available": ("io.k8s.api.apps.v1.DeploymentStatus", "availableReplicas")},
+    "horizontalpodautoscalers": {
+        **_fields("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec", Reference="scaleTargetRef",
+                  Targets="metrics", MinPods="minReplicas", MaxPods="maxReplicas"),
+        "Replicas": ("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus", "currentReplicas")},
+    "networkpolicies": {"Pod-Selector": ("io.k8s.api.networking.v1.NetworkPolicySpec", "podSelector")},
+    "rolebindings": {"Role": ("io.k8s.api.rbac.v1.RoleBinding", "roleRef"), "Users": "Users in the roleBinding",
+                     "Groups": "Groups in the roleBinding", "ServiceAccounts": "ServiceAccounts in the roleBinding"},
+    "clusterrolebindings": {"Role": ("io.k8s.api.rbac.v1.ClusterRoleBinding", "roleRef"),
+                            "Users": "Users in the clusterRoleBinding", "Groups": "Groups in the clusterRoleBinding",
+                            "ServiceAccounts": "ServiceAccounts in the clusterRoleBinding"},
+    "certificatesigningrequests": {
+        **_fields("io.k8s.api.certificates.v1.CertificateSigningRequestSpec", SignerName="signerName",
+                  Requestor="request", RequestedDuration="expirationSeconds"),
+        "Condition": ("io.k8s.api.certificates.v1.CertificateSigningRequestStatus", "conditions")},
+    "leases": {"Holder": ("io.k8s.api.coordination.v1.LeaseSpec", "holderIdentity")},
+    "storageclasses": _fields("io.k8s.api.storage.v1.StorageClass", Provisioner="provisioner",
+                              ReclaimPolicy="reclaimPolicy", VolumeBindingMode="volumeBindingMode",
+                              AllowVolumeExpansion="allowVolumeExpansion"),
+    "volumeattributesclasses": _fields("io.k8s.api.storage.v1.VolumeAttributesClass", DriverName="driverName"),
+    "controllerrevisions": {"Controller": "Controller of the object",
+                            "Revision": ("io.k8s.api.apps.v1.ControllerRevision", "revision")},
+    "resourcequotas": {
+        "Request": "Request represents a minimum amount of cpu/memory that a container may consume.",
+        "Limit": "Limits control the maximum amount of cpu/memory that a container may use independent of "
+                 "contention on the node."},
+    "priorityclasses": {**_fields("io.k8s.api.scheduling.v1.PriorityClass", Value="value",
+                                  PreemptionPolicy="preemptionPolicy"),
+                        "Global-Default": ("io.k8s.api.scheduling.v1.PriorityClass", "globalDefault")},
+    # upstream quotes ObjectMeta's "handler", which has no docs: an empty description
+    "runtimeclasses": {"Handler": ""},
+    "volumeattachments": {**_fields("io.k8s.api.storage.v1.VolumeAttachmentSpec", Attacher="attacher",
+                                    Node="nodeName"),
+                          "PV": ("io.k8s.api.storage.v1.VolumeAttachmentSource", "persistentVolumeName"),
+                          "Attached": ("io.k8s.api.storage.v1.VolumeAttachmentStatus", "attached")},
+    "endpointslices": _fields("io.k8s.api.discovery.v1.EndpointSlice", AddressType="addressType", Ports="ports",
+                              Endpoints="endpoints"),
+    "csinodes": {"Drivers": "Drivers indicates the number of CSI drivers registered on the node"},
+    "csidrivers": _fields("io.k8s.api.storage.v1.CSIDriverSpec", AttachRequired="attachRequired",
+                          PodInfoOnMount="podInfoOnMount", StorageCapacity="storageCapacity",
+                          TokenRequests="tokenRequests", RequiresRepublish="requiresRepublish",
+                          Modes="volumeLifecycleModes"),
+    "csistoragecapacities": _fields("io.k8s.api.storage.v1.CSIStorageCapacity", StorageClassName="storageClassName",
+                                    Capacity="capacity"),
+    "mutatingwebhookconfigurations": {"Webhooks": _WEBHOOKS_DOC},
+    "validatingwebhookconfigurations": {"Webhooks": _WEBHOOKS_DOC},
+    "validatingadmissionpolicies": {
+        "Validations": "Validations indicates the number of validation rules defined in this configuration",
+        "ParamKind": "ParamKind specifies the kind of resources used to parameterize this policy"},
+    "validatingadmissionpolicybindings": {
+        "PolicyName": "PolicyName indicates the policy definition which the policy binding binded to",
+        "ParamRef": "ParamRef indicates the param resource which sets the configration param"},
+    "flowschemas": {
+        "PriorityLevel": ("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference", "name"),
+        **_fields("io.k8s.api.flowcontrol.v1.FlowSchemaSpec", MatchingPrecedence="matchingPrecedence",
+                  DistinguisherMethod="distinguisherMethod"),
+        "MissingPL": "references a broken or non-existent PriorityLevelConfiguration"},
+    "prioritylevelconfigurations": {
+        "Type": ("io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec", "type"),
+        "NominalConcurrencyShares": ("io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+                                     "nominalConcurrencyShares"),
+        **_fields("io.k8s.api.flowcontrol.v1.QueuingConfiguration", Queues="queues", HandSize="handSize",
+                  QueueLengthLimit="queueLengthLimit")},
+    "scales.autoscaling": {"Desired": ("io.k8s.api.autoscaling.v1.ScaleSpec", "replicas"),
+                           "Available": ("io.k8s.api.autoscaling.v1.ScaleStatus", "replicas")},
+    "resourceclaims": {"State": "A summary of the current state (allocated, pending, reserved, etc.)."},
+    "resourceslices": {**_fields("io.k8s.api.resource.v1.ResourceSliceSpec", Node="nodeName", Driver="driver"),
+                       "Pool": ("io.k8s.api.resource.v1.ResourcePool", "name")},
+    "servicecidrs": {"CIDRs": ("io.k8s.api.networking.v1.ServiceCIDRSpec", "cidrs")},
+    "ipaddresses": {"ParentRef": ("io.k8s.api.networking.v1.IPAddressSpec", "parentRef")},
+    # kube-aggregator's printer
+    "apiservices": {"Service": "The reference to the service that hosts this API endpoint.",
+                    "Available": "Whether this service is available."},
+}
+_OBJECT_META_DOCS: dict[str, Doc] = {"Name": (_META + "ObjectMeta", "name"),
+                                     "Age": (_META + "ObjectMeta", "creationTimestamp"),
+                                     "Created At": (_META + "ObjectMeta", "creationTimestamp")}
+# metrics-server's tables describe nothing
+_UNDESCRIBED = frozenset({"nodes.metrics.k8s.io", "pods.metrics.k8s.io"})
+
+
+def _doc_text(doc: Doc) -> str:
+    if isinstance(doc, str):
+        return doc
+    definition, field = doc
+    return str(definitions().defs.get(definition, {}).get("properties", {}).get(field, {}).get("description", ""))
+
+
+def _describe(plural: str, name: str) -> str:
+    if plural in _UNDESCRIBED:
+        return ""
+    doc = _DOCS.get(plural, {}).get(name, _OBJECT_META_DOCS.get(name, ""))
+    return _doc_text(doc)
+
+
+_DEFINITIONS: dict[str, list[Obj]] = {}  # a built-in table's columnDefinitions, by plural ("": _DEFAULT's)
+
+
+def _column_definitions(plural: str) -> list[Obj]:
+    """A built-in table's columnDefinitions, made on its first request (constant: a page of
+    rows does not pay for them)."""
+    key = plural if plural in COLUMNS else ""
+    made = _DEFINITIONS.get(key)
+    if made is None:
+        made = _DEFINITIONS[key] = [{"name": n, "type": t, "format": f, "description": _describe(key, n),
+                                     "priority": p} for n, t, f, p, _ in COLUMNS.get(key, _DEFAULT)]
+    return made
+
+
+def _custom_definitions(version: CustomVersion) -> list[Obj]:
+    """A CRD version's columnDefinitions: Name, then its printer columns with their
+    ``description`` or, without one, apiextensions-apiserver's ``Custom resource definition
+    column (in JSONPath format): <jsonPath>`` (Age, the default column, ObjectMeta's)."""
+    out = [{"name": "Name", "type": "string", "format": "name", "description": _describe("", "Name"),
+            "priority": 0}]
+    if not version.printer_columns:
+        return [*out, {"name": "Age", "type": "date", "format": "", "description": _describe("", "Age"),
+                       "priority": 0}]
+    for c in version.printer_columns:
+        description = c.get("description") or \
+            f"Custom resource definition column (in JSONPath format): {c.get('jsonPath', '')}"
+        out.append({"name": str(c.get("name", "")), "type": str(c.get("type", "string")),
+                    "format": str(c.get("format", "")), "description": str(description),
+                    "priority": int(c.get("priority", 0))})
+    return out
+
+
 _CUSTOM_DEFAULT = ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
 
 
@@ -977,11 +1208,12 @@ def as_table(plural: str, objects: list[Obj], list_meta: Obj | None, include: st
     ``custom``: the objects are custom resources of this CRD version."""
     cols = custom_columns(custom) if custom is not None else COLUMNS.get(plural, _DEFAULT)
     table: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta or {}}
-    if columns:
-        table["columnDefinitions"] = [{"name": n, "type": t, "format": f, "description": "", "priority": p}
-                                      for n, t, f, p, _ in cols]
-    else:
+    if not columns:
         table["columnDefinitions"] = []
+    elif custom is not None:
+        table["columnDefinitions"] = _custom_definitions(custom)
+    else:
+        table["columnDefinitions"] = list(_column_definitions(plural))
     if plural == "flowschemas" and custom is None and len(objects) > 1:
         objects = sorted(objects, key=_flow_schema_order)  # printFlowSchemaList's FlowSchemaSequence
     rows = []

@@ -60,3 +60,18 @@ def test_a_column_path_may_escape_the_dots_of_a_label_key() -> None:
     # karpenter's NodeClaim columns: .metadata.labels.node\.kubernetes\.io/instance-type
     obj = {"metadata": {"labels": {"node.kubernetes.io/instance-type": "gpu-8x", "node": {"kubernetes": "no"}}}}
     assert find(r".metadata.labels.node\.kubernetes\.io/instance-type", obj) == ["gpu-8x"]
+
+
+def test_printer_columns_are_described_as_apiextensions_describes_them() -> None:
+    """A column's own description, else "Custom resource definition column (in JSONPath
+    format): <path>"; Name (and the default Age) quote ObjectMeta's docs."""
+    version = CustomVersion("widgets.example.com", None, (
+        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "description": "How many."},
+        {"name": "Paused", "type": "boolean", "jsonPath": ".spec.paused"},
+    ))
+    described = {c["name"]: c["description"] for c in as_table("widgets", [], {}, custom=version)["columnDefinitions"]}
+    assert described["Name"].startswith("Name must be unique within a namespace.")
+    assert described["Replicas"] == "How many."
+    assert described["Paused"] == "Custom resource definition column (in JSONPath format): .spec.paused"
+    bare = as_table("widgets", [], {}, custom=CustomVersion("widgets.example.com", None, ()))["columnDefinitions"]
+    assert bare[1]["description"].startswith("CreationTimestamp is a timestamp representing the server time")

@@ -270,3 +270,45 @@ def test_network_policy_selector_sorted() -> None:
 ])
 def test_a_timestamp_is_read_in_utc_whatever_form_it_was_written_in(text: Any, parsed: datetime | None) -> None:
     assert _parse_ts(text) == parsed
+
+
+NAME_DOC = "Name must be unique within a namespace. Is required when creating resources, although some"
+AGE_DOC = "CreationTimestamp is a timestamp representing the server time when this object was created."
+
+
+def descriptions(plural: str) -> dict[str, str]:
+    return {c["name"]: c["description"] for c in as_table(plural, [], None)["columnDefinitions"]}
+
+
+def test_columns_are_described_as_upstreams_printers_describe_them() -> None:
+    """Upstream's own sentences, or the API docs of the field a column shows (the release's
+    definitions); Name and Age are ObjectMeta's name and creationTimestamp."""
+    pods = descriptions("pods")
+    assert pods["Name"].startswith(NAME_DOC) and pods["Age"].startswith(AGE_DOC)
+    assert pods["Ready"] == "The aggregate readiness state of this pod for accepting traffic."
+    assert pods["IP"] == ("podIP address allocated to the pod. Routable at least within the cluster. "
+                          "Empty if not yet allocated.")
+    assert descriptions("events")["Object"] == "The object that this event is about."
+    assert descriptions("nodes")["Internal-IP"].startswith("List of addresses reachable to the node.")
+    assert descriptions("persistentvolumes")["StorageClass"] == "StorageClass of the pv"
+    assert descriptions("apiservices")["Available"] == "Whether this service is available."
+    default = descriptions("roles")  # no printer: Name and Created At
+    assert default["Name"].startswith(NAME_DOC) and default["Created At"].startswith(AGE_DOC)
+
+
+def test_every_built_in_column_has_a_description() -> None:
+    """Each quoted field exists in the definitions: no column is left empty but upstream's own
+    empty one (a RuntimeClass's Handler quotes ObjectMeta's "handler") and metrics-server's."""
+    from controlplane.api.tables import COLUMNS
+
+    empty = {(plural, name) for plural in COLUMNS for name, text in descriptions(plural).items() if not text}
+    assert empty == {("runtimeclasses", "Handler")} | {
+        (plural, name) for plural in ("nodes.metrics.k8s.io", "pods.metrics.k8s.io")
+        for name in ("Name", "CPU", "Memory", "Window")}
+
+
+def test_the_definitions_are_made_once_per_table() -> None:
+    first = as_table("pods", [], None)["columnDefinitions"]
+    again = as_table("pods", [], None)["columnDefinitions"]
+    assert first == again and all(a is b for a, b in zip(first, again, strict=True))
+    assert as_table("pods", [], None, columns=False)["columnDefinitions"] == []

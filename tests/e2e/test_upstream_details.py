@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from typing import Any
 
 import httpx
@@ -332,3 +333,50 @@ def test_kubectl_get_raw_of_odd_but_legal_paths(served: Serve) -> None:
     assert "[+]ping ok" in kubectl(served, "get", "--raw", "/livez?verbose")
     missing = _kubectl_all(served, "get", "--raw", "/healthz/")
     assert missing.returncode != 0 and "NotFound" in missing.stderr, missing
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+GIZMOS = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.tables.example.com}
+spec:
+  group: tables.example.com
+  scope: Namespaced
+  names: {plural: gizmos, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size, description: The gizmo's size.}
+    - {name: Color, type: string, jsonPath: .spec.color}
+"""
+
+
+def test_table_columns_carry_upstreams_descriptions(served: Serve) -> None:
+    """kubectl's Tables describe their columns as kube-apiserver's do: the printers' sentences or
+    the field's API docs for built-in types, a CRD's printer column's description (or
+    apiextensions' "Custom resource definition column (in JSONPath format): ...")."""
+    pods = httpx.get(f"{served.url}/api/v1/namespaces/default/pods", headers={**bearer(served), "accept": TABLE})
+    assert pods.status_code == 200 and pods.json()["kind"] == "Table"
+    described = {c["name"]: c["description"] for c in pods.json()["columnDefinitions"]}
+    assert described["Name"].startswith("Name must be unique within a namespace.")
+    assert described["Age"].startswith("CreationTimestamp is a timestamp representing the server time")
+    assert described["Status"] == "The aggregate status of the containers in this pod."
+    assert described["Node"].startswith("NodeName indicates in which node this pod is scheduled.")
+
+    kubectl(served, "apply", "-f", "-", stdin=GIZMOS)
+    kubectl(served, "wait", "--for=condition=Established", "crd/gizmos.tables.example.com", "--timeout=20s")
+    url = f"{served.url}/apis/tables.example.com/v1/namespaces/default/gizmos"
+    for _ in range(100):
+        r = httpx.get(url, headers={**bearer(served), "accept": TABLE})
+        if r.status_code == 200:
+            break
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+    described = {c["name"]: c["description"] for c in r.json()["columnDefinitions"]}
+    assert described["Size"] == "The gizmo's size."
+    assert described["Color"] == "Custom resource definition column (in JSONPath format): .spec.color"
+    assert described["Name"].startswith("Name must be unique within a namespace.")
