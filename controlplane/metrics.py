@@ -28,6 +28,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from urllib.parse import parse_qs
 
 from prometheus_client import (
     CollectorRegistry,
@@ -99,6 +100,7 @@ __all__ = [
     "ZONE_HEALTH",
     "ZONE_SIZE",
     "component_registry",
+    "dry_run_label",
     "observe_many",
     "exposition",
     "monitor_event_loop_lag",
@@ -222,6 +224,17 @@ def _cumulative(counts: Sequence[float], at: Sequence[int], le: Sequence[str]) -
     return out
 
 
+def dry_run_label(query: bytes) -> str:
+    """Upstream's ``dry_run`` label of a request's query: the distinct ``dryRun`` values, sorted
+    and joined with commas; ``invalid`` if one is not ``All``; "" without any."""
+    if b"dryRun" not in query:
+        return ""
+    values = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("dryRun", [])
+    if any(v != "All" for v in values):
+        return "invalid"
+    return ",".join(sorted(set(values)))
+
+
 def _upstream_verb(verb: str, subresource: str, scope: str) -> str:
     if subresource in CONNECT_SUBRESOURCES:
         return "CONNECT"
@@ -237,6 +250,10 @@ class RequestMetrics(Collector):
     webhooks, as upstream's: no queue time to take out here; dry runs left out, as upstream),
     ``apiserver_request_total`` and ``apiserver_current_inflight_requests``.
 
+    A request refused with a 429 before it was served (flow control, the max-in-flight
+    filter) is counted in ``apiserver_request_total`` only, with code 429, as upstream's
+    ``RecordDroppedRequest`` counts it (``dropped_request``); no duration is observed.
+
     A request that called a webhook is moved, in the SLI only, from its duration's bucket to that of
     its duration less the webhooks' time (``exclude``: a list of such moves per key, added to the
     key's counts when collected), so a request that called none pays nothing for it.
@@ -251,6 +268,18 @@ class RequestMetrics(Collector):
         # and the most of each since the last scrape: upstream reports its last second's most
         self.inflight = [0, 0]
         self.peak = [0, 0]
+        # apiserver_request_total's labels (code first) -> requests refused with a 429 before being served
+        self.dropped: dict[tuple[str, ...], int] = {}
+
+    def dropped_request(self, verb: str, dry_run: str, group: str, version: str, resource: str, subresource: str,
+                        scope: str) -> None:
+        """A request refused with a 429 by flow control or the max-in-flight filter (upstream's
+        ``RecordDroppedRequest``): ``verb`` as upstream's metrics name it; a non-resource
+        request has no group, version, resource or subresource."""
+        key = ("429", COMPONENT, dry_run, group, resource, scope, subresource, verb, version)
+        if key not in self.dropped and len(self.dropped) >= REQUEST_SERIES_MAX:
+            key = ("429", COMPONENT, dry_run, group, "other", scope, "", verb, version)
+        self.dropped[key] = self.dropped.get(key, 0) + 1
 
     def counts(self, key: RequestKey) -> list[float]:
         """``key``'s list, made on first use."""
@@ -266,6 +295,7 @@ class RequestMetrics(Collector):
     def clear(self) -> None:
         self.series.clear()
         self.sli_moved.clear()
+        self.dropped.clear()
 
     def exclude(self, key: RequestKey, bucket: int, seconds: float, excluded: float) -> None:
         """For the SLI: the request of ``key`` counted in ``bucket`` (``seconds`` long) spent
@@ -356,6 +386,8 @@ class RequestMetrics(Collector):
                                        (sli, by_sli, sli_at, _GO_LE)):
             for labels, counts in sorted(series.items()):
                 family.add_metric(labels, _cumulative(counts, at, le), counts[-1])
+        for labels_code, dropped in self.dropped.copy().items():
+            by_code[labels_code] = by_code.get(labels_code, 0.0) + dropped
         for labels_code, n in sorted(by_code.items()):
             total.add_metric(labels_code, n)
         for i, kind in enumerate(("readOnly", "mutating")):

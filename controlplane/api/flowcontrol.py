@@ -80,7 +80,7 @@ from typing import Any
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..metrics import REGISTRY
+from ..metrics import REGISTRY, REQUESTS, dry_run_label
 from ..registry.flowcontrol import MANDATORY
 from .fairqueuing import DemandStats, DroppedRequests, Integrator, Peak, QueueSet, Ticket, flow_hash
 from .flowmatch import Info, Rule, request_info
@@ -184,9 +184,12 @@ class FlowMetrics(Collector):
         counts[-1] += seats
 
     def terminated(self, request: Scope, info: Info, code: int = 429) -> None:
-        """A request refused by flow control (upstream's ``RecordRequestTermination``): its verb
-        the method as upstream's metrics name it (LIST, WATCH), a non-resource request's path
-        as its subresource."""
+        """A request refused by flow control or the max-in-flight filter, counted as upstream's
+        filters count it: in ``apiserver_request_total`` with code 429 (``RecordDroppedRequest``,
+        its ``dry_run`` label too) and in ``apiserver_request_terminations_total``
+        (``RecordRequestTermination``, a non-resource request's path as its subresource); its verb
+        the method as upstream's metrics name it (LIST, WATCH, APPLY). (The long-running requests
+        upstream would name CONNECT are never refused.)"""
         scope = "resource" if info.name or info.verb == "create" else "namespace" if info.namespace else \
             "cluster" if info.resource else ""
         verb = str(request["method"]).upper()
@@ -199,6 +202,11 @@ class FlowMetrics(Collector):
             verb = "WATCH"
         elif verb not in _VALID_METHODS:
             verb = "other"
+        if info.resource:
+            REQUESTS.dropped_request(verb, dry_run_label(request.get("query_string", b"")), info.group,
+                                     info.version, info.plural, info.subresource, scope)
+        else:
+            REQUESTS.dropped_request(verb, dry_run_label(request.get("query_string", b"")), "", "", "", "", scope)
         key = (verb, info.group, info.version, info.plural, info.subresource, scope, str(code)) if info.resource \
             else (verb, "", "", "", info.path, scope, str(code))
         if key not in self.terminations and len(self.terminations) >= _TERMINATIONS_MAX:

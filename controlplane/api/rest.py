@@ -43,7 +43,7 @@ from store import KeyValue, Store
 
 from ..client.transport import WHOLE_BODY_SCOPE_KEY
 from ..mergepatch import merge_patch
-from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS
+from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS, dry_run_label
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
@@ -3266,17 +3266,8 @@ def _request_labels(scope: Scope) -> tuple[str, str, str, str, str, str, str] | 
     else:
         verb = method
     query = scope.get("query_string", b"")
-    return (verb, _dry_run_label(query) if b"dryRun" in query else "", group, version, rest[0],
+    return (verb, dry_run_label(query) if b"dryRun" in query else "", group, version, rest[0],
             rest[2] if len(rest) > 2 else "", "resource" if name else "namespace" if namespaced else "cluster")
-
-
-def _dry_run_label(query: bytes) -> str:
-    """Upstream's ``dry_run`` label: the distinct ``dryRun`` values, sorted and joined with
-    commas; ``invalid`` if one is not ``All``."""
-    values = parse_qs(query.decode("latin-1"), keep_blank_values=True).get("dryRun", [])
-    if any(v != "All" for v in values):
-        return "invalid"
-    return ",".join(sorted(set(values)))
 
 
 def _observe_request(scope: Scope, code: int, seconds: float, webhook_seconds: float) -> None:

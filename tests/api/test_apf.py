@@ -638,6 +638,10 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
             assert re.search(r'^apiserver_request_terminations_total\{code="429",component="apiserver",group="",'
                              r'resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"\} '
                              r'[1-9]', metrics, re.M), metrics
+            # and in apiserver_request_total with code 429, as upstream's RecordDroppedRequest counts it
+            assert re.search(r'^apiserver_request_total\{code="429",component="apiserver",dry_run="",group="",'
+                             r'resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"\} '
+                             r'[1-9]', metrics, re.M), metrics
             # kubectl (client-go) waits as Retry-After says and tries again until the seats free
             kubectl = subprocess.Popen(
                 [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),

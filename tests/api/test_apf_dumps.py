@@ -1,5 +1,6 @@
 """API Priority and Fairness's accounting of what it refuses and waits: ``apiserver_request_terminations_total``
-(upstream's ``RecordRequestTermination`` labels) and ``/debug/api_priority_and_fairness/dump_requests``
+(upstream's ``RecordRequestTermination`` labels), ``apiserver_request_total``'s 429s (``RecordDroppedRequest``)
+and ``/debug/api_priority_and_fairness/dump_requests``
 (upstream's columns, ``includeRequestDetails=1``). Over a real socket in test_apf.py's socket test."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import asyncio
 import re
 
 from controlplane.api.flowcontrol import MaxInFlight, dump, go_duration
+from controlplane.metrics import REQUESTS
 from tests.api.test_apf import ALICE, TINY, Slow, call, flow, limited, metric
 
 
@@ -16,6 +18,46 @@ def terminations(**labels: str) -> float:
         return metric("apiserver_request_terminations_total", **labels)
     except KeyError:
         return 0.0
+
+
+def requests_total(**labels: str) -> float:
+    """``apiserver_request_total``'s value for ``labels`` (all of them), as a scrape reads it."""
+    for family in REQUESTS.collect():
+        for sample in family.samples:
+            if sample.name == "apiserver_request_total" and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
+
+
+async def test_refusals_are_counted_in_request_total_as_upstreams_dropped_requests() -> None:
+    """A refused request is in apiserver_request_total with code 429 (and its dry_run label),
+    as upstream's RecordDroppedRequest counts it; a non-resource one without its path."""
+    f = flow(TINY, [limited("tiny", 1)], limit=2)
+    app = Slow()
+    held = asyncio.create_task(call(f, app, ALICE, "GET", "/api/v1/namespaces/a/configmaps/c"))
+    await asyncio.sleep(0.02)
+    labels = {"verb": "POST", "dry_run": "All", "group": "apps", "version": "v1", "resource": "deployments",
+              "subresource": "", "scope": "resource", "component": "apiserver", "code": "429"}
+    before = requests_total(**labels)
+    assert (await call(f, app, ALICE, "POST", "/apis/apps/v1/namespaces/a/deployments", b"dryRun=All"))[0] == 429
+    assert requests_total(**labels) == before + 1
+    watch = {**labels, "verb": "WATCH", "dry_run": "", "group": "", "resource": "configmaps", "scope": "namespace"}
+    before = requests_total(**watch)
+    assert (await call(f, app, ALICE, "GET", "/api/v1/namespaces/a/configmaps", b"watch=1"))[0] == 429
+    assert requests_total(**watch) == before + 1
+    app.release.set()
+    await held
+    limits = MaxInFlight(1, 1)
+    slow = Slow()
+    busy = asyncio.create_task(call(limits, slow, ALICE, "GET", "/version"))
+    await asyncio.sleep(0.02)
+    path = {"verb": "GET", "dry_run": "", "group": "", "version": "", "resource": "", "subresource": "",
+            "scope": "", "component": "apiserver", "code": "429"}
+    before = requests_total(**path)
+    assert (await call(limits, slow, ALICE, "GET", "/healthz"))[0] == 429
+    assert requests_total(**path) == before + 1
+    slow.release.set()
+    await busy
 
 
 async def test_refusals_are_counted_as_terminations_with_upstreams_labels() -> None:
