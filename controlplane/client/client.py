@@ -96,20 +96,33 @@ class ApiError(Exception):
         return cls(code, "", content[:200].decode("utf-8", "replace"), retry_after=retry_after)
 
 
-# client-go's maxRetries: how many times a request is sent again after a 429 that names a wait
+# client-go's maxRetries: how many times a request is sent again after a 429 or 5xx that names a wait
 RETRIES_429 = 10
 
 
 def retry_after(error: ApiError) -> float | None:
-    """The seconds a 429 asks the client to wait before trying again; None: not to be
-    retried. kube-apiserver's flow control and max-in-flight filters answer a request they
-    could not take with plain text and ``Retry-After`` (1 s at first, up to 32 s as it keeps
-    dropping requests); client-go waits the header's whole seconds and sends it again
-    (``rest/request.go``: ``checkWait``, ``retryAfterSeconds``), and so does this client
-    (every transport keeps that header). A 429 without a header that parses is not retried,
-    as client-go's; but for a ``Status`` naming ``details.retryAfterSeconds`` (upstream sets
-    the header from it): a PodDisruptionBudget refusing an eviction names none, and is the
-    caller's at once."""
+    """The seconds a 429 or a 5xx asks the client to wait before trying again; None: not to
+    be retried (nor is any other answer). kube-apiserver's flow control and max-in-flight
+    filters answer a request they could not take with plain text and ``Retry-After`` (1 s at
+    first, up to 32 s as it keeps dropping requests), and a 5xx ``Status`` naming
+    ``details.retryAfterSeconds`` carries the header too (a 504 for a resourceVersion the
+    server has not reached, a 500 server timeout); client-go waits the header's whole seconds
+    and sends the request again (``rest/request.go``/``with_retry.go``: ``checkWait``, which
+    takes a 429 or any code from 500 up, and ``retryAfterSeconds``), and so does this client
+    (every transport keeps that header). An answer without a header that parses is not
+    retried, as client-go's; but for a ``Status`` naming ``details.retryAfterSeconds``
+    (upstream sets the header from it): a PodDisruptionBudget refusing an eviction names
+    none, and is the caller's at once.
+
+    >>> retry_after(ApiError(503, "ServiceUnavailable", "", retry_after="2"))
+    2.0
+    >>> retry_after(ApiError(500, "InternalError", "")) is None
+    True
+    >>> retry_after(ApiError(409, "Conflict", "", retry_after="2")) is None
+    True
+    """
+    if error.code != 429 and error.code < 500:
+        return None
     header = error.retry_after
     if header is not None:
         text = header.strip()
@@ -265,8 +278,9 @@ class Client:
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                       **query: Any) -> dict[str, Any]:
-        """One request, its answer parsed. A 429 the server asks to retry is retried after the
-        wait it names, up to ``RETRIES_429`` times, as client-go does (see ``retry_after``)."""
+        """One request, its answer parsed. A 429 or 5xx the server asks to retry is retried
+        after the wait it names, up to ``RETRIES_429`` times, as client-go does (see
+        ``retry_after``)."""
         content = None
         if body is not None:
             content = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -274,7 +288,7 @@ class Client:
             try:
                 return await self._request(method, path, content, content_type, query)
             except ApiError as e:
-                wait = retry_after(e) if e.code == 429 else None
+                wait = retry_after(e)
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)

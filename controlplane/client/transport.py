@@ -140,7 +140,7 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
     """One request with one answer (every verb but watch) straight into ``app``:
     the ASGI exchange alone, without httpx's request and response models, which
     cost about what the API server spends on a small write. Returns the status,
-    the whole body and, for a 429, its ``Retry-After`` header (None otherwise)."""
+    the whole body and, for a 429 or a 5xx, its ``Retry-After`` header (None otherwise)."""
     scope = _scope(method, path.encode(), query_string, headers)
     finished = asyncio.Event()
     receive = _receiver(body, finished)
@@ -152,7 +152,8 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
         nonlocal status, retry_after
         if message["type"] == "http.response.start":
             status = message["status"]
-            if status == 429:  # (only then are the headers read: the hot path's answers are not)
+            # (only a 429's or 5xx's headers are read: the hot path's 2xx pay the one comparison they paid before)
+            if status >= 429 and (status == 429 or status >= 500):
                 retry_after = next((v for k, v in message.get("headers", ()) if k.lower() == b"retry-after"), None)
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))

@@ -294,3 +294,70 @@ async def test_the_in_process_client_waits_the_retry_after_of_a_429(monkeypatch:
     async with Client.in_process(app) as c:
         assert await c.get("/api/v1/namespaces/default/pods/p") == {"kind": "Pod"}
     assert waits == [4.0, 7.0]
+
+
+async def test_a_5xx_naming_a_wait_is_sent_again_as_client_go_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go's ``checkWait`` takes any code from 500 up as it takes a 429: a 503 or a 504
+    with ``Retry-After`` (the 504 of a resourceVersion the server has not reached, whose
+    ``Status`` names ``retryAfterSeconds``) is sent again after the header's seconds; a 500
+    without one, or a 409 with one, is the caller's at once."""
+    from controlplane.client.client import ApiError, Client
+
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("controlplane.client.client.asyncio.sleep", no_wait)
+    json = b"application/json"
+    too_large = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Timeout: Too large resource '
+                 b'version: 9, current: 5","reason":"Timeout","details":{"causes":[{"reason":'
+                 b'"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},'
+                 b'"code":504}')
+    internal = b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500}'
+    conflict = b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409}'
+    answers: list[tuple[int, bytes, bytes | None]] = [
+        (503, b"unavailable", b"2"), (504, too_large, b"1"), (200, b'{"kind":"Pod"}', None),
+        (500, internal, None), (409, conflict, b"3")]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            code, body, retry = answers.pop(0)
+            wait = b"retry-after: %b\r\n" % retry if retry is not None else b""
+            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %b\r\n%bContent-Length: %d\r\n\r\n%b"
+                         % (code, json, wait, len(body), body))
+            await writer.drain()
+
+    async with _Server(handler) as url, Client(url) as c:
+        assert await c.get("/api/v1/namespaces/default/pods/p", resourceVersion="9") == {"kind": "Pod"}
+        assert waits == [2.0, 1.0]
+        with pytest.raises(ApiError) as internal_error:
+            await c.get("/api/v1/namespaces/default/pods/p")
+        assert internal_error.value.code == 500 and waits == [2.0, 1.0]
+        with pytest.raises(ApiError) as conflicted:
+            await c.update("/api/v1/namespaces/default/pods/p", {"kind": "Pod"})
+        assert conflicted.value.code == 409 and conflicted.value.retry_after == "3" and waits == [2.0, 1.0]
+        assert answers == []
+
+
+async def test_the_in_process_client_waits_the_retry_after_of_a_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlplane.client.client import Client
+
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("controlplane.client.client.asyncio.sleep", no_wait)
+    answers = [(503, [(b"retry-after", b"5")]), (200, [])]
+
+    async def app(scope: dict[str, object], receive: object, send: Callable[[dict[str, object]], Awaitable[None]],
+                  ) -> None:
+        code, headers = answers.pop(0)
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        await send({"type": "http.response.body", "body": b"busy" if code == 503 else b'{"kind":"Pod"}'})
+
+    async with Client.in_process(app) as c:
+        assert await c.get("/api/v1/namespaces/default/pods/p") == {"kind": "Pod"}
+    assert waits == [5.0]
