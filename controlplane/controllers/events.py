@@ -22,7 +22,14 @@ A recorder with a ``host`` (the kubelet's: its node) names it as the source's
 host and the reporting instance, as client-go's recorder does with its
 EventSource; one given ``submit`` hands its writes to its owner's queue (the
 node simulator's event lane, apart from its heartbeats and pod status) instead
-of starting a task each.
+of starting a task each. ``max_pending`` bounds its unwritten events otherwise
+than ``MAX_PENDING`` (one recorder standing for many kubelets, each of which
+has a broadcaster of its own upstream).
+
+The involved object's ``apiVersion`` is the one ``API_VERSIONS`` gives its kind,
+else the object's own, else ``v1``; its ``resourceVersion`` is left out where
+the object has none (a reference such as the kubelet's to its node, as Go's
+``omitempty`` leaves it out).
 """
 
 from __future__ import annotations
@@ -130,8 +137,9 @@ class _Ref(NamedTuple):
 
 class Recorder:
     def __init__(self, client: Client, component: str, host: str = "", submit: Submit | None = None,
-                 as_host: Callable[[str], Client] | None = None) -> None:
+                 as_host: Callable[[str], Client] | None = None, max_pending: int = MAX_PENDING) -> None:
         self.client = client
+        self.max_pending = max_pending
         self.as_host = as_host  # the client an event of a host writes with (a kubelet's, its node's identity)
         self.component = component
         self.host = host
@@ -192,7 +200,7 @@ class Recorder:
             return
         if seen.writing:
             return  # the write queued or in flight sends this count too
-        if self.pending >= MAX_PENDING:
+        if self.pending >= self.max_pending:
             self.dropped += 1
             return
         self.pending += 1
@@ -239,6 +247,8 @@ class Recorder:
         involved = {"apiVersion": API_VERSIONS.get(kind) or str(ref.obj.get("apiVersion") or "v1"), "kind": kind,
                     "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
                     "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
+        if not involved["resourceVersion"]:
+            del involved["resourceVersion"]
         if ref.field_path:
             involved["fieldPath"] = ref.field_path
         # as client-go's recorder: the reporting instance is the source's host, which a

@@ -16,8 +16,11 @@ never posted node status.", its ``lastHeartbeatTime`` the node's creation), each
 records the event ``NodeNotReady`` ("Node n status is now: NodeNotReady").
 
 **Registration.** A node this controller sees for the first time (each one it finds when it
-starts, too) gets the Normal event ``RegisteredNode`` ("Registered Node n in Controller"); a
-deleted one ``RemovingNode`` ("Removing Node n from Controller"), as upstream's pass records them.
+starts, too) gets the Normal event ``RegisteredNode`` ("Node n event: Registered Node n in
+Controller"); a deleted one ``RemovingNode`` ("Node n event: Removing Node n from Controller"),
+as upstream's pass records them (``RecordNodeEvent``). This controller's events name the node as
+upstream's reference does: ``apiVersion: v1``, its name and uid, no resourceVersion (the
+kubelet's name it by its name for a uid: ``kubectl describe node`` searches both).
 
 **Taints**, from ``status.conditions`` and ``spec.unschedulable``:
 
@@ -297,6 +300,13 @@ def _rfc3339(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def _node_ref(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The node as upstream's ``RecordNodeEvent`` and ``RecordNodeStatusChange`` refer to it:
+    ``apiVersion: v1``, its name and uid (no resourceVersion)."""
+    meta = meta_of(node)
+    return {"apiVersion": "v1", "metadata": {"name": meta.get("name", ""), "uid": meta.get("uid", "")}}
+
+
 def _epoch(timestamp: Any) -> float | None:
     try:
         return float(calendar.timegm(time.strptime(str(timestamp), "%Y-%m-%dT%H:%M:%SZ")))
@@ -353,7 +363,8 @@ class NodeLifecycleController:
         seen = self.heartbeats.get(name, _UNSEEN)
         self.heartbeats[name] = heartbeat
         if seen is _UNSEEN:
-            self.events.record("Node", node, REASON_REGISTERED, f"Registered Node {name} in Controller")
+            self.events.record("Node", _node_ref(node), REASON_REGISTERED,
+                               f"Node {name} event: Registered Node {name} in Controller")
         if seen is _UNSEEN and ready is None and name not in self.renewals:
             created = _epoch(meta.get("creationTimestamp"))
             since = 0.0 if created is None else max(0.0, time.time() - created)
@@ -373,7 +384,8 @@ class NodeLifecycleController:
         name = str(meta_of(node).get("name", ""))
         self.due.pop(name, None)
         if self.heartbeats.pop(name, _UNSEEN) is not _UNSEEN:
-            self.events.record("Node", node, REASON_REMOVING, f"Removing Node {name} from Controller")
+            self.events.record("Node", _node_ref(node), REASON_REMOVING,
+                               f"Node {name} event: Removing Node {name} from Controller")
         self.unheard.pop(name, None)
         self._uncount(name)
         tainter = self.tainters.get(zone_key(node))
@@ -510,7 +522,7 @@ class NodeLifecycleController:
                                          "status": {"conditions": conditions}}, patch_type="strategic")
                 ready = _ready(node)
                 if ready is not None and ready.get("status") == "True":
-                    self.events.record("Node", node, REASON_NOT_READY,
+                    self.events.record("Node", _node_ref(node), REASON_NOT_READY,
                                        f"Node {name} status is now: {REASON_NOT_READY}")
                     self.unheard[name] = ready.get("lastHeartbeatTime")
                     self.pod_queue.add(name)

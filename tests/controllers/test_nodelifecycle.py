@@ -500,10 +500,12 @@ async def test_a_node_seen_first_is_registered_and_a_deleted_one_removed(tmp_pat
     (``kubectl describe node`` finds them by its name in ``default``), and only once each."""
     async with _controller(tmp_path, NodeLifecycle(monitor_period=0.1)) as c:
         created = await c.create(NODES, {"metadata": {"name": "fresh"}})
-        await until(lambda: _eq(_events(c, "RegisteredNode"), ["Registered Node fresh in Controller"]), timeout=5)
+        registered = ["Node fresh event: Registered Node fresh in Controller"]
+        await until(lambda: _eq(_events(c, "RegisteredNode"), registered), timeout=5)
         await _set_ready(c, "fresh", "True")  # an update: not a second registration
         await c.delete(f"{NODES}/fresh")
-        await until(lambda: _eq(_events(c, "RemovingNode"), ["Removing Node fresh from Controller"]), timeout=5)
+        await until(lambda: _eq(_events(c, "RemovingNode"), ["Node fresh event: Removing Node fresh from Controller"]),
+                    timeout=5)
         items = (await c.list("/api/v1/namespaces/default/events"))["items"]
         ours = [e for e in items if e.get("reason") in ("RegisteredNode", "RemovingNode")]
         assert len(ours) == 2 and all(e["count"] == 1 and e["type"] == "Normal" for e in ours)
@@ -511,3 +513,6 @@ async def test_a_node_seen_first_is_registered_and_a_deleted_one_removed(tmp_pat
         assert all(e["involvedObject"]["kind"] == "Node" and e["involvedObject"]["name"] == "fresh"
                    and e["involvedObject"]["uid"] == created["metadata"]["uid"]
                    and not e["involvedObject"]["namespace"] for e in ours)
+        # upstream's RecordNodeEvent reference: apiVersion v1, no resourceVersion
+        assert all(e["involvedObject"]["apiVersion"] == "v1" and "resourceVersion" not in e["involvedObject"]
+                   for e in ours)
