@@ -155,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
                             "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
                             "they do, as a kubelet, and `kubectl describe pod` shows them)")
+    serve.add_argument("--no-node-events", dest="node_events", action="store_false",
+                       help="the simulated nodes' kubelets record no Events about their nodes (Starting, "
+                            "NodeHasSufficientMemory, NodeReady, NodeNotSchedulable, ...), six writes a node "
+                            "fewer at registration (default: they do, as a kubelet, and `kubectl describe node` "
+                            "shows them)")
     failures = serve.add_argument_group(
         "simulated container failures", "the built-in stages' failure model (docs/nodes.md#containers-that-fail); "
                                         "a pod says its own with sim.controlplane.dev/ annotations")
@@ -438,6 +443,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             enable_crds=_checked_crds(parser, args),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
             pod_events=args.pod_events,
+            node_events=args.node_events,
             csi_nodes=args.csi_nodes,
             job_failure_rate=args.job_failure_rate,
             job_failure_exit_code=args.job_failure_exit_code,

@@ -150,6 +150,8 @@ class Config:
     manage_nodes_selector: str = ""
     # the simulated kubelets record their Events about pods' containers (serve --no-pod-events: not)
     pod_events: bool = True
+    # the simulated kubelets record their Events about their nodes (serve --no-node-events: not)
+    node_events: bool = True
     # the simulated kubelets register their nodes' CSINodes (serve --no-csi-nodes: not)
     csi_nodes: bool = True
     # the built-in stages' failure model (nodes/podfailure.py): each run of a Job's pod fails so often,

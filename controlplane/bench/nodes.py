@@ -91,7 +91,8 @@ async def run(args: argparse.Namespace) -> None:
             emit("cpu_idle", idle, "cores", note="the server alone, no nodes, after 3 s of start")
             sim = NodeSimulator(client, SimConfig(count=args.nodes, renew_interval=args.renew_interval,
                                                   job_seconds=3600.0, write_concurrency=args.concurrency,
-                                                  pod_events=args.pod_events, csi_nodes=args.csi_nodes))
+                                                  pod_events=args.pod_events, node_events=args.node_events,
+                                                  csi_nodes=args.csi_nodes))
             t0, cpu0 = time.monotonic(), time.process_time() + _helpers_cpu()
             task = asyncio.create_task(sim.run())
             await sim.ready()
@@ -101,14 +102,21 @@ async def run(args: argparse.Namespace) -> None:
             # leases and node status are still being written: wait for the backlog to drain,
             # then a whole interval, so the measure sees the steady state
             deadline = time.monotonic() + max(60.0, args.nodes / 50)
-            while sim.pending_writes() > 10 and time.monotonic() < deadline:  # noqa: ASYNC110
+            node_events = sim.node_events.recorder if sim.node_events is not None else None
+            while (sim.pending_writes() > 10 or (node_events is not None and node_events.pending)) \
+                    and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.2)
             setup = time.monotonic() - t0
             emit("setup_backlog_drained", setup, "s", pending=sim.pending_writes())
             spent = time.process_time() + _helpers_cpu() - cpu0 - idle * setup
             emit("cpu_per_node", spent / max(1, args.nodes) * 1000, "ms", csi_nodes=args.csi_nodes,
+                 node_events=args.node_events,
                  note="process CPU (and the store's helpers') from the simulator's start to the drained backlog, "
-                      "less cpu_idle: the Node, its Lease, its status, its CSINode and their watch events")
+                      "less cpu_idle: the Node, its Lease, its status, its CSINode and their watch events, and "
+                      "with --node-events the kubelet's events about the node (written by then)")
+            if node_events is not None:
+                emit("node_events_dropped", node_events.dropped, "events", nodes=args.nodes,
+                     note="kubelet node events not written: past NODE_EVENTS_PENDING queued")
             await asyncio.sleep(args.renew_interval + args.settle_seconds)
             bulk = sim.bulk_renewals
             modes = ([True] if bulk else []) + ([False] if args.renewals == "both" or not bulk else [])
@@ -320,6 +328,11 @@ def main(argv: list[str]) -> int:
                         help="the simulated kubelets record their Events about the pods' containers, as serve "
                              "does by default (three a pod here: Pulled, Created, Started); off by default, as "
                              "serve --no-pod-events, so that the figures compare with those before them")
+    parser.add_argument("--node-events", action="store_true",
+                        help="the simulated kubelets record their Events about their nodes, as serve does by "
+                             "default (six a node at registration: Starting, three conditions, "
+                             "NodeAllocatableEnforced, NodeReady); off by default, as serve --no-node-events, so "
+                             "that the figures compare with those before them")
     parser.add_argument("--csi-nodes", action="store_true",
                         help="the simulated kubelets register a CSINode with each Node, as serve's do by default "
                              "(about 0.3 ms of CPU and 7 KB of memory a node more at 2,000 nodes); off by default, "

@@ -213,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         port = _free_port()
         base = ["--no-scheduler", "--components-process", *([] if args.pod_events else ["--no-pod-events"]),
+                *([] if args.node_events else ["--no-node-events"]),
                 *([] if args.csi_nodes else ["--no-csi-nodes"])]
         for d in ("idle", "run"):
             (work / d).mkdir()

@@ -84,6 +84,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-pod-events", dest="pod_events", action="store_false",
                    help="record no kubelet Events about pods' containers (Pulling, Pulled, Created, Started, "
                         "Killing), three or more writes a pod fewer (default: recorded, as a kubelet does)")
+    p.add_argument("--no-node-events", dest="node_events", action="store_false",
+                   help="record no kubelet Events about the nodes (Starting, NodeHasSufficientMemory, NodeReady, "
+                        "NodeNotSchedulable, ...), six writes a node fewer at registration (default: recorded, "
+                        "as a kubelet does)")
     p.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
                    help="register no CSINode (storage.k8s.io/v1) with each node (default: registered, owned by "
                         "the Node and deleted with it, as a kubelet does)")
@@ -192,8 +196,8 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
                 instance_type=args.instance_type or created_node_type(catalog), catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
-                pod_events=args.pod_events, csi_nodes=args.csi_nodes, job_failure_rate=args.job_failure_rate,
-                job_failure_exit_code=args.job_failure_exit_code))
+                pod_events=args.pod_events, node_events=args.node_events, csi_nodes=args.csi_nodes,
+                job_failure_rate=args.job_failure_rate, job_failure_exit_code=args.job_failure_exit_code))
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1

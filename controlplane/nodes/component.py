@@ -46,6 +46,7 @@ async def start(client: Client, config: Config) -> None:
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", ""),
                                           pod_events=getattr(config, "pod_events", True),
+                                          node_events=getattr(config, "node_events", True),
                                           csi_nodes=getattr(config, "csi_nodes", True),
                                           job_failure_rate=getattr(config, "job_failure_rate", 0.0),
                                           job_failure_exit_code=getattr(config, "job_failure_exit_code", 1),

@@ -67,6 +67,9 @@ class SimConfig:
     # the kubelet's Events about pods' containers (Pulling, Pulled, Created, Started, Killing:
     # ``nodes/events.py``), three or more writes a pod; off: ``kubectl describe pod`` shows none
     pod_events: bool = True
+    # the kubelet's Events about its node (Starting, the pressure conditions, NodeAllocatableEnforced,
+    # NodeReady, NodeSchedulable, ...: ``nodes/events.py``), six writes a node at registration
+    node_events: bool = True
     image_catalog: ImageCatalog | None = None  # image sizes; None: the built-in one
     preloaded_images: tuple[str, ...] = ("registry.k8s.io/pause:3.10",)
     seed: int | None = None

@@ -39,7 +39,13 @@ from ..client import Client
 from ..controllers.events import Recorder, Submit
 from .images import Image, Pull
 
-__all__ = ["KubeletEvents", "container_paths", "go_duration", "with_default_tag"]
+__all__ = ["NODE_EVENTS_PENDING", "KubeletEvents", "NodeEvents", "container_paths", "go_duration",
+           "with_default_tag"]
+
+# the node events' recorder stands for every simulated kubelet, each of which has a broadcaster
+# (and a queue of 1,000) of its own upstream: this many unwritten at once (about 1 KB each), the
+# registration of some 8,000 nodes at once, before the newest are dropped
+NODE_EVENTS_PENDING = 50_000
 
 
 def go_duration(seconds: float) -> str:
@@ -164,3 +170,54 @@ class KubeletEvents:
             for c in containers:
                 name = c.get("name", "")
                 self._record(pod, node, f"spec.{field}{{{name}}}", "Killing", f"Stopping container {name}")
+
+
+class NodeEvents:
+    """The kubelet's events about its own node (``pkg/kubelet/kubelet_node_status.go``'s
+    ``recordNodeStatusEvent``, ``nodestatus`` setters, ``BirthCry``, the container manager's
+    node allocatable), in upstream's reasons and words, all Normal, from source ``kubelet`` on
+    the node. They are about the kubelet's reference to its node (``nodeRef``): ``apiVersion:
+    v1`` (since upstream's PR 134545, 1.35: without it ``kubectl events --for node/n``, which
+    selects on it, showed none), ``kind: Node``, its name, and its name again for a uid (not the
+    Node's uid: ``kubectl describe node`` looks under both; kubernetes#134503); in namespace
+    ``default``, as client-go puts a cluster-scoped object's.
+
+    - at registration: ``Starting`` ``Starting kubelet.``; ``NodeHasSufficientMemory``,
+      ``NodeHasNoDiskPressure``, ``NodeHasSufficientPID`` (``Node n status is now: <reason>``)
+      as the kubelet first sets those conditions; ``NodeAllocatableEnforced`` ``Updated Node
+      Allocatable limit across pods``;
+    - ``NodeReady`` / ``NodeNotReady`` (``Node n status is now: ...``) as the Ready condition it
+      reports turns True, or False;
+    - ``NodeSchedulable`` / ``NodeNotSchedulable`` as it sees ``spec.unschedulable`` change (a
+      kubelet starts thinking its node schedulable: one cordoned before it started gets
+      ``NodeNotSchedulable`` at once).
+    """
+
+    def __init__(self, client: Client, submit: Submit | None = None,
+                 as_node: Callable[[str], Client] | None = None) -> None:
+        self.recorder = Recorder(client, "kubelet", submit=submit, as_host=as_node, max_pending=NODE_EVENTS_PENDING)
+
+    def _record(self, node: str, reason: str, message: str) -> None:
+        # the kubelet's nodeRef: apiVersion v1 (the recorder's default), its name for a uid
+        ref = {"metadata": {"name": node, "uid": node}}
+        self.recorder.record("Node", ref, reason, message, host=node)
+
+    def _status(self, node: str, reason: str) -> None:
+        self._record(node, reason, f"Node {node} status is now: {reason}")
+
+    def starting(self, node: str, conditions: bool = True) -> None:
+        """The kubelet started on ``node``; ``conditions``: its pressure conditions are new
+        (a first registration, not a kubelet's restart on a node that has them)."""
+        self._record(node, "Starting", "Starting kubelet.")
+        if conditions:
+            for reason in ("NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"):
+                self._status(node, reason)
+        self._record(node, "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods")
+
+    def ready(self, node: str, ready: bool) -> None:
+        """The Ready condition the kubelet reports turned True (``NodeReady``) or False."""
+        self._status(node, "NodeReady" if ready else "NodeNotReady")
+
+    def schedulable(self, node: str, unschedulable: bool) -> None:
+        """The kubelet saw the node cordoned, or uncordoned."""
+        self._status(node, "NodeNotSchedulable" if unschedulable else "NodeSchedulable")

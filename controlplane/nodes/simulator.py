@@ -36,6 +36,12 @@ the pods bound to them:
   from the other writes, ``EVENT_CONCURRENCY`` at a time, and dropped beyond a
   thousand unwritten, as client-go's broadcaster drops them (a user's stages
   say their own, ``next.event``);
+- **node events** (``config.node_events``, on unless ``--no-node-events``): with the
+  built-in stages, the kubelet's Events about its node (``events.NodeEvents``):
+  ``Starting``, the pressure conditions, ``NodeAllocatableEnforced`` as it adopts a
+  node, ``NodeReady``/``NodeNotReady`` as the Ready condition it reports turns, and
+  ``NodeSchedulable``/``NodeNotSchedulable`` as it sees a cordon come and go (not while
+  it is down); on the same lane as the pod events, up to ``NODE_EVENTS_PENDING`` unwritten;
 - **stages from the API** (``config.stages_from_api``, KWOK's ``--enable-crds
   Stage``): the stages are the Stage objects stored in the server (their CRD,
   ``crds``, installed if absent), as a user's stage file's: none until there
@@ -77,7 +83,7 @@ from . import ephemeral
 from .allocated import pod_allocation
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
 from .crds import STAGES
-from .events import KubeletEvents, container_paths
+from .events import KubeletEvents, NodeEvents, container_paths
 from .failures import FAILURE_MODES
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
@@ -182,7 +188,7 @@ def _yaml(v: Any, indent: int = 0) -> str:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
-                 "pod_ips", "renewing", "since", "stage", "stage_gen", "uid")
+                 "pod_ips", "ready", "renewing", "since", "stage", "stage_gen", "uid", "unschedulable")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
@@ -207,6 +213,10 @@ class _Node:
         self.since = now_rfc3339()  # Ready's lastTransitionTime
         self.stage: str | None = None  # the node stage whose timer (or write) is pending
         self.stage_gen = 0  # bumps cancel it
+        # (with node events) the status of its Ready condition last seen ("" for none), and
+        # whether its kubelet last saw it cordoned (a kubelet starts thinking it is not)
+        self.ready = ""
+        self.unschedulable = False
 
 
 class _Pod:
@@ -348,6 +358,10 @@ class NodeSimulator:
         self._event_writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self.pod_events = KubeletEvents(client, self._event_writes.put_nowait, as_node=self._kubelet) \
             if config.pod_events and self.builtin_stages else None
+        # the kubelet's Events about its node, on the same lane; likewise with the built-in stages only
+        # (a user's node stages own the node's status, as KWOK's, which records none of these)
+        self.node_events = NodeEvents(client, self._event_writes.put_nowait, as_node=self._kubelet) \
+            if config.node_events and self.builtin_stages else None
         # a new pod's image lookups ("ns/name" -> when, and each container's path, image and pull),
         # until its images are on the node and their Pulled events recorded (with pod_events only)
         self._pulls: dict[str, tuple[float, list[tuple[str, str, Image, Pull]]]] = {}
@@ -374,7 +388,7 @@ class NodeSimulator:
             self._tasks.append(asyncio.create_task(self.stage_informer.run(), name="stages-informer"))
         self._tasks += [asyncio.create_task(self._writer(), name=f"nodes-writer-{i}")
                         for i in range(self.config.write_concurrency)]
-        if self.pod_events is not None:
+        if self.pod_events is not None or self.node_events is not None:
             self._tasks += [asyncio.create_task(self._event_writer(), name=f"nodes-event-writer-{i}")
                             for i in range(EVENT_CONCURRENCY)]
         try:
@@ -621,8 +635,30 @@ class NodeSimulator:
             self.fail_node(name, failure, manual=False)
         elif not failure and node.failed and not node.manual:
             self.recover_node(name)
+        if self.node_events is not None:
+            self._node_transitions(node, obj)
         if not node.failed:
             self._schedule_node_stage(node, obj)
+
+    def _node_transitions(self, node: _Node, obj: dict[str, Any]) -> None:
+        """The kubelet's events about what changed on its node: the Ready condition it reported
+        turned (``NodeReady``; ``NodeNotReady`` when it reports not-ready), a cordon it saw come
+        or go. A kubelet that is down reports nothing and sees nothing until it is back."""
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        ready = next((str(c.get("status", "")) for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"),
+                     "")
+        previous, node.ready = node.ready, ready
+        if node.failed == "unreachable" or self.node_events is None:
+            return
+        if ready != previous:
+            if ready == "True" and not node.failed:
+                self.node_events.ready(node.name, True)
+            elif ready == "False" and node.failed == "not-ready":
+                self.node_events.ready(node.name, False)
+        unschedulable = bool((obj.get("spec") or {}).get("unschedulable"))
+        if unschedulable != node.unschedulable:
+            node.unschedulable = unschedulable
+            self.node_events.schedulable(node.name, unschedulable)
 
     def _schedule_node_stage(self, node: _Node, obj: dict[str, Any]) -> None:
         """Draw the node's next stage and set its timer, as for pods: the draw being the
@@ -673,6 +709,12 @@ class NodeSimulator:
             images.preload(image)
         node = _Node(name, ip, cidr, itype, images, self.rota.offset(name))
         node.uid = meta.get("uid", "")
+        if self.node_events is not None:
+            # (a node that has its conditions: a kubelet restarted, which finds them set)
+            ready = next((c.get("status") for c in status.get("conditions") or () if isinstance(c, dict)
+                          and c.get("type") == "Ready"), None)
+            node.ready = str(ready or "")
+            self.node_events.starting(name, conditions=ready is None)
         # out of the cyclic GC's sight, as the watch cache's entries (gcsettings.untracked):
         # three objects a node that hold nothing leading back to them
         for part in (node, node.pod_ips, images):
