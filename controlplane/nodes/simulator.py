@@ -1594,15 +1594,7 @@ class NodeSimulator:
                     if after:
                         starts.append(container_path)
                     after = after or container_path == path
-        meta = pod.get("metadata") or {}
-        ns, name = key.split("/", 1)
-        try:
-            await self._kubelet(node.name).patch(resource_path("", "v1", "pods", ns, name, "status"),
-                                                 {"metadata": {"uid": meta.get("uid")}, "status": status},
-                                                 patch_type="merge")
-        except ApiError as e:
-            if e.code not in (404, 409):
-                raise
+        if not await self._write_failure_status(key, node, pod, status):
             return
         if status.get("phase") == "Running" and not st.started:
             st.started = True
@@ -1639,15 +1631,7 @@ class NodeSimulator:
             else:  # no back-off yet, or its entry expired (a run of 10 min): restarted at once, back-off reset
                 st.backoff, st.backoff_at = self.config.crash_backoff, at
                 status = crashed(pod, ending, now, None)
-        meta = pod.get("metadata") or {}
-        ns, name = key.split("/", 1)
-        try:
-            await self._kubelet(node.name).patch(resource_path("", "v1", "pods", ns, name, "status"),
-                                                 {"metadata": {"uid": meta.get("uid")}, "status": status},
-                                                 patch_type="merge")
-        except ApiError as e:
-            if e.code not in (404, 409):
-                raise
+        if not await self._write_failure_status(key, node, pod, status):
             return
         again = pending == BACK_OFF or ("phase" not in status and "conditions" not in status)
         if self.pod_events is not None and again:
@@ -1707,6 +1691,20 @@ class NodeSimulator:
             st.ip = None
 
     # ------------------------------------------------------------------ helpers
+
+    async def _write_failure_status(self, key: str, node: _Node, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """A failure model's status of ``pod`` (its uid as a precondition), as its kubelet writes
+        it; False if the pod is gone or changed meanwhile (its next event decides again)."""
+        ns, name = key.split("/", 1)
+        try:
+            await self._kubelet(node.name).patch(resource_path("", "v1", "pods", ns, name, "status"),
+                                                 {"metadata": {"uid": (pod.get("metadata") or {}).get("uid")},
+                                                  "status": status}, patch_type="merge")
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+            return False
+        return True
 
     def _kubelet(self, node: str) -> Client:
         """The client as ``node``'s kubelet (``system:node:<node>``, identities.py), for what a

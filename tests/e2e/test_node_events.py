@@ -4,13 +4,12 @@ controllers: the simulated kubelet's (``nodes/events.py``) and the node lifecycl
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl_day2 import eventually
 from tests.test_cli import Serve, running, start_serve
 
 NODE = "sim-node-0"
@@ -20,16 +19,6 @@ NODE = "sim-node-0"
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     with running(start_serve(tmp_path_factory.mktemp("nodeevents"), scheduler=True, extra=("--nodes", "1"))) as s:
         yield s
-
-
-def eventually(what: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"not within {timeout} s"
-        time.sleep(0.2)
 
 
 def _events_section(out: str) -> str:
