@@ -161,13 +161,14 @@ class WebhookBackend:
         if len(self._queue) >= self.options.buffer_size:
             _error("buffered", "the audit webhook buffer queue is full: an event was dropped")
             return
-        if not self._queue:
+        first = not self._queue  # (a batch starts: its wait starts with it)
+        if first:
             self._oldest = time.monotonic()
         self._queue.append(data)
         if self._worker is None:
             self._wake = asyncio.Event()
             self._worker = asyncio.get_running_loop().create_task(self._send_forever(), name="audit-webhook")
-        if len(self._queue) >= self.options.max_size:
+        if first or len(self._queue) >= self.options.max_size:
             assert self._wake is not None
             self._wake.set()
 
@@ -183,18 +184,24 @@ class WebhookBackend:
         await self._http.aclose()
 
     async def _send_forever(self) -> None:
+        """Sends a batch once ``max_size`` events wait, or the oldest has waited ``max_wait``,
+        or at close. Woken by ``process`` when a batch starts and when one is full."""
         assert self._wake is not None
         options = self.options
         while True:
-            if not self._closing and len(self._queue) < options.max_size:
-                wait = options.max_wait - (time.monotonic() - self._oldest) if self._queue else None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                self._wake.clear()
             if not self._queue:
                 if self._closing:
                     return
+                await self._wake.wait()
+                self._wake.clear()
                 continue
+            if not self._closing and len(self._queue) < options.max_size:
+                wait = options.max_wait - (time.monotonic() - self._oldest)
+                if wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    self._wake.clear()
+                    continue  # (again: full, closing, or waited long enough)
             batch = [self._queue.popleft() for _ in range(min(options.max_size, len(self._queue)))]
             if self._queue:
                 self._oldest = time.monotonic()

@@ -102,6 +102,19 @@ async def test_events_go_as_event_lists_in_batches_of_the_max_size_then_by_the_w
     assert backend.sent == 4
 
 
+async def test_an_event_after_a_quiet_spell_goes_within_the_wait(tmp_path: Path, receiver: Receiver) -> None:
+    """Once a batch has gone and nothing waits, the next event starts a batch and its wait:
+    sent after max_wait, not held until max_size more come."""
+    backend = WebhookBackend(WebhookOptions(kubeconfig(tmp_path, receiver.port), max_size=50, max_wait=0.2))
+    for i in (1, 2):
+        receiver.got.clear()
+        backend.process(event(i))
+        await asyncio.wait_for(receiver.got.wait(), 5)
+        await asyncio.sleep(0.3)  # (the worker idle, its queue empty)
+    assert [[e["auditID"] for e in b["items"]] for b in receiver.bodies] == [["id-1"], ["id-2"]]
+    await backend.close()
+
+
 async def test_a_batch_the_webhook_fails_is_sent_again_after_the_backoff(tmp_path: Path, receiver: Receiver) -> None:
     receiver.codes = [503, 500]
     backend = WebhookBackend(WebhookOptions(kubeconfig(tmp_path, receiver.port), max_size=1, initial_backoff=0.05))

@@ -294,15 +294,16 @@ def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) ->
             ok(s, "create", "configmap", "small", "--from-literal=a=b")
             ok(s, "create", "configmap", "large", "--from-literal=a=" + "x" * 5000)
             uri = "/api/v1/namespaces/default/configmaps"
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:  # (by_kubectl: not the root CA publisher's kube-root-ca.crt)
+            deadline = time.monotonic() + 60
+            while True:  # (by_kubectl: not the root CA publisher's kube-root-ca.crt)
                 hooked = [e for _, _, body in received for e in body["items"] if by_kubectl("create", uri)(e)]
-                if sum(e["stage"] == "ResponseComplete" for e in hooked) >= 2:
+                done = {e["objectRef"].get("name"): e for e in hooked if e["stage"] == "ResponseComplete"}
+                if {"small", "large"} <= set(done):
                     break
+                assert time.monotonic() < deadline, [(e["stage"], e["objectRef"]) for e in hooked]
                 time.sleep(0.1)
             assert {(p, a) for p, a, _ in received} == {("/audit", "Bearer hooktoken")}
             assert all((b["kind"], b["apiVersion"]) == ("EventList", "audit.k8s.io/v1") for _, _, b in received)
-            done = {e["objectRef"]["name"]: e for e in hooked if e["stage"] == "ResponseComplete"}
             assert done["small"]["requestObject"]["data"] == {"a": "b"}
             assert "requestObject" not in done["large"] and "responseObject" not in done["large"]
             assert done["large"]["annotations"]["audit.k8s.io/truncated"] == "true"
