@@ -20,13 +20,11 @@ from controlplane.nodes.podfailure import (
     target_of,
 )
 from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
-
-BACKOFF = {"crash_backoff": 0.3, "crash_backoff_max": 1.2}
+from tests.nodes.test_pod_failures import BACKOFF, annotated
 
 
 def two_inits(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
-    body = pod(name, "sim-node-0", **spec)
-    body["metadata"]["annotations"] = annotations
+    body = annotated(name, annotations, **spec)
     body["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}, {"name": "migrate", "image": "busybox"}]
     body["spec"]["containers"].append({"name": "d", "image": "busybox"})
     return body
