@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from controlplane.registry.celcheck import CelType, schema_type
 from controlplane.registry.goregexp import compile_go, syntax_error
 
 __all__ = ["apply_defaults", "describe", "prune", "structure_problems", "validate"]
@@ -612,23 +613,30 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
     return causes
 
 
-def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | None) -> list[Cause]:
+def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | None,
+                      self_type: CelType | None = None) -> list[Cause]:
     """A ``rule`` or ``messageExpression`` that does not compile, as upstream refuses it: on
     ``<path>.rule`` (``.messageExpression``), the bad value the whole rule as Go's ``%#v``
-    prints apiextensions' ValidationRule. And a rule reading ``oldSelf`` where no old value
+    prints apiextensions' ValidationRule. Compiling is parsing and, with ``self`` (and
+    ``oldSelf``) of ``self_type``, type checking (``registry/celcheck.py``): a rule must be a
+    bool, a ``messageExpression`` a string. And a rule reading ``oldSelf`` where no old value
     can be paired with the new (within the list at ``uncorrelatable``), or an
     ``optionalOldSelf`` set on a rule that does not read ``oldSelf``."""
     from .expressions import compile_error, variables_of
 
     causes: list[Cause] = []
+    typed = _type_problems(rule, self_type) if self_type is not None else {}
     for key, detail in (("rule", ""), ("messageExpression", "messageExpression ")):
         text = rule.get(key)
         why = compile_error(text) if isinstance(text, str) and text.strip() else None
+        if why is None:
+            why = typed.get(key)
+            detail = ""
         if why is not None:
             causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{key}",
                            "message": f"Invalid value: {_go_validation_rule(rule)}: {detail}{why}"})
     text, optional = rule.get("rule"), rule.get("optionalOldSelf")
-    if not isinstance(text, str) or not text.strip() or compile_error(text) is not None:
+    if not isinstance(text, str) or not text.strip() or compile_error(text) is not None or "rule" in typed:
         return causes
     if "oldSelf" in variables_of(text):
         if uncorrelatable is not None:
@@ -637,6 +645,43 @@ def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | Non
     elif isinstance(optional, bool):
         causes.append(_invalid(f"{path}.optionalOldSelf", optional, "may not be set if oldSelf is not used in rule"))
     return causes
+
+
+def _self_type(schema: Schema, root: bool) -> CelType:
+    """The type of ``self`` in the rules of ``schema``: a resource's root and an embedded
+    resource have ``apiVersion``, ``kind`` and ``metadata`` (``SchemaDeclType``)."""
+    return schema_type(schema, root or schema.get("x-kubernetes-embedded-resource") is True)
+
+
+def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
+    """What upstream's ``compileRule`` says of a rule that parses but does not type-check
+    (``compilation failed: ERROR: <input>:1:5: undefined field 'x'``), or is not a bool
+    (``cel expression must evaluate to a bool``); and of its ``messageExpression``
+    (``messageExpression compilation failed: ...``, ``messageExpression must evaluate to a
+    string``), checked, as upstream, only when the rule is fine. By key."""
+    from .celcheck import DYN, check
+    from .expressions import compile_error
+
+    old_self = DYN if rule.get("optionalOldSelf") is True else self_type  # an optional there
+    variables = {"self": self_type, "oldSelf": old_self}
+    out: dict[str, str] = {}
+    text = rule.get("rule")
+    if not isinstance(text, str) or not text.strip() or compile_error(text) is not None:
+        return out
+    errors, result = check(text, variables)
+    if errors:
+        out["rule"] = "compilation failed: " + "\n".join(errors)
+    elif result.kind not in ("bool", "dyn"):
+        out["rule"] = "cel expression must evaluate to a bool"
+    message = rule.get("messageExpression")
+    if out or not isinstance(message, str) or not message.strip() or compile_error(message) is not None:
+        return out
+    errors, result = check(message, variables)
+    if errors:
+        out["messageExpression"] = "messageExpression compilation failed: " + "\n".join(errors)
+    elif result.kind not in ("string", "dyn", "list"):
+        out["messageExpression"] = "messageExpression must evaluate to a string"
+    return out
 
 
 def _go_validation_rule(rule: dict[str, Any]) -> str:
@@ -784,9 +829,11 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items",
                            "message": "Forbidden: items must be a schema object and not an array"})
     if cel is not None and len(causes) == start:
+        self_type = _self_type(schema, root) if schema.get("x-kubernetes-validations") else None
         for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
             if isinstance(rule, dict):
-                cel.extend(_compile_problems(rule, f"{path}.x-kubernetes-validations[{i}]", uncorrelatable))
+                cel.extend(_compile_problems(rule, f"{path}.x-kubernetes-validations[{i}]", uncorrelatable,
+                                             self_type))
     if "default" in schema:
         if root:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.default",

@@ -851,6 +851,35 @@ def test_a_crd_whose_rule_does_not_compile_is_refused(served: Serve) -> None:
                    "hasps.ruled.example.com").status_code == 404
 
 
+def test_a_crd_whose_rule_does_not_type_check_is_refused(served: Serve) -> None:
+    """A rule is type-checked against its schema at its CRD's write, as upstream's cel-go
+    checker: a field the schema lacks, or a string compared with an int, is a 422 on the
+    rule's path in cel-go's words and columns; kubectl shows it as upstream prints it."""
+    bad = renamed(LOCKS_CRD, "latch").replace("self.size >= oldSelf.size", "self.sise >= oldSelf.size") \
+        .replace('"self == oldSelf", message: owner', '"self > 5", message: owner')
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=bad, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    prefix = ("spec.validation.openAPIV3Schema.properties[spec]{}.x-kubernetes-validations[0].rule: Invalid value: "
+              'apiextensions.ValidationRule{{Rule:"{}", Message:"{}", MessageExpression:"", '
+              'Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}}: ')
+    assert 'The CustomResourceDefinition "latchs.ruled.example.com" is invalid: \n' in r.stderr
+    assert prefix.format("", "self.sise >= oldSelf.size", "size may only grow") + (
+        "compilation failed: ERROR: <input>:1:5: undefined field 'sise'\n"
+        " | self.sise >= oldSelf.size\n"
+        " | ....^") in r.stderr
+    assert prefix.format(".properties[owner]", "self > 5", "owner is immutable") + (
+        "compilation failed: ERROR: <input>:1:6: found no matching overload for '_>_' applied to '(string, int)'\n"
+        " | self > 5\n"
+        " | .....^") in r.stderr
+    web = authed(served)
+    assert web.get(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "latchs.ruled.example.com").status_code == 404
+    fixed = bad.replace("self.sise", "self.size").replace('"self > 5"', '"self.size() > 5"')
+    assert "latchs.ruled.example.com created" in kubectl(served, "apply", "-f", "-", stdin=fixed)
+
+
 def renamed(crd: str, name: str) -> str:
     """LOCKS_CRD for a kind of another name, so that a test changing it changes no other's."""
     return crd.replace("locks", f"{name}s").replace("lock", name).replace("Lock", name.capitalize())
