@@ -8,9 +8,11 @@ cel-go's words: a syntax error as the interpreter's parser finds it
      | gpu.model == "x"
      | ^
 
-Not done: the rest of cel-go's type checking (a result that is not a bool, a function of
-the wrong arguments) and its cost estimate; such an expression fails when the scheduler
-runs it. An expression stored as it is (an update that leaves it) is not compiled again,
+And type errors as cel-go's checker reports them against upstream's ``kubernetes.DRADevice``
+(``registry/celcheck.py``): ``device.drivr`` is an ``undefined field 'drivr'``,
+``device.driver > 1`` has ``no matching overload``; an attribute's value is dyn. Not done:
+a result that is not a bool, and the cost estimate; such an expression fails when the
+scheduler runs it. An expression stored as it is (an update that leaves it) is not compiled again,
 as upstream; one that compiled is remembered.
 """
 
@@ -58,8 +60,32 @@ def _compile_error(expression: str) -> str | None:
     why = compile_error(expression)
     if why is not None:
         return why
-    issues = _undeclared(expression)
+    from .celcheck import type_errors
+
+    issues = _undeclared(expression) + type_errors(expression, {"device": _device_type()})
+    issues.sort(key=_position)
     return "compilation failed: " + "\n".join(issues) if issues else None
+
+
+def _position(issue: str) -> tuple[int, int]:
+    line, column = _ISSUE_AT.match(issue).groups()  # type: ignore[union-attr]
+    return int(line), int(column)
+
+
+_ISSUE_AT = re.compile(r"ERROR: <input>:(\d+):(\d+):")
+_ANY_BY_NAME = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}  # values dyn
+# upstream's kubernetes.DRADevice (dynamic-resource-allocation/cel/compile.go): the driver, the
+# attributes and capacities by domain and name, whether it allows several allocations
+_DEVICE_SCHEMA = {"type": "object", "properties": {
+    "driver": {"type": "string"}, "allowMultipleAllocations": {"type": "boolean"},
+    "attributes": {"type": "object", "additionalProperties": _ANY_BY_NAME},
+    "capacity": {"type": "object", "additionalProperties": _ANY_BY_NAME}}}
+
+
+def _device_type() -> Any:
+    from .celcheck import schema_type
+
+    return schema_type(_DEVICE_SCHEMA, name="kubernetes.DRADevice")
 
 
 def _undeclared(expression: str) -> list[str]:

@@ -80,7 +80,11 @@ async def test_a_device_class_whose_selector_does_not_compile_is_refused_in_cel_
     with pytest.raises(ApiError) as e:
         await client.create(CLASSES, {"metadata": {"name": "bad"}, "spec": {"selectors": [
             {"cel": {"expression": "device.driver =="}}, {"cel": {"expression": 'gpu.model == "x"'}}, {},
-            {"cel": {"expression": 'device.driver == "a" &&\n  size(device.attributes) > 0 &&\n  model'}}]}})
+            {"cel": {"expression": 'device.driver == "a" &&\n  size(device.attributes) > 0 &&\n  model'}},
+            {"cel": {"expression": 'device.drivr == "a" || device.driver > 1'}},
+            {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "a100" && '
+                                   'device.capacity["gpu.example.com"].memory.compareTo(quantity("1Gi")) >= 0 && '
+                                   "device.allowMultipleAllocations"}}]}})
     assert causes(e) == [
         ("FieldValueInvalid", "spec.selectors[0].cel.expression",
          'Invalid value: "device.driver ==": compilation failed: ERROR: <input>:1:17: Syntax error: mismatched '
@@ -92,7 +96,12 @@ async def test_a_device_class_whose_selector_does_not_compile_is_refused_in_cel_
         ("FieldValueRequired", "spec.selectors[2].cel", "Required value"),
         ("FieldValueInvalid", "spec.selectors[3].cel.expression",
          'Invalid value: "device.driver == \\"a\\" &&\\n  size(device.attributes) > 0 &&\\n  model": compilation '
-         "failed: ERROR: <input>:3:3: undeclared reference to 'model' (in container '')\n |   model\n | ..^")]
+         "failed: ERROR: <input>:3:3: undeclared reference to 'model' (in container '')\n |   model\n | ..^"),
+        ("FieldValueInvalid", "spec.selectors[4].cel.expression",
+         'Invalid value: "device.drivr == \\"a\\" || device.driver > 1": compilation failed: ERROR: <input>:1:7: '
+         "undefined field 'drivr'\n | device.drivr == \"a\" || device.driver > 1\n | ......^\n"
+         "ERROR: <input>:1:38: found no matching overload for '_>_' applied to '(string, int)'\n"
+         " | device.drivr == \"a\" || device.driver > 1\n | .....................................^")]
 
 
 async def test_a_device_classs_selectors_and_configs_are_bounded_and_its_config_opaque(client: Client) -> None:
