@@ -12,8 +12,9 @@ claim's status ``registry/claimstatus.py``'s, ResourceSlices ``registry/resource
   class name is required and a DNS subdomain; ``ExactCount`` needs a count above zero,
   ``All`` none. Selectors (at most 32) need ``cel``, whose expression (at most 10 KiB)
   must compile: a syntax error or a variable other than ``device`` is refused in
-  cel-go's words. (Upstream's type checker and cost estimate are not applied: an
-  expression that parses but does not type-check fails when the scheduler runs it.)
+  cel-go's words, and so is a type error against upstream's ``kubernetes.DRADevice``
+  (``registry/draselectors.py``). (Upstream's cost estimate is not applied, nor its
+  check that the result is a bool: such an expression fails when the scheduler runs it.)
   Constraints and configs (at most 32 each) name requests of the claim
   (``request`` or ``request/subrequest``); an opaque config names a driver and holds
   a JSON object of at most 10 KiB.

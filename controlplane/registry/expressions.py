@@ -75,8 +75,9 @@ def compile_error(expression: str) -> str | None:
 
         compile_error("self.replicas >")   # 'compilation failed: ERROR: <input>:1:16: Syntax error: ...'
 
-    Only syntax is checked: the interpreter has no type checker, so a rule naming a field
-    its schema lacks, which cel-go refuses here, is found out only when it runs. Nor is valid
+    Only syntax is checked: the interpreter has no type checker; its callers that know the
+    variables' types run ``registry/celcheck.py`` after this (a CRD's rules, DRA selectors),
+    so that a rule naming a field its schema lacks is refused as cel-go refuses it. Nor is valid
     CEL the interpreter's parser lacks (``unsupported syntax '?'``: optional entries of
     literals, ``[?x]``) held against the expression here, as cel-go would not: it fails as it
     runs."""
