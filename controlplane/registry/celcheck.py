@@ -36,6 +36,7 @@ An expression this parser does not read is not checked at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,7 @@ class CelType:
     schema: dict[str, Any] | None = None
     name: str = ""
     open: bool = False  # x-kubernetes-preserve-unknown-fields: undeclared fields are dyn
+    resolve: Callable[[Any], Any] | None = field(default=None, repr=False)  # a node's $ref followed
     _fields: dict[str, CelType] | None = field(default=None, repr=False)
 
     def fields(self) -> dict[str, CelType]:
@@ -109,9 +111,14 @@ def escaped(name: str) -> str | None:
     return _ESCAPED.sub(lambda m: _ESCAPES[m.group(0)], name)
 
 
-def schema_type(schema: Any, root: bool = False, name: str = _ROOT_NAME) -> CelType:
+def schema_type(schema: Any, root: bool = False, name: str = _ROOT_NAME,
+                resolve: Callable[[Any], Any] | None = None) -> CelType:
     """The CEL type of values of ``schema`` (``SchemaDeclType``); ``root`` for a resource's
-    root or an embedded resource. ``dyn`` where upstream's type is not modelled here."""
+    root or an embedded resource. ``dyn`` where upstream's type is not modelled here.
+    ``resolve`` turns a node of a schema with references (the built-in types' definitions)
+    into a structural one."""
+    if resolve is not None:
+        schema = resolve(schema)
     if not isinstance(schema, dict) or schema.get("x-kubernetes-int-or-string") is True:
         return DYN
     t = schema.get("type")
@@ -119,22 +126,26 @@ def schema_type(schema: Any, root: bool = False, name: str = _ROOT_NAME) -> CelT
         items = schema.get("items")
         if not isinstance(items, dict):
             return DYN
-        return list_of(schema_type(items, items.get("x-kubernetes-embedded-resource") is True, f"{name}.@idx"))
+        return list_of(schema_type(items, _embedded(items, resolve), f"{name}.@idx", resolve))
     if t == "object" or (root and t is None):
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
-            return map_of(STRING, schema_type(extra, extra.get("x-kubernetes-embedded-resource") is True,
-                                              f"{name}.@elem"))
+            return map_of(STRING, schema_type(extra, _embedded(extra, resolve), f"{name}.@elem", resolve))
         if extra is True:
             return DYN
         open_ = schema.get("x-kubernetes-preserve-unknown-fields") is True or t is None
-        return CelType("object", schema={**schema, "__root__": root}, name=name, open=open_)
+        return CelType("object", schema={**schema, "__root__": root}, name=name, open=open_, resolve=resolve)
     if t == "string":
         fmt = schema.get("format")
         if fmt == "byte":
             return BYTES
         return DYN if fmt in ("date", "date-time", "duration") else STRING
     return {"boolean": BOOL, "number": DOUBLE, "integer": INT}.get(t, DYN) if isinstance(t, str) else DYN
+
+
+def _embedded(schema: Any, resolve: Callable[[Any], Any] | None) -> bool:
+    node = resolve(schema) if resolve is not None else schema
+    return isinstance(node, dict) and node.get("x-kubernetes-embedded-resource") is True
 
 
 _META_PROPERTIES: dict[str, Any] = {"name": {"type": "string"}, "generateName": {"type": "string"}}
@@ -149,6 +160,8 @@ def _object_fields(t: CelType) -> dict[str, CelType]:
         props.setdefault("apiVersion", {"type": "string"})
         props.setdefault("kind", {"type": "string"})
         meta = props.get("metadata")
+        if t.resolve is not None and meta is not None:
+            meta = t.resolve(meta)
         if not isinstance(meta, dict) or not isinstance(meta.get("properties"), dict):
             props["metadata"] = _META_SCHEMA
         else:
@@ -157,8 +170,9 @@ def _object_fields(t: CelType) -> dict[str, CelType]:
     for prop_name, prop in props.items():
         if not isinstance(prop_name, str):
             continue
-        prop_type = schema_type(prop, isinstance(prop, dict) and prop.get("x-kubernetes-embedded-resource") is True,
-                                f"{t.name}.{prop_name}")
+        if t.resolve is not None:
+            prop = t.resolve(prop)
+        prop_type = schema_type(prop, _embedded(prop, None), f"{t.name}.{prop_name}", t.resolve)
         if isinstance(prop, dict) and prop.get("type") in (None, "") \
                 and prop.get("x-kubernetes-int-or-string") is not True:
             prop_type = DYN  # upstream hides such a property; here it is not held against a rule

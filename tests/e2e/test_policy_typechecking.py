@@ -1,0 +1,44 @@
+"""A ValidatingAdmissionPolicy's expressions type-checked against the kinds it matches, over
+a socket with real kubectl: the warnings land in ``status.typeChecking`` as upstream's type
+checking controller writes them, and the policy is not refused."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve
+
+POLICY = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: replicas-limit}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - expression: "object.spec.replicaz <= 5"
+  - expression: "object.spec.replicas <= 5 && object.metadata.labels.all(k, k != '')"
+    messageExpression: "'at most 5, not ' + object.spec.replicas"
+"""
+
+
+def test_kubectl_sees_type_warnings_in_a_policys_status(served: Serve) -> None:
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/replicas-limit created" in kubectl(
+        served, "apply", "-f", "-", stdin=POLICY)
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "replicas-limit", "-o", "yaml"))
+    assert got["status"]["observedGeneration"] == got["metadata"]["generation"] == 1
+    assert got["status"]["typeChecking"]["expressionWarnings"] == [
+        {"fieldRef": "spec.validations[0].expression",
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n"
+                    " | object.spec.replicaz <= 5\n | ...........^\n"},
+        {"fieldRef": "spec.validations[1].messageExpression",
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:19: found no matching overload for '_+_' "
+                    "applied to '(string, int)'\n | 'at most 5, not ' + object.spec.replicas\n"
+                    " | ..................^\n"}]
+    fixed = POLICY.replace("replicaz", "replicas").replace("+ object.spec.replicas", "+ string(object.spec.replicas)")
+    assert "configured" in kubectl(served, "apply", "-f", "-", stdin=fixed)
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "replicas-limit", "-o", "yaml"))
+    assert got["status"] == {"observedGeneration": 2, "typeChecking": {}}
