@@ -480,8 +480,8 @@ class _Checker:
             for a in args:  # a namespaced function: sets.contains, strings.quote, optional.of, ...
                 self.check(a, scope)
             return DYN
-        target = self.check(node.target, scope) if node.target is not None else None
-        types = [self.check(a, scope) for a in args]
+        target = _loose(self.check(node.target, scope)) if node.target is not None else None
+        types = [_loose(self.check(a, scope)) for a in args]
         if target is None and name.startswith(("_", "!", "-", "@")):
             return self.operator(node, types)
         if target is None:
@@ -491,7 +491,7 @@ class _Checker:
     def comprehension(self, node: _Node, scope: dict[str, CelType]) -> CelType:
         assert node.target is not None
         name, args = node.name, node.args
-        over = self.check(node.target, scope)
+        over = _loose(self.check(node.target, scope))
         bound = _bound_count(name, args)
         if over.kind == "list":
             kinds = [over.elem or DYN] if bound == 1 else [INT, over.elem or DYN]
@@ -620,6 +620,12 @@ def _bound_count(name: str, args: list[_Node]) -> int:
     return 1
 
 
+def _loose(t: CelType) -> CelType:
+    """An object with ``x-kubernetes-preserve-unknown-fields`` as an operand: dyn, since what
+    upstream makes of it is not modelled (only its declared fields are typed here)."""
+    return DYN if t.kind == "object" and t.open else t
+
+
 def _group(t: CelType) -> str:
     return "number" if t.kind in _NUMBERS else t.kind
 
@@ -637,9 +643,10 @@ def _same(a: CelType, b: CelType) -> bool:
 
 
 def _never_equal(a: CelType, b: CelType) -> bool:
-    """Whether cel-go refuses ``a == b`` for sure: kinds that no value shares (a number and a
-    string, a list and a bool); null against anything, and numbers of any kind, pass."""
-    if a.kind == "null" or b.kind == "null":
+    """Whether cel-go refuses ``a == b`` for sure: a scalar and a value of another kind (a
+    number and a string, a list and a bool, an object and an int); null against anything,
+    numbers of any kind, and two aggregates (an object and a map literal) pass."""
+    if a.kind == "null" or b.kind == "null" or (a.kind not in _PRIMITIVES and b.kind not in _PRIMITIVES):
         return False
     plain = _PRIMITIVES | {"list", "map", "object"}
     return a.kind in plain and b.kind in plain and _group(a) != _group(b)

@@ -207,3 +207,9 @@ def test_real_crds_rules_pass(path: Path) -> None:
         for version in doc["spec"]["versions"]:
             schema = version["schema"]["openAPIV3Schema"]
             assert structure_problems(schema, "spec.validation.openAPIV3Schema") == []
+
+
+def test_an_object_that_preserves_unknown_fields_is_dyn_as_an_operand() -> None:
+    assert type_errors("self.extra.all(k, k != '') && size(self.extra) > 0 && self.extra != 1", _vars()) == []
+    assert type_errors("self.nested.all(k, k != '')", _vars())[0].startswith(
+        "ERROR: <input>:1:5: expression of type 'selfType0.nested' cannot be range of a comprehension")
