@@ -29,7 +29,7 @@ verdict is not certain here: numbers of different kinds compared, functions and 
 this module does not know (their result is ``dyn``), timestamps and durations (strings of
 format ``date``, ``date-time``, ``duration`` are ``dyn`` here), objects with
 ``x-kubernetes-preserve-unknown-fields`` (their undeclared fields are ``dyn``, where
-upstream exposes none), properties without a type, names that are not declared variables.
+upstream exposes none, and so are they as operands), properties without a type, names that are not declared variables.
 An expression this parser does not read is not checked at all.
 """
 
