@@ -706,8 +706,9 @@ def create_app(config: Config) -> FastAPI:
                                             ("batch", "cronjobs"), ("apps", "daemonsets"),
                                             ("apps", "statefulsets")})
         kube.storage_protected = True  # the persistent volume and PodGroup protection controllers run too
-        # custom resources' dependents collected once they go (api/dependents.py)
-        kube.collects_custom = config.controller_enabled("garbage-collector-controller")
+        # every kind's dependents collected once its objects go (api/dependents.py)
+        if config.controller_enabled("garbage-collector-controller"):
+            kube.collect_garbage()
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

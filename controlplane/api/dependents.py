@@ -1,46 +1,74 @@
-"""The garbage collector's part for custom resources as owners: once a custom resource is
-gone from the store, the objects that name it and no owner that is left are deleted, as
-kube-controller-manager's garbage collector deletes them (``Background`` propagation,
-the default). This is what cleans up after an operator that adopts its children (kopf's
-``kopf.adopt``, controller-runtime's ``SetControllerReference``): delete the custom
-resource, and its ConfigMaps, Services, Deployments... go too.
-
-    await collect_dependents(self.registry, self.store, namespace, gone_uids, self._delete, lately_gone)
+"""kube-controller-manager's garbage collector, in the API server, for every kind: once an
+owner goes, the objects that name it in ``metadata.ownerReferences`` and no owner that is
+left are deleted (``Background``, the default); ``Foreground`` and ``Orphan`` deletes of
+any kind are carried out here too (the ``foregroundDeletion`` and ``orphan`` finalizers).
+This is what cleans up after an operator that adopts its children (kopf's
+``kopf.adopt``, controller-runtime's ``SetControllerReference``) and after every object
+that names another as its owner: a ConfigMap owned by a Service, a PVC owned by a pod,
+a node's Lease owned by the Node.
 
 Upstream's collector keeps a graph of every object's owners, fed by watching every
-resource. Here an owner's dependents are found when it goes, by one pass over the
-objects of the owner's namespace (a cluster-scoped owner: over the cluster-scoped
-objects), each value tested for the owner's uid as bytes before it is parsed, so the
-pass costs a read of the namespace and no parse of objects that do not name it; a
-dependent's other owners are looked up by key (those this process collected lately are
-known gone). The owners deleted in a namespace while a pass runs are taken together by
-the next one (``KubeApi._collect``): the resources of a deleted
+resource. Here an owner's dependents are looked for when it goes, by one pass, and only
+where some object naming an owner of its kind was written (``OwnerIndex``): every write
+through this process that carries owner references notes the owner's group and kind,
+and the namespace and resource of the dependent (once each: a dict lookup per write with
+references, none without); a background scan of the store at start notes those written
+before. So deleting an object whose kind nobody names costs a dict lookup, and a pass
+reads only the resources in the namespaces that hold such dependents (a cluster-scoped
+owner's: in every namespace that does, and the cluster-scoped ones), each value tested
+for the owner's uid as bytes before it is parsed. The owners gone meanwhile in a
+namespace are taken together by its next pass: the resources of a deleted
 CustomResourceDefinition cost a pass or two, not one each.
-Custom resources are rarely deleted next to the pods, Leases and Events the hot paths
-write, and nothing else is slowed: built-in owners keep their collectors
-(``controllers/ownership.py`` for the workloads), and other built-in owners none.
 
-As upstream, each dependent is deleted with its uid as a precondition (one replaced by
-a new object of the same name is left alone) and ``propagationPolicy: Background``, so
-its own dependents follow when it is a custom resource too (a workload's, through the
-workload controllers). Left as they are, unlike upstream:
+For a dependent that names a gone owner, as upstream's ``attemptToDeleteItem``
+(pkg/controller/garbagecollector/garbagecollector.go) classifies its references:
 
-* the dangling references of a dependent that keeps another owner (upstream removes
-  them; the dependent stays here as there). One whose owners are all gone, deleted
-  together or one after another, goes, as upstream's;
-* namespaced dependents of a cluster-scoped owner;
-* the dependents of an owner deleted while this process was not running, or of one
-  deleted in a namespace being emptied (the namespace deleter deletes them anyway);
-* ``Foreground`` for custom resources: the delete goes ahead at once, as ``Background``
-  (``propagationPolicy`` is still validated). ``Orphan`` (or ``orphanDependents``) leaves
-  the dependents, with their references, when the delete removes the object at once; one
-  that finalizers hold (an operator's) has them collected once it goes.
+* one with another owner that exists and is not being deleted in the foreground keeps
+  going; the references to gone owners (dangling) and to owners waiting for their
+  dependents are removed from it (a merge patch against the version read);
+* one with none is deleted with its uid as a precondition (one replaced by a new object of
+  the same name is left alone): ``Foreground`` if an owner is waiting for it and something
+  may name it in turn, else as its own finalizers say, else ``Background``.
+
+A delete with ``propagationPolicy: Orphan`` (or ``orphanDependents``) or ``Foreground``
+gives any object the ``orphan`` or ``foregroundDeletion`` finalizer (kube-apiserver's
+``BeforeDelete``); ``propagate`` then removes the owner's reference from each dependent,
+or deletes the dependents and waits (0.2 s, doubling to 2 s) until those whose reference
+has ``blockOwnerDeletion: true`` are gone (the others are deleted but not waited for), and
+removes the finalizer, as upstream's ``attemptToOrphanWorker`` and
+``processDeletingDependentsItem``. Owners left so by an earlier run are resumed at start.
+
+Some pairs keep their controllers' collectors (``CONTROLLER_COLLECTED``): the workload
+controllers' (``controllers/ownership.py``: a Deployment's ReplicaSets, a ReplicaSet's,
+Job's, DaemonSet's or StatefulSet's pods, a CronJob's Jobs, the sets' ControllerRevisions),
+the persistent volume controller's (the claims of pods and StatefulSets) and the
+ResourceClaim controller's (the claims made for pods and PodGroups). So deleting a
+ReplicaSet or a pod reads none of a namespace's pods or claims here, and the workload
+controllers' rule stays theirs: a pod whose owner reference names a ReplicaSet or Job they
+never saw (the load generators' synthetic references) is left alone. Here nothing acts on
+a reference to an owner that never existed either: a pass starts only when an owner goes.
+
+Left, unlike upstream:
+
+* an object whose owners were all gone before it was written, or gone while no server ran
+  (upstream's collector deletes it when it first sees it);
+* with ``serve --workers``, a dependent written through another process after this one
+  started (each process notes its own writes); the namespace deleter empties namespaces
+  anyway;
+* those of the workload pairs above whose reference is not their controller's (the
+  controllers file dependents by controller reference);
+* a bound pod deleted with ``Foreground`` or ``Orphan``: its graceful deletion goes ahead
+  without the finalizer, as ``Background``;
+* the dependents of an owner deleted in a namespace being emptied (the namespace deleter
+  deletes them anyway).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Container
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -51,16 +79,90 @@ from store import Store
 from ..registry import Registry, ResourceType
 from .errors import ApiError
 
-__all__ = ["DeleteDependent", "collect_dependents", "owners_gone"]
+__all__ = ["CONTROLLER_COLLECTED", "FOREGROUND", "ORPHAN", "GarbageCollector", "OwnerIndex"]
 
 log = logging.getLogger(__name__)
 
-# deletes one dependent through the API with these DeleteOptions
-DeleteDependent = Callable[[ResourceType, str | None, str, dict[str, Any]], Awaitable[object]]
+ORPHAN = "orphan"
+FOREGROUND = "foregroundDeletion"
+
+# deletes one object through the API with these DeleteOptions
+DeleteObject = Callable[[ResourceType, str | None, str, dict[str, Any]], Awaitable[object]]
+# merge-patches one object through the API
+PatchObject = Callable[[ResourceType, str | None, str, dict[str, Any]], Awaitable[object]]
+# starts a background task
+Spawn = Callable[[Awaitable[None]], None]
 
 # up to this many owners, a value is tested for each one's uid before it is parsed; past it
 # (a CustomResourceDefinition's resources removed), for having owners at all
 _NEEDLES_MAX = 8
+GONE_OWNERS_KEPT = 4096  # owners lately gone, not looked up again as other owners
+_SCAN_PAGE = 1000  # objects read at a time by the scan at start
+_WAIT_FIRST, _WAIT_MAX = 0.2, 2.0  # seconds between a foreground owner's looks at its dependents
+
+# (owner group, owner kind) -> the (group, plural)s of the dependents that controllers collect
+# themselves, not looked for here: the workload controllers (controllers/ownership.py, by
+# controller reference), the persistent volume controller (controllers/volumes.py: the claims
+# of pods and StatefulSets) and the ResourceClaim controller (scheduler/dra/claims.py: the
+# claims made for pods and PodGroups)
+CONTROLLER_COLLECTED: dict[tuple[str, str], frozenset[tuple[str, str]]] = {
+    ("apps", "Deployment"): frozenset({("apps", "replicasets")}),
+    ("apps", "ReplicaSet"): frozenset({("", "pods")}),
+    ("batch", "Job"): frozenset({("", "pods")}),
+    ("batch", "CronJob"): frozenset({("batch", "jobs")}),
+    ("apps", "DaemonSet"): frozenset({("", "pods"), ("apps", "controllerrevisions")}),
+    ("apps", "StatefulSet"): frozenset({("", "pods"), ("apps", "controllerrevisions"), ("", "persistentvolumeclaims")}),
+    ("", "Pod"): frozenset({("", "persistentvolumeclaims"), ("resource.k8s.io", "resourceclaims")}),
+    ("scheduling.k8s.io", "PodGroup"): frozenset({("resource.k8s.io", "resourceclaims")}),
+}
+
+# an owner reference in stored JSON, and its apiVersion and kind (the scan at start)
+_REFS = re.compile(rb'"ownerReferences":\[(.*?)\]')
+_REF = re.compile(rb"\{[^{}]*\}")
+_API_VERSION = re.compile(rb'"apiVersion":"([^"]*)"')
+_KIND = re.compile(rb'"kind":"([^"]*)"')
+
+Place = tuple[str | None, str, str]  # where dependents are: (namespace, None when cluster-scoped; group; plural)
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+class OwnerIndex:
+    """Where objects naming an owner of each kind were written: (owner's group, kind) ->
+    the places (namespace, the dependent's group and plural)."""
+
+    def __init__(self) -> None:
+        self._places: dict[tuple[str, str], set[Place]] = {}
+        self._seen: set[tuple[str, str, str | None, str, str]] = set()
+
+    def note(self, rtype: ResourceType, namespace: str | None, refs: Iterable[Any]) -> None:
+        """``refs``, the owner references of an object of ``rtype`` just written in ``namespace``."""
+        for ref in refs:
+            if not isinstance(ref, dict):
+                continue
+            api_version, kind = ref.get("apiVersion"), ref.get("kind")
+            seen = (str(api_version), str(kind), namespace, rtype.group, rtype.plural)
+            if seen in self._seen:
+                continue
+            self._seen.add(seen)
+            self._places.setdefault((_group(str(api_version)), str(kind)), set()).add(
+                (namespace, rtype.group, rtype.plural))
+
+    def places(self, group: str, kind: str, namespace: str | None) -> list[Place]:
+        """Where the dependents of an owner of ``group``/``kind`` in ``namespace`` (None: a
+        cluster-scoped owner) may be: in its namespace, or anywhere for a cluster-scoped one;
+        not those its workload controller collects."""
+        places = self._places.get((group, kind))
+        if not places:
+            return []
+        theirs = CONTROLLER_COLLECTED.get((group, kind), frozenset())
+        return [p for p in places if (namespace is None or p[0] == namespace) and (p[1], p[2]) not in theirs]
+
+    def names(self, group: str, kind: str) -> bool:
+        """Whether an object naming an owner of this kind was written (it may have dependents)."""
+        return bool(self._places.get((group, kind)))
 
 
 def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,82 +170,298 @@ def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [ref for ref in refs if isinstance(ref, dict)]
 
 
-async def _owner_exists(registry: Registry, s: Store, namespace: str | None, ref: dict[str, Any]) -> bool:
-    """Whether the owner ``ref`` names is stored (by its uid): one of a kind this server
-    does not serve (any more) counts as there, so that its dependents are left."""
-    group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
-    rtype = next((t for t in registry.in_group_version(group, version) if t.kind == ref.get("kind")), None)
-    if rtype is None:
-        return True
-    kv = await s.get(rtype.key(namespace, str(ref.get("name") or "")))
-    return kv is not None and (orjson.loads(kv.value).get("metadata") or {}).get("uid") == ref.get("uid")
+class GarbageCollector:
+    """The collector of one API server process (module docstring). ``gone`` is told of every
+    object deleted from the store, ``propagate`` of every owner given a propagation finalizer."""
 
+    def __init__(self, registry: Registry, get_store: Callable[[], Store], delete: DeleteObject,
+                 patch: PatchObject, spawn: Spawn, controlled: frozenset[tuple[str, str]]) -> None:
+        self.registry = registry
+        self._get_store = get_store
+        self._delete = delete
+        self._patch = patch
+        self._spawn = spawn
+        # the (group, plural)s whose propagation finalizers their controllers carry out
+        self.controlled = controlled
+        self.index = OwnerIndex()
+        self.seeded = asyncio.Event()  # the scan at start is done: passes wait for it
+        self._pending: dict[str | None, tuple[set[str], set[tuple[str, str]]]] = {}  # namespace -> passes to do
+        self._gone_owners: dict[str, None] = {}  # the uids of the last owners collected, oldest first
 
-async def owners_gone(registry: Registry, s: Store, namespace: str | None, obj: dict[str, Any],
-                      gone: Container[str]) -> bool:
-    """Whether no owner of ``obj`` (which has at least one) is left: each is in ``gone`` (just
-    deleted, or lately) or no longer stored."""
-    refs = [ref for ref in _owners(obj) if ref.get("uid") not in gone]
-    for ref in refs:
-        if await _owner_exists(registry, s, namespace, ref):
-            return False
-    return bool(_owners(obj))
+    @property
+    def store(self) -> Store:
+        return self._get_store()
 
+    # --- an owner gone: its dependents (Background) ------------------------------------------
 
-async def collect_dependents(registry: Registry, s: Store, namespace: str | None, gone: set[str],
-                             delete: DeleteDependent, lately: Container[str] = ()) -> None:
-    """Delete the objects of ``namespace`` (None: the cluster-scoped ones) that name one of
-    ``gone``, the uids of owners just deleted there, and no owner that is left (those in
-    ``lately``, deleted before, are not looked up again). Module docstring."""
-    try:
-        if namespace is not None and await _terminating(registry, s, namespace):
+    def gone(self, rtype: ResourceType, owner: dict[str, Any]) -> None:
+        """``owner`` (of ``rtype``) was deleted from the store: its dependents are collected by
+        the pass of each namespace that may hold them, with those of the others gone meanwhile."""
+        if not self.index.names(rtype.group, rtype.kind):
+            return  # (most deletes: nothing ever named an owner of this kind)
+        meta = owner.get("metadata") or {}
+        uid = meta.get("uid")
+        if not uid:
             return
-        needles = [uid.encode() for uid in gone] if len(gone) <= _NEEDLES_MAX else [b'"ownerReferences"']
-        seen: set[bytes] = set()
-        for rtype in registry.all():
-            if rtype.namespaced != (namespace is not None):
+        for namespace, group, plural in self._places(rtype, meta.get("namespace") or None):
+            pending = self._pending.get(namespace)
+            if pending is not None:
+                pending[0].add(uid)  # the namespace's task takes it in its next pass
+                pending[1].add((group, plural))
+                continue
+            self._pending[namespace] = ({uid}, {(group, plural)})
+            self._spawn(self._passes(namespace))
+
+    def _places(self, rtype: ResourceType, namespace: str | None) -> list[Place]:
+        return self.index.places(rtype.group, rtype.kind, namespace if rtype.namespaced else None)
+
+    async def _passes(self, namespace: str | None) -> None:
+        try:
+            await self.seeded.wait()
+            while pending := self._pending.get(namespace):
+                gone, resources = pending
+                if not gone:
+                    break
+                self._pending[namespace] = (set(), set())
+                await self._pass(namespace, gone, resources)
+                self._gone_owners.update(dict.fromkeys(gone))
+                while len(self._gone_owners) > GONE_OWNERS_KEPT:
+                    del self._gone_owners[next(iter(self._gone_owners))]
+        finally:
+            self._pending.pop(namespace, None)
+
+    async def _pass(self, namespace: str | None, gone: set[str], resources: set[tuple[str, str]]) -> None:
+        try:
+            if namespace is not None and await self._terminating(namespace):
+                return
+            for rtype, obj in await self._named(namespace, gone, resources):
+                await self.attempt(rtype, obj, gone)
+        except store.StoreError as e:
+            log.warning("garbage collector: the dependents of %d owners in %s are left: %s", len(gone),
+                        namespace or "the cluster scope", e)
+
+    async def _named(self, namespace: str | None, uids: set[str], resources: Iterable[tuple[str, str]]
+                     ) -> list[tuple[ResourceType, dict[str, Any]]]:
+        """The objects of ``resources`` in ``namespace`` that name one of ``uids`` as an owner."""
+        needles = [uid.encode() for uid in uids] if len(uids) <= _NEEDLES_MAX else [b'"ownerReferences"']
+        found: list[tuple[ResourceType, dict[str, Any]]] = []
+        for group, plural in resources:
+            rtype = self._served(group, plural)
+            if rtype is None or rtype.namespaced != (namespace is not None):
                 continue
             prefix = rtype.prefix(namespace)
-            if prefix in seen:  # versions of one resource share its objects
-                continue
-            seen.add(prefix)
-            kvs, _, _ = await s.range(prefix, store.prefix_end(prefix))
+            kvs, _, _ = await self.store.range(prefix, store.prefix_end(prefix))
             for kv in kvs:
-                value = kv.value
-                if not any(needle in value for needle in needles):
+                if not any(needle in kv.value for needle in needles):
                     continue
-                obj: dict[str, Any] = orjson.loads(value)
-                if not any(ref.get("uid") in gone for ref in _owners(obj)):
+                obj: dict[str, Any] = orjson.loads(kv.value)
+                if any(ref.get("uid") in uids for ref in _owners(obj)):
+                    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+                    found.append((rtype, obj))
+        return found
+
+    def _served(self, group: str, plural: str) -> ResourceType | None:
+        return next((t for t in self.registry.all() if t.group == group and t.plural == plural), None)
+
+    async def attempt(self, rtype: ResourceType, obj: dict[str, Any], gone: set[str],
+                      waiting: set[str] | frozenset[str] = frozenset()) -> None:
+        """Upstream's ``attemptToDeleteItem`` for ``obj``, a dependent of the owners ``gone``
+        (or ``waiting``, being deleted in the foreground): kept, its references to them removed,
+        while another owner is there; else deleted."""
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return  # being deleted already
+        namespace = meta.get("namespace") or None
+        solid: list[dict[str, Any]] = []
+        dangling: list[dict[str, Any]] = []
+        waits: list[dict[str, Any]] = []
+        for ref in _owners(obj):
+            uid = ref.get("uid")
+            if uid in gone or uid in self._gone_owners:
+                dangling.append(ref)
+            elif uid in waiting:
+                waits.append(ref)
+            else:
+                state = await self._owner_state(namespace, ref)
+                (solid if state == "solid" else waits if state == "waiting" else dangling).append(ref)
+        name = meta.get("name", "")
+        if solid:
+            if dangling or waits:
+                dropped = {ref.get("uid") for ref in (*dangling, *waits)}
+                await self._drop_refs(rtype, obj, dropped)
+            return
+        finalizers = meta.get("finalizers") or ()
+        if waits and self.index.names(rtype.group, rtype.kind):
+            policy = "Foreground"
+        else:
+            policy = "Orphan" if ORPHAN in finalizers else "Foreground" if FOREGROUND in finalizers else "Background"
+        try:
+            await self._delete(rtype, namespace, name, {"propagationPolicy": policy,
+                                                        "preconditions": {"uid": meta.get("uid")}})
+        except ApiError as e:  # gone already (404), or replaced (409: the uid precondition)
+            if e.code not in (404, 409):
+                log.warning("garbage collector: deleting %s %s/%s, a dependent of a deleted owner: %s",
+                            rtype.plural, namespace or "", name, e)
+
+    async def _owner_state(self, namespace: str | None, ref: dict[str, Any]) -> str:
+        """``absent``, ``waiting`` (being deleted in the foreground) or ``solid``: the owner ``ref``
+        names (by its uid). One of a kind this server does not serve (any more) counts as solid,
+        so that its dependents are left."""
+        group, _, version = str(ref.get("apiVersion") or "").rpartition("/")
+        rtype = next((t for t in self.registry.in_group_version(group, version) if t.kind == ref.get("kind")), None)
+        if rtype is None:
+            return "solid"
+        kv = await self.store.get(rtype.key(namespace if rtype.namespaced else None, str(ref.get("name") or "")))
+        if kv is None:
+            return "absent"
+        meta = orjson.loads(kv.value).get("metadata") or {}
+        if meta.get("uid") != ref.get("uid"):
+            return "absent"
+        if meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or ()):
+            return "waiting"
+        return "solid"
+
+    async def _drop_refs(self, rtype: ResourceType, obj: dict[str, Any], uids: set[Any]) -> None:
+        """``obj`` without its references to ``uids`` (upstream's patch that deletes owner
+        references), against the version read; read again on a conflict."""
+        for _ in range(5):
+            meta = obj.get("metadata") or {}
+            refs = [ref for ref in _owners(obj) if ref.get("uid") not in uids]
+            if len(refs) == len(_owners(obj)):
+                return
+            try:
+                await self._patch(rtype, meta.get("namespace") or None, meta.get("name", ""), {"metadata": {
+                    "ownerReferences": refs or None, "resourceVersion": meta.get("resourceVersion"),
+                    "uid": meta.get("uid")}})
+                return
+            except ApiError as e:
+                if e.code != 409:  # 404: gone; 422: the uid is another object's (replaced)
+                    if e.code not in (404, 422):
+                        log.warning("garbage collector: removing owner references from %s %s/%s: %s",
+                                    rtype.plural, meta.get("namespace") or "", meta.get("name"), e)
+                    return
+            kv = await self.store.get(rtype.key(meta.get("namespace") or None, meta.get("name", "")))
+            if kv is None:
+                return
+            obj = orjson.loads(kv.value)
+            if (obj.get("metadata") or {}).get("uid") != meta.get("uid"):
+                return
+            obj["metadata"]["resourceVersion"] = str(kv.mod_revision)
+
+    # --- Orphan and Foreground --------------------------------------------------------------
+
+    def propagate(self, rtype: ResourceType, owner: dict[str, Any]) -> None:
+        """``owner`` was given the ``orphan`` or ``foregroundDeletion`` finalizer: carry it out."""
+        meta = owner.get("metadata") or {}
+        if meta.get("uid"):
+            self._spawn(self._propagate(rtype, meta.get("namespace") or None, meta.get("name", ""), meta["uid"]))
+
+    async def _propagate(self, rtype: ResourceType, namespace: str | None, name: str, uid: str) -> None:
+        await self.seeded.wait()
+        wait = _WAIT_FIRST
+        while True:
+            try:
+                kv = await self.store.get(rtype.key(namespace, name))
+                if kv is None:
+                    return
+                owner = orjson.loads(kv.value)
+                meta = owner.get("metadata") or {}
+                finalizers = list(meta.get("finalizers") or ())
+                if meta.get("uid") != uid or not meta.get("deletionTimestamp"):
+                    return
+                if ORPHAN in finalizers:
+                    for dep_type, dep in await self._dependents(rtype, namespace, uid):
+                        await self._drop_refs(dep_type, dep, {uid})
+                    done = ORPHAN
+                elif FOREGROUND in finalizers:
+                    blocked = False
+                    for dep_type, dep in await self._dependents(rtype, namespace, uid):
+                        ref = next(r for r in _owners(dep) if r.get("uid") == uid)
+                        blocked = blocked or ref.get("blockOwnerDeletion") is True
+                        await self.attempt(dep_type, dep, set(), {uid})
+                    if blocked:  # looked at again: the deletes above may have removed them
+                        await asyncio.sleep(wait)
+                        wait = min(wait * 2, _WAIT_MAX)
+                        continue
+                    done = FOREGROUND
+                else:
+                    return
+                finalizers.remove(done)
+                await self._patch(rtype, namespace, name, {"metadata": {
+                    "finalizers": finalizers or None, "resourceVersion": str(kv.mod_revision)}})
+                return
+            except ApiError as e:
+                if e.code == 404:
+                    return
+                if e.code != 409:
+                    log.warning("garbage collector: the %s finalizer of %s %s/%s: %s", FOREGROUND,
+                                rtype.plural, namespace or "", name, e)
+                    await asyncio.sleep(wait)
+                    wait = min(wait * 2, _WAIT_MAX)
+            except store.StoreError as e:
+                log.warning("garbage collector: the dependents of %s %s/%s: %s", rtype.plural, namespace or "",
+                            name, e)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, _WAIT_MAX)
+
+    async def _dependents(self, rtype: ResourceType, namespace: str | None, uid: str
+                          ) -> list[tuple[ResourceType, dict[str, Any]]]:
+        by_namespace: dict[str | None, set[tuple[str, str]]] = {}
+        for ns, group, plural in self._places(rtype, namespace if rtype.namespaced else None):
+            by_namespace.setdefault(ns, set()).add((group, plural))
+        found: list[tuple[ResourceType, dict[str, Any]]] = []
+        for ns, resources in by_namespace.items():
+            found += await self._named(ns, {uid}, resources)
+        return found
+
+    # --- the scan at start --------------------------------------------------------------------
+
+    async def seed(self) -> None:
+        """Note the owner references stored before this process started, and resume the
+        propagation finalizers an earlier run left; then the passes may go."""
+        try:
+            seen: set[bytes] = set()
+            resume: list[tuple[ResourceType, dict[str, Any]]] = []
+            for rtype in self.registry.all():
+                prefix = rtype.prefix()
+                if prefix in seen:
                     continue
-                if not await owners_gone(registry, s, namespace, obj, _Either(gone, lately)):
-                    continue
-                dep = obj.get("metadata") or {}
-                try:
-                    await delete(rtype, namespace, dep.get("name", ""),
-                                 {"propagationPolicy": "Background", "preconditions": {"uid": dep.get("uid")}})
-                except ApiError as e:  # gone already (404), or replaced (409: the uid precondition)
-                    if e.code not in (404, 409):
-                        log.warning("garbage collector: deleting %s %s/%s, a dependent of a deleted owner: %s",
-                                    rtype.plural, namespace or "", dep.get("name"), e)
-    except store.StoreError as e:
-        log.warning("garbage collector: the dependents of %d owners in %s are left: %s", len(gone),
-                    namespace or "the cluster scope", e)
+                seen.add(prefix)
+                start, end = prefix, store.prefix_end(prefix)
+                while True:
+                    kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
+                    for kv in kvs:
+                        self._seed_one(rtype, kv.key, kv.value, resume)
+                    if not more or not kvs:
+                        break
+                    start = kvs[-1].key + b"\x00"
+            for rtype, obj in resume:
+                self.propagate(rtype, obj)
+        except store.StoreError as e:
+            log.warning("garbage collector: the owner references stored before this start are not all known: %s", e)
+        finally:
+            self.seeded.set()
 
+    def _seed_one(self, rtype: ResourceType, key: bytes, value: bytes,
+                  resume: list[tuple[ResourceType, dict[str, Any]]]) -> None:
+        namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
+        refs = _REFS.search(value)
+        if refs is not None:
+            for ref in _REF.findall(refs.group(1)):
+                api_version, kind = _API_VERSION.search(ref), _KIND.search(ref)
+                if api_version is not None and kind is not None:
+                    self.index.note(rtype, namespace, ({"apiVersion": api_version.group(1).decode(),
+                                                        "kind": kind.group(1).decode()},))
+        if b'"deletionTimestamp"' in value and (b'"orphan"' in value or b'"foregroundDeletion"' in value):
+            if (rtype.group, rtype.plural) in self.controlled:
+                return  # its controller carries it out
+            obj = orjson.loads(value)
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp") and {ORPHAN, FOREGROUND} & set(meta.get("finalizers") or ()):
+                resume.append((rtype, obj))
 
-class _Either:
-    """Membership in either of two containers."""
-
-    __slots__ = ("a", "b")
-
-    def __init__(self, a: Container[str], b: Container[str]) -> None:
-        self.a, self.b = a, b
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.a or item in self.b
-
-
-async def _terminating(registry: Registry, s: Store, namespace: str) -> bool:
-    namespaces = registry.get("", "v1", "namespaces")
-    assert namespaces is not None
-    kv = await s.get(namespaces.key(None, namespace))
-    return kv is None or bool((orjson.loads(kv.value).get("metadata") or {}).get("deletionTimestamp"))
+    async def _terminating(self, namespace: str) -> bool:
+        namespaces = self.registry.get("", "v1", "namespaces")
+        assert namespaces is not None
+        kv = await self.store.get(namespaces.key(None, namespace))
+        return kv is None or bool((orjson.loads(kv.value).get("metadata") or {}).get("deletionTimestamp"))

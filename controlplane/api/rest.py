@@ -95,7 +95,7 @@ from .crdconversion import CUSTOM_CONVERSION, ConversionWebhooks, Converting, We
 from .crds import CustomResourceDefinitions, scale_paths
 from .defaultclass import DefaultClassAdmission
 from .deleteoptions import delete_options
-from .dependents import collect_dependents
+from .dependents import GarbageCollector
 from .discovery import (
     aggregated,
     aggregated_version_accepted,
@@ -231,10 +231,8 @@ class KubeApi:
         # the (group, plural)s whose dependents a garbage collector deletes or orphans: their
         # deletes with propagationPolicy Orphan or Foreground get its finalizers (set by create_app)
         self.garbage_collected: frozenset[tuple[str, str]] = frozenset()
-        # the garbage collector's part for custom resources as owners (api/dependents.py; set by create_app)
-        self.collects_custom = False
-        self._collecting: dict[str | None, set[str]] = {}  # namespace -> uids of owners gone (_collect)
-        self._gone_owners: dict[str, None] = {}  # the uids of the last owners collected, oldest first
+        # the garbage collector for every kind (api/dependents.py; collect_garbage, by create_app)
+        self.gc: GarbageCollector | None = None
         # StorageObjectInUseProtection: set while the persistent volume controller runs (api/app.py)
         self.storage_protected = False
         self.registry = registry
@@ -298,6 +296,16 @@ class KubeApi:
         assert self._pods is not None and nodes is not None
         self.metrics = ResourceMetrics(self._pods, nodes, self._list, self._get)  # metrics.k8s.io
 
+    def collect_garbage(self) -> None:
+        """Run the garbage collector for every kind (api/dependents.py), beside the workload
+        controllers' for theirs (``garbage_collected``)."""
+        self.gc = GarbageCollector(self.registry, lambda: self.store, self._delete, self._merge_patch, self._spawn,
+                                   self.garbage_collected)
+
+    async def _merge_patch(self, rtype: ResourceType, namespace: str | None, name: str,
+                           patch: dict[str, Any]) -> dict[str, Any]:
+        return await self._patch(rtype, namespace, name, "application/merge-patch+json", orjson.dumps(patch))
+
     def admission_webhooks(self, mode: str) -> None:
         """Call the admission webhooks configured (``--admission-webhooks``; api/webhooks.py):
         ``reachable``, ``all`` or ``off``."""
@@ -349,6 +357,8 @@ class KubeApi:
             meta = orjson.loads(kv.value).get("metadata") or {}
             if meta.get("deletionTimestamp"):  # a namespace another run began to empty (not a label so named)
                 self._spawn(self._terminate(meta["name"]))
+        if self.gc is not None:  # the owner references stored before, and the finalizers left to carry out
+            self._spawn(self.gc.seed())
 
     async def _default_service_cidr(self) -> None:
         """The ServiceCIDR ``kubernetes`` of the service range, Ready, as kube-apiserver's
@@ -1208,10 +1218,13 @@ class KubeApi:
         whose JSON is the stored bytes with the resourceVersion spliced in, and which the
         watch cache takes for this version too (serialised once, DESIGN.md). A dry-run
         create's ``revision`` is 0: it has no version, and is served without one."""
+        meta = obj["metadata"]
         if not revision:
-            obj["metadata"].pop("resourceVersion", None)
+            meta.pop("resourceVersion", None)
             return Written(obj, stored)
-        obj["metadata"]["resourceVersion"] = str(revision)
+        meta["resourceVersion"] = str(revision)
+        if self.gc is not None and "ownerReferences" in meta:  # where owners of each kind have dependents
+            self.gc.index.note(rtype, meta.get("namespace"), meta["ownerReferences"])
         raw = with_resource_version(stored, revision)
         if rtype.custom is None and not DRY_RUN.get() and CONVERSION.get() is None:  # others are presented on read
             self.reads.prime(rtype, key, revision, raw, obj)
@@ -1560,11 +1573,17 @@ class KubeApi:
                     if cached:
                         continue  # answer nothing from a version that may be stale: read the store's
                     return _object(current.value, current.mod_revision)  # its grace period is running
+            propagated = None  # Orphan and Foreground, carried out by the garbage collector
             if (rtype.group, rtype.plural) in self.garbage_collected and not meta.get("deletionTimestamp"):
-                # Orphan and Foreground are carried out by the garbage collector (controllers/ownership.py)
+                # (for the workload kinds, by their controllers: controllers/ownership.py)
                 finalizer = _propagation_finalizer(rtype, options or {})
                 if finalizer is not None and finalizer not in (meta.get("finalizers") or ()):
                     meta["finalizers"] = [*(meta.get("finalizers") or ()), finalizer]
+            elif options and self.gc is not None and not meta.get("deletionTimestamp") \
+                    and rtype is not self._namespaces and rtype is not self.crds.type:  # (emptied as they go)
+                propagated = _propagation_finalizer(rtype, options)  # (api/dependents.py)
+                if propagated is not None and propagated not in (meta.get("finalizers") or ()):
+                    meta["finalizers"] = [*(meta.get("finalizers") or ()), propagated]
             terminating = rtype is self._namespaces
             definition = rtype is self.crds.type  # its custom resources go first
             if meta.get("finalizers") or terminating or definition:
@@ -1590,6 +1609,8 @@ class KubeApi:
                 if definition:
                     self.crds.written(name, obj, rev)
                     self._spawn(remove_resources(self.crds, self.store, name, self._delete))
+                if propagated is not None and self.gc is not None and not DRY_RUN.get():
+                    self.gc.propagate(rtype, obj)
                 meta["resourceVersion"] = str(rev)
                 return obj
             try:
@@ -1598,10 +1619,8 @@ class KubeApi:
                 continue
             if self._allocates(rtype):
                 await self.allocations.release(namespace or "", name, self.allocations.held(obj), None)
-            # (storage_group: custom resources, served or their definition's being removed)
-            if rtype.storage_group is not None and self.collects_custom \
-                    and _propagation_finalizer(rtype, options or {}) != "orphan":
-                self._collect(obj)
+            if self.gc is not None and not DRY_RUN.get():
+                self.gc.gone(rtype, obj)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
@@ -1620,8 +1639,8 @@ class KubeApi:
         if rtype is self.crds.type:
             self.crds.written(name, None, rev)
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
-        elif rtype.storage_group is not None and self.collects_custom:
-            self._collect(obj)
+        elif self.gc is not None and not DRY_RUN.get():
+            self.gc.gone(rtype, obj)
         return obj
 
     async def _priority_class(self, name: str) -> dict[str, Any] | None:
@@ -1899,31 +1918,6 @@ class KubeApi:
             await write.done()
             if old is not None:
                 await self.allocations.release(namespace or "", name, write.before, new)
-
-    def _collect(self, owner: dict[str, Any]) -> None:
-        """A custom resource is gone: its dependents are collected (api/dependents.py), with
-        those of the others gone in its namespace meanwhile, by one task a namespace."""
-        meta = owner.get("metadata") or {}
-        uid, namespace = meta.get("uid"), meta.get("namespace") or None
-        if not uid or DRY_RUN.get():
-            return
-        pending = self._collecting.get(namespace)
-        if pending is not None:
-            pending.add(uid)  # the namespace's task takes it in its next pass
-            return
-        self._collecting[namespace] = {uid}
-        self._spawn(self._collect_passes(namespace))
-
-    async def _collect_passes(self, namespace: str | None) -> None:
-        try:
-            while gone := self._collecting.get(namespace):
-                self._collecting[namespace] = set()
-                await collect_dependents(self.registry, self.store, namespace, gone, self._delete, self._gone_owners)
-                self._gone_owners.update(dict.fromkeys(gone))
-                while len(self._gone_owners) > GONE_OWNERS_KEPT:
-                    del self._gone_owners[next(iter(self._gone_owners))]
-        finally:
-            self._collecting.pop(namespace, None)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         if DRY_RUN.get():  # a dry run starts no follow-up work (namespace termination)
@@ -2780,9 +2774,6 @@ def _deleted_status(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     details["kind"] = rtype.plural
     details["uid"] = meta.get("uid", "")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-
-
-GONE_OWNERS_KEPT = 4096  # custom resources lately gone, not looked up again as other owners (api/dependents.py)
 
 
 JOB_ORPHANS_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
