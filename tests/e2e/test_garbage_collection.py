@@ -1,0 +1,278 @@
+"""The garbage collector for every kind (api/dependents.py), over a real socket: the real
+kubectl's ``delete --cascade=background|foreground|orphan`` and the official Python
+client's ``propagation_policy``, for built-in owners (ConfigMaps, Services,
+ServiceAccounts, pods, a ClusterRole, a Node) and custom resources."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.test_crd import as_dict
+from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubernetes_client import bearer
+from tests.test_cli import Serve, running, start_serve
+
+NS = "gc"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    # the collector runs with the controllers, which run with the scheduler
+    with running(start_serve(tmp_path_factory.mktemp("gc"), scheduler=True)) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def v1(api: client.ApiClient) -> client.CoreV1Api:
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+    return core
+
+
+def _ref(owner: Any, block: bool | None = None, controller: bool | None = None) -> client.V1OwnerReference:
+    return client.V1OwnerReference(api_version=owner.api_version or "v1", kind=owner.kind or "",
+                                   name=owner.metadata.name, uid=owner.metadata.uid,
+                                   block_owner_deletion=block, controller=controller)
+
+
+def _cm(v1: client.CoreV1Api, name: str, *owners: client.V1OwnerReference, finalizers: list[str] | None = None,
+        namespace: str = NS) -> client.V1ConfigMap:
+    made: client.V1ConfigMap = v1.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        api_version="v1", kind="ConfigMap",
+        metadata=client.V1ObjectMeta(name=name, owner_references=list(owners) or None, finalizers=finalizers)))
+    made.api_version, made.kind = "v1", "ConfigMap"  # (the client's models leave them out of answers)
+    return made
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _gone(read: Callable[[], object]) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            read()
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+        return False
+    return check
+
+
+def _cm_gone(v1: client.CoreV1Api, name: str, namespace: str = NS) -> Callable[[], bool]:
+    return _gone(lambda: v1.read_namespaced_config_map(name, namespace))
+
+
+def test_kubectl_background_deletes_what_a_configmap_owns_a_secret_and_a_bare_pod(
+        served: Serve, v1: client.CoreV1Api) -> None:
+    owner = _cm(v1, "bg-owner")
+    v1.create_namespaced_secret(NS, client.V1Secret(metadata=client.V1ObjectMeta(
+        name="bg-secret", owner_references=[_ref(owner, controller=True)]), string_data={"k": "v"}))
+    v1.create_namespaced_pod(NS, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="bg-pod", owner_references=[_ref(owner)]),
+        spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
+    unrelated = _cm(v1, "bg-unrelated")
+    assert 'configmap "bg-owner" deleted' in kubectl(served, "delete", "-n", NS, "configmap", "bg-owner")
+    assert _eventually(_gone(lambda: v1.read_namespaced_secret("bg-secret", NS)))
+    assert _eventually(_gone(lambda: v1.read_namespaced_pod("bg-pod", NS)))
+    assert v1.read_namespaced_config_map("bg-unrelated", NS).metadata.uid == unrelated.metadata.uid
+
+
+def test_a_dependent_that_keeps_another_owner_stays_without_the_dangling_reference(v1: client.CoreV1Api) -> None:
+    first, second = _cm(v1, "two-a"), _cm(v1, "two-b")
+    _cm(v1, "two-child", _ref(first, controller=True), _ref(second))
+    v1.delete_namespaced_config_map("two-a", NS)  # the Python client's default: no policy, Background
+
+    def only_second() -> bool:
+        refs = v1.read_namespaced_config_map("two-child", NS).metadata.owner_references or []
+        return [r.uid for r in refs] == [second.metadata.uid]
+    assert _eventually(only_second)
+    v1.delete_namespaced_config_map("two-b", NS)
+    assert _eventually(_cm_gone(v1, "two-child"))  # its last owner gone
+
+
+def test_kubectl_foreground_keeps_a_service_until_its_blocking_dependents_are_gone(
+        served: Serve, v1: client.CoreV1Api) -> None:
+    svc = v1.create_namespaced_service(NS, client.V1Service(
+        metadata=client.V1ObjectMeta(name="fg-svc"),
+        spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    svc.api_version, svc.kind = "v1", "Service"
+    _cm(v1, "fg-held", _ref(svc, block=True), finalizers=["example.com/hold"])
+    _cm(v1, "fg-loose", _ref(svc))  # no blockOwnerDeletion: deleted, not waited for
+    kubectl(served, "delete", "-n", NS, "service", "fg-svc", "--cascade=foreground", "--wait=false")
+    assert _eventually(_cm_gone(v1, "fg-loose"))
+    held = v1.read_namespaced_config_map("fg-held", NS)
+    assert held.metadata.deletion_timestamp is not None  # deleted, its finalizer holding it
+    time.sleep(0.5)
+    waiting = v1.read_namespaced_service("fg-svc", NS)
+    assert waiting.metadata.deletion_timestamp is not None
+    assert waiting.metadata.finalizers == ["foregroundDeletion"]
+    v1.patch_namespaced_config_map("fg-held", NS, {"metadata": {"finalizers": None}})
+    assert _eventually(_cm_gone(v1, "fg-held"))
+    assert _eventually(_gone(lambda: v1.read_namespaced_service("fg-svc", NS)))
+
+
+def test_kubectl_orphan_leaves_a_service_accounts_dependents_without_its_reference(
+        served: Serve, v1: client.CoreV1Api) -> None:
+    sa = v1.create_namespaced_service_account(NS, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="or-sa")))
+    sa.api_version, sa.kind = "v1", "ServiceAccount"
+    other = _cm(v1, "or-other")
+    _cm(v1, "or-child", _ref(sa, block=True, controller=True), _ref(other))
+    _cm(v1, "or-only", _ref(sa))
+    kubectl(served, "delete", "-n", NS, "serviceaccount", "or-sa", "--cascade=orphan")
+    assert _eventually(_gone(lambda: v1.read_namespaced_service_account("or-sa", NS)))
+    time.sleep(0.3)
+    assert [r.uid for r in v1.read_namespaced_config_map("or-child", NS).metadata.owner_references] == \
+        [other.metadata.uid]
+    assert v1.read_namespaced_config_map("or-only", NS).metadata.owner_references is None
+
+
+def test_the_python_clients_foreground_and_orphan_on_a_configmap(v1: client.CoreV1Api) -> None:
+    owner = _cm(v1, "py-fg")
+    _cm(v1, "py-fg-child", _ref(owner, block=True))
+    v1.delete_namespaced_config_map("py-fg", NS, propagation_policy="Foreground")
+    assert _eventually(_cm_gone(v1, "py-fg-child"))
+    assert _eventually(_cm_gone(v1, "py-fg"))
+    owner = _cm(v1, "py-or")
+    _cm(v1, "py-or-child", _ref(owner, block=True))
+    v1.delete_namespaced_config_map("py-or", NS, orphan_dependents=True)  # the older option
+    assert _eventually(_cm_gone(v1, "py-or"))
+    assert v1.read_namespaced_config_map("py-or-child", NS).metadata.owner_references is None
+
+
+def test_namespaced_dependents_of_a_cluster_scoped_owner(api: client.ApiClient, v1: client.CoreV1Api) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    role = rbac.create_cluster_role(client.V1ClusterRole(metadata=client.V1ObjectMeta(name="gc-owner-role")))
+    ref = client.V1OwnerReference(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole",
+                                  name="gc-owner-role", uid=role.metadata.uid)
+    _cm(v1, "role-child", ref)
+    _cm(v1, "role-child", ref, namespace="default")
+    binding = rbac.create_cluster_role_binding(client.V1ClusterRoleBinding(
+        metadata=client.V1ObjectMeta(name="gc-owned-binding", owner_references=[ref]),
+        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="gc-owner-role")))
+    assert binding.metadata.owner_references
+    rbac.delete_cluster_role("gc-owner-role")
+    assert _eventually(_cm_gone(v1, "role-child"))
+    assert _eventually(_cm_gone(v1, "role-child", "default"))
+    assert _eventually(_gone(lambda: rbac.read_cluster_role_binding("gc-owned-binding")))
+
+
+def test_a_nodes_lease_goes_with_the_node(api: client.ApiClient, v1: client.CoreV1Api) -> None:
+    node = v1.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="gc-node")))
+    leases = client.CoordinationV1Api(api)
+    leases.create_namespaced_lease("kube-node-lease", client.V1Lease(
+        metadata=client.V1ObjectMeta(name="gc-node", owner_references=[client.V1OwnerReference(
+            api_version="v1", kind="Node", name="gc-node", uid=node.metadata.uid)]),
+        spec=client.V1LeaseSpec(holder_identity="gc-node", lease_duration_seconds=40)))
+    v1.delete_node("gc-node")
+    assert _eventually(_gone(lambda: leases.read_namespaced_lease("gc-node", "kube-node-lease")))
+
+
+def test_what_a_pod_owns_goes_with_the_pod(v1: client.CoreV1Api) -> None:
+    pod = v1.create_namespaced_pod(NS, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="pod-owner"),
+        spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
+    pod.api_version, pod.kind = "v1", "Pod"
+    _cm(v1, "pod-owned", _ref(pod, block=True, controller=True))  # (collected here)
+    v1.create_namespaced_persistent_volume_claim(NS, client.V1PersistentVolumeClaim(  # (by the volume controller)
+        metadata=client.V1ObjectMeta(name="pod-claim", owner_references=[_ref(pod, block=True, controller=True)]),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    v1.delete_namespaced_pod("pod-owner", NS, grace_period_seconds=0)
+    assert _eventually(_cm_gone(v1, "pod-owned"))
+    assert _eventually(_gone(lambda: v1.read_namespaced_persistent_volume_claim("pod-claim", NS)))
+
+
+CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.gc.example.com"},
+    "spec": {"group": "gc.example.com", "scope": "Namespaced",
+             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+def test_kubectl_foreground_and_orphan_on_custom_resources(served: Serve, api: client.ApiClient,
+                                                           v1: client.CoreV1Api) -> None:
+    definition = client.V1CustomResourceDefinition.from_dict(CRD)
+    assert definition is not None
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(definition)
+    custom = client.CustomObjectsApi(api)
+
+    def gadget(name: str) -> dict[str, Any]:
+        for _ in range(100):  # (the definition's Established a moment after its create)
+            try:
+                return as_dict(custom.create_namespaced_custom_object(
+                    "gc.example.com", "v1", NS, "gadgets",
+                    {"apiVersion": "gc.example.com/v1", "kind": "Gadget", "metadata": {"name": name}}))
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("the Gadget type was never served")
+
+    def ref(g: dict[str, Any]) -> client.V1OwnerReference:
+        return client.V1OwnerReference(api_version="gc.example.com/v1", kind="Gadget", name=g["metadata"]["name"],
+                                       uid=g["metadata"]["uid"], controller=True, block_owner_deletion=True)
+
+    fg = gadget("fg")
+    _cm(v1, "gadget-held", ref(fg), finalizers=["example.com/hold"])
+    kubectl(served, "delete", "-n", NS, "gadget", "fg", "--cascade=foreground", "--wait=false")
+    assert _eventually(lambda: v1.read_namespaced_config_map("gadget-held", NS).metadata.deletion_timestamp
+                       is not None)
+    time.sleep(0.5)
+    waiting = as_dict(custom.get_namespaced_custom_object("gc.example.com", "v1", NS, "gadgets", "fg"))
+    assert waiting["metadata"]["finalizers"] == ["foregroundDeletion"]  # not Background any more
+    v1.patch_namespaced_config_map("gadget-held", NS, {"metadata": {"finalizers": None}})
+    assert _eventually(_gone(lambda: custom.get_namespaced_custom_object("gc.example.com", "v1", NS, "gadgets", "fg")))
+
+    orphaning = gadget("orphaning")
+    _cm(v1, "gadget-orphan", ref(orphaning))
+    kubectl(served, "delete", "-n", NS, "gadget", "orphaning", "--cascade=orphan")
+    assert _eventually(_gone(lambda: custom.get_namespaced_custom_object(
+        "gc.example.com", "v1", NS, "gadgets", "orphaning")))
+    assert v1.read_namespaced_config_map("gadget-orphan", NS).metadata.owner_references is None
+
+
+def test_after_a_restart_dependents_written_before_are_known_and_a_foreground_delete_resumes(
+        tmp_path: Path) -> None:
+    """The scan at start (GarbageCollector.seed): the owner references stored by the last run,
+    and an owner it left waiting for its dependents."""
+    cms = f"/api/v1/namespaces/{NS}/configmaps"
+    with running(start_serve(tmp_path, scheduler=True)) as first, \
+            httpx.Client(base_url=first.url, headers=bearer(first), timeout=10) as http:
+        http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
+        owners = [http.post(cms, json={"metadata": {"name": name}}).json() for name in ("before", "waiting")]
+        refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"], "uid": o["metadata"]["uid"],
+                 "blockOwnerDeletion": True} for o in owners]
+        http.post(cms, json={"metadata": {"name": "before-child", "ownerReferences": [refs[0]]}}).raise_for_status()
+        http.post(cms, json={"metadata": {"name": "waiting-child", "ownerReferences": [refs[1]],
+                                          "finalizers": ["example.com/hold"]}}).raise_for_status()
+        http.request("DELETE", f"{cms}/waiting", json={"propagationPolicy": "Foreground"}).raise_for_status()
+        assert _eventually(lambda: bool(http.get(f"{cms}/waiting-child").json()["metadata"].get("deletionTimestamp")))
+        first.stop()
+    with running(start_serve(tmp_path, run=1, scheduler=True)) as second, \
+            httpx.Client(base_url=second.url, headers=bearer(second), timeout=10) as http:
+        http.delete(f"{cms}/before").raise_for_status()
+        assert _eventually(lambda: http.get(f"{cms}/before-child").status_code == 404)
+        assert http.get(f"{cms}/waiting").json()["metadata"]["finalizers"] == ["foregroundDeletion"]
+        http.patch(f"{cms}/waiting-child", headers={"content-type": "application/merge-patch+json"},
+                   json={"metadata": {"finalizers": None}}).raise_for_status()
+        assert _eventually(lambda: http.get(f"{cms}/waiting").status_code == 404)
