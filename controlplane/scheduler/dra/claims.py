@@ -11,7 +11,8 @@ For a claim, it drops consumers in ``status.reservedFor`` that are gone (deleted
 replaced by another pod of the same name, or done); a claim left with no
 consumer loses its ``allocation`` and the scheduler's finalizer. A claim made
 for a pod that is done or gone is deleted (upstream leaves that last step to
-the garbage collector, which this emulator does not run); so is the claim the
+the garbage collector, whose part here, api/dependents.py, leaves them to this
+controller); so is the claim the
 scheduler made for a pod's extended resources backed by DRA (its
 ``status.extendedResourceClaimStatus``), which the pod owns.
 
