@@ -12,9 +12,8 @@ replaced by another pod of the same name, or done); a claim left with no
 consumer loses its ``allocation`` and the scheduler's finalizer. A claim made
 for a pod that is done or gone is deleted (upstream leaves that last step to
 the garbage collector, whose part here, api/dependents.py, leaves them to this
-controller); so is the claim the
-scheduler made for a pod's extended resources backed by DRA (its
-``status.extendedResourceClaimStatus``), which the pod owns.
+controller); so is the claim the scheduler made for a pod's extended resources
+backed by DRA (its ``status.extendedResourceClaimStatus``), which the pod owns.
 
 A PodGroup's claims (KEP-5729): for each ``spec.resourceClaims`` entry of a
 PodGroup naming a template, one claim is created for the group
