@@ -59,6 +59,8 @@ Left, unlike upstream:
   controllers file dependents by controller reference);
 * a bound pod deleted with ``Foreground`` or ``Orphan``: its graceful deletion goes ahead
   without the finalizer, as ``Background``;
+* a workload deleted with ``Foreground`` waits for the dependents its controller collects
+  only; its others (a ConfigMap it owns) are deleted once it is gone, as ``Background``;
 * the dependents of an owner deleted in a namespace being emptied (the namespace deleter
   deletes them anyway).
 """
