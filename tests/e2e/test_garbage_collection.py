@@ -86,7 +86,8 @@ def test_kubectl_background_deletes_what_a_configmap_owns_a_secret_and_a_bare_po
         metadata=client.V1ObjectMeta(name="bg-pod", owner_references=[_ref(owner)]),
         spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
     unrelated = _cm(v1, "bg-unrelated")
-    assert 'configmap "bg-owner" deleted' in kubectl(served, "delete", "-n", NS, "configmap", "bg-owner")
+    out = kubectl(served, "delete", "-n", NS, "configmap", "bg-owner", "--cascade=background")
+    assert 'configmap "bg-owner" deleted' in out
     assert _eventually(_gone(lambda: v1.read_namespaced_secret("bg-secret", NS)))
     assert _eventually(_gone(lambda: v1.read_namespaced_pod("bg-pod", NS)))
     assert v1.read_namespaced_config_map("bg-unrelated", NS).metadata.uid == unrelated.metadata.uid
