@@ -458,12 +458,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         if master.poll() is None:
             master.kill()
         watcher.stop()
-    if not interrupted:
-        for line in _locust_failures(out, master, workers):
-            print(f"loadtest: {line}", file=sys.stderr)
     master_log = out / "locust-master.log"
     # Locust's master starts no user until the workers it expects have joined
     no_workers = master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace")
+    if not interrupted:
+        # a master that gave up on its workers exits with 1, which the line below says better
+        for line in _locust_failures(out, None if no_workers else master, workers):
+            print(f"loadtest: {line}", file=sys.stderr)
     if no_workers:
         print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined, "
               f"so no load ran; see {master_log}", file=sys.stderr)
@@ -483,18 +484,20 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
 
 def _locust_failures(out: Path, master: Any, workers: list[Any]) -> list[str]:
     """Why Locust processes ended with an error (an exit code above 0, not a kill): the last
-    line each wrote to its ``.err`` (a master whose port was taken, a locustfile that failed)."""
+    line each wrote to its ``.err`` (a master whose port was taken, a locustfile that failed),
+    else its log, where Locust writes its own errors. ``master`` None: not the master's."""
     lines = []
-    for name, proc, err in (("master", master, out / "locust-master.err"),
-                            *((f"worker {i}", w, out / f"locust-worker{i}.err") for i, w in enumerate(workers))):
-        if not proc.returncode or proc.returncode < 0:
+    for name, proc, stem in (("master", master, "locust-master"),
+                             *((f"worker {i}", w, f"locust-worker{i}") for i, w in enumerate(workers))):
+        if proc is None or not proc.returncode or proc.returncode < 0:
             continue
+        err = out / f"{stem}.err"
         try:
             said = [x.strip() for x in err.read_text(errors="replace").splitlines() if x.strip()]
         except OSError:
             said = []
         lines.append(f"Locust's {name} exited with {proc.returncode}" + (f": {said[-1][:300]}" if said else "")
-                     + f" (see {err})")
+                     + f" (see {err if said else out / f'{stem}.log'})")
     return lines
 
 def _quota_phase(target: int, created: int, deleted: int) -> str:

@@ -858,8 +858,9 @@ def test_a_locust_process_that_failed_says_why(tmp_path: Path) -> None:
     assert run._locust_failures(tmp_path, Proc(1), [Proc(-9), Proc(2), Proc(0)]) == [
         "Locust's master exited with 1: locust.exception.RPCError: Socket bind failure: Address already in use "
         f"(addr='tcp://127.0.0.1:5557') (see {tmp_path / 'locust-master.err'})",
-        f"Locust's worker 1 exited with 2 (see {tmp_path / 'locust-worker1.err'})"]
+        f"Locust's worker 1 exited with 2 (see {tmp_path / 'locust-worker1.log'})"]  # its .err is empty
     assert run._locust_failures(tmp_path, Proc(0), [Proc(0)]) == []
+    assert run._locust_failures(tmp_path, None, [Proc(0)]) == []  # a master the caller explains itself
 
 
 # --------------------------------------------------------------------------- the pager, after a continue token expired
