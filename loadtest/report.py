@@ -454,13 +454,11 @@ def build(out: Path) -> dict[str, Any]:
         "scrapes": len(server),
         "entries": _entry_rows(entries),
         "quota": run.get("quota"),
-        # a quota run (million) is complete only if every pod it created was deleted in time
-        "complete": bool(raw) and bool(server) and not run.get("interrupted")
-        and run.get("server_exited_at") is None and run.get("target_unreachable_at") is None
-        and not summary_errors
-        and (not run.get("quota") or run["quota"].get("completed_at") is not None),
+        "complete": False,
+        "incomplete_because": _incomplete_because(run, bool(raw), bool(server), summary_errors),
         "plots": [],
     }
+    summary["complete"] = not summary["incomplete_because"]
     # latencies of failed requests (a refused connection answers fast) prove nothing: a run with
     # failures, or one that did not finish (interrupted, no Locust results), does not pass
     verdict = overall(verdicts)
@@ -474,6 +472,35 @@ def build(out: Path) -> dict[str, Any]:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "report.html").write_text(_html(summary, verdicts, captions, plan, run))
     return summary
+
+
+def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool,
+                        client_errors: list[dict[str, Any]]) -> list[str]:
+    """Why the run is not complete (none: it is), in words the report and the harness print: an
+    interrupted run's report said "incomplete" and nowhere why."""
+    why = []
+    if run.get("interrupted"):
+        seconds = run.get("load_seconds")
+        why.append("interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+                   + (f" after {fmt(seconds)} s of load" if seconds is not None else " before the load"))
+    if run.get("workers_missing_after") is not None:
+        why.append(f"fewer than the {run.get('expected_workers')} expected Locust workers joined within "
+                   f"{fmt(run['workers_missing_after'])} s: no load ran")
+    if run.get("server_exited_at") is not None:
+        why.append(f"controlplane serve exited after {fmt(run['server_exited_at'])} s of load")
+    if run.get("target_unreachable_at") is not None:
+        why.append(f"the target refused connections from {fmt(run['target_unreachable_at'])} s of load on")
+    if not locust_results:
+        why.append("no Locust results (locust.json is missing or empty)")
+    if not scraped:
+        why.append("no /metrics scrape of the server")
+    if client_errors:
+        why.append("errors in the load's clients (locust_exceptions.csv)")
+    quota = run.get("quota")
+    if quota and quota.get("completed_at") is None:
+        # a quota run (million) is complete only if every pod it created was deleted in time
+        why.append("not every pod of the quota was created and deleted in time")
+    return why
 
 
 def _write_blocked(first: Any, last: Any) -> dict[str, float] | None:
@@ -553,7 +580,7 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         ("Scenario", f"{summary.get('scenario')}: {plan.get('description', '')}"),
         ("Command", run.get("command")),
         ("Target", run.get("target")),
-        ("Wall time", f"{fmt(run.get('wall_seconds'))} s"),
+        ("Wall time", None if run.get("wall_seconds") is None else f"{fmt(run['wall_seconds'])} s"),
         ("Locust processes", _processes(run)),
         ("Requests", f"{fmt(summary['requests'])}, failed {fmt(summary['failures'])}, deliberate non-2xx "
                      f"{fmt(summary['expected_non_2xx'])}"),
@@ -579,6 +606,8 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         facts.append(("Pods (quota run)", f"{fmt(quota.get('created'))} created, {fmt(quota.get('deleted'))} deleted "
                                           f"of {fmt(quota.get('target'))}; "
                       + (f"completed after {fmt(done)} s" if done is not None else "NOT completed")))
+    if summary.get("incomplete_because"):
+        facts.append(("Not complete", "; ".join(summary["incomplete_because"])))
     fact_rows = "".join(f"<tr><th>{k}</th><td>{fmt(v)}</td></tr>" for k, v in facts)
     ov = summary["overall"]
     return f"""<!doctype html>

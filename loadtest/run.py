@@ -705,6 +705,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")
+    if summary["incomplete_because"]:
+        print(f"  not complete: {'; '.join(summary['incomplete_because'])}")
     for r in summary["client_errors"][:3]:
         print(f"  {r['count']:>7,} errors in the load's clients: {r['message']} ({r['where']}; see "
               f"{out / 'locust_exceptions.csv'})")

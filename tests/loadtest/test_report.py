@@ -59,7 +59,7 @@ def test_report_from_a_run_directory(tmp_path: Path) -> None:
     summary = report.build(tmp_path)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(summary))
-    assert summary["complete"] is True
+    assert summary["complete"] is True and summary["incomplete_because"] == []
     assert summary["overall"] == "pass"
     assert summary["requests"] == 100 + 42 + 20 + 5 + 7
     assert summary["failures"] == 0 and summary["expected_non_2xx"] == 3
@@ -92,6 +92,9 @@ def test_an_empty_directory_gives_an_incomplete_report(tmp_path: Path) -> None:
     summary = report.build(tmp_path)
     assert summary["complete"] is False
     assert summary["overall"] == "incomplete"  # never "pass" without a finished run
+    assert summary["incomplete_because"] == ["no Locust results (locust.json is missing or empty)",
+                                             "no /metrics scrape of the server"]
+    assert "<th>Wall time</th><td>–</td>" in (tmp_path / "report.html").read_text()  # not "– s"
     assert all((tmp_path / f"{p}.png").exists() for p in report.PLOTS)
 
 
@@ -171,9 +174,13 @@ def test_a_target_that_cannot_serve_stops_the_run_before_any_load() -> None:
 def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:
     write_run(tmp_path)
     run = json.loads((tmp_path / "run.json").read_text())
-    (tmp_path / "run.json").write_text(json.dumps({**run, "interrupted": True}))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "interrupted": True, "load_seconds": 30.6}))
     summary = report.build(tmp_path)
     assert summary["complete"] is False and summary["overall"] == "incomplete"
+    # and why, in summary.json and the report (it said "incomplete" and nowhere why)
+    assert summary["incomplete_because"] == ["interrupted (Ctrl-C, SIGTERM or SIGHUP) after 30.6 s of load"]
+    assert "<th>Not complete</th><td>interrupted (Ctrl-C, SIGTERM or SIGHUP) after 30.6 s of load</td>" in \
+        (tmp_path / "report.html").read_text()
 
 
 def test_a_run_whose_server_died_is_not_complete_and_says_so(tmp_path: Path) -> None:

@@ -139,4 +139,6 @@ def test_ctrl_c_in_a_terminal_still_writes_the_results(tmp_path: Path) -> None:
     assert run["interrupted"] is True and run["master_exit"] == 0 and run["server_exit"] == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"] == "incomplete" and summary["requests"] > 0  # what it had, from locust.json
+    assert summary["incomplete_because"][0].startswith("interrupted (Ctrl-C, SIGTERM or SIGHUP) after ")
+    assert "  not complete: interrupted (Ctrl-C, SIGTERM or SIGHUP) after " in stdout
     assert "Traceback" not in (out / "server" / "serve.log").read_text()
