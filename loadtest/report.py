@@ -481,8 +481,11 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
     why = []
     if run.get("interrupted"):
         seconds = run.get("load_seconds")
+        # a run interrupted while Locust's master waited for its workers made no load (it had said
+        # "after 13.5 s of load")
         why.append("interrupted (Ctrl-C, SIGTERM or SIGHUP)"
-                   + (f" after {fmt(seconds)} s of load" if seconds is not None else " before the load"))
+                   + (" before Locust started the load" if run.get("load_started") is False or seconds is None
+                      else f" after {fmt(seconds)} s of load"))
     if run.get("workers_missing_after") is not None:
         why.append(f"fewer than the {run.get('expected_workers')} expected Locust workers joined within "
                    f"{fmt(run['workers_missing_after'])} s: no load ran")
@@ -594,6 +597,9 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     if run.get("workers_missing_after") is not None:
         facts.append(("Load", f"none: fewer than the {run.get('expected_workers')} expected Locust workers joined "
                               f"within {fmt(run['workers_missing_after'])} s"))
+    elif run.get("interrupted") and run.get("load_started") is False:
+        facts.append(("Load", "none: interrupted before Locust started it (the verdicts are the server's own "
+                              "traffic)"))
     if run.get("server_exited_at") is not None:
         facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
                                 f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))

@@ -459,8 +459,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             master.kill()
         watcher.stop()
     master_log = out / "locust-master.log"
+    said = master_log.read_text(errors="replace") if master_log.exists() else ""
     # Locust's master starts no user until the workers it expects have joined
-    no_workers = master_log.exists() and "Gave up waiting for workers" in master_log.read_text(errors="replace")
+    no_workers = "Gave up waiting for workers" in said
+    load_ran = "Shape test starting" in said
     if not interrupted:
         # a master that gave up on its workers exits with 1, which the line below says better
         for line in _locust_failures(out, None if no_workers else master, workers):
@@ -476,6 +478,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
              "deleted": _count(final, "DELETE", "pods"), "completed_at": timings.pop("quota_completed", None)}
     return {"processes": args.processes, "expected_workers": expect, "master_exit": master.returncode,
             "interrupted": interrupted, "workers_missing_after": args.workers_wait if no_workers else None,
+            "load_started": load_ran,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
             "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
@@ -702,6 +705,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"loadtest {plan.scenario}: no load ran: fewer than the {info['expected_workers']} expected Locust "
               f"workers joined within {info['workers_missing_after']:g} s; report: {out / 'report.html'}")
         return 1
+    if info["interrupted"] and not info["load_started"]:
+        # as above: interrupted while Locust's master waited for its workers
+        print(f"loadtest {plan.scenario}: no load ran: interrupted before Locust started it (its master was waiting "
+              f"for {info['expected_workers']} worker{'s' if info['expected_workers'] != 1 else ''}); "
+              f"report: {out / 'report.html'}")
+        return 130
     print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")

@@ -91,6 +91,42 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
         (out / "report.html").read_text()
 
 
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_waiting_for_workers_says_no_load_ran(tmp_path: Path) -> None:
+    # interrupted before a remote worker joined: the report said "after 13.5 s of load" and the
+    # verdicts the server's own traffic passed, as if a load had run
+    import os
+    import signal
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--processes", "0",
+                             "--expect-workers", "1", "--out", str(out), "--no-progress"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "locust-master.log").exists():  # the server is up, the master waits for a worker
+            assert time.monotonic() < deadline and proc.poll() is None, "the master never started"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stdout + stderr
+    assert "loadtest smoke: no load ran: interrupted before Locust started it (its master was waiting for 1 worker)" \
+        in stdout
+    assert "SLOs" not in stdout
+    assert _session(proc.pid) == []  # neither Locust's master nor the server is left running
+    run = json.loads((out / "run.json").read_text())
+    assert run["interrupted"] is True and run["load_started"] is False
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"] == "incomplete"
+    assert summary["incomplete_because"][0] == "interrupted (Ctrl-C, SIGTERM or SIGHUP) before Locust started the load"
+    assert "<th>Load</th><td>none: interrupted before Locust started it" in (out / "report.html").read_text()
+
+
 def _session(sid: int) -> list[int]:
     """The processes of session ``sid`` (field 6 of /proc/PID/stat)."""
     found = []
