@@ -373,9 +373,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     watcher.start()
     mode = "off" if args.no_progress else "live" if sys.stderr.isatty() else "lines"
     if mode != "off":
-        length = (f"{plan.pods_target:,} pods created and deleted (at most {plan.duration:g} s)"
-                  if plan.until == "quota" else f"{plan.duration:g} s")
-        print(f"loadtest {plan.scenario}: {length} of load against {target}; results in {out}", file=sys.stderr,
+        # a quota run's read "40 pods created and deleted (at most 55 s) of load against ..."
+        length = (f"{plan.pods_target:,} pods created and deleted, in at most {plan.duration:g} s of load,"
+                  if plan.until == "quota" else f"{plan.duration:g} s of load")
+        print(f"loadtest {plan.scenario}: {length} against {target}; results in {out}", file=sys.stderr,
               flush=True)
     progress = _Progress(mode, f"loadtest {plan.scenario}")
     load_started = time.monotonic()
@@ -481,7 +482,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "load_started": load_ran,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
-            "load_seconds": round(time.monotonic() - load_started, 1), "peak_pods": peak_pods,
+            # pods created and not yet deleted at most, counted in a quota run only
+            "load_seconds": round(time.monotonic() - load_started, 1),
+            "peak_pods": peak_pods if plan.until == "quota" else None,
             "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
 
 
