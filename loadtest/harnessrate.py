@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -70,12 +71,44 @@ def _check_target(target: str, path: str, auth: Credentials) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .run import _terminate
+
+    # SIGTERM (a CI job's end, timeout) killed the harness alone and left the tiny server running
+    # for good, and Locust to the end of its --duration; SIGINT from a background shell was ignored.
+    # They, and SIGHUP, unwind through the finally blocks below, which stop them all
+    before = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("loadtest harness-rate: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        for signum, handler in before.items():  # a caller's own (tests call main)
+            signal.signal(signum, handler)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate those of ``procs`` still running; kill those that do not end within 10 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _main(argv: list[str] | None) -> int:
     from .run import _at_least, _seconds
 
     p = argparse.ArgumentParser(prog="python -m loadtest harness-rate", description=__doc__)
-    p.add_argument("--processes", type=_at_least(1), default=1)
+    p.add_argument("--processes", type=_at_least(1), default=1,
+                   help="Locust worker processes (default: %(default)s)")
     p.add_argument("--users", type=_at_least(1), default=32, help="users in all (default: %(default)s)")
-    p.add_argument("--duration", type=_seconds, default=10.0)
+    p.add_argument("--duration", type=_seconds, default=10.0,
+                   help="length of the run, in seconds or as 30s, 1m (default: 10)")
     p.add_argument("--target", help="a server whose /healthz to use instead of the tiny local one "
                                     "(default: --kubeconfig's server, if given)")
     p.add_argument("--kubeconfig", type=Path,
@@ -91,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     path = os.environ.get(PATH_ENV, "/healthz")
     env = {**os.environ, PATH_ENV: path, kubeauth.ENV: auth.to_env()}
     server = None
+    children: list[subprocess.Popen[bytes]] = []
     if target is not None:
         _check_target(target, path, auth)
     else:
@@ -99,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
                                    "--http", "httptools", "--loop", "uvloop", "--log-level", "warning",
                                    "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         target = f"http://127.0.0.1:{port}"
-        for _ in range(100):
+    try:
+        for _ in range(100 if server is not None else 0):
             try:
                 httpx.get(target + "/", timeout=1)
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-    try:
         with TemporaryDirectory(prefix="harness-rate-") as tmp:
             out = Path(tmp)
             locust = [sys.executable, "-m", "locust", "-f", str(Path(__file__).parent / "locustfiles" / "trivial.py"),
@@ -116,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                  str(mport), "-u", str(args.users), "-r", str(args.users), "-t", f"{args.duration:g}s",
                  "--csv", str(out / "locust"), "--only-summary", "--loglevel", "WARNING"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            children.append(master)
             workers = [subprocess.Popen([*locust, "--worker", "--master-port", str(mport), "--loglevel", "WARNING"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
                        for _ in range(args.processes)]
+            children.extend(workers)
             samples: list[tuple[float, float]] = []  # (epoch, CPU seconds of all workers)
             while master.poll() is None:
                 usages = [proc_usage(w.pid) for w in workers]
@@ -158,7 +194,5 @@ def main(argv: list[str] | None = None) -> int:
                                     ("p99", float(row.get("99%") or 0), "ms")):
             print(json.dumps({**common, "metric": metric, "value": round(value, 3), "unit": unit}))
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
+        _stop(children + ([server] if server is not None else []))
     return 0

@@ -178,3 +178,35 @@ def test_ctrl_c_in_a_terminal_still_writes_the_results(tmp_path: Path) -> None:
     assert summary["incomplete_because"][0].startswith("interrupted (Ctrl-C, SIGTERM or SIGHUP) after ")
     assert "  not complete: interrupted (Ctrl-C, SIGTERM or SIGHUP) after " in stdout
     assert "Traceback" not in (out / "server" / "serve.log").read_text()
+
+
+@pytest.mark.timeout(60)
+def test_harness_rate_stopped_by_sigterm_leaves_no_process(tmp_path: Path) -> None:
+    # SIGTERM killed harness-rate alone: its tiny server ran on for good, Locust to the end of --duration
+    import contextlib
+    import os
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "harness-rate", "--duration", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(),
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the tiny server, Locust's master and its worker run
+            cmds = []
+            for pid in _session(proc.pid):
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    cmds.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+            if any(b"--worker" in c for c in cmds) and any(b"uvicorn" in c for c in cmds):
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "harness-rate did not start Locust"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "loadtest harness-rate: interrupted" in stderr
+    assert _session(proc.pid) == []
