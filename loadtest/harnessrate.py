@@ -114,11 +114,13 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--kubeconfig", type=Path,
                    help="credentials for --target, as a scenario takes them: its current context's user and its "
                         "cluster's CA")
+    p.add_argument("--context", metavar="NAME",
+                   help="the --kubeconfig's context to use, as kubectl's --context (default: its current one)")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     args = p.parse_args(argv)
 
     try:
-        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target)
+        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target, args.context)
     except CredentialsError as e:
         raise SystemExit(f"loadtest harness-rate: {e}") from None
     path = os.environ.get(PATH_ENV, "/healthz")

@@ -352,24 +352,29 @@ def from_env() -> Credentials:
     return Credentials(**d, exec=plugin)
 
 
-def for_target(kubeconfig: Path | None, token: str | None, target: str | None) -> tuple[str | None, Credentials]:
-    """(target, credentials) from the harness's ``--kubeconfig``, ``--token`` and ``--target``, as
-    kubectl takes its flags: the kubeconfig's current context's user and its cluster's CA, and its
-    server unless ``target`` names one; ``token`` in place of its user's token, or alone (``bearer``).
-    The target loses a trailing ``/``: Locust joins it with each path, and ``//api`` fails."""
+def for_target(kubeconfig: Path | None, token: str | None, target: str | None,
+               context: str | None = None) -> tuple[str | None, Credentials]:
+    """(target, credentials) from the harness's ``--kubeconfig``, ``--context``, ``--token`` and
+    ``--target``, as kubectl takes its flags: the kubeconfig's context's (``context``, else its
+    current one's) user and its cluster's CA, and its server unless ``target`` names one; ``token``
+    in place of its user's token, or alone (``bearer``). The target loses a trailing ``/``: Locust
+    joins it with each path, and ``//api`` fails."""
     auth = bearer(token or "")
+    if context is not None and kubeconfig is None:
+        raise CredentialsError("--context names a context of a --kubeconfig: give the kubeconfig")
     if kubeconfig is not None:
-        auth, server = from_kubeconfig(kubeconfig)
+        auth, server = from_kubeconfig(kubeconfig, context)
         if token:  # kubectl's --token: the kubeconfig's tokenFile no longer counts
             auth.token, auth.token_file, auth.origin = token, "", "--token"
         target = target or server
         if target is None:
-            raise CredentialsError(f"{kubeconfig}'s current context names no cluster server; give --target")
+            raise CredentialsError(f"{kubeconfig}'s {'context ' + repr(context) if context else 'current context'} "
+                                  "names no cluster server; give --target")
     return (target.rstrip("/") if target is not None else None), auth
 
 
-def from_kubeconfig(path: Path) -> tuple[Credentials, str | None]:
-    """(credentials, server) of the kubeconfig's current context."""
+def from_kubeconfig(path: Path, context: str | None = None) -> tuple[Credentials, str | None]:
+    """(credentials, server) of the kubeconfig's context ``context``, else its current context."""
     import yaml
 
     try:
@@ -381,7 +386,12 @@ def from_kubeconfig(path: Path) -> tuple[Credentials, str | None]:
     if not isinstance(kc, dict):
         raise CredentialsError(f"--kubeconfig {path} is not a kubeconfig")
     reader = _Reader(path, kc)
-    ctx = reader.named("contexts", kc.get("current-context"), "context")
+    name = context if context is not None else kc.get("current-context")
+    if (name or context is not None) and not reader.has("contexts", name):
+        # client-go's error for a --context, or a current-context, the kubeconfig lacks (its user's
+        # credentials had been none, and the run stopped at a 401 that blamed the user)
+        raise CredentialsError(f"--kubeconfig {path}: context was not found for specified context: {name}")
+    ctx = reader.named("contexts", name, "context")
     user = reader.named("users", ctx.get("user"), "user")
     cluster = reader.named("clusters", ctx.get("cluster"), "cluster")
     creds = Credentials(origin="--kubeconfig", verify=not cluster.get("insecure-skip-tls-verify"),
@@ -414,6 +424,12 @@ class _Reader:
 
     def __init__(self, path: Path, kc: dict[str, Any]) -> None:
         self.path, self.kc = path, kc
+
+    def has(self, section: str, name: object) -> bool:
+        """Whether ``section`` has an entry called ``name``."""
+        entries = self.kc.get(section)
+        return any(isinstance(e, dict) and e.get("name") == name
+                   for e in (entries if isinstance(entries, list) else ()))
 
     def named(self, section: str, name: object, key: str) -> dict[str, Any]:
         """The ``key`` of the entry of ``section`` called ``name`` ({} if none, or not a kubeconfig's shape)."""

@@ -112,6 +112,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", type=Path,
                    help="credentials for --target: its current context's user (a token, a client certificate, "
                         "an exec plugin) and its cluster's CA; its server is the target when --target is not given")
+    p.add_argument("--context", metavar="NAME",
+                   help="the --kubeconfig's context to use, as kubectl's --context (default: its current one)")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     p.add_argument("--users", type=_at_least(0), help="weighted users at the shape's peak (default: the scenario's)")
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
@@ -609,7 +611,7 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, 
     """(target, credentials, binder): the server to load (None: the harness starts one), how
     every client authenticates to it, and whether the harness's binder places the pods."""
     try:
-        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target)
+        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target, args.context)
     except CredentialsError as e:
         raise SystemExit(f"loadtest: {e}") from None
     if target is None and args.token:

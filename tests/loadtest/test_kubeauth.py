@@ -397,6 +397,7 @@ def test_the_locust_users_authenticate_with_certificates_and_exec_plugins(cert_s
 
 def test_harness_rate_checks_its_target_with_the_run_s_credentials(cert_served: Serve, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from loadtest.harnessrate import _check_target
     from loadtest.harnessrate import main as harness_rate
 
     monkeypatch.setenv("LOADTEST_TRIVIAL_PATH", "/api")  # (cert_served's /healthz takes anyone)
@@ -404,6 +405,18 @@ def test_harness_rate_checks_its_target_with_the_run_s_credentials(cert_served: 
         harness_rate(["--target", cert_served.url])
     with pytest.raises(SystemExit, match=r"refused the credentials \(401\); the token of --kubeconfig"):
         harness_rate(["--kubeconfig", str(kubeconfig(tmp_path / "kc", cert_served.url, {"token": "stale"}))])
+    # --context: the stale context is current, the chosen one's client certificate is taken (over the socket)
+    cert, key = issue_client_cert(tmp_path, "kind-admin", ("system:masters",))
+    kc = kubeconfig(tmp_path / "kc2", cert_served.url, {"token": "stale"})
+    doc = json.loads(kc.read_text())
+    doc["users"].append({"name": "admin", "user": {"client-certificate": str(cert), "client-key": str(key)}})
+    doc["contexts"].append({"name": "admin", "context": {"cluster": "k", "user": "admin"}})
+    kc.write_text(json.dumps(doc))
+    target, auth = kubeauth.for_target(kc, None, None, "admin")
+    _check_target(target or "", "/api", auth)  # no SystemExit: the server took the certificate
+    target, auth = kubeauth.for_target(kc, None, None)  # the current context's stale token
+    with pytest.raises(SystemExit, match="refused the credentials"):
+        _check_target(target or "", "/api", auth)
 
 
 def test_harness_rate_s_users_present_the_kubeconfig_s_client_certificate(cert_served: Serve,

@@ -219,11 +219,32 @@ def test_unreadable_kubeconfigs_are_refused_with_a_message(tmp_path: Path) -> No
         resolved("--kubeconfig", str(_kubeconfig(tmp_path / "kc", server=None)))
     # not a kubeconfig's shape: an AttributeError traceback
     (tmp_path / "odd").write_text("current-context: c\ncontexts: [c]\nusers: u\nclusters: 3\n")
-    with pytest.raises(SystemExit, match="names no cluster server"):
+    with pytest.raises(SystemExit, match="context was not found for specified context: c"):
         resolved("--kubeconfig", str(tmp_path / "odd"))
     (tmp_path / "odd").write_text("current-context: c\ncontexts:\n- {name: c, context: x}\n")
     with pytest.raises(SystemExit, match="is not a kubeconfig: the context of 'c' in contexts is not a mapping"):
         resolved("--kubeconfig", str(tmp_path / "odd"))
+
+
+def test_a_kubeconfig_s_context_is_chosen_as_kubectl_s_context(tmp_path: Path) -> None:
+    # a kubeconfig of several clusters (EKS's, GKE's) had to have its current-context edited
+    kc = _kubeconfig(tmp_path / "kc")
+    doc = json.loads(kc.read_text())
+    doc["clusters"].append({"name": "k2", "cluster": {"server": "https://10.0.0.2:6443"}})
+    doc["users"].append({"name": "u2", "user": {"token": "other"}})
+    doc["contexts"].append({"name": "prod", "context": {"cluster": "k2", "user": "u2"}})
+    kc.write_text(json.dumps(doc))
+    assert resolved("--kubeconfig", str(kc))[:2] == ("https://10.0.0.1:6443", "t0k")
+    assert resolved("--kubeconfig", str(kc), "--context", "prod")[:2] == ("https://10.0.0.2:6443", "other")
+    # client-go's words for a context the kubeconfig lacks, given or current (the run had gone on with no
+    # credentials, to a 401 that blamed the user)
+    with pytest.raises(SystemExit, match=r"kc: context was not found for specified context: nope$"):
+        resolved("--kubeconfig", str(kc), "--context", "nope")
+    kc.write_text(json.dumps({**doc, "current-context": "gone"}))
+    with pytest.raises(SystemExit, match="context was not found for specified context: gone"):
+        resolved("--kubeconfig", str(kc))
+    with pytest.raises(SystemExit, match="--context names a context of a --kubeconfig"):
+        resolved("--context", "prod")
 
 
 class _JsonHandler(BaseHTTPRequestHandler):
