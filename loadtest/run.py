@@ -773,11 +773,21 @@ def _anonymous_refusal(url: str) -> str | None:
 def _scheme_hint(target: str, error: Exception) -> str:
     """What to say of ``target``'s scheme when reaching it failed with ``error``: a TLS server
     given as http:// hangs up without an answer ("Server disconnected"), a plain one given as
-    https:// answers the TLS handshake with bytes that are no TLS record. Else nothing."""
+    https:// answers the TLS handshake with bytes that are no TLS record; a certificate the
+    kubeconfig does not trust names what to give. Else nothing."""
     if target.startswith("https://") and "WRONG_VERSION_NUMBER" in str(error):
         return " (it does not speak TLS: a server started with --no-tls is http://)"
     if target.startswith("http://") and isinstance(error, httpx.RemoteProtocolError):
         return " (a server with TLS, as controlplane serve without --no-tls, is https://)"
+    said = str(error)
+    if "CERTIFICATE_VERIFY_FAILED" in said:
+        # verified only with a kubeconfig (a bare --token is not): what in it to look at
+        if "mismatch" in said:
+            return (" (the certificate does not name this host: the kubeconfig's tls-server-name gives the name "
+                    "to verify)")
+        return (" (the server's certificate is not signed by the CA the kubeconfig's cluster gives, "
+                "certificate-authority(-data), or by the system's roots without one; or "
+                "insecure-skip-tls-verify: true)")
     return ""
 
 

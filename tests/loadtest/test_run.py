@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from loadtest import report, run, scenarios
+from loadtest import kubeauth, report, run, scenarios
 from loadtest.kubeauth import bearer
 from tests.test_cli import Serve
 
@@ -590,6 +590,23 @@ def test_harness_rate_refuses_bad_options(argv: tuple[str, ...], capsys: pytest.
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {argv[0]}:" in err and "Traceback" not in err
+
+
+def test_a_certificate_the_kubeconfig_does_not_trust_says_what_to_give(cert_served: Serve, tmp_path: Path) -> None:
+    # over the socket: the run said only CERTIFICATE_VERIFY_FAILED
+    from tests.client_certs import issue_client_cert
+
+    other_ca, _ = issue_client_cert(tmp_path, "not-the-ca")  # a certificate that signed nothing of the server's
+    kc = _kubeconfig(tmp_path / "kc", server=cert_served.url, token="admin")
+    doc = json.loads(kc.read_text())
+    doc["clusters"][0]["cluster"]["certificate-authority"] = str(other_ca)
+    kc.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match=r"CERTIFICATE_VERIFY_FAILED.*signed by the CA the kubeconfig's cluster gives"):
+        run._check_target(cert_served.url, kubeauth.for_target(kc, None, None)[1])
+    doc["clusters"][0]["cluster"] = {"server": cert_served.url, "tls-server-name": "elsewhere.example"}
+    kc.write_text(json.dumps(doc))  # the tests' CA is the system's (SSL_CERT_FILE): only the name is wrong
+    with pytest.raises(SystemExit, match=r"mismatch.*the kubeconfig's tls-server-name gives the name to verify"):
+        run._check_target(cert_served.url, kubeauth.for_target(kc, None, None)[1])
 
 
 def test_a_target_of_the_wrong_scheme_is_said_so_by_run_and_harness_rate(cert_served: Serve, api: str) -> None:
