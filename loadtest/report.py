@@ -489,6 +489,9 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
     if run.get("workers_missing_after") is not None:
         why.append(f"fewer than the {run.get('expected_workers')} expected Locust workers joined within "
                    f"{fmt(run['workers_missing_after'])} s: no load ran")
+    for lost in run.get("workers_lost") or ():
+        why.append(f"Locust's worker {lost['worker']} exited with {lost['exit']} after {fmt(lost['at'])} s of load "
+                   "(its users made no load after that)")
     if run.get("server_exited_at") is not None:
         why.append(f"controlplane serve exited after {fmt(run['server_exited_at'])} s of load")
     if run.get("target_unreachable_at") is not None:

@@ -385,6 +385,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0
     timings: dict[str, float] = {}
+    lost_at: dict[int, float] = {}  # local workers that died under the load (killed, out of memory)
     interrupted = False
     try:
         while master.poll() is None:
@@ -400,6 +401,14 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                     stop_file.touch()
                     timings["quota_completed"] = round(elapsed, 1)
             progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
+            for i, w in enumerate(workers):
+                # Locust's master did not notice a worker killed by a signal (it went on dispatching users
+                # to it), and the run passed without that worker's share of the load
+                if i not in lost_at and w.poll() not in (None, 0):
+                    lost_at[i] = round(elapsed, 1)
+                    print(f"loadtest: Locust's worker {i} exited with {w.returncode} after {elapsed:.0f} s of "
+                          f"load; its users make no load for the rest of the run (see {out / f'locust-worker{i}.err'})",
+                          file=sys.stderr)
             if server is not None and server.proc.poll() is not None and "server_exited_at" not in timings:
                 # the rest of the run would only fail requests against nothing: end the load now
                 timings["server_exited_at"] = round(elapsed, 1)
@@ -484,6 +493,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "load_started": load_ran,
             "quota": quota if plan.until == "quota" else None,
             "worker_exits": [w.returncode for w in workers],
+            "workers_lost": [{"worker": i, "exit": workers[i].returncode, "at": at}
+                             for i, at in sorted(lost_at.items())],
             # pods created and not yet deleted at most, counted in a quota run only
             "load_seconds": round(time.monotonic() - load_started, 1),
             "peak_pods": peak_pods if plan.until == "quota" else None,

@@ -183,6 +183,16 @@ def test_an_interrupted_run_is_not_complete(tmp_path: Path) -> None:
         (tmp_path / "report.html").read_text()
 
 
+def test_a_run_that_lost_a_worker_is_not_complete_and_says_so(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "workers_lost": [{"worker": 1, "exit": -9, "at": 18.2}]}))
+    summary = report.build(tmp_path)
+    assert summary["complete"] is False and summary["overall"] == "incomplete"
+    assert summary["incomplete_because"] == [
+        "Locust's worker 1 exited with -9 after 18.2 s of load (its users made no load after that)"]
+
+
 def test_a_run_whose_server_died_is_not_complete_and_says_so(tmp_path: Path) -> None:
     write_run(tmp_path)
     run = json.loads((tmp_path / "run.json").read_text())

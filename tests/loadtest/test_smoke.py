@@ -5,6 +5,7 @@ unexpected failure."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -89,6 +90,44 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
     assert json.loads((out / "run.json").read_text())["workers_missing_after"] == 3
     assert "<th>Load</th><td>none: fewer than the 2 expected Locust workers joined within 3 s" in \
         (out / "report.html").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path) -> None:
+    # Locust's master did not notice a worker killed by a signal (out of memory, say): the run passed
+    # with exit code 0 without that worker's share of the load
+    import os
+    import signal
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "10",
+                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        worker = None
+        while worker is None:  # the worker, once the load is under way
+            assert time.monotonic() < deadline and proc.poll() is None, "the load did not start"
+            stats = out / "locust_stats.csv"
+            if stats.exists() and any(line.startswith("POST,pods,") for line in stats.read_text().splitlines()):
+                for pid in _session(proc.pid):
+                    with contextlib.suppress(OSError):
+                        if b"locust-worker0.log" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                            worker = pid
+            time.sleep(0.2)
+        os.kill(worker, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, stdout + stderr
+    assert "loadtest: Locust's worker 0 exited with -9 after " in stderr
+    assert "SLOs incomplete" in stdout and "  not complete: Locust's worker 0 exited with -9 after " in stdout
+    run = json.loads((out / "run.json").read_text())
+    assert [(w["worker"], w["exit"]) for w in run["workers_lost"]] == [(0, -9)]
+    assert _session(proc.pid) == []
 
 
 @pytest.mark.timeout(90)
@@ -183,7 +222,6 @@ def test_ctrl_c_in_a_terminal_still_writes_the_results(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_harness_rate_stopped_by_sigterm_leaves_no_process(tmp_path: Path) -> None:
     # SIGTERM killed harness-rate alone: its tiny server ran on for good, Locust to the end of --duration
-    import contextlib
     import os
     import signal
 
