@@ -18,7 +18,7 @@ import orjson
 from ..quantity import format_quantity, parse_quantity
 from ..registry.certificates import extract_condition
 from ..registry.custom import CustomVersion
-from ..registry.schema import definitions
+from ..registry.schema import definitions, description_without_enum
 from .jsonpath import JsonPathError, compile_path, find
 
 __all__ = ["as_table", "custom_columns", "wants_table"]
@@ -1110,7 +1110,7 @@ def _doc_text(doc: Doc) -> str:
     if isinstance(doc, str):
         return doc
     definition, field = doc
-    return str(definitions().defs.get(definition, {}).get("properties", {}).get(field, {}).get("description", ""))
+    return description_without_enum(definitions().defs.get(definition, {}).get("properties", {}).get(field, {}))
 
 
 def _describe(plural: str, name: str) -> str:

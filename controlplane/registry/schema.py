@@ -12,6 +12,17 @@ a ``$ref`` points to, how a list or map merges.
 JSON Schema spells a nullable type ``["string", "null"]``; ``type_of`` gives
 the non-null one. ``Quantity`` and ``IntOrString`` are ``oneOf`` a string and
 a number.
+
+The package's definitions come from the release's committed OpenAPI snapshot,
+which upstream generates with the ``OpenAPIEnums`` feature gate off
+(``hack/update-openapi-spec.sh``), so they lack what a running kube-apiserver
+publishes for its ``+enum`` string types: an ``enum`` list and a description
+ending in ``Possible enum values:`` with a line per value. ``enums.json`` holds
+those (definition -> property -> ``enum``, ``items`` or ``additionalProperties``
+for an enum nested in a list or map, and ``description``, the text upstream
+appends), and they are added on load. They are documentation for the OpenAPI
+documents and ``kubectl explain``: nothing validates built-in objects by them,
+as upstream does not (its hand-written validation decides, ``podvalidation``).
 """
 
 from __future__ import annotations
@@ -23,9 +34,11 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "ENUM_VALUES_HEADER",
     "KUBERNETES_VERSION",
     "Definitions",
     "definitions",
+    "description_without_enum",
     "patch_merge_key",
     "patch_strategy",
     "type_of",
@@ -33,6 +46,8 @@ __all__ = [
 
 KUBERNETES_VERSION = "1.37.0"
 _REF = "#/$defs/"
+# kube-openapi's header of the enum part of a description (pkg/generators/enum.go)
+ENUM_VALUES_HEADER = "Possible enum values:"
 
 Schema = dict[str, Any]
 
@@ -107,17 +122,51 @@ def patch_merge_key(node: Schema) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def description_without_enum(node: Schema) -> str:
+    """A field's description without the enum part the definitions' load added: the Go
+    comment alone, as the types' ``SwaggerDoc()`` gives it (table column descriptions)."""
+    text = node.get("description", "")
+    if not isinstance(text, str):
+        return ""
+    at = text.find("\n\n" + ENUM_VALUES_HEADER)
+    return text[:at].rstrip("\n") if at >= 0 else text
+
+
 @functools.cache
 def definitions() -> Definitions:
     """The definitions of ``KUBERNETES_VERSION``, loaded on first use (about 1.7 MB of JSON)."""
     root = importlib.resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
     raw = root.joinpath(f"v{KUBERNETES_VERSION}-local", "_definitions.json").read_bytes()
     defs = orjson.loads(raw)["$defs"]
+    _add_enums(defs)
     _accept_earlier_podgroup_reference(defs)
     _add_resource_metrics(defs)
     _add_lease_renewal(defs)
     _add_node_status_report(defs)
     return Definitions(defs)
+
+
+def _add_enums(defs: dict[str, Schema]) -> None:
+    """The ``enum`` lists and enum description parts of ``enums.json`` (see the module doc).
+
+    ``enums.json`` was taken from the ``/openapi/v2`` of a 1.36 kube-apiserver run with
+    ``OpenAPIEnums`` on (kubernetes-sigs/reference-docs, ``gen-resourcesdocs/api/v1.36/swagger.json``),
+    the release nearest ``KUBERNETES_VERSION`` published so, keeping only the properties these
+    definitions have. A field whose enum came after 1.36 has none here."""
+    table = orjson.loads(importlib.resources.files("controlplane.registry").joinpath("enums.json").read_bytes())
+    for name, props in table.items():
+        target = defs.get(name, {}).get("properties", {})
+        for prop, entry in props.items():
+            node = target.get(prop)
+            if node is None:
+                continue
+            if "enum" in entry:
+                node["enum"] = entry["enum"]
+            for nested in ("items", "additionalProperties"):
+                if nested in entry and isinstance(node.get(nested), dict):
+                    node[nested]["enum"] = entry[nested]
+            if "description" in entry:
+                node["description"] = node.get("description", "") + entry["description"]
 
 
 def _accept_earlier_podgroup_reference(defs: dict[str, Schema]) -> None:

@@ -292,6 +292,10 @@ def test_columns_are_described_as_upstreams_printers_describe_them() -> None:
     assert descriptions("nodes")["Internal-IP"].startswith("List of addresses reachable to the node.")
     assert descriptions("persistentvolumes")["StorageClass"] == "StorageClass of the pv"
     assert descriptions("apiservices")["Available"] == "Whether this service is available."
+    # an enum field's column: its SwaggerDoc(), without the enum part the OpenAPI description has
+    service_type = descriptions("services")["Type"]
+    assert service_type.startswith("type determines how the Service is exposed. Defaults to ClusterIP.")
+    assert service_type.endswith("#publishing-services-service-types") and "Possible enum" not in service_type
     default = descriptions("roles")  # no printer: Name and Created At
     assert default["Name"].startswith(NAME_DOC) and default["Created At"].startswith(AGE_DOC)
 
