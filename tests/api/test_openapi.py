@@ -96,6 +96,24 @@ async def test_schemas_are_openapi_3_0(client: httpx.AsyncClient) -> None:
                 assert len(node) == 1, "a $ref has no siblings in OpenAPI 3.0"
 
 
+async def test_enum_fields_have_their_values_and_enum_description(client: httpx.AsyncClient) -> None:
+    """A +enum field as a running kube-apiserver publishes it (kubectl explain's ENUM section)."""
+    doc = (await client.get("/openapi/v3/api/v1")).json()
+    schemas = doc["components"]["schemas"]
+    policy = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["restartPolicy"]
+    assert policy["type"] == "string" and policy["enum"] == ["Always", "Never", "OnFailure"]
+    assert policy["description"].endswith("\n\nPossible enum values:\n - `\"Always\"`\n - `\"Never\"`\n"
+                                          " - `\"OnFailure\"`")
+    families = schemas["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ipFamilies"]
+    assert families["items"] == {"type": "string", "enum": ["", "IPv4", "IPv6"]}  # an enum in a list
+    # a property named kind that is an enum keeps it; only a kind's own apiVersion and kind lose theirs
+    assert schemas["io.k8s.api.core.v1.AzureDiskVolumeSource"]["properties"]["kind"]["enum"] == [
+        "Dedicated", "Managed", "Shared"]
+    apps = (await client.get("/openapi/v3/apis/apps/v1")).json()["components"]["schemas"]
+    assert apps["io.k8s.api.apps.v1.DeploymentStrategy"]["properties"]["type"]["enum"] == ["Recreate",
+                                                                                          "RollingUpdate"]
+
+
 def test_convert_schema() -> None:
     node = {"type": ["object", "null"], "properties": {
         "a": {"$ref": "#/$defs/X", "description": "d"},

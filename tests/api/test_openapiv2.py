@@ -132,6 +132,9 @@ async def test_json_has_the_definitions_with_their_extensions_and_v2_refs(client
     assert defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["type"] == "string"
     assert defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
     assert defs["io.k8s.apimachinery.pkg.api.resource.Quantity"]["type"] == "string"
+    policy = defs["io.k8s.api.core.v1.PodSpec"]["properties"]["restartPolicy"]
+    assert policy["enum"] == ["Always", "Never", "OnFailure"]
+    assert "\n\nPossible enum values:\n - `\"Always\"`\n" in policy["description"]
     assert {"io.k8s.api.apps.v1.Deployment", "io.k8s.api.core.v1.ConfigMapList",
             "io.k8s.api.coordination.v1.Lease"} <= set(defs)
     for definition in defs.values():
@@ -207,6 +210,12 @@ async def test_protobuf_is_a_gnostic_document_with_the_same_definitions(client: 
     assert _extensions(containers)["x-kubernetes-patch-strategy"] == "merge"
     item = _message(_message(containers[23][0])[1][0])  # items: ItemsItem{schema}
     assert item[1] == [b"#/definitions/io.k8s.api.core.v1.Container"]
+
+    policy = _message(_named(_message(spec[25][0]), 1)["restartPolicy"])
+    enum = [json.loads(_message(raw)[2][0]) for raw in policy[20]]  # enum: repeated Any{yaml: 2}, JSON is YAML
+    assert enum == ["Always", "Never", "OnFailure"]
+    assert policy[4][0].decode().endswith("Possible enum values:\n - `\"Always\"`\n - `\"Never\"`\n"
+                                          " - `\"OnFailure\"`")  # description
 
     paths = _named(_message(document[8][0]), 2)  # Paths{path: NamedPathItem}
     assert list(paths) == list(as_json["paths"])

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+
+import pytest
+from kubernetes import client
 
 from tests.e2e.test_kubectl import KUBECTL
 from tests.test_cli import Serve
@@ -73,6 +77,54 @@ def test_explain_a_field_prints_the_upstream_descriptions(served: Serve) -> None
     assert "  targetPort\t<IntOrString>" in ports and "  port\t<integer> -required-" in ports
     limits = ok(served, "explain", "pods.spec.containers.resources.limits").stdout
     assert "FIELD: limits <map[string]Quantity>" in limits
+
+
+def test_explain_an_enum_field_prints_its_values(served: Serve) -> None:
+    """kubectl's ENUM section and the description's enum part, as against kube-apiserver
+    (its +enum types, published with the OpenAPIEnums feature gate on by default)."""
+    out = ok(served, "explain", "pod.spec.restartPolicy").stdout
+    assert "FIELD: restartPolicy <string>\nENUM:\n    Always\n    Never\n    OnFailure\n\nDESCRIPTION:\n" in out
+    assert ("    Possible enum values:\n     - `\"Always\"`\n     - `\"Never\"`\n     - `\"OnFailure\"`\n"
+            in out)
+    service = ok(served, "explain", "service.spec.type").stdout
+    assert "ENUM:\n    ClusterIP\n    ExternalName\n    LoadBalancer\n    NodePort\n\nDESCRIPTION:" in service
+    assert "     - `\"ClusterIP\"` means a service will only be accessible inside the cluster,\n" in service
+    pull = ok(served, "explain", "pod.spec.containers.imagePullPolicy").stdout
+    assert "FIELD: imagePullPolicy <string>\nENUM:\n    Always\n    IfNotPresent\n    Never\n" in pull
+    assert "     - `\"IfNotPresent\"` means that kubelet pulls if the image isn't present on\n" in pull
+    # kubectl's Swagger 2.0 explainer reads /openapi/v2: the same description
+    v2 = ok(served, "explain", "pod.spec.restartPolicy", "--output=plaintext-openapiv2").stdout
+    assert "     Possible enum values:\n     - `\"Always\"`\n     - `\"Never\"`\n     - `\"OnFailure\"`" in v2
+    # a field that is no enum has no ENUM section
+    assert "ENUM:" not in ok(served, "explain", "pod.spec.hostname").stdout
+
+
+def test_an_unlisted_enum_value_gets_the_hand_written_validations_answer(served: Serve,
+                                                                        api: client.ApiClient) -> None:
+    """The OpenAPI enum is documentation: a value outside it is refused (or not) by upstream's
+    validation of the type, in its words and its order of values, never by the schema."""
+    pod = """
+apiVersion: v1
+kind: Pod
+metadata: {name: sometimes}
+spec:
+  restartPolicy: Sometimes
+  containers: [{name: c, image: busybox}]
+"""
+    message = ('The Pod "sometimes" is invalid: spec.restartPolicy: Unsupported value: "Sometimes": '
+               'supported values: "Always", "OnFailure", "Never"')
+    for verb in ("create", "apply"):
+        r = run(served, verb, "-f", "-", stdin=pod)
+        assert r.returncode != 0 and r.stderr.strip() == message
+    body = client.V1Pod(metadata=client.V1ObjectMeta(name="sometimes"), spec=client.V1PodSpec(
+        restart_policy="Sometimes", containers=[client.V1Container(name="c", image="busybox")]))
+    with pytest.raises(client.ApiException) as e:
+        client.CoreV1Api(api).create_namespaced_pod("default", body)
+    assert e.value.status == 422
+    status = json.loads(e.value.body)
+    assert status["reason"] == "Invalid" and status["details"]["causes"] == [
+        {"reason": "FieldValueNotSupported", "field": "spec.restartPolicy",
+         "message": 'Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"'}]
 
 
 def test_explain_a_kind_of_a_named_group(served: Serve) -> None:
