@@ -34,7 +34,12 @@ async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: C
             return items if set(items) == {"sim-node-0", "sim-node-1", "sim-node-2"} else None
 
         lease = (await eventually(leases))["sim-node-0"]
-        node = await client.get(f"{NODES}/sim-node-0")
+
+        async def reported() -> dict[str, Any] | None:  # (its first status may follow its Lease)
+            node = await client.get(f"{NODES}/sim-node-0")
+            return node if "capacity" in (node.get("status") or {}) else None
+
+        node = await eventually(reported)
         assert lease["spec"]["holderIdentity"] == "sim-node-0"
         assert lease["spec"]["leaseDurationSeconds"] == 40
         assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
