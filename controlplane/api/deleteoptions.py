@@ -19,7 +19,7 @@ from typing import Any
 
 from ..registry.types import ResourceType
 from .errors import ApiError, json_object
-from .params import flag
+from .params import flag, go_int64
 
 __all__ = ["PROPAGATION_POLICIES", "delete_options"]
 
@@ -59,10 +59,10 @@ def _decode(body: bytes) -> dict[str, Any]:
 
 
 def _integer(raw: str, what: str) -> int:
-    try:
-        return int(raw)
-    except ValueError as e:
-        raise ApiError.bad_request(f"invalid {what}: {raw!r}") from e
+    value = go_int64(raw)
+    if value is None:
+        raise ApiError.bad_request(f"invalid {what}: {raw!r}")
+    return value
 
 
 def _validate(options: dict[str, Any]) -> None:

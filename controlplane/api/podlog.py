@@ -26,6 +26,7 @@ import orjson
 from ..registry.types import ResourceType
 from ..registry.validation import parse_time
 from .errors import ApiError
+from .params import go_int64
 from .reads import Reads, watch_options
 
 __all__ = ["follow", "running_instance", "validate_log_options"]
@@ -47,10 +48,11 @@ def _int(query: dict[str, str], key: str) -> int | None:
     raw = query.get(key)
     if raw is None or raw == "":
         return None
-    try:
-        return int(raw, 10)
-    except ValueError:
-        raise ApiError.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
+    value = go_int64(raw)
+    if value is None:
+        why = "value out of range" if raw.lstrip("+-").isdigit() and raw.isascii() else "invalid syntax"
+        raise ApiError.bad_request(f'strconv.ParseInt: parsing "{raw}": {why}')
+    return value
 
 
 def validate_log_options(name: str, query: dict[str, str]) -> None:

@@ -42,7 +42,7 @@ from store import EventType, Store
 from ..registry import ResourceType
 from ..registry.attrs import Attrs, Filter, SelectorError, attrs_of
 from .errors import ApiError
-from .params import flag
+from .params import flag, go_int64
 
 __all__ = [
     "resource_version_param",
@@ -156,11 +156,18 @@ def resource_version_param(query: dict[str, str]) -> str:
 
 def _limit(query: dict[str, str]) -> int:
     raw = query.get("limit") or ""
-    try:
-        value = int(raw) if raw else 0
-    except ValueError as e:
-        raise ApiError.bad_request(f"invalid limit: {raw!r}") from e
+    value = go_int64(raw) if raw else 0
+    if value is None:
+        raise ApiError.bad_request(f"invalid limit: {raw!r}")
     return max(value, 0)  # kube-apiserver treats a negative limit as none
+
+
+def _check_timeout(query: dict[str, str]) -> None:
+    """``timeoutSeconds`` is decoded into ListOptions for a list too, which has no use for it:
+    one that is no int64 is upstream's 400 there as well."""
+    timeout = query.get("timeoutSeconds") or ""
+    if timeout and go_int64(timeout) is None:
+        raise ApiError.bad_request(f"invalid timeoutSeconds: {timeout!r}")
 
 
 _LIST_OPTIONS = ResourceType("meta.k8s.io", "v1", "ListOptions", "listoptions", False)
@@ -206,6 +213,7 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
         start, continue_revision = decode_continue(token, rtype.prefix(namespace))
         rv = ""
     limit = _limit(query)
+    _check_timeout(query)
     if rv == "0":
         limit = 0  # "0" is served whole from the cache, ``limit`` ignored, as upstream's cacher (computeListLimit)
     return ListOptions(_filter(rtype, namespace, query), limit, rv, match, start, continue_revision)
@@ -221,6 +229,8 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
     ignored. ``name``: the object such a path names (``/api/v1/watch/namespaces/NS/pods/NAME``),
     watched as upstream watches it, by a ``metadata.name`` field selector."""
     rv = resource_version_param(query)
+    _limit(query)  # (a watch ignores it, but it is decoded into ListOptions all the same)
+    _check_timeout(query)
     if legacy_path and not flag(query, "watch"):
         _check_list_match(rv, query)
         return WatchOptions(_filter(rtype, namespace, query, name), rv, None,

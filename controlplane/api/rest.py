@@ -139,7 +139,7 @@ from .nodeauthz import NodeAuthorizer, kubelet
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .nodetaint import admit_node
-from .params import flag
+from .params import flag, go_int64
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
 from .pretty import PRETTY_AGENTS, pretty_asked, pretty_writer
@@ -2912,14 +2912,13 @@ def _generate_name_causes(plural: str, generate: str, generated: str) -> list[di
     return causes + validate_name(plural, generated)
 
 
-def _non_negative(raw: str | None, default: int, what: str) -> int:
+def _non_negative(raw: Any, default: int, what: str) -> int:
     """``raw`` as a non-negative integer (``default`` when absent), or a 400 naming ``what``."""
     if raw in (None, ""):
         return default
-    try:
-        value = int(raw)
-    except ValueError as e:
-        raise ApiError.bad_request(f"invalid {what}: {raw!r}") from e
+    value = go_int64(raw) if isinstance(raw, str) else raw if type(raw) is int else None
+    if value is None:
+        raise ApiError.bad_request(f"invalid {what}: {raw!r}")
     if value < 0:
         raise ApiError.bad_request(f"invalid {what}: {raw!r} is negative")
     return value
