@@ -36,6 +36,7 @@ from ..registry.validation import (
     fill_zeros,
     go_type_error,
     may_have_duplicates,
+    metadata_shape,
     shape_of,
     zero_nulls,
 )
@@ -183,6 +184,8 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     operations = json_patch_problems(*json_patch) if json_patch is not None and directive != "Ignore" else []
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:  # no schema (custom resources until theirs are registered): everything is kept
+        if rtype.custom is not None:
+            _check_custom_metadata(rtype, method, obj)
         if operations and directive == "Strict":
             raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(operations))
         for p in operations:
@@ -241,6 +244,29 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         fill_zeros(found.unfilled)
     _require(rtype, obj, found)
     return obj
+
+
+def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]) -> None:
+    """A custom resource's ``metadata`` decoded as upstream decodes it, into ObjectMeta
+    whatever the CRD's schema says (apiextensions' objectmeta.GetObjectMeta): a value of
+    another type (``labels: {"a": 1}``, ``finalizers: "x"``, ``creationTimestamp: 5``) or a
+    Time that does not parse is refused as a built-in kind's is, where it was stored and
+    then broke every typed reader of the resource; a null label or annotation is Go's zero
+    value, as ObjectMeta writes it back."""
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        return  # (the caller's: "metadata must be an object")
+    shape = metadata_shape()
+    found = shape.check({"metadata": meta}, count_keys=False)
+    if found.mismatched:
+        path, given, expected = found.mismatched[0]
+        why = go_type_error(shape, path, given) or \
+            f"json: cannot unmarshal {given} into Go struct field ObjectMeta.{path} of type {expected}"
+        raise _undecodable(rtype, method, obj, why)
+    if found.malformed:
+        raise _undecodable(rtype, method, obj, found.malformed[0])
+    if found.nulls:
+        zero_nulls(found.nulls)
 
 
 def check_merge_patch(rtype: ResourceType, patch: Any) -> None:

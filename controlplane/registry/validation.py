@@ -75,6 +75,7 @@ __all__ = [
     "decode_with_duplicates",
     "key_tokens",
     "may_have_duplicates",
+    "metadata_shape",
     "register_schema",
     "shape_of",
     "fill_zeros",
@@ -812,6 +813,18 @@ def _builtin_shape(gvk: tuple[str, str, str]) -> Shape | None:
     if name is None:
         return None
     return compile_schema({"$ref": f"#/$defs/{name}"}, _builtin_resolver(defs), named)
+
+
+@functools.cache
+def metadata_shape() -> Shape:
+    """An object's ``metadata`` as ObjectMeta, and nothing else of it: what a custom
+    resource's write is checked against where its CRD's schema has no say (upstream
+    decodes every custom resource's metadata into ObjectMeta: a value of another type,
+    ``labels: {"a": 1}``, does not decode)."""
+    defs, named = _builtin_named()
+    shape = Shape()
+    shape.fields = {"metadata": compile_schema({"$ref": f"#/$defs/{_OBJECT_META}"}, _builtin_resolver(defs), named)}
+    return shape
 
 
 def register_schema(group: str, version: str, kind: str, schema: Schema | None) -> None:
