@@ -220,6 +220,7 @@ def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | No
     if not manager:
         raise _invalid_options("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
     manager_of(query, {})  # the length and character checks
+    field_validation()  # an unsupported directive is PatchOptions' 422 before anything is applied
     return ApplyOptions(manager, bool(force))
 
 

@@ -85,6 +85,25 @@ async def test_a_lists_integer_parameters_parse_as_gos_int64(served: Served, par
     assert (await served.http.get(CMS, params={"limit": "+2", "timeoutSeconds": "-1"})).status_code == 200
 
 
+async def test_a_delete_options_bodys_preconditions_are_typed(served: Served) -> None:
+    created = await served.client.create(CMS, {"metadata": {"name": "c"}})
+    for body, message in [('{"preconditions": "x"}', "preconditions must be an object, not 'x'"),  # was a 500
+                          ('{"preconditions": {"uid": 5}}', "preconditions.uid must be a string, not 5")]:
+        r = await served.http.request("DELETE", f"{CMS}/c", content=body, headers=JSON)
+        assert status(r, 400, "BadRequest") == message
+    assert (await served.client.get(f"{CMS}/c"))["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+async def test_an_apply_with_an_unsupported_field_validation_is_422(served: Served) -> None:
+    await served.client.create(CMS, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    r = await served.http.patch(f"{CMS}/c", params={"fieldManager": "m", "fieldValidation": "Bogus"},
+                                content="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '2'}",
+                                headers={"Content-Type": "application/apply-patch+yaml"})
+    assert status(r, 422, "Invalid") == ('PatchOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported '
+                                         'value: "Bogus": supported values: "", "Ignore", "Strict", "Warn"')
+    assert (await served.client.get(f"{CMS}/c"))["data"] == {"a": "1"}
+
+
 @pytest.mark.parametrize(("meta", "message"), [
     ({"labels": {"a": 1}}, "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type "
                            "string"),
