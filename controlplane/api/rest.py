@@ -2194,6 +2194,8 @@ class KubeApi:
         replicas a write changes (``managedfields.record_scale``); a server-side apply
         (an autoscaling/v1 Scale) owns them as an ``Apply`` entry with subresource
         ``scale`` (``managedfields.apply_scale``). A write that changes nothing writes nothing."""
+        if method not in ("GET", "PUT", "PATCH"):  # before the object is looked up, as upstream's routes
+            raise ApiError.method_not_allowed(method)
         key = rtype.key(namespace, name)
         paths = scale_paths(rtype)
         applying = apply_options(query, content_type) if method == "PATCH" else None
@@ -2212,7 +2214,7 @@ class KubeApi:
             old = orjson.loads(current.value)
             fields: Any = None
             if method == "PUT":
-                replicas, expected = replicas_of_scale(self._parse_json(body), name)
+                replicas, expected = replicas_of_scale(self._parse_json(body), name, body=True)
             elif applying is not None and config is not None:
                 if precondition and str(precondition) != str(current.mod_revision):
                     raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
@@ -2284,7 +2286,8 @@ class KubeApi:
             raise ApiError.bad_request("the request body must be an Eviction object")
         check_type_meta(self.registry, EVICTION_TYPE, eviction, body, also=EVICTION_ALSO)
         meta = eviction.get("metadata") or {}
-        if not isinstance(meta, dict) or meta.get("name") not in (None, name):
+        if not isinstance(meta, dict) or meta.get("name") != name:
+            # one without a name too (an empty body, ``{}``), as EvictionREST.Create: it evicted the pod
             raise ApiError.bad_request("name in URL does not match name in Eviction object")
         admission = (rtype, "eviction", ("policy", "v1", "Eviction"))
         if self._subresource_admission(mutating=True):  # upstream admits the Eviction: a CREATE of pods/eviction

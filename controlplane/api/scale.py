@@ -88,11 +88,13 @@ def with_spec_replicas(obj: dict[str, Any], replicas: int, paths: ScalePaths = B
     return obj
 
 
-def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
+def replicas_of_scale(scale: Any, name: str, body: bool = False) -> tuple[int, int]:
     """The replicas a written Scale asks for, and its resourceVersion precondition (0: none).
 
     An invalid Scale is a 422 (negative replicas) or a 400 (not a Scale, or replicas that
-    are no int32)."""
+    are no int32, a status of another type). ``body``: ``scale`` is a PUT's body, which
+    must name the object as upstream's update handler checks it (``checkName``): one
+    without a name, ``{}``, is a 400, where it scaled the object to zero."""
     if not isinstance(scale, dict):
         raise ApiError.bad_request("the request body must be a Scale object")
     if scale.get("kind") not in (None, "Scale"):
@@ -100,11 +102,14 @@ def replicas_of_scale(scale: Any, name: str) -> tuple[int, int]:
     meta = scale.get("metadata") or {}
     if not isinstance(meta, dict):
         raise ApiError.bad_request("metadata must be an object")
-    if meta.get("name") not in (None, name):
+    if meta.get("name") != name and (body or meta.get("name") is not None):
         raise ApiError.name_mismatch(meta.get("name"), name)
     spec = scale.get("spec")
     if spec is not None and not isinstance(spec, dict):
         raise _undecodable(spec, "Scale.spec", "v1.ScaleSpec")
+    status = scale.get("status")
+    if status is not None and not isinstance(status, dict):
+        raise _undecodable(status, "Scale.status", "v1.ScaleStatus")
     replicas = spec.get("replicas") if spec else None
     if replicas is None:
         replicas = 0  # absent or null: Go's zero

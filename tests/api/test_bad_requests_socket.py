@@ -142,3 +142,30 @@ async def test_a_custom_resources_null_annotation_is_the_empty_string(served: Se
     r = await served.http.post(WIDGETS, json={"apiVersion": "example.com/v1", "kind": "Widget",
                                               "metadata": {"name": "w", "annotations": {"a": None}}})
     assert r.status_code == 201 and r.json()["metadata"]["annotations"] == {"a": ""}
+
+
+async def test_an_eviction_names_its_pod(served: Served) -> None:
+    await served.client.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    for body in ("", "{}", '{"apiVersion": "policy/v1", "kind": "Eviction"}'):  # each evicted the pod
+        r = await served.http.post(f"{PODS}/p/eviction", content=body, headers=JSON)
+        assert status(r, 400, "BadRequest") == "name in URL does not match name in Eviction object"
+    assert (await served.client.get(f"{PODS}/p"))["metadata"].get("deletionTimestamp") is None
+
+
+async def test_a_scale_put_names_its_object_and_other_verbs_are_405(served: Served) -> None:
+    await served.client.create(DEPLOYMENTS, {"metadata": {"name": "d"}, "spec": {
+        "replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    for body in ("{}", '{"spec": {"replicas": 5}}'):  # {} scaled the Deployment to zero
+        r = await served.http.put(f"{DEPLOYMENTS}/d/scale", content=body, headers=JSON)
+        assert status(r, 400, "BadRequest") == ("the name of the object (d based on URL) was undeterminable: "
+                                                "name must be provided")
+    r = await served.http.put(f"{DEPLOYMENTS}/d/scale", json={"metadata": {"name": "d"}, "status": []})
+    assert status(r, 400, "BadRequest").endswith("cannot unmarshal array into Go struct field Scale.status of type "
+                                                 "v1.ScaleStatus")
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 2
+    # no such route, whether the object exists or not: 405 before the lookup (it was a 404)
+    for name in ("d", "missing"):
+        for method in ("POST", "DELETE"):
+            r = await served.http.request(method, f"{DEPLOYMENTS}/{name}/scale")
+            status(r, 405, "MethodNotAllowed")
