@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import http
 import logging
+import re
 import time
 import urllib.parse
 from collections import deque
@@ -486,6 +487,8 @@ class ServerProtocol(asyncio.Protocol):
             raw_path, query = parsed.path or b"/", parsed.query or b""
         path = raw_path.decode("latin-1")
         if "%" in path:
+            if _BAD_ESCAPE.search(path):  # Go's url.ParseRequestURI fails: net/http's plain 400
+                raise _BadTarget
             path = urllib.parse.unquote(path)
         scope: dict[str, Any] = {
             "type": "http", "asgi": ASGI, "http_version": version,
@@ -646,6 +649,15 @@ class ServerProtocol(asyncio.Protocol):
 
 class _HeadTooLarge(Exception):
     """Raised from a parser callback: the request's head is over ``MAX_HEAD``."""
+
+
+class _BadTarget(Exception):
+    """Raised from a parser callback: the request's path has a ``%`` that is no escape
+    (``/api/v1/namespaces/%zz/pods``), which Go's request parsing refuses."""
+
+
+# a "%" not followed by two hex digits (Go's unescape in its path mode)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def _address(info: Any) -> tuple[str, int] | None:

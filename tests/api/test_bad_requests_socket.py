@@ -169,3 +169,20 @@ async def test_a_scale_put_names_its_object_and_other_verbs_are_405(served: Serv
         for method in ("POST", "DELETE"):
             r = await served.http.request(method, f"{DEPLOYMENTS}/{name}/scale")
             status(r, 405, "MethodNotAllowed")
+
+
+async def test_a_path_with_a_percent_that_is_no_escape_is_a_plain_400(served: Served) -> None:
+    # Go's request parsing refuses it (net/http's own "400 Bad Request"); it was read as the
+    # namespace "%zz", and a list of it answered 200
+    port = served.http.base_url.port
+    for target in (b"/api/v1/namespaces/%zz/configmaps", b"/api/v1/namespaces/default/configmaps/a%2"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), 10)  # then the connection closes
+        finally:
+            writer.close()
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer
+    # an escape that is one still names its object
+    await served.client.create(CMS, {"metadata": {"name": "a-b"}})
+    assert (await served.http.get(f"{CMS}/a%2Db")).status_code == 200
