@@ -70,16 +70,24 @@ def _number(x: Any) -> str:
     return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
 
 
+# Go decodes a custom resource's number into an int64 where it is one and a float64 otherwise;
+# kube-openapi takes a float64 for an integer only up to 2**53 - 1 (swag.IsFloat64AJSONInteger)
+_INT64 = 1 << 63
+_MAX_JSON_INTEGER = (1 << 53) - 1
+
+
 def json_type(value: Any) -> str:
-    """The OpenAPI type name of a JSON value (what "must be of type X: <this>" shows)."""
+    """The OpenAPI type name of a JSON value (what "must be of type X: <this>" shows), as
+    upstream's validator sees the value Go decoded: an integer past an int64 is a float64
+    there, and a whole float64 is an integer only within 2**53 (1e300 and 2**70 are numbers)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        return "integer" if -_INT64 <= value < _INT64 else "number"
     if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
+        return "integer" if value.is_integer() and abs(value) <= _MAX_JSON_INTEGER else "number"
     if isinstance(value, str):
         return "string"
     if isinstance(value, list):

@@ -6,6 +6,7 @@ stored objects untouched. Each case is one a hand-run sweep of the discovery doc
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -68,7 +69,9 @@ def widget_crd() -> dict[str, Any]:
             "spec": {"group": "example.com", "scope": "Namespaced",
                      "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                      "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"spec": {
+                             "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                             "properties": {"replicas": {"type": "integer"}}}}}}}]}}
 
 
 @pytest.mark.parametrize(("param", "value"), [
@@ -186,3 +189,19 @@ async def test_a_path_with_a_percent_that_is_no_escape_is_a_plain_400(served: Se
     # an escape that is one still names its object
     await served.client.create(CMS, {"metadata": {"name": "a-b"}})
     assert (await served.http.get(f"{CMS}/a%2Db")).status_code == 200
+
+
+@pytest.mark.parametrize("replicas", [2**63, -(2**63) - 1, 2**70, 1e300, 2.0**53])
+async def test_a_custom_resources_integer_past_what_go_decodes_as_one_is_a_number(served: Served,
+                                                                                  replicas: Any) -> None:
+    # Go decodes a number past an int64 as a float64, which kube-openapi takes for an integer
+    # only up to 2**53 - 1: these were stored (2**70 read back as 1.1805916207174113e+21)
+    await served.client.create(CRDS, widget_crd())
+    body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"replicas": replicas}}
+    r = await served.http.post(WIDGETS, content=json.dumps(body), headers=JSON)
+    assert status(r, 422, "Invalid") == ('Widget.example.com "w" is invalid: spec.replicas: Invalid value: "number": '
+                                         'spec.replicas in body must be of type integer: "number"')
+    for fine in (2**63 - 1, -(2**63), 2.0**53 - 1, 1.0):
+        body["spec"] = {"replicas": fine}
+        r = await served.http.post(WIDGETS, content=json.dumps(body), params={"dryRun": "All"}, headers=JSON)
+        assert r.status_code == 201, r.text
