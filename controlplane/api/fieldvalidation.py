@@ -252,12 +252,13 @@ def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]
     another type (``labels: {"a": 1}``, ``finalizers: "x"``, ``creationTimestamp: 5``) or a
     Time that does not parse is refused as a built-in kind's is, where it was stored and
     then broke every typed reader of the resource; a null label or annotation is Go's zero
-    value, as ObjectMeta writes it back."""
+    value, as ObjectMeta writes it back. A field ObjectMeta does not have is unknown, dropped
+    and reported under the request's directive, as upstream's ReturnUnknownFieldPaths."""
     meta = obj.get("metadata")
     if type(meta) is not dict:
         return  # (the caller's: "metadata must be an object")
     shape = metadata_shape()
-    found = shape.check({"metadata": meta}, count_keys=False)
+    found = shape.check({"metadata": meta}, prune=True, count_keys=False)
     if found.mismatched:
         path, given, expected = found.mismatched[0]
         why = go_type_error(shape, path, given) or \
@@ -267,6 +268,13 @@ def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]
         raise _undecodable(rtype, method, obj, found.malformed[0])
     if found.nulls:
         zero_nulls(found.nulls)
+    if found.problems:
+        directive, _ = _directive()
+        if directive == "Strict":
+            raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(found.problems))
+        if directive == "Warn":
+            for p in found.problems:
+                add_warning(p)
 
 
 def check_merge_patch(rtype: ResourceType, patch: Any) -> None:

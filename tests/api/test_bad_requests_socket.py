@@ -205,3 +205,14 @@ async def test_a_custom_resources_integer_past_what_go_decodes_as_one_is_a_numbe
         body["spec"] = {"replicas": fine}
         r = await served.http.post(WIDGETS, content=json.dumps(body), params={"dryRun": "All"}, headers=JSON)
         assert r.status_code == 201, r.text
+
+
+async def test_a_custom_resources_unknown_metadata_field_is_dropped_and_reported(served: Served) -> None:
+    await served.client.create(CRDS, widget_crd())
+    body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "bogus": 1}}
+    r = await served.http.post(WIDGETS, json=body, params={"fieldValidation": "Strict"})
+    assert status(r, 400, "BadRequest") == ('Widget in version "v1" cannot be handled as a Widget: strict decoding '
+                                            'error: unknown field "metadata.bogus"')
+    r = await served.http.post(WIDGETS, json=body)
+    assert r.status_code == 201 and r.headers["warning"] == '299 - "unknown field \\"metadata.bogus\\""'
+    assert "bogus" not in (await served.client.get(f"{WIDGETS}/w"))["metadata"]
