@@ -56,6 +56,7 @@ __all__ = [
     "WatchOptions",
     "WatchStream",
     "bookmark_object",
+    "check_list_integers",
     "list_options",
     "stamp",
     "too_large_resource_version",
@@ -160,6 +161,13 @@ def _limit(query: dict[str, str]) -> int:
     if value is None:
         raise ApiError.bad_request(f"invalid limit: {raw!r}")
     return max(value, 0)  # kube-apiserver treats a negative limit as none
+
+
+def check_list_integers(query: dict[str, str]) -> None:
+    """The 400 of a ``limit`` or ``timeoutSeconds`` that is no int64, which every request
+    that decodes ListOptions gets (a deletecollection too, whose list ignores them here)."""
+    _limit(query)
+    _check_timeout(query)
 
 
 def _check_timeout(query: dict[str, str]) -> None:

@@ -155,6 +155,7 @@ from .reads import (
     Reads,
     StoreReads,
     WatchItem,
+    check_list_integers,
     list_options,
     resource_version_param,
     too_large_resource_version,
@@ -2423,6 +2424,7 @@ class KubeApi:
         """Delete, as one DELETE each with ``options``, what the list with these selectors
         shows (upstream's DeleteCollection: a pod's grace period and an object's finalizers
         hold as for a single delete); returns what each delete returned."""
+        check_list_integers(query)
         listed = await self._list(rtype, namespace, {k: v for k, v in query.items()
                                                      if k in ("labelSelector", "fieldSelector")})
         deleted = []

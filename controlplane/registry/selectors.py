@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .podvalidation import label_key_problems
+
 __all__ = [
     "FieldSelector",
     "LabelSelector",
@@ -101,6 +103,11 @@ def _split_top(text: str) -> list[str]:
 def _check_key(key: str, text: str) -> str:
     if not _KEY_RE.match(key):
         raise SelectorError(f"invalid label key {key!r} in selector {text!r}")
+    # a qualified name, as upstream's NewRequirement checks it: a name part of 300
+    # characters or a key of three parts matched nothing, and answered 200
+    problems = label_key_problems(key)
+    if problems:
+        raise SelectorError(f"invalid label key {key!r} in selector {text!r}: {'; '.join(problems)}")
     return key
 
 

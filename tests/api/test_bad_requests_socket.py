@@ -216,3 +216,19 @@ async def test_a_custom_resources_unknown_metadata_field_is_dropped_and_reported
     r = await served.http.post(WIDGETS, json=body)
     assert r.status_code == 201 and r.headers["warning"] == '299 - "unknown field \\"metadata.bogus\\""'
     assert "bogus" not in (await served.client.get(f"{WIDGETS}/w"))["metadata"]
+
+
+@pytest.mark.parametrize("selector", ["a" * 64 + "=b", "a/b/c=d", "!" + "x" * 64])
+async def test_a_label_selectors_keys_are_qualified_names(served: Served, selector: str) -> None:
+    # (they matched nothing, and a list answered 200 with no items)
+    r = await served.http.get(CMS, params={"labelSelector": selector})
+    assert status(r, 400, "BadRequest").startswith("invalid label key ")
+    assert (await served.http.get(CMS, params={"labelSelector": "example.com/" + "a" * 63 + "=b"})).status_code == 200
+
+
+async def test_a_delete_collections_integer_parameters_are_checked_before_anything_goes(served: Served) -> None:
+    await served.client.create(CMS, {"metadata": {"name": "c"}})
+    for query in ({"limit": "x"}, {"timeoutSeconds": "1_0"}):
+        r = await served.http.delete(CMS, params=query)
+        assert status(r, 400, "BadRequest").startswith("invalid ")
+    assert [i["metadata"]["name"] for i in (await served.client.get(CMS))["items"]] == ["c"]
