@@ -1984,6 +1984,17 @@ class KubeApi:
         upstream's: a CREATE of ``pods/binding`` (of ``bindings`` for the legacy form,
         ``admitted_as``) with the Binding as the object."""
         binding = json_object(body, "the binding")
+        meta = binding.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise ApiError.bad_request(f"Binding in version \"v1\" cannot be handled as a Binding: json: cannot "
+                                       f"unmarshal {_json_kind(meta)} into Go struct field Binding.metadata of "
+                                       f"type v1.ObjectMeta")
+        meta = meta or {}
+        if meta.get("namespace") not in (None, "", namespace):  # the create handler's, before admission
+            raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                       "the request")
+        if meta.get("name") != name:  # BindingREST.Create's: {} or another pod's name bound this one
+            raise ApiError.bad_request("name in URL does not match name in Binding object")
         admission = (admitted_as or rtype, "" if admitted_as is not None else "binding", ("", "v1", "Binding"))
         if self._subresource_admission(mutating=True):
             binding = _as_subresource_object(binding, "v1", "Binding", namespace)
