@@ -237,13 +237,14 @@ async def test_a_delete_collections_integer_parameters_are_checked_before_anythi
 async def test_a_binding_names_its_pod_in_its_namespace(served: Served) -> None:
     await served.client.create(PODS, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
     target = {"kind": "Node", "name": "n"}
-    for meta, message in [  # each of these bound the pod
+    cases: list[tuple[Any, str]] = [  # each of these bound the pod
             (None, "name in URL does not match name in Binding object"),
             ({"name": "other"}, "name in URL does not match name in Binding object"),
             ({"name": "p", "namespace": "elsewhere"},
              "the namespace of the provided object does not match the namespace sent on the request"),
             ([], 'Binding in version "v1" cannot be handled as a Binding: json: cannot unmarshal array into Go '
-                 "struct field Binding.metadata of type v1.ObjectMeta")]:
+                 "struct field Binding.metadata of type v1.ObjectMeta")]
+    for meta, message in cases:
         body = {"apiVersion": "v1", "kind": "Binding", "target": target} | ({} if meta is None else {"metadata": meta})
         r = await served.http.post(f"{PODS}/p/binding", json=body)
         assert status(r, 400, "BadRequest") == message
