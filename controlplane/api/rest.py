@@ -54,6 +54,7 @@ from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.observedgeneration import keep_observed_generations
 from ..registry.podspec import pair_ips, qos_class
+from ..registry.podvalidation import label_key_problems
 from ..registry.resize import resize_causes, resized_spec
 from ..registry.servicecidrs import default_service_cidr
 from ..registry.strategies import (
@@ -1960,6 +1961,9 @@ class KubeApi:
         if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "spec.finalizers",
                                                   "message": "must be a list of strings"}])
+        causes = _namespace_finalizer_causes(finalizers)
+        if causes:  # (any name was stored, and the namespace deleter waited on it)
+            raise ApiError.invalid(rtype, name, causes)
         expected = _revision_param(new["metadata"].get("resourceVersion"))
         key = rtype.key(None, name)
         current = await self.store.get(key)
@@ -2865,6 +2869,23 @@ def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, nam
         meta["namespace"] = namespace
     meta.setdefault("creationTimestamp", None)
     return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+_STANDARD_FINALIZERS = ("kubernetes", "orphan", "foregroundDeletion")
+
+
+def _namespace_finalizer_causes(finalizers: list[str]) -> list[dict[str, str]]:
+    """A namespace's ``spec.finalizers`` as upstream's ValidateNamespaceFinalizeUpdate checks
+    them: each a qualified name, and one without a prefix a standard finalizer."""
+    causes: list[dict[str, str]] = []
+    for i, f in enumerate(finalizers):
+        quoted = f'"{f}"'
+        whys = label_key_problems(f)
+        if "/" not in f and f not in _STANDARD_FINALIZERS:
+            whys.append("name is neither a standard finalizer name nor is it fully qualified")
+        causes.extend({"reason": "FieldValueInvalid", "field": f"spec.finalizers[{i}]",
+                       "message": f"Invalid value: {quoted}: {why}"} for why in whys)
+    return causes
 
 
 def _binding_name(body: bytes) -> str:

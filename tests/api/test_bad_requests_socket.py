@@ -252,3 +252,18 @@ async def test_a_binding_names_its_pod_in_its_namespace(served: Served) -> None:
     r = await served.http.post(f"{PODS}/p/binding", json={"metadata": {"name": "p", "namespace": "default"},
                                                           "target": target})
     assert r.status_code == 201, r.text
+
+
+async def test_a_namespaces_finalizers_are_validated_as_upstreams_finalize(served: Served) -> None:
+    await served.client.create("/api/v1/namespaces", {"metadata": {"name": "n"}})
+    ns = await served.client.get("/api/v1/namespaces/n")
+    for finalizers, message in [  # each was stored
+            (["bad name!"], 'Namespace "n" is invalid: [spec.finalizers[0]: Invalid value: "bad name!": name part '),
+            (["mine"], 'Namespace "n" is invalid: spec.finalizers[0]: Invalid value: "mine": name is neither a '
+                       "standard finalizer name nor is it fully qualified")]:
+        r = await served.http.put("/api/v1/namespaces/n/finalize", json=ns | {"spec": {"finalizers": finalizers}})
+        assert status(r, 422, "Invalid").startswith(message)
+    assert (await served.client.get("/api/v1/namespaces/n"))["spec"] == {"finalizers": ["kubernetes"]}
+    r = await served.http.put("/api/v1/namespaces/n/finalize",
+                              json=ns | {"spec": {"finalizers": ["kubernetes", "example.com/mine"]}})
+    assert r.status_code == 200, r.text
