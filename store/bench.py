@@ -281,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.pods, args.updated, args.creates, args.unique, args.etcd_seconds = 30_000, 3_000, 20_000, 15_000, 3.0
+    if args.workdir is not None:
+        # made here, before a minute of codec figures, rather than failing in mkdtemp after them
+        try:
+            os.makedirs(args.workdir, exist_ok=True)
+        except OSError as e:
+            p.error(f"--workdir {args.workdir}: {e.strerror}")
     try:
         import uvloop
 

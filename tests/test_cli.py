@@ -489,6 +489,25 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
     assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (2500, 2000, 5000)
 
 
+def test_bench_store_makes_a_workdir_that_does_not_exist_yet(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workdir = tmp_path / "not" / "yet"
+    assert cli.main(["bench", "store", "--no-etcd", "--pods", "200", "--updated", "20", "--creates", "200",
+                     "--unique", "100", "--writers", "2", "--workdir", str(workdir)]) == 0
+    metrics = {json.loads(line)["metric"] for line in capsys.readouterr().out.splitlines()}
+    assert {"bytes_per_pod", "creates_per_s"} <= metrics
+    assert workdir.is_dir() and not any(workdir.iterdir())  # its stores were made there, then removed
+
+
+def test_bench_store_refuses_a_workdir_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "store", "--no-etcd", "--workdir", str(afile / "sub")])
+    assert exc.value.code == 2
+    assert f"--workdir {afile / 'sub'}: Not a directory" in capsys.readouterr().err
+
+
 def test_bench_lease_watch_prints_each_watcher_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "lease-watch", "--leases", "300", "--rounds", "2"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
