@@ -396,6 +396,22 @@ def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple
     return tuple(files)
 
 
+def _checked_instance_types(parser: argparse.ArgumentParser, path: Path | None) -> Path | None:
+    """An ``--instance-types`` catalog, read once here as ``_checked_stages`` reads its files: the
+    autoscaler and the node simulator load it in the background, where a file they cannot read
+    had left the server running without them, and without a word."""
+    if path is not None:
+        import yaml
+
+        from .autoscaler.catalog import load
+
+        try:
+            load(path)
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            parser.error(f"--instance-types: {e}")
+    return path
+
+
 def _checked_crds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, ...]:
     from .nodes.cli import enable_crds
 
@@ -438,7 +454,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             scheduler=args.scheduler,
             controllers=DEFAULT_CONTROLLERS if args.controllers is None else sum(args.controllers, ()),
             autoscaler=args.autoscaler,
-            instance_types=args.instance_types,
+            instance_types=_checked_instance_types(parser, args.instance_types),
             stages=_checked_stages(parser, args.stages),
             enable_crds=_checked_crds(parser, args),
             manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),

@@ -643,6 +643,33 @@ def test_serve_refuses_a_stage_file_it_cannot_run(tmp_path: Path, capsys: pytest
     assert config.stages == (good, good)
 
 
+def test_serve_refuses_an_instance_type_catalog_it_cannot_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As a stage file: read at start, not by the autoscaler and the node simulator later in the
+    background, where a missing file had left the server running without them and without a word."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("- name: x\n  cpu: [\n")
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text("- cpu: '8'\n  memory: 32Gi\n")
+    parser = cli.build_parser()
+    for path, says in ((tmp_path / "missing.yaml", "No such file"), (empty, "non-empty list"),
+                       (broken, "while parsing"), (unnamed, "bad instance type")):
+        with pytest.raises(SystemExit) as exc:
+            cli._config_from_args(parser, parser.parse_args(["serve", "--autoscaler", "--instance-types", str(path)]))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--instance-types" in err and says in err, err
+    good = tmp_path / "good.yaml"
+    # docs/autoscaler.md's example, with its offering keys
+    good.write_text("- name: gpu-1x-l4\n  cpu: '8'\n  memory: 32Gi\n  price: 0.98\n  launchLatencySeconds: 5\n"
+                    "  extendedResources: {nvidia.com/gpu: '1'}\n  gpus: [{model: L4, memory: 24Gi, count: 1}]\n"
+                    "  zones: [zone-a, zone-b]\n  capacityTypes: [on-demand]\n  spotPrice: 0.30\n")
+    config = cli._config_from_args(parser, parser.parse_args(["serve", "--instance-types", str(good)]))
+    assert config.instance_types == good
+
+
 def test_serve_takes_kwoks_enable_crds_stage_but_not_with_stage_files(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = cli.build_parser()
