@@ -217,4 +217,13 @@ def start(client: Client, config: Config, components: list[Component], where: st
             view = view.updating(UPDATED)
         started = component.load()(view, config)
         tasks.append(asyncio.create_task(started, name=component.name))
+    for task in tasks:
+        task.add_done_callback(_report_failure)
     return tasks
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    """A component that ends with an error says so at once: its task is only gathered when the
+    server stops, and the server goes on without it (its nodes never made, its pods never placed)."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("component %s stopped: %s: %s", task.get_name(), type(error).__name__, error, exc_info=error)

@@ -45,6 +45,32 @@ async def test_an_enabled_component_runs_as_an_in_process_client_until_shutdown(
     assert stopped.is_set()
 
 
+async def test_a_component_that_fails_says_so_while_the_server_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Its task is gathered only when the server stops: without a word at its failure, a server whose
+    autoscaler could not start (a catalog it could not read) ran on as if it had none asked for."""
+    async def start(client: Client, config: Config) -> None:
+        await client.list("/api/v1/namespaces")
+        raise ValueError("catalog.yaml: expected a non-empty list of instance types")
+
+    module = types.ModuleType("failing_component")
+    module.start = start  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "failing_component", module)
+    monkeypatch.setattr(components, "COMPONENTS", [
+        components.Component("failing", "failing_component:start", lambda c: True)])
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False))
+    said = "component failing stopped: ValueError: catalog.yaml: expected a non-empty list of instance types"
+    async with app.router.lifespan_context(app):
+        for _ in range(250):
+            if any(r.getMessage() == said for r in caplog.records):
+                break
+            await asyncio.sleep(0.02)
+        failure = [r for r in caplog.records if r.getMessage() == said]
+        assert len(failure) == 1 and failure[0].levelname == "ERROR" and failure[0].exc_info is not None
+    # stopping the server cancels the others; nothing more is said of them
+    assert not [r for r in caplog.records if "stopped:" in r.getMessage() and r.getMessage() != said]
+
+
 async def test_components_write_as_the_programs_they_stand_for(tmp_path: Path) -> None:
     """Each component's requests carry its program's User-Agent, so the server names the field
     managers of their writes as upstream's would be: the kubelet's status writes are "kubelet"'s,
