@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.registry.celsyntax import RESERVED
+
 __all__ = ["CelType", "DYN", "check", "result_type", "schema_type", "type_errors"]
 
 
@@ -95,8 +97,6 @@ def formatted(t: CelType) -> str:
     return t.kind
 
 
-_RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-                       "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
 _ESCAPED = re.compile(r"__|[-./]")
 _ESCAPES = {"__": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
 _ESCAPABLE = re.compile(r"[A-Za-z_.\-/][A-Za-z0-9_.\-/]*")
@@ -104,7 +104,7 @@ _ESCAPABLE = re.compile(r"[A-Za-z_.\-/][A-Za-z0-9_.\-/]*")
 
 def escaped(name: str) -> str | None:
     """A property's name as CEL reads it (apiserver's ``cel.Escape``), None when it cannot."""
-    if name in _RESERVED:
+    if name in RESERVED:
         return f"__{name}__"
     if not _ESCAPABLE.fullmatch(name):
         return None

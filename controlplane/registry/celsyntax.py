@@ -25,10 +25,23 @@ value of the body with ``k`` bound, evaluated once)::
     m.transformMap(k, v, E)     -> _cp_entries(m).map(_cp_e, [_cp_e[0], <E>])._cp_map_of()
     m.transformMapEntry(k, v, E) -> _cp_entries(m).map(_cp_e, <E>)._cp_merged()
 
+A property whose name is not a CEL identifier is selected by its escaped name, as upstream's
+``cel.Escape`` names it (``foo-bar`` is ``foo__dash__bar``, ``x.y`` ``x__dot__y``, ``a/b``
+``a__slash__b``, ``a__b`` ``a__underscores__b``, the reserved word ``namespace``
+``__namespace__``). Upstream's objects look a selected name up unescaped (``cel.Unescape``);
+the interpreter's maps look it up as written, so such a selection is rewritten to an index by
+the unescaped name, and ``has()`` of it to ``in``; a name that does not unescape, or that
+unescapes to itself, is left alone::
+
+    self.foo__dash__bar > 0              -> self["foo-bar"] > 0
+    has(self.spec.__namespace__)         -> ("namespace" in (self.spec))
+    self.?x__dot__y                      -> self._cp_opt_field('x.y')
+
 Not rewritten: an optional selected on anything but such a chain (``optional.of(m).f``, or
 ``(self.?a).b``) is not propagated, and optional entries of list and map literals
 (``[?x]``, ``{?'k': v}``) stay refused by the parser. Text inside string literals is never
-touched.
+touched. Unlike upstream, the escaped name is unescaped on a map
+(``additionalProperties``) too, where upstream looks the key up as written.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
-           "rewritten"]
+           "RESERVED", "escaped_names", "rewritten", "unescaped"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
@@ -46,6 +59,14 @@ _TWO_VARIABLE = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3, "transf
                  "transformMapEntry": 4}  # the most arguments each takes
 _TWO_VARIABLE_CALL = re.compile(r"\.\s*(?:" + "|".join(_TWO_VARIABLE) + r")\s*\(")
 _NAME = re.compile(r"[A-Za-z_]\w*")
+
+# CEL's reserved words (the lexer's): a property so named is selected as __word__
+RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
+                      "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
+_ESCAPE = re.compile(r"__[^_]+__")
+_UNESCAPES = {"underscores": "__", "dot": ".", "dash": "-", "slash": "/"}
+# a selection (``.name``, ``.?name``) that may hold an escape: the cheap test before the tokens
+_ESCAPED_SELECTION = re.compile(r"\.\s*(?:\?\s*)?\w*__(?:" + "|".join([*_UNESCAPES, *sorted(RESERVED)]) + r")__")
 
 _TOKEN = re.compile(r"""
     (?P<string>(?:[rR][bB]?|[bB][rR]?)?(?:'''|\"\"\"|'|"))
@@ -82,11 +103,57 @@ def _string_end(expression: str, at: int, opener: str) -> int:
     return len(expression)  # unterminated: the parser says so
 
 
+def unescaped(name: str) -> str | None:
+    """A selected name as upstream's ``cel.Unescape`` reads it (``foo__dash__bar``:
+    ``foo-bar``; ``__namespace__``: ``namespace``); None for one with an escape it does not
+    know (``__x__``), or a reserved word's inside a longer name (``a__in__``)."""
+    if "__" not in name:
+        return name
+    ok = True
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal ok
+        word = m.group(0)[2:-2]
+        if word in _UNESCAPES:
+            return _UNESCAPES[word]
+        if word not in RESERVED or len(m.group(0)) != len(name):
+            ok = False
+        return word
+
+    out = _ESCAPE.sub(one, name)
+    return out if ok else None
+
+
+def _field_name(name: str) -> str | None:
+    """The name to look up for a selected escaped ``name``; None to leave it as written."""
+    if "__" not in name:
+        return None
+    field = unescaped(name)
+    return field if field is not None and field != name else None
+
+
+def escaped_names(expression: str) -> dict[str, str]:
+    """The escaped names ``rewritten`` unescapes in ``expression``, by their unescaped names
+    (``{"foo-bar": "foo__dash__bar"}``): an error naming a key is worded with the name as
+    written, as cel-go's ``no such key: foo__dash__bar``."""
+    if "__" not in expression or not _ESCAPED_SELECTION.search(expression):
+        return {}
+    out: dict[str, str] = {}
+    for token in _tokens(expression):
+        if _NAME.fullmatch(token):
+            field = _field_name(token)
+            if field is not None:
+                out.setdefault(field, token)
+    return out
+
+
 def rewritten(expression: str) -> str:
-    """``expression`` with its optional syntax and two-variable comprehensions rewritten as
-    the module says; an expression without them is returned as it is."""
+    """``expression`` with its optional syntax, two-variable comprehensions and escaped
+    property names rewritten as the module says; an expression without them is returned as
+    it is."""
     if ".?" not in expression and "[?" not in expression.replace(" ", "") \
-            and not _TWO_VARIABLE_CALL.search(expression):
+            and not _TWO_VARIABLE_CALL.search(expression) \
+            and ("__" not in expression or not _ESCAPED_SELECTION.search(expression)):
         return expression
     tokens = _tokens(expression)
     out, _ = _rewrite(tokens, 0, "")
@@ -113,6 +180,13 @@ def _rewrite(tokens: list[str], at: int, closing: str) -> tuple[list[str], int]:
             out.append(token)
             at += 1
             continue
+        if token == "has" and not _after_dot(out):
+            test = _has_escaped(tokens, at)
+            if test is not None:
+                text, at = test
+                out.append(text)
+                chained = False
+                continue
         if token == ".":
             step = _member(tokens, at, chained)
             if step is not None:
@@ -148,18 +222,47 @@ def _member(tokens: list[str], at: int, chained: bool) -> tuple[str, int, bool] 
         return None
     name = tokens[name_at]
     after = _next(tokens, name_at + 1)
+    call = after < len(tokens) and tokens[after] == "("
+    field = None if call else _field_name(name)
     if optional:
-        return f".{OPTIONAL_FIELD}('{name}')", name_at + 1, True
+        return f".{OPTIONAL_FIELD}('{field or name}')", name_at + 1, True
     if name in _TWO_VARIABLE and after < len(tokens) and tokens[after] == "(":
         comprehension = _two_variable(tokens, name, after)
         if comprehension is not None:
             return comprehension[0], comprehension[1], chained
     if not chained:
-        return None
-    if after < len(tokens) and tokens[after] == "(":  # a method call: kept, the chain goes on
+        return (f'["{field}"]', name_at + 1, False) if field is not None else None
+    if call:  # a method call: kept, the chain goes on
         inner, end = _rewrite(tokens, after + 1, ")")
         return f".{name}({''.join(inner)})", end, True
-    return f".{CHAIN_FIELD}('{name}')", name_at + 1, True
+    return f".{CHAIN_FIELD}('{field or name}')", name_at + 1, True
+
+
+def _after_dot(out: list[str]) -> bool:
+    """Whether what was written so far ends with a ``.`` (the next name is selected)."""
+    return next((t for t in reversed(out) if not t.isspace()), "").endswith(".")
+
+
+def _has_escaped(tokens: list[str], at: int) -> tuple[str, int] | None:
+    """``has(x.name)`` of an escaped ``name`` (at ``at``, the ``has``) as ``("field" in (x))``
+    and the index past its ``)``; None for any other ``has``, left to the parser's macro."""
+    paren = _next(tokens, at + 1)
+    if paren >= len(tokens) or tokens[paren] != "(":
+        return None
+    args, end = _arguments(tokens, paren)
+    arg = args[0]
+    while arg and arg[-1].isspace():
+        arg = arg[:-1]
+    if len(args) != 1 or len(arg) < 3 or not _NAME.fullmatch(arg[-1]):
+        return None
+    dot = len(arg) - 2
+    while dot > 0 and arg[dot].isspace():
+        dot -= 1
+    field = _field_name(arg[-1])
+    if arg[dot] != "." or field is None:
+        return None
+    operand, _ = _rewrite(arg[:dot], 0, "")
+    return f'("{field}" in ({"".join(operand).strip()}))', end
 
 
 def _is_optional_index(tokens: list[str], at: int) -> bool:

@@ -14,6 +14,9 @@ from typing import Any
 __all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
 
 _compiled: dict[str, Any] = {}
+# of the compiled expressions that select escaped property names (``celsyntax``): the names as
+# written, by the names they were rewritten to
+_escaped: dict[str, dict[str, str]] = {}
 _UNSUPPORTED = re.compile(r"ERROR: <input>:\d+:\d+: unsupported syntax ")
 # how the interpreter wraps the exception of a library function (``cellibs``)
 _LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call failed: (\w+): (.*)\. "
@@ -30,6 +33,7 @@ def _program(expression: str) -> Any:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
         from .cellibs import with_global_matches
+        from .celsyntax import escaped_names
         from .celsyntax import rewritten as rewrite
 
         rewritten = rewrite(expression)
@@ -39,6 +43,9 @@ def _program(expression: str) -> Any:
             raise ExpressionError(f"compilation failed: {_parse_errors(expression, rewritten, e)}") from e
         if len(_compiled) < 10_000:
             _compiled[expression] = program
+            names = escaped_names(expression) if rewritten != expression else {}
+            if names:
+                _escaped[expression] = names
     return program
 
 
@@ -118,9 +125,19 @@ def evaluate(expression: str, context: Any) -> Any:
     except ExpressionError:
         raise
     except KeyError as e:  # a field the object does not have, as cel-go words it
-        raise ExpressionError(f"no such key: {e.args[0] if e.args else e}") from e
+        raise ExpressionError(_as_written(expression, f"no such key: {e.args[0] if e.args else e}")) from e
     except Exception as e:  # the interpreter's other run-time errors (a type mismatch, ...)
-        raise ExpressionError(_run_time_error(str(e))) from e
+        raise ExpressionError(_as_written(expression, _run_time_error(str(e)))) from e
+
+
+def _as_written(expression: str, message: str) -> str:
+    """``no such key: foo-bar`` of a property the expression selects by its escaped name as
+    cel-go words it: ``no such key: foo__dash__bar``, the name as written."""
+    names = _escaped.get(expression)
+    if names is None or not message.startswith("no such key: "):
+        return message
+    key = message.removeprefix("no such key: ")
+    return f"no such key: {names[key]}" if key in names else message
 
 
 def _run_time_error(text: str) -> str:
