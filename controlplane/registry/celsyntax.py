@@ -25,13 +25,15 @@ value of the body with ``k`` bound, evaluated once)::
     m.transformMap(k, v, E)     -> _cp_entries(m).map(_cp_e, [_cp_e[0], <E>])._cp_map_of()
     m.transformMapEntry(k, v, E) -> _cp_entries(m).map(_cp_e, <E>)._cp_merged()
 
-A property whose name is not a CEL identifier is selected by its escaped name, as upstream's
-``cel.Escape`` names it (``foo-bar`` is ``foo__dash__bar``, ``x.y`` ``x__dot__y``, ``a/b``
-``a__slash__b``, ``a__b`` ``a__underscores__b``, the reserved word ``namespace``
-``__namespace__``). Upstream's objects look a selected name up unescaped (``cel.Unescape``);
-the interpreter's maps look it up as written, so such a selection is rewritten to an index by
-the unescaped name, and ``has()`` of it to ``in``; a name that does not unescape, or that
-unescapes to itself, is left alone::
+A CRD's rule selects a property whose name is not a CEL identifier by its escaped name, as
+upstream's ``cel.Escape`` names it (``foo-bar`` is ``foo__dash__bar``, ``x.y`` ``x__dot__y``,
+``a/b`` ``a__slash__b``, ``a__b`` ``a__underscores__b``, the reserved word ``namespace``
+``__namespace__``), and upstream's objects of a CRD's schema look a selected name up
+unescaped (``cel.Unescape``); the interpreter's maps look it up as written. So, asked to
+(``unescape``, for a CRD's rules only: an admission policy's objects are plain maps upstream,
+where ``object.metadata.__namespace__`` is no such key), such a selection is rewritten to an
+index by the unescaped name, and ``has()`` of it to ``in``; a name that does not unescape, or
+that unescapes to itself, is left alone::
 
     self.foo__dash__bar > 0              -> self["foo-bar"] > 0
     has(self.spec.__namespace__)         -> ("namespace" in (self.spec))
@@ -47,6 +49,7 @@ touched. Unlike upstream, the escaped name is unescaped on a map
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
            "RESERVED", "escaped_names", "rewritten", "unescaped"]
@@ -66,6 +69,7 @@ RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "co
 _ESCAPE = re.compile(r"__[^_]+__")
 _UNESCAPES = {"underscores": "__", "dot": ".", "dash": "-", "slash": "/"}
 # a selection (``.name``, ``.?name``) that may hold an escape: the cheap test before the tokens
+_UNESCAPING: ContextVar[bool] = ContextVar("controlplane_cel_unescaping", default=False)  # rewritten()'s unescape
 _ESCAPED_SELECTION = re.compile(r"\.\s*(?:\?\s*)?\w*__(?:" + "|".join([*_UNESCAPES, *sorted(RESERVED)]) + r")__")
 
 _TOKEN = re.compile(r"""
@@ -126,7 +130,7 @@ def unescaped(name: str) -> str | None:
 
 def _field_name(name: str) -> str | None:
     """The name to look up for a selected escaped ``name``; None to leave it as written."""
-    if "__" not in name:
+    if "__" not in name or not _UNESCAPING.get():
         return None
     field = unescaped(name)
     return field if field is not None and field != name else None
@@ -141,22 +145,25 @@ def escaped_names(expression: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for token in _tokens(expression):
         if _NAME.fullmatch(token):
-            field = _field_name(token)
-            if field is not None:
+            field = unescaped(token) if "__" in token else None
+            if field is not None and field != token:
                 out.setdefault(field, token)
     return out
 
 
-def rewritten(expression: str) -> str:
-    """``expression`` with its optional syntax, two-variable comprehensions and escaped
-    property names rewritten as the module says; an expression without them is returned as
-    it is."""
+def rewritten(expression: str, unescape: bool = False) -> str:
+    """``expression`` with its optional syntax, two-variable comprehensions and (``unescape``)
+    escaped property names rewritten as the module says; an expression without them is
+    returned as it is."""
+    unescape = unescape and "__" in expression and _ESCAPED_SELECTION.search(expression) is not None
     if ".?" not in expression and "[?" not in expression.replace(" ", "") \
-            and not _TWO_VARIABLE_CALL.search(expression) \
-            and ("__" not in expression or not _ESCAPED_SELECTION.search(expression)):
+            and not _TWO_VARIABLE_CALL.search(expression) and not unescape:
         return expression
-    tokens = _tokens(expression)
-    out, _ = _rewrite(tokens, 0, "")
+    token = _UNESCAPING.set(unescape)
+    try:
+        out, _ = _rewrite(_tokens(expression), 0, "")
+    finally:
+        _UNESCAPING.reset(token)
     return "".join(out)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 __all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
 
-_compiled: dict[str, Any] = {}
-# of the compiled expressions that select escaped property names (``celsyntax``): the names as
-# written, by the names they were rewritten to
+# by the expression; a CRD rule's with escaped names (``celsyntax``) by (expression, True)
+_compiled: dict[str | tuple[str, bool], Any] = {}
+# of those, the names as written by the names they were rewritten to
 _escaped: dict[str, dict[str, str]] = {}
 _UNSUPPORTED = re.compile(r"ERROR: <input>:\d+:\d+: unsupported syntax ")
 # how the interpreter wraps the exception of a library function (``cellibs``)
@@ -27,8 +27,11 @@ class ExpressionError(Exception):
     """An expression that does not compile, or fails as it runs (no such key, a type mismatch)."""
 
 
-def _program(expression: str) -> Any:
-    program = _compiled.get(expression)
+def _program(expression: str, unescape: bool = False) -> Any:
+    """The compiled ``expression``; ``unescape`` for a CRD's rule, which selects properties by
+    their escaped names (``celsyntax``): only an expression with ``__`` is compiled apart."""
+    key: str | tuple[str, bool] = (expression, True) if unescape and "__" in expression else expression
+    program = _compiled.get(key)
     if program is None:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
@@ -36,14 +39,14 @@ def _program(expression: str) -> Any:
         from .celsyntax import escaped_names
         from .celsyntax import rewritten as rewrite
 
-        rewritten = rewrite(expression)
+        rewritten = rewrite(expression, unescape=key is not expression)
         try:
             program = cel.compile(with_global_matches(rewritten))
         except Exception as e:  # the interpreter's parse errors
             raise ExpressionError(f"compilation failed: {_parse_errors(expression, rewritten, e)}") from e
         if len(_compiled) < 10_000:
-            _compiled[expression] = program
-            names = escaped_names(expression) if rewritten != expression else {}
+            _compiled[key] = program
+            names = escaped_names(expression) if key is not expression else {}
             if names:
                 _escaped[expression] = names
     return program
@@ -116,18 +119,22 @@ def context_of(variables: dict[str, Any]) -> Any:
     return context
 
 
-def evaluate(expression: str, context: Any) -> Any:
-    """The value of ``expression`` in ``context`` (a ``cel.Context``, or a dict of variables)."""
+def evaluate(expression: str, context: Any, unescape: bool = False) -> Any:
+    """The value of ``expression`` in ``context`` (a ``cel.Context``, or a dict of variables);
+    ``unescape`` for a CRD's rule (and message expression), whose escaped names
+    (``self.foo__dash__bar``) select the properties they escape (``foo-bar``), as upstream's."""
     if isinstance(context, dict):
         context = context_of(context)
     try:
-        return _program(expression).execute(context)
+        return _program(expression, unescape).execute(context)
     except ExpressionError:
         raise
     except KeyError as e:  # a field the object does not have, as cel-go words it
-        raise ExpressionError(_as_written(expression, f"no such key: {e.args[0] if e.args else e}")) from e
+        message = f"no such key: {e.args[0] if e.args else e}"
+        raise ExpressionError(_as_written(expression, message) if unescape else message) from e
     except Exception as e:  # the interpreter's other run-time errors (a type mismatch, ...)
-        raise ExpressionError(_as_written(expression, _run_time_error(str(e)))) from e
+        message = _run_time_error(str(e))
+        raise ExpressionError(_as_written(expression, message) if unescape else message) from e
 
 
 def _as_written(expression: str, message: str) -> str:

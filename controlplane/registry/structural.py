@@ -339,7 +339,7 @@ def _validate_rules(rules: list[Any], schema: Schema, value: Any, path: str, cau
             relative = normalized_field_path(schema, rule["fieldPath"])
             field = (f"{path}.{relative}" if path else relative) if relative else path
         try:
-            ok = evaluate(text, run_in) is True
+            ok = evaluate(text, run_in, unescape=True) is True
         except ExpressionError as e:
             causes.append({"reason": "FieldValueInvalid", "field": path, "message":
                            f"Invalid value: {describe(kind)}: {e} evaluating rule: {message or text.strip()}"})
@@ -373,7 +373,7 @@ def _message_of(rule: dict[str, Any], context: Any) -> str | None:
     if not rule.get("messageExpression"):
         return None
     try:
-        made = evaluate(str(rule["messageExpression"]), context)
+        made = evaluate(str(rule["messageExpression"]), context, unescape=True)
     except ExpressionError:
         return None
     if not isinstance(made, str):

@@ -11,7 +11,7 @@ import pytest
 
 from controlplane.registry.celcheck import escaped
 from controlplane.registry.celsyntax import escaped_names, rewritten, unescaped
-from controlplane.registry.expressions import evaluate
+from controlplane.registry.expressions import ExpressionError, evaluate
 from controlplane.registry.structural import structure_problems, validate
 
 
@@ -28,17 +28,17 @@ def test_unescape_refuses_what_upstream_refuses() -> None:
 
 
 def test_only_escaped_selections_are_rewritten() -> None:
-    assert rewritten("self.foo__dash__bar > 0") == 'self["foo-bar"] > 0'
-    assert rewritten("has(self.spec.__namespace__)") == '("namespace" in (self.spec))'
-    assert rewritten("!has(self.x__dot__y) || self.x__dot__y.size() > 0") == \
+    assert rewritten("self.foo__dash__bar > 0", unescape=True) == 'self["foo-bar"] > 0'
+    assert rewritten("has(self.spec.__namespace__)", unescape=True) == '("namespace" in (self.spec))'
+    assert rewritten("!has(self.x__dot__y) || self.x__dot__y.size() > 0", unescape=True) == \
         '!("x.y" in (self)) || self["x.y"].size() > 0'
-    assert rewritten("self.?a__slash__b.orValue(1)") == "self._cp_opt_field('a/b').orValue(1)"
-    assert rewritten("self.?a.b__dash__c") == "self._cp_opt_field('a')._cp_field('b-c')"
+    assert rewritten("self.?a__slash__b.orValue(1)", unescape=True) == "self._cp_opt_field('a/b').orValue(1)"
+    assert rewritten("self.?a.b__dash__c", unescape=True) == "self._cp_opt_field('a')._cp_field('b-c')"
     # left as written: no escape, a name that does not unescape, a string, a method, a has() of no escape
     for text in ("self.a__b > 0", "self.__x__ > 0", "self.a == 'self.foo__dash__bar'", "self.f__dash__g()",
                  "has(self.plain) && self.x > 0", "x.has(y)"):
-        assert rewritten(text) == text
-    assert rewritten("'self.b__dot__c' == self.__in__") == "'self.b__dot__c' == self[\"in\"]"
+        assert rewritten(text, unescape=True) == text
+    assert rewritten("'self.b__dot__c' == self.__in__", unescape=True) == "'self.b__dot__c' == self[\"in\"]"
 
 
 def test_escaped_names_are_those_rewritten() -> None:
@@ -65,7 +65,17 @@ SELF = {"foo-bar": 2, "x.y": "v", "a/b": 3, "namespace": "ns", "c__d": 4,
     "self.nested.all(k, v, has(v.deep__dash__er))",
 ])
 def test_escaped_rules_evaluate(rule: str) -> None:
-    assert evaluate(rule, {"self": SELF}) is True
+    assert evaluate(rule, {"self": SELF}, unescape=True) is True
+
+
+def test_an_admission_policys_expressions_are_not_unescaped() -> None:
+    """Upstream's admission policies see objects as plain maps: ``__namespace__`` is no such key."""
+    text = "object.metadata.__namespace__ == 'a'"
+    assert rewritten(text) == text
+    with pytest.raises(ExpressionError, match="no such key: __namespace__"):
+        evaluate(text, {"object": {"metadata": {"namespace": "a"}}})
+    assert evaluate(text, {"object": {"metadata": {"namespace": "a"}}}, unescape=True) is True
+    assert evaluate("self.?a.b__dash__c.orValue(0) == 0", {"self": {"a": {"b-c": 1}}}) is True
 
 
 SCHEMA: dict[str, Any] = {
