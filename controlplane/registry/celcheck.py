@@ -9,7 +9,8 @@ so the expression is parsed again here, with each node at the offset cel-go give
 field selection at its ``.``, an operator at its token, a call at its ``(``, an index at
 its ``[``. Types come from a structural schema as upstream's ``SchemaDeclType``
 (``apiserver/pkg/cel/common/schemas.go``): an object's declared properties (named as
-``Escape`` names them: ``foo-bar`` is ``foo__dash__bar``), ``additionalProperties`` a map
+``Escape`` names them, and only so: ``foo-bar`` is ``foo__dash__bar``, ``namespace``
+``__namespace__``, and ``self.namespace`` an undefined field), ``additionalProperties`` a map
 of strings, ``items`` a list, ``integer`` int, ``number`` double, ``boolean`` bool,
 ``string`` string (``byte`` bytes), ``x-kubernetes-int-or-string`` dyn; a resource's root
 (and an embedded resource) has ``apiVersion``, ``kind`` and ``metadata.name`` and
@@ -177,9 +178,8 @@ def _object_fields(t: CelType) -> dict[str, CelType]:
                 and prop.get("x-kubernetes-int-or-string") is not True:
             prop_type = DYN  # upstream hides such a property; here it is not held against a rule
         cel_name = escaped(prop_name)
-        if cel_name is not None:
+        if cel_name is not None:  # only so: upstream's undefined field 'namespace' (its name is __namespace__)
             out[cel_name] = prop_type
-        out.setdefault(prop_name, prop_type)  # the name as written too: the interpreter reads it so
     return out
 
 
