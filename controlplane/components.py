@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .client import Client
     from .config import Config
 
-__all__ = ["COMPONENTS", "UPDATED", "Component", "enabled", "start"]
+__all__ = ["COMPONENTS", "UPDATED", "Component", "enabled", "installed_crds", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,20 @@ COMPONENTS: list[Component] = [
     Component("apf-configuration-controller", "controlplane.controllers.flowschemas:start", lambda config: True,
               agent="kube-apiserver", user=API_SERVER),
 ]
+
+
+def installed_crds(config: Config) -> tuple[str, ...]:
+    """The CustomResourceDefinitions (``<plural>.<group>``) the components of a server so
+    configured install through the API once they start: Karpenter's NodePool and NodeClaim
+    with ``--autoscaler``, KWOK's Stage with ``--enable-crds Stage``. A server reports ready
+    (``/readyz``) once they are served, so that a script may write such objects as soon as
+    it is, whichever process the components run in."""
+    names: list[str] = []
+    if config.autoscaler:
+        names += ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"]
+    if "Stage" in config.enable_crds:
+        names.append("stages.kwok.x-k8s.io")
+    return tuple(names)
 
 
 def enabled(config: Config) -> list[Component]:

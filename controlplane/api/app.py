@@ -40,7 +40,7 @@ from store.compactor import run_compactor
 from .. import componentsmetrics
 from ..client import Client
 from ..client.transport import IN_PROCESS
-from ..components import enabled
+from ..components import enabled, installed_crds
 from ..components import start as start_components
 from ..config import Config
 from ..gcsettings import settle_heap
@@ -176,11 +176,14 @@ def _passes(condition: Callable[[], bool], failure: str) -> Check:
     return check
 
 
-def _health_checks(state: ServerState) -> dict[str, dict[str, Check]]:
+def _health_checks(state: ServerState, crds_served: Callable[[], bool]) -> dict[str, dict[str, Check]]:
     """Endpoint -> ordered checks, named and ordered as kube-apiserver's: ``ping``, ``log``,
     ``etcd`` and the post-start hooks on all three; ``/readyz`` adds ``etcd-readiness`` and
     ``informer-sync`` (the watch caches loaded) after ``etcd``, and ``shutdown`` last. As
-    upstream, ``etcd`` is a liveness check too: a store that stops answering fails ``/livez``."""
+    upstream, ``etcd`` is a liveness check too: a store that stops answering fails ``/livez``.
+    This server's own, on ``/readyz`` only, before ``shutdown``:
+    ``poststarthook/controlplane-component-crds``, the CRDs its components install served
+    (``components.installed_crds``; always passing without any)."""
     ping = _passes(lambda: True, "")
     store_answers = StoreProbe(state)
     hooks: dict[str, Check] = {
@@ -193,6 +196,8 @@ def _health_checks(state: ServerState) -> dict[str, dict[str, Check]]:
         "readyz": {**common, "etcd-readiness": store_answers,
                    "informer-sync": _passes(state.caches_loaded, "the watch caches have not loaded"),
                    **hooks,
+                   "poststarthook/controlplane-component-crds": _passes(
+                       crds_served, "the components' CustomResourceDefinitions are not served yet"),
                    "shutdown": _passes(lambda: not state.shutting_down, "process is shutting down")},
     }
 
@@ -741,7 +746,8 @@ def create_app(config: Config) -> FastAPI:
     app.state.front = _audited(front, config, kube) \
         if config.audit.policy_file or config.audit.path or config.audit.webhook_config_file else front
 
-    for endpoint, checks in _health_checks(state).items():
+    component_crds = installed_crds(config)
+    for endpoint, checks in _health_checks(state, lambda: all(map(kube.crds.serves, component_crds))).items():
         app.add_api_route(f"/{endpoint}", _health_endpoint(endpoint, checks), methods=["GET"],
                           include_in_schema=False)
         for name, check in checks.items():

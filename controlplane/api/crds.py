@@ -134,6 +134,10 @@ class CustomResourceDefinitions:
     def get(self, name: str) -> Obj | None:
         return self._crds.get(name)
 
+    def serves(self, name: str) -> bool:
+        """Whether the resources of the CRD ``name`` (``<plural>.<group>``) are served here."""
+        return bool(self._served.get(name))
+
     def terminating(self) -> list[str]:
         return [n for n, c in self._crds.items() if CLEANUP_FINALIZER in c.get("metadata", {}).get("finalizers", [])]
 
