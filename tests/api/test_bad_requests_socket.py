@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from controlplane.api.app import create_app
-from controlplane.api.http1 import ServerProtocol
 from controlplane.client import Client
-from controlplane.config import Config
+from tests.front_socket import front_on_socket
 
 CMS = "/api/v1/namespaces/default/configmaps"
 PODS = "/api/v1/namespaces/default/pods"
@@ -37,23 +34,9 @@ class Served:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    import uvicorn
-
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(app.state.front, http=ServerProtocol, lifespan="off",
-                                               log_level="warning", loop="none"))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=10) as http:
-                yield Served(http, c)
-        finally:
-            server.should_exit = True
-            await task
+    async with front_on_socket(tmp_path) as (port, c), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        yield Served(http, c)
 
 
 def status(r: httpx.Response, code: int, reason: str) -> str:

@@ -9,7 +9,6 @@ encodings the server takes (protobuf, JSON, YAML, four patch types), mutated at 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +18,9 @@ import orjson
 import pytest
 
 from controlplane.api import http1, rest
-from controlplane.api.app import create_app
 from controlplane.api.errors import ApiError
-from controlplane.api.http1 import ServerProtocol
 from controlplane.client import Client
-from controlplane.config import Config
+from tests.front_socket import front_on_socket
 
 CMS = "/api/v1/namespaces/default/configmaps"
 SEED = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seed"}, "data": {"k": "v"}}
@@ -38,22 +35,8 @@ class Served:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    import uvicorn
-
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
-    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(app.state.front, http=ServerProtocol, lifespan="off",
-                                               log_level="warning", loop="none"))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        try:
-            yield Served(sock.getsockname()[1], c, await c.create(CMS, SEED))
-        finally:
-            server.should_exit = True
-            await task
+    async with front_on_socket(tmp_path) as (port, c):
+        yield Served(port, c, await c.create(CMS, SEED))
 
 
 async def exchange(port: int, request: bytes, timeout: float = 10,
