@@ -1086,6 +1086,11 @@ class NodeSimulator:
 
         async def recover() -> None:
             await self._post_status(name)
+            # what it missed while down, a cordon say, from its view of the node: the post
+            # above changes nothing to see when it falls in the second of the last one
+            obj = self.node_informer.items.get(name)
+            if obj is not None and name in self.nodes:
+                self._node_transitions(self.nodes[name], obj)
             await self._renew(name, time.monotonic())
             for key in list(self.pods_by_node.get(name, ())):
                 pod = self.pod_informer.items.get(key)
