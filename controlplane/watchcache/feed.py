@@ -15,6 +15,9 @@ receiving batches at once, and loads its prefix at that revision before it
 applies them. If the feed's watch fails (its revision compacted away, the
 store gone), every cache is dropped (their watchers end, and resume) and the
 feed restarts from the store's current revision.
+
+``observers`` are told of every batch, whatever its keys, before the caches are:
+the garbage collector notes the owner references every server process writes.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class WatchCaches:
         self._tasks: dict[bytes, asyncio.Task[None]] = {}
         self._feed: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
+        # told of every batch of store events, before its caches (the garbage collector's index)
+        self.observers: list[Callable[[Sequence[store.Event]], None]] = []
 
     @property
     def revision(self) -> int:
@@ -142,6 +147,8 @@ class WatchCaches:
     def _dispatch(self, events: Sequence[store.Event]) -> None:
         if not events:
             return
+        for observe in self.observers:
+            observe(events)
         received = time.perf_counter()
         route = self._route()
         waiting = self.clock.waiting
