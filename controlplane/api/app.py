@@ -626,6 +626,9 @@ def create_app(config: Config) -> FastAPI:
             log.info("store open at revision %d", revision)
             caches = WatchCaches(s, CacheConfig(mode=config.watch_cache_snapshot))
             await caches.start()
+            if kube.gc is not None:  # every process's writes noted, then those stored before (api/dependents.py)
+                caches.observers.append(kube.gc.observe)
+                kube.gc.follow(lambda: caches.revision)
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))

@@ -10,10 +10,17 @@ a node's Lease owned by the Node.
 Upstream's collector keeps a graph of every object's owners, fed by watching every
 resource. Here an owner's dependents are looked for when it goes, by one pass, and only
 where some object naming an owner of its kind was written (``OwnerIndex``): every write
-through this process that carries owner references notes the owner's group and kind,
-and the namespace and resource of the dependent (once each: a dict lookup per write with
-references, none without); a background scan of the store at start notes those written
-before. So deleting an object whose kind nobody names costs a dict lookup, and a pass
+that carries owner references notes the owner's group and kind, and the namespace and
+resource of the dependent (once each). Every write, whichever server process made it
+(``serve --workers``): the process's watch cache feed hands ``observe`` every batch of
+store events, each value tested for ``"ownerReferences":[`` as bytes (a value without is
+not parsed; one with costs a few regular expression searches and a set lookup). A write
+through this process is noted at once too (``noted``), since the feed may bring its event
+only after a delete of its owner that follows it. An owner deleted at a revision the feed
+has not reached yet is kept (``_unseen``) until it has: a dependent written just before
+through another process, noted only when its event comes, is then looked for in the place
+it opens (``_recheck``). A scan of the store, once the feed has started, notes those
+written before. So deleting an object whose kind nobody names costs a dict lookup, and a pass
 reads only the resources in the namespaces that hold such dependents (a cluster-scoped
 owner's: in every namespace that does, and the cluster-scoped ones), each value tested
 for the owner's uid as bytes before it is parsed. The owners gone meanwhile in a
@@ -52,9 +59,8 @@ Left, unlike upstream:
 
 * an object whose owners were all gone before it was written, or gone while no server ran
   (upstream's collector deletes it when it first sees it);
-* with ``serve --workers``, a dependent written through another process after this one
-  started (each process notes its own writes); the namespace deleter empties namespaces
-  anyway;
+* the writes made while this process's watch cache feed restarts after its watch failed
+  (compacted past, the store failed) are not noted until its next start;
 * those of the workload pairs above whose reference is not their controller's (the
   controllers file dependents by controller reference);
 * a bound pod deleted with ``Foreground`` or ``Orphan``: its graceful deletion goes ahead
@@ -70,13 +76,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
 
 import store
-from store import Store
+from store import Event, EventRun, Store
 
 from ..registry import Registry, ResourceType
 from .errors import ApiError
@@ -118,7 +125,12 @@ CONTROLLER_COLLECTED: dict[tuple[str, str], frozenset[tuple[str, str]]] = {
     ("scheduling.k8s.io", "PodGroup"): frozenset({("resource.k8s.io", "resourceclaims")}),
 }
 
-# an owner reference in stored JSON, and its apiVersion and kind (the scan at start)
+# a stored object that names owners (tested for as bytes before anything is parsed)
+_NAMES_OWNERS = b'"ownerReferences":['
+# owners deleted at revisions the store events this process has seen had not reached, kept
+# until they do (``GarbageCollector.gone``); past this many the oldest are let go
+_UNSEEN_MAX = 4096
+# an owner reference in stored JSON, and its apiVersion and kind (the scan at start, the feed)
 _REFS = re.compile(rb'"ownerReferences":\[(.*?)\]')
 _REF = re.compile(rb"\{[^{}]*\}")
 _API_VERSION = re.compile(rb'"apiVersion":"([^"]*)"')
@@ -139,8 +151,10 @@ class OwnerIndex:
         self._places: dict[tuple[str, str], set[Place]] = {}
         self._seen: set[tuple[str, str, str | None, str, str]] = set()
 
-    def note(self, rtype: ResourceType, namespace: str | None, refs: Iterable[Any]) -> None:
-        """``refs``, the owner references of an object of ``rtype`` just written in ``namespace``."""
+    def note(self, rtype: ResourceType, namespace: str | None, refs: Iterable[Any]) -> list[tuple[str, str, Place]]:
+        """``refs``, the owner references of an object of ``rtype`` just written in ``namespace``;
+        the owner kinds (group, kind) that have a new place by it, with it (almost always none)."""
+        new: list[tuple[str, str, Place]] = []
         for ref in refs:
             if not isinstance(ref, dict):
                 continue
@@ -149,8 +163,25 @@ class OwnerIndex:
             if seen in self._seen:
                 continue
             self._seen.add(seen)
-            self._places.setdefault((_group(str(api_version)), str(kind)), set()).add(
-                (namespace, rtype.group, rtype.plural))
+            group, place = _group(str(api_version)), (namespace, rtype.group, rtype.plural)
+            self._places.setdefault((group, str(kind)), set()).add(place)
+            new.append((group, str(kind), place))
+        return new
+
+    def note_stored(self, rtype: ResourceType, namespace: str | None, value: bytes) -> list[tuple[str, str, Place]]:
+        """``note`` for a stored object's JSON (one that names owners: ``_NAMES_OWNERS`` in it),
+        its references' apiVersions and kinds found as bytes: an update of an object already
+        noted costs a few regular expression searches and a set lookup, nothing parsed."""
+        refs = _REFS.search(value)
+        if refs is None:
+            return []
+        new: list[tuple[str, str, Place]] = []
+        for ref in _REF.findall(refs.group(1)):
+            api_version, kind = _API_VERSION.search(ref), _KIND.search(ref)
+            if api_version is not None and kind is not None:
+                new += self.note(rtype, namespace, ({"apiVersion": api_version.group(1).decode(),
+                                                     "kind": kind.group(1).decode()},))
+        return new
 
     def places(self, group: str, kind: str, namespace: str | None) -> list[Place]:
         """Where the dependents of an owner of ``group``/``kind`` in ``namespace`` (None: a
@@ -189,6 +220,11 @@ class GarbageCollector:
         self.seeded = asyncio.Event()  # the scan at start is done: passes wait for it
         self._pending: dict[str | None, tuple[set[str], set[tuple[str, str]]]] = {}  # namespace -> passes to do
         self._gone_owners: dict[str, None] = {}  # the uids of the last owners collected, oldest first
+        # the revision up to which this process has seen every store event (``follow``), and
+        # the owners deleted at later ones: (revision, group, kind, namespace, uid), in order
+        self._seen_revision: Callable[[], int] | None = None
+        self._unseen: deque[tuple[int, str, str, str | None, str]] = deque(maxlen=_UNSEEN_MAX)
+        self._by_prefix: dict[bytes, ResourceType] = {}  # the served types by store prefix (``observe``)
 
     @property
     def store(self) -> Store:
@@ -196,16 +232,30 @@ class GarbageCollector:
 
     # --- an owner gone: its dependents (Background) ------------------------------------------
 
-    def gone(self, rtype: ResourceType, owner: dict[str, Any]) -> None:
-        """``owner`` (of ``rtype``) was deleted from the store: its dependents are collected by
-        the pass of each namespace that may hold them, with those of the others gone meanwhile."""
-        if not self.index.names(rtype.group, rtype.kind):
-            return  # (most deletes: nothing ever named an owner of this kind)
+    def gone(self, rtype: ResourceType, owner: dict[str, Any], revision: int = 0) -> None:
+        """``owner`` (of ``rtype``) was deleted from the store at ``revision``: its dependents
+        are collected by the pass of each namespace that may hold them, with those of the
+        others gone meanwhile. One deleted before this process saw every store event up to
+        its delete is kept until it has (``_recheck``): a dependent written just before
+        through another process may be noted only then."""
         meta = owner.get("metadata") or {}
         uid = meta.get("uid")
         if not uid:
             return
-        for namespace, group, plural in self._places(rtype, meta.get("namespace") or None):
+        namespace = (meta.get("namespace") or None) if rtype.namespaced else None
+        if self._seen_revision is not None and revision:
+            unseen, seen = self._unseen, self._seen_revision()
+            if self.seeded.is_set():
+                while unseen and unseen[0][0] <= seen:
+                    unseen.popleft()
+            if revision > seen:
+                unseen.append((revision, rtype.group, rtype.kind, namespace, uid))
+        if not self.index.names(rtype.group, rtype.kind):
+            return  # (most deletes: nothing ever named an owner of this kind)
+        self._collect(self.index.places(rtype.group, rtype.kind, namespace), uid)
+
+    def _collect(self, places: Iterable[Place], uid: str) -> None:
+        for namespace, group, plural in places:
             pending = self._pending.get(namespace)
             if pending is not None:
                 pending[0].add(uid)  # the namespace's task takes it in its next pass
@@ -213,6 +263,66 @@ class GarbageCollector:
                 continue
             self._pending[namespace] = ({uid}, {(group, plural)})
             self._spawn(self._passes(namespace))
+
+    # --- where owners have dependents: every write's, whichever process made it ---------------
+
+    def follow(self, revision: Callable[[], int]) -> None:
+        """This process sees every store event (its watch cache feed calls ``observe`` with
+        each batch) up to ``revision()``; then the scan at start notes those stored before."""
+        self._seen_revision = revision
+        self._spawn(self.seed())
+
+    def observe(self, events: Sequence[Event]) -> None:
+        """A batch of store events, whoever wrote them: the owner references of the objects
+        written noted. A value is tested for them as bytes, and parsed only if it has some."""
+        if type(events) is EventRun:
+            for i, value in enumerate(events.values):
+                if _NAMES_OWNERS in value:
+                    self._observed(events.keys[i], value, events.first + i)
+            return
+        for ev in events:
+            kv = ev.kv
+            if _NAMES_OWNERS in kv.value:  # (a delete's value is empty)
+                self._observed(kv.key, kv.value, kv.mod_revision)
+
+    def _observed(self, key: bytes, value: bytes, revision: int) -> None:
+        # /registry/<plural>/[<namespace>/]<name> or /registry/<group>/<plural>/[<namespace>/]<name>
+        parts = key.split(b"/", 4)
+        if len(parts) < 4:
+            return
+        rtype = self._type_at(parts)
+        if rtype is None:
+            self._by_prefix = {t.prefix(): t for t in self.registry.all()}  # (a type served lately)
+            rtype = self._type_at(parts)
+            if rtype is None:
+                return
+        namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
+        self._recheck(self.index.note_stored(rtype, namespace, value), revision)
+
+    def _type_at(self, parts: list[bytes]) -> ResourceType | None:
+        rtype = self._by_prefix.get(b"/".join(parts[:3]) + b"/")
+        if rtype is None and len(parts) == 5:
+            rtype = self._by_prefix.get(b"/".join(parts[:4]) + b"/")
+        return rtype
+
+    def noted(self, rtype: ResourceType, namespace: str | None, refs: Iterable[Any], revision: int) -> None:
+        """An object of ``rtype`` naming owners, written through this process at ``revision``:
+        noted at once (the feed's event of it may come after a delete of its owner that
+        follows the write)."""
+        self._recheck(self.index.note(rtype, namespace, refs), revision)
+
+    def _recheck(self, new: list[tuple[str, str, Place]], revision: int) -> None:
+        """An object written at ``revision`` was the first to name owners of these kinds in
+        these places: the owners of them deleted after it, before this process heard of it,
+        are looked for there."""
+        if not new or not self._unseen:
+            return
+        for deleted, group, kind, namespace, uid in list(self._unseen):
+            if deleted <= revision:
+                continue
+            places = {p for g, k, p in new if g == group and k == kind}
+            if places:
+                self._collect((p for p in self.index.places(group, kind, namespace) if p in places), uid)
 
     def _places(self, rtype: ResourceType, namespace: str | None) -> list[Place]:
         return self.index.places(rtype.group, rtype.kind, namespace if rtype.namespaced else None)
@@ -433,7 +543,7 @@ class GarbageCollector:
                 while True:
                     kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
                     for kv in kvs:
-                        self._seed_one(rtype, kv.key, kv.value, resume)
+                        self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume)
                     if not more or not kvs:
                         break
                     start = kvs[-1].key + b"\x00"
@@ -444,16 +554,11 @@ class GarbageCollector:
         finally:
             self.seeded.set()
 
-    def _seed_one(self, rtype: ResourceType, key: bytes, value: bytes,
+    def _seed_one(self, rtype: ResourceType, key: bytes, value: bytes, revision: int,
                   resume: list[tuple[ResourceType, dict[str, Any]]]) -> None:
         namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
-        refs = _REFS.search(value)
-        if refs is not None:
-            for ref in _REF.findall(refs.group(1)):
-                api_version, kind = _API_VERSION.search(ref), _KIND.search(ref)
-                if api_version is not None and kind is not None:
-                    self.index.note(rtype, namespace, ({"apiVersion": api_version.group(1).decode(),
-                                                        "kind": kind.group(1).decode()},))
+        if _NAMES_OWNERS in value:
+            self._recheck(self.index.note_stored(rtype, namespace, value), revision)
         if b'"deletionTimestamp"' in value and (b'"orphan"' in value or b'"foregroundDeletion"' in value):
             if (rtype.group, rtype.plural) in self.controlled:
                 return  # its controller carries it out

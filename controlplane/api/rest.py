@@ -359,8 +359,6 @@ class KubeApi:
             meta = orjson.loads(kv.value).get("metadata") or {}
             if meta.get("deletionTimestamp"):  # a namespace another run began to empty (not a label so named)
                 self._spawn(self._terminate(meta["name"]))
-        if self.gc is not None:  # the owner references stored before, and the finalizers left to carry out
-            self._spawn(self.gc.seed())
 
     async def _default_service_cidr(self) -> None:
         """The ServiceCIDR ``kubernetes`` of the service range, Ready, as kube-apiserver's
@@ -1226,7 +1224,7 @@ class KubeApi:
             return Written(obj, stored)
         meta["resourceVersion"] = str(revision)
         if self.gc is not None and "ownerReferences" in meta:  # where owners of each kind have dependents
-            self.gc.index.note(rtype, meta.get("namespace"), meta["ownerReferences"])
+            self.gc.noted(rtype, meta.get("namespace"), meta["ownerReferences"], revision)
         raw = with_resource_version(stored, revision)
         if rtype.custom is None and not DRY_RUN.get() and CONVERSION.get() is None:  # others are presented on read
             self.reads.prime(rtype, key, revision, raw, obj)
@@ -1622,7 +1620,7 @@ class KubeApi:
             if self._allocates(rtype):
                 await self.allocations.release(namespace or "", name, self.allocations.held(obj), None)
             if self.gc is not None and not DRY_RUN.get():
-                self.gc.gone(rtype, obj)
+                self.gc.gone(rtype, obj, rev)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
 
@@ -1642,7 +1640,7 @@ class KubeApi:
             self.crds.written(name, None, rev)
             await reconsider_names(self.crds, self.store, obj.get("spec", {}).get("group"))
         elif self.gc is not None and not DRY_RUN.get():
-            self.gc.gone(rtype, obj)
+            self.gc.gone(rtype, obj, rev)
         return obj
 
     async def _priority_class(self, name: str) -> dict[str, Any] | None:

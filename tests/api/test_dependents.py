@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from controlplane.api.dependents import OwnerIndex
+from typing import Any
+
+import orjson
+
+import store
+from controlplane.api.dependents import GarbageCollector, OwnerIndex
 from controlplane.registry import Registry, ResourceType
 
 REGISTRY = Registry()
@@ -33,3 +38,63 @@ def test_the_pairs_controllers_collect_are_not_looked_for() -> None:
     index.note(_type("persistentvolumeclaims"), "a", [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "2"}])
     # (the persistent volume controller's)
     assert index.names("", "Pod") and index.places("", "Pod", "a") == []
+
+
+def _collector(seen: list[int]) -> tuple[GarbageCollector, list[str | None]]:
+    """A collector following a feed at ``seen[0]``; the namespaces it starts passes for."""
+    passes: list[str | None] = []
+
+    def spawn(coro: Any) -> None:
+        passes.append(coro.cr_frame.f_locals.get("namespace", "seed"))
+        coro.close()
+
+    async def unused(*_: Any) -> None:
+        raise AssertionError("no pass runs here")
+
+    gc = GarbageCollector(REGISTRY, lambda: None, unused, unused, spawn, frozenset())  # type: ignore[arg-type, return-value]
+    gc.follow(lambda: seen[0])
+    assert passes == ["seed"]
+    passes.clear()
+    gc.seeded.set()
+    return gc, passes
+
+
+def _put(key: bytes, obj: dict[str, Any], revision: int) -> store.Event:
+    return store.Event(store.EventType.PUT, store.KeyValue(key, orjson.dumps(obj), revision, revision, 1))
+
+
+ROLE_REF = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "r", "uid": "u1"}
+
+
+def test_the_feed_notes_the_owner_references_of_every_write() -> None:
+    """Another process's writes come by the store's events: noted, values without references
+    not parsed, deletes (empty values) passed over; a bulk run's arrays read as they are."""
+    gc, passes = _collector([0])
+    gc.observe([_put(b"/registry/secrets/a/s", {"metadata": {"name": "s", "namespace": "a",
+                                                              "ownerReferences": [ROLE_REF]}}, 5),
+                _put(b"/registry/configmaps/a/plain", {"metadata": {"name": "plain"}}, 6),
+                store.Event(store.EventType.DELETE, store.KeyValue(b"/registry/secrets/a/t", b"", 0, 7, 0))])
+    assert gc.index.places("rbac.authorization.k8s.io", "ClusterRole", None) == [("a", "", "secrets")]
+    node_ref = {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u2"}
+    lease = orjson.dumps({"metadata": {"name": "n", "namespace": "kube-node-lease", "ownerReferences": [node_ref]}})
+    gc.observe(store.EventRun(8, [b"/registry/leases/kube-node-lease/n"], [lease], [(8, 8, 1)]))
+    assert gc.index.places("", "Node", None) == [("kube-node-lease", "coordination.k8s.io", "leases")]
+    assert passes == []
+
+
+def test_an_owner_deleted_before_the_feed_brought_its_dependent_is_looked_for_again() -> None:
+    """The owner's delete (revision 10) reached this process before the event of a dependent
+    written through another (revision 8): that event starts the pass. One written after the
+    delete (revision 12) does not, nor does an owner the feed had seen past."""
+    seen = [7]
+    gc, passes = _collector(seen)
+    gc.gone(_type("clusterroles", "rbac.authorization.k8s.io"), {"metadata": {"name": "r", "uid": "u1"}}, 10)
+    assert passes == []  # (nothing named a ClusterRole yet)
+    gc.observe([_put(b"/registry/configmaps/late/c", {"metadata": {"ownerReferences": [ROLE_REF]}}, 12)])
+    assert passes == []
+    gc.observe([_put(b"/registry/secrets/b/s", {"metadata": {"ownerReferences": [ROLE_REF]}}, 8)])
+    assert passes == ["b"]
+    seen[0] = 10  # the feed went past the delete: it is let go at the next one
+    gc.gone(_type("configmaps"), {"metadata": {"name": "x", "namespace": "a", "uid": "u3"}}, 11)
+    gc.observe([_put(b"/registry/secrets/c/s", {"metadata": {"ownerReferences": [ROLE_REF]}}, 9)])
+    assert passes == ["b"]

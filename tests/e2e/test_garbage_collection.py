@@ -5,6 +5,7 @@ ServiceAccounts, pods, a ClusterRole, a Node) and custom resources."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -277,3 +278,46 @@ def test_after_a_restart_dependents_written_before_are_known_and_a_foreground_de
         http.patch(f"{cms}/waiting-child", headers={"content-type": "application/merge-patch+json"},
                    json={"metadata": {"finalizers": None}}).raise_for_status()
         assert _eventually(lambda: http.get(f"{cms}/waiting").status_code == 404)
+
+
+def _absent(fresh: Callable[[str, str], httpx.Response], path: str) -> bool:
+    return fresh("GET", path).status_code == 404
+
+
+def test_with_two_workers_dependents_written_through_either_process_are_collected(tmp_path: Path) -> None:
+    """``serve --workers 2``: every request on a new connection, so the kernel spreads them over
+    both processes. The dependents of one owner are written through both, in namespaces of
+    their own (a place each, noted by the process that wrote it before): the process the
+    owner's delete reaches collects them all, having noted every one from the store's events."""
+    s = start_serve(tmp_path, extra=["--workers", "2"], scheduler=True)
+
+    def fresh(method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        with httpx.Client(base_url=s.url, headers=bearer(s), timeout=10) as http:  # a new connection
+            return http.request(method, path, json=body)
+
+    with running(s):
+        owner = fresh("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                      {"metadata": {"name": "gc-workers-owner"}, "rules": []}).json()
+        ref = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "gc-workers-owner",
+               "uid": owner["metadata"]["uid"]}
+        spaces = [f"gcw-{i}" for i in range(12)]
+        for ns in spaces:
+            fresh("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}).raise_for_status()
+        dependents = [f"/api/v1/namespaces/{ns}/{plural}/child-{k}" for ns in spaces
+                      for k, plural in enumerate(("configmaps", "secrets", "configmaps"))]
+        for path in dependents:
+            fresh("POST", path.rpartition("/")[0],
+                  {"metadata": {"name": path.rpartition("/")[2], "ownerReferences": [ref]}}).raise_for_status()
+        # a namespaced owner too, its dependents in its namespace written through both processes
+        cms = "/api/v1/namespaces/gcw-0/configmaps"
+        local = fresh("POST", cms, {"metadata": {"name": "local-owner"}}).json()
+        local_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "local-owner",
+                     "uid": local["metadata"]["uid"]}
+        for i in range(20):
+            fresh("POST", cms, {"metadata": {"name": f"local-{i}", "ownerReferences": [local_ref]}}
+                  ).raise_for_status()
+        fresh("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/gc-workers-owner").raise_for_status()
+        fresh("DELETE", f"{cms}/local-owner").raise_for_status()
+        for path in [*dependents, *(f"{cms}/local-{i}" for i in range(20))]:
+            assert _eventually(functools.partial(_absent, fresh, path)), path
+
