@@ -45,6 +45,12 @@ has ``blockOwnerDeletion: true`` are gone (the others are deleted but not waited
 removes the finalizer, as upstream's ``attemptToOrphanWorker`` and
 ``processDeletingDependentsItem``. Owners left so by an earlier run are resumed at start.
 
+The collector's deletes and patches are made as upstream's, by kube-controller-manager's
+service account ``system:serviceaccount:kube-system:generic-garbage-collector``
+(``COLLECTOR``: admission policies and webhooks see that user), not as the user whose
+delete led to them. They are still calls inside this process, not requests of their own
+(not authorized, not audited as such).
+
 Some pairs keep their controllers' collectors (``CONTROLLER_COLLECTED``): the workload
 controllers' (``controllers/ownership.py``: a Deployment's ReplicaSets, a ReplicaSet's,
 Job's, DaemonSet's or StatefulSet's pods, a CronJob's Jobs, the sets' ControllerRevisions),
@@ -85,8 +91,11 @@ import orjson
 import store
 from store import Event, EventRun, Store
 
+from ..identities import groups_of, service_account_user
 from ..registry import Registry, ResourceType
+from .admissionpolicy import REQUEST_USER
 from .errors import ApiError
+from .rbac import User
 
 __all__ = ["CONTROLLER_COLLECTED", "FOREGROUND", "ORPHAN", "GarbageCollector", "OwnerIndex"]
 
@@ -135,6 +144,11 @@ _REFS = re.compile(rb'"ownerReferences":\[(.*?)\]')
 _REF = re.compile(rb"\{[^{}]*\}")
 _API_VERSION = re.compile(rb'"apiVersion":"([^"]*)"')
 _KIND = re.compile(rb'"kind":"([^"]*)"')
+
+# who the collector's deletes and patches are made as (admission policies and webhooks see it):
+# kube-controller-manager's garbage collector's service account, as upstream's
+_ACCOUNT = service_account_user("generic-garbage-collector")
+COLLECTOR = User(_ACCOUNT, groups_of(_ACCOUNT) or ())
 
 Place = tuple[str | None, str, str]  # where dependents are: (namespace, None when cluster-scoped; group; plural)
 
@@ -198,6 +212,11 @@ class OwnerIndex:
         return bool(self._places.get((group, kind)))
 
 
+async def _as_collector(work: Awaitable[None]) -> None:
+    REQUEST_USER.set(COLLECTOR)  # (in the task's own context)
+    await work
+
+
 def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return [ref for ref in refs if isinstance(ref, dict)]
@@ -229,6 +248,10 @@ class GarbageCollector:
     @property
     def store(self) -> Store:
         return self._get_store()
+
+    def _start(self, work: Awaitable[None]) -> None:
+        """Start ``work`` as the collector (``COLLECTOR``), not as the user whose request led to it."""
+        self._spawn(_as_collector(work))
 
     # --- an owner gone: its dependents (Background) ------------------------------------------
 
@@ -262,7 +285,7 @@ class GarbageCollector:
                 pending[1].add((group, plural))
                 continue
             self._pending[namespace] = ({uid}, {(group, plural)})
-            self._spawn(self._passes(namespace))
+            self._start(self._passes(namespace))
 
     # --- where owners have dependents: every write's, whichever process made it ---------------
 
@@ -270,7 +293,7 @@ class GarbageCollector:
         """This process sees every store event (its watch cache feed calls ``observe`` with
         each batch) up to ``revision()``; then the scan at start notes those stored before."""
         self._seen_revision = revision
-        self._spawn(self.seed())
+        self._start(self.seed())
 
     def observe(self, events: Sequence[Event]) -> None:
         """A batch of store events, whoever wrote them: the owner references of the objects
@@ -466,7 +489,7 @@ class GarbageCollector:
         """``owner`` was given the ``orphan`` or ``foregroundDeletion`` finalizer: carry it out."""
         meta = owner.get("metadata") or {}
         if meta.get("uid"):
-            self._spawn(self._propagate(rtype, meta.get("namespace") or None, meta.get("name", ""), meta["uid"]))
+            self._start(self._propagate(rtype, meta.get("namespace") or None, meta.get("name", ""), meta["uid"]))
 
     async def _propagate(self, rtype: ResourceType, namespace: str | None, name: str, uid: str) -> None:
         await self.seeded.wait()

@@ -44,8 +44,10 @@ def _collector(seen: list[int]) -> tuple[GarbageCollector, list[str | None]]:
     """A collector following a feed at ``seen[0]``; the namespaces it starts passes for."""
     passes: list[str | None] = []
 
-    def spawn(coro: Any) -> None:
-        passes.append(coro.cr_frame.f_locals.get("namespace", "seed"))
+    def spawn(coro: Any) -> None:  # (the collector's work, started as the collector)
+        work = coro.cr_frame.f_locals["work"]
+        passes.append(work.cr_frame.f_locals.get("namespace", "seed"))
+        work.close()
         coro.close()
 
     async def unused(*_: Any) -> None:

@@ -321,3 +321,38 @@ def test_with_two_workers_dependents_written_through_either_process_are_collecte
         for path in [*dependents, *(f"{cms}/local-{i}" for i in range(20))]:
             assert _eventually(functools.partial(_absent, fresh, path)), path
 
+
+def test_the_collectors_deletes_are_made_as_its_service_account(served: Serve, v1: client.CoreV1Api) -> None:
+    """An admission policy that lets only kube-controller-manager's garbage collector delete the
+    ConfigMaps labelled ``gc-only``: the user's own delete of one is denied, the collector's,
+    after the user deleted its owner, goes through (as upstream's, the request of
+    ``system:serviceaccount:kube-system:generic-garbage-collector``)."""
+    group = "/apis/admissionregistration.k8s.io/v1"
+    collector = "system:serviceaccount:kube-system:generic-garbage-collector"
+    with httpx.Client(base_url=served.url, headers=bearer(served), timeout=10) as http:
+        http.post(f"{group}/validatingadmissionpolicies", json={"metadata": {"name": "gc-only"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                                                    "resources": ["configmaps"]}]},
+            "matchConditions": [{"name": "labelled", "expression": "has(oldObject.metadata.labels) && "
+                                 "'gc-only' in oldObject.metadata.labels"}],
+            "validations": [{"expression": f"request.userInfo.username == '{collector}'",
+                             "message": "only the garbage collector"}]}}).raise_for_status()
+        http.post(f"{group}/validatingadmissionpolicybindings", json={"metadata": {"name": "gc-only"}, "spec": {
+            "policyName": "gc-only", "validationActions": ["Deny"]}}).raise_for_status()
+        cms = f"/api/v1/namespaces/{NS}/configmaps"
+
+        def denied() -> bool:  # (once the policy is in force: made again while it is not)
+            http.post(cms, json={"metadata": {"name": "gc-only-probe", "labels": {"gc-only": ""}}})
+            return http.delete(f"{cms}/gc-only-probe").status_code == 422  # (the policy's reason: Invalid)
+
+        assert _eventually(denied)
+        owner = _cm(v1, "gc-only-owner")
+        _cm(v1, "gc-only-child", _ref(owner))
+        http.patch(f"{cms}/gc-only-child", headers={"content-type": "application/merge-patch+json"},
+                   json={"metadata": {"labels": {"gc-only": ""}}}).raise_for_status()
+        try:
+            v1.delete_namespaced_config_map("gc-only-owner", NS)
+            assert _eventually(_cm_gone(v1, "gc-only-child"))
+        finally:
+            http.delete(f"{group}/validatingadmissionpolicybindings/gc-only")
+            http.delete(f"{group}/validatingadmissionpolicies/gc-only")
