@@ -14,7 +14,8 @@ that carries owner references notes the owner's group and kind, and the namespac
 resource of the dependent (once each). Every write, whichever server process made it
 (``serve --workers``): the process's watch cache feed hands ``observe`` every batch of
 store events, each value tested for ``"ownerReferences":[`` as bytes (a value without is
-not parsed; one with costs a few regular expression searches and a set lookup). A write
+not parsed; one with, whose place and owner kinds were noted before, costs a few byte
+searches and a set lookup). A write
 through this process is noted at once too (``noted``), since the feed may bring its event
 only after a delete of its owner that follows it. An owner deleted at a revision the feed
 has not reached yet is kept (``_unseen``) until it has: a dependent written just before
@@ -81,7 +82,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -139,11 +139,7 @@ _NAMES_OWNERS = b'"ownerReferences":['
 # owners deleted at revisions the store events this process has seen had not reached, kept
 # until they do (``GarbageCollector.gone``); past this many the oldest are let go
 _UNSEEN_MAX = 4096
-# an owner reference in stored JSON, and its apiVersion and kind (the scan at start, the feed)
-_REFS = re.compile(rb'"ownerReferences":\[(.*?)\]')
-_REF = re.compile(rb"\{[^{}]*\}")
-_API_VERSION = re.compile(rb'"apiVersion":"([^"]*)"')
-_KIND = re.compile(rb'"kind":"([^"]*)"')
+_API_VERSION, _KIND = b'"apiVersion":"', b'"kind":"'  # an owner reference's, in stored JSON
 
 # who the collector's deletes and patches are made as (admission policies and webhooks see it):
 # kube-controller-manager's garbage collector's service account, as upstream's
@@ -184,18 +180,10 @@ class OwnerIndex:
 
     def note_stored(self, rtype: ResourceType, namespace: str | None, value: bytes) -> list[tuple[str, str, Place]]:
         """``note`` for a stored object's JSON (one that names owners: ``_NAMES_OWNERS`` in it),
-        its references' apiVersions and kinds found as bytes: an update of an object already
-        noted costs a few regular expression searches and a set lookup, nothing parsed."""
-        refs = _REFS.search(value)
-        if refs is None:
-            return []
-        new: list[tuple[str, str, Place]] = []
-        for ref in _REF.findall(refs.group(1)):
-            api_version, kind = _API_VERSION.search(ref), _KIND.search(ref)
-            if api_version is not None and kind is not None:
-                new += self.note(rtype, namespace, ({"apiVersion": api_version.group(1).decode(),
-                                                     "kind": kind.group(1).decode()},))
-        return new
+        its references' apiVersions and kinds found as bytes, nothing parsed."""
+        return self.note(rtype, namespace, ({"apiVersion": api_version.decode(errors="replace"),
+                                             "kind": kind.decode(errors="replace")}
+                                            for api_version, kind in _owner_kinds(value)))
 
     def places(self, group: str, kind: str, namespace: str | None) -> list[Place]:
         """Where the dependents of an owner of ``group``/``kind`` in ``namespace`` (None: a
@@ -215,6 +203,23 @@ class OwnerIndex:
 async def _as_collector(work: Awaitable[None]) -> None:
     REQUEST_USER.set(COLLECTOR)  # (in the task's own context)
     await work
+
+
+def _owner_kinds(value: bytes) -> list[tuple[bytes, bytes]]:
+    """The apiVersion and kind of each owner reference in a stored object's JSON, found as bytes
+    (a string with an escaped quote or a bracket in it may cut one short: never a real kind)."""
+    start = value.find(_NAMES_OWNERS)
+    if start < 0:
+        return []
+    start += len(_NAMES_OWNERS)
+    end = value.find(b"]", start)
+    found = []
+    for ref in value[start:end if end >= 0 else len(value)].split(b"},{"):
+        a, k = ref.find(_API_VERSION), ref.find(_KIND)
+        if a >= 0 and k >= 0:
+            a, k = a + len(_API_VERSION), k + len(_KIND)
+            found.append((ref[a:ref.find(b'"', a)], ref[k:ref.find(b'"', k)]))
+    return found
 
 
 def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -244,6 +249,7 @@ class GarbageCollector:
         self._seen_revision: Callable[[], int] | None = None
         self._unseen: deque[tuple[int, str, str, str | None, str]] = deque(maxlen=_UNSEEN_MAX)
         self._by_prefix: dict[bytes, ResourceType] = {}  # the served types by store prefix (``observe``)
+        self._observed_places: set[bytes] = set()  # the key's directory, apiVersion and kind noted (``observe``)
 
     @property
     def store(self) -> Store:
@@ -299,9 +305,9 @@ class GarbageCollector:
         """A batch of store events, whoever wrote them: the owner references of the objects
         written noted. A value is tested for them as bytes, and parsed only if it has some."""
         if type(events) is EventRun:
-            for i, value in enumerate(events.values):
-                if _NAMES_OWNERS in value:
-                    self._observed(events.keys[i], value, events.first + i)
+            # a bulk request's rewrites (api/bulkwrites.py: LeaseRenewals' renewTime,
+            # NodeStatusReports' conditions) of objects that exist, their owner references as
+            # their versions before, whose events were noted (or the scan at start found them)
             return
         for ev in events:
             kv = ev.kv
@@ -309,18 +315,28 @@ class GarbageCollector:
                 self._observed(kv.key, kv.value, kv.mod_revision)
 
     def _observed(self, key: bytes, value: bytes, revision: int) -> None:
-        # /registry/<plural>/[<namespace>/]<name> or /registry/<group>/<plural>/[<namespace>/]<name>
-        parts = key.split(b"/", 4)
-        if len(parts) < 4:
-            return
-        rtype = self._type_at(parts)
-        if rtype is None:
-            self._by_prefix = {t.prefix(): t for t in self.registry.all()}  # (a type served lately)
+        # the object's place and owner kinds as bytes, known already for nearly every write (a
+        # renewal of a node's Lease): a set lookup each, nothing decoded
+        where = key[:key.rfind(b"/") + 1]
+        observed = self._observed_places
+        for api_version, kind in _owner_kinds(value):
+            seen = b"%s\0%s\0%s" % (where, api_version, kind)
+            if seen in observed:
+                continue
+            # /registry/<plural>/[<namespace>/]<name> or /registry/<group>/<plural>/[<namespace>/]<name>
+            parts = key.split(b"/", 4)
+            if len(parts) < 4:
+                return
             rtype = self._type_at(parts)
             if rtype is None:
-                return
-        namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
-        self._recheck(self.index.note_stored(rtype, namespace, value), revision)
+                self._by_prefix = {t.prefix(): t for t in self.registry.all()}  # (a type served lately)
+                rtype = self._type_at(parts)
+                if rtype is None:
+                    return
+            namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
+            self._recheck(self.index.note(rtype, namespace, ({"apiVersion": api_version.decode(errors="replace"),
+                                                              "kind": kind.decode(errors="replace")},)), revision)
+            observed.add(seen)
 
     def _type_at(self, parts: list[bytes]) -> ResourceType | None:
         rtype = self._by_prefix.get(b"/".join(parts[:3]) + b"/")

@@ -70,7 +70,8 @@ ROLE_REF = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
 
 def test_the_feed_notes_the_owner_references_of_every_write() -> None:
     """Another process's writes come by the store's events: noted, values without references
-    not parsed, deletes (empty values) passed over; a bulk run's arrays read as they are."""
+    not parsed, deletes (empty values) passed over; a bulk request's run of rewrites (renewals)
+    not read: its objects' references are their earlier versions'."""
     gc, passes = _collector([0])
     gc.observe([_put(b"/registry/secrets/a/s", {"metadata": {"name": "s", "namespace": "a",
                                                               "ownerReferences": [ROLE_REF]}}, 5),
@@ -79,8 +80,15 @@ def test_the_feed_notes_the_owner_references_of_every_write() -> None:
     assert gc.index.places("rbac.authorization.k8s.io", "ClusterRole", None) == [("a", "", "secrets")]
     node_ref = {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u2"}
     lease = orjson.dumps({"metadata": {"name": "n", "namespace": "kube-node-lease", "ownerReferences": [node_ref]}})
-    gc.observe(store.EventRun(8, [b"/registry/leases/kube-node-lease/n"], [lease], [(8, 8, 1)]))
+    gc.observe(store.EventRun(8, [b"/registry/leases/kube-node-lease/n"], [lease], [(8, 7, 2)]))
+    assert not gc.index.names("", "Node")
+    gc.observe([_put(b"/registry/leases/kube-node-lease/n", orjson.loads(lease), 7)])  # (its create)
     assert gc.index.places("", "Node", None) == [("kube-node-lease", "coordination.k8s.io", "leases")]
+    gc.observe([_put(b"/registry/deployments/a/d", {"metadata": {"ownerReferences": [
+        {"apiVersion": "example.com/v1", "kind": "App", "name": "x", "uid": "u3"},
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "y", "uid": "u4"}]}}, 9)])
+    assert gc.index.places("example.com", "App", "a") == [("a", "apps", "deployments")]
+    assert gc.index.places("", "ConfigMap", "a") == [("a", "apps", "deployments")]
     assert passes == []
 
 
