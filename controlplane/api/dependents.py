@@ -15,10 +15,11 @@ resource of the dependent (once each). Every write, whichever server process mad
 (``serve --workers``): the process's watch cache feed hands ``observe`` every batch of
 store events, each value tested for ``"ownerReferences":[`` as bytes (a value without is
 not parsed; one with, whose place and owner kinds were noted before, costs a few byte
-searches and a set lookup). A write
-through this process is noted at once too (``noted``), since the feed may bring its event
-only after a delete of its owner that follows it. An owner deleted at a revision the feed
-has not reached yet is kept (``_unseen``) until it has: a dependent written just before
+searches and a set lookup; the bulk requests' runs of rewrites, LeaseRenewals and
+NodeStatusReports, are not read: they never change owner references). A write through
+this process is noted at once too (``noted``), since the feed may bring its event only
+after a delete of its owner that follows it. An owner deleted at a revision the feed has
+not reached yet is kept (``_unseen``) until it has: a dependent written just before
 through another process, noted only when its event comes, is then looked for in the place
 it opens (``_recheck``). A scan of the store, once the feed has started, notes those
 written before. So deleting an object whose kind nobody names costs a dict lookup, and a pass
