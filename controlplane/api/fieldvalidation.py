@@ -161,7 +161,7 @@ def _directive() -> tuple[str, str]:
 def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = None,
                  merge_patch: bytes | None = None, added_keys: int = 0,
                  stored: dict[str, Any] | None = None, strategic: Any = None,
-                 json_patch: tuple[bytes, list[Any]] | None = None) -> dict[str, Any]:
+                 json_patch: tuple[bytes, list[Any]] | None = None, name: str | None = None) -> dict[str, Any]:
     """Check a request's object: the decoded body of a create or update (``body`` its
     raw JSON, for duplicate keys), or the result of a patch (``merge_patch`` the raw
     merge patch, whose duplicate keys upstream reports; ``json_patch`` a JSON patch, raw and
@@ -179,7 +179,9 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     cannot be decoded whatever the directive; under Strict unknown and duplicate fields
     fail the request. Both are 400 BadRequest for a create or update, and 422 Invalid
     on the field ``patch`` for a patch, as kube-apiserver's patch handler words them.
-    A missing required field is 422 Invalid with its causes."""
+    A missing required field is 422 Invalid with its causes. ``name``: the URL's name, which
+    an update's body must carry (upstream's ``checkName``, a 400 between the decoding and the
+    validation: a PUT of ``{}`` lacks its name before its spec)."""
     directive, method = _directive()
     operations = json_patch_problems(*json_patch) if json_patch is not None and directive != "Ignore" else []
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
@@ -190,6 +192,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             raise _undecodable(rtype, method, obj, "strict decoding error: " + ", ".join(operations))
         for p in operations:
             add_warning(p)
+        _check_name(obj, name)
         return obj
     # the keys are counted only to find a body's duplicates (a patch's result has no body)
     count_keys = directive != "Ignore" and body is not None
@@ -242,8 +245,17 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # the fields Go writes back whatever their value (no omitempty): a list item a
         # patch left without its name, ready or restartCount is read back with "", false, 0
         fill_zeros(found.unfilled)
+    _check_name(obj, name)
     _require(rtype, obj, found)
     return obj
+
+
+def _check_name(obj: dict[str, Any], name: str | None) -> None:
+    if name is not None:
+        meta = obj.get("metadata")
+        got = meta.get("name") if isinstance(meta, dict) else None
+        if got != name:
+            raise ApiError.name_mismatch(got, name)
 
 
 def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]) -> None:

@@ -1018,7 +1018,9 @@ class KubeApi:
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
     # -- verbs ---------------------------------------------------------------------
-    def _parse(self, rtype: ResourceType, body: bytes) -> dict[str, Any]:
+    def _parse(self, rtype: ResourceType, body: bytes, name: str | None = None) -> dict[str, Any]:
+        """The request's object; ``name``: the URL's, which an update's body must carry
+        (upstream's ``checkName``, after decoding and before any validation)."""
         obj = json_object(body, "the request body")
         check_type_meta(self.registry, rtype, obj, body)
         # the keys set here were not in the body: the duplicate-key count must not see them
@@ -1029,7 +1031,7 @@ class KubeApi:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
-        return check_object(rtype, obj, body, added_keys=added)
+        return check_object(rtype, obj, body, added_keys=added, name=name)
 
     def _check_namespace(self, rtype: ResourceType, namespace: str | None, meta: dict[str, Any]) -> None:
         if not rtype.namespaced:
@@ -1292,11 +1294,9 @@ class KubeApi:
 
     async def _update(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
                       subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
-        parsed = self._parse(rtype, body)
+        parsed = self._parse(rtype, body, name)
         meta = parsed["metadata"]
         self._check_namespace(rtype, namespace, meta)
-        if meta.get("name") != name:  # (upstream's checkName: a body must name its object)
-            raise ApiError.name_mismatch(meta.get("name"), name)
         expected = _revision_param(meta.pop("resourceVersion", None))
         uid = meta.get("uid")  # a precondition, as upstream's update takes it from the object
         key = rtype.key(namespace, name)
@@ -1952,9 +1952,7 @@ class KubeApi:
 
     async def _finalize(self, rtype: ResourceType, name: str, body: bytes) -> dict[str, Any]:
         """``namespaces/<name>/finalize`` (PUT): set ``spec.finalizers`` and nothing else."""
-        new = self._parse(rtype, body)
-        if new["metadata"].get("name") != name:
-            raise ApiError.name_mismatch(new["metadata"].get("name"), name)
+        new = self._parse(rtype, body, name)
         finalizers = (new.get("spec") or {}).get("finalizers") or []
         if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
             raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "spec.finalizers",

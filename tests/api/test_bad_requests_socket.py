@@ -250,3 +250,22 @@ async def test_a_namespaces_finalizers_are_validated_as_upstreams_finalize(serve
     r = await served.http.put("/api/v1/namespaces/n/finalize",
                               json=ns | {"spec": {"finalizers": ["kubernetes", "example.com/mine"]}})
     assert r.status_code == 200, r.text
+
+
+async def test_a_put_without_its_name_is_a_400_before_its_missing_spec(served: Served) -> None:
+    # upstream's update handler checks the name (checkName) between decoding and validation:
+    # a Deployment's `{}` lacked its spec first (422 "spec: Required value")
+    missing = "the name of the object (d based on URL) was undeterminable: name must be provided"
+    for body in ("{}", '{"metadata": {}}', '{"apiVersion": "apps/v1", "kind": "Deployment"}'):
+        r = await served.http.put(f"{DEPLOYMENTS}/d", content=body, headers=JSON)
+        assert status(r, 400, "BadRequest") == missing
+    r = await served.http.put(f"{DEPLOYMENTS}/d", json={"metadata": {"name": "e"}})
+    assert status(r, 400, "BadRequest") == "the name of the object (e) does not match the name on the URL (d)"
+    r = await served.http.put(f"{CRDS}/widgets.example.com", content="{}", headers=JSON)
+    assert status(r, 400, "BadRequest") == ("the name of the object (widgets.example.com based on URL) was "
+                                            "undeterminable: name must be provided")
+    # a body that does not decode is still refused as such first, and a named one lacks its spec
+    r = await served.http.put(f"{DEPLOYMENTS}/d", json={"spec": []})
+    assert "cannot unmarshal array" in status(r, 400, "BadRequest")
+    r = await served.http.put(f"{DEPLOYMENTS}/d", json={"metadata": {"name": "d"}})
+    assert status(r, 422, "Invalid") == 'Deployment.apps "d" is invalid: spec: Required value'
