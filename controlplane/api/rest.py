@@ -2471,10 +2471,7 @@ class KubeApi:
         HTTP exchange under ``send``, where the server's own protocol serves the request.
         ``legacy_path``, ``name``: asked for by a deprecated ``/watch/`` path, perhaps of one
         object (``reads.watch_options``)."""
-        # without timeoutSeconds (or 0), as upstream: --min-request-timeout (1800 s) times 1 to 2,
-        # so that the watches of clients started together do not all end together
-        timeout = _int_param(query, "timeoutSeconds", 0) or MIN_REQUEST_TIMEOUT * (1 + random.random())
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + _watch_timeout(query)
         options = watch_options(rtype, namespace, query, deadline, legacy_path, name)
         stream = await self.reads.watch(rtype, namespace, options)
         first = [True]
@@ -2957,8 +2954,17 @@ def _non_negative(raw: Any, default: int, what: str) -> int:
     return value
 
 
-def _int_param(query: dict[str, str], name: str, default: int) -> int:
-    return _non_negative(query.get(name), default, name)
+def _watch_timeout(query: dict[str, str]) -> float:
+    """The seconds a watch runs. Without ``timeoutSeconds`` (or 0), as upstream:
+    --min-request-timeout (1800 s) times 1 to 2, so that the watches of clients started
+    together do not all end together. A negative one is no error upstream (ListOptions'
+    validation leaves it alone): the watch's context and timer (``ListResource``,
+    ``serveWatch``) are past their deadline at once, and the watch ends, 200 and empty."""
+    raw = query.get("timeoutSeconds") or ""
+    seconds = go_int64(raw) if raw else 0
+    if seconds is None:
+        raise ApiError.bad_request(f"invalid timeoutSeconds: {raw!r}")
+    return max(seconds, 0) if seconds else MIN_REQUEST_TIMEOUT * (1 + random.random())
 
 
 def _revision_param(raw: str | None) -> int:
