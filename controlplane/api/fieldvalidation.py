@@ -289,6 +289,23 @@ def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]
                 add_warning(p)
 
 
+def check_decodes(group: str, version: str, kind: str, obj: dict[str, Any]) -> None:
+    """The body of a write handled on its own (a Binding) decoded into its Go type: a value
+    of another type (``metadata.uid: 5``) or a Time that does not parse is upstream's 400,
+    in its decoder's words. Nothing else is checked or changed."""
+    shape = shape_of(group, version, kind)
+    if shape is None:
+        return
+    found = shape.check(obj, count_keys=False)
+    why = found.malformed[0] if found.malformed and not found.mismatched else None
+    if found.mismatched:
+        path, given, expected = found.mismatched[0]
+        why = go_type_error(shape, path, given) or \
+            f"json: cannot unmarshal {given} into Go struct field {kind}.{path} of type {expected}"
+    if why is not None:
+        raise ApiError.bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {why}')
+
+
 def check_merge_patch(rtype: ResourceType, patch: Any) -> None:
     """Refuse a JSON merge patch that is no JSON object where upstream's patch handler does.
     Under Strict and Warn it is first decoded as a map: 400 ``error decoding patch: json: cannot

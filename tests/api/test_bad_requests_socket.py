@@ -251,6 +251,36 @@ async def test_a_binding_names_its_pod_in_its_namespace(served: Served) -> None:
     assert r.status_code == 201, r.text
 
 
+async def test_a_bindings_metadata_decodes_and_its_uid_and_version_are_preconditions(served: Served) -> None:
+    pod = await served.client.create(PODS, {"metadata": {"name": "p"},
+                                            "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    uid, rv = pod["metadata"]["uid"], pod["metadata"]["resourceVersion"]
+    target = {"kind": "Node", "name": "n"}
+    # decoded as a Binding first, as upstream's create handler: a uid of another type was taken
+    for meta, why in [({"name": "p", "uid": 5}, "cannot unmarshal number into Go struct field ObjectMeta.metadata.uid"),
+                      ({"name": "p", "annotations": {"a": 1}}, "cannot unmarshal number into Go struct field "
+                                                               "ObjectMeta.metadata.annotations of type string"),
+                      ({"uid": 5}, "cannot unmarshal number")]:  # before the name's check
+        r = await served.http.post(f"{PODS}/p/binding", json={"metadata": meta, "target": target})
+        message = status(r, 400, "BadRequest")
+        assert message.startswith('Binding in version "v1" cannot be handled as a Binding: json: ') and why in message
+    # BindingREST's storage preconditions: another pod's uid, or a changed pod, is a 409
+    key = "/registry/pods/default/p"
+    for meta, message in [
+            ({"uid": "other"}, f"Precondition failed: UID in precondition: other, UID in object meta: {uid}"),
+            ({"uid": uid, "resourceVersion": "1"},
+             f"Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}")]:
+        r = await served.http.post(f"{PODS}/p/binding", json={"metadata": {"name": "p"} | meta, "target": target})
+        assert status(r, 409, "Conflict") == (f'Operation cannot be fulfilled on pods "p": StorageError: invalid '
+                                              f"object, Code: 4, Key: {key}, ResourceVersion: 0, "
+                                              f"AdditionalErrorMsg: {message}")
+    assert "nodeName" not in (await served.client.get(f"{PODS}/p"))["spec"]
+    r = await served.http.post(f"{PODS}/p/binding", json={"metadata": {"name": "p", "uid": uid, "resourceVersion": rv},
+                                                          "target": target})
+    assert r.status_code == 201, r.text
+    assert (await served.client.get(f"{PODS}/p"))["spec"]["nodeName"] == "n"
+
+
 async def test_a_namespaces_finalizers_are_validated_as_upstreams_finalize(served: Served) -> None:
     await served.client.create("/api/v1/namespaces", {"metadata": {"name": "n"}})
     ns = await served.client.get("/api/v1/namespaces/n")
