@@ -732,7 +732,7 @@ def create_app(config: Config) -> FastAPI:
     identities = None  # the in-process components' credentials (identities.py)
     if config.token_auth_file is not None:
         entries = read_token_file(config.token_auth_file)
-        tokens = {e.token: User(e.user, e.groups).with_authenticated() for e in entries}
+        tokens = {e.token: User(e.user, e.groups, uid=e.uid).with_authenticated() for e in entries}
         key = identity_key(admin_tokens(entries))
         identities = Identities(key) if key is not None else None
     flow: FlowControl | MaxInFlight = \

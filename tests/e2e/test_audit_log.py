@@ -87,8 +87,9 @@ def test_a_create_is_logged_at_each_stage_with_its_objects(audited: Serve) -> No
     assert "responseStatus" not in received and "requestObject" not in received
     assert done["kind"] == "Event" and done["apiVersion"] == "audit.k8s.io/v1"
     assert done["level"] == "RequestResponse"
-    # (as the authenticator knows the user: the token file's uid column is not kept, see api-compatibility.md)
-    assert done["user"] == {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
+    # as the authenticator knows the user: the token file's uid column too (it was dropped)
+    assert done["user"] == {"username": "admin", "uid": "uid-admin", "groups": ["system:masters",
+                                                                               "system:authenticated"]}
     assert done["sourceIPs"] == ["127.0.0.1"]
     # the name comes from the body (kubectl sends protobuf: the JSON it decodes to is logged)
     assert done["objectRef"] == {"resource": "configmaps", "namespace": "default", "name": "cm-a",

@@ -118,7 +118,8 @@ def test_self_reviews_answer_for_the_requesting_user(rbac_served: Serve) -> None
         who = bob.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
                        json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
         assert who.status_code == 201
-        assert who.json()["status"]["userInfo"] == {"username": "bob",
+        # the token file's uid column is the user's, as upstream's tokenfile authenticator keeps it
+        assert who.json()["status"]["userInfo"] == {"username": "bob", "uid": "3",
                                                     "groups": ["team", "ops", "system:authenticated"]}
         ask = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                "spec": {"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "default"}}}
@@ -129,6 +130,13 @@ def test_self_reviews_answer_for_the_requesting_user(rbac_served: Serve) -> None
         r = admin.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=ask)
         assert r.json()["status"]["allowed"] is True
         assert admin.get("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").status_code == 405
+        review = admin.post("/apis/authentication.k8s.io/v1/tokenreviews",
+                            json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                  "spec": {"token": "alice-token"}})
+        assert review.status_code == 201 and review.json()["status"]["user"] == {
+            "username": "alice", "uid": "2", "groups": ["system:authenticated"]}
+    who = json.loads(until_ok(lambda: as_token(rbac_served, "carol-token", "auth", "whoami", "-o", "json")))
+    assert who["status"]["userInfo"] == {"username": "carol", "uid": "4", "groups": ["system:authenticated"]}
 
 
 def test_a_lease_renewal_needs_update_on_the_leases_too(rbac_served: Serve) -> None:
