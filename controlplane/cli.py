@@ -837,6 +837,10 @@ def _http_protocol(config: Config) -> Any:
 def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
     server = _server(uvicorn, app, config, tls)
     _SERVERS.append(server)
+    _STARTUP_FAILURE.state = app.state.server
+    errors = logging.getLogger("uvicorn.error")
+    if _STARTUP_FAILURE not in errors.filters:
+        errors.addFilter(_STARTUP_FAILURE)
     if _STOP_REQUESTED:  # asked to stop while the app was made: it starts and stops at once
         server.should_exit = True
     return server
@@ -1015,6 +1019,27 @@ def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
 # its own handlers in (while the app is made, the store opened: a worker started again is
 # stopped then if the server stops at once) must not be lost: the server is told to exit.
 _SERVERS: list[Any] = []
+
+
+class _StartupFailure(logging.Filter):
+    """A start that failed for a reason the operator is to fix (``ServerState.startup_error``,
+    a store that cannot be opened) is said in one line, as the other start-up errors are,
+    in place of uvicorn's log of the lifespan's traceback; uvicorn still exits 3."""
+
+    state: Any = None  # the ServerState of the server this process runs
+    said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        why = getattr(self.state, "startup_error", None)
+        if why is None:
+            return True
+        if record.levelno >= logging.ERROR and not self.said:
+            print(f"controlplane serve: error: {why}", file=sys.stderr, flush=True)
+            self.said = True
+        return record.levelno < logging.ERROR  # the traceback and "Application startup failed"
+
+
+_STARTUP_FAILURE = _StartupFailure()
 _STOP_REQUESTED: list[int] = []  # the signals that came before a server was made
 
 

@@ -273,6 +273,18 @@ def test_serve_reports_a_port_in_use(tmp_path: Path) -> None:
     assert not s.kubeconfig.exists()
 
 
+
+def test_serve_says_in_one_line_why_its_store_cannot_be_opened(tmp_path: Path) -> None:
+    # it printed uvicorn's log of the lifespan's traceback, then "Application startup failed"
+    (tmp_path / "not-a-store").write_text("x")
+    s = start_serve(tmp_path, tls=False, extra=("--store", f"lmdb://{tmp_path / 'not-a-store'}"))
+    assert s.proc.wait(timeout=60) == 3
+    errors = [line for line in s.stderr.read_text().splitlines() if "INFO" not in line]
+    assert errors == [f"controlplane serve: error: cannot open the store lmdb://{tmp_path / 'not-a-store'}: "
+                      f"{tmp_path / 'not-a-store'} is a file, not a store directory; refusing to touch it"]
+    assert "Traceback" not in s.output()
+
+
 # --------------------------------------------------------------------------- serve, in process
 
 def test_serve_defaults_match_design() -> None:

@@ -104,6 +104,9 @@ class ServerState:
     _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
     caches: WatchCaches | None = None
     hooks: set[str] = field(default_factory=set)  # POST_START_HOOKS done
+    # why the start failed, in one line, where the reason is the operator's to fix (a store
+    # that cannot be opened): ``serve`` says it so, without the lifespan's traceback
+    startup_error: str | None = None
 
     @property
     def components_client(self) -> Client | None:
@@ -602,7 +605,11 @@ def create_app(config: Config) -> FastAPI:
         observe_gc_pauses()
         try:
             log.info("opening store %s", config.store_url)
-            s = store.open(config.store_url)
+            try:
+                s = store.open(config.store_url)
+            except (store.StoreError, OSError, ValueError) as e:
+                state.startup_error = f"cannot open the store {config.store_url}: {e}"
+                raise
             if hasattr(s, "commit_observer"):  # the LMDB engine reports its group commits
                 s.commit_observer = _observe_commit
             state.store = s
@@ -611,7 +618,11 @@ def create_app(config: Config) -> FastAPI:
                                                         name="store-compactor"))
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
             await asyncio.to_thread(schema.definitions)
-            await kube.bootstrap()
+            try:
+                await kube.bootstrap()
+            except store.Unavailable as e:  # the first call to an etcd store: none of it answers
+                state.startup_error = f"cannot open the store {config.store_url}: {e}"
+                raise
             state.hooks.update(("crd-informer-synced", "scheduling/bootstrap-system-priority-classes",
                                 "start-system-namespaces-controller", "bootstrap-controller"))
             # the Services' claims checked (made for data stored before them), the hint seeded;
