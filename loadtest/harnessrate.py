@@ -103,7 +103,8 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def _main(argv: list[str] | None) -> int:
     from .run import _at_least, _seconds
 
-    p = argparse.ArgumentParser(prog="python -m loadtest harness-rate", description=__doc__)
+    # the docstring without its reST markup, which --help showed raw
+    p = argparse.ArgumentParser(prog="python -m loadtest harness-rate", description=__doc__.replace("``", ""))
     p.add_argument("--processes", type=_at_least(1), default=1,
                    help="Locust worker processes (default: %(default)s)")
     p.add_argument("--users", type=_at_least(1), default=32, help="users in all (default: %(default)s)")

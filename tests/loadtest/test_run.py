@@ -50,6 +50,17 @@ def test_bad_options_are_refused_with_a_message(argv: tuple[str, ...], capsys: p
     assert f"argument {argv[0]}:" in err and "Traceback" not in err
 
 
+def test_harness_rates_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtest import harnessrate
+
+    with pytest.raises(SystemExit) as e:
+        harnessrate.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out  # the docstring's markup was shown raw
+    assert "How fast the harness itself can go: python -m loadtest harness-rate." in out
+
+
 def test_worker_counts_must_add_up() -> None:
     with pytest.raises(SystemExit, match="--processes 0 runs no worker here"):
         run._check_args(parse("--processes", "0"))
