@@ -26,6 +26,22 @@ def _env() -> dict[str, str]:
 
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
+def _smoke_in_a_session(tmp_path: Path, duration: str) -> tuple[subprocess.Popen[str], Path]:
+    """``loadtest run smoke --quick`` in a session of its own (its process group: a terminal's
+    Ctrl-C goes to all of it), and the run's output directory."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", duration,
+                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    return proc, out
+
+
+def _pods_created(out: Path) -> bool:
+    """The load is under way: Locust's stats have a pod create."""
+    stats = out / "locust_stats.csv"
+    return stats.exists() and any(line.startswith("POST,pods,") for line in stats.read_text().splitlines())
+
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
@@ -100,17 +116,13 @@ def test_a_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path
     import os
     import signal
 
-    out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "10",
-                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    proc, out = _smoke_in_a_session(tmp_path, "10")
     try:
         deadline = time.monotonic() + 60
         worker = None
         while worker is None:  # the worker, once the load is under way
             assert time.monotonic() < deadline and proc.poll() is None, "the load did not start"
-            stats = out / "locust_stats.csv"
-            if stats.exists() and any(line.startswith("POST,pods,") for line in stats.read_text().splitlines()):
+            if _pods_created(out):
                 for pid in _session(proc.pid):
                     with contextlib.suppress(OSError):
                         if b"locust-worker0.log" in Path(f"/proc/{pid}/cmdline").read_bytes():
@@ -188,15 +200,11 @@ def test_ctrl_c_in_a_terminal_still_writes_the_results(tmp_path: Path) -> None:
     import os
     import signal
 
-    out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "40",
-                             "--out", str(out), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, env=_env(), start_new_session=True)
+    proc, out = _smoke_in_a_session(tmp_path, "40")
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the load is under way
-            stats = out / "locust_stats.csv"
-            if stats.exists() and any(line.startswith("POST,pods,") for line in stats.read_text().splitlines()):
+            if _pods_created(out):
                 break
             time.sleep(0.5)
         else:
