@@ -137,7 +137,8 @@ WATCH_CACHE_LOCK_WAIT = Histogram(
 WATCH_CACHE_FALLBACKS = Counter(
     "controlplane_watch_cache_fallbacks_total",
     "Reads the watch cache handed to the store: a consistent read that waited too long for the cache "
-    "(reason get/list/watch), a revision older than the cache keeps (past-revision, window), a cache not loaded.",
+    "(reason get/list/watch), a revision older than the cache keeps (past-revision, window), an exact revision "
+    "it has not reached (behind), a cache not loaded.",
     ["resource", "reason"],
     registry=REGISTRY,
 )

@@ -7,7 +7,7 @@ Every error a store raises on purpose derives from ``StoreError``::
     ├── NotFound           update or delete of a key that does not   (HTTP 404 NotFound)
     ├── Conflict           expected_revision is not the key's        (HTTP 409 Conflict)
     ├── Compacted          revision below the compaction point       (HTTP 410 Gone)
-    ├── FutureRevision     revision above the store's                (HTTP 504 in kube; 400 here)
+    ├── FutureRevision     revision above the store's                (HTTP 504 Timeout, as kube)
     ├── InvalidRequest     key or value outside the limits           (HTTP 400 / 413)
     │   └── ValueTooLarge  value above MAX_VALUE_BYTES               (HTTP 413)
     ├── StorageFull        the disk is full; nothing was written     (HTTP 507/500 class)

@@ -444,6 +444,8 @@ class StoreReads:
                     start = kvs[-1].key + b"\x00"
                 if not more or not limit or len(items) >= limit:
                     break
+        except store.FutureRevision as e:  # (an exact revision past the store's: the cache's answer)
+            raise too_large_resource_version(e.revision, e.current) from e
         except store.Compacted as e:
             if options.start is None:  # upstream's etcd3 store's words (interpretListError)
                 raise ApiError.gone("The resourceVersion for the provided list is too old.") from e

@@ -3,10 +3,12 @@
 Consistency (KEP-2340): a read with no resourceVersion asks the store for its
 current revision and waits until the cache has applied it; after
 ``CacheConfig.fresh_timeout`` it is served by the store instead, and counted
-(``controlplane_watch_cache_consistent_read_fallbacks_total``). A list at an
+(``controlplane_watch_cache_fallbacks_total``). A list at an
 exact past revision is served from a retained snapshot (KEP-4988) when the
-cache has one, else by the store (which answers 410 once compacted). The pages
-of one paginated list come from the snapshot the first page was read from.
+cache has one, else by the store (which answers 410 once compacted); so is one at
+a revision the cache has not reached within ``EXACT_WAIT`` (a continue token of a
+page the store served, or another process's), 504 only past the store's revision.
+The pages of one paginated list come from the snapshot the first page was read from.
 A watch resumes from the event window, or from the store's history when the
 window no longer reaches back (410 once that is compacted too).
 """
@@ -47,6 +49,13 @@ from .watchers import Watcher
 __all__ = ["CacheReads"]
 
 log = logging.getLogger(__name__)
+
+
+# How long a list at an exact revision (a continue token's, or resourceVersionMatch=Exact)
+# waits for a cache that has not reached it before the store serves it: a token of another
+# server process's page is reached in milliseconds; a cache far behind (one reading its
+# backlog from the store: cache.py) would not reach it in a fresh_timeout either.
+EXACT_WAIT = 0.25
 
 
 class _Fallback(Exception):
@@ -133,7 +142,12 @@ class CacheReads:
     async def _list_snapshot(self, cache: ResourceCache, options: ListOptions) -> Snapshot:
         if options.continue_revision or options.exact:
             revision = options.continue_revision or options.revision
-            await self._fresh(cache, str(revision), "list")
+            if not await cache.wait_fresh(revision, min(cache.config.fresh_timeout, EXACT_WAIT)):
+                # a revision the cache has not reached: a token of a page the store served while
+                # the cache was behind, or another server process's; the store serves it (as
+                # upstream's cacher delegates such lists to etcd), or says 504 past its own
+                WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="behind").inc()
+                raise _Fallback
             snap = await cache.snapshot_at(revision)
             if snap is None:  # older than what the cache keeps: the store has it, or says 410
                 WATCH_CACHE_FALLBACKS.labels(resource=cache.plural, reason="past-revision").inc()

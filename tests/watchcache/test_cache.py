@@ -735,6 +735,37 @@ async def test_a_wait_on_a_cache_behind_its_feed_ends_when_it_drains(tmp_path: P
         await st.close()
 
 
+async def test_the_pages_of_a_list_the_store_served_are_served_while_the_cache_is_behind(env: Env) -> None:
+    """A cache held behind its writers (a starved server): the first page comes from the
+    store at its revision, and so do the next ones at the token's revision, not 504 (as
+    upstream's cacher delegates a list at a revision it does not have to etcd); a list
+    at an exact revision past the store's is still 504."""
+    for i in range(5):
+        await env.put(f"p{i}")
+    cache = env.caches.cache_for(PODS)
+    await cache.wait_fresh(await env.store.revision())
+    await cache.lock.acquire_read()  # its applier waits: what it is sent queues
+    try:
+        for i in range(5, 9):
+            await env.put(f"p{i}")
+        assert cache.revision < await env.store.revision()
+        pages: list[list[str]] = []
+        listed = await env.reads.list(PODS, "ns", ListOptions(everything(), limit=3))  # (after fresh_timeout)
+        pages.append(names(listed.items))
+        while listed.next_start is not None:
+            listed = await env.reads.list(PODS, "ns", ListOptions(everything(), limit=3, start=listed.next_start,
+                                                                  continue_revision=listed.revision))
+            pages.append(names(listed.items))
+        assert pages == [["p0", "p1", "p2"], ["p3", "p4", "p5"], ["p6", "p7", "p8"]]
+        assert cache.revision < listed.revision  # all three pages while it was behind
+        past = await env.store.revision() + 100
+        with pytest.raises(ApiError) as e:
+            await env.reads.list(PODS, "ns", ListOptions(everything(), resource_version=str(past), match="Exact"))
+        assert e.value.code == 504 and "Too large resource version" in e.value.message
+    finally:
+        cache.lock.release_read()
+
+
 async def test_exact_lists_between_retained_snapshots_replay_the_window(tmp_path: Path) -> None:
     st = store.open(f"lmdb://{tmp_path}/store")
     caches = WatchCaches(st, CacheConfig(retain_interval=3600.0))  # only the initial snapshot is retained
