@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,9 +44,22 @@ from . import kubeauth, report, scenarios, shapes
 from .kubeauth import Credentials, CredentialsError
 from .serverwatch import ServerWatcher
 
-__all__ = ["add_arguments", "main", "run"]
+__all__ = ["EXIT_CODES", "add_arguments", "main", "outcome", "run"]
 
 LOCUSTFILE = Path(__file__).parent / "locustfiles" / "scenario.py"
+
+# ``run``'s exit codes, as a CI job reads them (clusterloader2 exits non-zero when a measurement fails)
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = (
+    (EXIT_PASS, "the run is complete, no request failed and no SLO verdict failed (a verdict without data "
+                "neither passes nor fails)"),
+    (EXIT_FAIL, "a request failed, or an SLO verdict failed (not counted with --no-fail-on-slo)"),
+    (EXIT_USAGE, "the run did not start, and wrote no report: a bad option, or a check before the load refused "
+                 "it (the target, its credentials, --out, the server the harness starts)"),
+    (EXIT_INCOMPLETE, "the run is not complete (summary.json's incomplete_because: a Locust worker lost, fewer "
+                      "workers than expected, the server gone...): its verdicts judge less than the plan's load"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGTERM, SIGHUP): a partial report, or none before the load"),
+)
 # a server whose /metrics has not taken a connection for this long is gone: the load stops there
 TARGET_GONE_SECONDS = 10.0
 
@@ -149,6 +163,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between /metrics scrapes (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress display (without a terminal, a line every 30 s stands for the live table)")
+    p.add_argument("--no-fail-on-slo", dest="fail_on_slo", action="store_false",
+                   help="exit 0 when only SLO verdicts failed (latencies on a slow machine), still 1 when a request "
+                        "failed and 3 when the run is not complete; the verdicts are reported as ever")
+
+
+def exit_codes_text() -> str:
+    """The exit codes, for ``run --help``."""
+    return "exit codes:\n" + "\n".join(textwrap.fill(what, 79, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7,
+                                                       break_on_hyphens=False)
+                                         for code, what in EXIT_CODES)
 
 
 def _controllers_arg(played: Sequence[str], extra: Sequence[str]) -> list[str]:
@@ -720,13 +744,13 @@ def run(args: argparse.Namespace) -> int:
         # the server's own traffic (its nodes' Leases) would pass verdicts of a load that never ran
         print(f"loadtest {plan.scenario}: no load ran: fewer than the {info['expected_workers']} expected Locust "
               f"workers joined within {info['workers_missing_after']:g} s; report: {out / 'report.html'}")
-        return 1
+        return EXIT_INCOMPLETE
     if info["interrupted"] and not info["load_started"]:
         # as above: interrupted while Locust's master waited for its workers
         print(f"loadtest {plan.scenario}: no load ran: interrupted before Locust started it (its master was waiting "
               f"for {info['expected_workers']} worker{'s' if info['expected_workers'] != 1 else ''}); "
               f"report: {out / 'report.html'}")
-        return 130
+        return EXIT_INTERRUPTED
     print(f"loadtest {plan.scenario}: SLOs {summary['overall']}; {summary['requests']:,} requests, "
           f"{summary['failures']:,} failed, {summary['expected_non_2xx']:,} deliberate non-2xx; "
           f"report: {out / 'report.html'}")
@@ -744,9 +768,42 @@ def run(args: argparse.Namespace) -> int:
             f" [server side; the Locust clients' p99 {report.fmt(v['client_p99_s'] * 1000)} ms {v['client_worst']}]")
         print(f"  {v['verdict']:>7}  {v['title']}: p99 {p99} (≤ {v['threshold_s'] * 1000:g} ms) "
               f"{v['worst'] or v.get('note', '')}{client}" + (f"; {v['note']}" if v['worst'] and v.get('note') else ""))
-    if info.get("interrupted"):
-        return 130
-    return 0 if summary["failures"] == 0 and summary["complete"] else 1
+    code, line = outcome(summary, interrupted=bool(info.get("interrupted")), fail_on_slo=args.fail_on_slo)
+    print(f"loadtest {plan.scenario}: {line}")
+    return code
+
+
+def outcome(summary: dict[str, Any], *, interrupted: bool, fail_on_slo: bool = True) -> tuple[int, str]:
+    """The exit code of a run whose report is ``summary``, and the line that ends its output
+    (after the verdicts), as ``EXIT_CODES`` says them: an interrupted run first, then one that is
+    not complete (its verdicts judge a load other than the plan's), then failed requests, then the
+    SLO verdicts (a "no data" verdict neither passes nor fails), which ``fail_on_slo`` False
+    (``--no-fail-on-slo``) leaves out of the code, not out of the line.
+
+    >>> outcome({"incomplete_because": [], "failures": 0, "verdicts": [
+    ...     {"title": "pod startup", "verdict": "fail"}, {"title": "GET", "verdict": "pass"}]}, interrupted=False)
+    (1, 'FAIL (exit 1): 1 of 2 SLO verdicts failed: pod startup')
+    """
+    verdicts = summary["verdicts"]
+    failed = [v["title"] for v in verdicts if v["verdict"] == "fail"]
+    passed = sum(v["verdict"] == "pass" for v in verdicts)
+    slo = (f"{len(failed)} of {len(verdicts)} SLO verdict{'s' if len(verdicts) != 1 else ''} failed: "
+           + ", ".join(failed)) if failed else (
+        f"{passed} SLO verdict{'s' if passed != 1 else ''} passed"
+        + (f", {len(verdicts) - passed} without data" if passed != len(verdicts) else ""))
+    requests = f"{summary['failures']:,} request{'s' if summary['failures'] != 1 else ''} failed"
+    if interrupted:
+        return EXIT_INTERRUPTED, f"INTERRUPTED (exit {EXIT_INTERRUPTED}): a partial report"
+    if summary["incomplete_because"]:
+        return EXIT_INCOMPLETE, (f"INCOMPLETE (exit {EXIT_INCOMPLETE}): " + "; ".join(summary["incomplete_because"])
+                                 + (f"; {requests}" if summary["failures"] else ""))
+    if summary["failures"]:
+        return EXIT_FAIL, f"FAIL (exit {EXIT_FAIL}): {requests}" + (f"; {slo}" if failed else "")
+    if failed and fail_on_slo:
+        return EXIT_FAIL, f"FAIL (exit {EXIT_FAIL}): {slo}"
+    if failed:
+        return EXIT_PASS, f"PASS (exit {EXIT_PASS}, --no-fail-on-slo): complete, no request failed; {slo}"
+    return EXIT_PASS, f"PASS (exit {EXIT_PASS}): complete, no request failed, {slo}"
 
 
 def _redacted(argv: list[str]) -> list[str]:
@@ -995,7 +1052,8 @@ def _check_access(target: str, auth: Credentials, plan: scenarios.Plan) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest", description="controlplane load tests (Locust).")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a scenario", description="Run a load test scenario.")
+    r = sub.add_parser("run", help="run a scenario", description="Run a load test scenario.",
+                       epilog=exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(r)
     rep = sub.add_parser("report", help="rebuild the report of a run directory")
     rep.add_argument("dir", type=Path)

@@ -1135,3 +1135,57 @@ def test_a_remote_worker_s_name_becomes_a_dns_label_in_object_names() -> None:
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert re.fullmatch(r"hostname-[0-9a-f]+-0", seen["suffix"])
     assert seen["labels"] == ["worker-3-example-com", "w0", str(seen["pid"]), "a" * 20]
+
+
+def _summary(*verdicts: str, failures: int = 0, incomplete: tuple[str, ...] = ()) -> dict[str, object]:
+    return {"failures": failures, "incomplete_because": list(incomplete),
+            "verdicts": [{"title": f"slo {i}", "verdict": v} for i, v in enumerate(verdicts)]}
+
+
+@pytest.mark.parametrize(("summary", "interrupted", "fail_on_slo", "code", "line"), [
+    (_summary("pass", "no data"), False, True, 0, "PASS (exit 0): complete, no request failed, 1 SLO verdict "
+                                                  "passed, 1 without data"),
+    # clusterloader2 exits non-zero when a measurement fails: a failed verdict was exit code 0
+    (_summary("pass", "fail"), False, True, 1, "FAIL (exit 1): 1 of 2 SLO verdicts failed: slo 1"),
+    (_summary("pass", "fail"), False, False, 0, "PASS (exit 0, --no-fail-on-slo): complete, no request failed; "
+                                                "1 of 2 SLO verdicts failed: slo 1"),
+    # failed requests fail the run whatever --no-fail-on-slo says
+    (_summary("pass", failures=3), False, False, 1, "FAIL (exit 1): 3 requests failed"),
+    (_summary("fail", failures=1), False, True, 1, "FAIL (exit 1): 1 request failed; 1 of 1 SLO verdict failed: "
+                                                   "slo 0"),
+    # an incomplete run's verdicts judge less than the plan's load: its own code, before any failure
+    (_summary("fail", failures=2, incomplete=("a worker died", "no scrape")), False, True, 3,
+     "INCOMPLETE (exit 3): a worker died; no scrape; 2 requests failed"),
+    (_summary("pass", incomplete=("interrupted",)), True, True, 130, "INTERRUPTED (exit 130): a partial report"),
+])
+def test_the_exit_code_says_how_the_run_went(summary: dict[str, object], interrupted: bool, fail_on_slo: bool,
+                                             code: int, line: str) -> None:
+    assert run.outcome(summary, interrupted=interrupted, fail_on_slo=fail_on_slo) == (code, line)
+
+
+def test_run_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        run.main(["run", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--no-fail-on-slo" in out
+    codes = out[out.index("exit codes:"):]
+    for code, _ in run.EXIT_CODES:
+        assert f"\n  {code:<5}" in codes, code
+    assert "--no-fail-on-slo)" in codes  # not cut at its hyphens
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["run", "smoke", "--users", "3"], "loadtest: --users does not apply to smoke"),  # the harness's own check
+    (["run", "smoke", "--duration", "0"], "argument --duration: must be more than 0 seconds"),  # argparse's
+    (["report", "/nonexistent"], "is not a run's directory"),
+])
+def test_a_run_refused_before_any_load_exits_2(argv: list[str], said: str) -> None:
+    # the harness's one-line refusals exited 1, the code of a run whose requests or verdicts failed
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "loadtest", *argv], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr

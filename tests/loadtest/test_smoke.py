@@ -52,11 +52,20 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
                            "--no-progress"], capture_output=True, text=True, timeout=140, cwd=tmp_path, env=_env())
     wall = time.monotonic() - started
     logs = "".join(p.read_text(errors="replace")[-3000:] for p in sorted(out.glob("locust-*.err")))
-    assert proc.returncode == 0, proc.stdout + proc.stderr + logs
     assert wall < 90
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["complete"] is True
+    assert summary["complete"] is True, proc.stdout + proc.stderr + logs
     assert summary["failures"] == 0, summary["failed_entries"]
+    # what this test asserts is a complete run without failed requests; its latency verdicts are a
+    # loaded CI machine's, and a failed one exits 1 (the code CI reads), which is all it may change
+    failed = [v["title"] for v in summary["verdicts"] if v["verdict"] == "fail"]
+    assert proc.returncode == (1 if failed else 0), proc.stdout + proc.stderr + logs
+    last = proc.stdout.rstrip().splitlines()[-1]
+    if failed:
+        assert last == (f"loadtest smoke: FAIL (exit 1): {len(failed)} of {len(summary['verdicts'])} SLO verdicts "
+                        f"failed: {', '.join(failed)}"), last
+    else:
+        assert last.startswith("loadtest smoke: PASS (exit 0): complete, no request failed, "), last
     assert summary["scrapes"] >= 5
     assert summary["requests"] > 100
     # the harness's own server counts its responses' waits for slow readers (0 or more)
@@ -95,7 +104,7 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "5",
                            "--expect-workers", "2", "--workers-wait", "3", "--out", str(out), "--no-progress"],
                           capture_output=True, text=True, timeout=80, cwd=tmp_path, env=_env())
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # not complete
     assert "gave up after 3 s: fewer than the 2 expected workers joined, so no load ran" in proc.stderr
     # and the last word says so, not the verdicts the server's own traffic passed
     assert "loadtest smoke: no load ran: fewer than the 2 expected Locust workers joined within 3 s" in proc.stdout
@@ -134,7 +143,7 @@ def test_a_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 1, stdout + stderr
+    assert proc.returncode == 3, stdout + stderr  # not complete
     assert "loadtest: Locust's worker 0 exited with -9 after " in stderr
     assert "SLOs incomplete" in stdout and "  not complete: Locust's worker 0 exited with -9 after " in stdout
     run = json.loads((out / "run.json").read_text())
