@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import leftworkers
 from .promtext import parse
 from .serverwatch import api_call_histograms, run_histograms
 from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
@@ -492,6 +493,8 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
     for lost in run.get("workers_lost") or ():
         why.append(f"Locust's worker {lost['worker']} exited with {lost['exit']} after {fmt(lost['at'])} s of load "
                    "(its users made no load after that)")
+    for left in run.get("workers_left") or ():
+        why.append(leftworkers.said(left, run.get("heartbeat_liveness") or leftworkers.DEFAULT_LIVENESS))
     if run.get("server_exited_at") is not None:
         why.append(f"controlplane serve exited after {fmt(run['server_exited_at'])} s of load")
     if run.get("target_unreachable_at") is not None:

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from . import kubeauth, report, scenarios, shapes
+from . import kubeauth, leftworkers, report, scenarios, shapes
 from .kubeauth import Credentials, CredentialsError
 from .serverwatch import ServerWatcher
 
@@ -359,7 +359,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     stop_file = out / ".stop"
     stop_file.unlink(missing_ok=True)
     master_port = args.master_port or _free_port()
+    left_file = out / "locust-workers.json"  # the workers that left the test, as the master saw them
     env = {**os.environ, **plan.environment(), kubeauth.ENV: auth.to_env(), "LOADTEST_STOP_FILE": str(stop_file),
+           leftworkers.ENV_FILE: str(left_file),
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                           os.environ.get("PYTHONPATH", "")])}
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target]
@@ -405,11 +407,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         print(f"loadtest {plan.scenario}: {length} against {target}; results in {out}", file=sys.stderr,
               flush=True)
     progress = _Progress(mode, f"loadtest {plan.scenario}")
-    load_started = time.monotonic()
+    load_started, load_epoch = time.monotonic(), time.time()
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0
     timings: dict[str, float] = {}
     lost_at: dict[int, float] = {}  # local workers that died under the load (killed, out of memory)
+    left: list[dict[str, Any]] = []  # workers that left the test as the master saw them (a remote one killed)
+    left_read = -1.0
     interrupted = False
     try:
         while master.poll() is None:
@@ -433,6 +437,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                     print(f"loadtest: Locust's worker {i} exited with {w.returncode} after {elapsed:.0f} s of "
                           f"load; its users make no load for the rest of the run (see {out / f'locust-worker{i}.err'})",
                           file=sys.stderr)
+            left, left_read = leftworkers.read(left_file, left_read, left, workers, lost_at, load_epoch)
             if server is not None and server.proc.poll() is not None and "server_exited_at" not in timings:
                 # the rest of the run would only fail requests against nothing: end the load now
                 timings["server_exited_at"] = round(elapsed, 1)
@@ -494,6 +499,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         if master.poll() is None:
             master.kill()
         watcher.stop()
+    left, _ = leftworkers.read(left_file, left_read, left, workers, lost_at, load_epoch, final=True)
     master_log = out / "locust-master.log"
     said = master_log.read_text(errors="replace") if master_log.exists() else ""
     # Locust's master starts no user until the workers it expects have joined
@@ -519,6 +525,7 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             "worker_exits": [w.returncode for w in workers],
             "workers_lost": [{"worker": i, "exit": workers[i].returncode, "at": at}
                              for i, at in sorted(lost_at.items())],
+            "workers_left": left, "heartbeat_liveness": leftworkers.heartbeat_liveness(),
             # pods created and not yet deleted at most, counted in a quota run only
             "load_seconds": round(time.monotonic() - load_started, 1),
             "peak_pods": peak_pods if plan.until == "quota" else None,
@@ -578,8 +585,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 # what a run writes at the top of its --out (a reused --out must not lend a new run the old results)
 _OUTPUTS = ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv", "locust_exceptions.csv",
-            "locust.json", "locust-master.log", "locust-master.err", "server.jsonl", "metrics-first.prom",
-            "metrics-last.prom", "plan.json", "run.json", "summary.json", "report.html", ".stop",
+            "locust.json", "locust-master.log", "locust-master.err", "locust-workers.json", "server.jsonl",
+            "metrics-first.prom", "metrics-last.prom", "plan.json", "run.json", "summary.json", "report.html", ".stop",
             *(f"{name}.png" for name in report.PLOTS))
 
 

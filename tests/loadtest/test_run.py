@@ -1189,3 +1189,105 @@ def test_a_run_refused_before_any_load_exits_2(argv: list[str], said: str) -> No
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 2, proc.stderr
     assert said in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_harness_does_not_import_locust() -> None:
+    # Locust patches the standard library with gevent's (threads become greenlets) in the process that
+    # imports it: the harness's /metrics watcher thread then stalled its end by 30 s
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import sys, loadtest.run, loadtest.report; "
+                           "print(sorted(m for m in ('gevent', 'locust') if m in sys.modules))"],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout.strip() == "[]", proc.stderr
+
+
+_WORKER_WATCH = r'''
+import json, sys, types
+from pathlib import Path
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_RUNNING, STATE_STOPPED
+from loadtest.locustfiles.workers import _Watch
+
+
+class Clients:
+    def __init__(self):
+        self.nodes = {}
+
+    @property
+    def all(self):
+        return list(self.nodes.values())
+
+
+runner = types.SimpleNamespace(state=STATE_INIT, clients=Clients(), worker_count=0, shape_greenlet=object())
+node = lambda cid, state: types.SimpleNamespace(id=cid, state=state)
+w = _Watch(runner, Path(sys.argv[1]))
+steps = []
+runner.clients.nodes = {"a": node("a", STATE_INIT), "b": node("b", STATE_INIT), "c": node("c", STATE_INIT)}
+steps.append(w.check())  # joins before the test: nothing
+w.on_report("a", {"loadtest_worker": "host-a", "loadtest_pid": 11})
+w.on_heartbeat("a", 100.0)
+runner.state = STATE_RUNNING
+runner.clients.nodes = {k: node(k, STATE_RUNNING) for k in "abc"}
+steps.append(w.check())
+runner.clients.nodes["a"].state = STATE_MISSING  # a: no heartbeat
+del runner.clients.nodes["b"]  # b: quit
+steps.append(w.check())
+runner.clients.nodes["a"].state = STATE_RUNNING  # a: heartbeats again
+steps.append(w.check())
+runner.state = STATE_STOPPED  # the end of the test: c's quit is not recorded
+runner.clients.nodes = {"a": node("a", STATE_RUNNING)}
+steps.append(w.check())
+w.write()
+print(json.dumps({"steps": steps, "file": json.loads(Path(sys.argv[1]).read_text())}))
+'''
+
+
+def test_the_master_records_the_workers_that_leave_the_test(tmp_path: Path) -> None:
+    # over Locust's master's list of workers (a process of its own: Locust patches with gevent)
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _WORKER_WATCH, str(tmp_path / "left.json")], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["steps"] == [False, False, True, True, False]
+    a, b = sorted(seen["file"]["left"], key=lambda e: e["how"])
+    assert (a["worker"], a["pid"], a["how"], a["last_heard"]) == ("host-a", 11, "missing", 100.0)
+    assert a["back_at"] is not None and a["back_at"] >= a["at"]
+    # b never reported: named by Locust's id
+    assert (b["worker"], b["pid"], b["how"], b["back_at"]) == ("b", None, "quit", None)
+
+
+def test_the_harness_says_each_worker_that_left_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import socket
+    import types
+
+    from loadtest import leftworkers
+
+    path = tmp_path / "left.json"
+    here = socket.gethostname()
+    local = [types.SimpleNamespace(pid=os.getpid()), types.SimpleNamespace(pid=os.getpid() + 1)]
+    entries = [
+        # a local worker whose exit the harness saw already: said once, by the harness
+        {"worker": "w1", "id": f"{here}_x", "pid": os.getpid() + 1, "how": "missing", "last_heard": 1005.0,
+         "at": 1035.0, "back_at": None},
+        {"worker": "host3", "id": "host3_y", "pid": os.getpid(), "how": "missing", "last_heard": 1010.25,
+         "at": 1040.0, "back_at": None},
+    ]
+    path.write_text(json.dumps({"left": entries}))
+    left, seen = leftworkers.read(path, -1.0, [], local, {1: 5.0}, 1000.0)
+    assert left == [{"worker": "host3", "how": "missing", "local": False, "last_heard": 10.2, "at": 40.0,
+                     "back_at": None}]
+    err = capsys.readouterr().err
+    assert err == ("loadtest: Locust's worker host3 (remote) stopped answering its master after 10.2 s of load "
+                   f"(no heartbeat for {leftworkers.heartbeat_liveness()} s: killed, stalled, or its machine or "
+                   "network gone); its users made no load after that\n")
+    assert leftworkers.read(path, seen, left, local, {1: 5.0}, 1000.0) == (left, seen)  # unchanged: not read
+    entries[1]["back_at"] = 1050.0
+    path.write_text(json.dumps({"left": entries}))
+    left, _ = leftworkers.read(path, -1.0, left, local, {1: 5.0}, 1000.0, final=True)
+    assert left[0]["back_at"] == 50.0 and capsys.readouterr().err == ""  # not said again
+    assert leftworkers.said(left[0], 30).endswith("; it came back after 50 s, its users making no load meanwhile")

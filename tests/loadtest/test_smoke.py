@@ -151,6 +151,83 @@ def test_a_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path
     assert _session(proc.pid) == []
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path) -> None:
+    # a worker the harness did not start (on another machine), killed: Locust's master marked it missing
+    # after its heartbeats stopped, stopped the test and waited for ever, and the run passed with exit 0
+    import os
+    import signal
+    import threading
+
+    out = tmp_path / "run"
+    # the master gives a worker up after 5 s without heartbeats (30 by default), so the test is short
+    env = {**_env(), "LOADTEST_HEARTBEAT_LIVENESS": "5"}
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "40",
+                             "--processes", "0", "--expect-workers", "1", "--out", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+    said: list[str] = []
+    command = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "--worker" in line:
+                command.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    worker = None
+    try:
+        assert command.wait(60), "".join(said)
+        # the command the harness prints for the other machines, as a user pastes it there
+        line = next(x for x in said if "--worker" in x).strip().replace("THIS_HOST", "127.0.0.1")
+        assert line.startswith("LOADTEST_SCENARIO=smoke ") and " python -m locust " in line, line
+        worker = subprocess.Popen(["bash", "-c", line.replace(" python -m locust ", f" {sys.executable} -m locust ")],
+                                  cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not _pods_created(out):  # the load is under way
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(said)
+            time.sleep(0.2)
+        killed = time.monotonic()
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        stdout = proc.stdout.read() if proc.stdout else ""
+        proc.wait(timeout=60)
+        # the master gave the worker up after its 5 s and ended the run: not the 40 s of --duration
+        assert time.monotonic() - killed < 30
+    finally:
+        for p in (proc, worker):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        reader.join(5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    stderr = "".join(said)
+    assert proc.returncode == 3, stdout + stderr
+    assert "loadtest: Locust's worker " in stderr and " (remote) stopped answering its master after " in stderr
+    run = json.loads((out / "run.json").read_text())
+    [left] = run["workers_left"]
+    assert left["how"] == "missing" and left["local"] is False and left["back_at"] is None
+    assert left["worker"] != "" and left["last_heard"] is not None and left["at"] >= left["last_heard"] + 4
+    assert run["master_exit"] == 0  # it quit, writing its results
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["overall"] in ("incomplete", "fail")
+    [why] = summary["incomplete_because"]
+    assert why.startswith(f"Locust's worker {left['worker']} (remote) stopped answering its master after ") and \
+        "(no heartbeat for 5 s: killed, stalled, or its machine or network gone); its users made no load" in why
+    assert summary["requests"] > 0  # what it had made, from locust.json
+    assert f"  not complete: {why}" in stdout
+    assert stdout.rstrip().splitlines()[-1].startswith("loadtest smoke: INCOMPLETE (exit 3): Locust's worker ")
+    assert "Not complete" in (out / "report.html").read_text()
+    assert _session(proc.pid) == []
+
+
 @pytest.mark.timeout(90)
 def test_ctrl_c_while_waiting_for_workers_says_no_load_ran(tmp_path: Path) -> None:
     # interrupted before a remote worker joined: the report said "after 13.5 s of load" and the
