@@ -121,34 +121,38 @@ def _port(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS))
+    p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS),
+                   help="the scenario to run (python -m loadtest scenarios says what each does)")
     p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
-    p.add_argument("--kubeconfig", type=Path,
+    p.add_argument("--kubeconfig", type=Path, metavar="PATH",
                    help="credentials for --target: its current context's user (a token, a client certificate, "
                         "an exec plugin) and its cluster's CA; its server is the target when --target is not given")
     p.add_argument("--context", metavar="NAME",
                    help="the --kubeconfig's context to use, as kubectl's --context (default: its current one)")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
-    p.add_argument("--users", type=_at_least(0), help="weighted users at the shape's peak (default: the scenario's)")
+    p.add_argument("--users", type=_at_least(0), metavar="N",
+                   help="weighted users at the shape's peak (default: the scenario's)")
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
                    help="length of the run, in seconds or as 90s, 10m, 1h (default: the scenario's)")
     p.add_argument("--shape", choices=sorted(shapes.SHAPES), help="load shape (default: the scenario's)")
-    p.add_argument("--scale", type=_positive, default=1.0,
+    p.add_argument("--scale", type=_positive, default=1.0, metavar="FACTOR",
                    help="multiply the scenario's cluster size (nodes, controllers, namespaces) (default: 1)")
     p.add_argument("--pod-rate", type=_positive, metavar="PODS_PER_S",
                    help="pace the million scenario's pod creates and deletes at this rate, all controllers "
                         "together, as clusterloader2's throughput (default: unpaced, as fast as the server answers)")
-    p.add_argument("--processes", type=_at_least(0), default=1,
+    p.add_argument("--processes", type=_at_least(0), default=1, metavar="N",
                    help="Locust worker processes on this machine; 0 with --expect-workers for remote ones only "
                         "(default: 1)")
-    p.add_argument("--expect-workers", type=_at_least(0), default=0,
+    p.add_argument("--expect-workers", type=_at_least(0), default=0, metavar="N",
                    help="wait for this many workers in all, remote ones included (default: --processes)")
-    p.add_argument("--workers-wait", type=_at_least(1), default=120,
+    p.add_argument("--workers-wait", type=_at_least(1), default=120, metavar="SECONDS",
                    help="seconds to wait for the expected workers before giving up (default: %(default)s)")
-    p.add_argument("--master-port", type=_port, default=0, help="the master's port for workers (default: a free one)")
-    p.add_argument("--master-bind-host", default="127.0.0.1",
+    p.add_argument("--master-port", type=_port, default=0, metavar="PORT",
+                   help="the master's port for workers (default: a free one)")
+    p.add_argument("--master-bind-host", default="127.0.0.1", metavar="HOST",
                    help="where the master listens for workers; 0.0.0.0 for remote ones (default: %(default)s)")
-    p.add_argument("--out", type=Path, help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="output directory (default: loadtest-results/SCENARIO-TIMESTAMP)")
     p.add_argument("--quick", action="store_true",
                    help="a small version with under 60 s of load (a longer --duration is cut to 55 s); the "
                         "server's start, Locust's and the report come on top")
@@ -159,7 +163,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=_port, default=0, help="port for the server the harness starts (default: free)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for controlplane serve (repeatable)")
-    p.add_argument("--scrape-interval", type=_positive, default=2.0,
+    p.add_argument("--scrape-interval", type=_positive, default=2.0, metavar="SECONDS",
                    help="seconds between /metrics scrapes (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress display (without a terminal, a line every 30 s stands for the live table)")
