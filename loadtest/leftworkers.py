@@ -85,7 +85,7 @@ def said(e: dict[str, Any], liveness: int) -> str:
     text = (f"Locust's worker {e['worker']}{where} stopped answering its master {since} (no heartbeat for "
             f"{liveness} s: killed, stalled, or its machine or network gone)")
     if e.get("back_at") is not None:
-        return text + f"; it came back after {_seconds(e['back_at'])} s, its users making no load meanwhile"
+        return text + f"; it came back after {_seconds(e['back_at'])} s"
     return text + "; its users made no load after that"
 
 

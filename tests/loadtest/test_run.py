@@ -1290,4 +1290,4 @@ def test_the_harness_says_each_worker_that_left_once(tmp_path: Path, capsys: pyt
     path.write_text(json.dumps({"left": entries}))
     left, _ = leftworkers.read(path, -1.0, left, local, {1: 5.0}, 1000.0, final=True)
     assert left[0]["back_at"] == 50.0 and capsys.readouterr().err == ""  # not said again
-    assert leftworkers.said(left[0], 30).endswith("; it came back after 50 s, its users making no load meanwhile")
+    assert leftworkers.said(left[0], 30).endswith("gone); it came back after 50 s")
