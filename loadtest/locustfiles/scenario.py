@@ -23,7 +23,7 @@ from loadtest.locustfiles.base import PARAMS
 __all__: list[str] = []
 
 
-@events.init.add_listener
+@events.init.add_listener  # type: ignore[untyped-decorator]
 def _watch_workers(environment: Environment, **_: Any) -> None:
     # the master records the workers that leave the run (a remote one killed), for the harness;
     # importing workers made a missed heartbeat count after 30 s, not Locust's 3

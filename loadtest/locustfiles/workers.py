@@ -117,11 +117,11 @@ def install(environment: Environment) -> None:
             data["loadtest_worker"] = name or client_id
             data["loadtest_pid"] = pid
 
-        environment.events.report_to_master.add_listener(on_report_to_master)
+        environment.events.report_to_master.add_listener(on_report_to_master)  # type: ignore[no-untyped-call]
     elif isinstance(runner, MasterRunner) and os.environ.get(ENV_FILE):
         watch = _Watch(runner, Path(os.environ[ENV_FILE]))
-        environment.events.worker_report.add_listener(watch.on_report)
-        environment.events.heartbeat_sent.add_listener(watch.on_heartbeat)
+        environment.events.worker_report.add_listener(watch.on_report)  # type: ignore[no-untyped-call]
+        environment.events.heartbeat_sent.add_listener(watch.on_heartbeat)  # type: ignore[no-untyped-call]
         options = environment.parsed_options
         # not in the runner's group of greenlets, which its quit kills
         gevent.spawn(watch.run, bool(options and options.headless))
