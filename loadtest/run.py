@@ -441,6 +441,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                     print(f"loadtest: Locust's worker {i} exited with {w.returncode} after {elapsed:.0f} s of "
                           f"load; its users make no load for the rest of the run (see {out / f'locust-worker{i}.err'})",
                           file=sys.stderr)
+                    if expect == args.processes and len(lost_at) == len(workers) and not stop_file.exists():
+                        # no worker left, none elsewhere: Locust's master would notice after its heartbeat
+                        # liveness (30 s) and then wait; the load is over, end it as a run ends
+                        stop_file.touch()
+                        print("loadtest: no Locust worker is left; stopping the load", file=sys.stderr)
             left, left_read = leftworkers.read(left_file, left_read, left, workers, lost_at, load_epoch)
             if server is not None and server.proc.poll() is not None and "server_exited_at" not in timings:
                 # the rest of the run would only fail requests against nothing: end the load now
