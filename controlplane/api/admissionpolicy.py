@@ -1,7 +1,8 @@
 """ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1): CEL rules that refuse writes.
 
-As upstream's validating admission policy plugin: a write (create, update or delete) is
-checked against every ValidatingAdmissionPolicyBinding whose policy exists and whose
+As upstream's validating admission policy plugin: a write (create, update or delete) or a
+CONNECT (exec, attach, portforward, proxy: ``object`` is its options, a ``PodExecOptions``...,
+and ``request.kind`` their kind) is checked against every ValidatingAdmissionPolicyBinding whose policy exists and whose
 matches take it in: the policy's ``matchConstraints`` and the binding's
 ``matchResources`` (``resourceRules`` by group, version, resource, subresource and
 operation, minus ``excludeResourceRules``; ``namespaceSelector``; ``objectSelector``).
@@ -66,6 +67,16 @@ def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresourc
     return "*/*" in resources or full in resources or (not subresource and "*" in resources) \
         or (bool(subresource) and f"{resource}/*" in resources) or (bool(subresource) and f"*/{subresource}" in
                                                                     resources)
+
+
+def object_selected(selector: Any, *objects: Obj | None) -> bool:
+    """Whether an ``objectSelector`` takes one of ``objects`` (the new and the old one), as
+    upstream's object matcher: an empty selector takes every request; another takes none
+    that has no metadata (a CONNECT's options: an ``*Options`` kind has no labels to judge)."""
+    if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return True
+    return any(match_label_selector(selector, (o["metadata"] or {}).get("labels") or {})
+               for o in objects if o is not None and "metadata" in o)
 
 
 def _message(validation: Obj, expression: str, context: Any) -> str:
@@ -160,13 +171,7 @@ class AdmissionPolicies:
             labels = ((namespace_object or {}).get("metadata") or {}).get("labels") or {}
             if not match_label_selector(selector, labels):
                 return False
-        selector = constraints.get("objectSelector")
-        if selector:
-            candidates = [o for o in (obj, old) if o is not None]
-            if not any(match_label_selector(selector, (o.get("metadata") or {}).get("labels") or {})
-                       for o in candidates):
-                return False
-        return True
+        return object_selected(constraints.get("objectSelector"), obj, old)
 
     @staticmethod
     def _context(rtype: ResourceType, namespace: str | None, name: str, operation: str, obj: Obj | None,

@@ -4,8 +4,10 @@
 listens where it would forward: a simulated pod serves nothing and a simulated node runs no
 kubelet.
 
-kube-apiserver finds where to forward first (upstream's ``ResourceLocation`` of each
-registry), each step failing with a Status of its own, then dials; ``refusal`` takes the
+Before anything, admission: the request's ``PodProxyOptions``, ``ServiceProxyOptions`` or
+``NodeProxyOptions`` (``proxy_options``) go to the webhooks and policies that take ``CONNECT``
+on the subresource, which may refuse. Then kube-apiserver finds where to forward (upstream's
+``ResourceLocation`` of each registry), each step failing with a Status of its own, then dials; ``refusal`` takes the
 same steps and returns the first failure, which is the answer:
 
 - the name on the URL may carry a scheme and a port (``name``, ``name:port``,
@@ -33,7 +35,7 @@ from typing import Any
 from .errors import ApiError
 from .streaming import kubelet_address
 
-__all__ = ["PROXY_METHODS", "refusal"]
+__all__ = ["PROXY_METHODS", "proxy_options", "refusal"]
 
 # upstream's proxyMethods: what a proxy subresource forwards
 PROXY_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
@@ -41,6 +43,19 @@ _SCHEMES = ("", "http", "https")
 _NOUNS = {"pods": "pod", "services": "service", "nodes": "node"}
 
 Getter = Callable[[str], Awaitable[dict[str, Any]]]  # a name -> the object, or raise its 404
+
+
+def proxy_options(kind: str, path: str, after: list[str]) -> dict[str, Any]:
+    """The request's options as upstream's admission sees them: ``PodProxyOptions``,
+    ``ServiceProxyOptions`` or ``NodeProxyOptions`` (``kind``: the resource's kind), whose
+    ``path`` is the URL's after ``proxy`` (``after``, its segments), with a leading slash and
+    the URL's trailing one (upstream's ``getRequestOptions``); left out when empty."""
+    tail = "/".join(after)
+    if tail and not tail.startswith("/"):
+        tail = "/" + tail
+    if path.endswith("/") and not tail.endswith("/"):
+        tail += "/"
+    return {"kind": f"{kind}ProxyOptions", "apiVersion": "v1", **({"path": tail} if tail else {})}
 
 
 async def refusal(plural: str, id_on_url: str, get: Getter, endpoints_of: Getter) -> ApiError:

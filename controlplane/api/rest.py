@@ -146,7 +146,7 @@ from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
 from .pretty import PRETTY_AGENTS, pretty_asked, pretty_writer
 from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
-from .proxying import PROXY_METHODS
+from .proxying import PROXY_METHODS, proxy_options
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
 from .rbac import Authorizes, User, forbidden, selected_name, verb_of
@@ -171,7 +171,7 @@ from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
 from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
-from .streaming import STREAMING_SUBRESOURCES, needs_create
+from .streaming import STREAMING_SUBRESOURCES, connect_options, needs_create
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
@@ -611,12 +611,15 @@ class KubeApi:
         if subresource in STREAMING_SUBRESOURCES and name is not None:
             if method not in ("GET", "POST"):
                 raise ApiError.method_not_allowed(method)
-            raise await self._streaming_refusal(rtype, namespace, name, subresource, scope)
+            options = connect_options(subresource, query_string)
+            await self._admit_connect(rtype, namespace, name, subresource, options)
+            raise await self._streaming_refusal(rtype, namespace, name, options, scope)
         if subresource == "proxy" and name is not None:
             if method not in PROXY_METHODS:
                 raise ApiError.method_not_allowed(method)
             if "dryRun" in query:
                 raise ApiError.bad_request("dryRun is not supported")
+            await self._admit_connect(rtype, namespace, name, subresource, proxy_options(rtype.kind, path, rest[3:]))
             raise await self._proxy_refusal(rtype, namespace, name)
         headers = dict(scope["headers"])
         if method == "PATCH" and subresource in (None, "status", "scale", "ephemeralcontainers", "resize", "approval") \
@@ -2172,8 +2175,22 @@ class KubeApi:
                     "headers": [(b"content-type", b"text/plain"), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
 
-    async def _streaming_refusal(self, rtype: ResourceType, namespace: str | None, name: str, subresource: str,
-                                 scope: Scope) -> ApiError:
+    async def _admit_connect(self, rtype: ResourceType, namespace: str | None, name: str, subresource: str,
+                             options: dict[str, Any]) -> None:
+        """Admission of a CONNECT (exec, attach, portforward, proxy), as upstream's
+        ``ConnectResource`` asks it once the options are decoded and before it connects: the
+        mutating webhooks (their patches change ``options``, as upstream's change the options
+        it connects with), then the policies and the validating webhooks, each seeing the
+        options as the object, of the options' kind (``api/webhooks.py``)."""
+        kind = ("", "v1", str(options["kind"]))
+        webhooks = self.webhooks
+        if webhooks is not None and webhooks.active(mutating=True):
+            await webhooks.mutate(rtype, namespace, name, "CONNECT", options, None, subresource, kind=kind)
+        if self._subresource_admission(mutating=False):
+            await self._validate_subresource((rtype, subresource, kind), namespace, name, "CONNECT", options, None)
+
+    async def _streaming_refusal(self, rtype: ResourceType, namespace: str | None, name: str,
+                                 options: dict[str, Any], scope: Scope) -> ApiError:
         """``pods/{name}/exec``, ``attach`` and ``portforward``: the error kube-apiserver answers
         when the node's kubelet cannot be reached (no simulated node runs one), or the one an
         earlier step fails with (``api/streaming.py``)."""
@@ -2186,7 +2203,7 @@ class KubeApi:
         async def node_named(node: str) -> dict[str, Any]:
             return orjson.loads(await self._get(nodes, None, node))  # type: ignore[no-any-return]
 
-        return await streaming_refusal(subresource, name, scope.get("query_string", b""), scope["headers"],
+        return await streaming_refusal(name, options, scope["headers"],
                                        pod_named, node_named)
 
     async def _proxy_refusal(self, rtype: ResourceType, namespace: str | None, id_on_url: str) -> ApiError:

@@ -11,6 +11,9 @@ first failure, which is the answer:
 2. the options (``PodExecOptions``, ``PodAttachOptions``, ``PodPortForwardOptions``) decode
    from the query; only a port that is not a number fails (400, the ``strconv`` error);
    booleans read as every query boolean does (``params.flag``);
+   then admission: the webhooks and ValidatingAdmissionPolicies that take ``CONNECT`` on the
+   subresource see the options (``connect_options``) and may refuse; a mutating webhook's
+   patch changes them (``KubeApi._admit_connect``, ``api/webhooks.py``);
 3. the pod: 404 when it is not there;
 4. the container (exec and attach): one named must be among the pod's containers, init and
    ephemeral ones included; one must be named when the pod has several (400, upstream's
@@ -42,8 +45,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from .errors import ApiError
+from .params import flag
 
-__all__ = ["STREAMING_SUBRESOURCES", "is_upgrade", "kubelet_address", "needs_create", "refusal"]
+__all__ = ["STREAMING_SUBRESOURCES", "connect_options", "is_upgrade", "kubelet_address", "needs_create", "refusal"]
 
 STREAMING_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
 # the kubelet's port when the node's status names none (kube-apiserver's --kubelet-port)
@@ -66,18 +70,41 @@ def needs_create(method: str, subresource: str, headers: Iterable[tuple[bytes, b
     return method == "GET" and subresource in STREAMING_SUBRESOURCES and is_upgrade(headers)
 
 
-async def refusal(subresource: str, name: str, query_string: bytes, headers: Iterable[tuple[bytes, bytes]],
-                  pod_named: Getter, node_named: Getter) -> ApiError:
-    """The Status that answers a pod's ``subresource`` request (steps 1 to 7 above)."""
+def connect_options(subresource: str, query_string: bytes) -> dict[str, Any]:
+    """Steps 1 and 2: the request's options as ``v1`` JSON (``PodExecOptions``,
+    ``PodAttachOptions``, ``PodPortForwardOptions``), decoded from the query as upstream's
+    parameter codec does (a string its first value, a boolean ``Convert_Slice_string_To_bool``'s,
+    fields left out when empty as their ``omitempty`` tags; exec's ``command`` is always
+    there); a 400 raised when the request is a dry run or a port is not a number."""
     pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
     if any(k == "dryRun" for k, _ in pairs):
-        return ApiError.bad_request("dryRun is not supported")
+        raise ApiError.bad_request("dryRun is not supported")
     if subresource == "portforward":
-        _ports(v for k, v in pairs if k == "ports")
+        ports = _ports(v for k, v in pairs if k == "ports")
+        return {"kind": "PodPortForwardOptions", "apiVersion": "v1", **({"ports": ports} if ports else {})}
+    first: dict[str, str] = {}
+    for key, value in pairs:
+        first.setdefault(key, value)
+    options: dict[str, Any] = {"kind": "PodExecOptions" if subresource == "exec" else "PodAttachOptions",
+                               "apiVersion": "v1"}
+    for key in ("stdin", "stdout", "stderr", "tty"):
+        if key in first and flag(first, key):
+            options[key] = True
+    if first.get("container"):
+        options["container"] = first["container"]
+    if subresource == "exec":
+        options["command"] = [v for k, v in pairs if k == "command"] or None
+    return options
+
+
+async def refusal(name: str, options: dict[str, Any], headers: Iterable[tuple[bytes, bytes]],
+                  pod_named: Getter, node_named: Getter) -> ApiError:
+    """The Status that answers a pod's exec, attach or portforward request of ``options``
+    (``connect_options``, then admitted), steps 3 to 7 above."""
     pod = await pod_named(name)
     spec = pod.get("spec") or {}
-    if subresource != "portforward":
-        _container(name, spec, next((v for k, v in reversed(pairs) if k == "container"), ""))
+    if options.get("kind") != "PodPortForwardOptions":
+        _container(name, spec, str(options.get("container") or ""))
     node_name = spec.get("nodeName")
     if not node_name:
         return ApiError.bad_request(f"pod {name} does not have a host assigned")
@@ -89,14 +116,16 @@ async def refusal(subresource: str, name: str, query_string: bytes, headers: Ite
                     "this cluster's nodes are simulated and their containers do not run")
 
 
-def _ports(values: Iterable[str]) -> None:
+def _ports(values: Iterable[str]) -> list[int]:
     """PodPortForwardOptions' ``ports``, each value a comma-separated list of numbers."""
+    ports = []
     for value in values:
         for port in value.split(","):
             try:
-                int(port.strip(), 10)
+                ports.append(int(port.strip(), 10))
             except ValueError:
                 raise ApiError.bad_request(f'strconv.ParseInt: parsing "{port}": invalid syntax') from None
+    return ports
 
 
 def _container(pod_name: str, spec: dict[str, Any], named: str) -> None:

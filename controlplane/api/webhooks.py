@@ -61,8 +61,13 @@ call's ``mutation.webhook.admission.k8s.io/round_R_index_I`` (``{"configuration"
 "mutated"}``) and, from the ``Request`` level on, its ``patch.webhook.admission.k8s.io/...``;
 a webhook's own ``auditAnnotations`` under ``<webhook name>/<key>``.
 
-Not done: CONNECT requests, the ``authorizer`` in match conditions, the
-in-tree plugins' reinvocation.
+A CONNECT (exec, attach, portforward, proxy: ``KubeApi._admit_connect``) is called with its
+options as the object (``PodExecOptions``...; ``Request.kind`` their kind), no old object and
+null ``options``; a patch changes the options the request goes on with (upstream converts
+the patched options back into those it connects with). An ``objectSelector`` that is not
+empty never takes it: the options have no metadata (``object_selected``).
+
+Not done: the ``authorizer`` in match conditions, the in-tree plugins' reinvocation.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from . import audit
-from .admissionpolicy import REQUEST_USER
+from .admissionpolicy import REQUEST_USER, object_selected
 from .dryrun import DRY_RUN
 from .errors import ApiError
 from .fieldvalidation import add_warning, note_webhook_time
@@ -131,11 +136,11 @@ class Request:
     rtype: ResourceType
     namespace: str
     name: str
-    operation: str  # CREATE, UPDATE, DELETE
-    obj: Obj | None
+    operation: str  # CREATE, UPDATE, DELETE, CONNECT
+    obj: Obj | None  # a CONNECT's: its options (PodExecOptions, NodeProxyOptions, ...)
     old: Obj | None
     subresource: str
-    options: Obj
+    options: Obj | None  # the operation's options (None: a CONNECT's, which has none)
     # a subresource's own kind (group, version, kind): a Binding, an Eviction, a Scale; None: the resource's
     kind: tuple[str, str, str] | None = field(default=None)
     _namespace_labels: dict[str, str] | None = field(default=None)
@@ -211,8 +216,8 @@ class AdmissionWebhooks:
         kept: Obj = {}
         if obj is not None:
             shown = dict(obj)
-            meta = shown["metadata"] = dict(obj.get("metadata") or {})
             if operation == "CREATE":
+                meta = shown["metadata"] = dict(obj.get("metadata") or {})
                 kept = {k: meta.pop(k) for k in ("uid", "generation") if k in meta}
                 kept["creationTimestamp"] = meta.get("creationTimestamp")
                 meta["creationTimestamp"] = None
@@ -237,7 +242,7 @@ class AdmissionWebhooks:
             return False
         if obj is not None and request.obj is not None:
             patched = request.obj
-            meta = patched.setdefault("metadata", {})
+            meta = patched.setdefault("metadata", {}) if kept else {}
             for key, value in kept.items():
                 if key == "name":
                     if value is not None and not meta.get("name"):
@@ -278,9 +283,7 @@ class AdmissionWebhooks:
         if selector and (request.namespace or _is_namespace(request)) \
                 and not match_label_selector(selector, await self._namespace_labels(request)):
             return None
-        selector = spec.get("objectSelector")
-        if selector and not any(match_label_selector(selector, ((o.get("metadata") or {}).get("labels") or {}))
-                                for o in (request.obj, request.old) if o is not None):
+        if not object_selected(spec.get("objectSelector"), request.obj, request.old):
             return None
         rules = [rule for rule in spec.get("rules") or () if isinstance(rule, dict)]
         invocation: Invocation | None = None
@@ -520,7 +523,9 @@ class AdmissionWebhooks:
         return orjson.loads(raw) if raw is not None else None
 
     @staticmethod
-    def _options(operation: str, options: Obj | None) -> Obj:
+    def _options(operation: str, options: Obj | None) -> Obj | None:
+        if operation == "CONNECT":
+            return None  # (upstream's review then has "options": null)
         out: Obj = {"kind": _OPTIONS_KIND.get(operation, "CreateOptions"), "apiVersion": "meta.k8s.io/v1"}
         for key, value in (options or {}).items():
             if key not in ("kind", "apiVersion") and value is not None:
@@ -564,6 +569,7 @@ class AdmissionWebhooks:
         fields["dryRun"] = bool(DRY_RUN.get())
         fields["options"] = request.options
         return fields
+
 
 
 class _BadResponse(Exception):

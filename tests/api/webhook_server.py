@@ -137,6 +137,13 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
                      "message": "the webhook broke"}
     elif path == "/wrong-uid":
         response["uid"] = "not-the-request"
+    elif path == "/deny-connect":  # a CONNECT refused, its message naming what the options asked
+        what = " ".join(obj.get("command") or ()) or request.get("subResource", "")
+        response.update(allowed=False, status={"code": 403, "reason": "Forbidden",
+                                               "message": f"no {request['subResource']} into {request['name']} "
+                                                          f"({what})"})
+    elif path == "/connect-container":  # a CONNECT's options patched: another container
+        response.update(_patch([{"op": "add", "path": "/container", "value": "patched"}]))
     elif path == "/annotate":
         response["auditAnnotations"] = {"checked": "yes"}
     return 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
