@@ -674,7 +674,8 @@ class _Request:
                     self.response_type = next((v.decode("latin-1") for k, v in headers
                                                if k.lower() == b"content-type"), "")
                 message = {**message, "headers": headers}
-                if self.long_running and not self._failed_authentication():
+                if self.long_running and not self._failed_authentication() \
+                        and self.decision is not None and self.decision.level != "None":
                     self.started_sent = True
                     self.emit("ResponseStarted")
             elif kind == "http.response.body" and self.response is not None:
